@@ -1,0 +1,335 @@
+//===- KVAttnOps.cpp - kvattn operations ----------------------------------===//
+//
+// Verifiers. Every rule rejects statically wrong IR with a diagnostic that
+// names the tensor, the dimension and both sizes; dynamic dimensions are
+// accepted and checked at run time by whoever executes the op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/KVAttnOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+#include "dialect/KVAttnEnums.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Shape helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One dimension of one named tensor, for diagnostics.
+struct NamedDim {
+  StringRef tensor;
+  unsigned index;
+  int64_t size;
+};
+} // namespace
+
+static bool isCompatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+static std::string dimToString(int64_t size) {
+  return ShapedType::isDynamic(size) ? std::string("?") : std::to_string(size);
+}
+
+static NamedDim dimOf(StringRef tensor, Value value, unsigned index) {
+  auto type = cast<ShapedType>(value.getType());
+  return {tensor, index, type.getDimSize(index)};
+}
+
+/// Checks that two dimensions that denote the same quantity `what` agree.
+static LogicalResult checkSameDim(Operation *op, StringRef what, NamedDim a,
+                                  NamedDim b) {
+  if (isCompatible(a.size, b.size))
+    return success();
+  return op->emitOpError()
+         << what << " mismatch: " << a.tensor << " dim " << a.index << " is "
+         << a.size << " but " << b.tensor << " dim " << b.index << " is "
+         << b.size;
+}
+
+static LogicalResult checkRank(Operation *op, StringRef tensor, Value value,
+                               int64_t rank, StringRef layout) {
+  auto type = cast<ShapedType>(value.getType());
+  if (type.getRank() == rank)
+    return success();
+  return op->emitOpError() << tensor << " must have rank " << rank << " "
+                           << layout << ", got rank " << type.getRank();
+}
+
+/// Checks a tensor against an expected shape of named dimensions, e.g.
+/// `q_pos` against [B, L]. `expected` holds (name, size) pairs.
+static LogicalResult
+checkShape(Operation *op, StringRef tensor, Value value,
+           ArrayRef<std::pair<StringRef, int64_t>> expected) {
+  auto type = cast<ShapedType>(value.getType());
+  auto layout = [&] {
+    std::string s = "[";
+    llvm::interleave(
+        expected, [&](const auto &d) { s += d.first.str(); },
+        [&] { s += ", "; });
+    return s + "]";
+  };
+  if (type.getRank() != static_cast<int64_t>(expected.size()))
+    return op->emitOpError()
+           << tensor << " must have shape " << layout() << " (rank "
+           << expected.size() << "), got rank " << type.getRank();
+  for (auto [i, d] : llvm::enumerate(expected)) {
+    if (isCompatible(type.getDimSize(i), d.second))
+      continue;
+    return op->emitOpError()
+           << tensor << " must have shape " << layout() << ": dim " << i
+           << " is " << type.getDimSize(i) << " but " << d.first << " is "
+           << d.second;
+  }
+  return success();
+}
+
+namespace {
+/// The named sizes of an attention problem, read off Q, K, V.
+struct AttentionDims {
+  int64_t b, hq, hkv, l, s, d, dv;
+};
+} // namespace
+
+/// Verifies Q [B,Hq,L,D], K [B,Hkv,S,D], V [B,Hkv,S,Dv], out [B,Hq,L,Dv],
+/// their element types and the GQA ratio. Shared by attention and sdpa.
+static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
+                                             Value v, Value out) {
+  if (failed(checkRank(op, "query", q, 4, "[B, Hq, L, D]")) ||
+      failed(checkRank(op, "key", k, 4, "[B, Hkv, S, D]")) ||
+      failed(checkRank(op, "value", v, 4, "[B, Hkv, S, Dv]")) ||
+      failed(checkRank(op, "out", out, 4, "[B, Hq, L, Dv]")))
+    return failure();
+
+  Type elt = cast<ShapedType>(q.getType()).getElementType();
+  for (auto [name, value] : {std::pair<StringRef, Value>{"key", k},
+                             {"value", v},
+                             {"out", out}}) {
+    Type other = cast<ShapedType>(value.getType()).getElementType();
+    if (other != elt) {
+      op->emitOpError() << name << " element type " << other
+                        << " must match the query element type " << elt;
+      return failure();
+    }
+  }
+
+  if (failed(checkSameDim(op, "batch size B", dimOf("key", k, 0),
+                          dimOf("query", q, 0))) ||
+      failed(checkSameDim(op, "batch size B", dimOf("value", v, 0),
+                          dimOf("query", q, 0))) ||
+      failed(checkSameDim(op, "head dim D", dimOf("key", k, 3),
+                          dimOf("query", q, 3))) ||
+      failed(checkSameDim(op, "kv heads Hkv", dimOf("value", v, 1),
+                          dimOf("key", k, 1))) ||
+      failed(checkSameDim(op, "key length S", dimOf("value", v, 2),
+                          dimOf("key", k, 2))) ||
+      failed(checkSameDim(op, "batch size B", dimOf("out", out, 0),
+                          dimOf("query", q, 0))) ||
+      failed(checkSameDim(op, "query heads Hq", dimOf("out", out, 1),
+                          dimOf("query", q, 1))) ||
+      failed(checkSameDim(op, "query length L", dimOf("out", out, 2),
+                          dimOf("query", q, 2))) ||
+      failed(checkSameDim(op, "value head dim Dv", dimOf("out", out, 3),
+                          dimOf("value", v, 3))))
+    return failure();
+
+  auto qt = cast<ShapedType>(q.getType());
+  auto kt = cast<ShapedType>(k.getType());
+  auto vt = cast<ShapedType>(v.getType());
+  AttentionDims dims{qt.getDimSize(0), qt.getDimSize(1), kt.getDimSize(1),
+                     qt.getDimSize(2), kt.getDimSize(2), qt.getDimSize(3),
+                     vt.getDimSize(3)};
+  if (dims.d == 0) {
+    op->emitOpError() << "head dim D must be positive, got 0";
+    return failure();
+  }
+  if (dims.hkv == 0) {
+    op->emitOpError() << "kv heads Hkv must be positive, got 0";
+    return failure();
+  }
+  if (ShapedType::isStatic(dims.hq) && ShapedType::isStatic(dims.hkv) &&
+      dims.hq % dims.hkv != 0) {
+    op->emitOpError() << "query heads Hq = " << dims.hq
+                      << " must be a multiple of kv heads Hkv = " << dims.hkv
+                      << " (GQA groups query heads evenly)";
+    return failure();
+  }
+  return dims;
+}
+
+/// Checks that `mask` broadcasts to [B, Hq, L, S]: rank 2 to 4, aligned on
+/// the right, each static dimension 1 or the full size.
+static LogicalResult verifyMaskShape(Operation *op, Value mask,
+                                     const AttentionDims &dims) {
+  auto type = cast<ShapedType>(mask.getType());
+  int64_t rank = type.getRank();
+  if (rank < 2 || rank > 4)
+    return op->emitOpError()
+           << "mask must have rank 2 to 4 (broadcastable to [B, Hq, L, S]), "
+              "got rank "
+           << rank;
+  const std::pair<StringRef, int64_t> full[4] = {
+      {"B", dims.b}, {"Hq", dims.hq}, {"L", dims.l}, {"S", dims.s}};
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t size = type.getDimSize(i);
+    const auto &target = full[4 - rank + i];
+    if (size == 1 || isCompatible(size, target.second))
+      continue;
+    return op->emitOpError()
+           << "mask dim " << i << " is " << size << ", which does not "
+           << "broadcast to " << target.first << " = "
+           << dimToString(target.second) << " (must be 1 or "
+           << dimToString(target.second) << ")";
+  }
+  return success();
+}
+
+static LogicalResult verifyScale(Operation *op, std::optional<APFloat> scale) {
+  if (scale && !scale->isFinite())
+    return op->emitOpError() << "scale must be finite, got "
+                             << scale->convertToDouble();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  Operation *op = getOperation();
+  FailureOr<AttentionDims> maybeDims =
+      verifyQKVOut(op, getQuery(), getKey(), getValue(), getOut());
+  if (failed(maybeDims))
+    return failure();
+  const AttentionDims &dims = *maybeDims;
+
+  if (Value lse = getLse()) {
+    if (failed(checkShape(op, "lse", lse,
+                          {{"B", dims.b}, {"Hq", dims.hq}, {"L", dims.l}})))
+      return failure();
+  }
+
+  // Position forms.
+  bool offsetForm = getQOffset() || getKOffset();
+  bool explicitForm = getQPos() || getKPos();
+  if (offsetForm && explicitForm)
+    return emitOpError()
+           << "positions are given both in offset form (q_offset/k_offset) "
+              "and in explicit form (q_pos/k_pos); use one form";
+  if (getKOffset() && !getQOffset())
+    return emitOpError() << "k_offset requires q_offset";
+  if (static_cast<bool>(getQPos()) != static_cast<bool>(getKPos()))
+    return emitOpError()
+           << "the explicit form needs both q_pos and k_pos, got only "
+           << (getQPos() ? "q_pos" : "k_pos");
+  if ((getCausal() || getWindow()) && !offsetForm && !explicitForm)
+    return emitOpError()
+           << (getCausal() ? "causal" : "window")
+           << " attention needs query and key positions: give q_offset "
+              "(and optionally k_offset) or q_pos and k_pos";
+
+  if (Value v = getQOffset())
+    if (failed(checkShape(op, "q_offset", v, {{"B", dims.b}})))
+      return failure();
+  if (Value v = getKOffset())
+    if (failed(checkShape(op, "k_offset", v, {{"B", dims.b}})))
+      return failure();
+  if (Value v = getQPos())
+    if (failed(checkShape(op, "q_pos", v, {{"B", dims.b}, {"L", dims.l}})))
+      return failure();
+  if (Value v = getKPos())
+    if (failed(checkShape(op, "k_pos", v, {{"B", dims.b}, {"S", dims.s}})))
+      return failure();
+  if (Value v = getKvLen())
+    if (failed(checkShape(op, "kv_len", v, {{"B", dims.b}})))
+      return failure();
+  if (Value v = getKeyValid())
+    if (failed(checkShape(op, "key_valid", v, {{"B", dims.b}, {"S", dims.s}})))
+      return failure();
+  if (Value v = getMask())
+    if (failed(verifyMaskShape(op, v, dims)))
+      return failure();
+
+  if (std::optional<int64_t> window = getWindow(); window && *window <= 0)
+    return emitOpError() << "window must be positive, got " << *window;
+  if (std::optional<APFloat> cap = getSoftcap()) {
+    if (!cap->isFinite() || cap->isNegative() || cap->isZero())
+      return emitOpError() << "softcap must be positive and finite, got "
+                           << cap->convertToDouble();
+  }
+  return verifyScale(op, getScale());
+}
+
+std::optional<double> AttentionOp::getEffectiveScale() {
+  if (std::optional<APFloat> scale = getScale())
+    return scale->convertToDouble();
+  int64_t d = getQuery().getType().getDimSize(3);
+  if (ShapedType::isDynamic(d))
+    return std::nullopt;
+  return 1.0 / std::sqrt(static_cast<double>(d));
+}
+
+//===----------------------------------------------------------------------===//
+// SdpaOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SdpaOp::verify() {
+  Operation *op = getOperation();
+  FailureOr<AttentionDims> dims =
+      verifyQKVOut(op, getQuery(), getKey(), getValue(), getOut());
+  if (failed(dims))
+    return failure();
+  if (Value mask = getMask()) {
+    if (getCausal())
+      return emitOpError()
+             << "mask and causal are exclusive (as in torch SDPA): fold the "
+                "causal rule into the mask, or drop the mask";
+    if (failed(verifyMaskShape(op, mask, *dims)))
+      return failure();
+  }
+  return verifyScale(op, getScale());
+}
+
+//===----------------------------------------------------------------------===//
+// AppendOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AppendOp::verify() {
+  Operation *op = getOperation();
+  if (failed(checkRank(op, "cache", getCache(), 4, "[B, H, C, D]")) ||
+      failed(checkRank(op, "update", getUpdate(), 4, "[B, H, L, D]")))
+    return failure();
+  auto cacheType = cast<ShapedType>(getCache().getType());
+  auto updateType = cast<ShapedType>(getUpdate().getType());
+  if (cacheType.getElementType() != updateType.getElementType())
+    return emitOpError() << "update element type "
+                         << updateType.getElementType()
+                         << " must match the cache element type "
+                         << cacheType.getElementType();
+  if (failed(checkSameDim(op, "batch size B", dimOf("update", getUpdate(), 0),
+                          dimOf("cache", getCache(), 0))) ||
+      failed(checkSameDim(op, "heads H", dimOf("update", getUpdate(), 1),
+                          dimOf("cache", getCache(), 1))) ||
+      failed(checkSameDim(op, "head dim D", dimOf("update", getUpdate(), 3),
+                          dimOf("cache", getCache(), 3))) ||
+      failed(checkShape(op, "pos", getPos(), {{"B", cacheType.getDimSize(0)}})))
+    return failure();
+  int64_t l = updateType.getDimSize(2), c = cacheType.getDimSize(2);
+  if (ShapedType::isStatic(l) && ShapedType::isStatic(c) && l > c)
+    return emitOpError() << "update writes L = " << l
+                         << " rows but the cache capacity is C = " << c;
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialect/KVAttnOps.cpp.inc"

@@ -1,0 +1,96 @@
+//===- Reference.h - the scalar reference of kvattn -------------*- C++ -*-===//
+//
+// The oracle every compiled path is tested against. It implements the
+// semantics contract (docs/semantics.md, DESIGN §1) literally: one query row
+// at a time, every allowed key visited in order, accumulation in double.
+// No MLIR, no LLVM: plain C++ over HostTensor.
+//
+// Results are f64 tensors; callers round them to the op's result type when
+// they need to (kvattn-run does), and compare compiled outputs against the
+// unrounded values.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_REFERENCE_REFERENCE_H
+#define KVATTN_REFERENCE_REFERENCE_H
+
+#include "kvattn/Support/HostTensor.h"
+#include "kvattn/Support/Status.h"
+
+#include <optional>
+
+namespace kvattn {
+namespace reference {
+
+/// The operands of `kvattn.attention`. Absent optional operands are null.
+struct AttentionOperands {
+  const HostTensor *query = nullptr; ///< [B, Hq, L, D]   f32/f16/bf16
+  const HostTensor *key = nullptr;   ///< [B, Hkv, S, D]
+  const HostTensor *value = nullptr; ///< [B, Hkv, S, Dv]
+  const HostTensor *qOffset = nullptr;  ///< [B] i32/i64
+  const HostTensor *kOffset = nullptr;  ///< [B] i32/i64 (default 0)
+  const HostTensor *qPos = nullptr;     ///< [B, L] i32/i64
+  const HostTensor *kPos = nullptr;     ///< [B, S] i32/i64
+  const HostTensor *kvLen = nullptr;    ///< [B] i32/i64
+  const HostTensor *keyValid = nullptr; ///< [B, S] i1
+  const HostTensor *mask = nullptr; ///< broadcastable to [B, Hq, L, S]
+};
+
+/// The attributes of `kvattn.attention`.
+struct AttentionAttributes {
+  bool causal = false;
+  std::optional<int64_t> window;  ///< > 0
+  std::optional<double> softcap;  ///< > 0
+  std::optional<double> scale;    ///< default 1/sqrt(D)
+};
+
+/// `out [B, Hq, L, Dv]` and `lse [B, Hq, L]`, both f64.
+struct AttentionResult {
+  HostTensor out;
+  HostTensor lse;
+};
+
+/// Evaluates `kvattn.attention`. Fails, naming the operand, the batch and
+/// the value, on inconsistent shapes, negative positions or offsets, and
+/// `kv_len` outside `[0, S]`. NaN in an input propagates to the rows that
+/// read it.
+Status attention(const AttentionOperands &operands,
+                 const AttentionAttributes &attributes,
+                 AttentionResult &result);
+
+/// Causal alignment of a framework SDPA call.
+enum class CausalAlignment {
+  None,       ///< no causal rule
+  UpperLeft,  ///< torch `is_causal=True`: key j allowed for row i if j <= i
+  LowerRight, ///< torch `causal_lower_right`: j <= i + S - L
+};
+
+/// The operands of `kvattn.sdpa`.
+struct SdpaOperands {
+  const HostTensor *query = nullptr;
+  const HostTensor *key = nullptr;
+  const HostTensor *value = nullptr;
+  const HostTensor *mask = nullptr; ///< i1 (true = allowed) or float (added)
+};
+
+struct SdpaAttributes {
+  CausalAlignment causal = CausalAlignment::None;
+  std::optional<double> scale;
+};
+
+/// Evaluates `kvattn.sdpa` (PyTorch SDPA meaning, dropout 0). A row with no
+/// allowed key yields 0 (torch's math backend yields NaN). `out` is f64.
+Status sdpa(const SdpaOperands &operands, const SdpaAttributes &attributes,
+            HostTensor &out);
+
+/// Evaluates `kvattn.append`: a copy of `cache [B, H, C, D]` with the rows
+/// of `update [B, H, L, D]` written at `pos[b]`. Fails when a write would
+/// pass the capacity or a position is negative. `result` has the cache's
+/// element type.
+Status append(const HostTensor &cache, const HostTensor &update,
+              const HostTensor &pos, HostTensor &result);
+
+} // namespace reference
+} // namespace kvattn
+
+#endif // KVATTN_REFERENCE_REFERENCE_H

@@ -1,0 +1,74 @@
+//===- HostTensor.h - a dense tensor in host memory -------------*- C++ -*-===//
+//
+// The value type every non-MLIR part of kvattn passes around: the reference,
+// .npy I/O, kvattn-run and the tests. Row-major, contiguous, owning.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_SUPPORT_HOSTTENSOR_H
+#define KVATTN_SUPPORT_HOSTTENSOR_H
+
+#include "kvattn/Support/Status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvattn {
+
+enum class ElementType { F32, F16, BF16, F64, I1, I32, I64 };
+
+/// "f32", "f16", "bf16", "f64", "i1", "i32", "i64" (MLIR spelling).
+const char *elementTypeName(ElementType type);
+/// Parses the MLIR spelling; std::nullopt for anything else.
+std::optional<ElementType> parseElementType(const std::string &name);
+/// Bytes per element (i1 is stored as one byte, 0 or 1).
+size_t elementTypeSize(ElementType type);
+bool isFloatType(ElementType type);
+
+class HostTensor {
+public:
+  HostTensor() = default;
+  /// A zero-filled tensor. Every dimension must be non-negative.
+  HostTensor(ElementType type, std::vector<int64_t> shape);
+
+  ElementType elementType() const { return type_; }
+  const std::vector<int64_t> &shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t dim(int64_t i) const { return shape_[i]; }
+  int64_t numElements() const;
+  /// "2x8x4x64xf16" (MLIR tensor spelling without `tensor<>`).
+  std::string shapeString() const;
+
+  /// Element `i` (flat row-major index) as a double / as an integer. Floats
+  /// are read exactly; integer reads of floats truncate, which callers avoid.
+  double getDouble(int64_t i) const;
+  int64_t getInt(int64_t i) const;
+  /// Stores a value, rounding to nearest even for f16/bf16/f32.
+  void setDouble(int64_t i, double value);
+  void setInt(int64_t i, int64_t value);
+
+  /// Row-major flat index of a multi-index.
+  int64_t flatIndex(const std::vector<int64_t> &index) const;
+
+  /// Raw storage (bf16/f16 as their 16-bit patterns, i1 as bytes).
+  uint8_t *data() { return bytes_.data(); }
+  const uint8_t *data() const { return bytes_.data(); }
+  size_t byteSize() const { return bytes_.size(); }
+
+  /// A copy with another element type, converting each element (rounding to
+  /// nearest even when narrowing floats). Float <-> integer conversion is
+  /// refused.
+  Status convertTo(ElementType type, HostTensor &result) const;
+
+private:
+  ElementType type_ = ElementType::F32;
+  std::vector<int64_t> shape_;
+  std::vector<uint8_t> bytes_;
+};
+
+} // namespace kvattn
+
+#endif // KVATTN_SUPPORT_HOSTTENSOR_H

@@ -1,0 +1,391 @@
+//===- Reference.cpp - the scalar reference of kvattn ---------------------===//
+//
+// Deliberately plain: nested loops in the order of the definition, doubles
+// throughout, no blocking, no online softmax. Anything clever belongs in the
+// compiled paths that are tested against this file.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Reference/Reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace kvattn {
+namespace reference {
+
+namespace {
+
+/// The named sizes of one attention problem.
+struct Dims {
+  int64_t b, hq, hkv, l, s, d, dv;
+};
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+Status checkFloat(const char *name, const HostTensor &t) {
+  if (!isFloatType(t.elementType()))
+    return Status::error(std::string(name) + " must be a float tensor, got " +
+                         elementTypeName(t.elementType()));
+  return Status::ok();
+}
+
+Status checkInteger(const char *name, const HostTensor &t) {
+  if (t.elementType() != ElementType::I32 &&
+      t.elementType() != ElementType::I64)
+    return Status::error(std::string(name) +
+                         " must be an i32 or i64 tensor, got " +
+                         elementTypeName(t.elementType()));
+  return Status::ok();
+}
+
+/// Checks `t` against named dimensions such as {{"B", 2}, {"L", 4}}.
+Status checkShape(const char *name, const HostTensor &t,
+                  std::initializer_list<std::pair<const char *, int64_t>> dims) {
+  std::string layout = "[";
+  for (const auto &d : dims)
+    layout += std::string(layout.size() > 1 ? ", " : "") + d.first;
+  layout += "]";
+  if (t.rank() != static_cast<int64_t>(dims.size()))
+    return Status::error(std::string(name) + " must have shape " + layout +
+                         ", got " + t.shapeString());
+  int64_t i = 0;
+  for (const auto &d : dims) {
+    if (t.dim(i) != d.second)
+      return Status::error(std::string(name) + " must have shape " + layout +
+                           ": dim " + str(i) + " is " + str(t.dim(i)) +
+                           " but " + d.first + " is " + str(d.second));
+    ++i;
+  }
+  return Status::ok();
+}
+
+/// Q [B,Hq,L,D], K [B,Hkv,S,D], V [B,Hkv,S,Dv]: ranks, sizes, GQA.
+Status checkQKV(const HostTensor *q, const HostTensor *k, const HostTensor *v,
+                Dims &dims) {
+  if (!q || !k || !v)
+    return Status::error("query, key and value are required");
+  KVATTN_RETURN_IF_ERROR(checkFloat("query", *q));
+  KVATTN_RETURN_IF_ERROR(checkFloat("key", *k));
+  KVATTN_RETURN_IF_ERROR(checkFloat("value", *v));
+  if (q->rank() != 4)
+    return Status::error("query must have shape [B, Hq, L, D], got " +
+                         q->shapeString());
+  if (k->rank() != 4)
+    return Status::error("key must have shape [B, Hkv, S, D], got " +
+                         k->shapeString());
+  dims = {q->dim(0), q->dim(1), k->dim(1), q->dim(2),
+          k->dim(2), q->dim(3), 0};
+  KVATTN_RETURN_IF_ERROR(checkShape(
+      "key", *k, {{"B", dims.b}, {"Hkv", dims.hkv}, {"S", dims.s}, {"D", dims.d}}));
+  if (v->rank() != 4)
+    return Status::error("value must have shape [B, Hkv, S, Dv], got " +
+                         v->shapeString());
+  dims.dv = v->dim(3);
+  KVATTN_RETURN_IF_ERROR(checkShape(
+      "value", *v,
+      {{"B", dims.b}, {"Hkv", dims.hkv}, {"S", dims.s}, {"Dv", dims.dv}}));
+  if (dims.d == 0)
+    return Status::error("head dim D must be positive, got 0");
+  if (dims.hkv == 0 || dims.hq % dims.hkv != 0)
+    return Status::error("query heads Hq = " + str(dims.hq) +
+                         " must be a multiple of kv heads Hkv = " +
+                         str(dims.hkv));
+  return Status::ok();
+}
+
+/// A mask broadcastable to [B, Hq, L, S] (rank 2..4, right-aligned).
+Status checkMask(const HostTensor &mask, const Dims &dims) {
+  if (mask.rank() < 2 || mask.rank() > 4)
+    return Status::error("mask must have rank 2 to 4 (broadcastable to "
+                         "[B, Hq, L, S]), got " +
+                         mask.shapeString());
+  const int64_t full[4] = {dims.b, dims.hq, dims.l, dims.s};
+  const char *names[4] = {"B", "Hq", "L", "S"};
+  for (int64_t i = 0; i < mask.rank(); ++i) {
+    int64_t target = 4 - mask.rank() + i;
+    if (mask.dim(i) != 1 && mask.dim(i) != full[target])
+      return Status::error("mask dim " + str(i) + " is " + str(mask.dim(i)) +
+                           ", which does not broadcast to " + names[target] +
+                           " = " + str(full[target]));
+  }
+  return Status::ok();
+}
+
+/// Flat index of mask[b, h, i, j] under right-aligned broadcasting.
+int64_t maskIndex(const HostTensor &mask, int64_t b, int64_t h, int64_t i,
+                  int64_t j) {
+  const int64_t full[4] = {b, h, i, j};
+  int64_t flat = 0;
+  for (int64_t m = 0; m < mask.rank(); ++m) {
+    int64_t size = mask.dim(m);
+    int64_t coord = size == 1 ? 0 : full[4 - mask.rank() + m];
+    flat = flat * size + coord;
+  }
+  return flat;
+}
+
+/// The common core of attention and sdpa: for every (b, h, i) visits keys
+/// in order, keeps those `allowed` says, and normalises over them only.
+struct Core {
+  const HostTensor &q, &k, &v;
+  const Dims &dims;
+  double scale;
+  std::optional<double> softcap;
+  const HostTensor *mask; // may be null
+  std::function<bool(int64_t b, int64_t h, int64_t i, int64_t j)> allowed;
+
+  void run(HostTensor &out, HostTensor *lse) const {
+    const int64_t group = dims.hq / dims.hkv;
+    const double negInf = -std::numeric_limits<double>::infinity();
+    const bool additive = mask && isFloatType(mask->elementType());
+    std::vector<int64_t> keys;
+    std::vector<double> scores;
+    for (int64_t b = 0; b < dims.b; ++b) {
+      for (int64_t h = 0; h < dims.hq; ++h) {
+        const int64_t g = h / group;
+        for (int64_t i = 0; i < dims.l; ++i) {
+          keys.clear();
+          scores.clear();
+          for (int64_t j = 0; j < dims.s; ++j) {
+            if (!allowed(b, h, i, j))
+              continue;
+            if (mask && !additive && mask->getInt(maskIndex(*mask, b, h, i, j)) == 0)
+              continue;
+            double dot = 0.0;
+            for (int64_t x = 0; x < dims.d; ++x)
+              dot += q.getDouble(q.flatIndex({b, h, i, x})) *
+                     k.getDouble(k.flatIndex({b, g, j, x}));
+            double s = scale * dot;
+            if (softcap)
+              s = *softcap * std::tanh(s / *softcap);
+            if (additive) {
+              s += mask->getDouble(maskIndex(*mask, b, h, i, j));
+              if (s == negInf)
+                continue; // A -inf bias excludes the key.
+            }
+            keys.push_back(j);
+            scores.push_back(s);
+          }
+
+          const int64_t row = (b * dims.hq + h) * dims.l + i;
+          if (keys.empty()) {
+            // No allowed key: out = 0 (already zero), lse = -inf.
+            if (lse)
+              lse->setDouble(row, negInf);
+            continue;
+          }
+          double peak = scores[0];
+          for (double s : scores)
+            if (s > peak || std::isnan(s))
+              peak = s;
+          double sum = 0.0;
+          std::vector<double> acc(dims.dv, 0.0);
+          for (size_t n = 0; n < keys.size(); ++n) {
+            double w = std::exp(scores[n] - peak);
+            sum += w;
+            for (int64_t x = 0; x < dims.dv; ++x)
+              acc[x] += w * v.getDouble(v.flatIndex({b, g, keys[n], x}));
+          }
+          for (int64_t x = 0; x < dims.dv; ++x)
+            out.setDouble(row * dims.dv + x, acc[x] / sum);
+          if (lse)
+            lse->setDouble(row, peak + std::log(sum));
+        }
+      }
+    }
+  }
+};
+
+/// Reads a [B] or [B, N] integer operand, checking non-negativity.
+Status readNonNegative(const char *name, const HostTensor &t,
+                       std::vector<int64_t> &values) {
+  values.resize(t.numElements());
+  for (int64_t n = 0; n < t.numElements(); ++n) {
+    values[n] = t.getInt(n);
+    if (values[n] < 0) {
+      std::string where = t.rank() == 1
+                              ? str(n)
+                              : str(n / t.dim(1)) + ", " + str(n % t.dim(1));
+      return Status::error(std::string(name) + "[" + where + "] = " +
+                           str(values[n]) + " is negative (batch " +
+                           str(t.rank() == 1 ? n : n / t.dim(1)) + ")");
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status attention(const AttentionOperands &ops,
+                 const AttentionAttributes &attrs, AttentionResult &result) {
+  Dims dims;
+  KVATTN_RETURN_IF_ERROR(checkQKV(ops.query, ops.key, ops.value, dims));
+
+  // Operand groups, as the verifier states them.
+  const bool offsetForm = ops.qOffset || ops.kOffset;
+  const bool explicitForm = ops.qPos || ops.kPos;
+  if (offsetForm && explicitForm)
+    return Status::error("positions are given both in offset form and in "
+                         "explicit form; use one form");
+  if (ops.kOffset && !ops.qOffset)
+    return Status::error("k_offset requires q_offset");
+  if (static_cast<bool>(ops.qPos) != static_cast<bool>(ops.kPos))
+    return Status::error("the explicit form needs both q_pos and k_pos");
+  if ((attrs.causal || attrs.window) && !offsetForm && !explicitForm)
+    return Status::error("causal and window attention need query and key "
+                         "positions");
+  if (attrs.window && *attrs.window <= 0)
+    return Status::error("window must be positive, got " + str(*attrs.window));
+  if (attrs.softcap && !(*attrs.softcap > 0.0 && std::isfinite(*attrs.softcap)))
+    return Status::error("softcap must be positive and finite");
+
+  std::vector<int64_t> qOffset(dims.b, 0), kOffset(dims.b, 0), qPos, kPos,
+      kvLen(dims.b, dims.s);
+  if (ops.qOffset) {
+    KVATTN_RETURN_IF_ERROR(checkInteger("q_offset", *ops.qOffset));
+    KVATTN_RETURN_IF_ERROR(checkShape("q_offset", *ops.qOffset, {{"B", dims.b}}));
+    KVATTN_RETURN_IF_ERROR(readNonNegative("q_offset", *ops.qOffset, qOffset));
+  }
+  if (ops.kOffset) {
+    KVATTN_RETURN_IF_ERROR(checkInteger("k_offset", *ops.kOffset));
+    KVATTN_RETURN_IF_ERROR(checkShape("k_offset", *ops.kOffset, {{"B", dims.b}}));
+    KVATTN_RETURN_IF_ERROR(readNonNegative("k_offset", *ops.kOffset, kOffset));
+  }
+  if (ops.qPos) {
+    KVATTN_RETURN_IF_ERROR(checkInteger("q_pos", *ops.qPos));
+    KVATTN_RETURN_IF_ERROR(
+        checkShape("q_pos", *ops.qPos, {{"B", dims.b}, {"L", dims.l}}));
+    KVATTN_RETURN_IF_ERROR(readNonNegative("q_pos", *ops.qPos, qPos));
+    KVATTN_RETURN_IF_ERROR(checkInteger("k_pos", *ops.kPos));
+    KVATTN_RETURN_IF_ERROR(
+        checkShape("k_pos", *ops.kPos, {{"B", dims.b}, {"S", dims.s}}));
+    KVATTN_RETURN_IF_ERROR(readNonNegative("k_pos", *ops.kPos, kPos));
+  }
+  if (ops.kvLen) {
+    KVATTN_RETURN_IF_ERROR(checkInteger("kv_len", *ops.kvLen));
+    KVATTN_RETURN_IF_ERROR(checkShape("kv_len", *ops.kvLen, {{"B", dims.b}}));
+    for (int64_t b = 0; b < dims.b; ++b) {
+      kvLen[b] = ops.kvLen->getInt(b);
+      if (kvLen[b] < 0 || kvLen[b] > dims.s)
+        return Status::error("kv_len[" + str(b) + "] = " + str(kvLen[b]) +
+                             " is outside [0, S = " + str(dims.s) +
+                             "] (batch " + str(b) + ")");
+    }
+  }
+  if (ops.keyValid) {
+    if (ops.keyValid->elementType() != ElementType::I1)
+      return Status::error(std::string("key_valid must be an i1 tensor, got ") +
+                           elementTypeName(ops.keyValid->elementType()));
+    KVATTN_RETURN_IF_ERROR(
+        checkShape("key_valid", *ops.keyValid, {{"B", dims.b}, {"S", dims.s}}));
+  }
+  if (ops.mask)
+    KVATTN_RETURN_IF_ERROR(checkMask(*ops.mask, dims));
+
+  auto queryPos = [&](int64_t b, int64_t i) {
+    return ops.qPos ? qPos[b * dims.l + i] : qOffset[b] + i;
+  };
+  auto keyPos = [&](int64_t b, int64_t j) {
+    return ops.kPos ? kPos[b * dims.s + j] : kOffset[b] + j;
+  };
+
+  Core core{*ops.query,
+            *ops.key,
+            *ops.value,
+            dims,
+            attrs.scale.value_or(1.0 / std::sqrt(static_cast<double>(dims.d))),
+            attrs.softcap,
+            ops.mask,
+            [&](int64_t b, int64_t, int64_t i, int64_t j) {
+              if (j >= kvLen[b])
+                return false;
+              if (ops.keyValid && ops.keyValid->getInt(b * dims.s + j) == 0)
+                return false;
+              const int64_t qp = queryPos(b, i), kp = keyPos(b, j);
+              if (attrs.causal && kp > qp)
+                return false;
+              if (attrs.window && qp - kp >= *attrs.window)
+                return false;
+              return true;
+            }};
+  result.out = HostTensor(ElementType::F64, {dims.b, dims.hq, dims.l, dims.dv});
+  result.lse = HostTensor(ElementType::F64, {dims.b, dims.hq, dims.l});
+  core.run(result.out, &result.lse);
+  return Status::ok();
+}
+
+Status sdpa(const SdpaOperands &ops, const SdpaAttributes &attrs,
+            HostTensor &out) {
+  Dims dims;
+  KVATTN_RETURN_IF_ERROR(checkQKV(ops.query, ops.key, ops.value, dims));
+  if (ops.mask) {
+    if (attrs.causal != CausalAlignment::None)
+      return Status::error("mask and causal are exclusive (as in torch SDPA)");
+    KVATTN_RETURN_IF_ERROR(checkMask(*ops.mask, dims));
+  }
+  // Lower-right aligns the last query row with the last key: row i sits at
+  // position i + S - L. Upper-left puts row i at position i.
+  const int64_t shift =
+      attrs.causal == CausalAlignment::LowerRight ? dims.s - dims.l : 0;
+  Core core{*ops.query,
+            *ops.key,
+            *ops.value,
+            dims,
+            attrs.scale.value_or(1.0 / std::sqrt(static_cast<double>(dims.d))),
+            std::nullopt,
+            ops.mask,
+            [&](int64_t, int64_t, int64_t i, int64_t j) {
+              return attrs.causal == CausalAlignment::None || j <= i + shift;
+            }};
+  out = HostTensor(ElementType::F64, {dims.b, dims.hq, dims.l, dims.dv});
+  core.run(out, nullptr);
+  return Status::ok();
+}
+
+Status append(const HostTensor &cache, const HostTensor &update,
+              const HostTensor &pos, HostTensor &result) {
+  KVATTN_RETURN_IF_ERROR(checkFloat("cache", cache));
+  if (cache.rank() != 4)
+    return Status::error("cache must have shape [B, H, C, D], got " +
+                         cache.shapeString());
+  if (update.elementType() != cache.elementType())
+    return Status::error(std::string("update element type ") +
+                         elementTypeName(update.elementType()) +
+                         " must match the cache element type " +
+                         elementTypeName(cache.elementType()));
+  const int64_t b = cache.dim(0), h = cache.dim(1), c = cache.dim(2),
+                d = cache.dim(3);
+  if (update.rank() != 4)
+    return Status::error("update must have shape [B, H, L, D], got " +
+                         update.shapeString());
+  const int64_t l = update.dim(2);
+  KVATTN_RETURN_IF_ERROR(
+      checkShape("update", update, {{"B", b}, {"H", h}, {"L", l}, {"D", d}}));
+  KVATTN_RETURN_IF_ERROR(checkInteger("pos", pos));
+  KVATTN_RETURN_IF_ERROR(checkShape("pos", pos, {{"B", b}}));
+
+  result = cache; // A copy: the op has value semantics.
+  const size_t eltSize = elementTypeSize(cache.elementType());
+  for (int64_t bi = 0; bi < b; ++bi) {
+    const int64_t p = pos.getInt(bi);
+    if (p < 0 || p > c - l)
+      return Status::error("append: pos[" + str(bi) + "] = " + str(p) +
+                           " writes rows [" + str(p) + ", " + str(p + l) +
+                           ") outside the cache capacity C = " + str(c) +
+                           " (batch " + str(bi) + ")");
+    for (int64_t hi = 0; hi < h; ++hi)
+      for (int64_t t = 0; t < l; ++t)
+        std::copy_n(update.data() + update.flatIndex({bi, hi, t, 0}) * eltSize,
+                    d * eltSize,
+                    result.data() + result.flatIndex({bi, hi, p + t, 0}) * eltSize);
+  }
+  return Status::ok();
+}
+
+} // namespace reference
+} // namespace kvattn

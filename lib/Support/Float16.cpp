@@ -1,0 +1,75 @@
+//===- Float16.cpp - f16 and bf16 conversions -----------------------------===//
+
+#include "kvattn/Support/Float16.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace kvattn {
+
+static uint32_t floatBits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+
+static float bitsToFloat(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+float halfBitsToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1fu;
+  uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0) {
+    // Zero or subnormal: mantissa * 2^-24, exact in float.
+    float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 0x1f) // Inf or NaN (payload kept).
+    return bitsToFloat(sign | 0x7f800000u | (mantissa << 13));
+  return bitsToFloat(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
+}
+
+uint16_t floatToHalfBits(float value) {
+  uint32_t x = floatBits(value);
+  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  uint32_t magnitude = x & 0x7fffffffu;
+  if (magnitude >= 0x7f800000u) { // Inf or NaN: keep NaN quiet.
+    if (magnitude == 0x7f800000u)
+      return sign | 0x7c00u;
+    return sign | 0x7e00u | static_cast<uint16_t>((magnitude >> 13) & 0x3ffu);
+  }
+  if (magnitude >= 0x477ff000u) // >= 65520 rounds to infinity.
+    return sign | 0x7c00u;
+  if (magnitude < 0x38800000u) {
+    // Below the smallest normal half (2^-14): a subnormal in units of
+    // 2^-24. The scaling is exact; nearbyint rounds to nearest even. A
+    // result of 1024 is the bit pattern of the smallest normal, as wanted.
+    float scaled = bitsToFloat(magnitude) * 16777216.0f;
+    return sign | static_cast<uint16_t>(std::nearbyint(scaled));
+  }
+  uint32_t exponent = (magnitude >> 23) - 127 + 15;
+  uint32_t mantissa = magnitude & 0x7fffffu;
+  uint32_t half = (exponent << 10) | (mantissa >> 13);
+  uint32_t rest = mantissa & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u)))
+    ++half; // A carry into the exponent is the correct result.
+  return sign | static_cast<uint16_t>(half);
+}
+
+float bfloat16BitsToFloat(uint16_t bits) {
+  return bitsToFloat(static_cast<uint32_t>(bits) << 16);
+}
+
+uint16_t floatToBFloat16Bits(float value) {
+  uint32_t x = floatBits(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u) // NaN: truncate, keep it quiet.
+    return static_cast<uint16_t>((x >> 16) | 0x40u);
+  uint32_t roundingBias = 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>((x + roundingBias) >> 16);
+}
+
+} // namespace kvattn

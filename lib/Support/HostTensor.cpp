@@ -1,0 +1,203 @@
+//===- HostTensor.cpp - a dense tensor in host memory ---------------------===//
+
+#include "kvattn/Support/HostTensor.h"
+#include "kvattn/Support/Float16.h"
+
+#include <cassert>
+#include <cstdint>
+#include <cstring>
+
+namespace kvattn {
+
+const char *elementTypeName(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return "f32";
+  case ElementType::F16:
+    return "f16";
+  case ElementType::BF16:
+    return "bf16";
+  case ElementType::F64:
+    return "f64";
+  case ElementType::I1:
+    return "i1";
+  case ElementType::I32:
+    return "i32";
+  case ElementType::I64:
+    return "i64";
+  }
+  return "?";
+}
+
+std::optional<ElementType> parseElementType(const std::string &name) {
+  for (ElementType t : {ElementType::F32, ElementType::F16, ElementType::BF16,
+                        ElementType::F64, ElementType::I1, ElementType::I32,
+                        ElementType::I64})
+    if (name == elementTypeName(t))
+      return t;
+  return std::nullopt;
+}
+
+size_t elementTypeSize(ElementType type) {
+  switch (type) {
+  case ElementType::F16:
+  case ElementType::BF16:
+    return 2;
+  case ElementType::F32:
+  case ElementType::I32:
+    return 4;
+  case ElementType::F64:
+  case ElementType::I64:
+    return 8;
+  case ElementType::I1:
+    return 1;
+  }
+  return 1;
+}
+
+bool isFloatType(ElementType type) {
+  return type == ElementType::F32 || type == ElementType::F16 ||
+         type == ElementType::BF16 || type == ElementType::F64;
+}
+
+HostTensor::HostTensor(ElementType type, std::vector<int64_t> shape)
+    : type_(type), shape_(std::move(shape)) {
+  for (int64_t d : shape_)
+    assert(d >= 0 && "negative dimension");
+  bytes_.assign(static_cast<size_t>(numElements()) * elementTypeSize(type_),
+                0);
+}
+
+int64_t HostTensor::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape_)
+    n *= d;
+  return n;
+}
+
+std::string HostTensor::shapeString() const {
+  std::string s;
+  for (int64_t d : shape_)
+    s += std::to_string(d) + "x";
+  return s + elementTypeName(type_);
+}
+
+template <typename T> static T load(const uint8_t *p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+template <typename T> static void store(uint8_t *p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+
+double HostTensor::getDouble(int64_t i) const {
+  const uint8_t *p = bytes_.data() + i * elementTypeSize(type_);
+  switch (type_) {
+  case ElementType::F32:
+    return load<float>(p);
+  case ElementType::F16:
+    return halfBitsToFloat(load<uint16_t>(p));
+  case ElementType::BF16:
+    return bfloat16BitsToFloat(load<uint16_t>(p));
+  case ElementType::F64:
+    return load<double>(p);
+  case ElementType::I1:
+    return *p ? 1.0 : 0.0;
+  case ElementType::I32:
+    return load<int32_t>(p);
+  case ElementType::I64:
+    return static_cast<double>(load<int64_t>(p));
+  }
+  return 0.0;
+}
+
+int64_t HostTensor::getInt(int64_t i) const {
+  const uint8_t *p = bytes_.data() + i * elementTypeSize(type_);
+  switch (type_) {
+  case ElementType::I1:
+    return *p ? 1 : 0;
+  case ElementType::I32:
+    return load<int32_t>(p);
+  case ElementType::I64:
+    return load<int64_t>(p);
+  default:
+    return static_cast<int64_t>(getDouble(i));
+  }
+}
+
+void HostTensor::setDouble(int64_t i, double value) {
+  uint8_t *p = bytes_.data() + i * elementTypeSize(type_);
+  switch (type_) {
+  case ElementType::F32:
+    return store<float>(p, static_cast<float>(value));
+  case ElementType::F16:
+    return store<uint16_t>(p, floatToHalfBits(static_cast<float>(value)));
+  case ElementType::BF16:
+    return store<uint16_t>(p, floatToBFloat16Bits(static_cast<float>(value)));
+  case ElementType::F64:
+    return store<double>(p, value);
+  case ElementType::I1:
+    *p = value != 0.0 ? 1 : 0;
+    return;
+  case ElementType::I32:
+    return store<int32_t>(p, static_cast<int32_t>(value));
+  case ElementType::I64:
+    return store<int64_t>(p, static_cast<int64_t>(value));
+  }
+}
+
+void HostTensor::setInt(int64_t i, int64_t value) {
+  uint8_t *p = bytes_.data() + i * elementTypeSize(type_);
+  switch (type_) {
+  case ElementType::I1:
+    *p = value != 0 ? 1 : 0;
+    return;
+  case ElementType::I32:
+    return store<int32_t>(p, static_cast<int32_t>(value));
+  case ElementType::I64:
+    return store<int64_t>(p, value);
+  default:
+    return setDouble(i, static_cast<double>(value));
+  }
+}
+
+int64_t HostTensor::flatIndex(const std::vector<int64_t> &index) const {
+  assert(index.size() == shape_.size() && "index rank mismatch");
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape_.size(); ++d)
+    flat = flat * shape_[d] + index[d];
+  return flat;
+}
+
+Status HostTensor::convertTo(ElementType type, HostTensor &result) const {
+  if (isFloatType(type) != isFloatType(type_))
+    return Status::error(std::string("cannot convert ") +
+                         elementTypeName(type_) + " to " +
+                         elementTypeName(type) +
+                         " (float <-> integer conversion is not allowed)");
+  HostTensor converted(type, shape_);
+  int64_t n = numElements();
+  if (isFloatType(type)) {
+    for (int64_t i = 0; i < n; ++i)
+      converted.setDouble(i, getDouble(i));
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v = getInt(i);
+      bool fits = type == ElementType::I64 ||
+                  (type == ElementType::I32 && v >= INT32_MIN &&
+                   v <= INT32_MAX) ||
+                  (type == ElementType::I1 && (v == 0 || v == 1));
+      if (!fits)
+        return Status::error("element " + std::to_string(i) + " = " +
+                             std::to_string(v) + " does not fit in " +
+                             elementTypeName(type));
+      converted.setInt(i, v);
+    }
+  }
+  result = std::move(converted);
+  return Status::ok();
+}
+
+} // namespace kvattn
