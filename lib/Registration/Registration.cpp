@@ -40,4 +40,4 @@ void kvattn::registerAllKVAttnDialects(mlir::DialectRegistry &registry) {
   mlir::registerAllExtensions(registry);
 }
 
-void kvattn::registerAllKVAttnPasses() { mlir::kvattn::registerPasses(); }
+void kvattn::registerAllKVAttnPasses() { mlir::kvattn::registerKVAttnPasses(); }
