@@ -328,10 +328,21 @@ Status sdpa(const SdpaOperands &ops, const SdpaAttributes &attrs,
       return Status::error("mask and causal are exclusive (as in torch SDPA)");
     KVATTN_RETURN_IF_ERROR(checkMask(*ops.mask, dims));
   }
+  std::vector<int64_t> kvLen(dims.b, dims.s);
+  if (ops.kvLen) {
+    KVATTN_RETURN_IF_ERROR(checkInteger("kv_len", *ops.kvLen));
+    KVATTN_RETURN_IF_ERROR(checkShape("kv_len", *ops.kvLen, {{"B", dims.b}}));
+    for (int64_t b = 0; b < dims.b; ++b) {
+      kvLen[b] = ops.kvLen->getInt(b);
+      if (kvLen[b] < 0 || kvLen[b] > dims.s)
+        return Status::error("kv_len[" + str(b) + "] = " + str(kvLen[b]) +
+                             " is outside [0, S = " + str(dims.s) +
+                             "] (batch " + str(b) + ")");
+    }
+  }
   // Lower-right aligns the last query row with the last key: row i sits at
-  // position i + S - L. Upper-left puts row i at position i.
-  const int64_t shift =
-      attrs.causal == CausalAlignment::LowerRight ? dims.s - dims.l : 0;
+  // position i + S - L (S the number of keys of the batch). Upper-left puts
+  // row i at position i.
   Core core{*ops.query,
             *ops.key,
             *ops.value,
@@ -339,8 +350,18 @@ Status sdpa(const SdpaOperands &ops, const SdpaAttributes &attrs,
             attrs.scale.value_or(1.0 / std::sqrt(static_cast<double>(dims.d))),
             std::nullopt,
             ops.mask,
-            [&](int64_t, int64_t, int64_t i, int64_t j) {
-              return attrs.causal == CausalAlignment::None || j <= i + shift;
+            [&](int64_t b, int64_t, int64_t i, int64_t j) {
+              if (j >= kvLen[b])
+                return false;
+              switch (attrs.causal) {
+              case CausalAlignment::None:
+                return true;
+              case CausalAlignment::UpperLeft:
+                return j <= i;
+              case CausalAlignment::LowerRight:
+                return j <= i + kvLen[b] - dims.l;
+              }
+              return true;
             }};
   out = HostTensor(ElementType::F64, {dims.b, dims.hq, dims.l, dims.dv});
   core.run(out, nullptr);

@@ -71,6 +71,10 @@ struct SdpaOperands {
   const HostTensor *key = nullptr;
   const HostTensor *value = nullptr;
   const HostTensor *mask = nullptr; ///< i1 (true = allowed) or float (added)
+  /// Optional [B]: the keys are the first kv_len[b] slots of `key` (a cache
+  /// written by kvattn.append); SDPA then runs over that logical cache, so
+  /// lower-right aligns the last query with key kv_len[b] - 1.
+  const HostTensor *kvLen = nullptr;
 };
 
 struct SdpaAttributes {

@@ -1,0 +1,47 @@
+//===- Evaluator.h - evaluate kvattn IR with the reference ------*- C++ -*-===//
+//
+// Interprets a function made of kvattn ops (and the few tensor/arith ops the
+// front end and the resolve pass produce) on host tensors, evaluating each
+// kvattn op with the scalar reference. It is the meaning of a whole program
+// without compiling it: `kvattn-run --target=reference` uses it, and every
+// compiled target is compared against it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_EVALUATOR_EVALUATOR_H
+#define KVATTN_EVALUATOR_EVALUATOR_H
+
+#include "kvattn/Support/HostTensor.h"
+#include "kvattn/Support/Status.h"
+
+#include <vector>
+
+namespace mlir {
+class Type;
+namespace func {
+class FuncOp;
+} // namespace func
+} // namespace mlir
+
+namespace kvattn {
+
+/// The HostTensor element type for an MLIR element type (index -> i64), or
+/// std::nullopt when kvattn cannot hold it.
+std::optional<ElementType> toElementType(mlir::Type type);
+
+/// Evaluates `func` on `arguments` (one per function argument, with the
+/// argument's element type and a shape that matches its static dims).
+/// Results are in the function's result element types, rounded to nearest
+/// even. Errors name the op's location and the offending value.
+///
+/// The supported ops: kvattn.{attention, sdpa, append}; tensor.{concat,
+/// insert_slice, extract_slice, dim, collapse_shape, expand_shape, splat,
+/// empty, cast}; arith.{constant, addi, subi, muli, maxsi, minsi,
+/// index_cast}; func.return.
+Status evaluateFunction(mlir::func::FuncOp func,
+                        const std::vector<HostTensor> &arguments,
+                        std::vector<HostTensor> &results);
+
+} // namespace kvattn
+
+#endif // KVATTN_EVALUATOR_EVALUATOR_H

@@ -1,0 +1,476 @@
+//===- Evaluator.cpp - evaluate kvattn IR with the reference --------------===//
+
+#include "kvattn/Evaluator/Evaluator.h"
+
+#include "dialect/KVAttnOps.h"
+#include "kvattn/Reference/Reference.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace kvattn {
+
+std::optional<ElementType> toElementType(Type type) {
+  if (type.isF32())
+    return ElementType::F32;
+  if (type.isF16())
+    return ElementType::F16;
+  if (type.isBF16())
+    return ElementType::BF16;
+  if (type.isF64())
+    return ElementType::F64;
+  if (type.isInteger(1))
+    return ElementType::I1;
+  if (type.isInteger(32))
+    return ElementType::I32;
+  if (type.isInteger(64) || type.isIndex())
+    return ElementType::I64;
+  return std::nullopt;
+}
+
+namespace {
+
+/// A value during evaluation: a tensor (scalars are rank-0 tensors) and,
+/// for the result of kvattn.append, the logical number of keys per batch.
+struct RtValue {
+  HostTensor tensor;
+  std::vector<int64_t> logicalLength; // empty: every slot is a key
+};
+
+std::string locationOf(Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  op->getLoc().print(os);
+  return s;
+}
+
+class Interpreter {
+public:
+  Status run(func::FuncOp func, const std::vector<HostTensor> &arguments,
+             std::vector<HostTensor> &results);
+
+private:
+  Status eval(Operation *op);
+  Status fail(Operation *op, const std::string &message) {
+    return Status::error(locationOf(op) + ": '" +
+                         op->getName().getStringRef().str() + "': " + message);
+  }
+
+  const RtValue &get(Value v) { return values.find(v)->second; }
+  const HostTensor &tensor(Value v) { return get(v).tensor; }
+  const HostTensor *optional(Value v) { return v ? &get(v).tensor : nullptr; }
+  int64_t scalar(Value v) { return get(v).tensor.getInt(0); }
+  void set(Value v, HostTensor t, std::vector<int64_t> logical = {}) {
+    values[v] = RtValue{std::move(t), std::move(logical)};
+  }
+
+  /// Resolves static/dynamic offsets, sizes or strides.
+  std::vector<int64_t> mixed(ArrayRef<OpFoldResult> values) {
+    std::vector<int64_t> out;
+    for (OpFoldResult ofr : values) {
+      if (auto attr = dyn_cast<Attribute>(ofr))
+        out.push_back(cast<IntegerAttr>(attr).getInt());
+      else
+        out.push_back(scalar(cast<Value>(ofr)));
+    }
+    return out;
+  }
+
+  /// Converts an f64 reference result to the result type of `v`.
+  Status setRounded(Operation *op, Value v, const HostTensor &f64) {
+    auto type = cast<RankedTensorType>(v.getType());
+    std::optional<ElementType> elt = toElementType(type.getElementType());
+    if (!elt)
+      return fail(op, "unsupported result element type");
+    HostTensor rounded;
+    KVATTN_RETURN_IF_ERROR(f64.convertTo(*elt, rounded));
+    set(v, std::move(rounded));
+    return Status::ok();
+  }
+
+  Status evalAttention(mlir::kvattn::AttentionOp op);
+  Status evalSdpa(mlir::kvattn::SdpaOp op);
+  Status evalAppend(mlir::kvattn::AppendOp op);
+  Status evalConstant(arith::ConstantOp op);
+  Status evalBinary(Operation *op);
+  Status evalInsertSlice(tensor::InsertSliceOp op);
+  Status evalExtractSlice(tensor::ExtractSliceOp op);
+  Status evalConcat(tensor::ConcatOp op);
+
+  llvm::DenseMap<Value, RtValue> values;
+};
+
+} // namespace
+
+Status Interpreter::run(func::FuncOp func,
+                        const std::vector<HostTensor> &arguments,
+                        std::vector<HostTensor> &results) {
+  if (func.isExternal())
+    return Status::error("function '" + func.getName().str() +
+                         "' has no body");
+  Block &entry = func.getBody().front();
+  if (arguments.size() != entry.getNumArguments())
+    return Status::error("function '" + func.getName().str() + "' takes " +
+                         std::to_string(entry.getNumArguments()) +
+                         " arguments, " + std::to_string(arguments.size()) +
+                         " given");
+  for (auto [arg, value] : llvm::zip(entry.getArguments(), arguments))
+    set(arg, value);
+  if (!func.getBody().hasOneBlock())
+    return Status::error("function '" + func.getName().str() +
+                         "' has control flow; the evaluator runs one block");
+  for (Operation &op : entry) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      results.clear();
+      for (Value v : ret.getOperands())
+        results.push_back(tensor(v));
+      return Status::ok();
+    }
+    KVATTN_RETURN_IF_ERROR(eval(&op));
+  }
+  return Status::error("function '" + func.getName().str() +
+                       "' has no func.return");
+}
+
+Status Interpreter::eval(Operation *op) {
+  return llvm::TypeSwitch<Operation *, Status>(op)
+      .Case([&](mlir::kvattn::AttentionOp o) { return evalAttention(o); })
+      .Case([&](mlir::kvattn::SdpaOp o) { return evalSdpa(o); })
+      .Case([&](mlir::kvattn::AppendOp o) { return evalAppend(o); })
+      .Case([&](arith::ConstantOp o) { return evalConstant(o); })
+      .Case<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::MaxSIOp,
+            arith::MinSIOp>([&](Operation *o) { return evalBinary(o); })
+      .Case([&](arith::IndexCastOp o) {
+        std::optional<ElementType> elt =
+            toElementType(getElementTypeOrSelf(o.getType()));
+        HostTensor converted;
+        KVATTN_RETURN_IF_ERROR(tensor(o.getIn()).convertTo(*elt, converted));
+        set(o.getResult(), std::move(converted));
+        return Status::ok();
+      })
+      .Case([&](tensor::DimOp o) {
+        const HostTensor &t = tensor(o.getSource());
+        int64_t d = scalar(o.getIndex());
+        if (d < 0 || d >= t.rank())
+          return fail(o, "dimension " + std::to_string(d) + " out of range");
+        HostTensor s(ElementType::I64, {});
+        s.setInt(0, t.dim(d));
+        set(o.getResult(), std::move(s));
+        return Status::ok();
+      })
+      .Case([&](tensor::SplatOp o) {
+        auto type = o.getType();
+        std::vector<int64_t> shape;
+        auto dyn = o.getDynamicSizes().begin();
+        for (int64_t d : type.getShape())
+          shape.push_back(ShapedType::isDynamic(d) ? scalar(*dyn++) : d);
+        HostTensor t(*toElementType(type.getElementType()), shape);
+        const HostTensor &s = tensor(o.getInput());
+        for (int64_t i = 0; i < t.numElements(); ++i) {
+          if (isFloatType(t.elementType()))
+            t.setDouble(i, s.getDouble(0));
+          else
+            t.setInt(i, s.getInt(0));
+        }
+        set(o.getResult(), std::move(t));
+        return Status::ok();
+      })
+      .Case([&](tensor::EmptyOp o) {
+        auto type = o.getType();
+        std::vector<int64_t> shape;
+        auto dyn = o.getDynamicSizes().begin();
+        for (int64_t d : type.getShape())
+          shape.push_back(ShapedType::isDynamic(d) ? scalar(*dyn++) : d);
+        set(o.getResult(), HostTensor(*toElementType(type.getElementType()),
+                                      shape));
+        return Status::ok();
+      })
+      .Case([&](tensor::CastOp o) {
+        set(o.getResult(), tensor(o.getSource()),
+            get(o.getSource()).logicalLength);
+        return Status::ok();
+      })
+      .Case([&](tensor::CollapseShapeOp o) {
+        const HostTensor &src = tensor(o.getSrc());
+        std::vector<int64_t> shape;
+        for (const ReassociationIndices &group : o.getReassociationIndices()) {
+          int64_t n = 1;
+          for (int64_t d : group)
+            n *= src.dim(d);
+          shape.push_back(n);
+        }
+        HostTensor t(src.elementType(), shape);
+        std::copy_n(src.data(), src.byteSize(), t.data());
+        set(o.getResult(), std::move(t));
+        return Status::ok();
+      })
+      .Case([&](tensor::ExpandShapeOp o) {
+        const HostTensor &src = tensor(o.getSrc());
+        std::vector<int64_t> shape = mixed(o.getMixedOutputShape());
+        HostTensor t(src.elementType(), shape);
+        if (t.numElements() != src.numElements())
+          return fail(o, "output shape does not match the source size");
+        std::copy_n(src.data(), src.byteSize(), t.data());
+        set(o.getResult(), std::move(t));
+        return Status::ok();
+      })
+      .Case([&](tensor::InsertSliceOp o) { return evalInsertSlice(o); })
+      .Case([&](tensor::ExtractSliceOp o) { return evalExtractSlice(o); })
+      .Case([&](tensor::ConcatOp o) { return evalConcat(o); })
+      .Default([&](Operation *o) {
+        return fail(o, "not supported by the reference evaluator");
+      });
+}
+
+Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
+  reference::AttentionOperands ops;
+  ops.query = &tensor(op.getQuery());
+  ops.key = &tensor(op.getKey());
+  ops.value = &tensor(op.getValue());
+  ops.qOffset = optional(op.getQOffset());
+  ops.kOffset = optional(op.getKOffset());
+  ops.qPos = optional(op.getQPos());
+  ops.kPos = optional(op.getKPos());
+  ops.kvLen = optional(op.getKvLen());
+  ops.keyValid = optional(op.getKeyValid());
+  ops.mask = optional(op.getMask());
+  reference::AttentionAttributes attrs;
+  attrs.causal = op.getCausal();
+  attrs.window = op.getWindow();
+  if (std::optional<APFloat> cap = op.getSoftcap())
+    attrs.softcap = cap->convertToDouble();
+  if (std::optional<APFloat> scale = op.getScale())
+    attrs.scale = scale->convertToDouble();
+  reference::AttentionResult result;
+  Status s = reference::attention(ops, attrs, result);
+  if (s.isError())
+    return fail(op, s.message());
+  KVATTN_RETURN_IF_ERROR(setRounded(op, op.getOut(), result.out));
+  if (Value lse = op.getLse())
+    KVATTN_RETURN_IF_ERROR(setRounded(op, lse, result.lse));
+  return Status::ok();
+}
+
+Status Interpreter::evalSdpa(mlir::kvattn::SdpaOp op) {
+  reference::SdpaOperands ops;
+  ops.query = &tensor(op.getQuery());
+  ops.key = &tensor(op.getKey());
+  ops.value = &tensor(op.getValue());
+  ops.mask = optional(op.getMask());
+  // Keys written by kvattn.append: the slots past the write are no keys
+  // (kvattn.append's contract); the SDPA sees the logical cache.
+  HostTensor logical;
+  const std::vector<int64_t> &len = get(op.getKey()).logicalLength;
+  if (!len.empty()) {
+    logical = HostTensor(ElementType::I64, {static_cast<int64_t>(len.size())});
+    for (size_t b = 0; b < len.size(); ++b)
+      logical.setInt(b, len[b]);
+    ops.kvLen = &logical;
+  }
+  reference::SdpaAttributes attrs;
+  if (std::optional<mlir::kvattn::CausalAlignment> causal = op.getCausal())
+    attrs.causal = *causal == mlir::kvattn::CausalAlignment::upper_left
+                       ? reference::CausalAlignment::UpperLeft
+                       : reference::CausalAlignment::LowerRight;
+  if (std::optional<APFloat> scale = op.getScale())
+    attrs.scale = scale->convertToDouble();
+  HostTensor out;
+  Status s = reference::sdpa(ops, attrs, out);
+  if (s.isError())
+    return fail(op, s.message());
+  return setRounded(op, op.getOut(), out);
+}
+
+Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
+  HostTensor result;
+  const HostTensor &pos = tensor(op.getPos());
+  const HostTensor &update = tensor(op.getUpdate());
+  Status s = reference::append(tensor(op.getCache()), update, pos, result);
+  if (s.isError())
+    return fail(op, s.message());
+  std::vector<int64_t> logical;
+  for (int64_t b = 0; b < pos.numElements(); ++b)
+    logical.push_back(pos.getInt(b) + update.dim(2));
+  set(op.getResult(), std::move(result), std::move(logical));
+  return Status::ok();
+}
+
+Status Interpreter::evalConstant(arith::ConstantOp op) {
+  Type type = op.getType();
+  std::optional<ElementType> elt = toElementType(getElementTypeOrSelf(type));
+  if (!elt)
+    return fail(op, "unsupported constant type");
+  Attribute value = op.getValue();
+  if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
+    auto shaped = cast<ShapedType>(type);
+    if (!shaped.hasStaticShape())
+      return fail(op, "dynamic constant");
+    HostTensor t(*elt, std::vector<int64_t>(shaped.getShape().begin(),
+                                            shaped.getShape().end()));
+    int64_t i = 0;
+    if (isFloatType(*elt)) {
+      for (APFloat v : dense.getValues<APFloat>())
+        t.setDouble(i++, v.convertToDouble());
+    } else {
+      for (APInt v : dense.getValues<APInt>())
+        t.setInt(i++, *elt == ElementType::I1 ? v.getZExtValue()
+                                               : v.getSExtValue());
+    }
+    set(op.getResult(), std::move(t));
+    return Status::ok();
+  }
+  HostTensor t(*elt, {});
+  if (auto i = dyn_cast<IntegerAttr>(value))
+    t.setInt(0, *elt == ElementType::I1 ? i.getValue().getZExtValue()
+                                        : i.getValue().getSExtValue());
+  else if (auto f = dyn_cast<FloatAttr>(value))
+    t.setDouble(0, f.getValueAsDouble());
+  else
+    return fail(op, "unsupported constant attribute");
+  set(op.getResult(), std::move(t));
+  return Status::ok();
+}
+
+Status Interpreter::evalBinary(Operation *op) {
+  const HostTensor &a = tensor(op->getOperand(0));
+  const HostTensor &b = tensor(op->getOperand(1));
+  if (a.shape() != b.shape())
+    return fail(op, "operand shapes differ: " + a.shapeString() + " and " +
+                        b.shapeString());
+  HostTensor r(a.elementType(), a.shape());
+  for (int64_t i = 0; i < a.numElements(); ++i) {
+    int64_t x = a.getInt(i), y = b.getInt(i), z = 0;
+    if (isa<arith::AddIOp>(op))
+      z = x + y;
+    else if (isa<arith::SubIOp>(op))
+      z = x - y;
+    else if (isa<arith::MulIOp>(op))
+      z = x * y;
+    else if (isa<arith::MaxSIOp>(op))
+      z = std::max(x, y);
+    else
+      z = std::min(x, y);
+    r.setInt(i, z); // Wraps to the element width, as arith does.
+  }
+  set(op->getResult(0), std::move(r));
+  return Status::ok();
+}
+
+/// Calls `fn(srcFlat, dstFlat)` for every element of a strided slice of
+/// `big` with the given offsets/sizes/strides; `small` is dense.
+template <typename Fn>
+static void forEachSliceElement(const HostTensor &big,
+                                const std::vector<int64_t> &offsets,
+                                const std::vector<int64_t> &sizes,
+                                const std::vector<int64_t> &strides, Fn fn) {
+  int64_t count = 1;
+  for (int64_t s : sizes)
+    count *= s;
+  std::vector<int64_t> index(sizes.size());
+  for (int64_t n = 0; n < count; ++n) {
+    int64_t rest = n, bigFlat = 0;
+    for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+      index[d] = rest % sizes[d];
+      rest /= sizes[d];
+    }
+    for (size_t d = 0; d < sizes.size(); ++d)
+      bigFlat = bigFlat * big.dim(d) + offsets[d] + index[d] * strides[d];
+    fn(n, bigFlat);
+  }
+}
+
+static Status checkSliceBounds(const HostTensor &big,
+                               const std::vector<int64_t> &offsets,
+                               const std::vector<int64_t> &sizes,
+                               const std::vector<int64_t> &strides) {
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    int64_t last = offsets[d] + (sizes[d] - 1) * strides[d];
+    if (offsets[d] < 0 || (sizes[d] > 0 && last >= big.dim(d)))
+      return Status::error("slice dim " + std::to_string(d) + " [offset " +
+                           std::to_string(offsets[d]) + ", size " +
+                           std::to_string(sizes[d]) + "] is outside 0.." +
+                           std::to_string(big.dim(d)));
+  }
+  return Status::ok();
+}
+
+Status Interpreter::evalInsertSlice(tensor::InsertSliceOp op) {
+  if (op.getSourceType().getRank() != op.getDestType().getRank())
+    return fail(op, "rank-reducing insert_slice is not supported");
+  const HostTensor &src = tensor(op.getSource());
+  HostTensor dst = tensor(op.getDest());
+  std::vector<int64_t> offsets = mixed(op.getMixedOffsets()),
+                       sizes = mixed(op.getMixedSizes()),
+                       strides = mixed(op.getMixedStrides());
+  if (Status s = checkSliceBounds(dst, offsets, sizes, strides); s.isError())
+    return fail(op, s.message());
+  size_t width = elementTypeSize(dst.elementType());
+  forEachSliceElement(dst, offsets, sizes, strides,
+                      [&](int64_t srcFlat, int64_t dstFlat) {
+                        std::copy_n(src.data() + srcFlat * width, width,
+                                    dst.data() + dstFlat * width);
+                      });
+  set(op.getResult(), std::move(dst));
+  return Status::ok();
+}
+
+Status Interpreter::evalExtractSlice(tensor::ExtractSliceOp op) {
+  if (op.getSourceType().getRank() != op.getType().getRank())
+    return fail(op, "rank-reducing extract_slice is not supported");
+  const HostTensor &src = tensor(op.getSource());
+  std::vector<int64_t> offsets = mixed(op.getMixedOffsets()),
+                       sizes = mixed(op.getMixedSizes()),
+                       strides = mixed(op.getMixedStrides());
+  if (Status s = checkSliceBounds(src, offsets, sizes, strides); s.isError())
+    return fail(op, s.message());
+  HostTensor dst(src.elementType(), sizes);
+  size_t width = elementTypeSize(src.elementType());
+  forEachSliceElement(src, offsets, sizes, strides,
+                      [&](int64_t dstFlat, int64_t srcFlat) {
+                        std::copy_n(src.data() + srcFlat * width, width,
+                                    dst.data() + dstFlat * width);
+                      });
+  set(op.getResult(), std::move(dst));
+  return Status::ok();
+}
+
+Status Interpreter::evalConcat(tensor::ConcatOp op) {
+  int64_t dim = op.getDim();
+  std::vector<int64_t> shape = tensor(op.getInputs()[0]).shape();
+  shape[dim] = 0;
+  for (Value input : op.getInputs())
+    shape[dim] += tensor(input).dim(dim);
+  const HostTensor &first = tensor(op.getInputs()[0]);
+  HostTensor dst(first.elementType(), shape);
+  std::vector<int64_t> offsets(shape.size(), 0), strides(shape.size(), 1);
+  size_t width = elementTypeSize(dst.elementType());
+  for (Value input : op.getInputs()) {
+    const HostTensor &src = tensor(input);
+    forEachSliceElement(dst, offsets, src.shape(), strides,
+                        [&](int64_t srcFlat, int64_t dstFlat) {
+                          std::copy_n(src.data() + srcFlat * width, width,
+                                      dst.data() + dstFlat * width);
+                        });
+    offsets[dim] += src.dim(dim);
+  }
+  set(op.getResult(), std::move(dst));
+  return Status::ok();
+}
+
+Status evaluateFunction(func::FuncOp func,
+                        const std::vector<HostTensor> &arguments,
+                        std::vector<HostTensor> &results) {
+  Interpreter interpreter;
+  return interpreter.run(func, arguments, results);
+}
+
+} // namespace kvattn
