@@ -1,0 +1,38 @@
+# -*- Python -*-
+# The kvattn lit suite: IR tests, diagnostics and numerics.
+
+import os
+import shutil
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "kvattn"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.kvattn_obj_root, "test")
+# unit/ is its own suite (GoogleTest format); Inputs/ holds data files.
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
+                   "Inputs", "unit"]
+
+llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+config.substitutions.append(("%kvattn_src_root", config.kvattn_src_root))
+
+llvm_config.add_tool_substitutions(["kvattn-opt", "kvattn-run"],
+                                   [config.kvattn_tools_dir])
+llvm_config.with_environment("PATH", config.kvattn_tools_dir,
+                             append_path=True)
+
+# The CUDA toolkit: libdevice for the NVVM target is found through
+# CUDA_HOME (lit scrubs the environment), and `ptxas` is an optional tool
+# that PTX tests REQUIRE.
+cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+config.environment["CUDA_HOME"] = cuda_home
+ptxas = os.path.join(cuda_home, "bin", "ptxas")
+if not os.access(ptxas, os.X_OK):
+    ptxas = shutil.which("ptxas")
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))

@@ -1,0 +1,397 @@
+//===- ReferenceTest.cpp - the scalar reference ----------------------------===//
+//
+// Each test asserts values that follow from the semantics contract by hand,
+// chosen (distinct values, zero logits) so that a wrong mask, a wrong
+// alignment or a masked-by-multiplication key gives a different number.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Reference/Reference.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace kvattn;
+using namespace kvattn::reference;
+
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+HostTensor tensor(ElementType type, std::vector<int64_t> shape,
+                  std::vector<double> values = {}) {
+  HostTensor t(type, std::move(shape));
+  for (size_t i = 0; i < values.size(); ++i)
+    t.setDouble(static_cast<int64_t>(i), values[i]);
+  return t;
+}
+
+HostTensor ints(std::vector<int64_t> shape, std::vector<int64_t> values) {
+  HostTensor t(ElementType::I32, std::move(shape));
+  for (size_t i = 0; i < values.size(); ++i)
+    t.setInt(static_cast<int64_t>(i), values[i]);
+  return t;
+}
+
+/// The seeds' 2x5 example: P = 3 cached keys, L = 2 new queries, D = 1,
+/// q = 0 (so every logit is 0) and values 10, 20, 30, 40, 50.
+struct TwoByFive {
+  HostTensor q = tensor(ElementType::F32, {1, 1, 2, 1}, {0, 0});
+  HostTensor k = tensor(ElementType::F32, {1, 1, 5, 1}, {1, 2, 3, 4, 5});
+  HostTensor v = tensor(ElementType::F32, {1, 1, 5, 1}, {10, 20, 30, 40, 50});
+};
+
+std::vector<double> values(const HostTensor &t) {
+  std::vector<double> out;
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    out.push_back(t.getDouble(i));
+  return out;
+}
+
+AttentionResult run(const AttentionOperands &ops,
+                    const AttentionAttributes &attrs) {
+  AttentionResult r;
+  Status s = attention(ops, attrs, r);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  return r;
+}
+
+std::string errorOf(const AttentionOperands &ops,
+                    const AttentionAttributes &attrs) {
+  AttentionResult r;
+  Status s = attention(ops, attrs, r);
+  EXPECT_TRUE(s.isError());
+  return s.message();
+}
+
+} // namespace
+
+TEST(Reference, TwoByFiveLowerRightGives25And30) {
+  TwoByFive ex;
+  HostTensor offset = ints({1}, {3}); // the queries sit at positions 3, 4
+  AttentionOperands ops{&ex.q, &ex.k, &ex.v};
+  ops.qOffset = &offset;
+  AttentionResult r = run(ops, {/*causal=*/true});
+  // Row 0 sees keys 0..3 (mean of 10..40), row 1 all five keys.
+  EXPECT_EQ(values(r.out), (std::vector<double>{25, 30}));
+  // Zero logits: lse = log(number of allowed keys).
+  EXPECT_DOUBLE_EQ(r.lse.getDouble(0), std::log(4.0));
+  EXPECT_DOUBLE_EQ(r.lse.getDouble(1), std::log(5.0));
+}
+
+TEST(Reference, TwoByFiveUpperLeftGives10And15) {
+  TwoByFive ex;
+  HostTensor offset = ints({1}, {0}); // upper-left: positions 0, 1
+  AttentionOperands ops{&ex.q, &ex.k, &ex.v};
+  ops.qOffset = &offset;
+  AttentionResult r = run(ops, {/*causal=*/true});
+  EXPECT_EQ(values(r.out), (std::vector<double>{10, 15}));
+}
+
+TEST(Reference, SdpaAlignments) {
+  TwoByFive ex;
+  HostTensor out;
+  SdpaAttributes attrs;
+  attrs.causal = CausalAlignment::LowerRight;
+  ASSERT_TRUE(sdpa({&ex.q, &ex.k, &ex.v}, attrs, out).isOk());
+  EXPECT_EQ(values(out), (std::vector<double>{25, 30}));
+  attrs.causal = CausalAlignment::UpperLeft;
+  ASSERT_TRUE(sdpa({&ex.q, &ex.k, &ex.v}, attrs, out).isOk());
+  EXPECT_EQ(values(out), (std::vector<double>{10, 15}));
+  attrs.causal = CausalAlignment::None;
+  ASSERT_TRUE(sdpa({&ex.q, &ex.k, &ex.v}, attrs, out).isOk());
+  EXPECT_EQ(values(out), (std::vector<double>{30, 30}));
+}
+
+TEST(Reference, SdpaOverLogicalCache) {
+  // A cache of capacity 5 holding 3 keys (kv_len = 3) with one new query:
+  // lower-right puts it after the 3 logical keys, so it sees 10, 20, 30.
+  TwoByFive ex;
+  HostTensor q = tensor(ElementType::F32, {1, 1, 1, 1}, {0});
+  HostTensor len = ints({1}, {3});
+  SdpaOperands ops{&q, &ex.k, &ex.v};
+  ops.kvLen = &len;
+  SdpaAttributes attrs;
+  attrs.causal = CausalAlignment::LowerRight;
+  HostTensor out;
+  ASSERT_TRUE(sdpa(ops, attrs, out).isOk());
+  EXPECT_EQ(values(out), (std::vector<double>{20}));
+}
+
+TEST(Reference, SdpaMasks) {
+  TwoByFive ex;
+  // Boolean mask [L, S]: true = allowed.
+  HostTensor allowed = tensor(ElementType::I1, {2, 5},
+                              {1, 0, 1, 0, 0, /**/ 0, 0, 0, 1, 1});
+  HostTensor out;
+  ASSERT_TRUE(sdpa({&ex.q, &ex.k, &ex.v, &allowed}, {}, out).isOk());
+  EXPECT_EQ(values(out), (std::vector<double>{20, 45}));
+  // Additive mask [1, 1, 1, 5]: -inf excludes, finite values are biases.
+  HostTensor bias = tensor(ElementType::F32, {1, 1, 1, 5},
+                           {-kInf, std::log(3.0), 0, -kInf, -kInf});
+  ASSERT_TRUE(sdpa({&ex.q, &ex.k, &ex.v, &bias}, {}, out).isOk());
+  // Weights 3 : 1 on values 20 and 30 (log 3 is stored as f32: 1e-6).
+  EXPECT_NEAR(out.getDouble(0), (3 * 20 + 30) / 4.0, 1e-6);
+  // mask and causal are exclusive.
+  SdpaAttributes causal;
+  causal.causal = CausalAlignment::LowerRight;
+  Status s = sdpa({&ex.q, &ex.k, &ex.v, &allowed}, causal, out);
+  EXPECT_NE(s.message().find("exclusive"), std::string::npos);
+}
+
+TEST(Reference, PaddingAtAnOldPositionIsExcluded) {
+  // The query at position 4 may see every key by causality; key 0 is
+  // padding and stays excluded: mean of 20..50.
+  TwoByFive ex;
+  HostTensor q = tensor(ElementType::F32, {1, 1, 1, 1}, {0});
+  HostTensor offset = ints({1}, {4});
+  HostTensor valid = tensor(ElementType::I1, {1, 5}, {0, 1, 1, 1, 1});
+  AttentionOperands ops{&q, &ex.k, &ex.v};
+  ops.qOffset = &offset;
+  ops.keyValid = &valid;
+  AttentionResult r = run(ops, {/*causal=*/true});
+  EXPECT_EQ(values(r.out), (std::vector<double>{35}));
+}
+
+TEST(Reference, ForbiddenKeysAreExcludedNotZeroed) {
+  // Two zero logits, values 10 and 1000, the second key forbidden. Zeroing
+  // the forbidden logit instead of excluding it would give (10 + 1000) / 2.
+  HostTensor q = tensor(ElementType::F32, {1, 1, 1, 1}, {0});
+  HostTensor k = tensor(ElementType::F32, {1, 1, 2, 1}, {1, 1});
+  HostTensor v = tensor(ElementType::F32, {1, 1, 2, 1}, {10, 1000});
+  HostTensor len = ints({1}, {1});
+  AttentionOperands ops{&q, &k, &v};
+  ops.kvLen = &len;
+  AttentionResult r = run(ops, {});
+  EXPECT_EQ(r.out.getDouble(0), 10);
+
+  // The wrong method, for the record: softmax over both logits (the
+  // forbidden one multiplied by zero) is 505.
+  double zeroed[2] = {0.0 * 1.0, 0.0};
+  double w0 = std::exp(zeroed[0]), w1 = std::exp(zeroed[1]);
+  EXPECT_EQ((w0 * 10 + w1 * 1000) / (w0 + w1), 505);
+}
+
+TEST(Reference, AllMaskedRowGivesZeroAndMinusInf) {
+  TwoByFive ex;
+  HostTensor len = ints({1}, {0});
+  AttentionOperands ops{&ex.q, &ex.k, &ex.v};
+  ops.kvLen = &len;
+  AttentionResult r = run(ops, {});
+  EXPECT_EQ(values(r.out), (std::vector<double>{0, 0}));
+  EXPECT_EQ(r.lse.getDouble(0), -kInf);
+  EXPECT_EQ(r.lse.getDouble(1), -kInf);
+
+  // Causality alone can empty a row: keys start at position 10.
+  HostTensor qOff = ints({1}, {3}), kOff = ints({1}, {10});
+  AttentionOperands shifted{&ex.q, &ex.k, &ex.v};
+  shifted.qOffset = &qOff;
+  shifted.kOffset = &kOff;
+  r = run(shifted, {/*causal=*/true});
+  EXPECT_EQ(values(r.out), (std::vector<double>{0, 0}));
+  EXPECT_EQ(r.lse.getDouble(1), -kInf);
+}
+
+TEST(Reference, SlidingWindow) {
+  // Query at position 4 with window 2 sees positions 3 and 4: 40 and 50.
+  TwoByFive ex;
+  HostTensor q = tensor(ElementType::F32, {1, 1, 1, 1}, {0});
+  HostTensor offset = ints({1}, {4});
+  AttentionOperands ops{&q, &ex.k, &ex.v};
+  ops.qOffset = &offset;
+  AttentionAttributes attrs{/*causal=*/true, /*window=*/2};
+  EXPECT_EQ(run(ops, attrs).out.getDouble(0), 45);
+  // Window without causality also bounds from below only: position 4 with
+  // window 3 sees 2, 3, 4 (keys after the query are not blocked).
+  attrs = {/*causal=*/false, /*window=*/3};
+  EXPECT_EQ(run(ops, attrs).out.getDouble(0), 40);
+}
+
+TEST(Reference, SoftcapAndScale) {
+  // D = 1, q = 1, keys 2 and 0, scale 1: logits 2 and 0; softcap 1 turns
+  // them into tanh(2) and 0.
+  HostTensor q = tensor(ElementType::F32, {1, 1, 1, 1}, {1});
+  HostTensor k = tensor(ElementType::F32, {1, 1, 2, 1}, {2, 0});
+  HostTensor v = tensor(ElementType::F32, {1, 1, 2, 1}, {1, 0});
+  AttentionOperands ops{&q, &k, &v};
+  AttentionAttributes attrs;
+  attrs.scale = 1.0;
+  attrs.softcap = 1.0;
+  double e = std::exp(std::tanh(2.0));
+  AttentionResult r = run(ops, attrs);
+  EXPECT_NEAR(r.out.getDouble(0), e / (e + 1), 1e-15);
+  EXPECT_NEAR(r.lse.getDouble(0), std::log(e + 1), 1e-15);
+
+  // Default scale 1/sqrt(D): D = 4, q = k0 = ones, k1 = 0: logits 2 and 0.
+  HostTensor q4 = tensor(ElementType::F32, {1, 1, 1, 4}, {1, 1, 1, 1});
+  HostTensor k4 = tensor(ElementType::F32, {1, 1, 2, 4}, {1, 1, 1, 1, 0, 0, 0, 0});
+  AttentionOperands ops4{&q4, &k4, &v};
+  double e2 = std::exp(2.0);
+  EXPECT_NEAR(run(ops4, {}).out.getDouble(0), e2 / (e2 + 1), 1e-15);
+}
+
+TEST(Reference, ValueHeadDimDiffersFromKeyHeadDim) {
+  // D = 2, Dv = 3, zero logits over two keys: the mean of the value rows.
+  HostTensor q = tensor(ElementType::F32, {1, 1, 1, 2}, {0, 0});
+  HostTensor k = tensor(ElementType::F32, {1, 1, 2, 2}, {1, 2, 3, 4});
+  HostTensor v = tensor(ElementType::F32, {1, 1, 2, 3}, {1, 2, 3, 5, 6, 7});
+  AttentionResult r = run({&q, &k, &v}, {});
+  EXPECT_EQ(r.out.shape(), (std::vector<int64_t>{1, 1, 1, 3}));
+  EXPECT_EQ(values(r.out), (std::vector<double>{3, 4, 5}));
+}
+
+TEST(Reference, GroupedQueryHeadsReadTheirKvHead) {
+  // Hq = 4, Hkv = 2: heads 0, 1 read kv head 0, heads 2, 3 kv head 1.
+  HostTensor q = tensor(ElementType::F32, {1, 4, 1, 1}, {0, 0, 0, 0});
+  HostTensor k = tensor(ElementType::F32, {1, 2, 1, 1}, {1, 1});
+  HostTensor v = tensor(ElementType::F32, {1, 2, 1, 1}, {7, 9});
+  AttentionResult r = run({&q, &k, &v}, {});
+  EXPECT_EQ(values(r.out), (std::vector<double>{7, 7, 9, 9}));
+}
+
+TEST(Reference, ExplicitPositions) {
+  // The query at position 10; keys at 2, 8, 12, 9 (not monotone): causal
+  // allows 2, 8 and 9, i.e. values 10, 20 and 40.
+  TwoByFive ex;
+  HostTensor q = tensor(ElementType::F32, {1, 1, 1, 1}, {0});
+  HostTensor k = tensor(ElementType::F32, {1, 1, 4, 1}, {1, 1, 1, 1});
+  HostTensor v = tensor(ElementType::F32, {1, 1, 4, 1}, {10, 20, 30, 40});
+  HostTensor qPos = ints({1, 1}, {10}), kPos = ints({1, 4}, {2, 8, 12, 9});
+  AttentionOperands ops{&q, &k, &v};
+  ops.qPos = &qPos;
+  ops.kPos = &kPos;
+  AttentionResult r = run(ops, {/*causal=*/true});
+  EXPECT_NEAR(r.out.getDouble(0), 70.0 / 3.0, 1e-12);
+}
+
+TEST(Reference, NaNPropagatesToItsRowOnly) {
+  // A NaN key poisons the rows that may see it, and no other row.
+  TwoByFive ex;
+  ex.k.setDouble(4, std::nan(""));
+  HostTensor q = tensor(ElementType::F32, {1, 1, 2, 1}, {1, 1});
+  HostTensor offset = ints({1}, {3});
+  AttentionOperands ops{&q, &ex.k, &ex.v};
+  ops.qOffset = &offset;
+  AttentionResult r = run(ops, {/*causal=*/true});
+  EXPECT_FALSE(std::isnan(r.out.getDouble(0))); // position 3: key 4 hidden
+  EXPECT_TRUE(std::isnan(r.out.getDouble(1)));  // position 4 sees key 4
+}
+
+/// Successive appends to one growing cache give the rows of the full
+/// forward: chunks 3+2+3, 1+7 and 5+1+2, GQA 8/2, batch 2 where the second
+/// sequence already holds 5 more tokens than the first (a different P per
+/// batch in every call).
+TEST(Reference, SuccessiveAppendsEqualTheFullForward) {
+  const int64_t B = 2, Hq = 8, Hkv = 2, D = 4, Dv = 3, T = 8;
+  const int64_t history[B] = {0, 5};
+  const int64_t S = T + 5; // capacity: the longer sequence
+  auto fill = [](HostTensor &t, double salt) {
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.setDouble(i, std::sin(0.7 * static_cast<double>(i) + salt));
+  };
+  // The whole sequences: q for every position, k and v in a static cache.
+  HostTensor qAll(ElementType::F32, {B, Hq, S, D});
+  HostTensor k(ElementType::F32, {B, Hkv, S, D});
+  HostTensor v(ElementType::F32, {B, Hkv, S, Dv});
+  fill(qAll, 0.1);
+  fill(k, 0.2);
+  fill(v, 0.3);
+
+  // Full forward: every position of each sequence at once.
+  HostTensor zero = ints({B}, {0, 0});
+  HostTensor fullLen = ints({B}, {history[0] + T, history[1] + T});
+  AttentionOperands full{&qAll, &k, &v};
+  full.qOffset = &zero;
+  full.kvLen = &fullLen;
+  AttentionResult expected = run(full, {/*causal=*/true});
+
+  for (std::vector<int64_t> chunks : {std::vector<int64_t>{3, 2, 3},
+                                      std::vector<int64_t>{1, 7},
+                                      std::vector<int64_t>{5, 1, 2}}) {
+    int64_t done = 0;
+    for (int64_t L : chunks) {
+      HostTensor q(ElementType::F32, {B, Hq, L, D});
+      HostTensor offset(ElementType::I32, {B}), len(ElementType::I32, {B});
+      for (int64_t b = 0; b < B; ++b) {
+        int64_t P = history[b] + done;
+        offset.setInt(b, P);
+        len.setInt(b, P + L);
+        for (int64_t h = 0; h < Hq; ++h)
+          for (int64_t i = 0; i < L; ++i)
+            for (int64_t x = 0; x < D; ++x)
+              q.setDouble(q.flatIndex({b, h, i, x}),
+                          qAll.getDouble(qAll.flatIndex({b, h, P + i, x})));
+      }
+      AttentionOperands step{&q, &k, &v};
+      step.qOffset = &offset;
+      step.kvLen = &len;
+      AttentionResult got = run(step, {/*causal=*/true});
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < Hq; ++h)
+          for (int64_t i = 0; i < L; ++i) {
+            int64_t p = history[b] + done + i;
+            for (int64_t x = 0; x < Dv; ++x)
+              EXPECT_NEAR(got.out.getDouble(got.out.flatIndex({b, h, i, x})),
+                          expected.out.getDouble(
+                              expected.out.flatIndex({b, h, p, x})),
+                          1e-12)
+                  << "batch " << b << " head " << h << " position " << p;
+            EXPECT_NEAR(got.lse.getDouble(got.lse.flatIndex({b, h, i})),
+                        expected.lse.getDouble(expected.lse.flatIndex({b, h, p})),
+                        1e-12);
+          }
+      done += L;
+    }
+    EXPECT_EQ(done, T);
+  }
+}
+
+TEST(Reference, RejectsBadRuntimeValues) {
+  TwoByFive ex;
+  AttentionOperands ops{&ex.q, &ex.k, &ex.v};
+  HostTensor len = ints({1}, {6});
+  ops.kvLen = &len;
+  EXPECT_NE(errorOf(ops, {}).find("kv_len[0] = 6 is outside [0, S = 5]"),
+            std::string::npos);
+
+  AttentionOperands neg{&ex.q, &ex.k, &ex.v};
+  HostTensor offset = ints({1}, {-2});
+  neg.qOffset = &offset;
+  EXPECT_NE(errorOf(neg, {true}).find("q_offset[0] = -2 is negative"),
+            std::string::npos);
+
+  AttentionOperands noPositions{&ex.q, &ex.k, &ex.v};
+  EXPECT_NE(errorOf(noPositions, {true}).find("need query and key positions"),
+            std::string::npos);
+
+  HostTensor badV = tensor(ElementType::F32, {1, 1, 4, 1});
+  AttentionOperands shapes{&ex.q, &ex.k, &badV};
+  EXPECT_NE(errorOf(shapes, {}).find("value must have shape [B, Hkv, S, Dv]"),
+            std::string::npos);
+
+  HostTensor q3 = tensor(ElementType::F32, {1, 3, 2, 1});
+  HostTensor k2 = tensor(ElementType::F32, {1, 2, 5, 1});
+  HostTensor v2 = tensor(ElementType::F32, {1, 2, 5, 1});
+  AttentionOperands gqa{&q3, &k2, &v2};
+  EXPECT_NE(errorOf(gqa, {}).find("multiple of kv heads"), std::string::npos);
+}
+
+TEST(Reference, Append) {
+  HostTensor cache = tensor(ElementType::F32, {2, 1, 4, 1},
+                            {1, 2, 3, 4, /**/ 5, 6, 7, 8});
+  HostTensor update = tensor(ElementType::F32, {2, 1, 2, 1},
+                             {-1, -2, /**/ -3, -4});
+  HostTensor pos = ints({2}, {1, 2});
+  HostTensor out;
+  ASSERT_TRUE(append(cache, update, pos, out).isOk());
+  EXPECT_EQ(values(out), (std::vector<double>{1, -1, -2, 4, 5, 6, -3, -4}));
+
+  HostTensor tooFar = ints({2}, {1, 3});
+  Status s = append(cache, update, tooFar, out);
+  EXPECT_NE(s.message().find("pos[1] = 3 writes rows [3, 5) outside the "
+                             "cache capacity C = 4"),
+            std::string::npos)
+      << s.message();
+}
