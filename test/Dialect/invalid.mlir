@@ -1,0 +1,377 @@
+// RUN: kvattn-opt %s -split-input-file -verify-diagnostics
+// One case per verifier rule of kvattn.attention, kvattn.sdpa, kvattn.append.
+
+func.func @query_rank(%q: tensor<8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{query must have rank 4 [B, Hq, L, D], got rank 3}}
+  %o = kvattn.attention %q, %k, %v : tensor<8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @key_rank(%q: tensor<1x8x4x64xf32>, %k: tensor<2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{key must have rank 4 [B, Hkv, S, D], got rank 3}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf32>, tensor<2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @value_rank(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x1x2x16x64xf32>) {
+  // expected-error @+1 {{value must have rank 4 [B, Hkv, S, Dv], got rank 5}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @element_type_unsupported(%q: tensor<1x8x4x64xi8>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x8x4x64xi8>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @element_type_mismatch(%q: tensor<1x8x4x64xf16>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf16>) {
+  // expected-error @+1 {{key element type 'f32' must match the query element type 'f16'}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf16>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf16> -> tensor<1x8x4x64xf16>
+  return
+}
+
+// -----
+
+func.func @out_element_type(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x64xbf16>) {
+  // expected-error @+1 {{out element type 'f32' must match the query element type 'bf16'}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x8x4x64xbf16>, tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @head_dim_mismatch(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x32xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{head dim D mismatch: key dim 3 is 32 but query dim 3 is 64}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @batch_mismatch(%q: tensor<2x8x4x64xf32>, %k: tensor<3x2x16x64xf32>, %v: tensor<3x2x16x64xf32>) {
+  // expected-error @+1 {{batch size B mismatch: key dim 0 is 3 but query dim 0 is 2}}
+  %o = kvattn.attention %q, %k, %v : tensor<2x8x4x64xf32>, tensor<3x2x16x64xf32>, tensor<3x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @key_length_mismatch(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x12x64xf32>) {
+  // expected-error @+1 {{key length S mismatch: value dim 2 is 12 but key dim 2 is 16}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x12x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @kv_heads_mismatch(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x4x16x64xf32>) {
+  // expected-error @+1 {{kv heads Hkv mismatch: value dim 1 is 4 but key dim 1 is 2}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x4x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @out_dv_mismatch(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x32xf32>) {
+  // expected-error @+1 {{value head dim Dv mismatch: out dim 3 is 64 but value dim 3 is 32}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x32xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @out_length_mismatch(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{query length L mismatch: out dim 2 is 5 but query dim 2 is 4}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x5x64xf32>
+  return
+}
+
+// -----
+
+func.func @gqa_ratio(%q: tensor<1x6x4x64xf32>, %k: tensor<1x4x16x64xf32>, %v: tensor<1x4x16x64xf32>) {
+  // expected-error @+1 {{query heads Hq = 6 must be a multiple of kv heads Hkv = 4}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x6x4x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32> -> tensor<1x6x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @zero_head_dim(%q: tensor<1x8x4x0xf32>, %k: tensor<1x2x16x0xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{head dim D must be positive, got 0}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x8x4x0xf32>, tensor<1x2x16x0xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @lse_type(%q: tensor<1x8x4x64xf16>, %k: tensor<1x2x16x64xf16>, %v: tensor<1x2x16x64xf16>) {
+  // expected-error @+1 {{result #1 must be ranked tensor of 32-bit float values}}
+  %o, %l = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf16>, tensor<1x2x16x64xf16>, tensor<1x2x16x64xf16> -> tensor<1x8x4x64xf16>, tensor<1x8x4xf16>
+  return
+}
+
+// -----
+
+func.func @lse_shape(%q: tensor<1x8x4x64xf16>, %k: tensor<1x2x16x64xf16>, %v: tensor<1x2x16x64xf16>) {
+  // expected-error @+1 {{lse must have shape [B, Hq, L]: dim 1 is 2 but Hq is 8}}
+  %o, %l = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf16>, tensor<1x2x16x64xf16>, tensor<1x2x16x64xf16> -> tensor<1x8x4x64xf16>, tensor<1x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @lse_rank(%q: tensor<1x8x4x64xf16>, %k: tensor<1x2x16x64xf16>, %v: tensor<1x2x16x64xf16>) {
+  // expected-error @+1 {{lse must have shape [B, Hq, L] (rank 3), got rank 4}}
+  %o, %l = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf16>, tensor<1x2x16x64xf16>, tensor<1x2x16x64xf16> -> tensor<1x8x4x64xf16>, tensor<1x8x4x1xf32>
+  return
+}
+
+// -----
+
+func.func @both_forms(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>,
+                      %qo: tensor<1xi32>, %qp: tensor<1x4xi32>, %kp: tensor<1x16xi32>) {
+  // expected-error @+1 {{positions are given both in offset form (q_offset/k_offset) and in explicit form (q_pos/k_pos); use one form}}
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) q_pos(%qp : tensor<1x4xi32>) k_pos(%kp : tensor<1x16xi32>) causal : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @k_offset_alone(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>, %ko: tensor<1xi32>) {
+  // expected-error @+1 {{k_offset requires q_offset}}
+  %o = kvattn.attention %q, %k, %v k_offset(%ko : tensor<1xi32>) : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @q_pos_alone(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>, %qp: tensor<1x4xi32>) {
+  // expected-error @+1 {{the explicit form needs both q_pos and k_pos, got only q_pos}}
+  %o = kvattn.attention %q, %k, %v q_pos(%qp : tensor<1x4xi32>) causal : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @causal_without_positions(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{causal attention needs query and key positions: give q_offset (and optionally k_offset) or q_pos and k_pos}}
+  %o = kvattn.attention %q, %k, %v causal : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @window_without_positions(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{window attention needs query and key positions}}
+  %o = kvattn.attention %q, %k, %v window = 4 : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @q_offset_shape(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x64xf32>, %qo: tensor<3xi32>) {
+  // expected-error @+1 {{q_offset must have shape [B]: dim 0 is 3 but B is 2}}
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<3xi32>) causal : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @q_offset_rank(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x64xf32>, %qo: tensor<2x1xi32>) {
+  // expected-error @+1 {{q_offset must have shape [B] (rank 1), got rank 2}}
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<2x1xi32>) causal : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @k_offset_shape(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x64xf32>, %qo: tensor<2xi32>, %ko: tensor<1xi32>) {
+  // expected-error @+1 {{k_offset must have shape [B]: dim 0 is 1 but B is 2}}
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<2xi32>) k_offset(%ko : tensor<1xi32>) causal : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @q_pos_shape(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x64xf32>, %qp: tensor<2x5xi32>, %kp: tensor<2x16xi32>) {
+  // expected-error @+1 {{q_pos must have shape [B, L]: dim 1 is 5 but L is 4}}
+  %o = kvattn.attention %q, %k, %v q_pos(%qp : tensor<2x5xi32>) k_pos(%kp : tensor<2x16xi32>) causal : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @k_pos_shape(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x64xf32>, %qp: tensor<2x4xi32>, %kp: tensor<2x15xi32>) {
+  // expected-error @+1 {{k_pos must have shape [B, S]: dim 1 is 15 but S is 16}}
+  %o = kvattn.attention %q, %k, %v q_pos(%qp : tensor<2x4xi32>) k_pos(%kp : tensor<2x15xi32>) causal : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @kv_len_shape(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x64xf32>, %len: tensor<4xi64>) {
+  // expected-error @+1 {{kv_len must have shape [B]: dim 0 is 4 but B is 2}}
+  %o = kvattn.attention %q, %k, %v kv_len(%len : tensor<4xi64>) : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @kv_len_type(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x64xf32>, %len: tensor<2xf32>) {
+  // expected-error @+1 {{operand #3 must be ranked tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %o = kvattn.attention %q, %k, %v kv_len(%len : tensor<2xf32>) : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @key_valid_shape(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x64xf32>, %valid: tensor<2x4xi1>) {
+  // expected-error @+1 {{key_valid must have shape [B, S]: dim 1 is 4 but S is 16}}
+  %o = kvattn.attention %q, %k, %v key_valid(%valid : tensor<2x4xi1>) : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @key_valid_type(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x64xf32>, %valid: tensor<2x16xi32>) {
+  // expected-error @+1 {{must be ranked tensor of 1-bit signless integer values}}
+  %o = kvattn.attention %q, %k, %v key_valid(%valid : tensor<2x16xi32>) : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @mask_broadcast(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x64xf32>, %m: tensor<2x8x3x16xi1>) {
+  // expected-error @+1 {{mask dim 2 is 3, which does not broadcast to L = 4 (must be 1 or 4)}}
+  %o = kvattn.attention %q, %k, %v mask(%m : tensor<2x8x3x16xi1>) : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @mask_rank(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>, %v: tensor<2x2x16x64xf32>, %m: tensor<16xi1>) {
+  // expected-error @+1 {{mask must have rank 2 to 4 (broadcastable to [B, Hq, L, S]), got rank 1}}
+  %o = kvattn.attention %q, %k, %v mask(%m : tensor<16xi1>) : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @window_range(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>, %qo: tensor<1xi32>) {
+  // expected-error @+1 {{window must be positive, got 0}}
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) causal window = 0 : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @softcap_range(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{softcap must be positive and finite, got -5}}
+  %o = kvattn.attention %q, %k, %v softcap = -5.0 : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @softcap_zero(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{softcap must be positive and finite, got 0}}
+  %o = kvattn.attention %q, %k, %v softcap = 0.0 : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @scale_finite(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{scale must be finite, got INF}}
+  %o = kvattn.attention %q, %k, %v scale = 0x7F800000 : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @sdpa_mask_and_causal(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>, %m: tensor<4x16xi1>) {
+  // expected-error @+1 {{mask and causal are exclusive (as in torch SDPA): fold the causal rule into the mask, or drop the mask}}
+  %o = kvattn.sdpa %q, %k, %v mask(%m : tensor<4x16xi1>) causal = lower_right : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @sdpa_mask_broadcast(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>, %m: tensor<4x15xf32>) {
+  // expected-error @+1 {{mask dim 1 is 15, which does not broadcast to S = 16 (must be 1 or 16)}}
+  %o = kvattn.sdpa %q, %k, %v mask(%m : tensor<4x15xf32>) : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @sdpa_gqa(%q: tensor<1x8x4x64xf32>, %k: tensor<1x3x16x64xf32>, %v: tensor<1x3x16x64xf32>) {
+  // expected-error @+1 {{query heads Hq = 8 must be a multiple of kv heads Hkv = 3}}
+  %o = kvattn.sdpa %q, %k, %v causal = upper_left : tensor<1x8x4x64xf32>, tensor<1x3x16x64xf32>, tensor<1x3x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @sdpa_head_dim(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x32xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{head dim D mismatch: key dim 3 is 32 but query dim 3 is 64}}
+  %o = kvattn.sdpa %q, %k, %v : tensor<1x8x4x64xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @sdpa_causal_keyword(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'causal' [upper_left, lower_right]}}
+  %o = kvattn.sdpa %q, %k, %v causal = diagonal : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @append_rank(%new: tensor<2x4x64xf16>, %cache: tensor<2x2x16x64xf16>, %pos: tensor<2xi32>) {
+  // expected-error @+1 {{update must have rank 4 [B, H, L, D], got rank 3}}
+  %c = kvattn.append %new into %cache at %pos : tensor<2x4x64xf16> into tensor<2x2x16x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_element_type(%new: tensor<2x2x4x64xf32>, %cache: tensor<2x2x16x64xf16>, %pos: tensor<2xi32>) {
+  // expected-error @+1 {{update element type 'f32' must match the cache element type 'f16'}}
+  %c = kvattn.append %new into %cache at %pos : tensor<2x2x4x64xf32> into tensor<2x2x16x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_heads(%new: tensor<2x1x4x64xf16>, %cache: tensor<2x2x16x64xf16>, %pos: tensor<2xi32>) {
+  // expected-error @+1 {{heads H mismatch: update dim 1 is 1 but cache dim 1 is 2}}
+  %c = kvattn.append %new into %cache at %pos : tensor<2x1x4x64xf16> into tensor<2x2x16x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_pos_shape(%new: tensor<2x2x4x64xf16>, %cache: tensor<2x2x16x64xf16>, %pos: tensor<3xi32>) {
+  // expected-error @+1 {{pos must have shape [B]: dim 0 is 3 but B is 2}}
+  %c = kvattn.append %new into %cache at %pos : tensor<2x2x4x64xf16> into tensor<2x2x16x64xf16>, tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @append_capacity(%new: tensor<2x2x32x64xf16>, %cache: tensor<2x2x16x64xf16>, %pos: tensor<2xi32>) {
+  // expected-error @+1 {{update writes L = 32 rows but the cache capacity is C = 16}}
+  %c = kvattn.append %new into %cache at %pos : tensor<2x2x32x64xf16> into tensor<2x2x16x64xf16>, tensor<2xi32>
+  return
+}

@@ -1,0 +1,64 @@
+// RUN: kvattn-opt %s | kvattn-opt | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s --mlir-print-op-generic | kvattn-opt | FileCheck %s --enable-var-scope
+// Round trip of every op and every optional group, pretty and generic.
+
+// CHECK-LABEL: func @attention_offsets
+func.func @attention_offsets(%q: tensor<2x8x4x64xf16>, %k: tensor<2x2x16x64xf16>,
+                             %v: tensor<2x2x16x64xf16>, %qo: tensor<2xi32>,
+                             %ko: tensor<2xi32>, %len: tensor<2xi32>)
+    -> tensor<2x8x4x64xf16> {
+  // CHECK: kvattn.attention %{{.*}}, %{{.*}}, %{{.*}} q_offset(%{{.*}} : tensor<2xi32>) k_offset(%{{.*}} : tensor<2xi32>) kv_len(%{{.*}} : tensor<2xi32>) causal window = 128 softcap = 3.000000e+01 scale = 1.250000e-01 : tensor<2x8x4x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<2x8x4x64xf16>
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<2xi32>) k_offset(%ko : tensor<2xi32>)
+      kv_len(%len : tensor<2xi32>) causal window = 128 softcap = 30.0 scale = 0.125
+      : tensor<2x8x4x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<2x8x4x64xf16>
+  return %o : tensor<2x8x4x64xf16>
+}
+
+// CHECK-LABEL: func @attention_explicit_lse
+func.func @attention_explicit_lse(%q: tensor<?x4x?x128xbf16>, %k: tensor<?x1x?x128xbf16>,
+                                  %v: tensor<?x1x?x96xbf16>, %qp: tensor<?x?xi64>,
+                                  %kp: tensor<?x?xi64>, %valid: tensor<?x?xi1>)
+    -> (tensor<?x4x?x96xbf16>, tensor<?x4x?xf32>) {
+  // CHECK: %[[OUT:.*]], %[[LSE:.*]] = kvattn.attention %{{.*}}, %{{.*}}, %{{.*}} q_pos(%{{.*}} : tensor<?x?xi64>) k_pos(%{{.*}} : tensor<?x?xi64>) key_valid(%{{.*}} : tensor<?x?xi1>) causal : tensor<?x4x?x128xbf16>, tensor<?x1x?x128xbf16>, tensor<?x1x?x96xbf16> -> tensor<?x4x?x96xbf16>, tensor<?x4x?xf32>
+  // CHECK: return %[[OUT]], %[[LSE]]
+  %o, %lse = kvattn.attention %q, %k, %v q_pos(%qp : tensor<?x?xi64>) k_pos(%kp : tensor<?x?xi64>)
+      key_valid(%valid : tensor<?x?xi1>) causal
+      : tensor<?x4x?x128xbf16>, tensor<?x1x?x128xbf16>, tensor<?x1x?x96xbf16>
+      -> tensor<?x4x?x96xbf16>, tensor<?x4x?xf32>
+  return %o, %lse : tensor<?x4x?x96xbf16>, tensor<?x4x?xf32>
+}
+
+// CHECK-LABEL: func @attention_mask_no_positions
+func.func @attention_mask_no_positions(%q: tensor<1x2x3x8xf32>, %k: tensor<1x2x5x8xf32>,
+                                       %v: tensor<1x2x5x8xf32>, %m: tensor<3x5xf32>)
+    -> tensor<1x2x3x8xf32> {
+  // CHECK: kvattn.attention %{{.*}}, %{{.*}}, %{{.*}} mask(%{{.*}} : tensor<3x5xf32>) : tensor<1x2x3x8xf32>
+  %o = kvattn.attention %q, %k, %v mask(%m : tensor<3x5xf32>)
+      : tensor<1x2x3x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32> -> tensor<1x2x3x8xf32>
+  return %o : tensor<1x2x3x8xf32>
+}
+
+// CHECK-LABEL: func @sdpa_forms
+func.func @sdpa_forms(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>,
+                      %v: tensor<2x2x16x64xf32>, %m: tensor<2x1x4x16xi1>)
+    -> (tensor<2x8x4x64xf32>, tensor<2x8x4x64xf32>, tensor<2x8x4x64xf32>) {
+  // CHECK: kvattn.sdpa %{{.*}}, %{{.*}}, %{{.*}} causal = upper_left : tensor<2x8x4x64xf32>
+  %a = kvattn.sdpa %q, %k, %v causal = upper_left
+      : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  // CHECK: kvattn.sdpa %{{.*}}, %{{.*}}, %{{.*}} causal = lower_right scale = 5.000000e-01 : tensor<2x8x4x64xf32>
+  %b = kvattn.sdpa %q, %k, %v causal = lower_right scale = 0.5
+      : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  // CHECK: kvattn.sdpa %{{.*}}, %{{.*}}, %{{.*}} mask(%{{.*}} : tensor<2x1x4x16xi1>) : tensor<2x8x4x64xf32>
+  %c = kvattn.sdpa %q, %k, %v mask(%m : tensor<2x1x4x16xi1>)
+      : tensor<2x8x4x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32> -> tensor<2x8x4x64xf32>
+  return %a, %b, %c : tensor<2x8x4x64xf32>, tensor<2x8x4x64xf32>, tensor<2x8x4x64xf32>
+}
+
+// CHECK-LABEL: func @append
+func.func @append(%new: tensor<2x2x?x64xf16>, %cache: tensor<2x2x1024x64xf16>,
+                  %pos: tensor<2xi64>) -> tensor<2x2x1024x64xf16> {
+  // CHECK: kvattn.append %{{.*}} into %{{.*}} at %{{.*}} : tensor<2x2x?x64xf16> into tensor<2x2x1024x64xf16>, tensor<2xi64>
+  %c = kvattn.append %new into %cache at %pos
+      : tensor<2x2x?x64xf16> into tensor<2x2x1024x64xf16>, tensor<2xi64>
+  return %c : tensor<2x2x1024x64xf16>
+}
