@@ -24,6 +24,8 @@ llvm_config.add_tool_substitutions(["kvattn-opt", "kvattn-run"],
                                    [config.kvattn_tools_dir])
 llvm_config.with_environment("PATH", config.kvattn_tools_dir,
                              append_path=True)
+# FileCheck, not, count from LLVM 22.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 # The CUDA toolkit: libdevice for the NVVM target is found through
 # CUDA_HOME (lit scrubs the environment), and `ptxas` is an optional tool

@@ -46,7 +46,11 @@ struct RtValue {
   std::vector<int64_t> logicalLength; // empty: every slot is a key
 };
 
+/// "file:line:col" when the op has a file location, else the printed loc.
 std::string locationOf(Operation *op) {
+  if (auto file = op->getLoc()->findInstanceOf<FileLineColLoc>())
+    return file.getFilename().str() + ":" + std::to_string(file.getLine()) +
+           ":" + std::to_string(file.getColumn());
   std::string s;
   llvm::raw_string_ostream os(s);
   op->getLoc().print(os);

@@ -395,7 +395,7 @@ Status append(const HostTensor &cache, const HostTensor &update,
   for (int64_t bi = 0; bi < b; ++bi) {
     const int64_t p = pos.getInt(bi);
     if (p < 0 || p > c - l)
-      return Status::error("append: pos[" + str(bi) + "] = " + str(p) +
+      return Status::error("pos[" + str(bi) + "] = " + str(p) +
                            " writes rows [" + str(p) + ", " + str(p + l) +
                            ") outside the cache capacity C = " + str(c) +
                            " (batch " + str(bi) + ")");

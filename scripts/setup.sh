@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine for kvattn and builds it. Idempotent:
+# packages already installed are not reinstalled, an existing build tree is
+# reused (ccache makes a rebuild of a clean tree take seconds).
+#
+#   bash scripts/setup.sh            # as root, or with sudo available
+#
+# Environment: KVATTN_BUILD_DIR (default: build/), KVATTN_BUILD_TYPE
+# (default: Release), KVATTN_JOBS (default: ninja's choice).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${KVATTN_BUILD_DIR:-$root/build}
+build_type=${KVATTN_BUILD_TYPE:-Release}
+
+# The exact Debian packages kvattn builds and tests with.
+packages=(
+  # MLIR/LLVM 22: libMLIR.so, libLLVM.so, headers, CMake packages,
+  # mlir-tblgen, lit, FileCheck, not, count.
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
+  # Toolchain and build.
+  g++ cmake ninja-build ccache lld python3
+  # Unit tests.
+  libgtest-dev googletest
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install packages" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q
+  "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi
+
+if [[ ! -f $build/build.ninja ]]; then
+  echo "setup: configuring $build ($build_type)"
+  cmake -G Ninja -S "$root" -B "$build" \
+    -DCMAKE_BUILD_TYPE="$build_type" \
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
+fi
+
+echo "setup: building"
+jobs=()
+[[ -n ${KVATTN_JOBS:-} ]] && jobs=(-j "$KVATTN_JOBS")
+cmake --build "$build" "${jobs[@]}"
+echo "setup: done; tools are in $build/bin"
