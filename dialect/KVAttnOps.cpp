@@ -51,10 +51,9 @@ static LogicalResult checkSameDim(Operation *op, StringRef what, NamedDim a,
                                   NamedDim b) {
   if (isCompatible(a.size, b.size))
     return success();
-  return op->emitOpError()
-         << what << " mismatch: " << a.tensor << " dim " << a.index << " is "
-         << a.size << " but " << b.tensor << " dim " << b.index << " is "
-         << b.size;
+  return op->emitOpError() << what << " mismatch: " << a.tensor << " dim "
+                           << a.index << " is " << a.size << " but " << b.tensor
+                           << " dim " << b.index << " is " << b.size;
 }
 
 static LogicalResult checkRank(Operation *op, StringRef tensor, Value value,
@@ -86,10 +85,9 @@ checkShape(Operation *op, StringRef tensor, Value value,
   for (auto [i, d] : llvm::enumerate(expected)) {
     if (isCompatible(type.getDimSize(i), d.second))
       continue;
-    return op->emitOpError()
-           << tensor << " must have shape " << layout() << ": dim " << i
-           << " is " << type.getDimSize(i) << " but " << d.first << " is "
-           << d.second;
+    return op->emitOpError() << tensor << " must have shape " << layout()
+                             << ": dim " << i << " is " << type.getDimSize(i)
+                             << " but " << d.first << " is " << d.second;
   }
   return success();
 }
@@ -112,9 +110,8 @@ static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
     return failure();
 
   Type elt = cast<ShapedType>(q.getType()).getElementType();
-  for (auto [name, value] : {std::pair<StringRef, Value>{"key", k},
-                             {"value", v},
-                             {"out", out}}) {
+  for (auto [name, value] :
+       {std::pair<StringRef, Value>{"key", k}, {"value", v}, {"out", out}}) {
     Type other = cast<ShapedType>(value.getType()).getElementType();
     if (other != elt) {
       op->emitOpError() << name << " element type " << other
@@ -196,8 +193,8 @@ static LogicalResult verifyMaskShape(Operation *op, Value mask,
 
 static LogicalResult verifyScale(Operation *op, std::optional<APFloat> scale) {
   if (scale && !scale->isFinite())
-    return op->emitOpError() << "scale must be finite, got "
-                             << scale->convertToDouble();
+    return op->emitOpError()
+           << "scale must be finite, got " << scale->convertToDouble();
   return success();
 }
 

@@ -236,8 +236,9 @@ Value splatBatch(OpBuilder &b, Location loc, Value query, OpFoldResult value,
     if (std::optional<int64_t> staticBatch = getConstantIntValue(batch)) {
       auto type = RankedTensorType::get({*staticBatch}, elementType);
       return arith::ConstantOp::create(
-          b, loc, DenseElementsAttr::get(
-                      type, b.getIntegerAttr(elementType, *constant)));
+          b, loc,
+          DenseElementsAttr::get(type,
+                                 b.getIntegerAttr(elementType, *constant)));
     }
   }
   Value scalar = toIndexValue(b, loc, value);
@@ -262,16 +263,20 @@ Positions lowerRightPositions(OpBuilder &b, Location loc, Value query,
   std::optional<int64_t> ck = getConstantIntValue(keyCount),
                          cr = getConstantIntValue(rows);
   if (ck && cr) {
-    p.qOffset = splatBatch(b, loc, query, b.getIndexAttr(std::max<int64_t>(*ck - *cr, 0)),
+    p.qOffset = splatBatch(b, loc, query,
+                           b.getIndexAttr(std::max<int64_t>(*ck - *cr, 0)),
                            elementType);
     if (*cr > *ck)
-      p.kOffset = splatBatch(b, loc, query, b.getIndexAttr(*cr - *ck), elementType);
+      p.kOffset =
+          splatBatch(b, loc, query, b.getIndexAttr(*cr - *ck), elementType);
     return p;
   }
   Value k = toIndexValue(b, loc, keyCount), r = toIndexValue(b, loc, rows);
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value q = arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, k, r), zero);
-  Value kk = arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, r, k), zero);
+  Value q =
+      arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, k, r), zero);
+  Value kk =
+      arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, r, k), zero);
   p.qOffset = splatBatch(b, loc, query, q, elementType);
   p.kOffset = splatBatch(b, loc, query, kk, elementType);
   return p;
@@ -333,14 +338,18 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
         pos.qOffset = rel.appendPos;
       } else {
         // kv_len - L, kept non-negative (see lowerRightPositions).
-        Type posType = cast<RankedTensorType>(rel.appendPos.getType()).getElementType();
+        Type posType =
+            cast<RankedTensorType>(rel.appendPos.getType()).getElementType();
         Value rows = splatBatch(rewriter, loc, query,
                                 queryRows.materialize(rewriter, loc), posType);
-        Value zero = splatBatch(rewriter, loc, query, rewriter.getIndexAttr(0), posType);
+        Value zero =
+            splatBatch(rewriter, loc, query, rewriter.getIndexAttr(0), posType);
         pos.qOffset = arith::MaxSIOp::create(
-            rewriter, loc, arith::SubIOp::create(rewriter, loc, pos.kvLen, rows), zero);
+            rewriter, loc,
+            arith::SubIOp::create(rewriter, loc, pos.kvLen, rows), zero);
         pos.kOffset = arith::MaxSIOp::create(
-            rewriter, loc, arith::SubIOp::create(rewriter, loc, rows, pos.kvLen), zero);
+            rewriter, loc,
+            arith::SubIOp::create(rewriter, loc, rows, pos.kvLen), zero);
       }
     } else if (rel.kind == CacheKind::Concat &&
                rel.newRows.provablyEquals(queryRows)) {
@@ -363,14 +372,15 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
                                         rel.newRows.materialize(rewriter, loc)),
                                i64);
     } else {
-      Positions p = lowerRightPositions(
-          rewriter, loc, query, dimSize(rewriter, loc, key, 2), i64);
+      Positions p = lowerRightPositions(rewriter, loc, query,
+                                        dimSize(rewriter, loc, key, 2), i64);
       pos.qOffset = p.qOffset;
       pos.kOffset = p.kOffset;
     }
   } else if (causal == CausalAlignment::upper_left) {
     // torch's is_causal=True: row i sees keys 0..i.
-    pos.qOffset = splatBatch(rewriter, loc, query, rewriter.getIndexAttr(0), i64);
+    pos.qOffset =
+        splatBatch(rewriter, loc, query, rewriter.getIndexAttr(0), i64);
   }
 
   if (upperLeftAppend) {
@@ -417,7 +427,8 @@ namespace {
 
 struct SdpaToAttentionPattern : OpRewritePattern<SdpaOp> {
   SdpaToAttentionPattern(MLIRContext *ctx, bool fixUpperLeftAppends)
-      : OpRewritePattern<SdpaOp>(ctx), fixUpperLeftAppends(fixUpperLeftAppends) {}
+      : OpRewritePattern<SdpaOp>(ctx),
+        fixUpperLeftAppends(fixUpperLeftAppends) {}
 
   LogicalResult matchAndRewrite(SdpaOp op,
                                 PatternRewriter &rewriter) const override {

@@ -119,8 +119,7 @@ Status Interpreter::run(func::FuncOp func,
                         const std::vector<HostTensor> &arguments,
                         std::vector<HostTensor> &results) {
   if (func.isExternal())
-    return Status::error("function '" + func.getName().str() +
-                         "' has no body");
+    return Status::error("function '" + func.getName().str() + "' has no body");
   Block &entry = func.getBody().front();
   if (arguments.size() != entry.getNumArguments())
     return Status::error("function '" + func.getName().str() + "' takes " +
@@ -194,8 +193,8 @@ Status Interpreter::eval(Operation *op) {
         auto dyn = o.getDynamicSizes().begin();
         for (int64_t d : type.getShape())
           shape.push_back(ShapedType::isDynamic(d) ? scalar(*dyn++) : d);
-        set(o.getResult(), HostTensor(*toElementType(type.getElementType()),
-                                      shape));
+        set(o.getResult(),
+            HostTensor(*toElementType(type.getElementType()), shape));
         return Status::ok();
       })
       .Case([&](tensor::CastOp o) {
@@ -326,8 +325,8 @@ Status Interpreter::evalConstant(arith::ConstantOp op) {
         t.setDouble(i++, v.convertToDouble());
     } else {
       for (APInt v : dense.getValues<APInt>())
-        t.setInt(i++, *elt == ElementType::I1 ? v.getZExtValue()
-                                               : v.getSExtValue());
+        t.setInt(i++,
+                 *elt == ElementType::I1 ? v.getZExtValue() : v.getSExtValue());
     }
     set(op.getResult(), std::move(t));
     return Status::ok();

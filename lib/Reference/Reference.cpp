@@ -44,8 +44,9 @@ Status checkInteger(const char *name, const HostTensor &t) {
 }
 
 /// Checks `t` against named dimensions such as {{"B", 2}, {"L", 4}}.
-Status checkShape(const char *name, const HostTensor &t,
-                  std::initializer_list<std::pair<const char *, int64_t>> dims) {
+Status
+checkShape(const char *name, const HostTensor &t,
+           std::initializer_list<std::pair<const char *, int64_t>> dims) {
   std::string layout = "[";
   for (const auto &d : dims)
     layout += std::string(layout.size() > 1 ? ", " : "") + d.first;
@@ -78,10 +79,10 @@ Status checkQKV(const HostTensor *q, const HostTensor *k, const HostTensor *v,
   if (k->rank() != 4)
     return Status::error("key must have shape [B, Hkv, S, D], got " +
                          k->shapeString());
-  dims = {q->dim(0), q->dim(1), k->dim(1), q->dim(2),
-          k->dim(2), q->dim(3), 0};
+  dims = {q->dim(0), q->dim(1), k->dim(1), q->dim(2), k->dim(2), q->dim(3), 0};
   KVATTN_RETURN_IF_ERROR(checkShape(
-      "key", *k, {{"B", dims.b}, {"Hkv", dims.hkv}, {"S", dims.s}, {"D", dims.d}}));
+      "key", *k,
+      {{"B", dims.b}, {"Hkv", dims.hkv}, {"S", dims.s}, {"D", dims.d}}));
   if (v->rank() != 4)
     return Status::error("value must have shape [B, Hkv, S, Dv], got " +
                          v->shapeString());
@@ -92,9 +93,9 @@ Status checkQKV(const HostTensor *q, const HostTensor *k, const HostTensor *v,
   if (dims.d == 0)
     return Status::error("head dim D must be positive, got 0");
   if (dims.hkv == 0 || dims.hq % dims.hkv != 0)
-    return Status::error("query heads Hq = " + str(dims.hq) +
-                         " must be a multiple of kv heads Hkv = " +
-                         str(dims.hkv));
+    return Status::error(
+        "query heads Hq = " + str(dims.hq) +
+        " must be a multiple of kv heads Hkv = " + str(dims.hkv));
   return Status::ok();
 }
 
@@ -154,7 +155,8 @@ struct Core {
           for (int64_t j = 0; j < dims.s; ++j) {
             if (!allowed(b, h, i, j))
               continue;
-            if (mask && !additive && mask->getInt(maskIndex(*mask, b, h, i, j)) == 0)
+            if (mask && !additive &&
+                mask->getInt(maskIndex(*mask, b, h, i, j)) == 0)
               continue;
             double dot = 0.0;
             for (int64_t x = 0; x < dims.d; ++x)
@@ -208,11 +210,10 @@ Status readNonNegative(const char *name, const HostTensor &t,
   for (int64_t n = 0; n < t.numElements(); ++n) {
     values[n] = t.getInt(n);
     if (values[n] < 0) {
-      std::string where = t.rank() == 1
-                              ? str(n)
-                              : str(n / t.dim(1)) + ", " + str(n % t.dim(1));
-      return Status::error(std::string(name) + "[" + where + "] = " +
-                           str(values[n]) + " is negative (batch " +
+      std::string where =
+          t.rank() == 1 ? str(n) : str(n / t.dim(1)) + ", " + str(n % t.dim(1));
+      return Status::error(std::string(name) + "[" + where +
+                           "] = " + str(values[n]) + " is negative (batch " +
                            str(t.rank() == 1 ? n : n / t.dim(1)) + ")");
     }
   }
@@ -221,8 +222,8 @@ Status readNonNegative(const char *name, const HostTensor &t,
 
 } // namespace
 
-Status attention(const AttentionOperands &ops,
-                 const AttentionAttributes &attrs, AttentionResult &result) {
+Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
+                 AttentionResult &result) {
   Dims dims;
   KVATTN_RETURN_IF_ERROR(checkQKV(ops.query, ops.key, ops.value, dims));
 
@@ -248,12 +249,14 @@ Status attention(const AttentionOperands &ops,
       kvLen(dims.b, dims.s);
   if (ops.qOffset) {
     KVATTN_RETURN_IF_ERROR(checkInteger("q_offset", *ops.qOffset));
-    KVATTN_RETURN_IF_ERROR(checkShape("q_offset", *ops.qOffset, {{"B", dims.b}}));
+    KVATTN_RETURN_IF_ERROR(
+        checkShape("q_offset", *ops.qOffset, {{"B", dims.b}}));
     KVATTN_RETURN_IF_ERROR(readNonNegative("q_offset", *ops.qOffset, qOffset));
   }
   if (ops.kOffset) {
     KVATTN_RETURN_IF_ERROR(checkInteger("k_offset", *ops.kOffset));
-    KVATTN_RETURN_IF_ERROR(checkShape("k_offset", *ops.kOffset, {{"B", dims.b}}));
+    KVATTN_RETURN_IF_ERROR(
+        checkShape("k_offset", *ops.kOffset, {{"B", dims.b}}));
     KVATTN_RETURN_IF_ERROR(readNonNegative("k_offset", *ops.kOffset, kOffset));
   }
   if (ops.qPos) {
@@ -403,7 +406,8 @@ Status append(const HostTensor &cache, const HostTensor &update,
       for (int64_t t = 0; t < l; ++t)
         std::copy_n(update.data() + update.flatIndex({bi, hi, t, 0}) * eltSize,
                     d * eltSize,
-                    result.data() + result.flatIndex({bi, hi, p + t, 0}) * eltSize);
+                    result.data() +
+                        result.flatIndex({bi, hi, p + t, 0}) * eltSize);
   }
   return Status::ok();
 }

@@ -27,7 +27,8 @@
 void kvattn::registerAllKVAttnDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::kvattn::KVAttnDialect>();
   // The dialects kvattn's pipelines lower through, from tensors to NVVM.
-  registry.insert<mlir::arith::ArithDialect, mlir::bufferization::BufferizationDialect,
+  registry.insert<mlir::arith::ArithDialect,
+                  mlir::bufferization::BufferizationDialect,
                   mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,
                   mlir::gpu::GPUDialect, mlir::index::IndexDialect,
                   mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect,

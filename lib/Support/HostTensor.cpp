@@ -30,9 +30,9 @@ const char *elementTypeName(ElementType type) {
 }
 
 std::optional<ElementType> parseElementType(const std::string &name) {
-  for (ElementType t : {ElementType::F32, ElementType::F16, ElementType::BF16,
-                        ElementType::F64, ElementType::I1, ElementType::I32,
-                        ElementType::I64})
+  for (ElementType t :
+       {ElementType::F32, ElementType::F16, ElementType::BF16, ElementType::F64,
+        ElementType::I1, ElementType::I32, ElementType::I64})
     if (name == elementTypeName(t))
       return t;
   return std::nullopt;
@@ -64,8 +64,7 @@ HostTensor::HostTensor(ElementType type, std::vector<int64_t> shape)
     : type_(type), shape_(std::move(shape)) {
   for (int64_t d : shape_)
     assert(d >= 0 && "negative dimension");
-  bytes_.assign(static_cast<size_t>(numElements()) * elementTypeSize(type_),
-                0);
+  bytes_.assign(static_cast<size_t>(numElements()) * elementTypeSize(type_), 0);
 }
 
 int64_t HostTensor::numElements() const {
@@ -185,10 +184,10 @@ Status HostTensor::convertTo(ElementType type, HostTensor &result) const {
   } else {
     for (int64_t i = 0; i < n; ++i) {
       int64_t v = getInt(i);
-      bool fits = type == ElementType::I64 ||
-                  (type == ElementType::I32 && v >= INT32_MIN &&
-                   v <= INT32_MAX) ||
-                  (type == ElementType::I1 && (v == 0 || v == 1));
+      bool fits =
+          type == ElementType::I64 ||
+          (type == ElementType::I32 && v >= INT32_MIN && v <= INT32_MAX) ||
+          (type == ElementType::I1 && (v == 0 || v == 1));
       if (!fits)
         return Status::error("element " + std::to_string(i) + " = " +
                              std::to_string(v) + " does not fit in " +

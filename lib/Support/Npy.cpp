@@ -55,7 +55,8 @@ static bool findValue(const std::string &header, const std::string &key,
   if (colon == std::string::npos)
     return false;
   pos = colon + 1;
-  while (pos < header.size() && std::isspace(static_cast<unsigned char>(header[pos])))
+  while (pos < header.size() &&
+         std::isspace(static_cast<unsigned char>(header[pos])))
     ++pos;
   return pos < header.size();
 }
@@ -67,8 +68,9 @@ Status parseNpy(const std::string &bytes, HostTensor &result) {
   unsigned major = static_cast<unsigned char>(bytes[6]);
   size_t headerLen, headerStart;
   if (major == 1) {
-    headerLen = static_cast<unsigned char>(bytes[8]) |
-                (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+    headerLen =
+        static_cast<unsigned char>(bytes[8]) |
+        (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
     headerStart = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12)
@@ -178,7 +180,8 @@ Status readNpyAs(const std::string &path, ElementType type,
 }
 
 std::string serializeNpy(const HostTensor &tensor) {
-  std::string dict = std::string("{'descr': '") + descrFor(tensor.elementType()) +
+  std::string dict = std::string("{'descr': '") +
+                     descrFor(tensor.elementType()) +
                      "', 'fortran_order': False, 'shape': (";
   for (int64_t d : tensor.shape())
     dict += std::to_string(d) + ", ";

@@ -25,9 +25,9 @@ TEST(Float16, RoundsToNearestEven) {
   // 1 + 3 * 2^-11 lies halfway between 1 + 2^-10 (odd) and 1 + 2^-9: up.
   EXPECT_EQ(floatToHalfBits(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
   // Just above the halfway point rounds up.
-  EXPECT_EQ(floatToHalfBits(1.0f + std::ldexp(1.0f, -11) +
-                            std::ldexp(1.0f, -20)),
-            0x3c01);
+  EXPECT_EQ(
+      floatToHalfBits(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)),
+      0x3c01);
 }
 
 TEST(Float16, OverflowSubnormalsAndNaN) {

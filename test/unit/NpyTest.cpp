@@ -1,7 +1,7 @@
 //===- NpyTest.cpp - .npy read/write --------------------------------------===//
 
-#include "kvattn/Support/Float16.h"
 #include "kvattn/Support/Npy.h"
+#include "kvattn/Support/Float16.h"
 
 #include "gtest/gtest.h"
 
@@ -40,9 +40,9 @@ void expectSame(const HostTensor &a, const HostTensor &b) {
 } // namespace
 
 TEST(Npy, RoundTripsEveryDtype) {
-  for (ElementType type : {ElementType::F32, ElementType::F16,
-                           ElementType::F64, ElementType::I1,
-                           ElementType::I32, ElementType::I64}) {
+  for (ElementType type :
+       {ElementType::F32, ElementType::F16, ElementType::F64, ElementType::I1,
+        ElementType::I32, ElementType::I64}) {
     HostTensor t = iota(type, {2, 3, 5}, 0.375);
     std::string path = tempPath(std::string(elementTypeName(type)) + ".npy");
     ASSERT_TRUE(writeNpy(path, t).isOk());
@@ -55,9 +55,9 @@ TEST(Npy, RoundTripsEveryDtype) {
 }
 
 TEST(Npy, RankZeroAndRankOne) {
-  for (std::vector<int64_t> shape : {std::vector<int64_t>{},
-                                     std::vector<int64_t>{4},
-                                     std::vector<int64_t>{0, 3}}) {
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{}, std::vector<int64_t>{4},
+        std::vector<int64_t>{0, 3}}) {
     HostTensor t = iota(ElementType::F32, shape, 1.5);
     HostTensor back;
     ASSERT_TRUE(parseNpy(serializeNpy(t), back).isOk());
@@ -114,8 +114,7 @@ TEST(Npy, RejectsBadFiles) {
   std::string bigEndian = good;
   bigEndian.replace(bigEndian.find("<f4"), 3, ">f4");
   s = parseNpy(bigEndian, t);
-  EXPECT_NE(s.message().find("unsupported .npy dtype '>f4'"),
-            std::string::npos)
+  EXPECT_NE(s.message().find("unsupported .npy dtype '>f4'"), std::string::npos)
       << s.message();
 
   s = readNpy(tempPath("does-not-exist.npy"), t);

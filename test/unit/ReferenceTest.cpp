@@ -1,4 +1,5 @@
-//===- ReferenceTest.cpp - the scalar reference ----------------------------===//
+//===- ReferenceTest.cpp - the scalar reference
+//----------------------------===//
 //
 // Each test asserts values that follow from the semantics contract by hand,
 // chosen (distinct values, zero logits) so that a wrong mask, a wrong
@@ -123,8 +124,8 @@ TEST(Reference, SdpaOverLogicalCache) {
 TEST(Reference, SdpaMasks) {
   TwoByFive ex;
   // Boolean mask [L, S]: true = allowed.
-  HostTensor allowed = tensor(ElementType::I1, {2, 5},
-                              {1, 0, 1, 0, 0, /**/ 0, 0, 0, 1, 1});
+  HostTensor allowed =
+      tensor(ElementType::I1, {2, 5}, {1, 0, 1, 0, 0, /**/ 0, 0, 0, 1, 1});
   HostTensor out;
   ASSERT_TRUE(sdpa({&ex.q, &ex.k, &ex.v, &allowed}, {}, out).isOk());
   EXPECT_EQ(values(out), (std::vector<double>{20, 45}));
@@ -226,7 +227,8 @@ TEST(Reference, SoftcapAndScale) {
 
   // Default scale 1/sqrt(D): D = 4, q = k0 = ones, k1 = 0: logits 2 and 0.
   HostTensor q4 = tensor(ElementType::F32, {1, 1, 1, 4}, {1, 1, 1, 1});
-  HostTensor k4 = tensor(ElementType::F32, {1, 1, 2, 4}, {1, 1, 1, 1, 0, 0, 0, 0});
+  HostTensor k4 =
+      tensor(ElementType::F32, {1, 1, 2, 4}, {1, 1, 1, 1, 0, 0, 0, 0});
   AttentionOperands ops4{&q4, &k4, &v};
   double e2 = std::exp(2.0);
   EXPECT_NEAR(run(ops4, {}).out.getDouble(0), e2 / (e2 + 1), 1e-15);
@@ -307,9 +309,9 @@ TEST(Reference, SuccessiveAppendsEqualTheFullForward) {
   full.kvLen = &fullLen;
   AttentionResult expected = run(full, {/*causal=*/true});
 
-  for (std::vector<int64_t> chunks : {std::vector<int64_t>{3, 2, 3},
-                                      std::vector<int64_t>{1, 7},
-                                      std::vector<int64_t>{5, 1, 2}}) {
+  for (std::vector<int64_t> chunks :
+       {std::vector<int64_t>{3, 2, 3}, std::vector<int64_t>{1, 7},
+        std::vector<int64_t>{5, 1, 2}}) {
     int64_t done = 0;
     for (int64_t L : chunks) {
       HostTensor q(ElementType::F32, {B, Hq, L, D});
@@ -333,14 +335,15 @@ TEST(Reference, SuccessiveAppendsEqualTheFullForward) {
           for (int64_t i = 0; i < L; ++i) {
             int64_t p = history[b] + done + i;
             for (int64_t x = 0; x < Dv; ++x)
-              EXPECT_NEAR(got.out.getDouble(got.out.flatIndex({b, h, i, x})),
-                          expected.out.getDouble(
-                              expected.out.flatIndex({b, h, p, x})),
-                          1e-12)
+              EXPECT_NEAR(
+                  got.out.getDouble(got.out.flatIndex({b, h, i, x})),
+                  expected.out.getDouble(expected.out.flatIndex({b, h, p, x})),
+                  1e-12)
                   << "batch " << b << " head " << h << " position " << p;
-            EXPECT_NEAR(got.lse.getDouble(got.lse.flatIndex({b, h, i})),
-                        expected.lse.getDouble(expected.lse.flatIndex({b, h, p})),
-                        1e-12);
+            EXPECT_NEAR(
+                got.lse.getDouble(got.lse.flatIndex({b, h, i})),
+                expected.lse.getDouble(expected.lse.flatIndex({b, h, p})),
+                1e-12);
           }
       done += L;
     }
@@ -379,10 +382,10 @@ TEST(Reference, RejectsBadRuntimeValues) {
 }
 
 TEST(Reference, Append) {
-  HostTensor cache = tensor(ElementType::F32, {2, 1, 4, 1},
-                            {1, 2, 3, 4, /**/ 5, 6, 7, 8});
-  HostTensor update = tensor(ElementType::F32, {2, 1, 2, 1},
-                             {-1, -2, /**/ -3, -4});
+  HostTensor cache =
+      tensor(ElementType::F32, {2, 1, 4, 1}, {1, 2, 3, 4, /**/ 5, 6, 7, 8});
+  HostTensor update =
+      tensor(ElementType::F32, {2, 1, 2, 1}, {-1, -2, /**/ -3, -4});
   HostTensor pos = ints({2}, {1, 2});
   HostTensor out;
   ASSERT_TRUE(append(cache, update, pos, out).isOk());

@@ -17,6 +17,6 @@ int main(int argc, char **argv) {
 
   mlir::DialectRegistry registry;
   kvattn::registerAllKVAttnDialects(registry);
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "kvattn optimizer driver\n", registry));
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "kvattn optimizer driver\n", registry));
 }

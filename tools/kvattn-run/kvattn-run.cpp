@@ -112,8 +112,8 @@ kvattn::Status makeArgument(unsigned index, RankedTensorType type,
                             const std::string *spec, kvattn::HostTensor &out) {
   std::optional<kvattn::ElementType> elt =
       kvattn::toElementType(type.getElementType());
-  std::string what = "argument " + std::to_string(index) + " (" +
-                     typeString(type) + ")";
+  std::string what =
+      "argument " + std::to_string(index) + " (" + typeString(type) + ")";
   if (!elt)
     return kvattn::Status::error(what + " has an unsupported element type");
 
@@ -123,8 +123,7 @@ kvattn::Status makeArgument(unsigned index, RankedTensorType type,
                                    std::to_string(t.rank()));
     for (int64_t d = 0; d < type.getRank(); ++d)
       if (!type.isDynamicDim(d) && type.getDimSize(d) != t.dim(d))
-        return kvattn::Status::error(what + ": given shape " +
-                                     t.shapeString());
+        return kvattn::Status::error(what + ": given shape " + t.shapeString());
     return kvattn::Status::ok();
   };
 
@@ -134,9 +133,9 @@ kvattn::Status makeArgument(unsigned index, RankedTensorType type,
   }
 
   if (!type.hasStaticShape())
-    return kvattn::Status::error(
-        what + " has a dynamic shape: give it with --input " +
-        std::to_string(index) + "=FILE.npy");
+    return kvattn::Status::error(what +
+                                 " has a dynamic shape: give it with --input " +
+                                 std::to_string(index) + "=FILE.npy");
   out = kvattn::HostTensor(*elt, std::vector<int64_t>(type.getShape().begin(),
                                                       type.getShape().end()));
   if (spec) {
@@ -144,10 +143,9 @@ kvattn::Status makeArgument(unsigned index, RankedTensorType type,
     llvm::StringRef(*spec).split(items, ',');
     if (items.size() != 1 &&
         static_cast<int64_t>(items.size()) != out.numElements())
-      return kvattn::Status::error(what + ": " + std::to_string(items.size()) +
-                                   " values given, " +
-                                   std::to_string(out.numElements()) +
-                                   " needed (or one to fill it)");
+      return kvattn::Status::error(
+          what + ": " + std::to_string(items.size()) + " values given, " +
+          std::to_string(out.numElements()) + " needed (or one to fill it)");
     for (int64_t i = 0; i < out.numElements(); ++i) {
       llvm::StringRef item = items.size() == 1 ? items[0] : items[i];
       item = item.trim();
@@ -172,8 +170,9 @@ kvattn::Status makeArgument(unsigned index, RankedTensorType type,
 
   if (!kvattn::isFloatType(*elt))
     return kvattn::Status::error(
-        what + " holds positions, lengths or a mask and is not generated: "
-               "give it with --input " +
+        what +
+        " holds positions, lengths or a mask and is not generated: "
+        "give it with --input " +
         std::to_string(index) + "=FILE.npy or --input " +
         std::to_string(index) + "=v0,v1,...");
   for (int64_t i = 0; i < out.numElements(); ++i)
@@ -232,18 +231,18 @@ int main(int argc, char **argv) {
     }
   }
   if (!func)
-    return fail(entry.empty() ? "no public function with a body in '" +
-                                    inputFile + "'"
-                              : "no function '" + entry + "' in '" +
-                                    inputFile + "'");
+    return fail(entry.empty()
+                    ? "no public function with a body in '" + inputFile + "'"
+                    : "no function '" + entry + "' in '" + inputFile + "'");
 
   unsigned numArgs = func.getNumArguments();
   std::map<unsigned, std::string> specs;
   for (const std::string &in : inputs) {
     size_t eq = in.find('=');
     std::optional<unsigned> arg =
-        eq == std::string::npos ? std::nullopt
-                                : parseArgName(llvm::StringRef(in).take_front(eq));
+        eq == std::string::npos
+            ? std::nullopt
+            : parseArgName(llvm::StringRef(in).take_front(eq));
     if (!arg)
       return fail("--input '" + in + "': expected ARG=FILE.npy or ARG=values");
     if (*arg >= numArgs)
@@ -256,12 +255,10 @@ int main(int argc, char **argv) {
   for (unsigned i = 0; i < numArgs; ++i) {
     auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[i]);
     if (!type)
-      return fail("argument " + std::to_string(i) +
-                  " is not a ranked tensor");
+      return fail("argument " + std::to_string(i) + " is not a ranked tensor");
     auto it = specs.find(i);
-    kvattn::Status s = makeArgument(i, type, it == specs.end() ? nullptr
-                                                               : &it->second,
-                                    arguments[i]);
+    kvattn::Status s = makeArgument(
+        i, type, it == specs.end() ? nullptr : &it->second, arguments[i]);
     if (s.isError())
       return fail(s.message());
   }

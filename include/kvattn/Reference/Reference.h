@@ -24,24 +24,24 @@ namespace reference {
 
 /// The operands of `kvattn.attention`. Absent optional operands are null.
 struct AttentionOperands {
-  const HostTensor *query = nullptr; ///< [B, Hq, L, D]   f32/f16/bf16
-  const HostTensor *key = nullptr;   ///< [B, Hkv, S, D]
-  const HostTensor *value = nullptr; ///< [B, Hkv, S, Dv]
+  const HostTensor *query = nullptr;    ///< [B, Hq, L, D]   f32/f16/bf16
+  const HostTensor *key = nullptr;      ///< [B, Hkv, S, D]
+  const HostTensor *value = nullptr;    ///< [B, Hkv, S, Dv]
   const HostTensor *qOffset = nullptr;  ///< [B] i32/i64
   const HostTensor *kOffset = nullptr;  ///< [B] i32/i64 (default 0)
   const HostTensor *qPos = nullptr;     ///< [B, L] i32/i64
   const HostTensor *kPos = nullptr;     ///< [B, S] i32/i64
   const HostTensor *kvLen = nullptr;    ///< [B] i32/i64
   const HostTensor *keyValid = nullptr; ///< [B, S] i1
-  const HostTensor *mask = nullptr; ///< broadcastable to [B, Hq, L, S]
+  const HostTensor *mask = nullptr;     ///< broadcastable to [B, Hq, L, S]
 };
 
 /// The attributes of `kvattn.attention`.
 struct AttentionAttributes {
   bool causal = false;
-  std::optional<int64_t> window;  ///< > 0
-  std::optional<double> softcap;  ///< > 0
-  std::optional<double> scale;    ///< default 1/sqrt(D)
+  std::optional<int64_t> window; ///< > 0
+  std::optional<double> softcap; ///< > 0
+  std::optional<double> scale;   ///< default 1/sqrt(D)
 };
 
 /// `out [B, Hq, L, Dv]` and `lse [B, Hq, L]`, both f64.

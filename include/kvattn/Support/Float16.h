@@ -22,7 +22,9 @@ float bfloat16BitsToFloat(uint16_t bits);
 uint16_t floatToBFloat16Bits(float value);
 
 /// Rounds a float to the nearest representable f16 / bf16 value.
-inline float roundToHalf(float v) { return halfBitsToFloat(floatToHalfBits(v)); }
+inline float roundToHalf(float v) {
+  return halfBitsToFloat(floatToHalfBits(v));
+}
 inline float roundToBFloat16(float v) {
   return bfloat16BitsToFloat(floatToBFloat16Bits(v));
 }

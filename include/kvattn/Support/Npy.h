@@ -25,8 +25,7 @@ Status parseNpy(const std::string &bytes, HostTensor &result);
 /// Reads a .npy file and converts it to `type`: float files may become any
 /// float type (f32 -> bf16 rounds to nearest even), integer and bool files
 /// any integer type. Float <-> integer is refused with an error.
-Status readNpyAs(const std::string &path, ElementType type,
-                 HostTensor &result);
+Status readNpyAs(const std::string &path, ElementType type, HostTensor &result);
 
 /// Writes a tensor; bf16 is written as float32.
 Status writeNpy(const std::string &path, const HostTensor &tensor);
