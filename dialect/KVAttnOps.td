@@ -203,4 +203,6 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
   let hasVerifier = 1;
 }
 
+include "dialect/KVAttnTileOps.td"
+
 #endif // KVATTN_DIALECT_KVATTNOPS_TD

@@ -47,4 +47,91 @@ def ResolveCachedAppendPass : Pass<"kvattn-resolve-cached-append"> {
   ];
 }
 
+
+def LowerAppendPass : Pass<"kvattn-lower-append"> {
+  let summary = "Lower kvattn.append to per-batch tensor.insert_slice";
+  let description = [{
+    Rewrites `kvattn.append %new into %cache at %pos` into a loop over the
+    batch that inserts `new[b]` into `cache[b]` at sequence offset `pos[b]`
+    (`scf.for` carrying the cache tensor, `tensor.insert_slice`), which
+    bufferizes in place. The write bounds (`0 <= pos[b] <= C - L`) are a
+    run-time precondition that the caller validates (kvattn-run does so
+    with the reference before running compiled code).
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
+def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
+  let summary = "Tile kvattn.attention into a Triton-style program";
+  let description = [{
+    Rewrites every `kvattn.attention` into the target-independent tile
+    program (docs/tile-program.md):
+
+    * a grid of program instances, `scf.forall` over
+      (batch x query head, query block of `block-m` rows);
+    * per program, the visible KV-block range computed at run time from the
+      positions: the causal upper bound from the block's largest query
+      position, the window lower bound from its smallest, `kv_len`; blocks
+      outside it are never loaded;
+    * each visible block classified as *full* (every query of the program
+      may see every key: no mask arithmetic) or *partial*
+      (`kvattn.tile.mask`, under `scf.if`);
+    * an `scf.for` over the visible blocks doing `kvattn.tile.qk`, the mask
+      on partial blocks, and `kvattn.tile.softmax_update` (online softmax
+      in f32); `kvattn.tile.store` writes `out` (and `lse`).
+
+    The explicit-position form loads every block below `kv_len` and masks
+    each (positions need not be monotone). Operands are taken as buffers
+    (`bufferization.to_buffer`) and results are fresh allocations returned
+    as tensors, ready for One-Shot Bufferize.
+
+    `num-warps` and `num-stages` are recorded on the grid
+    (`kvattn.tile_config`) for the GPU lowering. With `stats=true` each
+    program adds its loaded, masked and skipped block counts to the public
+    global `@kvattn_tile_stats` (memref<3xi64>): the very values that bound
+    its loop.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+  let options = [
+    Option<"blockM", "block-m", "int64_t", /*default=*/"64",
+           "Query rows per program (BM)">,
+    Option<"blockN", "block-n", "int64_t", /*default=*/"64",
+           "Keys per KV block (BN)">,
+    Option<"numWarps", "num-warps", "int64_t", /*default=*/"4",
+           "Warps per program (recorded for the GPU lowering)">,
+    Option<"numStages", "num-stages", "int64_t", /*default=*/"2",
+           "Software-pipeline depth of K/V loads (recorded for the GPU "
+           "lowering)">,
+    Option<"stats", "stats", "bool", /*default=*/"false",
+           "Count loaded, masked and skipped KV blocks in "
+           "@kvattn_tile_stats">,
+  ];
+}
+
+def LowerTileToLoopsPass : Pass<"kvattn-lower-tile-to-loops"> {
+  let summary = "Lower the tile ops to scalar loops (the CPU lowering)";
+  let description = [{
+    Expands `kvattn.tile.*` into `scf.for` nests over `memref.load` and
+    `memref.store`, f32 arithmetic and `math.exp`/`math.log`/`math.tanh`,
+    exactly as each op's description defines it. The loops over the head
+    dimension are innermost and unit-stride so LLVM vectorises them.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 #endif // KVATTN_PASSES_PASSES_TD

@@ -12,7 +12,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Evaluator/Evaluator.h"
+#include "kvattn/Support/Compare.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Support/Float16.h"
 #include "kvattn/Support/HostTensor.h"
@@ -23,6 +25,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -50,7 +53,8 @@ cl::opt<Target> target(
     cl::values(clEnumValN(Target::Reference, "reference",
                           "evaluate with the scalar reference"),
                clEnumValN(Target::Cpu, "cpu",
-                          "JIT-compile for the host (not available yet)"),
+                          "compile with kvattn-to-cpu and run on the host "
+                          "JIT"),
                clEnumValN(Target::Gpu, "gpu",
                           "compile to PTX and launch (not available yet)")),
     cl::init(Target::Reference), cl::cat(runCategory));
@@ -71,6 +75,18 @@ cl::opt<std::string> dumpDir("dump-outputs",
 cl::opt<bool> printOutputs("print-outputs",
                            cl::desc("Print every result value"),
                            cl::init(false), cl::cat(runCategory));
+cl::opt<bool> check("check",
+                    cl::desc("Compare the target's results with the "
+                             "reference; exit 1 on a mismatch"),
+                    cl::init(false), cl::cat(runCategory));
+cl::opt<int64_t> blockM("block-m", cl::desc("Query rows per program"),
+                        cl::init(64), cl::cat(runCategory));
+cl::opt<int64_t> blockN("block-n", cl::desc("Keys per KV block"),
+                        cl::init(64), cl::cat(runCategory));
+cl::opt<unsigned> optLevel("opt-level",
+                           cl::desc("LLVM optimisation level of the JIT"),
+                           cl::init(3), cl::cat(runCategory));
+
 
 int fail(const std::string &message) {
   llvm::errs() << "kvattn-run: error: " << message << "\n";
@@ -197,20 +213,36 @@ void printTensor(llvm::raw_ostream &os, const kvattn::HostTensor &t) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // LLVM's own -stats (pass statistics) is registered lazily by the
+  // command-line library; move it aside before defining kvattn's --stats.
   cl::HideUnrelatedOptions(runCategory);
+  if (cl::Option *llvmStats = cl::getRegisteredOptions().lookup("stats")) {
+    llvmStats->setArgStr("llvm-stats");
+  }
+  static cl::opt<bool> printStats(
+      "stats",
+      cl::desc("Print the KV blocks the schedule loaded, masked and "
+               "skipped (cpu target)"),
+      cl::init(false), cl::cat(runCategory));
   cl::ParseCommandLineOptions(argc, argv,
                               "kvattn-run: evaluate kvattn IR on inputs\n");
 
-  if (target != Target::Reference)
-    return fail(std::string("--target=") +
-                (target == Target::Cpu ? "cpu" : "gpu") +
-                " is not available in this build yet; use "
+  if (target == Target::Gpu)
+    return fail("--target=gpu is not available in this build yet (no PTX "
+                "code generation or CUDA runtime); use --target=cpu or "
                 "--target=reference");
+  if (check && target == Target::Reference)
+    return fail("--check compares a compiled target with the reference: "
+                "use it with --target=cpu");
+  if (printStats && target != Target::Cpu)
+    return fail("--stats reports the compiled schedule: use it with "
+                "--target=cpu");
 
+  mlir::registerAllPasses();
+  kvattn::registerAllKVAttnPasses();
   DialectRegistry registry;
   kvattn::registerAllKVAttnDialects(registry);
   MLIRContext context(registry);
-  context.loadAllAvailableDialects();
 
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
@@ -263,10 +295,31 @@ int main(int argc, char **argv) {
       return fail(s.message());
   }
 
-  std::vector<kvattn::HostTensor> results;
-  if (kvattn::Status s = kvattn::evaluateFunction(func, arguments, results);
+  // The reference runs first on every target: it validates the run-time
+  // values (offsets, lengths, cache writes) with errors that name them, and
+  // it is what --check compares against.
+  std::vector<kvattn::HostTensor> expected;
+  if (kvattn::Status s = kvattn::evaluateFunction(func, arguments, expected);
       s.isError())
     return fail(s.message());
+
+  std::vector<kvattn::HostTensor> results;
+  std::unique_ptr<kvattn::CpuProgram> program;
+  if (target == Target::Reference) {
+    results = expected;
+  } else {
+    kvattn::CpuCompileOptions options;
+    options.blockM = blockM;
+    options.blockN = blockN;
+    options.stats = printStats;
+    options.optLevel = optLevel;
+    if (kvattn::Status s = kvattn::CpuProgram::compile(
+            *module, func.getName().str(), options, program);
+        s.isError())
+      return fail(s.message());
+    if (kvattn::Status s = program->run(arguments, results); s.isError())
+      return fail(s.message());
+  }
 
   if (!dumpDir.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir))
@@ -286,6 +339,40 @@ int main(int argc, char **argv) {
       printTensor(llvm::outs(), t);
     }
     llvm::outs() << "\n";
+  }
+
+  if (printStats) {
+    kvattn::BlockStats st = program->stats();
+    llvm::outs() << "stats: kv blocks loaded=" << st.loaded
+                 << " masked=" << st.masked << " skipped=" << st.skipped
+                 << " (block-m=" << blockM << " block-n=" << blockN << ")\n";
+  }
+
+  if (check) {
+    bool allPass = true;
+    for (size_t r = 0; r < results.size(); ++r) {
+      kvattn::Tolerance tol =
+          kvattn::toleranceFor(expected[r].elementType());
+      kvattn::Comparison c = kvattn::compare(results[r], expected[r], tol);
+      allPass &= c.pass();
+      llvm::outs() << "check out" << r << ": max_abs_err="
+                   << llvm::format("%.3g", c.maxAbsErr)
+                   << " max_rel_err=" << llvm::format("%.3g", c.maxRelErr)
+                   << " tolerance("
+                   << kvattn::elementTypeName(expected[r].elementType())
+                   << ")=atol " << llvm::format("%g", tol.atol) << " + rtol "
+                   << llvm::format("%g", tol.rtol) << " * |ref| "
+                   << (c.pass() ? "PASS" : "FAIL");
+      if (!c.pass())
+        llvm::outs() << " (" << c.mismatches << " mismatches, first at "
+                     << c.firstMismatch << ": got "
+                     << results[r].getDouble(c.firstMismatch) << ", want "
+                     << expected[r].getDouble(c.firstMismatch) << ")";
+      llvm::outs() << "\n";
+    }
+    llvm::outs() << (allPass ? "PASS" : "FAIL") << "\n";
+    if (!allPass)
+      return 1;
   }
   return 0;
 }

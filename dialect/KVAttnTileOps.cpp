@@ -1,0 +1,110 @@
+//===- KVAttnTileOps.cpp - verifiers of the tile ops ----------------------===//
+//
+// Tile buffers have static shapes: [BM] rows, [BM, BN] scores, [BM, D]
+// queries, [BM, Dv] accumulators. The verifiers check that the tiles of one
+// op agree with each other and with the head dims of the global operands.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/KVAttnOps.h"
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+static LogicalResult checkStatic(Operation *op, StringRef name, Value tile) {
+  auto type = cast<MemRefType>(tile.getType());
+  if (type.hasStaticShape())
+    return success();
+  return op->emitOpError() << name << " tile must have a static shape, got "
+                           << type;
+}
+
+static int64_t dim(Value v, unsigned i) {
+  return cast<ShapedType>(v.getType()).getDimSize(i);
+}
+
+/// Checks `a` dim `i` == `b` dim `j` when both are static.
+static LogicalResult checkMatch(Operation *op, StringRef what, Value a,
+                                StringRef aName, unsigned i, Value b,
+                                StringRef bName, unsigned j) {
+  int64_t x = dim(a, i), y = dim(b, j);
+  if (ShapedType::isDynamic(x) || ShapedType::isDynamic(y) || x == y)
+    return success();
+  return op->emitOpError() << what << " mismatch: " << aName << " dim " << i
+                           << " is " << x << " but " << bName << " dim " << j
+                           << " is " << y;
+}
+
+/// max, sum: [BM]; acc: [BM, Dv].
+static LogicalResult checkState(Operation *op, Value max, Value sum,
+                                Value acc) {
+  if (failed(checkStatic(op, "max", max)) ||
+      failed(checkStatic(op, "sum", sum)) ||
+      failed(checkStatic(op, "acc", acc)) ||
+      failed(checkMatch(op, "tile rows BM", sum, "sum", 0, max, "max", 0)) ||
+      failed(checkMatch(op, "tile rows BM", acc, "acc", 0, max, "max", 0)))
+    return failure();
+  return success();
+}
+
+LogicalResult TileInitOp::verify() {
+  return checkState(*this, getMax(), getSum(), getAcc());
+}
+
+LogicalResult TileLoadQOp::verify() {
+  if (failed(checkStatic(*this, "q_tile", getQTile())))
+    return failure();
+  return checkMatch(*this, "head dim D", getQTile(), "q_tile", 1, getQuery(),
+                    "query", 3);
+}
+
+LogicalResult TileQKOp::verify() {
+  if (failed(checkStatic(*this, "q_tile", getQTile())) ||
+      failed(checkStatic(*this, "scores", getScores())) ||
+      failed(checkMatch(*this, "head dim D", getQTile(), "q_tile", 1, getKey(),
+                        "key", 3)) ||
+      failed(checkMatch(*this, "tile rows BM", getScores(), "scores", 0,
+                        getQTile(), "q_tile", 0)))
+    return failure();
+  if (std::optional<APFloat> cap = getSoftcap())
+    if (!cap->isFinite() || cap->isNegative() || cap->isZero())
+      return emitOpError() << "softcap must be positive and finite";
+  return success();
+}
+
+LogicalResult TileMaskOp::verify() {
+  if (failed(checkStatic(*this, "scores", getScores())))
+    return failure();
+  if (static_cast<bool>(getQPos()) != static_cast<bool>(getKPos()))
+    return emitOpError() << "q_pos and k_pos go together";
+  bool offsets = getQBase() && getKBase();
+  if (static_cast<bool>(getQBase()) != static_cast<bool>(getKBase()))
+    return emitOpError() << "q_base and k_base go together";
+  if (offsets && getQPos())
+    return emitOpError() << "positions are given both as offsets and as "
+                            "position buffers";
+  if ((getCausal() || getWindow()) && !offsets && !getQPos())
+    return emitOpError() << "causal and window masks need positions";
+  if (std::optional<int64_t> w = getWindow(); w && *w <= 0)
+    return emitOpError() << "window must be positive, got " << *w;
+  return success();
+}
+
+LogicalResult TileSoftmaxOp::verify() {
+  if (failed(checkStatic(*this, "scores", getScores())) ||
+      failed(checkState(*this, getMax(), getSum(), getAcc())) ||
+      failed(checkMatch(*this, "tile rows BM", getScores(), "scores", 0,
+                        getMax(), "max", 0)) ||
+      failed(checkMatch(*this, "value head dim Dv", getAcc(), "acc", 1,
+                        getValue(), "value", 3)))
+    return failure();
+  return success();
+}
+
+LogicalResult TileStoreOp::verify() {
+  if (failed(checkState(*this, getMax(), getSum(), getAcc())) ||
+      failed(checkMatch(*this, "value head dim Dv", getAcc(), "acc", 1,
+                        getOut(), "out", 3)))
+    return failure();
+  return success();
+}

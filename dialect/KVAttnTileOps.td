@@ -1,0 +1,181 @@
+//===- KVAttnTileOps.td - the tile program's data ops -----*- tablegen -*-===//
+//
+// The tile program (produced by -kvattn-tile) is control in scf/arith plus
+// these data ops. Each works on the tile of ONE program instance: a block of
+// `rows <= BM` query rows of one (batch, query head) and a block of
+// `cols <= BN` keys of its kv head. Tiles live in small f32 scratch buffers
+// (`memref<BMxBN>` scores, `memref<BMxD>` queries, `memref<BM>` running max
+// and sum, `memref<BMxDv>` accumulator); the operands in global layout are
+// the op's memrefs [B, H, S, D]. Their meaning is defined here once; the CPU
+// lowering (-kvattn-lower-tile-to-loops) turns them into loops, a GPU
+// lowering maps the same tiles onto warps and fragments.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_DIALECT_KVATTNTILEOPS_TD
+#define KVATTN_DIALECT_KVATTNTILEOPS_TD
+
+include "dialect/KVAttnBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def KVAttn_F32Tile : MemRefRankOf<[F32], [2]>;
+def KVAttn_F32Row : MemRefRankOf<[F32], [1]>;
+def KVAttn_GlobalTensor : MemRefRankOf<[F32, F16, BF16], [4]>;
+def KVAttn_IndexMemRef : MemRefOf<[I32, I64]>;
+
+def KVAttn_TileInitOp : KVAttn_Op<"tile.init"> {
+  let summary = "initialise the online-softmax state of a program";
+  let description = [{
+    `max[r] = -inf`, `sum[r] = 0`, `acc[r, :] = 0` for every row of the
+    tile.
+  }];
+  let arguments = (ins
+    Arg<KVAttn_F32Row, "", [MemWrite]>:$max,
+    Arg<KVAttn_F32Row, "", [MemWrite]>:$sum,
+    Arg<KVAttn_F32Tile, "", [MemWrite]>:$acc);
+  let assemblyFormat = [{
+    $max `,` $sum `,` $acc attr-dict `:` type($max) `,` type($sum) `,` type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
+def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q"> {
+  let summary = "load a block of query rows into an f32 tile";
+  let description = [{
+    `q_tile[r, d] = f32(query[batch, head, start + r, d])` for `r < rows`;
+    rows `rows <= r < BM` are set to 0. `q_tile` is `[BM, D]`.
+  }];
+  let arguments = (ins
+    Arg<KVAttn_GlobalTensor, "", [MemRead]>:$query,
+    Index:$batch, Index:$head, Index:$start, Index:$rows,
+    Arg<KVAttn_F32Tile, "", [MemWrite]>:$q_tile);
+  let assemblyFormat = [{
+    $query `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)` `into`
+    $q_tile attr-dict `:` type($query) `,` type($q_tile)
+  }];
+  let hasVerifier = 1;
+}
+
+def KVAttn_TileQKOp : KVAttn_Op<"tile.qk"> {
+  let summary = "scores of a query tile against a block of keys";
+  let description = [{
+    For `r < BM`, `c < cols`:
+    `s = scale * sum_d q_tile[r, d] * f32(key[batch, kv_head, start + c, d])`,
+    then with `softcap`: `s = softcap * tanh(s / softcap)`;
+    `scores[r, c] = s`. Columns `cols <= c < BN` are set to `-inf`, so a
+    block that runs past the end of the keys never contributes. `scores` is
+    `[BM, BN]`. Accumulation in f32.
+  }];
+  let arguments = (ins
+    Arg<KVAttn_F32Tile, "", [MemRead]>:$q_tile,
+    Arg<KVAttn_GlobalTensor, "", [MemRead]>:$key,
+    Index:$batch, Index:$kv_head, Index:$start, Index:$cols,
+    Arg<KVAttn_F32Tile, "", [MemWrite]>:$scores,
+    F32Attr:$scale, OptionalAttr<F32Attr>:$softcap);
+  let assemblyFormat = [{
+    $q_tile `,` $key `[` $batch `,` $kv_head `,` $start `]` `cols` `(` $cols `)`
+    `into` $scores `scale` `=` $scale (`softcap` `=` $softcap^)? attr-dict
+    `:` type($q_tile) `,` type($key) `,` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
+  let summary = "apply the position mask to a boundary block";
+  let description = [{
+    Only emitted for *partial* blocks: blocks where some query of the tile
+    may not see some key. For `r < rows`, `c < cols`, with query row
+    `i = q_start + r` and key `j = k_start + c`:
+
+    * positions: offset form `qp = q_base + r`, `kp = k_base + c` (the
+      bases already include `q_offset[b] + q_start` and
+      `k_offset[b] + k_start`); explicit form `qp = q_pos[batch, i]`,
+      `kp = k_pos[batch, j]`;
+    * the key is allowed when `j < kv_len`, `key_valid[batch, j]` (if
+      given), `kp <= qp` (if `causal`), `qp - kp < window` (if `window`),
+      and `mask[batch, head, i, j]` is true (an i1 mask, broadcast);
+    * a forbidden key's score becomes `-inf`; a float `mask` is added to the
+      allowed scores instead (with the same broadcasting).
+  }];
+  let arguments = (ins
+    Arg<KVAttn_F32Tile, "", [MemRead, MemWrite]>:$scores,
+    Index:$batch, Index:$head, Index:$q_start, Index:$k_start,
+    Index:$rows, Index:$cols, Index:$kv_len,
+    Optional<Index>:$q_base, Optional<Index>:$k_base,
+    Optional<KVAttn_IndexMemRef>:$q_pos, Optional<KVAttn_IndexMemRef>:$k_pos,
+    Optional<MemRefOf<[I1]>>:$key_valid,
+    Optional<MemRefOf<[I1, F32, F16, BF16]>>:$mask,
+    UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
+  let assemblyFormat = [{
+    $scores `[` $batch `,` $head `,` $q_start `,` $k_start `]`
+    `size` `(` $rows `,` $cols `)` `kv_len` `(` $kv_len `)`
+    (`offsets` `(` $q_base^ `,` $k_base `)`)?
+    (`positions` `(` $q_pos^ `,` $k_pos `:` type($q_pos) `,` type($k_pos) `)`)?
+    (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`causal` $causal^)? (`window` `=` $window^)?
+    attr-dict `:` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update"> {
+  let summary = "online-softmax update with one block of values";
+  let description = [{
+    For every row `r < rows` of the tile, with the block's scores
+    `s[c] = scores[r, c]` (`-inf` for forbidden keys):
+
+    ```
+    m_new = max(max[r], max_c s[c])
+    if m_new == -inf: continue          // nothing allowed yet in this row
+    alpha = exp(max[r] - m_new)         // 0 when max[r] == -inf
+    p[c] = exp(s[c] - m_new)            // 0 for forbidden keys
+    sum[r] = alpha * sum[r] + sum_c p[c]
+    acc[r, :] = alpha * acc[r, :] + sum_{c < cols} p[c] * f32(value[batch, kv_head, start + c, :])
+    max[r] = m_new
+    ```
+
+    In f32. A NaN score propagates to its row (the maximum is NaN-aware).
+  }];
+  let arguments = (ins
+    Arg<KVAttn_F32Tile, "", [MemRead]>:$scores,
+    Arg<KVAttn_GlobalTensor, "", [MemRead]>:$value,
+    Index:$batch, Index:$kv_head, Index:$start, Index:$rows, Index:$cols,
+    Arg<KVAttn_F32Row, "", [MemRead, MemWrite]>:$max,
+    Arg<KVAttn_F32Row, "", [MemRead, MemWrite]>:$sum,
+    Arg<KVAttn_F32Tile, "", [MemRead, MemWrite]>:$acc);
+  let assemblyFormat = [{
+    $scores `,` $value `[` $batch `,` $kv_head `,` $start `]`
+    `size` `(` $rows `,` $cols `)` `state` `(` $max `,` $sum `,` $acc `)`
+    attr-dict `:` type($scores) `,` type($value) `,` type($max) `,`
+    type($sum) `,` type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
+def KVAttn_TileStoreOp : KVAttn_Op<"tile.store"> {
+  let summary = "the epilogue: normalise and write a program's rows";
+  let description = [{
+    For `r < rows`, `i = start + r`: when `max[r] == -inf` (no allowed key)
+    `out[batch, head, i, :] = 0` and `lse[batch, head, i] = -inf`;
+    otherwise `out[batch, head, i, :] = acc[r, :] / sum[r]` converted to
+    `out`'s element type (round to nearest even) and
+    `lse[batch, head, i] = max[r] + log(sum[r])` (natural log).
+  }];
+  let arguments = (ins
+    Arg<KVAttn_F32Row, "", [MemRead]>:$max,
+    Arg<KVAttn_F32Row, "", [MemRead]>:$sum,
+    Arg<KVAttn_F32Tile, "", [MemRead]>:$acc,
+    Arg<KVAttn_GlobalTensor, "", [MemWrite]>:$out,
+    Arg<Optional<MemRefRankOf<[F32], [3]>>, "", [MemWrite]>:$lse,
+    Index:$batch, Index:$head, Index:$start, Index:$rows);
+  let assemblyFormat = [{
+    `state` `(` $max `,` $sum `,` $acc `)` `into` $out
+    (`lse` `(` $lse^ `:` type($lse) `)`)?
+    `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)` attr-dict
+    `:` type($max) `,` type($sum) `,` type($acc) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // KVATTN_DIALECT_KVATTNTILEOPS_TD

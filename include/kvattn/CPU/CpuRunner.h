@@ -1,0 +1,78 @@
+//===- CpuRunner.h - compile kvattn IR for the host and run it --*- C++ -*-===//
+//
+// The CPU path: a function of kvattn IR goes through the kvattn-to-cpu
+// pipeline (resolve, tile, bufferize, loops, LLVM) and the MLIR
+// ExecutionEngine; it is then called on HostTensors. The schedule it runs
+// is the tile program of -kvattn-tile, the one the GPU runs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_CPU_CPURUNNER_H
+#define KVATTN_CPU_CPURUNNER_H
+
+#include "kvattn/Support/HostTensor.h"
+#include "kvattn/Support/Status.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class ExecutionEngine;
+class ModuleOp;
+} // namespace mlir
+
+namespace kvattn {
+
+struct CpuCompileOptions {
+  int64_t blockM = 64;
+  int64_t blockN = 64;
+  /// Count loaded/masked/skipped KV blocks (see CpuProgram::stats).
+  bool stats = false;
+  bool fixUpperLeftAppends = false;
+  /// LLVM optimisation level of the JIT (0 to 3).
+  unsigned optLevel = 3;
+};
+
+/// KV-block counts accumulated over runs (stats=true).
+struct BlockStats {
+  int64_t loaded = 0;
+  int64_t masked = 0;
+  int64_t skipped = 0;
+};
+
+class CpuProgram {
+public:
+  /// Compiles function `entry` of `module` (which is cloned, not changed).
+  static Status compile(mlir::ModuleOp module, const std::string &entry,
+                        const CpuCompileOptions &options,
+                        std::unique_ptr<CpuProgram> &program);
+  ~CpuProgram();
+
+  /// Runs the function. `arguments` follow the function's argument types
+  /// (validated by the caller: shapes and run-time values); results come
+  /// back in the result element types.
+  Status run(const std::vector<HostTensor> &arguments,
+             std::vector<HostTensor> &results);
+
+  /// Block counts since compile() or resetStats(); zero unless compiled
+  /// with stats=true.
+  BlockStats stats() const;
+  void resetStats();
+
+  /// Wall time of compile(): pipeline, and LLVM to machine code.
+  double pipelineMs() const { return pipelineMs_; }
+  double jitMs() const { return jitMs_; }
+
+private:
+  CpuProgram() = default;
+  std::unique_ptr<mlir::ExecutionEngine> engine_;
+  std::string entry_;
+  std::vector<std::pair<ElementType, int64_t>> resultTypes_; // type, rank
+  int64_t *statsGlobal_ = nullptr;
+  double pipelineMs_ = 0, jitMs_ = 0;
+};
+
+} // namespace kvattn
+
+#endif // KVATTN_CPU_CPURUNNER_H

@@ -1,0 +1,47 @@
+//===- Compare.h - compare results with the reference -----------*- C++ -*-===//
+//
+// The tolerances of every numerics check, stated in one place, per element
+// type of the result: |actual - expected| <= atol + rtol * |expected|.
+// `expected` is the reference (computed in double, rounded to the result
+// type). NaN matches NaN and infinities match equal infinities.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_SUPPORT_COMPARE_H
+#define KVATTN_SUPPORT_COMPARE_H
+
+#include "kvattn/Support/HostTensor.h"
+
+#include <cstdint>
+#include <string>
+
+namespace kvattn {
+
+struct Tolerance {
+  double atol;
+  double rtol;
+};
+
+/// f32: 2e-5 / 2e-5 (f32 accumulation over thousands of keys);
+/// f16: 2e-3 / 4e-3 (two f16 roundings: 2^-11 each, plus accumulation);
+/// bf16: 1.6e-2 / 1.6e-2 (two bf16 roundings: 2^-8 each);
+/// f64, integers and i1: exact.
+Tolerance toleranceFor(ElementType type);
+
+struct Comparison {
+  double maxAbsErr = 0;
+  double maxRelErr = 0;
+  int64_t mismatches = 0;
+  int64_t firstMismatch = -1; ///< flat index, or -1
+  bool pass() const { return mismatches == 0; }
+};
+
+/// Compares two tensors of the same shape; a shape mismatch is reported as
+/// every element mismatching. max_rel_err is over elements with
+/// |expected| > atol (elsewhere the relative error is meaningless).
+Comparison compare(const HostTensor &actual, const HostTensor &expected,
+                   Tolerance tolerance);
+
+} // namespace kvattn
+
+#endif // KVATTN_SUPPORT_COMPARE_H

@@ -1,0 +1,243 @@
+//===- CpuRunner.cpp - compile kvattn IR for the host and run it ----------===//
+
+#include "kvattn/CPU/CpuRunner.h"
+#include "kvattn/Evaluator/Evaluator.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+using namespace mlir;
+
+namespace kvattn {
+
+/// The global that -kvattn-tile{stats=true} creates.
+static const char kStatsSymbol[] = "kvattn_tile_stats";
+/// memref.get_global puts this in the allocated pointer of a descriptor.
+static const uintptr_t kDeadBeef = 0xdeadbeef;
+
+namespace {
+
+double msSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// Collects the diagnostics of a failed step into one message.
+struct DiagnosticCollector {
+  explicit DiagnosticCollector(MLIRContext *ctx)
+      : handler(ctx, [this](Diagnostic &diag) {
+          llvm::raw_string_ostream os(text);
+          os << diag.getLocation() << ": " << diag << "\n";
+          return success();
+        }) {}
+  std::string text;
+  ScopedDiagnosticHandler handler;
+};
+
+/// Words of a ranked memref descriptor: allocated, aligned, offset,
+/// sizes[rank], strides[rank].
+int64_t descriptorWords(int64_t rank) { return 3 + 2 * rank; }
+
+std::string errorToString(llvm::Error error) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << error;
+  return s;
+}
+
+} // namespace
+
+CpuProgram::~CpuProgram() = default;
+
+Status CpuProgram::compile(ModuleOp module, const std::string &entry,
+                           const CpuCompileOptions &options,
+                           std::unique_ptr<CpuProgram> &program) {
+  static std::once_flag initOnce;
+  std::call_once(initOnce, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  MLIRContext *ctx = module.getContext();
+  registerBuiltinDialectTranslation(*ctx);
+  registerLLVMDialectTranslation(*ctx);
+
+  std::unique_ptr<CpuProgram> result(new CpuProgram());
+  result->entry_ = entry;
+
+  OwningOpRef<ModuleOp> clone = module.clone();
+  auto func = clone->lookupSymbol<func::FuncOp>(entry);
+  if (!func || func.isExternal())
+    return Status::error("no function '" + entry + "' with a body");
+  for (Type type : func.getArgumentTypes())
+    if (!isa<RankedTensorType>(type))
+      return Status::error("the CPU target takes ranked tensor arguments");
+  for (Type type : func.getResultTypes()) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    std::optional<ElementType> elt =
+        tensor ? toElementType(tensor.getElementType()) : std::nullopt;
+    if (!elt)
+      return Status::error("the CPU target returns ranked tensors of "
+                           "f32/f16/bf16/f64/i1/i32/i64");
+    result->resultTypes_.push_back({*elt, tensor.getRank()});
+  }
+  func->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
+
+  auto start = std::chrono::steady_clock::now();
+  {
+    DiagnosticCollector diags(ctx);
+    PassManager pm(ctx);
+    std::string pipeline = llvm::formatv(
+        "kvattn-to-cpu{{block-m={0} block-n={1} stats={2} "
+        "fix-upper-left-appends={3}}",
+        options.blockM, options.blockN, options.stats ? "true" : "false",
+        options.fixUpperLeftAppends ? "true" : "false");
+    std::string parseErrors;
+    llvm::raw_string_ostream errs(parseErrors);
+    if (failed(parsePassPipeline(pipeline, pm, errs)))
+      return Status::error("cannot build the kvattn-to-cpu pipeline: " +
+                           parseErrors);
+    if (failed(pm.run(*clone)))
+      return Status::error("the kvattn-to-cpu pipeline failed:\n" +
+                           diags.text);
+  }
+  result->pipelineMs_ = msSince(start);
+
+  start = std::chrono::steady_clock::now();
+  auto transformer = makeOptimizingTransformer(options.optLevel,
+                                               /*sizeLevel=*/0,
+                                               /*targetMachine=*/nullptr);
+  ExecutionEngineOptions engineOptions;
+  engineOptions.transformer = transformer;
+  engineOptions.jitCodeGenOptLevel =
+      options.optLevel >= 3 ? llvm::CodeGenOptLevel::Aggressive
+      : options.optLevel == 0 ? llvm::CodeGenOptLevel::None
+                              : llvm::CodeGenOptLevel::Default;
+  auto engine = ExecutionEngine::create(*clone, engineOptions);
+  if (!engine)
+    return Status::error("JIT compilation failed: " +
+                         errorToString(engine.takeError()));
+  result->engine_ = std::move(*engine);
+  result->jitMs_ = msSince(start);
+
+  if (options.stats) {
+    auto address = result->engine_->lookup(kStatsSymbol);
+    if (!address)
+      return Status::error("stats were requested but the JIT has no '" +
+                           std::string(kStatsSymbol) +
+                           "': " + errorToString(address.takeError()));
+    result->statsGlobal_ = static_cast<int64_t *>(*address);
+  }
+  program = std::move(result);
+  return Status::ok();
+}
+
+Status CpuProgram::run(const std::vector<HostTensor> &arguments,
+                       std::vector<HostTensor> &results) {
+  // Compiled code may update argument buffers in place (One-Shot
+  // Bufferize writes into function arguments): run on copies.
+  std::vector<std::vector<uint8_t>> buffers;
+  std::vector<std::vector<int64_t>> descriptors;
+  buffers.reserve(arguments.size());
+  descriptors.reserve(arguments.size());
+  for (const HostTensor &arg : arguments) {
+    buffers.emplace_back(arg.data(), arg.data() + arg.byteSize());
+    buffers.back().resize(std::max<size_t>(arg.byteSize(), 1));
+    std::vector<int64_t> desc(descriptorWords(arg.rank()));
+    auto ptr = reinterpret_cast<int64_t>(buffers.back().data());
+    desc[0] = desc[1] = ptr;
+    desc[2] = 0;
+    int64_t stride = 1;
+    for (int64_t d = arg.rank() - 1; d >= 0; --d) {
+      desc[3 + d] = arg.dim(d);
+      desc[3 + arg.rank() + d] = stride;
+      stride *= arg.dim(d);
+    }
+    descriptors.push_back(std::move(desc));
+  }
+
+  int64_t resultWords = 0;
+  for (auto [type, rank] : resultTypes_)
+    resultWords += descriptorWords(rank);
+  std::vector<int64_t> resultStorage(std::max<int64_t>(resultWords, 1));
+
+  std::vector<void *> descriptorPtrs;
+  for (auto &desc : descriptors)
+    descriptorPtrs.push_back(desc.data());
+  void *resultPtr = resultStorage.data();
+  std::vector<void *> packed;
+  if (!resultTypes_.empty())
+    packed.push_back(&resultPtr);
+  for (void *&ptr : descriptorPtrs)
+    packed.push_back(&ptr);
+
+  if (llvm::Error error =
+          engine_->invokePacked("_mlir_ciface_" + entry_, packed))
+    return Status::error("invoking '" + entry_ +
+                         "' failed: " + errorToString(std::move(error)));
+
+  results.clear();
+  std::set<uintptr_t> inputs, freed;
+  for (auto &buffer : buffers)
+    inputs.insert(reinterpret_cast<uintptr_t>(buffer.data()));
+  int64_t *word = resultStorage.data();
+  for (auto [type, rank] : resultTypes_) {
+    std::vector<int64_t> shape(word + 3, word + 3 + rank);
+    HostTensor tensor(type, shape);
+    const size_t width = elementTypeSize(type);
+    auto *base = reinterpret_cast<const uint8_t *>(word[1]) + word[2] * width;
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t n = 0; n < tensor.numElements(); ++n) {
+      int64_t rest = n, offset = 0;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        index[d] = rest % shape[d];
+        rest /= shape[d];
+      }
+      for (int64_t d = 0; d < rank; ++d)
+        offset += index[d] * word[3 + rank + d];
+      std::memcpy(tensor.data() + n * width, base + offset * width, width);
+    }
+    results.push_back(std::move(tensor));
+    word += descriptorWords(rank);
+  }
+  // Fresh allocations made by the compiled code are ours to free, once
+  // every result has been copied (two results may share one allocation).
+  word = resultStorage.data();
+  for (auto [type, rank] : resultTypes_) {
+    auto allocated = static_cast<uintptr_t>(word[0]);
+    if (allocated && allocated != kDeadBeef && !inputs.count(allocated) &&
+        freed.insert(allocated).second)
+      std::free(reinterpret_cast<void *>(allocated));
+    word += descriptorWords(rank);
+  }
+  return Status::ok();
+}
+
+BlockStats CpuProgram::stats() const {
+  if (!statsGlobal_)
+    return {};
+  return {statsGlobal_[0], statsGlobal_[1], statsGlobal_[2]};
+}
+
+void CpuProgram::resetStats() {
+  if (statsGlobal_)
+    std::memset(statsGlobal_, 0, 3 * sizeof(int64_t));
+}
+
+} // namespace kvattn

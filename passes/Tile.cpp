@@ -1,0 +1,356 @@
+//===- Tile.cpp - kvattn.attention -> the tile program --------------------===//
+//
+// Writes the schedule once: program grid, visible KV-block range from the
+// positions, full/partial classification, online-softmax loop, epilogue.
+// The CPU lowering and the GPU lowering both consume what this file emits,
+// so the CPU numerics tests exercise the very schedule the GPU runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/KVAttnOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_TILEPASS
+#include "passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+/// Name of the global that collects block statistics (stats=true).
+static constexpr StringLiteral kStatsGlobal = "kvattn_tile_stats";
+
+namespace {
+
+struct TileConfig {
+  int64_t blockM, blockN, numWarps, numStages;
+  bool stats;
+};
+
+/// Index arithmetic with folding, on an ImplicitLocOpBuilder.
+struct IndexMath {
+  ImplicitLocOpBuilder &b;
+
+  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value add(Value x, Value y) { return b.createOrFold<arith::AddIOp>(x, y); }
+  Value sub(Value x, Value y) { return b.createOrFold<arith::SubIOp>(x, y); }
+  Value mul(Value x, Value y) { return b.createOrFold<arith::MulIOp>(x, y); }
+  Value min(Value x, Value y) { return b.createOrFold<arith::MinSIOp>(x, y); }
+  Value max(Value x, Value y) { return b.createOrFold<arith::MaxSIOp>(x, y); }
+  /// Floor division (x may be negative).
+  Value floorDiv(Value x, int64_t d) {
+    return b.createOrFold<arith::FloorDivSIOp>(x, c(d));
+  }
+  /// Ceiling division (x may be negative).
+  Value ceilDiv(Value x, int64_t d) {
+    return b.createOrFold<arith::CeilDivSIOp>(x, c(d));
+  }
+  Value lt(Value x, Value y) {
+    return b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::slt, x, y);
+  }
+  Value ge(Value x, Value y) {
+    return b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sge, x, y);
+  }
+  /// Loads element `index` of a rank-1 integer buffer as an index.
+  Value loadIndex(Value buffer, Value index) {
+    Value v = memref::LoadOp::create(b, buffer, ValueRange{index});
+    return arith::IndexCastOp::create(b, b.getIndexType(), v);
+  }
+  Value dim(Value buffer, int64_t d) {
+    return b.createOrFold<memref::DimOp>(buffer, d);
+  }
+};
+
+/// The buffers of one attention op.
+struct Buffers {
+  Value q, k, v, qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, out,
+      lse;
+};
+
+Value toBuffer(ImplicitLocOpBuilder &b, Value tensor) {
+  if (!tensor)
+    return {};
+  auto type = cast<RankedTensorType>(tensor.getType());
+  auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
+  return bufferization::ToBufferOp::create(b, memrefType, tensor,
+                                           /*read_only=*/true);
+}
+
+Value allocLike(ImplicitLocOpBuilder &b, RankedTensorType type,
+                ArrayRef<Value> sizes) {
+  auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
+  SmallVector<Value> dynamic;
+  for (auto [i, size] : llvm::enumerate(type.getShape()))
+    if (ShapedType::isDynamic(size))
+      dynamic.push_back(sizes[i]);
+  return memref::AllocOp::create(b, memrefType, dynamic);
+}
+
+/// The public statistics global, created once per module.
+void ensureStatsGlobal(ModuleOp module) {
+  if (module.lookupSymbol(kStatsGlobal))
+    return;
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  auto type = MemRefType::get({3}, b.getI64Type());
+  memref::GlobalOp::create(
+      b, module.getLoc(), kStatsGlobal, /*sym_visibility=*/StringAttr(), type,
+      DenseElementsAttr::get(
+          RankedTensorType::get({3}, b.getI64Type()),
+          ArrayRef<int64_t>{0, 0, 0}),
+      /*constant=*/false, /*alignment=*/IntegerAttr());
+}
+
+} // namespace
+
+/// Emits the tile program of one op and replaces it.
+static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
+                                   const TileConfig &cfg) {
+  const int64_t bm = cfg.blockM, bn = cfg.blockN;
+  auto qType = op.getQuery().getType();
+  auto vType = op.getValue().getType();
+  int64_t headDim = qType.getDimSize(3), valueDim = vType.getDimSize(3);
+  if (ShapedType::isDynamic(headDim) || ShapedType::isDynamic(valueDim))
+    return op.emitOpError()
+           << "kvattn-tile needs static head dims D and Dv (they size the "
+              "per-program tiles), got D = "
+           << (ShapedType::isDynamic(headDim) ? std::string("?")
+                                              : std::to_string(headDim))
+           << ", Dv = "
+           << (ShapedType::isDynamic(valueDim) ? std::string("?")
+                                               : std::to_string(valueDim));
+  std::optional<double> scale = op.getEffectiveScale();
+  std::optional<float> softcap;
+  if (std::optional<APFloat> cap = op.getSoftcap())
+    softcap = cap->convertToFloat();
+  std::optional<int64_t> window = op.getWindow();
+  const bool causal = op.getCausal();
+  const bool offsetForm = static_cast<bool>(op.getQOffset());
+  const bool explicitForm = static_cast<bool>(op.getQPos());
+  // A block is "full" when no query of the program needs a mask for any of
+  // its keys. That can be decided from positions only in the offset form
+  // (monotone positions) and only without per-key validity or a general
+  // mask.
+  const bool canBeFull = !op.getKeyValid() && !op.getMask() &&
+                         !(explicitForm && (causal || window));
+
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  b.setInsertionPoint(op);
+  IndexMath m{b};
+
+  Buffers buf;
+  buf.q = toBuffer(b, op.getQuery());
+  buf.k = toBuffer(b, op.getKey());
+  buf.v = toBuffer(b, op.getValue());
+  buf.qOffset = toBuffer(b, op.getQOffset());
+  buf.kOffset = toBuffer(b, op.getKOffset());
+  buf.qPos = toBuffer(b, op.getQPos());
+  buf.kPos = toBuffer(b, op.getKPos());
+  buf.kvLen = toBuffer(b, op.getKvLen());
+  buf.keyValid = toBuffer(b, op.getKeyValid());
+  buf.mask = toBuffer(b, op.getMask());
+
+  Value batch = m.dim(buf.q, 0), qHeads = m.dim(buf.q, 1),
+        qLen = m.dim(buf.q, 2), kvHeads = m.dim(buf.k, 1),
+        kLen = m.dim(buf.k, 2);
+  buf.out = allocLike(b, op.getOut().getType(),
+                      {batch, qHeads, qLen, m.c(valueDim)});
+  if (Value lse = op.getLse())
+    buf.lse = allocLike(b, cast<RankedTensorType>(lse.getType()),
+                        {batch, qHeads, qLen});
+
+  Value numPrograms = m.mul(batch, qHeads);
+  Value numQBlocks = m.ceilDiv(qLen, bm);
+  Value group = b.createOrFold<arith::DivUIOp>(qHeads, kvHeads);
+  Value totalKBlocks = m.ceilDiv(kLen, bn);
+
+  auto f32 = b.getF32Type();
+  auto scoresType = MemRefType::get({bm, bn}, f32);
+  auto qTileType = MemRefType::get({bm, headDim}, f32);
+  auto rowType = MemRefType::get({bm}, f32);
+  auto accType = MemRefType::get({bm, valueDim}, f32);
+
+  auto grid = scf::ForallOp::create(
+      b, b.getLoc(), ArrayRef<OpFoldResult>{numPrograms, numQBlocks},
+      ValueRange{}, std::nullopt,
+      [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+        ImplicitLocOpBuilder pb(loc, nested);
+        // Scratch tiles live on the stack of one program instance.
+        auto scope = memref::AllocaScopeOp::create(pb, TypeRange{});
+        Block *body = pb.createBlock(&scope.getBodyRegion());
+        pb.setInsertionPointToStart(body);
+        IndexMath p{pb};
+
+        Value bh = ivs[0], qBlock = ivs[1];
+        Value bIdx = pb.createOrFold<arith::DivUIOp>(bh, qHeads);
+        Value head = pb.createOrFold<arith::RemUIOp>(bh, qHeads);
+        Value kvHead = pb.createOrFold<arith::DivUIOp>(head, group);
+        Value qStart = p.mul(qBlock, p.c(bm));
+        Value rows = p.min(p.c(bm), p.sub(qLen, qStart));
+        Value kvLen = buf.kvLen ? p.loadIndex(buf.kvLen, bIdx) : kLen;
+
+        // The visible key range [lo, hi) and the full blocks
+        // [fullLo, fullHi), from the positions of the program's rows.
+        Value zero = p.c(0);
+        Value lo = zero, hi = kvLen, fullLo = zero;
+        Value fullHi = canBeFull ? p.floorDiv(kvLen, bn) : zero;
+        Value qBase, kBase;
+        if (offsetForm) {
+          Value qOff = p.loadIndex(buf.qOffset, bIdx);
+          Value kOff = buf.kOffset ? p.loadIndex(buf.kOffset, bIdx) : zero;
+          Value qFirst = p.add(qOff, qStart);                 // smallest qp
+          Value qLast = p.sub(p.add(qFirst, rows), p.c(1));   // largest qp
+          qBase = qFirst;
+          kBase = kOff;
+          if (causal) {
+            // kp = kOff + j <= qLast  <=>  j < qLast - kOff + 1.
+            hi = p.min(hi, p.max(p.add(p.sub(qLast, kOff), p.c(1)), zero));
+            if (canBeFull)
+              fullHi = p.floorDiv(
+                  p.min(kvLen,
+                        p.max(p.add(p.sub(qFirst, kOff), p.c(1)), zero)),
+                  bn);
+          }
+          if (window) {
+            // qFirst - kp < window  <=>  j >= qFirst - window + 1 - kOff.
+            Value w = p.c(*window);
+            lo = p.min(hi, p.max(p.sub(p.add(p.sub(qFirst, w), p.c(1)), kOff),
+                                 zero));
+            if (canBeFull)
+              fullLo = p.ceilDiv(
+                  p.max(p.sub(p.add(p.sub(qLast, w), p.c(1)), kOff), zero), bn);
+          }
+        }
+        Value nLo = p.floorDiv(lo, bn);
+        Value nHi = p.max(p.ceilDiv(hi, bn), nLo);
+
+        if (cfg.stats) {
+          // The counts below are computed from nLo, nHi, fullLo, fullHi:
+          // the bounds of the loop and of its scf.if.
+          Value loaded = p.sub(nHi, nLo);
+          Value full = p.max(p.sub(p.min(fullHi, nHi), p.max(fullLo, nLo)),
+                             zero);
+          Value masked = p.sub(loaded, full);
+          Value skipped = p.sub(totalKBlocks, loaded);
+          Value global = memref::GetGlobalOp::create(
+              pb, MemRefType::get({3}, pb.getI64Type()), kStatsGlobal);
+          Value counts[3] = {loaded, masked, skipped};
+          for (auto [slot, count] : llvm::enumerate(counts)) {
+            Value v = arith::IndexCastOp::create(pb, pb.getI64Type(), count);
+            memref::AtomicRMWOp::create(pb, arith::AtomicRMWKind::addi, v,
+                                        global, ValueRange{p.c(slot)});
+          }
+        }
+
+        Value qTile = memref::AllocaOp::create(pb, qTileType);
+        Value scores = memref::AllocaOp::create(pb, scoresType);
+        Value rowMax = memref::AllocaOp::create(pb, rowType);
+        Value rowSum = memref::AllocaOp::create(pb, rowType);
+        Value acc = memref::AllocaOp::create(pb, accType);
+        TileInitOp::create(pb, rowMax, rowSum, acc);
+        TileLoadQOp::create(pb, buf.q, bIdx, head, qStart, rows, qTile);
+
+        scf::ForOp::create(
+            pb, nLo, nHi, p.c(1), ValueRange{},
+            [&](OpBuilder &lb, Location l, Value kBlock, ValueRange) {
+              ImplicitLocOpBuilder fb(l, lb);
+              IndexMath f{fb};
+              Value kStart = f.mul(kBlock, f.c(bn));
+              Value cols = f.min(f.c(bn), f.sub(kLen, kStart));
+              TileQKOp::create(
+                  fb, qTile, buf.k, bIdx, kvHead, kStart, cols, scores,
+                  fb.getF32FloatAttr(static_cast<float>(*scale)),
+                  softcap ? fb.getF32FloatAttr(*softcap) : FloatAttr());
+              // Partial blocks only: full ones carry no mask arithmetic.
+              Value isFull = fb.createOrFold<arith::AndIOp>(
+                  f.ge(kBlock, fullLo), f.lt(kBlock, fullHi));
+              auto ifPartial = scf::IfOp::create(
+                  fb, fb.createOrFold<arith::XOrIOp>(
+                          isFull, arith::ConstantIntOp::create(fb, 1, 1)),
+                  /*withElseRegion=*/false);
+              {
+                OpBuilder::InsertionGuard guard(fb);
+                fb.setInsertionPointToStart(ifPartial.thenBlock());
+                TileMaskOp::create(
+                    fb, scores, bIdx, head, qStart, kStart, rows, cols, kvLen,
+                    qBase, kBase ? f.add(kBase, kStart) : Value(), buf.qPos,
+                    buf.kPos, buf.keyValid, buf.mask, causal,
+                    window ? fb.getI64IntegerAttr(*window) : IntegerAttr());
+              }
+              TileSoftmaxOp::create(fb, scores, buf.v, bIdx, kvHead, kStart,
+                                    rows, cols, rowMax, rowSum, acc);
+              scf::YieldOp::create(fb);
+            });
+
+        TileStoreOp::create(pb, rowMax, rowSum, acc, buf.out, buf.lse, bIdx,
+                            head, qStart, rows);
+        memref::AllocaScopeReturnOp::create(pb, ValueRange{});
+        pb.setInsertionPointAfter(scope);
+        scf::InParallelOp::create(pb);
+      });
+  grid->setAttr("kvattn.tile_config",
+                b.getDictionaryAttr({
+                    b.getNamedAttr("block_m", b.getI64IntegerAttr(bm)),
+                    b.getNamedAttr("block_n", b.getI64IntegerAttr(bn)),
+                    b.getNamedAttr("num_warps",
+                                   b.getI64IntegerAttr(cfg.numWarps)),
+                    b.getNamedAttr("num_stages",
+                                   b.getI64IntegerAttr(cfg.numStages)),
+                }));
+
+  SmallVector<Value> results;
+  results.push_back(bufferization::ToTensorOp::create(
+      b, op.getOut().getType(), buf.out, /*restrict=*/true,
+      /*writable=*/true));
+  if (Value lse = op.getLse())
+    results.push_back(bufferization::ToTensorOp::create(
+        b, lse.getType(), buf.lse, /*restrict=*/true, /*writable=*/true));
+  rewriter.replaceOp(op, results);
+  return success();
+}
+
+namespace {
+
+struct TilePass : kvattn::impl::TilePassBase<TilePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (blockM <= 0 || blockN <= 0 || numWarps <= 0 || numStages <= 0) {
+      getOperation().emitError()
+          << "kvattn-tile: block-m, block-n, num-warps and num-stages must be "
+             "positive (got "
+          << blockM << ", " << blockN << ", " << numWarps << ", " << numStages
+          << ")";
+      return signalPassFailure();
+    }
+    TileConfig cfg{blockM, blockN, numWarps, numStages, stats};
+    SmallVector<AttentionOp> ops;
+    getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
+    bool sdpaLeft = false;
+    getOperation()->walk([&](SdpaOp op) {
+      op.emitOpError() << "kvattn-tile takes kvattn.attention; run "
+                          "-kvattn-resolve-cached-append first";
+      sdpaLeft = true;
+    });
+    if (sdpaLeft)
+      return signalPassFailure();
+    if (cfg.stats && !ops.empty())
+      ensureStatsGlobal(getOperation());
+    IRRewriter rewriter(&getContext());
+    for (AttentionOp op : ops)
+      if (failed(tileAttention(rewriter, op, cfg)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
