@@ -3,6 +3,7 @@
 
 import os
 import shutil
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -26,6 +27,16 @@ llvm_config.with_environment("PATH", config.kvattn_tools_dir,
                              append_path=True)
 # FileCheck, not, count from LLVM 22.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# One kvattn.attention case built from flags and run by kvattn-run
+# (test/Numerics/Inputs/attention_case.py).
+config.substitutions.append(
+    ("%attention-case",
+     "%s %s --kvattn-run %s" % (
+         sys.executable,
+         os.path.join(config.kvattn_src_root, "test", "Numerics", "Inputs",
+                      "attention_case.py"),
+         os.path.join(config.kvattn_tools_dir, "kvattn-run"))))
 
 # The CUDA toolkit: libdevice for the NVVM target is found through
 # CUDA_HOME (lit scrubs the environment), and `ptxas` is an optional tool
