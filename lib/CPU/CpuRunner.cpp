@@ -125,6 +125,9 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
                                                /*targetMachine=*/nullptr);
   ExecutionEngineOptions engineOptions;
   engineOptions.transformer = transformer;
+  // memrefCopy and friends for copies between strided views.
+  const llvm::StringRef runnerUtils[] = {KVATTN_C_RUNNER_UTILS};
+  engineOptions.sharedLibPaths = runnerUtils;
   engineOptions.jitCodeGenOptLevel =
       options.optLevel >= 3 ? llvm::CodeGenOptLevel::Aggressive
       : options.optLevel == 0 ? llvm::CodeGenOptLevel::None

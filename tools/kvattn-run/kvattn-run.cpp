@@ -79,6 +79,12 @@ cl::opt<bool> check("check",
                     cl::desc("Compare the target's results with the "
                              "reference; exit 1 on a mismatch"),
                     cl::init(false), cl::cat(runCategory));
+cl::list<std::string> expectSame(
+    "expect-same",
+    cl::desc("I,J: results I and J of the run must agree within the "
+             "tolerance of their element type (e.g. chunked appends and a "
+             "full forward); exit 1 otherwise"),
+    cl::cat(runCategory));
 cl::opt<int64_t> blockM("block-m", cl::desc("Query rows per program"),
                         cl::init(64), cl::cat(runCategory));
 cl::opt<int64_t> blockN("block-n", cl::desc("Keys per KV block"),
@@ -347,6 +353,25 @@ int main(int argc, char **argv) {
                  << " masked=" << st.masked << " skipped=" << st.skipped
                  << " (block-m=" << blockM << " block-n=" << blockN << ")\n";
   }
+
+  bool sameFailed = false;
+  for (const std::string &pair : expectSame) {
+    llvm::StringRef first, second;
+    std::tie(first, second) = llvm::StringRef(pair).split(',');
+    unsigned i, j;
+    if (first.getAsInteger(10, i) || second.getAsInteger(10, j) ||
+        i >= results.size() || j >= results.size())
+      return fail("--expect-same '" + pair + "': expected two result "
+                  "numbers below " + std::to_string(results.size()));
+    kvattn::Tolerance tol = kvattn::toleranceFor(results[i].elementType());
+    kvattn::Comparison c = kvattn::compare(results[j], results[i], tol);
+    llvm::outs() << "same out" << i << " out" << j
+                 << ": max_abs_err=" << llvm::format("%.3g", c.maxAbsErr)
+                 << " " << (c.pass() ? "PASS" : "FAIL") << "\n";
+    sameFailed |= !c.pass();
+  }
+  if (sameFailed)
+    return 1;
 
   if (check) {
     bool allPass = true;
