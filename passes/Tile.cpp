@@ -15,6 +15,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -181,7 +182,9 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   auto accType = MemRefType::get({bm, valueDim}, f32);
 
   auto grid = scf::ForallOp::create(
-      b, b.getLoc(), ArrayRef<OpFoldResult>{numPrograms, numQBlocks},
+      b, b.getLoc(),
+      ArrayRef<OpFoldResult>{getAsOpFoldResult(numPrograms),
+                             getAsOpFoldResult(numQBlocks)},
       ValueRange{}, std::nullopt,
       [&](OpBuilder &nested, Location loc, ValueRange ivs) {
         ImplicitLocOpBuilder pb(loc, nested);
@@ -329,8 +332,10 @@ struct TilePass : kvattn::impl::TilePassBase<TilePass> {
       getOperation().emitError()
           << "kvattn-tile: block-m, block-n, num-warps and num-stages must be "
              "positive (got "
-          << blockM << ", " << blockN << ", " << numWarps << ", " << numStages
-          << ")";
+          << static_cast<int64_t>(blockM) << ", "
+          << static_cast<int64_t>(blockN) << ", "
+          << static_cast<int64_t>(numWarps) << ", "
+          << static_cast<int64_t>(numStages) << ")";
       return signalPassFailure();
     }
     TileConfig cfg{blockM, blockN, numWarps, numStages, stats};

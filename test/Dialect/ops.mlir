@@ -62,3 +62,36 @@ func.func @append(%new: tensor<2x2x?x64xf16>, %cache: tensor<2x2x1024x64xf16>,
       : tensor<2x2x?x64xf16> into tensor<2x2x1024x64xf16>, tensor<2xi64>
   return %c : tensor<2x2x1024x64xf16>
 }
+
+// The tile ops of the tile program.
+// CHECK-LABEL: func @tile_ops
+// CHECK: kvattn.tile.init %{{.*}}, %{{.*}}, %{{.*}} : memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+// CHECK: kvattn.tile.load_q %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) into %{{.*}} : memref<1x2x?x8xf16>, memref<16x8xf32>
+// CHECK: kvattn.tile.qk %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] cols(%{{.*}}) into %{{.*}} scale = 5.000000e-01 softcap = 2.000000e+01 :
+// CHECK: kvattn.tile.mask %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] size(%{{.*}}, %{{.*}}) kv_len(%{{.*}}) offsets(%{{.*}}, %{{.*}}) key_valid(%{{.*}} : memref<1x?xi1>) causal window = 8 : memref<16x32xf32>
+// CHECK: kvattn.tile.mask %{{.*}} positions(%{{.*}}, %{{.*}} : memref<1x?xi64>, memref<1x?xi64>) mask(%{{.*}} : memref<1x1x?x?xf32>) causal :
+// CHECK: kvattn.tile.softmax_update %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] size(%{{.*}}, %{{.*}}) state(%{{.*}}, %{{.*}}, %{{.*}}) :
+// CHECK: kvattn.tile.store state(%{{.*}}, %{{.*}}, %{{.*}}) into %{{.*}} lse(%{{.*}} : memref<1x2x?xf32>) [%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) :
+func.func @tile_ops(%q: memref<1x2x?x8xf16>, %k: memref<1x2x?x8xf16>, %v: memref<1x2x?x8xf16>,
+                    %out: memref<1x2x?x8xf16>, %lse: memref<1x2x?xf32>, %valid: memref<1x?xi1>,
+                    %qp: memref<1x?xi64>, %kp: memref<1x?xi64>, %bias: memref<1x1x?x?xf32>,
+                    %i: index, %n: index) {
+  %qt = memref.alloca() : memref<16x8xf32>
+  %s = memref.alloca() : memref<16x32xf32>
+  %m = memref.alloca() : memref<16xf32>
+  %l = memref.alloca() : memref<16xf32>
+  %acc = memref.alloca() : memref<16x8xf32>
+  kvattn.tile.init %m, %l, %acc : memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  kvattn.tile.load_q %q[%i, %i, %i] rows(%n) into %qt : memref<1x2x?x8xf16>, memref<16x8xf32>
+  kvattn.tile.qk %qt, %k[%i, %i, %i] cols(%n) into %s scale = 0.5 softcap = 20.0
+      : memref<16x8xf32>, memref<1x2x?x8xf16>, memref<16x32xf32>
+  kvattn.tile.mask %s[%i, %i, %i, %i] size(%n, %n) kv_len(%n) offsets(%i, %i)
+      key_valid(%valid : memref<1x?xi1>) causal window = 8 : memref<16x32xf32>
+  kvattn.tile.mask %s[%i, %i, %i, %i] size(%n, %n) kv_len(%n)
+      positions(%qp, %kp : memref<1x?xi64>, memref<1x?xi64>) mask(%bias : memref<1x1x?x?xf32>) causal : memref<16x32xf32>
+  kvattn.tile.softmax_update %s, %v[%i, %i, %i] size(%n, %n) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<1x2x?x8xf16>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  kvattn.tile.store state(%m, %l, %acc) into %out lse(%lse : memref<1x2x?xf32>) [%i, %i, %i] rows(%n)
+      : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x2x?x8xf16>
+  return
+}

@@ -1,0 +1,66 @@
+// RUN: kvattn-opt %s -split-input-file -verify-diagnostics
+// Verifier rules of the tile ops.
+
+func.func @state_rows(%m: memref<16xf32>, %l: memref<8xf32>, %acc: memref<16x8xf32>) {
+  // expected-error @+1 {{tile rows BM mismatch: sum dim 0 is 8 but max dim 0 is 16}}
+  kvattn.tile.init %m, %l, %acc : memref<16xf32>, memref<8xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @dynamic_tile(%m: memref<?xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  // expected-error @+1 {{max tile must have a static shape, got 'memref<?xf32>'}}
+  kvattn.tile.init %m, %l, %acc : memref<?xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @q_tile_head_dim(%q: memref<1x1x4x16xf32>, %t: memref<16x8xf32>, %i: index) {
+  // expected-error @+1 {{head dim D mismatch: q_tile dim 1 is 8 but query dim 3 is 16}}
+  kvattn.tile.load_q %q[%i, %i, %i] rows(%i) into %t : memref<1x1x4x16xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @qk_rows(%t: memref<16x8xf32>, %k: memref<1x1x4x8xf32>, %s: memref<32x32xf32>, %i: index) {
+  // expected-error @+1 {{tile rows BM mismatch: scores dim 0 is 32 but q_tile dim 0 is 16}}
+  kvattn.tile.qk %t, %k[%i, %i, %i] cols(%i) into %s scale = 1.0 : memref<16x8xf32>, memref<1x1x4x8xf32>, memref<32x32xf32>
+  return
+}
+
+// -----
+
+func.func @mask_positions(%s: memref<16x32xf32>, %i: index) {
+  // expected-error @+1 {{causal and window masks need positions}}
+  kvattn.tile.mask %s[%i, %i, %i, %i] size(%i, %i) kv_len(%i) causal : memref<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @mask_window(%s: memref<16x32xf32>, %i: index) {
+  // expected-error @+1 {{window must be positive, got -3}}
+  kvattn.tile.mask %s[%i, %i, %i, %i] size(%i, %i) kv_len(%i) offsets(%i, %i) window = -3 : memref<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_dv(%s: memref<16x32xf32>, %v: memref<1x1x4x16xf32>, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %i: index) {
+  // expected-error @+1 {{value head dim Dv mismatch: acc dim 1 is 8 but value dim 3 is 16}}
+  kvattn.tile.softmax_update %s, %v[%i, %i, %i] size(%i, %i) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<1x1x4x16xf32>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @store_dv(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %out: memref<1x1x4x16xf32>, %i: index) {
+  // expected-error @+1 {{value head dim Dv mismatch: acc dim 1 is 8 but out dim 3 is 16}}
+  kvattn.tile.store state(%m, %l, %acc) into %out [%i, %i, %i] rows(%i)
+      : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x1x4x16xf32>
+  return
+}

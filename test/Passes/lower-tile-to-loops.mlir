@@ -1,0 +1,109 @@
+// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-loops -cse | FileCheck %s --enable-var-scope
+
+// CHECK-LABEL: func @init
+// CHECK-DAG:     %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK:         scf.for %[[R:.*]] =
+// CHECK:           memref.store %[[NEGINF]], %{{.*}}[%[[R]]] : memref<16xf32>
+// CHECK:           memref.store %[[ZERO]], %{{.*}}[%[[R]]] : memref<16xf32>
+// CHECK:           scf.for %[[D:.*]] =
+// CHECK:             memref.store %[[ZERO]], %{{.*}}[%[[R]], %[[D]]] : memref<16x8xf32>
+// CHECK-NOT:     kvattn.tile
+func.func @init(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  kvattn.tile.init %m, %l, %acc : memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
+// Scores: an f32 dot product over D (reassociable, so it vectorises), the
+// scale, the softcap through tanh, and -inf in the columns past the keys.
+
+// CHECK-LABEL: func @qk
+// CHECK:         scf.for %[[R:.*]] =
+// CHECK:           scf.for %[[C:.*]] = %{{.*}} to %[[COLS:[^ ]+]]
+// CHECK:             %[[DOT:.*]] = scf.for {{.*}} iter_args
+// CHECK:               %[[K:.*]] = memref.load %{{.*}} : memref<1x2x?x8xf16>
+// CHECK:               %[[KF:.*]] = arith.extf %[[K]] : f16 to f32
+// CHECK:               arith.mulf %{{.*}}, %[[KF]] fastmath<reassoc,contract>
+// CHECK:               arith.addf {{.*}} fastmath<reassoc,contract>
+// CHECK:             %[[S:.*]] = arith.mulf %[[DOT]], %{{.*}} : f32
+// CHECK:             %[[T:.*]] = math.tanh
+// CHECK:             arith.mulf {{.*}}%[[T]]
+// CHECK:           scf.for %{{.*}} = %[[COLS]] to
+// CHECK:             memref.store %{{.*}}, %{{.*}} : memref<16x32xf32>
+func.func @qk(%q: memref<16x8xf32>, %k: memref<1x2x?x8xf16>, %s: memref<16x32xf32>, %b: index, %g: index, %start: index, %cols: index) {
+  kvattn.tile.qk %q, %k[%b, %g, %start] cols(%cols) into %s scale = 0.5 softcap = 20.0
+      : memref<16x8xf32>, memref<1x2x?x8xf16>, memref<16x32xf32>
+  return
+}
+
+// -----
+
+// The mask compares positions and writes -inf where a key is forbidden.
+
+// CHECK-LABEL: func @mask_offsets
+// CHECK:         scf.for %[[R:.*]] =
+// CHECK:           %[[QP:.*]] = arith.addi %{{.*}}, %[[R]]
+// CHECK:           scf.for %[[C:.*]] =
+// CHECK:             %[[J:.*]] = arith.addi %{{.*}}, %[[C]]
+// CHECK:             %[[INLEN:.*]] = arith.cmpi slt, %[[J]], %{{.*}}
+// CHECK:             %[[KP:.*]] = arith.addi %{{.*}}, %[[C]]
+// CHECK:             %[[CAUSAL:.*]] = arith.cmpi sle, %[[KP]], %[[QP]]
+// CHECK:             %[[A1:.*]] = arith.andi %[[INLEN]], %[[CAUSAL]]
+// CHECK:             %[[DIST:.*]] = arith.subi %[[QP]], %[[KP]]
+// CHECK:             %[[INWIN:.*]] = arith.cmpi slt, %[[DIST]], %{{.*}}
+// CHECK:             %[[ALLOWED:.*]] = arith.andi %[[A1]], %[[INWIN]]
+// CHECK:             %[[SC:.*]] = memref.load
+// CHECK:             arith.select %[[ALLOWED]], %[[SC]], %{{.*}} : f32
+func.func @mask_offsets(%s: memref<16x32xf32>, %b: index, %h: index, %qs: index, %ks: index,
+                        %rows: index, %cols: index, %len: index, %qb: index, %kb: index) {
+  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) causal window = 8 : memref<16x32xf32>
+  return
+}
+
+// -----
+
+// Online softmax: the NaN-aware block maximum, the rescale factor, the
+// probabilities written back over the scores, the rescaled accumulator.
+
+// CHECK-LABEL: func @softmax
+// CHECK:         scf.for %[[R:.*]] =
+// CHECK:           %[[OLD:.*]] = memref.load %{{.*}}[%[[R]]] : memref<16xf32>
+// CHECK:           %[[BMAX:.*]] = scf.for
+// CHECK:             arith.maximumf
+// CHECK:           %[[NEW:.*]] = arith.maximumf %[[OLD]], %[[BMAX]]
+// CHECK:           %[[ANY:.*]] = arith.cmpf une, %[[NEW]]
+// CHECK:           scf.if %[[ANY]] {
+// CHECK:             %[[ALPHA:.*]] = math.exp
+// CHECK:             scf.for
+// CHECK:               math.exp
+// CHECK:             arith.mulf %[[ALPHA]]
+// CHECK:             memref.store %[[NEW]], %{{.*}}[%[[R]]] : memref<16xf32>
+func.func @softmax(%s: memref<16x32xf32>, %v: memref<1x2x64x8xbf16>, %b: index, %g: index, %start: index,
+                   %rows: index, %cols: index, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  kvattn.tile.softmax_update %s, %v[%b, %g, %start] size(%rows, %cols) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<1x2x64x8xbf16>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
+// Epilogue: 0 and -inf for rows without an allowed key, else acc / sum and
+// max + log(sum); the output is rounded to its element type.
+
+// CHECK-LABEL: func @store
+// CHECK:         scf.for %[[R:.*]] =
+// CHECK:           %[[EMPTY:.*]] = arith.cmpf oeq
+// CHECK:           scf.for
+// CHECK:             %[[V:.*]] = arith.select %[[EMPTY]]
+// CHECK:             %[[T:.*]] = arith.truncf %[[V]] : f32 to f16
+// CHECK:             memref.store %[[T]], %{{.*}} : memref<1x2x16x8xf16>
+// CHECK:           math.log
+// CHECK:           memref.store %{{.*}} : memref<1x2x16xf32>
+func.func @store(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %out: memref<1x2x16x8xf16>,
+                 %lse: memref<1x2x16xf32>, %b: index, %h: index, %start: index, %rows: index) {
+  kvattn.tile.store state(%m, %l, %acc) into %out lse(%lse : memref<1x2x16xf32>) [%b, %h, %start] rows(%rows)
+      : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x2x16x8xf16>
+  return
+}

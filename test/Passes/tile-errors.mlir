@@ -1,0 +1,17 @@
+// RUN: kvattn-opt %s -split-input-file -verify-diagnostics -kvattn-tile
+// RUN: not kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=32" 2>&1 | FileCheck %s --check-prefix=BADOPT
+// BADOPT: error: kvattn-tile: block-m, block-n, num-warps and num-stages must be positive (got 0, 32, 4, 2)
+
+func.func @dynamic_head_dim(%q: tensor<1x1x4x?xf32>, %k: tensor<1x1x8x?xf32>, %v: tensor<1x1x8x16xf32>) -> tensor<1x1x4x16xf32> {
+  // expected-error @+1 {{kvattn-tile needs static head dims D and Dv (they size the per-program tiles), got D = ?, Dv = 16}}
+  %o = kvattn.attention %q, %k, %v scale = 0.25 : tensor<1x1x4x?xf32>, tensor<1x1x8x?xf32>, tensor<1x1x8x16xf32> -> tensor<1x1x4x16xf32>
+  return %o : tensor<1x1x4x16xf32>
+}
+
+// -----
+
+func.func @sdpa_left(%q: tensor<1x1x4x16xf32>, %k: tensor<1x1x8x16xf32>, %v: tensor<1x1x8x16xf32>) -> tensor<1x1x4x16xf32> {
+  // expected-error @+1 {{kvattn-tile takes kvattn.attention; run -kvattn-resolve-cached-append first}}
+  %o = kvattn.sdpa %q, %k, %v : tensor<1x1x4x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32> -> tensor<1x1x4x16xf32>
+  return %o : tensor<1x1x4x16xf32>
+}

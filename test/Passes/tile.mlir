@@ -1,0 +1,121 @@
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile -cse | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=16 block-n=32 num-warps=8 num-stages=3 stats=true" -cse | FileCheck %s --check-prefix=OPTS
+
+// Offset form, causal, GQA 8/2: one program per (batch x head, query
+// block); the visible range comes from the block's last query position and
+// the full range from its first; partial blocks alone are masked.
+
+// CHECK-LABEL: func @offsets_causal_gqa
+// CHECK-SAME:    %[[Q:[^:]+]]: tensor<2x8x100x64xf16>
+// CHECK-DAG:     %[[QB:.*]] = bufferization.to_buffer %[[Q]] read_only
+// CHECK-DAG:     %[[QO:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<2xi32> to memref<2xi32>
+// CHECK-DAG:     %[[OUT:.*]] = memref.alloc() : memref<2x8x100x64xf16>
+// CHECK-DAG:     %[[C8:.*]] = arith.constant 8 : index
+// CHECK-DAG:     %[[C4:.*]] = arith.constant 4 : index
+// CHECK:         scf.forall (%[[BH:.*]], %[[QBLK:.*]]) in (16, 2) {
+// CHECK-NEXT:      memref.alloca_scope
+// CHECK:             %[[B:.*]] = arith.divui %[[BH]], %[[C8]]
+// CHECK:             %[[H:.*]] = arith.remui %[[BH]], %[[C8]]
+// CHECK:             %[[G:.*]] = arith.divui %[[H]], %[[C4]]
+// CHECK:             %[[QSTART:.*]] = arith.muli %[[QBLK]], %{{.*}}
+// CHECK:             %[[ROWS:.*]] = arith.minsi
+// CHECK:             %[[OFF:.*]] = memref.load %[[QO]][%[[B]]]
+// CHECK:             %[[QOFF:.*]] = arith.index_cast %[[OFF]] : i32 to index
+// CHECK:             %[[QFIRST:.*]] = arith.addi %[[QOFF]], %[[QSTART]]
+// CHECK:             %[[FULLHI:.*]] = arith.floordivsi
+// CHECK:             %[[NHI:.*]] = arith.maxsi
+// CHECK:             kvattn.tile.init
+// CHECK:             kvattn.tile.load_q %[[QB]][%[[B]], %[[H]], %[[QSTART]]] rows(%[[ROWS]])
+// CHECK:             scf.for %[[KB:.*]] = %{{.*}} to %[[NHI]]
+// CHECK:               %[[KSTART:.*]] = arith.muli %[[KB]]
+// CHECK:               kvattn.tile.qk %{{.*}}, %{{.*}}[%[[B]], %[[G]], %[[KSTART]]] cols(%{{.*}}) into %{{.*}} scale = 1.250000e-01 :
+// CHECK:               %[[BELOW:.*]] = arith.cmpi slt, %[[KB]], %[[FULLHI]]
+// CHECK:               %[[FULL:.*]] = arith.andi %{{.*}}, %[[BELOW]]
+// CHECK:               %[[PARTIAL:.*]] = arith.xori %[[FULL]]
+// CHECK:               scf.if %[[PARTIAL]] {
+// CHECK:                 kvattn.tile.mask %{{.*}}[%[[B]], %[[H]], %[[QSTART]], %[[KSTART]]] size(%[[ROWS]], %{{.*}}) kv_len(%{{.*}}) offsets(%[[QFIRST]], %{{.*}}) causal :
+// CHECK:               }
+// CHECK:               kvattn.tile.softmax_update %{{.*}}, %{{.*}}[%[[B]], %[[G]], %[[KSTART]]]
+// CHECK:             kvattn.tile.store state({{.*}}) into %[[OUT]] [%[[B]], %[[H]], %[[QSTART]]] rows(%[[ROWS]])
+// CHECK:         } {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64}}
+// CHECK:         %[[RES:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
+// CHECK:         return %[[RES]]
+
+// OPTS-LABEL: func @offsets_causal_gqa
+// OPTS:         scf.forall ({{.*}}) in (16, 7)
+// OPTS:           memref.get_global @kvattn_tile_stats : memref<3xi64>
+// OPTS-COUNT-3:   memref.atomic_rmw addi
+// OPTS:           memref.alloca() : memref<16x32xf32>
+// OPTS:         {kvattn.tile_config = {block_m = 16 : i64, block_n = 32 : i64, num_stages = 3 : i64, num_warps = 8 : i64}}
+func.func @offsets_causal_gqa(%q: tensor<2x8x100x64xf16>, %k: tensor<2x2x356x64xf16>,
+    %v: tensor<2x2x356x64xf16>, %pos: tensor<2xi32>, %len: tensor<2xi32>) -> tensor<2x8x100x64xf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<2xi32>) kv_len(%len : tensor<2xi32>) causal
+      : tensor<2x8x100x64xf16>, tensor<2x2x356x64xf16>, tensor<2x2x356x64xf16> -> tensor<2x8x100x64xf16>
+  return %o : tensor<2x8x100x64xf16>
+}
+
+// -----
+
+// Explicit positions with a window, softcap and lse: no full blocks (the
+// full range is empty), every block below kv_len = S is loaded and masked by
+// comparing the position buffers.
+
+// CHECK-LABEL: func @explicit_window_softcap_lse
+// CHECK-DAG:     %[[QP:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<2x4xi64> to memref<2x4xi64>
+// CHECK-DAG:     %[[KP:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<2x?xi64> to memref<2x?xi64>
+// CHECK-DAG:     %[[S:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<2x2x?x64xf16>
+// CHECK-DAG:     %[[LSE:.*]] = memref.alloc() : memref<2x8x4xf32>
+// CHECK:         scf.forall
+// CHECK:           %[[NHI:.*]] = arith.ceildivsi %[[S]]
+// CHECK:           scf.for %[[KB:.*]] = %[[C0:.*]] to %{{.*}}
+// CHECK:             kvattn.tile.qk {{.*}} scale = 1.250000e-01 softcap = 3.000000e+01
+// CHECK:             arith.cmpi slt, %[[KB]], %[[C0]]
+// CHECK:             scf.if
+// CHECK:               kvattn.tile.mask {{.*}} kv_len(%[[S]]) positions(%[[QP]], %[[KP]] : memref<2x4xi64>, memref<2x?xi64>) causal window = 16
+// CHECK:           kvattn.tile.store {{.*}} lse(%[[LSE]] : memref<2x8x4xf32>)
+// CHECK:         %[[O:.*]] = bufferization.to_tensor
+// CHECK:         %[[L:.*]] = bufferization.to_tensor %[[LSE]]
+// CHECK:         return %[[O]], %[[L]]
+func.func @explicit_window_softcap_lse(%q: tensor<2x8x4x64xf16>, %k: tensor<2x2x?x64xf16>,
+    %v: tensor<2x2x?x32xf16>, %qp: tensor<2x4xi64>, %kp: tensor<2x?xi64>)
+    -> (tensor<2x8x4x32xf16>, tensor<2x8x4xf32>) {
+  %o, %l = kvattn.attention %q, %k, %v q_pos(%qp : tensor<2x4xi64>) k_pos(%kp : tensor<2x?xi64>)
+      causal window = 16 softcap = 30.0
+      : tensor<2x8x4x64xf16>, tensor<2x2x?x64xf16>, tensor<2x2x?x32xf16> -> tensor<2x8x4x32xf16>, tensor<2x8x4xf32>
+  return %o, %l : tensor<2x8x4x32xf16>, tensor<2x8x4xf32>
+}
+
+// -----
+
+// A sliding window bounds the range from below (from the first query
+// position) and the full range from below (from the last).
+
+// CHECK-LABEL: func @window_offsets
+// CHECK:         scf.forall
+// CHECK:           %[[W:.*]] = arith.constant 128 : index
+// CHECK:           arith.subi %{{.*}}, %[[W]]
+// CHECK:           %[[FULLLO:.*]] = arith.ceildivsi
+// CHECK:           %[[NLO:.*]] = arith.floordivsi
+// CHECK:           scf.for %[[KB:.*]] = %[[NLO]] to
+// CHECK:             arith.cmpi sge, %[[KB]], %[[FULLLO]]
+// CHECK:             kvattn.tile.mask {{.*}} causal window = 128
+func.func @window_offsets(%q: tensor<1x4x16x32xbf16>, %k: tensor<1x4x1024x32xbf16>,
+    %v: tensor<1x4x1024x32xbf16>, %pos: tensor<1xi64>) -> tensor<1x4x16x32xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi64>) causal window = 128
+      : tensor<1x4x16x32xbf16>, tensor<1x4x1024x32xbf16>, tensor<1x4x1024x32xbf16> -> tensor<1x4x16x32xbf16>
+  return %o : tensor<1x4x16x32xbf16>
+}
+
+// -----
+
+// Key validity and a general mask make every block partial (the full range
+// is empty), and are passed to the mask.
+
+// CHECK-LABEL: func @validity_and_mask
+// CHECK:         kvattn.tile.mask {{.*}} key_valid(%{{.*}} : memref<1x64xi1>) mask(%{{.*}} : memref<1x1x8x64xf32>) :
+func.func @validity_and_mask(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x64x16xf32>,
+    %v: tensor<1x2x64x16xf32>, %valid: tensor<1x64xi1>, %m: tensor<1x1x8x64xf32>) -> tensor<1x2x8x16xf32> {
+  %o = kvattn.attention %q, %k, %v key_valid(%valid : tensor<1x64xi1>) mask(%m : tensor<1x1x8x64xf32>)
+      : tensor<1x2x8x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32> -> tensor<1x2x8x16xf32>
+  return %o : tensor<1x2x8x16xf32>
+}
