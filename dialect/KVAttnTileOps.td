@@ -59,21 +59,23 @@ def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q"> {
 def KVAttn_TileQKOp : KVAttn_Op<"tile.qk"> {
   let summary = "scores of a query tile against a block of keys";
   let description = [{
-    For `r < BM`, `c < cols`:
+    For `r < rows`, `c < cols`:
     `s = scale * sum_d q_tile[r, d] * f32(key[batch, kv_head, start + c, d])`,
     then with `softcap`: `s = softcap * tanh(s / softcap)`;
-    `scores[r, c] = s`. Columns `cols <= c < BN` are set to `-inf`, so a
-    block that runs past the end of the keys never contributes. `scores` is
-    `[BM, BN]`. Accumulation in f32.
+    `scores[r, c] = s`. Columns `cols <= c < BN` of those rows are set to
+    `-inf`, so a block that runs past the end of the keys never contributes;
+    rows `rows <= r < BM` are left unspecified (no later op reads them).
+    `scores` is `[BM, BN]`. Accumulation in f32.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Tile, "", [MemRead]>:$q_tile,
     Arg<KVAttn_GlobalTensor, "", [MemRead]>:$key,
-    Index:$batch, Index:$kv_head, Index:$start, Index:$cols,
+    Index:$batch, Index:$kv_head, Index:$start, Index:$rows, Index:$cols,
     Arg<KVAttn_F32Tile, "", [MemWrite]>:$scores,
     F32Attr:$scale, OptionalAttr<F32Attr>:$softcap);
   let assemblyFormat = [{
-    $q_tile `,` $key `[` $batch `,` $kv_head `,` $start `]` `cols` `(` $cols `)`
+    $q_tile `,` $key `[` $batch `,` $kv_head `,` $start `]`
+    `size` `(` $rows `,` $cols `)`
     `into` $scores `scale` `=` $scale (`softcap` `=` $softcap^)? attr-dict
     `:` type($q_tile) `,` type($key) `,` type($scores)
   }];

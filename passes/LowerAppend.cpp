@@ -34,10 +34,11 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
     auto sliceSizes = [&](OpBuilder &b) {
       SmallVector<OpFoldResult> sizes{b.getIndexAttr(1)};
       for (int64_t d = 1; d < 4; ++d)
-        sizes.push_back(updateType.isDynamicDim(d)
-                            ? OpFoldResult(tensor::DimOp::create(b, loc, update, d)
-                                               .getResult())
-                            : OpFoldResult(b.getIndexAttr(updateType.getDimSize(d))));
+        sizes.push_back(
+            updateType.isDynamicDim(d)
+                ? OpFoldResult(
+                      tensor::DimOp::create(b, loc, update, d).getResult())
+                : OpFoldResult(b.getIndexAttr(updateType.getDimSize(d))));
       return sizes;
     };
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
@@ -50,15 +51,14 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
           p = arith::IndexCastOp::create(b, l, b.getIndexType(), p);
           SmallVector<OpFoldResult> sizes = sliceSizes(b);
           SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
-          SmallVector<OpFoldResult> srcOffsets{bIdx, b.getIndexAttr(0),
-                                               b.getIndexAttr(0),
-                                               b.getIndexAttr(0)};
+          SmallVector<OpFoldResult> srcOffsets{
+              bIdx, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)};
           SmallVector<OpFoldResult> dstOffsets{bIdx, b.getIndexAttr(0), p,
                                                b.getIndexAttr(0)};
-          auto sliceType = RankedTensorType::get(
-              {1, updateType.getDimSize(1), updateType.getDimSize(2),
-               updateType.getDimSize(3)},
-              updateType.getElementType());
+          auto sliceType = RankedTensorType::get({1, updateType.getDimSize(1),
+                                                  updateType.getDimSize(2),
+                                                  updateType.getDimSize(3)},
+                                                 updateType.getElementType());
           Value slice = tensor::ExtractSliceOp::create(
               b, l, sliceType, update, srcOffsets, sizes, strides);
           Value inserted = tensor::InsertSliceOp::create(
@@ -70,8 +70,7 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
   }
 };
 
-struct LowerAppendPass
-    : kvattn::impl::LowerAppendPassBase<LowerAppendPass> {
+struct LowerAppendPass : kvattn::impl::LowerAppendPassBase<LowerAppendPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateLowerAppendPatterns(patterns);

@@ -12,7 +12,8 @@ using namespace mlir;
 namespace {
 
 struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
-  Option<int64_t> blockM{*this, "block-m", llvm::cl::desc("Query rows per program"),
+  Option<int64_t> blockM{*this, "block-m",
+                         llvm::cl::desc("Query rows per program"),
                          llvm::cl::init(64)};
   Option<int64_t> blockN{*this, "block-n", llvm::cl::desc("Keys per KV block"),
                          llvm::cl::init(64)};

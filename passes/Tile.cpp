@@ -75,8 +75,7 @@ struct IndexMath {
 
 /// The buffers of one attention op.
 struct Buffers {
-  Value q, k, v, qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, out,
-      lse;
+  Value q, k, v, qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, out, lse;
 };
 
 Value toBuffer(ImplicitLocOpBuilder &b, Value tensor) {
@@ -106,9 +105,8 @@ void ensureStatsGlobal(ModuleOp module) {
   auto type = MemRefType::get({3}, b.getI64Type());
   memref::GlobalOp::create(
       b, module.getLoc(), kStatsGlobal, /*sym_visibility=*/StringAttr(), type,
-      DenseElementsAttr::get(
-          RankedTensorType::get({3}, b.getI64Type()),
-          ArrayRef<int64_t>{0, 0, 0}),
+      DenseElementsAttr::get(RankedTensorType::get({3}, b.getI64Type()),
+                             ArrayRef<int64_t>{0, 0, 0}),
       /*constant=*/false, /*alignment=*/IntegerAttr());
 }
 
@@ -164,8 +162,8 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   Value batch = m.dim(buf.q, 0), qHeads = m.dim(buf.q, 1),
         qLen = m.dim(buf.q, 2), kvHeads = m.dim(buf.k, 1),
         kLen = m.dim(buf.k, 2);
-  buf.out = allocLike(b, op.getOut().getType(),
-                      {batch, qHeads, qLen, m.c(valueDim)});
+  buf.out =
+      allocLike(b, op.getOut().getType(), {batch, qHeads, qLen, m.c(valueDim)});
   if (Value lse = op.getLse())
     buf.lse = allocLike(b, cast<RankedTensorType>(lse.getType()),
                         {batch, qHeads, qLen});
@@ -211,8 +209,8 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
         if (offsetForm) {
           Value qOff = p.loadIndex(buf.qOffset, bIdx);
           Value kOff = buf.kOffset ? p.loadIndex(buf.kOffset, bIdx) : zero;
-          Value qFirst = p.add(qOff, qStart);                 // smallest qp
-          Value qLast = p.sub(p.add(qFirst, rows), p.c(1));   // largest qp
+          Value qFirst = p.add(qOff, qStart);               // smallest qp
+          Value qLast = p.sub(p.add(qFirst, rows), p.c(1)); // largest qp
           qBase = qFirst;
           kBase = kOff;
           if (causal) {
@@ -220,15 +218,14 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
             hi = p.min(hi, p.max(p.add(p.sub(qLast, kOff), p.c(1)), zero));
             if (canBeFull)
               fullHi = p.floorDiv(
-                  p.min(kvLen,
-                        p.max(p.add(p.sub(qFirst, kOff), p.c(1)), zero)),
+                  p.min(kvLen, p.max(p.add(p.sub(qFirst, kOff), p.c(1)), zero)),
                   bn);
           }
           if (window) {
             // qFirst - kp < window  <=>  j >= qFirst - window + 1 - kOff.
             Value w = p.c(*window);
-            lo = p.min(hi, p.max(p.sub(p.add(p.sub(qFirst, w), p.c(1)), kOff),
-                                 zero));
+            lo = p.min(
+                hi, p.max(p.sub(p.add(p.sub(qFirst, w), p.c(1)), kOff), zero));
             if (canBeFull)
               fullLo = p.ceilDiv(
                   p.max(p.sub(p.add(p.sub(qLast, w), p.c(1)), kOff), zero), bn);
@@ -241,8 +238,8 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
           // The counts below are computed from nLo, nHi, fullLo, fullHi:
           // the bounds of the loop and of its scf.if.
           Value loaded = p.sub(nHi, nLo);
-          Value full = p.max(p.sub(p.min(fullHi, nHi), p.max(fullLo, nLo)),
-                             zero);
+          Value full =
+              p.max(p.sub(p.min(fullHi, nHi), p.max(fullLo, nLo)), zero);
           Value masked = p.sub(loaded, full);
           Value skipped = p.sub(totalKBlocks, loaded);
           Value global = memref::GetGlobalOp::create(
@@ -271,15 +268,16 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
               Value kStart = f.mul(kBlock, f.c(bn));
               Value cols = f.min(f.c(bn), f.sub(kLen, kStart));
               TileQKOp::create(
-                  fb, qTile, buf.k, bIdx, kvHead, kStart, cols, scores,
+                  fb, qTile, buf.k, bIdx, kvHead, kStart, rows, cols, scores,
                   fb.getF32FloatAttr(static_cast<float>(*scale)),
                   softcap ? fb.getF32FloatAttr(*softcap) : FloatAttr());
               // Partial blocks only: full ones carry no mask arithmetic.
               Value isFull = fb.createOrFold<arith::AndIOp>(
                   f.ge(kBlock, fullLo), f.lt(kBlock, fullHi));
               auto ifPartial = scf::IfOp::create(
-                  fb, fb.createOrFold<arith::XOrIOp>(
-                          isFull, arith::ConstantIntOp::create(fb, 1, 1)),
+                  fb,
+                  fb.createOrFold<arith::XOrIOp>(
+                      isFull, arith::ConstantIntOp::create(fb, 1, 1)),
                   /*withElseRegion=*/false);
               {
                 OpBuilder::InsertionGuard guard(fb);
@@ -301,15 +299,14 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
         pb.setInsertionPointAfter(scope);
         scf::InParallelOp::create(pb);
       });
-  grid->setAttr("kvattn.tile_config",
-                b.getDictionaryAttr({
-                    b.getNamedAttr("block_m", b.getI64IntegerAttr(bm)),
-                    b.getNamedAttr("block_n", b.getI64IntegerAttr(bn)),
-                    b.getNamedAttr("num_warps",
-                                   b.getI64IntegerAttr(cfg.numWarps)),
-                    b.getNamedAttr("num_stages",
-                                   b.getI64IntegerAttr(cfg.numStages)),
-                }));
+  grid->setAttr(
+      "kvattn.tile_config",
+      b.getDictionaryAttr({
+          b.getNamedAttr("block_m", b.getI64IntegerAttr(bm)),
+          b.getNamedAttr("block_n", b.getI64IntegerAttr(bn)),
+          b.getNamedAttr("num_warps", b.getI64IntegerAttr(cfg.numWarps)),
+          b.getNamedAttr("num_stages", b.getI64IntegerAttr(cfg.numStages)),
+      }));
 
   SmallVector<Value> results;
   results.push_back(bufferization::ToTensorOp::create(

@@ -7,7 +7,11 @@
 #      about the upper-left append;
 #   2. the scalar reference runs the framework IR and the resolved IR on the
 #      seeds' 2x5 inputs (zero logits, values 10..50): upper-left gives 10 and
-#      15, lower-right (and the fixed upper-left) 25 and 30.
+#      15, lower-right (and the fixed upper-left) 25 and 30;
+#   3. -kvattn-tile shows the tile program, and kvattn-to-cpu compiles the
+#      same IR for the host JIT; kvattn-run --check compares the compiled
+#      result with the reference and --stats prints the KV blocks the
+#      schedule loaded, masked and skipped.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,8 +40,24 @@ for entry in upper_left lower_right; do
   echo
   echo "== @$entry: reference on the framework IR, the resolved IR, the fixed IR"
   for ir in "$example" "$out/resolved.mlir" "$out/fixed.mlir"; do
-    printf '%-14s ' "$(basename "$ir")"
+    printf '%-20s ' "$(basename "$ir")"
     "$bin/kvattn-run" "$ir" --target=reference --entry=$entry "${inputs[@]}" \
       --print-outputs
   done
 done
+
+echo
+echo "== the tile program of @lower_right (-kvattn-tile, 64x64 blocks)"
+"$bin/kvattn-opt" "$out/resolved.mlir" -kvattn-tile -cse | \
+  sed -n '/func.func @lower_right/,/^  }/p'
+
+for entry in upper_left lower_right; do
+  echo
+  echo "== @$entry compiled for the CPU (kvattn-to-cpu, JIT) and checked"
+  "$bin/kvattn-run" "$example" --target=cpu --entry=$entry "${inputs[@]}" \
+    --print-outputs --check --stats 2>/dev/null
+done
+echo
+echo "== @lower_right on the fixed upper-left IR, 1x1 blocks"
+"$bin/kvattn-run" "$out/fixed.mlir" --target=cpu --entry=upper_left \
+  "${inputs[@]}" --print-outputs --check --stats --block-m=1 --block-n=1

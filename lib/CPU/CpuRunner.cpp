@@ -114,8 +114,7 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
       return Status::error("cannot build the kvattn-to-cpu pipeline: " +
                            parseErrors);
     if (failed(pm.run(*clone)))
-      return Status::error("the kvattn-to-cpu pipeline failed:\n" +
-                           diags.text);
+      return Status::error("the kvattn-to-cpu pipeline failed:\n" + diags.text);
   }
   result->pipelineMs_ = msSince(start);
 
@@ -129,7 +128,7 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
   const llvm::StringRef runnerUtils[] = {KVATTN_C_RUNNER_UTILS};
   engineOptions.sharedLibPaths = runnerUtils;
   engineOptions.jitCodeGenOptLevel =
-      options.optLevel >= 3 ? llvm::CodeGenOptLevel::Aggressive
+      options.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
       : options.optLevel == 0 ? llvm::CodeGenOptLevel::None
                               : llvm::CodeGenOptLevel::Default;
   auto engine = ExecutionEngine::create(*clone, engineOptions);

@@ -42,9 +42,7 @@ struct Emitter {
     return arith::ConstantFloatOp::create(b, b.getF32Type(),
                                           APFloat(static_cast<float>(v)));
   }
-  Value negInf() {
-    return f32(-std::numeric_limits<float>::infinity());
-  }
+  Value negInf() { return f32(-std::numeric_limits<float>::infinity()); }
   Value dimOf(Value memref, int64_t d) {
     return b.createOrFold<memref::DimOp>(memref, d);
   }
@@ -54,14 +52,13 @@ struct Emitter {
 
   /// for (iv = lb; iv < ub; ++iv) body(iv)
   void loop(Value lb, Value ub, function_ref<void(Value)> body) {
-    scf::ForOp::create(b, lb, ub, idx(1), ValueRange{},
-                       [&](OpBuilder &nested, Location loc, Value iv,
-                           ValueRange) {
-                         OpBuilder::InsertionGuard guard(b);
-                         b.setInsertionPoint(
-                             scf::YieldOp::create(nested, loc));
-                         body(iv);
-                       });
+    scf::ForOp::create(
+        b, lb, ub, idx(1), ValueRange{},
+        [&](OpBuilder &nested, Location loc, Value iv, ValueRange) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(scf::YieldOp::create(nested, loc));
+          body(iv);
+        });
   }
 
   /// A reduction loop carrying one f32 value.
@@ -135,8 +132,9 @@ LogicalResult lowerInit(TileInitOp op, PatternRewriter &rewriter) {
   e.loop(e.idx(0), rows, [&](Value r) {
     e.store(e.negInf(), op.getMax(), r);
     e.store(e.f32(0), op.getSum(), r);
-    e.loop(e.idx(0), cols,
-           [&](Value d) { e.store(e.f32(0), op.getAcc(), {r, d}); });
+    e.loop(e.idx(0), cols, [&](Value d) {
+      e.store(e.f32(0), op.getAcc(), {r, d});
+    });
   });
   rewriter.eraseOp(op);
   return success();
@@ -165,11 +163,10 @@ LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter) {
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   Emitter e{b};
   Value q = op.getQTile(), scores = op.getScores();
-  Value bm = e.tileDim(scores, 0), bn = e.tileDim(scores, 1),
-        d = e.tileDim(q, 1);
+  Value bn = e.tileDim(scores, 1), d = e.tileDim(q, 1);
   Value scale = e.f32(op.getScale().convertToDouble());
   std::optional<APFloat> softcap = op.getSoftcap();
-  e.loop(e.idx(0), bm, [&](Value r) {
+  e.loop(e.idx(0), op.getRows(), [&](Value r) {
     e.loop(e.idx(0), op.getCols(), [&](Value c) {
       Value j = e.add(op.getStart(), c);
       Value dot = e.reduce(e.idx(0), d, e.f32(0), [&](Value x, Value acc) {
@@ -179,14 +176,15 @@ LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter) {
       Value s = e.mulf(dot, scale);
       if (softcap) {
         Value cap = e.f32(softcap->convertToDouble());
-        s = e.mulf(cap, math::TanhOp::create(
-                            b, arith::DivFOp::create(b, s, cap)));
+        s = e.mulf(cap,
+                   math::TanhOp::create(b, arith::DivFOp::create(b, s, cap)));
       }
       e.store(s, scores, {r, c});
     });
     // Columns past the end of the keys never contribute.
-    e.loop(op.getCols(), bn,
-           [&](Value c) { e.store(e.negInf(), scores, {r, c}); });
+    e.loop(op.getCols(), bn, [&](Value c) {
+      e.store(e.negInf(), scores, {r, c});
+    });
   });
   rewriter.eraseOp(op);
   return success();
@@ -226,18 +224,18 @@ LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter) {
       if (Value valid = op.getKeyValid())
         allowed = e.andi(allowed, e.load(valid, {op.getBatch(), j}));
       if (op.getCausal() || op.getWindow()) {
-        Value kp = op.getKBase() ? e.add(op.getKBase(), c)
-                                 : e.loadIndex(op.getKPos(), {op.getBatch(), j});
+        Value kp = op.getKBase()
+                       ? e.add(op.getKBase(), c)
+                       : e.loadIndex(op.getKPos(), {op.getBatch(), j});
         if (op.getCausal())
           allowed = e.andi(allowed, e.cmpi(P::sle, kp, qp));
         if (std::optional<int64_t> w = op.getWindow())
-          allowed = e.andi(allowed,
-                           e.cmpi(P::slt, e.sub(qp, kp), e.idx(*w)));
+          allowed = e.andi(allowed, e.cmpi(P::slt, e.sub(qp, kp), e.idx(*w)));
       }
       Value s = e.load(scores, {r, c});
       if (mask) {
-        Value m = e.load(mask, maskIndices(e, mask, op.getBatch(),
-                                           op.getHead(), i, j));
+        Value m = e.load(
+            mask, maskIndices(e, mask, op.getBatch(), op.getHead(), i, j));
         if (additive) {
           if (!m.getType().isF32())
             m = arith::ExtFOp::create(b, b.getF32Type(), m);
@@ -267,11 +265,11 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter) {
           return arith::MaximumFOp::create(b, m, e.load(scores, {r, c}));
         });
     Value newMax = arith::MaximumFOp::create(b, oldMax, blockMax);
-    Value anyAllowed = arith::CmpFOp::create(b, arith::CmpFPredicate::UNE,
-                                             newMax, e.negInf());
+    Value anyAllowed =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, newMax, e.negInf());
     e.when(anyAllowed, [&] {
-      Value alpha = math::ExpOp::create(
-          b, arith::SubFOp::create(b, oldMax, newMax));
+      Value alpha =
+          math::ExpOp::create(b, arith::SubFOp::create(b, oldMax, newMax));
       // p[c] = exp(s[c] - max) replaces the score; forbidden keys give 0.
       Value blockSum =
           e.reduce(e.idx(0), op.getCols(), e.f32(0), [&](Value c, Value sum) {
@@ -314,8 +312,8 @@ LogicalResult lowerStore(TileStoreOp op, PatternRewriter &rewriter) {
     Value sum = e.load(op.getSum(), r);
     // No allowed key: out = 0, lse = -inf. A NaN max is not -inf, so NaN
     // propagates through acc / sum.
-    Value empty = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, rowMax,
-                                        e.negInf());
+    Value empty =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, rowMax, e.negInf());
     Value inv = arith::DivFOp::create(b, e.f32(1), sum);
     e.loop(e.idx(0), dv, [&](Value x) {
       Value v = e.mulf(e.load(acc, {r, x}), inv);
@@ -341,8 +339,8 @@ struct LowerTileToLoopsPass
     populateLowerTileToLoopsPatterns(patterns);
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
   }
 };

@@ -27,7 +27,7 @@ func.func @q_tile_head_dim(%q: memref<1x1x4x16xf32>, %t: memref<16x8xf32>, %i: i
 
 func.func @qk_rows(%t: memref<16x8xf32>, %k: memref<1x1x4x8xf32>, %s: memref<32x32xf32>, %i: index) {
   // expected-error @+1 {{tile rows BM mismatch: scores dim 0 is 32 but q_tile dim 0 is 16}}
-  kvattn.tile.qk %t, %k[%i, %i, %i] cols(%i) into %s scale = 1.0 : memref<16x8xf32>, memref<1x1x4x8xf32>, memref<32x32xf32>
+  kvattn.tile.qk %t, %k[%i, %i, %i] size(%i, %i) into %s scale = 1.0 : memref<16x8xf32>, memref<1x1x4x8xf32>, memref<32x32xf32>
   return
 }
 

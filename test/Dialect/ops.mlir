@@ -67,7 +67,7 @@ func.func @append(%new: tensor<2x2x?x64xf16>, %cache: tensor<2x2x1024x64xf16>,
 // CHECK-LABEL: func @tile_ops
 // CHECK: kvattn.tile.init %{{.*}}, %{{.*}}, %{{.*}} : memref<16xf32>, memref<16xf32>, memref<16x8xf32>
 // CHECK: kvattn.tile.load_q %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) into %{{.*}} : memref<1x2x?x8xf16>, memref<16x8xf32>
-// CHECK: kvattn.tile.qk %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] cols(%{{.*}}) into %{{.*}} scale = 5.000000e-01 softcap = 2.000000e+01 :
+// CHECK: kvattn.tile.qk %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] size(%{{.*}}, %{{.*}}) into %{{.*}} scale = 5.000000e-01 softcap = 2.000000e+01 :
 // CHECK: kvattn.tile.mask %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] size(%{{.*}}, %{{.*}}) kv_len(%{{.*}}) offsets(%{{.*}}, %{{.*}}) key_valid(%{{.*}} : memref<1x?xi1>) causal window = 8 : memref<16x32xf32>
 // CHECK: kvattn.tile.mask %{{.*}} positions(%{{.*}}, %{{.*}} : memref<1x?xi64>, memref<1x?xi64>) mask(%{{.*}} : memref<1x1x?x?xf32>) causal :
 // CHECK: kvattn.tile.softmax_update %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] size(%{{.*}}, %{{.*}}) state(%{{.*}}, %{{.*}}, %{{.*}}) :
@@ -83,7 +83,7 @@ func.func @tile_ops(%q: memref<1x2x?x8xf16>, %k: memref<1x2x?x8xf16>, %v: memref
   %acc = memref.alloca() : memref<16x8xf32>
   kvattn.tile.init %m, %l, %acc : memref<16xf32>, memref<16xf32>, memref<16x8xf32>
   kvattn.tile.load_q %q[%i, %i, %i] rows(%n) into %qt : memref<1x2x?x8xf16>, memref<16x8xf32>
-  kvattn.tile.qk %qt, %k[%i, %i, %i] cols(%n) into %s scale = 0.5 softcap = 20.0
+  kvattn.tile.qk %qt, %k[%i, %i, %i] size(%n, %n) into %s scale = 0.5 softcap = 20.0
       : memref<16x8xf32>, memref<1x2x?x8xf16>, memref<16x32xf32>
   kvattn.tile.mask %s[%i, %i, %i, %i] size(%n, %n) kv_len(%n) offsets(%i, %i)
       key_valid(%valid : memref<1x?xi1>) causal window = 8 : memref<16x32xf32>

@@ -20,7 +20,8 @@ func.func @init(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) 
 // scale, the softcap through tanh, and -inf in the columns past the keys.
 
 // CHECK-LABEL: func @qk
-// CHECK:         scf.for %[[R:.*]] =
+// CHECK-SAME:    %[[ROWS:[^:]+]]: index, %{{[^:]+}}: index)
+// CHECK:         scf.for %[[R:.*]] = %{{.*}} to %[[ROWS]]
 // CHECK:           scf.for %[[C:.*]] = %{{.*}} to %[[COLS:[^ ]+]]
 // CHECK:             %[[DOT:.*]] = scf.for {{.*}} iter_args
 // CHECK:               %[[K:.*]] = memref.load %{{.*}} : memref<1x2x?x8xf16>
@@ -32,8 +33,8 @@ func.func @init(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) 
 // CHECK:             arith.mulf {{.*}}%[[T]]
 // CHECK:           scf.for %{{.*}} = %[[COLS]] to
 // CHECK:             memref.store %{{.*}}, %{{.*}} : memref<16x32xf32>
-func.func @qk(%q: memref<16x8xf32>, %k: memref<1x2x?x8xf16>, %s: memref<16x32xf32>, %b: index, %g: index, %start: index, %cols: index) {
-  kvattn.tile.qk %q, %k[%b, %g, %start] cols(%cols) into %s scale = 0.5 softcap = 20.0
+func.func @qk(%q: memref<16x8xf32>, %k: memref<1x2x?x8xf16>, %s: memref<16x32xf32>, %b: index, %g: index, %start: index, %rows: index, %cols: index) {
+  kvattn.tile.qk %q, %k[%b, %g, %start] size(%rows, %cols) into %s scale = 0.5 softcap = 20.0
       : memref<16x8xf32>, memref<1x2x?x8xf16>, memref<16x32xf32>
   return
 }

@@ -28,7 +28,7 @@
 // CHECK:             kvattn.tile.load_q %[[QB]][%[[B]], %[[H]], %[[QSTART]]] rows(%[[ROWS]])
 // CHECK:             scf.for %[[KB:.*]] = %{{.*}} to %[[NHI]]
 // CHECK:               %[[KSTART:.*]] = arith.muli %[[KB]]
-// CHECK:               kvattn.tile.qk %{{.*}}, %{{.*}}[%[[B]], %[[G]], %[[KSTART]]] cols(%{{.*}}) into %{{.*}} scale = 1.250000e-01 :
+// CHECK:               kvattn.tile.qk %{{.*}}, %{{.*}}[%[[B]], %[[G]], %[[KSTART]]] size(%[[ROWS]], %{{.*}}) into %{{.*}} scale = 1.250000e-01 :
 // CHECK:               %[[BELOW:.*]] = arith.cmpi slt, %[[KB]], %[[FULLHI]]
 // CHECK:               %[[FULL:.*]] = arith.andi %{{.*}}, %[[BELOW]]
 // CHECK:               %[[PARTIAL:.*]] = arith.xori %[[FULL]]

@@ -14,8 +14,8 @@
 
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Evaluator/Evaluator.h"
-#include "kvattn/Support/Compare.h"
 #include "kvattn/Registration/Registration.h"
+#include "kvattn/Support/Compare.h"
 #include "kvattn/Support/Float16.h"
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Npy.h"
@@ -87,12 +87,11 @@ cl::list<std::string> expectSame(
     cl::cat(runCategory));
 cl::opt<int64_t> blockM("block-m", cl::desc("Query rows per program"),
                         cl::init(64), cl::cat(runCategory));
-cl::opt<int64_t> blockN("block-n", cl::desc("Keys per KV block"),
-                        cl::init(64), cl::cat(runCategory));
+cl::opt<int64_t> blockN("block-n", cl::desc("Keys per KV block"), cl::init(64),
+                        cl::cat(runCategory));
 cl::opt<unsigned> optLevel("opt-level",
                            cl::desc("LLVM optimisation level of the JIT"),
                            cl::init(3), cl::cat(runCategory));
-
 
 int fail(const std::string &message) {
   llvm::errs() << "kvattn-run: error: " << message << "\n";
@@ -361,13 +360,15 @@ int main(int argc, char **argv) {
     unsigned i, j;
     if (first.getAsInteger(10, i) || second.getAsInteger(10, j) ||
         i >= results.size() || j >= results.size())
-      return fail("--expect-same '" + pair + "': expected two result "
-                  "numbers below " + std::to_string(results.size()));
+      return fail("--expect-same '" + pair +
+                  "': expected two result "
+                  "numbers below " +
+                  std::to_string(results.size()));
     kvattn::Tolerance tol = kvattn::toleranceFor(results[i].elementType());
     kvattn::Comparison c = kvattn::compare(results[j], results[i], tol);
     llvm::outs() << "same out" << i << " out" << j
-                 << ": max_abs_err=" << llvm::format("%.3g", c.maxAbsErr)
-                 << " " << (c.pass() ? "PASS" : "FAIL") << "\n";
+                 << ": max_abs_err=" << llvm::format("%.3g", c.maxAbsErr) << " "
+                 << (c.pass() ? "PASS" : "FAIL") << "\n";
     sameFailed |= !c.pass();
   }
   if (sameFailed)
@@ -376,12 +377,11 @@ int main(int argc, char **argv) {
   if (check) {
     bool allPass = true;
     for (size_t r = 0; r < results.size(); ++r) {
-      kvattn::Tolerance tol =
-          kvattn::toleranceFor(expected[r].elementType());
+      kvattn::Tolerance tol = kvattn::toleranceFor(expected[r].elementType());
       kvattn::Comparison c = kvattn::compare(results[r], expected[r], tol);
       allPass &= c.pass();
-      llvm::outs() << "check out" << r << ": max_abs_err="
-                   << llvm::format("%.3g", c.maxAbsErr)
+      llvm::outs() << "check out" << r
+                   << ": max_abs_err=" << llvm::format("%.3g", c.maxAbsErr)
                    << " max_rel_err=" << llvm::format("%.3g", c.maxRelErr)
                    << " tolerance("
                    << kvattn::elementTypeName(expected[r].elementType())
