@@ -31,6 +31,8 @@ using namespace mlir::kvattn;
 
 /// Name of the global that collects block statistics (stats=true).
 static constexpr StringLiteral kStatsGlobal = "kvattn_tile_stats";
+/// The role of a program operand, on the op that defines its buffer.
+static constexpr StringLiteral kRoleAttr = "kvattn.role";
 
 namespace {
 
@@ -78,23 +80,34 @@ struct Buffers {
   Value q, k, v, qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, out, lse;
 };
 
-Value toBuffer(ImplicitLocOpBuilder &b, Value tensor) {
+/// Marks the op that defines a program operand with its role (`query`,
+/// `kv_len`, `out`, ...), so that a later outlining (kvattn-to-ptx) can name
+/// the kernel parameters and derive their shapes.
+void setRole(Operation *op, StringRef role) {
+  op->setAttr(kRoleAttr, StringAttr::get(op->getContext(), role));
+}
+
+Value toBuffer(ImplicitLocOpBuilder &b, Value tensor, StringRef role) {
   if (!tensor)
     return {};
   auto type = cast<RankedTensorType>(tensor.getType());
   auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
-  return bufferization::ToBufferOp::create(b, memrefType, tensor,
-                                           /*read_only=*/true);
+  auto op = bufferization::ToBufferOp::create(b, memrefType, tensor,
+                                              /*read_only=*/true);
+  setRole(op, role);
+  return op;
 }
 
 Value allocLike(ImplicitLocOpBuilder &b, RankedTensorType type,
-                ArrayRef<Value> sizes) {
+                ArrayRef<Value> sizes, StringRef role) {
   auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
   SmallVector<Value> dynamic;
   for (auto [i, size] : llvm::enumerate(type.getShape()))
     if (ShapedType::isDynamic(size))
       dynamic.push_back(sizes[i]);
-  return memref::AllocOp::create(b, memrefType, dynamic);
+  auto op = memref::AllocOp::create(b, memrefType, dynamic);
+  setRole(op, role);
+  return op;
 }
 
 /// The public statistics global, created once per module.
@@ -148,30 +161,27 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   IndexMath m{b};
 
   Buffers buf;
-  buf.q = toBuffer(b, op.getQuery());
-  buf.k = toBuffer(b, op.getKey());
-  buf.v = toBuffer(b, op.getValue());
-  buf.qOffset = toBuffer(b, op.getQOffset());
-  buf.kOffset = toBuffer(b, op.getKOffset());
-  buf.qPos = toBuffer(b, op.getQPos());
-  buf.kPos = toBuffer(b, op.getKPos());
-  buf.kvLen = toBuffer(b, op.getKvLen());
-  buf.keyValid = toBuffer(b, op.getKeyValid());
-  buf.mask = toBuffer(b, op.getMask());
+  buf.q = toBuffer(b, op.getQuery(), "query");
+  buf.k = toBuffer(b, op.getKey(), "key");
+  buf.v = toBuffer(b, op.getValue(), "value");
+  buf.qOffset = toBuffer(b, op.getQOffset(), "q_offset");
+  buf.kOffset = toBuffer(b, op.getKOffset(), "k_offset");
+  buf.qPos = toBuffer(b, op.getQPos(), "q_pos");
+  buf.kPos = toBuffer(b, op.getKPos(), "k_pos");
+  buf.kvLen = toBuffer(b, op.getKvLen(), "kv_len");
+  buf.keyValid = toBuffer(b, op.getKeyValid(), "key_valid");
+  buf.mask = toBuffer(b, op.getMask(), "mask");
 
   Value batch = m.dim(buf.q, 0), qHeads = m.dim(buf.q, 1),
-        qLen = m.dim(buf.q, 2), kvHeads = m.dim(buf.k, 1),
-        kLen = m.dim(buf.k, 2);
-  buf.out =
-      allocLike(b, op.getOut().getType(), {batch, qHeads, qLen, m.c(valueDim)});
+        qLen = m.dim(buf.q, 2);
+  buf.out = allocLike(b, op.getOut().getType(),
+                      {batch, qHeads, qLen, m.c(valueDim)}, "out");
   if (Value lse = op.getLse())
     buf.lse = allocLike(b, cast<RankedTensorType>(lse.getType()),
-                        {batch, qHeads, qLen});
+                        {batch, qHeads, qLen}, "lse");
 
   Value numPrograms = m.mul(batch, qHeads);
   Value numQBlocks = m.ceilDiv(qLen, bm);
-  Value group = b.createOrFold<arith::DivUIOp>(qHeads, kvHeads);
-  Value totalKBlocks = m.ceilDiv(kLen, bn);
 
   auto f32 = b.getF32Type();
   auto scoresType = MemRefType::get({bm, bn}, f32);
@@ -192,6 +202,12 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
         pb.setInsertionPointToStart(body);
         IndexMath p{pb};
 
+        // The program body captures nothing but the operand buffers: sizes
+        // are re-read from them, so the body can be outlined as a kernel.
+        Value qHeads = p.dim(buf.q, 1), qLen = p.dim(buf.q, 2),
+              kvHeads = p.dim(buf.k, 1), kLen = p.dim(buf.k, 2);
+        Value group = pb.createOrFold<arith::DivUIOp>(qHeads, kvHeads);
+        Value totalKBlocks = p.ceilDiv(kLen, bn);
         Value bh = ivs[0], qBlock = ivs[1];
         Value bIdx = pb.createOrFold<arith::DivUIOp>(bh, qHeads);
         Value head = pb.createOrFold<arith::RemUIOp>(bh, qHeads);

@@ -8,12 +8,12 @@
 // CHECK-LABEL: func @offsets_causal_gqa
 // CHECK-SAME:    %[[Q:[^:]+]]: tensor<2x8x100x64xf16>
 // CHECK-DAG:     %[[QB:.*]] = bufferization.to_buffer %[[Q]] read_only
-// CHECK-DAG:     %[[QO:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<2xi32> to memref<2xi32>
-// CHECK-DAG:     %[[OUT:.*]] = memref.alloc() : memref<2x8x100x64xf16>
-// CHECK-DAG:     %[[C8:.*]] = arith.constant 8 : index
-// CHECK-DAG:     %[[C4:.*]] = arith.constant 4 : index
+// CHECK-DAG:     %[[QO:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = "q_offset"} : tensor<2xi32> to memref<2xi32>
+// CHECK-DAG:     %[[OUT:.*]] = memref.alloc() {kvattn.role = "out"} : memref<2x8x100x64xf16>
 // CHECK:         scf.forall (%[[BH:.*]], %[[QBLK:.*]]) in (16, 2) {
 // CHECK-NEXT:      memref.alloca_scope
+// CHECK-DAG:         %[[C8:.*]] = arith.constant 8 : index
+// CHECK-DAG:         %[[C4:.*]] = arith.constant 4 : index
 // CHECK:             %[[B:.*]] = arith.divui %[[BH]], %[[C8]]
 // CHECK:             %[[H:.*]] = arith.remui %[[BH]], %[[C8]]
 // CHECK:             %[[G:.*]] = arith.divui %[[H]], %[[C4]]
@@ -61,11 +61,11 @@ func.func @offsets_causal_gqa(%q: tensor<2x8x100x64xf16>, %k: tensor<2x2x356x64x
 // comparing the position buffers.
 
 // CHECK-LABEL: func @explicit_window_softcap_lse
-// CHECK-DAG:     %[[QP:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<2x4xi64> to memref<2x4xi64>
-// CHECK-DAG:     %[[KP:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<2x?xi64> to memref<2x?xi64>
-// CHECK-DAG:     %[[S:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<2x2x?x64xf16>
-// CHECK-DAG:     %[[LSE:.*]] = memref.alloc() : memref<2x8x4xf32>
+// CHECK-DAG:     %[[QP:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = "q_pos"} : tensor<2x4xi64> to memref<2x4xi64>
+// CHECK-DAG:     %[[KP:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = "k_pos"} : tensor<2x?xi64> to memref<2x?xi64>
+// CHECK-DAG:     %[[LSE:.*]] = memref.alloc() {kvattn.role = "lse"} : memref<2x8x4xf32>
 // CHECK:         scf.forall
+// CHECK:           %[[S:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<2x2x?x64xf16>
 // CHECK:           %[[NHI:.*]] = arith.ceildivsi %[[S]]
 // CHECK:           scf.for %[[KB:.*]] = %[[C0:.*]] to %{{.*}}
 // CHECK:             kvattn.tile.qk {{.*}} scale = 1.250000e-01 softcap = 3.000000e+01
