@@ -10,6 +10,7 @@
 
 #include "dialect/KVAttnOps.h"
 #include "passes/Passes.h"
+#include "passes/Conversion/LoopEmitter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -32,97 +33,6 @@ using namespace mlir;
 using namespace mlir::kvattn;
 
 namespace {
-
-/// Small loop-building vocabulary over an ImplicitLocOpBuilder.
-struct Emitter {
-  ImplicitLocOpBuilder &b;
-
-  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value f32(double v) {
-    return arith::ConstantFloatOp::create(b, b.getF32Type(),
-                                          APFloat(static_cast<float>(v)));
-  }
-  Value negInf() { return f32(-std::numeric_limits<float>::infinity()); }
-  Value dimOf(Value memref, int64_t d) {
-    return b.createOrFold<memref::DimOp>(memref, d);
-  }
-  Value tileDim(Value memref, int64_t d) {
-    return idx(cast<MemRefType>(memref.getType()).getDimSize(d));
-  }
-
-  /// for (iv = lb; iv < ub; ++iv) body(iv)
-  void loop(Value lb, Value ub, function_ref<void(Value)> body) {
-    scf::ForOp::create(
-        b, lb, ub, idx(1), ValueRange{},
-        [&](OpBuilder &nested, Location loc, Value iv, ValueRange) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(scf::YieldOp::create(nested, loc));
-          body(iv);
-        });
-  }
-
-  /// A reduction loop carrying one f32 value.
-  Value reduce(Value lb, Value ub, Value init,
-               function_ref<Value(Value iv, Value acc)> body) {
-    auto loop = scf::ForOp::create(
-        b, lb, ub, idx(1), ValueRange{init},
-        [&](OpBuilder &nested, Location loc, Value iv, ValueRange iter) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToEnd(nested.getInsertionBlock());
-          Value next = body(iv, iter[0]);
-          scf::YieldOp::create(b, next);
-        });
-    return loop.getResult(0);
-  }
-
-  /// if (cond) body()
-  void when(Value cond, function_ref<void()> body) {
-    auto ifOp = scf::IfOp::create(b, cond, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
-    body();
-  }
-
-  Value load(Value memref, ValueRange indices) {
-    return memref::LoadOp::create(b, memref, indices);
-  }
-  void store(Value value, Value memref, ValueRange indices) {
-    memref::StoreOp::create(b, value, memref, indices);
-  }
-  /// Loads an element of a Q/K/V buffer as f32.
-  Value loadF32(Value memref, ValueRange indices) {
-    Value v = load(memref, indices);
-    if (v.getType().isF32())
-      return v;
-    return arith::ExtFOp::create(b, b.getF32Type(), v);
-  }
-  Value loadIndex(Value memref, ValueRange indices) {
-    return arith::IndexCastOp::create(b, b.getIndexType(),
-                                      load(memref, indices));
-  }
-
-  // f32 arithmetic; `fast` marks reductions that may be reassociated.
-  Value addf(Value x, Value y, bool fast = false) {
-    auto op = arith::AddFOp::create(b, x, y);
-    if (fast)
-      op.setFastmath(arith::FastMathFlags::reassoc |
-                     arith::FastMathFlags::contract);
-    return op;
-  }
-  Value mulf(Value x, Value y, bool fast = false) {
-    auto op = arith::MulFOp::create(b, x, y);
-    if (fast)
-      op.setFastmath(arith::FastMathFlags::reassoc |
-                     arith::FastMathFlags::contract);
-    return op;
-  }
-  Value add(Value x, Value y) { return b.createOrFold<arith::AddIOp>(x, y); }
-  Value sub(Value x, Value y) { return b.createOrFold<arith::SubIOp>(x, y); }
-  Value cmpi(arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, p, x, y);
-  }
-  Value andi(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
-};
 
 LogicalResult lowerInit(TileInitOp op, PatternRewriter &rewriter) {
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
@@ -162,90 +72,31 @@ LogicalResult lowerLoadQ(TileLoadQOp op, PatternRewriter &rewriter) {
 LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter) {
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   Emitter e{b};
-  Value q = op.getQTile(), scores = op.getScores();
-  Value bn = e.tileDim(scores, 1), d = e.tileDim(q, 1);
-  Value scale = e.f32(op.getScale().convertToDouble());
-  std::optional<APFloat> softcap = op.getSoftcap();
+  Value scores = op.getScores();
+  Value bn = e.tileDim(scores, 1);
   e.loop(e.idx(0), op.getRows(), [&](Value r) {
     e.loop(e.idx(0), op.getCols(), [&](Value c) {
       Value j = e.add(op.getStart(), c);
-      Value dot = e.reduce(e.idx(0), d, e.f32(0), [&](Value x, Value acc) {
-        Value k = e.loadF32(op.getKey(), {op.getBatch(), op.getKvHead(), j, x});
-        return e.addf(acc, e.mulf(e.load(q, {r, x}), k, true), true);
+      Value s = emitScore(e, op, r, [&](Value x) {
+        return e.loadF32(op.getKey(), {op.getBatch(), op.getKvHead(), j, x});
       });
-      Value s = e.mulf(dot, scale);
-      if (softcap) {
-        Value cap = e.f32(softcap->convertToDouble());
-        s = e.mulf(cap,
-                   math::TanhOp::create(b, arith::DivFOp::create(b, s, cap)));
-      }
       e.store(s, scores, {r, c});
     });
     // Columns past the end of the keys never contribute.
-    e.loop(op.getCols(), bn, [&](Value c) {
-      e.store(e.negInf(), scores, {r, c});
-    });
+    e.loop(op.getCols(), bn,
+           [&](Value c) { e.store(e.negInf(), scores, {r, c}); });
   });
   rewriter.eraseOp(op);
   return success();
 }
 
-/// Indices of mask[b, h, i, j] under right-aligned broadcasting: static
-/// size-1 dimensions read index 0.
-SmallVector<Value> maskIndices(Emitter &e, Value mask, Value b, Value h,
-                               Value i, Value j) {
-  auto type = cast<MemRefType>(mask.getType());
-  Value full[4] = {b, h, i, j};
-  SmallVector<Value> indices;
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    indices.push_back(type.getDimSize(d) == 1 ? e.idx(0)
-                                              : full[4 - type.getRank() + d]);
-  return indices;
-}
-
 LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter) {
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   Emitter e{b};
-  Value scores = op.getScores();
-  Value mask = op.getMask();
-  bool additive =
-      mask && !cast<MemRefType>(mask.getType()).getElementType().isInteger(1);
-  using P = arith::CmpIPredicate;
   e.loop(e.idx(0), op.getRows(), [&](Value r) {
-    Value i = e.add(op.getQStart(), r);
-    Value qp;
-    if (op.getQBase())
-      qp = e.add(op.getQBase(), r);
-    else if (op.getQPos())
-      qp = e.loadIndex(op.getQPos(), {op.getBatch(), i});
+    Value qp = emitQueryPosition(e, op, r);
     e.loop(e.idx(0), op.getCols(), [&](Value c) {
-      Value j = e.add(op.getKStart(), c);
-      Value allowed = e.cmpi(P::slt, j, op.getKvLen());
-      if (Value valid = op.getKeyValid())
-        allowed = e.andi(allowed, e.load(valid, {op.getBatch(), j}));
-      if (op.getCausal() || op.getWindow()) {
-        Value kp = op.getKBase()
-                       ? e.add(op.getKBase(), c)
-                       : e.loadIndex(op.getKPos(), {op.getBatch(), j});
-        if (op.getCausal())
-          allowed = e.andi(allowed, e.cmpi(P::sle, kp, qp));
-        if (std::optional<int64_t> w = op.getWindow())
-          allowed = e.andi(allowed, e.cmpi(P::slt, e.sub(qp, kp), e.idx(*w)));
-      }
-      Value s = e.load(scores, {r, c});
-      if (mask) {
-        Value m = e.load(
-            mask, maskIndices(e, mask, op.getBatch(), op.getHead(), i, j));
-        if (additive) {
-          if (!m.getType().isF32())
-            m = arith::ExtFOp::create(b, b.getF32Type(), m);
-          s = e.addf(s, m);
-        } else {
-          allowed = e.andi(allowed, m);
-        }
-      }
-      e.store(arith::SelectOp::create(b, allowed, s, e.negInf()), scores,
-              {r, c});
+      e.store(emitMaskedScore(e, op, r, qp, c), op.getScores(), {r, c});
     });
   });
   rewriter.eraseOp(op);

@@ -1,0 +1,190 @@
+//===- LoopEmitter.h - loop-building vocabulary for tile lowerings -*- C++ -*-===//
+//
+// The CPU and GPU lowerings of the tile ops both expand them into scf loops
+// over memref loads and stores in f32; this is their shared vocabulary.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_PASSES_CONVERSION_LOOPEMITTER_H
+#define KVATTN_PASSES_CONVERSION_LOOPEMITTER_H
+
+#include "dialect/KVAttnOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <limits>
+
+namespace mlir {
+namespace kvattn {
+
+/// Small loop-building vocabulary over an ImplicitLocOpBuilder.
+struct Emitter {
+  ImplicitLocOpBuilder &b;
+
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value f32(double v) {
+    return arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                          APFloat(static_cast<float>(v)));
+  }
+  Value negInf() { return f32(-std::numeric_limits<float>::infinity()); }
+  Value dimOf(Value memref, int64_t d) {
+    return b.createOrFold<memref::DimOp>(memref, d);
+  }
+  Value tileDim(Value memref, int64_t d) {
+    return idx(cast<MemRefType>(memref.getType()).getDimSize(d));
+  }
+
+  /// for (iv = lb; iv < ub; ++iv) body(iv)
+  void loop(Value lb, Value ub, function_ref<void(Value)> body) {
+    scf::ForOp::create(
+        b, lb, ub, idx(1), ValueRange{},
+        [&](OpBuilder &nested, Location loc, Value iv, ValueRange) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(scf::YieldOp::create(nested, loc));
+          body(iv);
+        });
+  }
+
+  /// A reduction loop carrying one f32 value.
+  Value reduce(Value lb, Value ub, Value init,
+               function_ref<Value(Value iv, Value acc)> body) {
+    auto loop = scf::ForOp::create(
+        b, lb, ub, idx(1), ValueRange{init},
+        [&](OpBuilder &nested, Location loc, Value iv, ValueRange iter) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToEnd(nested.getInsertionBlock());
+          Value next = body(iv, iter[0]);
+          scf::YieldOp::create(b, next);
+        });
+    return loop.getResult(0);
+  }
+
+  /// if (cond) body()
+  void when(Value cond, function_ref<void()> body) {
+    auto ifOp = scf::IfOp::create(b, cond, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    body();
+  }
+
+  Value load(Value memref, ValueRange indices) {
+    return memref::LoadOp::create(b, memref, indices);
+  }
+  void store(Value value, Value memref, ValueRange indices) {
+    memref::StoreOp::create(b, value, memref, indices);
+  }
+  /// Loads an element of a Q/K/V buffer as f32.
+  Value loadF32(Value memref, ValueRange indices) {
+    Value v = load(memref, indices);
+    if (v.getType().isF32())
+      return v;
+    return arith::ExtFOp::create(b, b.getF32Type(), v);
+  }
+  Value loadIndex(Value memref, ValueRange indices) {
+    return arith::IndexCastOp::create(b, b.getIndexType(),
+                                      load(memref, indices));
+  }
+
+  // f32 arithmetic; `fast` marks reductions that may be reassociated.
+  Value addf(Value x, Value y, bool fast = false) {
+    auto op = arith::AddFOp::create(b, x, y);
+    if (fast)
+      op.setFastmath(arith::FastMathFlags::reassoc |
+                     arith::FastMathFlags::contract);
+    return op;
+  }
+  Value mulf(Value x, Value y, bool fast = false) {
+    auto op = arith::MulFOp::create(b, x, y);
+    if (fast)
+      op.setFastmath(arith::FastMathFlags::reassoc |
+                     arith::FastMathFlags::contract);
+    return op;
+  }
+  Value add(Value x, Value y) { return b.createOrFold<arith::AddIOp>(x, y); }
+  Value sub(Value x, Value y) { return b.createOrFold<arith::SubIOp>(x, y); }
+  Value cmpi(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, p, x, y);
+  }
+  Value andi(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+};
+
+
+/// The score of tile.qk for row `r` against one key whose element `d` is
+/// returned by `loadKey(d)` (f32): scale * dot, then the softcap.
+inline Value emitScore(Emitter &e, TileQKOp op, Value r,
+                       function_ref<Value(Value)> loadKey) {
+  Value q = op.getQTile();
+  Value d = e.tileDim(q, 1);
+  Value dot = e.reduce(e.idx(0), d, e.f32(0), [&](Value x, Value acc) {
+    return e.addf(acc, e.mulf(e.load(q, {r, x}), loadKey(x), true), true);
+  });
+  Value s = e.mulf(dot, e.f32(op.getScale().convertToDouble()));
+  if (std::optional<APFloat> softcap = op.getSoftcap()) {
+    Value cap = e.f32(softcap->convertToDouble());
+    s = e.mulf(cap, math::TanhOp::create(e.b, arith::DivFOp::create(e.b, s, cap)));
+  }
+  return s;
+}
+
+/// Indices of mask[b, h, i, j] under right-aligned broadcasting: static
+/// size-1 dimensions read index 0.
+inline SmallVector<Value> maskIndices(Emitter &e, Value mask, Value b, Value h,
+                                      Value i, Value j) {
+  auto type = cast<MemRefType>(mask.getType());
+  Value full[4] = {b, h, i, j};
+  SmallVector<Value> indices;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    indices.push_back(type.getDimSize(d) == 1 ? e.idx(0)
+                                              : full[4 - type.getRank() + d]);
+  return indices;
+}
+
+/// The position of row `r` of a tile.mask (null without positions).
+inline Value emitQueryPosition(Emitter &e, TileMaskOp op, Value r) {
+  if (op.getQBase())
+    return e.add(op.getQBase(), r);
+  if (op.getQPos())
+    return e.loadIndex(op.getQPos(), {op.getBatch(), e.add(op.getQStart(), r)});
+  return {};
+}
+
+/// tile.mask for one element: the score at (r, c) with -inf where the key
+/// is forbidden and a float mask added where it is allowed.
+inline Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp,
+                             Value c) {
+  using P = arith::CmpIPredicate;
+  Value i = e.add(op.getQStart(), r);
+  Value j = e.add(op.getKStart(), c);
+  Value allowed = e.cmpi(P::slt, j, op.getKvLen());
+  if (Value valid = op.getKeyValid())
+    allowed = e.andi(allowed, e.load(valid, {op.getBatch(), j}));
+  if (op.getCausal() || op.getWindow()) {
+    Value kp = op.getKBase() ? e.add(op.getKBase(), c)
+                             : e.loadIndex(op.getKPos(), {op.getBatch(), j});
+    if (op.getCausal())
+      allowed = e.andi(allowed, e.cmpi(P::sle, kp, qp));
+    if (std::optional<int64_t> w = op.getWindow())
+      allowed = e.andi(allowed, e.cmpi(P::slt, e.sub(qp, kp), e.idx(*w)));
+  }
+  Value s = e.load(op.getScores(), {r, c});
+  if (Value mask = op.getMask()) {
+    Value m = e.load(mask, maskIndices(e, mask, op.getBatch(), op.getHead(), i, j));
+    if (isa<FloatType>(m.getType())) {
+      if (!m.getType().isF32())
+        m = arith::ExtFOp::create(e.b, e.b.getF32Type(), m);
+      s = e.addf(s, m);
+    } else {
+      allowed = e.andi(allowed, m);
+    }
+  }
+  return arith::SelectOp::create(e.b, allowed, s, e.negInf());
+}
+
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_PASSES_CONVERSION_LOOPEMITTER_H

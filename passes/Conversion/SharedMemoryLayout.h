@@ -1,0 +1,82 @@
+//===- SharedMemoryLayout.h - where a program's tiles live on the GPU -*- C++ -*-===//
+//
+// On the GPU every scratch tile of a program (the memref.alloca's that
+// -kvattn-tile creates: query tile, scores, running max and sum,
+// accumulator) lives in dynamic shared memory, followed by one staging
+// buffer for a K or V block ([BN, max(D, Dv)] of the input element type).
+// The outlining pass needs the total (the launch's dynamic shared memory
+// and the manifest) and the GPU lowering needs the offsets; both call this.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_PASSES_CONVERSION_SHAREDMEMORYLAYOUT_H
+#define KVATTN_PASSES_CONVERSION_SHAREDMEMORYLAYOUT_H
+
+#include "dialect/KVAttnOps.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace mlir {
+namespace kvattn {
+
+struct SharedMemoryLayout {
+  /// The scratch allocas in walk order and their byte offsets.
+  SmallVector<memref::AllocaOp> tiles;
+  SmallVector<int64_t> offsets;
+  /// The K/V staging block.
+  int64_t stageOffset = 0;
+  int64_t stageRows = 0, stageCols = 0;
+  Type stageElementType;
+  int64_t totalBytes = 0;
+};
+
+inline int64_t alignTo16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
+
+/// Computes the layout of the program rooted at `root` (an scf.forall body
+/// or a kernel). Fails when the program has no tile.qk / softmax_update
+/// (nothing to stage) or a tile has a dynamic shape.
+inline FailureOr<SharedMemoryLayout> computeSharedMemoryLayout(Operation *root) {
+  SharedMemoryLayout layout;
+  int64_t offset = 0;
+  bool ok = true;
+  root->walk([&](memref::AllocaOp alloca) {
+    MemRefType type = alloca.getType();
+    if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat()) {
+      ok = false;
+      return;
+    }
+    layout.tiles.push_back(alloca);
+    layout.offsets.push_back(offset);
+    offset += alignTo16(type.getNumElements() *
+                        type.getElementType().getIntOrFloatBitWidth() / 8);
+  });
+  int64_t rows = 0, cols = 0;
+  Type elementType;
+  root->walk([&](TileQKOp op) {
+    auto scores = cast<MemRefType>(op.getScores().getType());
+    auto key = cast<MemRefType>(op.getKey().getType());
+    rows = std::max(rows, scores.getDimSize(1));
+    cols = std::max(cols, key.getDimSize(3));
+    elementType = key.getElementType();
+  });
+  root->walk([&](TileSoftmaxOp op) {
+    auto value = cast<MemRefType>(op.getValue().getType());
+    cols = std::max(cols, value.getDimSize(3));
+  });
+  if (!ok || !elementType || ShapedType::isDynamic(cols))
+    return failure();
+  layout.stageOffset = offset;
+  layout.stageRows = rows;
+  layout.stageCols = cols;
+  layout.stageElementType = elementType;
+  layout.totalBytes = offset + alignTo16(rows * cols *
+                                         elementType.getIntOrFloatBitWidth() /
+                                         8);
+  return layout;
+}
+
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_PASSES_CONVERSION_SHAREDMEMORYLAYOUT_H
