@@ -5,12 +5,16 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <string>
 
 namespace mlir {
 class RewritePatternSet;
@@ -29,7 +33,27 @@ void populateLowerAppendPatterns(RewritePatternSet &patterns);
 /// Patterns of -kvattn-lower-tile-to-loops.
 void populateLowerTileToLoopsPatterns(RewritePatternSet &patterns);
 
-/// Registers the kvattn-to-cpu pipeline.
+/// Options of the GPU pipelines (kvattn-to-ptx).
+struct PtxPipelineOptions {
+  std::string chip = "sm_80";
+  std::string features;
+  std::string libdevice;
+  int64_t blockM = 64, blockN = 64, numWarps = 4, numStages = 2;
+};
+
+/// kvattn -> tile program -> outlined kernels with the tile ops lowered to
+/// threads and shared memory (still in the gpu/scf/memref dialects).
+void buildKVAttnToGpuKernelsPipeline(OpPassManager &pm,
+                                     const PtxPipelineOptions &options);
+/// Kernels -> NVVM -> PTX text (gpu.binary, format=isa).
+void buildGpuKernelsToPtxPipeline(OpPassManager &pm,
+                                  const PtxPipelineOptions &options,
+                                  const std::string &libdevice);
+/// libdevice.10.bc: `explicitPath` if it exists, else from $CUDA_HOME,
+/// $CUDA_PATH or /usr/local/cuda; empty when not found.
+std::string findLibdevice(const std::string &explicitPath);
+
+/// Registers the kvattn-to-cpu and kvattn-to-ptx pipelines.
 void registerKVAttnPipelines();
 
 #define GEN_PASS_REGISTRATION

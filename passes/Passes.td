@@ -134,4 +134,56 @@ def LowerTileToLoopsPass : Pass<"kvattn-lower-tile-to-loops"> {
   ];
 }
 
+
+def OutlineTileProgramsPass
+    : Pass<"kvattn-outline-tile-programs", "::mlir::ModuleOp"> {
+  let summary = "Outline each tile program into a GPU kernel";
+  let description = [{
+    Moves the body of every tiled `scf.forall` (the program of one
+    `kvattn.attention`, see -kvattn-tile) into a `gpu.func` kernel of the
+    `gpu.module @kvattn_kernels`, and replaces the forall with the
+    `gpu.launch_func` that runs it: one thread block per program
+    (grid x = B * Hq, grid y = ceil(L / block-m)), `32 * num-warps` threads,
+    the program's tiles in dynamic shared memory.
+
+    The kernel ABI is bare pointers and scalars: one pointer per operand
+    buffer in the fixed order query, key, value, q_offset, k_offset, q_pos,
+    k_pos, kv_len, key_valid, mask, out, lse (absent operands are left out),
+    then the sizes B, Hq, Hkv, L, S (64-bit). Inside, the [B, H, S, D] views
+    are rebuilt from the sizes (`memref.reinterpret_cast`); the pointers are
+    typed `memref<1xT>` in the signature so that the bare-pointer calling
+    convention applies. The kernel carries its ABI (`kvattn.params`), its
+    tile configuration and its dynamic shared memory size
+    (`kvattn.dynamic_smem_bytes`) for the launch manifest.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
+def LowerTileToGPUPass : Pass<"kvattn-lower-tile-to-gpu"> {
+  let summary = "Lower the tile ops of outlined kernels to threads, warps "
+                "and shared memory";
+  let description = [{
+    The GPU lowering of the tile program (docs/gpu-lowering.md). Warp `w`
+    owns query rows [16w, 16w + 16) of the tile; lane `l` owns rows
+    16w + l/4 and 16w + l/4 + 8 and, in every score or accumulator row, the
+    columns 8j + 2(l % 4) and 8j + 2(l % 4) + 1: the accumulator layout of
+    `mma.sync.m16n8k16`, so tensor-core fragments can replace the scalar
+    inner products without changing who owns what. Tiles and one K/V
+    staging block live in dynamic shared memory; row maxima and sums are
+    reduced across the four lanes of a row with warp shuffles; blocks are
+    loaded cooperatively by all threads between barriers.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 #endif // KVATTN_PASSES_PASSES_TD

@@ -5,7 +5,10 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <cstdlib>
 
 using namespace mlir;
 
@@ -61,7 +64,100 @@ void buildKVAttnToCpuPipeline(OpPassManager &pm,
     llvm::report_fatal_error("kvattn-to-cpu: invalid pipeline text");
 }
 
+struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("Target SM, e.g. sm_80, sm_90"),
+                           llvm::cl::init("sm_80")};
+  Option<std::string> features{
+      *this, "features",
+      llvm::cl::desc("PTX features, e.g. +ptx80 (default: the minimum PTX "
+                     "ISA of the chip)"),
+      llvm::cl::init("")};
+  Option<std::string> libdevice{
+      *this, "libdevice",
+      llvm::cl::desc("libdevice.10.bc (default: $CUDA_HOME, $CUDA_PATH or "
+                     "/usr/local/cuda)"),
+      llvm::cl::init("")};
+  Option<int64_t> blockM{*this, "block-m",
+                         llvm::cl::desc("Query rows per program (16 x "
+                                        "num-warps)"),
+                         llvm::cl::init(64)};
+  Option<int64_t> blockN{*this, "block-n",
+                         llvm::cl::desc("Keys per KV block (multiple of 8)"),
+                         llvm::cl::init(64)};
+  Option<int64_t> numWarps{*this, "num-warps",
+                           llvm::cl::desc("Warps per program"),
+                           llvm::cl::init(4)};
+  Option<int64_t> numStages{*this, "num-stages",
+                            llvm::cl::desc("K/V pipeline depth (recorded)"),
+                            llvm::cl::init(2)};
+
+  mlir::kvattn::PtxPipelineOptions get() const {
+    mlir::kvattn::PtxPipelineOptions o;
+    o.chip = chip;
+    o.features = features;
+    o.libdevice = libdevice;
+    o.blockM = blockM;
+    o.blockN = blockN;
+    o.numWarps = numWarps;
+    o.numStages = numStages;
+    return o;
+  }
+};
+
+void addPipeline(OpPassManager &pm, const std::string &text) {
+  if (failed(parsePassPipeline(text, pm, llvm::errs())))
+    llvm::report_fatal_error("kvattn: invalid pipeline text: " +
+                             llvm::Twine(text));
+}
+
 } // namespace
+
+std::string mlir::kvattn::findLibdevice(const std::string &explicitPath) {
+  if (!explicitPath.empty())
+    return llvm::sys::fs::exists(explicitPath) ? explicitPath : "";
+  SmallVector<std::string> roots;
+  for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char *value = std::getenv(var))
+      roots.push_back(value);
+  roots.push_back("/usr/local/cuda");
+  for (const std::string &root : roots) {
+    std::string path = root + "/nvvm/libdevice/libdevice.10.bc";
+    if (llvm::sys::fs::exists(path))
+      return path;
+  }
+  return "";
+}
+
+void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
+    OpPassManager &pm, const PtxPipelineOptions &options) {
+  addPipeline(
+      pm, llvm::formatv("kvattn-resolve-cached-append,"
+                        "kvattn-tile{{block-m={0} block-n={1} num-warps={2} "
+                        "num-stages={3}},"
+                        "kvattn-outline-tile-programs,"
+                        "gpu.module(kvattn-lower-tile-to-gpu,canonicalize,cse)",
+                        options.blockM, options.blockN, options.numWarps,
+                        options.numStages)
+              .str());
+}
+
+void mlir::kvattn::buildGpuKernelsToPtxPipeline(
+    OpPassManager &pm, const PtxPipelineOptions &options,
+    const std::string &libdevice) {
+  std::string target = "chip=" + options.chip;
+  if (!options.features.empty())
+    target += " features=" + options.features;
+  if (!libdevice.empty())
+    target += " l=" + libdevice;
+  addPipeline(pm, "nvvm-attach-target{" + target +
+                      " O=3},"
+                      "gpu.module(convert-scf-to-cf,expand-strided-metadata,"
+                      "lower-affine,"
+                      "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},"
+                      "canonicalize,cse,reconcile-unrealized-casts),"
+                      "gpu-module-to-binary{format=isa}");
+}
 
 void mlir::kvattn::registerKVAttnPipelines() {
   PassPipelineRegistration<CpuPipelineOptions>(
@@ -69,4 +165,18 @@ void mlir::kvattn::registerKVAttnPipelines() {
       "kvattn (sdpa/append/attention) -> tile program -> loops -> LLVM "
       "dialect for the CPU JIT",
       buildKVAttnToCpuPipeline);
+  PassPipelineRegistration<PtxPipelineOptionsCL>(
+      "kvattn-to-ptx",
+      "kvattn (sdpa/attention) -> tile program -> GPU kernels (threads, "
+      "warps, shared memory) -> NVVM -> PTX text in a gpu.binary",
+      [](OpPassManager &pm, const PtxPipelineOptionsCL &cl) {
+        mlir::kvattn::PtxPipelineOptions options = cl.get();
+        std::string libdevice = mlir::kvattn::findLibdevice(options.libdevice);
+        if (libdevice.empty())
+          llvm::errs() << "kvattn-to-ptx: warning: libdevice.10.bc not found "
+                          "(set CUDA_HOME or libdevice=PATH); math functions "
+                          "stay external in the PTX\n";
+        mlir::kvattn::buildKVAttnToGpuKernelsPipeline(pm, options);
+        mlir::kvattn::buildGpuKernelsToPtxPipeline(pm, options, libdevice);
+      });
 }

@@ -8,6 +8,8 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 
 void kvattn::registerAllKVAttnDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::kvattn::KVAttnDialect>();
@@ -18,6 +20,10 @@ void kvattn::registerAllKVAttnDialects(mlir::DialectRegistry &registry) {
   // declares them; nothing is loaded until used.
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
+  // Translation to LLVM IR (CPU JIT, gpu-module-to-binary) and the NVVM
+  // target of gpu-module-to-binary: without the latter that pass crashes.
+  mlir::registerAllToLLVMIRTranslations(registry);
+  mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
 void kvattn::registerAllKVAttnPasses() {

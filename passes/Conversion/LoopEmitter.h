@@ -1,4 +1,5 @@
-//===- LoopEmitter.h - loop-building vocabulary for tile lowerings -*- C++ -*-===//
+//===- LoopEmitter.h - loop-building vocabulary for tile lowerings -*- C++
+//-*-===//
 //
 // The CPU and GPU lowerings of the tile ops both expand them into scf loops
 // over memref loads and stores in f32; this is their shared vocabulary.
@@ -112,7 +113,6 @@ struct Emitter {
   Value andi(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
 };
 
-
 /// The score of tile.qk for row `r` against one key whose element `d` is
 /// returned by `loadKey(d)` (f32): scale * dot, then the softcap.
 inline Value emitScore(Emitter &e, TileQKOp op, Value r,
@@ -125,7 +125,8 @@ inline Value emitScore(Emitter &e, TileQKOp op, Value r,
   Value s = e.mulf(dot, e.f32(op.getScale().convertToDouble()));
   if (std::optional<APFloat> softcap = op.getSoftcap()) {
     Value cap = e.f32(softcap->convertToDouble());
-    s = e.mulf(cap, math::TanhOp::create(e.b, arith::DivFOp::create(e.b, s, cap)));
+    s = e.mulf(cap,
+               math::TanhOp::create(e.b, arith::DivFOp::create(e.b, s, cap)));
   }
   return s;
 }
@@ -172,7 +173,8 @@ inline Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp,
   }
   Value s = e.load(op.getScores(), {r, c});
   if (Value mask = op.getMask()) {
-    Value m = e.load(mask, maskIndices(e, mask, op.getBatch(), op.getHead(), i, j));
+    Value m =
+        e.load(mask, maskIndices(e, mask, op.getBatch(), op.getHead(), i, j));
     if (isa<FloatType>(m.getType())) {
       if (!m.getType().isF32())
         m = arith::ExtFOp::create(e.b, e.b.getF32Type(), m);

@@ -1,4 +1,5 @@
-//===- SharedMemoryLayout.h - where a program's tiles live on the GPU -*- C++ -*-===//
+//===- SharedMemoryLayout.h - where a program's tiles live on the GPU -*- C++
+//-*-===//
 //
 // On the GPU every scratch tile of a program (the memref.alloca's that
 // -kvattn-tile creates: query tile, scores, running max and sum,
@@ -36,7 +37,8 @@ inline int64_t alignTo16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 /// Computes the layout of the program rooted at `root` (an scf.forall body
 /// or a kernel). Fails when the program has no tile.qk / softmax_update
 /// (nothing to stage) or a tile has a dynamic shape.
-inline FailureOr<SharedMemoryLayout> computeSharedMemoryLayout(Operation *root) {
+inline FailureOr<SharedMemoryLayout>
+computeSharedMemoryLayout(Operation *root) {
   SharedMemoryLayout layout;
   int64_t offset = 0;
   bool ok = true;
@@ -70,9 +72,8 @@ inline FailureOr<SharedMemoryLayout> computeSharedMemoryLayout(Operation *root) 
   layout.stageRows = rows;
   layout.stageCols = cols;
   layout.stageElementType = elementType;
-  layout.totalBytes = offset + alignTo16(rows * cols *
-                                         elementType.getIntOrFloatBitWidth() /
-                                         8);
+  layout.totalBytes =
+      offset + alignTo16(rows * cols * elementType.getIntOrFloatBitWidth() / 8);
   return layout;
 }
 

@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/KVAttnOps.h"
-#include "passes/Passes.h"
 #include "passes/Conversion/LoopEmitter.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -83,8 +83,9 @@ LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter) {
       e.store(s, scores, {r, c});
     });
     // Columns past the end of the keys never contribute.
-    e.loop(op.getCols(), bn,
-           [&](Value c) { e.store(e.negInf(), scores, {r, c}); });
+    e.loop(op.getCols(), bn, [&](Value c) {
+      e.store(e.negInf(), scores, {r, c});
+    });
   });
   rewriter.eraseOp(op);
   return success();

@@ -1,0 +1,437 @@
+//===- TileToGPU.cpp - the GPU lowering of the tile ops -------------------===//
+//
+// Thread mapping (docs/gpu-lowering.md). A program is a thread block of
+// 32 * num_warps threads and BM = 16 * num_warps query rows:
+//
+//   warp w = tid / 32 owns rows [16w, 16w + 16)
+//   lane l = tid % 32 owns rows 16w + l/4 and 16w + l/4 + 8, and in each of
+//   them the columns 8j + 2(l % 4) + {0, 1}, j = 0, 1, ...
+//
+// which is the accumulator fragment of mma.sync.m16n8k16 (c0..c3). Scores
+// and the accumulator are owned that way; the four lanes of a row (a quad)
+// reduce its maximum and sum with two xor-shuffles. Whole tiles (the query
+// tile, a K or V block) are loaded cooperatively by all threads, and
+// barriers separate phases. Every barrier sits in block-uniform control
+// flow: the loops and the partial-block branch of the tile program depend
+// only on the program id.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/KVAttnOps.h"
+#include "passes/Conversion/LoopEmitter.h"
+#include "passes/Conversion/SharedMemoryLayout.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_LOWERTILETOGPUPASS
+#include "passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+namespace {
+
+/// The thread coordinates of a kernel, created once at its entry.
+struct Threads {
+  Value tid, warp, lane, quad;
+  int64_t count;
+  Value stage; // the K/V staging block in shared memory
+};
+
+/// Loop vocabulary plus the thread mapping.
+struct GpuEmitter : Emitter {
+  const Threads &t;
+
+  GpuEmitter(ImplicitLocOpBuilder &b, const Threads &t) : Emitter{b}, t(t) {}
+
+  Value mulIdx(Value x, int64_t c) {
+    return b.createOrFold<arith::MulIOp>(x, idx(c));
+  }
+  Value divIdx(Value x, Value y) {
+    return b.createOrFold<arith::DivUIOp>(x, y);
+  }
+  Value remIdx(Value x, Value y) {
+    return b.createOrFold<arith::RemUIOp>(x, y);
+  }
+  Value lt(Value x, Value y) {
+    return b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::ult, x, y);
+  }
+
+  void barrier() { gpu::BarrierOp::create(b); }
+
+  /// All threads together: for (i = tid; i < n; i += threads).
+  void cooperative(Value n, function_ref<void(Value)> body) {
+    scf::ForOp::create(
+        b, t.tid, n, idx(t.count), ValueRange{},
+        [&](OpBuilder &nested, Location loc, Value iv, ValueRange) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(scf::YieldOp::create(nested, loc));
+          body(iv);
+        });
+  }
+
+  /// Row k (0 or 1) of this lane.
+  Value ownedRow(int k) {
+    return add(add(mulIdx(t.warp, 16), divIdx(t.lane, idx(4))), idx(8 * k));
+  }
+
+  /// The lane's columns below `n`: 8j + 2 * quad + e.
+  void ownedColumns(Value n, function_ref<void(Value)> body) {
+    Value groups = b.createOrFold<arith::CeilDivUIOp>(n, idx(8));
+    loop(idx(0), groups, [&](Value j) {
+      loop(idx(0), idx(2), [&](Value e) {
+        Value c = add(add(mulIdx(j, 8), mulIdx(t.quad, 2)), e);
+        when(lt(c, n), [&] { body(c); });
+      });
+    });
+  }
+
+  /// A reduction over the lane's columns of a [*, bn] tile (bn % 8 == 0).
+  Value reduceOwnedColumns(int64_t bn, Value init,
+                           function_ref<Value(Value c, Value acc)> body) {
+    return reduce(idx(0), idx(bn / 8), init, [&](Value j, Value acc) {
+      Value c0 = add(mulIdx(j, 8), mulIdx(t.quad, 2));
+      acc = body(c0, acc);
+      return body(add(c0, idx(1)), acc);
+    });
+  }
+
+  /// Combines a value across the four lanes of a row.
+  Value quadReduce(Value v, bool isMax) {
+    for (int32_t offset : {1, 2}) {
+      Value off = arith::ConstantIntOp::create(b, b.getI32Type(), offset);
+      Value width = arith::ConstantIntOp::create(b, b.getI32Type(), 32);
+      Value other =
+          gpu::ShuffleOp::create(b, v, off, width, gpu::ShuffleMode::XOR)
+              .getShuffleResult();
+      v = isMax ? arith::MaximumFOp::create(b, v, other).getResult()
+                : addf(v, other);
+    }
+    return v;
+  }
+
+  /// cond ? thenValue() : elseValue, evaluating thenValue only if needed.
+  Value ifElse(Value cond, function_ref<Value()> thenValue, Value elseValue) {
+    auto ifOp = scf::IfOp::create(b, TypeRange{elseValue.getType()}, cond,
+                                  /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(b, thenValue());
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, elseValue);
+    }
+    return ifOp.getResult(0);
+  }
+
+  Value zeroOf(Type type) {
+    return arith::ConstantOp::create(b, type, b.getZeroAttr(type));
+  }
+};
+
+void lowerInit(GpuEmitter &e, TileInitOp op) {
+  Value acc = op.getAcc();
+  Value dv = e.tileDim(acc, 1);
+  e.cooperative(e.mulIdx(dv, cast<MemRefType>(acc.getType()).getDimSize(0)),
+                [&](Value i) {
+                  e.store(e.f32(0), acc, {e.divIdx(i, dv), e.remIdx(i, dv)});
+                });
+  e.cooperative(e.tileDim(op.getMax(), 0), [&](Value r) {
+    e.store(e.negInf(), op.getMax(), r);
+    e.store(e.f32(0), op.getSum(), r);
+  });
+  e.barrier();
+}
+
+void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
+  Value tile = op.getQTile();
+  auto type = cast<MemRefType>(tile.getType());
+  Value d = e.tileDim(tile, 1);
+  e.cooperative(e.idx(type.getNumElements()), [&](Value i) {
+    Value r = e.divIdx(i, d), x = e.remIdx(i, d);
+    Value v = e.ifElse(
+        e.lt(r, op.getRows()),
+        [&] {
+          return e.loadF32(op.getQuery(), {op.getBatch(), op.getHead(),
+                                           e.add(op.getStart(), r), x});
+        },
+        e.f32(0));
+    e.store(v, tile, {r, x});
+  });
+  e.barrier();
+}
+
+/// Stages rows [start, start + cols) of `source[batch, head]` into the
+/// shared staging block (zeros past `cols`).
+void stageBlock(GpuEmitter &e, Value source, Value batch, Value head,
+                Value start, Value cols, int64_t bn, int64_t width) {
+  Type elt = cast<MemRefType>(source.getType()).getElementType();
+  Value w = e.idx(width);
+  e.cooperative(e.idx(bn * width), [&](Value i) {
+    Value c = e.divIdx(i, w), x = e.remIdx(i, w);
+    Value v = e.ifElse(
+        e.lt(c, cols),
+        [&] {
+          return e.load(source, {batch, head, e.add(start, c), x});
+        },
+        e.zeroOf(elt));
+    e.store(v, e.t.stage, {c, x});
+  });
+}
+
+void lowerQK(GpuEmitter &e, TileQKOp op) {
+  auto scoresType = cast<MemRefType>(op.getScores().getType());
+  int64_t bn = scoresType.getDimSize(1);
+  int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
+  stageBlock(e, op.getKey(), op.getBatch(), op.getKvHead(), op.getStart(),
+             op.getCols(), bn, d);
+  e.barrier();
+  for (int k = 0; k < 2; ++k) {
+    Value r = e.ownedRow(k);
+    e.when(e.lt(r, op.getRows()), [&] {
+      e.ownedColumns(e.idx(bn), [&](Value c) {
+        Value s = e.ifElse(
+            e.lt(c, op.getCols()),
+            [&] {
+              return emitScore(e, op, r, [&](Value x) {
+                Value v = e.load(e.t.stage, {c, x});
+                return v.getType().isF32()
+                           ? v
+                           : arith::ExtFOp::create(e.b, e.b.getF32Type(), v)
+                                 .getResult();
+              });
+            },
+            e.negInf());
+        e.store(s, op.getScores(), {r, c});
+      });
+    });
+  }
+  e.barrier();
+}
+
+void lowerMask(GpuEmitter &e, TileMaskOp op) {
+  // Same ownership as tile.qk and tile.softmax_update: no barrier needed.
+  for (int k = 0; k < 2; ++k) {
+    Value r = e.ownedRow(k);
+    e.when(e.lt(r, op.getRows()), [&] {
+      Value qp = emitQueryPosition(e, op, r);
+      e.ownedColumns(op.getCols(), [&](Value c) {
+        e.store(emitMaskedScore(e, op, r, qp, c), op.getScores(), {r, c});
+      });
+    });
+  }
+}
+
+void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op) {
+  Value scores = op.getScores(), acc = op.getAcc();
+  int64_t bn = cast<MemRefType>(scores.getType()).getDimSize(1);
+  int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
+  stageBlock(e, op.getValue(), op.getBatch(), op.getKvHead(), op.getStart(),
+             op.getCols(), bn, dv);
+
+  // Phase 1, per owned row: the new maximum (quad-reduced), the rescale
+  // factor, the probabilities (written over the scores) and their sum.
+  struct RowUpdate {
+    Value row, max, sum, alpha;
+  } rows[2];
+  for (int k = 0; k < 2; ++k) {
+    Value r = e.ownedRow(k);
+    Value oldMax = e.load(op.getMax(), r);
+    Value oldSum = e.load(op.getSum(), r);
+    Value blockMax = e.quadReduce(
+        e.reduceOwnedColumns(
+            bn, e.negInf(),
+            [&](Value c, Value m) {
+              return arith::MaximumFOp::create(e.b, m, e.load(scores, {r, c}));
+            }),
+        /*isMax=*/true);
+    Value newMax = arith::MaximumFOp::create(e.b, oldMax, blockMax);
+    Value any = arith::CmpFOp::create(e.b, arith::CmpFPredicate::UNE, newMax,
+                                      e.negInf());
+    Value alpha = arith::SelectOp::create(
+        e.b, any,
+        math::ExpOp::create(e.b, arith::SubFOp::create(e.b, oldMax, newMax)),
+        e.f32(1));
+    Value blockSum = e.quadReduce(
+        e.reduceOwnedColumns(
+            bn, e.f32(0),
+            [&](Value c, Value sum) {
+              Value p = arith::SelectOp::create(
+                  e.b, any,
+                  math::ExpOp::create(
+                      e.b, arith::SubFOp::create(e.b, e.load(scores, {r, c}),
+                                                 newMax)),
+                  e.f32(0));
+              e.store(p, scores, {r, c});
+              return e.addf(sum, p);
+            }),
+        /*isMax=*/false);
+    rows[k] = {r, newMax, e.addf(e.mulf(alpha, oldSum), blockSum), alpha};
+  }
+  // Every probability and the V block are in shared memory; every lane has
+  // read the old max and sum.
+  e.barrier();
+
+  // Phase 2: acc = alpha * acc + P . V on the lane's accumulator entries.
+  for (const RowUpdate &u : rows) {
+    e.ownedColumns(e.idx(dv), [&](Value x) {
+      Value pv =
+          e.reduce(e.idx(0), op.getCols(), e.f32(0), [&](Value c, Value sum) {
+            Value v = e.load(e.t.stage, {c, x});
+            if (!v.getType().isF32())
+              v = arith::ExtFOp::create(e.b, e.b.getF32Type(), v);
+            return e.addf(sum, e.mulf(e.load(scores, {u.row, c}), v, true),
+                          true);
+          });
+      e.store(e.addf(e.mulf(u.alpha, e.load(acc, {u.row, x})), pv), acc,
+              {u.row, x});
+    });
+    // One lane of the quad publishes the row state.
+    Value leader = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
+                                         e.t.quad, e.idx(0));
+    e.when(arith::AndIOp::create(e.b, leader, e.lt(u.row, op.getRows())), [&] {
+      e.store(u.max, op.getMax(), u.row);
+      e.store(u.sum, op.getSum(), u.row);
+    });
+  }
+  // The next block overwrites the staging block and the scores.
+  e.barrier();
+}
+
+void lowerStore(GpuEmitter &e, TileStoreOp op) {
+  Value acc = op.getAcc(), out = op.getOut();
+  Type outType = cast<MemRefType>(out.getType()).getElementType();
+  int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
+  for (int k = 0; k < 2; ++k) {
+    Value r = e.ownedRow(k);
+    e.when(e.lt(r, op.getRows()), [&] {
+      Value i = e.add(op.getStart(), r);
+      Value rowMax = e.load(op.getMax(), r);
+      Value sum = e.load(op.getSum(), r);
+      Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
+                                          rowMax, e.negInf());
+      Value inv = arith::DivFOp::create(e.b, e.f32(1), sum);
+      e.ownedColumns(e.idx(dv), [&](Value x) {
+        Value v = e.mulf(e.load(acc, {r, x}), inv);
+        v = arith::SelectOp::create(e.b, empty, e.f32(0), v);
+        if (!outType.isF32())
+          v = arith::TruncFOp::create(e.b, outType, v);
+        e.store(v, out, {op.getBatch(), op.getHead(), i, x});
+      });
+      if (Value lse = op.getLse()) {
+        Value leader = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
+                                             e.t.quad, e.idx(0));
+        e.when(leader, [&] {
+          Value l = e.addf(rowMax, math::LogOp::create(e.b, sum));
+          e.store(arith::SelectOp::create(e.b, empty, e.negInf(), l), lse,
+                  {op.getBatch(), op.getHead(), i});
+        });
+      }
+    });
+  }
+}
+
+LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
+  auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
+  int64_t numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
+  FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(kernel);
+  if (failed(layout))
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: the program's tiles need static "
+              "shapes";
+  int64_t bm = config.getAs<IntegerAttr>("block_m").getInt();
+  int64_t bn = config.getAs<IntegerAttr>("block_n").getInt();
+  if (bm != 16 * numWarps || bn % 8 != 0)
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu maps 16 query rows to each warp and "
+              "8-column fragments to lanes: block-m must be 16 x num-warps "
+              "and block-n a multiple of 8 (got block-m = "
+           << bm << ", block-n = " << bn << ", num-warps = " << numWarps << ")";
+  if (auto bytes =
+          kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes");
+      bytes && bytes.getInt() != layout->totalBytes)
+    return kernel.emitOpError()
+           << "shared memory layout changed after outlining (" << bytes.getInt()
+           << " vs " << layout->totalBytes << " bytes)";
+
+  MLIRContext *ctx = kernel.getContext();
+  ImplicitLocOpBuilder b(kernel.getLoc(), ctx);
+  b.setInsertionPointToStart(&kernel.getBody().front());
+  auto workgroup =
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  Value smem = gpu::DynamicSharedMemoryOp::create(
+      b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                         MemRefLayoutAttrInterface(), workgroup));
+  auto view = [&](int64_t offset, ArrayRef<int64_t> shape, Type elt) {
+    return memref::ViewOp::create(
+        b, MemRefType::get(shape, elt, MemRefLayoutAttrInterface(), workgroup),
+        smem, arith::ConstantIndexOp::create(b, offset), ValueRange{});
+  };
+  for (auto [alloca, offset] : llvm::zip(layout->tiles, layout->offsets)) {
+    MemRefType type = alloca.getType();
+    alloca.getResult().replaceAllUsesWith(
+        view(offset, type.getShape(), type.getElementType()));
+    alloca.erase();
+  }
+  Threads t;
+  t.count = 32 * numWarps;
+  t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
+                 layout->stageElementType);
+  t.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value c32 = arith::ConstantIndexOp::create(b, 32);
+  t.warp = arith::DivUIOp::create(b, t.tid, c32);
+  t.lane = arith::RemUIOp::create(b, t.tid, c32);
+  t.quad =
+      arith::RemUIOp::create(b, t.lane, arith::ConstantIndexOp::create(b, 4));
+
+  SmallVector<Operation *> tileOps;
+  kernel.walk([&](Operation *op) {
+    if (isa<TileInitOp, TileLoadQOp, TileQKOp, TileMaskOp, TileSoftmaxOp,
+            TileStoreOp>(op))
+      tileOps.push_back(op);
+  });
+  for (Operation *op : tileOps) {
+    ImplicitLocOpBuilder ob(op->getLoc(), op);
+    GpuEmitter e(ob, t);
+    if (auto o = dyn_cast<TileInitOp>(op))
+      lowerInit(e, o);
+    else if (auto o = dyn_cast<TileLoadQOp>(op))
+      lowerLoadQ(e, o);
+    else if (auto o = dyn_cast<TileQKOp>(op))
+      lowerQK(e, o);
+    else if (auto o = dyn_cast<TileMaskOp>(op))
+      lowerMask(e, o);
+    else if (auto o = dyn_cast<TileSoftmaxOp>(op))
+      lowerSoftmax(e, o);
+    else if (auto o = dyn_cast<TileStoreOp>(op))
+      lowerStore(e, o);
+    op->erase();
+  }
+  return success();
+}
+
+struct LowerTileToGPUPass
+    : kvattn::impl::LowerTileToGPUPassBase<LowerTileToGPUPass> {
+  void runOnOperation() override {
+    SmallVector<gpu::GPUFuncOp> kernels;
+    getOperation()->walk([&](gpu::GPUFuncOp kernel) {
+      if (kernel->hasAttr("kvattn.tile_config"))
+        kernels.push_back(kernel);
+    });
+    for (gpu::GPUFuncOp kernel : kernels)
+      if (failed(lowerKernel(kernel)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,241 @@
+//===- OutlineTilePrograms.cpp - tile programs -> GPU kernels -------------===//
+//
+// Each program instance of the tile program becomes one thread block. The
+// program body is moved as is (its KV-block range, full/partial split and
+// online softmax are not rewritten); only its operands change, from the
+// host's buffers to views rebuilt from kernel parameters.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/KVAttnOps.h"
+#include "passes/Conversion/SharedMemoryLayout.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_OUTLINETILEPROGRAMSPASS
+#include "passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+/// The operand roles in kernel-parameter order.
+static const char *const kRoles[] = {"query",     "key",   "value", "q_offset",
+                                     "k_offset",  "q_pos", "k_pos", "kv_len",
+                                     "key_valid", "mask",  "out",   "lse"};
+/// The sizes that follow the pointers.
+static const char *const kSizes[] = {"B", "Hq", "Hkv", "L", "S"};
+enum SizeIndex { kB, kHq, kHkv, kL, kS };
+
+/// The symbolic shape of an operand: each dimension is one of the sizes, or
+/// -1 for a static dimension (head dims, broadcast dims of the mask).
+static SmallVector<int> symbolicShape(StringRef role, int64_t rank) {
+  if (role == "query")
+    return {kB, kHq, kL, -1};
+  if (role == "key" || role == "value")
+    return {kB, kHkv, kS, -1};
+  if (role == "q_offset" || role == "k_offset" || role == "kv_len")
+    return {kB};
+  if (role == "q_pos")
+    return {kB, kL};
+  if (role == "k_pos" || role == "key_valid")
+    return {kB, kS};
+  if (role == "out")
+    return {kB, kHq, kL, -1};
+  if (role == "lse")
+    return {kB, kHq, kL};
+  // mask: right-aligned against [B, Hq, L, S].
+  SmallVector<int> full = {kB, kHq, kL, kS};
+  return SmallVector<int>(full.end() - rank, full.end());
+}
+
+/// A row-major view of `ptr` (memref<1xT>) with the operand's shape.
+static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
+                         StringRef role, ArrayRef<Value> sizes) {
+  SmallVector<int> symbolic = symbolicShape(role, type.getRank());
+  SmallVector<OpFoldResult> dims, strides(type.getRank());
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    if (!type.isDynamicDim(d))
+      dims.push_back(b.getIndexAttr(type.getDimSize(d)));
+    else
+      dims.push_back(sizes[symbolic[d]]);
+  }
+  OpFoldResult stride = b.getIndexAttr(1);
+  for (int64_t d = type.getRank() - 1; d >= 0; --d) {
+    strides[d] = stride;
+    auto cs = getConstantIntValue(stride), cd = getConstantIntValue(dims[d]);
+    if (cs && cd)
+      stride = b.getIndexAttr(*cs * *cd);
+    else
+      stride = arith::MulIOp::create(
+                   b, getValueOrCreateConstantIndexOp(b, b.getLoc(), stride),
+                   getValueOrCreateConstantIndexOp(b, b.getLoc(), dims[d]))
+                   .getResult();
+  }
+  return memref::ReinterpretCastOp::create(b, type, ptr, b.getIndexAttr(0),
+                                           dims, strides);
+}
+
+static LogicalResult outlineProgram(scf::ForallOp forall,
+                                    gpu::GPUModuleOp gpuModule,
+                                    StringRef kernelName) {
+  auto config = forall->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
+  int64_t numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
+  MLIRContext *ctx = forall.getContext();
+
+  // What the program uses from outside: operand buffers and constants.
+  SetVector<Value> captured;
+  getUsedValuesDefinedAbove(forall.getRegion(), captured);
+  llvm::StringMap<Value> buffers;
+  SmallVector<Value> constants;
+  for (Value v : captured) {
+    Operation *def = v.getDefiningOp();
+    if (def && def->hasAttr("kvattn.role")) {
+      buffers[def->getAttrOfType<StringAttr>("kvattn.role").getValue()] = v;
+    } else if (def && def->hasTrait<OpTrait::ConstantLike>()) {
+      constants.push_back(v);
+    } else {
+      return forall.emitOpError()
+             << "kvattn-outline-tile-programs: the program uses a value that "
+                "is neither an operand buffer nor a constant";
+    }
+  }
+  if (!buffers.count("query") || !buffers.count("key") || !buffers.count("out"))
+    return forall.emitOpError() << "kvattn-outline-tile-programs: not a "
+                                   "kvattn tile program (no query/key/out)";
+  FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(forall);
+  if (failed(layout))
+    return forall.emitOpError()
+           << "kvattn-outline-tile-programs: the program's tiles need static "
+              "shapes";
+
+  // The kernel signature.
+  SmallVector<StringRef> roles;
+  SmallVector<Type> argTypes;
+  for (const char *role : kRoles) {
+    auto it = buffers.find(role);
+    if (it == buffers.end())
+      continue;
+    roles.push_back(role);
+    auto type = cast<MemRefType>(it->second.getType());
+    argTypes.push_back(MemRefType::get({1}, type.getElementType()));
+  }
+  Type index = IndexType::get(ctx);
+  argTypes.append(std::size(kSizes), index);
+
+  OpBuilder moduleBuilder = OpBuilder::atBlockEnd(gpuModule.getBody());
+  auto kernel =
+      gpu::GPUFuncOp::create(moduleBuilder, forall.getLoc(), kernelName,
+                             FunctionType::get(ctx, argTypes, {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
+  int32_t threads = static_cast<int32_t>(32 * numWarps);
+  kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
+  SmallVector<Attribute> params;
+  for (StringRef role : roles)
+    params.push_back(StringAttr::get(ctx, role));
+  for (const char *size : kSizes)
+    params.push_back(StringAttr::get(ctx, size));
+  kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
+  kernel->setAttr("kvattn.tile_config", config);
+  kernel->setAttr(
+      "kvattn.dynamic_smem_bytes",
+      IntegerAttr::get(IntegerType::get(ctx, 64), layout->totalBytes));
+
+  // The kernel body: views from the parameters, the program's ids from the
+  // block ids, then the program itself.
+  Block &entry = kernel.getBody().front();
+  ImplicitLocOpBuilder kb(forall.getLoc(), ctx);
+  kb.setInsertionPointToStart(&entry);
+  SmallVector<Value> sizes(entry.getArguments().take_back(std::size(kSizes)));
+  IRMapping mapping;
+  for (auto [i, role] : llvm::enumerate(roles)) {
+    Value host = buffers[role];
+    mapping.map(host,
+                rebuildView(kb, entry.getArgument(i),
+                            cast<MemRefType>(host.getType()), role, sizes));
+  }
+  for (Value c : constants)
+    mapping.map(c, kb.clone(*c.getDefiningOp())->getResult(0));
+  SmallVector<Value> ivs = forall.getInductionVars();
+  mapping.map(ivs[0], gpu::BlockIdOp::create(kb, gpu::Dimension::x));
+  mapping.map(ivs[1], gpu::BlockIdOp::create(kb, gpu::Dimension::y));
+  for (Operation &op : forall.getBody()->without_terminator())
+    kb.clone(op, mapping);
+  gpu::ReturnOp::create(kb);
+
+  // The host launches it.
+  ImplicitLocOpBuilder hb(forall.getLoc(), forall);
+  SmallVector<Value> operands;
+  for (StringRef role : roles) {
+    Value host = buffers[role];
+    auto type = cast<MemRefType>(host.getType());
+    operands.push_back(memref::ReinterpretCastOp::create(
+        hb, MemRefType::get({1}, type.getElementType()), host,
+        hb.getIndexAttr(0), ArrayRef<OpFoldResult>{hb.getIndexAttr(1)},
+        ArrayRef<OpFoldResult>{hb.getIndexAttr(1)}));
+  }
+  Value q = buffers["query"], k = buffers["key"];
+  for (auto [src, dim] :
+       {std::pair<Value, int64_t>{q, 0}, {q, 1}, {k, 1}, {q, 2}, {k, 2}})
+    operands.push_back(hb.createOrFold<memref::DimOp>(src, dim));
+  auto bound = [&](OpFoldResult ofr) {
+    return getValueOrCreateConstantIndexOp(hb, hb.getLoc(), ofr);
+  };
+  SmallVector<OpFoldResult> ubs = forall.getMixedUpperBound();
+  Value one = arith::ConstantIndexOp::create(hb, 1);
+  Value smem =
+      arith::ConstantIntOp::create(hb, hb.getI32Type(), layout->totalBytes);
+  gpu::LaunchFuncOp::create(
+      hb, hb.getLoc(), kernel,
+      gpu::KernelDim3{bound(ubs[0]), bound(ubs[1]), one},
+      gpu::KernelDim3{arith::ConstantIndexOp::create(hb, threads), one, one},
+      smem, operands);
+  forall.erase();
+  return success();
+}
+
+namespace {
+
+struct OutlineTileProgramsPass
+    : kvattn::impl::OutlineTileProgramsPassBase<OutlineTileProgramsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<scf::ForallOp> programs;
+    module.walk([&](scf::ForallOp forall) {
+      if (forall->hasAttr("kvattn.tile_config"))
+        programs.push_back(forall);
+    });
+    if (programs.empty())
+      return;
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(&getContext()));
+    auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>("kvattn_kernels");
+    if (!gpuModule) {
+      OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+      gpuModule =
+          gpu::GPUModuleOp::create(b, module.getLoc(), "kvattn_kernels");
+    }
+    llvm::StringMap<unsigned> counts;
+    for (scf::ForallOp forall : programs) {
+      auto func = forall->getParentOfType<FunctionOpInterface>();
+      std::string base =
+          (func ? func.getName().str() : std::string("program")) + "_kvattn";
+      std::string name = base + "_" + std::to_string(counts[base]++);
+      if (failed(outlineProgram(forall, gpuModule, name)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
