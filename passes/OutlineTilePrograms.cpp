@@ -141,11 +141,37 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
   int32_t threads = static_cast<int32_t>(32 * numWarps);
   kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
+  // The ABI, for the launch manifest: each pointer with its element type,
+  // symbolic shape and access, then the sizes.
   SmallVector<Attribute> params;
-  for (StringRef role : roles)
-    params.push_back(StringAttr::get(ctx, role));
+  auto named = [&](StringRef key, Attribute value) {
+    return NamedAttribute(StringAttr::get(ctx, key), value);
+  };
+  for (StringRef role : roles) {
+    auto type = cast<MemRefType>(buffers[role].getType());
+    SmallVector<int> symbolic = symbolicShape(role, type.getRank());
+    SmallVector<Attribute> shape;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      shape.push_back(
+          type.isDynamicDim(d)
+              ? Attribute(StringAttr::get(ctx, kSizes[symbolic[d]]))
+              : Attribute(IntegerAttr::get(IntegerType::get(ctx, 64),
+                                           type.getDimSize(d))));
+    bool written = role == "out" || role == "lse";
+    params.push_back(DictionaryAttr::get(
+        ctx, {named("name", StringAttr::get(ctx, role)),
+              named("kind", StringAttr::get(ctx, "pointer")),
+              named("element_type",
+                    TypeAttr::get(type.getElementType())),
+              named("shape", ArrayAttr::get(ctx, shape)),
+              named("access", StringAttr::get(ctx, written ? "write"
+                                                           : "read"))}));
+  }
   for (const char *size : kSizes)
-    params.push_back(StringAttr::get(ctx, size));
+    params.push_back(DictionaryAttr::get(
+        ctx, {named("name", StringAttr::get(ctx, size)),
+              named("kind", StringAttr::get(ctx, "scalar")),
+              named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))}));
   kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
   kernel->setAttr("kvattn.tile_config", config);
   kernel->setAttr(

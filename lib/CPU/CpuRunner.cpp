@@ -2,6 +2,7 @@
 
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Evaluator/Evaluator.h"
+#include "kvattn/IR/DiagnosticCollector.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -38,18 +39,6 @@ double msSince(std::chrono::steady_clock::time_point start) {
              std::chrono::steady_clock::now() - start)
       .count();
 }
-
-/// Collects the diagnostics of a failed step into one message.
-struct DiagnosticCollector {
-  explicit DiagnosticCollector(MLIRContext *ctx)
-      : handler(ctx, [this](Diagnostic &diag) {
-          llvm::raw_string_ostream os(text);
-          os << diag.getLocation() << ": " << diag << "\n";
-          return success();
-        }) {}
-  std::string text;
-  ScopedDiagnosticHandler handler;
-};
 
 /// Words of a ranked memref descriptor: allocated, aligned, offset,
 /// sizes[rank], strides[rank].
@@ -114,7 +103,8 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
       return Status::error("cannot build the kvattn-to-cpu pipeline: " +
                            parseErrors);
     if (failed(pm.run(*clone)))
-      return Status::error("the kvattn-to-cpu pipeline failed:\n" + diags.text);
+      return Status::error("the kvattn-to-cpu pipeline failed:\n" +
+                           diags.text());
   }
   result->pipelineMs_ = msSince(start);
 

@@ -1,0 +1,71 @@
+//===- Ptx.h - PTX and launch manifests from kvattn IR ----------*- C++ -*-===//
+//
+// Compiles every kvattn.attention (or kvattn.sdpa) of a module into PTX
+// through the kvattn-to-ptx pipeline and describes how to launch each
+// kernel: the launch manifest (docs/kernel-abi.md), a versioned JSON file
+// that the runtime reads without any MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_TARGET_PTX_H
+#define KVATTN_TARGET_PTX_H
+
+#include "kvattn/Support/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
+namespace kvattn {
+
+/// Version of the manifest format written by manifestToJson.
+constexpr int kManifestVersion = 1;
+
+struct KernelParam {
+  std::string name;        ///< query, key, ..., out, lse, B, Hq, Hkv, L, S
+  std::string kind;        ///< "pointer" or "scalar"
+  std::string elementType; ///< f32/f16/bf16/i1/i32/i64 (scalars: i64)
+  /// Pointers: one entry per dimension, a size name or a number.
+  std::vector<std::string> shape;
+  std::string access; ///< pointers: "read" or "write"
+};
+
+struct KernelManifest {
+  std::string name;
+  std::vector<KernelParam> params;
+  int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 0;
+  int64_t threadsPerBlock = 0;
+  int64_t dynamicSharedMemoryBytes = 0;
+};
+
+struct PtxOptions {
+  std::string chip = "sm_80";
+  std::string features;  ///< e.g. "+ptx80"; empty: the chip's minimum
+  std::string libdevice; ///< empty: found from $CUDA_HOME etc.
+  int64_t blockM = 64, blockN = 64, numWarps = 4, numStages = 2;
+};
+
+struct PtxModule {
+  std::string chip;
+  std::string ptx;
+  std::vector<KernelManifest> kernels;
+  double compileMs = 0; ///< IR -> PTX text
+};
+
+/// Compiles `module` (cloned, not changed). Fails with the pipeline's
+/// diagnostics.
+Status compileToPtx(mlir::ModuleOp module, const PtxOptions &options,
+                    PtxModule &result);
+
+/// The launch manifest of `module` as JSON; `ptxFile` is recorded as the
+/// name of the PTX file it describes.
+std::string manifestToJson(const PtxModule &module,
+                           const std::string &ptxFile);
+
+} // namespace kvattn
+
+#endif // KVATTN_TARGET_PTX_H

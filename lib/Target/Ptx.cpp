@@ -1,0 +1,166 @@
+//===- Ptx.cpp - PTX and launch manifests from kvattn IR ------------------===//
+
+#include "kvattn/Target/Ptx.h"
+#include "kvattn/IR/DiagnosticCollector.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cctype>
+#include <chrono>
+
+using namespace mlir;
+
+namespace kvattn {
+
+static std::string typeName(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  type.print(os);
+  return s;
+}
+
+static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
+  KernelManifest m;
+  m.name = kernel.getName().str();
+  auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
+  m.blockM = config.getAs<IntegerAttr>("block_m").getInt();
+  m.blockN = config.getAs<IntegerAttr>("block_n").getInt();
+  m.numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
+  m.numStages = config.getAs<IntegerAttr>("num_stages").getInt();
+  m.threadsPerBlock = 32 * m.numWarps;
+  m.dynamicSharedMemoryBytes =
+      kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes").getInt();
+  for (Attribute a : kernel->getAttrOfType<ArrayAttr>("kvattn.params")) {
+    auto dict = cast<DictionaryAttr>(a);
+    KernelParam p;
+    p.name = dict.getAs<StringAttr>("name").str();
+    p.kind = dict.getAs<StringAttr>("kind").str();
+    p.elementType = typeName(dict.getAs<TypeAttr>("element_type").getValue());
+    if (auto shape = dict.getAs<ArrayAttr>("shape"))
+      for (Attribute d : shape)
+        p.shape.push_back(isa<StringAttr>(d)
+                              ? cast<StringAttr>(d).str()
+                              : std::to_string(cast<IntegerAttr>(d).getInt()));
+    if (auto access = dict.getAs<StringAttr>("access"))
+      p.access = access.str();
+    m.params.push_back(std::move(p));
+  }
+  return m;
+}
+
+Status compileToPtx(ModuleOp module, const PtxOptions &options,
+                    PtxModule &result) {
+  auto start = std::chrono::steady_clock::now();
+  MLIRContext *ctx = module.getContext();
+  OwningOpRef<ModuleOp> clone = module.clone();
+  mlir::kvattn::PtxPipelineOptions po;
+  po.chip = options.chip;
+  po.features = options.features;
+  po.blockM = options.blockM;
+  po.blockN = options.blockN;
+  po.numWarps = options.numWarps;
+  po.numStages = options.numStages;
+  std::string libdevice = mlir::kvattn::findLibdevice(options.libdevice);
+  if (libdevice.empty())
+    return Status::error(
+        "libdevice.10.bc not found (looked at " +
+        (options.libdevice.empty()
+             ? std::string("$CUDA_HOME, $CUDA_PATH and /usr/local/cuda")
+             : options.libdevice) +
+        "): the PTX would call undefined math functions");
+
+  DiagnosticCollector diags(ctx);
+  PassManager kernels(ctx);
+  mlir::kvattn::buildKVAttnToGpuKernelsPipeline(kernels, po);
+  if (failed(kernels.run(*clone)))
+    return Status::error("building the GPU kernels failed:\n" + diags.text());
+
+  result = PtxModule();
+  result.chip = options.chip;
+  clone->walk([&](gpu::GPUFuncOp kernel) {
+    if (kernel->hasAttr("kvattn.params"))
+      result.kernels.push_back(readManifest(kernel));
+  });
+  if (result.kernels.empty())
+    return Status::error(
+        "nothing to compile: the module has no kvattn.attention or "
+        "kvattn.sdpa");
+
+  PassManager ptx(ctx);
+  mlir::kvattn::buildGpuKernelsToPtxPipeline(ptx, po, libdevice);
+  if (failed(ptx.run(*clone)))
+    return Status::error("NVVM/PTX code generation failed:\n" + diags.text());
+  auto binary = clone->lookupSymbol<gpu::BinaryOp>("kvattn_kernels");
+  if (!binary || binary.getObjects().size() != 1)
+    return Status::error("gpu-module-to-binary produced no PTX");
+  auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+  result.ptx = object.getObject().str();
+  result.compileMs = std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+  return Status::ok();
+}
+
+static std::string quoted(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string manifestToJson(const PtxModule &module,
+                           const std::string &ptxFile) {
+  std::string j;
+  llvm::raw_string_ostream os(j);
+  os << "{\n"
+     << "  \"format\": \"kvattn-launch-manifest\",\n"
+     << "  \"version\": " << kManifestVersion << ",\n"
+     << "  \"chip\": " << quoted(module.chip) << ",\n"
+     << "  \"ptx_file\": " << quoted(ptxFile) << ",\n"
+     << "  \"kernels\": [";
+  for (size_t k = 0; k < module.kernels.size(); ++k) {
+    const KernelManifest &m = module.kernels[k];
+    os << (k ? "," : "") << "\n    {\n"
+       << "      \"name\": " << quoted(m.name) << ",\n"
+       << "      \"params\": [";
+    for (size_t i = 0; i < m.params.size(); ++i) {
+      const KernelParam &p = m.params[i];
+      os << (i ? "," : "") << "\n        {\"index\": " << i
+         << ", \"name\": " << quoted(p.name) << ", \"kind\": "
+         << quoted(p.kind) << ", \"type\": "
+         << quoted(p.kind == "pointer" ? "u64" : "i64")
+         << ", \"element_type\": " << quoted(p.elementType);
+      if (p.kind == "pointer") {
+        os << ", \"shape\": [";
+        for (size_t d = 0; d < p.shape.size(); ++d) {
+          bool number = !p.shape[d].empty() && std::isdigit(p.shape[d][0]);
+          os << (d ? ", " : "") << (number ? p.shape[d] : quoted(p.shape[d]));
+        }
+        os << "], \"access\": " << quoted(p.access);
+      }
+      os << "}";
+    }
+    os << "\n      ],\n"
+       << "      \"grid\": {\"x\": \"B * Hq\", \"y\": \"ceil(L / " << m.blockM
+       << ")\", \"z\": 1},\n"
+       << "      \"block\": {\"x\": " << m.threadsPerBlock
+       << ", \"y\": 1, \"z\": 1},\n"
+       << "      \"dynamic_shared_memory_bytes\": "
+       << m.dynamicSharedMemoryBytes << ",\n"
+       << "      \"tile\": {\"block_m\": " << m.blockM
+       << ", \"block_n\": " << m.blockN << ", \"num_warps\": " << m.numWarps
+       << ", \"num_stages\": " << m.numStages << "}\n"
+       << "    }";
+  }
+  os << "\n  ]\n}\n";
+  return j;
+}
+
+} // namespace kvattn
