@@ -186,4 +186,20 @@ def LowerTileToGPUPass : Pass<"kvattn-lower-tile-to-gpu"> {
   ];
 }
 
+
+def ExternDynamicSharedMemoryPass
+    : Pass<"kvattn-extern-dynamic-shared-memory", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Give the dynamic shared memory symbol external linkage";
+  let description = [{
+    `gpu.dynamic_shared_memory` lowers to an `internal` zero-size global in
+    the shared address space; LLVM's NVPTX back end demotes such a global
+    to a 1-byte static `.shared` variable of the kernel, so every tile
+    beyond byte 0 would be addressed past the static allocation. With
+    external linkage it becomes `.extern .shared .b8 name[]`, the dynamic
+    shared memory the launch provides. Runs on the LLVM dialect, after
+    convert-gpu-to-nvvm.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // KVATTN_PASSES_PASSES_TD

@@ -155,6 +155,7 @@ void mlir::kvattn::buildGpuKernelsToPtxPipeline(
                       "gpu.module(convert-scf-to-cf,expand-strided-metadata,"
                       "lower-affine,"
                       "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},"
+                      "kvattn-extern-dynamic-shared-memory,"
                       "canonicalize,cse,reconcile-unrealized-casts),"
                       "gpu-module-to-binary{format=isa}");
 }

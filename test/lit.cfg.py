@@ -43,9 +43,25 @@ config.substitutions.append(
 # that PTX tests REQUIRE.
 cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 config.environment["CUDA_HOME"] = cuda_home
+if os.path.exists(os.path.join(cuda_home, "nvvm", "libdevice",
+                               "libdevice.10.bc")):
+    # kvattn-compile links libdevice for exp/log/tanh.
+    config.available_features.add("libdevice")
 ptxas = os.path.join(cuda_home, "bin", "ptxas")
 if not os.access(ptxas, os.X_OK):
     ptxas = shutil.which("ptxas")
 if ptxas:
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))
+    # One kernel of the case matrix: compile, check the manifest against the
+    # PTX entry, assemble with ptxas -v (test/Target/Inputs/check_kernel.py).
+    config.substitutions.append(
+        ("%check-kernel",
+         "%s %s --kvattn-compile %s --ptxas %s --case %s" % (
+             sys.executable,
+             os.path.join(config.kvattn_src_root, "test", "Target", "Inputs",
+                          "check_kernel.py"),
+             os.path.join(config.kvattn_tools_dir, "kvattn-compile"),
+             ptxas,
+             os.path.join(config.kvattn_src_root, "test", "Numerics",
+                          "Inputs", "attention_case.py"))))

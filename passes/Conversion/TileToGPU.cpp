@@ -365,6 +365,12 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
            << " vs " << layout->totalBytes << " bytes)";
 
   MLIRContext *ctx = kernel.getContext();
+  // One resident block per SM is all we ask of the register allocator:
+  // with only the thread count (.maxntid), ptxas for sm_90 trades
+  // registers for occupancy and spills; shared memory bounds the blocks per
+  // SM anyway.
+  kernel->setAttr("nvvm.minctasm",
+                  IntegerAttr::get(IntegerType::get(ctx, 32), 1));
   ImplicitLocOpBuilder b(kernel.getLoc(), ctx);
   b.setInsertionPointToStart(&kernel.getBody().front());
   auto workgroup =

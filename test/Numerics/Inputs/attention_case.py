@@ -52,6 +52,9 @@ def main():
     p.add_argument("--lse", action="store_true")
     p.add_argument("--const-positions", action="store_true")
     p.add_argument("--print-ir", action="store_true")
+    p.add_argument("--ir-only", action="store_true",
+                   help="print the IR (positions as constants unless "
+                        "--const-positions is off) and run nothing")
     p.add_argument("--kvattn-run", default="kvattn-run",
                    help="the kvattn-run binary")
     a = p.parse_args(argv)
@@ -141,9 +144,11 @@ def main():
     ir.append(f"  return {res_names} : {', '.join(results)}")
     ir.append("}")
     text = "\n".join(ir) + "\n"
-    if a.print_ir:
+    if a.print_ir or a.ir_only:
         sys.stdout.write(text)
         sys.stdout.flush()
+    if a.ir_only:
+        return 0
 
     fd, path = tempfile.mkstemp(suffix=".mlir")
     try:

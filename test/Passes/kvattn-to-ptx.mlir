@@ -1,0 +1,13 @@
+// REQUIRES: libdevice
+// RUN: kvattn-opt %s -kvattn-to-ptx="chip=sm_90 features=+ptx80" | FileCheck %s
+// The registered pipeline: framework SDPA to a gpu.binary holding PTX.
+
+// CHECK: gpu.launch_func @kvattn_kernels::@f_kvattn_0
+// CHECK: gpu.binary @kvattn_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80"
+// CHECK-SAME: assembly = "{{.*}}.target sm_90{{.*}}.entry f_kvattn_0(
+func.func @f(%q: tensor<1x4x16x64xbf16>, %k: tensor<1x4x80x64xbf16>, %v: tensor<1x4x80x64xbf16>)
+    -> tensor<1x4x16x64xbf16> {
+  %o = kvattn.sdpa %q, %k, %v causal = lower_right
+      : tensor<1x4x16x64xbf16>, tensor<1x4x80x64xbf16>, tensor<1x4x80x64xbf16> -> tensor<1x4x16x64xbf16>
+  return %o : tensor<1x4x16x64xbf16>
+}

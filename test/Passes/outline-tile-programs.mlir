@@ -1,0 +1,41 @@
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -cse | FileCheck %s --enable-var-scope
+
+// The tiled forall becomes a launch of one thread block per program and a
+// kernel with the bare-pointer ABI; the program body moves unchanged.
+
+// CHECK-LABEL: module attributes {gpu.container_module}
+// CHECK-LABEL: func.func @f
+// CHECK-DAG:     %[[Q:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = "query"}
+// CHECK-DAG:     %[[K:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = "key"}
+// CHECK-DAG:     %[[OUT:.*]] = memref.alloc(%{{.*}}) {kvattn.role = "out"}
+// CHECK-DAG:     %[[QP:.*]] = memref.reinterpret_cast %[[Q]] to offset: [0], sizes: [1], strides: [1] : memref<?x8x?x64xf16> to memref<1xf16>
+// CHECK-DAG:     %[[B:.*]] = memref.dim %[[Q]], %c0
+// CHECK-DAG:     %[[L:.*]] = memref.dim %[[Q]], %c2
+// CHECK-DAG:     %[[S:.*]] = memref.dim %[[K]], %c2
+// CHECK:         %[[SMEM:.*]] = arith.constant {{[0-9]+}} : i32
+// CHECK:         gpu.launch_func @kvattn_kernels::@f_kvattn_0 blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%c128, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %[[SMEM]] args(%[[QP]] : memref<1xf16>, {{.*}}, %[[B]] : index, %c8 : index, %c2 : index, %[[L]] : index, %[[S]] : index)
+// CHECK-NOT:     scf.forall
+// CHECK:         bufferization.to_tensor %[[OUT]]
+
+// CHECK:       gpu.module @kvattn_kernels
+// CHECK:         gpu.func @f_kvattn_0(%[[AQ:.*]]: memref<1xf16>, %{{.*}}: memref<1xf16>, %{{.*}}: memref<1xf16>, %{{.*}}: memref<1xi32>, %{{.*}}: memref<1xf16>, %[[AB:.*]]: index, %{{.*}}: index, %{{.*}}: index, %[[AL:.*]]: index, %{{.*}}: index) kernel
+// CHECK-SAME:      known_block_size = array<i32: 128, 1, 1>
+// CHECK-SAME:      kvattn.dynamic_smem_bytes = {{[0-9]+}} : i64
+// CHECK-SAME:      kvattn.params = [{access = "read", element_type = f16, kind = "pointer", name = "query", shape = ["B", 8, "L", 64]}
+// CHECK-SAME:      {element_type = i64, kind = "scalar", name = "S"}]
+// CHECK:           %[[VQ:.*]] = memref.reinterpret_cast %[[AQ]] to offset: [0], sizes: [%[[AB]], 8, %[[AL]], 64], strides: [%{{.*}}, %{{.*}}, 64, 1] : memref<1xf16> to memref<?x8x?x64xf16>
+// CHECK:           %[[BX:.*]] = gpu.block_id  x
+// CHECK:           %[[BY:.*]] = gpu.block_id  y
+// CHECK:           memref.alloca_scope
+// CHECK:             kvattn.tile.load_q %[[VQ]]
+// CHECK:             scf.for
+// CHECK:               kvattn.tile.qk
+// CHECK:               kvattn.tile.softmax_update
+// CHECK:             kvattn.tile.store
+// CHECK:           gpu.return
+func.func @f(%q: tensor<?x8x?x64xf16>, %k: tensor<?x2x?x64xf16>, %v: tensor<?x2x?x64xf16>,
+             %pos: tensor<?xi32>) -> tensor<?x8x?x64xf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<?xi32>) causal
+      : tensor<?x8x?x64xf16>, tensor<?x2x?x64xf16>, tensor<?x2x?x64xf16> -> tensor<?x8x?x64xf16>
+  return %o : tensor<?x8x?x64xf16>
+}

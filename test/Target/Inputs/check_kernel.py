@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Compiles one attention case to PTX and checks the kernel.
+
+    check_kernel.py --kvattn-compile BIN --ptxas BIN --case SCRIPT
+        --chip sm_80 [--chip sm_90] [kvattn-compile options] -- [case flags]
+
+1. builds the case IR with test/Numerics/Inputs/attention_case.py --ir-only;
+2. kvattn-compile writes NAME.ptx and NAME.json;
+3. the manifest is checked against the kernel's real parameter list in the
+   PTX (.entry name, count, .u64 for every parameter, in order);
+4. ptxas -v assembles the PTX for every --chip and must report 0 bytes of
+   spill stores and loads.
+Prints one line per chip: registers, shared memory, spills.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    argv = sys.argv[1:]
+    case = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, case = argv[:i], argv[i + 1:]
+    p = argparse.ArgumentParser()
+    p.add_argument("--kvattn-compile", required=True)
+    p.add_argument("--ptxas", required=True)
+    p.add_argument("--case", required=True)
+    p.add_argument("--chip", action="append", required=True)
+    p.add_argument("--block-m")
+    p.add_argument("--block-n")
+    p.add_argument("--num-warps")
+    a = p.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ir = subprocess.run([sys.executable, a.case, "--ir-only"] + case,
+                            check=True, capture_output=True, text=True).stdout
+        mlir = os.path.join(tmp, "case.mlir")
+        open(mlir, "w").write(ir)
+        out = os.path.join(tmp, "kernel")
+        cmd = [a.kvattn_compile, mlir, "-o", out, "--chip", a.chip[0]]
+        for opt in ("block_m", "block_n", "num_warps"):
+            if getattr(a, opt):
+                cmd += ["--" + opt.replace("_", "-"), getattr(a, opt)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        ptx = open(out + ".ptx").read()
+        manifest = json.load(open(out + ".json"))
+
+        # The manifest against the PTX entry.
+        assert manifest["format"] == "kvattn-launch-manifest", manifest
+        assert manifest["version"] == 1, manifest
+        (kernel,) = manifest["kernels"]
+        m = re.search(r"\.entry\s+(\w+)\s*\((.*?)\)", ptx, re.S)
+        assert m, "no .entry in the PTX"
+        assert m.group(1) == kernel["name"], (m.group(1), kernel["name"])
+        # ".param .u64 .ptr .align 1 NAME" for pointers, ".param .u64 NAME"
+        # for scalars.
+        ptx_params = re.findall(r"\.param\s+\.(\w+)((?:\s+\.ptr)?)[^,]*?(\w+)\s*(?:,|$)",
+                                m.group(2).strip())
+        if len(ptx_params) != len(kernel["params"]):
+            sys.exit(f"manifest has {len(kernel['params'])} params, "
+                     f"the PTX entry {len(ptx_params)}")
+        for i, ((ty, ptr, name), param) in enumerate(
+                zip(ptx_params, kernel["params"])):
+            assert param["index"] == i, param
+            assert name.endswith(f"_param_{i}"), (name, i)
+            if ty != "u64":
+                sys.exit(f"param {i} ({param['name']}): PTX .{ty}, manifest "
+                         f"{param['type']}")
+            if bool(ptr.strip()) != (param["kind"] == "pointer"):
+                sys.exit(f"param {i} ({param['name']}): the PTX says "
+                         f"{'pointer' if ptr.strip() else 'scalar'}, the "
+                         f"manifest {param['kind']}")
+        print(f"manifest: {kernel['name']} {len(ptx_params)} params match the "
+              f"PTX entry; block {kernel['block']['x']}, dynamic smem "
+              f"{kernel['dynamic_shared_memory_bytes']}")
+
+        for chip in a.chip:
+            r = subprocess.run([a.ptxas, "-arch=" + chip, "-v",
+                                out + ".ptx", "-o", os.devnull],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                sys.stderr.write(r.stderr)
+                sys.exit(f"ptxas -arch={chip} failed")
+            info = r.stderr
+            spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill "
+                              r"loads", info)
+            regs = re.search(r"Used (\d+) registers", info)
+            assert spill and regs, info
+            print(f"{chip}: {regs.group(1)} registers, "
+                  f"{spill.group(1)} bytes spill stores, "
+                  f"{spill.group(2)} bytes spill loads")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
