@@ -47,6 +47,12 @@ void buildKVAttnToCpuPipeline(OpPassManager &pm,
       "kvattn-lower-tile-to-loops,"
       "func.func(scf-forall-to-for,convert-linalg-to-loops),"
       "canonicalize,"
+      // The sequential grid reuses one set of scratch tiles: hoist them to
+      // the function entry. (scf.for is an automatic allocation scope, so
+      // canonicalization inlines the per-program alloca_scope into the
+      // loop body, but the LLVM lowering of the loop restores no stack:
+      // left there, the tiles of every program would pile up.)
+      "func.func(buffer-loop-hoisting),"
       "expand-strided-metadata,"
       "lower-affine,"
       "convert-scf-to-cf,"
