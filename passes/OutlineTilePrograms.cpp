@@ -159,19 +159,19 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
                                            type.getDimSize(d))));
     bool written = role == "out" || role == "lse";
     params.push_back(DictionaryAttr::get(
-        ctx, {named("name", StringAttr::get(ctx, role)),
-              named("kind", StringAttr::get(ctx, "pointer")),
-              named("element_type",
-                    TypeAttr::get(type.getElementType())),
-              named("shape", ArrayAttr::get(ctx, shape)),
-              named("access", StringAttr::get(ctx, written ? "write"
-                                                           : "read"))}));
+        ctx,
+        {named("name", StringAttr::get(ctx, role)),
+         named("kind", StringAttr::get(ctx, "pointer")),
+         named("element_type", TypeAttr::get(type.getElementType())),
+         named("shape", ArrayAttr::get(ctx, shape)),
+         named("access", StringAttr::get(ctx, written ? "write" : "read"))}));
   }
   for (const char *size : kSizes)
     params.push_back(DictionaryAttr::get(
-        ctx, {named("name", StringAttr::get(ctx, size)),
-              named("kind", StringAttr::get(ctx, "scalar")),
-              named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))}));
+        ctx,
+        {named("name", StringAttr::get(ctx, size)),
+         named("kind", StringAttr::get(ctx, "scalar")),
+         named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))}));
   kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
   kernel->setAttr("kvattn.tile_config", config);
   kernel->setAttr(

@@ -133,9 +133,8 @@ std::string manifestToJson(const PtxModule &module,
     for (size_t i = 0; i < m.params.size(); ++i) {
       const KernelParam &p = m.params[i];
       os << (i ? "," : "") << "\n        {\"index\": " << i
-         << ", \"name\": " << quoted(p.name) << ", \"kind\": "
-         << quoted(p.kind) << ", \"type\": "
-         << quoted(p.kind == "pointer" ? "u64" : "i64")
+         << ", \"name\": " << quoted(p.name) << ", \"kind\": " << quoted(p.kind)
+         << ", \"type\": " << quoted(p.kind == "pointer" ? "u64" : "i64")
          << ", \"element_type\": " << quoted(p.elementType);
       if (p.kind == "pointer") {
         os << ", \"shape\": [";

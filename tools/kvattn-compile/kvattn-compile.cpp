@@ -35,22 +35,22 @@ static cl::OptionCategory category("kvattn-compile options");
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"),
                                       cl::Required, cl::cat(category));
 static cl::opt<std::string>
-    output("o", cl::desc("Output path without extension: writes PATH.ptx and "
-                         "PATH.json"),
+    output("o",
+           cl::desc("Output path without extension: writes PATH.ptx and "
+                    "PATH.json"),
            cl::Required, cl::cat(category));
 static cl::opt<std::string> chip("chip", cl::desc("Target SM (sm_80, sm_90)"),
                                  cl::init("sm_80"), cl::cat(category));
-static cl::opt<std::string>
-    features("features", cl::desc("PTX features, e.g. +ptx80"), cl::init(""),
-             cl::cat(category));
+static cl::opt<std::string> features("features",
+                                     cl::desc("PTX features, e.g. +ptx80"),
+                                     cl::init(""), cl::cat(category));
 static cl::opt<std::string> libdevice("libdevice",
                                       cl::desc("Path of libdevice.10.bc"),
                                       cl::init(""), cl::cat(category));
 static cl::opt<int64_t> blockM("block-m", cl::init(64), cl::cat(category));
 static cl::opt<int64_t> blockN("block-n", cl::init(64), cl::cat(category));
 static cl::opt<int64_t> numWarps("num-warps", cl::init(4), cl::cat(category));
-static cl::opt<int64_t> numStages("num-stages", cl::init(2),
-                                  cl::cat(category));
+static cl::opt<int64_t> numStages("num-stages", cl::init(2), cl::cat(category));
 static cl::opt<unsigned>
     repeat("repeat",
            cl::desc("Compile N times and report the median time (for the "
@@ -83,8 +83,8 @@ int main(int argc, char **argv) {
   mlir::MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  auto module = mlir::parseSourceFile<mlir::ModuleOp>(inputFile, sourceMgr,
-                                                      &context);
+  auto module =
+      mlir::parseSourceFile<mlir::ModuleOp>(inputFile, sourceMgr, &context);
   if (!module)
     return 1;
 

@@ -233,9 +233,9 @@ int main(int argc, char **argv) {
                               "kvattn-run: evaluate kvattn IR on inputs\n");
 
   if (target == Target::Gpu)
-    return fail("--target=gpu is not available in this build yet (no PTX "
-                "code generation or CUDA runtime); use --target=cpu or "
-                "--target=reference");
+    return fail("--target=gpu is not available in this build yet: PTX "
+                "generation exists (kvattn-compile) but the CUDA runtime that "
+                "launches it does not; use --target=cpu or --target=reference");
   if (check && target == Target::Reference)
     return fail("--check compares a compiled target with the reference: "
                 "use it with --target=cpu");

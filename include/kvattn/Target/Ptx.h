@@ -63,8 +63,7 @@ Status compileToPtx(mlir::ModuleOp module, const PtxOptions &options,
 
 /// The launch manifest of `module` as JSON; `ptxFile` is recorded as the
 /// name of the PTX file it describes.
-std::string manifestToJson(const PtxModule &module,
-                           const std::string &ptxFile);
+std::string manifestToJson(const PtxModule &module, const std::string &ptxFile);
 
 } // namespace kvattn
 
