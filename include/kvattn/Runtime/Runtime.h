@@ -1,0 +1,148 @@
+//===- Runtime.h - load kvattn PTX and launch it (CUDA Driver API) -*- C++ -*-===//
+//
+// The kvattn runtime: no MLIR, no link-time dependency on libcuda. The
+// driver library is opened with dlopen ("libcuda.so.1", or the path in
+// $KVATTN_LIBCUDA) and its entry points are resolved by name. Every call
+// returns a Status whose message says what the runtime was doing and, for
+// driver failures, the CUDA error name and string.
+//
+//   std::unique_ptr<Runtime> rt;
+//   KVATTN_RETURN_IF_ERROR(Runtime::create(rt));
+//   Manifest manifest;  KVATTN_RETURN_IF_ERROR(parseManifest(json, manifest));
+//   const Module *module;  KVATTN_RETURN_IF_ERROR(rt->loadModule(ptx, module));
+//   LaunchArgs args;  args.sizes = {B, Hq, Hkv, L, S};
+//   args.buffers["query"] = dq; ...  args.metadata["q_offset"] = {pos...};
+//   KVATTN_RETURN_IF_ERROR(rt->launch(*module, manifest.kernels[0], args));
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_RUNTIME_RUNTIME_H
+#define KVATTN_RUNTIME_RUNTIME_H
+
+#include "kvattn/Support/Status.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kvattn {
+namespace rt {
+
+/// A device address (CUdeviceptr).
+using DevicePtr = uint64_t;
+
+//===----------------------------------------------------------------------===//
+// The launch manifest (docs/kernel-abi.md)
+//===----------------------------------------------------------------------===//
+
+struct ParamInfo {
+  std::string name;        ///< query, key, ..., lse, B, Hq, Hkv, L, S
+  std::string kind;        ///< "pointer" or "scalar"
+  std::string elementType; ///< f32, f16, bf16, i1, i32, i64
+  /// Pointers: per dimension a size name ("B") or a number ("128").
+  std::vector<std::string> shape;
+  std::string access; ///< "read" / "write" (pointers)
+};
+
+struct KernelInfo {
+  std::string name;
+  std::vector<ParamInfo> params;
+  int64_t blockX = 0;
+  int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 0;
+  int64_t dynamicSharedMemoryBytes = 0;
+};
+
+struct Manifest {
+  int version = 0;
+  std::string chip;
+  std::string ptxFile;
+  std::vector<KernelInfo> kernels;
+};
+
+/// Parses a launch manifest; rejects unknown formats and versions.
+Status parseManifest(const std::string &json, Manifest &manifest);
+
+//===----------------------------------------------------------------------===//
+// Launch arguments and their validation
+//===----------------------------------------------------------------------===//
+
+struct Sizes {
+  int64_t B = 0, Hq = 0, Hkv = 0, L = 0, S = 0;
+};
+
+struct LaunchArgs {
+  Sizes sizes;
+  /// Device buffers by parameter name: query, key, value, mask, out, lse.
+  std::map<std::string, DevicePtr> buffers;
+  /// Run-time metadata on the host by parameter name: q_offset, k_offset,
+  /// q_pos, k_pos, kv_len (integers), key_valid (0/1). The runtime
+  /// validates them and copies them to the device before the launch.
+  std::map<std::string, std::vector<int64_t>> metadata;
+};
+
+/// Checks `args` against the kernel's parameters before anything is
+/// launched: every parameter present, sizes matching the static dims of the
+/// manifest, metadata of the right length, offsets and positions
+/// non-negative and in range, explicit positions strictly increasing per
+/// batch, kv_len within [0, S]. Errors name the parameter, the batch and
+/// the value.
+Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args);
+
+//===----------------------------------------------------------------------===//
+// The runtime
+//===----------------------------------------------------------------------===//
+
+struct RuntimeOptions {
+  /// Path of the driver library; empty: $KVATTN_LIBCUDA, else "libcuda.so.1".
+  std::string libraryPath;
+  int device = 0;
+};
+
+class Module;
+class Driver;
+
+class Runtime {
+public:
+  /// Opens the driver, initialises it, makes device `options.device`'s
+  /// primary context current and creates a stream. Without a driver: one
+  /// error that says so.
+  static Status create(std::unique_ptr<Runtime> &runtime,
+                       const RuntimeOptions &options = {});
+  ~Runtime();
+
+  /// The device's compute capability, e.g. 90 for sm_90.
+  int computeCapability() const { return computeCapability_; }
+
+  /// Loads PTX (cuModuleLoadDataEx, with the JIT logs). Loads are cached
+  /// by PTX content: the same text loads once. The module lives as long as
+  /// the runtime.
+  Status loadModule(const std::string &ptx, const Module *&module);
+  /// How many distinct modules were loaded (cache misses).
+  size_t loadedModules() const;
+
+  Status allocate(size_t bytes, DevicePtr &ptr);
+  Status release(DevicePtr ptr);
+  Status copyToDevice(DevicePtr dst, const void *src, size_t bytes);
+  Status copyToHost(void *dst, DevicePtr src, size_t bytes);
+  Status synchronize();
+
+  /// Validates `args`, uploads the metadata, packs the parameters in the
+  /// manifest's order and launches the kernel on the runtime's stream with
+  /// the grid, block and dynamic shared memory of the manifest. Returns
+  /// after the launch is queued; call synchronize() to wait.
+  Status launch(const Module &module, const KernelInfo &kernel,
+                const LaunchArgs &args);
+
+private:
+  Runtime();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int computeCapability_ = 0;
+};
+
+} // namespace rt
+} // namespace kvattn
+
+#endif // KVATTN_RUNTIME_RUNTIME_H

@@ -1,0 +1,81 @@
+//===- CudaApi.h - the CUDA Driver API types kvattn uses --------*- C++ -*-===//
+//
+// The few CUDA Driver API types, constants and signatures the runtime uses,
+// declared here so that the runtime builds without the CUDA toolkit (and
+// never links libcuda: the entry points are resolved with dlsym). They are
+// the stable driver ABI; test/unit/CudaAbiTest.cpp checks them against
+// cuda.h when the toolkit is present.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_RUNTIME_CUDAAPI_H
+#define KVATTN_RUNTIME_CUDAAPI_H
+
+#include <cstddef>
+
+namespace kvattn {
+namespace cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+struct CUctx_st;
+using CUcontext = CUctx_st *;
+struct CUmod_st;
+using CUmodule = CUmod_st *;
+struct CUfunc_st;
+using CUfunction = CUfunc_st *;
+struct CUstream_st;
+using CUstream = CUstream_st *;
+using CUjit_option = int;
+using CUfunction_attribute = int;
+using CUdevice_attribute = int;
+
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUjit_option CU_JIT_INFO_LOG_BUFFER = 3;
+constexpr CUjit_option CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4;
+constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER = 5;
+constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+constexpr CUfunction_attribute CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES =
+    8;
+constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+
+/// The entry points, with the symbol each is resolved from (the `_v2`
+/// variants where the driver versions them).
+#define KVATTN_CUDA_ENTRY_POINTS(X)                                            \
+  X(cuGetErrorName, "cuGetErrorName", CUresult, (CUresult, const char **))     \
+  X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult, const char **)) \
+  X(cuInit, "cuInit", CUresult, (unsigned))                                    \
+  X(cuDeviceGet, "cuDeviceGet", CUresult, (CUdevice *, int))                   \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult,                    \
+    (int *, CUdevice_attribute, CUdevice))                                     \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult,            \
+    (CUcontext *, CUdevice))                                                   \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult,       \
+    (CUdevice))                                                                \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult, (CUcontext))                 \
+  X(cuStreamCreate, "cuStreamCreate", CUresult, (CUstream *, unsigned))        \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult, (CUstream))               \
+  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult, (CUstream))          \
+  X(cuMemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr *, size_t))            \
+  X(cuMemFree, "cuMemFree_v2", CUresult, (CUdeviceptr))                        \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult,                                 \
+    (CUdeviceptr, const void *, size_t))                                       \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult,                                 \
+    (void *, CUdeviceptr, size_t))                                             \
+  X(cuModuleLoadDataEx, "cuModuleLoadDataEx", CUresult,                        \
+    (CUmodule *, const void *, unsigned, CUjit_option *, void **))             \
+  X(cuModuleUnload, "cuModuleUnload", CUresult, (CUmodule))                    \
+  X(cuModuleGetFunction, "cuModuleGetFunction", CUresult,                      \
+    (CUfunction *, CUmodule, const char *))                                    \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute", CUresult,                        \
+    (CUfunction, CUfunction_attribute, int))                                   \
+  X(cuLaunchKernel, "cuLaunchKernel", CUresult,                                \
+    (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,   \
+     unsigned, CUstream, void **, void **))
+
+} // namespace cuda
+} // namespace kvattn
+
+#endif // KVATTN_RUNTIME_CUDAAPI_H

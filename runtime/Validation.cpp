@@ -1,0 +1,170 @@
+//===- Validation.cpp - check launch arguments before a launch ------------===//
+
+#include "kvattn/Runtime/Runtime.h"
+
+#include <cctype>
+#include <set>
+
+namespace kvattn {
+namespace rt {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+/// The size each dimension of an operand stands for ("" for a head dim).
+std::vector<std::string> symbolicShape(const std::string &role, size_t rank) {
+  if (role == "query" || role == "out")
+    return {"B", "Hq", "L", ""};
+  if (role == "key" || role == "value")
+    return {"B", "Hkv", "S", ""};
+  if (role == "q_offset" || role == "k_offset" || role == "kv_len")
+    return {"B"};
+  if (role == "q_pos")
+    return {"B", "L"};
+  if (role == "k_pos" || role == "key_valid")
+    return {"B", "S"};
+  if (role == "lse")
+    return {"B", "Hq", "L"};
+  std::vector<std::string> full = {"B", "Hq", "L", "S"}; // mask
+  return std::vector<std::string>(full.end() - std::min(rank, full.size()),
+                                  full.end());
+}
+
+int64_t sizeOf(const Sizes &s, const std::string &name) {
+  if (name == "B")
+    return s.B;
+  if (name == "Hq")
+    return s.Hq;
+  if (name == "Hkv")
+    return s.Hkv;
+  if (name == "L")
+    return s.L;
+  if (name == "S")
+    return s.S;
+  return -1;
+}
+
+bool isMetadata(const std::string &name) {
+  return name == "q_offset" || name == "k_offset" || name == "q_pos" ||
+         name == "k_pos" || name == "kv_len" || name == "key_valid";
+}
+
+/// Largest position we accept: far from overflowing int64 in `pos + L`.
+constexpr int64_t kMaxPosition = int64_t(1) << 62;
+
+} // namespace
+
+Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
+  const Sizes &s = args.sizes;
+  const std::string where = "launch of '" + kernel.name + "': ";
+  for (const char *name : {"B", "Hq", "Hkv", "L", "S"})
+    if (sizeOf(s, name) < 0)
+      return Status::error(where + "size " + name + " = " +
+                           str(sizeOf(s, name)) + " is negative");
+  if (s.Hkv == 0 ? s.Hq != 0 : s.Hq % s.Hkv != 0)
+    return Status::error(where + "query heads Hq = " + str(s.Hq) +
+                         " must be a multiple of kv heads Hkv = " +
+                         str(s.Hkv));
+
+  std::set<std::string> known;
+  for (const ParamInfo &p : kernel.params) {
+    known.insert(p.name);
+    if (p.kind != "pointer")
+      continue;
+    std::vector<std::string> symbolic = symbolicShape(p.name, p.shape.size());
+    if (symbolic.size() != p.shape.size())
+      return Status::error(where + "the manifest gives '" + p.name + "' " +
+                           str(p.shape.size()) + " dimensions");
+    int64_t elements = 1;
+    for (size_t d = 0; d < p.shape.size(); ++d) {
+      const std::string &dim = p.shape[d];
+      int64_t size;
+      if (!dim.empty() && std::isdigit(static_cast<unsigned char>(dim[0]))) {
+        size = std::stoll(dim);
+        // A static dimension of the kernel must match the run-time size it
+        // stands for (head dims and broadcast mask dims stand for none).
+        int64_t actual = sizeOf(s, symbolic[d]);
+        bool broadcast = p.name == "mask" && size == 1;
+        if (actual >= 0 && !broadcast && actual != size)
+          return Status::error(where + "'" + p.name + "' dim " + str(d) +
+                               " is compiled as " + dim + " but " +
+                               symbolic[d] + " = " + str(actual));
+      } else {
+        size = sizeOf(s, dim);
+        if (size < 0)
+          return Status::error(where + "the manifest gives '" + p.name +
+                               "' an unknown size '" + dim + "'");
+      }
+      elements *= size;
+    }
+    if (isMetadata(p.name)) {
+      auto it = args.metadata.find(p.name);
+      if (it == args.metadata.end())
+        return Status::error(where + "missing metadata '" + p.name + "'");
+      if (static_cast<int64_t>(it->second.size()) != elements)
+        return Status::error(where + "'" + p.name + "' has " +
+                             str(it->second.size()) + " values, expected " +
+                             str(elements));
+    } else {
+      auto it = args.buffers.find(p.name);
+      if (it == args.buffers.end() || (it->second == 0 && elements != 0))
+        return Status::error(where + "missing device buffer '" + p.name +
+                             "'");
+    }
+  }
+  for (const auto &entry : args.buffers)
+    if (!known.count(entry.first))
+      return Status::error(where + "the kernel has no parameter '" +
+                           entry.first + "'");
+  for (const auto &entry : args.metadata)
+    if (!known.count(entry.first))
+      return Status::error(where + "the kernel has no parameter '" +
+                           entry.first + "'");
+
+  // Values, per batch.
+  for (const auto &[name, values] : args.metadata) {
+    const int64_t rowLength =
+        name == "q_pos" ? s.L : (name == "k_pos" || name == "key_valid") ? s.S
+                                                                           : 1;
+    for (size_t n = 0; n < values.size(); ++n) {
+      int64_t v = values[n];
+      int64_t b = rowLength ? static_cast<int64_t>(n) / rowLength : 0;
+      std::string at = name + (rowLength == 1
+                                   ? "[" + str(b) + "]"
+                                   : "[" + str(b) + ", " +
+                                         str(static_cast<int64_t>(n) % rowLength) +
+                                         "]");
+      if (name == "kv_len") {
+        if (v < 0 || v > s.S)
+          return Status::error(where + at + " = " + str(v) +
+                               " is outside [0, S = " + str(s.S) +
+                               "] (batch " + str(b) + ")");
+      } else if (name == "key_valid") {
+        if (v != 0 && v != 1)
+          return Status::error(where + at + " = " + str(v) +
+                               " is not 0 or 1 (batch " + str(b) + ")");
+      } else {
+        if (v < 0)
+          return Status::error(where + at + " = " + str(v) +
+                               " is negative (batch " + str(b) + ")");
+        if (v > kMaxPosition)
+          return Status::error(where + at + " = " + str(v) +
+                               " is out of range (above 2^62, batch " +
+                               str(b) + ")");
+        bool explicitPositions = name == "q_pos" || name == "k_pos";
+        if (explicitPositions && static_cast<int64_t>(n) % rowLength != 0 &&
+            v <= values[n - 1])
+          return Status::error(where + at + " = " + str(v) +
+                               " does not increase (previous " +
+                               str(values[n - 1]) + ", batch " + str(b) +
+                               "): explicit positions must be strictly "
+                               "increasing");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace rt
+} // namespace kvattn

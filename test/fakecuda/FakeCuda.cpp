@@ -1,0 +1,207 @@
+//===- FakeCuda.cpp - a CUDA driver over host memory, for tests -----------===//
+
+#include "FakeCuda.h"
+
+#include "runtime/CudaApi.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <regex>
+
+using namespace kvattn::cuda;
+
+namespace {
+
+FakeCudaState state;
+std::map<std::string, int> failures;
+int dummy;
+
+/// Returns the injected failure of `symbol`, if any.
+int injected(const char *symbol) {
+  auto it = failures.find(symbol);
+  if (it == failures.end())
+    return CUDA_SUCCESS;
+  int code = it->second;
+  failures.erase(it);
+  return code;
+}
+
+struct Function {
+  std::string name;
+  int numParams;
+};
+std::map<CUfunction, Function> functions;
+std::vector<std::unique_ptr<Function>> storage;
+
+} // namespace
+
+#define FAIL_IF_INJECTED(symbol)                                               \
+  if (int code = injected(symbol))                                             \
+  return code
+
+extern "C" {
+
+FakeCudaState *fakecuda_state() { return &state; }
+
+void fakecuda_reset() {
+  state = FakeCudaState();
+  failures.clear();
+}
+
+void fakecuda_fail_next(const char *symbol, int code) {
+  failures[symbol] = code;
+}
+
+CUresult cuGetErrorName(CUresult error, const char **name) {
+  static const std::map<int, const char *> names = {
+      {0, "CUDA_SUCCESS"},           {1, "CUDA_ERROR_INVALID_VALUE"},
+      {2, "CUDA_ERROR_OUT_OF_MEMORY"}, {3, "CUDA_ERROR_NOT_INITIALIZED"},
+      {100, "CUDA_ERROR_NO_DEVICE"},  {101, "CUDA_ERROR_INVALID_DEVICE"},
+      {218, "CUDA_ERROR_INVALID_PTX"}, {500, "CUDA_ERROR_NOT_FOUND"},
+      {999, "CUDA_ERROR_UNKNOWN"}};
+  auto it = names.find(error);
+  if (it == names.end())
+    return 1;
+  *name = it->second;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorString(CUresult error, const char **text) {
+  static const std::map<int, const char *> texts = {
+      {0, "no error"},
+      {1, "invalid argument"},
+      {2, "out of memory"},
+      {3, "initialization error"},
+      {100, "no CUDA-capable device is detected"},
+      {101, "invalid device ordinal"},
+      {218, "a PTX JIT compilation failed"},
+      {500, "named symbol not found"},
+      {999, "unknown error"}};
+  auto it = texts.find(error);
+  if (it == texts.end())
+    return 1;
+  *text = it->second;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuInit(unsigned) {
+  FAIL_IF_INJECTED("cuInit");
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+  FAIL_IF_INJECTED("cuDeviceGet");
+  if (ordinal != 0)
+    return 101;
+  *device = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
+                              CUdevice) {
+  *value = attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9 : 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice) {
+  *context = reinterpret_cast<CUcontext>(&dummy);
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { return CUDA_SUCCESS; }
+CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult cuStreamCreate(CUstream *stream, unsigned) {
+  *stream = reinterpret_cast<CUstream>(&dummy);
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream) {
+  FAIL_IF_INJECTED("cuStreamSynchronize");
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
+  FAIL_IF_INJECTED("cuMemAlloc_v2");
+  *ptr = reinterpret_cast<CUdeviceptr>(std::calloc(bytes, 1));
+  ++state.liveAllocations;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  std::free(reinterpret_cast<void *>(ptr));
+  --state.liveAllocations;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
+  FAIL_IF_INJECTED("cuMemcpyHtoD_v2");
+  std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
+  std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+/// Records the image; an image containing FAKE_INVALID fails with a log.
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
+                            unsigned numOptions, CUjit_option *options,
+                            void **values) {
+  FAIL_IF_INJECTED("cuModuleLoadDataEx");
+  std::string text(static_cast<const char *>(image));
+  if (text.find("FAKE_INVALID") != std::string::npos) {
+    for (unsigned i = 0; i < numOptions; ++i)
+      if (options[i] == CU_JIT_ERROR_LOG_BUFFER)
+        std::strcpy(static_cast<char *>(values[i]),
+                    "ptxas: line 1: fake syntax error");
+    return 218;
+  }
+  ++state.moduleLoads;
+  state.images.push_back(text);
+  *module = reinterpret_cast<CUmodule>(
+      static_cast<uintptr_t>(state.images.size()));
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
+
+/// Finds `.entry name(` in the module's PTX and counts its parameters.
+CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
+                             const char *name) {
+  size_t index = reinterpret_cast<uintptr_t>(module) - 1;
+  const std::string &ptx = state.images.at(index);
+  std::smatch match;
+  std::regex entry("\\.entry\\s+" + std::string(name) + "\\s*\\(([^)]*)\\)");
+  if (!std::regex_search(ptx, match, entry))
+    return 500;
+  std::string params = match[1];
+  int count = 0;
+  for (size_t p = params.find(".param"); p != std::string::npos;
+       p = params.find(".param", p + 1))
+    ++count;
+  storage.push_back(std::make_unique<Function>(Function{name, count}));
+  *function = reinterpret_cast<CUfunction>(storage.back().get());
+  functions[*function] = *storage.back();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuFuncSetAttribute(CUfunction function, CUfunction_attribute,
+                            int value) {
+  state.functionAttributes.push_back({functions.at(function).name, value});
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
+                        unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, CUstream, void **params, void **) {
+  FAIL_IF_INJECTED("cuLaunchKernel");
+  const Function &f = functions.at(function);
+  FakeLaunch launch{f.name, {gx, gy, gz}, {bx, by, bz}, shared, {}};
+  for (int i = 0; i < f.numParams; ++i) {
+    uint64_t v;
+    std::memcpy(&v, params[i], 8);
+    launch.params.push_back(v);
+  }
+  state.launches.push_back(launch);
+  return CUDA_SUCCESS;
+}
+
+} // extern "C"

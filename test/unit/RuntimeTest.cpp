@@ -1,0 +1,324 @@
+//===- RuntimeTest.cpp - the CUDA runtime over the fake driver ------------===//
+//
+// Everything the runtime does before and around a launch, checked without a
+// GPU: the fake driver (test/fakecuda) implements the entry points over host
+// memory and records the calls.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Runtime/Runtime.h"
+
+#include "test/fakecuda/FakeCuda.h"
+
+#include "gtest/gtest.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+
+using namespace kvattn;
+using namespace kvattn::rt;
+
+namespace {
+
+/// A kernel with every kind of parameter: 64x64 tiles, 4 warps, Hq = 8,
+/// head dim 128, more than 48 KiB of dynamic shared memory.
+const char *kManifest = R"json({
+  "format": "kvattn-launch-manifest",
+  "version": 1,
+  "chip": "sm_80",
+  "ptx_file": "k.ptx",
+  "kernels": [
+    {
+      "name": "k0",
+      "params": [
+        {"index": 0, "name": "query", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, "L", 128], "access": "read"},
+        {"index": 1, "name": "key", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", "Hkv", "S", 128], "access": "read"},
+        {"index": 2, "name": "value", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", "Hkv", "S", 128], "access": "read"},
+        {"index": 3, "name": "q_offset", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B"], "access": "read"},
+        {"index": 4, "name": "kv_len", "kind": "pointer", "type": "u64", "element_type": "i64", "shape": ["B"], "access": "read"},
+        {"index": 5, "name": "out", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, "L", 128], "access": "write"},
+        {"index": 6, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 7, "name": "Hq", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 8, "name": "Hkv", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 9, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 10, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"}
+      ],
+      "grid": {"x": "B * Hq", "y": "ceil(L / 64)", "z": 1},
+      "block": {"x": 128, "y": 1, "z": 1},
+      "dynamic_shared_memory_bytes": 98816,
+      "tile": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2}
+    }
+  ]
+})json";
+
+const char *kPtx = ".version 8.0\n.target sm_80\n.visible .entry k0(\n"
+                   ".param .u64 .ptr .align 1 k0_param_0,\n"
+                   ".param .u64 .ptr .align 1 k0_param_1,\n"
+                   ".param .u64 .ptr .align 1 k0_param_2,\n"
+                   ".param .u64 .ptr .align 1 k0_param_3,\n"
+                   ".param .u64 .ptr .align 1 k0_param_4,\n"
+                   ".param .u64 .ptr .align 1 k0_param_5,\n"
+                   ".param .u64 k0_param_6,\n.param .u64 k0_param_7,\n"
+                   ".param .u64 k0_param_8,\n.param .u64 k0_param_9,\n"
+                   ".param .u64 k0_param_10\n)\n{\nret;\n}\n";
+
+class RuntimeTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    fakecuda_reset();
+    RuntimeOptions options;
+    options.libraryPath = KVATTN_FAKE_CUDA;
+    Status s = Runtime::create(runtime, options);
+    ASSERT_TRUE(s.isOk()) << s.message();
+    ASSERT_TRUE(parseManifest(kManifest, manifest).isOk());
+  }
+
+  /// Arguments for B = 2, Hq = 8, Hkv = 2, L = 100, S = 300.
+  LaunchArgs validArgs() {
+    LaunchArgs args;
+    args.sizes = {2, 8, 2, 100, 300};
+    args.buffers = {{"query", 0x1000}, {"key", 0x2000}, {"value", 0x3000},
+                    {"out", 0x4000}};
+    args.metadata = {{"q_offset", {200, 150}}, {"kv_len", {300, 250}}};
+    return args;
+  }
+
+  std::string launchError(const LaunchArgs &args) {
+    const Module *module;
+    EXPECT_TRUE(runtime->loadModule(kPtx, module).isOk());
+    Status s = runtime->launch(*module, manifest.kernels[0], args);
+    EXPECT_TRUE(s.isError());
+    EXPECT_TRUE(fakecuda_state()->launches.empty()) << "launched anyway";
+    return s.message();
+  }
+
+  std::unique_ptr<Runtime> runtime;
+  Manifest manifest;
+};
+
+} // namespace
+
+TEST(RuntimeDriver, NoDriverIsOneClearMessage) {
+  std::unique_ptr<Runtime> runtime;
+  RuntimeOptions options;
+  options.libraryPath = "/nonexistent/libcuda.so.1";
+  Status s = Runtime::create(runtime, options);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("no CUDA driver: cannot load "
+                             "'/nonexistent/libcuda.so.1'"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("set KVATTN_LIBCUDA"), std::string::npos);
+}
+
+TEST(RuntimeDriver, RealDlopenOfLibcuda) {
+  // The real dlopen path with the default name. Only meaningful where no
+  // driver is installed (CI and development machines have none).
+  if (void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    dlclose(h);
+    GTEST_SKIP() << "a CUDA driver is installed here; the no-driver path "
+                    "cannot be exercised";
+  }
+  unsetenv("KVATTN_LIBCUDA");
+  std::unique_ptr<Runtime> runtime;
+  Status s = Runtime::create(runtime);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("no CUDA driver: cannot load 'libcuda.so.1'"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(RuntimeDriver, EnvironmentNamesTheLibrary) {
+  setenv("KVATTN_LIBCUDA", KVATTN_FAKE_CUDA, 1);
+  std::unique_ptr<Runtime> runtime;
+  Status s = Runtime::create(runtime);
+  unsetenv("KVATTN_LIBCUDA");
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(runtime->computeCapability(), 90);
+}
+
+TEST(RuntimeDriver, LibraryWithoutEntryPoints) {
+  std::unique_ptr<Runtime> runtime;
+  RuntimeOptions options;
+  options.libraryPath = "libm.so.6";
+  Status s = Runtime::create(runtime, options);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("has no entry point 'cuGetErrorName'"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(RuntimeDriver, InitFailureIsNamed) {
+  fakecuda_reset();
+  fakecuda_fail_next("cuInit", 100);
+  std::unique_ptr<Runtime> runtime;
+  RuntimeOptions options;
+  options.libraryPath = KVATTN_FAKE_CUDA;
+  Status s = Runtime::create(runtime, options);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(),
+            "initialising the driver failed: CUDA_ERROR_NO_DEVICE (100): no "
+            "CUDA-capable device is detected");
+}
+
+TEST_F(RuntimeTest, ErrorsNameTheStepAndTheCudaError) {
+  fakecuda_fail_next("cuMemAlloc_v2", 2);
+  DevicePtr p;
+  Status s = runtime->allocate(64, p);
+  EXPECT_EQ(s.message(), "allocating 64 bytes of device memory failed: "
+                         "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory");
+}
+
+TEST_F(RuntimeTest, ModulesAreCachedByContent) {
+  const Module *a, *b, *c;
+  ASSERT_TRUE(runtime->loadModule(kPtx, a).isOk());
+  ASSERT_TRUE(runtime->loadModule(std::string(kPtx), b).isOk());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(fakecuda_state()->moduleLoads, 1);
+  ASSERT_TRUE(runtime->loadModule(std::string(kPtx) + "\n// other", c).isOk());
+  EXPECT_NE(a, c);
+  EXPECT_EQ(fakecuda_state()->moduleLoads, 2);
+  EXPECT_EQ(runtime->loadedModules(), 2u);
+}
+
+TEST_F(RuntimeTest, FailedLoadReportsTheJitLog) {
+  const Module *m;
+  Status s = runtime->loadModule("// FAKE_INVALID\n", m);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("loading the PTX module failed: "
+                             "CUDA_ERROR_INVALID_PTX (218)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("JIT log: ptxas: line 1: fake syntax error"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST_F(RuntimeTest, LaunchPacksArgumentsInManifestOrder) {
+  const Module *module;
+  ASSERT_TRUE(runtime->loadModule(kPtx, module).isOk());
+  LaunchArgs args = validArgs();
+  Status s = runtime->launch(*module, manifest.kernels[0], args);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_EQ(fakecuda_state()->launches.size(), 1u);
+  const FakeLaunch &l = fakecuda_state()->launches[0];
+  EXPECT_EQ(l.kernel, "k0");
+  // grid = (B * Hq, ceil(L / 64), 1), block = (128, 1, 1)
+  EXPECT_EQ(l.grid[0], 16u);
+  EXPECT_EQ(l.grid[1], 2u);
+  EXPECT_EQ(l.grid[2], 1u);
+  EXPECT_EQ(l.block[0], 128u);
+  EXPECT_EQ(l.sharedMemBytes, 98816u);
+  ASSERT_EQ(l.params.size(), 11u);
+  EXPECT_EQ(l.params[0], 0x1000u);
+  EXPECT_EQ(l.params[1], 0x2000u);
+  EXPECT_EQ(l.params[2], 0x3000u);
+  EXPECT_EQ(l.params[5], 0x4000u);
+  // Metadata uploaded in the kernel's element types: q_offset i32, kv_len
+  // i64.
+  int32_t qOffset[2];
+  std::memcpy(qOffset, reinterpret_cast<void *>(l.params[3]), 8);
+  EXPECT_EQ(qOffset[0], 200);
+  EXPECT_EQ(qOffset[1], 150);
+  int64_t kvLen[2];
+  std::memcpy(kvLen, reinterpret_cast<void *>(l.params[4]), 16);
+  EXPECT_EQ(kvLen[0], 300);
+  EXPECT_EQ(kvLen[1], 250);
+  EXPECT_EQ(l.params[6], 2u);   // B
+  EXPECT_EQ(l.params[7], 8u);   // Hq
+  EXPECT_EQ(l.params[8], 2u);   // Hkv
+  EXPECT_EQ(l.params[9], 100u); // L
+  EXPECT_EQ(l.params[10], 300u); // S
+  // More than 48 KiB of dynamic shared memory is requested first.
+  ASSERT_EQ(fakecuda_state()->functionAttributes.size(), 1u);
+  EXPECT_EQ(fakecuda_state()->functionAttributes[0].second, 98816);
+}
+
+TEST_F(RuntimeTest, ValidationNamesBatchAndValue) {
+  LaunchArgs args = validArgs();
+  args.metadata["q_offset"] = {200, -3};
+  EXPECT_NE(launchError(args).find("q_offset[1] = -3 is negative (batch 1)"),
+            std::string::npos);
+
+  args = validArgs();
+  args.metadata["kv_len"] = {301, 250};
+  EXPECT_NE(launchError(args).find(
+                "kv_len[0] = 301 is outside [0, S = 300] (batch 0)"),
+            std::string::npos);
+
+  args = validArgs();
+  args.sizes.Hq = 4;
+  EXPECT_NE(launchError(args).find(
+                "'query' dim 1 is compiled as 8 but Hq = 4"),
+            std::string::npos);
+
+  args = validArgs();
+  args.metadata["q_offset"] = {1};
+  EXPECT_NE(launchError(args).find("'q_offset' has 1 values, expected 2"),
+            std::string::npos);
+
+  args = validArgs();
+  args.buffers.erase("value");
+  EXPECT_NE(launchError(args).find("missing device buffer 'value'"),
+            std::string::npos);
+
+  args = validArgs();
+  args.metadata["q_pos"] = {1, 2};
+  EXPECT_NE(launchError(args).find("the kernel has no parameter 'q_pos'"),
+            std::string::npos);
+
+  args = validArgs();
+  args.sizes.Hkv = 3;
+  EXPECT_NE(launchError(args).find("must be a multiple of kv heads Hkv = 3"),
+            std::string::npos);
+
+  args = validArgs();
+  args.metadata["q_offset"] = {(int64_t(1) << 62) + 1, 0};
+  EXPECT_NE(launchError(args).find("is out of range"), std::string::npos);
+}
+
+TEST(RuntimeValidation, ExplicitPositionsMustIncrease) {
+  KernelInfo kernel;
+  kernel.name = "k";
+  kernel.blockM = 64;
+  kernel.blockX = 128;
+  kernel.params = {{"q_pos", "pointer", "i64", {"B", "L"}, "read"},
+                   {"k_pos", "pointer", "i64", {"B", "S"}, "read"}};
+  LaunchArgs args;
+  args.sizes = {2, 1, 1, 2, 3};
+  args.metadata = {{"q_pos", {5, 6, 7, 8}}, {"k_pos", {0, 1, 2, 4, 4, 5}}};
+  Status s = validateLaunch(kernel, args);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("k_pos[1, 1] = 4 does not increase (previous 4, "
+                             "batch 1)"),
+            std::string::npos)
+      << s.message();
+  args.metadata["k_pos"] = {0, 1, 2, 3, 4, 5};
+  EXPECT_TRUE(validateLaunch(kernel, args).isOk());
+}
+
+TEST(RuntimeManifest, RejectsBadManifests) {
+  Manifest m;
+  Status s = parseManifest("{", m);
+  EXPECT_NE(s.message().find("invalid JSON at byte"), std::string::npos)
+      << s.message();
+  std::string v2 = kManifest;
+  v2.replace(v2.find("\"version\": 1"), 12, "\"version\": 2");
+  s = parseManifest(v2, m);
+  EXPECT_NE(s.message().find("version 2 is not supported"), std::string::npos)
+      << s.message();
+  std::string other = kManifest;
+  other.replace(other.find("kvattn-launch-manifest"), 22, "something-else");
+  s = parseManifest(other, m);
+  EXPECT_NE(s.message().find("format is \"something-else\""),
+            std::string::npos);
+  std::string badIndex = kManifest;
+  badIndex.replace(badIndex.find("\"index\": 1,"), 11, "\"index\": 7,");
+  s = parseManifest(badIndex, m);
+  EXPECT_NE(s.message().find("param 1 has index 7"), std::string::npos)
+      << s.message();
+  ASSERT_TRUE(parseManifest(kManifest, m).isOk());
+  EXPECT_EQ(m.kernels[0].params.size(), 11u);
+  EXPECT_EQ(m.kernels[0].params[0].shape[1], "8");
+}
