@@ -62,8 +62,7 @@ constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
   X(cuMemFree, "cuMemFree_v2", CUresult, (CUdeviceptr))                        \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult,                                 \
     (CUdeviceptr, const void *, size_t))                                       \
-  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult,                                 \
-    (void *, CUdeviceptr, size_t))                                             \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult, (void *, CUdeviceptr, size_t))  \
   X(cuModuleLoadDataEx, "cuModuleLoadDataEx", CUresult,                        \
     (CUmodule *, const void *, unsigned, CUjit_option *, void **))             \
   X(cuModuleUnload, "cuModuleUnload", CUresult, (CUmodule))                    \

@@ -24,8 +24,8 @@ public:
 
 private:
   Status fail(const std::string &what) {
-    return Status::error("invalid JSON at byte " + std::to_string(pos) +
-                         ": " + what);
+    return Status::error("invalid JSON at byte " + std::to_string(pos) + ": " +
+                         what);
   }
   void skip() {
     while (pos < s.size() && std::isspace(static_cast<unsigned char>(s[pos])))

@@ -20,11 +20,10 @@ Status field(const JsonValue &object, const std::string &key,
   return Status::ok();
 }
 
-Status integer(const JsonValue &object, const std::string &key,
-               int64_t &out, const std::string &where) {
+Status integer(const JsonValue &object, const std::string &key, int64_t &out,
+               const std::string &where) {
   const JsonValue *v;
-  KVATTN_RETURN_IF_ERROR(
-      field(object, key, JsonValue::Kind::Number, v, where));
+  KVATTN_RETURN_IF_ERROR(field(object, key, JsonValue::Kind::Number, v, where));
   if (v->number != std::floor(v->number) || v->number < 0)
     return Status::error("manifest: " + where + " \"" + key +
                          "\" is not a non-negative integer");
@@ -32,11 +31,10 @@ Status integer(const JsonValue &object, const std::string &key,
   return Status::ok();
 }
 
-Status text(const JsonValue &object, const std::string &key,
-            std::string &out, const std::string &where) {
+Status text(const JsonValue &object, const std::string &key, std::string &out,
+            const std::string &where) {
   const JsonValue *v;
-  KVATTN_RETURN_IF_ERROR(
-      field(object, key, JsonValue::Kind::String, v, where));
+  KVATTN_RETURN_IF_ERROR(field(object, key, JsonValue::Kind::String, v, where));
   out = v->string;
   return Status::ok();
 }
@@ -64,8 +62,8 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
   KVATTN_RETURN_IF_ERROR(
       text(root, "ptx_file", manifest.ptxFile, "the manifest"));
   const JsonValue *kernels;
-  KVATTN_RETURN_IF_ERROR(field(root, "kernels", JsonValue::Kind::Array,
-                               kernels, "the manifest"));
+  KVATTN_RETURN_IF_ERROR(
+      field(root, "kernels", JsonValue::Kind::Array, kernels, "the manifest"));
   for (size_t k = 0; k < kernels->array.size(); ++k) {
     const JsonValue &kj = kernels->array[k];
     std::string where = "kernel " + std::to_string(k);
@@ -120,8 +118,7 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
     KVATTN_RETURN_IF_ERROR(integer(*tile, "block_m", info.blockM, where));
     KVATTN_RETURN_IF_ERROR(integer(*tile, "block_n", info.blockN, where));
     KVATTN_RETURN_IF_ERROR(integer(*tile, "num_warps", info.numWarps, where));
-    KVATTN_RETURN_IF_ERROR(
-        integer(*tile, "num_stages", info.numStages, where));
+    KVATTN_RETURN_IF_ERROR(integer(*tile, "num_stages", info.numStages, where));
     if (info.blockM <= 0 || info.blockX <= 0 || info.blockX > 1024)
       return Status::error("manifest: " + where +
                            " has an invalid block or tile size");

@@ -40,7 +40,8 @@ public:
 #define KVATTN_RESOLVE(name, symbol, ret, params)                              \
   d->name = reinterpret_cast<ret(*) params>(dlsym(d->handle_, symbol));        \
   if (!d->name)                                                                \
-    return Status::error("the CUDA driver '" + path + "' has no entry point " \
+    return Status::error("the CUDA driver '" + path +                          \
+                         "' has no entry point "                               \
                          "'" symbol "'");
     KVATTN_CUDA_ENTRY_POINTS(KVATTN_RESOLVE)
 #undef KVATTN_RESOLVE
@@ -62,10 +63,9 @@ public:
       name = nullptr;
     if (cuGetErrorString(result, &text) != CUDA_SUCCESS)
       text = nullptr;
-    return Status::error(doing + " failed: " +
-                         (name ? name : "CUDA error") + " (" +
-                         std::to_string(result) + "): " +
-                         (text ? text : "no description"));
+    return Status::error(doing + " failed: " + (name ? name : "CUDA error") +
+                         " (" + std::to_string(result) +
+                         "): " + (text ? text : "no description"));
   }
 
 private:
@@ -128,12 +128,12 @@ Status Runtime::create(std::unique_ptr<Runtime> &runtime,
               "opening device " + std::to_string(options.device)));
   int major = 0, minor = 0;
   KVATTN_RETURN_IF_ERROR(d.check(
-      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                             impl.device),
+      d.cuDeviceGetAttribute(
+          &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, impl.device),
       "reading the compute capability"));
   KVATTN_RETURN_IF_ERROR(d.check(
-      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                             impl.device),
+      d.cuDeviceGetAttribute(
+          &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, impl.device),
       "reading the compute capability"));
   rt->computeCapability_ = major * 10 + minor;
   KVATTN_RETURN_IF_ERROR(
@@ -155,18 +155,18 @@ Status Runtime::loadModule(const std::string &ptx, const Module *&module) {
   }
   const Driver &d = *impl_->driver;
   std::vector<char> info(8192, 0), error(8192, 0);
-  CUjit_option options[] = {CU_JIT_INFO_LOG_BUFFER,
-                            CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-                            CU_JIT_ERROR_LOG_BUFFER,
-                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *values[] = {info.data(),
-                    reinterpret_cast<void *>(static_cast<uintptr_t>(info.size())),
-                    error.data(),
-                    reinterpret_cast<void *>(static_cast<uintptr_t>(error.size()))};
+  CUjit_option options[] = {
+      CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+      CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {
+      info.data(),
+      reinterpret_cast<void *>(static_cast<uintptr_t>(info.size())),
+      error.data(),
+      reinterpret_cast<void *>(static_cast<uintptr_t>(error.size()))};
   auto loaded = std::make_unique<Module>();
   // The driver reads a NUL-terminated image.
-  CUresult result = d.cuModuleLoadDataEx(&loaded->handle, ptx.c_str(), 4,
-                                         options, values);
+  CUresult result =
+      d.cuModuleLoadDataEx(&loaded->handle, ptx.c_str(), 4, options, values);
   if (result != CUDA_SUCCESS) {
     std::string log(error.data(), strnlen(error.data(), error.size()));
     return d.check(result, "loading the PTX module")
@@ -290,15 +290,14 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   CUfunction function;
   auto f = functions.find(kernel.name);
   if (f == functions.end()) {
-    KVATTN_RETURN_IF_ERROR(
-        d.check(d.cuModuleGetFunction(&function, module.handle,
-                                      kernel.name.c_str()),
-                "finding kernel '" + kernel.name + "' in the module"));
+    KVATTN_RETURN_IF_ERROR(d.check(
+        d.cuModuleGetFunction(&function, module.handle, kernel.name.c_str()),
+        "finding kernel '" + kernel.name + "' in the module"));
     if (kernel.dynamicSharedMemoryBytes > 48 * 1024)
       KVATTN_RETURN_IF_ERROR(d.check(
-          d.cuFuncSetAttribute(function,
-                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                               static_cast<int>(kernel.dynamicSharedMemoryBytes)),
+          d.cuFuncSetAttribute(
+              function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+              static_cast<int>(kernel.dynamicSharedMemoryBytes)),
           "allowing " + std::to_string(kernel.dynamicSharedMemoryBytes) +
               " bytes of dynamic shared memory for '" + kernel.name + "'"));
     functions[kernel.name] = function;

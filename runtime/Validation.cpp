@@ -64,8 +64,7 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
                            str(sizeOf(s, name)) + " is negative");
   if (s.Hkv == 0 ? s.Hq != 0 : s.Hq % s.Hkv != 0)
     return Status::error(where + "query heads Hq = " + str(s.Hq) +
-                         " must be a multiple of kv heads Hkv = " +
-                         str(s.Hkv));
+                         " must be a multiple of kv heads Hkv = " + str(s.Hkv));
 
   std::set<std::string> known;
   for (const ParamInfo &p : kernel.params) {
@@ -109,8 +108,7 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
     } else {
       auto it = args.buffers.find(p.name);
       if (it == args.buffers.end() || (it->second == 0 && elements != 0))
-        return Status::error(where + "missing device buffer '" + p.name +
-                             "'");
+        return Status::error(where + "missing device buffer '" + p.name + "'");
     }
   }
   for (const auto &entry : args.buffers)
@@ -124,22 +122,22 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
 
   // Values, per batch.
   for (const auto &[name, values] : args.metadata) {
-    const int64_t rowLength =
-        name == "q_pos" ? s.L : (name == "k_pos" || name == "key_valid") ? s.S
-                                                                           : 1;
+    const int64_t rowLength = name == "q_pos"                            ? s.L
+                              : (name == "k_pos" || name == "key_valid") ? s.S
+                                                                         : 1;
     for (size_t n = 0; n < values.size(); ++n) {
       int64_t v = values[n];
       int64_t b = rowLength ? static_cast<int64_t>(n) / rowLength : 0;
-      std::string at = name + (rowLength == 1
-                                   ? "[" + str(b) + "]"
-                                   : "[" + str(b) + ", " +
-                                         str(static_cast<int64_t>(n) % rowLength) +
-                                         "]");
+      std::string at =
+          name + (rowLength == 1
+                      ? "[" + str(b) + "]"
+                      : "[" + str(b) + ", " +
+                            str(static_cast<int64_t>(n) % rowLength) + "]");
       if (name == "kv_len") {
         if (v < 0 || v > s.S)
           return Status::error(where + at + " = " + str(v) +
-                               " is outside [0, S = " + str(s.S) +
-                               "] (batch " + str(b) + ")");
+                               " is outside [0, S = " + str(s.S) + "] (batch " +
+                               str(b) + ")");
       } else if (name == "key_valid") {
         if (v != 0 && v != 1)
           return Status::error(where + at + " = " + str(v) +
@@ -150,8 +148,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
                                " is negative (batch " + str(b) + ")");
         if (v > kMaxPosition)
           return Status::error(where + at + " = " + str(v) +
-                               " is out of range (above 2^62, batch " +
-                               str(b) + ")");
+                               " is out of range (above 2^62, batch " + str(b) +
+                               ")");
         bool explicitPositions = name == "q_pos" || name == "k_pos";
         if (explicitPositions && static_cast<int64_t>(n) % rowLength != 0 &&
             v <= values[n - 1])

@@ -38,6 +38,11 @@ config.substitutions.append(
                       "attention_case.py"),
          os.path.join(config.kvattn_tools_dir, "kvattn-run"))))
 
+# The fake CUDA driver of the runtime tests (test/fakecuda).
+config.substitutions.append(
+    ("%fakecuda", os.path.join(config.kvattn_obj_root, "test", "fakecuda",
+                               "libkvattn_fake_cuda.so")))
+
 # The CUDA toolkit: libdevice for the NVVM target is found through
 # CUDA_HOME (lit scrubs the environment), and `ptxas` is an optional tool
 # that PTX tests REQUIRE.

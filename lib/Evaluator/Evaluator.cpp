@@ -59,6 +59,9 @@ std::string locationOf(Operation *op) {
 
 class Interpreter {
 public:
+  explicit Interpreter(const AttentionExecutor *executor = nullptr)
+      : executor(executor) {}
+
   Status run(func::FuncOp func, const std::vector<HostTensor> &arguments,
              std::vector<HostTensor> &results);
 
@@ -111,6 +114,7 @@ private:
   Status evalConcat(tensor::ConcatOp op);
 
   llvm::DenseMap<Value, RtValue> values;
+  const AttentionExecutor *executor;
 };
 
 } // namespace
@@ -235,6 +239,17 @@ Status Interpreter::eval(Operation *op) {
 }
 
 Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
+  if (executor) {
+    std::vector<const HostTensor *> operands;
+    for (Value v : op->getOperands())
+      operands.push_back(&tensor(v));
+    std::vector<HostTensor> results;
+    if (Status s = (*executor)(op, operands, results); s.isError())
+      return fail(op, s.message());
+    for (auto [value, result] : llvm::zip(op->getResults(), results))
+      set(value, std::move(result));
+    return Status::ok();
+  }
   reference::AttentionOperands ops;
   ops.query = &tensor(op.getQuery());
   ops.key = &tensor(op.getKey());
@@ -473,6 +488,14 @@ Status evaluateFunction(func::FuncOp func,
                         const std::vector<HostTensor> &arguments,
                         std::vector<HostTensor> &results) {
   Interpreter interpreter;
+  return interpreter.run(func, arguments, results);
+}
+
+Status evaluateFunction(func::FuncOp func,
+                        const std::vector<HostTensor> &arguments,
+                        std::vector<HostTensor> &results,
+                        const AttentionExecutor &executor) {
+  Interpreter interpreter(&executor);
   return interpreter.run(func, arguments, results);
 }
 

@@ -56,10 +56,14 @@ void fakecuda_fail_next(const char *symbol, int code) {
 
 CUresult cuGetErrorName(CUresult error, const char **name) {
   static const std::map<int, const char *> names = {
-      {0, "CUDA_SUCCESS"},           {1, "CUDA_ERROR_INVALID_VALUE"},
-      {2, "CUDA_ERROR_OUT_OF_MEMORY"}, {3, "CUDA_ERROR_NOT_INITIALIZED"},
-      {100, "CUDA_ERROR_NO_DEVICE"},  {101, "CUDA_ERROR_INVALID_DEVICE"},
-      {218, "CUDA_ERROR_INVALID_PTX"}, {500, "CUDA_ERROR_NOT_FOUND"},
+      {0, "CUDA_SUCCESS"},
+      {1, "CUDA_ERROR_INVALID_VALUE"},
+      {2, "CUDA_ERROR_OUT_OF_MEMORY"},
+      {3, "CUDA_ERROR_NOT_INITIALIZED"},
+      {100, "CUDA_ERROR_NO_DEVICE"},
+      {101, "CUDA_ERROR_INVALID_DEVICE"},
+      {218, "CUDA_ERROR_INVALID_PTX"},
+      {500, "CUDA_ERROR_NOT_FOUND"},
       {999, "CUDA_ERROR_UNKNOWN"}};
   auto it = names.find(error);
   if (it == names.end())
@@ -157,8 +161,8 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
   }
   ++state.moduleLoads;
   state.images.push_back(text);
-  *module = reinterpret_cast<CUmodule>(
-      static_cast<uintptr_t>(state.images.size()));
+  *module =
+      reinterpret_cast<CUmodule>(static_cast<uintptr_t>(state.images.size()));
   return CUDA_SUCCESS;
 }
 CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }

@@ -12,7 +12,6 @@
 
 #include "gtest/gtest.h"
 
-
 namespace k = kvattn::cuda;
 
 static_assert(sizeof(k::CUdeviceptr) == sizeof(CUdeviceptr), "CUdeviceptr");

@@ -78,8 +78,8 @@ protected:
   LaunchArgs validArgs() {
     LaunchArgs args;
     args.sizes = {2, 8, 2, 100, 300};
-    args.buffers = {{"query", 0x1000}, {"key", 0x2000}, {"value", 0x3000},
-                    {"out", 0x4000}};
+    args.buffers = {
+        {"query", 0x1000}, {"key", 0x2000}, {"value", 0x3000}, {"out", 0x4000}};
     args.metadata = {{"q_offset", {200, 150}}, {"kv_len", {300, 250}}};
     return args;
   }
@@ -225,10 +225,10 @@ TEST_F(RuntimeTest, LaunchPacksArgumentsInManifestOrder) {
   std::memcpy(kvLen, reinterpret_cast<void *>(l.params[4]), 16);
   EXPECT_EQ(kvLen[0], 300);
   EXPECT_EQ(kvLen[1], 250);
-  EXPECT_EQ(l.params[6], 2u);   // B
-  EXPECT_EQ(l.params[7], 8u);   // Hq
-  EXPECT_EQ(l.params[8], 2u);   // Hkv
-  EXPECT_EQ(l.params[9], 100u); // L
+  EXPECT_EQ(l.params[6], 2u);    // B
+  EXPECT_EQ(l.params[7], 8u);    // Hq
+  EXPECT_EQ(l.params[8], 2u);    // Hkv
+  EXPECT_EQ(l.params[9], 100u);  // L
   EXPECT_EQ(l.params[10], 300u); // S
   // More than 48 KiB of dynamic shared memory is requested first.
   ASSERT_EQ(fakecuda_state()->functionAttributes.size(), 1u);
@@ -249,8 +249,7 @@ TEST_F(RuntimeTest, ValidationNamesBatchAndValue) {
 
   args = validArgs();
   args.sizes.Hq = 4;
-  EXPECT_NE(launchError(args).find(
-                "'query' dim 1 is compiled as 8 but Hq = 4"),
+  EXPECT_NE(launchError(args).find("'query' dim 1 is compiled as 8 but Hq = 4"),
             std::string::npos);
 
   args = validArgs();

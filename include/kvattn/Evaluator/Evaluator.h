@@ -14,9 +14,11 @@
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Status.h"
 
+#include <functional>
 #include <vector>
 
 namespace mlir {
+class Operation;
 class Type;
 namespace func {
 class FuncOp;
@@ -41,6 +43,20 @@ std::optional<ElementType> toElementType(mlir::Type type);
 Status evaluateFunction(mlir::func::FuncOp func,
                         const std::vector<HostTensor> &arguments,
                         std::vector<HostTensor> &results);
+
+/// Runs one kvattn.attention elsewhere (e.g. on a GPU): `operands` are the
+/// op's operands in order, `results` must receive its results in their
+/// result types.
+using AttentionExecutor = std::function<Status(
+    mlir::Operation *attention, const std::vector<const HostTensor *> &operands,
+    std::vector<HostTensor> &results)>;
+
+/// As above, but every kvattn.attention is run by `executor` while every
+/// other op is evaluated as usual (the reference).
+Status evaluateFunction(mlir::func::FuncOp func,
+                        const std::vector<HostTensor> &arguments,
+                        std::vector<HostTensor> &results,
+                        const AttentionExecutor &executor);
 
 } // namespace kvattn
 

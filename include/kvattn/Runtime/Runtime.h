@@ -1,4 +1,5 @@
-//===- Runtime.h - load kvattn PTX and launch it (CUDA Driver API) -*- C++ -*-===//
+//===- Runtime.h - load kvattn PTX and launch it (CUDA Driver API) -*- C++
+//-*-===//
 //
 // The kvattn runtime: no MLIR, no link-time dependency on libcuda. The
 // driver library is opened with dlopen ("libcuda.so.1", or the path in

@@ -1,0 +1,177 @@
+//===- GpuExecutor.cpp - run kvattn.attention on a GPU --------------------===//
+
+#include "kvattn/GPU/GpuExecutor.h"
+#include "kvattn/Evaluator/Evaluator.h"
+
+#include "dialect/KVAttnOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace kvattn {
+
+namespace {
+
+/// The role of each operand of a kvattn.attention, in operand order.
+std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
+  std::vector<std::string> roles = {"query", "key", "value"};
+  auto add = [&](Value v, const char *role) {
+    if (v)
+      roles.push_back(role);
+  };
+  add(op.getQOffset(), "q_offset");
+  add(op.getKOffset(), "k_offset");
+  add(op.getQPos(), "q_pos");
+  add(op.getKPos(), "k_pos");
+  add(op.getKvLen(), "kv_len");
+  add(op.getKeyValid(), "key_valid");
+  add(op.getMask(), "mask");
+  return roles;
+}
+
+bool isMetadata(const std::string &role) {
+  return role == "q_offset" || role == "k_offset" || role == "q_pos" ||
+         role == "k_pos" || role == "kv_len" || role == "key_valid";
+}
+
+/// A module with one function that applies a copy of `op` to arguments of
+/// the operands' run-time (static) shapes.
+OwningOpRef<ModuleOp>
+singleOpModule(mlir::kvattn::AttentionOp op,
+               const std::vector<const HostTensor *> &operands) {
+  MLIRContext *ctx = op.getContext();
+  OpBuilder b(ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(op.getLoc());
+  b.setInsertionPointToEnd(module->getBody());
+  SmallVector<Type> argTypes;
+  for (auto [value, tensor] : llvm::zip(op->getOperands(), operands)) {
+    Type elt = cast<ShapedType>(value.getType()).getElementType();
+    argTypes.push_back(RankedTensorType::get(tensor->shape(), elt));
+  }
+  // Result shapes follow from the operands: out [B, Hq, L, Dv], lse [B, Hq, L].
+  const auto &q = operands[0]->shape(), &v = operands[2]->shape();
+  SmallVector<Type> resultTypes;
+  resultTypes.push_back(RankedTensorType::get(
+      {q[0], q[1], q[2], v[3]}, op.getOut().getType().getElementType()));
+  if (op.getLse())
+    resultTypes.push_back(
+        RankedTensorType::get({q[0], q[1], q[2]}, b.getF32Type()));
+  auto func = func::FuncOp::create(b, op.getLoc(), "kvattn_gpu",
+                                   b.getFunctionType(argTypes, resultTypes));
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  IRMapping mapping;
+  for (auto [value, arg] : llvm::zip(op->getOperands(), entry->getArguments()))
+    mapping.map(value, arg);
+  Operation *clone = b.clone(*op, mapping);
+  for (auto [result, type] : llvm::zip(clone->getResults(), resultTypes))
+    result.setType(type);
+  func::ReturnOp::create(b, op.getLoc(), clone->getResults());
+  return module;
+}
+
+} // namespace
+
+GpuExecutor::~GpuExecutor() = default;
+
+Status GpuExecutor::create(const PtxOptions &options,
+                           std::unique_ptr<GpuExecutor> &executor) {
+  std::unique_ptr<GpuExecutor> e(new GpuExecutor());
+  e->options_ = options;
+  KVATTN_RETURN_IF_ERROR(rt::Runtime::create(e->runtime_));
+  // The manifest names a chip; compile for the device's own.
+  e->options_.chip = "sm_" + std::to_string(e->runtime_->computeCapability());
+  executor = std::move(e);
+  return Status::ok();
+}
+
+Status GpuExecutor::run(Operation *attention,
+                        const std::vector<const HostTensor *> &operands,
+                        std::vector<HostTensor> &results) {
+  auto op = cast<mlir::kvattn::AttentionOp>(attention);
+  OwningOpRef<ModuleOp> module = singleOpModule(op, operands);
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  module->print(os);
+
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    PtxModule ptx;
+    KVATTN_RETURN_IF_ERROR(compileToPtx(*module, options_, ptx));
+    Compiled compiled;
+    compiled.ptx = ptx.ptx;
+    // Through the JSON on purpose: the runtime launches from the manifest
+    // as an embedder would.
+    KVATTN_RETURN_IF_ERROR(rt::parseManifest(manifestToJson(ptx, "kvattn.ptx"),
+                                             compiled.manifest));
+    it = cache_.emplace(key, std::move(compiled)).first;
+  }
+  const rt::Module *loaded;
+  KVATTN_RETURN_IF_ERROR(runtime_->loadModule(it->second.ptx, loaded));
+  const rt::KernelInfo &kernel = it->second.manifest.kernels.at(0);
+
+  const auto &q = operands[0]->shape(), &k = operands[1]->shape(),
+             &v = operands[2]->shape();
+  rt::LaunchArgs args;
+  args.sizes = {q[0], q[1], k[1], q[2], k[2]};
+  std::vector<rt::DevicePtr> allocations;
+  auto freeAll = [&] {
+    for (rt::DevicePtr p : allocations)
+      (void)runtime_->release(p);
+  };
+  auto upload = [&](const HostTensor &t, rt::DevicePtr &ptr) -> Status {
+    KVATTN_RETURN_IF_ERROR(runtime_->allocate(t.byteSize(), ptr));
+    allocations.push_back(ptr);
+    return runtime_->copyToDevice(ptr, t.data(), t.byteSize());
+  };
+  std::vector<std::string> roles = operandRoles(op);
+  for (size_t i = 0; i < roles.size(); ++i) {
+    const HostTensor &t = *operands[i];
+    if (isMetadata(roles[i])) {
+      std::vector<int64_t> values(t.numElements());
+      for (int64_t n = 0; n < t.numElements(); ++n)
+        values[n] = t.getInt(n);
+      args.metadata[roles[i]] = std::move(values);
+      continue;
+    }
+    rt::DevicePtr ptr;
+    if (Status s = upload(t, ptr); s.isError()) {
+      freeAll();
+      return s;
+    }
+    args.buffers[roles[i]] = ptr;
+  }
+  std::optional<ElementType> outType =
+      toElementType(op.getOut().getType().getElementType());
+  results.clear();
+  results.emplace_back(*outType, std::vector<int64_t>{q[0], q[1], q[2], v[3]});
+  if (op.getLse())
+    results.emplace_back(ElementType::F32,
+                         std::vector<int64_t>{q[0], q[1], q[2]});
+  const char *outputs[] = {"out", "lse"};
+  for (size_t r = 0; r < results.size(); ++r) {
+    rt::DevicePtr ptr;
+    Status s = runtime_->allocate(results[r].byteSize(), ptr);
+    if (s.isError()) {
+      freeAll();
+      return s;
+    }
+    allocations.push_back(ptr);
+    args.buffers[outputs[r]] = ptr;
+  }
+  Status s = runtime_->launch(*loaded, kernel, args);
+  if (s.isOk())
+    s = runtime_->synchronize();
+  for (size_t r = 0; s.isOk() && r < results.size(); ++r)
+    s = runtime_->copyToHost(results[r].data(), args.buffers[outputs[r]],
+                             results[r].byteSize());
+  freeAll();
+  return s;
+}
+
+} // namespace kvattn
