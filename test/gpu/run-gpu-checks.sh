@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The GPU checks, for a machine with an NVIDIA GPU and driver.
+#
+#   bash test/gpu/run-gpu-checks.sh            # logs under $OUT or build/gpu-checks
+#
+# 1. builds kvattn in Release (scripts/setup.sh; reuses an existing build);
+# 2. runs the case matrix of DESIGN §4 through kvattn-run --target=gpu --check
+#    in f32, f16 and bf16 (each kvattn.attention compiled for the device's own
+#    chip, launched through the runtime, compared with the scalar reference);
+# 3. runs compute-sanitizer --tool memcheck on three cases;
+# 4. prints one summary table and exits non-zero if anything failed.
+# Budget: a few minutes (each case compiles one kernel, ~0.1 s, and runs the
+# reference on the host).
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${KVATTN_BUILD_DIR:-$root/build}
+out=${OUT:-$build/gpu-checks}
+mkdir -p "$out"
+export KVATTN_BUILD_TYPE=Release
+
+start=$(date +%s)
+echo "== kvattn GPU checks; logs in $out"
+if ! bash "$root/scripts/setup.sh" > "$out/setup.log" 2>&1; then
+  echo "setup/build failed:"; tail -20 "$out/setup.log"; exit 1
+fi
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || echo "warning: nvidia-smi failed" >&2
+head -15 "$out/nvidia-smi.txt" 2>/dev/null
+
+run="python3 $root/test/Numerics/Inputs/attention_case.py --kvattn-run $build/bin/kvattn-run"
+
+# name | case flags (see attention_case.py)
+cases=(
+  "prefill-37|--L 37 --S 37 --q-offset 0 --causal"
+  "decode|--L 1 --S 100 --q-offset 99 --causal"
+  "append|--L 5 --S 70 --q-offset 65 --causal"
+  "gqa-batch-kvlen-lse|--B 2 --Hq 8 --Hkv 2 --L 4 --S 40 --q-offset 16,33 --kv-len 20,37 --causal --lse"
+  "mqa|--Hq 4 --Hkv 1 --L 3 --S 20 --q-offset 17 --causal"
+  "padding|--L 2 --S 9 --q-offset 7 --key-valid 0,1,0,1,1,1,1,1,1 --causal"
+  "unused-slots|--L 3 --S 64 --q-offset 20 --kv-len 23 --causal"
+  "window|--L 9 --S 80 --q-offset 71 --causal --window 7"
+  "softcap|--L 4 --S 50 --q-offset 46 --causal --softcap 0.5 --scale 4"
+  "all-masked|--B 2 --L 3 --S 10 --q-offset 2,0 --k-offset 0,5 --kv-len 0,10 --causal --lse"
+  "dv-ne-d|--D 64 --Dv 32 --L 4 --S 33 --q-offset 29 --causal"
+  "d128|--D 128 --L 8 --S 100 --q-offset 92 --causal"
+  "d40|--D 40 --Dv 24 --L 5 --S 45 --q-offset 40 --causal"
+  "p2048-l64|--D 64 --L 64 --S 2112 --q-offset 2048 --causal"
+  "prefill-256-d128|--D 128 --Hq 4 --Hkv 2 --L 256 --S 256 --q-offset 0 --causal --lse"
+  "explicit|--L 4 --S 12 --q-pos 20,21,25,30 --k-pos 0,2,4,6,8,10,12,14,16,18,20,22 --causal --lse"
+  "explicit-window|--L 3 --S 8 --q-pos 9,12,14 --k-pos 0,2,5,7,9,11,12,13 --causal --window 6"
+  "bool-mask|--B 2 --Hq 2 --Hkv 1 --L 5 --S 19 --mask bool"
+  "float-mask|--L 5 --S 19 --mask float"
+  "decode-static|--L 1 --S 100 --kv-len 57"
+)
+
+pass=0; fail=0
+printf '%-22s %-5s %-6s %s\n' case dtype result "max_abs_err" > "$out/summary.txt"
+for dtype in f32 f16 bf16; do
+  for entry in "${cases[@]}"; do
+    name=${entry%%|*}; flags=${entry#*|}
+    log="$out/$name-$dtype.log"
+    if $run --dtype "$dtype" $flags -- --target=gpu --check > "$log" 2>&1; then
+      result=PASS; pass=$((pass + 1))
+    else
+      result=FAIL; fail=$((fail + 1))
+    fi
+    err=$(grep -o 'max_abs_err=[^ ]*' "$log" | head -1 | cut -d= -f2)
+    printf '%-22s %-5s %-6s %s\n' "$name" "$dtype" "$result" "${err:--}" >> "$out/summary.txt"
+  done
+done
+
+sanitizer=${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer
+command -v compute-sanitizer >/dev/null && sanitizer=$(command -v compute-sanitizer)
+echo >> "$out/summary.txt"
+for entry in "gqa-batch-kvlen-lse|--dtype bf16 --B 2 --Hq 8 --Hkv 2 --L 4 --S 40 --q-offset 16,33 --kv-len 20,37 --causal --lse" \
+             "window|--dtype f16 --L 9 --S 80 --q-offset 71 --causal --window 7" \
+             "bool-mask|--dtype f32 --B 2 --Hq 2 --Hkv 1 --L 5 --S 19 --mask bool"; do
+  name=${entry%%|*}; flags=${entry#*|}
+  log="$out/memcheck-$name.log"
+  if [[ ! -x $sanitizer ]]; then
+    printf '%-22s memcheck SKIPPED (no compute-sanitizer)\n' "$name" >> "$out/summary.txt"
+    continue
+  fi
+  if "$sanitizer" --tool memcheck --error-exitcode 7 \
+       $run $flags -- --target=gpu --check > "$log" 2>&1; then
+    result=PASS; pass=$((pass + 1))
+  else
+    result=FAIL; fail=$((fail + 1))
+  fi
+  errors=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$log" | tail -1)
+  printf '%-22s memcheck %-6s %s\n' "$name" "$result" "${errors:-see log}" >> "$out/summary.txt"
+done
+
+echo
+cat "$out/summary.txt"
+echo
+echo "gpu checks: $pass passed, $fail failed ($(( $(date +%s) - start )) s)"
+[[ $fail -eq 0 ]]
