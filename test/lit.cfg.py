@@ -20,6 +20,7 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 config.substitutions.append(("%kvattn_src_root", config.kvattn_src_root))
+config.substitutions.append(("%kvattn_obj_root", config.kvattn_obj_root))
 
 llvm_config.add_tool_substitutions(["kvattn-opt", "kvattn-run"],
                                    [config.kvattn_tools_dir])

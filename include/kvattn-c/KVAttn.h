@@ -1,0 +1,79 @@
+/*===- KVAttn.h - the kvattn C API ------------------------------*- C -*-===//
+ *
+ * Compile kvattn IR to PTX and a launch manifest; load and launch through
+ * the CUDA driver (opened at run time: no link dependency on libcuda).
+ *
+ * Every function that can fail returns 0 on success and non-zero on
+ * failure, with a message in *error (free it with kvattn_free; error may be
+ * NULL when the caller does not want the message).
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef KVATTN_C_KVATTN_H
+#define KVATTN_C_KVATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Frees a string returned by the API. */
+void kvattn_free(char *string);
+
+/* Compiles every kvattn.attention / kvattn.sdpa of `ir` (MLIR text) for
+ * `chip` (e.g. "sm_80"; NULL for sm_80). On success *ptx and *manifest_json
+ * receive the PTX text and its launch manifest (docs/kernel-abi.md). */
+int kvattn_compile_to_ptx(const char *ir, const char *chip, char **ptx,
+                          char **manifest_json, char **error);
+
+typedef struct kvattn_runtime kvattn_runtime;
+
+/* Opens the driver (libcuda.so.1 or $KVATTN_LIBCUDA), device 0, its primary
+ * context and a stream. */
+int kvattn_runtime_create(kvattn_runtime **runtime, char **error);
+void kvattn_runtime_destroy(kvattn_runtime *runtime);
+
+int kvattn_device_alloc(kvattn_runtime *runtime, size_t bytes,
+                        uint64_t *device_ptr, char **error);
+int kvattn_device_free(kvattn_runtime *runtime, uint64_t device_ptr,
+                       char **error);
+int kvattn_copy_to_device(kvattn_runtime *runtime, uint64_t dst,
+                          const void *src, size_t bytes, char **error);
+int kvattn_copy_to_host(kvattn_runtime *runtime, void *dst, uint64_t src,
+                        size_t bytes, char **error);
+int kvattn_synchronize(kvattn_runtime *runtime, char **error);
+
+typedef struct {
+  int64_t B, Hq, Hkv, L, S;
+} kvattn_sizes;
+
+/* A device buffer by parameter name: "query", "key", "value", "mask",
+ * "out", "lse". */
+typedef struct {
+  const char *name;
+  uint64_t device_ptr;
+} kvattn_buffer;
+
+/* Run-time metadata on the host by parameter name: "q_offset", "k_offset",
+ * "q_pos", "k_pos", "kv_len", "key_valid". Validated before the launch. */
+typedef struct {
+  const char *name;
+  const int64_t *values;
+  size_t count;
+} kvattn_metadata;
+
+/* Launches kernel `kernel_index` of the manifest (the PTX is loaded once per
+ * runtime and cached by content). Returns when the launch is queued. */
+int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
+                  const char *manifest_json, size_t kernel_index,
+                  kvattn_sizes sizes, const kvattn_buffer *buffers,
+                  size_t num_buffers, const kvattn_metadata *metadata,
+                  size_t num_metadata, char **error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVATTN_C_KVATTN_H */

@@ -1,0 +1,149 @@
+//===- KVAttn.cpp - the kvattn C API --------------------------------------===//
+
+#include "kvattn-c/KVAttn.h"
+
+#include "kvattn/Registration/Registration.h"
+#include "kvattn/Runtime/Runtime.h"
+#include "kvattn/Target/Ptx.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+using kvattn::Status;
+
+struct kvattn_runtime {
+  std::unique_ptr<kvattn::rt::Runtime> runtime;
+};
+
+static char *copyString(const std::string &s) {
+  char *out = static_cast<char *>(std::malloc(s.size() + 1));
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
+
+/// 0 on success; else sets *error (when wanted) and returns 1.
+static int report(const Status &status, char **error) {
+  if (status.isOk())
+    return 0;
+  if (error)
+    *error = copyString(status.message());
+  return 1;
+}
+
+extern "C" {
+
+void kvattn_free(char *string) { std::free(string); }
+
+int kvattn_compile_to_ptx(const char *ir, const char *chip, char **ptx,
+                          char **manifest_json, char **error) {
+  if (!ir || !ptx || !manifest_json)
+    return report(Status::error("kvattn_compile_to_ptx: null argument"),
+                  error);
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    mlir::registerAllPasses();
+    kvattn::registerAllKVAttnPasses();
+  });
+  mlir::DialectRegistry registry;
+  kvattn::registerAllKVAttnDialects(registry);
+  mlir::MLIRContext context(registry);
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(ir, &context, "input");
+  if (!module)
+    return report(Status::error("cannot parse the IR: " + diagnostics), error);
+  kvattn::PtxOptions options;
+  if (chip)
+    options.chip = chip;
+  kvattn::PtxModule result;
+  if (int failed = report(kvattn::compileToPtx(*module, options, result),
+                          error))
+    return failed;
+  *ptx = copyString(result.ptx);
+  *manifest_json = copyString(kvattn::manifestToJson(result, "kernel.ptx"));
+  return 0;
+}
+
+int kvattn_runtime_create(kvattn_runtime **runtime, char **error) {
+  if (!runtime)
+    return report(Status::error("kvattn_runtime_create: null argument"),
+                  error);
+  auto rt = std::make_unique<kvattn_runtime>();
+  if (int failed = report(kvattn::rt::Runtime::create(rt->runtime), error))
+    return failed;
+  *runtime = rt.release();
+  return 0;
+}
+
+void kvattn_runtime_destroy(kvattn_runtime *runtime) { delete runtime; }
+
+int kvattn_device_alloc(kvattn_runtime *runtime, size_t bytes,
+                        uint64_t *device_ptr, char **error) {
+  return report(runtime->runtime->allocate(bytes, *device_ptr), error);
+}
+
+int kvattn_device_free(kvattn_runtime *runtime, uint64_t device_ptr,
+                       char **error) {
+  return report(runtime->runtime->release(device_ptr), error);
+}
+
+int kvattn_copy_to_device(kvattn_runtime *runtime, uint64_t dst,
+                          const void *src, size_t bytes, char **error) {
+  return report(runtime->runtime->copyToDevice(dst, src, bytes), error);
+}
+
+int kvattn_copy_to_host(kvattn_runtime *runtime, void *dst, uint64_t src,
+                        size_t bytes, char **error) {
+  return report(runtime->runtime->copyToHost(dst, src, bytes), error);
+}
+
+int kvattn_synchronize(kvattn_runtime *runtime, char **error) {
+  return report(runtime->runtime->synchronize(), error);
+}
+
+int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
+                  const char *manifest_json, size_t kernel_index,
+                  kvattn_sizes sizes, const kvattn_buffer *buffers,
+                  size_t num_buffers, const kvattn_metadata *metadata,
+                  size_t num_metadata, char **error) {
+  if (!runtime || !ptx || !manifest_json)
+    return report(Status::error("kvattn_launch: null argument"), error);
+  kvattn::rt::Manifest manifest;
+  if (int failed =
+          report(kvattn::rt::parseManifest(manifest_json, manifest), error))
+    return failed;
+  if (kernel_index >= manifest.kernels.size())
+    return report(Status::error("kvattn_launch: kernel index " +
+                                std::to_string(kernel_index) +
+                                " is out of range (the manifest has " +
+                                std::to_string(manifest.kernels.size()) +
+                                ")"),
+                  error);
+  const kvattn::rt::Module *module;
+  if (int failed = report(runtime->runtime->loadModule(ptx, module), error))
+    return failed;
+  kvattn::rt::LaunchArgs args;
+  args.sizes = {sizes.B, sizes.Hq, sizes.Hkv, sizes.L, sizes.S};
+  for (size_t i = 0; i < num_buffers; ++i)
+    args.buffers[buffers[i].name] = buffers[i].device_ptr;
+  for (size_t i = 0; i < num_metadata; ++i)
+    args.metadata[metadata[i].name] = std::vector<int64_t>(
+        metadata[i].values, metadata[i].values + metadata[i].count);
+  return report(runtime->runtime->launch(
+                    *module, manifest.kernels[kernel_index], args),
+                error);
+}
+
+} // extern "C"
