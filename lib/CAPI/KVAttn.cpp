@@ -46,8 +46,7 @@ void kvattn_free(char *string) { std::free(string); }
 int kvattn_compile_to_ptx(const char *ir, const char *chip, char **ptx,
                           char **manifest_json, char **error) {
   if (!ir || !ptx || !manifest_json)
-    return report(Status::error("kvattn_compile_to_ptx: null argument"),
-                  error);
+    return report(Status::error("kvattn_compile_to_ptx: null argument"), error);
   static std::once_flag registered;
   std::call_once(registered, [] {
     mlir::registerAllPasses();
@@ -68,8 +67,8 @@ int kvattn_compile_to_ptx(const char *ir, const char *chip, char **ptx,
   if (chip)
     options.chip = chip;
   kvattn::PtxModule result;
-  if (int failed = report(kvattn::compileToPtx(*module, options, result),
-                          error))
+  if (int failed =
+          report(kvattn::compileToPtx(*module, options, result), error))
     return failed;
   *ptx = copyString(result.ptx);
   *manifest_json = copyString(kvattn::manifestToJson(result, "kernel.ptx"));
@@ -78,8 +77,7 @@ int kvattn_compile_to_ptx(const char *ir, const char *chip, char **ptx,
 
 int kvattn_runtime_create(kvattn_runtime **runtime, char **error) {
   if (!runtime)
-    return report(Status::error("kvattn_runtime_create: null argument"),
-                  error);
+    return report(Status::error("kvattn_runtime_create: null argument"), error);
   auto rt = std::make_unique<kvattn_runtime>();
   if (int failed = report(kvattn::rt::Runtime::create(rt->runtime), error))
     return failed;
@@ -128,8 +126,7 @@ int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
     return report(Status::error("kvattn_launch: kernel index " +
                                 std::to_string(kernel_index) +
                                 " is out of range (the manifest has " +
-                                std::to_string(manifest.kernels.size()) +
-                                ")"),
+                                std::to_string(manifest.kernels.size()) + ")"),
                   error);
   const kvattn::rt::Module *module;
   if (int failed = report(runtime->runtime->loadModule(ptx, module), error))
@@ -141,9 +138,9 @@ int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
   for (size_t i = 0; i < num_metadata; ++i)
     args.metadata[metadata[i].name] = std::vector<int64_t>(
         metadata[i].values, metadata[i].values + metadata[i].count);
-  return report(runtime->runtime->launch(
-                    *module, manifest.kernels[kernel_index], args),
-                error);
+  return report(
+      runtime->runtime->launch(*module, manifest.kernels[kernel_index], args),
+      error);
 }
 
 } // extern "C"
