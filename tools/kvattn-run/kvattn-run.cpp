@@ -20,6 +20,7 @@
 #include "kvattn/Support/Float16.h"
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Npy.h"
+#include "kvattn/Support/Random.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -102,18 +103,9 @@ int fail(const std::string &message) {
   return 1;
 }
 
-/// splitmix64: a small, well-mixed, platform-independent generator.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 /// Distinct values in [-1, 1) for argument `arg`, element `i`.
 double generated(uint64_t arg, int64_t i) {
-  uint64_t bits = mix(mix(seed ^ (arg * 0x100000001b3ull)) + uint64_t(i));
-  return static_cast<double>(bits >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+  return kvattn::seededValue(seed, arg, i);
 }
 
 std::optional<unsigned> parseArgName(llvm::StringRef name) {

@@ -1,0 +1,391 @@
+//===- DifferentialFuzzer.cpp - random attention vs the reference ---------===//
+//
+//   kvattn-fuzz-diff [--seed N] [--iterations N] [--seconds S] [--save DIR]
+//
+// Structured, differential fuzzing of the CPU path: each iteration draws a
+// random valid configuration (batch, heads and GQA ratio, L, S including 0,
+// D, Dv, element type, offset or explicit positions, k_offset, kv_len, key
+// validity, general masks, causal, window, softcap, scale, lse, tile
+// sizes), builds the kvattn.attention, compiles it with kvattn-to-cpu and
+// compares the JIT's results with the scalar reference (the tolerances of
+// --check). A mismatch is shrunk (smaller sizes while it still fails) and
+// printed as an attention_case.py command line, the form of the regression
+// tests in test/Numerics; with --save it is also written to DIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/CPU/CpuRunner.h"
+#include "kvattn/Evaluator/Evaluator.h"
+#include "kvattn/Registration/Registration.h"
+#include "kvattn/Support/Compare.h"
+#include "kvattn/Support/Random.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace cl = llvm::cl;
+using kvattn::ElementType;
+using kvattn::HostTensor;
+
+static cl::opt<uint64_t> seed("seed", cl::init(1));
+static cl::opt<int64_t> iterations("iterations", cl::init(100));
+static cl::opt<double> seconds("seconds",
+                               cl::desc("Stop after this many seconds"),
+                               cl::init(0));
+static cl::opt<std::string> saveDir("save", cl::init(""));
+
+namespace {
+
+struct Config {
+  std::string dtype = "f32";
+  int64_t B = 1, Hq = 1, Hkv = 1, L = 1, S = 1, D = 16, Dv = 16;
+  bool explicitPositions = false, causal = false, lse = false;
+  int64_t window = 0; // 0: none
+  double softcap = 0, scale = 0;
+  bool hasOffsets = false, hasKOffset = false, hasKvLen = false,
+       hasKeyValid = false;
+  std::vector<int64_t> qOffset, kOffset, qPos, kPos, kvLen, keyValid;
+  std::string mask; // "", "bool", "float"
+  int64_t blockM = 64, blockN = 64;
+  uint64_t dataSeed = 0;
+};
+
+std::string join(const std::vector<int64_t> &v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+/// The same case as attention_case.py flags.
+std::string asFlags(const Config &c) {
+  std::ostringstream os;
+  os << "--dtype " << c.dtype << " --B " << c.B << " --Hq " << c.Hq
+     << " --Hkv " << c.Hkv << " --L " << c.L << " --S " << c.S << " --D "
+     << c.D << " --Dv " << c.Dv;
+  auto list = [&](const char *flag, const std::vector<int64_t> &v) {
+    if (!v.empty())
+      os << " " << flag << " " << join(v);
+  };
+  list("--q-offset", c.qOffset);
+  list("--k-offset", c.kOffset);
+  list("--q-pos", c.qPos);
+  list("--k-pos", c.kPos);
+  list("--kv-len", c.kvLen);
+  list("--key-valid", c.keyValid);
+  if (!c.mask.empty())
+    os << " --mask " << c.mask;
+  if (c.causal)
+    os << " --causal";
+  if (c.window)
+    os << " --window " << c.window;
+  if (c.softcap)
+    os << " --softcap " << c.softcap;
+  if (c.scale)
+    os << " --scale " << c.scale;
+  if (c.lse)
+    os << " --lse";
+  os << " -- --target=cpu --check --seed " << c.dataSeed << " --block-m "
+     << c.blockM << " --block-n " << c.blockN;
+  return os.str();
+}
+
+/// Fills in the per-batch operands for the current sizes and flags.
+void drawOperands(Config &c, std::mt19937_64 &rng) {
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  auto increasing = [&](int64_t n) {
+    std::vector<int64_t> v;
+    int64_t p = uniform(0, 5);
+    for (int64_t i = 0; i < n; ++i)
+      v.push_back(p += uniform(1, 3));
+    return v;
+  };
+  c.qOffset.clear();
+  c.kOffset.clear();
+  c.qPos.clear();
+  c.kPos.clear();
+  c.kvLen.clear();
+  c.keyValid.clear();
+  if (c.explicitPositions) {
+    for (int64_t b = 0; b < c.B; ++b) {
+      auto q = increasing(c.L), k = increasing(c.S);
+      if (uniform(0, 3) == 0)
+        std::shuffle(k.begin(), k.end(), rng); // not monotone: still valid
+      c.qPos.insert(c.qPos.end(), q.begin(), q.end());
+      c.kPos.insert(c.kPos.end(), k.begin(), k.end());
+    }
+  } else if (c.hasOffsets) {
+    for (int64_t b = 0; b < c.B; ++b) {
+      c.qOffset.push_back(uniform(0, c.S + 8));
+      if (c.hasKOffset)
+        c.kOffset.push_back(uniform(0, 8));
+    }
+  }
+  if (c.hasKvLen)
+    for (int64_t b = 0; b < c.B; ++b)
+      c.kvLen.push_back(uniform(0, c.S));
+  if (c.hasKeyValid)
+    for (int64_t i = 0; i < c.B * c.S; ++i)
+      c.keyValid.push_back(uniform(0, 4) != 0);
+}
+
+Config draw(std::mt19937_64 &rng) {
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  auto pick = [&](std::initializer_list<int64_t> xs) {
+    return *(xs.begin() + uniform(0, xs.size() - 1));
+  };
+  Config c;
+  const char *dtypes[] = {"f32", "f16", "bf16"};
+  c.dtype = dtypes[uniform(0, 2)];
+  c.B = uniform(1, 3);
+  c.Hkv = uniform(1, 2);
+  c.Hq = c.Hkv * pick({1, 2, 4});
+  c.L = uniform(0, 9) == 0 ? 0 : uniform(1, 40);
+  c.S = uniform(0, 9) == 0 ? 0 : uniform(1, 150);
+  c.D = pick({8, 16, 24, 40, 64});
+  c.Dv = uniform(0, 2) ? c.D : pick({8, 16, 32});
+  c.explicitPositions = uniform(0, 3) == 0;
+  c.causal = uniform(0, 9) < 7;
+  c.window = uniform(0, 3) == 0 ? uniform(1, c.S + 5) : 0;
+  c.softcap = uniform(0, 4) == 0 ? pick({1, 5, 30}) : 0;
+  c.scale = uniform(0, 4) == 0 ? pick({1, 2}) * 0.25 : 0;
+  c.lse = uniform(0, 1);
+  c.hasOffsets = !c.explicitPositions &&
+                 (c.causal || c.window || uniform(0, 1));
+  c.hasKOffset = c.hasOffsets && uniform(0, 3) == 0;
+  c.hasKeyValid = uniform(0, 3) == 0;
+  c.hasKvLen = uniform(0, 1);
+  if (uniform(0, 4) == 0)
+    c.mask = uniform(0, 1) ? "bool" : "float";
+  c.blockM = pick({1, 8, 16, 32, 64, 128});
+  c.blockN = pick({1, 8, 16, 32, 64});
+  c.dataSeed = rng();
+  drawOperands(c, rng);
+  return c;
+}
+
+std::string tensorType(std::vector<int64_t> shape, const std::string &elt) {
+  std::string s = "tensor<";
+  for (int64_t d : shape)
+    s += std::to_string(d) + "x";
+  return s + elt + ">";
+}
+
+/// The IR of a config: q, k, v, [mask] as arguments; integer operands as
+/// arguments too (run-time values).
+std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
+                    std::vector<int> &intArgIndex) {
+  std::string q = tensorType({c.B, c.Hq, c.L, c.D}, c.dtype),
+              k = tensorType({c.B, c.Hkv, c.S, c.D}, c.dtype),
+              v = tensorType({c.B, c.Hkv, c.S, c.Dv}, c.dtype),
+              out = tensorType({c.B, c.Hq, c.L, c.Dv}, c.dtype),
+              lse = tensorType({c.B, c.Hq, c.L}, "f32");
+  std::string sig = "%q: " + q + ", %k: " + k + ", %v: " + v, groups;
+  int arg = 3;
+  auto add = [&](const char *name, bool present,
+                 const std::vector<int64_t> &values, std::vector<int64_t> shape,
+                 const char *elt) {
+    if (!present)
+      return;
+    std::string ty = tensorType(shape, elt);
+    sig += std::string(", %") + name + ": " + ty;
+    groups += std::string(" ") + name + "(%" + name + " : " + ty + ")";
+    HostTensor t(std::string(elt) == "i1" ? ElementType::I1
+                 : std::string(elt) == "i32" ? ElementType::I32
+                                             : ElementType::I64,
+                 shape);
+    for (size_t i = 0; i < values.size(); ++i)
+      t.setInt(i, values[i]);
+    intArgs.push_back(std::move(t));
+    intArgIndex.push_back(arg++);
+  };
+  add("q_offset", c.hasOffsets, c.qOffset, {c.B}, "i32");
+  add("k_offset", c.hasKOffset, c.kOffset, {c.B}, "i32");
+  add("q_pos", c.explicitPositions, c.qPos, {c.B, c.L}, "i64");
+  add("k_pos", c.explicitPositions, c.kPos, {c.B, c.S}, "i64");
+  add("kv_len", c.hasKvLen, c.kvLen, {c.B}, "i32");
+  add("key_valid", c.hasKeyValid, c.keyValid, {c.B, c.S}, "i1");
+  if (!c.mask.empty()) {
+    std::string ty =
+        tensorType({c.B, 1, c.L, c.S}, c.mask == "bool" ? "i1" : c.dtype);
+    sig += ", %mask: " + ty;
+    groups += " mask(%mask : " + ty + ")";
+  }
+  std::string attrs;
+  if (c.causal)
+    attrs += " causal";
+  if (c.window)
+    attrs += " window = " + std::to_string(c.window);
+  if (c.softcap)
+    attrs += " softcap = " + std::to_string(c.softcap);
+  if (c.scale)
+    attrs += " scale = " + std::to_string(c.scale);
+  std::string results = out + (c.lse ? ", " + lse : "");
+  std::string names = c.lse ? "%o, %l" : "%o";
+  return "func.func @main(" + sig + ") -> (" + results + ") {\n  " + names +
+         " = kvattn.attention %q, %k, %v" + groups + attrs + " : " + q +
+         ", " + k + ", " + v + " -> " + results + "\n  return " + names +
+         " : " + results + "\n}\n";
+}
+
+/// Runs one config; returns a non-empty failure description on mismatch.
+std::string runCase(mlir::MLIRContext &context, const Config &c) {
+  std::vector<HostTensor> intArgs;
+  std::vector<int> intIndex;
+  std::string ir = buildIR(c, intArgs, intIndex);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+  if (!module)
+    return "generated IR does not parse:\n" + ir;
+  auto func = module->lookupSymbol<mlir::func::FuncOp>("main");
+
+  // Q, K, V exactly as kvattn-run --seed generates them, masks with the
+  // pattern of attention_case.py: the printed regression replays the case.
+  std::vector<HostTensor> args;
+  size_t nextInt = 0;
+  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
+    auto tensor = mlir::cast<mlir::RankedTensorType>(type);
+    if (nextInt < intIndex.size() && intIndex[nextInt] == static_cast<int>(i)) {
+      args.push_back(intArgs[nextInt++]);
+      continue;
+    }
+    HostTensor t(*kvattn::toElementType(tensor.getElementType()),
+                 std::vector<int64_t>(tensor.getShape().begin(),
+                                      tensor.getShape().end()));
+    if (i < 3) {
+      for (int64_t n = 0; n < t.numElements(); ++n)
+        t.setDouble(n, kvattn::seededValue(c.dataSeed, i, n));
+    } else { // the [B, 1, L, S] mask
+      int64_t n = 0;
+      for (int64_t b = 0; b < c.B; ++b)
+        for (int64_t r = 0; r < c.L; ++r)
+          for (int64_t j = 0; j < c.S; ++j, ++n) {
+            bool keep = (3 * r + 5 * j + b) % 7 != 0;
+            if (t.elementType() == ElementType::I1)
+              t.setInt(n, keep);
+            else
+              t.setDouble(n, keep ? ((j % 5) - 2) * 0.25 : -INFINITY);
+          }
+    }
+    args.push_back(std::move(t));
+  }
+
+  std::vector<HostTensor> expected, got;
+  if (kvattn::Status s = kvattn::evaluateFunction(func, args, expected);
+      s.isError())
+    return "the reference rejected a valid case: " + s.message();
+  kvattn::CpuCompileOptions options;
+  options.blockM = c.blockM;
+  options.blockN = c.blockN;
+  options.optLevel = 1;
+  std::unique_ptr<kvattn::CpuProgram> program;
+  if (kvattn::Status s =
+          kvattn::CpuProgram::compile(*module, "main", options, program);
+      s.isError())
+    return "compilation failed: " + s.message();
+  if (kvattn::Status s = program->run(args, got); s.isError())
+    return "run failed: " + s.message();
+  for (size_t r = 0; r < expected.size(); ++r) {
+    kvattn::Comparison cmp =
+        kvattn::compare(got[r], expected[r],
+                        kvattn::toleranceFor(expected[r].elementType()));
+    if (!cmp.pass())
+      return "out" + std::to_string(r) + ": " +
+             std::to_string(cmp.mismatches) + " mismatches, max_abs_err " +
+             std::to_string(cmp.maxAbsErr);
+  }
+  return "";
+}
+
+/// Greedy shrinking: smaller sizes and fewer features while it still fails.
+Config shrink(mlir::MLIRContext &context, Config c, std::mt19937_64 &rng) {
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int field = 0; field < 10; ++field) {
+      Config t = c;
+      switch (field) {
+      case 0: t.B = std::max<int64_t>(1, c.B - 1); break;
+      case 1: t.L = c.L / 2; break;
+      case 2: t.S = c.S / 2; break;
+      case 3: t.Hq = t.Hkv; break;
+      case 4: t.Hkv = 1; t.Hq = c.Hq / c.Hkv; break;
+      case 5: t.D = 8; break;
+      case 6: t.Dv = t.D; break;
+      case 7: t.softcap = 0; t.scale = 0; break;
+      case 8: t.mask = ""; break;
+      case 9: t.lse = false; t.window = 0; break;
+      }
+      if (t.window > t.S + 5)
+        t.window = t.S + 5;
+      std::mt19937_64 again(t.dataSeed);
+      drawOperands(t, again);
+      bool smaller = t.B != c.B || t.L != c.L || t.S != c.S || t.Hq != c.Hq ||
+                     t.D != c.D || t.Dv != c.Dv || t.softcap != c.softcap ||
+                     t.mask != c.mask || t.lse != c.lse || t.window != c.window;
+      if (smaller && !runCase(context, t).empty()) {
+        c = t;
+        progress = true;
+      }
+    }
+  }
+  return c;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "kvattn differential fuzzer\n");
+  mlir::registerAllPasses();
+  kvattn::registerAllKVAttnPasses();
+  mlir::DialectRegistry registry;
+  kvattn::registerAllKVAttnDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.disableMultithreading();
+
+  std::mt19937_64 rng(seed);
+  auto start = std::chrono::steady_clock::now();
+  int64_t done = 0;
+  for (; done < iterations; ++done) {
+    if (seconds > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                .count() > seconds)
+      break;
+    Config c = draw(rng);
+    std::string failure = runCase(context, c);
+    if (failure.empty())
+      continue;
+    llvm::outs() << "MISMATCH (iteration " << done << "): " << failure
+                 << "\n  case: " << asFlags(c) << "\n";
+    Config small = shrink(context, c, rng);
+    std::string flags = asFlags(small);
+    llvm::outs() << "  shrunk: " << runCase(context, small)
+                 << "\n  regression: attention_case.py " << flags << "\n";
+    if (!saveDir.empty()) {
+      std::ofstream f(saveDir + "/failure-" + std::to_string(seed) + "-" +
+                      std::to_string(done) + ".txt");
+      f << flags << "\n";
+    }
+    return 1;
+  }
+  llvm::outs() << "kvattn-fuzz-diff: " << done
+               << " random cases matched the reference (seed " << seed
+               << ")\n";
+  return 0;
+}
