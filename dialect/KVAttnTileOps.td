@@ -133,11 +133,14 @@ def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update"> {
     alpha = exp(max[r] - m_new)         // 0 when max[r] == -inf
     p[c] = exp(s[c] - m_new)            // 0 for forbidden keys
     sum[r] = alpha * sum[r] + sum_c p[c]
-    acc[r, :] = alpha * acc[r, :] + sum_{c < cols} p[c] * f32(value[batch, kv_head, start + c, :])
+    acc[r, :] = alpha * acc[r, :] + sum_{c < cols, p[c] != 0} p[c] * f32(value[batch, kv_head, start + c, :])
     max[r] = m_new
     ```
 
     In f32. A NaN score propagates to its row (the maximum is NaN-aware).
+    Keys with `p[c] == 0` (forbidden ones) are skipped rather than
+    multiplied by zero, so a NaN or infinite value at a forbidden key never
+    reaches the row.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Tile, "", [MemRead]>:$scores,

@@ -15,7 +15,7 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.kvattn_obj_root, "test")
 # unit/ is its own suite (GoogleTest format); Inputs/ holds data files.
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
-                   "Inputs", "unit", "consumer", "fakecuda", "gpu"]
+                   "Inputs", "unit", "consumer", "fakecuda", "gpu", "corpus"]
 
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()

@@ -290,8 +290,13 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op) {
             Value v = e.load(e.t.stage, {c, x});
             if (!v.getType().isF32())
               v = arith::ExtFOp::create(e.b, e.b.getF32Type(), v);
-            return e.addf(sum, e.mulf(e.load(scores, {u.row, c}), v, true),
-                          true);
+            Value p = e.load(scores, {u.row, c});
+            // A forbidden key (p == 0) is skipped, not multiplied by zero:
+            // its value may be NaN or infinite.
+            Value skip = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
+                                               p, e.f32(0));
+            return arith::SelectOp::create(
+                e.b, skip, sum, e.addf(sum, e.mulf(p, v, true), true));
           });
       e.store(e.addf(e.mulf(u.alpha, e.load(acc, {u.row, x})), pv), acc,
               {u.row, x});

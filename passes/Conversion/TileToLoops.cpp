@@ -138,11 +138,17 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter) {
       e.loop(e.idx(0), op.getCols(), [&](Value c) {
         Value p = e.load(scores, {r, c});
         Value j = e.add(op.getStart(), c);
-        e.loop(e.idx(0), dv, [&](Value x) {
-          Value v =
-              e.loadF32(op.getValue(), {op.getBatch(), op.getKvHead(), j, x});
-          e.store(e.addf(e.load(acc, {r, x}), e.mulf(p, v, true), true), acc,
-                  {r, x});
+        // A forbidden key (p == 0) is skipped, not multiplied by zero: its
+        // value may be NaN or infinite.
+        Value contributes =
+            arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, p, e.f32(0));
+        e.when(contributes, [&] {
+          e.loop(e.idx(0), dv, [&](Value x) {
+            Value v =
+                e.loadF32(op.getValue(), {op.getBatch(), op.getKvHead(), j, x});
+            e.store(e.addf(e.load(acc, {r, x}), e.mulf(p, v, true), true), acc,
+                    {r, x});
+          });
         });
       });
       e.store(newMax, op.getMax(), r);

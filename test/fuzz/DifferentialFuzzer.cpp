@@ -41,9 +41,8 @@ using kvattn::HostTensor;
 
 static cl::opt<uint64_t> seed("seed", cl::init(1));
 static cl::opt<int64_t> iterations("iterations", cl::init(100));
-static cl::opt<double> seconds("seconds",
-                               cl::desc("Stop after this many seconds"),
-                               cl::init(0));
+static cl::opt<double>
+    seconds("seconds", cl::desc("Stop after this many seconds"), cl::init(0));
 static cl::opt<std::string> saveDir("save", cl::init(""));
 
 namespace {
@@ -72,9 +71,9 @@ std::string join(const std::vector<int64_t> &v) {
 /// The same case as attention_case.py flags.
 std::string asFlags(const Config &c) {
   std::ostringstream os;
-  os << "--dtype " << c.dtype << " --B " << c.B << " --Hq " << c.Hq
-     << " --Hkv " << c.Hkv << " --L " << c.L << " --S " << c.S << " --D "
-     << c.D << " --Dv " << c.Dv;
+  os << "--dtype " << c.dtype << " --B " << c.B << " --Hq " << c.Hq << " --Hkv "
+     << c.Hkv << " --L " << c.L << " --S " << c.S << " --D " << c.D << " --Dv "
+     << c.Dv;
   auto list = [&](const char *flag, const std::vector<int64_t> &v) {
     if (!v.empty())
       os << " " << flag << " " << join(v);
@@ -166,8 +165,8 @@ Config draw(std::mt19937_64 &rng) {
   c.softcap = uniform(0, 4) == 0 ? pick({1, 5, 30}) : 0;
   c.scale = uniform(0, 4) == 0 ? pick({1, 2}) * 0.25 : 0;
   c.lse = uniform(0, 1);
-  c.hasOffsets = !c.explicitPositions &&
-                 (c.causal || c.window || uniform(0, 1));
+  c.hasOffsets =
+      !c.explicitPositions && (c.causal || c.window || uniform(0, 1));
   c.hasKOffset = c.hasOffsets && uniform(0, 3) == 0;
   c.hasKeyValid = uniform(0, 3) == 0;
   c.hasKvLen = uniform(0, 1);
@@ -206,7 +205,7 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
     std::string ty = tensorType(shape, elt);
     sig += std::string(", %") + name + ": " + ty;
     groups += std::string(" ") + name + "(%" + name + " : " + ty + ")";
-    HostTensor t(std::string(elt) == "i1" ? ElementType::I1
+    HostTensor t(std::string(elt) == "i1"    ? ElementType::I1
                  : std::string(elt) == "i32" ? ElementType::I32
                                              : ElementType::I64,
                  shape);
@@ -239,9 +238,9 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
   std::string results = out + (c.lse ? ", " + lse : "");
   std::string names = c.lse ? "%o, %l" : "%o";
   return "func.func @main(" + sig + ") -> (" + results + ") {\n  " + names +
-         " = kvattn.attention %q, %k, %v" + groups + attrs + " : " + q +
-         ", " + k + ", " + v + " -> " + results + "\n  return " + names +
-         " : " + results + "\n}\n";
+         " = kvattn.attention %q, %k, %v" + groups + attrs + " : " + q + ", " +
+         k + ", " + v + " -> " + results + "\n  return " + names + " : " +
+         results + "\n}\n";
 }
 
 /// Runs one config; returns a non-empty failure description on mismatch.
@@ -301,13 +300,11 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
   if (kvattn::Status s = program->run(args, got); s.isError())
     return "run failed: " + s.message();
   for (size_t r = 0; r < expected.size(); ++r) {
-    kvattn::Comparison cmp =
-        kvattn::compare(got[r], expected[r],
-                        kvattn::toleranceFor(expected[r].elementType()));
+    kvattn::Comparison cmp = kvattn::compare(
+        got[r], expected[r], kvattn::toleranceFor(expected[r].elementType()));
     if (!cmp.pass())
-      return "out" + std::to_string(r) + ": " +
-             std::to_string(cmp.mismatches) + " mismatches, max_abs_err " +
-             std::to_string(cmp.maxAbsErr);
+      return "out" + std::to_string(r) + ": " + std::to_string(cmp.mismatches) +
+             " mismatches, max_abs_err " + std::to_string(cmp.maxAbsErr);
   }
   return "";
 }
@@ -320,16 +317,39 @@ Config shrink(mlir::MLIRContext &context, Config c, std::mt19937_64 &rng) {
     for (int field = 0; field < 10; ++field) {
       Config t = c;
       switch (field) {
-      case 0: t.B = std::max<int64_t>(1, c.B - 1); break;
-      case 1: t.L = c.L / 2; break;
-      case 2: t.S = c.S / 2; break;
-      case 3: t.Hq = t.Hkv; break;
-      case 4: t.Hkv = 1; t.Hq = c.Hq / c.Hkv; break;
-      case 5: t.D = 8; break;
-      case 6: t.Dv = t.D; break;
-      case 7: t.softcap = 0; t.scale = 0; break;
-      case 8: t.mask = ""; break;
-      case 9: t.lse = false; t.window = 0; break;
+      case 0:
+        t.B = std::max<int64_t>(1, c.B - 1);
+        break;
+      case 1:
+        t.L = c.L / 2;
+        break;
+      case 2:
+        t.S = c.S / 2;
+        break;
+      case 3:
+        t.Hq = t.Hkv;
+        break;
+      case 4:
+        t.Hkv = 1;
+        t.Hq = c.Hq / c.Hkv;
+        break;
+      case 5:
+        t.D = 8;
+        break;
+      case 6:
+        t.Dv = t.D;
+        break;
+      case 7:
+        t.softcap = 0;
+        t.scale = 0;
+        break;
+      case 8:
+        t.mask = "";
+        break;
+      case 9:
+        t.lse = false;
+        t.window = 0;
+        break;
       }
       if (t.window > t.S + 5)
         t.window = t.S + 5;
@@ -385,7 +405,6 @@ int main(int argc, char **argv) {
     return 1;
   }
   llvm::outs() << "kvattn-fuzz-diff: " << done
-               << " random cases matched the reference (seed " << seed
-               << ")\n";
+               << " random cases matched the reference (seed " << seed << ")\n";
   return 0;
 }

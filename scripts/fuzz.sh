@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the two fuzzers:
+#   kvattn-fuzz-ir    libFuzzer over mutated kvattn IR through the compiler
+#                     pipelines (ASan + UBSan), seeded from test/fuzz/corpus;
+#   kvattn-fuzz-diff  random valid attention configurations through the CPU
+#                     path, compared with the reference, failures shrunk.
+#
+#   bash scripts/fuzz.sh [SECONDS]     # each fuzzer runs SECONDS (default 600)
+# Needs the sanitizer build (scripts/sanitize.sh builds it). Crashes are
+# written to build-sanitize/fuzz/crashes, failing configurations to
+# build-sanitize/fuzz/diff; both become regression tests.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${KVATTN_SANITIZE_BUILD_DIR:-$root/build-sanitize}
+seconds=${1:-600}
+work=$build/fuzz
+mkdir -p "$work/corpus" "$work/crashes" "$work/diff"
+cp -n "$root"/test/fuzz/corpus/*.mlir "$work/corpus/" 2>/dev/null || true
+export ASAN_OPTIONS=detect_leaks=0
+status=0
+
+echo "== kvattn-fuzz-ir for ${seconds}s"
+"$build/bin/kvattn-fuzz-ir" "$work/corpus" -max_total_time="$seconds" \
+  -max_len=8192 -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+  -artifact_prefix="$work/crashes/" > "$work/ir.log" 2>&1 || status=1
+grep -E "stat::number_of_executed_units|stat::new_units_added|ERROR|SUMMARY" \
+  "$work/ir.log" || true
+
+echo "== kvattn-fuzz-diff for ${seconds}s"
+"$build/bin/kvattn-fuzz-diff" --seed "${KVATTN_FUZZ_SEED:-$RANDOM}" \
+  --iterations 100000000 --seconds "$seconds" --save "$work/diff" \
+  2>&1 | tail -6 || status=1
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+
+if [[ $status -eq 0 ]]; then echo "fuzz: 2 passed, 0 failed"; else echo "fuzz: failures above (logs in $work)"; fi
+exit $status

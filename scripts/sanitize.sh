@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds kvattn with AddressSanitizer + UndefinedBehaviorSanitizer (and the
+# libFuzzer target) with clang-22 in build-sanitize/, then runs the unit and
+# lit tests there. kvattn's own code is instrumented; libMLIR/libLLVM are not.
+# Leak checking is off: MLIR's and LLVM's global registries live until exit.
+#
+#   bash scripts/sanitize.sh          # after scripts/setup.sh
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${KVATTN_SANITIZE_BUILD_DIR:-$root/build-sanitize}
+
+if ! command -v clang++-22 >/dev/null; then
+  echo "sanitize: installing clang-22 and its runtimes"
+  sudo=(); [[ $(id -u) -ne 0 ]] && sudo=(sudo)
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q \
+    --no-install-recommends clang-22 libclang-rt-22-dev
+fi
+if [[ ! -f $build/build.ninja ]]; then
+  cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
+    -DKVATTN_SANITIZE=ON -DKVATTN_ENABLE_LIBFUZZER=ON > /dev/null
+fi
+cmake --build "$build"
+
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+status=0
+/usr/lib/llvm-22/bin/lit -sv --output "$build/sanitize-results.json" \
+  "$build/test" "$build/test/unit" "$@" || status=$?
+python3 - "$build/sanitize-results.json" <<'PY'
+import json, sys
+tests = json.load(open(sys.argv[1]))["tests"]
+count = lambda codes: sum(t["code"] in codes for t in tests)
+print(f"sanitizers: {count({'PASS', 'XFAIL'})} passed, "
+      f"{count({'FAIL', 'XPASS', 'UNRESOLVED', 'TIMEOUT'})} failed, "
+      f"{count({'UNSUPPORTED'})} skipped")
+PY
+exit $status
