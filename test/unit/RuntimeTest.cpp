@@ -277,6 +277,14 @@ TEST_F(RuntimeTest, ValidationNamesBatchAndValue) {
   EXPECT_NE(launchError(args).find("is out of range"), std::string::npos);
 }
 
+TEST_F(RuntimeTest, GridBeyondCudaLimitsIsRefused) {
+  // L = 64 * 65536 query rows need 65536 blocks in y: one too many.
+  LaunchArgs args = validArgs();
+  args.sizes.L = int64_t(64) * 65536;
+  EXPECT_NE(launchError(args).find("exceeds the CUDA limits"),
+            std::string::npos);
+}
+
 TEST(RuntimeValidation, ExplicitPositionsMustIncrease) {
   KernelInfo kernel;
   kernel.name = "k";
