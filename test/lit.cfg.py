@@ -29,6 +29,10 @@ llvm_config.with_environment("PATH", config.kvattn_tools_dir,
 # FileCheck, not, count from LLVM 22.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+# The ASan + UBSan build (scripts/sanitize.sh).
+if config.kvattn_sanitize.upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("sanitizers")
+
 # One kvattn.attention case built from flags and run by kvattn-run
 # (test/Numerics/Inputs/attention_case.py).
 config.substitutions.append(

@@ -148,7 +148,8 @@ Status parseNpy(const std::string &bytes, HostTensor &result) {
                          std::to_string(tensor.byteSize()) + " bytes for " +
                          tensor.shapeString() + ", found " +
                          std::to_string(bytes.size() - dataStart));
-  std::memcpy(tensor.data(), bytes.data() + dataStart, tensor.byteSize());
+  if (tensor.byteSize()) // an empty tensor has no storage to copy into
+    std::memcpy(tensor.data(), bytes.data() + dataStart, tensor.byteSize());
   if (entry->type == ElementType::I1) {
     for (size_t i = 0; i < tensor.byteSize(); ++i)
       if (tensor.data()[i] > 1)

@@ -29,9 +29,9 @@ using namespace mlir;
 static MLIRContext &context() {
   static MLIRContext *ctx = [] {
     mlir::registerAllPasses();
-    kvattn::registerAllKVAttnPasses();
+    ::kvattn::registerAllKVAttnPasses();
     DialectRegistry registry;
-    kvattn::registerAllKVAttnDialects(registry);
+    ::kvattn::registerAllKVAttnDialects(registry);
     auto *c = new MLIRContext(registry);
     c->disableMultithreading();
     return c;
