@@ -220,6 +220,21 @@ Status readNonNegative(const char *name, const HostTensor &t,
   return Status::ok();
 }
 
+/// Reads kv_len [B], each within [0, S].
+Status readKvLen(const HostTensor &t, const Dims &dims,
+                 std::vector<int64_t> &kvLen) {
+  KVATTN_RETURN_IF_ERROR(checkInteger("kv_len", t));
+  KVATTN_RETURN_IF_ERROR(checkShape("kv_len", t, {{"B", dims.b}}));
+  for (int64_t b = 0; b < dims.b; ++b) {
+    kvLen[b] = t.getInt(b);
+    if (kvLen[b] < 0 || kvLen[b] > dims.s)
+      return Status::error("kv_len[" + str(b) + "] = " + str(kvLen[b]) +
+                           " is outside [0, S = " + str(dims.s) +
+                           "] (batch " + str(b) + ")");
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
@@ -269,17 +284,8 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
         checkShape("k_pos", *ops.kPos, {{"B", dims.b}, {"S", dims.s}}));
     KVATTN_RETURN_IF_ERROR(readNonNegative("k_pos", *ops.kPos, kPos));
   }
-  if (ops.kvLen) {
-    KVATTN_RETURN_IF_ERROR(checkInteger("kv_len", *ops.kvLen));
-    KVATTN_RETURN_IF_ERROR(checkShape("kv_len", *ops.kvLen, {{"B", dims.b}}));
-    for (int64_t b = 0; b < dims.b; ++b) {
-      kvLen[b] = ops.kvLen->getInt(b);
-      if (kvLen[b] < 0 || kvLen[b] > dims.s)
-        return Status::error("kv_len[" + str(b) + "] = " + str(kvLen[b]) +
-                             " is outside [0, S = " + str(dims.s) +
-                             "] (batch " + str(b) + ")");
-    }
-  }
+  if (ops.kvLen)
+    KVATTN_RETURN_IF_ERROR(readKvLen(*ops.kvLen, dims, kvLen));
   if (ops.keyValid) {
     if (ops.keyValid->elementType() != ElementType::I1)
       return Status::error(std::string("key_valid must be an i1 tensor, got ") +
@@ -332,17 +338,8 @@ Status sdpa(const SdpaOperands &ops, const SdpaAttributes &attrs,
     KVATTN_RETURN_IF_ERROR(checkMask(*ops.mask, dims));
   }
   std::vector<int64_t> kvLen(dims.b, dims.s);
-  if (ops.kvLen) {
-    KVATTN_RETURN_IF_ERROR(checkInteger("kv_len", *ops.kvLen));
-    KVATTN_RETURN_IF_ERROR(checkShape("kv_len", *ops.kvLen, {{"B", dims.b}}));
-    for (int64_t b = 0; b < dims.b; ++b) {
-      kvLen[b] = ops.kvLen->getInt(b);
-      if (kvLen[b] < 0 || kvLen[b] > dims.s)
-        return Status::error("kv_len[" + str(b) + "] = " + str(kvLen[b]) +
-                             " is outside [0, S = " + str(dims.s) +
-                             "] (batch " + str(b) + ")");
-    }
-  }
+  if (ops.kvLen)
+    KVATTN_RETURN_IF_ERROR(readKvLen(*ops.kvLen, dims, kvLen));
   // Lower-right aligns the last query row with the last key: row i sits at
   // position i + S - L (S the number of keys of the batch). Upper-left puts
   // row i at position i.
