@@ -328,5 +328,34 @@ LogicalResult AppendOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// MergeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MergeOp::verify() {
+  Operation *op = getOperation();
+  if (failed(
+          checkRank(op, "out_parts", getOutParts(), 5, "[N, B, Hq, L, Dv]")) ||
+      failed(checkRank(op, "lse_parts", getLseParts(), 4, "[N, B, Hq, L]")) ||
+      failed(checkRank(op, "out", getOut(), 4, "[B, Hq, L, Dv]")) ||
+      failed(checkRank(op, "lse", getLse(), 3, "[B, Hq, L]")))
+    return failure();
+  if (failed(checkSameDim(op, "parts N", dimOf("lse_parts", getLseParts(), 0),
+                          dimOf("out_parts", getOutParts(), 0))))
+    return failure();
+  const char *names[] = {"batch size B", "query heads Hq", "query length L"};
+  for (unsigned d = 0; d < 3; ++d)
+    if (failed(checkSameDim(op, names[d],
+                            dimOf("lse_parts", getLseParts(), d + 1),
+                            dimOf("out_parts", getOutParts(), d + 1))) ||
+        failed(checkSameDim(op, names[d], dimOf("out", getOut(), d),
+                            dimOf("out_parts", getOutParts(), d + 1))) ||
+        failed(checkSameDim(op, names[d], dimOf("lse", getLse(), d),
+                            dimOf("out_parts", getOutParts(), d + 1))))
+      return failure();
+  return checkSameDim(op, "value head dim Dv", dimOf("out", getOut(), 3),
+                      dimOf("out_parts", getOutParts(), 4));
+}
+
 #define GET_OP_CLASSES
 #include "dialect/KVAttnOps.cpp.inc"

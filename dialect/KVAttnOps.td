@@ -203,6 +203,46 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
   let hasVerifier = 1;
 }
 
+
+//===----------------------------------------------------------------------===//
+// kvattn.merge
+//===----------------------------------------------------------------------===//
+
+def KVAttn_MergeOp : KVAttn_Op<"merge", [Pure]> {
+  let summary = "merge partial attention states in a fixed order";
+  let description = [{
+    Merges `N` partial attention states, each the `(out, lse)` of the same
+    queries over a disjoint part of the keys (a KV chunk of split-KV, or the
+    keys held by another GPU), into the state over all of them:
+
+    ```
+    lse = log(sum_n exp(lse_parts[n]))
+    out = sum_n exp(lse_parts[n] - lse) * out_parts[n]
+    ```
+
+    Shapes: `out_parts [N, B, Hq, L, Dv]` f32, `lse_parts [N, B, Hq, L]`
+    f32; results `out [B, Hq, L, Dv]` (f32, f16 or bf16) and
+    `lse [B, Hq, L]` f32 (natural log).
+
+    The parts are combined in index order `n = 0 .. N-1`, never in
+    completion order, with a running maximum, so the same inputs give
+    bitwise-identical results. `(0, -inf)` is the identity: a part with
+    `lse = -inf` (no allowed key) contributes nothing, and merging only
+    empty parts gives `(0, -inf)`, never NaN (`-inf - -inf` is not
+    evaluated). Accumulation is f32 or wider.
+  }];
+  let arguments = (ins
+    RankedTensorOf<[F32]>:$out_parts,
+    RankedTensorOf<[F32]>:$lse_parts
+  );
+  let results = (outs KVAttn_FloatTensor:$out, KVAttn_LseTensor:$lse);
+  let assemblyFormat = [{
+    $out_parts `,` $lse_parts attr-dict `:` type($out_parts) `,`
+    type($lse_parts) `->` type($out) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
 include "dialect/KVAttnTileOps.td"
 
 #endif // KVATTN_DIALECT_KVATTNOPS_TD

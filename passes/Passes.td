@@ -202,4 +202,23 @@ def ExternDynamicSharedMemoryPass
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+
+def LowerMergePass : Pass<"kvattn-lower-merge"> {
+  let summary = "Lower kvattn.merge to loops over buffers (CPU)";
+  let description = [{
+    Rewrites `kvattn.merge` into loops that visit the parts of each query
+    row in index order: the largest finite lse, the sum of exp(lse_n - max),
+    the rescaled outputs; parts with lse = -inf are skipped, so merging
+    empty parts gives (0, -inf). Operands are taken as buffers and the
+    results returned as fresh tensors, as -kvattn-tile does.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 #endif // KVATTN_PASSES_PASSES_TD

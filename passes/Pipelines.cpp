@@ -38,6 +38,7 @@ void buildKVAttnToCpuPipeline(OpPassManager &pm,
       "kvattn-resolve-cached-append{{fix-upper-left-appends={0}},"
       "kvattn-lower-append,"
       "kvattn-tile{{block-m={1} block-n={2} stats={3}},"
+      "kvattn-lower-merge,"
       // No canonicalization before scf-forall-to-for: it would inline the
       // per-program alloca scope into the forall and, after the forall
       // becomes a loop, the scratch tiles would grow the stack per program.

@@ -153,6 +153,15 @@ Status Interpreter::eval(Operation *op) {
       .Case([&](mlir::kvattn::AttentionOp o) { return evalAttention(o); })
       .Case([&](mlir::kvattn::SdpaOp o) { return evalSdpa(o); })
       .Case([&](mlir::kvattn::AppendOp o) { return evalAppend(o); })
+      .Case([&](mlir::kvattn::MergeOp o) {
+        reference::AttentionResult r;
+        Status s = reference::merge(tensor(o.getOutParts()),
+                                    tensor(o.getLseParts()), r);
+        if (s.isError())
+          return fail(o, s.message());
+        KVATTN_RETURN_IF_ERROR(setRounded(o, o.getOut(), r.out));
+        return setRounded(o, o.getLse(), r.lse);
+      })
       .Case([&](arith::ConstantOp o) { return evalConstant(o); })
       .Case<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::MaxSIOp,
             arith::MinSIOp>([&](Operation *o) { return evalBinary(o); })

@@ -229,8 +229,8 @@ Status readKvLen(const HostTensor &t, const Dims &dims,
     kvLen[b] = t.getInt(b);
     if (kvLen[b] < 0 || kvLen[b] > dims.s)
       return Status::error("kv_len[" + str(b) + "] = " + str(kvLen[b]) +
-                           " is outside [0, S = " + str(dims.s) +
-                           "] (batch " + str(b) + ")");
+                           " is outside [0, S = " + str(dims.s) + "] (batch " +
+                           str(b) + ")");
   }
   return Status::ok();
 }
@@ -405,6 +405,60 @@ Status append(const HostTensor &cache, const HostTensor &update,
                     d * eltSize,
                     result.data() +
                         result.flatIndex({bi, hi, p + t, 0}) * eltSize);
+  }
+  return Status::ok();
+}
+
+Status merge(const HostTensor &outParts, const HostTensor &lseParts,
+             AttentionResult &result) {
+  if (outParts.rank() != 5 || lseParts.rank() != 4)
+    return Status::error("merge: out_parts must be [N, B, Hq, L, Dv] and "
+                         "lse_parts [N, B, Hq, L], got " +
+                         outParts.shapeString() + " and " +
+                         lseParts.shapeString());
+  for (int64_t d = 0; d < 4; ++d)
+    if (outParts.dim(d) != lseParts.dim(d))
+      return Status::error("merge: out_parts " + outParts.shapeString() +
+                           " and lse_parts " + lseParts.shapeString() +
+                           " disagree in dim " + str(d));
+  const int64_t n = outParts.dim(0),
+                rows = lseParts.numElements() / std::max<int64_t>(n, 1),
+                dv = outParts.dim(4);
+  result.out = HostTensor(ElementType::F64, {outParts.dim(1), outParts.dim(2),
+                                             outParts.dim(3), dv});
+  result.lse = HostTensor(ElementType::F64,
+                          {outParts.dim(1), outParts.dim(2), outParts.dim(3)});
+  const double negInf = -std::numeric_limits<double>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    // lse = log sum exp(lse_n), taken relative to the largest finite lse_n.
+    double peak = negInf;
+    for (int64_t p = 0; p < n; ++p) {
+      double l = lseParts.getDouble(p * rows + r);
+      if (l > peak || std::isnan(l))
+        peak = l;
+    }
+    if (peak == negInf) { // every part empty: the identity
+      result.lse.setDouble(r, negInf);
+      continue;
+    }
+    double sum = 0;
+    for (int64_t p = 0; p < n; ++p) {
+      double l = lseParts.getDouble(p * rows + r);
+      if (l != negInf)
+        sum += std::exp(l - peak);
+    }
+    double lse = peak + std::log(sum);
+    result.lse.setDouble(r, lse);
+    for (int64_t x = 0; x < dv; ++x) {
+      double acc = 0;
+      for (int64_t p = 0; p < n; ++p) {
+        double l = lseParts.getDouble(p * rows + r);
+        if (l != negInf)
+          acc +=
+              std::exp(l - lse) * outParts.getDouble((p * rows + r) * dv + x);
+      }
+      result.out.setDouble(r * dv + x, acc);
+    }
   }
   return Status::ok();
 }

@@ -375,3 +375,35 @@ func.func @append_capacity(%new: tensor<2x2x32x64xf16>, %cache: tensor<2x2x16x64
   %c = kvattn.append %new into %cache at %pos : tensor<2x2x32x64xf16> into tensor<2x2x16x64xf16>, tensor<2xi32>
   return
 }
+
+// -----
+
+func.func @merge_rank(%o: tensor<2x8x4x64xf32>, %l: tensor<3x2x8x4xf32>) {
+  // expected-error @+1 {{out_parts must have rank 5 [N, B, Hq, L, Dv], got rank 4}}
+  %out, %lse = kvattn.merge %o, %l : tensor<2x8x4x64xf32>, tensor<3x2x8x4xf32> -> tensor<2x8x4x64xf32>, tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @merge_parts(%o: tensor<3x2x8x4x64xf32>, %l: tensor<2x2x8x4xf32>) {
+  // expected-error @+1 {{parts N mismatch: lse_parts dim 0 is 2 but out_parts dim 0 is 3}}
+  %out, %lse = kvattn.merge %o, %l : tensor<3x2x8x4x64xf32>, tensor<2x2x8x4xf32> -> tensor<2x8x4x64xf32>, tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @merge_dv(%o: tensor<3x2x8x4x64xf32>, %l: tensor<3x2x8x4xf32>) {
+  // expected-error @+1 {{value head dim Dv mismatch: out dim 3 is 32 but out_parts dim 4 is 64}}
+  %out, %lse = kvattn.merge %o, %l : tensor<3x2x8x4x64xf32>, tensor<3x2x8x4xf32> -> tensor<2x8x4x32xf32>, tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @merge_part_type(%o: tensor<3x2x8x4x64xf16>, %l: tensor<3x2x8x4xf32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float values}}
+  %out, %lse = kvattn.merge %o, %l : tensor<3x2x8x4x64xf16>, tensor<3x2x8x4xf32> -> tensor<2x8x4x64xf32>, tensor<2x8x4xf32>
+  return
+}

@@ -95,3 +95,10 @@ func.func @tile_ops(%q: memref<1x2x?x8xf16>, %k: memref<1x2x?x8xf16>, %v: memref
       : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x2x?x8xf16>
   return
 }
+
+// CHECK-LABEL: func @merge
+// CHECK: kvattn.merge %{{.*}}, %{{.*}} : tensor<3x2x8x4x64xf32>, tensor<3x2x8x4xf32> -> tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>
+func.func @merge(%o: tensor<3x2x8x4x64xf32>, %l: tensor<3x2x8x4xf32>) -> (tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>) {
+  %out, %lse = kvattn.merge %o, %l : tensor<3x2x8x4x64xf32>, tensor<3x2x8x4xf32> -> tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>
+  return %out, %lse : tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>
+}

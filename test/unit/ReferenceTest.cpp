@@ -398,3 +398,55 @@ TEST(Reference, Append) {
             std::string::npos)
       << s.message();
 }
+
+TEST(Reference, MergeIdentityAndNaNFreedom) {
+  // Two empty parts (lse = -inf, outputs garbage) merge to (0, -inf).
+  HostTensor out = tensor(ElementType::F32, {2, 1, 1, 1, 2}, {7, 8, 9, 10});
+  HostTensor lse = tensor(ElementType::F32, {2, 1, 1, 1}, {-kInf, -kInf});
+  AttentionResult r;
+  ASSERT_TRUE(merge(out, lse, r).isOk());
+  EXPECT_EQ(values(r.out), (std::vector<double>{0, 0}));
+  EXPECT_EQ(r.lse.getDouble(0), -kInf);
+  // An empty part next to a real one changes nothing.
+  lse.setDouble(1, 0.5);
+  ASSERT_TRUE(merge(out, lse, r).isOk());
+  EXPECT_EQ(values(r.out), (std::vector<double>{9, 10}));
+  EXPECT_DOUBLE_EQ(r.lse.getDouble(0), 0.5);
+}
+
+TEST(Reference, MergeOfKeyRangesEqualsTheWhole) {
+  // The 2x5 example split into keys {0, 1, 2} and {3, 4}: the merged
+  // states are the full ones (25 and 30, lse log 4 and log 5).
+  TwoByFive ex;
+  HostTensor offset = ints({1}, {3});
+  AttentionOperands ops{&ex.q, &ex.k, &ex.v};
+  ops.qOffset = &offset;
+  AttentionResult full = run(ops, {/*causal=*/true});
+
+  HostTensor outParts(ElementType::F32, {2, 1, 1, 2, 1});
+  HostTensor lseParts(ElementType::F32, {2, 1, 1, 2});
+  for (int p = 0; p < 2; ++p) {
+    int64_t start = p == 0 ? 0 : 3, size = p == 0 ? 3 : 2;
+    HostTensor k(ElementType::F32, {1, 1, size, 1}),
+        v(ElementType::F32, {1, 1, size, 1});
+    for (int64_t j = 0; j < size; ++j) {
+      k.setDouble(j, ex.k.getDouble(start + j));
+      v.setDouble(j, ex.v.getDouble(start + j));
+    }
+    HostTensor kOffset = ints({1}, {start});
+    AttentionOperands part{&ex.q, &k, &v};
+    part.qOffset = &offset;
+    part.kOffset = &kOffset;
+    AttentionResult r = run(part, {/*causal=*/true});
+    for (int64_t i = 0; i < 2; ++i) {
+      outParts.setDouble(p * 2 + i, r.out.getDouble(i));
+      lseParts.setDouble(p * 2 + i, r.lse.getDouble(i));
+    }
+  }
+  AttentionResult merged;
+  ASSERT_TRUE(merge(outParts, lseParts, merged).isOk());
+  EXPECT_NEAR(merged.out.getDouble(0), 25, 1e-5);
+  EXPECT_NEAR(merged.out.getDouble(1), 30, 1e-5);
+  EXPECT_NEAR(merged.lse.getDouble(0), full.lse.getDouble(0), 1e-6);
+  EXPECT_NEAR(merged.lse.getDouble(1), full.lse.getDouble(1), 1e-6);
+}

@@ -94,6 +94,13 @@ Status sdpa(const SdpaOperands &operands, const SdpaAttributes &attributes,
 Status append(const HostTensor &cache, const HostTensor &update,
               const HostTensor &pos, HostTensor &result);
 
+/// Evaluates `kvattn.merge`: parts `outParts [N, B, Hq, L, Dv]` and
+/// `lseParts [N, B, Hq, L]` combined in index order into `out` and `lse`
+/// (f64). Parts with lse = -inf contribute nothing; all empty gives
+/// (0, -inf).
+Status merge(const HostTensor &outParts, const HostTensor &lseParts,
+             AttentionResult &result);
+
 } // namespace reference
 } // namespace kvattn
 
