@@ -93,6 +93,13 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   auto config = forall->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
   int64_t numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
   MLIRContext *ctx = forall.getContext();
+  if (auto split = config.getAs<IntegerAttr>("split_kv");
+      split && split.getInt() != 1)
+    return forall.emitOpError()
+           << "kvattn-outline-tile-programs: split-KV programs (split_kv = "
+           << split.getInt()
+           << ") are not supported on the GPU path yet (the merge has no "
+              "GPU lowering); tile with split-kv=1";
 
   // What the program uses from outside: operand buffers and constants.
   SetVector<Value> captured;

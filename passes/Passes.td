@@ -101,6 +101,7 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
+    "::mlir::kvattn::KVAttnDialect",
   ];
   let options = [
     Option<"blockM", "block-m", "int64_t", /*default=*/"64",
@@ -115,6 +116,10 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
     Option<"stats", "stats", "bool", /*default=*/"false",
            "Count loaded, masked and skipped KV blocks in "
            "@kvattn_tile_stats">,
+    Option<"splitKv", "split-kv", "int64_t", /*default=*/"1",
+           "Split each program's visible KV range into this many chunks, "
+           "each a program instance writing a partial state, merged in "
+           "chunk order by kvattn.merge (CPU path)">,
   ];
 }
 

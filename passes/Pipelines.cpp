@@ -23,6 +23,10 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
   Option<bool> stats{*this, "stats",
                      llvm::cl::desc("Count loaded/masked/skipped KV blocks"),
                      llvm::cl::init(false)};
+  Option<int64_t> splitKv{*this, "split-kv",
+                          llvm::cl::desc("KV chunks per program, merged in "
+                                         "chunk order"),
+                          llvm::cl::init(1)};
   Option<bool> fixUpperLeftAppends{
       *this, "fix-upper-left-appends",
       llvm::cl::desc("Passed to -kvattn-resolve-cached-append"),
@@ -37,7 +41,7 @@ void buildKVAttnToCpuPipeline(OpPassManager &pm,
   std::string text = llvm::formatv(
       "kvattn-resolve-cached-append{{fix-upper-left-appends={0}},"
       "kvattn-lower-append,"
-      "kvattn-tile{{block-m={1} block-n={2} stats={3}},"
+      "kvattn-tile{{block-m={1} block-n={2} stats={3} split-kv={4}},"
       "kvattn-lower-merge,"
       // No canonicalization before scf-forall-to-for: it would inline the
       // per-program alloca scope into the forall and, after the forall
@@ -66,7 +70,8 @@ void buildKVAttnToCpuPipeline(OpPassManager &pm,
       "convert-cf-to-llvm,"
       "reconcile-unrealized-casts",
       options.fixUpperLeftAppends ? "true" : "false", options.blockM.getValue(),
-      options.blockN.getValue(), options.stats ? "true" : "false");
+      options.blockN.getValue(), options.stats ? "true" : "false",
+      options.splitKv.getValue());
   if (failed(parsePassPipeline(text, pm, llvm::errs())))
     llvm::report_fatal_error("kvattn-to-cpu: invalid pipeline text");
 }

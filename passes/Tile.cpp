@@ -39,6 +39,8 @@ namespace {
 struct TileConfig {
   int64_t blockM, blockN, numWarps, numStages;
   bool stats;
+  /// KV chunks per program (1: no split).
+  int64_t splitKv;
 };
 
 /// Index arithmetic with folding, on an ImplicitLocOpBuilder.
@@ -189,11 +191,38 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   auto rowType = MemRefType::get({bm}, f32);
   auto accType = MemRefType::get({bm, valueDim}, f32);
 
+  // Split-KV: each program's visible range is cut into `splits` chunks,
+  // each computed by its own program instance into a partial state
+  // (f32 out and lse), merged afterwards in chunk order (kvattn.merge).
+  // With a statically empty B, Hq or L there is no program, and no part
+  // buffer to index: no split.
+  bool emptyGrid = llvm::any_of(qType.getShape().take_front(3),
+                                [](int64_t d) { return d == 0; });
+  const int64_t splits = emptyGrid ? 1 : cfg.splitKv;
+  Value outParts, lseParts;
+  if (splits > 1) {
+    auto partsType = [&](ArrayRef<int64_t> shape) {
+      SmallVector<int64_t> full{splits};
+      full.append(shape.begin(), shape.end());
+      return MemRefType::get(full, f32);
+    };
+    SmallVector<Value> dynamic;
+    auto qShape = qType.getShape();
+    for (auto [i, v] : llvm::enumerate(ArrayRef<Value>{batch, qHeads, qLen}))
+      if (ShapedType::isDynamic(qShape[i]))
+        dynamic.push_back(v);
+    outParts = memref::AllocOp::create(
+        b, partsType({qShape[0], qShape[1], qShape[2], valueDim}), dynamic);
+    lseParts = memref::AllocOp::create(
+        b, partsType({qShape[0], qShape[1], qShape[2]}), dynamic);
+  }
+  SmallVector<OpFoldResult> gridSizes = {getAsOpFoldResult(numPrograms),
+                                         getAsOpFoldResult(numQBlocks)};
+  if (splits > 1)
+    gridSizes.push_back(b.getIndexAttr(splits));
+
   auto grid = scf::ForallOp::create(
-      b, b.getLoc(),
-      ArrayRef<OpFoldResult>{getAsOpFoldResult(numPrograms),
-                             getAsOpFoldResult(numQBlocks)},
-      ValueRange{}, std::nullopt,
+      b, b.getLoc(), gridSizes, ValueRange{}, std::nullopt,
       [&](OpBuilder &nested, Location loc, ValueRange ivs) {
         ImplicitLocOpBuilder pb(loc, nested);
         // Scratch tiles live on the stack of one program instance.
@@ -249,15 +278,29 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
         }
         Value nLo = p.floorDiv(lo, bn);
         Value nHi = p.max(p.ceilDiv(hi, bn), nLo);
+        // This program's blocks: all of [nLo, nHi), or its chunk of them.
+        Value loopLo = nLo, loopHi = nHi;
+        if (splits > 1) {
+          Value chunk = p.ceilDiv(p.sub(nHi, nLo), splits);
+          loopLo = p.min(p.add(nLo, p.mul(ivs[2], chunk)), nHi);
+          loopHi = p.min(p.add(loopLo, chunk), nHi);
+        }
 
         if (cfg.stats) {
-          // The counts below are computed from nLo, nHi, fullLo, fullHi:
-          // the bounds of the loop and of its scf.if.
-          Value loaded = p.sub(nHi, nLo);
+          // The counts below are computed from loopLo, loopHi, fullLo,
+          // fullHi: the bounds of the loop and of its scf.if. Skipped
+          // blocks are counted once per (batch, head, query block).
+          Value loaded = p.sub(loopHi, loopLo);
           Value full =
-              p.max(p.sub(p.min(fullHi, nHi), p.max(fullLo, nLo)), zero);
+              p.max(p.sub(p.min(fullHi, loopHi), p.max(fullLo, loopLo)), zero);
           Value masked = p.sub(loaded, full);
-          Value skipped = p.sub(totalKBlocks, loaded);
+          Value skipped = p.sub(totalKBlocks, p.sub(nHi, nLo));
+          if (splits > 1)
+            skipped = arith::SelectOp::create(
+                pb,
+                arith::CmpIOp::create(pb, arith::CmpIPredicate::eq, ivs[2],
+                                      zero),
+                skipped, zero);
           Value global = memref::GetGlobalOp::create(
               pb, MemRefType::get({3}, pb.getI64Type()), kStatsGlobal);
           Value counts[3] = {loaded, masked, skipped};
@@ -277,7 +320,7 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
         TileLoadQOp::create(pb, buf.q, bIdx, head, qStart, rows, qTile);
 
         scf::ForOp::create(
-            pb, nLo, nHi, p.c(1), ValueRange{},
+            pb, loopLo, loopHi, p.c(1), ValueRange{},
             [&](OpBuilder &lb, Location l, Value kBlock, ValueRange) {
               ImplicitLocOpBuilder fb(l, lb);
               IndexMath f{fb};
@@ -309,8 +352,30 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
               scf::YieldOp::create(fb);
             });
 
-        TileStoreOp::create(pb, rowMax, rowSum, acc, buf.out, buf.lse, bIdx,
-                            head, qStart, rows);
+        if (splits > 1) {
+          // The chunk's partial state: views of part ivs[2].
+          auto part = [&](Value parts) {
+            auto type = cast<MemRefType>(parts.getType());
+            SmallVector<OpFoldResult> offsets(type.getRank(),
+                                              pb.getIndexAttr(0));
+            offsets[0] = ivs[2];
+            SmallVector<OpFoldResult> sizes = {pb.getIndexAttr(1)};
+            for (int64_t d = 1; d < type.getRank(); ++d)
+              sizes.push_back(getAsOpFoldResult(p.dim(parts, d)));
+            SmallVector<OpFoldResult> strides(type.getRank(),
+                                              pb.getIndexAttr(1));
+            auto viewType = memref::SubViewOp::inferRankReducedResultType(
+                type.getShape().drop_front(), type, offsets, sizes, strides);
+            return memref::SubViewOp::create(pb, cast<MemRefType>(viewType),
+                                             parts, offsets, sizes, strides)
+                .getResult();
+          };
+          TileStoreOp::create(pb, rowMax, rowSum, acc, part(outParts),
+                              part(lseParts), bIdx, head, qStart, rows);
+        } else {
+          TileStoreOp::create(pb, rowMax, rowSum, acc, buf.out, buf.lse, bIdx,
+                              head, qStart, rows);
+        }
         memref::AllocaScopeReturnOp::create(pb, ValueRange{});
         pb.setInsertionPointAfter(scope);
         scf::InParallelOp::create(pb);
@@ -322,9 +387,32 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
           b.getNamedAttr("block_n", b.getI64IntegerAttr(bn)),
           b.getNamedAttr("num_warps", b.getI64IntegerAttr(cfg.numWarps)),
           b.getNamedAttr("num_stages", b.getI64IntegerAttr(cfg.numStages)),
+          b.getNamedAttr("split_kv", b.getI64IntegerAttr(splits)),
       }));
 
   SmallVector<Value> results;
+  if (splits > 1) {
+    // Merge the chunks in chunk order: deterministic, (0, -inf) identity.
+    auto tensorOf = [&](Value buffer) {
+      auto type = cast<MemRefType>(buffer.getType());
+      return bufferization::ToTensorOp::create(
+          b, RankedTensorType::get(type.getShape(), type.getElementType()),
+          buffer, /*restrict=*/true, /*writable=*/true);
+    };
+    auto lseType = RankedTensorType::get(
+        {qType.getDimSize(0), qType.getDimSize(1), qType.getDimSize(2)}, f32);
+    auto merge = MergeOp::create(b, op.getOut().getType(), lseType,
+                                 tensorOf(outParts), tensorOf(lseParts));
+    results.push_back(merge.getOut());
+    if (op.getLse())
+      results.push_back(merge.getLse());
+    // The unsplit output buffers are not used.
+    rewriter.eraseOp(buf.out.getDefiningOp());
+    if (buf.lse)
+      rewriter.eraseOp(buf.lse.getDefiningOp());
+    rewriter.replaceOp(op, results);
+    return success();
+  }
   results.push_back(bufferization::ToTensorOp::create(
       b, op.getOut().getType(), buf.out, /*restrict=*/true,
       /*writable=*/true));
@@ -351,7 +439,13 @@ struct TilePass : kvattn::impl::TilePassBase<TilePass> {
           << static_cast<int64_t>(numStages) << ")";
       return signalPassFailure();
     }
-    TileConfig cfg{blockM, blockN, numWarps, numStages, stats};
+    if (splitKv < 1) {
+      getOperation().emitError() << "kvattn-tile: split-kv must be at least 1, "
+                                    "got "
+                                 << static_cast<int64_t>(splitKv);
+      return signalPassFailure();
+    }
+    TileConfig cfg{blockM, blockN, numWarps, numStages, stats, splitKv};
     SmallVector<AttentionOp> ops;
     getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
     bool sdpaLeft = false;

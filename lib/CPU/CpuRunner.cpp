@@ -94,9 +94,9 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
     PassManager pm(ctx);
     std::string pipeline = llvm::formatv(
         "kvattn-to-cpu{{block-m={0} block-n={1} stats={2} "
-        "fix-upper-left-appends={3}}",
+        "fix-upper-left-appends={3} split-kv={4}}",
         options.blockM, options.blockN, options.stats ? "true" : "false",
-        options.fixUpperLeftAppends ? "true" : "false");
+        options.fixUpperLeftAppends ? "true" : "false", options.splitKv);
     std::string parseErrors;
     llvm::raw_string_ostream errs(parseErrors);
     if (failed(parsePassPipeline(pipeline, pm, errs)))

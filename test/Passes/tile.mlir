@@ -1,5 +1,6 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile -cse | FileCheck %s --enable-var-scope
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=16 block-n=32 num-warps=8 num-stages=3 stats=true" -cse | FileCheck %s --check-prefix=OPTS
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="split-kv=4" -cse | FileCheck %s --check-prefix=SPLIT
 
 // Offset form, causal, GQA 8/2: one program per (batch x head, query
 // block); the visible range comes from the block's last query position and
@@ -37,16 +38,35 @@
 // CHECK:               }
 // CHECK:               kvattn.tile.softmax_update %{{.*}}, %{{.*}}[%[[B]], %[[G]], %[[KSTART]]]
 // CHECK:             kvattn.tile.store state({{.*}}) into %[[OUT]] [%[[B]], %[[H]], %[[QSTART]]] rows(%[[ROWS]])
-// CHECK:         } {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64}}
+// CHECK:         } {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64, split_kv = 1 : i64}}
 // CHECK:         %[[RES:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
 // CHECK:         return %[[RES]]
+
+// With split-kv = 4 the grid gets a chunk dimension, each chunk loops over
+// its share of the visible blocks and stores a partial state; the parts
+// are merged in chunk order.
+// SPLIT-LABEL: func @offsets_causal_gqa
+// SPLIT-DAG:     %[[OP:.*]] = memref.alloc() : memref<4x2x8x100x64xf32>
+// SPLIT-DAG:     %[[LP:.*]] = memref.alloc() : memref<4x2x8x100xf32>
+// SPLIT:         scf.forall (%{{.*}}, %{{.*}}, %[[C:.*]]) in (16, 2, 4)
+// SPLIT:           %[[CHUNK:.*]] = arith.ceildivsi %{{.*}}, %c4
+// SPLIT:           arith.muli %[[C]], %[[CHUNK]]
+// SPLIT:           scf.for
+// SPLIT-DAG:       %[[OV:.*]] = memref.subview %[[OP]][%[[C]], 0, 0, 0, 0] [1, 2, 8, 100, 64] [1, 1, 1, 1, 1]
+// SPLIT-DAG:       %[[LV:.*]] = memref.subview %[[LP]][%[[C]], 0, 0, 0] [1, 2, 8, 100] [1, 1, 1, 1]
+// SPLIT:           kvattn.tile.store state({{.*}}) into %[[OV]] lse(%[[LV]] : {{.*}})
+// SPLIT:         split_kv = 4
+// SPLIT-DAG:     %[[OT:.*]] = bufferization.to_tensor %[[OP]]
+// SPLIT-DAG:     %[[LT:.*]] = bufferization.to_tensor %[[LP]]
+// SPLIT:         %[[OUT:.*]], %{{.*}} = kvattn.merge %[[OT]], %[[LT]] : tensor<4x2x8x100x64xf32>, tensor<4x2x8x100xf32> -> tensor<2x8x100x64xf16>, tensor<2x8x100xf32>
+// SPLIT:         return %[[OUT]]
 
 // OPTS-LABEL: func @offsets_causal_gqa
 // OPTS:         scf.forall ({{.*}}) in (16, 7)
 // OPTS:           memref.get_global @kvattn_tile_stats : memref<3xi64>
 // OPTS-COUNT-3:   memref.atomic_rmw addi
 // OPTS:           memref.alloca() : memref<16x32xf32>
-// OPTS:         {kvattn.tile_config = {block_m = 16 : i64, block_n = 32 : i64, num_stages = 3 : i64, num_warps = 8 : i64}}
+// OPTS:         {kvattn.tile_config = {block_m = 16 : i64, block_n = 32 : i64, num_stages = 3 : i64, num_warps = 8 : i64, split_kv = 1 : i64}}
 func.func @offsets_causal_gqa(%q: tensor<2x8x100x64xf16>, %k: tensor<2x2x356x64xf16>,
     %v: tensor<2x2x356x64xf16>, %pos: tensor<2xi32>, %len: tensor<2xi32>) -> tensor<2x8x100x64xf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<2xi32>) kv_len(%len : tensor<2xi32>) causal

@@ -6,8 +6,8 @@
 // random valid configuration (batch, heads and GQA ratio, L, S including 0,
 // D, Dv, element type, offset or explicit positions, k_offset, kv_len, key
 // validity, general masks, causal, window, softcap, scale, lse, tile
-// sizes), builds the kvattn.attention, compiles it with kvattn-to-cpu and
-// compares the JIT's results with the scalar reference (the tolerances of
+// sizes, split-KV), builds the kvattn.attention, compiles it with kvattn-to-cpu
+// and compares the JIT's results with the scalar reference (the tolerances of
 // --check). A mismatch is shrunk (smaller sizes while it still fails) and
 // printed as an attention_case.py command line, the form of the regression
 // tests in test/Numerics; with --save it is also written to DIR.
@@ -57,7 +57,7 @@ struct Config {
        hasKeyValid = false;
   std::vector<int64_t> qOffset, kOffset, qPos, kPos, kvLen, keyValid;
   std::string mask; // "", "bool", "float"
-  int64_t blockM = 64, blockN = 64;
+  int64_t blockM = 64, blockN = 64, splitKv = 1;
   uint64_t dataSeed = 0;
 };
 
@@ -97,7 +97,7 @@ std::string asFlags(const Config &c) {
   if (c.lse)
     os << " --lse";
   os << " -- --target=cpu --check --seed " << c.dataSeed << " --block-m "
-     << c.blockM << " --block-n " << c.blockN;
+     << c.blockM << " --block-n " << c.blockN << " --split-kv " << c.splitKv;
   return os.str();
 }
 
@@ -174,6 +174,7 @@ Config draw(std::mt19937_64 &rng) {
     c.mask = uniform(0, 1) ? "bool" : "float";
   c.blockM = pick({1, 8, 16, 32, 64, 128});
   c.blockN = pick({1, 8, 16, 32, 64});
+  c.splitKv = pick({1, 1, 2, 3, 7});
   c.dataSeed = rng();
   drawOperands(c, rng);
   return c;
@@ -291,6 +292,7 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
   kvattn::CpuCompileOptions options;
   options.blockM = c.blockM;
   options.blockN = c.blockN;
+  options.splitKv = c.splitKv;
   options.optLevel = 1;
   std::unique_ptr<kvattn::CpuProgram> program;
   if (kvattn::Status s =

@@ -94,6 +94,10 @@ cl::opt<int64_t> blockM("block-m", cl::desc("Query rows per program"),
                         cl::init(64), cl::cat(runCategory));
 cl::opt<int64_t> blockN("block-n", cl::desc("Keys per KV block"), cl::init(64),
                         cl::cat(runCategory));
+cl::opt<int64_t> splitKv("split-kv",
+                         cl::desc("KV chunks per program, merged in chunk "
+                                  "order (cpu target)"),
+                         cl::init(1), cl::cat(runCategory));
 cl::opt<unsigned> optLevel("opt-level",
                            cl::desc("LLVM optimisation level of the JIT"),
                            cl::init(3), cl::cat(runCategory));
@@ -339,6 +343,7 @@ int main(int argc, char **argv) {
     options.blockM = blockM;
     options.blockN = blockN;
     options.stats = printStats;
+    options.splitKv = splitKv;
     options.optLevel = optLevel;
     if (kvattn::Status s = kvattn::CpuProgram::compile(
             *module, func.getName().str(), options, program);

@@ -27,6 +27,8 @@ namespace kvattn {
 struct CpuCompileOptions {
   int64_t blockM = 64;
   int64_t blockN = 64;
+  /// KV chunks per program, merged in chunk order (kvattn.merge).
+  int64_t splitKv = 1;
   /// Count loaded/masked/skipped KV blocks (see CpuProgram::stats).
   bool stats = false;
   bool fixUpperLeftAppends = false;
