@@ -56,8 +56,8 @@
 // SPLIT-DAG:       %[[LV:.*]] = memref.subview %[[LP]][%[[C]], 0, 0, 0] [1, 2, 8, 100] [1, 1, 1, 1]
 // SPLIT:           kvattn.tile.store state({{.*}}) into %[[OV]] lse(%[[LV]] : {{.*}})
 // SPLIT:         split_kv = 4
-// SPLIT-DAG:     %[[OT:.*]] = bufferization.to_tensor %[[OP]]
-// SPLIT-DAG:     %[[LT:.*]] = bufferization.to_tensor %[[LP]]
+// SPLIT-DAG:     %[[OT:.*]] = bufferization.to_tensor %[[OP]] restrict
+// SPLIT-DAG:     %[[LT:.*]] = bufferization.to_tensor %[[LP]] restrict
 // SPLIT:         %[[OUT:.*]], %{{.*}} = kvattn.merge %[[OT]], %[[LT]] : tensor<4x2x8x100x64xf32>, tensor<4x2x8x100xf32> -> tensor<2x8x100x64xf16>, tensor<2x8x100xf32>
 // SPLIT:         return %[[OUT]]
 
