@@ -119,7 +119,11 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
     Option<"splitKv", "split-kv", "int64_t", /*default=*/"1",
            "Split each program's visible KV range into this many chunks, "
            "each a program instance writing a partial state, merged in "
-           "chunk order by kvattn.merge (CPU path)">,
+           "chunk order by kvattn.merge (CPU path); 0 chooses from the "
+           "number of programs and num-sms">,
+    Option<"numSms", "num-sms", "int64_t", /*default=*/"132",
+           "Multiprocessors of the target device, for split-kv=0 "
+           "(132: H100/H200)">,
   ];
 }
 

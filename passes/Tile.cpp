@@ -19,6 +19,8 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <algorithm>
+
 namespace mlir {
 namespace kvattn {
 #define GEN_PASS_DEF_TILEPASS
@@ -39,8 +41,9 @@ namespace {
 struct TileConfig {
   int64_t blockM, blockN, numWarps, numStages;
   bool stats;
-  /// KV chunks per program (1: no split).
+  /// KV chunks per program (1: no split, 0: automatic).
   int64_t splitKv;
+  int64_t numSms;
 };
 
 /// Index arithmetic with folding, on an ImplicitLocOpBuilder.
@@ -127,6 +130,22 @@ void ensureStatsGlobal(ModuleOp module) {
 
 } // namespace
 
+/// split-kv = 0: enough chunks for about two programs per multiprocessor,
+/// no more chunks than KV blocks, at most 16; 1 when the shapes are dynamic
+/// (decided at compile time, so it needs static B, Hq, L, S).
+static int64_t automaticSplit(RankedTensorType q, RankedTensorType k,
+                              int64_t bm, int64_t bn, int64_t numSms) {
+  int64_t b = q.getDimSize(0), hq = q.getDimSize(1), l = q.getDimSize(2),
+          s = k.getDimSize(2);
+  if (ShapedType::isDynamic(b) || ShapedType::isDynamic(hq) ||
+      ShapedType::isDynamic(l) || ShapedType::isDynamic(s))
+    return 1;
+  int64_t programs = b * hq * ((l + bm - 1) / bm);
+  int64_t blocks = (s + bn - 1) / bn;
+  int64_t wanted = (2 * numSms + programs - 1) / std::max<int64_t>(programs, 1);
+  return std::clamp<int64_t>(std::min(wanted, blocks), 1, 16);
+}
+
 /// Emits the tile program of one op and replaces it.
 static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
                                    const TileConfig &cfg) {
@@ -198,7 +217,11 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   // buffer to index: no split.
   bool emptyGrid = llvm::any_of(qType.getShape().take_front(3),
                                 [](int64_t d) { return d == 0; });
-  const int64_t splits = emptyGrid ? 1 : cfg.splitKv;
+  const int64_t splits =
+      emptyGrid ? 1
+      : cfg.splitKv == 0
+          ? automaticSplit(qType, op.getKey().getType(), bm, bn, cfg.numSms)
+          : cfg.splitKv;
   Value outParts, lseParts;
   if (splits > 1) {
     auto partsType = [&](ArrayRef<int64_t> shape) {
@@ -439,13 +462,15 @@ struct TilePass : kvattn::impl::TilePassBase<TilePass> {
           << static_cast<int64_t>(numStages) << ")";
       return signalPassFailure();
     }
-    if (splitKv < 1) {
-      getOperation().emitError() << "kvattn-tile: split-kv must be at least 1, "
-                                    "got "
-                                 << static_cast<int64_t>(splitKv);
+    if (splitKv < 0 || numSms < 1) {
+      getOperation().emitError()
+          << "kvattn-tile: split-kv must be 0 (automatic) or positive and "
+             "num-sms positive, got "
+          << static_cast<int64_t>(splitKv) << " and "
+          << static_cast<int64_t>(numSms);
       return signalPassFailure();
     }
-    TileConfig cfg{blockM, blockN, numWarps, numStages, stats, splitKv};
+    TileConfig cfg{blockM, blockN, numWarps, numStages, stats, splitKv, numSms};
     SmallVector<AttentionOp> ops;
     getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
     bool sdpaLeft = false;

@@ -1,6 +1,7 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile -cse | FileCheck %s --enable-var-scope
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=16 block-n=32 num-warps=8 num-stages=3 stats=true" -cse | FileCheck %s --check-prefix=OPTS
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="split-kv=4" -cse | FileCheck %s --check-prefix=SPLIT
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="split-kv=0" -cse | FileCheck %s --check-prefix=AUTO
 
 // Offset form, causal, GQA 8/2: one program per (batch x head, query
 // block); the visible range comes from the block's last query position and
@@ -60,6 +61,15 @@
 // SPLIT-DAG:     %[[LT:.*]] = bufferization.to_tensor %[[LP]] restrict
 // SPLIT:         %[[OUT:.*]], %{{.*}} = kvattn.merge %[[OT]], %[[LT]] : tensor<4x2x8x100x64xf32>, tensor<4x2x8x100xf32> -> tensor<2x8x100x64xf16>, tensor<2x8x100xf32>
 // SPLIT:         return %[[OUT]]
+
+// split-kv = 0 chooses: 2 x 8 heads x 2 query blocks = 32 programs want
+// ceil(2 x 132 / 32) = 9 chunks for the default 132 multiprocessors, but
+// S = 356 has only 6 blocks of 64: 6 chunks. Dynamic shapes do not split.
+// AUTO-LABEL: func @offsets_causal_gqa
+// AUTO:         scf.forall ({{.*}}) in (16, 2, 6)
+// AUTO:         split_kv = 6
+// AUTO-LABEL: func @explicit_window_softcap_lse
+// AUTO:         split_kv = 1
 
 // OPTS-LABEL: func @offsets_causal_gqa
 // OPTS:         scf.forall ({{.*}}) in (16, 7)
