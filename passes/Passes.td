@@ -12,20 +12,20 @@ def ResolveCachedAppendPass : Pass<"kvattn-resolve-cached-append"> {
     Rewrites every `kvattn.sdpa` into `kvattn.attention` with the query and
     key positions made explicit, preserving the op's meaning exactly:
 
-    * keys and values produced by `kvattn.append` into a cache of capacity C
-      at per-batch positions `pos` (the cache already holds `pos[b]` tokens
-      and L new ones are written): a causal SDPA becomes
-      `q_offset = pos + (shift)`, and every SDPA gets `kv_len = pos + L`, so
-      unused cache slots are invalid keys;
-    * keys and values that are a `tensor.concat` (or `tensor.insert_slice`)
-      of a cache of length P and the L new rows along the sequence axis:
-      `q_offset = P`, static or dynamic;
-    * otherwise `lower_right` gives `q_offset = S - L` and `upper_left`
-      `q_offset = 0`.
+    * keys produced by `kvattn.append` of L rows at per-batch positions
+      `pos` into a static cache: `kv_len = pos + L` (the slots past the
+      write are no tokens, kvattn.append's contract) and, for lower-right,
+      `q_offset = pos` (the queries are the appended rows);
+    * keys that are a `tensor.concat` along the sequence axis of a cache of
+      length P and the L new rows, or a `tensor.insert_slice` of them at P
+      that ends the buffer: lower-right gives `q_offset = P`, static or
+      dynamic;
+    * otherwise lower-right gives `q_offset = max(S - L, 0)` (and
+      `k_offset = max(L - S, 0)`), upper-left `q_offset = 0`.
 
-    A mask that depends only on the key (`[B, 1, 1, S]` or `[1, 1, 1, S]`
-    or rank-2 `[1, S]`) becomes key validity (`i1`) or stays an additive
-    mask; any other mask is carried as the general mask operand.
+    An `i1` mask that depends only on the key, `[B, 1, 1, S]`, becomes key
+    validity; every other mask (and every float mask: its finite values are
+    biases) is carried as the general mask operand.
 
     The lint: an `upper_left` causal SDPA whose keys come from a cache append
     with a possibly non-empty cache almost always hides the cached-append

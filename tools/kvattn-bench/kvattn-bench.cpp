@@ -37,7 +37,9 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::OptionCategory benchCategory("kvattn-bench options");
-cl::opt<std::string> target("target", cl::desc("cpu (gpu: not available yet)"),
+cl::opt<std::string> target("target",
+                            cl::desc("cpu (the GPU benchmark is not written "
+                                     "yet)"),
                             cl::init("cpu"), cl::cat(benchCategory));
 cl::opt<std::string> dtype("dtype", cl::desc("f32, f16 or bf16"),
                            cl::init("f32"), cl::cat(benchCategory));
@@ -92,7 +94,8 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "kvattn-bench\n");
   if (target != "cpu") {
     llvm::errs() << "kvattn-bench: error: --target=" << target
-                 << " is not available yet (no GPU code generation)\n";
+                 << " is not available: the GPU benchmark (tensor cores, "
+                    "CUDA-event timing) is not written yet\n";
     return 1;
   }
   std::optional<kvattn::ElementType> elt = kvattn::parseElementType(dtype);
