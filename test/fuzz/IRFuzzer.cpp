@@ -1,10 +1,11 @@
 //===- IRFuzzer.cpp - libFuzzer over kvattn IR ----------------------------===//
 //
 // Parses mutated IR; when it verifies and is made of kvattn, func, arith and
-// tensor ops only (what front ends give kvattn), runs the compiler pipelines on
-// it: kvattn-to-cpu (up to the LLVM dialect, no JIT) and kvattn-to-ptx's kernel
-// half (tile program, outlining, GPU lowering). A verified op must never crash
-// a pass; invalid IR must end in diagnostics. Seed corpus: test/fuzz/corpus.
+// tensor ops only (what front ends give kvattn), runs the compiler
+// pipelines on it: kvattn-to-cpu (up to the LLVM dialect, no JIT) and
+// kvattn-to-ptx (to PTX text when libdevice is found). A verified op must
+// never crash a pass; invalid IR must end in diagnostics. Seed corpus:
+// test/fuzz/corpus.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,8 +72,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   runPipeline(*module, "kvattn-to-cpu");
   runPipeline(*module, "kvattn-to-cpu{block-m=16 block-n=8 stats=true}");
-  runPipeline(*module, "kvattn-resolve-cached-append,kvattn-tile,"
-                       "kvattn-outline-tile-programs,"
-                       "gpu.module(kvattn-lower-tile-to-gpu)");
+  // kvattn-to-ptx, through NVVM to PTX when libdevice is available (the
+  // NVPTX back end then runs on every verified input), else its kernel
+  // half.
+  static const bool haveLibdevice = !mlir::kvattn::findLibdevice("").empty();
+  runPipeline(*module, haveLibdevice
+                           ? "kvattn-to-ptx"
+                           : "kvattn-resolve-cached-append,kvattn-tile,"
+                             "kvattn-outline-tile-programs,"
+                             "gpu.module(kvattn-lower-tile-to-gpu)");
   return 0;
 }
