@@ -112,10 +112,7 @@ struct LowerMergePass : kvattn::impl::LowerMergePassBase<LowerMergePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<LowerMergePattern>(&getContext());
-    GreedyRewriteConfig config;
-    config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
-    if (failed(
-            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
+    if (failed(applyLoopLoweringPatterns(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }
 };

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <limits>
 
@@ -184,6 +185,17 @@ inline Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp,
     }
   }
   return arith::SelectOp::create(e.b, allowed, s, e.negInf());
+}
+
+/// Runs the patterns of a lowering to loops over `root`. Region
+/// simplification is off: these lowerings only replace ops, one by one, and
+/// leave every clean-up to the pipelines' canonicalize, which runs only
+/// where it is safe (see Pipelines.cpp).
+inline LogicalResult applyLoopLoweringPatterns(Operation *root,
+                                               RewritePatternSet &&patterns) {
+  GreedyRewriteConfig config;
+  config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+  return applyPatternsGreedily(root, std::move(patterns), config);
 }
 
 } // namespace kvattn

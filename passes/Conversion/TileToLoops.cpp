@@ -195,10 +195,7 @@ struct LowerTileToLoopsPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateLowerTileToLoopsPatterns(patterns);
-    GreedyRewriteConfig config;
-    config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
-    if (failed(
-            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
+    if (failed(applyLoopLoweringPatterns(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }
 };
