@@ -463,5 +463,87 @@ Status merge(const HostTensor &outParts, const HostTensor &lseParts,
   return Status::ok();
 }
 
+Status validateBlockTable(const HostTensor &blockTable, const HostTensor &kvLen,
+                          int64_t numPages, int64_t pageSize) {
+  KVATTN_RETURN_IF_ERROR(checkInteger("block_table", blockTable));
+  KVATTN_RETURN_IF_ERROR(checkInteger("kv_len", kvLen));
+  if (blockTable.rank() != 2)
+    return Status::error("block_table must have shape [B, max_pages], got " +
+                         blockTable.shapeString());
+  const int64_t b = blockTable.dim(0), maxPages = blockTable.dim(1);
+  KVATTN_RETURN_IF_ERROR(checkShape("kv_len", kvLen, {{"B", b}}));
+  if (pageSize <= 0)
+    return Status::error("page_size must be positive, got " + str(pageSize));
+  if (numPages < 0)
+    return Status::error("num_pages must be non-negative, got " +
+                         str(numPages));
+  std::vector<int64_t> usedBy(numPages, -1); // slot of the page in batch bi
+  std::vector<int64_t> usedIn(numPages, -1); // batch that set usedBy
+  for (int64_t bi = 0; bi < b; ++bi) {
+    int64_t active = 0, firstEmpty = -1;
+    for (int64_t slot = 0; slot < maxPages; ++slot) {
+      const int64_t page = blockTable.getInt(bi * maxPages + slot);
+      const std::string at =
+          "block_table[" + str(bi) + "][" + str(slot) + "] = " + str(page);
+      if (page == -1) {
+        if (firstEmpty < 0)
+          firstEmpty = slot;
+        continue;
+      }
+      if (page < 0 || page >= numPages)
+        return Status::error(at + ": page id out of range [0, " +
+                             str(numPages) + ") (batch " + str(bi) + ")");
+      if (firstEmpty >= 0)
+        return Status::error(at + " follows the -1 at slot " + str(firstEmpty) +
+                             ": the -1 tail must be canonical (batch " +
+                             str(bi) + ")");
+      if (usedIn[page] == bi)
+        return Status::error(at + ": page " + str(page) +
+                             " is already used at slot " + str(usedBy[page]) +
+                             " of the same sequence (batch " + str(bi) + ")");
+      usedIn[page] = bi;
+      usedBy[page] = slot;
+      ++active;
+    }
+    const int64_t len = kvLen.getInt(bi);
+    if (len < 0 || len > active * pageSize)
+      return Status::error(
+          "kv_len[" + str(bi) + "] = " + str(len) + " does not fit the " +
+          str(active) + " page(s) of block_table[" + str(bi) + "] (page_size " +
+          str(pageSize) + ", at most " + str(active * pageSize) +
+          " tokens) (batch " + str(bi) + ")");
+  }
+  return Status::ok();
+}
+
+Status gatherPages(const HostTensor &pages, const HostTensor &blockTable,
+                   const HostTensor &kvLen, HostTensor &logical) {
+  KVATTN_RETURN_IF_ERROR(checkFloat("pages", pages));
+  if (pages.rank() != 4)
+    return Status::error(
+        "pages must have shape [num_pages, page_size, Hkv, D], got " +
+        pages.shapeString());
+  const int64_t numPages = pages.dim(0), pageSize = pages.dim(1),
+                h = pages.dim(2), d = pages.dim(3);
+  KVATTN_RETURN_IF_ERROR(
+      validateBlockTable(blockTable, kvLen, numPages, pageSize));
+  const int64_t b = blockTable.dim(0), maxPages = blockTable.dim(1);
+  logical = HostTensor(pages.elementType(), {b, h, maxPages * pageSize, d});
+  const size_t eltSize = elementTypeSize(pages.elementType());
+  for (int64_t bi = 0; bi < b; ++bi) {
+    const int64_t len = kvLen.getInt(bi);
+    for (int64_t t = 0; t < len; ++t) {
+      const int64_t page = blockTable.getInt(bi * maxPages + t / pageSize);
+      for (int64_t hi = 0; hi < h; ++hi)
+        std::copy_n(pages.data() +
+                        pages.flatIndex({page, t % pageSize, hi, 0}) * eltSize,
+                    d * eltSize,
+                    logical.data() +
+                        logical.flatIndex({bi, hi, t, 0}) * eltSize);
+    }
+  }
+  return Status::ok();
+}
+
 } // namespace reference
 } // namespace kvattn

@@ -8,11 +8,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Reference/Reference.h"
+#include "kvattn/Support/Random.h"
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <numeric>
+#include <random>
 
 using namespace kvattn;
 using namespace kvattn::reference;
@@ -449,4 +454,168 @@ TEST(Reference, MergeOfKeyRangesEqualsTheWhole) {
   EXPECT_NEAR(merged.out.getDouble(1), 30, 1e-5);
   EXPECT_NEAR(merged.lse.getDouble(0), full.lse.getDouble(0), 1e-6);
   EXPECT_NEAR(merged.lse.getDouble(1), full.lse.getDouble(1), 1e-6);
+}
+
+//===----------------------------------------------------------------------===//
+// Paged KV: block-table validation and the gather to the logical layout
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string validateMessage(const HostTensor &table, const HostTensor &kvLen,
+                            int64_t numPages, int64_t pageSize) {
+  Status s = validateBlockTable(table, kvLen, numPages, pageSize);
+  EXPECT_TRUE(s.isError()) << "the block table was accepted";
+  return s.isError() ? s.message() : "";
+}
+
+/// Distinct seeded values for a [B, Hkv, S, D] tensor.
+HostTensor seeded(std::vector<int64_t> shape, uint64_t arg) {
+  HostTensor t(ElementType::F32, std::move(shape));
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.setDouble(i, seededValue(/*seed=*/7, arg, i));
+  return t;
+}
+
+} // namespace
+
+TEST(PagedKV, ValidBlockTablesAreAccepted) {
+  // Sequence 1 shares page 0 with sequence 0 (a shared prefix): allowed.
+  HostTensor table = ints({2, 3}, {2, 0, -1, 0, 1, 3});
+  HostTensor kvLen = ints({2}, {5, 12});
+  Status s = validateBlockTable(table, kvLen, /*numPages=*/4, /*pageSize=*/4);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  // kv_len 0 with no pages at all.
+  HostTensor empty = ints({1, 2}, {-1, -1});
+  HostTensor zero = ints({1}, {0});
+  s = validateBlockTable(empty, zero, 4, 4);
+  EXPECT_TRUE(s.isOk()) << s.message();
+}
+
+TEST(PagedKV, BadBlockTablesNameBatchSlotAndValue) {
+  HostTensor kvLen = ints({2}, {4, 4});
+  EXPECT_EQ(validateMessage(ints({2, 2}, {0, -1, 1, 7}), kvLen, 4, 4),
+            "block_table[1][1] = 7: page id out of range [0, 4) (batch 1)");
+  EXPECT_EQ(validateMessage(ints({2, 2}, {-3, -1, 1, -1}), kvLen, 4, 4),
+            "block_table[0][0] = -3: page id out of range [0, 4) (batch 0)");
+  EXPECT_EQ(validateMessage(ints({2, 3}, {0, -1, 2, 1, -1, -1}), kvLen, 4, 4),
+            "block_table[0][2] = 2 follows the -1 at slot 1: the -1 tail "
+            "must be canonical (batch 0)");
+  EXPECT_EQ(validateMessage(ints({2, 2}, {0, -1, 3, 3}), kvLen, 4, 4),
+            "block_table[1][1] = 3: page 3 is already used at slot 0 of the "
+            "same sequence (batch 1)");
+  EXPECT_EQ(
+      validateMessage(ints({2, 2}, {0, -1, 1, 2}), ints({2}, {5, 8}), 4, 4),
+      "kv_len[0] = 5 does not fit the 1 page(s) of block_table[0] "
+      "(page_size 4, at most 4 tokens) (batch 0)");
+  EXPECT_EQ(
+      validateMessage(ints({2, 2}, {0, -1, 1, 2}), ints({2}, {4, -1}), 4, 4),
+      "kv_len[1] = -1 does not fit the 2 page(s) of block_table[1] "
+      "(page_size 4, at most 8 tokens) (batch 1)");
+  // Shapes and types.
+  EXPECT_NE(validateMessage(ints({2}, {0, 1}), kvLen, 4, 4)
+                .find("block_table must have shape [B, max_pages]"),
+            std::string::npos);
+  EXPECT_NE(
+      validateMessage(ints({2, 2}, {0, -1, 1, -1}), ints({3}, {1, 1, 1}), 4, 4)
+          .find("kv_len must have shape [B]"),
+      std::string::npos);
+  EXPECT_NE(validateMessage(tensor(ElementType::F32, {1, 1}, {0}),
+                            ints({1}, {1}), 4, 4)
+                .find("block_table must be an i32 or i64 tensor"),
+            std::string::npos);
+}
+
+// The physical page order never changes results: for page sizes 1, 16 and
+// 64, ragged kv_len and L = 1, 4 and 16 new queries at the end of each
+// sequence, attention over the gathered pages of a randomly permuted cache
+// is bitwise the attention over the contiguous cache.
+TEST(PagedKV, PagePermutationsGiveTheContiguousResult) {
+  const int64_t b = 3, hq = 4, hkv = 2, d = 8, maxTokens = 130;
+  const std::vector<int64_t> lens = {130, 1, 67};
+  std::mt19937 rng(1234);
+  for (int64_t pageSize : {1, 16, 64}) {
+    const int64_t maxPages = (maxTokens + pageSize - 1) / pageSize,
+                  s = maxPages * pageSize;
+    HostTensor k = seeded({b, hkv, s, d}, 1), v = seeded({b, hkv, s, d}, 2);
+    // Zero the keys past kv_len, as the gather leaves them.
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t hi = 0; hi < hkv; ++hi)
+        for (int64_t t = lens[bi]; t < s; ++t)
+          for (int64_t x = 0; x < d; ++x) {
+            k.setDouble(k.flatIndex({bi, hi, t, x}), 0);
+            v.setDouble(v.flatIndex({bi, hi, t, x}), 0);
+          }
+    // Scatter the used logical pages over a shuffled pool with spare pages.
+    std::vector<int64_t> used;
+    for (int64_t bi = 0; bi < b; ++bi)
+      used.push_back((lens[bi] + pageSize - 1) / pageSize);
+    const int64_t numPages =
+        std::accumulate(used.begin(), used.end(), int64_t{0}) + 3;
+    std::vector<int64_t> pool(numPages);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    HostTensor table = ints({b, maxPages}, {});
+    HostTensor kPages(ElementType::F32, {numPages, pageSize, hkv, d}),
+        vPages(ElementType::F32, {numPages, pageSize, hkv, d});
+    int64_t next = 0;
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t slot = 0; slot < maxPages; ++slot) {
+        int64_t page = slot < used[bi] ? pool[next++] : -1;
+        table.setInt(bi * maxPages + slot, page);
+        if (page < 0)
+          continue;
+        for (int64_t r = 0; r < pageSize; ++r)
+          for (int64_t hi = 0; hi < hkv; ++hi)
+            for (int64_t x = 0; x < d; ++x) {
+              int64_t t = slot * pageSize + r;
+              kPages.setDouble(kPages.flatIndex({page, r, hi, x}),
+                               k.getDouble(k.flatIndex({bi, hi, t, x})));
+              vPages.setDouble(vPages.flatIndex({page, r, hi, x}),
+                               v.getDouble(v.flatIndex({bi, hi, t, x})));
+            }
+      }
+    HostTensor kvLen = ints({b}, lens);
+    HostTensor kGathered, vGathered;
+    ASSERT_TRUE(gatherPages(kPages, table, kvLen, kGathered).isOk());
+    ASSERT_TRUE(gatherPages(vPages, table, kvLen, vGathered).isOk());
+    ASSERT_EQ(kGathered.shapeString(), k.shapeString());
+    EXPECT_EQ(std::memcmp(kGathered.data(), k.data(), k.byteSize()), 0)
+        << "page size " << pageSize;
+    EXPECT_EQ(std::memcmp(vGathered.data(), v.data(), v.byteSize()), 0)
+        << "page size " << pageSize;
+
+    for (int64_t l : {1, 4, 16}) {
+      HostTensor q = seeded({b, hq, l, d}, 3);
+      std::vector<int64_t> offsets;
+      for (int64_t len : lens)
+        offsets.push_back(std::max<int64_t>(len - l, 0));
+      HostTensor qOffset = ints({b}, offsets);
+      AttentionOperands contiguous{&q, &k, &v},
+          paged{&q, &kGathered, &vGathered};
+      contiguous.qOffset = paged.qOffset = &qOffset;
+      contiguous.kvLen = paged.kvLen = &kvLen;
+      AttentionResult expected = run(contiguous, {/*causal=*/true}),
+                      actual = run(paged, {/*causal=*/true});
+      EXPECT_EQ(values(actual.out), values(expected.out))
+          << "page size " << pageSize << ", L = " << l;
+      EXPECT_EQ(values(actual.lse), values(expected.lse))
+          << "page size " << pageSize << ", L = " << l;
+      // A gather that ignores the block table (identity page order) reads
+      // other sequences' keys: the result must differ.
+      if (pageSize == 16 && l == 4) {
+        HostTensor identity = ints({b, maxPages}, {});
+        int64_t page = 0;
+        for (int64_t bi = 0; bi < b; ++bi)
+          for (int64_t slot = 0; slot < maxPages; ++slot)
+            identity.setInt(bi * maxPages + slot,
+                            slot < used[bi] ? page++ : -1);
+        HostTensor kWrong;
+        ASSERT_TRUE(gatherPages(kPages, identity, kvLen, kWrong).isOk());
+        AttentionOperands wrong = paged;
+        wrong.key = &kWrong;
+        EXPECT_NE(values(run(wrong, {true}).out), values(expected.out));
+      }
+    }
+  }
 }

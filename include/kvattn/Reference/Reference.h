@@ -101,6 +101,27 @@ Status append(const HostTensor &cache, const HostTensor &update,
 Status merge(const HostTensor &outParts, const HostTensor &lseParts,
              AttentionResult &result);
 
+/// Checks a paged KV layout before anything reads it: `blockTable [B,
+/// max_pages]` (i32/i64) maps sequence `b`'s logical page `slot` to a
+/// physical page id in [0, numPages), with a `-1` tail; `kvLen [B]`
+/// (i32/i64) is each sequence's length in tokens. Every error names the
+/// batch, the slot and the value:
+///  - a page id outside [0, numPages) (other than -1);
+///  - a page id after a -1 (the tail must be canonical);
+///  - a page used twice among the active pages of one sequence;
+///  - kv_len negative or more than (active pages) x pageSize.
+Status validateBlockTable(const HostTensor &blockTable, const HostTensor &kvLen,
+                          int64_t numPages, int64_t pageSize);
+
+/// Gathers a paged cache `pages [num_pages, page_size, Hkv, D]` into the
+/// logical layout `[B, Hkv, max_pages * page_size, D]` that
+/// `kvattn.attention` reads: logical key `t` of sequence `b` is row
+/// `t % page_size` of page `blockTable[b][t / page_size]`. Keys at or past
+/// kv_len[b] are zero (attention must mask them with kv_len). Validates the
+/// block table first; `logical` has the pages' element type.
+Status gatherPages(const HostTensor &pages, const HostTensor &blockTable,
+                   const HostTensor &kvLen, HostTensor &logical);
+
 } // namespace reference
 } // namespace kvattn
 
