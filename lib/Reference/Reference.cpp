@@ -13,6 +13,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace kvattn {
@@ -477,9 +478,8 @@ Status validateBlockTable(const HostTensor &blockTable, const HostTensor &kvLen,
   if (numPages < 0)
     return Status::error("num_pages must be non-negative, got " +
                          str(numPages));
-  std::vector<int64_t> usedBy(numPages, -1); // slot of the page in batch bi
-  std::vector<int64_t> usedIn(numPages, -1); // batch that set usedBy
   for (int64_t bi = 0; bi < b; ++bi) {
+    std::unordered_map<int64_t, int64_t> slotOfPage; // this sequence's pages
     int64_t active = 0, firstEmpty = -1;
     for (int64_t slot = 0; slot < maxPages; ++slot) {
       const int64_t page = blockTable.getInt(bi * maxPages + slot);
@@ -497,12 +497,11 @@ Status validateBlockTable(const HostTensor &blockTable, const HostTensor &kvLen,
         return Status::error(at + " follows the -1 at slot " + str(firstEmpty) +
                              ": the -1 tail must be canonical (batch " +
                              str(bi) + ")");
-      if (usedIn[page] == bi)
+      auto [it, fresh] = slotOfPage.try_emplace(page, slot);
+      if (!fresh)
         return Status::error(at + ": page " + str(page) +
-                             " is already used at slot " + str(usedBy[page]) +
+                             " is already used at slot " + str(it->second) +
                              " of the same sequence (batch " + str(bi) + ")");
-      usedIn[page] = bi;
-      usedBy[page] = slot;
       ++active;
     }
     const int64_t len = kvLen.getInt(bi);
