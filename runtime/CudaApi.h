@@ -27,22 +27,27 @@ struct CUfunc_st;
 using CUfunction = CUfunc_st *;
 struct CUstream_st;
 using CUstream = CUstream_st *;
+struct CUevent_st;
+using CUevent = CUevent_st *;
 using CUjit_option = int;
 using CUfunction_attribute = int;
 using CUdevice_attribute = int;
 
 constexpr CUresult CUDA_SUCCESS = 0;
+constexpr unsigned CU_EVENT_DEFAULT = 0;
 constexpr CUjit_option CU_JIT_INFO_LOG_BUFFER = 3;
 constexpr CUjit_option CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4;
 constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 constexpr CUfunction_attribute CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES =
     8;
+constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 
 /// The entry points, with the symbol each is resolved from (the `_v2`
-/// variants where the driver versions them).
+/// variants where the driver versions them). cuEventElapsedTime stays the
+/// original symbol: its `_v2` exists only in drivers of CUDA 12.8 and later.
 #define KVATTN_CUDA_ENTRY_POINTS(X)                                            \
   X(cuGetErrorName, "cuGetErrorName", CUresult, (CUresult, const char **))     \
   X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult, const char **)) \
@@ -63,6 +68,19 @@ constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult,                                 \
     (CUdeviceptr, const void *, size_t))                                       \
   X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult, (void *, CUdeviceptr, size_t))  \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", CUresult,                       \
+    (CUdeviceptr, const void *, size_t, CUstream))                             \
+  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", CUresult,                       \
+    (CUdeviceptr, CUdeviceptr, size_t, CUstream))                              \
+  X(cuMemsetD8Async, "cuMemsetD8Async", CUresult,                              \
+    (CUdeviceptr, unsigned char, size_t, CUstream))                            \
+  X(cuMemGetInfo, "cuMemGetInfo_v2", CUresult, (size_t *, size_t *))           \
+  X(cuEventCreate, "cuEventCreate", CUresult, (CUevent *, unsigned))           \
+  X(cuEventDestroy, "cuEventDestroy_v2", CUresult, (CUevent))                  \
+  X(cuEventRecord, "cuEventRecord", CUresult, (CUevent, CUstream))             \
+  X(cuEventSynchronize, "cuEventSynchronize", CUresult, (CUevent))             \
+  X(cuEventElapsedTime, "cuEventElapsedTime", CUresult,                        \
+    (float *, CUevent, CUevent))                                               \
   X(cuModuleLoadDataEx, "cuModuleLoadDataEx", CUresult,                        \
     (CUmodule *, const void *, unsigned, CUjit_option *, void **))             \
   X(cuModuleUnload, "cuModuleUnload", CUresult, (CUmodule))                    \

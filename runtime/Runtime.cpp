@@ -83,22 +83,43 @@ public:
   std::unordered_map<std::string, CUfunction> functions;
 };
 
+/// The device copy of one metadata parameter, reused across launches.
+struct Scratch {
+  DevicePtr ptr = 0;
+  size_t capacity = 0;
+  /// What the device buffer holds (the copy's source stays alive until the
+  /// next change), and the stream of the last launch that read it.
+  std::vector<uint8_t> bytes;
+  CUstream lastStream = nullptr;
+  bool used = false;
+};
+
 struct Runtime::Impl {
   std::unique_ptr<Driver> driver;
   CUdevice device = 0;
   CUcontext context = nullptr;
+  /// The runtime's own stream, and the one in use (own or the caller's).
   CUstream stream = nullptr;
+  CUstream current = nullptr;
   /// PTX text -> module; the text itself is the key, so equal hashes of
   /// different texts cannot alias.
   std::unordered_map<std::string, std::unique_ptr<Module>> modules;
   /// Device copies of the metadata of the last launches, reused.
-  std::unordered_map<std::string, std::pair<DevicePtr, size_t>> scratch;
+  std::unordered_map<std::string, Scratch> scratch;
+  /// The buffer timeOnStream fills to evict the L2 cache.
+  DevicePtr flush = 0;
+  size_t flushBytes = 0;
 
   ~Impl() {
     if (!driver)
       return;
+    if (current)
+      driver->cuStreamSynchronize(current);
     for (auto &entry : scratch)
-      driver->cuMemFree(entry.second.first);
+      if (entry.second.ptr)
+        driver->cuMemFree(entry.second.ptr);
+    if (flush)
+      driver->cuMemFree(flush);
     for (auto &entry : modules)
       driver->cuModuleUnload(entry.second->handle);
     if (stream)
@@ -137,12 +158,18 @@ Status Runtime::create(std::unique_ptr<Runtime> &runtime,
       "reading the compute capability"));
   rt->computeCapability_ = major * 10 + minor;
   KVATTN_RETURN_IF_ERROR(
+      d.check(d.cuDeviceGetAttribute(&rt->multiprocessorCount_,
+                                     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                     impl.device),
+              "reading the multiprocessor count"));
+  KVATTN_RETURN_IF_ERROR(
       d.check(d.cuDevicePrimaryCtxRetain(&impl.context, impl.device),
               "retaining the primary context"));
   KVATTN_RETURN_IF_ERROR(d.check(d.cuCtxSetCurrent(impl.context),
                                  "making the primary context current"));
   KVATTN_RETURN_IF_ERROR(
       d.check(d.cuStreamCreate(&impl.stream, 0), "creating a stream"));
+  impl.current = impl.stream;
   runtime = std::move(rt);
   return Status::ok();
 }
@@ -209,9 +236,120 @@ Status Runtime::copyToHost(void *dst, DevicePtr src, size_t bytes) {
                                   " bytes to the host");
 }
 
+Status Runtime::memoryInfo(size_t &freeBytes, size_t &totalBytes) {
+  return impl_->driver->check(
+      impl_->driver->cuMemGetInfo(&freeBytes, &totalBytes),
+      "reading the device memory size");
+}
+
+void Runtime::setStream(uint64_t cuStream) {
+  impl_->current = reinterpret_cast<CUstream>(static_cast<uintptr_t>(cuStream));
+}
+
+void Runtime::useOwnStream() { impl_->current = impl_->stream; }
+
+uint64_t Runtime::stream() const {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl_->current));
+}
+
+Status Runtime::copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes) {
+  if (bytes == 0)
+    return Status::ok();
+  return impl_->driver->check(
+      impl_->driver->cuMemcpyDtoDAsync(dst, src, bytes, impl_->current),
+      "copying " + std::to_string(bytes) + " bytes on the device");
+}
+
+Status Runtime::fill(DevicePtr dst, uint8_t value, size_t bytes) {
+  if (bytes == 0)
+    return Status::ok();
+  return impl_->driver->check(
+      impl_->driver->cuMemsetD8Async(dst, value, bytes, impl_->current),
+      "filling " + std::to_string(bytes) + " bytes of device memory");
+}
+
 Status Runtime::synchronize() {
-  return impl_->driver->check(impl_->driver->cuStreamSynchronize(impl_->stream),
-                              "waiting for the stream");
+  return impl_->driver->check(
+      impl_->driver->cuStreamSynchronize(impl_->current),
+      "waiting for the stream");
+}
+
+namespace {
+
+/// CUDA events, destroyed with the object.
+class Events {
+public:
+  explicit Events(const Driver &d) : d_(d) {}
+  ~Events() {
+    for (CUevent e : events_)
+      d_.cuEventDestroy(e);
+  }
+  Status create(size_t count) {
+    for (size_t i = 0; i < count; ++i) {
+      CUevent e = nullptr;
+      KVATTN_RETURN_IF_ERROR(d_.check(d_.cuEventCreate(&e, CU_EVENT_DEFAULT),
+                                      "creating an event"));
+      events_.push_back(e);
+    }
+    return Status::ok();
+  }
+  CUevent operator[](size_t i) const { return events_[i]; }
+
+private:
+  const Driver &d_;
+  std::vector<CUevent> events_;
+};
+
+} // namespace
+
+Status Runtime::timeOnStream(const std::function<Status()> &work, int warmup,
+                             int repeats, std::vector<float> &ms,
+                             size_t flushBytes) {
+  ms.clear();
+  if (warmup < 0 || repeats < 1)
+    return Status::error("timing needs warmup >= 0 and repeats >= 1 (got " +
+                         std::to_string(warmup) + " and " +
+                         std::to_string(repeats) + ")");
+  const Driver &d = *impl_->driver;
+  if (flushBytes > impl_->flushBytes) {
+    if (impl_->flush)
+      KVATTN_RETURN_IF_ERROR(release(impl_->flush));
+    impl_->flush = 0;
+    impl_->flushBytes = 0;
+    KVATTN_RETURN_IF_ERROR(allocate(flushBytes, impl_->flush));
+    impl_->flushBytes = flushBytes;
+  }
+  auto call = [&]() -> Status {
+    if (flushBytes)
+      KVATTN_RETURN_IF_ERROR(fill(impl_->flush, 0, flushBytes));
+    return work();
+  };
+  Events events(d);
+  KVATTN_RETURN_IF_ERROR(events.create(2 * static_cast<size_t>(repeats)));
+  for (int i = 0; i < warmup; ++i)
+    KVATTN_RETURN_IF_ERROR(
+        call().withContext("warm-up call " + std::to_string(i)));
+  for (int r = 0; r < repeats; ++r) {
+    if (flushBytes)
+      KVATTN_RETURN_IF_ERROR(fill(impl_->flush, 0, flushBytes));
+    KVATTN_RETURN_IF_ERROR(d.check(
+        d.cuEventRecord(events[2 * r], impl_->current), "recording an event"));
+    KVATTN_RETURN_IF_ERROR(
+        work().withContext("timed call " + std::to_string(r)));
+    KVATTN_RETURN_IF_ERROR(
+        d.check(d.cuEventRecord(events[2 * r + 1], impl_->current),
+                "recording an event"));
+  }
+  KVATTN_RETURN_IF_ERROR(d.check(d.cuEventSynchronize(events[2 * repeats - 1]),
+                                 "waiting for the timed calls"));
+  for (int r = 0; r < repeats; ++r) {
+    float elapsed = 0;
+    KVATTN_RETURN_IF_ERROR(d.check(
+        d.cuEventElapsedTime(&elapsed, events[2 * r], events[2 * r + 1]),
+        "reading an event's elapsed time"));
+    ms.push_back(elapsed);
+  }
+  return Status::ok();
 }
 
 /// Bytes per element of a manifest element type.
@@ -263,17 +401,33 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
         std::memcpy(&bytes[i * 8], &v, 8);
       }
     }
-    auto &slot = impl_->scratch[p.name];
-    if (slot.second < bytes.size()) {
-      if (slot.first)
-        KVATTN_RETURN_IF_ERROR(release(slot.first));
-      slot = {0, 0};
-      KVATTN_RETURN_IF_ERROR(allocate(bytes.size(), slot.first));
-      slot.second = bytes.size();
+    Scratch &slot = impl_->scratch[p.name];
+    if (!slot.used || slot.bytes != bytes) {
+      // A kernel queued earlier may still read the buffer: wait for it
+      // before changing it.
+      if (slot.used)
+        KVATTN_RETURN_IF_ERROR(d.check(d.cuStreamSynchronize(slot.lastStream),
+                                       "waiting for the previous launch"));
+      if (slot.capacity < bytes.size()) {
+        if (slot.ptr)
+          KVATTN_RETURN_IF_ERROR(release(slot.ptr));
+        slot.ptr = 0;
+        slot.capacity = 0;
+        KVATTN_RETURN_IF_ERROR(allocate(bytes.size(), slot.ptr));
+        slot.capacity = bytes.size();
+      }
+      slot.bytes = std::move(bytes);
+      slot.used = false;
+      // Stream-ordered; the source (slot.bytes) lives until the next change.
+      if (!slot.bytes.empty())
+        KVATTN_RETURN_IF_ERROR(
+            d.check(d.cuMemcpyHtoDAsync(slot.ptr, slot.bytes.data(),
+                                        slot.bytes.size(), impl_->current),
+                    "copying the metadata '" + p.name + "' to the device"));
     }
-    KVATTN_RETURN_IF_ERROR(
-        copyToDevice(slot.first, bytes.data(), bytes.size()));
-    values.push_back(slot.first);
+    slot.used = true;
+    slot.lastStream = impl_->current;
+    values.push_back(slot.ptr);
   }
 
   // The grid of the manifest: x = B * Hq programs, y = query blocks.
@@ -313,7 +467,7 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
                        static_cast<unsigned>(gridY), 1,
                        static_cast<unsigned>(kernel.blockX), 1, 1,
                        static_cast<unsigned>(kernel.dynamicSharedMemoryBytes),
-                       impl_->stream, params.data(), nullptr),
+                       impl_->current, params.data(), nullptr),
       doing);
 }
 

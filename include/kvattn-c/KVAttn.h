@@ -35,6 +35,15 @@ typedef struct kvattn_runtime kvattn_runtime;
 int kvattn_runtime_create(kvattn_runtime **runtime, char **error);
 void kvattn_runtime_destroy(kvattn_runtime *runtime);
 
+/* Launches, copies and kvattn_synchronize run on `stream` from now on: a
+ * CUstream of device 0's primary context (e.g. PyTorch's
+ * torch.cuda.current_stream().cuda_stream; 0 is the legacy default stream),
+ * kept alive by the caller. kvattn_runtime_use_own_stream goes back to the
+ * runtime's own stream. */
+int kvattn_runtime_set_stream(kvattn_runtime *runtime, uint64_t stream,
+                              char **error);
+int kvattn_runtime_use_own_stream(kvattn_runtime *runtime, char **error);
+
 int kvattn_device_alloc(kvattn_runtime *runtime, size_t bytes,
                         uint64_t *device_ptr, char **error);
 int kvattn_device_free(kvattn_runtime *runtime, uint64_t device_ptr,

@@ -87,6 +87,23 @@ int kvattn_runtime_create(kvattn_runtime **runtime, char **error) {
 
 void kvattn_runtime_destroy(kvattn_runtime *runtime) { delete runtime; }
 
+int kvattn_runtime_set_stream(kvattn_runtime *runtime, uint64_t stream,
+                              char **error) {
+  if (!runtime)
+    return report(Status::error("kvattn_runtime_set_stream: null runtime"),
+                  error);
+  runtime->runtime->setStream(stream);
+  return 0;
+}
+
+int kvattn_runtime_use_own_stream(kvattn_runtime *runtime, char **error) {
+  if (!runtime)
+    return report(Status::error("kvattn_runtime_use_own_stream: null runtime"),
+                  error);
+  runtime->runtime->useOwnStream();
+  return 0;
+}
+
 int kvattn_device_alloc(kvattn_runtime *runtime, size_t bytes,
                         uint64_t *device_ptr, char **error) {
   return report(runtime->runtime->allocate(bytes, *device_ptr), error);

@@ -85,6 +85,15 @@ int main(void) {
     return fail("copy out", error);
   printf("launch: ok\n");
 
+  /* The same launch on a caller's stream (here the legacy default, 0). */
+  if (kvattn_runtime_set_stream(rt, 0, &error) ||
+      kvattn_launch(rt, ptx, manifest, 0, sizes, buffers, 4, metadata, 2,
+                    &error) ||
+      kvattn_synchronize(rt, &error) ||
+      kvattn_runtime_use_own_stream(rt, &error))
+    return fail("launch on a caller's stream", error);
+  printf("launch on stream 0: ok\n");
+
   /* A bad kv_len is refused before launching, with the value named. */
   metadata[1].values = bad;
   if (kvattn_launch(rt, ptx, manifest, 0, sizes, buffers, 4, metadata, 2,

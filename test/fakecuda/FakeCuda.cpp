@@ -63,6 +63,7 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
       {100, "CUDA_ERROR_NO_DEVICE"},
       {101, "CUDA_ERROR_INVALID_DEVICE"},
       {218, "CUDA_ERROR_INVALID_PTX"},
+      {400, "CUDA_ERROR_INVALID_HANDLE"},
       {500, "CUDA_ERROR_NOT_FOUND"},
       {999, "CUDA_ERROR_UNKNOWN"}};
   auto it = names.find(error);
@@ -81,6 +82,7 @@ CUresult cuGetErrorString(CUresult error, const char **text) {
       {100, "no CUDA-capable device is detected"},
       {101, "invalid device ordinal"},
       {218, "a PTX JIT compilation failed"},
+      {400, "invalid resource handle"},
       {500, "named symbol not found"},
       {999, "unknown error"}};
   auto it = texts.find(error);
@@ -105,7 +107,10 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
 
 CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
                               CUdevice) {
-  *value = attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9 : 0;
+  *value = attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9
+           : attribute == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+               ? state.multiprocessorCount
+               : 0;
   return CUDA_SUCCESS;
 }
 
@@ -120,8 +125,9 @@ CUresult cuStreamCreate(CUstream *stream, unsigned) {
   return CUDA_SUCCESS;
 }
 CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
-CUresult cuStreamSynchronize(CUstream) {
+CUresult cuStreamSynchronize(CUstream stream) {
   FAIL_IF_INJECTED("cuStreamSynchronize");
+  state.synchronizedStreams.push_back(reinterpret_cast<uintptr_t>(stream));
   return CUDA_SUCCESS;
 }
 
@@ -143,6 +149,70 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
 }
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
   std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+// Queued operations run at once (host memory); they are recorded with their
+// stream.
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
+                              CUstream stream) {
+  FAIL_IF_INJECTED("cuMemcpyHtoDAsync_v2");
+  std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
+  state.transfers.push_back({"HtoD", dst, reinterpret_cast<uintptr_t>(src),
+                             bytes, reinterpret_cast<uintptr_t>(stream)});
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                              CUstream stream) {
+  FAIL_IF_INJECTED("cuMemcpyDtoDAsync_v2");
+  std::memmove(reinterpret_cast<void *>(dst),
+               reinterpret_cast<const void *>(src), bytes);
+  state.transfers.push_back(
+      {"DtoD", dst, src, bytes, reinterpret_cast<uintptr_t>(stream)});
+  state.clockMs += state.msPerCopy;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes,
+                         CUstream stream) {
+  FAIL_IF_INJECTED("cuMemsetD8Async");
+  std::memset(reinterpret_cast<void *>(dst), value, bytes);
+  state.transfers.push_back(
+      {"memset", dst, value, bytes, reinterpret_cast<uintptr_t>(stream)});
+  return CUDA_SUCCESS;
+}
+CUresult cuMemGetInfo_v2(size_t *freeBytes, size_t *totalBytes) {
+  *totalBytes = size_t(80) << 30;
+  *freeBytes = size_t(79) << 30;
+  return CUDA_SUCCESS;
+}
+
+/// An event holds the fake clock at its last record; -1: never recorded.
+CUresult cuEventCreate(CUevent *event, unsigned) {
+  FAIL_IF_INJECTED("cuEventCreate");
+  *event = reinterpret_cast<CUevent>(new double(-1));
+  ++state.liveEvents;
+  return CUDA_SUCCESS;
+}
+CUresult cuEventDestroy_v2(CUevent event) {
+  delete reinterpret_cast<double *>(event);
+  --state.liveEvents;
+  return CUDA_SUCCESS;
+}
+CUresult cuEventRecord(CUevent event, CUstream) {
+  FAIL_IF_INJECTED("cuEventRecord");
+  *reinterpret_cast<double *>(event) = state.clockMs;
+  return CUDA_SUCCESS;
+}
+CUresult cuEventSynchronize(CUevent) {
+  FAIL_IF_INJECTED("cuEventSynchronize");
+  return CUDA_SUCCESS;
+}
+CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
+  double a = *reinterpret_cast<double *>(start),
+         b = *reinterpret_cast<double *>(end);
+  if (a < 0 || b < 0)
+    return 400; // CUDA_ERROR_INVALID_HANDLE: an event never recorded
+  *ms = static_cast<float>(b - a);
   return CUDA_SUCCESS;
 }
 
@@ -195,10 +265,13 @@ CUresult cuFuncSetAttribute(CUfunction function, CUfunction_attribute,
 
 CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
                         unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned shared, CUstream, void **params, void **) {
+                        unsigned shared, CUstream stream, void **params,
+                        void **) {
   FAIL_IF_INJECTED("cuLaunchKernel");
   const Function &f = functions.at(function);
-  FakeLaunch launch{f.name, {gx, gy, gz}, {bx, by, bz}, shared, {}};
+  FakeLaunch launch{f.name, {gx, gy, gz}, {bx, by, bz},
+                    shared, {},           reinterpret_cast<uintptr_t>(stream)};
+  state.clockMs += state.msPerLaunch;
   for (int i = 0; i < f.numParams; ++i) {
     uint64_t v;
     std::memcpy(&v, params[i], 8);

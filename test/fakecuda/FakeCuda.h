@@ -6,6 +6,10 @@
 // read the record: dlopen returns the already loaded library, so both see
 // the same state.
 //
+// Time is a fake clock: launches and device-to-device copies advance it by
+// msPerLaunch / msPerCopy, and an event records the clock when it is
+// recorded, so timing code gets exact elapsed times.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KVATTN_TEST_FAKECUDA_FAKECUDA_H
@@ -19,6 +23,15 @@ struct FakeLaunch {
   std::string kernel;
   unsigned grid[3], block[3], sharedMemBytes;
   std::vector<uint64_t> params; // each parameter's 8 bytes
+  uint64_t stream;
+};
+
+/// A queued (async) copy or fill: kind "HtoD", "DtoD" or "memset".
+struct FakeTransfer {
+  std::string kind;
+  uint64_t dst, src; // memset: src is the byte value
+  size_t bytes;
+  uint64_t stream;
 };
 
 struct FakeCudaState {
@@ -27,6 +40,12 @@ struct FakeCudaState {
   std::vector<FakeLaunch> launches;
   std::vector<std::pair<std::string, int>> functionAttributes;
   int liveAllocations = 0;
+  std::vector<FakeTransfer> transfers;
+  /// Streams waited for (cuStreamSynchronize), in order.
+  std::vector<uint64_t> synchronizedStreams;
+  int liveEvents = 0;
+  double clockMs = 0, msPerLaunch = 0, msPerCopy = 0;
+  int multiprocessorCount = 132;
 };
 
 extern "C" {

@@ -285,6 +285,171 @@ TEST_F(RuntimeTest, GridBeyondCudaLimitsIsRefused) {
             std::string::npos);
 }
 
+TEST_F(RuntimeTest, DeviceFigures) {
+  EXPECT_EQ(runtime->multiprocessorCount(), 132);
+  size_t freeBytes = 0, totalBytes = 0;
+  ASSERT_TRUE(runtime->memoryInfo(freeBytes, totalBytes).isOk());
+  EXPECT_EQ(totalBytes, size_t(80) << 30);
+  EXPECT_EQ(freeBytes, size_t(79) << 30);
+}
+
+TEST_F(RuntimeTest, LaunchesRunOnTheCallersStream) {
+  const uint64_t own = runtime->stream();
+  EXPECT_NE(own, 0u);
+  const Module *module;
+  ASSERT_TRUE(runtime->loadModule(kPtx, module).isOk());
+  runtime->setStream(0x1234);
+  EXPECT_EQ(runtime->stream(), 0x1234u);
+  ASSERT_TRUE(
+      runtime->launch(*module, manifest.kernels[0], validArgs()).isOk());
+  ASSERT_TRUE(runtime->synchronize().isOk());
+  const FakeCudaState &st = *fakecuda_state();
+  ASSERT_EQ(st.launches.size(), 1u);
+  EXPECT_EQ(st.launches[0].stream, 0x1234u);
+  // The metadata uploads are ordered on the same stream.
+  ASSERT_EQ(st.transfers.size(), 2u);
+  for (const FakeTransfer &t : st.transfers) {
+    EXPECT_EQ(t.kind, "HtoD");
+    EXPECT_EQ(t.stream, 0x1234u);
+  }
+  EXPECT_EQ(st.synchronizedStreams.back(), 0x1234u);
+  // 0 is the legacy default stream, a valid choice.
+  runtime->setStream(0);
+  ASSERT_TRUE(
+      runtime->launch(*module, manifest.kernels[0], validArgs()).isOk());
+  EXPECT_EQ(st.launches.back().stream, 0u);
+  runtime->useOwnStream();
+  EXPECT_EQ(runtime->stream(), own);
+  ASSERT_TRUE(
+      runtime->launch(*module, manifest.kernels[0], validArgs()).isOk());
+  EXPECT_EQ(st.launches.back().stream, own);
+}
+
+TEST_F(RuntimeTest, UnchangedMetadataIsNotUploadedAgain) {
+  const Module *module;
+  ASSERT_TRUE(runtime->loadModule(kPtx, module).isOk());
+  const FakeCudaState &st = *fakecuda_state();
+  LaunchArgs args = validArgs();
+  ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk());
+  EXPECT_EQ(st.transfers.size(), 2u); // q_offset and kv_len
+  ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk());
+  ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk());
+  EXPECT_EQ(st.transfers.size(), 2u) << "repeated launches re-uploaded";
+  EXPECT_TRUE(st.synchronizedStreams.empty());
+  // A change waits for the launches that read the old values, then copies.
+  args.metadata["q_offset"] = {7, 9};
+  ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk());
+  ASSERT_EQ(st.transfers.size(), 3u);
+  EXPECT_EQ(st.synchronizedStreams.size(), 1u);
+  ASSERT_EQ(st.launches.size(), 4u);
+  EXPECT_EQ(st.launches[3].params[3], st.launches[0].params[3]);
+  int32_t qOffset[2];
+  std::memcpy(qOffset, reinterpret_cast<void *>(st.launches[3].params[3]), 8);
+  EXPECT_EQ(qOffset[0], 7);
+  EXPECT_EQ(qOffset[1], 9);
+}
+
+TEST_F(RuntimeTest, CopyAndFillAreQueuedOnTheStream) {
+  DevicePtr a, b;
+  ASSERT_TRUE(runtime->allocate(8, a).isOk());
+  ASSERT_TRUE(runtime->allocate(8, b).isOk());
+  const uint8_t bytes[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  ASSERT_TRUE(runtime->copyToDevice(a, bytes, 8).isOk());
+  ASSERT_TRUE(runtime->fill(b, 0xab, 8).isOk());
+  ASSERT_TRUE(runtime->copyDeviceToDevice(b, a, 4).isOk());
+  ASSERT_TRUE(runtime->synchronize().isOk());
+  uint8_t out[8];
+  ASSERT_TRUE(runtime->copyToHost(out, b, 8).isOk());
+  const uint8_t want[8] = {1, 2, 3, 4, 0xab, 0xab, 0xab, 0xab};
+  EXPECT_EQ(std::memcmp(out, want, 8), 0);
+  const FakeCudaState &st = *fakecuda_state();
+  ASSERT_EQ(st.transfers.size(), 2u);
+  EXPECT_EQ(st.transfers[0].kind, "memset");
+  EXPECT_EQ(st.transfers[1].kind, "DtoD");
+  EXPECT_EQ(st.transfers[1].bytes, 4u);
+  EXPECT_EQ(st.transfers[1].stream, runtime->stream());
+  fakecuda_fail_next("cuMemcpyDtoDAsync_v2", 1);
+  EXPECT_EQ(runtime->copyDeviceToDevice(b, a, 8).message(),
+            "copying 8 bytes on the device failed: CUDA_ERROR_INVALID_VALUE "
+            "(1): invalid argument");
+  EXPECT_TRUE(runtime->release(a).isOk());
+  EXPECT_TRUE(runtime->release(b).isOk());
+}
+
+TEST_F(RuntimeTest, TimeOnStreamTimesEachCall) {
+  const Module *module;
+  ASSERT_TRUE(runtime->loadModule(kPtx, module).isOk());
+  FakeCudaState &st = *fakecuda_state();
+  st.msPerLaunch = 0.25;
+  LaunchArgs args = validArgs();
+  std::vector<float> ms;
+  Status s = runtime->timeOnStream(
+      [&] { return runtime->launch(*module, manifest.kernels[0], args); },
+      /*warmup=*/2, /*repeats=*/3, ms);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(st.launches.size(), 5u);
+  ASSERT_EQ(ms.size(), 3u);
+  for (float t : ms)
+    EXPECT_FLOAT_EQ(t, 0.25f);
+  EXPECT_EQ(st.liveEvents, 0);
+
+  // With an L2 flush: one fill of the flush buffer before every call, the
+  // buffer allocated once and kept; the fills are not timed.
+  st.transfers.clear();
+  int allocations = st.liveAllocations;
+  for (int round = 0; round < 2; ++round) {
+    s = runtime->timeOnStream(
+        [&] { return runtime->launch(*module, manifest.kernels[0], args); }, 1,
+        2, ms, /*flushBytes=*/4096);
+    ASSERT_TRUE(s.isOk()) << s.message();
+  }
+  EXPECT_EQ(st.liveAllocations, allocations + 1);
+  ASSERT_EQ(st.transfers.size(), 6u);
+  for (const FakeTransfer &t : st.transfers) {
+    EXPECT_EQ(t.kind, "memset");
+    EXPECT_EQ(t.bytes, 4096u);
+  }
+  for (float t : ms)
+    EXPECT_FLOAT_EQ(t, 0.25f);
+}
+
+TEST_F(RuntimeTest, TimeOnStreamTimesCopies) {
+  DevicePtr a, b;
+  ASSERT_TRUE(runtime->allocate(1024, a).isOk());
+  ASSERT_TRUE(runtime->allocate(1024, b).isOk());
+  fakecuda_state()->msPerCopy = 2;
+  std::vector<float> ms;
+  ASSERT_TRUE(
+      runtime
+          ->timeOnStream(
+              [&] { return runtime->copyDeviceToDevice(b, a, 1024); }, 0, 4, ms)
+          .isOk());
+  EXPECT_EQ(ms, std::vector<float>(4, 2.0f));
+}
+
+TEST_F(RuntimeTest, TimeOnStreamErrors) {
+  std::vector<float> ms;
+  auto nothing = [] { return Status::ok(); };
+  EXPECT_EQ(runtime->timeOnStream(nothing, 1, 0, ms).message(),
+            "timing needs warmup >= 0 and repeats >= 1 (got 1 and 0)");
+
+  fakecuda_fail_next("cuEventCreate", 2);
+  EXPECT_EQ(runtime->timeOnStream(nothing, 1, 2, ms).message(),
+            "creating an event failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of "
+            "memory");
+  EXPECT_EQ(fakecuda_state()->liveEvents, 0) << "events leaked";
+
+  int calls = 0;
+  Status s = runtime->timeOnStream(
+      [&] {
+        return ++calls == 3 ? Status::error("the work failed") : Status::ok();
+      },
+      1, 4, ms);
+  EXPECT_EQ(s.message(), "timed call 1: the work failed");
+  EXPECT_EQ(fakecuda_state()->liveEvents, 0) << "events leaked";
+  EXPECT_TRUE(ms.empty());
+}
+
 TEST(RuntimeValidation, ExplicitPositionsMustIncrease) {
   KernelInfo kernel;
   kernel.name = "k";

@@ -15,6 +15,9 @@
 //   args.buffers["query"] = dq; ...  args.metadata["q_offset"] = {pos...};
 //   KVATTN_RETURN_IF_ERROR(rt->launch(*module, manifest.kernels[0], args));
 //
+// Launches, copies and timing run on the runtime's own stream, or on a
+// caller's (setStream: e.g. the current stream of a framework).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KVATTN_RUNTIME_RUNTIME_H
@@ -23,6 +26,7 @@
 #include "kvattn/Support/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -123,16 +127,53 @@ public:
   /// How many distinct modules were loaded (cache misses).
   size_t loadedModules() const;
 
+  /// Streaming multiprocessors of the device.
+  int multiprocessorCount() const { return multiprocessorCount_; }
+  /// Free and total device memory in bytes (cuMemGetInfo).
+  Status memoryInfo(size_t &freeBytes, size_t &totalBytes);
+
+  /// Runs launches, copies, fills, timing and synchronize() on a caller's
+  /// stream from now on: a CUstream handle of this device's primary context
+  /// (e.g. torch.cuda.current_stream().cuda_stream), 0 for the legacy
+  /// default stream. The caller keeps the stream alive while it is used.
+  void setStream(uint64_t cuStream);
+  /// Back to the stream the runtime created (the default).
+  void useOwnStream();
+  /// The stream in use, as a CUstream handle.
+  uint64_t stream() const;
+
   Status allocate(size_t bytes, DevicePtr &ptr);
   Status release(DevicePtr ptr);
+  /// Synchronous copies between host and device.
   Status copyToDevice(DevicePtr dst, const void *src, size_t bytes);
   Status copyToHost(void *dst, DevicePtr src, size_t bytes);
+  /// Queues a device-to-device copy on the stream (cuMemcpyDtoDAsync);
+  /// synchronize() waits for it.
+  Status copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes);
+  /// Queues setting `bytes` bytes at `dst` to `value` (cuMemsetD8Async).
+  Status fill(DevicePtr dst, uint8_t value, size_t bytes);
+  /// Waits for everything queued on the stream.
   Status synchronize();
 
+  /// Times `work` with CUDA events on the stream. `work` queues device work
+  /// (a launch, a copy) and returns; it is called `warmup` times untimed,
+  /// then `repeats` times, each call between two recorded events. All of it
+  /// is queued before one wait, and `ms` receives the device time of each
+  /// timed call, in order. With `flushBytes` > 0 a device buffer of that
+  /// size (allocated once, kept) is filled before every call, outside the
+  /// timed interval: each call starts with a cold L2 cache, and the fill
+  /// keeps the device busy while the host queues the call.
+  Status timeOnStream(const std::function<Status()> &work, int warmup,
+                      int repeats, std::vector<float> &ms,
+                      size_t flushBytes = 0);
+
   /// Validates `args`, uploads the metadata, packs the parameters in the
-  /// manifest's order and launches the kernel on the runtime's stream with
-  /// the grid, block and dynamic shared memory of the manifest. Returns
-  /// after the launch is queued; call synchronize() to wait.
+  /// manifest's order and launches the kernel on the stream with the grid,
+  /// block and dynamic shared memory of the manifest. Returns after the
+  /// launch is queued; call synchronize() to wait. Metadata equal to the
+  /// previous launch's is not uploaded again (repeated launches queue only
+  /// the kernel); changed metadata waits for the previous user of its
+  /// device buffer first, then is copied on the stream.
   Status launch(const Module &module, const KernelInfo &kernel,
                 const LaunchArgs &args);
 
@@ -141,6 +182,7 @@ private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int computeCapability_ = 0;
+  int multiprocessorCount_ = 0;
 };
 
 } // namespace rt
