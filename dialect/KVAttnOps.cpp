@@ -7,10 +7,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/KVAttnOps.h"
+#include "kvattn/Support/BlockTable.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
@@ -101,12 +103,22 @@ struct AttentionDims {
 
 /// Verifies Q [B,Hq,L,D], K [B,Hkv,S,D], V [B,Hkv,S,Dv], out [B,Hq,L,Dv],
 /// their element types and the GQA ratio. Shared by attention and sdpa.
+/// With a `blockTable` [B, max_pages], K and V are paged caches
+/// [num_pages, page_size, Hkv, D|Dv] and S = max_pages * page_size.
 static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
-                                             Value v, Value out) {
+                                             Value v, Value out,
+                                             Value blockTable = {}) {
+  const bool paged = static_cast<bool>(blockTable);
   if (failed(checkRank(op, "query", q, 4, "[B, Hq, L, D]")) ||
-      failed(checkRank(op, "key", k, 4, "[B, Hkv, S, D]")) ||
-      failed(checkRank(op, "value", v, 4, "[B, Hkv, S, Dv]")) ||
-      failed(checkRank(op, "out", out, 4, "[B, Hq, L, Dv]")))
+      failed(checkRank(op, "key", k, 4,
+                       paged ? "[num_pages, page_size, Hkv, D]"
+                             : "[B, Hkv, S, D]")) ||
+      failed(checkRank(op, "value", v, 4,
+                       paged ? "[num_pages, page_size, Hkv, Dv]"
+                             : "[B, Hkv, S, Dv]")) ||
+      failed(checkRank(op, "out", out, 4, "[B, Hq, L, Dv]")) ||
+      (paged &&
+       failed(checkRank(op, "block_table", blockTable, 2, "[B, max_pages]"))))
     return failure();
 
   Type elt = cast<ShapedType>(q.getType()).getElementType();
@@ -120,16 +132,28 @@ static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
     }
   }
 
-  if (failed(checkSameDim(op, "batch size B", dimOf("key", k, 0),
-                          dimOf("query", q, 0))) ||
-      failed(checkSameDim(op, "batch size B", dimOf("value", v, 0),
-                          dimOf("query", q, 0))) ||
-      failed(checkSameDim(op, "head dim D", dimOf("key", k, 3),
+  // Where B, Hkv and S live in K and V.
+  const NamedDim keyBatch =
+      paged ? dimOf("block_table", blockTable, 0) : dimOf("key", k, 0);
+  const unsigned headIndex = paged ? 2 : 1;
+  if (failed(checkSameDim(op, "batch size B", keyBatch, dimOf("query", q, 0))))
+    return failure();
+  if (paged) {
+    if (failed(checkSameDim(op, "pages num_pages", dimOf("value", v, 0),
+                            dimOf("key", k, 0))) ||
+        failed(checkSameDim(op, "page size", dimOf("value", v, 1),
+                            dimOf("key", k, 1))))
+      return failure();
+  } else if (failed(checkSameDim(op, "batch size B", dimOf("value", v, 0),
+                                 dimOf("query", q, 0)))) {
+    return failure();
+  }
+  if (failed(checkSameDim(op, "head dim D", dimOf("key", k, 3),
                           dimOf("query", q, 3))) ||
-      failed(checkSameDim(op, "kv heads Hkv", dimOf("value", v, 1),
-                          dimOf("key", k, 1))) ||
-      failed(checkSameDim(op, "key length S", dimOf("value", v, 2),
-                          dimOf("key", k, 2))) ||
+      failed(checkSameDim(op, "kv heads Hkv", dimOf("value", v, headIndex),
+                          dimOf("key", k, headIndex))) ||
+      (!paged && failed(checkSameDim(op, "key length S", dimOf("value", v, 2),
+                                     dimOf("key", k, 2)))) ||
       failed(checkSameDim(op, "batch size B", dimOf("out", out, 0),
                           dimOf("query", q, 0))) ||
       failed(checkSameDim(op, "query heads Hq", dimOf("out", out, 1),
@@ -143,8 +167,24 @@ static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
   auto qt = cast<ShapedType>(q.getType());
   auto kt = cast<ShapedType>(k.getType());
   auto vt = cast<ShapedType>(v.getType());
-  AttentionDims dims{qt.getDimSize(0), qt.getDimSize(1), kt.getDimSize(1),
-                     qt.getDimSize(2), kt.getDimSize(2), qt.getDimSize(3),
+  int64_t s = kt.getDimSize(2);
+  if (paged) {
+    int64_t maxPages = cast<ShapedType>(blockTable.getType()).getDimSize(1);
+    int64_t pageSize = kt.getDimSize(1);
+    s = ShapedType::isDynamic(maxPages) || ShapedType::isDynamic(pageSize)
+            ? ShapedType::kDynamic
+            : maxPages * pageSize;
+    if (pageSize == 0) {
+      op->emitOpError() << "page size must be positive, got 0";
+      return failure();
+    }
+  }
+  AttentionDims dims{qt.getDimSize(0),
+                     qt.getDimSize(1),
+                     kt.getDimSize(headIndex),
+                     qt.getDimSize(2),
+                     s,
+                     qt.getDimSize(3),
                      vt.getDimSize(3)};
   if (dims.d == 0) {
     op->emitOpError() << "head dim D must be positive, got 0";
@@ -204,11 +244,18 @@ static LogicalResult verifyScale(Operation *op, std::optional<APFloat> scale) {
 
 LogicalResult AttentionOp::verify() {
   Operation *op = getOperation();
-  FailureOr<AttentionDims> maybeDims =
-      verifyQKVOut(op, getQuery(), getKey(), getValue(), getOut());
+  FailureOr<AttentionDims> maybeDims = verifyQKVOut(
+      op, getQuery(), getKey(), getValue(), getOut(), getBlockTable());
   if (failed(maybeDims))
     return failure();
   const AttentionDims &dims = *maybeDims;
+  if (isPaged()) {
+    if (!getKvLen())
+      return emitOpError() << "paged attention (block_table) needs kv_len: "
+                              "the sequence lengths bound the pages read";
+    if (failed(verifyConstantBlockTable()))
+      return failure();
+  }
 
   if (Value lse = getLse()) {
     if (failed(checkShape(op, "lse", lse,
@@ -265,6 +312,56 @@ LogicalResult AttentionOp::verify() {
                            << cap->convertToDouble();
   }
   return verifyScale(op, getScale());
+}
+
+/// Applies the block-table rules (kvattn/Support/BlockTable.h) when the
+/// table is a constant; with a constant kv_len too, also that the lengths
+/// fit the pages.
+LogicalResult AttentionOp::verifyConstantBlockTable() {
+  DenseIntElementsAttr table;
+  if (!matchPattern(getBlockTable(), m_Constant(&table)))
+    return success();
+  auto tableType = cast<ShapedType>(table.getType());
+  auto values = [](DenseIntElementsAttr attr) {
+    return llvm::to_vector(
+        llvm::map_range(attr.getValues<APInt>(),
+                        [](const APInt &v) { return v.getSExtValue(); }));
+  };
+  SmallVector<int64_t> entries = values(table), lengths;
+  DenseIntElementsAttr kvLen;
+  if (matchPattern(getKvLen(), m_Constant(&kvLen)))
+    lengths = values(kvLen);
+  auto keyType = getKey().getType();
+  if (ShapedType::isDynamic(keyType.getDimSize(1)))
+    return success(); // the page size is needed for every rule but range
+  ::kvattn::BlockTableView view;
+  view.batch = tableType.getDimSize(0);
+  view.maxPages = tableType.getDimSize(1);
+  view.page = [&](int64_t b, int64_t slot) {
+    return entries[b * view.maxPages + slot];
+  };
+  if (static_cast<int64_t>(lengths.size()) == view.batch)
+    view.kvLen = [&](int64_t b) -> std::optional<int64_t> {
+      return lengths[b];
+    };
+  int64_t numPages = keyType.getDimSize(0);
+  ::kvattn::Status status = ::kvattn::checkBlockTable(
+      view, ShapedType::isDynamic(numPages) ? -1 : numPages,
+      keyType.getDimSize(1));
+  if (!status)
+    return emitOpError() << "invalid block table: " << status.message();
+  return success();
+}
+
+int64_t AttentionOp::getLogicalKeyLength() {
+  auto keyType = getKey().getType();
+  if (!isPaged())
+    return keyType.getDimSize(2);
+  int64_t maxPages = getBlockTable().getType().getDimSize(1);
+  int64_t pageSize = keyType.getDimSize(1);
+  if (ShapedType::isDynamic(maxPages) || ShapedType::isDynamic(pageSize))
+    return ShapedType::kDynamic;
+  return maxPages * pageSize;
 }
 
 std::optional<double> AttentionOp::getEffectiveScale() {

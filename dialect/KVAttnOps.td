@@ -50,6 +50,21 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     whoever executes the op: the reference and the runtime reject negative
     positions and `kv_len` outside `[0, S]`.
 
+    **Paged KV.** With `block_table`, `key` and `value` are caches of pages,
+    `[num_pages, page_size, Hkv, D]` and `[num_pages, page_size, Hkv, Dv]`,
+    shared by all sequences, and `block_table [B, max_pages]` (i32/i64)
+    lists each sequence's pages in logical order. The logical keys of batch
+    `b` are `key[block_table[b, j / page_size], j % page_size, g]` for
+    `j < S = max_pages * page_size`, and everything above applies to them
+    unchanged (`k_pos`, `key_valid` and the mask index the logical keys).
+    `kv_len` is required: keys at and past `kv_len[b]` are not read. The
+    table's rules (docs/semantics.md): every entry is `-1` or a page id in
+    `[0, num_pages)`, nothing but `-1` after the first `-1`, no page twice in
+    one sequence, and `kv_len[b] <= (pages of b) * page_size`. The verifier
+    checks them when the table (and `kv_len`) are constants; otherwise the
+    reference and the runtime check them before anything reads a page.
+    Physical page order never changes the result.
+
     Example: two new tokens appended to a cache that holds three (the 2x5
     example of the semantics page); queries sit at positions 3 and 4.
 
@@ -71,6 +86,7 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     Optional<KVAttn_IndexTensor>:$kv_len,
     Optional<KVAttn_BoolTensor>:$key_valid,
     Optional<KVAttn_MaskTensor>:$mask,
+    Optional<KVAttn_IndexTensor>:$block_table,
     UnitAttr:$causal,
     OptionalAttr<I64Attr>:$window,
     OptionalAttr<F32Attr>:$softcap,
@@ -90,6 +106,7 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     (`kv_len` `(` $kv_len^ `:` type($kv_len) `)`)?
     (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
     (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
     (`causal` $causal^)?
     (`window` `=` $window^)?
     (`softcap` `=` $softcap^)?
@@ -105,6 +122,15 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     bool hasOffsetPositions() { return static_cast<bool>(getQOffset()); }
     /// True when positions are given as explicit position tensors.
     bool hasExplicitPositions() { return static_cast<bool>(getQPos()); }
+    /// True when key and value are paged caches read through block_table.
+    bool isPaged() { return static_cast<bool>(getBlockTable()); }
+    /// Logical key count S (max_pages * page_size when paged); dynamic
+    /// when unknown.
+    int64_t getLogicalKeyLength();
+    /// The kv-head dimension of key and value (1, or 2 when paged).
+    unsigned getKeyHeadDim() { return isPaged() ? 2 : 1; }
+    /// The block-table rules, when the table is a constant.
+    ::mlir::LogicalResult verifyConstantBlockTable();
     /// The softmax scale: the `scale` attribute, or 1/sqrt(D) when absent.
     /// Returns std::nullopt when D is dynamic and no scale is given.
     std::optional<double> getEffectiveScale();

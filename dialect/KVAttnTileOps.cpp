@@ -58,9 +58,22 @@ LogicalResult TileLoadQOp::verify() {
                     "query", 3);
 }
 
+/// A block table is [B, max_pages].
+static LogicalResult checkBlockTable(Operation *op, Value blockTable) {
+  if (!blockTable)
+    return success();
+  auto type = cast<MemRefType>(blockTable.getType());
+  if (type.getRank() != 2)
+    return op->emitOpError()
+           << "block_table must have rank 2 [B, max_pages], got rank "
+           << type.getRank();
+  return success();
+}
+
 LogicalResult TileQKOp::verify() {
   if (failed(checkStatic(*this, "q_tile", getQTile())) ||
       failed(checkStatic(*this, "scores", getScores())) ||
+      failed(checkBlockTable(*this, getBlockTable())) ||
       failed(checkMatch(*this, "head dim D", getQTile(), "q_tile", 1, getKey(),
                         "key", 3)) ||
       failed(checkMatch(*this, "tile rows BM", getScores(), "scores", 0,
@@ -93,6 +106,7 @@ LogicalResult TileMaskOp::verify() {
 LogicalResult TileSoftmaxOp::verify() {
   if (failed(checkStatic(*this, "scores", getScores())) ||
       failed(checkState(*this, getMax(), getSum(), getAcc())) ||
+      failed(checkBlockTable(*this, getBlockTable())) ||
       failed(checkMatch(*this, "tile rows BM", getScores(), "scores", 0,
                         getMax(), "max", 0)) ||
       failed(checkMatch(*this, "value head dim Dv", getAcc(), "acc", 1,

@@ -66,15 +66,23 @@ def KVAttn_TileQKOp : KVAttn_Op<"tile.qk"> {
     `-inf`, so a block that runs past the end of the keys never contributes;
     rows `rows <= r < BM` are left unspecified (no later op reads them).
     `scores` is `[BM, BN]`. Accumulation in f32.
+
+    With `pages(%block_table)` the key is a paged cache
+    `[num_pages, page_size, Hkv, D]` and key row `j = start + c` is
+    `key[block_table[batch, j / page_size], j % page_size, kv_head, :]`;
+    the caller guarantees `start + cols <= kv_len`, so only valid table
+    entries are read.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Tile, "", [MemRead]>:$q_tile,
     Arg<KVAttn_GlobalTensor, "", [MemRead]>:$key,
     Index:$batch, Index:$kv_head, Index:$start, Index:$rows, Index:$cols,
     Arg<KVAttn_F32Tile, "", [MemWrite]>:$scores,
+    Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$block_table,
     F32Attr:$scale, OptionalAttr<F32Attr>:$softcap);
   let assemblyFormat = [{
     $q_tile `,` $key `[` $batch `,` $kv_head `,` $start `]`
+    (`pages` `(` $block_table^ `:` type($block_table) `)`)?
     `size` `(` $rows `,` $cols `)`
     `into` $scores `scale` `=` $scale (`softcap` `=` $softcap^)? attr-dict
     `:` type($q_tile) `,` type($key) `,` type($scores)
@@ -141,6 +149,9 @@ def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update"> {
     Keys with `p[c] == 0` (forbidden ones) are skipped rather than
     multiplied by zero, so a NaN or infinite value at a forbidden key never
     reaches the row.
+
+    With `pages(%block_table)` the value is a paged cache, read as in
+    `kvattn.tile.qk`.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Tile, "", [MemRead]>:$scores,
@@ -148,9 +159,11 @@ def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update"> {
     Index:$batch, Index:$kv_head, Index:$start, Index:$rows, Index:$cols,
     Arg<KVAttn_F32Row, "", [MemRead, MemWrite]>:$max,
     Arg<KVAttn_F32Row, "", [MemRead, MemWrite]>:$sum,
-    Arg<KVAttn_F32Tile, "", [MemRead, MemWrite]>:$acc);
+    Arg<KVAttn_F32Tile, "", [MemRead, MemWrite]>:$acc,
+    Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$block_table);
   let assemblyFormat = [{
     $scores `,` $value `[` $batch `,` $kv_head `,` $start `]`
+    (`pages` `(` $block_table^ `:` type($block_table) `)`)?
     `size` `(` $rows `,` $cols `)` `state` `(` $max `,` $sum `,` $acc `)`
     attr-dict `:` type($scores) `,` type($value) `,` type($max) `,`
     type($sum) `,` type($acc)

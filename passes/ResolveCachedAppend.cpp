@@ -417,7 +417,7 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
   auto attention = AttentionOp::create(
       rewriter, loc, op.getOut().getType(), /*lse=*/Type(), query, key,
       op.getValue(), pos.qOffset, pos.kOffset, /*q_pos=*/Value(),
-      /*k_pos=*/Value(), pos.kvLen, keyValid, mask,
+      /*k_pos=*/Value(), pos.kvLen, keyValid, mask, /*block_table=*/Value(),
       /*causal=*/causal.has_value(), /*window=*/IntegerAttr(),
       /*softcap=*/FloatAttr(), op.getScaleAttr());
   rewriter.replaceOp(op, attention.getOut());

@@ -83,6 +83,7 @@ struct IndexMath {
 /// The buffers of one attention op.
 struct Buffers {
   Value q, k, v, qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, out, lse;
+  Value blockTable; ///< paged K/V: [B, max_pages]
 };
 
 /// Marks the op that defines a program operand with its role (`query`,
@@ -133,10 +134,10 @@ void ensureStatsGlobal(ModuleOp module) {
 /// split-kv = 0: enough chunks for about two programs per multiprocessor,
 /// no more chunks than KV blocks, at most 16; 1 when the shapes are dynamic
 /// (decided at compile time, so it needs static B, Hq, L, S).
-static int64_t automaticSplit(RankedTensorType q, RankedTensorType k,
+static int64_t automaticSplit(RankedTensorType q, int64_t logicalKeys,
                               int64_t bm, int64_t bn, int64_t numSms) {
   int64_t b = q.getDimSize(0), hq = q.getDimSize(1), l = q.getDimSize(2),
-          s = k.getDimSize(2);
+          s = logicalKeys;
   if (ShapedType::isDynamic(b) || ShapedType::isDynamic(hq) ||
       ShapedType::isDynamic(l) || ShapedType::isDynamic(s))
     return 1;
@@ -192,6 +193,8 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   buf.kvLen = toBuffer(b, op.getKvLen(), "kv_len");
   buf.keyValid = toBuffer(b, op.getKeyValid(), "key_valid");
   buf.mask = toBuffer(b, op.getMask(), "mask");
+  buf.blockTable = toBuffer(b, op.getBlockTable(), "block_table");
+  const bool paged = op.isPaged();
 
   Value batch = m.dim(buf.q, 0), qHeads = m.dim(buf.q, 1),
         qLen = m.dim(buf.q, 2);
@@ -220,7 +223,7 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   const int64_t splits =
       emptyGrid ? 1
       : cfg.splitKv == 0
-          ? automaticSplit(qType, op.getKey().getType(), bm, bn, cfg.numSms)
+          ? automaticSplit(qType, op.getLogicalKeyLength(), bm, bn, cfg.numSms)
           : cfg.splitKv;
   Value outParts, lseParts;
   if (splits > 1) {
@@ -256,8 +259,12 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
 
         // The program body captures nothing but the operand buffers: sizes
         // are re-read from them, so the body can be outlined as a kernel.
+        // Paged: K is [num_pages, page_size, Hkv, D] and the logical key
+        // count is max_pages * page_size.
         Value qHeads = p.dim(buf.q, 1), qLen = p.dim(buf.q, 2),
-              kvHeads = p.dim(buf.k, 1), kLen = p.dim(buf.k, 2);
+              kvHeads = p.dim(buf.k, paged ? 2 : 1),
+              kLen = paged ? p.mul(p.dim(buf.blockTable, 1), p.dim(buf.k, 1))
+                           : p.dim(buf.k, 2);
         Value group = pb.createOrFold<arith::DivUIOp>(qHeads, kvHeads);
         Value totalKBlocks = p.ceilDiv(kLen, bn);
         Value bh = ivs[0], qBlock = ivs[1];
@@ -348,11 +355,14 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
               ImplicitLocOpBuilder fb(l, lb);
               IndexMath f{fb};
               Value kStart = f.mul(kBlock, f.c(bn));
-              Value cols = f.min(f.c(bn), f.sub(kLen, kStart));
-              TileQKOp::create(
-                  fb, qTile, buf.k, bIdx, kvHead, kStart, rows, cols, scores,
-                  fb.getF32FloatAttr(static_cast<float>(*scale)),
-                  softcap ? fb.getF32FloatAttr(*softcap) : FloatAttr());
+              // Paged: never read past kv_len, where table entries may be
+              // -1; the columns past `cols` score -inf.
+              Value cols = f.min(f.c(bn), f.sub(paged ? kvLen : kLen, kStart));
+              TileQKOp::create(fb, qTile, buf.k, bIdx, kvHead, kStart, rows,
+                               cols, scores, buf.blockTable,
+                               fb.getF32FloatAttr(static_cast<float>(*scale)),
+                               softcap ? fb.getF32FloatAttr(*softcap)
+                                       : FloatAttr());
               // Partial blocks only: full ones carry no mask arithmetic.
               Value isFull = fb.createOrFold<arith::AndIOp>(
                   f.ge(kBlock, fullLo), f.lt(kBlock, fullHi));
@@ -371,7 +381,8 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
                     window ? fb.getI64IntegerAttr(*window) : IntegerAttr());
               }
               TileSoftmaxOp::create(fb, scores, buf.v, bIdx, kvHead, kStart,
-                                    rows, cols, rowMax, rowSum, acc);
+                                    rows, cols, rowMax, rowSum, acc,
+                                    buf.blockTable);
               scf::YieldOp::create(fb);
             });
 

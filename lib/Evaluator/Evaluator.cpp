@@ -263,6 +263,19 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   ops.query = &tensor(op.getQuery());
   ops.key = &tensor(op.getKey());
   ops.value = &tensor(op.getValue());
+  // Paged K/V: validate the block table and gather the logical caches.
+  HostTensor logicalKey, logicalValue;
+  if (Value table = op.getBlockTable()) {
+    const HostTensor &kvLen = tensor(op.getKvLen());
+    for (auto [pages, logical] :
+         {std::pair{ops.key, &logicalKey}, std::pair{ops.value, &logicalValue}})
+      if (Status s =
+              reference::gatherPages(*pages, tensor(table), kvLen, *logical);
+          s.isError())
+        return fail(op, s.message());
+    ops.key = &logicalKey;
+    ops.value = &logicalValue;
+  }
   ops.qOffset = optional(op.getQOffset());
   ops.kOffset = optional(op.getKOffset());
   ops.qPos = optional(op.getQPos());

@@ -7,13 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Reference/Reference.h"
+#include "kvattn/Support/BlockTable.h"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace kvattn {
@@ -473,46 +473,19 @@ Status validateBlockTable(const HostTensor &blockTable, const HostTensor &kvLen,
                          blockTable.shapeString());
   const int64_t b = blockTable.dim(0), maxPages = blockTable.dim(1);
   KVATTN_RETURN_IF_ERROR(checkShape("kv_len", kvLen, {{"B", b}}));
-  if (pageSize <= 0)
-    return Status::error("page_size must be positive, got " + str(pageSize));
   if (numPages < 0)
     return Status::error("num_pages must be non-negative, got " +
                          str(numPages));
-  for (int64_t bi = 0; bi < b; ++bi) {
-    std::unordered_map<int64_t, int64_t> slotOfPage; // this sequence's pages
-    int64_t active = 0, firstEmpty = -1;
-    for (int64_t slot = 0; slot < maxPages; ++slot) {
-      const int64_t page = blockTable.getInt(bi * maxPages + slot);
-      const std::string at =
-          "block_table[" + str(bi) + "][" + str(slot) + "] = " + str(page);
-      if (page == -1) {
-        if (firstEmpty < 0)
-          firstEmpty = slot;
-        continue;
-      }
-      if (page < 0 || page >= numPages)
-        return Status::error(at + ": page id out of range [0, " +
-                             str(numPages) + ") (batch " + str(bi) + ")");
-      if (firstEmpty >= 0)
-        return Status::error(at + " follows the -1 at slot " + str(firstEmpty) +
-                             ": the -1 tail must be canonical (batch " +
-                             str(bi) + ")");
-      auto [it, fresh] = slotOfPage.try_emplace(page, slot);
-      if (!fresh)
-        return Status::error(at + ": page " + str(page) +
-                             " is already used at slot " + str(it->second) +
-                             " of the same sequence (batch " + str(bi) + ")");
-      ++active;
-    }
-    const int64_t len = kvLen.getInt(bi);
-    if (len < 0 || len > active * pageSize)
-      return Status::error(
-          "kv_len[" + str(bi) + "] = " + str(len) + " does not fit the " +
-          str(active) + " page(s) of block_table[" + str(bi) + "] (page_size " +
-          str(pageSize) + ", at most " + str(active * pageSize) +
-          " tokens) (batch " + str(bi) + ")");
-  }
-  return Status::ok();
+  BlockTableView view;
+  view.batch = b;
+  view.maxPages = maxPages;
+  view.page = [&](int64_t bi, int64_t slot) {
+    return blockTable.getInt(bi * maxPages + slot);
+  };
+  view.kvLen = [&](int64_t bi) -> std::optional<int64_t> {
+    return kvLen.getInt(bi);
+  };
+  return checkBlockTable(view, numPages, pageSize);
 }
 
 Status gatherPages(const HostTensor &pages, const HostTensor &blockTable,

@@ -79,6 +79,21 @@ struct Emitter {
   void store(Value value, Value memref, ValueRange indices) {
     memref::StoreOp::create(b, value, memref, indices);
   }
+  /// The indices of element `x` of key/value row `j` of kv head `head`:
+  /// `[batch, head, j, x]` in a `[B, Hkv, S, D]` cache, or
+  /// `[block_table[batch, j / page_size], j % page_size, head, x]` in a
+  /// paged `[num_pages, page_size, Hkv, D]` cache.
+  SmallVector<Value, 4> kvIndices(Value cache, Value blockTable, Value batch,
+                                  Value head, Value j, Value x) {
+    if (!blockTable)
+      return {batch, head, j, x};
+    Value pageSize = dimOf(cache, 1);
+    Value slot = b.createOrFold<arith::DivUIOp>(j, pageSize);
+    Value page = arith::IndexCastOp::create(
+        b, b.getIndexType(), load(blockTable, ValueRange{batch, slot}));
+    return {page, b.createOrFold<arith::RemUIOp>(j, pageSize), head, x};
+  }
+
   /// Loads an element of a Q/K/V buffer as f32.
   Value loadF32(Value memref, ValueRange indices) {
     Value v = load(memref, indices);

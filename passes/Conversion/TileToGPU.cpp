@@ -171,10 +171,12 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
   e.barrier();
 }
 
-/// Stages rows [start, start + cols) of `source[batch, head]` into the
-/// shared staging block (zeros past `cols`).
-void stageBlock(GpuEmitter &e, Value source, Value batch, Value head,
-                Value start, Value cols, int64_t bn, int64_t width) {
+/// Stages rows [start, start + cols) of `source[batch, head]` (through
+/// `blockTable` when the cache is paged) into the shared staging block
+/// (zeros past `cols`).
+void stageBlock(GpuEmitter &e, Value source, Value blockTable, Value batch,
+                Value head, Value start, Value cols, int64_t bn,
+                int64_t width) {
   Type elt = cast<MemRefType>(source.getType()).getElementType();
   Value w = e.idx(width);
   e.cooperative(e.idx(bn * width), [&](Value i) {
@@ -182,7 +184,8 @@ void stageBlock(GpuEmitter &e, Value source, Value batch, Value head,
     Value v = e.ifElse(
         e.lt(c, cols),
         [&] {
-          return e.load(source, {batch, head, e.add(start, c), x});
+          return e.load(source, e.kvIndices(source, blockTable, batch, head,
+                                            e.add(start, c), x));
         },
         e.zeroOf(elt));
     e.store(v, e.t.stage, {c, x});
@@ -193,8 +196,8 @@ void lowerQK(GpuEmitter &e, TileQKOp op) {
   auto scoresType = cast<MemRefType>(op.getScores().getType());
   int64_t bn = scoresType.getDimSize(1);
   int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
-  stageBlock(e, op.getKey(), op.getBatch(), op.getKvHead(), op.getStart(),
-             op.getCols(), bn, d);
+  stageBlock(e, op.getKey(), op.getBlockTable(), op.getBatch(), op.getKvHead(),
+             op.getStart(), op.getCols(), bn, d);
   e.barrier();
   for (int k = 0; k < 2; ++k) {
     Value r = e.ownedRow(k);
@@ -236,8 +239,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op) {
   Value scores = op.getScores(), acc = op.getAcc();
   int64_t bn = cast<MemRefType>(scores.getType()).getDimSize(1);
   int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
-  stageBlock(e, op.getValue(), op.getBatch(), op.getKvHead(), op.getStart(),
-             op.getCols(), bn, dv);
+  stageBlock(e, op.getValue(), op.getBlockTable(), op.getBatch(),
+             op.getKvHead(), op.getStart(), op.getCols(), bn, dv);
 
   // Phase 1, per owned row: the new maximum (quad-reduced), the rescale
   // factor, the probabilities (written over the scores) and their sum.

@@ -78,7 +78,9 @@ LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter) {
     e.loop(e.idx(0), op.getCols(), [&](Value c) {
       Value j = e.add(op.getStart(), c);
       Value s = emitScore(e, op, r, [&](Value x) {
-        return e.loadF32(op.getKey(), {op.getBatch(), op.getKvHead(), j, x});
+        return e.loadF32(op.getKey(),
+                         e.kvIndices(op.getKey(), op.getBlockTable(),
+                                     op.getBatch(), op.getKvHead(), j, x));
       });
       e.store(s, scores, {r, c});
     });
@@ -145,7 +147,9 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter) {
         e.when(contributes, [&] {
           e.loop(e.idx(0), dv, [&](Value x) {
             Value v =
-                e.loadF32(op.getValue(), {op.getBatch(), op.getKvHead(), j, x});
+                e.loadF32(op.getValue(),
+                          e.kvIndices(op.getValue(), op.getBlockTable(),
+                                      op.getBatch(), op.getKvHead(), j, x));
             e.store(e.addf(e.load(acc, {r, x}), e.mulf(p, v, true), true), acc,
                     {r, x});
           });

@@ -407,3 +407,89 @@ func.func @merge_part_type(%o: tensor<3x2x8x4x64xf16>, %l: tensor<3x2x8x4xf32>) 
   %out, %lse = kvattn.merge %o, %l : tensor<3x2x8x4x64xf16>, tensor<3x2x8x4xf32> -> tensor<2x8x4x64xf32>, tensor<2x8x4xf32>
   return
 }
+
+// -----
+
+func.func @paged_needs_kv_len(%q: tensor<2x8x1x64xf16>, %kp: tensor<40x16x2x64xf16>, %vp: tensor<40x16x2x64xf16>, %bt: tensor<2x8xi32>) {
+  // expected-error @+1 {{paged attention (block_table) needs kv_len: the sequence lengths bound the pages read}}
+  %o = kvattn.attention %q, %kp, %vp block_table(%bt : tensor<2x8xi32>) : tensor<2x8x1x64xf16>, tensor<40x16x2x64xf16>, tensor<40x16x2x64xf16> -> tensor<2x8x1x64xf16>
+  return
+}
+
+// -----
+
+func.func @paged_key_layout(%q: tensor<2x8x1x64xf16>, %kp: tensor<40x16x64xf16>, %vp: tensor<40x16x2x64xf16>, %len: tensor<2xi32>, %bt: tensor<2x8xi32>) {
+  // expected-error @+1 {{key must have rank 4 [num_pages, page_size, Hkv, D], got rank 3}}
+  %o = kvattn.attention %q, %kp, %vp kv_len(%len : tensor<2xi32>) block_table(%bt : tensor<2x8xi32>) : tensor<2x8x1x64xf16>, tensor<40x16x64xf16>, tensor<40x16x2x64xf16> -> tensor<2x8x1x64xf16>
+  return
+}
+
+// -----
+
+func.func @paged_page_size(%q: tensor<2x8x1x64xf16>, %kp: tensor<40x16x2x64xf16>, %vp: tensor<40x32x2x64xf16>, %len: tensor<2xi32>, %bt: tensor<2x8xi32>) {
+  // expected-error @+1 {{page size mismatch: value dim 1 is 32 but key dim 1 is 16}}
+  %o = kvattn.attention %q, %kp, %vp kv_len(%len : tensor<2xi32>) block_table(%bt : tensor<2x8xi32>) : tensor<2x8x1x64xf16>, tensor<40x16x2x64xf16>, tensor<40x32x2x64xf16> -> tensor<2x8x1x64xf16>
+  return
+}
+
+// -----
+
+func.func @paged_table_batch(%q: tensor<2x8x1x64xf16>, %kp: tensor<40x16x2x64xf16>, %vp: tensor<40x16x2x64xf16>, %len: tensor<2xi32>, %bt: tensor<3x8xi32>) {
+  // expected-error @+1 {{batch size B mismatch: block_table dim 0 is 3 but query dim 0 is 2}}
+  %o = kvattn.attention %q, %kp, %vp kv_len(%len : tensor<2xi32>) block_table(%bt : tensor<3x8xi32>) : tensor<2x8x1x64xf16>, tensor<40x16x2x64xf16>, tensor<40x16x2x64xf16> -> tensor<2x8x1x64xf16>
+  return
+}
+
+// -----
+
+func.func @paged_key_valid_is_logical(%q: tensor<2x8x1x64xf16>, %kp: tensor<40x16x2x64xf16>, %vp: tensor<40x16x2x64xf16>, %len: tensor<2xi32>, %bt: tensor<2x8xi32>, %valid: tensor<2x16xi1>) {
+  // expected-error @+1 {{key_valid must have shape [B, S]: dim 1 is 16 but S is 128}}
+  %o = kvattn.attention %q, %kp, %vp kv_len(%len : tensor<2xi32>) key_valid(%valid : tensor<2x16xi1>) block_table(%bt : tensor<2x8xi32>) : tensor<2x8x1x64xf16>, tensor<40x16x2x64xf16>, tensor<40x16x2x64xf16> -> tensor<2x8x1x64xf16>
+  return
+}
+
+// -----
+
+func.func @paged_table_out_of_range(%q: tensor<2x8x1x64xf16>, %kp: tensor<4x16x2x64xf16>, %vp: tensor<4x16x2x64xf16>, %len: tensor<2xi32>) {
+  %bt = arith.constant dense<[[0, 1], [4, -1]]> : tensor<2x2xi32>
+  // expected-error @+1 {{invalid block table: block_table[1][0] = 4: page id out of range [0, 4) (batch 1)}}
+  %o = kvattn.attention %q, %kp, %vp kv_len(%len : tensor<2xi32>) block_table(%bt : tensor<2x2xi32>) : tensor<2x8x1x64xf16>, tensor<4x16x2x64xf16>, tensor<4x16x2x64xf16> -> tensor<2x8x1x64xf16>
+  return
+}
+
+// -----
+
+func.func @paged_table_tail(%q: tensor<2x8x1x64xf16>, %kp: tensor<4x16x2x64xf16>, %vp: tensor<4x16x2x64xf16>, %len: tensor<2xi32>) {
+  %bt = arith.constant dense<[[0, 1], [-1, 2]]> : tensor<2x2xi32>
+  // expected-error @+1 {{invalid block table: block_table[1][1] = 2 follows the -1 at slot 0: the -1 tail must be canonical (batch 1)}}
+  %o = kvattn.attention %q, %kp, %vp kv_len(%len : tensor<2xi32>) block_table(%bt : tensor<2x2xi32>) : tensor<2x8x1x64xf16>, tensor<4x16x2x64xf16>, tensor<4x16x2x64xf16> -> tensor<2x8x1x64xf16>
+  return
+}
+
+// -----
+
+func.func @paged_table_page_twice(%q: tensor<2x8x1x64xf16>, %kp: tensor<4x16x2x64xf16>, %vp: tensor<4x16x2x64xf16>, %len: tensor<2xi32>) {
+  %bt = arith.constant dense<[[0, 1], [2, 2]]> : tensor<2x2xi32>
+  // expected-error @+1 {{invalid block table: block_table[1][1] = 2: page 2 is already used at slot 0 of the same sequence (batch 1)}}
+  %o = kvattn.attention %q, %kp, %vp kv_len(%len : tensor<2xi32>) block_table(%bt : tensor<2x2xi32>) : tensor<2x8x1x64xf16>, tensor<4x16x2x64xf16>, tensor<4x16x2x64xf16> -> tensor<2x8x1x64xf16>
+  return
+}
+
+// -----
+
+func.func @paged_kv_len_fits(%q: tensor<2x8x1x64xf16>, %kp: tensor<4x16x2x64xf16>, %vp: tensor<4x16x2x64xf16>) {
+  %bt = arith.constant dense<[[0, 1], [2, -1]]> : tensor<2x2xi32>
+  %len = arith.constant dense<[32, 17]> : tensor<2xi32>
+  // expected-error @+1 {{invalid block table: kv_len[1] = 17 does not fit the 1 page(s) of block_table[1] (page_size 16, at most 16 tokens) (batch 1)}}
+  %o = kvattn.attention %q, %kp, %vp kv_len(%len : tensor<2xi32>) block_table(%bt : tensor<2x2xi32>) : tensor<2x8x1x64xf16>, tensor<4x16x2x64xf16>, tensor<4x16x2x64xf16> -> tensor<2x8x1x64xf16>
+  return
+}
+
+// -----
+
+func.func @paged_tile_table_rank(%qt: memref<16x8xf32>, %k: memref<?x16x2x8xf16>, %bt: memref<?xi32>, %s: memref<16x32xf32>, %i: index, %n: index) {
+  // expected-error @+1 {{block_table must have rank 2 [B, max_pages], got rank 1}}
+  kvattn.tile.qk %qt, %k[%i, %i, %i] pages(%bt : memref<?xi32>) size(%n, %n) into %s scale = 0.5
+      : memref<16x8xf32>, memref<?x16x2x8xf16>, memref<16x32xf32>
+  return
+}

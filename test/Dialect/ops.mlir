@@ -102,3 +102,21 @@ func.func @merge(%o: tensor<3x2x8x4x64xf32>, %l: tensor<3x2x8x4xf32>) -> (tensor
   %out, %lse = kvattn.merge %o, %l : tensor<3x2x8x4x64xf32>, tensor<3x2x8x4xf32> -> tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>
   return %out, %lse : tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>
 }
+
+// CHECK-LABEL: func @paged
+// CHECK: kvattn.attention %{{.*}}, %{{.*}}, %{{.*}} q_offset(%{{.*}} : tensor<2xi32>) kv_len(%{{.*}} : tensor<2xi32>) block_table(%{{.*}} : tensor<2x8xi32>) causal : tensor<2x8x1x64xbf16>, tensor<40x16x2x64xbf16>, tensor<40x16x2x64xbf16> -> tensor<2x8x1x64xbf16>
+func.func @paged(%q: tensor<2x8x1x64xbf16>, %kp: tensor<40x16x2x64xbf16>, %vp: tensor<40x16x2x64xbf16>, %pos: tensor<2xi32>, %len: tensor<2xi32>, %bt: tensor<2x8xi32>) -> tensor<2x8x1x64xbf16> {
+  %o = kvattn.attention %q, %kp, %vp q_offset(%pos : tensor<2xi32>) kv_len(%len : tensor<2xi32>) block_table(%bt : tensor<2x8xi32>) causal : tensor<2x8x1x64xbf16>, tensor<40x16x2x64xbf16>, tensor<40x16x2x64xbf16> -> tensor<2x8x1x64xbf16>
+  return %o : tensor<2x8x1x64xbf16>
+}
+
+// CHECK-LABEL: func @paged_tile_ops
+// CHECK: kvattn.tile.qk %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] pages(%{{.*}} : memref<2x?xi32>) size
+// CHECK: kvattn.tile.softmax_update %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] pages(%{{.*}} : memref<2x?xi32>) size
+func.func @paged_tile_ops(%qt: memref<16x8xf32>, %k: memref<?x16x2x8xf16>, %v: memref<?x16x2x8xf16>, %bt: memref<2x?xi32>, %s: memref<16x32xf32>, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %i: index, %n: index) {
+  kvattn.tile.qk %qt, %k[%i, %i, %i] pages(%bt : memref<2x?xi32>) size(%n, %n) into %s scale = 0.5
+      : memref<16x8xf32>, memref<?x16x2x8xf16>, memref<16x32xf32>
+  kvattn.tile.softmax_update %s, %v[%i, %i, %i] pages(%bt : memref<2x?xi32>) size(%n, %n) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<?x16x2x8xf16>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}

@@ -1,0 +1,46 @@
+//===- BlockTable.h - the paged-KV block-table rules ------------*- C++ -*-===//
+//
+// One statement of the rules a paged KV layout must satisfy, shared by the
+// op verifier (constant tables), the scalar reference and the runtime
+// (before a launch). Plain C++: the runtime links it without MLIR.
+//
+// A block table `[B, max_pages]` maps sequence `b`'s logical page `slot`
+// (keys `slot * page_size .. (slot + 1) * page_size - 1`) to a physical page
+// id in `[0, num_pages)`; unused slots hold `-1`, and only at the end.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_SUPPORT_BLOCKTABLE_H
+#define KVATTN_SUPPORT_BLOCKTABLE_H
+
+#include "kvattn/Support/Status.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+namespace kvattn {
+
+struct BlockTableView {
+  int64_t batch = 0;    ///< B
+  int64_t maxPages = 0; ///< slots per sequence
+  /// Entry `[b][slot]`.
+  std::function<int64_t(int64_t b, int64_t slot)> page;
+  /// `kv_len[b]`; std::nullopt when the lengths are not known (a verifier
+  /// with a constant table but run-time lengths).
+  std::function<std::optional<int64_t>(int64_t b)> kvLen;
+};
+
+/// Checks, for every sequence: each entry is `-1` or a page id in
+/// `[0, numPages)` (`numPages < 0`: unknown, only `>= -1` is checked); no
+/// page id follows a `-1` (the tail is canonical); no page appears twice
+/// among the sequence's pages; `0 <= kv_len <= (pages) * pageSize`. The
+/// first violation is returned; its message names the batch, the slot and
+/// the value, e.g. `block_table[1][3] = 7: page 7 is already used at slot 0
+/// of the same sequence (batch 1)`.
+Status checkBlockTable(const BlockTableView &table, int64_t numPages,
+                       int64_t pageSize);
+
+} // namespace kvattn
+
+#endif // KVATTN_SUPPORT_BLOCKTABLE_H
