@@ -81,6 +81,21 @@ int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
                   size_t num_buffers, const kvattn_metadata *metadata,
                   size_t num_metadata, char **error);
 
+/* A kernel of a manifest, loaded once, for repeated launches without
+ * parsing the manifest or looking the PTX up each time (timing loops,
+ * Python). It belongs to the runtime: destroy it before the runtime. */
+typedef struct kvattn_kernel kvattn_kernel;
+
+int kvattn_kernel_load(kvattn_runtime *runtime, const char *ptx,
+                       const char *manifest_json, size_t kernel_index,
+                       kvattn_kernel **kernel, char **error);
+/* Validates and launches like kvattn_launch. */
+int kvattn_kernel_launch(kvattn_kernel *kernel, kvattn_sizes sizes,
+                         const kvattn_buffer *buffers, size_t num_buffers,
+                         const kvattn_metadata *metadata, size_t num_metadata,
+                         char **error);
+void kvattn_kernel_destroy(kvattn_kernel *kernel);
+
 #ifdef __cplusplus
 }
 #endif

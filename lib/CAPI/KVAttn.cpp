@@ -24,6 +24,12 @@ struct kvattn_runtime {
   std::unique_ptr<kvattn::rt::Runtime> runtime;
 };
 
+struct kvattn_kernel {
+  kvattn::rt::Runtime *runtime;
+  const kvattn::rt::Module *module;
+  kvattn::rt::KernelInfo info;
+};
+
 static char *copyString(const std::string &s) {
   char *out = static_cast<char *>(std::malloc(s.size() + 1));
   std::memcpy(out, s.c_str(), s.size() + 1);
@@ -128,6 +134,20 @@ int kvattn_synchronize(kvattn_runtime *runtime, char **error) {
   return report(runtime->runtime->synchronize(), error);
 }
 
+/// The launch arguments of the C structs.
+static kvattn::rt::LaunchArgs
+launchArgs(kvattn_sizes sizes, const kvattn_buffer *buffers, size_t num_buffers,
+           const kvattn_metadata *metadata, size_t num_metadata) {
+  kvattn::rt::LaunchArgs args;
+  args.sizes = {sizes.B, sizes.Hq, sizes.Hkv, sizes.L, sizes.S};
+  for (size_t i = 0; i < num_buffers; ++i)
+    args.buffers[buffers[i].name] = buffers[i].device_ptr;
+  for (size_t i = 0; i < num_metadata; ++i)
+    args.metadata[metadata[i].name] = std::vector<int64_t>(
+        metadata[i].values, metadata[i].values + metadata[i].count);
+  return args;
+}
+
 int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
                   const char *manifest_json, size_t kernel_index,
                   kvattn_sizes sizes, const kvattn_buffer *buffers,
@@ -148,16 +168,49 @@ int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
   const kvattn::rt::Module *module;
   if (int failed = report(runtime->runtime->loadModule(ptx, module), error))
     return failed;
-  kvattn::rt::LaunchArgs args;
-  args.sizes = {sizes.B, sizes.Hq, sizes.Hkv, sizes.L, sizes.S};
-  for (size_t i = 0; i < num_buffers; ++i)
-    args.buffers[buffers[i].name] = buffers[i].device_ptr;
-  for (size_t i = 0; i < num_metadata; ++i)
-    args.metadata[metadata[i].name] = std::vector<int64_t>(
-        metadata[i].values, metadata[i].values + metadata[i].count);
-  return report(
-      runtime->runtime->launch(*module, manifest.kernels[kernel_index], args),
-      error);
+  return report(runtime->runtime->launch(*module,
+                                         manifest.kernels[kernel_index],
+                                         launchArgs(sizes, buffers, num_buffers,
+                                                    metadata, num_metadata)),
+                error);
 }
+
+int kvattn_kernel_load(kvattn_runtime *runtime, const char *ptx,
+                       const char *manifest_json, size_t kernel_index,
+                       kvattn_kernel **kernel, char **error) {
+  if (!runtime || !ptx || !manifest_json || !kernel)
+    return report(Status::error("kvattn_kernel_load: null argument"), error);
+  kvattn::rt::Manifest manifest;
+  if (int failed =
+          report(kvattn::rt::parseManifest(manifest_json, manifest), error))
+    return failed;
+  if (kernel_index >= manifest.kernels.size())
+    return report(Status::error("kvattn_kernel_load: kernel index " +
+                                std::to_string(kernel_index) +
+                                " is out of range (the manifest has " +
+                                std::to_string(manifest.kernels.size()) + ")"),
+                  error);
+  auto k = std::make_unique<kvattn_kernel>();
+  k->runtime = runtime->runtime.get();
+  k->info = manifest.kernels[kernel_index];
+  if (int failed = report(k->runtime->loadModule(ptx, k->module), error))
+    return failed;
+  *kernel = k.release();
+  return 0;
+}
+
+int kvattn_kernel_launch(kvattn_kernel *kernel, kvattn_sizes sizes,
+                         const kvattn_buffer *buffers, size_t num_buffers,
+                         const kvattn_metadata *metadata, size_t num_metadata,
+                         char **error) {
+  if (!kernel)
+    return report(Status::error("kvattn_kernel_launch: null kernel"), error);
+  return report(kernel->runtime->launch(*kernel->module, kernel->info,
+                                        launchArgs(sizes, buffers, num_buffers,
+                                                   metadata, num_metadata)),
+                error);
+}
+
+void kvattn_kernel_destroy(kvattn_kernel *kernel) { delete kernel; }
 
 } // extern "C"

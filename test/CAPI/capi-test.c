@@ -94,6 +94,21 @@ int main(void) {
     return fail("launch on a caller's stream", error);
   printf("launch on stream 0: ok\n");
 
+  /* A kernel loaded once, launched twice. */
+  kvattn_kernel *kernel = NULL;
+  if (kvattn_kernel_load(rt, ptx, manifest, 0, &kernel, &error) ||
+      kvattn_kernel_launch(kernel, sizes, buffers, 4, metadata, 2, &error) ||
+      kvattn_kernel_launch(kernel, sizes, buffers, 4, metadata, 2, &error) ||
+      kvattn_synchronize(rt, &error))
+    return fail("loaded kernel", error);
+  kvattn_kernel_destroy(kernel);
+  if (kvattn_kernel_load(rt, ptx, manifest, 1, &kernel, &error)) {
+    printf("kernel 1: %s\n", error);
+    kvattn_free(error);
+    error = NULL;
+  }
+  printf("loaded kernel: ok\n");
+
   /* A bad kv_len is refused before launching, with the value named. */
   metadata[1].values = bad;
   if (kvattn_launch(rt, ptx, manifest, 0, sizes, buffers, 4, metadata, 2,

@@ -27,6 +27,10 @@ static_assert(k::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES ==
 static_assert(k::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ==
                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
               "");
+static_assert(k::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ==
+                  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+              "");
+static_assert(k::CU_EVENT_DEFAULT == CU_EVENT_DEFAULT, "");
 static_assert(k::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ==
                   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
               "");

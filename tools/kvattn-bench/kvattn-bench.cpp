@@ -1,4 +1,4 @@
-//===- kvattn-bench.cpp - throughput and compile time of the CPU path -----===//
+//===- kvattn-bench.cpp - throughput and compile time (CPU and GPU) -------===//
 //
 //   kvattn-bench [--target=cpu] [--repeats N] [--dtype f32|f16|bf16]
 //                [--quick] [--block-m M --block-n N]
@@ -9,13 +9,29 @@
 //   run_ms      median wall time of one call (after a warm-up call)
 //   GFLOP/s     4 * D * (allowed query-key pairs) * Hq * B / run time:
 //               only scores the causal mask allows are counted.
+//
+//   kvattn-bench --target=gpu [--compile-only] [--quick] [--lengths=...]
+//                [--prefixes=...] [--head-dims=...] [--repeats N] ...
+//
+// Cached append L in {1, 8, 64, 512, 2048} x P in {0, 4096, 32768} x D in
+// {64, 128}, bf16, GQA 32/8, lower-right causal, the batch sized to fill the
+// GPU: PTX from kvattn::compileToPtx, launched through rt::Runtime, timed
+// with CUDA events (median of --repeats after --warmup calls, the L2 cache
+// flushed before each). The first line is the device-to-device copy
+// bandwidth; per shape: the time, TFLOP/s over allowed scores only, the GB/s
+// of the K/V a kernel must read at least and, for decode (L <= 8), that as a
+// share of the copy bandwidth. --compile-only builds every shape's PTX
+// without a driver and prints compile_ms. See docs/benchmarks.md.
+//
 // Figures, not tests: nothing here asserts a speed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Registration/Registration.h"
+#include "kvattn/Runtime/Runtime.h"
 #include "kvattn/Support/HostTensor.h"
+#include "kvattn/Target/Ptx.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -38,17 +54,60 @@ namespace {
 
 cl::OptionCategory benchCategory("kvattn-bench options");
 cl::opt<std::string> target("target",
-                            cl::desc("cpu (the GPU benchmark is not written "
-                                     "yet)"),
+                            cl::desc("cpu (the JIT, default) or gpu (the CUDA "
+                                     "driver; or --compile-only)"),
                             cl::init("cpu"), cl::cat(benchCategory));
-cl::opt<std::string> dtype("dtype", cl::desc("f32, f16 or bf16"),
+cl::opt<std::string> dtype("dtype",
+                           cl::desc("f32, f16 or bf16 (default: f32 on the "
+                                    "CPU, bf16 on the GPU)"),
                            cl::init("f32"), cl::cat(benchCategory));
-cl::opt<int> repeats("repeats", cl::desc("Timed calls per shape (median)"),
+cl::opt<int> repeats("repeats",
+                     cl::desc("Timed calls per shape (median; default 5 on "
+                              "the CPU, 20 on the GPU)"),
                      cl::init(5), cl::cat(benchCategory));
 cl::opt<bool> quick("quick", cl::desc("Small shapes only (smoke run)"),
                     cl::init(false), cl::cat(benchCategory));
 cl::opt<int64_t> blockM("block-m", cl::init(64), cl::cat(benchCategory));
 cl::opt<int64_t> blockN("block-n", cl::init(64), cl::cat(benchCategory));
+
+// --target=gpu
+cl::opt<bool> compileOnly("compile-only",
+                          cl::desc("GPU: build every shape's PTX and print "
+                                   "compile_ms; needs no driver"),
+                          cl::init(false), cl::cat(benchCategory));
+cl::list<int64_t> lengths("lengths",
+                          cl::desc("GPU: new tokens L (default "
+                                   "1,8,64,512,2048)"),
+                          cl::CommaSeparated, cl::cat(benchCategory));
+cl::list<int64_t> prefixes("prefixes",
+                           cl::desc("GPU: cached tokens P (default "
+                                    "0,4096,32768)"),
+                           cl::CommaSeparated, cl::cat(benchCategory));
+cl::list<int64_t> headDims("head-dims",
+                           cl::desc("GPU: head dims D (default 64,128)"),
+                           cl::CommaSeparated, cl::cat(benchCategory));
+cl::opt<int64_t> batch("batch",
+                       cl::desc("GPU: batch size (default 0: sized to fill "
+                                "the device)"),
+                       cl::init(0), cl::cat(benchCategory));
+cl::opt<int> warmup("warmup", cl::desc("GPU: untimed calls before timing"),
+                    cl::init(3), cl::cat(benchCategory));
+cl::opt<int64_t> flushMiB("flush-mib",
+                          cl::desc("GPU: MiB filled before each call to evict "
+                                   "the L2 cache (0: no flush)"),
+                          cl::init(256), cl::cat(benchCategory));
+cl::opt<int64_t> copyMiB("copy-mib",
+                         cl::desc("GPU: MiB copied device-to-device for the "
+                                  "reference bandwidth"),
+                         cl::init(1024), cl::cat(benchCategory));
+cl::opt<std::string> chip("chip",
+                          cl::desc("GPU: target chip (default: the device's "
+                                   "own; sm_90 with --compile-only)"),
+                          cl::init(""), cl::cat(benchCategory));
+cl::opt<int> assumedSms("sms",
+                        cl::desc("GPU --compile-only: multiprocessors assumed "
+                                 "for the batch size (H200: 132)"),
+                        cl::init(132), cl::cat(benchCategory));
 
 struct Shape {
   const char *name;
@@ -86,30 +145,11 @@ kvattn::HostTensor random(kvattn::ElementType type, std::vector<int64_t> shape,
   return t;
 }
 
-} // namespace
+//===----------------------------------------------------------------------===//
+// --target=cpu
+//===----------------------------------------------------------------------===//
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(benchCategory);
-  cl::ParseCommandLineOptions(argc, argv, "kvattn-bench\n");
-  if (target != "cpu") {
-    llvm::errs() << "kvattn-bench: error: --target=" << target
-                 << " is not available: the GPU benchmark (tensor cores, "
-                    "CUDA-event timing) is not written yet\n";
-    return 1;
-  }
-  std::optional<kvattn::ElementType> elt = kvattn::parseElementType(dtype);
-  if (!elt || !kvattn::isFloatType(*elt) || *elt == kvattn::ElementType::F64) {
-    llvm::errs() << "kvattn-bench: error: --dtype must be f32, f16 or bf16\n";
-    return 1;
-  }
-
-  mlir::registerAllPasses();
-  kvattn::registerAllKVAttnPasses();
-  mlir::DialectRegistry registry;
-  kvattn::registerAllKVAttnDialects(registry);
-  mlir::MLIRContext context(registry);
-
+int runCpu(kvattn::ElementType elt, mlir::MLIRContext &context) {
   std::vector<Shape> shapes;
   if (quick) {
     shapes = {{"decode", 1, 8, 2, 512, 1, 64},
@@ -147,9 +187,9 @@ int main(int argc, char **argv) {
     }
     int64_t S = s.p + s.l;
     std::vector<kvattn::HostTensor> args = {
-        random(*elt, {s.b, s.hq, s.l, s.d}, 1),
-        random(*elt, {s.b, s.hkv, S, s.d}, 2),
-        random(*elt, {s.b, s.hkv, S, s.d}, 3),
+        random(elt, {s.b, s.hq, s.l, s.d}, 1),
+        random(elt, {s.b, s.hkv, S, s.d}, 2),
+        random(elt, {s.b, s.hkv, S, s.d}, 3),
         kvattn::HostTensor(kvattn::ElementType::I32, {s.b})};
     for (int64_t b = 0; b < s.b; ++b)
       args[3].setInt(b, s.p);
@@ -181,4 +221,324 @@ int main(int argc, char **argv) {
         flops / (median * 1e6));
   }
   return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// --target=gpu
+//===----------------------------------------------------------------------===//
+
+constexpr int64_t kHq = 32, kHkv = 8;
+
+/// Allowed query-key pairs of lower-right causal attention of L queries
+/// after P cached keys: row i sees min(S, P + i + 1) keys.
+double allowedPairs(int64_t p, int64_t l) {
+  double pairs = 0;
+  for (int64_t i = 0; i < l; ++i)
+    pairs += static_cast<double>(std::min(p + l, p + i + 1));
+  return pairs;
+}
+
+/// Bytes of Q, K, V and out of one batch entry.
+double bytesPerBatch(int64_t p, int64_t l, int64_t d, size_t eltBytes) {
+  return static_cast<double>(eltBytes) * d *
+         (2.0 * kHq * l + 2.0 * kHkv * (p + l));
+}
+
+/// The smallest batch with at least 4 programs per multiprocessor (two
+/// waves of two resident programs), capped so that its buffers fit in
+/// `memoryBytes`.
+int64_t batchToFill(int64_t p, int64_t l, int64_t d, size_t eltBytes, int sms,
+                    int64_t tileM, double memoryBytes) {
+  int64_t programs = kHq * ((l + tileM - 1) / tileM);
+  int64_t b = std::max<int64_t>(1, (4 * sms + programs - 1) / programs);
+  auto fits =
+      static_cast<int64_t>(memoryBytes / bytesPerBatch(p, l, d, eltBytes));
+  return std::max<int64_t>(1, std::min(b, fits));
+}
+
+double median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// A rate with one decimal; "-" when nothing was measured (a zero time,
+/// e.g. over the fake driver of the tests).
+std::string rate(double value) {
+  return value > 0 ? llvm::formatv("{0:F1}", value).str() : "-";
+}
+
+int gpuError(const std::string &message) {
+  llvm::errs() << "kvattn-bench: error: --target=gpu: " << message << "\n";
+  return 1;
+}
+
+/// Device buffers released with the object.
+class DeviceBuffers {
+public:
+  explicit DeviceBuffers(kvattn::rt::Runtime *rt) : rt_(rt) {}
+  ~DeviceBuffers() {
+    for (kvattn::rt::DevicePtr p : ptrs_)
+      (void)rt_->release(p);
+  }
+  kvattn::Status allocate(size_t bytes, kvattn::rt::DevicePtr &p) {
+    KVATTN_RETURN_IF_ERROR(rt_->allocate(bytes, p));
+    ptrs_.push_back(p);
+    return kvattn::Status::ok();
+  }
+
+private:
+  kvattn::rt::Runtime *rt_;
+  std::vector<kvattn::rt::DevicePtr> ptrs_;
+};
+
+int runGpu(kvattn::ElementType elt, const std::string &eltName,
+           mlir::MLIRContext &context) {
+  using kvattn::Status;
+  namespace rt = kvattn::rt;
+  std::vector<int64_t> ls = {1, 8, 64, 512, 2048}, ps = {0, 4096, 32768},
+                       ds = {64, 128};
+  if (quick) {
+    ls = {1, 512};
+    ps = {4096};
+    ds = {128};
+  }
+  if (!lengths.empty())
+    ls.assign(lengths.begin(), lengths.end());
+  if (!prefixes.empty())
+    ps.assign(prefixes.begin(), prefixes.end());
+  if (!headDims.empty())
+    ds.assign(headDims.begin(), headDims.end());
+  for (int64_t v : ls)
+    if (v < 1)
+      return gpuError("--lengths must be positive");
+  for (int64_t v : ps)
+    if (v < 0)
+      return gpuError("--prefixes must be non-negative");
+  for (int64_t v : ds)
+    if (v < 1)
+      return gpuError("--head-dims must be positive");
+  const int reps = repeats.getNumOccurrences() ? repeats.getValue() : 20;
+  if (reps < 1 || warmup < 0)
+    return gpuError("--repeats must be >= 1 and --warmup >= 0");
+  const size_t eltBytes = elt == kvattn::ElementType::F32 ? 4 : 2;
+
+  kvattn::PtxOptions options;
+  if (blockM.getNumOccurrences())
+    options.blockM = blockM;
+  if (blockN.getNumOccurrences())
+    options.blockN = blockN;
+
+  std::unique_ptr<rt::Runtime> runtime;
+  int sms = assumedSms;
+  double memoryBytes = 0;
+  if (compileOnly) {
+    options.chip = chip.empty() ? "sm_90" : chip.getValue();
+    memoryBytes = 0.4 * 141e9; // as on an H200
+  } else {
+    if (Status s = rt::Runtime::create(runtime); s.isError())
+      return gpuError(s.message());
+    options.chip = chip.empty()
+                       ? "sm_" + std::to_string(runtime->computeCapability())
+                       : chip.getValue();
+    sms = runtime->multiprocessorCount();
+    size_t freeBytes = 0, totalBytes = 0;
+    if (Status s = runtime->memoryInfo(freeBytes, totalBytes); s.isError())
+      return gpuError(s.message());
+    memoryBytes = 0.4 * static_cast<double>(freeBytes);
+  }
+
+  llvm::outs() << llvm::formatv(
+      "kvattn-bench --target=gpu{0}: {1}, {2} SMs{3}; {4}, Hq/Hkv = {5}/{6}, "
+      "lower-right causal (q_offset = P, S = P + L)\n",
+      compileOnly ? " --compile-only" : "", options.chip, sms,
+      compileOnly ? " (assumed, for B)" : "", eltName, kHq, kHkv);
+
+  // The reference bandwidth: a device-to-device copy, 2 x bytes / time.
+  double copyGBs = 0;
+  if (!compileOnly) {
+    llvm::outs() << llvm::formatv(
+        "timing: CUDA events, median of {0} calls after {1} warm-up calls, "
+        "{2} MiB filled before each call (L2 flush)\n",
+        reps, warmup.getValue(), flushMiB.getValue());
+    size_t bytes = static_cast<size_t>(copyMiB) << 20;
+    DeviceBuffers copyBuffers(runtime.get());
+    rt::DevicePtr src = 0, dst = 0;
+    std::vector<float> ms;
+    Status s = copyBuffers.allocate(bytes, src);
+    if (s.isOk())
+      s = copyBuffers.allocate(bytes, dst);
+    if (s.isOk())
+      s = runtime->fill(src, 1, bytes);
+    if (s.isOk())
+      s = runtime->timeOnStream(
+          [&] { return runtime->copyDeviceToDevice(dst, src, bytes); }, warmup,
+          reps, ms);
+    if (s.isError())
+      return gpuError("measuring the copy bandwidth: " + s.message());
+    double t = median(ms);
+    copyGBs = t > 0 ? 2.0 * static_cast<double>(bytes) / (t * 1e6) : 0;
+    llvm::outs() << llvm::formatv("copy: device-to-device {0} MiB in {1:F3} "
+                                  "ms: {2} GB/s (2 x bytes / time)\n",
+                                  copyMiB.getValue(), t, rate(copyGBs));
+  }
+
+  // Random inputs, generated on the host once: a pool copied to the device
+  // once, then tiled into every input buffer on the device.
+  const size_t poolBytes = size_t(16) << 20;
+  DeviceBuffers poolBuffer(runtime.get());
+  rt::DevicePtr pool = 0;
+  if (!compileOnly) {
+    kvattn::HostTensor host =
+        random(elt, {static_cast<int64_t>(poolBytes / eltBytes)}, 7);
+    Status s = poolBuffer.allocate(poolBytes, pool);
+    if (s.isOk())
+      s = runtime->copyToDevice(pool, host.data(), poolBytes);
+    if (s.isError())
+      return gpuError("uploading the random inputs: " + s.message());
+  }
+  auto fillRandom = [&](rt::DevicePtr dst, size_t bytes) -> Status {
+    for (size_t at = 0; at < bytes; at += poolBytes)
+      KVATTN_RETURN_IF_ERROR(runtime->copyDeviceToDevice(
+          dst + at, pool, std::min(poolBytes, bytes - at)));
+    return Status::ok();
+  };
+
+  if (compileOnly)
+    llvm::outs() << llvm::formatv(
+        "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11} {6,8}\n", "B", "P", "L", "D",
+        "tile", "compile_ms", "ptx_kB");
+  else
+    llvm::outs() << llvm::formatv(
+        "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11} {6,9} {7,8} {8,9} {9,6}\n", "B",
+        "P", "L", "D", "tile", "compile_ms", "time_ms", "TFLOP/s", "KV_GB/s",
+        "%copy");
+  int status = 0;
+  for (int64_t d : ds) {
+    for (int64_t p : ps) {
+      for (int64_t l : ls) {
+        const int64_t S = p + l;
+        int64_t b = batch > 0 ? batch.getValue()
+                              : batchToFill(p, l, d, eltBytes, sms,
+                                            options.blockM, memoryBytes);
+        auto rowError = [&](const std::string &message) {
+          llvm::outs() << llvm::formatv("{0,5} {1,6} {2,5} {3,4} error: {4}\n",
+                                        b, p, l, d, message);
+          llvm::outs().flush();
+          status = 1;
+        };
+        Shape shape{"append", b, kHq, kHkv, p, l, d};
+        auto module = mlir::parseSourceString<mlir::ModuleOp>(
+            buildIR(shape, eltName), &context);
+        if (!module) {
+          rowError("the benchmark's IR does not parse");
+          continue;
+        }
+        kvattn::PtxModule ptx;
+        if (Status s = kvattn::compileToPtx(*module, options, ptx);
+            s.isError()) {
+          rowError(s.message());
+          continue;
+        }
+        const kvattn::KernelManifest &km = ptx.kernels.at(0);
+        std::string tile =
+            llvm::formatv("{0}x{1}/{2}w", km.blockM, km.blockN, km.numWarps)
+                .str();
+        if (compileOnly) {
+          llvm::outs() << llvm::formatv(
+              "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11:F1} {6,8:F1}\n", b, p, l,
+              d, tile, ptx.compileMs, ptx.ptx.size() / 1024.0);
+          llvm::outs().flush();
+          continue;
+        }
+
+        // Through the JSON on purpose: launched from the manifest as an
+        // embedder would.
+        rt::Manifest manifest;
+        const rt::Module *loaded = nullptr;
+        Status s = rt::parseManifest(kvattn::manifestToJson(ptx, "bench.ptx"),
+                                     manifest);
+        if (s.isOk())
+          s = runtime->loadModule(ptx.ptx, loaded);
+        DeviceBuffers buffers(runtime.get());
+        const size_t qBytes = eltBytes * b * kHq * l * d,
+                     kvBytes = eltBytes * b * kHkv * S * d;
+        rt::LaunchArgs args;
+        args.sizes = {b, kHq, kHkv, l, S};
+        args.metadata["q_offset"] = std::vector<int64_t>(b, p);
+        const std::pair<const char *, size_t> inputs[] = {
+            {"query", qBytes}, {"key", kvBytes}, {"value", kvBytes}};
+        for (const auto &[name, bytes] : inputs) {
+          if (s.isOk())
+            s = buffers.allocate(bytes, args.buffers[name]);
+          if (s.isOk())
+            s = fillRandom(args.buffers[name], bytes);
+        }
+        if (s.isOk())
+          s = buffers.allocate(qBytes, args.buffers["out"]);
+        if (s.isOk())
+          s = runtime->synchronize();
+        std::vector<float> ms;
+        if (s.isOk())
+          s = runtime->timeOnStream(
+              [&] {
+                return runtime->launch(*loaded, manifest.kernels.at(0), args);
+              },
+              warmup, reps, ms, static_cast<size_t>(flushMiB) << 20);
+        if (s.isError()) {
+          rowError(s.message());
+          continue;
+        }
+        double t = median(ms);
+        double flops = 4.0 * d * allowedPairs(p, l) * kHq * b;
+        double kvGBs =
+            t > 0 ? 2.0 * static_cast<double>(kvBytes) / (t * 1e6) : 0;
+        std::string share =
+            l <= 8 && copyGBs > 0 && kvGBs > 0
+                ? llvm::formatv("{0:F0}%", 100.0 * kvGBs / copyGBs).str()
+                : "-";
+        llvm::outs() << llvm::formatv("{0,5} {1,6} {2,5} {3,4} {4,-10} "
+                                      "{5,11:F1} {6,9:F4} {7,8} {8,9} "
+                                      "{9,6}\n",
+                                      b, p, l, d, tile, ptx.compileMs, t,
+                                      rate(t > 0 ? flops / (t * 1e9) : 0),
+                                      rate(kvGBs), share);
+        llvm::outs().flush();
+      }
+    }
+  }
+  return status;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(benchCategory);
+  cl::ParseCommandLineOptions(argc, argv, "kvattn-bench\n");
+  if (target != "cpu" && target != "gpu") {
+    llvm::errs() << "kvattn-bench: error: --target must be cpu or gpu, not '"
+                 << target << "'\n";
+    return 1;
+  }
+  if (compileOnly && target != "gpu") {
+    llvm::errs() << "kvattn-bench: error: --compile-only needs --target=gpu\n";
+    return 1;
+  }
+  // The GPU benchmark is bf16 unless --dtype says otherwise.
+  std::string eltName =
+      target == "gpu" && !dtype.getNumOccurrences() ? "bf16" : dtype.getValue();
+  std::optional<kvattn::ElementType> elt = kvattn::parseElementType(eltName);
+  if (!elt || !kvattn::isFloatType(*elt) || *elt == kvattn::ElementType::F64) {
+    llvm::errs() << "kvattn-bench: error: --dtype must be f32, f16 or bf16\n";
+    return 1;
+  }
+
+  mlir::registerAllPasses();
+  kvattn::registerAllKVAttnPasses();
+  mlir::DialectRegistry registry;
+  kvattn::registerAllKVAttnDialects(registry);
+  mlir::MLIRContext context(registry);
+  if (target == "gpu")
+    return runGpu(*elt, eltName, context);
+  return runCpu(*elt, context);
 }
