@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# kvattn's GPU benchmarks in one command, for a machine with an NVIDIA GPU and
+# driver (docs/benchmarks.md explains every column):
+#
+#   bash bench/run-gpu-bench.sh [--quick]     # logs under $OUT or build/gpu-bench
+#
+# 1. builds kvattn in Release (scripts/setup.sh; reuses an existing build);
+# 2. kvattn-bench --target=gpu: the copy bandwidth, then the cached-append
+#    shapes (L x P x D, bf16, GQA 32/8) timed with CUDA events;
+# 3. if PyTorch imports: bench/compare_torch.py, the same shapes through
+#    torch SDPA (causal_lower_right) and kvattn on torch's stream, one table
+#    with the ratios and the errors; else says it is skipped.
+# Everything is printed and kept in $OUT. Budget: a few minutes (each stage
+# is cut at $KVATTN_BENCH_TIMEOUT seconds, default 240). Exits non-zero if a
+# stage failed.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${KVATTN_BUILD_DIR:-$root/build}
+out=${OUT:-$build/gpu-bench}
+limit=${KVATTN_BENCH_TIMEOUT:-240}
+mkdir -p "$out"
+export KVATTN_BUILD_TYPE=Release
+
+quick=()
+[[ ${1:-} == --quick ]] && quick=(--quick)
+
+echo "== kvattn GPU benchmarks; logs in $out"
+if ! bash "$root/scripts/setup.sh" > "$out/setup.log" 2>&1; then
+  echo "setup/build failed:"; tail -20 "$out/setup.log"; exit 1
+fi
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || echo "warning: nvidia-smi failed" >&2
+head -15 "$out/nvidia-smi.txt" 2>/dev/null
+
+status=0
+echo
+echo "== kvattn-bench --target=gpu ${quick[*]}"
+timeout "$limit" "$build/bin/kvattn-bench" --target=gpu "${quick[@]}" \
+  2>&1 | tee "$out/kvattn-bench.txt"
+rc=${PIPESTATUS[0]}
+[[ $rc == 124 ]] && echo "kvattn-bench: cut after $limit s"
+[[ $rc != 0 ]] && status=1
+
+echo
+if python3 -c 'import torch' > /dev/null 2>&1; then
+  echo "== bench/compare_torch.py ${quick[*]}"
+  timeout "$limit" python3 "$root/bench/compare_torch.py" \
+    --build-dir "$build" "${quick[@]}" 2>&1 | tee "$out/compare_torch.txt"
+  rc=${PIPESTATUS[0]}
+  [[ $rc == 124 ]] && echo "compare_torch.py: cut after $limit s"
+  [[ $rc != 0 ]] && status=1
+else
+  echo "== bench/compare_torch.py skipped: python3 cannot import torch" \
+    | tee "$out/compare_torch.txt"
+fi
+exit $status
