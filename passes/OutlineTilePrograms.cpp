@@ -31,20 +31,27 @@ using namespace mlir;
 using namespace mlir::kvattn;
 
 /// The operand roles in kernel-parameter order.
-static const char *const kRoles[] = {"query",     "key",   "value", "q_offset",
-                                     "k_offset",  "q_pos", "k_pos", "kv_len",
-                                     "key_valid", "mask",  "out",   "lse"};
-/// The sizes that follow the pointers.
-static const char *const kSizes[] = {"B", "Hq", "Hkv", "L", "S"};
-enum SizeIndex { kB, kHq, kHkv, kL, kS };
+static const char *const kRoles[] = {
+    "query",  "key",       "value", "q_offset",    "k_offset", "q_pos", "k_pos",
+    "kv_len", "key_valid", "mask",  "block_table", "out",      "lse"};
+/// The sizes that follow the pointers; paged kernels (a block_table
+/// operand) take the last three too.
+static const char *const kSizes[] = {
+    "B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"};
+enum SizeIndex { kB, kHq, kHkv, kL, kS, kNumPages, kPageSize, kMaxPages };
+static constexpr size_t kUnpagedSizes = 5;
 
 /// The symbolic shape of an operand: each dimension is one of the sizes, or
 /// -1 for a static dimension (head dims, broadcast dims of the mask).
-static SmallVector<int> symbolicShape(StringRef role, int64_t rank) {
+static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
+                                      bool paged) {
   if (role == "query")
     return {kB, kHq, kL, -1};
   if (role == "key" || role == "value")
-    return {kB, kHkv, kS, -1};
+    return paged ? SmallVector<int>{kNumPages, kPageSize, kHkv, -1}
+                 : SmallVector<int>{kB, kHkv, kS, -1};
+  if (role == "block_table")
+    return {kB, kMaxPages};
   if (role == "q_offset" || role == "k_offset" || role == "kv_len")
     return {kB};
   if (role == "q_pos")
@@ -62,8 +69,8 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank) {
 
 /// A row-major view of `ptr` (memref<1xT>) with the operand's shape.
 static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
-                         StringRef role, ArrayRef<Value> sizes) {
-  SmallVector<int> symbolic = symbolicShape(role, type.getRank());
+                         StringRef role, ArrayRef<Value> sizes, bool paged) {
+  SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged);
   SmallVector<OpFoldResult> dims, strides(type.getRank());
   for (int64_t d = 0; d < type.getRank(); ++d) {
     if (!type.isDynamicDim(d))
@@ -127,6 +134,10 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
            << "kvattn-outline-tile-programs: the program's tiles need static "
               "shapes";
 
+  const bool paged = buffers.count("block_table");
+  const size_t numSizes = paged ? std::size(kSizes) : kUnpagedSizes;
+  auto sizeNames = ArrayRef<const char *>(kSizes).take_front(numSizes);
+
   // The kernel signature.
   SmallVector<StringRef> roles;
   SmallVector<Type> argTypes;
@@ -139,7 +150,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     argTypes.push_back(MemRefType::get({1}, type.getElementType()));
   }
   Type index = IndexType::get(ctx);
-  argTypes.append(std::size(kSizes), index);
+  argTypes.append(numSizes, index);
 
   OpBuilder moduleBuilder = OpBuilder::atBlockEnd(gpuModule.getBody());
   auto kernel =
@@ -156,7 +167,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   };
   for (StringRef role : roles) {
     auto type = cast<MemRefType>(buffers[role].getType());
-    SmallVector<int> symbolic = symbolicShape(role, type.getRank());
+    SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged);
     SmallVector<Attribute> shape;
     for (int64_t d = 0; d < type.getRank(); ++d)
       shape.push_back(
@@ -173,7 +184,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
          named("shape", ArrayAttr::get(ctx, shape)),
          named("access", StringAttr::get(ctx, written ? "write" : "read"))}));
   }
-  for (const char *size : kSizes)
+  for (const char *size : sizeNames)
     params.push_back(DictionaryAttr::get(
         ctx,
         {named("name", StringAttr::get(ctx, size)),
@@ -190,13 +201,13 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   Block &entry = kernel.getBody().front();
   ImplicitLocOpBuilder kb(forall.getLoc(), ctx);
   kb.setInsertionPointToStart(&entry);
-  SmallVector<Value> sizes(entry.getArguments().take_back(std::size(kSizes)));
+  SmallVector<Value> sizes(entry.getArguments().take_back(numSizes));
   IRMapping mapping;
   for (auto [i, role] : llvm::enumerate(roles)) {
     Value host = buffers[role];
-    mapping.map(host,
-                rebuildView(kb, entry.getArgument(i),
-                            cast<MemRefType>(host.getType()), role, sizes));
+    mapping.map(host, rebuildView(kb, entry.getArgument(i),
+                                  cast<MemRefType>(host.getType()), role, sizes,
+                                  paged));
   }
   for (Value c : constants)
     mapping.map(c, kb.clone(*c.getDefiningOp())->getResult(0));
@@ -219,9 +230,19 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
         ArrayRef<OpFoldResult>{hb.getIndexAttr(1)}));
   }
   Value q = buffers["query"], k = buffers["key"];
-  for (auto [src, dim] :
-       {std::pair<Value, int64_t>{q, 0}, {q, 1}, {k, 1}, {q, 2}, {k, 2}})
-    operands.push_back(hb.createOrFold<memref::DimOp>(src, dim));
+  auto dim = [&](Value src, int64_t d) {
+    return hb.createOrFold<memref::DimOp>(src, d);
+  };
+  if (paged) {
+    // S is the logical key count, max_pages * page_size.
+    Value table = buffers["block_table"];
+    Value maxPages = dim(table, 1), pageSize = dim(k, 1);
+    operands.append({dim(q, 0), dim(q, 1), dim(k, 2), dim(q, 2),
+                     hb.createOrFold<arith::MulIOp>(maxPages, pageSize),
+                     dim(k, 0), pageSize, maxPages});
+  } else {
+    operands.append({dim(q, 0), dim(q, 1), dim(k, 1), dim(q, 2), dim(k, 2)});
+  }
   auto bound = [&](OpFoldResult ofr) {
     return getValueOrCreateConstantIndexOp(hb, hb.getLoc(), ofr);
   };

@@ -374,13 +374,7 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   std::vector<uint64_t> values; // one 8-byte slot per parameter
   for (const ParamInfo &p : kernel.params) {
     if (p.kind == "scalar") {
-      const Sizes &s = args.sizes;
-      int64_t v = p.name == "B"     ? s.B
-                  : p.name == "Hq"  ? s.Hq
-                  : p.name == "Hkv" ? s.Hkv
-                  : p.name == "L"   ? s.L
-                                    : s.S;
-      values.push_back(static_cast<uint64_t>(v));
+      values.push_back(static_cast<uint64_t>(sizeByName(args.sizes, p.name)));
       continue;
     }
     auto meta = args.metadata.find(p.name);

@@ -1,6 +1,7 @@
 //===- Validation.cpp - check launch arguments before a launch ------------===//
 
 #include "kvattn/Runtime/Runtime.h"
+#include "kvattn/Support/BlockTable.h"
 
 #include <cctype>
 #include <set>
@@ -13,11 +14,15 @@ namespace {
 std::string str(int64_t v) { return std::to_string(v); }
 
 /// The size each dimension of an operand stands for ("" for a head dim).
-std::vector<std::string> symbolicShape(const std::string &role, size_t rank) {
+std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
+                                       bool paged) {
   if (role == "query" || role == "out")
     return {"B", "Hq", "L", ""};
   if (role == "key" || role == "value")
-    return {"B", "Hkv", "S", ""};
+    return paged ? std::vector<std::string>{"num_pages", "page_size", "Hkv", ""}
+                 : std::vector<std::string>{"B", "Hkv", "S", ""};
+  if (role == "block_table")
+    return {"B", "max_pages"};
   if (role == "q_offset" || role == "k_offset" || role == "kv_len")
     return {"B"};
   if (role == "q_pos")
@@ -31,7 +36,18 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank) {
                                   full.end());
 }
 
-int64_t sizeOf(const Sizes &s, const std::string &name) {
+bool isMetadata(const std::string &name) {
+  return name == "q_offset" || name == "k_offset" || name == "q_pos" ||
+         name == "k_pos" || name == "kv_len" || name == "key_valid" ||
+         name == "block_table";
+}
+
+/// Largest position we accept: far from overflowing int64 in `pos + L`.
+constexpr int64_t kMaxPosition = int64_t(1) << 62;
+
+} // namespace
+
+int64_t sizeByName(const Sizes &s, const std::string &name) {
   if (name == "B")
     return s.B;
   if (name == "Hq")
@@ -42,26 +58,39 @@ int64_t sizeOf(const Sizes &s, const std::string &name) {
     return s.L;
   if (name == "S")
     return s.S;
+  if (name == "num_pages")
+    return s.numPages;
+  if (name == "page_size")
+    return s.pageSize;
+  if (name == "max_pages")
+    return s.maxPages;
   return -1;
 }
-
-bool isMetadata(const std::string &name) {
-  return name == "q_offset" || name == "k_offset" || name == "q_pos" ||
-         name == "k_pos" || name == "kv_len" || name == "key_valid";
-}
-
-/// Largest position we accept: far from overflowing int64 in `pos + L`.
-constexpr int64_t kMaxPosition = int64_t(1) << 62;
-
-} // namespace
 
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   const Sizes &s = args.sizes;
   const std::string where = "launch of '" + kernel.name + "': ";
+  bool paged = false;
+  for (const ParamInfo &p : kernel.params)
+    paged |= p.name == "block_table";
   for (const char *name : {"B", "Hq", "Hkv", "L", "S"})
-    if (sizeOf(s, name) < 0)
+    if (sizeByName(s, name) < 0)
       return Status::error(where + "size " + name + " = " +
-                           str(sizeOf(s, name)) + " is negative");
+                           str(sizeByName(s, name)) + " is negative");
+  if (paged) {
+    if (s.numPages < 0 || s.pageSize <= 0 || s.maxPages < 0)
+      return Status::error(where +
+                           "paged sizes num_pages = " + str(s.numPages) +
+                           ", page_size = " + str(s.pageSize) +
+                           ", max_pages = " + str(s.maxPages) +
+                           " (page_size must be positive, the others "
+                           "non-negative)");
+    if (s.S != s.maxPages * s.pageSize)
+      return Status::error(
+          where + "S = " + str(s.S) +
+          " must be max_pages * page_size = " + str(s.maxPages * s.pageSize) +
+          " (the logical key count of a paged cache)");
+  }
   if (s.Hkv == 0 ? s.Hq != 0 : s.Hq % s.Hkv != 0)
     return Status::error(where + "query heads Hq = " + str(s.Hq) +
                          " must be a multiple of kv heads Hkv = " + str(s.Hkv));
@@ -71,7 +100,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
     known.insert(p.name);
     if (p.kind != "pointer")
       continue;
-    std::vector<std::string> symbolic = symbolicShape(p.name, p.shape.size());
+    std::vector<std::string> symbolic =
+        symbolicShape(p.name, p.shape.size(), paged);
     if (symbolic.size() != p.shape.size())
       return Status::error(where + "the manifest gives '" + p.name + "' " +
                            str(p.shape.size()) + " dimensions");
@@ -83,14 +113,14 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
         size = std::stoll(dim);
         // A static dimension of the kernel must match the run-time size it
         // stands for (head dims and broadcast mask dims stand for none).
-        int64_t actual = sizeOf(s, symbolic[d]);
+        int64_t actual = sizeByName(s, symbolic[d]);
         bool broadcast = p.name == "mask" && size == 1;
         if (actual >= 0 && !broadcast && actual != size)
           return Status::error(where + "'" + p.name + "' dim " + str(d) +
                                " is compiled as " + dim + " but " +
                                symbolic[d] + " = " + str(actual));
       } else {
-        size = sizeOf(s, dim);
+        size = sizeByName(s, dim);
         if (size < 0)
           return Status::error(where + "the manifest gives '" + p.name +
                                "' an unknown size '" + dim + "'");
@@ -122,6 +152,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
 
   // Values, per batch.
   for (const auto &[name, values] : args.metadata) {
+    if (name == "block_table")
+      continue; // below, with kv_len
     const int64_t rowLength = name == "q_pos"                            ? s.L
                               : (name == "k_pos" || name == "key_valid") ? s.S
                                                                          : 1;
@@ -160,6 +192,23 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
                                "increasing");
       }
     }
+  }
+  if (paged) {
+    const std::vector<int64_t> &table = args.metadata.at("block_table");
+    auto kvLen = args.metadata.find("kv_len");
+    if (kvLen == args.metadata.end())
+      return Status::error(where + "a paged kernel needs kv_len");
+    BlockTableView view;
+    view.batch = s.B;
+    view.maxPages = s.maxPages;
+    view.page = [&](int64_t b, int64_t slot) {
+      return table[b * s.maxPages + slot];
+    };
+    view.kvLen = [&](int64_t b) -> std::optional<int64_t> {
+      return kvLen->second[b];
+    };
+    if (Status st = checkBlockTable(view, s.numPages, s.pageSize); !st)
+      return Status::error(where + st.message());
   }
   return Status::ok();
 }

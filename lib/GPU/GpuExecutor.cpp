@@ -11,6 +11,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+
 using namespace mlir;
 
 namespace kvattn {
@@ -31,12 +33,14 @@ std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
   add(op.getKvLen(), "kv_len");
   add(op.getKeyValid(), "key_valid");
   add(op.getMask(), "mask");
+  add(op.getBlockTable(), "block_table");
   return roles;
 }
 
 bool isMetadata(const std::string &role) {
   return role == "q_offset" || role == "k_offset" || role == "q_pos" ||
-         role == "k_pos" || role == "kv_len" || role == "key_valid";
+         role == "k_pos" || role == "kv_len" || role == "key_valid" ||
+         role == "block_table";
 }
 
 /// A module with one function that applies a copy of `op` to arguments of
@@ -118,7 +122,19 @@ Status GpuExecutor::run(Operation *attention,
   const auto &q = operands[0]->shape(), &k = operands[1]->shape(),
              &v = operands[2]->shape();
   rt::LaunchArgs args;
-  args.sizes = {q[0], q[1], k[1], q[2], k[2]};
+  std::vector<std::string> roles = operandRoles(op);
+  if (op.isPaged()) {
+    // Pages [num_pages, page_size, Hkv, D], table [B, max_pages].
+    size_t tableIndex =
+        std::find(roles.begin(), roles.end(), "block_table") - roles.begin();
+    int64_t maxPages = operands[tableIndex]->shape()[1];
+    args.sizes = {q[0], q[1], k[2], q[2], maxPages * k[1]};
+    args.sizes.numPages = k[0];
+    args.sizes.pageSize = k[1];
+    args.sizes.maxPages = maxPages;
+  } else {
+    args.sizes = {q[0], q[1], k[1], q[2], k[2]};
+  }
   std::vector<rt::DevicePtr> allocations;
   auto freeAll = [&] {
     for (rt::DevicePtr p : allocations)
@@ -129,7 +145,6 @@ Status GpuExecutor::run(Operation *attention,
     allocations.push_back(ptr);
     return runtime_->copyToDevice(ptr, t.data(), t.byteSize());
   };
-  std::vector<std::string> roles = operandRoles(op);
   for (size_t i = 0; i < roles.size(); ++i) {
     const HostTensor &t = *operands[i];
     if (isMetadata(roles[i])) {

@@ -470,6 +470,68 @@ TEST(RuntimeValidation, ExplicitPositionsMustIncrease) {
   EXPECT_TRUE(validateLaunch(kernel, args).isOk());
 }
 
+/// A paged kernel: pages [num_pages, page_size, Hkv, 64], table
+/// [B, max_pages], kv_len [B].
+static KernelInfo pagedKernel() {
+  KernelInfo kernel;
+  kernel.name = "paged";
+  kernel.blockM = 64;
+  kernel.blockX = 128;
+  kernel.params = {
+      {"key",
+       "pointer",
+       "bf16",
+       {"num_pages", "page_size", "Hkv", "64"},
+       "read"},
+      {"kv_len", "pointer", "i32", {"B"}, "read"},
+      {"block_table", "pointer", "i32", {"B", "max_pages"}, "read"},
+      {"num_pages", "scalar", "i64", {}, ""},
+      {"page_size", "scalar", "i64", {}, ""},
+      {"max_pages", "scalar", "i64", {}, ""}};
+  return kernel;
+}
+
+TEST(RuntimeValidation, PagedBlockTablesAreCheckedBeforeLaunch) {
+  KernelInfo kernel = pagedKernel();
+  LaunchArgs args;
+  args.sizes = {2, 4, 2, 1, 32};
+  args.sizes.numPages = 4;
+  args.sizes.pageSize = 16;
+  args.sizes.maxPages = 2;
+  args.buffers = {{"key", 0x1000}};
+  args.metadata = {{"kv_len", {16, 20}}, {"block_table", {3, -1, 0, 2}}};
+  EXPECT_TRUE(validateLaunch(kernel, args).isOk());
+
+  auto expectError = [&](std::vector<int64_t> table, std::vector<int64_t> len,
+                         const std::string &message) {
+    args.metadata["block_table"] = std::move(table);
+    args.metadata["kv_len"] = std::move(len);
+    Status s = validateLaunch(kernel, args);
+    ASSERT_TRUE(s.isError()) << message;
+    EXPECT_NE(s.message().find(message), std::string::npos) << s.message();
+  };
+  expectError({3, -1, 4, 2}, {16, 20},
+              "block_table[1][0] = 4: page id out of range [0, 4) (batch 1)");
+  expectError({3, -1, -1, 2}, {16, 0},
+              "block_table[1][1] = 2 follows the -1 at slot 0: the -1 tail "
+              "must be canonical (batch 1)");
+  expectError({3, -1, 2, 2}, {16, 20},
+              "block_table[1][1] = 2: page 2 is already used at slot 0 of "
+              "the same sequence (batch 1)");
+  expectError({3, -1, 0, -1}, {16, 17},
+              "kv_len[1] = 17 does not fit the 1 page(s) of block_table[1] "
+              "(page_size 16, at most 16 tokens) (batch 1)");
+  expectError({3, -1, 0}, {16, 16}, "'block_table' has 3 values, expected 4");
+
+  args.metadata = {{"kv_len", {16, 20}}, {"block_table", {3, -1, 0, 2}}};
+  args.sizes.S = 64;
+  Status s = validateLaunch(kernel, args);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("S = 64 must be max_pages * page_size = 32"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(RuntimeManifest, RejectsBadManifests) {
   Manifest m;
   Status s = parseManifest("{", m);

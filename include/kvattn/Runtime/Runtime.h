@@ -75,14 +75,22 @@ Status parseManifest(const std::string &json, Manifest &manifest);
 
 struct Sizes {
   int64_t B = 0, Hq = 0, Hkv = 0, L = 0, S = 0;
+  /// Paged kernels only (a `block_table` parameter): the page cache
+  /// `[numPages, pageSize, Hkv, D]` and the table `[B, maxPages]`;
+  /// S is then the logical key count `maxPages * pageSize`.
+  int64_t numPages = 0, pageSize = 0, maxPages = 0;
 };
+
+/// The size a manifest names ("B", "Hq", "Hkv", "L", "S", "num_pages",
+/// "page_size", "max_pages"); -1 for an unknown name.
+int64_t sizeByName(const Sizes &sizes, const std::string &name);
 
 struct LaunchArgs {
   Sizes sizes;
   /// Device buffers by parameter name: query, key, value, mask, out, lse.
   std::map<std::string, DevicePtr> buffers;
   /// Run-time metadata on the host by parameter name: q_offset, k_offset,
-  /// q_pos, k_pos, kv_len (integers), key_valid (0/1). The runtime
+  /// q_pos, k_pos, kv_len, block_table (integers), key_valid (0/1). The runtime
   /// validates them and copies them to the device before the launch.
   std::map<std::string, std::vector<int64_t>> metadata;
 };
@@ -91,8 +99,10 @@ struct LaunchArgs {
 /// launched: every parameter present, sizes matching the static dims of the
 /// manifest, metadata of the right length, offsets and positions
 /// non-negative and in range, explicit positions strictly increasing per
-/// batch, kv_len within [0, S]. Errors name the parameter, the batch and
-/// the value.
+/// batch, kv_len within [0, S]; for paged kernels the block-table rules
+/// (kvattn/Support/BlockTable.h: page ids in range, canonical -1 tail, no
+/// page twice per sequence, kv_len fits the pages) and S = max_pages *
+/// page_size. Errors name the parameter, the batch and the value.
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args);
 
 //===----------------------------------------------------------------------===//
