@@ -51,6 +51,9 @@ cases=(
   "bool-mask|--B 2 --Hq 2 --Hkv 1 --L 5 --S 19 --mask bool"
   "float-mask|--L 5 --S 19 --mask float"
   "decode-static|--L 1 --S 100 --kv-len 57"
+  "paged-decode-p16|--B 3 --Hq 8 --Hkv 2 --D 64 --L 1 --S 256 --page-size 16 --q-offset 99,0,255 --kv-len 100,1,256 --causal --lse"
+  "paged-p1|--B 3 --Hq 8 --Hkv 2 --D 32 --L 4 --S 40 --page-size 1 --q-offset 33,16,0 --kv-len 37,20,4 --causal"
+  "paged-append-p64|--B 3 --Hq 8 --Hkv 2 --D 128 --L 16 --S 320 --page-size 64 --q-offset 200,0,300 --kv-len 216,16,316 --causal --extra-pages 1"
 )
 
 pass=0; fail=0
@@ -74,7 +77,8 @@ command -v compute-sanitizer >/dev/null && sanitizer=$(command -v compute-saniti
 echo >> "$out/summary.txt"
 for entry in "gqa-batch-kvlen-lse|--dtype bf16 --B 2 --Hq 8 --Hkv 2 --L 4 --S 40 --q-offset 16,33 --kv-len 20,37 --causal --lse" \
              "window|--dtype f16 --L 9 --S 80 --q-offset 71 --causal --window 7" \
-             "bool-mask|--dtype f32 --B 2 --Hq 2 --Hkv 1 --L 5 --S 19 --mask bool"; do
+             "bool-mask|--dtype f32 --B 2 --Hq 2 --Hkv 1 --L 5 --S 19 --mask bool" \
+             "paged|--dtype bf16 --B 3 --Hq 8 --Hkv 2 --D 64 --L 1 --S 256 --page-size 16 --q-offset 99,0,255 --kv-len 100,1,256 --causal"; do
   name=${entry%%|*}; flags=${entry#*|}
   log="$out/memcheck-$name.log"
   if [[ ! -x $sanitizer ]]; then
