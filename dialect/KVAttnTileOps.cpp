@@ -47,12 +47,20 @@ static LogicalResult checkState(Operation *op, Value max, Value sum,
   return success();
 }
 
+/// GQA packing: `group` heads per tile, at least 1.
+static LogicalResult checkGroup(Operation *op, std::optional<int64_t> group) {
+  if (group && *group < 1)
+    return op->emitOpError() << "group must be positive, got " << *group;
+  return success();
+}
+
 LogicalResult TileInitOp::verify() {
   return checkState(*this, getMax(), getSum(), getAcc());
 }
 
 LogicalResult TileLoadQOp::verify() {
-  if (failed(checkStatic(*this, "q_tile", getQTile())))
+  if (failed(checkStatic(*this, "q_tile", getQTile())) ||
+      failed(checkGroup(*this, getGroup())))
     return failure();
   return checkMatch(*this, "head dim D", getQTile(), "q_tile", 1, getQuery(),
                     "query", 3);
@@ -86,7 +94,8 @@ LogicalResult TileQKOp::verify() {
 }
 
 LogicalResult TileMaskOp::verify() {
-  if (failed(checkStatic(*this, "scores", getScores())))
+  if (failed(checkStatic(*this, "scores", getScores())) ||
+      failed(checkGroup(*this, getGroup())))
     return failure();
   if (static_cast<bool>(getQPos()) != static_cast<bool>(getKPos()))
     return emitOpError() << "q_pos and k_pos go together";
@@ -117,6 +126,7 @@ LogicalResult TileSoftmaxOp::verify() {
 
 LogicalResult TileStoreOp::verify() {
   if (failed(checkState(*this, getMax(), getSum(), getAcc())) ||
+      failed(checkGroup(*this, getGroup())) ||
       failed(checkMatch(*this, "value head dim Dv", getAcc(), "acc", 1,
                         getOut(), "out", 3)))
     return failure();

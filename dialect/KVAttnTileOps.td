@@ -44,14 +44,22 @@ def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q"> {
   let description = [{
     `q_tile[r, d] = f32(query[batch, head, start + r, d])` for `r < rows`;
     rows `rows <= r < BM` are set to 0. `q_tile` is `[BM, D]`.
+
+    With `group = G` the tile packs the `G` query heads that share one kv
+    head (GQA packing): `start` counts packed rows, and tile row `r` is
+    packed row `t = start + r`, which is query row `t / G` of head
+    `head + t % G` (`head` is the group's first head). The same rule holds
+    for `tile.mask` and `tile.store` with `group`.
   }];
   let arguments = (ins
     Arg<KVAttn_GlobalTensor, "", [MemRead]>:$query,
     Index:$batch, Index:$head, Index:$start, Index:$rows,
-    Arg<KVAttn_F32Tile, "", [MemWrite]>:$q_tile);
+    Arg<KVAttn_F32Tile, "", [MemWrite]>:$q_tile,
+    OptionalAttr<I64Attr>:$group);
   let assemblyFormat = [{
-    $query `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)` `into`
-    $q_tile attr-dict `:` type($query) `,` type($q_tile)
+    $query `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)`
+    (`group` `=` $group^)? `into` $q_tile attr-dict `:` type($query) `,`
+    type($q_tile)
   }];
   let hasVerifier = 1;
 }
@@ -106,6 +114,11 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
       and `mask[batch, head, i, j]` is true (an i1 mask, broadcast);
     * a forbidden key's score becomes `-inf`; a float `mask` is added to the
       allowed scores instead (with the same broadcasting).
+
+    With `group = G` (GQA packing, see `tile.load_q`) row `r` is query row
+    `i = (q_start + r) / G` of head `head + (q_start + r) % G`; in the offset
+    form `q_base` is then the position of query row 0 (`q_offset[b]`) and
+    `qp = q_base + i`.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Tile, "", [MemRead, MemWrite]>:$scores,
@@ -115,7 +128,8 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
     Optional<KVAttn_IndexMemRef>:$q_pos, Optional<KVAttn_IndexMemRef>:$k_pos,
     Optional<MemRefOf<[I1]>>:$key_valid,
     Optional<MemRefOf<[I1, F32, F16, BF16]>>:$mask,
-    UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
+    UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
+    OptionalAttr<I64Attr>:$group);
   let assemblyFormat = [{
     $scores `[` $batch `,` $head `,` $q_start `,` $k_start `]`
     `size` `(` $rows `,` $cols `)` `kv_len` `(` $kv_len `)`
@@ -123,7 +137,7 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
     (`positions` `(` $q_pos^ `,` $k_pos `:` type($q_pos) `,` type($k_pos) `)`)?
     (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
     (`mask` `(` $mask^ `:` type($mask) `)`)?
-    (`causal` $causal^)? (`window` `=` $window^)?
+    (`causal` $causal^)? (`window` `=` $window^)? (`group` `=` $group^)?
     attr-dict `:` type($scores)
   }];
   let hasVerifier = 1;
@@ -179,6 +193,9 @@ def KVAttn_TileStoreOp : KVAttn_Op<"tile.store"> {
     otherwise `out[batch, head, i, :] = acc[r, :] / sum[r]` converted to
     `out`'s element type (round to nearest even) and
     `lse[batch, head, i] = max[r] + log(sum[r])` (natural log).
+
+    With `group = G` (GQA packing, see `tile.load_q`) row `r` is query row
+    `(start + r) / G` of head `head + (start + r) % G`.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Row, "", [MemRead]>:$max,
@@ -186,11 +203,13 @@ def KVAttn_TileStoreOp : KVAttn_Op<"tile.store"> {
     Arg<KVAttn_F32Tile, "", [MemRead]>:$acc,
     Arg<KVAttn_GlobalTensor, "", [MemWrite]>:$out,
     Arg<Optional<MemRefRankOf<[F32], [3]>>, "", [MemWrite]>:$lse,
-    Index:$batch, Index:$head, Index:$start, Index:$rows);
+    Index:$batch, Index:$head, Index:$start, Index:$rows,
+    OptionalAttr<I64Attr>:$group);
   let assemblyFormat = [{
     `state` `(` $max `,` $sum `,` $acc `)` `into` $out
     (`lse` `(` $lse^ `:` type($lse) `)`)?
-    `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)` attr-dict
+    `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)`
+    (`group` `=` $group^)? attr-dict
     `:` type($max) `,` type($sum) `,` type($acc) `,` type($out)
   }];
   let hasVerifier = 1;

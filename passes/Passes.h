@@ -40,6 +40,7 @@ struct PtxPipelineOptions {
   std::string features;
   std::string libdevice;
   int64_t blockM = 64, blockN = 64, numWarps = 4, numStages = 2;
+  bool packGqa = true;
 };
 
 /// kvattn -> tile program -> outlined kernels with the tile ops lowered to

@@ -57,6 +57,15 @@ def LowerAppendPass : Pass<"kvattn-lower-append"> {
     bufferizes in place. The write bounds (`0 <= pos[b] <= C - L`) are a
     run-time precondition that the caller validates (kvattn-run does so
     with the reference before running compiled code).
+
+    The paged form (`block_table`) becomes a loop over the batch and the
+    `L` new tokens: token `p = pos[b] + t` goes to row `p % page_size` of
+    page `block_table[b, p / page_size]`, as the `[H, D]` slice
+    `update[b, :, t, :]` inserted into `[1, 1, H, D]` of the pages. Both
+    loops carry the pages tensor, so the writes bufferize in place. The
+    table rules and `pos[b] + L <= pages(b) * page_size` are, likewise, a
+    precondition (the verifier checks constants; kvattn-run runs the
+    reference first).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -89,10 +98,18 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
     (`bufferization.to_buffer`) and results are fresh allocations returned
     as tensors, ready for One-Shot Bufferize.
 
+    GQA packing (`pack-gqa`, on by default): for few query rows
+    (`L < block-m`) and `G = Hq / Hkv > 1`, the grid runs over
+    (batch x kv head, block of `block-m` packed rows), packed row `t` being
+    query row `t / G` of head `kv_head * G + t % G`; the tile ops carry
+    `group = G`. Each K/V block is then loaded once per group instead of once
+    per query head.
+
     `num-warps` and `num-stages` are recorded on the grid
-    (`kvattn.tile_config`) for the GPU lowering. With `stats=true` each
-    program adds its loaded, masked and skipped block counts to the public
-    global `@kvattn_tile_stats` (memref<3xi64>): the very values that bound
+    (`kvattn.tile_config`, with `group` and `split_kv`) for the GPU
+    lowering. With `stats=true` each program adds its loaded, masked and
+    skipped block counts and the bytes of K and V it reads to the public
+    global `@kvattn_tile_stats` (memref<4xi64>): the very values that bound
     its loop.
   }];
   let dependentDialects = [
@@ -124,6 +141,10 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
     Option<"numSms", "num-sms", "int64_t", /*default=*/"132",
            "Multiprocessors of the target device, for split-kv=0 "
            "(132: H100/H200)">,
+    Option<"packGqa", "pack-gqa", "bool", /*default=*/"true",
+           "GQA packing: when L < block-m and Hq/Hkv > 1 (static), one "
+           "program takes the query rows of all heads that share a kv head, "
+           "so each K/V block is read once per group">,
   ];
 }
 

@@ -27,6 +27,9 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                           llvm::cl::desc("KV chunks per program, merged in "
                                          "chunk order"),
                           llvm::cl::init(1)};
+  Option<bool> packGqa{*this, "pack-gqa",
+                       llvm::cl::desc("GQA packing of few query rows"),
+                       llvm::cl::init(true)};
   Option<bool> fixUpperLeftAppends{
       *this, "fix-upper-left-appends",
       llvm::cl::desc("Passed to -kvattn-resolve-cached-append"),
@@ -41,7 +44,8 @@ void buildKVAttnToCpuPipeline(OpPassManager &pm,
   std::string text = llvm::formatv(
       "kvattn-resolve-cached-append{{fix-upper-left-appends={0}},"
       "kvattn-lower-append,"
-      "kvattn-tile{{block-m={1} block-n={2} stats={3} split-kv={4}},"
+      "kvattn-tile{{block-m={1} block-n={2} stats={3} split-kv={4} "
+      "pack-gqa={5}},"
       "kvattn-lower-merge,"
       // No canonicalization before scf-forall-to-for: it would inline the
       // per-program alloca scope into the forall and, after the forall
@@ -60,10 +64,13 @@ void buildKVAttnToCpuPipeline(OpPassManager &pm,
       "func.func(buffer-loop-hoisting),"
       "expand-strided-metadata,"
       "lower-affine,"
+      // memref.alloca_scope holds one block: lower the scopes (a program
+      // whose grid folded to one instance keeps its scope) before the scf
+      // loops inside them become branches.
+      "finalize-memref-to-llvm,"
       "convert-scf-to-cf,"
       "convert-math-to-llvm,"
       "convert-math-to-libm,"
-      "finalize-memref-to-llvm,"
       "convert-arith-to-llvm,"
       "convert-index-to-llvm,"
       "convert-func-to-llvm,"
@@ -71,7 +78,7 @@ void buildKVAttnToCpuPipeline(OpPassManager &pm,
       "reconcile-unrealized-casts",
       options.fixUpperLeftAppends ? "true" : "false", options.blockM.getValue(),
       options.blockN.getValue(), options.stats ? "true" : "false",
-      options.splitKv.getValue());
+      options.splitKv.getValue(), options.packGqa ? "true" : "false");
   if (failed(parsePassPipeline(text, pm, llvm::errs())))
     llvm::report_fatal_error("kvattn-to-cpu: invalid pipeline text");
 }
@@ -103,6 +110,9 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
   Option<int64_t> numStages{*this, "num-stages",
                             llvm::cl::desc("K/V pipeline depth (recorded)"),
                             llvm::cl::init(2)};
+  Option<bool> packGqa{*this, "pack-gqa",
+                       llvm::cl::desc("GQA packing of few query rows"),
+                       llvm::cl::init(true)};
 
   mlir::kvattn::PtxPipelineOptions get() const {
     mlir::kvattn::PtxPipelineOptions o;
@@ -113,6 +123,7 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.blockN = blockN;
     o.numWarps = numWarps;
     o.numStages = numStages;
+    o.packGqa = packGqa;
     return o;
   }
 };
@@ -146,11 +157,11 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   addPipeline(
       pm, llvm::formatv("kvattn-resolve-cached-append,"
                         "kvattn-tile{{block-m={0} block-n={1} num-warps={2} "
-                        "num-stages={3}},"
+                        "num-stages={3} pack-gqa={4}},"
                         "kvattn-outline-tile-programs,"
                         "gpu.module(kvattn-lower-tile-to-gpu,canonicalize,cse)",
                         options.blockM, options.blockN, options.numWarps,
-                        options.numStages)
+                        options.numStages, options.packGqa ? "true" : "false")
               .str());
 }
 

@@ -31,8 +31,10 @@ namespace kvattn {
 using namespace mlir;
 using namespace mlir::kvattn;
 
-/// Name of the global that collects block statistics (stats=true).
+/// Name of the global that collects block statistics (stats=true): loaded,
+/// masked and skipped KV blocks, K/V bytes read.
 static constexpr StringLiteral kStatsGlobal = "kvattn_tile_stats";
+static constexpr int64_t kNumStats = 4;
 /// The role of a program operand, on the op that defines its buffer.
 static constexpr StringLiteral kRoleAttr = "kvattn.role";
 
@@ -44,6 +46,7 @@ struct TileConfig {
   /// KV chunks per program (1: no split, 0: automatic).
   int64_t splitKv;
   int64_t numSms;
+  bool packGqa;
 };
 
 /// Index arithmetic with folding, on an ImplicitLocOpBuilder.
@@ -121,11 +124,11 @@ void ensureStatsGlobal(ModuleOp module) {
   if (module.lookupSymbol(kStatsGlobal))
     return;
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  auto type = MemRefType::get({3}, b.getI64Type());
+  auto type = MemRefType::get({kNumStats}, b.getI64Type());
   memref::GlobalOp::create(
       b, module.getLoc(), kStatsGlobal, /*sym_visibility=*/StringAttr(), type,
-      DenseElementsAttr::get(RankedTensorType::get({3}, b.getI64Type()),
-                             ArrayRef<int64_t>{0, 0, 0}),
+      DenseElementsAttr::get(RankedTensorType::get({kNumStats}, b.getI64Type()),
+                             ArrayRef<int64_t>{0, 0, 0, 0}),
       /*constant=*/false, /*alignment=*/IntegerAttr());
 }
 
@@ -135,9 +138,11 @@ void ensureStatsGlobal(ModuleOp module) {
 /// no more chunks than KV blocks, at most 16; 1 when the shapes are dynamic
 /// (decided at compile time, so it needs static B, Hq, L, S).
 static int64_t automaticSplit(RankedTensorType q, int64_t logicalKeys,
-                              int64_t bm, int64_t bn, int64_t numSms) {
-  int64_t b = q.getDimSize(0), hq = q.getDimSize(1), l = q.getDimSize(2),
-          s = logicalKeys;
+                              int64_t group, int64_t bm, int64_t bn,
+                              int64_t numSms) {
+  // With GQA packing a program takes `group` heads' rows.
+  int64_t b = q.getDimSize(0), hq = q.getDimSize(1) / group,
+          l = q.getDimSize(2) * group, s = logicalKeys;
   if (ShapedType::isDynamic(b) || ShapedType::isDynamic(hq) ||
       ShapedType::isDynamic(l) || ShapedType::isDynamic(s))
     return 1;
@@ -177,6 +182,16 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   // mask.
   const bool canBeFull = !op.getKeyValid() && !op.getMask() &&
                          !(explicitForm && (causal || window));
+  // GQA packing: G = Hq / Hkv heads per program, for few query rows.
+  int64_t kvHeadsStatic = op.getKey().getType().getDimSize(op.getKeyHeadDim());
+  int64_t group = 1;
+  if (cfg.packGqa && qType.hasStaticShape() &&
+      ShapedType::isStatic(kvHeadsStatic) && kvHeadsStatic > 0 &&
+      qType.getDimSize(2) < bm)
+    group = qType.getDimSize(1) / kvHeadsStatic;
+  const bool packed = group > 1;
+  IntegerAttr groupAttr =
+      packed ? rewriter.getI64IntegerAttr(group) : IntegerAttr();
 
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   b.setInsertionPoint(op);
@@ -204,8 +219,10 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
     buf.lse = allocLike(b, cast<RankedTensorType>(lse.getType()),
                         {batch, qHeads, qLen}, "lse");
 
-  Value numPrograms = m.mul(batch, qHeads);
-  Value numQBlocks = m.ceilDiv(qLen, bm);
+  Value numPrograms =
+      m.mul(batch, packed ? m.c(qType.getDimSize(1) / group) : qHeads);
+  Value numQBlocks =
+      m.ceilDiv(packed ? m.c(qType.getDimSize(2) * group) : qLen, bm);
 
   auto f32 = b.getF32Type();
   auto scoresType = MemRefType::get({bm, bn}, f32);
@@ -220,11 +237,11 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   // buffer to index: no split.
   bool emptyGrid = llvm::any_of(qType.getShape().take_front(3),
                                 [](int64_t d) { return d == 0; });
-  const int64_t splits =
-      emptyGrid ? 1
-      : cfg.splitKv == 0
-          ? automaticSplit(qType, op.getLogicalKeyLength(), bm, bn, cfg.numSms)
-          : cfg.splitKv;
+  const int64_t splits = emptyGrid ? 1
+                         : cfg.splitKv == 0
+                             ? automaticSplit(qType, op.getLogicalKeyLength(),
+                                              group, bm, bn, cfg.numSms)
+                             : cfg.splitKv;
   Value outParts, lseParts;
   if (splits > 1) {
     auto partsType = [&](ArrayRef<int64_t> shape) {
@@ -265,14 +282,26 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
               kvHeads = p.dim(buf.k, paged ? 2 : 1),
               kLen = paged ? p.mul(p.dim(buf.blockTable, 1), p.dim(buf.k, 1))
                            : p.dim(buf.k, 2);
-        Value group = pb.createOrFold<arith::DivUIOp>(qHeads, kvHeads);
         Value totalKBlocks = p.ceilDiv(kLen, bn);
         Value bh = ivs[0], qBlock = ivs[1];
-        Value bIdx = pb.createOrFold<arith::DivUIOp>(bh, qHeads);
-        Value head = pb.createOrFold<arith::RemUIOp>(bh, qHeads);
-        Value kvHead = pb.createOrFold<arith::DivUIOp>(head, group);
+        // Unpacked: program (b, head), rows = query rows. Packed: program
+        // (b, kv head), rows = packed rows of the group's heads; `head` is
+        // the group's first head.
+        Value bIdx, head, kvHead, rowCount;
+        if (packed) {
+          bIdx = pb.createOrFold<arith::DivUIOp>(bh, kvHeads);
+          kvHead = pb.createOrFold<arith::RemUIOp>(bh, kvHeads);
+          head = p.mul(kvHead, p.c(group));
+          rowCount = p.mul(qLen, p.c(group));
+        } else {
+          Value heads = pb.createOrFold<arith::DivUIOp>(qHeads, kvHeads);
+          bIdx = pb.createOrFold<arith::DivUIOp>(bh, qHeads);
+          head = pb.createOrFold<arith::RemUIOp>(bh, qHeads);
+          kvHead = pb.createOrFold<arith::DivUIOp>(head, heads);
+          rowCount = qLen;
+        }
         Value qStart = p.mul(qBlock, p.c(bm));
-        Value rows = p.min(p.c(bm), p.sub(qLen, qStart));
+        Value rows = p.min(p.c(bm), p.sub(rowCount, qStart));
         Value kvLen = buf.kvLen ? p.loadIndex(buf.kvLen, bIdx) : kLen;
 
         // The visible key range [lo, hi) and the full blocks
@@ -284,9 +313,16 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
         if (offsetForm) {
           Value qOff = p.loadIndex(buf.qOffset, bIdx);
           Value kOff = buf.kOffset ? p.loadIndex(buf.kOffset, bIdx) : zero;
-          Value qFirst = p.add(qOff, qStart);               // smallest qp
-          Value qLast = p.sub(p.add(qFirst, rows), p.c(1)); // largest qp
-          qBase = qFirst;
+          // The program's query rows: [qStart, qStart + rows), or with
+          // packing [qStart / G, (qStart + rows - 1) / G].
+          Value firstRow = packed ? p.floorDiv(qStart, group) : qStart;
+          Value lastRow = p.sub(p.add(qStart, rows), p.c(1));
+          if (packed)
+            lastRow = p.floorDiv(lastRow, group);
+          Value qFirst = p.add(qOff, firstRow); // smallest qp
+          Value qLast = p.add(qOff, lastRow);   // largest qp
+          // tile.mask: qp = q_base + r, or packed q_base + (t / G).
+          qBase = packed ? qOff : qFirst;
           kBase = kOff;
           if (causal) {
             // kp = kOff + j <= qLast  <=>  j < qLast - kOff + 1.
@@ -331,9 +367,17 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
                 arith::CmpIOp::create(pb, arith::CmpIPredicate::eq, ivs[2],
                                       zero),
                 skipped, zero);
+          // K/V bytes: the keys of the loaded blocks that are read (up to
+          // the buffer's end, or kv_len when paged), D + Dv elements each.
+          Value readEnd = paged ? kvLen : kLen;
+          Value keysRead = p.max(p.sub(p.min(p.mul(loopHi, p.c(bn)), readEnd),
+                                       p.mul(loopLo, p.c(bn))),
+                                 zero);
+          int64_t eltBytes = qType.getElementType().getIntOrFloatBitWidth() / 8;
+          Value bytes = p.mul(keysRead, p.c((headDim + valueDim) * eltBytes));
           Value global = memref::GetGlobalOp::create(
-              pb, MemRefType::get({3}, pb.getI64Type()), kStatsGlobal);
-          Value counts[3] = {loaded, masked, skipped};
+              pb, MemRefType::get({kNumStats}, pb.getI64Type()), kStatsGlobal);
+          Value counts[kNumStats] = {loaded, masked, skipped, bytes};
           for (auto [slot, count] : llvm::enumerate(counts)) {
             Value v = arith::IndexCastOp::create(pb, pb.getI64Type(), count);
             memref::AtomicRMWOp::create(pb, arith::AtomicRMWKind::addi, v,
@@ -347,7 +391,8 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
         Value rowSum = memref::AllocaOp::create(pb, rowType);
         Value acc = memref::AllocaOp::create(pb, accType);
         TileInitOp::create(pb, rowMax, rowSum, acc);
-        TileLoadQOp::create(pb, buf.q, bIdx, head, qStart, rows, qTile);
+        TileLoadQOp::create(pb, buf.q, bIdx, head, qStart, rows, qTile,
+                            groupAttr);
 
         scf::ForOp::create(
             pb, loopLo, loopHi, p.c(1), ValueRange{},
@@ -378,7 +423,8 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
                     fb, scores, bIdx, head, qStart, kStart, rows, cols, kvLen,
                     qBase, kBase ? f.add(kBase, kStart) : Value(), buf.qPos,
                     buf.kPos, buf.keyValid, buf.mask, causal,
-                    window ? fb.getI64IntegerAttr(*window) : IntegerAttr());
+                    window ? fb.getI64IntegerAttr(*window) : IntegerAttr(),
+                    groupAttr);
               }
               TileSoftmaxOp::create(fb, scores, buf.v, bIdx, kvHead, kStart,
                                     rows, cols, rowMax, rowSum, acc,
@@ -405,10 +451,11 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
                 .getResult();
           };
           TileStoreOp::create(pb, rowMax, rowSum, acc, part(outParts),
-                              part(lseParts), bIdx, head, qStart, rows);
+                              part(lseParts), bIdx, head, qStart, rows,
+                              groupAttr);
         } else {
           TileStoreOp::create(pb, rowMax, rowSum, acc, buf.out, buf.lse, bIdx,
-                              head, qStart, rows);
+                              head, qStart, rows, groupAttr);
         }
         memref::AllocaScopeReturnOp::create(pb, ValueRange{});
         pb.setInsertionPointAfter(scope);
@@ -422,6 +469,7 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
           b.getNamedAttr("num_warps", b.getI64IntegerAttr(cfg.numWarps)),
           b.getNamedAttr("num_stages", b.getI64IntegerAttr(cfg.numStages)),
           b.getNamedAttr("split_kv", b.getI64IntegerAttr(splits)),
+          b.getNamedAttr("group", b.getI64IntegerAttr(group)),
       }));
 
   SmallVector<Value> results;
@@ -481,7 +529,8 @@ struct TilePass : kvattn::impl::TilePassBase<TilePass> {
           << static_cast<int64_t>(numSms);
       return signalPassFailure();
     }
-    TileConfig cfg{blockM, blockN, numWarps, numStages, stats, splitKv, numSms};
+    TileConfig cfg{blockM, blockN,  numWarps, numStages,
+                   stats,  splitKv, numSms,   packGqa};
     SmallVector<AttentionOp> ops;
     getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
     bool sdpaLeft = false;

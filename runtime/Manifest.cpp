@@ -119,6 +119,12 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
     KVATTN_RETURN_IF_ERROR(integer(*tile, "block_n", info.blockN, where));
     KVATTN_RETURN_IF_ERROR(integer(*tile, "num_warps", info.numWarps, where));
     KVATTN_RETURN_IF_ERROR(integer(*tile, "num_stages", info.numStages, where));
+    // Optional (older manifests have none): query heads per program.
+    if (tile->get("group"))
+      KVATTN_RETURN_IF_ERROR(integer(*tile, "group", info.group, where));
+    if (info.group < 1)
+      return Status::error("manifest: " + where + " has group " +
+                           std::to_string(info.group) + " (must be >= 1)");
     if (info.blockM <= 0 || info.blockX <= 0 || info.blockX > 1024)
       return Status::error("manifest: " + where +
                            " has an invalid block or tile size");

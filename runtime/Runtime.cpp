@@ -424,9 +424,11 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
     values.push_back(slot.ptr);
   }
 
-  // The grid of the manifest: x = B * Hq programs, y = query blocks.
-  const int64_t gridX = args.sizes.B * args.sizes.Hq;
-  const int64_t gridY = (args.sizes.L + kernel.blockM - 1) / kernel.blockM;
+  // The grid of the manifest: x = B * Hq / group programs, y = blocks of
+  // group * L (packed) query rows.
+  const int64_t gridX = args.sizes.B * args.sizes.Hq / kernel.group;
+  const int64_t gridY =
+      (kernel.group * args.sizes.L + kernel.blockM - 1) / kernel.blockM;
   if (gridX == 0 || gridY == 0)
     return Status::ok(); // No program: nothing to compute.
   if (gridX > 0x7fffffff || gridY > 65535)

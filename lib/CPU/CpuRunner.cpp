@@ -94,9 +94,10 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
     PassManager pm(ctx);
     std::string pipeline = llvm::formatv(
         "kvattn-to-cpu{{block-m={0} block-n={1} stats={2} "
-        "fix-upper-left-appends={3} split-kv={4}}",
+        "fix-upper-left-appends={3} split-kv={4} pack-gqa={5}}",
         options.blockM, options.blockN, options.stats ? "true" : "false",
-        options.fixUpperLeftAppends ? "true" : "false", options.splitKv);
+        options.fixUpperLeftAppends ? "true" : "false", options.splitKv,
+        options.packGqa ? "true" : "false");
     std::string parseErrors;
     llvm::raw_string_ostream errs(parseErrors);
     if (failed(parsePassPipeline(pipeline, pm, errs)))
@@ -224,12 +225,12 @@ Status CpuProgram::run(const std::vector<HostTensor> &arguments,
 BlockStats CpuProgram::stats() const {
   if (!statsGlobal_)
     return {};
-  return {statsGlobal_[0], statsGlobal_[1], statsGlobal_[2]};
+  return {statsGlobal_[0], statsGlobal_[1], statsGlobal_[2], statsGlobal_[3]};
 }
 
 void CpuProgram::resetStats() {
   if (statsGlobal_)
-    std::memset(statsGlobal_, 0, 3 * sizeof(int64_t));
+    std::memset(statsGlobal_, 0, 4 * sizeof(int64_t));
 }
 
 } // namespace kvattn

@@ -31,6 +31,8 @@ static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
   m.blockN = config.getAs<IntegerAttr>("block_n").getInt();
   m.numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
   m.numStages = config.getAs<IntegerAttr>("num_stages").getInt();
+  if (auto group = config.getAs<IntegerAttr>("group"))
+    m.group = group.getInt();
   m.threadsPerBlock = 32 * m.numWarps;
   m.dynamicSharedMemoryBytes =
       kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes").getInt();
@@ -61,6 +63,7 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
   po.chip = options.chip;
   po.features = options.features;
   po.blockM = options.blockM;
+  po.packGqa = options.packGqa;
   po.blockN = options.blockN;
   po.numWarps = options.numWarps;
   po.numStages = options.numStages;
@@ -147,15 +150,19 @@ std::string manifestToJson(const PtxModule &module,
       os << "}";
     }
     os << "\n      ],\n"
-       << "      \"grid\": {\"x\": \"B * Hq\", \"y\": \"ceil(L / " << m.blockM
-       << ")\", \"z\": 1},\n"
+       << "      \"grid\": {\"x\": \""
+       << (m.group > 1 ? "B * Hq / " + std::to_string(m.group) : "B * Hq")
+       << "\", \"y\": \"ceil("
+       << (m.group > 1 ? std::to_string(m.group) + " * L" : "L") << " / "
+       << m.blockM << ")\", \"z\": 1},\n"
        << "      \"block\": {\"x\": " << m.threadsPerBlock
        << ", \"y\": 1, \"z\": 1},\n"
        << "      \"dynamic_shared_memory_bytes\": "
        << m.dynamicSharedMemoryBytes << ",\n"
        << "      \"tile\": {\"block_m\": " << m.blockM
        << ", \"block_n\": " << m.blockN << ", \"num_warps\": " << m.numWarps
-       << ", \"num_stages\": " << m.numStages << "}\n"
+       << ", \"num_stages\": " << m.numStages << ", \"group\": " << m.group
+       << "}\n"
        << "    }";
   }
   os << "\n  ]\n}\n";

@@ -160,12 +160,37 @@ inline SmallVector<Value> maskIndices(Emitter &e, Value mask, Value b, Value h,
   return indices;
 }
 
+/// The query head and the query row of tile row `r` of a tile op whose
+/// rows start at `start` of head `head`: `(head, start + r)`, or with GQA
+/// packing (`group = G`) `(head + (start + r) % G, (start + r) / G)`.
+struct QueryRow {
+  Value head, row;
+};
+inline QueryRow queryRowOf(Emitter &e, Value head, Value start,
+                           std::optional<int64_t> group, Value r) {
+  Value t = e.add(start, r);
+  if (!group || *group == 1)
+    return {head, t};
+  Value g = e.idx(*group);
+  return {e.add(head, e.b.createOrFold<arith::RemUIOp>(t, g)),
+          e.b.createOrFold<arith::DivUIOp>(t, g)};
+}
+
 /// The position of row `r` of a tile.mask (null without positions).
 inline Value emitQueryPosition(Emitter &e, TileMaskOp op, Value r) {
-  if (op.getQBase())
-    return e.add(op.getQBase(), r);
+  std::optional<int64_t> group = op.getGroup();
+  if (op.getQBase()) {
+    if (!group || *group == 1)
+      return e.add(op.getQBase(), r);
+    // Packed: q_base is the position of query row 0.
+    return e.add(op.getQBase(),
+                 queryRowOf(e, op.getHead(), op.getQStart(), group, r).row);
+  }
   if (op.getQPos())
-    return e.loadIndex(op.getQPos(), {op.getBatch(), e.add(op.getQStart(), r)});
+    return e.loadIndex(
+        op.getQPos(),
+        {op.getBatch(),
+         queryRowOf(e, op.getHead(), op.getQStart(), group, r).row});
   return {};
 }
 
@@ -174,7 +199,6 @@ inline Value emitQueryPosition(Emitter &e, TileMaskOp op, Value r) {
 inline Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp,
                              Value c) {
   using P = arith::CmpIPredicate;
-  Value i = e.add(op.getQStart(), r);
   Value j = e.add(op.getKStart(), c);
   Value allowed = e.cmpi(P::slt, j, op.getKvLen());
   if (Value valid = op.getKeyValid())
@@ -189,8 +213,9 @@ inline Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp,
   }
   Value s = e.load(op.getScores(), {r, c});
   if (Value mask = op.getMask()) {
+    QueryRow q = queryRowOf(e, op.getHead(), op.getQStart(), op.getGroup(), r);
     Value m =
-        e.load(mask, maskIndices(e, mask, op.getBatch(), op.getHead(), i, j));
+        e.load(mask, maskIndices(e, mask, op.getBatch(), q.head, q.row, j));
     if (isa<FloatType>(m.getType())) {
       if (!m.getType().isF32())
         m = arith::ExtFOp::create(e.b, e.b.getF32Type(), m);

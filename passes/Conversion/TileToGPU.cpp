@@ -162,8 +162,9 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
     Value v = e.ifElse(
         e.lt(r, op.getRows()),
         [&] {
-          return e.loadF32(op.getQuery(), {op.getBatch(), op.getHead(),
-                                           e.add(op.getStart(), r), x});
+          QueryRow q =
+              queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+          return e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, x});
         },
         e.f32(0));
     e.store(v, tile, {r, x});
@@ -323,7 +324,7 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
   for (int k = 0; k < 2; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
-      Value i = e.add(op.getStart(), r);
+      QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
       Value rowMax = e.load(op.getMax(), r);
       Value sum = e.load(op.getSum(), r);
       Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
@@ -334,7 +335,7 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
         v = arith::SelectOp::create(e.b, empty, e.f32(0), v);
         if (!outType.isF32())
           v = arith::TruncFOp::create(e.b, outType, v);
-        e.store(v, out, {op.getBatch(), op.getHead(), i, x});
+        e.store(v, out, {op.getBatch(), q.head, q.row, x});
       });
       if (Value lse = op.getLse()) {
         Value leader = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
@@ -342,7 +343,7 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
         e.when(leader, [&] {
           Value l = e.addf(rowMax, math::LogOp::create(e.b, sum));
           e.store(arith::SelectOp::create(e.b, empty, e.negInf(), l), lse,
-                  {op.getBatch(), op.getHead(), i});
+                  {op.getBatch(), q.head, q.row});
         });
       }
     });

@@ -56,10 +56,10 @@ LogicalResult lowerLoadQ(TileLoadQOp op, PatternRewriter &rewriter) {
   Value tile = op.getQTile();
   Value bm = e.tileDim(tile, 0), d = e.tileDim(tile, 1);
   e.loop(e.idx(0), op.getRows(), [&](Value r) {
-    Value i = e.add(op.getStart(), r);
+    QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
     e.loop(e.idx(0), d, [&](Value x) {
-      e.store(e.loadF32(op.getQuery(), {op.getBatch(), op.getHead(), i, x}),
-              tile, {r, x});
+      e.store(e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, x}), tile,
+              {r, x});
     });
   });
   e.loop(op.getRows(), bm, [&](Value r) {
@@ -169,7 +169,7 @@ LogicalResult lowerStore(TileStoreOp op, PatternRewriter &rewriter) {
   Type outType = cast<MemRefType>(out.getType()).getElementType();
   Value dv = e.tileDim(acc, 1);
   e.loop(e.idx(0), op.getRows(), [&](Value r) {
-    Value i = e.add(op.getStart(), r);
+    QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
     Value rowMax = e.load(op.getMax(), r);
     Value sum = e.load(op.getSum(), r);
     // No allowed key: out = 0, lse = -inf. A NaN max is not -inf, so NaN
@@ -182,12 +182,12 @@ LogicalResult lowerStore(TileStoreOp op, PatternRewriter &rewriter) {
       v = arith::SelectOp::create(b, empty, e.f32(0), v);
       if (!outType.isF32())
         v = arith::TruncFOp::create(b, outType, v);
-      e.store(v, out, {op.getBatch(), op.getHead(), i, x});
+      e.store(v, out, {op.getBatch(), q.head, q.row, x});
     });
     if (Value lse = op.getLse()) {
       Value l = e.addf(rowMax, math::LogOp::create(b, sum));
       e.store(arith::SelectOp::create(b, empty, e.negInf(), l), lse,
-              {op.getBatch(), op.getHead(), i});
+              {op.getBatch(), q.head, q.row});
     }
   });
   rewriter.eraseOp(op);

@@ -39,7 +39,7 @@
 // CHECK:               }
 // CHECK:               kvattn.tile.softmax_update %{{.*}}, %{{.*}}[%[[B]], %[[G]], %[[KSTART]]]
 // CHECK:             kvattn.tile.store state({{.*}}) into %[[OUT]] [%[[B]], %[[H]], %[[QSTART]]] rows(%[[ROWS]])
-// CHECK:         } {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, num_stages = 2 : i64, num_warps = 4 : i64, split_kv = 1 : i64}}
+// CHECK:         } {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, group = 1 : i64, num_stages = 2 : i64, num_warps = 4 : i64, split_kv = 1 : i64}}
 // CHECK:         %[[RES:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
 // CHECK:         return %[[RES]]
 
@@ -73,10 +73,10 @@
 
 // OPTS-LABEL: func @offsets_causal_gqa
 // OPTS:         scf.forall ({{.*}}) in (16, 7)
-// OPTS:           memref.get_global @kvattn_tile_stats : memref<3xi64>
-// OPTS-COUNT-3:   memref.atomic_rmw addi
+// OPTS:           memref.get_global @kvattn_tile_stats : memref<4xi64>
+// OPTS-COUNT-4:   memref.atomic_rmw addi
 // OPTS:           memref.alloca() : memref<16x32xf32>
-// OPTS:         {kvattn.tile_config = {block_m = 16 : i64, block_n = 32 : i64, num_stages = 3 : i64, num_warps = 8 : i64, split_kv = 1 : i64}}
+// OPTS:         {kvattn.tile_config = {block_m = 16 : i64, block_n = 32 : i64, group = 1 : i64, num_stages = 3 : i64, num_warps = 8 : i64, split_kv = 1 : i64}}
 func.func @offsets_causal_gqa(%q: tensor<2x8x100x64xf16>, %k: tensor<2x2x356x64xf16>,
     %v: tensor<2x2x356x64xf16>, %pos: tensor<2xi32>, %len: tensor<2xi32>) -> tensor<2x8x100x64xf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<2xi32>) kv_len(%len : tensor<2xi32>) causal
@@ -148,4 +148,40 @@ func.func @validity_and_mask(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x64x16xf32>
   %o = kvattn.attention %q, %k, %v key_valid(%valid : tensor<1x64xi1>) mask(%m : tensor<1x1x8x64xf32>)
       : tensor<1x2x8x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32> -> tensor<1x2x8x16xf32>
   return %o : tensor<1x2x8x16xf32>
+}
+
+// -----
+
+// GQA packing: decode (L = 2 < block-m) with 8 query heads over 2 kv heads.
+// One program per (batch, kv head) takes the 4 heads x 2 rows of its group;
+// packed row t is query row t / 4 of head 4 * kv_head + t % 4. The offset
+// positions of the mask start at query row 0 (q_base = q_offset[b]).
+
+// CHECK-LABEL: func @decode_packed
+// CHECK:         scf.forall (%[[BH:.*]], %[[QBLK:.*]]) in (6, 1) {
+// CHECK:           %[[C2:.*]] = arith.constant 2 : index
+// CHECK:           %[[B:.*]] = arith.divui %[[BH]], %[[C2]]
+// CHECK:           %[[KVH:.*]] = arith.remui %[[BH]], %[[C2]]
+// CHECK:           %[[C4:.*]] = arith.constant 4 : index
+// CHECK:           %[[H0:.*]] = arith.muli %[[KVH]], %[[C4]]
+// CHECK:           %[[OFF:.*]] = memref.load %{{.*}}[%[[B]]]
+// CHECK:           %[[QOFF:.*]] = arith.index_cast %[[OFF]]
+// CHECK:           kvattn.tile.load_q %{{.*}}[%[[B]], %[[H0]], %{{.*}}] rows(%{{.*}}) group = 4 into
+// CHECK:             kvattn.tile.qk %{{.*}}, %{{.*}}[%[[B]], %[[KVH]], %{{.*}}]
+// CHECK:               kvattn.tile.mask %{{.*}}[%[[B]], %[[H0]], %{{.*}}, %{{.*}}] size({{.*}}) kv_len(%{{.*}}) offsets(%[[QOFF]], %{{.*}}) causal group = 4 :
+// CHECK:           kvattn.tile.store state({{.*}}) into %{{.*}} [%[[B]], %[[H0]], %{{.*}}] rows(%{{.*}}) group = 4 :
+// CHECK:         } {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, group = 4 : i64,
+// OPTS-LABEL: func @decode_packed
+// OPTS:         scf.forall ({{.*}}) in (6, 1)
+// SPLIT-LABEL: func @decode_packed
+// SPLIT:        scf.forall ({{.*}}) in (6, 1, 4)
+// 6 programs want ceil(2 x 132 / 6) = 44 chunks, capped at 16 (and at the
+// 64 blocks of 4096 keys).
+// AUTO-LABEL: func @decode_packed
+// AUTO:         scf.forall ({{.*}}) in (6, 1, 16)
+func.func @decode_packed(%q: tensor<3x8x2x64xbf16>, %k: tensor<3x2x4096x64xbf16>,
+                         %v: tensor<3x2x4096x64xbf16>, %pos: tensor<3xi32>) -> tensor<3x8x2x64xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<3xi32>) causal
+      : tensor<3x8x2x64xbf16>, tensor<3x2x4096x64xbf16>, tensor<3x2x4096x64xbf16> -> tensor<3x8x2x64xbf16>
+  return %o : tensor<3x8x2x64xbf16>
 }

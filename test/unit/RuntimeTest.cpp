@@ -235,6 +235,39 @@ TEST_F(RuntimeTest, LaunchPacksArgumentsInManifestOrder) {
   EXPECT_EQ(fakecuda_state()->functionAttributes[0].second, 98816);
 }
 
+TEST_F(RuntimeTest, PackedGqaKernelsLaunchOneProgramPerKvHead) {
+  // The same kernel compiled with GQA packing: group = Hq / Hkv = 4 heads
+  // per program, so the grid is (B * Hq / 4, ceil(4 * L / 64)).
+  KernelInfo kernel = manifest.kernels[0];
+  kernel.group = 4;
+  const Module *module;
+  ASSERT_TRUE(runtime->loadModule(kPtx, module).isOk());
+  LaunchArgs args = validArgs();
+  args.sizes.L = 3;
+  Status s = runtime->launch(*module, kernel, args);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_EQ(fakecuda_state()->launches.size(), 1u);
+  const FakeLaunch &l = fakecuda_state()->launches[0];
+  EXPECT_EQ(l.grid[0], 4u); // 2 batches x 2 kv heads
+  EXPECT_EQ(l.grid[1], 1u); // 12 packed rows in one 64-row block
+  EXPECT_EQ(l.grid[2], 1u);
+
+  // The manifest field round-trips; a group below 1 is refused.
+  std::string json = kManifest;
+  std::string stages = "\"num_stages\": 2}";
+  json.replace(json.find(stages), stages.size(),
+               "\"num_stages\": 2, \"group\": 4}");
+  Manifest packed;
+  ASSERT_TRUE(parseManifest(json, packed).isOk());
+  EXPECT_EQ(packed.kernels[0].group, 4);
+  json.replace(json.find("\"group\": 4"), std::strlen("\"group\": 4"),
+               "\"group\": 0");
+  s = parseManifest(json, packed);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("group 0 (must be >= 1)"), std::string::npos)
+      << s.message();
+}
+
 TEST_F(RuntimeTest, ValidationNamesBatchAndValue) {
   LaunchArgs args = validArgs();
   args.metadata["q_offset"] = {200, -3};

@@ -98,6 +98,10 @@ cl::opt<int64_t> splitKv("split-kv",
                          cl::desc("KV chunks per program, merged in chunk "
                                   "order (cpu target)"),
                          cl::init(1), cl::cat(runCategory));
+cl::opt<bool> packGqa("pack-gqa",
+                      cl::desc("GQA packing: one program per kv head for "
+                               "few query rows (cpu and gpu targets)"),
+                      cl::init(true), cl::cat(runCategory));
 cl::opt<unsigned> optLevel("opt-level",
                            cl::desc("LLVM optimisation level of the JIT"),
                            cl::init(3), cl::cat(runCategory));
@@ -311,6 +315,7 @@ int main(int argc, char **argv) {
   } else if (target == Target::Gpu) {
     kvattn::PtxOptions options;
     options.blockN = blockN;
+    options.packGqa = packGqa;
     std::unique_ptr<kvattn::GpuExecutor> gpu;
     if (kvattn::Status s = kvattn::GpuExecutor::create(options, gpu);
         s.isError())
@@ -344,6 +349,7 @@ int main(int argc, char **argv) {
     options.blockN = blockN;
     options.stats = printStats;
     options.splitKv = splitKv;
+    options.packGqa = packGqa;
     options.optLevel = optLevel;
     if (kvattn::Status s = kvattn::CpuProgram::compile(
             *module, func.getName().str(), options, program);
@@ -377,7 +383,8 @@ int main(int argc, char **argv) {
     kvattn::BlockStats st = program->stats();
     llvm::outs() << "stats: kv blocks loaded=" << st.loaded
                  << " masked=" << st.masked << " skipped=" << st.skipped
-                 << " (block-m=" << blockM << " block-n=" << blockN << ")\n";
+                 << " kv_bytes=" << st.kvBytes << " (block-m=" << blockM
+                 << " block-n=" << blockN << ")\n";
   }
 
   bool sameFailed = false;

@@ -29,6 +29,8 @@ struct CpuCompileOptions {
   int64_t blockN = 64;
   /// KV chunks per program, merged in chunk order (kvattn.merge).
   int64_t splitKv = 1;
+  /// GQA packing of few query rows (-kvattn-tile pack-gqa).
+  bool packGqa = true;
   /// Count loaded/masked/skipped KV blocks (see CpuProgram::stats).
   bool stats = false;
   bool fixUpperLeftAppends = false;
@@ -41,6 +43,8 @@ struct BlockStats {
   int64_t loaded = 0;
   int64_t masked = 0;
   int64_t skipped = 0;
+  /// Bytes of K and V read by the loaded blocks.
+  int64_t kvBytes = 0;
 };
 
 class CpuProgram {

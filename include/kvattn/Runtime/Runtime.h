@@ -56,6 +56,9 @@ struct KernelInfo {
   std::vector<ParamInfo> params;
   int64_t blockX = 0;
   int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 0;
+  /// Query heads per program (GQA packing): the grid is
+  /// (B * Hq / group, ceil(group * L / blockM)).
+  int64_t group = 1;
   int64_t dynamicSharedMemoryBytes = 0;
 };
 

@@ -38,6 +38,8 @@ struct KernelManifest {
   std::string name;
   std::vector<KernelParam> params;
   int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 0;
+  /// Query heads per program (GQA packing; 1: one head per program).
+  int64_t group = 1;
   int64_t threadsPerBlock = 0;
   int64_t dynamicSharedMemoryBytes = 0;
 };
@@ -47,6 +49,7 @@ struct PtxOptions {
   std::string features;  ///< e.g. "+ptx80"; empty: the chip's minimum
   std::string libdevice; ///< empty: found from $CUDA_HOME etc.
   int64_t blockM = 64, blockN = 64, numWarps = 4, numStages = 2;
+  bool packGqa = true; ///< GQA packing of few query rows
 };
 
 struct PtxModule {
