@@ -400,8 +400,13 @@ LogicalResult SdpaOp::verify() {
 
 LogicalResult AppendOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkRank(op, "cache", getCache(), 4, "[B, H, C, D]")) ||
-      failed(checkRank(op, "update", getUpdate(), 4, "[B, H, L, D]")))
+  const bool paged = isPaged();
+  if (failed(
+          checkRank(op, "cache", getCache(), 4,
+                    paged ? "[num_pages, page_size, H, D]" : "[B, H, C, D]")) ||
+      failed(checkRank(op, "update", getUpdate(), 4, "[B, H, L, D]")) ||
+      (paged && failed(checkRank(op, "block_table", getBlockTable(), 2,
+                                 "[B, max_pages]"))))
     return failure();
   auto cacheType = cast<ShapedType>(getCache().getType());
   auto updateType = cast<ShapedType>(getUpdate().getType());
@@ -410,18 +415,87 @@ LogicalResult AppendOp::verify() {
                          << updateType.getElementType()
                          << " must match the cache element type "
                          << cacheType.getElementType();
+  // Where B and H live: the cache's dims 0 and 1, or, paged, the table's
+  // dim 0 and the pages' dim 2.
+  const NamedDim batch = paged ? dimOf("block_table", getBlockTable(), 0)
+                               : dimOf("cache", getCache(), 0);
   if (failed(checkSameDim(op, "batch size B", dimOf("update", getUpdate(), 0),
-                          dimOf("cache", getCache(), 0))) ||
+                          batch)) ||
       failed(checkSameDim(op, "heads H", dimOf("update", getUpdate(), 1),
-                          dimOf("cache", getCache(), 1))) ||
+                          dimOf("cache", getCache(), paged ? 2 : 1))) ||
       failed(checkSameDim(op, "head dim D", dimOf("update", getUpdate(), 3),
-                          dimOf("cache", getCache(), 3))) ||
-      failed(checkShape(op, "pos", getPos(), {{"B", cacheType.getDimSize(0)}})))
+                          dimOf("cache", getCache(), 3))))
     return failure();
-  int64_t l = updateType.getDimSize(2), c = cacheType.getDimSize(2);
-  if (ShapedType::isStatic(l) && ShapedType::isStatic(c) && l > c)
+  const int64_t b =
+      ShapedType::isStatic(batch.size) ? batch.size : updateType.getDimSize(0);
+  if (failed(checkShape(op, "pos", getPos(), {{"B", b}})))
+    return failure();
+  int64_t l = updateType.getDimSize(2);
+  if (!paged) {
+    int64_t c = cacheType.getDimSize(2);
+    if (ShapedType::isStatic(l) && ShapedType::isStatic(c) && l > c)
+      return emitOpError() << "update writes L = " << l
+                           << " rows but the cache capacity is C = " << c;
+    return success();
+  }
+
+  int64_t pageSize = cacheType.getDimSize(1);
+  if (pageSize == 0)
+    return emitOpError() << "page size must be positive, got 0";
+  int64_t maxPages = getBlockTable().getType().getDimSize(1);
+  if (ShapedType::isStatic(l) && ShapedType::isStatic(pageSize) &&
+      ShapedType::isStatic(maxPages) && l > maxPages * pageSize)
     return emitOpError() << "update writes L = " << l
-                         << " rows but the cache capacity is C = " << c;
+                         << " rows but a sequence holds at most max_pages * "
+                            "page_size = "
+                         << maxPages << " * " << pageSize << " = "
+                         << maxPages * pageSize << " tokens";
+  return verifyConstantBlockTable();
+}
+
+/// Applies the block-table rules (kvattn/Support/BlockTable.h) when the
+/// table is a constant; with a constant `pos` too, also the write rules
+/// (the tokens written lie in the sequence's pages, no shared row is
+/// written twice).
+LogicalResult AppendOp::verifyConstantBlockTable() {
+  DenseIntElementsAttr table;
+  if (!matchPattern(getBlockTable(), m_Constant(&table)))
+    return success();
+  auto cacheType = getCache().getType();
+  int64_t pageSize = cacheType.getDimSize(1);
+  if (ShapedType::isDynamic(pageSize))
+    return success(); // the page size is needed for every rule but range
+  auto values = [](DenseIntElementsAttr attr) {
+    return llvm::to_vector(
+        llvm::map_range(attr.getValues<APInt>(),
+                        [](const APInt &v) { return v.getSExtValue(); }));
+  };
+  SmallVector<int64_t> entries = values(table);
+  auto tableType = cast<ShapedType>(table.getType());
+  ::kvattn::BlockTableView view;
+  view.batch = tableType.getDimSize(0);
+  view.maxPages = tableType.getDimSize(1);
+  view.page = [&](int64_t b, int64_t slot) {
+    return entries[b * view.maxPages + slot];
+  };
+  int64_t numPages = cacheType.getDimSize(0);
+  ::kvattn::Status status = ::kvattn::checkBlockTable(
+      view, ShapedType::isDynamic(numPages) ? -1 : numPages, pageSize);
+  if (!status)
+    return emitOpError() << "invalid block table: " << status.message();
+
+  DenseIntElementsAttr posAttr;
+  int64_t l = getUpdate().getType().getDimSize(2);
+  if (ShapedType::isDynamic(l) || !matchPattern(getPos(), m_Constant(&posAttr)))
+    return success();
+  SmallVector<int64_t> positions = values(posAttr);
+  if (static_cast<int64_t>(positions.size()) != view.batch)
+    return success();
+  status = ::kvattn::checkPagedWrite(
+      view, [&](int64_t b) -> std::optional<int64_t> { return positions[b]; },
+      l, pageSize);
+  if (!status)
+    return emitOpError() << "invalid paged write: " << status.message();
   return success();
 }
 

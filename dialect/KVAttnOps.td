@@ -196,7 +196,7 @@ def KVAttn_SdpaOp : KVAttn_Op<"sdpa", [Pure]> {
 
 def KVAttn_AppendOp : KVAttn_Op<"append",
     [Pure, AllTypesMatch<["cache", "result"]>]> {
-  let summary = "write new K or V rows into a static cache";
+  let summary = "write new K or V rows into a static or paged cache";
   let description = [{
     Writes the `L` rows of `update [B, H, L, D]` into `cache [B, H, C, D]`
     at per-batch sequence positions `pos [B]`: for every batch `b`,
@@ -212,21 +212,55 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
     %k2 = kvattn.append %k_new into %k_cache at %pos
         : tensor<2x2x4x64xf16> into tensor<2x2x1024x64xf16>, tensor<2xi32>
     ```
+
+    **Paged KV.** With `block_table [B, max_pages]` (i32/i64), `cache` is a
+    cache of pages `[num_pages, page_size, H, D]` shared by all sequences,
+    in the layout that `kvattn.attention` reads through the same table.
+    Token `p = pos[b] + t` (`t < L`) of batch `b` goes to row
+    `p % page_size` of page `block_table[b, p / page_size]`:
+    `result[block_table[b, p / page_size], p % page_size, :, :] =
+    update[b, :, t, :]`; every other row of every page keeps its value.
+
+    The table follows the rules of paged attention (docs/semantics.md):
+    every entry `-1` or a page id in `[0, num_pages)`, nothing but `-1`
+    after the first `-1`, no page twice in one sequence. The written tokens
+    must lie in the sequence's pages, `0 <= pos[b]` and
+    `pos[b] + L <= (pages of b) * page_size`, and no two sequences may write
+    the same row of a shared page. The verifier checks the table when it is
+    a constant, and the writes too when `pos` is also a constant; otherwise
+    the reference (and kvattn-run before compiled code) checks them, each
+    error naming the batch, the slot and the value.
+
+    ```mlir
+    %kp2 = kvattn.append %k_new into %k_pages at %pos
+        block_table(%bt : tensor<2x8xi32>)
+        : tensor<2x2x1x64xf16> into tensor<64x16x2x64xf16>, tensor<2xi32>
+    ```
   }];
 
   let arguments = (ins
     KVAttn_FloatTensor:$update,
     KVAttn_FloatTensor:$cache,
-    KVAttn_IndexTensor:$pos
+    KVAttn_IndexTensor:$pos,
+    Optional<KVAttn_IndexTensor>:$block_table
   );
   let results = (outs KVAttn_FloatTensor:$result);
 
   let assemblyFormat = [{
-    $update `into` $cache `at` $pos attr-dict
-    `:` type($update) `into` type($cache) `,` type($pos)
+    $update `into` $cache `at` $pos
+    (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
+    attr-dict `:` type($update) `into` type($cache) `,` type($pos)
   }];
 
   let hasVerifier = 1;
+
+  let extraClassDeclaration = [{
+    /// True when the cache is a cache of pages written through block_table.
+    bool isPaged() { return static_cast<bool>(getBlockTable()); }
+    /// The block-table and write rules, when the table (and pos) are
+    /// constants.
+    ::mlir::LogicalResult verifyConstantBlockTable();
+  }];
 }
 
 

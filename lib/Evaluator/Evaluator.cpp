@@ -334,6 +334,16 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
   HostTensor result;
   const HostTensor &pos = tensor(op.getPos());
   const HostTensor &update = tensor(op.getUpdate());
+  if (Value table = op.getBlockTable()) {
+    // Paged: the pages have no per-sequence length of their own (attention
+    // reads them through the table and kv_len), so no logical length.
+    Status s = reference::appendPaged(tensor(op.getCache()), update, pos,
+                                      tensor(table), result);
+    if (s.isError())
+      return fail(op, s.message());
+    set(op.getResult(), std::move(result));
+    return Status::ok();
+  }
   Status s = reference::append(tensor(op.getCache()), update, pos, result);
   if (s.isError())
     return fail(op, s.message());

@@ -410,6 +410,63 @@ Status append(const HostTensor &cache, const HostTensor &update,
   return Status::ok();
 }
 
+Status appendPaged(const HostTensor &pages, const HostTensor &update,
+                   const HostTensor &pos, const HostTensor &blockTable,
+                   HostTensor &result) {
+  KVATTN_RETURN_IF_ERROR(checkFloat("pages", pages));
+  if (pages.rank() != 4)
+    return Status::error(
+        "pages must have shape [num_pages, page_size, H, D], got " +
+        pages.shapeString());
+  if (update.elementType() != pages.elementType())
+    return Status::error(std::string("update element type ") +
+                         elementTypeName(update.elementType()) +
+                         " must match the cache element type " +
+                         elementTypeName(pages.elementType()));
+  KVATTN_RETURN_IF_ERROR(checkInteger("block_table", blockTable));
+  if (blockTable.rank() != 2)
+    return Status::error("block_table must have shape [B, max_pages], got " +
+                         blockTable.shapeString());
+  const int64_t numPages = pages.dim(0), pageSize = pages.dim(1),
+                h = pages.dim(2), d = pages.dim(3), b = blockTable.dim(0),
+                maxPages = blockTable.dim(1);
+  if (update.rank() != 4)
+    return Status::error("update must have shape [B, H, L, D], got " +
+                         update.shapeString());
+  const int64_t l = update.dim(2);
+  KVATTN_RETURN_IF_ERROR(
+      checkShape("update", update, {{"B", b}, {"H", h}, {"L", l}, {"D", d}}));
+  KVATTN_RETURN_IF_ERROR(checkInteger("pos", pos));
+  KVATTN_RETURN_IF_ERROR(checkShape("pos", pos, {{"B", b}}));
+
+  BlockTableView view;
+  view.batch = b;
+  view.maxPages = maxPages;
+  view.page = [&](int64_t bi, int64_t slot) {
+    return blockTable.getInt(bi * maxPages + slot);
+  };
+  KVATTN_RETURN_IF_ERROR(checkBlockTable(view, numPages, pageSize));
+  KVATTN_RETURN_IF_ERROR(checkPagedWrite(
+      view,
+      [&](int64_t bi) -> std::optional<int64_t> { return pos.getInt(bi); }, l,
+      pageSize));
+
+  result = pages; // A copy: the op has value semantics.
+  const size_t eltSize = elementTypeSize(pages.elementType());
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t t = 0; t < l; ++t) {
+      const int64_t p = pos.getInt(bi) + t;
+      const int64_t page = blockTable.getInt(bi * maxPages + p / pageSize);
+      for (int64_t hi = 0; hi < h; ++hi)
+        std::copy_n(update.data() + update.flatIndex({bi, hi, t, 0}) * eltSize,
+                    d * eltSize,
+                    result.data() +
+                        result.flatIndex({page, p % pageSize, hi, 0}) *
+                            eltSize);
+    }
+  return Status::ok();
+}
+
 Status merge(const HostTensor &outParts, const HostTensor &lseParts,
              AttentionResult &result) {
   if (outParts.rank() != 5 || lseParts.rank() != 4)

@@ -2,8 +2,11 @@
 
 #include "kvattn/Support/BlockTable.h"
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 namespace kvattn {
 
@@ -48,6 +51,49 @@ Status checkBlockTable(const BlockTableView &table, int64_t numPages,
           str(active) + " page(s) of block_table[" + str(b) + "] (page_size " +
           str(pageSize) + ", at most " + str(active * pageSize) +
           " tokens) (batch " + str(b) + ")");
+  }
+  return Status::ok();
+}
+
+Status
+checkPagedWrite(const BlockTableView &table,
+                const std::function<std::optional<int64_t>(int64_t b)> &pos,
+                int64_t length, int64_t pageSize) {
+  if (pageSize <= 0)
+    return Status::error("page_size must be positive, got " + str(pageSize));
+  // (page, row) -> the batch that writes it, to reject two sequences writing
+  // one row of a shared page (the result would depend on the write order).
+  std::map<std::pair<int64_t, int64_t>, int64_t> writer;
+  for (int64_t b = 0; b < table.batch; ++b) {
+    std::optional<int64_t> p = pos(b);
+    if (!p)
+      continue;
+    if (*p < 0)
+      return Status::error("pos[" + str(b) + "] = " + str(*p) +
+                           " is negative (batch " + str(b) + ")");
+    int64_t active = 0;
+    while (active < table.maxPages && table.page(b, active) != -1)
+      ++active;
+    const int64_t end = *p + length;
+    if (end > active * pageSize)
+      return Status::error(
+          "pos[" + str(b) + "] = " + str(*p) + " with L = " + str(length) +
+          " does not fit the " + str(active) + " page(s) of block_table[" +
+          str(b) + "] (page_size " + str(pageSize) + ", at most " +
+          str(active * pageSize) + " tokens): token " +
+          str(std::max(*p, active * pageSize)) + " falls in slot " +
+          str(std::max(*p, active * pageSize) / pageSize) + " (batch " +
+          str(b) + ")");
+    for (int64_t t = *p; t < end; ++t) {
+      const int64_t slot = t / pageSize, page = table.page(b, slot);
+      auto [it, fresh] = writer.try_emplace({page, t % pageSize}, b);
+      if (!fresh)
+        return Status::error("block_table[" + str(b) + "][" + str(slot) +
+                             "] = " + str(page) + ": token " + str(t) +
+                             " writes row " + str(t % pageSize) + " of page " +
+                             str(page) + ", which batch " + str(it->second) +
+                             " also writes (batch " + str(b) + ")");
+    }
   }
   return Status::ok();
 }

@@ -378,6 +378,136 @@ func.func @append_capacity(%new: tensor<2x2x32x64xf16>, %cache: tensor<2x2x16x64
 
 // -----
 
+func.func @append_paged_cache_rank(%new: tensor<2x2x4x64xf16>, %pages: tensor<8x16x64xf16>, %pos: tensor<2xi32>, %bt: tensor<2x4xi32>) {
+  // expected-error @+1 {{cache must have rank 4 [num_pages, page_size, H, D], got rank 3}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x4xi32>) : tensor<2x2x4x64xf16> into tensor<8x16x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_table_rank(%new: tensor<2x2x4x64xf16>, %pages: tensor<8x16x2x64xf16>, %pos: tensor<2xi32>, %bt: tensor<8xi32>) {
+  // expected-error @+1 {{block_table must have rank 2 [B, max_pages], got rank 1}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<8xi32>) : tensor<2x2x4x64xf16> into tensor<8x16x2x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_element_type(%new: tensor<2x2x4x64xf32>, %pages: tensor<8x16x2x64xf16>, %pos: tensor<2xi32>, %bt: tensor<2x4xi32>) {
+  // expected-error @+1 {{update element type 'f32' must match the cache element type 'f16'}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x4xi32>) : tensor<2x2x4x64xf32> into tensor<8x16x2x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_batch(%new: tensor<2x2x4x64xf16>, %pages: tensor<8x16x2x64xf16>, %pos: tensor<2xi32>, %bt: tensor<3x4xi32>) {
+  // expected-error @+1 {{batch size B mismatch: update dim 0 is 2 but block_table dim 0 is 3}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<3x4xi32>) : tensor<2x2x4x64xf16> into tensor<8x16x2x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_heads(%new: tensor<2x2x4x64xf16>, %pages: tensor<8x16x4x64xf16>, %pos: tensor<2xi32>, %bt: tensor<2x4xi32>) {
+  // expected-error @+1 {{heads H mismatch: update dim 1 is 2 but cache dim 2 is 4}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x4xi32>) : tensor<2x2x4x64xf16> into tensor<8x16x4x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_head_dim(%new: tensor<2x2x4x32xf16>, %pages: tensor<8x16x2x64xf16>, %pos: tensor<2xi32>, %bt: tensor<2x4xi32>) {
+  // expected-error @+1 {{head dim D mismatch: update dim 3 is 32 but cache dim 3 is 64}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x4xi32>) : tensor<2x2x4x32xf16> into tensor<8x16x2x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_pos_shape(%new: tensor<2x2x4x64xf16>, %pages: tensor<8x16x2x64xf16>, %pos: tensor<3xi32>, %bt: tensor<2x4xi32>) {
+  // expected-error @+1 {{pos must have shape [B]: dim 0 is 3 but B is 2}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x4xi32>) : tensor<2x2x4x64xf16> into tensor<8x16x2x64xf16>, tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_page_size(%new: tensor<2x2x4x64xf16>, %pages: tensor<8x0x2x64xf16>, %pos: tensor<2xi32>, %bt: tensor<2x4xi32>) {
+  // expected-error @+1 {{page size must be positive, got 0}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x4xi32>) : tensor<2x2x4x64xf16> into tensor<8x0x2x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_capacity(%new: tensor<2x2x80x64xf16>, %pages: tensor<8x16x2x64xf16>, %pos: tensor<2xi32>, %bt: tensor<2x4xi32>) {
+  // expected-error @+1 {{update writes L = 80 rows but a sequence holds at most max_pages * page_size = 4 * 16 = 64 tokens}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x4xi32>) : tensor<2x2x80x64xf16> into tensor<8x16x2x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_table_out_of_range(%new: tensor<2x2x1x64xf16>, %pages: tensor<4x16x2x64xf16>, %pos: tensor<2xi32>) {
+  %bt = arith.constant dense<[[0, -1], [4, -1]]> : tensor<2x2xi32>
+  // expected-error @+1 {{invalid block table: block_table[1][0] = 4: page id out of range [0, 4) (batch 1)}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x2xi32>) : tensor<2x2x1x64xf16> into tensor<4x16x2x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_table_tail(%new: tensor<2x2x1x64xf16>, %pages: tensor<4x16x2x64xf16>, %pos: tensor<2xi32>) {
+  %bt = arith.constant dense<[[0, -1], [-1, 2]]> : tensor<2x2xi32>
+  // expected-error @+1 {{invalid block table: block_table[1][1] = 2 follows the -1 at slot 0: the -1 tail must be canonical (batch 1)}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x2xi32>) : tensor<2x2x1x64xf16> into tensor<4x16x2x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_table_page_twice(%new: tensor<2x2x1x64xf16>, %pages: tensor<4x16x2x64xf16>, %pos: tensor<2xi32>) {
+  %bt = arith.constant dense<[[0, -1], [2, 2]]> : tensor<2x2xi32>
+  // expected-error @+1 {{invalid block table: block_table[1][1] = 2: page 2 is already used at slot 0 of the same sequence (batch 1)}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x2xi32>) : tensor<2x2x1x64xf16> into tensor<4x16x2x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_write_fits(%new: tensor<2x2x4x64xf16>, %pages: tensor<4x16x2x64xf16>) {
+  %bt = arith.constant dense<[[0, 1], [2, -1]]> : tensor<2x2xi32>
+  %pos = arith.constant dense<[28, 14]> : tensor<2xi32>
+  // expected-error @+1 {{invalid paged write: pos[1] = 14 with L = 4 does not fit the 1 page(s) of block_table[1] (page_size 16, at most 16 tokens): token 16 falls in slot 1 (batch 1)}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x2xi32>) : tensor<2x2x4x64xf16> into tensor<4x16x2x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_negative_pos(%new: tensor<2x2x4x64xf16>, %pages: tensor<4x16x2x64xf16>) {
+  %bt = arith.constant dense<[[0, 1], [2, -1]]> : tensor<2x2xi32>
+  %pos = arith.constant dense<[-1, 0]> : tensor<2xi32>
+  // expected-error @+1 {{invalid paged write: pos[0] = -1 is negative (batch 0)}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x2xi32>) : tensor<2x2x4x64xf16> into tensor<4x16x2x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_paged_shared_row(%new: tensor<2x2x4x64xf16>, %pages: tensor<4x16x2x64xf16>) {
+  // Sequences 0 and 1 share page 1 (a shared prefix) and both write row 3.
+  %bt = arith.constant dense<[[1, -1], [1, 2]]> : tensor<2x2xi32>
+  %pos = arith.constant dense<[0, 3]> : tensor<2xi32>
+  // expected-error @+1 {{invalid paged write: block_table[1][0] = 1: token 3 writes row 3 of page 1, which batch 0 also writes (batch 1)}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x2xi32>) : tensor<2x2x4x64xf16> into tensor<4x16x2x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
 func.func @merge_rank(%o: tensor<2x8x4x64xf32>, %l: tensor<3x2x8x4xf32>) {
   // expected-error @+1 {{out_parts must have rank 5 [N, B, Hq, L, Dv], got rank 4}}
   %out, %lse = kvattn.merge %o, %l : tensor<2x8x4x64xf32>, tensor<3x2x8x4xf32> -> tensor<2x8x4x64xf32>, tensor<2x8x4xf32>

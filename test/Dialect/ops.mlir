@@ -63,6 +63,22 @@ func.func @append(%new: tensor<2x2x?x64xf16>, %cache: tensor<2x2x1024x64xf16>,
   return %c : tensor<2x2x1024x64xf16>
 }
 
+// The paged form: a cache of pages written through a block table.
+// CHECK-LABEL: func @append_paged
+func.func @append_paged(%new: tensor<2x2x1x64xf16>, %pages: tensor<64x16x2x64xf16>,
+                        %pos: tensor<2xi32>, %bt: tensor<2x8xi32>,
+                        %dyn: tensor<?x2x?x64xf32>, %dpages: tensor<?x?x2x64xf32>,
+                        %dpos: tensor<?xi64>, %dbt: tensor<?x?xi64>)
+    -> (tensor<64x16x2x64xf16>, tensor<?x?x2x64xf32>) {
+  // CHECK: kvattn.append %{{.*}} into %{{.*}} at %{{.*}} block_table(%{{.*}} : tensor<2x8xi32>) : tensor<2x2x1x64xf16> into tensor<64x16x2x64xf16>, tensor<2xi32>
+  %a = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x8xi32>)
+      : tensor<2x2x1x64xf16> into tensor<64x16x2x64xf16>, tensor<2xi32>
+  // CHECK: kvattn.append %{{.*}} into %{{.*}} at %{{.*}} block_table(%{{.*}} : tensor<?x?xi64>) : tensor<?x2x?x64xf32> into tensor<?x?x2x64xf32>, tensor<?xi64>
+  %b = kvattn.append %dyn into %dpages at %dpos block_table(%dbt : tensor<?x?xi64>)
+      : tensor<?x2x?x64xf32> into tensor<?x?x2x64xf32>, tensor<?xi64>
+  return %a, %b : tensor<64x16x2x64xf16>, tensor<?x?x2x64xf32>
+}
+
 // The tile ops of the tile program.
 // CHECK-LABEL: func @tile_ops
 // CHECK: kvattn.tile.init %{{.*}}, %{{.*}}, %{{.*}} : memref<16xf32>, memref<16xf32>, memref<16x8xf32>

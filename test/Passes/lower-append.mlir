@@ -34,3 +34,62 @@ func.func @append_dynamic(%new: tensor<?x4x?x64xf32>, %cache: tensor<?x4x?x64xf3
   %c = kvattn.append %new into %cache at %pos : tensor<?x4x?x64xf32> into tensor<?x4x?x64xf32>, tensor<?xi64>
   return %c : tensor<?x4x?x64xf32>
 }
+
+// -----
+
+// The paged form: one token at a time, its page read from the block table,
+// the [H, D] row of update inserted rank-reduced into one row of one page;
+// both loops carry the pages so that the writes bufferize in place.
+
+// CHECK-LABEL: func @append_paged
+// CHECK-SAME:    %[[NEW:[^:]+]]: tensor<2x4x3x64xf16>
+// CHECK-SAME:    %[[PAGES:[^:]+]]: tensor<40x16x4x64xf16>
+// CHECK-SAME:    %[[POS:[^:]+]]: tensor<2xi32>
+// CHECK-SAME:    %[[BT:[^:]+]]: tensor<2x8xi64>
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
+// CHECK-DAG:     %[[C2:.*]] = arith.constant 2 : index
+// CHECK-DAG:     %[[C3:.*]] = arith.constant 3 : index
+// CHECK-DAG:     %[[C16:.*]] = arith.constant 16 : index
+// CHECK:         %[[RES:.*]] = scf.for %[[B:.*]] = %[[C0]] to %[[C2]] step %[[C1]] iter_args(%[[ACC:.*]] = %[[PAGES]])
+// CHECK:           %[[P0:.*]] = tensor.extract %[[POS]][%[[B]]] : tensor<2xi32>
+// CHECK:           %[[P0I:.*]] = arith.index_cast %[[P0]] : i32 to index
+// CHECK:           %[[INNER:.*]] = scf.for %[[T:.*]] = %[[C0]] to %[[C3]] step %[[C1]] iter_args(%[[ACC2:.*]] = %[[ACC]])
+// CHECK:             %[[P:.*]] = arith.addi %[[P0I]], %[[T]] : index
+// CHECK:             %[[SLOT:.*]] = arith.divui %[[P]], %[[C16]] : index
+// CHECK:             %[[ROW:.*]] = arith.remui %[[P]], %[[C16]] : index
+// CHECK:             %[[PG:.*]] = tensor.extract %[[BT]][%[[B]], %[[SLOT]]] : tensor<2x8xi64>
+// CHECK:             %[[PGI:.*]] = arith.index_cast %[[PG]] : i64 to index
+// CHECK:             %[[TOK:.*]] = tensor.extract_slice %[[NEW]][%[[B]], 0, %[[T]], 0] [1, 4, 1, 64] [1, 1, 1, 1] : tensor<2x4x3x64xf16> to tensor<4x64xf16>
+// CHECK:             %[[INS:.*]] = tensor.insert_slice %[[TOK]] into %[[ACC2]][%[[PGI]], %[[ROW]], 0, 0] [1, 1, 4, 64] [1, 1, 1, 1] : tensor<4x64xf16> into tensor<40x16x4x64xf16>
+// CHECK:             scf.yield %[[INS]]
+// CHECK:           scf.yield %[[INNER]]
+// CHECK:         return %[[RES]]
+func.func @append_paged(%new: tensor<2x4x3x64xf16>, %pages: tensor<40x16x4x64xf16>, %pos: tensor<2xi32>, %bt: tensor<2x8xi64>)
+    -> tensor<40x16x4x64xf16> {
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x8xi64>) : tensor<2x4x3x64xf16> into tensor<40x16x4x64xf16>, tensor<2xi32>
+  return %c : tensor<40x16x4x64xf16>
+}
+
+// -----
+
+// Paged with dynamic sizes: the batch from the table, L from update, the
+// page size from the pages.
+
+// CHECK-LABEL: func @append_paged_dynamic
+// CHECK-SAME:    %[[NEW:[^:]+]]: tensor<?x4x?x64xf32>
+// CHECK-SAME:    %[[PAGES:[^:]+]]: tensor<?x?x4x64xf32>
+// CHECK-SAME:    %[[POS:[^:]+]]: tensor<?xi64>
+// CHECK-SAME:    %[[BT:[^:]+]]: tensor<?x?xi32>
+// CHECK-DAG:     %[[B:.*]] = tensor.dim %[[BT]], %{{.*}}
+// CHECK-DAG:     %[[L:.*]] = tensor.dim %[[NEW]], %{{.*}}
+// CHECK-DAG:     %[[PS:.*]] = tensor.dim %[[PAGES]], %{{.*}}
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %[[B]]
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %[[L]]
+// CHECK:             arith.divui %{{.*}}, %[[PS]]
+// CHECK:             tensor.insert_slice %{{.*}} into %{{.*}}[%{{.*}}, %{{.*}}, 0, 0] [1, 1, 4, 64] [1, 1, 1, 1] : tensor<4x64xf32> into tensor<?x?x4x64xf32>
+func.func @append_paged_dynamic(%new: tensor<?x4x?x64xf32>, %pages: tensor<?x?x4x64xf32>, %pos: tensor<?xi64>, %bt: tensor<?x?xi32>)
+    -> tensor<?x?x4x64xf32> {
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<?x?xi32>) : tensor<?x4x?x64xf32> into tensor<?x?x4x64xf32>, tensor<?xi64>
+  return %c : tensor<?x?x4x64xf32>
+}

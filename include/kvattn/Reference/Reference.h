@@ -94,6 +94,18 @@ Status sdpa(const SdpaOperands &operands, const SdpaAttributes &attributes,
 Status append(const HostTensor &cache, const HostTensor &update,
               const HostTensor &pos, HostTensor &result);
 
+/// Evaluates the paged `kvattn.append`: a copy of `pages [num_pages,
+/// page_size, H, D]` in which token `p = pos[b] + t` (t < L) of `update
+/// [B, H, L, D]` is written to row `p % page_size` of page
+/// `blockTable[b][p / page_size]`. Validates first, naming the batch, the
+/// slot and the value: the table rules of validateBlockTable (without
+/// lengths), `pos[b] >= 0`, the written tokens inside the sequence's pages
+/// (`pos[b] + L <= pages(b) * page_size`), and no row of a shared page
+/// written by two sequences. `result` has the pages' element type.
+Status appendPaged(const HostTensor &pages, const HostTensor &update,
+                   const HostTensor &pos, const HostTensor &blockTable,
+                   HostTensor &result);
+
 /// Evaluates `kvattn.merge`: parts `outParts [N, B, Hq, L, Dv]` and
 /// `lseParts [N, B, Hq, L]` combined in index order into `out` and `lse`
 /// (f64). Parts with lse = -inf contribute nothing; all empty gives

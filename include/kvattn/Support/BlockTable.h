@@ -41,6 +41,19 @@ struct BlockTableView {
 Status checkBlockTable(const BlockTableView &table, int64_t numPages,
                        int64_t pageSize);
 
+/// The write rules of a paged `kvattn.append` of `length` tokens at `pos[b]`,
+/// checked after checkBlockTable (the table itself is valid): `pos[b] >= 0`
+/// (`pos` returns std::nullopt for an unknown position, which is skipped);
+/// the written tokens `pos[b] .. pos[b] + length - 1` lie in the sequence's
+/// pages (`pos[b] + length <= pages * pageSize`); no two sequences write the
+/// same row of a shared page. Errors name the batch, the slot and the value,
+/// e.g. `pos[1] = 14 with L = 4 does not fit the 1 page(s) of block_table[1]
+/// (page_size 16, at most 16 tokens): token 16 falls in slot 1 (batch 1)`.
+Status
+checkPagedWrite(const BlockTableView &table,
+                const std::function<std::optional<int64_t>(int64_t b)> &pos,
+                int64_t length, int64_t pageSize);
+
 } // namespace kvattn
 
 #endif // KVATTN_SUPPORT_BLOCKTABLE_H
