@@ -132,3 +132,19 @@ LogicalResult TileStoreOp::verify() {
     return failure();
   return success();
 }
+
+LogicalResult TileMergeOp::verify() {
+  if (failed(checkMatch(*this, "parts N", getLseParts(), "lse_parts", 0,
+                        getOutParts(), "out_parts", 0)) ||
+      failed(checkMatch(*this, "value head dim Dv", getOut(), "out", 3,
+                        getOutParts(), "out_parts", 4)))
+    return failure();
+  const char *names[] = {"batch size B", "query heads Hq", "query length L"};
+  for (unsigned d = 0; d < 3; ++d)
+    if (failed(checkMatch(*this, names[d], getLseParts(), "lse_parts", d + 1,
+                          getOutParts(), "out_parts", d + 1)) ||
+        failed(checkMatch(*this, names[d], getOut(), "out", d, getOutParts(),
+                          "out_parts", d + 1)))
+      return failure();
+  return success();
+}

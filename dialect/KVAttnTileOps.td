@@ -215,4 +215,30 @@ def KVAttn_TileStoreOp : KVAttn_Op<"tile.store"> {
   let hasVerifier = 1;
 }
 
+def KVAttn_TileMergeOp : KVAttn_Op<"tile.merge"> {
+  let summary = "merge the split-KV partial states of a block of rows";
+  let description = [{
+    The epilogue of split-KV: the partial states `out_parts [N, B, Hq, L,
+    Dv]` and `lse_parts [N, B, Hq, L]` (f32, one part per KV chunk) of rows
+    `i = start + r`, `r < rows`, of `(batch, head)` are merged with the
+    arithmetic of `kvattn.merge`: parts in index order `n = 0 .. N-1`, the
+    largest lse first, parts with `lse = -inf` skipped, so that an all-empty
+    row gives `out = 0`, `lse = -inf` and never NaN. `out` receives the
+    merged output converted to its element type (round to nearest even),
+    `lse` (optional) the merged natural-log lse.
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[F32], [5]>, "", [MemRead]>:$out_parts,
+    Arg<MemRefRankOf<[F32], [4]>, "", [MemRead]>:$lse_parts,
+    Arg<KVAttn_GlobalTensor, "", [MemWrite]>:$out,
+    Arg<Optional<MemRefRankOf<[F32], [3]>>, "", [MemWrite]>:$lse,
+    Index:$batch, Index:$head, Index:$start, Index:$rows);
+  let assemblyFormat = [{
+    $out_parts `,` $lse_parts `[` $batch `,` $head `,` $start `]`
+    `rows` `(` $rows `)` `into` $out (`lse` `(` $lse^ `:` type($lse) `)`)?
+    attr-dict `:` type($out_parts) `,` type($lse_parts) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // KVATTN_DIALECT_KVATTNTILEOPS_TD

@@ -56,45 +56,20 @@ struct LowerMergePattern : OpRewritePattern<MergeOp> {
     Emitter e{b};
     Value outParts = asBuffer(b, op.getOutParts());
     Value lseParts = asBuffer(b, op.getLseParts());
-    Value n = e.dimOf(outParts, 0), batch = e.dimOf(outParts, 1),
-          heads = e.dimOf(outParts, 2), rows = e.dimOf(outParts, 3),
-          dv = e.dimOf(outParts, 4);
+    Value batch = e.dimOf(outParts, 1), heads = e.dimOf(outParts, 2),
+          rows = e.dimOf(outParts, 3), dv = e.dimOf(outParts, 4);
     Value out = allocFor(b, op.getOut().getType(), {batch, heads, rows, dv});
     Value lse = allocFor(b, op.getLse().getType(), {batch, heads, rows});
     Type outType =
         cast<RankedTensorType>(op.getOut().getType()).getElementType();
-    auto isEmpty = [&](Value l) {
-      return arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, l, e.negInf());
-    };
     e.loop(e.idx(0), batch, [&](Value bi) {
       e.loop(e.idx(0), heads, [&](Value h) {
         e.loop(e.idx(0), rows, [&](Value i) {
-          // The largest lse, NaN-aware: a NaN part poisons its row.
-          Value peak = e.reduce(e.idx(0), n, e.negInf(), [&](Value p, Value m) {
-            return arith::MaximumFOp::create(b, m,
-                                             e.load(lseParts, {p, bi, h, i}));
-          });
-          Value sum = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value s) {
-            Value l = e.load(lseParts, {p, bi, h, i});
-            Value w = math::ExpOp::create(b, arith::SubFOp::create(b, l, peak));
-            return arith::SelectOp::create(b, isEmpty(l), s, e.addf(s, w));
-          });
-          Value empty = isEmpty(peak);
-          Value total = arith::SelectOp::create(
-              b, empty, e.negInf(), e.addf(peak, math::LogOp::create(b, sum)));
+          Value total = emitMergedLse(e, lseParts, bi, h, i);
           e.store(total, lse, {bi, h, i});
           e.loop(e.idx(0), dv, [&](Value x) {
-            Value acc = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value a) {
-              Value l = e.load(lseParts, {p, bi, h, i});
-              Value w =
-                  math::ExpOp::create(b, arith::SubFOp::create(b, l, total));
-              Value v = e.load(outParts, {p, bi, h, i, x});
-              return arith::SelectOp::create(b, isEmpty(l), a,
-                                             e.addf(a, e.mulf(w, v)));
-            });
-            if (!outType.isF32())
-              acc = arith::TruncFOp::create(b, outType, acc);
-            e.store(acc, out, {bi, h, i, x});
+            Value v = emitMergedOut(e, outParts, lseParts, total, bi, h, i, x);
+            e.store(truncTo(e, v, outType), out, {bi, h, i, x});
           });
         });
       });

@@ -32,17 +32,17 @@ using namespace mlir::kvattn;
 
 /// The operand roles in kernel-parameter order.
 static const char *const kRoles[] = {
-    "query",  "key",       "value", "q_offset",    "k_offset", "q_pos", "k_pos",
-    "kv_len", "key_valid", "mask",  "block_table", "out",      "lse"};
-/// The sizes that follow the pointers; paged kernels (a block_table
-/// operand) take the last three too.
+    "query",       "key",   "value",  "q_offset",  "k_offset",
+    "q_pos",       "k_pos", "kv_len", "key_valid", "mask",
+    "block_table", "out",   "lse",    "out_parts", "lse_parts"};
+/// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
     "B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"};
 enum SizeIndex { kB, kHq, kHkv, kL, kS, kNumPages, kPageSize, kMaxPages };
-static constexpr size_t kUnpagedSizes = 5;
 
 /// The symbolic shape of an operand: each dimension is one of the sizes, or
-/// -1 for a static dimension (head dims, broadcast dims of the mask).
+/// -1 for a static dimension (head dims, broadcast dims of the mask, the
+/// split count of the partial states).
 static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
                                       bool paged) {
   if (role == "query")
@@ -62,6 +62,10 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
     return {kB, kHq, kL, -1};
   if (role == "lse")
     return {kB, kHq, kL};
+  if (role == "out_parts")
+    return {-1, kB, kHq, kL, -1};
+  if (role == "lse_parts")
+    return {-1, kB, kHq, kL};
   // mask: right-aligned against [B, Hq, L, S].
   SmallVector<int> full = {kB, kHq, kL, kS};
   return SmallVector<int>(full.end() - rank, full.end());
@@ -100,13 +104,10 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   auto config = forall->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
   int64_t numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
   MLIRContext *ctx = forall.getContext();
-  if (auto split = config.getAs<IntegerAttr>("split_kv");
-      split && split.getInt() != 1)
-    return forall.emitOpError()
-           << "kvattn-outline-tile-programs: split-KV programs (split_kv = "
-           << split.getInt()
-           << ") are not supported on the GPU path yet (the merge has no "
-              "GPU lowering); tile with split-kv=1";
+  // An attention program (grid: programs x query blocks [x KV chunks]) or
+  // the merge program of a split (grid: B * Hq x query blocks).
+  auto kindAttr = config.getAs<StringAttr>("kind");
+  const bool isMerge = kindAttr && kindAttr.getValue() == "merge";
 
   // What the program uses from outside: operand buffers and constants.
   SetVector<Value> captured;
@@ -125,18 +126,30 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
                 "is neither an operand buffer nor a constant";
     }
   }
-  if (!buffers.count("query") || !buffers.count("key") || !buffers.count("out"))
-    return forall.emitOpError() << "kvattn-outline-tile-programs: not a "
-                                   "kvattn tile program (no query/key/out)";
-  FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(forall);
-  if (failed(layout))
+  if (isMerge ? !buffers.count("out_parts") || !buffers.count("lse_parts") ||
+                    !buffers.count("out")
+              : !buffers.count("query") || !buffers.count("key") ||
+                    (!buffers.count("out") && !buffers.count("out_parts")))
     return forall.emitOpError()
-           << "kvattn-outline-tile-programs: the program's tiles need static "
-              "shapes";
+           << "kvattn-outline-tile-programs: not a kvattn tile program (no "
+           << (isMerge ? "out_parts/lse_parts/out" : "query/key/out") << ")";
+  int64_t sharedMemoryBytes = 0;
+  if (!isMerge) {
+    FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(forall);
+    if (failed(layout))
+      return forall.emitOpError()
+             << "kvattn-outline-tile-programs: the program's tiles need "
+                "static shapes";
+    sharedMemoryBytes = layout->totalBytes;
+  }
 
+  // The sizes this kernel takes: B, Hq, L for a merge; B, Hq, Hkv, L, S
+  // for attention, plus num_pages, page_size, max_pages when paged.
   const bool paged = buffers.count("block_table");
-  const size_t numSizes = paged ? std::size(kSizes) : kUnpagedSizes;
-  auto sizeNames = ArrayRef<const char *>(kSizes).take_front(numSizes);
+  SmallVector<int> sizeIds = isMerge ? SmallVector<int>{kB, kHq, kL}
+                                     : SmallVector<int>{kB, kHq, kHkv, kL, kS};
+  if (paged)
+    sizeIds.append({kNumPages, kPageSize, kMaxPages});
 
   // The kernel signature.
   SmallVector<StringRef> roles;
@@ -150,7 +163,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     argTypes.push_back(MemRefType::get({1}, type.getElementType()));
   }
   Type index = IndexType::get(ctx);
-  argTypes.append(numSizes, index);
+  argTypes.append(sizeIds.size(), index);
 
   OpBuilder moduleBuilder = OpBuilder::atBlockEnd(gpuModule.getBody());
   auto kernel =
@@ -175,7 +188,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
               ? Attribute(StringAttr::get(ctx, kSizes[symbolic[d]]))
               : Attribute(IntegerAttr::get(IntegerType::get(ctx, 64),
                                            type.getDimSize(d))));
-    bool written = role == "out" || role == "lse";
+    bool parts = role == "out_parts" || role == "lse_parts";
+    bool written = role == "out" || role == "lse" || (parts && !isMerge);
     params.push_back(DictionaryAttr::get(
         ctx,
         {named("name", StringAttr::get(ctx, role)),
@@ -184,24 +198,26 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
          named("shape", ArrayAttr::get(ctx, shape)),
          named("access", StringAttr::get(ctx, written ? "write" : "read"))}));
   }
-  for (const char *size : sizeNames)
+  for (int id : sizeIds)
     params.push_back(DictionaryAttr::get(
         ctx,
-        {named("name", StringAttr::get(ctx, size)),
+        {named("name", StringAttr::get(ctx, kSizes[id])),
          named("kind", StringAttr::get(ctx, "scalar")),
          named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))}));
   kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
   kernel->setAttr("kvattn.tile_config", config);
   kernel->setAttr(
       "kvattn.dynamic_smem_bytes",
-      IntegerAttr::get(IntegerType::get(ctx, 64), layout->totalBytes));
+      IntegerAttr::get(IntegerType::get(ctx, 64), sharedMemoryBytes));
 
   // The kernel body: views from the parameters, the program's ids from the
   // block ids, then the program itself.
   Block &entry = kernel.getBody().front();
   ImplicitLocOpBuilder kb(forall.getLoc(), ctx);
   kb.setInsertionPointToStart(&entry);
-  SmallVector<Value> sizes(entry.getArguments().take_back(numSizes));
+  SmallVector<Value> sizes(std::size(kSizes));
+  for (auto [i, id] : llvm::enumerate(sizeIds))
+    sizes[id] = entry.getArgument(roles.size() + i);
   IRMapping mapping;
   for (auto [i, role] : llvm::enumerate(roles)) {
     Value host = buffers[role];
@@ -212,8 +228,10 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   for (Value c : constants)
     mapping.map(c, kb.clone(*c.getDefiningOp())->getResult(0));
   SmallVector<Value> ivs = forall.getInductionVars();
-  mapping.map(ivs[0], gpu::BlockIdOp::create(kb, gpu::Dimension::x));
-  mapping.map(ivs[1], gpu::BlockIdOp::create(kb, gpu::Dimension::y));
+  const gpu::Dimension dims[] = {gpu::Dimension::x, gpu::Dimension::y,
+                                 gpu::Dimension::z};
+  for (auto [iv, dim] : llvm::zip(ivs, dims))
+    mapping.map(iv, gpu::BlockIdOp::create(kb, dim));
   for (Operation &op : forall.getBody()->without_terminator())
     kb.clone(op, mapping);
   gpu::ReturnOp::create(kb);
@@ -229,18 +247,22 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
         hb.getIndexAttr(0), ArrayRef<OpFoldResult>{hb.getIndexAttr(1)},
         ArrayRef<OpFoldResult>{hb.getIndexAttr(1)}));
   }
-  Value q = buffers["query"], k = buffers["key"];
   auto dim = [&](Value src, int64_t d) {
     return hb.createOrFold<memref::DimOp>(src, d);
   };
-  if (paged) {
+  if (isMerge) {
+    Value out = buffers["out"];
+    operands.append({dim(out, 0), dim(out, 1), dim(out, 2)});
+  } else if (paged) {
     // S is the logical key count, max_pages * page_size.
+    Value q = buffers["query"], k = buffers["key"];
     Value table = buffers["block_table"];
     Value maxPages = dim(table, 1), pageSize = dim(k, 1);
     operands.append({dim(q, 0), dim(q, 1), dim(k, 2), dim(q, 2),
                      hb.createOrFold<arith::MulIOp>(maxPages, pageSize),
                      dim(k, 0), pageSize, maxPages});
   } else {
+    Value q = buffers["query"], k = buffers["key"];
     operands.append({dim(q, 0), dim(q, 1), dim(k, 1), dim(q, 2), dim(k, 2)});
   }
   auto bound = [&](OpFoldResult ofr) {
@@ -249,10 +271,11 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   SmallVector<OpFoldResult> ubs = forall.getMixedUpperBound();
   Value one = arith::ConstantIndexOp::create(hb, 1);
   Value smem =
-      arith::ConstantIntOp::create(hb, hb.getI32Type(), layout->totalBytes);
+      arith::ConstantIntOp::create(hb, hb.getI32Type(), sharedMemoryBytes);
   gpu::LaunchFuncOp::create(
       hb, hb.getLoc(), kernel,
-      gpu::KernelDim3{bound(ubs[0]), bound(ubs[1]), one},
+      gpu::KernelDim3{bound(ubs[0]), bound(ubs[1]),
+                      ubs.size() > 2 ? bound(ubs[2]) : one},
       gpu::KernelDim3{arith::ConstantIndexOp::create(hb, threads), one, one},
       smem, operands);
   forall.erase();

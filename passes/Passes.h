@@ -41,6 +41,8 @@ struct PtxPipelineOptions {
   std::string libdevice;
   int64_t blockM = 64, blockN = 64, numWarps = 4, numStages = 2;
   bool packGqa = true;
+  /// KV chunks per program (1: no split, 0: automatic from numSms).
+  int64_t splitKv = 1, numSms = 132;
 };
 
 /// kvattn -> tile program -> outlined kernels with the tile ops lowered to

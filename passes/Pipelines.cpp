@@ -113,6 +113,13 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
   Option<bool> packGqa{*this, "pack-gqa",
                        llvm::cl::desc("GQA packing of few query rows"),
                        llvm::cl::init(true)};
+  Option<int64_t> splitKv{*this, "split-kv",
+                          llvm::cl::desc("KV chunks per program, merged by "
+                                         "a second kernel (0: automatic)"),
+                          llvm::cl::init(1)};
+  Option<int64_t> numSms{*this, "num-sms",
+                         llvm::cl::desc("Multiprocessors, for split-kv=0"),
+                         llvm::cl::init(132)};
 
   mlir::kvattn::PtxPipelineOptions get() const {
     mlir::kvattn::PtxPipelineOptions o;
@@ -124,6 +131,8 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.numWarps = numWarps;
     o.numStages = numStages;
     o.packGqa = packGqa;
+    o.splitKv = splitKv;
+    o.numSms = numSms;
     return o;
   }
 };
@@ -157,11 +166,13 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   addPipeline(
       pm, llvm::formatv("kvattn-resolve-cached-append,"
                         "kvattn-tile{{block-m={0} block-n={1} num-warps={2} "
-                        "num-stages={3} pack-gqa={4}},"
+                        "num-stages={3} pack-gqa={4} split-kv={5} "
+                        "num-sms={6}},"
                         "kvattn-outline-tile-programs,"
                         "gpu.module(kvattn-lower-tile-to-gpu,canonicalize,cse)",
                         options.blockM, options.blockN, options.numWarps,
-                        options.numStages, options.packGqa ? "true" : "false")
+                        options.numStages, options.packGqa ? "true" : "false",
+                        options.splitKv, options.numSms)
               .str());
 }
 

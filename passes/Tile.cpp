@@ -254,10 +254,14 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
     for (auto [i, v] : llvm::enumerate(ArrayRef<Value>{batch, qHeads, qLen}))
       if (ShapedType::isDynamic(qShape[i]))
         dynamic.push_back(v);
-    outParts = memref::AllocOp::create(
+    auto outAlloc = memref::AllocOp::create(
         b, partsType({qShape[0], qShape[1], qShape[2], valueDim}), dynamic);
-    lseParts = memref::AllocOp::create(
+    auto lseAlloc = memref::AllocOp::create(
         b, partsType({qShape[0], qShape[1], qShape[2]}), dynamic);
+    setRole(outAlloc, "out_parts");
+    setRole(lseAlloc, "lse_parts");
+    outParts = outAlloc;
+    lseParts = lseAlloc;
   }
   SmallVector<OpFoldResult> gridSizes = {getAsOpFoldResult(numPrograms),
                                          getAsOpFoldResult(numQBlocks)};
@@ -461,40 +465,47 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
         pb.setInsertionPointAfter(scope);
         scf::InParallelOp::create(pb);
       });
-  grid->setAttr(
-      "kvattn.tile_config",
-      b.getDictionaryAttr({
-          b.getNamedAttr("block_m", b.getI64IntegerAttr(bm)),
-          b.getNamedAttr("block_n", b.getI64IntegerAttr(bn)),
-          b.getNamedAttr("num_warps", b.getI64IntegerAttr(cfg.numWarps)),
-          b.getNamedAttr("num_stages", b.getI64IntegerAttr(cfg.numStages)),
-          b.getNamedAttr("split_kv", b.getI64IntegerAttr(splits)),
-          b.getNamedAttr("group", b.getI64IntegerAttr(group)),
-      }));
+  auto config = [&](int64_t splitKv, int64_t heads, StringRef kind) {
+    return b.getDictionaryAttr({
+        b.getNamedAttr("block_m", b.getI64IntegerAttr(bm)),
+        b.getNamedAttr("block_n", b.getI64IntegerAttr(bn)),
+        b.getNamedAttr("num_warps", b.getI64IntegerAttr(cfg.numWarps)),
+        b.getNamedAttr("num_stages", b.getI64IntegerAttr(cfg.numStages)),
+        b.getNamedAttr("split_kv", b.getI64IntegerAttr(splitKv)),
+        b.getNamedAttr("group", b.getI64IntegerAttr(heads)),
+        b.getNamedAttr("kind", b.getStringAttr(kind)),
+    });
+  };
+  grid->setAttr("kvattn.tile_config", config(splits, group, "attention"));
+
+  if (splits > 1) {
+    // The merge program: one instance per (batch x head, query block)
+    // merges its rows' partial states in chunk order (deterministic,
+    // (0, -inf) the identity) into out and lse.
+    auto merge = scf::ForallOp::create(
+        b, b.getLoc(),
+        ArrayRef<OpFoldResult>{getAsOpFoldResult(m.mul(batch, qHeads)),
+                               getAsOpFoldResult(m.ceilDiv(qLen, bm))},
+        ValueRange{}, std::nullopt,
+        [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+          ImplicitLocOpBuilder pb(loc, nested);
+          IndexMath p{pb};
+          // Sizes from the operand buffers only, as in the main program.
+          Value qHeads = p.dim(buf.out, 1), qLen = p.dim(buf.out, 2);
+          Value bIdx = pb.createOrFold<arith::DivUIOp>(ivs[0], qHeads);
+          Value head = pb.createOrFold<arith::RemUIOp>(ivs[0], qHeads);
+          Value qStart = p.mul(ivs[1], p.c(bm));
+          Value rows = p.min(p.c(bm), p.sub(qLen, qStart));
+          TileMergeOp::create(pb, outParts, lseParts, buf.out, buf.lse, bIdx,
+                              head, qStart, rows);
+          scf::InParallelOp::create(pb);
+        });
+    merge->setAttr("kvattn.tile_config", config(1, 1, "merge"));
+    memref::DeallocOp::create(b, outParts);
+    memref::DeallocOp::create(b, lseParts);
+  }
 
   SmallVector<Value> results;
-  if (splits > 1) {
-    // Merge the chunks in chunk order: deterministic, (0, -inf) identity.
-    auto tensorOf = [&](Value buffer) {
-      auto type = cast<MemRefType>(buffer.getType());
-      return bufferization::ToTensorOp::create(
-          b, RankedTensorType::get(type.getShape(), type.getElementType()),
-          buffer, /*restrict=*/true, /*writable=*/true);
-    };
-    auto lseType = RankedTensorType::get(
-        {qType.getDimSize(0), qType.getDimSize(1), qType.getDimSize(2)}, f32);
-    auto merge = MergeOp::create(b, op.getOut().getType(), lseType,
-                                 tensorOf(outParts), tensorOf(lseParts));
-    results.push_back(merge.getOut());
-    if (op.getLse())
-      results.push_back(merge.getLse());
-    // The unsplit output buffers are not used.
-    rewriter.eraseOp(buf.out.getDefiningOp());
-    if (buf.lse)
-      rewriter.eraseOp(buf.lse.getDefiningOp());
-    rewriter.replaceOp(op, results);
-    return success();
-  }
   results.push_back(bufferization::ToTensorOp::create(
       b, op.getOut().getType(), buf.out, /*restrict=*/true,
       /*writable=*/true));

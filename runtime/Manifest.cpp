@@ -122,6 +122,19 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
     // Optional (older manifests have none): query heads per program.
     if (tile->get("group"))
       KVATTN_RETURN_IF_ERROR(integer(*tile, "group", info.group, where));
+    if (tile->get("split_kv"))
+      KVATTN_RETURN_IF_ERROR(integer(*tile, "split_kv", info.splitKv, where));
+    if (const JsonValue *kind = kj.get("kind")) {
+      if (kind->kind != JsonValue::Kind::String ||
+          (kind->string != "attention" && kind->string != "merge"))
+        return Status::error("manifest: " + where +
+                             " has a kind other than \"attention\" or "
+                             "\"merge\"");
+      info.kind = kind->string;
+    }
+    if (info.splitKv < 1)
+      return Status::error("manifest: " + where + " has split_kv " +
+                           std::to_string(info.splitKv) + " (must be >= 1)");
     if (info.group < 1)
       return Status::error("manifest: " + where + " has group " +
                            std::to_string(info.group) + " (must be >= 1)");

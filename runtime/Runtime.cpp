@@ -430,11 +430,12 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   const int64_t gridY =
       (kernel.group * args.sizes.L + kernel.blockM - 1) / kernel.blockM;
   if (gridX == 0 || gridY == 0)
-    return Status::ok(); // No program: nothing to compute.
-  if (gridX > 0x7fffffff || gridY > 65535)
+    return Status::ok();                // No program: nothing to compute.
+  const int64_t gridZ = kernel.splitKv; // KV chunks of a split
+  if (gridX > 0x7fffffff || gridY > 65535 || gridZ > 65535)
     return Status::error(doing + ": the grid (" + std::to_string(gridX) +
-                         " x " + std::to_string(gridY) +
-                         ") exceeds the CUDA limits");
+                         " x " + std::to_string(gridY) + " x " +
+                         std::to_string(gridZ) + ") exceeds the CUDA limits");
 
   auto &functions = const_cast<Module &>(module).functions;
   CUfunction function;
@@ -458,13 +459,13 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   std::vector<void *> params;
   for (uint64_t &v : values)
     params.push_back(&v);
-  return d.check(
-      d.cuLaunchKernel(function, static_cast<unsigned>(gridX),
-                       static_cast<unsigned>(gridY), 1,
-                       static_cast<unsigned>(kernel.blockX), 1, 1,
-                       static_cast<unsigned>(kernel.dynamicSharedMemoryBytes),
-                       impl_->current, params.data(), nullptr),
-      doing);
+  return d.check(d.cuLaunchKernel(
+                     function, static_cast<unsigned>(gridX),
+                     static_cast<unsigned>(gridY), static_cast<unsigned>(gridZ),
+                     static_cast<unsigned>(kernel.blockX), 1, 1,
+                     static_cast<unsigned>(kernel.dynamicSharedMemoryBytes),
+                     impl_->current, params.data(), nullptr),
+                 doing);
 }
 
 } // namespace rt

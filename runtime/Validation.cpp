@@ -31,6 +31,10 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
     return {"B", "S"};
   if (role == "lse")
     return {"B", "Hq", "L"};
+  if (role == "out_parts")
+    return {"", "B", "Hq", "L", ""};
+  if (role == "lse_parts")
+    return {"", "B", "Hq", "L"};
   std::vector<std::string> full = {"B", "Hq", "L", "S"}; // mask
   return std::vector<std::string>(full.end() - std::min(rank, full.size()),
                                   full.end());

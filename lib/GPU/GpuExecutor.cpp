@@ -12,6 +12,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cctype>
 
 using namespace mlir;
 
@@ -117,7 +118,6 @@ Status GpuExecutor::run(Operation *attention,
   }
   const rt::Module *loaded;
   KVATTN_RETURN_IF_ERROR(runtime_->loadModule(it->second.ptx, loaded));
-  const rt::KernelInfo &kernel = it->second.manifest.kernels.at(0);
 
   const auto &q = operands[0]->shape(), &k = operands[1]->shape(),
              &v = operands[2]->shape();
@@ -179,7 +179,42 @@ Status GpuExecutor::run(Operation *attention,
     allocations.push_back(ptr);
     args.buffers[outputs[r]] = ptr;
   }
-  Status s = runtime_->launch(*loaded, kernel, args);
+  // The kernels run in manifest order: the attention kernel, then (with
+  // split-KV) the merge of its partial states, which live in f32 device
+  // workspaces. Each kernel gets the buffers and metadata it names.
+  Status s = Status::ok();
+  for (const rt::KernelInfo &k : it->second.manifest.kernels) {
+    rt::LaunchArgs kernelArgs;
+    kernelArgs.sizes = args.sizes;
+    for (const rt::ParamInfo &p : k.params) {
+      if (p.kind != "pointer")
+        continue;
+      if (auto m = args.metadata.find(p.name); m != args.metadata.end()) {
+        kernelArgs.metadata.insert(*m);
+        continue;
+      }
+      if ((p.name == "out_parts" || p.name == "lse_parts") &&
+          !args.buffers.count(p.name)) {
+        int64_t elements = 1;
+        for (const std::string &d : p.shape)
+          elements *= std::isdigit(static_cast<unsigned char>(d[0]))
+                          ? std::stoll(d)
+                          : rt::sizeByName(args.sizes, d);
+        rt::DevicePtr ptr;
+        s = runtime_->allocate(elements * sizeof(float), ptr);
+        if (s.isError())
+          break;
+        allocations.push_back(ptr);
+        args.buffers[p.name] = ptr;
+      }
+      if (auto b = args.buffers.find(p.name); b != args.buffers.end())
+        kernelArgs.buffers.insert(*b);
+    }
+    if (s.isOk())
+      s = runtime_->launch(*loaded, k, kernelArgs);
+    if (s.isError())
+      break;
+  }
   if (s.isOk())
     s = runtime_->synchronize();
   for (size_t r = 0; s.isOk() && r < results.size(); ++r)

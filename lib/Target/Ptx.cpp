@@ -33,6 +33,10 @@ static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
   m.numStages = config.getAs<IntegerAttr>("num_stages").getInt();
   if (auto group = config.getAs<IntegerAttr>("group"))
     m.group = group.getInt();
+  if (auto split = config.getAs<IntegerAttr>("split_kv"))
+    m.splitKv = split.getInt();
+  if (auto kind = config.getAs<StringAttr>("kind"))
+    m.kind = kind.str();
   m.threadsPerBlock = 32 * m.numWarps;
   m.dynamicSharedMemoryBytes =
       kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes").getInt();
@@ -64,6 +68,8 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
   po.features = options.features;
   po.blockM = options.blockM;
   po.packGqa = options.packGqa;
+  po.splitKv = options.splitKv;
+  po.numSms = options.numSms;
   po.blockN = options.blockN;
   po.numWarps = options.numWarps;
   po.numStages = options.numStages;
@@ -154,7 +160,7 @@ std::string manifestToJson(const PtxModule &module,
        << (m.group > 1 ? "B * Hq / " + std::to_string(m.group) : "B * Hq")
        << "\", \"y\": \"ceil("
        << (m.group > 1 ? std::to_string(m.group) + " * L" : "L") << " / "
-       << m.blockM << ")\", \"z\": 1},\n"
+       << m.blockM << ")\", \"z\": " << m.splitKv << "},\n"
        << "      \"block\": {\"x\": " << m.threadsPerBlock
        << ", \"y\": 1, \"z\": 1},\n"
        << "      \"dynamic_shared_memory_bytes\": "
@@ -162,7 +168,8 @@ std::string manifestToJson(const PtxModule &module,
        << "      \"tile\": {\"block_m\": " << m.blockM
        << ", \"block_n\": " << m.blockN << ", \"num_warps\": " << m.numWarps
        << ", \"num_stages\": " << m.numStages << ", \"group\": " << m.group
-       << "}\n"
+       << ", \"split_kv\": " << m.splitKv << "},\n"
+       << "      \"kind\": " << quoted(m.kind) << "\n"
        << "    }";
   }
   os << "\n  ]\n}\n";

@@ -227,6 +227,49 @@ inline Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp,
   return arith::SelectOp::create(e.b, allowed, s, e.negInf());
 }
 
+/// The merge of partial states (kvattn.merge, kvattn.tile.merge) for one
+/// row `(b, h, i)` of `lseParts [N, B, H, L]`: the merged lse, visiting
+/// the parts in index order; -inf when every part is empty (a NaN part
+/// poisons the row).
+inline Value emitMergedLse(Emitter &e, Value lseParts, Value b, Value h,
+                           Value i) {
+  Value n = e.dimOf(lseParts, 0);
+  auto isEmpty = [&](Value l) {
+    return arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, l, e.negInf());
+  };
+  Value peak = e.reduce(e.idx(0), n, e.negInf(), [&](Value p, Value m) {
+    return arith::MaximumFOp::create(e.b, m, e.load(lseParts, {p, b, h, i}));
+  });
+  Value sum = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value s) {
+    Value l = e.load(lseParts, {p, b, h, i});
+    Value w = math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, peak));
+    return arith::SelectOp::create(e.b, isEmpty(l), s, e.addf(s, w));
+  });
+  return arith::SelectOp::create(e.b, isEmpty(peak), e.negInf(),
+                                 e.addf(peak, math::LogOp::create(e.b, sum)));
+}
+
+/// Element `x` of the merged output of row `(b, h, i)`, given its merged
+/// lse `total`: the sum over non-empty parts, in index order, of
+/// `exp(lse_n - total) * out_n[x]` (0 when every part is empty).
+inline Value emitMergedOut(Emitter &e, Value outParts, Value lseParts,
+                           Value total, Value b, Value h, Value i, Value x) {
+  Value n = e.dimOf(lseParts, 0);
+  return e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value a) {
+    Value l = e.load(lseParts, {p, b, h, i});
+    Value empty =
+        arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, l, e.negInf());
+    Value w = math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, total));
+    Value v = e.load(outParts, {p, b, h, i, x});
+    return arith::SelectOp::create(e.b, empty, a, e.addf(a, e.mulf(w, v)));
+  });
+}
+
+/// Converts an f32 to `type` (round to nearest even), or returns it.
+inline Value truncTo(Emitter &e, Value v, Type type) {
+  return type.isF32() ? v : arith::TruncFOp::create(e.b, type, v).getResult();
+}
+
 /// Runs the patterns of a lowering to loops over `root`. Region
 /// simplification is off: these lowerings only replace ops, one by one, and
 /// leave every clean-up to the pipelines' canonicalize, which runs only

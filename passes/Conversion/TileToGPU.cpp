@@ -350,9 +350,53 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
   }
 }
 
+/// The merge kernel of a split: all threads together over the (row,
+/// column) pairs of the block's rows; each recomputes its row's merged lse
+/// (N exponentials, N <= 16) rather than sharing it through memory.
+LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
+  ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
+  b.setInsertionPointToStart(&kernel.getBody().front());
+  Threads t;
+  t.count = 32 * numWarps;
+  t.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  SmallVector<TileMergeOp> merges;
+  kernel.walk([&](TileMergeOp op) { merges.push_back(op); });
+  for (TileMergeOp op : merges) {
+    int64_t dv = cast<MemRefType>(op.getOutParts().getType()).getDimSize(4);
+    if (ShapedType::isDynamic(dv))
+      return op.emitOpError() << "kvattn-lower-tile-to-gpu: the merge needs "
+                                 "a static value head dim";
+    ImplicitLocOpBuilder ob(op.getLoc(), op);
+    GpuEmitter e(ob, t);
+    Type outType = cast<MemRefType>(op.getOut().getType()).getElementType();
+    Value width = e.idx(dv);
+    e.cooperative(e.mulIdx(op.getRows(), dv), [&](Value n) {
+      Value r = e.divIdx(n, width), x = e.remIdx(n, width);
+      Value i = e.add(op.getStart(), r);
+      Value total =
+          emitMergedLse(e, op.getLseParts(), op.getBatch(), op.getHead(), i);
+      Value v = emitMergedOut(e, op.getOutParts(), op.getLseParts(), total,
+                              op.getBatch(), op.getHead(), i, x);
+      e.store(truncTo(e, v, outType), op.getOut(),
+              {op.getBatch(), op.getHead(), i, x});
+      if (Value lse = op.getLse())
+        e.when(
+            arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, x, e.idx(0)),
+            [&] {
+              e.store(total, lse, {op.getBatch(), op.getHead(), i});
+            });
+    });
+    op->erase();
+  }
+  return success();
+}
+
 LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
   int64_t numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
+  if (auto kind = config.getAs<StringAttr>("kind");
+      kind && kind.getValue() == "merge")
+    return lowerMergeKernel(kernel, numWarps);
   FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(kernel);
   if (failed(layout))
     return kernel.emitOpError()

@@ -194,6 +194,28 @@ LogicalResult lowerStore(TileStoreOp op, PatternRewriter &rewriter) {
   return success();
 }
 
+LogicalResult lowerMerge(TileMergeOp op, PatternRewriter &rewriter) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  Value out = op.getOut();
+  Type outType = cast<MemRefType>(out.getType()).getElementType();
+  Value dv = e.dimOf(op.getOutParts(), 4);
+  e.loop(e.idx(0), op.getRows(), [&](Value r) {
+    Value i = e.add(op.getStart(), r);
+    Value total =
+        emitMergedLse(e, op.getLseParts(), op.getBatch(), op.getHead(), i);
+    e.loop(e.idx(0), dv, [&](Value x) {
+      Value v = emitMergedOut(e, op.getOutParts(), op.getLseParts(), total,
+                              op.getBatch(), op.getHead(), i, x);
+      e.store(truncTo(e, v, outType), out, {op.getBatch(), op.getHead(), i, x});
+    });
+    if (Value lse = op.getLse())
+      e.store(total, lse, {op.getBatch(), op.getHead(), i});
+  });
+  rewriter.eraseOp(op);
+  return success();
+}
+
 struct LowerTileToLoopsPass
     : kvattn::impl::LowerTileToLoopsPassBase<LowerTileToLoopsPass> {
   void runOnOperation() override {
@@ -214,4 +236,5 @@ void mlir::kvattn::populateLowerTileToLoopsPatterns(
   patterns.add(lowerMask);
   patterns.add(lowerSoftmax);
   patterns.add(lowerStore);
+  patterns.add(lowerMerge);
 }

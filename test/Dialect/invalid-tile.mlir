@@ -64,3 +64,27 @@ func.func @store_dv(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf3
       : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x1x4x16xf32>
   return
 }
+
+// -----
+
+func.func @merge_dv(%op: memref<4x2x8x?x64xf32>, %lp: memref<4x2x8x?xf32>, %out: memref<2x8x?x32xbf16>, %i: index, %n: index) {
+  // expected-error @+1 {{value head dim Dv mismatch: out dim 3 is 32 but out_parts dim 4 is 64}}
+  kvattn.tile.merge %op, %lp[%i, %i, %i] rows(%n) into %out : memref<4x2x8x?x64xf32>, memref<4x2x8x?xf32>, memref<2x8x?x32xbf16>
+  return
+}
+
+// -----
+
+func.func @merge_parts(%op: memref<4x2x8x?x64xf32>, %lp: memref<3x2x8x?xf32>, %out: memref<2x8x?x64xbf16>, %i: index, %n: index) {
+  // expected-error @+1 {{parts N mismatch: lse_parts dim 0 is 3 but out_parts dim 0 is 4}}
+  kvattn.tile.merge %op, %lp[%i, %i, %i] rows(%n) into %out : memref<4x2x8x?x64xf32>, memref<3x2x8x?xf32>, memref<2x8x?x64xbf16>
+  return
+}
+
+// -----
+
+func.func @group_positive(%q: memref<1x8x?x8xf16>, %qt: memref<16x8xf32>, %i: index, %n: index) {
+  // expected-error @+1 {{group must be positive, got 0}}
+  kvattn.tile.load_q %q[%i, %i, %i] rows(%n) group = 0 into %qt : memref<1x8x?x8xf16>, memref<16x8xf32>
+  return
+}

@@ -136,3 +136,19 @@ func.func @paged_tile_ops(%qt: memref<16x8xf32>, %k: memref<?x16x2x8xf16>, %v: m
       : memref<16x32xf32>, memref<?x16x2x8xf16>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
   return
 }
+
+// CHECK-LABEL: func @tile_merge
+// CHECK: kvattn.tile.merge %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) into %{{.*}} lse(%{{.*}} : memref<2x8x?xf32>) : memref<4x2x8x?x64xf32>, memref<4x2x8x?xf32>, memref<2x8x?x64xbf16>
+func.func @tile_merge(%op: memref<4x2x8x?x64xf32>, %lp: memref<4x2x8x?xf32>, %out: memref<2x8x?x64xbf16>, %lse: memref<2x8x?xf32>, %i: index, %n: index) {
+  kvattn.tile.merge %op, %lp[%i, %i, %i] rows(%n) into %out lse(%lse : memref<2x8x?xf32>) : memref<4x2x8x?x64xf32>, memref<4x2x8x?xf32>, memref<2x8x?x64xbf16>
+  return
+}
+
+// CHECK-LABEL: func @tile_group
+// CHECK: kvattn.tile.load_q %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) group = 4 into
+// CHECK: kvattn.tile.store state({{.*}}) into %{{.*}} [%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) group = 4 :
+func.func @tile_group(%q: memref<1x8x?x8xf16>, %qt: memref<16x8xf32>, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %out: memref<1x8x?x8xf16>, %i: index, %n: index) {
+  kvattn.tile.load_q %q[%i, %i, %i] rows(%n) group = 4 into %qt : memref<1x8x?x8xf16>, memref<16x8xf32>
+  kvattn.tile.store state(%m, %l, %acc) into %out [%i, %i, %i] rows(%n) group = 4 : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x8x?x8xf16>
+  return
+}

@@ -39,16 +39,18 @@
 // CHECK:               }
 // CHECK:               kvattn.tile.softmax_update %{{.*}}, %{{.*}}[%[[B]], %[[G]], %[[KSTART]]]
 // CHECK:             kvattn.tile.store state({{.*}}) into %[[OUT]] [%[[B]], %[[H]], %[[QSTART]]] rows(%[[ROWS]])
-// CHECK:         } {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, group = 1 : i64, num_stages = 2 : i64, num_warps = 4 : i64, split_kv = 1 : i64}}
+// CHECK:         } {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, group = 1 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 4 : i64, split_kv = 1 : i64}}
 // CHECK:         %[[RES:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
 // CHECK:         return %[[RES]]
 
 // With split-kv = 4 the grid gets a chunk dimension, each chunk loops over
-// its share of the visible blocks and stores a partial state; the parts
-// are merged in chunk order.
+// its share of the visible blocks and stores a partial state; a second
+// program (kind = "merge", one instance per (batch x head, query block))
+// merges the parts in chunk order into out.
 // SPLIT-LABEL: func @offsets_causal_gqa
-// SPLIT-DAG:     %[[OP:.*]] = memref.alloc() : memref<4x2x8x100x64xf32>
-// SPLIT-DAG:     %[[LP:.*]] = memref.alloc() : memref<4x2x8x100xf32>
+// SPLIT-DAG:     %[[OUT:.*]] = memref.alloc() {kvattn.role = "out"} : memref<2x8x100x64xf16>
+// SPLIT-DAG:     %[[OP:.*]] = memref.alloc() {kvattn.role = "out_parts"} : memref<4x2x8x100x64xf32>
+// SPLIT-DAG:     %[[LP:.*]] = memref.alloc() {kvattn.role = "lse_parts"} : memref<4x2x8x100xf32>
 // SPLIT:         scf.forall (%{{.*}}, %{{.*}}, %[[C:.*]]) in (16, 2, 4)
 // SPLIT:           %[[CHUNK:.*]] = arith.ceildivsi %{{.*}}, %c4
 // SPLIT:           arith.muli %[[C]], %[[CHUNK]]
@@ -56,11 +58,17 @@
 // SPLIT-DAG:       %[[OV:.*]] = memref.subview %[[OP]][%[[C]], 0, 0, 0, 0] [1, 2, 8, 100, 64] [1, 1, 1, 1, 1]
 // SPLIT-DAG:       %[[LV:.*]] = memref.subview %[[LP]][%[[C]], 0, 0, 0] [1, 2, 8, 100] [1, 1, 1, 1]
 // SPLIT:           kvattn.tile.store state({{.*}}) into %[[OV]] lse(%[[LV]] : {{.*}})
-// SPLIT:         split_kv = 4
-// SPLIT-DAG:     %[[OT:.*]] = bufferization.to_tensor %[[OP]] restrict
-// SPLIT-DAG:     %[[LT:.*]] = bufferization.to_tensor %[[LP]] restrict
-// SPLIT:         %[[OUT:.*]], %{{.*}} = kvattn.merge %[[OT]], %[[LT]] : tensor<4x2x8x100x64xf32>, tensor<4x2x8x100xf32> -> tensor<2x8x100x64xf16>, tensor<2x8x100xf32>
-// SPLIT:         return %[[OUT]]
+// SPLIT:         kind = "attention", {{.*}} split_kv = 4
+// SPLIT:         scf.forall (%[[BH:.*]], %[[QB:.*]]) in (16, 2) {
+// SPLIT:           %[[B:.*]] = arith.divui %[[BH]]
+// SPLIT:           %[[H:.*]] = arith.remui %[[BH]]
+// SPLIT:           %[[START:.*]] = arith.muli %[[QB]]
+// SPLIT:           kvattn.tile.merge %[[OP]], %[[LP]][%[[B]], %[[H]], %[[START]]] rows(%{{.*}}) into %[[OUT]] :
+// SPLIT:         kind = "merge", {{.*}} split_kv = 1
+// SPLIT:         memref.dealloc %[[OP]]
+// SPLIT:         memref.dealloc %[[LP]]
+// SPLIT:         %[[RES:.*]] = bufferization.to_tensor %[[OUT]]
+// SPLIT:         return %[[RES]]
 
 // split-kv = 0 chooses: 2 x 8 heads x 2 query blocks = 32 programs want
 // ceil(2 x 132 / 32) = 9 chunks for the default 132 multiprocessors, but
@@ -76,7 +84,7 @@
 // OPTS:           memref.get_global @kvattn_tile_stats : memref<4xi64>
 // OPTS-COUNT-4:   memref.atomic_rmw addi
 // OPTS:           memref.alloca() : memref<16x32xf32>
-// OPTS:         {kvattn.tile_config = {block_m = 16 : i64, block_n = 32 : i64, group = 1 : i64, num_stages = 3 : i64, num_warps = 8 : i64, split_kv = 1 : i64}}
+// OPTS:         {kvattn.tile_config = {block_m = 16 : i64, block_n = 32 : i64, group = 1 : i64, kind = "attention", num_stages = 3 : i64, num_warps = 8 : i64, split_kv = 1 : i64}}
 func.func @offsets_causal_gqa(%q: tensor<2x8x100x64xf16>, %k: tensor<2x2x356x64xf16>,
     %v: tensor<2x2x356x64xf16>, %pos: tensor<2xi32>, %len: tensor<2xi32>) -> tensor<2x8x100x64xf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<2xi32>) kv_len(%len : tensor<2xi32>) causal

@@ -55,7 +55,8 @@
 // JSON: "grid": {"x": "B * Hq", "y": "ceil(L / 64)", "z": 1},
 // JSON: "block": {"x": 128, "y": 1, "z": 1},
 // JSON: "dynamic_shared_memory_bytes": 98816,
-// JSON: "tile": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2, "group": 1}
+// JSON: "tile": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2, "group": 1, "split_kv": 1},
+// JSON: "kind": "attention"
 
 func.func @append(%q: tensor<?x8x4x128xbf16>, %k: tensor<?x2x?x128xbf16>, %v: tensor<?x2x?x128xbf16>,
                   %pos: tensor<?xi32>, %len: tensor<?xi32>) -> (tensor<?x8x4x128xbf16>, tensor<?x8x4xf32>) {

@@ -53,6 +53,10 @@ cases=(
   "decode-static|--L 1 --S 100 --kv-len 57"
   "paged-decode-p16|--B 3 --Hq 8 --Hkv 2 --D 64 --L 1 --S 256 --page-size 16 --q-offset 99,0,255 --kv-len 100,1,256 --causal --lse"
   "paged-p1|--B 3 --Hq 8 --Hkv 2 --D 32 --L 4 --S 40 --page-size 1 --q-offset 33,16,0 --kv-len 37,20,4 --causal"
+  "split-decode-7|--B 2 --Hq 8 --Hkv 2 --D 128 --L 1 --S 1000 --q-offset 999,500 --kv-len 1000,501 --causal --lse|--split-kv 7"
+  "split-paged-3|--B 3 --Hq 8 --Hkv 2 --D 64 --L 4 --S 256 --page-size 16 --q-offset 99,0,252 --kv-len 103,4,256 --causal|--split-kv 3"
+  "split-more-than-blocks|--L 2 --S 40 --q-offset 38 --causal --lse|--split-kv 7 --block-n 16"
+  "unpacked-gqa-decode|--B 2 --Hq 8 --Hkv 2 --D 64 --L 1 --S 300 --q-offset 299,100 --kv-len 300,101 --causal|--pack-gqa=false"
   "paged-append-p64|--B 3 --Hq 8 --Hkv 2 --D 128 --L 16 --S 320 --page-size 64 --q-offset 200,0,300 --kv-len 216,16,316 --causal --extra-pages 1"
 )
 
@@ -60,9 +64,12 @@ pass=0; fail=0
 printf '%-22s %-5s %-6s %s\n' case dtype result "max_abs_err" > "$out/summary.txt"
 for dtype in f32 f16 bf16; do
   for entry in "${cases[@]}"; do
-    name=${entry%%|*}; flags=${entry#*|}
+    # name|case flags[|kvattn-run flags]
+    name=${entry%%|*}; rest=${entry#*|}
+    flags=${rest%%|*}; runflags=""
+    [[ $rest == *"|"* ]] && runflags=${rest#*|}
     log="$out/$name-$dtype.log"
-    if $run --dtype "$dtype" $flags -- --target=gpu --check > "$log" 2>&1; then
+    if $run --dtype "$dtype" $flags -- --target=gpu --check $runflags > "$log" 2>&1; then
       result=PASS; pass=$((pass + 1))
     else
       result=FAIL; fail=$((fail + 1))

@@ -51,6 +51,17 @@ static cl::opt<int64_t> blockM("block-m", cl::init(64), cl::cat(category));
 static cl::opt<int64_t> blockN("block-n", cl::init(64), cl::cat(category));
 static cl::opt<int64_t> numWarps("num-warps", cl::init(4), cl::cat(category));
 static cl::opt<int64_t> numStages("num-stages", cl::init(2), cl::cat(category));
+static cl::opt<int64_t>
+    splitKv("split-kv",
+            cl::desc("KV chunks per program, merged by a second kernel "
+                     "(0: automatic from --num-sms)"),
+            cl::init(1), cl::cat(category));
+static cl::opt<int64_t> numSms("num-sms",
+                               cl::desc("Multiprocessors, for --split-kv=0"),
+                               cl::init(132), cl::cat(category));
+static cl::opt<bool> packGqa("pack-gqa",
+                             cl::desc("GQA packing of few query rows"),
+                             cl::init(true), cl::cat(category));
 static cl::opt<unsigned>
     repeat("repeat",
            cl::desc("Compile N times and report the median time (for the "
@@ -96,6 +107,9 @@ int main(int argc, char **argv) {
   options.blockN = blockN;
   options.numWarps = numWarps;
   options.numStages = numStages;
+  options.splitKv = splitKv;
+  options.numSms = numSms;
+  options.packGqa = packGqa;
 
   kvattn::PtxModule result;
   std::vector<double> times;

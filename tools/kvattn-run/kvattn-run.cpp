@@ -96,7 +96,7 @@ cl::opt<int64_t> blockN("block-n", cl::desc("Keys per KV block"), cl::init(64),
                         cl::cat(runCategory));
 cl::opt<int64_t> splitKv("split-kv",
                          cl::desc("KV chunks per program, merged in chunk "
-                                  "order (cpu target)"),
+                                  "order"),
                          cl::init(1), cl::cat(runCategory));
 cl::opt<bool> packGqa("pack-gqa",
                       cl::desc("GQA packing: one program per kv head for "
@@ -316,6 +316,7 @@ int main(int argc, char **argv) {
     kvattn::PtxOptions options;
     options.blockN = blockN;
     options.packGqa = packGqa;
+    options.splitKv = splitKv;
     std::unique_ptr<kvattn::GpuExecutor> gpu;
     if (kvattn::Status s = kvattn::GpuExecutor::create(options, gpu);
         s.isError())

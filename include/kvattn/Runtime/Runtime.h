@@ -59,6 +59,12 @@ struct KernelInfo {
   /// Query heads per program (GQA packing): the grid is
   /// (B * Hq / group, ceil(group * L / blockM)).
   int64_t group = 1;
+  /// KV chunks of a split-KV kernel: the grid's z dimension.
+  int64_t splitKv = 1;
+  /// "attention", or "merge": the kernel that merges the partial states
+  /// (`out_parts`, `lse_parts`) a split-KV attention kernel wrote. Launch
+  /// the kernels of a manifest in order.
+  std::string kind = "attention";
   int64_t dynamicSharedMemoryBytes = 0;
 };
 
@@ -90,7 +96,8 @@ int64_t sizeByName(const Sizes &sizes, const std::string &name);
 
 struct LaunchArgs {
   Sizes sizes;
-  /// Device buffers by parameter name: query, key, value, mask, out, lse.
+  /// Device buffers by parameter name: query, key, value, mask, out, lse,
+  /// and for split-KV kernels the f32 workspaces out_parts and lse_parts.
   std::map<std::string, DevicePtr> buffers;
   /// Run-time metadata on the host by parameter name: q_offset, k_offset,
   /// q_pos, k_pos, kv_len, block_table (integers), key_valid (0/1). The runtime

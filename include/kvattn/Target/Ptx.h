@@ -40,6 +40,10 @@ struct KernelManifest {
   int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 0;
   /// Query heads per program (GQA packing; 1: one head per program).
   int64_t group = 1;
+  /// KV chunks (split-KV): the grid's z dimension; 1 without a split.
+  int64_t splitKv = 1;
+  /// "attention", or "merge" for the kernel that merges a split's parts.
+  std::string kind = "attention";
   int64_t threadsPerBlock = 0;
   int64_t dynamicSharedMemoryBytes = 0;
 };
@@ -50,6 +54,9 @@ struct PtxOptions {
   std::string libdevice; ///< empty: found from $CUDA_HOME etc.
   int64_t blockM = 64, blockN = 64, numWarps = 4, numStages = 2;
   bool packGqa = true; ///< GQA packing of few query rows
+  /// KV chunks per program, merged by a second kernel (1: no split, 0:
+  /// automatic from numSms).
+  int64_t splitKv = 1, numSms = 132;
 };
 
 struct PtxModule {

@@ -6,11 +6,12 @@
 
 1. builds the case IR with test/Numerics/Inputs/attention_case.py --ir-only;
 2. kvattn-compile writes NAME.ptx and NAME.json;
-3. the manifest is checked against the kernel's real parameter list in the
-   PTX (.entry name, count, .u64 for every parameter, in order);
+3. the manifest is checked against each kernel's real parameter list in
+   the PTX (.entry name, count, .u64 for every parameter, in order);
 4. ptxas -v assembles the PTX for every --chip and must report 0 bytes of
-   spill stores and loads.
-Prints one line per chip: registers, shared memory, spills.
+   spill stores and loads for every kernel.
+Prints one line per kernel and chip: registers and spills ("sm_80: ..." for
+a single kernel, "sm_80 NAME: ..." when a split adds the merge kernel).
 """
 
 import argparse
@@ -36,6 +37,7 @@ def main():
     p.add_argument("--block-m")
     p.add_argument("--block-n")
     p.add_argument("--num-warps")
+    p.add_argument("--split-kv")
     a = p.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -45,7 +47,7 @@ def main():
         open(mlir, "w").write(ir)
         out = os.path.join(tmp, "kernel")
         cmd = [a.kvattn_compile, mlir, "-o", out, "--chip", a.chip[0]]
-        for opt in ("block_m", "block_n", "num_warps"):
+        for opt in ("block_m", "block_n", "num_warps", "split_kv"):
             if getattr(a, opt):
                 cmd += ["--" + opt.replace("_", "-"), getattr(a, opt)]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -55,31 +57,36 @@ def main():
         # The manifest against the PTX entry.
         assert manifest["format"] == "kvattn-launch-manifest", manifest
         assert manifest["version"] == 1, manifest
-        (kernel,) = manifest["kernels"]
-        m = re.search(r"\.entry\s+(\w+)\s*\((.*?)\)", ptx, re.S)
-        assert m, "no .entry in the PTX"
-        assert m.group(1) == kernel["name"], (m.group(1), kernel["name"])
-        # ".param .u64 .ptr .align 1 NAME" for pointers, ".param .u64 NAME"
-        # for scalars.
-        ptx_params = re.findall(r"\.param\s+\.(\w+)((?:\s+\.ptr)?)[^,]*?(\w+)\s*(?:,|$)",
-                                m.group(2).strip())
-        if len(ptx_params) != len(kernel["params"]):
-            sys.exit(f"manifest has {len(kernel['params'])} params, "
-                     f"the PTX entry {len(ptx_params)}")
-        for i, ((ty, ptr, name), param) in enumerate(
-                zip(ptx_params, kernel["params"])):
-            assert param["index"] == i, param
-            assert name.endswith(f"_param_{i}"), (name, i)
-            if ty != "u64":
-                sys.exit(f"param {i} ({param['name']}): PTX .{ty}, manifest "
-                         f"{param['type']}")
-            if bool(ptr.strip()) != (param["kind"] == "pointer"):
-                sys.exit(f"param {i} ({param['name']}): the PTX says "
-                         f"{'pointer' if ptr.strip() else 'scalar'}, the "
-                         f"manifest {param['kind']}")
-        print(f"manifest: {kernel['name']} {len(ptx_params)} params match the "
-              f"PTX entry; block {kernel['block']['x']}, dynamic smem "
-              f"{kernel['dynamic_shared_memory_bytes']}")
+        kernels = manifest["kernels"]
+        entries = list(re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\)", ptx, re.S))
+        if len(entries) != len(kernels):
+            sys.exit(f"manifest has {len(kernels)} kernels, the PTX "
+                     f"{len(entries)} entries")
+        for kernel, m in zip(kernels, entries):
+            assert m.group(1) == kernel["name"], (m.group(1), kernel["name"])
+            # ".param .u64 .ptr .align 1 NAME" for pointers, ".param .u64
+            # NAME" for scalars.
+            ptx_params = re.findall(
+                r"\.param\s+\.(\w+)((?:\s+\.ptr)?)[^,]*?(\w+)\s*(?:,|$)",
+                m.group(2).strip())
+            if len(ptx_params) != len(kernel["params"]):
+                sys.exit(f"{kernel['name']}: manifest has "
+                         f"{len(kernel['params'])} params, the PTX entry "
+                         f"{len(ptx_params)}")
+            for i, ((ty, ptr, name), param) in enumerate(
+                    zip(ptx_params, kernel["params"])):
+                assert param["index"] == i, param
+                assert name.endswith(f"_param_{i}"), (name, i)
+                if ty != "u64":
+                    sys.exit(f"param {i} ({param['name']}): PTX .{ty}, "
+                             f"manifest {param['type']}")
+                if bool(ptr.strip()) != (param["kind"] == "pointer"):
+                    sys.exit(f"param {i} ({param['name']}): the PTX says "
+                             f"{'pointer' if ptr.strip() else 'scalar'}, the "
+                             f"manifest {param['kind']}")
+            print(f"manifest: {kernel['name']} {len(ptx_params)} params match "
+                  f"the PTX entry; block {kernel['block']['x']}, dynamic smem "
+                  f"{kernel['dynamic_shared_memory_bytes']}")
 
         for chip in a.chip:
             r = subprocess.run([a.ptxas, "-arch=" + chip, "-v",
@@ -88,14 +95,21 @@ def main():
             if r.returncode != 0:
                 sys.stderr.write(r.stderr)
                 sys.exit(f"ptxas -arch={chip} failed")
+            # ptxas -v reports each function: its spills, then its
+            # registers.
             info = r.stderr
-            spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill "
-                              r"loads", info)
-            regs = re.search(r"Used (\d+) registers", info)
-            assert spill and regs, info
-            print(f"{chip}: {regs.group(1)} registers, "
-                  f"{spill.group(1)} bytes spill stores, "
-                  f"{spill.group(2)} bytes spill loads")
+            spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes "
+                                r"spill loads", info)
+            regs = re.findall(r"Used (\d+) registers", info)
+            funcs = re.findall(r"Compiling entry function '(\w+)'", info)
+            assert len(spills) == len(regs) == len(funcs) == len(kernels), info
+            report = dict(zip(funcs, zip(spills, regs)))
+            for kernel in kernels:  # in manifest order
+                func = kernel["name"]
+                (stores, loads), reg = report[func]
+                label = chip if len(kernels) == 1 else f"{chip} {func}"
+                print(f"{label}: {reg} registers, {stores} bytes spill "
+                      f"stores, {loads} bytes spill loads")
     return 0
 
 
