@@ -21,7 +21,9 @@ class KVAttnError(RuntimeError):
 
 
 class _Sizes(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_int64) for n in ("B", "Hq", "Hkv", "L", "S")]
+    _fields_ = [(n, ctypes.c_int64) for n in ("B", "Hq", "Hkv", "L", "S",
+                                              "num_pages", "page_size",
+                                              "max_pages")]
 
 
 class _Buffer(ctypes.Structure):

@@ -54,19 +54,26 @@ int kvattn_copy_to_host(kvattn_runtime *runtime, void *dst, uint64_t src,
                         size_t bytes, char **error);
 int kvattn_synchronize(kvattn_runtime *runtime, char **error);
 
+/* The run-time sizes. Paged kernels (a "block_table" parameter) also take
+ * num_pages, page_size and max_pages, with S = max_pages * page_size; the
+ * others ignore them (zero-initialise the struct). */
 typedef struct {
   int64_t B, Hq, Hkv, L, S;
+  int64_t num_pages, page_size, max_pages;
 } kvattn_sizes;
 
 /* A device buffer by parameter name: "query", "key", "value", "mask",
- * "out", "lse". */
+ * "out", "lse"; split-KV kernels (manifest "split_kv" > 1) write and their
+ * merge kernel reads the f32 workspaces "out_parts" [N, B, Hq, L, Dv] and
+ * "lse_parts" [N, B, Hq, L], which the caller allocates. */
 typedef struct {
   const char *name;
   uint64_t device_ptr;
 } kvattn_buffer;
 
 /* Run-time metadata on the host by parameter name: "q_offset", "k_offset",
- * "q_pos", "k_pos", "kv_len", "key_valid". Validated before the launch. */
+ * "q_pos", "k_pos", "kv_len", "key_valid", "block_table" (row-major
+ * [B, max_pages]). Validated before the launch. */
 typedef struct {
   const char *name;
   const int64_t *values;
@@ -74,7 +81,10 @@ typedef struct {
 } kvattn_metadata;
 
 /* Launches kernel `kernel_index` of the manifest (the PTX is loaded once per
- * runtime and cached by content). Returns when the launch is queued. */
+ * runtime and cached by content). Returns when the launch is queued. A
+ * manifest may hold more than one kernel per attention (split-KV: the
+ * attention kernel, then a "merge" kernel): launch them in order on the
+ * same stream. */
 int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
                   const char *manifest_json, size_t kernel_index,
                   kvattn_sizes sizes, const kvattn_buffer *buffers,

@@ -140,6 +140,9 @@ launchArgs(kvattn_sizes sizes, const kvattn_buffer *buffers, size_t num_buffers,
            const kvattn_metadata *metadata, size_t num_metadata) {
   kvattn::rt::LaunchArgs args;
   args.sizes = {sizes.B, sizes.Hq, sizes.Hkv, sizes.L, sizes.S};
+  args.sizes.numPages = sizes.num_pages;
+  args.sizes.pageSize = sizes.page_size;
+  args.sizes.maxPages = sizes.max_pages;
   for (size_t i = 0; i < num_buffers; ++i)
     args.buffers[buffers[i].name] = buffers[i].device_ptr;
   for (size_t i = 0; i < num_metadata; ++i)
