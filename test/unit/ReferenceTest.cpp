@@ -619,3 +619,76 @@ TEST(PagedKV, PagePermutationsGiveTheContiguousResult) {
     }
   }
 }
+
+// The paged append writes token pos[b] + t to its page and row and nothing
+// else: gathered, the pages equal a plain append; every other row is
+// untouched. Page sizes 1, 4 and 16, ragged positions, a permuted pool.
+TEST(PagedKV, AppendPagedEqualsThePlainAppend) {
+  const int64_t b = 2, h = 2, d = 4, l = 5;
+  const std::vector<int64_t> pos = {3, 11};
+  std::mt19937 rng(99);
+  for (int64_t pageSize : {1, 4, 16}) {
+    const int64_t maxPages = (11 + l + pageSize - 1) / pageSize,
+                  numPages = 2 * maxPages + 1;
+    std::vector<int64_t> pool(numPages);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    HostTensor table = ints({b, maxPages}, {});
+    int64_t next = 0;
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t slot = 0; slot < maxPages; ++slot) {
+        const bool used = slot * pageSize < pos[bi] + l;
+        table.setInt(bi * maxPages + slot, used ? pool[next++] : -1);
+      }
+    HostTensor pages = seeded({numPages, pageSize, h, d}, 1);
+    HostTensor update = seeded({b, h, l, d}, 2);
+    HostTensor posT = ints({b}, pos), written;
+    Status s = appendPaged(pages, update, posT, table, written);
+    ASSERT_TRUE(s.isOk()) << s.message();
+
+    // The same write into the gathered (plain) cache.
+    HostTensor lens = ints({b}, {pos[0] + l, pos[1] + l});
+    HostTensor plain, expected, actual;
+    ASSERT_TRUE(gatherPages(pages, table, lens, plain).isOk());
+    ASSERT_TRUE(append(plain, update, posT, expected).isOk());
+    ASSERT_TRUE(gatherPages(written, table, lens, actual).isOk());
+    EXPECT_EQ(std::memcmp(actual.data(), expected.data(), actual.byteSize()), 0)
+        << "page size " << pageSize;
+    // Rows no token was written to keep their values.
+    int64_t changed = 0;
+    for (int64_t i = 0; i < pages.numElements(); ++i)
+      changed += pages.getDouble(i) != written.getDouble(i);
+    EXPECT_EQ(changed, b * l * h * d) << "page size " << pageSize;
+  }
+}
+
+TEST(PagedKV, BadPagedAppendsNameBatchSlotAndValue) {
+  HostTensor pages = seeded({4, 4, 1, 2}, 1), update = seeded({2, 1, 2, 2}, 2);
+  auto message = [&](std::vector<int64_t> table, std::vector<int64_t> pos) {
+    HostTensor result;
+    Status s =
+        appendPaged(pages, update, ints({2}, pos), ints({2, 2}, table), result);
+    EXPECT_TRUE(s.isError()) << "the paged append was accepted";
+    return s.isError() ? s.message() : "";
+  };
+  EXPECT_EQ(message({0, 1, 2, -1}, {1, 3}),
+            "pos[1] = 3 with L = 2 does not fit the 1 page(s) of "
+            "block_table[1] (page_size 4, at most 4 tokens): token 4 falls in "
+            "slot 1 (batch 1)");
+  EXPECT_EQ(message({0, 1, 2, -1}, {-2, 0}),
+            "pos[0] = -2 is negative (batch 0)");
+  EXPECT_EQ(message({0, 1, 2, 4}, {0, 0}),
+            "block_table[1][1] = 4: page id out of range [0, 4) (batch 1)");
+  EXPECT_EQ(message({-1, 1, 2, 3}, {0, 0}),
+            "block_table[0][1] = 1 follows the -1 at slot 0: the -1 tail "
+            "must be canonical (batch 0)");
+  // Page 0 shared by both sequences: reading it is fine, writing one row
+  // from both is not.
+  EXPECT_EQ(message({0, 1, 0, 2}, {2, 3}),
+            "block_table[1][0] = 0: token 3 writes row 3 of page 0, which "
+            "batch 0 also writes (batch 1)");
+  HostTensor ok;
+  Status s = appendPaged(pages, update, ints({2}, {4, 4}),
+                         ints({2, 2}, {0, 1, 0, 2}), ok);
+  EXPECT_TRUE(s.isOk()) << s.message();
+}
