@@ -447,7 +447,26 @@ struct ResolveCachedAppendPass
     // A plain walk rather than a greedy driver: every sdpa is rewritten
     // exactly once, so each lint diagnostic is emitted exactly once.
     SmallVector<SdpaOp> ops;
-    getOperation()->walk([&](SdpaOp op) { ops.push_back(op); });
+    bool paged = false;
+    getOperation()->walk(
+        [&](SdpaOp op) {
+          ops.push_back(op);
+          // SDPA has no paged form: its keys are [B, H, S, D]. Pages read as
+          // such would silently mix sequences.
+          for (Value kv : {op.getKey(), op.getValue()})
+            if (auto append = kv.getDefiningOp<AppendOp>();
+                append && append.getBlockTable()) {
+              op.emitOpError()
+                  << "reads a paged cache (a kvattn.append with block_table): "
+                     "kvattn.sdpa has no paged form; use kvattn.attention with "
+                     "block_table, q_offset = pos and kv_len = pos + L "
+                     "(docs/semantics.md, Paged KV)";
+              paged = true;
+              break;
+            }
+        });
+    if (paged)
+      return signalPassFailure();
     IRRewriter rewriter(&getContext());
     for (SdpaOp op : ops)
       resolveSdpa(rewriter, op, fixUpperLeftAppends);

@@ -301,6 +301,12 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
 }
 
 Status Interpreter::evalSdpa(mlir::kvattn::SdpaOp op) {
+  for (Value kv : {op.getKey(), op.getValue()})
+    if (auto append = kv.getDefiningOp<mlir::kvattn::AppendOp>();
+        append && append.getBlockTable())
+      return fail(op, "kvattn.sdpa reads a paged cache (a kvattn.append with "
+                      "block_table); it has no paged form: use "
+                      "kvattn.attention with block_table");
   reference::SdpaOperands ops;
   ops.query = &tensor(op.getQuery());
   ops.key = &tensor(op.getKey());

@@ -70,3 +70,16 @@ func.func @no_lint(%q: tensor<1x1x4x8xf32>, %kc0: tensor<1x1x0x8xf32>, %kn: tens
       : tensor<1x1x4x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32> -> tensor<1x1x4x8xf32>
   return %a, %b, %c, %d : tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>
 }
+
+// -----
+
+// SDPA over a paged append: the pages would be read as a [B, H, S, D]
+// cache. Rejected, pointing at the paged form of kvattn.attention.
+func.func @sdpa_over_pages(%q: tensor<2x16x1x64xf16>, %pages: tensor<2x16x2x64xf16>,
+                           %new: tensor<2x2x1x64xf16>, %pos: tensor<2xi32>, %bt: tensor<2x1xi32>) -> tensor<2x16x1x64xf16> {
+  %k = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x1xi32>) : tensor<2x2x1x64xf16> into tensor<2x16x2x64xf16>, tensor<2xi32>
+  // expected-error @+1 {{reads a paged cache (a kvattn.append with block_table): kvattn.sdpa has no paged form; use kvattn.attention with block_table, q_offset = pos and kv_len = pos + L (docs/semantics.md, Paged KV)}}
+  %o = kvattn.sdpa %q, %k, %k causal = lower_right
+      : tensor<2x16x1x64xf16>, tensor<2x16x2x64xf16>, tensor<2x16x2x64xf16> -> tensor<2x16x1x64xf16>
+  return %o : tensor<2x16x1x64xf16>
+}
