@@ -43,6 +43,8 @@ struct PtxPipelineOptions {
   bool packGqa = true;
   /// KV chunks per program (1: no split, 0: automatic from numSms).
   int64_t splitKv = 1, numSms = 132;
+  /// mma.sync / ldmatrix / cp.async where types and shapes allow.
+  bool tensorCores = true;
 };
 
 /// kvattn -> tile program -> outlined kernels with the tile ops lowered to

@@ -206,13 +206,28 @@ def LowerTileToGPUPass : Pass<"kvattn-lower-tile-to-gpu"> {
     staging block live in dynamic shared memory; row maxima and sums are
     reduced across the four lanes of a row with warp shuffles; blocks are
     loaded cooperatively by all threads between barriers.
+
+    With f16/bf16 K and V, head dims multiples of 16 (D) and 8 (Dv) and
+    block-n a multiple of 16, `Q.K^T` and `P.V` run on tensor cores
+    (`mma.sync.m16n8k16`, f32 accumulation, operands through `ldmatrix`)
+    and the K and V blocks are staged with `cp.async` into separate
+    buffers, the V block loading while `Q.K^T` runs.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
+    "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+  let options = [
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "Use mma.sync, ldmatrix and cp.async where the types and shapes "
+           "allow (f16/bf16, D % 16 == 0, Dv % 8 == 0, block-n % 16 == 0)">,
   ];
 }
 

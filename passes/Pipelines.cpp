@@ -120,6 +120,11 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
   Option<int64_t> numSms{*this, "num-sms",
                          llvm::cl::desc("Multiprocessors, for split-kv=0"),
                          llvm::cl::init(132)};
+  Option<bool> tensorCores{
+      *this, "tensor-cores",
+      llvm::cl::desc("mma.sync, ldmatrix and cp.async for f16/bf16 where the "
+                     "head dims allow"),
+      llvm::cl::init(true)};
 
   mlir::kvattn::PtxPipelineOptions get() const {
     mlir::kvattn::PtxPipelineOptions o;
@@ -133,6 +138,7 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.packGqa = packGqa;
     o.splitKv = splitKv;
     o.numSms = numSms;
+    o.tensorCores = tensorCores;
     return o;
   }
 };
@@ -163,17 +169,19 @@ std::string mlir::kvattn::findLibdevice(const std::string &explicitPath) {
 
 void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
     OpPassManager &pm, const PtxPipelineOptions &options) {
-  addPipeline(
-      pm, llvm::formatv("kvattn-resolve-cached-append,"
-                        "kvattn-tile{{block-m={0} block-n={1} num-warps={2} "
-                        "num-stages={3} pack-gqa={4} split-kv={5} "
-                        "num-sms={6}},"
-                        "kvattn-outline-tile-programs,"
-                        "gpu.module(kvattn-lower-tile-to-gpu,canonicalize,cse)",
-                        options.blockM, options.blockN, options.numWarps,
-                        options.numStages, options.packGqa ? "true" : "false",
-                        options.splitKv, options.numSms)
-              .str());
+  addPipeline(pm, llvm::formatv(
+                      "kvattn-resolve-cached-append,"
+                      "kvattn-tile{{block-m={0} block-n={1} num-warps={2} "
+                      "num-stages={3} pack-gqa={4} split-kv={5} "
+                      "num-sms={6}},"
+                      "kvattn-outline-tile-programs,"
+                      "gpu.module(kvattn-lower-tile-to-gpu{{tensor-cores={7}},"
+                      "canonicalize,cse)",
+                      options.blockM, options.blockN, options.numWarps,
+                      options.numStages, options.packGqa ? "true" : "false",
+                      options.splitKv, options.numSms,
+                      options.tensorCores ? "true" : "false")
+                      .str());
 }
 
 void mlir::kvattn::buildGpuKernelsToPtxPipeline(
@@ -187,7 +195,7 @@ void mlir::kvattn::buildGpuKernelsToPtxPipeline(
   addPipeline(pm, "nvvm-attach-target{" + target +
                       " O=3},"
                       "gpu.module(convert-scf-to-cf,expand-strided-metadata,"
-                      "lower-affine,"
+                      "lower-affine,convert-nvgpu-to-nvvm,"
                       "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},"
                       "kvattn-extern-dynamic-shared-memory,"
                       "canonicalize,cse,reconcile-unrealized-casts),"

@@ -70,6 +70,7 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
   po.packGqa = options.packGqa;
   po.splitKv = options.splitKv;
   po.numSms = options.numSms;
+  po.tensorCores = options.tensorCores;
   po.blockN = options.blockN;
   po.numWarps = options.numWarps;
   po.numStages = options.numStages;

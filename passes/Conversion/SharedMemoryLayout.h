@@ -29,6 +29,12 @@ struct SharedMemoryLayout {
   int64_t stageOffset = 0;
   int64_t stageRows = 0, stageCols = 0;
   Type stageElementType;
+  /// 16-bit K and V whose head dims are multiples of 8 (16-byte rows for
+  /// cp.async): K is staged in [stageRows, keyCols] at stageOffset and V in
+  /// its own [stageRows, valueCols] block at valueStageOffset, so the V
+  /// block can be in flight while Q.K^T runs.
+  bool separateValueStage = false;
+  int64_t keyCols = 0, valueCols = 0, valueStageOffset = 0;
   int64_t totalBytes = 0;
 };
 
@@ -53,27 +59,39 @@ computeSharedMemoryLayout(Operation *root) {
     offset += alignTo16(type.getNumElements() *
                         type.getElementType().getIntOrFloatBitWidth() / 8);
   });
-  int64_t rows = 0, cols = 0;
+  int64_t rows = 0, keyCols = 0, valueCols = 0;
   Type elementType;
   root->walk([&](TileQKOp op) {
     auto scores = cast<MemRefType>(op.getScores().getType());
     auto key = cast<MemRefType>(op.getKey().getType());
     rows = std::max(rows, scores.getDimSize(1));
-    cols = std::max(cols, key.getDimSize(3));
+    keyCols = std::max(keyCols, key.getDimSize(3));
     elementType = key.getElementType();
   });
   root->walk([&](TileSoftmaxOp op) {
     auto value = cast<MemRefType>(op.getValue().getType());
-    cols = std::max(cols, value.getDimSize(3));
+    valueCols = std::max(valueCols, value.getDimSize(3));
   });
-  if (!ok || !elementType || ShapedType::isDynamic(cols))
+  if (!ok || !elementType || ShapedType::isDynamic(keyCols) ||
+      ShapedType::isDynamic(valueCols))
     return failure();
+  const int64_t eltBytes = elementType.getIntOrFloatBitWidth() / 8;
   layout.stageOffset = offset;
   layout.stageRows = rows;
-  layout.stageCols = cols;
+  layout.stageCols = std::max(keyCols, valueCols);
   layout.stageElementType = elementType;
-  layout.totalBytes =
-      offset + alignTo16(rows * cols * elementType.getIntOrFloatBitWidth() / 8);
+  layout.keyCols = keyCols;
+  layout.valueCols = valueCols;
+  layout.separateValueStage =
+      eltBytes == 2 && keyCols % 8 == 0 && valueCols % 8 == 0;
+  if (layout.separateValueStage) {
+    layout.stageCols = keyCols;
+    layout.valueStageOffset = offset + alignTo16(rows * keyCols * eltBytes);
+    layout.totalBytes =
+        layout.valueStageOffset + alignTo16(rows * valueCols * eltBytes);
+  } else {
+    layout.totalBytes = offset + alignTo16(rows * layout.stageCols * eltBytes);
+  }
   return layout;
 }
 

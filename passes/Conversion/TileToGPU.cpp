@@ -18,15 +18,20 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/KVAttnOps.h"
-#include "passes/Conversion/LoopEmitter.h"
+#include "passes/Conversion/GpuEmitter.h"
 #include "passes/Conversion/SharedMemoryLayout.h"
+#include "passes/Conversion/TensorCoreTiles.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 namespace mlir {
@@ -40,104 +45,6 @@ using namespace mlir;
 using namespace mlir::kvattn;
 
 namespace {
-
-/// The thread coordinates of a kernel, created once at its entry.
-struct Threads {
-  Value tid, warp, lane, quad;
-  int64_t count;
-  Value stage; // the K/V staging block in shared memory
-};
-
-/// Loop vocabulary plus the thread mapping.
-struct GpuEmitter : Emitter {
-  const Threads &t;
-
-  GpuEmitter(ImplicitLocOpBuilder &b, const Threads &t) : Emitter{b}, t(t) {}
-
-  Value mulIdx(Value x, int64_t c) {
-    return b.createOrFold<arith::MulIOp>(x, idx(c));
-  }
-  Value divIdx(Value x, Value y) {
-    return b.createOrFold<arith::DivUIOp>(x, y);
-  }
-  Value remIdx(Value x, Value y) {
-    return b.createOrFold<arith::RemUIOp>(x, y);
-  }
-  Value lt(Value x, Value y) {
-    return b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::ult, x, y);
-  }
-
-  void barrier() { gpu::BarrierOp::create(b); }
-
-  /// All threads together: for (i = tid; i < n; i += threads).
-  void cooperative(Value n, function_ref<void(Value)> body) {
-    scf::ForOp::create(
-        b, t.tid, n, idx(t.count), ValueRange{},
-        [&](OpBuilder &nested, Location loc, Value iv, ValueRange) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(scf::YieldOp::create(nested, loc));
-          body(iv);
-        });
-  }
-
-  /// Row k (0 or 1) of this lane.
-  Value ownedRow(int k) {
-    return add(add(mulIdx(t.warp, 16), divIdx(t.lane, idx(4))), idx(8 * k));
-  }
-
-  /// The lane's columns below `n`: 8j + 2 * quad + e.
-  void ownedColumns(Value n, function_ref<void(Value)> body) {
-    Value groups = b.createOrFold<arith::CeilDivUIOp>(n, idx(8));
-    loop(idx(0), groups, [&](Value j) {
-      loop(idx(0), idx(2), [&](Value e) {
-        Value c = add(add(mulIdx(j, 8), mulIdx(t.quad, 2)), e);
-        when(lt(c, n), [&] { body(c); });
-      });
-    });
-  }
-
-  /// A reduction over the lane's columns of a [*, bn] tile (bn % 8 == 0).
-  Value reduceOwnedColumns(int64_t bn, Value init,
-                           function_ref<Value(Value c, Value acc)> body) {
-    return reduce(idx(0), idx(bn / 8), init, [&](Value j, Value acc) {
-      Value c0 = add(mulIdx(j, 8), mulIdx(t.quad, 2));
-      acc = body(c0, acc);
-      return body(add(c0, idx(1)), acc);
-    });
-  }
-
-  /// Combines a value across the four lanes of a row.
-  Value quadReduce(Value v, bool isMax) {
-    for (int32_t offset : {1, 2}) {
-      Value off = arith::ConstantIntOp::create(b, b.getI32Type(), offset);
-      Value width = arith::ConstantIntOp::create(b, b.getI32Type(), 32);
-      Value other =
-          gpu::ShuffleOp::create(b, v, off, width, gpu::ShuffleMode::XOR)
-              .getShuffleResult();
-      v = isMax ? arith::MaximumFOp::create(b, v, other).getResult()
-                : addf(v, other);
-    }
-    return v;
-  }
-
-  /// cond ? thenValue() : elseValue, evaluating thenValue only if needed.
-  Value ifElse(Value cond, function_ref<Value()> thenValue, Value elseValue) {
-    auto ifOp = scf::IfOp::create(b, TypeRange{elseValue.getType()}, cond,
-                                  /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      scf::YieldOp::create(b, thenValue());
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      scf::YieldOp::create(b, elseValue);
-    }
-    return ifOp.getResult(0);
-  }
-
-  Value zeroOf(Type type) {
-    return arith::ConstantOp::create(b, type, b.getZeroAttr(type));
-  }
-};
 
 void lowerInit(GpuEmitter &e, TileInitOp op) {
   Value acc = op.getAcc();
@@ -154,6 +61,8 @@ void lowerInit(GpuEmitter &e, TileInitOp op) {
 }
 
 void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
+  if (e.t.tensorCores)
+    return lowerLoadQToHalf(e, op);
   Value tile = op.getQTile();
   auto type = cast<MemRefType>(tile.getType());
   Value d = e.tileDim(tile, 1);
@@ -174,9 +83,9 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
 
 /// Stages rows [start, start + cols) of `source[batch, head]` (through
 /// `blockTable` when the cache is paged) into the shared staging block
-/// (zeros past `cols`).
-void stageBlock(GpuEmitter &e, Value source, Value blockTable, Value batch,
-                Value head, Value start, Value cols, int64_t bn,
+/// `stage` (zeros past `cols`).
+void stageBlock(GpuEmitter &e, Value stage, Value source, Value blockTable,
+                Value batch, Value head, Value start, Value cols, int64_t bn,
                 int64_t width) {
   Type elt = cast<MemRefType>(source.getType()).getElementType();
   Value w = e.idx(width);
@@ -189,16 +98,42 @@ void stageBlock(GpuEmitter &e, Value source, Value blockTable, Value batch,
                                             e.add(start, c), x));
         },
         e.zeroOf(elt));
-    e.store(v, e.t.stage, {c, x});
+    e.store(v, stage, {c, x});
   });
 }
 
-void lowerQK(GpuEmitter &e, TileQKOp op) {
+/// The tile.softmax_update of the same KV block as `qk`, later in its
+/// block, whose V block can therefore be loaded while Q.K^T runs.
+TileSoftmaxOp findSoftmaxOfBlock(TileQKOp qk) {
+  for (Operation *op = qk->getNextNode(); op; op = op->getNextNode()) {
+    auto softmax = dyn_cast<TileSoftmaxOp>(op);
+    if (!softmax)
+      continue;
+    if (softmax.getScores() == qk.getScores() &&
+        softmax.getBatch() == qk.getBatch() &&
+        softmax.getKvHead() == qk.getKvHead() &&
+        softmax.getStart() == qk.getStart() &&
+        softmax.getCols() == qk.getCols() &&
+        softmax.getBlockTable() == qk.getBlockTable())
+      return softmax;
+    return {};
+  }
+  return {};
+}
+
+void lowerQK(GpuEmitter &e, TileQKOp op,
+             llvm::SmallPtrSetImpl<Operation *> &prefetched) {
+  if (e.t.tensorCores) {
+    TileSoftmaxOp softmax = findSoftmaxOfBlock(op);
+    if (softmax)
+      prefetched.insert(softmax);
+    return lowerQKOnTensorCores(e, op, softmax);
+  }
   auto scoresType = cast<MemRefType>(op.getScores().getType());
   int64_t bn = scoresType.getDimSize(1);
   int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
-  stageBlock(e, op.getKey(), op.getBlockTable(), op.getBatch(), op.getKvHead(),
-             op.getStart(), op.getCols(), bn, d);
+  stageBlock(e, e.t.stage, op.getKey(), op.getBlockTable(), op.getBatch(),
+             op.getKvHead(), op.getStart(), op.getCols(), bn, d);
   e.barrier();
   for (int k = 0; k < 2; ++k) {
     Value r = e.ownedRow(k);
@@ -236,12 +171,19 @@ void lowerMask(GpuEmitter &e, TileMaskOp op) {
   }
 }
 
-void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op) {
+void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
   Value scores = op.getScores(), acc = op.getAcc();
   int64_t bn = cast<MemRefType>(scores.getType()).getDimSize(1);
   int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
-  stageBlock(e, op.getValue(), op.getBlockTable(), op.getBatch(),
-             op.getKvHead(), op.getStart(), op.getCols(), bn, dv);
+  Value stage = e.t.stageV ? e.t.stageV : e.t.stage;
+  if (e.t.tensorCores) {
+    if (!valuePrefetched)
+      emitAsyncStage(e, op.getValue(), op.getBlockTable(), op.getBatch(),
+                     op.getKvHead(), op.getStart(), op.getCols(), stage);
+  } else {
+    stageBlock(e, stage, op.getValue(), op.getBlockTable(), op.getBatch(),
+               op.getKvHead(), op.getStart(), op.getCols(), bn, dv);
+  }
 
   // Phase 1, per owned row: the new maximum (quad-reduced), the rescale
   // factor, the probabilities (written over the scores) and their sum.
@@ -284,27 +226,32 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op) {
   }
   // Every probability and the V block are in shared memory; every lane has
   // read the old max and sum.
+  if (e.t.tensorCores)
+    emitAsyncWait(e, 0);
   e.barrier();
 
   // Phase 2: acc = alpha * acc + P . V on the lane's accumulator entries.
+  if (e.t.tensorCores)
+    emitPVOnTensorCores(e, op, stage, {rows[0].alpha, rows[1].alpha});
   for (const RowUpdate &u : rows) {
-    e.ownedColumns(e.idx(dv), [&](Value x) {
-      Value pv =
-          e.reduce(e.idx(0), op.getCols(), e.f32(0), [&](Value c, Value sum) {
-            Value v = e.load(e.t.stage, {c, x});
-            if (!v.getType().isF32())
-              v = arith::ExtFOp::create(e.b, e.b.getF32Type(), v);
-            Value p = e.load(scores, {u.row, c});
-            // A forbidden key (p == 0) is skipped, not multiplied by zero:
-            // its value may be NaN or infinite.
-            Value skip = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
-                                               p, e.f32(0));
-            return arith::SelectOp::create(
-                e.b, skip, sum, e.addf(sum, e.mulf(p, v, true), true));
-          });
-      e.store(e.addf(e.mulf(u.alpha, e.load(acc, {u.row, x})), pv), acc,
-              {u.row, x});
-    });
+    if (!e.t.tensorCores)
+      e.ownedColumns(e.idx(dv), [&](Value x) {
+        Value pv =
+            e.reduce(e.idx(0), op.getCols(), e.f32(0), [&](Value c, Value sum) {
+              Value v = e.load(stage, {c, x});
+              if (!v.getType().isF32())
+                v = arith::ExtFOp::create(e.b, e.b.getF32Type(), v);
+              Value p = e.load(scores, {u.row, c});
+              // A forbidden key (p == 0) is skipped, not multiplied by zero:
+              // its value may be NaN or infinite.
+              Value skip = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
+                                                 p, e.f32(0));
+              return arith::SelectOp::create(
+                  e.b, skip, sum, e.addf(sum, e.mulf(p, v, true), true));
+            });
+        e.store(e.addf(e.mulf(u.alpha, e.load(acc, {u.row, x})), pv), acc,
+                {u.row, x});
+      });
     // One lane of the quad publishes the row state.
     Value leader = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
                                          e.t.quad, e.idx(0));
@@ -391,7 +338,7 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   return success();
 }
 
-LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
+LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool allowTensorCores) {
   auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
   int64_t numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
   if (auto kind = config.getAs<StringAttr>("kind");
@@ -446,6 +393,14 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   t.count = 32 * numWarps;
   t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
                  layout->stageElementType);
+  if (layout->separateValueStage)
+    t.stageV =
+        view(layout->valueStageOffset, {layout->stageRows, layout->valueCols},
+             layout->stageElementType);
+  // Tensor cores: 16-bit K/V (16-byte rows, so the stages are separate),
+  // head dim D and block-n multiples of 16 (the k of m16n8k16), Dv of 8.
+  t.tensorCores = allowTensorCores && layout->separateValueStage &&
+                  layout->keyCols % 16 == 0 && layout->stageRows % 16 == 0;
   t.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value c32 = arith::ConstantIndexOp::create(b, 32);
   t.warp = arith::DivUIOp::create(b, t.tid, c32);
@@ -459,6 +414,7 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
             TileStoreOp>(op))
       tileOps.push_back(op);
   });
+  llvm::SmallPtrSet<Operation *, 4> valuePrefetched;
   for (Operation *op : tileOps) {
     ImplicitLocOpBuilder ob(op->getLoc(), op);
     GpuEmitter e(ob, t);
@@ -467,11 +423,11 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     else if (auto o = dyn_cast<TileLoadQOp>(op))
       lowerLoadQ(e, o);
     else if (auto o = dyn_cast<TileQKOp>(op))
-      lowerQK(e, o);
+      lowerQK(e, o, valuePrefetched);
     else if (auto o = dyn_cast<TileMaskOp>(op))
       lowerMask(e, o);
     else if (auto o = dyn_cast<TileSoftmaxOp>(op))
-      lowerSoftmax(e, o);
+      lowerSoftmax(e, o, valuePrefetched.contains(o));
     else if (auto o = dyn_cast<TileStoreOp>(op))
       lowerStore(e, o);
     op->erase();
@@ -481,6 +437,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
 
 struct LowerTileToGPUPass
     : kvattn::impl::LowerTileToGPUPassBase<LowerTileToGPUPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     SmallVector<gpu::GPUFuncOp> kernels;
     getOperation()->walk([&](gpu::GPUFuncOp kernel) {
@@ -488,7 +446,7 @@ struct LowerTileToGPUPass
         kernels.push_back(kernel);
     });
     for (gpu::GPUFuncOp kernel : kernels)
-      if (failed(lowerKernel(kernel)))
+      if (failed(lowerKernel(kernel, tensorCores)))
         return signalPassFailure();
   }
 };

@@ -1,8 +1,44 @@
-// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu="tensor-cores=false" -cse | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --enable-var-scope --check-prefix=TC
 // RUN: not kvattn-opt %s -kvattn-tile="block-m=32 num-warps=4" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=MAPPING
 
 // The tiles move to dynamic shared memory; each tile op becomes the
-// thread-mapped code of docs/gpu-lowering.md.
+// thread-mapped code of docs/gpu-lowering.md. Prefix CHECK is the scalar
+// lowering (tensor-cores=false), prefix TC f16 on tensor cores.
+
+// TC-LABEL: gpu.func @f_kvattn_0
+// TC:         %[[SMEM:.*]] = gpu.dynamic_shared_memory
+// TC-DAG:     %[[KST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
+// TC-DAG:     %[[VST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
+// The query tile is written in f16 into the f32 tile's storage.
+// TC:         %[[Q16:.*]] = memref.view %[[SMEM]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
+// TC:         scf.for %[[KB:.*]] =
+// K and V of the block start loading (16 bytes per copy, zero fill past
+// the keys); only K is waited for before Q.K^T.
+// TC:           nvgpu.device_async_copy %{{.*}}, %[[KST]][{{.*}}], 8, %{{.*}} :
+// TC:           nvvm.cp.async.commit.group
+// TC:           nvgpu.device_async_copy %{{.*}}, %[[VST]][{{.*}}], 8, %{{.*}} :
+// TC:           nvvm.cp.async.commit.group
+// TC:           nvvm.cp.async.wait.group 1
+// TC:           gpu.barrier
+// Q.K^T: per 8-key column group, D / 16 mma steps carrying the fragment.
+// TC:           scf.for
+// TC:             scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32)
+// TC:               nvgpu.ldmatrix %[[Q16]][{{.*}}] {numTiles = 4 : i32, transpose = false}
+// TC:               nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 2 : i32, transpose = false}
+// TC:               nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// Softmax statistics as in the scalar lowering, then V waited for.
+// TC:           gpu.shuffle  xor
+// TC:           nvvm.cp.async.wait.group 0
+// TC:           gpu.barrier
+// P.V: probabilities rounded to f16 pairs, V through ldmatrix.trans.
+// TC:           scf.for
+// TC:             scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32)
+// TC:               arith.truncf %{{.*}} : f32 to f16
+// TC:               nvgpu.ldmatrix %[[VST]][{{.*}}] {numTiles = 2 : i32, transpose = true}
+// TC:               nvvm.mma.sync
+// TC-NOT:     kvattn.tile
+// TC:         gpu.return
 
 // CHECK-LABEL: gpu.func @f_kvattn_0
 // CHECK:         %[[SMEM:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>

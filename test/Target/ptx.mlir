@@ -5,9 +5,11 @@
 //
 // The PTX of an append (lower-right through q_offset, kv_len) in bf16:
 // the chip, one .entry per attention with the bare-pointer ABI, the program
-// tiles in dynamic shared memory, the loop over KV blocks with barriers and
-// the quad shuffles of the row reductions, libdevice linked in (no external
-// math calls) and no local-memory stack frame.
+// tiles in dynamic shared memory, K and V blocks staged with cp.async,
+// Q.K^T and P.V on tensor cores (mma.sync m16n8k16 with ldmatrix operands),
+// the loop over KV blocks with barriers and the quad shuffles of the row
+// reductions, libdevice linked in (no external math calls) and no
+// local-memory stack frame.
 
 // TOOL: wrote {{.*}}sm90.ptx (1 kernel, sm_90) and {{.*}}sm90.json
 // TOOL: append_kvattn_0: 12 params, block 128 threads, dynamic shared memory {{[0-9]+}} bytes
@@ -23,15 +25,23 @@
 // CHECK-DAG: %ctaid.x;
 // CHECK-DAG: %ctaid.y;
 // CHECK-DAG: %tid.x;
-// Tiles and the K/V block in shared memory, barriers between phases, xor
+// Tiles and the K/V blocks in shared memory, barriers between phases, xor
 // shuffles across the four lanes of a row.
 // CHECK-DAG: st.shared
-// CHECK-DAG: ld.shared.b16
+// CHECK-DAG: cp.async.{{ca|cg}}.shared.global [{{.*}}], [{{.*}}], 16, {{.*}};
+// CHECK-DAG: cp.async.commit_group;
+// CHECK-DAG: cp.async.wait_group {{.*}}1;
+// CHECK-DAG: cp.async.wait_group {{.*}}0;
 // CHECK-DAG: bar.sync 0;
 // CHECK-DAG: shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
 // CHECK-DAG: shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
-// bf16 in, f32 accumulate, bf16 out.
-// CHECK-DAG: cvt.f32.bf16
+// bf16 operands through ldmatrix, f32 accumulation on tensor cores,
+// probabilities rounded to bf16 pairs, bf16 out.
+// CHECK-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK-DAG: ldmatrix.sync.aligned.m8n8.x2.shared.b16
+// CHECK-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// CHECK-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// CHECK-DAG: cvt.rn.bf16x2.f32
 // CHECK-DAG: cvt.rn.bf16.f32
 // The exponential from libdevice, inlined.
 // CHECK-DAG: ex2.approx
@@ -54,7 +64,7 @@
 // JSON: {"index": 11, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"}
 // JSON: "grid": {"x": "B * Hq", "y": "ceil(L / 64)", "z": 1},
 // JSON: "block": {"x": 128, "y": 1, "z": 1},
-// JSON: "dynamic_shared_memory_bytes": 98816,
+// JSON: "dynamic_shared_memory_bytes": 115200,
 // JSON: "tile": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2, "group": 1, "split_kv": 1},
 // JSON: "kind": "attention"
 

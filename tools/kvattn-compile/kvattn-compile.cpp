@@ -59,6 +59,11 @@ static cl::opt<int64_t>
 static cl::opt<int64_t> numSms("num-sms",
                                cl::desc("Multiprocessors, for --split-kv=0"),
                                cl::init(132), cl::cat(category));
+static cl::opt<bool>
+    tensorCores("tensor-cores",
+                cl::desc("mma.sync, ldmatrix and cp.async for f16/bf16 "
+                         "where the head dims allow (false: scalar FMAs)"),
+                cl::init(true), cl::cat(category));
 static cl::opt<bool> packGqa("pack-gqa",
                              cl::desc("GQA packing of few query rows"),
                              cl::init(true), cl::cat(category));
@@ -110,6 +115,7 @@ int main(int argc, char **argv) {
   options.splitKv = splitKv;
   options.numSms = numSms;
   options.packGqa = packGqa;
+  options.tensorCores = tensorCores;
 
   kvattn::PtxModule result;
   std::vector<double> times;

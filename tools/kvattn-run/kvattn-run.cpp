@@ -102,6 +102,11 @@ cl::opt<bool> packGqa("pack-gqa",
                       cl::desc("GQA packing: one program per kv head for "
                                "few query rows (cpu and gpu targets)"),
                       cl::init(true), cl::cat(runCategory));
+cl::opt<bool> tensorCores("tensor-cores",
+                          cl::desc("gpu target: mma.sync, ldmatrix and "
+                                   "cp.async for f16/bf16 (false: the scalar "
+                                   "lowering)"),
+                          cl::init(true), cl::cat(runCategory));
 cl::opt<unsigned> optLevel("opt-level",
                            cl::desc("LLVM optimisation level of the JIT"),
                            cl::init(3), cl::cat(runCategory));
@@ -317,6 +322,7 @@ int main(int argc, char **argv) {
     options.blockN = blockN;
     options.packGqa = packGqa;
     options.splitKv = splitKv;
+    options.tensorCores = tensorCores;
     std::unique_ptr<kvattn::GpuExecutor> gpu;
     if (kvattn::Status s = kvattn::GpuExecutor::create(options, gpu);
         s.isError())

@@ -57,6 +57,9 @@ struct PtxOptions {
   /// KV chunks per program, merged by a second kernel (1: no split, 0:
   /// automatic from numSms).
   int64_t splitKv = 1, numSms = 132;
+  /// Tensor cores (mma.sync, ldmatrix, cp.async) for f16/bf16 where the
+  /// head dims allow; false: the scalar lowering.
+  bool tensorCores = true;
 };
 
 struct PtxModule {

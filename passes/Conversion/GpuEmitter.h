@@ -1,0 +1,127 @@
+//===- GpuEmitter.h - thread mapping vocabulary of the GPU lowering -*- C++
+//-*-===//
+//
+// The thread coordinates of a kernel and the loop vocabulary over them,
+// shared by the scalar tile lowering (TileToGPU.cpp) and the tensor-core
+// one (TensorCoreTiles.cpp). See TileToGPU.cpp for the thread mapping.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_PASSES_CONVERSION_GPUEMITTER_H
+#define KVATTN_PASSES_CONVERSION_GPUEMITTER_H
+
+#include "passes/Conversion/LoopEmitter.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace mlir {
+namespace kvattn {
+
+/// The thread coordinates of a kernel, created once at its entry.
+struct Threads {
+  Value tid, warp, lane, quad;
+  int64_t count;
+  Value stage; // the K/V staging block in shared memory
+  /// 16-bit K/V with 16-aligned head dims: a second staging block for V
+  /// (so V can be loaded while Q.K^T runs); null otherwise.
+  Value stageV;
+  /// Whether tile.qk and the P.V product of tile.softmax_update run on
+  /// tensor cores (mma.sync m16n8k16, operands through ldmatrix).
+  bool tensorCores = false;
+};
+
+/// Loop vocabulary plus the thread mapping.
+struct GpuEmitter : Emitter {
+  const Threads &t;
+
+  GpuEmitter(ImplicitLocOpBuilder &b, const Threads &t) : Emitter{b}, t(t) {}
+
+  Value mulIdx(Value x, int64_t c) {
+    return b.createOrFold<arith::MulIOp>(x, idx(c));
+  }
+  Value divIdx(Value x, Value y) {
+    return b.createOrFold<arith::DivUIOp>(x, y);
+  }
+  Value remIdx(Value x, Value y) {
+    return b.createOrFold<arith::RemUIOp>(x, y);
+  }
+  Value lt(Value x, Value y) {
+    return b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::ult, x, y);
+  }
+
+  void barrier() { gpu::BarrierOp::create(b); }
+
+  /// All threads together: for (i = tid; i < n; i += threads).
+  void cooperative(Value n, function_ref<void(Value)> body) {
+    scf::ForOp::create(
+        b, t.tid, n, idx(t.count), ValueRange{},
+        [&](OpBuilder &nested, Location loc, Value iv, ValueRange) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(scf::YieldOp::create(nested, loc));
+          body(iv);
+        });
+  }
+
+  /// Row k (0 or 1) of this lane.
+  Value ownedRow(int k) {
+    return add(add(mulIdx(t.warp, 16), divIdx(t.lane, idx(4))), idx(8 * k));
+  }
+
+  /// The lane's columns below `n`: 8j + 2 * quad + e.
+  void ownedColumns(Value n, function_ref<void(Value)> body) {
+    Value groups = b.createOrFold<arith::CeilDivUIOp>(n, idx(8));
+    loop(idx(0), groups, [&](Value j) {
+      loop(idx(0), idx(2), [&](Value e) {
+        Value c = add(add(mulIdx(j, 8), mulIdx(t.quad, 2)), e);
+        when(lt(c, n), [&] { body(c); });
+      });
+    });
+  }
+
+  /// A reduction over the lane's columns of a [*, bn] tile (bn % 8 == 0).
+  Value reduceOwnedColumns(int64_t bn, Value init,
+                           function_ref<Value(Value c, Value acc)> body) {
+    return reduce(idx(0), idx(bn / 8), init, [&](Value j, Value acc) {
+      Value c0 = add(mulIdx(j, 8), mulIdx(t.quad, 2));
+      acc = body(c0, acc);
+      return body(add(c0, idx(1)), acc);
+    });
+  }
+
+  /// Combines a value across the four lanes of a row.
+  Value quadReduce(Value v, bool isMax) {
+    for (int32_t offset : {1, 2}) {
+      Value off = arith::ConstantIntOp::create(b, b.getI32Type(), offset);
+      Value width = arith::ConstantIntOp::create(b, b.getI32Type(), 32);
+      Value other =
+          gpu::ShuffleOp::create(b, v, off, width, gpu::ShuffleMode::XOR)
+              .getShuffleResult();
+      v = isMax ? arith::MaximumFOp::create(b, v, other).getResult()
+                : addf(v, other);
+    }
+    return v;
+  }
+
+  /// cond ? thenValue() : elseValue, evaluating thenValue only if needed.
+  Value ifElse(Value cond, function_ref<Value()> thenValue, Value elseValue) {
+    auto ifOp = scf::IfOp::create(b, TypeRange{elseValue.getType()}, cond,
+                                  /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(b, thenValue());
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, elseValue);
+    }
+    return ifOp.getResult(0);
+  }
+
+  Value zeroOf(Type type) {
+    return arith::ConstantOp::create(b, type, b.getZeroAttr(type));
+  }
+};
+
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_PASSES_CONVERSION_GPUEMITTER_H

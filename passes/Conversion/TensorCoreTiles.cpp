@@ -1,0 +1,278 @@
+//===- TensorCoreTiles.cpp - tile ops on tensor cores ---------------------===//
+//
+// mma.sync.m16n8k16 fragments (PTX ISA, "Matrix fragments for mma.m16n8k16"),
+// for lane l, g = l / 4, q = l % 4:
+//
+//   A (16 x 16, row-major): a0 a1 = (g, 2q..2q+1), a2 a3 = (g + 8, 2q..),
+//                           a4 a5 = (g, 2q + 8..), a6 a7 = (g + 8, 2q + 8..)
+//   B (16 x 8, "col"):      b0 b1 = (k = 2q..2q+1, n = g), b2 b3 = (k + 8, g)
+//   C (16 x 8, f32):        c0 c1 = (g, 2q..2q+1),  c2 c3 = (g + 8, 2q..)
+//
+// C is the ownership of the scalar lowering (rows 16w + g and 16w + g + 8,
+// columns 8j + 2q + {0, 1}), so scores and accumulators stay where they
+// were. ldmatrix.x4 over the 16-bit query tile gives A; ldmatrix.x2 over
+// the K stage ([key, dim] row-major: an n-major B) gives B of Q.K^T;
+// ldmatrix.x2.trans over the V stage ([key, dim]: a k-major B) gives B of
+// P.V; A of P.V is built from the f32 probabilities each lane reads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Conversion/TensorCoreTiles.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+namespace {
+
+/// A 16-bit view of the storage of an f32 tile in shared memory (the tile
+/// is a memref.view of the dynamic shared memory; the 16-bit tile needs
+/// half of its bytes).
+Value halfView(GpuEmitter &e, Value f32Tile, Type elt) {
+  auto view = f32Tile.getDefiningOp<memref::ViewOp>();
+  assert(view && "tiles are views of the dynamic shared memory");
+  auto type = cast<MemRefType>(f32Tile.getType());
+  return memref::ViewOp::create(
+      e.b,
+      MemRefType::get(type.getShape(), elt, MemRefLayoutAttrInterface(),
+                      type.getMemorySpace()),
+      view.getSource(), view.getByteShift(), ValueRange{});
+}
+
+/// A pair of 16-bit values as one mma operand register: vector<2xf16> for
+/// f16, an i32 holding two bf16 for bf16.
+Value operandRegister(GpuEmitter &e, Value pair) {
+  auto type = cast<VectorType>(pair.getType());
+  if (type.getElementType().isF16())
+    return pair;
+  Value word = vector::BitCastOp::create(
+      e.b, VectorType::get({1}, e.b.getI32Type()), pair);
+  return vector::ExtractOp::create(e.b, word, ArrayRef<int64_t>{0});
+}
+
+/// The operand registers of an ldmatrix result vector<Nx2xT>.
+SmallVector<Value> operandRegisters(GpuEmitter &e, Value fragment) {
+  auto type = cast<VectorType>(fragment.getType());
+  SmallVector<Value> regs;
+  for (int64_t i = 0; i < type.getDimSize(0); ++i)
+    regs.push_back(operandRegister(
+        e, vector::ExtractOp::create(e.b, fragment, ArrayRef<int64_t>{i})));
+  return regs;
+}
+
+/// d = a * b + c (m16n8k16, f32 accumulation); returns d0..d3.
+SmallVector<Value> emitMma(GpuEmitter &e, Type elt, ValueRange a,
+                           ValueRange b, ValueRange c) {
+  MLIRContext *ctx = e.b.getContext();
+  Type f32 = e.b.getF32Type();
+  auto resultType = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
+  NVVM::MMATypes ptxType =
+      elt.isF16() ? NVVM::MMATypes::f16 : NVVM::MMATypes::bf16;
+  auto mma = NVVM::MmaOp::create(
+      e.b, resultType, a, b, c, ArrayRef<int64_t>{16, 8, 16},
+      /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
+      std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  SmallVector<Value> d;
+  for (int64_t i = 0; i < 4; ++i)
+    d.push_back(LLVM::ExtractValueOp::create(e.b, mma, ArrayRef<int64_t>{i}));
+  return d;
+}
+
+/// for (i = 0; i < n; ++i) values = body(i, values), carrying f32 values.
+SmallVector<Value>
+carry(GpuEmitter &e, int64_t n, ValueRange init,
+      function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  auto loop = scf::ForOp::create(
+      e.b, e.idx(0), e.idx(n), e.idx(1), init,
+      [&](OpBuilder &nested, Location loc, Value iv, ValueRange iter) {
+        OpBuilder::InsertionGuard guard(e.b);
+        e.b.setInsertionPointToEnd(nested.getInsertionBlock());
+        scf::YieldOp::create(e.b, body(iv, iter));
+      });
+  return SmallVector<Value>(loop.getResults());
+}
+
+/// Lane coordinates: g = lane / 4, q = lane % 4, the warp's first row.
+struct Lane {
+  Value g, q, row0;
+};
+Lane laneOf(GpuEmitter &e) {
+  return {e.divIdx(e.t.lane, e.idx(4)), e.t.quad, e.mulIdx(e.t.warp, 16)};
+}
+
+} // namespace
+
+void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
+                                  Value batch, Value head, Value start,
+                                  Value cols, Value stage) {
+  auto stageType = cast<MemRefType>(stage.getType());
+  int64_t bn = stageType.getDimSize(0), width = stageType.getDimSize(1);
+  constexpr int64_t kChunk = 8; // 16-bit elements per 16-byte copy
+  Value chunks = e.idx(width / kChunk);
+  e.cooperative(e.idx(bn * width / kChunk), [&](Value i) {
+    Value c = e.divIdx(i, chunks);
+    Value x = e.mulIdx(e.remIdx(i, chunks), kChunk);
+    // Rows past the block read nothing; their address is the block's first
+    // row, which exists (and, paged, has a valid table entry).
+    Value inside = e.lt(c, cols);
+    Value row = arith::SelectOp::create(e.b, inside, e.add(start, c), start);
+    Value srcElements =
+        arith::SelectOp::create(e.b, inside, e.idx(kChunk), e.idx(0));
+    nvgpu::DeviceAsyncCopyOp::create(
+        e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), stage,
+        ValueRange{c, x}, source,
+        e.kvIndices(source, blockTable, batch, head, row, x),
+        e.b.getIndexAttr(kChunk), srcElements, /*bypassL1=*/UnitAttr());
+  });
+  NVVM::CpAsyncCommitGroupOp::create(e.b);
+}
+
+void mlir::kvattn::emitAsyncWait(GpuEmitter &e, int32_t pending) {
+  NVVM::CpAsyncWaitGroupOp::create(e.b, pending);
+}
+
+void mlir::kvattn::lowerLoadQToHalf(GpuEmitter &e, TileLoadQOp op) {
+  Type elt = cast<MemRefType>(op.getQuery().getType()).getElementType();
+  Value tile = halfView(e, op.getQTile(), elt);
+  auto type = cast<MemRefType>(tile.getType());
+  Value d = e.idx(type.getDimSize(1));
+  e.cooperative(e.idx(type.getNumElements()), [&](Value i) {
+    Value r = e.divIdx(i, d), x = e.remIdx(i, d);
+    Value v = e.ifElse(
+        e.lt(r, op.getRows()),
+        [&] {
+          QueryRow q =
+              queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+          return e.load(op.getQuery(), {op.getBatch(), q.head, q.row, x});
+        },
+        e.zeroOf(elt));
+    e.store(v, tile, {r, x});
+  });
+  e.barrier();
+}
+
+void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
+                                        TileSoftmaxOp prefetch) {
+  Type elt = cast<MemRefType>(op.getKey().getType()).getElementType();
+  auto scoresType = cast<MemRefType>(op.getScores().getType());
+  int64_t bn = scoresType.getDimSize(1);
+  int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
+  emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
+                 op.getKvHead(), op.getStart(), op.getCols(), e.t.stage);
+  if (prefetch) {
+    emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
+                   prefetch.getBatch(), prefetch.getKvHead(),
+                   prefetch.getStart(), prefetch.getCols(), e.t.stageV);
+    emitAsyncWait(e, 1); // K has landed; V may still be in flight
+  } else {
+    emitAsyncWait(e, 0);
+  }
+  e.barrier();
+
+  Value q16 = halfView(e, op.getQTile(), elt);
+  Lane l = laneOf(e);
+  // ldmatrix.x4 addresses of A: lane l reads row (l / 8 % 2) * 8 + l % 8,
+  // column (l / 16) * 8 of the warp's 16 x 16 slice.
+  Value m = e.divIdx(e.t.lane, e.idx(8));
+  Value aRow = e.add(l.row0, e.add(e.mulIdx(e.remIdx(m, e.idx(2)), 8),
+                                   e.remIdx(e.t.lane, e.idx(8))));
+  Value aCol = e.mulIdx(e.divIdx(m, e.idx(2)), 8);
+  // ldmatrix.x2 addresses of B (K rows are n): row l % 8, column
+  // (l / 8 % 2) * 8 of the 8 x 16 slice.
+  Value bRow = e.remIdx(e.t.lane, e.idx(8));
+  Value bCol = e.mulIdx(e.remIdx(m, e.idx(2)), 8);
+  auto aType = VectorType::get({4, 2}, elt);
+  auto bType = VectorType::get({2, 2}, elt);
+  Value scale = e.f32(op.getScale().convertToDouble());
+  std::optional<APFloat> softcap = op.getSoftcap();
+
+  e.loop(e.idx(0), e.idx(bn / 8), [&](Value j) {
+    Value zero = e.f32(0);
+    SmallVector<Value> acc =
+        carry(e, d / 16, ValueRange{zero, zero, zero, zero},
+              [&](Value kk, ValueRange c) {
+                Value k0 = e.mulIdx(kk, 16);
+                Value a = nvgpu::LdMatrixOp::create(
+                    e.b, aType, q16, ValueRange{aRow, e.add(k0, aCol)},
+                    /*transpose=*/false,
+                    /*numTiles=*/4);
+                Value b = nvgpu::LdMatrixOp::create(
+                    e.b, bType, e.t.stage,
+                    ValueRange{e.add(e.mulIdx(j, 8), bRow), e.add(k0, bCol)},
+                    /*transpose=*/false, /*numTiles=*/2);
+                return emitMma(e, elt, operandRegisters(e, a),
+                               operandRegisters(e, b), c);
+              });
+    // The lane's four scores: rows g and g + 8, columns 8j + 2q + {0, 1};
+    // -inf past the block's keys.
+    for (int64_t i = 0; i < 4; ++i) {
+      Value r = e.add(l.row0, e.add(l.g, e.idx(i < 2 ? 0 : 8)));
+      Value c = e.add(e.add(e.mulIdx(j, 8), e.mulIdx(l.q, 2)), e.idx(i % 2));
+      Value s = e.mulf(acc[i], scale);
+      if (softcap) {
+        Value cap = e.f32(softcap->convertToDouble());
+        s = e.mulf(
+            cap, math::TanhOp::create(e.b, arith::DivFOp::create(e.b, s, cap)));
+      }
+      s = arith::SelectOp::create(e.b, e.lt(c, op.getCols()), s, e.negInf());
+      e.store(s, op.getScores(), {r, c});
+    }
+  });
+  e.barrier();
+}
+
+void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
+                                       Value stage, ArrayRef<Value> alpha) {
+  Type elt = cast<MemRefType>(op.getValue().getType()).getElementType();
+  Value scores = op.getScores(), acc = op.getAcc();
+  int64_t bn = cast<MemRefType>(scores.getType()).getDimSize(1);
+  int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
+  Lane l = laneOf(e);
+  Value rows[2] = {e.add(l.row0, l.g), e.add(l.row0, e.add(l.g, e.idx(8)))};
+  // ldmatrix.x2.trans addresses of B (V rows are k): row l % 16, the
+  // slice's first column.
+  Value bRow = e.remIdx(e.t.lane, e.idx(16));
+  auto bType = VectorType::get({2, 2}, elt);
+  auto pairType = VectorType::get({2}, elt);
+
+  e.loop(e.idx(0), e.idx(dv / 8), [&](Value xg) {
+    // The lane's accumulator entries, rescaled: rows g, g + 8, columns
+    // 8xg + 2q + {0, 1}.
+    Value x0 = e.add(e.mulIdx(xg, 8), e.mulIdx(l.q, 2));
+    Value xs[2] = {x0, e.add(x0, e.idx(1))};
+    SmallVector<Value> init;
+    for (int64_t i = 0; i < 4; ++i)
+      init.push_back(
+          e.mulf(alpha[i / 2], e.load(acc, {rows[i / 2], xs[i % 2]})));
+    SmallVector<Value> out =
+        carry(e, bn / 16, init, [&](Value kk, ValueRange c) {
+          Value k0 = e.mulIdx(kk, 16);
+          // A: the probabilities of the lane's rows, columns k0 + 2q +
+          // {0, 1} and k0 + 2q + 8 + {0, 1}, rounded to the operand type.
+          SmallVector<Value> a;
+          for (int64_t half = 0; half < 2; ++half)
+            for (Value r : rows) {
+              Value c0 = e.add(e.add(k0, e.mulIdx(l.q, 2)), e.idx(8 * half));
+              Value p0 =
+                  arith::TruncFOp::create(e.b, elt, e.load(scores, {r, c0}));
+              Value p1 = arith::TruncFOp::create(
+                  e.b, elt, e.load(scores, {r, e.add(c0, e.idx(1))}));
+              a.push_back(
+                  operandRegister(e, vector::FromElementsOp::create(
+                                         e.b, pairType, ValueRange{p0, p1})));
+            }
+          Value b = nvgpu::LdMatrixOp::create(
+              e.b, bType, stage, ValueRange{e.add(k0, bRow), e.mulIdx(xg, 8)},
+              /*transpose=*/true, /*numTiles=*/2);
+          return emitMma(e, elt, a, operandRegisters(e, b), c);
+        });
+    for (int64_t i = 0; i < 4; ++i)
+      e.store(out[i], acc, {rows[i / 2], xs[i % 2]});
+  });
+}

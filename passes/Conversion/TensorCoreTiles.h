@@ -1,0 +1,50 @@
+//===- TensorCoreTiles.h - tile ops on tensor cores -------------*- C++ -*-===//
+//
+// The f16/bf16 lowering of the GPU tile ops: K and V blocks staged with
+// cp.async (16 bytes per copy, zero-filled past the block's keys), Q.K^T
+// and P.V as mma.sync.m16n8k16 with f32 accumulation, operands read with
+// ldmatrix. Ownership is the scalar lowering's (GpuEmitter.h): the mma
+// accumulator fragment of each lane is exactly the score and accumulator
+// entries that lane owns, so the mask, the online softmax and the epilogue
+// are shared with the scalar lowering.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_PASSES_CONVERSION_TENSORCORETILES_H
+#define KVATTN_PASSES_CONVERSION_TENSORCORETILES_H
+
+#include "passes/Conversion/GpuEmitter.h"
+
+namespace mlir {
+namespace kvattn {
+
+/// Copies rows [start, start + cols) of `source[batch, head]` (through
+/// `blockTable` when paged) into the 16-bit `stage` [BN, width] with
+/// cp.async, 8 elements (16 bytes) per copy; rows past `cols` are zero
+/// filled and read nothing. Commits the copies as one group.
+void emitAsyncStage(GpuEmitter &e, Value source, Value blockTable, Value batch,
+                    Value head, Value start, Value cols, Value stage);
+/// Waits until at most `pending` committed groups of this thread are in
+/// flight.
+void emitAsyncWait(GpuEmitter &e, int32_t pending);
+
+/// tile.load_q for the tensor-core path: the query rows in their own
+/// 16-bit type, written into the storage of the f32 query tile.
+void lowerLoadQToHalf(GpuEmitter &e, TileLoadQOp op);
+
+/// tile.qk on tensor cores. Stages the K block (cp.async); when `prefetch`
+/// is the tile.softmax_update of the same block, also starts its V block
+/// so that it loads while Q.K^T runs.
+void lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op, TileSoftmaxOp prefetch);
+
+/// The P.V update of tile.softmax_update on tensor cores:
+/// acc[r, :] = alpha[r] * acc[r, :] + P[r, :] . V for the lane's two rows
+/// `rows[k]` with factors `alpha[k]` (k = 0, 1). P is read from the scores
+/// tile (f32, rounded to the operand type), V from the value stage.
+void emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op, Value stage,
+                         ArrayRef<Value> alpha);
+
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_PASSES_CONVERSION_TENSORCORETILES_H
