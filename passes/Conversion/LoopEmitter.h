@@ -129,22 +129,36 @@ struct Emitter {
   Value andi(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
 };
 
+/// log2(e): the GPU lowering keeps scores and running maxima in base-2
+/// units (s * log2(e)) so that each probability is one exp2.
+constexpr double kLog2E = 1.4426950408889634;
+
+/// The score of tile.qk from the f32 dot product `dot`: scale * dot, then
+/// the softcap, in units of `unit` (1, or log2(e) for base 2), with the
+/// constants folded: `dot * (scale * unit)`, or with a softcap
+/// `(cap * unit) * tanh(dot * (scale / cap))`.
+inline Value emitScaledScore(Emitter &e, TileQKOp op, Value dot,
+                             double unit = 1.0) {
+  double scale = op.getScale().convertToDouble();
+  std::optional<APFloat> softcap = op.getSoftcap();
+  if (!softcap)
+    return e.mulf(dot, e.f32(scale * unit));
+  double cap = softcap->convertToDouble();
+  return e.mulf(e.f32(cap * unit),
+                math::TanhOp::create(e.b, e.mulf(dot, e.f32(scale / cap))));
+}
+
 /// The score of tile.qk for row `r` against one key whose element `d` is
-/// returned by `loadKey(d)` (f32): scale * dot, then the softcap.
+/// returned by `loadKey(d)` (f32): scale * dot, then the softcap, in units
+/// of `unit`.
 inline Value emitScore(Emitter &e, TileQKOp op, Value r,
-                       function_ref<Value(Value)> loadKey) {
+                       function_ref<Value(Value)> loadKey, double unit = 1.0) {
   Value q = op.getQTile();
   Value d = e.tileDim(q, 1);
   Value dot = e.reduce(e.idx(0), d, e.f32(0), [&](Value x, Value acc) {
     return e.addf(acc, e.mulf(e.load(q, {r, x}), loadKey(x), true), true);
   });
-  Value s = e.mulf(dot, e.f32(op.getScale().convertToDouble()));
-  if (std::optional<APFloat> softcap = op.getSoftcap()) {
-    Value cap = e.f32(softcap->convertToDouble());
-    s = e.mulf(cap,
-               math::TanhOp::create(e.b, arith::DivFOp::create(e.b, s, cap)));
-  }
-  return s;
+  return emitScaledScore(e, op, dot, unit);
 }
 
 /// Indices of mask[b, h, i, j] under right-aligned broadcasting: static
@@ -195,9 +209,10 @@ inline Value emitQueryPosition(Emitter &e, TileMaskOp op, Value r) {
 }
 
 /// tile.mask for one element: the score at (r, c) with -inf where the key
-/// is forbidden and a float mask added where it is allowed.
+/// is forbidden and a float mask added where it is allowed (in units of
+/// `unit`, as the scores).
 inline Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp,
-                             Value c) {
+                             Value c, double unit = 1.0) {
   using P = arith::CmpIPredicate;
   Value j = e.add(op.getKStart(), c);
   Value allowed = e.cmpi(P::slt, j, op.getKvLen());
@@ -219,7 +234,7 @@ inline Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp,
     if (isa<FloatType>(m.getType())) {
       if (!m.getType().isF32())
         m = arith::ExtFOp::create(e.b, e.b.getF32Type(), m);
-      s = e.addf(s, m);
+      s = e.addf(s, unit == 1.0 ? m : e.mulf(m, e.f32(unit)));
     } else {
       allowed = e.andi(allowed, m);
     }

@@ -65,8 +65,8 @@ SmallVector<Value> operandRegisters(GpuEmitter &e, Value fragment) {
 }
 
 /// d = a * b + c (m16n8k16, f32 accumulation); returns d0..d3.
-SmallVector<Value> emitMma(GpuEmitter &e, Type elt, ValueRange a,
-                           ValueRange b, ValueRange c) {
+SmallVector<Value> emitMma(GpuEmitter &e, Type elt, ValueRange a, ValueRange b,
+                           ValueRange c) {
   MLIRContext *ctx = e.b.getContext();
   Type f32 = e.b.getF32Type();
   auto resultType = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
@@ -189,8 +189,6 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   Value bCol = e.mulIdx(e.remIdx(m, e.idx(2)), 8);
   auto aType = VectorType::get({4, 2}, elt);
   auto bType = VectorType::get({2, 2}, elt);
-  Value scale = e.f32(op.getScale().convertToDouble());
-  std::optional<APFloat> softcap = op.getSoftcap();
 
   e.loop(e.idx(0), e.idx(bn / 8), [&](Value j) {
     Value zero = e.f32(0);
@@ -209,17 +207,13 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
                 return emitMma(e, elt, operandRegisters(e, a),
                                operandRegisters(e, b), c);
               });
-    // The lane's four scores: rows g and g + 8, columns 8j + 2q + {0, 1};
-    // -inf past the block's keys.
+    // The lane's four scores, in base-2 units as the scalar lowering's:
+    // rows g and g + 8, columns 8j + 2q + {0, 1}; -inf past the block's
+    // keys.
     for (int64_t i = 0; i < 4; ++i) {
       Value r = e.add(l.row0, e.add(l.g, e.idx(i < 2 ? 0 : 8)));
       Value c = e.add(e.add(e.mulIdx(j, 8), e.mulIdx(l.q, 2)), e.idx(i % 2));
-      Value s = e.mulf(acc[i], scale);
-      if (softcap) {
-        Value cap = e.f32(softcap->convertToDouble());
-        s = e.mulf(
-            cap, math::TanhOp::create(e.b, arith::DivFOp::create(e.b, s, cap)));
-      }
+      Value s = emitScaledScore(e, op, acc[i], kLog2E);
       s = arith::SelectOp::create(e.b, e.lt(c, op.getCols()), s, e.negInf());
       e.store(s, op.getScores(), {r, c});
     }

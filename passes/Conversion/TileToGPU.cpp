@@ -142,13 +142,16 @@ void lowerQK(GpuEmitter &e, TileQKOp op,
         Value s = e.ifElse(
             e.lt(c, op.getCols()),
             [&] {
-              return emitScore(e, op, r, [&](Value x) {
-                Value v = e.load(e.t.stage, {c, x});
-                return v.getType().isF32()
-                           ? v
-                           : arith::ExtFOp::create(e.b, e.b.getF32Type(), v)
-                                 .getResult();
-              });
+              return emitScore(
+                  e, op, r,
+                  [&](Value x) {
+                    Value v = e.load(e.t.stage, {c, x});
+                    return v.getType().isF32()
+                               ? v
+                               : arith::ExtFOp::create(e.b, e.b.getF32Type(), v)
+                                     .getResult();
+                  },
+                  kLog2E);
             },
             e.negInf());
         e.store(s, op.getScores(), {r, c});
@@ -165,7 +168,8 @@ void lowerMask(GpuEmitter &e, TileMaskOp op) {
     e.when(e.lt(r, op.getRows()), [&] {
       Value qp = emitQueryPosition(e, op, r);
       e.ownedColumns(op.getCols(), [&](Value c) {
-        e.store(emitMaskedScore(e, op, r, qp, c), op.getScores(), {r, c});
+        e.store(emitMaskedScore(e, op, r, qp, c, kLog2E), op.getScores(),
+                {r, c});
       });
     });
   }
@@ -187,6 +191,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
 
   // Phase 1, per owned row: the new maximum (quad-reduced), the rescale
   // factor, the probabilities (written over the scores) and their sum.
+  // Scores and maxima are in base-2 units (tile.qk and tile.mask multiply
+  // by log2(e), folded into the scale): each exponential is one exp2.
   struct RowUpdate {
     Value row, max, sum, alpha;
   } rows[2];
@@ -206,7 +212,7 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
                                       e.negInf());
     Value alpha = arith::SelectOp::create(
         e.b, any,
-        math::ExpOp::create(e.b, arith::SubFOp::create(e.b, oldMax, newMax)),
+        math::Exp2Op::create(e.b, arith::SubFOp::create(e.b, oldMax, newMax)),
         e.f32(1));
     Value blockSum = e.quadReduce(
         e.reduceOwnedColumns(
@@ -214,7 +220,7 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
             [&](Value c, Value sum) {
               Value p = arith::SelectOp::create(
                   e.b, any,
-                  math::ExpOp::create(
+                  math::Exp2Op::create(
                       e.b, arith::SubFOp::create(e.b, e.load(scores, {r, c}),
                                                  newMax)),
                   e.f32(0));
@@ -288,7 +294,9 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
         Value leader = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
                                              e.t.quad, e.idx(0));
         e.when(leader, [&] {
-          Value l = e.addf(rowMax, math::LogOp::create(e.b, sum));
+          // The running max is in base-2 units.
+          Value l = e.addf(e.mulf(rowMax, e.f32(1.0 / kLog2E)),
+                           math::LogOp::create(e.b, sum));
           e.store(arith::SelectOp::create(e.b, empty, e.negInf(), l), lse,
                   {op.getBatch(), q.head, q.row});
         });
