@@ -39,7 +39,9 @@ struct PtxPipelineOptions {
   std::string chip = "sm_80";
   std::string features;
   std::string libdevice;
-  int64_t blockM = 64, blockN = 64, numWarps = 4, numStages = 2;
+  /// 0: chosen per op by -kvattn-tile (block-m, block-n; num-warps from
+  /// block-m).
+  int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 2;
   bool packGqa = true;
   /// KV chunks per program (1: no split, 0: automatic from numSms).
   int64_t splitKv = 1, numSms = 132;

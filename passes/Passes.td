@@ -122,11 +122,13 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
   ];
   let options = [
     Option<"blockM", "block-m", "int64_t", /*default=*/"64",
-           "Query rows per program (BM)">,
+           "Query rows per program (BM); 0: chosen per op (16, 32 or 64 "
+           "rows: the fewest warps that hold its rows)">,
     Option<"blockN", "block-n", "int64_t", /*default=*/"64",
-           "Keys per KV block (BN)">,
-    Option<"numWarps", "num-warps", "int64_t", /*default=*/"4",
-           "Warps per program (recorded for the GPU lowering)">,
+           "Keys per KV block (BN); 0: 64 for D <= 128, else 32">,
+    Option<"numWarps", "num-warps", "int64_t", /*default=*/"0",
+           "Warps per program (recorded for the GPU lowering); 0: "
+           "block-m / 16">,
     Option<"numStages", "num-stages", "int64_t", /*default=*/"2",
            "Software-pipeline depth of K/V loads (recorded for the GPU "
            "lowering)">,

@@ -99,14 +99,16 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
       llvm::cl::init("")};
   Option<int64_t> blockM{*this, "block-m",
                          llvm::cl::desc("Query rows per program (16 x "
-                                        "num-warps)"),
-                         llvm::cl::init(64)};
+                                        "num-warps); 0: chosen per op"),
+                         llvm::cl::init(0)};
   Option<int64_t> blockN{*this, "block-n",
-                         llvm::cl::desc("Keys per KV block (multiple of 8)"),
-                         llvm::cl::init(64)};
+                         llvm::cl::desc("Keys per KV block (multiple of 8); "
+                                        "0: chosen from D"),
+                         llvm::cl::init(0)};
   Option<int64_t> numWarps{*this, "num-warps",
-                           llvm::cl::desc("Warps per program"),
-                           llvm::cl::init(4)};
+                           llvm::cl::desc("Warps per program; 0: block-m / "
+                                          "16"),
+                           llvm::cl::init(0)};
   Option<int64_t> numStages{*this, "num-stages",
                             llvm::cl::desc("K/V pipeline depth (recorded)"),
                             llvm::cl::init(2)};

@@ -152,10 +152,33 @@ static int64_t automaticSplit(RankedTensorType q, int64_t logicalKeys,
   return std::clamp<int64_t>(std::min(wanted, blocks), 1, 16);
 }
 
+/// The largest block-m the automatic choice takes: with f32 score and
+/// accumulator tiles in shared memory, 64 rows of D = 128 already need
+/// about 115 KB on the GPU.
+static constexpr int64_t kMaxAutoBlockM = 64;
+
+/// block-m = 0: the fewest 16-row warps that hold the program's rows (its
+/// query rows, or the packed rows of a GQA group) up to kMaxAutoBlockM:
+/// decode and short appends get 16- or 32-row programs instead of 64-row
+/// ones that are mostly empty. Dynamic L: kMaxAutoBlockM.
+static int64_t automaticBlockM(int64_t rows) {
+  if (ShapedType::isDynamic(rows))
+    return kMaxAutoBlockM;
+  for (int64_t bm = 16; bm < kMaxAutoBlockM; bm *= 2)
+    if (rows <= bm)
+      return bm;
+  return kMaxAutoBlockM;
+}
+
+/// block-n = 0: 64 keys for head dims up to 128, else 32 (the K/V staging
+/// blocks and the score tile stay within shared memory).
+static int64_t automaticBlockN(int64_t headDim) {
+  return headDim <= 128 ? 64 : 32;
+}
+
 /// Emits the tile program of one op and replaces it.
 static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
                                    const TileConfig &cfg) {
-  const int64_t bm = cfg.blockM, bn = cfg.blockN;
   auto qType = op.getQuery().getType();
   auto vType = op.getValue().getType();
   int64_t headDim = qType.getDimSize(3), valueDim = vType.getDimSize(3);
@@ -187,9 +210,17 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   int64_t group = 1;
   if (cfg.packGqa && qType.hasStaticShape() &&
       ShapedType::isStatic(kvHeadsStatic) && kvHeadsStatic > 0 &&
-      qType.getDimSize(2) < bm)
+      qType.getDimSize(2) < (cfg.blockM ? cfg.blockM : kMaxAutoBlockM))
     group = qType.getDimSize(1) / kvHeadsStatic;
   const bool packed = group > 1;
+  // The block sizes: the options, or chosen for this op (0).
+  const int64_t bm =
+      cfg.blockM ? cfg.blockM
+                 : automaticBlockM(ShapedType::isDynamic(qType.getDimSize(2))
+                                       ? ShapedType::kDynamic
+                                       : qType.getDimSize(2) * group);
+  const int64_t bn = cfg.blockN ? cfg.blockN : automaticBlockN(headDim);
+  const int64_t numWarps = cfg.numWarps ? cfg.numWarps : bm / 16;
   IntegerAttr groupAttr =
       packed ? rewriter.getI64IntegerAttr(group) : IntegerAttr();
 
@@ -469,7 +500,7 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
     return b.getDictionaryAttr({
         b.getNamedAttr("block_m", b.getI64IntegerAttr(bm)),
         b.getNamedAttr("block_n", b.getI64IntegerAttr(bn)),
-        b.getNamedAttr("num_warps", b.getI64IntegerAttr(cfg.numWarps)),
+        b.getNamedAttr("num_warps", b.getI64IntegerAttr(numWarps)),
         b.getNamedAttr("num_stages", b.getI64IntegerAttr(cfg.numStages)),
         b.getNamedAttr("split_kv", b.getI64IntegerAttr(splitKv)),
         b.getNamedAttr("group", b.getI64IntegerAttr(heads)),
@@ -522,9 +553,11 @@ struct TilePass : kvattn::impl::TilePassBase<TilePass> {
   using Base::Base;
 
   void runOnOperation() override {
-    if (blockM <= 0 || blockN <= 0 || numWarps <= 0 || numStages <= 0) {
+    if (blockM < 0 || blockN < 0 || numWarps < 0 || numStages <= 0 ||
+        (blockM == 0 && numWarps != 0)) {
       getOperation().emitError()
-          << "kvattn-tile: block-m, block-n, num-warps and num-stages must be "
+          << "kvattn-tile: block-m, block-n and num-warps must be positive or "
+             "0 (automatic; num-warps automatic with block-m), num-stages "
              "positive (got "
           << static_cast<int64_t>(blockM) << ", "
           << static_cast<int64_t>(blockN) << ", "

@@ -1,6 +1,8 @@
 // RUN: kvattn-opt %s -split-input-file -verify-diagnostics -kvattn-tile
-// RUN: not kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=32" 2>&1 | FileCheck %s --check-prefix=BADOPT
-// BADOPT: error: kvattn-tile: block-m, block-n, num-warps and num-stages must be positive (got 0, 32, 4, 2)
+// RUN: not kvattn-opt %s -split-input-file -kvattn-tile="block-m=-16 block-n=32" 2>&1 | FileCheck %s --check-prefix=BADOPT
+// BADOPT: error: kvattn-tile: block-m, block-n and num-warps must be positive or 0 (automatic; num-warps automatic with block-m), num-stages positive (got -16, 32, 0, 2)
+// RUN: not kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 num-warps=4" 2>&1 | FileCheck %s --check-prefix=AUTOWARPS
+// AUTOWARPS: error: kvattn-tile: block-m, block-n and num-warps must be positive or 0 (automatic; num-warps automatic with block-m), num-stages positive (got 0, 64, 4, 2)
 
 func.func @dynamic_head_dim(%q: tensor<1x1x4x?xf32>, %k: tensor<1x1x8x?xf32>, %v: tensor<1x1x8x16xf32>) -> tensor<1x1x4x16xf32> {
   // expected-error @+1 {{kvattn-tile needs static head dims D and Dv (they size the per-program tiles), got D = ?, Dv = 16}}

@@ -2,6 +2,7 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=16 block-n=32 num-warps=8 num-stages=3 stats=true" -cse | FileCheck %s --check-prefix=OPTS
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="split-kv=4" -cse | FileCheck %s --check-prefix=SPLIT
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="split-kv=0" -cse | FileCheck %s --check-prefix=AUTO
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0" -cse | FileCheck %s --check-prefix=AUTOTILE
 
 // Offset form, causal, GQA 8/2: one program per (batch x head, query
 // block); the visible range comes from the block's last query position and
@@ -187,6 +188,13 @@ func.func @validity_and_mask(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x64x16xf32>
 // 64 blocks of 4096 keys).
 // AUTO-LABEL: func @decode_packed
 // AUTO:         scf.forall ({{.*}}) in (6, 1, 16)
+// block-m = 0 takes the fewest 16-row warps that hold a program's rows:
+// 4 heads x 2 rows = 8 packed rows -> one warp; L = 100 -> 64 rows.
+// AUTOTILE-LABEL: func @offsets_causal_gqa
+// AUTOTILE:         {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, group = 1 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 4 : i64, split_kv = 1 : i64}}
+// AUTOTILE-LABEL: func @decode_packed
+// AUTOTILE:         memref.alloca() : memref<16x64xf32>
+// AUTOTILE:         {kvattn.tile_config = {block_m = 16 : i64, block_n = 64 : i64, group = 4 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 1 : i64, split_kv = 1 : i64}}
 func.func @decode_packed(%q: tensor<3x8x2x64xbf16>, %k: tensor<3x2x4096x64xbf16>,
                          %v: tensor<3x2x4096x64xbf16>, %pos: tensor<3xi32>) -> tensor<3x8x2x64xbf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<3xi32>) causal

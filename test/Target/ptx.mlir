@@ -1,5 +1,5 @@
 // REQUIRES: libdevice
-// RUN: kvattn-compile %s -o %t/sm90 --chip=sm_90 --features=+ptx80 | FileCheck %s --check-prefix=TOOL
+// RUN: kvattn-compile %s -o %t/sm90 --chip=sm_90 --features=+ptx80 --block-m=64 --block-n=64 | FileCheck %s --check-prefix=TOOL
 // RUN: FileCheck %s --input-file=%t/sm90.ptx
 // RUN: FileCheck %s --input-file=%t/sm90.json --check-prefix=JSON
 //

@@ -246,10 +246,11 @@ double bytesPerBatch(int64_t p, int64_t l, int64_t d, size_t eltBytes) {
 
 /// The smallest batch with at least 4 programs per multiprocessor (two
 /// waves of two resident programs), capped so that its buffers fit in
-/// `memoryBytes`.
+/// `memoryBytes`. `programs` is the number of programs per batch entry of
+/// the compiled kernel.
 int64_t batchToFill(int64_t p, int64_t l, int64_t d, size_t eltBytes, int sms,
-                    int64_t tileM, double memoryBytes) {
-  int64_t programs = kHq * ((l + tileM - 1) / tileM);
+                    int64_t programs, double memoryBytes) {
+  programs = std::max<int64_t>(programs, 1);
   int64_t b = std::max<int64_t>(1, (4 * sms + programs - 1) / programs);
   auto fits =
       static_cast<int64_t>(memoryBytes / bytesPerBatch(p, l, d, eltBytes));
@@ -417,27 +418,40 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
     for (int64_t p : ps) {
       for (int64_t l : ls) {
         const int64_t S = p + l;
-        int64_t b = batch > 0 ? batch.getValue()
-                              : batchToFill(p, l, d, eltBytes, sms,
-                                            options.blockM, memoryBytes);
+        int64_t b = batch > 0 ? batch.getValue() : 1;
         auto rowError = [&](const std::string &message) {
           llvm::outs() << llvm::formatv("{0,5} {1,6} {2,5} {3,4} error: {4}\n",
                                         b, p, l, d, message);
           llvm::outs().flush();
           status = 1;
         };
-        Shape shape{"append", b, kHq, kHkv, p, l, d};
-        auto module = mlir::parseSourceString<mlir::ModuleOp>(
-            buildIR(shape, eltName), &context);
-        if (!module) {
-          rowError("the benchmark's IR does not parse");
-          continue;
-        }
+        auto compile = [&](int64_t batchSize, kvattn::PtxModule &ptx) {
+          Shape shape{"append", batchSize, kHq, kHkv, p, l, d};
+          auto module = mlir::parseSourceString<mlir::ModuleOp>(
+              buildIR(shape, eltName), &context);
+          if (!module)
+            return Status::error("the benchmark's IR does not parse");
+          return kvattn::compileToPtx(*module, options, ptx);
+        };
         kvattn::PtxModule ptx;
-        if (Status s = kvattn::compileToPtx(*module, options, ptx);
-            s.isError()) {
+        if (Status s = compile(b, ptx); s.isError()) {
           rowError(s.message());
           continue;
+        }
+        if (batch <= 0) {
+          // The tile the compiler chose (block-m, GQA packing) decides the
+          // programs per batch entry, hence the batch that fills the GPU.
+          const kvattn::KernelManifest &probe = ptx.kernels.at(0);
+          int64_t programs =
+              kHq / probe.group *
+              ((probe.group * l + probe.blockM - 1) / probe.blockM);
+          b = batchToFill(p, l, d, eltBytes, sms, programs, memoryBytes);
+          if (b != 1) {
+            if (Status s = compile(b, ptx); s.isError()) {
+              rowError(s.message());
+              continue;
+            }
+          }
         }
         const kvattn::KernelManifest &km = ptx.kernels.at(0);
         std::string tile =

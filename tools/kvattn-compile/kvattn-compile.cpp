@@ -47,9 +47,16 @@ static cl::opt<std::string> features("features",
 static cl::opt<std::string> libdevice("libdevice",
                                       cl::desc("Path of libdevice.10.bc"),
                                       cl::init(""), cl::cat(category));
-static cl::opt<int64_t> blockM("block-m", cl::init(64), cl::cat(category));
-static cl::opt<int64_t> blockN("block-n", cl::init(64), cl::cat(category));
-static cl::opt<int64_t> numWarps("num-warps", cl::init(4), cl::cat(category));
+static cl::opt<int64_t>
+    blockM("block-m",
+           cl::desc("Query rows per program (0: chosen per attention)"),
+           cl::init(0), cl::cat(category));
+static cl::opt<int64_t> blockN("block-n",
+                               cl::desc("Keys per KV block (0: chosen from D)"),
+                               cl::init(0), cl::cat(category));
+static cl::opt<int64_t>
+    numWarps("num-warps", cl::desc("Warps per program (0: block-m / 16)"),
+             cl::init(0), cl::cat(category));
 static cl::opt<int64_t> numStages("num-stages", cl::init(2), cl::cat(category));
 static cl::opt<int64_t>
     splitKv("split-kv",

@@ -52,7 +52,8 @@ struct PtxOptions {
   std::string chip = "sm_80";
   std::string features;  ///< e.g. "+ptx80"; empty: the chip's minimum
   std::string libdevice; ///< empty: found from $CUDA_HOME etc.
-  int64_t blockM = 64, blockN = 64, numWarps = 4, numStages = 2;
+  /// 0: chosen per attention (docs/gpu-lowering.md, "Block sizes").
+  int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 2;
   bool packGqa = true; ///< GQA packing of few query rows
   /// KV chunks per program, merged by a second kernel (1: no split, 0:
   /// automatic from numSms).
