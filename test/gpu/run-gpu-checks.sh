@@ -7,7 +7,10 @@
 # 2. runs the case matrix of DESIGN §4 through kvattn-run --target=gpu --check
 #    in f32, f16 and bf16 (each kvattn.attention compiled for the device's own
 #    chip, launched through the runtime, compared with the scalar reference);
-# 3. runs compute-sanitizer --tool memcheck on three cases;
+#    f16/bf16 with 16-aligned head dims run on tensor cores, so bf16 runs a
+#    second time with --tensor-cores=false (the scalar lowering);
+# 3. runs compute-sanitizer memcheck on four cases and racecheck/synccheck on
+#    a tensor-core kernel (cp.async, ldmatrix and the barriers between them);
 # 4. prints one summary table and exits non-zero if anything failed.
 # Budget: a few minutes (each case compiles one kernel, ~0.1 s, and runs the
 # reference on the host).
@@ -61,21 +64,23 @@ cases=(
 )
 
 pass=0; fail=0
-printf '%-22s %-5s %-6s %s\n' case dtype result "max_abs_err" > "$out/summary.txt"
-for dtype in f32 f16 bf16; do
+printf '%-22s %-11s %-6s %s\n' case dtype result "max_abs_err" > "$out/summary.txt"
+for variant in f32 f16 bf16 bf16-scalar; do
+  dtype=${variant%-scalar}; pathflags=""
+  [[ $variant == *-scalar ]] && pathflags="--tensor-cores=false"
   for entry in "${cases[@]}"; do
     # name|case flags[|kvattn-run flags]
     name=${entry%%|*}; rest=${entry#*|}
     flags=${rest%%|*}; runflags=""
     [[ $rest == *"|"* ]] && runflags=${rest#*|}
-    log="$out/$name-$dtype.log"
-    if $run --dtype "$dtype" $flags -- --target=gpu --check $runflags > "$log" 2>&1; then
+    log="$out/$name-$variant.log"
+    if $run --dtype "$dtype" $flags -- --target=gpu --check $runflags $pathflags > "$log" 2>&1; then
       result=PASS; pass=$((pass + 1))
     else
       result=FAIL; fail=$((fail + 1))
     fi
     err=$(grep -o 'max_abs_err=[^ ]*' "$log" | head -1 | cut -d= -f2)
-    printf '%-22s %-5s %-6s %s\n' "$name" "$dtype" "$result" "${err:--}" >> "$out/summary.txt"
+    printf '%-22s %-11s %-6s %s\n' "$name" "$variant" "$result" "${err:--}" >> "$out/summary.txt"
   done
 done
 
@@ -100,6 +105,19 @@ for entry in "gqa-batch-kvlen-lse|--dtype bf16 --B 2 --Hq 8 --Hkv 2 --L 4 --S 40
   fi
   errors=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$log" | tail -1)
   printf '%-22s memcheck %-6s %s\n' "$name" "$result" "${errors:-see log}" >> "$out/summary.txt"
+done
+
+for tool in racecheck synccheck; do
+  log="$out/$tool.log"
+  flags="--dtype bf16 --B 2 --Hq 8 --Hkv 2 --D 64 --L 64 --S 200 --q-offset 136,100 --kv-len 200,164 --causal"
+  if "$sanitizer" --tool $tool --error-exitcode 7 \
+       $run $flags -- --target=gpu --check > "$log" 2>&1; then
+    result=PASS; pass=$((pass + 1))
+  else
+    result=FAIL; fail=$((fail + 1))
+  fi
+  errors=$(grep -o 'ERROR SUMMARY: [0-9]* error\|RACECHECK SUMMARY: [0-9]* hazard' "$log" | tail -1)
+  printf '%-22s %-9s %-6s %s\n' "tensor-cores" "$tool" "$result" "${errors:-see log}" >> "$out/summary.txt"
 done
 
 echo
