@@ -4,6 +4,7 @@
 #include "kvattn/Support/BlockTable.h"
 
 #include <cctype>
+#include <cstdio>
 #include <set>
 
 namespace kvattn {
@@ -143,6 +144,15 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
       auto it = args.buffers.find(p.name);
       if (it == args.buffers.end() || (it->second == 0 && elements != 0))
         return Status::error(where + "missing device buffer '" + p.name + "'");
+      // cp.async and vector loads move 16 bytes at a time (cudaMalloc
+      // returns 256-byte aligned memory; a view into a tensor may not be).
+      if (it->second % 16 != 0) {
+        char address[32];
+        std::snprintf(address, sizeof(address), "0x%llx",
+                      static_cast<unsigned long long>(it->second));
+        return Status::error(where + "device buffer '" + p.name + "' at " +
+                             address + " is not 16-byte aligned");
+      }
     }
   }
   for (const auto &entry : args.buffers)

@@ -235,6 +235,14 @@ TEST_F(RuntimeTest, LaunchPacksArgumentsInManifestOrder) {
   EXPECT_EQ(fakecuda_state()->functionAttributes[0].second, 98816);
 }
 
+TEST_F(RuntimeTest, DeviceBuffersMustBe16ByteAligned) {
+  LaunchArgs args = validArgs();
+  args.buffers["key"] = 0x2008;
+  EXPECT_NE(launchError(args).find(
+                "device buffer 'key' at 0x2008 is not 16-byte aligned"),
+            std::string::npos);
+}
+
 TEST_F(RuntimeTest, PackedGqaKernelsLaunchOneProgramPerKvHead) {
   // The same kernel compiled with GQA packing: group = Hq / Hkv = 4 heads
   // per program, so the grid is (B * Hq / 4, ceil(4 * L / 64)).

@@ -109,7 +109,8 @@ struct LaunchArgs {
 /// launched: every parameter present, sizes matching the static dims of the
 /// manifest, metadata of the right length, offsets and positions
 /// non-negative and in range, explicit positions strictly increasing per
-/// batch, kv_len within [0, S]; for paged kernels the block-table rules
+/// batch, kv_len within [0, S], device buffers 16-byte aligned (cp.async
+/// copies 16 bytes); for paged kernels the block-table rules
 /// (kvattn/Support/BlockTable.h: page ids in range, canonical -1 tail, no
 /// page twice per sequence, kv_len fits the pages) and S = max_pages *
 /// page_size. Errors name the parameter, the batch and the value.
