@@ -140,7 +140,8 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
   }
 };
 
-struct LowerAppendPass : kvattn::impl::LowerAppendPassBase<LowerAppendPass> {
+struct LowerAppendPass
+    : mlir::kvattn::impl::LowerAppendPassBase<LowerAppendPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateLowerAppendPatterns(patterns);

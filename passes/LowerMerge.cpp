@@ -83,7 +83,7 @@ struct LowerMergePattern : OpRewritePattern<MergeOp> {
   }
 };
 
-struct LowerMergePass : kvattn::impl::LowerMergePassBase<LowerMergePass> {
+struct LowerMergePass : mlir::kvattn::impl::LowerMergePassBase<LowerMergePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<LowerMergePattern>(&getContext());

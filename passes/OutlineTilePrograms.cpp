@@ -285,7 +285,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
 namespace {
 
 struct OutlineTileProgramsPass
-    : kvattn::impl::OutlineTileProgramsPassBase<OutlineTileProgramsPass> {
+    : mlir::kvattn::impl::OutlineTileProgramsPassBase<OutlineTileProgramsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<scf::ForallOp> programs;

@@ -15,6 +15,8 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
+#include "kvattn/Target/PtxOptions.h"
+
 #include <string>
 
 namespace mlir {
@@ -34,28 +36,13 @@ void populateLowerAppendPatterns(RewritePatternSet &patterns);
 /// Patterns of -kvattn-lower-tile-to-loops.
 void populateLowerTileToLoopsPatterns(RewritePatternSet &patterns);
 
-/// Options of the GPU pipelines (kvattn-to-ptx).
-struct PtxPipelineOptions {
-  std::string chip = "sm_80";
-  std::string features;
-  std::string libdevice;
-  /// 0: chosen per op by -kvattn-tile (block-m, block-n; num-warps from
-  /// block-m).
-  int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 2;
-  bool packGqa = true;
-  /// KV chunks per program (1: no split, 0: automatic from numSms).
-  int64_t splitKv = 1, numSms = 132;
-  /// mma.sync / ldmatrix / cp.async where types and shapes allow.
-  bool tensorCores = true;
-};
-
 /// kvattn -> tile program -> outlined kernels with the tile ops lowered to
 /// threads and shared memory (still in the gpu/scf/memref dialects).
 void buildKVAttnToGpuKernelsPipeline(OpPassManager &pm,
-                                     const PtxPipelineOptions &options);
+                                     const ::kvattn::PtxOptions &options);
 /// Kernels -> NVVM -> PTX text (gpu.binary, format=isa).
 void buildGpuKernelsToPtxPipeline(OpPassManager &pm,
-                                  const PtxPipelineOptions &options,
+                                  const ::kvattn::PtxOptions &options,
                                   const std::string &libdevice);
 /// libdevice.10.bc: `explicitPath` if it exists, else from $CUDA_HOME,
 /// $CUDA_PATH or /usr/local/cuda; empty when not found.

@@ -128,8 +128,8 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
                      "head dims allow"),
       llvm::cl::init(true)};
 
-  mlir::kvattn::PtxPipelineOptions get() const {
-    mlir::kvattn::PtxPipelineOptions o;
+  ::kvattn::PtxOptions get() const {
+    ::kvattn::PtxOptions o;
     o.chip = chip;
     o.features = features;
     o.libdevice = libdevice;
@@ -170,7 +170,7 @@ std::string mlir::kvattn::findLibdevice(const std::string &explicitPath) {
 }
 
 void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
-    OpPassManager &pm, const PtxPipelineOptions &options) {
+    OpPassManager &pm, const ::kvattn::PtxOptions &options) {
   addPipeline(pm, llvm::formatv(
                       "kvattn-resolve-cached-append,"
                       "kvattn-tile{{block-m={0} block-n={1} num-warps={2} "
@@ -187,7 +187,7 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
 }
 
 void mlir::kvattn::buildGpuKernelsToPtxPipeline(
-    OpPassManager &pm, const PtxPipelineOptions &options,
+    OpPassManager &pm, const ::kvattn::PtxOptions &options,
     const std::string &libdevice) {
   std::string target = "chip=" + options.chip;
   if (!options.features.empty())
@@ -215,7 +215,7 @@ void mlir::kvattn::registerKVAttnPipelines() {
       "kvattn (sdpa/attention) -> tile program -> GPU kernels (threads, "
       "warps, shared memory) -> NVVM -> PTX text in a gpu.binary",
       [](OpPassManager &pm, const PtxPipelineOptionsCL &cl) {
-        mlir::kvattn::PtxPipelineOptions options = cl.get();
+        ::kvattn::PtxOptions options = cl.get();
         std::string libdevice = mlir::kvattn::findLibdevice(options.libdevice);
         if (libdevice.empty())
           llvm::errs() << "kvattn-to-ptx: warning: libdevice.10.bc not found "

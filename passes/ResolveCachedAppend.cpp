@@ -440,7 +440,7 @@ struct SdpaToAttentionPattern : OpRewritePattern<SdpaOp> {
 };
 
 struct ResolveCachedAppendPass
-    : kvattn::impl::ResolveCachedAppendPassBase<ResolveCachedAppendPass> {
+    : mlir::kvattn::impl::ResolveCachedAppendPassBase<ResolveCachedAppendPass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -549,7 +549,7 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
 
 namespace {
 
-struct TilePass : kvattn::impl::TilePassBase<TilePass> {
+struct TilePass : mlir::kvattn::impl::TilePassBase<TilePass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -63,17 +63,6 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
   auto start = std::chrono::steady_clock::now();
   MLIRContext *ctx = module.getContext();
   OwningOpRef<ModuleOp> clone = module.clone();
-  mlir::kvattn::PtxPipelineOptions po;
-  po.chip = options.chip;
-  po.features = options.features;
-  po.blockM = options.blockM;
-  po.packGqa = options.packGqa;
-  po.splitKv = options.splitKv;
-  po.numSms = options.numSms;
-  po.tensorCores = options.tensorCores;
-  po.blockN = options.blockN;
-  po.numWarps = options.numWarps;
-  po.numStages = options.numStages;
   std::string libdevice = mlir::kvattn::findLibdevice(options.libdevice);
   if (libdevice.empty())
     return Status::error(
@@ -85,7 +74,7 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
 
   DiagnosticCollector diags(ctx);
   PassManager kernels(ctx);
-  mlir::kvattn::buildKVAttnToGpuKernelsPipeline(kernels, po);
+  mlir::kvattn::buildKVAttnToGpuKernelsPipeline(kernels, options);
   if (failed(kernels.run(*clone)))
     return Status::error("building the GPU kernels failed:\n" + diags.text());
 
@@ -101,7 +90,7 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
         "kvattn.sdpa");
 
   PassManager ptx(ctx);
-  mlir::kvattn::buildGpuKernelsToPtxPipeline(ptx, po, libdevice);
+  mlir::kvattn::buildGpuKernelsToPtxPipeline(ptx, options, libdevice);
   if (failed(ptx.run(*clone)))
     return Status::error("NVVM/PTX code generation failed:\n" + diags.text());
   auto binary = clone->lookupSymbol<gpu::BinaryOp>("kvattn_kernels");

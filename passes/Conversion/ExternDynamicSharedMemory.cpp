@@ -20,7 +20,7 @@ namespace {
 constexpr unsigned kSharedAddressSpace = 3;
 
 struct ExternDynamicSharedMemoryPass
-    : kvattn::impl::ExternDynamicSharedMemoryPassBase<
+    : mlir::kvattn::impl::ExternDynamicSharedMemoryPassBase<
           ExternDynamicSharedMemoryPass> {
   void runOnOperation() override {
     getOperation().walk([](LLVM::GlobalOp global) {

@@ -444,7 +444,7 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool allowTensorCores) {
 }
 
 struct LowerTileToGPUPass
-    : kvattn::impl::LowerTileToGPUPassBase<LowerTileToGPUPass> {
+    : mlir::kvattn::impl::LowerTileToGPUPassBase<LowerTileToGPUPass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -217,7 +217,7 @@ LogicalResult lowerMerge(TileMergeOp op, PatternRewriter &rewriter) {
 }
 
 struct LowerTileToLoopsPass
-    : kvattn::impl::LowerTileToLoopsPassBase<LowerTileToLoopsPass> {
+    : mlir::kvattn::impl::LowerTileToLoopsPassBase<LowerTileToLoopsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateLowerTileToLoopsPatterns(patterns);

@@ -11,6 +11,7 @@
 #define KVATTN_TARGET_PTX_H
 
 #include "kvattn/Support/Status.h"
+#include "kvattn/Target/PtxOptions.h"
 
 #include <cstdint>
 #include <string>
@@ -46,21 +47,6 @@ struct KernelManifest {
   std::string kind = "attention";
   int64_t threadsPerBlock = 0;
   int64_t dynamicSharedMemoryBytes = 0;
-};
-
-struct PtxOptions {
-  std::string chip = "sm_80";
-  std::string features;  ///< e.g. "+ptx80"; empty: the chip's minimum
-  std::string libdevice; ///< empty: found from $CUDA_HOME etc.
-  /// 0: chosen per attention (docs/gpu-lowering.md, "Block sizes").
-  int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 2;
-  bool packGqa = true; ///< GQA packing of few query rows
-  /// KV chunks per program, merged by a second kernel (1: no split, 0:
-  /// automatic from numSms).
-  int64_t splitKv = 1, numSms = 132;
-  /// Tensor cores (mma.sync, ldmatrix, cp.async) for f16/bf16 where the
-  /// head dims allow; false: the scalar lowering.
-  bool tensorCores = true;
 };
 
 struct PtxModule {

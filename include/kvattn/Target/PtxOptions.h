@@ -1,0 +1,34 @@
+//===- PtxOptions.h - options of the PTX compilation ------------*- C++ -*-===//
+//
+// The one options struct of the GPU path: used by the kvattn-to-ptx
+// pipeline (passes/Pipelines.cpp), compileToPtx (Ptx.h), kvattn-compile,
+// kvattn-run --target=gpu and kvattn-bench. Plain C++.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_TARGET_PTXOPTIONS_H
+#define KVATTN_TARGET_PTXOPTIONS_H
+
+#include <cstdint>
+#include <string>
+
+namespace kvattn {
+
+struct PtxOptions {
+  std::string chip = "sm_80";
+  std::string features;  ///< e.g. "+ptx80"; empty: the chip's minimum
+  std::string libdevice; ///< empty: found from $CUDA_HOME etc.
+  /// 0: chosen per attention (docs/gpu-lowering.md, "Block sizes").
+  int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 2;
+  bool packGqa = true; ///< GQA packing of few query rows
+  /// KV chunks per program, merged by a second kernel (1: no split, 0:
+  /// automatic from numSms).
+  int64_t splitKv = 1, numSms = 132;
+  /// Tensor cores (mma.sync, ldmatrix, cp.async) for f16/bf16 where the
+  /// head dims allow; false: the scalar lowering.
+  bool tensorCores = true;
+};
+
+} // namespace kvattn
+
+#endif // KVATTN_TARGET_PTXOPTIONS_H
