@@ -6,11 +6,12 @@
 // random valid configuration (batch, heads and GQA ratio, L, S including 0,
 // D, Dv, element type, offset or explicit positions, k_offset, kv_len, key
 // validity, general masks, causal, window, softcap, scale, lse, tile
-// sizes, split-KV), builds the kvattn.attention, compiles it with kvattn-to-cpu
-// and compares the JIT's results with the scalar reference (the tolerances of
-// --check). A mismatch is shrunk (smaller sizes while it still fails) and
-// printed as an attention_case.py command line, the form of the regression
-// tests in test/Numerics; with --save it is also written to DIR.
+// sizes, split-KV, paged K/V, GQA packing), builds the kvattn.attention,
+// compiles it with kvattn-to-cpu and compares the JIT's results with the
+// scalar reference (the tolerances of --check). A mismatch is shrunk (smaller
+// sizes while it still fails) and printed as an attention_case.py command line,
+// the form of the regression tests in test/Numerics; with --save it is also
+// written to DIR.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +33,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <numeric>
 #include <random>
 #include <sstream>
 
@@ -57,6 +59,11 @@ struct Config {
        hasKeyValid = false;
   std::vector<int64_t> qOffset, kOffset, qPos, kPos, kvLen, keyValid;
   std::string mask; // "", "bool", "float"
+  /// Paged K/V: pages [numPages, pageSize, Hkv, D], S = maxPages * pageSize;
+  /// 0: a plain [B, Hkv, S, D] cache.
+  int64_t pageSize = 0, numPages = 0;
+  std::vector<int64_t> blockTable; // [B, S / pageSize]
+  bool packGqa = true;
   int64_t blockM = 64, blockN = 64, splitKv = 1;
   uint64_t dataSeed = 0;
 };
@@ -84,6 +91,10 @@ std::string asFlags(const Config &c) {
   list("--k-pos", c.kPos);
   list("--kv-len", c.kvLen);
   list("--key-valid", c.keyValid);
+  if (c.pageSize) {
+    os << " --page-size " << c.pageSize << " --num-pages " << c.numPages;
+    list("--block-table", c.blockTable);
+  }
   if (!c.mask.empty())
     os << " --mask " << c.mask;
   if (c.causal)
@@ -98,6 +109,8 @@ std::string asFlags(const Config &c) {
     os << " --lse";
   os << " -- --target=cpu --check --seed " << c.dataSeed << " --block-m "
      << c.blockM << " --block-n " << c.blockN << " --split-kv " << c.splitKv;
+  if (!c.packGqa)
+    os << " --pack-gqa=false";
   return os.str();
 }
 
@@ -119,6 +132,9 @@ void drawOperands(Config &c, std::mt19937_64 &rng) {
   c.kPos.clear();
   c.kvLen.clear();
   c.keyValid.clear();
+  c.blockTable.clear();
+  if (c.pageSize) // whole pages of logical keys; kv_len bounds the reads
+    c.S = (c.S + c.pageSize - 1) / c.pageSize * c.pageSize;
   if (c.explicitPositions) {
     for (int64_t b = 0; b < c.B; ++b) {
       auto q = increasing(c.L), k = increasing(c.S);
@@ -140,6 +156,24 @@ void drawOperands(Config &c, std::mt19937_64 &rng) {
   if (c.hasKeyValid)
     for (int64_t i = 0; i < c.B * c.S; ++i)
       c.keyValid.push_back(uniform(0, 4) != 0);
+  if (c.pageSize) {
+    // Each sequence takes the pages its kv_len needs, sometimes more, from a
+    // random permutation of the cache's pages; then the -1 tail.
+    const int64_t maxPages = c.S / c.pageSize;
+    c.numPages = c.B * maxPages + uniform(0, 3);
+    std::vector<int64_t> free(c.numPages);
+    std::iota(free.begin(), free.end(), 0);
+    std::shuffle(free.begin(), free.end(), rng);
+    for (int64_t b = 0; b < c.B; ++b) {
+      int64_t need = (c.kvLen[b] + c.pageSize - 1) / c.pageSize;
+      int64_t active = need + uniform(0, maxPages - need);
+      for (int64_t slot = 0; slot < maxPages; ++slot) {
+        c.blockTable.push_back(slot < active ? free.back() : -1);
+        if (slot < active)
+          free.pop_back();
+      }
+    }
+  }
 }
 
 Config draw(std::mt19937_64 &rng) {
@@ -175,6 +209,11 @@ Config draw(std::mt19937_64 &rng) {
   c.blockM = pick({1, 8, 16, 32, 64, 128});
   c.blockN = pick({1, 8, 16, 32, 64});
   c.splitKv = pick({1, 1, 2, 3, 7});
+  c.packGqa = uniform(0, 3) != 0;
+  if (uniform(0, 3) == 0) {
+    c.pageSize = pick({1, 2, 4, 16});
+    c.hasKvLen = true; // paged attention needs kv_len
+  }
   c.dataSeed = rng();
   drawOperands(c, rng);
   return c;
@@ -191,9 +230,17 @@ std::string tensorType(std::vector<int64_t> shape, const std::string &elt) {
 /// arguments too (run-time values).
 std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
                     std::vector<int> &intArgIndex) {
+  std::vector<int64_t> kvShape = {c.B, c.Hkv, c.S};
+  if (c.pageSize)
+    kvShape = {c.numPages, c.pageSize, c.Hkv};
+  auto withDim = [&](int64_t d) {
+    std::vector<int64_t> shape = kvShape;
+    shape.push_back(d);
+    return shape;
+  };
   std::string q = tensorType({c.B, c.Hq, c.L, c.D}, c.dtype),
-              k = tensorType({c.B, c.Hkv, c.S, c.D}, c.dtype),
-              v = tensorType({c.B, c.Hkv, c.S, c.Dv}, c.dtype),
+              k = tensorType(withDim(c.D), c.dtype),
+              v = tensorType(withDim(c.Dv), c.dtype),
               out = tensorType({c.B, c.Hq, c.L, c.Dv}, c.dtype),
               lse = tensorType({c.B, c.Hq, c.L}, "f32");
   std::string sig = "%q: " + q + ", %k: " + k + ", %v: " + v, groups;
@@ -226,7 +273,11 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
         tensorType({c.B, 1, c.L, c.S}, c.mask == "bool" ? "i1" : c.dtype);
     sig += ", %mask: " + ty;
     groups += " mask(%mask : " + ty + ")";
+    ++arg;
   }
+  // After the mask: the op's assembly order.
+  add("block_table", c.pageSize != 0, c.blockTable,
+      {c.B, c.pageSize ? c.S / c.pageSize : 0}, "i32");
   std::string attrs;
   if (c.causal)
     attrs += " causal";
@@ -293,6 +344,7 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
   options.blockM = c.blockM;
   options.blockN = c.blockN;
   options.splitKv = c.splitKv;
+  options.packGqa = c.packGqa;
   options.optLevel = 1;
   std::unique_ptr<kvattn::CpuProgram> program;
   if (kvattn::Status s =

@@ -141,8 +141,6 @@ def main():
     operand("k_pos", a.k_pos, [a.B, a.S], "i64")
     operand("kv_len", a.kv_len, [a.B], "i32")
     operand("key_valid", a.key_valid, [a.B, a.S], "i1")
-    if a.page_size:
-        operand("block_table", table, [a.B, a.S // a.page_size], "i32")
     if a.mask:
         # A pattern that depends on the row and the key, so the mask is
         # neither key-only nor trivially all-true.
@@ -160,6 +158,9 @@ def main():
         inputs.append(f"--input={len(args)}=" + ",".join(str(v) for v in vals))
         args.append(("mask", ty))
         groups.append(f"mask(%mask : {ty})")
+    # After the mask: the op's assembly order.
+    if a.page_size:
+        operand("block_table", table, [a.B, a.S // a.page_size], "i32")
 
     attrs = []
     if a.causal:
