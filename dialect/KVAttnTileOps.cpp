@@ -148,3 +148,7 @@ LogicalResult TileMergeOp::verify() {
       return failure();
   return success();
 }
+
+LogicalResult TilePrefetchOp::verify() {
+  return checkBlockTable(*this, getBlockTable());
+}

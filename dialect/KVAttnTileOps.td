@@ -241,4 +241,30 @@ def KVAttn_TileMergeOp : KVAttn_Op<"tile.merge"> {
   let hasVerifier = 1;
 }
 
+def KVAttn_TilePrefetchOp : KVAttn_Op<"tile.prefetch"> {
+  let summary = "announce the KV block the next tile.qk will read";
+  let description = [{
+    A schedule hint with no effect on values: the next `kvattn.tile.qk` of
+    this program reads rows `start .. start + cols` of `key[batch, kv_head]`
+    (through `pages(%block_table)` when paged, as in `tile.qk`), so a target
+    may start loading them now. The GPU lowering does (`cp.async` into the
+    K staging block while the current block's softmax runs); the CPU
+    lowering drops the op. `cols = 0` announces that there is no next
+    block. The tile pass emits one before the KV loop and one after each
+    `tile.qk` when `num-stages >= 2`.
+  }];
+  // No declared memory effects: the op is kept where the schedule put it
+  // (an op with only read effects and no result would be dead code).
+  let arguments = (ins
+    KVAttn_GlobalTensor:$key,
+    Index:$batch, Index:$kv_head, Index:$start, Index:$cols,
+    Optional<KVAttn_IndexMemRef>:$block_table);
+  let assemblyFormat = [{
+    $key `[` $batch `,` $kv_head `,` $start `]`
+    (`pages` `(` $block_table^ `:` type($block_table) `)`)?
+    `size` `(` $cols `)` attr-dict `:` type($key)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // KVATTN_DIALECT_KVATTNTILEOPS_TD

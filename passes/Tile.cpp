@@ -221,6 +221,7 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
                                        : qType.getDimSize(2) * group);
   const int64_t bn = cfg.blockN ? cfg.blockN : automaticBlockN(headDim);
   const int64_t numWarps = cfg.numWarps ? cfg.numWarps : bm / 16;
+  const int64_t numStages = cfg.numStages;
   IntegerAttr groupAttr =
       packed ? rewriter.getI64IntegerAttr(group) : IntegerAttr();
 
@@ -387,6 +388,9 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
           loopHi = p.min(p.add(loopLo, chunk), nHi);
         }
 
+        // Keys are read up to the buffer's end, or kv_len when paged.
+        Value readEnd = paged ? kvLen : kLen;
+
         if (cfg.stats) {
           // The counts below are computed from loopLo, loopHi, fullLo,
           // fullHi: the bounds of the loop and of its scf.if. Skipped
@@ -404,7 +408,6 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
                 skipped, zero);
           // K/V bytes: the keys of the loaded blocks that are read (up to
           // the buffer's end, or kv_len when paged), D + Dv elements each.
-          Value readEnd = paged ? kvLen : kLen;
           Value keysRead = p.max(p.sub(p.min(p.mul(loopHi, p.c(bn)), readEnd),
                                        p.mul(loopLo, p.c(bn))),
                                  zero);
@@ -429,20 +432,41 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
         TileLoadQOp::create(pb, buf.q, bIdx, head, qStart, rows, qTile,
                             groupAttr);
 
+        // The keys block `kBlock` reads: paged, never past kv_len, where
+        // table entries may be -1; the columns past `cols` score -inf.
+        auto blockCols = [&](IndexMath &f, Value kStart) {
+          return f.min(f.c(bn), f.sub(readEnd, kStart));
+        };
+        // num-stages >= 2: announce each block one step ahead (before the
+        // loop, the first; after each tile.qk, the next, or none: cols 0)
+        // so that a target can load it while the current block computes.
+        const bool prefetch = numStages >= 2;
+        auto announce = [&](ImplicitLocOpBuilder &fb, IndexMath &f,
+                            Value block) {
+          Value has = f.lt(block, loopHi);
+          Value start = f.mul(block, f.c(bn));
+          Value cols =
+              arith::SelectOp::create(fb, has, blockCols(f, start), f.c(0));
+          TilePrefetchOp::create(fb, buf.k, bIdx, kvHead, start, cols,
+                                 buf.blockTable);
+        };
+        if (prefetch)
+          announce(pb, p, loopLo);
+
         scf::ForOp::create(
             pb, loopLo, loopHi, p.c(1), ValueRange{},
             [&](OpBuilder &lb, Location l, Value kBlock, ValueRange) {
               ImplicitLocOpBuilder fb(l, lb);
               IndexMath f{fb};
               Value kStart = f.mul(kBlock, f.c(bn));
-              // Paged: never read past kv_len, where table entries may be
-              // -1; the columns past `cols` score -inf.
-              Value cols = f.min(f.c(bn), f.sub(paged ? kvLen : kLen, kStart));
+              Value cols = blockCols(f, kStart);
               TileQKOp::create(fb, qTile, buf.k, bIdx, kvHead, kStart, rows,
                                cols, scores, buf.blockTable,
                                fb.getF32FloatAttr(static_cast<float>(*scale)),
                                softcap ? fb.getF32FloatAttr(*softcap)
                                        : FloatAttr());
+              if (prefetch)
+                announce(fb, f, f.add(kBlock, f.c(1)));
               // Partial blocks only: full ones carry no mask arithmetic.
               Value isFull = fb.createOrFold<arith::AndIOp>(
                   f.ge(kBlock, fullLo), f.lt(kBlock, fullHi));
@@ -501,7 +525,7 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
         b.getNamedAttr("block_m", b.getI64IntegerAttr(bm)),
         b.getNamedAttr("block_n", b.getI64IntegerAttr(bn)),
         b.getNamedAttr("num_warps", b.getI64IntegerAttr(numWarps)),
-        b.getNamedAttr("num_stages", b.getI64IntegerAttr(cfg.numStages)),
+        b.getNamedAttr("num_stages", b.getI64IntegerAttr(numStages)),
         b.getNamedAttr("split_kv", b.getI64IntegerAttr(splitKv)),
         b.getNamedAttr("group", b.getI64IntegerAttr(heads)),
         b.getNamedAttr("kind", b.getStringAttr(kind)),

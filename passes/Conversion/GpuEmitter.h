@@ -28,6 +28,9 @@ struct Threads {
   /// Whether tile.qk and the P.V product of tile.softmax_update run on
   /// tensor cores (mma.sync m16n8k16, operands through ldmatrix).
   bool tensorCores = false;
+  /// Tensor cores with tile.prefetch in the program: each K block is
+  /// already in flight when its tile.qk runs (issued one step ahead).
+  bool prefetchKeys = false;
 };
 
 /// Loop vocabulary plus the thread mapping.

@@ -110,7 +110,7 @@ Lane laneOf(GpuEmitter &e) {
 
 void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
                                   Value batch, Value head, Value start,
-                                  Value cols, Value stage) {
+                                  Value cols, Value stage, bool commit) {
   auto stageType = cast<MemRefType>(stage.getType());
   int64_t bn = stageType.getDimSize(0), width = stageType.getDimSize(1);
   constexpr int64_t kChunk = 8; // 16-bit elements per 16-byte copy
@@ -130,11 +130,26 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
         e.kvIndices(source, blockTable, batch, head, row, x),
         e.b.getIndexAttr(kChunk), srcElements, /*bypassL1=*/UnitAttr());
   });
-  NVVM::CpAsyncCommitGroupOp::create(e.b);
+  if (commit)
+    NVVM::CpAsyncCommitGroupOp::create(e.b);
 }
 
 void mlir::kvattn::emitAsyncWait(GpuEmitter &e, int32_t pending) {
   NVVM::CpAsyncWaitGroupOp::create(e.b, pending);
+}
+
+void mlir::kvattn::lowerPrefetchOnTensorCores(GpuEmitter &e,
+                                              TilePrefetchOp op) {
+  // Nothing to copy (no next block): no address is formed, not even of the
+  // table entry; the empty group still counts.
+  Value any = arith::CmpIOp::create(e.b, arith::CmpIPredicate::ugt,
+                                    op.getCols(), e.idx(0));
+  e.when(any, [&] {
+    emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
+                   op.getKvHead(), op.getStart(), op.getCols(), e.t.stage,
+                   /*commit=*/false);
+  });
+  NVVM::CpAsyncCommitGroupOp::create(e.b);
 }
 
 void mlir::kvattn::lowerLoadQToHalf(GpuEmitter &e, TileLoadQOp op) {
@@ -163,8 +178,14 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   auto scoresType = cast<MemRefType>(op.getScores().getType());
   int64_t bn = scoresType.getDimSize(1);
   int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
-  emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
-                 op.getKvHead(), op.getStart(), op.getCols(), e.t.stage);
+  // Copy groups in flight per iteration, oldest first: K of this block
+  // (issued here, or by the tile.prefetch one step earlier), V of this
+  // block (issued here when its softmax is known), K of the next block
+  // (the tile.prefetch after this op). Waiting for "all but the newest"
+  // group therefore waits exactly for K here and for V in softmax_update.
+  if (!e.t.prefetchKeys)
+    emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
+                   op.getKvHead(), op.getStart(), op.getCols(), e.t.stage);
   if (prefetch) {
     emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
                    prefetch.getBatch(), prefetch.getKvHead(),

@@ -21,9 +21,11 @@ namespace kvattn {
 /// Copies rows [start, start + cols) of `source[batch, head]` (through
 /// `blockTable` when paged) into the 16-bit `stage` [BN, width] with
 /// cp.async, 8 elements (16 bytes) per copy; rows past `cols` are zero
-/// filled and read nothing. Commits the copies as one group.
+/// filled and read nothing. Commits the copies as one group unless
+/// `commit` is false.
 void emitAsyncStage(GpuEmitter &e, Value source, Value blockTable, Value batch,
-                    Value head, Value start, Value cols, Value stage);
+                    Value head, Value start, Value cols, Value stage,
+                    bool commit = true);
 /// Waits until at most `pending` committed groups of this thread are in
 /// flight.
 void emitAsyncWait(GpuEmitter &e, int32_t pending);
@@ -32,10 +34,17 @@ void emitAsyncWait(GpuEmitter &e, int32_t pending);
 /// 16-bit type, written into the storage of the f32 query tile.
 void lowerLoadQToHalf(GpuEmitter &e, TileLoadQOp op);
 
-/// tile.qk on tensor cores. Stages the K block (cp.async); when `prefetch`
+/// tile.qk on tensor cores. Stages the K block (cp.async), unless
+/// tile.prefetch already issued it (`e.t.prefetchKeys`); when `prefetch`
 /// is the tile.softmax_update of the same block, also starts its V block
 /// so that it loads while Q.K^T runs.
 void lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op, TileSoftmaxOp prefetch);
+
+/// tile.prefetch on tensor cores: the announced K block's cp.async copies
+/// (none when cols = 0) and a commit, which keeps the copy groups of every
+/// iteration in step. Placed after a tile.qk, whose last barrier freed the
+/// K stage.
+void lowerPrefetchOnTensorCores(GpuEmitter &e, TilePrefetchOp op);
 
 /// The P.V update of tile.softmax_update on tensor cores:
 /// acc[r, :] = alpha[r] * acc[r, :] + P[r, :] . V for the lane's two rows

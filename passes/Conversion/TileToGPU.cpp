@@ -232,8 +232,10 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
   }
   // Every probability and the V block are in shared memory; every lane has
   // read the old max and sum.
+  // V of this block must have landed; with tile.prefetch, the next K
+  // block's group (committed after V) may stay in flight.
   if (e.t.tensorCores)
-    emitAsyncWait(e, 0);
+    emitAsyncWait(e, e.t.prefetchKeys && valuePrefetched ? 1 : 0);
   e.barrier();
 
   // Phase 2: acc = alpha * acc + P . V on the lane's accumulator entries.
@@ -409,6 +411,9 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool allowTensorCores) {
   // head dim D and block-n multiples of 16 (the k of m16n8k16), Dv of 8.
   t.tensorCores = allowTensorCores && layout->separateValueStage &&
                   layout->keyCols % 16 == 0 && layout->stageRows % 16 == 0;
+  bool hasPrefetch = false;
+  kernel.walk([&](TilePrefetchOp) { hasPrefetch = true; });
+  t.prefetchKeys = t.tensorCores && hasPrefetch;
   t.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value c32 = arith::ConstantIndexOp::create(b, 32);
   t.warp = arith::DivUIOp::create(b, t.tid, c32);
@@ -419,7 +424,7 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool allowTensorCores) {
   SmallVector<Operation *> tileOps;
   kernel.walk([&](Operation *op) {
     if (isa<TileInitOp, TileLoadQOp, TileQKOp, TileMaskOp, TileSoftmaxOp,
-            TileStoreOp>(op))
+            TileStoreOp, TilePrefetchOp>(op))
       tileOps.push_back(op);
   });
   llvm::SmallPtrSet<Operation *, 4> valuePrefetched;
@@ -438,6 +443,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool allowTensorCores) {
       lowerSoftmax(e, o, valuePrefetched.contains(o));
     else if (auto o = dyn_cast<TileStoreOp>(op))
       lowerStore(e, o);
+    else if (auto o = dyn_cast<TilePrefetchOp>(op); o && e.t.tensorCores)
+      lowerPrefetchOnTensorCores(e, o); // the scalar lowering loads in qk
     op->erase();
   }
   return success();

@@ -216,6 +216,12 @@ LogicalResult lowerMerge(TileMergeOp op, PatternRewriter &rewriter) {
   return success();
 }
 
+/// A schedule hint: the host has nothing to overlap.
+LogicalResult lowerPrefetch(TilePrefetchOp op, PatternRewriter &rewriter) {
+  rewriter.eraseOp(op);
+  return success();
+}
+
 struct LowerTileToLoopsPass
     : mlir::kvattn::impl::LowerTileToLoopsPassBase<LowerTileToLoopsPass> {
   void runOnOperation() override {
@@ -237,4 +243,5 @@ void mlir::kvattn::populateLowerTileToLoopsPatterns(
   patterns.add(lowerSoftmax);
   patterns.add(lowerStore);
   patterns.add(lowerMerge);
+  patterns.add(lowerPrefetch);
 }

@@ -88,3 +88,11 @@ func.func @group_positive(%q: memref<1x8x?x8xf16>, %qt: memref<16x8xf32>, %i: in
   kvattn.tile.load_q %q[%i, %i, %i] rows(%n) group = 0 into %qt : memref<1x8x?x8xf16>, memref<16x8xf32>
   return
 }
+
+// -----
+
+func.func @prefetch_table_rank(%kp: memref<?x16x2x8xf16>, %bt: memref<?xi32>, %i: index, %n: index) {
+  // expected-error @+1 {{block_table must have rank 2 [B, max_pages], got rank 1}}
+  kvattn.tile.prefetch %kp[%i, %i, %i] pages(%bt : memref<?xi32>) size(%n) : memref<?x16x2x8xf16>
+  return
+}

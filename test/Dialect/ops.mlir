@@ -152,3 +152,12 @@ func.func @tile_group(%q: memref<1x8x?x8xf16>, %qt: memref<16x8xf32>, %m: memref
   kvattn.tile.store state(%m, %l, %acc) into %out [%i, %i, %i] rows(%n) group = 4 : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x8x?x8xf16>
   return
 }
+
+// CHECK-LABEL: func @tile_prefetch
+// CHECK: kvattn.tile.prefetch %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] size(%{{.*}}) : memref<1x2x?x8xf16>
+// CHECK: kvattn.tile.prefetch %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] pages(%{{.*}} : memref<2x?xi32>) size(%{{.*}}) : memref<?x16x2x8xf16>
+func.func @tile_prefetch(%k: memref<1x2x?x8xf16>, %kp: memref<?x16x2x8xf16>, %bt: memref<2x?xi32>, %i: index, %n: index) {
+  kvattn.tile.prefetch %k[%i, %i, %i] size(%n) : memref<1x2x?x8xf16>
+  kvattn.tile.prefetch %kp[%i, %i, %i] pages(%bt : memref<2x?xi32>) size(%n) : memref<?x16x2x8xf16>
+  return
+}

@@ -1,5 +1,6 @@
 // RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu="tensor-cores=false" -cse | FileCheck %s --enable-var-scope
 // RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --enable-var-scope --check-prefix=TC
+// RUN: kvattn-opt %s -kvattn-tile="num-stages=1" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=STAGES1
 // RUN: not kvattn-opt %s -kvattn-tile="block-m=32 num-warps=4" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=MAPPING
 
 // The tiles move to dynamic shared memory; each tile op becomes the
@@ -12,11 +13,15 @@
 // TC-DAG:     %[[VST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
 // The query tile is written in f16 into the f32 tile's storage.
 // TC:         %[[Q16:.*]] = memref.view %[[SMEM]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
-// TC:         scf.for %[[KB:.*]] =
-// K and V of the block start loading (16 bytes per copy, zero fill past
-// the keys); only K is waited for before Q.K^T.
+// num-stages = 2 (the default): the first K block starts loading before the
+// KV loop (tile.prefetch), each next one right after Q.K^T of the current.
+// TC:         scf.if
 // TC:           nvgpu.device_async_copy %{{.*}}, %[[KST]][{{.*}}], 8, %{{.*}} :
-// TC:           nvvm.cp.async.commit.group
+// TC:         nvvm.cp.async.commit.group
+// TC:         scf.for %[[KB:.*]] =
+// V of the block starts loading (16 bytes per copy, zero fill past the
+// keys); K, issued one step earlier, is waited for: all but the newest
+// group.
 // TC:           nvgpu.device_async_copy %{{.*}}, %[[VST]][{{.*}}], 8, %{{.*}} :
 // TC:           nvvm.cp.async.commit.group
 // TC:           nvvm.cp.async.wait.group 1
@@ -27,9 +32,15 @@
 // TC:               nvgpu.ldmatrix %[[Q16]][{{.*}}] {numTiles = 4 : i32, transpose = false}
 // TC:               nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 2 : i32, transpose = false}
 // TC:               nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
-// Softmax statistics as in the scalar lowering, then V waited for.
+// The next K block, if any, into the K stage Q.K^T no longer reads.
+// TC:           gpu.barrier
+// TC:           scf.if
+// TC:             nvgpu.device_async_copy %{{.*}}, %[[KST]][{{.*}}], 8, %{{.*}} :
+// TC:           nvvm.cp.async.commit.group
+// Softmax statistics as in the scalar lowering, then V waited for (the
+// next K may stay in flight).
 // TC:           gpu.shuffle  xor
-// TC:           nvvm.cp.async.wait.group 0
+// TC:           nvvm.cp.async.wait.group 1
 // TC:           gpu.barrier
 // P.V: probabilities rounded to f16 pairs, V through ldmatrix.trans.
 // TC:           scf.for
@@ -39,6 +50,18 @@
 // TC:               nvvm.mma.sync
 // TC-NOT:     kvattn.tile
 // TC:         gpu.return
+
+// num-stages = 1: each tile.qk issues its K block itself and waits for it
+// (V, issued after it, may stay in flight); softmax_update waits for all.
+// STAGES1:     scf.for
+// STAGES1-NOT: kvattn.tile.prefetch
+// STAGES1:       nvgpu.device_async_copy
+// STAGES1:       nvvm.cp.async.commit.group
+// STAGES1:       nvgpu.device_async_copy
+// STAGES1:       nvvm.cp.async.commit.group
+// STAGES1:       nvvm.cp.async.wait.group 1
+// STAGES1:       nvvm.mma.sync
+// STAGES1:       nvvm.cp.async.wait.group 0
 
 // CHECK-LABEL: gpu.func @f_kvattn_0
 // CHECK:         %[[SMEM:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>

@@ -29,9 +29,16 @@
 // CHECK:             %[[NHI:.*]] = arith.maxsi
 // CHECK:             kvattn.tile.init
 // CHECK:             kvattn.tile.load_q %[[QB]][%[[B]], %[[H]], %[[QSTART]]] rows(%[[ROWS]])
+// num-stages = 2: the first block is announced before the loop, each next
+// one after the current block's scores (size 0 past the last block).
+// CHECK:             kvattn.tile.prefetch %{{.*}}[%[[B]], %[[G]], %{{.*}}] size(%{{.*}})
 // CHECK:             scf.for %[[KB:.*]] = %{{.*}} to %[[NHI]]
 // CHECK:               %[[KSTART:.*]] = arith.muli %[[KB]]
 // CHECK:               kvattn.tile.qk %{{.*}}, %{{.*}}[%[[B]], %[[G]], %[[KSTART]]] size(%[[ROWS]], %{{.*}}) into %{{.*}} scale = 1.250000e-01 :
+// CHECK:               %[[NEXT:.*]] = arith.addi %[[KB]], %c1
+// CHECK:               %[[HAS:.*]] = arith.cmpi slt, %[[NEXT]], %[[NHI]]
+// CHECK:               %[[NCOLS:.*]] = arith.select %[[HAS]]
+// CHECK:               kvattn.tile.prefetch %{{.*}}[%[[B]], %[[G]], %{{.*}}] size(%[[NCOLS]])
 // CHECK:               %[[BELOW:.*]] = arith.cmpi slt, %[[KB]], %[[FULLHI]]
 // CHECK:               %[[FULL:.*]] = arith.andi %{{.*}}, %[[BELOW]]
 // CHECK:               %[[PARTIAL:.*]] = arith.xori %[[FULL]]
