@@ -130,8 +130,9 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
            "Warps per program (recorded for the GPU lowering); 0: "
            "block-m / 16">,
     Option<"numStages", "num-stages", "int64_t", /*default=*/"2",
-           "Software-pipeline depth of K/V loads (recorded for the GPU "
-           "lowering)">,
+           "Software-pipeline depth of K/V loads: >= 2 announces each KV "
+           "block one step ahead (kvattn.tile.prefetch) for the GPU "
+           "lowering; 1: no prefetch">,
     Option<"stats", "stats", "bool", /*default=*/"false",
            "Count loaded, masked and skipped KV blocks in "
            "@kvattn_tile_stats">,
