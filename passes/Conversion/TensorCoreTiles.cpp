@@ -23,6 +23,9 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
 
 using namespace mlir;
 using namespace mlir::kvattn;
@@ -41,6 +44,23 @@ Value halfView(GpuEmitter &e, Value f32Tile, Type elt) {
       MemRefType::get(type.getShape(), elt, MemRefLayoutAttrInterface(),
                       type.getMemorySpace()),
       view.getSource(), view.getByteShift(), ValueRange{});
+}
+
+/// The column at which element (row, col) of a 16-bit shared tile
+/// [rows, width] is stored: its 16-byte chunk is XORed with the row (modulo
+/// the chunks per row, at most 8). The 8 rows one ldmatrix matrix reads at
+/// one column, `width * 2` bytes apart (a multiple of 128 for width 64 or
+/// 128: one bank), then fall on 8 different 16-byte bank groups. Identity
+/// when the chunks per row are not a power of two. Every access of the
+/// 16-bit tiles (cp.async, the query writes, ldmatrix) goes through it.
+Value swizzledCol(GpuEmitter &e, Value tile, Value row, Value col) {
+  int64_t width = cast<MemRefType>(tile.getType()).getDimSize(1);
+  int64_t chunks = width / 8;
+  if (chunks < 2 || !llvm::isPowerOf2_64(chunks))
+    return col;
+  int64_t period = std::min<int64_t>(chunks, 8);
+  Value key = e.mulIdx(e.remIdx(row, e.idx(period)), 8);
+  return arith::XOrIOp::create(e.b, col, key);
 }
 
 /// A pair of 16-bit values as one mma operand register: vector<2xf16> for
@@ -126,7 +146,7 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
         arith::SelectOp::create(e.b, inside, e.idx(kChunk), e.idx(0));
     nvgpu::DeviceAsyncCopyOp::create(
         e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), stage,
-        ValueRange{c, x}, source,
+        ValueRange{c, swizzledCol(e, stage, c, x)}, source,
         e.kvIndices(source, blockTable, batch, head, row, x),
         e.b.getIndexAttr(kChunk), srcElements, /*bypassL1=*/UnitAttr());
   });
@@ -167,7 +187,7 @@ void mlir::kvattn::lowerLoadQToHalf(GpuEmitter &e, TileLoadQOp op) {
           return e.load(op.getQuery(), {op.getBatch(), q.head, q.row, x});
         },
         e.zeroOf(elt));
-    e.store(v, tile, {r, x});
+    e.store(v, tile, {r, swizzledCol(e, tile, r, x)});
   });
   e.barrier();
 }
@@ -213,21 +233,24 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
 
   e.loop(e.idx(0), e.idx(bn / 8), [&](Value j) {
     Value zero = e.f32(0);
-    SmallVector<Value> acc =
-        carry(e, d / 16, ValueRange{zero, zero, zero, zero},
-              [&](Value kk, ValueRange c) {
-                Value k0 = e.mulIdx(kk, 16);
-                Value a = nvgpu::LdMatrixOp::create(
-                    e.b, aType, q16, ValueRange{aRow, e.add(k0, aCol)},
-                    /*transpose=*/false,
-                    /*numTiles=*/4);
-                Value b = nvgpu::LdMatrixOp::create(
-                    e.b, bType, e.t.stage,
-                    ValueRange{e.add(e.mulIdx(j, 8), bRow), e.add(k0, bCol)},
-                    /*transpose=*/false, /*numTiles=*/2);
-                return emitMma(e, elt, operandRegisters(e, a),
-                               operandRegisters(e, b), c);
-              });
+    SmallVector<Value> acc = carry(
+        e, d / 16, ValueRange{zero, zero, zero, zero},
+        [&](Value kk, ValueRange c) {
+          Value k0 = e.mulIdx(kk, 16);
+          Value a = nvgpu::LdMatrixOp::create(
+              e.b, aType, q16,
+              ValueRange{aRow, swizzledCol(e, q16, aRow, e.add(k0, aCol))},
+              /*transpose=*/false,
+              /*numTiles=*/4);
+          Value kRow = e.add(e.mulIdx(j, 8), bRow);
+          Value b = nvgpu::LdMatrixOp::create(
+              e.b, bType, e.t.stage,
+              ValueRange{kRow,
+                         swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
+              /*transpose=*/false, /*numTiles=*/2);
+          return emitMma(e, elt, operandRegisters(e, a), operandRegisters(e, b),
+                         c);
+        });
     // The lane's four scores, in base-2 units as the scalar lowering's:
     // rows g and g + 8, columns 8j + 2q + {0, 1}; -inf past the block's
     // keys.
@@ -282,8 +305,10 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
                   operandRegister(e, vector::FromElementsOp::create(
                                          e.b, pairType, ValueRange{p0, p1})));
             }
+          Value vRow = e.add(k0, bRow);
           Value b = nvgpu::LdMatrixOp::create(
-              e.b, bType, stage, ValueRange{e.add(k0, bRow), e.mulIdx(xg, 8)},
+              e.b, bType, stage,
+              ValueRange{vRow, swizzledCol(e, stage, vRow, e.mulIdx(xg, 8))},
               /*transpose=*/true, /*numTiles=*/2);
           return emitMma(e, elt, a, operandRegisters(e, b), c);
         });

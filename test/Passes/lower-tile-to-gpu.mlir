@@ -29,7 +29,10 @@
 // Q.K^T: per 8-key column group, D / 16 mma steps carrying the fragment.
 // TC:           scf.for
 // TC:             scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32)
-// TC:               nvgpu.ldmatrix %[[Q16]][{{.*}}] {numTiles = 4 : i32, transpose = false}
+// The 16-byte chunks of each 16-bit tile row are XOR-swizzled with the row
+// (bank-conflict-free ldmatrix); every access computes the same column.
+// TC:               %[[SWZ:.*]] = arith.xori
+// TC:               nvgpu.ldmatrix %[[Q16]][%{{.*}}, %[[SWZ]]] {numTiles = 4 : i32, transpose = false}
 // TC:               nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 2 : i32, transpose = false}
 // TC:               nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // The next K block, if any, into the K stage Q.K^T no longer reads.
