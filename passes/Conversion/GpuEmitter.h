@@ -31,6 +31,10 @@ struct Threads {
   /// Tensor cores with tile.prefetch in the program: each K block is
   /// already in flight when its tile.qk runs (issued one step ahead).
   bool prefetchKeys = false;
+  /// The lane's accumulator entries, private to the thread:
+  /// [2 rows][ceil(Dv / 8) slices][2] f32, indexed by compile-time
+  /// constants only, so that they live in registers across the KV loop.
+  Value acc;
 };
 
 /// Loop vocabulary plus the thread mapping.
@@ -79,6 +83,31 @@ struct GpuEmitter : Emitter {
         when(lt(c, n), [&] { body(c); });
       });
     });
+  }
+
+  /// Column `8j + 2q + el` of the lane's accumulator entries.
+  Value accColumn(int64_t j, int el) {
+    return add(idx(8 * j + el), mulIdx(t.quad, 2));
+  }
+  Value loadAcc(int k, int64_t j, int el) {
+    return load(t.acc, {idx(k), idx(j), idx(el)});
+  }
+  void storeAcc(Value v, int k, int64_t j, int el) {
+    store(v, t.acc, {idx(k), idx(j), idx(el)});
+  }
+  /// body(j, el, column) for the lane's accumulator columns below `dv`,
+  /// unrolled at compile time (the private accumulator needs constant
+  /// indices to become registers).
+  void forAccColumns(int64_t dv,
+                     function_ref<void(int64_t j, int el, Value col)> body) {
+    for (int64_t j = 0; j < (dv + 7) / 8; ++j)
+      for (int el = 0; el < 2; ++el) {
+        Value col = accColumn(j, el);
+        if (dv % 8 == 0)
+          body(j, el, col);
+        else
+          when(lt(col, idx(dv)), [&] { body(j, el, col); });
+      }
   }
 
   /// A reduction over the lane's columns of a [*, bn] tile (bn % 8 == 0).

@@ -40,6 +40,15 @@ struct SharedMemoryLayout {
 
 inline int64_t alignTo16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 
+/// The program's accumulator tile (the acc of its tile.init): the GPU
+/// lowering keeps each lane's entries in registers instead.
+inline bool isAccumulator(memref::AllocaOp alloca) {
+  return llvm::any_of(alloca->getUsers(), [&](Operation *user) {
+    auto init = dyn_cast<TileInitOp>(user);
+    return init && init.getAcc() == alloca.getResult();
+  });
+}
+
 /// Computes the layout of the program rooted at `root` (an scf.forall body
 /// or a kernel). Fails when the program has no tile.qk / softmax_update
 /// (nothing to stage) or a tile has a dynamic shape.
@@ -49,6 +58,9 @@ computeSharedMemoryLayout(Operation *root) {
   int64_t offset = 0;
   bool ok = true;
   root->walk([&](memref::AllocaOp alloca) {
+    // The accumulator is per thread (registers), not shared.
+    if (isAccumulator(alloca))
+      return;
     MemRefType type = alloca.getType();
     if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat()) {
       ok = false;

@@ -268,9 +268,10 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
 void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
                                        Value stage, ArrayRef<Value> alpha) {
   Type elt = cast<MemRefType>(op.getValue().getType()).getElementType();
-  Value scores = op.getScores(), acc = op.getAcc();
+  Value scores = op.getScores();
   int64_t bn = cast<MemRefType>(scores.getType()).getDimSize(1);
-  int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
+  int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
+  int64_t slices = dv / 8;
   Lane l = laneOf(e);
   Value rows[2] = {e.add(l.row0, l.g), e.add(l.row0, e.add(l.g, e.idx(8)))};
   // ldmatrix.x2.trans addresses of B (V rows are k): row l % 16, the
@@ -279,40 +280,41 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   auto bType = VectorType::get({2, 2}, elt);
   auto pairType = VectorType::get({2}, elt);
 
-  e.loop(e.idx(0), e.idx(dv / 8), [&](Value xg) {
-    // The lane's accumulator entries, rescaled: rows g, g + 8, columns
-    // 8xg + 2q + {0, 1}.
-    Value x0 = e.add(e.mulIdx(xg, 8), e.mulIdx(l.q, 2));
-    Value xs[2] = {x0, e.add(x0, e.idx(1))};
-    SmallVector<Value> init;
-    for (int64_t i = 0; i < 4; ++i)
-      init.push_back(
-          e.mulf(alpha[i / 2], e.load(acc, {rows[i / 2], xs[i % 2]})));
-    SmallVector<Value> out =
-        carry(e, bn / 16, init, [&](Value kk, ValueRange c) {
-          Value k0 = e.mulIdx(kk, 16);
-          // A: the probabilities of the lane's rows, columns k0 + 2q +
-          // {0, 1} and k0 + 2q + 8 + {0, 1}, rounded to the operand type.
-          SmallVector<Value> a;
-          for (int64_t half = 0; half < 2; ++half)
-            for (Value r : rows) {
-              Value c0 = e.add(e.add(k0, e.mulIdx(l.q, 2)), e.idx(8 * half));
-              Value p0 =
-                  arith::TruncFOp::create(e.b, elt, e.load(scores, {r, c0}));
-              Value p1 = arith::TruncFOp::create(
-                  e.b, elt, e.load(scores, {r, e.add(c0, e.idx(1))}));
-              a.push_back(
-                  operandRegister(e, vector::FromElementsOp::create(
-                                         e.b, pairType, ValueRange{p0, p1})));
-            }
-          Value vRow = e.add(k0, bRow);
-          Value b = nvgpu::LdMatrixOp::create(
-              e.b, bType, stage,
-              ValueRange{vRow, swizzledCol(e, stage, vRow, e.mulIdx(xg, 8))},
-              /*transpose=*/true, /*numTiles=*/2);
-          return emitMma(e, elt, a, operandRegisters(e, b), c);
-        });
-    for (int64_t i = 0; i < 4; ++i)
-      e.store(out[i], acc, {rows[i / 2], xs[i % 2]});
+  // The lane's accumulator entries, rescaled, carried in registers through
+  // the k steps: for each 8-column slice xg, c0..c3 = rows g, g + 8 and
+  // columns 8xg + 2q + {0, 1} (the private accumulator's [k][xg][el]).
+  SmallVector<Value> init;
+  for (int64_t xg = 0; xg < slices; ++xg)
+    for (int i = 0; i < 4; ++i)
+      init.push_back(e.mulf(alpha[i / 2], e.loadAcc(i / 2, xg, i % 2)));
+  SmallVector<Value> out = carry(e, bn / 16, init, [&](Value kk, ValueRange c) {
+    Value k0 = e.mulIdx(kk, 16);
+    // A: the probabilities of the lane's rows, columns k0 + 2q + {0, 1}
+    // and k0 + 2q + 8 + {0, 1}, rounded to the operand type; one
+    // fragment for every slice of V.
+    SmallVector<Value> a;
+    for (int64_t half = 0; half < 2; ++half)
+      for (Value r : rows) {
+        Value c0 = e.add(e.add(k0, e.mulIdx(l.q, 2)), e.idx(8 * half));
+        Value p0 = arith::TruncFOp::create(e.b, elt, e.load(scores, {r, c0}));
+        Value p1 = arith::TruncFOp::create(
+            e.b, elt, e.load(scores, {r, e.add(c0, e.idx(1))}));
+        a.push_back(operandRegister(e, vector::FromElementsOp::create(
+                                           e.b, pairType, ValueRange{p0, p1})));
+      }
+    Value vRow = e.add(k0, bRow);
+    SmallVector<Value> next;
+    for (int64_t xg = 0; xg < slices; ++xg) {
+      Value b = nvgpu::LdMatrixOp::create(
+          e.b, bType, stage,
+          ValueRange{vRow, swizzledCol(e, stage, vRow, e.idx(8 * xg))},
+          /*transpose=*/true, /*numTiles=*/2);
+      llvm::append_range(
+          next, emitMma(e, elt, a, operandRegisters(e, b), c.slice(4 * xg, 4)));
+    }
+    return next;
   });
+  for (int64_t xg = 0; xg < slices; ++xg)
+    for (int i = 0; i < 4; ++i)
+      e.storeAcc(out[4 * xg + i], i / 2, xg, i % 2);
 }

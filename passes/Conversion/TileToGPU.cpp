@@ -47,12 +47,12 @@ using namespace mlir::kvattn;
 namespace {
 
 void lowerInit(GpuEmitter &e, TileInitOp op) {
-  Value acc = op.getAcc();
-  Value dv = e.tileDim(acc, 1);
-  e.cooperative(e.mulIdx(dv, cast<MemRefType>(acc.getType()).getDimSize(0)),
-                [&](Value i) {
-                  e.store(e.f32(0), acc, {e.divIdx(i, dv), e.remIdx(i, dv)});
-                });
+  // Each lane zeroes its own accumulator entries (registers).
+  auto accType = cast<MemRefType>(e.t.acc.getType());
+  for (int k = 0; k < 2; ++k)
+    for (int64_t j = 0; j < accType.getDimSize(1); ++j)
+      for (int el = 0; el < 2; ++el)
+        e.storeAcc(e.f32(0), k, j, el);
   e.cooperative(e.tileDim(op.getMax(), 0), [&](Value r) {
     e.store(e.negInf(), op.getMax(), r);
     e.store(e.f32(0), op.getSum(), r);
@@ -241,9 +241,9 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
   // Phase 2: acc = alpha * acc + P . V on the lane's accumulator entries.
   if (e.t.tensorCores)
     emitPVOnTensorCores(e, op, stage, {rows[0].alpha, rows[1].alpha});
-  for (const RowUpdate &u : rows) {
+  for (auto [k, u] : llvm::enumerate(rows)) {
     if (!e.t.tensorCores)
-      e.ownedColumns(e.idx(dv), [&](Value x) {
+      e.forAccColumns(dv, [&](int64_t j, int el, Value x) {
         Value pv =
             e.reduce(e.idx(0), op.getCols(), e.f32(0), [&](Value c, Value sum) {
               Value v = e.load(stage, {c, x});
@@ -257,8 +257,7 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
               return arith::SelectOp::create(
                   e.b, skip, sum, e.addf(sum, e.mulf(p, v, true), true));
             });
-        e.store(e.addf(e.mulf(u.alpha, e.load(acc, {u.row, x})), pv), acc,
-                {u.row, x});
+        e.storeAcc(e.addf(e.mulf(u.alpha, e.loadAcc(k, j, el)), pv), k, j, el);
       });
     // One lane of the quad publishes the row state.
     Value leader = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
@@ -273,9 +272,9 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
 }
 
 void lowerStore(GpuEmitter &e, TileStoreOp op) {
-  Value acc = op.getAcc(), out = op.getOut();
+  Value out = op.getOut();
   Type outType = cast<MemRefType>(out.getType()).getElementType();
-  int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
+  int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
   for (int k = 0; k < 2; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
@@ -285,8 +284,8 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
       Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
                                           rowMax, e.negInf());
       Value inv = arith::DivFOp::create(e.b, e.f32(1), sum);
-      e.ownedColumns(e.idx(dv), [&](Value x) {
-        Value v = e.mulf(e.load(acc, {r, x}), inv);
+      e.forAccColumns(dv, [&](int64_t j, int el, Value x) {
+        Value v = e.mulf(e.loadAcc(k, j, el), inv);
         v = arith::SelectOp::create(e.b, empty, e.f32(0), v);
         if (!outType.isF32())
           v = arith::TruncFOp::create(e.b, outType, v);
@@ -315,6 +314,18 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   b.setInsertionPointToStart(&kernel.getBody().front());
   Threads t;
   t.count = 32 * numWarps;
+  // The accumulator: each lane's entries in private memory indexed by
+  // constants only (registers after SROA), replacing the tile.
+  memref::AllocaOp accTile;
+  kernel.walk([&](memref::AllocaOp alloca) {
+    if (isAccumulator(alloca))
+      accTile = alloca;
+  });
+  if (accTile) {
+    int64_t dv = accTile.getType().getDimSize(1);
+    t.acc = memref::AllocaOp::create(
+        b, MemRefType::get({2, (dv + 7) / 8, 2}, b.getF32Type()));
+  }
   t.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   SmallVector<TileMergeOp> merges;
   kernel.walk([&](TileMergeOp op) { merges.push_back(op); });
@@ -401,6 +412,18 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool allowTensorCores) {
   }
   Threads t;
   t.count = 32 * numWarps;
+  // The accumulator: each lane's entries in private memory indexed by
+  // constants only (registers after SROA), replacing the tile.
+  memref::AllocaOp accTile;
+  kernel.walk([&](memref::AllocaOp alloca) {
+    if (isAccumulator(alloca))
+      accTile = alloca;
+  });
+  if (accTile) {
+    int64_t dv = accTile.getType().getDimSize(1);
+    t.acc = memref::AllocaOp::create(
+        b, MemRefType::get({2, (dv + 7) / 8, 2}, b.getF32Type()));
+  }
   t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
                  layout->stageElementType);
   if (layout->separateValueStage)
@@ -447,6 +470,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool allowTensorCores) {
       lowerPrefetchOnTensorCores(e, o); // the scalar lowering loads in qk
     op->erase();
   }
+  if (accTile)
+    accTile.erase(); // its uses were the tile ops
   return success();
 }
 

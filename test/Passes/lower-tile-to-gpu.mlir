@@ -9,6 +9,8 @@
 
 // TC-LABEL: gpu.func @f_kvattn_0
 // TC:         %[[SMEM:.*]] = gpu.dynamic_shared_memory
+// The accumulator: each lane's [2 rows][8 slices][2] entries, private.
+// TC:         memref.alloca() : memref<2x8x2xf32>
 // TC-DAG:     %[[KST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
 // TC-DAG:     %[[VST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
 // The query tile is written in f16 into the f32 tile's storage.
@@ -45,9 +47,10 @@
 // TC:           gpu.shuffle  xor
 // TC:           nvvm.cp.async.wait.group 1
 // TC:           gpu.barrier
-// P.V: probabilities rounded to f16 pairs, V through ldmatrix.trans.
-// TC:           scf.for
-// TC:             scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32)
+// P.V: per 16-key step, the probabilities rounded to f16 pairs once, then
+// per 8-column slice of V (unrolled: 8 slices x 4 entries carried) an
+// ldmatrix.trans and an mma.
+// TC:           scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}f32)
 // TC:               arith.truncf %{{.*}} : f32 to f16
 // TC:               nvgpu.ldmatrix %[[VST]][{{.*}}] {numTiles = 2 : i32, transpose = true}
 // TC:               nvvm.mma.sync
@@ -70,6 +73,7 @@
 // CHECK:         %[[SMEM:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
 // CHECK-DAG:     memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf32, #gpu.address_space<workgroup>>
 // CHECK-DAG:     %[[STAGE:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
+// CHECK-DAG:     memref.alloca() : memref<2x8x2xf32>
 // CHECK-DAG:     %[[TID:.*]] = gpu.thread_id  x
 // CHECK-DAG:     %[[WARP:.*]] = arith.divui %[[TID]], %c32
 // CHECK-DAG:     %[[LANE:.*]] = arith.remui %[[TID]], %c32

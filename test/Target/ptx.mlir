@@ -63,7 +63,7 @@
 // JSON: {"index": 11, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"}
 // JSON: "grid": {"x": "B * Hq", "y": "ceil(L / 64)", "z": 1},
 // JSON: "block": {"x": 128, "y": 1, "z": 1},
-// JSON: "dynamic_shared_memory_bytes": 115200,
+// JSON: "dynamic_shared_memory_bytes": 82432,
 // JSON: "tile": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2, "group": 1, "split_kv": 1},
 // JSON: "kind": "attention"
 
