@@ -69,6 +69,15 @@ cl::opt<bool> quick("quick", cl::desc("Small shapes only (smoke run)"),
                     cl::init(false), cl::cat(benchCategory));
 cl::opt<int64_t> blockM("block-m", cl::init(64), cl::cat(benchCategory));
 cl::opt<int64_t> blockN("block-n", cl::init(64), cl::cat(benchCategory));
+cl::opt<int64_t> splitKv("split-kv",
+                         cl::desc("gpu: KV chunks per program, merged by a "
+                                  "second kernel (0: automatic from the SM "
+                                  "count)"),
+                         cl::init(1), cl::cat(benchCategory));
+cl::opt<bool> tensorCores("tensor-cores",
+                          cl::desc("gpu: mma.sync / ldmatrix / cp.async "
+                                   "(false: the scalar lowering)"),
+                          cl::init(true), cl::cat(benchCategory));
 
 // --target=gpu
 cl::opt<bool> compileOnly("compile-only",
@@ -332,6 +341,8 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
   std::unique_ptr<rt::Runtime> runtime;
   int sms = assumedSms;
   double memoryBytes = 0;
+  options.splitKv = splitKv;
+  options.tensorCores = tensorCores;
   if (compileOnly) {
     options.chip = chip.empty() ? "sm_90" : chip.getValue();
     memoryBytes = 0.4 * 141e9; // as on an H200
@@ -342,6 +353,7 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
                        ? "sm_" + std::to_string(runtime->computeCapability())
                        : chip.getValue();
     sms = runtime->multiprocessorCount();
+    options.numSms = sms;
     size_t freeBytes = 0, totalBytes = 0;
     if (Status s = runtime->memoryInfo(freeBytes, totalBytes); s.isError())
       return gpuError(s.message());
@@ -457,6 +469,8 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
         std::string tile =
             llvm::formatv("{0}x{1}/{2}w", km.blockM, km.blockN, km.numWarps)
                 .str();
+        if (km.splitKv > 1)
+          tile += "/s" + std::to_string(km.splitKv);
         if (compileOnly) {
           llvm::outs() << llvm::formatv(
               "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11:F1} {6,8:F1}\n", b, p, l,
@@ -489,13 +503,40 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
         }
         if (s.isOk())
           s = buffers.allocate(qBytes, args.buffers["out"]);
+        // Split-KV: the f32 partial states between the attention kernel and
+        // the merge kernel (N chunks of out and lse).
+        const int64_t chunks = ptx.kernels.at(0).splitKv;
+        if (s.isOk() && chunks > 1)
+          s = buffers.allocate(4 * chunks * b * kHq * l * d,
+                               args.buffers["out_parts"]);
+        if (s.isOk() && chunks > 1)
+          s = buffers.allocate(4 * chunks * b * kHq * l,
+                               args.buffers["lse_parts"]);
+        // Each kernel of the manifest, in order, with the arguments it names.
+        std::vector<rt::LaunchArgs> kernelArgs;
+        for (const rt::KernelInfo &k : manifest.kernels) {
+          rt::LaunchArgs a;
+          a.sizes = args.sizes;
+          for (const rt::ParamInfo &param : k.params) {
+            if (auto m = args.metadata.find(param.name);
+                m != args.metadata.end())
+              a.metadata.insert(*m);
+            if (auto buf = args.buffers.find(param.name);
+                buf != args.buffers.end())
+              a.buffers.insert(*buf);
+          }
+          kernelArgs.push_back(std::move(a));
+        }
         if (s.isOk())
           s = runtime->synchronize();
         std::vector<float> ms;
         if (s.isOk())
           s = runtime->timeOnStream(
               [&] {
-                return runtime->launch(*loaded, manifest.kernels.at(0), args);
+                for (size_t k = 0; k < manifest.kernels.size(); ++k)
+                  KVATTN_RETURN_IF_ERROR(runtime->launch(
+                      *loaded, manifest.kernels[k], kernelArgs[k]));
+                return Status::ok();
               },
               warmup, reps, ms, static_cast<size_t>(flushMiB) << 20);
         if (s.isError()) {
