@@ -57,8 +57,9 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, default=0,
                    help="batch size (default 0: sized to fill the GPU like "
                         "kvattn-bench)")
-    p.add_argument("--block-m", type=int, default=64,
-                   help="query rows per kvattn program, for the batch size")
+    p.add_argument("--block-m", type=int, default=0,
+                   help="query rows per kvattn program, for the batch size "
+                        "(default 0: the compiler's choice per shape)")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--flush-mib", type=int, default=256,
@@ -85,10 +86,21 @@ def allowed_pairs(p, l):
     return sum(min(s, p + i + 1) for i in range(l))
 
 
+def programs_per_batch(l, block_m):
+    """Programs of one batch entry as the compiler tiles them (Tile.cpp):
+    GQA packing for L < 64 (the query heads of a kv head in one program)
+    and, with block_m = 0, the fewest 16-row warps that hold the rows."""
+    group = HQ // HKV if l < 64 else 1
+    rows = group * l
+    if not block_m:
+        block_m = next((m for m in (16, 32) if rows <= m), 64)
+    return HQ // group * math.ceil(rows / block_m)
+
+
 def batch_to_fill(p, l, d, sms, block_m, memory_bytes):
     """kvattn-bench's rule: >= 4 programs per SM, capped by memory (here
     with room for torch's expanded K/V, 4 x Hkv heads)."""
-    programs = HQ * math.ceil(l / block_m)
+    programs = max(1, programs_per_batch(l, block_m))
     b = max(1, math.ceil(4 * sms / programs))
     per_batch = 2 * d * (2 * HQ * l + 2 * HKV * (p + l) * 5)
     return max(1, min(b, int(memory_bytes // per_batch)))
