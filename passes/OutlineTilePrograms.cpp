@@ -100,7 +100,7 @@ static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
 
 static LogicalResult outlineProgram(scf::ForallOp forall,
                                     gpu::GPUModuleOp gpuModule,
-                                    StringRef kernelName) {
+                                    StringRef kernelName, bool tensorCores) {
   auto config = forall->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
   int64_t numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
   MLIRContext *ctx = forall.getContext();
@@ -134,12 +134,18 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
            << "kvattn-outline-tile-programs: not a kvattn tile program (no "
            << (isMerge ? "out_parts/lse_parts/out" : "query/key/out") << ")";
   int64_t sharedMemoryBytes = 0;
+  bool useTensorCores = false;
   if (!isMerge) {
     FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(forall);
     if (failed(layout))
       return forall.emitOpError()
              << "kvattn-outline-tile-programs: the program's tiles need "
                 "static shapes";
+    // Decided here, recorded on the kernel: the tensor-core lowering keeps
+    // the scores in registers, so the shared memory differs.
+    useTensorCores = tensorCores && canUseTensorCores(*layout);
+    if (useTensorCores && keepScoresInRegisters(*layout))
+      layout = computeSharedMemoryLayout(forall, /*privateScores=*/true);
     sharedMemoryBytes = layout->totalBytes;
   }
 
@@ -206,6 +212,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
          named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))}));
   kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
   kernel->setAttr("kvattn.tile_config", config);
+  if (useTensorCores)
+    kernel->setAttr(kTensorCoresAttr, UnitAttr::get(ctx));
   kernel->setAttr(
       "kvattn.dynamic_smem_bytes",
       IntegerAttr::get(IntegerType::get(ctx, 64), sharedMemoryBytes));
@@ -286,6 +294,8 @@ namespace {
 
 struct OutlineTileProgramsPass
     : mlir::kvattn::impl::OutlineTileProgramsPassBase<OutlineTileProgramsPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<scf::ForallOp> programs;
@@ -309,7 +319,7 @@ struct OutlineTileProgramsPass
       std::string base =
           (func ? func.getName().str() : std::string("program")) + "_kvattn";
       std::string name = base + "_" + std::to_string(counts[base]++);
-      if (failed(outlineProgram(forall, gpuModule, name)))
+      if (failed(outlineProgram(forall, gpuModule, name, tensorCores)))
         return signalPassFailure();
     }
   }

@@ -188,11 +188,22 @@ def OutlineTileProgramsPass
     convention applies. The kernel carries its ABI (`kvattn.params`), its
     tile configuration and its dynamic shared memory size
     (`kvattn.dynamic_smem_bytes`) for the launch manifest.
+
+    With `tensor-cores` (default) a program whose K/V types and shapes allow
+    it (f16/bf16, D % 16 == 0, Dv % 8 == 0, block-n % 16 == 0) is marked
+    `kvattn.tensor_cores`: -kvattn-lower-tile-to-gpu then lowers it on
+    tensor cores with the scores in registers, which is why the decision,
+    and the shared memory it implies, is taken here.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",
     "::mlir::memref::MemRefDialect",
+  ];
+  let options = [
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "Lower eligible f16/bf16 programs on tensor cores (mma.sync, "
+           "ldmatrix, cp.async, scores and accumulators in registers)">,
   ];
 }
 
@@ -210,11 +221,12 @@ def LowerTileToGPUPass : Pass<"kvattn-lower-tile-to-gpu"> {
     reduced across the four lanes of a row with warp shuffles; blocks are
     loaded cooperatively by all threads between barriers.
 
-    With f16/bf16 K and V, head dims multiples of 16 (D) and 8 (Dv) and
-    block-n a multiple of 16, `Q.K^T` and `P.V` run on tensor cores
-    (`mma.sync.m16n8k16`, f32 accumulation, operands through `ldmatrix`)
-    and the K and V blocks are staged with `cp.async` into separate
-    buffers, the V block loading while `Q.K^T` runs.
+    Kernels marked `kvattn.tensor_cores` (by the outlining) run `Q.K^T` and
+    `P.V` on tensor cores (`mma.sync.m16n8k16`, f32 accumulation, operands
+    through `ldmatrix`) with each lane's scores, probabilities and
+    accumulator entries in registers, and stage K and V with `cp.async`
+    into separate swizzled buffers, each block loading while the previous
+    computation runs.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -226,11 +238,6 @@ def LowerTileToGPUPass : Pass<"kvattn-lower-tile-to-gpu"> {
     "::mlir::NVVM::NVVMDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect",
-  ];
-  let options = [
-    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
-           "Use mma.sync, ldmatrix and cp.async where the types and shapes "
-           "allow (f16/bf16, D % 16 == 0, Dv % 8 == 0, block-n % 16 == 0)">,
   ];
 }
 

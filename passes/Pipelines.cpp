@@ -176,8 +176,8 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
                       "kvattn-tile{{block-m={0} block-n={1} num-warps={2} "
                       "num-stages={3} pack-gqa={4} split-kv={5} "
                       "num-sms={6}},"
-                      "kvattn-outline-tile-programs,"
-                      "gpu.module(kvattn-lower-tile-to-gpu{{tensor-cores={7}},"
+                      "kvattn-outline-tile-programs{{tensor-cores={7}},"
+                      "gpu.module(kvattn-lower-tile-to-gpu,"
                       "canonicalize,cse)",
                       options.blockM, options.blockN, options.numWarps,
                       options.numStages, options.packGqa ? "true" : "false",

@@ -35,6 +35,11 @@ struct Threads {
   /// [2 rows][ceil(Dv / 8) slices][2] f32, indexed by compile-time
   /// constants only, so that they live in registers across the KV loop.
   Value acc;
+  /// Tensor cores only: the lane's scores and probabilities, private in
+  /// the same layout ([2][BN / 8][2]): every access on that path is to the
+  /// lane's own entries (the mma accumulator of Q.K^T is the A operand of
+  /// P.V), so the score tile needs no shared memory.
+  Value scores;
 };
 
 /// Loop vocabulary plus the thread mapping.
@@ -94,6 +99,12 @@ struct GpuEmitter : Emitter {
   }
   void storeAcc(Value v, int k, int64_t j, int el) {
     store(v, t.acc, {idx(k), idx(j), idx(el)});
+  }
+  Value loadScore(int k, int64_t j, int el) {
+    return load(t.scores, {idx(k), idx(j), idx(el)});
+  }
+  void storeScore(Value v, int k, int64_t j, int el) {
+    store(v, t.scores, {idx(k), idx(j), idx(el)});
   }
   /// body(j, el, column) for the lane's accumulator columns below `dv`,
   /// unrolled at compile time (the private accumulator needs constant

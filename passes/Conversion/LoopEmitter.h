@@ -210,9 +210,10 @@ inline Value emitQueryPosition(Emitter &e, TileMaskOp op, Value r) {
 
 /// tile.mask for one element: the score at (r, c) with -inf where the key
 /// is forbidden and a float mask added where it is allowed (in units of
-/// `unit`, as the scores).
+/// `unit`, as the scores). `score` is the current score, or null to load
+/// it from the score tile.
 inline Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp,
-                             Value c, double unit = 1.0) {
+                             Value c, double unit = 1.0, Value score = {}) {
   using P = arith::CmpIPredicate;
   Value j = e.add(op.getKStart(), c);
   Value allowed = e.cmpi(P::slt, j, op.getKvLen());
@@ -226,7 +227,7 @@ inline Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp,
     if (std::optional<int64_t> w = op.getWindow())
       allowed = e.andi(allowed, e.cmpi(P::slt, e.sub(qp, kp), e.idx(*w)));
   }
-  Value s = e.load(op.getScores(), {r, c});
+  Value s = score ? score : e.load(op.getScores(), {r, c});
   if (Value mask = op.getMask()) {
     QueryRow q = queryRowOf(e, op.getHead(), op.getQStart(), op.getGroup(), r);
     Value m =

@@ -49,17 +49,28 @@ inline bool isAccumulator(memref::AllocaOp alloca) {
   });
 }
 
+/// The program's score tile (the scores of its tile.qk): on tensor cores
+/// each lane's entries are kept in registers instead.
+inline bool isScoreTile(memref::AllocaOp alloca) {
+  return llvm::any_of(alloca->getUsers(), [&](Operation *user) {
+    auto qk = dyn_cast<TileQKOp>(user);
+    return qk && qk.getScores() == alloca.getResult();
+  });
+}
+
 /// Computes the layout of the program rooted at `root` (an scf.forall body
 /// or a kernel). Fails when the program has no tile.qk / softmax_update
 /// (nothing to stage) or a tile has a dynamic shape.
+/// With `privateScores` (the tensor-core lowering) the score tile gets no
+/// shared memory either.
 inline FailureOr<SharedMemoryLayout>
-computeSharedMemoryLayout(Operation *root) {
+computeSharedMemoryLayout(Operation *root, bool privateScores = false) {
   SharedMemoryLayout layout;
   int64_t offset = 0;
   bool ok = true;
   root->walk([&](memref::AllocaOp alloca) {
     // The accumulator is per thread (registers), not shared.
-    if (isAccumulator(alloca))
+    if (isAccumulator(alloca) || (privateScores && isScoreTile(alloca)))
       return;
     MemRefType type = alloca.getType();
     if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat()) {
@@ -106,6 +117,28 @@ computeSharedMemoryLayout(Operation *root) {
   }
   return layout;
 }
+
+/// Whether the tensor-core lowering applies to a program with this layout:
+/// 16-bit K and V with 16-byte rows (separate stages), D a multiple of 16
+/// (the k of m16n8k16) and block-n a multiple of 16.
+inline bool canUseTensorCores(const SharedMemoryLayout &layout) {
+  return layout.separateValueStage && layout.keyCols % 16 == 0 &&
+         layout.stageRows % 16 == 0;
+}
+
+/// Whether the tensor-core lowering also keeps the lane's scores in
+/// registers (the score tile then gets no shared memory): when they and the
+/// accumulator (`BN / 2 + Dv / 2` f32 per lane) stay within 64 registers,
+/// which leaves room below ptxas's 255 for the operand fragments and the
+/// addresses. Larger tiles keep the scores in shared memory.
+inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
+  return canUseTensorCores(layout) &&
+         layout.stageRows / 2 + layout.valueCols / 2 <= 64;
+}
+
+/// The name of the unit attribute with which -kvattn-outline-tile-programs
+/// marks kernels that -kvattn-lower-tile-to-gpu lowers on tensor cores.
+inline constexpr llvm::StringLiteral kTensorCoresAttr = "kvattn.tensor_cores";
 
 } // namespace kvattn
 } // namespace mlir

@@ -118,6 +118,20 @@ carry(GpuEmitter &e, int64_t n, ValueRange init,
   return SmallVector<Value>(loop.getResults());
 }
 
+/// The lane's score entry (row k, slice j, element el): its register, or
+/// the score tile at (its row k, column 8j + 2q + el).
+Value loadLaneScore(GpuEmitter &e, Value tile, int k, int64_t j, int el) {
+  if (e.t.scores)
+    return e.loadScore(k, j, el);
+  return e.load(tile, {e.ownedRow(k), e.accColumn(j, el)});
+}
+void storeLaneScore(GpuEmitter &e, Value v, Value tile, int k, int64_t j,
+                    int el) {
+  if (e.t.scores)
+    return e.storeScore(v, k, j, el);
+  e.store(v, tile, {e.ownedRow(k), e.accColumn(j, el)});
+}
+
 /// Lane coordinates: g = lane / 4, q = lane % 4, the warp's first row.
 struct Lane {
   Value g, q, row0;
@@ -231,89 +245,91 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   auto aType = VectorType::get({4, 2}, elt);
   auto bType = VectorType::get({2, 2}, elt);
 
-  e.loop(e.idx(0), e.idx(bn / 8), [&](Value j) {
-    Value zero = e.f32(0);
-    SmallVector<Value> acc = carry(
-        e, d / 16, ValueRange{zero, zero, zero, zero},
-        [&](Value kk, ValueRange c) {
-          Value k0 = e.mulIdx(kk, 16);
-          Value a = nvgpu::LdMatrixOp::create(
-              e.b, aType, q16,
-              ValueRange{aRow, swizzledCol(e, q16, aRow, e.add(k0, aCol))},
-              /*transpose=*/false,
-              /*numTiles=*/4);
-          Value kRow = e.add(e.mulIdx(j, 8), bRow);
-          Value b = nvgpu::LdMatrixOp::create(
-              e.b, bType, e.t.stage,
-              ValueRange{kRow,
-                         swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
-              /*transpose=*/false, /*numTiles=*/2);
-          return emitMma(e, elt, operandRegisters(e, a), operandRegisters(e, b),
-                         c);
-        });
-    // The lane's four scores, in base-2 units as the scalar lowering's:
-    // rows g and g + 8, columns 8j + 2q + {0, 1}; -inf past the block's
-    // keys.
-    for (int64_t i = 0; i < 4; ++i) {
-      Value r = e.add(l.row0, e.add(l.g, e.idx(i < 2 ? 0 : 8)));
-      Value c = e.add(e.add(e.mulIdx(j, 8), e.mulIdx(l.q, 2)), e.idx(i % 2));
-      Value s = emitScaledScore(e, op, acc[i], kLog2E);
-      s = arith::SelectOp::create(e.b, e.lt(c, op.getCols()), s, e.negInf());
-      e.store(s, op.getScores(), {r, c});
+  // All BN / 8 score fragments carried through the D / 16 k steps; the
+  // query fragment is read once per step.
+  const int64_t slices = bn / 8;
+  Value zero = e.f32(0);
+  SmallVector<Value> init(4 * slices, zero);
+  SmallVector<Value> acc = carry(e, d / 16, init, [&](Value kk, ValueRange c) {
+    Value k0 = e.mulIdx(kk, 16);
+    Value a = nvgpu::LdMatrixOp::create(
+        e.b, aType, q16,
+        ValueRange{aRow, swizzledCol(e, q16, aRow, e.add(k0, aCol))},
+        /*transpose=*/false, /*numTiles=*/4);
+    SmallVector<Value> aRegs = operandRegisters(e, a);
+    SmallVector<Value> next;
+    for (int64_t j = 0; j < slices; ++j) {
+      Value kRow = e.add(e.idx(8 * j), bRow);
+      Value b = nvgpu::LdMatrixOp::create(
+          e.b, bType, e.t.stage,
+          ValueRange{kRow, swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
+          /*transpose=*/false, /*numTiles=*/2);
+      llvm::append_range(next, emitMma(e, elt, aRegs, operandRegisters(e, b),
+                                       c.slice(4 * j, 4)));
     }
+    return next;
   });
+  // The lane's scores, in base-2 units as the scalar lowering's: rows g
+  // and g + 8 (k = i / 2), columns 8j + 2q + {0, 1} (el = i % 2); -inf
+  // past the block's keys. Into the lane's registers (small tiles) or its
+  // entries of the score tile.
+  for (int64_t j = 0; j < slices; ++j)
+    for (int i = 0; i < 4; ++i) {
+      Value s = emitScaledScore(e, op, acc[4 * j + i], kLog2E);
+      Value c = e.accColumn(j, i % 2);
+      s = arith::SelectOp::create(e.b, e.lt(c, op.getCols()), s, e.negInf());
+      storeLaneScore(e, s, op.getScores(), i / 2, j, i % 2);
+    }
+  // The K stage has been read: the next block's copies may overwrite it.
   e.barrier();
 }
 
 void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
                                        Value stage, ArrayRef<Value> alpha) {
   Type elt = cast<MemRefType>(op.getValue().getType()).getElementType();
-  Value scores = op.getScores();
-  int64_t bn = cast<MemRefType>(scores.getType()).getDimSize(1);
+  int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
   int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
   int64_t slices = dv / 8;
-  Lane l = laneOf(e);
-  Value rows[2] = {e.add(l.row0, l.g), e.add(l.row0, e.add(l.g, e.idx(8)))};
   // ldmatrix.x2.trans addresses of B (V rows are k): row l % 16, the
   // slice's first column.
   Value bRow = e.remIdx(e.t.lane, e.idx(16));
   auto bType = VectorType::get({2, 2}, elt);
   auto pairType = VectorType::get({2}, elt);
 
-  // The lane's accumulator entries, rescaled, carried in registers through
-  // the k steps: for each 8-column slice xg, c0..c3 = rows g, g + 8 and
-  // columns 8xg + 2q + {0, 1} (the private accumulator's [k][xg][el]).
-  SmallVector<Value> init;
+  // The lane's accumulator entries, rescaled: for each 8-column slice xg,
+  // c0..c3 = rows g, g + 8 and columns 8xg + 2q + {0, 1} (the private
+  // accumulator's [k][xg][el]).
+  SmallVector<Value> out;
   for (int64_t xg = 0; xg < slices; ++xg)
     for (int i = 0; i < 4; ++i)
-      init.push_back(e.mulf(alpha[i / 2], e.loadAcc(i / 2, xg, i % 2)));
-  SmallVector<Value> out = carry(e, bn / 16, init, [&](Value kk, ValueRange c) {
-    Value k0 = e.mulIdx(kk, 16);
-    // A: the probabilities of the lane's rows, columns k0 + 2q + {0, 1}
-    // and k0 + 2q + 8 + {0, 1}, rounded to the operand type; one
-    // fragment for every slice of V.
+      out.push_back(e.mulf(alpha[i / 2], e.loadAcc(i / 2, xg, i % 2)));
+  // The k steps, unrolled: the probabilities of step kk are the lane's
+  // score registers of slices 2kk and 2kk + 1 (the C fragment of Q.K^T is
+  // the A fragment of P.V: rows g, g + 8, columns 16kk + 2q + {0, 1} and
+  // + 8), rounded to the operand type.
+  for (int64_t kk = 0; kk < bn / 16; ++kk) {
     SmallVector<Value> a;
     for (int64_t half = 0; half < 2; ++half)
-      for (Value r : rows) {
-        Value c0 = e.add(e.add(k0, e.mulIdx(l.q, 2)), e.idx(8 * half));
-        Value p0 = arith::TruncFOp::create(e.b, elt, e.load(scores, {r, c0}));
+      for (int k = 0; k < 2; ++k) {
+        Value p0 = arith::TruncFOp::create(
+            e.b, elt, loadLaneScore(e, op.getScores(), k, 2 * kk + half, 0));
         Value p1 = arith::TruncFOp::create(
-            e.b, elt, e.load(scores, {r, e.add(c0, e.idx(1))}));
+            e.b, elt, loadLaneScore(e, op.getScores(), k, 2 * kk + half, 1));
         a.push_back(operandRegister(e, vector::FromElementsOp::create(
                                            e.b, pairType, ValueRange{p0, p1})));
       }
-    Value vRow = e.add(k0, bRow);
+    Value vRow = e.add(e.idx(16 * kk), bRow);
     SmallVector<Value> next;
     for (int64_t xg = 0; xg < slices; ++xg) {
       Value b = nvgpu::LdMatrixOp::create(
           e.b, bType, stage,
           ValueRange{vRow, swizzledCol(e, stage, vRow, e.idx(8 * xg))},
           /*transpose=*/true, /*numTiles=*/2);
-      llvm::append_range(
-          next, emitMma(e, elt, a, operandRegisters(e, b), c.slice(4 * xg, 4)));
+      llvm::append_range(next, emitMma(e, elt, a, operandRegisters(e, b),
+                                       ArrayRef<Value>(out).slice(4 * xg, 4)));
     }
-    return next;
-  });
+    out = std::move(next);
+  }
   for (int64_t xg = 0; xg < slices; ++xg)
     for (int i = 0; i < 4; ++i)
       e.storeAcc(out[4 * xg + i], i / 2, xg, i % 2);

@@ -163,10 +163,22 @@ void lowerQK(GpuEmitter &e, TileQKOp op,
 
 void lowerMask(GpuEmitter &e, TileMaskOp op) {
   // Same ownership as tile.qk and tile.softmax_update: no barrier needed.
+  int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
   for (int k = 0; k < 2; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
       Value qp = emitQueryPosition(e, op, r);
+      if (e.t.scores) {
+        // The lane's score registers: every (slice, element), unrolled.
+        e.forAccColumns(bn, [&](int64_t j, int el, Value c) {
+          e.when(e.lt(c, op.getCols()), [&] {
+            e.storeScore(
+                emitMaskedScore(e, op, r, qp, c, kLog2E, e.loadScore(k, j, el)),
+                k, j, el);
+          });
+        });
+        return;
+      }
       e.ownedColumns(op.getCols(), [&](Value c) {
         e.store(emitMaskedScore(e, op, r, qp, c, kLog2E), op.getScores(),
                 {r, c});
@@ -196,16 +208,34 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
   struct RowUpdate {
     Value row, max, sum, alpha;
   } rows[2];
+  // The lane's scores: the score tile, or its registers on tensor cores
+  // (every (slice, element) unrolled).
+  auto reduceScores =
+      [&](int k, Value r, Value init,
+          function_ref<Value(Value s, Value acc, function_ref<void(Value)> set)>
+              body) {
+        if (!e.t.scores)
+          return e.reduceOwnedColumns(bn, init, [&](Value c, Value acc) {
+            return body(e.load(scores, {r, c}), acc, [&](Value p) {
+              e.store(p, scores, {r, c});
+            });
+          });
+        Value acc = init;
+        for (int64_t j = 0; j < bn / 8; ++j)
+          for (int el = 0; el < 2; ++el)
+            acc = body(e.loadScore(k, j, el), acc,
+                       [&](Value p) { e.storeScore(p, k, j, el); });
+        return acc;
+      };
   for (int k = 0; k < 2; ++k) {
     Value r = e.ownedRow(k);
     Value oldMax = e.load(op.getMax(), r);
     Value oldSum = e.load(op.getSum(), r);
     Value blockMax = e.quadReduce(
-        e.reduceOwnedColumns(
-            bn, e.negInf(),
-            [&](Value c, Value m) {
-              return arith::MaximumFOp::create(e.b, m, e.load(scores, {r, c}));
-            }),
+        reduceScores(k, r, e.negInf(),
+                     [&](Value s, Value m, function_ref<void(Value)>) {
+                       return arith::MaximumFOp::create(e.b, m, s).getResult();
+                     }),
         /*isMax=*/true);
     Value newMax = arith::MaximumFOp::create(e.b, oldMax, blockMax);
     Value any = arith::CmpFOp::create(e.b, arith::CmpFPredicate::UNE, newMax,
@@ -215,18 +245,16 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
         math::Exp2Op::create(e.b, arith::SubFOp::create(e.b, oldMax, newMax)),
         e.f32(1));
     Value blockSum = e.quadReduce(
-        e.reduceOwnedColumns(
-            bn, e.f32(0),
-            [&](Value c, Value sum) {
-              Value p = arith::SelectOp::create(
-                  e.b, any,
-                  math::Exp2Op::create(
-                      e.b, arith::SubFOp::create(e.b, e.load(scores, {r, c}),
-                                                 newMax)),
-                  e.f32(0));
-              e.store(p, scores, {r, c});
-              return e.addf(sum, p);
-            }),
+        reduceScores(k, r, e.f32(0),
+                     [&](Value s, Value sum, function_ref<void(Value)> set) {
+                       Value p = arith::SelectOp::create(
+                           e.b, any,
+                           math::Exp2Op::create(
+                               e.b, arith::SubFOp::create(e.b, s, newMax)),
+                           e.f32(0));
+                       set(p);
+                       return e.addf(sum, p);
+                     }),
         /*isMax=*/false);
     rows[k] = {r, newMax, e.addf(e.mulf(alpha, oldSum), blockSum), alpha};
   }
@@ -314,18 +342,6 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   b.setInsertionPointToStart(&kernel.getBody().front());
   Threads t;
   t.count = 32 * numWarps;
-  // The accumulator: each lane's entries in private memory indexed by
-  // constants only (registers after SROA), replacing the tile.
-  memref::AllocaOp accTile;
-  kernel.walk([&](memref::AllocaOp alloca) {
-    if (isAccumulator(alloca))
-      accTile = alloca;
-  });
-  if (accTile) {
-    int64_t dv = accTile.getType().getDimSize(1);
-    t.acc = memref::AllocaOp::create(
-        b, MemRefType::get({2, (dv + 7) / 8, 2}, b.getF32Type()));
-  }
   t.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   SmallVector<TileMergeOp> merges;
   kernel.walk([&](TileMergeOp op) { merges.push_back(op); });
@@ -359,17 +375,27 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   return success();
 }
 
-LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool allowTensorCores) {
+LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
   int64_t numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
   if (auto kind = config.getAs<StringAttr>("kind");
       kind && kind.getValue() == "merge")
     return lowerMergeKernel(kernel, numWarps);
+  // Tensor cores as decided by the outlining (the scores then live in
+  // registers: the shared memory layout differs).
+  const bool tensorCores = kernel->hasAttr(kTensorCoresAttr);
   FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(kernel);
   if (failed(layout))
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: the program's tiles need static "
               "shapes";
+  const bool privateScores = tensorCores && keepScoresInRegisters(*layout);
+  if (privateScores)
+    layout = computeSharedMemoryLayout(kernel, /*privateScores=*/true);
+  if (tensorCores && !canUseTensorCores(*layout))
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: marked " << kTensorCoresAttr
+           << " but its types or shapes do not allow tensor cores";
   int64_t bm = config.getAs<IntegerAttr>("block_m").getInt();
   int64_t bn = config.getAs<IntegerAttr>("block_n").getInt();
   if (bm != 16 * numWarps || bn % 8 != 0)
@@ -424,6 +450,18 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool allowTensorCores) {
     t.acc = memref::AllocaOp::create(
         b, MemRefType::get({2, (dv + 7) / 8, 2}, b.getF32Type()));
   }
+  // On tensor cores, small tiles: the scores too, [2][BN / 8][2] per lane.
+  memref::AllocaOp scoreTile;
+  if (privateScores) {
+    kernel.walk([&](memref::AllocaOp alloca) {
+      if (isScoreTile(alloca))
+        scoreTile = alloca;
+    });
+    if (scoreTile)
+      t.scores = memref::AllocaOp::create(
+          b, MemRefType::get({2, scoreTile.getType().getDimSize(1) / 8, 2},
+                             b.getF32Type()));
+  }
   t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
                  layout->stageElementType);
   if (layout->separateValueStage)
@@ -432,8 +470,7 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool allowTensorCores) {
              layout->stageElementType);
   // Tensor cores: 16-bit K/V (16-byte rows, so the stages are separate),
   // head dim D and block-n multiples of 16 (the k of m16n8k16), Dv of 8.
-  t.tensorCores = allowTensorCores && layout->separateValueStage &&
-                  layout->keyCols % 16 == 0 && layout->stageRows % 16 == 0;
+  t.tensorCores = tensorCores;
   bool hasPrefetch = false;
   kernel.walk([&](TilePrefetchOp) { hasPrefetch = true; });
   t.prefetchKeys = t.tensorCores && hasPrefetch;
@@ -472,6 +509,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool allowTensorCores) {
   }
   if (accTile)
     accTile.erase(); // its uses were the tile ops
+  if (scoreTile)
+    scoreTile.erase();
   return success();
 }
 
@@ -486,7 +525,7 @@ struct LowerTileToGPUPass
         kernels.push_back(kernel);
     });
     for (gpu::GPUFuncOp kernel : kernels)
-      if (failed(lowerKernel(kernel, tensorCores)))
+      if (failed(lowerKernel(kernel)))
         return signalPassFailure();
   }
 };

@@ -1,4 +1,4 @@
-// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu="tensor-cores=false" -cse | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="tensor-cores=false" -kvattn-lower-tile-to-gpu -cse | FileCheck %s --enable-var-scope
 // RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --enable-var-scope --check-prefix=TC
 // RUN: kvattn-opt %s -kvattn-tile="num-stages=1" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=STAGES1
 // RUN: not kvattn-opt %s -kvattn-tile="block-m=32 num-warps=4" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=MAPPING
@@ -9,7 +9,9 @@
 
 // TC-LABEL: gpu.func @f_kvattn_0
 // TC:         %[[SMEM:.*]] = gpu.dynamic_shared_memory
-// The accumulator: each lane's [2 rows][8 slices][2] entries, private.
+// The accumulator and (64-key blocks, Dv = 64: small enough) the scores:
+// each lane's [2 rows][8 slices][2] entries, private (registers).
+// TC:         memref.alloca() : memref<2x8x2xf32>
 // TC:         memref.alloca() : memref<2x8x2xf32>
 // TC-DAG:     %[[KST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
 // TC-DAG:     %[[VST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
@@ -28,15 +30,15 @@
 // TC:           nvvm.cp.async.commit.group
 // TC:           nvvm.cp.async.wait.group 1
 // TC:           gpu.barrier
-// Q.K^T: per 8-key column group, D / 16 mma steps carrying the fragment.
-// TC:           scf.for
-// TC:             scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32)
+// Q.K^T: D / 16 steps carrying all 8 score fragments; per step the query
+// fragment once, then per 8-key slice (unrolled) a K fragment and an mma.
+// TC:           scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}f32)
 // The 16-byte chunks of each 16-bit tile row are XOR-swizzled with the row
 // (bank-conflict-free ldmatrix); every access computes the same column.
-// TC:               %[[SWZ:.*]] = arith.xori
-// TC:               nvgpu.ldmatrix %[[Q16]][%{{.*}}, %[[SWZ]]] {numTiles = 4 : i32, transpose = false}
-// TC:               nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 2 : i32, transpose = false}
-// TC:               nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// TC:             %[[SWZ:.*]] = arith.xori
+// TC:             nvgpu.ldmatrix %[[Q16]][%{{.*}}, %[[SWZ]]] {numTiles = 4 : i32, transpose = false}
+// TC:             nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 2 : i32, transpose = false}
+// TC:             nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // The next K block, if any, into the K stage Q.K^T no longer reads.
 // TC:           gpu.barrier
 // TC:           scf.if
@@ -47,13 +49,14 @@
 // TC:           gpu.shuffle  xor
 // TC:           nvvm.cp.async.wait.group 1
 // TC:           gpu.barrier
-// P.V: per 16-key step, the probabilities rounded to f16 pairs once, then
-// per 8-column slice of V (unrolled: 8 slices x 4 entries carried) an
-// ldmatrix.trans and an mma.
-// TC:           scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}f32)
-// TC:               arith.truncf %{{.*}} : f32 to f16
-// TC:               nvgpu.ldmatrix %[[VST]][{{.*}}] {numTiles = 2 : i32, transpose = true}
-// TC:               nvvm.mma.sync
+// P.V, unrolled: per 16-key step the lane's own probabilities (the C
+// fragment of Q.K^T is the A fragment of P.V) rounded to f16 pairs, then
+// per 8-column slice of V an ldmatrix.trans and an mma; no loop, no shared
+// score tile.
+// TC-NOT:       scf.for
+// TC:           arith.truncf %{{.*}} : f32 to f16
+// TC:           nvgpu.ldmatrix %[[VST]][{{.*}}] {numTiles = 2 : i32, transpose = true}
+// TC:           nvvm.mma.sync
 // TC-NOT:     kvattn.tile
 // TC:         gpu.return
 
