@@ -245,41 +245,49 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   auto aType = VectorType::get({4, 2}, elt);
   auto bType = VectorType::get({2, 2}, elt);
 
-  // All BN / 8 score fragments carried through the D / 16 k steps; the
-  // query fragment is read once per step.
+  // The score fragments, a group of 8-key slices at a time, carried
+  // through the D / 16 k steps; the query fragment is read once per step
+  // and group. With the scores in registers they are all live anyway: one
+  // group of all slices. Otherwise groups of 2 keep the registers down.
   const int64_t slices = bn / 8;
-  Value zero = e.f32(0);
-  SmallVector<Value> init(4 * slices, zero);
-  SmallVector<Value> acc = carry(e, d / 16, init, [&](Value kk, ValueRange c) {
-    Value k0 = e.mulIdx(kk, 16);
-    Value a = nvgpu::LdMatrixOp::create(
-        e.b, aType, q16,
-        ValueRange{aRow, swizzledCol(e, q16, aRow, e.add(k0, aCol))},
-        /*transpose=*/false, /*numTiles=*/4);
-    SmallVector<Value> aRegs = operandRegisters(e, a);
-    SmallVector<Value> next;
-    for (int64_t j = 0; j < slices; ++j) {
-      Value kRow = e.add(e.idx(8 * j), bRow);
-      Value b = nvgpu::LdMatrixOp::create(
-          e.b, bType, e.t.stage,
-          ValueRange{kRow, swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
-          /*transpose=*/false, /*numTiles=*/2);
-      llvm::append_range(next, emitMma(e, elt, aRegs, operandRegisters(e, b),
+  const int64_t group = e.t.scores ? slices : std::min<int64_t>(2, slices);
+  for (int64_t j0 = 0; j0 < slices; j0 += group) {
+    const int64_t width = std::min(group, slices - j0);
+    SmallVector<Value> init(4 * width, e.f32(0));
+    SmallVector<Value> acc =
+        carry(e, d / 16, init, [&](Value kk, ValueRange c) {
+          Value k0 = e.mulIdx(kk, 16);
+          Value a = nvgpu::LdMatrixOp::create(
+              e.b, aType, q16,
+              ValueRange{aRow, swizzledCol(e, q16, aRow, e.add(k0, aCol))},
+              /*transpose=*/false, /*numTiles=*/4);
+          SmallVector<Value> aRegs = operandRegisters(e, a);
+          SmallVector<Value> next;
+          for (int64_t j = 0; j < width; ++j) {
+            Value kRow = e.add(e.idx(8 * (j0 + j)), bRow);
+            Value b = nvgpu::LdMatrixOp::create(
+                e.b, bType, e.t.stage,
+                ValueRange{kRow,
+                           swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
+                /*transpose=*/false, /*numTiles=*/2);
+            llvm::append_range(next,
+                               emitMma(e, elt, aRegs, operandRegisters(e, b),
                                        c.slice(4 * j, 4)));
-    }
-    return next;
-  });
-  // The lane's scores, in base-2 units as the scalar lowering's: rows g
-  // and g + 8 (k = i / 2), columns 8j + 2q + {0, 1} (el = i % 2); -inf
-  // past the block's keys. Into the lane's registers (small tiles) or its
-  // entries of the score tile.
-  for (int64_t j = 0; j < slices; ++j)
-    for (int i = 0; i < 4; ++i) {
-      Value s = emitScaledScore(e, op, acc[4 * j + i], kLog2E);
-      Value c = e.accColumn(j, i % 2);
-      s = arith::SelectOp::create(e.b, e.lt(c, op.getCols()), s, e.negInf());
-      storeLaneScore(e, s, op.getScores(), i / 2, j, i % 2);
-    }
+          }
+          return next;
+        });
+    // The lane's scores, in base-2 units as the scalar lowering's: rows g
+    // and g + 8 (k = i / 2), columns 8j + 2q + {0, 1} (el = i % 2); -inf
+    // past the block's keys. Into the lane's registers (small tiles) or
+    // its entries of the score tile.
+    for (int64_t j = 0; j < width; ++j)
+      for (int i = 0; i < 4; ++i) {
+        Value s = emitScaledScore(e, op, acc[4 * j + i], kLog2E);
+        Value c = e.accColumn(j0 + j, i % 2);
+        s = arith::SelectOp::create(e.b, e.lt(c, op.getCols()), s, e.negInf());
+        storeLaneScore(e, s, op.getScores(), i / 2, j0 + j, i % 2);
+      }
+  }
   // The K stage has been read: the next block's copies may overwrite it.
   e.barrier();
 }
@@ -303,32 +311,57 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   for (int64_t xg = 0; xg < slices; ++xg)
     for (int i = 0; i < 4; ++i)
       out.push_back(e.mulf(alpha[i / 2], e.loadAcc(i / 2, xg, i % 2)));
-  // The k steps, unrolled: the probabilities of step kk are the lane's
-  // score registers of slices 2kk and 2kk + 1 (the C fragment of Q.K^T is
-  // the A fragment of P.V: rows g, g + 8, columns 16kk + 2q + {0, 1} and
-  // + 8), rounded to the operand type.
-  for (int64_t kk = 0; kk < bn / 16; ++kk) {
+  // One k step (16 keys at k0 = 16kk): the probabilities of the lane's
+  // rows, columns k0 + 2q + {0, 1} and + 8 — the lane's score entries of
+  // slices 2kk and 2kk + 1 (the C fragment of Q.K^T is the A fragment of
+  // P.V) — rounded to the operand type, then per 8-column slice of V an
+  // ldmatrix.trans and an mma.
+  auto step = [&](Value k0,
+                  function_ref<Value(int k, int64_t half, int el)> probability,
+                  ValueRange c) {
     SmallVector<Value> a;
     for (int64_t half = 0; half < 2; ++half)
       for (int k = 0; k < 2; ++k) {
-        Value p0 = arith::TruncFOp::create(
-            e.b, elt, loadLaneScore(e, op.getScores(), k, 2 * kk + half, 0));
-        Value p1 = arith::TruncFOp::create(
-            e.b, elt, loadLaneScore(e, op.getScores(), k, 2 * kk + half, 1));
+        Value p0 = arith::TruncFOp::create(e.b, elt, probability(k, half, 0));
+        Value p1 = arith::TruncFOp::create(e.b, elt, probability(k, half, 1));
         a.push_back(operandRegister(e, vector::FromElementsOp::create(
                                            e.b, pairType, ValueRange{p0, p1})));
       }
-    Value vRow = e.add(e.idx(16 * kk), bRow);
+    Value vRow = e.add(k0, bRow);
     SmallVector<Value> next;
     for (int64_t xg = 0; xg < slices; ++xg) {
       Value b = nvgpu::LdMatrixOp::create(
           e.b, bType, stage,
           ValueRange{vRow, swizzledCol(e, stage, vRow, e.idx(8 * xg))},
           /*transpose=*/true, /*numTiles=*/2);
-      llvm::append_range(next, emitMma(e, elt, a, operandRegisters(e, b),
-                                       ArrayRef<Value>(out).slice(4 * xg, 4)));
+      llvm::append_range(
+          next, emitMma(e, elt, a, operandRegisters(e, b), c.slice(4 * xg, 4)));
     }
-    out = std::move(next);
+    return next;
+  };
+  if (e.t.scores) {
+    // Scores in registers: the steps unrolled (constant indices).
+    for (int64_t kk = 0; kk < bn / 16; ++kk)
+      out = step(
+          e.idx(16 * kk),
+          [&](int k, int64_t half, int el) {
+            return e.loadScore(k, 2 * kk + half, el);
+          },
+          out);
+  } else {
+    // Scores in the shared tile: a loop over the steps (fewer registers).
+    Lane l = laneOf(e);
+    out = carry(e, bn / 16, out, [&](Value kk, ValueRange c) {
+      Value k0 = e.mulIdx(kk, 16);
+      return step(
+          k0,
+          [&](int k, int64_t half, int el) {
+            Value col =
+                e.add(e.add(k0, e.mulIdx(l.q, 2)), e.idx(8 * half + el));
+            return e.load(op.getScores(), {e.ownedRow(k), col});
+          },
+          c);
+    });
   }
   for (int64_t xg = 0; xg < slices; ++xg)
     for (int i = 0; i < 4; ++i)
