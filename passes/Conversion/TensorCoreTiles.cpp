@@ -13,7 +13,9 @@
 // were. ldmatrix.x4 over the 16-bit query tile gives A; ldmatrix.x2 over
 // the K stage ([key, dim] row-major: an n-major B) gives B of Q.K^T;
 // ldmatrix.x2.trans over the V stage ([key, dim]: a k-major B) gives B of
-// P.V; A of P.V is built from the f32 probabilities each lane reads.
+// P.V; A of P.V is the lane's own probabilities (the C fragments of two
+// 8-key slices of Q.K^T), rounded to 16 bits: in registers for small tiles,
+// read back from the lane's entries of the score tile otherwise.
 //
 //===----------------------------------------------------------------------===//
 

@@ -47,9 +47,10 @@ void lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op, TileSoftmaxOp prefetch);
 void lowerPrefetchOnTensorCores(GpuEmitter &e, TilePrefetchOp op);
 
 /// The P.V update of tile.softmax_update on tensor cores:
-/// acc[r, :] = alpha[r] * acc[r, :] + P[r, :] . V for the lane's two rows
-/// `rows[k]` with factors `alpha[k]` (k = 0, 1). P is read from the scores
-/// tile (f32, rounded to the operand type), V from the value stage.
+/// acc[r, :] = alpha[k] * acc[r, :] + P[r, :] . V for the lane's two rows
+/// (k = 0, 1), on the lane's accumulator registers. P is the lane's own
+/// probabilities (its score registers, or its entries of the score tile),
+/// rounded to the operand type; V comes from the value stage.
 void emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op, Value stage,
                          ArrayRef<Value> alpha);
 
