@@ -369,6 +369,20 @@ Status sdpa(const SdpaOperands &ops, const SdpaAttributes &attrs,
   return Status::ok();
 }
 
+/// The operands every append shares: `update [B, H, L, D]` (L returned in
+/// `l`) and `pos [B]` (i32/i64).
+static Status checkAppendUpdate(const HostTensor &update, const HostTensor &pos,
+                                int64_t b, int64_t h, int64_t d, int64_t &l) {
+  if (update.rank() != 4)
+    return Status::error("update must have shape [B, H, L, D], got " +
+                         update.shapeString());
+  l = update.dim(2);
+  KVATTN_RETURN_IF_ERROR(
+      checkShape("update", update, {{"B", b}, {"H", h}, {"L", l}, {"D", d}}));
+  KVATTN_RETURN_IF_ERROR(checkInteger("pos", pos));
+  return checkShape("pos", pos, {{"B", b}});
+}
+
 Status append(const HostTensor &cache, const HostTensor &update,
               const HostTensor &pos, HostTensor &result) {
   KVATTN_RETURN_IF_ERROR(checkFloat("cache", cache));
@@ -382,14 +396,8 @@ Status append(const HostTensor &cache, const HostTensor &update,
                          elementTypeName(cache.elementType()));
   const int64_t b = cache.dim(0), h = cache.dim(1), c = cache.dim(2),
                 d = cache.dim(3);
-  if (update.rank() != 4)
-    return Status::error("update must have shape [B, H, L, D], got " +
-                         update.shapeString());
-  const int64_t l = update.dim(2);
-  KVATTN_RETURN_IF_ERROR(
-      checkShape("update", update, {{"B", b}, {"H", h}, {"L", l}, {"D", d}}));
-  KVATTN_RETURN_IF_ERROR(checkInteger("pos", pos));
-  KVATTN_RETURN_IF_ERROR(checkShape("pos", pos, {{"B", b}}));
+  int64_t l = 0;
+  KVATTN_RETURN_IF_ERROR(checkAppendUpdate(update, pos, b, h, d, l));
 
   result = cache; // A copy: the op has value semantics.
   const size_t eltSize = elementTypeSize(cache.elementType());
@@ -430,14 +438,8 @@ Status appendPaged(const HostTensor &pages, const HostTensor &update,
   const int64_t numPages = pages.dim(0), pageSize = pages.dim(1),
                 h = pages.dim(2), d = pages.dim(3), b = blockTable.dim(0),
                 maxPages = blockTable.dim(1);
-  if (update.rank() != 4)
-    return Status::error("update must have shape [B, H, L, D], got " +
-                         update.shapeString());
-  const int64_t l = update.dim(2);
-  KVATTN_RETURN_IF_ERROR(
-      checkShape("update", update, {{"B", b}, {"H", h}, {"L", l}, {"D", d}}));
-  KVATTN_RETURN_IF_ERROR(checkInteger("pos", pos));
-  KVATTN_RETURN_IF_ERROR(checkShape("pos", pos, {{"B", b}}));
+  int64_t l = 0;
+  KVATTN_RETURN_IF_ERROR(checkAppendUpdate(update, pos, b, h, d, l));
 
   BlockTableView view;
   view.batch = b;

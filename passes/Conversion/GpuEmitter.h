@@ -94,17 +94,22 @@ struct GpuEmitter : Emitter {
   Value accColumn(int64_t j, int el) {
     return add(idx(8 * j + el), mulIdx(t.quad, 2));
   }
+  /// Entry (row k, slice j, element el) of a lane's private array (t.acc,
+  /// t.scores): constant indices only.
+  SmallVector<Value, 3> laneIndex(int k, int64_t j, int el) {
+    return {idx(k), idx(j), idx(el)};
+  }
   Value loadAcc(int k, int64_t j, int el) {
-    return load(t.acc, {idx(k), idx(j), idx(el)});
+    return load(t.acc, laneIndex(k, j, el));
   }
   void storeAcc(Value v, int k, int64_t j, int el) {
-    store(v, t.acc, {idx(k), idx(j), idx(el)});
+    store(v, t.acc, laneIndex(k, j, el));
   }
   Value loadScore(int k, int64_t j, int el) {
-    return load(t.scores, {idx(k), idx(j), idx(el)});
+    return load(t.scores, laneIndex(k, j, el));
   }
   void storeScore(Value v, int k, int64_t j, int el) {
-    store(v, t.scores, {idx(k), idx(j), idx(el)});
+    store(v, t.scores, laneIndex(k, j, el));
   }
   /// body(j, el, column) for the lane's accumulator columns below `dv`,
   /// unrolled at compile time (the private accumulator needs constant

@@ -34,37 +34,6 @@ using namespace mlir::kvattn;
 
 namespace {
 
-/// A 16-bit view of the storage of an f32 tile in shared memory (the tile
-/// is a memref.view of the dynamic shared memory; the 16-bit tile needs
-/// half of its bytes).
-Value halfView(GpuEmitter &e, Value f32Tile, Type elt) {
-  auto view = f32Tile.getDefiningOp<memref::ViewOp>();
-  assert(view && "tiles are views of the dynamic shared memory");
-  auto type = cast<MemRefType>(f32Tile.getType());
-  return memref::ViewOp::create(
-      e.b,
-      MemRefType::get(type.getShape(), elt, MemRefLayoutAttrInterface(),
-                      type.getMemorySpace()),
-      view.getSource(), view.getByteShift(), ValueRange{});
-}
-
-/// The column at which element (row, col) of a 16-bit shared tile
-/// [rows, width] is stored: its 16-byte chunk is XORed with the row (modulo
-/// the chunks per row, at most 8). The 8 rows one ldmatrix matrix reads at
-/// one column, `width * 2` bytes apart (a multiple of 128 for width 64 or
-/// 128: one bank), then fall on 8 different 16-byte bank groups. Identity
-/// when the chunks per row are not a power of two. Every access of the
-/// 16-bit tiles (cp.async, the query writes, ldmatrix) goes through it.
-Value swizzledCol(GpuEmitter &e, Value tile, Value row, Value col) {
-  int64_t width = cast<MemRefType>(tile.getType()).getDimSize(1);
-  int64_t chunks = width / 8;
-  if (chunks < 2 || !llvm::isPowerOf2_64(chunks))
-    return col;
-  int64_t period = std::min<int64_t>(chunks, 8);
-  Value key = e.mulIdx(e.remIdx(row, e.idx(period)), 8);
-  return arith::XOrIOp::create(e.b, col, key);
-}
-
 /// A pair of 16-bit values as one mma operand register: vector<2xf16> for
 /// f16, an i32 holding two bf16 for bf16.
 Value operandRegister(GpuEmitter &e, Value pair) {
@@ -120,13 +89,8 @@ carry(GpuEmitter &e, int64_t n, ValueRange init,
   return SmallVector<Value>(loop.getResults());
 }
 
-/// The lane's score entry (row k, slice j, element el): its register, or
-/// the score tile at (its row k, column 8j + 2q + el).
-Value loadLaneScore(GpuEmitter &e, Value tile, int k, int64_t j, int el) {
-  if (e.t.scores)
-    return e.loadScore(k, j, el);
-  return e.load(tile, {e.ownedRow(k), e.accColumn(j, el)});
-}
+/// Stores the lane's score entry (row k, slice j, element el): into its
+/// register, or into the score tile at (its row k, column 8j + 2q + el).
 void storeLaneScore(GpuEmitter &e, Value v, Value tile, int k, int64_t j,
                     int el) {
   if (e.t.scores)
@@ -143,6 +107,38 @@ Lane laneOf(GpuEmitter &e) {
 }
 
 } // namespace
+
+/// A 16-bit view of the storage of an f32 tile in shared memory (the tile
+/// is a memref.view of the dynamic shared memory; the 16-bit tile needs
+/// half of its bytes).
+Value mlir::kvattn::halfView(GpuEmitter &e, Value f32Tile, Type elt) {
+  auto view = f32Tile.getDefiningOp<memref::ViewOp>();
+  assert(view && "tiles are views of the dynamic shared memory");
+  auto type = cast<MemRefType>(f32Tile.getType());
+  return memref::ViewOp::create(
+      e.b,
+      MemRefType::get(type.getShape(), elt, MemRefLayoutAttrInterface(),
+                      type.getMemorySpace()),
+      view.getSource(), view.getByteShift(), ValueRange{});
+}
+
+/// The column at which element (row, col) of a 16-bit shared tile
+/// [rows, width] is stored: its 16-byte chunk is XORed with the row (modulo
+/// the chunks per row, at most 8). The 8 rows one ldmatrix matrix reads at
+/// one column, `width * 2` bytes apart (a multiple of 128 for width 64 or
+/// 128: one bank), then fall on 8 different 16-byte bank groups. Identity
+/// when the chunks per row are not a power of two. Every access of the
+/// 16-bit tiles (cp.async, the query writes, ldmatrix) goes through it.
+Value mlir::kvattn::swizzledCol(GpuEmitter &e, Value tile, Value row,
+                                Value col) {
+  int64_t width = cast<MemRefType>(tile.getType()).getDimSize(1);
+  int64_t chunks = width / 8;
+  if (chunks < 2 || !llvm::isPowerOf2_64(chunks))
+    return col;
+  int64_t period = std::min<int64_t>(chunks, 8);
+  Value key = e.mulIdx(e.remIdx(row, e.idx(period)), 8);
+  return arith::XOrIOp::create(e.b, col, key);
+}
 
 void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
                                   Value batch, Value head, Value start,
@@ -186,26 +182,6 @@ void mlir::kvattn::lowerPrefetchOnTensorCores(GpuEmitter &e,
                    /*commit=*/false);
   });
   NVVM::CpAsyncCommitGroupOp::create(e.b);
-}
-
-void mlir::kvattn::lowerLoadQToHalf(GpuEmitter &e, TileLoadQOp op) {
-  Type elt = cast<MemRefType>(op.getQuery().getType()).getElementType();
-  Value tile = halfView(e, op.getQTile(), elt);
-  auto type = cast<MemRefType>(tile.getType());
-  Value d = e.idx(type.getDimSize(1));
-  e.cooperative(e.idx(type.getNumElements()), [&](Value i) {
-    Value r = e.divIdx(i, d), x = e.remIdx(i, d);
-    Value v = e.ifElse(
-        e.lt(r, op.getRows()),
-        [&] {
-          QueryRow q =
-              queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
-          return e.load(op.getQuery(), {op.getBatch(), q.head, q.row, x});
-        },
-        e.zeroOf(elt));
-    e.store(v, tile, {r, swizzledCol(e, tile, r, x)});
-  });
-  e.barrier();
 }
 
 void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,

@@ -30,9 +30,15 @@ void emitAsyncStage(GpuEmitter &e, Value source, Value blockTable, Value batch,
 /// flight.
 void emitAsyncWait(GpuEmitter &e, int32_t pending);
 
-/// tile.load_q for the tensor-core path: the query rows in their own
-/// 16-bit type, written into the storage of the f32 query tile.
-void lowerLoadQToHalf(GpuEmitter &e, TileLoadQOp op);
+/// A 16-bit view of the storage of an f32 tile in shared memory (the
+/// tensor-core query tile: the rows in their own type, half the bytes).
+Value halfView(GpuEmitter &e, Value f32Tile, Type elt);
+
+/// The column at which element (row, col) of a 16-bit shared tile
+/// [rows, width] is stored: its 16-byte chunk XORed with the row modulo
+/// min(8, width / 8) (bank-conflict-free ldmatrix). Every access of the
+/// 16-bit tiles goes through it.
+Value swizzledCol(GpuEmitter &e, Value tile, Value row, Value col);
 
 /// tile.qk on tensor cores. Stages the K block (cp.async), unless
 /// tile.prefetch already issued it (`e.t.prefetchKeys`); when `prefetch`

@@ -61,11 +61,14 @@ void lowerInit(GpuEmitter &e, TileInitOp op) {
 }
 
 void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
-  if (e.t.tensorCores)
-    return lowerLoadQToHalf(e, op);
+  // Tensor cores: the query rows in their own 16-bit type, swizzled, in
+  // the storage of the f32 tile (ldmatrix reads them); otherwise f32.
   Value tile = op.getQTile();
+  if (e.t.tensorCores)
+    tile = halfView(e, tile, getElementTypeOrSelf(op.getQuery().getType()));
   auto type = cast<MemRefType>(tile.getType());
-  Value d = e.tileDim(tile, 1);
+  Type elt = type.getElementType();
+  Value d = e.idx(type.getDimSize(1));
   e.cooperative(e.idx(type.getNumElements()), [&](Value i) {
     Value r = e.divIdx(i, d), x = e.remIdx(i, d);
     Value v = e.ifElse(
@@ -73,10 +76,13 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
         [&] {
           QueryRow q =
               queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
-          return e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, x});
+          SmallVector<Value> at = {op.getBatch(), q.head, q.row, x};
+          return elt.isF32() ? e.loadF32(op.getQuery(), at)
+                             : e.load(op.getQuery(), at);
         },
-        e.f32(0));
-    e.store(v, tile, {r, x});
+        e.zeroOf(elt));
+    Value col = e.t.tensorCores ? swizzledCol(e, tile, r, x) : x;
+    e.store(v, tile, {r, col});
   });
   e.barrier();
 }
