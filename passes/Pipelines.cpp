@@ -201,7 +201,11 @@ void mlir::kvattn::buildGpuKernelsToPtxPipeline(
                       "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},"
                       "kvattn-extern-dynamic-shared-memory,"
                       "canonicalize,cse,reconcile-unrealized-casts),"
-                      "gpu-module-to-binary{format=isa}");
+                      "gpu-module-to-binary{format=" +
+                      (options.image == ::kvattn::DeviceImage::LlvmIR
+                           ? "llvm"
+                           : "isa") +
+                      "}");
 }
 
 void mlir::kvattn::registerKVAttnPipelines() {

@@ -22,6 +22,8 @@ packages=(
   g++ cmake ninja-build ccache lld python3
   # Unit tests.
   libgtest-dev googletest
+  # The emulated GPU: fibers (lib/GpuEmu).
+  libboost-context-dev
 )
 
 missing=()

@@ -2,6 +2,7 @@
 
 #include "kvattn/GPU/GpuExecutor.h"
 #include "kvattn/Evaluator/Evaluator.h"
+#include "kvattn/GPU/EmulatedGpu.h"
 
 #include "dialect/KVAttnOps.h"
 
@@ -85,10 +86,13 @@ singleOpModule(mlir::kvattn::AttentionOp op,
 GpuExecutor::~GpuExecutor() = default;
 
 Status GpuExecutor::create(const PtxOptions &options,
-                           std::unique_ptr<GpuExecutor> &executor) {
+                           std::unique_ptr<GpuExecutor> &executor,
+                           rt::RuntimeOptions runtimeOptions) {
   std::unique_ptr<GpuExecutor> e(new GpuExecutor());
   e->options_ = options;
-  KVATTN_RETURN_IF_ERROR(rt::Runtime::create(e->runtime_));
+  if (options.image == DeviceImage::LlvmIR && runtimeOptions.libraryPath.empty())
+    runtimeOptions.libraryPath = emulatedDriverPath();
+  KVATTN_RETURN_IF_ERROR(rt::Runtime::create(e->runtime_, runtimeOptions));
   // The manifest names a chip; compile for the device's own.
   e->options_.chip = "sm_" + std::to_string(e->runtime_->computeCapability());
   executor = std::move(e);

@@ -7,6 +7,10 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cctype>
@@ -97,7 +101,23 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
   if (!binary || binary.getObjects().size() != 1)
     return Status::error("gpu-module-to-binary produced no PTX");
   auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
-  result.ptx = object.getObject().str();
+  result.image = options.image;
+  if (options.image == DeviceImage::LlvmIR) {
+    // gpu-module-to-binary{format=llvm} gives bitcode; the emulator's image
+    // is the same module as text (NUL-free, like PTX, and readable).
+    llvm::LLVMContext llvmContext;
+    auto buffer = llvm::MemoryBuffer::getMemBuffer(
+        object.getObject().getValue(), "kvattn-device", false);
+    llvm::Expected<std::unique_ptr<llvm::Module>> device =
+        llvm::parseBitcodeFile(buffer->getMemBufferRef(), llvmContext);
+    if (!device)
+      return Status::error("reading the device bitcode failed: " +
+                           llvm::toString(device.takeError()));
+    llvm::raw_string_ostream os(result.ptx);
+    (*device)->print(os, nullptr);
+  } else {
+    result.ptx = object.getObject().str();
+  }
   result.compileMs = std::chrono::duration<double, std::milli>(
                          std::chrono::steady_clock::now() - start)
                          .count();

@@ -36,8 +36,8 @@ static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"),
                                       cl::Required, cl::cat(category));
 static cl::opt<std::string>
     output("o",
-           cl::desc("Output path without extension: writes PATH.ptx and "
-                    "PATH.json"),
+           cl::desc("Output path without extension: writes PATH.ptx (or "
+                    "PATH.ll with --device-ir) and PATH.json"),
            cl::Required, cl::cat(category));
 static cl::opt<std::string> chip("chip", cl::desc("Target SM (sm_80, sm_90)"),
                                  cl::init("sm_80"), cl::cat(category));
@@ -74,6 +74,11 @@ static cl::opt<bool>
 static cl::opt<bool> packGqa("pack-gqa",
                              cl::desc("GQA packing of few query rows"),
                              cl::init(true), cl::cat(category));
+static cl::opt<bool>
+    deviceIR("device-ir",
+             cl::desc("Write the device LLVM IR that NVPTX would compile "
+                      "(the emulated GPU's image) instead of PTX"),
+             cl::init(false), cl::cat(category));
 static cl::opt<unsigned>
     repeat("repeat",
            cl::desc("Compile N times and report the median time (for the "
@@ -123,6 +128,8 @@ int main(int argc, char **argv) {
   options.numSms = numSms;
   options.packGqa = packGqa;
   options.tensorCores = tensorCores;
+  if (deviceIR)
+    options.image = kvattn::DeviceImage::LlvmIR;
 
   kvattn::PtxModule result;
   std::vector<double> times;
@@ -134,7 +141,7 @@ int main(int argc, char **argv) {
   }
   std::sort(times.begin(), times.end());
 
-  std::string ptxPath = output + ".ptx", jsonPath = output + ".json";
+  std::string ptxPath = output + (deviceIR ? ".ll" : ".ptx"), jsonPath = output + ".json";
   llvm::StringRef dir = llvm::sys::path::parent_path(output);
   if (!dir.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(dir))
@@ -154,7 +161,8 @@ int main(int argc, char **argv) {
                  << " params, block " << k.threadsPerBlock
                  << " threads, dynamic shared memory "
                  << k.dynamicSharedMemoryBytes << " bytes\n";
-  llvm::outs() << "compile time IR -> PTX: "
+  llvm::outs() << "compile time IR -> " << (deviceIR ? "device IR" : "PTX")
+               << ": "
                << llvm::format("%.1f", times[times.size() / 2])
                << " ms (median of " << times.size() << ")\n";
   return 0;

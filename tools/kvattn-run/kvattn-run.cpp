@@ -14,6 +14,7 @@
 
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Evaluator/Evaluator.h"
+#include "kvattn/GPU/EmulatedGpu.h"
 #include "kvattn/GPU/GpuExecutor.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Support/Compare.h"
@@ -46,7 +47,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class Target { Reference, Cpu, Gpu };
+enum class Target { Reference, Cpu, Gpu, GpuEmu };
 
 cl::OptionCategory runCategory("kvattn-run options");
 
@@ -61,7 +62,10 @@ cl::opt<Target> target(
                           "JIT"),
                clEnumValN(Target::Gpu, "gpu",
                           "compile each attention to PTX and launch it "
-                          "through the CUDA driver")),
+                          "through the CUDA driver"),
+               clEnumValN(Target::GpuEmu, "gpu-emu",
+                          "as gpu, but the device LLVM IR runs on the "
+                          "emulated GPU (memcheck, racecheck, counters)")),
     cl::init(Target::Reference), cl::cat(runCategory));
 cl::opt<std::string> entry("entry",
                            cl::desc("Function to run (default: the only "
@@ -107,6 +111,12 @@ cl::opt<bool> tensorCores("tensor-cores",
                                    "cp.async for f16/bf16 (false: the scalar "
                                    "lowering)"),
                           cl::init(true), cl::cat(runCategory));
+cl::opt<std::string>
+    emuFault("emu-fault",
+             cl::desc("gpu-emu target: plant a fault in the device code to "
+                      "prove the checks catch it (drop-barrier:N, "
+                      "wait-group:N, global-offset:N)"),
+             cl::cat(runCategory));
 cl::opt<unsigned> optLevel("opt-level",
                            cl::desc("LLVM optimisation level of the JIT"),
                            cl::init(3), cl::cat(runCategory));
@@ -236,17 +246,19 @@ int main(int argc, char **argv) {
   static cl::opt<bool> printStats(
       "stats",
       cl::desc("Print the KV blocks the schedule loaded, masked and "
-               "skipped (cpu target)"),
+               "skipped (cpu target), or the emulated GPU's counters (gpu-emu)"),
       cl::init(false), cl::cat(runCategory));
   cl::ParseCommandLineOptions(argc, argv,
                               "kvattn-run: evaluate kvattn IR on inputs\n");
 
   if (check && target == Target::Reference)
     return fail("--check compares a compiled target with the reference: "
-                "use it with --target=cpu or --target=gpu");
-  if (printStats && target != Target::Cpu)
+                "use it with --target=cpu, gpu or gpu-emu");
+  if (printStats && target != Target::Cpu && target != Target::GpuEmu)
     return fail("--stats reports the compiled schedule: use it with "
-                "--target=cpu");
+                "--target=cpu or --target=gpu-emu");
+  if (!emuFault.empty() && target != Target::GpuEmu)
+    return fail("--emu-fault needs --target=gpu-emu");
 
   mlir::registerAllPasses();
   kvattn::registerAllKVAttnPasses();
@@ -315,18 +327,33 @@ int main(int argc, char **argv) {
 
   std::vector<kvattn::HostTensor> results;
   std::unique_ptr<kvattn::CpuProgram> program;
+  kvattn::EmulatedGpu emu;
+  std::string emuCounters;
   if (target == Target::Reference) {
     results = expected;
-  } else if (target == Target::Gpu) {
+  } else if (target == Target::Gpu || target == Target::GpuEmu) {
+    const bool emulated = target == Target::GpuEmu;
+    const std::string targetFlag = emulated ? "--target=gpu-emu: " : "--target=gpu: ";
     kvattn::PtxOptions options;
     options.blockN = blockN;
     options.packGqa = packGqa;
     options.splitKv = splitKv;
     options.tensorCores = tensorCores;
+    if (emulated)
+      options.image = kvattn::DeviceImage::LlvmIR;
     std::unique_ptr<kvattn::GpuExecutor> gpu;
     if (kvattn::Status s = kvattn::GpuExecutor::create(options, gpu);
         s.isError())
-      return fail("--target=gpu: " + s.message());
+      return fail(targetFlag + s.message());
+    if (emulated) {
+      if (kvattn::Status s =
+              kvattn::EmulatedGpu::open(kvattn::emulatedDriverPath(), emu);
+          s.isError())
+        return fail(targetFlag + s.message());
+      if (!emuFault.empty())
+        if (kvattn::Status s = emu.configure("fault", emuFault); s.isError())
+          return fail("--emu-fault=" + emuFault + ": " + s.message());
+    }
     kvattn::AttentionExecutor executor =
         [&](Operation *op, const std::vector<const kvattn::HostTensor *> &in,
             std::vector<kvattn::HostTensor> &out) {
@@ -350,6 +377,13 @@ int main(int argc, char **argv) {
             kvattn::evaluateFunction(gpuFunc, arguments, results, executor);
         s.isError())
       return fail(s.message());
+    if (emulated) {
+      emuCounters = emu.takeCounters();
+      // Reports that did not fail a launch (fail-on-report off) still fail
+      // the run.
+      if (std::string reports = emu.takeReports(); !reports.empty())
+        return fail("the emulated GPU reported:\n" + reports);
+    }
   } else {
     kvattn::CpuCompileOptions options;
     options.blockM = blockM;
@@ -386,7 +420,9 @@ int main(int argc, char **argv) {
     llvm::outs() << "\n";
   }
 
-  if (printStats) {
+  if (printStats && target == Target::GpuEmu) {
+    llvm::outs() << emuCounters;
+  } else if (printStats) {
     kvattn::BlockStats st = program->stats();
     llvm::outs() << "stats: kv blocks loaded=" << st.loaded
                  << " masked=" << st.masked << " skipped=" << st.skipped

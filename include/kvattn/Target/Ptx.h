@@ -51,7 +51,9 @@ struct KernelManifest {
 
 struct PtxModule {
   std::string chip;
+  /// PTX text, or with DeviceImage::LlvmIR the device LLVM IR as text.
   std::string ptx;
+  DeviceImage image = DeviceImage::Ptx;
   std::vector<KernelManifest> kernels;
   double compileMs = 0; ///< IR -> PTX text
 };

@@ -14,6 +14,16 @@
 
 namespace kvattn {
 
+/// What the device compilation produces.
+enum class DeviceImage {
+  /// PTX text from LLVM's NVPTX back end, for the CUDA driver.
+  Ptx,
+  /// The device LLVM IR that the NVPTX back end would compile (NVVM,
+  /// libdevice linked, optimised), as text: the image of the emulated GPU
+  /// (lib/GpuEmu, docs/gpu-emulator.md).
+  LlvmIR,
+};
+
 struct PtxOptions {
   std::string chip = "sm_80";
   std::string features;  ///< e.g. "+ptx80"; empty: the chip's minimum
@@ -27,6 +37,7 @@ struct PtxOptions {
   /// Tensor cores (mma.sync, ldmatrix, cp.async) for f16/bf16 where the
   /// head dims allow; false: the scalar lowering.
   bool tensorCores = true;
+  DeviceImage image = DeviceImage::Ptx;
 };
 
 } // namespace kvattn

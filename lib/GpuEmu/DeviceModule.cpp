@@ -1,0 +1,978 @@
+//===- DeviceModule.cpp - device LLVM IR -> host JIT code -----------------===//
+//
+// Takes the device LLVM IR that NVPTX would compile and makes it run on the
+// host, with LLVM's APIs only:
+//   - kernels lose the ptx_kernel calling convention, functions their
+//     target-cpu/target-features (sm_XX means nothing to the host);
+//   - shared-memory variables become external symbols inside the emulator's
+//     shared-memory arena (the dynamic one after the static ones);
+//   - every llvm.nvvm.* call is redirected: special registers to
+//     kvemu_sreg, scalar math to host functions with the PTX semantics,
+//     warp collectives, barriers and cp.async to kvemu_op (8-byte argument
+//     and result slots, so aggregates never cross a C ABI);
+//   - conversions to and from f16/bf16 call the emulator's round-to-nearest
+//     -even conversions (cvt.rn), not the host's libcalls;
+//   - loads and stores that may touch shared or global memory call
+//     kvemu_access first (memcheck, racecheck, coalescing and bank
+//     counters); accesses to the thread's own stack are left alone;
+//   - each basic block adds its instruction count to kvemu_counters, and the
+//     kernel's KV loop (its largest top-level loop with a barrier) counts
+//     its instructions and iterations apart;
+//   - one entry function per kernel unpacks cuLaunchKernel's parameter
+//     array.
+// Nothing is guessed: an intrinsic without an implementation is an error
+// naming it and the kernel that calls it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Analysis/LoopInfo.h"
+#include "llvm/Analysis/ValueTracking.h"
+#include "llvm/AsmParser/Parser.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
+#include "llvm/IR/Dominators.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InstIterator.h"
+#include "llvm/IR/IntrinsicInst.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/ModuleSlotTracker.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <set>
+
+using namespace llvm;
+
+namespace kvattn {
+namespace emu {
+
+Module::~Module() = default;
+
+namespace detail {
+
+namespace {
+
+constexpr unsigned kSharedAS = 3;
+
+/// Host functions for scalar NVVM intrinsics, with the signature the
+/// intrinsic must have ("f(fff)": float(float, float, float)).
+struct ScalarIntrinsic {
+  const char *name;
+  const char *signature;
+  const char *symbol;
+};
+
+
+const ScalarIntrinsic kScalarIntrinsics[] = {
+    {"llvm.nvvm.ex2.approx.f", "f(f)", "kvemu_ex2_approx"},
+    {"llvm.nvvm.ex2.approx.f32", "f(f)", "kvemu_ex2_approx"},
+    {"llvm.nvvm.ex2.approx.ftz.f", "f(f)", "kvemu_ex2_approx_ftz"},
+    {"llvm.nvvm.ex2.approx.ftz.f32", "f(f)", "kvemu_ex2_approx_ftz"},
+    {"llvm.nvvm.lg2.approx.f", "f(f)", "kvemu_lg2_approx"},
+    {"llvm.nvvm.lg2.approx.ftz.f", "f(f)", "kvemu_lg2_approx_ftz"},
+    {"llvm.nvvm.fabs.f", "f(f)", "kvemu_fabs"},
+    {"llvm.nvvm.fabs.f32", "f(f)", "kvemu_fabs"},
+    {"llvm.nvvm.saturate.f", "f(f)", "kvemu_saturate"},
+    {"llvm.nvvm.fmax.f", "f(ff)", "kvemu_fmax"},
+    {"llvm.nvvm.fmin.f", "f(ff)", "kvemu_fmin"},
+    {"llvm.nvvm.fma.rn.f", "f(fff)", "kvemu_fma_rn"},
+    {"llvm.nvvm.fma.rz.f", "f(fff)", "kvemu_fma_rz"},
+    {"llvm.nvvm.fma.rm.f", "f(fff)", "kvemu_fma_rm"},
+    {"llvm.nvvm.fma.rp.f", "f(fff)", "kvemu_fma_rp"},
+    {"llvm.nvvm.add.rn.f", "f(ff)", "kvemu_add_rn"},
+    {"llvm.nvvm.mul.rn.f", "f(ff)", "kvemu_mul_rn"},
+    {"llvm.nvvm.rcp.rn.f", "f(f)", "kvemu_rcp_rn"},
+    {"llvm.nvvm.sqrt.rn.f", "f(f)", "kvemu_sqrt_rn"},
+};
+
+/// Host symbols the rewritten module may reference.
+struct HostSymbol {
+  const char *name;
+  void *address;
+};
+
+const HostSymbol kHostSymbols[] = {
+    {"kvemu_access", reinterpret_cast<void *>(&kvemu_access)},
+    {"kvemu_op", reinterpret_cast<void *>(&kvemu_op)},
+    {"kvemu_sreg", reinterpret_cast<void *>(&kvemu_sreg)},
+    {"kvemu_counters", reinterpret_cast<void *>(&kvemu_counters)},
+    {"kvemu_ex2_approx", reinterpret_cast<void *>(&kvemu_ex2_approx)},
+    {"kvemu_ex2_approx_ftz", reinterpret_cast<void *>(&kvemu_ex2_approx_ftz)},
+    {"kvemu_lg2_approx", reinterpret_cast<void *>(&kvemu_lg2_approx)},
+    {"kvemu_lg2_approx_ftz", reinterpret_cast<void *>(&kvemu_lg2_approx_ftz)},
+    {"kvemu_fabs", reinterpret_cast<void *>(&kvemu_fabs)},
+    {"kvemu_saturate", reinterpret_cast<void *>(&kvemu_saturate)},
+    {"kvemu_fmax", reinterpret_cast<void *>(&kvemu_fmax)},
+    {"kvemu_fmin", reinterpret_cast<void *>(&kvemu_fmin)},
+    {"kvemu_fma_rn", reinterpret_cast<void *>(&kvemu_fma_rn)},
+    {"kvemu_fma_rz", reinterpret_cast<void *>(&kvemu_fma_rz)},
+    {"kvemu_fma_rm", reinterpret_cast<void *>(&kvemu_fma_rm)},
+    {"kvemu_fma_rp", reinterpret_cast<void *>(&kvemu_fma_rp)},
+    {"kvemu_add_rn", reinterpret_cast<void *>(&kvemu_add_rn)},
+    {"kvemu_mul_rn", reinterpret_cast<void *>(&kvemu_mul_rn)},
+    {"kvemu_rcp_rn", reinterpret_cast<void *>(&kvemu_rcp_rn)},
+    {"kvemu_sqrt_rn", reinterpret_cast<void *>(&kvemu_sqrt_rn)},
+    {"kvemu_f32_to_bf16", reinterpret_cast<void *>(&kvemu_f32_to_bf16)},
+    {"kvemu_f32_to_f16", reinterpret_cast<void *>(&kvemu_f32_to_f16)},
+    {"kvemu_f16_to_f32", reinterpret_cast<void *>(&kvemu_f16_to_f32)},
+    {"kvemu_bf16_to_f32", reinterpret_cast<void *>(&kvemu_bf16_to_f32)},
+    // Libcalls of the host back end for f16/bf16 values it widens.
+    {"__truncsfbf2", reinterpret_cast<void *>(&kvemu_libcall_truncsfbf2)},
+    {"__truncsfhf2", reinterpret_cast<void *>(&kvemu_libcall_truncsfhf2)},
+    {"__extendhfsf2", reinterpret_cast<void *>(&kvemu_libcall_extendhfsf2)},
+    {"__extendbfsf2", reinterpret_cast<void *>(&kvemu_libcall_extendbfsf2)},
+};
+
+/// "f(fi)" for float(float, i32): the scalar signature of `type`, '?' for
+/// anything else.
+std::string signatureOf(FunctionType *type) {
+  auto code = [](Type *t) -> char {
+    if (t->isFloatTy())
+      return 'f';
+    if (t->isDoubleTy())
+      return 'd';
+    if (t->isIntegerTy(32))
+      return 'i';
+    if (t->isIntegerTy(64))
+      return 'l';
+    if (t->isIntegerTy(16))
+      return 's';
+    if (t->isVoidTy())
+      return 'v';
+    return '?';
+  };
+  std::string s(1, code(type->getReturnType()));
+  s += '(';
+  for (Type *p : type->params())
+    s += code(p);
+  return s + ')';
+}
+
+std::optional<Sreg> sregOf(StringRef name) {
+  if (!name.consume_front("llvm.nvvm.read.ptx.sreg."))
+    return std::nullopt;
+  static const std::pair<const char *, Sreg> table[] = {
+      {"tid.x", TidX},         {"tid.y", TidY},       {"tid.z", TidZ},
+      {"ntid.x", NtidX},       {"ntid.y", NtidY},     {"ntid.z", NtidZ},
+      {"ctaid.x", CtaidX},     {"ctaid.y", CtaidY},   {"ctaid.z", CtaidZ},
+      {"nctaid.x", NctaidX},   {"nctaid.y", NctaidY}, {"nctaid.z", NctaidZ},
+      {"laneid", LaneId},      {"warpsize", WarpSize}};
+  for (auto &[n, s] : table)
+    if (name == n)
+      return s;
+  return std::nullopt;
+}
+
+/// The site an llvm.nvvm.* call becomes, if kvemu_op implements it.
+std::optional<Site> opSiteOf(CallInst &call) {
+  StringRef name = call.getCalledFunction()->getName();
+  Site s;
+  if (name == "llvm.nvvm.barrier0" ||
+      name == "llvm.nvvm.barrier.cta.sync.aligned.all" ||
+      name == "llvm.nvvm.barrier.cta.sync.all" ||
+      name == "llvm.nvvm.barrier.sync") {
+    s.op = Op::Barrier;
+    return s;
+  }
+  if (name == "llvm.nvvm.bar.warp.sync") {
+    s.op = Op::WarpSync;
+    return s;
+  }
+  if (name.consume_front("llvm.nvvm.shfl.sync.")) {
+    s.op = Op::Shfl;
+    StringRef mode, rest;
+    std::tie(mode, rest) = name.split('.');
+    if (mode == "up")
+      s.shflMode = Site::Up;
+    else if (mode == "down")
+      s.shflMode = Site::Down;
+    else if (mode == "bfly")
+      s.shflMode = Site::Bfly;
+    else if (mode == "idx")
+      s.shflMode = Site::Idx;
+    else
+      return std::nullopt;
+    if (rest != "f32" && rest != "i32" && rest != "f32p" && rest != "i32p")
+      return std::nullopt;
+    s.shflPredicate = rest.ends_with("p");
+    return s;
+  }
+  if (name.consume_front("llvm.nvvm.vote.")) {
+    s.op = Op::Vote;
+    if (name == "all.sync")
+      s.voteMode = Site::All;
+    else if (name == "any.sync")
+      s.voteMode = Site::Any;
+    else if (name == "uni.sync")
+      s.voteMode = Site::Uni;
+    else if (name == "ballot.sync")
+      s.voteMode = Site::Ballot;
+    else
+      return std::nullopt;
+    return s;
+  }
+  if (name.consume_front("llvm.nvvm.ldmatrix.sync.aligned.m8n8.")) {
+    s.op = Op::Ldmatrix;
+    if (name.consume_front("x1."))
+      s.matrices = 1;
+    else if (name.consume_front("x2."))
+      s.matrices = 2;
+    else if (name.consume_front("x4."))
+      s.matrices = 4;
+    else
+      return std::nullopt;
+    s.trans = name.consume_front("trans.");
+    if (!name.starts_with("b16"))
+      return std::nullopt;
+    return s;
+  }
+  if (name == "llvm.nvvm.mma.m16n8k16.row.col.bf16" ||
+      name == "llvm.nvvm.mma.m16n8k16.row.col.f32.f32") {
+    s.op = Op::Mma;
+    s.bf16 = name.ends_with("bf16");
+    return s;
+  }
+  if (name.consume_front("llvm.nvvm.cp.async.")) {
+    if (name == "commit.group") {
+      s.op = Op::CpAsyncCommit;
+      return s;
+    }
+    if (name == "wait.all") {
+      s.op = Op::CpAsyncWaitAll;
+      return s;
+    }
+    if (name == "wait.group") {
+      s.op = Op::CpAsyncWait;
+      auto *n = dyn_cast<ConstantInt>(call.getArgOperand(0));
+      if (!n)
+        return std::nullopt;
+      s.waitGroups = static_cast<int>(n->getZExtValue());
+      return s;
+    }
+    s.op = Op::CpAsync;
+    if (!name.consume_front("ca.shared.global.") &&
+        !name.consume_front("cg.shared.global."))
+      return std::nullopt;
+    StringRef size, rest;
+    std::tie(size, rest) = name.split('.');
+    if (size.getAsInteger(10, s.cpBytes) ||
+        (s.cpBytes != 4 && s.cpBytes != 8 && s.cpBytes != 16))
+      return std::nullopt;
+    if (rest == "s")
+      s.cpSrcSize = true;
+    else if (!rest.empty())
+      return std::nullopt;
+    return s;
+  }
+  return std::nullopt;
+}
+
+bool isBarrierCall(const Instruction &inst) {
+  auto *call = dyn_cast<CallInst>(&inst);
+  if (!call || !call->getCalledFunction())
+    return false;
+  StringRef name = call->getCalledFunction()->getName();
+  return name.starts_with("llvm.nvvm.barrier");
+}
+
+std::string printed(const Instruction &inst, ModuleSlotTracker &slots) {
+  std::string text;
+  raw_string_ostream os(text);
+  inst.print(os, slots);
+  StringRef t = StringRef(text).trim();
+  if (t.size() > 160)
+    return t.take_front(157).str() + "...";
+  return t.str();
+}
+
+/// Everything one load does to the module.
+class Rewriter {
+public:
+  Rewriter(llvm::Module &m, const FaultInjection &fault)
+      : m_(m), ctx_(m.getContext()), fault_(fault) {}
+
+  Status run(emu::Module &out);
+
+private:
+  Status injectFault();
+  void analyseKvLoops();
+  void instrumentMemory();
+  Status layOutSharedMemory(emu::Module &out);
+  Status redirectIntrinsics();
+  Status convertHalfPrecision();
+  void countInstructions();
+  void stripTargetAttributes();
+  void addEntryPoints();
+
+  /// Slot numbers of `f`'s values, for printing its instructions.
+  ModuleSlotTracker *slotsFor(Function &f) {
+    if (!slots_)
+      slots_ = std::make_unique<ModuleSlotTracker>(&m_);
+    if (slotsFunction_ != &f) {
+      slots_->incorporateFunction(f);
+      slotsFunction_ = &f;
+    }
+    return slots_.get();
+  }
+
+  /// A fresh numbering: instructions were added since the last one.
+  void renumber() {
+    slots_.reset();
+    slotsFunction_ = nullptr;
+  }
+
+  uint32_t addSite(Site site, Instruction &at, std::string text = "") {
+    site.function = at.getFunction()->getName().str();
+    site.text = text.empty() ? printed(at, *slotsFor(*at.getFunction())) : text;
+    site.inKvLoop = kvBlocks_.count(at.getParent());
+    sites().push_back(std::move(site));
+    return static_cast<uint32_t>(sites().size() - 1);
+  }
+
+  /// The kernels that (transitively) call `f`, for error messages.
+  std::string kernelsCalling(Function &f);
+
+  llvm::Module &m_;
+  LLVMContext &ctx_;
+  FaultInjection fault_;
+  std::vector<Function *> kernels_;
+  DenseSet<BasicBlock *> kvBlocks_;
+  SmallPtrSet<BasicBlock *, 8> kvLatches_;
+  std::set<std::string> kernelsWithKvLoop_;
+  std::map<BasicBlock *, unsigned> blockSizes_;
+  std::unique_ptr<ModuleSlotTracker> slots_;
+  Function *slotsFunction_ = nullptr;
+  std::map<Function *, std::pair<AllocaInst *, AllocaInst *>> opSlots_;
+
+public:
+  /// Shared variables as external symbols and their arena offsets.
+  std::vector<std::pair<std::string, uint64_t>> sharedSymbols_;
+};
+
+std::string Rewriter::kernelsCalling(Function &f) {
+  std::set<std::string> names;
+  SmallVector<Function *> work = {&f};
+  SmallPtrSet<Function *, 16> seen;
+  while (!work.empty()) {
+    Function *g = work.pop_back_val();
+    if (!seen.insert(g).second)
+      continue;
+    if (g->getCallingConv() == CallingConv::PTX_Kernel)
+      names.insert(g->getName().str());
+    for (User *u : g->users())
+      if (auto *call = dyn_cast<CallBase>(u))
+        work.push_back(call->getFunction());
+  }
+  std::string s;
+  for (const std::string &n : names)
+    s += (s.empty() ? "" : ", ") + n;
+  return s.empty() ? "no kernel" : s;
+}
+
+Status Rewriter::injectFault() {
+  if (fault_.kind == FaultInjection::None)
+    return Status::ok();
+  unsigned seen = 0;
+  for (Function &f : m_)
+    for (Instruction &inst : make_early_inc_range(instructions(f))) {
+      auto *call = dyn_cast<CallInst>(&inst);
+      StringRef callee = call && call->getCalledFunction()
+                             ? call->getCalledFunction()->getName()
+                             : "";
+      switch (fault_.kind) {
+      case FaultInjection::DropBarrier:
+        if (isBarrierCall(inst) && seen++ == fault_.index) {
+          inst.eraseFromParent();
+          return Status::ok();
+        }
+        break;
+      case FaultInjection::WaitGroupPlus:
+        if (callee == "llvm.nvvm.cp.async.wait.group" &&
+            seen++ == fault_.index) {
+          auto *n = cast<ConstantInt>(call->getArgOperand(0));
+          call->setArgOperand(
+              0, ConstantInt::get(n->getType(), n->getZExtValue() + 1));
+          return Status::ok();
+        }
+        break;
+      case FaultInjection::GlobalOffset:
+        if (auto *load = dyn_cast<LoadInst>(&inst)) {
+          const Value *base = getUnderlyingObject(load->getPointerOperand());
+          if (isa<Argument>(base) && seen++ == fault_.index) {
+            IRBuilder<> b(load);
+            load->setOperand(0, b.CreateGEP(b.getInt8Ty(),
+                                            load->getPointerOperand(),
+                                            b.getInt64(-(int64_t(1) << 30))));
+            return Status::ok();
+          }
+        }
+        break;
+      case FaultInjection::None:
+        break;
+      }
+    }
+  return Status::error("fault injection: the module has only " +
+                       std::to_string(seen) + " sites of that kind (asked " +
+                       "for index " + std::to_string(fault_.index) + ")");
+}
+
+void Rewriter::analyseKvLoops() {
+  for (Function *kernel : kernels_) {
+    DominatorTree dt(*kernel);
+    LoopInfo li(dt);
+    Loop *best = nullptr;
+    size_t bestSize = 0;
+    for (Loop *loop : li) {
+      bool barrier = false;
+      size_t size = 0;
+      for (BasicBlock *bb : loop->blocks()) {
+        size += bb->size();
+        for (Instruction &inst : *bb)
+          barrier |= isBarrierCall(inst);
+      }
+      if (barrier && size > bestSize) {
+        best = loop;
+        bestSize = size;
+      }
+    }
+    if (!best)
+      continue;
+    kernelsWithKvLoop_.insert(kernel->getName().str());
+    for (BasicBlock *bb : best->blocks())
+      kvBlocks_.insert(bb);
+    SmallVector<BasicBlock *> latches;
+    best->getLoopLatches(latches);
+    for (BasicBlock *bb : latches)
+      kvLatches_.insert(bb);
+  }
+}
+
+void Rewriter::instrumentMemory() {
+  Type *ptrTy = PointerType::get(ctx_, 0);
+  FunctionCallee hook = m_.getOrInsertFunction(
+      "kvemu_access", Type::getVoidTy(ctx_), ptrTy, Type::getInt64Ty(ctx_),
+      Type::getInt32Ty(ctx_));
+  const DataLayout &dl = m_.getDataLayout();
+  struct Access {
+    Instruction *inst;
+    Value *pointer;
+    Value *bytes; // i64
+    Op op;
+  };
+  std::vector<Access> accesses;
+  renumber();
+  auto needsCheck = [](Value *pointer) {
+    const Value *base = getUnderlyingObject(pointer);
+    if (isa<AllocaInst>(base))
+      return false; // the thread's own stack
+    if (auto *gv = dyn_cast<GlobalVariable>(base))
+      return gv->getAddressSpace() == kSharedAS; // constants: JIT memory
+    return true;
+  };
+  auto constant = [&](uint64_t n) {
+    return ConstantInt::get(Type::getInt64Ty(ctx_), n);
+  };
+  for (Function &f : m_) {
+    for (Instruction &inst : instructions(f)) {
+      if (auto *load = dyn_cast<LoadInst>(&inst)) {
+        if (needsCheck(load->getPointerOperand()))
+          accesses.push_back(
+              {load, load->getPointerOperand(),
+               constant(dl.getTypeStoreSize(load->getType())), Op::Load});
+      } else if (auto *store = dyn_cast<StoreInst>(&inst)) {
+        if (needsCheck(store->getPointerOperand()))
+          accesses.push_back(
+              {store, store->getPointerOperand(),
+               constant(dl.getTypeStoreSize(
+                   store->getValueOperand()->getType())),
+               Op::Store});
+      } else if (auto *rmw = dyn_cast<AtomicRMWInst>(&inst)) {
+        if (needsCheck(rmw->getPointerOperand()))
+          accesses.push_back(
+              {rmw, rmw->getPointerOperand(),
+               constant(dl.getTypeStoreSize(rmw->getType())), Op::Store});
+      } else if (auto *cas = dyn_cast<AtomicCmpXchgInst>(&inst)) {
+        if (needsCheck(cas->getPointerOperand()))
+          accesses.push_back(
+              {cas, cas->getPointerOperand(),
+               constant(dl.getTypeStoreSize(
+                   cas->getCompareOperand()->getType())),
+               Op::Store});
+      } else if (auto *transfer = dyn_cast<MemTransferInst>(&inst)) {
+        if (needsCheck(transfer->getSource()))
+          accesses.push_back(
+              {transfer, transfer->getSource(), transfer->getLength(),
+               Op::Load});
+        if (needsCheck(transfer->getDest()))
+          accesses.push_back({transfer, transfer->getDest(),
+                              transfer->getLength(), Op::Store});
+      } else if (auto *set = dyn_cast<MemSetInst>(&inst)) {
+        if (needsCheck(set->getDest()))
+          accesses.push_back(
+              {set, set->getDest(), set->getLength(), Op::Store});
+      }
+    }
+  }
+  for (Access &a : accesses) {
+    Site site;
+    site.op = a.op;
+    uint32_t id = addSite(site, *a.inst);
+    IRBuilder<> b(a.inst);
+    Value *p = a.pointer;
+    if (p->getType()->getPointerAddressSpace() != 0)
+      p = b.CreateAddrSpaceCast(p, ptrTy);
+    Value *bytes = b.CreateZExtOrTrunc(a.bytes, b.getInt64Ty());
+    b.CreateCall(hook, {p, bytes, b.getInt32(id)});
+  }
+}
+
+Status Rewriter::layOutSharedMemory(emu::Module &out) {
+  const DataLayout &dl = m_.getDataLayout();
+  std::vector<GlobalVariable *> statics, dynamics;
+  for (GlobalVariable &gv : m_.globals()) {
+    if (gv.getAddressSpace() != kSharedAS)
+      continue;
+    auto *array = dyn_cast<ArrayType>(gv.getValueType());
+    if (gv.isDeclaration() && array && array->getNumElements() == 0)
+      dynamics.push_back(&gv);
+    else if (gv.isDeclaration())
+      return Status::error("shared variable '" + gv.getName().str() +
+                           "' is declared but not defined and has a size");
+    else
+      statics.push_back(&gv);
+  }
+  uint64_t offset = 0;
+  std::vector<std::pair<GlobalVariable *, uint64_t>> placed;
+  for (GlobalVariable *gv : statics) {
+    uint64_t align = gv->getAlign() ? gv->getAlign()->value() : 16;
+    offset = alignTo(offset, align);
+    placed.push_back({gv, offset});
+    offset += dl.getTypeAllocSize(gv->getValueType());
+  }
+  out.staticSharedBytes = offset;
+  uint64_t dynamicAlign = 16;
+  for (GlobalVariable *gv : dynamics)
+    if (gv->getAlign())
+      dynamicAlign = std::max<uint64_t>(dynamicAlign, gv->getAlign()->value());
+  out.dynamicSharedOffset = alignTo(offset, dynamicAlign);
+  for (GlobalVariable *gv : dynamics)
+    placed.push_back({gv, out.dynamicSharedOffset});
+  if (out.dynamicSharedOffset > Arena::kBytes)
+    return Status::error("the module's static shared memory (" +
+                         std::to_string(offset) +
+                         " bytes) exceeds the emulator's arena");
+  // Each variable becomes an external symbol at its arena address.
+  for (auto [gv, at] : placed) {
+    std::string symbol = "kvemu_shared_" + std::to_string(at) + "_" +
+                         std::to_string(reinterpret_cast<uintptr_t>(gv));
+    auto *replacement = new GlobalVariable(
+        m_, gv->getValueType(), false, GlobalValue::ExternalLinkage, nullptr,
+        symbol, nullptr, GlobalValue::NotThreadLocal, kSharedAS);
+    replacement->setAlignment(gv->getAlign());
+    gv->replaceAllUsesWith(replacement);
+    gv->eraseFromParent();
+    sharedSymbols_.push_back({symbol, at});
+  }
+  return Status::ok();
+}
+
+
+std::pair<Value *, Value *> slotsIn(Function &f,
+                                    std::map<Function *, std::pair<AllocaInst *,
+                                                                   AllocaInst *>>
+                                        &cache) {
+  auto it = cache.find(&f);
+  if (it != cache.end())
+    return it->second;
+  IRBuilder<> b(&*f.getEntryBlock().getFirstInsertionPt());
+  Type *i64 = b.getInt64Ty();
+  AllocaInst *args = b.CreateAlloca(ArrayType::get(i64, 16), nullptr, "kvemu.args");
+  AllocaInst *results =
+      b.CreateAlloca(ArrayType::get(i64, 8), nullptr, "kvemu.results");
+  args->setAlignment(Align(8));
+  results->setAlignment(Align(8));
+  cache[&f] = {args, results};
+  return {args, results};
+}
+
+Status Rewriter::redirectIntrinsics() {
+  Type *ptrTy = PointerType::get(ctx_, 0);
+  Type *i32 = Type::getInt32Ty(ctx_), *i64 = Type::getInt64Ty(ctx_);
+  FunctionCallee sreg = m_.getOrInsertFunction("kvemu_sreg", i32, i32);
+  FunctionCallee op = m_.getOrInsertFunction(
+      "kvemu_op", Type::getVoidTy(ctx_), i32, ptrTy, ptrTy);
+  const DataLayout &dl = m_.getDataLayout();
+  std::vector<CallInst *> calls;
+  for (Function &f : m_)
+    for (Instruction &inst : instructions(f))
+      if (auto *call = dyn_cast<CallInst>(&inst)) {
+        Function *callee = call->getCalledFunction();
+        if (!callee && !call->isInlineAsm())
+          continue;
+        if (call->isInlineAsm())
+          return Status::error(
+              "kernel(s) " + kernelsCalling(f) +
+              " use inline PTX assembly, which the emulated GPU cannot run: " +
+              printed(*call, *slotsFor(f)));
+        if (callee->getName().starts_with("llvm.nvvm.") ||
+            callee->getName().starts_with("llvm.nvptx."))
+          calls.push_back(call);
+      }
+  renumber();
+  std::map<CallInst *, std::string> texts;
+  for (CallInst *call : calls)
+    texts[call] = printed(*call, *slotsFor(*call->getFunction()));
+  for (CallInst *call : calls) {
+    Function *callee = call->getCalledFunction();
+    StringRef name = callee->getName();
+    IRBuilder<> b(call);
+    if (std::optional<Sreg> s = sregOf(name)) {
+      Value *v = b.CreateCall(sreg, {b.getInt32(*s)});
+      v = b.CreateZExtOrTrunc(v, call->getType());
+      call->replaceAllUsesWith(v);
+      call->eraseFromParent();
+      continue;
+    }
+    const ScalarIntrinsic *scalar = nullptr;
+    for (const ScalarIntrinsic &candidate : kScalarIntrinsics)
+      if (name == candidate.name)
+        scalar = &candidate;
+    if (scalar) {
+      if (signatureOf(callee->getFunctionType()) != scalar->signature)
+        return Status::error("kernel(s) " +
+                             kernelsCalling(*call->getFunction()) + " call " +
+                             name.str() + " with an unexpected signature");
+      FunctionCallee host =
+          m_.getOrInsertFunction(scalar->symbol, callee->getFunctionType());
+      SmallVector<Value *> args(call->args());
+      Value *v = b.CreateCall(host, args);
+      call->replaceAllUsesWith(v);
+      call->eraseFromParent();
+      continue;
+    }
+    std::optional<Site> site = opSiteOf(*call);
+    if (!site)
+      return Status::error("kernel(s) " + kernelsCalling(*call->getFunction()) +
+                           " call " + name.str() +
+                           ", which the emulated GPU does not implement");
+    uint32_t id = addSite(*site, *call, texts[call]);
+    auto [argSlots, resultSlots] = slotsIn(*call->getFunction(), opSlots_);
+    if (call->arg_size() > 16)
+      return Status::error(name.str() + ": too many operands");
+    for (unsigned i = 0; i < call->arg_size(); ++i) {
+      Value *a = call->getArgOperand(i);
+      if (dl.getTypeStoreSize(a->getType()) > 8)
+        return Status::error(name.str() + ": an operand wider than 8 bytes");
+      b.CreateStore(a, b.CreateConstGEP2_32(ArrayType::get(i64, 16), argSlots,
+                                            0, i));
+    }
+    b.CreateCall(op, {b.getInt32(id), argSlots, resultSlots});
+    Type *type = call->getType();
+    Value *result = nullptr;
+    auto slot = [&](unsigned i) {
+      return b.CreateConstGEP2_32(ArrayType::get(i64, 8), resultSlots, 0, i);
+    };
+    if (auto *st = dyn_cast<StructType>(type)) {
+      result = PoisonValue::get(st);
+      for (unsigned i = 0; i < st->getNumElements(); ++i)
+        result = b.CreateInsertValue(
+            result, b.CreateLoad(st->getElementType(i), slot(i)), i);
+    } else if (!type->isVoidTy()) {
+      result = b.CreateLoad(type, slot(0));
+    }
+    if (result)
+      call->replaceAllUsesWith(result);
+    call->eraseFromParent();
+  }
+  for (Function &f : make_early_inc_range(m_))
+    if (f.isDeclaration() && f.use_empty() &&
+        (f.getName().starts_with("llvm.nvvm.") ||
+         f.getName().starts_with("llvm.nvptx.")))
+      f.eraseFromParent();
+  for (Function &f : m_)
+    if (f.isDeclaration() && !f.isIntrinsic() && !f.use_empty() &&
+        !f.getName().starts_with("kvemu_"))
+      return Status::error("kernel(s) " + kernelsCalling(f) +
+                           " call the undefined function '" +
+                           f.getName().str() + "'");
+  return Status::ok();
+}
+
+Status Rewriter::convertHalfPrecision() {
+  Type *i16 = Type::getInt16Ty(ctx_), *f32 = Type::getFloatTy(ctx_);
+  FunctionCallee toBf16 = m_.getOrInsertFunction("kvemu_f32_to_bf16", i16, f32);
+  FunctionCallee toHalf = m_.getOrInsertFunction("kvemu_f32_to_f16", i16, f32);
+  FunctionCallee fromHalf =
+      m_.getOrInsertFunction("kvemu_f16_to_f32", f32, i16);
+  auto isHalf = [](Type *t) {
+    t = t->getScalarType();
+    return t->isHalfTy() || t->isBFloatTy();
+  };
+  std::vector<Instruction *> work;
+  renumber();
+  for (Function &f : m_)
+    for (Instruction &inst : instructions(f)) {
+      if (isa<FPTruncInst>(inst) && isHalf(inst.getType())) {
+        work.push_back(&inst);
+        continue;
+      }
+      if (isa<FPExtInst>(inst) &&
+          inst.getOperand(0)->getType()->getScalarType()->isHalfTy()) {
+        work.push_back(&inst);
+        continue;
+      }
+      if (isa<FPExtInst>(inst))
+        continue; // bf16 -> f32 is exact everywhere: a shift
+      bool arithmetic = isa<BinaryOperator>(inst) || isa<UnaryOperator>(inst) ||
+                        isa<CmpInst>(inst) || isa<CastInst>(inst) ||
+                        isa<IntrinsicInst>(inst);
+      if (!arithmetic || isa<BitCastInst>(inst))
+        continue;
+      bool half = isHalf(inst.getType());
+      for (Value *operand : inst.operands())
+        half |= isHalf(operand->getType());
+      if (half)
+        return Status::error(
+            "kernel(s) " + kernelsCalling(f) +
+            " compute in half precision, which the emulated GPU does not "
+            "implement: " +
+            printed(inst, *slotsFor(f)));
+    }
+  for (Instruction *inst : work) {
+    IRBuilder<> b(inst);
+    Value *in = inst->getOperand(0);
+    Type *outType = inst->getType();
+    auto convert = [&](Value *scalar, Type *to) -> Value * {
+      if (isa<FPTruncInst>(inst)) {
+        Value *f = scalar->getType()->isFloatTy()
+                       ? scalar
+                       : b.CreateFPTrunc(scalar, f32); // double: two roundings
+        Value *bits = b.CreateCall(to->isBFloatTy() ? toBf16 : toHalf, {f});
+        return b.CreateBitCast(bits, to);
+      }
+      Value *f = b.CreateCall(fromHalf, {b.CreateBitCast(scalar, i16)});
+      return to->isFloatTy() ? f : b.CreateFPExt(f, to);
+    };
+    Value *result;
+    if (auto *vector = dyn_cast<FixedVectorType>(outType)) {
+      result = PoisonValue::get(vector);
+      for (unsigned i = 0; i < vector->getNumElements(); ++i)
+        result = b.CreateInsertElement(
+            result,
+            convert(b.CreateExtractElement(in, i), vector->getElementType()),
+            i);
+    } else {
+      result = convert(in, outType);
+    }
+    inst->replaceAllUsesWith(result);
+    inst->eraseFromParent();
+  }
+  return Status::ok();
+}
+
+void Rewriter::countInstructions() {
+  Type *i64 = Type::getInt64Ty(ctx_);
+  ArrayType *type = ArrayType::get(i64, 3);
+  auto *counters = new GlobalVariable(m_, type, false,
+                                      GlobalValue::ExternalLinkage, nullptr,
+                                      "kvemu_counters");
+  for (auto [bb, size] : blockSizes_) {
+    IRBuilder<> b(&*bb->getFirstInsertionPt());
+    auto add = [&](unsigned slot, uint64_t n) {
+      Value *p = b.CreateConstGEP2_32(type, counters, 0, slot);
+      b.CreateStore(b.CreateAdd(b.CreateLoad(i64, p), b.getInt64(n)), p);
+    };
+    add(0, size);
+    if (kvBlocks_.count(bb))
+      add(1, size);
+    if (kvLatches_.count(bb))
+      add(2, 1);
+  }
+}
+
+void Rewriter::stripTargetAttributes() {
+  for (Function &f : m_) {
+    SmallVector<std::string> remove = {"target-cpu", "target-features",
+                                       "tune-cpu"};
+    for (const Attribute &a : f.getAttributes().getFnAttrs())
+      if (a.isStringAttribute() && a.getKindAsString().starts_with("nvvm."))
+        remove.push_back(a.getKindAsString().str());
+    for (const std::string &kind : remove)
+      f.removeFnAttr(kind);
+    if (f.getCallingConv() == CallingConv::PTX_Kernel)
+      f.setCallingConv(CallingConv::C);
+  }
+  if (NamedMDNode *annotations = m_.getNamedMetadata("nvvm.annotations"))
+    m_.eraseNamedMetadata(annotations);
+}
+
+void Rewriter::addEntryPoints() {
+  Type *ptrTy = PointerType::get(ctx_, 0);
+  for (Function *kernel : kernels_) {
+    Function *entry = Function::Create(
+        FunctionType::get(Type::getVoidTy(ctx_), {ptrTy}, false),
+        GlobalValue::ExternalLinkage, "kvemu_entry_" + kernel->getName(), m_);
+    IRBuilder<> b(BasicBlock::Create(ctx_, "", entry));
+    SmallVector<Value *> args;
+    for (Argument &a : kernel->args()) {
+      Value *slot = b.CreateLoad(
+          ptrTy, b.CreateConstGEP1_64(ptrTy, entry->getArg(0), a.getArgNo()));
+      args.push_back(b.CreateLoad(a.getType(), slot));
+    }
+    b.CreateCall(kernel, args);
+    b.CreateRetVoid();
+  }
+}
+
+Status Rewriter::run(emu::Module &out) {
+  for (Function &f : m_)
+    if (f.getCallingConv() == CallingConv::PTX_Kernel && !f.isDeclaration())
+      kernels_.push_back(&f);
+  if (kernels_.empty())
+    return Status::error("the device image defines no kernel");
+  KVATTN_RETURN_IF_ERROR(injectFault());
+  analyseKvLoops();
+  for (Function &f : m_)
+    for (BasicBlock &bb : f)
+      blockSizes_[&bb] = bb.sizeWithoutDebug();
+  instrumentMemory();
+  KVATTN_RETURN_IF_ERROR(layOutSharedMemory(out));
+  KVATTN_RETURN_IF_ERROR(redirectIntrinsics());
+  KVATTN_RETURN_IF_ERROR(convertHalfPrecision());
+  countInstructions();
+  stripTargetAttributes();
+  for (Function *kernel : kernels_) {
+    Kernel k;
+    k.name = kernel->getName().str();
+    for (Argument &a : kernel->args())
+      k.pointerParams.push_back(a.getType()->isPointerTy());
+    k.hasKvLoop = kernelsWithKvLoop_.count(k.name);
+    out.kernels[k.name] = std::move(k);
+  }
+  addEntryPoints();
+  return Status::ok();
+}
+
+} // namespace
+
+Status loadDeviceModule(const std::string &image, const FaultInjection &fault,
+                        std::unique_ptr<Module> &module) {
+  StringRef text = StringRef(image).ltrim();
+  if (text.starts_with("//") || text.starts_with(".version") ||
+      text.contains("\n.version "))
+    return Status::error(
+        "the emulated GPU runs the device LLVM IR, not PTX: compile with "
+        "DeviceImage::LlvmIR (kvattn-run --target=gpu-emu, kvattn-compile "
+        "--device-ir)");
+  static std::once_flag initialised;
+  std::call_once(initialised, [] {
+    InitializeNativeTarget();
+    InitializeNativeTargetAsmPrinter();
+  });
+
+  auto context = std::make_unique<LLVMContext>();
+  SMDiagnostic diagnostic;
+  std::unique_ptr<llvm::Module> m =
+      parseAssemblyString(image, diagnostic, *context);
+  if (!m) {
+    std::string message;
+    raw_string_ostream os(message);
+    diagnostic.print("device image", os, false);
+    return Status::error("the device image is not LLVM IR: " + message);
+  }
+  if (!m->getTargetTriple().isNVPTX())
+    return Status::error("the device image is not NVPTX device code (target "
+                         "triple '" +
+                         m->getTargetTriple().str() + "')");
+
+  auto out = std::make_unique<Module>();
+  Rewriter rewriter(*m, fault);
+  KVATTN_RETURN_IF_ERROR(rewriter.run(*out));
+
+  Expected<orc::JITTargetMachineBuilder> machine =
+      orc::JITTargetMachineBuilder::detectHost();
+  if (!machine)
+    return Status::error("no host target for the JIT: " +
+                         toString(machine.takeError()));
+  machine->setRelocationModel(Reloc::PIC_);
+  machine->setCodeModel(CodeModel::Small);
+  machine->setCodeGenOptLevel(CodeGenOptLevel::Default);
+  Expected<DataLayout> layout = machine->getDefaultDataLayoutForTarget();
+  if (!layout)
+    return Status::error("no host data layout: " +
+                         toString(layout.takeError()));
+  m->setDataLayout(*layout);
+  m->setTargetTriple(machine->getTargetTriple());
+  {
+    std::string problems;
+    raw_string_ostream os(problems);
+    if (verifyModule(*m, &os))
+      return Status::error("the rewritten device module is invalid (an "
+                           "emulator bug): " +
+                           problems);
+  }
+
+  // $KVATTN_EMU_DUMP: where to write the rewritten module (debugging).
+  if (const char *dump = std::getenv("KVATTN_EMU_DUMP"); dump && *dump) {
+    std::error_code ec;
+    raw_fd_ostream os(dump, ec);
+    if (!ec)
+      m->print(os, nullptr);
+  }
+
+  Expected<std::unique_ptr<orc::LLJIT>> jit =
+      orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*machine)).create();
+  if (!jit)
+    return Status::error("creating the JIT failed: " +
+                         toString(jit.takeError()));
+  orc::SymbolMap symbols;
+  auto define = [&](const std::string &name, void *address) {
+    symbols[(*jit)->mangleAndIntern(name)] = {
+        orc::ExecutorAddr::fromPtr(address), JITSymbolFlags::Exported};
+  };
+  for (const HostSymbol &s : kHostSymbols)
+    define(s.name, s.address);
+  for (auto &[name, offset] : rewriter.sharedSymbols_)
+    define(name, Arena::base() + offset);
+  if (Error e = (*jit)->getMainJITDylib().define(
+          orc::absoluteSymbols(std::move(symbols))))
+    return Status::error("defining the emulator's symbols failed: " +
+                         toString(std::move(e)));
+  // libm (expf, exp2f, ...) of the host process.
+  auto libm = orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      (*jit)->getDataLayout().getGlobalPrefix());
+  if (!libm)
+    return Status::error("process symbols: " + toString(libm.takeError()));
+  (*jit)->getMainJITDylib().addGenerator(std::move(*libm));
+  if (Error e = (*jit)->addIRModule(
+          orc::ThreadSafeModule(std::move(m), std::move(context))))
+    return Status::error("adding the device module to the JIT failed: " +
+                         toString(std::move(e)));
+  for (auto &[name, kernel] : out->kernels) {
+    Expected<orc::ExecutorAddr> entry = (*jit)->lookup("kvemu_entry_" + name);
+    if (!entry)
+      return Status::error("compiling kernel '" + name +
+                           "' for the host failed: " +
+                           toString(entry.takeError()));
+    kernel.entry = entry->toPtr<void (*)(void **)>();
+  }
+  out->jit = std::move(*jit);
+  module = std::move(out);
+  return Status::ok();
+}
+
+} // namespace detail
+} // namespace emu
+} // namespace kvattn

@@ -1,0 +1,417 @@
+//===- EmuDriver.cpp - the CUDA Driver API over the emulated GPU ----------===//
+//
+// libkvattn_cuda_emu.so exports the driver entry points the runtime
+// resolves (runtime/CudaApi.h), so the runtime, the C API and everything
+// above them run unchanged on the emulated GPU: pass its path as the
+// runtime's library (RuntimeOptions::libraryPath or $KVATTN_LIBCUDA).
+// Images are device LLVM IR (DeviceImage::LlvmIR), not PTX.
+//
+// Work runs when it is queued (streams are in order anyway): a launch
+// returns after the kernel ran, with its failure, if any, as the launch's
+// error (CUDA_ERROR_ILLEGAL_ADDRESS for memcheck, CUDA_ERROR_LAUNCH_FAILED
+// for hazards, deadlocks and unfinished collectives). cuGetErrorString
+// gives the emulator's full report for the most recent error. Events
+// record the host's clock: elapsed times are emulation times, not GPU
+// times.
+//
+// The device reports compute capability 9.0 and 132 multiprocessors (an
+// H100/H200); $KVATTN_EMU_SM (e.g. 80) changes the capability.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/GpuEmu/EmuDriver.h"
+#include "kvattn/GpuEmu/Emulator.h"
+
+#include "runtime/CudaApi.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+
+using namespace kvattn::cuda;
+using kvattn::Status;
+using kvattn::emu::Emulator;
+
+namespace {
+
+constexpr CUresult kInvalidValue = 1;
+constexpr CUresult kNotInitialized = 3;
+constexpr CUresult kInvalidDevice = 101;
+constexpr CUresult kInvalidImage = 200;
+constexpr CUresult kInvalidHandle = 400;
+constexpr CUresult kNotFound = 500;
+constexpr CUresult kIllegalAddress = 700;
+constexpr CUresult kLaunchFailed = 719;
+
+bool initialised = false;
+/// The full message of the most recent error (cuGetErrorString).
+CUresult lastError = CUDA_SUCCESS;
+std::string lastMessage;
+
+CUresult fail(CUresult code, const Status &status) {
+  lastError = code;
+  lastMessage = status.message();
+  return code;
+}
+
+struct Function {
+  kvattn::emu::Module *module;
+  std::string name;
+  int maxDynamicShared = 48 * 1024;
+};
+
+std::map<CUfunction, std::unique_ptr<Function>> &functions() {
+  static std::map<CUfunction, std::unique_ptr<Function>> all;
+  return all;
+}
+
+struct Event {
+  double ms = 0;
+};
+
+int context = 0, streams = 0;
+std::string counterText, reportText;
+
+double nowMs() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+const std::map<int, std::pair<const char *, const char *>> &errorTable() {
+  static const std::map<int, std::pair<const char *, const char *>> table = {
+      {0, {"CUDA_SUCCESS", "no error"}},
+      {1, {"CUDA_ERROR_INVALID_VALUE", "invalid argument"}},
+      {2, {"CUDA_ERROR_OUT_OF_MEMORY", "out of memory"}},
+      {3, {"CUDA_ERROR_NOT_INITIALIZED", "initialization error"}},
+      {101, {"CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"}},
+      {200, {"CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"}},
+      {400, {"CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"}},
+      {500, {"CUDA_ERROR_NOT_FOUND", "named symbol not found"}},
+      {700,
+       {"CUDA_ERROR_ILLEGAL_ADDRESS",
+        "an illegal memory access was encountered"}},
+      {719, {"CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"}},
+  };
+  return table;
+}
+
+} // namespace
+
+extern "C" {
+
+CUresult cuGetErrorName(CUresult error, const char **name) {
+  auto it = errorTable().find(error);
+  if (it == errorTable().end())
+    return kInvalidValue;
+  *name = it->second.first;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorString(CUresult error, const char **text) {
+  if (error != CUDA_SUCCESS && error == lastError && !lastMessage.empty()) {
+    *text = lastMessage.c_str();
+    return CUDA_SUCCESS;
+  }
+  auto it = errorTable().find(error);
+  if (it == errorTable().end())
+    return kInvalidValue;
+  *text = it->second.second;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuInit(unsigned flags) {
+  if (flags)
+    return fail(kInvalidValue, Status::error("cuInit: flags must be 0"));
+  initialised = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+  if (!initialised)
+    return kNotInitialized;
+  if (ordinal != 0)
+    return fail(kInvalidDevice,
+                Status::error("the emulated GPU is device 0 only"));
+  *device = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
+                              CUdevice device) {
+  if (device != 0)
+    return kInvalidDevice;
+  int sm = 90;
+  if (const char *env = std::getenv("KVATTN_EMU_SM"))
+    sm = std::atoi(env);
+  if (sm < 10 || sm > 199)
+    return fail(kInvalidValue,
+                Status::error("$KVATTN_EMU_SM must be like 80 or 90"));
+  switch (attribute) {
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+    *value = sm / 10;
+    return CUDA_SUCCESS;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+    *value = sm % 10;
+    return CUDA_SUCCESS;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+    *value = 132;
+    return CUDA_SUCCESS;
+  default:
+    return kInvalidValue;
+  }
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device) {
+  if (device != 0)
+    return kInvalidDevice;
+  *ctx = reinterpret_cast<CUcontext>(&context);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { return CUDA_SUCCESS; }
+CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+
+CUresult cuStreamCreate(CUstream *stream, unsigned) {
+  *stream = reinterpret_cast<CUstream>(static_cast<uintptr_t>(++streams));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+
+CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
+  uint64_t address;
+  if (Status s = Emulator::get().allocate(bytes, address); s.isError())
+    return fail(2, s);
+  *ptr = address;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  if (Status s = Emulator::get().release(ptr); s.isError())
+    return fail(kInvalidValue, s);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
+  if (Status s = Emulator::get().checkRange(dst, bytes, "cuMemcpyHtoD");
+      s.isError())
+    return fail(kInvalidValue, s);
+  std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
+  if (Status s = Emulator::get().checkRange(src, bytes, "cuMemcpyDtoH");
+      s.isError())
+    return fail(kInvalidValue, s);
+  std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
+                              CUstream) {
+  return cuMemcpyHtoD_v2(dst, src, bytes);
+}
+
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                              CUstream) {
+  Emulator &e = Emulator::get();
+  if (Status s = e.checkRange(dst, bytes, "cuMemcpyDtoD destination");
+      s.isError())
+    return fail(kInvalidValue, s);
+  if (Status s = e.checkRange(src, bytes, "cuMemcpyDtoD source"); s.isError())
+    return fail(kInvalidValue, s);
+  std::memmove(reinterpret_cast<void *>(dst),
+               reinterpret_cast<const void *>(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes,
+                         CUstream) {
+  if (Status s = Emulator::get().checkRange(dst, bytes, "cuMemsetD8");
+      s.isError())
+    return fail(kInvalidValue, s);
+  std::memset(reinterpret_cast<void *>(dst), value, bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetInfo_v2(size_t *freeBytes, size_t *totalBytes) {
+  *totalBytes = size_t(80) << 30;
+  *freeBytes = *totalBytes;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventCreate(CUevent *event, unsigned) {
+  *event = reinterpret_cast<CUevent>(new Event());
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy_v2(CUevent event) {
+  delete reinterpret_cast<Event *>(event);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent event, CUstream) {
+  reinterpret_cast<Event *>(event)->ms = nowMs();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+
+CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
+  *ms = static_cast<float>(reinterpret_cast<Event *>(end)->ms -
+                           reinterpret_cast<Event *>(start)->ms);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
+                            unsigned numOptions, CUjit_option *options,
+                            void **values) {
+  if (!image)
+    return kInvalidValue;
+  kvattn::emu::Module *loaded = nullptr;
+  Status s = Emulator::get().loadModule(static_cast<const char *>(image), loaded);
+  if (s.isError()) {
+    // The JIT error log, as the driver fills it for PTX.
+    char *log = nullptr;
+    size_t size = 0;
+    for (unsigned i = 0; i < numOptions; ++i) {
+      if (options[i] == CU_JIT_ERROR_LOG_BUFFER)
+        log = static_cast<char *>(values[i]);
+      if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+        size = reinterpret_cast<uintptr_t>(values[i]);
+    }
+    if (log && size) {
+      std::strncpy(log, s.message().c_str(), size - 1);
+      log[size - 1] = 0;
+    }
+    return fail(kInvalidImage, s);
+  }
+  *module = reinterpret_cast<CUmodule>(loaded);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule module) {
+  auto *m = reinterpret_cast<kvattn::emu::Module *>(module);
+  for (auto it = functions().begin(); it != functions().end();)
+    it = it->second->module == m ? functions().erase(it) : std::next(it);
+  Emulator::get().unloadModule(m);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
+                             const char *name) {
+  auto *m = reinterpret_cast<kvattn::emu::Module *>(module);
+  if (!m || !name)
+    return kInvalidHandle;
+  if (!Emulator::get().hasKernel(*m, name))
+    return fail(kNotFound, Status::error(std::string("the module has no "
+                                                     "kernel '") +
+                                         name + "'"));
+  auto f = std::make_unique<Function>();
+  f->module = m;
+  f->name = name;
+  *function = reinterpret_cast<CUfunction>(f.get());
+  functions()[*function] = std::move(f);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuFuncSetAttribute(CUfunction function,
+                            CUfunction_attribute attribute, int value) {
+  auto it = functions().find(function);
+  if (it == functions().end())
+    return kInvalidHandle;
+  if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    return kInvalidValue;
+  if (value < 0 || uint64_t(value) > Emulator::kMaxSharedBytes)
+    return fail(kInvalidValue,
+                Status::error("cuFuncSetAttribute: " + std::to_string(value) +
+                              " bytes of dynamic shared memory exceed the "
+                              "device's " +
+                              std::to_string(Emulator::kMaxSharedBytes)));
+  it->second->maxDynamicShared = value;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
+                        unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned sharedBytes, CUstream, void **params,
+                        void **extra) {
+  auto it = functions().find(function);
+  if (it == functions().end())
+    return kInvalidHandle;
+  Function &f = *it->second;
+  if (extra)
+    return fail(kInvalidValue,
+                Status::error("cuLaunchKernel: the emulated GPU takes "
+                              "kernel parameters, not 'extra'"));
+  if (sharedBytes > static_cast<unsigned>(f.maxDynamicShared))
+    return fail(kInvalidValue,
+                Status::error("launching '" + f.name + "': " +
+                              std::to_string(sharedBytes) +
+                              " bytes of dynamic shared memory, more than the "
+                              "function allows (" +
+                              std::to_string(f.maxDynamicShared) +
+                              "; raise it with cuFuncSetAttribute)"));
+  bool invalid = false;
+  Status s = Emulator::get().launch(*f.module, f.name, {gx, gy, gz},
+                                    {bx, by, bz}, sharedBytes, params,
+                                    &invalid);
+  if (s.isError())
+    return fail(invalid ? kInvalidValue
+                : s.message().rfind("memcheck", 0) == 0 ? kIllegalAddress
+                                                         : kLaunchFailed,
+                s);
+  return CUDA_SUCCESS;
+}
+
+//===----------------------------------------------------------------------===//
+// kvattn's extension (EmuDriver.h)
+//===----------------------------------------------------------------------===//
+
+int kvattn_emu_configure(const char *key, const char *value) {
+  Emulator &e = Emulator::get();
+  std::string k = key ? key : "", v = value ? value : "";
+  if (k == "fault") {
+    kvattn::emu::FaultInjection fault;
+    Status s = kvattn::emu::parseFaultInjection(v, fault);
+    if (s.isError()) {
+      fail(kInvalidValue, s);
+      return 1;
+    }
+    e.options().fault = fault;
+    return 0;
+  }
+  if (k == "fail-on-report" || k == "print-reports") {
+    if (v != "0" && v != "1")
+      return 1;
+    (k == "fail-on-report" ? e.options().failOnReport
+                           : e.options().printReports) = v == "1";
+    return 0;
+  }
+  return 1;
+}
+
+const char *kvattn_emu_take_counters(void) {
+  counterText.clear();
+  for (const kvattn::emu::LaunchCounters &c : Emulator::get().takeCounters())
+    counterText += c.line() + "\n";
+  return counterText.c_str();
+}
+
+const char *kvattn_emu_take_reports(void) {
+  reportText.clear();
+  for (const std::string &r : Emulator::get().takeReports())
+    reportText += r + "\n";
+  return reportText.c_str();
+}
+
+size_t kvattn_emu_live_allocations(void) {
+  return Emulator::get().liveAllocations();
+}
+}

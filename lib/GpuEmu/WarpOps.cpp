@@ -1,0 +1,293 @@
+//===- WarpOps.cpp - warp-level PTX semantics and scalar intrinsics -------===//
+//
+// The fragment layouts are those of the PTX ISA (9.7.14, "Matrix multiply-
+// accumulate operation using mma instruction", and ldmatrix): for lane l,
+// groupID g = l / 4 and threadID_in_group t = l % 4.
+//
+//   mma.m16n8k16 .row A (16 x 16, 4 x b32 of two 16-bit elements):
+//     a0,a1: A[g][2t, 2t+1]      a2,a3: A[g+8][2t, 2t+1]
+//     a4,a5: A[g][2t+8, 2t+9]    a6,a7: A[g+8][2t+8, 2t+9]
+//   .col B (16 x 8, 2 x b32):  b0,b1: B[2t, 2t+1][g]   b2,b3: B[2t+8, 2t+9][g]
+//   C, D (16 x 8 f32):  c0,c1: C[g][2t, 2t+1]   c2,c3: C[g+8][2t, 2t+1]
+//   (the lower 16 bits of a register hold the element with the lower index)
+//
+//   ldmatrix .m8n8 .b16: lanes 8m..8m+7 give the row addresses of matrix m;
+//     lane l receives row l / 4, columns 2t, 2t+1 of each matrix (.trans:
+//     rows 2t, 2t+1 of column l / 4).
+//
+// Arithmetic: products of two f16 or bf16 values are exact in f32; the
+// emulator adds C and the 16 products exactly (in double, which holds them)
+// and rounds once to f32. Tensor cores add with an unspecified internal
+// precision, so hardware results may differ in the last bits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include <cfenv>
+#include <cmath>
+#include <cstring>
+
+namespace {
+
+float asFloat(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint32_t asBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+} // namespace
+
+namespace kvattn {
+namespace emu {
+namespace detail {
+
+uint16_t floatToBf16(float value) {
+  uint32_t u = asBits(value);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((u >> 16) | 0x40); // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float bf16ToFloat(uint16_t bits) { return asFloat(uint32_t(bits) << 16); }
+
+uint16_t floatToHalf(float value) {
+  uint32_t u = asBits(value);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) // NaN: keep it quiet
+    return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+  if (abs >= 0x477ff000u) // rounds to or above 65520: infinity
+    return static_cast<uint16_t>(sign | 0x7c00u);
+  if (abs < 0x38800000u) { // below 2^-14: subnormal or zero
+    if (abs < 0x33000000u) // below 2^-25: rounds to zero
+      return static_cast<uint16_t>(sign);
+    uint32_t exponent = abs >> 23;
+    uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - exponent; // 14..24 for this range
+    uint32_t half = mantissa >> shift;
+    uint32_t rest = mantissa & ((1u << shift) - 1);
+    uint32_t midpoint = 1u << (shift - 1);
+    if (rest > midpoint || (rest == midpoint && (half & 1u)))
+      ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t h = ((abs - 0x38000000u) >> 13); // rebias 127 -> 15
+  uint32_t rest = abs & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+    ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+float halfToFloat(uint16_t bits) {
+  uint32_t sign = uint32_t(bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1fu;
+  uint32_t mantissa = bits & 0x3ffu;
+  if (exponent == 0x1f)
+    return asFloat(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0) {
+    if (mantissa == 0)
+      return asFloat(sign);
+    float f = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -f : f;
+  }
+  return asFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+void mmaM16N8K16(bool bf16, uint64_t *const args[32],
+                 uint64_t *const results[32]) {
+  float a[16][16], b[16][8], c[16][8];
+  auto element = [&](uint32_t bits) {
+    return bf16 ? bf16ToFloat(static_cast<uint16_t>(bits))
+                : halfToFloat(static_cast<uint16_t>(bits));
+  };
+  auto pair = [&](uint64_t slot, float &lo, float &hi) {
+    uint32_t reg = static_cast<uint32_t>(slot);
+    lo = element(reg & 0xffffu);
+    hi = element(reg >> 16);
+  };
+  for (int l = 0; l < 32; ++l) {
+    int g = l / 4, t = l % 4;
+    const uint64_t *in = args[l];
+    pair(in[0], a[g][2 * t], a[g][2 * t + 1]);
+    pair(in[1], a[g + 8][2 * t], a[g + 8][2 * t + 1]);
+    pair(in[2], a[g][2 * t + 8], a[g][2 * t + 9]);
+    pair(in[3], a[g + 8][2 * t + 8], a[g + 8][2 * t + 9]);
+    pair(in[4], b[2 * t][g], b[2 * t + 1][g]);
+    pair(in[5], b[2 * t + 8][g], b[2 * t + 9][g]);
+    c[g][2 * t] = asFloat(static_cast<uint32_t>(in[6]));
+    c[g][2 * t + 1] = asFloat(static_cast<uint32_t>(in[7]));
+    c[g + 8][2 * t] = asFloat(static_cast<uint32_t>(in[8]));
+    c[g + 8][2 * t + 1] = asFloat(static_cast<uint32_t>(in[9]));
+  }
+  float d[16][8];
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 8; ++j) {
+      double sum = c[i][j];
+      for (int k = 0; k < 16; ++k)
+        sum += double(a[i][k]) * double(b[k][j]);
+      d[i][j] = static_cast<float>(sum);
+    }
+  for (int l = 0; l < 32; ++l) {
+    int g = l / 4, t = l % 4;
+    uint64_t *out = results[l];
+    out[0] = asBits(d[g][2 * t]);
+    out[1] = asBits(d[g][2 * t + 1]);
+    out[2] = asBits(d[g + 8][2 * t]);
+    out[3] = asBits(d[g + 8][2 * t + 1]);
+  }
+}
+
+void ldmatrix(int matrices, bool trans, const uint8_t *const rows[4][8],
+              uint64_t *const results[32]) {
+  auto at = [&](int m, int row, int col) {
+    uint16_t v;
+    std::memcpy(&v, rows[m][row] + 2 * col, 2);
+    return uint32_t(v);
+  };
+  for (int l = 0; l < 32; ++l) {
+    int g = l / 4, t = l % 4;
+    for (int m = 0; m < matrices; ++m) {
+      uint32_t lo, hi;
+      if (trans) {
+        lo = at(m, 2 * t, g);
+        hi = at(m, 2 * t + 1, g);
+      } else {
+        lo = at(m, g, 2 * t);
+        hi = at(m, g, 2 * t + 1);
+      }
+      results[l][m] = lo | (hi << 16);
+    }
+  }
+}
+
+void shflSync(Site::ShflMode mode, bool predicate, uint32_t active,
+              uint64_t *const args[32], uint64_t *const results[32]) {
+  for (int lane = 0; lane < 32; ++lane) {
+    if (!(active >> lane & 1u))
+      continue;
+    const uint64_t *in = args[lane];
+    int b = static_cast<int>(in[2] & 0x1fu);
+    uint32_t c = static_cast<uint32_t>(in[3]);
+    int clamp = static_cast<int>(c & 0x1fu);
+    int segmask = static_cast<int>((c >> 8) & 0x1fu);
+    int maxLane = (lane & segmask) | (clamp & ~segmask);
+    int minLane = lane & segmask;
+    int j = lane;
+    bool inRange = false;
+    switch (mode) {
+    case Site::Up:
+      j = lane - b;
+      inRange = j >= maxLane;
+      break;
+    case Site::Down:
+      j = lane + b;
+      inRange = j <= maxLane;
+      break;
+    case Site::Bfly:
+      j = lane ^ b;
+      inRange = j <= maxLane;
+      break;
+    case Site::Idx:
+      j = minLane | (b & ~segmask);
+      inRange = j <= maxLane;
+      break;
+    }
+    if (!inRange)
+      j = lane;
+    results[lane][0] = static_cast<uint32_t>(args[j][1]);
+    if (predicate)
+      results[lane][1] = inRange ? 1 : 0;
+  }
+}
+
+} // namespace detail
+} // namespace emu
+} // namespace kvattn
+
+//===----------------------------------------------------------------------===//
+// Scalar intrinsics (called from JIT code through the C ABI)
+//===----------------------------------------------------------------------===//
+
+using namespace kvattn::emu::detail;
+
+namespace {
+
+/// ftz: subnormal inputs and results become zero of the same sign.
+float flush(float x) {
+  return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
+}
+
+float fmaRounded(float a, float b, float c, int mode) {
+  int saved = std::fegetround();
+  std::fesetround(mode);
+  volatile float va = a, vb = b, vc = c;
+  float r = std::fmaf(va, vb, vc);
+  std::fesetround(saved);
+  return r;
+}
+
+} // namespace
+
+extern "C" {
+
+// ex2.approx.f32: the hardware's maximum relative error is 2^-22 or so
+// (PTX ISA: "maximum relative error ... 2 ulp" across the range); the host's
+// exp2f is within 1 ulp. Results may differ from a GPU's in the last bits.
+float kvemu_ex2_approx(float x) { return std::exp2(x); }
+float kvemu_ex2_approx_ftz(float x) { return flush(std::exp2(flush(x))); }
+float kvemu_lg2_approx(float x) { return std::log2(x); }
+float kvemu_lg2_approx_ftz(float x) { return flush(std::log2(flush(x))); }
+float kvemu_fabs(float x) { return std::fabs(x); }
+float kvemu_saturate(float x) {
+  if (std::isnan(x))
+    return 0.0f;
+  return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x);
+}
+float kvemu_fmax(float a, float b) { return std::fmax(a, b); }
+float kvemu_fmin(float a, float b) { return std::fmin(a, b); }
+float kvemu_fma_rn(float a, float b, float c) {
+  return fmaRounded(a, b, c, FE_TONEAREST);
+}
+float kvemu_fma_rz(float a, float b, float c) {
+  return fmaRounded(a, b, c, FE_TOWARDZERO);
+}
+float kvemu_fma_rm(float a, float b, float c) {
+  return fmaRounded(a, b, c, FE_DOWNWARD);
+}
+float kvemu_fma_rp(float a, float b, float c) {
+  return fmaRounded(a, b, c, FE_UPWARD);
+}
+float kvemu_add_rn(float a, float b) { return a + b; }
+float kvemu_mul_rn(float a, float b) { return a * b; }
+float kvemu_rcp_rn(float x) { return 1.0f / x; }
+float kvemu_sqrt_rn(float x) { return std::sqrt(x); }
+uint16_t kvemu_f32_to_bf16(float x) { return floatToBf16(x); }
+uint16_t kvemu_f32_to_f16(float x) { return floatToHalf(x); }
+float kvemu_f16_to_f32(uint16_t bits) { return halfToFloat(bits); }
+float kvemu_bf16_to_f32(uint16_t bits) { return bf16ToFloat(bits); }
+
+// The libcalls the host back end emits where it keeps f16/bf16 values in
+// f32 registers (phis, selects): x86-64 passes and returns _Float16 and
+// __bf16 in the low 16 bits of an SSE register, which a float's bits travel
+// in unchanged.
+float kvemu_libcall_truncsfbf2(float x) {
+  return asFloat(uint32_t(floatToBf16(x)));
+}
+float kvemu_libcall_truncsfhf2(float x) {
+  return asFloat(uint32_t(floatToHalf(x)));
+}
+float kvemu_libcall_extendhfsf2(float packed) {
+  return halfToFloat(static_cast<uint16_t>(asBits(packed)));
+}
+float kvemu_libcall_extendbfsf2(float packed) {
+  return bf16ToFloat(static_cast<uint16_t>(asBits(packed)));
+}
+}
