@@ -388,8 +388,10 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
           loopHi = p.min(p.add(loopLo, chunk), nHi);
         }
 
-        // Keys are read up to the buffer's end, or kv_len when paged.
-        Value readEnd = paged ? kvLen : kLen;
+        // Keys are read up to kv_len, never past it: cache slots past it
+        // are not trusted (NaN there must not reach a tensor-core product,
+        // where a masked key still multiplies its V row by zero).
+        Value readEnd = kvLen;
 
         if (cfg.stats) {
           // The counts below are computed from loopLo, loopHi, fullLo,
@@ -407,7 +409,7 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
                                       zero),
                 skipped, zero);
           // K/V bytes: the keys of the loaded blocks that are read (up to
-          // the buffer's end, or kv_len when paged), D + Dv elements each.
+          // kv_len), D + Dv elements each.
           Value keysRead = p.max(p.sub(p.min(p.mul(loopHi, p.c(bn)), readEnd),
                                        p.mul(loopLo, p.c(bn))),
                                  zero);

@@ -37,6 +37,7 @@
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
 #include "llvm/IR/Dominators.h"
+#include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/IntrinsicInst.h"
@@ -97,6 +98,20 @@ const ScalarIntrinsic kScalarIntrinsics[] = {
     {"llvm.nvvm.sqrt.rn.f", "f(f)", "kvemu_sqrt_rn"},
 };
 
+/// Inline PTX that libdevice uses, as (assembly, constraints): each is one
+/// instruction with a host function of the same signature. Any other
+/// inline assembly is an error.
+struct InlinePtx {
+  const char *assembly;
+  const char *constraints;
+  const char *signature;
+  const char *symbol;
+};
+
+const InlinePtx kInlinePtx[] = {
+    {"rcp.approx.ftz.f32 $0,$1;", "=f,f", "f(f)", "kvemu_rcp_approx_ftz"},
+};
+
 /// Host symbols the rewritten module may reference.
 struct HostSymbol {
   const char *name;
@@ -123,6 +138,8 @@ const HostSymbol kHostSymbols[] = {
     {"kvemu_add_rn", reinterpret_cast<void *>(&kvemu_add_rn)},
     {"kvemu_mul_rn", reinterpret_cast<void *>(&kvemu_mul_rn)},
     {"kvemu_rcp_rn", reinterpret_cast<void *>(&kvemu_rcp_rn)},
+    {"kvemu_rcp_approx_ftz",
+     reinterpret_cast<void *>(&kvemu_rcp_approx_ftz)},
     {"kvemu_sqrt_rn", reinterpret_cast<void *>(&kvemu_sqrt_rn)},
     {"kvemu_f32_to_bf16", reinterpret_cast<void *>(&kvemu_f32_to_bf16)},
     {"kvemu_f32_to_f16", reinterpret_cast<void *>(&kvemu_f32_to_f16)},
@@ -615,21 +632,42 @@ Status Rewriter::redirectIntrinsics() {
       "kvemu_op", Type::getVoidTy(ctx_), i32, ptrTy, ptrTy);
   const DataLayout &dl = m_.getDataLayout();
   std::vector<CallInst *> calls;
+  std::vector<std::pair<CallInst *, const InlinePtx *>> inlinePtx;
   for (Function &f : m_)
     for (Instruction &inst : instructions(f))
       if (auto *call = dyn_cast<CallInst>(&inst)) {
         Function *callee = call->getCalledFunction();
         if (!callee && !call->isInlineAsm())
           continue;
-        if (call->isInlineAsm())
-          return Status::error(
-              "kernel(s) " + kernelsCalling(f) +
-              " use inline PTX assembly, which the emulated GPU cannot run: " +
-              printed(*call, *slotsFor(f)));
+        if (call->isInlineAsm()) {
+          auto *assembly = cast<InlineAsm>(call->getCalledOperand());
+          const InlinePtx *known = nullptr;
+          for (const InlinePtx &candidate : kInlinePtx)
+            if (assembly->getAsmString() == candidate.assembly &&
+                assembly->getConstraintString() == candidate.constraints &&
+                signatureOf(call->getFunctionType()) == candidate.signature)
+              known = &candidate;
+          if (!known)
+            return Status::error(
+                "kernel(s) " + kernelsCalling(f) +
+                " use inline PTX assembly that the emulated GPU does not "
+                "implement: " +
+                printed(*call, *slotsFor(f)));
+          inlinePtx.push_back({call, known});
+          continue;
+        }
         if (callee->getName().starts_with("llvm.nvvm.") ||
             callee->getName().starts_with("llvm.nvptx."))
           calls.push_back(call);
       }
+  for (auto [call, known] : inlinePtx) {
+    FunctionCallee host =
+        m_.getOrInsertFunction(known->symbol, call->getFunctionType());
+    SmallVector<Value *> args(call->args());
+    Value *v = IRBuilder<>(call).CreateCall(host, args);
+    call->replaceAllUsesWith(v);
+    call->eraseFromParent();
+  }
   renumber();
   std::map<CallInst *, std::string> texts;
   for (CallInst *call : calls)

@@ -192,6 +192,7 @@ float kvemu_fma_rp(float, float, float);
 float kvemu_add_rn(float, float);
 float kvemu_mul_rn(float, float);
 float kvemu_rcp_rn(float);
+float kvemu_rcp_approx_ftz(float);
 float kvemu_sqrt_rn(float);
 uint16_t kvemu_f32_to_bf16(float);
 uint16_t kvemu_f32_to_f16(float);

@@ -268,6 +268,9 @@ float kvemu_fma_rp(float a, float b, float c) {
 float kvemu_add_rn(float a, float b) { return a + b; }
 float kvemu_mul_rn(float a, float b) { return a * b; }
 float kvemu_rcp_rn(float x) { return 1.0f / x; }
+// rcp.approx.ftz.f32: the hardware's maximum relative error is 1 ulp; the
+// emulator rounds the exact reciprocal.
+float kvemu_rcp_approx_ftz(float x) { return flush(1.0f / flush(x)); }
 float kvemu_sqrt_rn(float x) { return std::sqrt(x); }
 uint16_t kvemu_f32_to_bf16(float x) { return floatToBf16(x); }
 uint16_t kvemu_f32_to_f16(float x) { return floatToHalf(x); }

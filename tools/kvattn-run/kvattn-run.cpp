@@ -76,6 +76,13 @@ cl::list<std::string>
            cl::desc("ARG=FILE.npy or ARG=v0,v1,...; ARG is the argument "
                     "number N, argN or %argN"),
            cl::cat(runCategory));
+cl::list<std::string> fills(
+    "fill",
+    cl::desc("ARG=START:COUNT:VALUE: overwrite COUNT elements of float "
+             "argument ARG from flat index START with VALUE (a number, nan, "
+             "inf or -inf), after it is read or generated (e.g. poison the "
+             "cache slots past kv_len)"),
+    cl::cat(runCategory));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of generated float inputs"),
                        cl::init(0), cl::cat(runCategory));
 cl::opt<std::string> dumpDir("dump-outputs",
@@ -315,6 +322,38 @@ int main(int argc, char **argv) {
         i, type, it == specs.end() ? nullptr : &it->second, arguments[i]);
     if (s.isError())
       return fail(s.message());
+  }
+
+  for (const std::string &fill : fills) {
+    llvm::StringRef arg, rest, start, count, value;
+    std::tie(arg, rest) = llvm::StringRef(fill).split('=');
+    std::tie(start, rest) = rest.split(':');
+    std::tie(count, value) = rest.split(':');
+    std::optional<unsigned> index = parseArgName(arg);
+    int64_t first, n;
+    if (!index || start.getAsInteger(10, first) || count.getAsInteger(10, n) ||
+        value.empty())
+      return fail("--fill '" + fill + "': expected ARG=START:COUNT:VALUE");
+    if (*index >= numArgs)
+      return fail("--fill '" + fill + "': the function has " +
+                  std::to_string(numArgs) + " arguments");
+    kvattn::HostTensor &t = arguments[*index];
+    if (!kvattn::isFloatType(t.elementType()))
+      return fail("--fill '" + fill + "': argument " + std::to_string(*index) +
+                  " is not a float tensor");
+    if (first < 0 || n < 0 || first > t.numElements() ||
+        n > t.numElements() - first)
+      return fail("--fill '" + fill + "': [" + std::to_string(first) + ", +" +
+                  std::to_string(n) + ") is outside the " +
+                  std::to_string(t.numElements()) + " elements of argument " +
+                  std::to_string(*index));
+    std::string text = value.str();
+    char *end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (*end)
+      return fail("--fill '" + fill + "': '" + text + "' is not a number");
+    for (int64_t i = first; i < first + n; ++i)
+      t.setDouble(i, v);
   }
 
   // The reference runs first on every target: it validates the run-time

@@ -60,6 +60,13 @@ def main():
                    help="active pages past kv_len per sequence")
     p.add_argument("--block-table", type=int_list,
                    help="B * S / page_size values (default: generated)")
+    p.add_argument("--poison", choices=["nan", "inf"],
+                   help="write NaN (or +Inf) into every K/V element that "
+                        "no key inside kv_len owns: slots past kv_len, the "
+                        "rest of a sequence's last page, unused pages")
+    p.add_argument("--poison-invalid", choices=["nan", "inf"],
+                   help="write NaN (or +Inf) into the K/V rows of keys "
+                        "that --key-valid marks invalid (inside kv_len)")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--window", type=int)
     p.add_argument("--softcap", type=float)
@@ -187,6 +194,55 @@ def main():
         sys.stdout.flush()
     if a.ir_only:
         return 0
+
+    # K is argument 1 and V argument 2; each row of a key holds D (Dv)
+    # values per kv head.
+    fills = []
+
+    def poison_rows(rows, value):
+        """rows: (first key-row index, count) in units of one head's row in
+        the non-paged layout, or of one page row (all kv heads) when paged."""
+        for arg, width in ((1, a.D), (2, dv)):
+            for first, count in rows:
+                if count > 0:
+                    fills.append(f"--fill={arg}={first * width}:"
+                                 f"{count * width}:{value}")
+
+    if a.poison:
+        rows = []
+        if a.page_size:
+            used = set()
+            for b in range(a.B):
+                for i in range(a.S // a.page_size):
+                    page = table[b * (a.S // a.page_size) + i]
+                    if page < 0:
+                        continue
+                    used.add(page)
+                    live = min(a.page_size, max(0, a.kv_len[b] - i * a.page_size))
+                    rows.append(((page * a.page_size + live) * a.Hkv,
+                                 (a.page_size - live) * a.Hkv))
+            for page in range(num_pages):
+                if page not in used:
+                    rows.append((page * a.page_size * a.Hkv,
+                                 a.page_size * a.Hkv))
+        elif a.kv_len:
+            for b in range(a.B):
+                for h in range(a.Hkv):
+                    rows.append(((b * a.Hkv + h) * a.S + a.kv_len[b],
+                                 a.S - a.kv_len[b]))
+        poison_rows(rows, a.poison)
+    if a.poison_invalid:
+        if not a.key_valid or a.page_size:
+            sys.exit("attention_case.py: --poison-invalid needs --key-valid "
+                     "(non-paged)")
+        rows = []
+        for b in range(a.B):
+            for j in range(a.S):
+                if not a.key_valid[b * a.S + j]:
+                    for h in range(a.Hkv):
+                        rows.append(((b * a.Hkv + h) * a.S + j, 1))
+        poison_rows(rows, a.poison_invalid)
+    inputs += fills
 
     fd, path = tempfile.mkstemp(suffix=".mlir")
     try:
