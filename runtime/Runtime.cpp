@@ -196,7 +196,7 @@ Status Runtime::loadModule(const std::string &ptx, const Module *&module) {
       d.cuModuleLoadDataEx(&loaded->handle, ptx.c_str(), 4, options, values);
   if (result != CUDA_SUCCESS) {
     std::string log(error.data(), strnlen(error.data(), error.size()));
-    return d.check(result, "loading the PTX module")
+    return d.check(result, "loading the device module")
         .withContext(log.empty() ? "JIT log empty" : "JIT log: " + log);
   }
   module = loaded.get();

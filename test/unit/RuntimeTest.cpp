@@ -186,7 +186,7 @@ TEST_F(RuntimeTest, FailedLoadReportsTheJitLog) {
   const Module *m;
   Status s = runtime->loadModule("// FAKE_INVALID\n", m);
   ASSERT_TRUE(s.isError());
-  EXPECT_NE(s.message().find("loading the PTX module failed: "
+  EXPECT_NE(s.message().find("loading the device module failed: "
                              "CUDA_ERROR_INVALID_PTX (218)"),
             std::string::npos)
       << s.message();
