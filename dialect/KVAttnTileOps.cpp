@@ -118,6 +118,9 @@ LogicalResult TileSoftmaxOp::verify() {
       failed(checkBlockTable(*this, getBlockTable())) ||
       failed(checkMatch(*this, "tile rows BM", getScores(), "scores", 0,
                         getMax(), "max", 0)) ||
+      (getKeyValid() &&
+       cast<MemRefType>(getKeyValid().getType()).getRank() != 2 &&
+       failed(emitOpError("key_valid must be a [B, S] memref"))) ||
       failed(checkMatch(*this, "value head dim Dv", getAcc(), "acc", 1,
                         getValue(), "value", 3)))
     return failure();

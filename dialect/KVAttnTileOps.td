@@ -143,7 +143,8 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update"> {
+def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update",
+                                     [AttrSizedOperandSegments]> {
   let summary = "online-softmax update with one block of values";
   let description = [{
     For every row `r < rows` of the tile, with the block's scores
@@ -165,7 +166,10 @@ def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update"> {
     reaches the row.
 
     With `pages(%block_table)` the value is a paged cache, read as in
-    `kvattn.tile.qk`.
+    `kvattn.tile.qk`. With `key_valid(%valid)` (`[B, S]`) the values of keys
+    whose validity is false are never read: targets that multiply every
+    value row by its probability (tensor cores) use zeros in their place,
+    so a NaN or infinite value of an invalid key cannot reach a row.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Tile, "", [MemRead]>:$scores,
@@ -174,10 +178,12 @@ def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update"> {
     Arg<KVAttn_F32Row, "", [MemRead, MemWrite]>:$max,
     Arg<KVAttn_F32Row, "", [MemRead, MemWrite]>:$sum,
     Arg<KVAttn_F32Tile, "", [MemRead, MemWrite]>:$acc,
-    Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$block_table);
+    Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$block_table,
+    Arg<Optional<MemRefOf<[I1]>>, "", [MemRead]>:$key_valid);
   let assemblyFormat = [{
     $scores `,` $value `[` $batch `,` $kv_head `,` $start `]`
     (`pages` `(` $block_table^ `:` type($block_table) `)`)?
+    (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
     `size` `(` $rows `,` $cols `)` `state` `(` $max `,` $sum `,` $acc `)`
     attr-dict `:` type($scores) `,` type($value) `,` type($max) `,`
     type($sum) `,` type($acc)

@@ -489,7 +489,7 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
               }
               TileSoftmaxOp::create(fb, scores, buf.v, bIdx, kvHead, kStart,
                                     rows, cols, rowMax, rowSum, acc,
-                                    buf.blockTable);
+                                    buf.blockTable, buf.keyValid);
               scf::YieldOp::create(fb);
             });
 

@@ -142,7 +142,8 @@ Value mlir::kvattn::swizzledCol(GpuEmitter &e, Value tile, Value row,
 
 void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
                                   Value batch, Value head, Value start,
-                                  Value cols, Value stage, bool commit) {
+                                  Value cols, Value stage, bool commit,
+                                  Value keyValid) {
   auto stageType = cast<MemRefType>(stage.getType());
   int64_t bn = stageType.getDimSize(0), width = stageType.getDimSize(1);
   constexpr int64_t kChunk = 8; // 16-bit elements per 16-byte copy
@@ -154,6 +155,13 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
     // row, which exists (and, paged, has a valid table entry).
     Value inside = e.lt(c, cols);
     Value row = arith::SelectOp::create(e.b, inside, e.add(start, c), start);
+    // An invalid key's row is zero-filled: its value never reaches P.V,
+    // where a zero probability times NaN would still be NaN. (The flag of
+    // `row` is in range: rows past the block read the block's first key.)
+    if (keyValid)
+      inside = arith::AndIOp::create(
+          e.b, inside,
+          memref::LoadOp::create(e.b, keyValid, ValueRange{batch, row}));
     Value srcElements =
         arith::SelectOp::create(e.b, inside, e.idx(kChunk), e.idx(0));
     nvgpu::DeviceAsyncCopyOp::create(
@@ -201,7 +209,8 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   if (prefetch) {
     emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
                    prefetch.getBatch(), prefetch.getKvHead(),
-                   prefetch.getStart(), prefetch.getCols(), e.t.stageV);
+                   prefetch.getStart(), prefetch.getCols(), e.t.stageV,
+                   /*commit=*/true, prefetch.getKeyValid());
     emitAsyncWait(e, 1); // K has landed; V may still be in flight
   } else {
     emitAsyncWait(e, 0);

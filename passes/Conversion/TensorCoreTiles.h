@@ -22,10 +22,11 @@ namespace kvattn {
 /// `blockTable` when paged) into the 16-bit `stage` [BN, width] with
 /// cp.async, 8 elements (16 bytes) per copy; rows past `cols` are zero
 /// filled and read nothing. Commits the copies as one group unless
-/// `commit` is false.
+/// `commit` is false. With `keyValid` ([B, S] i1), the rows of invalid keys
+/// are zero-filled too.
 void emitAsyncStage(GpuEmitter &e, Value source, Value blockTable, Value batch,
                     Value head, Value start, Value cols, Value stage,
-                    bool commit = true);
+                    bool commit = true, Value keyValid = Value());
 /// Waits until at most `pending` committed groups of this thread are in
 /// flight.
 void emitAsyncWait(GpuEmitter &e, int32_t pending);

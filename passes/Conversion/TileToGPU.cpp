@@ -201,7 +201,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
   if (e.t.tensorCores) {
     if (!valuePrefetched)
       emitAsyncStage(e, op.getValue(), op.getBlockTable(), op.getBatch(),
-                     op.getKvHead(), op.getStart(), op.getCols(), stage);
+                     op.getKvHead(), op.getStart(), op.getCols(), stage,
+                     /*commit=*/true, op.getKeyValid());
   } else {
     stageBlock(e, stage, op.getValue(), op.getBlockTable(), op.getBatch(),
                op.getKvHead(), op.getStart(), op.getCols(), bn, dv);

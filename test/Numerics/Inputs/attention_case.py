@@ -26,6 +26,10 @@ import tempfile
 
 
 def int_list(text):
+    """Comma-separated integers, or @FILE holding them."""
+    if text and text.startswith("@"):
+        with open(text[1:]) as f:
+            text = f.read().strip()
     return [int(x) for x in text.split(",")] if text else None
 
 
@@ -67,6 +71,10 @@ def main():
     p.add_argument("--poison-invalid", choices=["nan", "inf"],
                    help="write NaN (or +Inf) into the K/V rows of keys "
                         "that --key-valid marks invalid (inside kv_len)")
+    p.add_argument("--poison-key", action="append", default=[],
+                   metavar="J=VALUE",
+                   help="write VALUE (nan, inf, a number) into the K/V rows "
+                        "of key J of every batch and kv head (non-paged)")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--window", type=int)
     p.add_argument("--softcap", type=float)
@@ -242,6 +250,13 @@ def main():
                     for h in range(a.Hkv):
                         rows.append(((b * a.Hkv + h) * a.S + j, 1))
         poison_rows(rows, a.poison_invalid)
+    for spec in a.poison_key:
+        j, value = spec.split("=")
+        if a.page_size or not 0 <= int(j) < a.S:
+            sys.exit("attention_case.py: --poison-key needs a key of a "
+                     "non-paged cache")
+        poison_rows([((b * a.Hkv + h) * a.S + int(j), 1)
+                     for b in range(a.B) for h in range(a.Hkv)], value)
     inputs += fills
 
     fd, path = tempfile.mkstemp(suffix=".mlir")
