@@ -8,11 +8,19 @@ whatever driver $KVATTN_LIBCUDA names, e.g. the test fake), set the stream,
 load the kernel and launch it:
 
     python3 bench/kvattn_capi.py --lib build/lib/libkvattn_c.so
+
+With --emulated it runs the append on the emulated GPU with real values and
+checks the output against a plain-Python attention:
+
+    KVATTN_LIBCUDA=build/lib/libkvattn_cuda_emu.so \
+        python3 bench/kvattn_capi.py --emulated
 """
 
 import argparse
 import ctypes
+import math
 import os
+import struct
 import sys
 
 
@@ -60,6 +68,8 @@ class Library:
         lib.kvattn_free.restype = None
         lib.kvattn_compile_to_ptx.argtypes = [
             ctypes.c_char_p, ctypes.c_char_p, err, err, err]
+        lib.kvattn_compile_to_device_ir.argtypes = [
+            ctypes.c_char_p, ctypes.c_char_p, err, err, err]
         lib.kvattn_runtime_create.argtypes = [ctypes.POINTER(vp), err]
         lib.kvattn_runtime_destroy.argtypes = [vp]
         lib.kvattn_runtime_destroy.restype = None
@@ -69,6 +79,10 @@ class Library:
             vp, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64), err]
         lib.kvattn_device_free.argtypes = [vp, ctypes.c_uint64, err]
         lib.kvattn_synchronize.argtypes = [vp, err]
+        lib.kvattn_copy_to_device.argtypes = [
+            vp, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, err]
+        lib.kvattn_copy_to_host.argtypes = [
+            vp, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t, err]
         lib.kvattn_kernel_load.argtypes = [
             vp, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
             ctypes.POINTER(vp), err]
@@ -90,6 +104,16 @@ class Library:
     def check(self, rc, error, what):
         if rc != 0:
             raise KVAttnError(f"{what}: {self._take(error.value)}")
+
+    def compile_to_device_ir(self, ir, chip):
+        """The emulated GPU's image (device LLVM IR) and its manifest."""
+        image, manifest, error = (ctypes.c_void_p(), ctypes.c_void_p(),
+                                  ctypes.c_void_p())
+        rc = self.lib.kvattn_compile_to_device_ir(
+            ir.encode(), chip.encode(), ctypes.byref(image),
+            ctypes.byref(manifest), ctypes.byref(error))
+        self.check(rc, error, "kvattn_compile_to_device_ir")
+        return self._take(image.value), self._take(manifest.value)
 
     def compile_to_ptx(self, ir, chip):
         """(ptx, manifest_json) of every kvattn.attention of `ir`."""
@@ -134,6 +158,19 @@ class Runtime:
 
     def free(self, ptr):
         self._call("kvattn_device_free", ctypes.c_uint64(ptr))
+
+    def upload(self, ptr, data):
+        """Copies bytes to device memory."""
+        buf = ctypes.create_string_buffer(bytes(data), len(data))
+        self._call("kvattn_copy_to_device", ctypes.c_uint64(ptr), buf,
+                   ctypes.c_size_t(len(data)))
+
+    def download(self, ptr, nbytes):
+        """Copies bytes from device memory."""
+        buf = ctypes.create_string_buffer(nbytes)
+        self._call("kvattn_copy_to_host", buf, ctypes.c_uint64(ptr),
+                   ctypes.c_size_t(nbytes))
+        return buf.raw
 
     def synchronize(self):
         self._call("kvattn_synchronize")
@@ -231,13 +268,81 @@ def smoke(library_path):
     return 0
 
 
+def _bf16(values):
+    """float -> bf16 bytes, round to nearest even."""
+    out = bytearray()
+    for v in values:
+        bits = struct.unpack("<I", struct.pack("<f", v))[0]
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        out += struct.pack("<H", bits)
+    return bytes(out)
+
+
+def _from_bf16(data):
+    return [struct.unpack("<f", struct.pack("<I", h << 16))[0]
+            for h in struct.unpack("<%dH" % (len(data) // 2), data)]
+
+
+def emulated(library_path):
+    """The smoke's append on the emulated GPU ($KVATTN_LIBCUDA naming
+    libkvattn_cuda_emu.so): real values in, the output compared with a
+    plain-Python attention (lower-right causal, GQA 4/1)."""
+    api = Library(library_path)
+    image, manifest = api.compile_to_device_ir(SMOKE_IR, "sm_90")
+    print("compiled for the emulator:", "append_kvattn_0" in image and
+          "nvptx64" in image)
+    runtime = Runtime(api)
+    B, Hq, L, S, D = 2, 4, 8, 24, 64
+    rounded = lambda xs: _from_bf16(_bf16(xs))
+    q = rounded([((i * 37) % 101 - 50) / 64.0 for i in range(B * Hq * L * D)])
+    k = rounded([((i * 53) % 97 - 48) / 64.0 for i in range(B * S * D)])
+    v = rounded([((i * 29) % 89 - 44) / 16.0 for i in range(B * S * D)])
+    buffers = {}
+    for name, data in (("query", q), ("key", k), ("value", v)):
+        buffers[name] = runtime.alloc(2 * len(data))
+        runtime.upload(buffers[name], _bf16(data))
+    buffers["out"] = runtime.alloc(2 * B * Hq * L * D)
+    kernel = runtime.load(image, manifest)
+    kernel.bind((B, Hq, 1, L, S), buffers, {"q_offset": [16, 16]})
+    kernel.launch()
+    runtime.synchronize()
+    out = _from_bf16(runtime.download(buffers["out"], 2 * B * Hq * L * D))
+    worst = 0.0
+    for b in range(B):
+        for h in range(Hq):
+            for i in range(L):
+                qi = q[((b * Hq + h) * L + i) * D:][:D]
+                keys = range(16 + i + 1)  # lower-right: key j <= 16 + i
+                s = [sum(qi[d] * k[(b * S + j) * D + d] for d in range(D))
+                     / math.sqrt(D) for j in keys]
+                m = max(s)
+                p = [math.exp(x - m) for x in s]
+                for d in range(D):
+                    want = sum(pj * v[(b * S + j) * D + d]
+                               for pj, j in zip(p, keys)) / sum(p)
+                    got = out[((b * Hq + h) * L + i) * D + d]
+                    worst = max(worst, abs(got - want) / (1 + abs(want)))
+    print("emulated append: max error %.2g %s" %
+          (worst, "PASS" if worst < 0.02 else "FAIL"))
+    kernel.close()
+    for ptr in buffers.values():
+        runtime.free(ptr)
+    runtime.close()
+    return 0 if worst < 0.02 else 1
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lib", default=None,
                         help="path of libkvattn_c.so (default: "
                              "$KVATTN_BUILD_DIR or build/, then lib/)")
+    parser.add_argument("--emulated", action="store_true",
+                        help="run the append on the emulated GPU and check "
+                             "its output (set $KVATTN_LIBCUDA to "
+                             "libkvattn_cuda_emu.so)")
     args = parser.parse_args()
-    return smoke(args.lib or default_library())
+    library = args.lib or default_library()
+    return emulated(library) if args.emulated else smoke(library)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,11 @@ config.substitutions.append(
     ("%fakecuda", os.path.join(config.kvattn_obj_root, "test", "fakecuda",
                                "libkvattn_fake_cuda.so")))
 
+# The emulated GPU's driver (lib/GpuEmu).
+config.substitutions.append(
+    ("%emucuda", os.path.join(config.kvattn_obj_root, "lib",
+                              "libkvattn_cuda_emu.so")))
+
 # The CUDA toolkit: libdevice for the NVVM target is found through
 # CUDA_HOME (lit scrubs the environment), and `ptxas` is an optional tool
 # that PTX tests REQUIRE.

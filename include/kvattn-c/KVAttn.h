@@ -28,6 +28,13 @@ void kvattn_free(char *string);
 int kvattn_compile_to_ptx(const char *ir, const char *chip, char **ptx,
                           char **manifest_json, char **error);
 
+/* As kvattn_compile_to_ptx, but *image receives the device LLVM IR that the
+ * NVPTX back end would compile (libdevice linked, optimised): the image of
+ * the emulated GPU, whose driver is libkvattn_cuda_emu.so (create the runtime
+ * with $KVATTN_LIBCUDA naming it; docs/gpu-emulator.md). */
+int kvattn_compile_to_device_ir(const char *ir, const char *chip, char **image,
+                                char **manifest_json, char **error);
+
 typedef struct kvattn_runtime kvattn_runtime;
 
 /* Opens the driver (libcuda.so.1 or $KVATTN_LIBCUDA), device 0, its primary

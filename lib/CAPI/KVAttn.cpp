@@ -45,14 +45,12 @@ static int report(const Status &status, char **error) {
   return 1;
 }
 
-extern "C" {
-
-void kvattn_free(char *string) { std::free(string); }
-
-int kvattn_compile_to_ptx(const char *ir, const char *chip, char **ptx,
-                          char **manifest_json, char **error) {
+/// Compiles `ir` to a device image (PTX or the emulator's LLVM IR).
+static int compile(const char *what, kvattn::DeviceImage image, const char *ir,
+                   const char *chip, char **ptx, char **manifest_json,
+                   char **error) {
   if (!ir || !ptx || !manifest_json)
-    return report(Status::error("kvattn_compile_to_ptx: null argument"), error);
+    return report(Status::error(std::string(what) + ": null argument"), error);
   static std::once_flag registered;
   std::call_once(registered, [] {
     mlir::registerAllPasses();
@@ -72,13 +70,31 @@ int kvattn_compile_to_ptx(const char *ir, const char *chip, char **ptx,
   kvattn::PtxOptions options;
   if (chip)
     options.chip = chip;
+  options.image = image;
   kvattn::PtxModule result;
   if (int failed =
           report(kvattn::compileToPtx(*module, options, result), error))
     return failed;
   *ptx = copyString(result.ptx);
-  *manifest_json = copyString(kvattn::manifestToJson(result, "kernel.ptx"));
+  *manifest_json = copyString(kvattn::manifestToJson(
+      result, image == kvattn::DeviceImage::Ptx ? "kernel.ptx" : "kernel.ll"));
   return 0;
+}
+
+extern "C" {
+
+void kvattn_free(char *string) { std::free(string); }
+
+int kvattn_compile_to_ptx(const char *ir, const char *chip, char **ptx,
+                          char **manifest_json, char **error) {
+  return compile("kvattn_compile_to_ptx", kvattn::DeviceImage::Ptx, ir, chip,
+                 ptx, manifest_json, error);
+}
+
+int kvattn_compile_to_device_ir(const char *ir, const char *chip, char **image,
+                                char **manifest_json, char **error) {
+  return compile("kvattn_compile_to_device_ir", kvattn::DeviceImage::LlvmIR, ir,
+                 chip, image, manifest_json, error);
 }
 
 int kvattn_runtime_create(kvattn_runtime **runtime, char **error) {

@@ -2,7 +2,7 @@
 
 #include "kvattn/GPU/GpuExecutor.h"
 #include "kvattn/Evaluator/Evaluator.h"
-#include "kvattn/GPU/EmulatedGpu.h"
+#include "kvattn/Runtime/EmulatedGpu.h"
 
 #include "dialect/KVAttnOps.h"
 

@@ -913,7 +913,7 @@ Status loadDeviceModule(const std::string &image, const FaultInjection &fault,
     return Status::error(
         "the emulated GPU runs the device LLVM IR, not PTX: compile with "
         "DeviceImage::LlvmIR (kvattn-run --target=gpu-emu, kvattn-compile "
-        "--device-ir)");
+        "--device-ir, kvattn_compile_to_device_ir)");
   static std::once_flag initialised;
   std::call_once(initialised, [] {
     InitializeNativeTarget();

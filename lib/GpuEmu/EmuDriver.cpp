@@ -388,12 +388,16 @@ int kvattn_emu_configure(const char *key, const char *value) {
     return 0;
   }
   if (k == "fail-on-report" || k == "print-reports") {
-    if (v != "0" && v != "1")
+    if (v != "0" && v != "1") {
+      fail(kInvalidValue, Status::error(k + " takes 0 or 1, not '" + v + "'"));
       return 1;
+    }
     (k == "fail-on-report" ? e.options().failOnReport
                            : e.options().printReports) = v == "1";
     return 0;
   }
+  fail(kInvalidValue, Status::error("unknown option '" + k +
+                                    "' (fault, fail-on-report, print-reports)"));
   return 1;
 }
 
@@ -410,6 +414,8 @@ const char *kvattn_emu_take_reports(void) {
     reportText += r + "\n";
   return reportText.c_str();
 }
+
+const char *kvattn_emu_last_error(void) { return lastMessage.c_str(); }
 
 size_t kvattn_emu_live_allocations(void) {
   return Emulator::get().liveAllocations();

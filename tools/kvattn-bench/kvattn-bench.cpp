@@ -23,12 +23,21 @@
 // share of the copy bandwidth. --compile-only builds every shape's PTX
 // without a driver and prints compile_ms. See docs/benchmarks.md.
 //
+//   kvattn-bench --target=gpu-emu [--quick] [--lengths=... --prefixes=...]
+//
+// The same kernels on the emulated GPU (docs/gpu-emulator.md), batch 1:
+// per shape one launch, then its counters ("emu:" lines: instructions,
+// mma, ldmatrix, bank conflicts, barriers per KV block, sector
+// efficiency). Default shapes: decode P = 4096 L = 1, append P = 1024
+// L = 64, prefill L = 512; D = 64 and 128. Times are emulation times.
+//
 // Figures, not tests: nothing here asserts a speed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Registration/Registration.h"
+#include "kvattn/Runtime/EmulatedGpu.h"
 #include "kvattn/Runtime/Runtime.h"
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Target/Ptx.h"
@@ -39,6 +48,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -54,8 +64,9 @@ namespace {
 
 cl::OptionCategory benchCategory("kvattn-bench options");
 cl::opt<std::string> target("target",
-                            cl::desc("cpu (the JIT, default) or gpu (the CUDA "
-                                     "driver; or --compile-only)"),
+                            cl::desc("cpu (the JIT, default), gpu (the CUDA "
+                                     "driver; or --compile-only) or gpu-emu "
+                                     "(the emulated GPU's counters)"),
                             cl::init("cpu"), cl::cat(benchCategory));
 cl::opt<std::string> dtype("dtype",
                            cl::desc("f32, f16 or bf16 (default: f32 on the "
@@ -278,7 +289,8 @@ std::string rate(double value) {
 }
 
 int gpuError(const std::string &message) {
-  llvm::errs() << "kvattn-bench: error: --target=gpu: " << message << "\n";
+  llvm::errs() << "kvattn-bench: error: --target=" << target << ": "
+               << message << "\n";
   return 1;
 }
 
@@ -302,7 +314,7 @@ private:
 };
 
 int runGpu(kvattn::ElementType elt, const std::string &eltName,
-           mlir::MLIRContext &context) {
+           mlir::MLIRContext &context, bool emulated) {
   using kvattn::Status;
   namespace rt = kvattn::rt;
   std::vector<int64_t> ls = {1, 8, 64, 512, 2048}, ps = {0, 4096, 32768},
@@ -324,6 +336,20 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
   for (int64_t v : ps)
     if (v < 0)
       return gpuError("--prefixes must be non-negative");
+  // (P, L) per shape: every P with every L, or on the emulated GPU (slow)
+  // the three standard shapes unless --lengths/--prefixes say otherwise.
+  std::vector<std::pair<int64_t, int64_t>> pls;
+  if (emulated && lengths.empty() && prefixes.empty()) {
+    pls = {{4096, 1}, {1024, 64}, {0, 512}};
+    if (quick)
+      pls = {{4096, 1}, {1024, 64}};
+    if (headDims.empty())
+      ds = quick ? std::vector<int64_t>{64} : std::vector<int64_t>{64, 128};
+  } else {
+    for (int64_t p : ps)
+      for (int64_t l : ls)
+        pls.push_back({p, l});
+  }
   for (int64_t v : ds)
     if (v < 1)
       return gpuError("--head-dims must be positive");
@@ -343,7 +369,20 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
   double memoryBytes = 0;
   options.splitKv = splitKv;
   options.tensorCores = tensorCores;
-  if (compileOnly) {
+  kvattn::EmulatedGpu emu;
+  if (emulated) {
+    options.image = kvattn::DeviceImage::LlvmIR;
+    rt::RuntimeOptions runtimeOptions;
+    runtimeOptions.libraryPath = kvattn::emulatedDriverPath();
+    if (Status s = rt::Runtime::create(runtime, runtimeOptions); s.isError())
+      return gpuError(s.message());
+    if (Status s = kvattn::EmulatedGpu::open(runtimeOptions.libraryPath, emu);
+        s.isError())
+      return gpuError(s.message());
+    options.chip = "sm_" + std::to_string(runtime->computeCapability());
+    sms = runtime->multiprocessorCount();
+    options.numSms = sms;
+  } else if (compileOnly) {
     options.chip = chip.empty() ? "sm_90" : chip.getValue();
     memoryBytes = 0.4 * 141e9; // as on an H200
   } else {
@@ -361,14 +400,19 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
   }
 
   llvm::outs() << llvm::formatv(
-      "kvattn-bench --target=gpu{0}: {1}, {2} SMs{3}; {4}, Hq/Hkv = {5}/{6}, "
+      "kvattn-bench --target={0}{1}: {2}, {3} SMs{4}; {5}, Hq/Hkv = {6}/{7}, "
       "lower-right causal (q_offset = P, S = P + L)\n",
-      compileOnly ? " --compile-only" : "", options.chip, sms,
+      target.getValue(), compileOnly ? " --compile-only" : "", options.chip,
+      sms,
       compileOnly ? " (assumed, for B)" : "", eltName, kHq, kHkv);
 
   // The reference bandwidth: a device-to-device copy, 2 x bytes / time.
   double copyGBs = 0;
-  if (!compileOnly) {
+  if (emulated)
+    llvm::outs() << "emulated: one launch per shape, batch 1; emu_s is the "
+                    "host's time to emulate it (not a GPU time); the counters "
+                    "follow each row (docs/gpu-emulator.md)\n";
+  if (!compileOnly && !emulated) {
     llvm::outs() << llvm::formatv(
         "timing: CUDA events, median of {0} calls after {1} warm-up calls, "
         "{2} MiB filled before each call (L2 flush)\n",
@@ -420,6 +464,10 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
     llvm::outs() << llvm::formatv(
         "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11} {6,8}\n", "B", "P", "L", "D",
         "tile", "compile_ms", "ptx_kB");
+  else if (emulated)
+    llvm::outs() << llvm::formatv(
+        "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11} {6,8}\n", "B", "P", "L", "D",
+        "tile", "compile_ms", "emu_s");
   else
     llvm::outs() << llvm::formatv(
         "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11} {6,9} {7,8} {8,9} {9,6}\n", "B",
@@ -427,8 +475,8 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
         "%copy");
   int status = 0;
   for (int64_t d : ds) {
-    for (int64_t p : ps) {
-      for (int64_t l : ls) {
+    for (auto [p, l] : pls) {
+      {
         const int64_t S = p + l;
         int64_t b = batch > 0 ? batch.getValue() : 1;
         auto rowError = [&](const std::string &message) {
@@ -450,7 +498,7 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
           rowError(s.message());
           continue;
         }
-        if (batch <= 0) {
+        if (batch <= 0 && !emulated) {
           // The tile the compiler chose (block-m, GQA packing) decides the
           // programs per batch entry, hence the batch that fills the GPU.
           const kvattn::KernelManifest &probe = ptx.kernels.at(0);
@@ -529,6 +577,31 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
         }
         if (s.isOk())
           s = runtime->synchronize();
+        if (emulated) {
+          // One launch of each kernel; the emulator counted them.
+          (void)emu.takeCounters();
+          auto start = std::chrono::steady_clock::now();
+          for (size_t k = 0; s.isOk() && k < manifest.kernels.size(); ++k)
+            s = runtime->launch(*loaded, manifest.kernels[k], kernelArgs[k]);
+          if (s.isOk())
+            s = runtime->synchronize();
+          if (s.isError()) {
+            rowError(s.message());
+            continue;
+          }
+          double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+          llvm::outs() << llvm::formatv(
+              "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11:F1} {6,8:F1}\n", b, p, l,
+              d, tile, ptx.compileMs, seconds);
+          std::string counters = emu.takeCounters();
+          for (llvm::StringRef line : llvm::split(counters, '\n'))
+            if (!line.empty())
+              llvm::outs() << "      " << line << "\n";
+          llvm::outs().flush();
+          continue;
+        }
         std::vector<float> ms;
         if (s.isOk())
           s = runtime->timeOnStream(
@@ -570,8 +643,9 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(benchCategory);
   cl::ParseCommandLineOptions(argc, argv, "kvattn-bench\n");
-  if (target != "cpu" && target != "gpu") {
-    llvm::errs() << "kvattn-bench: error: --target must be cpu or gpu, not '"
+  if (target != "cpu" && target != "gpu" && target != "gpu-emu") {
+    llvm::errs() << "kvattn-bench: error: --target must be cpu, gpu or "
+                    "gpu-emu, not '"
                  << target << "'\n";
     return 1;
   }
@@ -580,8 +654,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   // The GPU benchmark is bf16 unless --dtype says otherwise.
-  std::string eltName =
-      target == "gpu" && !dtype.getNumOccurrences() ? "bf16" : dtype.getValue();
+  std::string eltName = target != "cpu" && !dtype.getNumOccurrences()
+                            ? "bf16"
+                            : dtype.getValue();
   std::optional<kvattn::ElementType> elt = kvattn::parseElementType(eltName);
   if (!elt || !kvattn::isFloatType(*elt) || *elt == kvattn::ElementType::F64) {
     llvm::errs() << "kvattn-bench: error: --dtype must be f32, f16 or bf16\n";
@@ -593,7 +668,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   kvattn::registerAllKVAttnDialects(registry);
   mlir::MLIRContext context(registry);
-  if (target == "gpu")
-    return runGpu(*elt, eltName, context);
+  if (target != "cpu")
+    return runGpu(*elt, eltName, context, target == "gpu-emu");
   return runCpu(*elt, context);
 }

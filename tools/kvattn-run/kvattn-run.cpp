@@ -14,7 +14,7 @@
 
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Evaluator/Evaluator.h"
-#include "kvattn/GPU/EmulatedGpu.h"
+#include "kvattn/Runtime/EmulatedGpu.h"
 #include "kvattn/GPU/GpuExecutor.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Support/Compare.h"

@@ -29,7 +29,7 @@ class GpuExecutor {
 public:
   /// Opens the driver (an error says why not, e.g. no driver installed).
   /// With options.image == DeviceImage::LlvmIR the kernels run on the
-  /// emulated GPU (libkvattn_cuda_emu.so, kvattn/GPU/EmulatedGpu.h) unless
+  /// emulated GPU (libkvattn_cuda_emu.so, kvattn/Runtime/EmulatedGpu.h) unless
   /// `runtimeOptions` names another driver library.
   static Status create(const PtxOptions &options,
                        std::unique_ptr<GpuExecutor> &executor,

@@ -2,7 +2,7 @@
  *
  * Besides the CUDA Driver API entry points the runtime uses, the emulated
  * driver exports these; tools resolve them with dlsym from the library the
- * runtime opened (kvattn/GPU/EmulatedGpu.h does it for kvattn's tools).
+ * runtime opened (kvattn/Runtime/EmulatedGpu.h does it).
  *
  *===----------------------------------------------------------------------===*/
 
@@ -26,6 +26,9 @@ const char *kvattn_emu_take_counters(void);
 
 /* The memcheck/racecheck reports since the last call, one per line. */
 const char *kvattn_emu_take_reports(void);
+
+/* The message of the most recent error (of any entry point). */
+const char *kvattn_emu_last_error(void);
 
 /* Device allocations not yet freed. */
 size_t kvattn_emu_live_allocations(void);

@@ -1,6 +1,6 @@
 //===- EmulatedGpu.cpp - kvattn's tools on the emulated GPU ---------------===//
 
-#include "kvattn/GPU/EmulatedGpu.h"
+#include "kvattn/Runtime/EmulatedGpu.h"
 
 #include <dlfcn.h>
 
@@ -36,7 +36,10 @@ Status EmulatedGpu::open(const std::string &path, EmulatedGpu &gpu) {
       dlsym(handle, "kvattn_emu_take_counters"));
   gpu.takeReports_ = reinterpret_cast<const char *(*)()>(
       dlsym(handle, "kvattn_emu_take_reports"));
-  if (!gpu.configure_ || !gpu.takeCounters_ || !gpu.takeReports_)
+  gpu.lastError_ = reinterpret_cast<const char *(*)()>(
+      dlsym(handle, "kvattn_emu_last_error"));
+  if (!gpu.configure_ || !gpu.takeCounters_ || !gpu.takeReports_ ||
+      !gpu.lastError_)
     return Status::error("'" + path + "' is not kvattn's emulated GPU (no "
                          "kvattn_emu_* entry points)");
   return Status::ok();
@@ -46,7 +49,7 @@ Status EmulatedGpu::configure(const std::string &key,
                               const std::string &value) const {
   if (configure_(key.c_str(), value.c_str()) != 0)
     return Status::error("the emulated GPU refused the option " + key + "=" +
-                         value);
+                         value + ": " + lastError_());
   return Status::ok();
 }
 

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KVATTN_GPU_EMULATEDGPU_H
-#define KVATTN_GPU_EMULATEDGPU_H
+#ifndef KVATTN_RUNTIME_EMULATEDGPU_H
+#define KVATTN_RUNTIME_EMULATEDGPU_H
 
 #include "kvattn/Support/Status.h"
 
@@ -37,8 +37,9 @@ private:
   int (*configure_)(const char *, const char *) = nullptr;
   const char *(*takeCounters_)() = nullptr;
   const char *(*takeReports_)() = nullptr;
+  const char *(*lastError_)() = nullptr;
 };
 
 } // namespace kvattn
 
-#endif // KVATTN_GPU_EMULATEDGPU_H
+#endif // KVATTN_RUNTIME_EMULATEDGPU_H
