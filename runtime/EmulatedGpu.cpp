@@ -40,7 +40,8 @@ Status EmulatedGpu::open(const std::string &path, EmulatedGpu &gpu) {
       dlsym(handle, "kvattn_emu_last_error"));
   if (!gpu.configure_ || !gpu.takeCounters_ || !gpu.takeReports_ ||
       !gpu.lastError_)
-    return Status::error("'" + path + "' is not kvattn's emulated GPU (no "
+    return Status::error("'" + path +
+                         "' is not kvattn's emulated GPU (no "
                          "kvattn_emu_* entry points)");
   return Status::ok();
 }

@@ -90,7 +90,8 @@ Status GpuExecutor::create(const PtxOptions &options,
                            rt::RuntimeOptions runtimeOptions) {
   std::unique_ptr<GpuExecutor> e(new GpuExecutor());
   e->options_ = options;
-  if (options.image == DeviceImage::LlvmIR && runtimeOptions.libraryPath.empty())
+  if (options.image == DeviceImage::LlvmIR &&
+      runtimeOptions.libraryPath.empty())
     runtimeOptions.libraryPath = emulatedDriverPath();
   KVATTN_RETURN_IF_ERROR(rt::Runtime::create(e->runtime_, runtimeOptions));
   // The manifest names a chip; compile for the device's own.

@@ -37,8 +37,8 @@
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
 #include "llvm/IR/Dominators.h"
-#include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/LLVMContext.h"
@@ -74,7 +74,6 @@ struct ScalarIntrinsic {
   const char *signature;
   const char *symbol;
 };
-
 
 const ScalarIntrinsic kScalarIntrinsics[] = {
     {"llvm.nvvm.ex2.approx.f", "f(f)", "kvemu_ex2_approx"},
@@ -138,8 +137,7 @@ const HostSymbol kHostSymbols[] = {
     {"kvemu_add_rn", reinterpret_cast<void *>(&kvemu_add_rn)},
     {"kvemu_mul_rn", reinterpret_cast<void *>(&kvemu_mul_rn)},
     {"kvemu_rcp_rn", reinterpret_cast<void *>(&kvemu_rcp_rn)},
-    {"kvemu_rcp_approx_ftz",
-     reinterpret_cast<void *>(&kvemu_rcp_approx_ftz)},
+    {"kvemu_rcp_approx_ftz", reinterpret_cast<void *>(&kvemu_rcp_approx_ftz)},
     {"kvemu_sqrt_rn", reinterpret_cast<void *>(&kvemu_sqrt_rn)},
     {"kvemu_f32_to_bf16", reinterpret_cast<void *>(&kvemu_f32_to_bf16)},
     {"kvemu_f32_to_f16", reinterpret_cast<void *>(&kvemu_f32_to_f16)},
@@ -181,11 +179,11 @@ std::optional<Sreg> sregOf(StringRef name) {
   if (!name.consume_front("llvm.nvvm.read.ptx.sreg."))
     return std::nullopt;
   static const std::pair<const char *, Sreg> table[] = {
-      {"tid.x", TidX},         {"tid.y", TidY},       {"tid.z", TidZ},
-      {"ntid.x", NtidX},       {"ntid.y", NtidY},     {"ntid.z", NtidZ},
-      {"ctaid.x", CtaidX},     {"ctaid.y", CtaidY},   {"ctaid.z", CtaidZ},
-      {"nctaid.x", NctaidX},   {"nctaid.y", NctaidY}, {"nctaid.z", NctaidZ},
-      {"laneid", LaneId},      {"warpsize", WarpSize}};
+      {"tid.x", TidX},       {"tid.y", TidY},       {"tid.z", TidZ},
+      {"ntid.x", NtidX},     {"ntid.y", NtidY},     {"ntid.z", NtidZ},
+      {"ctaid.x", CtaidX},   {"ctaid.y", CtaidY},   {"ctaid.z", CtaidZ},
+      {"nctaid.x", NctaidX}, {"nctaid.y", NctaidY}, {"nctaid.z", NctaidZ},
+      {"laneid", LaneId},    {"warpsize", WarpSize}};
   for (auto &[n, s] : table)
     if (name == n)
       return s;
@@ -478,9 +476,9 @@ void Rewriter::analyseKvLoops() {
 
 void Rewriter::instrumentMemory() {
   Type *ptrTy = PointerType::get(ctx_, 0);
-  FunctionCallee hook = m_.getOrInsertFunction(
-      "kvemu_access", Type::getVoidTy(ctx_), ptrTy, Type::getInt64Ty(ctx_),
-      Type::getInt32Ty(ctx_));
+  FunctionCallee hook =
+      m_.getOrInsertFunction("kvemu_access", Type::getVoidTy(ctx_), ptrTy,
+                             Type::getInt64Ty(ctx_), Type::getInt32Ty(ctx_));
   const DataLayout &dl = m_.getDataLayout();
   struct Access {
     Instruction *inst;
@@ -505,33 +503,30 @@ void Rewriter::instrumentMemory() {
     for (Instruction &inst : instructions(f)) {
       if (auto *load = dyn_cast<LoadInst>(&inst)) {
         if (needsCheck(load->getPointerOperand()))
-          accesses.push_back(
-              {load, load->getPointerOperand(),
-               constant(dl.getTypeStoreSize(load->getType())), Op::Load});
+          accesses.push_back({load, load->getPointerOperand(),
+                              constant(dl.getTypeStoreSize(load->getType())),
+                              Op::Load});
       } else if (auto *store = dyn_cast<StoreInst>(&inst)) {
         if (needsCheck(store->getPointerOperand()))
-          accesses.push_back(
-              {store, store->getPointerOperand(),
-               constant(dl.getTypeStoreSize(
-                   store->getValueOperand()->getType())),
-               Op::Store});
+          accesses.push_back({store, store->getPointerOperand(),
+                              constant(dl.getTypeStoreSize(
+                                  store->getValueOperand()->getType())),
+                              Op::Store});
       } else if (auto *rmw = dyn_cast<AtomicRMWInst>(&inst)) {
         if (needsCheck(rmw->getPointerOperand()))
-          accesses.push_back(
-              {rmw, rmw->getPointerOperand(),
-               constant(dl.getTypeStoreSize(rmw->getType())), Op::Store});
+          accesses.push_back({rmw, rmw->getPointerOperand(),
+                              constant(dl.getTypeStoreSize(rmw->getType())),
+                              Op::Store});
       } else if (auto *cas = dyn_cast<AtomicCmpXchgInst>(&inst)) {
         if (needsCheck(cas->getPointerOperand()))
-          accesses.push_back(
-              {cas, cas->getPointerOperand(),
-               constant(dl.getTypeStoreSize(
-                   cas->getCompareOperand()->getType())),
-               Op::Store});
+          accesses.push_back({cas, cas->getPointerOperand(),
+                              constant(dl.getTypeStoreSize(
+                                  cas->getCompareOperand()->getType())),
+                              Op::Store});
       } else if (auto *transfer = dyn_cast<MemTransferInst>(&inst)) {
         if (needsCheck(transfer->getSource()))
-          accesses.push_back(
-              {transfer, transfer->getSource(), transfer->getLength(),
-               Op::Load});
+          accesses.push_back({transfer, transfer->getSource(),
+                              transfer->getLength(), Op::Load});
         if (needsCheck(transfer->getDest()))
           accesses.push_back({transfer, transfer->getDest(),
                               transfer->getLength(), Op::Store});
@@ -605,17 +600,16 @@ Status Rewriter::layOutSharedMemory(emu::Module &out) {
   return Status::ok();
 }
 
-
-std::pair<Value *, Value *> slotsIn(Function &f,
-                                    std::map<Function *, std::pair<AllocaInst *,
-                                                                   AllocaInst *>>
-                                        &cache) {
+std::pair<Value *, Value *>
+slotsIn(Function &f,
+        std::map<Function *, std::pair<AllocaInst *, AllocaInst *>> &cache) {
   auto it = cache.find(&f);
   if (it != cache.end())
     return it->second;
   IRBuilder<> b(&*f.getEntryBlock().getFirstInsertionPt());
   Type *i64 = b.getInt64Ty();
-  AllocaInst *args = b.CreateAlloca(ArrayType::get(i64, 16), nullptr, "kvemu.args");
+  AllocaInst *args =
+      b.CreateAlloca(ArrayType::get(i64, 16), nullptr, "kvemu.args");
   AllocaInst *results =
       b.CreateAlloca(ArrayType::get(i64, 8), nullptr, "kvemu.results");
   args->setAlignment(Align(8));
@@ -628,8 +622,8 @@ Status Rewriter::redirectIntrinsics() {
   Type *ptrTy = PointerType::get(ctx_, 0);
   Type *i32 = Type::getInt32Ty(ctx_), *i64 = Type::getInt64Ty(ctx_);
   FunctionCallee sreg = m_.getOrInsertFunction("kvemu_sreg", i32, i32);
-  FunctionCallee op = m_.getOrInsertFunction(
-      "kvemu_op", Type::getVoidTy(ctx_), i32, ptrTy, ptrTy);
+  FunctionCallee op = m_.getOrInsertFunction("kvemu_op", Type::getVoidTy(ctx_),
+                                             i32, ptrTy, ptrTy);
   const DataLayout &dl = m_.getDataLayout();
   std::vector<CallInst *> calls;
   std::vector<std::pair<CallInst *, const InlinePtx *>> inlinePtx;
@@ -713,8 +707,8 @@ Status Rewriter::redirectIntrinsics() {
       Value *a = call->getArgOperand(i);
       if (dl.getTypeStoreSize(a->getType()) > 8)
         return Status::error(name.str() + ": an operand wider than 8 bytes");
-      b.CreateStore(a, b.CreateConstGEP2_32(ArrayType::get(i64, 16), argSlots,
-                                            0, i));
+      b.CreateStore(
+          a, b.CreateConstGEP2_32(ArrayType::get(i64, 16), argSlots, 0, i));
     }
     b.CreateCall(op, {b.getInt32(id), argSlots, resultSlots});
     Type *type = call->getType();
@@ -823,9 +817,8 @@ Status Rewriter::convertHalfPrecision() {
 void Rewriter::countInstructions() {
   Type *i64 = Type::getInt64Ty(ctx_);
   ArrayType *type = ArrayType::get(i64, 3);
-  auto *counters = new GlobalVariable(m_, type, false,
-                                      GlobalValue::ExternalLinkage, nullptr,
-                                      "kvemu_counters");
+  auto *counters = new GlobalVariable(
+      m_, type, false, GlobalValue::ExternalLinkage, nullptr, "kvemu_counters");
   for (auto [bb, size] : blockSizes_) {
     IRBuilder<> b(&*bb->getFirstInsertionPt());
     auto add = [&](unsigned slot, uint64_t n) {
@@ -971,7 +964,9 @@ Status loadDeviceModule(const std::string &image, const FaultInjection &fault,
   }
 
   Expected<std::unique_ptr<orc::LLJIT>> jit =
-      orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*machine)).create();
+      orc::LLJITBuilder()
+          .setJITTargetMachineBuilder(std::move(*machine))
+          .create();
   if (!jit)
     return Status::error("creating the JIT failed: " +
                          toString(jit.takeError()));
@@ -1001,9 +996,9 @@ Status loadDeviceModule(const std::string &image, const FaultInjection &fault,
   for (auto &[name, kernel] : out->kernels) {
     Expected<orc::ExecutorAddr> entry = (*jit)->lookup("kvemu_entry_" + name);
     if (!entry)
-      return Status::error("compiling kernel '" + name +
-                           "' for the host failed: " +
-                           toString(entry.takeError()));
+      return Status::error(
+          "compiling kernel '" + name +
+          "' for the host failed: " + toString(entry.takeError()));
     kernel.entry = entry->toPtr<void (*)(void **)>();
   }
   out->jit = std::move(*jit);

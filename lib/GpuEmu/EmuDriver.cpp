@@ -275,7 +275,8 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
   if (!image)
     return kInvalidValue;
   kvattn::emu::Module *loaded = nullptr;
-  Status s = Emulator::get().loadModule(static_cast<const char *>(image), loaded);
+  Status s =
+      Emulator::get().loadModule(static_cast<const char *>(image), loaded);
   if (s.isError()) {
     // The JIT error log, as the driver fills it for PTX.
     char *log = nullptr;
@@ -321,8 +322,8 @@ CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
   return CUDA_SUCCESS;
 }
 
-CUresult cuFuncSetAttribute(CUfunction function,
-                            CUfunction_attribute attribute, int value) {
+CUresult cuFuncSetAttribute(CUfunction function, CUfunction_attribute attribute,
+                            int value) {
   auto it = functions().find(function);
   if (it == functions().end())
     return kInvalidHandle;
@@ -352,20 +353,20 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
                               "kernel parameters, not 'extra'"));
   if (sharedBytes > static_cast<unsigned>(f.maxDynamicShared))
     return fail(kInvalidValue,
-                Status::error("launching '" + f.name + "': " +
-                              std::to_string(sharedBytes) +
+                Status::error("launching '" + f.name +
+                              "': " + std::to_string(sharedBytes) +
                               " bytes of dynamic shared memory, more than the "
                               "function allows (" +
                               std::to_string(f.maxDynamicShared) +
                               "; raise it with cuFuncSetAttribute)"));
   bool invalid = false;
-  Status s = Emulator::get().launch(*f.module, f.name, {gx, gy, gz},
-                                    {bx, by, bz}, sharedBytes, params,
-                                    &invalid);
+  Status s =
+      Emulator::get().launch(*f.module, f.name, {gx, gy, gz}, {bx, by, bz},
+                             sharedBytes, params, &invalid);
   if (s.isError())
-    return fail(invalid ? kInvalidValue
+    return fail(invalid                                 ? kInvalidValue
                 : s.message().rfind("memcheck", 0) == 0 ? kIllegalAddress
-                                                         : kLaunchFailed,
+                                                        : kLaunchFailed,
                 s);
   return CUDA_SUCCESS;
 }
@@ -396,8 +397,9 @@ int kvattn_emu_configure(const char *key, const char *value) {
                            : e.options().printReports) = v == "1";
     return 0;
   }
-  fail(kInvalidValue, Status::error("unknown option '" + k +
-                                    "' (fault, fail-on-report, print-reports)"));
+  fail(kInvalidValue,
+       Status::error("unknown option '" + k +
+                     "' (fault, fail-on-report, print-reports)"));
   return 1;
 }
 

@@ -4,8 +4,8 @@
 
 #include "Internal.h"
 
-#include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -33,8 +33,9 @@ Emulator &Emulator::get() {
 
 Status parseFaultInjection(const std::string &text, FaultInjection &fault) {
   std::string kind = text.substr(0, text.find(':'));
-  std::string index =
-      text.find(':') == std::string::npos ? "0" : text.substr(text.find(':') + 1);
+  std::string index = text.find(':') == std::string::npos
+                          ? "0"
+                          : text.substr(text.find(':') + 1);
   fault = FaultInjection();
   if (kind == "drop-barrier")
     fault.kind = FaultInjection::DropBarrier;
@@ -164,8 +165,8 @@ Status Emulator::checkRange(uint64_t address, size_t bytes,
 size_t Emulator::liveAllocations() const { return state_->allocations.size(); }
 
 Status Emulator::launch(Module &module, const std::string &kernel, Dim3 grid,
-                        Dim3 block, unsigned dynamicSharedBytes,
-                        void **params, bool *invalidLaunch) {
+                        Dim3 block, unsigned dynamicSharedBytes, void **params,
+                        bool *invalidLaunch) {
   if (invalidLaunch)
     *invalidLaunch = true;
   auto it = module.kernels.find(kernel);
@@ -176,16 +177,16 @@ Status Emulator::launch(Module &module, const std::string &kernel, Dim3 grid,
     return Status::error("launching '" + kernel + "': empty grid or block");
   if (threads > kMaxThreadsPerBlock || block.z > 64 || grid.y > 65535 ||
       grid.z > 65535)
-    return Status::error("launching '" + kernel + "': " +
-                         std::to_string(threads) +
+    return Status::error("launching '" + kernel +
+                         "': " + std::to_string(threads) +
                          " threads per block or the grid exceed the limits "
                          "(1024 threads, block z 64, grid y/z 65535)");
   uint64_t shared = dynamicSharedBytes
                         ? module.dynamicSharedOffset + dynamicSharedBytes
                         : module.staticSharedBytes;
   if (shared > kMaxSharedBytes)
-    return Status::error("launching '" + kernel + "': " +
-                         std::to_string(shared) +
+    return Status::error("launching '" + kernel +
+                         "': " + std::to_string(shared) +
                          " bytes of shared memory exceed the " +
                          std::to_string(kMaxSharedBytes) + " of a block");
   if (invalidLaunch)
@@ -202,11 +203,15 @@ Status Emulator::launch(Module &module, const std::string &kernel, Dim3 grid,
 }
 
 std::vector<LaunchCounters> Emulator::takeCounters() {
-  return std::move(state_->counters);
+  std::vector<LaunchCounters> taken;
+  taken.swap(state_->counters);
+  return taken;
 }
 
 std::vector<std::string> Emulator::takeReports() {
-  return std::move(state_->reports);
+  std::vector<std::string> taken;
+  taken.swap(state_->reports);
+  return taken;
 }
 
 } // namespace emu

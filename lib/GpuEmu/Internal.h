@@ -62,7 +62,7 @@ struct Site {
   enum ShflMode { Up, Down, Bfly, Idx } shflMode = Bfly;
   bool shflPredicate = false; ///< returns {value, in-range predicate}
   enum VoteMode { All, Any, Uni, Ballot } voteMode = All;
-  int matrices = 0;  ///< ldmatrix x1/x2/x4
+  int matrices = 0; ///< ldmatrix x1/x2/x4
   bool trans = false;
   bool bf16 = false; ///< mma A/B element type: bf16 (else f16)
   int cpBytes = 0;   ///< cp.async size

@@ -83,7 +83,13 @@ Status ensureStacks(size_t count) {
   return Status::ok();
 }
 
-enum class State : uint8_t { Runnable, AtCollective, AtBarrier, Exited, Faulted };
+enum class State : uint8_t {
+  Runnable,
+  AtCollective,
+  AtBarrier,
+  Exited,
+  Faulted
+};
 
 struct AsyncCopy {
   uint8_t *dst;
@@ -157,8 +163,8 @@ public:
         continue;
       --it;
       if (p < it->second.base + std::max<uint64_t>(it->second.bytes, 1))
-        buffers_.push_back({it->second.base, it->second.bytes,
-                            static_cast<unsigned>(i)});
+        buffers_.push_back(
+            {it->second.base, it->second.bytes, static_cast<unsigned>(i)});
     }
   }
 
@@ -189,8 +195,8 @@ private:
 
   void checkShared(Thread &t, uint64_t offset, uint64_t size, bool write,
                    uint32_t site);
-  void hazard(const char *kind, uint64_t offset, const Thread &t,
-              uint32_t site, int other, uint32_t otherSite, bool write);
+  void hazard(const char *kind, uint64_t offset, const Thread &t, uint32_t site,
+              int other, uint32_t otherSite, bool write);
   const Buffer *findBuffer(uint64_t address, uint64_t size) const;
   std::string describeMiss(uint64_t address, uint64_t size) const;
   void landCopies(Thread &t, uint32_t keepGroups);
@@ -198,10 +204,10 @@ private:
                const uint64_t *args);
   void record(const Thread &t, uint64_t address, uint64_t size, uint32_t site,
               bool shared) {
-    warpEvents_[t.warp].push_back({address, site,
-                                   static_cast<uint32_t>(std::min<uint64_t>(
-                                       size, 1u << 20)),
-                                   static_cast<uint8_t>(t.lane), shared});
+    warpEvents_[t.warp].push_back(
+        {address, site,
+         static_cast<uint32_t>(std::min<uint64_t>(size, 1u << 20)),
+         static_cast<uint8_t>(t.lane), shared});
   }
   void flushWarp(unsigned warp);
   void countRequest(const AccessEvent *const *request, unsigned n);
@@ -310,8 +316,8 @@ Status Launch::run() {
   current = nullptr;
   counters_.threadInsts = kvemu_counters[0];
   counters_.kvThreadInsts = kvemu_counters[1];
-  counters_.kvBlocks = kernel_.hasKvLoop ? kvemu_counters[2] / threadsPerCta_
-                                         : 0;
+  counters_.kvBlocks =
+      kernel_.hasKvLoop ? kvemu_counters[2] / threadsPerCta_ : 0;
   if (hazardsNotShown_)
     reports_.push_back("racecheck: " + kernelName() + ": " +
                        std::to_string(hazardsNotShown_) +
@@ -373,12 +379,10 @@ Status Launch::runCta() {
       progress = true;
     }
     if (!progress)
-      return Status::error(kernelName() +
-                           ": deadlock: no thread of block (" +
-                           std::to_string(cta_.x) + "," +
-                           std::to_string(cta_.y) + "," +
-                           std::to_string(cta_.z) + ") can continue:" +
-                           whereThreadsWait());
+      return Status::error(
+          kernelName() + ": deadlock: no thread of block (" +
+          std::to_string(cta_.x) + "," + std::to_string(cta_.y) + "," +
+          std::to_string(cta_.z) + ") can continue:" + whereThreadsWait());
   }
   flushAll();
   return Status::ok();
@@ -425,13 +429,12 @@ Status Launch::completeBarrier() {
       site = t.site;
       first = false;
     } else if (t.site != site) {
-      return Status::error(kernelName() + ": threads of block (" +
-                           std::to_string(cta_.x) + "," +
-                           std::to_string(cta_.y) + "," +
-                           std::to_string(cta_.z) +
-                           ") wait at different barriers (an aligned "
-                           "barrier needs every thread at the same one):" +
-                           whereThreadsWait());
+      return Status::error(
+          kernelName() + ": threads of block (" + std::to_string(cta_.x) + "," +
+          std::to_string(cta_.y) + "," + std::to_string(cta_.z) +
+          ") wait at different barriers (an aligned "
+          "barrier needs every thread at the same one):" +
+          whereThreadsWait());
     }
   }
   flushAll();
@@ -625,10 +628,10 @@ Status Launch::completeWarp(unsigned warp, bool &progress) {
   if (!first)
     return Status::ok();
   const Site &site = sites()[first->site];
-  const std::string what =
-      kernelName() + ", warp " + std::to_string(warp) + " of block (" +
-      std::to_string(cta_.x) + "," + std::to_string(cta_.y) + "," +
-      std::to_string(cta_.z) + ")";
+  const std::string what = kernelName() + ", warp " + std::to_string(warp) +
+                           " of block (" + std::to_string(cta_.x) + "," +
+                           std::to_string(cta_.y) + "," +
+                           std::to_string(cta_.z) + ")";
 
   // The lanes the collective needs: all 32 for the .aligned ones, the
   // member mask for the others.
@@ -639,8 +642,7 @@ Status Launch::completeWarp(unsigned warp, bool &progress) {
     if (!(needed >> first->lane & 1u))
       return Status::error(what + ": lane " + std::to_string(first->lane) +
                            " executes " + site.describe() +
-                           " with a member mask (0x" +
-                           llvm::utohexstr(needed) +
+                           " with a member mask (0x" + llvm::utohexstr(needed) +
                            ") that does not hold it");
   }
   uint64_t *args[32] = {}, *results[32] = {};
@@ -649,7 +651,8 @@ Status Launch::completeWarp(unsigned warp, bool &progress) {
       continue;
     if (l >= lanes)
       return Status::error(what + ": " + site.describe() + " needs lane " +
-                           std::to_string(l) + ", which the block does not "
+                           std::to_string(l) +
+                           ", which the block does not "
                            "have");
     Thread &t = threads_[32 * warp + l];
     bool same = t.state == State::AtCollective &&
@@ -657,12 +660,12 @@ Status Launch::completeWarp(unsigned warp, bool &progress) {
                          : sites()[t.site].op == site.op &&
                                static_cast<uint32_t>(t.args[0]) == needed);
     if (!same) {
-      std::string why =
-          t.state == State::Exited
-              ? "it ended"
-              : "it waits at " + sites()[t.site].describe();
-      return Status::error(what + ": a collective reached by only part of the "
-                                  "warp: lane " +
+      std::string why = t.state == State::Exited
+                            ? "it ended"
+                            : "it waits at " + sites()[t.site].describe();
+      return Status::error(what +
+                           ": a collective reached by only part of the "
+                           "warp: lane " +
                            std::to_string(first->lane) + " is at " +
                            site.describe() + " but lane " + std::to_string(l) +
                            " never gets there (" + why + ")");
@@ -693,17 +696,16 @@ Status Launch::completeWarp(unsigned warp, bool &progress) {
           return Status::error(
               "memcheck: " + kernelName() + ": " + where(t) +
               " gives ldmatrix row address 0x" + llvm::utohexstr(address) +
-              (address % 16 ? " (not 16-byte aligned)"
-                            : " outside the launch's " +
-                                  std::to_string(sharedBytes_) +
-                                  " bytes of shared memory") +
+              (address % 16
+                   ? " (not 16-byte aligned)"
+                   : " outside the launch's " + std::to_string(sharedBytes_) +
+                         " bytes of shared memory") +
               ", at " + site.describe());
         checkShared(t, offset, 16, false, t.site);
         rows[m][r] = reinterpret_cast<const uint8_t *>(address);
         // Each matrix (8 rows of 16 bytes) is served like a quarter-warp
         // phase of 16-byte accesses: its rows stand for lanes 0..7.
-        request.push_back({address, t.site, 16, static_cast<uint8_t>(r),
-                           true});
+        request.push_back({address, t.site, 16, static_cast<uint8_t>(r), true});
       }
     uint64_t replays = 0;
     for (int m = 0; m < site.matrices; ++m) {
@@ -787,7 +789,8 @@ void Launch::hazard(const char *kind, uint64_t offset, const Thread &t,
       (std::string(kind) == "read-after-write" ||
                std::string(kind) == "write-after-write"
            ? "wrote"
-           : std::string(kind) == "write-after-read" ? "read" : "copies to") +
+       : std::string(kind) == "write-after-read" ? "read"
+                                                 : "copies to") +
       " it at " + sites()[otherSite].describe() +
       ", with no barrier in between";
   if (options_.printReports)
@@ -895,8 +898,8 @@ void Launch::access(uint64_t address, uint64_t size, uint32_t siteId) {
   if (!findBuffer(address, size))
     fault(t, "memcheck: " + kernelName() + ": invalid global " +
                  (write ? "write" : "read") + " of " + std::to_string(size) +
-                 " bytes at 0x" + llvm::utohexstr(address) + " by " +
-                 where(t) + ", at " + site.describe() + ": " +
+                 " bytes at 0x" + llvm::utohexstr(address) + " by " + where(t) +
+                 ", at " + site.describe() + ": " +
                  describeMiss(address, size));
   record(t, address, size, siteId, false);
 }
@@ -908,15 +911,13 @@ void Launch::cpAsync(Thread &t, const Site &site, uint32_t siteId,
       site.cpSrcSize ? static_cast<uint32_t>(args[2]) : site.cpBytes;
   uint64_t arena = reinterpret_cast<uint64_t>(Arena::base());
   uint64_t offset = dst - arena;
-  if (dst < arena || offset + site.cpBytes > sharedBytes_ ||
-      dst % site.cpBytes)
+  if (dst < arena || offset + site.cpBytes > sharedBytes_ || dst % site.cpBytes)
     fault(t, "memcheck: " + kernelName() + ": cp.async destination 0x" +
                  llvm::utohexstr(dst) + " by " + where(t) +
-                 (dst % site.cpBytes
-                      ? " is not aligned to its size"
-                      : " is outside the launch's " +
-                            std::to_string(sharedBytes_) +
-                            " bytes of shared memory") +
+                 (dst % site.cpBytes ? " is not aligned to its size"
+                                     : " is outside the launch's " +
+                                           std::to_string(sharedBytes_) +
+                                           " bytes of shared memory") +
                  ", at " + site.describe());
   if (srcBytes > static_cast<uint32_t>(site.cpBytes))
     fault(t, "memcheck: " + kernelName() + ": cp.async src-size " +
@@ -947,10 +948,9 @@ void Launch::cpAsync(Thread &t, const Site &site, uint32_t siteId,
     s.pending = static_cast<uint16_t>(t.index + 1);
     s.writeSite = siteId;
   }
-  t.copies.push_back({reinterpret_cast<uint8_t *>(dst),
-                      reinterpret_cast<const uint8_t *>(src),
-                      static_cast<uint32_t>(site.cpBytes), srcBytes, t.group,
-                      siteId});
+  t.copies.push_back(
+      {reinterpret_cast<uint8_t *>(dst), reinterpret_cast<const uint8_t *>(src),
+       static_cast<uint32_t>(site.cpBytes), srcBytes, t.group, siteId});
 }
 
 void Launch::landCopies(Thread &t, uint32_t keepGroups) {

@@ -80,8 +80,8 @@ public:
     std::vector<void *> slots;
     for (uint64_t &p : params)
       slots.push_back(&p);
-    r = cuLaunchKernel(f, grid, 1, 1, block, 1, 1, smem, nullptr,
-                       slots.data(), nullptr);
+    r = cuLaunchKernel(f, grid, 1, 1, block, 1, 1, smem, nullptr, slots.data(),
+                       nullptr);
     return r == CUDA_SUCCESS ? "" : errorText(r);
   }
 
@@ -391,7 +391,9 @@ write:
   store float 1.0, ptr addrspace(3) @smem
   br label %next
 next:
-)" + (barrier ? "  call void @llvm.nvvm.barrier.cta.sync.aligned.all(i32 0)\n"
+)" +
+         (barrier
+              ? "  call void @llvm.nvvm.barrier.cta.sync.aligned.all(i32 0)\n"
               : "") +
          R"(  %second = icmp eq i32 %t, 1
   br i1 %second, label %read, label %done

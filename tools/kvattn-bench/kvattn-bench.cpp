@@ -289,8 +289,8 @@ std::string rate(double value) {
 }
 
 int gpuError(const std::string &message) {
-  llvm::errs() << "kvattn-bench: error: --target=" << target << ": "
-               << message << "\n";
+  llvm::errs() << "kvattn-bench: error: --target=" << target << ": " << message
+               << "\n";
   return 1;
 }
 
@@ -403,8 +403,7 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
       "kvattn-bench --target={0}{1}: {2}, {3} SMs{4}; {5}, Hq/Hkv = {6}/{7}, "
       "lower-right causal (q_offset = P, S = P + L)\n",
       target.getValue(), compileOnly ? " --compile-only" : "", options.chip,
-      sms,
-      compileOnly ? " (assumed, for B)" : "", eltName, kHq, kHkv);
+      sms, compileOnly ? " (assumed, for B)" : "", eltName, kHq, kHkv);
 
   // The reference bandwidth: a device-to-device copy, 2 x bytes / time.
   double copyGBs = 0;
@@ -654,9 +653,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   // The GPU benchmark is bf16 unless --dtype says otherwise.
-  std::string eltName = target != "cpu" && !dtype.getNumOccurrences()
-                            ? "bf16"
-                            : dtype.getValue();
+  std::string eltName =
+      target != "cpu" && !dtype.getNumOccurrences() ? "bf16" : dtype.getValue();
   std::optional<kvattn::ElementType> elt = kvattn::parseElementType(eltName);
   if (!elt || !kvattn::isFloatType(*elt) || *elt == kvattn::ElementType::F64) {
     llvm::errs() << "kvattn-bench: error: --dtype must be f32, f16 or bf16\n";

@@ -141,7 +141,8 @@ int main(int argc, char **argv) {
   }
   std::sort(times.begin(), times.end());
 
-  std::string ptxPath = output + (deviceIR ? ".ll" : ".ptx"), jsonPath = output + ".json";
+  std::string ptxPath = output + (deviceIR ? ".ll" : ".ptx"),
+              jsonPath = output + ".json";
   llvm::StringRef dir = llvm::sys::path::parent_path(output);
   if (!dir.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(dir))
@@ -162,8 +163,7 @@ int main(int argc, char **argv) {
                  << " threads, dynamic shared memory "
                  << k.dynamicSharedMemoryBytes << " bytes\n";
   llvm::outs() << "compile time IR -> " << (deviceIR ? "device IR" : "PTX")
-               << ": "
-               << llvm::format("%.1f", times[times.size() / 2])
+               << ": " << llvm::format("%.1f", times[times.size() / 2])
                << " ms (median of " << times.size() << ")\n";
   return 0;
 }

@@ -14,9 +14,9 @@
 
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Evaluator/Evaluator.h"
-#include "kvattn/Runtime/EmulatedGpu.h"
 #include "kvattn/GPU/GpuExecutor.h"
 #include "kvattn/Registration/Registration.h"
+#include "kvattn/Runtime/EmulatedGpu.h"
 #include "kvattn/Support/Compare.h"
 #include "kvattn/Support/Float16.h"
 #include "kvattn/Support/HostTensor.h"
@@ -252,8 +252,9 @@ int main(int argc, char **argv) {
   }
   static cl::opt<bool> printStats(
       "stats",
-      cl::desc("Print the KV blocks the schedule loaded, masked and "
-               "skipped (cpu target), or the emulated GPU's counters (gpu-emu)"),
+      cl::desc(
+          "Print the KV blocks the schedule loaded, masked and "
+          "skipped (cpu target), or the emulated GPU's counters (gpu-emu)"),
       cl::init(false), cl::cat(runCategory));
   cl::ParseCommandLineOptions(argc, argv,
                               "kvattn-run: evaluate kvattn IR on inputs\n");
@@ -372,7 +373,8 @@ int main(int argc, char **argv) {
     results = expected;
   } else if (target == Target::Gpu || target == Target::GpuEmu) {
     const bool emulated = target == Target::GpuEmu;
-    const std::string targetFlag = emulated ? "--target=gpu-emu: " : "--target=gpu: ";
+    const std::string targetFlag =
+        emulated ? "--target=gpu-emu: " : "--target=gpu: ";
     kvattn::PtxOptions options;
     options.blockN = blockN;
     options.packGqa = packGqa;
