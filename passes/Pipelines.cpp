@@ -128,6 +128,13 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
                      "head dims allow"),
       llvm::cl::init(true)};
 
+  Option<bool> deviceIR{
+      *this, "device-ir",
+      llvm::cl::desc("Make the gpu.binary hold the device LLVM IR (bitcode) "
+                     "that NVPTX would compile, the emulated GPU's input, "
+                     "instead of PTX"),
+      llvm::cl::init(false)};
+
   ::kvattn::PtxOptions get() const {
     ::kvattn::PtxOptions o;
     o.chip = chip;
@@ -141,6 +148,8 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.splitKv = splitKv;
     o.numSms = numSms;
     o.tensorCores = tensorCores;
+    if (deviceIR)
+      o.image = ::kvattn::DeviceImage::LlvmIR;
     return o;
   }
 };

@@ -1,6 +1,12 @@
 // REQUIRES: libdevice
 // RUN: kvattn-opt %s -kvattn-to-ptx="chip=sm_90 features=+ptx80" | FileCheck %s
-// The registered pipeline: framework SDPA to a gpu.binary holding PTX.
+// RUN: kvattn-opt %s -kvattn-to-ptx="chip=sm_90 device-ir=true" | FileCheck %s --check-prefix=IR
+// The registered pipeline: framework SDPA to a gpu.binary holding PTX, or
+// with device-ir the device LLVM IR (bitcode, "BC\xC0\xDE") that NVPTX would
+// compile: the emulated GPU's input.
+
+// IR: gpu.binary @kvattn_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90"
+// IR-SAME: offload = "BC\C0\DE
 
 // CHECK: gpu.launch_func @kvattn_kernels::@f_kvattn_0
 // CHECK: gpu.binary @kvattn_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80"
