@@ -283,7 +283,9 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
     };
     SmallVector<Value> dynamic;
     auto qShape = qType.getShape();
-    for (auto [i, v] : llvm::enumerate(ArrayRef<Value>{batch, qHeads, qLen}))
+    // A named array: an ArrayRef of a braced list would dangle in the loop.
+    const Value sizes[] = {batch, qHeads, qLen};
+    for (auto [i, v] : llvm::enumerate(sizes))
       if (ShapedType::isDynamic(qShape[i]))
         dynamic.push_back(v);
     auto outAlloc = memref::AllocOp::create(

@@ -208,3 +208,23 @@ func.func @decode_packed(%q: tensor<3x8x2x64xbf16>, %k: tensor<3x2x4096x64xbf16>
       : tensor<3x8x2x64xbf16>, tensor<3x2x4096x64xbf16>, tensor<3x2x4096x64xbf16> -> tensor<3x8x2x64xbf16>
   return %o : tensor<3x8x2x64xbf16>
 }
+
+// -----
+
+// Split-KV with a dynamic batch and query length: the f32 part buffers take
+// B and L from the query (a regression: building their sizes read a
+// dangling list under AddressSanitizer).
+
+// SPLIT-LABEL: func @split_dynamic
+// SPLIT:         %[[Q:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = "query"}
+// SPLIT:         %[[B:.*]] = memref.dim %[[Q]], %c0 : memref<?x4x?x64xf32>
+// SPLIT:         %[[L:.*]] = memref.dim %[[Q]], %c2 : memref<?x4x?x64xf32>
+// SPLIT:         memref.alloc(%[[B]], %[[L]]) {kvattn.role = "out_parts"} : memref<4x?x4x?x64xf32>
+// SPLIT:         memref.alloc(%[[B]], %[[L]]) {kvattn.role = "lse_parts"} : memref<4x?x4x?xf32>
+// SPLIT:         scf.forall ({{.*}}) in ({{.*}}, {{.*}}, 4)
+func.func @split_dynamic(%q: tensor<?x4x?x64xf32>, %k: tensor<?x4x?x64xf32>,
+                         %v: tensor<?x4x?x64xf32>, %pos: tensor<?xi32>) -> tensor<?x4x?x64xf32> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<?xi32>) causal
+      : tensor<?x4x?x64xf32>, tensor<?x4x?x64xf32>, tensor<?x4x?x64xf32> -> tensor<?x4x?x64xf32>
+  return %o : tensor<?x4x?x64xf32>
+}
