@@ -159,10 +159,12 @@ struct Core {
             if (mask && !additive &&
                 mask->getInt(maskIndex(*mask, b, h, i, j)) == 0)
               continue;
+            // Rows are contiguous: element x of a row is its start + x.
+            const int64_t qRow = q.flatIndex({b, h, i, 0}),
+                          kRow = k.flatIndex({b, g, j, 0});
             double dot = 0.0;
             for (int64_t x = 0; x < dims.d; ++x)
-              dot += q.getDouble(q.flatIndex({b, h, i, x})) *
-                     k.getDouble(k.flatIndex({b, g, j, x}));
+              dot += q.getDouble(qRow + x) * k.getDouble(kRow + x);
             double s = scale * dot;
             if (softcap)
               s = *softcap * std::tanh(s / *softcap);
@@ -191,8 +193,9 @@ struct Core {
           for (size_t n = 0; n < keys.size(); ++n) {
             double w = std::exp(scores[n] - peak);
             sum += w;
+            const int64_t vRow = v.flatIndex({b, g, keys[n], 0});
             for (int64_t x = 0; x < dims.dv; ++x)
-              acc[x] += w * v.getDouble(v.flatIndex({b, g, keys[n], x}));
+              acc[x] += w * v.getDouble(vRow + x);
           }
           for (int64_t x = 0; x < dims.dv; ++x)
             out.setDouble(row * dims.dv + x, acc[x] / sum);
