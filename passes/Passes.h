@@ -48,6 +48,10 @@ void buildGpuKernelsToPtxPipeline(OpPassManager &pm,
 /// $CUDA_PATH or /usr/local/cuda; empty when not found.
 std::string findLibdevice(const std::string &explicitPath);
 
+/// Why kvattn cannot generate code for `chip` ("sm_80", ...), or "" when it
+/// can: sm_80 or newer, known to LLVM's NVPTX back end.
+std::string unsupportedChipReason(llvm::StringRef chip);
+
 /// Registers the kvattn-to-cpu and kvattn-to-ptx pipelines.
 void registerKVAttnPipelines();
 

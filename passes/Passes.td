@@ -242,6 +242,18 @@ def LowerTileToGPUPass : Pass<"kvattn-lower-tile-to-gpu"> {
 }
 
 
+def VerifyTargetPass : Pass<"kvattn-verify-target", "::mlir::ModuleOp"> {
+  let summary = "Check that every GPU module targets a chip kvattn supports";
+  let description = [{
+    kvattn's kernels use `mma.sync` m16n8k16 (bf16), `ldmatrix` and
+    `cp.async`, which need sm_80 or newer. A `gpu.module` whose
+    `#nvvm.target` names another chip, or a chip LLVM's NVPTX back end does
+    not know, is an error naming the module and the chip, before code
+    generation (which would otherwise abort with "Cannot select"). Runs
+    right after `nvvm-attach-target` in `kvattn-to-ptx`.
+  }];
+}
+
 def ExternDynamicSharedMemoryPass
     : Pass<"kvattn-extern-dynamic-shared-memory", "::mlir::gpu::GPUModuleOp"> {
   let summary = "Give the dynamic shared memory symbol external linkage";

@@ -205,6 +205,7 @@ void mlir::kvattn::buildGpuKernelsToPtxPipeline(
     target += " l=" + libdevice;
   addPipeline(pm, "nvvm-attach-target{" + target +
                       " O=3},"
+                      "kvattn-verify-target,"
                       "gpu.module(convert-scf-to-cf,expand-strided-metadata,"
                       "lower-affine,convert-nvgpu-to-nvvm,"
                       "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},"

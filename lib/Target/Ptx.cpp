@@ -65,6 +65,10 @@ static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
 Status compileToPtx(ModuleOp module, const PtxOptions &options,
                     PtxModule &result) {
   auto start = std::chrono::steady_clock::now();
+  if (std::string why = mlir::kvattn::unsupportedChipReason(options.chip);
+      !why.empty())
+    return Status::error("cannot generate code for chip '" + options.chip +
+                         "': " + why);
   MLIRContext *ctx = module.getContext();
   OwningOpRef<ModuleOp> clone = module.clone();
   std::string libdevice = mlir::kvattn::findLibdevice(options.libdevice);
