@@ -170,6 +170,11 @@ kvattn::HostTensor random(kvattn::ElementType type, std::vector<int64_t> shape,
 //===----------------------------------------------------------------------===//
 
 int runCpu(kvattn::ElementType elt, mlir::MLIRContext &context) {
+  if (repeats < 1) {
+    llvm::errs() << "kvattn-bench: error: --repeats must be >= 1 (got "
+                 << repeats << ")\n";
+    return 1;
+  }
   std::vector<Shape> shapes;
   if (quick) {
     shapes = {{"decode", 1, 8, 2, 512, 1, 64},
