@@ -484,8 +484,10 @@ Status merge(const HostTensor &outParts, const HostTensor &lseParts,
       return Status::error("merge: out_parts " + outParts.shapeString() +
                            " and lse_parts " + lseParts.shapeString() +
                            " disagree in dim " + str(d));
+  // Rows from the result's shape: with no part at all (n = 0) every row is
+  // the identity (0, -inf), as on the compiled paths.
   const int64_t n = outParts.dim(0),
-                rows = lseParts.numElements() / std::max<int64_t>(n, 1),
+                rows = outParts.dim(1) * outParts.dim(2) * outParts.dim(3),
                 dv = outParts.dim(4);
   result.out = HostTensor(ElementType::F64, {outParts.dim(1), outParts.dim(2),
                                              outParts.dim(3), dv});

@@ -14,6 +14,12 @@
 // EMPTY: out0: 1x1x2x4xf32 = [0, 0, 0, 0, 0, 0, 0, 0]
 // EMPTY: out1: 1x1x2xf32 = [-inf, -inf]
 // EMPTY: {{^PASS$}}
+// No part at all: the identity too, in the reference as compiled (the
+// reference gave lse = 0; issue 14, defect 8):
+// RUN: kvattn-run %s --entry=zero_parts --target=reference --print-outputs | FileCheck %s --check-prefix=ZERO
+// RUN: kvattn-run %s --entry=zero_parts --target=cpu --check --print-outputs | FileCheck %s --check-prefix=ZERO
+// ZERO: out0: 1x1x2x3xf32 = [0, 0, 0, 0, 0, 0]
+// ZERO: out1: 1x1x2xf32 = [-inf, -inf]
 
 func.func @two_parts(%q: tensor<2x4x3x16xf32>, %k: tensor<2x2x20x16xf32>, %v: tensor<2x2x20x16xf32>) -> (tensor<2x4x3x16xf32>, tensor<2x4x3xf32>, tensor<2x4x3x16xf32>, tensor<2x4x3xf32>) {
   %qo = arith.constant dense<[17, 10]> : tensor<2xi32>
@@ -68,4 +74,9 @@ func.func @all_empty() -> (tensor<1x1x2x4xf32>, tensor<1x1x2xf32>) {
   %lp = arith.constant dense<0xFF800000> : tensor<3x1x1x2xf32>
   %o, %l = kvattn.merge %op, %lp : tensor<3x1x1x2x4xf32>, tensor<3x1x1x2xf32> -> tensor<1x1x2x4xf32>, tensor<1x1x2xf32>
   return %o, %l : tensor<1x1x2x4xf32>, tensor<1x1x2xf32>
+}
+
+func.func @zero_parts(%op: tensor<0x1x1x2x3xf32>, %lp: tensor<0x1x1x2xf32>) -> (tensor<1x1x2x3xf32>, tensor<1x1x2xf32>) {
+  %om, %lm = kvattn.merge %op, %lp : tensor<0x1x1x2x3xf32>, tensor<0x1x1x2xf32> -> tensor<1x1x2x3xf32>, tensor<1x1x2xf32>
+  return %om, %lm : tensor<1x1x2x3xf32>, tensor<1x1x2xf32>
 }

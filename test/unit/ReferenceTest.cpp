@@ -419,6 +419,17 @@ TEST(Reference, MergeIdentityAndNaNFreedom) {
   EXPECT_DOUBLE_EQ(r.lse.getDouble(0), 0.5);
 }
 
+TEST(Reference, MergeOfZeroPartsIsTheIdentity) {
+  // No part at all (issue 14, defect 8: the reference gave lse = 0): every
+  // row is (0, -inf), the documented identity the compiled paths give.
+  HostTensor out(ElementType::F32, {0, 1, 2, 1, 3});
+  HostTensor lse(ElementType::F32, {0, 1, 2, 1});
+  AttentionResult r;
+  ASSERT_TRUE(merge(out, lse, r).isOk());
+  EXPECT_EQ(values(r.out), (std::vector<double>{0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(values(r.lse), (std::vector<double>{-kInf, -kInf}));
+}
+
 TEST(Reference, MergeOfKeyRangesEqualsTheWhole) {
   // The 2x5 example split into keys {0, 1, 2} and {3, 4}: the merged
   // states are the full ones (25 and 30, lse log 4 and log 5).
