@@ -128,43 +128,85 @@ int kvattn_runtime_use_own_stream(kvattn_runtime *runtime, char **error) {
 
 int kvattn_device_alloc(kvattn_runtime *runtime, size_t bytes,
                         uint64_t *device_ptr, char **error) {
+  if (!runtime || !device_ptr)
+    return report(Status::error(std::string("kvattn_device_alloc: null ") +
+                                (runtime ? "device_ptr" : "runtime")),
+                  error);
   return report(runtime->runtime->allocate(bytes, *device_ptr), error);
 }
 
 int kvattn_device_free(kvattn_runtime *runtime, uint64_t device_ptr,
                        char **error) {
+  if (!runtime)
+    return report(Status::error("kvattn_device_free: null runtime"), error);
   return report(runtime->runtime->release(device_ptr), error);
 }
 
 int kvattn_copy_to_device(kvattn_runtime *runtime, uint64_t dst,
                           const void *src, size_t bytes, char **error) {
+  if (!runtime || (!src && bytes))
+    return report(Status::error(std::string("kvattn_copy_to_device: null ") +
+                                (runtime ? "src" : "runtime")),
+                  error);
   return report(runtime->runtime->copyToDevice(dst, src, bytes), error);
 }
 
 int kvattn_copy_to_host(kvattn_runtime *runtime, void *dst, uint64_t src,
                         size_t bytes, char **error) {
+  if (!runtime || (!dst && bytes))
+    return report(Status::error(std::string("kvattn_copy_to_host: null ") +
+                                (runtime ? "dst" : "runtime")),
+                  error);
   return report(runtime->runtime->copyToHost(dst, src, bytes), error);
 }
 
 int kvattn_synchronize(kvattn_runtime *runtime, char **error) {
+  if (!runtime)
+    return report(Status::error("kvattn_synchronize: null runtime"), error);
   return report(runtime->runtime->synchronize(), error);
 }
 
-/// The launch arguments of the C structs.
-static kvattn::rt::LaunchArgs
-launchArgs(kvattn_sizes sizes, const kvattn_buffer *buffers, size_t num_buffers,
-           const kvattn_metadata *metadata, size_t num_metadata) {
-  kvattn::rt::LaunchArgs args;
+/// The launch arguments of the C structs: null arrays, null names and
+/// names given twice are errors, not crashes or a silent "last wins".
+static Status launchArgs(const char *what, kvattn_sizes sizes,
+                         const kvattn_buffer *buffers, size_t num_buffers,
+                         const kvattn_metadata *metadata, size_t num_metadata,
+                         kvattn::rt::LaunchArgs &args) {
+  args = kvattn::rt::LaunchArgs();
   args.sizes = {sizes.B, sizes.Hq, sizes.Hkv, sizes.L, sizes.S};
   args.sizes.numPages = sizes.num_pages;
   args.sizes.pageSize = sizes.page_size;
   args.sizes.maxPages = sizes.max_pages;
-  for (size_t i = 0; i < num_buffers; ++i)
-    args.buffers[buffers[i].name] = buffers[i].device_ptr;
-  for (size_t i = 0; i < num_metadata; ++i)
-    args.metadata[metadata[i].name] = std::vector<int64_t>(
-        metadata[i].values, metadata[i].values + metadata[i].count);
-  return args;
+  const std::string prefix = std::string(what) + ": ";
+  if (num_buffers && !buffers)
+    return Status::error(prefix + "null buffers array with num_buffers = " +
+                         std::to_string(num_buffers));
+  if (num_metadata && !metadata)
+    return Status::error(prefix + "null metadata array with num_metadata = " +
+                         std::to_string(num_metadata));
+  for (size_t i = 0; i < num_buffers; ++i) {
+    if (!buffers[i].name)
+      return Status::error(prefix + "buffers[" + std::to_string(i) +
+                           "] has a null name");
+    if (!args.buffers.emplace(buffers[i].name, buffers[i].device_ptr).second)
+      return Status::error(prefix + "buffer '" + buffers[i].name +
+                           "' is given twice");
+  }
+  for (size_t i = 0; i < num_metadata; ++i) {
+    const kvattn_metadata &m = metadata[i];
+    if (!m.name)
+      return Status::error(prefix + "metadata[" + std::to_string(i) +
+                           "] has a null name");
+    if (!m.values && m.count)
+      return Status::error(prefix + "metadata '" + m.name +
+                           "' has null values with count " +
+                           std::to_string(m.count));
+    if (args.metadata.count(m.name))
+      return Status::error(prefix + "metadata '" + m.name +
+                           "' is given twice");
+    args.metadata[m.name] = std::vector<int64_t>(m.values, m.values + m.count);
+  }
+  return Status::ok();
 }
 
 int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
@@ -184,14 +226,17 @@ int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
                                 " is out of range (the manifest has " +
                                 std::to_string(manifest.kernels.size()) + ")"),
                   error);
+  kvattn::rt::LaunchArgs args;
+  if (int failed = report(launchArgs("kvattn_launch", sizes, buffers,
+                                     num_buffers, metadata, num_metadata, args),
+                          error))
+    return failed;
   const kvattn::rt::Module *module;
   if (int failed = report(runtime->runtime->loadModule(ptx, module), error))
     return failed;
-  return report(runtime->runtime->launch(*module,
-                                         manifest.kernels[kernel_index],
-                                         launchArgs(sizes, buffers, num_buffers,
-                                                    metadata, num_metadata)),
-                error);
+  return report(
+      runtime->runtime->launch(*module, manifest.kernels[kernel_index], args),
+      error);
 }
 
 int kvattn_kernel_load(kvattn_runtime *runtime, const char *ptx,
@@ -224,9 +269,13 @@ int kvattn_kernel_launch(kvattn_kernel *kernel, kvattn_sizes sizes,
                          char **error) {
   if (!kernel)
     return report(Status::error("kvattn_kernel_launch: null kernel"), error);
-  return report(kernel->runtime->launch(*kernel->module, kernel->info,
-                                        launchArgs(sizes, buffers, num_buffers,
-                                                   metadata, num_metadata)),
+  kvattn::rt::LaunchArgs args;
+  if (int failed =
+          report(launchArgs("kvattn_kernel_launch", sizes, buffers, num_buffers,
+                            metadata, num_metadata, args),
+                 error))
+    return failed;
+  return report(kernel->runtime->launch(*kernel->module, kernel->info, args),
                 error);
 }
 

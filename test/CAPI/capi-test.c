@@ -30,6 +30,14 @@ static int fail(const char *what, char *error) {
   return 1;
 }
 
+/* Prints the error of a call that must fail. */
+static void refused(const char *what, int rc, char **error) {
+  printf("%s %s: %s\n", what, rc ? "refused" : "ACCEPTED",
+         *error ? *error : "(no message)");
+  kvattn_free(*error);
+  *error = NULL;
+}
+
 int main(void) {
   char *ptx = NULL, *manifest = NULL, *error = NULL;
   if (kvattn_compile_to_ptx(kIR, "sm_80", &ptx, &manifest, &error))
@@ -48,6 +56,10 @@ int main(void) {
     kvattn_free(error);
     error = NULL;
   }
+
+  /* A chip the lowering does not support is a named error, not an abort. */
+  refused("compile", kvattn_compile_to_ptx(kIR, "sm_50", &p2, &m2, &error),
+          &error);
 
   kvattn_runtime *rt = NULL;
   if (kvattn_runtime_create(&rt, &error)) {
@@ -116,6 +128,30 @@ int main(void) {
     printf("bad kv_len: %s\n", error);
     kvattn_free(error);
   }
+  metadata[1].values = len;
+
+  /* Null pointers and names given twice are errors, never crashes or a
+   * silent "last wins". */
+  kvattn_metadata twice[] = {{"q_offset", pos, 1}, {"q_offset", pos, 1}};
+  kvattn_buffer unnamed[] = {{NULL, q}};
+  uint64_t scratch = 0;
+  refused("alloc", kvattn_device_alloc(NULL, 16, &scratch, &error), &error);
+  refused("alloc", kvattn_device_alloc(rt, 16, NULL, &error), &error);
+  refused("copy in", kvattn_copy_to_device(rt, q, NULL, 16, &error), &error);
+  refused("copy out", kvattn_copy_to_host(rt, NULL, q, 16, &error), &error);
+  refused("sync", kvattn_synchronize(NULL, &error), &error);
+  refused("launch",
+          kvattn_launch(rt, ptx, manifest, 0, sizes, NULL, 4, metadata, 2,
+                        &error),
+          &error);
+  refused("launch",
+          kvattn_launch(rt, ptx, manifest, 0, sizes, unnamed, 1, metadata, 2,
+                        &error),
+          &error);
+  refused("launch",
+          kvattn_launch(rt, ptx, manifest, 0, sizes, buffers, 4, twice, 2,
+                        &error),
+          &error);
 
   kvattn_device_free(rt, q, NULL);
   kvattn_device_free(rt, k, NULL);
