@@ -2,6 +2,7 @@
 
 #include "kvattn/Runtime/Runtime.h"
 #include "kvattn/Support/BlockTable.h"
+#include "kvattn/Support/Decimal.h"
 
 #include <cctype>
 #include <cstdio>
@@ -115,7 +116,13 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
       const std::string &dim = p.shape[d];
       int64_t size;
       if (!dim.empty() && std::isdigit(static_cast<unsigned char>(dim[0]))) {
-        size = std::stoll(dim);
+        std::optional<int64_t> parsed = parseDecimal(dim);
+        if (!parsed)
+          return Status::error(where + "'" + p.name + "' dim " + str(d) +
+                               " ('" + dim +
+                               "') is not a size that fits "
+                               "in 64 bits");
+        size = *parsed;
         // A static dimension of the kernel must match the run-time size it
         // stands for (head dims and broadcast mask dims stand for none).
         int64_t actual = sizeByName(s, symbolic[d]);

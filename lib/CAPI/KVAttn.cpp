@@ -202,8 +202,7 @@ static Status launchArgs(const char *what, kvattn_sizes sizes,
                            "' has null values with count " +
                            std::to_string(m.count));
     if (args.metadata.count(m.name))
-      return Status::error(prefix + "metadata '" + m.name +
-                           "' is given twice");
+      return Status::error(prefix + "metadata '" + m.name + "' is given twice");
     args.metadata[m.name] = std::vector<int64_t>(m.values, m.values + m.count);
   }
   return Status::ok();
@@ -270,10 +269,9 @@ int kvattn_kernel_launch(kvattn_kernel *kernel, kvattn_sizes sizes,
   if (!kernel)
     return report(Status::error("kvattn_kernel_launch: null kernel"), error);
   kvattn::rt::LaunchArgs args;
-  if (int failed =
-          report(launchArgs("kvattn_kernel_launch", sizes, buffers, num_buffers,
-                            metadata, num_metadata, args),
-                 error))
+  if (int failed = report(launchArgs("kvattn_kernel_launch", sizes, buffers,
+                                     num_buffers, metadata, num_metadata, args),
+                          error))
     return failed;
   return report(kernel->runtime->launch(*kernel->module, kernel->info, args),
                 error);

@@ -3,6 +3,7 @@
 #include "kvattn/GPU/GpuExecutor.h"
 #include "kvattn/Evaluator/Evaluator.h"
 #include "kvattn/Runtime/EmulatedGpu.h"
+#include "kvattn/Support/Decimal.h"
 
 #include "dialect/KVAttnOps.h"
 
@@ -203,7 +204,7 @@ Status GpuExecutor::run(Operation *attention,
         int64_t elements = 1;
         for (const std::string &d : p.shape)
           elements *= std::isdigit(static_cast<unsigned char>(d[0]))
-                          ? std::stoll(d)
+                          ? parseDecimal(d).value_or(0)
                           : rt::sizeByName(args.sizes, d);
         rt::DevicePtr ptr;
         s = runtime_->allocate(elements * sizeof(float), ptr);

@@ -2,6 +2,8 @@
 
 #include "kvattn/Support/Npy.h"
 
+#include "kvattn/Support/Decimal.h"
+
 #include <cctype>
 #include <cstring>
 #include <fstream>
@@ -127,7 +129,11 @@ Status parseNpy(const std::string &bytes, HostTensor &result) {
         digits.find_first_not_of("0123456789") != std::string::npos)
       return Status::error("malformed dimension '" + item +
                            "' in the .npy shape");
-    shape.push_back(std::stoll(digits));
+    std::optional<int64_t> dim = parseDecimal(digits);
+    if (!dim)
+      return Status::error("dimension '" + digits +
+                           "' in the .npy shape does not fit in 64 bits");
+    shape.push_back(*dim);
   }
 
   // Check the size before allocating anything: a corrupt header must not

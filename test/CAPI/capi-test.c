@@ -140,18 +140,18 @@ int main(void) {
   refused("copy in", kvattn_copy_to_device(rt, q, NULL, 16, &error), &error);
   refused("copy out", kvattn_copy_to_host(rt, NULL, q, 16, &error), &error);
   refused("sync", kvattn_synchronize(NULL, &error), &error);
-  refused("launch",
-          kvattn_launch(rt, ptx, manifest, 0, sizes, NULL, 4, metadata, 2,
-                        &error),
-          &error);
+  refused(
+      "launch",
+      kvattn_launch(rt, ptx, manifest, 0, sizes, NULL, 4, metadata, 2, &error),
+      &error);
   refused("launch",
           kvattn_launch(rt, ptx, manifest, 0, sizes, unnamed, 1, metadata, 2,
                         &error),
           &error);
-  refused("launch",
-          kvattn_launch(rt, ptx, manifest, 0, sizes, buffers, 4, twice, 2,
-                        &error),
-          &error);
+  refused(
+      "launch",
+      kvattn_launch(rt, ptx, manifest, 0, sizes, buffers, 4, twice, 2, &error),
+      &error);
 
   kvattn_device_free(rt, q, NULL);
   kvattn_device_free(rt, k, NULL);

@@ -119,6 +119,22 @@ TEST(Npy, RejectsBadFiles) {
 
   s = readNpy(tempPath("does-not-exist.npy"), t);
   EXPECT_NE(s.message().find("cannot open"), std::string::npos);
+
+  // A 25-digit dimension (issue 14, defect 3: std::stoll threw and the
+  // process aborted). The header keeps its length: "(2, 2)" becomes a
+  // tuple of the same width plus padding the parser skips.
+  std::string huge = good;
+  size_t shape = huge.find("(2, 2)");
+  ASSERT_NE(shape, std::string::npos);
+  std::string digits = "(9999999999999999999999999, 2)";
+  size_t pad = huge.find('\n') - (shape + 6);
+  ASSERT_GE(pad, digits.size() - 6) << "the header has no room";
+  huge.replace(shape, digits.size(), digits);
+  s = parseNpy(huge, t);
+  EXPECT_NE(s.message().find("dimension '9999999999999999999999999' in the "
+                             ".npy shape does not fit in 64 bits"),
+            std::string::npos)
+      << s.message();
 }
 
 TEST(Npy, ConversionRules) {
