@@ -388,18 +388,21 @@ int kvattn_emu_configure(const char *key, const char *value) {
     e.options().fault = fault;
     return 0;
   }
-  if (k == "fail-on-report" || k == "print-reports") {
+  if (k == "fail-on-report" || k == "print-reports" || k == "count-requests") {
     if (v != "0" && v != "1") {
       fail(kInvalidValue, Status::error(k + " takes 0 or 1, not '" + v + "'"));
       return 1;
     }
-    (k == "fail-on-report" ? e.options().failOnReport
-                           : e.options().printReports) = v == "1";
+    bool &option = k == "fail-on-report"  ? e.options().failOnReport
+                   : k == "print-reports" ? e.options().printReports
+                                          : e.options().countRequests;
+    option = v == "1";
     return 0;
   }
   fail(kInvalidValue,
-       Status::error("unknown option '" + k +
-                     "' (fault, fail-on-report, print-reports)"));
+       Status::error(
+           "unknown option '" + k +
+           "' (fault, fail-on-report, print-reports, count-requests)"));
   return 1;
 }
 

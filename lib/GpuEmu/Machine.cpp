@@ -204,6 +204,8 @@ private:
                const uint64_t *args);
   void record(const Thread &t, uint64_t address, uint64_t size, uint32_t site,
               bool shared) {
+    if (!options_.countRequests)
+      return;
     warpEvents_[t.warp].push_back(
         {address, site,
          static_cast<uint32_t>(std::min<uint64_t>(size, 1u << 20)),

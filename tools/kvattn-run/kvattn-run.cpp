@@ -394,6 +394,11 @@ int main(int argc, char **argv) {
       if (!emuFault.empty())
         if (kvattn::Status s = emu.configure("fault", emuFault); s.isError())
           return fail("--emu-fault=" + emuFault + ": " + s.message());
+      // Grouping accesses into warp requests serves only the counters.
+      if (kvattn::Status s =
+              emu.configure("count-requests", printStats ? "1" : "0");
+          s.isError())
+        return fail(targetFlag + s.message());
     }
     kvattn::AttentionExecutor executor =
         [&](Operation *op, const std::vector<const kvattn::HostTensor *> &in,

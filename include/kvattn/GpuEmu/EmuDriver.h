@@ -17,7 +17,8 @@ extern "C" {
 
 /* Sets an option; 0 on success. Keys: "fault" (drop-barrier:N,
  * wait-group:N, global-offset:N or none; applies to modules loaded later),
- * "fail-on-report" and "print-reports" ("0" or "1"). */
+ * "fail-on-report", "print-reports" and "count-requests" (the shared and
+ * global request counters; "0" or "1"). */
 int kvattn_emu_configure(const char *key, const char *value);
 
 /* The counters of the launches since the last call, one "emu: ..." line per
