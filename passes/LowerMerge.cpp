@@ -65,10 +65,10 @@ struct LowerMergePattern : OpRewritePattern<MergeOp> {
     e.loop(e.idx(0), batch, [&](Value bi) {
       e.loop(e.idx(0), heads, [&](Value h) {
         e.loop(e.idx(0), rows, [&](Value i) {
-          Value total = emitMergedLse(e, lseParts, bi, h, i);
-          e.store(total, lse, {bi, h, i});
+          MergedRow row = emitMergedRow(e, lseParts, bi, h, i);
+          e.store(row.lse, lse, {bi, h, i});
           e.loop(e.idx(0), dv, [&](Value x) {
-            Value v = emitMergedOut(e, outParts, lseParts, total, bi, h, i, x);
+            Value v = emitMergedOut(e, outParts, lseParts, row, bi, h, i, x);
             e.store(truncTo(e, v, outType), out, {bi, h, i, x});
           });
         });

@@ -244,41 +244,59 @@ inline Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp,
 }
 
 /// The merge of partial states (kvattn.merge, kvattn.tile.merge) for one
-/// row `(b, h, i)` of `lseParts [N, B, H, L]`: the merged lse, visiting
-/// the parts in index order; -inf when every part is empty (a NaN part
+/// row `(b, h, i)` of `lseParts [N, B, H, L]`, visiting the parts in index
+/// order: the largest part lse `peak`, `sum` = the sum of
+/// `exp(lse_n - peak)` over non-empty parts, and the merged
+/// `lse = peak + log(sum)` (-inf when every part is empty; a NaN part
 /// poisons the row).
-inline Value emitMergedLse(Emitter &e, Value lseParts, Value b, Value h,
-                           Value i) {
+struct MergedRow {
+  Value peak, sum, lse;
+};
+
+inline MergedRow emitMergedRow(Emitter &e, Value lseParts, Value b, Value h,
+                               Value i) {
   Value n = e.dimOf(lseParts, 0);
   auto isEmpty = [&](Value l) {
     return arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, l, e.negInf());
   };
-  Value peak = e.reduce(e.idx(0), n, e.negInf(), [&](Value p, Value m) {
+  MergedRow row;
+  row.peak = e.reduce(e.idx(0), n, e.negInf(), [&](Value p, Value m) {
     return arith::MaximumFOp::create(e.b, m, e.load(lseParts, {p, b, h, i}));
   });
-  Value sum = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value s) {
+  row.sum = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value s) {
     Value l = e.load(lseParts, {p, b, h, i});
-    Value w = math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, peak));
+    Value w = math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, row.peak));
     return arith::SelectOp::create(e.b, isEmpty(l), s, e.addf(s, w));
   });
-  return arith::SelectOp::create(e.b, isEmpty(peak), e.negInf(),
-                                 e.addf(peak, math::LogOp::create(e.b, sum)));
+  row.lse = arith::SelectOp::create(
+      e.b, isEmpty(row.peak), e.negInf(),
+      e.addf(row.peak, math::LogOp::create(e.b, row.sum)));
+  return row;
 }
 
-/// Element `x` of the merged output of row `(b, h, i)`, given its merged
-/// lse `total`: the sum over non-empty parts, in index order, of
-/// `exp(lse_n - total) * out_n[x]` (0 when every part is empty).
+/// Element `x` of the merged output of `row`: the sum over non-empty parts,
+/// in index order, of `exp(lse_n - peak) * out_n[x]`, divided by `sum` (0
+/// when every part is empty). The weights are taken relative to the peak and
+/// normalised by their sum, not as `exp(lse_n - lse)`: for large scores
+/// `lse = peak + log(sum)` rounds back to `peak` in f32, and those weights
+/// would no longer add up to 1.
 inline Value emitMergedOut(Emitter &e, Value outParts, Value lseParts,
-                           Value total, Value b, Value h, Value i, Value x) {
+                           const MergedRow &row, Value b, Value h, Value i,
+                           Value x) {
   Value n = e.dimOf(lseParts, 0);
-  return e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value a) {
+  Value weighted = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value a) {
     Value l = e.load(lseParts, {p, b, h, i});
     Value empty =
         arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, l, e.negInf());
-    Value w = math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, total));
+    Value w = math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, row.peak));
     Value v = e.load(outParts, {p, b, h, i, x});
     return arith::SelectOp::create(e.b, empty, a, e.addf(a, e.mulf(w, v)));
   });
+  Value allEmpty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
+                                         row.peak, e.negInf());
+  return arith::SelectOp::create(
+      e.b, allEmpty, e.f32(0),
+      arith::DivFOp::create(e.b, weighted, row.sum).getResult());
 }
 
 /// Converts an f32 to `type` (round to nearest even), or returns it.

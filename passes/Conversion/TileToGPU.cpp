@@ -364,9 +364,9 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
     e.cooperative(e.mulIdx(op.getRows(), dv), [&](Value n) {
       Value r = e.divIdx(n, width), x = e.remIdx(n, width);
       Value i = e.add(op.getStart(), r);
-      Value total =
-          emitMergedLse(e, op.getLseParts(), op.getBatch(), op.getHead(), i);
-      Value v = emitMergedOut(e, op.getOutParts(), op.getLseParts(), total,
+      MergedRow row =
+          emitMergedRow(e, op.getLseParts(), op.getBatch(), op.getHead(), i);
+      Value v = emitMergedOut(e, op.getOutParts(), op.getLseParts(), row,
                               op.getBatch(), op.getHead(), i, x);
       e.store(truncTo(e, v, outType), op.getOut(),
               {op.getBatch(), op.getHead(), i, x});
@@ -374,7 +374,7 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
         e.when(
             arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, x, e.idx(0)),
             [&] {
-              e.store(total, lse, {op.getBatch(), op.getHead(), i});
+              e.store(row.lse, lse, {op.getBatch(), op.getHead(), i});
             });
     });
     op->erase();

@@ -202,15 +202,15 @@ LogicalResult lowerMerge(TileMergeOp op, PatternRewriter &rewriter) {
   Value dv = e.dimOf(op.getOutParts(), 4);
   e.loop(e.idx(0), op.getRows(), [&](Value r) {
     Value i = e.add(op.getStart(), r);
-    Value total =
-        emitMergedLse(e, op.getLseParts(), op.getBatch(), op.getHead(), i);
+    MergedRow row =
+        emitMergedRow(e, op.getLseParts(), op.getBatch(), op.getHead(), i);
     e.loop(e.idx(0), dv, [&](Value x) {
-      Value v = emitMergedOut(e, op.getOutParts(), op.getLseParts(), total,
+      Value v = emitMergedOut(e, op.getOutParts(), op.getLseParts(), row,
                               op.getBatch(), op.getHead(), i, x);
       e.store(truncTo(e, v, outType), out, {op.getBatch(), op.getHead(), i, x});
     });
     if (Value lse = op.getLse())
-      e.store(total, lse, {op.getBatch(), op.getHead(), i});
+      e.store(row.lse, lse, {op.getBatch(), op.getHead(), i});
   });
   rewriter.eraseOp(op);
   return success();

@@ -18,6 +18,13 @@
 // reference gave lse = 0; issue 14, defect 8):
 // RUN: kvattn-run %s --entry=zero_parts --target=reference --print-outputs | FileCheck %s --check-prefix=ZERO
 // RUN: kvattn-run %s --entry=zero_parts --target=cpu --check --print-outputs | FileCheck %s --check-prefix=ZERO
+// Two equal parts with a large lse (2e7): lse + log 2 rounds back to 2e7 in
+// f32, so weights exp(lse_n - lse) would be 1 each and the merge their sum
+// [4, 6]; weights relative to the peak, divided by their sum, give the mean
+// (issue 14, defect 6, the merge's part of it):
+// RUN: kvattn-run %s --entry=large_equal_parts --target=cpu --check --print-outputs | FileCheck %s --check-prefix=LARGE
+// LARGE: out0: 1x1x1x2xf32 = [2, 3]
+// LARGE: {{^PASS$}}
 // ZERO: out0: 1x1x2x3xf32 = [0, 0, 0, 0, 0, 0]
 // ZERO: out1: 1x1x2xf32 = [-inf, -inf]
 
@@ -79,4 +86,11 @@ func.func @all_empty() -> (tensor<1x1x2x4xf32>, tensor<1x1x2xf32>) {
 func.func @zero_parts(%op: tensor<0x1x1x2x3xf32>, %lp: tensor<0x1x1x2xf32>) -> (tensor<1x1x2x3xf32>, tensor<1x1x2xf32>) {
   %om, %lm = kvattn.merge %op, %lp : tensor<0x1x1x2x3xf32>, tensor<0x1x1x2xf32> -> tensor<1x1x2x3xf32>, tensor<1x1x2xf32>
   return %om, %lm : tensor<1x1x2x3xf32>, tensor<1x1x2xf32>
+}
+
+func.func @large_equal_parts() -> (tensor<1x1x1x2xf32>, tensor<1x1x1xf32>) {
+  %op = arith.constant dense<[[[[[1.0, 2.0]]]], [[[[3.0, 4.0]]]]]> : tensor<2x1x1x1x2xf32>
+  %lp = arith.constant dense<[[[[2.0e7]]], [[[2.0e7]]]]> : tensor<2x1x1x1xf32>
+  %om, %lm = kvattn.merge %op, %lp : tensor<2x1x1x1x2xf32>, tensor<2x1x1x1xf32> -> tensor<1x1x1x2xf32>, tensor<1x1x1xf32>
+  return %om, %lm : tensor<1x1x1x2xf32>, tensor<1x1x1xf32>
 }
