@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/KVAttnOps.h"
+#include "kvattn/Support/Limits.h"
 #include "passes/Conversion/SharedMemoryLayout.h"
 #include "passes/Passes.h"
 
@@ -133,6 +134,20 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     return forall.emitOpError()
            << "kvattn-outline-tile-programs: not a kvattn tile program (no "
            << (isMerge ? "out_parts/lse_parts/out" : "query/key/out") << ")";
+  // GPU limits on the head dims, before any lowering.
+  for (StringRef role : {"query", "value", "out_parts"}) {
+    auto it = buffers.find(role);
+    if (it == buffers.end())
+      continue;
+    auto type = cast<MemRefType>(it->second.getType());
+    int64_t dim = type.getDimSize(type.getRank() - 1);
+    if (ShapedType::isStatic(dim) && dim > ::kvattn::limits::kMaxGpuHeadDim)
+      return forall.emitOpError()
+             << "kvattn-outline-tile-programs: GPU kernels take head dims up "
+                "to "
+             << ::kvattn::limits::kMaxGpuHeadDim << ", the " << role << " has "
+             << dim << " (docs/robustness.md)";
+  }
   int64_t sharedMemoryBytes = 0;
   bool useTensorCores = false;
   if (!isMerge) {

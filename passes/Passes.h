@@ -15,6 +15,7 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
+#include "kvattn/CPU/CpuOptions.h"
 #include "kvattn/Target/PtxOptions.h"
 
 #include <string>
@@ -36,6 +37,12 @@ void populateLowerAppendPatterns(RewritePatternSet &patterns);
 /// Patterns of -kvattn-lower-tile-to-loops.
 void populateLowerTileToLoopsPatterns(RewritePatternSet &patterns);
 
+/// kvattn -> tile program -> loops -> LLVM dialect, ready for the
+/// ExecutionEngine (the kvattn-to-cpu pipeline; optLevel is the JIT's).
+/// Built from pass constructors: needs no pass registration.
+void buildKVAttnToCpuPipeline(OpPassManager &pm,
+                              const ::kvattn::CpuCompileOptions &options);
+
 /// kvattn -> tile program -> outlined kernels with the tile ops lowered to
 /// threads and shared memory (still in the gpu/scf/memref dialects).
 void buildKVAttnToGpuKernelsPipeline(OpPassManager &pm,
@@ -51,6 +58,10 @@ std::string findLibdevice(const std::string &explicitPath);
 /// Why kvattn cannot generate code for `chip` ("sm_80", ...), or "" when it
 /// can: sm_80 or newer, known to LLVM's NVPTX back end.
 std::string unsupportedChipReason(llvm::StringRef chip);
+
+/// The dynamic shared memory one block may use on `chip` (the opt-in
+/// maximum), in bytes; 0 for a name that is not "sm_<digits>...".
+int64_t maxSharedMemoryPerBlock(llvm::StringRef chip);
 
 /// Registers the kvattn-to-cpu and kvattn-to-ptx pipelines.
 void registerKVAttnPipelines();

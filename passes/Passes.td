@@ -249,8 +249,11 @@ def VerifyTargetPass : Pass<"kvattn-verify-target", "::mlir::ModuleOp"> {
     `cp.async`, which need sm_80 or newer. A `gpu.module` whose
     `#nvvm.target` names another chip, or a chip LLVM's NVPTX back end does
     not know, is an error naming the module and the chip, before code
-    generation (which would otherwise abort with "Cannot select"). Runs
-    right after `nvvm-attach-target` in `kvattn-to-ptx`.
+    generation (which would otherwise abort with "Cannot select"). So is a
+    kernel whose `kvattn.dynamic_smem_bytes` exceeds the shared memory one
+    block may use on the chip (163 KB on sm_80/87, 227 KB on sm_90/100/110,
+    99 KB elsewhere). Runs right after `nvvm-attach-target` in
+    `kvattn-to-ptx`.
   }];
 }
 

@@ -2,11 +2,18 @@
 
 #include "passes/Passes.h"
 
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
 
 #include <cstdlib>
 
@@ -34,54 +41,74 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "fix-upper-left-appends",
       llvm::cl::desc("Passed to -kvattn-resolve-cached-append"),
       llvm::cl::init(false)};
+
+  ::kvattn::CpuCompileOptions get() const {
+    ::kvattn::CpuCompileOptions o;
+    o.blockM = blockM;
+    o.blockN = blockN;
+    o.stats = stats;
+    o.splitKv = splitKv;
+    o.packGqa = packGqa;
+    o.fixUpperLeftAppends = fixUpperLeftAppends;
+    return o;
+  }
 };
 
-/// kvattn -> tile program -> loops -> LLVM dialect, ready for the
-/// ExecutionEngine. Upstream passes are named textually so that this file
-/// does not pull in every conversion header.
-void buildKVAttnToCpuPipeline(OpPassManager &pm,
-                              const CpuPipelineOptions &options) {
-  std::string text = llvm::formatv(
-      "kvattn-resolve-cached-append{{fix-upper-left-appends={0}},"
-      "kvattn-lower-append,"
-      "kvattn-tile{{block-m={1} block-n={2} stats={3} split-kv={4} "
-      "pack-gqa={5}},"
-      "kvattn-lower-merge,"
-      // No canonicalization before scf-forall-to-for: it would inline the
-      // per-program alloca scope into the forall and, after the forall
-      // becomes a loop, the scratch tiles would grow the stack per program.
-      "func.func(convert-elementwise-to-linalg),"
-      "one-shot-bufferize{{bufferize-function-boundaries "
-      "function-boundary-type-conversion=identity-layout-map},"
-      "kvattn-lower-tile-to-loops,"
-      "func.func(scf-forall-to-for,convert-linalg-to-loops),"
-      "canonicalize,"
-      // The sequential grid reuses one set of scratch tiles: hoist them to
-      // the function entry. (scf.for is an automatic allocation scope, so
-      // canonicalization inlines the per-program alloca_scope into the
-      // loop body, but the LLVM lowering of the loop restores no stack:
-      // left there, the tiles of every program would pile up.)
-      "func.func(buffer-loop-hoisting),"
-      "expand-strided-metadata,"
-      "lower-affine,"
-      // memref.alloca_scope holds one block: lower the scopes (a program
-      // whose grid folded to one instance keeps its scope) before the scf
-      // loops inside them become branches.
-      "finalize-memref-to-llvm,"
-      "convert-scf-to-cf,"
-      "convert-math-to-llvm,"
-      "convert-math-to-libm,"
-      "convert-arith-to-llvm,"
-      "convert-index-to-llvm,"
-      "convert-func-to-llvm,"
-      "convert-cf-to-llvm,"
-      "reconcile-unrealized-casts",
-      options.fixUpperLeftAppends ? "true" : "false", options.blockM.getValue(),
-      options.blockN.getValue(), options.stats ? "true" : "false",
-      options.splitKv.getValue(), options.packGqa ? "true" : "false");
-  if (failed(parsePassPipeline(text, pm, llvm::errs())))
-    llvm::report_fatal_error("kvattn-to-cpu: invalid pipeline text");
+} // namespace
+
+// Both pipelines are built from pass constructors: no pass registry is
+// consulted, so embedders need not register upstream passes, and building
+// cannot fail.
+void mlir::kvattn::buildKVAttnToCpuPipeline(
+    OpPassManager &pm, const ::kvattn::CpuCompileOptions &options) {
+  mlir::kvattn::ResolveCachedAppendPassOptions resolve;
+  resolve.fixUpperLeftAppends = options.fixUpperLeftAppends;
+  pm.addPass(mlir::kvattn::createResolveCachedAppendPass(resolve));
+  pm.addPass(mlir::kvattn::createLowerAppendPass());
+  mlir::kvattn::TilePassOptions tile;
+  tile.blockM = options.blockM;
+  tile.blockN = options.blockN;
+  tile.stats = options.stats;
+  tile.splitKv = options.splitKv;
+  tile.packGqa = options.packGqa;
+  pm.addPass(mlir::kvattn::createTilePass(tile));
+  pm.addPass(mlir::kvattn::createLowerMergePass());
+  // No canonicalization before scf-forall-to-for: it would inline the
+  // per-program alloca scope into the forall and, after the forall becomes
+  // a loop, the scratch tiles would grow the stack per program.
+  pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  pm.addPass(mlir::kvattn::createLowerTileToLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(createCanonicalizerPass());
+  // The sequential grid reuses one set of scratch tiles: hoist them to the
+  // function entry. (scf.for is an automatic allocation scope, so
+  // canonicalization inlines the per-program alloca_scope into the loop
+  // body, but the LLVM lowering of the loop restores no stack: left there,
+  // the tiles of every program would pile up.)
+  pm.addNestedPass<func::FuncOp>(bufferization::createBufferLoopHoistingPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  // memref.alloca_scope holds one block: lower the scopes (a program whose
+  // grid folded to one instance keeps its scope) before the scf loops
+  // inside them become branches.
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
 }
+
+namespace {
 
 struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
   Option<std::string> chip{*this, "chip",
@@ -154,12 +181,6 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
   }
 };
 
-void addPipeline(OpPassManager &pm, const std::string &text) {
-  if (failed(parsePassPipeline(text, pm, llvm::errs())))
-    llvm::report_fatal_error("kvattn: invalid pipeline text: " +
-                             llvm::Twine(text));
-}
-
 } // namespace
 
 std::string mlir::kvattn::findLibdevice(const std::string &explicitPath) {
@@ -180,42 +201,52 @@ std::string mlir::kvattn::findLibdevice(const std::string &explicitPath) {
 
 void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
     OpPassManager &pm, const ::kvattn::PtxOptions &options) {
-  addPipeline(pm, llvm::formatv(
-                      "kvattn-resolve-cached-append,"
-                      "kvattn-tile{{block-m={0} block-n={1} num-warps={2} "
-                      "num-stages={3} pack-gqa={4} split-kv={5} "
-                      "num-sms={6}},"
-                      "kvattn-outline-tile-programs{{tensor-cores={7}},"
-                      "gpu.module(kvattn-lower-tile-to-gpu,"
-                      "canonicalize,cse)",
-                      options.blockM, options.blockN, options.numWarps,
-                      options.numStages, options.packGqa ? "true" : "false",
-                      options.splitKv, options.numSms,
-                      options.tensorCores ? "true" : "false")
-                      .str());
+  pm.addPass(createResolveCachedAppendPass());
+  TilePassOptions tile;
+  tile.blockM = options.blockM;
+  tile.blockN = options.blockN;
+  tile.numWarps = options.numWarps;
+  tile.numStages = options.numStages;
+  tile.packGqa = options.packGqa;
+  tile.splitKv = options.splitKv;
+  tile.numSms = options.numSms;
+  pm.addPass(createTilePass(tile));
+  OutlineTileProgramsPassOptions outline;
+  outline.tensorCores = options.tensorCores;
+  pm.addPass(createOutlineTileProgramsPass(outline));
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createLowerTileToGPUPass());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
 }
 
 void mlir::kvattn::buildGpuKernelsToPtxPipeline(
     OpPassManager &pm, const ::kvattn::PtxOptions &options,
     const std::string &libdevice) {
-  std::string target = "chip=" + options.chip;
-  if (!options.features.empty())
-    target += " features=" + options.features;
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = options.features;
   if (!libdevice.empty())
-    target += " l=" + libdevice;
-  addPipeline(pm, "nvvm-attach-target{" + target +
-                      " O=3},"
-                      "kvattn-verify-target,"
-                      "gpu.module(convert-scf-to-cf,expand-strided-metadata,"
-                      "lower-affine,convert-nvgpu-to-nvvm,"
-                      "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},"
-                      "kvattn-extern-dynamic-shared-memory,"
-                      "canonicalize,cse,reconcile-unrealized-casts),"
-                      "gpu-module-to-binary{format=" +
-                      (options.image == ::kvattn::DeviceImage::LlvmIR
-                           ? "llvm"
-                           : "isa") +
-                      "}");
+    target.linkLibs.push_back(libdevice);
+  target.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  pm.addPass(createVerifyTargetPass());
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createSCFToControlFlowPass());
+  kernels.addPass(memref::createExpandStridedMetadataPass());
+  kernels.addPass(createLowerAffinePass());
+  kernels.addPass(createConvertNVGPUToNVVMPass());
+  ConvertGpuOpsToNVVMOpsOptions toNvvm;
+  toNvvm.useBarePtrCallConv = true;
+  kernels.addPass(createConvertGpuOpsToNVVMOps(toNvvm));
+  kernels.addPass(createExternDynamicSharedMemoryPass());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget =
+      options.image == ::kvattn::DeviceImage::LlvmIR ? "llvm" : "isa";
+  pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
 void mlir::kvattn::registerKVAttnPipelines() {
@@ -223,7 +254,9 @@ void mlir::kvattn::registerKVAttnPipelines() {
       "kvattn-to-cpu",
       "kvattn (sdpa/append/attention) -> tile program -> loops -> LLVM "
       "dialect for the CPU JIT",
-      buildKVAttnToCpuPipeline);
+      [](OpPassManager &pm, const CpuPipelineOptions &cl) {
+        mlir::kvattn::buildKVAttnToCpuPipeline(pm, cl.get());
+      });
   PassPipelineRegistration<PtxPipelineOptionsCL>(
       "kvattn-to-ptx",
       "kvattn (sdpa/attention) -> tile program -> GPU kernels (threads, "

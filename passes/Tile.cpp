@@ -10,6 +10,8 @@
 #include "dialect/KVAttnOps.h"
 #include "passes/Passes.h"
 
+#include "kvattn/Support/Limits.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -191,6 +193,26 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
            << ", Dv = "
            << (ShapedType::isDynamic(valueDim) ? std::string("?")
                                                : std::to_string(valueDim));
+  if (headDim > ::kvattn::limits::kMaxHeadDim ||
+      valueDim > ::kvattn::limits::kMaxHeadDim)
+    return op.emitOpError()
+           << "kvattn-tile: head dims above " << ::kvattn::limits::kMaxHeadDim
+           << " are not compiled (D = " << headDim << ", Dv = " << valueDim
+           << "; docs/robustness.md)";
+  for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
+    auto shaped = dyn_cast<ShapedType>(operand.getType());
+    if (!shaped || !shaped.hasRank())
+      continue;
+    SmallVector<int64_t> dims;
+    for (int64_t d : shaped.getShape())
+      if (ShapedType::isStatic(d))
+        dims.push_back(d);
+    if (!::kvattn::limits::elementCount(
+            std::vector<int64_t>(dims.begin(), dims.end())))
+      return op.emitOpError()
+             << "kvattn-tile: operand " << index << " (" << operand.getType()
+             << ") has more than 2^48 elements";
+  }
   std::optional<double> scale = op.getEffectiveScale();
   std::optional<float> softcap;
   if (std::optional<APFloat> cap = op.getSoftcap())
@@ -593,6 +615,21 @@ struct TilePass : mlir::kvattn::impl::TilePassBase<TilePass> {
           << static_cast<int64_t>(numStages) << ")";
       return signalPassFailure();
     }
+    using namespace ::kvattn::limits;
+    auto above = [&](const char *name, int64_t value, int64_t limit) {
+      if (value <= limit)
+        return false;
+      getOperation().emitError()
+          << "kvattn-tile: " << name << " = " << value << " is above the limit "
+          << limit << " (docs/robustness.md)";
+      return true;
+    };
+    if (above("block-m", blockM, kMaxBlockM) ||
+        above("block-n", blockN, kMaxBlockN) ||
+        above("num-warps", numWarps, kMaxNumWarps) ||
+        above("num-stages", numStages, kMaxNumStages) ||
+        above("split-kv", splitKv, kMaxSplitKv))
+      return signalPassFailure();
     if (splitKv < 0 || numSms < 1) {
       getOperation().emitError()
           << "kvattn-tile: split-kv must be 0 (automatic) or positive and "

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -106,6 +107,9 @@ struct Runtime::Impl {
   std::unordered_map<std::string, std::unique_ptr<Module>> modules;
   /// Device copies of the metadata of the last launches, reused.
   std::unordered_map<std::string, Scratch> scratch;
+  /// What allocate() returned and release() has not freed, with sizes: a
+  /// release of anything else is refused instead of reaching the driver.
+  std::unordered_map<DevicePtr, size_t> allocations;
   /// The buffer timeOnStream fills to evict the L2 cache.
   DevicePtr flush = 0;
   size_t flushBytes = 0;
@@ -212,10 +216,21 @@ Status Runtime::allocate(size_t bytes, DevicePtr &ptr) {
       impl_->driver->cuMemAlloc(&p, bytes ? bytes : 1),
       "allocating " + std::to_string(bytes) + " bytes of device memory"));
   ptr = p;
+  impl_->allocations[ptr] = bytes;
   return Status::ok();
 }
 
 Status Runtime::release(DevicePtr ptr) {
+  auto it = impl_->allocations.find(ptr);
+  if (it == impl_->allocations.end()) {
+    char hex[32];
+    std::snprintf(hex, sizeof(hex), "0x%llx",
+                  static_cast<unsigned long long>(ptr));
+    return Status::error(std::string("freeing device memory: ") + hex +
+                         " was not allocated by this runtime (or was freed "
+                         "already)");
+  }
+  impl_->allocations.erase(it);
   return impl_->driver->check(impl_->driver->cuMemFree(ptr),
                               "freeing device memory");
 }

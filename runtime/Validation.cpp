@@ -3,6 +3,7 @@
 #include "kvattn/Runtime/Runtime.h"
 #include "kvattn/Support/BlockTable.h"
 #include "kvattn/Support/Decimal.h"
+#include "kvattn/Support/Limits.h"
 
 #include <cctype>
 #include <cstdio>
@@ -47,9 +48,6 @@ bool isMetadata(const std::string &name) {
          name == "k_pos" || name == "kv_len" || name == "key_valid" ||
          name == "block_table";
 }
-
-/// Largest position we accept: far from overflowing int64 in `pos + L`.
-constexpr int64_t kMaxPosition = int64_t(1) << 62;
 
 } // namespace
 
@@ -199,7 +197,7 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
         if (v < 0)
           return Status::error(where + at + " = " + str(v) +
                                " is negative (batch " + str(b) + ")");
-        if (v > kMaxPosition)
+        if (v > limits::kMaxPosition)
           return Status::error(where + at + " = " + str(v) +
                                " is out of range (above 2^62, batch " + str(b) +
                                ")");

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Runs the two fuzzers:
+# Runs the three fuzzers:
 #   kvattn-fuzz-ir    libFuzzer over mutated kvattn IR through the compiler
-#                     pipelines (ASan + UBSan), seeded from test/fuzz/corpus;
+#                     pipelines with drawn options and chips (ASan + UBSan),
+#                     seeded from test/fuzz/corpus;
+#   kvattn-fuzz-capi  libFuzzer over the C API's calls and arguments, against
+#                     the fake driver (ASan + UBSan);
 #   kvattn-fuzz-diff  random valid attention configurations through the CPU
 #                     path, compared with the reference, failures shrunk.
 #
 #   bash scripts/fuzz.sh [SECONDS]     # each fuzzer runs SECONDS (default 600)
-# KVATTN_FUZZ_SEED fixes both fuzzers' seeds (CI uses 1); by default each
+# KVATTN_FUZZ_SEED fixes the fuzzers' seeds (CI uses 1); by default each
 # run draws new ones.
 # Needs the sanitizer build (scripts/sanitize.sh builds it). Crashes are
 # written to build-sanitize/fuzz/crashes, failing configurations to
@@ -29,11 +32,20 @@ echo "== kvattn-fuzz-ir for ${seconds}s"
 grep -E "stat::number_of_executed_units|stat::new_units_added|ERROR|SUMMARY" \
   "$work/ir.log" || true
 
+echo "== kvattn-fuzz-capi for ${seconds}s"
+mkdir -p "$work/capi-corpus"
+"$build/bin/kvattn-fuzz-capi" "$work/capi-corpus" -max_total_time="$seconds" \
+  -seed="${KVATTN_FUZZ_SEED:-0}" \
+  -max_len=4096 -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 \
+  -artifact_prefix="$work/crashes/capi-" > "$work/capi.log" 2>&1 || status=1
+grep -E "stat::number_of_executed_units|stat::new_units_added|ERROR|SUMMARY|failed without" \
+  "$work/capi.log" || true
+
 echo "== kvattn-fuzz-diff for ${seconds}s"
 "$build/bin/kvattn-fuzz-diff" --seed "${KVATTN_FUZZ_SEED:-$RANDOM$RANDOM}" \
   --iterations 100000000 --seconds "$seconds" --save "$work/diff" \
   > "$work/diff.log" 2>&1 || status=1
 tail -6 "$work/diff.log"
 
-if [[ $status -eq 0 ]]; then echo "fuzz: 2 passed, 0 failed"; else echo "fuzz: failures above (logs in $work)"; fi
+if [[ $status -eq 0 ]]; then echo "fuzz: 3 passed, 0 failed"; else echo "fuzz: failures above (logs in $work)"; fi
 exit $status

@@ -9,14 +9,12 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 using kvattn::Status;
 
@@ -51,11 +49,6 @@ static int compile(const char *what, kvattn::DeviceImage image, const char *ir,
                    char **error) {
   if (!ir || !ptx || !manifest_json)
     return report(Status::error(std::string(what) + ": null argument"), error);
-  static std::once_flag registered;
-  std::call_once(registered, [] {
-    mlir::registerAllPasses();
-    kvattn::registerAllKVAttnPasses();
-  });
   mlir::DialectRegistry registry;
   kvattn::registerAllKVAttnDialects(registry);
   mlir::MLIRContext context(registry);

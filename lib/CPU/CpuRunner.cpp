@@ -3,6 +3,8 @@
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Evaluator/Evaluator.h"
 #include "kvattn/IR/DiagnosticCollector.h"
+#include "kvattn/Support/Limits.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -10,10 +12,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -86,23 +86,29 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
                            "f32/f16/bf16/f64/i1/i32/i64");
     result->resultTypes_.push_back({*elt, tensor.getRank()});
   }
+  // Static sizes the JIT's allocations and index arithmetic can hold.
+  for (Type type : llvm::concat<const Type>(func.getArgumentTypes(),
+                                            func.getResultTypes())) {
+    auto tensor = cast<RankedTensorType>(type);
+    std::vector<int64_t> dims;
+    for (int64_t d : tensor.getShape())
+      if (ShapedType::isStatic(d))
+        dims.push_back(d);
+    if (!limits::elementCount(dims)) {
+      std::string spelled;
+      llvm::raw_string_ostream os(spelled);
+      os << type;
+      return Status::error("'" + entry + "' has a " + spelled +
+                           " with more than 2^48 elements");
+    }
+  }
   func->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
 
   auto start = std::chrono::steady_clock::now();
   {
     DiagnosticCollector diags(ctx);
     PassManager pm(ctx);
-    std::string pipeline = llvm::formatv(
-        "kvattn-to-cpu{{block-m={0} block-n={1} stats={2} "
-        "fix-upper-left-appends={3} split-kv={4} pack-gqa={5}}",
-        options.blockM, options.blockN, options.stats ? "true" : "false",
-        options.fixUpperLeftAppends ? "true" : "false", options.splitKv,
-        options.packGqa ? "true" : "false");
-    std::string parseErrors;
-    llvm::raw_string_ostream errs(parseErrors);
-    if (failed(parsePassPipeline(pipeline, pm, errs)))
-      return Status::error("cannot build the kvattn-to-cpu pipeline: " +
-                           parseErrors);
+    mlir::kvattn::buildKVAttnToCpuPipeline(pm, options);
     if (failed(pm.run(*clone)))
       return Status::error("the kvattn-to-cpu pipeline failed:\n" +
                            diags.text());

@@ -206,8 +206,11 @@ Status Interpreter::eval(Operation *op) {
         auto dyn = o.getDynamicSizes().begin();
         for (int64_t d : type.getShape())
           shape.push_back(ShapedType::isDynamic(d) ? scalar(*dyn++) : d);
-        set(o.getResult(),
-            HostTensor(*toElementType(type.getElementType()), shape));
+        HostTensor t;
+        KVATTN_RETURN_IF_ERROR(
+            HostTensor::make(*toElementType(type.getElementType()), shape, t)
+                .withContext("tensor.empty"));
+        set(o.getResult(), std::move(t));
         return Status::ok();
       })
       .Case([&](tensor::CastOp o) {

@@ -8,9 +8,11 @@
 
 #include "kvattn/Reference/Reference.h"
 #include "kvattn/Support/BlockTable.h"
+#include "kvattn/Support/Limits.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <string>
@@ -220,6 +222,14 @@ Status readNonNegative(const char *name, const HostTensor &t,
                            "] = " + str(values[n]) + " is negative (batch " +
                            str(t.rank() == 1 ? n : n / t.dim(1)) + ")");
     }
+    if (values[n] > limits::kMaxPosition) {
+      std::string where =
+          t.rank() == 1 ? str(n) : str(n / t.dim(1)) + ", " + str(n % t.dim(1));
+      return Status::error(std::string(name) + "[" + where +
+                           "] = " + str(values[n]) +
+                           " is out of range (above 2^62, " + "batch " +
+                           str(t.rank() == 1 ? n : n / t.dim(1)) + ")");
+    }
   }
   return Status::ok();
 }
@@ -239,6 +249,66 @@ Status readKvLen(const HostTensor &t, const Dims &dims,
   return Status::ok();
 }
 
+/// The compiled kernels compute scores, their maxima and the weighted sum
+/// of values in f32. Refuses finite inputs for which that could overflow
+/// (docs/semantics.md, "Range"): the bound
+///   max(1, scale) * log2(e) * D * max|q| * max|k| + log2(e) * max|mask|
+/// on every (scaled, base-2) score, and kv_len * max|v| on the sum of
+/// values, each at most FLT_MAX. Only slots a key owns count (j < kv_len,
+/// key_valid), and only finite values: non-finite inputs follow the NaN
+/// policy.
+Status checkF32Range(const HostTensor &q, const HostTensor &k,
+                     const HostTensor &v, const HostTensor *mask,
+                     const Dims &dims, const std::vector<int64_t> &kvLen,
+                     const HostTensor *keyValid, double scale) {
+  auto absMax = [](double m, double x) {
+    return std::isfinite(x) ? std::max(m, std::fabs(x)) : m;
+  };
+  double qMax = 0, kMax = 0, vMax = 0, maskMax = 0;
+  for (int64_t n = 0; n < q.numElements(); ++n)
+    qMax = absMax(qMax, q.getDouble(n));
+  int64_t longest = 0;
+  for (int64_t b = 0; b < dims.b; ++b) {
+    longest = std::max(longest, kvLen[b]);
+    for (int64_t h = 0; h < dims.hkv; ++h)
+      for (int64_t j = 0; j < kvLen[b]; ++j) {
+        if (keyValid && keyValid->getInt(b * dims.s + j) == 0)
+          continue;
+        const int64_t row = (b * dims.hkv + h) * dims.s + j;
+        for (int64_t x = 0; x < dims.d; ++x)
+          kMax = absMax(kMax, k.getDouble(row * dims.d + x));
+        for (int64_t x = 0; x < dims.dv; ++x)
+          vMax = absMax(vMax, v.getDouble(row * dims.dv + x));
+      }
+  }
+  if (mask && isFloatType(mask->elementType()))
+    for (int64_t n = 0; n < mask->numElements(); ++n)
+      maskMax = absMax(maskMax, mask->getDouble(n));
+  constexpr double kLog2E = 1.4426950408889634;
+  const double fltMax = std::numeric_limits<float>::max();
+  const double scoreBound = std::max(1.0, std::fabs(scale)) * kLog2E *
+                                static_cast<double>(dims.d) * qMax * kMax +
+                            kLog2E * maskMax;
+  auto sci = [](double x) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.3g", x);
+    return std::string(text);
+  };
+  if (scoreBound > fltMax)
+    return Status::error(
+        "scores may overflow f32: max|q| = " + sci(qMax) + ", max|k| = " +
+        sci(kMax) + (maskMax ? ", max|mask| = " + sci(maskMax) : "") +
+        ", D = " + str(dims.d) + ", scale = " + sci(scale) + " bound them by " +
+        sci(scoreBound) +
+        " > 3.4e38 (the compiled kernels compute scores in f32; see "
+        "docs/semantics.md, \"Range\")");
+  if (static_cast<double>(longest) * vMax > fltMax)
+    return Status::error(
+        "the weighted sum of values may overflow f32: max|v| = " + sci(vMax) +
+        " over " + str(longest) +
+        " keys is above 3.4e38 (docs/semantics.md, \"Range\")");
+  return Status::ok();
+}
 } // namespace
 
 Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
@@ -300,6 +370,12 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
   if (ops.mask)
     KVATTN_RETURN_IF_ERROR(checkMask(*ops.mask, dims));
 
+  const double scale =
+      attrs.scale.value_or(1.0 / std::sqrt(static_cast<double>(dims.d)));
+  KVATTN_RETURN_IF_ERROR(checkF32Range(*ops.query, *ops.key, *ops.value,
+                                       ops.mask, dims, kvLen, ops.keyValid,
+                                       scale));
+
   auto queryPos = [&](int64_t b, int64_t i) {
     return ops.qPos ? qPos[b * dims.l + i] : qOffset[b] + i;
   };
@@ -311,7 +387,7 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
             *ops.key,
             *ops.value,
             dims,
-            attrs.scale.value_or(1.0 / std::sqrt(static_cast<double>(dims.d))),
+            scale,
             attrs.softcap,
             ops.mask,
             [&](int64_t b, int64_t, int64_t i, int64_t j) {
@@ -326,8 +402,10 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
                 return false;
               return true;
             }};
-  result.out = HostTensor(ElementType::F64, {dims.b, dims.hq, dims.l, dims.dv});
-  result.lse = HostTensor(ElementType::F64, {dims.b, dims.hq, dims.l});
+  KVATTN_RETURN_IF_ERROR(HostTensor::make(
+      ElementType::F64, {dims.b, dims.hq, dims.l, dims.dv}, result.out));
+  KVATTN_RETURN_IF_ERROR(HostTensor::make(
+      ElementType::F64, {dims.b, dims.hq, dims.l}, result.lse));
   core.run(result.out, &result.lse);
   return Status::ok();
 }
@@ -344,6 +422,10 @@ Status sdpa(const SdpaOperands &ops, const SdpaAttributes &attrs,
   std::vector<int64_t> kvLen(dims.b, dims.s);
   if (ops.kvLen)
     KVATTN_RETURN_IF_ERROR(readKvLen(*ops.kvLen, dims, kvLen));
+  const double scale =
+      attrs.scale.value_or(1.0 / std::sqrt(static_cast<double>(dims.d)));
+  KVATTN_RETURN_IF_ERROR(checkF32Range(*ops.query, *ops.key, *ops.value,
+                                       ops.mask, dims, kvLen, nullptr, scale));
   // Lower-right aligns the last query row with the last key: row i sits at
   // position i + S - L (S the number of keys of the batch). Upper-left puts
   // row i at position i.
@@ -351,7 +433,7 @@ Status sdpa(const SdpaOperands &ops, const SdpaAttributes &attrs,
             *ops.key,
             *ops.value,
             dims,
-            attrs.scale.value_or(1.0 / std::sqrt(static_cast<double>(dims.d))),
+            scale,
             std::nullopt,
             ops.mask,
             [&](int64_t b, int64_t, int64_t i, int64_t j) {
@@ -367,7 +449,8 @@ Status sdpa(const SdpaOperands &ops, const SdpaAttributes &attrs,
               }
               return true;
             }};
-  out = HostTensor(ElementType::F64, {dims.b, dims.hq, dims.l, dims.dv});
+  KVATTN_RETURN_IF_ERROR(HostTensor::make(
+      ElementType::F64, {dims.b, dims.hq, dims.l, dims.dv}, out));
   core.run(out, nullptr);
   return Status::ok();
 }
@@ -489,10 +572,12 @@ Status merge(const HostTensor &outParts, const HostTensor &lseParts,
   const int64_t n = outParts.dim(0),
                 rows = outParts.dim(1) * outParts.dim(2) * outParts.dim(3),
                 dv = outParts.dim(4);
-  result.out = HostTensor(ElementType::F64, {outParts.dim(1), outParts.dim(2),
-                                             outParts.dim(3), dv});
-  result.lse = HostTensor(ElementType::F64,
-                          {outParts.dim(1), outParts.dim(2), outParts.dim(3)});
+  KVATTN_RETURN_IF_ERROR(HostTensor::make(
+      ElementType::F64, {outParts.dim(1), outParts.dim(2), outParts.dim(3), dv},
+      result.out));
+  KVATTN_RETURN_IF_ERROR(HostTensor::make(
+      ElementType::F64, {outParts.dim(1), outParts.dim(2), outParts.dim(3)},
+      result.lse));
   const double negInf = -std::numeric_limits<double>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
     // lse = log sum exp(lse_n), taken relative to the largest finite lse_n.
@@ -564,7 +649,11 @@ Status gatherPages(const HostTensor &pages, const HostTensor &blockTable,
   KVATTN_RETURN_IF_ERROR(
       validateBlockTable(blockTable, kvLen, numPages, pageSize));
   const int64_t b = blockTable.dim(0), maxPages = blockTable.dim(1);
-  logical = HostTensor(pages.elementType(), {b, h, maxPages * pageSize, d});
+  int64_t logicalKeys;
+  if (__builtin_mul_overflow(maxPages, pageSize, &logicalKeys))
+    return Status::error("block_table's max_pages x page_size overflows");
+  KVATTN_RETURN_IF_ERROR(
+      HostTensor::make(pages.elementType(), {b, h, logicalKeys, d}, logical));
   const size_t eltSize = elementTypeSize(pages.elementType());
   for (int64_t bi = 0; bi < b; ++bi) {
     const int64_t len = kvLen.getInt(bi);

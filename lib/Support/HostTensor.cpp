@@ -2,10 +2,13 @@
 
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Float16.h"
+#include "kvattn/Support/Limits.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdint>
 #include <cstring>
+#include <unistd.h>
 
 namespace kvattn {
 
@@ -60,11 +63,56 @@ bool isFloatType(ElementType type) {
          type == ElementType::BF16 || type == ElementType::F64;
 }
 
+bool fitsIn(ElementType type, int64_t value) {
+  switch (type) {
+  case ElementType::I1:
+    return value == 0 || value == 1;
+  case ElementType::I32:
+    return value >= INT32_MIN && value <= INT32_MAX;
+  case ElementType::I64:
+    return true;
+  default:
+    return false;
+  }
+}
+
 HostTensor::HostTensor(ElementType type, std::vector<int64_t> shape)
     : type_(type), shape_(std::move(shape)) {
-  for (int64_t d : shape_)
-    assert(d >= 0 && "negative dimension");
+  assert(limits::elementCount(shape_) && "negative or too large shape");
   bytes_.assign(static_cast<size_t>(numElements()) * elementTypeSize(type_), 0);
+}
+
+Status HostTensor::checkShape(ElementType type,
+                              const std::vector<int64_t> &shape) {
+  std::string spelled;
+  for (int64_t d : shape)
+    spelled += std::to_string(d) + "x";
+  spelled += elementTypeName(type);
+  std::optional<int64_t> count = limits::elementCount(shape);
+  if (!count)
+    return Status::error("a " + spelled + " tensor cannot be made: " +
+                         (std::any_of(shape.begin(), shape.end(),
+                                      [](int64_t d) { return d < 0; })
+                              ? std::string("negative dimension")
+                              : "more than 2^48 elements"));
+  const uint64_t bytes = static_cast<uint64_t>(*count) * elementTypeSize(type);
+  const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && pageSize > 0 &&
+      bytes > static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize))
+    return Status::error("a " + spelled + " tensor needs " +
+                         std::to_string(bytes) +
+                         " bytes, more than this machine's memory (" +
+                         std::to_string(static_cast<uint64_t>(pages) *
+                                        static_cast<uint64_t>(pageSize)) +
+                         " bytes)");
+  return Status::ok();
+}
+
+Status HostTensor::make(ElementType type, std::vector<int64_t> shape,
+                        HostTensor &result) {
+  KVATTN_RETURN_IF_ERROR(checkShape(type, shape));
+  result = HostTensor(type, std::move(shape));
+  return Status::ok();
 }
 
 int64_t HostTensor::numElements() const {
@@ -184,11 +232,7 @@ Status HostTensor::convertTo(ElementType type, HostTensor &result) const {
   } else {
     for (int64_t i = 0; i < n; ++i) {
       int64_t v = getInt(i);
-      bool fits =
-          type == ElementType::I64 ||
-          (type == ElementType::I32 && v >= INT32_MIN && v <= INT32_MAX) ||
-          (type == ElementType::I1 && (v == 0 || v == 1));
-      if (!fits)
+      if (!fitsIn(type, v))
         return Status::error("element " + std::to_string(i) + " = " +
                              std::to_string(v) + " does not fit in " +
                              elementTypeName(type));

@@ -55,6 +55,30 @@ std::string mlir::kvattn::unsupportedChipReason(llvm::StringRef chip) {
   return "";
 }
 
+int64_t mlir::kvattn::maxSharedMemoryPerBlock(llvm::StringRef chip) {
+  llvm::StringRef digits = chip;
+  unsigned sm = 0;
+  if (!digits.consume_front("sm_") ||
+      digits.take_while([](char c) { return std::isdigit(c); })
+          .getAsInteger(10, sm))
+    return 0;
+  // The opt-in maximum per block (CUDA C Programming Guide, "Technical
+  // Specifications per Compute Capability").
+  switch (sm) {
+  case 80:
+  case 87:
+    return 163 * 1024;
+  case 90:
+  case 100:
+  case 101:
+  case 103:
+  case 110:
+    return 227 * 1024;
+  default: // 8.6, 8.9, 12.x and chips not listed: the smallest of sm_80+
+    return 99 * 1024;
+  }
+}
+
 namespace {
 
 struct VerifyTargetPass
@@ -73,7 +97,22 @@ struct VerifyTargetPass
           module.emitError() << "cannot generate code for chip '"
                              << nvvm.getChip() << "': " << why;
           signalPassFailure();
+          continue;
         }
+        const int64_t limit =
+            mlir::kvattn::maxSharedMemoryPerBlock(nvvm.getChip());
+        module.walk([&](gpu::GPUFuncOp kernel) {
+          auto bytes =
+              kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes");
+          if (!bytes || bytes.getInt() <= limit)
+            return;
+          kernel.emitError()
+              << "kernel '" << kernel.getName() << "' needs " << bytes.getInt()
+              << " bytes of shared memory per block; " << nvvm.getChip()
+              << " allows " << limit
+              << " (use smaller block-m / block-n, or fewer stages)";
+          signalPassFailure();
+        });
       }
     });
   }

@@ -22,3 +22,31 @@ gpu.module @unknown [#nvvm.target<chip = "sm_80a">] {
 // expected-error @+1 {{cannot generate code for chip 'gfx90a': 'gfx90a' is not a chip name like sm_80 or sm_90a}}
 gpu.module @amd [#nvvm.target<chip = "gfx90a">] {
 }
+
+// -----
+
+// Shared memory per block: 160 KB fits sm_80 (163 KB) but not sm_86 (99 KB).
+// CHECK-LABEL: gpu.module @ampere_a100
+gpu.module @ampere_a100 [#nvvm.target<chip = "sm_80">] {
+  gpu.func @big() kernel attributes {kvattn.dynamic_smem_bytes = 163840 : i64} {
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @ampere_consumer [#nvvm.target<chip = "sm_86">] {
+  // expected-error @+1 {{kernel 'big' needs 163840 bytes of shared memory per block; sm_86 allows 101376 (use smaller block-m / block-n, or fewer stages)}}
+  gpu.func @big() kernel attributes {kvattn.dynamic_smem_bytes = 163840 : i64} {
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @hopper [#nvvm.target<chip = "sm_90a">] {
+  // expected-error @+1 {{kernel 'huge' needs 296000000 bytes of shared memory per block; sm_90a allows 232448 (use smaller block-m / block-n, or fewer stages)}}
+  gpu.func @huge() kernel attributes {kvattn.dynamic_smem_bytes = 296000000 : i64} {
+    gpu.return
+  }
+}

@@ -66,7 +66,20 @@ struct Config {
   bool packGqa = true;
   int64_t blockM = 64, blockN = 64, splitKv = 1;
   uint64_t dataSeed = 0;
+  /// Generated Q, K, V lie in [-magnitude, magnitude): small scales are
+  /// compared; 1e19 and above must be refused by the reference (scores
+  /// that could overflow f32) unless no key is visible.
+  double magnitude = 1;
+  /// Positions near the 2^62 limit (i64 offsets; explicit positions from
+  /// a base just below it).
+  bool nearLimit = false;
+  /// Dynamic B / L / S in the IR's types (bit 0, 1, 2).
+  unsigned dynamicDims = 0;
+  /// An option beyond its limit: compilation must fail with a named error.
+  bool optionOverLimit = false;
 };
+
+constexpr int64_t kLimit = int64_t(1) << 62;
 
 std::string join(const std::vector<int64_t> &v) {
   std::string s;
@@ -89,6 +102,8 @@ std::string asFlags(const Config &c) {
   list("--k-offset", c.kOffset);
   list("--q-pos", c.qPos);
   list("--k-pos", c.kPos);
+  if (c.nearLimit && !c.qOffset.empty())
+    os << " --offset-type i64";
   list("--kv-len", c.kvLen);
   list("--key-valid", c.keyValid);
   if (c.pageSize) {
@@ -107,10 +122,17 @@ std::string asFlags(const Config &c) {
     os << " --scale " << c.scale;
   if (c.lse)
     os << " --lse";
-  os << " -- --target=cpu --check --seed " << c.dataSeed << " --block-m "
-     << c.blockM << " --block-n " << c.blockN << " --split-kv " << c.splitKv;
+  os << " -- --target=cpu --check --seed " << c.dataSeed;
+  if (c.magnitude != 1)
+    os << " --magnitude " << c.magnitude;
+  os << " --block-m " << c.blockM << " --block-n " << c.blockN << " --split-kv "
+     << c.splitKv;
   if (!c.packGqa)
     os << " --pack-gqa=false";
+  if (c.dynamicDims)
+    os << "   (the failing IR had dynamic" << (c.dynamicDims & 1 ? " B" : "")
+       << (c.dynamicDims & 2 ? " L" : "") << (c.dynamicDims & 4 ? " S" : "")
+       << ")";
   return os.str();
 }
 
@@ -122,6 +144,8 @@ void drawOperands(Config &c, std::mt19937_64 &rng) {
   auto increasing = [&](int64_t n) {
     std::vector<int64_t> v;
     int64_t p = uniform(0, 5);
+    if (c.nearLimit) // the last position at most 2^62
+      p += kLimit - 3 * n - 5;
     for (int64_t i = 0; i < n; ++i)
       v.push_back(p += uniform(1, 3));
     return v;
@@ -144,10 +168,12 @@ void drawOperands(Config &c, std::mt19937_64 &rng) {
       c.kPos.insert(c.kPos.end(), k.begin(), k.end());
     }
   } else if (c.hasOffsets) {
+    // Near the limit: the last query and key positions within 2^62.
+    const int64_t base = c.nearLimit ? kLimit - c.L - c.S - 16 : 0;
     for (int64_t b = 0; b < c.B; ++b) {
-      c.qOffset.push_back(uniform(0, c.S + 8));
+      c.qOffset.push_back(base + uniform(0, c.S + 8));
       if (c.hasKOffset)
-        c.kOffset.push_back(uniform(0, 8));
+        c.kOffset.push_back(base + uniform(0, 8));
     }
   }
   if (c.hasKvLen)
@@ -214,6 +240,18 @@ Config draw(std::mt19937_64 &rng) {
     c.pageSize = pick({1, 2, 4, 16});
     c.hasKvLen = true; // paged attention needs kv_len
   }
+  c.magnitude = pick({1, 1, 1, 2, 4});
+  if (c.dtype != "f16" && uniform(0, 11) == 0) // f16 cannot hold them
+    c.magnitude = uniform(0, 1) ? 1e19 : 1e30;
+  c.nearLimit = uniform(0, 7) == 0;
+  c.dynamicDims = uniform(0, 2) == 0 ? uniform(1, 7) : 0;
+  if (uniform(0, 29) == 0) {
+    c.optionOverLimit = true;
+    if (uniform(0, 1))
+      c.blockM = 257;
+    else
+      c.splitKv = 257;
+  }
   c.dataSeed = rng();
   drawOperands(c, rng);
   return c;
@@ -222,7 +260,7 @@ Config draw(std::mt19937_64 &rng) {
 std::string tensorType(std::vector<int64_t> shape, const std::string &elt) {
   std::string s = "tensor<";
   for (int64_t d : shape)
-    s += std::to_string(d) + "x";
+    s += (d < 0 ? std::string("?") : std::to_string(d)) + "x";
   return s + elt + ">";
 }
 
@@ -230,7 +268,12 @@ std::string tensorType(std::vector<int64_t> shape, const std::string &elt) {
 /// arguments too (run-time values).
 std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
                     std::vector<int> &intArgIndex) {
-  std::vector<int64_t> kvShape = {c.B, c.Hkv, c.S};
+  // The IR's sizes: -1 spells a dynamic dimension ("?"); the arguments
+  // keep the concrete shapes.
+  const int64_t B = c.dynamicDims & 1 ? -1 : c.B,
+                L = c.dynamicDims & 2 ? -1 : c.L,
+                S = c.dynamicDims & 4 ? -1 : c.S;
+  std::vector<int64_t> kvShape = {B, c.Hkv, S};
   if (c.pageSize)
     kvShape = {c.numPages, c.pageSize, c.Hkv};
   auto withDim = [&](int64_t d) {
@@ -238,11 +281,11 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
     shape.push_back(d);
     return shape;
   };
-  std::string q = tensorType({c.B, c.Hq, c.L, c.D}, c.dtype),
+  std::string q = tensorType({B, c.Hq, L, c.D}, c.dtype),
               k = tensorType(withDim(c.D), c.dtype),
               v = tensorType(withDim(c.Dv), c.dtype),
-              out = tensorType({c.B, c.Hq, c.L, c.Dv}, c.dtype),
-              lse = tensorType({c.B, c.Hq, c.L}, "f32");
+              out = tensorType({B, c.Hq, L, c.Dv}, c.dtype),
+              lse = tensorType({B, c.Hq, L}, "f32");
   std::string sig = "%q: " + q + ", %k: " + k + ", %v: " + v, groups;
   int arg = 3;
   auto add = [&](const char *name, bool present,
@@ -250,7 +293,14 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
                  const char *elt) {
     if (!present)
       return;
-    std::string ty = tensorType(shape, elt);
+    std::vector<int64_t> typeShape = shape;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if ((d == 0 && B < 0) ||
+          (std::string(name) == "q_pos" && d == 1 && L < 0) ||
+          ((std::string(name) == "k_pos" || std::string(name) == "key_valid") &&
+           d == 1 && S < 0))
+        typeShape[d] = -1;
+    std::string ty = tensorType(typeShape, elt);
     sig += std::string(", %") + name + ": " + ty;
     groups += std::string(" ") + name + "(%" + name + " : " + ty + ")";
     HostTensor t(std::string(elt) == "i1"    ? ElementType::I1
@@ -262,15 +312,16 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
     intArgs.push_back(std::move(t));
     intArgIndex.push_back(arg++);
   };
-  add("q_offset", c.hasOffsets, c.qOffset, {c.B}, "i32");
-  add("k_offset", c.hasKOffset, c.kOffset, {c.B}, "i32");
+  const char *offsetType = c.nearLimit ? "i64" : "i32";
+  add("q_offset", c.hasOffsets, c.qOffset, {c.B}, offsetType);
+  add("k_offset", c.hasKOffset, c.kOffset, {c.B}, offsetType);
   add("q_pos", c.explicitPositions, c.qPos, {c.B, c.L}, "i64");
   add("k_pos", c.explicitPositions, c.kPos, {c.B, c.S}, "i64");
   add("kv_len", c.hasKvLen, c.kvLen, {c.B}, "i32");
   add("key_valid", c.hasKeyValid, c.keyValid, {c.B, c.S}, "i1");
   if (!c.mask.empty()) {
     std::string ty =
-        tensorType({c.B, 1, c.L, c.S}, c.mask == "bool" ? "i1" : c.dtype);
+        tensorType({B, 1, L, S}, c.mask == "bool" ? "i1" : c.dtype);
     sig += ", %mask: " + ty;
     groups += " mask(%mask : " + ty + ")";
     ++arg;
@@ -315,12 +366,19 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
       args.push_back(intArgs[nextInt++]);
       continue;
     }
-    HostTensor t(*kvattn::toElementType(tensor.getElementType()),
-                 std::vector<int64_t>(tensor.getShape().begin(),
-                                      tensor.getShape().end()));
+    std::vector<int64_t> kvShape = {c.B, c.Hkv, c.S};
+    if (c.pageSize)
+      kvShape = {c.numPages, c.pageSize, c.Hkv};
+    std::vector<int64_t> shape =
+        i == 0   ? std::vector<int64_t>{c.B, c.Hq, c.L, c.D}
+        : i >= 3 ? std::vector<int64_t>{c.B, 1, c.L, c.S}
+                 : kvShape;
+    if (i == 1 || i == 2)
+      shape.push_back(i == 1 ? c.D : c.Dv);
+    HostTensor t(*kvattn::toElementType(tensor.getElementType()), shape);
     if (i < 3) {
       for (int64_t n = 0; n < t.numElements(); ++n)
-        t.setDouble(n, kvattn::seededValue(c.dataSeed, i, n));
+        t.setDouble(n, kvattn::seededValue(c.dataSeed, i, n) * c.magnitude);
     } else { // the [B, 1, L, S] mask
       int64_t n = 0;
       for (int64_t b = 0; b < c.B; ++b)
@@ -338,8 +396,14 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
 
   std::vector<HostTensor> expected, got;
   if (kvattn::Status s = kvattn::evaluateFunction(func, args, expected);
-      s.isError())
+      s.isError()) {
+    // Huge inputs: the reference refuses what could overflow f32 (the
+    // documented range), by name.
+    if (c.magnitude >= 1e19 &&
+        s.message().find("may overflow f32") != std::string::npos)
+      return "";
     return "the reference rejected a valid case: " + s.message();
+  }
   kvattn::CpuCompileOptions options;
   options.blockM = c.blockM;
   options.blockN = c.blockN;
@@ -347,10 +411,17 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
   options.packGqa = c.packGqa;
   options.optLevel = 1;
   std::unique_ptr<kvattn::CpuProgram> program;
-  if (kvattn::Status s =
-          kvattn::CpuProgram::compile(*module, "main", options, program);
-      s.isError())
-    return "compilation failed: " + s.message();
+  kvattn::Status compiled =
+      kvattn::CpuProgram::compile(*module, "main", options, program);
+  if (c.optionOverLimit)
+    return compiled.isError() && compiled.message().find(
+                                     "is above the limit") != std::string::npos
+               ? ""
+               : "an option beyond its limit was not refused by name: " +
+                     (compiled.isError() ? compiled.message()
+                                         : std::string("compiled"));
+  if (compiled.isError())
+    return "compilation failed: " + compiled.message();
   if (kvattn::Status s = program->run(args, got); s.isError())
     return "run failed: " + s.message();
   for (size_t r = 0; r < expected.size(); ++r) {
@@ -434,6 +505,10 @@ int main(int argc, char **argv) {
   context.disableMultithreading();
 
   std::mt19937_64 rng(seed);
+  struct {
+    int64_t huge = 0, nearLimit = 0, dynamic = 0, overLimit = 0,
+            splitOrPaged = 0;
+  } drawn;
   auto start = std::chrono::steady_clock::now();
   int64_t done = 0;
   for (; done < iterations; ++done) {
@@ -443,6 +518,11 @@ int main(int argc, char **argv) {
       break;
     Config c = draw(rng);
     std::string failure = runCase(context, c);
+    drawn.huge += c.magnitude >= 1e19;
+    drawn.nearLimit += c.nearLimit;
+    drawn.dynamic += c.dynamicDims != 0;
+    drawn.overLimit += c.optionOverLimit;
+    drawn.splitOrPaged += c.splitKv > 1 || c.pageSize;
     if (failure.empty())
       continue;
     llvm::outs() << "MISMATCH (iteration " << done << "): " << failure
@@ -459,6 +539,13 @@ int main(int argc, char **argv) {
     return 1;
   }
   llvm::outs() << "kvattn-fuzz-diff: " << done
-               << " random cases matched the reference (seed " << seed << ")\n";
+               << " random cases matched the reference (seed " << seed
+               << "); among them " << drawn.huge
+               << " with inputs up to 1e19-1e30 (refused by name or no key "
+                  "visible), "
+               << drawn.nearLimit << " with positions near 2^62, "
+               << drawn.dynamic << " with dynamic B/L/S, " << drawn.overLimit
+               << " with an option beyond its limit (refused), "
+               << drawn.splitOrPaged << " split-KV or paged\n";
   return 0;
 }

@@ -2,10 +2,12 @@
 //
 // Parses mutated IR; when it verifies and is made of kvattn, func, arith and
 // tensor ops only (what front ends give kvattn), runs the compiler
-// pipelines on it: kvattn-to-cpu (up to the LLVM dialect, no JIT) and
-// kvattn-to-ptx (to PTX text when libdevice is found). A verified op must
-// never crash a pass; invalid IR must end in diagnostics. Seed corpus:
-// test/fuzz/corpus.
+// pipelines on it: kvattn-to-cpu (up to the LLVM dialect, no JIT) with the
+// default options and with options drawn from the input (block sizes,
+// split-KV, packing, including values beyond the limits), and kvattn-to-ptx
+// with drawn options and chips (to PTX text when libdevice is found, else
+// to the device LLVM IR). A verified op must never crash a pass; invalid IR
+// and refused options must end in diagnostics. Seed corpus: test/fuzz/corpus.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,10 +19,8 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
-#include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
 
 #include <cstdint>
 #include <string>
@@ -28,9 +28,9 @@
 using namespace mlir;
 
 static MLIRContext &context() {
+  // No pass registration: the pipelines are built from constructors, as an
+  // embedder would.
   static MLIRContext *ctx = [] {
-    mlir::registerAllPasses();
-    ::kvattn::registerAllKVAttnPasses();
     DialectRegistry registry;
     ::kvattn::registerAllKVAttnDialects(registry);
     auto *c = new MLIRContext(registry);
@@ -55,13 +55,30 @@ static bool onlyKVAttnInput(ModuleOp module) {
   return ok;
 }
 
-static void runPipeline(ModuleOp module, const std::string &pipeline) {
+static void runPipeline(ModuleOp module,
+                        llvm::function_ref<void(OpPassManager &)> build) {
   OwningOpRef<ModuleOp> clone = module.clone();
   PassManager pm(&context());
-  if (failed(parsePassPipeline(pipeline, pm)))
-    __builtin_trap();   // our own pipeline text must parse
+  build(pm);
   (void)pm.run(*clone); // failing with diagnostics is fine; crashing is not
 }
+
+/// Options drawn from the input's bytes (a hash: every mutation of the IR
+/// also moves the options): the sizes kvattn accepts, the edges of its
+/// limits and beyond them, every chip spelling. Out-of-range values must
+/// end in a diagnostic like the rest.
+struct DrawnOptions {
+  uint64_t state;
+  explicit DrawnOptions(const uint8_t *data, size_t size)
+      : state(0x9E3779B97F4A7C15ull ^ size) {
+    for (size_t i = 0; i < size; ++i)
+      state = (state ^ data[i]) * 0x100000001B3ull;
+  }
+  template <typename T, size_t N> T pick(const T (&values)[N]) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return values[(state >> 33) % N];
+  }
+};
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   MLIRContext &ctx = context();
@@ -70,16 +87,48 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &ctx);
   if (!module || failed(verify(*module)) || !onlyKVAttnInput(*module))
     return 0;
-  runPipeline(*module, "kvattn-to-cpu");
-  runPipeline(*module, "kvattn-to-cpu{block-m=16 block-n=8 stats=true}");
-  // kvattn-to-ptx, through NVVM to PTX when libdevice is available (the
-  // NVPTX back end then runs on every verified input), else its kernel
-  // half.
-  static const bool haveLibdevice = !mlir::kvattn::findLibdevice("").empty();
-  runPipeline(*module, haveLibdevice
-                           ? "kvattn-to-ptx"
-                           : "kvattn-resolve-cached-append,kvattn-tile,"
-                             "kvattn-outline-tile-programs,"
-                             "gpu.module(kvattn-lower-tile-to-gpu)");
+  DrawnOptions draw(data, size);
+  static const int64_t kBlocks[] = {1, 8, 16, 32, 64, 128, 256, 257, 0, -1};
+  static const int64_t kWarps[] = {0, 1, 2, 4, 8, 16, 17};
+  static const int64_t kStages[] = {1, 2, 3, 8, 9, 0};
+  static const int64_t kSplits[] = {1, 1, 2, 3, 7, 0, 256, 257, -2};
+  static const bool kBools[] = {true, false};
+  static const char *kChips[] = {"sm_80",   "sm_86", "sm_89",  "sm_90a",
+                                 "sm_100a", "sm_60", "sm_80a", "SM_80",
+                                 "sm_1000", "",      "gfx90a", "sm_"};
+
+  // The default CPU pipeline, then one with drawn options.
+  runPipeline(*module, [](OpPassManager &pm) {
+    mlir::kvattn::buildKVAttnToCpuPipeline(pm, ::kvattn::CpuCompileOptions());
+  });
+  ::kvattn::CpuCompileOptions cpu;
+  cpu.blockM = draw.pick(kBlocks);
+  cpu.blockN = draw.pick(kBlocks);
+  cpu.splitKv = draw.pick(kSplits);
+  cpu.packGqa = draw.pick(kBools);
+  cpu.stats = draw.pick(kBools);
+  runPipeline(*module, [&](OpPassManager &pm) {
+    mlir::kvattn::buildKVAttnToCpuPipeline(pm, cpu);
+  });
+
+  // kvattn-to-ptx with drawn options, through NVVM to PTX when libdevice is
+  // available (the NVPTX back end then runs on every verified input), else
+  // to the device LLVM IR.
+  static const std::string libdevice = mlir::kvattn::findLibdevice("");
+  ::kvattn::PtxOptions gpu;
+  gpu.chip = draw.pick(kChips);
+  gpu.blockM = draw.pick(kBlocks);
+  gpu.blockN = draw.pick(kBlocks);
+  gpu.numWarps = draw.pick(kWarps);
+  gpu.numStages = draw.pick(kStages);
+  gpu.splitKv = draw.pick(kSplits);
+  gpu.packGqa = draw.pick(kBools);
+  gpu.tensorCores = draw.pick(kBools);
+  if (libdevice.empty())
+    gpu.image = ::kvattn::DeviceImage::LlvmIR;
+  runPipeline(*module, [&](OpPassManager &pm) {
+    mlir::kvattn::buildKVAttnToGpuKernelsPipeline(pm, gpu);
+    mlir::kvattn::buildGpuKernelsToPtxPipeline(pm, gpu, libdevice);
+  });
   return 0;
 }

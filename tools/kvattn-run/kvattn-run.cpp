@@ -22,6 +22,7 @@
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Npy.h"
 #include "kvattn/Support/Random.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -85,6 +86,10 @@ cl::list<std::string> fills(
     cl::cat(runCategory));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of generated float inputs"),
                        cl::init(0), cl::cat(runCategory));
+cl::opt<double> magnitude(
+    "magnitude",
+    cl::desc("Scale of generated float inputs: values in [-M, M) (default 1)"),
+    cl::init(1.0), cl::cat(runCategory));
 cl::opt<std::string> dumpDir("dump-outputs",
                              cl::desc("Write the results as DIR/outN.npy"),
                              cl::cat(runCategory));
@@ -133,9 +138,9 @@ int fail(const std::string &message) {
   return 1;
 }
 
-/// Distinct values in [-1, 1) for argument `arg`, element `i`.
+/// Distinct values in [-M, M) for argument `arg`, element `i`.
 double generated(uint64_t arg, int64_t i) {
-  return kvattn::seededValue(seed, arg, i);
+  return ::kvattn::seededValue(seed, arg, i) * magnitude;
 }
 
 std::optional<unsigned> parseArgName(llvm::StringRef name) {
@@ -155,68 +160,78 @@ std::string typeString(Type type) {
 }
 
 /// Builds argument `index` of type `type` from a --input spec (or nullptr).
-kvattn::Status makeArgument(unsigned index, RankedTensorType type,
-                            const std::string *spec, kvattn::HostTensor &out) {
-  std::optional<kvattn::ElementType> elt =
-      kvattn::toElementType(type.getElementType());
+::kvattn::Status makeArgument(unsigned index, RankedTensorType type,
+                              const std::string *spec,
+                              ::kvattn::HostTensor &out) {
+  std::optional<::kvattn::ElementType> elt =
+      ::kvattn::toElementType(type.getElementType());
   std::string what =
       "argument " + std::to_string(index) + " (" + typeString(type) + ")";
   if (!elt)
-    return kvattn::Status::error(what + " has an unsupported element type");
+    return ::kvattn::Status::error(what + " has an unsupported element type");
 
-  auto checkShape = [&](const kvattn::HostTensor &t) {
+  auto checkShape = [&](const ::kvattn::HostTensor &t) {
     if (t.rank() != type.getRank())
-      return kvattn::Status::error(what + ": given rank " +
-                                   std::to_string(t.rank()));
+      return ::kvattn::Status::error(what + ": given rank " +
+                                     std::to_string(t.rank()));
     for (int64_t d = 0; d < type.getRank(); ++d)
       if (!type.isDynamicDim(d) && type.getDimSize(d) != t.dim(d))
-        return kvattn::Status::error(what + ": given shape " + t.shapeString());
-    return kvattn::Status::ok();
+        return ::kvattn::Status::error(what + ": given shape " +
+                                       t.shapeString());
+    return ::kvattn::Status::ok();
   };
 
   if (spec && llvm::StringRef(*spec).ends_with(".npy")) {
-    KVATTN_RETURN_IF_ERROR(kvattn::readNpyAs(*spec, *elt, out));
+    KVATTN_RETURN_IF_ERROR(::kvattn::readNpyAs(*spec, *elt, out));
     return checkShape(out).withContext("--input " + std::to_string(index));
   }
 
   if (!type.hasStaticShape())
-    return kvattn::Status::error(what +
-                                 " has a dynamic shape: give it with --input " +
-                                 std::to_string(index) + "=FILE.npy");
-  out = kvattn::HostTensor(*elt, std::vector<int64_t>(type.getShape().begin(),
-                                                      type.getShape().end()));
+    return ::kvattn::Status::error(
+        what + " has a dynamic shape: give it with --input " +
+        std::to_string(index) + "=FILE.npy");
+  KVATTN_RETURN_IF_ERROR(
+      ::kvattn::HostTensor::make(
+          *elt,
+          std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+          out)
+          .withContext(what));
   if (spec) {
     llvm::SmallVector<llvm::StringRef> items;
     llvm::StringRef(*spec).split(items, ',');
     if (items.size() != 1 &&
         static_cast<int64_t>(items.size()) != out.numElements())
-      return kvattn::Status::error(
+      return ::kvattn::Status::error(
           what + ": " + std::to_string(items.size()) + " values given, " +
           std::to_string(out.numElements()) + " needed (or one to fill it)");
     for (int64_t i = 0; i < out.numElements(); ++i) {
       llvm::StringRef item = items.size() == 1 ? items[0] : items[i];
       item = item.trim();
-      if (kvattn::isFloatType(*elt)) {
+      if (::kvattn::isFloatType(*elt)) {
         double v;
         if (item.getAsDouble(v))
-          return kvattn::Status::error(what + ": '" + item.str() +
-                                       "' is not a number");
+          return ::kvattn::Status::error(what + ": '" + item.str() +
+                                         "' is not a number");
         out.setDouble(i, v);
       } else {
         int64_t v;
         if (item == "true" || item == "false")
           v = item == "true";
         else if (item.getAsInteger(10, v))
-          return kvattn::Status::error(what + ": '" + item.str() +
-                                       "' is not an integer");
+          return ::kvattn::Status::error(what + ": '" + item.str() +
+                                         "' is not an integer");
+        if (!::kvattn::fitsIn(*elt, v))
+          return ::kvattn::Status::error(what + ": " + item.str() +
+                                         " does not fit in " +
+                                         ::kvattn::elementTypeName(*elt));
         out.setInt(i, v);
       }
     }
-    return kvattn::Status::ok();
+    return ::kvattn::Status::ok();
   }
 
-  if (!kvattn::isFloatType(*elt))
-    return kvattn::Status::error(
+  if (!::kvattn::isFloatType(*elt))
+    return ::kvattn::Status::error(
         what +
         " holds positions, lengths or a mask and is not generated: "
         "give it with --input " +
@@ -224,15 +239,15 @@ kvattn::Status makeArgument(unsigned index, RankedTensorType type,
         std::to_string(index) + "=v0,v1,...");
   for (int64_t i = 0; i < out.numElements(); ++i)
     out.setDouble(i, generated(index, i));
-  return kvattn::Status::ok();
+  return ::kvattn::Status::ok();
 }
 
-void printTensor(llvm::raw_ostream &os, const kvattn::HostTensor &t) {
+void printTensor(llvm::raw_ostream &os, const ::kvattn::HostTensor &t) {
   os << "[";
   for (int64_t i = 0; i < t.numElements(); ++i) {
     if (i)
       os << ", ";
-    if (kvattn::isFloatType(t.elementType()))
+    if (::kvattn::isFloatType(t.elementType()))
       os << llvm::format("%.6g", t.getDouble(i));
     else
       os << t.getInt(i);
@@ -269,9 +284,9 @@ int main(int argc, char **argv) {
     return fail("--emu-fault needs --target=gpu-emu");
 
   mlir::registerAllPasses();
-  kvattn::registerAllKVAttnPasses();
+  ::kvattn::registerAllKVAttnPasses();
   DialectRegistry registry;
-  kvattn::registerAllKVAttnDialects(registry);
+  ::kvattn::registerAllKVAttnDialects(registry);
   MLIRContext context(registry);
 
   llvm::SourceMgr sourceMgr;
@@ -313,13 +328,13 @@ int main(int argc, char **argv) {
     specs[*arg] = in.substr(eq + 1);
   }
 
-  std::vector<kvattn::HostTensor> arguments(numArgs);
+  std::vector<::kvattn::HostTensor> arguments(numArgs);
   for (unsigned i = 0; i < numArgs; ++i) {
     auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[i]);
     if (!type)
       return fail("argument " + std::to_string(i) + " is not a ranked tensor");
     auto it = specs.find(i);
-    kvattn::Status s = makeArgument(
+    ::kvattn::Status s = makeArgument(
         i, type, it == specs.end() ? nullptr : &it->second, arguments[i]);
     if (s.isError())
       return fail(s.message());
@@ -338,8 +353,8 @@ int main(int argc, char **argv) {
     if (*index >= numArgs)
       return fail("--fill '" + fill + "': the function has " +
                   std::to_string(numArgs) + " arguments");
-    kvattn::HostTensor &t = arguments[*index];
-    if (!kvattn::isFloatType(t.elementType()))
+    ::kvattn::HostTensor &t = arguments[*index];
+    if (!::kvattn::isFloatType(t.elementType()))
       return fail("--fill '" + fill + "': argument " + std::to_string(*index) +
                   " is not a float tensor");
     if (first < 0 || n < 0 || first > t.numElements() ||
@@ -360,14 +375,15 @@ int main(int argc, char **argv) {
   // The reference runs first on every target: it validates the run-time
   // values (offsets, lengths, cache writes) with errors that name them, and
   // it is what --check compares against.
-  std::vector<kvattn::HostTensor> expected;
-  if (kvattn::Status s = kvattn::evaluateFunction(func, arguments, expected);
+  std::vector<::kvattn::HostTensor> expected;
+  if (::kvattn::Status s =
+          ::kvattn::evaluateFunction(func, arguments, expected);
       s.isError())
     return fail(s.message());
 
-  std::vector<kvattn::HostTensor> results;
-  std::unique_ptr<kvattn::CpuProgram> program;
-  kvattn::EmulatedGpu emu;
+  std::vector<::kvattn::HostTensor> results;
+  std::unique_ptr<::kvattn::CpuProgram> program;
+  ::kvattn::EmulatedGpu emu;
   std::string emuCounters;
   if (target == Target::Reference) {
     results = expected;
@@ -375,34 +391,34 @@ int main(int argc, char **argv) {
     const bool emulated = target == Target::GpuEmu;
     const std::string targetFlag =
         emulated ? "--target=gpu-emu: " : "--target=gpu: ";
-    kvattn::PtxOptions options;
+    ::kvattn::PtxOptions options;
     options.blockN = blockN;
     options.packGqa = packGqa;
     options.splitKv = splitKv;
     options.tensorCores = tensorCores;
     if (emulated)
-      options.image = kvattn::DeviceImage::LlvmIR;
-    std::unique_ptr<kvattn::GpuExecutor> gpu;
-    if (kvattn::Status s = kvattn::GpuExecutor::create(options, gpu);
+      options.image = ::kvattn::DeviceImage::LlvmIR;
+    std::unique_ptr<::kvattn::GpuExecutor> gpu;
+    if (::kvattn::Status s = ::kvattn::GpuExecutor::create(options, gpu);
         s.isError())
       return fail(targetFlag + s.message());
     if (emulated) {
-      if (kvattn::Status s =
-              kvattn::EmulatedGpu::open(kvattn::emulatedDriverPath(), emu);
+      if (::kvattn::Status s =
+              ::kvattn::EmulatedGpu::open(::kvattn::emulatedDriverPath(), emu);
           s.isError())
         return fail(targetFlag + s.message());
       if (!emuFault.empty())
-        if (kvattn::Status s = emu.configure("fault", emuFault); s.isError())
+        if (::kvattn::Status s = emu.configure("fault", emuFault); s.isError())
           return fail("--emu-fault=" + emuFault + ": " + s.message());
       // Grouping accesses into warp requests serves only the counters.
-      if (kvattn::Status s =
+      if (::kvattn::Status s =
               emu.configure("count-requests", printStats ? "1" : "0");
           s.isError())
         return fail(targetFlag + s.message());
     }
-    kvattn::AttentionExecutor executor =
-        [&](Operation *op, const std::vector<const kvattn::HostTensor *> &in,
-            std::vector<kvattn::HostTensor> &out) {
+    ::kvattn::AttentionExecutor executor =
+        [&](Operation *op, const std::vector<const ::kvattn::HostTensor *> &in,
+            std::vector<::kvattn::HostTensor> &out) {
           return gpu->run(op, in, out);
         };
     // Everything but attention (cache writes, concatenations) runs on the
@@ -414,13 +430,13 @@ int main(int argc, char **argv) {
         return success(diag.getSeverity() != DiagnosticSeverity::Error);
       });
       PassManager pm(&context);
-      if (failed(parsePassPipeline("kvattn-resolve-cached-append", pm)) ||
-          failed(pm.run(*resolved)))
+      pm.addPass(mlir::kvattn::createResolveCachedAppendPass());
+      if (failed(pm.run(*resolved)))
         return fail("resolving kvattn.sdpa for the GPU failed");
     }
     auto gpuFunc = resolved->lookupSymbol<func::FuncOp>(func.getName());
-    if (kvattn::Status s =
-            kvattn::evaluateFunction(gpuFunc, arguments, results, executor);
+    if (::kvattn::Status s =
+            ::kvattn::evaluateFunction(gpuFunc, arguments, results, executor);
         s.isError())
       return fail(s.message());
     if (emulated) {
@@ -431,18 +447,18 @@ int main(int argc, char **argv) {
         return fail("the emulated GPU reported:\n" + reports);
     }
   } else {
-    kvattn::CpuCompileOptions options;
+    ::kvattn::CpuCompileOptions options;
     options.blockM = blockM;
     options.blockN = blockN;
     options.stats = printStats;
     options.splitKv = splitKv;
     options.packGqa = packGqa;
     options.optLevel = optLevel;
-    if (kvattn::Status s = kvattn::CpuProgram::compile(
+    if (::kvattn::Status s = ::kvattn::CpuProgram::compile(
             *module, func.getName().str(), options, program);
         s.isError())
       return fail(s.message());
-    if (kvattn::Status s = program->run(arguments, results); s.isError())
+    if (::kvattn::Status s = program->run(arguments, results); s.isError())
       return fail(s.message());
   }
 
@@ -451,11 +467,11 @@ int main(int argc, char **argv) {
       return fail("cannot create '" + dumpDir + "': " + ec.message());
   }
   for (size_t r = 0; r < results.size(); ++r) {
-    const kvattn::HostTensor &t = results[r];
+    const ::kvattn::HostTensor &t = results[r];
     llvm::outs() << "out" << r << ": " << t.shapeString();
     if (!dumpDir.empty()) {
       std::string path = dumpDir + "/out" + std::to_string(r) + ".npy";
-      if (kvattn::Status s = kvattn::writeNpy(path, t); s.isError())
+      if (::kvattn::Status s = ::kvattn::writeNpy(path, t); s.isError())
         return fail(s.message());
       llvm::outs() << " -> " << path;
     }
@@ -469,7 +485,7 @@ int main(int argc, char **argv) {
   if (printStats && target == Target::GpuEmu) {
     llvm::outs() << emuCounters;
   } else if (printStats) {
-    kvattn::BlockStats st = program->stats();
+    ::kvattn::BlockStats st = program->stats();
     llvm::outs() << "stats: kv blocks loaded=" << st.loaded
                  << " masked=" << st.masked << " skipped=" << st.skipped
                  << " kv_bytes=" << st.kvBytes << " (block-m=" << blockM
@@ -487,8 +503,8 @@ int main(int argc, char **argv) {
                   "': expected two result "
                   "numbers below " +
                   std::to_string(results.size()));
-    kvattn::Tolerance tol = kvattn::toleranceFor(results[i].elementType());
-    kvattn::Comparison c = kvattn::compare(results[j], results[i], tol);
+    ::kvattn::Tolerance tol = ::kvattn::toleranceFor(results[i].elementType());
+    ::kvattn::Comparison c = ::kvattn::compare(results[j], results[i], tol);
     llvm::outs() << "same out" << i << " out" << j
                  << ": max_abs_err=" << llvm::format("%.3g", c.maxAbsErr) << " "
                  << (c.pass() ? "PASS" : "FAIL") << "\n";
@@ -500,14 +516,15 @@ int main(int argc, char **argv) {
   if (check) {
     bool allPass = true;
     for (size_t r = 0; r < results.size(); ++r) {
-      kvattn::Tolerance tol = kvattn::toleranceFor(expected[r].elementType());
-      kvattn::Comparison c = kvattn::compare(results[r], expected[r], tol);
+      ::kvattn::Tolerance tol =
+          ::kvattn::toleranceFor(expected[r].elementType());
+      ::kvattn::Comparison c = ::kvattn::compare(results[r], expected[r], tol);
       allPass &= c.pass();
       llvm::outs() << "check out" << r
                    << ": max_abs_err=" << llvm::format("%.3g", c.maxAbsErr)
                    << " max_rel_err=" << llvm::format("%.3g", c.maxRelErr)
                    << " tolerance("
-                   << kvattn::elementTypeName(expected[r].elementType())
+                   << ::kvattn::elementTypeName(expected[r].elementType())
                    << ")=atol " << llvm::format("%g", tol.atol) << " + rtol "
                    << llvm::format("%g", tol.rtol) << " * |ref| "
                    << (c.pass() ? "PASS" : "FAIL");

@@ -10,6 +10,7 @@
 #ifndef KVATTN_CPU_CPURUNNER_H
 #define KVATTN_CPU_CPURUNNER_H
 
+#include "kvattn/CPU/CpuOptions.h"
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Status.h"
 
@@ -23,20 +24,6 @@ class ModuleOp;
 } // namespace mlir
 
 namespace kvattn {
-
-struct CpuCompileOptions {
-  int64_t blockM = 64;
-  int64_t blockN = 64;
-  /// KV chunks per program, merged in chunk order (kvattn.merge).
-  int64_t splitKv = 1;
-  /// GQA packing of few query rows (-kvattn-tile pack-gqa).
-  bool packGqa = true;
-  /// Count loaded/masked/skipped KV blocks (see CpuProgram::stats).
-  bool stats = false;
-  bool fixUpperLeftAppends = false;
-  /// LLVM optimisation level of the JIT (0 to 3).
-  unsigned optLevel = 3;
-};
 
 /// KV-block counts accumulated over runs (stats=true).
 struct BlockStats {

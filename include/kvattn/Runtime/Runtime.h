@@ -164,6 +164,8 @@ public:
   uint64_t stream() const;
 
   Status allocate(size_t bytes, DevicePtr &ptr);
+  /// Frees what allocate() returned; any other pointer (or a second free)
+  /// is an error naming it, not a driver call.
   Status release(DevicePtr ptr);
   /// Synchronous copies between host and device.
   Status copyToDevice(DevicePtr dst, const void *src, size_t bytes);

@@ -27,12 +27,24 @@ std::optional<ElementType> parseElementType(const std::string &name);
 /// Bytes per element (i1 is stored as one byte, 0 or 1).
 size_t elementTypeSize(ElementType type);
 bool isFloatType(ElementType type);
+/// Whether an integer type holds `value` exactly (i1: 0 or 1; float types
+/// are not integer types: false).
+bool fitsIn(ElementType type, int64_t value);
 
 class HostTensor {
 public:
   HostTensor() = default;
-  /// A zero-filled tensor. Every dimension must be non-negative.
+  /// A zero-filled tensor. Every dimension must be non-negative and the
+  /// size within limits (see `make` for shapes that come from users).
   HostTensor(ElementType type, std::vector<int64_t> shape);
+
+  /// Why a tensor of this type and shape cannot be made on this host (a
+  /// negative dimension, more than limits::kMaxElements elements, more bytes
+  /// than the machine's memory), or ok.
+  static Status checkShape(ElementType type, const std::vector<int64_t> &shape);
+  /// `result` = a zero-filled tensor, after checkShape.
+  static Status make(ElementType type, std::vector<int64_t> shape,
+                     HostTensor &result);
 
   ElementType elementType() const { return type_; }
   const std::vector<int64_t> &shape() const { return shape_; }

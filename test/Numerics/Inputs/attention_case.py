@@ -49,6 +49,8 @@ def main():
     p.add_argument("--D", type=int, default=16)
     p.add_argument("--Dv", type=int)
     p.add_argument("--q-offset", type=int_list)
+    p.add_argument("--offset-type", default="i32", choices=["i32", "i64"],
+                   help="element type of q_offset and k_offset")
     p.add_argument("--k-offset", type=int_list)
     p.add_argument("--q-pos", type=int_list, help="B*L values")
     p.add_argument("--k-pos", type=int_list, help="B*S values")
@@ -150,8 +152,8 @@ def main():
             name_ref = f"%{name}"
         groups.append(f"{name}({name_ref} : {ty})")
 
-    operand("q_offset", a.q_offset, [a.B], "i32")
-    operand("k_offset", a.k_offset, [a.B], "i32")
+    operand("q_offset", a.q_offset, [a.B], a.offset_type)
+    operand("k_offset", a.k_offset, [a.B], a.offset_type)
     operand("q_pos", a.q_pos, [a.B, a.L], "i64")
     operand("k_pos", a.k_pos, [a.B, a.S], "i64")
     operand("kv_len", a.kv_len, [a.B], "i32")

@@ -1,0 +1,70 @@
+//===- Limits.h - the sizes kvattn accepts ----------------------*- C++ -*-===//
+//
+// Every size limit the compiler, the reference and the runtime enforce, in
+// one place: each is checked before any lowering or allocation and refused
+// with an error naming the value and the limit (docs/robustness.md lists
+// them with their reasons).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_SUPPORT_LIMITS_H
+#define KVATTN_SUPPORT_LIMITS_H
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace kvattn::limits {
+
+/// Largest position (offset + row, explicit positions, k_offset + key):
+/// `pos + L`, `pos + S` and position differences stay far from overflowing
+/// int64.
+inline constexpr int64_t kMaxPosition = int64_t(1) << 62;
+
+/// Head dims D and Dv of a compiled attention (CPU and GPU): the
+/// per-program tiles are sized by them (on the CPU they live on the stack).
+inline constexpr int64_t kMaxHeadDim = 512;
+/// Head dims of a GPU kernel: beyond 256 the per-thread registers, the
+/// shared memory and the NVPTX compile time (seconds at D = 512, minutes at
+/// D = 4096) grow without benefit; FlashAttention stops at 256 too.
+inline constexpr int64_t kMaxGpuHeadDim = 256;
+
+/// Query rows and keys per program / KV block (pass options and automatic
+/// choices). With kMaxHeadDim this bounds a CPU program's scratch tiles to
+/// about 1.5 MiB of stack.
+inline constexpr int64_t kMaxBlockM = 256;
+inline constexpr int64_t kMaxBlockN = 256;
+/// Warps per GPU program (512 threads; the hardware allows 1024).
+inline constexpr int64_t kMaxNumWarps = 16;
+/// K/V pipeline stages.
+inline constexpr int64_t kMaxNumStages = 8;
+/// KV chunks per program of a split-KV schedule (the automatic choice takes
+/// at most 16); the partial results are split x the output.
+inline constexpr int64_t kMaxSplitKv = 256;
+
+/// Elements of one tensor (a static shape in the IR, or a tensor made on
+/// the host): 2^48 elements is 1 PiB of f32, far above any memory, and far
+/// from overflowing int64 in byte counts and index arithmetic.
+inline constexpr int64_t kMaxElements = int64_t(1) << 48;
+
+/// The product of `shape`, or std::nullopt when a dimension is negative or
+/// the product exceeds kMaxElements.
+inline std::optional<int64_t> elementCount(const std::vector<int64_t> &shape) {
+  for (int64_t d : shape)
+    if (d < 0)
+      return std::nullopt;
+  for (int64_t d : shape)
+    if (d == 0)
+      return 0;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (n > kMaxElements / d)
+      return std::nullopt;
+    n *= d;
+  }
+  return n;
+}
+
+} // namespace kvattn::limits
+
+#endif // KVATTN_SUPPORT_LIMITS_H

@@ -1,0 +1,111 @@
+//===- EmbeddingTest.cpp - kvattn inside another program ------------------===//
+//
+// An embedder registers kvattn's dialects in its own context and calls the
+// library: no global pass registration (neither kvattn's nor upstream's,
+// and this binary calls none), and a failure is a Status, never an abort.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/CPU/CpuRunner.h"
+#include "kvattn/Registration/Registration.h"
+#include "kvattn/Support/HostTensor.h"
+#include "kvattn/Target/Ptx.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+constexpr const char *kAttention = R"mlir(
+func.func @main(%q: tensor<1x2x3x16xf16>, %k: tensor<1x2x8x16xf16>,
+                %v: tensor<1x2x8x16xf16>, %qo: tensor<1xi32>)
+    -> tensor<1x2x3x16xf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) causal
+      : tensor<1x2x3x16xf16>, tensor<1x2x8x16xf16>, tensor<1x2x8x16xf16>
+      -> tensor<1x2x3x16xf16>
+  return %o : tensor<1x2x3x16xf16>
+}
+)mlir";
+
+struct Embedding : ::testing::Test {
+  Embedding() {
+    mlir::DialectRegistry registry;
+    kvattn::registerAllKVAttnDialects(registry);
+    context = std::make_unique<mlir::MLIRContext>(registry);
+    module = mlir::parseSourceString<mlir::ModuleOp>(kAttention, context.get());
+  }
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+TEST_F(Embedding, CpuPathNeedsNoPassRegistration) {
+  ASSERT_TRUE(module);
+  std::unique_ptr<kvattn::CpuProgram> program;
+  kvattn::Status s = kvattn::CpuProgram::compile(
+      *module, "main", kvattn::CpuCompileOptions(), program);
+  ASSERT_FALSE(s.isError()) << s.message();
+
+  // Distinct values per key: a wrong mask moves the result.
+  kvattn::HostTensor q(kvattn::ElementType::F16, {1, 2, 3, 16}),
+      k(kvattn::ElementType::F16, {1, 2, 8, 16}),
+      v(kvattn::ElementType::F16, {1, 2, 8, 16}),
+      qo(kvattn::ElementType::I32, {1});
+  for (int64_t i = 0; i < v.numElements(); ++i)
+    v.setDouble(i, static_cast<double>((i / 16) % 8)); // value = key index
+  qo.setInt(0, 5); // rows at positions 5, 6, 7: they see 6, 7, 8 keys
+  std::vector<kvattn::HostTensor> out;
+  s = program->run({q, k, v, qo}, out);
+  ASSERT_FALSE(s.isError()) << s.message();
+  ASSERT_EQ(out.size(), 1u);
+  // q = k = 0: uniform weights over the visible keys, the mean index.
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 3; ++i)
+      EXPECT_NEAR(out[0].getDouble(((h * 3) + i) * 16), (5.0 + i) / 2, 1e-2)
+          << "head " << h << " row " << i;
+}
+
+TEST_F(Embedding, CpuPipelineBuildsWithoutRegistry) {
+  ASSERT_TRUE(module);
+  mlir::PassManager pm(context.get());
+  mlir::kvattn::buildKVAttnToCpuPipeline(pm, kvattn::CpuCompileOptions());
+  EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+}
+
+TEST_F(Embedding, GpuPathNeedsNoPassRegistration) {
+  ASSERT_TRUE(module);
+  kvattn::PtxOptions options;
+  options.image = kvattn::DeviceImage::LlvmIR; // no NVPTX code generation
+  kvattn::PtxModule ptx;
+  kvattn::Status s = kvattn::compileToPtx(*module, options, ptx);
+  ASSERT_FALSE(s.isError()) << s.message();
+  EXPECT_EQ(ptx.kernels.size(), 1u);
+  EXPECT_NE(ptx.ptx.find("define"), std::string::npos);
+}
+
+TEST_F(Embedding, BadOptionsAreStatusNotAbort) {
+  ASSERT_TRUE(module);
+  kvattn::PtxOptions options;
+  options.chip = "sm_50";
+  kvattn::PtxModule ptx;
+  kvattn::Status s = kvattn::compileToPtx(*module, options, ptx);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("older than sm_80"), std::string::npos)
+      << s.message();
+
+  kvattn::CpuCompileOptions cpu;
+  cpu.blockM = 65536;
+  std::unique_ptr<kvattn::CpuProgram> program;
+  s = kvattn::CpuProgram::compile(*module, "main", cpu, program);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("block-m = 65536 is above the limit 256"),
+            std::string::npos)
+      << s.message();
+}
+
+} // namespace
