@@ -120,9 +120,15 @@ struct ShadowByte {
   uint32_t generation = 0;
   uint32_t writeEpoch = 0, readEpoch = 0;
   uint32_t writeSite = 0, readSite = 0;
+  /// The accessing warp's count of completed bar.warp.sync at the write /
+  /// at the latest read of the epoch: accesses of one warp on either side
+  /// of a warp barrier are ordered.
+  uint32_t writeSync = 0, readSync = 0;
   uint16_t writer = 0, reader = 0;
   uint16_t pending = 0; ///< 1 + the thread with a cp.async in flight here
   bool multipleReaders = false;
+  /// Every reader of the epoch is in the reader's warp.
+  bool readersInOneWarp = true;
 };
 
 std::vector<ShadowByte> &shadow() {
@@ -250,6 +256,8 @@ private:
   std::vector<uint32_t> next_, laneCounts_, touched_;
   Thread *running_ = nullptr;
   uint32_t epoch_ = 1;
+  /// Per warp of the CTA: completed bar.warp.sync (racecheck).
+  std::vector<uint32_t> warpSyncs_;
   std::string fault_;
   std::set<std::tuple<std::string, uint32_t, uint32_t>> hazardsSeen_;
   uint64_t hazards_ = 0, hazardsNotShown_ = 0;
@@ -340,6 +348,7 @@ Status Launch::run() {
 Status Launch::runCta() {
   ++generation_;
   epoch_ = 1;
+  warpSyncs_.assign((threads_.size() + 31) / 32, 0);
   std::memset(Arena::base(), 0xFF, sharedBytes_);
   for (Thread &t : threads_) {
     t.state = State::Runnable;
@@ -758,6 +767,7 @@ Status Launch::completeWarp(unsigned warp, bool &progress) {
     break;
   }
   case Op::WarpSync:
+    ++warpSyncs_[warp];
     break;
   default:
     return Status::error(what + ": " + site.describe() +
@@ -814,26 +824,43 @@ void Launch::checkShared(Thread &t, uint64_t offset, uint64_t size, bool write,
              write);
       continue;
     }
+    const uint32_t warp = t.index / 32, syncs = warpSyncs_[warp];
+    // Whether an earlier access by `other` (its warp had completed
+    // `otherSyncs` warp barriers) is ordered before this one: a barrier of
+    // the CTA in between, or one of this warp's.
+    auto unordered = [&](uint32_t accessEpoch, uint32_t other,
+                         uint32_t otherSyncs) {
+      return accessEpoch == epoch_ && other != t.index &&
+             !(other / 32 == warp && otherSyncs != syncs);
+    };
     if (write) {
-      if (s.writeEpoch == epoch_ && s.writer != t.index)
+      if (unordered(s.writeEpoch, s.writer, s.writeSync))
         hazard("write-after-write", i, t, site, s.writer, s.writeSite, true);
       else if (s.readEpoch == epoch_ &&
-               (s.reader != t.index || s.multipleReaders))
+               (s.multipleReaders
+                    ? !(s.readersInOneWarp && s.reader / 32 == warp &&
+                        s.readSync != syncs)
+                    : unordered(s.readEpoch, s.reader, s.readSync)))
         hazard("write-after-read", i, t, site,
                s.reader != t.index ? int(s.reader) : -1, s.readSite, true);
       s.writeEpoch = epoch_;
       s.writer = static_cast<uint16_t>(t.index);
       s.writeSite = site;
+      s.writeSync = syncs;
     } else {
-      if (s.writeEpoch == epoch_ && s.writer != t.index)
+      if (unordered(s.writeEpoch, s.writer, s.writeSync))
         hazard("read-after-write", i, t, site, s.writer, s.writeSite, false);
       if (s.readEpoch != epoch_) {
         s.readEpoch = epoch_;
         s.reader = static_cast<uint16_t>(t.index);
         s.readSite = site;
+        s.readSync = syncs;
         s.multipleReaders = false;
+        s.readersInOneWarp = true;
       } else if (s.reader != t.index) {
         s.multipleReaders = true;
+        s.readersInOneWarp = s.readersInOneWarp && s.reader / 32 == warp;
+        s.readSync = std::max(s.readSync, syncs);
       }
     }
   }

@@ -40,6 +40,14 @@ struct Threads {
   /// lane's own entries (the mma accumulator of Q.K^T is the A operand of
   /// P.V), so the score tile needs no shared memory.
   Value scores;
+  /// Tensor cores with the f32 score tile in shared memory (and block-n a
+  /// multiple of 32): its columns are swizzled per row (scoreColumn), so
+  /// that the lanes' accesses, 8 rows x 4 quads of a warp, hit 32 banks.
+  bool swizzleScores = false;
+  /// The query tile (f32 storage in shared memory; on tensor cores its
+  /// 16-bit view holds Q): each warp's own rows of it are free after its
+  /// last Q.K^T and stage that warp's output rows for 16-byte stores.
+  Value qTile;
 };
 
 /// Loop vocabulary plus the thread mapping.
@@ -88,6 +96,21 @@ struct GpuEmitter : Emitter {
         when(lt(c, n), [&] { body(c); });
       });
     });
+  }
+
+  /// Where column `c` of score-tile row `r` is stored. Swizzled (see
+  /// Threads::swizzleScores): c ^ (8 * (r % 4) + (r / 4) % 2), a permutation
+  /// of each row's columns (the key is below 32 and block-n a multiple of
+  /// 32). A lane's entries (row 16w + g + 8k, column 8j + 2q + el) land in
+  /// bank 8 * (j ^ g % 4) + 2q + (el ^ g / 4 % 2) mod 32: distinct for the
+  /// 32 lanes of every access. Every access of the score tile on the
+  /// tensor-core path goes through here.
+  Value scoreColumn(Value r, Value c) {
+    if (!t.swizzleScores)
+      return c;
+    Value key =
+        add(mulIdx(remIdx(r, idx(4)), 8), remIdx(divIdx(r, idx(4)), idx(2)));
+    return b.createOrFold<arith::XOrIOp>(c, key);
   }
 
   /// Column `8j + 2q + el` of the lane's accumulator entries.

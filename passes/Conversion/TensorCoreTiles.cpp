@@ -95,7 +95,8 @@ void storeLaneScore(GpuEmitter &e, Value v, Value tile, int k, int64_t j,
                     int el) {
   if (e.t.scores)
     return e.storeScore(v, k, j, el);
-  e.store(v, tile, {e.ownedRow(k), e.accColumn(j, el)});
+  Value r = e.ownedRow(k);
+  e.store(v, tile, {r, e.scoreColumn(r, e.accColumn(j, el))});
 }
 
 /// Lane coordinates: g = lane / 4, q = lane % 4, the warp's first row.
@@ -345,7 +346,8 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
           [&](int k, int64_t half, int el) {
             Value col =
                 e.add(e.add(k0, e.mulIdx(l.q, 2)), e.idx(8 * half + el));
-            return e.load(op.getScores(), {e.ownedRow(k), col});
+            Value r = e.ownedRow(k);
+            return e.load(op.getScores(), {r, e.scoreColumn(r, col)});
           },
           c);
     });

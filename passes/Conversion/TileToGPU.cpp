@@ -68,6 +68,36 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
     tile = halfView(e, tile, getElementTypeOrSelf(op.getQuery().getType()));
   auto type = cast<MemRefType>(tile.getType());
   Type elt = type.getElementType();
+  if (e.t.tensorCores && elt.getIntOrFloatBitWidth() == 16 &&
+      type.getDimSize(1) % 8 == 0) {
+    // 16-byte chunks: one vector<8x(b)f16> global load per chunk (rows are
+    // D * 2 bytes, D % 8 == 0, and the buffers 16-byte aligned: the ABI),
+    // stored whole (the swizzle moves 16-byte chunks).
+    constexpr int64_t kChunk = 8;
+    auto chunkType = VectorType::get({kChunk}, elt);
+    Value chunks = e.idx(type.getDimSize(1) / kChunk);
+    e.cooperative(e.idx(type.getNumElements() / kChunk), [&](Value i) {
+      Value r = e.divIdx(i, chunks), x = e.mulIdx(e.remIdx(i, chunks), kChunk);
+      Value v = e.ifElse(
+          e.lt(r, op.getRows()),
+          [&] {
+            QueryRow q =
+                queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+            return vector::LoadOp::create(
+                       e.b, chunkType, op.getQuery(),
+                       ValueRange{op.getBatch(), q.head, q.row, x},
+                       /*nontemporal=*/false, llvm::Align(16))
+                .getResult();
+          },
+          arith::ConstantOp::create(e.b, chunkType,
+                                    e.b.getZeroAttr(chunkType)));
+      vector::StoreOp::create(e.b, v, tile,
+                              ValueRange{r, swizzledCol(e, tile, r, x)},
+                              /*nontemporal=*/false, llvm::Align(16));
+    });
+    e.barrier();
+    return;
+  }
   Value d = e.idx(type.getDimSize(1));
   e.cooperative(e.idx(type.getNumElements()), [&](Value i) {
     Value r = e.divIdx(i, d), x = e.remIdx(i, d);
@@ -186,8 +216,10 @@ void lowerMask(GpuEmitter &e, TileMaskOp op) {
         return;
       }
       e.ownedColumns(op.getCols(), [&](Value c) {
-        e.store(emitMaskedScore(e, op, r, qp, c, kLog2E), op.getScores(),
-                {r, c});
+        Value at = e.scoreColumn(r, c);
+        e.store(emitMaskedScore(e, op, r, qp, c, kLog2E,
+                                e.load(op.getScores(), {r, at})),
+                op.getScores(), {r, at});
       });
     });
   }
@@ -223,8 +255,9 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
               body) {
         if (!e.t.scores)
           return e.reduceOwnedColumns(bn, init, [&](Value c, Value acc) {
-            return body(e.load(scores, {r, c}), acc, [&](Value p) {
-              e.store(p, scores, {r, c});
+            Value at = e.scoreColumn(r, c);
+            return body(e.load(scores, {r, at}), acc, [&](Value p) {
+              e.store(p, scores, {r, at});
             });
           });
         Value acc = init;
@@ -306,10 +339,103 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
   e.barrier();
 }
 
+/// The LSE of owned row `r` (below the program's rows), by the quad's
+/// leader: -inf for a row without any allowed key.
+void storeRowLse(GpuEmitter &e, TileStoreOp op, Value r) {
+  Value lse = op.getLse();
+  if (!lse)
+    return;
+  Value leader =
+      arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.quad, e.idx(0));
+  e.when(leader, [&] {
+    QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+    Value rowMax = e.load(op.getMax(), r);
+    Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, rowMax,
+                                        e.negInf());
+    // The running max is in base-2 units.
+    Value l = e.addf(e.mulf(rowMax, e.f32(1.0 / kLog2E)),
+                     math::LogOp::create(e.b, e.load(op.getSum(), r)));
+    e.store(arith::SelectOp::create(e.b, empty, e.negInf(), l), lse,
+            {op.getBatch(), q.head, q.row});
+  });
+}
+
+/// The output rows of one warp through its own rows of the query tile: each
+/// lane writes its normalised entries as 16-bit pairs (swizzled like Q),
+/// the warp synchronises, then each lane stores whole 16-byte chunks of
+/// rows below `rows` (sectors fully used, 8x fewer store requests). Only
+/// the warp's own Q rows are touched, which only its own ldmatrix reads.
+void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
+                         int64_t dv) {
+  Value out = op.getOut();
+  Type outType = cast<MemRefType>(out.getType()).getElementType();
+  auto pairType = VectorType::get({2}, outType);
+  for (int k = 0; k < 2; ++k) {
+    Value r = e.ownedRow(k);
+    Value rowMax = e.load(op.getMax(), r);
+    Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, rowMax,
+                                        e.negInf());
+    Value inv = arith::DivFOp::create(e.b, e.f32(1), e.load(op.getSum(), r));
+    for (int64_t j = 0; j < dv / 8; ++j) {
+      SmallVector<Value, 2> pair;
+      for (int el = 0; el < 2; ++el) {
+        Value v = e.mulf(e.loadAcc(k, j, el), inv);
+        v = arith::SelectOp::create(e.b, empty, e.f32(0), v);
+        pair.push_back(arith::TruncFOp::create(e.b, outType, v));
+      }
+      Value col = e.accColumn(j, 0);
+      vector::StoreOp::create(
+          e.b, vector::FromElementsOp::create(e.b, pairType, pair), staging,
+          ValueRange{r, swizzledCol(e, staging, r, col)},
+          /*nontemporal=*/false, llvm::Align(4));
+    }
+  }
+  NVVM::SyncWarpOp::create(
+      e.b, arith::ConstantIntOp::create(e.b, e.b.getI32Type(), -1));
+  constexpr int64_t kChunk = 8;
+  const int64_t chunksPerRow = dv / kChunk;
+  auto chunkType = VectorType::get({kChunk}, outType);
+  Value firstRow = e.mulIdx(e.t.warp, 16);
+  // 16 rows x chunksPerRow chunks, 32 lanes at a time.
+  e.loop(e.idx(0), e.idx((16 * chunksPerRow + 31) / 32), [&](Value n) {
+    Value i = e.add(e.mulIdx(n, 32), e.t.lane);
+    Value rr = e.divIdx(i, e.idx(chunksPerRow));
+    Value r = e.add(firstRow, rr);
+    Value x = e.mulIdx(e.remIdx(i, e.idx(chunksPerRow)), kChunk);
+    e.when(
+        arith::AndIOp::create(e.b, e.lt(rr, e.idx(16)), e.lt(r, op.getRows())),
+        [&] {
+          Value v = vector::LoadOp::create(
+              e.b, chunkType, staging,
+              ValueRange{r, swizzledCol(e, staging, r, x)},
+              /*nontemporal=*/false, llvm::Align(16));
+          QueryRow q =
+              queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+          vector::StoreOp::create(e.b, v, out,
+                                  ValueRange{op.getBatch(), q.head, q.row, x},
+                                  /*nontemporal=*/false, llvm::Align(16));
+        });
+  });
+}
+
 void lowerStore(GpuEmitter &e, TileStoreOp op) {
   Value out = op.getOut();
   Type outType = cast<MemRefType>(out.getType()).getElementType();
   int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
+  // Tensor cores, a 16-bit output whose rows fit the warp's Q rows: 16-byte
+  // stores through shared memory.
+  if (e.t.tensorCores && e.t.qTile && outType.getIntOrFloatBitWidth() == 16 &&
+      dv % 8 == 0) {
+    Value staging = halfView(e, e.t.qTile, outType);
+    if (dv <= cast<MemRefType>(staging.getType()).getDimSize(1)) {
+      storeRowsVectorized(e, op, staging, dv);
+      for (int k = 0; k < 2; ++k) {
+        Value r = e.ownedRow(k);
+        e.when(e.lt(r, op.getRows()), [&] { storeRowLse(e, op, r); });
+      }
+      return;
+    }
+  }
   for (int k = 0; k < 2; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
@@ -326,17 +452,7 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
           v = arith::TruncFOp::create(e.b, outType, v);
         e.store(v, out, {op.getBatch(), q.head, q.row, x});
       });
-      if (Value lse = op.getLse()) {
-        Value leader = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
-                                             e.t.quad, e.idx(0));
-        e.when(leader, [&] {
-          // The running max is in base-2 units.
-          Value l = e.addf(e.mulf(rowMax, e.f32(1.0 / kLog2E)),
-                           math::LogOp::create(e.b, sum));
-          e.store(arith::SelectOp::create(e.b, empty, e.negInf(), l), lse,
-                  {op.getBatch(), q.head, q.row});
-        });
-      }
+      storeRowLse(e, op, r);
     });
   }
 }
@@ -477,7 +593,10 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
              layout->stageElementType);
   // Tensor cores: 16-bit K/V (16-byte rows, so the stages are separate),
   // head dim D and block-n multiples of 16 (the k of m16n8k16), Dv of 8.
+  kernel.walk([&](TileLoadQOp load) { t.qTile = load.getQTile(); });
   t.tensorCores = tensorCores;
+  t.swizzleScores =
+      tensorCores && !privateScores && layout->stageRows % 32 == 0;
   bool hasPrefetch = false;
   kernel.walk([&](TilePrefetchOp) { hasPrefetch = true; });
   t.prefetchKeys = t.tensorCores && hasPrefetch;

@@ -381,8 +381,11 @@ define ptx_kernel void @copy(ptr %in, ptr %out) {
 
 /// A kernel where thread 0 stores 1.0 to shared[0] and thread 1 loads it,
 /// with or without a barrier in between.
-std::string handOff(bool barrier) {
+/// Thread 0 writes a shared word, thread `reader` reads it, with `sync`
+/// (a barrier call, or nothing) in between.
+std::string handOff(const std::string &sync, int reader = 1) {
   return std::string(kHeader) + R"(
+declare void @llvm.nvvm.bar.warp.sync(i32)
 define ptx_kernel void @handoff(ptr %out) {
   %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
   %first = icmp eq i32 %t, 0
@@ -391,11 +394,8 @@ write:
   store float 1.0, ptr addrspace(3) @smem
   br label %next
 next:
-)" +
-         (barrier
-              ? "  call void @llvm.nvvm.barrier.cta.sync.aligned.all(i32 0)\n"
-              : "") +
-         R"(  %second = icmp eq i32 %t, 1
+)" + sync +
+         R"(  %second = icmp eq i32 %t, )" + std::to_string(reader) + R"(
   br i1 %second, label %read, label %done
 read:
   %v = load float, ptr addrspace(3) @smem
@@ -407,12 +407,17 @@ done:
 )";
 }
 
+constexpr const char *kCtaBarrier =
+    "  call void @llvm.nvvm.barrier.cta.sync.aligned.all(i32 0)\n";
+constexpr const char *kWarpBarrier =
+    "  call void @llvm.nvvm.bar.warp.sync(i32 -1)\n";
+
 TEST(GpuEmuTest, RacecheckReportsAHandOffWithoutABarrier) {
   REQUIRE_DRIVER();
   EmuDriver &d = driver();
   for (bool barrier : {true, false}) {
     std::string error;
-    CUmodule m = d.load(handOff(barrier), error);
+    CUmodule m = d.load(handOff(barrier ? kCtaBarrier : ""), error);
     ASSERT_TRUE(m) << error;
     uint64_t out = d.upload(nullptr, 4);
     std::string result = d.launch(m, "handoff", 1, 64, 4, {out});
@@ -427,6 +432,31 @@ TEST(GpuEmuTest, RacecheckReportsAHandOffWithoutABarrier) {
                 std::string::npos)
           << result;
       EXPECT_NE(result.find("thread (0,0,0) wrote it"), std::string::npos)
+          << result;
+    }
+    d.takeReports();
+    d.cuMemFree(out);
+  }
+}
+
+// A warp barrier orders the accesses of its own warp only: a hand-off from
+// lane 0 to lane 1 through it is clean, one to thread 32 (another warp) is
+// a hazard.
+TEST(GpuEmuTest, RacecheckWarpBarrierOrdersOnlyItsWarp) {
+  REQUIRE_DRIVER();
+  EmuDriver &d = driver();
+  for (int reader : {1, 32}) {
+    std::string error;
+    CUmodule m = d.load(handOff(kWarpBarrier, reader), error);
+    ASSERT_TRUE(m) << error;
+    uint64_t out = d.upload(nullptr, 4);
+    std::string result = d.launch(m, "handoff", 1, 64, 4, {out});
+    if (reader == 1) {
+      EXPECT_EQ(result, "");
+      EXPECT_EQ(d.download<float>(out, 1)[0], 1.0f);
+    } else {
+      EXPECT_NE(result.find("read-after-write hazard at shared offset 0"),
+                std::string::npos)
           << result;
     }
     d.takeReports();
