@@ -218,6 +218,16 @@ private:
          static_cast<uint8_t>(t.lane), shared});
   }
   void flushWarp(unsigned warp);
+  /// Whether an earlier access by thread `other` in barrier interval
+  /// `accessEpoch` (its warp had completed `otherSyncs` warp barriers) is
+  /// unordered with an access by `t` now: same CTA interval, another thread,
+  /// and not separated by a barrier of their common warp.
+  bool unordered(const Thread &t, uint32_t accessEpoch, uint32_t other,
+                 uint32_t otherSyncs) const;
+  /// Reports a write (or a cp.async issue) by `t` to a byte with shadow `s`
+  /// that is unordered with its last write or reads.
+  void checkWriteOrder(const ShadowByte &s, const Thread &t, uint64_t offset,
+                       uint32_t site);
   void countRequest(const AccessEvent *const *request, unsigned n);
   void flushAll() {
     for (unsigned w = 0; w < warpEvents_.size(); ++w)
@@ -810,6 +820,27 @@ void Launch::hazard(const char *kind, uint64_t offset, const Thread &t,
   reports_.push_back(std::move(text));
 }
 
+bool Launch::unordered(const Thread &t, uint32_t accessEpoch, uint32_t other,
+                       uint32_t otherSyncs) const {
+  const uint32_t warp = t.index / 32;
+  return accessEpoch == epoch_ && other != t.index &&
+         !(other / 32 == warp && otherSyncs != warpSyncs_[warp]);
+}
+
+void Launch::checkWriteOrder(const ShadowByte &s, const Thread &t,
+                             uint64_t offset, uint32_t site) {
+  const uint32_t warp = t.index / 32;
+  if (unordered(t, s.writeEpoch, s.writer, s.writeSync))
+    hazard("write-after-write", offset, t, site, s.writer, s.writeSite, true);
+  else if (s.readEpoch == epoch_ &&
+           (s.multipleReaders
+                ? !(s.readersInOneWarp && s.reader / 32 == warp &&
+                    s.readSync != warpSyncs_[warp])
+                : unordered(t, s.readEpoch, s.reader, s.readSync)))
+    hazard("write-after-read", offset, t, site,
+           s.reader != t.index ? int(s.reader) : -1, s.readSite, true);
+}
+
 void Launch::checkShared(Thread &t, uint64_t offset, uint64_t size, bool write,
                          uint32_t site) {
   std::vector<ShadowByte> &bytes = shadow();
@@ -825,30 +856,14 @@ void Launch::checkShared(Thread &t, uint64_t offset, uint64_t size, bool write,
       continue;
     }
     const uint32_t warp = t.index / 32, syncs = warpSyncs_[warp];
-    // Whether an earlier access by `other` (its warp had completed
-    // `otherSyncs` warp barriers) is ordered before this one: a barrier of
-    // the CTA in between, or one of this warp's.
-    auto unordered = [&](uint32_t accessEpoch, uint32_t other,
-                         uint32_t otherSyncs) {
-      return accessEpoch == epoch_ && other != t.index &&
-             !(other / 32 == warp && otherSyncs != syncs);
-    };
     if (write) {
-      if (unordered(s.writeEpoch, s.writer, s.writeSync))
-        hazard("write-after-write", i, t, site, s.writer, s.writeSite, true);
-      else if (s.readEpoch == epoch_ &&
-               (s.multipleReaders
-                    ? !(s.readersInOneWarp && s.reader / 32 == warp &&
-                        s.readSync != syncs)
-                    : unordered(s.readEpoch, s.reader, s.readSync)))
-        hazard("write-after-read", i, t, site,
-               s.reader != t.index ? int(s.reader) : -1, s.readSite, true);
+      checkWriteOrder(s, t, i, site);
       s.writeEpoch = epoch_;
       s.writer = static_cast<uint16_t>(t.index);
       s.writeSite = site;
       s.writeSync = syncs;
     } else {
-      if (unordered(s.writeEpoch, s.writer, s.writeSync))
+      if (unordered(t, s.writeEpoch, s.writer, s.writeSync))
         hazard("read-after-write", i, t, site, s.writer, s.writeSite, false);
       if (s.readEpoch != epoch_) {
         s.readEpoch = epoch_;
@@ -974,6 +989,8 @@ void Launch::cpAsync(Thread &t, const Site &site, uint32_t siteId,
     if (s.pending && uint32_t(s.pending - 1) != t.index)
       hazard("write-after-write", i, t, siteId, s.pending - 1, s.writeSite,
              true);
+    else // the copy may land at once: ordered like a write issued now
+      checkWriteOrder(s, t, i, siteId);
     s.pending = static_cast<uint16_t>(t.index + 1);
     s.writeSite = siteId;
   }
