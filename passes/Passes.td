@@ -254,7 +254,18 @@ def VerifyTargetPass : Pass<"kvattn-verify-target", "::mlir::ModuleOp"> {
     block may use on the chip (163 KB on sm_80/87, 227 KB on sm_90/100/110,
     99 KB elsewhere). Runs right after `nvvm-attach-target` in
     `kvattn-to-ptx`.
+
+    With `check-chip`, it checks the `chip` option instead, before any
+    target is attached: `kvattn-to-ptx` runs it first, so that
+    `nvvm-attach-target` (whose verifier crashes on an empty chip name)
+    never sees a chip kvattn refuses.
   }];
+  let options = [
+    Option<"checkChip", "check-chip", "bool", /*default=*/"false",
+           "Check the `chip` option rather than the modules' targets">,
+    Option<"chip", "chip", "std::string", /*default=*/"\"\"",
+           "The chip to check with check-chip">,
+  ];
 }
 
 def ExternDynamicSharedMemoryPass

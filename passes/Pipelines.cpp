@@ -229,6 +229,11 @@ void mlir::kvattn::buildGpuKernelsToPtxPipeline(
   if (!libdevice.empty())
     target.linkLibs.push_back(libdevice);
   target.optLevel = 3;
+  // The chip first: nvvm-attach-target's verifier crashes on some names.
+  VerifyTargetPassOptions chipCheck;
+  chipCheck.checkChip = true;
+  chipCheck.chip = options.chip;
+  pm.addPass(createVerifyTargetPass(chipCheck));
   pm.addPass(createGpuNVVMAttachTarget(target));
   pm.addPass(createVerifyTargetPass());
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();

@@ -83,7 +83,18 @@ namespace {
 
 struct VerifyTargetPass
     : mlir::kvattn::impl::VerifyTargetPassBase<VerifyTargetPass> {
+  using Base::Base;
+
   void runOnOperation() override {
+    if (checkChip) {
+      std::string why = mlir::kvattn::unsupportedChipReason(chip);
+      if (!why.empty()) {
+        getOperation().emitError()
+            << "cannot generate code for chip '" << chip << "': " << why;
+        signalPassFailure();
+      }
+      return;
+    }
     getOperation().walk([&](gpu::GPUModuleOp module) {
       ArrayAttr targets = module.getTargetsAttr();
       if (!targets)

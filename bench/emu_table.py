@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The tensor-core kernels' counters for the standard shapes, as one table.
+
+For each shape (bf16, GQA 32/8, lower-right causal): the emulated GPU's
+counters per warp per KV block (kvattn-run --target=gpu-emu --stats) and,
+when ptxas is installed, registers, spills and local memory of every kernel
+for sm_80 and sm_90 (ptxas -v on kvattn-compile's PTX). Counts, not speeds:
+no GPU is involved (docs/benchmarks.md).
+
+    python3 bench/emu_table.py [--build build] [--quick]
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASE = os.path.join(ROOT, "test", "Numerics", "Inputs", "attention_case.py")
+
+# (label, attention_case.py flags, kvattn-run flags)
+SHAPES = [
+    ("prefill L=512, D=64", "--L 512 --S 512 --D 64 --q-offset 0", ""),
+    ("prefill L=512, D=128", "--L 512 --S 512 --D 128 --q-offset 0", ""),
+    ("append P=1024 L=64, D=64", "--L 64 --S 1088 --D 64 --q-offset 1024", ""),
+    ("append P=1024 L=64, D=128", "--L 64 --S 1088 --D 128 --q-offset 1024",
+     ""),
+    ("decode S=4096, D=128", "--L 1 --S 4096 --D 128 --q-offset 4095", ""),
+    ("decode S=32768, D=128", "--L 1 --S 32768 --D 128 --q-offset 32767", ""),
+    ("decode S=32768, D=128, split-kv 16",
+     "--L 1 --S 32768 --D 128 --q-offset 32767", "--split-kv=16"),
+    ("paged decode S=4096/2048, page 16, D=128, B=2",
+     "--B 2 --L 1 --S 4096 --D 128 --q-offset 4095,2047 --kv-len 4096,2048 "
+     "--page-size 16", ""),
+    ("paged append P=1024 L=64, page 64, D=128",
+     "--L 64 --S 1088 --D 128 --q-offset 1024 --kv-len 1088 --page-size 64",
+     ""),
+]
+QUICK = {0, 2, 4}
+
+FIELDS = ["warp_insts_per_kv_block", "mma_per_kv_block",
+          "ldmatrix_per_kv_block", "shared_requests_per_kv_block",
+          "bank_conflicts_per_kv_block", "barriers_per_kv_block",
+          "global_sector_efficiency"]
+
+
+def case_cmd(flags):
+    return [sys.executable, CASE, "--dtype", "bf16", "--Hq", "32", "--Hkv",
+            "8", "--causal"] + flags.split()
+
+
+def emu_counters(build, flags, run_flags):
+    env = dict(os.environ, PATH=os.path.join(build, "bin") + os.pathsep +
+               os.environ["PATH"])
+    cmd = case_cmd(flags) + ["--", "--target=gpu-emu", "--stats"] + \
+        run_flags.split()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    lines = [l for l in (out.stdout + out.stderr).splitlines()
+             if "emu: kernel=" in l]
+    if out.returncode != 0 or not lines:
+        sys.exit(f"emu_table.py: {' '.join(cmd)} failed:\n{out.stderr}")
+    kernels = []
+    for line in lines:
+        kv = dict(re.findall(r"(\w+)=(\S+)", line))
+        kernels.append(kv)
+    return kernels
+
+
+def ptxas_info(build, flags, chip):
+    ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+    if not os.path.exists(ptxas):
+        return None
+    ir = subprocess.run(case_cmd(flags) + ["--ir-only"], capture_output=True,
+                        text=True, check=True).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "case.mlir")
+        with open(path, "w") as f:
+            f.write(ir)
+        subprocess.run([os.path.join(build, "bin", "kvattn-compile"), path,
+                        "-o", os.path.join(tmp, "k"), f"--chip={chip}"],
+                       capture_output=True, text=True, check=True)
+        out = subprocess.run([ptxas, "-v", f"-arch={chip}",
+                              os.path.join(tmp, "k.ptx"), "-o",
+                              os.path.join(tmp, "k.cubin")],
+                             capture_output=True, text=True, check=True)
+    regs = re.findall(r"Used (\d+) registers", out.stderr)
+    spills = re.findall(r"(\d+) bytes spill stores", out.stderr)
+    stack = re.findall(r"(\d+) bytes stack frame", out.stderr)
+    return "/".join(regs), max(map(int, spills or [0])), \
+        max(map(int, stack or [0]))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--quick", action="store_true")
+    a = p.parse_args()
+    print("| shape | tile | smem | kv_blocks | warp insts | mma | ldmatrix | "
+          "shared req. | bank replays | barriers | sector eff. | "
+          "regs sm_80 / sm_90 (spills, stack) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for i, (label, flags, run_flags) in enumerate(SHAPES):
+        if a.quick and i not in QUICK:
+            continue
+        kernels = emu_counters(a.build, flags, run_flags)
+        k = kernels[0]
+        grid = k["grid"]
+        tile = f"{k['warps_per_cta']} warps, grid {grid}"
+        eff = k["global_sector_efficiency"]
+        if len(kernels) > 1:
+            eff += f" (merge: {kernels[1]['global_sector_efficiency']})"
+        regs = []
+        for chip in ("sm_80", "sm_90"):
+            info = ptxas_info(a.build, flags + (" " if run_flags else ""),
+                              chip) if not run_flags else None
+            if info:
+                regs.append(f"{info[0]} ({info[1]}, {info[2]})")
+        print(f"| {label} | {tile} | {k['smem']} | {k['kv_blocks']} | "
+              f"{float(k['warp_insts_per_kv_block']):.0f} | "
+              f"{float(k['mma_per_kv_block']):.0f} | "
+              f"{float(k['ldmatrix_per_kv_block']):.0f} | "
+              f"{float(k['shared_requests_per_kv_block']):.0f} | "
+              f"{float(k['bank_conflicts_per_kv_block']):.0f} | "
+              f"{float(k['barriers_per_kv_block']):.0f} | {eff} | "
+              f"{' / '.join(regs) if regs else 'n/a'} |")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
