@@ -53,8 +53,11 @@ def case_cmd(flags):
 
 
 def emu_counters(build, flags, run_flags):
-    env = dict(os.environ, PATH=os.path.join(build, "bin") + os.pathsep +
-               os.environ["PATH"])
+    env = dict(os.environ,
+               PATH=os.path.join(build, "bin") + os.pathsep +
+               os.environ["PATH"],
+               KVATTN_EMU_DRIVER=os.path.join(build, "lib",
+                                              "libkvattn_cuda_emu.so"))
     cmd = case_cmd(flags) + ["--", "--target=gpu-emu", "--stats"] + \
         run_flags.split()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -98,6 +101,7 @@ def main():
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--quick", action="store_true")
     a = p.parse_args()
+    a.build = os.path.abspath(a.build)
     print("| shape | tile | smem | kv_blocks | warp insts | mma | ldmatrix | "
           "shared req. | bank replays | barriers | sector eff. | "
           "regs sm_80 / sm_90 (spills, stack) |")

@@ -199,11 +199,12 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   auto scoresType = cast<MemRefType>(op.getScores().getType());
   int64_t bn = scoresType.getDimSize(1);
   int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
-  // Copy groups in flight per iteration, oldest first: K of this block
-  // (issued here, or by the tile.prefetch one step earlier), V of this
-  // block (issued here when its softmax is known), K of the next block
-  // (the tile.prefetch after this op). Waiting for "all but the newest"
-  // group therefore waits exactly for K here and for V in softmax_update.
+  // Copy groups per iteration, oldest first: K of this block (issued here,
+  // or by the previous block's tile.softmax_update for the tile.prefetch
+  // after the previous tile.qk), V of this block (issued here when its
+  // softmax is known), K of the next block (issued by this block's
+  // softmax_update after its barrier). Waiting for "all but the newest"
+  // group here waits exactly for K; softmax_update waits for all (V).
   if (!e.t.prefetchKeys)
     emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
                    op.getKvHead(), op.getStart(), op.getCols(), e.t.stage);
@@ -276,8 +277,10 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
         storeLaneScore(e, s, op.getScores(), i / 2, j0 + j, i % 2);
       }
   }
-  // The K stage has been read: the next block's copies may overwrite it.
-  e.barrier();
+  // No barrier: the scores are the lane's own, and the next copy into the
+  // K stage (the deferred tile.prefetch, or the next tile.qk) is issued
+  // after the barrier of tile.softmax_update, which every warp reaches only
+  // after its last ldmatrix of this block.
 }
 
 void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,

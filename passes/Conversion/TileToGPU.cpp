@@ -225,7 +225,8 @@ void lowerMask(GpuEmitter &e, TileMaskOp op) {
   }
 }
 
-void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
+void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
+                  TilePrefetchOp deferredPrefetch) {
   Value scores = op.getScores(), acc = op.getAcc();
   int64_t bn = cast<MemRefType>(scores.getType()).getDimSize(1);
   int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
@@ -300,11 +301,17 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched) {
   }
   // Every probability and the V block are in shared memory; every lane has
   // read the old max and sum.
-  // V of this block must have landed; with tile.prefetch, the next K
-  // block's group (committed after V) may stay in flight.
+  // V of this block must have landed (the newest group: the next K block
+  // is announced below).
   if (e.t.tensorCores)
-    emitAsyncWait(e, e.t.prefetchKeys && valuePrefetched ? 1 : 0);
+    emitAsyncWait(e, 0);
   e.barrier();
+  // Tensor cores: the next K block's copies start here, after the barrier
+  // that follows every warp's Q.K^T of this block (the K stage is free),
+  // and load while P.V and the next V block's copies run. One barrier per
+  // block fewer than issuing them right after Q.K^T.
+  if (deferredPrefetch)
+    lowerPrefetchOnTensorCores(e, deferredPrefetch);
 
   // Phase 2: acc = alpha * acc + P . V on the lane's accumulator entries.
   if (e.t.tensorCores)
@@ -614,6 +621,19 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
       tileOps.push_back(op);
   });
   llvm::SmallPtrSet<Operation *, 4> valuePrefetched;
+  // Tensor cores: a tile.prefetch inside the KV loop (after tile.qk) is
+  // issued by the tile.softmax_update that follows it in the same block.
+  llvm::DenseMap<Operation *, TilePrefetchOp> deferredPrefetch;
+  if (t.tensorCores)
+    for (Operation *op : tileOps)
+      if (auto prefetch = dyn_cast<TilePrefetchOp>(op))
+        for (Operation *next = op->getNextNode(); next;
+             next = next->getNextNode())
+          if (isa<TileSoftmaxOp>(next)) {
+            deferredPrefetch[next] = prefetch;
+            deferredPrefetch[prefetch] = prefetch;
+            break;
+          }
   for (Operation *op : tileOps) {
     ImplicitLocOpBuilder ob(op->getLoc(), op);
     GpuEmitter e(ob, t);
@@ -626,13 +646,20 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     else if (auto o = dyn_cast<TileMaskOp>(op))
       lowerMask(e, o);
     else if (auto o = dyn_cast<TileSoftmaxOp>(op))
-      lowerSoftmax(e, o, valuePrefetched.contains(o));
+      lowerSoftmax(e, o, valuePrefetched.contains(o),
+                   deferredPrefetch.lookup(o));
     else if (auto o = dyn_cast<TileStoreOp>(op))
       lowerStore(e, o);
-    else if (auto o = dyn_cast<TilePrefetchOp>(op); o && e.t.tensorCores)
+    else if (auto o = dyn_cast<TilePrefetchOp>(op);
+             o && e.t.tensorCores && !deferredPrefetch.count(o))
       lowerPrefetchOnTensorCores(e, o); // the scalar lowering loads in qk
-    op->erase();
+    if (!deferredPrefetch.count(op) || !isa<TilePrefetchOp>(op))
+      op->erase();
   }
+  // The deferred prefetches, once the softmax that issued them is lowered.
+  for (auto [key, prefetch] : deferredPrefetch)
+    if (key == prefetch.getOperation())
+      prefetch->erase();
   if (accTile)
     accTile.erase(); // its uses were the tile ops
   if (scoreTile)

@@ -39,16 +39,17 @@
 // TC:             nvgpu.ldmatrix %[[Q16]][%{{.*}}, %[[SWZ]]] {numTiles = 4 : i32, transpose = false}
 // TC:             nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 2 : i32, transpose = false}
 // TC:             nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
-// The next K block, if any, into the K stage Q.K^T no longer reads.
-// TC:           gpu.barrier
+// No barrier after Q.K^T: the scores are the lane's own.
+// TC-NOT:       gpu.barrier
+// Softmax statistics as in the scalar lowering, then V waited for (it is
+// the newest group), one barrier, and only then the next K block, if any,
+// into the K stage every warp's Q.K^T has finished reading.
+// TC:           gpu.shuffle  xor
+// TC:           nvvm.cp.async.wait.group 0
+// TC-NEXT:      gpu.barrier
 // TC:           scf.if
 // TC:             nvgpu.device_async_copy %{{.*}}, %[[KST]][{{.*}}], 8, %{{.*}} :
 // TC:           nvvm.cp.async.commit.group
-// Softmax statistics as in the scalar lowering, then V waited for (the
-// next K may stay in flight).
-// TC:           gpu.shuffle  xor
-// TC:           nvvm.cp.async.wait.group 1
-// TC:           gpu.barrier
 // P.V, unrolled: per 16-key step the lane's own probabilities (the C
 // fragment of Q.K^T is the A fragment of P.V) rounded to f16 pairs, then
 // per 8-column slice of V an ldmatrix.trans and an mma; no loop, no shared
