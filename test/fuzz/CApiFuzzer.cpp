@@ -81,10 +81,11 @@ struct Fixture {
     for (const char *ir : irs) {
       Compiled c;
       std::string why = compileOnce(ir, c);
-      if (!why.empty()) {
-        std::fprintf(stderr, "cannot compile the fixture: %s\n", why.c_str());
-        std::abort();
-      }
+      if (!why.empty()) // e.g. no libdevice: launches then get empty text
+        std::fprintf(stderr,
+                     "kvattn-fuzz-capi: the fixture does not compile (%s); "
+                     "launches fuzz the argument checks up to the manifest\n",
+                     why.c_str());
       modules.push_back(std::move(c));
     }
   }
