@@ -44,6 +44,12 @@ struct Threads {
   /// multiple of 32): its columns are swizzled per row (scoreColumn), so
   /// that the lanes' accesses, 8 rows x 4 quads of a warp, hit 32 banks.
   bool swizzleScores = false;
+  /// Tensor cores: the running max and sum of the lane's two rows, private
+  /// ([stat: 0 max, 1 sum][k] f32, constant indices: registers). The four
+  /// lanes of a row hold the same values (quad reductions), so the row
+  /// statistics need neither shared memory nor a barrier; null otherwise
+  /// (the [BM] tiles in shared memory, published by one lane per row).
+  Value rowStats;
   /// The query tile (f32 storage in shared memory; on tensor cores its
   /// 16-bit view holds Q): each warp's own rows of it are free after its
   /// last Q.K^T and stage that warp's output rows for 16-byte stores.
@@ -111,6 +117,12 @@ struct GpuEmitter : Emitter {
     Value key =
         add(mulIdx(remIdx(r, idx(4)), 8), remIdx(divIdx(r, idx(4)), idx(2)));
     return b.createOrFold<arith::XOrIOp>(c, key);
+  }
+
+  /// Statistic `stat` (0: max, 1: sum) of owned row k (row index r): the
+  /// lane's registers on tensor cores, else the shared tile `shared`.
+  Value loadRowStat(Value shared, int stat, int k, Value r) {
+    return t.rowStats ? load(t.rowStats, {idx(stat), idx(k)}) : load(shared, r);
   }
 
   /// Column `8j + 2q + el` of the lane's accumulator entries.

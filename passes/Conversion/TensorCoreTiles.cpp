@@ -199,25 +199,24 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   auto scoresType = cast<MemRefType>(op.getScores().getType());
   int64_t bn = scoresType.getDimSize(1);
   int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
-  // Copy groups per iteration, oldest first: K of this block (issued here,
-  // or by the previous block's tile.softmax_update for the tile.prefetch
-  // after the previous tile.qk), V of this block (issued here when its
-  // softmax is known), K of the next block (issued by this block's
-  // softmax_update after its barrier). Waiting for "all but the newest"
-  // group here waits exactly for K; softmax_update waits for all (V).
+  // Copy groups per iteration: K of this block (issued here, or by the
+  // previous block's tile.softmax_update for the tile.prefetch after the
+  // previous tile.qk), waited for here before the barrier; V of this block,
+  // issued here right after that barrier (when its softmax is known) and
+  // waited for by the softmax; K of the next block, issued by the softmax
+  // after its barrier. Two barriers per block (FlashAttention-2's count).
   if (!e.t.prefetchKeys)
     emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
                    op.getKvHead(), op.getStart(), op.getCols(), e.t.stage);
-  if (prefetch) {
+  emitAsyncWait(e, 0); // K has landed (the only group in flight)
+  // K is visible to every thread, and every warp has finished the previous
+  // block's P.V: the V stage is free.
+  e.barrier();
+  if (prefetch)
     emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
                    prefetch.getBatch(), prefetch.getKvHead(),
                    prefetch.getStart(), prefetch.getCols(), e.t.stageV,
                    /*commit=*/true, prefetch.getKeyValid());
-    emitAsyncWait(e, 1); // K has landed; V may still be in flight
-  } else {
-    emitAsyncWait(e, 0);
-  }
-  e.barrier();
 
   Value q16 = halfView(e, op.getQTile(), elt);
   Lane l = laneOf(e);

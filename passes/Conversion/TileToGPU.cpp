@@ -53,6 +53,14 @@ void lowerInit(GpuEmitter &e, TileInitOp op) {
     for (int64_t j = 0; j < accType.getDimSize(1); ++j)
       for (int el = 0; el < 2; ++el)
         e.storeAcc(e.f32(0), k, j, el);
+  if (e.t.rowStats) {
+    // The lane's own rows, in registers: nothing to publish.
+    for (int k = 0; k < 2; ++k) {
+      e.store(e.negInf(), e.t.rowStats, {e.idx(0), e.idx(k)});
+      e.store(e.f32(0), e.t.rowStats, {e.idx(1), e.idx(k)});
+    }
+    return;
+  }
   e.cooperative(e.tileDim(op.getMax(), 0), [&](Value r) {
     e.store(e.negInf(), op.getMax(), r);
     e.store(e.f32(0), op.getSum(), r);
@@ -270,8 +278,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
       };
   for (int k = 0; k < 2; ++k) {
     Value r = e.ownedRow(k);
-    Value oldMax = e.load(op.getMax(), r);
-    Value oldSum = e.load(op.getSum(), r);
+    Value oldMax = e.loadRowStat(op.getMax(), 0, k, r);
+    Value oldSum = e.loadRowStat(op.getSum(), 1, k, r);
     Value blockMax = e.quadReduce(
         reduceScores(k, r, e.negInf(),
                      [&](Value s, Value m, function_ref<void(Value)>) {
@@ -334,6 +342,11 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
             });
         e.storeAcc(e.addf(e.mulf(u.alpha, e.loadAcc(k, j, el)), pv), k, j, el);
       });
+    if (e.t.rowStats) { // every lane keeps its rows' state
+      e.store(u.max, e.t.rowStats, {e.idx(0), e.idx(k)});
+      e.store(u.sum, e.t.rowStats, {e.idx(1), e.idx(k)});
+      continue;
+    }
     // One lane of the quad publishes the row state.
     Value leader = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
                                          e.t.quad, e.idx(0));
@@ -342,13 +355,18 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
       e.store(u.sum, op.getSum(), u.row);
     });
   }
-  // The next block overwrites the staging block and the scores.
-  e.barrier();
+  // Tensor cores: no barrier. The scores and row statistics are the lane's
+  // own, the next V block is issued after the next tile.qk's barrier (which
+  // every warp reaches only after this P.V), the next K block was issued
+  // above after this op's barrier. Otherwise the next block overwrites the
+  // staging block and the scores, and the published statistics are read.
+  if (!e.t.tensorCores)
+    e.barrier();
 }
 
 /// The LSE of owned row `r` (below the program's rows), by the quad's
 /// leader: -inf for a row without any allowed key.
-void storeRowLse(GpuEmitter &e, TileStoreOp op, Value r) {
+void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r) {
   Value lse = op.getLse();
   if (!lse)
     return;
@@ -356,12 +374,13 @@ void storeRowLse(GpuEmitter &e, TileStoreOp op, Value r) {
       arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.quad, e.idx(0));
   e.when(leader, [&] {
     QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
-    Value rowMax = e.load(op.getMax(), r);
+    Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
     Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, rowMax,
                                         e.negInf());
     // The running max is in base-2 units.
-    Value l = e.addf(e.mulf(rowMax, e.f32(1.0 / kLog2E)),
-                     math::LogOp::create(e.b, e.load(op.getSum(), r)));
+    Value l =
+        e.addf(e.mulf(rowMax, e.f32(1.0 / kLog2E)),
+               math::LogOp::create(e.b, e.loadRowStat(op.getSum(), 1, k, r)));
     e.store(arith::SelectOp::create(e.b, empty, e.negInf(), l), lse,
             {op.getBatch(), q.head, q.row});
   });
@@ -379,10 +398,11 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
   auto pairType = VectorType::get({2}, outType);
   for (int k = 0; k < 2; ++k) {
     Value r = e.ownedRow(k);
-    Value rowMax = e.load(op.getMax(), r);
+    Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
     Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, rowMax,
                                         e.negInf());
-    Value inv = arith::DivFOp::create(e.b, e.f32(1), e.load(op.getSum(), r));
+    Value inv = arith::DivFOp::create(e.b, e.f32(1),
+                                      e.loadRowStat(op.getSum(), 1, k, r));
     for (int64_t j = 0; j < dv / 8; ++j) {
       SmallVector<Value, 2> pair;
       for (int el = 0; el < 2; ++el) {
@@ -438,7 +458,7 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
       storeRowsVectorized(e, op, staging, dv);
       for (int k = 0; k < 2; ++k) {
         Value r = e.ownedRow(k);
-        e.when(e.lt(r, op.getRows()), [&] { storeRowLse(e, op, r); });
+        e.when(e.lt(r, op.getRows()), [&] { storeRowLse(e, op, k, r); });
       }
       return;
     }
@@ -447,8 +467,8 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
       QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
-      Value rowMax = e.load(op.getMax(), r);
-      Value sum = e.load(op.getSum(), r);
+      Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
+      Value sum = e.loadRowStat(op.getSum(), 1, k, r);
       Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
                                           rowMax, e.negInf());
       Value inv = arith::DivFOp::create(e.b, e.f32(1), sum);
@@ -459,7 +479,7 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
           v = arith::TruncFOp::create(e.b, outType, v);
         e.store(v, out, {op.getBatch(), q.head, q.row, x});
       });
-      storeRowLse(e, op, r);
+      storeRowLse(e, op, k, r);
     });
   }
 }
@@ -601,6 +621,9 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   // Tensor cores: 16-bit K/V (16-byte rows, so the stages are separate),
   // head dim D and block-n multiples of 16 (the k of m16n8k16), Dv of 8.
   kernel.walk([&](TileLoadQOp load) { t.qTile = load.getQTile(); });
+  if (tensorCores)
+    t.rowStats =
+        memref::AllocaOp::create(b, MemRefType::get({2, 2}, b.getF32Type()));
   t.tensorCores = tensorCores;
   t.swizzleScores =
       tensorCores && !privateScores && layout->stageRows % 32 == 0;

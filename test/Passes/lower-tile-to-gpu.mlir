@@ -10,26 +10,29 @@
 // TC-LABEL: gpu.func @f_kvattn_0
 // TC:         %[[SMEM:.*]] = gpu.dynamic_shared_memory
 // The accumulator and (64-key blocks, Dv = 64: small enough) the scores:
-// each lane's [2 rows][8 slices][2] entries, private (registers).
+// each lane's [2 rows][8 slices][2] entries, private (registers); the row
+// statistics too ([max, sum][2 rows]).
 // TC:         memref.alloca() : memref<2x8x2xf32>
 // TC:         memref.alloca() : memref<2x8x2xf32>
 // TC-DAG:     %[[KST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
 // TC-DAG:     %[[VST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
+// TC-DAG:     memref.alloca() : memref<2x2xf32>
 // The query tile is written in f16 into the f32 tile's storage.
 // TC:         %[[Q16:.*]] = memref.view %[[SMEM]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
 // num-stages = 2 (the default): the first K block starts loading before the
-// KV loop (tile.prefetch), each next one right after Q.K^T of the current.
+// KV loop (tile.prefetch), each next one after the softmax's barrier of the
+// current.
 // TC:         scf.if
 // TC:           nvgpu.device_async_copy %{{.*}}, %[[KST]][{{.*}}], 8, %{{.*}} :
 // TC:         nvvm.cp.async.commit.group
 // TC:         scf.for %[[KB:.*]] =
-// V of the block starts loading (16 bytes per copy, zero fill past the
-// keys); K, issued one step earlier, is waited for: all but the newest
-// group.
+// K, issued one step earlier, is waited for (the only group in flight);
+// after the barrier (K visible, every warp past the previous P.V) V of the
+// block starts loading (16 bytes per copy, zero fill past the keys).
+// TC:           nvvm.cp.async.wait.group 0
+// TC-NEXT:      gpu.barrier
 // TC:           nvgpu.device_async_copy %{{.*}}, %[[VST]][{{.*}}], 8, %{{.*}} :
 // TC:           nvvm.cp.async.commit.group
-// TC:           nvvm.cp.async.wait.group 1
-// TC:           gpu.barrier
 // Q.K^T: D / 16 steps carrying all 8 score fragments; per step the query
 // fragment once, then per 8-key slice (unrolled) a K fragment and an mma.
 // TC:           scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}f32)
@@ -58,18 +61,22 @@
 // TC:           arith.truncf %{{.*}} : f32 to f16
 // TC:           nvgpu.ldmatrix %[[VST]][{{.*}}] {numTiles = 2 : i32, transpose = true}
 // TC:           nvvm.mma.sync
+// No barrier at the end of the block: two per KV block in all.
+// TC-NOT:       gpu.barrier
+// TC:         }
 // TC-NOT:     kvattn.tile
 // TC:         gpu.return
 
-// num-stages = 1: each tile.qk issues its K block itself and waits for it
-// (V, issued after it, may stay in flight); softmax_update waits for all.
+// num-stages = 1: each tile.qk issues its K block itself and waits for it,
+// then issues V after its barrier; softmax_update waits for V.
 // STAGES1:     scf.for
 // STAGES1-NOT: kvattn.tile.prefetch
 // STAGES1:       nvgpu.device_async_copy
 // STAGES1:       nvvm.cp.async.commit.group
+// STAGES1:       nvvm.cp.async.wait.group 0
+// STAGES1:       gpu.barrier
 // STAGES1:       nvgpu.device_async_copy
 // STAGES1:       nvvm.cp.async.commit.group
-// STAGES1:       nvvm.cp.async.wait.group 1
 // STAGES1:       nvvm.mma.sync
 // STAGES1:       nvvm.cp.async.wait.group 0
 

@@ -30,7 +30,7 @@
 // CHECK-DAG: st.shared
 // CHECK-DAG: cp.async.{{ca|cg}}.shared.global [{{.*}}], [{{.*}}], 16, {{.*}};
 // CHECK-DAG: cp.async.commit_group;
-// CHECK-DAG: cp.async.wait_group {{.*}}1;
+// CHECK-DAG: cp.async.wait_group {{.*}}0;
 // CHECK-DAG: bar.sync 0;
 // CHECK-DAG: shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
 // CHECK-DAG: shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
