@@ -79,6 +79,9 @@ TEST_F(Embedding, CpuPipelineBuildsWithoutRegistry) {
 
 TEST_F(Embedding, GpuPathNeedsNoPassRegistration) {
   ASSERT_TRUE(module);
+  // Skip reason: compileToPtx refuses to run without libdevice.10.bc (the
+  // kernels' exp/log come from it), which only the CUDA toolkit provides;
+  // every CI machine here has it, a bare Debian machine may not.
   if (mlir::kvattn::findLibdevice("").empty())
     GTEST_SKIP() << "libdevice.10.bc not found (CUDA toolkit): the GPU path "
                     "needs it for its math functions";
