@@ -36,6 +36,16 @@ void populateLowerAppendPatterns(RewritePatternSet &patterns);
 
 /// Patterns of -kvattn-lower-tile-to-loops.
 void populateLowerTileToLoopsPatterns(RewritePatternSet &patterns);
+/// The scalar lowerings of the tile ops that do not depend on the layout of
+/// the scratch tiles (init, merge, prefetch): shared by both CPU lowerings.
+void populateLowerTileStateToLoopsPatterns(RewritePatternSet &patterns);
+/// Patterns of -kvattn-lower-tile-to-vectors with vectors of `width` f32
+/// lanes at most (a power of two); the math they create is expanded by
+/// the pass itself.
+void populateLowerTileToVectorsPatterns(RewritePatternSet &patterns,
+                                        int64_t width);
+/// The widest f32 vector of the host: 16 with AVX-512, 8 with AVX, else 4.
+int64_t hostVectorWidth();
 
 /// kvattn -> tile program -> loops -> LLVM dialect, ready for the
 /// ExecutionEngine (the kvattn-to-cpu pipeline; optLevel is the JIT's).

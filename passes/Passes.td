@@ -168,6 +168,46 @@ def LowerTileToLoopsPass : Pass<"kvattn-lower-tile-to-loops"> {
 }
 
 
+def LowerTileToVectorsPass : Pass<"kvattn-lower-tile-to-vectors"> {
+  let summary = "Lower the tile ops to register-tiled vector code (the fast "
+                "CPU lowering)";
+  let description = [{
+    The CPU lowering of `-kvattn-tile`'s program in SIMD form. Vectors run
+    over *query rows*: the query tile, the score tile and the accumulator
+    are kept transposed (`[D][BM]`, `[BN][BM]`, `[Dv][BM]`), so that
+
+    * `tile.qk` is a sum of outer products, `scores[c, r..r+W) +=
+      key[c, d] * q[d, r..r+W)`, register-tiled over a few keys and a few
+      row vectors with one broadcast key element per FMA;
+    * the online softmax is vertical: the row maxima and sums of `W` rows
+      are one vector each, with no horizontal reductions;
+    * `P.V` is `acc[x, r..r+W) += value[c, x] * p[c, r..r+W)`, an FMA
+      masked by `p != 0` so that the value of a forbidden key never reaches
+      a row (the op's contract);
+    * `tile.mask` is vectorised for the offset form (causal, window,
+      `kv_len`, `key_valid`); explicit positions and general masks are
+      applied element by element.
+
+    Every sum runs in the order the scalar lowering uses (over `d`, then
+    over `c`, one row per lane), so the result does not depend on the
+    vector width. `math.exp` and `math.tanh` are expanded into polynomial
+    approximations (MLIR's), which vectorise. Init, merge and prefetch use
+    the scalar lowering (their tiles' layout does not matter).
+  }];
+  let options = [
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
+           "f32 lanes per vector at most: 1, 2, 4, 8 or 16 (0: the host's "
+           "widest, 16 with AVX-512)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
 def OutlineTileProgramsPass
     : Pass<"kvattn-outline-tile-programs", "::mlir::ModuleOp"> {
   let summary = "Outline each tile program into a GPU kernel";

@@ -2,7 +2,21 @@
 
 #include "passes/Passes.h"
 
-#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
+#include "mlir/Conversion/OpenMPToLLVM/ConvertOpenMPToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/SCFToOpenMP/SCFToOpenMP.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -23,10 +37,23 @@ namespace {
 
 struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
   Option<int64_t> blockM{*this, "block-m",
-                         llvm::cl::desc("Query rows per program"),
-                         llvm::cl::init(64)};
+                         llvm::cl::desc("Query rows per program (0: chosen "
+                                        "per op)"),
+                         llvm::cl::init(0)};
   Option<int64_t> blockN{*this, "block-n", llvm::cl::desc("Keys per KV block"),
                          llvm::cl::init(64)};
+  Option<bool> vectorize{*this, "vectorize",
+                         llvm::cl::desc("-kvattn-lower-tile-to-vectors "
+                                        "(false: the scalar loops)"),
+                         llvm::cl::init(true)};
+  Option<int64_t> vectorWidth{*this, "vector-width",
+                              llvm::cl::desc("f32 lanes per vector at most "
+                                             "(0: the host's)"),
+                              llvm::cl::init(0)};
+  Option<int64_t> threads{*this, "threads",
+                          llvm::cl::desc("Threads of the grid (OpenMP; 0: "
+                                         "all cores, 1: no OpenMP)"),
+                          llvm::cl::init(0)};
   Option<bool> stats{*this, "stats",
                      llvm::cl::desc("Count loaded/masked/skipped KV blocks"),
                      llvm::cl::init(false)};
@@ -50,6 +77,9 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
     o.splitKv = splitKv;
     o.packGqa = packGqa;
     o.fixUpperLeftAppends = fixUpperLeftAppends;
+    o.vectorize = vectorize;
+    o.vectorWidth = vectorWidth;
+    o.threads = threads;
     return o;
   }
 };
@@ -82,18 +112,38 @@ void mlir::kvattn::buildKVAttnToCpuPipeline(
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
-  pm.addPass(mlir::kvattn::createLowerTileToLoopsPass());
-  pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
+  if (options.vectorize) {
+    LowerTileToVectorsPassOptions vectors;
+    vectors.vectorWidth = options.vectorWidth;
+    pm.addPass(mlir::kvattn::createLowerTileToVectorsPass(vectors));
+  } else {
+    pm.addPass(mlir::kvattn::createLowerTileToLoopsPass());
+  }
+  if (options.threads == 1) {
+    pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
+  } else {
+    // The grid becomes an OpenMP work-sharing loop; each iteration (one
+    // program) gets its own alloca scope, so every thread has its own
+    // scratch tiles.
+    pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+    ConvertSCFToOpenMPPassOptions omp;
+    omp.numThreads = static_cast<unsigned>(options.threads);
+    pm.addPass(createConvertSCFToOpenMPPass(omp));
+  }
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createCanonicalizerPass());
   // The sequential grid reuses one set of scratch tiles: hoist them to the
   // function entry. (scf.for is an automatic allocation scope, so
   // canonicalization inlines the per-program alloca_scope into the loop
   // body, but the LLVM lowering of the loop restores no stack: left there,
-  // the tiles of every program would pile up.)
-  pm.addNestedPass<func::FuncOp>(bufferization::createBufferLoopHoistingPass());
+  // the tiles of every program would pile up.) The OpenMP grid keeps them
+  // in its per-program scope.
+  if (options.threads == 1)
+    pm.addNestedPass<func::FuncOp>(
+        bufferization::createBufferLoopHoistingPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
+  pm.addPass(createConvertVectorToLLVMPass());
   // memref.alloca_scope holds one block: lower the scopes (a program whose
   // grid folded to one instance keeps its scope) before the scf loops
   // inside them become branches.
@@ -105,6 +155,8 @@ void mlir::kvattn::buildKVAttnToCpuPipeline(
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
+  if (options.threads != 1)
+    pm.addPass(createConvertOpenMPToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 

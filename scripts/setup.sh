@@ -24,6 +24,8 @@ packages=(
   libgtest-dev googletest
   # The emulated GPU: fibers (lib/GpuEmu).
   libboost-context-dev
+  # The CPU target's threads: LLVM's OpenMP runtime, loaded by the JIT.
+  libomp-22-dev
 )
 
 missing=()

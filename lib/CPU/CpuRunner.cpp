@@ -14,6 +14,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -66,6 +68,17 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
   MLIRContext *ctx = module.getContext();
   registerBuiltinDialectTranslation(*ctx);
   registerLLVMDialectTranslation(*ctx);
+  registerOpenMPDialectTranslation(*ctx);
+
+  if (options.threads < 0 || options.threads > limits::kMaxThreads)
+    return Status::error("threads must be 0 (all cores) to " +
+                         std::to_string(limits::kMaxThreads) + ", got " +
+                         std::to_string(options.threads));
+  const int64_t w = options.vectorWidth;
+  if (w < 0 || w > 16 || (w & (w - 1)))
+    return Status::error("vector width must be 0 (the host's) or a power "
+                         "of two from 1 to 16, got " +
+                         std::to_string(w));
 
   std::unique_ptr<CpuProgram> result(new CpuProgram());
   result->entry_ = entry;
@@ -103,6 +116,10 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
     }
   }
   func->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
+  // run() passes the callers' tensors in place: the compiled code must not
+  // write them (One-Shot Bufferize copies an argument before it writes).
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    func.setArgAttr(i, "bufferization.writable", BoolAttr::get(ctx, false));
 
   auto start = std::chrono::steady_clock::now();
   {
@@ -116,14 +133,26 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
   result->pipelineMs_ = msSince(start);
 
   start = std::chrono::steady_clock::now();
-  auto transformer = makeOptimizingTransformer(options.optLevel,
-                                               /*sizeLevel=*/0,
-                                               /*targetMachine=*/nullptr);
+  // Optimise for this host (its vector width and cost model), as the JIT
+  // generates code for it.
+  auto hostMachine = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!hostMachine)
+    return Status::error("cannot describe the host to LLVM: " +
+                         errorToString(hostMachine.takeError()));
+  auto targetMachine = hostMachine->createTargetMachine();
+  if (!targetMachine)
+    return Status::error("cannot create the host's target machine: " +
+                         errorToString(targetMachine.takeError()));
+  auto transformer = makeOptimizingTransformer(
+      options.optLevel, /*sizeLevel=*/0, targetMachine->get());
   ExecutionEngineOptions engineOptions;
   engineOptions.transformer = transformer;
-  // memrefCopy and friends for copies between strided views.
-  const llvm::StringRef runnerUtils[] = {KVATTN_C_RUNNER_UTILS};
-  engineOptions.sharedLibPaths = runnerUtils;
+  // memrefCopy and friends for copies between strided views; the OpenMP
+  // runtime for the threaded grid.
+  llvm::SmallVector<llvm::StringRef, 2> libraries = {KVATTN_C_RUNNER_UTILS};
+  if (options.threads != 1)
+    libraries.push_back(KVATTN_LIBOMP);
+  engineOptions.sharedLibPaths = libraries;
   engineOptions.jitCodeGenOptLevel =
       options.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
       : options.optLevel == 0 ? llvm::CodeGenOptLevel::None
@@ -149,17 +178,15 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
 
 Status CpuProgram::run(const std::vector<HostTensor> &arguments,
                        std::vector<HostTensor> &results) {
-  // Compiled code may update argument buffers in place (One-Shot
-  // Bufferize writes into function arguments): run on copies.
-  std::vector<std::vector<uint8_t>> buffers;
+  // The arguments are passed in place: compile() marks them read-only for
+  // bufferization, so the compiled code copies before it writes.
   std::vector<std::vector<int64_t>> descriptors;
-  buffers.reserve(arguments.size());
   descriptors.reserve(arguments.size());
+  static uint8_t emptyBuffer[1];
   for (const HostTensor &arg : arguments) {
-    buffers.emplace_back(arg.data(), arg.data() + arg.byteSize());
-    buffers.back().resize(std::max<size_t>(arg.byteSize(), 1));
     std::vector<int64_t> desc(descriptorWords(arg.rank()));
-    auto ptr = reinterpret_cast<int64_t>(buffers.back().data());
+    auto ptr = reinterpret_cast<int64_t>(
+        arg.byteSize() ? const_cast<uint8_t *>(arg.data()) : emptyBuffer);
     desc[0] = desc[1] = ptr;
     desc[2] = 0;
     int64_t stride = 1;
@@ -193,24 +220,35 @@ Status CpuProgram::run(const std::vector<HostTensor> &arguments,
 
   results.clear();
   std::set<uintptr_t> inputs, freed;
-  for (auto &buffer : buffers)
-    inputs.insert(reinterpret_cast<uintptr_t>(buffer.data()));
+  for (const auto &desc : descriptors)
+    inputs.insert(static_cast<uintptr_t>(desc[0]));
   int64_t *word = resultStorage.data();
   for (auto [type, rank] : resultTypes_) {
     std::vector<int64_t> shape(word + 3, word + 3 + rank);
     HostTensor tensor(type, shape);
     const size_t width = elementTypeSize(type);
     auto *base = reinterpret_cast<const uint8_t *>(word[1]) + word[2] * width;
-    std::vector<int64_t> index(rank, 0);
-    for (int64_t n = 0; n < tensor.numElements(); ++n) {
-      int64_t rest = n, offset = 0;
-      for (int64_t d = rank - 1; d >= 0; --d) {
-        index[d] = rest % shape[d];
-        rest /= shape[d];
+    const int64_t *strides = word + 3 + rank;
+    bool rowMajor = true;
+    for (int64_t d = rank - 1, expected = 1; d >= 0; --d) {
+      rowMajor &= shape[d] == 1 || strides[d] == expected;
+      expected *= shape[d];
+    }
+    if (rowMajor) {
+      if (tensor.byteSize())
+        std::memcpy(tensor.data(), base, tensor.byteSize());
+    } else {
+      std::vector<int64_t> index(rank, 0);
+      for (int64_t n = 0; n < tensor.numElements(); ++n) {
+        int64_t rest = n, offset = 0;
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          index[d] = rest % shape[d];
+          rest /= shape[d];
+        }
+        for (int64_t d = 0; d < rank; ++d)
+          offset += index[d] * strides[d];
+        std::memcpy(tensor.data() + n * width, base + offset * width, width);
       }
-      for (int64_t d = 0; d < rank; ++d)
-        offset += index[d] * word[3 + rank + d];
-      std::memcpy(tensor.data() + n * width, base + offset * width, width);
     }
     results.push_back(std::move(tensor));
     word += descriptorWords(rank);

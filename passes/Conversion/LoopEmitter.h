@@ -304,6 +304,39 @@ inline Value truncTo(Emitter &e, Value v, Type type) {
   return type.isF32() ? v : arith::TruncFOp::create(e.b, type, v).getResult();
 }
 
+/// A program's scratch tile `[R, C]` as the CPU lowerings address it:
+/// row-major as typed, or transposed, `[C][R]` in the same buffer: the
+/// layout of the vectorised lowering, whose vectors run over query rows.
+struct TileRef {
+  /// The tile, or a `[C, R]` view of it.
+  Value view;
+  bool transposed = false;
+
+  static TileRef rowMajor(Value tile) { return {tile, false}; }
+  /// The transposed view of an identity-layout tile of static shape.
+  static TileRef transposedOf(ImplicitLocOpBuilder &b, Value tile) {
+    auto type = cast<MemRefType>(tile.getType());
+    int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+    auto viewType = MemRefType::get({cols, rows}, type.getElementType());
+    Value view = memref::ReinterpretCastOp::create(
+        b, viewType, tile, /*offset=*/0, ArrayRef<int64_t>{cols, rows},
+        ArrayRef<int64_t>{rows, 1});
+    return {view, true};
+  }
+  Value load(Emitter &e, Value r, Value c) const {
+    return transposed ? e.load(view, {c, r}) : e.load(view, {r, c});
+  }
+  void store(Emitter &e, Value v, Value r, Value c) const {
+    transposed ? e.store(v, view, {c, r}) : e.store(v, view, {r, c});
+  }
+};
+
+/// tile.load_q into `qTile` (the op's tile, in either layout); rows past
+/// `rows` are zero.
+void emitLoadQ(Emitter &e, TileLoadQOp op, const TileRef &qTile);
+/// tile.store from `acc` (the op's accumulator, in either layout).
+void emitStore(Emitter &e, TileStoreOp op, const TileRef &acc);
+
 /// Runs the patterns of a lowering to loops over `root`. Region
 /// simplification is off: these lowerings only replace ops, one by one, and
 /// leave every clean-up to the pipelines' canonicalize, which runs only

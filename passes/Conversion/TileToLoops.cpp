@@ -53,18 +53,7 @@ LogicalResult lowerInit(TileInitOp op, PatternRewriter &rewriter) {
 LogicalResult lowerLoadQ(TileLoadQOp op, PatternRewriter &rewriter) {
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   Emitter e{b};
-  Value tile = op.getQTile();
-  Value bm = e.tileDim(tile, 0), d = e.tileDim(tile, 1);
-  e.loop(e.idx(0), op.getRows(), [&](Value r) {
-    QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
-    e.loop(e.idx(0), d, [&](Value x) {
-      e.store(e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, x}), tile,
-              {r, x});
-    });
-  });
-  e.loop(op.getRows(), bm, [&](Value r) {
-    e.loop(e.idx(0), d, [&](Value x) { e.store(e.f32(0), tile, {r, x}); });
-  });
+  emitLoadQ(e, op, TileRef::rowMajor(op.getQTile()));
   rewriter.eraseOp(op);
   return success();
 }
@@ -165,31 +154,7 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter) {
 LogicalResult lowerStore(TileStoreOp op, PatternRewriter &rewriter) {
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   Emitter e{b};
-  Value acc = op.getAcc(), out = op.getOut();
-  Type outType = cast<MemRefType>(out.getType()).getElementType();
-  Value dv = e.tileDim(acc, 1);
-  e.loop(e.idx(0), op.getRows(), [&](Value r) {
-    QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
-    Value rowMax = e.load(op.getMax(), r);
-    Value sum = e.load(op.getSum(), r);
-    // No allowed key: out = 0, lse = -inf. A NaN max is not -inf, so NaN
-    // propagates through acc / sum.
-    Value empty =
-        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, rowMax, e.negInf());
-    Value inv = arith::DivFOp::create(b, e.f32(1), sum);
-    e.loop(e.idx(0), dv, [&](Value x) {
-      Value v = e.mulf(e.load(acc, {r, x}), inv);
-      v = arith::SelectOp::create(b, empty, e.f32(0), v);
-      if (!outType.isF32())
-        v = arith::TruncFOp::create(b, outType, v);
-      e.store(v, out, {op.getBatch(), q.head, q.row, x});
-    });
-    if (Value lse = op.getLse()) {
-      Value l = e.addf(rowMax, math::LogOp::create(b, sum));
-      e.store(arith::SelectOp::create(b, empty, e.negInf(), l), lse,
-              {op.getBatch(), q.head, q.row});
-    }
-  });
+  emitStore(e, op, TileRef::rowMajor(op.getAcc()));
   rewriter.eraseOp(op);
   return success();
 }
@@ -234,14 +199,61 @@ struct LowerTileToLoopsPass
 
 } // namespace
 
-void mlir::kvattn::populateLowerTileToLoopsPatterns(
+void mlir::kvattn::emitLoadQ(Emitter &e, TileLoadQOp op, const TileRef &qTile) {
+  auto type = cast<MemRefType>(op.getQTile().getType());
+  Value bm = e.idx(type.getDimSize(0)), d = e.idx(type.getDimSize(1));
+  e.loop(e.idx(0), op.getRows(), [&](Value r) {
+    QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+    e.loop(e.idx(0), d, [&](Value x) {
+      qTile.store(
+          e, e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, x}), r, x);
+    });
+  });
+  e.loop(op.getRows(), bm, [&](Value r) {
+    e.loop(e.idx(0), d, [&](Value x) { qTile.store(e, e.f32(0), r, x); });
+  });
+}
+
+void mlir::kvattn::emitStore(Emitter &e, TileStoreOp op, const TileRef &acc) {
+  ImplicitLocOpBuilder &b = e.b;
+  Value out = op.getOut();
+  Type outType = cast<MemRefType>(out.getType()).getElementType();
+  Value dv = e.tileDim(op.getAcc(), 1);
+  e.loop(e.idx(0), op.getRows(), [&](Value r) {
+    QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+    Value rowMax = e.load(op.getMax(), r);
+    Value sum = e.load(op.getSum(), r);
+    // No allowed key: out = 0, lse = -inf. A NaN max is not -inf, so NaN
+    // propagates through acc / sum.
+    Value empty =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, rowMax, e.negInf());
+    Value inv = arith::DivFOp::create(b, e.f32(1), sum);
+    e.loop(e.idx(0), dv, [&](Value x) {
+      Value v = e.mulf(acc.load(e, r, x), inv);
+      v = arith::SelectOp::create(b, empty, e.f32(0), v);
+      e.store(truncTo(e, v, outType), out, {op.getBatch(), q.head, q.row, x});
+    });
+    if (Value lse = op.getLse()) {
+      Value l = e.addf(rowMax, math::LogOp::create(b, sum));
+      e.store(arith::SelectOp::create(b, empty, e.negInf(), l), lse,
+              {op.getBatch(), q.head, q.row});
+    }
+  });
+}
+
+void mlir::kvattn::populateLowerTileStateToLoopsPatterns(
     RewritePatternSet &patterns) {
   patterns.add(lowerInit);
+  patterns.add(lowerMerge);
+  patterns.add(lowerPrefetch);
+}
+
+void mlir::kvattn::populateLowerTileToLoopsPatterns(
+    RewritePatternSet &patterns) {
+  populateLowerTileStateToLoopsPatterns(patterns);
   patterns.add(lowerLoadQ);
   patterns.add(lowerQK);
   patterns.add(lowerMask);
   patterns.add(lowerSoftmax);
   patterns.add(lowerStore);
-  patterns.add(lowerMerge);
-  patterns.add(lowerPrefetch);
 }

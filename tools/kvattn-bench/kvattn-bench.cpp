@@ -1,14 +1,19 @@
 //===- kvattn-bench.cpp - throughput and compile time (CPU and GPU) -------===//
 //
 //   kvattn-bench [--target=cpu] [--repeats N] [--dtype f32|f16|bf16]
-//                [--quick] [--block-m M --block-n N]
+//                [--quick] [--block-m M --block-n N] [--num-threads T]
+//                [--batch B] [--heads Hq/Hkv] [--lengths ...]
+//                [--prefixes ...] [--head-dims ...] [--vectorize=false]
 //
 // For a few cached-append shapes (decode P = 4096 L = 1, append P = 1024
-// L = 64, prefill L = 1024; D = 64 and 128; GQA 8/2) it prints:
+// L = 64, prefill L = 1024; D = 64 and 128; GQA 8/2; or the product of
+// --lengths, --prefixes and --head-dims) it prints the host's measured f32
+// FMA peak (a probe in the same run, one thread and T threads), then:
 //   compile_ms  IR -> JIT-ready (the kvattn-to-cpu pipeline plus LLVM)
 //   run_ms      median wall time of one call (after a warm-up call)
 //   GFLOP/s     4 * D * (allowed query-key pairs) * Hq * B / run time:
 //               only scores the causal mask allows are counted.
+//   %peak       GFLOP/s over the probe's peak at the same thread count.
 //
 //   kvattn-bench --target=gpu [--compile-only] [--quick] [--lengths=...]
 //                [--prefixes=...] [--head-dims=...] [--repeats N] ...
@@ -35,6 +40,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FmaProbe.h"
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Runtime/EmulatedGpu.h"
@@ -57,6 +63,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 namespace cl = llvm::cl;
 
@@ -78,7 +85,10 @@ cl::opt<int> repeats("repeats",
                      cl::init(5), cl::cat(benchCategory));
 cl::opt<bool> quick("quick", cl::desc("Small shapes only (smoke run)"),
                     cl::init(false), cl::cat(benchCategory));
-cl::opt<int64_t> blockM("block-m", cl::init(64), cl::cat(benchCategory));
+cl::opt<int64_t> blockM("block-m",
+                        cl::desc("Query rows per program (cpu: 0 chosen per "
+                                 "op, the default)"),
+                        cl::init(0), cl::cat(benchCategory));
 cl::opt<int64_t> blockN("block-n", cl::init(64), cl::cat(benchCategory));
 cl::opt<int64_t> splitKv("split-kv",
                          cl::desc("gpu: KV chunks per program, merged by a "
@@ -90,25 +100,39 @@ cl::opt<bool> tensorCores("tensor-cores",
                                    "(false: the scalar lowering)"),
                           cl::init(true), cl::cat(benchCategory));
 
+// --target=cpu
+cl::opt<int64_t> numThreads("num-threads",
+                            cl::desc("cpu: threads of the grid (0: all "
+                                     "cores, the default; 1: one thread)"),
+                            cl::init(0), cl::cat(benchCategory));
+cl::opt<bool> vectorize("vectorize",
+                        cl::desc("cpu: the vectorised lowering (false: the "
+                                 "scalar loops, for comparison)"),
+                        cl::init(true), cl::cat(benchCategory));
+cl::opt<std::string> heads("heads",
+                           cl::desc("cpu: query/KV heads Hq/Hkv (GQA; "
+                                    "default 8/2)"),
+                           cl::init("8/2"), cl::cat(benchCategory));
+
 // --target=gpu
 cl::opt<bool> compileOnly("compile-only",
                           cl::desc("GPU: build every shape's PTX and print "
                                    "compile_ms; needs no driver"),
                           cl::init(false), cl::cat(benchCategory));
 cl::list<int64_t> lengths("lengths",
-                          cl::desc("GPU: new tokens L (default "
-                                   "1,8,64,512,2048)"),
+                          cl::desc("New tokens L (GPU default "
+                                   "1,8,64,512,2048; CPU 1,64,1024)"),
                           cl::CommaSeparated, cl::cat(benchCategory));
 cl::list<int64_t> prefixes("prefixes",
-                           cl::desc("GPU: cached tokens P (default "
-                                    "0,4096,32768)"),
+                           cl::desc("Cached tokens P (GPU default "
+                                    "0,4096,32768; CPU 0,1024,4096)"),
                            cl::CommaSeparated, cl::cat(benchCategory));
 cl::list<int64_t> headDims("head-dims",
-                           cl::desc("GPU: head dims D (default 64,128)"),
+                           cl::desc("Head dims D (default 64,128)"),
                            cl::CommaSeparated, cl::cat(benchCategory));
 cl::opt<int64_t> batch("batch",
-                       cl::desc("GPU: batch size (default 0: sized to fill "
-                                "the device)"),
+                       cl::desc("Batch size (GPU default 0: sized to fill "
+                                "the device; CPU 1)"),
                        cl::init(0), cl::cat(benchCategory));
 cl::opt<int> warmup("warmup", cl::desc("GPU: untimed calls before timing"),
                     cl::init(3), cl::cat(benchCategory));
@@ -175,26 +199,71 @@ int runCpu(kvattn::ElementType elt, mlir::MLIRContext &context) {
                  << repeats << ")\n";
     return 1;
   }
-  std::vector<Shape> shapes;
-  if (quick) {
-    shapes = {{"decode", 1, 8, 2, 512, 1, 64},
-              {"append", 1, 8, 2, 256, 16, 64},
-              {"prefill", 1, 8, 2, 0, 128, 64}};
-  } else {
-    for (int64_t d : {64, 128}) {
-      shapes.push_back({"decode", 1, 8, 2, 4096, 1, d});
-      shapes.push_back({"append", 1, 8, 2, 1024, 64, d});
-      shapes.push_back({"prefill", 1, 8, 2, 0, 1024, d});
+  int64_t hq = 0, hkv = 0;
+  {
+    auto [q, kv] = llvm::StringRef(heads).split('/');
+    if (q.getAsInteger(10, hq) || kv.getAsInteger(10, hkv) || hq < 1 ||
+        hkv < 1 || hq % hkv) {
+      llvm::errs() << "kvattn-bench: error: --heads must be Hq/Hkv with Hkv "
+                      "dividing Hq, got '"
+                   << heads << "'\n";
+      return 1;
     }
   }
+  const int64_t b = batch ? batch : 1;
+  std::vector<Shape> shapes;
+  auto nameOf = [](int64_t p, int64_t l) {
+    return l <= 8 ? "decode" : p ? "append" : "prefill";
+  };
+  if (lengths.empty() && prefixes.empty() && headDims.empty()) {
+    if (quick) {
+      shapes = {{"decode", b, hq, hkv, 512, 1, 64},
+                {"append", b, hq, hkv, 256, 16, 64},
+                {"prefill", b, hq, hkv, 0, 128, 64}};
+    } else {
+      for (int64_t d : {64, 128}) {
+        shapes.push_back({"decode", b, hq, hkv, 4096, 1, d});
+        shapes.push_back({"append", b, hq, hkv, 1024, 64, d});
+        shapes.push_back({"prefill", b, hq, hkv, 0, 1024, d});
+      }
+    }
+  } else {
+    std::vector<int64_t> ls(lengths.begin(), lengths.end()),
+        ps(prefixes.begin(), prefixes.end()),
+        ds(headDims.begin(), headDims.end());
+    if (ls.empty())
+      ls = {1, 64, 1024};
+    if (ps.empty())
+      ps = {0, 1024, 4096};
+    if (ds.empty())
+      ds = {64, 128};
+    for (int64_t d : ds)
+      for (int64_t p : ps)
+        for (int64_t l : ls)
+          shapes.push_back({nameOf(p, l), b, hq, hkv, p, l, d});
+  }
 
+  // The host's f32 FMA peak at the thread count the programs use.
+  const int threads =
+      numThreads > 0
+          ? static_cast<int>(numThreads)
+          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  kvattn::bench::FmaPeak peak = kvattn::bench::measureFmaPeak(threads);
+  const double peakGflops = peak.allThreads;
   llvm::outs() << llvm::formatv(
-      "kvattn-bench --target=cpu dtype={0} blocks={1}x{2} (one thread)\n",
-      dtype.getValue(), blockM.getValue(), blockN.getValue());
+      "kvattn-bench --target=cpu dtype={0} block-m={1} block-n={2} "
+      "threads={3} lowering={4}\n",
+      dtype.getValue(),
+      blockM ? std::to_string(blockM.getValue()) : std::string("auto"),
+      blockN.getValue(), threads, vectorize ? "vector" : "scalar");
+  llvm::outs() << llvm::formatv(
+      "host: {0} ({1} f32 lanes); measured FMA peak {2:F1} GFLOP/s on one "
+      "thread, {3:F1} on {4}\n",
+      peak.isa, peak.lanes, peak.perThread, peak.allThreads, threads);
   llvm::outs() << llvm::formatv("{0,-8} {1,3} {2,6} {3,6} {4,5} {5,4} {6,11} "
-                                "{7,9} {8,9}\n",
+                                "{7,9} {8,9} {9,6}\n",
                                 "shape", "B", "Hq/Hkv", "P", "L", "D",
-                                "compile_ms", "run_ms", "GFLOP/s");
+                                "compile_ms", "run_ms", "GFLOP/s", "%peak");
   for (const Shape &s : shapes) {
     auto module =
         mlir::parseSourceString<mlir::ModuleOp>(buildIR(s, dtype), &context);
@@ -203,6 +272,8 @@ int runCpu(kvattn::ElementType elt, mlir::MLIRContext &context) {
     kvattn::CpuCompileOptions options;
     options.blockM = blockM;
     options.blockN = blockN;
+    options.threads = numThreads;
+    options.vectorize = vectorize;
     std::unique_ptr<kvattn::CpuProgram> program;
     if (kvattn::Status st =
             kvattn::CpuProgram::compile(*module, "main", options, program);
@@ -216,8 +287,8 @@ int runCpu(kvattn::ElementType elt, mlir::MLIRContext &context) {
         random(elt, {s.b, s.hkv, S, s.d}, 2),
         random(elt, {s.b, s.hkv, S, s.d}, 3),
         kvattn::HostTensor(kvattn::ElementType::I32, {s.b})};
-    for (int64_t b = 0; b < s.b; ++b)
-      args[3].setInt(b, s.p);
+    for (int64_t i = 0; i < s.b; ++i)
+      args[3].setInt(i, s.p);
     std::vector<kvattn::HostTensor> results;
     std::vector<double> times;
     for (int r = 0; r <= repeats; ++r) {
@@ -238,12 +309,13 @@ int runCpu(kvattn::ElementType elt, mlir::MLIRContext &context) {
     double pairs = 0;
     for (int64_t i = 0; i < s.l; ++i)
       pairs += static_cast<double>(std::min<int64_t>(S, s.p + i + 1));
-    double flops = 4.0 * s.d * pairs * s.hq * s.b;
+    double gflops = 4.0 * s.d * pairs * s.hq * s.b / (median * 1e6);
     llvm::outs() << llvm::formatv(
-        "{0,-8} {1,3} {2,6} {3,6} {4,5} {5,4} {6,11:F1} {7,9:F3} {8,9:F2}\n",
+        "{0,-8} {1,3} {2,6} {3,6} {4,5} {5,4} {6,11:F1} {7,9:F3} {8,9:F2} "
+        "{9,6:F1}\n",
         s.name, s.b, llvm::formatv("{0}/{1}", s.hq, s.hkv).str(), s.p, s.l, s.d,
-        program->pipelineMs() + program->jitMs(), median,
-        flops / (median * 1e6));
+        program->pipelineMs() + program->jitMs(), median, gflops,
+        100.0 * gflops / peakGflops);
   }
   return 0;
 }

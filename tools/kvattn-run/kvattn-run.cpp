@@ -129,6 +129,18 @@ cl::opt<std::string>
                       "prove the checks catch it (drop-barrier:N, "
                       "wait-group:N, global-offset:N)"),
              cl::cat(runCategory));
+cl::opt<bool> vectorize("vectorize",
+                        cl::desc("cpu target: the vectorised lowering "
+                                 "(false: the scalar loops)"),
+                        cl::init(true), cl::cat(runCategory));
+cl::opt<int64_t> vectorWidth("vector-width",
+                             cl::desc("cpu target: f32 lanes per vector at "
+                                      "most (0: the host's widest)"),
+                             cl::init(0), cl::cat(runCategory));
+cl::opt<int64_t> threads("num-threads",
+                         cl::desc("cpu target: threads of the grid (0: all "
+                                  "cores; 1: the calling thread)"),
+                         cl::init(0), cl::cat(runCategory));
 cl::opt<unsigned> optLevel("opt-level",
                            cl::desc("LLVM optimisation level of the JIT"),
                            cl::init(3), cl::cat(runCategory));
@@ -454,6 +466,9 @@ int main(int argc, char **argv) {
     options.splitKv = splitKv;
     options.packGqa = packGqa;
     options.optLevel = optLevel;
+    options.vectorize = vectorize;
+    options.vectorWidth = vectorWidth;
+    options.threads = threads;
     if (::kvattn::Status s = ::kvattn::CpuProgram::compile(
             *module, func.getName().str(), options, program);
         s.isError())

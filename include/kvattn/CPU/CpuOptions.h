@@ -14,7 +14,9 @@
 namespace kvattn {
 
 struct CpuCompileOptions {
-  int64_t blockM = 64;
+  /// Query rows per program; 0: chosen per op (16 to 64, the fewest that
+  /// hold the op's rows, GQA-packed).
+  int64_t blockM = 0;
   int64_t blockN = 64;
   /// KV chunks per program, merged in chunk order (kvattn.merge).
   int64_t splitKv = 1;
@@ -25,6 +27,15 @@ struct CpuCompileOptions {
   bool fixUpperLeftAppends = false;
   /// LLVM optimisation level of the JIT (0 to 3).
   unsigned optLevel = 3;
+  /// The vectorised lowering (-kvattn-lower-tile-to-vectors); false: the
+  /// scalar loops of -kvattn-lower-tile-to-loops.
+  bool vectorize = true;
+  /// f32 lanes per vector at most (power of two up to 16); 0: the host's.
+  int64_t vectorWidth = 0;
+  /// Threads that run the programs of the grid (OpenMP); 0: all cores (or
+  /// OMP_NUM_THREADS), 1: the calling thread only, without OpenMP. Results
+  /// do not depend on it: each program runs whole on one thread.
+  int64_t threads = 0;
 };
 
 } // namespace kvattn

@@ -42,6 +42,10 @@ inline constexpr int64_t kMaxNumStages = 8;
 /// at most 16); the partial results are split x the output.
 inline constexpr int64_t kMaxSplitKv = 256;
 
+/// Threads of the CPU grid (the OpenMP team); each holds one program's
+/// scratch tiles on its stack (libomp's worker stacks are 4 MiB).
+inline constexpr int64_t kMaxThreads = 1024;
+
 /// Elements of one tensor (a static shape in the IR, or a tensor made on
 /// the host): 2^48 elements is 1 PiB of f32, far above any memory, and far
 /// from overflowing int64 in byte counts and index arithmetic.

@@ -1,0 +1,526 @@
+//===- TileToVectors.cpp - the vectorised CPU lowering of the tile ops ----===//
+//
+// Vectors run over query rows (see Passes.td, -kvattn-lower-tile-to-vectors):
+// the query tile, the scores and the accumulator are stored transposed, so
+// that Q.K^T and P.V are sums of outer products with one broadcast K or V
+// element per FMA, and the online softmax of W rows is a handful of
+// vertical vector operations per key.
+//
+// Register tiling: an outer-product kernel keeps `keys x rowVectors` (Q.K^T)
+// or `elements x rowVectors` (P.V) accumulators in registers across its
+// reduction loop: about three quarters of the vector registers (24 of 32
+// with AVX-512).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/KVAttnOps.h"
+#include "passes/Conversion/LoopEmitter.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/TargetParser/Host.h"
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_LOWERTILETOVECTORSPASS
+#include "passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+int64_t mlir::kvattn::hostVectorWidth() {
+  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  if (features.lookup("avx512f"))
+    return 16;
+  if (features.lookup("avx"))
+    return 8;
+  return 4;
+}
+
+namespace {
+
+/// Vector vocabulary over the scalar one, for one vector width.
+struct VectorEmitter : Emitter {
+  int64_t width;
+  /// Accumulators an outer-product kernel may keep in registers.
+  int64_t accumulators;
+
+  VectorEmitter(ImplicitLocOpBuilder &b, int64_t width)
+      : Emitter{b}, width(width),
+        // 32 vector registers with AVX-512, 16 below; keep a quarter for
+        // the operands.
+        accumulators(width >= 16 ? 24 : 12) {}
+
+  VectorType vf32() const { return VectorType::get({width}, b.getF32Type()); }
+  Value splat(Value scalar) {
+    return vector::BroadcastOp::create(
+        b, VectorType::get({width}, scalar.getType()), scalar);
+  }
+  Value splat(double v) { return splat(f32(v)); }
+  Value vload(Value memref, ValueRange indices) {
+    return vector::LoadOp::create(b, vf32(), memref, indices);
+  }
+  void vstore(Value v, Value memref, ValueRange indices) {
+    vector::StoreOp::create(b, v, memref, indices);
+  }
+  Value fma(Value x, Value y, Value acc) {
+    return vector::FMAOp::create(b, x, y, acc);
+  }
+  /// 0, 1, ..., width - 1 as i64.
+  Value iota() {
+    SmallVector<int64_t> values(width);
+    for (int64_t i = 0; i < width; ++i)
+      values[i] = i;
+    auto type = VectorType::get({width}, b.getI64Type());
+    return arith::ConstantOp::create(
+        b, type, DenseElementsAttr::get(type, ArrayRef(values)));
+  }
+  Value i64(Value index) {
+    return arith::IndexCastOp::create(b, b.getI64Type(), index);
+  }
+
+  /// for (iv = lb; iv < ub; iv += step) carrying `inits`; returns the
+  /// final values.
+  SmallVector<Value>
+  carry(Value lb, Value ub, Value step, ValueRange inits,
+        function_ref<SmallVector<Value>(Value iv, ValueRange iter)> body) {
+    auto loop = scf::ForOp::create(
+        b, lb, ub, step, inits,
+        [&](OpBuilder &nested, Location loc, Value iv, ValueRange iter) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToEnd(nested.getInsertionBlock());
+          scf::YieldOp::create(b, body(iv, iter));
+        });
+    return SmallVector<Value>(loop.getResults());
+  }
+  void loopStep(Value lb, Value ub, Value step,
+                function_ref<void(Value)> body) {
+    carry(lb, ub, step, {}, [&](Value iv, ValueRange) {
+      body(iv);
+      return SmallVector<Value>{};
+    });
+  }
+};
+
+/// The vector width for a tile of `bm` rows: the widest power of two up to
+/// `maxWidth` that divides `bm`.
+int64_t rowVectorWidth(int64_t bm, int64_t maxWidth) {
+  int64_t w = 1;
+  while (w * 2 <= maxWidth && bm % (w * 2) == 0)
+    w *= 2;
+  return w;
+}
+
+/// Row vectors per register tile: the most, up to 4, that divide the
+/// tile's `rowVectors`.
+int64_t rowVectorsPerTile(int64_t rowVectors) {
+  for (int64_t n = 4; n > 1; --n)
+    if (rowVectors % n == 0)
+      return n;
+  return 1;
+}
+
+/// The lowering of one op at one maximum vector width.
+struct Lowering {
+  int64_t maxWidth;
+
+  int64_t widthFor(Value tile) const {
+    return rowVectorWidth(cast<MemRefType>(tile.getType()).getDimSize(0),
+                          maxWidth);
+  }
+};
+
+/// The indices of key/value row `j` with the element index left to fill:
+/// see Emitter::kvIndices (its last index is the element).
+SmallVector<Value, 4> kvRow(Emitter &e, Value cache, Value blockTable,
+                            Value batch, Value head, Value j) {
+  return e.kvIndices(cache, blockTable, batch, head, j, e.idx(0));
+}
+
+Value kvElement(Emitter &e, Value cache, SmallVector<Value, 4> row, Value x) {
+  row.back() = x;
+  return e.loadF32(cache, row);
+}
+
+//===----------------------------------------------------------------------===//
+// tile.load_q, tile.store: once per program, element by element
+//===----------------------------------------------------------------------===//
+
+LogicalResult lowerLoadQ(TileLoadQOp op, PatternRewriter &rewriter) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  emitLoadQ(e, op, TileRef::transposedOf(b, op.getQTile()));
+  rewriter.eraseOp(op);
+  return success();
+}
+
+LogicalResult lowerStore(TileStoreOp op, PatternRewriter &rewriter) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  emitStore(e, op, TileRef::transposedOf(b, op.getAcc()));
+  rewriter.eraseOp(op);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// tile.qk
+//===----------------------------------------------------------------------===//
+
+/// scores^T[c0 + k, r0 + v*W ...] for k < keys, v < rowVecs: the dot
+/// products over d in order, in registers, then scaled (and softcapped).
+void emitScoreTile(VectorEmitter &e, TileQKOp op, Value qT, Value sT, Value c0,
+                   int64_t keys, Value r0, int64_t rowVecs) {
+  auto qType = cast<MemRefType>(op.getQTile().getType());
+  int64_t d = qType.getDimSize(1);
+  SmallVector<SmallVector<Value, 4>> rows;
+  for (int64_t k = 0; k < keys; ++k)
+    rows.push_back(kvRow(e, op.getKey(), op.getBlockTable(), op.getBatch(),
+                         op.getKvHead(),
+                         e.add(op.getStart(), e.add(c0, e.idx(k)))));
+  Value zero = e.splat(0.0);
+  SmallVector<Value> inits(keys * rowVecs, zero);
+  SmallVector<Value> acc = e.carry(
+      e.idx(0), e.idx(d), e.idx(1), inits, [&](Value x, ValueRange iter) {
+        SmallVector<Value> q;
+        for (int64_t v = 0; v < rowVecs; ++v)
+          q.push_back(e.vload(qT, {x, e.add(r0, e.idx(v * e.width))}));
+        SmallVector<Value> next(iter);
+        for (int64_t k = 0; k < keys; ++k) {
+          Value kb = e.splat(kvElement(e, op.getKey(), rows[k], x));
+          for (int64_t v = 0; v < rowVecs; ++v)
+            next[k * rowVecs + v] = e.fma(q[v], kb, next[k * rowVecs + v]);
+        }
+        return next;
+      });
+  double scale = op.getScale().convertToDouble();
+  std::optional<APFloat> softcap = op.getSoftcap();
+  for (int64_t k = 0; k < keys; ++k)
+    for (int64_t v = 0; v < rowVecs; ++v) {
+      Value s = acc[k * rowVecs + v];
+      if (!softcap) {
+        s = e.mulf(s, e.splat(scale));
+      } else {
+        double cap = softcap->convertToDouble();
+        s = e.mulf(e.splat(cap),
+                   math::TanhOp::create(e.b, e.mulf(s, e.splat(scale / cap))));
+      }
+      e.vstore(s, sT, {e.add(c0, e.idx(k)), e.add(r0, e.idx(v * e.width))});
+    }
+}
+
+LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter,
+                      const Lowering &l) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  VectorEmitter e(b, l.widthFor(op.getScores()));
+  Value qT = TileRef::transposedOf(b, op.getQTile()).view;
+  Value sT = TileRef::transposedOf(b, op.getScores()).view;
+  auto sType = cast<MemRefType>(op.getScores().getType());
+  int64_t bm = sType.getDimSize(0), bn = sType.getDimSize(1);
+  int64_t rowVecs = bm / e.width;
+  int64_t tileVecs = rowVectorsPerTile(rowVecs);
+  int64_t keys = std::max<int64_t>(1, e.accumulators / tileVecs);
+
+  Value cols = op.getCols();
+  Value mainCols = b.createOrFold<arith::MulIOp>(
+      b.createOrFold<arith::DivUIOp>(cols, e.idx(keys)), e.idx(keys));
+  Value groupStep = e.idx(tileVecs * e.width);
+  e.loopStep(e.idx(0), e.idx(bm), groupStep, [&](Value r0) {
+    e.loopStep(e.idx(0), mainCols, e.idx(keys), [&](Value c0) {
+      emitScoreTile(e, op, qT, sT, c0, keys, r0, tileVecs);
+    });
+    e.loop(mainCols, cols,
+           [&](Value c) { emitScoreTile(e, op, qT, sT, c, 1, r0, tileVecs); });
+  });
+  // Columns past the end of the keys never contribute.
+  Value negInf = e.splat(e.negInf());
+  e.loop(cols, e.idx(bn), [&](Value c) {
+    for (int64_t v = 0; v < rowVecs; ++v)
+      e.vstore(negInf, sT, {c, e.idx(v * e.width)});
+  });
+  rewriter.eraseOp(op);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// tile.mask
+//===----------------------------------------------------------------------===//
+
+/// The offset form without a general mask or explicit positions: row
+/// positions are an arithmetic sequence (or, packed, a step function), so
+/// the whole rule is vector arithmetic.
+bool isVectorMask(TileMaskOp op) {
+  return !op.getQPos() && !op.getKPos() && !op.getMask();
+}
+
+LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
+                        const Lowering &l) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  VectorEmitter e(b, l.widthFor(op.getScores()));
+  Value sT = TileRef::transposedOf(b, op.getScores()).view;
+  int64_t bm = cast<MemRefType>(op.getScores().getType()).getDimSize(0);
+
+  if (!isVectorMask(op)) {
+    // Element by element, as the scalar lowering, on the transposed tile.
+    e.loop(e.idx(0), op.getRows(), [&](Value r) {
+      Value qp = emitQueryPosition(e, op, r);
+      e.loop(e.idx(0), op.getCols(), [&](Value c) {
+        Value s = e.load(sT, {c, r});
+        e.store(emitMaskedScore(e, op, r, qp, c, 1.0, s), sT, {c, r});
+      });
+    });
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  using P = arith::CmpIPredicate;
+  Value negInf = e.splat(e.negInf());
+  e.loopStep(e.idx(0), e.idx(bm), e.idx(e.width), [&](Value r0) {
+    // Positions of rows r0 .. r0 + W (offset form; none without causal or
+    // window, where only kv_len and key_valid apply).
+    Value qp;
+    if (op.getQBase()) {
+      Value t = arith::AddIOp::create(b, e.splat(e.i64(r0)), e.iota());
+      if (std::optional<int64_t> g = op.getGroup(); g && *g > 1) {
+        t = arith::AddIOp::create(b, t, e.splat(e.i64(op.getQStart())));
+        t = arith::DivUIOp::create(
+            b, t, e.splat(arith::ConstantIntOp::create(b, b.getI64Type(), *g)));
+      }
+      qp = arith::AddIOp::create(b, e.splat(e.i64(op.getQBase())), t);
+    }
+    e.loop(e.idx(0), op.getCols(), [&](Value c) {
+      Value j = e.add(op.getKStart(), c);
+      Value keyOk = e.cmpi(P::slt, j, op.getKvLen());
+      if (Value valid = op.getKeyValid())
+        keyOk = e.andi(keyOk, e.load(valid, {op.getBatch(), j}));
+      Value allowed = e.splat(keyOk);
+      if (op.getCausal() || op.getWindow()) {
+        Value kp = e.splat(e.i64(e.add(op.getKBase(), c)));
+        if (op.getCausal())
+          allowed = e.andi(allowed, e.cmpi(P::sle, kp, qp));
+        if (std::optional<int64_t> w = op.getWindow())
+          allowed =
+              e.andi(allowed, e.cmpi(P::slt, arith::SubIOp::create(b, qp, kp),
+                                     e.splat(arith::ConstantIntOp::create(
+                                         b, b.getI64Type(), *w))));
+      }
+      Value s = e.vload(sT, {c, r0});
+      e.vstore(arith::SelectOp::create(b, allowed, s, negInf), sT, {c, r0});
+    });
+  });
+  rewriter.eraseOp(op);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// tile.softmax_update
+//===----------------------------------------------------------------------===//
+
+/// acc^T[x0 + k, r0 + v*W ...] += sum_c value[c, x0 + k] * p^T[c, ...] for
+/// k < elements, v < rowVecs, in registers across the keys; a key with
+/// p == 0 in a lane leaves that lane alone.
+void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, Value pT, Value accT,
+                   Value x0, int64_t elements, Value r0, int64_t rowVecs) {
+  auto index = [&](int64_t k, int64_t v) {
+    return SmallVector<Value>{e.add(x0, e.idx(k)),
+                              e.add(r0, e.idx(v * e.width))};
+  };
+  SmallVector<Value> inits;
+  for (int64_t k = 0; k < elements; ++k)
+    for (int64_t v = 0; v < rowVecs; ++v)
+      inits.push_back(e.vload(accT, index(k, v)));
+  Value zero = e.splat(0.0);
+  SmallVector<Value> acc = e.carry(
+      e.idx(0), op.getCols(), e.idx(1), inits, [&](Value c, ValueRange iter) {
+        SmallVector<Value, 4> row =
+            kvRow(e, op.getValue(), op.getBlockTable(), op.getBatch(),
+                  op.getKvHead(), e.add(op.getStart(), c));
+        SmallVector<Value> p, contributes;
+        for (int64_t v = 0; v < rowVecs; ++v) {
+          p.push_back(e.vload(pT, {c, e.add(r0, e.idx(v * e.width))}));
+          contributes.push_back(arith::CmpFOp::create(
+              e.b, arith::CmpFPredicate::UNE, p.back(), zero));
+        }
+        SmallVector<Value> next(iter);
+        for (int64_t k = 0; k < elements; ++k) {
+          Value vb =
+              e.splat(kvElement(e, op.getValue(), row, e.add(x0, e.idx(k))));
+          for (int64_t v = 0; v < rowVecs; ++v) {
+            Value &a = next[k * rowVecs + v];
+            a = arith::SelectOp::create(e.b, contributes[v], e.fma(p[v], vb, a),
+                                        a);
+          }
+        }
+        return next;
+      });
+  for (int64_t k = 0; k < elements; ++k)
+    for (int64_t v = 0; v < rowVecs; ++v)
+      e.vstore(acc[k * rowVecs + v], accT, index(k, v));
+}
+
+LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
+                           const Lowering &l) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  VectorEmitter e(b, l.widthFor(op.getScores()));
+  Value sT = TileRef::transposedOf(b, op.getScores()).view;
+  Value accT = TileRef::transposedOf(b, op.getAcc()).view;
+  int64_t bm = cast<MemRefType>(op.getScores().getType()).getDimSize(0);
+  int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
+  Value cols = op.getCols();
+  Value negInf = e.splat(e.negInf()), zero = e.splat(0.0), one = e.splat(1.0);
+
+  // The statistics, W rows at a time; p replaces the scores, and the
+  // accumulator rows are rescaled by alpha.
+  e.loopStep(e.idx(0), e.idx(bm), e.idx(e.width), [&](Value r0) {
+    Value oldMax = e.vload(op.getMax(), r0);
+    // NaN-propagating maximum: a NaN score poisons its row.
+    Value blockMax =
+        e.carry(e.idx(0), cols, e.idx(1), {negInf}, [&](Value c, ValueRange m) {
+          return SmallVector<Value>{
+              arith::MaximumFOp::create(b, m[0], e.vload(sT, {c, r0}))};
+        })[0];
+    Value newMax = arith::MaximumFOp::create(b, oldMax, blockMax);
+    // Rows with no allowed key yet keep their state: alpha = 1, p = 0.
+    Value anyAllowed =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, newMax, negInf);
+    Value alpha = arith::SelectOp::create(
+        b, anyAllowed,
+        math::ExpOp::create(b, arith::SubFOp::create(b, oldMax, newMax)), one);
+    Value blockSum =
+        e.carry(e.idx(0), cols, e.idx(1), {zero}, [&](Value c, ValueRange sum) {
+          Value p = math::ExpOp::create(
+              b, arith::SubFOp::create(b, e.vload(sT, {c, r0}), newMax));
+          p = arith::SelectOp::create(b, anyAllowed, p, zero);
+          e.vstore(p, sT, {c, r0});
+          return SmallVector<Value>{e.addf(sum[0], p, true)};
+        })[0];
+    e.vstore(e.addf(e.mulf(alpha, e.vload(op.getSum(), r0)), blockSum),
+             op.getSum(), r0);
+    e.vstore(arith::SelectOp::create(b, anyAllowed, newMax, oldMax),
+             op.getMax(), r0);
+    e.loop(e.idx(0), e.idx(dv), [&](Value x) {
+      e.vstore(e.mulf(alpha, e.vload(accT, {x, r0})), accT, {x, r0});
+    });
+  });
+
+  // P.V, register-tiled over value elements and row vectors.
+  int64_t rowVecs = bm / e.width;
+  int64_t tileVecs = rowVectorsPerTile(rowVecs);
+  int64_t elements = std::max<int64_t>(1, e.accumulators / tileVecs);
+  int64_t mainElements = dv / elements * elements;
+  e.loopStep(e.idx(0), e.idx(bm), e.idx(tileVecs * e.width), [&](Value r0) {
+    e.loopStep(e.idx(0), e.idx(mainElements), e.idx(elements), [&](Value x0) {
+      emitValueTile(e, op, sT, accT, x0, elements, r0, tileVecs);
+    });
+    if (dv > mainElements)
+      emitValueTile(e, op, sT, accT, e.idx(mainElements), dv - mainElements, r0,
+                    tileVecs);
+  });
+  rewriter.eraseOp(op);
+  return success();
+}
+
+/// A lowering at the pass's vector width.
+template <typename OpTy,
+          LogicalResult (*lower)(OpTy, PatternRewriter &, const Lowering &)>
+struct VectorPattern : OpRewritePattern<OpTy> {
+  VectorPattern(MLIRContext *context, Lowering lowering)
+      : OpRewritePattern<OpTy>(context), lowering(lowering) {}
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    return lower(op, rewriter, lowering);
+  }
+  Lowering lowering;
+};
+
+struct LowerTileToVectorsPass
+    : mlir::kvattn::impl::LowerTileToVectorsPassBase<LowerTileToVectorsPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    int64_t width = vectorWidth;
+    if (width == 0)
+      width = hostVectorWidth();
+    if (width < 1 || width > 16 || (width & (width - 1))) {
+      getOperation()->emitError()
+          << "kvattn-lower-tile-to-vectors: vector-width must be 0 (the "
+             "host's) or a power of two from 1 to 16, got "
+          << vectorWidth.getValue();
+      return signalPassFailure();
+    }
+    // The transposed views need static identity-layout tiles, which is
+    // what -kvattn-tile allocates; anything else is refused before a
+    // single op is rewritten (a mix of layouts would be silent garbage).
+    WalkResult walk = getOperation()->walk([&](Operation *op) {
+      SmallVector<Value, 4> tiles;
+      if (auto loadQ = dyn_cast<TileLoadQOp>(op))
+        tiles = {loadQ.getQTile()};
+      else if (auto qk = dyn_cast<TileQKOp>(op))
+        tiles = {qk.getQTile(), qk.getScores()};
+      else if (auto mask = dyn_cast<TileMaskOp>(op))
+        tiles = {mask.getScores()};
+      else if (auto softmax = dyn_cast<TileSoftmaxOp>(op))
+        tiles = {softmax.getScores(), softmax.getAcc(), softmax.getMax(),
+                 softmax.getSum()};
+      else if (auto store = dyn_cast<TileStoreOp>(op))
+        tiles = {store.getAcc()};
+      for (Value tile : tiles) {
+        auto type = cast<MemRefType>(tile.getType());
+        if (!type.hasStaticShape() || !type.getLayout().isIdentity()) {
+          op->emitOpError() << "kvattn-lower-tile-to-vectors needs tiles of "
+                               "static shape and identity layout, got "
+                            << type;
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
+
+    RewritePatternSet patterns(&getContext());
+    populateLowerTileToVectorsPatterns(patterns, width);
+    if (failed(applyLoopLoweringPatterns(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+
+    // exp and tanh on vectors: polynomials, not one libm call per lane
+    // (scalar math keeps libm's).
+    auto selected = [](StringRef name) {
+      name.consume_front("math.");
+      return name == "exp" || name == "tanh";
+    };
+    SmallVector<Operation *> vectorMath;
+    getOperation()->walk([&](Operation *op) {
+      if (isa<math::ExpOp, math::TanhOp>(op) &&
+          isa<VectorType>(op->getResult(0).getType()))
+        vectorMath.push_back(op);
+    });
+    RewritePatternSet math(&getContext());
+    populateMathPolynomialApproximationPatterns(math, selected);
+    GreedyRewriteConfig config;
+    config.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
+    if (failed(applyOpPatternsGreedily(vectorMath, std::move(math), config)))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::kvattn::populateLowerTileToVectorsPatterns(
+    RewritePatternSet &patterns, int64_t width) {
+  populateLowerTileStateToLoopsPatterns(patterns);
+  patterns.add(lowerLoadQ);
+  patterns.add(lowerStore);
+  patterns.add<VectorPattern<TileQKOp, lowerQK>,
+               VectorPattern<TileMaskOp, lowerMask>,
+               VectorPattern<TileSoftmaxOp, lowerSoftmax>>(
+      patterns.getContext(), Lowering{width});
+}

@@ -1,0 +1,25 @@
+// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors=vector-width=16 -verify-diagnostics
+// RUN: not kvattn-opt %s -kvattn-lower-tile-to-vectors=vector-width=3 -o /dev/null 2>&1 | FileCheck %s --check-prefix=WIDTH
+// RUN: not kvattn-opt %s -kvattn-lower-tile-to-vectors=vector-width=32 -o /dev/null 2>&1 | FileCheck %s --check-prefix=WIDTH
+
+// WIDTH: vector-width must be 0 (the host's) or a power of two from 1 to 16, got {{3|32}}
+
+// Tiles are addressed through transposed views: a strided tile is refused
+// by name before anything is rewritten.
+
+func.func @strided(%q: memref<16x8xf32, strided<[16, 1]>>, %k: memref<1x2x?x8xf32>, %s: memref<16x32xf32>, %b: index, %g: index, %start: index, %rows: index, %cols: index) {
+  // expected-error @+1 {{needs tiles of static shape and identity layout, got 'memref<16x8xf32, strided<[16, 1]>>'}}
+  kvattn.tile.qk %q, %k[%b, %g, %start] size(%rows, %cols) into %s scale = 0.5
+      : memref<16x8xf32, strided<[16, 1]>>, memref<1x2x?x8xf32>, memref<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @strided_rows(%s: memref<16x32xf32>, %v: memref<1x2x64x8xf32>, %b: index, %g: index, %start: index,
+                        %rows: index, %cols: index, %m: memref<16xf32, strided<[2]>>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  // expected-error @+1 {{needs tiles of static shape and identity layout, got 'memref<16xf32, strided<[2]>>'}}
+  kvattn.tile.softmax_update %s, %v[%b, %g, %start] size(%rows, %cols) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<1x2x64x8xf32>, memref<16xf32, strided<[2]>>, memref<16xf32>, memref<16x8xf32>
+  return
+}

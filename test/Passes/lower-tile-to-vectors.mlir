@@ -1,0 +1,168 @@
+// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors=vector-width=16 -cse | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors=vector-width=4 -cse | FileCheck %s --check-prefix=W4
+
+// Q.K^T as outer products over the transposed tiles: 64 rows are four row
+// vectors of 16, six keys per register tile (24 accumulators), one
+// broadcast key element per four FMAs; scaled, then -inf past the keys.
+
+// CHECK-LABEL: func @qk
+// CHECK-SAME:    %[[COLS:[^:]+]]: index)
+// CHECK-DAG:     %[[QT:.*]] = memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [8, 64], strides: [64, 1]
+// CHECK-DAG:     %[[ST:.*]] = memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [32, 64], strides: [64, 1]
+// CHECK:         scf.for
+// CHECK:           scf.for %{{.*}} step %c6
+// CHECK:             %[[ACC:.*]]:24 = scf.for %[[X:.*]] = %{{.*}} to %c8 step %c1 iter_args
+// CHECK:               %[[Q0:.*]] = vector.load %[[QT]][%[[X]], %{{.*}}] : memref<8x64xf32>, vector<16xf32>
+// CHECK:               %[[K:.*]] = memref.load %{{.*}} : memref<1x2x?x8xf16>
+// CHECK:               %[[KF:.*]] = arith.extf %[[K]] : f16 to f32
+// CHECK:               %[[KB:.*]] = vector.broadcast %[[KF]] : f32 to vector<16xf32>
+// CHECK:               vector.fma %[[Q0]], %[[KB]], %{{.*}} : vector<16xf32>
+// CHECK:             arith.mulf %[[ACC]]#0, %{{.*}} : vector<16xf32>
+// CHECK:             vector.store %{{.*}}, %[[ST]]
+// CHECK:         scf.for %{{.*}} = %[[COLS]] to %c32
+// CHECK:           vector.store %{{.*}}, %[[ST]]{{.*}} : memref<32x64xf32>, vector<16xf32>
+// CHECK-NOT:     kvattn.tile
+
+// W4-LABEL: func @qk
+// W4:         vector.fma {{.*}} : vector<4xf32>
+func.func @qk(%q: memref<64x8xf32>, %k: memref<1x2x?x8xf16>, %s: memref<64x32xf32>, %b: index, %g: index, %start: index, %rows: index, %cols: index) {
+  kvattn.tile.qk %q, %k[%b, %g, %start] size(%rows, %cols) into %s scale = 0.5
+      : memref<64x8xf32>, memref<1x2x?x8xf16>, memref<64x32xf32>
+  return
+}
+
+// -----
+
+// The softcap is vector arithmetic too: tanh becomes a polynomial (no
+// math.tanh left for libm).
+
+// CHECK-LABEL: func @qk_softcap
+// CHECK-NOT:     math.tanh
+// CHECK:         return
+func.func @qk_softcap(%q: memref<16x8xf32>, %k: memref<1x2x?x8xf32>, %s: memref<16x32xf32>, %b: index, %g: index, %start: index, %rows: index, %cols: index) {
+  kvattn.tile.qk %q, %k[%b, %g, %start] size(%rows, %cols) into %s scale = 0.5 softcap = 20.0
+      : memref<16x8xf32>, memref<1x2x?x8xf32>, memref<16x32xf32>
+  return
+}
+
+// -----
+
+// The offset-form mask is vector arithmetic over a row vector's positions:
+// q_base + r0 + iota, compared with each key's position.
+
+// CHECK-LABEL: func @mask_offsets
+// CHECK:         %[[IOTA:.*]] = arith.constant dense<[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]> : vector<16xi64>
+// CHECK:         scf.for %[[R0:.*]] =
+// CHECK:           arith.addi %{{.*}}, %[[IOTA]] : vector<16xi64>
+// CHECK:           %[[QP:.*]] = arith.addi
+// CHECK:           scf.for %[[C:.*]] =
+// CHECK:             %[[INLEN:.*]] = arith.cmpi slt
+// CHECK:             %[[KP:.*]] = vector.broadcast %{{.*}} : i64 to vector<16xi64>
+// CHECK:             %[[CAUSAL:.*]] = arith.cmpi sle, %[[KP]], %[[QP]] : vector<16xi64>
+// CHECK:             arith.subi %[[QP]], %[[KP]] : vector<16xi64>
+// CHECK:             %[[S:.*]] = vector.load
+// CHECK:             arith.select %{{.*}}, %[[S]], %{{.*}} : vector<16xi1>, vector<16xf32>
+func.func @mask_offsets(%s: memref<16x32xf32>, %b: index, %h: index, %qs: index, %ks: index,
+                        %rows: index, %cols: index, %len: index, %qb: index, %kb: index) {
+  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) causal window = 8 : memref<16x32xf32>
+  return
+}
+
+// -----
+
+// GQA packing: row r is query row (q_start + r) / G.
+
+// CHECK-LABEL: func @mask_packed
+// CHECK:         %[[G:.*]] = arith.constant dense<4> : vector<16xi64>
+// CHECK:         arith.divui %{{.*}}, %[[G]] : vector<16xi64>
+func.func @mask_packed(%s: memref<16x32xf32>, %b: index, %h: index, %qs: index, %ks: index,
+                       %rows: index, %cols: index, %len: index, %qb: index, %kb: index) {
+  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) causal group = 4 : memref<16x32xf32>
+  return
+}
+
+// -----
+
+// Explicit positions: element by element on the transposed scores.
+
+// CHECK-LABEL: func @mask_positions
+// CHECK:         scf.for %[[R:.*]] =
+// CHECK:           scf.for %[[C:.*]] =
+// CHECK:             memref.load %{{.*}}[%[[C]], %[[R]]] : memref<32x16xf32>
+// CHECK:             arith.select {{.*}} : f32
+// CHECK:             memref.store %{{.*}}[%[[C]], %[[R]]] : memref<32x16xf32>
+func.func @mask_positions(%s: memref<16x32xf32>, %b: index, %h: index, %qs: index, %ks: index,
+                          %rows: index, %cols: index, %len: index, %qp: memref<1x16xi32>, %kp: memref<1x32xi32>) {
+  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) positions(%qp, %kp : memref<1x16xi32>, memref<1x32xi32>) causal : memref<16x32xf32>
+  return
+}
+
+// -----
+
+// The online softmax is vertical (one lane per row): the NaN-aware block
+// maximum, alpha = 1 and p = 0 where a row has no allowed key yet, then
+// P.V with each FMA masked by p != 0.
+
+// CHECK-LABEL: func @softmax
+// CHECK:         scf.for %[[R0:.*]] =
+// CHECK:           %[[OLD:.*]] = vector.load %{{.*}}[%[[R0]]] : memref<16xf32>, vector<16xf32>
+// CHECK:           %[[BMAX:.*]] = scf.for {{.*}} -> (vector<16xf32>)
+// CHECK:             arith.maximumf {{.*}} : vector<16xf32>
+// CHECK:           %[[NEW:.*]] = arith.maximumf %[[OLD]], %[[BMAX]] : vector<16xf32>
+// CHECK:           %[[ANY:.*]] = arith.cmpf une, %[[NEW]]
+// CHECK:           arith.select %[[ANY]]
+// CHECK:           scf.for {{.*}} -> (vector<16xf32>)
+// CHECK-NOT:         math.exp
+// CHECK:             arith.select %[[ANY]]
+// CHECK:           arith.select %[[ANY]], %[[NEW]], %[[OLD]]
+// CHECK:         scf.for
+// CHECK:           scf.for
+// CHECK:             scf.for {{.*}} iter_args
+// CHECK:               %[[P:.*]] = vector.load
+// CHECK:               %[[NZ:.*]] = arith.cmpf une, %[[P]]
+// CHECK:               %[[V:.*]] = memref.load %{{.*}} : memref<1x2x64x8xbf16>
+// CHECK:               %[[VF:.*]] = arith.extf %[[V]] : bf16 to f32
+// CHECK:               %[[VB:.*]] = vector.broadcast %[[VF]]
+// CHECK:               %[[FMA:.*]] = vector.fma %[[P]], %[[VB]], %[[A:.*]] : vector<16xf32>
+// CHECK:               arith.select %[[NZ]], %[[FMA]], %[[A]]
+func.func @softmax(%s: memref<16x32xf32>, %v: memref<1x2x64x8xbf16>, %b: index, %g: index, %start: index,
+                   %rows: index, %cols: index, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  kvattn.tile.softmax_update %s, %v[%b, %g, %start] size(%rows, %cols) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<1x2x64x8xbf16>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
+// Paged values: the block-table lookup once per key, not per element.
+
+// CHECK-LABEL: func @softmax_paged
+// CHECK:             scf.for %[[C:.*]] = {{.*}} iter_args
+// CHECK:               memref.load %{{.*}} : memref<1x4xi32>
+// CHECK-NOT:           memref.load %{{.*}} : memref<1x4xi32>
+// CHECK:               vector.fma
+// CHECK:               scf.yield
+func.func @softmax_paged(%s: memref<16x32xf32>, %v: memref<8x16x2x8xf32>, %bt: memref<1x4xi32>, %b: index, %g: index, %start: index,
+                   %rows: index, %cols: index, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  kvattn.tile.softmax_update %s, %v[%b, %g, %start] pages(%bt : memref<1x4xi32>) size(%rows, %cols) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<8x16x2x8xf32>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
+// load_q and store once per program, element by element, through the
+// transposed views.
+
+// CHECK-LABEL: func @load_store
+// CHECK:         memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [8, 16], strides: [16, 1]
+// CHECK:         memref.store %{{.*}} : memref<8x16xf32>
+// CHECK:         math.log
+func.func @load_store(%qin: memref<1x2x16x8xf32>, %q: memref<16x8xf32>, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %out: memref<1x2x16x8xf16>,
+                      %lse: memref<1x2x16xf32>, %b: index, %h: index, %start: index, %rows: index) {
+  kvattn.tile.load_q %qin[%b, %h, %start] rows(%rows) into %q : memref<1x2x16x8xf32>, memref<16x8xf32>
+  kvattn.tile.store state(%m, %l, %acc) into %out lse(%lse : memref<1x2x16xf32>) [%b, %h, %start] rows(%rows)
+      : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x2x16x8xf16>
+  return
+}
+
