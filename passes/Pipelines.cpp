@@ -29,7 +29,9 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 using namespace mlir;
 
@@ -59,7 +61,8 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                      llvm::cl::init(false)};
   Option<int64_t> splitKv{*this, "split-kv",
                           llvm::cl::desc("KV chunks per program, merged in "
-                                         "chunk order"),
+                                         "chunk order (0: automatic from "
+                                         "the thread count)"),
                           llvm::cl::init(1)};
   Option<bool> packGqa{*this, "pack-gqa",
                        llvm::cl::desc("GQA packing of few query rows"),
@@ -101,6 +104,16 @@ void mlir::kvattn::buildKVAttnToCpuPipeline(
   tile.stats = options.stats;
   tile.splitKv = options.splitKv;
   tile.packGqa = options.packGqa;
+  // split-kv = 0: the tile pass aims at two program instances per
+  // "multiprocessor"; with half the threads as multiprocessors, a grid
+  // smaller than the thread count is split to about one per thread.
+  const int64_t threads =
+      options.threads > 0
+          ? options.threads
+          : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  if (options.splitKv == 0 && threads == 1)
+    tile.splitKv = 1;
+  tile.numSms = std::max<int64_t>(1, (threads + 1) / 2);
   pm.addPass(mlir::kvattn::createTilePass(tile));
   pm.addPass(mlir::kvattn::createLowerMergePass());
   // No canonicalization before scf-forall-to-for: it would inline the

@@ -59,8 +59,9 @@ std::string locationOf(Operation *op) {
 
 class Interpreter {
 public:
-  explicit Interpreter(const AttentionExecutor *executor = nullptr)
-      : executor(executor) {}
+  explicit Interpreter(const AttentionExecutor *executor = nullptr,
+                       reference::Compute compute = reference::Compute::Values)
+      : executor(executor), compute(compute) {}
 
   Status run(func::FuncOp func, const std::vector<HostTensor> &arguments,
              std::vector<HostTensor> &results);
@@ -115,6 +116,7 @@ private:
 
   llvm::DenseMap<Value, RtValue> values;
   const AttentionExecutor *executor;
+  reference::Compute compute;
 };
 
 } // namespace
@@ -294,7 +296,7 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   if (std::optional<APFloat> scale = op.getScale())
     attrs.scale = scale->convertToDouble();
   reference::AttentionResult result;
-  Status s = reference::attention(ops, attrs, result);
+  Status s = reference::attention(ops, attrs, result, compute);
   if (s.isError())
     return fail(op, s.message());
   KVATTN_RETURN_IF_ERROR(setRounded(op, op.getOut(), result.out));
@@ -333,7 +335,7 @@ Status Interpreter::evalSdpa(mlir::kvattn::SdpaOp op) {
   if (std::optional<APFloat> scale = op.getScale())
     attrs.scale = scale->convertToDouble();
   HostTensor out;
-  Status s = reference::sdpa(ops, attrs, out);
+  Status s = reference::sdpa(ops, attrs, out, compute);
   if (s.isError())
     return fail(op, s.message());
   return setRounded(op, op.getOut(), out);
@@ -529,6 +531,13 @@ Status evaluateFunction(func::FuncOp func,
                         const std::vector<HostTensor> &arguments,
                         std::vector<HostTensor> &results) {
   Interpreter interpreter;
+  return interpreter.run(func, arguments, results);
+}
+
+Status validateFunction(func::FuncOp func,
+                        const std::vector<HostTensor> &arguments) {
+  Interpreter interpreter(nullptr, reference::Compute::ChecksOnly);
+  std::vector<HostTensor> results;
   return interpreter.run(func, arguments, results);
 }
 

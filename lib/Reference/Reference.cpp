@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kvattn {
@@ -143,16 +144,45 @@ struct Core {
   const HostTensor *mask; // may be null
   std::function<bool(int64_t b, int64_t h, int64_t i, int64_t j)> allowed;
 
+  /// Every row (b, h, i), on all cores when there is enough work: rows are
+  /// independent and each is computed the same way on any thread.
   void run(HostTensor &out, HostTensor *lse) const {
+    const int64_t rows = dims.b * dims.hq * dims.l;
+    const double work = static_cast<double>(rows) * dims.s * (dims.d + dims.dv);
+    unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+    if (work < 1e7)
+      threads = 1;
+    threads = static_cast<unsigned>(
+        std::min<int64_t>(threads, std::max<int64_t>(rows, 1)));
+    if (threads == 1) {
+      runRows(0, rows, out, lse);
+      return;
+    }
+    std::vector<std::thread> pool;
+    const int64_t chunk = (rows + threads - 1) / threads;
+    for (unsigned t = 0; t < threads; ++t) {
+      const int64_t begin = t * chunk, end = std::min(rows, begin + chunk);
+      if (begin < end)
+        pool.emplace_back([=, &out] { runRows(begin, end, out, lse); });
+    }
+    for (std::thread &t : pool)
+      t.join();
+  }
+
+  /// Rows [begin, end) of the flattened (b, h, i).
+  void runRows(int64_t begin, int64_t end, HostTensor &out,
+               HostTensor *lse) const {
     const int64_t group = dims.hq / dims.hkv;
     const double negInf = -std::numeric_limits<double>::infinity();
     const bool additive = mask && isFloatType(mask->elementType());
     std::vector<int64_t> keys;
     std::vector<double> scores;
-    for (int64_t b = 0; b < dims.b; ++b) {
-      for (int64_t h = 0; h < dims.hq; ++h) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t i = row % dims.l, h = row / dims.l % dims.hq,
+                    b = row / dims.l / dims.hq;
+      {
         const int64_t g = h / group;
-        for (int64_t i = 0; i < dims.l; ++i) {
+        {
           keys.clear();
           scores.clear();
           for (int64_t j = 0; j < dims.s; ++j) {
@@ -179,7 +209,6 @@ struct Core {
             scores.push_back(s);
           }
 
-          const int64_t row = (b * dims.hq + h) * dims.l + i;
           if (keys.empty()) {
             // No allowed key: out = 0 (already zero), lse = -inf.
             if (lse)
@@ -312,7 +341,7 @@ Status checkF32Range(const HostTensor &q, const HostTensor &k,
 } // namespace
 
 Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
-                 AttentionResult &result) {
+                 AttentionResult &result, Compute compute) {
   Dims dims;
   KVATTN_RETURN_IF_ERROR(checkQKV(ops.query, ops.key, ops.value, dims));
 
@@ -406,12 +435,13 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
       ElementType::F64, {dims.b, dims.hq, dims.l, dims.dv}, result.out));
   KVATTN_RETURN_IF_ERROR(HostTensor::make(
       ElementType::F64, {dims.b, dims.hq, dims.l}, result.lse));
-  core.run(result.out, &result.lse);
+  if (compute == Compute::Values)
+    core.run(result.out, &result.lse);
   return Status::ok();
 }
 
 Status sdpa(const SdpaOperands &ops, const SdpaAttributes &attrs,
-            HostTensor &out) {
+            HostTensor &out, Compute compute) {
   Dims dims;
   KVATTN_RETURN_IF_ERROR(checkQKV(ops.query, ops.key, ops.value, dims));
   if (ops.mask) {
@@ -451,7 +481,8 @@ Status sdpa(const SdpaOperands &ops, const SdpaAttributes &attrs,
             }};
   KVATTN_RETURN_IF_ERROR(HostTensor::make(
       ElementType::F64, {dims.b, dims.hq, dims.l, dims.dv}, out));
-  core.run(out, nullptr);
+  if (compute == Compute::Values)
+    core.run(out, nullptr);
   return Status::ok();
 }
 

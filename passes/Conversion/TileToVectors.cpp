@@ -238,8 +238,26 @@ LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter,
     e.loopStep(e.idx(0), mainCols, e.idx(keys), [&](Value c0) {
       emitScoreTile(e, op, qT, sT, c0, keys, r0, tileVecs);
     });
-    e.loop(mainCols, cols,
-           [&](Value c) { emitScoreTile(e, op, qT, sT, c, 1, r0, tileVecs); });
+    // The remaining cols % keys keys in tiles of 4, 2, 1 (below keys): a
+    // tile of one key would leave the FMAs latency-bound.
+    Value c = mainCols;
+    for (int64_t size = llvm::PowerOf2Ceil(keys) / 2; size >= 1; size /= 2) {
+      if (size >= keys)
+        continue;
+      Value fits =
+          e.cmpi(arith::CmpIPredicate::ule, e.add(c, e.idx(size)), cols);
+      auto ifOp = scf::IfOp::create(b, TypeRange{b.getIndexType()}, fits,
+                                    /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        emitScoreTile(e, op, qT, sT, c, size, r0, tileVecs);
+        scf::YieldOp::create(b, ValueRange{e.add(c, e.idx(size))});
+        b.setInsertionPointToStart(ifOp.elseBlock());
+        scf::YieldOp::create(b, ValueRange{c});
+      }
+      c = ifOp.getResult(0);
+    }
   });
   // Columns past the end of the keys never contribute.
   Value negInf = e.splat(e.negInf());
@@ -383,11 +401,29 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
   e.loopStep(e.idx(0), e.idx(bm), e.idx(e.width), [&](Value r0) {
     Value oldMax = e.vload(op.getMax(), r0);
     // NaN-propagating maximum: a NaN score poisons its row.
+    // Four interleaved maxima: the NaN-aware maximum is several
+    // instructions long, and one chain would be latency-bound. (The maximum
+    // does not depend on the order.)
+    auto max = [&](Value x, Value y) -> Value {
+      return arith::MaximumFOp::create(b, x, y);
+    };
+    constexpr int64_t kChains = 4;
+    Value mainCols = b.createOrFold<arith::MulIOp>(
+        b.createOrFold<arith::DivUIOp>(cols, e.idx(kChains)), e.idx(kChains));
+    SmallVector<Value> chains = e.carry(
+        e.idx(0), mainCols, e.idx(kChains), SmallVector<Value>(kChains, negInf),
+        [&](Value c, ValueRange m) {
+          SmallVector<Value> next;
+          for (int64_t k = 0; k < kChains; ++k)
+            next.push_back(max(m[k], e.vload(sT, {e.add(c, e.idx(k)), r0})));
+          return next;
+        });
     Value blockMax =
-        e.carry(e.idx(0), cols, e.idx(1), {negInf}, [&](Value c, ValueRange m) {
-          return SmallVector<Value>{
-              arith::MaximumFOp::create(b, m[0], e.vload(sT, {c, r0}))};
-        })[0];
+        e.carry(mainCols, cols, e.idx(1),
+                {max(max(chains[0], chains[1]), max(chains[2], chains[3]))},
+                [&](Value c, ValueRange m) {
+                  return SmallVector<Value>{max(m[0], e.vload(sT, {c, r0}))};
+                })[0];
     Value newMax = arith::MaximumFOp::create(b, oldMax, blockMax);
     // Rows with no allowed key yet keep their state: alpha = 1, p = 0.
     Value anyAllowed =

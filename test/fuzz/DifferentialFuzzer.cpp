@@ -65,6 +65,9 @@ struct Config {
   std::vector<int64_t> blockTable; // [B, S / pageSize]
   bool packGqa = true;
   int64_t blockM = 64, blockN = 64, splitKv = 1;
+  /// The CPU lowering: vectorised (at a width) or scalar; threads.
+  bool vectorize = true;
+  int64_t vectorWidth = 0, threads = 1;
   uint64_t dataSeed = 0;
   /// Generated Q, K, V lie in [-magnitude, magnitude): small scales are
   /// compared; 1e19 and above must be refused by the reference (scores
@@ -129,6 +132,8 @@ std::string asFlags(const Config &c) {
      << c.splitKv;
   if (!c.packGqa)
     os << " --pack-gqa=false";
+  os << " --vectorize=" << (c.vectorize ? "true" : "false")
+     << " --vector-width=" << c.vectorWidth << " --num-threads=" << c.threads;
   if (c.dynamicDims)
     os << "   (the failing IR had dynamic" << (c.dynamicDims & 1 ? " B" : "")
        << (c.dynamicDims & 2 ? " L" : "") << (c.dynamicDims & 4 ? " S" : "")
@@ -236,6 +241,9 @@ Config draw(std::mt19937_64 &rng) {
   c.blockN = pick({1, 8, 16, 32, 64});
   c.splitKv = pick({1, 1, 2, 3, 7});
   c.packGqa = uniform(0, 3) != 0;
+  c.vectorize = uniform(0, 4) != 0;
+  c.vectorWidth = pick({0, 0, 1, 2, 4, 8, 16});
+  c.threads = pick({1, 1, 2});
   if (uniform(0, 3) == 0) {
     c.pageSize = pick({1, 2, 4, 16});
     c.hasKvLen = true; // paged attention needs kv_len
@@ -409,6 +417,9 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
   options.blockN = c.blockN;
   options.splitKv = c.splitKv;
   options.packGqa = c.packGqa;
+  options.vectorize = c.vectorize;
+  options.vectorWidth = c.vectorWidth;
+  options.threads = c.threads;
   options.optLevel = 1;
   std::unique_ptr<kvattn::CpuProgram> program;
   kvattn::Status compiled =

@@ -107,6 +107,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cpu.splitKv = draw.pick(kSplits);
   cpu.packGqa = draw.pick(kBools);
   cpu.stats = draw.pick(kBools);
+  cpu.vectorize = draw.pick(kBools);
+  static const int64_t kWidths[] = {0, 1, 2, 4, 8, 16};
+  cpu.vectorWidth = draw.pick(kWidths);
+  static const int64_t kThreads[] = {0, 1, 2};
+  cpu.threads = draw.pick(kThreads);
   runPipeline(*module, [&](OpPassManager &pm) {
     mlir::kvattn::buildKVAttnToCpuPipeline(pm, cpu);
   });

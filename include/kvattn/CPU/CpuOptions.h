@@ -18,8 +18,10 @@ struct CpuCompileOptions {
   /// hold the op's rows, GQA-packed).
   int64_t blockM = 0;
   int64_t blockN = 64;
-  /// KV chunks per program, merged in chunk order (kvattn.merge).
-  int64_t splitKv = 1;
+  /// KV chunks per program, merged in chunk order (kvattn.merge); 0:
+  /// automatic, enough chunks for about one program instance per thread
+  /// when the grid alone is smaller (never with one thread).
+  int64_t splitKv = 0;
   /// GQA packing of few query rows (-kvattn-tile pack-gqa).
   bool packGqa = true;
   /// Count loaded/masked/skipped KV blocks (see CpuProgram::stats).

@@ -44,6 +44,14 @@ Status evaluateFunction(mlir::func::FuncOp func,
                         const std::vector<HostTensor> &arguments,
                         std::vector<HostTensor> &results);
 
+/// Runs every check evaluateFunction runs (shapes, positions, lengths,
+/// block tables, cache writes, value ranges) without computing attention:
+/// kvattn.attention and kvattn.sdpa yield zeros. For callers that run the
+/// function elsewhere and need its run-time values validated first, in
+/// time linear in the inputs.
+Status validateFunction(mlir::func::FuncOp func,
+                        const std::vector<HostTensor> &arguments);
+
 /// Runs one kvattn.attention elsewhere (e.g. on a GPU): `operands` are the
 /// op's operands in order, `results` must receive its results in their
 /// result types.

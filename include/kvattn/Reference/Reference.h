@@ -50,13 +50,23 @@ struct AttentionResult {
   HostTensor lse;
 };
 
+/// What attention() and sdpa() do after validating their operands.
+enum class Compute {
+  /// The values (in f64, on all cores for large problems).
+  Values,
+  /// Nothing: every check runs, the results are zeros of the right shapes.
+  /// For callers that only need the run-time values validated.
+  ChecksOnly,
+};
+
 /// Evaluates `kvattn.attention`. Fails, naming the operand, the batch and
 /// the value, on inconsistent shapes, negative positions or offsets, and
 /// `kv_len` outside `[0, S]`. NaN in an input propagates to the rows that
-/// read it.
+/// read it. Rows are computed in parallel (each independently, so the
+/// result does not depend on the thread count).
 Status attention(const AttentionOperands &operands,
-                 const AttentionAttributes &attributes,
-                 AttentionResult &result);
+                 const AttentionAttributes &attributes, AttentionResult &result,
+                 Compute compute = Compute::Values);
 
 /// Causal alignment of a framework SDPA call.
 enum class CausalAlignment {
@@ -85,7 +95,7 @@ struct SdpaAttributes {
 /// Evaluates `kvattn.sdpa` (PyTorch SDPA meaning, dropout 0). A row with no
 /// allowed key yields 0 (torch's math backend yields NaN). `out` is f64.
 Status sdpa(const SdpaOperands &operands, const SdpaAttributes &attributes,
-            HostTensor &out);
+            HostTensor &out, Compute compute = Compute::Values);
 
 /// Evaluates `kvattn.append`: a copy of `cache [B, H, C, D]` with the rows
 /// of `update [B, H, L, D]` written at `pos[b]`. Fails when a write would
