@@ -172,21 +172,25 @@ def LowerTileToVectorsPass : Pass<"kvattn-lower-tile-to-vectors"> {
   let summary = "Lower the tile ops to register-tiled vector code (the fast "
                 "CPU lowering)";
   let description = [{
-    The CPU lowering of `-kvattn-tile`'s program in SIMD form. Vectors run
-    over *query rows*: the query tile, the score tile and the accumulator
-    are kept transposed (`[D][BM]`, `[BN][BM]`, `[Dv][BM]`), so that
+    The CPU lowering of `-kvattn-tile`'s program in SIMD form. The query
+    tile and the score tile are kept transposed (`[D][BM]`, `[BN][BM]`), so
+    that vectors run over *query rows* where the work is per row:
 
     * `tile.qk` is a sum of outer products, `scores[c, r..r+W) +=
       key[c, d] * q[d, r..r+W)`, register-tiled over a few keys and a few
       row vectors with one broadcast key element per FMA;
     * the online softmax is vertical: the row maxima and sums of `W` rows
       are one vector each, with no horizontal reductions;
-    * `P.V` is `acc[x, r..r+W) += value[c, x] * p[c, r..r+W)`, an FMA
-      masked by `p != 0` so that the value of a forbidden key never reaches
-      a row (the op's contract);
     * `tile.mask` is vectorised for the offset form (causal, window,
       `kv_len`, `key_valid`); explicit positions and general masks are
       applied element by element.
+
+    `P.V` runs on the row-major accumulator with vectors over the value
+    dimension, `acc[r, x..x+V) = alpha[r] * acc[r, x..x+V) + sum_c p[c, r] *
+    value[c, x..x+V)`, register-tiled over rows and value chunks and only
+    over the op's rows (full vectors even for a decode step's few rows);
+    each FMA is masked by `p != 0`, so the value of a forbidden key never
+    reaches a row (the op's contract).
 
     Every sum runs in the order the scalar lowering uses (over `d`, then
     over `c`, one row per lane), so the result does not depend on the

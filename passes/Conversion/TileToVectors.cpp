@@ -1,13 +1,14 @@
 //===- TileToVectors.cpp - the vectorised CPU lowering of the tile ops ----===//
 //
-// Vectors run over query rows (see Passes.td, -kvattn-lower-tile-to-vectors):
-// the query tile, the scores and the accumulator are stored transposed, so
-// that Q.K^T and P.V are sums of outer products with one broadcast K or V
-// element per FMA, and the online softmax of W rows is a handful of
-// vertical vector operations per key.
+// See Passes.td (-kvattn-lower-tile-to-vectors). The query and score tiles
+// are stored transposed, so that Q.K^T is a sum of outer products with one
+// broadcast key element per FMA (vectors over query rows) and the online
+// softmax of W rows is a handful of vertical vector operations per key.
+// P.V runs on the row-major accumulator with vectors over the value
+// dimension and one broadcast probability per row and key.
 //
 // Register tiling: an outer-product kernel keeps `keys x rowVectors` (Q.K^T)
-// or `elements x rowVectors` (P.V) accumulators in registers across its
+// or `rows x valueChunks` (P.V) accumulators in registers across its
 // reduction loop: about three quarters of the vector registers (24 of 32
 // with AVX-512).
 //
@@ -167,7 +168,7 @@ LogicalResult lowerLoadQ(TileLoadQOp op, PatternRewriter &rewriter) {
 LogicalResult lowerStore(TileStoreOp op, PatternRewriter &rewriter) {
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   Emitter e{b};
-  emitStore(e, op, TileRef::transposedOf(b, op.getAcc()));
+  emitStore(e, op, TileRef::rowMajor(op.getAcc()));
   rewriter.eraseOp(op);
   return success();
 }
@@ -343,46 +344,73 @@ LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
 // tile.softmax_update
 //===----------------------------------------------------------------------===//
 
-/// acc^T[x0 + k, r0 + v*W ...] += sum_c value[c, x0 + k] * p^T[c, ...] for
-/// k < elements, v < rowVecs, in registers across the keys; a key with
-/// p == 0 in a lane leaves that lane alone.
-void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, Value pT, Value accT,
-                   Value x0, int64_t elements, Value r0, int64_t rowVecs) {
-  auto index = [&](int64_t k, int64_t v) {
-    return SmallVector<Value>{e.add(x0, e.idx(k)),
-                              e.add(r0, e.idx(v * e.width))};
+/// acc[r0 + i, x0 + k*V ...] = alpha[r0 + i] * acc[...] + sum_c p^T[c, r0 + i]
+/// * value[c, x0 + k*V ...] for i < rows, k < chunks (V = the value vector's
+/// width), in registers across the keys: one value vector load per chunk
+/// and key, one broadcast probability per row and key. A row whose p is 0
+/// for a key skips it (the FMA is masked): the value of a forbidden key may
+/// be NaN or infinite.
+void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, Value pT, Value alpha,
+                   Value r0, int64_t rows, Value x0, int64_t chunks) {
+  Value acc = op.getAcc();
+  auto at = [&](int64_t i, int64_t k) {
+    return SmallVector<Value>{e.add(r0, e.idx(i)),
+                              e.add(x0, e.idx(k * e.width))};
   };
   SmallVector<Value> inits;
-  for (int64_t k = 0; k < elements; ++k)
-    for (int64_t v = 0; v < rowVecs; ++v)
-      inits.push_back(e.vload(accT, index(k, v)));
+  for (int64_t i = 0; i < rows; ++i) {
+    Value a = e.splat(e.load(alpha, e.add(r0, e.idx(i))));
+    for (int64_t k = 0; k < chunks; ++k)
+      inits.push_back(e.mulf(a, e.vload(acc, at(i, k))));
+  }
   Value zero = e.splat(0.0);
-  SmallVector<Value> acc = e.carry(
+  Type eltType = cast<MemRefType>(op.getValue().getType()).getElementType();
+  SmallVector<Value> sums = e.carry(
       e.idx(0), op.getCols(), e.idx(1), inits, [&](Value c, ValueRange iter) {
         SmallVector<Value, 4> row =
             kvRow(e, op.getValue(), op.getBlockTable(), op.getBatch(),
                   op.getKvHead(), e.add(op.getStart(), c));
-        SmallVector<Value> p, contributes;
-        for (int64_t v = 0; v < rowVecs; ++v) {
-          p.push_back(e.vload(pT, {c, e.add(r0, e.idx(v * e.width))}));
-          contributes.push_back(arith::CmpFOp::create(
-              e.b, arith::CmpFPredicate::UNE, p.back(), zero));
+        SmallVector<Value> v;
+        for (int64_t k = 0; k < chunks; ++k) {
+          row.back() = e.add(x0, e.idx(k * e.width));
+          Value x = vector::LoadOp::create(
+              e.b, VectorType::get({e.width}, eltType), op.getValue(), row);
+          if (!eltType.isF32())
+            x = arith::ExtFOp::create(e.b, e.vf32(), x);
+          v.push_back(x);
         }
         SmallVector<Value> next(iter);
-        for (int64_t k = 0; k < elements; ++k) {
-          Value vb =
-              e.splat(kvElement(e, op.getValue(), row, e.add(x0, e.idx(k))));
-          for (int64_t v = 0; v < rowVecs; ++v) {
-            Value &a = next[k * rowVecs + v];
-            a = arith::SelectOp::create(e.b, contributes[v], e.fma(p[v], vb, a),
-                                        a);
+        for (int64_t i = 0; i < rows; ++i) {
+          Value p = e.splat(e.load(pT, {c, e.add(r0, e.idx(i))}));
+          Value contributes =
+              arith::CmpFOp::create(e.b, arith::CmpFPredicate::UNE, p, zero);
+          for (int64_t k = 0; k < chunks; ++k) {
+            Value &a = next[i * chunks + k];
+            a = arith::SelectOp::create(e.b, contributes, e.fma(p, v[k], a), a);
           }
         }
         return next;
       });
-  for (int64_t k = 0; k < elements; ++k)
-    for (int64_t v = 0; v < rowVecs; ++v)
-      e.vstore(acc[k * rowVecs + v], accT, index(k, v));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t k = 0; k < chunks; ++k)
+      e.vstore(sums[i * chunks + k], acc, at(i, k));
+}
+
+/// A scratch row of `like`'s type next to `like`'s allocation (the tile
+/// pass's per-program allocas), or at the function's entry: never inside
+/// the KV loop, whose lowering restores no stack.
+Value scratchRowLike(ImplicitLocOpBuilder &b, Value like) {
+  OpBuilder::InsertionGuard guard(b);
+  if (auto alloca = like.getDefiningOp<memref::AllocaOp>()) {
+    b.setInsertionPointAfter(alloca);
+  } else {
+    Operation *scope = b.getInsertionBlock()->getParentOp();
+    while (scope && !isa<FunctionOpInterface>(scope))
+      scope = scope->getParentOp();
+    Region &body = cast<FunctionOpInterface>(scope).getFunctionBody();
+    b.setInsertionPointToStart(&body.front());
+  }
+  return memref::AllocaOp::create(b, cast<MemRefType>(like.getType()));
 }
 
 LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
@@ -390,14 +418,14 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   VectorEmitter e(b, l.widthFor(op.getScores()));
   Value sT = TileRef::transposedOf(b, op.getScores()).view;
-  Value accT = TileRef::transposedOf(b, op.getAcc()).view;
   int64_t bm = cast<MemRefType>(op.getScores().getType()).getDimSize(0);
   int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
   Value cols = op.getCols();
   Value negInf = e.splat(e.negInf()), zero = e.splat(0.0), one = e.splat(1.0);
+  // Each row's rescale factor, for P.V.
+  Value alphas = scratchRowLike(b, op.getMax());
 
-  // The statistics, W rows at a time; p replaces the scores, and the
-  // accumulator rows are rescaled by alpha.
+  // The statistics, W rows at a time; p replaces the scores.
   e.loopStep(e.idx(0), e.idx(bm), e.idx(e.width), [&](Value r0) {
     Value oldMax = e.vload(op.getMax(), r0);
     // NaN-propagating maximum: a NaN score poisons its row.
@@ -443,24 +471,34 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
              op.getSum(), r0);
     e.vstore(arith::SelectOp::create(b, anyAllowed, newMax, oldMax),
              op.getMax(), r0);
-    e.loop(e.idx(0), e.idx(dv), [&](Value x) {
-      e.vstore(e.mulf(alpha, e.vload(accT, {x, r0})), accT, {x, r0});
-    });
+    e.vstore(alpha, alphas, r0);
   });
 
-  // P.V, register-tiled over value elements and row vectors.
-  int64_t rowVecs = bm / e.width;
-  int64_t tileVecs = rowVectorsPerTile(rowVecs);
-  int64_t elements = std::max<int64_t>(1, e.accumulators / tileVecs);
-  int64_t mainElements = dv / elements * elements;
-  e.loopStep(e.idx(0), e.idx(bm), e.idx(tileVecs * e.width), [&](Value r0) {
-    e.loopStep(e.idx(0), e.idx(mainElements), e.idx(elements), [&](Value x0) {
-      emitValueTile(e, op, sT, accT, x0, elements, r0, tileVecs);
-    });
-    if (dv > mainElements)
-      emitValueTile(e, op, sT, accT, e.idx(mainElements), dv - mainElements, r0,
-                    tileVecs);
-  });
+  // P.V on the row-major accumulator, vectors over the value dimension
+  // (full vectors however few rows the tile has, e.g. decode), register-
+  // tiled over rows x value chunks, only over the op's rows.
+  VectorEmitter ve(b, rowVectorWidth(dv, l.maxWidth));
+  const int64_t chunks = dv / ve.width;
+  const int64_t tileRows = std::min<int64_t>(
+      4, std::max<int64_t>(1, ve.accumulators / std::min<int64_t>(chunks, 6)));
+  const int64_t tileChunks =
+      std::max<int64_t>(1, std::min(chunks, ve.accumulators / tileRows));
+  Value rows = op.getRows();
+  Value mainRows = b.createOrFold<arith::MulIOp>(
+      b.createOrFold<arith::DivUIOp>(rows, e.idx(tileRows)), e.idx(tileRows));
+  auto valueTiles = [&](Value r0, int64_t n) {
+    const int64_t mainChunks = chunks / tileChunks * tileChunks;
+    ve.loopStep(ve.idx(0), ve.idx(mainChunks * ve.width),
+                ve.idx(tileChunks * ve.width), [&](Value x0) {
+                  emitValueTile(ve, op, sT, alphas, r0, n, x0, tileChunks);
+                });
+    if (chunks > mainChunks)
+      emitValueTile(ve, op, sT, alphas, r0, n, ve.idx(mainChunks * ve.width),
+                    chunks - mainChunks);
+  };
+  e.loopStep(e.idx(0), mainRows, e.idx(tileRows),
+             [&](Value r0) { valueTiles(r0, tileRows); });
+  e.loop(mainRows, rows, [&](Value r) { valueTiles(r, 1); });
   rewriter.eraseOp(op);
   return success();
 }
@@ -508,6 +546,19 @@ struct LowerTileToVectorsPass
                  softmax.getSum()};
       else if (auto store = dyn_cast<TileStoreOp>(op))
         tiles = {store.getAcc()};
+      // P.V loads value rows as vectors: their elements must be adjacent.
+      if (auto softmax = dyn_cast<TileSoftmaxOp>(op)) {
+        auto type = cast<MemRefType>(softmax.getValue().getType());
+        SmallVector<int64_t> strides;
+        int64_t offset;
+        if (failed(type.getStridesAndOffset(strides, offset)) ||
+            strides.back() != 1) {
+          op->emitOpError() << "kvattn-lower-tile-to-vectors needs value rows "
+                               "with unit stride, got "
+                            << type;
+          return WalkResult::interrupt();
+        }
+      }
       for (Value tile : tiles) {
         auto type = cast<MemRefType>(tile.getType());
         if (!type.hasStaticShape() || !type.getLayout().isIdentity()) {

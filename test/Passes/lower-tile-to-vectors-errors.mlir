@@ -23,3 +23,13 @@ func.func @strided_rows(%s: memref<16x32xf32>, %v: memref<1x2x64x8xf32>, %b: ind
       : memref<16x32xf32>, memref<1x2x64x8xf32>, memref<16xf32, strided<[2]>>, memref<16xf32>, memref<16x8xf32>
   return
 }
+
+// -----
+
+func.func @strided_values(%s: memref<16x32xf32>, %v: memref<1x2x64x8xf32, strided<[1024, 512, 8, 2]>>, %b: index, %g: index, %start: index,
+                          %rows: index, %cols: index, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  // expected-error @+1 {{needs value rows with unit stride, got 'memref<1x2x64x8xf32, strided<[1024, 512, 8, 2]>>'}}
+  kvattn.tile.softmax_update %s, %v[%b, %g, %start] size(%rows, %cols) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<1x2x64x8xf32, strided<[1024, 512, 8, 2]>>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}

@@ -100,31 +100,43 @@ func.func @mask_positions(%s: memref<16x32xf32>, %b: index, %h: index, %qs: inde
 // -----
 
 // The online softmax is vertical (one lane per row): the NaN-aware block
-// maximum, alpha = 1 and p = 0 where a row has no allowed key yet, then
-// P.V with each FMA masked by p != 0.
+// maximum, alpha = 1 and p = 0 where a row has no allowed key yet; alpha
+// goes to a scratch row beside the state. Then P.V on the row-major
+// accumulator, vectors over the value dimension (Dv = 8: one vector of 8),
+// four rows per register tile: the accumulator rows rescaled by alpha, one
+// vector load of a value row (bf16 extended in registers) per key, one
+// broadcast probability per row and key, each FMA masked by p != 0.
 
 // CHECK-LABEL: func @softmax
+// CHECK:         %[[ALPHAS:.*]] = memref.alloca() : memref<16xf32>
 // CHECK:         scf.for %[[R0:.*]] =
 // CHECK:           %[[OLD:.*]] = vector.load %{{.*}}[%[[R0]]] : memref<16xf32>, vector<16xf32>
-// CHECK:           %[[BMAX:.*]] = scf.for {{.*}} -> (vector<16xf32>)
+// CHECK:           scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // CHECK:             arith.maximumf {{.*}} : vector<16xf32>
+// CHECK:           %[[BMAX:.*]] = scf.for {{.*}} -> (vector<16xf32>)
 // CHECK:           %[[NEW:.*]] = arith.maximumf %[[OLD]], %[[BMAX]] : vector<16xf32>
 // CHECK:           %[[ANY:.*]] = arith.cmpf une, %[[NEW]]
-// CHECK:           arith.select %[[ANY]]
+// CHECK:           %[[ALPHA:.*]] = arith.select %[[ANY]]
 // CHECK:           scf.for {{.*}} -> (vector<16xf32>)
 // CHECK-NOT:         math.exp
 // CHECK:             arith.select %[[ANY]]
 // CHECK:           arith.select %[[ANY]], %[[NEW]], %[[OLD]]
-// CHECK:         scf.for
-// CHECK:           scf.for
-// CHECK:             scf.for {{.*}} iter_args
-// CHECK:               %[[P:.*]] = vector.load
-// CHECK:               %[[NZ:.*]] = arith.cmpf une, %[[P]]
-// CHECK:               %[[V:.*]] = memref.load %{{.*}} : memref<1x2x64x8xbf16>
-// CHECK:               %[[VF:.*]] = arith.extf %[[V]] : bf16 to f32
-// CHECK:               %[[VB:.*]] = vector.broadcast %[[VF]]
-// CHECK:               %[[FMA:.*]] = vector.fma %[[P]], %[[VB]], %[[A:.*]] : vector<16xf32>
+// CHECK:           vector.store %[[ALPHA]], %[[ALPHAS]][%[[R0]]]
+// CHECK:         scf.for %[[R:.*]] = %{{.*}} step %c4
+// CHECK:           scf.for %[[X0:.*]] =
+// CHECK:             %[[A0:.*]] = memref.load %[[ALPHAS]][%[[R]]]
+// CHECK:             %[[A0B:.*]] = vector.broadcast %[[A0]] : f32 to vector<8xf32>
+// CHECK:             %[[ACC0:.*]] = vector.load %{{.*}}[%[[R]], %[[X0]]] : memref<16x8xf32>, vector<8xf32>
+// CHECK:             arith.mulf %[[A0B]], %[[ACC0]]
+// CHECK:             scf.for %[[C:.*]] = {{.*}} iter_args
+// CHECK:               %[[V:.*]] = vector.load %{{.*}} : memref<1x2x64x8xbf16>, vector<8xbf16>
+// CHECK:               %[[VF:.*]] = arith.extf %[[V]] : vector<8xbf16> to vector<8xf32>
+// CHECK:               %[[P:.*]] = memref.load %{{.*}}[%[[C]], %[[R]]] : memref<32x16xf32>
+// CHECK:               %[[PB:.*]] = vector.broadcast %[[P]] : f32 to vector<8xf32>
+// CHECK:               %[[NZ:.*]] = arith.cmpf une, %[[PB]]
+// CHECK:               %[[FMA:.*]] = vector.fma %[[PB]], %[[VF]], %[[A:.*]] : vector<8xf32>
 // CHECK:               arith.select %[[NZ]], %[[FMA]], %[[A]]
+// CHECK:             vector.store %{{.*}} : memref<16x8xf32>, vector<8xf32>
 func.func @softmax(%s: memref<16x32xf32>, %v: memref<1x2x64x8xbf16>, %b: index, %g: index, %start: index,
                    %rows: index, %cols: index, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
   kvattn.tile.softmax_update %s, %v[%b, %g, %start] size(%rows, %cols) state(%m, %l, %acc)
@@ -140,6 +152,7 @@ func.func @softmax(%s: memref<16x32xf32>, %v: memref<1x2x64x8xbf16>, %b: index, 
 // CHECK:             scf.for %[[C:.*]] = {{.*}} iter_args
 // CHECK:               memref.load %{{.*}} : memref<1x4xi32>
 // CHECK-NOT:           memref.load %{{.*}} : memref<1x4xi32>
+// CHECK:               vector.load %{{.*}} : memref<8x16x2x8xf32>, vector<8xf32>
 // CHECK:               vector.fma
 // CHECK:               scf.yield
 func.func @softmax_paged(%s: memref<16x32xf32>, %v: memref<8x16x2x8xf32>, %bt: memref<1x4xi32>, %b: index, %g: index, %start: index,
@@ -151,12 +164,13 @@ func.func @softmax_paged(%s: memref<16x32xf32>, %v: memref<8x16x2x8xf32>, %bt: m
 
 // -----
 
-// load_q and store once per program, element by element, through the
-// transposed views.
+// load_q once per program, element by element, through the transposed
+// view; store reads the row-major accumulator.
 
 // CHECK-LABEL: func @load_store
 // CHECK:         memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [8, 16], strides: [16, 1]
 // CHECK:         memref.store %{{.*}} : memref<8x16xf32>
+// CHECK:         memref.load %{{.*}} : memref<16x8xf32>
 // CHECK:         math.log
 func.func @load_store(%qin: memref<1x2x16x8xf32>, %q: memref<16x8xf32>, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %out: memref<1x2x16x8xf16>,
                       %lse: memref<1x2x16xf32>, %b: index, %h: index, %start: index, %rows: index) {
