@@ -124,6 +124,11 @@ LogicalResult TileSoftmaxOp::verify() {
       failed(checkMatch(*this, "value head dim Dv", getAcc(), "acc", 1,
                         getValue(), "value", 3)))
     return failure();
+  // A block with key validity is never full: its invalid keys must be
+  // skipped, whatever their probability.
+  if (getAllAllowed() && getKeyValid())
+    return emitOpError("all_allowed cannot be combined with key_valid: the "
+                       "values of invalid keys must never be read");
   return success();
 }
 

@@ -170,6 +170,16 @@ def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update",
     whose validity is false are never read: targets that multiply every
     value row by its probability (tensor cores) use zeros in their place,
     so a NaN or infinite value of an invalid key cannot reach a row.
+
+    `all_allowed(%full)` (an `i1`) states, when `%full` is true, that the
+    block is full: every key of `[start, start + cols)` is owned, valid and
+    allowed for every row `< rows`, so no score was forbidden by a mask.
+    A target may then multiply every value by its probability instead of
+    testing it for 0 (the CPU lowering does; the result differs only for a
+    non-finite value at an allowed key whose weight underflows, which then
+    propagates as in the reference). `-kvattn-tile` passes its full-block
+    test; a block with `%full` false, or without the operand, is lowered
+    as above.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Tile, "", [MemRead]>:$scores,
@@ -179,11 +189,13 @@ def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update",
     Arg<KVAttn_F32Row, "", [MemRead, MemWrite]>:$sum,
     Arg<KVAttn_F32Tile, "", [MemRead, MemWrite]>:$acc,
     Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$block_table,
-    Arg<Optional<MemRefOf<[I1]>>, "", [MemRead]>:$key_valid);
+    Arg<Optional<MemRefOf<[I1]>>, "", [MemRead]>:$key_valid,
+    Optional<I1>:$all_allowed);
   let assemblyFormat = [{
     $scores `,` $value `[` $batch `,` $kv_head `,` $start `]`
     (`pages` `(` $block_table^ `:` type($block_table) `)`)?
     (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
+    (`all_allowed` `(` $all_allowed^ `)`)?
     `size` `(` $rows `,` $cols `)` `state` `(` $max `,` $sum `,` $acc `)`
     attr-dict `:` type($scores) `,` type($value) `,` type($max) `,`
     type($sum) `,` type($acc)

@@ -511,9 +511,13 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
                     window ? fb.getI64IntegerAttr(*window) : IntegerAttr(),
                     groupAttr);
               }
+              // The full-block test goes with the update: a target may
+              // multiply every value of a full block without testing its
+              // probability for 0.
               TileSoftmaxOp::create(fb, scores, buf.v, bIdx, kvHead, kStart,
                                     rows, cols, rowMax, rowSum, acc,
-                                    buf.blockTable, buf.keyValid);
+                                    buf.blockTable, buf.keyValid,
+                                    canBeFull ? isFull : Value());
               scf::YieldOp::create(fb);
             });
 

@@ -73,6 +73,17 @@ struct Emitter {
     body();
   }
 
+  /// if (cond) then() else otherwise()
+  void ifElse(Value cond, function_ref<void()> then,
+              function_ref<void()> otherwise) {
+    auto ifOp = scf::IfOp::create(b, cond, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    then();
+    b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
+    otherwise();
+  }
+
   Value load(Value memref, ValueRange indices) {
     return memref::LoadOp::create(b, memref, indices);
   }

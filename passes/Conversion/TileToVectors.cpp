@@ -347,11 +347,13 @@ LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
 /// acc[r0 + i, x0 + k*V ...] = alpha[r0 + i] * acc[...] + sum_c p^T[c, r0 + i]
 /// * value[c, x0 + k*V ...] for i < rows, k < chunks (V = the value vector's
 /// width), in registers across the keys: one value vector load per chunk
-/// and key, one broadcast probability per row and key. A row whose p is 0
-/// for a key skips it (the FMA is masked): the value of a forbidden key may
-/// be NaN or infinite.
+/// and key, one broadcast probability per row and key. With `skipZero`, a
+/// row whose p is 0 for a key skips it (the FMA is masked): the value of a
+/// forbidden key may be NaN or infinite. Full blocks (`all_allowed`) have
+/// no forbidden key and multiply every value.
 void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, Value pT, Value alpha,
-                   Value r0, int64_t rows, Value x0, int64_t chunks) {
+                   Value r0, int64_t rows, Value x0, int64_t chunks,
+                   bool skipZero) {
   Value acc = op.getAcc();
   auto at = [&](int64_t i, int64_t k) {
     return SmallVector<Value>{e.add(r0, e.idx(i)),
@@ -383,10 +385,14 @@ void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, Value pT, Value alpha,
         for (int64_t i = 0; i < rows; ++i) {
           Value p = e.splat(e.load(pT, {c, e.add(r0, e.idx(i))}));
           Value contributes =
-              arith::CmpFOp::create(e.b, arith::CmpFPredicate::UNE, p, zero);
+              skipZero ? arith::CmpFOp::create(
+                             e.b, arith::CmpFPredicate::UNE, p, zero)
+                       : Value();
           for (int64_t k = 0; k < chunks; ++k) {
             Value &a = next[i * chunks + k];
-            a = arith::SelectOp::create(e.b, contributes, e.fma(p, v[k], a), a);
+            Value sum = e.fma(p, v[k], a);
+            a = skipZero ? arith::SelectOp::create(e.b, contributes, sum, a)
+                         : sum;
           }
         }
         return next;
@@ -486,19 +492,30 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
   Value rows = op.getRows();
   Value mainRows = b.createOrFold<arith::MulIOp>(
       b.createOrFold<arith::DivUIOp>(rows, e.idx(tileRows)), e.idx(tileRows));
-  auto valueTiles = [&](Value r0, int64_t n) {
+  auto valueTiles = [&](Value r0, int64_t n, bool skipZero) {
     const int64_t mainChunks = chunks / tileChunks * tileChunks;
     ve.loopStep(ve.idx(0), ve.idx(mainChunks * ve.width),
                 ve.idx(tileChunks * ve.width), [&](Value x0) {
-                  emitValueTile(ve, op, sT, alphas, r0, n, x0, tileChunks);
+                  emitValueTile(ve, op, sT, alphas, r0, n, x0, tileChunks,
+                                skipZero);
                 });
     if (chunks > mainChunks)
       emitValueTile(ve, op, sT, alphas, r0, n, ve.idx(mainChunks * ve.width),
-                    chunks - mainChunks);
+                    chunks - mainChunks, skipZero);
   };
-  e.loopStep(e.idx(0), mainRows, e.idx(tileRows),
-             [&](Value r0) { valueTiles(r0, tileRows); });
-  e.loop(mainRows, rows, [&](Value r) { valueTiles(r, 1); });
+  auto valueBlock = [&](bool skipZero) {
+    e.loopStep(e.idx(0), mainRows, e.idx(tileRows),
+               [&](Value r0) { valueTiles(r0, tileRows, skipZero); });
+    e.loop(mainRows, rows, [&](Value r) { valueTiles(r, 1, skipZero); });
+  };
+  // A full block has no forbidden key: no p != 0 test (one compare per row
+  // and key, on the FMA ports).
+  if (Value full = op.getAllAllowed())
+    e.ifElse(
+        full, [&] { valueBlock(/*skipZero=*/false); },
+        [&] { valueBlock(/*skipZero=*/true); });
+  else
+    valueBlock(/*skipZero=*/true);
   rewriter.eraseOp(op);
   return success();
 }

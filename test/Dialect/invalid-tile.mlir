@@ -58,6 +58,15 @@ func.func @softmax_dv(%s: memref<16x32xf32>, %v: memref<1x1x4x16xf32>, %m: memre
 
 // -----
 
+func.func @softmax_all_allowed_key_valid(%s: memref<16x32xf32>, %v: memref<1x1x4x16xf32>, %valid: memref<1x4xi1>, %full: i1, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x16xf32>, %i: index) {
+  // expected-error @+1 {{all_allowed cannot be combined with key_valid: the values of invalid keys must never be read}}
+  kvattn.tile.softmax_update %s, %v[%i, %i, %i] key_valid(%valid : memref<1x4xi1>) all_allowed(%full) size(%i, %i) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<1x1x4x16xf32>, memref<16xf32>, memref<16xf32>, memref<16x16xf32>
+  return
+}
+
+// -----
+
 func.func @store_dv(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %out: memref<1x1x4x16xf32>, %i: index) {
   // expected-error @+1 {{value head dim Dv mismatch: acc dim 1 is 8 but out dim 3 is 16}}
   kvattn.tile.store state(%m, %l, %acc) into %out [%i, %i, %i] rows(%i)

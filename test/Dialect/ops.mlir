@@ -145,6 +145,14 @@ func.func @softmax_key_valid(%v: memref<?x16x2x8xf16>, %bt: memref<2x?xi32>, %va
   return
 }
 
+// CHECK-LABEL: func @softmax_all_allowed
+// CHECK: kvattn.tile.softmax_update %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] pages(%{{.*}} : memref<2x?xi32>) all_allowed(%{{.*}}) size
+func.func @softmax_all_allowed(%v: memref<?x16x2x8xf16>, %bt: memref<2x?xi32>, %full: i1, %s: memref<16x32xf32>, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %i: index, %n: index) {
+  kvattn.tile.softmax_update %s, %v[%i, %i, %i] pages(%bt : memref<2x?xi32>) all_allowed(%full) size(%n, %n) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<?x16x2x8xf16>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}
+
 // CHECK-LABEL: func @tile_merge
 // CHECK: kvattn.tile.merge %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) into %{{.*}} lse(%{{.*}} : memref<2x8x?xf32>) : memref<4x2x8x?x64xf32>, memref<4x2x8x?xf32>, memref<2x8x?x64xbf16>
 func.func @tile_merge(%op: memref<4x2x8x?x64xf32>, %lp: memref<4x2x8x?xf32>, %out: memref<2x8x?x64xbf16>, %lse: memref<2x8x?xf32>, %i: index, %n: index) {

@@ -146,6 +146,32 @@ func.func @softmax(%s: memref<16x32xf32>, %v: memref<1x2x64x8xbf16>, %b: index, 
 
 // -----
 
+// A full block (all_allowed true) multiplies every value by its
+// probability; a partial one keeps the p != 0 test.
+
+// CHECK-LABEL: func @softmax_full_block
+// CHECK-SAME:    %[[FULL:[^:]+]]: i1
+// CHECK:         scf.if %[[FULL]] {
+// CHECK:           scf.for {{.*}} iter_args
+// CHECK-NOT:         arith.cmpf une
+// CHECK:             vector.fma
+// CHECK-NOT:         arith.select
+// CHECK:             scf.yield
+// CHECK:         } else {
+// CHECK:           scf.for {{.*}} iter_args
+// CHECK:             arith.cmpf une
+// CHECK:             vector.fma
+// CHECK:             arith.select
+// CHECK:             scf.yield
+func.func @softmax_full_block(%s: memref<16x32xf32>, %v: memref<1x2x64x8xf32>, %b: index, %g: index, %start: index,
+                   %rows: index, %cols: index, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %full: i1) {
+  kvattn.tile.softmax_update %s, %v[%b, %g, %start] all_allowed(%full) size(%rows, %cols) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<1x2x64x8xf32>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
 // Paged values: the block-table lookup once per key, not per element.
 
 // CHECK-LABEL: func @softmax_paged

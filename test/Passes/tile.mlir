@@ -45,7 +45,9 @@
 // CHECK:               scf.if %[[PARTIAL]] {
 // CHECK:                 kvattn.tile.mask %{{.*}}[%[[B]], %[[H]], %[[QSTART]], %[[KSTART]]] size(%[[ROWS]], %{{.*}}) kv_len(%{{.*}}) offsets(%[[QFIRST]], %{{.*}}) causal :
 // CHECK:               }
-// CHECK:               kvattn.tile.softmax_update %{{.*}}, %{{.*}}[%[[B]], %[[G]], %[[KSTART]]]
+// The update is told which blocks are full (it may then skip its p != 0
+// tests).
+// CHECK:               kvattn.tile.softmax_update %{{.*}}, %{{.*}}[%[[B]], %[[G]], %[[KSTART]]] all_allowed(%[[FULL]])
 // CHECK:             kvattn.tile.store state({{.*}}) into %[[OUT]] [%[[B]], %[[H]], %[[QSTART]]] rows(%[[ROWS]])
 // CHECK:         } {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, group = 1 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 4 : i64, split_kv = 1 : i64}}
 // CHECK:         %[[RES:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
@@ -159,6 +161,8 @@ func.func @window_offsets(%q: tensor<1x4x16x32xbf16>, %k: tensor<1x4x1024x32xbf1
 
 // CHECK-LABEL: func @validity_and_mask
 // CHECK:         kvattn.tile.mask {{.*}} key_valid(%{{.*}} : memref<1x64xi1>) mask(%{{.*}} : memref<1x1x8x64xf32>) :
+// CHECK-NOT:     all_allowed
+// CHECK:         kvattn.tile.softmax_update {{.*}} key_valid(%{{.*}} : memref<1x64xi1>) size
 func.func @validity_and_mask(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x64x16xf32>,
     %v: tensor<1x2x64x16xf32>, %valid: tensor<1x64xi1>, %m: tensor<1x1x8x64xf32>) -> tensor<1x2x8x16xf32> {
   %o = kvattn.attention %q, %k, %v key_valid(%valid : tensor<1x64xi1>) mask(%m : tensor<1x1x8x64xf32>)
