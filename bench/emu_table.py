@@ -30,8 +30,8 @@ SHAPES = [
      ""),
     ("decode S=4096, D=128", "--L 1 --S 4096 --D 128 --q-offset 4095", ""),
     ("decode S=32768, D=128", "--L 1 --S 32768 --D 128 --q-offset 32767", ""),
-    ("decode S=32768, D=128, split-kv 16",
-     "--L 1 --S 32768 --D 128 --q-offset 32767", "--split-kv=16"),
+    ("decode S=32768, D=128, no split (split-kv=1, block-n=64)",
+     "--L 1 --S 32768 --D 128 --q-offset 32767", "--split-kv=1 --block-n=64"),
     ("paged decode S=4096/2048, page 16, D=128, B=2",
      "--B 2 --L 1 --S 4096 --D 128 --q-offset 4095,2047 --kv-len 4096,2048 "
      "--page-size 16", ""),
@@ -89,11 +89,30 @@ def ptxas_info(build, flags, chip):
                               os.path.join(tmp, "k.ptx"), "-o",
                               os.path.join(tmp, "k.cubin")],
                              capture_output=True, text=True, check=True)
-    regs = re.findall(r"Used (\d+) registers", out.stderr)
+    # Per entry, in the manifest's order (attention kernel first, then the
+    # merge of a split); ptxas reports them in its own order.
+    entries = re.findall(r"entry function '\w*?(\d+)'.*?Used (\d+) registers",
+                         out.stderr, re.S)
+    regs = [r for _, r in sorted(entries, key=lambda e: int(e[0]))]
     spills = re.findall(r"(\d+) bytes spill stores", out.stderr)
     stack = re.findall(r"(\d+) bytes stack frame", out.stderr)
     return "/".join(regs), max(map(int, spills or [0])), \
         max(map(int, stack or [0]))
+
+
+# sm_90 (H100/H200) per multiprocessor: shared memory (the 227 KB a block
+# may opt into plus 1 KB the driver reserves per block), registers, blocks
+# and warps; registers are allocated per warp in units of 256.
+SM90 = dict(smem=233472, reserved=1024, regs=65536, blocks=32, warps=64)
+
+
+def occupancy(smem, regs, warps):
+    """Theoretical resident warps per sm_90 multiprocessor of one kernel."""
+    per_warp = -(-regs * 32 // 256) * 256
+    blocks = min(SM90["blocks"], SM90["warps"] // warps,
+                 SM90["regs"] // (per_warp * warps),
+                 SM90["smem"] // (smem + SM90["reserved"]))
+    return blocks * warps
 
 
 def main():
@@ -104,8 +123,8 @@ def main():
     a.build = os.path.abspath(a.build)
     print("| shape | tile | smem | kv_blocks | warp insts | mma | ldmatrix | "
           "shared req. | bank replays | barriers | sector eff. | "
-          "regs sm_80 / sm_90 (spills, stack) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "regs sm_80 / sm_90 (spills, stack) | warps/SM sm_90 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for i, (label, flags, run_flags) in enumerate(SHAPES):
         if a.quick and i not in QUICK:
             continue
@@ -117,11 +136,16 @@ def main():
         if len(kernels) > 1:
             eff += f" (merge: {kernels[1]['global_sector_efficiency']})"
         regs = []
+        occ = "n/a"
         for chip in ("sm_80", "sm_90"):
-            info = ptxas_info(a.build, flags + (" " if run_flags else ""),
-                              chip) if not run_flags else None
+            info = ptxas_info(a.build, flags, chip) if not run_flags else None
             if info:
                 regs.append(f"{info[0]} ({info[1]}, {info[2]})")
+            if info and chip == "sm_90":
+                # The attention kernel: the first one of the manifest.
+                occ = str(occupancy(int(k["smem"]),
+                                    int(info[0].split("/")[0]),
+                                    int(k["warps_per_cta"])))
         print(f"| {label} | {tile} | {k['smem']} | {k['kv_blocks']} | "
               f"{float(k['warp_insts_per_kv_block']):.0f} | "
               f"{float(k['mma_per_kv_block']):.0f} | "
@@ -129,7 +153,7 @@ def main():
               f"{float(k['shared_requests_per_kv_block']):.0f} | "
               f"{float(k['bank_conflicts_per_kv_block']):.0f} | "
               f"{float(k['barriers_per_kv_block']):.0f} | {eff} | "
-              f"{' / '.join(regs) if regs else 'n/a'} |")
+              f"{' / '.join(regs) if regs else 'n/a'} | {occ} |")
         sys.stdout.flush()
 
 

@@ -125,7 +125,8 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
            "Query rows per program (BM); 0: chosen per op (16, 32 or 64 "
            "rows: the fewest warps that hold its rows)">,
     Option<"blockN", "block-n", "int64_t", /*default=*/"64",
-           "Keys per KV block (BN); 0: 64 for D <= 128, else 32">,
+           "Keys per KV block (BN); 0: 64 for D <= 128, else 32; 32 for "
+           "one-warp programs (block-m 16) with D > 64">,
     Option<"numWarps", "num-warps", "int64_t", /*default=*/"0",
            "Warps per program (recorded for the GPU lowering); 0: "
            "block-m / 16">,
@@ -144,6 +145,13 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
     Option<"numSms", "num-sms", "int64_t", /*default=*/"132",
            "Multiprocessors of the target device, for split-kv=0 "
            "(132: H100/H200)">,
+    Option<"splitMinKeys", "split-min-keys", "int64_t", /*default=*/"0",
+           "split-kv=0: the fewest keys a chunk may cover (0: one KV block); "
+           "below it a chunk's merge costs more than its parallelism gains">,
+    Option<"splitWarpsPerSm", "split-warps-per-sm", "int64_t",
+           /*default=*/"0",
+           "split-kv=0: enough chunks for this many resident warps per "
+           "multiprocessor (0: two programs per multiprocessor)">,
     Option<"packGqa", "pack-gqa", "bool", /*default=*/"true",
            "GQA packing: when L < block-m and Hq/Hkv > 1 (static), one "
            "program takes the query rows of all heads that share a kv head, "

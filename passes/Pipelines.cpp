@@ -37,6 +37,13 @@ using namespace mlir;
 
 namespace {
 
+/// split-kv = 0 on the GPU: a chunk covers at least this many keys (below,
+/// its partial state and the merge cost more than the parallelism gains),
+/// and the chunks aim at this many resident warps per multiprocessor (the
+/// occupancy a memory-bound decode needs to keep loads in flight).
+constexpr int64_t kGpuSplitMinKeys = 512;
+constexpr int64_t kGpuSplitWarpsPerSm = 8;
+
 struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
   Option<int64_t> blockM{*this, "block-m",
                          llvm::cl::desc("Query rows per program (0: chosen "
@@ -209,8 +216,9 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
                        llvm::cl::init(true)};
   Option<int64_t> splitKv{*this, "split-kv",
                           llvm::cl::desc("KV chunks per program, merged by "
-                                         "a second kernel (0: automatic)"),
-                          llvm::cl::init(1)};
+                                         "a second kernel (0: automatic, "
+                                         "the default)"),
+                          llvm::cl::init(0)};
   Option<int64_t> numSms{*this, "num-sms",
                          llvm::cl::desc("Multiprocessors, for split-kv=0"),
                          llvm::cl::init(132)};
@@ -275,6 +283,11 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   tile.packGqa = options.packGqa;
   tile.splitKv = options.splitKv;
   tile.numSms = options.numSms;
+  // split-kv = 0 on the GPU: enough chunks for 8 resident warps per
+  // multiprocessor, each chunk at least 512 keys (docs/gpu-lowering.md,
+  // "Split-KV").
+  tile.splitMinKeys = kGpuSplitMinKeys;
+  tile.splitWarpsPerSm = kGpuSplitWarpsPerSm;
   pm.addPass(createTilePass(tile));
   OutlineTileProgramsPassOptions outline;
   outline.tensorCores = options.tensorCores;

@@ -49,6 +49,10 @@ struct TileConfig {
   int64_t splitKv;
   int64_t numSms;
   bool packGqa;
+  /// split-kv = 0: the fewest keys a chunk may cover, and the resident
+  /// warps per multiprocessor to aim at (0: two programs per
+  /// multiprocessor).
+  int64_t splitMinKeys, splitWarpsPerSm;
 };
 
 /// Index arithmetic with folding, on an ImplicitLocOpBuilder.
@@ -136,22 +140,29 @@ void ensureStatsGlobal(ModuleOp module) {
 
 } // namespace
 
-/// split-kv = 0: enough chunks for about two programs per multiprocessor,
-/// no more chunks than KV blocks, at most 16; 1 when the shapes are dynamic
-/// (decided at compile time, so it needs static B, Hq, L, S).
+/// split-kv = 0: enough chunks for `warpsPerSm` resident warps per
+/// multiprocessor (0: two programs per multiprocessor), no more chunks than
+/// KV blocks nor than leave each chunk `minKeys` keys, at most 16; 1 when
+/// the shapes are dynamic (decided at compile time, so it needs static B,
+/// Hq, L, S).
 static int64_t automaticSplit(RankedTensorType q, int64_t logicalKeys,
                               int64_t group, int64_t bm, int64_t bn,
-                              int64_t numSms) {
+                              int64_t numWarps, const TileConfig &cfg) {
   // With GQA packing a program takes `group` heads' rows.
   int64_t b = q.getDimSize(0), hq = q.getDimSize(1) / group,
           l = q.getDimSize(2) * group, s = logicalKeys;
   if (ShapedType::isDynamic(b) || ShapedType::isDynamic(hq) ||
       ShapedType::isDynamic(l) || ShapedType::isDynamic(s))
     return 1;
-  int64_t programs = b * hq * ((l + bm - 1) / bm);
-  int64_t blocks = (s + bn - 1) / bn;
-  int64_t wanted = (2 * numSms + programs - 1) / std::max<int64_t>(programs, 1);
-  return std::clamp<int64_t>(std::min(wanted, blocks), 1, 16);
+  int64_t programs = std::max<int64_t>(b * hq * ((l + bm - 1) / bm), 1);
+  int64_t chunks = (s + bn - 1) / bn;
+  if (cfg.splitMinKeys > 0)
+    chunks = std::min(chunks, s / cfg.splitMinKeys);
+  int64_t perSm = cfg.splitWarpsPerSm > 0
+                      ? (cfg.splitWarpsPerSm + numWarps - 1) / numWarps
+                      : 2;
+  int64_t wanted = (perSm * cfg.numSms + programs - 1) / programs;
+  return std::clamp<int64_t>(std::min(wanted, chunks), 1, 16);
 }
 
 /// The largest block-m the automatic choice takes: with the f32 query and
@@ -173,9 +184,15 @@ static int64_t automaticBlockM(int64_t rows) {
 }
 
 /// block-n = 0: 64 keys for head dims up to 128, else 32 (the K/V staging
-/// blocks and the score tile stay within shared memory).
-static int64_t automaticBlockN(int64_t headDim) {
-  return headDim <= 128 ? 64 : 32;
+/// blocks and the score tile stay within shared memory); 32 as well for
+/// one-warp programs (block-m = 16: decode, GQA-packed) with D > 64, whose
+/// 64-key K and V blocks alone (32 KB at D = 128, 16-bit) would leave room
+/// for 5 of them in a 227 KB multiprocessor: 8 fit with 32 keys (the GPU's
+/// shared memory per program is docs/gpu-lowering.md's formula).
+static int64_t automaticBlockN(int64_t headDim, int64_t bm) {
+  if (headDim > 128)
+    return 32;
+  return bm == 16 && headDim > 64 ? 32 : 64;
 }
 
 /// Emits the tile program of one op and replaces it.
@@ -241,7 +258,7 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
                  : automaticBlockM(ShapedType::isDynamic(qType.getDimSize(2))
                                        ? ShapedType::kDynamic
                                        : qType.getDimSize(2) * group);
-  const int64_t bn = cfg.blockN ? cfg.blockN : automaticBlockN(headDim);
+  const int64_t bn = cfg.blockN ? cfg.blockN : automaticBlockN(headDim, bm);
   const int64_t numWarps = cfg.numWarps ? cfg.numWarps : bm / 16;
   const int64_t numStages = cfg.numStages;
   IntegerAttr groupAttr =
@@ -294,7 +311,7 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   const int64_t splits = emptyGrid ? 1
                          : cfg.splitKv == 0
                              ? automaticSplit(qType, op.getLogicalKeyLength(),
-                                              group, bm, bn, cfg.numSms)
+                                              group, bm, bn, numWarps, cfg)
                              : cfg.splitKv;
   Value outParts, lseParts;
   if (splits > 1) {
@@ -642,8 +659,17 @@ struct TilePass : mlir::kvattn::impl::TilePassBase<TilePass> {
           << static_cast<int64_t>(numSms);
       return signalPassFailure();
     }
-    TileConfig cfg{blockM, blockN,  numWarps, numStages,
-                   stats,  splitKv, numSms,   packGqa};
+    if (splitMinKeys < 0 || splitWarpsPerSm < 0) {
+      getOperation().emitError()
+          << "kvattn-tile: split-min-keys and split-warps-per-sm must not be "
+             "negative, got "
+          << static_cast<int64_t>(splitMinKeys) << " and "
+          << static_cast<int64_t>(splitWarpsPerSm);
+      return signalPassFailure();
+    }
+    TileConfig cfg{blockM,       blockN,         numWarps, numStages,
+                   stats,        splitKv,        numSms,   packGqa,
+                   splitMinKeys, splitWarpsPerSm};
     SmallVector<AttentionOp> ops;
     getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
     bool sdpaLeft = false;

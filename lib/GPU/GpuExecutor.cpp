@@ -95,8 +95,11 @@ Status GpuExecutor::create(const PtxOptions &options,
       runtimeOptions.libraryPath.empty())
     runtimeOptions.libraryPath = emulatedDriverPath();
   KVATTN_RETURN_IF_ERROR(rt::Runtime::create(e->runtime_, runtimeOptions));
-  // The manifest names a chip; compile for the device's own.
+  // The manifest names a chip; compile for the device's own, and choose
+  // split-KV (split-kv = 0) for its multiprocessors.
   e->options_.chip = "sm_" + std::to_string(e->runtime_->computeCapability());
+  if (int sms = e->runtime_->multiprocessorCount(); sms > 0)
+    e->options_.numSms = sms;
   executor = std::move(e);
   return Status::ok();
 }

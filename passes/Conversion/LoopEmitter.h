@@ -264,24 +264,50 @@ struct MergedRow {
   Value peak, sum, lse;
 };
 
+namespace merge_detail {
+inline Value isEmpty(Emitter &e, Value l) {
+  return arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, l, e.negInf());
+}
+inline Value peakStep(Emitter &e, Value m, Value l) {
+  return arith::MaximumFOp::create(e.b, m, l);
+}
+inline Value sumStep(Emitter &e, Value s, Value l, Value peak) {
+  Value w = math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, peak));
+  return arith::SelectOp::create(e.b, isEmpty(e, l), s, e.addf(s, w));
+}
+inline Value rowLse(Emitter &e, Value peak, Value sum) {
+  return arith::SelectOp::create(e.b, isEmpty(e, peak), e.negInf(),
+                                 e.addf(peak, math::LogOp::create(e.b, sum)));
+}
+} // namespace merge_detail
+
 inline MergedRow emitMergedRow(Emitter &e, Value lseParts, Value b, Value h,
                                Value i) {
+  using namespace merge_detail;
   Value n = e.dimOf(lseParts, 0);
-  auto isEmpty = [&](Value l) {
-    return arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, l, e.negInf());
-  };
   MergedRow row;
   row.peak = e.reduce(e.idx(0), n, e.negInf(), [&](Value p, Value m) {
-    return arith::MaximumFOp::create(e.b, m, e.load(lseParts, {p, b, h, i}));
+    return peakStep(e, m, e.load(lseParts, {p, b, h, i}));
   });
   row.sum = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value s) {
-    Value l = e.load(lseParts, {p, b, h, i});
-    Value w = math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, row.peak));
-    return arith::SelectOp::create(e.b, isEmpty(l), s, e.addf(s, w));
+    return sumStep(e, s, e.load(lseParts, {p, b, h, i}), row.peak);
   });
-  row.lse = arith::SelectOp::create(
-      e.b, isEmpty(row.peak), e.negInf(),
-      e.addf(row.peak, math::LogOp::create(e.b, row.sum)));
+  row.lse = rowLse(e, row.peak, row.sum);
+  return row;
+}
+
+/// The same for part lses already loaded (`lses`, in part order): the
+/// same operations in the same order, unrolled.
+inline MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e) {
+  using namespace merge_detail;
+  MergedRow row;
+  row.peak = e.negInf();
+  for (Value l : lses)
+    row.peak = peakStep(e, row.peak, l);
+  row.sum = e.f32(0);
+  for (Value l : lses)
+    row.sum = sumStep(e, row.sum, l, row.peak);
+  row.lse = rowLse(e, row.peak, row.sum);
   return row;
 }
 

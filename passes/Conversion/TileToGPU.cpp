@@ -472,21 +472,75 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
       Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
                                           rowMax, e.negInf());
       Value inv = arith::DivFOp::create(e.b, e.f32(1), sum);
-      e.forAccColumns(dv, [&](int64_t j, int el, Value x) {
+      auto normalised = [&](int64_t j, int el) {
         Value v = e.mulf(e.loadAcc(k, j, el), inv);
         v = arith::SelectOp::create(e.b, empty, e.f32(0), v);
         if (!outType.isF32())
           v = arith::TruncFOp::create(e.b, outType, v);
-        e.store(v, out, {op.getBatch(), q.head, q.row, x});
-      });
+        return v;
+      };
+      if (dv % 8 == 0) {
+        // The lane's two adjacent columns of each 8-column slice as one
+        // store: a quad writes 4 x 2 elements of a row (a whole 32-byte
+        // sector of an f32 row: split-KV's partial states).
+        auto pairType = VectorType::get({2}, outType);
+        const unsigned align = 2 * outType.getIntOrFloatBitWidth() / 8;
+        for (int64_t j = 0; j < dv / 8; ++j) {
+          Value pair = vector::FromElementsOp::create(
+              e.b, pairType, ValueRange{normalised(j, 0), normalised(j, 1)});
+          vector::StoreOp::create(
+              e.b, pair, out,
+              ValueRange{op.getBatch(), q.head, q.row, e.accColumn(j, 0)},
+              /*nontemporal=*/false, llvm::Align(align));
+        }
+      } else {
+        e.forAccColumns(dv, [&](int64_t j, int el, Value x) {
+          e.store(normalised(j, el), out, {op.getBatch(), q.head, q.row, x});
+        });
+      }
       storeRowLse(e, op, k, r);
     });
   }
 }
 
+/// The merged `out[x .. x + W)` of one row from the parts' row lses, loaded
+/// once (`lses`, N values, in part order): the arithmetic of emitMergedRow
+/// and emitMergedOut, element by element, with each part's weight
+/// `exp(lse_n - peak)` computed once for the W columns.
+Value emitMergedChunk(GpuEmitter &e, Value outParts, ArrayRef<Value> lses,
+                      const MergedRow &row, Value b, Value h, Value i, Value x,
+                      int64_t w) {
+  auto vecType = VectorType::get({w}, e.b.getF32Type());
+  Value acc = vector::BroadcastOp::create(e.b, vecType, e.f32(0));
+  for (auto [p, l] : llvm::enumerate(lses)) {
+    Value empty =
+        arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, l, e.negInf());
+    Value weight =
+        math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, row.peak));
+    Value v = vector::LoadOp::create(
+        e.b, vecType, outParts,
+        ValueRange{e.idx(static_cast<int64_t>(p)), b, h, i, x},
+        /*nontemporal=*/false, llvm::Align(4 * w));
+    Value next = e.addf(
+        acc, e.mulf(vector::BroadcastOp::create(e.b, vecType, weight), v));
+    acc = arith::SelectOp::create(e.b, empty, acc, next);
+  }
+  Value allEmpty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
+                                         row.peak, e.negInf());
+  Value merged = arith::DivFOp::create(
+      e.b, acc, vector::BroadcastOp::create(e.b, vecType, row.sum));
+  return arith::SelectOp::create(
+      e.b, allEmpty, vector::BroadcastOp::create(e.b, vecType, e.f32(0)),
+      merged);
+}
+
 /// The merge kernel of a split: all threads together over the (row,
-/// column) pairs of the block's rows; each recomputes its row's merged lse
-/// (N exponentials, N <= 16) rather than sharing it through memory.
+/// chunk) pairs of the block's rows. With a static part count N (the tile
+/// pass's, up to 16) and Dv % 4 == 0, a thread takes 4 adjacent columns: it loads its
+/// row's N part lses once (a warp's lanes of one row read the same word),
+/// then N 16-byte part vectors, and stores the 4 merged values at once;
+/// otherwise one column per thread, each recomputing the row's lse
+/// (N exponentials, N <= 16). The values are the same either way.
 LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
   b.setInsertionPointToStart(&kernel.getBody().front());
@@ -496,13 +550,50 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   SmallVector<TileMergeOp> merges;
   kernel.walk([&](TileMergeOp op) { merges.push_back(op); });
   for (TileMergeOp op : merges) {
-    int64_t dv = cast<MemRefType>(op.getOutParts().getType()).getDimSize(4);
+    auto partsType = cast<MemRefType>(op.getOutParts().getType());
+    int64_t dv = partsType.getDimSize(4);
     if (ShapedType::isDynamic(dv))
       return op.emitOpError() << "kvattn-lower-tile-to-gpu: the merge needs "
                                  "a static value head dim";
     ImplicitLocOpBuilder ob(op.getLoc(), op);
     GpuEmitter e(ob, t);
     Type outType = cast<MemRefType>(op.getOut().getType()).getElementType();
+    auto storeLse = [&](Value x, Value i, Value lseValue) {
+      if (Value lse = op.getLse())
+        e.when(
+            arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, x, e.idx(0)),
+            [&] { e.store(lseValue, lse, {op.getBatch(), op.getHead(), i}); });
+    };
+    // The part lses stay in registers: up to 16 parts (split-kv = 0's
+    // largest count).
+    const int64_t parts = partsType.getDimSize(0);
+    constexpr int64_t kChunk = 4, kMaxRegisterParts = 16;
+    if (ShapedType::isStatic(parts) && parts <= kMaxRegisterParts &&
+        dv % kChunk == 0) {
+      const int64_t chunks = dv / kChunk;
+      e.cooperative(e.mulIdx(op.getRows(), chunks), [&](Value n) {
+        Value r = e.divIdx(n, e.idx(chunks));
+        Value x = e.mulIdx(e.remIdx(n, e.idx(chunks)), kChunk);
+        Value i = e.add(op.getStart(), r);
+        SmallVector<Value> lses;
+        for (int64_t p = 0; p < parts; ++p)
+          lses.push_back(e.load(op.getLseParts(),
+                                {e.idx(p), op.getBatch(), op.getHead(), i}));
+        MergedRow row = emitMergedRow(lses, e);
+        Value v = emitMergedChunk(e, op.getOutParts(), lses, row,
+                                  op.getBatch(), op.getHead(), i, x, kChunk);
+        if (!outType.isF32())
+          v = arith::TruncFOp::create(
+              e.b, VectorType::get({kChunk}, outType), v);
+        vector::StoreOp::create(
+            e.b, v, op.getOut(), ValueRange{op.getBatch(), op.getHead(), i, x},
+            /*nontemporal=*/false,
+            llvm::Align(kChunk * outType.getIntOrFloatBitWidth() / 8));
+        storeLse(x, i, row.lse);
+      });
+      op->erase();
+      continue;
+    }
     Value width = e.idx(dv);
     e.cooperative(e.mulIdx(op.getRows(), dv), [&](Value n) {
       Value r = e.divIdx(n, width), x = e.remIdx(n, width);
@@ -513,12 +604,7 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
                               op.getBatch(), op.getHead(), i, x);
       e.store(truncTo(e, v, outType), op.getOut(),
               {op.getBatch(), op.getHead(), i, x});
-      if (Value lse = op.getLse())
-        e.when(
-            arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, x, e.idx(0)),
-            [&] {
-              e.store(row.lse, lse, {op.getBatch(), op.getHead(), i});
-            });
+      storeLse(x, i, row.lse);
     });
     op->erase();
   }

@@ -3,6 +3,7 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="split-kv=4" -cse | FileCheck %s --check-prefix=SPLIT
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="split-kv=0" -cse | FileCheck %s --check-prefix=AUTO
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0" -cse | FileCheck %s --check-prefix=AUTOTILE
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 split-kv=0 split-warps-per-sm=8 split-min-keys=512" -cse | FileCheck %s --check-prefix=GPUSPLIT
 
 // Offset form, causal, GQA 8/2: one program per (batch x head, query
 // block); the visible range comes from the block's last query position and
@@ -231,4 +232,36 @@ func.func @split_dynamic(%q: tensor<?x4x?x64xf32>, %k: tensor<?x4x?x64xf32>,
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<?xi32>) causal
       : tensor<?x4x?x64xf32>, tensor<?x4x?x64xf32>, tensor<?x4x?x64xf32> -> tensor<?x4x?x64xf32>
   return %o : tensor<?x4x?x64xf32>
+}
+
+// -----
+
+// GQA decode at D = 128 (32/8 heads, L = 1): one-warp packed programs take
+// 32-key blocks (8 of them fit a multiprocessor's shared memory). With the
+// GPU pipeline's split rule (8 warps per SM, >= 512 keys per chunk) the
+// 8 programs want ceil(8 * 132 / 8) = 132 chunks, 4096 keys allow 8.
+
+// AUTOTILE-LABEL: func @decode_d128
+// AUTOTILE:         {kvattn.tile_config = {block_m = 16 : i64, block_n = 32 : i64, group = 4 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 1 : i64, split_kv = 1 : i64}}
+// GPUSPLIT-LABEL: func @decode_d128
+// GPUSPLIT:         scf.forall ({{.*}}) in (8, 1, 8)
+// GPUSPLIT:         block_n = 32 : i64, group = 4 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 1 : i64, split_kv = 8 : i64
+func.func @decode_d128(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x4096x128xbf16>,
+                       %v: tensor<1x8x4096x128xbf16>, %pos: tensor<1xi32>) -> tensor<1x32x1x128xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
+      : tensor<1x32x1x128xbf16>, tensor<1x8x4096x128xbf16>, tensor<1x8x4096x128xbf16> -> tensor<1x32x1x128xbf16>
+  return %o : tensor<1x32x1x128xbf16>
+}
+
+// -----
+
+// Under 1024 keys no chunk of 512 keys can be split off: one chunk.
+
+// GPUSPLIT-LABEL: func @decode_short_cache
+// GPUSPLIT:         block_n = 32 : i64, group = 4 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 1 : i64, split_kv = 1 : i64
+func.func @decode_short_cache(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x1000x128xbf16>,
+                              %v: tensor<1x8x1000x128xbf16>, %pos: tensor<1xi32>) -> tensor<1x32x1x128xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
+      : tensor<1x32x1x128xbf16>, tensor<1x8x1000x128xbf16>, tensor<1x8x1000x128xbf16> -> tensor<1x32x1x128xbf16>
+  return %o : tensor<1x32x1x128xbf16>
 }

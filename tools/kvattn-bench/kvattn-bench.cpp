@@ -93,8 +93,8 @@ cl::opt<int64_t> blockN("block-n", cl::init(64), cl::cat(benchCategory));
 cl::opt<int64_t> splitKv("split-kv",
                          cl::desc("gpu: KV chunks per program, merged by a "
                                   "second kernel (0: automatic from the SM "
-                                  "count)"),
-                         cl::init(1), cl::cat(benchCategory));
+                                  "count, the default)"),
+                         cl::init(0), cl::cat(benchCategory));
 cl::opt<bool> tensorCores("tensor-cores",
                           cl::desc("gpu: mma.sync / ldmatrix / cp.async "
                                    "(false: the scalar lowering)"),

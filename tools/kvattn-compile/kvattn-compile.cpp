@@ -61,8 +61,8 @@ static cl::opt<int64_t> numStages("num-stages", cl::init(2), cl::cat(category));
 static cl::opt<int64_t>
     splitKv("split-kv",
             cl::desc("KV chunks per program, merged by a second kernel "
-                     "(0: automatic from --num-sms)"),
-            cl::init(1), cl::cat(category));
+                     "(0: automatic from --num-sms, the default)"),
+            cl::init(0), cl::cat(category));
 static cl::opt<int64_t> numSms("num-sms",
                                cl::desc("Multiprocessors, for --split-kv=0"),
                                cl::init(132), cl::cat(category));

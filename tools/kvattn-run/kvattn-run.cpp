@@ -108,11 +108,14 @@ cl::list<std::string> expectSame(
     cl::cat(runCategory));
 cl::opt<int64_t> blockM("block-m", cl::desc("Query rows per program"),
                         cl::init(64), cl::cat(runCategory));
-cl::opt<int64_t> blockN("block-n", cl::desc("Keys per KV block"), cl::init(64),
-                        cl::cat(runCategory));
+cl::opt<int64_t> blockN("block-n",
+                        cl::desc("Keys per KV block (cpu default 64; gpu "
+                                 "default: chosen per op)"),
+                        cl::init(64), cl::cat(runCategory));
 cl::opt<int64_t> splitKv("split-kv",
                          cl::desc("KV chunks per program, merged in chunk "
-                                  "order"),
+                                  "order (0: automatic; cpu default 1, gpu "
+                                  "default 0)"),
                          cl::init(1), cl::cat(runCategory));
 cl::opt<bool> packGqa("pack-gqa",
                       cl::desc("GQA packing: one program per kv head for "
@@ -409,10 +412,14 @@ int main(int argc, char **argv) {
     const bool emulated = target == Target::GpuEmu;
     const std::string targetFlag =
         emulated ? "--target=gpu-emu: " : "--target=gpu: ";
+    // The GPU's defaults are the compiler's choices (block-n and split-kv
+    // 0), as for kvattn-compile; the flags override them.
     ::kvattn::PtxOptions options;
-    options.blockN = blockN;
+    if (blockN.getNumOccurrences())
+      options.blockN = blockN;
     options.packGqa = packGqa;
-    options.splitKv = splitKv;
+    if (splitKv.getNumOccurrences())
+      options.splitKv = splitKv;
     options.tensorCores = tensorCores;
     if (emulated)
       options.image = ::kvattn::DeviceImage::LlvmIR;

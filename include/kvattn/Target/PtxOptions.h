@@ -32,8 +32,9 @@ struct PtxOptions {
   int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 2;
   bool packGqa = true; ///< GQA packing of few query rows
   /// KV chunks per program, merged by a second kernel (1: no split, 0:
-  /// automatic from numSms).
-  int64_t splitKv = 1, numSms = 132;
+  /// automatic from numSms, the default: docs/gpu-lowering.md, "Split-KV").
+  /// GpuExecutor sets numSms from the device.
+  int64_t splitKv = 0, numSms = 132;
   /// Tensor cores (mma.sync, ldmatrix, cp.async) for f16/bf16 where the
   /// head dims allow; false: the scalar lowering.
   bool tensorCores = true;
