@@ -667,9 +667,8 @@ struct TilePass : mlir::kvattn::impl::TilePassBase<TilePass> {
           << static_cast<int64_t>(splitWarpsPerSm);
       return signalPassFailure();
     }
-    TileConfig cfg{blockM,       blockN,         numWarps, numStages,
-                   stats,        splitKv,        numSms,   packGqa,
-                   splitMinKeys, splitWarpsPerSm};
+    TileConfig cfg{blockM,  blockN, numWarps, numStages,    stats,
+                   splitKv, numSms, packGqa,  splitMinKeys, splitWarpsPerSm};
     SmallVector<AttentionOp> ops;
     getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
     bool sdpaLeft = false;

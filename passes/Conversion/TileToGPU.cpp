@@ -536,9 +536,9 @@ Value emitMergedChunk(GpuEmitter &e, Value outParts, ArrayRef<Value> lses,
 
 /// The merge kernel of a split: all threads together over the (row,
 /// chunk) pairs of the block's rows. With a static part count N (the tile
-/// pass's, up to 16) and Dv % 4 == 0, a thread takes 4 adjacent columns: it loads its
-/// row's N part lses once (a warp's lanes of one row read the same word),
-/// then N 16-byte part vectors, and stores the 4 merged values at once;
+/// pass's, up to 16) and Dv % 4 == 0, a thread takes 4 adjacent columns: it
+/// loads its row's N part lses once (a warp's lanes of one row read the same
+/// word), then N 16-byte part vectors, and stores the 4 merged values at once;
 /// otherwise one column per thread, each recomputing the row's lse
 /// (N exponentials, N <= 16). The values are the same either way.
 LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
@@ -562,7 +562,9 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
       if (Value lse = op.getLse())
         e.when(
             arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, x, e.idx(0)),
-            [&] { e.store(lseValue, lse, {op.getBatch(), op.getHead(), i}); });
+            [&] {
+              e.store(lseValue, lse, {op.getBatch(), op.getHead(), i});
+            });
     };
     // The part lses stay in registers: up to 16 parts (split-kv = 0's
     // largest count).
@@ -580,11 +582,11 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
           lses.push_back(e.load(op.getLseParts(),
                                 {e.idx(p), op.getBatch(), op.getHead(), i}));
         MergedRow row = emitMergedRow(lses, e);
-        Value v = emitMergedChunk(e, op.getOutParts(), lses, row,
-                                  op.getBatch(), op.getHead(), i, x, kChunk);
+        Value v = emitMergedChunk(e, op.getOutParts(), lses, row, op.getBatch(),
+                                  op.getHead(), i, x, kChunk);
         if (!outType.isF32())
-          v = arith::TruncFOp::create(
-              e.b, VectorType::get({kChunk}, outType), v);
+          v = arith::TruncFOp::create(e.b, VectorType::get({kChunk}, outType),
+                                      v);
         vector::StoreOp::create(
             e.b, v, op.getOut(), ValueRange{op.getBatch(), op.getHead(), i, x},
             /*nontemporal=*/false,

@@ -385,8 +385,8 @@ void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, Value pT, Value alpha,
         for (int64_t i = 0; i < rows; ++i) {
           Value p = e.splat(e.load(pT, {c, e.add(r0, e.idx(i))}));
           Value contributes =
-              skipZero ? arith::CmpFOp::create(
-                             e.b, arith::CmpFPredicate::UNE, p, zero)
+              skipZero ? arith::CmpFOp::create(e.b, arith::CmpFPredicate::UNE,
+                                               p, zero)
                        : Value();
           for (int64_t k = 0; k < chunks; ++k) {
             Value &a = next[i * chunks + k];
