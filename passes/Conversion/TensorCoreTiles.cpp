@@ -24,6 +24,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -141,6 +142,42 @@ Value mlir::kvattn::swizzledCol(GpuEmitter &e, Value tile, Value row,
   return arith::XOrIOp::create(e.b, col, key);
 }
 
+namespace {
+
+/// The page of key row `row` of a paged cache, `block_table[batch, row /
+/// page_size]`, looked up only when the row's slot differs from the one of
+/// the previous lookup (`last`, updated): a thread's copies of one KV block
+/// walk its rows upwards, so it reads each table entry once, not once per
+/// 16-byte copy.
+struct PageLookup {
+  Value slot, page;
+};
+
+PageLookup lookUpPage(GpuEmitter &e, Value cache, Value blockTable, Value batch,
+                      Value row, const PageLookup &last) {
+  Value slot = e.divIdx(row, e.dimOf(cache, 1));
+  auto load = [&]() -> Value {
+    return arith::IndexCastOp::create(
+        e.b, e.b.getIndexType(), e.load(blockTable, ValueRange{batch, slot}));
+  };
+  if (!last.slot)
+    return {slot, load()};
+  Value same =
+      arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, slot, last.slot);
+  auto ifOp = scf::IfOp::create(e.b, TypeRange{e.b.getIndexType()}, same,
+                                /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(e.b);
+    e.b.setInsertionPointToStart(ifOp.thenBlock());
+    scf::YieldOp::create(e.b, last.page);
+    e.b.setInsertionPointToStart(ifOp.elseBlock());
+    scf::YieldOp::create(e.b, load());
+  }
+  return {slot, ifOp.getResult(0)};
+}
+
+} // namespace
+
 void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
                                   Value batch, Value head, Value start,
                                   Value cols, Value stage, bool commit,
@@ -148,10 +185,10 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
   auto stageType = cast<MemRefType>(stage.getType());
   int64_t bn = stageType.getDimSize(0), width = stageType.getDimSize(1);
   constexpr int64_t kChunk = 8; // 16-bit elements per 16-byte copy
-  Value chunks = e.idx(width / kChunk);
-  e.cooperative(e.idx(bn * width / kChunk), [&](Value i) {
-    Value c = e.divIdx(i, chunks);
-    Value x = e.mulIdx(e.remIdx(i, chunks), kChunk);
+  const int64_t perRow = width / kChunk, copies = bn * perRow;
+  // One 16-byte copy of key row `c` of the block, columns [x, x + 8),
+  // swizzled by `swizzleRow` (c, or a row with the same swizzle).
+  auto copy = [&](Value c, Value x, Value swizzleRow, PageLookup *pages) {
     // Rows past the block read nothing; their address is the block's first
     // row, which exists (and, paged, has a valid table entry).
     Value inside = e.lt(c, cols);
@@ -165,12 +202,60 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
           memref::LoadOp::create(e.b, keyValid, ValueRange{batch, row}));
     Value srcElements =
         arith::SelectOp::create(e.b, inside, e.idx(kChunk), e.idx(0));
+    SmallVector<Value, 4> src;
+    if (blockTable && pages) {
+      *pages = lookUpPage(e, source, blockTable, batch, row, *pages);
+      src = {pages->page, e.remIdx(row, e.dimOf(source, 1)), head, x};
+    } else {
+      src = e.kvIndices(source, blockTable, batch, head, row, x);
+    }
     nvgpu::DeviceAsyncCopyOp::create(
         e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), stage,
-        ValueRange{c, swizzledCol(e, stage, c, x)}, source,
-        e.kvIndices(source, blockTable, batch, head, row, x),
+        ValueRange{c, swizzledCol(e, stage, swizzleRow, x)}, source, src,
         e.b.getIndexAttr(kChunk), srcElements, /*bypassL1=*/UnitAttr());
-  });
+  };
+  if (copies % e.t.count == 0 && e.t.count % perRow == 0) {
+    // Unrolled with constant strides: the thread's column is fixed and its
+    // rows step by `rowStep`, so the index arithmetic is one add per copy
+    // (and one table lookup per page, paged).
+    const int64_t rowStep = e.t.count / perRow;
+    Value r0 = e.divIdx(e.t.tid, e.idx(perRow));
+    Value x = e.mulIdx(e.remIdx(e.t.tid, e.idx(perRow)), kChunk);
+    // The swizzle depends on the row modulo its period (a power of two up
+    // to 8): constant per thread when the step is a multiple of it.
+    const int64_t period = std::min<int64_t>(perRow, 8);
+    const bool fixedSwizzle = rowStep % period == 0;
+    // A loop, carrying the last page lookup: LLVM unrolls the short ones
+    // (measured in docs/benchmarks.md: unrolling decode's 16 copies in the
+    // IR saves a fifth of its instructions but takes it to 255 registers).
+    PageLookup first;
+    SmallVector<Value> inits;
+    if (blockTable) {
+      first = lookUpPage(e, source, blockTable, batch, start, {});
+      inits = {first.slot, first.page};
+    }
+    scf::ForOp::create(
+        e.b, e.idx(0), e.idx(copies / e.t.count), e.idx(1), inits,
+        [&](OpBuilder &nested, Location loc, Value k, ValueRange iter) {
+          OpBuilder::InsertionGuard guard(e.b);
+          e.b.setInsertionPointToEnd(nested.getInsertionBlock());
+          PageLookup last;
+          if (blockTable)
+            last = {iter[0], iter[1]};
+          Value c = e.add(r0, e.mulIdx(k, rowStep));
+          copy(c, x, fixedSwizzle ? r0 : c, &last);
+          SmallVector<Value> yields;
+          if (blockTable)
+            yields = {last.slot, last.page};
+          scf::YieldOp::create(e.b, yields);
+        });
+  } else {
+    Value chunks = e.idx(perRow);
+    e.cooperative(e.idx(copies), [&](Value i) {
+      Value c = e.divIdx(i, chunks);
+      copy(c, e.mulIdx(e.remIdx(i, chunks), kChunk), c, /*pages=*/nullptr);
+    });
+  }
   if (commit)
     NVVM::CpAsyncCommitGroupOp::create(e.b);
 }
