@@ -142,7 +142,8 @@ void ensureStatsGlobal(ModuleOp module) {
 
 /// split-kv = 0: enough chunks for `warpsPerSm` resident warps per
 /// multiprocessor (0: two programs per multiprocessor), no more chunks than
-/// KV blocks nor than leave each chunk `minKeys` keys, at most 16; 1 when
+/// KV blocks nor than leave each chunk `minKeys` keys, at most 64 (the
+/// GPU merge keeps a row's part lses in registers up to that); 1 when
 /// the shapes are dynamic (decided at compile time, so it needs static B,
 /// Hq, L, S).
 static int64_t automaticSplit(RankedTensorType q, int64_t logicalKeys,
@@ -162,7 +163,8 @@ static int64_t automaticSplit(RankedTensorType q, int64_t logicalKeys,
                       ? (cfg.splitWarpsPerSm + numWarps - 1) / numWarps
                       : 2;
   int64_t wanted = (perSm * cfg.numSms + programs - 1) / programs;
-  return std::clamp<int64_t>(std::min(wanted, chunks), 1, 16);
+  constexpr int64_t kMaxAutomaticSplit = 64;
+  return std::clamp<int64_t>(std::min(wanted, chunks), 1, kMaxAutomaticSplit);
 }
 
 /// The largest block-m the automatic choice takes: with the f32 query and

@@ -536,11 +536,11 @@ Value emitMergedChunk(GpuEmitter &e, Value outParts, ArrayRef<Value> lses,
 
 /// The merge kernel of a split: all threads together over the (row,
 /// chunk) pairs of the block's rows. With a static part count N (the tile
-/// pass's, up to 16) and Dv % 4 == 0, a thread takes 4 adjacent columns: it
+/// pass's, up to 64) and Dv % 4 == 0, a thread takes 4 adjacent columns: it
 /// loads its row's N part lses once (a warp's lanes of one row read the same
 /// word), then N 16-byte part vectors, and stores the 4 merged values at once;
 /// otherwise one column per thread, each recomputing the row's lse
-/// (N exponentials, N <= 16). The values are the same either way.
+/// (N exponentials). The values are the same either way.
 LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
   b.setInsertionPointToStart(&kernel.getBody().front());
@@ -566,10 +566,10 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
               e.store(lseValue, lse, {op.getBatch(), op.getHead(), i});
             });
     };
-    // The part lses stay in registers: up to 16 parts (split-kv = 0's
+    // The part lses stay in registers: up to 64 parts (split-kv = 0's
     // largest count).
     const int64_t parts = partsType.getDimSize(0);
-    constexpr int64_t kChunk = 4, kMaxRegisterParts = 16;
+    constexpr int64_t kChunk = 4, kMaxRegisterParts = 64;
     if (ShapedType::isStatic(parts) && parts <= kMaxRegisterParts &&
         dv % kChunk == 0) {
       const int64_t chunks = dv / kChunk;

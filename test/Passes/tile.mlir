@@ -196,10 +196,10 @@ func.func @validity_and_mask(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x64x16xf32>
 // OPTS:         scf.forall ({{.*}}) in (6, 1)
 // SPLIT-LABEL: func @decode_packed
 // SPLIT:        scf.forall ({{.*}}) in (6, 1, 4)
-// 6 programs want ceil(2 x 132 / 6) = 44 chunks, capped at 16 (and at the
-// 64 blocks of 4096 keys).
+// 6 programs want ceil(2 x 132 / 6) = 44 chunks, under the cap of 64 and
+// the 64 blocks of 4096 keys.
 // AUTO-LABEL: func @decode_packed
-// AUTO:         scf.forall ({{.*}}) in (6, 1, 16)
+// AUTO:         scf.forall ({{.*}}) in (6, 1, 44)
 // block-m = 0 takes the fewest 16-row warps that hold a program's rows:
 // 4 heads x 2 rows = 8 packed rows -> one warp; L = 100 -> 64 rows.
 // AUTOTILE-LABEL: func @offsets_causal_gqa
@@ -250,6 +250,20 @@ func.func @decode_d128(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x4096x128xbf16
                        %v: tensor<1x8x4096x128xbf16>, %pos: tensor<1xi32>) -> tensor<1x32x1x128xbf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
       : tensor<1x32x1x128xbf16>, tensor<1x8x4096x128xbf16>, tensor<1x8x4096x128xbf16> -> tensor<1x32x1x128xbf16>
+  return %o : tensor<1x32x1x128xbf16>
+}
+
+// -----
+
+// Over 32768 keys: ceil(8 * 132 / 8) = 132 chunks wanted, 64 chunks of 512
+// keys allowed, 64 the cap.
+
+// GPUSPLIT-LABEL: func @decode_long_cache
+// GPUSPLIT:         scf.forall ({{.*}}) in (8, 1, 64)
+func.func @decode_long_cache(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x32768x128xbf16>,
+                             %v: tensor<1x8x32768x128xbf16>, %pos: tensor<1xi32>) -> tensor<1x32x1x128xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
+      : tensor<1x32x1x128xbf16>, tensor<1x8x32768x128xbf16>, tensor<1x8x32768x128xbf16> -> tensor<1x32x1x128xbf16>
   return %o : tensor<1x32x1x128xbf16>
 }
 
