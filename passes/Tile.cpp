@@ -159,9 +159,10 @@ static int64_t automaticSplit(RankedTensorType q, int64_t logicalKeys,
   int64_t chunks = (s + bn - 1) / bn;
   if (cfg.splitMinKeys > 0)
     chunks = std::min(chunks, s / cfg.splitMinKeys);
-  int64_t perSm = cfg.splitWarpsPerSm > 0
-                      ? (cfg.splitWarpsPerSm + numWarps - 1) / numWarps
-                      : 2;
+  // (block-m < 16 records 0 warps: count one.)
+  const int64_t warps = std::max<int64_t>(numWarps, 1);
+  int64_t perSm =
+      cfg.splitWarpsPerSm > 0 ? (cfg.splitWarpsPerSm + warps - 1) / warps : 2;
   int64_t wanted = (perSm * cfg.numSms + programs - 1) / programs;
   constexpr int64_t kMaxAutomaticSplit = 64;
   return std::clamp<int64_t>(std::min(wanted, chunks), 1, kMaxAutomaticSplit);

@@ -4,6 +4,7 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="split-kv=0" -cse | FileCheck %s --check-prefix=AUTO
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0" -cse | FileCheck %s --check-prefix=AUTOTILE
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 split-kv=0 split-warps-per-sm=8 split-min-keys=512" -cse | FileCheck %s --check-prefix=GPUSPLIT
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=8 split-kv=0 split-warps-per-sm=8" -cse | FileCheck %s --check-prefix=SMALLBM
 
 // Offset form, causal, GQA 8/2: one program per (batch x head, query
 // block); the visible range comes from the block's last query position and
@@ -246,6 +247,9 @@ func.func @split_dynamic(%q: tensor<?x4x?x64xf32>, %k: tensor<?x4x?x64xf32>,
 // GPUSPLIT-LABEL: func @decode_d128
 // GPUSPLIT:         scf.forall ({{.*}}) in (8, 1, 8)
 // GPUSPLIT:         block_n = 32 : i64, group = 4 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 1 : i64, split_kv = 8 : i64
+// Programs of fewer than 16 rows record 0 warps; the split counts one.
+// SMALLBM-LABEL: func @decode_d128
+// SMALLBM:         block_m = 8 : i64, {{.*}} num_warps = 0 : i64, split_kv = 64 : i64
 func.func @decode_d128(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x4096x128xbf16>,
                        %v: tensor<1x8x4096x128xbf16>, %pos: tensor<1xi32>) -> tensor<1x32x1x128xbf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
