@@ -150,11 +150,13 @@ static int64_t automaticSplit(RankedTensorType q, int64_t logicalKeys,
                               int64_t group, int64_t bm, int64_t bn,
                               int64_t numWarps, const TileConfig &cfg) {
   // With GQA packing a program takes `group` heads' rows.
+  if (ShapedType::isDynamic(q.getDimSize(0)) ||
+      ShapedType::isDynamic(q.getDimSize(1)) ||
+      ShapedType::isDynamic(q.getDimSize(2)) ||
+      ShapedType::isDynamic(logicalKeys))
+    return 1;
   int64_t b = q.getDimSize(0), hq = q.getDimSize(1) / group,
           l = q.getDimSize(2) * group, s = logicalKeys;
-  if (ShapedType::isDynamic(b) || ShapedType::isDynamic(hq) ||
-      ShapedType::isDynamic(l) || ShapedType::isDynamic(s))
-    return 1;
   int64_t programs = std::max<int64_t>(b * hq * ((l + bm - 1) / bm), 1);
   int64_t chunks = (s + bn - 1) / bn;
   if (cfg.splitMinKeys > 0)
@@ -247,13 +249,20 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   // mask.
   const bool canBeFull = !op.getKeyValid() && !op.getMask() &&
                          !(explicitForm && (causal || window));
-  // GQA packing: G = Hq / Hkv heads per program, for few query rows.
+  // GQA packing: G = Hq / Hkv heads per program, for few query rows. It
+  // needs only the head counts static: B and S may be dynamic, and so may
+  // L (a serving step's query length is known only at run time; packing
+  // never reads more K/V than the unpacked schedule, and G times less for
+  // few rows).
   int64_t kvHeadsStatic = op.getKey().getType().getDimSize(op.getKeyHeadDim());
+  const int64_t qHeadsStatic = qType.getDimSize(1),
+                qLenStatic = qType.getDimSize(2);
   int64_t group = 1;
-  if (cfg.packGqa && qType.hasStaticShape() &&
+  if (cfg.packGqa && ShapedType::isStatic(qHeadsStatic) &&
       ShapedType::isStatic(kvHeadsStatic) && kvHeadsStatic > 0 &&
-      qType.getDimSize(2) < (cfg.blockM ? cfg.blockM : kMaxAutoBlockM))
-    group = qType.getDimSize(1) / kvHeadsStatic;
+      (ShapedType::isDynamic(qLenStatic) ||
+       qLenStatic < (cfg.blockM ? cfg.blockM : kMaxAutoBlockM)))
+    group = qHeadsStatic / kvHeadsStatic;
   const bool packed = group > 1;
   // The block sizes: the options, or chosen for this op (0).
   const int64_t bm =
@@ -296,7 +305,7 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
   Value numPrograms =
       m.mul(batch, packed ? m.c(qType.getDimSize(1) / group) : qHeads);
   Value numQBlocks =
-      m.ceilDiv(packed ? m.c(qType.getDimSize(2) * group) : qLen, bm);
+      m.ceilDiv(packed ? m.mul(qLen, m.c(group)) : qLen, bm);
 
   auto f32 = b.getF32Type();
   auto scoresType = MemRefType::get({bm, bn}, f32);

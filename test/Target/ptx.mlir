@@ -65,10 +65,12 @@
 // JSON: {"index": 6, "name": "lse", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["B", 8, 4], "access": "write"},
 // JSON: {"index": 7, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
 // JSON: {"index": 11, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"}
-// JSON: "grid": {"x": "B * Hq", "y": "ceil(L / 64)", "z": 1},
+// GQA packing needs only the head counts static (B and S are dynamic here):
+// one program per (batch, kv head) over the 4 x 4 packed rows of its group.
+// JSON: "grid": {"x": "B * Hq / 4", "y": "ceil(4 * L / 64)", "z": 1},
 // JSON: "block": {"x": 128, "y": 1, "z": 1},
 // JSON: "dynamic_shared_memory_bytes": 82432,
-// JSON: "tile": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2, "group": 1, "split_kv": 1},
+// JSON: "tile": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2, "group": 4, "split_kv": 1},
 // JSON: "kind": "attention"
 
 func.func @append(%q: tensor<?x8x4x128xbf16>, %k: tensor<?x2x?x128xbf16>, %v: tensor<?x2x?x128xbf16>,

@@ -15,14 +15,42 @@ read through a block table [B, S / page_size]: each sequence gets
 ceil(kv_len / page_size) pages (plus --extra-pages), drawn from a random
 permutation of the pages (--page-seed), then a -1 tail; or the table given
 with --block-table.
+
+With --dynamic (e.g. B,L,S) those dimensions are dynamic (`?`) in the IR:
+every operand whose type has one is then passed to kvattn-run as a .npy
+file written here (Q, K, V from --seed, in [-1, 1), distinct), since
+kvattn-run takes a dynamic dimension from its input file.
 """
 
 import argparse
+import ast
 import os
 import random
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+
+# .npy element codes and struct formats of the operand element types.
+NPY_TYPES = {"f32": ("<f4", "f"), "f16": ("<f4", "f"), "bf16": ("<f4", "f"),
+             "i32": ("<i4", "i"), "i64": ("<i8", "q"), "i1": ("|b1", "?")}
+
+
+def write_npy(path, shape, elt, values):
+    """A version 1.0 .npy file of `values` (flat, row-major)."""
+    descr, fmt = NPY_TYPES[elt]
+    header = repr({"descr": descr, "fortran_order": False,
+                   "shape": tuple(shape)})
+    # Magic, version, header length; the header padded with spaces and
+    # ended by a newline to a multiple of 64 bytes.
+    pad = 64 - (10 + len(header) + 1) % 64
+    header = header + " " * (pad % 64) + "\n"
+    assert ast.literal_eval(header.strip())["shape"] == tuple(shape)
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)))
+        f.write(header.encode("latin1"))
+        f.write(struct.pack(f"<{len(values)}{fmt}", *values))
 
 
 def int_list(text):
@@ -83,6 +111,10 @@ def main():
     p.add_argument("--scale", type=float)
     p.add_argument("--lse", action="store_true")
     p.add_argument("--const-positions", action="store_true")
+    p.add_argument("--dynamic", default="",
+                   help="dimensions dynamic in the IR: any of B,L,S")
+    p.add_argument("--input-seed", type=int, default=0,
+                   help="--dynamic: the seed of the generated Q, K, V")
     p.add_argument("--print-ir", action="store_true")
     p.add_argument("--ir-only", action="store_true",
                    help="print the IR (positions as constants unless "
@@ -93,10 +125,22 @@ def main():
     dv = a.Dv or a.D
     t = a.dtype
 
-    def tensor(shape, elt):
-        return "tensor<" + "x".join(str(s) for s in shape) + "x" + elt + ">"
+    dynamic = set(filter(None, a.dynamic.split(",")))
+    if not dynamic <= {"B", "L", "S"}:
+        sys.exit("attention_case.py: --dynamic takes B, L and S")
+    if a.const_positions and dynamic:
+        sys.exit("attention_case.py: --const-positions needs static shapes")
 
-    q_t = tensor([a.B, a.Hq, a.L, a.D], t)
+    def tensor(shape, elt, dims=None):
+        """The tensor type; `dims` names each dimension (B, L, S or None),
+        and a dimension named in --dynamic is `?`."""
+        dims = dims or [None] * len(shape)
+        text = ["?" if d in dynamic else str(s) for s, d in zip(shape, dims)]
+        return "tensor<" + "x".join(text) + "x" + elt + ">"
+
+    npy_dir = tempfile.mkdtemp() if dynamic else None
+    shapes = {}  # argument name -> (static shape, element type)
+    q_t = tensor([a.B, a.Hq, a.L, a.D], t, ["B", None, "L", None])
     if a.page_size:
         if a.S % a.page_size or not a.kv_len:
             sys.exit("attention_case.py: --page-size needs --kv-len and S a "
@@ -106,6 +150,8 @@ def main():
                      else a.B * max_pages + 3)
         k_t = tensor([num_pages, a.page_size, a.Hkv, a.D], t)
         v_t = tensor([num_pages, a.page_size, a.Hkv, dv], t)
+        shapes["k"] = ([num_pages, a.page_size, a.Hkv, a.D], t)
+        shapes["v"] = ([num_pages, a.page_size, a.Hkv, dv], t)
         table = a.block_table
         if table is None:
             free = list(range(num_pages))
@@ -117,15 +163,18 @@ def main():
                 table += [free.pop() for _ in range(n)]
                 table += [-1] * (max_pages - n)
     else:
-        k_t = tensor([a.B, a.Hkv, a.S, a.D], t)
-        v_t = tensor([a.B, a.Hkv, a.S, dv], t)
-    out_t = tensor([a.B, a.Hq, a.L, dv], t)
-    lse_t = tensor([a.B, a.Hq, a.L], "f32")
+        k_t = tensor([a.B, a.Hkv, a.S, a.D], t, ["B", None, "S", None])
+        v_t = tensor([a.B, a.Hkv, a.S, dv], t, ["B", None, "S", None])
+        shapes["k"] = ([a.B, a.Hkv, a.S, a.D], t)
+        shapes["v"] = ([a.B, a.Hkv, a.S, dv], t)
+    shapes["q"] = ([a.B, a.Hq, a.L, a.D], t)
+    out_t = tensor([a.B, a.Hq, a.L, dv], t, ["B", None, "L", None])
+    lse_t = tensor([a.B, a.Hq, a.L], "f32", ["B", None, "L"])
 
     args = [("q", q_t), ("k", k_t), ("v", v_t)]
     consts, inputs, groups = [], [], []
 
-    def operand(name, values, shape, elt):
+    def operand(name, values, shape, elt, dims=None):
         if values is None:
             return
         n = 1
@@ -133,7 +182,7 @@ def main():
             n *= s
         if len(values) != n:
             sys.exit(f"attention_case.py: --{name.replace('_', '-')} needs {n} values, got {len(values)}")
-        ty = tensor(shape, elt)
+        ty = tensor(shape, elt, dims)
         if a.const_positions:
             lit = ", ".join(("true" if v else "false") if elt == "i1" else str(v)
                             for v in values)
@@ -146,18 +195,24 @@ def main():
                 name_ref = f"%{name}_r"
             else:
                 name_ref = f"%{name}"
+        elif "?" in ty:
+            path = os.path.join(npy_dir, f"{name}.npy")
+            write_npy(path, shape, elt, values)
+            inputs.append(f"--input={len(args)}={path}")
+            args.append((name, ty))
+            name_ref = f"%{name}"
         else:
             inputs.append(f"--input={len(args)}=" + ",".join(str(v) for v in values))
             args.append((name, ty))
             name_ref = f"%{name}"
         groups.append(f"{name}({name_ref} : {ty})")
 
-    operand("q_offset", a.q_offset, [a.B], a.offset_type)
-    operand("k_offset", a.k_offset, [a.B], a.offset_type)
-    operand("q_pos", a.q_pos, [a.B, a.L], "i64")
-    operand("k_pos", a.k_pos, [a.B, a.S], "i64")
-    operand("kv_len", a.kv_len, [a.B], "i32")
-    operand("key_valid", a.key_valid, [a.B, a.S], "i1")
+    operand("q_offset", a.q_offset, [a.B], a.offset_type, ["B"])
+    operand("k_offset", a.k_offset, [a.B], a.offset_type, ["B"])
+    operand("q_pos", a.q_pos, [a.B, a.L], "i64", ["B", "L"])
+    operand("k_pos", a.k_pos, [a.B, a.S], "i64", ["B", "S"])
+    operand("kv_len", a.kv_len, [a.B], "i32", ["B"])
+    operand("key_valid", a.key_valid, [a.B, a.S], "i1", ["B", "S"])
     if a.mask:
         # A pattern that depends on the row and the key, so the mask is
         # neither key-only nor trivially all-true.
@@ -171,13 +226,22 @@ def main():
                     else:
                         vals.append(((j % 5) - 2) * 0.25 if keep else "-inf")
         shape = [a.B, 1, a.L, a.S]
-        ty = tensor(shape, "i1" if a.mask == "bool" else t)
-        inputs.append(f"--input={len(args)}=" + ",".join(str(v) for v in vals))
+        ty = tensor(shape, "i1" if a.mask == "bool" else t,
+                    ["B", None, "L", "S"])
+        if "?" in ty:
+            path = os.path.join(npy_dir, "mask.npy")
+            write_npy(path, shape, "i1" if a.mask == "bool" else "f32",
+                      [float(v) for v in vals] if a.mask != "bool" else vals)
+            inputs.append(f"--input={len(args)}={path}")
+        else:
+            inputs.append(f"--input={len(args)}=" +
+                          ",".join(str(v) for v in vals))
         args.append(("mask", ty))
         groups.append(f"mask(%mask : {ty})")
     # After the mask: the op's assembly order.
     if a.page_size:
-        operand("block_table", table, [a.B, a.S // a.page_size], "i32")
+        operand("block_table", table, [a.B, a.S // a.page_size], "i32",
+                ["B", None])
 
     attrs = []
     if a.causal:
@@ -203,7 +267,21 @@ def main():
         sys.stdout.write(text)
         sys.stdout.flush()
     if a.ir_only:
+        if npy_dir:
+            shutil.rmtree(npy_dir)
         return 0
+
+    # Dynamic shapes: Q, K and V from files too (arguments 0, 1, 2).
+    if dynamic:
+        rng = random.Random(a.input_seed)
+        for i, name in enumerate(("q", "k", "v")):
+            shape, elt = shapes[name]
+            n = 1
+            for d in shape:
+                n *= d
+            path = os.path.join(npy_dir, f"{name}.npy")
+            write_npy(path, shape, elt, [rng.uniform(-1, 1) for _ in range(n)])
+            inputs.append(f"--input={i}={path}")
 
     # K is argument 1 and V argument 2; each row of a key holds D (Dv)
     # values per kv head.
@@ -272,6 +350,8 @@ def main():
         return proc.returncode
     finally:
         os.unlink(path)
+        if npy_dir:
+            shutil.rmtree(npy_dir)
 
 
 if __name__ == "__main__":
