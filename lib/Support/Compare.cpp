@@ -7,14 +7,15 @@
 
 namespace kvattn {
 
-Tolerance toleranceFor(ElementType type) {
+Tolerance toleranceFor(ElementType type, double magnitude) {
+  const double m = std::max(1.0, magnitude);
   switch (type) {
   case ElementType::F32:
-    return {2e-5, 2e-5};
+    return {2e-5 * m * m * m, 2e-5};
   case ElementType::F16:
-    return {2e-3, 4e-3};
+    return {2e-3 * m, 4e-3};
   case ElementType::BF16:
-    return {1.6e-2, 1.6e-2};
+    return {1.6e-2 * m, 1.6e-2};
   default:
     return {0, 0};
   }

@@ -437,7 +437,8 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
     return "run failed: " + s.message();
   for (size_t r = 0; r < expected.size(); ++r) {
     kvattn::Comparison cmp = kvattn::compare(
-        got[r], expected[r], kvattn::toleranceFor(expected[r].elementType()));
+        got[r], expected[r],
+        kvattn::toleranceFor(expected[r].elementType(), c.magnitude));
     if (!cmp.pass())
       return "out" + std::to_string(r) + ": " + std::to_string(cmp.mismatches) +
              " mismatches, max_abs_err " + std::to_string(cmp.maxAbsErr);

@@ -531,7 +531,8 @@ int main(int argc, char **argv) {
                   "': expected two result "
                   "numbers below " +
                   std::to_string(results.size()));
-    ::kvattn::Tolerance tol = ::kvattn::toleranceFor(results[i].elementType());
+    ::kvattn::Tolerance tol =
+        ::kvattn::toleranceFor(results[i].elementType(), magnitude);
     ::kvattn::Comparison c = ::kvattn::compare(results[j], results[i], tol);
     llvm::outs() << "same out" << i << " out" << j
                  << ": max_abs_err=" << llvm::format("%.3g", c.maxAbsErr) << " "
@@ -545,7 +546,7 @@ int main(int argc, char **argv) {
     bool allPass = true;
     for (size_t r = 0; r < results.size(); ++r) {
       ::kvattn::Tolerance tol =
-          ::kvattn::toleranceFor(expected[r].elementType());
+          ::kvattn::toleranceFor(expected[r].elementType(), magnitude);
       ::kvattn::Comparison c = ::kvattn::compare(results[r], expected[r], tol);
       allPass &= c.pass();
       llvm::outs() << "check out" << r

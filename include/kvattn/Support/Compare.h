@@ -26,7 +26,16 @@ struct Tolerance {
 /// f16: 2e-3 / 4e-3 (two f16 roundings: 2^-11 each, plus accumulation);
 /// bf16: 1.6e-2 / 1.6e-2 (two bf16 roundings: 2^-8 each);
 /// f64, integers and i1: exact.
-Tolerance toleranceFor(ElementType type);
+///
+/// For inputs scaled to [-m, m) (`magnitude` m > 1: kvattn-run --magnitude,
+/// the differential fuzzer) the absolute part grows with them. The values,
+/// and with them the outputs, grow as m: the 16-bit types' rounding error
+/// (relative to the values) grows as m. In f32 the scores' own rounding
+/// dominates: a score of `D` products carries an error up to about
+/// `eps * D * m^2 * |scale|`, which shifts every probability by that
+/// fraction, and the output (a weighted mean of values up to m) by up to
+/// twice that times m: f32's atol grows as m^3.
+Tolerance toleranceFor(ElementType type, double magnitude = 1);
 
 struct Comparison {
   double maxAbsErr = 0;
