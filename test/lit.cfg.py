@@ -58,6 +58,11 @@ config.substitutions.append(
 # that PTX tests REQUIRE.
 cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 config.environment["CUDA_HOME"] = cuda_home
+# The kernel cache of compileToPtx (docs/runtime.md): a directory of this
+# run's own, emptied when the suite starts, never the user's.
+kernel_cache = os.path.join(config.kvattn_obj_root, "test", "kernel-cache")
+shutil.rmtree(kernel_cache, ignore_errors=True)
+config.environment["KVATTN_CACHE_DIR"] = kernel_cache
 if os.path.exists(os.path.join(cuda_home, "nvvm", "libdevice",
                                "libdevice.10.bc")):
     # kvattn-compile links libdevice for exp/log/tanh.

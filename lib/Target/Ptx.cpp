@@ -2,6 +2,7 @@
 
 #include "kvattn/Target/Ptx.h"
 #include "kvattn/IR/DiagnosticCollector.h"
+#include "kvattn/Target/KernelCache.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -62,6 +63,9 @@ static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
   return m;
 }
 
+static Status compileUncached(ModuleOp module, const PtxOptions &options,
+                              const std::string &libdevice, PtxModule &result);
+
 Status compileToPtx(ModuleOp module, const PtxOptions &options,
                     PtxModule &result) {
   auto start = std::chrono::steady_clock::now();
@@ -69,8 +73,6 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
       !why.empty())
     return Status::error("cannot generate code for chip '" + options.chip +
                          "': " + why);
-  MLIRContext *ctx = module.getContext();
-  OwningOpRef<ModuleOp> clone = module.clone();
   std::string libdevice = mlir::kvattn::findLibdevice(options.libdevice);
   if (libdevice.empty())
     return Status::error(
@@ -79,7 +81,43 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
              ? std::string("$CUDA_HOME, $CUDA_PATH and /usr/local/cuda")
              : options.libdevice) +
         "): the PTX would call undefined math functions");
+  auto elapsedMs = [&] {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  std::optional<KernelCache> cache;
+  if (options.useKernelCache)
+    cache = KernelCache::fromEnvironment();
+  if (!cache) {
+    KVATTN_RETURN_IF_ERROR(compileUncached(module, options, libdevice, result));
+    result.cache = "off";
+    result.compileMs = elapsedMs();
+    return Status::ok();
+  }
+  std::string key = KernelCache::key(module, options);
+  KernelCache::Lookup found = cache->lookup(key, result);
+  if (found == KernelCache::Lookup::Hit) {
+    result.cache = "hit";
+    result.compileMs = elapsedMs();
+    return Status::ok();
+  }
+  KVATTN_RETURN_IF_ERROR(compileUncached(module, options, libdevice, result));
+  result.cache = found == KernelCache::Lookup::Corrupt ? "replaced" : "miss";
+  // A cache that cannot be written costs the next process a compile, not
+  // this one its result.
+  if (Status stored = cache->store(key, result); stored.isError())
+    result.cache = "unwritable: " + stored.message();
+  result.compileMs = elapsedMs();
+  return Status::ok();
+}
 
+/// The pipelines themselves: kvattn-to-ptx's two halves, the manifest read
+/// in between.
+static Status compileUncached(ModuleOp module, const PtxOptions &options,
+                              const std::string &libdevice, PtxModule &result) {
+  MLIRContext *ctx = module.getContext();
+  OwningOpRef<ModuleOp> clone = module.clone();
   DiagnosticCollector diags(ctx);
   PassManager kernels(ctx);
   mlir::kvattn::buildKVAttnToGpuKernelsPipeline(kernels, options);
@@ -122,9 +160,6 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
   } else {
     result.ptx = object.getObject().str();
   }
-  result.compileMs = std::chrono::duration<double, std::milli>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
   return Status::ok();
 }
 

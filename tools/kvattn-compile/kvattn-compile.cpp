@@ -79,6 +79,11 @@ static cl::opt<bool>
              cl::desc("Write the device LLVM IR that NVPTX would compile "
                       "(the emulated GPU's image) instead of PTX"),
              cl::init(false), cl::cat(category));
+static cl::opt<bool> kernelCache(
+    "kernel-cache",
+    cl::desc("Read and write the on-disk kernel cache ($KVATTN_CACHE_DIR, "
+             "default under $XDG_CACHE_HOME; false: always compile)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<unsigned>
     repeat("repeat",
            cl::desc("Compile N times and report the median time (for the "
@@ -130,13 +135,17 @@ int main(int argc, char **argv) {
   options.tensorCores = tensorCores;
   if (deviceIR)
     options.image = kvattn::DeviceImage::LlvmIR;
+  options.useKernelCache = kernelCache;
 
   kvattn::PtxModule result;
+  std::string cacheStatus;
   std::vector<double> times;
   for (unsigned i = 0; i < std::max(1u, repeat.getValue()); ++i) {
     if (kvattn::Status s = kvattn::compileToPtx(*module, options, result);
         s.isError())
       return fail(s.message());
+    if (i == 0)
+      cacheStatus = result.cache;
     times.push_back(result.compileMs);
   }
   std::sort(times.begin(), times.end());
@@ -164,6 +173,7 @@ int main(int argc, char **argv) {
                  << k.dynamicSharedMemoryBytes << " bytes\n";
   llvm::outs() << "compile time IR -> " << (deviceIR ? "device IR" : "PTX")
                << ": " << llvm::format("%.1f", times[times.size() / 2])
-               << " ms (median of " << times.size() << ")\n";
+               << " ms (median of " << times.size() << ")\n"
+               << "kernel cache: " << cacheStatus << "\n";
   return 0;
 }

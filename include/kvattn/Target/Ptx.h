@@ -55,11 +55,18 @@ struct PtxModule {
   std::string ptx;
   DeviceImage image = DeviceImage::Ptx;
   std::vector<KernelManifest> kernels;
-  double compileMs = 0; ///< IR -> PTX text
+  /// IR -> PTX text, or the cache lookup's time on a hit.
+  double compileMs = 0;
+  /// The kernel cache's part: "hit", "miss" (compiled and stored),
+  /// "replaced" (the entry did not read back whole: compiled and stored
+  /// again), "off" (no cache), or "unwritable: <why>" (compiled, not
+  /// stored).
+  std::string cache = "off";
 };
 
-/// Compiles `module` (cloned, not changed). Fails with the pipeline's
-/// diagnostics.
+/// Compiles `module` (cloned, not changed), or loads the result from the
+/// kernel cache (options.useKernelCache). Fails with the pipeline's
+/// diagnostics; failures are never cached.
 Status compileToPtx(mlir::ModuleOp module, const PtxOptions &options,
                     PtxModule &result);
 

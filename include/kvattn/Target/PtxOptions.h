@@ -39,6 +39,10 @@ struct PtxOptions {
   /// head dims allow; false: the scalar lowering.
   bool tensorCores = true;
   DeviceImage image = DeviceImage::Ptx;
+  /// compileToPtx reads and writes the on-disk kernel cache that the
+  /// environment selects (KernelCache.h; KVATTN_CACHE_DIR=off: none).
+  /// False: always compile, touch no file.
+  bool useKernelCache = true;
 };
 
 } // namespace kvattn

@@ -1,0 +1,221 @@
+//===- KernelCacheTest.cpp - compileToPtx's on-disk kernel cache ----------===//
+//
+// Misses, hits, keys, corrupt and unwritable entries, and processes racing
+// on one entry (threads here, each with its own context), through
+// compileToPtx with KVATTN_CACHE_DIR pointing at a fresh directory. Needs
+// libdevice (the CUDA toolkit): without it the tests skip and say so.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Target/KernelCache.h"
+#include "kvattn/Registration/Registration.h"
+#include "kvattn/Target/Ptx.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <functional>
+#include <thread>
+
+namespace {
+
+// f32 on the scalar lowering: the quickest kernel to compile.
+constexpr const char *kAttention = R"mlir(
+func.func @main(%q: tensor<1x2x3x16xf32>, %k: tensor<1x2x8x16xf32>,
+                %v: tensor<1x2x8x16xf32>, %qo: tensor<1xi32>)
+    -> tensor<1x2x3x16xf32> {
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) causal
+      : tensor<1x2x3x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>
+      -> tensor<1x2x3x16xf32>
+  return %o : tensor<1x2x3x16xf32>
+}
+)mlir";
+
+/// The cache's files (entries and temporaries) in `dir`.
+std::vector<std::string> filesIn(const std::string &dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec))
+    files.push_back(llvm::sys::path::filename(it->path()).str());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+struct KernelCacheTest : ::testing::Test {
+  void SetUp() override {
+    if (mlir::kvattn::findLibdevice("").empty())
+      GTEST_SKIP() << "libdevice.10.bc not found (no CUDA toolkit at "
+                      "$CUDA_HOME or /usr/local/cuda): nothing compiles";
+    llvm::SmallString<128> path;
+    ASSERT_FALSE(
+        llvm::sys::fs::createUniqueDirectory("kvattn-kernel-cache", path));
+    dir = path.str().str();
+    ::setenv("KVATTN_CACHE_DIR", dir.c_str(), 1);
+    module = parse(context);
+    ASSERT_TRUE(module);
+  }
+  void TearDown() override {
+    ::unsetenv("KVATTN_CACHE_DIR");
+    if (!dir.empty())
+      llvm::sys::fs::remove_directories(dir);
+  }
+
+  static mlir::OwningOpRef<mlir::ModuleOp> parse(mlir::MLIRContext &ctx) {
+    mlir::DialectRegistry registry;
+    kvattn::registerAllKVAttnDialects(registry);
+    ctx.appendDialectRegistry(registry);
+    return mlir::parseSourceString<mlir::ModuleOp>(kAttention, &ctx);
+  }
+  kvattn::PtxModule compile(const kvattn::PtxOptions &options = {}) {
+    kvattn::PtxModule result;
+    kvattn::Status s = kvattn::compileToPtx(*module, options, result);
+    EXPECT_TRUE(s.isOk()) << s.message();
+    return result;
+  }
+  std::string entryPath() {
+    return kvattn::KernelCache(dir).pathOf(
+        kvattn::KernelCache::key(*module, kvattn::PtxOptions()));
+  }
+
+  std::string dir;
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+TEST_F(KernelCacheTest, MissStoresHitReadsTheSameResult) {
+  kvattn::PtxModule cold = compile();
+  EXPECT_EQ(cold.cache, "miss");
+  EXPECT_EQ(filesIn(dir), std::vector<std::string>{
+                              llvm::sys::path::filename(entryPath()).str()});
+  kvattn::PtxModule warm = compile();
+  EXPECT_EQ(warm.cache, "hit");
+  EXPECT_EQ(warm.ptx, cold.ptx);
+  EXPECT_EQ(warm.chip, cold.chip);
+  EXPECT_EQ(kvattn::manifestToJson(warm, "k.ptx"),
+            kvattn::manifestToJson(cold, "k.ptx"));
+  // The manifest carries real values (a hit is not an empty result).
+  ASSERT_EQ(warm.kernels.size(), 1u);
+  EXPECT_GT(warm.kernels[0].params.size(), 5u);
+  EXPECT_GT(warm.kernels[0].threadsPerBlock, 0);
+}
+
+TEST_F(KernelCacheTest, KeyFollowsOptionsAndIrNotLocations) {
+  kvattn::PtxOptions base;
+  std::string key = kvattn::KernelCache::key(*module, base);
+  EXPECT_EQ(key.size(), 64u);
+  EXPECT_EQ(kvattn::KernelCache::key(*module, base), key);
+  kvattn::PtxOptions chip = base;
+  chip.chip = "sm_90";
+  EXPECT_NE(kvattn::KernelCache::key(*module, chip), key);
+  kvattn::PtxOptions tile = base;
+  tile.blockN = 32;
+  EXPECT_NE(kvattn::KernelCache::key(*module, tile), key);
+  kvattn::PtxOptions image = base;
+  image.image = kvattn::DeviceImage::LlvmIR;
+  EXPECT_NE(kvattn::KernelCache::key(*module, image), key);
+  // The same IR parsed again (other locations): the same key.
+  mlir::MLIRContext other;
+  mlir::OwningOpRef<mlir::ModuleOp> again = parse(other);
+  ASSERT_TRUE(again);
+  again->walk([&](mlir::Operation *op) {
+    op->setLoc(mlir::FileLineColLoc::get(&other, "elsewhere.mlir", 7, 3));
+  });
+  EXPECT_EQ(kvattn::KernelCache::key(*again, base), key);
+  // Another IR: another key.
+  mlir::OwningOpRef<mlir::ModuleOp> causalOff = parse(other);
+  causalOff->walk([](mlir::Operation *op) { op->removeAttr("causal"); });
+  EXPECT_NE(kvattn::KernelCache::key(*causalOff, base), key);
+}
+
+TEST_F(KernelCacheTest, CorruptEntriesAreRecompiledAndReplaced) {
+  kvattn::PtxModule cold = compile();
+  ASSERT_EQ(cold.cache, "miss");
+  auto rewrite = [&](auto edit) {
+    auto buffer = llvm::MemoryBuffer::getFile(entryPath());
+    ASSERT_TRUE(buffer);
+    std::string text = (*buffer)->getBuffer().str();
+    edit(text);
+    std::error_code ec;
+    llvm::raw_fd_ostream os(entryPath(), ec);
+    ASSERT_FALSE(ec);
+    os << text;
+  };
+  // One flipped byte in the PTX, a truncated file, another format, an
+  // empty file: each is detected, recompiled and rewritten whole.
+  std::vector<std::function<void(std::string &)>> damages = {
+      [](std::string &t) { t[t.size() - 10] ^= 1; },
+      [](std::string &t) { t.resize(t.size() / 2); },
+      [](std::string &t) { t.replace(0, 19, "kvattn-kernel-cach3"); },
+      [](std::string &t) { t.clear(); },
+  };
+  for (size_t i = 0; i < damages.size(); ++i) {
+    rewrite(damages[i]);
+    kvattn::PtxModule again = compile();
+    EXPECT_EQ(again.cache, "replaced") << "damage " << i;
+    EXPECT_EQ(again.ptx, cold.ptx) << "damage " << i;
+    EXPECT_EQ(compile().cache, "hit") << "damage " << i;
+  }
+}
+
+TEST_F(KernelCacheTest, OffAndUnwritableStillCompile) {
+  kvattn::PtxOptions noCache;
+  noCache.useKernelCache = false;
+  EXPECT_EQ(compile(noCache).cache, "off");
+  ::setenv("KVATTN_CACHE_DIR", "off", 1);
+  EXPECT_EQ(compile().cache, "off");
+  EXPECT_TRUE(filesIn(dir).empty());
+  // A directory that cannot be created (below a regular file).
+  std::string file = dir + "/not-a-directory";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(file, ec);
+  }
+  std::string below = file + "/cache";
+  ::setenv("KVATTN_CACHE_DIR", below.c_str(), 1);
+  kvattn::PtxModule result = compile();
+  EXPECT_EQ(result.cache.rfind("unwritable: cannot create the kernel cache "
+                               "directory",
+                               0),
+            0u)
+      << result.cache;
+  EXPECT_FALSE(result.ptx.empty());
+}
+
+TEST_F(KernelCacheTest, ConcurrentWritersLeaveOneWholeEntry) {
+  constexpr int kWriters = 4;
+  std::vector<std::string> status(kWriters), ptx(kWriters);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWriters; ++i)
+    threads.emplace_back([&, i] {
+      mlir::MLIRContext ctx;
+      ctx.disableMultithreading();
+      mlir::OwningOpRef<mlir::ModuleOp> m = parse(ctx);
+      kvattn::PtxModule result;
+      if (m && kvattn::compileToPtx(*m, kvattn::PtxOptions(), result).isOk()) {
+        status[i] = result.cache;
+        ptx[i] = result.ptx;
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int i = 0; i < kWriters; ++i) {
+    EXPECT_TRUE(status[i] == "miss" || status[i] == "hit") << status[i];
+    EXPECT_EQ(ptx[i], ptx[0]);
+  }
+  // One entry, no temporary left behind, and it reads back.
+  EXPECT_EQ(filesIn(dir).size(), 1u);
+  EXPECT_EQ(compile().cache, "hit");
+}
+
+} // namespace
