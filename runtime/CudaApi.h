@@ -34,6 +34,7 @@ using CUfunction_attribute = int;
 using CUdevice_attribute = int;
 
 constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 constexpr unsigned CU_EVENT_DEFAULT = 0;
 constexpr CUjit_option CU_JIT_INFO_LOG_BUFFER = 3;
 constexpr CUjit_option CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4;
@@ -75,10 +76,13 @@ constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
   X(cuMemsetD8Async, "cuMemsetD8Async", CUresult,                              \
     (CUdeviceptr, unsigned char, size_t, CUstream))                            \
   X(cuMemGetInfo, "cuMemGetInfo_v2", CUresult, (size_t *, size_t *))           \
+  X(cuMemAllocHost, "cuMemAllocHost_v2", CUresult, (void **, size_t))          \
+  X(cuMemFreeHost, "cuMemFreeHost", CUresult, (void *))                        \
   X(cuEventCreate, "cuEventCreate", CUresult, (CUevent *, unsigned))           \
   X(cuEventDestroy, "cuEventDestroy_v2", CUresult, (CUevent))                  \
   X(cuEventRecord, "cuEventRecord", CUresult, (CUevent, CUstream))             \
   X(cuEventSynchronize, "cuEventSynchronize", CUresult, (CUevent))             \
+  X(cuEventQuery, "cuEventQuery", CUresult, (CUevent))                         \
   X(cuEventElapsedTime, "cuEventElapsedTime", CUresult,                        \
     (float *, CUevent, CUevent))                                               \
   X(cuModuleLoadDataEx, "cuModuleLoadDataEx", CUresult,                        \

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <array>
 #include <cstring>
 #include <unordered_map>
 
@@ -84,16 +85,28 @@ public:
   std::unordered_map<std::string, CUfunction> functions;
 };
 
-/// The device copy of one metadata parameter, reused across launches.
-struct Scratch {
-  DevicePtr ptr = 0;
+/// The metadata of one launch (every host-given metadata parameter, each at
+/// a 16-byte aligned offset), on the device and in its page-locked host
+/// staging, and the event recorded after the last launch that read it.
+struct MetadataSlot {
+  DevicePtr device = 0;
+  void *host = nullptr;
   size_t capacity = 0;
-  /// What the device buffer holds (the copy's source stays alive until the
-  /// next change), and the stream of the last launch that read it.
+  CUevent done = nullptr;
+  /// An event was recorded and may not have completed.
+  bool pending = false;
+  /// What the slot holds, and the stream its copy was queued on.
   std::vector<uint8_t> bytes;
-  CUstream lastStream = nullptr;
-  bool used = false;
+  CUstream stream = nullptr;
 };
+
+/// Metadata slots in flight: a launch whose metadata changed takes the next
+/// slot, and waits only if that slot's last launch (kMetadataSlots launches
+/// ago) has not finished.
+constexpr size_t kMetadataSlots = 8;
+/// The smallest slot: a decode step's offsets and lengths for a few hundred
+/// sequences.
+constexpr size_t kMinMetadataBytes = 4096;
 
 struct Runtime::Impl {
   std::unique_ptr<Driver> driver;
@@ -105,8 +118,12 @@ struct Runtime::Impl {
   /// PTX text -> module; the text itself is the key, so equal hashes of
   /// different texts cannot alias.
   std::unordered_map<std::string, std::unique_ptr<Module>> modules;
-  /// Device copies of the metadata of the last launches, reused.
-  std::unordered_map<std::string, Scratch> scratch;
+  /// The metadata of the last kMetadataSlots launches (a ring), and the
+  /// slot of the last one (-1: none yet).
+  std::array<MetadataSlot, kMetadataSlots> slots;
+  int lastSlot = -1;
+  /// Host waits for a slot (a full ring) since creation.
+  int64_t metadataWaits = 0;
   /// What allocate() returned and release() has not freed, with sizes: a
   /// release of anything else is refused instead of reaching the driver.
   std::unordered_map<DevicePtr, size_t> allocations;
@@ -119,9 +136,14 @@ struct Runtime::Impl {
       return;
     if (current)
       driver->cuStreamSynchronize(current);
-    for (auto &entry : scratch)
-      if (entry.second.ptr)
-        driver->cuMemFree(entry.second.ptr);
+    for (MetadataSlot &slot : slots) {
+      if (slot.device)
+        driver->cuMemFree(slot.device);
+      if (slot.host)
+        driver->cuMemFreeHost(slot.host);
+      if (slot.done)
+        driver->cuEventDestroy(slot.done);
+    }
     if (flush)
       driver->cuMemFree(flush);
     for (auto &entry : modules)
@@ -384,9 +406,12 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   const Driver &d = *impl_->driver;
   const std::string doing = "launching '" + kernel.name + "'";
 
-  // Metadata: the validated host values, in the kernel's element type, in
-  // device scratch buffers owned by the runtime.
+  // Metadata: the validated host values, in the kernel's element type,
+  // packed into one buffer (each parameter 16-byte aligned) that one
+  // asynchronous copy from page-locked memory takes to the device.
   std::vector<uint64_t> values; // one 8-byte slot per parameter
+  std::vector<std::pair<size_t, size_t>> metadataAt; // (value index, offset)
+  std::vector<uint8_t> packed;
   for (const ParamInfo &p : kernel.params) {
     if (p.kind == "scalar") {
       values.push_back(static_cast<uint64_t>(sizeByName(args.sizes, p.name)));
@@ -398,7 +423,9 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
       continue;
     }
     size_t width = elementBytes(p.elementType);
-    std::vector<uint8_t> bytes(meta->second.size() * width);
+    size_t offset = (packed.size() + 15) / 16 * 16;
+    packed.resize(offset + meta->second.size() * width);
+    uint8_t *bytes = packed.data() + offset;
     for (size_t i = 0; i < meta->second.size(); ++i) {
       int64_t v = meta->second[i];
       if (width == 4) {
@@ -410,33 +437,14 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
         std::memcpy(&bytes[i * 8], &v, 8);
       }
     }
-    Scratch &slot = impl_->scratch[p.name];
-    if (!slot.used || slot.bytes != bytes) {
-      // A kernel queued earlier may still read the buffer: wait for it
-      // before changing it.
-      if (slot.used)
-        KVATTN_RETURN_IF_ERROR(d.check(d.cuStreamSynchronize(slot.lastStream),
-                                       "waiting for the previous launch"));
-      if (slot.capacity < bytes.size()) {
-        if (slot.ptr)
-          KVATTN_RETURN_IF_ERROR(release(slot.ptr));
-        slot.ptr = 0;
-        slot.capacity = 0;
-        KVATTN_RETURN_IF_ERROR(allocate(bytes.size(), slot.ptr));
-        slot.capacity = bytes.size();
-      }
-      slot.bytes = std::move(bytes);
-      slot.used = false;
-      // Stream-ordered; the source (slot.bytes) lives until the next change.
-      if (!slot.bytes.empty())
-        KVATTN_RETURN_IF_ERROR(
-            d.check(d.cuMemcpyHtoDAsync(slot.ptr, slot.bytes.data(),
-                                        slot.bytes.size(), impl_->current),
-                    "copying the metadata '" + p.name + "' to the device"));
-    }
-    slot.used = true;
-    slot.lastStream = impl_->current;
-    values.push_back(slot.ptr);
+    metadataAt.push_back({values.size(), offset});
+    values.push_back(0); // the slot's address, below
+  }
+  MetadataSlot *slot = nullptr;
+  if (!metadataAt.empty()) {
+    KVATTN_RETURN_IF_ERROR(metadataSlot(packed, slot));
+    for (auto [index, offset] : metadataAt)
+      values[index] = slot->device + offset;
   }
 
   // The grid of the manifest: x = B * Hq / group programs, y = blocks of
@@ -474,14 +482,103 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   std::vector<void *> params;
   for (uint64_t &v : values)
     params.push_back(&v);
-  return d.check(d.cuLaunchKernel(
-                     function, static_cast<unsigned>(gridX),
-                     static_cast<unsigned>(gridY), static_cast<unsigned>(gridZ),
-                     static_cast<unsigned>(kernel.blockX), 1, 1,
-                     static_cast<unsigned>(kernel.dynamicSharedMemoryBytes),
-                     impl_->current, params.data(), nullptr),
-                 doing);
+  KVATTN_RETURN_IF_ERROR(d.check(
+      d.cuLaunchKernel(function, static_cast<unsigned>(gridX),
+                       static_cast<unsigned>(gridY),
+                       static_cast<unsigned>(gridZ),
+                       static_cast<unsigned>(kernel.blockX), 1, 1,
+                       static_cast<unsigned>(kernel.dynamicSharedMemoryBytes),
+                       impl_->current, params.data(), nullptr),
+      doing));
+  // The slot may be rewritten once this launch has read it.
+  if (slot) {
+    KVATTN_RETURN_IF_ERROR(
+        d.check(d.cuEventRecord(slot->done, impl_->current),
+                "recording the end of '" + kernel.name + "'"));
+    slot->pending = true;
+  }
+  return Status::ok();
 }
+
+Status Runtime::metadataSlot(const std::vector<uint8_t> &packed,
+                             MetadataSlot *&result) {
+  const Driver &d = *impl_->driver;
+  // Unchanged metadata on the same stream: the last slot, no copy.
+  if (impl_->lastSlot >= 0) {
+    MetadataSlot &last = impl_->slots[impl_->lastSlot];
+    if (last.bytes == packed && last.stream == impl_->current) {
+      result = &last;
+      return Status::ok();
+    }
+  }
+  int next = (impl_->lastSlot + 1) % static_cast<int>(kMetadataSlots);
+  MetadataSlot &slot = impl_->slots[next];
+  // The launch that last read this slot (kMetadataSlots launches ago) must
+  // be done before its staging and device copy change: usually it is.
+  if (slot.pending) {
+    CUresult state = d.cuEventQuery(slot.done);
+    if (state == CUDA_ERROR_NOT_READY) {
+      ++impl_->metadataWaits;
+      state = d.cuEventSynchronize(slot.done);
+    }
+    KVATTN_RETURN_IF_ERROR(
+        d.check(state, "waiting for a launch that read earlier metadata"));
+    slot.pending = false;
+  }
+  if (slot.capacity < packed.size())
+    KVATTN_RETURN_IF_ERROR(growSlot(slot, packed.size()));
+  std::memcpy(slot.host, packed.data(), packed.size());
+  KVATTN_RETURN_IF_ERROR(
+      d.check(d.cuMemcpyHtoDAsync(slot.device, slot.host, packed.size(),
+                                  impl_->current),
+              "copying the launch's metadata to the device"));
+  slot.bytes = packed;
+  slot.stream = impl_->current;
+  impl_->lastSlot = next;
+  result = &slot;
+  return Status::ok();
+}
+
+Status Runtime::growSlot(MetadataSlot &slot, size_t bytes) {
+  const Driver &d = *impl_->driver;
+  size_t capacity = std::max(kMinMetadataBytes, slot.capacity);
+  while (capacity < bytes)
+    capacity *= 2;
+  if (slot.device)
+    KVATTN_RETURN_IF_ERROR(release(slot.device));
+  slot.device = 0;
+  if (slot.host)
+    KVATTN_RETURN_IF_ERROR(
+        d.check(d.cuMemFreeHost(slot.host), "freeing page-locked memory"));
+  slot.host = nullptr;
+  slot.capacity = 0;
+  KVATTN_RETURN_IF_ERROR(allocate(capacity, slot.device));
+  KVATTN_RETURN_IF_ERROR(d.check(d.cuMemAllocHost(&slot.host, capacity),
+                                 "allocating " + std::to_string(capacity) +
+                                     " bytes of page-locked memory"));
+  if (!slot.done)
+    KVATTN_RETURN_IF_ERROR(
+        d.check(d.cuEventCreate(&slot.done, CU_EVENT_DEFAULT),
+                "creating an event"));
+  slot.capacity = capacity;
+  return Status::ok();
+}
+
+Status Runtime::reserveMetadata(size_t bytes) {
+  for (MetadataSlot &slot : impl_->slots) {
+    if (slot.capacity >= bytes && slot.capacity > 0)
+      continue;
+    if (slot.pending)
+      KVATTN_RETURN_IF_ERROR(impl_->driver->check(
+          impl_->driver->cuEventSynchronize(slot.done),
+          "waiting for a launch that read earlier metadata"));
+    slot.pending = false;
+    KVATTN_RETURN_IF_ERROR(growSlot(slot, std::max<size_t>(bytes, 1)));
+  }
+  return Status::ok();
+}
+
+int64_t Runtime::metadataWaits() const { return impl_->metadataWaits; }
 
 } // namespace rt
 } // namespace kvattn

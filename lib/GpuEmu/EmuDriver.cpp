@@ -263,6 +263,20 @@ CUresult cuEventRecord(CUevent event, CUstream) {
 
 CUresult cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
 
+// Launches run to completion before they return: every event is complete.
+CUresult cuEventQuery(CUevent) { return CUDA_SUCCESS; }
+
+// Page-locked host memory is host memory here.
+CUresult cuMemAllocHost_v2(void **ptr, size_t bytes) {
+  *ptr = std::calloc(bytes ? bytes : 1, 1);
+  return *ptr ? CUDA_SUCCESS : 2; // CUDA_ERROR_OUT_OF_MEMORY
+}
+
+CUresult cuMemFreeHost(void *ptr) {
+  std::free(ptr);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
   *ms = static_cast<float>(reinterpret_cast<Event *>(end)->ms -
                            reinterpret_cast<Event *>(start)->ms);

@@ -41,6 +41,23 @@ std::vector<std::unique_ptr<Function>> storage;
   if (int code = injected(symbol))                                             \
   return code
 
+namespace {
+/// Page-locked host memory: start -> size, so copies can say whether their
+/// source is pinned.
+std::map<uintptr_t, size_t> &pinned() {
+  static std::map<uintptr_t, size_t> ranges;
+  return ranges;
+}
+bool isPinned(const void *p) {
+  auto address = reinterpret_cast<uintptr_t>(p);
+  auto it = pinned().upper_bound(address);
+  if (it == pinned().begin())
+    return false;
+  --it;
+  return address < it->first + it->second;
+}
+} // namespace
+
 extern "C" {
 
 FakeCudaState *fakecuda_state() { return &state; }
@@ -135,6 +152,21 @@ CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
   FAIL_IF_INJECTED("cuMemAlloc_v2");
   *ptr = reinterpret_cast<CUdeviceptr>(std::calloc(bytes, 1));
   ++state.liveAllocations;
+  ++state.deviceAllocationCalls;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAllocHost_v2(void **ptr, size_t bytes) {
+  FAIL_IF_INJECTED("cuMemAllocHost_v2");
+  *ptr = std::calloc(bytes ? bytes : 1, 1);
+  pinned()[reinterpret_cast<uintptr_t>(*ptr)] = bytes;
+  ++state.livePinned;
+  ++state.hostAllocationCalls;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemFreeHost(void *ptr) {
+  pinned().erase(reinterpret_cast<uintptr_t>(ptr));
+  std::free(ptr);
+  --state.livePinned;
   return CUDA_SUCCESS;
 }
 CUresult cuMemFree_v2(CUdeviceptr ptr) {
@@ -159,7 +191,8 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
   FAIL_IF_INJECTED("cuMemcpyHtoDAsync_v2");
   std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
   state.transfers.push_back({"HtoD", dst, reinterpret_cast<uintptr_t>(src),
-                             bytes, reinterpret_cast<uintptr_t>(stream)});
+                             bytes, reinterpret_cast<uintptr_t>(stream),
+                             isPinned(src)});
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
@@ -205,6 +238,13 @@ CUresult cuEventRecord(CUevent event, CUstream) {
 }
 CUresult cuEventSynchronize(CUevent) {
   FAIL_IF_INJECTED("cuEventSynchronize");
+  ++state.eventSynchronizations;
+  return CUDA_SUCCESS;
+}
+/// Work runs at once here, so every event has completed; a test makes one
+/// "not ready" with fakecuda_fail_next("cuEventQuery", 600).
+CUresult cuEventQuery(CUevent) {
+  FAIL_IF_INJECTED("cuEventQuery");
   return CUDA_SUCCESS;
 }
 CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {

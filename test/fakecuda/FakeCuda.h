@@ -32,6 +32,9 @@ struct FakeTransfer {
   uint64_t dst, src; // memset: src is the byte value
   size_t bytes;
   uint64_t stream;
+  /// HtoD: the source lies in memory from cuMemAllocHost (page-locked: a
+  /// real driver copies it asynchronously, a pageable source it stages).
+  bool pinnedSource = false;
 };
 
 struct FakeCudaState {
@@ -40,10 +43,15 @@ struct FakeCudaState {
   std::vector<FakeLaunch> launches;
   std::vector<std::pair<std::string, int>> functionAttributes;
   int liveAllocations = 0;
+  /// Calls of cuMemAlloc and cuMemAllocHost (never reset by frees), and
+  /// page-locked host allocations alive.
+  int deviceAllocationCalls = 0, hostAllocationCalls = 0, livePinned = 0;
   std::vector<FakeTransfer> transfers;
   /// Streams waited for (cuStreamSynchronize), in order.
   std::vector<uint64_t> synchronizedStreams;
   int liveEvents = 0;
+  /// cuEventSynchronize calls (host waits on an event).
+  int eventSynchronizations = 0;
   double clockMs = 0, msPerLaunch = 0, msPerCopy = 0;
   int multiprocessorCount = 132;
 };

@@ -347,12 +347,11 @@ TEST_F(RuntimeTest, LaunchesRunOnTheCallersStream) {
   const FakeCudaState &st = *fakecuda_state();
   ASSERT_EQ(st.launches.size(), 1u);
   EXPECT_EQ(st.launches[0].stream, 0x1234u);
-  // The metadata uploads are ordered on the same stream.
-  ASSERT_EQ(st.transfers.size(), 2u);
-  for (const FakeTransfer &t : st.transfers) {
-    EXPECT_EQ(t.kind, "HtoD");
-    EXPECT_EQ(t.stream, 0x1234u);
-  }
+  // The metadata upload (q_offset and kv_len in one copy) is ordered on
+  // the same stream.
+  ASSERT_EQ(st.transfers.size(), 1u);
+  EXPECT_EQ(st.transfers[0].kind, "HtoD");
+  EXPECT_EQ(st.transfers[0].stream, 0x1234u);
   EXPECT_EQ(st.synchronizedStreams.back(), 0x1234u);
   // 0 is the legacy default stream, a valid choice.
   runtime->setStream(0);
@@ -372,22 +371,109 @@ TEST_F(RuntimeTest, UnchangedMetadataIsNotUploadedAgain) {
   const FakeCudaState &st = *fakecuda_state();
   LaunchArgs args = validArgs();
   ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk());
-  EXPECT_EQ(st.transfers.size(), 2u); // q_offset and kv_len
+  EXPECT_EQ(st.transfers.size(), 1u); // q_offset and kv_len, packed
   ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk());
   ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk());
-  EXPECT_EQ(st.transfers.size(), 2u) << "repeated launches re-uploaded";
+  EXPECT_EQ(st.transfers.size(), 1u) << "repeated launches re-uploaded";
   EXPECT_TRUE(st.synchronizedStreams.empty());
-  // A change waits for the launches that read the old values, then copies.
+  // A change takes the next slot of the ring: no wait, one copy.
   args.metadata["q_offset"] = {7, 9};
   ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk());
-  ASSERT_EQ(st.transfers.size(), 3u);
-  EXPECT_EQ(st.synchronizedStreams.size(), 1u);
+  ASSERT_EQ(st.transfers.size(), 2u);
+  EXPECT_TRUE(st.synchronizedStreams.empty());
+  EXPECT_EQ(st.eventSynchronizations, 0);
   ASSERT_EQ(st.launches.size(), 4u);
-  EXPECT_EQ(st.launches[3].params[3], st.launches[0].params[3]);
+  EXPECT_NE(st.launches[3].params[3], st.launches[0].params[3]);
   int32_t qOffset[2];
+  int64_t kvLen[2]; // i64 in this manifest, packed 16-byte aligned
   std::memcpy(qOffset, reinterpret_cast<void *>(st.launches[3].params[3]), 8);
   EXPECT_EQ(qOffset[0], 7);
   EXPECT_EQ(qOffset[1], 9);
+  EXPECT_EQ(st.launches[3].params[4] % 16, 0u);
+  std::memcpy(kvLen, reinterpret_cast<void *>(st.launches[3].params[4]), 16);
+  EXPECT_EQ(kvLen[0], 300);
+  EXPECT_EQ(kvLen[1], 250);
+  // The first launch's slot still holds its values.
+  std::memcpy(qOffset, reinterpret_cast<void *>(st.launches[0].params[3]), 8);
+  EXPECT_EQ(qOffset[0], 200);
+  // A launch on another stream copies again (the slot's copy was ordered
+  // on the first one).
+  runtime->setStream(0x77);
+  ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk());
+  ASSERT_EQ(st.transfers.size(), 3u);
+  EXPECT_EQ(st.transfers[2].stream, 0x77u);
+}
+
+// A serving engine's decode loop: new lengths every step, launches queued
+// without a wait. After the first step (which allocates the ring's slot),
+// and with the slots reserved up front, no step allocates, synchronises or
+// copies from pageable memory: one asynchronous copy from page-locked
+// memory and one launch per step.
+TEST_F(RuntimeTest, DecodeLoopNeitherWaitsNorAllocates) {
+  const Module *module;
+  ASSERT_TRUE(runtime->loadModule(kPtx, module).isOk());
+  FakeCudaState &st = *fakecuda_state();
+  ASSERT_TRUE(runtime->reserveMetadata(64).isOk());
+  const int devices = st.deviceAllocationCalls, hosts = st.hostAllocationCalls;
+  EXPECT_EQ(hosts, 8); // kMetadataSlots page-locked staging buffers
+  LaunchArgs args = validArgs();
+  constexpr int kSteps = 40; // five times around the ring
+  for (int step = 0; step < kSteps; ++step) {
+    args.metadata["q_offset"] = {200 + step, 150 + step};
+    args.metadata["kv_len"] = {201 + step, 151 + step};
+    args.sizes.L = 1;
+    ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk())
+        << "step " << step;
+  }
+  EXPECT_EQ(st.deviceAllocationCalls, devices);
+  EXPECT_EQ(st.hostAllocationCalls, hosts);
+  EXPECT_TRUE(st.synchronizedStreams.empty());
+  EXPECT_EQ(st.eventSynchronizations, 0);
+  EXPECT_EQ(runtime->metadataWaits(), 0);
+  ASSERT_EQ(st.transfers.size(), size_t(kSteps));
+  for (const FakeTransfer &t : st.transfers) {
+    EXPECT_EQ(t.kind, "HtoD");
+    EXPECT_TRUE(t.pinnedSource) << "a copy from pageable memory";
+  }
+  // Every launch read its own step's values (the fake driver runs at once).
+  ASSERT_EQ(st.launches.size(), size_t(kSteps));
+  int64_t last[2]; // kv_len is i64 in this manifest
+  std::memcpy(last, reinterpret_cast<void *>(st.launches.back().params[4]),
+              16);
+  EXPECT_EQ(last[0], 201 + kSteps - 1);
+  EXPECT_EQ(last[1], 151 + kSteps - 1);
+}
+
+// When the device is a whole ring behind, the launch that would reuse a
+// slot still being read waits for it (one event wait), then proceeds.
+TEST_F(RuntimeTest, AFullRingWaitsForTheOldestLaunch) {
+  const Module *module;
+  ASSERT_TRUE(runtime->loadModule(kPtx, module).isOk());
+  FakeCudaState &st = *fakecuda_state();
+  LaunchArgs args = validArgs();
+  for (int step = 0; step < 8; ++step) {
+    args.metadata["q_offset"] = {200 + step, 150};
+    ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk());
+  }
+  fakecuda_fail_next("cuEventQuery", 600); // CUDA_ERROR_NOT_READY
+  args.metadata["q_offset"] = {7, 9};
+  ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk());
+  EXPECT_EQ(st.eventSynchronizations, 1);
+  EXPECT_EQ(runtime->metadataWaits(), 1);
+  // The ninth launch reuses the first launch's slot.
+  EXPECT_EQ(st.launches[8].params[3], st.launches[0].params[3]);
+  int32_t qOffset[2];
+  std::memcpy(qOffset, reinterpret_cast<void *>(st.launches[8].params[3]), 8);
+  EXPECT_EQ(qOffset[0], 7);
+  // An event that failed otherwise is an error, not a wait.
+  fakecuda_fail_next("cuEventQuery", 700); // CUDA_ERROR_ILLEGAL_ADDRESS
+  args.metadata["q_offset"] = {8, 9};
+  Status s = runtime->launch(*module, manifest.kernels[0], args);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("waiting for a launch that read earlier "
+                             "metadata"),
+            std::string::npos)
+      << s.message();
 }
 
 TEST_F(RuntimeTest, CopyAndFillAreQueuedOnTheStream) {
@@ -432,7 +518,8 @@ TEST_F(RuntimeTest, TimeOnStreamTimesEachCall) {
   ASSERT_EQ(ms.size(), 3u);
   for (float t : ms)
     EXPECT_FLOAT_EQ(t, 0.25f);
-  EXPECT_EQ(st.liveEvents, 0);
+  // Its own events are gone; the metadata slot keeps its one.
+  EXPECT_EQ(st.liveEvents, 1);
 
   // With an L2 flush: one fill of the flush buffer before every call, the
   // buffer allocated once and kept; the fills are not timed.

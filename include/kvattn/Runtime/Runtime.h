@@ -128,6 +128,7 @@ struct RuntimeOptions {
 
 class Module;
 class Driver;
+struct MetadataSlot;
 
 class Runtime {
 public:
@@ -193,15 +194,31 @@ public:
   /// Validates `args`, uploads the metadata, packs the parameters in the
   /// manifest's order and launches the kernel on the stream with the grid,
   /// block and dynamic shared memory of the manifest. Returns after the
-  /// launch is queued; call synchronize() to wait. Metadata equal to the
-  /// previous launch's is not uploaded again (repeated launches queue only
-  /// the kernel); changed metadata waits for the previous user of its
-  /// device buffer first, then is copied on the stream.
+  /// launch is queued, without waiting for the device: call synchronize()
+  /// to wait. The host-given metadata of a launch is packed into one slot
+  /// of a ring of page-locked host staging and device buffers and copied
+  /// asynchronously on the stream; metadata equal to the previous launch's
+  /// (on the same stream) is not copied again. A slot is reused
+  /// kMetadataSlots (8) launches later, after an event query: the host
+  /// waits only when the device is 8 metadata changes behind
+  /// (metadataWaits() counts it). Slots are allocated on first use and
+  /// grow when a launch's metadata outgrows them; reserveMetadata() makes
+  /// every later launch allocation-free.
   Status launch(const Module &module, const KernelInfo &kernel,
                 const LaunchArgs &args);
 
+  /// Allocates every metadata slot for launches of up to `bytes` bytes of
+  /// metadata (the sum of their metadata parameters, each rounded up to 16
+  /// bytes), so that no later launch allocates (a plan step's call).
+  Status reserveMetadata(size_t bytes);
+  /// How often a launch waited for the device to free a metadata slot.
+  int64_t metadataWaits() const;
+
 private:
   Runtime();
+  Status metadataSlot(const std::vector<uint8_t> &packed,
+                      MetadataSlot *&slot);
+  Status growSlot(MetadataSlot &slot, size_t bytes);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int computeCapability_ = 0;
