@@ -76,6 +76,8 @@ class Library:
         lib.kvattn_runtime_destroy.restype = None
         lib.kvattn_runtime_set_stream.argtypes = [vp, ctypes.c_uint64, err]
         lib.kvattn_runtime_use_own_stream.argtypes = [vp, err]
+        lib.kvattn_runtime_reserve_metadata.argtypes = [
+            vp, ctypes.c_size_t, err]
         lib.kvattn_device_alloc.argtypes = [
             vp, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64), err]
         lib.kvattn_device_free.argtypes = [vp, ctypes.c_uint64, err]
@@ -147,6 +149,10 @@ class Runtime:
     def set_stream(self, stream):
         """Launch on a CUstream (e.g. torch.cuda.current_stream().cuda_stream)."""
         self._call("kvattn_runtime_set_stream", ctypes.c_uint64(stream))
+
+    def reserve_metadata(self, nbytes):
+        """Allocates the metadata slots up front (a plan step)."""
+        self._call("kvattn_runtime_reserve_metadata", nbytes)
 
     def use_own_stream(self):
         self._call("kvattn_runtime_use_own_stream")
@@ -348,6 +354,7 @@ def emulated(library_path):
     print("compiled for the emulator:", "append_kvattn_0" in image and
           "nvptx64" in image)
     runtime = Runtime(api)
+    runtime.reserve_metadata(256)
     ok = True
     worst = run_emulated(runtime, image, manifest, 2, 8, 24, [16, 16])
     print("emulated append: max error %.2g %s" %

@@ -6,10 +6,10 @@
 
 #include <dlfcn.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <array>
 #include <cstring>
 #include <unordered_map>
 
@@ -483,12 +483,11 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   for (uint64_t &v : values)
     params.push_back(&v);
   KVATTN_RETURN_IF_ERROR(d.check(
-      d.cuLaunchKernel(function, static_cast<unsigned>(gridX),
-                       static_cast<unsigned>(gridY),
-                       static_cast<unsigned>(gridZ),
-                       static_cast<unsigned>(kernel.blockX), 1, 1,
-                       static_cast<unsigned>(kernel.dynamicSharedMemoryBytes),
-                       impl_->current, params.data(), nullptr),
+      d.cuLaunchKernel(
+          function, static_cast<unsigned>(gridX), static_cast<unsigned>(gridY),
+          static_cast<unsigned>(gridZ), static_cast<unsigned>(kernel.blockX), 1,
+          1, static_cast<unsigned>(kernel.dynamicSharedMemoryBytes),
+          impl_->current, params.data(), nullptr),
       doing));
   // The slot may be rewritten once this launch has read it.
   if (slot) {
@@ -557,9 +556,8 @@ Status Runtime::growSlot(MetadataSlot &slot, size_t bytes) {
                                  "allocating " + std::to_string(capacity) +
                                      " bytes of page-locked memory"));
   if (!slot.done)
-    KVATTN_RETURN_IF_ERROR(
-        d.check(d.cuEventCreate(&slot.done, CU_EVENT_DEFAULT),
-                "creating an event"));
+    KVATTN_RETURN_IF_ERROR(d.check(
+        d.cuEventCreate(&slot.done, CU_EVENT_DEFAULT), "creating an event"));
   slot.capacity = capacity;
   return Status::ok();
 }

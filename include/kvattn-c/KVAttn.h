@@ -51,6 +51,13 @@ int kvattn_runtime_set_stream(kvattn_runtime *runtime, uint64_t stream,
                               char **error);
 int kvattn_runtime_use_own_stream(kvattn_runtime *runtime, char **error);
 
+/* Allocates the runtime's metadata slots (a ring of 8 page-locked staging and
+ * device buffers) for launches with up to `bytes` bytes of host-given
+ * metadata (each metadata parameter rounded up to 16 bytes), so that no later
+ * launch allocates: a plan step's call (docs/runtime.md). */
+int kvattn_runtime_reserve_metadata(kvattn_runtime *runtime, size_t bytes,
+                                    char **error);
+
 int kvattn_device_alloc(kvattn_runtime *runtime, size_t bytes,
                         uint64_t *device_ptr, char **error);
 int kvattn_device_free(kvattn_runtime *runtime, uint64_t device_ptr,

@@ -119,6 +119,14 @@ int kvattn_runtime_use_own_stream(kvattn_runtime *runtime, char **error) {
   return 0;
 }
 
+int kvattn_runtime_reserve_metadata(kvattn_runtime *runtime, size_t bytes,
+                                    char **error) {
+  if (!runtime)
+    return report(
+        Status::error("kvattn_runtime_reserve_metadata: null runtime"), error);
+  return report(runtime->runtime->reserveMetadata(bytes), error);
+}
+
 int kvattn_device_alloc(kvattn_runtime *runtime, size_t bytes,
                         uint64_t *device_ptr, char **error) {
   if (!runtime || !device_ptr)

@@ -106,9 +106,11 @@ int main(void) {
     return fail("launch on a caller's stream", error);
   printf("launch on stream 0: ok\n");
 
-  /* A kernel loaded once, launched twice. */
+  /* A kernel loaded once, launched twice, with the metadata slots reserved
+   * first (a plan step). */
   kvattn_kernel *kernel = NULL;
-  if (kvattn_kernel_load(rt, ptx, manifest, 0, &kernel, &error) ||
+  if (kvattn_runtime_reserve_metadata(rt, 64, &error) ||
+      kvattn_kernel_load(rt, ptx, manifest, 0, &kernel, &error) ||
       kvattn_kernel_launch(kernel, sizes, buffers, 4, metadata, 2, &error) ||
       kvattn_kernel_launch(kernel, sizes, buffers, 4, metadata, 2, &error) ||
       kvattn_synchronize(rt, &error))

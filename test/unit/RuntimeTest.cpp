@@ -438,8 +438,7 @@ TEST_F(RuntimeTest, DecodeLoopNeitherWaitsNorAllocates) {
   // Every launch read its own step's values (the fake driver runs at once).
   ASSERT_EQ(st.launches.size(), size_t(kSteps));
   int64_t last[2]; // kv_len is i64 in this manifest
-  std::memcpy(last, reinterpret_cast<void *>(st.launches.back().params[4]),
-              16);
+  std::memcpy(last, reinterpret_cast<void *>(st.launches.back().params[4]), 16);
   EXPECT_EQ(last[0], 201 + kSteps - 1);
   EXPECT_EQ(last[1], 151 + kSteps - 1);
 }

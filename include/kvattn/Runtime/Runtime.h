@@ -216,8 +216,7 @@ public:
 
 private:
   Runtime();
-  Status metadataSlot(const std::vector<uint8_t> &packed,
-                      MetadataSlot *&slot);
+  Status metadataSlot(const std::vector<uint8_t> &packed, MetadataSlot *&slot);
   Status growSlot(MetadataSlot &slot, size_t bytes);
   struct Impl;
   std::unique_ptr<Impl> impl_;
