@@ -334,7 +334,7 @@ LogicalResult AttentionOp::verifyConstantBlockTable() {
   auto keyType = getKey().getType();
   if (ShapedType::isDynamic(keyType.getDimSize(1)))
     return success(); // the page size is needed for every rule but range
-  ::kvattn::BlockTableView view;
+  ::mlir::kvattn::BlockTableView view;
   view.batch = tableType.getDimSize(0);
   view.maxPages = tableType.getDimSize(1);
   view.page = [&](int64_t b, int64_t slot) {
@@ -345,7 +345,7 @@ LogicalResult AttentionOp::verifyConstantBlockTable() {
       return lengths[b];
     };
   int64_t numPages = keyType.getDimSize(0);
-  ::kvattn::Status status = ::kvattn::checkBlockTable(
+  ::mlir::kvattn::Status status = ::mlir::kvattn::checkBlockTable(
       view, ShapedType::isDynamic(numPages) ? -1 : numPages,
       keyType.getDimSize(1));
   if (!status)
@@ -472,14 +472,14 @@ LogicalResult AppendOp::verifyConstantBlockTable() {
   };
   SmallVector<int64_t> entries = values(table);
   auto tableType = cast<ShapedType>(table.getType());
-  ::kvattn::BlockTableView view;
+  ::mlir::kvattn::BlockTableView view;
   view.batch = tableType.getDimSize(0);
   view.maxPages = tableType.getDimSize(1);
   view.page = [&](int64_t b, int64_t slot) {
     return entries[b * view.maxPages + slot];
   };
   int64_t numPages = cacheType.getDimSize(0);
-  ::kvattn::Status status = ::kvattn::checkBlockTable(
+  ::mlir::kvattn::Status status = ::mlir::kvattn::checkBlockTable(
       view, ShapedType::isDynamic(numPages) ? -1 : numPages, pageSize);
   if (!status)
     return emitOpError() << "invalid block table: " << status.message();
@@ -491,7 +491,7 @@ LogicalResult AppendOp::verifyConstantBlockTable() {
   SmallVector<int64_t> positions = values(posAttr);
   if (static_cast<int64_t>(positions.size()) != view.batch)
     return success();
-  status = ::kvattn::checkPagedWrite(
+  status = ::mlir::kvattn::checkPagedWrite(
       view, [&](int64_t b) -> std::optional<int64_t> { return positions[b]; },
       l, pageSize);
   if (!status)

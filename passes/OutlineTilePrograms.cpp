@@ -141,12 +141,13 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
       continue;
     auto type = cast<MemRefType>(it->second.getType());
     int64_t dim = type.getDimSize(type.getRank() - 1);
-    if (ShapedType::isStatic(dim) && dim > ::kvattn::limits::kMaxGpuHeadDim)
+    if (ShapedType::isStatic(dim) &&
+        dim > ::mlir::kvattn::limits::kMaxGpuHeadDim)
       return forall.emitOpError()
              << "kvattn-outline-tile-programs: GPU kernels take head dims up "
                 "to "
-             << ::kvattn::limits::kMaxGpuHeadDim << ", the " << role << " has "
-             << dim << " (docs/robustness.md)";
+             << ::mlir::kvattn::limits::kMaxGpuHeadDim << ", the " << role
+             << " has " << dim << " (docs/robustness.md)";
   }
   int64_t sharedMemoryBytes = 0;
   bool useTensorCores = false;

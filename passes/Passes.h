@@ -51,15 +51,15 @@ int64_t hostVectorWidth();
 /// ExecutionEngine (the kvattn-to-cpu pipeline; optLevel is the JIT's).
 /// Built from pass constructors: needs no pass registration.
 void buildKVAttnToCpuPipeline(OpPassManager &pm,
-                              const ::kvattn::CpuCompileOptions &options);
+                              const ::mlir::kvattn::CpuCompileOptions &options);
 
 /// kvattn -> tile program -> outlined kernels with the tile ops lowered to
 /// threads and shared memory (still in the gpu/scf/memref dialects).
 void buildKVAttnToGpuKernelsPipeline(OpPassManager &pm,
-                                     const ::kvattn::PtxOptions &options);
+                                     const ::mlir::kvattn::PtxOptions &options);
 /// Kernels -> NVVM -> PTX text (gpu.binary, format=isa).
 void buildGpuKernelsToPtxPipeline(OpPassManager &pm,
-                                  const ::kvattn::PtxOptions &options,
+                                  const ::mlir::kvattn::PtxOptions &options,
                                   const std::string &libdevice);
 /// libdevice.10.bc: `explicitPath` if it exists, else from $CUDA_HOME,
 /// $CUDA_PATH or /usr/local/cuda; empty when not found.

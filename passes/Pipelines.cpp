@@ -79,8 +79,8 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("Passed to -kvattn-resolve-cached-append"),
       llvm::cl::init(false)};
 
-  ::kvattn::CpuCompileOptions get() const {
-    ::kvattn::CpuCompileOptions o;
+  ::mlir::kvattn::CpuCompileOptions get() const {
+    ::mlir::kvattn::CpuCompileOptions o;
     o.blockM = blockM;
     o.blockN = blockN;
     o.stats = stats;
@@ -100,7 +100,7 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
 // consulted, so embedders need not register upstream passes, and building
 // cannot fail.
 void mlir::kvattn::buildKVAttnToCpuPipeline(
-    OpPassManager &pm, const ::kvattn::CpuCompileOptions &options) {
+    OpPassManager &pm, const ::mlir::kvattn::CpuCompileOptions &options) {
   mlir::kvattn::ResolveCachedAppendPassOptions resolve;
   resolve.fixUpperLeftAppends = options.fixUpperLeftAppends;
   pm.addPass(mlir::kvattn::createResolveCachedAppendPass(resolve));
@@ -235,8 +235,8 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
                      "instead of PTX"),
       llvm::cl::init(false)};
 
-  ::kvattn::PtxOptions get() const {
-    ::kvattn::PtxOptions o;
+  ::mlir::kvattn::PtxOptions get() const {
+    ::mlir::kvattn::PtxOptions o;
     o.chip = chip;
     o.features = features;
     o.libdevice = libdevice;
@@ -249,7 +249,7 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.numSms = numSms;
     o.tensorCores = tensorCores;
     if (deviceIR)
-      o.image = ::kvattn::DeviceImage::LlvmIR;
+      o.image = ::mlir::kvattn::DeviceImage::LlvmIR;
     return o;
   }
 };
@@ -273,7 +273,7 @@ std::string mlir::kvattn::findLibdevice(const std::string &explicitPath) {
 }
 
 void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
-    OpPassManager &pm, const ::kvattn::PtxOptions &options) {
+    OpPassManager &pm, const ::mlir::kvattn::PtxOptions &options) {
   pm.addPass(createResolveCachedAppendPass());
   TilePassOptions tile;
   tile.blockM = options.blockM;
@@ -299,7 +299,7 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
 }
 
 void mlir::kvattn::buildGpuKernelsToPtxPipeline(
-    OpPassManager &pm, const ::kvattn::PtxOptions &options,
+    OpPassManager &pm, const ::mlir::kvattn::PtxOptions &options,
     const std::string &libdevice) {
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;
@@ -328,7 +328,7 @@ void mlir::kvattn::buildGpuKernelsToPtxPipeline(
   kernels.addPass(createReconcileUnrealizedCastsPass());
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget =
-      options.image == ::kvattn::DeviceImage::LlvmIR ? "llvm" : "isa";
+      options.image == ::mlir::kvattn::DeviceImage::LlvmIR ? "llvm" : "isa";
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
@@ -345,7 +345,7 @@ void mlir::kvattn::registerKVAttnPipelines() {
       "kvattn (sdpa/attention) -> tile program -> GPU kernels (threads, "
       "warps, shared memory) -> NVVM -> PTX text in a gpu.binary",
       [](OpPassManager &pm, const PtxPipelineOptionsCL &cl) {
-        ::kvattn::PtxOptions options = cl.get();
+        ::mlir::kvattn::PtxOptions options = cl.get();
         std::string libdevice = mlir::kvattn::findLibdevice(options.libdevice);
         if (libdevice.empty())
           llvm::errs() << "kvattn-to-ptx: warning: libdevice.10.bc not found "

@@ -282,10 +282,11 @@ private:
              << ", Dv = "
              << (ShapedType::isDynamic(valueDim) ? std::string("?")
                                                  : std::to_string(valueDim));
-    if (headDim > ::kvattn::limits::kMaxHeadDim ||
-        valueDim > ::kvattn::limits::kMaxHeadDim)
+    if (headDim > ::mlir::kvattn::limits::kMaxHeadDim ||
+        valueDim > ::mlir::kvattn::limits::kMaxHeadDim)
       return op.emitOpError()
-             << "kvattn-tile: head dims above " << ::kvattn::limits::kMaxHeadDim
+             << "kvattn-tile: head dims above "
+             << ::mlir::kvattn::limits::kMaxHeadDim
              << " are not compiled (D = " << headDim << ", Dv = " << valueDim
              << "; docs/robustness.md)";
     for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
@@ -296,7 +297,7 @@ private:
       for (int64_t d : shaped.getShape())
         if (ShapedType::isStatic(d))
           dims.push_back(d);
-      if (!::kvattn::limits::elementCount(
+      if (!::mlir::kvattn::limits::elementCount(
               std::vector<int64_t>(dims.begin(), dims.end())))
         return op.emitOpError()
                << "kvattn-tile: operand " << index << " (" << operand.getType()
@@ -778,7 +779,7 @@ struct TilePass : mlir::kvattn::impl::TilePassBase<TilePass> {
           << static_cast<int64_t>(numStages) << ")";
       return signalPassFailure();
     }
-    using namespace ::kvattn::limits;
+    using namespace ::mlir::kvattn::limits;
     auto above = [&](const char *name, int64_t value, int64_t limit) {
       if (value <= limit)
         return false;

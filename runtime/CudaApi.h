@@ -13,6 +13,7 @@
 
 #include <cstddef>
 
+namespace mlir {
 namespace kvattn {
 namespace cuda {
 
@@ -98,5 +99,6 @@ constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 
 } // namespace cuda
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_RUNTIME_CUDAAPI_H

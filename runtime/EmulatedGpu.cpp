@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+namespace mlir {
 namespace kvattn {
 
 std::string emulatedDriverPath() {
@@ -58,3 +59,4 @@ std::string EmulatedGpu::takeCounters() const { return takeCounters_(); }
 std::string EmulatedGpu::takeReports() const { return takeReports_(); }
 
 } // namespace kvattn
+} // namespace mlir

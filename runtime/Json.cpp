@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 
+namespace mlir {
 namespace kvattn {
 namespace rt {
 
@@ -189,3 +190,4 @@ Status parseJson(const std::string &text, JsonValue &value) {
 
 } // namespace rt
 } // namespace kvattn
+} // namespace mlir

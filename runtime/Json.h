@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+namespace mlir {
 namespace kvattn {
 namespace rt {
 
@@ -38,5 +39,6 @@ Status parseJson(const std::string &text, JsonValue &value);
 
 } // namespace rt
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_RUNTIME_JSON_H

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+namespace mlir {
 namespace kvattn {
 namespace rt {
 
@@ -150,3 +151,4 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
 
 } // namespace rt
 } // namespace kvattn
+} // namespace mlir

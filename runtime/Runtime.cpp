@@ -13,6 +13,7 @@
 #include <cstring>
 #include <unordered_map>
 
+namespace mlir {
 namespace kvattn {
 namespace rt {
 
@@ -580,3 +581,4 @@ int64_t Runtime::metadataWaits() const { return impl_->metadataWaits; }
 
 } // namespace rt
 } // namespace kvattn
+} // namespace mlir

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <set>
 
+namespace mlir {
 namespace kvattn {
 namespace rt {
 
@@ -234,3 +235,4 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
 
 } // namespace rt
 } // namespace kvattn
+} // namespace mlir

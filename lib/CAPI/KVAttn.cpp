@@ -16,16 +16,16 @@
 #include <cstdlib>
 #include <cstring>
 
-using kvattn::Status;
+using mlir::kvattn::Status;
 
 struct kvattn_runtime {
-  std::unique_ptr<kvattn::rt::Runtime> runtime;
+  std::unique_ptr<mlir::kvattn::rt::Runtime> runtime;
 };
 
 struct kvattn_kernel {
-  kvattn::rt::Runtime *runtime;
-  const kvattn::rt::Module *module;
-  kvattn::rt::KernelInfo info;
+  mlir::kvattn::rt::Runtime *runtime;
+  const mlir::kvattn::rt::Module *module;
+  mlir::kvattn::rt::KernelInfo info;
 };
 
 static char *copyString(const std::string &s) {
@@ -44,13 +44,13 @@ static int report(const Status &status, char **error) {
 }
 
 /// Compiles `ir` to a device image (PTX or the emulator's LLVM IR).
-static int compile(const char *what, kvattn::DeviceImage image, const char *ir,
-                   const char *chip, char **ptx, char **manifest_json,
-                   char **error) {
+static int compile(const char *what, mlir::kvattn::DeviceImage image,
+                   const char *ir, const char *chip, char **ptx,
+                   char **manifest_json, char **error) {
   if (!ir || !ptx || !manifest_json)
     return report(Status::error(std::string(what) + ": null argument"), error);
   mlir::DialectRegistry registry;
-  kvattn::registerAllKVAttnDialects(registry);
+  mlir::kvattn::registerAllKVAttnDialects(registry);
   mlir::MLIRContext context(registry);
   std::string diagnostics;
   llvm::raw_string_ostream os(diagnostics);
@@ -60,17 +60,18 @@ static int compile(const char *what, kvattn::DeviceImage image, const char *ir,
       mlir::parseSourceString<mlir::ModuleOp>(ir, &context, "input");
   if (!module)
     return report(Status::error("cannot parse the IR: " + diagnostics), error);
-  kvattn::PtxOptions options;
+  mlir::kvattn::PtxOptions options;
   if (chip)
     options.chip = chip;
   options.image = image;
-  kvattn::PtxModule result;
+  mlir::kvattn::PtxModule result;
   if (int failed =
-          report(kvattn::compileToPtx(*module, options, result), error))
+          report(mlir::kvattn::compileToPtx(*module, options, result), error))
     return failed;
   *ptx = copyString(result.ptx);
-  *manifest_json = copyString(kvattn::manifestToJson(
-      result, image == kvattn::DeviceImage::Ptx ? "kernel.ptx" : "kernel.ll"));
+  *manifest_json = copyString(mlir::kvattn::manifestToJson(
+      result,
+      image == mlir::kvattn::DeviceImage::Ptx ? "kernel.ptx" : "kernel.ll"));
   return 0;
 }
 
@@ -80,21 +81,23 @@ void kvattn_free(char *string) { std::free(string); }
 
 int kvattn_compile_to_ptx(const char *ir, const char *chip, char **ptx,
                           char **manifest_json, char **error) {
-  return compile("kvattn_compile_to_ptx", kvattn::DeviceImage::Ptx, ir, chip,
-                 ptx, manifest_json, error);
+  return compile("kvattn_compile_to_ptx", mlir::kvattn::DeviceImage::Ptx, ir,
+                 chip, ptx, manifest_json, error);
 }
 
 int kvattn_compile_to_device_ir(const char *ir, const char *chip, char **image,
                                 char **manifest_json, char **error) {
-  return compile("kvattn_compile_to_device_ir", kvattn::DeviceImage::LlvmIR, ir,
-                 chip, image, manifest_json, error);
+  return compile("kvattn_compile_to_device_ir",
+                 mlir::kvattn::DeviceImage::LlvmIR, ir, chip, image,
+                 manifest_json, error);
 }
 
 int kvattn_runtime_create(kvattn_runtime **runtime, char **error) {
   if (!runtime)
     return report(Status::error("kvattn_runtime_create: null argument"), error);
   auto rt = std::make_unique<kvattn_runtime>();
-  if (int failed = report(kvattn::rt::Runtime::create(rt->runtime), error))
+  if (int failed =
+          report(mlir::kvattn::rt::Runtime::create(rt->runtime), error))
     return failed;
   *runtime = rt.release();
   return 0;
@@ -172,8 +175,8 @@ int kvattn_synchronize(kvattn_runtime *runtime, char **error) {
 static Status launchArgs(const char *what, kvattn_sizes sizes,
                          const kvattn_buffer *buffers, size_t num_buffers,
                          const kvattn_metadata *metadata, size_t num_metadata,
-                         kvattn::rt::LaunchArgs &args) {
-  args = kvattn::rt::LaunchArgs();
+                         mlir::kvattn::rt::LaunchArgs &args) {
+  args = mlir::kvattn::rt::LaunchArgs();
   args.sizes = {sizes.B, sizes.Hq, sizes.Hkv, sizes.L, sizes.S};
   args.sizes.numPages = sizes.num_pages;
   args.sizes.pageSize = sizes.page_size;
@@ -216,9 +219,9 @@ int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
                   size_t num_metadata, char **error) {
   if (!runtime || !ptx || !manifest_json)
     return report(Status::error("kvattn_launch: null argument"), error);
-  kvattn::rt::Manifest manifest;
-  if (int failed =
-          report(kvattn::rt::parseManifest(manifest_json, manifest), error))
+  mlir::kvattn::rt::Manifest manifest;
+  if (int failed = report(
+          mlir::kvattn::rt::parseManifest(manifest_json, manifest), error))
     return failed;
   if (kernel_index >= manifest.kernels.size())
     return report(Status::error("kvattn_launch: kernel index " +
@@ -226,12 +229,12 @@ int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
                                 " is out of range (the manifest has " +
                                 std::to_string(manifest.kernels.size()) + ")"),
                   error);
-  kvattn::rt::LaunchArgs args;
+  mlir::kvattn::rt::LaunchArgs args;
   if (int failed = report(launchArgs("kvattn_launch", sizes, buffers,
                                      num_buffers, metadata, num_metadata, args),
                           error))
     return failed;
-  const kvattn::rt::Module *module;
+  const mlir::kvattn::rt::Module *module;
   if (int failed = report(runtime->runtime->loadModule(ptx, module), error))
     return failed;
   return report(
@@ -244,9 +247,9 @@ int kvattn_kernel_load(kvattn_runtime *runtime, const char *ptx,
                        kvattn_kernel **kernel, char **error) {
   if (!runtime || !ptx || !manifest_json || !kernel)
     return report(Status::error("kvattn_kernel_load: null argument"), error);
-  kvattn::rt::Manifest manifest;
-  if (int failed =
-          report(kvattn::rt::parseManifest(manifest_json, manifest), error))
+  mlir::kvattn::rt::Manifest manifest;
+  if (int failed = report(
+          mlir::kvattn::rt::parseManifest(manifest_json, manifest), error))
     return failed;
   if (kernel_index >= manifest.kernels.size())
     return report(Status::error("kvattn_kernel_load: kernel index " +
@@ -269,7 +272,7 @@ int kvattn_kernel_launch(kvattn_kernel *kernel, kvattn_sizes sizes,
                          char **error) {
   if (!kernel)
     return report(Status::error("kvattn_kernel_launch: null kernel"), error);
-  kvattn::rt::LaunchArgs args;
+  mlir::kvattn::rt::LaunchArgs args;
   if (int failed = report(launchArgs("kvattn_kernel_launch", sizes, buffers,
                                      num_buffers, metadata, num_metadata, args),
                           error))

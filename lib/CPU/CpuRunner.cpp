@@ -27,6 +27,7 @@
 
 using namespace mlir;
 
+namespace mlir {
 namespace kvattn {
 
 /// The global that -kvattn-tile{stats=true} creates.
@@ -278,3 +279,4 @@ void CpuProgram::resetStats() {
 }
 
 } // namespace kvattn
+} // namespace mlir

@@ -17,6 +17,7 @@
 
 using namespace mlir;
 
+namespace mlir {
 namespace kvattn {
 
 std::optional<ElementType> toElementType(Type type) {
@@ -550,3 +551,4 @@ Status evaluateFunction(func::FuncOp func,
 }
 
 } // namespace kvattn
+} // namespace mlir

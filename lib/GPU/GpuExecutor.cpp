@@ -18,6 +18,7 @@
 
 using namespace mlir;
 
+namespace mlir {
 namespace kvattn {
 
 namespace {
@@ -234,3 +235,4 @@ Status GpuExecutor::run(Operation *attention,
 }
 
 } // namespace kvattn
+} // namespace mlir

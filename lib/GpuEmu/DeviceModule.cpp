@@ -56,6 +56,7 @@
 
 using namespace llvm;
 
+namespace mlir {
 namespace kvattn {
 namespace emu {
 
@@ -1009,3 +1010,4 @@ Status loadDeviceModule(const std::string &image, const FaultInjection &fault,
 } // namespace detail
 } // namespace emu
 } // namespace kvattn
+} // namespace mlir

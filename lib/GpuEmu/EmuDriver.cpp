@@ -31,9 +31,9 @@
 #include <memory>
 #include <string>
 
-using namespace kvattn::cuda;
-using kvattn::Status;
-using kvattn::emu::Emulator;
+using namespace mlir::kvattn::cuda;
+using mlir::kvattn::Status;
+using mlir::kvattn::emu::Emulator;
 
 namespace {
 
@@ -58,7 +58,7 @@ CUresult fail(CUresult code, const Status &status) {
 }
 
 struct Function {
-  kvattn::emu::Module *module;
+  mlir::kvattn::emu::Module *module;
   std::string name;
   int maxDynamicShared = 48 * 1024;
 };
@@ -288,7 +288,7 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
                             void **values) {
   if (!image)
     return kInvalidValue;
-  kvattn::emu::Module *loaded = nullptr;
+  mlir::kvattn::emu::Module *loaded = nullptr;
   Status s =
       Emulator::get().loadModule(static_cast<const char *>(image), loaded);
   if (s.isError()) {
@@ -312,7 +312,7 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
 }
 
 CUresult cuModuleUnload(CUmodule module) {
-  auto *m = reinterpret_cast<kvattn::emu::Module *>(module);
+  auto *m = reinterpret_cast<mlir::kvattn::emu::Module *>(module);
   for (auto it = functions().begin(); it != functions().end();)
     it = it->second->module == m ? functions().erase(it) : std::next(it);
   Emulator::get().unloadModule(m);
@@ -321,7 +321,7 @@ CUresult cuModuleUnload(CUmodule module) {
 
 CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
                              const char *name) {
-  auto *m = reinterpret_cast<kvattn::emu::Module *>(module);
+  auto *m = reinterpret_cast<mlir::kvattn::emu::Module *>(module);
   if (!m || !name)
     return kInvalidHandle;
   if (!Emulator::get().hasKernel(*m, name))
@@ -393,8 +393,8 @@ int kvattn_emu_configure(const char *key, const char *value) {
   Emulator &e = Emulator::get();
   std::string k = key ? key : "", v = value ? value : "";
   if (k == "fault") {
-    kvattn::emu::FaultInjection fault;
-    Status s = kvattn::emu::parseFaultInjection(v, fault);
+    mlir::kvattn::emu::FaultInjection fault;
+    Status s = mlir::kvattn::emu::parseFaultInjection(v, fault);
     if (s.isError()) {
       fail(kInvalidValue, s);
       return 1;
@@ -422,7 +422,8 @@ int kvattn_emu_configure(const char *key, const char *value) {
 
 const char *kvattn_emu_take_counters(void) {
   counterText.clear();
-  for (const kvattn::emu::LaunchCounters &c : Emulator::get().takeCounters())
+  for (const mlir::kvattn::emu::LaunchCounters &c :
+       Emulator::get().takeCounters())
     counterText += c.line() + "\n";
   return counterText.c_str();
 }

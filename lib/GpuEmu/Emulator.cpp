@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+namespace mlir {
 namespace kvattn {
 namespace emu {
 
@@ -216,3 +217,4 @@ std::vector<std::string> Emulator::takeReports() {
 
 } // namespace emu
 } // namespace kvattn
+} // namespace mlir

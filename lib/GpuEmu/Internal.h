@@ -24,6 +24,7 @@ class LLJIT;
 } // namespace orc
 } // namespace llvm
 
+namespace mlir {
 namespace kvattn {
 namespace emu {
 namespace detail {
@@ -166,6 +167,7 @@ float bf16ToFloat(uint16_t bits);
 } // namespace detail
 } // namespace emu
 } // namespace kvattn
+} // namespace mlir
 
 extern "C" {
 /// Host symbols the JIT code calls and reads (Machine.cpp).

@@ -41,6 +41,7 @@ extern "C" {
 uint64_t kvemu_counters[3] = {0, 0, 0};
 }
 
+namespace mlir {
 namespace kvattn {
 namespace emu {
 namespace detail {
@@ -1113,8 +1114,9 @@ Status runLaunch(const Module &module, const Kernel &kernel, Dim3 grid,
 } // namespace detail
 } // namespace emu
 } // namespace kvattn
+} // namespace mlir
 
-using kvattn::emu::detail::current;
+using mlir::kvattn::emu::detail::current;
 
 extern "C" {
 

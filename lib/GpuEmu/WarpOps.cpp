@@ -44,6 +44,7 @@ uint32_t asBits(float f) {
 
 } // namespace
 
+namespace mlir {
 namespace kvattn {
 namespace emu {
 namespace detail {
@@ -211,12 +212,13 @@ void shflSync(Site::ShflMode mode, bool predicate, uint32_t active,
 } // namespace detail
 } // namespace emu
 } // namespace kvattn
+} // namespace mlir
 
 //===----------------------------------------------------------------------===//
 // Scalar intrinsics (called from JIT code through the C ABI)
 //===----------------------------------------------------------------------===//
 
-using namespace kvattn::emu::detail;
+using namespace mlir::kvattn::emu::detail;
 
 namespace {
 

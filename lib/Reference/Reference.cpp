@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+namespace mlir {
 namespace kvattn {
 namespace reference {
 
@@ -703,3 +704,4 @@ Status gatherPages(const HostTensor &pages, const HostTensor &blockTable,
 
 } // namespace reference
 } // namespace kvattn
+} // namespace mlir

@@ -11,7 +11,7 @@
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 
-void kvattn::registerAllKVAttnDialects(mlir::DialectRegistry &registry) {
+void mlir::kvattn::registerAllKVAttnDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::kvattn::KVAttnDialect>();
   // The upstream dialects kvattn's pipelines lower through (tensor, memref,
   // scf, vector, gpu, nvvm, llvm, ...) together with the external interface
@@ -26,7 +26,7 @@ void kvattn::registerAllKVAttnDialects(mlir::DialectRegistry &registry) {
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
-void kvattn::registerAllKVAttnPasses() {
+void mlir::kvattn::registerAllKVAttnPasses() {
   mlir::kvattn::registerKVAttnPasses();
   mlir::kvattn::registerKVAttnPipelines();
 }

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <utility>
 
+namespace mlir {
 namespace kvattn {
 
 static std::string str(int64_t v) { return std::to_string(v); }
@@ -99,3 +100,4 @@ checkPagedWrite(const BlockTableView &table,
 }
 
 } // namespace kvattn
+} // namespace mlir

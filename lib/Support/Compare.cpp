@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+namespace mlir {
 namespace kvattn {
 
 Tolerance toleranceFor(ElementType type, double magnitude) {
@@ -57,3 +58,4 @@ Comparison compare(const HostTensor &actual, const HostTensor &expected,
 }
 
 } // namespace kvattn
+} // namespace mlir

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+namespace mlir {
 namespace kvattn {
 
 static uint32_t floatBits(float f) {
@@ -73,3 +74,4 @@ uint16_t floatToBFloat16Bits(float value) {
 }
 
 } // namespace kvattn
+} // namespace mlir

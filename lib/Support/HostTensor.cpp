@@ -10,6 +10,7 @@
 #include <cstring>
 #include <unistd.h>
 
+namespace mlir {
 namespace kvattn {
 
 const char *elementTypeName(ElementType type) {
@@ -244,3 +245,4 @@ Status HostTensor::convertTo(ElementType type, HostTensor &result) const {
 }
 
 } // namespace kvattn
+} // namespace mlir

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+namespace mlir {
 namespace kvattn {
 
 namespace {
@@ -231,3 +232,4 @@ Status writeNpy(const std::string &path, const HostTensor &tensor) {
 }
 
 } // namespace kvattn
+} // namespace mlir

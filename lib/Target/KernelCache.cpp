@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 
+namespace mlir {
 namespace kvattn {
 
 namespace {
@@ -243,3 +244,4 @@ Status KernelCache::store(const std::string &key,
 }
 
 } // namespace kvattn
+} // namespace mlir

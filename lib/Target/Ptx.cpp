@@ -19,6 +19,7 @@
 
 using namespace mlir;
 
+namespace mlir {
 namespace kvattn {
 
 static std::string typeName(Type type) {
@@ -226,3 +227,4 @@ std::string manifestToJson(const PtxModule &module,
 }
 
 } // namespace kvattn
+} // namespace mlir

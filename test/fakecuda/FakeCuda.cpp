@@ -10,7 +10,7 @@
 #include <memory>
 #include <regex>
 
-using namespace kvattn::cuda;
+using namespace mlir::kvattn::cuda;
 
 namespace {
 

@@ -38,8 +38,8 @@
 #include <sstream>
 
 namespace cl = llvm::cl;
-using kvattn::ElementType;
-using kvattn::HostTensor;
+using mlir::kvattn::ElementType;
+using mlir::kvattn::HostTensor;
 
 static cl::opt<uint64_t> seed("seed", cl::init(1));
 static cl::opt<int64_t> iterations("iterations", cl::init(100));
@@ -383,10 +383,11 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
                  : kvShape;
     if (i == 1 || i == 2)
       shape.push_back(i == 1 ? c.D : c.Dv);
-    HostTensor t(*kvattn::toElementType(tensor.getElementType()), shape);
+    HostTensor t(*mlir::kvattn::toElementType(tensor.getElementType()), shape);
     if (i < 3) {
       for (int64_t n = 0; n < t.numElements(); ++n)
-        t.setDouble(n, kvattn::seededValue(c.dataSeed, i, n) * c.magnitude);
+        t.setDouble(n,
+                    mlir::kvattn::seededValue(c.dataSeed, i, n) * c.magnitude);
     } else { // the [B, 1, L, S] mask
       int64_t n = 0;
       for (int64_t b = 0; b < c.B; ++b)
@@ -403,7 +404,8 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
   }
 
   std::vector<HostTensor> expected, got;
-  if (kvattn::Status s = kvattn::evaluateFunction(func, args, expected);
+  if (mlir::kvattn::Status s =
+          mlir::kvattn::evaluateFunction(func, args, expected);
       s.isError()) {
     // Huge inputs: the reference refuses what could overflow f32 (the
     // documented range), by name.
@@ -412,7 +414,7 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
       return "";
     return "the reference rejected a valid case: " + s.message();
   }
-  kvattn::CpuCompileOptions options;
+  mlir::kvattn::CpuCompileOptions options;
   options.blockM = c.blockM;
   options.blockN = c.blockN;
   options.splitKv = c.splitKv;
@@ -421,9 +423,9 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
   options.vectorWidth = c.vectorWidth;
   options.threads = c.threads;
   options.optLevel = 1;
-  std::unique_ptr<kvattn::CpuProgram> program;
-  kvattn::Status compiled =
-      kvattn::CpuProgram::compile(*module, "main", options, program);
+  std::unique_ptr<mlir::kvattn::CpuProgram> program;
+  mlir::kvattn::Status compiled =
+      mlir::kvattn::CpuProgram::compile(*module, "main", options, program);
   if (c.optionOverLimit)
     return compiled.isError() && compiled.message().find(
                                      "is above the limit") != std::string::npos
@@ -433,12 +435,12 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
                                          : std::string("compiled"));
   if (compiled.isError())
     return "compilation failed: " + compiled.message();
-  if (kvattn::Status s = program->run(args, got); s.isError())
+  if (mlir::kvattn::Status s = program->run(args, got); s.isError())
     return "run failed: " + s.message();
   for (size_t r = 0; r < expected.size(); ++r) {
-    kvattn::Comparison cmp = kvattn::compare(
+    mlir::kvattn::Comparison cmp = mlir::kvattn::compare(
         got[r], expected[r],
-        kvattn::toleranceFor(expected[r].elementType(), c.magnitude));
+        mlir::kvattn::toleranceFor(expected[r].elementType(), c.magnitude));
     if (!cmp.pass())
       return "out" + std::to_string(r) + ": " + std::to_string(cmp.mismatches) +
              " mismatches, max_abs_err " + std::to_string(cmp.maxAbsErr);
@@ -510,9 +512,9 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "kvattn differential fuzzer\n");
   mlir::registerAllPasses();
-  kvattn::registerAllKVAttnPasses();
+  mlir::kvattn::registerAllKVAttnPasses();
   mlir::DialectRegistry registry;
-  kvattn::registerAllKVAttnDialects(registry);
+  mlir::kvattn::registerAllKVAttnDialects(registry);
   mlir::MLIRContext context(registry);
   context.disableMultithreading();
 

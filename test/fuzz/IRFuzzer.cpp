@@ -32,7 +32,7 @@ static MLIRContext &context() {
   // embedder would.
   static MLIRContext *ctx = [] {
     DialectRegistry registry;
-    ::kvattn::registerAllKVAttnDialects(registry);
+    ::mlir::kvattn::registerAllKVAttnDialects(registry);
     auto *c = new MLIRContext(registry);
     c->disableMultithreading();
     return c;
@@ -99,9 +99,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   // The default CPU pipeline, then one with drawn options.
   runPipeline(*module, [](OpPassManager &pm) {
-    mlir::kvattn::buildKVAttnToCpuPipeline(pm, ::kvattn::CpuCompileOptions());
+    mlir::kvattn::buildKVAttnToCpuPipeline(pm,
+                                           ::mlir::kvattn::CpuCompileOptions());
   });
-  ::kvattn::CpuCompileOptions cpu;
+  ::mlir::kvattn::CpuCompileOptions cpu;
   cpu.blockM = draw.pick(kBlocks);
   cpu.blockN = draw.pick(kBlocks);
   cpu.splitKv = draw.pick(kSplits);
@@ -120,7 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // available (the NVPTX back end then runs on every verified input), else
   // to the device LLVM IR.
   static const std::string libdevice = mlir::kvattn::findLibdevice("");
-  ::kvattn::PtxOptions gpu;
+  ::mlir::kvattn::PtxOptions gpu;
   gpu.chip = draw.pick(kChips);
   gpu.blockM = draw.pick(kBlocks);
   gpu.blockN = draw.pick(kBlocks);
@@ -130,7 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   gpu.packGqa = draw.pick(kBools);
   gpu.tensorCores = draw.pick(kBools);
   if (libdevice.empty())
-    gpu.image = ::kvattn::DeviceImage::LlvmIR;
+    gpu.image = ::mlir::kvattn::DeviceImage::LlvmIR;
   runPipeline(*module, [&](OpPassManager &pm) {
     mlir::kvattn::buildKVAttnToGpuKernelsPipeline(pm, gpu);
     mlir::kvattn::buildGpuKernelsToPtxPipeline(pm, gpu, libdevice);

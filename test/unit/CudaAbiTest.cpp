@@ -12,7 +12,7 @@
 
 #include "gtest/gtest.h"
 
-namespace k = kvattn::cuda;
+namespace k = mlir::kvattn::cuda;
 
 static_assert(sizeof(k::CUdeviceptr) == sizeof(CUdeviceptr), "CUdeviceptr");
 static_assert(sizeof(k::CUdevice) == sizeof(CUdevice), "CUdevice");

@@ -36,7 +36,7 @@ func.func @main(%q: tensor<1x2x3x16xf16>, %k: tensor<1x2x8x16xf16>,
 struct Embedding : ::testing::Test {
   Embedding() {
     mlir::DialectRegistry registry;
-    kvattn::registerAllKVAttnDialects(registry);
+    mlir::kvattn::registerAllKVAttnDialects(registry);
     context = std::make_unique<mlir::MLIRContext>(registry);
     module = mlir::parseSourceString<mlir::ModuleOp>(kAttention, context.get());
   }
@@ -46,20 +46,20 @@ struct Embedding : ::testing::Test {
 
 TEST_F(Embedding, CpuPathNeedsNoPassRegistration) {
   ASSERT_TRUE(module);
-  std::unique_ptr<kvattn::CpuProgram> program;
-  kvattn::Status s = kvattn::CpuProgram::compile(
-      *module, "main", kvattn::CpuCompileOptions(), program);
+  std::unique_ptr<mlir::kvattn::CpuProgram> program;
+  mlir::kvattn::Status s = mlir::kvattn::CpuProgram::compile(
+      *module, "main", mlir::kvattn::CpuCompileOptions(), program);
   ASSERT_FALSE(s.isError()) << s.message();
 
   // Distinct values per key: a wrong mask moves the result.
-  kvattn::HostTensor q(kvattn::ElementType::F16, {1, 2, 3, 16}),
-      k(kvattn::ElementType::F16, {1, 2, 8, 16}),
-      v(kvattn::ElementType::F16, {1, 2, 8, 16}),
-      qo(kvattn::ElementType::I32, {1});
+  mlir::kvattn::HostTensor q(mlir::kvattn::ElementType::F16, {1, 2, 3, 16}),
+      k(mlir::kvattn::ElementType::F16, {1, 2, 8, 16}),
+      v(mlir::kvattn::ElementType::F16, {1, 2, 8, 16}),
+      qo(mlir::kvattn::ElementType::I32, {1});
   for (int64_t i = 0; i < v.numElements(); ++i)
     v.setDouble(i, static_cast<double>((i / 16) % 8)); // value = key index
   qo.setInt(0, 5); // rows at positions 5, 6, 7: they see 6, 7, 8 keys
-  std::vector<kvattn::HostTensor> out;
+  std::vector<mlir::kvattn::HostTensor> out;
   s = program->run({q, k, v, qo}, out);
   ASSERT_FALSE(s.isError()) << s.message();
   ASSERT_EQ(out.size(), 1u);
@@ -73,7 +73,7 @@ TEST_F(Embedding, CpuPathNeedsNoPassRegistration) {
 TEST_F(Embedding, CpuPipelineBuildsWithoutRegistry) {
   ASSERT_TRUE(module);
   mlir::PassManager pm(context.get());
-  mlir::kvattn::buildKVAttnToCpuPipeline(pm, kvattn::CpuCompileOptions());
+  mlir::kvattn::buildKVAttnToCpuPipeline(pm, mlir::kvattn::CpuCompileOptions());
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
 }
 
@@ -85,10 +85,10 @@ TEST_F(Embedding, GpuPathNeedsNoPassRegistration) {
   if (mlir::kvattn::findLibdevice("").empty())
     GTEST_SKIP() << "libdevice.10.bc not found (CUDA toolkit): the GPU path "
                     "needs it for its math functions";
-  kvattn::PtxOptions options;
-  options.image = kvattn::DeviceImage::LlvmIR; // no NVPTX code generation
-  kvattn::PtxModule ptx;
-  kvattn::Status s = kvattn::compileToPtx(*module, options, ptx);
+  mlir::kvattn::PtxOptions options;
+  options.image = mlir::kvattn::DeviceImage::LlvmIR; // no NVPTX code generation
+  mlir::kvattn::PtxModule ptx;
+  mlir::kvattn::Status s = mlir::kvattn::compileToPtx(*module, options, ptx);
   ASSERT_FALSE(s.isError()) << s.message();
   EXPECT_EQ(ptx.kernels.size(), 1u);
   EXPECT_NE(ptx.ptx.find("define"), std::string::npos);
@@ -96,18 +96,18 @@ TEST_F(Embedding, GpuPathNeedsNoPassRegistration) {
 
 TEST_F(Embedding, BadOptionsAreStatusNotAbort) {
   ASSERT_TRUE(module);
-  kvattn::PtxOptions options;
+  mlir::kvattn::PtxOptions options;
   options.chip = "sm_50";
-  kvattn::PtxModule ptx;
-  kvattn::Status s = kvattn::compileToPtx(*module, options, ptx);
+  mlir::kvattn::PtxModule ptx;
+  mlir::kvattn::Status s = mlir::kvattn::compileToPtx(*module, options, ptx);
   ASSERT_TRUE(s.isError());
   EXPECT_NE(s.message().find("older than sm_80"), std::string::npos)
       << s.message();
 
-  kvattn::CpuCompileOptions cpu;
+  mlir::kvattn::CpuCompileOptions cpu;
   cpu.blockM = 65536;
-  std::unique_ptr<kvattn::CpuProgram> program;
-  s = kvattn::CpuProgram::compile(*module, "main", cpu, program);
+  std::unique_ptr<mlir::kvattn::CpuProgram> program;
+  s = mlir::kvattn::CpuProgram::compile(*module, "main", cpu, program);
   ASSERT_TRUE(s.isError());
   EXPECT_NE(s.message().find("block-m = 65536 is above the limit 256"),
             std::string::npos)

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-using namespace kvattn;
+using namespace mlir::kvattn;
 
 TEST(Float16, ExactValues) {
   EXPECT_EQ(floatToHalfBits(1.0f), 0x3c00);

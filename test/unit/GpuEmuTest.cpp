@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-using namespace kvattn::cuda;
+using namespace mlir::kvattn::cuda;
 
 namespace {
 
@@ -186,7 +186,9 @@ define ptx_kernel void @mma(ptr %a, ptr %b, ptr %c, ptr %d) {
       C[i][n] = float(i * 8 + n) * 0.5f;
   uint32_t a[32][4] = {}, b[32][2] = {};
   float c[32][4];
-  auto bits = [](float v) { return uint32_t(kvattn::floatToBFloat16Bits(v)); };
+  auto bits = [](float v) {
+    return uint32_t(mlir::kvattn::floatToBFloat16Bits(v));
+  };
   for (int i = 0; i < 16; ++i)
     for (int k = 0; k < 16; ++k) {
       int lane = (i % 8) * 4 + (k % 8) / 2;

@@ -73,19 +73,21 @@ struct KernelCacheTest : ::testing::Test {
 
   static mlir::OwningOpRef<mlir::ModuleOp> parse(mlir::MLIRContext &ctx) {
     mlir::DialectRegistry registry;
-    kvattn::registerAllKVAttnDialects(registry);
+    mlir::kvattn::registerAllKVAttnDialects(registry);
     ctx.appendDialectRegistry(registry);
     return mlir::parseSourceString<mlir::ModuleOp>(kAttention, &ctx);
   }
-  kvattn::PtxModule compile(const kvattn::PtxOptions &options = {}) {
-    kvattn::PtxModule result;
-    kvattn::Status s = kvattn::compileToPtx(*module, options, result);
+  mlir::kvattn::PtxModule
+  compile(const mlir::kvattn::PtxOptions &options = {}) {
+    mlir::kvattn::PtxModule result;
+    mlir::kvattn::Status s =
+        mlir::kvattn::compileToPtx(*module, options, result);
     EXPECT_TRUE(s.isOk()) << s.message();
     return result;
   }
   std::string entryPath() {
-    return kvattn::KernelCache(dir).pathOf(
-        kvattn::KernelCache::key(*module, kvattn::PtxOptions()));
+    return mlir::kvattn::KernelCache(dir).pathOf(
+        mlir::kvattn::KernelCache::key(*module, mlir::kvattn::PtxOptions()));
   }
 
   std::string dir;
@@ -94,16 +96,16 @@ struct KernelCacheTest : ::testing::Test {
 };
 
 TEST_F(KernelCacheTest, MissStoresHitReadsTheSameResult) {
-  kvattn::PtxModule cold = compile();
+  mlir::kvattn::PtxModule cold = compile();
   EXPECT_EQ(cold.cache, "miss");
   EXPECT_EQ(filesIn(dir), std::vector<std::string>{
                               llvm::sys::path::filename(entryPath()).str()});
-  kvattn::PtxModule warm = compile();
+  mlir::kvattn::PtxModule warm = compile();
   EXPECT_EQ(warm.cache, "hit");
   EXPECT_EQ(warm.ptx, cold.ptx);
   EXPECT_EQ(warm.chip, cold.chip);
-  EXPECT_EQ(kvattn::manifestToJson(warm, "k.ptx"),
-            kvattn::manifestToJson(cold, "k.ptx"));
+  EXPECT_EQ(mlir::kvattn::manifestToJson(warm, "k.ptx"),
+            mlir::kvattn::manifestToJson(cold, "k.ptx"));
   // The manifest carries real values (a hit is not an empty result).
   ASSERT_EQ(warm.kernels.size(), 1u);
   EXPECT_GT(warm.kernels[0].params.size(), 5u);
@@ -111,19 +113,19 @@ TEST_F(KernelCacheTest, MissStoresHitReadsTheSameResult) {
 }
 
 TEST_F(KernelCacheTest, KeyFollowsOptionsAndIrNotLocations) {
-  kvattn::PtxOptions base;
-  std::string key = kvattn::KernelCache::key(*module, base);
+  mlir::kvattn::PtxOptions base;
+  std::string key = mlir::kvattn::KernelCache::key(*module, base);
   EXPECT_EQ(key.size(), 64u);
-  EXPECT_EQ(kvattn::KernelCache::key(*module, base), key);
-  kvattn::PtxOptions chip = base;
+  EXPECT_EQ(mlir::kvattn::KernelCache::key(*module, base), key);
+  mlir::kvattn::PtxOptions chip = base;
   chip.chip = "sm_90";
-  EXPECT_NE(kvattn::KernelCache::key(*module, chip), key);
-  kvattn::PtxOptions tile = base;
+  EXPECT_NE(mlir::kvattn::KernelCache::key(*module, chip), key);
+  mlir::kvattn::PtxOptions tile = base;
   tile.blockN = 32;
-  EXPECT_NE(kvattn::KernelCache::key(*module, tile), key);
-  kvattn::PtxOptions image = base;
-  image.image = kvattn::DeviceImage::LlvmIR;
-  EXPECT_NE(kvattn::KernelCache::key(*module, image), key);
+  EXPECT_NE(mlir::kvattn::KernelCache::key(*module, tile), key);
+  mlir::kvattn::PtxOptions image = base;
+  image.image = mlir::kvattn::DeviceImage::LlvmIR;
+  EXPECT_NE(mlir::kvattn::KernelCache::key(*module, image), key);
   // The same IR parsed again (other locations): the same key.
   mlir::MLIRContext other;
   mlir::OwningOpRef<mlir::ModuleOp> again = parse(other);
@@ -131,15 +133,15 @@ TEST_F(KernelCacheTest, KeyFollowsOptionsAndIrNotLocations) {
   again->walk([&](mlir::Operation *op) {
     op->setLoc(mlir::FileLineColLoc::get(&other, "elsewhere.mlir", 7, 3));
   });
-  EXPECT_EQ(kvattn::KernelCache::key(*again, base), key);
+  EXPECT_EQ(mlir::kvattn::KernelCache::key(*again, base), key);
   // Another IR: another key.
   mlir::OwningOpRef<mlir::ModuleOp> causalOff = parse(other);
   causalOff->walk([](mlir::Operation *op) { op->removeAttr("causal"); });
-  EXPECT_NE(kvattn::KernelCache::key(*causalOff, base), key);
+  EXPECT_NE(mlir::kvattn::KernelCache::key(*causalOff, base), key);
 }
 
 TEST_F(KernelCacheTest, CorruptEntriesAreRecompiledAndReplaced) {
-  kvattn::PtxModule cold = compile();
+  mlir::kvattn::PtxModule cold = compile();
   ASSERT_EQ(cold.cache, "miss");
   auto rewrite = [&](auto edit) {
     auto buffer = llvm::MemoryBuffer::getFile(entryPath());
@@ -161,7 +163,7 @@ TEST_F(KernelCacheTest, CorruptEntriesAreRecompiledAndReplaced) {
   };
   for (size_t i = 0; i < damages.size(); ++i) {
     rewrite(damages[i]);
-    kvattn::PtxModule again = compile();
+    mlir::kvattn::PtxModule again = compile();
     EXPECT_EQ(again.cache, "replaced") << "damage " << i;
     EXPECT_EQ(again.ptx, cold.ptx) << "damage " << i;
     EXPECT_EQ(compile().cache, "hit") << "damage " << i;
@@ -169,7 +171,7 @@ TEST_F(KernelCacheTest, CorruptEntriesAreRecompiledAndReplaced) {
 }
 
 TEST_F(KernelCacheTest, OffAndUnwritableStillCompile) {
-  kvattn::PtxOptions noCache;
+  mlir::kvattn::PtxOptions noCache;
   noCache.useKernelCache = false;
   EXPECT_EQ(compile(noCache).cache, "off");
   ::setenv("KVATTN_CACHE_DIR", "off", 1);
@@ -183,7 +185,7 @@ TEST_F(KernelCacheTest, OffAndUnwritableStillCompile) {
   }
   std::string below = file + "/cache";
   ::setenv("KVATTN_CACHE_DIR", below.c_str(), 1);
-  kvattn::PtxModule result = compile();
+  mlir::kvattn::PtxModule result = compile();
   EXPECT_EQ(result.cache.rfind("unwritable: cannot create the kernel cache "
                                "directory",
                                0),
@@ -201,8 +203,10 @@ TEST_F(KernelCacheTest, ConcurrentWritersLeaveOneWholeEntry) {
       mlir::MLIRContext ctx;
       ctx.disableMultithreading();
       mlir::OwningOpRef<mlir::ModuleOp> m = parse(ctx);
-      kvattn::PtxModule result;
-      if (m && kvattn::compileToPtx(*m, kvattn::PtxOptions(), result).isOk()) {
+      mlir::kvattn::PtxModule result;
+      if (m &&
+          mlir::kvattn::compileToPtx(*m, mlir::kvattn::PtxOptions(), result)
+              .isOk()) {
         status[i] = result.cache;
         ptx[i] = result.ptx;
       }

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-using namespace kvattn;
+using namespace mlir::kvattn;
 
 namespace {
 

@@ -19,8 +19,8 @@
 #include <numeric>
 #include <random>
 
-using namespace kvattn;
-using namespace kvattn::reference;
+using namespace mlir::kvattn;
+using namespace mlir::kvattn::reference;
 
 namespace {
 

@@ -16,8 +16,8 @@
 
 #include <cstring>
 
-using namespace kvattn;
-using namespace kvattn::rt;
+using namespace mlir::kvattn;
+using namespace mlir::kvattn::rt;
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-namespace kvattn::bench {
+namespace mlir::kvattn::bench {
 namespace {
 
 constexpr int kChains = 24;
@@ -108,4 +108,4 @@ FmaPeak measureFmaPeak(int threads) {
   return peak;
 }
 
-} // namespace kvattn::bench
+} // namespace mlir::kvattn::bench

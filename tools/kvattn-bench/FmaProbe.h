@@ -12,7 +12,7 @@
 
 #include <string>
 
-namespace kvattn::bench {
+namespace mlir::kvattn::bench {
 
 struct FmaPeak {
   /// "AVX-512", "AVX2+FMA" or "baseline".
@@ -28,6 +28,6 @@ struct FmaPeak {
 /// Runs the probe for about 0.2 s per measurement.
 FmaPeak measureFmaPeak(int threads);
 
-} // namespace kvattn::bench
+} // namespace mlir::kvattn::bench
 
 #endif // KVATTN_BENCH_FMAPROBE_H

@@ -20,7 +20,7 @@
 //
 // Cached append L in {1, 8, 64, 512, 2048} x P in {0, 4096, 32768} x D in
 // {64, 128}, bf16, GQA 32/8, lower-right causal, the batch sized to fill the
-// GPU: PTX from kvattn::compileToPtx, launched through rt::Runtime, timed
+// GPU: PTX from mlir::kvattn::compileToPtx, launched through rt::Runtime, timed
 // with CUDA events (median of --repeats after --warmup calls, the L2 cache
 // flushed before each). The first line is the device-to-device copy
 // bandwidth; per shape: the time, TFLOP/s over allowed scores only, the GB/s
@@ -177,9 +177,9 @@ std::string buildIR(const Shape &s, const std::string &elt) {
       .str();
 }
 
-kvattn::HostTensor random(kvattn::ElementType type, std::vector<int64_t> shape,
-                          uint64_t seed) {
-  kvattn::HostTensor t(type, std::move(shape));
+mlir::kvattn::HostTensor random(mlir::kvattn::ElementType type,
+                                std::vector<int64_t> shape, uint64_t seed) {
+  mlir::kvattn::HostTensor t(type, std::move(shape));
   uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
   for (int64_t i = 0; i < t.numElements(); ++i) {
     x ^= x << 13;
@@ -194,7 +194,7 @@ kvattn::HostTensor random(kvattn::ElementType type, std::vector<int64_t> shape,
 // --target=cpu
 //===----------------------------------------------------------------------===//
 
-int runCpu(kvattn::ElementType elt, mlir::MLIRContext &context) {
+int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
   if (repeats < 1) {
     llvm::errs() << "kvattn-bench: error: --repeats must be >= 1 (got "
                  << repeats << ")\n";
@@ -249,7 +249,8 @@ int runCpu(kvattn::ElementType elt, mlir::MLIRContext &context) {
       numThreads > 0
           ? static_cast<int>(numThreads)
           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  kvattn::bench::FmaPeak peak = kvattn::bench::measureFmaPeak(threads);
+  mlir::kvattn::bench::FmaPeak peak =
+      mlir::kvattn::bench::measureFmaPeak(threads);
   const double peakGflops = peak.allThreads;
   llvm::outs() << llvm::formatv(
       "kvattn-bench --target=cpu dtype={0} block-m={1} block-n={2} "
@@ -270,31 +271,31 @@ int runCpu(kvattn::ElementType elt, mlir::MLIRContext &context) {
         mlir::parseSourceString<mlir::ModuleOp>(buildIR(s, dtype), &context);
     if (!module)
       return 1;
-    kvattn::CpuCompileOptions options;
+    mlir::kvattn::CpuCompileOptions options;
     options.blockM = blockM;
     options.blockN = blockN;
     options.threads = numThreads;
     options.vectorize = vectorize;
-    std::unique_ptr<kvattn::CpuProgram> program;
-    if (kvattn::Status st =
-            kvattn::CpuProgram::compile(*module, "main", options, program);
+    std::unique_ptr<mlir::kvattn::CpuProgram> program;
+    if (mlir::kvattn::Status st = mlir::kvattn::CpuProgram::compile(
+            *module, "main", options, program);
         st.isError()) {
       llvm::errs() << "kvattn-bench: error: " << st.message() << "\n";
       return 1;
     }
     int64_t S = s.p + s.l;
-    std::vector<kvattn::HostTensor> args = {
+    std::vector<mlir::kvattn::HostTensor> args = {
         random(elt, {s.b, s.hq, s.l, s.d}, 1),
         random(elt, {s.b, s.hkv, S, s.d}, 2),
         random(elt, {s.b, s.hkv, S, s.d}, 3),
-        kvattn::HostTensor(kvattn::ElementType::I32, {s.b})};
+        mlir::kvattn::HostTensor(mlir::kvattn::ElementType::I32, {s.b})};
     for (int64_t i = 0; i < s.b; ++i)
       args[3].setInt(i, s.p);
-    std::vector<kvattn::HostTensor> results;
+    std::vector<mlir::kvattn::HostTensor> results;
     std::vector<double> times;
     for (int r = 0; r <= repeats; ++r) {
       auto start = std::chrono::steady_clock::now();
-      if (kvattn::Status st = program->run(args, results); st.isError()) {
+      if (mlir::kvattn::Status st = program->run(args, results); st.isError()) {
         llvm::errs() << "kvattn-bench: error: " << st.message() << "\n";
         return 1;
       }
@@ -375,26 +376,26 @@ int gpuError(const std::string &message) {
 /// Device buffers released with the object.
 class DeviceBuffers {
 public:
-  explicit DeviceBuffers(kvattn::rt::Runtime *rt) : rt_(rt) {}
+  explicit DeviceBuffers(mlir::kvattn::rt::Runtime *rt) : rt_(rt) {}
   ~DeviceBuffers() {
-    for (kvattn::rt::DevicePtr p : ptrs_)
+    for (mlir::kvattn::rt::DevicePtr p : ptrs_)
       (void)rt_->release(p);
   }
-  kvattn::Status allocate(size_t bytes, kvattn::rt::DevicePtr &p) {
+  mlir::kvattn::Status allocate(size_t bytes, mlir::kvattn::rt::DevicePtr &p) {
     KVATTN_RETURN_IF_ERROR(rt_->allocate(bytes, p));
     ptrs_.push_back(p);
-    return kvattn::Status::ok();
+    return mlir::kvattn::Status::ok();
   }
 
 private:
-  kvattn::rt::Runtime *rt_;
-  std::vector<kvattn::rt::DevicePtr> ptrs_;
+  mlir::kvattn::rt::Runtime *rt_;
+  std::vector<mlir::kvattn::rt::DevicePtr> ptrs_;
 };
 
-int runGpu(kvattn::ElementType elt, const std::string &eltName,
+int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
            mlir::MLIRContext &context, bool emulated) {
-  using kvattn::Status;
-  namespace rt = kvattn::rt;
+  using mlir::kvattn::Status;
+  namespace rt = mlir::kvattn::rt;
   std::vector<int64_t> ls = {1, 8, 64, 512, 2048}, ps = {0, 4096, 32768},
                        ds = {64, 128};
   if (quick) {
@@ -434,9 +435,9 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
   const int reps = repeats.getNumOccurrences() ? repeats.getValue() : 20;
   if (reps < 1 || warmup < 0)
     return gpuError("--repeats must be >= 1 and --warmup >= 0");
-  const size_t eltBytes = elt == kvattn::ElementType::F32 ? 4 : 2;
+  const size_t eltBytes = elt == mlir::kvattn::ElementType::F32 ? 4 : 2;
 
-  kvattn::PtxOptions options;
+  mlir::kvattn::PtxOptions options;
   if (blockM.getNumOccurrences())
     options.blockM = blockM;
   if (blockN.getNumOccurrences())
@@ -449,14 +450,15 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
   options.tensorCores = tensorCores;
   // compile_ms is the compiler's time, never a cache lookup.
   options.useKernelCache = false;
-  kvattn::EmulatedGpu emu;
+  mlir::kvattn::EmulatedGpu emu;
   if (emulated) {
-    options.image = kvattn::DeviceImage::LlvmIR;
+    options.image = mlir::kvattn::DeviceImage::LlvmIR;
     rt::RuntimeOptions runtimeOptions;
-    runtimeOptions.libraryPath = kvattn::emulatedDriverPath();
+    runtimeOptions.libraryPath = mlir::kvattn::emulatedDriverPath();
     if (Status s = rt::Runtime::create(runtime, runtimeOptions); s.isError())
       return gpuError(s.message());
-    if (Status s = kvattn::EmulatedGpu::open(runtimeOptions.libraryPath, emu);
+    if (Status s =
+            mlir::kvattn::EmulatedGpu::open(runtimeOptions.libraryPath, emu);
         s.isError())
       return gpuError(s.message());
     options.chip = "sm_" + std::to_string(runtime->computeCapability());
@@ -524,7 +526,7 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
   DeviceBuffers poolBuffer(runtime.get());
   rt::DevicePtr pool = 0;
   if (!compileOnly) {
-    kvattn::HostTensor host =
+    mlir::kvattn::HostTensor host =
         random(elt, {static_cast<int64_t>(poolBytes / eltBytes)}, 7);
     Status s = poolBuffer.allocate(poolBytes, pool);
     if (s.isOk())
@@ -565,15 +567,15 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
           status = 1;
         };
         mlir::OwningOpRef<mlir::ModuleOp> module;
-        auto compile = [&](int64_t batchSize, kvattn::PtxModule &ptx) {
+        auto compile = [&](int64_t batchSize, mlir::kvattn::PtxModule &ptx) {
           Shape shape{"append", batchSize, kHq, kHkv, p, l, d};
           module = mlir::parseSourceString<mlir::ModuleOp>(
               buildIR(shape, eltName), &context);
           if (!module)
             return Status::error("the benchmark's IR does not parse");
-          return kvattn::compileToPtx(*module, options, ptx);
+          return mlir::kvattn::compileToPtx(*module, options, ptx);
         };
-        kvattn::PtxModule ptx;
+        mlir::kvattn::PtxModule ptx;
         if (Status s = compile(b, ptx); s.isError()) {
           rowError(s.message());
           continue;
@@ -581,7 +583,7 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
         if (batch <= 0 && !emulated) {
           // The tile the compiler chose (block-m, GQA packing) decides the
           // programs per batch entry, hence the batch that fills the GPU.
-          const kvattn::KernelManifest &probe = ptx.kernels.at(0);
+          const mlir::kvattn::KernelManifest &probe = ptx.kernels.at(0);
           int64_t programs =
               kHq / probe.group *
               ((probe.group * l + probe.blockM - 1) / probe.blockM);
@@ -593,7 +595,7 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
             }
           }
         }
-        const kvattn::KernelManifest &km = ptx.kernels.at(0);
+        const mlir::kvattn::KernelManifest &km = ptx.kernels.at(0);
         std::string tile =
             llvm::formatv("{0}x{1}/{2}w", km.blockM, km.blockN, km.numWarps)
                 .str();
@@ -604,14 +606,14 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
           // cache (the environment's; "-" when it is off), after storing
           // this result in it.
           std::string cached = "-";
-          if (std::optional<kvattn::KernelCache> cache =
-                  kvattn::KernelCache::fromEnvironment()) {
-            kvattn::PtxOptions warm = options;
+          if (std::optional<mlir::kvattn::KernelCache> cache =
+                  mlir::kvattn::KernelCache::fromEnvironment()) {
+            mlir::kvattn::PtxOptions warm = options;
             warm.useKernelCache = true;
-            std::string key = kvattn::KernelCache::key(*module, warm);
-            kvattn::PtxModule hit;
+            std::string key = mlir::kvattn::KernelCache::key(*module, warm);
+            mlir::kvattn::PtxModule hit;
             if (cache->store(key, ptx).isOk() &&
-                kvattn::compileToPtx(*module, warm, hit).isOk() &&
+                mlir::kvattn::compileToPtx(*module, warm, hit).isOk() &&
                 hit.cache == "hit")
               cached = llvm::formatv("{0:F2}", hit.compileMs).str();
           }
@@ -626,8 +628,8 @@ int runGpu(kvattn::ElementType elt, const std::string &eltName,
         // embedder would.
         rt::Manifest manifest;
         const rt::Module *loaded = nullptr;
-        Status s = rt::parseManifest(kvattn::manifestToJson(ptx, "bench.ptx"),
-                                     manifest);
+        Status s = rt::parseManifest(
+            mlir::kvattn::manifestToJson(ptx, "bench.ptx"), manifest);
         if (s.isOk())
           s = runtime->loadModule(ptx.ptx, loaded);
         DeviceBuffers buffers(runtime.get());
@@ -751,16 +753,18 @@ int main(int argc, char **argv) {
   // The GPU benchmark is bf16 unless --dtype says otherwise.
   std::string eltName =
       target != "cpu" && !dtype.getNumOccurrences() ? "bf16" : dtype.getValue();
-  std::optional<kvattn::ElementType> elt = kvattn::parseElementType(eltName);
-  if (!elt || !kvattn::isFloatType(*elt) || *elt == kvattn::ElementType::F64) {
+  std::optional<mlir::kvattn::ElementType> elt =
+      mlir::kvattn::parseElementType(eltName);
+  if (!elt || !mlir::kvattn::isFloatType(*elt) ||
+      *elt == mlir::kvattn::ElementType::F64) {
     llvm::errs() << "kvattn-bench: error: --dtype must be f32, f16 or bf16\n";
     return 1;
   }
 
   mlir::registerAllPasses();
-  kvattn::registerAllKVAttnPasses();
+  mlir::kvattn::registerAllKVAttnPasses();
   mlir::DialectRegistry registry;
-  kvattn::registerAllKVAttnDialects(registry);
+  mlir::kvattn::registerAllKVAttnDialects(registry);
   mlir::MLIRContext context(registry);
   if (target != "cpu")
     return runGpu(*elt, eltName, context, target == "gpu-emu");

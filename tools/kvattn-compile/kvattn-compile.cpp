@@ -110,9 +110,9 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "kvattn-compile\n");
 
   mlir::registerAllPasses();
-  kvattn::registerAllKVAttnPasses();
+  mlir::kvattn::registerAllKVAttnPasses();
   mlir::DialectRegistry registry;
-  kvattn::registerAllKVAttnDialects(registry);
+  mlir::kvattn::registerAllKVAttnDialects(registry);
   mlir::MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  kvattn::PtxOptions options;
+  mlir::kvattn::PtxOptions options;
   options.chip = chip;
   options.features = features;
   options.libdevice = libdevice;
@@ -134,14 +134,15 @@ int main(int argc, char **argv) {
   options.packGqa = packGqa;
   options.tensorCores = tensorCores;
   if (deviceIR)
-    options.image = kvattn::DeviceImage::LlvmIR;
+    options.image = mlir::kvattn::DeviceImage::LlvmIR;
   options.useKernelCache = kernelCache;
 
-  kvattn::PtxModule result;
+  mlir::kvattn::PtxModule result;
   std::string cacheStatus;
   std::vector<double> times;
   for (unsigned i = 0; i < std::max(1u, repeat.getValue()); ++i) {
-    if (kvattn::Status s = kvattn::compileToPtx(*module, options, result);
+    if (mlir::kvattn::Status s =
+            mlir::kvattn::compileToPtx(*module, options, result);
         s.isError())
       return fail(s.message());
     if (i == 0)
@@ -159,14 +160,14 @@ int main(int argc, char **argv) {
   if (!writeFile(ptxPath, result.ptx))
     return fail("cannot write '" + ptxPath + "'");
   if (!writeFile(jsonPath,
-                 kvattn::manifestToJson(
+                 mlir::kvattn::manifestToJson(
                      result, llvm::sys::path::filename(ptxPath).str())))
     return fail("cannot write '" + jsonPath + "'");
 
   llvm::outs() << "wrote " << ptxPath << " (" << result.kernels.size()
                << " kernel" << (result.kernels.size() == 1 ? "" : "s") << ", "
                << result.chip << ") and " << jsonPath << "\n";
-  for (const kvattn::KernelManifest &k : result.kernels)
+  for (const mlir::kvattn::KernelManifest &k : result.kernels)
     llvm::outs() << "  " << k.name << ": " << k.params.size()
                  << " params, block " << k.threadsPerBlock
                  << " threads, dynamic shared memory "

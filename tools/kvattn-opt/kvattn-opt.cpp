@@ -13,10 +13,10 @@
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
-  kvattn::registerAllKVAttnPasses();
+  mlir::kvattn::registerAllKVAttnPasses();
 
   mlir::DialectRegistry registry;
-  kvattn::registerAllKVAttnDialects(registry);
+  mlir::kvattn::registerAllKVAttnDialects(registry);
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "kvattn optimizer driver\n", registry));
 }

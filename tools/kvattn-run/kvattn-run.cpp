@@ -155,7 +155,7 @@ int fail(const std::string &message) {
 
 /// Distinct values in [-M, M) for argument `arg`, element `i`.
 double generated(uint64_t arg, int64_t i) {
-  return ::kvattn::seededValue(seed, arg, i) * magnitude;
+  return ::mlir::kvattn::seededValue(seed, arg, i) * magnitude;
 }
 
 std::optional<unsigned> parseArgName(llvm::StringRef name) {
@@ -175,38 +175,39 @@ std::string typeString(Type type) {
 }
 
 /// Builds argument `index` of type `type` from a --input spec (or nullptr).
-::kvattn::Status makeArgument(unsigned index, RankedTensorType type,
-                              const std::string *spec,
-                              ::kvattn::HostTensor &out) {
-  std::optional<::kvattn::ElementType> elt =
-      ::kvattn::toElementType(type.getElementType());
+::mlir::kvattn::Status makeArgument(unsigned index, RankedTensorType type,
+                                    const std::string *spec,
+                                    ::mlir::kvattn::HostTensor &out) {
+  std::optional<::mlir::kvattn::ElementType> elt =
+      ::mlir::kvattn::toElementType(type.getElementType());
   std::string what =
       "argument " + std::to_string(index) + " (" + typeString(type) + ")";
   if (!elt)
-    return ::kvattn::Status::error(what + " has an unsupported element type");
+    return ::mlir::kvattn::Status::error(what +
+                                         " has an unsupported element type");
 
-  auto checkShape = [&](const ::kvattn::HostTensor &t) {
+  auto checkShape = [&](const ::mlir::kvattn::HostTensor &t) {
     if (t.rank() != type.getRank())
-      return ::kvattn::Status::error(what + ": given rank " +
-                                     std::to_string(t.rank()));
+      return ::mlir::kvattn::Status::error(what + ": given rank " +
+                                           std::to_string(t.rank()));
     for (int64_t d = 0; d < type.getRank(); ++d)
       if (!type.isDynamicDim(d) && type.getDimSize(d) != t.dim(d))
-        return ::kvattn::Status::error(what + ": given shape " +
-                                       t.shapeString());
-    return ::kvattn::Status::ok();
+        return ::mlir::kvattn::Status::error(what + ": given shape " +
+                                             t.shapeString());
+    return ::mlir::kvattn::Status::ok();
   };
 
   if (spec && llvm::StringRef(*spec).ends_with(".npy")) {
-    KVATTN_RETURN_IF_ERROR(::kvattn::readNpyAs(*spec, *elt, out));
+    KVATTN_RETURN_IF_ERROR(::mlir::kvattn::readNpyAs(*spec, *elt, out));
     return checkShape(out).withContext("--input " + std::to_string(index));
   }
 
   if (!type.hasStaticShape())
-    return ::kvattn::Status::error(
+    return ::mlir::kvattn::Status::error(
         what + " has a dynamic shape: give it with --input " +
         std::to_string(index) + "=FILE.npy");
   KVATTN_RETURN_IF_ERROR(
-      ::kvattn::HostTensor::make(
+      ::mlir::kvattn::HostTensor::make(
           *elt,
           std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
           out)
@@ -216,37 +217,37 @@ std::string typeString(Type type) {
     llvm::StringRef(*spec).split(items, ',');
     if (items.size() != 1 &&
         static_cast<int64_t>(items.size()) != out.numElements())
-      return ::kvattn::Status::error(
+      return ::mlir::kvattn::Status::error(
           what + ": " + std::to_string(items.size()) + " values given, " +
           std::to_string(out.numElements()) + " needed (or one to fill it)");
     for (int64_t i = 0; i < out.numElements(); ++i) {
       llvm::StringRef item = items.size() == 1 ? items[0] : items[i];
       item = item.trim();
-      if (::kvattn::isFloatType(*elt)) {
+      if (::mlir::kvattn::isFloatType(*elt)) {
         double v;
         if (item.getAsDouble(v))
-          return ::kvattn::Status::error(what + ": '" + item.str() +
-                                         "' is not a number");
+          return ::mlir::kvattn::Status::error(what + ": '" + item.str() +
+                                               "' is not a number");
         out.setDouble(i, v);
       } else {
         int64_t v;
         if (item == "true" || item == "false")
           v = item == "true";
         else if (item.getAsInteger(10, v))
-          return ::kvattn::Status::error(what + ": '" + item.str() +
-                                         "' is not an integer");
-        if (!::kvattn::fitsIn(*elt, v))
-          return ::kvattn::Status::error(what + ": " + item.str() +
-                                         " does not fit in " +
-                                         ::kvattn::elementTypeName(*elt));
+          return ::mlir::kvattn::Status::error(what + ": '" + item.str() +
+                                               "' is not an integer");
+        if (!::mlir::kvattn::fitsIn(*elt, v))
+          return ::mlir::kvattn::Status::error(
+              what + ": " + item.str() + " does not fit in " +
+              ::mlir::kvattn::elementTypeName(*elt));
         out.setInt(i, v);
       }
     }
-    return ::kvattn::Status::ok();
+    return ::mlir::kvattn::Status::ok();
   }
 
-  if (!::kvattn::isFloatType(*elt))
-    return ::kvattn::Status::error(
+  if (!::mlir::kvattn::isFloatType(*elt))
+    return ::mlir::kvattn::Status::error(
         what +
         " holds positions, lengths or a mask and is not generated: "
         "give it with --input " +
@@ -254,15 +255,15 @@ std::string typeString(Type type) {
         std::to_string(index) + "=v0,v1,...");
   for (int64_t i = 0; i < out.numElements(); ++i)
     out.setDouble(i, generated(index, i));
-  return ::kvattn::Status::ok();
+  return ::mlir::kvattn::Status::ok();
 }
 
-void printTensor(llvm::raw_ostream &os, const ::kvattn::HostTensor &t) {
+void printTensor(llvm::raw_ostream &os, const ::mlir::kvattn::HostTensor &t) {
   os << "[";
   for (int64_t i = 0; i < t.numElements(); ++i) {
     if (i)
       os << ", ";
-    if (::kvattn::isFloatType(t.elementType()))
+    if (::mlir::kvattn::isFloatType(t.elementType()))
       os << llvm::format("%.6g", t.getDouble(i));
     else
       os << t.getInt(i);
@@ -299,9 +300,9 @@ int main(int argc, char **argv) {
     return fail("--emu-fault needs --target=gpu-emu");
 
   mlir::registerAllPasses();
-  ::kvattn::registerAllKVAttnPasses();
+  ::mlir::kvattn::registerAllKVAttnPasses();
   DialectRegistry registry;
-  ::kvattn::registerAllKVAttnDialects(registry);
+  ::mlir::kvattn::registerAllKVAttnDialects(registry);
   MLIRContext context(registry);
 
   llvm::SourceMgr sourceMgr;
@@ -343,13 +344,13 @@ int main(int argc, char **argv) {
     specs[*arg] = in.substr(eq + 1);
   }
 
-  std::vector<::kvattn::HostTensor> arguments(numArgs);
+  std::vector<::mlir::kvattn::HostTensor> arguments(numArgs);
   for (unsigned i = 0; i < numArgs; ++i) {
     auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[i]);
     if (!type)
       return fail("argument " + std::to_string(i) + " is not a ranked tensor");
     auto it = specs.find(i);
-    ::kvattn::Status s = makeArgument(
+    ::mlir::kvattn::Status s = makeArgument(
         i, type, it == specs.end() ? nullptr : &it->second, arguments[i]);
     if (s.isError())
       return fail(s.message());
@@ -368,8 +369,8 @@ int main(int argc, char **argv) {
     if (*index >= numArgs)
       return fail("--fill '" + fill + "': the function has " +
                   std::to_string(numArgs) + " arguments");
-    ::kvattn::HostTensor &t = arguments[*index];
-    if (!::kvattn::isFloatType(t.elementType()))
+    ::mlir::kvattn::HostTensor &t = arguments[*index];
+    if (!::mlir::kvattn::isFloatType(t.elementType()))
       return fail("--fill '" + fill + "': argument " + std::to_string(*index) +
                   " is not a float tensor");
     if (first < 0 || n < 0 || first > t.numElements() ||
@@ -391,20 +392,21 @@ int main(int argc, char **argv) {
   // run-time values (offsets, lengths, block tables, cache writes) with
   // errors that name them. Its values are computed only when a result
   // needs them (--target=reference, --check).
-  std::vector<::kvattn::HostTensor> expected;
+  std::vector<::mlir::kvattn::HostTensor> expected;
   if (target == Target::Reference || check) {
-    if (::kvattn::Status s =
-            ::kvattn::evaluateFunction(func, arguments, expected);
+    if (::mlir::kvattn::Status s =
+            ::mlir::kvattn::evaluateFunction(func, arguments, expected);
         s.isError())
       return fail(s.message());
-  } else if (::kvattn::Status s = ::kvattn::validateFunction(func, arguments);
+  } else if (::mlir::kvattn::Status s =
+                 ::mlir::kvattn::validateFunction(func, arguments);
              s.isError()) {
     return fail(s.message());
   }
 
-  std::vector<::kvattn::HostTensor> results;
-  std::unique_ptr<::kvattn::CpuProgram> program;
-  ::kvattn::EmulatedGpu emu;
+  std::vector<::mlir::kvattn::HostTensor> results;
+  std::unique_ptr<::mlir::kvattn::CpuProgram> program;
+  ::mlir::kvattn::EmulatedGpu emu;
   std::string emuCounters;
   if (target == Target::Reference) {
     results = expected;
@@ -414,7 +416,7 @@ int main(int argc, char **argv) {
         emulated ? "--target=gpu-emu: " : "--target=gpu: ";
     // The GPU's defaults are the compiler's choices (block-n and split-kv
     // 0), as for kvattn-compile; the flags override them.
-    ::kvattn::PtxOptions options;
+    ::mlir::kvattn::PtxOptions options;
     if (blockN.getNumOccurrences())
       options.blockN = blockN;
     options.packGqa = packGqa;
@@ -422,28 +424,31 @@ int main(int argc, char **argv) {
       options.splitKv = splitKv;
     options.tensorCores = tensorCores;
     if (emulated)
-      options.image = ::kvattn::DeviceImage::LlvmIR;
-    std::unique_ptr<::kvattn::GpuExecutor> gpu;
-    if (::kvattn::Status s = ::kvattn::GpuExecutor::create(options, gpu);
+      options.image = ::mlir::kvattn::DeviceImage::LlvmIR;
+    std::unique_ptr<::mlir::kvattn::GpuExecutor> gpu;
+    if (::mlir::kvattn::Status s =
+            ::mlir::kvattn::GpuExecutor::create(options, gpu);
         s.isError())
       return fail(targetFlag + s.message());
     if (emulated) {
-      if (::kvattn::Status s =
-              ::kvattn::EmulatedGpu::open(::kvattn::emulatedDriverPath(), emu);
+      if (::mlir::kvattn::Status s = ::mlir::kvattn::EmulatedGpu::open(
+              ::mlir::kvattn::emulatedDriverPath(), emu);
           s.isError())
         return fail(targetFlag + s.message());
       if (!emuFault.empty())
-        if (::kvattn::Status s = emu.configure("fault", emuFault); s.isError())
+        if (::mlir::kvattn::Status s = emu.configure("fault", emuFault);
+            s.isError())
           return fail("--emu-fault=" + emuFault + ": " + s.message());
       // Grouping accesses into warp requests serves only the counters.
-      if (::kvattn::Status s =
+      if (::mlir::kvattn::Status s =
               emu.configure("count-requests", printStats ? "1" : "0");
           s.isError())
         return fail(targetFlag + s.message());
     }
-    ::kvattn::AttentionExecutor executor =
-        [&](Operation *op, const std::vector<const ::kvattn::HostTensor *> &in,
-            std::vector<::kvattn::HostTensor> &out) {
+    ::mlir::kvattn::AttentionExecutor executor =
+        [&](Operation *op,
+            const std::vector<const ::mlir::kvattn::HostTensor *> &in,
+            std::vector<::mlir::kvattn::HostTensor> &out) {
           return gpu->run(op, in, out);
         };
     // Everything but attention (cache writes, concatenations) runs on the
@@ -460,8 +465,8 @@ int main(int argc, char **argv) {
         return fail("resolving kvattn.sdpa for the GPU failed");
     }
     auto gpuFunc = resolved->lookupSymbol<func::FuncOp>(func.getName());
-    if (::kvattn::Status s =
-            ::kvattn::evaluateFunction(gpuFunc, arguments, results, executor);
+    if (::mlir::kvattn::Status s = ::mlir::kvattn::evaluateFunction(
+            gpuFunc, arguments, results, executor);
         s.isError())
       return fail(s.message());
     if (emulated) {
@@ -472,7 +477,7 @@ int main(int argc, char **argv) {
         return fail("the emulated GPU reported:\n" + reports);
     }
   } else {
-    ::kvattn::CpuCompileOptions options;
+    ::mlir::kvattn::CpuCompileOptions options;
     options.blockM = blockM;
     options.blockN = blockN;
     options.stats = printStats;
@@ -482,11 +487,12 @@ int main(int argc, char **argv) {
     options.vectorize = vectorize;
     options.vectorWidth = vectorWidth;
     options.threads = threads;
-    if (::kvattn::Status s = ::kvattn::CpuProgram::compile(
+    if (::mlir::kvattn::Status s = ::mlir::kvattn::CpuProgram::compile(
             *module, func.getName().str(), options, program);
         s.isError())
       return fail(s.message());
-    if (::kvattn::Status s = program->run(arguments, results); s.isError())
+    if (::mlir::kvattn::Status s = program->run(arguments, results);
+        s.isError())
       return fail(s.message());
   }
 
@@ -495,11 +501,12 @@ int main(int argc, char **argv) {
       return fail("cannot create '" + dumpDir + "': " + ec.message());
   }
   for (size_t r = 0; r < results.size(); ++r) {
-    const ::kvattn::HostTensor &t = results[r];
+    const ::mlir::kvattn::HostTensor &t = results[r];
     llvm::outs() << "out" << r << ": " << t.shapeString();
     if (!dumpDir.empty()) {
       std::string path = dumpDir + "/out" + std::to_string(r) + ".npy";
-      if (::kvattn::Status s = ::kvattn::writeNpy(path, t); s.isError())
+      if (::mlir::kvattn::Status s = ::mlir::kvattn::writeNpy(path, t);
+          s.isError())
         return fail(s.message());
       llvm::outs() << " -> " << path;
     }
@@ -513,7 +520,7 @@ int main(int argc, char **argv) {
   if (printStats && target == Target::GpuEmu) {
     llvm::outs() << emuCounters;
   } else if (printStats) {
-    ::kvattn::BlockStats st = program->stats();
+    ::mlir::kvattn::BlockStats st = program->stats();
     llvm::outs() << "stats: kv blocks loaded=" << st.loaded
                  << " masked=" << st.masked << " skipped=" << st.skipped
                  << " kv_bytes=" << st.kvBytes << " (block-m=" << blockM
@@ -531,9 +538,10 @@ int main(int argc, char **argv) {
                   "': expected two result "
                   "numbers below " +
                   std::to_string(results.size()));
-    ::kvattn::Tolerance tol =
-        ::kvattn::toleranceFor(results[i].elementType(), magnitude);
-    ::kvattn::Comparison c = ::kvattn::compare(results[j], results[i], tol);
+    ::mlir::kvattn::Tolerance tol =
+        ::mlir::kvattn::toleranceFor(results[i].elementType(), magnitude);
+    ::mlir::kvattn::Comparison c =
+        ::mlir::kvattn::compare(results[j], results[i], tol);
     llvm::outs() << "same out" << i << " out" << j
                  << ": max_abs_err=" << llvm::format("%.3g", c.maxAbsErr) << " "
                  << (c.pass() ? "PASS" : "FAIL") << "\n";
@@ -545,15 +553,16 @@ int main(int argc, char **argv) {
   if (check) {
     bool allPass = true;
     for (size_t r = 0; r < results.size(); ++r) {
-      ::kvattn::Tolerance tol =
-          ::kvattn::toleranceFor(expected[r].elementType(), magnitude);
-      ::kvattn::Comparison c = ::kvattn::compare(results[r], expected[r], tol);
+      ::mlir::kvattn::Tolerance tol =
+          ::mlir::kvattn::toleranceFor(expected[r].elementType(), magnitude);
+      ::mlir::kvattn::Comparison c =
+          ::mlir::kvattn::compare(results[r], expected[r], tol);
       allPass &= c.pass();
       llvm::outs() << "check out" << r
                    << ": max_abs_err=" << llvm::format("%.3g", c.maxAbsErr)
                    << " max_rel_err=" << llvm::format("%.3g", c.maxRelErr)
                    << " tolerance("
-                   << ::kvattn::elementTypeName(expected[r].elementType())
+                   << ::mlir::kvattn::elementTypeName(expected[r].elementType())
                    << ")=atol " << llvm::format("%g", tol.atol) << " + rtol "
                    << llvm::format("%g", tol.rtol) << " * |ref| "
                    << (c.pass() ? "PASS" : "FAIL");

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+namespace mlir {
 namespace kvattn {
 
 struct CpuCompileOptions {
@@ -41,5 +42,6 @@ struct CpuCompileOptions {
 };
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_CPU_CPUOPTIONS_H

@@ -23,6 +23,7 @@ class ExecutionEngine;
 class ModuleOp;
 } // namespace mlir
 
+namespace mlir {
 namespace kvattn {
 
 /// KV-block counts accumulated over runs (stats=true).
@@ -67,5 +68,6 @@ private:
 };
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_CPU_CPURUNNER_H

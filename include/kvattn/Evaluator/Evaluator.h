@@ -25,6 +25,7 @@ class FuncOp;
 } // namespace func
 } // namespace mlir
 
+namespace mlir {
 namespace kvattn {
 
 /// The HostTensor element type for an MLIR element type (index -> i64), or
@@ -67,5 +68,6 @@ Status evaluateFunction(mlir::func::FuncOp func,
                         const AttentionExecutor &executor);
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_EVALUATOR_EVALUATOR_H

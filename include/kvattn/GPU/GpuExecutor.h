@@ -23,6 +23,7 @@ namespace mlir {
 class Operation;
 } // namespace mlir
 
+namespace mlir {
 namespace kvattn {
 
 class GpuExecutor {
@@ -54,5 +55,6 @@ private:
 };
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_GPU_GPUEXECUTOR_H

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+namespace mlir {
 namespace kvattn {
 namespace emu {
 
@@ -157,5 +158,6 @@ private:
 
 } // namespace emu
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_GPUEMU_EMULATOR_H

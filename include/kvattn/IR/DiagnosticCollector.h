@@ -9,6 +9,7 @@
 
 #include <string>
 
+namespace mlir {
 namespace kvattn {
 
 /// While alive, collects every diagnostic of `ctx` as "location: message"
@@ -29,5 +30,6 @@ private:
 };
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_IR_DIAGNOSTICCOLLECTOR_H

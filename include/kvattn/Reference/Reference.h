@@ -19,6 +19,7 @@
 
 #include <optional>
 
+namespace mlir {
 namespace kvattn {
 namespace reference {
 
@@ -146,5 +147,6 @@ Status gatherPages(const HostTensor &pages, const HostTensor &blockTable,
 
 } // namespace reference
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_REFERENCE_REFERENCE_H

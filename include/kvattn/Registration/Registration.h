@@ -12,6 +12,7 @@ namespace mlir {
 class DialectRegistry;
 } // namespace mlir
 
+namespace mlir {
 namespace kvattn {
 
 /// Registers the kvattn dialect and the upstream dialects (and their
@@ -22,5 +23,6 @@ void registerAllKVAttnDialects(mlir::DialectRegistry &registry);
 void registerAllKVAttnPasses();
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_REGISTRATION_REGISTRATION_H

@@ -14,6 +14,7 @@
 
 #include <string>
 
+namespace mlir {
 namespace kvattn {
 
 /// $KVATTN_EMU_DRIVER, else libkvattn_cuda_emu.so in the lib/ folder next
@@ -41,5 +42,6 @@ private:
 };
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_RUNTIME_EMULATEDGPU_H

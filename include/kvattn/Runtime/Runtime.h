@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+namespace mlir {
 namespace kvattn {
 namespace rt {
 
@@ -226,5 +227,6 @@ private:
 
 } // namespace rt
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_RUNTIME_RUNTIME_H

@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 
+namespace mlir {
 namespace kvattn {
 
 struct BlockTableView {
@@ -55,5 +56,6 @@ checkPagedWrite(const BlockTableView &table,
                 int64_t length, int64_t pageSize);
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_SUPPORT_BLOCKTABLE_H

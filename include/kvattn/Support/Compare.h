@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+namespace mlir {
 namespace kvattn {
 
 struct Tolerance {
@@ -52,5 +53,6 @@ Comparison compare(const HostTensor &actual, const HostTensor &expected,
                    Tolerance tolerance);
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_SUPPORT_COMPARE_H

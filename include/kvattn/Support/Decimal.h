@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+namespace mlir {
 namespace kvattn {
 
 /// The value of `text` if it is a non-empty run of decimal digits whose
@@ -34,5 +35,6 @@ inline std::optional<int64_t> parseDecimal(const std::string &text) {
 }
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_SUPPORT_DECIMAL_H

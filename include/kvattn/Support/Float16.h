@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+namespace mlir {
 namespace kvattn {
 
 /// IEEE binary16 bits -> float (exact).
@@ -30,5 +31,6 @@ inline float roundToBFloat16(float v) {
 }
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_SUPPORT_FLOAT16_H

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+namespace mlir {
 namespace kvattn {
 
 enum class ElementType { F32, F16, BF16, F64, I1, I32, I64 };
@@ -82,5 +83,6 @@ private:
 };
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_SUPPORT_HOSTTENSOR_H

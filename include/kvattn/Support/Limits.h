@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-namespace kvattn::limits {
+namespace mlir::kvattn::limits {
 
 /// Largest position (offset + row, explicit positions, k_offset + key):
 /// `pos + L`, `pos + S` and position differences stay far from overflowing
@@ -69,6 +69,6 @@ inline std::optional<int64_t> elementCount(const std::vector<int64_t> &shape) {
   return n;
 }
 
-} // namespace kvattn::limits
+} // namespace mlir::kvattn::limits
 
 #endif // KVATTN_SUPPORT_LIMITS_H

@@ -16,6 +16,7 @@
 
 #include <string>
 
+namespace mlir {
 namespace kvattn {
 
 /// Reads a .npy file into a tensor of the file's own element type.
@@ -33,5 +34,6 @@ Status writeNpy(const std::string &path, const HostTensor &tensor);
 std::string serializeNpy(const HostTensor &tensor);
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_SUPPORT_NPY_H

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+namespace mlir {
 namespace kvattn {
 
 /// splitmix64: a small, well-mixed, platform-independent generator.
@@ -29,5 +30,6 @@ inline double seededValue(uint64_t seed, uint64_t arg, int64_t i) {
 }
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_SUPPORT_RANDOM_H

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+namespace mlir {
 namespace kvattn {
 
 class [[nodiscard]] Status {
@@ -45,11 +46,12 @@ private:
 };
 
 } // namespace kvattn
+} // namespace mlir
 
 /// Returns early from the enclosing function when `expr` fails.
 #define KVATTN_RETURN_IF_ERROR(expr)                                           \
   do {                                                                         \
-    ::kvattn::Status kvattnStatus_ = (expr);                                   \
+    ::mlir::kvattn::Status kvattnStatus_ = (expr);                             \
     if (kvattnStatus_.isError())                                               \
       return kvattnStatus_;                                                    \
   } while (false)

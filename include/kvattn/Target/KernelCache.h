@@ -28,6 +28,7 @@ namespace mlir {
 class ModuleOp;
 } // namespace mlir
 
+namespace mlir {
 namespace kvattn {
 
 /// Bumped whenever the entry layout changes: older entries then read as
@@ -66,5 +67,6 @@ private:
 };
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_TARGET_KERNELCACHE_H

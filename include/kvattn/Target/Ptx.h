@@ -21,6 +21,7 @@ namespace mlir {
 class ModuleOp;
 } // namespace mlir
 
+namespace mlir {
 namespace kvattn {
 
 /// Version of the manifest format written by manifestToJson.
@@ -75,5 +76,6 @@ Status compileToPtx(mlir::ModuleOp module, const PtxOptions &options,
 std::string manifestToJson(const PtxModule &module, const std::string &ptxFile);
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_TARGET_PTX_H

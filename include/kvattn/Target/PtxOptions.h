@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+namespace mlir {
 namespace kvattn {
 
 /// What the device compilation produces.
@@ -46,5 +47,6 @@ struct PtxOptions {
 };
 
 } // namespace kvattn
+} // namespace mlir
 
 #endif // KVATTN_TARGET_PTXOPTIONS_H

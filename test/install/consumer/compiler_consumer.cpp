@@ -10,10 +10,19 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/raw_ostream.h"
 
-int main() {
+// Ordinary MLIR code (`using namespace mlir;`) names kvattn as `kvattn::`:
+// the whole of kvattn is one namespace, mlir::kvattn.
+namespace consumer {
+using namespace mlir;
+static void registerKVAttn(DialectRegistry &registry) {
   kvattn::registerAllKVAttnPasses();
-  mlir::DialectRegistry registry;
   kvattn::registerAllKVAttnDialects(registry);
+}
+} // namespace consumer
+
+int main() {
+  mlir::DialectRegistry registry;
+  consumer::registerKVAttn(registry);
   mlir::MLIRContext context(registry);
   const char *ir = R"(
     func.func @f(%q: tensor<1x1x2x8xf32>, %k: tensor<1x1x5x8xf32>,

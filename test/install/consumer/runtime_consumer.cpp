@@ -14,18 +14,18 @@ int main() {
     "grid": {"x": "B * Hq", "y": "ceil(L / 64)", "z": 1},
     "block": {"x": 128, "y": 1, "z": 1}, "dynamic_shared_memory_bytes": 0,
     "tile": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2}}]})json";
-  kvattn::rt::Manifest m;
-  kvattn::Status s = kvattn::rt::parseManifest(manifest, m);
+  mlir::kvattn::rt::Manifest m;
+  mlir::kvattn::Status s = mlir::kvattn::rt::parseManifest(manifest, m);
   std::printf("manifest: %s\n", s.isOk() ? "ok" : s.message().c_str());
-  kvattn::rt::LaunchArgs args;
+  mlir::kvattn::rt::LaunchArgs args;
   args.sizes = {1, 1, 1, 1, 4};
   args.metadata["kv_len"] = {9};
-  s = kvattn::rt::validateLaunch(m.kernels[0], args);
+  s = mlir::kvattn::rt::validateLaunch(m.kernels[0], args);
   std::printf("validation: %s\n", s.message().c_str());
-  std::unique_ptr<kvattn::rt::Runtime> rt;
-  kvattn::rt::RuntimeOptions options;
+  std::unique_ptr<mlir::kvattn::rt::Runtime> rt;
+  mlir::kvattn::rt::RuntimeOptions options;
   options.libraryPath = "/nonexistent/libcuda.so.1";
-  s = kvattn::rt::Runtime::create(rt, options);
+  s = mlir::kvattn::rt::Runtime::create(rt, options);
   std::printf("runtime: %s\n", s.isOk() ? "created" : "no driver");
   return 0;
 }
