@@ -215,9 +215,9 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
         e.b.getIndexAttr(kChunk), srcElements, /*bypassL1=*/UnitAttr());
   };
   if (copies % e.t.count == 0 && e.t.count % perRow == 0) {
-    // Unrolled with constant strides: the thread's column is fixed and its
-    // rows step by `rowStep`, so the index arithmetic is one add per copy
-    // (and one table lookup per page, paged).
+    // Constant strides: the thread's column is fixed and its rows step by
+    // `rowStep`, so the index arithmetic is one add per copy (and, paged,
+    // one table lookup per page).
     const int64_t rowStep = e.t.count / perRow;
     Value r0 = e.divIdx(e.t.tid, e.idx(perRow));
     Value x = e.mulIdx(e.remIdx(e.t.tid, e.idx(perRow)), kChunk);
