@@ -11,11 +11,14 @@
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 
 using namespace mlir;
 
@@ -67,6 +70,32 @@ static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
 static Status compileUncached(ModuleOp module, const PtxOptions &options,
                               const std::string &libdevice, PtxModule &result);
 
+/// $KVATTN_DUMP_DIR, or null.
+static const char *dumpDirectory() {
+  const char *dir = std::getenv("KVATTN_DUMP_DIR");
+  return dir && *dir ? dir : nullptr;
+}
+
+/// Writes FILE in $KVATTN_DUMP_DIR (created if needed) with `write`.
+static Status dump(llvm::StringRef file,
+                   llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  const char *dir = dumpDirectory();
+  if (!dir)
+    return Status::ok();
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return Status::error("KVATTN_DUMP_DIR: cannot create '" + std::string(dir) +
+                         "': " + ec.message());
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, file);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return Status::error("KVATTN_DUMP_DIR: cannot write '" + path.str().str() +
+                         "': " + ec.message());
+  write(os);
+  return Status::ok();
+}
+
 Status compileToPtx(ModuleOp module, const PtxOptions &options,
                     PtxModule &result) {
   auto start = std::chrono::steady_clock::now();
@@ -87,8 +116,11 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
                std::chrono::steady_clock::now() - start)
         .count();
   };
+  // Pass-manager options and dumps are about running the pipelines: they
+  // bypass the cache.
   std::optional<KernelCache> cache;
-  if (options.useKernelCache)
+  if (options.useKernelCache && !options.configurePassManager &&
+      !dumpDirectory())
     cache = KernelCache::fromEnvironment();
   if (!cache) {
     KVATTN_RETURN_IF_ERROR(compileUncached(module, options, libdevice, result));
@@ -120,10 +152,21 @@ static Status compileUncached(ModuleOp module, const PtxOptions &options,
   MLIRContext *ctx = module.getContext();
   OwningOpRef<ModuleOp> clone = module.clone();
   DiagnosticCollector diags(ctx);
+  auto configure = [&](PassManager &pm) -> Status {
+    if (options.configurePassManager && !options.configurePassManager(pm))
+      return Status::error("the pass-manager options were refused:\n" +
+                           diags.text());
+    return Status::ok();
+  };
+  KVATTN_RETURN_IF_ERROR(
+      dump("0-input.mlir", [&](llvm::raw_ostream &os) { module->print(os); }));
   PassManager kernels(ctx);
   mlir::kvattn::buildKVAttnToGpuKernelsPipeline(kernels, options);
+  KVATTN_RETURN_IF_ERROR(configure(kernels));
   if (failed(kernels.run(*clone)))
     return Status::error("building the GPU kernels failed:\n" + diags.text());
+  KVATTN_RETURN_IF_ERROR(
+      dump("1-kernels.mlir", [&](llvm::raw_ostream &os) { clone->print(os); }));
 
   result = PtxModule();
   result.chip = options.chip;
@@ -138,6 +181,7 @@ static Status compileUncached(ModuleOp module, const PtxOptions &options,
 
   PassManager ptx(ctx);
   mlir::kvattn::buildGpuKernelsToPtxPipeline(ptx, options, libdevice);
+  KVATTN_RETURN_IF_ERROR(configure(ptx));
   if (failed(ptx.run(*clone)))
     return Status::error("NVVM/PTX code generation failed:\n" + diags.text());
   auto binary = clone->lookupSymbol<gpu::BinaryOp>("kvattn_kernels");
@@ -161,7 +205,13 @@ static Status compileUncached(ModuleOp module, const PtxOptions &options,
   } else {
     result.ptx = object.getObject().str();
   }
-  return Status::ok();
+  const std::string image =
+      options.image == DeviceImage::LlvmIR ? "2-device.ll" : "2-kernels.ptx";
+  KVATTN_RETURN_IF_ERROR(
+      dump(image, [&](llvm::raw_ostream &os) { os << result.ptx; }));
+  return dump("3-manifest.json", [&](llvm::raw_ostream &os) {
+    os << manifestToJson(result, image);
+  });
 }
 
 static std::string quoted(const std::string &s) {

@@ -13,11 +13,14 @@
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Target/Ptx.h"
 
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -90,6 +93,15 @@ static cl::opt<unsigned>
                     "compile-time figure)"),
            cl::init(1), cl::cat(category));
 
+/// Whether any --mlir-* flag was given (only then are the pass managers
+/// configured, and the kernel cache bypassed).
+static bool mlirFlagsGiven() {
+  for (const auto &[name, option] : cl::getRegisteredOptions())
+    if (name.starts_with("mlir-") && option->getNumOccurrences())
+      return true;
+  return false;
+}
+
 static int fail(const std::string &message) {
   llvm::errs() << "kvattn-compile: error: " << message << "\n";
   return 1;
@@ -106,11 +118,24 @@ static bool writeFile(const std::string &path, const std::string &text) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv, "kvattn-compile\n");
-
+  // MLIR's own flags (--mlir-timing, --mlir-print-ir-after-all,
+  // --mlir-disable-threading, --mlir-print-debuginfo, ...), applied to the
+  // compilation's pass managers (which then bypass the kernel cache).
+  // Registered before parsing: --mlir-print-ir-after=PASS names passes.
   mlir::registerAllPasses();
   mlir::kvattn::registerAllKVAttnPasses();
+  mlir::registerPassManagerCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
+  mlir::registerMLIRContextCLOptions();
+  mlir::registerAsmPrinterCLOptions();
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "kvattn-compile\n\nAlso takes MLIR's --mlir-* flags (--mlir-timing, "
+      "--mlir-print-ir-after-all with --mlir-disable-threading, ...); "
+      "KVATTN_DUMP_DIR=DIR writes the IR after each stage, the image and the "
+      "manifest there.\n");
+
   mlir::DialectRegistry registry;
   mlir::kvattn::registerAllKVAttnDialects(registry);
   mlir::MLIRContext context(registry);
@@ -136,6 +161,13 @@ int main(int argc, char **argv) {
   if (deviceIR)
     options.image = mlir::kvattn::DeviceImage::LlvmIR;
   options.useKernelCache = kernelCache;
+  if (mlirFlagsGiven())
+    options.configurePassManager = [](mlir::PassManager &pm) {
+      if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
+        return false;
+      mlir::applyDefaultTimingPassManagerCLOptions(pm);
+      return true;
+    };
 
   mlir::kvattn::PtxModule result;
   std::string cacheStatus;

@@ -10,7 +10,12 @@
 #define KVATTN_TARGET_PTXOPTIONS_H
 
 #include <cstdint>
+#include <functional>
 #include <string>
+
+namespace mlir {
+class PassManager;
+} // namespace mlir
 
 namespace mlir {
 namespace kvattn {
@@ -44,6 +49,12 @@ struct PtxOptions {
   /// environment selects (KernelCache.h; KVATTN_CACHE_DIR=off: none).
   /// False: always compile, touch no file.
   bool useKernelCache = true;
+  /// Applied to each pass manager compileToPtx runs (kvattn-compile: MLIR's
+  /// --mlir-timing, --mlir-print-ir-*, ... flags); false refuses the
+  /// compilation. A compilation with it, or with $KVATTN_DUMP_DIR set (the
+  /// IR after each stage, the image and the manifest, written there), runs
+  /// the pipelines and bypasses the kernel cache.
+  std::function<bool(mlir::PassManager &)> configurePassManager;
 };
 
 } // namespace kvattn
