@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -264,15 +265,43 @@ struct MergedRow {
   Value peak, sum, lse;
 };
 
+/// The pieces of the merge arithmetic, shared by every lowering of it.
 namespace merge_detail {
+/// Whether a part (its lse `l`) is empty: -inf.
 inline Value isEmpty(Emitter &e, Value l) {
   return arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, l, e.negInf());
+}
+/// A part's weight relative to the row's peak lse: exp(l - peak).
+inline Value partWeight(Emitter &e, Value l, Value peak) {
+  return math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, peak));
+}
+/// `scalar` as `like`'s type (a vector: broadcast).
+inline Value asTypeOf(Emitter &e, Value scalar, Value like) {
+  if (auto vector = dyn_cast<VectorType>(like.getType()))
+    return vector::BroadcastOp::create(e.b, vector, scalar);
+  return scalar;
+}
+/// acc + weight(l) * v, or acc for an empty part (`acc` and `v` scalars or
+/// vectors of one row's columns).
+inline Value accumulatePart(Emitter &e, Value acc, Value l, Value peak,
+                            Value v) {
+  Value w = asTypeOf(e, partWeight(e, l, peak), v);
+  return arith::SelectOp::create(e.b, isEmpty(e, l), acc,
+                                 e.addf(acc, e.mulf(w, v)));
+}
+/// The merged value: the weighted sum over the weights' sum, 0 when every
+/// part is empty.
+inline Value normalise(Emitter &e, Value weighted, Value peak, Value sum) {
+  Value merged =
+      arith::DivFOp::create(e.b, weighted, asTypeOf(e, sum, weighted));
+  return arith::SelectOp::create(e.b, isEmpty(e, peak),
+                                 asTypeOf(e, e.f32(0), weighted), merged);
 }
 inline Value peakStep(Emitter &e, Value m, Value l) {
   return arith::MaximumFOp::create(e.b, m, l);
 }
 inline Value sumStep(Emitter &e, Value s, Value l, Value peak) {
-  Value w = math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, peak));
+  Value w = partWeight(e, l, peak);
   return arith::SelectOp::create(e.b, isEmpty(e, l), s, e.addf(s, w));
 }
 inline Value rowLse(Emitter &e, Value peak, Value sum) {
@@ -320,20 +349,14 @@ inline MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e) {
 inline Value emitMergedOut(Emitter &e, Value outParts, Value lseParts,
                            const MergedRow &row, Value b, Value h, Value i,
                            Value x) {
+  using namespace merge_detail;
   Value n = e.dimOf(lseParts, 0);
   Value weighted = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value a) {
     Value l = e.load(lseParts, {p, b, h, i});
-    Value empty =
-        arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, l, e.negInf());
-    Value w = math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, row.peak));
     Value v = e.load(outParts, {p, b, h, i, x});
-    return arith::SelectOp::create(e.b, empty, a, e.addf(a, e.mulf(w, v)));
+    return accumulatePart(e, a, l, row.peak, v);
   });
-  Value allEmpty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
-                                         row.peak, e.negInf());
-  return arith::SelectOp::create(
-      e.b, allEmpty, e.f32(0),
-      arith::DivFOp::create(e.b, weighted, row.sum).getResult());
+  return normalise(e, weighted, row.peak, row.sum);
 }
 
 /// Converts an f32 to `type` (round to nearest even), or returns it.

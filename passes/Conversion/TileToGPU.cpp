@@ -510,28 +510,17 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
 Value emitMergedChunk(GpuEmitter &e, Value outParts, ArrayRef<Value> lses,
                       const MergedRow &row, Value b, Value h, Value i, Value x,
                       int64_t w) {
+  using namespace merge_detail;
   auto vecType = VectorType::get({w}, e.b.getF32Type());
   Value acc = vector::BroadcastOp::create(e.b, vecType, e.f32(0));
   for (auto [p, l] : llvm::enumerate(lses)) {
-    Value empty =
-        arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, l, e.negInf());
-    Value weight =
-        math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, row.peak));
     Value v = vector::LoadOp::create(
         e.b, vecType, outParts,
         ValueRange{e.idx(static_cast<int64_t>(p)), b, h, i, x},
         /*nontemporal=*/false, llvm::Align(4 * w));
-    Value next = e.addf(
-        acc, e.mulf(vector::BroadcastOp::create(e.b, vecType, weight), v));
-    acc = arith::SelectOp::create(e.b, empty, acc, next);
+    acc = accumulatePart(e, acc, l, row.peak, v);
   }
-  Value allEmpty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
-                                         row.peak, e.negInf());
-  Value merged = arith::DivFOp::create(
-      e.b, acc, vector::BroadcastOp::create(e.b, vecType, row.sum));
-  return arith::SelectOp::create(
-      e.b, allEmpty, vector::BroadcastOp::create(e.b, vecType, e.f32(0)),
-      merged);
+  return normalise(e, acc, row.peak, row.sum);
 }
 
 /// The merge kernel of a split: all threads together over the (row,
