@@ -4,7 +4,7 @@
 #include "kvattn/Evaluator/Evaluator.h"
 #include "kvattn/IR/DiagnosticCollector.h"
 #include "kvattn/Support/Limits.h"
-#include "passes/Passes.h"
+#include "kvattn/Passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"

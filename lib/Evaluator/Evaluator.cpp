@@ -2,7 +2,7 @@
 
 #include "kvattn/Evaluator/Evaluator.h"
 
-#include "dialect/KVAttnOps.h"
+#include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Reference/Reference.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -5,7 +5,7 @@
 #include "kvattn/Runtime/EmulatedGpu.h"
 #include "kvattn/Support/Decimal.h"
 
-#include "dialect/KVAttnOps.h"
+#include "kvattn/Dialect/KVAttnOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

@@ -2,8 +2,8 @@
 
 #include "kvattn/Registration/Registration.h"
 
-#include "dialect/KVAttnDialect.h"
-#include "passes/Passes.h"
+#include "kvattn/Dialect/KVAttnDialect.h"
+#include "kvattn/Passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"

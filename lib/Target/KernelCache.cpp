@@ -3,7 +3,7 @@
 #include "kvattn/Target/KernelCache.h"
 
 #include "KVAttnCompilerHash.h"
-#include "passes/Passes.h"
+#include "kvattn/Passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OperationSupport.h"

@@ -3,7 +3,7 @@
 #include "kvattn/Target/Ptx.h"
 #include "kvattn/IR/DiagnosticCollector.h"
 #include "kvattn/Target/KernelCache.h"
-#include "passes/Passes.h"
+#include "kvattn/Passes/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Registration/Registration.h"
-#include "passes/Passes.h"
+#include "kvattn/Passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"

@@ -1,4 +1,4 @@
-//===- CudaAbiTest.cpp - runtime/CudaApi.h against cuda.h -----------------===//
+//===- CudaAbiTest.cpp - lib/Runtime/CudaApi.h against cuda.h -----------------===//
 //
 // Built only when cuda.h is found: the runtime declares the driver types
 // and constants itself (it must build without the toolkit); this checks
@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/CudaApi.h"
+#include "Runtime/CudaApi.h"
 
 #include <cuda.h>
 

@@ -10,7 +10,7 @@
 #include "kvattn/Target/KernelCache.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Target/Ptx.h"
-#include "passes/Passes.h"
+#include "kvattn/Passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"

@@ -22,7 +22,7 @@
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Npy.h"
 #include "kvattn/Support/Random.h"
-#include "passes/Passes.h"
+#include "kvattn/Passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -1,0 +1,308 @@
+//===- KVAttnOps.td - kvattn operations --------------------*- tablegen -*-===//
+
+#ifndef KVATTN_DIALECT_KVATTNOPS_TD
+#define KVATTN_DIALECT_KVATTNOPS_TD
+
+include "kvattn/Dialect/KVAttnBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// kvattn.attention
+//===----------------------------------------------------------------------===//
+
+def KVAttn_AttentionOp : KVAttn_Op<"attention",
+    [Pure, AttrSizedOperandSegments]> {
+  let summary = "attention with explicit query and key positions";
+  let description = [{
+    Scaled dot-product attention in which every query row and key column has
+    a logical position in the whole sequence. For batch `b`, query head `h`,
+    query row `i` and key column `j`:
+
+    * kv head `g = h / (Hq / Hkv)` (GQA; MQA is `Hkv = 1`);
+    * query position `qp(b, i)` and key position `kp(b, j)`:
+      - offset form: `qp = q_offset[b] + i`, `kp = k_offset[b] + j`
+        (`k_offset` defaults to 0);
+      - explicit form: `qp = q_pos[b, i]`, `kp = k_pos[b, j]`;
+    * `valid(b, j) = j < kv_len[b] && key_valid[b, j]` (each term only when
+      its operand is present);
+    * `allowed(b, h, i, j) = valid(b, j) && (!causal || kp <= qp)
+      && (!window || qp - kp < window) && mask[b, h, i, j]`;
+    * `s = scale * dot(q[b, h, i], k[b, g, j])`, then with `softcap`:
+      `s = softcap * tanh(s / softcap)`, then a float `mask` is added;
+    * `out[b, h, i] = sum over allowed j of softmax(s)_j * v[b, g, j]`, and
+      `lse[b, h, i] = log(sum over allowed j of exp(s_j))` (natural log, f32).
+
+    Forbidden keys are excluded from the normalisation, never multiplied by
+    zero. A row with no allowed key has `out = 0` and `lse = -inf`.
+    Accumulation is in f32 (or wider) whatever the element type; `out` has
+    the element type of `query`. `scale` defaults to `1 / sqrt(D)`.
+
+    Shapes: `query [B, Hq, L, D]`, `key [B, Hkv, S, D]`,
+    `value [B, Hkv, S, Dv]`, `out [B, Hq, L, Dv]`, `lse [B, Hq, L]`;
+    `q_offset`, `k_offset`, `kv_len`: `[B]`; `q_pos [B, L]`; `k_pos` and
+    `key_valid`: `[B, S]`; `mask`: broadcastable to `[B, Hq, L, S]` (rank 2 to
+    4, aligned on the right, each dimension 1 or the full size). Dynamic
+    dimensions are allowed everywhere; static ones are checked.
+
+    Positions are required as soon as they matter: `causal` or `window` need
+    `q_offset` or `q_pos`/`k_pos`. The offset and explicit forms are
+    exclusive. Run-time values (offsets, lengths, positions) are checked by
+    whoever executes the op: the reference and the runtime reject negative
+    positions and `kv_len` outside `[0, S]`.
+
+    **Paged KV.** With `block_table`, `key` and `value` are caches of pages,
+    `[num_pages, page_size, Hkv, D]` and `[num_pages, page_size, Hkv, Dv]`,
+    shared by all sequences, and `block_table [B, max_pages]` (i32/i64)
+    lists each sequence's pages in logical order. The logical keys of batch
+    `b` are `key[block_table[b, j / page_size], j % page_size, g]` for
+    `j < S = max_pages * page_size`, and everything above applies to them
+    unchanged (`k_pos`, `key_valid` and the mask index the logical keys).
+    `kv_len` is required: keys at and past `kv_len[b]` are not read. The
+    table's rules (docs/semantics.md): every entry is `-1` or a page id in
+    `[0, num_pages)`, nothing but `-1` after the first `-1`, no page twice in
+    one sequence, and `kv_len[b] <= (pages of b) * page_size`. The verifier
+    checks them when the table (and `kv_len`) are constants; otherwise the
+    reference and the runtime check them before anything reads a page.
+    Physical page order never changes the result.
+
+    Example: two new tokens appended to a cache that holds three (the 2x5
+    example of the semantics page); queries sit at positions 3 and 4.
+
+    ```mlir
+    %out = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
+        : tensor<1x1x2x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>
+        -> tensor<1x1x2x8xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    KVAttn_FloatTensor:$query,
+    KVAttn_FloatTensor:$key,
+    KVAttn_FloatTensor:$value,
+    Optional<KVAttn_IndexTensor>:$q_offset,
+    Optional<KVAttn_IndexTensor>:$k_offset,
+    Optional<KVAttn_IndexTensor>:$q_pos,
+    Optional<KVAttn_IndexTensor>:$k_pos,
+    Optional<KVAttn_IndexTensor>:$kv_len,
+    Optional<KVAttn_BoolTensor>:$key_valid,
+    Optional<KVAttn_MaskTensor>:$mask,
+    Optional<KVAttn_IndexTensor>:$block_table,
+    UnitAttr:$causal,
+    OptionalAttr<I64Attr>:$window,
+    OptionalAttr<F32Attr>:$softcap,
+    OptionalAttr<F32Attr>:$scale
+  );
+  let results = (outs
+    KVAttn_FloatTensor:$out,
+    Optional<KVAttn_LseTensor>:$lse
+  );
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value
+    (`q_offset` `(` $q_offset^ `:` type($q_offset) `)`)?
+    (`k_offset` `(` $k_offset^ `:` type($k_offset) `)`)?
+    (`q_pos` `(` $q_pos^ `:` type($q_pos) `)`)?
+    (`k_pos` `(` $k_pos^ `:` type($k_pos) `)`)?
+    (`kv_len` `(` $kv_len^ `:` type($kv_len) `)`)?
+    (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
+    (`causal` $causal^)?
+    (`window` `=` $window^)?
+    (`softcap` `=` $softcap^)?
+    (`scale` `=` $scale^)?
+    attr-dict `:` type($query) `,` type($key) `,` type($value)
+    `->` type($out) (`,` type($lse)^)?
+  }];
+
+  let hasVerifier = 1;
+
+  let extraClassDeclaration = [{
+    /// True when positions are given as per-batch offsets.
+    bool hasOffsetPositions() { return static_cast<bool>(getQOffset()); }
+    /// True when positions are given as explicit position tensors.
+    bool hasExplicitPositions() { return static_cast<bool>(getQPos()); }
+    /// True when key and value are paged caches read through block_table.
+    bool isPaged() { return static_cast<bool>(getBlockTable()); }
+    /// Logical key count S (max_pages * page_size when paged); dynamic
+    /// when unknown.
+    int64_t getLogicalKeyLength();
+    /// The kv-head dimension of key and value (1, or 2 when paged).
+    unsigned getKeyHeadDim() { return isPaged() ? 2 : 1; }
+    /// The block-table rules, when the table is a constant.
+    ::mlir::LogicalResult verifyConstantBlockTable();
+    /// The softmax scale: the `scale` attribute, or 1/sqrt(D) when absent.
+    /// Returns std::nullopt when D is dynamic and no scale is given.
+    std::optional<double> getEffectiveScale();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// kvattn.sdpa
+//===----------------------------------------------------------------------===//
+
+def KVAttn_SdpaOp : KVAttn_Op<"sdpa", [Pure]> {
+  let summary = "framework scaled dot-product attention (PyTorch meaning)";
+  let description = [{
+    `torch.nn.functional.scaled_dot_product_attention` with dropout 0, as a
+    framework front end emits it. Shapes: `query [B, Hq, L, D]`,
+    `key [B, Hkv, S, D]`, `value [B, Hkv, S, Dv]`, result `[B, Hq, L, Dv]`.
+    `Hq % Hkv == 0`; when `Hq != Hkv` query head `h` reads kv head
+    `h / (Hq / Hkv)` (torch's `enable_gqa=True`).
+
+    * `mask`: optional, broadcastable to `[B, Hq, L, S]` (rank 2 to 4,
+      right-aligned, each dimension 1 or the full size). `i1`: true means
+      allowed. Float: added to the scaled scores (`-inf` excludes a key).
+    * `causal = upper_left` is torch's `is_causal=True`: key `j` is allowed
+      for query row `i` when `j <= i`, whatever `S` is.
+      `causal = lower_right` is torch's `causal_lower_right` bias:
+      `j <= i + S - L`. `mask` and `causal` are exclusive, as in torch.
+    * `scale` defaults to `1 / sqrt(D)`.
+
+    Row semantics differ from torch in one documented place: a row with no
+    allowed key yields 0 (torch's math backend yields NaN).
+
+    When `L` new tokens are appended to a cache that already holds keys,
+    `upper_left` is almost always a bug: the appended rows see only the first
+    keys. `-kvattn-resolve-cached-append` rewrites this op into
+    `kvattn.attention` with positions made explicit and warns about it.
+  }];
+
+  let arguments = (ins
+    KVAttn_FloatTensor:$query,
+    KVAttn_FloatTensor:$key,
+    KVAttn_FloatTensor:$value,
+    Optional<KVAttn_MaskTensor>:$mask,
+    OptionalAttr<KVAttn_CausalAlignmentAttr>:$causal,
+    OptionalAttr<F32Attr>:$scale
+  );
+  let results = (outs KVAttn_FloatTensor:$out);
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`causal` `=` $causal^)?
+    (`scale` `=` $scale^)?
+    attr-dict `:` type($query) `,` type($key) `,` type($value)
+    `->` type($out)
+  }];
+
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// kvattn.append
+//===----------------------------------------------------------------------===//
+
+def KVAttn_AppendOp : KVAttn_Op<"append",
+    [Pure, AllTypesMatch<["cache", "result"]>]> {
+  let summary = "write new K or V rows into a static or paged cache";
+  let description = [{
+    Writes the `L` rows of `update [B, H, L, D]` into `cache [B, H, C, D]`
+    at per-batch sequence positions `pos [B]`: for every batch `b`,
+    `result[b, :, pos[b] + t, :] = update[b, :, t, :]` for `t < L`; every
+    other slot keeps its cache value. The cache already holds `pos[b]` tokens
+    of batch `b`, so after the write it holds `pos[b] + L`; slots at and
+    beyond that length are not real keys.
+
+    `pos[b] + L <= C` must hold at run time; the reference and the runtime
+    reject a write past the capacity, naming the batch and the position.
+
+    ```mlir
+    %k2 = kvattn.append %k_new into %k_cache at %pos
+        : tensor<2x2x4x64xf16> into tensor<2x2x1024x64xf16>, tensor<2xi32>
+    ```
+
+    **Paged KV.** With `block_table [B, max_pages]` (i32/i64), `cache` is a
+    cache of pages `[num_pages, page_size, H, D]` shared by all sequences,
+    in the layout that `kvattn.attention` reads through the same table.
+    Token `p = pos[b] + t` (`t < L`) of batch `b` goes to row
+    `p % page_size` of page `block_table[b, p / page_size]`:
+    `result[block_table[b, p / page_size], p % page_size, :, :] =
+    update[b, :, t, :]`; every other row of every page keeps its value.
+
+    The table follows the rules of paged attention (docs/semantics.md):
+    every entry `-1` or a page id in `[0, num_pages)`, nothing but `-1`
+    after the first `-1`, no page twice in one sequence. The written tokens
+    must lie in the sequence's pages, `0 <= pos[b]` and
+    `pos[b] + L <= (pages of b) * page_size`, and no two sequences may write
+    the same row of a shared page. The verifier checks the table when it is
+    a constant, and the writes too when `pos` is also a constant; otherwise
+    the reference (and kvattn-run before compiled code) checks them, each
+    error naming the batch, the slot and the value.
+
+    ```mlir
+    %kp2 = kvattn.append %k_new into %k_pages at %pos
+        block_table(%bt : tensor<2x8xi32>)
+        : tensor<2x2x1x64xf16> into tensor<64x16x2x64xf16>, tensor<2xi32>
+    ```
+  }];
+
+  let arguments = (ins
+    KVAttn_FloatTensor:$update,
+    KVAttn_FloatTensor:$cache,
+    KVAttn_IndexTensor:$pos,
+    Optional<KVAttn_IndexTensor>:$block_table
+  );
+  let results = (outs KVAttn_FloatTensor:$result);
+
+  let assemblyFormat = [{
+    $update `into` $cache `at` $pos
+    (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
+    attr-dict `:` type($update) `into` type($cache) `,` type($pos)
+  }];
+
+  let hasVerifier = 1;
+
+  let extraClassDeclaration = [{
+    /// True when the cache is a cache of pages written through block_table.
+    bool isPaged() { return static_cast<bool>(getBlockTable()); }
+    /// The block-table and write rules, when the table (and pos) are
+    /// constants.
+    ::mlir::LogicalResult verifyConstantBlockTable();
+  }];
+}
+
+
+//===----------------------------------------------------------------------===//
+// kvattn.merge
+//===----------------------------------------------------------------------===//
+
+def KVAttn_MergeOp : KVAttn_Op<"merge", [Pure]> {
+  let summary = "merge partial attention states in a fixed order";
+  let description = [{
+    Merges `N` partial attention states, each the `(out, lse)` of the same
+    queries over a disjoint part of the keys (a KV chunk of split-KV, or the
+    keys held by another GPU), into the state over all of them:
+
+    ```
+    lse = log(sum_n exp(lse_parts[n]))
+    out = sum_n exp(lse_parts[n] - lse) * out_parts[n]
+    ```
+
+    Shapes: `out_parts [N, B, Hq, L, Dv]` f32, `lse_parts [N, B, Hq, L]`
+    f32; results `out [B, Hq, L, Dv]` (f32, f16 or bf16) and
+    `lse [B, Hq, L]` f32 (natural log).
+
+    The parts are combined in index order `n = 0 .. N-1`, never in
+    completion order, with a running maximum, so the same inputs give
+    bitwise-identical results. `(0, -inf)` is the identity: a part with
+    `lse = -inf` (no allowed key) contributes nothing, and merging only
+    empty parts gives `(0, -inf)`, never NaN (`-inf - -inf` is not
+    evaluated). Accumulation is f32 or wider.
+  }];
+  let arguments = (ins
+    RankedTensorOf<[F32]>:$out_parts,
+    RankedTensorOf<[F32]>:$lse_parts
+  );
+  let results = (outs KVAttn_FloatTensor:$out, KVAttn_LseTensor:$lse);
+  let assemblyFormat = [{
+    $out_parts `,` $lse_parts attr-dict `:` type($out_parts) `,`
+    type($lse_parts) `->` type($out) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
+include "kvattn/Dialect/KVAttnTileOps.td"
+
+#endif // KVATTN_DIALECT_KVATTNOPS_TD

@@ -1,0 +1,288 @@
+//===- KVAttnTileOps.td - the tile program's data ops -----*- tablegen -*-===//
+//
+// The tile program (produced by -kvattn-tile) is control in scf/arith plus
+// these data ops. Each works on the tile of ONE program instance: a block of
+// `rows <= BM` query rows of one (batch, query head) and a block of
+// `cols <= BN` keys of its kv head. Tiles live in small f32 scratch buffers
+// (`memref<BMxBN>` scores, `memref<BMxD>` queries, `memref<BM>` running max
+// and sum, `memref<BMxDv>` accumulator); the operands in global layout are
+// the op's memrefs [B, H, S, D]. Their meaning is defined here once; the CPU
+// lowering (-kvattn-lower-tile-to-loops) turns them into loops, a GPU
+// lowering maps the same tiles onto warps and fragments.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_DIALECT_KVATTNTILEOPS_TD
+#define KVATTN_DIALECT_KVATTNTILEOPS_TD
+
+include "kvattn/Dialect/KVAttnBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def KVAttn_F32Tile : MemRefRankOf<[F32], [2]>;
+def KVAttn_F32Row : MemRefRankOf<[F32], [1]>;
+def KVAttn_GlobalTensor : MemRefRankOf<[F32, F16, BF16], [4]>;
+def KVAttn_IndexMemRef : MemRefOf<[I32, I64]>;
+
+def KVAttn_TileInitOp : KVAttn_Op<"tile.init"> {
+  let summary = "initialise the online-softmax state of a program";
+  let description = [{
+    `max[r] = -inf`, `sum[r] = 0`, `acc[r, :] = 0` for every row of the
+    tile.
+  }];
+  let arguments = (ins
+    Arg<KVAttn_F32Row, "", [MemWrite]>:$max,
+    Arg<KVAttn_F32Row, "", [MemWrite]>:$sum,
+    Arg<KVAttn_F32Tile, "", [MemWrite]>:$acc);
+  let assemblyFormat = [{
+    $max `,` $sum `,` $acc attr-dict `:` type($max) `,` type($sum) `,` type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
+def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q"> {
+  let summary = "load a block of query rows into an f32 tile";
+  let description = [{
+    `q_tile[r, d] = f32(query[batch, head, start + r, d])` for `r < rows`;
+    rows `rows <= r < BM` are set to 0. `q_tile` is `[BM, D]`.
+
+    With `group = G` the tile packs the `G` query heads that share one kv
+    head (GQA packing): `start` counts packed rows, and tile row `r` is
+    packed row `t = start + r`, which is query row `t / G` of head
+    `head + t % G` (`head` is the group's first head). The same rule holds
+    for `tile.mask` and `tile.store` with `group`.
+  }];
+  let arguments = (ins
+    Arg<KVAttn_GlobalTensor, "", [MemRead]>:$query,
+    Index:$batch, Index:$head, Index:$start, Index:$rows,
+    Arg<KVAttn_F32Tile, "", [MemWrite]>:$q_tile,
+    OptionalAttr<I64Attr>:$group);
+  let assemblyFormat = [{
+    $query `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)`
+    (`group` `=` $group^)? `into` $q_tile attr-dict `:` type($query) `,`
+    type($q_tile)
+  }];
+  let hasVerifier = 1;
+}
+
+def KVAttn_TileQKOp : KVAttn_Op<"tile.qk"> {
+  let summary = "scores of a query tile against a block of keys";
+  let description = [{
+    For `r < rows`, `c < cols`:
+    `s = scale * sum_d q_tile[r, d] * f32(key[batch, kv_head, start + c, d])`,
+    then with `softcap`: `s = softcap * tanh(s / softcap)`;
+    `scores[r, c] = s`. Columns `cols <= c < BN` of those rows are set to
+    `-inf`, so a block that runs past the end of the keys never contributes;
+    rows `rows <= r < BM` are left unspecified (no later op reads them).
+    `scores` is `[BM, BN]`. Accumulation in f32.
+
+    With `pages(%block_table)` the key is a paged cache
+    `[num_pages, page_size, Hkv, D]` and key row `j = start + c` is
+    `key[block_table[batch, j / page_size], j % page_size, kv_head, :]`;
+    the caller guarantees `start + cols <= kv_len`, so only valid table
+    entries are read.
+  }];
+  let arguments = (ins
+    Arg<KVAttn_F32Tile, "", [MemRead]>:$q_tile,
+    Arg<KVAttn_GlobalTensor, "", [MemRead]>:$key,
+    Index:$batch, Index:$kv_head, Index:$start, Index:$rows, Index:$cols,
+    Arg<KVAttn_F32Tile, "", [MemWrite]>:$scores,
+    Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$block_table,
+    F32Attr:$scale, OptionalAttr<F32Attr>:$softcap);
+  let assemblyFormat = [{
+    $q_tile `,` $key `[` $batch `,` $kv_head `,` $start `]`
+    (`pages` `(` $block_table^ `:` type($block_table) `)`)?
+    `size` `(` $rows `,` $cols `)`
+    `into` $scores `scale` `=` $scale (`softcap` `=` $softcap^)? attr-dict
+    `:` type($q_tile) `,` type($key) `,` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
+  let summary = "apply the position mask to a boundary block";
+  let description = [{
+    Only emitted for *partial* blocks: blocks where some query of the tile
+    may not see some key. For `r < rows`, `c < cols`, with query row
+    `i = q_start + r` and key `j = k_start + c`:
+
+    * positions: offset form `qp = q_base + r`, `kp = k_base + c` (the
+      bases already include `q_offset[b] + q_start` and
+      `k_offset[b] + k_start`); explicit form `qp = q_pos[batch, i]`,
+      `kp = k_pos[batch, j]`;
+    * the key is allowed when `j < kv_len`, `key_valid[batch, j]` (if
+      given), `kp <= qp` (if `causal`), `qp - kp < window` (if `window`),
+      and `mask[batch, head, i, j]` is true (an i1 mask, broadcast);
+    * a forbidden key's score becomes `-inf`; a float `mask` is added to the
+      allowed scores instead (with the same broadcasting).
+
+    With `group = G` (GQA packing, see `tile.load_q`) row `r` is query row
+    `i = (q_start + r) / G` of head `head + (q_start + r) % G`; in the offset
+    form `q_base` is then the position of query row 0 (`q_offset[b]`) and
+    `qp = q_base + i`.
+  }];
+  let arguments = (ins
+    Arg<KVAttn_F32Tile, "", [MemRead, MemWrite]>:$scores,
+    Index:$batch, Index:$head, Index:$q_start, Index:$k_start,
+    Index:$rows, Index:$cols, Index:$kv_len,
+    Optional<Index>:$q_base, Optional<Index>:$k_base,
+    Optional<KVAttn_IndexMemRef>:$q_pos, Optional<KVAttn_IndexMemRef>:$k_pos,
+    Optional<MemRefOf<[I1]>>:$key_valid,
+    Optional<MemRefOf<[I1, F32, F16, BF16]>>:$mask,
+    UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
+    OptionalAttr<I64Attr>:$group);
+  let assemblyFormat = [{
+    $scores `[` $batch `,` $head `,` $q_start `,` $k_start `]`
+    `size` `(` $rows `,` $cols `)` `kv_len` `(` $kv_len `)`
+    (`offsets` `(` $q_base^ `,` $k_base `)`)?
+    (`positions` `(` $q_pos^ `,` $k_pos `:` type($q_pos) `,` type($k_pos) `)`)?
+    (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`causal` $causal^)? (`window` `=` $window^)? (`group` `=` $group^)?
+    attr-dict `:` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update",
+                                     [AttrSizedOperandSegments]> {
+  let summary = "online-softmax update with one block of values";
+  let description = [{
+    For every row `r < rows` of the tile, with the block's scores
+    `s[c] = scores[r, c]` (`-inf` for forbidden keys):
+
+    ```
+    m_new = max(max[r], max_c s[c])
+    if m_new == -inf: continue          // nothing allowed yet in this row
+    alpha = exp(max[r] - m_new)         // 0 when max[r] == -inf
+    p[c] = exp(s[c] - m_new)            // 0 for forbidden keys
+    sum[r] = alpha * sum[r] + sum_c p[c]
+    acc[r, :] = alpha * acc[r, :] + sum_{c < cols, p[c] != 0} p[c] * f32(value[batch, kv_head, start + c, :])
+    max[r] = m_new
+    ```
+
+    In f32. A NaN score propagates to its row (the maximum is NaN-aware).
+    Keys with `p[c] == 0` (forbidden ones) are skipped rather than
+    multiplied by zero, so a NaN or infinite value at a forbidden key never
+    reaches the row.
+
+    With `pages(%block_table)` the value is a paged cache, read as in
+    `kvattn.tile.qk`. With `key_valid(%valid)` (`[B, S]`) the values of keys
+    whose validity is false are never read: targets that multiply every
+    value row by its probability (tensor cores) use zeros in their place,
+    so a NaN or infinite value of an invalid key cannot reach a row.
+
+    `all_allowed(%full)` (an `i1`) states, when `%full` is true, that the
+    block is full: every key of `[start, start + cols)` is owned, valid and
+    allowed for every row `< rows`, so no score was forbidden by a mask.
+    A target may then multiply every value by its probability instead of
+    testing it for 0 (the CPU lowering does; the result differs only for a
+    non-finite value at an allowed key whose weight underflows, which then
+    propagates as in the reference). `-kvattn-tile` passes its full-block
+    test; a block with `%full` false, or without the operand, is lowered
+    as above.
+  }];
+  let arguments = (ins
+    Arg<KVAttn_F32Tile, "", [MemRead]>:$scores,
+    Arg<KVAttn_GlobalTensor, "", [MemRead]>:$value,
+    Index:$batch, Index:$kv_head, Index:$start, Index:$rows, Index:$cols,
+    Arg<KVAttn_F32Row, "", [MemRead, MemWrite]>:$max,
+    Arg<KVAttn_F32Row, "", [MemRead, MemWrite]>:$sum,
+    Arg<KVAttn_F32Tile, "", [MemRead, MemWrite]>:$acc,
+    Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$block_table,
+    Arg<Optional<MemRefOf<[I1]>>, "", [MemRead]>:$key_valid,
+    Optional<I1>:$all_allowed);
+  let assemblyFormat = [{
+    $scores `,` $value `[` $batch `,` $kv_head `,` $start `]`
+    (`pages` `(` $block_table^ `:` type($block_table) `)`)?
+    (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
+    (`all_allowed` `(` $all_allowed^ `)`)?
+    `size` `(` $rows `,` $cols `)` `state` `(` $max `,` $sum `,` $acc `)`
+    attr-dict `:` type($scores) `,` type($value) `,` type($max) `,`
+    type($sum) `,` type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
+def KVAttn_TileStoreOp : KVAttn_Op<"tile.store"> {
+  let summary = "the epilogue: normalise and write a program's rows";
+  let description = [{
+    For `r < rows`, `i = start + r`: when `max[r] == -inf` (no allowed key)
+    `out[batch, head, i, :] = 0` and `lse[batch, head, i] = -inf`;
+    otherwise `out[batch, head, i, :] = acc[r, :] / sum[r]` converted to
+    `out`'s element type (round to nearest even) and
+    `lse[batch, head, i] = max[r] + log(sum[r])` (natural log).
+
+    With `group = G` (GQA packing, see `tile.load_q`) row `r` is query row
+    `(start + r) / G` of head `head + (start + r) % G`.
+  }];
+  let arguments = (ins
+    Arg<KVAttn_F32Row, "", [MemRead]>:$max,
+    Arg<KVAttn_F32Row, "", [MemRead]>:$sum,
+    Arg<KVAttn_F32Tile, "", [MemRead]>:$acc,
+    Arg<KVAttn_GlobalTensor, "", [MemWrite]>:$out,
+    Arg<Optional<MemRefRankOf<[F32], [3]>>, "", [MemWrite]>:$lse,
+    Index:$batch, Index:$head, Index:$start, Index:$rows,
+    OptionalAttr<I64Attr>:$group);
+  let assemblyFormat = [{
+    `state` `(` $max `,` $sum `,` $acc `)` `into` $out
+    (`lse` `(` $lse^ `:` type($lse) `)`)?
+    `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)`
+    (`group` `=` $group^)? attr-dict
+    `:` type($max) `,` type($sum) `,` type($acc) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def KVAttn_TileMergeOp : KVAttn_Op<"tile.merge"> {
+  let summary = "merge the split-KV partial states of a block of rows";
+  let description = [{
+    The epilogue of split-KV: the partial states `out_parts [N, B, Hq, L,
+    Dv]` and `lse_parts [N, B, Hq, L]` (f32, one part per KV chunk) of rows
+    `i = start + r`, `r < rows`, of `(batch, head)` are merged with the
+    arithmetic of `kvattn.merge`: parts in index order `n = 0 .. N-1`, the
+    largest lse first, parts with `lse = -inf` skipped, so that an all-empty
+    row gives `out = 0`, `lse = -inf` and never NaN. `out` receives the
+    merged output converted to its element type (round to nearest even),
+    `lse` (optional) the merged natural-log lse.
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[F32], [5]>, "", [MemRead]>:$out_parts,
+    Arg<MemRefRankOf<[F32], [4]>, "", [MemRead]>:$lse_parts,
+    Arg<KVAttn_GlobalTensor, "", [MemWrite]>:$out,
+    Arg<Optional<MemRefRankOf<[F32], [3]>>, "", [MemWrite]>:$lse,
+    Index:$batch, Index:$head, Index:$start, Index:$rows);
+  let assemblyFormat = [{
+    $out_parts `,` $lse_parts `[` $batch `,` $head `,` $start `]`
+    `rows` `(` $rows `)` `into` $out (`lse` `(` $lse^ `:` type($lse) `)`)?
+    attr-dict `:` type($out_parts) `,` type($lse_parts) `,` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+def KVAttn_TilePrefetchOp : KVAttn_Op<"tile.prefetch"> {
+  let summary = "announce the KV block the next tile.qk will read";
+  let description = [{
+    A schedule hint with no effect on values: the next `kvattn.tile.qk` of
+    this program reads rows `start .. start + cols` of `key[batch, kv_head]`
+    (through `pages(%block_table)` when paged, as in `tile.qk`), so a target
+    may start loading them now. The GPU lowering does (`cp.async` into the
+    K staging block while the current block's softmax runs); the CPU
+    lowering drops the op. `cols = 0` announces that there is no next
+    block. The tile pass emits one before the KV loop and one after each
+    `tile.qk` when `num-stages >= 2`.
+  }];
+  // No declared memory effects: the op is kept where the schedule put it
+  // (an op with only read effects and no result would be dead code).
+  let arguments = (ins
+    KVAttn_GlobalTensor:$key,
+    Index:$batch, Index:$kv_head, Index:$start, Index:$cols,
+    Optional<KVAttn_IndexMemRef>:$block_table);
+  let assemblyFormat = [{
+    $key `[` $batch `,` $kv_head `,` $start `]`
+    (`pages` `(` $block_table^ `:` type($block_table) `)`)?
+    `size` `(` $cols `)` attr-dict `:` type($key)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // KVATTN_DIALECT_KVATTNTILEOPS_TD

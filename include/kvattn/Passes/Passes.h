@@ -1,0 +1,85 @@
+//===- Passes.h - kvattn passes ---------------------------------*- C++ -*-===//
+
+#ifndef KVATTN_PASSES_PASSES_H
+#define KVATTN_PASSES_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "kvattn/CPU/CpuOptions.h"
+#include "kvattn/Target/PtxOptions.h"
+
+#include <string>
+
+namespace mlir {
+class RewritePatternSet;
+namespace kvattn {
+
+#define GEN_PASS_DECL
+#include "kvattn/Passes/Passes.h.inc"
+
+/// Patterns of -kvattn-resolve-cached-append, usable without the pass.
+void populateResolveCachedAppendPatterns(RewritePatternSet &patterns,
+                                         bool fixUpperLeftAppends);
+
+/// Patterns of -kvattn-lower-append.
+void populateLowerAppendPatterns(RewritePatternSet &patterns);
+
+/// Patterns of -kvattn-lower-tile-to-loops.
+void populateLowerTileToLoopsPatterns(RewritePatternSet &patterns);
+/// The scalar lowerings of the tile ops that do not depend on the layout of
+/// the scratch tiles (init, merge, prefetch): shared by both CPU lowerings.
+void populateLowerTileStateToLoopsPatterns(RewritePatternSet &patterns);
+/// Patterns of -kvattn-lower-tile-to-vectors with vectors of `width` f32
+/// lanes at most (a power of two); the math they create is expanded by
+/// the pass itself.
+void populateLowerTileToVectorsPatterns(RewritePatternSet &patterns,
+                                        int64_t width);
+/// The widest f32 vector of the host: 16 with AVX-512, 8 with AVX, else 4.
+int64_t hostVectorWidth();
+
+/// kvattn -> tile program -> loops -> LLVM dialect, ready for the
+/// ExecutionEngine (the kvattn-to-cpu pipeline; optLevel is the JIT's).
+/// Built from pass constructors: needs no pass registration.
+void buildKVAttnToCpuPipeline(OpPassManager &pm,
+                              const ::mlir::kvattn::CpuCompileOptions &options);
+
+/// kvattn -> tile program -> outlined kernels with the tile ops lowered to
+/// threads and shared memory (still in the gpu/scf/memref dialects).
+void buildKVAttnToGpuKernelsPipeline(OpPassManager &pm,
+                                     const ::mlir::kvattn::PtxOptions &options);
+/// Kernels -> NVVM -> PTX text (gpu.binary, format=isa).
+void buildGpuKernelsToPtxPipeline(OpPassManager &pm,
+                                  const ::mlir::kvattn::PtxOptions &options,
+                                  const std::string &libdevice);
+/// libdevice.10.bc: `explicitPath` if it exists, else from $CUDA_HOME,
+/// $CUDA_PATH or /usr/local/cuda; empty when not found.
+std::string findLibdevice(const std::string &explicitPath);
+
+/// Why kvattn cannot generate code for `chip` ("sm_80", ...), or "" when it
+/// can: sm_80 or newer, known to LLVM's NVPTX back end.
+std::string unsupportedChipReason(llvm::StringRef chip);
+
+/// The dynamic shared memory one block may use on `chip` (the opt-in
+/// maximum), in bytes; 0 for a name that is not "sm_<digits>...".
+int64_t maxSharedMemoryPerBlock(llvm::StringRef chip);
+
+/// Registers the kvattn-to-cpu and kvattn-to-ptx pipelines.
+void registerKVAttnPipelines();
+
+#define GEN_PASS_REGISTRATION
+#include "kvattn/Passes/Passes.h.inc"
+
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_PASSES_PASSES_H

@@ -1,0 +1,532 @@
+//===- KVAttnOps.cpp - kvattn operations ----------------------------------===//
+//
+// Verifiers. Every rule rejects statically wrong IR with a diagnostic that
+// names the tensor, the dimension and both sizes; dynamic dimensions are
+// accepted and checked at run time by whoever executes the op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Support/BlockTable.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+#include "kvattn/Dialect/KVAttnEnums.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Shape helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One dimension of one named tensor, for diagnostics.
+struct NamedDim {
+  StringRef tensor;
+  unsigned index;
+  int64_t size;
+};
+} // namespace
+
+static bool isCompatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+static std::string dimToString(int64_t size) {
+  return ShapedType::isDynamic(size) ? std::string("?") : std::to_string(size);
+}
+
+static NamedDim dimOf(StringRef tensor, Value value, unsigned index) {
+  auto type = cast<ShapedType>(value.getType());
+  return {tensor, index, type.getDimSize(index)};
+}
+
+/// Checks that two dimensions that denote the same quantity `what` agree.
+static LogicalResult checkSameDim(Operation *op, StringRef what, NamedDim a,
+                                  NamedDim b) {
+  if (isCompatible(a.size, b.size))
+    return success();
+  return op->emitOpError() << what << " mismatch: " << a.tensor << " dim "
+                           << a.index << " is " << a.size << " but " << b.tensor
+                           << " dim " << b.index << " is " << b.size;
+}
+
+static LogicalResult checkRank(Operation *op, StringRef tensor, Value value,
+                               int64_t rank, StringRef layout) {
+  auto type = cast<ShapedType>(value.getType());
+  if (type.getRank() == rank)
+    return success();
+  return op->emitOpError() << tensor << " must have rank " << rank << " "
+                           << layout << ", got rank " << type.getRank();
+}
+
+/// Checks a tensor against an expected shape of named dimensions, e.g.
+/// `q_pos` against [B, L]. `expected` holds (name, size) pairs.
+static LogicalResult
+checkShape(Operation *op, StringRef tensor, Value value,
+           ArrayRef<std::pair<StringRef, int64_t>> expected) {
+  auto type = cast<ShapedType>(value.getType());
+  auto layout = [&] {
+    std::string s = "[";
+    llvm::interleave(
+        expected, [&](const auto &d) { s += d.first.str(); },
+        [&] { s += ", "; });
+    return s + "]";
+  };
+  if (type.getRank() != static_cast<int64_t>(expected.size()))
+    return op->emitOpError()
+           << tensor << " must have shape " << layout() << " (rank "
+           << expected.size() << "), got rank " << type.getRank();
+  for (auto [i, d] : llvm::enumerate(expected)) {
+    if (isCompatible(type.getDimSize(i), d.second))
+      continue;
+    return op->emitOpError() << tensor << " must have shape " << layout()
+                             << ": dim " << i << " is " << type.getDimSize(i)
+                             << " but " << d.first << " is " << d.second;
+  }
+  return success();
+}
+
+namespace {
+/// The named sizes of an attention problem, read off Q, K, V.
+struct AttentionDims {
+  int64_t b, hq, hkv, l, s, d, dv;
+};
+} // namespace
+
+/// Verifies Q [B,Hq,L,D], K [B,Hkv,S,D], V [B,Hkv,S,Dv], out [B,Hq,L,Dv],
+/// their element types and the GQA ratio. Shared by attention and sdpa.
+/// With a `blockTable` [B, max_pages], K and V are paged caches
+/// [num_pages, page_size, Hkv, D|Dv] and S = max_pages * page_size.
+static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
+                                             Value v, Value out,
+                                             Value blockTable = {}) {
+  const bool paged = static_cast<bool>(blockTable);
+  if (failed(checkRank(op, "query", q, 4, "[B, Hq, L, D]")) ||
+      failed(checkRank(op, "key", k, 4,
+                       paged ? "[num_pages, page_size, Hkv, D]"
+                             : "[B, Hkv, S, D]")) ||
+      failed(checkRank(op, "value", v, 4,
+                       paged ? "[num_pages, page_size, Hkv, Dv]"
+                             : "[B, Hkv, S, Dv]")) ||
+      failed(checkRank(op, "out", out, 4, "[B, Hq, L, Dv]")) ||
+      (paged &&
+       failed(checkRank(op, "block_table", blockTable, 2, "[B, max_pages]"))))
+    return failure();
+
+  Type elt = cast<ShapedType>(q.getType()).getElementType();
+  for (auto [name, value] :
+       {std::pair<StringRef, Value>{"key", k}, {"value", v}, {"out", out}}) {
+    Type other = cast<ShapedType>(value.getType()).getElementType();
+    if (other != elt) {
+      op->emitOpError() << name << " element type " << other
+                        << " must match the query element type " << elt;
+      return failure();
+    }
+  }
+
+  // Where B, Hkv and S live in K and V.
+  const NamedDim keyBatch =
+      paged ? dimOf("block_table", blockTable, 0) : dimOf("key", k, 0);
+  const unsigned headIndex = paged ? 2 : 1;
+  if (failed(checkSameDim(op, "batch size B", keyBatch, dimOf("query", q, 0))))
+    return failure();
+  if (paged) {
+    if (failed(checkSameDim(op, "pages num_pages", dimOf("value", v, 0),
+                            dimOf("key", k, 0))) ||
+        failed(checkSameDim(op, "page size", dimOf("value", v, 1),
+                            dimOf("key", k, 1))))
+      return failure();
+  } else if (failed(checkSameDim(op, "batch size B", dimOf("value", v, 0),
+                                 dimOf("query", q, 0)))) {
+    return failure();
+  }
+  if (failed(checkSameDim(op, "head dim D", dimOf("key", k, 3),
+                          dimOf("query", q, 3))) ||
+      failed(checkSameDim(op, "kv heads Hkv", dimOf("value", v, headIndex),
+                          dimOf("key", k, headIndex))) ||
+      (!paged && failed(checkSameDim(op, "key length S", dimOf("value", v, 2),
+                                     dimOf("key", k, 2)))) ||
+      failed(checkSameDim(op, "batch size B", dimOf("out", out, 0),
+                          dimOf("query", q, 0))) ||
+      failed(checkSameDim(op, "query heads Hq", dimOf("out", out, 1),
+                          dimOf("query", q, 1))) ||
+      failed(checkSameDim(op, "query length L", dimOf("out", out, 2),
+                          dimOf("query", q, 2))) ||
+      failed(checkSameDim(op, "value head dim Dv", dimOf("out", out, 3),
+                          dimOf("value", v, 3))))
+    return failure();
+
+  auto qt = cast<ShapedType>(q.getType());
+  auto kt = cast<ShapedType>(k.getType());
+  auto vt = cast<ShapedType>(v.getType());
+  int64_t s = kt.getDimSize(2);
+  if (paged) {
+    int64_t maxPages = cast<ShapedType>(blockTable.getType()).getDimSize(1);
+    int64_t pageSize = kt.getDimSize(1);
+    s = ShapedType::isDynamic(maxPages) || ShapedType::isDynamic(pageSize)
+            ? ShapedType::kDynamic
+            : maxPages * pageSize;
+    if (pageSize == 0) {
+      op->emitOpError() << "page size must be positive, got 0";
+      return failure();
+    }
+  }
+  AttentionDims dims{qt.getDimSize(0),
+                     qt.getDimSize(1),
+                     kt.getDimSize(headIndex),
+                     qt.getDimSize(2),
+                     s,
+                     qt.getDimSize(3),
+                     vt.getDimSize(3)};
+  if (dims.d == 0) {
+    op->emitOpError() << "head dim D must be positive, got 0";
+    return failure();
+  }
+  if (dims.hkv == 0) {
+    op->emitOpError() << "kv heads Hkv must be positive, got 0";
+    return failure();
+  }
+  if (ShapedType::isStatic(dims.hq) && ShapedType::isStatic(dims.hkv) &&
+      dims.hq % dims.hkv != 0) {
+    op->emitOpError() << "query heads Hq = " << dims.hq
+                      << " must be a multiple of kv heads Hkv = " << dims.hkv
+                      << " (GQA groups query heads evenly)";
+    return failure();
+  }
+  return dims;
+}
+
+/// Checks that `mask` broadcasts to [B, Hq, L, S]: rank 2 to 4, aligned on
+/// the right, each static dimension 1 or the full size.
+static LogicalResult verifyMaskShape(Operation *op, Value mask,
+                                     const AttentionDims &dims) {
+  auto type = cast<ShapedType>(mask.getType());
+  int64_t rank = type.getRank();
+  if (rank < 2 || rank > 4)
+    return op->emitOpError()
+           << "mask must have rank 2 to 4 (broadcastable to [B, Hq, L, S]), "
+              "got rank "
+           << rank;
+  const std::pair<StringRef, int64_t> full[4] = {
+      {"B", dims.b}, {"Hq", dims.hq}, {"L", dims.l}, {"S", dims.s}};
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t size = type.getDimSize(i);
+    const auto &target = full[4 - rank + i];
+    if (size == 1 || isCompatible(size, target.second))
+      continue;
+    return op->emitOpError()
+           << "mask dim " << i << " is " << size << ", which does not "
+           << "broadcast to " << target.first << " = "
+           << dimToString(target.second) << " (must be 1 or "
+           << dimToString(target.second) << ")";
+  }
+  return success();
+}
+
+static LogicalResult verifyScale(Operation *op, std::optional<APFloat> scale) {
+  if (scale && !scale->isFinite())
+    return op->emitOpError()
+           << "scale must be finite, got " << scale->convertToDouble();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  Operation *op = getOperation();
+  FailureOr<AttentionDims> maybeDims = verifyQKVOut(
+      op, getQuery(), getKey(), getValue(), getOut(), getBlockTable());
+  if (failed(maybeDims))
+    return failure();
+  const AttentionDims &dims = *maybeDims;
+  if (isPaged()) {
+    if (!getKvLen())
+      return emitOpError() << "paged attention (block_table) needs kv_len: "
+                              "the sequence lengths bound the pages read";
+    if (failed(verifyConstantBlockTable()))
+      return failure();
+  }
+
+  if (Value lse = getLse()) {
+    if (failed(checkShape(op, "lse", lse,
+                          {{"B", dims.b}, {"Hq", dims.hq}, {"L", dims.l}})))
+      return failure();
+  }
+
+  // Position forms.
+  bool offsetForm = getQOffset() || getKOffset();
+  bool explicitForm = getQPos() || getKPos();
+  if (offsetForm && explicitForm)
+    return emitOpError()
+           << "positions are given both in offset form (q_offset/k_offset) "
+              "and in explicit form (q_pos/k_pos); use one form";
+  if (getKOffset() && !getQOffset())
+    return emitOpError() << "k_offset requires q_offset";
+  if (static_cast<bool>(getQPos()) != static_cast<bool>(getKPos()))
+    return emitOpError()
+           << "the explicit form needs both q_pos and k_pos, got only "
+           << (getQPos() ? "q_pos" : "k_pos");
+  if ((getCausal() || getWindow()) && !offsetForm && !explicitForm)
+    return emitOpError()
+           << (getCausal() ? "causal" : "window")
+           << " attention needs query and key positions: give q_offset "
+              "(and optionally k_offset) or q_pos and k_pos";
+
+  if (Value v = getQOffset())
+    if (failed(checkShape(op, "q_offset", v, {{"B", dims.b}})))
+      return failure();
+  if (Value v = getKOffset())
+    if (failed(checkShape(op, "k_offset", v, {{"B", dims.b}})))
+      return failure();
+  if (Value v = getQPos())
+    if (failed(checkShape(op, "q_pos", v, {{"B", dims.b}, {"L", dims.l}})))
+      return failure();
+  if (Value v = getKPos())
+    if (failed(checkShape(op, "k_pos", v, {{"B", dims.b}, {"S", dims.s}})))
+      return failure();
+  if (Value v = getKvLen())
+    if (failed(checkShape(op, "kv_len", v, {{"B", dims.b}})))
+      return failure();
+  if (Value v = getKeyValid())
+    if (failed(checkShape(op, "key_valid", v, {{"B", dims.b}, {"S", dims.s}})))
+      return failure();
+  if (Value v = getMask())
+    if (failed(verifyMaskShape(op, v, dims)))
+      return failure();
+
+  if (std::optional<int64_t> window = getWindow(); window && *window <= 0)
+    return emitOpError() << "window must be positive, got " << *window;
+  if (std::optional<APFloat> cap = getSoftcap()) {
+    if (!cap->isFinite() || cap->isNegative() || cap->isZero())
+      return emitOpError() << "softcap must be positive and finite, got "
+                           << cap->convertToDouble();
+  }
+  return verifyScale(op, getScale());
+}
+
+/// Applies the block-table rules (kvattn/Support/BlockTable.h) when the
+/// table is a constant; with a constant kv_len too, also that the lengths
+/// fit the pages.
+LogicalResult AttentionOp::verifyConstantBlockTable() {
+  DenseIntElementsAttr table;
+  if (!matchPattern(getBlockTable(), m_Constant(&table)))
+    return success();
+  auto tableType = cast<ShapedType>(table.getType());
+  auto values = [](DenseIntElementsAttr attr) {
+    return llvm::to_vector(
+        llvm::map_range(attr.getValues<APInt>(),
+                        [](const APInt &v) { return v.getSExtValue(); }));
+  };
+  SmallVector<int64_t> entries = values(table), lengths;
+  DenseIntElementsAttr kvLen;
+  if (matchPattern(getKvLen(), m_Constant(&kvLen)))
+    lengths = values(kvLen);
+  auto keyType = getKey().getType();
+  if (ShapedType::isDynamic(keyType.getDimSize(1)))
+    return success(); // the page size is needed for every rule but range
+  ::mlir::kvattn::BlockTableView view;
+  view.batch = tableType.getDimSize(0);
+  view.maxPages = tableType.getDimSize(1);
+  view.page = [&](int64_t b, int64_t slot) {
+    return entries[b * view.maxPages + slot];
+  };
+  if (static_cast<int64_t>(lengths.size()) == view.batch)
+    view.kvLen = [&](int64_t b) -> std::optional<int64_t> {
+      return lengths[b];
+    };
+  int64_t numPages = keyType.getDimSize(0);
+  ::mlir::kvattn::Status status = ::mlir::kvattn::checkBlockTable(
+      view, ShapedType::isDynamic(numPages) ? -1 : numPages,
+      keyType.getDimSize(1));
+  if (!status)
+    return emitOpError() << "invalid block table: " << status.message();
+  return success();
+}
+
+int64_t AttentionOp::getLogicalKeyLength() {
+  auto keyType = getKey().getType();
+  if (!isPaged())
+    return keyType.getDimSize(2);
+  int64_t maxPages = getBlockTable().getType().getDimSize(1);
+  int64_t pageSize = keyType.getDimSize(1);
+  if (ShapedType::isDynamic(maxPages) || ShapedType::isDynamic(pageSize))
+    return ShapedType::kDynamic;
+  return maxPages * pageSize;
+}
+
+std::optional<double> AttentionOp::getEffectiveScale() {
+  if (std::optional<APFloat> scale = getScale())
+    return scale->convertToDouble();
+  int64_t d = getQuery().getType().getDimSize(3);
+  if (ShapedType::isDynamic(d))
+    return std::nullopt;
+  return 1.0 / std::sqrt(static_cast<double>(d));
+}
+
+//===----------------------------------------------------------------------===//
+// SdpaOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SdpaOp::verify() {
+  Operation *op = getOperation();
+  FailureOr<AttentionDims> dims =
+      verifyQKVOut(op, getQuery(), getKey(), getValue(), getOut());
+  if (failed(dims))
+    return failure();
+  if (Value mask = getMask()) {
+    if (getCausal())
+      return emitOpError()
+             << "mask and causal are exclusive (as in torch SDPA): fold the "
+                "causal rule into the mask, or drop the mask";
+    if (failed(verifyMaskShape(op, mask, *dims)))
+      return failure();
+  }
+  return verifyScale(op, getScale());
+}
+
+//===----------------------------------------------------------------------===//
+// AppendOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AppendOp::verify() {
+  Operation *op = getOperation();
+  const bool paged = isPaged();
+  if (failed(
+          checkRank(op, "cache", getCache(), 4,
+                    paged ? "[num_pages, page_size, H, D]" : "[B, H, C, D]")) ||
+      failed(checkRank(op, "update", getUpdate(), 4, "[B, H, L, D]")) ||
+      (paged && failed(checkRank(op, "block_table", getBlockTable(), 2,
+                                 "[B, max_pages]"))))
+    return failure();
+  auto cacheType = cast<ShapedType>(getCache().getType());
+  auto updateType = cast<ShapedType>(getUpdate().getType());
+  if (cacheType.getElementType() != updateType.getElementType())
+    return emitOpError() << "update element type "
+                         << updateType.getElementType()
+                         << " must match the cache element type "
+                         << cacheType.getElementType();
+  // Where B and H live: the cache's dims 0 and 1, or, paged, the table's
+  // dim 0 and the pages' dim 2.
+  const NamedDim batch = paged ? dimOf("block_table", getBlockTable(), 0)
+                               : dimOf("cache", getCache(), 0);
+  if (failed(checkSameDim(op, "batch size B", dimOf("update", getUpdate(), 0),
+                          batch)) ||
+      failed(checkSameDim(op, "heads H", dimOf("update", getUpdate(), 1),
+                          dimOf("cache", getCache(), paged ? 2 : 1))) ||
+      failed(checkSameDim(op, "head dim D", dimOf("update", getUpdate(), 3),
+                          dimOf("cache", getCache(), 3))))
+    return failure();
+  const int64_t b =
+      ShapedType::isStatic(batch.size) ? batch.size : updateType.getDimSize(0);
+  if (failed(checkShape(op, "pos", getPos(), {{"B", b}})))
+    return failure();
+  int64_t l = updateType.getDimSize(2);
+  if (!paged) {
+    int64_t c = cacheType.getDimSize(2);
+    if (ShapedType::isStatic(l) && ShapedType::isStatic(c) && l > c)
+      return emitOpError() << "update writes L = " << l
+                           << " rows but the cache capacity is C = " << c;
+    return success();
+  }
+
+  int64_t pageSize = cacheType.getDimSize(1);
+  if (pageSize == 0)
+    return emitOpError() << "page size must be positive, got 0";
+  int64_t maxPages = getBlockTable().getType().getDimSize(1);
+  if (ShapedType::isStatic(l) && ShapedType::isStatic(pageSize) &&
+      ShapedType::isStatic(maxPages) && l > maxPages * pageSize)
+    return emitOpError() << "update writes L = " << l
+                         << " rows but a sequence holds at most max_pages * "
+                            "page_size = "
+                         << maxPages << " * " << pageSize << " = "
+                         << maxPages * pageSize << " tokens";
+  return verifyConstantBlockTable();
+}
+
+/// Applies the block-table rules (kvattn/Support/BlockTable.h) when the
+/// table is a constant; with a constant `pos` too, also the write rules
+/// (the tokens written lie in the sequence's pages, no shared row is
+/// written twice).
+LogicalResult AppendOp::verifyConstantBlockTable() {
+  DenseIntElementsAttr table;
+  if (!matchPattern(getBlockTable(), m_Constant(&table)))
+    return success();
+  auto cacheType = getCache().getType();
+  int64_t pageSize = cacheType.getDimSize(1);
+  if (ShapedType::isDynamic(pageSize))
+    return success(); // the page size is needed for every rule but range
+  auto values = [](DenseIntElementsAttr attr) {
+    return llvm::to_vector(
+        llvm::map_range(attr.getValues<APInt>(),
+                        [](const APInt &v) { return v.getSExtValue(); }));
+  };
+  SmallVector<int64_t> entries = values(table);
+  auto tableType = cast<ShapedType>(table.getType());
+  ::mlir::kvattn::BlockTableView view;
+  view.batch = tableType.getDimSize(0);
+  view.maxPages = tableType.getDimSize(1);
+  view.page = [&](int64_t b, int64_t slot) {
+    return entries[b * view.maxPages + slot];
+  };
+  int64_t numPages = cacheType.getDimSize(0);
+  ::mlir::kvattn::Status status = ::mlir::kvattn::checkBlockTable(
+      view, ShapedType::isDynamic(numPages) ? -1 : numPages, pageSize);
+  if (!status)
+    return emitOpError() << "invalid block table: " << status.message();
+
+  DenseIntElementsAttr posAttr;
+  int64_t l = getUpdate().getType().getDimSize(2);
+  if (ShapedType::isDynamic(l) || !matchPattern(getPos(), m_Constant(&posAttr)))
+    return success();
+  SmallVector<int64_t> positions = values(posAttr);
+  if (static_cast<int64_t>(positions.size()) != view.batch)
+    return success();
+  status = ::mlir::kvattn::checkPagedWrite(
+      view, [&](int64_t b) -> std::optional<int64_t> { return positions[b]; },
+      l, pageSize);
+  if (!status)
+    return emitOpError() << "invalid paged write: " << status.message();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MergeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MergeOp::verify() {
+  Operation *op = getOperation();
+  if (failed(
+          checkRank(op, "out_parts", getOutParts(), 5, "[N, B, Hq, L, Dv]")) ||
+      failed(checkRank(op, "lse_parts", getLseParts(), 4, "[N, B, Hq, L]")) ||
+      failed(checkRank(op, "out", getOut(), 4, "[B, Hq, L, Dv]")) ||
+      failed(checkRank(op, "lse", getLse(), 3, "[B, Hq, L]")))
+    return failure();
+  if (failed(checkSameDim(op, "parts N", dimOf("lse_parts", getLseParts(), 0),
+                          dimOf("out_parts", getOutParts(), 0))))
+    return failure();
+  const char *names[] = {"batch size B", "query heads Hq", "query length L"};
+  for (unsigned d = 0; d < 3; ++d)
+    if (failed(checkSameDim(op, names[d],
+                            dimOf("lse_parts", getLseParts(), d + 1),
+                            dimOf("out_parts", getOutParts(), d + 1))) ||
+        failed(checkSameDim(op, names[d], dimOf("out", getOut(), d),
+                            dimOf("out_parts", getOutParts(), d + 1))) ||
+        failed(checkSameDim(op, names[d], dimOf("lse", getLse(), d),
+                            dimOf("out_parts", getOutParts(), d + 1))))
+      return failure();
+  return checkSameDim(op, "value head dim Dv", dimOf("out", getOut(), 3),
+                      dimOf("out_parts", getOutParts(), 4));
+}
+
+#define GET_OP_CLASSES
+#include "kvattn/Dialect/KVAttnOps.cpp.inc"

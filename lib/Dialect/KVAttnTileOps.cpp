@@ -1,0 +1,162 @@
+//===- KVAttnTileOps.cpp - verifiers of the tile ops ----------------------===//
+//
+// Tile buffers have static shapes: [BM] rows, [BM, BN] scores, [BM, D]
+// queries, [BM, Dv] accumulators. The verifiers check that the tiles of one
+// op agree with each other and with the head dims of the global operands.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Dialect/KVAttnOps.h"
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+static LogicalResult checkStatic(Operation *op, StringRef name, Value tile) {
+  auto type = cast<MemRefType>(tile.getType());
+  if (type.hasStaticShape())
+    return success();
+  return op->emitOpError() << name << " tile must have a static shape, got "
+                           << type;
+}
+
+static int64_t dim(Value v, unsigned i) {
+  return cast<ShapedType>(v.getType()).getDimSize(i);
+}
+
+/// Checks `a` dim `i` == `b` dim `j` when both are static.
+static LogicalResult checkMatch(Operation *op, StringRef what, Value a,
+                                StringRef aName, unsigned i, Value b,
+                                StringRef bName, unsigned j) {
+  int64_t x = dim(a, i), y = dim(b, j);
+  if (ShapedType::isDynamic(x) || ShapedType::isDynamic(y) || x == y)
+    return success();
+  return op->emitOpError() << what << " mismatch: " << aName << " dim " << i
+                           << " is " << x << " but " << bName << " dim " << j
+                           << " is " << y;
+}
+
+/// max, sum: [BM]; acc: [BM, Dv].
+static LogicalResult checkState(Operation *op, Value max, Value sum,
+                                Value acc) {
+  if (failed(checkStatic(op, "max", max)) ||
+      failed(checkStatic(op, "sum", sum)) ||
+      failed(checkStatic(op, "acc", acc)) ||
+      failed(checkMatch(op, "tile rows BM", sum, "sum", 0, max, "max", 0)) ||
+      failed(checkMatch(op, "tile rows BM", acc, "acc", 0, max, "max", 0)))
+    return failure();
+  return success();
+}
+
+/// GQA packing: `group` heads per tile, at least 1.
+static LogicalResult checkGroup(Operation *op, std::optional<int64_t> group) {
+  if (group && *group < 1)
+    return op->emitOpError() << "group must be positive, got " << *group;
+  return success();
+}
+
+LogicalResult TileInitOp::verify() {
+  return checkState(*this, getMax(), getSum(), getAcc());
+}
+
+LogicalResult TileLoadQOp::verify() {
+  if (failed(checkStatic(*this, "q_tile", getQTile())) ||
+      failed(checkGroup(*this, getGroup())))
+    return failure();
+  return checkMatch(*this, "head dim D", getQTile(), "q_tile", 1, getQuery(),
+                    "query", 3);
+}
+
+/// A block table is [B, max_pages].
+static LogicalResult checkBlockTable(Operation *op, Value blockTable) {
+  if (!blockTable)
+    return success();
+  auto type = cast<MemRefType>(blockTable.getType());
+  if (type.getRank() != 2)
+    return op->emitOpError()
+           << "block_table must have rank 2 [B, max_pages], got rank "
+           << type.getRank();
+  return success();
+}
+
+LogicalResult TileQKOp::verify() {
+  if (failed(checkStatic(*this, "q_tile", getQTile())) ||
+      failed(checkStatic(*this, "scores", getScores())) ||
+      failed(checkBlockTable(*this, getBlockTable())) ||
+      failed(checkMatch(*this, "head dim D", getQTile(), "q_tile", 1, getKey(),
+                        "key", 3)) ||
+      failed(checkMatch(*this, "tile rows BM", getScores(), "scores", 0,
+                        getQTile(), "q_tile", 0)))
+    return failure();
+  if (std::optional<APFloat> cap = getSoftcap())
+    if (!cap->isFinite() || cap->isNegative() || cap->isZero())
+      return emitOpError() << "softcap must be positive and finite";
+  return success();
+}
+
+LogicalResult TileMaskOp::verify() {
+  if (failed(checkStatic(*this, "scores", getScores())) ||
+      failed(checkGroup(*this, getGroup())))
+    return failure();
+  if (static_cast<bool>(getQPos()) != static_cast<bool>(getKPos()))
+    return emitOpError() << "q_pos and k_pos go together";
+  bool offsets = getQBase() && getKBase();
+  if (static_cast<bool>(getQBase()) != static_cast<bool>(getKBase()))
+    return emitOpError() << "q_base and k_base go together";
+  if (offsets && getQPos())
+    return emitOpError() << "positions are given both as offsets and as "
+                            "position buffers";
+  if ((getCausal() || getWindow()) && !offsets && !getQPos())
+    return emitOpError() << "causal and window masks need positions";
+  if (std::optional<int64_t> w = getWindow(); w && *w <= 0)
+    return emitOpError() << "window must be positive, got " << *w;
+  return success();
+}
+
+LogicalResult TileSoftmaxOp::verify() {
+  if (failed(checkStatic(*this, "scores", getScores())) ||
+      failed(checkState(*this, getMax(), getSum(), getAcc())) ||
+      failed(checkBlockTable(*this, getBlockTable())) ||
+      failed(checkMatch(*this, "tile rows BM", getScores(), "scores", 0,
+                        getMax(), "max", 0)) ||
+      (getKeyValid() &&
+       cast<MemRefType>(getKeyValid().getType()).getRank() != 2 &&
+       failed(emitOpError("key_valid must be a [B, S] memref"))) ||
+      failed(checkMatch(*this, "value head dim Dv", getAcc(), "acc", 1,
+                        getValue(), "value", 3)))
+    return failure();
+  // A block with key validity is never full: its invalid keys must be
+  // skipped, whatever their probability.
+  if (getAllAllowed() && getKeyValid())
+    return emitOpError("all_allowed cannot be combined with key_valid: the "
+                       "values of invalid keys must never be read");
+  return success();
+}
+
+LogicalResult TileStoreOp::verify() {
+  if (failed(checkState(*this, getMax(), getSum(), getAcc())) ||
+      failed(checkGroup(*this, getGroup())) ||
+      failed(checkMatch(*this, "value head dim Dv", getAcc(), "acc", 1,
+                        getOut(), "out", 3)))
+    return failure();
+  return success();
+}
+
+LogicalResult TileMergeOp::verify() {
+  if (failed(checkMatch(*this, "parts N", getLseParts(), "lse_parts", 0,
+                        getOutParts(), "out_parts", 0)) ||
+      failed(checkMatch(*this, "value head dim Dv", getOut(), "out", 3,
+                        getOutParts(), "out_parts", 4)))
+    return failure();
+  const char *names[] = {"batch size B", "query heads Hq", "query length L"};
+  for (unsigned d = 0; d < 3; ++d)
+    if (failed(checkMatch(*this, names[d], getLseParts(), "lse_parts", d + 1,
+                          getOutParts(), "out_parts", d + 1)) ||
+        failed(checkMatch(*this, names[d], getOut(), "out", d, getOutParts(),
+                          "out_parts", d + 1)))
+      return failure();
+  return success();
+}
+
+LogicalResult TilePrefetchOp::verify() {
+  return checkBlockTable(*this, getBlockTable());
+}

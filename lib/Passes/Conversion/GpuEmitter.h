@@ -1,0 +1,210 @@
+//===- GpuEmitter.h - thread mapping vocabulary of the GPU lowering -*- C++
+//-*-===//
+//
+// The thread coordinates of a kernel and the loop vocabulary over them,
+// shared by the scalar tile lowering (TileToGPU.cpp) and the tensor-core
+// one (TensorCoreTiles.cpp). See TileToGPU.cpp for the thread mapping.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_PASSES_CONVERSION_GPUEMITTER_H
+#define KVATTN_PASSES_CONVERSION_GPUEMITTER_H
+
+#include "Passes/Conversion/LoopEmitter.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace mlir {
+namespace kvattn {
+
+/// The thread coordinates of a kernel, created once at its entry.
+struct Threads {
+  Value tid, warp, lane, quad;
+  int64_t count;
+  Value stage; // the K/V staging block in shared memory
+  /// 16-bit K/V with 16-aligned head dims: a second staging block for V
+  /// (so V can be loaded while Q.K^T runs); null otherwise.
+  Value stageV;
+  /// Whether tile.qk and the P.V product of tile.softmax_update run on
+  /// tensor cores (mma.sync m16n8k16, operands through ldmatrix).
+  bool tensorCores = false;
+  /// Tensor cores with tile.prefetch in the program: each K block is
+  /// already in flight when its tile.qk runs (issued one step ahead).
+  bool prefetchKeys = false;
+  /// The lane's accumulator entries, private to the thread:
+  /// [2 rows][ceil(Dv / 8) slices][2] f32, indexed by compile-time
+  /// constants only, so that they live in registers across the KV loop.
+  Value acc;
+  /// Tensor cores only: the lane's scores and probabilities, private in
+  /// the same layout ([2][BN / 8][2]): every access on that path is to the
+  /// lane's own entries (the mma accumulator of Q.K^T is the A operand of
+  /// P.V), so the score tile needs no shared memory.
+  Value scores;
+  /// Tensor cores with the f32 score tile in shared memory (and block-n a
+  /// multiple of 32): its columns are swizzled per row (scoreColumn), so
+  /// that the lanes' accesses, 8 rows x 4 quads of a warp, hit 32 banks.
+  bool swizzleScores = false;
+  /// Tensor cores: the running max and sum of the lane's two rows, private
+  /// ([stat: 0 max, 1 sum][k] f32, constant indices: registers). The four
+  /// lanes of a row hold the same values (quad reductions), so the row
+  /// statistics need neither shared memory nor a barrier; null otherwise
+  /// (the [BM] tiles in shared memory, published by one lane per row).
+  Value rowStats;
+  /// The query tile (f32 storage in shared memory; on tensor cores its
+  /// 16-bit view holds Q): each warp's own rows of it are free after its
+  /// last Q.K^T and stage that warp's output rows for 16-byte stores.
+  Value qTile;
+};
+
+/// Loop vocabulary plus the thread mapping.
+struct GpuEmitter : Emitter {
+  const Threads &t;
+
+  GpuEmitter(ImplicitLocOpBuilder &b, const Threads &t) : Emitter{b}, t(t) {}
+
+  Value mulIdx(Value x, int64_t c) {
+    return b.createOrFold<arith::MulIOp>(x, idx(c));
+  }
+  Value divIdx(Value x, Value y) {
+    return b.createOrFold<arith::DivUIOp>(x, y);
+  }
+  Value remIdx(Value x, Value y) {
+    return b.createOrFold<arith::RemUIOp>(x, y);
+  }
+  Value lt(Value x, Value y) {
+    return b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::ult, x, y);
+  }
+
+  void barrier() { gpu::BarrierOp::create(b); }
+
+  /// All threads together: for (i = tid; i < n; i += threads).
+  void cooperative(Value n, function_ref<void(Value)> body) {
+    scf::ForOp::create(
+        b, t.tid, n, idx(t.count), ValueRange{},
+        [&](OpBuilder &nested, Location loc, Value iv, ValueRange) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(scf::YieldOp::create(nested, loc));
+          body(iv);
+        });
+  }
+
+  /// Row k (0 or 1) of this lane.
+  Value ownedRow(int k) {
+    return add(add(mulIdx(t.warp, 16), divIdx(t.lane, idx(4))), idx(8 * k));
+  }
+
+  /// The lane's columns below `n`: 8j + 2 * quad + e.
+  void ownedColumns(Value n, function_ref<void(Value)> body) {
+    Value groups = b.createOrFold<arith::CeilDivUIOp>(n, idx(8));
+    loop(idx(0), groups, [&](Value j) {
+      loop(idx(0), idx(2), [&](Value e) {
+        Value c = add(add(mulIdx(j, 8), mulIdx(t.quad, 2)), e);
+        when(lt(c, n), [&] { body(c); });
+      });
+    });
+  }
+
+  /// Where column `c` of score-tile row `r` is stored. Swizzled (see
+  /// Threads::swizzleScores): c ^ (8 * (r % 4) + (r / 4) % 2), a permutation
+  /// of each row's columns (the key is below 32 and block-n a multiple of
+  /// 32). A lane's entries (row 16w + g + 8k, column 8j + 2q + el) land in
+  /// bank 8 * (j ^ g % 4) + 2q + (el ^ g / 4 % 2) mod 32: distinct for the
+  /// 32 lanes of every access. Every access of the score tile on the
+  /// tensor-core path goes through here.
+  Value scoreColumn(Value r, Value c) {
+    if (!t.swizzleScores)
+      return c;
+    Value key =
+        add(mulIdx(remIdx(r, idx(4)), 8), remIdx(divIdx(r, idx(4)), idx(2)));
+    return b.createOrFold<arith::XOrIOp>(c, key);
+  }
+
+  /// Statistic `stat` (0: max, 1: sum) of owned row k (row index r): the
+  /// lane's registers on tensor cores, else the shared tile `shared`.
+  Value loadRowStat(Value shared, int stat, int k, Value r) {
+    return t.rowStats ? load(t.rowStats, {idx(stat), idx(k)}) : load(shared, r);
+  }
+
+  /// Column `8j + 2q + el` of the lane's accumulator entries.
+  Value accColumn(int64_t j, int el) {
+    return add(idx(8 * j + el), mulIdx(t.quad, 2));
+  }
+  /// Entry (row k, slice j, element el) of a lane's private array (t.acc,
+  /// t.scores): constant indices only.
+  SmallVector<Value, 3> laneIndex(int k, int64_t j, int el) {
+    return {idx(k), idx(j), idx(el)};
+  }
+  Value loadAcc(int k, int64_t j, int el) {
+    return load(t.acc, laneIndex(k, j, el));
+  }
+  void storeAcc(Value v, int k, int64_t j, int el) {
+    store(v, t.acc, laneIndex(k, j, el));
+  }
+  Value loadScore(int k, int64_t j, int el) {
+    return load(t.scores, laneIndex(k, j, el));
+  }
+  void storeScore(Value v, int k, int64_t j, int el) {
+    store(v, t.scores, laneIndex(k, j, el));
+  }
+  /// body(j, el, column) for the lane's accumulator columns below `dv`,
+  /// unrolled at compile time (the private accumulator needs constant
+  /// indices to become registers).
+  void forAccColumns(int64_t dv,
+                     function_ref<void(int64_t j, int el, Value col)> body) {
+    for (int64_t j = 0; j < (dv + 7) / 8; ++j)
+      for (int el = 0; el < 2; ++el) {
+        Value col = accColumn(j, el);
+        if (dv % 8 == 0)
+          body(j, el, col);
+        else
+          when(lt(col, idx(dv)), [&] { body(j, el, col); });
+      }
+  }
+
+  /// A reduction over the lane's columns of a [*, bn] tile (bn % 8 == 0).
+  Value reduceOwnedColumns(int64_t bn, Value init,
+                           function_ref<Value(Value c, Value acc)> body) {
+    return reduce(idx(0), idx(bn / 8), init, [&](Value j, Value acc) {
+      Value c0 = add(mulIdx(j, 8), mulIdx(t.quad, 2));
+      acc = body(c0, acc);
+      return body(add(c0, idx(1)), acc);
+    });
+  }
+
+  /// Combines a value across the four lanes of a row.
+  Value quadReduce(Value v, bool isMax) {
+    for (int32_t offset : {1, 2}) {
+      Value off = arith::ConstantIntOp::create(b, b.getI32Type(), offset);
+      Value width = arith::ConstantIntOp::create(b, b.getI32Type(), 32);
+      Value other =
+          gpu::ShuffleOp::create(b, v, off, width, gpu::ShuffleMode::XOR)
+              .getShuffleResult();
+      v = isMax ? arith::MaximumFOp::create(b, v, other).getResult()
+                : addf(v, other);
+    }
+    return v;
+  }
+
+  /// cond ? thenValue() : elseValue, evaluating thenValue only if needed.
+  Value ifElse(Value cond, function_ref<Value()> thenValue, Value elseValue) {
+    auto ifOp = scf::IfOp::create(b, TypeRange{elseValue.getType()}, cond,
+                                  /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(b, thenValue());
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, elseValue);
+    }
+    return ifOp.getResult(0);
+  }
+
+  Value zeroOf(Type type) {
+    return arith::ConstantOp::create(b, type, b.getZeroAttr(type));
+  }
+};
+
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_PASSES_CONVERSION_GPUEMITTER_H

@@ -1,0 +1,146 @@
+//===- SharedMemoryLayout.h - where a program's tiles live on the GPU -*- C++
+//-*-===//
+//
+// On the GPU every scratch tile of a program (the memref.alloca's that
+// -kvattn-tile creates: query tile, scores, running max and sum,
+// accumulator) lives in dynamic shared memory, followed by one staging
+// buffer for a K or V block ([BN, max(D, Dv)] of the input element type).
+// The outlining pass needs the total (the launch's dynamic shared memory
+// and the manifest) and the GPU lowering needs the offsets; both call this.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_PASSES_CONVERSION_SHAREDMEMORYLAYOUT_H
+#define KVATTN_PASSES_CONVERSION_SHAREDMEMORYLAYOUT_H
+
+#include "kvattn/Dialect/KVAttnOps.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace mlir {
+namespace kvattn {
+
+struct SharedMemoryLayout {
+  /// The scratch allocas in walk order and their byte offsets.
+  SmallVector<memref::AllocaOp> tiles;
+  SmallVector<int64_t> offsets;
+  /// The K/V staging block.
+  int64_t stageOffset = 0;
+  int64_t stageRows = 0, stageCols = 0;
+  Type stageElementType;
+  /// 16-bit K and V whose head dims are multiples of 8 (16-byte rows for
+  /// cp.async): K is staged in [stageRows, keyCols] at stageOffset and V in
+  /// its own [stageRows, valueCols] block at valueStageOffset, so the V
+  /// block can be in flight while Q.K^T runs.
+  bool separateValueStage = false;
+  int64_t keyCols = 0, valueCols = 0, valueStageOffset = 0;
+  int64_t totalBytes = 0;
+};
+
+inline int64_t alignTo16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
+
+/// The program's accumulator tile (the acc of its tile.init): the GPU
+/// lowering keeps each lane's entries in registers instead.
+inline bool isAccumulator(memref::AllocaOp alloca) {
+  return llvm::any_of(alloca->getUsers(), [&](Operation *user) {
+    auto init = dyn_cast<TileInitOp>(user);
+    return init && init.getAcc() == alloca.getResult();
+  });
+}
+
+/// The program's score tile (the scores of its tile.qk): on tensor cores
+/// each lane's entries are kept in registers instead.
+inline bool isScoreTile(memref::AllocaOp alloca) {
+  return llvm::any_of(alloca->getUsers(), [&](Operation *user) {
+    auto qk = dyn_cast<TileQKOp>(user);
+    return qk && qk.getScores() == alloca.getResult();
+  });
+}
+
+/// Computes the layout of the program rooted at `root` (an scf.forall body
+/// or a kernel). Fails when the program has no tile.qk / softmax_update
+/// (nothing to stage) or a tile has a dynamic shape.
+/// With `privateScores` (the tensor-core lowering) the score tile gets no
+/// shared memory either.
+inline FailureOr<SharedMemoryLayout>
+computeSharedMemoryLayout(Operation *root, bool privateScores = false) {
+  SharedMemoryLayout layout;
+  int64_t offset = 0;
+  bool ok = true;
+  root->walk([&](memref::AllocaOp alloca) {
+    // The accumulator is per thread (registers), not shared.
+    if (isAccumulator(alloca) || (privateScores && isScoreTile(alloca)))
+      return;
+    MemRefType type = alloca.getType();
+    if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat()) {
+      ok = false;
+      return;
+    }
+    layout.tiles.push_back(alloca);
+    layout.offsets.push_back(offset);
+    offset += alignTo16(type.getNumElements() *
+                        type.getElementType().getIntOrFloatBitWidth() / 8);
+  });
+  int64_t rows = 0, keyCols = 0, valueCols = 0;
+  Type elementType;
+  root->walk([&](TileQKOp op) {
+    auto scores = cast<MemRefType>(op.getScores().getType());
+    auto key = cast<MemRefType>(op.getKey().getType());
+    rows = std::max(rows, scores.getDimSize(1));
+    keyCols = std::max(keyCols, key.getDimSize(3));
+    elementType = key.getElementType();
+  });
+  root->walk([&](TileSoftmaxOp op) {
+    auto value = cast<MemRefType>(op.getValue().getType());
+    valueCols = std::max(valueCols, value.getDimSize(3));
+  });
+  if (!ok || !elementType || ShapedType::isDynamic(keyCols) ||
+      ShapedType::isDynamic(valueCols))
+    return failure();
+  const int64_t eltBytes = elementType.getIntOrFloatBitWidth() / 8;
+  layout.stageOffset = offset;
+  layout.stageRows = rows;
+  layout.stageCols = std::max(keyCols, valueCols);
+  layout.stageElementType = elementType;
+  layout.keyCols = keyCols;
+  layout.valueCols = valueCols;
+  layout.separateValueStage =
+      eltBytes == 2 && keyCols % 8 == 0 && valueCols % 8 == 0;
+  if (layout.separateValueStage) {
+    layout.stageCols = keyCols;
+    layout.valueStageOffset = offset + alignTo16(rows * keyCols * eltBytes);
+    layout.totalBytes =
+        layout.valueStageOffset + alignTo16(rows * valueCols * eltBytes);
+  } else {
+    layout.totalBytes = offset + alignTo16(rows * layout.stageCols * eltBytes);
+  }
+  return layout;
+}
+
+/// Whether the tensor-core lowering applies to a program with this layout:
+/// 16-bit K and V with 16-byte rows (separate stages), D a multiple of 16
+/// (the k of m16n8k16) and block-n a multiple of 16.
+inline bool canUseTensorCores(const SharedMemoryLayout &layout) {
+  return layout.separateValueStage && layout.keyCols % 16 == 0 &&
+         layout.stageRows % 16 == 0;
+}
+
+/// Whether the tensor-core lowering also keeps the lane's scores in
+/// registers (the score tile then gets no shared memory): when they and the
+/// accumulator (`BN / 2 + Dv / 2` f32 per lane) stay within 64 registers,
+/// which leaves room below ptxas's 255 for the operand fragments and the
+/// addresses. Larger tiles keep the scores in shared memory.
+inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
+  return canUseTensorCores(layout) &&
+         layout.stageRows / 2 + layout.valueCols / 2 <= 64;
+}
+
+/// The name of the unit attribute with which -kvattn-outline-tile-programs
+/// marks kernels that -kvattn-lower-tile-to-gpu lowers on tensor cores.
+inline constexpr llvm::StringLiteral kTensorCoresAttr = "kvattn.tensor_cores";
+
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_PASSES_CONVERSION_SHAREDMEMORYLAYOUT_H

@@ -1,0 +1,445 @@
+//===- TensorCoreTiles.cpp - tile ops on tensor cores ---------------------===//
+//
+// mma.sync.m16n8k16 fragments (PTX ISA, "Matrix fragments for mma.m16n8k16"),
+// for lane l, g = l / 4, q = l % 4:
+//
+//   A (16 x 16, row-major): a0 a1 = (g, 2q..2q+1), a2 a3 = (g + 8, 2q..),
+//                           a4 a5 = (g, 2q + 8..), a6 a7 = (g + 8, 2q + 8..)
+//   B (16 x 8, "col"):      b0 b1 = (k = 2q..2q+1, n = g), b2 b3 = (k + 8, g)
+//   C (16 x 8, f32):        c0 c1 = (g, 2q..2q+1),  c2 c3 = (g + 8, 2q..)
+//
+// C is the ownership of the scalar lowering (rows 16w + g and 16w + g + 8,
+// columns 8j + 2q + {0, 1}), so scores and accumulators stay where they
+// were. ldmatrix.x4 over the 16-bit query tile gives A; ldmatrix.x2 over
+// the K stage ([key, dim] row-major: an n-major B) gives B of Q.K^T;
+// ldmatrix.x2.trans over the V stage ([key, dim]: a k-major B) gives B of
+// P.V; A of P.V is the lane's own probabilities (the C fragments of two
+// 8-key slices of Q.K^T), rounded to 16 bits: in registers for small tiles,
+// read back from the lane's entries of the score tile otherwise.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Passes/Conversion/TensorCoreTiles.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+namespace {
+
+/// A pair of 16-bit values as one mma operand register: vector<2xf16> for
+/// f16, an i32 holding two bf16 for bf16.
+Value operandRegister(GpuEmitter &e, Value pair) {
+  auto type = cast<VectorType>(pair.getType());
+  if (type.getElementType().isF16())
+    return pair;
+  Value word = vector::BitCastOp::create(
+      e.b, VectorType::get({1}, e.b.getI32Type()), pair);
+  return vector::ExtractOp::create(e.b, word, ArrayRef<int64_t>{0});
+}
+
+/// The operand registers of an ldmatrix result vector<Nx2xT>.
+SmallVector<Value> operandRegisters(GpuEmitter &e, Value fragment) {
+  auto type = cast<VectorType>(fragment.getType());
+  SmallVector<Value> regs;
+  for (int64_t i = 0; i < type.getDimSize(0); ++i)
+    regs.push_back(operandRegister(
+        e, vector::ExtractOp::create(e.b, fragment, ArrayRef<int64_t>{i})));
+  return regs;
+}
+
+/// d = a * b + c (m16n8k16, f32 accumulation); returns d0..d3.
+SmallVector<Value> emitMma(GpuEmitter &e, Type elt, ValueRange a, ValueRange b,
+                           ValueRange c) {
+  MLIRContext *ctx = e.b.getContext();
+  Type f32 = e.b.getF32Type();
+  auto resultType = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
+  NVVM::MMATypes ptxType =
+      elt.isF16() ? NVVM::MMATypes::f16 : NVVM::MMATypes::bf16;
+  auto mma = NVVM::MmaOp::create(
+      e.b, resultType, a, b, c, ArrayRef<int64_t>{16, 8, 16},
+      /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
+      std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  SmallVector<Value> d;
+  for (int64_t i = 0; i < 4; ++i)
+    d.push_back(LLVM::ExtractValueOp::create(e.b, mma, ArrayRef<int64_t>{i}));
+  return d;
+}
+
+/// for (i = 0; i < n; ++i) values = body(i, values), carrying f32 values.
+SmallVector<Value>
+carry(GpuEmitter &e, int64_t n, ValueRange init,
+      function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  auto loop = scf::ForOp::create(
+      e.b, e.idx(0), e.idx(n), e.idx(1), init,
+      [&](OpBuilder &nested, Location loc, Value iv, ValueRange iter) {
+        OpBuilder::InsertionGuard guard(e.b);
+        e.b.setInsertionPointToEnd(nested.getInsertionBlock());
+        scf::YieldOp::create(e.b, body(iv, iter));
+      });
+  return SmallVector<Value>(loop.getResults());
+}
+
+/// Stores the lane's score entry (row k, slice j, element el): into its
+/// register, or into the score tile at (its row k, column 8j + 2q + el).
+void storeLaneScore(GpuEmitter &e, Value v, Value tile, int k, int64_t j,
+                    int el) {
+  if (e.t.scores)
+    return e.storeScore(v, k, j, el);
+  Value r = e.ownedRow(k);
+  e.store(v, tile, {r, e.scoreColumn(r, e.accColumn(j, el))});
+}
+
+/// Lane coordinates: g = lane / 4, q = lane % 4, the warp's first row.
+struct Lane {
+  Value g, q, row0;
+};
+Lane laneOf(GpuEmitter &e) {
+  return {e.divIdx(e.t.lane, e.idx(4)), e.t.quad, e.mulIdx(e.t.warp, 16)};
+}
+
+} // namespace
+
+/// A 16-bit view of the storage of an f32 tile in shared memory (the tile
+/// is a memref.view of the dynamic shared memory; the 16-bit tile needs
+/// half of its bytes).
+Value mlir::kvattn::halfView(GpuEmitter &e, Value f32Tile, Type elt) {
+  auto view = f32Tile.getDefiningOp<memref::ViewOp>();
+  assert(view && "tiles are views of the dynamic shared memory");
+  auto type = cast<MemRefType>(f32Tile.getType());
+  return memref::ViewOp::create(
+      e.b,
+      MemRefType::get(type.getShape(), elt, MemRefLayoutAttrInterface(),
+                      type.getMemorySpace()),
+      view.getSource(), view.getByteShift(), ValueRange{});
+}
+
+/// The column at which element (row, col) of a 16-bit shared tile
+/// [rows, width] is stored: its 16-byte chunk is XORed with the row (modulo
+/// the chunks per row, at most 8). The 8 rows one ldmatrix matrix reads at
+/// one column, `width * 2` bytes apart (a multiple of 128 for width 64 or
+/// 128: one bank), then fall on 8 different 16-byte bank groups. Identity
+/// when the chunks per row are not a power of two. Every access of the
+/// 16-bit tiles (cp.async, the query writes, ldmatrix) goes through it.
+Value mlir::kvattn::swizzledCol(GpuEmitter &e, Value tile, Value row,
+                                Value col) {
+  int64_t width = cast<MemRefType>(tile.getType()).getDimSize(1);
+  int64_t chunks = width / 8;
+  if (chunks < 2 || !llvm::isPowerOf2_64(chunks))
+    return col;
+  int64_t period = std::min<int64_t>(chunks, 8);
+  Value key = e.mulIdx(e.remIdx(row, e.idx(period)), 8);
+  return arith::XOrIOp::create(e.b, col, key);
+}
+
+namespace {
+
+/// The page of key row `row` of a paged cache, `block_table[batch, row /
+/// page_size]`, looked up only when the row's slot differs from the one of
+/// the previous lookup (`last`, updated): a thread's copies of one KV block
+/// walk its rows upwards, so it reads each table entry once, not once per
+/// 16-byte copy.
+struct PageLookup {
+  Value slot, page;
+};
+
+PageLookup lookUpPage(GpuEmitter &e, Value cache, Value blockTable, Value batch,
+                      Value row, const PageLookup &last) {
+  Value slot = e.divIdx(row, e.dimOf(cache, 1));
+  auto load = [&]() -> Value {
+    return arith::IndexCastOp::create(
+        e.b, e.b.getIndexType(), e.load(blockTable, ValueRange{batch, slot}));
+  };
+  if (!last.slot)
+    return {slot, load()};
+  Value same =
+      arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, slot, last.slot);
+  auto ifOp = scf::IfOp::create(e.b, TypeRange{e.b.getIndexType()}, same,
+                                /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(e.b);
+    e.b.setInsertionPointToStart(ifOp.thenBlock());
+    scf::YieldOp::create(e.b, last.page);
+    e.b.setInsertionPointToStart(ifOp.elseBlock());
+    scf::YieldOp::create(e.b, load());
+  }
+  return {slot, ifOp.getResult(0)};
+}
+
+} // namespace
+
+void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
+                                  Value batch, Value head, Value start,
+                                  Value cols, Value stage, bool commit,
+                                  Value keyValid) {
+  auto stageType = cast<MemRefType>(stage.getType());
+  int64_t bn = stageType.getDimSize(0), width = stageType.getDimSize(1);
+  constexpr int64_t kChunk = 8; // 16-bit elements per 16-byte copy
+  const int64_t perRow = width / kChunk, copies = bn * perRow;
+  // One 16-byte copy of key row `c` of the block, columns [x, x + 8),
+  // swizzled by `swizzleRow` (c, or a row with the same swizzle).
+  auto copy = [&](Value c, Value x, Value swizzleRow, PageLookup *pages) {
+    // Rows past the block read nothing; their address is the block's first
+    // row, which exists (and, paged, has a valid table entry).
+    Value inside = e.lt(c, cols);
+    Value row = arith::SelectOp::create(e.b, inside, e.add(start, c), start);
+    // An invalid key's row is zero-filled: its value never reaches P.V,
+    // where a zero probability times NaN would still be NaN. (The flag of
+    // `row` is in range: rows past the block read the block's first key.)
+    if (keyValid)
+      inside = arith::AndIOp::create(
+          e.b, inside,
+          memref::LoadOp::create(e.b, keyValid, ValueRange{batch, row}));
+    Value srcElements =
+        arith::SelectOp::create(e.b, inside, e.idx(kChunk), e.idx(0));
+    SmallVector<Value, 4> src;
+    if (blockTable && pages) {
+      *pages = lookUpPage(e, source, blockTable, batch, row, *pages);
+      src = {pages->page, e.remIdx(row, e.dimOf(source, 1)), head, x};
+    } else {
+      src = e.kvIndices(source, blockTable, batch, head, row, x);
+    }
+    nvgpu::DeviceAsyncCopyOp::create(
+        e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), stage,
+        ValueRange{c, swizzledCol(e, stage, swizzleRow, x)}, source, src,
+        e.b.getIndexAttr(kChunk), srcElements, /*bypassL1=*/UnitAttr());
+  };
+  if (copies % e.t.count == 0 && e.t.count % perRow == 0) {
+    // Constant strides: the thread's column is fixed and its rows step by
+    // `rowStep`, so the index arithmetic is one add per copy (and, paged,
+    // one table lookup per page).
+    const int64_t rowStep = e.t.count / perRow;
+    Value r0 = e.divIdx(e.t.tid, e.idx(perRow));
+    Value x = e.mulIdx(e.remIdx(e.t.tid, e.idx(perRow)), kChunk);
+    // The swizzle depends on the row modulo its period (a power of two up
+    // to 8): constant per thread when the step is a multiple of it.
+    const int64_t period = std::min<int64_t>(perRow, 8);
+    const bool fixedSwizzle = rowStep % period == 0;
+    // A loop, carrying the last page lookup: LLVM unrolls the short ones
+    // (measured in docs/benchmarks.md: unrolling decode's 16 copies in the
+    // IR saves a fifth of its instructions but takes it to 255 registers).
+    PageLookup first;
+    SmallVector<Value> inits;
+    if (blockTable) {
+      first = lookUpPage(e, source, blockTable, batch, start, {});
+      inits = {first.slot, first.page};
+    }
+    scf::ForOp::create(
+        e.b, e.idx(0), e.idx(copies / e.t.count), e.idx(1), inits,
+        [&](OpBuilder &nested, Location loc, Value k, ValueRange iter) {
+          OpBuilder::InsertionGuard guard(e.b);
+          e.b.setInsertionPointToEnd(nested.getInsertionBlock());
+          PageLookup last;
+          if (blockTable)
+            last = {iter[0], iter[1]};
+          Value c = e.add(r0, e.mulIdx(k, rowStep));
+          copy(c, x, fixedSwizzle ? r0 : c, &last);
+          SmallVector<Value> yields;
+          if (blockTable)
+            yields = {last.slot, last.page};
+          scf::YieldOp::create(e.b, yields);
+        });
+  } else {
+    Value chunks = e.idx(perRow);
+    e.cooperative(e.idx(copies), [&](Value i) {
+      Value c = e.divIdx(i, chunks);
+      copy(c, e.mulIdx(e.remIdx(i, chunks), kChunk), c, /*pages=*/nullptr);
+    });
+  }
+  if (commit)
+    NVVM::CpAsyncCommitGroupOp::create(e.b);
+}
+
+void mlir::kvattn::emitAsyncWait(GpuEmitter &e, int32_t pending) {
+  NVVM::CpAsyncWaitGroupOp::create(e.b, pending);
+}
+
+void mlir::kvattn::lowerPrefetchOnTensorCores(GpuEmitter &e,
+                                              TilePrefetchOp op) {
+  // Nothing to copy (no next block): no address is formed, not even of the
+  // table entry; the empty group still counts.
+  Value any = arith::CmpIOp::create(e.b, arith::CmpIPredicate::ugt,
+                                    op.getCols(), e.idx(0));
+  e.when(any, [&] {
+    emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
+                   op.getKvHead(), op.getStart(), op.getCols(), e.t.stage,
+                   /*commit=*/false);
+  });
+  NVVM::CpAsyncCommitGroupOp::create(e.b);
+}
+
+void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
+                                        TileSoftmaxOp prefetch) {
+  Type elt = cast<MemRefType>(op.getKey().getType()).getElementType();
+  auto scoresType = cast<MemRefType>(op.getScores().getType());
+  int64_t bn = scoresType.getDimSize(1);
+  int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
+  // Copy groups per iteration: K of this block (issued here, or by the
+  // previous block's tile.softmax_update for the tile.prefetch after the
+  // previous tile.qk), waited for here before the barrier; V of this block,
+  // issued here right after that barrier (when its softmax is known) and
+  // waited for by the softmax; K of the next block, issued by the softmax
+  // after its barrier. Two barriers per block (FlashAttention-2's count).
+  if (!e.t.prefetchKeys)
+    emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
+                   op.getKvHead(), op.getStart(), op.getCols(), e.t.stage);
+  emitAsyncWait(e, 0); // K has landed (the only group in flight)
+  // K is visible to every thread, and every warp has finished the previous
+  // block's P.V: the V stage is free.
+  e.barrier();
+  if (prefetch)
+    emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
+                   prefetch.getBatch(), prefetch.getKvHead(),
+                   prefetch.getStart(), prefetch.getCols(), e.t.stageV,
+                   /*commit=*/true, prefetch.getKeyValid());
+
+  Value q16 = halfView(e, op.getQTile(), elt);
+  Lane l = laneOf(e);
+  // ldmatrix.x4 addresses of A: lane l reads row (l / 8 % 2) * 8 + l % 8,
+  // column (l / 16) * 8 of the warp's 16 x 16 slice.
+  Value m = e.divIdx(e.t.lane, e.idx(8));
+  Value aRow = e.add(l.row0, e.add(e.mulIdx(e.remIdx(m, e.idx(2)), 8),
+                                   e.remIdx(e.t.lane, e.idx(8))));
+  Value aCol = e.mulIdx(e.divIdx(m, e.idx(2)), 8);
+  // ldmatrix.x2 addresses of B (K rows are n): row l % 8, column
+  // (l / 8 % 2) * 8 of the 8 x 16 slice.
+  Value bRow = e.remIdx(e.t.lane, e.idx(8));
+  Value bCol = e.mulIdx(e.remIdx(m, e.idx(2)), 8);
+  auto aType = VectorType::get({4, 2}, elt);
+  auto bType = VectorType::get({2, 2}, elt);
+
+  // The score fragments, a group of 8-key slices at a time, carried
+  // through the D / 16 k steps; the query fragment is read once per step
+  // and group. With the scores in registers they are all live anyway: one
+  // group of all slices. Otherwise groups of 2 keep the registers down.
+  const int64_t slices = bn / 8;
+  const int64_t group = e.t.scores ? slices : std::min<int64_t>(2, slices);
+  for (int64_t j0 = 0; j0 < slices; j0 += group) {
+    const int64_t width = std::min(group, slices - j0);
+    SmallVector<Value> init(4 * width, e.f32(0));
+    SmallVector<Value> acc =
+        carry(e, d / 16, init, [&](Value kk, ValueRange c) {
+          Value k0 = e.mulIdx(kk, 16);
+          Value a = nvgpu::LdMatrixOp::create(
+              e.b, aType, q16,
+              ValueRange{aRow, swizzledCol(e, q16, aRow, e.add(k0, aCol))},
+              /*transpose=*/false, /*numTiles=*/4);
+          SmallVector<Value> aRegs = operandRegisters(e, a);
+          SmallVector<Value> next;
+          for (int64_t j = 0; j < width; ++j) {
+            Value kRow = e.add(e.idx(8 * (j0 + j)), bRow);
+            Value b = nvgpu::LdMatrixOp::create(
+                e.b, bType, e.t.stage,
+                ValueRange{kRow,
+                           swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
+                /*transpose=*/false, /*numTiles=*/2);
+            llvm::append_range(next,
+                               emitMma(e, elt, aRegs, operandRegisters(e, b),
+                                       c.slice(4 * j, 4)));
+          }
+          return next;
+        });
+    // The lane's scores, in base-2 units as the scalar lowering's: rows g
+    // and g + 8 (k = i / 2), columns 8j + 2q + {0, 1} (el = i % 2); -inf
+    // past the block's keys. Into the lane's registers (small tiles) or
+    // its entries of the score tile.
+    for (int64_t j = 0; j < width; ++j)
+      for (int i = 0; i < 4; ++i) {
+        Value s = emitScaledScore(e, op, acc[4 * j + i], kLog2E);
+        Value c = e.accColumn(j0 + j, i % 2);
+        s = arith::SelectOp::create(e.b, e.lt(c, op.getCols()), s, e.negInf());
+        storeLaneScore(e, s, op.getScores(), i / 2, j0 + j, i % 2);
+      }
+  }
+  // No barrier: the scores are the lane's own, and the next copy into the
+  // K stage (the deferred tile.prefetch, or the next tile.qk) is issued
+  // after the barrier of tile.softmax_update, which every warp reaches only
+  // after its last ldmatrix of this block.
+}
+
+void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
+                                       Value stage, ArrayRef<Value> alpha) {
+  Type elt = cast<MemRefType>(op.getValue().getType()).getElementType();
+  int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
+  int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
+  int64_t slices = dv / 8;
+  // ldmatrix.x2.trans addresses of B (V rows are k): row l % 16, the
+  // slice's first column.
+  Value bRow = e.remIdx(e.t.lane, e.idx(16));
+  auto bType = VectorType::get({2, 2}, elt);
+  auto pairType = VectorType::get({2}, elt);
+
+  // The lane's accumulator entries, rescaled: for each 8-column slice xg,
+  // c0..c3 = rows g, g + 8 and columns 8xg + 2q + {0, 1} (the private
+  // accumulator's [k][xg][el]).
+  SmallVector<Value> out;
+  for (int64_t xg = 0; xg < slices; ++xg)
+    for (int i = 0; i < 4; ++i)
+      out.push_back(e.mulf(alpha[i / 2], e.loadAcc(i / 2, xg, i % 2)));
+  // One k step (16 keys at k0 = 16kk): the probabilities of the lane's
+  // rows, columns k0 + 2q + {0, 1} and + 8 — the lane's score entries of
+  // slices 2kk and 2kk + 1 (the C fragment of Q.K^T is the A fragment of
+  // P.V) — rounded to the operand type, then per 8-column slice of V an
+  // ldmatrix.trans and an mma.
+  auto step = [&](Value k0,
+                  function_ref<Value(int k, int64_t half, int el)> probability,
+                  ValueRange c) {
+    SmallVector<Value> a;
+    for (int64_t half = 0; half < 2; ++half)
+      for (int k = 0; k < 2; ++k) {
+        Value p0 = arith::TruncFOp::create(e.b, elt, probability(k, half, 0));
+        Value p1 = arith::TruncFOp::create(e.b, elt, probability(k, half, 1));
+        a.push_back(operandRegister(e, vector::FromElementsOp::create(
+                                           e.b, pairType, ValueRange{p0, p1})));
+      }
+    Value vRow = e.add(k0, bRow);
+    SmallVector<Value> next;
+    for (int64_t xg = 0; xg < slices; ++xg) {
+      Value b = nvgpu::LdMatrixOp::create(
+          e.b, bType, stage,
+          ValueRange{vRow, swizzledCol(e, stage, vRow, e.idx(8 * xg))},
+          /*transpose=*/true, /*numTiles=*/2);
+      llvm::append_range(
+          next, emitMma(e, elt, a, operandRegisters(e, b), c.slice(4 * xg, 4)));
+    }
+    return next;
+  };
+  if (e.t.scores) {
+    // Scores in registers: the steps unrolled (constant indices).
+    for (int64_t kk = 0; kk < bn / 16; ++kk)
+      out = step(
+          e.idx(16 * kk),
+          [&](int k, int64_t half, int el) {
+            return e.loadScore(k, 2 * kk + half, el);
+          },
+          out);
+  } else {
+    // Scores in the shared tile: a loop over the steps (fewer registers).
+    Lane l = laneOf(e);
+    out = carry(e, bn / 16, out, [&](Value kk, ValueRange c) {
+      Value k0 = e.mulIdx(kk, 16);
+      return step(
+          k0,
+          [&](int k, int64_t half, int el) {
+            Value col =
+                e.add(e.add(k0, e.mulIdx(l.q, 2)), e.idx(8 * half + el));
+            Value r = e.ownedRow(k);
+            return e.load(op.getScores(), {r, e.scoreColumn(r, col)});
+          },
+          c);
+    });
+  }
+  for (int64_t xg = 0; xg < slices; ++xg)
+    for (int i = 0; i < 4; ++i)
+      e.storeAcc(out[4 * xg + i], i / 2, xg, i % 2);
+}

@@ -1,0 +1,67 @@
+//===- TensorCoreTiles.h - tile ops on tensor cores -------------*- C++ -*-===//
+//
+// The f16/bf16 lowering of the GPU tile ops: K and V blocks staged with
+// cp.async (16 bytes per copy, zero-filled past the block's keys), Q.K^T
+// and P.V as mma.sync.m16n8k16 with f32 accumulation, operands read with
+// ldmatrix. Ownership is the scalar lowering's (GpuEmitter.h): the mma
+// accumulator fragment of each lane is exactly the score and accumulator
+// entries that lane owns, so the mask, the online softmax and the epilogue
+// are shared with the scalar lowering.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_PASSES_CONVERSION_TENSORCORETILES_H
+#define KVATTN_PASSES_CONVERSION_TENSORCORETILES_H
+
+#include "Passes/Conversion/GpuEmitter.h"
+
+namespace mlir {
+namespace kvattn {
+
+/// Copies rows [start, start + cols) of `source[batch, head]` (through
+/// `blockTable` when paged) into the 16-bit `stage` [BN, width] with
+/// cp.async, 8 elements (16 bytes) per copy; rows past `cols` are zero
+/// filled and read nothing. Commits the copies as one group unless
+/// `commit` is false. With `keyValid` ([B, S] i1), the rows of invalid keys
+/// are zero-filled too.
+void emitAsyncStage(GpuEmitter &e, Value source, Value blockTable, Value batch,
+                    Value head, Value start, Value cols, Value stage,
+                    bool commit = true, Value keyValid = Value());
+/// Waits until at most `pending` committed groups of this thread are in
+/// flight.
+void emitAsyncWait(GpuEmitter &e, int32_t pending);
+
+/// A 16-bit view of the storage of an f32 tile in shared memory (the
+/// tensor-core query tile: the rows in their own type, half the bytes).
+Value halfView(GpuEmitter &e, Value f32Tile, Type elt);
+
+/// The column at which element (row, col) of a 16-bit shared tile
+/// [rows, width] is stored: its 16-byte chunk XORed with the row modulo
+/// min(8, width / 8) (bank-conflict-free ldmatrix). Every access of the
+/// 16-bit tiles goes through it.
+Value swizzledCol(GpuEmitter &e, Value tile, Value row, Value col);
+
+/// tile.qk on tensor cores. Stages the K block (cp.async), unless
+/// tile.prefetch already issued it (`e.t.prefetchKeys`); when `prefetch`
+/// is the tile.softmax_update of the same block, also starts its V block
+/// so that it loads while Q.K^T runs.
+void lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op, TileSoftmaxOp prefetch);
+
+/// tile.prefetch on tensor cores: the announced K block's cp.async copies
+/// (none when cols = 0) and a commit, which keeps the copy groups of every
+/// iteration in step. Placed after a tile.qk, whose last barrier freed the
+/// K stage.
+void lowerPrefetchOnTensorCores(GpuEmitter &e, TilePrefetchOp op);
+
+/// The P.V update of tile.softmax_update on tensor cores:
+/// acc[r, :] = alpha[k] * acc[r, :] + P[r, :] . V for the lane's two rows
+/// (k = 0, 1), on the lane's accumulator registers. P is the lane's own
+/// probabilities (its score registers, or its entries of the score tile),
+/// rounded to the operand type; V comes from the value stage.
+void emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op, Value stage,
+                         ArrayRef<Value> alpha);
+
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_PASSES_CONVERSION_TENSORCORETILES_H

@@ -1,0 +1,786 @@
+//===- TileToGPU.cpp - the GPU lowering of the tile ops -------------------===//
+//
+// Thread mapping (docs/gpu-lowering.md). A program is a thread block of
+// 32 * num_warps threads and BM = 16 * num_warps query rows:
+//
+//   warp w = tid / 32 owns rows [16w, 16w + 16)
+//   lane l = tid % 32 owns rows 16w + l/4 and 16w + l/4 + 8, and in each of
+//   them the columns 8j + 2(l % 4) + {0, 1}, j = 0, 1, ...
+//
+// which is the accumulator fragment of mma.sync.m16n8k16 (c0..c3). Scores
+// and the accumulator are owned that way; the four lanes of a row (a quad)
+// reduce its maximum and sum with two xor-shuffles. Whole tiles (the query
+// tile, a K or V block) are loaded cooperatively by all threads, and
+// barriers separate phases. Every barrier sits in block-uniform control
+// flow: the loops and the partial-block branch of the tile program depend
+// only on the program id.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "Passes/Conversion/GpuEmitter.h"
+#include "Passes/Conversion/SharedMemoryLayout.h"
+#include "Passes/Conversion/TensorCoreTiles.h"
+#include "kvattn/Passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_LOWERTILETOGPUPASS
+#include "kvattn/Passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+namespace {
+
+void lowerInit(GpuEmitter &e, TileInitOp op) {
+  // Each lane zeroes its own accumulator entries (registers).
+  auto accType = cast<MemRefType>(e.t.acc.getType());
+  for (int k = 0; k < 2; ++k)
+    for (int64_t j = 0; j < accType.getDimSize(1); ++j)
+      for (int el = 0; el < 2; ++el)
+        e.storeAcc(e.f32(0), k, j, el);
+  if (e.t.rowStats) {
+    // The lane's own rows, in registers: nothing to publish.
+    for (int k = 0; k < 2; ++k) {
+      e.store(e.negInf(), e.t.rowStats, {e.idx(0), e.idx(k)});
+      e.store(e.f32(0), e.t.rowStats, {e.idx(1), e.idx(k)});
+    }
+    return;
+  }
+  e.cooperative(e.tileDim(op.getMax(), 0), [&](Value r) {
+    e.store(e.negInf(), op.getMax(), r);
+    e.store(e.f32(0), op.getSum(), r);
+  });
+  e.barrier();
+}
+
+void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
+  // Tensor cores: the query rows in their own 16-bit type, swizzled, in
+  // the storage of the f32 tile (ldmatrix reads them); otherwise f32.
+  Value tile = op.getQTile();
+  if (e.t.tensorCores)
+    tile = halfView(e, tile, getElementTypeOrSelf(op.getQuery().getType()));
+  auto type = cast<MemRefType>(tile.getType());
+  Type elt = type.getElementType();
+  if (e.t.tensorCores && elt.getIntOrFloatBitWidth() == 16 &&
+      type.getDimSize(1) % 8 == 0) {
+    // 16-byte chunks: one vector<8x(b)f16> global load per chunk (rows are
+    // D * 2 bytes, D % 8 == 0, and the buffers 16-byte aligned: the ABI),
+    // stored whole (the swizzle moves 16-byte chunks).
+    constexpr int64_t kChunk = 8;
+    auto chunkType = VectorType::get({kChunk}, elt);
+    Value chunks = e.idx(type.getDimSize(1) / kChunk);
+    e.cooperative(e.idx(type.getNumElements() / kChunk), [&](Value i) {
+      Value r = e.divIdx(i, chunks), x = e.mulIdx(e.remIdx(i, chunks), kChunk);
+      Value v = e.ifElse(
+          e.lt(r, op.getRows()),
+          [&] {
+            QueryRow q =
+                queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+            return vector::LoadOp::create(
+                       e.b, chunkType, op.getQuery(),
+                       ValueRange{op.getBatch(), q.head, q.row, x},
+                       /*nontemporal=*/false, llvm::Align(16))
+                .getResult();
+          },
+          arith::ConstantOp::create(e.b, chunkType,
+                                    e.b.getZeroAttr(chunkType)));
+      vector::StoreOp::create(e.b, v, tile,
+                              ValueRange{r, swizzledCol(e, tile, r, x)},
+                              /*nontemporal=*/false, llvm::Align(16));
+    });
+    e.barrier();
+    return;
+  }
+  Value d = e.idx(type.getDimSize(1));
+  e.cooperative(e.idx(type.getNumElements()), [&](Value i) {
+    Value r = e.divIdx(i, d), x = e.remIdx(i, d);
+    Value v = e.ifElse(
+        e.lt(r, op.getRows()),
+        [&] {
+          QueryRow q =
+              queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+          SmallVector<Value> at = {op.getBatch(), q.head, q.row, x};
+          return elt.isF32() ? e.loadF32(op.getQuery(), at)
+                             : e.load(op.getQuery(), at);
+        },
+        e.zeroOf(elt));
+    Value col = e.t.tensorCores ? swizzledCol(e, tile, r, x) : x;
+    e.store(v, tile, {r, col});
+  });
+  e.barrier();
+}
+
+/// Stages rows [start, start + cols) of `source[batch, head]` (through
+/// `blockTable` when the cache is paged) into the shared staging block
+/// `stage` (zeros past `cols`).
+void stageBlock(GpuEmitter &e, Value stage, Value source, Value blockTable,
+                Value batch, Value head, Value start, Value cols, int64_t bn,
+                int64_t width) {
+  Type elt = cast<MemRefType>(source.getType()).getElementType();
+  Value w = e.idx(width);
+  e.cooperative(e.idx(bn * width), [&](Value i) {
+    Value c = e.divIdx(i, w), x = e.remIdx(i, w);
+    Value v = e.ifElse(
+        e.lt(c, cols),
+        [&] {
+          return e.load(source, e.kvIndices(source, blockTable, batch, head,
+                                            e.add(start, c), x));
+        },
+        e.zeroOf(elt));
+    e.store(v, stage, {c, x});
+  });
+}
+
+/// The tile.softmax_update of the same KV block as `qk`, later in its
+/// block, whose V block can therefore be loaded while Q.K^T runs.
+TileSoftmaxOp findSoftmaxOfBlock(TileQKOp qk) {
+  for (Operation *op = qk->getNextNode(); op; op = op->getNextNode()) {
+    auto softmax = dyn_cast<TileSoftmaxOp>(op);
+    if (!softmax)
+      continue;
+    if (softmax.getScores() == qk.getScores() &&
+        softmax.getBatch() == qk.getBatch() &&
+        softmax.getKvHead() == qk.getKvHead() &&
+        softmax.getStart() == qk.getStart() &&
+        softmax.getCols() == qk.getCols() &&
+        softmax.getBlockTable() == qk.getBlockTable())
+      return softmax;
+    return {};
+  }
+  return {};
+}
+
+void lowerQK(GpuEmitter &e, TileQKOp op,
+             llvm::SmallPtrSetImpl<Operation *> &prefetched) {
+  if (e.t.tensorCores) {
+    TileSoftmaxOp softmax = findSoftmaxOfBlock(op);
+    if (softmax)
+      prefetched.insert(softmax);
+    return lowerQKOnTensorCores(e, op, softmax);
+  }
+  auto scoresType = cast<MemRefType>(op.getScores().getType());
+  int64_t bn = scoresType.getDimSize(1);
+  int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
+  stageBlock(e, e.t.stage, op.getKey(), op.getBlockTable(), op.getBatch(),
+             op.getKvHead(), op.getStart(), op.getCols(), bn, d);
+  e.barrier();
+  for (int k = 0; k < 2; ++k) {
+    Value r = e.ownedRow(k);
+    e.when(e.lt(r, op.getRows()), [&] {
+      e.ownedColumns(e.idx(bn), [&](Value c) {
+        Value s = e.ifElse(
+            e.lt(c, op.getCols()),
+            [&] {
+              return emitScore(
+                  e, op, r,
+                  [&](Value x) {
+                    Value v = e.load(e.t.stage, {c, x});
+                    return v.getType().isF32()
+                               ? v
+                               : arith::ExtFOp::create(e.b, e.b.getF32Type(), v)
+                                     .getResult();
+                  },
+                  kLog2E);
+            },
+            e.negInf());
+        e.store(s, op.getScores(), {r, c});
+      });
+    });
+  }
+  e.barrier();
+}
+
+void lowerMask(GpuEmitter &e, TileMaskOp op) {
+  // Same ownership as tile.qk and tile.softmax_update: no barrier needed.
+  int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
+  for (int k = 0; k < 2; ++k) {
+    Value r = e.ownedRow(k);
+    e.when(e.lt(r, op.getRows()), [&] {
+      Value qp = emitQueryPosition(e, op, r);
+      if (e.t.scores) {
+        // The lane's score registers: every (slice, element), unrolled.
+        e.forAccColumns(bn, [&](int64_t j, int el, Value c) {
+          e.when(e.lt(c, op.getCols()), [&] {
+            e.storeScore(
+                emitMaskedScore(e, op, r, qp, c, kLog2E, e.loadScore(k, j, el)),
+                k, j, el);
+          });
+        });
+        return;
+      }
+      e.ownedColumns(op.getCols(), [&](Value c) {
+        Value at = e.scoreColumn(r, c);
+        e.store(emitMaskedScore(e, op, r, qp, c, kLog2E,
+                                e.load(op.getScores(), {r, at})),
+                op.getScores(), {r, at});
+      });
+    });
+  }
+}
+
+void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
+                  TilePrefetchOp deferredPrefetch) {
+  Value scores = op.getScores(), acc = op.getAcc();
+  int64_t bn = cast<MemRefType>(scores.getType()).getDimSize(1);
+  int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
+  Value stage = e.t.stageV ? e.t.stageV : e.t.stage;
+  if (e.t.tensorCores) {
+    if (!valuePrefetched)
+      emitAsyncStage(e, op.getValue(), op.getBlockTable(), op.getBatch(),
+                     op.getKvHead(), op.getStart(), op.getCols(), stage,
+                     /*commit=*/true, op.getKeyValid());
+  } else {
+    stageBlock(e, stage, op.getValue(), op.getBlockTable(), op.getBatch(),
+               op.getKvHead(), op.getStart(), op.getCols(), bn, dv);
+  }
+
+  // Phase 1, per owned row: the new maximum (quad-reduced), the rescale
+  // factor, the probabilities (written over the scores) and their sum.
+  // Scores and maxima are in base-2 units (tile.qk and tile.mask multiply
+  // by log2(e), folded into the scale): each exponential is one exp2.
+  struct RowUpdate {
+    Value row, max, sum, alpha;
+  } rows[2];
+  // The lane's scores: the score tile, or its registers on tensor cores
+  // (every (slice, element) unrolled).
+  auto reduceScores =
+      [&](int k, Value r, Value init,
+          function_ref<Value(Value s, Value acc, function_ref<void(Value)> set)>
+              body) {
+        if (!e.t.scores)
+          return e.reduceOwnedColumns(bn, init, [&](Value c, Value acc) {
+            Value at = e.scoreColumn(r, c);
+            return body(e.load(scores, {r, at}), acc, [&](Value p) {
+              e.store(p, scores, {r, at});
+            });
+          });
+        Value acc = init;
+        for (int64_t j = 0; j < bn / 8; ++j)
+          for (int el = 0; el < 2; ++el)
+            acc = body(e.loadScore(k, j, el), acc,
+                       [&](Value p) { e.storeScore(p, k, j, el); });
+        return acc;
+      };
+  for (int k = 0; k < 2; ++k) {
+    Value r = e.ownedRow(k);
+    Value oldMax = e.loadRowStat(op.getMax(), 0, k, r);
+    Value oldSum = e.loadRowStat(op.getSum(), 1, k, r);
+    Value blockMax = e.quadReduce(
+        reduceScores(k, r, e.negInf(),
+                     [&](Value s, Value m, function_ref<void(Value)>) {
+                       return arith::MaximumFOp::create(e.b, m, s).getResult();
+                     }),
+        /*isMax=*/true);
+    Value newMax = arith::MaximumFOp::create(e.b, oldMax, blockMax);
+    Value any = arith::CmpFOp::create(e.b, arith::CmpFPredicate::UNE, newMax,
+                                      e.negInf());
+    Value alpha = arith::SelectOp::create(
+        e.b, any,
+        math::Exp2Op::create(e.b, arith::SubFOp::create(e.b, oldMax, newMax)),
+        e.f32(1));
+    Value blockSum = e.quadReduce(
+        reduceScores(k, r, e.f32(0),
+                     [&](Value s, Value sum, function_ref<void(Value)> set) {
+                       Value p = arith::SelectOp::create(
+                           e.b, any,
+                           math::Exp2Op::create(
+                               e.b, arith::SubFOp::create(e.b, s, newMax)),
+                           e.f32(0));
+                       set(p);
+                       return e.addf(sum, p);
+                     }),
+        /*isMax=*/false);
+    rows[k] = {r, newMax, e.addf(e.mulf(alpha, oldSum), blockSum), alpha};
+  }
+  // Every probability and the V block are in shared memory; every lane has
+  // read the old max and sum.
+  // V of this block must have landed (the newest group: the next K block
+  // is announced below).
+  if (e.t.tensorCores)
+    emitAsyncWait(e, 0);
+  e.barrier();
+  // Tensor cores: the next K block's copies start here, after the barrier
+  // that follows every warp's Q.K^T of this block (the K stage is free),
+  // and load while P.V and the next V block's copies run. One barrier per
+  // block fewer than issuing them right after Q.K^T.
+  if (deferredPrefetch)
+    lowerPrefetchOnTensorCores(e, deferredPrefetch);
+
+  // Phase 2: acc = alpha * acc + P . V on the lane's accumulator entries.
+  if (e.t.tensorCores)
+    emitPVOnTensorCores(e, op, stage, {rows[0].alpha, rows[1].alpha});
+  for (auto [k, u] : llvm::enumerate(rows)) {
+    if (!e.t.tensorCores)
+      e.forAccColumns(dv, [&](int64_t j, int el, Value x) {
+        Value pv =
+            e.reduce(e.idx(0), op.getCols(), e.f32(0), [&](Value c, Value sum) {
+              Value v = e.load(stage, {c, x});
+              if (!v.getType().isF32())
+                v = arith::ExtFOp::create(e.b, e.b.getF32Type(), v);
+              Value p = e.load(scores, {u.row, c});
+              // A forbidden key (p == 0) is skipped, not multiplied by zero:
+              // its value may be NaN or infinite.
+              Value skip = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
+                                                 p, e.f32(0));
+              return arith::SelectOp::create(
+                  e.b, skip, sum, e.addf(sum, e.mulf(p, v, true), true));
+            });
+        e.storeAcc(e.addf(e.mulf(u.alpha, e.loadAcc(k, j, el)), pv), k, j, el);
+      });
+    if (e.t.rowStats) { // every lane keeps its rows' state
+      e.store(u.max, e.t.rowStats, {e.idx(0), e.idx(k)});
+      e.store(u.sum, e.t.rowStats, {e.idx(1), e.idx(k)});
+      continue;
+    }
+    // One lane of the quad publishes the row state.
+    Value leader = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
+                                         e.t.quad, e.idx(0));
+    e.when(arith::AndIOp::create(e.b, leader, e.lt(u.row, op.getRows())), [&] {
+      e.store(u.max, op.getMax(), u.row);
+      e.store(u.sum, op.getSum(), u.row);
+    });
+  }
+  // Tensor cores: no barrier. The scores and row statistics are the lane's
+  // own, the next V block is issued after the next tile.qk's barrier (which
+  // every warp reaches only after this P.V), the next K block was issued
+  // above after this op's barrier. Otherwise the next block overwrites the
+  // staging block and the scores, and the published statistics are read.
+  if (!e.t.tensorCores)
+    e.barrier();
+}
+
+/// The LSE of owned row `r` (below the program's rows), by the quad's
+/// leader: -inf for a row without any allowed key.
+void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r) {
+  Value lse = op.getLse();
+  if (!lse)
+    return;
+  Value leader =
+      arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.quad, e.idx(0));
+  e.when(leader, [&] {
+    QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+    Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
+    Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, rowMax,
+                                        e.negInf());
+    // The running max is in base-2 units.
+    Value l =
+        e.addf(e.mulf(rowMax, e.f32(1.0 / kLog2E)),
+               math::LogOp::create(e.b, e.loadRowStat(op.getSum(), 1, k, r)));
+    e.store(arith::SelectOp::create(e.b, empty, e.negInf(), l), lse,
+            {op.getBatch(), q.head, q.row});
+  });
+}
+
+/// The output rows of one warp through its own rows of the query tile: each
+/// lane writes its normalised entries as 16-bit pairs (swizzled like Q),
+/// the warp synchronises, then each lane stores whole 16-byte chunks of
+/// rows below `rows` (sectors fully used, 8x fewer store requests). Only
+/// the warp's own Q rows are touched, which only its own ldmatrix reads.
+void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
+                         int64_t dv) {
+  Value out = op.getOut();
+  Type outType = cast<MemRefType>(out.getType()).getElementType();
+  auto pairType = VectorType::get({2}, outType);
+  for (int k = 0; k < 2; ++k) {
+    Value r = e.ownedRow(k);
+    Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
+    Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, rowMax,
+                                        e.negInf());
+    Value inv = arith::DivFOp::create(e.b, e.f32(1),
+                                      e.loadRowStat(op.getSum(), 1, k, r));
+    for (int64_t j = 0; j < dv / 8; ++j) {
+      SmallVector<Value, 2> pair;
+      for (int el = 0; el < 2; ++el) {
+        Value v = e.mulf(e.loadAcc(k, j, el), inv);
+        v = arith::SelectOp::create(e.b, empty, e.f32(0), v);
+        pair.push_back(arith::TruncFOp::create(e.b, outType, v));
+      }
+      Value col = e.accColumn(j, 0);
+      vector::StoreOp::create(
+          e.b, vector::FromElementsOp::create(e.b, pairType, pair), staging,
+          ValueRange{r, swizzledCol(e, staging, r, col)},
+          /*nontemporal=*/false, llvm::Align(4));
+    }
+  }
+  NVVM::SyncWarpOp::create(
+      e.b, arith::ConstantIntOp::create(e.b, e.b.getI32Type(), -1));
+  constexpr int64_t kChunk = 8;
+  const int64_t chunksPerRow = dv / kChunk;
+  auto chunkType = VectorType::get({kChunk}, outType);
+  Value firstRow = e.mulIdx(e.t.warp, 16);
+  // 16 rows x chunksPerRow chunks, 32 lanes at a time.
+  e.loop(e.idx(0), e.idx((16 * chunksPerRow + 31) / 32), [&](Value n) {
+    Value i = e.add(e.mulIdx(n, 32), e.t.lane);
+    Value rr = e.divIdx(i, e.idx(chunksPerRow));
+    Value r = e.add(firstRow, rr);
+    Value x = e.mulIdx(e.remIdx(i, e.idx(chunksPerRow)), kChunk);
+    e.when(
+        arith::AndIOp::create(e.b, e.lt(rr, e.idx(16)), e.lt(r, op.getRows())),
+        [&] {
+          Value v = vector::LoadOp::create(
+              e.b, chunkType, staging,
+              ValueRange{r, swizzledCol(e, staging, r, x)},
+              /*nontemporal=*/false, llvm::Align(16));
+          QueryRow q =
+              queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+          vector::StoreOp::create(e.b, v, out,
+                                  ValueRange{op.getBatch(), q.head, q.row, x},
+                                  /*nontemporal=*/false, llvm::Align(16));
+        });
+  });
+}
+
+void lowerStore(GpuEmitter &e, TileStoreOp op) {
+  Value out = op.getOut();
+  Type outType = cast<MemRefType>(out.getType()).getElementType();
+  int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
+  // Tensor cores, a 16-bit output whose rows fit the warp's Q rows: 16-byte
+  // stores through shared memory.
+  if (e.t.tensorCores && e.t.qTile && outType.getIntOrFloatBitWidth() == 16 &&
+      dv % 8 == 0) {
+    Value staging = halfView(e, e.t.qTile, outType);
+    if (dv <= cast<MemRefType>(staging.getType()).getDimSize(1)) {
+      storeRowsVectorized(e, op, staging, dv);
+      for (int k = 0; k < 2; ++k) {
+        Value r = e.ownedRow(k);
+        e.when(e.lt(r, op.getRows()), [&] { storeRowLse(e, op, k, r); });
+      }
+      return;
+    }
+  }
+  for (int k = 0; k < 2; ++k) {
+    Value r = e.ownedRow(k);
+    e.when(e.lt(r, op.getRows()), [&] {
+      QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+      Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
+      Value sum = e.loadRowStat(op.getSum(), 1, k, r);
+      Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
+                                          rowMax, e.negInf());
+      Value inv = arith::DivFOp::create(e.b, e.f32(1), sum);
+      auto normalised = [&](int64_t j, int el) {
+        Value v = e.mulf(e.loadAcc(k, j, el), inv);
+        v = arith::SelectOp::create(e.b, empty, e.f32(0), v);
+        if (!outType.isF32())
+          v = arith::TruncFOp::create(e.b, outType, v);
+        return v;
+      };
+      if (dv % 8 == 0) {
+        // The lane's two adjacent columns of each 8-column slice as one
+        // store: a quad writes 4 x 2 elements of a row (a whole 32-byte
+        // sector of an f32 row: split-KV's partial states).
+        auto pairType = VectorType::get({2}, outType);
+        const unsigned align = 2 * outType.getIntOrFloatBitWidth() / 8;
+        for (int64_t j = 0; j < dv / 8; ++j) {
+          Value pair = vector::FromElementsOp::create(
+              e.b, pairType, ValueRange{normalised(j, 0), normalised(j, 1)});
+          vector::StoreOp::create(
+              e.b, pair, out,
+              ValueRange{op.getBatch(), q.head, q.row, e.accColumn(j, 0)},
+              /*nontemporal=*/false, llvm::Align(align));
+        }
+      } else {
+        e.forAccColumns(dv, [&](int64_t j, int el, Value x) {
+          e.store(normalised(j, el), out, {op.getBatch(), q.head, q.row, x});
+        });
+      }
+      storeRowLse(e, op, k, r);
+    });
+  }
+}
+
+/// The merged `out[x .. x + W)` of one row from the parts' row lses, loaded
+/// once (`lses`, N values, in part order): the arithmetic of emitMergedRow
+/// and emitMergedOut, element by element, with each part's weight
+/// `exp(lse_n - peak)` computed once for the W columns.
+Value emitMergedChunk(GpuEmitter &e, Value outParts, ArrayRef<Value> lses,
+                      const MergedRow &row, Value b, Value h, Value i, Value x,
+                      int64_t w) {
+  using namespace merge_detail;
+  auto vecType = VectorType::get({w}, e.b.getF32Type());
+  Value acc = vector::BroadcastOp::create(e.b, vecType, e.f32(0));
+  for (auto [p, l] : llvm::enumerate(lses)) {
+    Value v = vector::LoadOp::create(
+        e.b, vecType, outParts,
+        ValueRange{e.idx(static_cast<int64_t>(p)), b, h, i, x},
+        /*nontemporal=*/false, llvm::Align(4 * w));
+    acc = accumulatePart(e, acc, l, row.peak, v);
+  }
+  return normalise(e, acc, row.peak, row.sum);
+}
+
+/// The merge kernel of a split: all threads together over the (row,
+/// chunk) pairs of the block's rows. With a static part count N (the tile
+/// pass's, up to 64) and Dv % 4 == 0, a thread takes 4 adjacent columns: it
+/// loads its row's N part lses once (a warp's lanes of one row read the same
+/// word), then N 16-byte part vectors, and stores the 4 merged values at once;
+/// otherwise one column per thread, each recomputing the row's lse
+/// (N exponentials). The values are the same either way.
+LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
+  ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
+  b.setInsertionPointToStart(&kernel.getBody().front());
+  Threads t;
+  t.count = 32 * numWarps;
+  t.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  SmallVector<TileMergeOp> merges;
+  kernel.walk([&](TileMergeOp op) { merges.push_back(op); });
+  for (TileMergeOp op : merges) {
+    auto partsType = cast<MemRefType>(op.getOutParts().getType());
+    int64_t dv = partsType.getDimSize(4);
+    if (ShapedType::isDynamic(dv))
+      return op.emitOpError() << "kvattn-lower-tile-to-gpu: the merge needs "
+                                 "a static value head dim";
+    ImplicitLocOpBuilder ob(op.getLoc(), op);
+    GpuEmitter e(ob, t);
+    Type outType = cast<MemRefType>(op.getOut().getType()).getElementType();
+    auto storeLse = [&](Value x, Value i, Value lseValue) {
+      if (Value lse = op.getLse())
+        e.when(
+            arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, x, e.idx(0)),
+            [&] {
+              e.store(lseValue, lse, {op.getBatch(), op.getHead(), i});
+            });
+    };
+    // The part lses stay in registers: up to 64 parts (split-kv = 0's
+    // largest count).
+    const int64_t parts = partsType.getDimSize(0);
+    constexpr int64_t kChunk = 4, kMaxRegisterParts = 64;
+    if (ShapedType::isStatic(parts) && parts <= kMaxRegisterParts &&
+        dv % kChunk == 0) {
+      const int64_t chunks = dv / kChunk;
+      e.cooperative(e.mulIdx(op.getRows(), chunks), [&](Value n) {
+        Value r = e.divIdx(n, e.idx(chunks));
+        Value x = e.mulIdx(e.remIdx(n, e.idx(chunks)), kChunk);
+        Value i = e.add(op.getStart(), r);
+        SmallVector<Value> lses;
+        for (int64_t p = 0; p < parts; ++p)
+          lses.push_back(e.load(op.getLseParts(),
+                                {e.idx(p), op.getBatch(), op.getHead(), i}));
+        MergedRow row = emitMergedRow(lses, e);
+        Value v = emitMergedChunk(e, op.getOutParts(), lses, row, op.getBatch(),
+                                  op.getHead(), i, x, kChunk);
+        if (!outType.isF32())
+          v = arith::TruncFOp::create(e.b, VectorType::get({kChunk}, outType),
+                                      v);
+        vector::StoreOp::create(
+            e.b, v, op.getOut(), ValueRange{op.getBatch(), op.getHead(), i, x},
+            /*nontemporal=*/false,
+            llvm::Align(kChunk * outType.getIntOrFloatBitWidth() / 8));
+        storeLse(x, i, row.lse);
+      });
+      op->erase();
+      continue;
+    }
+    Value width = e.idx(dv);
+    e.cooperative(e.mulIdx(op.getRows(), dv), [&](Value n) {
+      Value r = e.divIdx(n, width), x = e.remIdx(n, width);
+      Value i = e.add(op.getStart(), r);
+      MergedRow row =
+          emitMergedRow(e, op.getLseParts(), op.getBatch(), op.getHead(), i);
+      Value v = emitMergedOut(e, op.getOutParts(), op.getLseParts(), row,
+                              op.getBatch(), op.getHead(), i, x);
+      e.store(truncTo(e, v, outType), op.getOut(),
+              {op.getBatch(), op.getHead(), i, x});
+      storeLse(x, i, row.lse);
+    });
+    op->erase();
+  }
+  return success();
+}
+
+LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
+  auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
+  int64_t numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
+  if (auto kind = config.getAs<StringAttr>("kind");
+      kind && kind.getValue() == "merge")
+    return lowerMergeKernel(kernel, numWarps);
+  // Tensor cores as decided by the outlining (the scores then live in
+  // registers: the shared memory layout differs).
+  const bool tensorCores = kernel->hasAttr(kTensorCoresAttr);
+  FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(kernel);
+  if (failed(layout))
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: the program's tiles need static "
+              "shapes";
+  const bool privateScores = tensorCores && keepScoresInRegisters(*layout);
+  if (privateScores)
+    layout = computeSharedMemoryLayout(kernel, /*privateScores=*/true);
+  if (tensorCores && !canUseTensorCores(*layout))
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: marked " << kTensorCoresAttr
+           << " but its types or shapes do not allow tensor cores";
+  int64_t bm = config.getAs<IntegerAttr>("block_m").getInt();
+  int64_t bn = config.getAs<IntegerAttr>("block_n").getInt();
+  if (bm != 16 * numWarps || bn % 8 != 0)
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu maps 16 query rows to each warp and "
+              "8-column fragments to lanes: block-m must be 16 x num-warps "
+              "and block-n a multiple of 8 (got block-m = "
+           << bm << ", block-n = " << bn << ", num-warps = " << numWarps << ")";
+  if (auto bytes =
+          kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes");
+      bytes && bytes.getInt() != layout->totalBytes)
+    return kernel.emitOpError()
+           << "shared memory layout changed after outlining (" << bytes.getInt()
+           << " vs " << layout->totalBytes << " bytes)";
+
+  MLIRContext *ctx = kernel.getContext();
+  // One resident block per SM is all we ask of the register allocator:
+  // with only the thread count (.maxntid), ptxas for sm_90 trades
+  // registers for occupancy and spills; shared memory bounds the blocks per
+  // SM anyway.
+  kernel->setAttr("nvvm.minctasm",
+                  IntegerAttr::get(IntegerType::get(ctx, 32), 1));
+  ImplicitLocOpBuilder b(kernel.getLoc(), ctx);
+  b.setInsertionPointToStart(&kernel.getBody().front());
+  auto workgroup =
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  Value smem = gpu::DynamicSharedMemoryOp::create(
+      b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                         MemRefLayoutAttrInterface(), workgroup));
+  auto view = [&](int64_t offset, ArrayRef<int64_t> shape, Type elt) {
+    return memref::ViewOp::create(
+        b, MemRefType::get(shape, elt, MemRefLayoutAttrInterface(), workgroup),
+        smem, arith::ConstantIndexOp::create(b, offset), ValueRange{});
+  };
+  for (auto [alloca, offset] : llvm::zip(layout->tiles, layout->offsets)) {
+    MemRefType type = alloca.getType();
+    alloca.getResult().replaceAllUsesWith(
+        view(offset, type.getShape(), type.getElementType()));
+    alloca.erase();
+  }
+  Threads t;
+  t.count = 32 * numWarps;
+  // The accumulator: each lane's entries in private memory indexed by
+  // constants only (registers after SROA), replacing the tile.
+  memref::AllocaOp accTile;
+  kernel.walk([&](memref::AllocaOp alloca) {
+    if (isAccumulator(alloca))
+      accTile = alloca;
+  });
+  if (accTile) {
+    int64_t dv = accTile.getType().getDimSize(1);
+    t.acc = memref::AllocaOp::create(
+        b, MemRefType::get({2, (dv + 7) / 8, 2}, b.getF32Type()));
+  }
+  // On tensor cores, small tiles: the scores too, [2][BN / 8][2] per lane.
+  memref::AllocaOp scoreTile;
+  if (privateScores) {
+    kernel.walk([&](memref::AllocaOp alloca) {
+      if (isScoreTile(alloca))
+        scoreTile = alloca;
+    });
+    if (scoreTile)
+      t.scores = memref::AllocaOp::create(
+          b, MemRefType::get({2, scoreTile.getType().getDimSize(1) / 8, 2},
+                             b.getF32Type()));
+  }
+  t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
+                 layout->stageElementType);
+  if (layout->separateValueStage)
+    t.stageV =
+        view(layout->valueStageOffset, {layout->stageRows, layout->valueCols},
+             layout->stageElementType);
+  // Tensor cores: 16-bit K/V (16-byte rows, so the stages are separate),
+  // head dim D and block-n multiples of 16 (the k of m16n8k16), Dv of 8.
+  kernel.walk([&](TileLoadQOp load) { t.qTile = load.getQTile(); });
+  if (tensorCores)
+    t.rowStats =
+        memref::AllocaOp::create(b, MemRefType::get({2, 2}, b.getF32Type()));
+  t.tensorCores = tensorCores;
+  t.swizzleScores =
+      tensorCores && !privateScores && layout->stageRows % 32 == 0;
+  bool hasPrefetch = false;
+  kernel.walk([&](TilePrefetchOp) { hasPrefetch = true; });
+  t.prefetchKeys = t.tensorCores && hasPrefetch;
+  t.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value c32 = arith::ConstantIndexOp::create(b, 32);
+  t.warp = arith::DivUIOp::create(b, t.tid, c32);
+  t.lane = arith::RemUIOp::create(b, t.tid, c32);
+  t.quad =
+      arith::RemUIOp::create(b, t.lane, arith::ConstantIndexOp::create(b, 4));
+
+  SmallVector<Operation *> tileOps;
+  kernel.walk([&](Operation *op) {
+    if (isa<TileInitOp, TileLoadQOp, TileQKOp, TileMaskOp, TileSoftmaxOp,
+            TileStoreOp, TilePrefetchOp>(op))
+      tileOps.push_back(op);
+  });
+  llvm::SmallPtrSet<Operation *, 4> valuePrefetched;
+  // Tensor cores: a tile.prefetch inside the KV loop (after tile.qk) is
+  // issued by the tile.softmax_update that follows it in the same block.
+  llvm::DenseMap<Operation *, TilePrefetchOp> deferredPrefetch;
+  if (t.tensorCores)
+    for (Operation *op : tileOps)
+      if (auto prefetch = dyn_cast<TilePrefetchOp>(op))
+        for (Operation *next = op->getNextNode(); next;
+             next = next->getNextNode())
+          if (isa<TileSoftmaxOp>(next)) {
+            deferredPrefetch[next] = prefetch;
+            deferredPrefetch[prefetch] = prefetch;
+            break;
+          }
+  for (Operation *op : tileOps) {
+    ImplicitLocOpBuilder ob(op->getLoc(), op);
+    GpuEmitter e(ob, t);
+    if (auto o = dyn_cast<TileInitOp>(op))
+      lowerInit(e, o);
+    else if (auto o = dyn_cast<TileLoadQOp>(op))
+      lowerLoadQ(e, o);
+    else if (auto o = dyn_cast<TileQKOp>(op))
+      lowerQK(e, o, valuePrefetched);
+    else if (auto o = dyn_cast<TileMaskOp>(op))
+      lowerMask(e, o);
+    else if (auto o = dyn_cast<TileSoftmaxOp>(op))
+      lowerSoftmax(e, o, valuePrefetched.contains(o),
+                   deferredPrefetch.lookup(o));
+    else if (auto o = dyn_cast<TileStoreOp>(op))
+      lowerStore(e, o);
+    else if (auto o = dyn_cast<TilePrefetchOp>(op);
+             o && e.t.tensorCores && !deferredPrefetch.count(o))
+      lowerPrefetchOnTensorCores(e, o); // the scalar lowering loads in qk
+    if (!deferredPrefetch.count(op) || !isa<TilePrefetchOp>(op))
+      op->erase();
+  }
+  // The deferred prefetches, once the softmax that issued them is lowered.
+  for (auto [key, prefetch] : deferredPrefetch)
+    if (key == prefetch.getOperation())
+      prefetch->erase();
+  if (accTile)
+    accTile.erase(); // its uses were the tile ops
+  if (scoreTile)
+    scoreTile.erase();
+  return success();
+}
+
+struct LowerTileToGPUPass
+    : mlir::kvattn::impl::LowerTileToGPUPassBase<LowerTileToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    SmallVector<gpu::GPUFuncOp> kernels;
+    getOperation()->walk([&](gpu::GPUFuncOp kernel) {
+      if (kernel->hasAttr("kvattn.tile_config"))
+        kernels.push_back(kernel);
+    });
+    for (gpu::GPUFuncOp kernel : kernels)
+      if (failed(lowerKernel(kernel)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

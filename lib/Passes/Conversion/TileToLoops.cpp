@@ -1,0 +1,259 @@
+//===- TileToLoops.cpp - the CPU lowering of the tile ops -----------------===//
+//
+// Each kvattn.tile.* op becomes the loop nest its ODS description states.
+// Scores, the running max/sum and the accumulator are f32; Q, K, V are
+// extended to f32 when loaded, `out` is rounded to its element type when
+// stored. The innermost loops run over the head dimension, unit stride;
+// dot products carry `reassoc` so that LLVM may vectorise them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "Passes/Conversion/LoopEmitter.h"
+#include "kvattn/Passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <limits>
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_LOWERTILETOLOOPSPASS
+#include "kvattn/Passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+namespace {
+
+LogicalResult lowerInit(TileInitOp op, PatternRewriter &rewriter) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  Value rows = e.tileDim(op.getMax(), 0);
+  Value cols = e.tileDim(op.getAcc(), 1);
+  e.loop(e.idx(0), rows, [&](Value r) {
+    e.store(e.negInf(), op.getMax(), r);
+    e.store(e.f32(0), op.getSum(), r);
+    e.loop(e.idx(0), cols, [&](Value d) {
+      e.store(e.f32(0), op.getAcc(), {r, d});
+    });
+  });
+  rewriter.eraseOp(op);
+  return success();
+}
+
+LogicalResult lowerLoadQ(TileLoadQOp op, PatternRewriter &rewriter) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  emitLoadQ(e, op, TileRef::rowMajor(op.getQTile()));
+  rewriter.eraseOp(op);
+  return success();
+}
+
+LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  Value scores = op.getScores();
+  Value bn = e.tileDim(scores, 1);
+  e.loop(e.idx(0), op.getRows(), [&](Value r) {
+    e.loop(e.idx(0), op.getCols(), [&](Value c) {
+      Value j = e.add(op.getStart(), c);
+      Value s = emitScore(e, op, r, [&](Value x) {
+        return e.loadF32(op.getKey(),
+                         e.kvIndices(op.getKey(), op.getBlockTable(),
+                                     op.getBatch(), op.getKvHead(), j, x));
+      });
+      e.store(s, scores, {r, c});
+    });
+    // Columns past the end of the keys never contribute.
+    e.loop(op.getCols(), bn, [&](Value c) {
+      e.store(e.negInf(), scores, {r, c});
+    });
+  });
+  rewriter.eraseOp(op);
+  return success();
+}
+
+LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  e.loop(e.idx(0), op.getRows(), [&](Value r) {
+    Value qp = emitQueryPosition(e, op, r);
+    e.loop(e.idx(0), op.getCols(), [&](Value c) {
+      e.store(emitMaskedScore(e, op, r, qp, c), op.getScores(), {r, c});
+    });
+  });
+  rewriter.eraseOp(op);
+  return success();
+}
+
+LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  Value scores = op.getScores(), acc = op.getAcc();
+  Value dv = e.tileDim(acc, 1);
+  e.loop(e.idx(0), op.getRows(), [&](Value r) {
+    Value oldMax = e.load(op.getMax(), r);
+    // NaN-propagating maximum: a NaN score poisons its row.
+    Value blockMax =
+        e.reduce(e.idx(0), op.getCols(), e.negInf(), [&](Value c, Value m) {
+          return arith::MaximumFOp::create(b, m, e.load(scores, {r, c}));
+        });
+    Value newMax = arith::MaximumFOp::create(b, oldMax, blockMax);
+    Value anyAllowed =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, newMax, e.negInf());
+    e.when(anyAllowed, [&] {
+      Value alpha =
+          math::ExpOp::create(b, arith::SubFOp::create(b, oldMax, newMax));
+      // p[c] = exp(s[c] - max) replaces the score; forbidden keys give 0.
+      Value blockSum =
+          e.reduce(e.idx(0), op.getCols(), e.f32(0), [&](Value c, Value sum) {
+            Value p = math::ExpOp::create(
+                b, arith::SubFOp::create(b, e.load(scores, {r, c}), newMax));
+            e.store(p, scores, {r, c});
+            return e.addf(sum, p, true);
+          });
+      e.store(e.addf(e.mulf(alpha, e.load(op.getSum(), r)), blockSum),
+              op.getSum(), r);
+      e.loop(e.idx(0), dv, [&](Value x) {
+        e.store(e.mulf(alpha, e.load(acc, {r, x})), acc, {r, x});
+      });
+      e.loop(e.idx(0), op.getCols(), [&](Value c) {
+        Value p = e.load(scores, {r, c});
+        Value j = e.add(op.getStart(), c);
+        // A forbidden key (p == 0) is skipped, not multiplied by zero: its
+        // value may be NaN or infinite.
+        Value contributes =
+            arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, p, e.f32(0));
+        e.when(contributes, [&] {
+          e.loop(e.idx(0), dv, [&](Value x) {
+            Value v =
+                e.loadF32(op.getValue(),
+                          e.kvIndices(op.getValue(), op.getBlockTable(),
+                                      op.getBatch(), op.getKvHead(), j, x));
+            e.store(e.addf(e.load(acc, {r, x}), e.mulf(p, v, true), true), acc,
+                    {r, x});
+          });
+        });
+      });
+      e.store(newMax, op.getMax(), r);
+    });
+  });
+  rewriter.eraseOp(op);
+  return success();
+}
+
+LogicalResult lowerStore(TileStoreOp op, PatternRewriter &rewriter) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  emitStore(e, op, TileRef::rowMajor(op.getAcc()));
+  rewriter.eraseOp(op);
+  return success();
+}
+
+LogicalResult lowerMerge(TileMergeOp op, PatternRewriter &rewriter) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  Value out = op.getOut();
+  Type outType = cast<MemRefType>(out.getType()).getElementType();
+  Value dv = e.dimOf(op.getOutParts(), 4);
+  e.loop(e.idx(0), op.getRows(), [&](Value r) {
+    Value i = e.add(op.getStart(), r);
+    MergedRow row =
+        emitMergedRow(e, op.getLseParts(), op.getBatch(), op.getHead(), i);
+    e.loop(e.idx(0), dv, [&](Value x) {
+      Value v = emitMergedOut(e, op.getOutParts(), op.getLseParts(), row,
+                              op.getBatch(), op.getHead(), i, x);
+      e.store(truncTo(e, v, outType), out, {op.getBatch(), op.getHead(), i, x});
+    });
+    if (Value lse = op.getLse())
+      e.store(row.lse, lse, {op.getBatch(), op.getHead(), i});
+  });
+  rewriter.eraseOp(op);
+  return success();
+}
+
+/// A schedule hint: the host has nothing to overlap.
+LogicalResult lowerPrefetch(TilePrefetchOp op, PatternRewriter &rewriter) {
+  rewriter.eraseOp(op);
+  return success();
+}
+
+struct LowerTileToLoopsPass
+    : mlir::kvattn::impl::LowerTileToLoopsPassBase<LowerTileToLoopsPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateLowerTileToLoopsPatterns(patterns);
+    if (failed(applyLoopLoweringPatterns(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::kvattn::emitLoadQ(Emitter &e, TileLoadQOp op, const TileRef &qTile) {
+  auto type = cast<MemRefType>(op.getQTile().getType());
+  Value bm = e.idx(type.getDimSize(0)), d = e.idx(type.getDimSize(1));
+  e.loop(e.idx(0), op.getRows(), [&](Value r) {
+    QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+    e.loop(e.idx(0), d, [&](Value x) {
+      qTile.store(
+          e, e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, x}), r, x);
+    });
+  });
+  e.loop(op.getRows(), bm, [&](Value r) {
+    e.loop(e.idx(0), d, [&](Value x) { qTile.store(e, e.f32(0), r, x); });
+  });
+}
+
+void mlir::kvattn::emitStore(Emitter &e, TileStoreOp op, const TileRef &acc) {
+  ImplicitLocOpBuilder &b = e.b;
+  Value out = op.getOut();
+  Type outType = cast<MemRefType>(out.getType()).getElementType();
+  Value dv = e.tileDim(op.getAcc(), 1);
+  e.loop(e.idx(0), op.getRows(), [&](Value r) {
+    QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+    Value rowMax = e.load(op.getMax(), r);
+    Value sum = e.load(op.getSum(), r);
+    // No allowed key: out = 0, lse = -inf. A NaN max is not -inf, so NaN
+    // propagates through acc / sum.
+    Value empty =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, rowMax, e.negInf());
+    Value inv = arith::DivFOp::create(b, e.f32(1), sum);
+    e.loop(e.idx(0), dv, [&](Value x) {
+      Value v = e.mulf(acc.load(e, r, x), inv);
+      v = arith::SelectOp::create(b, empty, e.f32(0), v);
+      e.store(truncTo(e, v, outType), out, {op.getBatch(), q.head, q.row, x});
+    });
+    if (Value lse = op.getLse()) {
+      Value l = e.addf(rowMax, math::LogOp::create(b, sum));
+      e.store(arith::SelectOp::create(b, empty, e.negInf(), l), lse,
+              {op.getBatch(), q.head, q.row});
+    }
+  });
+}
+
+void mlir::kvattn::populateLowerTileStateToLoopsPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add(lowerInit);
+  patterns.add(lowerMerge);
+  patterns.add(lowerPrefetch);
+}
+
+void mlir::kvattn::populateLowerTileToLoopsPatterns(
+    RewritePatternSet &patterns) {
+  populateLowerTileStateToLoopsPatterns(patterns);
+  patterns.add(lowerLoadQ);
+  patterns.add(lowerQK);
+  patterns.add(lowerMask);
+  patterns.add(lowerSoftmax);
+  patterns.add(lowerStore);
+}

@@ -1,0 +1,630 @@
+//===- TileToVectors.cpp - the vectorised CPU lowering of the tile ops ----===//
+//
+// See Passes.td (-kvattn-lower-tile-to-vectors). The query and score tiles
+// are stored transposed, so that Q.K^T is a sum of outer products with one
+// broadcast key element per FMA (vectors over query rows) and the online
+// softmax of W rows is a handful of vertical vector operations per key.
+// P.V runs on the row-major accumulator with vectors over the value
+// dimension and one broadcast probability per row and key.
+//
+// Register tiling: an outer-product kernel keeps `keys x rowVectors` (Q.K^T)
+// or `rows x valueChunks` (P.V) accumulators in registers across its
+// reduction loop: about three quarters of the vector registers (24 of 32
+// with AVX-512).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "Passes/Conversion/LoopEmitter.h"
+#include "kvattn/Passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/TargetParser/Host.h"
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_LOWERTILETOVECTORSPASS
+#include "kvattn/Passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+int64_t mlir::kvattn::hostVectorWidth() {
+  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  if (features.lookup("avx512f"))
+    return 16;
+  if (features.lookup("avx"))
+    return 8;
+  return 4;
+}
+
+namespace {
+
+/// Vector vocabulary over the scalar one, for one vector width.
+struct VectorEmitter : Emitter {
+  int64_t width;
+  /// Accumulators an outer-product kernel may keep in registers.
+  int64_t accumulators;
+
+  VectorEmitter(ImplicitLocOpBuilder &b, int64_t width)
+      : Emitter{b}, width(width),
+        // 32 vector registers with AVX-512, 16 below; keep a quarter for
+        // the operands.
+        accumulators(width >= 16 ? 24 : 12) {}
+
+  VectorType vf32() const { return VectorType::get({width}, b.getF32Type()); }
+  Value splat(Value scalar) {
+    return vector::BroadcastOp::create(
+        b, VectorType::get({width}, scalar.getType()), scalar);
+  }
+  Value splat(double v) { return splat(f32(v)); }
+  Value vload(Value memref, ValueRange indices) {
+    return vector::LoadOp::create(b, vf32(), memref, indices);
+  }
+  void vstore(Value v, Value memref, ValueRange indices) {
+    vector::StoreOp::create(b, v, memref, indices);
+  }
+  Value fma(Value x, Value y, Value acc) {
+    return vector::FMAOp::create(b, x, y, acc);
+  }
+  /// 0, 1, ..., width - 1 as i64.
+  Value iota() {
+    SmallVector<int64_t> values(width);
+    for (int64_t i = 0; i < width; ++i)
+      values[i] = i;
+    auto type = VectorType::get({width}, b.getI64Type());
+    return arith::ConstantOp::create(
+        b, type, DenseElementsAttr::get(type, ArrayRef(values)));
+  }
+  Value i64(Value index) {
+    return arith::IndexCastOp::create(b, b.getI64Type(), index);
+  }
+
+  /// for (iv = lb; iv < ub; iv += step) carrying `inits`; returns the
+  /// final values.
+  SmallVector<Value>
+  carry(Value lb, Value ub, Value step, ValueRange inits,
+        function_ref<SmallVector<Value>(Value iv, ValueRange iter)> body) {
+    auto loop = scf::ForOp::create(
+        b, lb, ub, step, inits,
+        [&](OpBuilder &nested, Location loc, Value iv, ValueRange iter) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToEnd(nested.getInsertionBlock());
+          scf::YieldOp::create(b, body(iv, iter));
+        });
+    return SmallVector<Value>(loop.getResults());
+  }
+  void loopStep(Value lb, Value ub, Value step,
+                function_ref<void(Value)> body) {
+    carry(lb, ub, step, {}, [&](Value iv, ValueRange) {
+      body(iv);
+      return SmallVector<Value>{};
+    });
+  }
+};
+
+/// The vector width for a tile of `bm` rows: the widest power of two up to
+/// `maxWidth` that divides `bm`.
+int64_t rowVectorWidth(int64_t bm, int64_t maxWidth) {
+  int64_t w = 1;
+  while (w * 2 <= maxWidth && bm % (w * 2) == 0)
+    w *= 2;
+  return w;
+}
+
+/// Row vectors per register tile: the most, up to 4, that divide the
+/// tile's `rowVectors`.
+int64_t rowVectorsPerTile(int64_t rowVectors) {
+  for (int64_t n = 4; n > 1; --n)
+    if (rowVectors % n == 0)
+      return n;
+  return 1;
+}
+
+/// The lowering of one op at one maximum vector width.
+struct Lowering {
+  int64_t maxWidth;
+
+  int64_t widthFor(Value tile) const {
+    return rowVectorWidth(cast<MemRefType>(tile.getType()).getDimSize(0),
+                          maxWidth);
+  }
+};
+
+/// The indices of key/value row `j` with the element index left to fill:
+/// see Emitter::kvIndices (its last index is the element).
+SmallVector<Value, 4> kvRow(Emitter &e, Value cache, Value blockTable,
+                            Value batch, Value head, Value j) {
+  return e.kvIndices(cache, blockTable, batch, head, j, e.idx(0));
+}
+
+Value kvElement(Emitter &e, Value cache, SmallVector<Value, 4> row, Value x) {
+  row.back() = x;
+  return e.loadF32(cache, row);
+}
+
+//===----------------------------------------------------------------------===//
+// tile.load_q, tile.store: once per program, element by element
+//===----------------------------------------------------------------------===//
+
+LogicalResult lowerLoadQ(TileLoadQOp op, PatternRewriter &rewriter) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  emitLoadQ(e, op, TileRef::transposedOf(b, op.getQTile()));
+  rewriter.eraseOp(op);
+  return success();
+}
+
+LogicalResult lowerStore(TileStoreOp op, PatternRewriter &rewriter) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  emitStore(e, op, TileRef::rowMajor(op.getAcc()));
+  rewriter.eraseOp(op);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// tile.qk
+//===----------------------------------------------------------------------===//
+
+/// scores^T[c0 + k, r0 + v*W ...] for k < keys, v < rowVecs: the dot
+/// products over d in order, in registers, then scaled (and softcapped).
+void emitScoreTile(VectorEmitter &e, TileQKOp op, Value qT, Value sT, Value c0,
+                   int64_t keys, Value r0, int64_t rowVecs) {
+  auto qType = cast<MemRefType>(op.getQTile().getType());
+  int64_t d = qType.getDimSize(1);
+  SmallVector<SmallVector<Value, 4>> rows;
+  for (int64_t k = 0; k < keys; ++k)
+    rows.push_back(kvRow(e, op.getKey(), op.getBlockTable(), op.getBatch(),
+                         op.getKvHead(),
+                         e.add(op.getStart(), e.add(c0, e.idx(k)))));
+  Value zero = e.splat(0.0);
+  SmallVector<Value> inits(keys * rowVecs, zero);
+  SmallVector<Value> acc = e.carry(
+      e.idx(0), e.idx(d), e.idx(1), inits, [&](Value x, ValueRange iter) {
+        SmallVector<Value> q;
+        for (int64_t v = 0; v < rowVecs; ++v)
+          q.push_back(e.vload(qT, {x, e.add(r0, e.idx(v * e.width))}));
+        SmallVector<Value> next(iter);
+        for (int64_t k = 0; k < keys; ++k) {
+          Value kb = e.splat(kvElement(e, op.getKey(), rows[k], x));
+          for (int64_t v = 0; v < rowVecs; ++v)
+            next[k * rowVecs + v] = e.fma(q[v], kb, next[k * rowVecs + v]);
+        }
+        return next;
+      });
+  double scale = op.getScale().convertToDouble();
+  std::optional<APFloat> softcap = op.getSoftcap();
+  for (int64_t k = 0; k < keys; ++k)
+    for (int64_t v = 0; v < rowVecs; ++v) {
+      Value s = acc[k * rowVecs + v];
+      if (!softcap) {
+        s = e.mulf(s, e.splat(scale));
+      } else {
+        double cap = softcap->convertToDouble();
+        s = e.mulf(e.splat(cap),
+                   math::TanhOp::create(e.b, e.mulf(s, e.splat(scale / cap))));
+      }
+      e.vstore(s, sT, {e.add(c0, e.idx(k)), e.add(r0, e.idx(v * e.width))});
+    }
+}
+
+LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter,
+                      const Lowering &l) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  VectorEmitter e(b, l.widthFor(op.getScores()));
+  Value qT = TileRef::transposedOf(b, op.getQTile()).view;
+  Value sT = TileRef::transposedOf(b, op.getScores()).view;
+  auto sType = cast<MemRefType>(op.getScores().getType());
+  int64_t bm = sType.getDimSize(0), bn = sType.getDimSize(1);
+  int64_t rowVecs = bm / e.width;
+  int64_t tileVecs = rowVectorsPerTile(rowVecs);
+  int64_t keys = std::max<int64_t>(1, e.accumulators / tileVecs);
+
+  Value cols = op.getCols();
+  Value mainCols = b.createOrFold<arith::MulIOp>(
+      b.createOrFold<arith::DivUIOp>(cols, e.idx(keys)), e.idx(keys));
+  Value groupStep = e.idx(tileVecs * e.width);
+  e.loopStep(e.idx(0), e.idx(bm), groupStep, [&](Value r0) {
+    e.loopStep(e.idx(0), mainCols, e.idx(keys), [&](Value c0) {
+      emitScoreTile(e, op, qT, sT, c0, keys, r0, tileVecs);
+    });
+    // The remaining cols % keys keys in tiles of 4, 2, 1 (below keys): a
+    // tile of one key would leave the FMAs latency-bound.
+    Value c = mainCols;
+    for (int64_t size = llvm::PowerOf2Ceil(keys) / 2; size >= 1; size /= 2) {
+      if (size >= keys)
+        continue;
+      Value fits =
+          e.cmpi(arith::CmpIPredicate::ule, e.add(c, e.idx(size)), cols);
+      auto ifOp = scf::IfOp::create(b, TypeRange{b.getIndexType()}, fits,
+                                    /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        emitScoreTile(e, op, qT, sT, c, size, r0, tileVecs);
+        scf::YieldOp::create(b, ValueRange{e.add(c, e.idx(size))});
+        b.setInsertionPointToStart(ifOp.elseBlock());
+        scf::YieldOp::create(b, ValueRange{c});
+      }
+      c = ifOp.getResult(0);
+    }
+  });
+  // Columns past the end of the keys never contribute.
+  Value negInf = e.splat(e.negInf());
+  e.loop(cols, e.idx(bn), [&](Value c) {
+    for (int64_t v = 0; v < rowVecs; ++v)
+      e.vstore(negInf, sT, {c, e.idx(v * e.width)});
+  });
+  rewriter.eraseOp(op);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// tile.mask
+//===----------------------------------------------------------------------===//
+
+/// The offset form without a general mask or explicit positions: row
+/// positions are an arithmetic sequence (or, packed, a step function), so
+/// the whole rule is vector arithmetic.
+bool isVectorMask(TileMaskOp op) {
+  return !op.getQPos() && !op.getKPos() && !op.getMask();
+}
+
+LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
+                        const Lowering &l) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  VectorEmitter e(b, l.widthFor(op.getScores()));
+  Value sT = TileRef::transposedOf(b, op.getScores()).view;
+  int64_t bm = cast<MemRefType>(op.getScores().getType()).getDimSize(0);
+
+  if (!isVectorMask(op)) {
+    // Element by element, as the scalar lowering, on the transposed tile.
+    e.loop(e.idx(0), op.getRows(), [&](Value r) {
+      Value qp = emitQueryPosition(e, op, r);
+      e.loop(e.idx(0), op.getCols(), [&](Value c) {
+        Value s = e.load(sT, {c, r});
+        e.store(emitMaskedScore(e, op, r, qp, c, 1.0, s), sT, {c, r});
+      });
+    });
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  using P = arith::CmpIPredicate;
+  Value negInf = e.splat(e.negInf());
+  e.loopStep(e.idx(0), e.idx(bm), e.idx(e.width), [&](Value r0) {
+    // Positions of rows r0 .. r0 + W (offset form; none without causal or
+    // window, where only kv_len and key_valid apply).
+    Value qp;
+    if (op.getQBase()) {
+      Value t = arith::AddIOp::create(b, e.splat(e.i64(r0)), e.iota());
+      if (std::optional<int64_t> g = op.getGroup(); g && *g > 1) {
+        t = arith::AddIOp::create(b, t, e.splat(e.i64(op.getQStart())));
+        t = arith::DivUIOp::create(
+            b, t, e.splat(arith::ConstantIntOp::create(b, b.getI64Type(), *g)));
+      }
+      qp = arith::AddIOp::create(b, e.splat(e.i64(op.getQBase())), t);
+    }
+    e.loop(e.idx(0), op.getCols(), [&](Value c) {
+      Value j = e.add(op.getKStart(), c);
+      Value keyOk = e.cmpi(P::slt, j, op.getKvLen());
+      if (Value valid = op.getKeyValid())
+        keyOk = e.andi(keyOk, e.load(valid, {op.getBatch(), j}));
+      Value allowed = e.splat(keyOk);
+      if (op.getCausal() || op.getWindow()) {
+        Value kp = e.splat(e.i64(e.add(op.getKBase(), c)));
+        if (op.getCausal())
+          allowed = e.andi(allowed, e.cmpi(P::sle, kp, qp));
+        if (std::optional<int64_t> w = op.getWindow())
+          allowed =
+              e.andi(allowed, e.cmpi(P::slt, arith::SubIOp::create(b, qp, kp),
+                                     e.splat(arith::ConstantIntOp::create(
+                                         b, b.getI64Type(), *w))));
+      }
+      Value s = e.vload(sT, {c, r0});
+      e.vstore(arith::SelectOp::create(b, allowed, s, negInf), sT, {c, r0});
+    });
+  });
+  rewriter.eraseOp(op);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// tile.softmax_update
+//===----------------------------------------------------------------------===//
+
+/// acc[r0 + i, x0 + k*V ...] = alpha[r0 + i] * acc[...] + sum_c p^T[c, r0 + i]
+/// * value[c, x0 + k*V ...] for i < rows, k < chunks (V = the value vector's
+/// width), in registers across the keys: one value vector load per chunk
+/// and key, one broadcast probability per row and key. With `skipZero`, a
+/// row whose p is 0 for a key skips it (the FMA is masked): the value of a
+/// forbidden key may be NaN or infinite. Full blocks (`all_allowed`) have
+/// no forbidden key and multiply every value.
+void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, Value pT, Value alpha,
+                   Value r0, int64_t rows, Value x0, int64_t chunks,
+                   bool skipZero) {
+  Value acc = op.getAcc();
+  auto at = [&](int64_t i, int64_t k) {
+    return SmallVector<Value>{e.add(r0, e.idx(i)),
+                              e.add(x0, e.idx(k * e.width))};
+  };
+  SmallVector<Value> inits;
+  for (int64_t i = 0; i < rows; ++i) {
+    Value a = e.splat(e.load(alpha, e.add(r0, e.idx(i))));
+    for (int64_t k = 0; k < chunks; ++k)
+      inits.push_back(e.mulf(a, e.vload(acc, at(i, k))));
+  }
+  Value zero = e.splat(0.0);
+  Type eltType = cast<MemRefType>(op.getValue().getType()).getElementType();
+  SmallVector<Value> sums = e.carry(
+      e.idx(0), op.getCols(), e.idx(1), inits, [&](Value c, ValueRange iter) {
+        SmallVector<Value, 4> row =
+            kvRow(e, op.getValue(), op.getBlockTable(), op.getBatch(),
+                  op.getKvHead(), e.add(op.getStart(), c));
+        SmallVector<Value> v;
+        for (int64_t k = 0; k < chunks; ++k) {
+          row.back() = e.add(x0, e.idx(k * e.width));
+          Value x = vector::LoadOp::create(
+              e.b, VectorType::get({e.width}, eltType), op.getValue(), row);
+          if (!eltType.isF32())
+            x = arith::ExtFOp::create(e.b, e.vf32(), x);
+          v.push_back(x);
+        }
+        SmallVector<Value> next(iter);
+        for (int64_t i = 0; i < rows; ++i) {
+          Value p = e.splat(e.load(pT, {c, e.add(r0, e.idx(i))}));
+          Value contributes =
+              skipZero ? arith::CmpFOp::create(e.b, arith::CmpFPredicate::UNE,
+                                               p, zero)
+                       : Value();
+          for (int64_t k = 0; k < chunks; ++k) {
+            Value &a = next[i * chunks + k];
+            Value sum = e.fma(p, v[k], a);
+            a = skipZero ? arith::SelectOp::create(e.b, contributes, sum, a)
+                         : sum;
+          }
+        }
+        return next;
+      });
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t k = 0; k < chunks; ++k)
+      e.vstore(sums[i * chunks + k], acc, at(i, k));
+}
+
+/// A scratch row of `like`'s type next to `like`'s allocation (the tile
+/// pass's per-program allocas), or at the function's entry: never inside
+/// the KV loop, whose lowering restores no stack.
+Value scratchRowLike(ImplicitLocOpBuilder &b, Value like) {
+  OpBuilder::InsertionGuard guard(b);
+  if (auto alloca = like.getDefiningOp<memref::AllocaOp>()) {
+    b.setInsertionPointAfter(alloca);
+  } else {
+    Operation *scope = b.getInsertionBlock()->getParentOp();
+    while (scope && !isa<FunctionOpInterface>(scope))
+      scope = scope->getParentOp();
+    Region &body = cast<FunctionOpInterface>(scope).getFunctionBody();
+    b.setInsertionPointToStart(&body.front());
+  }
+  return memref::AllocaOp::create(b, cast<MemRefType>(like.getType()));
+}
+
+LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
+                           const Lowering &l) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  VectorEmitter e(b, l.widthFor(op.getScores()));
+  Value sT = TileRef::transposedOf(b, op.getScores()).view;
+  int64_t bm = cast<MemRefType>(op.getScores().getType()).getDimSize(0);
+  int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
+  Value cols = op.getCols();
+  Value negInf = e.splat(e.negInf()), zero = e.splat(0.0), one = e.splat(1.0);
+  // Each row's rescale factor, for P.V.
+  Value alphas = scratchRowLike(b, op.getMax());
+
+  // The statistics, W rows at a time; p replaces the scores.
+  e.loopStep(e.idx(0), e.idx(bm), e.idx(e.width), [&](Value r0) {
+    Value oldMax = e.vload(op.getMax(), r0);
+    // NaN-propagating maximum: a NaN score poisons its row.
+    // Four interleaved maxima: the NaN-aware maximum is several
+    // instructions long, and one chain would be latency-bound. (The maximum
+    // does not depend on the order.)
+    auto max = [&](Value x, Value y) -> Value {
+      return arith::MaximumFOp::create(b, x, y);
+    };
+    constexpr int64_t kChains = 4;
+    Value mainCols = b.createOrFold<arith::MulIOp>(
+        b.createOrFold<arith::DivUIOp>(cols, e.idx(kChains)), e.idx(kChains));
+    SmallVector<Value> chains = e.carry(
+        e.idx(0), mainCols, e.idx(kChains), SmallVector<Value>(kChains, negInf),
+        [&](Value c, ValueRange m) {
+          SmallVector<Value> next;
+          for (int64_t k = 0; k < kChains; ++k)
+            next.push_back(max(m[k], e.vload(sT, {e.add(c, e.idx(k)), r0})));
+          return next;
+        });
+    Value blockMax =
+        e.carry(mainCols, cols, e.idx(1),
+                {max(max(chains[0], chains[1]), max(chains[2], chains[3]))},
+                [&](Value c, ValueRange m) {
+                  return SmallVector<Value>{max(m[0], e.vload(sT, {c, r0}))};
+                })[0];
+    Value newMax = arith::MaximumFOp::create(b, oldMax, blockMax);
+    // Rows with no allowed key yet keep their state: alpha = 1, p = 0.
+    Value anyAllowed =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, newMax, negInf);
+    Value alpha = arith::SelectOp::create(
+        b, anyAllowed,
+        math::ExpOp::create(b, arith::SubFOp::create(b, oldMax, newMax)), one);
+    Value blockSum =
+        e.carry(e.idx(0), cols, e.idx(1), {zero}, [&](Value c, ValueRange sum) {
+          Value p = math::ExpOp::create(
+              b, arith::SubFOp::create(b, e.vload(sT, {c, r0}), newMax));
+          p = arith::SelectOp::create(b, anyAllowed, p, zero);
+          e.vstore(p, sT, {c, r0});
+          return SmallVector<Value>{e.addf(sum[0], p, true)};
+        })[0];
+    e.vstore(e.addf(e.mulf(alpha, e.vload(op.getSum(), r0)), blockSum),
+             op.getSum(), r0);
+    e.vstore(arith::SelectOp::create(b, anyAllowed, newMax, oldMax),
+             op.getMax(), r0);
+    e.vstore(alpha, alphas, r0);
+  });
+
+  // P.V on the row-major accumulator, vectors over the value dimension
+  // (full vectors however few rows the tile has, e.g. decode), register-
+  // tiled over rows x value chunks, only over the op's rows.
+  VectorEmitter ve(b, rowVectorWidth(dv, l.maxWidth));
+  const int64_t chunks = dv / ve.width;
+  const int64_t tileRows = std::min<int64_t>(
+      4, std::max<int64_t>(1, ve.accumulators / std::min<int64_t>(chunks, 6)));
+  const int64_t tileChunks =
+      std::max<int64_t>(1, std::min(chunks, ve.accumulators / tileRows));
+  Value rows = op.getRows();
+  Value mainRows = b.createOrFold<arith::MulIOp>(
+      b.createOrFold<arith::DivUIOp>(rows, e.idx(tileRows)), e.idx(tileRows));
+  auto valueTiles = [&](Value r0, int64_t n, bool skipZero) {
+    const int64_t mainChunks = chunks / tileChunks * tileChunks;
+    ve.loopStep(ve.idx(0), ve.idx(mainChunks * ve.width),
+                ve.idx(tileChunks * ve.width), [&](Value x0) {
+                  emitValueTile(ve, op, sT, alphas, r0, n, x0, tileChunks,
+                                skipZero);
+                });
+    if (chunks > mainChunks)
+      emitValueTile(ve, op, sT, alphas, r0, n, ve.idx(mainChunks * ve.width),
+                    chunks - mainChunks, skipZero);
+  };
+  auto valueBlock = [&](bool skipZero) {
+    e.loopStep(e.idx(0), mainRows, e.idx(tileRows),
+               [&](Value r0) { valueTiles(r0, tileRows, skipZero); });
+    e.loop(mainRows, rows, [&](Value r) { valueTiles(r, 1, skipZero); });
+  };
+  // A full block has no forbidden key: no p != 0 test (one compare per row
+  // and key, on the FMA ports).
+  if (Value full = op.getAllAllowed())
+    e.ifElse(
+        full, [&] { valueBlock(/*skipZero=*/false); },
+        [&] { valueBlock(/*skipZero=*/true); });
+  else
+    valueBlock(/*skipZero=*/true);
+  rewriter.eraseOp(op);
+  return success();
+}
+
+/// A lowering at the pass's vector width.
+template <typename OpTy,
+          LogicalResult (*lower)(OpTy, PatternRewriter &, const Lowering &)>
+struct VectorPattern : OpRewritePattern<OpTy> {
+  VectorPattern(MLIRContext *context, Lowering lowering)
+      : OpRewritePattern<OpTy>(context), lowering(lowering) {}
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    return lower(op, rewriter, lowering);
+  }
+  Lowering lowering;
+};
+
+struct LowerTileToVectorsPass
+    : mlir::kvattn::impl::LowerTileToVectorsPassBase<LowerTileToVectorsPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    int64_t width = vectorWidth;
+    if (width == 0)
+      width = hostVectorWidth();
+    if (width < 1 || width > 16 || (width & (width - 1))) {
+      getOperation()->emitError()
+          << "kvattn-lower-tile-to-vectors: vector-width must be 0 (the "
+             "host's) or a power of two from 1 to 16, got "
+          << vectorWidth.getValue();
+      return signalPassFailure();
+    }
+    // The transposed views need static identity-layout tiles, which is
+    // what -kvattn-tile allocates; anything else is refused before a
+    // single op is rewritten (a mix of layouts would be silent garbage).
+    WalkResult walk = getOperation()->walk([&](Operation *op) {
+      SmallVector<Value, 4> tiles;
+      if (auto loadQ = dyn_cast<TileLoadQOp>(op))
+        tiles = {loadQ.getQTile()};
+      else if (auto qk = dyn_cast<TileQKOp>(op))
+        tiles = {qk.getQTile(), qk.getScores()};
+      else if (auto mask = dyn_cast<TileMaskOp>(op))
+        tiles = {mask.getScores()};
+      else if (auto softmax = dyn_cast<TileSoftmaxOp>(op))
+        tiles = {softmax.getScores(), softmax.getAcc(), softmax.getMax(),
+                 softmax.getSum()};
+      else if (auto store = dyn_cast<TileStoreOp>(op))
+        tiles = {store.getAcc()};
+      // P.V loads value rows as vectors: their elements must be adjacent.
+      if (auto softmax = dyn_cast<TileSoftmaxOp>(op)) {
+        auto type = cast<MemRefType>(softmax.getValue().getType());
+        SmallVector<int64_t> strides;
+        int64_t offset;
+        if (failed(type.getStridesAndOffset(strides, offset)) ||
+            strides.back() != 1) {
+          op->emitOpError() << "kvattn-lower-tile-to-vectors needs value rows "
+                               "with unit stride, got "
+                            << type;
+          return WalkResult::interrupt();
+        }
+      }
+      for (Value tile : tiles) {
+        auto type = cast<MemRefType>(tile.getType());
+        if (!type.hasStaticShape() || !type.getLayout().isIdentity()) {
+          op->emitOpError() << "kvattn-lower-tile-to-vectors needs tiles of "
+                               "static shape and identity layout, got "
+                            << type;
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
+
+    RewritePatternSet patterns(&getContext());
+    populateLowerTileToVectorsPatterns(patterns, width);
+    if (failed(applyLoopLoweringPatterns(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+
+    // exp and tanh on vectors: polynomials, not one libm call per lane
+    // (scalar math keeps libm's).
+    auto selected = [](StringRef name) {
+      name.consume_front("math.");
+      return name == "exp" || name == "tanh";
+    };
+    SmallVector<Operation *> vectorMath;
+    getOperation()->walk([&](Operation *op) {
+      if (isa<math::ExpOp, math::TanhOp>(op) &&
+          isa<VectorType>(op->getResult(0).getType()))
+        vectorMath.push_back(op);
+    });
+    RewritePatternSet math(&getContext());
+    populateMathPolynomialApproximationPatterns(math, selected);
+    GreedyRewriteConfig config;
+    config.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
+    if (failed(applyOpPatternsGreedily(vectorMath, std::move(math), config)))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::kvattn::populateLowerTileToVectorsPatterns(
+    RewritePatternSet &patterns, int64_t width) {
+  populateLowerTileStateToLoopsPatterns(patterns);
+  patterns.add(lowerLoadQ);
+  patterns.add(lowerStore);
+  patterns.add<VectorPattern<TileQKOp, lowerQK>,
+               VectorPattern<TileMaskOp, lowerMask>,
+               VectorPattern<TileSoftmaxOp, lowerSoftmax>>(
+      patterns.getContext(), Lowering{width});
+}

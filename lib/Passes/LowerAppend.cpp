@@ -1,0 +1,157 @@
+//===- LowerAppend.cpp - kvattn.append -> tensor.insert_slice -------------===//
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_LOWERAPPENDPASS
+#include "kvattn/Passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+namespace {
+
+/// append(update [B,H,L,D], cache [B,H,C,D], pos [B]) ->
+///   scf.for b: cache = insert_slice(update[b], cache[b, :, pos[b]:+L, :])
+/// and the paged form one token at a time (rewritePaged).
+struct LowerAppendPattern : OpRewritePattern<AppendOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AppendOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.isPaged())
+      return rewritePaged(op, rewriter);
+    Location loc = op.getLoc();
+    Value update = op.getUpdate(), cache = op.getCache(), pos = op.getPos();
+    auto updateType = cast<RankedTensorType>(update.getType());
+    auto sliceSizes = [&](OpBuilder &b) {
+      SmallVector<OpFoldResult> sizes{b.getIndexAttr(1)};
+      for (int64_t d = 1; d < 4; ++d)
+        sizes.push_back(
+            updateType.isDynamicDim(d)
+                ? OpFoldResult(
+                      tensor::DimOp::create(b, loc, update, d).getResult())
+                : OpFoldResult(b.getIndexAttr(updateType.getDimSize(d))));
+      return sizes;
+    };
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    Value batch = rewriter.createOrFold<tensor::DimOp>(loc, cache, 0);
+    auto loop = scf::ForOp::create(
+        rewriter, loc, zero, batch, one, ValueRange{cache},
+        [&](OpBuilder &b, Location l, Value bIdx, ValueRange iter) {
+          Value p = tensor::ExtractOp::create(b, l, pos, ValueRange{bIdx});
+          p = arith::IndexCastOp::create(b, l, b.getIndexType(), p);
+          SmallVector<OpFoldResult> sizes = sliceSizes(b);
+          SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
+          SmallVector<OpFoldResult> srcOffsets{
+              bIdx, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)};
+          SmallVector<OpFoldResult> dstOffsets{bIdx, b.getIndexAttr(0), p,
+                                               b.getIndexAttr(0)};
+          auto sliceType = RankedTensorType::get({1, updateType.getDimSize(1),
+                                                  updateType.getDimSize(2),
+                                                  updateType.getDimSize(3)},
+                                                 updateType.getElementType());
+          Value slice = tensor::ExtractSliceOp::create(
+              b, l, sliceType, update, srcOffsets, sizes, strides);
+          Value inserted = tensor::InsertSliceOp::create(
+              b, l, slice, iter[0], dstOffsets, sizes, strides);
+          scf::YieldOp::create(b, l, inserted);
+        });
+    rewriter.replaceOp(op, loop.getResult(0));
+    return success();
+  }
+
+  /// Paged: append(update [B,H,L,D], pages [N,P,H,D], pos [B], table [B,M])
+  ///   scf.for b: scf.for t:
+  ///     p = pos[b] + t
+  ///     pages = insert_slice(update[b, :, t, :] as [H,D],
+  ///                          pages[table[b, p / P], p % P, :, :])
+  /// Both loops carry the pages tensor, so the writes bufferize in place.
+  LogicalResult rewritePaged(AppendOp op, PatternRewriter &rewriter) const {
+    Location loc = op.getLoc();
+    Value update = op.getUpdate(), pages = op.getCache(), pos = op.getPos(),
+          table = op.getBlockTable();
+    auto updateType = cast<RankedTensorType>(update.getType());
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    Value batch = rewriter.createOrFold<tensor::DimOp>(loc, table, 0);
+    Value length = rewriter.createOrFold<tensor::DimOp>(loc, update, 2);
+    Value pageSize = rewriter.createOrFold<tensor::DimOp>(loc, pages, 1);
+    // One token of one sequence, all heads: [H, D] (a rank-reduced slice of
+    // update, inserted rank-reduced into one row of one page).
+    auto rowType = RankedTensorType::get(
+        {updateType.getDimSize(1), updateType.getDimSize(3)},
+        updateType.getElementType());
+    auto rowSizes = [&](OpBuilder &b, Location l) {
+      SmallVector<OpFoldResult> sizes{b.getIndexAttr(1), b.getIndexAttr(1)};
+      for (int64_t d : {1, 3})
+        sizes.push_back(
+            updateType.isDynamicDim(d)
+                ? OpFoldResult(
+                      tensor::DimOp::create(b, l, update, d).getResult())
+                : OpFoldResult(b.getIndexAttr(updateType.getDimSize(d))));
+      return sizes;
+    };
+    auto loop = scf::ForOp::create(
+        rewriter, loc, zero, batch, one, ValueRange{pages},
+        [&](OpBuilder &b, Location l, Value bIdx, ValueRange iter) {
+          Value p0 = tensor::ExtractOp::create(b, l, pos, ValueRange{bIdx});
+          p0 = arith::IndexCastOp::create(b, l, b.getIndexType(), p0);
+          auto inner = scf::ForOp::create(
+              b, l, zero, length, one, ValueRange{iter[0]},
+              [&](OpBuilder &b, Location l, Value t, ValueRange iter) {
+                // Positions are validated non-negative before this runs.
+                Value p = arith::AddIOp::create(b, l, p0, t);
+                Value slot = arith::DivUIOp::create(b, l, p, pageSize);
+                Value row = arith::RemUIOp::create(b, l, p, pageSize);
+                Value page = tensor::ExtractOp::create(b, l, table,
+                                                       ValueRange{bIdx, slot});
+                page = arith::IndexCastOp::create(b, l, b.getIndexType(), page);
+                SmallVector<OpFoldResult> sizes = rowSizes(b, l);
+                SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
+                // update[b, :, t, :] has sizes [1, H, 1, D].
+                SmallVector<OpFoldResult> srcSizes{b.getIndexAttr(1), sizes[2],
+                                                   b.getIndexAttr(1), sizes[3]};
+                SmallVector<OpFoldResult> srcOffsets{bIdx, b.getIndexAttr(0), t,
+                                                     b.getIndexAttr(0)};
+                SmallVector<OpFoldResult> dstOffsets{
+                    page, row, b.getIndexAttr(0), b.getIndexAttr(0)};
+                Value slice = tensor::ExtractSliceOp::create(
+                    b, l, rowType, update, srcOffsets, srcSizes, strides);
+                Value inserted = tensor::InsertSliceOp::create(
+                    b, l, slice, iter[0], dstOffsets, sizes, strides);
+                scf::YieldOp::create(b, l, inserted);
+              });
+          scf::YieldOp::create(b, l, inner.getResult(0));
+        });
+    rewriter.replaceOp(op, loop.getResult(0));
+    return success();
+  }
+};
+
+struct LowerAppendPass
+    : mlir::kvattn::impl::LowerAppendPassBase<LowerAppendPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateLowerAppendPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::kvattn::populateLowerAppendPatterns(RewritePatternSet &patterns) {
+  patterns.add<LowerAppendPattern>(patterns.getContext());
+}

@@ -1,0 +1,344 @@
+//===- OutlineTilePrograms.cpp - tile programs -> GPU kernels -------------===//
+//
+// Each program instance of the tile program becomes one thread block. The
+// program body is moved as is (its KV-block range, full/partial split and
+// online softmax are not rewritten); only its operands change, from the
+// host's buffers to views rebuilt from kernel parameters.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Support/Limits.h"
+#include "Passes/Conversion/SharedMemoryLayout.h"
+#include "kvattn/Passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_OUTLINETILEPROGRAMSPASS
+#include "kvattn/Passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+/// The operand roles in kernel-parameter order.
+static const char *const kRoles[] = {
+    "query",       "key",   "value",  "q_offset",  "k_offset",
+    "q_pos",       "k_pos", "kv_len", "key_valid", "mask",
+    "block_table", "out",   "lse",    "out_parts", "lse_parts"};
+/// The sizes a kernel may take after its pointers.
+static const char *const kSizes[] = {
+    "B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"};
+enum SizeIndex { kB, kHq, kHkv, kL, kS, kNumPages, kPageSize, kMaxPages };
+
+/// The symbolic shape of an operand: each dimension is one of the sizes, or
+/// -1 for a static dimension (head dims, broadcast dims of the mask, the
+/// split count of the partial states).
+static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
+                                      bool paged) {
+  if (role == "query")
+    return {kB, kHq, kL, -1};
+  if (role == "key" || role == "value")
+    return paged ? SmallVector<int>{kNumPages, kPageSize, kHkv, -1}
+                 : SmallVector<int>{kB, kHkv, kS, -1};
+  if (role == "block_table")
+    return {kB, kMaxPages};
+  if (role == "q_offset" || role == "k_offset" || role == "kv_len")
+    return {kB};
+  if (role == "q_pos")
+    return {kB, kL};
+  if (role == "k_pos" || role == "key_valid")
+    return {kB, kS};
+  if (role == "out")
+    return {kB, kHq, kL, -1};
+  if (role == "lse")
+    return {kB, kHq, kL};
+  if (role == "out_parts")
+    return {-1, kB, kHq, kL, -1};
+  if (role == "lse_parts")
+    return {-1, kB, kHq, kL};
+  // mask: right-aligned against [B, Hq, L, S].
+  SmallVector<int> full = {kB, kHq, kL, kS};
+  return SmallVector<int>(full.end() - rank, full.end());
+}
+
+/// A row-major view of `ptr` (memref<1xT>) with the operand's shape.
+static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
+                         StringRef role, ArrayRef<Value> sizes, bool paged) {
+  SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged);
+  SmallVector<OpFoldResult> dims, strides(type.getRank());
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    if (!type.isDynamicDim(d))
+      dims.push_back(b.getIndexAttr(type.getDimSize(d)));
+    else
+      dims.push_back(sizes[symbolic[d]]);
+  }
+  OpFoldResult stride = b.getIndexAttr(1);
+  for (int64_t d = type.getRank() - 1; d >= 0; --d) {
+    strides[d] = stride;
+    auto cs = getConstantIntValue(stride), cd = getConstantIntValue(dims[d]);
+    if (cs && cd)
+      stride = b.getIndexAttr(*cs * *cd);
+    else
+      stride = arith::MulIOp::create(
+                   b, getValueOrCreateConstantIndexOp(b, b.getLoc(), stride),
+                   getValueOrCreateConstantIndexOp(b, b.getLoc(), dims[d]))
+                   .getResult();
+  }
+  return memref::ReinterpretCastOp::create(b, type, ptr, b.getIndexAttr(0),
+                                           dims, strides);
+}
+
+static LogicalResult outlineProgram(scf::ForallOp forall,
+                                    gpu::GPUModuleOp gpuModule,
+                                    StringRef kernelName, bool tensorCores) {
+  auto config = forall->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
+  int64_t numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
+  MLIRContext *ctx = forall.getContext();
+  // An attention program (grid: programs x query blocks [x KV chunks]) or
+  // the merge program of a split (grid: B * Hq x query blocks).
+  auto kindAttr = config.getAs<StringAttr>("kind");
+  const bool isMerge = kindAttr && kindAttr.getValue() == "merge";
+
+  // What the program uses from outside: operand buffers and constants.
+  SetVector<Value> captured;
+  getUsedValuesDefinedAbove(forall.getRegion(), captured);
+  llvm::StringMap<Value> buffers;
+  SmallVector<Value> constants;
+  for (Value v : captured) {
+    Operation *def = v.getDefiningOp();
+    if (def && def->hasAttr("kvattn.role")) {
+      buffers[def->getAttrOfType<StringAttr>("kvattn.role").getValue()] = v;
+    } else if (def && def->hasTrait<OpTrait::ConstantLike>()) {
+      constants.push_back(v);
+    } else {
+      return forall.emitOpError()
+             << "kvattn-outline-tile-programs: the program uses a value that "
+                "is neither an operand buffer nor a constant";
+    }
+  }
+  if (isMerge ? !buffers.count("out_parts") || !buffers.count("lse_parts") ||
+                    !buffers.count("out")
+              : !buffers.count("query") || !buffers.count("key") ||
+                    (!buffers.count("out") && !buffers.count("out_parts")))
+    return forall.emitOpError()
+           << "kvattn-outline-tile-programs: not a kvattn tile program (no "
+           << (isMerge ? "out_parts/lse_parts/out" : "query/key/out") << ")";
+  // GPU limits on the head dims, before any lowering.
+  for (StringRef role : {"query", "value", "out_parts"}) {
+    auto it = buffers.find(role);
+    if (it == buffers.end())
+      continue;
+    auto type = cast<MemRefType>(it->second.getType());
+    int64_t dim = type.getDimSize(type.getRank() - 1);
+    if (ShapedType::isStatic(dim) &&
+        dim > ::mlir::kvattn::limits::kMaxGpuHeadDim)
+      return forall.emitOpError()
+             << "kvattn-outline-tile-programs: GPU kernels take head dims up "
+                "to "
+             << ::mlir::kvattn::limits::kMaxGpuHeadDim << ", the " << role
+             << " has " << dim << " (docs/robustness.md)";
+  }
+  int64_t sharedMemoryBytes = 0;
+  bool useTensorCores = false;
+  if (!isMerge) {
+    FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(forall);
+    if (failed(layout))
+      return forall.emitOpError()
+             << "kvattn-outline-tile-programs: the program's tiles need "
+                "static shapes";
+    // Decided here, recorded on the kernel: the tensor-core lowering keeps
+    // the scores in registers, so the shared memory differs.
+    useTensorCores = tensorCores && canUseTensorCores(*layout);
+    if (useTensorCores && keepScoresInRegisters(*layout))
+      layout = computeSharedMemoryLayout(forall, /*privateScores=*/true);
+    sharedMemoryBytes = layout->totalBytes;
+  }
+
+  // The sizes this kernel takes: B, Hq, L for a merge; B, Hq, Hkv, L, S
+  // for attention, plus num_pages, page_size, max_pages when paged.
+  const bool paged = buffers.count("block_table");
+  SmallVector<int> sizeIds = isMerge ? SmallVector<int>{kB, kHq, kL}
+                                     : SmallVector<int>{kB, kHq, kHkv, kL, kS};
+  if (paged)
+    sizeIds.append({kNumPages, kPageSize, kMaxPages});
+
+  // The kernel signature.
+  SmallVector<StringRef> roles;
+  SmallVector<Type> argTypes;
+  for (const char *role : kRoles) {
+    auto it = buffers.find(role);
+    if (it == buffers.end())
+      continue;
+    roles.push_back(role);
+    auto type = cast<MemRefType>(it->second.getType());
+    argTypes.push_back(MemRefType::get({1}, type.getElementType()));
+  }
+  Type index = IndexType::get(ctx);
+  argTypes.append(sizeIds.size(), index);
+
+  OpBuilder moduleBuilder = OpBuilder::atBlockEnd(gpuModule.getBody());
+  auto kernel =
+      gpu::GPUFuncOp::create(moduleBuilder, forall.getLoc(), kernelName,
+                             FunctionType::get(ctx, argTypes, {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
+  int32_t threads = static_cast<int32_t>(32 * numWarps);
+  kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
+  // The ABI, for the launch manifest: each pointer with its element type,
+  // symbolic shape and access, then the sizes.
+  SmallVector<Attribute> params;
+  auto named = [&](StringRef key, Attribute value) {
+    return NamedAttribute(StringAttr::get(ctx, key), value);
+  };
+  for (StringRef role : roles) {
+    auto type = cast<MemRefType>(buffers[role].getType());
+    SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged);
+    SmallVector<Attribute> shape;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      shape.push_back(
+          type.isDynamicDim(d)
+              ? Attribute(StringAttr::get(ctx, kSizes[symbolic[d]]))
+              : Attribute(IntegerAttr::get(IntegerType::get(ctx, 64),
+                                           type.getDimSize(d))));
+    bool parts = role == "out_parts" || role == "lse_parts";
+    bool written = role == "out" || role == "lse" || (parts && !isMerge);
+    params.push_back(DictionaryAttr::get(
+        ctx,
+        {named("name", StringAttr::get(ctx, role)),
+         named("kind", StringAttr::get(ctx, "pointer")),
+         named("element_type", TypeAttr::get(type.getElementType())),
+         named("shape", ArrayAttr::get(ctx, shape)),
+         named("access", StringAttr::get(ctx, written ? "write" : "read"))}));
+  }
+  for (int id : sizeIds)
+    params.push_back(DictionaryAttr::get(
+        ctx,
+        {named("name", StringAttr::get(ctx, kSizes[id])),
+         named("kind", StringAttr::get(ctx, "scalar")),
+         named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))}));
+  kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
+  kernel->setAttr("kvattn.tile_config", config);
+  if (useTensorCores)
+    kernel->setAttr(kTensorCoresAttr, UnitAttr::get(ctx));
+  kernel->setAttr(
+      "kvattn.dynamic_smem_bytes",
+      IntegerAttr::get(IntegerType::get(ctx, 64), sharedMemoryBytes));
+
+  // The kernel body: views from the parameters, the program's ids from the
+  // block ids, then the program itself.
+  Block &entry = kernel.getBody().front();
+  ImplicitLocOpBuilder kb(forall.getLoc(), ctx);
+  kb.setInsertionPointToStart(&entry);
+  SmallVector<Value> sizes(std::size(kSizes));
+  for (auto [i, id] : llvm::enumerate(sizeIds))
+    sizes[id] = entry.getArgument(roles.size() + i);
+  IRMapping mapping;
+  for (auto [i, role] : llvm::enumerate(roles)) {
+    Value host = buffers[role];
+    mapping.map(host, rebuildView(kb, entry.getArgument(i),
+                                  cast<MemRefType>(host.getType()), role, sizes,
+                                  paged));
+  }
+  for (Value c : constants)
+    mapping.map(c, kb.clone(*c.getDefiningOp())->getResult(0));
+  SmallVector<Value> ivs = forall.getInductionVars();
+  const gpu::Dimension dims[] = {gpu::Dimension::x, gpu::Dimension::y,
+                                 gpu::Dimension::z};
+  for (auto [iv, dim] : llvm::zip(ivs, dims))
+    mapping.map(iv, gpu::BlockIdOp::create(kb, dim));
+  for (Operation &op : forall.getBody()->without_terminator())
+    kb.clone(op, mapping);
+  gpu::ReturnOp::create(kb);
+
+  // The host launches it.
+  ImplicitLocOpBuilder hb(forall.getLoc(), forall);
+  SmallVector<Value> operands;
+  for (StringRef role : roles) {
+    Value host = buffers[role];
+    auto type = cast<MemRefType>(host.getType());
+    operands.push_back(memref::ReinterpretCastOp::create(
+        hb, MemRefType::get({1}, type.getElementType()), host,
+        hb.getIndexAttr(0), ArrayRef<OpFoldResult>{hb.getIndexAttr(1)},
+        ArrayRef<OpFoldResult>{hb.getIndexAttr(1)}));
+  }
+  auto dim = [&](Value src, int64_t d) {
+    return hb.createOrFold<memref::DimOp>(src, d);
+  };
+  if (isMerge) {
+    Value out = buffers["out"];
+    operands.append({dim(out, 0), dim(out, 1), dim(out, 2)});
+  } else if (paged) {
+    // S is the logical key count, max_pages * page_size.
+    Value q = buffers["query"], k = buffers["key"];
+    Value table = buffers["block_table"];
+    Value maxPages = dim(table, 1), pageSize = dim(k, 1);
+    operands.append({dim(q, 0), dim(q, 1), dim(k, 2), dim(q, 2),
+                     hb.createOrFold<arith::MulIOp>(maxPages, pageSize),
+                     dim(k, 0), pageSize, maxPages});
+  } else {
+    Value q = buffers["query"], k = buffers["key"];
+    operands.append({dim(q, 0), dim(q, 1), dim(k, 1), dim(q, 2), dim(k, 2)});
+  }
+  auto bound = [&](OpFoldResult ofr) {
+    return getValueOrCreateConstantIndexOp(hb, hb.getLoc(), ofr);
+  };
+  SmallVector<OpFoldResult> ubs = forall.getMixedUpperBound();
+  Value one = arith::ConstantIndexOp::create(hb, 1);
+  Value smem =
+      arith::ConstantIntOp::create(hb, hb.getI32Type(), sharedMemoryBytes);
+  gpu::LaunchFuncOp::create(
+      hb, hb.getLoc(), kernel,
+      gpu::KernelDim3{bound(ubs[0]), bound(ubs[1]),
+                      ubs.size() > 2 ? bound(ubs[2]) : one},
+      gpu::KernelDim3{arith::ConstantIndexOp::create(hb, threads), one, one},
+      smem, operands);
+  forall.erase();
+  return success();
+}
+
+namespace {
+
+struct OutlineTileProgramsPass
+    : mlir::kvattn::impl::OutlineTileProgramsPassBase<OutlineTileProgramsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<scf::ForallOp> programs;
+    module.walk([&](scf::ForallOp forall) {
+      if (forall->hasAttr("kvattn.tile_config"))
+        programs.push_back(forall);
+    });
+    if (programs.empty())
+      return;
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(&getContext()));
+    auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>("kvattn_kernels");
+    if (!gpuModule) {
+      OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+      gpuModule =
+          gpu::GPUModuleOp::create(b, module.getLoc(), "kvattn_kernels");
+    }
+    llvm::StringMap<unsigned> counts;
+    for (scf::ForallOp forall : programs) {
+      auto func = forall->getParentOfType<FunctionOpInterface>();
+      std::string base =
+          (func ? func.getName().str() : std::string("program")) + "_kvattn";
+      std::string name = base + "_" + std::to_string(counts[base]++);
+      if (failed(outlineProgram(forall, gpuModule, name, tensorCores)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

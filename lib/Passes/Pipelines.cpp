@@ -1,0 +1,357 @@
+//===- Pipelines.cpp - registered kvattn pipelines ------------------------===//
+
+#include "kvattn/Passes/Passes.h"
+
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
+#include "mlir/Conversion/OpenMPToLLVM/ConvertOpenMPToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/SCFToOpenMP/SCFToOpenMP.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+using namespace mlir;
+
+namespace {
+
+/// split-kv = 0 on the GPU: a chunk covers at least this many keys (below,
+/// its partial state and the merge cost more than the parallelism gains),
+/// and the chunks aim at this many resident warps per multiprocessor (the
+/// occupancy a memory-bound decode needs to keep loads in flight).
+constexpr int64_t kGpuSplitMinKeys = 512;
+constexpr int64_t kGpuSplitWarpsPerSm = 8;
+
+struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
+  Option<int64_t> blockM{*this, "block-m",
+                         llvm::cl::desc("Query rows per program (0: chosen "
+                                        "per op)"),
+                         llvm::cl::init(0)};
+  Option<int64_t> blockN{*this, "block-n", llvm::cl::desc("Keys per KV block"),
+                         llvm::cl::init(64)};
+  Option<bool> vectorize{*this, "vectorize",
+                         llvm::cl::desc("-kvattn-lower-tile-to-vectors "
+                                        "(false: the scalar loops)"),
+                         llvm::cl::init(true)};
+  Option<int64_t> vectorWidth{*this, "vector-width",
+                              llvm::cl::desc("f32 lanes per vector at most "
+                                             "(0: the host's)"),
+                              llvm::cl::init(0)};
+  Option<int64_t> threads{*this, "threads",
+                          llvm::cl::desc("Threads of the grid (OpenMP; 0: "
+                                         "all cores, 1: no OpenMP)"),
+                          llvm::cl::init(0)};
+  Option<bool> stats{*this, "stats",
+                     llvm::cl::desc("Count loaded/masked/skipped KV blocks"),
+                     llvm::cl::init(false)};
+  Option<int64_t> splitKv{*this, "split-kv",
+                          llvm::cl::desc("KV chunks per program, merged in "
+                                         "chunk order (0: automatic from "
+                                         "the thread count)"),
+                          llvm::cl::init(1)};
+  Option<bool> packGqa{*this, "pack-gqa",
+                       llvm::cl::desc("GQA packing of few query rows"),
+                       llvm::cl::init(true)};
+  Option<bool> fixUpperLeftAppends{
+      *this, "fix-upper-left-appends",
+      llvm::cl::desc("Passed to -kvattn-resolve-cached-append"),
+      llvm::cl::init(false)};
+
+  ::mlir::kvattn::CpuCompileOptions get() const {
+    ::mlir::kvattn::CpuCompileOptions o;
+    o.blockM = blockM;
+    o.blockN = blockN;
+    o.stats = stats;
+    o.splitKv = splitKv;
+    o.packGqa = packGqa;
+    o.fixUpperLeftAppends = fixUpperLeftAppends;
+    o.vectorize = vectorize;
+    o.vectorWidth = vectorWidth;
+    o.threads = threads;
+    return o;
+  }
+};
+
+} // namespace
+
+// Both pipelines are built from pass constructors: no pass registry is
+// consulted, so embedders need not register upstream passes, and building
+// cannot fail.
+void mlir::kvattn::buildKVAttnToCpuPipeline(
+    OpPassManager &pm, const ::mlir::kvattn::CpuCompileOptions &options) {
+  mlir::kvattn::ResolveCachedAppendPassOptions resolve;
+  resolve.fixUpperLeftAppends = options.fixUpperLeftAppends;
+  pm.addPass(mlir::kvattn::createResolveCachedAppendPass(resolve));
+  pm.addPass(mlir::kvattn::createLowerAppendPass());
+  mlir::kvattn::TilePassOptions tile;
+  tile.blockM = options.blockM;
+  tile.blockN = options.blockN;
+  tile.stats = options.stats;
+  tile.splitKv = options.splitKv;
+  tile.packGqa = options.packGqa;
+  // split-kv = 0: the tile pass aims at two program instances per
+  // "multiprocessor"; with half the threads as multiprocessors, a grid
+  // smaller than the thread count is split to about one per thread.
+  const int64_t threads =
+      options.threads > 0
+          ? options.threads
+          : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  if (options.splitKv == 0 && threads == 1)
+    tile.splitKv = 1;
+  tile.numSms = std::max<int64_t>(1, (threads + 1) / 2);
+  pm.addPass(mlir::kvattn::createTilePass(tile));
+  pm.addPass(mlir::kvattn::createLowerMergePass());
+  // No canonicalization before scf-forall-to-for: it would inline the
+  // per-program alloca scope into the forall and, after the forall becomes
+  // a loop, the scratch tiles would grow the stack per program.
+  pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  if (options.vectorize) {
+    LowerTileToVectorsPassOptions vectors;
+    vectors.vectorWidth = options.vectorWidth;
+    pm.addPass(mlir::kvattn::createLowerTileToVectorsPass(vectors));
+  } else {
+    pm.addPass(mlir::kvattn::createLowerTileToLoopsPass());
+  }
+  if (options.threads == 1) {
+    pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
+  } else {
+    // The grid becomes an OpenMP work-sharing loop; each iteration (one
+    // program) gets its own alloca scope, so every thread has its own
+    // scratch tiles.
+    pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+    ConvertSCFToOpenMPPassOptions omp;
+    omp.numThreads = static_cast<unsigned>(options.threads);
+    pm.addPass(createConvertSCFToOpenMPPass(omp));
+  }
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(createCanonicalizerPass());
+  // The sequential grid reuses one set of scratch tiles: hoist them to the
+  // function entry. (scf.for is an automatic allocation scope, so
+  // canonicalization inlines the per-program alloca_scope into the loop
+  // body, but the LLVM lowering of the loop restores no stack: left there,
+  // the tiles of every program would pile up.) The OpenMP grid keeps them
+  // in its per-program scope.
+  if (options.threads == 1)
+    pm.addNestedPass<func::FuncOp>(
+        bufferization::createBufferLoopHoistingPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createConvertVectorToLLVMPass());
+  // memref.alloca_scope holds one block: lower the scopes (a program whose
+  // grid folded to one instance keeps its scope) before the scf loops
+  // inside them become branches.
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  if (options.threads != 1)
+    pm.addPass(createConvertOpenMPToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+namespace {
+
+struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("Target SM, e.g. sm_80, sm_90"),
+                           llvm::cl::init("sm_80")};
+  Option<std::string> features{
+      *this, "features",
+      llvm::cl::desc("PTX features, e.g. +ptx80 (default: the minimum PTX "
+                     "ISA of the chip)"),
+      llvm::cl::init("")};
+  Option<std::string> libdevice{
+      *this, "libdevice",
+      llvm::cl::desc("libdevice.10.bc (default: $CUDA_HOME, $CUDA_PATH or "
+                     "/usr/local/cuda)"),
+      llvm::cl::init("")};
+  Option<int64_t> blockM{*this, "block-m",
+                         llvm::cl::desc("Query rows per program (16 x "
+                                        "num-warps); 0: chosen per op"),
+                         llvm::cl::init(0)};
+  Option<int64_t> blockN{*this, "block-n",
+                         llvm::cl::desc("Keys per KV block (multiple of 8); "
+                                        "0: chosen from D"),
+                         llvm::cl::init(0)};
+  Option<int64_t> numWarps{*this, "num-warps",
+                           llvm::cl::desc("Warps per program; 0: block-m / "
+                                          "16"),
+                           llvm::cl::init(0)};
+  Option<int64_t> numStages{*this, "num-stages",
+                            llvm::cl::desc("K/V pipeline depth (recorded)"),
+                            llvm::cl::init(2)};
+  Option<bool> packGqa{*this, "pack-gqa",
+                       llvm::cl::desc("GQA packing of few query rows"),
+                       llvm::cl::init(true)};
+  Option<int64_t> splitKv{*this, "split-kv",
+                          llvm::cl::desc("KV chunks per program, merged by "
+                                         "a second kernel (0: automatic, "
+                                         "the default)"),
+                          llvm::cl::init(0)};
+  Option<int64_t> numSms{*this, "num-sms",
+                         llvm::cl::desc("Multiprocessors, for split-kv=0"),
+                         llvm::cl::init(132)};
+  Option<bool> tensorCores{
+      *this, "tensor-cores",
+      llvm::cl::desc("mma.sync, ldmatrix and cp.async for f16/bf16 where the "
+                     "head dims allow"),
+      llvm::cl::init(true)};
+
+  Option<bool> deviceIR{
+      *this, "device-ir",
+      llvm::cl::desc("Make the gpu.binary hold the device LLVM IR (bitcode) "
+                     "that NVPTX would compile, the emulated GPU's input, "
+                     "instead of PTX"),
+      llvm::cl::init(false)};
+
+  ::mlir::kvattn::PtxOptions get() const {
+    ::mlir::kvattn::PtxOptions o;
+    o.chip = chip;
+    o.features = features;
+    o.libdevice = libdevice;
+    o.blockM = blockM;
+    o.blockN = blockN;
+    o.numWarps = numWarps;
+    o.numStages = numStages;
+    o.packGqa = packGqa;
+    o.splitKv = splitKv;
+    o.numSms = numSms;
+    o.tensorCores = tensorCores;
+    if (deviceIR)
+      o.image = ::mlir::kvattn::DeviceImage::LlvmIR;
+    return o;
+  }
+};
+
+} // namespace
+
+std::string mlir::kvattn::findLibdevice(const std::string &explicitPath) {
+  if (!explicitPath.empty())
+    return llvm::sys::fs::exists(explicitPath) ? explicitPath : "";
+  SmallVector<std::string> roots;
+  for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char *value = std::getenv(var))
+      roots.push_back(value);
+  roots.push_back("/usr/local/cuda");
+  for (const std::string &root : roots) {
+    std::string path = root + "/nvvm/libdevice/libdevice.10.bc";
+    if (llvm::sys::fs::exists(path))
+      return path;
+  }
+  return "";
+}
+
+void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
+    OpPassManager &pm, const ::mlir::kvattn::PtxOptions &options) {
+  pm.addPass(createResolveCachedAppendPass());
+  TilePassOptions tile;
+  tile.blockM = options.blockM;
+  tile.blockN = options.blockN;
+  tile.numWarps = options.numWarps;
+  tile.numStages = options.numStages;
+  tile.packGqa = options.packGqa;
+  tile.splitKv = options.splitKv;
+  tile.numSms = options.numSms;
+  // split-kv = 0 on the GPU: enough chunks for 8 resident warps per
+  // multiprocessor, each chunk at least 512 keys (docs/gpu-lowering.md,
+  // "Split-KV").
+  tile.splitMinKeys = kGpuSplitMinKeys;
+  tile.splitWarpsPerSm = kGpuSplitWarpsPerSm;
+  pm.addPass(createTilePass(tile));
+  OutlineTileProgramsPassOptions outline;
+  outline.tensorCores = options.tensorCores;
+  pm.addPass(createOutlineTileProgramsPass(outline));
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createLowerTileToGPUPass());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+}
+
+void mlir::kvattn::buildGpuKernelsToPtxPipeline(
+    OpPassManager &pm, const ::mlir::kvattn::PtxOptions &options,
+    const std::string &libdevice) {
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = options.features;
+  if (!libdevice.empty())
+    target.linkLibs.push_back(libdevice);
+  target.optLevel = 3;
+  // The chip first: nvvm-attach-target's verifier crashes on some names.
+  VerifyTargetPassOptions chipCheck;
+  chipCheck.checkChip = true;
+  chipCheck.chip = options.chip;
+  pm.addPass(createVerifyTargetPass(chipCheck));
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  pm.addPass(createVerifyTargetPass());
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createSCFToControlFlowPass());
+  kernels.addPass(memref::createExpandStridedMetadataPass());
+  kernels.addPass(createLowerAffinePass());
+  kernels.addPass(createConvertNVGPUToNVVMPass());
+  ConvertGpuOpsToNVVMOpsOptions toNvvm;
+  toNvvm.useBarePtrCallConv = true;
+  kernels.addPass(createConvertGpuOpsToNVVMOps(toNvvm));
+  kernels.addPass(createExternDynamicSharedMemoryPass());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget =
+      options.image == ::mlir::kvattn::DeviceImage::LlvmIR ? "llvm" : "isa";
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
+void mlir::kvattn::registerKVAttnPipelines() {
+  PassPipelineRegistration<CpuPipelineOptions>(
+      "kvattn-to-cpu",
+      "kvattn (sdpa/append/attention) -> tile program -> loops -> LLVM "
+      "dialect for the CPU JIT",
+      [](OpPassManager &pm, const CpuPipelineOptions &cl) {
+        mlir::kvattn::buildKVAttnToCpuPipeline(pm, cl.get());
+      });
+  PassPipelineRegistration<PtxPipelineOptionsCL>(
+      "kvattn-to-ptx",
+      "kvattn (sdpa/attention) -> tile program -> GPU kernels (threads, "
+      "warps, shared memory) -> NVVM -> PTX text in a gpu.binary",
+      [](OpPassManager &pm, const PtxPipelineOptionsCL &cl) {
+        ::mlir::kvattn::PtxOptions options = cl.get();
+        std::string libdevice = mlir::kvattn::findLibdevice(options.libdevice);
+        if (libdevice.empty())
+          llvm::errs() << "kvattn-to-ptx: warning: libdevice.10.bc not found "
+                          "(set CUDA_HOME or libdevice=PATH); math functions "
+                          "stay external in the PTX\n";
+        mlir::kvattn::buildKVAttnToGpuKernelsPipeline(pm, options);
+        mlir::kvattn::buildGpuKernelsToPtxPipeline(pm, options, libdevice);
+      });
+}

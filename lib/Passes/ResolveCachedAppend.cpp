@@ -1,0 +1,482 @@
+//===- ResolveCachedAppend.cpp - kvattn.sdpa -> kvattn.attention ----------===//
+//
+// Rewrites framework SDPA into position-explicit attention. The causal
+// alignment of `kvattn.sdpa` is a statement about tensor shapes; this pass
+// turns it into query and key positions, using what the IR says about where
+// the keys came from (a cache append, a concat of a cache and new rows, an
+// insert into a buffer), and warns about the one combination that is almost
+// always a bug: an upper-left triangle over keys that already hold a cache.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_RESOLVECACHEDAPPENDPASS
+#include "kvattn/Passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+namespace {
+
+/// Where the keys of an SDPA came from.
+enum class CacheKind {
+  /// Nothing known: positions follow from the causal alignment alone.
+  None,
+  /// `kvattn.append` of L rows at per-batch positions `pos` into a static
+  /// cache: the logical keys are the first `pos[b] + L` slots.
+  Append,
+  /// `tensor.concat` along the sequence axis of a cache of length P and the
+  /// new rows.
+  Concat,
+  /// `tensor.insert_slice` of the new rows at sequence offset P.
+  InsertSlice,
+};
+
+/// A size known either as an IR value/attribute or as a tensor dimension
+/// that is materialised (tensor.dim) only when the rewrite needs it, so the
+/// analysis never leaves dead ops behind.
+struct Size {
+  OpFoldResult ofr;
+  Value tensor;
+  int64_t dim = -1;
+
+  static Size ofDim(Value tensor, int64_t dim) { return {{}, tensor, dim}; }
+  static Size of(OpFoldResult ofr) { return {ofr, {}, -1}; }
+
+  std::optional<int64_t> staticValue() const {
+    if (tensor) {
+      auto type = cast<RankedTensorType>(tensor.getType());
+      if (type.isDynamicDim(dim))
+        return std::nullopt;
+      return type.getDimSize(dim);
+    }
+    return getConstantIntValue(ofr);
+  }
+
+  OpFoldResult materialize(OpBuilder &b, Location loc) const {
+    if (!tensor)
+      return ofr;
+    auto type = cast<RankedTensorType>(tensor.getType());
+    if (!type.isDynamicDim(dim))
+      return b.getIndexAttr(type.getDimSize(dim));
+    return tensor::DimOp::create(b, loc, tensor, dim).getResult();
+  }
+
+  /// True when the two sizes are provably equal.
+  bool provablyEquals(const Size &other) const {
+    if (tensor && tensor == other.tensor && dim == other.dim)
+      return true;
+    if (!tensor && !other.tensor && ofr == other.ofr)
+      return true;
+    std::optional<int64_t> a = staticValue(), b = other.staticValue();
+    return a && b && *a == *b;
+  }
+};
+
+struct CacheRelation {
+  CacheKind kind = CacheKind::None;
+  /// Append: the per-batch write positions `pos` ([B], i32/i64).
+  Value appendPos;
+  /// Concat / InsertSlice: the cached length P (same for every batch), as
+  /// the sum of these sizes.
+  SmallVector<Size> prefix;
+  /// The number of new rows written.
+  Size newRows;
+
+  /// True unless the IR proves that the cache held nothing before the write.
+  bool cacheMaybeNonEmpty() const {
+    switch (kind) {
+    case CacheKind::None:
+      return false;
+    case CacheKind::Append: {
+      DenseIntElementsAttr attr;
+      if (matchPattern(appendPos, m_Constant(&attr)))
+        return llvm::any_of(attr.getValues<APInt>(),
+                            [](const APInt &v) { return !v.isZero(); });
+      return true;
+    }
+    case CacheKind::Concat:
+    case CacheKind::InsertSlice:
+      return llvm::any_of(prefix, [](const Size &s) {
+        std::optional<int64_t> v = s.staticValue();
+        return !v || *v != 0;
+      });
+    }
+    return true;
+  }
+
+  StringRef describe() const {
+    switch (kind) {
+    case CacheKind::None:
+      return "no cache";
+    case CacheKind::Append:
+      return "kvattn.append";
+    case CacheKind::Concat:
+      return "tensor.concat";
+    case CacheKind::InsertSlice:
+      return "tensor.insert_slice";
+    }
+    return "";
+  }
+};
+
+/// The size of dimension `dim` of `tensor` as an OpFoldResult.
+OpFoldResult dimSize(OpBuilder &b, Location loc, Value tensor, int64_t dim) {
+  return Size::ofDim(tensor, dim).materialize(b, loc);
+}
+
+/// a + b, folded when both are constants.
+OpFoldResult addSizes(OpBuilder &b, Location loc, OpFoldResult x,
+                      OpFoldResult y) {
+  std::optional<int64_t> cx = getConstantIntValue(x),
+                         cy = getConstantIntValue(y);
+  if (cx && cy)
+    return b.getIndexAttr(*cx + *cy);
+  if (cx && *cx == 0)
+    return y;
+  if (cy && *cy == 0)
+    return x;
+  return arith::AddIOp::create(b, loc,
+                               getValueOrCreateConstantIndexOp(b, loc, x),
+                               getValueOrCreateConstantIndexOp(b, loc, y))
+      .getResult();
+}
+
+/// The cached length P of a Concat / InsertSlice relation.
+OpFoldResult prefixSize(OpBuilder &b, Location loc, const CacheRelation &rel) {
+  OpFoldResult sum = b.getIndexAttr(0);
+  for (const Size &part : rel.prefix)
+    sum = addSizes(b, loc, sum, part.materialize(b, loc));
+  return sum;
+}
+
+/// True when an InsertSlice relation provably writes the last rows of the
+/// buffer (P + L == S). Creates no IR.
+bool insertEndsBuffer(const CacheRelation &rel, Value key) {
+  std::optional<int64_t> p = rel.prefix.front().staticValue(),
+                         l = rel.newRows.staticValue(),
+                         s = Size::ofDim(key, 2).staticValue();
+  return p && l && s && *p + *l == *s;
+}
+
+/// Reads the cache relation of the SDPA's key operand. Creates no IR.
+CacheRelation analyzeKey(Value key) {
+  CacheRelation rel;
+  Operation *def = key.getDefiningOp();
+  if (!def)
+    return rel;
+
+  if (auto append = dyn_cast<AppendOp>(def)) {
+    rel.kind = CacheKind::Append;
+    rel.appendPos = append.getPos();
+    rel.newRows = Size::ofDim(append.getUpdate(), 2);
+    return rel;
+  }
+
+  if (auto concat = dyn_cast<tensor::ConcatOp>(def)) {
+    if (concat.getDim() != 2 || concat.getInputs().size() < 2)
+      return rel;
+    ValueRange inputs = concat.getInputs();
+    rel.kind = CacheKind::Concat;
+    for (Value input : inputs.drop_back())
+      rel.prefix.push_back(Size::ofDim(input, 2));
+    rel.newRows = Size::ofDim(inputs.back(), 2);
+    return rel;
+  }
+
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(def)) {
+    // Only a plain write of whole [B, H, ., D] rows along the sequence axis
+    // is a cache write.
+    auto srcType = insert.getSourceType();
+    auto dstType = insert.getDestType();
+    if (srcType.getRank() != 4 || dstType.getRank() != 4)
+      return rel;
+    SmallVector<OpFoldResult> offsets = insert.getMixedOffsets();
+    SmallVector<OpFoldResult> strides = insert.getMixedStrides();
+    for (int64_t d = 0; d < 4; ++d) {
+      if (!isConstantIntValue(strides[d], 1))
+        return rel;
+      if (d == 2)
+        continue;
+      if (!isConstantIntValue(offsets[d], 0) || srcType.isDynamicDim(d) ||
+          dstType.isDynamicDim(d) ||
+          srcType.getDimSize(d) != dstType.getDimSize(d))
+        return rel;
+    }
+    rel.kind = CacheKind::InsertSlice;
+    rel.prefix.push_back(Size::of(offsets[2]));
+    rel.newRows = Size::of(insert.getMixedSizes()[2]);
+    return rel;
+  }
+  return rel;
+}
+
+Value toIndexValue(OpBuilder &b, Location loc, OpFoldResult ofr) {
+  return getValueOrCreateConstantIndexOp(b, loc, ofr);
+}
+
+/// A [B] tensor of `elementType` filled with the index `value`.
+Value splatBatch(OpBuilder &b, Location loc, Value query, OpFoldResult value,
+                 Type elementType) {
+  OpFoldResult batch = dimSize(b, loc, query, 0);
+  if (std::optional<int64_t> constant = getConstantIntValue(value)) {
+    if (std::optional<int64_t> staticBatch = getConstantIntValue(batch)) {
+      auto type = RankedTensorType::get({*staticBatch}, elementType);
+      return arith::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(type,
+                                 b.getIntegerAttr(elementType, *constant)));
+    }
+  }
+  Value scalar = toIndexValue(b, loc, value);
+  if (!elementType.isIndex())
+    scalar = arith::IndexCastOp::create(b, loc, elementType, scalar);
+  return tensor::SplatOp::create(b, loc, scalar, ArrayRef<OpFoldResult>{batch});
+}
+
+/// The positions chosen for one SDPA.
+struct Positions {
+  Value qOffset, kOffset, kvLen;
+};
+
+/// Positions that put the queries after `keyCount` keys: the last query row
+/// sits at key position `keyCount - 1` (lower-right). With `keyCount < L`
+/// the first `L - keyCount` rows see no key; the offsets stay non-negative
+/// by moving the excess to `k_offset`.
+Positions lowerRightPositions(OpBuilder &b, Location loc, Value query,
+                              OpFoldResult keyCount, Type elementType) {
+  Positions p;
+  OpFoldResult rows = dimSize(b, loc, query, 2);
+  std::optional<int64_t> ck = getConstantIntValue(keyCount),
+                         cr = getConstantIntValue(rows);
+  if (ck && cr) {
+    p.qOffset = splatBatch(b, loc, query,
+                           b.getIndexAttr(std::max<int64_t>(*ck - *cr, 0)),
+                           elementType);
+    if (*cr > *ck)
+      p.kOffset =
+          splatBatch(b, loc, query, b.getIndexAttr(*cr - *ck), elementType);
+    return p;
+  }
+  Value k = toIndexValue(b, loc, keyCount), r = toIndexValue(b, loc, rows);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value q =
+      arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, k, r), zero);
+  Value kk =
+      arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, r, k), zero);
+  p.qOffset = splatBatch(b, loc, query, q, elementType);
+  p.kOffset = splatBatch(b, loc, query, kk, elementType);
+  return p;
+}
+
+/// A mask that depends only on the key, [B, 1, 1, S] with its batch size
+/// equal to the SDPA's (or both 1), as an i1 [B, S] key-validity tensor.
+Value asKeyValidity(OpBuilder &b, Location loc, Value mask, Value query) {
+  auto type = cast<RankedTensorType>(mask.getType());
+  if (!type.getElementType().isInteger(1) || type.getRank() != 4)
+    return {};
+  if (type.getDimSize(1) != 1 || type.getDimSize(2) != 1)
+    return {};
+  auto qType = cast<RankedTensorType>(query.getType());
+  int64_t mb = type.getDimSize(0), qb = qType.getDimSize(0);
+  bool sameBatch = (mb == qb && mb != ShapedType::kDynamic) ||
+                   (ShapedType::isDynamic(mb) && ShapedType::isDynamic(qb));
+  if (!sameBatch)
+    return {};
+  SmallVector<ReassociationIndices> groups = {{0, 1, 2}, {3}};
+  return tensor::CollapseShapeOp::create(b, loc, mask, groups);
+}
+
+} // namespace
+
+/// Rewrites one kvattn.sdpa; emits the lint diagnostics.
+static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
+                        bool fixUpperLeftAppends) {
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  Value query = op.getQuery(), key = op.getKey();
+  CacheRelation rel = analyzeKey(key);
+  std::optional<CausalAlignment> causal = op.getCausal();
+  Type i64 = rewriter.getI64Type();
+
+  Positions pos;
+  Size queryRows = Size::ofDim(query, 2);
+
+  // The logical keys of an append are the first pos[b] + L slots: later
+  // slots hold no token (kvattn.append's contract). kv_len says so.
+  if (rel.kind == CacheKind::Append) {
+    Value appendPos = rel.appendPos;
+    Type posType = cast<RankedTensorType>(appendPos.getType()).getElementType();
+    Value newRows = splatBatch(rewriter, loc, query,
+                               rel.newRows.materialize(rewriter, loc), posType);
+    pos.kvLen = arith::AddIOp::create(rewriter, loc, appendPos, newRows);
+  }
+
+  bool upperLeftAppend = causal == CausalAlignment::upper_left &&
+                         rel.kind != CacheKind::None &&
+                         rel.cacheMaybeNonEmpty();
+  bool lowerRight = causal == CausalAlignment::lower_right ||
+                    (upperLeftAppend && fixUpperLeftAppends);
+
+  if (lowerRight) {
+    if (rel.kind == CacheKind::Append) {
+      if (rel.newRows.provablyEquals(queryRows)) {
+        // The queries are the appended rows: they start at pos[b].
+        pos.qOffset = rel.appendPos;
+      } else {
+        // kv_len - L, kept non-negative (see lowerRightPositions).
+        Type posType =
+            cast<RankedTensorType>(rel.appendPos.getType()).getElementType();
+        Value rows = splatBatch(rewriter, loc, query,
+                                queryRows.materialize(rewriter, loc), posType);
+        Value zero =
+            splatBatch(rewriter, loc, query, rewriter.getIndexAttr(0), posType);
+        pos.qOffset = arith::MaxSIOp::create(
+            rewriter, loc,
+            arith::SubIOp::create(rewriter, loc, pos.kvLen, rows), zero);
+        pos.kOffset = arith::MaxSIOp::create(
+            rewriter, loc,
+            arith::SubIOp::create(rewriter, loc, rows, pos.kvLen), zero);
+      }
+    } else if (rel.kind == CacheKind::Concat &&
+               rel.newRows.provablyEquals(queryRows)) {
+      // The queries are the new rows, concatenated after P cached ones:
+      // S - L = P.
+      pos.qOffset =
+          splatBatch(rewriter, loc, query, prefixSize(rewriter, loc, rel), i64);
+    } else if (rel.kind == CacheKind::InsertSlice &&
+               rel.newRows.provablyEquals(queryRows) &&
+               (insertEndsBuffer(rel, key) || upperLeftAppend)) {
+      // The queries are the rows written at offset P. When the write ends
+      // the buffer this is torch's lower-right (S - L = P). When it does not
+      // (only under the upper-left fix), the rows after P + L are no keys of
+      // this sequence.
+      OpFoldResult prefix = prefixSize(rewriter, loc, rel);
+      pos.qOffset = splatBatch(rewriter, loc, query, prefix, i64);
+      if (!insertEndsBuffer(rel, key))
+        pos.kvLen = splatBatch(rewriter, loc, query,
+                               addSizes(rewriter, loc, prefix,
+                                        rel.newRows.materialize(rewriter, loc)),
+                               i64);
+    } else {
+      Positions p = lowerRightPositions(rewriter, loc, query,
+                                        dimSize(rewriter, loc, key, 2), i64);
+      pos.qOffset = p.qOffset;
+      pos.kOffset = p.kOffset;
+    }
+  } else if (causal == CausalAlignment::upper_left) {
+    // torch's is_causal=True: row i sees keys 0..i.
+    pos.qOffset =
+        splatBatch(rewriter, loc, query, rewriter.getIndexAttr(0), i64);
+  }
+
+  if (upperLeftAppend) {
+    if (fixUpperLeftAppends) {
+      op.emitRemark()
+          << "rewrote upper-left causal attention over a KV-cache write ("
+          << rel.describe()
+          << ") to lower-right positions: the queries now sit after the "
+             "cached keys (fix-upper-left-appends=true)";
+    } else {
+      op.emitWarning()
+          << "upper-left causal attention over a KV-cache write ("
+          << rel.describe()
+          << ") whose cache may already hold keys: query row i sees only "
+             "keys 0..i, so the appended rows miss the cached context. The "
+             "torch is_causal=True meaning is kept; if the queries are the "
+             "appended tokens, use a lower-right causal mask "
+             "(causal = lower_right, torch's causal_lower_right) or run "
+             "-kvattn-resolve-cached-append with "
+             "fix-upper-left-appends=true";
+    }
+  }
+
+  // Masks: a boolean mask over keys alone is key validity; any other mask
+  // is carried as the general mask operand (a float mask's finite values
+  // are biases, so it stays additive).
+  Value keyValid, mask;
+  if (Value m = op.getMask()) {
+    keyValid = asKeyValidity(rewriter, loc, m, query);
+    if (!keyValid)
+      mask = m;
+  }
+
+  auto attention = AttentionOp::create(
+      rewriter, loc, op.getOut().getType(), /*lse=*/Type(), query, key,
+      op.getValue(), pos.qOffset, pos.kOffset, /*q_pos=*/Value(),
+      /*k_pos=*/Value(), pos.kvLen, keyValid, mask, /*block_table=*/Value(),
+      /*causal=*/causal.has_value(), /*window=*/IntegerAttr(),
+      /*softcap=*/FloatAttr(), op.getScaleAttr());
+  rewriter.replaceOp(op, attention.getOut());
+}
+
+namespace {
+
+struct SdpaToAttentionPattern : OpRewritePattern<SdpaOp> {
+  SdpaToAttentionPattern(MLIRContext *ctx, bool fixUpperLeftAppends)
+      : OpRewritePattern<SdpaOp>(ctx),
+        fixUpperLeftAppends(fixUpperLeftAppends) {}
+
+  LogicalResult matchAndRewrite(SdpaOp op,
+                                PatternRewriter &rewriter) const override {
+    resolveSdpa(rewriter, op, fixUpperLeftAppends);
+    return success();
+  }
+
+  bool fixUpperLeftAppends;
+};
+
+struct ResolveCachedAppendPass
+    : mlir::kvattn::impl::ResolveCachedAppendPassBase<ResolveCachedAppendPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    // A plain walk rather than a greedy driver: every sdpa is rewritten
+    // exactly once, so each lint diagnostic is emitted exactly once.
+    SmallVector<SdpaOp> ops;
+    bool paged = false;
+    getOperation()->walk(
+        [&](SdpaOp op) {
+          ops.push_back(op);
+          // SDPA has no paged form: its keys are [B, H, S, D]. Pages read as
+          // such would silently mix sequences.
+          for (Value kv : {op.getKey(), op.getValue()})
+            if (auto append = kv.getDefiningOp<AppendOp>();
+                append && append.getBlockTable()) {
+              op.emitOpError()
+                  << "reads a paged cache (a kvattn.append with block_table): "
+                     "kvattn.sdpa has no paged form; use kvattn.attention with "
+                     "block_table, q_offset = pos and kv_len = pos + L "
+                     "(docs/semantics.md, Paged KV)";
+              paged = true;
+              break;
+            }
+        });
+    if (paged)
+      return signalPassFailure();
+    IRRewriter rewriter(&getContext());
+    for (SdpaOp op : ops)
+      resolveSdpa(rewriter, op, fixUpperLeftAppends);
+  }
+};
+
+} // namespace
+
+void mlir::kvattn::populateResolveCachedAppendPatterns(
+    RewritePatternSet &patterns, bool fixUpperLeftAppends) {
+  patterns.add<SdpaToAttentionPattern>(patterns.getContext(),
+                                       fixUpperLeftAppends);
+}

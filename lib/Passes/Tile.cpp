@@ -1,0 +1,834 @@
+//===- Tile.cpp - kvattn.attention -> the tile program --------------------===//
+//
+// Writes the schedule once: program grid, visible KV-block range from the
+// positions, full/partial classification, online-softmax loop, epilogue.
+// The CPU lowering and the GPU lowering both consume what this file emits,
+// so the CPU numerics tests exercise the very schedule the GPU runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Passes/Passes.h"
+
+#include "kvattn/Support/Limits.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <algorithm>
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_TILEPASS
+#include "kvattn/Passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+/// Name of the global that collects block statistics (stats=true): loaded,
+/// masked and skipped KV blocks, K/V bytes read.
+static constexpr StringLiteral kStatsGlobal = "kvattn_tile_stats";
+static constexpr int64_t kNumStats = 4;
+/// The role of a program operand, on the op that defines its buffer.
+static constexpr StringLiteral kRoleAttr = "kvattn.role";
+
+namespace {
+
+struct TileConfig {
+  int64_t blockM, blockN, numWarps, numStages;
+  bool stats;
+  /// KV chunks per program (1: no split, 0: automatic).
+  int64_t splitKv;
+  int64_t numSms;
+  bool packGqa;
+  /// split-kv = 0: the fewest keys a chunk may cover, and the resident
+  /// warps per multiprocessor to aim at (0: two programs per
+  /// multiprocessor).
+  int64_t splitMinKeys, splitWarpsPerSm;
+};
+
+/// Index arithmetic with folding, on an ImplicitLocOpBuilder.
+struct IndexMath {
+  ImplicitLocOpBuilder &b;
+
+  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value add(Value x, Value y) { return b.createOrFold<arith::AddIOp>(x, y); }
+  Value sub(Value x, Value y) { return b.createOrFold<arith::SubIOp>(x, y); }
+  Value mul(Value x, Value y) { return b.createOrFold<arith::MulIOp>(x, y); }
+  Value min(Value x, Value y) { return b.createOrFold<arith::MinSIOp>(x, y); }
+  Value max(Value x, Value y) { return b.createOrFold<arith::MaxSIOp>(x, y); }
+  /// Floor division (x may be negative).
+  Value floorDiv(Value x, int64_t d) {
+    return b.createOrFold<arith::FloorDivSIOp>(x, c(d));
+  }
+  /// Ceiling division (x may be negative).
+  Value ceilDiv(Value x, int64_t d) {
+    return b.createOrFold<arith::CeilDivSIOp>(x, c(d));
+  }
+  Value lt(Value x, Value y) {
+    return b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::slt, x, y);
+  }
+  Value ge(Value x, Value y) {
+    return b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sge, x, y);
+  }
+  /// Loads element `index` of a rank-1 integer buffer as an index.
+  Value loadIndex(Value buffer, Value index) {
+    Value v = memref::LoadOp::create(b, buffer, ValueRange{index});
+    return arith::IndexCastOp::create(b, b.getIndexType(), v);
+  }
+  Value dim(Value buffer, int64_t d) {
+    return b.createOrFold<memref::DimOp>(buffer, d);
+  }
+};
+
+/// The buffers of one attention op.
+struct Buffers {
+  Value q, k, v, qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, out, lse;
+  Value blockTable; ///< paged K/V: [B, max_pages]
+};
+
+/// Marks the op that defines a program operand with its role (`query`,
+/// `kv_len`, `out`, ...), so that a later outlining (kvattn-to-ptx) can name
+/// the kernel parameters and derive their shapes.
+void setRole(Operation *op, StringRef role) {
+  op->setAttr(kRoleAttr, StringAttr::get(op->getContext(), role));
+}
+
+Value toBuffer(ImplicitLocOpBuilder &b, Value tensor, StringRef role) {
+  if (!tensor)
+    return {};
+  auto type = cast<RankedTensorType>(tensor.getType());
+  auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
+  auto op = bufferization::ToBufferOp::create(b, memrefType, tensor,
+                                              /*read_only=*/true);
+  setRole(op, role);
+  return op;
+}
+
+Value allocLike(ImplicitLocOpBuilder &b, RankedTensorType type,
+                ArrayRef<Value> sizes, StringRef role) {
+  auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
+  SmallVector<Value> dynamic;
+  for (auto [i, size] : llvm::enumerate(type.getShape()))
+    if (ShapedType::isDynamic(size))
+      dynamic.push_back(sizes[i]);
+  auto op = memref::AllocOp::create(b, memrefType, dynamic);
+  setRole(op, role);
+  return op;
+}
+
+/// The public statistics global, created once per module.
+void ensureStatsGlobal(ModuleOp module) {
+  if (module.lookupSymbol(kStatsGlobal))
+    return;
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  auto type = MemRefType::get({kNumStats}, b.getI64Type());
+  memref::GlobalOp::create(
+      b, module.getLoc(), kStatsGlobal, /*sym_visibility=*/StringAttr(), type,
+      DenseElementsAttr::get(RankedTensorType::get({kNumStats}, b.getI64Type()),
+                             ArrayRef<int64_t>{0, 0, 0, 0}),
+      /*constant=*/false, /*alignment=*/IntegerAttr());
+}
+
+} // namespace
+
+/// split-kv = 0: enough chunks for `warpsPerSm` resident warps per
+/// multiprocessor (0: two programs per multiprocessor), no more chunks than
+/// KV blocks nor than leave each chunk `minKeys` keys, at most 64 (the
+/// GPU merge keeps a row's part lses in registers up to that); 1 when
+/// the shapes are dynamic (decided at compile time, so it needs static B,
+/// Hq, L, S).
+static int64_t automaticSplit(RankedTensorType q, int64_t logicalKeys,
+                              int64_t group, int64_t bm, int64_t bn,
+                              int64_t numWarps, const TileConfig &cfg) {
+  // With GQA packing a program takes `group` heads' rows.
+  if (ShapedType::isDynamic(q.getDimSize(0)) ||
+      ShapedType::isDynamic(q.getDimSize(1)) ||
+      ShapedType::isDynamic(q.getDimSize(2)) ||
+      ShapedType::isDynamic(logicalKeys))
+    return 1;
+  int64_t b = q.getDimSize(0), hq = q.getDimSize(1) / group,
+          l = q.getDimSize(2) * group, s = logicalKeys;
+  int64_t programs = std::max<int64_t>(b * hq * ((l + bm - 1) / bm), 1);
+  int64_t chunks = (s + bn - 1) / bn;
+  if (cfg.splitMinKeys > 0)
+    chunks = std::min(chunks, s / cfg.splitMinKeys);
+  // (block-m < 16 records 0 warps: count one.)
+  const int64_t warps = std::max<int64_t>(numWarps, 1);
+  int64_t perSm =
+      cfg.splitWarpsPerSm > 0 ? (cfg.splitWarpsPerSm + warps - 1) / warps : 2;
+  int64_t wanted = (perSm * cfg.numSms + programs - 1) / programs;
+  constexpr int64_t kMaxAutomaticSplit = 64;
+  return std::clamp<int64_t>(std::min(wanted, chunks), 1, kMaxAutomaticSplit);
+}
+
+/// The largest block-m the automatic choice takes: with the f32 query and
+/// score tiles in shared memory, 64 rows of D = 128 already need about
+/// 82 KB on the GPU (and 187-194 registers per thread).
+static constexpr int64_t kMaxAutoBlockM = 64;
+
+/// block-m = 0: the fewest 16-row warps that hold the program's rows (its
+/// query rows, or the packed rows of a GQA group) up to kMaxAutoBlockM:
+/// decode and short appends get 16- or 32-row programs instead of 64-row
+/// ones that are mostly empty. Dynamic L: kMaxAutoBlockM.
+static int64_t automaticBlockM(int64_t rows) {
+  if (ShapedType::isDynamic(rows))
+    return kMaxAutoBlockM;
+  for (int64_t bm = 16; bm < kMaxAutoBlockM; bm *= 2)
+    if (rows <= bm)
+      return bm;
+  return kMaxAutoBlockM;
+}
+
+/// block-n = 0: 64 keys for head dims up to 128, else 32 (the K/V staging
+/// blocks and the score tile stay within shared memory); 32 as well for
+/// one-warp programs (block-m = 16: decode, GQA-packed) with D > 64, whose
+/// 64-key K and V blocks alone (32 KB at D = 128, 16-bit) would leave room
+/// for 5 of them in a 227 KB multiprocessor: 8 fit with 32 keys (the GPU's
+/// shared memory per program is docs/gpu-lowering.md's formula).
+static int64_t automaticBlockN(int64_t headDim, int64_t bm) {
+  if (headDim > 128)
+    return 32;
+  return bm == 16 && headDim > 64 ? 32 : 64;
+}
+
+namespace {
+
+/// What the schedule decides for one op, before any IR is written: the
+/// semantics it needs (positions, mask, scale), GQA packing, the block
+/// sizes, warps, stages and the split (docs/tile-program.md).
+struct Schedule {
+  int64_t headDim = 0, valueDim = 0;
+  std::optional<double> scale;
+  std::optional<float> softcap;
+  std::optional<int64_t> window;
+  bool causal = false, offsetForm = false, paged = false;
+  /// Whether a block can be full (no mask for any row of the program):
+  /// decidable from positions in the offset form only, and only without
+  /// per-key validity or a general mask.
+  bool canBeFull = false;
+  /// GQA packing: `group` query heads per program (1: none).
+  int64_t group = 1;
+  bool packed() const { return group > 1; }
+  int64_t bm = 0, bn = 0, numWarps = 0, numStages = 0;
+  /// KV chunks per program (split-KV); 1: none.
+  int64_t splits = 1;
+};
+
+/// Where one program instance stands: its batch entry, heads and query
+/// rows, and the KV blocks it visits.
+struct ProgramRange {
+  Value bIdx, head, kvHead, qStart, rows, kvLen;
+  /// All KV blocks of the cache, the visible ones [nLo, nHi), this
+  /// instance's [loopLo, loopHi) (its chunk with a split), the full ones
+  /// [fullLo, fullHi).
+  Value totalKBlocks, nLo, nHi, loopLo, loopHi, fullLo, fullHi;
+  /// tile.mask's position bases (offset form; null otherwise).
+  Value qBase, kBase;
+  /// Keys are read up to here (kv_len), never past it.
+  Value readEnd;
+  Value zero;
+};
+
+/// The tile program of one kvattn.attention, emitted in phases that read
+/// top-down (run()): refuse what cannot be compiled, choose the schedule,
+/// create the buffers, then the grid, whose program body finds its range
+/// of rows and KV blocks, counts statistics, runs the KV loop and stores;
+/// then, with a split, the merge program.
+class AttentionTiler {
+public:
+  AttentionTiler(RewriterBase &rewriter, AttentionOp op, const TileConfig &cfg)
+      : rewriter(rewriter), op(op), cfg(cfg), qType(op.getQuery().getType()) {}
+
+  LogicalResult run() {
+    if (failed(refuseUnsupported()))
+      return failure();
+    chooseSchedule();
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    b.setInsertionPoint(op);
+    IndexMath m{b};
+    createBuffers(b, m);
+    auto grid = emitGrid(b, m);
+    grid->setAttr("kvattn.tile_config",
+                  tileConfig(b, s.splits, s.group, "attention"));
+    if (s.splits > 1)
+      emitMergeProgram(b, m);
+    replaceOp(b);
+    return success();
+  }
+
+private:
+  //===--------------------------------------------------------------------===//
+  // Before any IR: what cannot be compiled, and the schedule.
+  //===--------------------------------------------------------------------===//
+
+  LogicalResult refuseUnsupported() {
+    auto vType = op.getValue().getType();
+    int64_t headDim = qType.getDimSize(3), valueDim = vType.getDimSize(3);
+    if (ShapedType::isDynamic(headDim) || ShapedType::isDynamic(valueDim))
+      return op.emitOpError()
+             << "kvattn-tile needs static head dims D and Dv (they size the "
+                "per-program tiles), got D = "
+             << (ShapedType::isDynamic(headDim) ? std::string("?")
+                                                : std::to_string(headDim))
+             << ", Dv = "
+             << (ShapedType::isDynamic(valueDim) ? std::string("?")
+                                                 : std::to_string(valueDim));
+    if (headDim > ::mlir::kvattn::limits::kMaxHeadDim ||
+        valueDim > ::mlir::kvattn::limits::kMaxHeadDim)
+      return op.emitOpError()
+             << "kvattn-tile: head dims above "
+             << ::mlir::kvattn::limits::kMaxHeadDim
+             << " are not compiled (D = " << headDim << ", Dv = " << valueDim
+             << "; docs/robustness.md)";
+    for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
+      auto shaped = dyn_cast<ShapedType>(operand.getType());
+      if (!shaped || !shaped.hasRank())
+        continue;
+      SmallVector<int64_t> dims;
+      for (int64_t d : shaped.getShape())
+        if (ShapedType::isStatic(d))
+          dims.push_back(d);
+      if (!::mlir::kvattn::limits::elementCount(
+              std::vector<int64_t>(dims.begin(), dims.end())))
+        return op.emitOpError()
+               << "kvattn-tile: operand " << index << " (" << operand.getType()
+               << ") has more than 2^48 elements";
+    }
+    s.headDim = headDim;
+    s.valueDim = valueDim;
+    return success();
+  }
+
+  void chooseSchedule() {
+    s.scale = op.getEffectiveScale();
+    if (std::optional<APFloat> cap = op.getSoftcap())
+      s.softcap = cap->convertToFloat();
+    s.window = op.getWindow();
+    s.causal = op.getCausal();
+    s.offsetForm = static_cast<bool>(op.getQOffset());
+    s.paged = op.isPaged();
+    const bool explicitForm = static_cast<bool>(op.getQPos());
+    s.canBeFull = !op.getKeyValid() && !op.getMask() &&
+                  !(explicitForm && (s.causal || s.window));
+    // GQA packing needs only the head counts static: B and S may be
+    // dynamic, and so may L (a serving step's query length is known only at
+    // run time; packing never reads more K/V than the unpacked schedule, and
+    // G times less for few rows).
+    int64_t kvHeadsStatic =
+        op.getKey().getType().getDimSize(op.getKeyHeadDim());
+    const int64_t qHeadsStatic = qType.getDimSize(1),
+                  qLenStatic = qType.getDimSize(2);
+    if (cfg.packGqa && ShapedType::isStatic(qHeadsStatic) &&
+        ShapedType::isStatic(kvHeadsStatic) && kvHeadsStatic > 0 &&
+        (ShapedType::isDynamic(qLenStatic) ||
+         qLenStatic < (cfg.blockM ? cfg.blockM : kMaxAutoBlockM)))
+      s.group = qHeadsStatic / kvHeadsStatic;
+    // The block sizes: the options, or chosen for this op (0).
+    s.bm = cfg.blockM ? cfg.blockM
+                      : automaticBlockM(ShapedType::isDynamic(qLenStatic)
+                                            ? ShapedType::kDynamic
+                                            : qLenStatic * s.group);
+    s.bn = cfg.blockN ? cfg.blockN : automaticBlockN(s.headDim, s.bm);
+    s.numWarps = cfg.numWarps ? cfg.numWarps : s.bm / 16;
+    s.numStages = cfg.numStages;
+    // Split-KV: each program's visible range is cut into `splits` chunks,
+    // each computed by its own program instance into a partial state (f32
+    // out and lse), merged afterwards in chunk order (kvattn.merge). With a
+    // statically empty B, Hq or L there is no program, and no part buffer
+    // to index: no split.
+    bool emptyGrid = llvm::any_of(qType.getShape().take_front(3),
+                                  [](int64_t d) { return d == 0; });
+    s.splits = emptyGrid ? 1
+               : cfg.splitKv == 0
+                   ? automaticSplit(qType, op.getLogicalKeyLength(), s.group,
+                                    s.bm, s.bn, s.numWarps, cfg)
+                   : cfg.splitKv;
+    groupAttr =
+        s.packed() ? rewriter.getI64IntegerAttr(s.group) : IntegerAttr();
+  }
+
+  //===--------------------------------------------------------------------===//
+  // The buffers: operands, results and a split's partial states.
+  //===--------------------------------------------------------------------===//
+
+  void createBuffers(ImplicitLocOpBuilder &b, IndexMath &m) {
+    buf.q = toBuffer(b, op.getQuery(), "query");
+    buf.k = toBuffer(b, op.getKey(), "key");
+    buf.v = toBuffer(b, op.getValue(), "value");
+    buf.qOffset = toBuffer(b, op.getQOffset(), "q_offset");
+    buf.kOffset = toBuffer(b, op.getKOffset(), "k_offset");
+    buf.qPos = toBuffer(b, op.getQPos(), "q_pos");
+    buf.kPos = toBuffer(b, op.getKPos(), "k_pos");
+    buf.kvLen = toBuffer(b, op.getKvLen(), "kv_len");
+    buf.keyValid = toBuffer(b, op.getKeyValid(), "key_valid");
+    buf.mask = toBuffer(b, op.getMask(), "mask");
+    buf.blockTable = toBuffer(b, op.getBlockTable(), "block_table");
+
+    batch = m.dim(buf.q, 0);
+    qHeads = m.dim(buf.q, 1);
+    qLen = m.dim(buf.q, 2);
+    buf.out = allocLike(b, op.getOut().getType(),
+                        {batch, qHeads, qLen, m.c(s.valueDim)}, "out");
+    if (Value lse = op.getLse())
+      buf.lse = allocLike(b, cast<RankedTensorType>(lse.getType()),
+                          {batch, qHeads, qLen}, "lse");
+  }
+
+  /// out_parts [N, B, Hq, L, Dv] and lse_parts [N, B, Hq, L] in f32.
+  void createPartBuffers(ImplicitLocOpBuilder &b) {
+    auto partsType = [&](ArrayRef<int64_t> shape) {
+      SmallVector<int64_t> full{s.splits};
+      full.append(shape.begin(), shape.end());
+      return MemRefType::get(full, b.getF32Type());
+    };
+    SmallVector<Value> dynamic;
+    auto qShape = qType.getShape();
+    // A named array: an ArrayRef of a braced list would dangle in the loop.
+    const Value sizes[] = {batch, qHeads, qLen};
+    for (auto [i, v] : llvm::enumerate(sizes))
+      if (ShapedType::isDynamic(qShape[i]))
+        dynamic.push_back(v);
+    auto outAlloc = memref::AllocOp::create(
+        b, partsType({qShape[0], qShape[1], qShape[2], s.valueDim}), dynamic);
+    auto lseAlloc = memref::AllocOp::create(
+        b, partsType({qShape[0], qShape[1], qShape[2]}), dynamic);
+    setRole(outAlloc, "out_parts");
+    setRole(lseAlloc, "lse_parts");
+    outParts = outAlloc;
+    lseParts = lseAlloc;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // The grid and one program instance.
+  //===--------------------------------------------------------------------===//
+
+  /// scf.forall over (batch x head, query block[, KV chunk]): unpacked one
+  /// instance per query head, packed one per kv head.
+  scf::ForallOp emitGrid(ImplicitLocOpBuilder &b, IndexMath &m) {
+    Value numPrograms =
+        m.mul(batch, s.packed() ? m.c(qType.getDimSize(1) / s.group) : qHeads);
+    Value numQBlocks =
+        m.ceilDiv(s.packed() ? m.mul(qLen, m.c(s.group)) : qLen, s.bm);
+    if (s.splits > 1)
+      createPartBuffers(b);
+    SmallVector<OpFoldResult> gridSizes = {getAsOpFoldResult(numPrograms),
+                                           getAsOpFoldResult(numQBlocks)};
+    if (s.splits > 1)
+      gridSizes.push_back(b.getIndexAttr(s.splits));
+    return scf::ForallOp::create(
+        b, b.getLoc(), gridSizes, ValueRange{}, std::nullopt,
+        [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+          ImplicitLocOpBuilder pb(loc, nested);
+          // Scratch tiles live on the stack of one program instance.
+          auto scope = memref::AllocaScopeOp::create(pb, TypeRange{});
+          Block *body = pb.createBlock(&scope.getBodyRegion());
+          pb.setInsertionPointToStart(body);
+          IndexMath p{pb};
+          ProgramRange r = programRange(pb, p, ivs);
+          if (cfg.stats)
+            emitStats(pb, p, r, ivs);
+          emitProgramBody(pb, p, r, ivs);
+          memref::AllocaScopeReturnOp::create(pb, ValueRange{});
+          pb.setInsertionPointAfter(scope);
+          scf::InParallelOp::create(pb);
+        });
+  }
+
+  /// The instance's rows (from its grid ids) and its KV blocks (from the
+  /// positions of its rows). The program body captures nothing but the
+  /// operand buffers: sizes are re-read from them, so that the body can be
+  /// outlined as a kernel.
+  ProgramRange programRange(ImplicitLocOpBuilder &pb, IndexMath &p,
+                            ValueRange ivs) {
+    const int64_t bn = s.bn;
+    // Paged: K is [num_pages, page_size, Hkv, D] and the logical key count
+    // is max_pages * page_size.
+    Value qHeads = p.dim(buf.q, 1), qLen = p.dim(buf.q, 2),
+          kvHeads = p.dim(buf.k, s.paged ? 2 : 1),
+          kLen = s.paged ? p.mul(p.dim(buf.blockTable, 1), p.dim(buf.k, 1))
+                         : p.dim(buf.k, 2);
+    ProgramRange r;
+    r.totalKBlocks = p.ceilDiv(kLen, bn);
+    Value bh = ivs[0], qBlock = ivs[1];
+    // Unpacked: program (b, head), rows = query rows. Packed: program
+    // (b, kv head), rows = packed rows of the group's heads; `head` is the
+    // group's first head.
+    Value rowCount;
+    if (s.packed()) {
+      r.bIdx = pb.createOrFold<arith::DivUIOp>(bh, kvHeads);
+      r.kvHead = pb.createOrFold<arith::RemUIOp>(bh, kvHeads);
+      r.head = p.mul(r.kvHead, p.c(s.group));
+      rowCount = p.mul(qLen, p.c(s.group));
+    } else {
+      Value heads = pb.createOrFold<arith::DivUIOp>(qHeads, kvHeads);
+      r.bIdx = pb.createOrFold<arith::DivUIOp>(bh, qHeads);
+      r.head = pb.createOrFold<arith::RemUIOp>(bh, qHeads);
+      r.kvHead = pb.createOrFold<arith::DivUIOp>(r.head, heads);
+      rowCount = qLen;
+    }
+    r.qStart = p.mul(qBlock, p.c(s.bm));
+    r.rows = p.min(p.c(s.bm), p.sub(rowCount, r.qStart));
+    r.kvLen = buf.kvLen ? p.loadIndex(buf.kvLen, r.bIdx) : kLen;
+
+    // The visible key range [lo, hi) and the full blocks [fullLo, fullHi),
+    // from the positions of the program's rows.
+    Value zero = r.zero = p.c(0);
+    Value lo = zero, hi = r.kvLen;
+    r.fullLo = zero;
+    r.fullHi = s.canBeFull ? p.floorDiv(r.kvLen, bn) : zero;
+    if (s.offsetForm) {
+      Value qOff = p.loadIndex(buf.qOffset, r.bIdx);
+      Value kOff = buf.kOffset ? p.loadIndex(buf.kOffset, r.bIdx) : zero;
+      // The program's query rows: [qStart, qStart + rows), or with packing
+      // [qStart / G, (qStart + rows - 1) / G].
+      Value firstRow = s.packed() ? p.floorDiv(r.qStart, s.group) : r.qStart;
+      Value lastRow = p.sub(p.add(r.qStart, r.rows), p.c(1));
+      if (s.packed())
+        lastRow = p.floorDiv(lastRow, s.group);
+      Value qFirst = p.add(qOff, firstRow); // smallest qp
+      Value qLast = p.add(qOff, lastRow);   // largest qp
+      // tile.mask: qp = q_base + r, or packed q_base + (t / G).
+      r.qBase = s.packed() ? qOff : qFirst;
+      r.kBase = kOff;
+      if (s.causal) {
+        // kp = kOff + j <= qLast  <=>  j < qLast - kOff + 1.
+        hi = p.min(hi, p.max(p.add(p.sub(qLast, kOff), p.c(1)), zero));
+        if (s.canBeFull)
+          r.fullHi = p.floorDiv(
+              p.min(r.kvLen, p.max(p.add(p.sub(qFirst, kOff), p.c(1)), zero)),
+              bn);
+      }
+      if (s.window) {
+        // qFirst - kp < window  <=>  j >= qFirst - window + 1 - kOff.
+        Value w = p.c(*s.window);
+        lo = p.min(hi,
+                   p.max(p.sub(p.add(p.sub(qFirst, w), p.c(1)), kOff), zero));
+        if (s.canBeFull)
+          r.fullLo = p.ceilDiv(
+              p.max(p.sub(p.add(p.sub(qLast, w), p.c(1)), kOff), zero), bn);
+      }
+    }
+    r.nLo = p.floorDiv(lo, bn);
+    r.nHi = p.max(p.ceilDiv(hi, bn), r.nLo);
+    // This program's blocks: all of [nLo, nHi), or its chunk of them.
+    r.loopLo = r.nLo;
+    r.loopHi = r.nHi;
+    if (s.splits > 1) {
+      Value chunk = p.ceilDiv(p.sub(r.nHi, r.nLo), s.splits);
+      r.loopLo = p.min(p.add(r.nLo, p.mul(ivs[2], chunk)), r.nHi);
+      r.loopHi = p.min(p.add(r.loopLo, chunk), r.nHi);
+    }
+    // Keys are read up to kv_len, never past it: cache slots past it are
+    // not trusted (NaN there must not reach a tensor-core product, where a
+    // masked key still multiplies its V row by zero).
+    r.readEnd = r.kvLen;
+    return r;
+  }
+
+  /// stats = true: the instance's loaded, masked and skipped blocks and K/V
+  /// bytes, added atomically to @kvattn_tile_stats. The counts come from
+  /// the bounds of the loop and of its scf.if; skipped blocks are counted
+  /// once per (batch, head, query block).
+  void emitStats(ImplicitLocOpBuilder &pb, IndexMath &p, const ProgramRange &r,
+                 ValueRange ivs) {
+    Value zero = r.zero;
+    Value loaded = p.sub(r.loopHi, r.loopLo);
+    Value full = p.max(
+        p.sub(p.min(r.fullHi, r.loopHi), p.max(r.fullLo, r.loopLo)), zero);
+    Value masked = p.sub(loaded, full);
+    Value skipped = p.sub(r.totalKBlocks, p.sub(r.nHi, r.nLo));
+    if (s.splits > 1)
+      skipped = arith::SelectOp::create(
+          pb, arith::CmpIOp::create(pb, arith::CmpIPredicate::eq, ivs[2], zero),
+          skipped, zero);
+    // K/V bytes: the keys of the loaded blocks that are read (up to kv_len),
+    // D + Dv elements each.
+    Value keysRead = p.max(p.sub(p.min(p.mul(r.loopHi, p.c(s.bn)), r.readEnd),
+                                 p.mul(r.loopLo, p.c(s.bn))),
+                           zero);
+    int64_t eltBytes = qType.getElementType().getIntOrFloatBitWidth() / 8;
+    Value bytes = p.mul(keysRead, p.c((s.headDim + s.valueDim) * eltBytes));
+    Value global = memref::GetGlobalOp::create(
+        pb, MemRefType::get({kNumStats}, pb.getI64Type()), kStatsGlobal);
+    Value counts[kNumStats] = {loaded, masked, skipped, bytes};
+    for (auto [slot, count] : llvm::enumerate(counts)) {
+      Value v = arith::IndexCastOp::create(pb, pb.getI64Type(), count);
+      memref::AtomicRMWOp::create(pb, arith::AtomicRMWKind::addi, v, global,
+                                  ValueRange{p.c(slot)});
+    }
+  }
+
+  /// The scratch tiles, the query tile, the KV loop (prefetch, scores,
+  /// mask of partial blocks, online softmax) and the store.
+  void emitProgramBody(ImplicitLocOpBuilder &pb, IndexMath &p,
+                       const ProgramRange &r, ValueRange ivs) {
+    auto f32 = pb.getF32Type();
+    Tiles t;
+    t.q = memref::AllocaOp::create(pb, MemRefType::get({s.bm, s.headDim}, f32));
+    t.scores = memref::AllocaOp::create(pb, MemRefType::get({s.bm, s.bn}, f32));
+    t.rowMax = memref::AllocaOp::create(pb, MemRefType::get({s.bm}, f32));
+    t.rowSum = memref::AllocaOp::create(pb, MemRefType::get({s.bm}, f32));
+    t.acc =
+        memref::AllocaOp::create(pb, MemRefType::get({s.bm, s.valueDim}, f32));
+    TileInitOp::create(pb, t.rowMax, t.rowSum, t.acc);
+    TileLoadQOp::create(pb, buf.q, r.bIdx, r.head, r.qStart, r.rows, t.q,
+                        groupAttr);
+    emitKvLoop(pb, p, r, t);
+    emitStore(pb, p, r, t, ivs);
+  }
+
+  /// The per-program scratch tiles (f32).
+  struct Tiles {
+    Value q, scores, rowMax, rowSum, acc;
+  };
+
+  /// The keys block `kBlock` reads: paged, never past kv_len, where table
+  /// entries may be -1; the columns past `cols` score -inf.
+  Value blockCols(IndexMath &f, const ProgramRange &r, Value kStart) {
+    return f.min(f.c(s.bn), f.sub(r.readEnd, kStart));
+  }
+
+  /// num-stages >= 2: each block is announced one step ahead (before the
+  /// loop, the first; after each tile.qk, the next, or none: cols 0) so
+  /// that a target can load it while the current block computes.
+  void announce(ImplicitLocOpBuilder &fb, IndexMath &f, const ProgramRange &r,
+                Value block) {
+    Value has = f.lt(block, r.loopHi);
+    Value start = f.mul(block, f.c(s.bn));
+    Value cols =
+        arith::SelectOp::create(fb, has, blockCols(f, r, start), f.c(0));
+    TilePrefetchOp::create(fb, buf.k, r.bIdx, r.kvHead, start, cols,
+                           buf.blockTable);
+  }
+
+  void emitKvLoop(ImplicitLocOpBuilder &pb, IndexMath &p, const ProgramRange &r,
+                  const Tiles &t) {
+    const bool prefetch = s.numStages >= 2;
+    if (prefetch)
+      announce(pb, p, r, r.loopLo);
+    scf::ForOp::create(
+        pb, r.loopLo, r.loopHi, p.c(1), ValueRange{},
+        [&](OpBuilder &lb, Location l, Value kBlock, ValueRange) {
+          ImplicitLocOpBuilder fb(l, lb);
+          IndexMath f{fb};
+          Value kStart = f.mul(kBlock, f.c(s.bn));
+          Value cols = blockCols(f, r, kStart);
+          TileQKOp::create(
+              fb, t.q, buf.k, r.bIdx, r.kvHead, kStart, r.rows, cols, t.scores,
+              buf.blockTable, fb.getF32FloatAttr(static_cast<float>(*s.scale)),
+              s.softcap ? fb.getF32FloatAttr(*s.softcap) : FloatAttr());
+          if (prefetch)
+            announce(fb, f, r, f.add(kBlock, f.c(1)));
+          // Partial blocks only: full ones carry no mask arithmetic.
+          Value isFull = fb.createOrFold<arith::AndIOp>(f.ge(kBlock, r.fullLo),
+                                                        f.lt(kBlock, r.fullHi));
+          auto ifPartial = scf::IfOp::create(
+              fb,
+              fb.createOrFold<arith::XOrIOp>(
+                  isFull, arith::ConstantIntOp::create(fb, 1, 1)),
+              /*withElseRegion=*/false);
+          {
+            OpBuilder::InsertionGuard guard(fb);
+            fb.setInsertionPointToStart(ifPartial.thenBlock());
+            TileMaskOp::create(
+                fb, t.scores, r.bIdx, r.head, r.qStart, kStart, r.rows, cols,
+                r.kvLen, r.qBase, r.kBase ? f.add(r.kBase, kStart) : Value(),
+                buf.qPos, buf.kPos, buf.keyValid, buf.mask, s.causal,
+                s.window ? fb.getI64IntegerAttr(*s.window) : IntegerAttr(),
+                groupAttr);
+          }
+          // The full-block test goes with the update: a target may multiply
+          // every value of a full block without testing its probability
+          // for 0.
+          TileSoftmaxOp::create(fb, t.scores, buf.v, r.bIdx, r.kvHead, kStart,
+                                r.rows, cols, t.rowMax, t.rowSum, t.acc,
+                                buf.blockTable, buf.keyValid,
+                                s.canBeFull ? isFull : Value());
+          scf::YieldOp::create(fb);
+        });
+  }
+
+  /// The epilogue: out (and lse), or with a split the chunk's partial
+  /// state, views of part ivs[2].
+  void emitStore(ImplicitLocOpBuilder &pb, IndexMath &p, const ProgramRange &r,
+                 const Tiles &t, ValueRange ivs) {
+    if (s.splits <= 1) {
+      TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, buf.out, buf.lse,
+                          r.bIdx, r.head, r.qStart, r.rows, groupAttr);
+      return;
+    }
+    auto part = [&](Value parts) {
+      auto type = cast<MemRefType>(parts.getType());
+      SmallVector<OpFoldResult> offsets(type.getRank(), pb.getIndexAttr(0));
+      offsets[0] = ivs[2];
+      SmallVector<OpFoldResult> sizes = {pb.getIndexAttr(1)};
+      for (int64_t d = 1; d < type.getRank(); ++d)
+        sizes.push_back(getAsOpFoldResult(p.dim(parts, d)));
+      SmallVector<OpFoldResult> strides(type.getRank(), pb.getIndexAttr(1));
+      auto viewType = memref::SubViewOp::inferRankReducedResultType(
+          type.getShape().drop_front(), type, offsets, sizes, strides);
+      return memref::SubViewOp::create(pb, cast<MemRefType>(viewType), parts,
+                                       offsets, sizes, strides)
+          .getResult();
+    };
+    TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, part(outParts),
+                        part(lseParts), r.bIdx, r.head, r.qStart, r.rows,
+                        groupAttr);
+  }
+
+  //===--------------------------------------------------------------------===//
+  // After the grid: the merge of a split, the results.
+  //===--------------------------------------------------------------------===//
+
+  DictionaryAttr tileConfig(Builder &b, int64_t splitKv, int64_t heads,
+                            StringRef kind) {
+    return b.getDictionaryAttr({
+        b.getNamedAttr("block_m", b.getI64IntegerAttr(s.bm)),
+        b.getNamedAttr("block_n", b.getI64IntegerAttr(s.bn)),
+        b.getNamedAttr("num_warps", b.getI64IntegerAttr(s.numWarps)),
+        b.getNamedAttr("num_stages", b.getI64IntegerAttr(s.numStages)),
+        b.getNamedAttr("split_kv", b.getI64IntegerAttr(splitKv)),
+        b.getNamedAttr("group", b.getI64IntegerAttr(heads)),
+        b.getNamedAttr("kind", b.getStringAttr(kind)),
+    });
+  }
+
+  /// One instance per (batch x head, query block) merges its rows' partial
+  /// states in chunk order (deterministic, (0, -inf) the identity) into out
+  /// and lse; the part buffers are freed after it.
+  void emitMergeProgram(ImplicitLocOpBuilder &b, IndexMath &m) {
+    auto merge = scf::ForallOp::create(
+        b, b.getLoc(),
+        ArrayRef<OpFoldResult>{getAsOpFoldResult(m.mul(batch, qHeads)),
+                               getAsOpFoldResult(m.ceilDiv(qLen, s.bm))},
+        ValueRange{}, std::nullopt,
+        [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+          ImplicitLocOpBuilder pb(loc, nested);
+          IndexMath p{pb};
+          // Sizes from the operand buffers only, as in the main program.
+          Value qHeads = p.dim(buf.out, 1), qLen = p.dim(buf.out, 2);
+          Value bIdx = pb.createOrFold<arith::DivUIOp>(ivs[0], qHeads);
+          Value head = pb.createOrFold<arith::RemUIOp>(ivs[0], qHeads);
+          Value qStart = p.mul(ivs[1], p.c(s.bm));
+          Value rows = p.min(p.c(s.bm), p.sub(qLen, qStart));
+          TileMergeOp::create(pb, outParts, lseParts, buf.out, buf.lse, bIdx,
+                              head, qStart, rows);
+          scf::InParallelOp::create(pb);
+        });
+    merge->setAttr("kvattn.tile_config", tileConfig(b, 1, 1, "merge"));
+    memref::DeallocOp::create(b, outParts);
+    memref::DeallocOp::create(b, lseParts);
+  }
+
+  void replaceOp(ImplicitLocOpBuilder &b) {
+    SmallVector<Value> results;
+    results.push_back(bufferization::ToTensorOp::create(
+        b, op.getOut().getType(), buf.out, /*restrict=*/true,
+        /*writable=*/true));
+    if (Value lse = op.getLse())
+      results.push_back(bufferization::ToTensorOp::create(
+          b, lse.getType(), buf.lse, /*restrict=*/true, /*writable=*/true));
+    rewriter.replaceOp(op, results);
+  }
+
+  RewriterBase &rewriter;
+  AttentionOp op;
+  const TileConfig &cfg;
+  RankedTensorType qType;
+  Schedule s;
+  IntegerAttr groupAttr;
+  Buffers buf;
+  /// Sizes at the op, outside the grid.
+  Value batch, qHeads, qLen;
+  /// A split's partial states (null without a split).
+  Value outParts, lseParts;
+};
+
+} // namespace
+
+/// Emits the tile program of one op and replaces it.
+static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
+                                   const TileConfig &cfg) {
+  return AttentionTiler(rewriter, op, cfg).run();
+}
+
+namespace {
+
+struct TilePass : mlir::kvattn::impl::TilePassBase<TilePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (blockM < 0 || blockN < 0 || numWarps < 0 || numStages <= 0 ||
+        (blockM == 0 && numWarps != 0)) {
+      getOperation().emitError()
+          << "kvattn-tile: block-m, block-n and num-warps must be positive or "
+             "0 (automatic; num-warps automatic with block-m), num-stages "
+             "positive (got "
+          << static_cast<int64_t>(blockM) << ", "
+          << static_cast<int64_t>(blockN) << ", "
+          << static_cast<int64_t>(numWarps) << ", "
+          << static_cast<int64_t>(numStages) << ")";
+      return signalPassFailure();
+    }
+    using namespace ::mlir::kvattn::limits;
+    auto above = [&](const char *name, int64_t value, int64_t limit) {
+      if (value <= limit)
+        return false;
+      getOperation().emitError()
+          << "kvattn-tile: " << name << " = " << value << " is above the limit "
+          << limit << " (docs/robustness.md)";
+      return true;
+    };
+    if (above("block-m", blockM, kMaxBlockM) ||
+        above("block-n", blockN, kMaxBlockN) ||
+        above("num-warps", numWarps, kMaxNumWarps) ||
+        above("num-stages", numStages, kMaxNumStages) ||
+        above("split-kv", splitKv, kMaxSplitKv))
+      return signalPassFailure();
+    if (splitKv < 0 || numSms < 1) {
+      getOperation().emitError()
+          << "kvattn-tile: split-kv must be 0 (automatic) or positive and "
+             "num-sms positive, got "
+          << static_cast<int64_t>(splitKv) << " and "
+          << static_cast<int64_t>(numSms);
+      return signalPassFailure();
+    }
+    if (splitMinKeys < 0 || splitWarpsPerSm < 0) {
+      getOperation().emitError()
+          << "kvattn-tile: split-min-keys and split-warps-per-sm must not be "
+             "negative, got "
+          << static_cast<int64_t>(splitMinKeys) << " and "
+          << static_cast<int64_t>(splitWarpsPerSm);
+      return signalPassFailure();
+    }
+    TileConfig cfg{blockM,  blockN, numWarps, numStages,    stats,
+                   splitKv, numSms, packGqa,  splitMinKeys, splitWarpsPerSm};
+    SmallVector<AttentionOp> ops;
+    getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
+    bool sdpaLeft = false;
+    getOperation()->walk([&](SdpaOp op) {
+      op.emitOpError() << "kvattn-tile takes kvattn.attention; run "
+                          "-kvattn-resolve-cached-append first";
+      sdpaLeft = true;
+    });
+    if (sdpaLeft)
+      return signalPassFailure();
+    if (cfg.stats && !ops.empty())
+      ensureStatsGlobal(getOperation());
+    IRRewriter rewriter(&getContext());
+    for (AttentionOp op : ops)
+      if (failed(tileAttention(rewriter, op, cfg)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
