@@ -48,6 +48,12 @@ config.substitutions.append(
     ("%fakecuda", os.path.join(config.kvattn_obj_root, "test", "fakecuda",
                                "libkvattn_fake_cuda.so")))
 
+# kvattn as a plugin of upstream mlir-opt (lib/Plugin; not built under
+# sanitizers).
+config.substitutions.append(
+    ("%kvattn_plugin", os.path.join(config.kvattn_obj_root, "lib",
+                                    "KVAttnPlugin.so")))
+
 # The emulated GPU's driver (lib/GpuEmu).
 config.substitutions.append(
     ("%emucuda", os.path.join(config.kvattn_obj_root, "lib",

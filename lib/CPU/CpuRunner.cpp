@@ -3,8 +3,8 @@
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Evaluator/Evaluator.h"
 #include "kvattn/IR/DiagnosticCollector.h"
-#include "kvattn/Support/Limits.h"
 #include "kvattn/Passes/Passes.h"
+#include "kvattn/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -127,6 +127,8 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
     DiagnosticCollector diags(ctx);
     PassManager pm(ctx);
     mlir::kvattn::buildKVAttnToCpuPipeline(pm, options);
+    if (options.configurePassManager && !options.configurePassManager(pm))
+      return Status::error("configuring the kvattn-to-cpu pass manager failed");
     if (failed(pm.run(*clone)))
       return Status::error("the kvattn-to-cpu pipeline failed:\n" +
                            diags.text());

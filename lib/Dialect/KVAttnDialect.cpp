@@ -3,6 +3,10 @@
 #include "kvattn/Dialect/KVAttnDialect.h"
 #include "kvattn/Dialect/KVAttnOps.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
 using namespace mlir;
 using namespace mlir::kvattn;
 

@@ -242,6 +242,18 @@ static LogicalResult verifyScale(Operation *op, std::optional<APFloat> scale) {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
+static LogicalResult verifyWindowAndSoftcap(Operation *op,
+                                            std::optional<int64_t> window,
+                                            std::optional<APFloat> softcap) {
+  if (window && *window <= 0)
+    return op->emitOpError() << "window must be positive, got " << *window;
+  if (softcap &&
+      (!softcap->isFinite() || softcap->isNegative() || softcap->isZero()))
+    return op->emitOpError() << "softcap must be positive and finite, got "
+                             << softcap->convertToDouble();
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   Operation *op = getOperation();
   FailureOr<AttentionDims> maybeDims = verifyQKVOut(
@@ -304,13 +316,8 @@ LogicalResult AttentionOp::verify() {
     if (failed(verifyMaskShape(op, v, dims)))
       return failure();
 
-  if (std::optional<int64_t> window = getWindow(); window && *window <= 0)
-    return emitOpError() << "window must be positive, got " << *window;
-  if (std::optional<APFloat> cap = getSoftcap()) {
-    if (!cap->isFinite() || cap->isNegative() || cap->isZero())
-      return emitOpError() << "softcap must be positive and finite, got "
-                           << cap->convertToDouble();
-  }
+  if (failed(verifyWindowAndSoftcap(op, getWindow(), getSoftcap())))
+    return failure();
   return verifyScale(op, getScale());
 }
 
@@ -391,6 +398,15 @@ LogicalResult SdpaOp::verify() {
     if (failed(verifyMaskShape(op, mask, *dims)))
       return failure();
   }
+  if (Value lse = getLse())
+    if (failed(checkShape(op, "lse", lse,
+                          {{"B", dims->b}, {"Hq", dims->hq}, {"L", dims->l}})))
+      return failure();
+  if (failed(verifyWindowAndSoftcap(op, getWindow(), getSoftcap())))
+    return failure();
+  if (getWindow() && !getCausal())
+    return emitOpError() << "window needs causal (the window is measured "
+                            "back from each row's causal position)";
   return verifyScale(op, getScale());
 }
 

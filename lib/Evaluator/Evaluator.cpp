@@ -5,8 +5,10 @@
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Reference/Reference.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -114,6 +116,9 @@ private:
   Status evalInsertSlice(tensor::InsertSliceOp op);
   Status evalExtractSlice(tensor::ExtractSliceOp op);
   Status evalConcat(tensor::ConcatOp op);
+  Status evalForall(scf::ForallOp op);
+  Status evalAffineMap(Operation *op, AffineMap map, ValueRange operands,
+                       int kind);
 
   llvm::DenseMap<Value, RtValue> values;
   const AttentionExecutor *executor;
@@ -248,6 +253,19 @@ Status Interpreter::eval(Operation *op) {
       .Case([&](tensor::InsertSliceOp o) { return evalInsertSlice(o); })
       .Case([&](tensor::ExtractSliceOp o) { return evalExtractSlice(o); })
       .Case([&](tensor::ConcatOp o) { return evalConcat(o); })
+      // Tiled programs (TilingInterface + scf.forall, e.g. from
+      // transform.structured.tile_using_forall): loops over tiles and the
+      // index arithmetic of their offsets.
+      .Case([&](scf::ForallOp o) { return evalForall(o); })
+      .Case([&](affine::AffineApplyOp o) {
+        return evalAffineMap(o, o.getAffineMap(), o.getMapOperands(), 0);
+      })
+      .Case([&](affine::AffineMinOp o) {
+        return evalAffineMap(o, o.getAffineMap(), o.getMapOperands(), -1);
+      })
+      .Case([&](affine::AffineMaxOp o) {
+        return evalAffineMap(o, o.getAffineMap(), o.getMapOperands(), 1);
+      })
       .Default([&](Operation *o) {
         return fail(o, "not supported by the reference evaluator");
       });
@@ -333,13 +351,20 @@ Status Interpreter::evalSdpa(mlir::kvattn::SdpaOp op) {
     attrs.causal = *causal == mlir::kvattn::CausalAlignment::upper_left
                        ? reference::CausalAlignment::UpperLeft
                        : reference::CausalAlignment::LowerRight;
+  attrs.window = op.getWindow();
+  if (std::optional<APFloat> softcap = op.getSoftcap())
+    attrs.softcap = softcap->convertToDouble();
   if (std::optional<APFloat> scale = op.getScale())
     attrs.scale = scale->convertToDouble();
-  HostTensor out;
-  Status s = reference::sdpa(ops, attrs, out, compute);
+  HostTensor out, lse;
+  Status s =
+      reference::sdpa(ops, attrs, out, compute, op.getLse() ? &lse : nullptr);
   if (s.isError())
     return fail(op, s.message());
-  return setRounded(op, op.getOut(), out);
+  KVATTN_RETURN_IF_ERROR(setRounded(op, op.getOut(), out));
+  if (Value lseValue = op.getLse())
+    KVATTN_RETURN_IF_ERROR(setRounded(op, lseValue, lse));
+  return Status::ok();
 }
 
 Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
@@ -502,6 +527,99 @@ Status Interpreter::evalExtractSlice(tensor::ExtractSliceOp op) {
                                     dst.data() + dstFlat * width);
                       });
   set(op.getResult(), std::move(dst));
+  return Status::ok();
+}
+
+/// affine.apply (kind 0, one result), affine.min (-1) and affine.max (1)
+/// over index scalars.
+Status Interpreter::evalAffineMap(Operation *op, AffineMap map,
+                                  ValueRange operands, int kind) {
+  Builder b(op->getContext());
+  SmallVector<Attribute> constants;
+  for (Value v : operands)
+    constants.push_back(b.getIndexAttr(scalar(v)));
+  SmallVector<Attribute> folded;
+  if (failed(map.constantFold(constants, folded)) || folded.empty())
+    return fail(op, "the affine map does not evaluate to constants");
+  int64_t value = cast<IntegerAttr>(folded.front()).getInt();
+  for (Attribute a : ArrayRef(folded).drop_front()) {
+    int64_t x = cast<IntegerAttr>(a).getInt();
+    value = kind < 0 ? std::min(value, x) : std::max(value, x);
+  }
+  HostTensor t(ElementType::I64, {});
+  t.setInt(0, value);
+  set(op->getResult(0), std::move(t));
+  return Status::ok();
+}
+
+/// scf.forall over tensors: every point of the domain in order, its body
+/// evaluated with the induction variables bound, each
+/// tensor.parallel_insert_slice of its terminator written into the shared
+/// output. Tiles of a correct tiling do not overlap, so the order is
+/// immaterial; evaluating them in order keeps the result deterministic.
+Status Interpreter::evalForall(scf::ForallOp op) {
+  std::vector<int64_t> lower = mixed(op.getMixedLowerBound()),
+                       upper = mixed(op.getMixedUpperBound()),
+                       step = mixed(op.getMixedStep());
+  for (int64_t s : step)
+    if (s <= 0)
+      return fail(op, "the step must be positive");
+  std::vector<HostTensor> outs;
+  for (Value init : op.getOutputs())
+    outs.push_back(tensor(init));
+  Block *body = op.getBody();
+  const unsigned rank = op.getRank();
+  std::vector<int64_t> iv(lower);
+  bool empty = false;
+  for (unsigned d = 0; d < rank; ++d)
+    empty |= lower[d] >= upper[d];
+  while (!empty) {
+    for (unsigned d = 0; d < rank; ++d) {
+      HostTensor t(ElementType::I64, {});
+      t.setInt(0, iv[d]);
+      set(body->getArgument(d), std::move(t));
+    }
+    for (auto [arg, out] : llvm::zip(op.getRegionIterArgs(), outs))
+      set(arg, out);
+    for (Operation &inner : body->without_terminator())
+      KVATTN_RETURN_IF_ERROR(eval(&inner));
+    for (Operation &yieldOp : op.getTerminator().getYieldingOps()) {
+      auto insert = dyn_cast<tensor::ParallelInsertSliceOp>(yieldOp);
+      if (!insert)
+        return fail(&yieldOp, "not supported in scf.forall.in_parallel by the "
+                              "reference evaluator");
+      auto arg = dyn_cast<BlockArgument>(insert.getDest());
+      if (!arg || arg.getOwner() != body || arg.getArgNumber() < rank)
+        return fail(insert, "the destination must be a shared output");
+      if (insert.getSourceType().getRank() != insert.getDestType().getRank())
+        return fail(insert, "rank-reducing insertion is not supported");
+      HostTensor &dst = outs[arg.getArgNumber() - rank];
+      const HostTensor &src = tensor(insert.getSource());
+      std::vector<int64_t> offsets = mixed(insert.getMixedOffsets()),
+                           sizes = mixed(insert.getMixedSizes()),
+                           strides = mixed(insert.getMixedStrides());
+      if (Status s = checkSliceBounds(dst, offsets, sizes, strides);
+          s.isError())
+        return fail(insert, s.message());
+      size_t width = elementTypeSize(dst.elementType());
+      forEachSliceElement(dst, offsets, sizes, strides,
+                          [&](int64_t srcFlat, int64_t dstFlat) {
+                            std::copy_n(src.data() + srcFlat * width, width,
+                                        dst.data() + dstFlat * width);
+                          });
+    }
+    // The next point, innermost dimension fastest.
+    int d = static_cast<int>(rank) - 1;
+    for (; d >= 0; --d) {
+      iv[d] += step[d];
+      if (iv[d] < upper[d])
+        break;
+      iv[d] = lower[d];
+    }
+    empty = d < 0;
+  }
+  for (auto [result, out] : llvm::zip(op.getResults(), outs))
+    set(result, std::move(out));
   return Status::ok();
 }
 

@@ -414,13 +414,17 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
       mask = m;
   }
 
+  // The window and the soft cap carry over unchanged: the positions above
+  // put every row at its causal position, so `qp - kp < window` is the
+  // SDPA's window.
+  Value lse = op.getLse();
   auto attention = AttentionOp::create(
-      rewriter, loc, op.getOut().getType(), /*lse=*/Type(), query, key,
-      op.getValue(), pos.qOffset, pos.kOffset, /*q_pos=*/Value(),
+      rewriter, loc, op.getOut().getType(), lse ? lse.getType() : Type(), query,
+      key, op.getValue(), pos.qOffset, pos.kOffset, /*q_pos=*/Value(),
       /*k_pos=*/Value(), pos.kvLen, keyValid, mask, /*block_table=*/Value(),
-      /*causal=*/causal.has_value(), /*window=*/IntegerAttr(),
-      /*softcap=*/FloatAttr(), op.getScaleAttr());
-  rewriter.replaceOp(op, attention.getOut());
+      /*causal=*/causal.has_value(), op.getWindowAttr(), op.getSoftcapAttr(),
+      op.getScaleAttr());
+  rewriter.replaceOp(op, attention->getResults());
 }
 
 namespace {

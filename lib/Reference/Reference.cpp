@@ -442,9 +442,18 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
 }
 
 Status sdpa(const SdpaOperands &ops, const SdpaAttributes &attrs,
-            HostTensor &out, Compute compute) {
+            HostTensor &out, Compute compute, HostTensor *lse) {
   Dims dims;
   KVATTN_RETURN_IF_ERROR(checkQKV(ops.query, ops.key, ops.value, dims));
+  if (attrs.window) {
+    if (*attrs.window <= 0)
+      return Status::error("window must be positive, got " +
+                           str(*attrs.window));
+    if (attrs.causal == CausalAlignment::None)
+      return Status::error("window needs causal");
+  }
+  if (attrs.softcap && !(*attrs.softcap > 0 && std::isfinite(*attrs.softcap)))
+    return Status::error("softcap must be positive and finite");
   if (ops.mask) {
     if (attrs.causal != CausalAlignment::None)
       return Status::error("mask and causal are exclusive (as in torch SDPA)");
@@ -465,25 +474,32 @@ Status sdpa(const SdpaOperands &ops, const SdpaAttributes &attrs,
             *ops.value,
             dims,
             scale,
-            std::nullopt,
+            attrs.softcap,
             ops.mask,
             [&](int64_t b, int64_t, int64_t i, int64_t j) {
               if (j >= kvLen[b])
                 return false;
+              int64_t position = i; // the row's causal position
               switch (attrs.causal) {
               case CausalAlignment::None:
                 return true;
               case CausalAlignment::UpperLeft:
-                return j <= i;
+                break;
               case CausalAlignment::LowerRight:
-                return j <= i + kvLen[b] - dims.l;
+                position = i + kvLen[b] - dims.l;
+                break;
               }
-              return true;
+              if (j > position)
+                return false;
+              return !attrs.window || position - j < *attrs.window;
             }};
   KVATTN_RETURN_IF_ERROR(HostTensor::make(
       ElementType::F64, {dims.b, dims.hq, dims.l, dims.dv}, out));
+  if (lse)
+    KVATTN_RETURN_IF_ERROR(
+        HostTensor::make(ElementType::F64, {dims.b, dims.hq, dims.l}, *lse));
   if (compute == Compute::Values)
-    core.run(out, nullptr);
+    core.run(out, lse);
   return Status::ok();
 }
 

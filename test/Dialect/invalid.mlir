@@ -314,6 +314,38 @@ func.func @sdpa_mask_broadcast(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf3
 
 // -----
 
+func.func @sdpa_window_needs_causal(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{window needs causal (the window is measured back from each row's causal position)}}
+  %o = kvattn.sdpa %q, %k, %v window = 4 : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @sdpa_window_positive(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{window must be positive, got 0}}
+  %o = kvattn.sdpa %q, %k, %v causal = lower_right window = 0 : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @sdpa_softcap(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{softcap must be positive and finite, got -2}}
+  %o = kvattn.sdpa %q, %k, %v softcap = -2.0 : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @sdpa_lse_shape(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{lse must have shape [B, Hq, L]: dim 2 is 5 but L is 4}}
+  %o, %l = kvattn.sdpa %q, %k, %v : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>, tensor<1x8x5xf32>
+  return
+}
+
+// -----
+
 func.func @sdpa_gqa(%q: tensor<1x8x4x64xf32>, %k: tensor<1x3x16x64xf32>, %v: tensor<1x3x16x64xf32>) {
   // expected-error @+1 {{query heads Hq = 8 must be a multiple of kv heads Hkv = 3}}
   %o = kvattn.sdpa %q, %k, %v causal = upper_left : tensor<1x8x4x64xf32>, tensor<1x3x16x64xf32>, tensor<1x3x16x64xf32> -> tensor<1x8x4x64xf32>

@@ -54,6 +54,17 @@ func.func @sdpa_forms(%q: tensor<2x8x4x64xf32>, %k: tensor<2x2x16x64xf32>,
   return %a, %b, %c : tensor<2x8x4x64xf32>, tensor<2x8x4x64xf32>, tensor<2x8x4x64xf32>
 }
 
+// CHECK-LABEL: func @sdpa_window_softcap_lse
+func.func @sdpa_window_softcap_lse(%q: tensor<2x8x4x64xbf16>, %k: tensor<2x2x16x64xbf16>,
+                                   %v: tensor<2x2x16x64xbf16>)
+    -> (tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>) {
+  // CHECK: kvattn.sdpa %{{.*}}, %{{.*}}, %{{.*}} causal = lower_right window = 8 softcap = 3.000000e+01 : tensor<2x8x4x64xbf16>, tensor<2x2x16x64xbf16>, tensor<2x2x16x64xbf16> -> tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>
+  %o, %lse = kvattn.sdpa %q, %k, %v causal = lower_right window = 8 softcap = 30.0
+      : tensor<2x8x4x64xbf16>, tensor<2x2x16x64xbf16>, tensor<2x2x16x64xbf16>
+      -> tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>
+  return %o, %lse : tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>
+}
+
 // CHECK-LABEL: func @append
 func.func @append(%new: tensor<2x2x?x64xf16>, %cache: tensor<2x2x1024x64xf16>,
                   %pos: tensor<2xi64>) -> tensor<2x2x1024x64xf16> {

@@ -55,6 +55,22 @@
 // RUN: %{check} --entry=float_mask --input 3=0,-inf,0.5,-1,2,-inf --dump-outputs %t/i0
 // RUN: kvattn-run %t/resolved.mlir --entry=float_mask --input 3=0,-inf,0.5,-1,2,-inf --dump-outputs %t/i1
 // RUN: cmp %t/i0/out0.npy %t/i1/out0.npy
+//
+// Sliding window, soft cap and LSE (lower-right over an append with
+// per-batch positions, and upper-left with more keys than rows): both
+// results bit-identical, and the CPU path within tolerance of the reference.
+// RUN: %{check} --entry=window_append --input 5=3,9 --dump-outputs %t/j0 | FileCheck %s --check-prefix=WINDOW
+// RUN: kvattn-run %t/resolved.mlir --entry=window_append --input 5=3,9 --dump-outputs %t/j1
+// RUN: cmp %t/j0/out0.npy %t/j1/out0.npy
+// RUN: cmp %t/j0/out1.npy %t/j1/out1.npy
+// RUN: kvattn-run %s --entry=window_append --input 5=3,9 --target=cpu --check | FileCheck %s --check-prefix=MATCH
+// WINDOW: out0: 2x8x4x16xf32
+// WINDOW: out1: 2x8x4xf32
+// RUN: %{check} --entry=window_upper_left --dump-outputs %t/k0
+// RUN: kvattn-run %t/resolved.mlir --entry=window_upper_left --dump-outputs %t/k1
+// RUN: cmp %t/k0/out0.npy %t/k1/out0.npy
+// RUN: kvattn-run %s --entry=window_upper_left --target=cpu --check | FileCheck %s --check-prefix=MATCH
+// MATCH: {{^PASS$}}
 
 func.func @append_gqa(%q: tensor<2x8x4x16xf32>, %kc: tensor<2x2x16x16xf32>,
     %vc: tensor<2x2x16x16xf32>, %kn: tensor<2x2x4x16xf32>, %vn: tensor<2x2x4x16xf32>,
@@ -132,4 +148,22 @@ func.func @float_mask(%q: tensor<1x2x3x8xf32>, %k: tensor<1x2x6x8xf32>,
   %o = kvattn.sdpa %q, %k, %v mask(%m : tensor<1x1x1x6xf32>)
       : tensor<1x2x3x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32> -> tensor<1x2x3x8xf32>
   return %o : tensor<1x2x3x8xf32>
+}
+
+func.func @window_append(%q: tensor<2x8x4x16xf32>, %kc: tensor<2x2x16x16xf32>,
+    %vc: tensor<2x2x16x16xf32>, %kn: tensor<2x2x4x16xf32>, %vn: tensor<2x2x4x16xf32>,
+    %pos: tensor<2xi32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x4xf32>) {
+  %k = kvattn.append %kn into %kc at %pos : tensor<2x2x4x16xf32> into tensor<2x2x16x16xf32>, tensor<2xi32>
+  %v = kvattn.append %vn into %vc at %pos : tensor<2x2x4x16xf32> into tensor<2x2x16x16xf32>, tensor<2xi32>
+  %o, %lse = kvattn.sdpa %q, %k, %v causal = lower_right window = 5 softcap = 2.0
+      : tensor<2x8x4x16xf32>, tensor<2x2x16x16xf32>, tensor<2x2x16x16xf32>
+      -> tensor<2x8x4x16xf32>, tensor<2x8x4xf32>
+  return %o, %lse : tensor<2x8x4x16xf32>, tensor<2x8x4xf32>
+}
+
+func.func @window_upper_left(%q: tensor<2x2x6x8xf32>, %k: tensor<2x2x9x8xf32>,
+    %v: tensor<2x2x9x8xf32>) -> tensor<2x2x6x8xf32> {
+  %o = kvattn.sdpa %q, %k, %v causal = upper_left window = 3
+      : tensor<2x2x6x8xf32>, tensor<2x2x9x8xf32>, tensor<2x2x9x8xf32> -> tensor<2x2x6x8xf32>
+  return %o : tensor<2x2x6x8xf32>
 }

@@ -263,3 +263,24 @@ func.func @upper_left_empty_cache(%q: tensor<1x1x4x8xf32>, %kc: tensor<1x1x0x8xf
       : tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<1x1x4x8xf32>
   return %o : tensor<1x1x4x8xf32>
 }
+
+// -----
+
+// A sliding window, a soft cap and the LSE result carry over unchanged: the
+// positions put each row at its causal position, so the window is the same.
+
+// CHECK-LABEL: func @append_window_softcap_lse
+// CHECK-SAME:    %[[POS:[^:]+]]: tensor<2xi32>
+// CHECK:         %[[LEN:.*]] = arith.addi %[[POS]]
+// CHECK:         %[[O:.*]], %[[LSE:.*]] = kvattn.attention %{{.*}}, %{{.*}}, %{{.*}} q_offset(%[[POS]] : tensor<2xi32>) kv_len(%[[LEN]] : tensor<2xi32>) causal window = 6 softcap = 5.000000e+01 : {{.*}} -> tensor<2x8x4x64xf16>, tensor<2x8x4xf32>
+// CHECK:         return %[[O]], %[[LSE]]
+func.func @append_window_softcap_lse(%q: tensor<2x8x4x64xf16>, %kc: tensor<2x2x16x64xf16>,
+    %vc: tensor<2x2x16x64xf16>, %kn: tensor<2x2x4x64xf16>, %vn: tensor<2x2x4x64xf16>,
+    %pos: tensor<2xi32>) -> (tensor<2x8x4x64xf16>, tensor<2x8x4xf32>) {
+  %k = kvattn.append %kn into %kc at %pos : tensor<2x2x4x64xf16> into tensor<2x2x16x64xf16>, tensor<2xi32>
+  %v = kvattn.append %vn into %vc at %pos : tensor<2x2x4x64xf16> into tensor<2x2x16x64xf16>, tensor<2xi32>
+  %o, %lse = kvattn.sdpa %q, %k, %v causal = lower_right window = 6 softcap = 50.0
+      : tensor<2x8x4x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16>
+      -> tensor<2x8x4x64xf16>, tensor<2x8x4xf32>
+  return %o, %lse : tensor<2x8x4x64xf16>, tensor<2x8x4xf32>
+}

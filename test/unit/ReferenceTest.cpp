@@ -111,6 +111,45 @@ TEST(Reference, SdpaAlignments) {
   EXPECT_EQ(values(out), (std::vector<double>{30, 30}));
 }
 
+TEST(Reference, SdpaWindowSoftcapAndLse) {
+  // Zero scores, values 10..50: each row averages the keys it sees.
+  TwoByFive ex;
+  HostTensor out, lse;
+  SdpaAttributes attrs;
+  attrs.causal = CausalAlignment::LowerRight;
+  attrs.window = 2;
+  // Rows at positions 3 and 4 see their last two keys: 30, 40 and 40, 50.
+  ASSERT_TRUE(
+      sdpa({&ex.q, &ex.k, &ex.v}, attrs, out, Compute::Values, &lse).isOk());
+  EXPECT_EQ(values(out), (std::vector<double>{35, 45}));
+  EXPECT_NEAR(lse.getDouble(0), std::log(2.0), 1e-12);
+  EXPECT_NEAR(lse.getDouble(1), std::log(2.0), 1e-12);
+  // Upper-left: rows at positions 0 and 1.
+  attrs.causal = CausalAlignment::UpperLeft;
+  ASSERT_TRUE(sdpa({&ex.q, &ex.k, &ex.v}, attrs, out).isOk());
+  EXPECT_EQ(values(out), (std::vector<double>{10, 15}));
+  // A window needs causal; a soft cap must be positive.
+  attrs.causal = CausalAlignment::None;
+  EXPECT_NE(sdpa({&ex.q, &ex.k, &ex.v}, attrs, out)
+                .message()
+                .find("window needs causal"),
+            std::string::npos);
+  SdpaAttributes capped;
+  capped.softcap = -1.0;
+  EXPECT_NE(sdpa({&ex.q, &ex.k, &ex.v}, capped, out).message().find("softcap"),
+            std::string::npos);
+  // Soft-capped scores: s = 1 * 10 and 1 * 0 become tanh(10) and 0.
+  HostTensor q = tensor(ElementType::F32, {1, 1, 1, 1}, {1});
+  HostTensor k = tensor(ElementType::F32, {1, 1, 2, 1}, {10, 0});
+  HostTensor v = tensor(ElementType::F32, {1, 1, 2, 1}, {1, 0});
+  capped.softcap = 1.0;
+  capped.scale = 1.0;
+  ASSERT_TRUE(sdpa({&q, &k, &v}, capped, out, Compute::Values, &lse).isOk());
+  const double e = std::exp(std::tanh(10.0));
+  EXPECT_NEAR(out.getDouble(0), e / (e + 1), 1e-12);
+  EXPECT_NEAR(lse.getDouble(0), std::log(e + 1), 1e-12);
+}
+
 TEST(Reference, SdpaOverLogicalCache) {
   // A cache of capacity 5 holding 3 keys (kv_len = 3) with one new query:
   // lower-right puts it after the 3 logical keys, so it sees 10, 20, 30.

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvattn/Registration/CommandLine.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Target/Ptx.h"
 
@@ -93,15 +94,6 @@ static cl::opt<unsigned>
                     "compile-time figure)"),
            cl::init(1), cl::cat(category));
 
-/// Whether any --mlir-* flag was given (only then are the pass managers
-/// configured, and the kernel cache bypassed).
-static bool mlirFlagsGiven() {
-  for (const auto &[name, option] : cl::getRegisteredOptions())
-    if (name.starts_with("mlir-") && option->getNumOccurrences())
-      return true;
-  return false;
-}
-
 static int fail(const std::string &message) {
   llvm::errs() << "kvattn-compile: error: " << message << "\n";
   return 1;
@@ -124,10 +116,7 @@ int main(int argc, char **argv) {
   // Registered before parsing: --mlir-print-ir-after=PASS names passes.
   mlir::registerAllPasses();
   mlir::kvattn::registerAllKVAttnPasses();
-  mlir::registerPassManagerCLOptions();
-  mlir::registerDefaultTimingManagerCLOptions();
-  mlir::registerMLIRContextCLOptions();
-  mlir::registerAsmPrinterCLOptions();
+  mlir::kvattn::registerMLIRCommandLineOptions();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -161,13 +150,7 @@ int main(int argc, char **argv) {
   if (deviceIR)
     options.image = mlir::kvattn::DeviceImage::LlvmIR;
   options.useKernelCache = kernelCache;
-  if (mlirFlagsGiven())
-    options.configurePassManager = [](mlir::PassManager &pm) {
-      if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
-        return false;
-      mlir::applyDefaultTimingPassManagerCLOptions(pm);
-      return true;
-    };
+  options.configurePassManager = mlir::kvattn::mlirFlagsPassManagerHook();
 
   mlir::kvattn::PtxModule result;
   std::string cacheStatus;

@@ -15,6 +15,8 @@
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Evaluator/Evaluator.h"
 #include "kvattn/GPU/GpuExecutor.h"
+#include "kvattn/Passes/Passes.h"
+#include "kvattn/Registration/CommandLine.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Runtime/EmulatedGpu.h"
 #include "kvattn/Support/Compare.h"
@@ -22,7 +24,6 @@
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Npy.h"
 #include "kvattn/Support/Random.h"
-#include "kvattn/Passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -287,8 +288,17 @@ int main(int argc, char **argv) {
           "Print the KV blocks the schedule loaded, masked and "
           "skipped (cpu target), or the emulated GPU's counters (gpu-emu)"),
       cl::init(false), cl::cat(runCategory));
-  cl::ParseCommandLineOptions(argc, argv,
-                              "kvattn-run: evaluate kvattn IR on inputs\n");
+  // MLIR's own flags (--mlir-timing, --mlir-print-ir-after-all, ...) for the
+  // compilations of the cpu and gpu targets, as in kvattn-compile.
+  mlir::registerAllPasses();
+  ::mlir::kvattn::registerAllKVAttnPasses();
+  ::mlir::kvattn::registerMLIRCommandLineOptions();
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "kvattn-run: evaluate kvattn IR on inputs\n\nAlso takes MLIR's "
+      "--mlir-* flags (--mlir-timing, --mlir-print-ir-after-all with "
+      "--mlir-disable-threading, ...) for the compilations of the cpu and "
+      "gpu targets.\n");
 
   if (check && target == Target::Reference)
     return fail("--check compares a compiled target with the reference: "
@@ -299,8 +309,6 @@ int main(int argc, char **argv) {
   if (!emuFault.empty() && target != Target::GpuEmu)
     return fail("--emu-fault needs --target=gpu-emu");
 
-  mlir::registerAllPasses();
-  ::mlir::kvattn::registerAllKVAttnPasses();
   DialectRegistry registry;
   ::mlir::kvattn::registerAllKVAttnDialects(registry);
   MLIRContext context(registry);
@@ -423,6 +431,7 @@ int main(int argc, char **argv) {
     if (splitKv.getNumOccurrences())
       options.splitKv = splitKv;
     options.tensorCores = tensorCores;
+    options.configurePassManager = ::mlir::kvattn::mlirFlagsPassManagerHook();
     if (emulated)
       options.image = ::mlir::kvattn::DeviceImage::LlvmIR;
     std::unique_ptr<::mlir::kvattn::GpuExecutor> gpu;
@@ -487,6 +496,7 @@ int main(int argc, char **argv) {
     options.vectorize = vectorize;
     options.vectorWidth = vectorWidth;
     options.threads = threads;
+    options.configurePassManager = ::mlir::kvattn::mlirFlagsPassManagerHook();
     if (::mlir::kvattn::Status s = ::mlir::kvattn::CpuProgram::compile(
             *module, func.getName().str(), options, program);
         s.isError())

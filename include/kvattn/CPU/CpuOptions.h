@@ -10,6 +10,11 @@
 #define KVATTN_CPU_CPUOPTIONS_H
 
 #include <cstdint>
+#include <functional>
+
+namespace mlir {
+class PassManager;
+} // namespace mlir
 
 namespace mlir {
 namespace kvattn {
@@ -39,6 +44,10 @@ struct CpuCompileOptions {
   /// OMP_NUM_THREADS), 1: the calling thread only, without OpenMP. Results
   /// do not depend on it: each program runs whole on one thread.
   int64_t threads = 0;
+  /// Called on the kvattn-to-cpu pass manager before it runs (instrumentation,
+  /// IR printing, timing: e.g. mlirFlagsPassManagerHook() of
+  /// kvattn/Registration/CommandLine.h); returning false fails the compile.
+  std::function<bool(mlir::PassManager &)> configurePassManager;
 };
 
 } // namespace kvattn

@@ -14,6 +14,11 @@ include "mlir/IR/EnumAttr.td"
 def KVAttn_Dialect : Dialect {
   let name = "kvattn";
   let cppNamespace = "::mlir::kvattn";
+  // Tiling kvattn.attention (TilingInterface) slices tensors, shifts
+  // offsets with arith and folds tile offsets with affine.apply.
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
   let summary = "Attention over a KV cache with explicit query/key positions";
   let description = [{
     The `kvattn` dialect describes scaled dot-product attention whose causal

@@ -8,9 +8,32 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/TilingInterface.h"
 
 #include "kvattn/Dialect/KVAttnEnums.h.inc"
+
+namespace mlir {
+namespace kvattn {
+
+/// The optional operands and attributes of kvattn.attention, for the
+/// builder that infers the result types:
+///
+///   AttentionExtras extras;
+///   extras.qOffset = pos;
+///   extras.causal = true;
+///   auto op = AttentionOp::create(b, loc, q, k, v, /*withLse=*/false, extras);
+struct AttentionExtras {
+  Value qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, blockTable;
+  bool causal = false;
+  std::optional<int64_t> window;
+  std::optional<double> softcap;
+  std::optional<double> scale;
+};
+
+} // namespace kvattn
+} // namespace mlir
 
 #define GET_OP_CLASSES
 #include "kvattn/Dialect/KVAttnOps.h.inc"

@@ -4,14 +4,21 @@
 #define KVATTN_DIALECT_KVATTNOPS_TD
 
 include "kvattn/Dialect/KVAttnBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/TilingInterface.td"
 
 //===----------------------------------------------------------------------===//
 // kvattn.attention
 //===----------------------------------------------------------------------===//
 
 def KVAttn_AttentionOp : KVAttn_Op<"attention",
-    [Pure, AttrSizedOperandSegments]> {
+    [Pure, AttrSizedOperandSegments,
+     DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>,
+     DeclareOpInterfaceMethods<TilingInterface,
+       ["getLoopIteratorTypes", "getIterationDomain", "getTiledImplementation",
+        "getResultTilePosition", "getIterationDomainTileFromResultTile",
+        "generateResultTileValue"]>]> {
   let summary = "attention with explicit query and key positions";
   let description = [{
     Scaled dot-product attention in which every query row and key column has
@@ -65,6 +72,15 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     reference and the runtime check them before anything reads a page.
     Physical page order never changes the result.
 
+    **Interfaces.** The op is `Pure` and reifies its result shapes. It
+    implements `TilingInterface` over its parallel dimensions `[B, Hq, L]`
+    (batch, query heads, query rows), so upstream tiling drivers
+    (`transform.structured.tile_using_forall`, `scf::tileUsingSCF`) can
+    distribute it: a tile reads the matching slices of every operand, the
+    kv heads of its query heads (the head tile must divide or be a multiple
+    of the GQA group `Hq / Hkv`), the whole key range, and moves its
+    query positions (`q_offset + row offset`, or a slice of `q_pos`).
+
     Example: two new tokens appended to a cache that holds three (the 2x5
     example of the semantics page); queries sit at positions 3 and 4.
 
@@ -117,7 +133,21 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
 
   let hasVerifier = 1;
 
+  let builders = [
+    // Result types inferred: out [B, Hq, L, Dv] of the query's element type,
+    // and lse [B, Hq, L] f32 when `withLse`.
+    OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
+      "::mlir::Value":$value, "bool":$withLse,
+      CArg<"const ::mlir::kvattn::AttentionExtras &", "{}">:$extras)>
+  ];
+
   let extraClassDeclaration = [{
+    /// The result types for `query` and `value`: out [B, Hq, L, Dv] of the
+    /// query's element type, and lse [B, Hq, L] f32 when `withLse`.
+    static ::llvm::SmallVector<::mlir::Type>
+    inferResultTypes(::mlir::Value query, ::mlir::Value value, bool withLse);
+    /// The optional operands and attributes, for rebuilding the op.
+    ::mlir::kvattn::AttentionExtras getExtras();
     /// True when positions are given as per-batch offsets.
     bool hasOffsetPositions() { return static_cast<bool>(getQOffset()); }
     /// True when positions are given as explicit position tensors.
@@ -141,7 +171,8 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
 // kvattn.sdpa
 //===----------------------------------------------------------------------===//
 
-def KVAttn_SdpaOp : KVAttn_Op<"sdpa", [Pure]> {
+def KVAttn_SdpaOp : KVAttn_Op<"sdpa",
+    [Pure, DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "framework scaled dot-product attention (PyTorch meaning)";
   let description = [{
     `torch.nn.functional.scaled_dot_product_attention` with dropout 0, as a
@@ -158,6 +189,16 @@ def KVAttn_SdpaOp : KVAttn_Op<"sdpa", [Pure]> {
       `causal = lower_right` is torch's `causal_lower_right` bias:
       `j <= i + S - L`. `mask` and `causal` are exclusive, as in torch.
     * `scale` defaults to `1 / sqrt(D)`.
+    * `window = W` (needs `causal`): a sliding window over the causal
+      positions, as frameworks' `sliding_window` / FlashAttention's
+      `window_size = (W - 1, 0)`: key `j` is allowed for row `i` only when
+      `p(i) - j < W`, `p(i)` the row's causal position (`i` upper-left,
+      `i + S - L` lower-right), so each row sees at most its last `W` keys.
+    * `softcap = c` (Gemma-2's attention logit soft-capping): the scaled
+      scores become `c * tanh(s / c)` before the mask is added.
+    * An optional second result `lse [B, Hq, L]` (f32, natural log) is the
+      log-sum-exp of each row's allowed scores (`-inf` for a row without
+      any), as FlashAttention returns it.
 
     Row semantics differ from torch in one documented place: a row with no
     allowed key yields 0 (torch's math backend yields NaN).
@@ -174,20 +215,36 @@ def KVAttn_SdpaOp : KVAttn_Op<"sdpa", [Pure]> {
     KVAttn_FloatTensor:$value,
     Optional<KVAttn_MaskTensor>:$mask,
     OptionalAttr<KVAttn_CausalAlignmentAttr>:$causal,
+    OptionalAttr<I64Attr>:$window,
+    OptionalAttr<F32Attr>:$softcap,
     OptionalAttr<F32Attr>:$scale
   );
-  let results = (outs KVAttn_FloatTensor:$out);
+  let results = (outs
+    KVAttn_FloatTensor:$out,
+    Optional<KVAttn_LseTensor>:$lse
+  );
 
   let assemblyFormat = [{
     $query `,` $key `,` $value
     (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`causal` `=` $causal^)?
+    (`window` `=` $window^)?
+    (`softcap` `=` $softcap^)?
     (`scale` `=` $scale^)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
-    `->` type($out)
+    `->` type($out) (`,` type($lse)^)?
   }];
 
   let hasVerifier = 1;
+
+  let builders = [
+    // Result types inferred as for kvattn.attention.
+    OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
+      "::mlir::Value":$value, "bool":$withLse,
+      CArg<"::mlir::Value", "{}">:$mask,
+      CArg<"std::optional<::mlir::kvattn::CausalAlignment>", "std::nullopt">:$causal,
+      CArg<"std::optional<double>", "std::nullopt">:$scale)>
+  ];
 }
 
 //===----------------------------------------------------------------------===//
@@ -195,7 +252,9 @@ def KVAttn_SdpaOp : KVAttn_Op<"sdpa", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def KVAttn_AppendOp : KVAttn_Op<"append",
-    [Pure, AllTypesMatch<["cache", "result"]>]> {
+    [Pure, AllTypesMatch<["cache", "result"]>,
+     DeclareOpInterfaceMethods<InferTypeOpInterface>,
+     DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "write new K or V rows into a static or paged cache";
   let description = [{
     Writes the `L` rows of `update [B, H, L, D]` into `cache [B, H, C, D]`
@@ -268,7 +327,8 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
 // kvattn.merge
 //===----------------------------------------------------------------------===//
 
-def KVAttn_MergeOp : KVAttn_Op<"merge", [Pure]> {
+def KVAttn_MergeOp : KVAttn_Op<"merge",
+    [Pure, DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "merge partial attention states in a fixed order";
   let description = [{
     Merges `N` partial attention states, each the `(out, lse)` of the same

@@ -90,13 +90,19 @@ struct SdpaOperands {
 
 struct SdpaAttributes {
   CausalAlignment causal = CausalAlignment::None;
+  /// Sliding window (needs `causal`): row i sees key j only when
+  /// p(i) - j < window, p(i) the row's causal position.
+  std::optional<int64_t> window;
+  std::optional<double> softcap; ///< s = softcap * tanh(s / softcap)
   std::optional<double> scale;
 };
 
 /// Evaluates `kvattn.sdpa` (PyTorch SDPA meaning, dropout 0). A row with no
-/// allowed key yields 0 (torch's math backend yields NaN). `out` is f64.
+/// allowed key yields 0 (torch's math backend yields NaN) and lse = -inf.
+/// `out` and `lse` are f64; `lse` may be null.
 Status sdpa(const SdpaOperands &operands, const SdpaAttributes &attributes,
-            HostTensor &out, Compute compute = Compute::Values);
+            HostTensor &out, Compute compute = Compute::Values,
+            HostTensor *lse = nullptr);
 
 /// Evaluates `kvattn.append`: a copy of `cache [B, H, C, D]` with the rows
 /// of `update [B, H, L, D]` written at `pos[b]`. Fails when a write would

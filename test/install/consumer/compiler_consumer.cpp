@@ -1,6 +1,9 @@
-// Links KVAttn::KVAttnRegistration: parses kvattn IR, runs the resolve pass
-// and prints the result.
+// Links KVAttn::KVAttnRegistration and KVAttn::KVAttnCPU: parses kvattn IR,
+// runs the resolve pass, prints the result, then compiles it for the host
+// and runs it on the 2x5 example of docs/semantics.md.
+#include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Registration/Registration.h"
+#include "kvattn/Support/HostTensor.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -41,5 +44,29 @@ int main() {
       mlir::failed(pm.run(*module)))
     return 1;
   module->print(llvm::outs());
+
+  // Zero queries and keys weigh the allowed values equally; value j is
+  // 10 (j + 1), so row 0 (position 3) averages 10..40 and row 1 10..50.
+  using mlir::kvattn::ElementType;
+  using mlir::kvattn::HostTensor;
+  std::vector<HostTensor> args = {HostTensor(ElementType::F32, {1, 1, 2, 8}),
+                                  HostTensor(ElementType::F32, {1, 1, 5, 8}),
+                                  HostTensor(ElementType::F32, {1, 1, 5, 8})};
+  for (int64_t i = 0; i < args[2].numElements(); ++i)
+    args[2].setDouble(i, 10.0 * (i / 8 + 1));
+  std::unique_ptr<mlir::kvattn::CpuProgram> program;
+  std::vector<HostTensor> results;
+  if (mlir::kvattn::Status s = mlir::kvattn::CpuProgram::compile(
+          *module, "f", mlir::kvattn::CpuCompileOptions(), program);
+      s.isError()) {
+    llvm::errs() << s.message() << "\n";
+    return 1;
+  }
+  if (mlir::kvattn::Status s = program->run(args, results); s.isError()) {
+    llvm::errs() << s.message() << "\n";
+    return 1;
+  }
+  llvm::outs() << "cpu: " << results[0].getDouble(0) << " "
+               << results[0].getDouble(8) << "\n";
   return 0;
 }
