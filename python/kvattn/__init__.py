@@ -588,9 +588,9 @@ class GpuProgram:
             d = DeviceArray(self.runtime, a.shape, want).copy_from(a)
             temporaries.append(d)
             buffers[name] = d.ptr
-        results = {}
+        results, allocated = {}, set()
         for name in self.outputs:
-            if name in buffers:
+            if name in buffers:  # a device tensor of the caller's
                 results[name] = values[name]
                 continue
             d = DeviceArray(self.runtime, self._shape(name, sizes),
@@ -598,16 +598,18 @@ class GpuProgram:
             temporaries.append(d)
             buffers[name] = d.ptr
             results[name] = d
+            allocated.add(name)
         self._launch(sizes, buffers, metadata)
-        if not device_in:
-            for name in self.outputs:
-                d = results[name]
-                if isinstance(d, DeviceArray):
-                    host = d.numpy()
-                    if name in host_outputs:
-                        np.copyto(host_outputs[name], host)
-                        host = host_outputs[name]
-                    results[name] = host
+        # Host outputs the caller gave are filled; allocated ones come back
+        # as NumPy when every input was host data (this waits for the
+        # device), else stay DeviceArrays (no wait).
+        for name in allocated:
+            if name in host_outputs or not device_in:
+                host = results[name].numpy()
+                if name in host_outputs:
+                    np.copyto(host_outputs[name], host)
+                    host = host_outputs[name]
+                results[name] = host
         out = [results[n] for n in self.outputs]
         return out[0] if len(out) == 1 else tuple(out)
 

@@ -77,6 +77,16 @@ def test_emulated_f32_options_and_split(emulated_runtime):
                 ["attention", "merge"]
         out = prog.run(q, k, v, pos)  # positional: the kernel's order
         np.testing.assert_allclose(out, want, atol=1e-4)
+        # Device inputs stay on the device: a DeviceArray comes back.
+        rt = emulated_runtime
+        dout = prog.run(kvattn.to_device(q, rt), kvattn.to_device(k, rt),
+                        kvattn.to_device(v, rt), pos)
+        assert isinstance(dout, kvattn.DeviceArray)
+        np.testing.assert_allclose(dout.numpy(), want, atol=1e-4)
+        # A host output given is filled in place.
+        filled = np.zeros_like(q)
+        assert prog.run(q, k, v, pos, out=filled) is filled
+        np.testing.assert_allclose(filled, want, atol=1e-4)
         prog.close()
 
 
