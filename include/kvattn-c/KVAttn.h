@@ -139,7 +139,8 @@ void kvattn_cpu_program_destroy(kvattn_cpu_program *program);
 
 /* The function's signature: how many arguments and results, and the type of
  * one of them (is_result 0: argument `index`, 1: result `index`); `shape`
- * (may be NULL) receives min(rank, max_rank) dims, -1 for a dynamic one. */
+ * (may be NULL) receives min(rank, max_rank) dims, -1 for a dynamic one.
+ * The counts of a NULL program are 0. */
 size_t kvattn_cpu_program_num_arguments(const kvattn_cpu_program *program);
 size_t kvattn_cpu_program_num_results(const kvattn_cpu_program *program);
 int kvattn_cpu_program_type(const kvattn_cpu_program *program, int is_result,
@@ -200,8 +201,9 @@ int kvattn_runtime_device_info(const kvattn_runtime *runtime, int *device,
                                int *multiprocessor_count, char **error);
 
 /* The emulated GPU's driver library: $KVATTN_EMU_DRIVER, else
- * libkvattn_cuda_emu.so in the folder of libkvattn_c.so (build and install
- * trees alike). Whether the file exists is not checked. */
+ * libkvattn_cuda_emu.so in the lib/ folder next to the bin/ or lib/ folder
+ * of the binary holding the C API (for libkvattn_c.so: beside it, in the
+ * build and install trees alike). Whether the file exists is not checked. */
 int kvattn_emulated_driver_path(char **path, char **error);
 
 /* Launches, copies and kvattn_synchronize run on `stream` from now on: a
