@@ -180,3 +180,72 @@ def test_plan_on_foreign_pointers(fake_runtime):
     with pytest.raises(kvattn.KVAttnError, match="16-byte aligned|align"):
         plan.run(q_offset=[7, 3], **tensors)
     plan.close()
+
+
+PAGED = """
+func.func @decode(%q: tensor<?x4x1x64xbf16>,
+                  %k: tensor<?x16x1x64xbf16>, %v: tensor<?x16x1x64xbf16>,
+                  %pos: tensor<?xi32>, %len: tensor<?xi32>,
+                  %table: tensor<?x?xi32>) -> tensor<?x4x1x64xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<?xi32>)
+      kv_len(%len : tensor<?xi32>) block_table(%table : tensor<?x?xi32>)
+      causal : tensor<?x4x1x64xbf16>, tensor<?x16x1x64xbf16>,
+      tensor<?x16x1x64xbf16> -> tensor<?x4x1x64xbf16>
+  return %o : tensor<?x4x1x64xbf16>
+}
+"""
+
+
+def test_emulated_plan_paged_batch_changes(emulated_runtime):
+    """A paged decode plan: the page pool stays on the device, the batch
+    grows from 2 to 3 sequences, kv_len and the block table change."""
+    rt = emulated_runtime
+    pages, page = 8, 16
+    kp, vp = bf16((pages, page, 1, 64), 20), bf16((pages, page, 1, 64), 21)
+    dk, dv = kvattn.to_device(kp, rt), kvattn.to_device(vp, rt)
+    plan = kvattn.plan(PAGED, runtime=rt, max_sizes={"B": 4, "max_pages": 3})
+    steps = (([[3, 0, -1], [5, -1, -1]], [20, 9]),
+             ([[3, 0, -1], [5, -1, -1], [7, 1, 2]], [21, 10, 40]))
+    for step, (table, lens) in enumerate(steps):
+        B = len(lens)
+        q = bf16((B, 4, 1, 64), 30 + step)
+        dq, dout = kvattn.to_device(q, rt), rt.empty((B, 4, 1, 64), "bf16")
+        pos = [n - 1 for n in lens]
+        plan.run(query=dq, key=dk, value=dv, out=dout, q_offset=pos,
+                 kv_len=lens, block_table=np.array(table, np.int32))
+        out = kvattn.from_bf16(dout.numpy())
+        # The logical cache of each sequence, gathered from its pages.
+        k = np.zeros((B, 1, 3 * page, 64), np.float32)
+        v = np.zeros_like(k)
+        for b, row in enumerate(table):
+            for slot, p in enumerate(row):
+                if p >= 0:
+                    k[b, 0, slot * page:(slot + 1) * page] = \
+                        kvattn.from_bf16(kp[p, :, 0])
+                    v[b, 0, slot * page:(slot + 1) * page] = \
+                        kvattn.from_bf16(vp[p, :, 0])
+        want = attention_reference(kvattn.from_bf16(q), k, v, q_offset=pos,
+                                   kv_len=lens)
+        np.testing.assert_allclose(out, want, atol=3e-2, rtol=2e-2)
+    with pytest.raises(kvattn.KVAttnError, match="block_table"):
+        plan.run(query=dq, key=dk, value=dv, out=dout, q_offset=pos,
+                 kv_len=lens, block_table=np.array([[3, 3, -1], [5, -1, -1],
+                                                    [7, 1, 2]], np.int32))
+    plan.close()
+
+
+def test_run_on_the_default_runtime():
+    """kvattn.run(target="gpu") on default_runtime(): $KVATTN_LIBCUDA, else
+    libcuda.so.1, else the emulated GPU found beside libkvattn_c.so."""
+    try:
+        rt = kvattn.default_runtime()
+    except kvattn.KVAttnError as e:
+        pytest.skip(f"no GPU and no emulated GPU: {e}")
+    q, k, v = distinct((2, 2, 3, 32), 4), distinct((2, 1, 10, 32), 5), \
+        distinct((2, 1, 10, 32), 6)
+    pos = [7, 3]
+    out = kvattn.run(APPEND_F32, query=q, key=k, value=v, q_offset=pos,
+                     target="gpu", options=dict(tensor_cores=False))
+    np.testing.assert_allclose(out, attention_reference(q, k, v, pos),
+                               atol=1e-4)
+    assert rt.chip.startswith("sm_")
