@@ -82,7 +82,7 @@ def _numpy_dtype(dtype):
             "i64": np.int64}[dtype]
 
 
-def _kvattn_dtype(array, expected=None):
+def _kvattn_dtype(array):
     """The kvattn dtype of a NumPy array (uint16 is bf16 bit patterns)."""
     np = _np()
     table = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
