@@ -25,8 +25,10 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kvattn_capi  # noqa: E402  (ctypes only, no torch)
+# The kvattn package of this checkout (python/kvattn), else an installed one.
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "python"))
+from kvattn import capi as kvattn_capi  # noqa: E402  (ctypes only, no torch)
 
 HQ, HKV = 32, 8
 LENGTHS = [1, 8, 64, 512, 2048]

@@ -22,6 +22,8 @@ packages=(
   g++ cmake ninja-build ccache lld python3
   # Unit tests.
   libgtest-dev googletest
+  # The Python package's tests (python/tests, run by lit with /usr/bin/python3).
+  python3-numpy python3-pytest
   # The emulated GPU: fibers (lib/GpuEmu).
   libboost-context-dev
   # The CPU target's threads: LLVM's OpenMP runtime, loaded by the JIT.

@@ -3,6 +3,7 @@
 
 import os
 import shutil
+import subprocess
 import sys
 
 import lit.formats
@@ -91,3 +92,17 @@ if ptxas:
              ptxas,
              os.path.join(config.kvattn_src_root, "test", "Numerics",
                           "Inputs", "attention_case.py"))))
+
+# The Python package's tests (python/tests) need NumPy and pytest, which
+# the pyenv interpreter lit may run under lacks: Debian's python3 with
+# python3-numpy and python3-pytest (scripts/setup.sh installs them), or
+# $KVATTN_TEST_PYTHON.
+python_debian = os.environ.get("KVATTN_TEST_PYTHON", "/usr/bin/python3")
+try:
+    subprocess.run([python_debian, "-c", "import numpy, pytest"],
+                   check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=60)
+    config.available_features.add("python-numpy")
+    config.substitutions.append(("%numpy_python", python_debian))
+except (OSError, subprocess.SubprocessError):
+    pass

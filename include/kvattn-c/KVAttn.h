@@ -35,12 +35,176 @@ int kvattn_compile_to_ptx(const char *ir, const char *chip, char **ptx,
 int kvattn_compile_to_device_ir(const char *ir, const char *chip, char **image,
                                 char **manifest_json, char **error);
 
+/*===----------------------------------------------------------------------===*
+ * Compile options (both targets)
+ *===----------------------------------------------------------------------===*/
+
+/* Every option of the compilation, for the GPU (PtxOptions) and the CPU
+ * (CpuCompileOptions). The struct grows at its end only: set struct_size to
+ * sizeof(kvattn_compile_options) (kvattn_compile_options_init does, with
+ * every default); a library reads the first struct_size bytes and keeps its
+ * defaults for fields a caller built against an older header does not have.
+ * A struct_size larger than the library knows is refused (a newer header
+ * than the library). 0 means "chosen by the compiler" where it says so. */
+typedef struct {
+  size_t struct_size;
+  /* GPU: the chip, e.g. "sm_80", "sm_90" (NULL: sm_80). Ignored by the
+   * CPU. The string is read during the call only. */
+  const char *chip;
+  /* Query rows per program (0: chosen per attention; the CPU: 16 to 64). */
+  int64_t block_m;
+  /* Keys per KV block (0: chosen per attention on the GPU, 64 on the CPU). */
+  int64_t block_n;
+  /* GPU: warps per program (0: chosen) and cp.async pipeline stages
+   * (default 2). */
+  int64_t num_warps;
+  int64_t num_stages;
+  /* KV chunks per program, merged afterwards (1: no split; 0: automatic,
+   * from num_sms on the GPU and the thread count on the CPU). */
+  int64_t split_kv;
+  /* GPU: streaming multiprocessors the automatic split-KV plans for
+   * (default 132). */
+  int64_t num_sms;
+  /* GQA packing of few query rows (default 1). */
+  int32_t pack_gqa;
+  /* GPU: tensor cores (mma.sync, ldmatrix, cp.async) for f16/bf16 where
+   * the head dims allow (default 1); 0: the scalar lowering. */
+  int32_t tensor_cores;
+  /* GPU: the on-disk kernel cache that $KVATTN_CACHE_DIR selects (default
+   * 1); 0: always compile, touch no file. */
+  int32_t use_kernel_cache;
+  /* CPU: the vectorised lowering (default 1; 0: scalar loops). */
+  int32_t vectorize;
+  /* CPU: f32 lanes per vector at most (0: the host's). */
+  int64_t vector_width;
+  /* CPU: threads running the programs of the grid (0: all cores or
+   * OMP_NUM_THREADS; 1: the calling thread only). */
+  int64_t threads;
+  /* CPU: LLVM optimisation level of the JIT, 0 to 3 (default 3). */
+  int32_t opt_level;
+  int32_t reserved0; /* zero */
+} kvattn_compile_options;
+
+/* The defaults, with struct_size set. */
+void kvattn_compile_options_init(kvattn_compile_options *options);
+
+/* What kvattn_compile produces for the GPU. */
+typedef enum {
+  /* PTX text for the CUDA driver. */
+  KVATTN_IMAGE_PTX = 0,
+  /* The device LLVM IR of the emulated GPU (libkvattn_cuda_emu.so). */
+  KVATTN_IMAGE_DEVICE_IR = 1
+} kvattn_image_kind;
+
+/* kvattn_compile_to_ptx / kvattn_compile_to_device_ir with every option
+ * (options NULL: the defaults). The options are validated (non-negative
+ * sizes, booleans 0 or 1, opt_level 0 to 3) before anything is compiled. */
+int kvattn_compile(const char *ir, const kvattn_compile_options *options,
+                   kvattn_image_kind kind, char **image, char **manifest_json,
+                   char **error);
+
+/*===----------------------------------------------------------------------===*
+ * The CPU path: compile for the host (JIT) and run on host buffers
+ *===----------------------------------------------------------------------===*/
+
+/* Element types of host buffers (the MLIR spellings: "f32", ...). i1 is one
+ * byte per element, 0 or 1. */
+typedef enum {
+  KVATTN_F32 = 0,
+  KVATTN_F16 = 1,
+  KVATTN_BF16 = 2,
+  KVATTN_F64 = 3,
+  KVATTN_I1 = 4,
+  KVATTN_I32 = 5,
+  KVATTN_I64 = 6
+} kvattn_dtype;
+
+/* A dense row-major tensor in host memory, owned by the caller. */
+typedef struct {
+  void *data;
+  kvattn_dtype dtype;
+  size_t rank;
+  const int64_t *shape; /* rank dimensions */
+} kvattn_host_tensor;
+
+typedef struct kvattn_cpu_program kvattn_cpu_program;
+
+/* Compiles function `entry` of `ir` (NULL: the module's only public
+ * function) through the kvattn-to-cpu pipeline and the JIT. The GPU-only
+ * options are ignored. */
+int kvattn_cpu_compile(const char *ir, const char *entry,
+                       const kvattn_compile_options *options,
+                       kvattn_cpu_program **program, char **error);
+void kvattn_cpu_program_destroy(kvattn_cpu_program *program);
+
+/* The function's signature: how many arguments and results, and the type of
+ * one of them (is_result 0: argument `index`, 1: result `index`); `shape`
+ * (may be NULL) receives min(rank, max_rank) dims, -1 for a dynamic one.
+ * The counts of a NULL program are 0. */
+size_t kvattn_cpu_program_num_arguments(const kvattn_cpu_program *program);
+size_t kvattn_cpu_program_num_results(const kvattn_cpu_program *program);
+int kvattn_cpu_program_type(const kvattn_cpu_program *program, int is_result,
+                            size_t index, kvattn_dtype *dtype, size_t *rank,
+                            int64_t *shape, size_t max_rank, char **error);
+
+/* Runs the function. `inputs` follow its arguments: each one's dtype must be
+ * the argument's element type, its rank and static dims the argument's;
+ * the run-time values (offsets, lengths, block tables) are validated as by
+ * the scalar reference, with the same messages. With num_outputs equal to
+ * the number of results, each result is copied into outputs[i], whose dtype
+ * and shape must be the result's; with num_outputs 0 the results stay in the
+ * program, read with kvattn_cpu_program_result. */
+int kvattn_cpu_run(kvattn_cpu_program *program,
+                   const kvattn_host_tensor *inputs, size_t num_inputs,
+                   const kvattn_host_tensor *outputs, size_t num_outputs,
+                   char **error);
+
+/* Result `index` of the last successful kvattn_cpu_run: its type, shape
+ * and data, owned by the program and valid until its next run or
+ * destruction (result->data is const in spirit: do not write it). */
+int kvattn_cpu_program_result(const kvattn_cpu_program *program, size_t index,
+                              kvattn_host_tensor *result, char **error);
+
+/*===----------------------------------------------------------------------===*
+ * The runtime (CUDA driver API)
+ *===----------------------------------------------------------------------===*/
+
 typedef struct kvattn_runtime kvattn_runtime;
 
 /* Opens the driver (libcuda.so.1 or $KVATTN_LIBCUDA), device 0, its primary
  * context and a stream. */
 int kvattn_runtime_create(kvattn_runtime **runtime, char **error);
 void kvattn_runtime_destroy(kvattn_runtime *runtime);
+
+/* Options of kvattn_runtime_create_with_options; the same growth rule as
+ * kvattn_compile_options (struct_size, kvattn_runtime_options_init). */
+typedef struct {
+  size_t struct_size;
+  /* The CUDA device ordinal (default 0). An ordinal the driver does not
+   * have is an error naming the driver's device count. */
+  int32_t device;
+  int32_t reserved0; /* zero */
+  /* The driver library (NULL: $KVATTN_LIBCUDA, else libcuda.so.1); e.g.
+   * the path from kvattn_emulated_driver_path. Read during the call. */
+  const char *driver_library;
+} kvattn_runtime_options;
+
+void kvattn_runtime_options_init(kvattn_runtime_options *options);
+int kvattn_runtime_create_with_options(kvattn_runtime **runtime,
+                                       const kvattn_runtime_options *options,
+                                       char **error);
+
+/* The device of a runtime: its ordinal, compute capability (e.g. 90 for
+ * sm_90) and multiprocessor count (each pointer may be NULL). */
+int kvattn_runtime_device_info(const kvattn_runtime *runtime, int *device,
+                               int *compute_capability,
+                               int *multiprocessor_count, char **error);
+
+/* The emulated GPU's driver library: $KVATTN_EMU_DRIVER, else
+ * libkvattn_cuda_emu.so in the lib/ folder next to the bin/ or lib/ folder
+ * of the binary holding the C API (for libkvattn_c.so: beside it, in the
+ * build and install trees alike). Whether the file exists is not checked. */
+int kvattn_emulated_driver_path(char **path, char **error);
 
 /* Launches, copies and kvattn_synchronize run on `stream` from now on: a
  * CUstream of device 0's primary context (e.g. PyTorch's

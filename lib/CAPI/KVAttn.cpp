@@ -2,24 +2,52 @@
 
 #include "kvattn-c/KVAttn.h"
 
+#include "kvattn/CPU/CpuRunner.h"
+#include "kvattn/Evaluator/Evaluator.h"
 #include "kvattn/Registration/Registration.h"
+#include "kvattn/Runtime/EmulatedGpu.h"
 #include "kvattn/Runtime/Runtime.h"
+#include "kvattn/Support/HostTensor.h"
 #include "kvattn/Target/Ptx.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
+using mlir::kvattn::ElementType;
+using mlir::kvattn::HostTensor;
 using mlir::kvattn::Status;
 
 struct kvattn_runtime {
   std::unique_ptr<mlir::kvattn::rt::Runtime> runtime;
+  int device = 0;
+};
+
+/// The type of one argument or result of a CPU program's function.
+struct TensorType {
+  ElementType type;
+  std::vector<int64_t> shape; ///< -1: dynamic
+  std::string spelled;        ///< "tensor<?x4x8x64xf32>"
+};
+
+struct kvattn_cpu_program {
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::string entry;
+  std::unique_ptr<mlir::kvattn::CpuProgram> program;
+  std::vector<TensorType> arguments, results;
+  /// The results of the last successful run (kvattn_cpu_program_result).
+  std::vector<HostTensor> last;
 };
 
 struct kvattn_kernel {
@@ -43,30 +71,127 @@ static int report(const Status &status, char **error) {
   return 1;
 }
 
-/// Compiles `ir` to a device image (PTX or the emulator's LLVM IR).
-static int compile(const char *what, mlir::kvattn::DeviceImage image,
-                   const char *ir, const char *chip, char **ptx,
-                   char **manifest_json, char **error) {
-  if (!ir || !ptx || !manifest_json)
-    return report(Status::error(std::string(what) + ": null argument"), error);
-  mlir::DialectRegistry registry;
-  mlir::kvattn::registerAllKVAttnDialects(registry);
-  mlir::MLIRContext context(registry);
+/// Parses `ir` into `module`; errors carry the parser's diagnostics.
+static Status parse(const char *ir, mlir::MLIRContext &context,
+                    mlir::OwningOpRef<mlir::ModuleOp> &module) {
   std::string diagnostics;
   llvm::raw_string_ostream os(diagnostics);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(ir, &context, "input");
+  module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context, "input");
   if (!module)
-    return report(Status::error("cannot parse the IR: " + diagnostics), error);
+    return Status::error("cannot parse the IR: " + diagnostics);
+  return Status::ok();
+}
+
+/// The caller's options over the defaults: the first struct_size bytes are
+/// the caller's (an older header has fewer fields), the rest keep their
+/// defaults. Null: the defaults.
+static Status readOptions(const char *what, const kvattn_compile_options *given,
+                          kvattn_compile_options &options) {
+  kvattn_compile_options_init(&options);
+  if (!given)
+    return Status::ok();
+  const std::string prefix = std::string(what) + ": ";
+  constexpr size_t minimum = offsetof(kvattn_compile_options, chip);
+  if (given->struct_size < minimum + sizeof(given->chip))
+    return Status::error(
+        prefix + "options.struct_size is " +
+        std::to_string(given->struct_size) +
+        ": set it with kvattn_compile_options_init (sizeof = " +
+        std::to_string(sizeof(kvattn_compile_options)) + ")");
+  if (given->struct_size > sizeof(kvattn_compile_options))
+    return Status::error(prefix + "options.struct_size is " +
+                         std::to_string(given->struct_size) +
+                         ", larger than this library's " +
+                         std::to_string(sizeof(kvattn_compile_options)) +
+                         " (a header newer than the library)");
+  std::memcpy(&options, given, given->struct_size);
+  options.struct_size = sizeof(kvattn_compile_options);
+  auto nonNegative = [&](const char *name, int64_t value) {
+    return value < 0 ? Status::error(prefix + "options." + name + " = " +
+                                     std::to_string(value) + " is negative")
+                     : Status::ok();
+  };
+  auto boolean = [&](const char *name, int32_t value) {
+    return value != 0 && value != 1
+               ? Status::error(prefix + "options." + name + " = " +
+                               std::to_string(value) + " is not 0 or 1")
+               : Status::ok();
+  };
+  KVATTN_RETURN_IF_ERROR(nonNegative("block_m", options.block_m));
+  KVATTN_RETURN_IF_ERROR(nonNegative("block_n", options.block_n));
+  KVATTN_RETURN_IF_ERROR(nonNegative("num_warps", options.num_warps));
+  KVATTN_RETURN_IF_ERROR(nonNegative("num_stages", options.num_stages));
+  KVATTN_RETURN_IF_ERROR(nonNegative("split_kv", options.split_kv));
+  KVATTN_RETURN_IF_ERROR(nonNegative("num_sms", options.num_sms));
+  KVATTN_RETURN_IF_ERROR(nonNegative("vector_width", options.vector_width));
+  KVATTN_RETURN_IF_ERROR(nonNegative("threads", options.threads));
+  KVATTN_RETURN_IF_ERROR(boolean("pack_gqa", options.pack_gqa));
+  KVATTN_RETURN_IF_ERROR(boolean("tensor_cores", options.tensor_cores));
+  KVATTN_RETURN_IF_ERROR(boolean("use_kernel_cache", options.use_kernel_cache));
+  KVATTN_RETURN_IF_ERROR(boolean("vectorize", options.vectorize));
+  if (options.opt_level < 0 || options.opt_level > 3)
+    return Status::error(
+        prefix + "options.opt_level = " + std::to_string(options.opt_level) +
+        " is outside [0, 3]");
+  if (options.reserved0)
+    return Status::error(prefix + "options.reserved0 must be 0");
+  return Status::ok();
+}
+
+static mlir::kvattn::PtxOptions toPtxOptions(const kvattn_compile_options &o,
+                                             mlir::kvattn::DeviceImage image) {
   mlir::kvattn::PtxOptions options;
-  if (chip)
-    options.chip = chip;
+  if (o.chip)
+    options.chip = o.chip;
+  options.blockM = o.block_m;
+  options.blockN = o.block_n;
+  options.numWarps = o.num_warps;
+  options.numStages = o.num_stages;
+  options.splitKv = o.split_kv;
+  options.numSms = o.num_sms;
+  options.packGqa = o.pack_gqa;
+  options.tensorCores = o.tensor_cores;
+  options.useKernelCache = o.use_kernel_cache;
   options.image = image;
+  return options;
+}
+
+static mlir::kvattn::CpuCompileOptions
+toCpuOptions(const kvattn_compile_options &o) {
+  mlir::kvattn::CpuCompileOptions options;
+  options.blockM = o.block_m;
+  if (o.block_n) // 0: the CPU's default
+    options.blockN = o.block_n;
+  options.splitKv = o.split_kv;
+  options.packGqa = o.pack_gqa;
+  options.vectorize = o.vectorize;
+  options.vectorWidth = o.vector_width;
+  options.threads = o.threads;
+  options.optLevel = static_cast<unsigned>(o.opt_level);
+  return options;
+}
+
+/// Compiles `ir` to a device image (PTX or the emulator's LLVM IR).
+static int compile(const char *what, mlir::kvattn::DeviceImage image,
+                   const char *ir, const kvattn_compile_options *given,
+                   char **ptx, char **manifest_json, char **error) {
+  if (!ir || !ptx || !manifest_json)
+    return report(Status::error(std::string(what) + ": null argument"), error);
+  kvattn_compile_options o;
+  if (int failed = report(readOptions(what, given, o), error))
+    return failed;
+  mlir::DialectRegistry registry;
+  mlir::kvattn::registerAllKVAttnDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  if (int failed = report(parse(ir, context, module), error))
+    return failed;
   mlir::kvattn::PtxModule result;
-  if (int failed =
-          report(mlir::kvattn::compileToPtx(*module, options, result), error))
+  if (int failed = report(
+          mlir::kvattn::compileToPtx(*module, toPtxOptions(o, image), result),
+          error))
     return failed;
   *ptx = copyString(result.ptx);
   *manifest_json = copyString(mlir::kvattn::manifestToJson(
@@ -75,31 +200,450 @@ static int compile(const char *what, mlir::kvattn::DeviceImage image,
   return 0;
 }
 
+/// The chip alone, as the compile functions of the first API take it.
+static kvattn_compile_options chipOnly(const char *chip) {
+  kvattn_compile_options options;
+  kvattn_compile_options_init(&options);
+  options.chip = chip;
+  return options;
+}
+
+static std::optional<ElementType> toElementType(kvattn_dtype dtype) {
+  switch (dtype) {
+  case KVATTN_F32:
+    return ElementType::F32;
+  case KVATTN_F16:
+    return ElementType::F16;
+  case KVATTN_BF16:
+    return ElementType::BF16;
+  case KVATTN_F64:
+    return ElementType::F64;
+  case KVATTN_I1:
+    return ElementType::I1;
+  case KVATTN_I32:
+    return ElementType::I32;
+  case KVATTN_I64:
+    return ElementType::I64;
+  }
+  return std::nullopt;
+}
+
+static kvattn_dtype toDtype(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return KVATTN_F32;
+  case ElementType::F16:
+    return KVATTN_F16;
+  case ElementType::BF16:
+    return KVATTN_BF16;
+  case ElementType::F64:
+    return KVATTN_F64;
+  case ElementType::I1:
+    return KVATTN_I1;
+  case ElementType::I32:
+    return KVATTN_I32;
+  case ElementType::I64:
+    return KVATTN_I64;
+  }
+  return KVATTN_F32;
+}
+
+static std::string shapeString(const std::vector<int64_t> &shape,
+                               const char *elementType) {
+  std::string out;
+  for (int64_t d : shape)
+    out += (d < 0 ? std::string("?") : std::to_string(d)) + "x";
+  return out + elementType;
+}
+
+/// A caller's host tensor as "2x4x8x64xf16" (its dtype "dtype 9" when not a
+/// kvattn_dtype).
+static std::string describe(const kvattn_host_tensor &t) {
+  std::optional<ElementType> type = toElementType(t.dtype);
+  std::vector<int64_t> shape(t.shape, t.shape + (t.shape ? t.rank : 0));
+  return shapeString(shape,
+                     type ? mlir::kvattn::elementTypeName(*type) : "(dtype ?)");
+}
+
+/// Checks a caller's tensor against a function type: a known dtype equal to
+/// the type's, the rank, every static dim (`dynamic` false: every dim, for
+/// outputs against the computed results), non-negative dims, data present.
+static Status checkTensor(const std::string &what, const kvattn_host_tensor &t,
+                          const TensorType &want) {
+  std::optional<ElementType> type = toElementType(t.dtype);
+  if (!type)
+    return Status::error(what + " has dtype " + std::to_string(t.dtype) +
+                         ", which is not a kvattn_dtype");
+  if (t.rank && !t.shape)
+    return Status::error(what + " has rank " + std::to_string(t.rank) +
+                         " and a null shape");
+  for (size_t d = 0; d < t.rank; ++d)
+    if (t.shape[d] < 0)
+      return Status::error(what + " has a negative dim " +
+                           std::to_string(t.shape[d]));
+  const std::string given = describe(t);
+  if (*type != want.type)
+    return Status::error(what + " is " + given + ", but " + want.spelled +
+                         " has element type " +
+                         mlir::kvattn::elementTypeName(want.type));
+  if (t.rank != want.shape.size())
+    return Status::error(what + " is " + given + " (rank " +
+                         std::to_string(t.rank) + "), but " + want.spelled +
+                         " has rank " + std::to_string(want.shape.size()));
+  for (size_t d = 0; d < t.rank; ++d)
+    if (want.shape[d] >= 0 && t.shape[d] != want.shape[d])
+      return Status::error(what + " is " + given + ", but " + want.spelled +
+                           " has " + std::to_string(want.shape[d]) +
+                           " at dim " + std::to_string(d));
+  std::vector<int64_t> shape(t.shape, t.shape + t.rank);
+  KVATTN_RETURN_IF_ERROR(HostTensor::checkShape(*type, shape));
+  int64_t elements = 1;
+  for (int64_t d : shape)
+    elements *= d;
+  if (elements && !t.data)
+    return Status::error(what + " (" + given + ") has null data");
+  return Status::ok();
+}
+
+static Status tensorType(mlir::Type type, TensorType &out) {
+  auto tensor = mlir::dyn_cast<mlir::RankedTensorType>(type);
+  std::optional<ElementType> elt =
+      tensor ? mlir::kvattn::toElementType(tensor.getElementType())
+             : std::nullopt;
+  std::string spelled;
+  llvm::raw_string_ostream os(spelled);
+  os << type;
+  if (!elt)
+    return Status::error("the CPU path takes and returns ranked tensors of "
+                         "f32/f16/bf16/f64/i1/i32/i64, not " +
+                         spelled);
+  out.type = *elt;
+  out.shape.clear();
+  for (int64_t d : tensor.getShape())
+    out.shape.push_back(mlir::ShapedType::isDynamic(d) ? -1 : d);
+  out.spelled = spelled;
+  return Status::ok();
+}
+
+static Status cpuCompile(const char *ir, const char *entry,
+                         const kvattn_compile_options *given,
+                         std::unique_ptr<kvattn_cpu_program> &program) {
+  const char *what = "kvattn_cpu_compile";
+  kvattn_compile_options o;
+  KVATTN_RETURN_IF_ERROR(readOptions(what, given, o));
+  auto p = std::make_unique<kvattn_cpu_program>();
+  mlir::DialectRegistry registry;
+  mlir::kvattn::registerAllKVAttnDialects(registry);
+  p->context = std::make_unique<mlir::MLIRContext>(registry);
+  KVATTN_RETURN_IF_ERROR(parse(ir, *p->context, p->module));
+  mlir::func::FuncOp func;
+  if (entry) {
+    func = p->module->lookupSymbol<mlir::func::FuncOp>(entry);
+    if (!func || func.isExternal())
+      return Status::error(std::string(what) + ": the IR has no function '" +
+                           entry + "' with a body");
+  } else {
+    std::string names;
+    int candidates = 0;
+    for (auto f : p->module->getOps<mlir::func::FuncOp>()) {
+      if (f.isExternal() || f.isPrivate())
+        continue;
+      names += (candidates++ ? ", @" : "@") + f.getName().str();
+      func = f;
+    }
+    if (candidates != 1)
+      return Status::error(
+          std::string(what) + ": " +
+          (candidates ? "the IR has " + std::to_string(candidates) +
+                            " public functions (" + names + "): name the entry"
+                      : std::string("the IR has no public function")));
+  }
+  p->entry = func.getName().str();
+  for (mlir::Type type : func.getArgumentTypes()) {
+    p->arguments.emplace_back();
+    KVATTN_RETURN_IF_ERROR(tensorType(type, p->arguments.back()));
+  }
+  for (mlir::Type type : func.getResultTypes()) {
+    p->results.emplace_back();
+    KVATTN_RETURN_IF_ERROR(tensorType(type, p->results.back()));
+  }
+  KVATTN_RETURN_IF_ERROR(mlir::kvattn::CpuProgram::compile(
+      *p->module, p->entry, toCpuOptions(o), p->program));
+  program = std::move(p);
+  return Status::ok();
+}
+
+static Status cpuRun(kvattn_cpu_program &p, const kvattn_host_tensor *inputs,
+                     size_t numInputs, const kvattn_host_tensor *outputs,
+                     size_t numOutputs) {
+  const std::string prefix = "kvattn_cpu_run: ";
+  const std::string fn = "@" + p.entry;
+  if (numInputs != p.arguments.size())
+    return Status::error(prefix + std::to_string(numInputs) + " input" +
+                         (numInputs == 1 ? "" : "s") + " given, but " + fn +
+                         " takes " + std::to_string(p.arguments.size()));
+  if (numInputs && !inputs)
+    return Status::error(prefix + "null inputs array with num_inputs = " +
+                         std::to_string(numInputs));
+  if (numOutputs && numOutputs != p.results.size())
+    return Status::error(prefix + std::to_string(numOutputs) + " output" +
+                         (numOutputs == 1 ? "" : "s") + " given, but " + fn +
+                         " returns " + std::to_string(p.results.size()) +
+                         " (or pass none and read kvattn_cpu_program_result)");
+  if (numOutputs && !outputs)
+    return Status::error(prefix + "null outputs array with num_outputs = " +
+                         std::to_string(numOutputs));
+  std::vector<HostTensor> arguments(numInputs);
+  for (size_t i = 0; i < numInputs; ++i) {
+    const kvattn_host_tensor &t = inputs[i];
+    KVATTN_RETURN_IF_ERROR(checkTensor(prefix + "input " + std::to_string(i) +
+                                           " (argument " + std::to_string(i) +
+                                           " of " + fn + ")",
+                                       t, p.arguments[i]));
+    ElementType type = p.arguments[i].type;
+    KVATTN_RETURN_IF_ERROR(HostTensor::make(
+        type, std::vector<int64_t>(t.shape, t.shape + t.rank), arguments[i]));
+    if (arguments[i].byteSize())
+      std::memcpy(arguments[i].data(), t.data, arguments[i].byteSize());
+    if (type == ElementType::I1)
+      for (size_t b = 0; b < arguments[i].byteSize(); ++b)
+        if (arguments[i].data()[b] > 1)
+          return Status::error(
+              prefix + "input " + std::to_string(i) + " (i1) holds " +
+              std::to_string(arguments[i].data()[b]) + " at element " +
+              std::to_string(b) + ": i1 bytes are 0 or 1");
+  }
+  // The run-time values (offsets, lengths, block tables, cache writes), with
+  // the reference's messages: the compiled code trusts them.
+  auto func = p.module->lookupSymbol<mlir::func::FuncOp>(p.entry);
+  KVATTN_RETURN_IF_ERROR(mlir::kvattn::validateFunction(func, arguments));
+  std::vector<HostTensor> results;
+  KVATTN_RETURN_IF_ERROR(p.program->run(arguments, results));
+  for (size_t i = 0; i < numOutputs; ++i) {
+    const HostTensor &r = results[i];
+    TensorType exact{r.elementType(), r.shape(),
+                     "the result " + r.shapeString()};
+    KVATTN_RETURN_IF_ERROR(checkTensor(prefix + "output " + std::to_string(i) +
+                                           " (result " + std::to_string(i) +
+                                           " of " + fn + ")",
+                                       outputs[i], exact));
+  }
+  for (size_t i = 0; i < numOutputs; ++i)
+    if (results[i].byteSize())
+      std::memcpy(outputs[i].data, results[i].data(), results[i].byteSize());
+  p.last = std::move(results);
+  return Status::ok();
+}
+
 extern "C" {
 
 void kvattn_free(char *string) { std::free(string); }
 
+void kvattn_compile_options_init(kvattn_compile_options *options) {
+  if (!options)
+    return;
+  std::memset(options, 0, sizeof(*options));
+  options->struct_size = sizeof(*options);
+  const mlir::kvattn::PtxOptions gpu;
+  const mlir::kvattn::CpuCompileOptions cpu;
+  options->chip = nullptr; // sm_80
+  options->block_m = gpu.blockM;
+  options->block_n = gpu.blockN;
+  options->num_warps = gpu.numWarps;
+  options->num_stages = gpu.numStages;
+  options->split_kv = gpu.splitKv;
+  options->num_sms = gpu.numSms;
+  options->pack_gqa = gpu.packGqa;
+  options->tensor_cores = gpu.tensorCores;
+  options->use_kernel_cache = gpu.useKernelCache;
+  options->vectorize = cpu.vectorize;
+  options->vector_width = cpu.vectorWidth;
+  options->threads = cpu.threads;
+  options->opt_level = static_cast<int32_t>(cpu.optLevel);
+}
+
+int kvattn_compile(const char *ir, const kvattn_compile_options *options,
+                   kvattn_image_kind kind, char **image, char **manifest_json,
+                   char **error) {
+  if (kind != KVATTN_IMAGE_PTX && kind != KVATTN_IMAGE_DEVICE_IR)
+    return report(Status::error("kvattn_compile: image kind " +
+                                std::to_string(kind) +
+                                " is neither KVATTN_IMAGE_PTX nor "
+                                "KVATTN_IMAGE_DEVICE_IR"),
+                  error);
+  return compile("kvattn_compile",
+                 kind == KVATTN_IMAGE_PTX ? mlir::kvattn::DeviceImage::Ptx
+                                          : mlir::kvattn::DeviceImage::LlvmIR,
+                 ir, options, image, manifest_json, error);
+}
+
 int kvattn_compile_to_ptx(const char *ir, const char *chip, char **ptx,
                           char **manifest_json, char **error) {
+  kvattn_compile_options options = chipOnly(chip);
   return compile("kvattn_compile_to_ptx", mlir::kvattn::DeviceImage::Ptx, ir,
-                 chip, ptx, manifest_json, error);
+                 &options, ptx, manifest_json, error);
 }
 
 int kvattn_compile_to_device_ir(const char *ir, const char *chip, char **image,
                                 char **manifest_json, char **error) {
+  kvattn_compile_options options = chipOnly(chip);
   return compile("kvattn_compile_to_device_ir",
-                 mlir::kvattn::DeviceImage::LlvmIR, ir, chip, image,
+                 mlir::kvattn::DeviceImage::LlvmIR, ir, &options, image,
                  manifest_json, error);
 }
 
-int kvattn_runtime_create(kvattn_runtime **runtime, char **error) {
+int kvattn_cpu_compile(const char *ir, const char *entry,
+                       const kvattn_compile_options *options,
+                       kvattn_cpu_program **program, char **error) {
+  if (!ir || !program)
+    return report(Status::error(std::string("kvattn_cpu_compile: null ") +
+                                (ir ? "program" : "ir")),
+                  error);
+  std::unique_ptr<kvattn_cpu_program> p;
+  if (int failed = report(cpuCompile(ir, entry, options, p), error))
+    return failed;
+  *program = p.release();
+  return 0;
+}
+
+void kvattn_cpu_program_destroy(kvattn_cpu_program *program) { delete program; }
+
+size_t kvattn_cpu_program_num_arguments(const kvattn_cpu_program *program) {
+  return program ? program->arguments.size() : 0;
+}
+
+size_t kvattn_cpu_program_num_results(const kvattn_cpu_program *program) {
+  return program ? program->results.size() : 0;
+}
+
+int kvattn_cpu_program_type(const kvattn_cpu_program *program, int is_result,
+                            size_t index, kvattn_dtype *dtype, size_t *rank,
+                            int64_t *shape, size_t max_rank, char **error) {
+  if (!program)
+    return report(Status::error("kvattn_cpu_program_type: null program"),
+                  error);
+  const std::vector<TensorType> &types =
+      is_result ? program->results : program->arguments;
+  if (index >= types.size())
+    return report(Status::error("kvattn_cpu_program_type: " +
+                                std::string(is_result ? "result" : "argument") +
+                                " " + std::to_string(index) +
+                                " is out of range (@" + program->entry +
+                                " has " + std::to_string(types.size()) + ")"),
+                  error);
+  const TensorType &t = types[index];
+  if (dtype)
+    *dtype = toDtype(t.type);
+  if (rank)
+    *rank = t.shape.size();
+  for (size_t d = 0; shape && d < t.shape.size() && d < max_rank; ++d)
+    shape[d] = t.shape[d];
+  return 0;
+}
+
+int kvattn_cpu_run(kvattn_cpu_program *program,
+                   const kvattn_host_tensor *inputs, size_t num_inputs,
+                   const kvattn_host_tensor *outputs, size_t num_outputs,
+                   char **error) {
+  if (!program)
+    return report(Status::error("kvattn_cpu_run: null program"), error);
+  return report(cpuRun(*program, inputs, num_inputs, outputs, num_outputs),
+                error);
+}
+
+int kvattn_cpu_program_result(const kvattn_cpu_program *program, size_t index,
+                              kvattn_host_tensor *result, char **error) {
+  if (!program || !result)
+    return report(
+        Status::error(std::string("kvattn_cpu_program_result: null ") +
+                      (program ? "result" : "program")),
+        error);
+  if (index >= program->last.size())
+    return report(
+        Status::error(
+            "kvattn_cpu_program_result: result " + std::to_string(index) +
+            (program->last.empty()
+                 ? " does not exist: no successful kvattn_cpu_run yet"
+                 : " is out of range (@" + program->entry + " returns " +
+                       std::to_string(program->last.size()) + ")")),
+        error);
+  const HostTensor &t = program->last[index];
+  result->data = const_cast<uint8_t *>(t.data());
+  result->dtype = toDtype(t.elementType());
+  result->rank = t.shape().size();
+  result->shape = t.shape().data();
+  return 0;
+}
+
+void kvattn_runtime_options_init(kvattn_runtime_options *options) {
+  if (!options)
+    return;
+  std::memset(options, 0, sizeof(*options));
+  options->struct_size = sizeof(*options);
+}
+
+int kvattn_runtime_create_with_options(kvattn_runtime **runtime,
+                                       const kvattn_runtime_options *given,
+                                       char **error) {
+  const std::string prefix = "kvattn_runtime_create: ";
   if (!runtime)
-    return report(Status::error("kvattn_runtime_create: null argument"), error);
+    return report(Status::error(prefix + "null argument"), error);
+  kvattn_runtime_options o;
+  kvattn_runtime_options_init(&o);
+  if (given) {
+    constexpr size_t minimum =
+        offsetof(kvattn_runtime_options, device) + sizeof(o.device);
+    if (given->struct_size < minimum ||
+        given->struct_size > sizeof(kvattn_runtime_options))
+      return report(
+          Status::error(prefix + "options.struct_size is " +
+                        std::to_string(given->struct_size) +
+                        ": set it with kvattn_runtime_options_init (sizeof "
+                        "= " +
+                        std::to_string(sizeof(kvattn_runtime_options)) + ")"),
+          error);
+    std::memcpy(&o, given, given->struct_size);
+    if (o.reserved0)
+      return report(Status::error(prefix + "options.reserved0 must be 0"),
+                    error);
+  }
+  mlir::kvattn::rt::RuntimeOptions options;
+  options.device = o.device;
+  if (o.driver_library)
+    options.libraryPath = o.driver_library;
   auto rt = std::make_unique<kvattn_runtime>();
-  if (int failed =
-          report(mlir::kvattn::rt::Runtime::create(rt->runtime), error))
+  rt->device = o.device;
+  if (int failed = report(
+          mlir::kvattn::rt::Runtime::create(rt->runtime, options), error))
     return failed;
   *runtime = rt.release();
+  return 0;
+}
+
+int kvattn_runtime_create(kvattn_runtime **runtime, char **error) {
+  return kvattn_runtime_create_with_options(runtime, nullptr, error);
+}
+
+int kvattn_runtime_device_info(const kvattn_runtime *runtime, int *device,
+                               int *compute_capability,
+                               int *multiprocessor_count, char **error) {
+  if (!runtime)
+    return report(Status::error("kvattn_runtime_device_info: null runtime"),
+                  error);
+  if (device)
+    *device = runtime->device;
+  if (compute_capability)
+    *compute_capability = runtime->runtime->computeCapability();
+  if (multiprocessor_count)
+    *multiprocessor_count = runtime->runtime->multiprocessorCount();
+  return 0;
+}
+
+int kvattn_emulated_driver_path(char **path, char **error) {
+  if (!path)
+    return report(Status::error("kvattn_emulated_driver_path: null path"),
+                  error);
+  *path = copyString(mlir::kvattn::emulatedDriverPath());
   return 0;
 }
 

@@ -130,6 +130,15 @@ CUresult cuInit(unsigned flags) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuDeviceGetCount(int *count) {
+  if (!initialised)
+    return kNotInitialized;
+  if (!count)
+    return fail(kInvalidValue, Status::error("cuDeviceGetCount: null count"));
+  *count = 1;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   if (!initialised)
     return kNotInitialized;

@@ -54,6 +54,7 @@ constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
   X(cuGetErrorName, "cuGetErrorName", CUresult, (CUresult, const char **))     \
   X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult, const char **)) \
   X(cuInit, "cuInit", CUresult, (unsigned))                                    \
+  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult, (int *))                   \
   X(cuDeviceGet, "cuDeviceGet", CUresult, (CUdevice *, int))                   \
   X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult,                    \
     (int *, CUdevice_attribute, CUdevice))                                     \

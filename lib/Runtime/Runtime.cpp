@@ -171,6 +171,18 @@ Status Runtime::create(std::unique_ptr<Runtime> &runtime,
   KVATTN_RETURN_IF_ERROR(Driver::open(path, impl.driver));
   const Driver &d = *impl.driver;
   KVATTN_RETURN_IF_ERROR(d.check(d.cuInit(0), "initialising the driver"));
+  int deviceCount = 0;
+  KVATTN_RETURN_IF_ERROR(
+      d.check(d.cuDeviceGetCount(&deviceCount), "counting the devices"));
+  if (options.device < 0 || options.device >= deviceCount)
+    return Status::error(
+        "device " + std::to_string(options.device) +
+        " is out of range: the CUDA driver '" + path + "' has " +
+        std::to_string(deviceCount) + " device" +
+        (deviceCount == 1 ? "" : "s") +
+        (deviceCount
+             ? " (ordinals 0 to " + std::to_string(deviceCount - 1) + ")"
+             : ""));
   KVATTN_RETURN_IF_ERROR(
       d.check(d.cuDeviceGet(&impl.device, options.device),
               "opening device " + std::to_string(options.device)));

@@ -114,6 +114,12 @@ CUresult cuInit(unsigned) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuDeviceGetCount(int *count) {
+  FAIL_IF_INJECTED("cuDeviceGetCount");
+  *count = 1;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   FAIL_IF_INJECTED("cuDeviceGet");
   if (ordinal != 0)

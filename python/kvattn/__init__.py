@@ -1,0 +1,728 @@
+"""kvattn from Python: compile kvattn IR for the CPU or a GPU and run it on
+NumPy arrays, or plan a GPU attention once and launch it every step of a
+serving loop. ctypes over libkvattn_c.so (the C API, include/kvattn-c/
+KVAttn.h); docs/python.md.
+
+    import kvattn, numpy as np
+    prog = kvattn.compile(ir, target="cpu", threads=1)
+    out = prog.run(q, k, v, np.array([5, 2], np.int32))
+
+    gpu = kvattn.compile(ir, target="gpu")          # a GPU or the emulator
+    out = gpu.run(query=q, key=k, value=v, q_offset=[5, 2])
+
+    plan = kvattn.plan(decode_ir, max_sizes={"B": 8})
+    plan.run(query=dq, key=dk, value=dv, out=dout, kv_len=lens)  # no sync
+
+NumPy is needed for compile/run (not to import the package: kvattn.capi, the
+plain ctypes binding, needs nothing). bf16 host data is np.uint16 holding the
+bit patterns (to_bf16 / from_bf16).
+"""
+
+import json
+import os
+
+from . import _capi as capi
+from ._capi import KVAttnError
+from ._device import DeviceView, device_view, is_device_tensor
+
+__all__ = ["KVAttnError", "compile", "run", "plan", "Runtime", "DeviceArray",
+           "CpuProgram", "GpuProgram", "Plan", "to_device", "to_bf16",
+           "from_bf16", "library", "default_runtime", "device_view",
+           "DeviceView", "capi"]
+
+_library = None
+_runtime = None
+
+# The metadata parameters of the kernel ABI (docs/kernel-abi.md): host
+# integers that the runtime validates and uploads; every other parameter is
+# a device buffer.
+METADATA = ("q_offset", "k_offset", "q_pos", "k_pos", "kv_len", "key_valid",
+            "block_table")
+SIZE_NAMES = ("B", "Hq", "Hkv", "L", "S", "num_pages", "page_size",
+              "max_pages")
+_WORKSPACES = ("out_parts", "lse_parts")
+# The size each dim of a parameter is (docs/kernel-abi.md), for the dims a
+# manifest gives as numbers (static shapes): the kernel still takes the
+# sizes as scalars, equal to them.
+_ROLES = {"query": ("B", "Hq", "L", None), "key": ("B", "Hkv", "S", None),
+          "value": ("B", "Hkv", "S", None), "out": ("B", "Hq", "L", None),
+          "lse": ("B", "Hq", "L"), "q_offset": ("B",), "k_offset": ("B",),
+          "kv_len": ("B",), "q_pos": ("B", "L"), "k_pos": ("B", "S"),
+          "key_valid": ("B", "S"), "block_table": ("B", "max_pages"),
+          "mask": (None, None, "L", "S"),
+          "out_parts": (None, "B", "Hq", "L", None),
+          "lse_parts": (None, "B", "Hq", "L")}
+_PAGED_ROLES = {"key": ("num_pages", "page_size", "Hkv", None),
+                "value": ("num_pages", "page_size", "Hkv", None)}
+
+
+def _np():
+    try:
+        import numpy
+    except ImportError:
+        raise KVAttnError("kvattn.compile/run need NumPy (Debian: "
+                          "python3-numpy)") from None
+    return numpy
+
+
+def library():
+    """The process's libkvattn_c.so (kvattn.capi.library_candidates)."""
+    global _library
+    if _library is None:
+        _library = capi.Library()
+    return _library
+
+
+# --- dtypes ------------------------------------------------------------------
+
+def _numpy_dtype(dtype):
+    np = _np()
+    return {"f32": np.float32, "f16": np.float16, "f64": np.float64,
+            "bf16": np.uint16, "i1": np.bool_, "i32": np.int32,
+            "i64": np.int64}[dtype]
+
+
+def _kvattn_dtype(array):
+    """The kvattn dtype of a NumPy array (uint16 is bf16 bit patterns)."""
+    np = _np()
+    table = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
+             np.dtype(np.float64): "f64", np.dtype(np.bool_): "i1",
+             np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
+             np.dtype(np.uint16): "bf16"}
+    return table.get(array.dtype)
+
+
+def to_bf16(values):
+    """float array -> np.uint16 bf16 bit patterns (round to nearest even)."""
+    np = _np()
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def from_bf16(bits):
+    """np.uint16 bf16 bit patterns -> float32."""
+    np = _np()
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(
+        np.float32)
+
+
+def _host_array(what, value, dtype):
+    """`value` as a contiguous NumPy array: lists and scalars are converted
+    to `dtype`; arrays keep theirs (a mismatch is reported by the check that
+    follows, not converted silently)."""
+    np = _np()
+    if isinstance(value, np.ndarray):
+        return np.ascontiguousarray(value)
+    if is_device_tensor(value):
+        raise KVAttnError(f"{what} is a device tensor; this call takes host "
+                          "(NumPy) data")
+    try:
+        return np.ascontiguousarray(value, dtype=_numpy_dtype(dtype))
+    except (TypeError, ValueError) as e:
+        raise KVAttnError(f"{what}: cannot convert {type(value).__name__} to "
+                          f"a {dtype} array ({e})") from None
+
+
+# --- the CPU path --------------------------------------------------------------
+
+class CpuProgram:
+    """A function of kvattn IR compiled for the host (kvattn_cpu_compile)."""
+
+    def __init__(self, ir, entry=None, **options):
+        self.api = library()
+        o = self.api.compile_options("cpu", options)
+        import ctypes
+        self._ctypes = ctypes
+        self.handle = ctypes.c_void_p()
+        error = ctypes.c_void_p()
+        rc = self.api.lib.kvattn_cpu_compile(
+            ir.encode(), entry.encode() if entry else None, ctypes.byref(o),
+            ctypes.byref(self.handle), ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_cpu_compile")
+        lib = self.api.lib
+        self.arguments = [self._type(0, i) for i in
+                          range(lib.kvattn_cpu_program_num_arguments(
+                              self.handle))]
+        self.results = [self._type(1, i) for i in
+                        range(lib.kvattn_cpu_program_num_results(self.handle))]
+
+    def _type(self, is_result, index):
+        ctypes = self._ctypes
+        dtype, rank = ctypes.c_int(), ctypes.c_size_t()
+        shape = (ctypes.c_int64 * 16)()
+        error = ctypes.c_void_p()
+        rc = self.api.lib.kvattn_cpu_program_type(
+            self.handle, is_result, index, ctypes.byref(dtype),
+            ctypes.byref(rank), shape, 16, ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_cpu_program_type")
+        return (capi.DTYPES[dtype.value],
+                tuple(None if d < 0 else d for d in shape[:rank.value]))
+
+    def run(self, *inputs):
+        """Runs the function on host arrays, one per argument in order;
+        returns its result (a tuple for several)."""
+        np = _np()
+        ctypes = self._ctypes
+        if not self.handle:
+            raise KVAttnError("kvattn_cpu_run: the program is closed")
+        arrays, tensors, keep = [], [], []
+        for i, value in enumerate(inputs):
+            want = (self.arguments[i][0] if i < len(self.arguments) else "f32")
+            a = _host_array(f"input {i}", value, want)
+            dtype = _kvattn_dtype(a)
+            if dtype is None:
+                raise KVAttnError(
+                    f"kvattn_cpu_run: input {i} has NumPy dtype {a.dtype}, "
+                    "which kvattn does not take (f32, f16, f64, bool, int32, "
+                    "int64; bf16 as uint16 bit patterns)")
+            if want == "bf16" and dtype != "bf16" and a.dtype.kind == "f":
+                raise KVAttnError(
+                    f"kvattn_cpu_run: input {i} is {a.dtype}, argument {i} "
+                    "is bf16: pass uint16 bit patterns (kvattn.to_bf16)")
+            shape = (ctypes.c_int64 * max(a.ndim, 1))(*a.shape)
+            arrays.append(a)
+            keep.append(shape)
+            tensors.append(capi.HostTensor(a.ctypes.data, capi.DTYPE_CODE[
+                dtype], a.ndim, shape))
+        array = (capi.HostTensor * max(len(tensors), 1))(*tensors)
+        error = ctypes.c_void_p()
+        rc = self.api.lib.kvattn_cpu_run(self.handle, array, len(tensors),
+                                         None, 0, ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_cpu_run")
+        results = []
+        for i in range(len(self.results)):
+            t = capi.HostTensor()
+            rc = self.api.lib.kvattn_cpu_program_result(
+                self.handle, i, ctypes.byref(t), ctypes.byref(error))
+            self.api.check(rc, error, "kvattn_cpu_program_result")
+            dtype = capi.DTYPES[t.dtype]
+            shape = tuple(t.shape[d] for d in range(t.rank))
+            n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            nbytes = n * capi.DTYPE_SIZE[dtype]
+            raw = ctypes.string_at(t.data, nbytes) if nbytes else b""
+            results.append(np.frombuffer(raw, dtype=_numpy_dtype(dtype))
+                           .reshape(shape).copy())
+        return results[0] if len(results) == 1 else tuple(results)
+
+    __call__ = run
+
+    def close(self):
+        if getattr(self, "handle", None):
+            self.api.lib.kvattn_cpu_program_destroy(self.handle)
+            self.handle = self._ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (interpreter shutdown)
+            pass
+
+
+# --- the runtime and device arrays ---------------------------------------------
+
+def _is_emulator(path):
+    import ctypes
+    try:
+        return hasattr(ctypes.CDLL(path), "kvattn_emu_configure")
+    except OSError:
+        return False
+
+
+def _resolve_driver(api, driver):
+    """(driver library path or None for libcuda.so.1, emulated?)."""
+    if driver in (None, "auto"):
+        env = os.environ.get("KVATTN_LIBCUDA")
+        if env:
+            return env, _is_emulator(env)
+        import ctypes
+        try:
+            ctypes.CDLL("libcuda.so.1")
+            return None, False
+        except OSError:
+            pass
+        emu = api.emulated_driver_path()
+        if os.path.exists(emu):
+            return emu, True
+        raise KVAttnError(
+            "no GPU driver: libcuda.so.1 cannot be loaded and the emulated "
+            f"GPU is not at {emu} (set KVATTN_LIBCUDA or KVATTN_EMU_DRIVER)")
+    if driver == "cuda":
+        return None, False
+    if driver == "emulated":
+        emu = api.emulated_driver_path()
+        return emu, True
+    return driver, _is_emulator(driver)
+
+
+class Runtime:
+    """A GPU: the driver (a real one, or the emulated GPU), a device, its
+    primary context and a stream.
+
+    driver: "auto" ($KVATTN_LIBCUDA, else libcuda.so.1, else the emulated
+    GPU), "cuda", "emulated", or a driver library path. device: the CUDA
+    ordinal (out of range: a KVAttnError naming the device count)."""
+
+    def __init__(self, device=0, driver="auto"):
+        self.api = library()
+        path, self.emulated = _resolve_driver(self.api, driver)
+        self.driver = path or "libcuda.so.1"
+        self.rt = capi.Runtime(self.api, device=device, driver_library=path)
+        self.device, cc, self.multiprocessor_count = self.rt.device_info()
+        self.compute_capability = cc
+        self.chip = f"sm_{cc}"
+        self.stream = None
+
+    @property
+    def image_kind(self):
+        return capi.IMAGE_DEVICE_IR if self.emulated else capi.IMAGE_PTX
+
+    def set_stream(self, stream):
+        """Launch on a caller's CUstream (an int handle, or an object with
+        .cuda_stream such as torch.cuda.Stream); None: the runtime's own."""
+        if stream is None:
+            self.rt.use_own_stream()
+            self.stream = None
+            return
+        handle = int(getattr(stream, "cuda_stream", stream))
+        self.rt.set_stream(handle)
+        self.stream = handle
+
+    def synchronize(self):
+        self.rt.synchronize()
+
+    def empty(self, shape, dtype):
+        return DeviceArray(self, shape, dtype)
+
+    def close(self):
+        self.rt.close()
+
+
+def default_runtime():
+    """The process's Runtime(), created on first use."""
+    global _runtime
+    if _runtime is None:
+        _runtime = Runtime()
+    return _runtime
+
+
+class DeviceArray:
+    """Device memory allocated through a kvattn Runtime, dense row-major,
+    freed with the object (or free()). It exposes __cuda_array_interface__
+    (not for bf16, which has no typestr) and DeviceView (device_view)."""
+
+    _TYPESTR = {"f32": "<f4", "f16": "<f2", "f64": "<f8", "i1": "|b1",
+                "i32": "<i4", "i64": "<i8"}
+
+    def __init__(self, runtime, shape, dtype):
+        if dtype not in capi.DTYPE_SIZE:
+            raise KVAttnError(f"unknown dtype '{dtype}' (one of "
+                              f"{', '.join(capi.DTYPES)})")
+        self.runtime = runtime
+        self.shape = tuple(int(d) for d in shape)
+        if any(d < 0 for d in self.shape):
+            raise KVAttnError(f"negative dim in shape {self.shape}")
+        self.dtype = dtype
+        n = 1
+        for d in self.shape:
+            n *= d
+        self.nbytes = n * capi.DTYPE_SIZE[dtype]
+        self.ptr = runtime.rt.alloc(max(self.nbytes, 16))
+
+    def view(self):
+        return DeviceView(self.ptr, self.shape, self.dtype,
+                          self.runtime.device, owner=self,
+                          source="kvattn.DeviceArray")
+
+    @property
+    def __cuda_array_interface__(self):
+        if self.dtype not in self._TYPESTR:
+            raise AttributeError("bf16 has no __cuda_array_interface__ "
+                                 "typestr")
+        return {"shape": self.shape, "typestr": self._TYPESTR[self.dtype],
+                "data": (self.ptr, False), "strides": None, "version": 3}
+
+    def copy_from(self, array):
+        """Uploads a host array of this shape and dtype (synchronous)."""
+        np = _np()
+        a = np.ascontiguousarray(array)
+        got = _kvattn_dtype(a)
+        if tuple(a.shape) != self.shape or got != self.dtype:
+            raise KVAttnError(
+                f"copy_from: the array is {a.shape} {got or a.dtype}, the "
+                f"device array {self.shape} {self.dtype}")
+        if self.nbytes:
+            self.runtime.rt.upload_from(self.ptr, a.ctypes.data, self.nbytes)
+        return self
+
+    def numpy(self):
+        """Waits for the stream, then copies to a new host array."""
+        np = _np()
+        self.runtime.rt.synchronize()
+        out = np.empty(self.shape, dtype=_numpy_dtype(self.dtype))
+        if self.nbytes:
+            self.runtime.rt.download_to(out.ctypes.data, self.ptr,
+                                        self.nbytes)
+        return out
+
+    def free(self):
+        if self.ptr and self.runtime.rt.handle:
+            self.runtime.rt.free(self.ptr)
+        self.ptr = 0
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:  # noqa: BLE001 (interpreter shutdown)
+            pass
+
+    def __repr__(self):
+        return f"DeviceArray({self.shape}, {self.dtype}, 0x{self.ptr:x})"
+
+
+def to_device(array, runtime=None, dtype=None):
+    """A DeviceArray holding a copy of a host array."""
+    runtime = runtime or default_runtime()
+    np = _np()
+    a = np.ascontiguousarray(array)
+    dtype = dtype or _kvattn_dtype(a)
+    if dtype is None:
+        raise KVAttnError(f"NumPy dtype {a.dtype} has no kvattn dtype")
+    return DeviceArray(runtime, a.shape, dtype).copy_from(a)
+
+
+def _view_of(value, runtime):
+    if isinstance(value, DeviceArray):
+        if value.runtime is not runtime:
+            raise KVAttnError("a DeviceArray of another kvattn Runtime")
+        return value.view()
+    view = device_view(value, stream=runtime.stream)
+    if view.device is not None and view.device != runtime.device:
+        raise KVAttnError(
+            f"{view.source} tensor is on device {view.device}, the kvattn "
+            f"runtime on device {runtime.device}")
+    return view
+
+
+# --- the GPU path --------------------------------------------------------------
+
+class GpuProgram:
+    """kvattn IR compiled for a GPU (kvattn_compile) and its kernels loaded
+    once on a Runtime. Defaults from the device: chip = sm_<capability>,
+    num_sms = its multiprocessor count."""
+
+    def __init__(self, ir, runtime=None, **options):
+        self.runtime = runtime or default_runtime()
+        self.api = self.runtime.api
+        options = dict(options)
+        options.setdefault("chip", self.runtime.chip)
+        options.setdefault("num_sms", self.runtime.multiprocessor_count)
+        o = self.api.compile_options("gpu", options)
+        self.image, self.manifest_json = self.api.compile(
+            ir, o, self.runtime.image_kind)
+        self.manifest = json.loads(self.manifest_json)
+        self.kernels_info = self.manifest["kernels"]
+        if not self.kernels_info:
+            raise KVAttnError("the IR has no kvattn.attention to compile")
+        attentions = [k for k in self.kernels_info
+                      if k.get("kind", "attention") == "attention"]
+        if len(attentions) != 1:
+            raise KVAttnError(
+                f"GpuProgram runs one attention; the IR has "
+                f"{len(attentions)} (launch them with kvattn.capi)")
+        self.kernels = [self.runtime.rt.load(self.image, self.manifest_json,
+                                             i)
+                        for i in range(len(self.kernels_info))]
+        self.params = {}
+        for k in self.kernels_info:
+            for p in k["params"]:
+                if p["kind"] == "pointer":
+                    self.params.setdefault(p["name"], p)
+        self.inputs = [p["name"] for p in self.kernels_info[0]["params"]
+                       if p["kind"] == "pointer" and p["access"] == "read"]
+        self.outputs = [p["name"] for p in self.kernels_info[-1]["params"]
+                        if p["kind"] == "pointer" and p["access"] == "write"]
+        self.workspaces = [n for n in _WORKSPACES if n in self.params]
+        self._workspace = {}
+
+    # Sizes from shapes: each manifest dim is a number or a size name.
+    def _unify(self, sizes, name, shape):
+        p = self.params[name]
+        want = p["shape"]
+        if len(shape) != len(want):
+            raise KVAttnError(
+                f"'{name}' has shape {tuple(shape)}, the kernel takes rank "
+                f"{len(want)} [{', '.join(str(d) for d in want)}]")
+        roles = (_PAGED_ROLES if "block_table" in self.params else {}).get(
+            name) or _ROLES.get(name, ())
+        for d, (got, w) in enumerate(zip(shape, want)):
+            if isinstance(w, int) or str(w).isdigit():
+                if got != int(w):
+                    raise KVAttnError(
+                        f"'{name}' has shape {tuple(shape)}: dim {d} must be "
+                        f"{w} ([{', '.join(str(x) for x in want)}])")
+                w = roles[d] if d < len(roles) else None
+                if w is None:
+                    continue
+            if w in sizes and sizes[w] != got:
+                raise KVAttnError(
+                    f"'{name}' has shape {tuple(shape)}: dim {d} ({w}) is "
+                    f"{got}, but {w} = {sizes[w]} from the other arguments")
+            sizes[w] = got
+
+    def _shape(self, name, sizes):
+        out = []
+        for w in self.params[name]["shape"]:
+            if isinstance(w, int) or str(w).isdigit():
+                out.append(int(w))
+            elif w in sizes:
+                out.append(sizes[w])
+            else:
+                raise KVAttnError(f"the size {w} of '{name}' is unknown: "
+                                  "pass sizes={...}")
+        return tuple(out)
+
+    def _check_dtype(self, name, dtype):
+        want = self.params[name]["element_type"]
+        if dtype != want:
+            hint = (" (bf16 host data: uint16 bit patterns, kvattn.to_bf16)"
+                    if want == "bf16" else "")
+            raise KVAttnError(f"'{name}' is {dtype}, the kernel takes "
+                              f"{want}{hint}")
+
+    def _named(self, args, named):
+        if len(args) > len(self.inputs):
+            raise KVAttnError(
+                f"{len(args)} positional arguments, the kernel takes "
+                f"{len(self.inputs)} ({', '.join(self.inputs)})")
+        values = dict(zip(self.inputs, args))
+        for name, value in named.items():
+            if name in values:
+                raise KVAttnError(f"'{name}' given twice")
+            if name not in self.params:
+                raise KVAttnError(
+                    f"unknown argument '{name}': the kernel takes "
+                    f"{', '.join(self.inputs + self.outputs)}")
+            if name in _WORKSPACES:
+                raise KVAttnError(f"'{name}' is the plan's own workspace")
+            values[name] = value
+        missing = [n for n in self.inputs if n not in values]
+        if missing:
+            raise KVAttnError(f"missing argument{'s' * (len(missing) > 1)}: "
+                              f"{', '.join(missing)}")
+        return values
+
+    def _metadata(self, name, value, sizes):
+        np = _np()
+        if is_device_tensor(value) or isinstance(value, DeviceArray):
+            raise KVAttnError(f"metadata '{name}' must be host integers (the "
+                              "runtime validates and uploads it)")
+        a = np.asarray(value)
+        if a.dtype.kind not in "iub":
+            raise KVAttnError(f"metadata '{name}' must be integers, got "
+                              f"{a.dtype}")
+        self._unify(sizes, name, a.shape)
+        return [int(x) for x in a.ravel()]
+
+    def _workspaces(self, sizes):
+        """Split-KV workspaces, kept and grown (never per step once large
+        enough)."""
+        out = {}
+        for name in self.workspaces:
+            shape = self._shape(name, sizes)
+            have = self._workspace.get(name)
+            need = 1
+            for d in shape:
+                need *= d
+            if have is None or have.nbytes < need * 4:
+                self._workspace[name] = have = DeviceArray(
+                    self.runtime, shape, "f32")
+            out[name] = have.ptr
+        return out
+
+    def _launch(self, sizes, buffers, metadata):
+        s = [sizes.get(n, 0) for n in SIZE_NAMES]
+        if "S" not in sizes and sizes.get("max_pages") and \
+                sizes.get("page_size"):
+            s[4] = sizes["max_pages"] * sizes["page_size"]
+        buffers = dict(buffers)
+        buffers.update(self._workspaces(sizes))
+        for kernel, info in zip(self.kernels, self.kernels_info):
+            names = {p["name"] for p in info["params"]}
+            kernel.bind(s, {n: p for n, p in buffers.items() if n in names},
+                        {n: v for n, v in metadata.items() if n in names})
+            kernel.launch()
+
+    def run(self, *args, sizes=None, **named):
+        """Runs the attention. Arguments by name (or positionally in the
+        kernel's order: `inputs`): device buffers as NumPy arrays (copied in
+        and out, then synchronised) or device tensors (DeviceArray,
+        __cuda_array_interface__, DLPack: used in place, not synchronised);
+        metadata as host integers. Outputs (`out`, `lse`) may be given;
+        otherwise they are allocated, NumPy when every buffer was host data,
+        else DeviceArray. Returns out, or (out, lse)."""
+        np = _np()
+        values = self._named(args, named)
+        sizes = dict(sizes or {})
+        buffers, metadata, temporaries = {}, {}, []
+        host_outputs, device_in = {}, False
+        for name, value in values.items():
+            if name in METADATA:
+                metadata[name] = self._metadata(name, value, sizes)
+                continue
+            if is_device_tensor(value) or isinstance(value, DeviceArray):
+                view = _view_of(value, self.runtime)
+                self._check_dtype(name, view.dtype)
+                self._unify(sizes, name, view.shape)
+                buffers[name] = view.ptr
+                temporaries.append(view)
+                device_in |= name in self.inputs
+                continue
+            want = self.params[name]["element_type"]
+            a = _host_array(f"'{name}'", value, want)
+            self._check_dtype(name, _kvattn_dtype(a) or str(a.dtype))
+            self._unify(sizes, name, a.shape)
+            if name in self.outputs:
+                host_outputs[name] = a
+                continue
+            d = DeviceArray(self.runtime, a.shape, want).copy_from(a)
+            temporaries.append(d)
+            buffers[name] = d.ptr
+        results, allocated = {}, set()
+        for name in self.outputs:
+            if name in buffers:  # a device tensor of the caller's
+                results[name] = values[name]
+                continue
+            d = DeviceArray(self.runtime, self._shape(name, sizes),
+                            self.params[name]["element_type"])
+            temporaries.append(d)
+            buffers[name] = d.ptr
+            results[name] = d
+            allocated.add(name)
+        self._launch(sizes, buffers, metadata)
+        # Host outputs the caller gave are filled; allocated ones come back
+        # as NumPy when every input was host data (this waits for the
+        # device), else stay DeviceArrays (no wait).
+        for name in allocated:
+            if name in host_outputs or not device_in:
+                host = results[name].numpy()
+                if name in host_outputs:
+                    np.copyto(host_outputs[name], host)
+                    host = host_outputs[name]
+                results[name] = host
+        out = [results[n] for n in self.outputs]
+        return out[0] if len(out) == 1 else tuple(out)
+
+    __call__ = run
+
+    def close(self):
+        for k in self.kernels:
+            k.close()
+        for d in self._workspace.values():
+            d.free()
+        self._workspace = {}
+
+
+def compile(ir, target="cpu", entry=None, runtime=None, **options):
+    """Compiles kvattn IR: target "cpu" (a CpuProgram: run(*arrays)) or
+    "gpu" (a GpuProgram on `runtime`, default_runtime() when None: a GPU,
+    or the emulated GPU without a driver). Options: kvattn.capi.CPU_OPTIONS
+    and kvattn.capi.GPU_OPTIONS (docs/python.md)."""
+    if target == "cpu":
+        if runtime is not None:
+            raise KVAttnError("target 'cpu' takes no runtime")
+        return CpuProgram(ir, entry=entry, **options)
+    if target == "gpu":
+        if entry is not None:
+            raise KVAttnError("target 'gpu' compiles every attention of the "
+                              "IR: no entry")
+        return GpuProgram(ir, runtime=runtime, **options)
+    raise KVAttnError(f"unknown target '{target}' (cpu or gpu)")
+
+
+def run(program, *args, target="cpu", options=None, **named):
+    """Compiles `program` (IR text) with `options` and runs it once; a
+    compiled program is run directly."""
+    if isinstance(program, str):
+        program = compile(program, target=target, **(options or {}))
+    if isinstance(program, CpuProgram):
+        if named:
+            raise KVAttnError("the CPU path takes its arguments positionally"
+                              f" (got {', '.join(named)})")
+        return program.run(*args)
+    return program.run(*args, **named)
+
+
+# --- serving: plan once, run every step ----------------------------------------
+
+class Plan:
+    """A GPU attention planned for a serving loop: compiled and loaded once,
+    metadata slots reserved, workspaces kept. run() only validates and
+    queues launches on the runtime's stream: no allocation once warm, no
+    synchronisation (call synchronize(), or read with DeviceArray.numpy())."""
+
+    def __init__(self, ir, runtime=None, max_sizes=None, stream=None,
+                 **options):
+        self.program = GpuProgram(ir, runtime=runtime, **options)
+        self.runtime = self.program.runtime
+        if stream is not None:
+            self.runtime.set_stream(stream)
+        maxima = {"B": 64, "L": 16, "S": 4096, "max_pages": 256}
+        maxima.update(max_sizes or {})
+        self.metadata_bytes = 0
+        for info in self.program.kernels_info:
+            total = 0
+            for p in info["params"]:
+                if p["kind"] != "pointer" or p["name"] not in METADATA:
+                    continue
+                n = capi.DTYPE_SIZE.get(p["element_type"], 8)
+                for w in p["shape"]:
+                    n *= int(w) if str(w).isdigit() else maxima.get(w, 1)
+                total += (n + 15) // 16 * 16
+            self.metadata_bytes = max(self.metadata_bytes, total)
+        self.runtime.rt.reserve_metadata(max(self.metadata_bytes, 16))
+
+    def run(self, sizes=None, **named):
+        """One step: device tensors by name (query, key, value, out, ...,
+        each a DeviceArray, __cuda_array_interface__ or DLPack object) and
+        host metadata (kv_len, q_offset, block_table, ...). Returns `out`."""
+        p = self.program
+        values = p._named((), named)
+        missing = [n for n in p.outputs if n not in values]
+        if missing:
+            raise KVAttnError(f"Plan.run writes into given device tensors: "
+                              f"pass {', '.join(missing)}")
+        sizes = dict(sizes or {})
+        buffers, metadata, keep = {}, {}, []
+        for name, value in values.items():
+            if name in METADATA:
+                metadata[name] = p._metadata(name, value, sizes)
+                continue
+            if not (is_device_tensor(value) or isinstance(value,
+                                                          DeviceArray)):
+                raise KVAttnError(
+                    f"Plan.run: '{name}' is {type(value).__name__}, not a "
+                    "device tensor (kvattn.to_device, or a CUDA tensor)")
+            view = _view_of(value, self.runtime)
+            p._check_dtype(name, view.dtype)
+            p._unify(sizes, name, view.shape)
+            buffers[name] = view.ptr
+            keep.append(view)
+        p._launch(sizes, buffers, metadata)
+        return values[p.outputs[0]]
+
+    __call__ = run
+
+    def synchronize(self):
+        self.runtime.synchronize()
+
+    def close(self):
+        self.program.close()
+
+
+def plan(ir, runtime=None, max_sizes=None, stream=None, **options):
+    """A Plan: compile + load once, then run() every step. max_sizes bounds
+    the metadata ({"B": ..., "max_pages": ..., "L": ..., "S": ...}) for
+    kvattn_runtime_reserve_metadata; stream: a CUstream to launch on."""
+    return Plan(ir, runtime=runtime, max_sizes=max_sizes, stream=stream,
+                **options)

@@ -1,0 +1,424 @@
+"""ctypes bindings of the kvattn C API (include/kvattn-c/KVAttn.h).
+
+The one binding of libkvattn_c.so: the package's public API (kvattn/__init__)
+and bench/compare_torch.py use it. No dependency beyond the standard library.
+"""
+
+import ctypes
+import os
+
+
+class KVAttnError(RuntimeError):
+    """A failure reported by the C API (its message) or by the package's own
+    argument checks."""
+
+
+# --- The C structs (field for field as in KVAttn.h) ---------------------------
+
+class _Sizes(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in ("B", "Hq", "Hkv", "L", "S",
+                                              "num_pages", "page_size",
+                                              "max_pages")]
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("device_ptr", ctypes.c_uint64)]
+
+
+class _Metadata(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p),
+                ("values", ctypes.POINTER(ctypes.c_int64)),
+                ("count", ctypes.c_size_t)]
+
+
+class CompileOptions(ctypes.Structure):
+    """kvattn_compile_options."""
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("chip", ctypes.c_char_p),
+                ("block_m", ctypes.c_int64),
+                ("block_n", ctypes.c_int64),
+                ("num_warps", ctypes.c_int64),
+                ("num_stages", ctypes.c_int64),
+                ("split_kv", ctypes.c_int64),
+                ("num_sms", ctypes.c_int64),
+                ("pack_gqa", ctypes.c_int32),
+                ("tensor_cores", ctypes.c_int32),
+                ("use_kernel_cache", ctypes.c_int32),
+                ("vectorize", ctypes.c_int32),
+                ("vector_width", ctypes.c_int64),
+                ("threads", ctypes.c_int64),
+                ("opt_level", ctypes.c_int32),
+                ("reserved0", ctypes.c_int32)]
+
+
+# The options each target takes (keyword arguments of kvattn.compile), with
+# the struct field each sets.
+GPU_OPTIONS = ("chip", "block_m", "block_n", "num_warps", "num_stages",
+               "split_kv", "num_sms", "pack_gqa", "tensor_cores",
+               "use_kernel_cache")
+CPU_OPTIONS = ("block_m", "block_n", "split_kv", "pack_gqa", "vectorize",
+               "vector_width", "threads", "opt_level")
+_BOOL_OPTIONS = ("pack_gqa", "tensor_cores", "use_kernel_cache", "vectorize")
+
+
+class _RuntimeOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("device", ctypes.c_int32),
+                ("reserved0", ctypes.c_int32),
+                ("driver_library", ctypes.c_char_p)]
+
+
+class HostTensor(ctypes.Structure):
+    """kvattn_host_tensor."""
+    _fields_ = [("data", ctypes.c_void_p),
+                ("dtype", ctypes.c_int),
+                ("rank", ctypes.c_size_t),
+                ("shape", ctypes.POINTER(ctypes.c_int64))]
+
+
+# kvattn_dtype
+DTYPES = ("f32", "f16", "bf16", "f64", "i1", "i32", "i64")
+DTYPE_CODE = {name: code for code, name in enumerate(DTYPES)}
+DTYPE_SIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i1": 1, "i32": 4,
+              "i64": 8}
+IMAGE_PTX, IMAGE_DEVICE_IR = 0, 1
+
+_LIBRARY_NAME = "libkvattn_c.so"
+
+
+def library_candidates():
+    """Where the package looks for libkvattn_c.so, in order: $KVATTN_LIBRARY
+    (a path), next to the package, the install prefix (the package installed
+    as <prefix>/lib/python3/dist-packages/kvattn, the library as
+    <prefix>/lib/libkvattn_c.so), then the build tree of a source checkout
+    ($KVATTN_BUILD_DIR or <repository>/build)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = os.environ.get("KVATTN_LIBRARY")
+    if env:
+        return [env]
+    paths = [os.path.join(here, _LIBRARY_NAME)]
+    # Installed: <prefix>/lib/python3/dist-packages/kvattn -> <prefix>/lib
+    # (cmake --install writes the relative path for its KVATTN_PYTHON_DIR).
+    try:
+        from ._install_paths import LIBRARY_DIR
+        paths.append(os.path.join(
+            os.path.normpath(os.path.join(here, LIBRARY_DIR)), _LIBRARY_NAME))
+    except ImportError:  # a source checkout
+        pass
+    root = os.path.normpath(os.path.join(here, "..", ".."))
+    build = os.environ.get("KVATTN_BUILD_DIR") or os.path.join(root, "build")
+    paths.append(os.path.join(build, "lib", _LIBRARY_NAME))
+    return paths
+
+
+def default_library(build_dir=None):
+    """BUILD/lib/libkvattn_c.so for a given build folder, else the first
+    existing library_candidates() entry (bench/compare_torch.py --build-dir)."""
+    if build_dir:
+        return os.path.join(build_dir, "lib", _LIBRARY_NAME)
+    return find_library()
+
+
+def find_library():
+    candidates = library_candidates()
+    for path in candidates:
+        if os.path.exists(path):
+            return path
+    raise KVAttnError(
+        "cannot find libkvattn_c.so (looked at " + ", ".join(candidates) +
+        "): set KVATTN_LIBRARY to its path, or build the KVAttnCAPIShared "
+        "target")
+
+
+class Library:
+    """The C API of one libkvattn_c.so."""
+
+    def __init__(self, path=None):
+        path = path or find_library()
+        if not os.path.exists(path):
+            raise KVAttnError(
+                f"{path} does not exist: build the KVAttnCAPIShared target "
+                "(ninja -C BUILD KVAttnCAPIShared) or pass the library path")
+        self.path = path
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            raise KVAttnError(f"cannot load {path}: {e}") from None
+        err = ctypes.POINTER(ctypes.c_void_p)
+        vp = ctypes.c_void_p
+        P = ctypes.POINTER
+        sig = {
+            "kvattn_free": ([vp], None),
+            "kvattn_compile_to_ptx": ([ctypes.c_char_p, ctypes.c_char_p, err,
+                                       err, err], ctypes.c_int),
+            "kvattn_compile_to_device_ir": ([ctypes.c_char_p, ctypes.c_char_p,
+                                             err, err, err], ctypes.c_int),
+            "kvattn_compile_options_init": ([P(CompileOptions)], None),
+            "kvattn_compile": ([ctypes.c_char_p, P(CompileOptions),
+                                ctypes.c_int, err, err, err], ctypes.c_int),
+            "kvattn_cpu_compile": ([ctypes.c_char_p, ctypes.c_char_p,
+                                    P(CompileOptions), P(vp), err],
+                                   ctypes.c_int),
+            "kvattn_cpu_program_destroy": ([vp], None),
+            "kvattn_cpu_program_num_arguments": ([vp], ctypes.c_size_t),
+            "kvattn_cpu_program_num_results": ([vp], ctypes.c_size_t),
+            "kvattn_cpu_program_type": ([vp, ctypes.c_int, ctypes.c_size_t,
+                                         P(ctypes.c_int), P(ctypes.c_size_t),
+                                         P(ctypes.c_int64), ctypes.c_size_t,
+                                         err], ctypes.c_int),
+            "kvattn_cpu_run": ([vp, P(HostTensor), ctypes.c_size_t,
+                                P(HostTensor), ctypes.c_size_t, err],
+                               ctypes.c_int),
+            "kvattn_cpu_program_result": ([vp, ctypes.c_size_t,
+                                           P(HostTensor), err], ctypes.c_int),
+            "kvattn_runtime_create": ([P(vp), err], ctypes.c_int),
+            "kvattn_runtime_options_init": ([P(_RuntimeOptions)], None),
+            "kvattn_runtime_create_with_options": (
+                [P(vp), P(_RuntimeOptions), err], ctypes.c_int),
+            "kvattn_runtime_device_info": ([vp, P(ctypes.c_int),
+                                            P(ctypes.c_int),
+                                            P(ctypes.c_int), err],
+                                           ctypes.c_int),
+            "kvattn_emulated_driver_path": ([err, err], ctypes.c_int),
+            "kvattn_runtime_destroy": ([vp], None),
+            "kvattn_runtime_set_stream": ([vp, ctypes.c_uint64, err],
+                                          ctypes.c_int),
+            "kvattn_runtime_use_own_stream": ([vp, err], ctypes.c_int),
+            "kvattn_runtime_reserve_metadata": ([vp, ctypes.c_size_t, err],
+                                                ctypes.c_int),
+            "kvattn_device_alloc": ([vp, ctypes.c_size_t, P(ctypes.c_uint64),
+                                     err], ctypes.c_int),
+            "kvattn_device_free": ([vp, ctypes.c_uint64, err], ctypes.c_int),
+            "kvattn_synchronize": ([vp, err], ctypes.c_int),
+            "kvattn_copy_to_device": ([vp, ctypes.c_uint64, vp,
+                                       ctypes.c_size_t, err], ctypes.c_int),
+            "kvattn_copy_to_host": ([vp, vp, ctypes.c_uint64,
+                                     ctypes.c_size_t, err], ctypes.c_int),
+            "kvattn_kernel_load": ([vp, ctypes.c_char_p, ctypes.c_char_p,
+                                    ctypes.c_size_t, P(vp), err],
+                                   ctypes.c_int),
+            "kvattn_kernel_launch": ([vp, _Sizes, P(_Buffer), ctypes.c_size_t,
+                                      P(_Metadata), ctypes.c_size_t, err],
+                                     ctypes.c_int),
+            "kvattn_kernel_destroy": ([vp], None),
+        }
+        for name, (argtypes, restype) in sig.items():
+            try:
+                fn = getattr(lib, name)
+            except AttributeError:
+                raise KVAttnError(
+                    f"{path} has no '{name}': a libkvattn_c.so older than "
+                    "this package") from None
+            fn.argtypes = argtypes
+            fn.restype = restype
+        self.lib = lib
+
+    def _take(self, ptr):
+        """A string the API returned, freed."""
+        if not ptr:
+            return ""
+        text = ctypes.string_at(ptr).decode()
+        self.lib.kvattn_free(ptr)
+        return text
+
+    def check(self, rc, error, what):
+        if rc != 0:
+            raise KVAttnError(f"{what}: {self._take(error.value)}")
+
+    def compile_options(self, target, options):
+        """A kvattn_compile_options from keyword options; unknown names and
+        wrong types are errors naming them."""
+        allowed = GPU_OPTIONS if target == "gpu" else CPU_OPTIONS
+        o = CompileOptions()
+        self.lib.kvattn_compile_options_init(ctypes.byref(o))
+        for name, value in options.items():
+            if name not in allowed:
+                raise KVAttnError(
+                    f"unknown option '{name}' for target '{target}' (its "
+                    f"options: {', '.join(allowed)})")
+            if value is None:
+                continue
+            if name == "chip":
+                if not isinstance(value, str):
+                    raise KVAttnError(f"option chip must be a string like "
+                                      f"'sm_90', got {value!r}")
+                o.chip = value.encode()
+            elif name in _BOOL_OPTIONS:
+                if not isinstance(value, (bool, int)) or value not in (0, 1):
+                    raise KVAttnError(f"option {name} must be a bool, got "
+                                      f"{value!r}")
+                setattr(o, name, int(value))
+            else:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise KVAttnError(f"option {name} must be an integer, "
+                                      f"got {value!r}")
+                setattr(o, name, value)
+        return o
+
+    def compile(self, ir, options, image_kind):
+        """(image, manifest_json) with kvattn_compile_options `options`."""
+        image, manifest, error = (ctypes.c_void_p(), ctypes.c_void_p(),
+                                  ctypes.c_void_p())
+        rc = self.lib.kvattn_compile(
+            ir.encode(), ctypes.byref(options), image_kind,
+            ctypes.byref(image), ctypes.byref(manifest), ctypes.byref(error))
+        self.check(rc, error, "kvattn_compile")
+        return self._take(image.value), self._take(manifest.value)
+
+    def compile_to_device_ir(self, ir, chip):
+        """The emulated GPU's image (device LLVM IR) and its manifest."""
+        image, manifest, error = (ctypes.c_void_p(), ctypes.c_void_p(),
+                                  ctypes.c_void_p())
+        rc = self.lib.kvattn_compile_to_device_ir(
+            ir.encode(), chip.encode(), ctypes.byref(image),
+            ctypes.byref(manifest), ctypes.byref(error))
+        self.check(rc, error, "kvattn_compile_to_device_ir")
+        return self._take(image.value), self._take(manifest.value)
+
+    def compile_to_ptx(self, ir, chip):
+        """(ptx, manifest_json) of every kvattn.attention of `ir`."""
+        ptx, manifest, error = (ctypes.c_void_p(), ctypes.c_void_p(),
+                                ctypes.c_void_p())
+        rc = self.lib.kvattn_compile_to_ptx(
+            ir.encode(), chip.encode(), ctypes.byref(ptx),
+            ctypes.byref(manifest), ctypes.byref(error))
+        self.check(rc, error, "kvattn_compile_to_ptx")
+        return self._take(ptx.value), self._take(manifest.value)
+
+    def emulated_driver_path(self):
+        path, error = ctypes.c_void_p(), ctypes.c_void_p()
+        rc = self.lib.kvattn_emulated_driver_path(ctypes.byref(path),
+                                                  ctypes.byref(error))
+        self.check(rc, error, "kvattn_emulated_driver_path")
+        return self._take(path.value)
+
+
+class Runtime:
+    """kvattn_runtime: a driver library, a device, its primary context and a
+    stream (low level: device pointers are integers)."""
+
+    def __init__(self, library, device=0, driver_library=None):
+        self.api = library
+        self.handle = ctypes.c_void_p()
+        options = _RuntimeOptions()
+        library.lib.kvattn_runtime_options_init(ctypes.byref(options))
+        options.device = device
+        if driver_library:
+            options.driver_library = driver_library.encode()
+        error = ctypes.c_void_p()
+        rc = library.lib.kvattn_runtime_create_with_options(
+            ctypes.byref(self.handle), ctypes.byref(options),
+            ctypes.byref(error))
+        library.check(rc, error, "kvattn_runtime_create")
+
+    def _call(self, name, *args):
+        if not self.handle:
+            raise KVAttnError(f"{name}: the runtime is closed")
+        error = ctypes.c_void_p()
+        rc = getattr(self.api.lib, name)(self.handle, *args,
+                                         ctypes.byref(error))
+        self.api.check(rc, error, name)
+
+    def device_info(self):
+        """(device ordinal, compute capability, multiprocessor count)."""
+        device, cc, sms = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        self._call("kvattn_runtime_device_info", ctypes.byref(device),
+                   ctypes.byref(cc), ctypes.byref(sms))
+        return device.value, cc.value, sms.value
+
+    def set_stream(self, stream):
+        """Launch on a CUstream (e.g. torch.cuda.current_stream().cuda_stream)."""
+        self._call("kvattn_runtime_set_stream", ctypes.c_uint64(stream))
+
+    def reserve_metadata(self, nbytes):
+        """Allocates the metadata slots up front (a plan step)."""
+        self._call("kvattn_runtime_reserve_metadata", nbytes)
+
+    def use_own_stream(self):
+        self._call("kvattn_runtime_use_own_stream")
+
+    def alloc(self, nbytes):
+        ptr = ctypes.c_uint64()
+        self._call("kvattn_device_alloc", ctypes.c_size_t(nbytes),
+                   ctypes.byref(ptr))
+        return ptr.value
+
+    def free(self, ptr):
+        self._call("kvattn_device_free", ctypes.c_uint64(ptr))
+
+    def upload(self, ptr, data):
+        """Copies bytes (or a buffer at an address: upload_from) to device
+        memory."""
+        buf = ctypes.create_string_buffer(bytes(data), len(data))
+        self._call("kvattn_copy_to_device", ctypes.c_uint64(ptr), buf,
+                   ctypes.c_size_t(len(data)))
+
+    def upload_from(self, ptr, host_address, nbytes):
+        self._call("kvattn_copy_to_device", ctypes.c_uint64(ptr),
+                   ctypes.c_void_p(host_address), ctypes.c_size_t(nbytes))
+
+    def download(self, ptr, nbytes):
+        """Copies bytes from device memory."""
+        buf = ctypes.create_string_buffer(nbytes)
+        self._call("kvattn_copy_to_host", buf, ctypes.c_uint64(ptr),
+                   ctypes.c_size_t(nbytes))
+        return buf.raw
+
+    def download_to(self, host_address, ptr, nbytes):
+        self._call("kvattn_copy_to_host", ctypes.c_void_p(host_address),
+                   ctypes.c_uint64(ptr), ctypes.c_size_t(nbytes))
+
+    def synchronize(self):
+        self._call("kvattn_synchronize")
+
+    def load(self, ptx, manifest_json, index=0):
+        return Kernel(self, ptx, manifest_json, index)
+
+    def close(self):
+        if self.handle:
+            self.api.lib.kvattn_runtime_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
+
+
+class Kernel:
+    """A loaded kernel; bind() its arguments once, then launch() cheaply."""
+
+    def __init__(self, runtime, ptx, manifest_json, index):
+        self.runtime = runtime
+        self.api = runtime.api
+        self.handle = ctypes.c_void_p()
+        error = ctypes.c_void_p()
+        rc = self.api.lib.kvattn_kernel_load(
+            runtime.handle, ptx.encode(), manifest_json.encode(), index,
+            ctypes.byref(self.handle), ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_kernel_load")
+        self._args = None
+
+    def bind(self, sizes, buffers, metadata):
+        """sizes: (B, Hq, Hkv, L, S[, num_pages, page_size, max_pages]);
+        buffers: {name: device pointer}; metadata: {name: [ints]} (host
+        values, validated at each launch)."""
+        self._keep = [n.encode() for n in list(buffers) + list(metadata)]
+        names = iter(self._keep)
+        bufs = (_Buffer * len(buffers))(
+            *[_Buffer(next(names), int(p)) for p in buffers.values()])
+        arrays = [(ctypes.c_int64 * len(v))(*[int(x) for x in v])
+                  for v in metadata.values()]
+        meta = (_Metadata * len(metadata))(
+            *[_Metadata(next(names), a, len(a)) for a in arrays])
+        self._arrays = arrays
+        self._args = (_Sizes(*sizes), bufs, len(buffers), meta, len(metadata))
+
+    def launch(self):
+        if self._args is None:
+            raise KVAttnError("kvattn_kernel_launch: bind() the arguments "
+                              "first")
+        error = ctypes.c_void_p()
+        rc = self.api.lib.kvattn_kernel_launch(self.handle, *self._args,
+                                               ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_kernel_launch")
+
+    def close(self):
+        if self.handle:
+            self.api.lib.kvattn_kernel_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
