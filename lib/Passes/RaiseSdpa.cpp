@@ -1,4 +1,5 @@
-//===- RaiseSdpa.cpp - upstream SDPA -> kvattn.sdpa ------------------------===//
+//===- RaiseSdpa.cpp - upstream SDPA -> kvattn.sdpa
+//------------------------===//
 //
 // Recognises scaled dot-product attention written in upstream dialects
 // (linalg on tensors, TOSA) and rewrites it into kvattn.sdpa, so that
@@ -299,8 +300,8 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
     groups.push_back(llvm::to_vector<2>(llvm::seq<int64_t>(0, 4 - rank + 1)));
     for (int64_t d = 4 - rank + 1; d < 4; ++d)
       groups.push_back({d});
-    out = tensor::CollapseShapeOp::create(rewriter, loc, resultType, out,
-                                          groups);
+    out =
+        tensor::CollapseShapeOp::create(rewriter, loc, resultType, out, groups);
   }
   SmallVector<Value> oldOperands(root->getOperands());
   rewriter.replaceOp(root, out);
@@ -316,8 +317,7 @@ namespace {
 
 /// Tries both matchers on one root; raises it, remarks on a near miss, or
 /// says nothing (not an SDPA).
-LogicalResult raiseRoot(RewriterBase &rewriter, Operation *root,
-                        bool remarks) {
+LogicalResult raiseRoot(RewriterBase &rewriter, Operation *root, bool remarks) {
   SdpaMatch match;
   Refusal why;
   LogicalResult matched = failure();
@@ -334,8 +334,7 @@ LogicalResult raiseRoot(RewriterBase &rewriter, Operation *root,
   return success();
 }
 
-struct RaiseLinalgSdpaPattern
-    : OpInterfaceRewritePattern<linalg::LinalgOp> {
+struct RaiseLinalgSdpaPattern : OpInterfaceRewritePattern<linalg::LinalgOp> {
   using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
   LogicalResult matchAndRewrite(linalg::LinalgOp op,
                                 PatternRewriter &rewriter) const override {
@@ -351,8 +350,7 @@ struct RaiseTosaSdpaPattern : OpRewritePattern<tosa::MatMulOp> {
   }
 };
 
-struct RaiseSdpaPass
-    : mlir::kvattn::impl::RaiseSdpaPassBase<RaiseSdpaPass> {
+struct RaiseSdpaPass : mlir::kvattn::impl::RaiseSdpaPassBase<RaiseSdpaPass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -1,4 +1,5 @@
-//===- RaiseSdpaLinalg.cpp - SDPA in linalg on tensors ---------------------===//
+//===- RaiseSdpaLinalg.cpp - SDPA in linalg on tensors
+//---------------------===//
 //
 // The linalg matcher of -kvattn-raise-sdpa. From the P·V contraction back:
 //
@@ -39,7 +40,9 @@ Step refuse(Refusal &why, const Twine &reason) {
   return Step::Refused;
 }
 
-int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+int64_t rankOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getRank();
+}
 
 /// The single yielded value of a generic with one result.
 Value yielded(linalg::GenericOp g) {
@@ -79,9 +82,7 @@ std::optional<double> constantIn(linalg::GenericOp g, Value scalar) {
   return getFloatSplat(scalar);
 }
 
-bool isNegInf(std::optional<double> v) {
-  return v && std::isinf(*v) && *v < 0;
-}
+bool isNegInf(std::optional<double> v) { return v && std::isinf(*v) && *v < 0; }
 
 /// `map` reads the last `k` of its dimensions in order (a right-aligned
 /// broadcast); returns k.
@@ -225,7 +226,8 @@ std::optional<Linear> linearize(Value v, const LinearContext &ctx, int depth) {
 
 /// `allowed = cond` (or `!cond` with `negate`) as `j <= i + offset`, where
 /// i and j are the loop dimensions `iDim` and `jDim`.
-std::optional<CausalOffset> causalCondition(Value cond, const LinearContext &ctx,
+std::optional<CausalOffset> causalCondition(Value cond,
+                                            const LinearContext &ctx,
                                             unsigned iDim, unsigned jDim,
                                             bool negate) {
   // xor with true negates.
@@ -385,8 +387,7 @@ bool isZeroInit(Value init) {
   return v && *v == 0.0;
 }
 
-Step matchContraction(Value v, Contraction &c, Refusal &why,
-                      StringRef what) {
+Step matchContraction(Value v, Contraction &c, Refusal &why, StringRef what) {
   Operation *def = v.getDefiningOp();
   if (!def || !isLinalgContraction(def))
     return Step::None;
@@ -397,7 +398,8 @@ Step matchContraction(Value v, Contraction &c, Refusal &why,
       linalg::inferContractionDims(op);
   int64_t rank = rankOf(v);
   if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
-      dims->k.size() != 1 || static_cast<int64_t>(dims->batch.size()) != rank - 2)
+      dims->k.size() != 1 ||
+      static_cast<int64_t>(dims->batch.size()) != rank - 2)
     return refuse(why, what + " is not a (batched) matrix product with one "
                               "row, column and reduction dimension each");
   if (rank < 2 || rank > 4)
@@ -405,8 +407,7 @@ Step matchContraction(Value v, Contraction &c, Refusal &why,
                            "; kvattn.sdpa takes ranks 2 to 4");
   Type elt = getElementTypeOrSelf(v.getType());
   for (Value operand : op->getOperands())
-    if (getElementTypeOrSelf(operand.getType()) != elt ||
-        !isa<FloatType>(elt))
+    if (getElementTypeOrSelf(operand.getType()) != elt || !isa<FloatType>(elt))
       return refuse(why, what + " mixes element types");
   if (!isZeroInit(op.getDpsInits()[0]))
     return refuse(why, what + " accumulates into an init that is not zero");
@@ -477,7 +478,8 @@ Step matchScale(Value v, Value &x, double &factor, Refusal &why) {
   if (!g)
     return Step::None;
   Operation *op = yielded(g).getDefiningOp();
-  if (!op || !isa<arith::MulFOp, arith::DivFOp>(op) || op->getBlock() != g.getBody())
+  if (!op || !isa<arith::MulFOp, arith::DivFOp>(op) ||
+      op->getBlock() != g.getBody())
     return Step::None;
   for (unsigned side = 0; side < 2; ++side) {
     if (isa<arith::DivFOp>(op) && side == 1)
@@ -745,7 +747,8 @@ Step matchSoftmax(Value p, Value &x, Refusal &why) {
     // R = 1 / Σ.
     linalg::GenericOp r = elementwise(b->tensor);
     auto div = r ? yielded(r).getDefiningOp<arith::DivFOp>() : nullptr;
-    std::optional<double> one = div ? constantIn(r, div.getLhs()) : std::nullopt;
+    std::optional<double> one =
+        div ? constantIn(r, div.getLhs()) : std::nullopt;
     std::optional<Input> s = div ? inputOf(r, div.getRhs()) : std::nullopt;
     if (!one || *one != 1.0 || !s || !s->map.isIdentity())
       continue;
@@ -755,8 +758,8 @@ Step matchSoftmax(Value p, Value &x, Refusal &why) {
   if (!e)
     return Step::None;
   Value sumInput;
-  Step s = matchRowReduction<arith::AddFOp>(sum, sumInput, why,
-                                            "the softmax's sum");
+  Step s =
+      matchRowReduction<arith::AddFOp>(sum, sumInput, why, "the softmax's sum");
   if (s == Step::Refused)
     return s;
   if (s == Step::None || sumInput != e)
@@ -780,8 +783,9 @@ bool isExpLike(Operation *op) {
 
 } // namespace
 
-LogicalResult mlir::kvattn::raise::matchLinalgSdpa(Operation *root, SdpaMatch &match,
-                                     Refusal &why) {
+LogicalResult mlir::kvattn::raise::matchLinalgSdpa(Operation *root,
+                                                   SdpaMatch &match,
+                                                   Refusal &why) {
   if (!isLinalgContraction(root))
     return failure();
   Value out = root->getResult(0);

@@ -1,4 +1,5 @@
-//===- RaiseSdpaTosa.cpp - SDPA in TOSA ------------------------------------===//
+//===- RaiseSdpaTosa.cpp - SDPA in TOSA
+//------------------------------------===//
 //
 // The TOSA matcher of -kvattn-raise-sdpa: the form a framework SDPA lowers
 // to, on rank-3 `[B*H, L, D]` tensors. From the P·V tosa.matmul back:
@@ -169,8 +170,9 @@ bool isFloatTensor(Value v) {
 
 } // namespace
 
-LogicalResult mlir::kvattn::raise::matchTosaSdpa(Operation *root, SdpaMatch &match,
-                                   Refusal &why) {
+LogicalResult mlir::kvattn::raise::matchTosaSdpa(Operation *root,
+                                                 SdpaMatch &match,
+                                                 Refusal &why) {
   auto pv = dyn_cast<tosa::MatMulOp>(root);
   if (!pv || !isFloatTensor(pv.getA()))
     return failure();
