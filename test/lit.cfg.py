@@ -106,3 +106,21 @@ try:
     config.substitutions.append(("%numpy_python", python_debian))
 except (OSError, subprocess.SubprocessError):
     pass
+
+# An upstream-dialect SDPA program run by upstream MLIR (mlir-opt +
+# mlir-runner) and, raised by -kvattn-raise-sdpa, by kvattn-run; the two
+# results compared (test/Numerics/Inputs/raise_compare.py).
+mlir_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
+config.substitutions.append(
+    ("%raise-compare",
+     "%s %s --kvattn-opt %s --kvattn-run %s --mlir-opt %s --mlir-runner %s "
+     "--runner-libs %s,%s" % (
+         sys.executable,
+         os.path.join(config.kvattn_src_root, "test", "Numerics", "Inputs",
+                      "raise_compare.py"),
+         os.path.join(config.kvattn_tools_dir, "kvattn-opt"),
+         os.path.join(config.kvattn_tools_dir, "kvattn-run"),
+         os.path.join(config.llvm_tools_dir, "mlir-opt"),
+         os.path.join(config.llvm_tools_dir, "mlir-runner"),
+         os.path.join(mlir_lib_dir, "libmlir_runner_utils.so"),
+         os.path.join(mlir_lib_dir, "libmlir_c_runner_utils.so"))))

@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -265,6 +266,55 @@ Status Interpreter::eval(Operation *op) {
       })
       .Case([&](affine::AffineMaxOp o) {
         return evalAffineMap(o, o.getAffineMap(), o.getMapOperands(), 1);
+      })
+      .Case([&](tensor::ExtractOp o) {
+        // A scalar of a tensor (a cache position read by raised SDPA).
+        const HostTensor &src = tensor(o.getTensor());
+        std::vector<int64_t> index;
+        for (auto [d, v] : llvm::enumerate(o.getIndices())) {
+          int64_t i = scalar(v);
+          if (i < 0 || i >= src.dim(d))
+            return fail(o, "index " + std::to_string(i) + " out of range");
+          index.push_back(i);
+        }
+        HostTensor t(src.elementType(), {});
+        int64_t flat = src.flatIndex(index);
+        if (isFloatType(t.elementType()))
+          t.setDouble(0, src.getDouble(flat));
+        else
+          t.setInt(0, src.getInt(flat));
+        set(o.getResult(), std::move(t));
+        return Status::ok();
+      })
+      .Case([&](linalg::TransposeOp o) {
+        // result[i] = input[i permuted back]: result dim d is input dim
+        // perm[d].
+        if (o->getNumResults() != 1)
+          return fail(o, "linalg.transpose on buffers is not supported");
+        const HostTensor &src = tensor(o.getInput());
+        ArrayRef<int64_t> perm = o.getPermutation();
+        std::vector<int64_t> shape;
+        for (int64_t p : perm)
+          shape.push_back(src.dim(p));
+        HostTensor t(src.elementType(), shape);
+        std::vector<int64_t> out(shape.size(), 0), in(shape.size(), 0);
+        for (int64_t flat = 0; flat < t.numElements(); ++flat) {
+          int64_t rest = flat;
+          for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0;
+               --d) {
+            out[d] = rest % shape[d];
+            rest /= shape[d];
+          }
+          for (size_t d = 0; d < perm.size(); ++d)
+            in[perm[d]] = out[d];
+          int64_t from = src.flatIndex(in);
+          if (isFloatType(t.elementType()))
+            t.setDouble(flat, src.getDouble(from));
+          else
+            t.setInt(flat, src.getInt(from));
+        }
+        set(o->getResult(0), std::move(t));
+        return Status::ok();
       })
       .Default([&](Operation *o) {
         return fail(o, "not supported by the reference evaluator");

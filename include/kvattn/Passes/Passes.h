@@ -31,6 +31,10 @@ namespace kvattn {
 void populateResolveCachedAppendPatterns(RewritePatternSet &patterns,
                                          bool fixUpperLeftAppends);
 
+/// Patterns of -kvattn-raise-sdpa (linalg and TOSA SDPA to kvattn.sdpa);
+/// as patterns they emit no remarks.
+void populateRaiseSdpaPatterns(RewritePatternSet &patterns);
+
 /// Patterns of -kvattn-lower-append.
 void populateLowerAppendPatterns(RewritePatternSet &patterns);
 

@@ -48,6 +48,59 @@ def ResolveCachedAppendPass : Pass<"kvattn-resolve-cached-append"> {
 }
 
 
+def RaiseSdpaPass : Pass<"kvattn-raise-sdpa"> {
+  let summary = "Raise scaled dot-product attention written in linalg or "
+                "TOSA to kvattn.sdpa";
+  let description = [{
+    Recognises SDPA in upstream dialects and rewrites it into `kvattn.sdpa`
+    (or, for a causal mask at an offset that `kvattn.sdpa` cannot say,
+    `kvattn.attention` with `q_offset`), so that
+    `-kvattn-resolve-cached-append` and the kvattn pipelines can take it.
+    Starting from the P·V product, the pass walks back through:
+
+    * the softmax over the key (last) dimension: `linalg.softmax`, its
+      decomposed linalg form (row max, `exp(x - max)`, row sum, divide or
+      multiply by the reciprocal), or the TOSA form (`tosa.reduce_max`,
+      `tosa.sub`, `tosa.exp`, `tosa.reduce_sum`, `tosa.reciprocal`,
+      `tosa.mul`);
+    * an optional mask: an added float tensor (kept as the general mask), a
+      select with `-inf` by an `i1` tensor (kept as the general mask), or a
+      causal condition `key <= query + c` computed from `linalg.index` /
+      `tensor.generate` indices or given as a constant triangle;
+    * optional constant splat scales, on the scores or on Q (their product
+      becomes `scale`; no scale means `scale = 1.0`, never the default
+      `1 / sqrt(D)`);
+    * the Q·Kᵀ product: a linalg contraction (`linalg.matmul`,
+      `linalg.batch_matmul`, with or without `indexing_maps`, a
+      `linalg.generic`) or `tosa.matmul`, with a transpose of K looked
+      through.
+
+    Ranks 2 to 4 are accepted (`[batch..., L, D]`); lower ranks gain unit
+    leading dimensions around the kvattn op. The causal offset `c` maps to
+    `causal = upper_left` when `c = 0`, `causal = lower_right` when
+    `c = S - L` (both static, no other mask), and otherwise to
+    `kvattn.attention ... q_offset(c) causal` (a dynamic `c`, such as a
+    cache position argument, included): the offset is a position, never a
+    guess from shapes. A chain that looks like attention but differs in a
+    way that matters (softmax or a reduction over another dimension, a mask
+    broadcast on the wrong axis, a scale that is not a constant splat, a
+    scale applied after the mask, a transpose that does not swap the last
+    two dimensions, non-zero inits or zero points) is left unchanged with a
+    remark that says why.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::kvattn::KVAttnDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+  let options = [
+    Option<"remarks", "remarks", "bool", /*default=*/"true",
+           "Emit a remark on every attention-shaped chain that is not "
+           "raised, saying why">,
+  ];
+}
+
 def LowerAppendPass : Pass<"kvattn-lower-append"> {
   let summary = "Lower kvattn.append to per-batch tensor.insert_slice";
   let description = [{

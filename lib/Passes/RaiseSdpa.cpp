@@ -1,0 +1,388 @@
+//===- RaiseSdpa.cpp - upstream SDPA -> kvattn.sdpa
+//------------------------===//
+//
+// Recognises scaled dot-product attention written in upstream dialects
+// (linalg on tensors, TOSA) and rewrites it into kvattn.sdpa, so that
+// -kvattn-resolve-cached-append can make its positions explicit. The
+// matchers live in RaiseSdpaLinalg.cpp and RaiseSdpaTosa.cpp; this file
+// holds what they share (the rewrite, the mask analysis) and the pass.
+//
+// A candidate that looks like attention but differs from SDPA in a way that
+// matters (softmax over another dimension, a mask on the wrong axis, a
+// scale that is not a constant, ...) is left alone with a remark that says
+// why: a wrong rewrite is worse than none.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RaiseSdpa.h"
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tosa/IR/TosaOps.h"
+#include "mlir/IR/Matchers.h"
+
+#include "llvm/ADT/SetVector.h"
+
+#include <cmath>
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_RAISESDPAPASS
+#include "kvattn/Passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+using namespace mlir::kvattn::raise;
+
+//===----------------------------------------------------------------------===//
+// Shared analysis
+//===----------------------------------------------------------------------===//
+
+std::optional<double> raise::getFloatSplat(Value v) {
+  Attribute attr;
+  if (!matchPattern(v, m_Constant(&attr)))
+    return std::nullopt;
+  if (auto f = dyn_cast<FloatAttr>(attr))
+    return f.getValueAsDouble();
+  if (auto dense = dyn_cast<DenseFPElementsAttr>(attr))
+    if (dense.isSplat())
+      return dense.getSplatValue<APFloat>().convertToDouble();
+  return std::nullopt;
+}
+
+std::optional<int64_t> raise::constantCausalOffset(DenseElementsAttr mask) {
+  auto type = cast<ShapedType>(mask.getType());
+  if (type.getRank() < 2 || !type.hasStaticShape())
+    return std::nullopt;
+  int64_t rows = type.getDimSize(type.getRank() - 2);
+  int64_t cols = type.getDimSize(type.getRank() - 1);
+  if (rows == 0 || cols == 0)
+    return std::nullopt;
+  bool isBool = type.getElementType().isInteger(1);
+  if (!isBool && !isa<FloatType>(type.getElementType()))
+    return std::nullopt;
+  // allowed(flat index), or nullopt when a value is neither kind.
+  SmallVector<int8_t> allowed;
+  allowed.reserve(type.getNumElements());
+  if (isBool) {
+    for (bool b : mask.getValues<bool>())
+      allowed.push_back(b);
+  } else {
+    for (APFloat f : mask.getValues<APFloat>()) {
+      if (f.isZero())
+        allowed.push_back(1);
+      else if (f.isInfinity() && f.isNegative())
+        allowed.push_back(0);
+      else
+        return std::nullopt;
+    }
+  }
+  // Row 0 allows keys 0..c exactly; c must leave every row partly allowed
+  // and partly excluded somewhere, or the mask does not pin c down.
+  int64_t count0 = 0;
+  while (count0 < cols && allowed[count0])
+    ++count0;
+  int64_t c = count0 - 1;
+  // c >= cols - 1: row 0 sees every key, and a larger c would say the same.
+  if (c < 0 || c >= cols - 1)
+    return std::nullopt;
+  int64_t n = static_cast<int64_t>(allowed.size());
+  for (int64_t flat = 0; flat < n; ++flat) {
+    int64_t j = flat % cols;
+    int64_t i = (flat / cols) % rows;
+    if (static_cast<bool>(allowed[flat]) != (j <= i + c))
+      return std::nullopt;
+  }
+  return c;
+}
+
+void raise::eraseDeadProducers(RewriterBase &rewriter, ValueRange roots) {
+  SmallVector<Operation *> worklist;
+  for (Value v : roots)
+    if (Operation *def = v.getDefiningOp())
+      worklist.push_back(def);
+  // An op may be reached twice; remember what is gone (nothing is created
+  // here, so a freed address is not reused meanwhile).
+  llvm::SmallPtrSet<Operation *, 32> erased;
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (erased.contains(op) || !isOpTriviallyDead(op))
+      continue;
+    SmallVector<Operation *> producers;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        producers.push_back(def);
+    // Values captured by regions (a mask's cache position) too.
+    op->walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands())
+        if (Operation *def = operand.getDefiningOp();
+            def && !op->isAncestor(def))
+          producers.push_back(def);
+    });
+    erased.insert(op);
+    rewriter.eraseOp(op);
+    for (Operation *p : producers)
+      if (!erased.contains(p))
+        worklist.push_back(p);
+  }
+}
+
+bool raise::looksLikeAttention(Value v,
+                               function_ref<bool(Operation *)> isContraction,
+                               function_ref<bool(Operation *)> isExp) {
+  bool sawExp = false, sawContraction = false;
+  SmallVector<std::pair<Value, int>> worklist{{v, 0}};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!worklist.empty() && !(sawExp && sawContraction)) {
+    auto [value, depth] = worklist.pop_back_val();
+    Operation *def = value.getDefiningOp();
+    if (!def || depth > 12 || !seen.insert(def).second)
+      continue;
+    if (isContraction(def)) {
+      sawContraction = true;
+      continue;
+    }
+    if (isExp(def))
+      sawExp = true;
+    for (Value operand : def->getOperands())
+      worklist.push_back({operand, depth + 1});
+  }
+  return sawExp && sawContraction;
+}
+
+void raise::remarkNotRaised(Operation *root, const Refusal &why) {
+  root->emitRemark() << "not raised to kvattn.sdpa: " << why.reason;
+}
+
+//===----------------------------------------------------------------------===//
+// The rewrite
+//===----------------------------------------------------------------------===//
+
+/// `v` with its last two dimensions swapped (linalg.transpose).
+static Value swapLastTwo(RewriterBase &rewriter, Location loc, Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(rewriter, loc, v);
+  std::swap(sizes[rank - 1], sizes[rank - 2]);
+  Value init =
+      tensor::EmptyOp::create(rewriter, loc, sizes, type.getElementType());
+  return linalg::TransposeOp::create(rewriter, loc, v, init, perm)
+      ->getResult(0);
+}
+
+/// `v` with unit dimensions prepended up to `rank`.
+static Value prependUnitDims(RewriterBase &rewriter, Location loc, Value v,
+                             int64_t rank) {
+  auto type = cast<RankedTensorType>(v.getType());
+  int64_t extra = rank - type.getRank();
+  if (extra <= 0)
+    return v;
+  SmallVector<int64_t> shape(extra, 1);
+  llvm::append_range(shape, type.getShape());
+  SmallVector<ReassociationIndices> groups;
+  groups.push_back(llvm::to_vector<2>(llvm::seq<int64_t>(0, extra + 1)));
+  for (int64_t d = extra + 1; d < rank; ++d)
+    groups.push_back({d});
+  return tensor::ExpandShapeOp::create(
+      rewriter, loc, RankedTensorType::get(shape, type.getElementType()), v,
+      groups);
+}
+
+/// The causal offset as a tensor<Bxi64> of q_offset.
+static Value buildQOffset(RewriterBase &rewriter, Location loc,
+                          const CausalOffset &causal, Value query4) {
+  Type i64 = rewriter.getI64Type();
+  Type index = rewriter.getIndexType();
+  Value offset;
+  if (causal.isStatic()) {
+    offset = arith::ConstantIntOp::create(rewriter, loc, i64, causal.constant);
+  } else {
+    Value symbol = causal.symbol;
+    if (causal.symbolTensor) {
+      SmallVector<Value> indices;
+      for (int64_t i : causal.symbolIndices)
+        indices.push_back(arith::ConstantIndexOp::create(rewriter, loc, i));
+      symbol = tensor::ExtractOp::create(rewriter, loc, causal.symbolTensor,
+                                         indices);
+    }
+    if (!symbol.getType().isIndex())
+      symbol = arith::IndexCastOp::create(rewriter, loc, index, symbol);
+    if (causal.coefficient != 1)
+      symbol = arith::MulIOp::create(
+          rewriter, loc, symbol,
+          arith::ConstantIndexOp::create(rewriter, loc, causal.coefficient));
+    if (causal.constant != 0)
+      symbol = arith::AddIOp::create(
+          rewriter, loc, symbol,
+          arith::ConstantIndexOp::create(rewriter, loc, causal.constant));
+    offset = arith::IndexCastOp::create(rewriter, loc, i64, symbol);
+  }
+  auto qType = cast<RankedTensorType>(query4.getType());
+  SmallVector<Value> dynamic;
+  if (qType.isDynamicDim(0))
+    dynamic.push_back(tensor::DimOp::create(rewriter, loc, query4, 0));
+  return tensor::SplatOp::create(
+      rewriter, loc, RankedTensorType::get({qType.getDimSize(0)}, i64), offset,
+      dynamic);
+}
+
+Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
+                                  const SdpaMatch &match) {
+  Operation *root = match.root;
+  Location loc = root->getLoc();
+  rewriter.setInsertionPoint(root);
+  auto resultType = cast<RankedTensorType>(root->getResult(0).getType());
+  int64_t rank = resultType.getRank();
+
+  Value query = match.query, key = match.key, value = match.value;
+  if (match.queryTransposed)
+    query = swapLastTwo(rewriter, loc, query);
+  if (match.keyTransposed)
+    key = swapLastTwo(rewriter, loc, key);
+  if (match.valueTransposed)
+    value = swapLastTwo(rewriter, loc, value);
+  query = prependUnitDims(rewriter, loc, query, 4);
+  key = prependUnitDims(rewriter, loc, key, 4);
+  value = prependUnitDims(rewriter, loc, value, 4);
+  Value mask = match.mask;
+  if (mask)
+    mask = prependUnitDims(rewriter, loc, mask, 2);
+
+  SmallVector<int64_t> outShape(4 - rank, 1);
+  llvm::append_range(outShape, resultType.getShape());
+  auto outType = RankedTensorType::get(outShape, resultType.getElementType());
+  FloatAttr scale = rewriter.getF32FloatAttr(match.scale);
+
+  // kvattn.sdpa says causal offsets 0 (upper-left) and S - L (lower-right)
+  // when there is no other mask; everything else is a position.
+  std::optional<CausalAlignment> alignment;
+  if (match.causal && !mask && match.causal->isStatic()) {
+    int64_t c = match.causal->constant;
+    int64_t l = resultType.getDimSize(rank - 2);
+    int64_t s = cast<RankedTensorType>(key.getType()).getDimSize(2);
+    if (!ShapedType::isDynamic(l) && !ShapedType::isDynamic(s) && c == s - l)
+      alignment = CausalAlignment::lower_right;
+    else if (c == 0)
+      alignment = CausalAlignment::upper_left;
+  }
+
+  Operation *raised;
+  Value out;
+  if (match.causal && !alignment) {
+    Value qOffset = buildQOffset(rewriter, loc, *match.causal, query);
+    auto attention = AttentionOp::create(
+        rewriter, loc, outType, /*lse=*/Type(), query, key, value, qOffset,
+        /*k_offset=*/Value(), /*q_pos=*/Value(), /*k_pos=*/Value(),
+        /*kv_len=*/Value(), /*key_valid=*/Value(), mask,
+        /*block_table=*/Value(), /*causal=*/true, /*window=*/IntegerAttr(),
+        /*softcap=*/FloatAttr(), scale);
+    raised = attention;
+    out = attention.getOut();
+  } else {
+    CausalAlignmentAttr causalAttr;
+    if (alignment)
+      causalAttr = CausalAlignmentAttr::get(rewriter.getContext(), *alignment);
+    auto sdpa = SdpaOp::create(rewriter, loc, outType, query, key, value, mask,
+                               causalAttr, scale);
+    raised = sdpa;
+    out = sdpa.getOut();
+  }
+  if (rank < 4) {
+    SmallVector<ReassociationIndices> groups;
+    groups.push_back(llvm::to_vector<2>(llvm::seq<int64_t>(0, 4 - rank + 1)));
+    for (int64_t d = 4 - rank + 1; d < 4; ++d)
+      groups.push_back({d});
+    out =
+        tensor::CollapseShapeOp::create(rewriter, loc, resultType, out, groups);
+  }
+  SmallVector<Value> oldOperands(root->getOperands());
+  rewriter.replaceOp(root, out);
+  eraseDeadProducers(rewriter, oldOperands);
+  return raised;
+}
+
+//===----------------------------------------------------------------------===//
+// Patterns and the pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Tries both matchers on one root; raises it, remarks on a near miss, or
+/// says nothing (not an SDPA).
+LogicalResult raiseRoot(RewriterBase &rewriter, Operation *root, bool remarks) {
+  SdpaMatch match;
+  Refusal why;
+  LogicalResult matched = failure();
+  if (isa<linalg::LinalgOp>(root))
+    matched = matchLinalgSdpa(root, match, why);
+  else if (isa<tosa::MatMulOp>(root))
+    matched = matchTosaSdpa(root, match, why);
+  if (failed(matched)) {
+    if (remarks && !why.reason.empty())
+      remarkNotRaised(root, why);
+    return failure();
+  }
+  buildRaisedSdpa(rewriter, match);
+  return success();
+}
+
+struct RaiseLinalgSdpaPattern : OpInterfaceRewritePattern<linalg::LinalgOp> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+  LogicalResult matchAndRewrite(linalg::LinalgOp op,
+                                PatternRewriter &rewriter) const override {
+    return raiseRoot(rewriter, op, /*remarks=*/false);
+  }
+};
+
+struct RaiseTosaSdpaPattern : OpRewritePattern<tosa::MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(tosa::MatMulOp op,
+                                PatternRewriter &rewriter) const override {
+    return raiseRoot(rewriter, op, /*remarks=*/false);
+  }
+};
+
+struct RaiseSdpaPass : mlir::kvattn::impl::RaiseSdpaPassBase<RaiseSdpaPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    // A plain walk rather than a greedy driver: each root is tried exactly
+    // once, so each remark is emitted exactly once. Roots are the last
+    // contraction of a chain; the rewrite erases only ops that precede it.
+    SmallVector<Operation *> roots;
+    getOperation()->walk([&](Operation *op) {
+      if ((isa<linalg::LinalgOp>(op) && op->getNumResults() == 1) ||
+          isa<tosa::MatMulOp>(op))
+        roots.push_back(op);
+    });
+    llvm::SmallPtrSet<Operation *, 16> erased;
+    IRRewriter rewriter(&getContext());
+    // Ops erased by an earlier rewrite are reported through the listener.
+    struct Listener : RewriterBase::Listener {
+      llvm::SmallPtrSet<Operation *, 16> *erased;
+      void notifyOperationErased(Operation *op) override { erased->insert(op); }
+    } listener;
+    listener.erased = &erased;
+    rewriter.setListener(&listener);
+    for (Operation *root : roots) {
+      if (erased.contains(root))
+        continue;
+      (void)raiseRoot(rewriter, root, remarks);
+    }
+  }
+};
+
+} // namespace
+
+void mlir::kvattn::populateRaiseSdpaPatterns(RewritePatternSet &patterns) {
+  patterns.add<RaiseLinalgSdpaPattern, RaiseTosaSdpaPattern>(
+      patterns.getContext());
+}
