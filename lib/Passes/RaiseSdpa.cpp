@@ -290,8 +290,10 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
     CausalAlignmentAttr causalAttr;
     if (alignment)
       causalAttr = CausalAlignmentAttr::get(rewriter.getContext(), *alignment);
-    auto sdpa = SdpaOp::create(rewriter, loc, outType, query, key, value, mask,
-                               causalAttr, scale);
+    auto sdpa = SdpaOp::create(rewriter, loc, outType, /*lse=*/Type(), query,
+                               key, value, mask, causalAttr,
+                               /*window=*/IntegerAttr(),
+                               /*softcap=*/FloatAttr(), scale);
     raised = sdpa;
     out = sdpa.getOut();
   }
