@@ -774,7 +774,11 @@ struct LowerTileToGPUPass
   void runOnOperation() override {
     SmallVector<gpu::GPUFuncOp> kernels;
     getOperation()->walk([&](gpu::GPUFuncOp kernel) {
-      if (kernel->hasAttr("kvattn.tile_config"))
+      auto config =
+          kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
+      auto kind = config ? config.getAs<StringAttr>("kind") : StringAttr();
+      // Append kernels (-kvattn-append-to-gpu) have no tile ops.
+      if (config && !(kind && kind.getValue() == "append"))
         kernels.push_back(kernel);
     });
     for (gpu::GPUFuncOp kernel : kernels)
