@@ -128,9 +128,7 @@ bool neededOnHost(Value value) {
 
 } // namespace
 
-GpuExecutor::~GpuExecutor() {
-  (void)endFunction();
-}
+GpuExecutor::~GpuExecutor() { (void)endFunction(); }
 
 void GpuExecutor::beginFunction() {
   (void)endFunction();

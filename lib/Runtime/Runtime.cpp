@@ -456,9 +456,9 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
       append ? (args.sizes.B * args.sizes.L + kernel.blockM - 1) / kernel.blockM
              : args.sizes.B * args.sizes.Hq / kernel.group;
   const int64_t gridY =
-      append ? 1
-             : (kernel.group * args.sizes.L + kernel.blockM - 1) /
-                   kernel.blockM;
+      append
+          ? 1
+          : (kernel.group * args.sizes.L + kernel.blockM - 1) / kernel.blockM;
   if (gridX == 0 || gridY == 0)
     return Status::ok();                // No program: nothing to compute.
   const int64_t gridZ = kernel.splitKv; // KV chunks of a split

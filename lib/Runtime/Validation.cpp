@@ -73,8 +73,7 @@ static Status validateAppend(const std::string &where, const LaunchArgs &args,
       const int64_t p = pos[b];
       if (p < 0 || p > s.S - s.L)
         return Status::error(where + "pos[" + str(b) + "] = " + str(p) +
-                             " writes rows [" + str(p) + ", " +
-                             str(p + s.L) +
+                             " writes rows [" + str(p) + ", " + str(p + s.L) +
                              ") outside the cache capacity C = " + str(s.S) +
                              " (batch " + str(b) + ")");
     }

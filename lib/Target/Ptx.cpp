@@ -2,8 +2,8 @@
 
 #include "kvattn/Target/Ptx.h"
 #include "kvattn/IR/DiagnosticCollector.h"
-#include "kvattn/Target/KernelCache.h"
 #include "kvattn/Passes/Passes.h"
+#include "kvattn/Target/KernelCache.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -272,8 +272,7 @@ std::string manifestToJson(const PtxModule &module,
          << "\", \"y\": \"ceil("
          << (m.group > 1 ? std::to_string(m.group) + " * L" : "L") << " / "
          << m.blockM << ")\", \"z\": " << m.splitKv << "},\n";
-    os
-       << "      \"block\": {\"x\": " << m.threadsPerBlock
+    os << "      \"block\": {\"x\": " << m.threadsPerBlock
        << ", \"y\": 1, \"z\": 1},\n"
        << "      \"dynamic_shared_memory_bytes\": "
        << m.dynamicSharedMemoryBytes << ",\n"

@@ -669,9 +669,7 @@ static KernelInfo appendKernel(bool paged) {
   kernel.blockX = 128;
   kernel.params = {
       {"update", "pointer", "bf16", {"B", "Hkv", "L", "64"}, "read"},
-      {"cache",
-       "pointer",
-       "bf16",
+      {"cache", "pointer", "bf16",
        paged ? std::vector<std::string>{"num_pages", "page_size", "Hkv", "64"}
              : std::vector<std::string>{"B", "Hkv", "S", "64"},
        "write"},
@@ -698,8 +696,9 @@ TEST(RuntimeValidation, AppendWritesMustFitTheCache) {
   // The reference's messages (reference::append).
   for (auto [pos, message] :
        {std::pair<std::vector<int64_t>, std::string>{
-            {0, 38}, "pos[1] = 38 writes rows [38, 41) outside the cache "
-                     "capacity C = 40 (batch 1)"},
+            {0, 38},
+            "pos[1] = 38 writes rows [38, 41) outside the cache "
+            "capacity C = 40 (batch 1)"},
         {{-1, 0},
          "pos[0] = -1 writes rows [-1, 2) outside the cache capacity C = 40 "
          "(batch 0)"}}) {

@@ -15,6 +15,7 @@
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Evaluator/Evaluator.h"
 #include "kvattn/GPU/GpuExecutor.h"
+#include "kvattn/Passes/Passes.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Runtime/EmulatedGpu.h"
 #include "kvattn/Support/Compare.h"
@@ -22,7 +23,6 @@
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Npy.h"
 #include "kvattn/Support/Random.h"
-#include "kvattn/Passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -469,8 +469,8 @@ int main(int argc, char **argv) {
     }
     auto gpuFunc = resolved->lookupSymbol<func::FuncOp>(func.getName());
     gpu->beginFunction();
-    ::mlir::kvattn::Status ran = ::mlir::kvattn::evaluateFunction(
-        gpuFunc, arguments, results, executor);
+    ::mlir::kvattn::Status ran =
+        ::mlir::kvattn::evaluateFunction(gpuFunc, arguments, results, executor);
     ::mlir::kvattn::Status freed = gpu->endFunction();
     if (ran.isError())
       return fail(ran.message());

@@ -141,9 +141,8 @@ void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
           scf::YieldOp::create(ob, loc, entry);
         },
         [&](OpBuilder &ob, Location loc) {
-          scf::YieldOp::create(ob, loc,
-                               ValueRange{arith::ConstantIndexOp::create(
-                                   ob, loc, -1)});
+          scf::YieldOp::create(
+              ob, loc, ValueRange{arith::ConstantIndexOp::create(ob, loc, -1)});
         });
     page = lookup.getResult(0);
     ok = arith::AndIOp::create(
@@ -164,9 +163,9 @@ void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
   Value h = arith::DivUIOp::create(b, i, c(chunksPerRow));
   Value d = arith::MulIOp::create(
       b, arith::RemUIOp::create(b, i, c(chunksPerRow)), c(width));
-  Value v = vector::LoadOp::create(b, vecType, update,
-                                   ValueRange{batch, h, t, d},
-                                   /*nontemporal=*/false, align);
+  Value v =
+      vector::LoadOp::create(b, vecType, update, ValueRange{batch, h, t, d},
+                             /*nontemporal=*/false, align);
   SmallVector<Value> dst = paged ? SmallVector<Value>{page, row, h, d}
                                  : SmallVector<Value>{batch, h, p, d};
   vector::StoreOp::create(b, v, cache, dst, /*nontemporal=*/false, align);
@@ -230,16 +229,17 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
     SmallVector<int> symbolic = symbolicShape(role, paged);
     SmallVector<Attribute> shape;
     for (int64_t d = 0; d < type.getRank(); ++d)
-      shape.push_back(type.isDynamicDim(d)
-                          ? Attribute(StringAttr::get(ctx, kSizeNames[symbolic[d]]))
-                          : Attribute(i64(type.getDimSize(d))));
+      shape.push_back(
+          type.isDynamicDim(d)
+              ? Attribute(StringAttr::get(ctx, kSizeNames[symbolic[d]]))
+              : Attribute(i64(type.getDimSize(d))));
     params.push_back(DictionaryAttr::get(
         ctx, {named("name", StringAttr::get(ctx, role)),
               named("kind", StringAttr::get(ctx, "pointer")),
               named("element_type", TypeAttr::get(type.getElementType())),
               named("shape", ArrayAttr::get(ctx, shape)),
-              named("access",
-                    StringAttr::get(ctx, role == "cache" ? "write" : "read"))}));
+              named("access", StringAttr::get(
+                                  ctx, role == "cache" ? "write" : "read"))}));
   }
   for (int id : sizeIds)
     params.push_back(DictionaryAttr::get(
@@ -252,12 +252,12 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
   kernel->setAttr(
       "kvattn.tile_config",
       DictionaryAttr::get(
-          ctx, {named("block_m", i64(kTokensPerBlock)),
-                named("block_n", i64(0)),
-                named("num_warps", i64(kTokensPerBlock)),
-                named("num_stages", i64(1)), named("kind",
-                                                  StringAttr::get(ctx, "append")),
-                named("vector_width", i64(vectorWidth(elt, headDim)))}));
+          ctx,
+          {named("block_m", i64(kTokensPerBlock)), named("block_n", i64(0)),
+           named("num_warps", i64(kTokensPerBlock)),
+           named("num_stages", i64(1)),
+           named("kind", StringAttr::get(ctx, "append")),
+           named("vector_width", i64(vectorWidth(elt, headDim)))}));
   kernel->setAttr("kvattn.dynamic_smem_bytes", i64(0));
 
   Block &entry = kernel.getBody().front();
@@ -334,8 +334,9 @@ struct AppendToGPUPass
     llvm::StringMap<unsigned> counts;
     for (AppendOp op : appends) {
       auto func = op->getParentOfType<FunctionOpInterface>();
-      std::string base = (func ? func.getName().str() : std::string("program")) +
-                         "_kvattn_append";
+      std::string base =
+          (func ? func.getName().str() : std::string("program")) +
+          "_kvattn_append";
       std::string name = base + "_" + std::to_string(counts[base]++);
       if (failed(lowerAppend(op, gpuModule, name)))
         return signalPassFailure();
