@@ -25,6 +25,14 @@
 // Paged decode, f16; paged append L = 3, f32.
 // RUN: kvattn-run %s --entry=paged_f16 --target=gpu-emu --check --input 5=4,11 --input 6=7,2,5,-1,0,8,3,6 --input 7=5,12 | FileCheck %s --check-prefix=OK
 // RUN: kvattn-run %s --entry=paged_f32 --target=gpu-emu --check --input 5=5,1 --input 6=7,2,-1,-1,0,8,3,6 --input 7=8,4 | FileCheck %s --check-prefix=OK
+// Successive steps (test/Numerics/cpu-paged-append.mlir: a prefill of 6,
+// then L = 4 and L = 1 at ragged positions, paged and plain, a concat on
+// the host): each append writes the previous one's result in place, or a
+// device copy of it where the attention in between still reads it.
+// RUN: kvattn-run %S/../Numerics/cpu-paged-append.mlir --entry=steps --target=gpu-emu --check --expect-same=0,1 | FileCheck %s --check-prefix=STEPS
+// STEPS: same out0 out1: {{.*}} PASS
+// STEPS: check out2: {{.*}} PASS
+// STEPS: {{^PASS$}}
 // OK: check out0: {{.*}} PASS
 // OK: check out1: {{.*}} PASS
 // OK: check out2: {{.*}} PASS
