@@ -41,6 +41,18 @@ SHAPES = [
 ]
 QUICK = {0, 2, 4}
 
+# The cache write (kvattn.append kernels, bf16, Hkv = 8, D = 128), in a
+# decode step of its own: (label, B, L, capacity or (pages, page size),
+# positions, block table).
+APPEND_SHAPES = [
+    ("decode B=2", 2, 1, 4096, "4095,2047", None),
+    ("append L=64 B=1", 1, 64, 1088, "1024", None),
+    ("paged decode B=2, page 16", 2, 1, (512, 16), "4095,2047",
+     list(range(256)) + list(range(256, 384)) + [-1] * 128),
+    ("paged append L=64, page 16", 1, 64, (80, 16), "1024",
+     list(reversed(range(68))) + [-1] * 12),
+]
+
 FIELDS = ["warp_insts_per_kv_block", "mma_per_kv_block",
           "ldmatrix_per_kv_block", "shared_requests_per_kv_block",
           "bank_conflicts_per_kv_block", "barriers_per_kv_block",
@@ -70,6 +82,44 @@ def emu_counters(build, flags, run_flags):
         kv = dict(re.findall(r"(\w+)=(\S+)", line))
         kernels.append(kv)
     return kernels
+
+
+def append_ir(b, length, capacity, table):
+    """One kvattn.append (the K cache write) as its own function."""
+    h, d = 8, 128
+    upd = f"tensor<{b}x{h}x{length}x{d}xbf16>"
+    if table is None:
+        cache = f"tensor<{b}x{h}x{capacity}x{d}xbf16>"
+        extra, bt = "", ""
+    else:
+        pages, size = capacity
+        cache = f"tensor<{pages}x{size}x{h}x{d}xbf16>"
+        tt = f"tensor<{b}x{len(table) // b}xi32>"
+        extra, bt = f", %bt: {tt}", f" block_table(%bt : {tt})"
+    return (f"func.func @write(%kn: {upd}, %kc: {cache}, %pos: tensor<{b}xi32>"
+            f"{extra}) -> {cache} {{\n"
+            f"  %k = kvattn.append %kn into %kc at %pos{bt} : {upd} into "
+            f"{cache}, tensor<{b}xi32>\n  return %k : {cache}\n}}\n")
+
+
+def append_counters(build, b, length, capacity, pos, table):
+    env = dict(os.environ,
+               KVATTN_EMU_DRIVER=os.path.join(build, "lib",
+                                              "libkvattn_cuda_emu.so"))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "append.mlir")
+        with open(path, "w") as f:
+            f.write(append_ir(b, length, capacity, table))
+        cmd = [os.path.join(build, "bin", "kvattn-run"), path,
+               "--target=gpu-emu", "--stats", "--input", "2=" + pos]
+        if table is not None:
+            cmd += ["--input", "3=" + ",".join(map(str, table))]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    lines = [l for l in (out.stdout + out.stderr).splitlines()
+             if "emu: kernel=" in l]
+    if out.returncode != 0 or not lines:
+        sys.exit(f"emu_table.py: {' '.join(cmd)} failed:\n{out.stderr}")
+    return dict(re.findall(r"(\w+)=(\S+)", lines[0]))
 
 
 def ptxas_info(build, flags, chip):
@@ -154,6 +204,22 @@ def main():
               f"{float(k['bank_conflicts_per_kv_block']):.0f} | "
               f"{float(k['barriers_per_kv_block']):.0f} | {eff} | "
               f"{' / '.join(regs) if regs else 'n/a'} | {occ} |")
+        sys.stdout.flush()
+
+    print()
+    print("Cache writes (kvattn.append kernels, bf16, Hkv = 8, D = 128):")
+    print()
+    print("| shape | grid | warp insts | global requests | sectors | "
+          "sector eff. |")
+    print("|---|---|---|---|---|---|")
+    for i, (label, b, length, capacity, pos, table) in \
+            enumerate(APPEND_SHAPES):
+        if a.quick and i > 0:
+            continue
+        k = append_counters(a.build, b, length, capacity, pos, table)
+        print(f"| {label} | {k['grid']} | {k['warp_insts']} | "
+              f"{k['global_requests']} | {k['global_sectors']} | "
+              f"{k['global_sector_efficiency']} |")
         sys.stdout.flush()
 
 

@@ -421,6 +421,22 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
   HostTensor result;
   const HostTensor &pos = tensor(op.getPos());
   const HostTensor &update = tensor(op.getUpdate());
+  if (executor) {
+    // The cache write runs where attention does (its run-time values were
+    // validated before: validateFunction, and the runtime before a launch).
+    std::vector<const HostTensor *> operands;
+    for (Value v : op->getOperands())
+      operands.push_back(&tensor(v));
+    std::vector<HostTensor> results;
+    if (Status s = (*executor)(op, operands, results); s.isError())
+      return fail(op, s.message());
+    std::vector<int64_t> logical;
+    if (!op.isPaged())
+      for (int64_t b = 0; b < pos.numElements(); ++b)
+        logical.push_back(pos.getInt(b) + update.dim(2));
+    set(op.getResult(), std::move(results[0]), std::move(logical));
+    return Status::ok();
+  }
   if (Value table = op.getBlockTable()) {
     // Paged: the pages have no per-sequence length of their own (attention
     // reads them through the table and kv_len), so no logical length.

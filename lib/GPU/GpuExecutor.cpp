@@ -44,11 +44,19 @@ std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
 bool isMetadata(const std::string &role) {
   return role == "q_offset" || role == "k_offset" || role == "q_pos" ||
          role == "k_pos" || role == "kv_len" || role == "key_valid" ||
-         role == "block_table";
+         role == "block_table" || role == "pos";
 }
 
-/// A module with one function that applies a copy of `op` to arguments of
-/// the operands' run-time (static) shapes.
+/// The roles of a kvattn.append's operands, in operand order.
+std::vector<std::string> appendRoles(mlir::kvattn::AppendOp op) {
+  std::vector<std::string> roles = {"update", "cache", "pos"};
+  if (op.isPaged())
+    roles.push_back("block_table");
+  return roles;
+}
+
+/// A module with one function that applies a copy of `op` (a
+/// kvattn.attention) to arguments of the operands' run-time (static) shapes.
 OwningOpRef<ModuleOp>
 singleOpModule(mlir::kvattn::AttentionOp op,
                const std::vector<const HostTensor *> &operands) {
@@ -83,9 +91,64 @@ singleOpModule(mlir::kvattn::AttentionOp op,
   return module;
 }
 
+/// The same for a kvattn.append: its result has the cache's shape.
+OwningOpRef<ModuleOp>
+singleAppendModule(mlir::kvattn::AppendOp op,
+                   const std::vector<const HostTensor *> &operands) {
+  MLIRContext *ctx = op.getContext();
+  OpBuilder b(ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(op.getLoc());
+  b.setInsertionPointToEnd(module->getBody());
+  SmallVector<Type> argTypes;
+  for (auto [value, tensor] : llvm::zip(op->getOperands(), operands)) {
+    Type elt = cast<ShapedType>(value.getType()).getElementType();
+    argTypes.push_back(RankedTensorType::get(tensor->shape(), elt));
+  }
+  auto func = func::FuncOp::create(b, op.getLoc(), "kvattn_gpu",
+                                   b.getFunctionType(argTypes, {argTypes[1]}));
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  IRMapping mapping;
+  for (auto [value, arg] : llvm::zip(op->getOperands(), entry->getArguments()))
+    mapping.map(value, arg);
+  Operation *clone = b.clone(*op, mapping);
+  clone->getResult(0).setType(argTypes[1]);
+  func::ReturnOp::create(b, op.getLoc(), clone->getResults());
+  return module;
+}
+
+/// Whether an op other than the device's (kvattn.append, kvattn.attention)
+/// uses `value`: then its host tensor must hold the device's values.
+bool neededOnHost(Value value) {
+  for (Operation *user : value.getUsers())
+    if (!isa<mlir::kvattn::AppendOp, mlir::kvattn::AttentionOp>(user))
+      return true;
+  return false;
+}
+
 } // namespace
 
-GpuExecutor::~GpuExecutor() = default;
+GpuExecutor::~GpuExecutor() { (void)endFunction(); }
+
+void GpuExecutor::beginFunction() {
+  (void)endFunction();
+  resident_ = true;
+}
+
+Status GpuExecutor::endFunction() {
+  Status first = Status::ok();
+  if (!owned_.empty()) {
+    // The buffers may still be in use by queued work.
+    first = runtime_->synchronize();
+    for (rt::DevicePtr p : owned_)
+      if (Status s = runtime_->release(p); s.isError() && first.isOk())
+        first = s;
+  }
+  owned_.clear();
+  values_.clear();
+  resident_ = false;
+  return first;
+}
 
 Status GpuExecutor::create(const PtxOptions &options,
                            std::unique_ptr<GpuExecutor> &executor,
@@ -105,11 +168,18 @@ Status GpuExecutor::create(const PtxOptions &options,
   return Status::ok();
 }
 
-Status GpuExecutor::run(Operation *attention,
+Status GpuExecutor::run(Operation *op,
                         const std::vector<const HostTensor *> &operands,
                         std::vector<HostTensor> &results) {
-  auto op = cast<mlir::kvattn::AttentionOp>(attention);
-  OwningOpRef<ModuleOp> module = singleOpModule(op, operands);
+  auto attention = dyn_cast<mlir::kvattn::AttentionOp>(op);
+  auto append = dyn_cast<mlir::kvattn::AppendOp>(op);
+  if (!attention && !append)
+    return Status::error("the GPU runs kvattn.attention and kvattn.append, "
+                         "not " +
+                         op->getName().getStringRef().str());
+  OwningOpRef<ModuleOp> module = attention
+                                     ? singleOpModule(attention, operands)
+                                     : singleAppendModule(append, operands);
   std::string key;
   llvm::raw_string_ostream os(key);
   module->print(os);
@@ -129,34 +199,71 @@ Status GpuExecutor::run(Operation *attention,
   const rt::Module *loaded;
   KVATTN_RETURN_IF_ERROR(runtime_->loadModule(it->second.ptx, loaded));
 
-  const auto &q = operands[0]->shape(), &k = operands[1]->shape(),
-             &v = operands[2]->shape();
+  // Buffers: outside beginFunction() every buffer is this call's and freed
+  // at its end; inside, the function's (values_, owned_).
+  std::vector<rt::DevicePtr> temporaries;
+  auto freeTemporaries = [&] {
+    for (rt::DevicePtr p : temporaries)
+      (void)runtime_->release(p);
+  };
+  auto allocate = [&](size_t bytes, rt::DevicePtr &ptr) -> Status {
+    KVATTN_RETURN_IF_ERROR(runtime_->allocate(bytes, ptr));
+    (resident_ ? owned_ : temporaries).push_back(ptr);
+    return Status::ok();
+  };
+  // The device buffer holding `value` (uploaded from `t` unless resident).
+  auto deviceBuffer = [&](Value value, const HostTensor &t,
+                          rt::DevicePtr &ptr) -> Status {
+    if (resident_)
+      if (auto found = values_.find(value.getAsOpaquePointer());
+          found != values_.end()) {
+        ptr = found->second;
+        return Status::ok();
+      }
+    KVATTN_RETURN_IF_ERROR(allocate(t.byteSize(), ptr));
+    KVATTN_RETURN_IF_ERROR(runtime_->copyToDevice(ptr, t.data(), t.byteSize()));
+    if (resident_)
+      values_[value.getAsOpaquePointer()] = ptr;
+    return Status::ok();
+  };
+
+  std::vector<std::string> roles =
+      attention ? operandRoles(attention) : appendRoles(append);
   rt::LaunchArgs args;
-  std::vector<std::string> roles = operandRoles(op);
-  if (op.isPaged()) {
+  auto shapeOf = [&](const char *role) -> const std::vector<int64_t> & {
+    size_t i = std::find(roles.begin(), roles.end(), role) - roles.begin();
+    return operands[i]->shape();
+  };
+  if (append) {
+    // update [B, H, L, D]; cache [B, H, C, D] or pages [num_pages,
+    // page_size, H, D] with table [B, max_pages]. No query heads: Hq = H.
+    const auto &u = shapeOf("update"), &c = shapeOf("cache");
+    if (append.isPaged()) {
+      int64_t maxPages = shapeOf("block_table")[1];
+      args.sizes = {u[0], u[1], u[1], u[2], maxPages * c[1]};
+      args.sizes.numPages = c[0];
+      args.sizes.pageSize = c[1];
+      args.sizes.maxPages = maxPages;
+    } else {
+      args.sizes = {u[0], u[1], u[1], u[2], c[2]};
+    }
+  } else if (attention.isPaged()) {
     // Pages [num_pages, page_size, Hkv, D], table [B, max_pages].
-    size_t tableIndex =
-        std::find(roles.begin(), roles.end(), "block_table") - roles.begin();
-    int64_t maxPages = operands[tableIndex]->shape()[1];
+    const auto &q = shapeOf("query"), &k = shapeOf("key");
+    int64_t maxPages = shapeOf("block_table")[1];
     args.sizes = {q[0], q[1], k[2], q[2], maxPages * k[1]};
     args.sizes.numPages = k[0];
     args.sizes.pageSize = k[1];
     args.sizes.maxPages = maxPages;
   } else {
+    const auto &q = shapeOf("query"), &k = shapeOf("key");
     args.sizes = {q[0], q[1], k[1], q[2], k[2]};
   }
-  std::vector<rt::DevicePtr> allocations;
-  auto freeAll = [&] {
-    for (rt::DevicePtr p : allocations)
-      (void)runtime_->release(p);
-  };
-  auto upload = [&](const HostTensor &t, rt::DevicePtr &ptr) -> Status {
-    KVATTN_RETURN_IF_ERROR(runtime_->allocate(t.byteSize(), ptr));
-    allocations.push_back(ptr);
-    return runtime_->copyToDevice(ptr, t.data(), t.byteSize());
-  };
-  for (size_t i = 0; i < roles.size(); ++i) {
+
+  Status s = Status::ok();
+  for (size_t i = 0; s.isOk() && i < roles.size(); ++i) {
     const HostTensor &t = *operands[i];
+    Value value = op->getOperand(i);
     if (isMetadata(roles[i])) {
       std::vector<int64_t> values(t.numElements());
       for (int64_t n = 0; n < t.numElements(); ++n)
@@ -164,36 +271,69 @@ Status GpuExecutor::run(Operation *attention,
       args.metadata[roles[i]] = std::move(values);
       continue;
     }
-    rt::DevicePtr ptr;
-    if (Status s = upload(t, ptr); s.isError()) {
-      freeAll();
-      return s;
+    rt::DevicePtr ptr = 0;
+    if (roles[i] == "cache" && resident_ && value.hasOneUse() &&
+        values_.count(value.getAsOpaquePointer())) {
+      // In place: the append consumes the cache's buffer, which from now
+      // on holds its result.
+      ptr = values_[value.getAsOpaquePointer()];
+      values_.erase(value.getAsOpaquePointer());
+    } else if (roles[i] == "cache" && resident_ && value.hasOneUse()) {
+      // First use of a value with no other use (a function argument): its
+      // uploaded buffer is written in place.
+      s = allocate(t.byteSize(), ptr);
+      if (s.isOk())
+        s = runtime_->copyToDevice(ptr, t.data(), t.byteSize());
+    } else if (roles[i] == "cache") {
+      // The cache value is used again: write a copy of it, on the stream
+      // (a resident value) or from the host.
+      s = allocate(t.byteSize(), ptr);
+      auto found = values_.find(value.getAsOpaquePointer());
+      if (s.isOk() && resident_ && found != values_.end())
+        s = runtime_->copyDeviceToDevice(ptr, found->second, t.byteSize());
+      else if (s.isOk())
+        s = runtime_->copyToDevice(ptr, t.data(), t.byteSize());
+    } else {
+      s = deviceBuffer(value, t, ptr);
     }
     args.buffers[roles[i]] = ptr;
   }
-  std::optional<ElementType> outType =
-      toElementType(op.getOut().getType().getElementType());
+  if (s.isError()) {
+    freeTemporaries();
+    return s;
+  }
+
+  // The results and the device buffers that hold them.
   results.clear();
-  results.emplace_back(*outType, std::vector<int64_t>{q[0], q[1], q[2], v[3]});
-  if (op.getLse())
-    results.emplace_back(ElementType::F32,
-                         std::vector<int64_t>{q[0], q[1], q[2]});
-  const char *outputs[] = {"out", "lse"};
-  for (size_t r = 0; r < results.size(); ++r) {
-    rt::DevicePtr ptr;
-    Status s = runtime_->allocate(results[r].byteSize(), ptr);
-    if (s.isError()) {
-      freeAll();
-      return s;
+  std::vector<std::string> outputs;
+  if (append) {
+    results.emplace_back(operands[1]->elementType(), operands[1]->shape());
+    outputs = {"cache"};
+  } else {
+    const auto &q = shapeOf("query"), &v = shapeOf("value");
+    std::optional<ElementType> outType =
+        toElementType(attention.getOut().getType().getElementType());
+    results.emplace_back(*outType,
+                         std::vector<int64_t>{q[0], q[1], q[2], v[3]});
+    outputs = {"out"};
+    if (attention.getLse()) {
+      results.emplace_back(ElementType::F32,
+                           std::vector<int64_t>{q[0], q[1], q[2]});
+      outputs.push_back("lse");
     }
-    allocations.push_back(ptr);
-    args.buffers[outputs[r]] = ptr;
+    for (size_t r = 0; s.isOk() && r < results.size(); ++r) {
+      rt::DevicePtr ptr;
+      s = allocate(results[r].byteSize(), ptr);
+      args.buffers[outputs[r]] = ptr;
+    }
   }
   // The kernels run in manifest order: the attention kernel, then (with
   // split-KV) the merge of its partial states, which live in f32 device
-  // workspaces. Each kernel gets the buffers and metadata it names.
-  Status s = Status::ok();
+  // workspaces; or the one append kernel. Each kernel gets the buffers
+  // and metadata it names.
   for (const rt::KernelInfo &k : it->second.manifest.kernels) {
+    if (s.isError())
+      break;
     rt::LaunchArgs kernelArgs;
     kernelArgs.sizes = args.sizes;
     for (const rt::ParamInfo &p : k.params) {
@@ -211,10 +351,9 @@ Status GpuExecutor::run(Operation *attention,
                           ? parseDecimal(d).value_or(0)
                           : rt::sizeByName(args.sizes, d);
         rt::DevicePtr ptr;
-        s = runtime_->allocate(elements * sizeof(float), ptr);
+        s = allocate(elements * sizeof(float), ptr);
         if (s.isError())
           break;
-        allocations.push_back(ptr);
         args.buffers[p.name] = ptr;
       }
       if (auto b = args.buffers.find(p.name); b != args.buffers.end())
@@ -222,15 +361,27 @@ Status GpuExecutor::run(Operation *attention,
     }
     if (s.isOk())
       s = runtime_->launch(*loaded, k, kernelArgs);
-    if (s.isError())
-      break;
   }
-  if (s.isOk())
-    s = runtime_->synchronize();
-  for (size_t r = 0; s.isOk() && r < results.size(); ++r)
+  // Results stay on the device when only device ops use them.
+  bool synchronized = false;
+  for (size_t r = 0; s.isOk() && r < results.size(); ++r) {
+    Value value = op->getResult(r);
+    if (resident_)
+      values_[value.getAsOpaquePointer()] = args.buffers[outputs[r]];
+    if (resident_ && !neededOnHost(value))
+      continue;
+    if (!synchronized) {
+      s = runtime_->synchronize();
+      synchronized = true;
+      if (s.isError())
+        break;
+    }
     s = runtime_->copyToHost(results[r].data(), args.buffers[outputs[r]],
                              results[r].byteSize());
-  freeAll();
+  }
+  if (!resident_ && !synchronized && s.isOk())
+    s = runtime_->synchronize();
+  freeTemporaries();
   return s;
 }
 

@@ -275,6 +275,9 @@ std::string mlir::kvattn::findLibdevice(const std::string &explicitPath) {
 void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
     OpPassManager &pm, const ::mlir::kvattn::PtxOptions &options) {
   pm.addPass(createResolveCachedAppendPass());
+  // The cache writes first: each kvattn.append becomes a kernel writing the
+  // cache buffer in place, which the attention kernels then read.
+  pm.addPass(createAppendToGPUPass());
   TilePassOptions tile;
   tile.blockM = options.blockM;
   tile.blockN = options.blockN;
@@ -342,7 +345,7 @@ void mlir::kvattn::registerKVAttnPipelines() {
       });
   PassPipelineRegistration<PtxPipelineOptionsCL>(
       "kvattn-to-ptx",
-      "kvattn (sdpa/attention) -> tile program -> GPU kernels (threads, "
+      "kvattn (sdpa/append/attention) -> tile program -> GPU kernels (threads, "
       "warps, shared memory) -> NVVM -> PTX text in a gpu.binary",
       [](OpPassManager &pm, const PtxPipelineOptionsCL &cl) {
         ::mlir::kvattn::PtxOptions options = cl.get();

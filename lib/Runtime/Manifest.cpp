@@ -127,10 +127,11 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
       KVATTN_RETURN_IF_ERROR(integer(*tile, "split_kv", info.splitKv, where));
     if (const JsonValue *kind = kj.get("kind")) {
       if (kind->kind != JsonValue::Kind::String ||
-          (kind->string != "attention" && kind->string != "merge"))
+          (kind->string != "attention" && kind->string != "merge" &&
+           kind->string != "append"))
         return Status::error("manifest: " + where +
-                             " has a kind other than \"attention\" or "
-                             "\"merge\"");
+                             " has a kind other than \"attention\", "
+                             "\"merge\" or \"append\"");
       info.kind = kind->string;
     }
     if (info.splitKv < 1)

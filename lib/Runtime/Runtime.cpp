@@ -461,10 +461,16 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   }
 
   // The grid of the manifest: x = B * Hq / group programs, y = blocks of
-  // group * L (packed) query rows.
-  const int64_t gridX = args.sizes.B * args.sizes.Hq / kernel.group;
+  // group * L (packed) query rows; an append kernel: x = blocks of block_m
+  // new tokens (one warp each) of the B * L.
+  const bool append = kernel.kind == "append";
+  const int64_t gridX =
+      append ? (args.sizes.B * args.sizes.L + kernel.blockM - 1) / kernel.blockM
+             : args.sizes.B * args.sizes.Hq / kernel.group;
   const int64_t gridY =
-      (kernel.group * args.sizes.L + kernel.blockM - 1) / kernel.blockM;
+      append
+          ? 1
+          : (kernel.group * args.sizes.L + kernel.blockM - 1) / kernel.blockM;
   if (gridX == 0 || gridY == 0)
     return Status::ok();                // No program: nothing to compute.
   const int64_t gridZ = kernel.splitKv; // KV chunks of a split

@@ -27,6 +27,14 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
                  : std::vector<std::string>{"B", "Hkv", "S", ""};
   if (role == "block_table")
     return {"B", "max_pages"};
+  // An append kernel: update [B, Hkv, L, D] written into the cache at pos.
+  if (role == "update")
+    return {"B", "Hkv", "L", ""};
+  if (role == "cache")
+    return paged ? std::vector<std::string>{"num_pages", "page_size", "Hkv", ""}
+                 : std::vector<std::string>{"B", "Hkv", "S", ""};
+  if (role == "pos")
+    return {"B"};
   if (role == "q_offset" || role == "k_offset" || role == "kv_len")
     return {"B"};
   if (role == "q_pos")
@@ -47,10 +55,46 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
 bool isMetadata(const std::string &name) {
   return name == "q_offset" || name == "k_offset" || name == "q_pos" ||
          name == "k_pos" || name == "kv_len" || name == "key_valid" ||
-         name == "block_table";
+         name == "block_table" || name == "pos";
 }
 
 } // namespace
+
+/// The write rules of an append kernel, with the reference's messages
+/// (reference::append, reference::appendPaged): plain, every batch writes
+/// rows [pos, pos + L) inside the capacity S; paged, the table rules, then
+/// the write rules of kvattn/Support/BlockTable.h.
+static Status validateAppend(const std::string &where, const LaunchArgs &args,
+                             bool paged) {
+  const Sizes &s = args.sizes;
+  const std::vector<int64_t> &pos = args.metadata.at("pos");
+  if (!paged) {
+    for (int64_t b = 0; b < s.B; ++b) {
+      const int64_t p = pos[b];
+      if (p < 0 || p > s.S - s.L)
+        return Status::error(where + "pos[" + str(b) + "] = " + str(p) +
+                             " writes rows [" + str(p) + ", " + str(p + s.L) +
+                             ") outside the cache capacity C = " + str(s.S) +
+                             " (batch " + str(b) + ")");
+    }
+    return Status::ok();
+  }
+  const std::vector<int64_t> &table = args.metadata.at("block_table");
+  BlockTableView view;
+  view.batch = s.B;
+  view.maxPages = s.maxPages;
+  view.page = [&](int64_t b, int64_t slot) {
+    return table[b * s.maxPages + slot];
+  };
+  if (Status st = checkBlockTable(view, s.numPages, s.pageSize); !st)
+    return Status::error(where + st.message());
+  if (Status st = checkPagedWrite(
+          view, [&](int64_t b) -> std::optional<int64_t> { return pos[b]; },
+          s.L, s.pageSize);
+      !st)
+    return Status::error(where + st.message());
+  return Status::ok();
+}
 
 int64_t sizeByName(const Sizes &s, const std::string &name) {
   if (name == "B")
@@ -78,6 +122,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   bool paged = false;
   for (const ParamInfo &p : kernel.params)
     paged |= p.name == "block_table";
+  // A cache write (kind "append") has no query heads: Hq is not checked.
+  const bool append = kernel.kind == "append";
   for (const char *name : {"B", "Hq", "Hkv", "L", "S"})
     if (sizeByName(s, name) < 0)
       return Status::error(where + "size " + name + " = " +
@@ -96,7 +142,7 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
           " must be max_pages * page_size = " + str(s.maxPages * s.pageSize) +
           " (the logical key count of a paged cache)");
   }
-  if (s.Hkv == 0 ? s.Hq != 0 : s.Hq % s.Hkv != 0)
+  if (!append && (s.Hkv == 0 ? s.Hq != 0 : s.Hq % s.Hkv != 0))
     return Status::error(where + "query heads Hq = " + str(s.Hq) +
                          " must be a multiple of kv heads Hkv = " + str(s.Hkv));
 
@@ -172,8 +218,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
 
   // Values, per batch.
   for (const auto &[name, values] : args.metadata) {
-    if (name == "block_table")
-      continue; // below, with kv_len
+    if (name == "block_table" || (append && name == "pos"))
+      continue; // below, with kv_len; an append's positions below too
     const int64_t rowLength = name == "q_pos"                            ? s.L
                               : (name == "k_pos" || name == "key_valid") ? s.S
                                                                          : 1;
@@ -213,6 +259,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
       }
     }
   }
+  if (append)
+    return validateAppend(where, args, paged);
   if (paged) {
     const std::vector<int64_t> &table = args.metadata.at("block_table");
     auto kvLen = args.metadata.find("kv_len");

@@ -2,8 +2,8 @@
 
 #include "kvattn/Target/Ptx.h"
 #include "kvattn/IR/DiagnosticCollector.h"
-#include "kvattn/Target/KernelCache.h"
 #include "kvattn/Passes/Passes.h"
+#include "kvattn/Target/KernelCache.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -170,14 +170,19 @@ static Status compileUncached(ModuleOp module, const PtxOptions &options,
 
   result = PtxModule();
   result.chip = options.chip;
-  clone->walk([&](gpu::GPUFuncOp kernel) {
-    if (kernel->hasAttr("kvattn.params"))
+  // In launch order (the host's program order): a cache write comes before
+  // the attention that reads the cache, whatever order the passes created
+  // the kernels in.
+  clone->walk([&](gpu::LaunchFuncOp launch) {
+    auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(
+        launch, launch.getKernel());
+    if (kernel && kernel->hasAttr("kvattn.params"))
       result.kernels.push_back(readManifest(kernel));
   });
   if (result.kernels.empty())
     return Status::error(
-        "nothing to compile: the module has no kvattn.attention or "
-        "kvattn.sdpa");
+        "nothing to compile: the module has no kvattn.attention, "
+        "kvattn.sdpa or kvattn.append");
 
   PassManager ptx(ctx);
   mlir::kvattn::buildGpuKernelsToPtxPipeline(ptx, options, libdevice);
@@ -256,12 +261,18 @@ std::string manifestToJson(const PtxModule &module,
       os << "}";
     }
     os << "\n      ],\n"
-       << "      \"grid\": {\"x\": \""
-       << (m.group > 1 ? "B * Hq / " + std::to_string(m.group) : "B * Hq")
-       << "\", \"y\": \"ceil("
-       << (m.group > 1 ? std::to_string(m.group) + " * L" : "L") << " / "
-       << m.blockM << ")\", \"z\": " << m.splitKv << "},\n"
-       << "      \"block\": {\"x\": " << m.threadsPerBlock
+       << "      \"grid\": ";
+    if (m.kind == "append")
+      // One warp per new token, block_m tokens per thread block.
+      os << "{\"x\": \"ceil(B * L / " << m.blockM
+         << ")\", \"y\": 1, \"z\": 1},\n";
+    else
+      os << "{\"x\": \""
+         << (m.group > 1 ? "B * Hq / " + std::to_string(m.group) : "B * Hq")
+         << "\", \"y\": \"ceil("
+         << (m.group > 1 ? std::to_string(m.group) + " * L" : "L") << " / "
+         << m.blockM << ")\", \"z\": " << m.splitKv << "},\n";
+    os << "      \"block\": {\"x\": " << m.threadsPerBlock
        << ", \"y\": 1, \"z\": 1},\n"
        << "      \"dynamic_shared_memory_bytes\": "
        << m.dynamicSharedMemoryBytes << ",\n"

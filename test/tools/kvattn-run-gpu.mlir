@@ -1,10 +1,11 @@
 // REQUIRES: libdevice
 // kvattn-run --target=gpu without a GPU: with no driver it says so and
 // exits 1; with the fake driver of the runtime tests (host memory, kernels
-// not executed) the whole path runs: the attention is compiled to PTX, the
-// module loaded, inputs copied in, the kernel launched from its manifest,
-// outputs copied back (zeros: the fake driver runs no code), so --check
-// fails -- as it must when a kernel computes nothing.
+// not executed) the whole path runs: the two cache writes and the
+// attention are compiled to PTX, the modules loaded, inputs copied in, the
+// kernels launched from their manifests, the output copied back (zeros: the
+// fake driver runs no code), so --check fails -- as it must when a kernel
+// computes nothing.
 //
 // DEFINE: %{args} = --input 0=0 --input 1=0 --input 2=10,20,30,0,0 --input 3=0 --input 4=40,50 --input 5=3
 // RUN: env KVATTN_LIBCUDA=%t.no-such-driver.so not kvattn-run %s --target=gpu %{args} 2>&1 | FileCheck %s --check-prefix=NODRIVER

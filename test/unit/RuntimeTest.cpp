@@ -659,6 +659,90 @@ TEST(RuntimeValidation, PagedBlockTablesAreCheckedBeforeLaunch) {
       << s.message();
 }
 
+/// An append kernel (-kvattn-append-to-gpu): update [B, Hkv, L, 64] into
+/// the cache at pos, plain or paged.
+static KernelInfo appendKernel(bool paged) {
+  KernelInfo kernel;
+  kernel.name = "append";
+  kernel.kind = "append";
+  kernel.blockM = 4;
+  kernel.blockX = 128;
+  kernel.params = {
+      {"update", "pointer", "bf16", {"B", "Hkv", "L", "64"}, "read"},
+      {"cache", "pointer", "bf16",
+       paged ? std::vector<std::string>{"num_pages", "page_size", "Hkv", "64"}
+             : std::vector<std::string>{"B", "Hkv", "S", "64"},
+       "write"},
+      {"pos", "pointer", "i32", {"B"}, "read"}};
+  if (paged)
+    kernel.params.push_back(
+        {"block_table", "pointer", "i32", {"B", "max_pages"}, "read"});
+  for (const char *size : {"B", "Hkv", "L", "S"})
+    kernel.params.push_back({size, "scalar", "i64", {}, ""});
+  if (paged)
+    for (const char *size : {"num_pages", "page_size", "max_pages"})
+      kernel.params.push_back({size, "scalar", "i64", {}, ""});
+  return kernel;
+}
+
+TEST(RuntimeValidation, AppendWritesMustFitTheCache) {
+  KernelInfo kernel = appendKernel(/*paged=*/false);
+  LaunchArgs args;
+  // B = 2, Hkv = 2 (Hq is not an append's), L = 3, capacity S = 40.
+  args.sizes = {2, 0, 2, 3, 40};
+  args.buffers = {{"update", 0x1000}, {"cache", 0x2000}};
+  args.metadata = {{"pos", {0, 37}}};
+  EXPECT_TRUE(validateLaunch(kernel, args).isOk());
+  // The reference's messages (reference::append).
+  for (auto [pos, message] :
+       {std::pair<std::vector<int64_t>, std::string>{
+            {0, 38},
+            "pos[1] = 38 writes rows [38, 41) outside the cache "
+            "capacity C = 40 (batch 1)"},
+        {{-1, 0},
+         "pos[0] = -1 writes rows [-1, 2) outside the cache capacity C = 40 "
+         "(batch 0)"}}) {
+    args.metadata["pos"] = pos;
+    Status s = validateLaunch(kernel, args);
+    ASSERT_TRUE(s.isError()) << message;
+    EXPECT_NE(s.message().find("launch of 'append': " + message),
+              std::string::npos)
+        << s.message();
+  }
+}
+
+TEST(RuntimeValidation, PagedAppendChecksTheTableAndTheWrites) {
+  KernelInfo kernel = appendKernel(/*paged=*/true);
+  LaunchArgs args;
+  // Pages [5, 4, 2, 64], table [2, 3], L = 2.
+  args.sizes = {2, 0, 2, 2, 12};
+  args.sizes.numPages = 5;
+  args.sizes.pageSize = 4;
+  args.sizes.maxPages = 3;
+  args.buffers = {{"update", 0x1000}, {"cache", 0x2000}};
+  args.metadata = {{"pos", {3, 10}}, {"block_table", {4, 1, -1, 0, 2, 3}}};
+  EXPECT_TRUE(validateLaunch(kernel, args).isOk());
+  auto expectError = [&](std::vector<int64_t> pos, std::vector<int64_t> table,
+                         const std::string &message) {
+    args.metadata["pos"] = std::move(pos);
+    args.metadata["block_table"] = std::move(table);
+    Status s = validateLaunch(kernel, args);
+    ASSERT_TRUE(s.isError()) << message;
+    EXPECT_NE(s.message().find(message), std::string::npos) << s.message();
+  };
+  // The messages of reference::appendPaged (kvattn/Support/BlockTable.h).
+  expectError({3, 10}, {4, 1, -1, 0, 5, 3},
+              "block_table[1][1] = 5: page id out of range [0, 5) (batch 1)");
+  expectError({7, 10}, {4, 1, -1, 0, 2, 3},
+              "pos[0] = 7 with L = 2 does not fit the 2 page(s) of "
+              "block_table[0] (page_size 4, at most 8 tokens): token 8 falls "
+              "in slot 2 (batch 0)");
+  expectError({-2, 10}, {4, 1, -1, 0, 2, 3}, "pos[0] = -2 is negative");
+  expectError({1, 1}, {4, 1, -1, 4, 2, 3},
+              "token 1 writes row 1 of page 4, which batch 0 also writes "
+              "(batch 1)");
+}
+
 TEST(RuntimeManifest, RejectsBadManifests) {
   Manifest m;
   Status s = parseManifest("{", m);

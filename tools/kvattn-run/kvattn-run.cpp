@@ -460,8 +460,11 @@ int main(int argc, char **argv) {
             std::vector<::mlir::kvattn::HostTensor> &out) {
           return gpu->run(op, in, out);
         };
-    // Everything but attention (cache writes, concatenations) runs on the
-    // host; each kvattn.attention is compiled and launched on the GPU.
+    // Attention and the cache writes (kvattn.append) are compiled and
+    // launched on the GPU, on device-resident values: an append writes the
+    // cache buffer in place and the attention after it reads that buffer
+    // (GpuExecutor::beginFunction). Everything else (concatenations,
+    // slices) runs on the host.
     OwningOpRef<ModuleOp> resolved = module->clone();
     {
       // Same meaning as the reference run, which printed no lint either.
@@ -474,10 +477,14 @@ int main(int argc, char **argv) {
         return fail("resolving kvattn.sdpa for the GPU failed");
     }
     auto gpuFunc = resolved->lookupSymbol<func::FuncOp>(func.getName());
-    if (::mlir::kvattn::Status s = ::mlir::kvattn::evaluateFunction(
-            gpuFunc, arguments, results, executor);
-        s.isError())
-      return fail(s.message());
+    gpu->beginFunction();
+    ::mlir::kvattn::Status ran =
+        ::mlir::kvattn::evaluateFunction(gpuFunc, arguments, results, executor);
+    ::mlir::kvattn::Status freed = gpu->endFunction();
+    if (ran.isError())
+      return fail(ran.message());
+    if (freed.isError())
+      return fail(freed.message());
     if (emulated) {
       emuCounters = emu.takeCounters();
       // Reports that did not fail a launch (fail-on-report off) still fail

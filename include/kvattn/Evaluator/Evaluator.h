@@ -53,15 +53,17 @@ Status evaluateFunction(mlir::func::FuncOp func,
 Status validateFunction(mlir::func::FuncOp func,
                         const std::vector<HostTensor> &arguments);
 
-/// Runs one kvattn.attention elsewhere (e.g. on a GPU): `operands` are the
-/// op's operands in order, `results` must receive its results in their
-/// result types.
+/// Runs one kvattn.attention or kvattn.append elsewhere (e.g. on a GPU):
+/// `operands` are the op's operands in order, `results` must receive its
+/// results in their result types.
 using AttentionExecutor = std::function<Status(
     mlir::Operation *attention, const std::vector<const HostTensor *> &operands,
     std::vector<HostTensor> &results)>;
 
-/// As above, but every kvattn.attention is run by `executor` while every
-/// other op is evaluated as usual (the reference).
+/// As above, but every kvattn.attention and kvattn.append is run by
+/// `executor` while every other op is evaluated as usual (the reference).
+/// The appends' run-time values are not checked here: run
+/// validateFunction first.
 Status evaluateFunction(mlir::func::FuncOp func,
                         const std::vector<HostTensor> &arguments,
                         std::vector<HostTensor> &results,

@@ -37,10 +37,26 @@ public:
                        rt::RuntimeOptions runtimeOptions = {});
   ~GpuExecutor();
 
-  /// Runs `attention` (a kvattn.attention) on `operands`.
-  Status run(mlir::Operation *attention,
+  /// Runs `op` (a kvattn.attention, or a kvattn.append: the cache write
+  /// kernel of -kvattn-append-to-gpu) on `operands`.
+  Status run(mlir::Operation *op,
              const std::vector<const HostTensor *> &operands,
              std::vector<HostTensor> &results);
+
+  /// Between beginFunction() and endFunction() the ops of one function run
+  /// on device-resident values: an SSA value is uploaded once, a result
+  /// stays in its device buffer, and a kvattn.append writes its cache's
+  /// buffer in place when the cache value has no other use (as One-Shot
+  /// Bufferize does on the CPU path; otherwise into a device copy), so the
+  /// attention that follows reads the updated cache with no host round
+  /// trip. A result is copied to the host only when an op other than
+  /// kvattn.append/attention uses it (func.return, tensor.concat); the
+  /// host tensors of the other results are left unfilled. Every op runs
+  /// in order on the runtime's one stream. The ops passed to run() must
+  /// all belong to one function that outlives endFunction(), which frees
+  /// the device buffers.
+  void beginFunction();
+  Status endFunction();
 
   rt::Runtime &runtime() { return *runtime_; }
 
@@ -52,6 +68,11 @@ private:
   PtxOptions options_;
   std::unique_ptr<rt::Runtime> runtime_;
   std::map<std::string, Compiled> cache_; // by the printed single-op module
+  /// beginFunction(): device buffers by SSA value (Value's opaque
+  /// pointer), and every buffer allocated until endFunction().
+  bool resident_ = false;
+  std::map<const void *, rt::DevicePtr> values_;
+  std::vector<rt::DevicePtr> owned_;
 };
 
 } // namespace kvattn

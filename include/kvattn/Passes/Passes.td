@@ -312,6 +312,41 @@ def OutlineTileProgramsPass
   ];
 }
 
+def AppendToGPUPass : Pass<"kvattn-append-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Lower kvattn.append (plain and paged) to a GPU copy kernel";
+  let description = [{
+    Replaces every `kvattn.append` with a `gpu.launch_func` of a kernel of
+    the `gpu.module @kvattn_kernels` that writes the update rows into the
+    cache in place (docs/gpu-lowering.md, "The cache write"). The op's
+    result becomes the cache buffer itself (`bufferization.to_tensor` of
+    the buffer the kernel wrote), so a following `kvattn.attention` reads
+    the updated cache; kernels run in program order on one stream.
+
+    Grid: one warp per new token `(b, t)` of the `B * L` tokens, 4 warps
+    (4 tokens) per thread block, grid x = ceil(B * L / 4). A warp copies its
+    token's `H * D` elements in 16-byte vectors (8 x f16/bf16, 4 x f32; the
+    widest that divides D), lanes on consecutive chunks. Paged: the warp
+    looks up `block_table[b, p / page_size]` once (a warp-uniform load) and
+    writes row `p % page_size` of that page. A token whose position is
+    outside the cache (`p < 0`, `p >= S`, a slot past `max_pages`, a page id
+    outside `[0, num_pages)`) is skipped: the runtime rejects such metadata
+    before the launch, and the kernel never writes out of bounds.
+
+    The kernel ABI (docs/kernel-abi.md): pointers `update, cache, pos[,
+    block_table]`, then the sizes `B, Hkv, L, S` (`S` the capacity; paged:
+    `max_pages * page_size`, followed by `num_pages, page_size,
+    max_pages`); `kvattn.tile_config` has `kind = "append"`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
 def LowerTileToGPUPass : Pass<"kvattn-lower-tile-to-gpu"> {
   let summary = "Lower the tile ops of outlined kernels to threads, warps "
                 "and shared memory";

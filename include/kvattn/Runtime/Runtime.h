@@ -63,8 +63,10 @@ struct KernelInfo {
   /// KV chunks of a split-KV kernel: the grid's z dimension.
   int64_t splitKv = 1;
   /// "attention", or "merge": the kernel that merges the partial states
-  /// (`out_parts`, `lse_parts`) a split-KV attention kernel wrote. Launch
-  /// the kernels of a manifest in order.
+  /// (`out_parts`, `lse_parts`) a split-KV attention kernel wrote, or
+  /// "append": a cache write (`update`, `cache` written in place, `pos`,
+  /// `block_table`; grid ceil(B * L / blockM), one warp per new token).
+  /// Launch the kernels of a manifest in order, on one stream.
   std::string kind = "attention";
   int64_t dynamicSharedMemoryBytes = 0;
 };
@@ -114,7 +116,9 @@ struct LaunchArgs {
 /// copies 16 bytes); for paged kernels the block-table rules
 /// (kvattn/Support/BlockTable.h: page ids in range, canonical -1 tail, no
 /// page twice per sequence, kv_len fits the pages) and S = max_pages *
-/// page_size. Errors name the parameter, the batch and the value.
+/// page_size; for append kernels the write rules of the reference (rows
+/// [pos, pos + L) inside the capacity S; paged: the table rules, then
+/// checkPagedWrite). Errors name the parameter, the batch and the value.
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args);
 
 //===----------------------------------------------------------------------===//

@@ -17,10 +17,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kvattn/Dialect/KVAttnOps.h"
 #include "Passes/Conversion/GpuEmitter.h"
 #include "Passes/Conversion/SharedMemoryLayout.h"
 #include "Passes/Conversion/TensorCoreTiles.h"
+#include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -774,7 +774,10 @@ struct LowerTileToGPUPass
   void runOnOperation() override {
     SmallVector<gpu::GPUFuncOp> kernels;
     getOperation()->walk([&](gpu::GPUFuncOp kernel) {
-      if (kernel->hasAttr("kvattn.tile_config"))
+      auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
+      auto kind = config ? config.getAs<StringAttr>("kind") : StringAttr();
+      // Append kernels (-kvattn-append-to-gpu) have no tile ops.
+      if (config && !(kind && kind.getValue() == "append"))
         kernels.push_back(kernel);
     });
     for (gpu::GPUFuncOp kernel : kernels)

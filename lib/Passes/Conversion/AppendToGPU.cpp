@@ -1,0 +1,347 @@
+//===- AppendToGPU.cpp - kvattn.append -> a GPU copy kernel ---------------===//
+//
+// The cache write on the GPU (docs/gpu-lowering.md, "The cache write"): each
+// kvattn.append becomes a kernel of the gpu.module @kvattn_kernels and the
+// gpu.launch_func that runs it, writing the update rows into the cache
+// buffer in place. One warp per new token, 16-byte vector copies, one
+// warp-uniform block-table load per token when paged; tokens whose
+// positions fall outside the cache are skipped (the runtime rejects them
+// before a launch, with the reference's messages).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_APPENDTOGPUPASS
+#include "kvattn/Passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+namespace {
+
+/// Tokens (warps) per thread block.
+constexpr int64_t kTokensPerBlock = 4;
+constexpr int64_t kWarpSize = 32;
+
+/// The sizes an append kernel takes after its pointers.
+enum SizeIndex { kB, kHkv, kL, kS, kNumPages, kPageSize, kMaxPages };
+const char *const kSizeNames[] = {"B",         "Hkv",       "L",        "S",
+                                  "num_pages", "page_size", "max_pages"};
+
+/// The symbolic shape of an append operand (-1: a static dim, D).
+SmallVector<int> symbolicShape(StringRef role, bool paged) {
+  if (role == "update")
+    return {kB, kHkv, kL, -1};
+  if (role == "cache")
+    return paged ? SmallVector<int>{kNumPages, kPageSize, kHkv, -1}
+                 : SmallVector<int>{kB, kHkv, kS, -1};
+  if (role == "pos")
+    return {kB};
+  return {kB, kMaxPages}; // block_table
+}
+
+/// A row-major view of `ptr` (memref<1xT>) with the operand's shape.
+Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
+                  StringRef role, ArrayRef<Value> sizes, bool paged) {
+  SmallVector<int> symbolic = symbolicShape(role, paged);
+  SmallVector<OpFoldResult> dims, strides(type.getRank());
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    dims.push_back(type.isDynamicDim(d)
+                       ? OpFoldResult(sizes[symbolic[d]])
+                       : OpFoldResult(b.getIndexAttr(type.getDimSize(d))));
+  OpFoldResult stride = b.getIndexAttr(1);
+  for (int64_t d = type.getRank() - 1; d >= 0; --d) {
+    strides[d] = stride;
+    auto cs = getConstantIntValue(stride), cd = getConstantIntValue(dims[d]);
+    if (cs && cd)
+      stride = b.getIndexAttr(*cs * *cd);
+    else
+      stride = arith::MulIOp::create(
+                   b, getValueOrCreateConstantIndexOp(b, b.getLoc(), stride),
+                   getValueOrCreateConstantIndexOp(b, b.getLoc(), dims[d]))
+                   .getResult();
+  }
+  return memref::ReinterpretCastOp::create(b, type, ptr, b.getIndexAttr(0),
+                                           dims, strides);
+}
+
+/// Elements per copy: the widest power of two up to 16 bytes that divides
+/// the head dim (8 for f16/bf16 and 4 for f32 when D allows).
+int64_t vectorWidth(Type elt, int64_t headDim) {
+  int64_t bytes = elt.getIntOrFloatBitWidth() / 8;
+  int64_t v = 16 / bytes;
+  while (v > 1 && headDim % v != 0)
+    v /= 2;
+  return v;
+}
+
+/// The kernel body: warp w of block x copies token n = 4x + w.
+void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
+                     ArrayRef<Value> sizes, bool paged, int64_t headDim,
+                     Type elt) {
+  Value update = views[0], cache = views[1], pos = views[2];
+  auto c = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, v).getResult();
+  };
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value warp = arith::DivUIOp::create(b, tid, c(kWarpSize));
+  Value lane = arith::RemUIOp::create(b, tid, c(kWarpSize));
+  Value token = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, bid, c(kTokensPerBlock)), warp);
+  Value tokens = arith::MulIOp::create(b, sizes[kB], sizes[kL]);
+  Value live =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ult, token, tokens);
+  auto inToken = scf::IfOp::create(b, live, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(&inToken.getThenRegion().front());
+
+  Value batch = arith::DivUIOp::create(b, token, sizes[kL]);
+  Value t = arith::RemUIOp::create(b, token, sizes[kL]);
+  Value p0 = memref::LoadOp::create(b, pos, ValueRange{batch});
+  p0 = arith::IndexCastOp::create(b, b.getIndexType(), p0);
+  Value p = arith::AddIOp::create(b, p0, t);
+  auto sge = [&](Value x, Value y) {
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::sge, x, y)
+        .getResult();
+  };
+  auto slt = [&](Value x, Value y) {
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::slt, x, y)
+        .getResult();
+  };
+  // In the cache: 0 <= p < S (paged: S = max_pages * page_size, so the
+  // slot is below max_pages).
+  Value ok = arith::AndIOp::create(b, sge(p, c(0)), slt(p, sizes[kS]));
+  Value page, row;
+  if (paged) {
+    Value table = views[3];
+    Value slot = arith::DivUIOp::create(b, p, sizes[kPageSize]);
+    row = arith::RemUIOp::create(b, p, sizes[kPageSize]);
+    // One lookup per token, the same address for the whole warp (one
+    // request); nothing is read for a token outside the table.
+    auto lookup = scf::IfOp::create(
+        b, ok,
+        [&](OpBuilder &ob, Location loc) {
+          Value entry =
+              memref::LoadOp::create(ob, loc, table, ValueRange{batch, slot});
+          entry = arith::IndexCastOp::create(ob, loc, ob.getIndexType(), entry);
+          scf::YieldOp::create(ob, loc, entry);
+        },
+        [&](OpBuilder &ob, Location loc) {
+          scf::YieldOp::create(
+              ob, loc, ValueRange{arith::ConstantIndexOp::create(ob, loc, -1)});
+        });
+    page = lookup.getResult(0);
+    ok = arith::AndIOp::create(
+        b, ok,
+        arith::AndIOp::create(b, sge(page, c(0)), slt(page, sizes[kNumPages])));
+  }
+  auto inCache = scf::IfOp::create(b, ok, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(&inCache.getThenRegion().front());
+
+  const int64_t width = vectorWidth(elt, headDim);
+  const int64_t chunksPerRow = headDim / width;
+  auto vecType = VectorType::get({width}, elt);
+  const llvm::Align align(width * (elt.getIntOrFloatBitWidth() / 8));
+  Value chunks = arith::MulIOp::create(b, sizes[kHkv], c(chunksPerRow));
+  auto loop = scf::ForOp::create(b, lane, chunks, c(kWarpSize));
+  b.setInsertionPointToStart(loop.getBody());
+  Value i = loop.getInductionVar();
+  Value h = arith::DivUIOp::create(b, i, c(chunksPerRow));
+  Value d = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, i, c(chunksPerRow)), c(width));
+  Value v =
+      vector::LoadOp::create(b, vecType, update, ValueRange{batch, h, t, d},
+                             /*nontemporal=*/false, align);
+  SmallVector<Value> dst = paged ? SmallVector<Value>{page, row, h, d}
+                                 : SmallVector<Value>{batch, h, p, d};
+  vector::StoreOp::create(b, v, cache, dst, /*nontemporal=*/false, align);
+}
+
+LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
+                          StringRef kernelName) {
+  MLIRContext *ctx = op.getContext();
+  const bool paged = op.isPaged();
+  auto updateType = cast<RankedTensorType>(op.getUpdate().getType());
+  auto cacheType = cast<RankedTensorType>(op.getCache().getType());
+  const int64_t headDim = updateType.getDimSize(3);
+  if (ShapedType::isDynamic(headDim))
+    return op.emitOpError()
+           << "kvattn-append-to-gpu: the head dim must be static";
+  Type elt = updateType.getElementType();
+
+  // Host side: the operands' buffers, the cache written in place.
+  ImplicitLocOpBuilder hb(op.getLoc(), op);
+  auto toBuffer = [&](Value tensor, StringRef role, bool readOnly) {
+    auto type = cast<RankedTensorType>(tensor.getType());
+    auto buffer = bufferization::ToBufferOp::create(
+        hb, MemRefType::get(type.getShape(), type.getElementType()), tensor,
+        readOnly);
+    buffer->setAttr("kvattn.role", StringAttr::get(ctx, role));
+    return buffer.getResult();
+  };
+  SmallVector<StringRef> roles = {"update", "cache", "pos"};
+  SmallVector<Value> buffers = {toBuffer(op.getUpdate(), "update", true),
+                                toBuffer(op.getCache(), "cache", false),
+                                toBuffer(op.getPos(), "pos", true)};
+  if (paged) {
+    roles.push_back("block_table");
+    buffers.push_back(toBuffer(op.getBlockTable(), "block_table", true));
+  }
+  SmallVector<int> sizeIds = {kB, kHkv, kL, kS};
+  if (paged)
+    sizeIds.append({kNumPages, kPageSize, kMaxPages});
+
+  // The kernel.
+  SmallVector<Type> argTypes;
+  for (Value buffer : buffers)
+    argTypes.push_back(MemRefType::get(
+        {1}, cast<MemRefType>(buffer.getType()).getElementType()));
+  argTypes.append(sizeIds.size(), IndexType::get(ctx));
+  OpBuilder mb = OpBuilder::atBlockEnd(gpuModule.getBody());
+  auto kernel = gpu::GPUFuncOp::create(mb, op.getLoc(), kernelName,
+                                       FunctionType::get(ctx, argTypes, {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
+  const int32_t threads = kTokensPerBlock * kWarpSize;
+  kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
+  auto named = [&](StringRef key, Attribute value) {
+    return NamedAttribute(StringAttr::get(ctx, key), value);
+  };
+  auto i64 = [&](int64_t v) {
+    return IntegerAttr::get(IntegerType::get(ctx, 64), v);
+  };
+  SmallVector<Attribute> params;
+  for (auto [role, buffer] : llvm::zip(roles, buffers)) {
+    auto type = cast<MemRefType>(buffer.getType());
+    SmallVector<int> symbolic = symbolicShape(role, paged);
+    SmallVector<Attribute> shape;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      shape.push_back(
+          type.isDynamicDim(d)
+              ? Attribute(StringAttr::get(ctx, kSizeNames[symbolic[d]]))
+              : Attribute(i64(type.getDimSize(d))));
+    params.push_back(DictionaryAttr::get(
+        ctx, {named("name", StringAttr::get(ctx, role)),
+              named("kind", StringAttr::get(ctx, "pointer")),
+              named("element_type", TypeAttr::get(type.getElementType())),
+              named("shape", ArrayAttr::get(ctx, shape)),
+              named("access", StringAttr::get(
+                                  ctx, role == "cache" ? "write" : "read"))}));
+  }
+  for (int id : sizeIds)
+    params.push_back(DictionaryAttr::get(
+        ctx,
+        {named("name", StringAttr::get(ctx, kSizeNames[id])),
+         named("kind", StringAttr::get(ctx, "scalar")),
+         named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))}));
+  kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
+  // block_m: tokens per thread block; the vector width in elements.
+  kernel->setAttr(
+      "kvattn.tile_config",
+      DictionaryAttr::get(
+          ctx,
+          {named("block_m", i64(kTokensPerBlock)), named("block_n", i64(0)),
+           named("num_warps", i64(kTokensPerBlock)),
+           named("num_stages", i64(1)),
+           named("kind", StringAttr::get(ctx, "append")),
+           named("vector_width", i64(vectorWidth(elt, headDim)))}));
+  kernel->setAttr("kvattn.dynamic_smem_bytes", i64(0));
+
+  Block &entry = kernel.getBody().front();
+  ImplicitLocOpBuilder kb(op.getLoc(), ctx);
+  kb.setInsertionPointToStart(&entry);
+  SmallVector<Value> sizes(std::size(kSizeNames));
+  for (auto [i, id] : llvm::enumerate(sizeIds))
+    sizes[id] = entry.getArgument(roles.size() + i);
+  SmallVector<Value> views;
+  for (auto [i, role] : llvm::enumerate(roles))
+    views.push_back(rebuildView(kb, entry.getArgument(i),
+                                cast<MemRefType>(buffers[i].getType()), role,
+                                sizes, paged));
+  {
+    OpBuilder::InsertionGuard guard(kb);
+    buildKernelBody(kb, views, sizes, paged, headDim, elt);
+  }
+  gpu::ReturnOp::create(kb);
+
+  // The launch, then the result: the cache buffer, now holding the rows.
+  SmallVector<Value> operands;
+  for (Value buffer : buffers) {
+    auto type = cast<MemRefType>(buffer.getType());
+    operands.push_back(memref::ReinterpretCastOp::create(
+        hb, MemRefType::get({1}, type.getElementType()), buffer,
+        hb.getIndexAttr(0), ArrayRef<OpFoldResult>{hb.getIndexAttr(1)},
+        ArrayRef<OpFoldResult>{hb.getIndexAttr(1)}));
+  }
+  auto dim = [&](Value src, int64_t d) {
+    return hb.createOrFold<memref::DimOp>(src, d);
+  };
+  Value u = buffers[0], cacheBuffer = buffers[1];
+  Value numTokens = hb.createOrFold<arith::MulIOp>(dim(u, 0), dim(u, 2));
+  if (paged) {
+    Value table = buffers[3];
+    Value maxPages = dim(table, 1), pageSize = dim(cacheBuffer, 1);
+    operands.append({dim(u, 0), dim(u, 1), dim(u, 2),
+                     hb.createOrFold<arith::MulIOp>(maxPages, pageSize),
+                     dim(cacheBuffer, 0), pageSize, maxPages});
+  } else {
+    operands.append({dim(u, 0), dim(u, 1), dim(u, 2), dim(cacheBuffer, 2)});
+  }
+  Value one = arith::ConstantIndexOp::create(hb, 1);
+  Value grid = hb.createOrFold<arith::CeilDivUIOp>(
+      numTokens, arith::ConstantIndexOp::create(hb, kTokensPerBlock));
+  Value smem = arith::ConstantIntOp::create(hb, hb.getI32Type(), 0);
+  gpu::LaunchFuncOp::create(
+      hb, hb.getLoc(), kernel, gpu::KernelDim3{grid, one, one},
+      gpu::KernelDim3{arith::ConstantIndexOp::create(hb, threads), one, one},
+      smem, operands);
+  Value result = bufferization::ToTensorOp::create(
+      hb, cacheType, cacheBuffer, /*restrict=*/true, /*writable=*/true);
+  op.getResult().replaceAllUsesWith(result);
+  op.erase();
+  return success();
+}
+
+struct AppendToGPUPass
+    : mlir::kvattn::impl::AppendToGPUPassBase<AppendToGPUPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<AppendOp> appends;
+    module.walk([&](AppendOp op) { appends.push_back(op); });
+    if (appends.empty())
+      return;
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(&getContext()));
+    auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>("kvattn_kernels");
+    if (!gpuModule) {
+      OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+      gpuModule =
+          gpu::GPUModuleOp::create(b, module.getLoc(), "kvattn_kernels");
+    }
+    llvm::StringMap<unsigned> counts;
+    for (AppendOp op : appends) {
+      auto func = op->getParentOfType<FunctionOpInterface>();
+      std::string base =
+          (func ? func.getName().str() : std::string("program")) +
+          "_kvattn_append";
+      std::string name = base + "_" + std::to_string(counts[base]++);
+      if (failed(lowerAppend(op, gpuModule, name)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
