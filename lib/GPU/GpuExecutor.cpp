@@ -119,6 +119,15 @@ singleAppendModule(mlir::kvattn::AppendOp op,
 
 /// Whether an op other than the device's (kvattn.append, kvattn.attention)
 /// uses `value`: then its host tensor must hold the device's values.
+/// Whether `value` is defined at the top level of its function (an argument
+/// or a result of an op in the function's body). Only those are kept on the
+/// device between ops: a value defined inside a loop (the scf.forall of a
+/// tiled program) takes new contents at every iteration under the same SSA
+/// value.
+bool isFunctionLevel(Value value) {
+  return isa<func::FuncOp>(value.getParentRegion()->getParentOp());
+}
+
 bool neededOnHost(Value value) {
   for (Operation *user : value.getUsers())
     if (!isa<mlir::kvattn::AppendOp, mlir::kvattn::AttentionOp>(user))
@@ -202,27 +211,33 @@ Status GpuExecutor::run(Operation *op,
   // Buffers: outside beginFunction() every buffer is this call's and freed
   // at its end; inside, the function's (values_, owned_).
   std::vector<rt::DevicePtr> temporaries;
+  // An op inside a loop writes no cache in place and leaves no result on
+  // the device (see isFunctionLevel): its buffers are this call's.
+  const bool residentOp = resident_ && isa<func::FuncOp>(op->getParentOp());
   auto freeTemporaries = [&] {
     for (rt::DevicePtr p : temporaries)
       (void)runtime_->release(p);
   };
   auto allocate = [&](size_t bytes, rt::DevicePtr &ptr) -> Status {
     KVATTN_RETURN_IF_ERROR(runtime_->allocate(bytes, ptr));
-    (resident_ ? owned_ : temporaries).push_back(ptr);
+    (residentOp ? owned_ : temporaries).push_back(ptr);
     return Status::ok();
   };
   // The device buffer holding `value` (uploaded from `t` unless resident).
   auto deviceBuffer = [&](Value value, const HostTensor &t,
                           rt::DevicePtr &ptr) -> Status {
-    if (resident_)
+    const bool keep = resident_ && isFunctionLevel(value);
+    if (keep)
       if (auto found = values_.find(value.getAsOpaquePointer());
           found != values_.end()) {
         ptr = found->second;
         return Status::ok();
       }
-    KVATTN_RETURN_IF_ERROR(allocate(t.byteSize(), ptr));
+    KVATTN_RETURN_IF_ERROR(runtime_->allocate(t.byteSize(), ptr));
+    // A kept value's buffer is the function's, whoever uploads it.
+    (keep || residentOp ? owned_ : temporaries).push_back(ptr);
     KVATTN_RETURN_IF_ERROR(runtime_->copyToDevice(ptr, t.data(), t.byteSize()));
-    if (resident_)
+    if (keep)
       values_[value.getAsOpaquePointer()] = ptr;
     return Status::ok();
   };
@@ -272,13 +287,13 @@ Status GpuExecutor::run(Operation *op,
       continue;
     }
     rt::DevicePtr ptr = 0;
-    if (roles[i] == "cache" && resident_ && value.hasOneUse() &&
+    if (roles[i] == "cache" && residentOp && value.hasOneUse() &&
         values_.count(value.getAsOpaquePointer())) {
       // In place: the append consumes the cache's buffer, which from now
       // on holds its result.
       ptr = values_[value.getAsOpaquePointer()];
       values_.erase(value.getAsOpaquePointer());
-    } else if (roles[i] == "cache" && resident_ && value.hasOneUse()) {
+    } else if (roles[i] == "cache" && residentOp && value.hasOneUse()) {
       // First use of a value with no other use (a function argument): its
       // uploaded buffer is written in place.
       s = allocate(t.byteSize(), ptr);
@@ -289,7 +304,8 @@ Status GpuExecutor::run(Operation *op,
       // (a resident value) or from the host.
       s = allocate(t.byteSize(), ptr);
       auto found = values_.find(value.getAsOpaquePointer());
-      if (s.isOk() && resident_ && found != values_.end())
+      if (s.isOk() && resident_ && isFunctionLevel(value) &&
+          found != values_.end())
         s = runtime_->copyDeviceToDevice(ptr, found->second, t.byteSize());
       else if (s.isOk())
         s = runtime_->copyToDevice(ptr, t.data(), t.byteSize());
@@ -366,9 +382,9 @@ Status GpuExecutor::run(Operation *op,
   bool synchronized = false;
   for (size_t r = 0; s.isOk() && r < results.size(); ++r) {
     Value value = op->getResult(r);
-    if (resident_)
+    if (residentOp)
       values_[value.getAsOpaquePointer()] = args.buffers[outputs[r]];
-    if (resident_ && !neededOnHost(value))
+    if (residentOp && !neededOnHost(value))
       continue;
     if (!synchronized) {
       s = runtime_->synchronize();
@@ -379,7 +395,7 @@ Status GpuExecutor::run(Operation *op,
     s = runtime_->copyToHost(results[r].data(), args.buffers[outputs[r]],
                              results[r].byteSize());
   }
-  if (!resident_ && !synchronized && s.isOk())
+  if (!residentOp && !synchronized && s.isOk())
     s = runtime_->synchronize();
   freeTemporaries();
   return s;

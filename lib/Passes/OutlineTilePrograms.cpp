@@ -7,10 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kvattn/Dialect/KVAttnOps.h"
-#include "kvattn/Support/Limits.h"
+#include "Passes/Conversion/KernelAbi.h"
 #include "Passes/Conversion/SharedMemoryLayout.h"
+#include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
+#include "kvattn/Support/Limits.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -75,28 +76,8 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
 /// A row-major view of `ptr` (memref<1xT>) with the operand's shape.
 static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
                          StringRef role, ArrayRef<Value> sizes, bool paged) {
-  SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged);
-  SmallVector<OpFoldResult> dims, strides(type.getRank());
-  for (int64_t d = 0; d < type.getRank(); ++d) {
-    if (!type.isDynamicDim(d))
-      dims.push_back(b.getIndexAttr(type.getDimSize(d)));
-    else
-      dims.push_back(sizes[symbolic[d]]);
-  }
-  OpFoldResult stride = b.getIndexAttr(1);
-  for (int64_t d = type.getRank() - 1; d >= 0; --d) {
-    strides[d] = stride;
-    auto cs = getConstantIntValue(stride), cd = getConstantIntValue(dims[d]);
-    if (cs && cd)
-      stride = b.getIndexAttr(*cs * *cd);
-    else
-      stride = arith::MulIOp::create(
-                   b, getValueOrCreateConstantIndexOp(b, b.getLoc(), stride),
-                   getValueOrCreateConstantIndexOp(b, b.getLoc(), dims[d]))
-                   .getResult();
-  }
-  return memref::ReinterpretCastOp::create(b, type, ptr, b.getIndexAttr(0),
-                                           dims, strides);
+  return rebuildRowMajorView(b, ptr, type,
+                             symbolicShape(role, type.getRank(), paged), sizes);
 }
 
 static LogicalResult outlineProgram(scf::ForallOp forall,
@@ -197,35 +178,15 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   // The ABI, for the launch manifest: each pointer with its element type,
   // symbolic shape and access, then the sizes.
   SmallVector<Attribute> params;
-  auto named = [&](StringRef key, Attribute value) {
-    return NamedAttribute(StringAttr::get(ctx, key), value);
-  };
   for (StringRef role : roles) {
     auto type = cast<MemRefType>(buffers[role].getType());
     SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged);
-    SmallVector<Attribute> shape;
-    for (int64_t d = 0; d < type.getRank(); ++d)
-      shape.push_back(
-          type.isDynamicDim(d)
-              ? Attribute(StringAttr::get(ctx, kSizes[symbolic[d]]))
-              : Attribute(IntegerAttr::get(IntegerType::get(ctx, 64),
-                                           type.getDimSize(d))));
     bool parts = role == "out_parts" || role == "lse_parts";
     bool written = role == "out" || role == "lse" || (parts && !isMerge);
-    params.push_back(DictionaryAttr::get(
-        ctx,
-        {named("name", StringAttr::get(ctx, role)),
-         named("kind", StringAttr::get(ctx, "pointer")),
-         named("element_type", TypeAttr::get(type.getElementType())),
-         named("shape", ArrayAttr::get(ctx, shape)),
-         named("access", StringAttr::get(ctx, written ? "write" : "read"))}));
+    params.push_back(pointerParam(ctx, role, type, symbolic, kSizes, written));
   }
   for (int id : sizeIds)
-    params.push_back(DictionaryAttr::get(
-        ctx,
-        {named("name", StringAttr::get(ctx, kSizes[id])),
-         named("kind", StringAttr::get(ctx, "scalar")),
-         named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))}));
+    params.push_back(sizeParam(ctx, kSizes[id]));
   kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
   kernel->setAttr("kvattn.tile_config", config);
   if (useTensorCores)

@@ -309,7 +309,7 @@ void mlir::kvattn::buildGpuKernelsToPtxPipeline(
   target.features = options.features;
   if (!libdevice.empty())
     target.linkLibs.push_back(libdevice);
-  target.optLevel = 3;
+  target.optLevel = options.llvmOptLevel;
   // The chip first: nvvm-attach-target's verifier crashes on some names.
   VerifyTargetPassOptions chipCheck;
   chipCheck.checkChip = true;

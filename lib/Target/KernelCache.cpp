@@ -171,6 +171,7 @@ std::string KernelCache::key(mlir::ModuleOp module, const PtxOptions &options) {
      << "split " << options.splitKv << " " << options.numSms << "\n"
      << "tensor-cores " << options.tensorCores << "\n"
      << "image " << imageName(options.image) << "\n"
+     << "llvm-opt " << options.llvmOptLevel << "\n"
      << "ir\n";
   mlir::OpPrintingFlags flags;
   flags.enableDebugInfo(false);

@@ -75,6 +75,11 @@ static cl::opt<bool>
                 cl::desc("mma.sync, ldmatrix and cp.async for f16/bf16 "
                          "where the head dims allow (false: scalar FMAs)"),
                 cl::init(true), cl::cat(category));
+static cl::opt<unsigned>
+    llvmOptLevel("llvm-opt-level",
+                 cl::desc("LLVM optimisation level of the device code before "
+                          "the NVPTX back end (0 to 3)"),
+                 cl::init(3), cl::cat(category));
 static cl::opt<bool> packGqa("pack-gqa",
                              cl::desc("GQA packing of few query rows"),
                              cl::init(true), cl::cat(category));
@@ -147,6 +152,10 @@ int main(int argc, char **argv) {
   options.numSms = numSms;
   options.packGqa = packGqa;
   options.tensorCores = tensorCores;
+  if (llvmOptLevel > 3)
+    return fail("--llvm-opt-level must be 0 to 3, not " +
+                std::to_string(llvmOptLevel));
+  options.llvmOptLevel = llvmOptLevel;
   if (deviceIR)
     options.image = mlir::kvattn::DeviceImage::LlvmIR;
   options.useKernelCache = kernelCache;

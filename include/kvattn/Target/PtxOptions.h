@@ -45,6 +45,10 @@ struct PtxOptions {
   /// head dims allow; false: the scalar lowering.
   bool tensorCores = true;
   DeviceImage image = DeviceImage::Ptx;
+  /// LLVM's optimisation level for the device code (0 to 3: the NVVM
+  /// target's `O` of gpu-module-to-binary, which runs LLVM's pipeline before
+  /// the NVPTX back end; ptxas optimises the PTX again).
+  unsigned llvmOptLevel = 3;
   /// compileToPtx reads and writes the on-disk kernel cache that the
   /// environment selects (KernelCache.h; KVATTN_CACHE_DIR=off: none).
   /// False: always compile, touch no file.

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Passes/Conversion/KernelAbi.h"
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
 
@@ -57,26 +58,7 @@ SmallVector<int> symbolicShape(StringRef role, bool paged) {
 /// A row-major view of `ptr` (memref<1xT>) with the operand's shape.
 Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
                   StringRef role, ArrayRef<Value> sizes, bool paged) {
-  SmallVector<int> symbolic = symbolicShape(role, paged);
-  SmallVector<OpFoldResult> dims, strides(type.getRank());
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    dims.push_back(type.isDynamicDim(d)
-                       ? OpFoldResult(sizes[symbolic[d]])
-                       : OpFoldResult(b.getIndexAttr(type.getDimSize(d))));
-  OpFoldResult stride = b.getIndexAttr(1);
-  for (int64_t d = type.getRank() - 1; d >= 0; --d) {
-    strides[d] = stride;
-    auto cs = getConstantIntValue(stride), cd = getConstantIntValue(dims[d]);
-    if (cs && cd)
-      stride = b.getIndexAttr(*cs * *cd);
-    else
-      stride = arith::MulIOp::create(
-                   b, getValueOrCreateConstantIndexOp(b, b.getLoc(), stride),
-                   getValueOrCreateConstantIndexOp(b, b.getLoc(), dims[d]))
-                   .getResult();
-  }
-  return memref::ReinterpretCastOp::create(b, type, ptr, b.getIndexAttr(0),
-                                           dims, strides);
+  return rebuildRowMajorView(b, ptr, type, symbolicShape(role, paged), sizes);
 }
 
 /// Elements per copy: the widest power of two up to 16 bytes that divides
@@ -227,26 +209,11 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
   for (auto [role, buffer] : llvm::zip(roles, buffers)) {
     auto type = cast<MemRefType>(buffer.getType());
     SmallVector<int> symbolic = symbolicShape(role, paged);
-    SmallVector<Attribute> shape;
-    for (int64_t d = 0; d < type.getRank(); ++d)
-      shape.push_back(
-          type.isDynamicDim(d)
-              ? Attribute(StringAttr::get(ctx, kSizeNames[symbolic[d]]))
-              : Attribute(i64(type.getDimSize(d))));
-    params.push_back(DictionaryAttr::get(
-        ctx, {named("name", StringAttr::get(ctx, role)),
-              named("kind", StringAttr::get(ctx, "pointer")),
-              named("element_type", TypeAttr::get(type.getElementType())),
-              named("shape", ArrayAttr::get(ctx, shape)),
-              named("access", StringAttr::get(
-                                  ctx, role == "cache" ? "write" : "read"))}));
+    params.push_back(pointerParam(ctx, role, type, symbolic, kSizeNames,
+                                  /*written=*/role == "cache"));
   }
   for (int id : sizeIds)
-    params.push_back(DictionaryAttr::get(
-        ctx,
-        {named("name", StringAttr::get(ctx, kSizeNames[id])),
-         named("kind", StringAttr::get(ctx, "scalar")),
-         named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))}));
+    params.push_back(sizeParam(ctx, kSizeNames[id]));
   kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
   // block_m: tokens per thread block; the vector width in elements.
   kernel->setAttr(

@@ -1,0 +1,67 @@
+//===- KernelAbi.cpp - kernel parameters and their manifest entries -------===//
+
+#include "Passes/Conversion/KernelAbi.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+using namespace mlir;
+
+Value mlir::kvattn::rebuildRowMajorView(ImplicitLocOpBuilder &b, Value ptr,
+                                        MemRefType type, ArrayRef<int> symbolic,
+                                        ArrayRef<Value> sizes) {
+  SmallVector<OpFoldResult> dims, strides(type.getRank());
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    dims.push_back(type.isDynamicDim(d)
+                       ? OpFoldResult(sizes[symbolic[d]])
+                       : OpFoldResult(b.getIndexAttr(type.getDimSize(d))));
+  OpFoldResult stride = b.getIndexAttr(1);
+  for (int64_t d = type.getRank() - 1; d >= 0; --d) {
+    strides[d] = stride;
+    auto cs = getConstantIntValue(stride), cd = getConstantIntValue(dims[d]);
+    if (cs && cd)
+      stride = b.getIndexAttr(*cs * *cd);
+    else
+      stride = arith::MulIOp::create(
+                   b, getValueOrCreateConstantIndexOp(b, b.getLoc(), stride),
+                   getValueOrCreateConstantIndexOp(b, b.getLoc(), dims[d]))
+                   .getResult();
+  }
+  return memref::ReinterpretCastOp::create(b, type, ptr, b.getIndexAttr(0),
+                                           dims, strides);
+}
+
+DictionaryAttr mlir::kvattn::pointerParam(MLIRContext *ctx, StringRef role,
+                                          MemRefType type,
+                                          ArrayRef<int> symbolic,
+                                          ArrayRef<const char *> sizeNames,
+                                          bool written) {
+  auto named = [&](StringRef key, Attribute value) {
+    return NamedAttribute(StringAttr::get(ctx, key), value);
+  };
+  SmallVector<Attribute> shape;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    shape.push_back(
+        type.isDynamicDim(d)
+            ? Attribute(StringAttr::get(ctx, sizeNames[symbolic[d]]))
+            : Attribute(IntegerAttr::get(IntegerType::get(ctx, 64),
+                                         type.getDimSize(d))));
+  return DictionaryAttr::get(
+      ctx, {named("name", StringAttr::get(ctx, role)),
+            named("kind", StringAttr::get(ctx, "pointer")),
+            named("element_type", TypeAttr::get(type.getElementType())),
+            named("shape", ArrayAttr::get(ctx, shape)),
+            named("access", StringAttr::get(ctx, written ? "write" : "read"))});
+}
+
+DictionaryAttr mlir::kvattn::sizeParam(MLIRContext *ctx, StringRef name) {
+  auto named = [&](StringRef key, Attribute value) {
+    return NamedAttribute(StringAttr::get(ctx, key), value);
+  };
+  return DictionaryAttr::get(
+      ctx, {named("name", StringAttr::get(ctx, name)),
+            named("kind", StringAttr::get(ctx, "scalar")),
+            named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))});
+}
