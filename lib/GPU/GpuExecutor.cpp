@@ -38,13 +38,14 @@ std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
   add(op.getKeyValid(), "key_valid");
   add(op.getMask(), "mask");
   add(op.getBlockTable(), "block_table");
+  add(op.getQStart(), "q_start");
   return roles;
 }
 
 bool isMetadata(const std::string &role) {
   return role == "q_offset" || role == "k_offset" || role == "q_pos" ||
          role == "k_pos" || role == "kv_len" || role == "key_valid" ||
-         role == "block_table" || role == "pos";
+         role == "block_table" || role == "pos" || role == "q_start";
 }
 
 /// The roles of a kvattn.append's operands, in operand order.
@@ -259,6 +260,10 @@ Status GpuExecutor::run(Operation *op,
     const auto &q = shapeOf("query"), &k = shapeOf("key");
     args.sizes = {q[0], q[1], k[1], q[2], k[2]};
   }
+  // A ragged batch: B is the sequence count (q_start has B + 1 entries), L
+  // the packed rows T.
+  if (!append && attention.isVarlen())
+    args.sizes.B = shapeOf("q_start")[0] - 1;
 
   Status s = Status::ok();
   for (size_t i = 0; s.isOk() && i < roles.size(); ++i) {

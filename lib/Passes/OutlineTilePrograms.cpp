@@ -35,7 +35,8 @@ using namespace mlir::kvattn;
 static const char *const kRoles[] = {
     "query",       "key",   "value",  "q_offset",  "k_offset",
     "q_pos",       "k_pos", "kv_len", "key_valid", "mask",
-    "block_table", "out",   "lse",    "out_parts", "lse_parts"};
+    "block_table", "q_start", "out",  "lse",       "out_parts",
+    "lse_parts"};
 /// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
     "B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"};
@@ -54,6 +55,8 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
   if (role == "block_table")
     return {kB, kMaxPages};
   if (role == "q_offset" || role == "k_offset" || role == "kv_len")
+    return {kB};
+  if (role == "q_start") // [B + 1]: see rebuildView
     return {kB};
   if (role == "q_pos")
     return {kB, kL};
@@ -80,6 +83,11 @@ static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
   for (int64_t d = 0; d < type.getRank(); ++d) {
     if (!type.isDynamicDim(d))
       dims.push_back(b.getIndexAttr(type.getDimSize(d)));
+    else if (role == "q_start") // B + 1 entries
+      dims.push_back(arith::AddIOp::create(
+                         b, sizes[symbolic[d]],
+                         arith::ConstantIndexOp::create(b, 1))
+                         .getResult());
     else
       dims.push_back(sizes[symbolic[d]]);
   }
@@ -207,7 +215,9 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     for (int64_t d = 0; d < type.getRank(); ++d)
       shape.push_back(
           type.isDynamicDim(d)
-              ? Attribute(StringAttr::get(ctx, kSizes[symbolic[d]]))
+              ? Attribute(StringAttr::get(
+                    ctx, role == "q_start" ? std::string("B+1")
+                                           : std::string(kSizes[symbolic[d]])))
               : Attribute(IntegerAttr::get(IntegerType::get(ctx, 64),
                                            type.getDimSize(d))));
     bool parts = role == "out_parts" || role == "lse_parts";
@@ -274,6 +284,15 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   auto dim = [&](Value src, int64_t d) {
     return hb.createOrFold<memref::DimOp>(src, d);
   };
+  // B: the query's batch, or for a ragged batch (q_start [B + 1]) the
+  // sequences.
+  auto batch = [&]() -> Value {
+    auto it = buffers.find("q_start");
+    if (it == buffers.end())
+      return dim(buffers["query"], 0);
+    return hb.createOrFold<arith::SubIOp>(
+        dim(it->second, 0), arith::ConstantIndexOp::create(hb, 1));
+  };
   if (isMerge) {
     Value out = buffers["out"];
     operands.append({dim(out, 0), dim(out, 1), dim(out, 2)});
@@ -282,12 +301,12 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     Value q = buffers["query"], k = buffers["key"];
     Value table = buffers["block_table"];
     Value maxPages = dim(table, 1), pageSize = dim(k, 1);
-    operands.append({dim(q, 0), dim(q, 1), dim(k, 2), dim(q, 2),
+    operands.append({batch(), dim(q, 1), dim(k, 2), dim(q, 2),
                      hb.createOrFold<arith::MulIOp>(maxPages, pageSize),
                      dim(k, 0), pageSize, maxPages});
   } else {
     Value q = buffers["query"], k = buffers["key"];
-    operands.append({dim(q, 0), dim(q, 1), dim(k, 1), dim(q, 2), dim(k, 2)});
+    operands.append({batch(), dim(q, 1), dim(k, 1), dim(q, 2), dim(k, 2)});
   }
   auto bound = [&](OpFoldResult ofr) {
     return getValueOrCreateConstantIndexOp(hb, hb.getLoc(), ofr);
