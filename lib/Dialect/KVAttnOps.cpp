@@ -165,8 +165,8 @@ static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
                                                      : starts - 1};
     if (!isCompatible(keyBatch.size, sequences.size)) {
       op->emitOpError() << "batch size B mismatch: " << keyBatch.tensor
-                        << " dim " << keyBatch.index << " is "
-                        << keyBatch.size << " but q_start has " << starts
+                        << " dim " << keyBatch.index << " is " << keyBatch.size
+                        << " but q_start has " << starts
                         << " entries (B + 1 = " << sequences.size + 1 << ")";
       return failure();
     }
@@ -223,13 +223,9 @@ static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
     int64_t starts = cast<ShapedType>(qStart.getType()).getDimSize(0);
     batch = ShapedType::isStatic(starts) ? starts - 1 : keyBatch.size;
   }
-  AttentionDims dims{batch,
-                     qt.getDimSize(1),
-                     kt.getDimSize(headIndex),
-                     qt.getDimSize(2),
-                     s,
-                     qt.getDimSize(3),
-                     vt.getDimSize(3)};
+  AttentionDims dims{
+      batch, qt.getDimSize(1), kt.getDimSize(headIndex), qt.getDimSize(2),
+      s,     qt.getDimSize(3), vt.getDimSize(3)};
   if (dims.d == 0) {
     op->emitOpError() << "head dim D must be positive, got 0";
     return failure();
@@ -408,8 +404,9 @@ LogicalResult AttentionOp::verifyConstantQueryStarts() {
   view.start = [&](int64_t slot) { return cu[slot]; };
   int64_t rows = getQuery().getType().getDimSize(2);
   view.rows = ShapedType::isDynamic(rows) ? -1 : rows;
-  auto lookup = [&](const SmallVector<int64_t> &v, bool given)
-      -> std::function<std::optional<int64_t>(int64_t)> {
+  auto lookup =
+      [&](const SmallVector<int64_t> &v,
+          bool given) -> std::function<std::optional<int64_t>(int64_t)> {
     if (!given)
       return nullptr;
     return [&v](int64_t b) -> std::optional<int64_t> {

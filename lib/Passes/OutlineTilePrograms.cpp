@@ -33,10 +33,9 @@ using namespace mlir::kvattn;
 
 /// The operand roles in kernel-parameter order.
 static const char *const kRoles[] = {
-    "query",       "key",   "value",  "q_offset",  "k_offset",
-    "q_pos",       "k_pos", "kv_len", "key_valid", "mask",
-    "block_table", "q_start", "out",  "lse",       "out_parts",
-    "lse_parts"};
+    "query", "key",    "value",     "q_offset", "k_offset",    "q_pos",
+    "k_pos", "kv_len", "key_valid", "mask",     "block_table", "q_start",
+    "out",   "lse",    "out_parts", "lse_parts"};
 /// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
     "B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"};
@@ -84,9 +83,8 @@ static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
     if (!type.isDynamicDim(d))
       dims.push_back(b.getIndexAttr(type.getDimSize(d)));
     else if (role == "q_start") // B + 1 entries
-      dims.push_back(arith::AddIOp::create(
-                         b, sizes[symbolic[d]],
-                         arith::ConstantIndexOp::create(b, 1))
+      dims.push_back(arith::AddIOp::create(b, sizes[symbolic[d]],
+                                           arith::ConstantIndexOp::create(b, 1))
                          .getResult());
     else
       dims.push_back(sizes[symbolic[d]]);

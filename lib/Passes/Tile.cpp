@@ -439,9 +439,9 @@ private:
       // ceil(G * L_b / BM) blocks, at most one more (empty). The grid is
       // P(B) = floor(G * T / BM) + B, whatever the lengths.
       Value sequences = m.sub(m.dim(buf.qStart, 0), m.c(1));
-      numQBlocks = m.add(
-          m.floorDiv(s.packed() ? m.mul(qLen, m.c(s.group)) : qLen, s.bm),
-          sequences);
+      numQBlocks =
+          m.add(m.floorDiv(s.packed() ? m.mul(qLen, m.c(s.group)) : qLen, s.bm),
+                sequences);
     }
     if (s.splits > 1)
       createPartBuffers(b);
@@ -558,11 +558,11 @@ private:
         [&](OpBuilder &nested, Location loc, ValueRange args) {
           ImplicitLocOpBuilder wb(loc, nested);
           IndexMath f{wb};
-          Value mid = wb.createOrFold<arith::DivUIOp>(f.add(args[0], args[1]),
-                                                      f.c(2));
+          Value mid =
+              wb.createOrFold<arith::DivUIOp>(f.add(args[0], args[1]), f.c(2));
           Value below = wb.createOrFold<arith::CmpIOp>(
-              arith::CmpIPredicate::sle,
-              firstBlock(wb, mid, start(wb, mid)), qBlock);
+              arith::CmpIPredicate::sle, firstBlock(wb, mid, start(wb, mid)),
+              qBlock);
           scf::YieldOp::create(
               wb, ValueRange{arith::SelectOp::create(wb, below, mid, args[0]),
                              arith::SelectOp::create(wb, below, args[1], mid)});
@@ -585,8 +585,8 @@ private:
     visibleRange(pb, p, r, kLen, ivs);
     // An empty program (the spare block of a sequence, or a sequence
     // without rows) visits no KV block.
-    Value empty = pb.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::eq,
-                                                 r.rows, zero);
+    Value empty =
+        pb.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::eq, r.rows, zero);
     r.loopHi = r.nHi = arith::SelectOp::create(pb, empty, r.nLo, r.nHi);
     return r;
   }

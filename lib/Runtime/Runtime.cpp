@@ -468,7 +468,7 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   const bool append = kernel.kind == "append";
   const bool varlen = kernel.kind == "attention_varlen";
   const int64_t gridX =
-      append   ? (args.sizes.B * args.sizes.L + kernel.blockM - 1) / kernel.blockM
+      append ? (args.sizes.B * args.sizes.L + kernel.blockM - 1) / kernel.blockM
       : varlen ? args.sizes.Hq / kernel.group
                : args.sizes.B * args.sizes.Hq / kernel.group;
   const int64_t gridY =

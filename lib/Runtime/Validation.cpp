@@ -232,8 +232,7 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
 
   // Values, per batch.
   for (const auto &[name, values] : args.metadata) {
-    if (name == "block_table" || name == "q_start" ||
-        (append && name == "pos"))
+    if (name == "block_table" || name == "q_start" || (append && name == "pos"))
       continue; // below, with kv_len; an append's positions and the
                 // starts of a ragged batch below too
     const int64_t rowLength = name == "q_pos"                            ? s.L

@@ -24,16 +24,16 @@ Status checkQueryStarts(const QueryStartsView &v) {
                            str(b) + ")");
     if (v.rows >= 0 && hi > v.rows)
       return Status::error("q_start[" + str(b + 1) + "] = " + str(hi) +
-                           " is past the packed query rows T = " +
-                           str(v.rows) + " (batch " + str(b) + ")");
+                           " is past the packed query rows T = " + str(v.rows) +
+                           " (batch " + str(b) + ")");
   }
   const int64_t last = v.start(v.batch);
   if (v.rows >= 0 && last != v.rows)
-    return Status::error("q_start[" + str(v.batch) + "] = " + str(last) +
-                         " must equal the packed query rows T = " +
-                         str(v.rows) + ": the last entry closes batch " +
-                         str(v.batch - 1) + " (batch " +
-                         str(v.batch > 0 ? v.batch - 1 : 0) + ")");
+    return Status::error(
+        "q_start[" + str(v.batch) + "] = " + str(last) +
+        " must equal the packed query rows T = " + str(v.rows) +
+        ": the last entry closes batch " + str(v.batch - 1) + " (batch " +
+        str(v.batch > 0 ? v.batch - 1 : 0) + ")");
   if (!v.qOffset || !v.kvLen)
     return Status::ok();
   for (int64_t b = 0; b < v.batch; ++b) {
@@ -45,14 +45,14 @@ Status checkQueryStarts(const QueryStartsView &v) {
       continue;
     if (*qOff + rows > *kOff + *len)
       return Status::error(
-          "q_offset[" + str(b) + "] = " + str(*qOff) + " with L = " +
-          str(rows) + " row(s) (q_start[" + str(b) + "] = " + str(v.start(b)) +
-          " .. q_start[" + str(b + 1) + "] = " + str(v.start(b + 1)) +
-          ") puts the last query at position " + str(*qOff + rows - 1) +
-          ", past the last cached key at position " + str(*kOff + *len - 1) +
-          " (kv_len[" + str(b) + "] = " + str(*len) +
-          "): the rows of a sequence must be tokens of its cache (batch " + str(b) +
-          ")");
+          "q_offset[" + str(b) + "] = " + str(*qOff) +
+          " with L = " + str(rows) + " row(s) (q_start[" + str(b) +
+          "] = " + str(v.start(b)) + " .. q_start[" + str(b + 1) +
+          "] = " + str(v.start(b + 1)) + ") puts the last query at position " +
+          str(*qOff + rows - 1) + ", past the last cached key at position " +
+          str(*kOff + *len - 1) + " (kv_len[" + str(b) + "] = " + str(*len) +
+          "): the rows of a sequence must be tokens of its cache (batch " +
+          str(b) + ")");
   }
   return Status::ok();
 }

@@ -752,12 +752,11 @@ static KernelInfo varlenKernel() {
   kernel.blockM = 16;
   kernel.blockX = 32;
   kernel.group = 4;
-  kernel.params = {
-      {"query", "pointer", "bf16", {"1", "Hq", "L", "64"}, "read"},
-      {"q_offset", "pointer", "i32", {"B"}, "read"},
-      {"kv_len", "pointer", "i32", {"B"}, "read"},
-      {"q_start", "pointer", "i32", {"B+1"}, "read"},
-      {"out", "pointer", "bf16", {"1", "Hq", "L", "64"}, "write"}};
+  kernel.params = {{"query", "pointer", "bf16", {"1", "Hq", "L", "64"}, "read"},
+                   {"q_offset", "pointer", "i32", {"B"}, "read"},
+                   {"kv_len", "pointer", "i32", {"B"}, "read"},
+                   {"q_start", "pointer", "i32", {"B+1"}, "read"},
+                   {"out", "pointer", "bf16", {"1", "Hq", "L", "64"}, "write"}};
   for (const char *size : {"B", "Hq", "Hkv", "L", "S"})
     kernel.params.push_back({size, "scalar", "i64", {}, ""});
   return kernel;
