@@ -563,9 +563,9 @@ private:
           Value below = wb.createOrFold<arith::CmpIOp>(
               arith::CmpIPredicate::sle, firstBlock(wb, mid, start(wb, mid)),
               qBlock);
-          scf::YieldOp::create(
-              wb, ValueRange{arith::SelectOp::create(wb, below, mid, args[0]),
-                             arith::SelectOp::create(wb, below, args[1], mid)});
+          Value lo = arith::SelectOp::create(wb, below, mid, args[0]);
+          Value hi = arith::SelectOp::create(wb, below, args[1], mid);
+          scf::YieldOp::create(wb, ValueRange{lo, hi});
         });
     r.bIdx = search.getResult(0);
     Value cuLo = start(pb, r.bIdx);
@@ -587,7 +587,8 @@ private:
     // without rows) visits no KV block.
     Value empty =
         pb.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::eq, r.rows, zero);
-    r.loopHi = r.nHi = arith::SelectOp::create(pb, empty, r.nLo, r.nHi);
+    Value nHi = arith::SelectOp::create(pb, empty, r.nLo, r.nHi);
+    r.loopHi = r.nHi = nHi;
     return r;
   }
 
