@@ -127,6 +127,16 @@ bool neededOnHost(Value value) {
   return false;
 }
 
+/// Whether `value` takes one value per call of the function: one defined
+/// in a loop (the scf.forall of a tiled program, run on the host) holds a
+/// new tensor in every iteration, so its device buffer must not be reused
+/// by value.
+bool definedOnce(Value value) {
+  Region *region = value.getParentRegion();
+  Operation *parent = region ? region->getParentOp() : nullptr;
+  return parent && isa<func::FuncOp>(parent);
+}
+
 } // namespace
 
 GpuExecutor::~GpuExecutor() { (void)endFunction(); }
@@ -215,7 +225,8 @@ Status GpuExecutor::run(Operation *op,
   // The device buffer holding `value` (uploaded from `t` unless resident).
   auto deviceBuffer = [&](Value value, const HostTensor &t,
                           rt::DevicePtr &ptr) -> Status {
-    if (resident_)
+    const bool resident = resident_ && definedOnce(value);
+    if (resident)
       if (auto found = values_.find(value.getAsOpaquePointer());
           found != values_.end()) {
         ptr = found->second;
@@ -223,7 +234,7 @@ Status GpuExecutor::run(Operation *op,
       }
     KVATTN_RETURN_IF_ERROR(allocate(t.byteSize(), ptr));
     KVATTN_RETURN_IF_ERROR(runtime_->copyToDevice(ptr, t.data(), t.byteSize()));
-    if (resident_)
+    if (resident)
       values_[value.getAsOpaquePointer()] = ptr;
     return Status::ok();
   };
@@ -277,13 +288,14 @@ Status GpuExecutor::run(Operation *op,
       continue;
     }
     rt::DevicePtr ptr = 0;
-    if (roles[i] == "cache" && resident_ && value.hasOneUse() &&
+    const bool resident = resident_ && definedOnce(value);
+    if (roles[i] == "cache" && resident && value.hasOneUse() &&
         values_.count(value.getAsOpaquePointer())) {
       // In place: the append consumes the cache's buffer, which from now
       // on holds its result.
       ptr = values_[value.getAsOpaquePointer()];
       values_.erase(value.getAsOpaquePointer());
-    } else if (roles[i] == "cache" && resident_ && value.hasOneUse()) {
+    } else if (roles[i] == "cache" && resident && value.hasOneUse()) {
       // First use of a value with no other use (a function argument): its
       // uploaded buffer is written in place.
       s = allocate(t.byteSize(), ptr);
@@ -294,7 +306,7 @@ Status GpuExecutor::run(Operation *op,
       // (a resident value) or from the host.
       s = allocate(t.byteSize(), ptr);
       auto found = values_.find(value.getAsOpaquePointer());
-      if (s.isOk() && resident_ && found != values_.end())
+      if (s.isOk() && resident && found != values_.end())
         s = runtime_->copyDeviceToDevice(ptr, found->second, t.byteSize());
       else if (s.isOk())
         s = runtime_->copyToDevice(ptr, t.data(), t.byteSize());
@@ -371,9 +383,10 @@ Status GpuExecutor::run(Operation *op,
   bool synchronized = false;
   for (size_t r = 0; s.isOk() && r < results.size(); ++r) {
     Value value = op->getResult(r);
-    if (resident_)
+    const bool resident = resident_ && definedOnce(value);
+    if (resident)
       values_[value.getAsOpaquePointer()] = args.buffers[outputs[r]];
-    if (resident_ && !neededOnHost(value))
+    if (resident && !neededOnHost(value))
       continue;
     if (!synchronized) {
       s = runtime_->synchronize();

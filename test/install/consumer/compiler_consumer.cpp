@@ -14,6 +14,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 // Ordinary MLIR code (`using namespace mlir;`) names kvattn as `kvattn::`:
@@ -69,8 +70,9 @@ int main() {
     llvm::errs() << s.message() << "\n";
     return 1;
   }
-  llvm::outs() << "cpu: " << results[0].getDouble(0) << " "
-               << results[0].getDouble(8) << "\n";
+  // %g: raw_ostream writes a double as %e (2.500000e+01).
+  llvm::outs() << "cpu: " << llvm::format("%g", results[0].getDouble(0))
+               << " " << llvm::format("%g", results[0].getDouble(8)) << "\n";
 
   // SDPA as a linalg front end writes it: Q K^T, a constant scale,
   // linalg.softmax over the keys, P V.
