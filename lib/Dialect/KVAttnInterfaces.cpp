@@ -45,7 +45,7 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
   SmallVector<Type> types = inferResultTypes(query, value, withLse);
   build(b, state, types[0], withLse ? types[1] : Type(), query, key, value,
         e.qOffset, e.kOffset, e.qPos, e.kPos, e.kvLen, e.keyValid, e.mask,
-        e.blockTable, e.causal,
+        e.blockTable, e.qStart, e.causal,
         e.window ? b.getI64IntegerAttr(*e.window) : IntegerAttr(),
         optionalF32(b, e.softcap), optionalF32(b, e.scale));
 }
@@ -60,6 +60,7 @@ AttentionExtras AttentionOp::getExtras() {
   e.keyValid = getKeyValid();
   e.mask = getMask();
   e.blockTable = getBlockTable();
+  e.qStart = getQStart();
   e.causal = getCausal();
   e.window = getWindow();
   if (std::optional<APFloat> softcap = getSoftcap())
@@ -244,6 +245,20 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
                                     ArrayRef<OpFoldResult> offsets,
                                     ArrayRef<OpFoldResult> sizes) {
   Location loc = getLoc();
+  if (isVarlen()) {
+    // The packed rows belong to sequences through q_start: a tile takes
+    // whole query heads only (every row, the one packed batch).
+    for (unsigned d : {0u, 2u}) {
+      std::optional<int64_t> size = getConstantIntValue(sizes[d]);
+      if (!isZeroInteger(offsets[d]) || !size ||
+          *size != getQuery().getType().getDimSize(d)) {
+        emitOpError() << "a varlen kvattn.attention (q_start) tiles over "
+                         "query heads only, not over dim "
+                      << d;
+        return failure();
+      }
+    }
+  }
   TileSlicer s{b, loc, offsets, sizes, {}};
   FailureOr<std::pair<OpFoldResult, OpFoldResult>> kvHeads =
       kvHeadTile(b, loc, *this, offsets[1], sizes[1]);
@@ -274,6 +289,16 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
   Value query = s.slice(getQuery(), {s.like(0, 0), s.like(1, 1), s.like(2, 2)});
   Cut heads{getKeyHeadDim(), kvHeads->first, kvHeads->second};
   Value key, value;
+  if (isVarlen()) {
+    // Every sequence stays: only the kv heads are cut.
+    key = s.slice(getKey(), {heads});
+    value = s.slice(getValue(), {heads});
+    auto tiled = AttentionOp::create(b, loc, query, key, value,
+                                     static_cast<bool>(getLse()), e);
+    return TilingResult{{tiled.getOperation()},
+                        SmallVector<Value>(tiled->getResults()),
+                        s.slices};
+  }
   if (isPaged()) {
     // Pages are shared by every sequence: only their kv heads are cut, and
     // the sequences' rows of the table.

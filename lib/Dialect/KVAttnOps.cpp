@@ -8,6 +8,7 @@
 
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Support/BlockTable.h"
+#include "kvattn/Support/QueryStarts.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -105,10 +106,15 @@ struct AttentionDims {
 /// their element types and the GQA ratio. Shared by attention and sdpa.
 /// With a `blockTable` [B, max_pages], K and V are paged caches
 /// [num_pages, page_size, Hkv, D|Dv] and S = max_pages * page_size.
+/// With `qStart` [B + 1] (a ragged batch) Q and out are packed,
+/// [1, Hq, T, D|Dv], and B is the sequence count: the batch dimension of
+/// K and V (or of the block table) and dim 0 of q_start minus 1.
 static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
                                              Value v, Value out,
-                                             Value blockTable = {}) {
+                                             Value blockTable = {},
+                                             Value qStart = {}) {
   const bool paged = static_cast<bool>(blockTable);
+  const bool varlen = static_cast<bool>(qStart);
   if (failed(checkRank(op, "query", q, 4, "[B, Hq, L, D]")) ||
       failed(checkRank(op, "key", k, 4,
                        paged ? "[num_pages, page_size, Hkv, D]"
@@ -136,8 +142,38 @@ static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
   const NamedDim keyBatch =
       paged ? dimOf("block_table", blockTable, 0) : dimOf("key", k, 0);
   const unsigned headIndex = paged ? 2 : 1;
-  if (failed(checkSameDim(op, "batch size B", keyBatch, dimOf("query", q, 0))))
+  if (varlen) {
+    if (failed(checkRank(op, "q_start", qStart, 1, "[B + 1]")))
+      return failure();
+    for (auto [name, value] :
+         {std::pair<StringRef, Value>{"query", q}, {"out", out}})
+      if (cast<ShapedType>(value.getType()).getDimSize(0) != 1) {
+        op->emitOpError()
+            << "with q_start the " << name
+            << " is packed ([1, Hq, T, D]): its dim 0 must be 1, got "
+            << dimToString(cast<ShapedType>(value.getType()).getDimSize(0));
+        return failure();
+      }
+    int64_t starts = cast<ShapedType>(qStart.getType()).getDimSize(0);
+    if (starts == 0) {
+      op->emitOpError() << "q_start must have B + 1 entries (at least 1), "
+                           "got 0";
+      return failure();
+    }
+    NamedDim sequences{"q_start", 0,
+                       ShapedType::isDynamic(starts) ? ShapedType::kDynamic
+                                                     : starts - 1};
+    if (!isCompatible(keyBatch.size, sequences.size)) {
+      op->emitOpError() << "batch size B mismatch: " << keyBatch.tensor
+                        << " dim " << keyBatch.index << " is " << keyBatch.size
+                        << " but q_start has " << starts
+                        << " entries (B + 1 = " << sequences.size + 1 << ")";
+      return failure();
+    }
+  } else if (failed(checkSameDim(op, "batch size B", keyBatch,
+                                 dimOf("query", q, 0)))) {
     return failure();
+  }
   if (paged) {
     if (failed(checkSameDim(op, "pages num_pages", dimOf("value", v, 0),
                             dimOf("key", k, 0))) ||
@@ -145,7 +181,8 @@ static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
                             dimOf("key", k, 1))))
       return failure();
   } else if (failed(checkSameDim(op, "batch size B", dimOf("value", v, 0),
-                                 dimOf("query", q, 0)))) {
+                                 varlen ? dimOf("key", k, 0)
+                                        : dimOf("query", q, 0)))) {
     return failure();
   }
   if (failed(checkSameDim(op, "head dim D", dimOf("key", k, 3),
@@ -179,13 +216,16 @@ static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
       return failure();
     }
   }
-  AttentionDims dims{qt.getDimSize(0),
-                     qt.getDimSize(1),
-                     kt.getDimSize(headIndex),
-                     qt.getDimSize(2),
-                     s,
-                     qt.getDimSize(3),
-                     vt.getDimSize(3)};
+  // B: the sequences. Packed, they are q_start's entries minus one (or the
+  // batch of K, V or the table).
+  int64_t batch = qt.getDimSize(0);
+  if (varlen) {
+    int64_t starts = cast<ShapedType>(qStart.getType()).getDimSize(0);
+    batch = ShapedType::isStatic(starts) ? starts - 1 : keyBatch.size;
+  }
+  AttentionDims dims{
+      batch, qt.getDimSize(1), kt.getDimSize(headIndex), qt.getDimSize(2),
+      s,     qt.getDimSize(3), vt.getDimSize(3)};
   if (dims.d == 0) {
     op->emitOpError() << "head dim D must be positive, got 0";
     return failure();
@@ -256,11 +296,25 @@ static LogicalResult verifyWindowAndSoftcap(Operation *op,
 
 LogicalResult AttentionOp::verify() {
   Operation *op = getOperation();
-  FailureOr<AttentionDims> maybeDims = verifyQKVOut(
-      op, getQuery(), getKey(), getValue(), getOut(), getBlockTable());
+  FailureOr<AttentionDims> maybeDims =
+      verifyQKVOut(op, getQuery(), getKey(), getValue(), getOut(),
+                   getBlockTable(), getQStart());
   if (failed(maybeDims))
     return failure();
   const AttentionDims &dims = *maybeDims;
+  if (isVarlen()) {
+    // Explicit positions and a mask are indexed [B, L, ...] by a batch's
+    // own rows; packed rows have no such index.
+    if (getQPos() || getKPos())
+      return emitOpError()
+             << "q_start (packed rows) does not combine with explicit "
+                "positions (q_pos/k_pos): give each sequence's first "
+                "position as q_offset";
+    if (getMask())
+      return emitOpError()
+             << "q_start (packed rows) does not combine with a mask: use "
+                "causal, window, kv_len and key_valid [B, S]";
+  }
   if (isPaged()) {
     if (!getKvLen())
       return emitOpError() << "paged attention (block_table) needs kv_len: "
@@ -271,7 +325,9 @@ LogicalResult AttentionOp::verify() {
 
   if (Value lse = getLse()) {
     if (failed(checkShape(op, "lse", lse,
-                          {{"B", dims.b}, {"Hq", dims.hq}, {"L", dims.l}})))
+                          {{isVarlen() ? "1" : "B", isVarlen() ? 1 : dims.b},
+                           {"Hq", dims.hq},
+                           {isVarlen() ? "T" : "L", dims.l}})))
       return failure();
   }
 
@@ -318,7 +374,56 @@ LogicalResult AttentionOp::verify() {
 
   if (failed(verifyWindowAndSoftcap(op, getWindow(), getSoftcap())))
     return failure();
-  return verifyScale(op, getScale());
+  if (failed(verifyScale(op, getScale())))
+    return failure();
+  return verifyConstantQueryStarts();
+}
+
+/// Applies the q_start rules (kvattn/Support/QueryStarts.h) when q_start is
+/// a constant; with constant q_offset and kv_len (and k_offset) too, also
+/// that a causal sequence's rows find their own keys.
+LogicalResult AttentionOp::verifyConstantQueryStarts() {
+  DenseIntElementsAttr starts;
+  if (!isVarlen() || !matchPattern(getQStart(), m_Constant(&starts)))
+    return success();
+  auto values = [](DenseIntElementsAttr attr) {
+    return llvm::to_vector(
+        llvm::map_range(attr.getValues<APInt>(),
+                        [](const APInt &v) { return v.getSExtValue(); }));
+  };
+  SmallVector<int64_t> cu = values(starts), qOff, kOff, len;
+  DenseIntElementsAttr attr;
+  if (getQOffset() && matchPattern(getQOffset(), m_Constant(&attr)))
+    qOff = values(attr);
+  if (getKOffset() && matchPattern(getKOffset(), m_Constant(&attr)))
+    kOff = values(attr);
+  if (getKvLen() && matchPattern(getKvLen(), m_Constant(&attr)))
+    len = values(attr);
+  ::mlir::kvattn::QueryStartsView view;
+  view.batch = static_cast<int64_t>(cu.size()) - 1;
+  view.start = [&](int64_t slot) { return cu[slot]; };
+  int64_t rows = getQuery().getType().getDimSize(2);
+  view.rows = ShapedType::isDynamic(rows) ? -1 : rows;
+  auto lookup =
+      [&](const SmallVector<int64_t> &v,
+          bool given) -> std::function<std::optional<int64_t>(int64_t)> {
+    if (!given)
+      return nullptr;
+    return [&v](int64_t b) -> std::optional<int64_t> {
+      if (v.empty())
+        return std::nullopt;
+      return v[b];
+    };
+  };
+  view.qOffset = lookup(qOff, static_cast<bool>(getQOffset()));
+  view.kvLen = lookup(len, static_cast<bool>(getKvLen()));
+  view.kOffset = getKOffset()
+                     ? lookup(kOff, true)
+                     : std::function<std::optional<int64_t>(int64_t)>();
+  ::mlir::kvattn::Status status = ::mlir::kvattn::checkQueryStarts(view);
+  if (!status)
+    return emitOpError() << "invalid q_start: " << status.message();
+  return success();
 }
 
 /// Applies the block-table rules (kvattn/Support/BlockTable.h) when the

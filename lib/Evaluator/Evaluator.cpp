@@ -357,6 +357,7 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   ops.kvLen = optional(op.getKvLen());
   ops.keyValid = optional(op.getKeyValid());
   ops.mask = optional(op.getMask());
+  ops.qStart = optional(op.getQStart());
   reference::AttentionAttributes attrs;
   attrs.causal = op.getCausal();
   attrs.window = op.getWindow();

@@ -38,13 +38,14 @@ std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
   add(op.getKeyValid(), "key_valid");
   add(op.getMask(), "mask");
   add(op.getBlockTable(), "block_table");
+  add(op.getQStart(), "q_start");
   return roles;
 }
 
 bool isMetadata(const std::string &role) {
   return role == "q_offset" || role == "k_offset" || role == "q_pos" ||
          role == "k_pos" || role == "kv_len" || role == "key_valid" ||
-         role == "block_table" || role == "pos";
+         role == "block_table" || role == "pos" || role == "q_start";
 }
 
 /// The roles of a kvattn.append's operands, in operand order.
@@ -117,8 +118,6 @@ singleAppendModule(mlir::kvattn::AppendOp op,
   return module;
 }
 
-/// Whether an op other than the device's (kvattn.append, kvattn.attention)
-/// uses `value`: then its host tensor must hold the device's values.
 /// Whether `value` is defined at the top level of its function (an argument
 /// or a result of an op in the function's body). Only those are kept on the
 /// device between ops: a value defined inside a loop (the scf.forall of a
@@ -128,6 +127,8 @@ bool isFunctionLevel(Value value) {
   return isa<func::FuncOp>(value.getParentRegion()->getParentOp());
 }
 
+/// Whether an op other than the device's (kvattn.append, kvattn.attention)
+/// uses `value`: then its host tensor must hold the device's values.
 bool neededOnHost(Value value) {
   for (Operation *user : value.getUsers())
     if (!isa<mlir::kvattn::AppendOp, mlir::kvattn::AttentionOp>(user))
@@ -274,6 +275,10 @@ Status GpuExecutor::run(Operation *op,
     const auto &q = shapeOf("query"), &k = shapeOf("key");
     args.sizes = {q[0], q[1], k[1], q[2], k[2]};
   }
+  // A ragged batch: B is the sequence count (q_start has B + 1 entries), L
+  // the packed rows T.
+  if (!append && attention.isVarlen())
+    args.sizes.B = shapeOf("q_start")[0] - 1;
 
   Status s = Status::ok();
   for (size_t i = 0; s.isOk() && i < roles.size(); ++i) {

@@ -34,13 +34,24 @@ using namespace mlir::kvattn;
 
 /// The operand roles in kernel-parameter order.
 static const char *const kRoles[] = {
-    "query",       "key",   "value",  "q_offset",  "k_offset",
-    "q_pos",       "k_pos", "kv_len", "key_valid", "mask",
-    "block_table", "out",   "lse",    "out_parts", "lse_parts"};
+    "query", "key",    "value",     "q_offset", "k_offset",    "q_pos",
+    "k_pos", "kv_len", "key_valid", "mask",     "block_table", "q_start",
+    "out",   "lse",    "out_parts", "lse_parts"};
 /// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
-    "B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"};
-enum SizeIndex { kB, kHq, kHkv, kL, kS, kNumPages, kPageSize, kMaxPages };
+    "B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages", "B+1"};
+/// kBPlus1 is no parameter: the length of q_start, named in the manifest.
+enum SizeIndex {
+  kB,
+  kHq,
+  kHkv,
+  kL,
+  kS,
+  kNumPages,
+  kPageSize,
+  kMaxPages,
+  kBPlus1
+};
 
 /// The symbolic shape of an operand: each dimension is one of the sizes, or
 /// -1 for a static dimension (head dims, broadcast dims of the mask, the
@@ -56,6 +67,8 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
     return {kB, kMaxPages};
   if (role == "q_offset" || role == "k_offset" || role == "kv_len")
     return {kB};
+  if (role == "q_start") // [B + 1]: see rebuildView
+    return {kBPlus1};
   if (role == "q_pos")
     return {kB, kL};
   if (role == "k_pos" || role == "key_valid")
@@ -76,8 +89,15 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
 /// A row-major view of `ptr` (memref<1xT>) with the operand's shape.
 static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
                          StringRef role, ArrayRef<Value> sizes, bool paged) {
-  return rebuildRowMajorView(b, ptr, type,
-                             symbolicShape(role, type.getRank(), paged), sizes);
+  SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged);
+  if (role != "q_start")
+    return rebuildRowMajorView(b, ptr, type, symbolic, sizes);
+  // q_start holds B + 1 entries: a size computed here, not a parameter.
+  SmallVector<Value> withCount(sizes.begin(), sizes.end());
+  withCount.resize(kBPlus1 + 1);
+  withCount[kBPlus1] =
+      arith::AddIOp::create(b, sizes[kB], arith::ConstantIndexOp::create(b, 1));
+  return rebuildRowMajorView(b, ptr, type, symbolic, withCount);
 }
 
 static LogicalResult outlineProgram(scf::ForallOp forall,
@@ -235,6 +255,15 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   auto dim = [&](Value src, int64_t d) {
     return hb.createOrFold<memref::DimOp>(src, d);
   };
+  // B: the query's batch, or for a ragged batch (q_start [B + 1]) the
+  // sequences.
+  auto batch = [&]() -> Value {
+    auto it = buffers.find("q_start");
+    if (it == buffers.end())
+      return dim(buffers["query"], 0);
+    return hb.createOrFold<arith::SubIOp>(
+        dim(it->second, 0), arith::ConstantIndexOp::create(hb, 1));
+  };
   if (isMerge) {
     Value out = buffers["out"];
     operands.append({dim(out, 0), dim(out, 1), dim(out, 2)});
@@ -243,12 +272,12 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     Value q = buffers["query"], k = buffers["key"];
     Value table = buffers["block_table"];
     Value maxPages = dim(table, 1), pageSize = dim(k, 1);
-    operands.append({dim(q, 0), dim(q, 1), dim(k, 2), dim(q, 2),
+    operands.append({batch(), dim(q, 1), dim(k, 2), dim(q, 2),
                      hb.createOrFold<arith::MulIOp>(maxPages, pageSize),
                      dim(k, 0), pageSize, maxPages});
   } else {
     Value q = buffers["query"], k = buffers["key"];
-    operands.append({dim(q, 0), dim(q, 1), dim(k, 1), dim(q, 2), dim(k, 2)});
+    operands.append({batch(), dim(q, 1), dim(k, 1), dim(q, 2), dim(k, 2)});
   }
   auto bound = [&](OpFoldResult ofr) {
     return getValueOrCreateConstantIndexOp(hb, hb.getLoc(), ofr);

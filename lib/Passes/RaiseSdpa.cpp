@@ -282,7 +282,8 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
         rewriter, loc, outType, /*lse=*/Type(), query, key, value, qOffset,
         /*k_offset=*/Value(), /*q_pos=*/Value(), /*k_pos=*/Value(),
         /*kv_len=*/Value(), /*key_valid=*/Value(), mask,
-        /*block_table=*/Value(), /*causal=*/true, /*window=*/IntegerAttr(),
+        /*block_table=*/Value(), /*q_start=*/Value(), /*causal=*/true,
+        /*window=*/IntegerAttr(),
         /*softcap=*/FloatAttr(), scale);
     raised = attention;
     out = attention.getOut();

@@ -422,6 +422,7 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
       rewriter, loc, op.getOut().getType(), lse ? lse.getType() : Type(), query,
       key, op.getValue(), pos.qOffset, pos.kOffset, /*q_pos=*/Value(),
       /*k_pos=*/Value(), pos.kvLen, keyValid, mask, /*block_table=*/Value(),
+      /*q_start=*/Value(),
       /*causal=*/causal.has_value(), op.getWindowAttr(), op.getSoftcapAttr(),
       op.getScaleAttr());
   rewriter.replaceOp(op, attention->getResults());

@@ -93,6 +93,7 @@ struct IndexMath {
 struct Buffers {
   Value q, k, v, qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, out, lse;
   Value blockTable; ///< paged K/V: [B, max_pages]
+  Value qStart;     ///< varlen: [B + 1] starts of the packed query rows
 };
 
 /// Marks the op that defines a program operand with its role (`query`,
@@ -211,6 +212,9 @@ struct Schedule {
   std::optional<float> softcap;
   std::optional<int64_t> window;
   bool causal = false, offsetForm = false, paged = false;
+  /// A ragged batch (q_start): the query is packed [1, Hq, T, D] and each
+  /// program finds its sequence from its query-block id.
+  bool varlen = false;
   /// Whether a block can be full (no mask for any row of the program):
   /// decidable from positions in the offset form only, and only without
   /// per-key validity or a general mask.
@@ -227,6 +231,10 @@ struct Schedule {
 /// rows, and the KV blocks it visits.
 struct ProgramRange {
   Value bIdx, head, kvHead, qStart, rows, kvLen;
+  /// Where the rows live in the query and the results: batch qBatch, rows
+  /// from qRowStart. The program's own batch and qStart, except for a
+  /// ragged batch (batch 0, the sequence's first packed row + qStart).
+  Value qBatch, qRowStart;
   /// All KV blocks of the cache, the visible ones [nLo, nHi), this
   /// instance's [loopLo, loopHi) (its chunk with a split), the full ones
   /// [fullLo, fullHi).
@@ -258,7 +266,8 @@ public:
     createBuffers(b, m);
     auto grid = emitGrid(b, m);
     grid->setAttr("kvattn.tile_config",
-                  tileConfig(b, s.splits, s.group, "attention"));
+                  tileConfig(b, s.splits, s.group,
+                             s.varlen ? "attention_varlen" : "attention"));
     if (s.splits > 1)
       emitMergeProgram(b, m);
     replaceOp(b);
@@ -316,6 +325,7 @@ private:
     s.causal = op.getCausal();
     s.offsetForm = static_cast<bool>(op.getQOffset());
     s.paged = op.isPaged();
+    s.varlen = op.isVarlen();
     const bool explicitForm = static_cast<bool>(op.getQPos());
     s.canBeFull = !op.getKeyValid() && !op.getMask() &&
                   !(explicitForm && (s.causal || s.window));
@@ -327,9 +337,12 @@ private:
         op.getKey().getType().getDimSize(op.getKeyHeadDim());
     const int64_t qHeadsStatic = qType.getDimSize(1),
                   qLenStatic = qType.getDimSize(2);
+    // A ragged batch packs whenever it can: its sequences' query lengths
+    // are known only at run time, and decode tokens (L = 1) are the common
+    // case of a serving step.
     if (cfg.packGqa && ShapedType::isStatic(qHeadsStatic) &&
         ShapedType::isStatic(kvHeadsStatic) && kvHeadsStatic > 0 &&
-        (ShapedType::isDynamic(qLenStatic) ||
+        (s.varlen || ShapedType::isDynamic(qLenStatic) ||
          qLenStatic < (cfg.blockM ? cfg.blockM : kMaxAutoBlockM)))
       s.group = qHeadsStatic / kvHeadsStatic;
     // The block sizes: the options, or chosen for this op (0).
@@ -347,7 +360,8 @@ private:
     // to index: no split.
     bool emptyGrid = llvm::any_of(qType.getShape().take_front(3),
                                   [](int64_t d) { return d == 0; });
-    s.splits = emptyGrid ? 1
+    // A ragged batch is not split (docs/tile-program.md).
+    s.splits = emptyGrid || s.varlen ? 1
                : cfg.splitKv == 0
                    ? automaticSplit(qType, op.getLogicalKeyLength(), s.group,
                                     s.bm, s.bn, s.numWarps, cfg)
@@ -372,6 +386,7 @@ private:
     buf.keyValid = toBuffer(b, op.getKeyValid(), "key_valid");
     buf.mask = toBuffer(b, op.getMask(), "mask");
     buf.blockTable = toBuffer(b, op.getBlockTable(), "block_table");
+    buf.qStart = toBuffer(b, op.getQStart(), "q_start");
 
     batch = m.dim(buf.q, 0);
     qHeads = m.dim(buf.q, 1);
@@ -418,6 +433,16 @@ private:
         m.mul(batch, s.packed() ? m.c(qType.getDimSize(1) / s.group) : qHeads);
     Value numQBlocks =
         m.ceilDiv(s.packed() ? m.mul(qLen, m.c(s.group)) : qLen, s.bm);
+    if (s.varlen) {
+      // Sequence b owns the query blocks [P(b), P(b + 1)) with
+      // P(b) = floor(G * q_start[b] / BM) + b: at least its
+      // ceil(G * L_b / BM) blocks, at most one more (empty). The grid is
+      // P(B) = floor(G * T / BM) + B, whatever the lengths.
+      Value sequences = m.sub(m.dim(buf.qStart, 0), m.c(1));
+      numQBlocks =
+          m.add(m.floorDiv(s.packed() ? m.mul(qLen, m.c(s.group)) : qLen, s.bm),
+                sequences);
+    }
     if (s.splits > 1)
       createPartBuffers(b);
     SmallVector<OpFoldResult> gridSizes = {getAsOpFoldResult(numPrograms),
@@ -456,6 +481,8 @@ private:
           kvHeads = p.dim(buf.k, s.paged ? 2 : 1),
           kLen = s.paged ? p.mul(p.dim(buf.blockTable, 1), p.dim(buf.k, 1))
                          : p.dim(buf.k, 2);
+    if (s.varlen)
+      return varlenProgramRange(pb, p, ivs, qHeads, qLen, kvHeads, kLen);
     ProgramRange r;
     r.totalKBlocks = p.ceilDiv(kLen, bn);
     Value bh = ivs[0], qBlock = ivs[1];
@@ -477,7 +504,99 @@ private:
     }
     r.qStart = p.mul(qBlock, p.c(s.bm));
     r.rows = p.min(p.c(s.bm), p.sub(rowCount, r.qStart));
+    r.qBatch = r.bIdx;
+    r.qRowStart = r.qStart;
     r.kvLen = buf.kvLen ? p.loadIndex(buf.kvLen, r.bIdx) : kLen;
+    visibleRange(pb, p, r, kLen, ivs);
+    return r;
+  }
+
+  /// A ragged batch: program (head, query block q) finds its sequence b, the
+  /// largest with P(b) <= q (P as in emitGrid, strictly increasing), by
+  /// binary search over q_start; its rows are the sequence's packed rows
+  /// [(q - P(b)) * BM, ...) (in units of G packed rows per query row).
+  /// Every q_start value read is clamped into [0, T] and the rows into
+  /// [0, BM] so that even invalid metadata (which the reference and the
+  /// runtime refuse) never reads or writes outside the buffers.
+  ProgramRange varlenProgramRange(ImplicitLocOpBuilder &pb, IndexMath &p,
+                                  ValueRange ivs, Value qHeads, Value qLen,
+                                  Value kvHeads, Value kLen) {
+    ProgramRange r;
+    r.totalKBlocks = p.ceilDiv(kLen, s.bn);
+    Value head = ivs[0], qBlock = ivs[1];
+    if (s.packed()) {
+      r.kvHead = head;
+      r.head = p.mul(r.kvHead, p.c(s.group));
+    } else {
+      r.head = head;
+      r.kvHead = pb.createOrFold<arith::DivUIOp>(
+          r.head, pb.createOrFold<arith::DivUIOp>(qHeads, kvHeads));
+    }
+    Value zero = p.c(0), one = p.c(1);
+    Value sequences = p.sub(p.dim(buf.qStart, 0), one);
+    auto start = [&](ImplicitLocOpBuilder &b, Value slot) {
+      IndexMath f{b};
+      return f.min(f.max(f.loadIndex(buf.qStart, slot), f.c(0)), qLen);
+    };
+    auto firstBlock = [&](ImplicitLocOpBuilder &b, Value slot, Value cu) {
+      IndexMath f{b};
+      Value rows = s.packed() ? f.mul(cu, f.c(s.group)) : cu;
+      return f.add(f.floorDiv(rows, s.bm), slot);
+    };
+    // lo = 0, hi = B; while (hi - lo > 1) { mid = (lo + hi) / 2;
+    // P(mid) <= q ? lo = mid : hi = mid; }
+    Type index = pb.getIndexType();
+    auto search = scf::WhileOp::create(
+        pb, TypeRange{index, index}, ValueRange{zero, sequences},
+        [&](OpBuilder &nested, Location loc, ValueRange args) {
+          ImplicitLocOpBuilder cb(loc, nested);
+          IndexMath f{cb};
+          Value more = cb.createOrFold<arith::CmpIOp>(
+              arith::CmpIPredicate::sgt, f.sub(args[1], args[0]), f.c(1));
+          scf::ConditionOp::create(cb, more, args);
+        },
+        [&](OpBuilder &nested, Location loc, ValueRange args) {
+          ImplicitLocOpBuilder wb(loc, nested);
+          IndexMath f{wb};
+          Value mid =
+              wb.createOrFold<arith::DivUIOp>(f.add(args[0], args[1]), f.c(2));
+          Value below = wb.createOrFold<arith::CmpIOp>(
+              arith::CmpIPredicate::sle, firstBlock(wb, mid, start(wb, mid)),
+              qBlock);
+          Value lo = arith::SelectOp::create(wb, below, mid, args[0]);
+          Value hi = arith::SelectOp::create(wb, below, args[1], mid);
+          scf::YieldOp::create(wb, ValueRange{lo, hi});
+        });
+    r.bIdx = search.getResult(0);
+    Value cuLo = start(pb, r.bIdx);
+    Value cuHi = p.max(start(pb, p.add(r.bIdx, one)), cuLo);
+    Value rowCount = p.sub(cuHi, cuLo);
+    Value packedBase = cuLo;
+    if (s.packed()) {
+      rowCount = p.mul(rowCount, p.c(s.group));
+      packedBase = p.mul(cuLo, p.c(s.group));
+    }
+    Value local = p.max(p.sub(qBlock, firstBlock(pb, r.bIdx, cuLo)), zero);
+    r.qStart = p.mul(local, p.c(s.bm));
+    r.rows = p.max(p.min(p.c(s.bm), p.sub(rowCount, r.qStart)), zero);
+    r.qBatch = zero;
+    r.qRowStart = p.add(packedBase, r.qStart);
+    r.kvLen = buf.kvLen ? p.loadIndex(buf.kvLen, r.bIdx) : kLen;
+    visibleRange(pb, p, r, kLen, ivs);
+    // An empty program (the spare block of a sequence, or a sequence
+    // without rows) visits no KV block.
+    Value empty =
+        pb.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::eq, r.rows, zero);
+    Value nHi = arith::SelectOp::create(pb, empty, r.nLo, r.nHi);
+    r.loopHi = r.nHi = nHi;
+    return r;
+  }
+
+  /// The visible key range of the program's rows, its full blocks and its
+  /// chunk of them (split-KV).
+  void visibleRange(ImplicitLocOpBuilder &pb, IndexMath &p, ProgramRange &r,
+                    Value kLen, ValueRange ivs) {
+    const int64_t bn = s.bn;
 
     // The visible key range [lo, hi) and the full blocks [fullLo, fullHi),
     // from the positions of the program's rows.
@@ -531,7 +650,6 @@ private:
     // not trusted (NaN there must not reach a tensor-core product, where a
     // masked key still multiplies its V row by zero).
     r.readEnd = r.kvLen;
-    return r;
   }
 
   /// stats = true: the instance's loaded, masked and skipped blocks and K/V
@@ -580,7 +698,7 @@ private:
     t.acc =
         memref::AllocaOp::create(pb, MemRefType::get({s.bm, s.valueDim}, f32));
     TileInitOp::create(pb, t.rowMax, t.rowSum, t.acc);
-    TileLoadQOp::create(pb, buf.q, r.bIdx, r.head, r.qStart, r.rows, t.q,
+    TileLoadQOp::create(pb, buf.q, r.qBatch, r.head, r.qRowStart, r.rows, t.q,
                         groupAttr);
     emitKvLoop(pb, p, r, t);
     emitStore(pb, p, r, t, ivs);
@@ -663,7 +781,7 @@ private:
                  const Tiles &t, ValueRange ivs) {
     if (s.splits <= 1) {
       TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, buf.out, buf.lse,
-                          r.bIdx, r.head, r.qStart, r.rows, groupAttr);
+                          r.qBatch, r.head, r.qRowStart, r.rows, groupAttr);
       return;
     }
     auto part = [&](Value parts) {

@@ -9,6 +9,7 @@
 #include "kvattn/Reference/Reference.h"
 #include "kvattn/Support/BlockTable.h"
 #include "kvattn/Support/Limits.h"
+#include "kvattn/Support/QueryStarts.h"
 
 #include <algorithm>
 #include <cmath>
@@ -71,8 +72,10 @@ checkShape(const char *name, const HostTensor &t,
 }
 
 /// Q [B,Hq,L,D], K [B,Hkv,S,D], V [B,Hkv,S,Dv]: ranks, sizes, GQA.
+/// With `keyBatch >= 0` (a ragged batch) Q is packed [1, Hq, T, D] and K, V
+/// have `keyBatch` sequences; dims.b is then 1 (the query's batch).
 Status checkQKV(const HostTensor *q, const HostTensor *k, const HostTensor *v,
-                Dims &dims) {
+                Dims &dims, int64_t keyBatch = -1) {
   if (!q || !k || !v)
     return Status::error("query, key and value are required");
   KVATTN_RETURN_IF_ERROR(checkFloat("query", *q));
@@ -85,16 +88,20 @@ Status checkQKV(const HostTensor *q, const HostTensor *k, const HostTensor *v,
     return Status::error("key must have shape [B, Hkv, S, D], got " +
                          k->shapeString());
   dims = {q->dim(0), q->dim(1), k->dim(1), q->dim(2), k->dim(2), q->dim(3), 0};
+  if (keyBatch >= 0 && dims.b != 1)
+    return Status::error("with q_start the query is packed [1, Hq, T, D]: "
+                         "its dim 0 must be 1, got " +
+                         q->shapeString());
+  const int64_t kb = keyBatch >= 0 ? keyBatch : dims.b;
   KVATTN_RETURN_IF_ERROR(checkShape(
-      "key", *k,
-      {{"B", dims.b}, {"Hkv", dims.hkv}, {"S", dims.s}, {"D", dims.d}}));
+      "key", *k, {{"B", kb}, {"Hkv", dims.hkv}, {"S", dims.s}, {"D", dims.d}}));
   if (v->rank() != 4)
     return Status::error("value must have shape [B, Hkv, S, Dv], got " +
                          v->shapeString());
   dims.dv = v->dim(3);
   KVATTN_RETURN_IF_ERROR(checkShape(
       "value", *v,
-      {{"B", dims.b}, {"Hkv", dims.hkv}, {"S", dims.s}, {"Dv", dims.dv}}));
+      {{"B", kb}, {"Hkv", dims.hkv}, {"S", dims.s}, {"Dv", dims.dv}}));
   if (dims.d == 0)
     return Status::error("head dim D must be positive, got 0");
   if (dims.hkv == 0 || dims.hq % dims.hkv != 0)
@@ -144,6 +151,12 @@ struct Core {
   std::optional<double> softcap;
   const HostTensor *mask; // may be null
   std::function<bool(int64_t b, int64_t h, int64_t i, int64_t j)> allowed;
+  /// A ragged batch: the sequence of each packed row, and each sequence's
+  /// first row (q_start). Row i of the packed query reads the keys of
+  /// sequence rowSequence[i] as its row i - sequenceStart[...]. Null
+  /// otherwise.
+  const std::vector<int64_t> *rowSequence = nullptr;
+  const std::vector<int64_t> *sequenceStart = nullptr;
 
   /// Every row (b, h, i), on all cores when there is enough work: rows are
   /// independent and each is computed the same way on any thread.
@@ -181,20 +194,24 @@ struct Core {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t i = row % dims.l, h = row / dims.l % dims.hq,
                     b = row / dims.l / dims.hq;
+      // The batch of the keys and the row within it (a packed row belongs
+      // to its sequence).
+      const int64_t kb = rowSequence ? (*rowSequence)[i] : b;
+      const int64_t il = rowSequence ? i - (*sequenceStart)[kb] : i;
       {
         const int64_t g = h / group;
         {
           keys.clear();
           scores.clear();
           for (int64_t j = 0; j < dims.s; ++j) {
-            if (!allowed(b, h, i, j))
+            if (!allowed(kb, h, il, j))
               continue;
             if (mask && !additive &&
                 mask->getInt(maskIndex(*mask, b, h, i, j)) == 0)
               continue;
             // Rows are contiguous: element x of a row is its start + x.
             const int64_t qRow = q.flatIndex({b, h, i, 0}),
-                          kRow = k.flatIndex({b, g, j, 0});
+                          kRow = k.flatIndex({kb, g, j, 0});
             double dot = 0.0;
             for (int64_t x = 0; x < dims.d; ++x)
               dot += q.getDouble(qRow + x) * k.getDouble(kRow + x);
@@ -225,7 +242,7 @@ struct Core {
           for (size_t n = 0; n < keys.size(); ++n) {
             double w = std::exp(scores[n] - peak);
             sum += w;
-            const int64_t vRow = v.flatIndex({b, g, keys[n], 0});
+            const int64_t vRow = v.flatIndex({kb, g, keys[n], 0});
             for (int64_t x = 0; x < dims.dv; ++x)
               acc[x] += w * v.getDouble(vRow + x);
           }
@@ -343,8 +360,34 @@ Status checkF32Range(const HostTensor &q, const HostTensor &k,
 
 Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
                  AttentionResult &result, Compute compute) {
+  // A ragged batch: B sequences (q_start has B + 1 entries) over the packed
+  // rows of a [1, Hq, T, D] query.
+  std::vector<int64_t> qStart;
+  if (ops.qStart) {
+    KVATTN_RETURN_IF_ERROR(checkInteger("q_start", *ops.qStart));
+    if (ops.qStart->rank() != 1 || ops.qStart->dim(0) < 1)
+      return Status::error("q_start must have shape [B + 1] (at least one "
+                           "entry), got " +
+                           ops.qStart->shapeString());
+    for (int64_t n = 0; n < ops.qStart->numElements(); ++n)
+      qStart.push_back(ops.qStart->getInt(n));
+    if (ops.qPos || ops.kPos)
+      return Status::error("q_start (packed rows) does not combine with "
+                           "explicit positions (q_pos/k_pos)");
+    if (ops.mask)
+      return Status::error("q_start (packed rows) does not combine with a "
+                           "mask");
+  }
+  const int64_t sequences =
+      ops.qStart ? static_cast<int64_t>(qStart.size()) - 1 : -1;
   Dims dims;
-  KVATTN_RETURN_IF_ERROR(checkQKV(ops.query, ops.key, ops.value, dims));
+  KVATTN_RETURN_IF_ERROR(
+      checkQKV(ops.query, ops.key, ops.value, dims, sequences));
+  // The per-sequence sizes: B is the sequence count (the query's batch when
+  // not packed).
+  Dims seq = dims;
+  if (ops.qStart)
+    seq.b = sequences;
 
   // Operand groups, as the verifier states them.
   const bool offsetForm = ops.qOffset || ops.kOffset;
@@ -364,18 +407,18 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
   if (attrs.softcap && !(*attrs.softcap > 0.0 && std::isfinite(*attrs.softcap)))
     return Status::error("softcap must be positive and finite");
 
-  std::vector<int64_t> qOffset(dims.b, 0), kOffset(dims.b, 0), qPos, kPos,
-      kvLen(dims.b, dims.s);
+  std::vector<int64_t> qOffset(seq.b, 0), kOffset(seq.b, 0), qPos, kPos,
+      kvLen(seq.b, dims.s);
   if (ops.qOffset) {
     KVATTN_RETURN_IF_ERROR(checkInteger("q_offset", *ops.qOffset));
     KVATTN_RETURN_IF_ERROR(
-        checkShape("q_offset", *ops.qOffset, {{"B", dims.b}}));
+        checkShape("q_offset", *ops.qOffset, {{"B", seq.b}}));
     KVATTN_RETURN_IF_ERROR(readNonNegative("q_offset", *ops.qOffset, qOffset));
   }
   if (ops.kOffset) {
     KVATTN_RETURN_IF_ERROR(checkInteger("k_offset", *ops.kOffset));
     KVATTN_RETURN_IF_ERROR(
-        checkShape("k_offset", *ops.kOffset, {{"B", dims.b}}));
+        checkShape("k_offset", *ops.kOffset, {{"B", seq.b}}));
     KVATTN_RETURN_IF_ERROR(readNonNegative("k_offset", *ops.kOffset, kOffset));
   }
   if (ops.qPos) {
@@ -389,21 +432,47 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
     KVATTN_RETURN_IF_ERROR(readNonNegative("k_pos", *ops.kPos, kPos));
   }
   if (ops.kvLen)
-    KVATTN_RETURN_IF_ERROR(readKvLen(*ops.kvLen, dims, kvLen));
+    KVATTN_RETURN_IF_ERROR(readKvLen(*ops.kvLen, seq, kvLen));
   if (ops.keyValid) {
     if (ops.keyValid->elementType() != ElementType::I1)
       return Status::error(std::string("key_valid must be an i1 tensor, got ") +
                            elementTypeName(ops.keyValid->elementType()));
     KVATTN_RETURN_IF_ERROR(
-        checkShape("key_valid", *ops.keyValid, {{"B", dims.b}, {"S", dims.s}}));
+        checkShape("key_valid", *ops.keyValid, {{"B", seq.b}, {"S", dims.s}}));
   }
   if (ops.mask)
     KVATTN_RETURN_IF_ERROR(checkMask(*ops.mask, dims));
 
+  // The packed rows' sequences (kvattn/Support/QueryStarts.h), before any
+  // row reads a key.
+  std::vector<int64_t> rowSequence;
+  if (ops.qStart) {
+    QueryStartsView view;
+    view.batch = seq.b;
+    view.start = [&](int64_t slot) { return qStart[slot]; };
+    view.rows = dims.l;
+    if (ops.qOffset)
+      view.qOffset = [&](int64_t b) -> std::optional<int64_t> {
+        return qOffset[b];
+      };
+    view.kOffset = [&](int64_t b) -> std::optional<int64_t> {
+      return kOffset[b];
+    };
+    if (ops.kvLen)
+      view.kvLen = [&](int64_t b) -> std::optional<int64_t> {
+        return kvLen[b];
+      };
+    KVATTN_RETURN_IF_ERROR(checkQueryStarts(view));
+    rowSequence.resize(dims.l);
+    for (int64_t b = 0; b < seq.b; ++b)
+      for (int64_t i = qStart[b]; i < qStart[b + 1]; ++i)
+        rowSequence[i] = b;
+  }
+
   const double scale =
       attrs.scale.value_or(1.0 / std::sqrt(static_cast<double>(dims.d)));
   KVATTN_RETURN_IF_ERROR(checkF32Range(*ops.query, *ops.key, *ops.value,
-                                       ops.mask, dims, kvLen, ops.keyValid,
+                                       ops.mask, seq, kvLen, ops.keyValid,
                                        scale));
 
   auto queryPos = [&](int64_t b, int64_t i) {
@@ -432,6 +501,10 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
                 return false;
               return true;
             }};
+  if (ops.qStart) {
+    core.rowSequence = &rowSequence;
+    core.sequenceStart = &qStart;
+  }
   KVATTN_RETURN_IF_ERROR(HostTensor::make(
       ElementType::F64, {dims.b, dims.hq, dims.l, dims.dv}, result.out));
   KVATTN_RETURN_IF_ERROR(HostTensor::make(

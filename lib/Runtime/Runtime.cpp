@@ -463,13 +463,18 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   // The grid of the manifest: x = B * Hq / group programs, y = blocks of
   // group * L (packed) query rows; an append kernel: x = blocks of block_m
   // new tokens (one warp each) of the B * L.
+  // A ragged batch ("attention_varlen"): x = Hq / group, y = floor(group *
+  // L / block_m) + B (L the packed rows, B the sequences).
   const bool append = kernel.kind == "append";
+  const bool varlen = kernel.kind == "attention_varlen";
   const int64_t gridX =
       append ? (args.sizes.B * args.sizes.L + kernel.blockM - 1) / kernel.blockM
-             : args.sizes.B * args.sizes.Hq / kernel.group;
+      : varlen ? args.sizes.Hq / kernel.group
+               : args.sizes.B * args.sizes.Hq / kernel.group;
   const int64_t gridY =
-      append
-          ? 1
+      append ? 1
+      : varlen
+          ? kernel.group * args.sizes.L / kernel.blockM + args.sizes.B
           : (kernel.group * args.sizes.L + kernel.blockM - 1) / kernel.blockM;
   if (gridX == 0 || gridY == 0)
     return Status::ok();                // No program: nothing to compute.

@@ -4,6 +4,7 @@
 #include "kvattn/Support/BlockTable.h"
 #include "kvattn/Support/Decimal.h"
 #include "kvattn/Support/Limits.h"
+#include "kvattn/Support/QueryStarts.h"
 
 #include <cctype>
 #include <cstdio>
@@ -18,8 +19,17 @@ namespace {
 std::string str(int64_t v) { return std::to_string(v); }
 
 /// The size each dimension of an operand stands for ("" for a head dim).
+/// A ragged batch (`varlen`): the query, out and lse are packed, their
+/// dim 0 (1) stands for no size and L for the packed rows T; q_start has
+/// B + 1 entries.
 std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
-                                       bool paged) {
+                                       bool paged, bool varlen = false) {
+  if (varlen && (role == "query" || role == "out"))
+    return {"", "Hq", "L", ""};
+  if (varlen && role == "lse")
+    return {"", "Hq", "L"};
+  if (role == "q_start")
+    return {"B+1"};
   if (role == "query" || role == "out")
     return {"B", "Hq", "L", ""};
   if (role == "key" || role == "value")
@@ -55,7 +65,7 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
 bool isMetadata(const std::string &name) {
   return name == "q_offset" || name == "k_offset" || name == "q_pos" ||
          name == "k_pos" || name == "kv_len" || name == "key_valid" ||
-         name == "block_table" || name == "pos";
+         name == "block_table" || name == "pos" || name == "q_start";
 }
 
 } // namespace
@@ -113,15 +123,19 @@ int64_t sizeByName(const Sizes &s, const std::string &name) {
     return s.pageSize;
   if (name == "max_pages")
     return s.maxPages;
+  if (name == "B+1") // q_start of a ragged batch
+    return s.B + 1;
   return -1;
 }
 
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   const Sizes &s = args.sizes;
   const std::string where = "launch of '" + kernel.name + "': ";
-  bool paged = false;
-  for (const ParamInfo &p : kernel.params)
+  bool paged = false, varlen = false;
+  for (const ParamInfo &p : kernel.params) {
     paged |= p.name == "block_table";
+    varlen |= p.name == "q_start";
+  }
   // A cache write (kind "append") has no query heads: Hq is not checked.
   const bool append = kernel.kind == "append";
   for (const char *name : {"B", "Hq", "Hkv", "L", "S"})
@@ -152,7 +166,7 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
     if (p.kind != "pointer")
       continue;
     std::vector<std::string> symbolic =
-        symbolicShape(p.name, p.shape.size(), paged);
+        symbolicShape(p.name, p.shape.size(), paged, varlen);
     if (symbolic.size() != p.shape.size())
       return Status::error(where + "the manifest gives '" + p.name + "' " +
                            str(p.shape.size()) + " dimensions");
@@ -218,8 +232,9 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
 
   // Values, per batch.
   for (const auto &[name, values] : args.metadata) {
-    if (name == "block_table" || (append && name == "pos"))
-      continue; // below, with kv_len; an append's positions below too
+    if (name == "block_table" || name == "q_start" || (append && name == "pos"))
+      continue; // below, with kv_len; an append's positions and the
+                // starts of a ragged batch below too
     const int64_t rowLength = name == "q_pos"                            ? s.L
                               : (name == "k_pos" || name == "key_valid") ? s.S
                                                                          : 1;
@@ -261,6 +276,29 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   }
   if (append)
     return validateAppend(where, args, paged);
+  if (varlen) {
+    // The reference's rules and messages (kvattn/Support/QueryStarts.h).
+    const std::vector<int64_t> &starts = args.metadata.at("q_start");
+    auto perBatch = [&](const char *name)
+        -> std::function<std::optional<int64_t>(int64_t)> {
+      auto it = args.metadata.find(name);
+      if (it == args.metadata.end())
+        return nullptr;
+      const std::vector<int64_t> *values = &it->second;
+      return [values](int64_t b) -> std::optional<int64_t> {
+        return (*values)[b];
+      };
+    };
+    QueryStartsView view;
+    view.batch = s.B;
+    view.start = [&](int64_t slot) { return starts[slot]; };
+    view.rows = s.L;
+    view.qOffset = perBatch("q_offset");
+    view.kOffset = perBatch("k_offset");
+    view.kvLen = perBatch("kv_len");
+    if (Status st = checkQueryStarts(view); !st)
+      return Status::error(where + st.message());
+  }
   if (paged) {
     const std::vector<int64_t> &table = args.metadata.at("block_table");
     auto kvLen = args.metadata.find("kv_len");

@@ -266,6 +266,14 @@ std::string manifestToJson(const PtxModule &module,
       // One warp per new token, block_m tokens per thread block.
       os << "{\"x\": \"ceil(B * L / " << m.blockM
          << ")\", \"y\": 1, \"z\": 1},\n";
+    else if (m.kind == "attention_varlen")
+      // A ragged batch: x the (kv) heads, y floor(G * T / BM) + B query
+      // blocks (L stands for the packed rows T, B for the sequences).
+      os << "{\"x\": \""
+         << (m.group > 1 ? "Hq / " + std::to_string(m.group) : "Hq")
+         << "\", \"y\": \"floor("
+         << (m.group > 1 ? std::to_string(m.group) + " * L" : "L") << " / "
+         << m.blockM << ") + B\", \"z\": 1},\n";
     else
       os << "{\"x\": \""
          << (m.group > 1 ? "B * Hq / " + std::to_string(m.group) : "B * Hq")

@@ -655,3 +655,106 @@ func.func @paged_tile_table_rank(%qt: memref<16x8xf32>, %k: memref<?x16x2x8xf16>
       : memref<16x8xf32>, memref<?x16x2x8xf16>, memref<16x32xf32>
   return
 }
+
+// -----
+
+// Varlen (q_start): the query is packed, its dim 0 must be 1.
+func.func @varlen_query_batch(%q: tensor<2x8x5x64xf16>, %k: tensor<2x2x16x64xf16>, %v: tensor<2x2x16x64xf16>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{with q_start the query is packed ([1, Hq, T, D]): its dim 0 must be 1, got 2}}
+  %o = kvattn.attention %q, %k, %v q_start(%cu : tensor<3xi32>) : tensor<2x8x5x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<2x8x5x64xf16>
+  return
+}
+
+// -----
+
+func.func @varlen_sequences(%q: tensor<1x8x5x64xf16>, %k: tensor<3x2x16x64xf16>, %v: tensor<3x2x16x64xf16>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{batch size B mismatch: key dim 0 is 3 but q_start has 3 entries (B + 1 = 3)}}
+  %o = kvattn.attention %q, %k, %v q_start(%cu : tensor<3xi32>) : tensor<1x8x5x64xf16>, tensor<3x2x16x64xf16>, tensor<3x2x16x64xf16> -> tensor<1x8x5x64xf16>
+  return
+}
+
+// -----
+
+func.func @varlen_rank(%q: tensor<1x8x5x64xf16>, %k: tensor<2x2x16x64xf16>, %v: tensor<2x2x16x64xf16>, %cu: tensor<3x1xi32>) {
+  // expected-error @+1 {{q_start must have rank 1 [B + 1], got rank 2}}
+  %o = kvattn.attention %q, %k, %v q_start(%cu : tensor<3x1xi32>) : tensor<1x8x5x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<1x8x5x64xf16>
+  return
+}
+
+// -----
+
+func.func @varlen_empty(%q: tensor<1x8x5x64xf16>, %k: tensor<?x2x16x64xf16>, %v: tensor<?x2x16x64xf16>, %cu: tensor<0xi32>) {
+  // expected-error @+1 {{q_start must have B + 1 entries (at least 1), got 0}}
+  %o = kvattn.attention %q, %k, %v q_start(%cu : tensor<0xi32>) : tensor<1x8x5x64xf16>, tensor<?x2x16x64xf16>, tensor<?x2x16x64xf16> -> tensor<1x8x5x64xf16>
+  return
+}
+
+// -----
+
+func.func @varlen_q_offset_batch(%q: tensor<1x8x5x64xf16>, %k: tensor<2x2x16x64xf16>, %v: tensor<2x2x16x64xf16>, %cu: tensor<3xi32>, %off: tensor<3xi32>) {
+  // expected-error @+1 {{q_offset must have shape [B]: dim 0 is 3 but B is 2}}
+  %o = kvattn.attention %q, %k, %v q_start(%cu : tensor<3xi32>) q_offset(%off : tensor<3xi32>) causal : tensor<1x8x5x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<1x8x5x64xf16>
+  return
+}
+
+// -----
+
+func.func @varlen_explicit(%q: tensor<1x8x5x64xf16>, %k: tensor<2x2x16x64xf16>, %v: tensor<2x2x16x64xf16>, %cu: tensor<3xi32>, %qp: tensor<2x5xi32>, %kp: tensor<2x16xi32>) {
+  // expected-error @+1 {{q_start (packed rows) does not combine with explicit positions (q_pos/k_pos): give each sequence's first position as q_offset}}
+  %o = kvattn.attention %q, %k, %v q_start(%cu : tensor<3xi32>) q_pos(%qp : tensor<2x5xi32>) k_pos(%kp : tensor<2x16xi32>) causal : tensor<1x8x5x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<1x8x5x64xf16>
+  return
+}
+
+// -----
+
+func.func @varlen_mask(%q: tensor<1x8x5x64xf16>, %k: tensor<2x2x16x64xf16>, %v: tensor<2x2x16x64xf16>, %cu: tensor<3xi32>, %m: tensor<5x16xi1>) {
+  // expected-error @+1 {{q_start (packed rows) does not combine with a mask: use causal, window, kv_len and key_valid [B, S]}}
+  %o = kvattn.attention %q, %k, %v q_start(%cu : tensor<3xi32>) mask(%m : tensor<5x16xi1>) : tensor<1x8x5x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<1x8x5x64xf16>
+  return
+}
+
+// -----
+
+func.func @varlen_lse(%q: tensor<1x8x5x64xf16>, %k: tensor<2x2x16x64xf16>, %v: tensor<2x2x16x64xf16>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{lse must have shape [1, Hq, T]: dim 0 is 2 but 1 is 1}}
+  %o, %l = kvattn.attention %q, %k, %v q_start(%cu : tensor<3xi32>) : tensor<1x8x5x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<1x8x5x64xf16>, tensor<2x8x5xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_first_start(%q: tensor<1x8x5x64xf16>, %k: tensor<2x2x16x64xf16>, %v: tensor<2x2x16x64xf16>) {
+  %cu = arith.constant dense<[1, 2, 5]> : tensor<3xi32>
+  // expected-error @+1 {{invalid q_start: q_start[0] = 1 must be 0: the first sequence starts the packed query (batch 0)}}
+  %o = kvattn.attention %q, %k, %v q_start(%cu : tensor<3xi32>) : tensor<1x8x5x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<1x8x5x64xf16>
+  return
+}
+
+// -----
+
+func.func @varlen_not_monotone(%q: tensor<1x8x5x64xf16>, %k: tensor<3x2x16x64xf16>, %v: tensor<3x2x16x64xf16>) {
+  %cu = arith.constant dense<[0, 4, 2, 5]> : tensor<4xi32>
+  // expected-error @+1 {{invalid q_start: q_start[2] = 2 is below q_start[1] = 4: sequence starts must not decrease (batch 1)}}
+  %o = kvattn.attention %q, %k, %v q_start(%cu : tensor<4xi32>) : tensor<1x8x5x64xf16>, tensor<3x2x16x64xf16>, tensor<3x2x16x64xf16> -> tensor<1x8x5x64xf16>
+  return
+}
+
+// -----
+
+func.func @varlen_last_start(%q: tensor<1x8x5x64xf16>, %k: tensor<2x2x16x64xf16>, %v: tensor<2x2x16x64xf16>) {
+  %cu = arith.constant dense<[0, 2, 4]> : tensor<3xi32>
+  // expected-error @+1 {{invalid q_start: q_start[2] = 4 must equal the packed query rows T = 5: the last entry closes batch 1 (batch 1)}}
+  %o = kvattn.attention %q, %k, %v q_start(%cu : tensor<3xi32>) : tensor<1x8x5x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<1x8x5x64xf16>
+  return
+}
+
+// -----
+
+func.func @varlen_rows_past_cache(%q: tensor<1x8x5x64xf16>, %k: tensor<2x2x16x64xf16>, %v: tensor<2x2x16x64xf16>) {
+  %cu = arith.constant dense<[0, 1, 5]> : tensor<3xi32>
+  %off = arith.constant dense<[9, 6]> : tensor<2xi32>
+  %len = arith.constant dense<[10, 9]> : tensor<2xi32>
+  // expected-error @+1 {{invalid q_start: q_offset[1] = 6 with L = 4 row(s) (q_start[1] = 1 .. q_start[2] = 5) puts the last query at position 9, past the last cached key at position 8 (kv_len[1] = 9): the rows of a sequence must be tokens of its cache (batch 1)}}
+  %o = kvattn.attention %q, %k, %v q_start(%cu : tensor<3xi32>) q_offset(%off : tensor<2xi32>) kv_len(%len : tensor<2xi32>) causal : tensor<1x8x5x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<1x8x5x64xf16>
+  return
+}

@@ -188,3 +188,17 @@ func.func @tile_prefetch(%k: memref<1x2x?x8xf16>, %kp: memref<?x16x2x8xf16>, %bt
   kvattn.tile.prefetch %kp[%i, %i, %i] pages(%bt : memref<2x?xi32>) size(%n) : memref<?x16x2x8xf16>
   return
 }
+
+// A ragged batch: three sequences' rows packed into one query (T = 19), the
+// cache paged, positions and lengths per sequence.
+// CHECK-LABEL: func @attention_varlen
+// CHECK: kvattn.attention %{{.*}}, %{{.*}}, %{{.*}} q_start(%{{.*}} : tensor<4xi32>) q_offset(%{{.*}} : tensor<3xi32>) kv_len(%{{.*}} : tensor<3xi32>) block_table(%{{.*}} : tensor<3x8xi32>) causal : tensor<1x8x19x64xf16>, tensor<64x16x2x64xf16>, tensor<64x16x2x64xf16> -> tensor<1x8x19x64xf16>, tensor<1x8x19xf32>
+// CHECK: kvattn.attention %{{.*}}, %{{.*}}, %{{.*}} q_start(%{{.*}} : tensor<?xi64>) q_offset(%{{.*}} : tensor<?xi64>) kv_len(%{{.*}} : tensor<?xi64>) key_valid(%{{.*}} : tensor<?x?xi1>) causal window = 128 : tensor<1x8x?x64xbf16>, tensor<?x2x?x64xbf16>, tensor<?x2x?x64xbf16> -> tensor<1x8x?x64xbf16>
+func.func @attention_varlen(%q: tensor<1x8x19x64xf16>, %pages: tensor<64x16x2x64xf16>, %cu: tensor<4xi32>, %pos: tensor<3xi32>, %len: tensor<3xi32>, %bt: tensor<3x8xi32>,
+                            %dq: tensor<1x8x?x64xbf16>, %dk: tensor<?x2x?x64xbf16>, %dcu: tensor<?xi64>, %dpos: tensor<?xi64>, %dlen: tensor<?xi64>, %valid: tensor<?x?xi1>) {
+  %o, %l = kvattn.attention %q, %pages, %pages q_start(%cu : tensor<4xi32>) q_offset(%pos : tensor<3xi32>) kv_len(%len : tensor<3xi32>) block_table(%bt : tensor<3x8xi32>) causal
+      : tensor<1x8x19x64xf16>, tensor<64x16x2x64xf16>, tensor<64x16x2x64xf16> -> tensor<1x8x19x64xf16>, tensor<1x8x19xf32>
+  %d = kvattn.attention %dq, %dk, %dk q_start(%dcu : tensor<?xi64>) q_offset(%dpos : tensor<?xi64>) kv_len(%dlen : tensor<?xi64>) key_valid(%valid : tensor<?x?xi1>) causal window = 128
+      : tensor<1x8x?x64xbf16>, tensor<?x2x?x64xbf16>, tensor<?x2x?x64xbf16> -> tensor<1x8x?x64xbf16>
+  return
+}

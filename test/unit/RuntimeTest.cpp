@@ -743,6 +743,92 @@ TEST(RuntimeValidation, PagedAppendChecksTheTableAndTheWrites) {
               "(batch 1)");
 }
 
+/// A varlen kernel (q_start): packed query [1, Hq, L, 64] with L the packed
+/// rows T and B the sequences; q_start [B + 1].
+static KernelInfo varlenKernel() {
+  KernelInfo kernel;
+  kernel.name = "varlen";
+  kernel.kind = "attention_varlen";
+  kernel.blockM = 16;
+  kernel.blockX = 32;
+  kernel.group = 4;
+  kernel.params = {{"query", "pointer", "bf16", {"1", "Hq", "L", "64"}, "read"},
+                   {"q_offset", "pointer", "i32", {"B"}, "read"},
+                   {"kv_len", "pointer", "i32", {"B"}, "read"},
+                   {"q_start", "pointer", "i32", {"B+1"}, "read"},
+                   {"out", "pointer", "bf16", {"1", "Hq", "L", "64"}, "write"}};
+  for (const char *size : {"B", "Hq", "Hkv", "L", "S"})
+    kernel.params.push_back({size, "scalar", "i64", {}, ""});
+  return kernel;
+}
+
+TEST(RuntimeValidation, VarlenQueryStartsAreCheckedBeforeLaunch) {
+  KernelInfo kernel = varlenKernel();
+  LaunchArgs args;
+  args.sizes = {3, 8, 2, 19, 128}; // 3 sequences, 19 packed rows
+  args.buffers = {{"query", 0x1000}, {"out", 0x2000}};
+  args.metadata = {{"q_start", {0, 1, 18, 19}},
+                   {"q_offset", {99, 20, 0}},
+                   {"kv_len", {100, 37, 1}}};
+  Status ok = validateLaunch(kernel, args);
+  EXPECT_TRUE(ok.isOk()) << ok.message();
+
+  auto expectError = [&](std::vector<int64_t> starts,
+                         const std::string &message) {
+    args.metadata["q_start"] = std::move(starts);
+    Status s = validateLaunch(kernel, args);
+    ASSERT_TRUE(s.isError()) << message;
+    EXPECT_NE(s.message().find(message), std::string::npos) << s.message();
+  };
+  expectError({1, 1, 18, 19}, "q_start[0] = 1 must be 0: the first sequence "
+                              "starts the packed query (batch 0)");
+  expectError({0, 5, 2, 19}, "q_start[2] = 2 is below q_start[1] = 5: "
+                             "sequence starts must not decrease (batch 1)");
+  expectError({0, 1, 18, 18}, "q_start[3] = 18 must equal the packed query "
+                              "rows T = 19: the last entry closes batch 2 "
+                              "(batch 2)");
+  expectError({0, 1, 30, 19},
+              "q_start[2] = 30 is past the packed query rows T = 19 (batch 1)");
+  expectError({0, 2, 18, 19},
+              "q_offset[0] = 99 with L = 2 row(s) (q_start[0] = 0 .. "
+              "q_start[1] = 2) puts the last query at position 100, past the "
+              "last cached key at position 99 (kv_len[0] = 100): the rows of "
+              "a sequence must be tokens of its cache (batch 0)");
+  expectError({0, 1, 18}, "'q_start' has 3 values, expected 4");
+}
+
+TEST_F(RuntimeTest, VarlenGridIsHeadsByBlocksPlusSequences) {
+  // A ragged batch of 3 sequences, 19 packed rows, 8 query heads packed by
+  // 4: x = Hq / 4 = 2 programs, y = floor(4 * 19 / 16) + 3 = 7 blocks.
+  KernelInfo kernel = varlenKernel();
+  kernel.name = manifest.kernels[0].name;
+  const Module *module;
+  ASSERT_TRUE(runtime->loadModule(kPtx, module).isOk());
+  LaunchArgs args;
+  args.sizes = {3, 8, 2, 19, 128};
+  args.buffers = {{"query", 0x1000}, {"out", 0x2000}};
+  args.metadata = {{"q_start", {0, 1, 18, 19}},
+                   {"q_offset", {99, 20, 0}},
+                   {"kv_len", {100, 37, 1}}};
+  Status s = runtime->launch(*module, kernel, args);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_EQ(fakecuda_state()->launches.size(), 1u);
+  const FakeLaunch &l = fakecuda_state()->launches[0];
+  EXPECT_EQ(l.grid[0], 2u);
+  EXPECT_EQ(l.grid[1], 7u);
+  EXPECT_EQ(l.grid[2], 1u);
+
+  // The manifest's kind round-trips.
+  std::string json = kManifest;
+  std::string stages = "\"num_stages\": 2}";
+  json.replace(json.find(stages), stages.size(),
+               "\"num_stages\": 2}, \"kind\": \"attention_varlen\"");
+  Manifest parsed;
+  s = parseManifest(json, parsed);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(parsed.kernels[0].kind, "attention_varlen");
+}
+
 TEST(RuntimeManifest, RejectsBadManifests) {
   Manifest m;
   Status s = parseManifest("{", m);

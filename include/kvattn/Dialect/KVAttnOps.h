@@ -26,6 +26,8 @@ namespace kvattn {
 ///   auto op = AttentionOp::create(b, loc, q, k, v, /*withLse=*/false, extras);
 struct AttentionExtras {
   Value qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, blockTable;
+  /// A ragged batch: per-sequence starts of the packed query rows.
+  Value qStart;
   bool causal = false;
   std::optional<int64_t> window;
   std::optional<double> softcap;

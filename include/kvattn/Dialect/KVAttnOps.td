@@ -72,6 +72,25 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     reference and the runtime check them before anything reads a page.
     Physical page order never changes the result.
 
+    **Ragged batches (varlen).** With `q_start [B + 1]` (i32/i64, like
+    FlashAttention's `cu_seqlens_q`) the queries of `B` sequences are
+    packed along the rows: `query [1, Hq, T, D]`, `out [1, Hq, T, Dv]`,
+    `lse [1, Hq, T]`. Sequence `b` owns rows `q_start[b] .. q_start[b+1]-1`
+    (`L_b = q_start[b+1] - q_start[b]` rows, possibly 0), and its row
+    `q_start[b] + i` is row `i` of a `kvattn.attention` of batch `b` alone:
+    position `q_offset[b] + i`, the keys of batch `b` (`key [B, Hkv, S, D]`,
+    or pages through `block_table [B, max_pages]`), `k_offset[b]`,
+    `kv_len[b]`, `key_valid[b, :]`. One op thus serves decode tokens
+    (`L_b = 1`) next to prefill chunks of other sequences, each with its
+    own cache length. Rules: `q_start[0] = 0`, non-decreasing,
+    `q_start[B] = T`; with `q_offset` and `kv_len` the rows are tokens of
+    the sequence's cache, so its last row must find its own key:
+    `q_offset[b] + L_b <= k_offset[b] + kv_len[b]`. The verifier checks them
+    when the operands are constants; the reference and the runtime check
+    them before anything runs, naming the slot, the value and the batch.
+    The explicit form (`q_pos`/`k_pos`) and `mask` index rows per batch and
+    are refused with `q_start`; use `q_offset` and `key_valid`.
+
     **Interfaces.** The op is `Pure` and reifies its result shapes. It
     implements `TilingInterface` over its parallel dimensions `[B, Hq, L]`
     (batch, query heads, query rows), so upstream tiling drivers
@@ -103,6 +122,7 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     Optional<KVAttn_BoolTensor>:$key_valid,
     Optional<KVAttn_MaskTensor>:$mask,
     Optional<KVAttn_IndexTensor>:$block_table,
+    Optional<KVAttn_IndexTensor>:$q_start,
     UnitAttr:$causal,
     OptionalAttr<I64Attr>:$window,
     OptionalAttr<F32Attr>:$softcap,
@@ -115,6 +135,7 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
 
   let assemblyFormat = [{
     $query `,` $key `,` $value
+    (`q_start` `(` $q_start^ `:` type($q_start) `)`)?
     (`q_offset` `(` $q_offset^ `:` type($q_offset) `)`)?
     (`k_offset` `(` $k_offset^ `:` type($k_offset) `)`)?
     (`q_pos` `(` $q_pos^ `:` type($q_pos) `)`)?
@@ -154,6 +175,12 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     bool hasExplicitPositions() { return static_cast<bool>(getQPos()); }
     /// True when key and value are paged caches read through block_table.
     bool isPaged() { return static_cast<bool>(getBlockTable()); }
+    /// True for a ragged batch: packed query rows with per-sequence starts
+    /// q_start [B + 1].
+    bool isVarlen() { return static_cast<bool>(getQStart()); }
+    /// The q_start rules, when q_start (and q_offset, kv_len) are
+    /// constants.
+    ::mlir::LogicalResult verifyConstantQueryStarts();
     /// Logical key count S (max_pages * page_size when paged); dynamic
     /// when unknown.
     int64_t getLogicalKeyLength();

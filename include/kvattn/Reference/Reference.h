@@ -35,6 +35,10 @@ struct AttentionOperands {
   const HostTensor *kvLen = nullptr;    ///< [B] i32/i64
   const HostTensor *keyValid = nullptr; ///< [B, S] i1
   const HostTensor *mask = nullptr;     ///< broadcastable to [B, Hq, L, S]
+  /// A ragged batch: [B + 1] i32/i64 starts of each sequence's rows in the
+  /// packed query [1, Hq, T, D] (out [1, Hq, T, Dv]); K and V keep
+  /// [B, Hkv, S, D]. Sequence b's row q_start[b] + i is row i of batch b.
+  const HostTensor *qStart = nullptr;
 };
 
 /// The attributes of `kvattn.attention`.

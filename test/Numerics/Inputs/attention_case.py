@@ -16,6 +16,12 @@ ceil(kv_len / page_size) pages (plus --extra-pages), drawn from a random
 permutation of the pages (--page-seed), then a -1 tail; or the table given
 with --block-table.
 
+With --q-lens (e.g. 1,17,0,64) the case is a ragged batch (varlen): the
+sequences' query rows are packed into query [1, Hq, T, D] (T the sum of the
+lengths, B their count) with q_start [B + 1] (i32, --q-start-type) giving
+each sequence's first row; K, V and the per-batch operands keep B. --q-start
+overrides the computed starts (bad metadata for the error tests).
+
 With --dynamic (e.g. B,L,S) those dimensions are dynamic (`?`) in the IR:
 every operand whose type has one is then passed to kvattn-run as a .npy
 file written here (Q, K, V from --seed, in [-1, 1), distinct), since
@@ -72,7 +78,12 @@ def main():
     p.add_argument("--B", type=int, default=1)
     p.add_argument("--Hq", type=int, default=1)
     p.add_argument("--Hkv", type=int, default=1)
-    p.add_argument("--L", type=int, required=True)
+    p.add_argument("--L", type=int)
+    p.add_argument("--q-lens", type=int_list,
+                   help="varlen: the query rows of each sequence")
+    p.add_argument("--q-start", type=int_list,
+                   help="varlen: B + 1 starts (default: from --q-lens)")
+    p.add_argument("--q-start-type", default="i32", choices=["i32", "i64"])
     p.add_argument("--S", type=int, required=True)
     p.add_argument("--D", type=int, default=16)
     p.add_argument("--Dv", type=int)
@@ -123,6 +134,20 @@ def main():
                    help="the kvattn-run binary")
     a = p.parse_args(argv)
     dv = a.Dv or a.D
+    varlen = a.q_lens is not None
+    if varlen:
+        a.B = len(a.q_lens)
+        a.L = sum(a.q_lens)
+        if a.q_start is None:
+            a.q_start = [0]
+            for n in a.q_lens:
+                a.q_start.append(a.q_start[-1] + n)
+        if a.q_pos or a.k_pos or a.mask:
+            sys.exit("attention_case.py: --q-lens takes no --q-pos, --k-pos "
+                     "or --mask")
+    elif a.L is None:
+        sys.exit("attention_case.py: --L or --q-lens is required")
+    qb = 1 if varlen else a.B  # the query's batch
     t = a.dtype
 
     dynamic = set(filter(None, a.dynamic.split(",")))
@@ -140,7 +165,7 @@ def main():
 
     npy_dir = tempfile.mkdtemp() if dynamic else None
     shapes = {}  # argument name -> (static shape, element type)
-    q_t = tensor([a.B, a.Hq, a.L, a.D], t, ["B", None, "L", None])
+    q_t = tensor([qb, a.Hq, a.L, a.D], t, [None if varlen else "B", None, "L", None])
     if a.page_size:
         if a.S % a.page_size or not a.kv_len:
             sys.exit("attention_case.py: --page-size needs --kv-len and S a "
@@ -167,9 +192,10 @@ def main():
         v_t = tensor([a.B, a.Hkv, a.S, dv], t, ["B", None, "S", None])
         shapes["k"] = ([a.B, a.Hkv, a.S, a.D], t)
         shapes["v"] = ([a.B, a.Hkv, a.S, dv], t)
-    shapes["q"] = ([a.B, a.Hq, a.L, a.D], t)
-    out_t = tensor([a.B, a.Hq, a.L, dv], t, ["B", None, "L", None])
-    lse_t = tensor([a.B, a.Hq, a.L], "f32", ["B", None, "L"])
+    shapes["q"] = ([qb, a.Hq, a.L, a.D], t)
+    qbn = None if varlen else "B"
+    out_t = tensor([qb, a.Hq, a.L, dv], t, [qbn, None, "L", None])
+    lse_t = tensor([qb, a.Hq, a.L], "f32", [qbn, None, "L"])
 
     args = [("q", q_t), ("k", k_t), ("v", v_t)]
     consts, inputs, groups = [], [], []
@@ -207,6 +233,8 @@ def main():
             name_ref = f"%{name}"
         groups.append(f"{name}({name_ref} : {ty})")
 
+    if varlen:
+        operand("q_start", a.q_start, [a.B + 1], a.q_start_type, ["B"])
     operand("q_offset", a.q_offset, [a.B], a.offset_type, ["B"])
     operand("k_offset", a.k_offset, [a.B], a.offset_type, ["B"])
     operand("q_pos", a.q_pos, [a.B, a.L], "i64", ["B", "L"])

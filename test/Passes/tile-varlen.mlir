@@ -1,0 +1,54 @@
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile -cse | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=16 split-kv=4" -cse | FileCheck %s --check-prefix=BM16
+
+// A ragged batch: 3 sequences, T = 19 packed rows, GQA 8/2 packed (G = 4),
+// paged. Sequence b owns the query blocks [P(b), P(b+1)) with
+// P(b) = floor(4 * q_start[b] / 64) + b, so the grid is (Hkv = 2,
+// floor(4 * 19 / 64) + 3 = 4). Each program finds its sequence by binary
+// search over q_start, reads the query and writes the results at batch 0
+// and packed row 4 * q_start[b] + its block start, and runs the K/V loop of
+// its sequence (batch b of the pages, kv_len, q_offset).
+// CHECK-LABEL: func @varlen_paged_gqa
+// CHECK-DAG: %[[Q:.*]] = bufferization.to_buffer %arg0 read_only {kvattn.role = "query"}
+// CHECK-DAG: %[[CU:.*]] = bufferization.to_buffer %arg2 read_only {kvattn.role = "q_start"}
+// CHECK: scf.forall (%[[H:.*]], %[[QB:.*]]) in (2, 4)
+// CHECK: %[[SEQ:.*]]:2 = scf.while
+// CHECK: memref.load %[[CU]]
+// CHECK: arith.floordivsi
+// CHECK: arith.cmpi sle, %{{.*}}, %[[QB]]
+// CHECK: scf.yield
+// CHECK: memref.load %[[CU]][%[[SEQ]]#0]
+// CHECK: kvattn.tile.load_q %[[Q]][%c0, %{{.*}}, %[[ROW:.*]]] rows(%[[ROWS:.*]]) group = 4
+// CHECK: kvattn.tile.qk %{{.*}}, %{{.*}}[%[[SEQ]]#0, %[[H]], %{{.*}}] pages(
+// CHECK: kvattn.tile.mask %{{.*}}[%[[SEQ]]#0, {{.*}}] size(%[[ROWS]], %{{.*}}) kv_len(%{{.*}}) offsets({{.*}}) causal group = 4
+// CHECK: kvattn.tile.store {{.*}} [%c0, %{{.*}}, %[[ROW]]] rows(%[[ROWS]]) group = 4
+// CHECK: kind = "attention_varlen"{{.*}}split_kv = 1
+// A ragged batch is not split: split-kv is ignored for it.
+// BM16-LABEL: func @varlen_paged_gqa
+// BM16: scf.forall ({{.*}}) in (2, 7)
+// BM16-NOT: kvattn.tile.merge
+// BM16: block_m = 16 {{.*}}kind = "attention_varlen"{{.*}}split_kv = 1
+func.func @varlen_paged_gqa(%q: tensor<1x8x19x64xf16>, %pages: tensor<64x16x2x64xf16>, %cu: tensor<4xi32>, %pos: tensor<3xi32>, %len: tensor<3xi32>, %bt: tensor<3x8xi32>) -> tensor<1x8x19x64xf16> {
+  %o = kvattn.attention %q, %pages, %pages q_start(%cu : tensor<4xi32>) q_offset(%pos : tensor<3xi32>) kv_len(%len : tensor<3xi32>) block_table(%bt : tensor<3x8xi32>) causal
+      : tensor<1x8x19x64xf16>, tensor<64x16x2x64xf16>, tensor<64x16x2x64xf16> -> tensor<1x8x19x64xf16>
+  return %o : tensor<1x8x19x64xf16>
+}
+
+// -----
+
+// MHA (no packing), plain K/V, run-time T and B: the grid is
+// (Hq, floor(T / 64) + B) with B = dim(q_start) - 1.
+// CHECK-LABEL: func @varlen_dynamic
+// CHECK: %[[T:.*]] = memref.dim %{{.*}}, %c2 : memref<1x2x?x16xf32>
+// CHECK: %[[N:.*]] = memref.dim %{{.*}}, %c0 : memref<?xi64>
+// CHECK: %[[B:.*]] = arith.subi %[[N]], %c1
+// CHECK: %[[FB:.*]] = arith.floordivsi %[[T]], %c64
+// CHECK: %[[Y:.*]] = arith.addi %[[FB]], %[[B]]
+// CHECK: scf.forall ({{.*}}) in (2, %[[Y]])
+// CHECK: scf.while
+// CHECK: kind = "attention_varlen"
+func.func @varlen_dynamic(%q: tensor<1x2x?x16xf32>, %k: tensor<?x2x?x16xf32>, %cu: tensor<?xi64>, %len: tensor<?xi64>) -> tensor<1x2x?x16xf32> {
+  %o = kvattn.attention %q, %k, %k q_start(%cu : tensor<?xi64>) kv_len(%len : tensor<?xi64>)
+      : tensor<1x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32> -> tensor<1x2x?x16xf32>
+  return %o : tensor<1x2x?x16xf32>
+}
