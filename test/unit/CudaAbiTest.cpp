@@ -31,6 +31,11 @@ static_assert(k::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ==
                   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
               "");
 static_assert(k::CU_EVENT_DEFAULT == CU_EVENT_DEFAULT, "");
+static_assert(k::CU_STREAM_CAPTURE_MODE_GLOBAL == CU_STREAM_CAPTURE_MODE_GLOBAL,
+              "");
+static_assert(k::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ==
+                  CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+              "");
 static_assert(k::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ==
                   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
               "");

@@ -45,6 +45,12 @@ struct PtxOptions {
   /// head dims allow; false: the scalar lowering.
   bool tensorCores = true;
   DeviceImage image = DeviceImage::Ptx;
+  /// Metadata validated on the device (-kvattn-device-validation,
+  /// docs/kernel-abi.md "The status word"): every kernel takes a `status`
+  /// pointer and does nothing when it is set, and every kernel that reads
+  /// metadata gets a validation kernel (kind "validate"). What a serving
+  /// plan compiles (rt::Plan, kvattn_plan_create).
+  bool deviceValidation = false;
   /// compileToPtx reads and writes the on-disk kernel cache that the
   /// environment selects (KernelCache.h; KVATTN_CACHE_DIR=off: none).
   /// False: always compile, touch no file.
