@@ -307,6 +307,10 @@ int kvattn_plan_create(kvattn_runtime *runtime, const char *ir,
                        const kvattn_compile_options *options,
                        kvattn_image_kind kind, kvattn_sizes max_sizes,
                        kvattn_plan **plan, char **error);
+/* The launch manifest of the plan's kernels (JSON, docs/kernel-abi.md; free
+ * with kvattn_free): the parameters, their element types and shapes. */
+int kvattn_plan_manifest(const kvattn_plan *plan, char **manifest_json,
+                         char **error);
 /* Device memory the plan owns (status word and workspaces), in bytes. */
 int kvattn_plan_workspace_bytes(const kvattn_plan *plan, size_t *bytes,
                                 char **error);

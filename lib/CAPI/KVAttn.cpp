@@ -53,6 +53,7 @@ struct kvattn_cpu_program {
 
 struct kvattn_plan {
   kvattn_runtime *runtime;
+  std::string manifestJson;
   std::unique_ptr<mlir::kvattn::rt::Plan> plan;
 };
 
@@ -893,12 +894,22 @@ int kvattn_plan_create(kvattn_runtime *runtime, const char *ir,
     return failed;
   auto p = std::make_unique<kvattn_plan>();
   p->runtime = runtime;
+  p->manifestJson = mlir::kvattn::manifestToJson(
+      compiled, kind == KVATTN_IMAGE_PTX ? "plan.ptx" : "plan.ll");
   if (int failed = report(mlir::kvattn::rt::Plan::create(
                               rt, compiled.ptx, manifest, toSizes(max_sizes),
                               p->plan),
                           error))
     return failed;
   *plan = p.release();
+  return 0;
+}
+
+int kvattn_plan_manifest(const kvattn_plan *plan, char **manifest_json,
+                         char **error) {
+  if (!plan || !manifest_json)
+    return report(Status::error("kvattn_plan_manifest: null argument"), error);
+  *manifest_json = copyString(plan->manifestJson);
   return 0;
 }
 
