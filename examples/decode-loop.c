@@ -308,11 +308,11 @@ int main(int argc, char **argv) {
     }
   }
   int ok = worst < 0.02;
-  printf("per step: %lld launches, %lld syncs, %lld allocations, %lld "
-         "synchronous copies, %lld async copies in %d runs\n",
-         (long long)total.launches, (long long)total.synchronizations,
-         (long long)total.allocations, (long long)total.synchronous_copies,
-         (long long)total.async_copies, launches);
+  printf("%d runs: %lld launches, %lld syncs, %lld allocations, %lld "
+         "synchronous copies, %lld async copies\n",
+         launches, (long long)total.launches,
+         (long long)total.synchronizations, (long long)total.allocations,
+         (long long)total.synchronous_copies, (long long)total.async_copies);
   ok &= total.synchronizations == 0 && total.allocations == 0 &&
         total.synchronous_copies == 0 && total.async_copies == 0;
   printf("%d launches, %d pages in use, max error %.3g: %s\n", launches,

@@ -21,6 +21,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstddef>
+#include <functional>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -924,9 +925,8 @@ int kvattn_plan_workspace_bytes(const kvattn_plan *plan, size_t *bytes,
 
 /// Runs `body` on `stream` (KVATTN_CURRENT_STREAM: the current one), then
 /// goes back to the stream in use before.
-template <typename F>
 static Status onStream(mlir::kvattn::rt::Runtime &rt, uint64_t stream,
-                       F body) {
+                       const std::function<Status()> &body) {
   if (stream == KVATTN_CURRENT_STREAM)
     return body();
   const uint64_t before = rt.stream();
