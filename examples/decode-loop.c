@@ -143,8 +143,8 @@ int main(int argc, char **argv) {
   kvattn_runtime *rt = NULL;
   if (kvattn_runtime_create(&rt, &error))
     return fail("runtime", error);
-  kvattn_sizes bounds = {MAX_BATCH, HQ, HKV, 1, MAX_PAGES * PAGE,
-                         POOL,      PAGE, MAX_PAGES};
+  kvattn_sizes bounds = {MAX_BATCH,        HQ,   HKV,  1,
+                         MAX_PAGES * PAGE, POOL, PAGE, MAX_PAGES};
   kvattn_plan *plan = NULL;
   if (kvattn_plan_create(rt, kIR, NULL,
                          emulated ? KVATTN_IMAGE_DEVICE_IR : KVATTN_IMAGE_PTX,
@@ -221,9 +221,9 @@ int main(int argc, char **argv) {
       return fail("staging", error);
     kvattn_sizes sizes = {B,    HQ,   HKV,      1, MAX_PAGES * PAGE,
                           POOL, PAGE, MAX_PAGES};
-    kvattn_buffer buffers[] = {{"query", q},          {"key", k},
-                               {"value", v},          {"out", out},
-                               {"q_offset", dOffset}, {"kv_len", dLen},
+    kvattn_buffer buffers[] = {{"query", q},           {"key", k},
+                               {"value", v},           {"out", out},
+                               {"q_offset", dOffset},  {"kv_len", dLen},
                                {"block_table", dTable}};
     /* The step itself, counted. */
     kvattn_call_counts counts;
@@ -310,9 +310,9 @@ int main(int argc, char **argv) {
   int ok = worst < 0.02;
   printf("%d runs: %lld launches, %lld syncs, %lld allocations, %lld "
          "synchronous copies, %lld async copies\n",
-         launches, (long long)total.launches,
-         (long long)total.synchronizations, (long long)total.allocations,
-         (long long)total.synchronous_copies, (long long)total.async_copies);
+         launches, (long long)total.launches, (long long)total.synchronizations,
+         (long long)total.allocations, (long long)total.synchronous_copies,
+         (long long)total.async_copies);
   ok &= total.synchronizations == 0 && total.allocations == 0 &&
         total.synchronous_copies == 0 && total.async_copies == 0;
   printf("%d launches, %d pages in use, max error %.3g: %s\n", launches,

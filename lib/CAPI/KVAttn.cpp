@@ -21,9 +21,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstddef>
-#include <functional>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 using mlir::kvattn::ElementType;
@@ -884,23 +884,23 @@ int kvattn_plan_create(kvattn_runtime *runtime, const char *ir,
   if (int failed = report(parse(ir, context, module), error))
     return failed;
   mlir::kvattn::PtxModule compiled;
-  if (int failed = report(mlir::kvattn::compileToPtx(*module, ptx, compiled),
-                          error))
+  if (int failed =
+          report(mlir::kvattn::compileToPtx(*module, ptx, compiled), error))
     return failed;
   mlir::kvattn::rt::Manifest manifest;
-  if (int failed = report(mlir::kvattn::rt::parseManifest(
-                              mlir::kvattn::manifestToJson(compiled, "plan"),
-                              manifest),
-                          error))
+  if (int failed =
+          report(mlir::kvattn::rt::parseManifest(
+                     mlir::kvattn::manifestToJson(compiled, "plan"), manifest),
+                 error))
     return failed;
   auto p = std::make_unique<kvattn_plan>();
   p->runtime = runtime;
   p->manifestJson = mlir::kvattn::manifestToJson(
       compiled, kind == KVATTN_IMAGE_PTX ? "plan.ptx" : "plan.ll");
-  if (int failed = report(mlir::kvattn::rt::Plan::create(
-                              rt, compiled.ptx, manifest, toSizes(max_sizes),
-                              p->plan),
-                          error))
+  if (int failed =
+          report(mlir::kvattn::rt::Plan::create(rt, compiled.ptx, manifest,
+                                                toSizes(max_sizes), p->plan),
+                 error))
     return failed;
   *plan = p.release();
   return 0;
@@ -946,10 +946,10 @@ int kvattn_plan_run(kvattn_plan *plan, kvattn_sizes sizes,
                                      num_buffers, nullptr, 0, args),
                           error))
     return failed;
-  return report(onStream(*plan->runtime->runtime, stream,
-                         [&] { return plan->plan->run(args.sizes,
-                                                      args.buffers); }),
-                error);
+  return report(
+      onStream(*plan->runtime->runtime, stream,
+               [&] { return plan->plan->run(args.sizes, args.buffers); }),
+      error);
 }
 
 int kvattn_plan_run_host_metadata(kvattn_plan *plan, kvattn_sizes sizes,
@@ -962,10 +962,10 @@ int kvattn_plan_run_host_metadata(kvattn_plan *plan, kvattn_sizes sizes,
     return report(Status::error("kvattn_plan_run_host_metadata: null plan"),
                   error);
   mlir::kvattn::rt::LaunchArgs args;
-  if (int failed = report(launchArgs("kvattn_plan_run_host_metadata", sizes,
-                                     buffers, num_buffers, metadata,
-                                     num_metadata, args),
-                          error))
+  if (int failed =
+          report(launchArgs("kvattn_plan_run_host_metadata", sizes, buffers,
+                            num_buffers, metadata, num_metadata, args),
+                 error))
     return failed;
   return report(onStream(*plan->runtime->runtime, stream,
                          [&] {

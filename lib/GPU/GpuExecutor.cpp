@@ -212,9 +212,16 @@ Status GpuExecutor::run(Operation *op,
     return Status::ok();
   };
   // The device buffer holding `value` (uploaded from `t` unless resident).
+  // A value defined in a loop body (an scf.forall of a tiled function)
+  // holds new data each iteration: it is uploaded each time, never taken
+  // from values_.
+  auto cacheable = [&](Value value) {
+    Region *region = value.getParentRegion();
+    return resident_ && region && isa<func::FuncOp>(region->getParentOp());
+  };
   auto deviceBuffer = [&](Value value, const HostTensor &t,
                           rt::DevicePtr &ptr) -> Status {
-    if (resident_)
+    if (cacheable(value))
       if (auto found = values_.find(value.getAsOpaquePointer());
           found != values_.end()) {
         ptr = found->second;
@@ -222,7 +229,7 @@ Status GpuExecutor::run(Operation *op,
       }
     KVATTN_RETURN_IF_ERROR(allocate(t.byteSize(), ptr));
     KVATTN_RETURN_IF_ERROR(runtime_->copyToDevice(ptr, t.data(), t.byteSize()));
-    if (resident_)
+    if (cacheable(value))
       values_[value.getAsOpaquePointer()] = ptr;
     return Status::ok();
   };

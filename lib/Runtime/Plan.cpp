@@ -66,8 +66,8 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
           : "kernel " + str(ordinal);
   const std::string where = "launch of '" + kernel + "': ";
   const int64_t b = w[kStatusBatch], index = w[kStatusIndex],
-                v = w[kStatusValue], aux = w[kStatusAux],
-                size = w[kStatusSize], aux2 = w[kStatusAux2];
+                v = w[kStatusValue], aux = w[kStatusAux], size = w[kStatusSize],
+                aux2 = w[kStatusAux2];
   const std::string name = paramName(w[kStatusParam]);
   const bool perKey = name == "q_pos" || name == "k_pos";
   const std::string at = name + (perKey ? "[" + str(b) + ", " + str(index) + "]"
@@ -82,8 +82,8 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
   case kRuleNegative:
     return where + at + " = " + str(v) + " is negative" + batch;
   case kRuleTooLarge:
-    return where + at + " = " + str(v) + " is out of range (above 2^62, batch " +
-           str(b) + ")";
+    return where + at + " = " + str(v) +
+           " is out of range (above 2^62, batch " + str(b) + ")";
   case kRuleNotIncreasing:
     return where + at + " = " + str(v) + " does not increase (previous " +
            str(aux) + ", batch " + str(b) +
@@ -103,22 +103,22 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
            str(size) + ", at most " + str(aux * size) + " tokens)" + batch;
   case kRuleAppendRange:
     return where + "pos[" + str(b) + "] = " + str(v) + " writes rows [" +
-           str(v) + ", " + str(v + aux) + ") outside the cache capacity C = " +
-           str(size) + batch;
+           str(v) + ", " + str(v + aux) +
+           ") outside the cache capacity C = " + str(size) + batch;
   case kRuleAppendNegative:
     return where + "pos[" + str(b) + "] = " + str(v) + " is negative" + batch;
   case kRuleAppendPages: {
     const int64_t capacity = aux * size, token = std::max(v, capacity);
-    return where + "pos[" + str(b) + "] = " + str(v) + " with L = " +
-           str(aux2) + " does not fit the " + str(aux) +
+    return where + "pos[" + str(b) + "] = " + str(v) +
+           " with L = " + str(aux2) + " does not fit the " + str(aux) +
            " page(s) of block_table[" + str(b) + "] (page_size " + str(size) +
            ", at most " + str(capacity) + " tokens): token " + str(token) +
            " falls in slot " + str(size ? token / size : 0) + batch;
   }
   case kRuleAppendSharedRow:
     return where + slot + ": token " + str(aux2) + " writes row " +
-           str(size ? aux2 % size : 0) + " of page " + str(v) + ", which batch " +
-           str(aux) + " also writes" + batch;
+           str(size ? aux2 % size : 0) + " of page " + str(v) +
+           ", which batch " + str(aux) + " also writes" + batch;
   default:
     return where + "the device recorded violation " + str(w[kStatusRule]) +
            " (batch " + str(b) + ")";
@@ -157,8 +157,10 @@ Status Plan::create(Runtime &runtime, const std::string &image,
       if (param.name == "out_parts" || param.name == "lse_parts") {
         size_t bytes = static_cast<size_t>(boundElements(param, bounds)) * 4;
         DevicePtr ptr = 0;
-        KVATTN_RETURN_IF_ERROR(runtime.allocate(bytes, ptr).withContext(
-            "planning the split-KV workspace '" + param.name + "'"));
+        KVATTN_RETURN_IF_ERROR(
+            runtime.allocate(bytes, ptr)
+                .withContext("planning the split-KV workspace '" + param.name +
+                             "'"));
         p->workspaces_[param.name] = ptr;
         p->workspaceBytes_ += bytes;
         continue;
@@ -206,8 +208,8 @@ Status Plan::launchKernel(size_t index, const Sizes &sizes,
 }
 
 static Status checkBounds(const Sizes &sizes, const Sizes &bounds) {
-  for (const char *name : {"B", "Hq", "Hkv", "L", "S", "num_pages",
-                           "page_size", "max_pages"}) {
+  for (const char *name :
+       {"B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"}) {
     int64_t v = sizeByName(sizes, name), bound = sizeByName(bounds, name);
     if (bound > 0 && v > bound)
       return Status::error("plan run: " + std::string(name) + " = " + str(v) +
@@ -251,8 +253,8 @@ Status Plan::run(const Sizes &sizes,
                            entry.first + "'");
   // Every check before the first launch: a refused run queues nothing.
   for (const KernelInfo &k : manifest_.kernels)
-    KVATTN_RETURN_IF_ERROR(validateLaunch(
-        k, argsFor(k, sizes, buffers, status_, workspaces_)));
+    KVATTN_RETURN_IF_ERROR(
+        validateLaunch(k, argsFor(k, sizes, buffers, status_, workspaces_)));
   for (size_t v : validators_) {
     KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 0));
     KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 1));

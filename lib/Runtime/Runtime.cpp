@@ -652,8 +652,9 @@ Status Runtime::endCapture(std::unique_ptr<Graph> &graph) {
   std::unique_ptr<Graph> g(new Graph());
   g->driver_ = &d;
   CUgraph captured = nullptr;
-  KVATTN_RETURN_IF_ERROR(d.check(d.cuStreamEndCapture(impl_->current, &captured),
-                                 "ending the stream capture"));
+  KVATTN_RETURN_IF_ERROR(
+      d.check(d.cuStreamEndCapture(impl_->current, &captured),
+              "ending the stream capture"));
   g->graph_ = captured;
   CUgraphExec exec = nullptr;
   KVATTN_RETURN_IF_ERROR(d.check(d.cuGraphInstantiate(&exec, captured, 0),

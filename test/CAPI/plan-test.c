@@ -62,8 +62,7 @@ int main(void) {
   const char *driver = getenv("KVATTN_LIBCUDA");
   void *emu = driver ? dlopen(driver, RTLD_NOW | RTLD_NOLOAD) : NULL;
   const char *(*takeReports)(void) =
-      emu ? (const char *(*)(void))dlsym(emu, "kvattn_emu_take_reports")
-          : NULL;
+      emu ? (const char *(*)(void))dlsym(emu, "kvattn_emu_take_reports") : NULL;
   kvattn_sizes sizes = {B, HQ, HKV, 1, MAX_PAGES * PAGE, POOL, PAGE, MAX_PAGES};
   kvattn_plan *plan = NULL;
   if (kvattn_plan_create(rt, kIR, NULL, KVATTN_IMAGE_DEVICE_IR, sizes, &plan,
@@ -89,9 +88,9 @@ int main(void) {
       kvattn_copy_to_device(rt, k, host, cacheBytes, &error) ||
       kvattn_copy_to_device(rt, v, host, cacheBytes, &error))
     die("copy", error);
-  kvattn_buffer buffers[] = {{"query", q},          {"key", k},
-                             {"value", v},          {"out", out},
-                             {"q_offset", dOffset}, {"kv_len", dLen},
+  kvattn_buffer buffers[] = {{"query", q},           {"key", k},
+                             {"value", v},           {"out", out},
+                             {"q_offset", dOffset},  {"kv_len", dLen},
                              {"block_table", dTable}};
 
   const Case good = {"good", {4, 20}, {5, 21}, {0, -1, -1, -1, 1, 2, -1, -1}};
@@ -102,9 +101,13 @@ int main(void) {
       {"page out of range", {4, 20}, {5, 21}, {0, -1, -1, -1, 1, 6, -1, -1}},
       {"page repeated", {4, 20}, {5, 21}, {0, 0, -1, -1, 1, 2, -1, -1}},
       {"page after -1", {4, 20}, {5, 21}, {0, -1, 3, -1, 1, 2, -1, -1}},
-      {"kv_len beyond the pages", {4, 20}, {17, 21},
+      {"kv_len beyond the pages",
+       {4, 20},
+       {17, 21},
        {0, -1, -1, -1, 1, 2, -1, -1}},
-      {"two violations: the host's first", {4, -5}, {70, 21},
+      {"two violations: the host's first",
+       {4, -5},
+       {70, 21},
        {0, 0, -1, -1, 1, 2, -1, -1}},
   };
   for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
@@ -139,8 +142,7 @@ int main(void) {
     char *deviceMessage = NULL;
     CHECK(kvattn_plan_status(plan, &deviceMessage), "%s: no violation recorded",
           bad->name);
-    CHECK(hostMessage && deviceMessage &&
-              !strcmp(hostMessage, deviceMessage),
+    CHECK(hostMessage && deviceMessage && !strcmp(hostMessage, deviceMessage),
           "%s: device '%s' != host '%s'", bad->name,
           deviceMessage ? deviceMessage : "(none)",
           hostMessage ? hostMessage : "(none)");
@@ -174,8 +176,7 @@ int main(void) {
   uint16_t sentinel[B * HQ * D], after[B * HQ * D];
   memset(sentinel, 0x5a, sizeof(sentinel));
   if (kvattn_copy_to_device(rt, out, sentinel, qBytes, &error) ||
-      kvattn_plan_run(plan, sizes, buffers, 7, KVATTN_CURRENT_STREAM,
-                      &error) ||
+      kvattn_plan_run(plan, sizes, buffers, 7, KVATTN_CURRENT_STREAM, &error) ||
       kvattn_synchronize(rt, &error) ||
       kvattn_copy_to_host(rt, after, out, qBytes, &error))
     die("good run", error);

@@ -1,4 +1,5 @@
-//===- CudaAbiTest.cpp - lib/Runtime/CudaApi.h against cuda.h -----------------===//
+//===- CudaAbiTest.cpp - lib/Runtime/CudaApi.h against cuda.h
+//-----------------===//
 //
 // Built only when cuda.h is found: the runtime declares the driver types
 // and constants itself (it must build without the toolkit); this checks

@@ -142,7 +142,7 @@ TEST_F(PlanTest, RunQueuesValidationThenTheKernel) {
   ASSERT_TRUE(plan->run(sizes, buffers).isOk());
   ASSERT_EQ(st.launches.size(), 3u);
   EXPECT_EQ(st.launches[0].kernel, "d_validate");
-  EXPECT_EQ(st.launches[0].grid[0], 3u); // one block per batch
+  EXPECT_EQ(st.launches[0].grid[0], 3u);    // one block per batch
   EXPECT_EQ(st.launches[0].params[12], 0u); // phase 0
   EXPECT_EQ(st.launches[1].params[12], 1u); // phase 1
   EXPECT_EQ(st.launches[0].params[2], buffers["block_table"]);
@@ -158,8 +158,8 @@ TEST_F(PlanTest, RunQueuesValidationThenTheKernel) {
 TEST_F(PlanTest, DecodeLoopMakesNoSyncAllocationOrCopy) {
   FakeCudaState &st = *fakecuda_state();
   const int allocations = st.deviceAllocationCalls + st.hostAllocationCalls;
-  const size_t transfers = st.transfers.size(), syncs =
-      st.synchronizedStreams.size();
+  const size_t transfers = st.transfers.size(),
+               syncs = st.synchronizedStreams.size();
   runtime->resetCallCounts();
   st.launches.clear();
   for (int step = 0; step < 40; ++step) {
@@ -247,16 +247,19 @@ TEST_F(PlanTest, ARecordedViolationIsTheHostMessage) {
                          std::vector<int64_t> table) {
     LaunchArgs args;
     args.sizes = {2, 8, 2, 1, 64, 8, 16, 4};
-    args.buffers = {{"query", 0x1000}, {"key", 0x2000}, {"value", 0x3000},
-                    {"out", 0x4000},   {"status", 0x5000}};
+    args.buffers = {{"query", 0x1000},
+                    {"key", 0x2000},
+                    {"value", 0x3000},
+                    {"out", 0x4000},
+                    {"status", 0x5000}};
     args.metadata = {
         {"q_offset", qOffset}, {"kv_len", kvLen}, {"block_table", table}};
     Status s = validateLaunch(kernel, args);
     EXPECT_TRUE(s.isError());
     return s.message();
   };
-  auto word = [](int rule, int64_t b, int64_t index, int64_t value,
-                 int64_t aux, int64_t size, int param) {
+  auto word = [](int rule, int64_t b, int64_t index, int64_t value, int64_t aux,
+                 int64_t size, int param) {
     std::array<int64_t, 16> w{};
     w[kStatusRule] = rule;
     w[kStatusBatch] = b;
@@ -269,32 +272,26 @@ TEST_F(PlanTest, ARecordedViolationIsTheHostMessage) {
   };
   const std::vector<std::string> names = {"d"};
   const std::vector<int64_t> okTable = {0, 1, -1, -1, 2, -1, -1, -1};
-  EXPECT_EQ(describeViolation(word(kRuleKvLenRange, 1, 0, 65, 0, 64,
-                                   kParamKvLen),
-                              names),
+  EXPECT_EQ(describeViolation(
+                word(kRuleKvLenRange, 1, 0, 65, 0, 64, kParamKvLen), names),
             hostMessage({0, 0}, {1, 65}, okTable));
-  EXPECT_EQ(describeViolation(word(kRuleKvLenRange, 0, 0, -2, 0, 64,
-                                   kParamKvLen),
-                              names),
+  EXPECT_EQ(describeViolation(
+                word(kRuleKvLenRange, 0, 0, -2, 0, 64, kParamKvLen), names),
             hostMessage({0, 0}, {-2, 1}, okTable));
-  EXPECT_EQ(describeViolation(word(kRuleNegative, 1, 0, -3, 0, 64,
-                                   kParamQOffset),
-                              names),
+  EXPECT_EQ(describeViolation(
+                word(kRuleNegative, 1, 0, -3, 0, 64, kParamQOffset), names),
             hostMessage({0, -3}, {1, 1}, okTable));
-  EXPECT_EQ(describeViolation(word(kRulePageRange, 1, 1, 8, 0, 8,
-                                   kParamBlockTable),
-                              names),
+  EXPECT_EQ(describeViolation(
+                word(kRulePageRange, 1, 1, 8, 0, 8, kParamBlockTable), names),
             hostMessage({0, 0}, {1, 1}, {0, 1, -1, -1, 2, 8, -1, -1}));
-  EXPECT_EQ(describeViolation(word(kRuleRepeatedPage, 1, 1, 2, 0, 8,
-                                   kParamBlockTable),
-                              names),
-            hostMessage({0, 0}, {1, 1}, {0, 1, -1, -1, 2, 2, -1, -1}));
-  EXPECT_EQ(describeViolation(word(kRuleAfterEmpty, 0, 3, 5, 2, 8,
-                                   kParamBlockTable),
-                              names),
+  EXPECT_EQ(
+      describeViolation(
+          word(kRuleRepeatedPage, 1, 1, 2, 0, 8, kParamBlockTable), names),
+      hostMessage({0, 0}, {1, 1}, {0, 1, -1, -1, 2, 2, -1, -1}));
+  EXPECT_EQ(describeViolation(
+                word(kRuleAfterEmpty, 0, 3, 5, 2, 8, kParamBlockTable), names),
             hostMessage({0, 0}, {1, 1}, {0, 1, -1, 5, 2, -1, -1, -1}));
-  EXPECT_EQ(describeViolation(word(kRuleKvLenPages, 1, 0, 17, 1, 16,
-                                   kParamKvLen),
-                              names),
+  EXPECT_EQ(describeViolation(
+                word(kRuleKvLenPages, 1, 0, 17, 1, 16, kParamKvLen), names),
             hostMessage({0, 0}, {1, 17}, okTable));
 }

@@ -134,10 +134,10 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args);
 /// step's budget is zero synchronisations, allocations and synchronous
 /// copies.
 struct CallCounts {
-  int64_t launches = 0;         ///< cuLaunchKernel
-  int64_t graphLaunches = 0;    ///< cuGraphLaunch
-  int64_t synchronizations = 0; ///< cuStreamSynchronize, cuEventSynchronize
-  int64_t allocations = 0;      ///< cuMemAlloc, cuMemAllocHost
+  int64_t launches = 0;          ///< cuLaunchKernel
+  int64_t graphLaunches = 0;     ///< cuGraphLaunch
+  int64_t synchronizations = 0;  ///< cuStreamSynchronize, cuEventSynchronize
+  int64_t allocations = 0;       ///< cuMemAlloc, cuMemAllocHost
   int64_t synchronousCopies = 0; ///< cuMemcpyHtoD, cuMemcpyDtoH
   int64_t asyncCopies = 0;       ///< cuMemcpyHtoDAsync, DtoDAsync, memset
 };

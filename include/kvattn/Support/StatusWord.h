@@ -16,14 +16,15 @@ namespace kvattn {
 
 /// The words of the status word (i64[16]); see docs/kernel-abi.md.
 enum StatusWord : int {
-  kStatusRule = 0,  ///< 0: no violation; else the rule (ViolationRule)
-  kStatusKey = 1,   ///< order key of the first violation (INT64_MAX: none)
-  kStatusBatch = 2, ///< the batch
-  kStatusIndex = 3, ///< element index in the row, or the table slot
-  kStatusValue = 4, ///< the offending value
-  kStatusAux = 5,   ///< previous value / slot / page count / other batch
-  kStatusSize = 6,  ///< S, num_pages or page_size (what the rule compares)
-  kStatusParam = 7, ///< which metadata parameter (ValidatedParam)
+  kStatusRule = 0, ///< 0: no violation; else the rule (ViolationRule)
+  kStatusKey =
+      1, ///< order key of the first violation (0x7f7f7f7f7f7f7f7f: none)
+  kStatusBatch = 2,  ///< the batch
+  kStatusIndex = 3,  ///< element index in the row, or the table slot
+  kStatusValue = 4,  ///< the offending value
+  kStatusAux = 5,    ///< previous value / slot / page count / other batch
+  kStatusSize = 6,   ///< S, num_pages or page_size (what the rule compares)
+  kStatusParam = 7,  ///< which metadata parameter (ValidatedParam)
   kStatusKernel = 8, ///< ordinal of the validation kernel in the module
   kStatusAux2 = 9,   ///< L, or the token of a shared-row write
   kStatusWords = 16,
@@ -33,17 +34,17 @@ enum StatusWord : int {
 /// lib/Runtime/Validation.cpp, kvattn/Support/BlockTable.h).
 enum ViolationRule : int {
   kRuleNone = 0,
-  kRuleKvLenRange = 1,   ///< kv_len outside [0, S]
-  kRuleNegative = 3,     ///< offset/position negative
-  kRuleTooLarge = 4,     ///< offset/position above 2^62
-  kRuleNotIncreasing = 5, ///< explicit positions not increasing
-  kRulePageRange = 6,    ///< table entry outside [0, num_pages) and not -1
-  kRuleAfterEmpty = 7,   ///< a page after a -1
-  kRuleRepeatedPage = 8, ///< a page twice in one sequence
-  kRuleKvLenPages = 9,   ///< kv_len beyond the sequence's pages
-  kRuleAppendRange = 10, ///< plain append rows outside the capacity
-  kRuleAppendNegative = 11, ///< paged append: pos negative
-  kRuleAppendPages = 12,    ///< paged append: tokens beyond the pages
+  kRuleKvLenRange = 1,       ///< kv_len outside [0, S]
+  kRuleNegative = 3,         ///< offset/position negative
+  kRuleTooLarge = 4,         ///< offset/position above 2^62
+  kRuleNotIncreasing = 5,    ///< explicit positions not increasing
+  kRulePageRange = 6,        ///< table entry outside [0, num_pages) and not -1
+  kRuleAfterEmpty = 7,       ///< a page after a -1
+  kRuleRepeatedPage = 8,     ///< a page twice in one sequence
+  kRuleKvLenPages = 9,       ///< kv_len beyond the sequence's pages
+  kRuleAppendRange = 10,     ///< plain append rows outside the capacity
+  kRuleAppendNegative = 11,  ///< paged append: pos negative
+  kRuleAppendPages = 12,     ///< paged append: tokens beyond the pages
   kRuleAppendSharedRow = 13, ///< paged append: two batches write one row
 };
 

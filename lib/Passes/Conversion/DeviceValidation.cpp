@@ -70,9 +70,12 @@ std::vector<Param> readParams(gpu::GPUFuncOp kernel) {
 /// read it as a boolean, whatever the byte holds).
 int paramId(const std::string &name) {
   static const std::map<std::string, int> ids = {
-      {"q_offset", kParamQOffset}, {"k_offset", kParamKOffset},
-      {"q_pos", kParamQPos},       {"k_pos", kParamKPos},
-      {"kv_len", kParamKvLen},     {"pos", kParamPos},
+      {"q_offset", kParamQOffset},
+      {"k_offset", kParamKOffset},
+      {"q_pos", kParamQPos},
+      {"k_pos", kParamKPos},
+      {"kv_len", kParamKvLen},
+      {"pos", kParamPos},
       {"block_table", kParamBlockTable}};
   auto it = ids.find(name);
   return it == ids.end() ? -1 : it->second;
@@ -98,7 +101,9 @@ public:
   }
   void line(const std::string &l) { text += "  " + l + "\n"; }
 
-  std::string i64(int64_t v) { return emit("arith.constant " + str(v) + " : i64"); }
+  std::string i64(int64_t v) {
+    return emit("arith.constant " + str(v) + " : i64");
+  }
   std::string idx(int64_t v) {
     return emit("arith.constant " + str(v) + " : index");
   }
@@ -191,7 +196,9 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
   auto load = [&](const std::string &m, const std::string &at) {
     std::string v = b.emit("memref.load " + view[m] + "[" + at +
                            "] : memref<?x" + eltOf[m] + ">");
-    return eltOf[m] == "i64" ? v : b.emit("arith.extsi " + v + " : " + eltOf[m] + " to i64");
+    return eltOf[m] == "i64"
+               ? v
+               : b.emit("arith.extsi " + v + " : " + eltOf[m] + " to i64");
   };
   // Records a violation (rule != 0) with its order key.
   auto report = [&](const std::string &rule, const std::string &key,
@@ -235,7 +242,8 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
     b.line(count + " = scf.for " + j + " = " + c0 + " to " + sz("max_pages") +
            " step " + c1 + " iter_args(" + c + " = " + z + ") -> (i64) {");
     std::string e = load("block_table", b.bin("addi", row, j, "index"));
-    std::string used = b.emit("arith.extui " + b.cmp("ne", e, m1) + " : i1 to i64");
+    std::string used =
+        b.emit("arith.extui " + b.cmp("ne", e, m1) + " : i1 to i64");
     b.line("scf.yield " + b.bin("addi", c, used) + " : i64");
     b.line("}");
     return count;
@@ -248,8 +256,8 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
     b.line("scf.for " + s + " = " + tid + " to " + M + " step " + cT + " {");
     std::string page = load("block_table", b.bin("addi", row, s, "index"));
     std::string scan = b.fresh(), j = b.fresh(), fe = b.fresh(), fd = b.fresh();
-    b.line(scan + ":2 = scf.for " + j + " = " + c0 + " to " + s + " step " + c1 +
-           " iter_args(" + fe + " = " + m1 + ", " + fd + " = " + m1 +
+    b.line(scan + ":2 = scf.for " + j + " = " + c0 + " to " + s + " step " +
+           c1 + " iter_args(" + fe + " = " + m1 + ", " + fd + " = " + m1 +
            ") -> (i64, i64) {");
     std::string pj = load("block_table", b.bin("addi", row, j, "index"));
     std::string ji = b.toI64(j);
@@ -261,19 +269,18 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
     b.line("}");
     std::string firstEmpty = scan + "#0", firstSame = scan + "#1";
     std::string np = szI64("num_pages");
-    std::string range =
-        b.orI1(b.cmp("slt", page, z), b.cmp("sge", page, np));
+    std::string range = b.orI1(b.cmp("slt", page, z), b.cmp("sge", page, np));
     std::string afterEmpty = b.cmp("sge", firstEmpty, z);
-    std::string rule = b.sel(
-        b.cmp("eq", page, m1), z,
-        b.sel(range, b.i64(kRulePageRange),
-              b.sel(afterEmpty, b.i64(kRuleAfterEmpty),
-                    b.sel(b.cmp("sge", firstSame, z),
-                          b.i64(kRuleRepeatedPage), z))));
+    std::string rule = b.sel(b.cmp("eq", page, m1), z,
+                             b.sel(range, b.i64(kRulePageRange),
+                                   b.sel(afterEmpty, b.i64(kRuleAfterEmpty),
+                                         b.sel(b.cmp("sge", firstSame, z),
+                                               b.i64(kRuleRepeatedPage), z))));
     std::string aux = b.sel(afterEmpty, firstEmpty, firstSame);
     std::string si = b.toI64(s);
     std::string Mp1 = b.bin("addi", szI64("max_pages"), b.i64(1));
-    std::string key = groupKey(group, b.bin("addi", b.bin("muli", bi, Mp1), si));
+    std::string key =
+        groupKey(group, b.bin("addi", b.bin("muli", bi, Mp1), si));
     report(rule, key, si, page, aux, np, z, kParamBlockTable);
     b.line("}");
   };
@@ -327,9 +334,9 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
         std::string len = load("kv_len", bid);
         std::string ps = szI64("page_size");
         std::string capacity = b.bin("muli", active, ps);
-        std::string rule = b.sel(
-            b.orI1(b.cmp("slt", len, z), b.cmp("sgt", len, capacity)),
-            b.i64(kRuleKvLenPages), z);
+        std::string rule =
+            b.sel(b.orI1(b.cmp("slt", len, z), b.cmp("sgt", len, capacity)),
+                  b.i64(kRuleKvLenPages), z);
         std::string Mp1 = b.bin("addi", szI64("max_pages"), b.i64(1));
         std::string key = groupKey(
             15, b.bin("addi", b.bin("muli", bi, Mp1), szI64("max_pages")));
@@ -359,10 +366,10 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
       std::string active = pageCount(bid);
       std::string p = load("pos", bid);
       std::string capacity = b.bin("muli", active, ps);
-      std::string rule = b.sel(
-          b.cmp("slt", p, z), b.i64(kRuleAppendNegative),
-          b.sel(b.cmp("sgt", b.bin("addi", p, L), capacity),
-                b.i64(kRuleAppendPages), z));
+      std::string rule =
+          b.sel(b.cmp("slt", p, z), b.i64(kRuleAppendNegative),
+                b.sel(b.cmp("sgt", b.bin("addi", p, L), capacity),
+                      b.i64(kRuleAppendPages), z));
       report(rule, groupKey(2, base), z, p, active, ps, L, kParamPos);
     }
     b.line("}");
@@ -376,11 +383,11 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
     std::string slot = b.bin("divsi", token, ps);
     std::string row = b.bin("remsi", token, ps);
     std::string ok = b.andI1(b.cmp("sge", p, z), b.cmp("slt", slot, Mi));
-    std::string safeSlot = b.emit(
-        "arith.index_cast " + b.sel(ok, slot, z) + " : i64 to index");
-    std::string page = load(
-        "block_table",
-        b.bin("addi", b.bin("muli", bid, M, "index"), safeSlot, "index"));
+    std::string safeSlot =
+        b.emit("arith.index_cast " + b.sel(ok, slot, z) + " : i64 to index");
+    std::string page =
+        load("block_table",
+             b.bin("addi", b.bin("muli", bid, M, "index"), safeSlot, "index"));
     std::string other = b.fresh(), b2 = b.fresh(), w = b.fresh();
     b.line(other + " = scf.for " + b2 + " = " + c0 + " to " + bid + " step " +
            c1 + " iter_args(" + w + " = " + m1 + ") -> (i64) {");
@@ -390,21 +397,21 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
       std::string inner = b.fresh(), s2 = b.fresh(), w2 = b.fresh();
       b.line(inner + " = scf.for " + s2 + " = " + c0 + " to " + M + " step " +
              c1 + " iter_args(" + w2 + " = " + w + ") -> (i64) {");
-      std::string e = load(
-          "block_table",
-          b.bin("addi", b.bin("muli", b2, M, "index"), s2, "index"));
+      std::string e =
+          load("block_table",
+               b.bin("addi", b.bin("muli", b2, M, "index"), s2, "index"));
       std::string t2 = b.bin("addi", b.bin("muli", b.toI64(s2), ps), row);
-      std::string hit = b.andI1(
-          b.andI1(b.cmp("eq", e, page), b.cmp("slt", w2, z)),
-          b.andI1(b.cmp("sge", t2, p2),
-                  b.cmp("slt", t2, b.bin("addi", p2, L))));
+      std::string hit =
+          b.andI1(b.andI1(b.cmp("eq", e, page), b.cmp("slt", w2, z)),
+                  b.andI1(b.cmp("sge", t2, p2),
+                          b.cmp("slt", t2, b.bin("addi", p2, L))));
       b.line("scf.yield " + b.sel(hit, b2i, w2) + " : i64");
       b.line("}");
       b.line("scf.yield " + inner + " : i64");
     }
     b.line("}");
-    std::string shared = b.andI1(b.andI1(ok, b.cmp("sge", page, z)),
-                                 b.cmp("sge", other, z));
+    std::string shared =
+        b.andI1(b.andI1(ok, b.cmp("sge", page, z)), b.cmp("sge", other, z));
     std::string rule = b.sel(shared, b.i64(kRuleAppendSharedRow), z);
     std::string key =
         groupKey(2, b.bin("addi", base, b.bin("addi", ti, b.i64(1))));
@@ -414,8 +421,8 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
   b.line("}");
 
   return "gpu.module @validation {\n  gpu.func @" + name + "(" + signature +
-         ") kernel attributes {known_block_size = array<i32: " +
-         str(kThreads) + ", 1, 1>} {\n" + b.text + "  gpu.return\n  }\n}\n";
+         ") kernel attributes {known_block_size = array<i32: " + str(kThreads) +
+         ", 1, 1>} {\n" + b.text + "  gpu.return\n  }\n}\n";
 }
 
 struct DeviceValidationPass
@@ -429,8 +436,8 @@ struct DeviceValidationPass
            "records the first metadata violation there";
   }
   void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<arith::ArithDialect, gpu::GPUDialect,
-                    memref::MemRefDialect, scf::SCFDialect>();
+    registry.insert<arith::ArithDialect, gpu::GPUDialect, memref::MemRefDialect,
+                    scf::SCFDialect>();
   }
 
   void runOnOperation() override;
@@ -457,14 +464,12 @@ FailureOr<unsigned> guardKernel(gpu::GPUFuncOp kernel) {
   Value c0 = arith::ConstantIndexOp::create(b, 0);
   Value word = memref::LoadOp::create(b, status, ValueRange{c0});
   Value zero = arith::ConstantIntOp::create(b, b.getI64Type(), 0);
-  Value clean =
-      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, word, zero);
+  Value clean = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, word, zero);
   auto guard = scf::IfOp::create(b, clean, /*withElseRegion=*/false);
   Block *then = guard.thenBlock();
-  then->getOperations().splice(Block::iterator(then->getTerminator()),
-                               entry.getOperations(),
-                               std::next(guard->getIterator()),
-                               Block::iterator(entry.getTerminator()));
+  then->getOperations().splice(
+      Block::iterator(then->getTerminator()), entry.getOperations(),
+      std::next(guard->getIterator()), Block::iterator(entry.getTerminator()));
 
   auto named = [&](StringRef key, Attribute value) {
     return NamedAttribute(StringAttr::get(ctx, key), value);
@@ -474,12 +479,12 @@ FailureOr<unsigned> guardKernel(gpu::GPUFuncOp kernel) {
   attrs.insert(
       attrs.begin() + at,
       DictionaryAttr::get(
-          ctx, {named("name", StringAttr::get(ctx, "status")),
-                named("kind", StringAttr::get(ctx, "pointer")),
-                named("element_type", TypeAttr::get(b.getI64Type())),
-                named("shape", b.getArrayAttr({b.getI64IntegerAttr(
-                                   kStatusWords)})),
-                named("access", StringAttr::get(ctx, "read"))}));
+          ctx,
+          {named("name", StringAttr::get(ctx, "status")),
+           named("kind", StringAttr::get(ctx, "pointer")),
+           named("element_type", TypeAttr::get(b.getI64Type())),
+           named("shape", b.getArrayAttr({b.getI64IntegerAttr(kStatusWords)})),
+           named("access", StringAttr::get(ctx, "read"))}));
   kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, attrs));
   return at;
 }
@@ -500,7 +505,8 @@ void DeviceValidationPass::runOnOperation() {
   llvm::DenseMap<Operation *, unsigned> statusIndex;
   int ordinal = 0;
   for (gpu::LaunchFuncOp launch : launches) {
-    auto kernel = gpuModule.lookupSymbol<gpu::GPUFuncOp>(launch.getKernelName());
+    auto kernel =
+        gpuModule.lookupSymbol<gpu::GPUFuncOp>(launch.getKernelName());
     if (!kernel || !kernel->hasAttr("kvattn.params"))
       continue;
     std::vector<Param> before = readParams(kernel);
@@ -545,8 +551,8 @@ void DeviceValidationPass::runOnOperation() {
              named("kind", StringAttr::get(ctx, "pointer")),
              named("element_type", TypeAttr::get(IntegerType::get(ctx, 64))),
              named("shape", ArrayAttr::get(ctx, {IntegerAttr::get(
-                                                   IntegerType::get(ctx, 64),
-                                                   kStatusWords)})),
+                                                    IntegerType::get(ctx, 64),
+                                                    kStatusWords)})),
              named("access", StringAttr::get(ctx, "write"))}));
         for (const Param &p : before)
           if (p.kind == "scalar")

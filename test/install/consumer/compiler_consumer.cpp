@@ -14,6 +14,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 // Ordinary MLIR code (`using namespace mlir;`) names kvattn as `kvattn::`:
@@ -69,8 +70,9 @@ int main() {
     llvm::errs() << s.message() << "\n";
     return 1;
   }
-  llvm::outs() << "cpu: " << results[0].getDouble(0) << " "
-               << results[0].getDouble(8) << "\n";
+  // %g: raw_ostream prints a double in exponent form (2.500000e+01).
+  llvm::outs() << llvm::format("cpu: %g %g\n", results[0].getDouble(0),
+                               results[0].getDouble(8));
 
   // SDPA as a linalg front end writes it: Q K^T, a constant scale,
   // linalg.softmax over the keys, P V.
