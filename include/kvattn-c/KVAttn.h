@@ -284,6 +284,93 @@ int kvattn_kernel_launch(kvattn_kernel *kernel, kvattn_sizes sizes,
                          char **error);
 void kvattn_kernel_destroy(kvattn_kernel *kernel);
 
+/*===----------------------------------------------------------------------===*
+ * Serving: plan once, run every step (docs/runtime.md, "Plan and run")
+ *===----------------------------------------------------------------------===*/
+
+typedef struct kvattn_plan kvattn_plan;
+
+/* kvattn_plan_run's stream argument for "the runtime's current stream"
+ * (kvattn_runtime_set_stream, else its own). */
+#define KVATTN_CURRENT_STREAM UINT64_MAX
+
+/* Compiles every kernel of `ir` (each kvattn.attention, its split merge,
+ * each kvattn.append) with device validation, or reads them from the
+ * kernel cache, loads the module on `runtime`, allocates the plan's status
+ * word and split-KV workspaces for sizes up to `max_sizes` (a zero field:
+ * unbounded, allowed only where no workspace depends on it) and clears the
+ * status word. `options` NULL: the defaults, with chip and num_sms from the
+ * device; a NULL chip in given options is the device's chip too. `kind`:
+ * KVATTN_IMAGE_PTX for a GPU, KVATTN_IMAGE_DEVICE_IR for the emulated GPU.
+ * The plan belongs to the runtime: destroy it first. */
+int kvattn_plan_create(kvattn_runtime *runtime, const char *ir,
+                       const kvattn_compile_options *options,
+                       kvattn_image_kind kind, kvattn_sizes max_sizes,
+                       kvattn_plan **plan, char **error);
+/* The launch manifest of the plan's kernels (JSON, docs/kernel-abi.md; free
+ * with kvattn_free): the parameters, their element types and shapes. */
+int kvattn_plan_manifest(const kvattn_plan *plan, char **manifest_json,
+                         char **error);
+/* Device memory the plan owns (status word and workspaces), in bytes. */
+int kvattn_plan_workspace_bytes(const kvattn_plan *plan, size_t *bytes,
+                                char **error);
+/* One step on `stream` (a CUstream, or KVATTN_CURRENT_STREAM): `buffers`
+ * names a device pointer for every tensor ("query", "key", "value", "out",
+ * "update_k", ...) AND every metadata parameter ("q_offset", "kv_len",
+ * "block_table", "pos", ...; the manifest's element types, e.g. int32).
+ * Queues the validation kernels, then the kernels; allocates nothing,
+ * copies nothing, never synchronises, so it can be captured in a CUDA
+ * graph. Metadata values are checked on the device: read the outcome with
+ * kvattn_plan_status. */
+int kvattn_plan_run(kvattn_plan *plan, kvattn_sizes sizes,
+                    const kvattn_buffer *buffers, size_t num_buffers,
+                    uint64_t stream, char **error);
+/* The convenience path: metadata on the host, validated on the host before
+ * anything is queued (kvattn_launch's messages) and copied asynchronously
+ * through the runtime's metadata ring. Not capturable. */
+int kvattn_plan_run_host_metadata(kvattn_plan *plan, kvattn_sizes sizes,
+                                  const kvattn_buffer *buffers,
+                                  size_t num_buffers,
+                                  const kvattn_metadata *metadata,
+                                  size_t num_metadata, uint64_t stream,
+                                  char **error);
+/* Reads the plan's status word (this waits for the runtime's current
+ * stream): 0 when no run recorded a violation; else 1 and *error is the
+ * message the host validation gives for the first violation, e.g.
+ * "launch of 'decode_kvattn_0': kv_len[1] = 301 is outside [0, S = 128]
+ * (batch 1)". While a violation is recorded every kernel of the plan
+ * computes and writes nothing. */
+int kvattn_plan_status(kvattn_plan *plan, char **error);
+/* Clears the status word (queued on the current stream). */
+int kvattn_plan_clear_status(kvattn_plan *plan, char **error);
+void kvattn_plan_destroy(kvattn_plan *plan);
+
+/* CUDA graphs on the runtime's current stream (not the legacy stream 0):
+ * begin capturing, queue plan runs (or other capturable work), end the
+ * capture (instantiates the graph), replay it any number of times. A graph
+ * replays the same device pointers: rewrite the metadata buffers between
+ * replays (e.g. with a captured device copy, or a kernel of the engine). */
+typedef struct kvattn_graph kvattn_graph;
+int kvattn_graph_begin_capture(kvattn_runtime *runtime, char **error);
+int kvattn_graph_end_capture(kvattn_runtime *runtime, kvattn_graph **graph,
+                             char **error);
+int kvattn_graph_launch(kvattn_graph *graph, char **error);
+void kvattn_graph_destroy(kvattn_graph *graph);
+
+/* The driver calls the runtime made since it was created or since the last
+ * reset: what a serving step costs on the host. */
+typedef struct {
+  int64_t launches;           /* cuLaunchKernel */
+  int64_t graph_launches;     /* cuGraphLaunch */
+  int64_t synchronizations;   /* stream and event waits */
+  int64_t allocations;        /* device and page-locked host allocations */
+  int64_t synchronous_copies; /* cuMemcpyHtoD / DtoH */
+  int64_t async_copies;       /* queued copies and fills */
+} kvattn_call_counts;
+int kvattn_runtime_call_counts(kvattn_runtime *runtime,
+                               kvattn_call_counts *counts, int reset,
+                               char **error);
+
 #ifdef __cplusplus
 }
 #endif

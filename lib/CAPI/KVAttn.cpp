@@ -6,6 +6,7 @@
 #include "kvattn/Evaluator/Evaluator.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Runtime/EmulatedGpu.h"
+#include "kvattn/Runtime/Plan.h"
 #include "kvattn/Runtime/Runtime.h"
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Target/Ptx.h"
@@ -22,6 +23,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 using mlir::kvattn::ElementType;
@@ -48,6 +50,17 @@ struct kvattn_cpu_program {
   std::vector<TensorType> arguments, results;
   /// The results of the last successful run (kvattn_cpu_program_result).
   std::vector<HostTensor> last;
+};
+
+struct kvattn_plan {
+  kvattn_runtime *runtime;
+  std::string manifestJson;
+  std::unique_ptr<mlir::kvattn::rt::Plan> plan;
+};
+
+struct kvattn_graph {
+  mlir::kvattn::rt::Runtime *runtime;
+  std::unique_ptr<mlir::kvattn::rt::Graph> graph;
 };
 
 struct kvattn_kernel {
@@ -826,5 +839,200 @@ int kvattn_kernel_launch(kvattn_kernel *kernel, kvattn_sizes sizes,
 }
 
 void kvattn_kernel_destroy(kvattn_kernel *kernel) { delete kernel; }
+
+//===----------------------------------------------------------------------===//
+// Serving: plan / run, graphs, call counts
+//===----------------------------------------------------------------------===//
+
+static mlir::kvattn::rt::Sizes toSizes(const kvattn_sizes &s) {
+  mlir::kvattn::rt::Sizes sizes{s.B, s.Hq, s.Hkv, s.L, s.S};
+  sizes.numPages = s.num_pages;
+  sizes.pageSize = s.page_size;
+  sizes.maxPages = s.max_pages;
+  return sizes;
+}
+
+int kvattn_plan_create(kvattn_runtime *runtime, const char *ir,
+                       const kvattn_compile_options *options,
+                       kvattn_image_kind kind, kvattn_sizes max_sizes,
+                       kvattn_plan **plan, char **error) {
+  if (!runtime || !ir || !plan)
+    return report(Status::error("kvattn_plan_create: null argument"), error);
+  if (kind != KVATTN_IMAGE_PTX && kind != KVATTN_IMAGE_DEVICE_IR)
+    return report(Status::error("kvattn_plan_create: image kind " +
+                                std::to_string(kind) +
+                                " is neither KVATTN_IMAGE_PTX nor "
+                                "KVATTN_IMAGE_DEVICE_IR"),
+                  error);
+  kvattn_compile_options o;
+  if (int failed = report(readOptions("kvattn_plan_create", options, o), error))
+    return failed;
+  mlir::kvattn::rt::Runtime &rt = *runtime->runtime;
+  const std::string chip = "sm_" + std::to_string(rt.computeCapability());
+  if (!o.chip)
+    o.chip = chip.c_str();
+  if (!options)
+    o.num_sms = rt.multiprocessorCount();
+  mlir::kvattn::PtxOptions ptx = toPtxOptions(
+      o, kind == KVATTN_IMAGE_PTX ? mlir::kvattn::DeviceImage::Ptx
+                                  : mlir::kvattn::DeviceImage::LlvmIR);
+  ptx.deviceValidation = true;
+  mlir::DialectRegistry registry;
+  mlir::kvattn::registerAllKVAttnDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  if (int failed = report(parse(ir, context, module), error))
+    return failed;
+  mlir::kvattn::PtxModule compiled;
+  if (int failed =
+          report(mlir::kvattn::compileToPtx(*module, ptx, compiled), error))
+    return failed;
+  mlir::kvattn::rt::Manifest manifest;
+  if (int failed =
+          report(mlir::kvattn::rt::parseManifest(
+                     mlir::kvattn::manifestToJson(compiled, "plan"), manifest),
+                 error))
+    return failed;
+  auto p = std::make_unique<kvattn_plan>();
+  p->runtime = runtime;
+  p->manifestJson = mlir::kvattn::manifestToJson(
+      compiled, kind == KVATTN_IMAGE_PTX ? "plan.ptx" : "plan.ll");
+  if (int failed =
+          report(mlir::kvattn::rt::Plan::create(rt, compiled.ptx, manifest,
+                                                toSizes(max_sizes), p->plan),
+                 error))
+    return failed;
+  *plan = p.release();
+  return 0;
+}
+
+int kvattn_plan_manifest(const kvattn_plan *plan, char **manifest_json,
+                         char **error) {
+  if (!plan || !manifest_json)
+    return report(Status::error("kvattn_plan_manifest: null argument"), error);
+  *manifest_json = copyString(plan->manifestJson);
+  return 0;
+}
+
+int kvattn_plan_workspace_bytes(const kvattn_plan *plan, size_t *bytes,
+                                char **error) {
+  if (!plan || !bytes)
+    return report(Status::error("kvattn_plan_workspace_bytes: null argument"),
+                  error);
+  *bytes = plan->plan->workspaceBytes();
+  return 0;
+}
+
+/// Runs `body` on `stream` (KVATTN_CURRENT_STREAM: the current one), then
+/// goes back to the stream in use before.
+static Status onStream(mlir::kvattn::rt::Runtime &rt, uint64_t stream,
+                       const std::function<Status()> &body) {
+  if (stream == KVATTN_CURRENT_STREAM)
+    return body();
+  const uint64_t before = rt.stream();
+  rt.setStream(stream);
+  Status s = body();
+  rt.setStream(before);
+  return s;
+}
+
+int kvattn_plan_run(kvattn_plan *plan, kvattn_sizes sizes,
+                    const kvattn_buffer *buffers, size_t num_buffers,
+                    uint64_t stream, char **error) {
+  if (!plan)
+    return report(Status::error("kvattn_plan_run: null plan"), error);
+  mlir::kvattn::rt::LaunchArgs args;
+  if (int failed = report(launchArgs("kvattn_plan_run", sizes, buffers,
+                                     num_buffers, nullptr, 0, args),
+                          error))
+    return failed;
+  return report(
+      onStream(*plan->runtime->runtime, stream,
+               [&] { return plan->plan->run(args.sizes, args.buffers); }),
+      error);
+}
+
+int kvattn_plan_run_host_metadata(kvattn_plan *plan, kvattn_sizes sizes,
+                                  const kvattn_buffer *buffers,
+                                  size_t num_buffers,
+                                  const kvattn_metadata *metadata,
+                                  size_t num_metadata, uint64_t stream,
+                                  char **error) {
+  if (!plan)
+    return report(Status::error("kvattn_plan_run_host_metadata: null plan"),
+                  error);
+  mlir::kvattn::rt::LaunchArgs args;
+  if (int failed =
+          report(launchArgs("kvattn_plan_run_host_metadata", sizes, buffers,
+                            num_buffers, metadata, num_metadata, args),
+                 error))
+    return failed;
+  return report(onStream(*plan->runtime->runtime, stream,
+                         [&] {
+                           return plan->plan->runWithHostMetadata(
+                               args.sizes, args.buffers, args.metadata);
+                         }),
+                error);
+}
+
+int kvattn_plan_status(kvattn_plan *plan, char **error) {
+  if (!plan)
+    return report(Status::error("kvattn_plan_status: null plan"), error);
+  return report(plan->plan->status(), error);
+}
+
+int kvattn_plan_clear_status(kvattn_plan *plan, char **error) {
+  if (!plan)
+    return report(Status::error("kvattn_plan_clear_status: null plan"), error);
+  return report(plan->plan->clearStatus(), error);
+}
+
+void kvattn_plan_destroy(kvattn_plan *plan) { delete plan; }
+
+int kvattn_graph_begin_capture(kvattn_runtime *runtime, char **error) {
+  if (!runtime)
+    return report(Status::error("kvattn_graph_begin_capture: null runtime"),
+                  error);
+  return report(runtime->runtime->beginCapture(), error);
+}
+
+int kvattn_graph_end_capture(kvattn_runtime *runtime, kvattn_graph **graph,
+                             char **error) {
+  if (!runtime || !graph)
+    return report(Status::error("kvattn_graph_end_capture: null argument"),
+                  error);
+  auto g = std::make_unique<kvattn_graph>();
+  g->runtime = runtime->runtime.get();
+  if (int failed = report(runtime->runtime->endCapture(g->graph), error))
+    return failed;
+  *graph = g.release();
+  return 0;
+}
+
+int kvattn_graph_launch(kvattn_graph *graph, char **error) {
+  if (!graph)
+    return report(Status::error("kvattn_graph_launch: null graph"), error);
+  return report(graph->runtime->launchGraph(*graph->graph), error);
+}
+
+void kvattn_graph_destroy(kvattn_graph *graph) { delete graph; }
+
+int kvattn_runtime_call_counts(kvattn_runtime *runtime,
+                               kvattn_call_counts *counts, int reset,
+                               char **error) {
+  if (!runtime || !counts)
+    return report(Status::error("kvattn_runtime_call_counts: null argument"),
+                  error);
+  mlir::kvattn::rt::CallCounts c = runtime->runtime->callCounts();
+  counts->launches = c.launches;
+  counts->graph_launches = c.graphLaunches;
+  counts->synchronizations = c.synchronizations;
+  counts->allocations = c.allocations;
+  counts->synchronous_copies = c.synchronousCopies;
+  counts->async_copies = c.asyncCopies;
+  if (reset)
+    runtime->runtime->resetCallCounts();
+  return 0;
+}
 
 } // extern "C"

@@ -14,6 +14,13 @@
 // record the host's clock: elapsed times are emulation times, not GPU
 // times.
 //
+// Stream capture (CUDA graphs) records what is queued on the capturing
+// stream instead of running it: kernel launches (with their parameter
+// values), device copies and fills; cuGraphLaunch replays them in order.
+// While a capture is active, calls that would wait for the device
+// (cuStreamSynchronize, cuEventSynchronize, synchronous copies) fail with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, as on a GPU.
+//
 // The device reports compute capability 9.0 and 132 multiprocessors (an
 // H100/H200); $KVATTN_EMU_SM (e.g. 80) changes the capability.
 //
@@ -45,6 +52,8 @@ constexpr CUresult kInvalidHandle = 400;
 constexpr CUresult kNotFound = 500;
 constexpr CUresult kIllegalAddress = 700;
 constexpr CUresult kLaunchFailed = 719;
+constexpr CUresult kCaptureUnsupported = 900;
+constexpr CUresult kCaptureInvalidated = 901;
 
 bool initialised = false;
 /// The full message of the most recent error (cuGetErrorString).
@@ -73,6 +82,31 @@ struct Event {
 };
 
 int context = 0, streams = 0;
+
+/// One recorded operation of a captured stream.
+struct Recorded {
+  enum Kind { Launch, Copy, Fill } kind;
+  CUfunction function = nullptr;
+  unsigned grid[3] = {}, block[3] = {}, shared = 0;
+  std::vector<uint64_t> params;
+  CUdeviceptr dst = 0, src = 0;
+  size_t bytes = 0;
+  unsigned char value = 0;
+};
+struct Graph {
+  std::vector<Recorded> ops;
+};
+/// The stream being captured (null: none) and what it recorded.
+CUstream capturing = nullptr;
+std::unique_ptr<Graph> capture;
+
+bool isCapturing(CUstream stream) { return capture && stream == capturing; }
+
+CUresult refuseWhileCapturing(const char *what) {
+  return fail(kCaptureUnsupported,
+              Status::error(std::string(what) +
+                            " is not allowed while a stream is captured"));
+}
 std::string counterText, reportText;
 
 double nowMs() {
@@ -95,6 +129,12 @@ const std::map<int, std::pair<const char *, const char *>> &errorTable() {
        {"CUDA_ERROR_ILLEGAL_ADDRESS",
         "an illegal memory access was encountered"}},
       {719, {"CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"}},
+      {900,
+       {"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+        "operation not permitted when stream is capturing"}},
+      {901,
+       {"CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+        "operation failed due to a previous error during capture"}},
   };
   return table;
 }
@@ -190,7 +230,11 @@ CUresult cuStreamCreate(CUstream *stream, unsigned) {
 }
 
 CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
-CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream) {
+  if (capture)
+    return refuseWhileCapturing("cuStreamSynchronize");
+  return CUDA_SUCCESS;
+}
 
 CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
   uint64_t address;
@@ -207,6 +251,8 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
+  if (capture)
+    return refuseWhileCapturing("cuMemcpyHtoD");
   if (Status s = Emulator::get().checkRange(dst, bytes, "cuMemcpyHtoD");
       s.isError())
     return fail(kInvalidValue, s);
@@ -215,6 +261,8 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
 }
 
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
+  if (capture)
+    return refuseWhileCapturing("cuMemcpyDtoH");
   if (Status s = Emulator::get().checkRange(src, bytes, "cuMemcpyDtoH");
       s.isError())
     return fail(kInvalidValue, s);
@@ -223,12 +271,33 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
 }
 
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
-                              CUstream) {
-  return cuMemcpyHtoD_v2(dst, src, bytes);
+                              CUstream stream) {
+  if (isCapturing(stream)) {
+    // A captured host copy replays its source address: kvattn's runs keep
+    // metadata on the device instead; it is not supported here.
+    capture.reset();
+    return fail(kCaptureInvalidated,
+                Status::error("cuMemcpyHtoDAsync from host memory while "
+                              "capturing: the emulated GPU does not record "
+                              "host copies (keep metadata on the device)"));
+  }
+  if (Status s = Emulator::get().checkRange(dst, bytes, "cuMemcpyHtoD");
+      s.isError())
+    return fail(kInvalidValue, s);
+  std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
+  return CUDA_SUCCESS;
 }
 
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
-                              CUstream) {
+                              CUstream stream) {
+  if (isCapturing(stream)) {
+    Recorded r{Recorded::Copy};
+    r.dst = dst;
+    r.src = src;
+    r.bytes = bytes;
+    capture->ops.push_back(std::move(r));
+    return CUDA_SUCCESS;
+  }
   Emulator &e = Emulator::get();
   if (Status s = e.checkRange(dst, bytes, "cuMemcpyDtoD destination");
       s.isError())
@@ -241,7 +310,15 @@ CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
 }
 
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes,
-                         CUstream) {
+                         CUstream stream) {
+  if (isCapturing(stream)) {
+    Recorded r{Recorded::Fill};
+    r.dst = dst;
+    r.value = value;
+    r.bytes = bytes;
+    capture->ops.push_back(std::move(r));
+    return CUDA_SUCCESS;
+  }
   if (Status s = Emulator::get().checkRange(dst, bytes, "cuMemsetD8");
       s.isError())
     return fail(kInvalidValue, s);
@@ -270,7 +347,11 @@ CUresult cuEventRecord(CUevent event, CUstream) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+CUresult cuEventSynchronize(CUevent) {
+  if (capture)
+    return refuseWhileCapturing("cuEventSynchronize");
+  return CUDA_SUCCESS;
+}
 
 // Launches run to completion before they return: every event is complete.
 CUresult cuEventQuery(CUevent) { return CUDA_SUCCESS; }
@@ -364,7 +445,7 @@ CUresult cuFuncSetAttribute(CUfunction function, CUfunction_attribute attribute,
 
 CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
                         unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned sharedBytes, CUstream, void **params,
+                        unsigned sharedBytes, CUstream stream, void **params,
                         void **extra) {
   auto it = functions().find(function);
   if (it == functions().end())
@@ -382,6 +463,21 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
                               "function allows (" +
                               std::to_string(f.maxDynamicShared) +
                               "; raise it with cuFuncSetAttribute)"));
+  if (isCapturing(stream)) {
+    int count = Emulator::get().kernelParamCount(*f.module, f.name);
+    Recorded r{Recorded::Launch};
+    r.function = function;
+    r.grid[0] = gx, r.grid[1] = gy, r.grid[2] = gz;
+    r.block[0] = bx, r.block[1] = by, r.block[2] = bz;
+    r.shared = sharedBytes;
+    for (int i = 0; i < count; ++i) {
+      uint64_t v = 0;
+      std::memcpy(&v, params[i], 8);
+      r.params.push_back(v);
+    }
+    capture->ops.push_back(std::move(r));
+    return CUDA_SUCCESS;
+  }
   bool invalid = false;
   Status s =
       Emulator::get().launch(*f.module, f.name, {gx, gy, gz}, {bx, by, bz},
@@ -391,6 +487,78 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
                 : s.message().rfind("memcheck", 0) == 0 ? kIllegalAddress
                                                         : kLaunchFailed,
                 s);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream stream, int) {
+  if (capture)
+    return fail(kCaptureUnsupported,
+                Status::error("cuStreamBeginCapture: a capture is already "
+                              "active (the emulated GPU captures one stream)"));
+  if (!stream)
+    return fail(kCaptureUnsupported,
+                Status::error("cuStreamBeginCapture: the legacy default "
+                              "stream cannot be captured"));
+  capturing = stream;
+  capture = std::make_unique<Graph>();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
+  if (!capture || stream != capturing) {
+    if (!capture && capturing == stream && stream)
+      return fail(kCaptureInvalidated,
+                  Status::error("cuStreamEndCapture: the capture was "
+                                "invalidated by an unsupported call"));
+    return fail(kInvalidValue,
+                Status::error("cuStreamEndCapture: the stream is not being "
+                              "captured"));
+  }
+  *graph = reinterpret_cast<CUgraph>(capture.release());
+  capturing = nullptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
+                                     unsigned long long) {
+  if (!graph)
+    return kInvalidValue;
+  *exec = reinterpret_cast<CUgraphExec>(
+      new Graph(*reinterpret_cast<Graph *>(graph)));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  if (!exec)
+    return kInvalidValue;
+  for (const Recorded &r : reinterpret_cast<Graph *>(exec)->ops) {
+    CUresult result = CUDA_SUCCESS;
+    if (r.kind == Recorded::Launch) {
+      std::vector<uint64_t> values = r.params;
+      std::vector<void *> pointers;
+      for (uint64_t &v : values)
+        pointers.push_back(&v);
+      result = cuLaunchKernel(r.function, r.grid[0], r.grid[1], r.grid[2],
+                              r.block[0], r.block[1], r.block[2], r.shared,
+                              stream, pointers.data(), nullptr);
+    } else if (r.kind == Recorded::Copy) {
+      result = cuMemcpyDtoDAsync_v2(r.dst, r.src, r.bytes, stream);
+    } else {
+      result = cuMemsetD8Async(r.dst, r.value, r.bytes, stream);
+    }
+    if (result != CUDA_SUCCESS)
+      return result;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  delete reinterpret_cast<Graph *>(exec);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph graph) {
+  delete reinterpret_cast<Graph *>(graph);
   return CUDA_SUCCESS;
 }
 

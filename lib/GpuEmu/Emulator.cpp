@@ -126,6 +126,14 @@ bool Emulator::hasKernel(const Module &module, const std::string &name) const {
   return module.kernels.count(name);
 }
 
+int Emulator::kernelParamCount(const Module &module,
+                               const std::string &name) const {
+  auto it = module.kernels.find(name);
+  return it == module.kernels.end()
+             ? -1
+             : static_cast<int>(it->second.pointerParams.size());
+}
+
 Status Emulator::allocate(size_t bytes, uint64_t &address) {
   size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   void *p = std::aligned_alloc(256, rounded);

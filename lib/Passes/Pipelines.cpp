@@ -1,5 +1,6 @@
 //===- Pipelines.cpp - registered kvattn pipelines ------------------------===//
 
+#include "kvattn/Passes/DeviceValidation.h"
 #include "kvattn/Passes/Passes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
@@ -299,6 +300,8 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   kernels.addPass(createLowerTileToGPUPass());
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());
+  if (options.deviceValidation)
+    pm.addPass(createDeviceValidationPass());
 }
 
 void mlir::kvattn::buildGpuKernelsToPtxPipeline(

@@ -33,6 +33,11 @@ using CUevent = CUevent_st *;
 using CUjit_option = int;
 using CUfunction_attribute = int;
 using CUdevice_attribute = int;
+struct CUgraph_st;
+using CUgraph = CUgraph_st *;
+struct CUgraphExec_st;
+using CUgraphExec = CUgraphExec_st *;
+using CUstreamCaptureMode = int;
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_NOT_READY = 600;
@@ -46,6 +51,8 @@ constexpr CUfunction_attribute CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES =
 constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_GLOBAL = 0;
+constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 
 /// The entry points, with the symbol each is resolved from (the `_v2`
 /// variants where the driver versions them). cuEventElapsedTime stays the
@@ -96,7 +103,15 @@ constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
     (CUfunction, CUfunction_attribute, int))                                   \
   X(cuLaunchKernel, "cuLaunchKernel", CUresult,                                \
     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,   \
-     unsigned, CUstream, void **, void **))
+     unsigned, CUstream, void **, void **))                                    \
+  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult,                 \
+    (CUstream, CUstreamCaptureMode))                                           \
+  X(cuStreamEndCapture, "cuStreamEndCapture", CUresult, (CUstream, CUgraph *)) \
+  X(cuGraphInstantiate, "cuGraphInstantiateWithFlags", CUresult,               \
+    (CUgraphExec *, CUgraph, unsigned long long))                              \
+  X(cuGraphLaunch, "cuGraphLaunch", CUresult, (CUgraphExec, CUstream))         \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult, (CUgraphExec))         \
+  X(cuGraphDestroy, "cuGraphDestroy", CUresult, (CUgraph))
 
 } // namespace cuda
 } // namespace kvattn

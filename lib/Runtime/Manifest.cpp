@@ -128,7 +128,8 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
     if (const JsonValue *kind = kj.get("kind")) {
       if (kind->kind != JsonValue::Kind::String ||
           (kind->string != "attention" && kind->string != "merge" &&
-           kind->string != "append" && kind->string != "attention_varlen"))
+           kind->string != "append" && kind->string != "attention_varlen" &&
+           kind->string != "validate"))
         return Status::error("manifest: " + where +
                              " has a kind other than \"attention\", "
                              "\"merge\" or \"append\"");

@@ -125,6 +125,8 @@ struct Runtime::Impl {
   int lastSlot = -1;
   /// Host waits for a slot (a full ring) since creation.
   int64_t metadataWaits = 0;
+  /// Driver calls (callCounts()).
+  CallCounts counts;
   /// What allocate() returned and release() has not freed, with sizes: a
   /// release of anything else is refused instead of reaching the driver.
   std::unordered_map<DevicePtr, size_t> allocations;
@@ -247,6 +249,7 @@ size_t Runtime::loadedModules() const { return impl_->modules.size(); }
 
 Status Runtime::allocate(size_t bytes, DevicePtr &ptr) {
   CUdeviceptr p = 0;
+  ++impl_->counts.allocations;
   KVATTN_RETURN_IF_ERROR(impl_->driver->check(
       impl_->driver->cuMemAlloc(&p, bytes ? bytes : 1),
       "allocating " + std::to_string(bytes) + " bytes of device memory"));
@@ -273,6 +276,7 @@ Status Runtime::release(DevicePtr ptr) {
 Status Runtime::copyToDevice(DevicePtr dst, const void *src, size_t bytes) {
   if (bytes == 0)
     return Status::ok();
+  ++impl_->counts.synchronousCopies;
   return impl_->driver->check(impl_->driver->cuMemcpyHtoD(dst, src, bytes),
                               "copying " + std::to_string(bytes) +
                                   " bytes to the device");
@@ -281,6 +285,7 @@ Status Runtime::copyToDevice(DevicePtr dst, const void *src, size_t bytes) {
 Status Runtime::copyToHost(void *dst, DevicePtr src, size_t bytes) {
   if (bytes == 0)
     return Status::ok();
+  ++impl_->counts.synchronousCopies;
   return impl_->driver->check(impl_->driver->cuMemcpyDtoH(dst, src, bytes),
                               "copying " + std::to_string(bytes) +
                                   " bytes to the host");
@@ -305,6 +310,7 @@ uint64_t Runtime::stream() const {
 Status Runtime::copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes) {
   if (bytes == 0)
     return Status::ok();
+  ++impl_->counts.asyncCopies;
   return impl_->driver->check(
       impl_->driver->cuMemcpyDtoDAsync(dst, src, bytes, impl_->current),
       "copying " + std::to_string(bytes) + " bytes on the device");
@@ -313,12 +319,14 @@ Status Runtime::copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes) {
 Status Runtime::fill(DevicePtr dst, uint8_t value, size_t bytes) {
   if (bytes == 0)
     return Status::ok();
+  ++impl_->counts.asyncCopies;
   return impl_->driver->check(
       impl_->driver->cuMemsetD8Async(dst, value, bytes, impl_->current),
       "filling " + std::to_string(bytes) + " bytes of device memory");
 }
 
 Status Runtime::synchronize() {
+  ++impl_->counts.synchronizations;
   return impl_->driver->check(
       impl_->driver->cuStreamSynchronize(impl_->current),
       "waiting for the stream");
@@ -390,6 +398,7 @@ Status Runtime::timeOnStream(const std::function<Status()> &work, int warmup,
         d.check(d.cuEventRecord(events[2 * r + 1], impl_->current),
                 "recording an event"));
   }
+  ++impl_->counts.synchronizations;
   KVATTN_RETURN_IF_ERROR(d.check(d.cuEventSynchronize(events[2 * repeats - 1]),
                                  "waiting for the timed calls"));
   for (int r = 0; r < repeats; ++r) {
@@ -417,7 +426,6 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
                        const LaunchArgs &args) {
   KVATTN_RETURN_IF_ERROR(validateLaunch(kernel, args));
   const Driver &d = *impl_->driver;
-  const std::string doing = "launching '" + kernel.name + "'";
 
   // Metadata: the validated host values, in the kernel's element type,
   // packed into one buffer (each parameter 16-byte aligned) that one
@@ -431,7 +439,7 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
       continue;
     }
     auto meta = args.metadata.find(p.name);
-    if (meta == args.metadata.end()) {
+    if (args.metadataOnDevice || meta == args.metadata.end()) {
       values.push_back(args.buffers.at(p.name));
       continue;
     }
@@ -459,23 +467,42 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
     for (auto [index, offset] : metadataAt)
       values[index] = slot->device + offset;
   }
+  KVATTN_RETURN_IF_ERROR(launchPacked(module, kernel, args.sizes, values));
+  // The slot may be rewritten once this launch has read it.
+  if (slot) {
+    KVATTN_RETURN_IF_ERROR(
+        d.check(d.cuEventRecord(slot->done, impl_->current),
+                "recording the end of '" + kernel.name + "'"));
+    slot->pending = true;
+  }
+  return Status::ok();
+}
+
+Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
+                             const Sizes &sizes,
+                             std::vector<uint64_t> &values) {
 
   // The grid of the manifest: x = B * Hq / group programs, y = blocks of
   // group * L (packed) query rows; an append kernel: x = blocks of block_m
   // new tokens (one warp each) of the B * L.
+  const Driver &d = *impl_->driver;
+  const std::string doing = "launching '" + kernel.name + "'";
   // A ragged batch ("attention_varlen"): x = Hq / group, y = floor(group *
-  // L / block_m) + B (L the packed rows, B the sequences).
+  // L / block_m) + B (L the packed rows, B the sequences); a validation
+  // kernel: one block per sequence.
   const bool append = kernel.kind == "append";
+  const bool validate = kernel.kind == "validate";
   const bool varlen = kernel.kind == "attention_varlen";
   const int64_t gridX =
-      append ? (args.sizes.B * args.sizes.L + kernel.blockM - 1) / kernel.blockM
-      : varlen ? args.sizes.Hq / kernel.group
-               : args.sizes.B * args.sizes.Hq / kernel.group;
+      validate ? sizes.B
+      : append ? (sizes.B * sizes.L + kernel.blockM - 1) / kernel.blockM
+      : varlen ? sizes.Hq / kernel.group
+               : sizes.B * sizes.Hq / kernel.group;
   const int64_t gridY =
-      append ? 1
-      : varlen
-          ? kernel.group * args.sizes.L / kernel.blockM + args.sizes.B
-          : (kernel.group * args.sizes.L + kernel.blockM - 1) / kernel.blockM;
+      append || validate ? 1
+      : varlen           ? kernel.group * sizes.L / kernel.blockM + sizes.B
+                         : (kernel.group * sizes.L + kernel.blockM - 1) /
+                     kernel.blockM;
   if (gridX == 0 || gridY == 0)
     return Status::ok();                // No program: nothing to compute.
   const int64_t gridZ = kernel.splitKv; // KV chunks of a split
@@ -503,6 +530,7 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
     function = f->second;
   }
 
+  ++impl_->counts.launches;
   std::vector<void *> params;
   for (uint64_t &v : values)
     params.push_back(&v);
@@ -513,13 +541,6 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
           1, static_cast<unsigned>(kernel.dynamicSharedMemoryBytes),
           impl_->current, params.data(), nullptr),
       doing));
-  // The slot may be rewritten once this launch has read it.
-  if (slot) {
-    KVATTN_RETURN_IF_ERROR(
-        d.check(d.cuEventRecord(slot->done, impl_->current),
-                "recording the end of '" + kernel.name + "'"));
-    slot->pending = true;
-  }
   return Status::ok();
 }
 
@@ -542,6 +563,7 @@ Status Runtime::metadataSlot(const std::vector<uint8_t> &packed,
     CUresult state = d.cuEventQuery(slot.done);
     if (state == CUDA_ERROR_NOT_READY) {
       ++impl_->metadataWaits;
+      ++impl_->counts.synchronizations;
       state = d.cuEventSynchronize(slot.done);
     }
     KVATTN_RETURN_IF_ERROR(
@@ -551,6 +573,7 @@ Status Runtime::metadataSlot(const std::vector<uint8_t> &packed,
   if (slot.capacity < packed.size())
     KVATTN_RETURN_IF_ERROR(growSlot(slot, packed.size()));
   std::memcpy(slot.host, packed.data(), packed.size());
+  ++impl_->counts.asyncCopies;
   KVATTN_RETURN_IF_ERROR(
       d.check(d.cuMemcpyHtoDAsync(slot.device, slot.host, packed.size(),
                                   impl_->current),
@@ -576,6 +599,7 @@ Status Runtime::growSlot(MetadataSlot &slot, size_t bytes) {
   slot.host = nullptr;
   slot.capacity = 0;
   KVATTN_RETURN_IF_ERROR(allocate(capacity, slot.device));
+  ++impl_->counts.allocations;
   KVATTN_RETURN_IF_ERROR(d.check(d.cuMemAllocHost(&slot.host, capacity),
                                  "allocating " + std::to_string(capacity) +
                                      " bytes of page-locked memory"));
@@ -591,6 +615,8 @@ Status Runtime::reserveMetadata(size_t bytes) {
     if (slot.capacity >= bytes && slot.capacity > 0)
       continue;
     if (slot.pending)
+      ++impl_->counts.synchronizations;
+    if (slot.pending)
       KVATTN_RETURN_IF_ERROR(impl_->driver->check(
           impl_->driver->cuEventSynchronize(slot.done),
           "waiting for a launch that read earlier metadata"));
@@ -601,6 +627,56 @@ Status Runtime::reserveMetadata(size_t bytes) {
 }
 
 int64_t Runtime::metadataWaits() const { return impl_->metadataWaits; }
+
+CallCounts Runtime::callCounts() const { return impl_->counts; }
+void Runtime::resetCallCounts() { impl_->counts = CallCounts(); }
+
+//===----------------------------------------------------------------------===//
+// CUDA graphs
+//===----------------------------------------------------------------------===//
+
+Graph::~Graph() {
+  if (exec_)
+    driver_->cuGraphExecDestroy(static_cast<CUgraphExec>(exec_));
+  if (graph_)
+    driver_->cuGraphDestroy(static_cast<CUgraph>(graph_));
+}
+
+Status Runtime::beginCapture() {
+  if (!impl_->current)
+    return Status::error("capturing a CUDA graph: the legacy default stream "
+                         "(0) cannot be captured; use the runtime's own "
+                         "stream or a created one");
+  return impl_->driver->check(
+      impl_->driver->cuStreamBeginCapture(impl_->current,
+                                          CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      "beginning a stream capture");
+}
+
+Status Runtime::endCapture(std::unique_ptr<Graph> &graph) {
+  const Driver &d = *impl_->driver;
+  std::unique_ptr<Graph> g(new Graph());
+  g->driver_ = &d;
+  CUgraph captured = nullptr;
+  KVATTN_RETURN_IF_ERROR(
+      d.check(d.cuStreamEndCapture(impl_->current, &captured),
+              "ending the stream capture"));
+  g->graph_ = captured;
+  CUgraphExec exec = nullptr;
+  KVATTN_RETURN_IF_ERROR(d.check(d.cuGraphInstantiate(&exec, captured, 0),
+                                 "instantiating the captured graph"));
+  g->exec_ = exec;
+  graph = std::move(g);
+  return Status::ok();
+}
+
+Status Runtime::launchGraph(const Graph &graph) {
+  ++impl_->counts.graphLaunches;
+  return impl_->driver->check(
+      impl_->driver->cuGraphLaunch(static_cast<CUgraphExec>(graph.exec_),
+                                   impl_->current),
+      "launching a CUDA graph");
+}
 
 } // namespace rt
 } // namespace kvattn

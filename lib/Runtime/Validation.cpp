@@ -45,6 +45,9 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
                  : std::vector<std::string>{"B", "Hkv", "S", ""};
   if (role == "pos")
     return {"B"};
+  // The status word of device validation: i64[16], static.
+  if (role == "status")
+    return {""};
   if (role == "q_offset" || role == "k_offset" || role == "kv_len")
     return {"B"};
   if (role == "q_pos")
@@ -198,7 +201,22 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
       }
       elements *= size;
     }
-    if (isMetadata(p.name)) {
+    if (isMetadata(p.name) && args.metadataOnDevice) {
+      // A device pointer, aligned to its elements.
+      auto it = args.buffers.find(p.name);
+      if (it == args.buffers.end() || (it->second == 0 && elements != 0))
+        return Status::error(where + "missing device metadata '" + p.name +
+                             "'");
+      const uint64_t align = p.elementType == "i64" ? 8 : 4;
+      if (it->second % align != 0) {
+        char address[32];
+        std::snprintf(address, sizeof(address), "0x%llx",
+                      static_cast<unsigned long long>(it->second));
+        return Status::error(where + "device metadata '" + p.name + "' at " +
+                             address + " is not " + str(align) +
+                             "-byte aligned");
+      }
+    } else if (isMetadata(p.name)) {
       auto it = args.metadata.find(p.name);
       if (it == args.metadata.end())
         return Status::error(where + "missing metadata '" + p.name + "'");
@@ -230,6 +248,9 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
       return Status::error(where + "the kernel has no parameter '" +
                            entry.first + "'");
 
+  // Device-resident values are checked on the device (Plan::run).
+  if (args.metadataOnDevice)
+    return Status::ok();
   // Values, per batch.
   for (const auto &[name, values] : args.metadata) {
     if (name == "block_table" || name == "q_start" || (append && name == "pos"))

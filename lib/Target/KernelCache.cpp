@@ -170,6 +170,7 @@ std::string KernelCache::key(mlir::ModuleOp module, const PtxOptions &options) {
      << "pack-gqa " << options.packGqa << "\n"
      << "split " << options.splitKv << " " << options.numSms << "\n"
      << "tensor-cores " << options.tensorCores << "\n"
+     << "device-validation " << options.deviceValidation << "\n"
      << "image " << imageName(options.image) << "\n"
      << "llvm-opt " << options.llvmOptLevel << "\n"
      << "ir\n";

@@ -262,7 +262,10 @@ std::string manifestToJson(const PtxModule &module,
     }
     os << "\n      ],\n"
        << "      \"grid\": ";
-    if (m.kind == "append")
+    if (m.kind == "validate")
+      // One block per batch.
+      os << "{\"x\": \"B\", \"y\": 1, \"z\": 1},\n";
+    else if (m.kind == "append")
       // One warp per new token, block_m tokens per thread block.
       os << "{\"x\": \"ceil(B * L / " << m.blockM
          << ")\", \"y\": 1, \"z\": 1},\n";

@@ -656,73 +656,171 @@ def run(program, *args, target="cpu", options=None, **named):
 # --- serving: plan once, run every step ----------------------------------------
 
 class Plan:
-    """A GPU attention planned for a serving loop: compiled and loaded once,
-    metadata slots reserved, workspaces kept. run() only validates and
-    queues launches on the runtime's stream: no allocation once warm, no
-    synchronisation (call synchronize(), or read with DeviceArray.numpy())."""
+    """A GPU attention planned for a serving loop (kvattn_plan_create):
+    every kernel compiled with device validation (or read from the kernel
+    cache) and loaded once, the status word and workspaces allocated for
+    `max_sizes`. run() only queues launches on the runtime's stream: with
+    metadata given as device tensors (the device path) it allocates, copies
+    and waits for nothing, and can be captured (capture()); metadata given
+    as host integers is validated on the host and copied through the
+    runtime's metadata ring. Device-side violations are read with status()
+    (or check()), which waits for the stream."""
 
     def __init__(self, ir, runtime=None, max_sizes=None, stream=None,
                  **options):
-        self.program = GpuProgram(ir, runtime=runtime, **options)
-        self.runtime = self.program.runtime
+        self.runtime = runtime or default_runtime()
         if stream is not None:
             self.runtime.set_stream(stream)
-        maxima = {"B": 64, "L": 16, "S": 4096, "max_pages": 256}
-        maxima.update(max_sizes or {})
+        options = dict(options)
+        options.setdefault("chip", self.runtime.chip)
+        options.setdefault("num_sms", self.runtime.multiprocessor_count)
+        api = self.runtime.api
+        o = api.compile_options("gpu", options)
+        maxima = dict(max_sizes or {})
+        unknown = [n for n in maxima if n not in SIZE_NAMES]
+        if unknown:
+            raise KVAttnError(f"unknown size in max_sizes: {unknown[0]} "
+                              f"(sizes: {', '.join(SIZE_NAMES)})")
+        bounds = [int(maxima.get(n, 0)) for n in SIZE_NAMES]
+        self.handle = capi.PlanHandle(self.runtime.rt, ir, o,
+                                      self.runtime.image_kind, bounds)
+        self.manifest = json.loads(self.handle.manifest_json)
+        self.workspace_bytes = self.handle.workspace_bytes
+        # The signature the caller sees: the kernels' tensors and metadata
+        # (not the status word, the workspaces or the validation kernels).
+        self.kernels_info = [k for k in self.manifest["kernels"]
+                             if k.get("kind") != "validate"]
+        self.params = {}
+        for k in self.kernels_info:
+            for p in k["params"]:
+                if p["kind"] == "pointer" and p["name"] != "status":
+                    self.params.setdefault(p["name"], p)
+        self.inputs = [n for n, p in self.params.items()
+                       if p["access"] == "read" and n not in _WORKSPACES]
+        self.outputs = [p["name"] for p in self.kernels_info[-1]["params"]
+                        if p["kind"] == "pointer" and p["access"] == "write"
+                        and p["name"] not in _WORKSPACES]
+        # The host path's metadata ring, reserved for the bounds.
+        defaults = {"B": 64, "L": 16, "S": 4096, "max_pages": 256}
+        defaults.update(maxima)
         self.metadata_bytes = 0
-        for info in self.program.kernels_info:
+        for info in self.kernels_info:
             total = 0
             for p in info["params"]:
                 if p["kind"] != "pointer" or p["name"] not in METADATA:
                     continue
                 n = capi.DTYPE_SIZE.get(p["element_type"], 8)
                 for w in p["shape"]:
-                    n *= int(w) if str(w).isdigit() else maxima.get(w, 1)
+                    n *= int(w) if str(w).isdigit() else defaults.get(w, 1)
                 total += (n + 15) // 16 * 16
             self.metadata_bytes = max(self.metadata_bytes, total)
         self.runtime.rt.reserve_metadata(max(self.metadata_bytes, 16))
 
-    def run(self, sizes=None, **named):
-        """One step: device tensors by name (query, key, value, out, ...,
-        each a DeviceArray, __cuda_array_interface__ or DLPack object) and
-        host metadata (kv_len, q_offset, block_table, ...). Returns `out`."""
-        p = self.program
-        values = p._named((), named)
-        missing = [n for n in p.outputs if n not in values]
+    _unify = GpuProgram._unify
+    _check_dtype = GpuProgram._check_dtype
+    _named = GpuProgram._named
+    _metadata = GpuProgram._metadata
+
+    def _arguments(self, sizes, named):
+        values = self._named((), named)
+        missing = [n for n in self.outputs if n not in values]
         if missing:
             raise KVAttnError(f"Plan.run writes into given device tensors: "
                               f"pass {', '.join(missing)}")
         sizes = dict(sizes or {})
-        buffers, metadata, keep = {}, {}, []
+        buffers, host_metadata, keep = {}, {}, []
+        device_metadata = set()
         for name, value in values.items():
-            if name in METADATA:
-                metadata[name] = p._metadata(name, value, sizes)
+            device = is_device_tensor(value) or isinstance(value, DeviceArray)
+            if name in METADATA and not device:
+                host_metadata[name] = self._metadata(name, value, sizes)
                 continue
-            if not (is_device_tensor(value) or isinstance(value,
-                                                          DeviceArray)):
+            if not device:
                 raise KVAttnError(
                     f"Plan.run: '{name}' is {type(value).__name__}, not a "
                     "device tensor (kvattn.to_device, or a CUDA tensor)")
             view = _view_of(value, self.runtime)
-            p._check_dtype(name, view.dtype)
-            p._unify(sizes, name, view.shape)
+            self._check_dtype(name, view.dtype)
+            self._unify(sizes, name, view.shape)
             buffers[name] = view.ptr
             keep.append(view)
-        p._launch(sizes, buffers, metadata)
-        return values[p.outputs[0]]
+            if name in METADATA:
+                device_metadata.add(name)
+        if host_metadata and device_metadata:
+            raise KVAttnError(
+                "Plan.run: metadata is either all on the device ("
+                f"{', '.join(sorted(device_metadata))}) or all on the host "
+                f"({', '.join(sorted(host_metadata))}), not mixed")
+        s = [sizes.get(n, 0) for n in SIZE_NAMES]
+        if "S" not in sizes and sizes.get("max_pages") and \
+                sizes.get("page_size"):
+            s[4] = sizes["max_pages"] * sizes["page_size"]
+        return s, buffers, host_metadata, keep, values
+
+    def run(self, sizes=None, stream=None, **named):
+        """One step: device tensors by name (query, key, value, out, ...,
+        each a DeviceArray, __cuda_array_interface__ or DLPack object) and
+        metadata (kv_len, q_offset, block_table, ...), either all device
+        tensors (validated on the device: see status()) or all host integers
+        (validated here). stream: a CUstream (default: the runtime's).
+        Returns `out`."""
+        s, buffers, host, _keep, values = self._arguments(sizes, named)
+        stream = capi.CURRENT_STREAM if stream is None else stream
+        if host:
+            self.handle.run_host_metadata(s, buffers, host, stream)
+        else:
+            self.handle.run(s, buffers, stream)
+        return values[self.outputs[0]]
 
     __call__ = run
+
+    def capture(self, sizes=None, **named):
+        """Captures one run (device metadata) in a CUDA graph on the
+        runtime's stream; returns a Graph whose launch() replays it with
+        the same device pointers."""
+        s, buffers, host, _keep, _ = self._arguments(sizes, named)
+        if host:
+            raise KVAttnError("Plan.capture needs the metadata on the device "
+                              "(a graph replays the host copy's address)")
+        capi.GraphHandle.begin(self.runtime.rt)
+        try:
+            self.handle.run(s, buffers)
+        finally:
+            graph = capi.GraphHandle.end(self.runtime.rt)
+        return graph
+
+    def status(self):
+        """None, or the host validation's message for the first metadata
+        violation a device-path run recorded (waits for the stream). While
+        one is recorded, the plan's kernels compute nothing."""
+        return self.handle.status()
+
+    def check(self):
+        """Raises KVAttnError with status()'s message, if any."""
+        message = self.status()
+        if message:
+            raise KVAttnError(message)
+
+    def clear_status(self):
+        self.handle.clear_status()
+
+    def call_counts(self, reset=False):
+        """The runtime's driver calls (launches, synchronizations,
+        allocations, synchronous_copies, async_copies, graph_launches)."""
+        return capi.call_counts(self.runtime.rt, reset)
 
     def synchronize(self):
         self.runtime.synchronize()
 
     def close(self):
-        self.program.close()
+        self.handle.close()
 
 
 def plan(ir, runtime=None, max_sizes=None, stream=None, **options):
-    """A Plan: compile + load once, then run() every step. max_sizes bounds
-    the metadata ({"B": ..., "max_pages": ..., "L": ..., "S": ...}) for
-    kvattn_runtime_reserve_metadata; stream: a CUstream to launch on."""
+    """A Plan: compile (with device validation) + load once, then run()
+    every step. max_sizes bounds the sizes ({"B": ..., "max_pages": ...,
+    "L": ..., "S": ...}: a run above a bound is refused; the host path's
+    metadata ring is reserved for them); stream: a CUstream to launch
+    on."""
     return Plan(ir, runtime=runtime, max_sizes=max_sizes, stream=stream,
                 **options)

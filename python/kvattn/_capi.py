@@ -201,6 +201,26 @@ class Library:
                                       P(_Metadata), ctypes.c_size_t, err],
                                      ctypes.c_int),
             "kvattn_kernel_destroy": ([vp], None),
+            "kvattn_plan_create": ([vp, ctypes.c_char_p, P(CompileOptions),
+                                    ctypes.c_int, _Sizes, P(vp), err],
+                                   ctypes.c_int),
+            "kvattn_plan_manifest": ([vp, err, err], ctypes.c_int),
+            "kvattn_plan_workspace_bytes": ([vp, P(ctypes.c_size_t), err],
+                                            ctypes.c_int),
+            "kvattn_plan_run": ([vp, _Sizes, P(_Buffer), ctypes.c_size_t,
+                                 ctypes.c_uint64, err], ctypes.c_int),
+            "kvattn_plan_run_host_metadata": (
+                [vp, _Sizes, P(_Buffer), ctypes.c_size_t, P(_Metadata),
+                 ctypes.c_size_t, ctypes.c_uint64, err], ctypes.c_int),
+            "kvattn_plan_status": ([vp, err], ctypes.c_int),
+            "kvattn_plan_clear_status": ([vp, err], ctypes.c_int),
+            "kvattn_plan_destroy": ([vp], None),
+            "kvattn_graph_begin_capture": ([vp, err], ctypes.c_int),
+            "kvattn_graph_end_capture": ([vp, P(vp), err], ctypes.c_int),
+            "kvattn_graph_launch": ([vp, err], ctypes.c_int),
+            "kvattn_graph_destroy": ([vp], None),
+            "kvattn_runtime_call_counts": ([vp, P(CallCounts), ctypes.c_int,
+                                            err], ctypes.c_int),
         }
         for name, (argtypes, restype) in sig.items():
             try:
@@ -421,4 +441,127 @@ class Kernel:
     def close(self):
         if self.handle:
             self.api.lib.kvattn_kernel_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
+
+
+CURRENT_STREAM = (1 << 64) - 1  # KVATTN_CURRENT_STREAM
+
+
+class CallCounts(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in (
+        "launches", "graph_launches", "synchronizations", "allocations",
+        "synchronous_copies", "async_copies")]
+
+    def as_dict(self):
+        return {n: getattr(self, n) for n, _ in self._fields_}
+
+
+def call_counts(runtime, reset=False):
+    """The runtime's driver calls (kvattn_runtime_call_counts) as a dict."""
+    c, error = CallCounts(), ctypes.c_void_p()
+    rc = runtime.api.lib.kvattn_runtime_call_counts(
+        runtime.handle, ctypes.byref(c), int(reset), ctypes.byref(error))
+    runtime.api.check(rc, error, "kvattn_runtime_call_counts")
+    return c.as_dict()
+
+
+def _buffers(buffers):
+    keep = [n.encode() for n in buffers]
+    arr = (_Buffer * len(buffers))(
+        *[_Buffer(k, int(p)) for k, p in zip(keep, buffers.values())])
+    return keep, arr
+
+
+class PlanHandle:
+    """kvattn_plan_*: a plan created from IR (compiled with device
+    validation) on a Runtime."""
+
+    def __init__(self, runtime, ir, options, image_kind, bounds):
+        self.runtime, self.api = runtime, runtime.api
+        self.handle, error = ctypes.c_void_p(), ctypes.c_void_p()
+        rc = self.api.lib.kvattn_plan_create(
+            runtime.handle, ir.encode(), ctypes.byref(options), image_kind,
+            _Sizes(*bounds), ctypes.byref(self.handle), ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_plan_create")
+        text, error = ctypes.c_void_p(), ctypes.c_void_p()
+        rc = self.api.lib.kvattn_plan_manifest(self.handle, ctypes.byref(text),
+                                              ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_plan_manifest")
+        self.manifest_json = self.api._take(text.value)
+        n, error = ctypes.c_size_t(), ctypes.c_void_p()
+        rc = self.api.lib.kvattn_plan_workspace_bytes(
+            self.handle, ctypes.byref(n), ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_plan_workspace_bytes")
+        self.workspace_bytes = n.value
+
+    def run(self, sizes, buffers, stream=CURRENT_STREAM):
+        _keep, arr = _buffers(buffers)
+        error = ctypes.c_void_p()
+        rc = self.api.lib.kvattn_plan_run(self.handle, _Sizes(*sizes), arr,
+                                          len(buffers), ctypes.c_uint64(stream),
+                                          ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_plan_run")
+
+    def run_host_metadata(self, sizes, buffers, metadata,
+                          stream=CURRENT_STREAM):
+        _keep, arr = _buffers(buffers)
+        names = [n.encode() for n in metadata]
+        arrays = [(ctypes.c_int64 * len(v))(*[int(x) for x in v])
+                  for v in metadata.values()]
+        meta = (_Metadata * len(metadata))(
+            *[_Metadata(n, a, len(a)) for n, a in zip(names, arrays)])
+        error = ctypes.c_void_p()
+        rc = self.api.lib.kvattn_plan_run_host_metadata(
+            self.handle, _Sizes(*sizes), arr, len(buffers), meta,
+            len(metadata), ctypes.c_uint64(stream), ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_plan_run_host_metadata")
+
+    def status(self):
+        """None, or the message of the first recorded violation (waits for
+        the stream)."""
+        error = ctypes.c_void_p()
+        rc = self.api.lib.kvattn_plan_status(self.handle, ctypes.byref(error))
+        return self.api._take(error.value) if rc else None
+
+    def clear_status(self):
+        error = ctypes.c_void_p()
+        rc = self.api.lib.kvattn_plan_clear_status(self.handle,
+                                                   ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_plan_clear_status")
+
+    def close(self):
+        if self.handle:
+            self.api.lib.kvattn_plan_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
+
+
+class GraphHandle:
+    """A captured CUDA graph (kvattn_graph_*)."""
+
+    def __init__(self, runtime, handle):
+        self.runtime, self.api, self.handle = runtime, runtime.api, handle
+
+    @staticmethod
+    def begin(runtime):
+        error = ctypes.c_void_p()
+        rc = runtime.api.lib.kvattn_graph_begin_capture(runtime.handle,
+                                                       ctypes.byref(error))
+        runtime.api.check(rc, error, "kvattn_graph_begin_capture")
+
+    @staticmethod
+    def end(runtime):
+        handle, error = ctypes.c_void_p(), ctypes.c_void_p()
+        rc = runtime.api.lib.kvattn_graph_end_capture(
+            runtime.handle, ctypes.byref(handle), ctypes.byref(error))
+        runtime.api.check(rc, error, "kvattn_graph_end_capture")
+        return GraphHandle(runtime, handle)
+
+    def launch(self):
+        error = ctypes.c_void_p()
+        rc = self.api.lib.kvattn_graph_launch(self.handle, ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_graph_launch")
+
+    def close(self):
+        if self.handle:
+            self.api.lib.kvattn_graph_destroy(self.handle)
             self.handle = ctypes.c_void_p()

@@ -249,3 +249,67 @@ def test_run_on_the_default_runtime():
     np.testing.assert_allclose(out, attention_reference(q, k, v, pos),
                                atol=1e-4)
     assert rt.chip.startswith("sm_")
+
+
+def test_emulated_plan_device_metadata_status_and_graph(emulated_runtime):
+    """The device path: metadata as device tensors, validated on the device
+    (status word), no synchronisation, allocation or copy per run, and a
+    captured run replayed."""
+    rt = emulated_runtime
+    pages, page = 8, 16
+    kp, vp = bf16((pages, page, 1, 64), 40), bf16((pages, page, 1, 64), 41)
+    dk, dv = kvattn.to_device(kp, rt), kvattn.to_device(vp, rt)
+    plan = kvattn.plan(PAGED, runtime=rt, max_sizes={"B": 2, "max_pages": 3})
+    assert plan.workspace_bytes >= 128  # the status word
+    table = np.array([[3, 0, -1], [5, -1, -1]], np.int32)
+    lens = np.array([20, 9], np.int32)
+    pos = lens - 1
+    q = bf16((2, 4, 1, 64), 42)
+    dq, dout = kvattn.to_device(q, rt), rt.empty((2, 4, 1, 64), "bf16")
+    meta = dict(q_offset=kvattn.to_device(pos, rt),
+                kv_len=kvattn.to_device(lens, rt),
+                block_table=kvattn.to_device(table, rt))
+    plan.call_counts(reset=True)
+    plan.run(query=dq, key=dk, value=dv, out=dout, **meta)
+    counts = plan.call_counts()
+    assert counts["synchronizations"] == 0 and counts["allocations"] == 0
+    assert counts["synchronous_copies"] == 0 and counts["async_copies"] == 0
+    assert counts["launches"] == 3  # validation (2 phases), attention
+    assert plan.status() is None
+    out = kvattn.from_bf16(dout.numpy())
+    k = np.zeros((2, 1, 3 * page, 64), np.float32)
+    v = np.zeros_like(k)
+    for b, row in enumerate(table):
+        for slot, p in enumerate(row):
+            if p >= 0:
+                k[b, 0, slot * page:(slot + 1) * page] = \
+                    kvattn.from_bf16(kp[p, :, 0])
+                v[b, 0, slot * page:(slot + 1) * page] = \
+                    kvattn.from_bf16(vp[p, :, 0])
+    want = attention_reference(kvattn.from_bf16(q), k, v, q_offset=pos,
+                               kv_len=lens)
+    np.testing.assert_allclose(out, want, atol=3e-2, rtol=2e-2)
+    # A captured run replays with the same result.
+    graph = plan.capture(query=dq, key=dk, value=dv, out=dout, **meta)
+    dout.copy_from(np.full((2, 4, 1, 64), 0x7fc0, np.uint16))
+    graph.launch()
+    np.testing.assert_array_equal(kvattn.from_bf16(dout.numpy()), out)
+    graph.close()
+    # A bad table on the device: recorded, the output untouched.
+    bad = kvattn.to_device(np.array([[3, 3, -1], [5, -1, -1]], np.int32), rt)
+    sentinel = np.full((2, 4, 1, 64), 0x1234, np.uint16)
+    dout.copy_from(sentinel)
+    plan.run(query=dq, key=dk, value=dv, out=dout, q_offset=meta["q_offset"],
+             kv_len=meta["kv_len"], block_table=bad)
+    assert plan.status() == ("launch of 'decode_kvattn_0': block_table[0][1] "
+                             "= 3: page 3 is already used at slot 0 of the "
+                             "same sequence (batch 0)")
+    np.testing.assert_array_equal(dout.numpy(), sentinel)
+    with pytest.raises(kvattn.KVAttnError, match="already used"):
+        plan.check()
+    plan.clear_status()
+    assert plan.status() is None
+    with pytest.raises(kvattn.KVAttnError, match="not mixed"):
+        plan.run(query=dq, key=dk, value=dv, out=dout, q_offset=pos,
+                 kv_len=meta["kv_len"], block_table=bad)
+    plan.close()

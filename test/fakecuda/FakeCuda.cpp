@@ -17,6 +17,10 @@ namespace {
 FakeCudaState state;
 std::map<std::string, int> failures;
 int dummy;
+/// The stream being captured, if any, and its graph.
+bool capturing = false;
+uint64_t capturedStream = 0;
+std::vector<FakeLaunch> *currentCapture = nullptr;
 
 /// Returns the injected failure of `symbol`, if any.
 int injected(const char *symbol) {
@@ -64,6 +68,7 @@ FakeCudaState *fakecuda_state() { return &state; }
 
 void fakecuda_reset() {
   state = FakeCudaState();
+  capturing = false;
   failures.clear();
 }
 
@@ -148,8 +153,15 @@ CUresult cuStreamCreate(CUstream *stream, unsigned) {
   return CUDA_SUCCESS;
 }
 CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
+#define REFUSE_WHILE_CAPTURING()                                               \
+  if (capturing) {                                                             \
+    ++state.refusedDuringCapture;                                              \
+    return 900;                                                                \
+  }
+
 CUresult cuStreamSynchronize(CUstream stream) {
   FAIL_IF_INJECTED("cuStreamSynchronize");
+  REFUSE_WHILE_CAPTURING();
   state.synchronizedStreams.push_back(reinterpret_cast<uintptr_t>(stream));
   return CUDA_SUCCESS;
 }
@@ -182,10 +194,12 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
 }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
   FAIL_IF_INJECTED("cuMemcpyHtoD_v2");
+  REFUSE_WHILE_CAPTURING();
   std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
+  REFUSE_WHILE_CAPTURING();
   std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
   return CUDA_SUCCESS;
 }
@@ -244,6 +258,7 @@ CUresult cuEventRecord(CUevent event, CUstream) {
 }
 CUresult cuEventSynchronize(CUevent) {
   FAIL_IF_INJECTED("cuEventSynchronize");
+  REFUSE_WHILE_CAPTURING();
   ++state.eventSynchronizations;
   return CUDA_SUCCESS;
 }
@@ -323,7 +338,56 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
     std::memcpy(&v, params[i], 8);
     launch.params.push_back(v);
   }
-  state.launches.push_back(launch);
+  if (capturing && launch.stream == capturedStream)
+    currentCapture->push_back(launch);
+  else
+    state.launches.push_back(launch);
+  return CUDA_SUCCESS;
+}
+
+// A graph is the list of launches captured on the stream.
+CUresult cuStreamBeginCapture_v2(CUstream stream, int) {
+  FAIL_IF_INJECTED("cuStreamBeginCapture_v2");
+  if (capturing || !stream)
+    return 900;
+  capturing = true;
+  capturedStream = reinterpret_cast<uintptr_t>(stream);
+  currentCapture = new std::vector<FakeLaunch>();
+  ++state.captureBegins;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
+  FAIL_IF_INJECTED("cuStreamEndCapture");
+  if (!capturing || reinterpret_cast<uintptr_t>(stream) != capturedStream)
+    return 1;
+  capturing = false;
+  state.captured = *currentCapture;
+  *graph = reinterpret_cast<CUgraph>(currentCapture);
+  currentCapture = nullptr;
+  ++state.captureEnds;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
+                                     unsigned long long) {
+  FAIL_IF_INJECTED("cuGraphInstantiateWithFlags");
+  *exec = reinterpret_cast<CUgraphExec>(new std::vector<FakeLaunch>(
+      *reinterpret_cast<std::vector<FakeLaunch> *>(graph)));
+  ++state.graphInstantiations;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream) {
+  FAIL_IF_INJECTED("cuGraphLaunch");
+  for (const FakeLaunch &l : *reinterpret_cast<std::vector<FakeLaunch> *>(exec))
+    state.launches.push_back(l);
+  ++state.graphLaunches;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  delete reinterpret_cast<std::vector<FakeLaunch> *>(exec);
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphDestroy(CUgraph graph) {
+  delete reinterpret_cast<std::vector<FakeLaunch> *>(graph);
   return CUDA_SUCCESS;
 }
 

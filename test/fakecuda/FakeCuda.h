@@ -53,6 +53,16 @@ struct FakeCudaState {
   /// cuEventSynchronize calls (host waits on an event).
   int eventSynchronizations = 0;
   double clockMs = 0, msPerLaunch = 0, msPerCopy = 0;
+  /// CUDA graphs: captures begun and ended, graphs instantiated, replays
+  /// (cuGraphLaunch). While a stream is captured, its launches go into the
+  /// graph (not `launches`); a replay appends them to `launches`. Calls that
+  /// wait (cuStreamSynchronize, cuEventSynchronize, cuMemcpyHtoD/DtoH) fail
+  /// with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900) during a capture, and
+  /// count in `refusedDuringCapture`.
+  int captureBegins = 0, captureEnds = 0, graphInstantiations = 0,
+      graphLaunches = 0, refusedDuringCapture = 0;
+  /// Launches recorded into the last captured graph.
+  std::vector<FakeLaunch> captured;
   int multiprocessorCount = 132;
 };
 

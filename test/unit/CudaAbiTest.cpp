@@ -1,4 +1,5 @@
-//===- CudaAbiTest.cpp - lib/Runtime/CudaApi.h against cuda.h -----------------===//
+//===- CudaAbiTest.cpp - lib/Runtime/CudaApi.h against cuda.h
+//-----------------===//
 //
 // Built only when cuda.h is found: the runtime declares the driver types
 // and constants itself (it must build without the toolkit); this checks
@@ -31,6 +32,11 @@ static_assert(k::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ==
                   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
               "");
 static_assert(k::CU_EVENT_DEFAULT == CU_EVENT_DEFAULT, "");
+static_assert(k::CU_STREAM_CAPTURE_MODE_GLOBAL == CU_STREAM_CAPTURE_MODE_GLOBAL,
+              "");
+static_assert(k::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ==
+                  CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+              "");
 static_assert(k::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ==
                   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
               "");

@@ -118,6 +118,9 @@ public:
   void unloadModule(Module *module);
   /// Whether `module` defines kernel `name`.
   bool hasKernel(const Module &module, const std::string &name) const;
+  /// The number of parameters of kernel `name` (each 8 bytes in kvattn's
+  /// ABI); -1 when the module has no such kernel.
+  int kernelParamCount(const Module &module, const std::string &name) const;
 
   /// Device memory: host memory the emulator tracks (memcheck knows each
   /// allocation's extent). New memory holds 0xFF bytes (NaN).

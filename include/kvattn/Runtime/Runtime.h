@@ -106,6 +106,11 @@ struct LaunchArgs {
   /// q_pos, k_pos, kv_len, block_table (integers), key_valid (0/1). The runtime
   /// validates them and copies them to the device before the launch.
   std::map<std::string, std::vector<int64_t>> metadata;
+  /// The metadata lives on the device (a plan's run): every metadata
+  /// parameter is a device pointer in `buffers`, checked like the other
+  /// buffers (present, aligned to its element size); its values are not
+  /// read (a validation kernel checks them on the device).
+  bool metadataOnDevice = false;
 };
 
 /// Checks `args` against the kernel's parameters before anything is
@@ -125,6 +130,18 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args);
 // The runtime
 //===----------------------------------------------------------------------===//
 
+/// What the runtime asked the driver for (Runtime::callCounts): a serving
+/// step's budget is zero synchronisations, allocations and synchronous
+/// copies.
+struct CallCounts {
+  int64_t launches = 0;          ///< cuLaunchKernel
+  int64_t graphLaunches = 0;     ///< cuGraphLaunch
+  int64_t synchronizations = 0;  ///< cuStreamSynchronize, cuEventSynchronize
+  int64_t allocations = 0;       ///< cuMemAlloc, cuMemAllocHost
+  int64_t synchronousCopies = 0; ///< cuMemcpyHtoD, cuMemcpyDtoH
+  int64_t asyncCopies = 0;       ///< cuMemcpyHtoDAsync, DtoDAsync, memset
+};
+
 struct RuntimeOptions {
   /// Path of the driver library; empty: $KVATTN_LIBCUDA, else "libcuda.so.1".
   std::string libraryPath;
@@ -134,6 +151,7 @@ struct RuntimeOptions {
 class Module;
 class Driver;
 struct MetadataSlot;
+class Graph;
 
 class Runtime {
 public:
@@ -219,6 +237,24 @@ public:
   /// How often a launch waited for the device to free a metadata slot.
   int64_t metadataWaits() const;
 
+  /// Launches `kernel` with its parameters packed (`values`: one 8-byte
+  /// value per manifest parameter, in order) on the stream, with the
+  /// manifest's grid for `sizes` (kind "validate": one block per batch).
+  /// Nothing is validated or copied: what Plan::run uses.
+  Status launchPacked(const Module &module, const KernelInfo &kernel,
+                      const Sizes &sizes, std::vector<uint64_t> &values);
+
+  /// CUDA graphs: begins capturing the stream's work (cuStreamBeginCapture,
+  /// thread-local mode; the legacy default stream 0 cannot be captured),
+  /// ends the capture and instantiates it, replays it on the stream.
+  Status beginCapture();
+  Status endCapture(std::unique_ptr<Graph> &graph);
+  Status launchGraph(const Graph &graph);
+
+  /// The driver calls made since creation (or resetCallCounts()).
+  CallCounts callCounts() const;
+  void resetCallCounts();
+
 private:
   Runtime();
   Status metadataSlot(const std::vector<uint8_t> &packed, MetadataSlot *&slot);
@@ -227,6 +263,21 @@ private:
   std::unique_ptr<Impl> impl_;
   int computeCapability_ = 0;
   int multiprocessorCount_ = 0;
+};
+
+/// A captured and instantiated CUDA graph (Runtime::endCapture); destroyed
+/// with the object, which must not outlive its runtime.
+class Graph {
+public:
+  ~Graph();
+  Graph(const Graph &) = delete;
+  Graph &operator=(const Graph &) = delete;
+
+private:
+  friend class Runtime;
+  Graph() = default;
+  const Driver *driver_ = nullptr;
+  void *graph_ = nullptr, *exec_ = nullptr;
 };
 
 } // namespace rt

@@ -49,6 +49,12 @@ struct PtxOptions {
   /// target's `O` of gpu-module-to-binary, which runs LLVM's pipeline before
   /// the NVPTX back end; ptxas optimises the PTX again).
   unsigned llvmOptLevel = 3;
+  /// Metadata validated on the device (-kvattn-device-validation,
+  /// docs/kernel-abi.md "The status word"): every kernel takes a `status`
+  /// pointer and does nothing when it is set, and every kernel that reads
+  /// metadata gets a validation kernel (kind "validate"). What a serving
+  /// plan compiles (rt::Plan, kvattn_plan_create).
+  bool deviceValidation = false;
   /// compileToPtx reads and writes the on-disk kernel cache that the
   /// environment selects (KernelCache.h; KVATTN_CACHE_DIR=off: none).
   /// False: always compile, touch no file.

@@ -1,0 +1,106 @@
+//===- Plan.h - plan once, run every serving step ---------------*- C++ -*-===//
+//
+// A serving engine calls attention every step with new lengths and block
+// tables. A Plan holds what does not change: the loaded kernels of one
+// compiled module (attention, split merge, cache writes and their
+// validation kernels), the device status word and the workspaces, sized
+// for shape bounds. Plan::run then only queues launches on the runtime's
+// stream: no allocation, no synchronisation, no copy, so a decode loop's
+// runs can be captured in a CUDA graph (Runtime::beginCapture).
+//
+// The image must be compiled with PtxOptions::deviceValidation (the C API's
+// kvattn_plan_create does it): metadata given as device pointers is
+// validated on the device, the first violation recorded in the status
+// word, and every kernel of the plan does nothing while the word is set.
+// Plan::status() reads it (waiting for the stream) and gives the host
+// check's message for that violation.
+//
+// The runtime library (no MLIR): compiling is the caller's part (Target's
+// compileToPtx, or kvattn_plan_create over IR text).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_RUNTIME_PLAN_H
+#define KVATTN_RUNTIME_PLAN_H
+
+#include "kvattn/Runtime/Runtime.h"
+
+#include <array>
+
+namespace mlir {
+namespace kvattn {
+namespace rt {
+
+class Plan {
+public:
+  /// Loads `image` (PTX, or the emulator's device IR) described by
+  /// `manifest` on `runtime`, allocates the status word and the split-KV
+  /// workspaces for sizes up to `bounds` (B, Hq, L, S, ...: each run's
+  /// sizes must stay within them), and clears the status word. The runtime
+  /// must outlive the plan.
+  static Status create(Runtime &runtime, const std::string &image,
+                       const Manifest &manifest, const Sizes &bounds,
+                       std::unique_ptr<Plan> &plan);
+  ~Plan();
+
+  /// Device memory the plan owns: the status word and the workspaces.
+  size_t workspaceBytes() const { return workspaceBytes_; }
+  /// The parameters run() takes (tensors and metadata), by name.
+  const std::vector<std::string> &parameters() const { return parameters_; }
+  const Manifest &manifest() const { return manifest_; }
+
+  /// One step on the runtime's current stream: `buffers` names a device
+  /// pointer for every tensor and every metadata parameter. Queues the
+  /// validation kernels, then the kernels, in the manifest's order; checks
+  /// on the host only what needs no device value (sizes within the bounds,
+  /// every parameter given, alignment). No allocation, copy or wait.
+  Status run(const Sizes &sizes,
+             const std::map<std::string, DevicePtr> &buffers);
+  /// The convenience path: metadata on the host, validated on the host with
+  /// Runtime::launch's rules and messages and copied through the runtime's
+  /// metadata ring (one asynchronous copy per kernel whose metadata
+  /// changed). Not capturable (a graph would replay the staging address).
+  Status runWithHostMetadata(
+      const Sizes &sizes, const std::map<std::string, DevicePtr> &buffers,
+      const std::map<std::string, std::vector<int64_t>> &metadata);
+
+  /// Reads the status word (synchronises the stream, then one synchronous
+  /// copy): ok when no violation was recorded, else the message the host
+  /// validation gives for the first violation, e.g. "launch of
+  /// 'decode_kvattn_0': kv_len[1] = 301 is outside [0, S = 128] (batch 1)".
+  Status status();
+  /// Clears the status word (two fills queued on the stream): later runs
+  /// compute again.
+  Status clearStatus();
+
+private:
+  Plan(Runtime &runtime) : runtime_(runtime) {}
+  Status launchKernel(size_t index, const Sizes &sizes,
+                      const std::map<std::string, DevicePtr> &buffers,
+                      int64_t phase);
+  Runtime &runtime_;
+  Manifest manifest_;
+  const Module *module_ = nullptr;
+  Sizes bounds_;
+  DevicePtr status_ = 0;
+  /// Split-KV workspaces by name (out_parts, lse_parts).
+  std::map<std::string, DevicePtr> workspaces_;
+  size_t workspaceBytes_ = 0;
+  std::vector<std::string> parameters_;
+  /// Launch order: the validation kernels, then the others.
+  std::vector<size_t> validators_, kernels_;
+  /// Reused per run (no allocation once warm).
+  std::vector<uint64_t> values_;
+};
+
+/// The message of the violation a status word records (words[0] != 0),
+/// as the host validation words it; `kernels` names the kernel each
+/// validation ordinal checks.
+std::string describeViolation(const std::array<int64_t, 16> &words,
+                              const std::vector<std::string> &kernels);
+
+} // namespace rt
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_RUNTIME_PLAN_H

@@ -1,0 +1,65 @@
+//===- StatusWord.h - the device status word of a serving plan -*- C++ -*-===//
+//
+// The layout of the status word (i64[16]) that validation kernels write and
+// every kernel compiled with device validation reads (docs/kernel-abi.md,
+// "The status word"); shared by the compiler (DeviceValidation.cpp) and the
+// runtime (which turns a recorded violation into the host check's message).
+// Plain C++.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_SUPPORT_STATUSWORD_H
+#define KVATTN_SUPPORT_STATUSWORD_H
+
+namespace mlir {
+namespace kvattn {
+
+/// The words of the status word (i64[16]); see docs/kernel-abi.md.
+enum StatusWord : int {
+  kStatusRule = 0, ///< 0: no violation; else the rule (ViolationRule)
+  kStatusKey =
+      1, ///< order key of the first violation (0x7f7f7f7f7f7f7f7f: none)
+  kStatusBatch = 2,  ///< the batch
+  kStatusIndex = 3,  ///< element index in the row, or the table slot
+  kStatusValue = 4,  ///< the offending value
+  kStatusAux = 5,    ///< previous value / slot / page count / other batch
+  kStatusSize = 6,   ///< S, num_pages or page_size (what the rule compares)
+  kStatusParam = 7,  ///< which metadata parameter (ValidatedParam)
+  kStatusKernel = 8, ///< ordinal of the validation kernel in the module
+  kStatusAux2 = 9,   ///< L, or the token of a shared-row write
+  kStatusWords = 16,
+};
+
+/// The rules a validation kernel checks (the runtime's messages:
+/// lib/Runtime/Validation.cpp, kvattn/Support/BlockTable.h).
+enum ViolationRule : int {
+  kRuleNone = 0,
+  kRuleKvLenRange = 1,       ///< kv_len outside [0, S]
+  kRuleNegative = 3,         ///< offset/position negative
+  kRuleTooLarge = 4,         ///< offset/position above 2^62
+  kRuleNotIncreasing = 5,    ///< explicit positions not increasing
+  kRulePageRange = 6,        ///< table entry outside [0, num_pages) and not -1
+  kRuleAfterEmpty = 7,       ///< a page after a -1
+  kRuleRepeatedPage = 8,     ///< a page twice in one sequence
+  kRuleKvLenPages = 9,       ///< kv_len beyond the sequence's pages
+  kRuleAppendRange = 10,     ///< plain append rows outside the capacity
+  kRuleAppendNegative = 11,  ///< paged append: pos negative
+  kRuleAppendPages = 12,     ///< paged append: tokens beyond the pages
+  kRuleAppendSharedRow = 13, ///< paged append: two batches write one row
+};
+
+/// The metadata parameters, as kStatusParam numbers them.
+enum ValidatedParam : int {
+  kParamQOffset = 0,
+  kParamKOffset = 1,
+  kParamQPos = 2,
+  kParamKPos = 3,
+  kParamKvLen = 4,
+  kParamPos = 5,
+  kParamBlockTable = 6,
+};
+
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_SUPPORT_STATUSWORD_H

@@ -1,0 +1,315 @@
+//===- Plan.cpp - plan once, run every serving step -----------------------===//
+
+#include "kvattn/Runtime/Plan.h"
+#include "kvattn/Support/Decimal.h"
+#include "kvattn/Support/StatusWord.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+namespace mlir {
+namespace kvattn {
+namespace rt {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+bool isNumber(const std::string &dim) {
+  return !dim.empty() && std::isdigit(static_cast<unsigned char>(dim[0]));
+}
+
+/// Elements of a parameter at the bound sizes.
+int64_t boundElements(const ParamInfo &p, const Sizes &bounds) {
+  int64_t n = 1;
+  for (const std::string &dim : p.shape)
+    n *= isNumber(dim) ? parseDecimal(dim).value_or(0)
+                       : std::max<int64_t>(sizeByName(bounds, dim), 0);
+  return n;
+}
+
+const char *paramName(int64_t id) {
+  switch (id) {
+  case kParamQOffset:
+    return "q_offset";
+  case kParamKOffset:
+    return "k_offset";
+  case kParamQPos:
+    return "q_pos";
+  case kParamKPos:
+    return "k_pos";
+  case kParamKvLen:
+    return "kv_len";
+  case kParamPos:
+    return "pos";
+  default:
+    return "block_table";
+  }
+}
+
+/// The status word's initial state: no rule, the largest key (0x7f bytes,
+/// above every key a validation kernel forms), no values.
+Status clearWord(Runtime &rt, DevicePtr status) {
+  KVATTN_RETURN_IF_ERROR(rt.fill(status, 0, kStatusWords * 8));
+  return rt.fill(status + kStatusKey * 8, 0x7f, 8);
+}
+
+} // namespace
+
+std::string describeViolation(const std::array<int64_t, 16> &w,
+                              const std::vector<std::string> &kernels) {
+  const int64_t ordinal = w[kStatusKernel];
+  const std::string kernel =
+      ordinal >= 0 && ordinal < static_cast<int64_t>(kernels.size())
+          ? kernels[ordinal]
+          : "kernel " + str(ordinal);
+  const std::string where = "launch of '" + kernel + "': ";
+  const int64_t b = w[kStatusBatch], index = w[kStatusIndex],
+                v = w[kStatusValue], aux = w[kStatusAux], size = w[kStatusSize],
+                aux2 = w[kStatusAux2];
+  const std::string name = paramName(w[kStatusParam]);
+  const bool perKey = name == "q_pos" || name == "k_pos";
+  const std::string at = name + (perKey ? "[" + str(b) + ", " + str(index) + "]"
+                                        : "[" + str(b) + "]");
+  const std::string batch = " (batch " + str(b) + ")";
+  const std::string slot =
+      "block_table[" + str(b) + "][" + str(index) + "] = " + str(v);
+  switch (w[kStatusRule]) {
+  case kRuleKvLenRange:
+    return where + at + " = " + str(v) + " is outside [0, S = " + str(size) +
+           "]" + batch;
+  case kRuleNegative:
+    return where + at + " = " + str(v) + " is negative" + batch;
+  case kRuleTooLarge:
+    return where + at + " = " + str(v) +
+           " is out of range (above 2^62, batch " + str(b) + ")";
+  case kRuleNotIncreasing:
+    return where + at + " = " + str(v) + " does not increase (previous " +
+           str(aux) + ", batch " + str(b) +
+           "): explicit positions must be strictly increasing";
+  case kRulePageRange:
+    return where + slot + ": page id out of range [0, " + str(size) + ")" +
+           batch;
+  case kRuleAfterEmpty:
+    return where + slot + " follows the -1 at slot " + str(aux) +
+           ": the -1 tail must be canonical" + batch;
+  case kRuleRepeatedPage:
+    return where + slot + ": page " + str(v) + " is already used at slot " +
+           str(aux) + " of the same sequence" + batch;
+  case kRuleKvLenPages:
+    return where + "kv_len[" + str(b) + "] = " + str(v) + " does not fit the " +
+           str(aux) + " page(s) of block_table[" + str(b) + "] (page_size " +
+           str(size) + ", at most " + str(aux * size) + " tokens)" + batch;
+  case kRuleAppendRange:
+    return where + "pos[" + str(b) + "] = " + str(v) + " writes rows [" +
+           str(v) + ", " + str(v + aux) +
+           ") outside the cache capacity C = " + str(size) + batch;
+  case kRuleAppendNegative:
+    return where + "pos[" + str(b) + "] = " + str(v) + " is negative" + batch;
+  case kRuleAppendPages: {
+    const int64_t capacity = aux * size, token = std::max(v, capacity);
+    return where + "pos[" + str(b) + "] = " + str(v) +
+           " with L = " + str(aux2) + " does not fit the " + str(aux) +
+           " page(s) of block_table[" + str(b) + "] (page_size " + str(size) +
+           ", at most " + str(capacity) + " tokens): token " + str(token) +
+           " falls in slot " + str(size ? token / size : 0) + batch;
+  }
+  case kRuleAppendSharedRow:
+    return where + slot + ": token " + str(aux2) + " writes row " +
+           str(size ? aux2 % size : 0) + " of page " + str(v) +
+           ", which batch " + str(aux) + " also writes" + batch;
+  default:
+    return where + "the device recorded violation " + str(w[kStatusRule]) +
+           " (batch " + str(b) + ")";
+  }
+}
+
+Status Plan::create(Runtime &runtime, const std::string &image,
+                    const Manifest &manifest, const Sizes &bounds,
+                    std::unique_ptr<Plan> &plan) {
+  std::unique_ptr<Plan> p(new Plan(runtime));
+  p->manifest_ = manifest;
+  p->bounds_ = bounds;
+  if (manifest.kernels.empty())
+    return Status::error("planning: the manifest has no kernel");
+  bool validated = false;
+  for (const KernelInfo &k : manifest.kernels)
+    for (const ParamInfo &param : k.params)
+      validated |= param.name == "status";
+  if (!validated)
+    return Status::error(
+        "planning: the kernels were compiled without device validation (no "
+        "'status' parameter): compile with PtxOptions::deviceValidation");
+  for (size_t i = 0; i < manifest.kernels.size(); ++i)
+    (manifest.kernels[i].kind == "validate" ? p->validators_ : p->kernels_)
+        .push_back(i);
+  KVATTN_RETURN_IF_ERROR(runtime.loadModule(image, p->module_));
+  KVATTN_RETURN_IF_ERROR(runtime.allocate(kStatusWords * 8, p->status_));
+  p->workspaceBytes_ = kStatusWords * 8;
+  KVATTN_RETURN_IF_ERROR(clearWord(runtime, p->status_));
+  std::set<std::string> seen;
+  for (const KernelInfo &k : manifest.kernels)
+    for (const ParamInfo &param : k.params) {
+      if (param.kind != "pointer" || param.name == "status" ||
+          !seen.insert(param.name).second)
+        continue;
+      if (param.name == "out_parts" || param.name == "lse_parts") {
+        size_t bytes = static_cast<size_t>(boundElements(param, bounds)) * 4;
+        DevicePtr ptr = 0;
+        KVATTN_RETURN_IF_ERROR(
+            runtime.allocate(bytes, ptr)
+                .withContext("planning the split-KV workspace '" + param.name +
+                             "'"));
+        p->workspaces_[param.name] = ptr;
+        p->workspaceBytes_ += bytes;
+        continue;
+      }
+      p->parameters_.push_back(param.name);
+    }
+  plan = std::move(p);
+  return Status::ok();
+}
+
+Plan::~Plan() {
+  for (auto &entry : workspaces_)
+    (void)runtime_.release(entry.second);
+  if (status_) {
+    // Pending runs read the word: let them finish first.
+    (void)runtime_.synchronize();
+    (void)runtime_.release(status_);
+  }
+}
+
+Status Plan::launchKernel(size_t index, const Sizes &sizes,
+                          const std::map<std::string, DevicePtr> &buffers,
+                          int64_t phase) {
+  const KernelInfo &k = manifest_.kernels[index];
+  values_.clear();
+  for (const ParamInfo &p : k.params) {
+    if (p.kind == "scalar") {
+      values_.push_back(static_cast<uint64_t>(
+          p.name == "phase" ? phase : sizeByName(sizes, p.name)));
+      continue;
+    }
+    if (p.name == "status") {
+      values_.push_back(status_);
+      continue;
+    }
+    auto w = workspaces_.find(p.name);
+    if (w != workspaces_.end()) {
+      values_.push_back(w->second);
+      continue;
+    }
+    auto it = buffers.find(p.name);
+    values_.push_back(it == buffers.end() ? 0 : it->second);
+  }
+  return runtime_.launchPacked(*module_, k, sizes, values_);
+}
+
+static Status checkBounds(const Sizes &sizes, const Sizes &bounds) {
+  for (const char *name :
+       {"B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"}) {
+    int64_t v = sizeByName(sizes, name), bound = sizeByName(bounds, name);
+    if (bound > 0 && v > bound)
+      return Status::error("plan run: " + std::string(name) + " = " + str(v) +
+                           " exceeds the plan's bound " + str(bound));
+  }
+  return Status::ok();
+}
+
+/// The launch arguments of kernel `k`: its own buffers out of `buffers`,
+/// the plan's status word and workspaces.
+static LaunchArgs argsFor(const KernelInfo &k, const Sizes &sizes,
+                          const std::map<std::string, DevicePtr> &buffers,
+                          DevicePtr status,
+                          const std::map<std::string, DevicePtr> &workspaces) {
+  LaunchArgs args;
+  args.sizes = sizes;
+  args.metadataOnDevice = true;
+  for (const ParamInfo &p : k.params) {
+    if (p.kind != "pointer")
+      continue;
+    if (p.name == "status") {
+      args.buffers[p.name] = status;
+    } else if (workspaces.count(p.name)) {
+      args.buffers[p.name] = workspaces.at(p.name);
+    } else {
+      auto it = buffers.find(p.name);
+      if (it != buffers.end())
+        args.buffers[p.name] = it->second;
+    }
+  }
+  return args;
+}
+
+Status Plan::run(const Sizes &sizes,
+                 const std::map<std::string, DevicePtr> &buffers) {
+  KVATTN_RETURN_IF_ERROR(checkBounds(sizes, bounds_));
+  for (const auto &entry : buffers)
+    if (std::find(parameters_.begin(), parameters_.end(), entry.first) ==
+        parameters_.end())
+      return Status::error("plan run: the plan has no parameter '" +
+                           entry.first + "'");
+  // Every check before the first launch: a refused run queues nothing.
+  for (const KernelInfo &k : manifest_.kernels)
+    KVATTN_RETURN_IF_ERROR(
+        validateLaunch(k, argsFor(k, sizes, buffers, status_, workspaces_)));
+  for (size_t v : validators_) {
+    KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 0));
+    KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 1));
+  }
+  for (size_t k : kernels_)
+    KVATTN_RETURN_IF_ERROR(launchKernel(k, sizes, buffers, 0));
+  return Status::ok();
+}
+
+Status Plan::runWithHostMetadata(
+    const Sizes &sizes, const std::map<std::string, DevicePtr> &buffers,
+    const std::map<std::string, std::vector<int64_t>> &metadata) {
+  KVATTN_RETURN_IF_ERROR(checkBounds(sizes, bounds_));
+  std::vector<LaunchArgs> all;
+  for (size_t k : kernels_) {
+    const KernelInfo &info = manifest_.kernels[k];
+    LaunchArgs args = argsFor(info, sizes, buffers, status_, workspaces_);
+    args.metadataOnDevice = false;
+    for (const ParamInfo &p : info.params) {
+      auto m = metadata.find(p.name);
+      if (m != metadata.end()) {
+        args.buffers.erase(p.name);
+        args.metadata[p.name] = m->second;
+      }
+    }
+    KVATTN_RETURN_IF_ERROR(validateLaunch(info, args));
+    all.push_back(std::move(args));
+  }
+  for (size_t i = 0; i < kernels_.size(); ++i)
+    KVATTN_RETURN_IF_ERROR(
+        runtime_.launch(*module_, manifest_.kernels[kernels_[i]], all[i]));
+  return Status::ok();
+}
+
+Status Plan::status() {
+  KVATTN_RETURN_IF_ERROR(runtime_.synchronize());
+  std::array<int64_t, 16> words{};
+  KVATTN_RETURN_IF_ERROR(
+      runtime_.copyToHost(words.data(), status_, sizeof(words)));
+  if (words[kStatusRule] == kRuleNone)
+    return Status::ok();
+  std::vector<std::string> checked;
+  for (size_t v : validators_) {
+    std::string name = manifest_.kernels[v].name;
+    const std::string suffix = "_validate";
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      name.resize(name.size() - suffix.size());
+    checked.push_back(name);
+  }
+  return Status::error(describeViolation(words, checked));
+}
+
+Status Plan::clearStatus() { return clearWord(runtime_, status_); }
+
+} // namespace rt
+} // namespace kvattn
+} // namespace mlir

@@ -1,0 +1,297 @@
+//===- PlanTest.cpp - plan / run, status word and graphs (fake driver) ----===//
+//
+// A serving step through rt::Plan over the fake driver: the launches a run
+// queues (validation phases, then the kernel, each with the status word),
+// that a run neither waits, allocates nor copies, CUDA-graph capture and
+// replay, the bounds, and that a recorded violation reads back as the host
+// validation's message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Runtime/Plan.h"
+#include "kvattn/Support/StatusWord.h"
+
+#include "test/fakecuda/FakeCuda.h"
+
+#include "gtest/gtest.h"
+
+#include <cstring>
+
+using namespace mlir::kvattn;
+using namespace mlir::kvattn::rt;
+
+namespace {
+
+/// A paged decode attention compiled with device validation: its
+/// validation kernel, then the kernel (status after the pointers).
+const char *kManifest = R"json({
+  "format": "kvattn-launch-manifest", "version": 1, "chip": "sm_90",
+  "ptx_file": "p.ptx",
+  "kernels": [
+    {
+      "name": "d_validate",
+      "params": [
+        {"index": 0, "name": "q_offset", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B"], "access": "read"},
+        {"index": 1, "name": "kv_len", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B"], "access": "read"},
+        {"index": 2, "name": "block_table", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B", "max_pages"], "access": "read"},
+        {"index": 3, "name": "status", "kind": "pointer", "type": "u64", "element_type": "i64", "shape": [16], "access": "write"},
+        {"index": 4, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 5, "name": "Hq", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 6, "name": "Hkv", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 7, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 8, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 9, "name": "num_pages", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 10, "name": "page_size", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 11, "name": "max_pages", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 12, "name": "phase", "kind": "scalar", "type": "i64", "element_type": "i64"}
+      ],
+      "grid": {"x": "B", "y": 1, "z": 1}, "block": {"x": 128, "y": 1, "z": 1},
+      "dynamic_shared_memory_bytes": 0,
+      "tile": {"block_m": 1, "block_n": 0, "num_warps": 4, "num_stages": 1},
+      "kind": "validate"
+    },
+    {
+      "name": "d",
+      "params": [
+        {"index": 0, "name": "query", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, 1, 64], "access": "read"},
+        {"index": 1, "name": "key", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["num_pages", 16, 2, 64], "access": "read"},
+        {"index": 2, "name": "value", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["num_pages", 16, 2, 64], "access": "read"},
+        {"index": 3, "name": "q_offset", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B"], "access": "read"},
+        {"index": 4, "name": "kv_len", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B"], "access": "read"},
+        {"index": 5, "name": "block_table", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B", "max_pages"], "access": "read"},
+        {"index": 6, "name": "out", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, 1, 64], "access": "write"},
+        {"index": 7, "name": "status", "kind": "pointer", "type": "u64", "element_type": "i64", "shape": [16], "access": "read"},
+        {"index": 8, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 9, "name": "Hq", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 10, "name": "Hkv", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 11, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 12, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 13, "name": "num_pages", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 14, "name": "page_size", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 15, "name": "max_pages", "kind": "scalar", "type": "i64", "element_type": "i64"}
+      ],
+      "grid": {"x": "B * Hq / 4", "y": "ceil(4 * L / 16)", "z": 1},
+      "block": {"x": 128, "y": 1, "z": 1},
+      "dynamic_shared_memory_bytes": 1024,
+      "tile": {"block_m": 16, "block_n": 64, "num_warps": 4, "num_stages": 2, "group": 4, "split_kv": 1},
+      "kind": "attention"
+    }
+  ]
+})json";
+
+std::string entry(const std::string &name, int params) {
+  std::string s = ".visible .entry " + name + "(\n";
+  for (int i = 0; i < params; ++i)
+    s += ".param .u64 " + name + "_param_" + std::to_string(i) +
+         (i + 1 < params ? ",\n" : "\n");
+  return s + ")\n{\nret;\n}\n";
+}
+
+class PlanTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    fakecuda_reset();
+    RuntimeOptions options;
+    options.libraryPath = KVATTN_FAKE_CUDA;
+    Status s = Runtime::create(runtime, options);
+    ASSERT_TRUE(s.isOk()) << s.message();
+    ASSERT_TRUE(parseManifest(kManifest, manifest).isOk());
+    ptx = ".version 8.0\n.target sm_90\n" + entry("d_validate", 13) +
+          entry("d", 16);
+    bounds = {8, 8, 2, 1, 8 * 16, 64, 16, 8};
+    s = Plan::create(*runtime, ptx, manifest, bounds, plan);
+    ASSERT_TRUE(s.isOk()) << s.message();
+    // Device buffers (fake: host memory): tensors and metadata.
+    for (const char *name : {"query", "key", "value", "out", "q_offset",
+                             "kv_len", "block_table"}) {
+      DevicePtr p = 0;
+      ASSERT_TRUE(runtime->allocate(1 << 16, p).isOk());
+      buffers[name] = p;
+    }
+  }
+  void TearDown() override {
+    plan.reset();
+    for (auto &b : buffers)
+      (void)runtime->release(b.second);
+  }
+
+  std::unique_ptr<Runtime> runtime;
+  Manifest manifest;
+  std::string ptx;
+  Sizes bounds;
+  std::unique_ptr<Plan> plan;
+  std::map<std::string, DevicePtr> buffers;
+};
+
+} // namespace
+
+// Planning owns the status word (cleared: no rule, the largest key).
+TEST_F(PlanTest, PlanClearsItsStatusWord) {
+  EXPECT_EQ(plan->workspaceBytes(), 128u);
+  EXPECT_TRUE(plan->status().isOk());
+  std::vector<std::string> names = plan->parameters();
+  EXPECT_EQ(names.size(), 7u); // query, key, value, q_offset, kv_len, ...
+}
+
+// A run queues the validation kernel twice (phase 0, phase 1), then the
+// kernel; each gets the plan's status word, the metadata pointers as given.
+TEST_F(PlanTest, RunQueuesValidationThenTheKernel) {
+  FakeCudaState &st = *fakecuda_state();
+  st.launches.clear();
+  Sizes sizes{3, 8, 2, 1, 128, 64, 16, 8};
+  ASSERT_TRUE(plan->run(sizes, buffers).isOk());
+  ASSERT_EQ(st.launches.size(), 3u);
+  EXPECT_EQ(st.launches[0].kernel, "d_validate");
+  EXPECT_EQ(st.launches[0].grid[0], 3u);    // one block per batch
+  EXPECT_EQ(st.launches[0].params[12], 0u); // phase 0
+  EXPECT_EQ(st.launches[1].params[12], 1u); // phase 1
+  EXPECT_EQ(st.launches[0].params[2], buffers["block_table"]);
+  EXPECT_EQ(st.launches[2].kernel, "d");
+  EXPECT_EQ(st.launches[2].grid[0], 6u); // B * Hq / group
+  EXPECT_EQ(st.launches[2].params[4], buffers["kv_len"]);
+  EXPECT_EQ(st.launches[2].params[7], st.launches[0].params[3]); // status
+}
+
+// The serving budget: 40 steps with new lengths, zero synchronisations,
+// allocations and copies of any kind (the fake driver and the runtime's own
+// counts agree).
+TEST_F(PlanTest, DecodeLoopMakesNoSyncAllocationOrCopy) {
+  FakeCudaState &st = *fakecuda_state();
+  const int allocations = st.deviceAllocationCalls + st.hostAllocationCalls;
+  const size_t transfers = st.transfers.size(),
+               syncs = st.synchronizedStreams.size();
+  runtime->resetCallCounts();
+  st.launches.clear();
+  for (int step = 0; step < 40; ++step) {
+    Sizes sizes{1 + step % 8, 8, 2, 1, 128, 64, 16, 8};
+    ASSERT_TRUE(plan->run(sizes, buffers).isOk()) << "step " << step;
+  }
+  EXPECT_EQ(st.deviceAllocationCalls + st.hostAllocationCalls, allocations);
+  EXPECT_EQ(st.transfers.size(), transfers);
+  EXPECT_EQ(st.synchronizedStreams.size(), syncs);
+  EXPECT_EQ(st.eventSynchronizations, 0);
+  EXPECT_EQ(st.launches.size(), 120u);
+  CallCounts c = runtime->callCounts();
+  EXPECT_EQ(c.launches, 120);
+  EXPECT_EQ(c.synchronizations, 0);
+  EXPECT_EQ(c.allocations, 0);
+  EXPECT_EQ(c.synchronousCopies, 0);
+  EXPECT_EQ(c.asyncCopies, 0);
+}
+
+// Capture one step, replay it 5 times: the graph holds the step's three
+// launches; no call was refused during the capture (nothing waited).
+TEST_F(PlanTest, ARunCanBeCapturedAndReplayed) {
+  FakeCudaState &st = *fakecuda_state();
+  st.launches.clear();
+  Sizes sizes{4, 8, 2, 1, 128, 64, 16, 8};
+  ASSERT_TRUE(runtime->beginCapture().isOk());
+  ASSERT_TRUE(plan->run(sizes, buffers).isOk());
+  std::unique_ptr<Graph> graph;
+  Status s = runtime->endCapture(graph);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(st.captured.size(), 3u);
+  EXPECT_TRUE(st.launches.empty()); // captured, not run
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(runtime->launchGraph(*graph).isOk());
+  EXPECT_EQ(st.graphLaunches, 5);
+  EXPECT_EQ(st.launches.size(), 15u);
+  EXPECT_EQ(st.refusedDuringCapture, 0);
+  EXPECT_EQ(runtime->callCounts().graphLaunches, 5);
+  // A wait inside a capture is refused (what the plan's run never does).
+  ASSERT_TRUE(runtime->beginCapture().isOk());
+  EXPECT_TRUE(plan->status().isError());
+  EXPECT_TRUE(runtime->endCapture(graph).isOk());
+}
+
+TEST_F(PlanTest, RunChecksBoundsAndParametersBeforeQueueing) {
+  FakeCudaState &st = *fakecuda_state();
+  st.launches.clear();
+  Sizes sizes{9, 8, 2, 1, 128, 64, 16, 8}; // B above the bound 8
+  Status s = plan->run(sizes, buffers);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(), "plan run: B = 9 exceeds the plan's bound 8");
+  sizes.B = 2;
+  auto missing = buffers;
+  missing.erase("kv_len");
+  s = plan->run(sizes, missing);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("missing device metadata 'kv_len'"),
+            std::string::npos)
+      << s.message();
+  auto unaligned = buffers;
+  unaligned["kv_len"] += 2;
+  s = plan->run(sizes, unaligned);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("is not 4-byte aligned"), std::string::npos);
+  EXPECT_TRUE(st.launches.empty());
+}
+
+TEST_F(PlanTest, AManifestWithoutStatusWordIsRefused) {
+  Manifest plain = manifest;
+  plain.kernels.erase(plain.kernels.begin());
+  plain.kernels[0].params.erase(plain.kernels[0].params.begin() + 7);
+  std::unique_ptr<Plan> p;
+  Status s = Plan::create(*runtime, ptx, plain, bounds, p);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("without device validation"), std::string::npos);
+}
+
+// A word the validation kernel wrote reads back as the host check's
+// message for the same violation: compare with validateLaunch on the same
+// values.
+TEST_F(PlanTest, ARecordedViolationIsTheHostMessage) {
+  const KernelInfo &kernel = manifest.kernels[1];
+  auto hostMessage = [&](std::vector<int64_t> qOffset,
+                         std::vector<int64_t> kvLen,
+                         std::vector<int64_t> table) {
+    LaunchArgs args;
+    args.sizes = {2, 8, 2, 1, 64, 8, 16, 4};
+    args.buffers = {{"query", 0x1000},
+                    {"key", 0x2000},
+                    {"value", 0x3000},
+                    {"out", 0x4000},
+                    {"status", 0x5000}};
+    args.metadata = {
+        {"q_offset", qOffset}, {"kv_len", kvLen}, {"block_table", table}};
+    Status s = validateLaunch(kernel, args);
+    EXPECT_TRUE(s.isError());
+    return s.message();
+  };
+  auto word = [](int rule, int64_t b, int64_t index, int64_t value, int64_t aux,
+                 int64_t size, int param) {
+    std::array<int64_t, 16> w{};
+    w[kStatusRule] = rule;
+    w[kStatusBatch] = b;
+    w[kStatusIndex] = index;
+    w[kStatusValue] = value;
+    w[kStatusAux] = aux;
+    w[kStatusSize] = size;
+    w[kStatusParam] = param;
+    return w;
+  };
+  const std::vector<std::string> names = {"d"};
+  const std::vector<int64_t> okTable = {0, 1, -1, -1, 2, -1, -1, -1};
+  EXPECT_EQ(describeViolation(
+                word(kRuleKvLenRange, 1, 0, 65, 0, 64, kParamKvLen), names),
+            hostMessage({0, 0}, {1, 65}, okTable));
+  EXPECT_EQ(describeViolation(
+                word(kRuleKvLenRange, 0, 0, -2, 0, 64, kParamKvLen), names),
+            hostMessage({0, 0}, {-2, 1}, okTable));
+  EXPECT_EQ(describeViolation(
+                word(kRuleNegative, 1, 0, -3, 0, 64, kParamQOffset), names),
+            hostMessage({0, -3}, {1, 1}, okTable));
+  EXPECT_EQ(describeViolation(
+                word(kRulePageRange, 1, 1, 8, 0, 8, kParamBlockTable), names),
+            hostMessage({0, 0}, {1, 1}, {0, 1, -1, -1, 2, 8, -1, -1}));
+  EXPECT_EQ(
+      describeViolation(
+          word(kRuleRepeatedPage, 1, 1, 2, 0, 8, kParamBlockTable), names),
+      hostMessage({0, 0}, {1, 1}, {0, 1, -1, -1, 2, 2, -1, -1}));
+  EXPECT_EQ(describeViolation(
+                word(kRuleAfterEmpty, 0, 3, 5, 2, 8, kParamBlockTable), names),
+            hostMessage({0, 0}, {1, 1}, {0, 1, -1, 5, 2, -1, -1, -1}));
+  EXPECT_EQ(describeViolation(
+                word(kRuleKvLenPages, 1, 0, 17, 1, 16, kParamKvLen), names),
+            hostMessage({0, 0}, {1, 17}, okTable));
+}
