@@ -801,9 +801,15 @@ TEST_F(RuntimeTest, VarlenGridIsHeadsByBlocksPlusSequences) {
   // A ragged batch of 3 sequences, 19 packed rows, 8 query heads packed by
   // 4: x = Hq / 4 = 2 programs, y = floor(4 * 19 / 16) + 3 = 7 blocks.
   KernelInfo kernel = varlenKernel();
-  kernel.name = manifest.kernels[0].name;
+  // A module whose kernel takes exactly the 10 parameters of varlenKernel()
+  // (the fake driver reads as many as the PTX declares).
+  std::string ptx = ".version 8.0\n.target sm_80\n.visible .entry varlen(\n";
+  for (int i = 0; i < 10; ++i)
+    ptx += std::string(".param .u64 varlen_param_") + std::to_string(i) +
+           (i < 9 ? ",\n" : "\n");
+  ptx += ")\n{\nret;\n}\n";
   const Module *module;
-  ASSERT_TRUE(runtime->loadModule(kPtx, module).isOk());
+  ASSERT_TRUE(runtime->loadModule(ptx, module).isOk());
   LaunchArgs args;
   args.sizes = {3, 8, 2, 19, 128};
   args.buffers = {{"query", 0x1000}, {"out", 0x2000}};
