@@ -25,6 +25,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <type_traits>
 
 using mlir::kvattn::ElementType;
 using mlir::kvattn::HostTensor;
@@ -221,8 +222,17 @@ static kvattn_compile_options chipOnly(const char *chip) {
   return options;
 }
 
-static std::optional<ElementType> toElementType(kvattn_dtype dtype) {
-  switch (dtype) {
+/// The value a caller stored in a kvattn_dtype field, read as an integer: a
+/// C caller may store any int there, and loading an enum outside its
+/// enumerators' range is undefined in C++.
+static int rawDtype(const kvattn_dtype &dtype) {
+  std::underlying_type_t<kvattn_dtype> raw;
+  std::memcpy(&raw, &dtype, sizeof raw);
+  return static_cast<int>(raw);
+}
+
+static std::optional<ElementType> toElementType(const kvattn_dtype &dtype) {
+  switch (rawDtype(dtype)) {
   case KVATTN_F32:
     return ElementType::F32;
   case KVATTN_F16:
@@ -285,7 +295,8 @@ static Status checkTensor(const std::string &what, const kvattn_host_tensor &t,
                           const TensorType &want) {
   std::optional<ElementType> type = toElementType(t.dtype);
   if (!type)
-    return Status::error(what + " has dtype " + std::to_string(t.dtype) +
+    return Status::error(what + " has dtype " +
+                         std::to_string(rawDtype(t.dtype)) +
                          ", which is not a kvattn_dtype");
   if (t.rank && !t.shape)
     return Status::error(what + " has rank " + std::to_string(t.rank) +

@@ -104,9 +104,16 @@ void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
     return arith::CmpIOp::create(b, arith::CmpIPredicate::slt, x, y)
         .getResult();
   };
+  // 0 <= x < hi, the compares created in a fixed order (the order in which
+  // a call's arguments are evaluated differs between compilers).
+  auto inRange = [&](Value x, Value hi) {
+    Value below = slt(x, hi);
+    Value nonNegative = sge(x, c(0));
+    return arith::AndIOp::create(b, nonNegative, below).getResult();
+  };
   // In the cache: 0 <= p < S (paged: S = max_pages * page_size, so the
   // slot is below max_pages).
-  Value ok = arith::AndIOp::create(b, sge(p, c(0)), slt(p, sizes[kS]));
+  Value ok = inRange(p, sizes[kS]);
   Value page, row;
   if (paged) {
     Value table = views[3];
@@ -127,9 +134,8 @@ void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
               ob, loc, ValueRange{arith::ConstantIndexOp::create(ob, loc, -1)});
         });
     page = lookup.getResult(0);
-    ok = arith::AndIOp::create(
-        b, ok,
-        arith::AndIOp::create(b, sge(page, c(0)), slt(page, sizes[kNumPages])));
+    Value pageOk = inRange(page, sizes[kNumPages]);
+    ok = arith::AndIOp::create(b, ok, pageOk);
   }
   auto inCache = scf::IfOp::create(b, ok, /*withElseRegion=*/false);
   b.setInsertionPointToStart(&inCache.getThenRegion().front());
