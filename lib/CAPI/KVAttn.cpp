@@ -222,17 +222,17 @@ static kvattn_compile_options chipOnly(const char *chip) {
   return options;
 }
 
-/// The value a caller stored in a kvattn_dtype field, read as an integer: a
-/// C caller may store any int there, and loading an enum outside its
-/// enumerators' range is undefined in C++.
-static int rawDtype(const kvattn_dtype &dtype) {
-  std::underlying_type_t<kvattn_dtype> raw;
-  std::memcpy(&raw, &dtype, sizeof raw);
+/// The value a C caller stored in an enum (a field or a parameter), read as
+/// an integer: C allows any int there, and loading a C++ enum outside its
+/// enumerators' range is undefined.
+template <typename Enum> static int rawEnum(const Enum &value) {
+  std::underlying_type_t<Enum> raw;
+  std::memcpy(&raw, &value, sizeof raw);
   return static_cast<int>(raw);
 }
 
 static std::optional<ElementType> toElementType(const kvattn_dtype &dtype) {
-  switch (rawDtype(dtype)) {
+  switch (rawEnum(dtype)) {
   case KVATTN_F32:
     return ElementType::F32;
   case KVATTN_F16:
@@ -296,7 +296,7 @@ static Status checkTensor(const std::string &what, const kvattn_host_tensor &t,
   std::optional<ElementType> type = toElementType(t.dtype);
   if (!type)
     return Status::error(what + " has dtype " +
-                         std::to_string(rawDtype(t.dtype)) +
+                         std::to_string(rawEnum(t.dtype)) +
                          ", which is not a kvattn_dtype");
   if (t.rank && !t.shape)
     return Status::error(what + " has rank " + std::to_string(t.rank) +
@@ -489,9 +489,10 @@ void kvattn_compile_options_init(kvattn_compile_options *options) {
 int kvattn_compile(const char *ir, const kvattn_compile_options *options,
                    kvattn_image_kind kind, char **image, char **manifest_json,
                    char **error) {
-  if (kind != KVATTN_IMAGE_PTX && kind != KVATTN_IMAGE_DEVICE_IR)
+  if (rawEnum(kind) != KVATTN_IMAGE_PTX &&
+      rawEnum(kind) != KVATTN_IMAGE_DEVICE_IR)
     return report(Status::error("kvattn_compile: image kind " +
-                                std::to_string(kind) +
+                                std::to_string(rawEnum(kind)) +
                                 " is neither KVATTN_IMAGE_PTX nor "
                                 "KVATTN_IMAGE_DEVICE_IR"),
                   error);
@@ -869,9 +870,10 @@ int kvattn_plan_create(kvattn_runtime *runtime, const char *ir,
                        kvattn_plan **plan, char **error) {
   if (!runtime || !ir || !plan)
     return report(Status::error("kvattn_plan_create: null argument"), error);
-  if (kind != KVATTN_IMAGE_PTX && kind != KVATTN_IMAGE_DEVICE_IR)
+  if (rawEnum(kind) != KVATTN_IMAGE_PTX &&
+      rawEnum(kind) != KVATTN_IMAGE_DEVICE_IR)
     return report(Status::error("kvattn_plan_create: image kind " +
-                                std::to_string(kind) +
+                                std::to_string(rawEnum(kind)) +
                                 " is neither KVATTN_IMAGE_PTX nor "
                                 "KVATTN_IMAGE_DEVICE_IR"),
                   error);
