@@ -311,20 +311,10 @@ struct OutlineTileProgramsPass
     });
     if (programs.empty())
       return;
-    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                    UnitAttr::get(&getContext()));
-    auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>("kvattn_kernels");
-    if (!gpuModule) {
-      OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-      gpuModule =
-          gpu::GPUModuleOp::create(b, module.getLoc(), "kvattn_kernels");
-    }
+    gpu::GPUModuleOp gpuModule = getOrCreateKernelModule(module);
     llvm::StringMap<unsigned> counts;
     for (scf::ForallOp forall : programs) {
-      auto func = forall->getParentOfType<FunctionOpInterface>();
-      std::string base =
-          (func ? func.getName().str() : std::string("program")) + "_kvattn";
-      std::string name = base + "_" + std::to_string(counts[base]++);
+      std::string name = uniqueKernelName(counts, forall, "kvattn");
       if (failed(outlineProgram(forall, gpuModule, name, tensorCores)))
         return signalPassFailure();
     }

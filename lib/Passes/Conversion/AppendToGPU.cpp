@@ -296,21 +296,10 @@ struct AppendToGPUPass
     module.walk([&](AppendOp op) { appends.push_back(op); });
     if (appends.empty())
       return;
-    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                    UnitAttr::get(&getContext()));
-    auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>("kvattn_kernels");
-    if (!gpuModule) {
-      OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-      gpuModule =
-          gpu::GPUModuleOp::create(b, module.getLoc(), "kvattn_kernels");
-    }
+    gpu::GPUModuleOp gpuModule = getOrCreateKernelModule(module);
     llvm::StringMap<unsigned> counts;
     for (AppendOp op : appends) {
-      auto func = op->getParentOfType<FunctionOpInterface>();
-      std::string base =
-          (func ? func.getName().str() : std::string("program")) +
-          "_kvattn_append";
-      std::string name = base + "_" + std::to_string(counts[base]++);
+      std::string name = uniqueKernelName(counts, op, "kvattn_append");
       if (failed(lowerAppend(op, gpuModule, name)))
         return signalPassFailure();
     }

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 
@@ -64,4 +65,21 @@ DictionaryAttr mlir::kvattn::sizeParam(MLIRContext *ctx, StringRef name) {
       ctx, {named("name", StringAttr::get(ctx, name)),
             named("kind", StringAttr::get(ctx, "scalar")),
             named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))});
+}
+
+gpu::GPUModuleOp mlir::kvattn::getOrCreateKernelModule(ModuleOp module) {
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  UnitAttr::get(module.getContext()));
+  if (auto existing = module.lookupSymbol<gpu::GPUModuleOp>("kvattn_kernels"))
+    return existing;
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  return gpu::GPUModuleOp::create(b, module.getLoc(), "kvattn_kernels");
+}
+
+std::string mlir::kvattn::uniqueKernelName(llvm::StringMap<unsigned> &counts,
+                                           Operation *op, StringRef suffix) {
+  auto func = op->getParentOfType<FunctionOpInterface>();
+  std::string base = (func ? func.getName().str() : std::string("program")) +
+                     "_" + suffix.str();
+  return base + "_" + std::to_string(counts[base]++);
 }

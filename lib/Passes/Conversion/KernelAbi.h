@@ -14,7 +14,9 @@
 #ifndef KVATTN_PASSES_CONVERSION_KERNELABI_H
 #define KVATTN_PASSES_CONVERSION_KERNELABI_H
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
@@ -35,6 +37,15 @@ DictionaryAttr pointerParam(MLIRContext *ctx, StringRef role, MemRefType type,
 
 /// The manifest entry of an i64 size parameter.
 DictionaryAttr sizeParam(MLIRContext *ctx, StringRef name);
+
+/// The gpu.module every kvattn kernel goes into ("kvattn_kernels"), created
+/// at the end of `module` (marked a GPU container module) when missing.
+gpu::GPUModuleOp getOrCreateKernelModule(ModuleOp module);
+
+/// A kernel name unique in the module: `<function>_<suffix>_<n>` with n
+/// counted per base name in `counts`, for the function enclosing `op`.
+std::string uniqueKernelName(llvm::StringMap<unsigned> &counts, Operation *op,
+                             StringRef suffix);
 
 } // namespace kvattn
 } // namespace mlir
