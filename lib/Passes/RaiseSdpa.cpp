@@ -156,6 +156,54 @@ bool raise::looksLikeAttention(Value v,
   return sawExp && sawContraction;
 }
 
+Step raise::refuse(Refusal &why, const Twine &reason) {
+  why.reason = reason.str();
+  return Step::Refused;
+}
+
+LogicalResult raise::peelMaskAndScales(Value &x, SdpaMatch &match, Refusal &why,
+                                       const ScoreSteps &steps) {
+  bool scaled = false;
+  for (int depth = 0; depth < 8; ++depth) {
+    Value inner;
+    if (!match.mask && !match.causal) {
+      Step s = steps.mask(x, inner, match, why);
+      if (s == Step::Refused)
+        return failure();
+      if (s == Step::Matched) {
+        if (scaled) {
+          why.reason = "the scores are scaled after the mask is added";
+          return failure();
+        }
+        x = inner;
+        continue;
+      }
+    }
+    double factor = 1.0;
+    Step s = steps.scale(x, inner, factor, why);
+    if (s == Step::Refused)
+      return failure();
+    if (s == Step::None)
+      break;
+    match.scale *= factor;
+    scaled = true;
+    x = inner;
+  }
+  return success();
+}
+
+void raise::peelQueryScales(SdpaMatch &match, const ScoreSteps &steps) {
+  for (int depth = 0; depth < 4; ++depth) {
+    Value inner;
+    double factor = 1.0;
+    Refusal ignored;
+    if (steps.scale(match.query, inner, factor, ignored) != Step::Matched)
+      break;
+    match.scale *= factor;
+    match.query = inner;
+  }
+}
+
 void raise::remarkNotRaised(Operation *root, const Refusal &why) {
   root->emitRemark() << "not raised to kvattn.sdpa: " << why.reason;
 }

@@ -69,6 +69,34 @@ struct Refusal {
   std::string reason;
 };
 
+/// What one matcher step found: not its pattern (the caller tries another
+/// reading), its pattern, or its pattern with something kvattn cannot say
+/// (`Refusal::reason` set).
+enum class Step { None, Matched, Refused };
+
+/// Sets `why.reason` and returns Step::Refused.
+Step refuse(Refusal &why, const Twine &reason);
+
+/// A dialect's readers of the steps between Q·Kᵀ and the softmax: an
+/// additive or boolean mask (filling `match.mask` or `match.causal`) and a
+/// constant factor; each gives its input in `x`.
+struct ScoreSteps {
+  function_ref<Step(Value v, Value &x, SdpaMatch &match, Refusal &why)> mask;
+  function_ref<Step(Value v, Value &x, double &factor, Refusal &why)> scale;
+};
+
+/// Walks from the softmax's input `x` back through its mask and scale
+/// steps, outermost first, to the scores (left in `x`): at most one mask,
+/// which must be outside every scale (kvattn adds it to the scaled scores),
+/// factors multiplied into `match.scale`. Fails with `why` set when a step
+/// is refused or a scale is applied after the mask.
+LogicalResult peelMaskAndScales(Value &x, SdpaMatch &match, Refusal &why,
+                                const ScoreSteps &steps);
+
+/// Multiplies constant factors applied to `match.query` into `match.scale`
+/// and moves `match.query` to the unscaled query.
+void peelQueryScales(SdpaMatch &match, const ScoreSteps &steps);
+
 /// Replaces `match.root` by kvattn.sdpa (upper_left when the causal offset
 /// is 0, lower_right when it is S - L, both static) or kvattn.attention
 /// with `q_offset` = the offset (any other offset, a dynamic one, or a

@@ -33,13 +33,6 @@ using namespace mlir::kvattn::raise;
 
 namespace {
 
-enum class Step { None, Matched, Refused };
-
-Step refuse(Refusal &why, const Twine &reason) {
-  why.reason = reason.str();
-  return Step::Refused;
-}
-
 int64_t rankOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getRank();
 }
@@ -818,34 +811,9 @@ LogicalResult mlir::kvattn::raise::matchLinalgSdpa(Operation *root,
                    "dimension";
     return fail();
   }
-  // Mask and scale steps, outermost first: the mask must be outside every
-  // scale (kvattn adds it to the scaled scores).
-  bool scaled = false;
-  for (int steps = 0; steps < 8; ++steps) {
-    Value inner;
-    if (!match.mask && !match.causal) {
-      s = matchMask(x, inner, match, why);
-      if (s == Step::Refused)
-        return fail();
-      if (s == Step::Matched) {
-        if (scaled) {
-          why.reason = "the scores are scaled after the mask is added";
-          return fail();
-        }
-        x = inner;
-        continue;
-      }
-    }
-    double factor = 1.0;
-    s = matchScale(x, inner, factor, why);
-    if (s == Step::Refused)
-      return fail();
-    if (s == Step::None)
-      break;
-    match.scale *= factor;
-    scaled = true;
-    x = inner;
-  }
+  const ScoreSteps steps{matchMask, matchScale};
+  if (failed(peelMaskAndScales(x, match, why, steps)))
+    return fail();
   Contraction qk;
   s = matchContraction(x, qk, why, "the Q·Kᵀ product");
   if (s != Step::Matched) {
@@ -857,15 +825,7 @@ LogicalResult mlir::kvattn::raise::matchLinalgSdpa(Operation *root,
   match.query = qk.lhs;
   match.queryTransposed = qk.lhsSwapped;
   // A scale on Q.
-  for (int steps = 0; steps < 4; ++steps) {
-    Value inner;
-    double factor = 1.0;
-    Refusal ignored;
-    if (matchScale(match.query, inner, factor, ignored) != Step::Matched)
-      break;
-    match.scale *= factor;
-    match.query = inner;
-  }
+  peelQueryScales(match, steps);
   peelTranspose(match.query, match.queryTransposed);
   match.key = qk.rhs;
   match.keyTransposed = !qk.rhsSwapped;

@@ -28,13 +28,6 @@ using namespace mlir::kvattn::raise;
 
 namespace {
 
-enum class Step { None, Matched, Refused };
-
-Step refuse(Refusal &why, const Twine &reason) {
-  why.reason = reason.str();
-  return Step::Refused;
-}
-
 bool isZero(Value v) {
   Attribute attr;
   if (!matchPattern(v, m_Constant(&attr)))
@@ -197,32 +190,9 @@ LogicalResult mlir::kvattn::raise::matchTosaSdpa(Operation *root,
       why.reason = "the probabilities are not a softmax over the key axis";
     return failure();
   }
-  bool scaled = false;
-  for (int steps = 0; steps < 8; ++steps) {
-    Value inner;
-    if (!match.mask && !match.causal) {
-      s = matchMask(x, inner, match, why);
-      if (s == Step::Refused)
-        return failure();
-      if (s == Step::Matched) {
-        if (scaled) {
-          why.reason = "the scores are scaled after the mask is added";
-          return failure();
-        }
-        x = inner;
-        continue;
-      }
-    }
-    double factor = 1.0;
-    s = matchScale(x, inner, factor, why);
-    if (s == Step::Refused)
-      return failure();
-    if (s == Step::None)
-      break;
-    match.scale *= factor;
-    scaled = true;
-    x = inner;
-  }
+  const ScoreSteps steps{matchMask, matchScale};
+  if (failed(peelMaskAndScales(x, match, why, steps)))
+    return failure();
   auto qk = x.getDefiningOp<tosa::MatMulOp>();
   if (!qk) {
     if (x.getDefiningOp<tosa::MulOp>())
@@ -236,15 +206,7 @@ LogicalResult mlir::kvattn::raise::matchTosaSdpa(Operation *root,
   if (!zeroPoints(qk))
     return failure();
   match.query = qk.getA();
-  for (int steps = 0; steps < 4; ++steps) {
-    Value inner;
-    double factor = 1.0;
-    Refusal ignored;
-    if (matchScale(match.query, inner, factor, ignored) != Step::Matched)
-      break;
-    match.scale *= factor;
-    match.query = inner;
-  }
+  peelQueryScales(match, steps);
   // Kᵀ: [B*H, D, S].
   match.key = qk.getB();
   match.keyTransposed = true;
