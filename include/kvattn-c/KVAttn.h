@@ -83,6 +83,15 @@ typedef struct {
   /* CPU: LLVM optimisation level of the JIT, 0 to 3 (default 3). */
   int32_t opt_level;
   int32_t reserved0; /* zero */
+  /* Fields added later: a caller built against an older header has a
+   * smaller struct_size and gets their defaults. */
+  /* GPU: device validation (PtxOptions::deviceValidation, default 0): every
+   * kernel takes the `status` pointer and does nothing while it is set, and
+   * every kernel that reads metadata gets its `_validate` kernel (kind
+   * "validate"; docs/kernel-abi.md, "The status word"). Plans always
+   * compile with it (1 or 0 there: the same). Ignored by the CPU. */
+  int32_t device_validation;
+  int32_t reserved1; /* zero */
 } kvattn_compile_options;
 
 /* The defaults, with struct_size set. */

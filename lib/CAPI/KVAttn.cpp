@@ -151,6 +151,10 @@ static Status readOptions(const char *what, const kvattn_compile_options *given,
         " is outside [0, 3]");
   if (options.reserved0)
     return Status::error(prefix + "options.reserved0 must be 0");
+  KVATTN_RETURN_IF_ERROR(
+      boolean("device_validation", options.device_validation));
+  if (options.reserved1)
+    return Status::error(prefix + "options.reserved1 must be 0");
   return Status::ok();
 }
 
@@ -168,6 +172,7 @@ static mlir::kvattn::PtxOptions toPtxOptions(const kvattn_compile_options &o,
   options.packGqa = o.pack_gqa;
   options.tensorCores = o.tensor_cores;
   options.useKernelCache = o.use_kernel_cache;
+  options.deviceValidation = o.device_validation;
   options.image = image;
   return options;
 }
@@ -484,6 +489,7 @@ void kvattn_compile_options_init(kvattn_compile_options *options) {
   options->vector_width = cpu.vectorWidth;
   options->threads = cpu.threads;
   options->opt_level = static_cast<int32_t>(cpu.optLevel);
+  options->device_validation = gpu.deviceValidation;
 }
 
 int kvattn_compile(const char *ir, const kvattn_compile_options *options,

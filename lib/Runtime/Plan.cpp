@@ -43,6 +43,10 @@ const char *paramName(int64_t id) {
     return "kv_len";
   case kParamPos:
     return "pos";
+  case kParamKeyValid:
+    return "key_valid";
+  case kParamQStart:
+    return "q_start";
   default:
     return "block_table";
   }
@@ -69,7 +73,7 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
                 v = w[kStatusValue], aux = w[kStatusAux], size = w[kStatusSize],
                 aux2 = w[kStatusAux2];
   const std::string name = paramName(w[kStatusParam]);
-  const bool perKey = name == "q_pos" || name == "k_pos";
+  const bool perKey = name == "q_pos" || name == "k_pos" || name == "key_valid";
   const std::string at = name + (perKey ? "[" + str(b) + ", " + str(index) + "]"
                                         : "[" + str(b) + "]");
   const std::string batch = " (batch " + str(b) + ")";
@@ -79,6 +83,8 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
   case kRuleKvLenRange:
     return where + at + " = " + str(v) + " is outside [0, S = " + str(size) +
            "]" + batch;
+  case kRuleNotBoolean:
+    return where + at + " = " + str(v) + " is not 0 or 1" + batch;
   case kRuleNegative:
     return where + at + " = " + str(v) + " is negative" + batch;
   case kRuleTooLarge:
@@ -119,6 +125,33 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
     return where + slot + ": token " + str(aux2) + " writes row " +
            str(size ? aux2 % size : 0) + " of page " + str(v) +
            ", which batch " + str(aux) + " also writes" + batch;
+  // The q_start rules: checkQueryStarts' messages.
+  case kRuleQStartFirst:
+    return where + "q_start[0] = " + str(v) +
+           " must be 0: the first sequence starts the packed query (batch 0)";
+  case kRuleQStartDecrease:
+    return where + "q_start[" + str(index) + "] = " + str(v) +
+           " is below q_start[" + str(index - 1) + "] = " + str(aux) +
+           ": sequence starts must not decrease" + batch;
+  case kRuleQStartPastRows:
+    return where + "q_start[" + str(index) + "] = " + str(v) +
+           " is past the packed query rows T = " + str(size) + batch;
+  case kRuleQStartLast:
+    return where + "q_start[" + str(index) + "] = " + str(v) +
+           " must equal the packed query rows T = " + str(size) +
+           ": the last entry closes batch " + str(b) + batch;
+  case kRuleQStartCache: {
+    // index: k_offset[b], value: q_offset[b], aux/aux2: q_start[b], [b + 1],
+    // size: kv_len[b].
+    const int64_t rows = aux2 - aux;
+    return where + "q_offset[" + str(b) + "] = " + str(v) +
+           " with L = " + str(rows) + " row(s) (q_start[" + str(b) +
+           "] = " + str(aux) + " .. q_start[" + str(b + 1) +
+           "] = " + str(aux2) + ") puts the last query at position " +
+           str(v + rows - 1) + ", past the last cached key at position " +
+           str(index + size - 1) + " (kv_len[" + str(b) + "] = " + str(size) +
+           "): the rows of a sequence must be tokens of its cache" + batch;
+  }
   default:
     return where + "the device recorded violation " + str(w[kStatusRule]) +
            " (batch " + str(b) + ")";
