@@ -415,6 +415,11 @@ class GpuProgram:
         self.runtime = runtime or default_runtime()
         self.api = self.runtime.api
         options = dict(options)
+        if options.get("device_validation"):
+            raise KVAttnError(
+                "device_validation is for plans (kvattn.plan compiles with "
+                "it) and for the low-level kvattn.capi: a GpuProgram "
+                "launches its kernels without a status word")
         options.setdefault("chip", self.runtime.chip)
         options.setdefault("num_sms", self.runtime.multiprocessor_count)
         o = self.api.compile_options("gpu", options)

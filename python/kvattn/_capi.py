@@ -48,17 +48,20 @@ class CompileOptions(ctypes.Structure):
                 ("vector_width", ctypes.c_int64),
                 ("threads", ctypes.c_int64),
                 ("opt_level", ctypes.c_int32),
-                ("reserved0", ctypes.c_int32)]
+                ("reserved0", ctypes.c_int32),
+                ("device_validation", ctypes.c_int32),
+                ("reserved1", ctypes.c_int32)]
 
 
 # The options each target takes (keyword arguments of kvattn.compile), with
 # the struct field each sets.
 GPU_OPTIONS = ("chip", "block_m", "block_n", "num_warps", "num_stages",
                "split_kv", "num_sms", "pack_gqa", "tensor_cores",
-               "use_kernel_cache")
+               "use_kernel_cache", "device_validation")
 CPU_OPTIONS = ("block_m", "block_n", "split_kv", "pack_gqa", "vectorize",
                "vector_width", "threads", "opt_level")
-_BOOL_OPTIONS = ("pack_gqa", "tensor_cores", "use_kernel_cache", "vectorize")
+_BOOL_OPTIONS = ("pack_gqa", "tensor_cores", "use_kernel_cache", "vectorize",
+                 "device_validation")
 
 
 class _RuntimeOptions(ctypes.Structure):

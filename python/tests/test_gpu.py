@@ -1,6 +1,8 @@
 """The GPU path on the emulated GPU (kernels run on the host), and the
 serving plan; device pointers of other libraries on the fake driver."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -88,6 +90,28 @@ def test_emulated_f32_options_and_split(emulated_runtime):
         assert prog.run(q, k, v, pos, out=filled) is filled
         np.testing.assert_allclose(filled, want, atol=1e-4)
         prog.close()
+
+
+def test_device_validation_option(emulated_runtime):
+    """kvattn_compile_options.device_validation through the binding: the
+    status word in every kernel, a validation kernel for the metadata."""
+    api = emulated_runtime.api
+    for value, kinds in ((True, ["validate", "attention"]),
+                         (False, ["attention"])):
+        o = api.compile_options("gpu", dict(chip="sm_80", split_kv=1,
+                                            device_validation=value))
+        _, manifest = api.compile(APPEND_F32, o, kvattn.capi.IMAGE_DEVICE_IR)
+        kernels = json.loads(manifest)["kernels"]
+        assert sorted(k["kind"] for k in kernels) == sorted(kinds)
+        names = {p["name"] for k in kernels for p in k["params"]}
+        assert ("status" in names) == value
+    with pytest.raises(kvattn.KVAttnError, match="device_validation must be "
+                       "a bool"):
+        api.compile_options("gpu", dict(device_validation=2))
+    with pytest.raises(kvattn.KVAttnError, match="device_validation is for "
+                       "plans"):
+        kvattn.compile(APPEND_F32, target="gpu", runtime=emulated_runtime,
+                       device_validation=True)
 
 
 def test_emulated_plan_decode_steps(emulated_runtime):

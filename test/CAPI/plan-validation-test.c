@@ -232,10 +232,20 @@ static void runCases(Suite *s, const Case *cases, size_t numCases) {
   restore(s);
   uploadMetadata(s, values);
   buffersOf(s, buffers, 1);
-  if (kvattn_plan_run(s->plan, s->sizes, buffers, s->numTensors + s->numMeta,
+  kvattn_call_counts counts;
+  if (kvattn_runtime_call_counts(s->rt, &counts, 1, &error) ||
+      kvattn_plan_run(s->plan, s->sizes, buffers, s->numTensors + s->numMeta,
                       KVATTN_CURRENT_STREAM, &error) ||
+      kvattn_runtime_call_counts(s->rt, &counts, 1, &error) ||
       kvattn_synchronize(s->rt, &error))
     die("good run", error);
+  /* The run's driver calls: launches only (the validation kernels' two
+   * phases, the kernels). */
+  printf("good run: launches=%lld syncs=%lld allocs=%lld sync_copies=%lld "
+         "async_copies=%lld\n",
+         (long long)counts.launches, (long long)counts.synchronizations,
+         (long long)counts.allocations, (long long)counts.synchronous_copies,
+         (long long)counts.async_copies);
   CHECK(kvattn_plan_status(s->plan, &error) == 0, "good run: %s", error);
   const char *r = reports();
   CHECK(!r[0], "good run: emulator reports: %s", r);
@@ -305,25 +315,28 @@ static void varlenSuite(kvattn_runtime *rt) {
 }
 
 /*===----------------------------------------------------------------------===*
- * A decode step: the new key appended at pos, then attention over the cache
- * (q_offset = pos, kv_len = pos + 1). The value cache already holds the
- * token: a plan names each buffer once, so the two appends of
- * examples/decode-step.mlir (one kernel, the same parameter names) cannot
- * be told apart (kvattn_plan_create refuses them).
+ * A decode step as examples/decode-step.mlir: the new token's K and V
+ * appended at pos (two launches of one append kernel, which the plan binds
+ * to update_k / key and update_v / value), then attention over the caches
+ * (q_offset = pos, kv_len = pos + 1).
  *===----------------------------------------------------------------------===*/
 
 static const char *kPlainStepIR =
     "func.func @step(%q: tensor<2x4x1x16xf32>, %kc: tensor<2x2x16x16xf32>,\n"
     "                %vc: tensor<2x2x16x16xf32>, %kn: tensor<2x2x1x16xf32>,\n"
-    "                %pos: tensor<2xi32>, %len: tensor<2xi32>)\n"
-    "    -> (tensor<2x4x1x16xf32>, tensor<2x2x16x16xf32>) {\n"
+    "                %vn: tensor<2x2x1x16xf32>, %pos: tensor<2xi32>,\n"
+    "                %len: tensor<2xi32>) -> (tensor<2x4x1x16xf32>,\n"
+    "                tensor<2x2x16x16xf32>, tensor<2x2x16x16xf32>) {\n"
     "  %k = kvattn.append %kn into %kc at %pos\n"
     "      : tensor<2x2x1x16xf32> into tensor<2x2x16x16xf32>, tensor<2xi32>\n"
-    "  %o = kvattn.attention %q, %k, %vc q_offset(%pos : tensor<2xi32>)\n"
+    "  %v = kvattn.append %vn into %vc at %pos\n"
+    "      : tensor<2x2x1x16xf32> into tensor<2x2x16x16xf32>, tensor<2xi32>\n"
+    "  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<2xi32>)\n"
     "      kv_len(%len : tensor<2xi32>) causal\n"
     "      : tensor<2x4x1x16xf32>, tensor<2x2x16x16xf32>,\n"
     "        tensor<2x2x16x16xf32> -> tensor<2x4x1x16xf32>\n"
-    "  return %o, %k : tensor<2x4x1x16xf32>, tensor<2x2x16x16xf32>\n"
+    "  return %o, %k, %v : tensor<2x4x1x16xf32>, tensor<2x2x16x16xf32>,\n"
+    "      tensor<2x2x16x16xf32>\n"
     "}\n";
 
 static void plainStepSuite(kvattn_runtime *rt) {
@@ -334,11 +347,10 @@ static void plainStepSuite(kvattn_runtime *rt) {
       {"kv_len", 4, 2, {8, 13}},
   };
   static const Tensor tensors[] = {
-      {"query", 2 * 4 * 16 * 4, 0},      {"update", 2 * 2 * 16 * 4, 0},
-      {"cache", 2 * 2 * 16 * 16 * 4, 1}, {"key", 2 * 2 * 16 * 16 * 4, 0},
-      {"value", 2 * 2 * 16 * 16 * 4, 0}, {"out", 2 * 4 * 16 * 4, 1}};
-  static const int alias[] = {-1, -1, -1, 2, -1, -1};
-  Suite s = {rt, NULL, {2, 4, 2, 1, 16, 0, 0, 0}, meta, 3, tensors, 6, alias};
+      {"query", 2 * 4 * 16 * 4, 0},      {"update_k", 2 * 2 * 16 * 4, 0},
+      {"update_v", 2 * 2 * 16 * 4, 0},   {"key", 2 * 2 * 16 * 16 * 4, 1},
+      {"value", 2 * 2 * 16 * 16 * 4, 1}, {"out", 2 * 4 * 16 * 4, 1}};
+  Suite s = {rt, NULL, {2, 4, 2, 1, 16, 0, 0, 0}, meta, 3, tensors, 6, NULL};
   if (kvattn_plan_create(rt, kPlainStepIR, NULL, KVATTN_IMAGE_DEVICE_IR,
                          s.sizes, &s.plan, &error))
     die("decode step plan", error);
@@ -358,17 +370,22 @@ static void plainStepSuite(kvattn_runtime *rt) {
 static const char *kPagedStepIR =
     "func.func @step(%q: tensor<2x4x1x16xf32>, %kp: tensor<6x8x2x16xf32>,\n"
     "                %vp: tensor<6x8x2x16xf32>, %kn: tensor<2x2x1x16xf32>,\n"
-    "                %pos: tensor<2xi32>, %len: tensor<2xi32>,\n"
-    "                %table: tensor<2x3xi32>)\n"
-    "    -> (tensor<2x4x1x16xf32>, tensor<6x8x2x16xf32>) {\n"
+    "                %vn: tensor<2x2x1x16xf32>, %pos: tensor<2xi32>,\n"
+    "                %len: tensor<2xi32>, %table: tensor<2x3xi32>)\n"
+    "    -> (tensor<2x4x1x16xf32>, tensor<6x8x2x16xf32>,\n"
+    "        tensor<6x8x2x16xf32>) {\n"
     "  %k = kvattn.append %kn into %kp at %pos\n"
     "      block_table(%table : tensor<2x3xi32>)\n"
     "      : tensor<2x2x1x16xf32> into tensor<6x8x2x16xf32>, tensor<2xi32>\n"
-    "  %o = kvattn.attention %q, %k, %vp q_offset(%pos : tensor<2xi32>)\n"
+    "  %v = kvattn.append %vn into %vp at %pos\n"
+    "      block_table(%table : tensor<2x3xi32>)\n"
+    "      : tensor<2x2x1x16xf32> into tensor<6x8x2x16xf32>, tensor<2xi32>\n"
+    "  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<2xi32>)\n"
     "      kv_len(%len : tensor<2xi32>) block_table(%table : tensor<2x3xi32>)\n"
     "      causal : tensor<2x4x1x16xf32>, tensor<6x8x2x16xf32>,\n"
     "        tensor<6x8x2x16xf32> -> tensor<2x4x1x16xf32>\n"
-    "  return %o, %k : tensor<2x4x1x16xf32>, tensor<6x8x2x16xf32>\n"
+    "  return %o, %k, %v : tensor<2x4x1x16xf32>, tensor<6x8x2x16xf32>,\n"
+    "      tensor<6x8x2x16xf32>\n"
     "}\n";
 
 static void pagedStepSuite(kvattn_runtime *rt) {
@@ -382,11 +399,10 @@ static void pagedStepSuite(kvattn_runtime *rt) {
       {"block_table", 4, 6, {4, 1, -1, 0, -1, -1}},
   };
   static const Tensor tensors[] = {
-      {"query", 2 * 4 * 16 * 4, 0},     {"update", 2 * 2 * 16 * 4, 0},
-      {"cache", 6 * 8 * 2 * 16 * 4, 1}, {"key", 6 * 8 * 2 * 16 * 4, 0},
-      {"value", 6 * 8 * 2 * 16 * 4, 0}, {"out", 2 * 4 * 16 * 4, 1}};
-  static const int alias[] = {-1, -1, -1, 2, -1, -1};
-  Suite s = {rt, NULL, {2, 4, 2, 1, 24, 6, 8, 3}, meta, 4, tensors, 6, alias};
+      {"query", 2 * 4 * 16 * 4, 0},     {"update_k", 2 * 2 * 16 * 4, 0},
+      {"update_v", 2 * 2 * 16 * 4, 0},  {"key", 6 * 8 * 2 * 16 * 4, 1},
+      {"value", 6 * 8 * 2 * 16 * 4, 1}, {"out", 2 * 4 * 16 * 4, 1}};
+  Suite s = {rt, NULL, {2, 4, 2, 1, 24, 6, 8, 3}, meta, 4, tensors, 6, NULL};
   if (kvattn_plan_create(rt, kPagedStepIR, NULL, KVATTN_IMAGE_DEVICE_IR,
                          s.sizes, &s.plan, &error))
     die("paged decode step plan", error);

@@ -38,9 +38,19 @@ public:
   /// workspaces for sizes up to `bounds` (B, Hq, L, S, ...: each run's
   /// sizes must stay within them), and clears the status word. The runtime
   /// must outlive the plan.
-  static Status create(Runtime &runtime, const std::string &image,
-                       const Manifest &manifest, const Sizes &bounds,
-                       std::unique_ptr<Plan> &plan);
+  ///
+  /// `names` (optional, one map per manifest kernel) renames the buffers a
+  /// kernel's parameters bind to: run() looks parameter `p` of kernel `i`
+  /// up as `names[i][p]` when given. A decode step's appends need it: the
+  /// two launches of one append kernel (K, then V) share the parameter
+  /// names `update` and `cache`, so the C API binds them to `update_k` /
+  /// `key` and `update_v` / `value` (planBufferNames in
+  /// kvattn/GPU/PlanCompile.h). A validation kernel that checks what an
+  /// earlier one checks (the V append's) is not launched.
+  static Status
+  create(Runtime &runtime, const std::string &image, const Manifest &manifest,
+         const Sizes &bounds, std::unique_ptr<Plan> &plan,
+         const std::vector<std::map<std::string, std::string>> &names = {});
   ~Plan();
 
   /// Device memory the plan owns: the status word and the workspaces.
@@ -75,6 +85,8 @@ public:
 
 private:
   Plan(Runtime &runtime) : runtime_(runtime) {}
+  /// The buffer name parameter `param` of kernel `index` binds to.
+  const std::string &bound(size_t index, const std::string &param) const;
   Status launchKernel(size_t index, const Sizes &sizes,
                       const std::map<std::string, DevicePtr> &buffers,
                       int64_t phase);
@@ -87,8 +99,11 @@ private:
   std::map<std::string, DevicePtr> workspaces_;
   size_t workspaceBytes_ = 0;
   std::vector<std::string> parameters_;
+  std::vector<std::map<std::string, std::string>> names_;
   /// Launch order: the validation kernels, then the others.
   std::vector<size_t> validators_, kernels_;
+  /// The kernel each validation ordinal checks (status()).
+  std::vector<std::string> checked_;
   /// Reused per run (no allocation once warm).
   std::vector<uint64_t> values_;
 };
