@@ -372,6 +372,13 @@ int kvattn_plan_create_from_desc(kvattn_runtime *runtime,
  * with kvattn_free): the parameters, their element types and shapes. */
 int kvattn_plan_manifest(const kvattn_plan *plan, char **manifest_json,
                          char **error);
+/* The buffer name kvattn_plan_run binds parameter `param` of kernel
+ * `kernel` (its index in the manifest's "kernels") to (free with
+ * kvattn_free): the parameter's own name, except for the appends of a
+ * decode step, whose `update` and `cache` are "update_k" and "key" (the K
+ * append) or "update_v" and "value" (the V append). */
+int kvattn_plan_buffer_name(const kvattn_plan *plan, size_t kernel,
+                            const char *param, char **name, char **error);
 /* Device memory the plan owns (status word and workspaces), in bytes. */
 int kvattn_plan_workspace_bytes(const kvattn_plan *plan, size_t *bytes,
                                 char **error);

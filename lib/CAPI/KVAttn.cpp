@@ -1070,6 +1070,22 @@ int kvattn_plan_manifest(const kvattn_plan *plan, char **manifest_json,
   return 0;
 }
 
+int kvattn_plan_buffer_name(const kvattn_plan *plan, size_t kernel,
+                            const char *param, char **name, char **error) {
+  if (!plan || !param || !name)
+    return report(Status::error("kvattn_plan_buffer_name: null argument"),
+                  error);
+  if (kernel >= plan->plan->manifest().kernels.size())
+    return report(
+        Status::error(
+            "kvattn_plan_buffer_name: kernel " + std::to_string(kernel) +
+            " is out of range (the plan has " +
+            std::to_string(plan->plan->manifest().kernels.size()) + ")"),
+        error);
+  *name = copyString(plan->plan->bound(kernel, param));
+  return 0;
+}
+
 int kvattn_plan_workspace_bytes(const kvattn_plan *plan, size_t *bytes,
                                 char **error) {
   if (!plan || !bytes)

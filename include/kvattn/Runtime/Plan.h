@@ -58,6 +58,9 @@ public:
   /// The parameters run() takes (tensors and metadata), by name.
   const std::vector<std::string> &parameters() const { return parameters_; }
   const Manifest &manifest() const { return manifest_; }
+  /// The buffer name run() looks parameter `param` of kernel `index` (in
+  /// the manifest) up as: `param`, or its name in create()'s `names`.
+  const std::string &bound(size_t index, const std::string &param) const;
 
   /// One step on the runtime's current stream: `buffers` names a device
   /// pointer for every tensor and every metadata parameter. Queues the
@@ -85,8 +88,6 @@ public:
 
 private:
   Plan(Runtime &runtime) : runtime_(runtime) {}
-  /// The buffer name parameter `param` of kernel `index` binds to.
-  const std::string &bound(size_t index, const std::string &param) const;
   Status launchKernel(size_t index, const Sizes &sizes,
                       const std::map<std::string, DevicePtr> &buffers,
                       int64_t phase);
