@@ -12,6 +12,7 @@
 #include "mlir/IR/Verifier.h"
 
 #include <cmath>
+#include <cstdio>
 
 namespace mlir {
 namespace kvattn {

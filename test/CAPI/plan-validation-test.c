@@ -88,9 +88,6 @@ typedef struct {
   size_t numMeta;
   const Tensor *tensors;
   size_t numTensors;
-  /* Tensors sharing one device buffer (the append's cache and the
-   * attention's key): alias[i] = j < i, else -1. */
-  const int *alias;
   uint64_t dev[MAX_PARAMS * 2];
   unsigned char *contents[MAX_PARAMS]; /* what each tensor holds */
 } Suite;
@@ -98,11 +95,6 @@ typedef struct {
 static void setUp(Suite *s) {
   char *error = NULL;
   for (size_t i = 0; i < s->numTensors; ++i) {
-    if (s->alias && s->alias[i] >= 0) {
-      s->dev[i] = s->dev[s->alias[i]];
-      s->contents[i] = s->contents[s->alias[i]];
-      continue;
-    }
     s->contents[i] = malloc(s->tensors[i].bytes);
     for (size_t b = 0; b < s->tensors[i].bytes; ++b)
       s->contents[i][b] = (unsigned char)(b % 4 == 3 ? 0x3c : b * 7 + i);
@@ -149,8 +141,7 @@ static void buffersOf(Suite *s, kvattn_buffer *buffers, int withMetadata) {
 static void restore(Suite *s) {
   char *error = NULL;
   for (size_t i = 0; i < s->numTensors; ++i)
-    if (!(s->alias && s->alias[i] >= 0) &&
-        kvattn_copy_to_device(s->rt, s->dev[i], s->contents[i],
+    if (kvattn_copy_to_device(s->rt, s->dev[i], s->contents[i],
                               s->tensors[i].bytes, &error))
       die("restore", error);
 }
@@ -255,8 +246,7 @@ static void runCases(Suite *s, const Case *cases, size_t numCases) {
 
 static void tearDown(Suite *s) {
   for (size_t i = 0; i < s->numTensors; ++i)
-    if (!(s->alias && s->alias[i] >= 0))
-      free(s->contents[i]);
+    free(s->contents[i]);
   kvattn_plan_destroy(s->plan);
 }
 
@@ -291,7 +281,7 @@ static void varlenSuite(kvattn_runtime *rt) {
                                    {"key", 3 * 2 * 16 * 16 * 4, 0},
                                    {"value", 3 * 2 * 16 * 16 * 4, 0},
                                    {"out", 6 * 4 * 16 * 4, 1}};
-  Suite s = {rt, NULL, {3, 4, 2, 6, 16, 0, 0, 0}, meta, 4, tensors, 4, NULL};
+  Suite s = {rt, NULL, {3, 4, 2, 6, 16, 0, 0, 0}, meta, 4, tensors, 4};
   if (kvattn_plan_create(rt, kVarlenIR, NULL, KVATTN_IMAGE_DEVICE_IR, s.sizes,
                          &s.plan, &error))
     die("varlen plan", error);
@@ -350,7 +340,7 @@ static void plainStepSuite(kvattn_runtime *rt) {
       {"query", 2 * 4 * 16 * 4, 0},      {"update_k", 2 * 2 * 16 * 4, 0},
       {"update_v", 2 * 2 * 16 * 4, 0},   {"key", 2 * 2 * 16 * 16 * 4, 1},
       {"value", 2 * 2 * 16 * 16 * 4, 1}, {"out", 2 * 4 * 16 * 4, 1}};
-  Suite s = {rt, NULL, {2, 4, 2, 1, 16, 0, 0, 0}, meta, 3, tensors, 6, NULL};
+  Suite s = {rt, NULL, {2, 4, 2, 1, 16, 0, 0, 0}, meta, 3, tensors, 6};
   if (kvattn_plan_create(rt, kPlainStepIR, NULL, KVATTN_IMAGE_DEVICE_IR,
                          s.sizes, &s.plan, &error))
     die("decode step plan", error);
@@ -402,7 +392,7 @@ static void pagedStepSuite(kvattn_runtime *rt) {
       {"query", 2 * 4 * 16 * 4, 0},     {"update_k", 2 * 2 * 16 * 4, 0},
       {"update_v", 2 * 2 * 16 * 4, 0},  {"key", 6 * 8 * 2 * 16 * 4, 1},
       {"value", 6 * 8 * 2 * 16 * 4, 1}, {"out", 2 * 4 * 16 * 4, 1}};
-  Suite s = {rt, NULL, {2, 4, 2, 1, 24, 6, 8, 3}, meta, 4, tensors, 6, NULL};
+  Suite s = {rt, NULL, {2, 4, 2, 1, 24, 6, 8, 3}, meta, 4, tensors, 6};
   if (kvattn_plan_create(rt, kPagedStepIR, NULL, KVATTN_IMAGE_DEVICE_IR,
                          s.sizes, &s.plan, &error))
     die("paged decode step plan", error);
