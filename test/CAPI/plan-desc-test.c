@@ -195,6 +195,43 @@ static void pagedStep(kvattn_runtime *rt) {
           sizeof(buffers) / sizeof(buffers[0]));
 }
 
+/* Dynamic shapes (test/CAPI/plan-test.c's attention): a paged GQA decode
+ * attention without the append, B, num_pages and max_pages dynamic. */
+static const char *kDynamicIR =
+    "func.func @attention(%q: tensor<?x8x1x64xbf16>,\n"
+    "    %k: tensor<?x16x2x64xbf16>, %v: tensor<?x16x2x64xbf16>,\n"
+    "    %pos: tensor<?xi32>, %len: tensor<?xi32>, %t: tensor<?x?xi32>)\n"
+    "    -> tensor<?x8x1x64xbf16> {\n"
+    "  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<?xi32>)\n"
+    "      kv_len(%len : tensor<?xi32>) block_table(%t : tensor<?x?xi32>)\n"
+    "      causal : tensor<?x8x1x64xbf16>, tensor<?x16x2x64xbf16>,\n"
+    "      tensor<?x16x2x64xbf16> -> tensor<?x8x1x64xbf16>\n"
+    "  return %o : tensor<?x8x1x64xbf16>\n"
+    "}\n";
+
+static void dynamicDecode(kvattn_runtime *rt) {
+  kvattn_attention_desc d;
+  kvattn_attention_desc_init(&d); /* B, num_pages, max_pages: dynamic */
+  d.query_len = 1;
+  d.num_query_heads = 8;
+  d.num_kv_heads = 2;
+  d.head_dim = 64;
+  d.causal = 1;
+  d.paged = 1;
+  d.page_size = 16;
+  static const int32_t pos[3] = {20, 6, 40}, len[3] = {21, 7, 41};
+  static const int32_t table[9] = {3, 5, -1, 0, -1, -1, 1, 2, 4};
+  const size_t cache = 6 * 16 * 2 * 64 * 2, q = 3 * 8 * 64 * 2;
+  const Buffer buffers[] = {
+      {"query", q, NULL, 0},        {"key", cache, NULL, 0},
+      {"value", cache, NULL, 0},    {"out", q, NULL, 1},
+      {"q_offset", 12, pos, 0},     {"kv_len", 12, len, 0},
+      {"block_table", 36, table, 0}};
+  kvattn_sizes sizes = {3, 8, 2, 1, 48, 6, 16, 3};
+  compare(rt, "dynamic decode", &d, kDynamicIR, sizes, buffers,
+          sizeof(buffers) / sizeof(buffers[0]));
+}
+
 /* A ragged batch, f16, with lse, a window and soft-capping. */
 static const char *kRaggedIR =
     "func.func @attention(%q: tensor<1x4x6x32xf16>,\n"
@@ -310,6 +347,7 @@ int main(void) {
       emu ? (const char *(*)(void))dlsym(emu, "kvattn_emu_take_reports") : NULL;
   CHECK(takeReports != NULL, "not on the emulated GPU (no reports)");
   pagedStep(rt);
+  dynamicDecode(rt);
   ragged(rt);
   badDescriptions(rt);
   kvattn_runtime_destroy(rt);
