@@ -54,8 +54,28 @@ Status planModule(rt::Runtime &runtime, ModuleOp module, PtxOptions options,
   if (manifestJson)
     *manifestJson = manifestToJson(
         compiled, options.image == DeviceImage::Ptx ? "plan.ptx" : "plan.ll");
-  return rt::Plan::create(runtime, compiled.ptx, manifest, bounds, plan,
-                          planBufferNames(module, manifest));
+  std::vector<std::map<std::string, std::string>> names =
+      planBufferNames(module, manifest);
+  // Two appends bound to one cache buffer would write the same memory (the
+  // second update over the first): refuse what the names cannot tell apart.
+  std::map<std::string, std::string> writer;
+  for (size_t i = 0; i < manifest.kernels.size(); ++i) {
+    const rt::KernelInfo &k = manifest.kernels[i];
+    if (k.kind != "append")
+      continue;
+    auto bound = names[i].find("cache");
+    const std::string cache =
+        bound == names[i].end() ? std::string("cache") : bound->second;
+    auto [it, fresh] = writer.emplace(cache, k.name);
+    if (!fresh)
+      return Status::error(
+          "planning: the appends '" + it->second + "' and '" + k.name +
+          "' would both write the buffer '" + cache +
+          "': a plan binds buffers by name, and an append is told apart only "
+          "when its result is the key or the value of an attention of the "
+          "module");
+  }
+  return rt::Plan::create(runtime, compiled.ptx, manifest, bounds, plan, names);
 }
 
 Status planAttention(rt::Runtime &runtime,

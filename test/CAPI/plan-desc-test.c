@@ -325,6 +325,25 @@ static void badDescriptions(kvattn_runtime *rt) {
         "plan: accepted");
   printf("plan refused: %s\n", error ? error : "(none)");
   kvattn_free(error);
+  /* Two appends whose caches no attention reads: the plan cannot tell
+   * their buffers apart. */
+  static const char *twoAppends =
+      "func.func @w(%kc: tensor<2x2x16x16xf32>, %vc: tensor<2x2x16x16xf32>,\n"
+      "    %kn: tensor<2x2x1x16xf32>, %vn: tensor<2x2x1x16xf32>,\n"
+      "    %pos: tensor<2xi32>) -> (tensor<2x2x16x16xf32>,\n"
+      "    tensor<2x2x16x16xf32>) {\n"
+      "  %k = kvattn.append %kn into %kc at %pos\n"
+      "      : tensor<2x2x1x16xf32> into tensor<2x2x16x16xf32>, tensor<2xi32>\n"
+      "  %v = kvattn.append %vn into %vc at %pos\n"
+      "      : tensor<2x2x1x16xf32> into tensor<2x2x16x16xf32>, tensor<2xi32>\n"
+      "  return %k, %v : tensor<2x2x16x16xf32>, tensor<2x2x16x16xf32>\n"
+      "}\n";
+  kvattn_sizes appendSizes = {2, 2, 2, 1, 16, 0, 0, 0};
+  CHECK(kvattn_plan_create(rt, twoAppends, NULL, KVATTN_IMAGE_DEVICE_IR,
+                           appendSizes, &plan, &error) != 0,
+        "two appends: accepted");
+  printf("two appends refused: %s\n", error ? error : "(none)");
+  kvattn_free(error);
   /* The good description's IR verifies (dynamic B, L, S). */
   char *ir = NULL;
   if (kvattn_attention_desc_to_ir(&good, &ir, &error))
