@@ -83,6 +83,15 @@ typedef struct {
   /* CPU: LLVM optimisation level of the JIT, 0 to 3 (default 3). */
   int32_t opt_level;
   int32_t reserved0; /* zero */
+  /* Fields added later: a caller built against an older header has a
+   * smaller struct_size and gets their defaults. */
+  /* GPU: device validation (PtxOptions::deviceValidation, default 0): every
+   * kernel takes the `status` pointer and does nothing while it is set, and
+   * every kernel that reads metadata gets its `_validate` kernel (kind
+   * "validate"; docs/kernel-abi.md, "The status word"). Plans always
+   * compile with it (1 or 0 there: the same). Ignored by the CPU. */
+  int32_t device_validation;
+  int32_t reserved1; /* zero */
 } kvattn_compile_options;
 
 /* The defaults, with struct_size set. */
@@ -307,10 +316,69 @@ int kvattn_plan_create(kvattn_runtime *runtime, const char *ir,
                        const kvattn_compile_options *options,
                        kvattn_image_kind kind, kvattn_sizes max_sizes,
                        kvattn_plan **plan, char **error);
+/* An attention described instead of written as IR (docs/runtime.md, "A plan
+ * from a description"): kvattn_plan_create_from_desc builds the IR with the
+ * dialect's builders and plans it as kvattn_plan_create plans IR text.
+ * Same struct_size rule as kvattn_compile_options
+ * (kvattn_attention_desc_init writes the defaults). */
+typedef struct {
+  size_t struct_size;
+  /* Element type of query, key, value and out: KVATTN_F32, KVATTN_F16 or
+   * KVATTN_BF16 (default). */
+  kvattn_dtype dtype;
+  /* Sizes, -1 (default) for a dynamic one: B; L, the query rows per
+   * sequence (varlen: T, the packed rows); S, the capacity of a plain cache
+   * (not used when paged: max_pages * page_size). */
+  int64_t batch, query_len, key_len;
+  /* Static: Hq, Hkv (Hq % Hkv == 0), D and Dv in [1, 256] (value_head_dim
+   * 0: D). */
+  int64_t num_query_heads, num_kv_heads, head_dim, value_head_dim;
+  int32_t causal;   /* 0/1 */
+  int32_t with_lse; /* 0/1: the second result lse [B, Hq, L] */
+  int64_t window;   /* a sliding window of W keys (needs causal); 0: none */
+  double softcap;   /* logit soft-capping c > 0; 0: none */
+  double scale;     /* softmax scale > 0; 0: 1/sqrt(D) */
+  /* 0/1: key/value are pages [num_pages, page_size, Hkv, D] read through
+   * block_table [B, max_pages] (num_pages, max_pages: -1 dynamic). */
+  int32_t paged;
+  /* 0/1: a ragged batch (q_start [B + 1], query/out [1, Hq, T, D]). */
+  int32_t varlen;
+  int64_t page_size, num_pages, max_pages;
+  /* 0/1: the step first writes its L new tokens (update_k, update_v) into
+   * the caches at q_offset (kvattn.append, K then V), as
+   * examples/decode-step.mlir; the plan's buffers are then "update_k",
+   * "update_v", "key", "value" (the caches, written in place), ... */
+  int32_t append;
+  int32_t reserved0; /* zero */
+} kvattn_attention_desc;
+
+/* The defaults (bf16, every size dynamic, nothing optional), struct_size
+ * set. */
+void kvattn_attention_desc_init(kvattn_attention_desc *desc);
+/* The IR kvattn_plan_create_from_desc plans (free with kvattn_free): one
+ * function @attention(query, key, value, [update_k, update_v], [q_start],
+ * q_offset, kv_len, [block_table]) returning out, [lse], [key, value].
+ * Errors name the field: "attention description: query heads Hq = 8 must
+ * be a multiple of kv heads Hkv = 3". */
+int kvattn_attention_desc_to_ir(const kvattn_attention_desc *desc, char **ir,
+                                char **error);
+/* kvattn_plan_create for the IR of `desc`. */
+int kvattn_plan_create_from_desc(kvattn_runtime *runtime,
+                                 const kvattn_attention_desc *desc,
+                                 const kvattn_compile_options *options,
+                                 kvattn_image_kind kind, kvattn_sizes max_sizes,
+                                 kvattn_plan **plan, char **error);
 /* The launch manifest of the plan's kernels (JSON, docs/kernel-abi.md; free
  * with kvattn_free): the parameters, their element types and shapes. */
 int kvattn_plan_manifest(const kvattn_plan *plan, char **manifest_json,
                          char **error);
+/* The buffer name kvattn_plan_run binds parameter `param` of kernel
+ * `kernel` (its index in the manifest's "kernels") to (free with
+ * kvattn_free): the parameter's own name, except for the appends of a
+ * decode step, whose `update` and `cache` are "update_k" and "key" (the K
+ * append) or "update_v" and "value" (the V append). */
+int kvattn_plan_buffer_name(const kvattn_plan *plan, size_t kernel,
+                            const char *param, char **name, char **error);
 /* Device memory the plan owns (status word and workspaces), in bytes. */
 int kvattn_plan_workspace_bytes(const kvattn_plan *plan, size_t *bytes,
                                 char **error);

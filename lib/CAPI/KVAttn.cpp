@@ -4,6 +4,7 @@
 
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Evaluator/Evaluator.h"
+#include "kvattn/GPU/PlanCompile.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Runtime/EmulatedGpu.h"
 #include "kvattn/Runtime/Plan.h"
@@ -151,6 +152,10 @@ static Status readOptions(const char *what, const kvattn_compile_options *given,
         " is outside [0, 3]");
   if (options.reserved0)
     return Status::error(prefix + "options.reserved0 must be 0");
+  KVATTN_RETURN_IF_ERROR(
+      boolean("device_validation", options.device_validation));
+  if (options.reserved1)
+    return Status::error(prefix + "options.reserved1 must be 0");
   return Status::ok();
 }
 
@@ -168,6 +173,7 @@ static mlir::kvattn::PtxOptions toPtxOptions(const kvattn_compile_options &o,
   options.packGqa = o.pack_gqa;
   options.tensorCores = o.tensor_cores;
   options.useKernelCache = o.use_kernel_cache;
+  options.deviceValidation = o.device_validation;
   options.image = image;
   return options;
 }
@@ -484,6 +490,7 @@ void kvattn_compile_options_init(kvattn_compile_options *options) {
   options->vector_width = cpu.vectorWidth;
   options->threads = cpu.threads;
   options->opt_level = static_cast<int32_t>(cpu.optLevel);
+  options->device_validation = gpu.deviceValidation;
 }
 
 int kvattn_compile(const char *ir, const kvattn_compile_options *options,
@@ -864,56 +871,192 @@ static mlir::kvattn::rt::Sizes toSizes(const kvattn_sizes &s) {
   return sizes;
 }
 
-int kvattn_plan_create(kvattn_runtime *runtime, const char *ir,
-                       const kvattn_compile_options *options,
-                       kvattn_image_kind kind, kvattn_sizes max_sizes,
-                       kvattn_plan **plan, char **error) {
-  if (!runtime || !ir || !plan)
-    return report(Status::error("kvattn_plan_create: null argument"), error);
+/// A plan's compile options: the caller's over the defaults, the device's
+/// chip (and, with NULL options, SM count) where not given.
+static Status planOptions(const char *what, kvattn_runtime *runtime,
+                          const kvattn_compile_options *options,
+                          kvattn_image_kind kind,
+                          mlir::kvattn::PtxOptions &ptx) {
   if (rawEnum(kind) != KVATTN_IMAGE_PTX &&
       rawEnum(kind) != KVATTN_IMAGE_DEVICE_IR)
-    return report(Status::error("kvattn_plan_create: image kind " +
-                                std::to_string(rawEnum(kind)) +
-                                " is neither KVATTN_IMAGE_PTX nor "
-                                "KVATTN_IMAGE_DEVICE_IR"),
-                  error);
+    return Status::error(std::string(what) + ": image kind " +
+                         std::to_string(rawEnum(kind)) +
+                         " is neither KVATTN_IMAGE_PTX nor "
+                         "KVATTN_IMAGE_DEVICE_IR");
   kvattn_compile_options o;
-  if (int failed = report(readOptions("kvattn_plan_create", options, o), error))
-    return failed;
+  KVATTN_RETURN_IF_ERROR(readOptions(what, options, o));
   mlir::kvattn::rt::Runtime &rt = *runtime->runtime;
   const std::string chip = "sm_" + std::to_string(rt.computeCapability());
   if (!o.chip)
     o.chip = chip.c_str();
   if (!options)
     o.num_sms = rt.multiprocessorCount();
-  mlir::kvattn::PtxOptions ptx = toPtxOptions(
-      o, kind == KVATTN_IMAGE_PTX ? mlir::kvattn::DeviceImage::Ptx
-                                  : mlir::kvattn::DeviceImage::LlvmIR);
-  ptx.deviceValidation = true;
+  ptx = toPtxOptions(o, kind == KVATTN_IMAGE_PTX
+                            ? mlir::kvattn::DeviceImage::Ptx
+                            : mlir::kvattn::DeviceImage::LlvmIR);
+  ptx.deviceValidation = true; // what a plan runs
+  return Status::ok();
+}
+
+int kvattn_plan_create(kvattn_runtime *runtime, const char *ir,
+                       const kvattn_compile_options *options,
+                       kvattn_image_kind kind, kvattn_sizes max_sizes,
+                       kvattn_plan **plan, char **error) {
+  if (!runtime || !ir || !plan)
+    return report(Status::error("kvattn_plan_create: null argument"), error);
+  mlir::kvattn::PtxOptions ptx;
+  if (int failed =
+          report(planOptions("kvattn_plan_create", runtime, options, kind, ptx),
+                 error))
+    return failed;
   mlir::DialectRegistry registry;
   mlir::kvattn::registerAllKVAttnDialects(registry);
   mlir::MLIRContext context(registry);
   mlir::OwningOpRef<mlir::ModuleOp> module;
   if (int failed = report(parse(ir, context, module), error))
     return failed;
-  mlir::kvattn::PtxModule compiled;
-  if (int failed =
-          report(mlir::kvattn::compileToPtx(*module, ptx, compiled), error))
+  auto p = std::make_unique<kvattn_plan>();
+  p->runtime = runtime;
+  if (int failed = report(mlir::kvattn::planModule(*runtime->runtime, *module,
+                                                   ptx, toSizes(max_sizes),
+                                                   p->plan, &p->manifestJson),
+                          error))
     return failed;
-  mlir::kvattn::rt::Manifest manifest;
+  *plan = p.release();
+  return 0;
+}
+
+void kvattn_attention_desc_init(kvattn_attention_desc *desc) {
+  if (!desc)
+    return;
+  std::memset(desc, 0, sizeof(*desc));
+  desc->struct_size = sizeof(*desc);
+  desc->dtype = KVATTN_BF16;
+  desc->batch = desc->query_len = desc->key_len = -1;
+  desc->num_pages = desc->max_pages = -1;
+}
+
+/// The caller's description (struct_size rule of the options) as the C++
+/// one.
+static Status readDescription(const char *what,
+                              const kvattn_attention_desc *given,
+                              mlir::kvattn::AttentionDescription &d) {
+  const std::string prefix = std::string(what) + ": ";
+  if (!given)
+    return Status::error(prefix + "null description");
+  kvattn_attention_desc c;
+  kvattn_attention_desc_init(&c);
+  constexpr size_t minimum = offsetof(kvattn_attention_desc, causal);
+  if (given->struct_size < minimum)
+    return Status::error(prefix + "desc.struct_size is " +
+                         std::to_string(given->struct_size) +
+                         ": set it with kvattn_attention_desc_init (sizeof = " +
+                         std::to_string(sizeof(kvattn_attention_desc)) + ")");
+  if (given->struct_size > sizeof(kvattn_attention_desc))
+    return Status::error(prefix + "desc.struct_size is " +
+                         std::to_string(given->struct_size) +
+                         ", larger than this library's " +
+                         std::to_string(sizeof(kvattn_attention_desc)) +
+                         " (a header newer than the library)");
+  std::memcpy(&c, given, given->struct_size);
+  auto boolean = [&](const char *name, int32_t value) {
+    return value != 0 && value != 1
+               ? Status::error(prefix + "desc." + name + " = " +
+                               std::to_string(value) + " is not 0 or 1")
+               : Status::ok();
+  };
+  KVATTN_RETURN_IF_ERROR(boolean("causal", c.causal));
+  KVATTN_RETURN_IF_ERROR(boolean("with_lse", c.with_lse));
+  KVATTN_RETURN_IF_ERROR(boolean("paged", c.paged));
+  KVATTN_RETURN_IF_ERROR(boolean("varlen", c.varlen));
+  KVATTN_RETURN_IF_ERROR(boolean("append", c.append));
+  if (c.reserved0)
+    return Status::error(prefix + "desc.reserved0 must be 0");
+  switch (rawEnum(c.dtype)) {
+  case KVATTN_F32:
+    d.dtype = "f32";
+    break;
+  case KVATTN_F16:
+    d.dtype = "f16";
+    break;
+  case KVATTN_BF16:
+    d.dtype = "bf16";
+    break;
+  default:
+    return Status::error(prefix +
+                         "desc.dtype = " + std::to_string(rawEnum(c.dtype)) +
+                         " is not KVATTN_F32, KVATTN_F16 or KVATTN_BF16");
+  }
+  d.batch = c.batch;
+  d.queryLen = c.query_len;
+  d.keyLen = c.key_len;
+  d.numQueryHeads = c.num_query_heads;
+  d.numKvHeads = c.num_kv_heads;
+  d.headDim = c.head_dim;
+  d.valueHeadDim = c.value_head_dim;
+  d.causal = c.causal;
+  if (c.window != 0)
+    d.window = c.window;
+  if (c.softcap != 0)
+    d.softcap = c.softcap;
+  if (c.scale != 0)
+    d.scale = c.scale;
+  d.paged = c.paged;
+  d.pageSize = c.page_size;
+  d.numPages = c.num_pages;
+  d.maxPages = c.max_pages;
+  d.varlen = c.varlen;
+  d.withLse = c.with_lse;
+  d.append = c.append;
+  return Status::ok();
+}
+
+int kvattn_attention_desc_to_ir(const kvattn_attention_desc *desc, char **ir,
+                                char **error) {
+  if (!ir)
+    return report(Status::error("kvattn_attention_desc_to_ir: null argument"),
+                  error);
+  mlir::kvattn::AttentionDescription d;
+  if (int failed = report(
+          readDescription("kvattn_attention_desc_to_ir", desc, d), error))
+    return failed;
+  mlir::DialectRegistry registry;
+  mlir::kvattn::registerAllKVAttnDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  if (int failed = report(mlir::kvattn::buildAttentionModule(d, context, module)
+                              .withContext("kvattn_attention_desc_to_ir"),
+                          error))
+    return failed;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  *ir = copyString(text);
+  return 0;
+}
+
+int kvattn_plan_create_from_desc(kvattn_runtime *runtime,
+                                 const kvattn_attention_desc *desc,
+                                 const kvattn_compile_options *options,
+                                 kvattn_image_kind kind, kvattn_sizes max_sizes,
+                                 kvattn_plan **plan, char **error) {
+  const char *what = "kvattn_plan_create_from_desc";
+  if (!runtime || !plan)
+    return report(Status::error(std::string(what) + ": null argument"), error);
+  mlir::kvattn::AttentionDescription d;
+  if (int failed = report(readDescription(what, desc, d), error))
+    return failed;
+  mlir::kvattn::PtxOptions ptx;
   if (int failed =
-          report(mlir::kvattn::rt::parseManifest(
-                     mlir::kvattn::manifestToJson(compiled, "plan"), manifest),
-                 error))
+          report(planOptions(what, runtime, options, kind, ptx), error))
     return failed;
   auto p = std::make_unique<kvattn_plan>();
   p->runtime = runtime;
-  p->manifestJson = mlir::kvattn::manifestToJson(
-      compiled, kind == KVATTN_IMAGE_PTX ? "plan.ptx" : "plan.ll");
-  if (int failed =
-          report(mlir::kvattn::rt::Plan::create(rt, compiled.ptx, manifest,
-                                                toSizes(max_sizes), p->plan),
-                 error))
+  if (int failed = report(mlir::kvattn::planAttention(*runtime->runtime, d, ptx,
+                                                      toSizes(max_sizes),
+                                                      p->plan, &p->manifestJson)
+                              .withContext(what),
+                          error))
     return failed;
   *plan = p.release();
   return 0;
@@ -924,6 +1067,22 @@ int kvattn_plan_manifest(const kvattn_plan *plan, char **manifest_json,
   if (!plan || !manifest_json)
     return report(Status::error("kvattn_plan_manifest: null argument"), error);
   *manifest_json = copyString(plan->manifestJson);
+  return 0;
+}
+
+int kvattn_plan_buffer_name(const kvattn_plan *plan, size_t kernel,
+                            const char *param, char **name, char **error) {
+  if (!plan || !param || !name)
+    return report(Status::error("kvattn_plan_buffer_name: null argument"),
+                  error);
+  if (kernel >= plan->plan->manifest().kernels.size())
+    return report(
+        Status::error(
+            "kvattn_plan_buffer_name: kernel " + std::to_string(kernel) +
+            " is out of range (the plan has " +
+            std::to_string(plan->plan->manifest().kernels.size()) + ")"),
+        error);
+  *name = copyString(plan->plan->bound(kernel, param));
   return 0;
 }
 

@@ -43,6 +43,10 @@ const char *paramName(int64_t id) {
     return "kv_len";
   case kParamPos:
     return "pos";
+  case kParamKeyValid:
+    return "key_valid";
+  case kParamQStart:
+    return "q_start";
   default:
     return "block_table";
   }
@@ -69,7 +73,7 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
                 v = w[kStatusValue], aux = w[kStatusAux], size = w[kStatusSize],
                 aux2 = w[kStatusAux2];
   const std::string name = paramName(w[kStatusParam]);
-  const bool perKey = name == "q_pos" || name == "k_pos";
+  const bool perKey = name == "q_pos" || name == "k_pos" || name == "key_valid";
   const std::string at = name + (perKey ? "[" + str(b) + ", " + str(index) + "]"
                                         : "[" + str(b) + "]");
   const std::string batch = " (batch " + str(b) + ")";
@@ -79,6 +83,8 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
   case kRuleKvLenRange:
     return where + at + " = " + str(v) + " is outside [0, S = " + str(size) +
            "]" + batch;
+  case kRuleNotBoolean:
+    return where + at + " = " + str(v) + " is not 0 or 1" + batch;
   case kRuleNegative:
     return where + at + " = " + str(v) + " is negative" + batch;
   case kRuleTooLarge:
@@ -119,20 +125,55 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
     return where + slot + ": token " + str(aux2) + " writes row " +
            str(size ? aux2 % size : 0) + " of page " + str(v) +
            ", which batch " + str(aux) + " also writes" + batch;
+  // The q_start rules: checkQueryStarts' messages.
+  case kRuleQStartFirst:
+    return where + "q_start[0] = " + str(v) +
+           " must be 0: the first sequence starts the packed query (batch 0)";
+  case kRuleQStartDecrease:
+    return where + "q_start[" + str(index) + "] = " + str(v) +
+           " is below q_start[" + str(index - 1) + "] = " + str(aux) +
+           ": sequence starts must not decrease" + batch;
+  case kRuleQStartPastRows:
+    return where + "q_start[" + str(index) + "] = " + str(v) +
+           " is past the packed query rows T = " + str(size) + batch;
+  case kRuleQStartLast:
+    return where + "q_start[" + str(index) + "] = " + str(v) +
+           " must equal the packed query rows T = " + str(size) +
+           ": the last entry closes batch " + str(b) + batch;
+  case kRuleQStartCache: {
+    // index: k_offset[b], value: q_offset[b], aux/aux2: q_start[b], [b + 1],
+    // size: kv_len[b].
+    const int64_t rows = aux2 - aux;
+    return where + "q_offset[" + str(b) + "] = " + str(v) +
+           " with L = " + str(rows) + " row(s) (q_start[" + str(b) +
+           "] = " + str(aux) + " .. q_start[" + str(b + 1) +
+           "] = " + str(aux2) + ") puts the last query at position " +
+           str(v + rows - 1) + ", past the last cached key at position " +
+           str(index + size - 1) + " (kv_len[" + str(b) + "] = " + str(size) +
+           "): the rows of a sequence must be tokens of its cache" + batch;
+  }
   default:
     return where + "the device recorded violation " + str(w[kStatusRule]) +
            " (batch " + str(b) + ")";
   }
 }
 
-Status Plan::create(Runtime &runtime, const std::string &image,
-                    const Manifest &manifest, const Sizes &bounds,
-                    std::unique_ptr<Plan> &plan) {
+Status
+Plan::create(Runtime &runtime, const std::string &image,
+             const Manifest &manifest, const Sizes &bounds,
+             std::unique_ptr<Plan> &plan,
+             const std::vector<std::map<std::string, std::string>> &names) {
   std::unique_ptr<Plan> p(new Plan(runtime));
   p->manifest_ = manifest;
   p->bounds_ = bounds;
   if (manifest.kernels.empty())
     return Status::error("planning: the manifest has no kernel");
+  if (!names.empty() && names.size() != manifest.kernels.size())
+    return Status::error("planning: " + str(names.size()) +
+                         " buffer name maps for " +
+                         str(manifest.kernels.size()) + " kernels");
+  p->names_ = names;
+  p->names_.resize(manifest.kernels.size());
   bool validated = false;
   for (const KernelInfo &k : manifest.kernels)
     for (const ParamInfo &param : k.params)
@@ -141,18 +182,47 @@ Status Plan::create(Runtime &runtime, const std::string &image,
     return Status::error(
         "planning: the kernels were compiled without device validation (no "
         "'status' parameter): compile with PtxOptions::deviceValidation");
-  for (size_t i = 0; i < manifest.kernels.size(); ++i)
-    (manifest.kernels[i].kind == "validate" ? p->validators_ : p->kernels_)
-        .push_back(i);
+  // The validation kernels, once each (a kernel launched twice has its
+  // validation launched twice: the same kernel, the same ordinal), in
+  // ordinal order: what status() names. One whose signature (metadata,
+  // element types, shapes, sizes) equals an earlier one's checks the same
+  // rules on the same values (e.g. the V append's after the K append's:
+  // one run's kernels share one set of sizes) and is not launched: the
+  // earlier one records the violation first, as the host check does.
+  std::set<std::string> validatorNames, signatures;
+  for (size_t i = 0; i < manifest.kernels.size(); ++i) {
+    const KernelInfo &k = manifest.kernels[i];
+    if (k.kind != "validate") {
+      p->kernels_.push_back(i);
+      continue;
+    }
+    if (!validatorNames.insert(k.name).second)
+      continue;
+    std::string name = k.name;
+    const std::string suffix = "_validate";
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      name.resize(name.size() - suffix.size());
+    p->checked_.push_back(name);
+    std::string signature;
+    for (const ParamInfo &param : k.params) {
+      signature += param.name + ":" + param.kind + ":" + param.elementType;
+      for (const std::string &d : param.shape)
+        signature += "," + d;
+      signature += ";";
+    }
+    if (signatures.insert(signature).second)
+      p->validators_.push_back(i);
+  }
   KVATTN_RETURN_IF_ERROR(runtime.loadModule(image, p->module_));
   KVATTN_RETURN_IF_ERROR(runtime.allocate(kStatusWords * 8, p->status_));
   p->workspaceBytes_ = kStatusWords * 8;
   KVATTN_RETURN_IF_ERROR(clearWord(runtime, p->status_));
   std::set<std::string> seen;
-  for (const KernelInfo &k : manifest.kernels)
-    for (const ParamInfo &param : k.params) {
+  for (size_t i = 0; i < manifest.kernels.size(); ++i)
+    for (const ParamInfo &param : manifest.kernels[i].params) {
       if (param.kind != "pointer" || param.name == "status" ||
-          !seen.insert(param.name).second)
+          !seen.insert(p->bound(i, param.name)).second)
         continue;
       if (param.name == "out_parts" || param.name == "lse_parts") {
         size_t bytes = static_cast<size_t>(boundElements(param, bounds)) * 4;
@@ -165,7 +235,7 @@ Status Plan::create(Runtime &runtime, const std::string &image,
         p->workspaceBytes_ += bytes;
         continue;
       }
-      p->parameters_.push_back(param.name);
+      p->parameters_.push_back(p->bound(i, param.name));
     }
   plan = std::move(p);
   return Status::ok();
@@ -179,6 +249,11 @@ Plan::~Plan() {
     (void)runtime_.synchronize();
     (void)runtime_.release(status_);
   }
+}
+
+const std::string &Plan::bound(size_t index, const std::string &param) const {
+  auto it = names_[index].find(param);
+  return it == names_[index].end() ? param : it->second;
 }
 
 Status Plan::launchKernel(size_t index, const Sizes &sizes,
@@ -201,7 +276,7 @@ Status Plan::launchKernel(size_t index, const Sizes &sizes,
       values_.push_back(w->second);
       continue;
     }
-    auto it = buffers.find(p.name);
+    auto it = buffers.find(bound(index, p.name));
     values_.push_back(it == buffers.end() ? 0 : it->second);
   }
   return runtime_.launchPacked(*module_, k, sizes, values_);
@@ -220,10 +295,10 @@ static Status checkBounds(const Sizes &sizes, const Sizes &bounds) {
 
 /// The launch arguments of kernel `k`: its own buffers out of `buffers`,
 /// the plan's status word and workspaces.
-static LaunchArgs argsFor(const KernelInfo &k, const Sizes &sizes,
-                          const std::map<std::string, DevicePtr> &buffers,
-                          DevicePtr status,
-                          const std::map<std::string, DevicePtr> &workspaces) {
+static LaunchArgs
+argsFor(const KernelInfo &k, const std::map<std::string, std::string> &names,
+        const Sizes &sizes, const std::map<std::string, DevicePtr> &buffers,
+        DevicePtr status, const std::map<std::string, DevicePtr> &workspaces) {
   LaunchArgs args;
   args.sizes = sizes;
   args.metadataOnDevice = true;
@@ -235,7 +310,8 @@ static LaunchArgs argsFor(const KernelInfo &k, const Sizes &sizes,
     } else if (workspaces.count(p.name)) {
       args.buffers[p.name] = workspaces.at(p.name);
     } else {
-      auto it = buffers.find(p.name);
+      auto name = names.find(p.name);
+      auto it = buffers.find(name == names.end() ? p.name : name->second);
       if (it != buffers.end())
         args.buffers[p.name] = it->second;
     }
@@ -252,9 +328,10 @@ Status Plan::run(const Sizes &sizes,
       return Status::error("plan run: the plan has no parameter '" +
                            entry.first + "'");
   // Every check before the first launch: a refused run queues nothing.
-  for (const KernelInfo &k : manifest_.kernels)
-    KVATTN_RETURN_IF_ERROR(
-        validateLaunch(k, argsFor(k, sizes, buffers, status_, workspaces_)));
+  for (size_t i = 0; i < manifest_.kernels.size(); ++i)
+    KVATTN_RETURN_IF_ERROR(validateLaunch(
+        manifest_.kernels[i], argsFor(manifest_.kernels[i], names_[i], sizes,
+                                      buffers, status_, workspaces_)));
   for (size_t v : validators_) {
     KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 0));
     KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 1));
@@ -271,10 +348,11 @@ Status Plan::runWithHostMetadata(
   std::vector<LaunchArgs> all;
   for (size_t k : kernels_) {
     const KernelInfo &info = manifest_.kernels[k];
-    LaunchArgs args = argsFor(info, sizes, buffers, status_, workspaces_);
+    LaunchArgs args =
+        argsFor(info, names_[k], sizes, buffers, status_, workspaces_);
     args.metadataOnDevice = false;
     for (const ParamInfo &p : info.params) {
-      auto m = metadata.find(p.name);
+      auto m = metadata.find(bound(k, p.name));
       if (m != metadata.end()) {
         args.buffers.erase(p.name);
         args.metadata[p.name] = m->second;
@@ -296,16 +374,7 @@ Status Plan::status() {
       runtime_.copyToHost(words.data(), status_, sizeof(words)));
   if (words[kStatusRule] == kRuleNone)
     return Status::ok();
-  std::vector<std::string> checked;
-  for (size_t v : validators_) {
-    std::string name = manifest_.kernels[v].name;
-    const std::string suffix = "_validate";
-    if (name.size() > suffix.size() &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      name.resize(name.size() - suffix.size());
-    checked.push_back(name);
-  }
-  return Status::error(describeViolation(words, checked));
+  return Status::error(describeViolation(words, checked_));
 }
 
 Status Plan::clearStatus() { return clearWord(runtime_, status_); }

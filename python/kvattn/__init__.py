@@ -28,7 +28,7 @@ from ._device import DeviceView, device_view, is_device_tensor
 __all__ = ["KVAttnError", "compile", "run", "plan", "Runtime", "DeviceArray",
            "CpuProgram", "GpuProgram", "Plan", "to_device", "to_bf16",
            "from_bf16", "library", "default_runtime", "device_view",
-           "DeviceView", "capi"]
+           "DeviceView", "capi", "attention_ir"]
 
 _library = None
 _runtime = None
@@ -37,7 +37,7 @@ _runtime = None
 # integers that the runtime validates and uploads; every other parameter is
 # a device buffer.
 METADATA = ("q_offset", "k_offset", "q_pos", "k_pos", "kv_len", "key_valid",
-            "block_table")
+            "block_table", "q_start", "pos")
 SIZE_NAMES = ("B", "Hq", "Hkv", "L", "S", "num_pages", "page_size",
               "max_pages")
 _WORKSPACES = ("out_parts", "lse_parts")
@@ -415,6 +415,11 @@ class GpuProgram:
         self.runtime = runtime or default_runtime()
         self.api = self.runtime.api
         options = dict(options)
+        if options.get("device_validation"):
+            raise KVAttnError(
+                "device_validation is for plans (kvattn.plan compiles with "
+                "it) and for the low-level kvattn.capi: a GpuProgram "
+                "launches its kernels without a status word")
         options.setdefault("chip", self.runtime.chip)
         options.setdefault("num_sms", self.runtime.multiprocessor_count)
         o = self.api.compile_options("gpu", options)
@@ -687,19 +692,26 @@ class Plan:
         self.manifest = json.loads(self.handle.manifest_json)
         self.workspace_bytes = self.handle.workspace_bytes
         # The signature the caller sees: the kernels' tensors and metadata
-        # (not the status word, the workspaces or the validation kernels).
-        self.kernels_info = [k for k in self.manifest["kernels"]
-                             if k.get("kind") != "validate"]
+        # (not the status word, the workspaces or the validation kernels),
+        # by the names the plan binds them to (a decode step's appends
+        # write "key" and "value" in place from "update_k", "update_v").
+        self.kernels_info = []
         self.params = {}
-        for k in self.kernels_info:
+        last = {}
+        for index, k in enumerate(self.manifest["kernels"]):
+            if k.get("kind") == "validate":
+                continue
+            self.kernels_info.append(k)
+            last = {}
             for p in k["params"]:
                 if p["kind"] == "pointer" and p["name"] != "status":
-                    self.params.setdefault(p["name"], p)
-        self.inputs = [n for n, p in self.params.items()
-                       if p["access"] == "read" and n not in _WORKSPACES]
-        self.outputs = [p["name"] for p in self.kernels_info[-1]["params"]
-                        if p["kind"] == "pointer" and p["access"] == "write"
-                        and p["name"] not in _WORKSPACES]
+                    name = self.handle.buffer_name(index, p["name"])
+                    self.params.setdefault(name, p)
+                    last[name] = p
+        self.outputs = [n for n, p in last.items()
+                        if p["access"] == "write" and n not in _WORKSPACES]
+        self.inputs = [n for n in self.params
+                       if n not in self.outputs and n not in _WORKSPACES]
         # The host path's metadata ring, reserved for the bounds.
         defaults = {"B": 64, "L": 16, "S": 4096, "max_pages": 256}
         defaults.update(maxima)
@@ -816,11 +828,26 @@ class Plan:
         self.handle.close()
 
 
+def attention_ir(runtime=None, **fields):
+    """The IR of an attention description (kvattn_attention_desc_to_ir,
+    docs/runtime.md "A plan from a description"): dtype ("f32", "f16",
+    "bf16"), batch, query_len, key_len (-1 or absent: dynamic),
+    num_query_heads, num_kv_heads, head_dim, value_head_dim, causal,
+    with_lse, window, softcap, scale, paged, page_size, num_pages,
+    max_pages, varlen, append. Bad fields raise KVAttnError naming them."""
+    api = runtime.api if runtime is not None else library()
+    return api.attention_ir(fields)
+
+
 def plan(ir, runtime=None, max_sizes=None, stream=None, **options):
     """A Plan: compile (with device validation) + load once, then run()
-    every step. max_sizes bounds the sizes ({"B": ..., "max_pages": ...,
+    every step. `ir`: IR text, or a description (a dict of attention_ir's
+    fields: the plan of the IR it builds, as kvattn_plan_create_from_desc
+    plans it). max_sizes bounds the sizes ({"B": ..., "max_pages": ...,
     "L": ..., "S": ...}: a run above a bound is refused; the host path's
     metadata ring is reserved for them); stream: a CUstream to launch
     on."""
+    if isinstance(ir, dict):
+        ir = attention_ir(runtime=runtime or default_runtime(), **ir)
     return Plan(ir, runtime=runtime, max_sizes=max_sizes, stream=stream,
                 **options)

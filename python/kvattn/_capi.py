@@ -48,17 +48,49 @@ class CompileOptions(ctypes.Structure):
                 ("vector_width", ctypes.c_int64),
                 ("threads", ctypes.c_int64),
                 ("opt_level", ctypes.c_int32),
-                ("reserved0", ctypes.c_int32)]
+                ("reserved0", ctypes.c_int32),
+                ("device_validation", ctypes.c_int32),
+                ("reserved1", ctypes.c_int32)]
 
 
 # The options each target takes (keyword arguments of kvattn.compile), with
 # the struct field each sets.
 GPU_OPTIONS = ("chip", "block_m", "block_n", "num_warps", "num_stages",
                "split_kv", "num_sms", "pack_gqa", "tensor_cores",
-               "use_kernel_cache")
+               "use_kernel_cache", "device_validation")
 CPU_OPTIONS = ("block_m", "block_n", "split_kv", "pack_gqa", "vectorize",
                "vector_width", "threads", "opt_level")
-_BOOL_OPTIONS = ("pack_gqa", "tensor_cores", "use_kernel_cache", "vectorize")
+_BOOL_OPTIONS = ("pack_gqa", "tensor_cores", "use_kernel_cache", "vectorize",
+                 "device_validation")
+
+
+class AttentionDesc(ctypes.Structure):
+    """kvattn_attention_desc."""
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("dtype", ctypes.c_int),
+                ("batch", ctypes.c_int64),
+                ("query_len", ctypes.c_int64),
+                ("key_len", ctypes.c_int64),
+                ("num_query_heads", ctypes.c_int64),
+                ("num_kv_heads", ctypes.c_int64),
+                ("head_dim", ctypes.c_int64),
+                ("value_head_dim", ctypes.c_int64),
+                ("causal", ctypes.c_int32),
+                ("with_lse", ctypes.c_int32),
+                ("window", ctypes.c_int64),
+                ("softcap", ctypes.c_double),
+                ("scale", ctypes.c_double),
+                ("paged", ctypes.c_int32),
+                ("varlen", ctypes.c_int32),
+                ("page_size", ctypes.c_int64),
+                ("num_pages", ctypes.c_int64),
+                ("max_pages", ctypes.c_int64),
+                ("append", ctypes.c_int32),
+                ("reserved0", ctypes.c_int32)]
+
+
+# The fields of a description (kvattn.attention_ir's keywords), flags apart.
+DESC_FLAGS = ("causal", "with_lse", "paged", "varlen", "append")
 
 
 class _RuntimeOptions(ctypes.Structure):
@@ -205,6 +237,11 @@ class Library:
                                     ctypes.c_int, _Sizes, P(vp), err],
                                    ctypes.c_int),
             "kvattn_plan_manifest": ([vp, err, err], ctypes.c_int),
+            "kvattn_plan_buffer_name": ([vp, ctypes.c_size_t, ctypes.c_char_p,
+                                         err, err], ctypes.c_int),
+            "kvattn_attention_desc_init": ([P(AttentionDesc)], None),
+            "kvattn_attention_desc_to_ir": ([P(AttentionDesc), err, err],
+                                            ctypes.c_int),
             "kvattn_plan_workspace_bytes": ([vp, P(ctypes.c_size_t), err],
                                             ctypes.c_int),
             "kvattn_plan_run": ([vp, _Sizes, P(_Buffer), ctypes.c_size_t,
@@ -284,6 +321,33 @@ class Library:
             ctypes.byref(image), ctypes.byref(manifest), ctypes.byref(error))
         self.check(rc, error, "kvattn_compile")
         return self._take(image.value), self._take(manifest.value)
+
+    def attention_ir(self, fields):
+        """The IR of a kvattn_attention_desc given as a dict
+        (kvattn_attention_desc_to_ir); unknown fields are errors."""
+        d = AttentionDesc()
+        self.lib.kvattn_attention_desc_init(ctypes.byref(d))
+        known = [f for f, _ in AttentionDesc._fields_
+                 if f not in ("struct_size", "reserved0")]
+        for name, value in fields.items():
+            if name not in known:
+                raise KVAttnError(f"unknown description field '{name}' "
+                                  f"(fields: {', '.join(known)})")
+            if name == "dtype":
+                if value not in DTYPE_CODE:
+                    raise KVAttnError(f"description dtype must be f32, f16 "
+                                      f"or bf16, got {value!r}")
+                value = DTYPE_CODE[value]
+            elif name in DESC_FLAGS:
+                value = int(bool(value)) if isinstance(value, bool) else value
+            elif value is None:
+                continue
+            setattr(d, name, value)
+        ir, error = ctypes.c_void_p(), ctypes.c_void_p()
+        rc = self.lib.kvattn_attention_desc_to_ir(
+            ctypes.byref(d), ctypes.byref(ir), ctypes.byref(error))
+        self.check(rc, error, "kvattn_attention_desc_to_ir")
+        return self._take(ir.value)
 
     def compile_to_device_ir(self, ir, chip):
         """The emulated GPU's image (device LLVM IR) and its manifest."""
@@ -493,6 +557,17 @@ class PlanHandle:
             self.handle, ctypes.byref(n), ctypes.byref(error))
         self.api.check(rc, error, "kvattn_plan_workspace_bytes")
         self.workspace_bytes = n.value
+
+    def buffer_name(self, kernel, param):
+        """The buffer name run() binds parameter `param` of manifest kernel
+        `kernel` to (a decode step's appends: update_k/key,
+        update_v/value)."""
+        name, error = ctypes.c_void_p(), ctypes.c_void_p()
+        rc = self.api.lib.kvattn_plan_buffer_name(
+            self.handle, kernel, param.encode(), ctypes.byref(name),
+            ctypes.byref(error))
+        self.api.check(rc, error, "kvattn_plan_buffer_name")
+        return self.api._take(name.value)
 
     def run(self, sizes, buffers, stream=CURRENT_STREAM):
         _keep, arr = _buffers(buffers)

@@ -1,6 +1,8 @@
 """The GPU path on the emulated GPU (kernels run on the host), and the
 serving plan; device pointers of other libraries on the fake driver."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -88,6 +90,77 @@ def test_emulated_f32_options_and_split(emulated_runtime):
         assert prog.run(q, k, v, pos, out=filled) is filled
         np.testing.assert_allclose(filled, want, atol=1e-4)
         prog.close()
+
+
+def test_device_validation_option(emulated_runtime):
+    """kvattn_compile_options.device_validation through the binding: the
+    status word in every kernel, a validation kernel for the metadata."""
+    api = emulated_runtime.api
+    for value, kinds in ((True, ["validate", "attention"]),
+                         (False, ["attention"])):
+        o = api.compile_options("gpu", dict(chip="sm_80", split_kv=1,
+                                            device_validation=value))
+        _, manifest = api.compile(APPEND_F32, o, kvattn.capi.IMAGE_DEVICE_IR)
+        kernels = json.loads(manifest)["kernels"]
+        assert sorted(k["kind"] for k in kernels) == sorted(kinds)
+        names = {p["name"] for k in kernels for p in k["params"]}
+        assert ("status" in names) == value
+    with pytest.raises(kvattn.KVAttnError, match="device_validation must be "
+                       "a bool"):
+        api.compile_options("gpu", dict(device_validation=2))
+    with pytest.raises(kvattn.KVAttnError, match="device_validation is for "
+                       "plans"):
+        kvattn.compile(APPEND_F32, target="gpu", runtime=emulated_runtime,
+                       device_validation=True)
+
+
+def test_emulated_plan_from_a_description(emulated_runtime):
+    """kvattn.plan from a description with the cache write: each step
+    appends the new token's K and V at pos (update_k/update_v into key/value
+    in place), then attends over the caches; checked against NumPy."""
+    rt = emulated_runtime
+    desc = dict(dtype="f32", batch=2, query_len=1, key_len=16,
+                num_query_heads=4, num_kv_heads=2, head_dim=16, causal=True,
+                append=True)
+    ir = kvattn.attention_ir(runtime=rt, **desc)
+    assert ir.count("kvattn.append") == 2 and "kvattn.attention" in ir
+    plan = kvattn.plan(desc, runtime=rt)
+    assert sorted(plan.inputs) == sorted(
+        ["query", "key", "value", "update_k", "update_v", "pos", "q_offset",
+         "kv_len"])
+    k_all, v_all = distinct((2, 2, 16, 16), 7), distinct((2, 2, 16, 16), 8)
+    dk, dv = kvattn.to_device(k_all, rt), kvattn.to_device(v_all, rt)
+    for step, pos in enumerate(([3, 9], [4, 10], [5, 11])):
+        q = distinct((2, 4, 1, 16), 10 + step)
+        kn, vn = distinct((2, 2, 1, 16), 20 + step), \
+            distinct((2, 2, 1, 16), 30 + step)
+        dout = rt.empty((2, 4, 1, 16), "f32")
+        plan.run(query=kvattn.to_device(q, rt), key=dk, value=dv,
+                 update_k=kvattn.to_device(kn, rt),
+                 update_v=kvattn.to_device(vn, rt), out=dout, pos=pos,
+                 q_offset=pos, kv_len=[p + 1 for p in pos])
+        for b, p in enumerate(pos):
+            k_all[b, :, p], v_all[b, :, p] = kn[b, :, 0], vn[b, :, 0]
+        want = attention_reference(q, k_all, v_all, q_offset=pos,
+                                   kv_len=[p + 1 for p in pos])
+        np.testing.assert_allclose(dout.numpy(), want, atol=1e-4)
+        np.testing.assert_array_equal(dk.numpy(), k_all)
+        np.testing.assert_array_equal(dv.numpy(), v_all)
+    # The host path's check of the append: the row past the capacity.
+    with pytest.raises(kvattn.KVAttnError, match=r"pos\[1\] = 16 writes "
+                       r"rows \[16, 17\) outside the cache capacity C = 16"):
+        plan.run(query=kvattn.to_device(q, rt), key=dk, value=dv,
+                 update_k=kvattn.to_device(kn, rt),
+                 update_v=kvattn.to_device(vn, rt), out=dout, pos=[0, 16],
+                 q_offset=[0, 15], kv_len=[1, 16])
+    plan.close()
+    with pytest.raises(kvattn.KVAttnError, match="query heads Hq = 4 must "
+                       "be a multiple of kv heads Hkv = 3"):
+        kvattn.attention_ir(runtime=rt, num_query_heads=4, num_kv_heads=3,
+                            head_dim=16)
+    with pytest.raises(kvattn.KVAttnError, match="unknown description "
+                       "field 'heads'"):
+        kvattn.attention_ir(runtime=rt, heads=4)
 
 
 def test_emulated_plan_decode_steps(emulated_runtime):

@@ -15,6 +15,7 @@
 #include "kvattn-c/KVAttn.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,11 +256,11 @@ static int gpuOptions(void) {
   kvattn_compile_options options;
   kvattn_compile_options_init(&options);
   printf("defaults: size %s, block_m %lld, num_stages %lld, split_kv %lld, "
-         "pack_gqa %d, tensor_cores %d, opt_level %d\n",
+         "pack_gqa %d, tensor_cores %d, opt_level %d, device_validation %d\n",
          options.struct_size == sizeof(options) ? "ok" : "BAD",
          (long long)options.block_m, (long long)options.num_stages,
          (long long)options.split_kv, options.pack_gqa, options.tensor_cores,
-         options.opt_level);
+         options.opt_level, options.device_validation);
   options.chip = "sm_90";
   options.block_m = 16;
   options.block_n = 32;
@@ -298,7 +299,50 @@ static int gpuOptions(void) {
   kvattn_free(image);
   kvattn_free(manifest);
 
+  /* Device validation: the status word in every kernel, a validation
+   * kernel for the one reading q_offset. */
+  kvattn_compile_options validated = options;
+  validated.split_kv = 1;
+  validated.device_validation = 1;
+  if (kvattn_compile(kGpuIR, &validated, KVATTN_IMAGE_DEVICE_IR, &image,
+                     &manifest, &error))
+    return fail("compile with device validation", error);
+  printf("device_validation 1: %s, %s\n",
+         strstr(manifest, "\"name\": \"status\"") ? "status word"
+                                                  : "NO status word",
+         strstr(manifest, "\"kind\": \"validate\"") ? "validation kernel"
+                                                    : "NO validation kernel");
+  kvattn_free(image);
+  kvattn_free(manifest);
+  /* A caller built before device_validation existed: its struct ends
+   * there, whatever the bytes after it hold (0x7f), so the default (off). */
+  kvattn_compile_options older;
+  memset(&older, 0x7f, sizeof(older));
+  memcpy(&older, &validated,
+         offsetof(kvattn_compile_options, device_validation));
+  older.struct_size = offsetof(kvattn_compile_options, device_validation);
+  if (kvattn_compile(kGpuIR, &older, KVATTN_IMAGE_DEVICE_IR, &image, &manifest,
+                     &error))
+    return fail("compile (struct before device_validation)", error);
+  printf("struct before device_validation: %s\n", strstr(manifest, "\"status\"")
+                                                      ? "status word (WRONG)"
+                                                      : "no status word");
+  kvattn_free(image);
+  kvattn_free(manifest);
+
   kvattn_compile_options bad = options;
+  bad.device_validation = 2;
+  refused(
+      "compile",
+      kvattn_compile(kGpuIR, &bad, KVATTN_IMAGE_PTX, &image, &manifest, &error),
+      &error);
+  bad = options;
+  bad.reserved1 = 5;
+  refused(
+      "compile",
+      kvattn_compile(kGpuIR, &bad, KVATTN_IMAGE_PTX, &image, &manifest, &error),
+      &error);
+  bad = options;
   bad.struct_size = 4;
   refused(
       "compile",

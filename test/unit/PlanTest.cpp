@@ -295,3 +295,81 @@ TEST_F(PlanTest, ARecordedViolationIsTheHostMessage) {
                 word(kRuleKvLenPages, 1, 0, 17, 1, 16, kParamKvLen), names),
             hostMessage({0, 0}, {1, 17}, okTable));
 }
+
+// The rules device validation added for ragged batches (key_valid bytes,
+// q_start): each recorded word reads back as the host check's message.
+TEST(PlanMessages, KeyValidAndQueryStartsAreTheHostMessages) {
+  KernelInfo kernel;
+  kernel.name = "r";
+  kernel.kind = "attention_varlen";
+  auto pointer = [](const char *name, const char *type,
+                    std::vector<std::string> shape, const char *access) {
+    return ParamInfo{name, "pointer", type, std::move(shape), access};
+  };
+  kernel.params = {pointer("query", "f32", {"1", "4", "L", "16"}, "read"),
+                   pointer("key", "f32", {"B", "2", "S", "16"}, "read"),
+                   pointer("value", "f32", {"B", "2", "S", "16"}, "read"),
+                   pointer("q_offset", "i32", {"B"}, "read"),
+                   pointer("kv_len", "i32", {"B"}, "read"),
+                   pointer("key_valid", "i1", {"B", "S"}, "read"),
+                   pointer("q_start", "i32", {"B+1"}, "read"),
+                   pointer("out", "f32", {"1", "4", "L", "16"}, "write")};
+  for (const char *s : {"B", "Hq", "Hkv", "L", "S"})
+    kernel.params.push_back(ParamInfo{s, "scalar", "i64", {}, ""});
+  // B = 3 sequences of 2, 3 and 1 rows (T = 6), S = 4.
+  auto hostMessage = [&](std::vector<int64_t> starts,
+                         std::vector<int64_t> qOffset,
+                         std::vector<int64_t> kvLen,
+                         std::vector<int64_t> valid) {
+    LaunchArgs args;
+    args.sizes = {3, 4, 2, 6, 4};
+    args.buffers = {
+        {"query", 0x1000}, {"key", 0x2000}, {"value", 0x3000}, {"out", 0x4000}};
+    args.metadata = {{"q_start", starts},
+                     {"q_offset", qOffset},
+                     {"kv_len", kvLen},
+                     {"key_valid", valid}};
+    Status s = validateLaunch(kernel, args);
+    EXPECT_TRUE(s.isError());
+    return s.message();
+  };
+  auto word = [](int rule, int64_t b, int64_t index, int64_t value, int64_t aux,
+                 int64_t size, int64_t aux2, int param) {
+    std::array<int64_t, 16> w{};
+    w[kStatusRule] = rule;
+    w[kStatusBatch] = b;
+    w[kStatusIndex] = index;
+    w[kStatusValue] = value;
+    w[kStatusAux] = aux;
+    w[kStatusSize] = size;
+    w[kStatusAux2] = aux2;
+    w[kStatusParam] = param;
+    return w;
+  };
+  const std::vector<std::string> names = {"r"};
+  const std::vector<int64_t> starts = {0, 2, 5, 6}, off = {2, 0, 3},
+                             len = {4, 3, 4}, valid(12, 1);
+  std::vector<int64_t> badValid = valid;
+  badValid[4 + 2] = 2;
+  EXPECT_EQ(describeViolation(
+                word(kRuleNotBoolean, 1, 2, 2, 0, 4, 0, kParamKeyValid), names),
+            hostMessage(starts, off, len, badValid));
+  EXPECT_EQ(describeViolation(
+                word(kRuleQStartFirst, 0, 0, 1, 0, 6, 0, kParamQStart), names),
+            hostMessage({1, 2, 5, 6}, off, len, valid));
+  EXPECT_EQ(
+      describeViolation(
+          word(kRuleQStartDecrease, 1, 2, 1, 2, 6, 0, kParamQStart), names),
+      hostMessage({0, 2, 1, 6}, off, len, valid));
+  EXPECT_EQ(
+      describeViolation(
+          word(kRuleQStartPastRows, 1, 2, 7, 2, 6, 0, kParamQStart), names),
+      hostMessage({0, 2, 7, 7}, off, len, valid));
+  EXPECT_EQ(describeViolation(
+                word(kRuleQStartLast, 2, 3, 5, 5, 6, 0, kParamQStart), names),
+            hostMessage({0, 2, 5, 5}, off, len, valid));
+  // Sequence 1: rows 2..4 at positions 1..3, the cache holds 3 keys.
+  EXPECT_EQ(describeViolation(
+                word(kRuleQStartCache, 1, 0, 1, 2, 3, 5, kParamQStart), names),
+            hostMessage(starts, {2, 1, 3}, len, valid));
+}

@@ -38,9 +38,19 @@ public:
   /// workspaces for sizes up to `bounds` (B, Hq, L, S, ...: each run's
   /// sizes must stay within them), and clears the status word. The runtime
   /// must outlive the plan.
-  static Status create(Runtime &runtime, const std::string &image,
-                       const Manifest &manifest, const Sizes &bounds,
-                       std::unique_ptr<Plan> &plan);
+  ///
+  /// `names` (optional, one map per manifest kernel) renames the buffers a
+  /// kernel's parameters bind to: run() looks parameter `p` of kernel `i`
+  /// up as `names[i][p]` when given. A decode step's appends need it: the
+  /// two launches of one append kernel (K, then V) share the parameter
+  /// names `update` and `cache`, so the C API binds them to `update_k` /
+  /// `key` and `update_v` / `value` (planBufferNames in
+  /// kvattn/GPU/PlanCompile.h). A validation kernel that checks what an
+  /// earlier one checks (the V append's) is not launched.
+  static Status
+  create(Runtime &runtime, const std::string &image, const Manifest &manifest,
+         const Sizes &bounds, std::unique_ptr<Plan> &plan,
+         const std::vector<std::map<std::string, std::string>> &names = {});
   ~Plan();
 
   /// Device memory the plan owns: the status word and the workspaces.
@@ -48,6 +58,9 @@ public:
   /// The parameters run() takes (tensors and metadata), by name.
   const std::vector<std::string> &parameters() const { return parameters_; }
   const Manifest &manifest() const { return manifest_; }
+  /// The buffer name run() looks parameter `param` of kernel `index` (in
+  /// the manifest) up as: `param`, or its name in create()'s `names`.
+  const std::string &bound(size_t index, const std::string &param) const;
 
   /// One step on the runtime's current stream: `buffers` names a device
   /// pointer for every tensor and every metadata parameter. Queues the
@@ -87,8 +100,11 @@ private:
   std::map<std::string, DevicePtr> workspaces_;
   size_t workspaceBytes_ = 0;
   std::vector<std::string> parameters_;
+  std::vector<std::map<std::string, std::string>> names_;
   /// Launch order: the validation kernels, then the others.
   std::vector<size_t> validators_, kernels_;
+  /// The kernel each validation ordinal checks (status()).
+  std::vector<std::string> checked_;
   /// Reused per run (no allocation once warm).
   std::vector<uint64_t> values_;
 };

@@ -17,8 +17,9 @@ namespace kvattn {
 /// The words of the status word (i64[16]); see docs/kernel-abi.md.
 enum StatusWord : int {
   kStatusRule = 0, ///< 0: no violation; else the rule (ViolationRule)
-  kStatusKey =
-      1, ///< order key of the first violation (0x7f7f7f7f7f7f7f7f: none)
+  /// Order key of the first violation (0x7f7f7f7f7f7f7f7f: none): the
+  /// validation kernel's ordinal << 52, the rule group << 48, the position.
+  kStatusKey = 1,
   kStatusBatch = 2,  ///< the batch
   kStatusIndex = 3,  ///< element index in the row, or the table slot
   kStatusValue = 4,  ///< the offending value
@@ -35,6 +36,7 @@ enum StatusWord : int {
 enum ViolationRule : int {
   kRuleNone = 0,
   kRuleKvLenRange = 1,       ///< kv_len outside [0, S]
+  kRuleNotBoolean = 2,       ///< key_valid neither 0 nor 1
   kRuleNegative = 3,         ///< offset/position negative
   kRuleTooLarge = 4,         ///< offset/position above 2^62
   kRuleNotIncreasing = 5,    ///< explicit positions not increasing
@@ -46,6 +48,12 @@ enum ViolationRule : int {
   kRuleAppendNegative = 11,  ///< paged append: pos negative
   kRuleAppendPages = 12,     ///< paged append: tokens beyond the pages
   kRuleAppendSharedRow = 13, ///< paged append: two batches write one row
+  // A ragged batch's q_start (kvattn/Support/QueryStarts.h).
+  kRuleQStartFirst = 14,    ///< q_start[0] != 0
+  kRuleQStartDecrease = 15, ///< q_start[b + 1] < q_start[b]
+  kRuleQStartPastRows = 16, ///< q_start[b + 1] > T
+  kRuleQStartLast = 17,     ///< q_start[B] != T
+  kRuleQStartCache = 18,    ///< the rows of a sequence are not cache tokens
 };
 
 /// The metadata parameters, as kStatusParam numbers them.
@@ -57,6 +65,8 @@ enum ValidatedParam : int {
   kParamKvLen = 4,
   kParamPos = 5,
   kParamBlockTable = 6,
+  kParamKeyValid = 7,
+  kParamQStart = 8,
 };
 
 } // namespace kvattn

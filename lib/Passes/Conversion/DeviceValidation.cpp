@@ -7,11 +7,12 @@
 // - every kernel of @kvattn_kernels gets a `status` pointer (i64[16], after
 //   its other pointers) and does nothing when status[0] != 0;
 // - every kernel that reads metadata (q_offset, k_offset, q_pos, k_pos,
-//   kv_len, block_table, pos) gets a validation kernel `<name>_validate`
-//   (kind "validate"; its metadata pointers, `status`, the kernel's sizes,
-//   `phase`) that checks the rules of lib/Runtime/Validation.cpp and
-//   kvattn/Support/BlockTable.h and records the first violation, in the
-//   host check's order, in the status word.
+//   kv_len, key_valid, block_table, q_start, pos) gets a validation kernel
+//   `<name>_validate` (kind "validate"; its metadata pointers, `status`, the
+//   kernel's sizes, `phase`) that checks the rules of
+//   lib/Runtime/Validation.cpp and kvattn/Support/BlockTable.h and records the
+//   first violation, in the host check's order, in the status word (kernels in
+//   launch order, then the values by parameter name, q_start, the block table).
 //
 // The validation kernel runs twice (phase 0, then phase 1, on one stream):
 // phase 0 takes the minimum of the violations' order keys (an atomic min on
@@ -30,6 +31,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -66,8 +68,7 @@ std::vector<Param> readParams(gpu::GPUFuncOp kernel) {
   return params;
 }
 
-/// The metadata a validation kernel checks (key_valid is not: the kernels
-/// read it as a boolean, whatever the byte holds).
+/// The metadata a validation kernel checks.
 int paramId(const std::string &name) {
   static const std::map<std::string, int> ids = {
       {"q_offset", kParamQOffset},
@@ -76,7 +77,9 @@ int paramId(const std::string &name) {
       {"k_pos", kParamKPos},
       {"kv_len", kParamKvLen},
       {"pos", kParamPos},
-      {"block_table", kParamBlockTable}};
+      {"block_table", kParamBlockTable},
+      {"key_valid", kParamKeyValid},
+      {"q_start", kParamQStart}};
   auto it = ids.find(name);
   return it == ids.end() ? -1 : it->second;
 }
@@ -183,17 +186,30 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
   // Dynamic views of the metadata.
   std::map<std::string, std::string> view;
   for (const std::string &m : metadata) {
-    std::string rows = m == "q_pos"   ? b.bin("muli", sz("B"), sz("L"), "index")
-                       : m == "k_pos" ? b.bin("muli", sz("B"), sz("S"), "index")
+    std::string rows = m == "q_pos" ? b.bin("muli", sz("B"), sz("L"), "index")
+                       : m == "k_pos" || m == "key_valid"
+                           ? b.bin("muli", sz("B"), sz("S"), "index")
                        : m == "block_table"
                            ? b.bin("muli", sz("B"), sz("max_pages"), "index")
-                           : sz("B");
+                       : m == "q_start" ? b.bin("addi", sz("B"), c1, "index")
+                                        : sz("B");
     view[m] = b.emit("memref.reinterpret_cast " + arg[m] +
                      " to offset: [0], sizes: [" + rows +
                      "], strides: [1] : memref<1x" + eltOf[m] +
                      "> to memref<?x" + eltOf[m] + ">");
   }
   auto load = [&](const std::string &m, const std::string &at) {
+    if (eltOf[m] == "i1") {
+      // key_valid: the whole byte (an i1 load of a byte other than 0 or 1
+      // is undefined), as an unsigned value like the host's.
+      std::string base = b.emit("memref.extract_aligned_pointer_as_index " +
+                                view[m] + " : memref<?xi1> -> index");
+      std::string address = b.toI64(b.bin("addi", base, at, "index"));
+      std::string ptr =
+          b.emit("llvm.inttoptr " + address + " : i64 to !llvm.ptr");
+      std::string byte = b.emit("llvm.load " + ptr + " : !llvm.ptr -> i8");
+      return b.emit("arith.extui " + byte + " : i8 to i64");
+    }
     std::string v = b.emit("memref.load " + view[m] + "[" + at +
                            "] : memref<?x" + eltOf[m] + ">");
     return eltOf[m] == "i64"
@@ -232,8 +248,13 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
     b.line("}");
     b.line("}");
   };
+  // Order key: this kernel's ordinal (the host checks kernels in launch
+  // order), the rule group (parameters by name, q_start 14, the table 15),
+  // the position inside the group.
   auto groupKey = [&](int group, const std::string &position) {
-    return b.bin("addi", b.i64(int64_t(group) << 48), position);
+    return b.bin("addi",
+                 b.i64((int64_t(ordinal) << 52) | (int64_t(group) << 48)),
+                 position);
   };
   // The number of pages of sequence `bIdx` (entries other than -1).
   auto pageCount = [&](const std::string &bIdx) {
@@ -285,16 +306,61 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
     b.line("}");
   };
 
+  // The q_start rules of checkQueryStarts, thread 0 of block b: q_start[0]
+  // (key 0), then per batch the decrease (1 + 2b) and the packed rows
+  // (2 + 2b), q_start[B] (2B + 1), then each sequence's rows against its
+  // cache (2B + 2 + b).
+  auto queryStartRules = [&](int group) {
+    b.line("scf.if " + first + " {");
+    std::string B = szI64("B"), T = szI64("L");
+    std::string lo = load("q_start", bid);
+    std::string hi = load("q_start", b.bin("addi", bid, c1, "index"));
+    std::string next = b.bin("addi", bi, b.i64(1));
+    std::string isFirst = b.cmp("eq", bi, z);
+    std::string isLast = b.cmp("eq", next, B);
+    report(
+        b.sel(b.andI1(isFirst, b.cmp("ne", lo, z)), b.i64(kRuleQStartFirst), z),
+        groupKey(group, z), z, lo, z, T, z, kParamQStart);
+    std::string twoB = b.bin("muli", bi, b.i64(2));
+    report(b.sel(b.cmp("slt", hi, lo), b.i64(kRuleQStartDecrease), z),
+           groupKey(group, b.bin("addi", twoB, b.i64(1))), next, hi, lo, T, z,
+           kParamQStart);
+    report(b.sel(b.cmp("sgt", hi, T), b.i64(kRuleQStartPastRows), z),
+           groupKey(group, b.bin("addi", twoB, b.i64(2))), next, hi, lo, T, z,
+           kParamQStart);
+    std::string twoBB = b.bin("muli", B, b.i64(2));
+    report(
+        b.sel(b.andI1(isLast, b.cmp("ne", hi, T)), b.i64(kRuleQStartLast), z),
+        groupKey(group, b.bin("addi", twoBB, b.i64(1))), next, hi, lo, T, z,
+        kParamQStart);
+    if (arg.count("q_offset") && arg.count("kv_len")) {
+      std::string qOff = load("q_offset", bid);
+      std::string kOff = arg.count("k_offset") ? load("k_offset", bid) : z;
+      std::string len = load("kv_len", bid);
+      std::string rows = b.bin("subi", hi, lo);
+      std::string past =
+          b.cmp("sgt", b.bin("addi", qOff, rows), b.bin("addi", kOff, len));
+      std::string rule = b.sel(b.andI1(b.cmp("ne", rows, z), past),
+                               b.i64(kRuleQStartCache), z);
+      report(rule,
+             groupKey(group, b.bin("addi", b.bin("addi", twoBB, b.i64(2)), bi)),
+             kOff, qOff, lo, len, hi, kParamQStart);
+    }
+    b.line("}");
+  };
+
   if (!append) {
     // The values, per parameter in the host check's order (by name).
     std::vector<std::string> names;
     for (const std::string &m : metadata)
-      if (m != "block_table")
+      if (m != "block_table" && m != "q_start")
         names.push_back(m);
     std::sort(names.begin(), names.end());
     for (size_t g = 0; g < names.size(); ++g) {
       const std::string &m = names[g];
-      std::string R = m == "q_pos" ? sz("L") : m == "k_pos" ? sz("S") : c1;
+      std::string R = m == "q_pos"                       ? sz("L")
+                      : m == "k_pos" || m == "key_valid" ? sz("S")
+                                                         : c1;
       std::string j = b.fresh();
       b.line("scf.for " + j + " = " + tid + " to " + R + " step " + cT + " {");
       std::string n = b.bin("addi", b.bin("muli", bid, R, "index"), j, "index");
@@ -305,6 +371,8 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
         std::string S = szI64("S");
         rule = b.sel(b.orI1(b.cmp("slt", v, z), b.cmp("sgt", v, S)),
                      b.i64(kRuleKvLenRange), z);
+      } else if (m == "key_valid") {
+        rule = b.sel(b.cmp("ugt", v, b.i64(1)), b.i64(kRuleNotBoolean), z);
       } else {
         std::string neg = b.cmp("slt", v, z);
         std::string big = b.cmp("sgt", v, b.i64(int64_t(1) << 62));
@@ -326,6 +394,8 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
              paramId(m));
       b.line("}");
     }
+    if (arg.count("q_start"))
+      queryStartRules(14);
     if (paged) {
       tableRules(15);
       if (arg.count("kv_len")) {
@@ -436,8 +506,8 @@ struct DeviceValidationPass
            "records the first metadata violation there";
   }
   void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<arith::ArithDialect, gpu::GPUDialect, memref::MemRefDialect,
-                    scf::SCFDialect>();
+    registry.insert<arith::ArithDialect, gpu::GPUDialect, LLVM::LLVMDialect,
+                    memref::MemRefDialect, scf::SCFDialect>();
   }
 
   void runOnOperation() override;

@@ -1,0 +1,77 @@
+//===- AttentionDescription.h - an attention described, not written -*- C++
+//-*-===//
+//
+// What a serving engine knows about its attention (dtype, head counts, head
+// dims, shape bounds, masking, paged or not, ragged or not, whether the
+// step writes the cache) without writing kvattn IR. buildAttentionModule
+// builds the IR with the dialect's builders (AttentionOp::create,
+// AppendOp::create): one function @attention whose form is documented in
+// docs/runtime.md ("A plan from a description"); the plan of that module is
+// the plan of the same IR written by hand.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_TARGET_ATTENTIONDESCRIPTION_H
+#define KVATTN_TARGET_ATTENTIONDESCRIPTION_H
+
+#include "kvattn/Support/Status.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace mlir {
+namespace kvattn {
+
+struct AttentionDescription {
+  /// Element type of query, key, value and out: "f32", "f16" or "bf16".
+  std::string dtype = "bf16";
+  /// Sizes; kDynamic (-1) leaves the dimension dynamic (bounded by the
+  /// plan's max sizes). batch: B; queryLen: L, the query rows per sequence
+  /// (varlen: T, the packed rows of all sequences); keyLen: S, the cache
+  /// capacity of a plain cache (paged: max_pages * page_size, not used).
+  int64_t batch = kDynamic, queryLen = kDynamic, keyLen = kDynamic;
+  /// Head counts and head dims: static, Hq % Hkv == 0, D and Dv in
+  /// [1, 256] (the GPU kernels' limit); valueHeadDim 0: D.
+  int64_t numQueryHeads = 0, numKvHeads = 0, headDim = 0, valueHeadDim = 0;
+  bool causal = false;
+  /// A sliding window of W keys (needs causal).
+  std::optional<int64_t> window;
+  /// Logit soft-capping c > 0.
+  std::optional<double> softcap;
+  /// Softmax scale (> 0); none: 1/sqrt(D).
+  std::optional<double> scale;
+  /// A paged cache: key/value [num_pages, page_size, Hkv, D], block_table
+  /// [B, max_pages]; numPages / maxPages may be kDynamic.
+  bool paged = false;
+  int64_t pageSize = 0, numPages = kDynamic, maxPages = kDynamic;
+  /// A ragged batch: q_start [B + 1], query/out [1, Hq, T, D].
+  bool varlen = false;
+  /// The second result lse [B, Hq, L] (f32).
+  bool withLse = false;
+  /// The step writes its L new tokens' K and V into the caches first
+  /// (kvattn.append at pos, the attention's q_offset), as
+  /// examples/decode-step.mlir does.
+  bool append = false;
+
+  static constexpr int64_t kDynamic = -1;
+};
+
+/// The description's errors, each naming the field, e.g. "query heads Hq =
+/// 8 must be a multiple of kv heads Hkv = 3", "page_size = 0 must be
+/// positive for a paged cache".
+Status checkAttentionDescription(const AttentionDescription &description);
+
+/// Checks the description, then builds and verifies its module in
+/// `context` (which must have the kvattn dialects loaded or registered).
+Status buildAttentionModule(const AttentionDescription &description,
+                            MLIRContext &context,
+                            OwningOpRef<ModuleOp> &module);
+
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_TARGET_ATTENTIONDESCRIPTION_H

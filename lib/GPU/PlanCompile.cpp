@@ -1,0 +1,95 @@
+//===- PlanCompile.cpp - compile and plan, from IR or a description -------===//
+
+#include "kvattn/GPU/PlanCompile.h"
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Registration/Registration.h"
+#include "kvattn/Target/Ptx.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+
+namespace mlir {
+namespace kvattn {
+
+std::vector<std::map<std::string, std::string>>
+planBufferNames(ModuleOp module, const rt::Manifest &manifest) {
+  std::vector<std::map<std::string, std::string>> names(
+      manifest.kernels.size());
+  std::vector<std::map<std::string, std::string>> appends;
+  module.walk([&](AppendOp append) {
+    std::map<std::string, std::string> bind;
+    for (Operation *user : append->getUsers()) {
+      auto attention = dyn_cast<AttentionOp>(user);
+      if (!attention)
+        continue;
+      if (attention.getKey() == append.getResult())
+        bind = {{"update", "update_k"}, {"cache", "key"}};
+      else if (attention.getValue() == append.getResult())
+        bind = {{"update", "update_v"}, {"cache", "value"}};
+      break;
+    }
+    appends.push_back(bind);
+  });
+  std::vector<size_t> appendKernels;
+  for (size_t i = 0; i < manifest.kernels.size(); ++i)
+    if (manifest.kernels[i].kind == "append")
+      appendKernels.push_back(i);
+  if (appendKernels.size() != appends.size())
+    return names;
+  for (size_t n = 0; n < appends.size(); ++n)
+    names[appendKernels[n]] = appends[n];
+  return names;
+}
+
+Status planModule(rt::Runtime &runtime, ModuleOp module, PtxOptions options,
+                  const rt::Sizes &bounds, std::unique_ptr<rt::Plan> &plan,
+                  std::string *manifestJson) {
+  options.deviceValidation = true;
+  PtxModule compiled;
+  KVATTN_RETURN_IF_ERROR(compileToPtx(module, options, compiled));
+  rt::Manifest manifest;
+  KVATTN_RETURN_IF_ERROR(
+      rt::parseManifest(manifestToJson(compiled, "plan"), manifest));
+  if (manifestJson)
+    *manifestJson = manifestToJson(
+        compiled, options.image == DeviceImage::Ptx ? "plan.ptx" : "plan.ll");
+  std::vector<std::map<std::string, std::string>> names =
+      planBufferNames(module, manifest);
+  // Two appends bound to one cache buffer would write the same memory (the
+  // second update over the first): refuse what the names cannot tell apart.
+  std::map<std::string, std::string> writer;
+  for (size_t i = 0; i < manifest.kernels.size(); ++i) {
+    const rt::KernelInfo &k = manifest.kernels[i];
+    if (k.kind != "append")
+      continue;
+    auto bound = names[i].find("cache");
+    const std::string cache =
+        bound == names[i].end() ? std::string("cache") : bound->second;
+    auto [it, fresh] = writer.emplace(cache, k.name);
+    if (!fresh)
+      return Status::error(
+          "planning: the appends '" + it->second + "' and '" + k.name +
+          "' would both write the buffer '" + cache +
+          "': a plan binds buffers by name, and an append is told apart only "
+          "when its result is the key or the value of an attention of the "
+          "module");
+  }
+  return rt::Plan::create(runtime, compiled.ptx, manifest, bounds, plan, names);
+}
+
+Status planAttention(rt::Runtime &runtime,
+                     const AttentionDescription &description,
+                     const PtxOptions &options, const rt::Sizes &bounds,
+                     std::unique_ptr<rt::Plan> &plan,
+                     std::string *manifestJson) {
+  DialectRegistry registry;
+  registerAllKVAttnDialects(registry);
+  MLIRContext context(registry);
+  OwningOpRef<ModuleOp> module;
+  KVATTN_RETURN_IF_ERROR(buildAttentionModule(description, context, module));
+  return planModule(runtime, *module, options, bounds, plan, manifestJson);
+}
+
+} // namespace kvattn
+} // namespace mlir

@@ -1,0 +1,207 @@
+//===- AttentionDescription.cpp - an attention described, not written -----===//
+
+#include "kvattn/Target/AttentionDescription.h"
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Support/Limits.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace mlir {
+namespace kvattn {
+
+static std::string str(int64_t v) { return std::to_string(v); }
+
+static std::string str(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
+Status checkAttentionDescription(const AttentionDescription &d) {
+  const std::string where = "attention description: ";
+  if (d.dtype != "f32" && d.dtype != "f16" && d.dtype != "bf16")
+    return Status::error(where + "dtype '" + d.dtype +
+                         "' is not f32, f16 or bf16");
+  auto size = [&](const char *name, int64_t v) {
+    return v < AttentionDescription::kDynamic
+               ? Status::error(where + name + " = " + str(v) +
+                               " is negative (-1: dynamic)")
+               : Status::ok();
+  };
+  KVATTN_RETURN_IF_ERROR(size("batch", d.batch));
+  KVATTN_RETURN_IF_ERROR(size("query_len", d.queryLen));
+  if (!d.paged)
+    KVATTN_RETURN_IF_ERROR(size("key_len", d.keyLen));
+  auto positive = [&](const char *name, int64_t v) {
+    return v <= 0 ? Status::error(where + name + " = " + str(v) +
+                                  " must be positive")
+                  : Status::ok();
+  };
+  KVATTN_RETURN_IF_ERROR(positive("num_query_heads", d.numQueryHeads));
+  KVATTN_RETURN_IF_ERROR(positive("num_kv_heads", d.numKvHeads));
+  if (d.numQueryHeads % d.numKvHeads != 0)
+    return Status::error(
+        where + "query heads Hq = " + str(d.numQueryHeads) +
+        " must be a multiple of kv heads Hkv = " + str(d.numKvHeads));
+  auto headDim = [&](const char *name, int64_t v) {
+    return v < 1 || v > limits::kMaxGpuHeadDim
+               ? Status::error(where + name + " = " + str(v) +
+                               " is outside [1, " +
+                               str(limits::kMaxGpuHeadDim) +
+                               "] (the GPU kernels' head dims)")
+               : Status::ok();
+  };
+  KVATTN_RETURN_IF_ERROR(headDim("head_dim", d.headDim));
+  if (d.valueHeadDim != 0)
+    KVATTN_RETURN_IF_ERROR(headDim("value_head_dim", d.valueHeadDim));
+  if (d.window) {
+    if (*d.window <= 0)
+      return Status::error(where + "window = " + str(*d.window) +
+                           " must be positive (none: no window)");
+    if (!d.causal)
+      return Status::error(where + "window = " + str(*d.window) +
+                           " needs causal (a window over the causal "
+                           "positions)");
+  }
+  if (d.softcap && !(std::isfinite(*d.softcap) && *d.softcap > 0))
+    return Status::error(where + "softcap = " + str(*d.softcap) +
+                         " must be positive and finite (none: no capping)");
+  if (d.scale && !(std::isfinite(*d.scale) && *d.scale > 0))
+    return Status::error(where + "scale = " + str(*d.scale) +
+                         " must be positive and finite (none: 1/sqrt(D))");
+  if (d.paged) {
+    if (d.pageSize <= 0)
+      return Status::error(where + "page_size = " + str(d.pageSize) +
+                           " must be positive for a paged cache");
+    KVATTN_RETURN_IF_ERROR(size("num_pages", d.numPages));
+    KVATTN_RETURN_IF_ERROR(size("max_pages", d.maxPages));
+  } else if (d.pageSize != 0) {
+    return Status::error(where + "page_size = " + str(d.pageSize) +
+                         " is given for a cache that is not paged");
+  }
+  if (d.varlen && d.append)
+    return Status::error(where +
+                         "append with varlen: kvattn.append writes the same "
+                         "L new tokens of every sequence, a ragged batch "
+                         "packs different counts (write its cache first)");
+  return Status::ok();
+}
+
+Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
+                            OwningOpRef<ModuleOp> &module) {
+  KVATTN_RETURN_IF_ERROR(checkAttentionDescription(d));
+  ctx.loadDialect<KVAttnDialect, func::FuncDialect>();
+  OpBuilder b(&ctx);
+  Location loc = b.getUnknownLoc();
+  Type elt = d.dtype == "f32"   ? Type(b.getF32Type())
+             : d.dtype == "f16" ? Type(b.getF16Type())
+                                : Type(b.getBF16Type());
+  Type index = b.getI32Type();
+  auto dim = [](int64_t v) {
+    return v == AttentionDescription::kDynamic ? ShapedType::kDynamic : v;
+  };
+  const int64_t B = dim(d.batch), L = dim(d.queryLen), Hq = d.numQueryHeads,
+                Hkv = d.numKvHeads, D = d.headDim,
+                Dv = d.valueHeadDim ? d.valueHeadDim : d.headDim;
+  auto tensor = [](ArrayRef<int64_t> shape, Type t) -> Type {
+    return RankedTensorType::get(shape, t);
+  };
+  // The signature: query, key, value, [update_k, update_v], [q_start],
+  // q_offset (the append's pos too), kv_len, [block_table].
+  SmallVector<Type> inputs = {tensor({d.varlen ? 1 : B, Hq, L, D}, elt)};
+  if (d.paged) {
+    inputs.push_back(tensor({dim(d.numPages), d.pageSize, Hkv, D}, elt)); // key
+    inputs.push_back(
+        tensor({dim(d.numPages), d.pageSize, Hkv, Dv}, elt)); // value
+  } else {
+    inputs.push_back(tensor({B, Hkv, dim(d.keyLen), D}, elt));
+    inputs.push_back(tensor({B, Hkv, dim(d.keyLen), Dv}, elt));
+  }
+  if (d.append) {
+    inputs.push_back(tensor({B, Hkv, L, D}, elt));
+    inputs.push_back(tensor({B, Hkv, L, Dv}, elt));
+  }
+  if (d.varlen)
+    inputs.push_back(
+        tensor({B == ShapedType::kDynamic ? B : B + 1}, index)); // q_start
+  inputs.push_back(tensor({B}, index));                          // q_offset
+  inputs.push_back(tensor({B}, index));                          // kv_len
+  if (d.paged)
+    inputs.push_back(tensor({B, dim(d.maxPages)}, index)); // block_table
+
+  module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  auto func =
+      func::FuncOp::create(b, loc, "attention", b.getFunctionType(inputs, {}));
+  Block *body = func.addEntryBlock();
+  b.setInsertionPointToEnd(body);
+  unsigned next = 0;
+  Value query = body->getArgument(next++);
+  Value key = body->getArgument(next++);
+  Value value = body->getArgument(next++);
+  Value updateK, updateV, qStart;
+  if (d.append) {
+    updateK = body->getArgument(next++);
+    updateV = body->getArgument(next++);
+  }
+  if (d.varlen)
+    qStart = body->getArgument(next++);
+  Value qOffset = body->getArgument(next++);
+  Value kvLen = body->getArgument(next++);
+  Value blockTable = d.paged ? body->getArgument(next++) : Value();
+
+  SmallVector<Value> results;
+  if (d.append) {
+    // The K append, then the V append (named locals: a fixed IR order).
+    Value k = AppendOp::create(b, loc, updateK, key, qOffset, blockTable);
+    Value v = AppendOp::create(b, loc, updateV, value, qOffset, blockTable);
+    key = k;
+    value = v;
+  }
+  AttentionExtras extras;
+  extras.qStart = qStart;
+  extras.qOffset = qOffset;
+  extras.kvLen = kvLen;
+  extras.blockTable = blockTable;
+  extras.causal = d.causal;
+  extras.window = d.window;
+  extras.softcap = d.softcap;
+  extras.scale = d.scale;
+  auto attention =
+      AttentionOp::create(b, loc, query, key, value, d.withLse, extras);
+  for (Value r : attention->getResults())
+    results.push_back(r);
+  if (d.append) {
+    results.push_back(key);
+    results.push_back(value);
+  }
+  func::ReturnOp::create(b, loc, results);
+  SmallVector<Type> resultTypes;
+  for (Value r : results)
+    resultTypes.push_back(r.getType());
+  func.setFunctionType(b.getFunctionType(inputs, resultTypes));
+
+  std::string diagnostics;
+  {
+    ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
+      diagnostics += (diagnostics.empty() ? "" : "\n") + diag.str();
+      return success();
+    });
+    if (failed(verify(*module)))
+      return Status::error("attention description: the built IR does not "
+                           "verify: " +
+                           diagnostics);
+  }
+  return Status::ok();
+}
+
+} // namespace kvattn
+} // namespace mlir
