@@ -1,5 +1,4 @@
-//===- AttentionDescription.h - an attention described, not written -*- C++
-//-*-===//
+//===- AttentionDescription.h - an attention described ----------*- C++ -*-===//
 //
 // What a serving engine knows about its attention (dtype, head counts, head
 // dims, shape bounds, masking, paged or not, ragged or not, whether the
