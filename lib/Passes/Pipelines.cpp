@@ -229,6 +229,12 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
                      "head dims allow"),
       llvm::cl::init(true)};
 
+  Option<unsigned> indexBitwidth{
+      *this, "index-bitwidth",
+      llvm::cl::desc("Bits of the kernels' index arithmetic: 32 (the "
+                     "default; every buffer under 2^31 elements) or 64"),
+      llvm::cl::init(32)};
+
   Option<bool> deviceIR{
       *this, "device-ir",
       llvm::cl::desc("Make the gpu.binary hold the device LLVM IR (bitcode) "
@@ -249,6 +255,7 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.splitKv = splitKv;
     o.numSms = numSms;
     o.tensorCores = tensorCores;
+    o.indexBitwidth = indexBitwidth;
     if (deviceIR)
       o.image = ::mlir::kvattn::DeviceImage::LlvmIR;
     return o;
@@ -324,14 +331,18 @@ void mlir::kvattn::buildGpuKernelsToPtxPipeline(
   kernels.addPass(createSCFToControlFlowPass());
   kernels.addPass(memref::createExpandStridedMetadataPass());
   kernels.addPass(createLowerAffinePass());
-  kernels.addPass(createConvertNVGPUToNVVMPass());
-  ConvertGpuOpsToNVVMOpsOptions toNvvm;
-  toNvvm.useBarePtrCallConv = true;
-  kernels.addPass(createConvertGpuOpsToNVVMOps(toNvvm));
-  kernels.addPass(createExternDynamicSharedMemoryPass());
-  kernels.addPass(createCanonicalizerPass());
-  kernels.addPass(createCSEPass());
-  kernels.addPass(createReconcileUnrealizedCastsPass());
+  // GPU, NVGPU, memref, arith, ... -> NVVM with one type converter whose
+  // index has options.indexBitwidth bits (docs/gpu-lowering.md, "Index
+  // width"); a module pass, for it keeps the host's launches matching the
+  // kernels' i64 scalars.
+  GpuToNVVMPassOptions toNvvm;
+  toNvvm.indexBitwidth = options.indexBitwidth;
+  pm.addPass(createGpuToNVVMPass(toNvvm));
+  OpPassManager &llvmKernels = pm.nest<gpu::GPUModuleOp>();
+  llvmKernels.addPass(createExternDynamicSharedMemoryPass());
+  llvmKernels.addPass(createCanonicalizerPass());
+  llvmKernels.addPass(createCSEPass());
+  llvmKernels.addPass(createReconcileUnrealizedCastsPass());
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget =
       options.image == ::mlir::kvattn::DeviceImage::LlvmIR ? "llvm" : "isa";

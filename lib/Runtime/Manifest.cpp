@@ -62,6 +62,15 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
   KVATTN_RETURN_IF_ERROR(text(root, "chip", manifest.chip, "the manifest"));
   KVATTN_RETURN_IF_ERROR(
       text(root, "ptx_file", manifest.ptxFile, "the manifest"));
+  // Optional: manifests written before 32-bit kernels have 64-bit indices.
+  if (root.get("index_bits")) {
+    int64_t bits;
+    KVATTN_RETURN_IF_ERROR(integer(root, "index_bits", bits, "the manifest"));
+    if (bits != 32 && bits != 64)
+      return Status::error("manifest: \"index_bits\" is " +
+                           std::to_string(bits) + " (must be 32 or 64)");
+    manifest.indexBits = static_cast<int>(bits);
+  }
   const JsonValue *kernels;
   KVATTN_RETURN_IF_ERROR(
       field(root, "kernels", JsonValue::Kind::Array, kernels, "the manifest"));
@@ -71,6 +80,7 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
     if (kj.kind != JsonValue::Kind::Object)
       return Status::error("manifest: " + where + " is not an object");
     KernelInfo info;
+    info.indexBits = manifest.indexBits;
     KVATTN_RETURN_IF_ERROR(text(kj, "name", info.name, where));
     where = "kernel '" + info.name + "'";
     const JsonValue *params, *block, *tile;

@@ -6,7 +6,9 @@
 #include "kvattn/Support/Limits.h"
 #include "kvattn/Support/QueryStarts.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <set>
 
@@ -17,6 +19,15 @@ namespace rt {
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
+
+/// 2^31: what a kernel with 32-bit index arithmetic addresses at most
+/// (element offsets, sizes and positions stay below it).
+constexpr int64_t kIndex32Limit = int64_t(1) << 31;
+
+/// The advice of every 32-bit refusal.
+const char *const kIndex32Advice =
+    ": the kernel was compiled with 32-bit index arithmetic (manifest "
+    "index_bits 32); compile it with index-bitwidth=64 for this size";
 
 /// The size each dimension of an operand stands for ("" for a head dim).
 /// A ragged batch (`varlen`): the query, out and lse are packed, their
@@ -159,6 +170,14 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
           " must be max_pages * page_size = " + str(s.maxPages * s.pageSize) +
           " (the logical key count of a paged cache)");
   }
+  const bool index32 = kernel.indexBits == 32;
+  if (index32)
+    for (const char *name :
+         {"B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"})
+      if (sizeByName(s, name) >= kIndex32Limit)
+        return Status::error(where + "size " + name + " = " +
+                             str(sizeByName(s, name)) + " is 2^31 or more" +
+                             kIndex32Advice);
   if (!append && (s.Hkv == 0 ? s.Hq != 0 : s.Hq % s.Hkv != 0))
     return Status::error(where + "query heads Hq = " + str(s.Hq) +
                          " must be a multiple of kv heads Hkv = " + str(s.Hkv));
@@ -199,8 +218,16 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
           return Status::error(where + "the manifest gives '" + p.name +
                                "' an unknown size '" + dim + "'");
       }
-      elements *= size;
+      // Saturates: only the comparisons with 2^31 and the metadata
+      // lengths read it.
+      if (__builtin_mul_overflow(elements, size, &elements))
+        elements = INT64_MAX;
     }
+    if (index32 && elements >= kIndex32Limit)
+      return Status::error(
+          where + "'" + p.name + "' has " +
+          (elements == INT64_MAX ? std::string("over 2^63") : str(elements)) +
+          " elements, 2^31 or more" + kIndex32Advice);
     if (isMetadata(p.name) && args.metadataOnDevice) {
       // A device pointer, aligned to its elements.
       auto it = args.buffers.find(p.name);
@@ -284,6 +311,15 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
           return Status::error(where + at + " = " + str(v) +
                                " is out of range (above 2^62, batch " + str(b) +
                                ")");
+        // The last position an offset gives (q_offset + L - 1, k_offset +
+        // S - 1), or the position itself, in 32 bits.
+        const int64_t extent = name == "q_offset"   ? s.L
+                               : name == "k_offset" ? s.S
+                                                    : 1;
+        if (index32 && v + std::max<int64_t>(extent, 1) - 1 >= kIndex32Limit)
+          return Status::error(where + at + " = " + str(v) +
+                               " gives positions of 2^31 or more (batch " +
+                               str(b) + ")" + kIndex32Advice);
         bool explicitPositions = name == "q_pos" || name == "k_pos";
         if (explicitPositions && static_cast<int64_t>(n) % rowLength != 0 &&
             v <= values[n - 1])

@@ -55,6 +55,7 @@ std::string serialize(const PtxModule &m) {
   llvm::raw_string_ostream os(s);
   os << "chip " << m.chip << "\n"
      << "image " << imageName(m.image) << "\n"
+     << "index-bits " << m.indexBits << "\n"
      << "kernels " << m.kernels.size() << "\n";
   for (const KernelManifest &k : m.kernels) {
     os << "kernel " << k.name << " " << k.blockM << " " << k.blockN << " "
@@ -96,6 +97,11 @@ bool deserialize(llvm::StringRef text, PtxModule &m) {
   if (!line(f, "image") || f.size() != 2 || (f[1] != "ptx" && f[1] != "llvm"))
     return false;
   m.image = f[1] == "llvm" ? DeviceImage::LlvmIR : DeviceImage::Ptx;
+  int64_t indexBits = 0;
+  if (!line(f, "index-bits") || f.size() != 2 || !number(f[1], indexBits) ||
+      (indexBits != 32 && indexBits != 64))
+    return false;
+  m.indexBits = static_cast<int>(indexBits);
   if (!line(f, "kernels") || f.size() != 2 || !number(f[1], count) ||
       count < 1 || count > 16)
     return false;
@@ -171,6 +177,7 @@ std::string KernelCache::key(mlir::ModuleOp module, const PtxOptions &options) {
      << "split " << options.splitKv << " " << options.numSms << "\n"
      << "tensor-cores " << options.tensorCores << "\n"
      << "device-validation " << options.deviceValidation << "\n"
+     << "index-bits " << options.indexBitwidth << "\n"
      << "image " << imageName(options.image) << "\n"
      << "llvm-opt " << options.llvmOptLevel << "\n"
      << "ir\n";

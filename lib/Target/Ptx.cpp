@@ -103,6 +103,10 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
       !why.empty())
     return Status::error("cannot generate code for chip '" + options.chip +
                          "': " + why);
+  if (options.indexBitwidth != 32 && options.indexBitwidth != 64)
+    return Status::error("index bitwidth " +
+                         std::to_string(options.indexBitwidth) +
+                         " is not supported (32 or 64)");
   std::string libdevice = mlir::kvattn::findLibdevice(options.libdevice);
   if (libdevice.empty())
     return Status::error(
@@ -170,6 +174,7 @@ static Status compileUncached(ModuleOp module, const PtxOptions &options,
 
   result = PtxModule();
   result.chip = options.chip;
+  result.indexBits = static_cast<int>(options.indexBitwidth);
   // In launch order (the host's program order): a cache write comes before
   // the attention that reads the cache, whatever order the passes created
   // the kernels in.
@@ -237,6 +242,7 @@ std::string manifestToJson(const PtxModule &module,
      << "  \"format\": \"kvattn-launch-manifest\",\n"
      << "  \"version\": " << kManifestVersion << ",\n"
      << "  \"chip\": " << quoted(module.chip) << ",\n"
+     << "  \"index_bits\": " << module.indexBits << ",\n"
      << "  \"ptx_file\": " << quoted(ptxFile) << ",\n"
      << "  \"kernels\": [";
   for (size_t k = 0; k < module.kernels.size(); ++k) {

@@ -2,6 +2,11 @@
 // RUN: kvattn-compile %s -o %t/sm90 --chip=sm_90 --features=+ptx80 --block-m=64 --block-n=64 | FileCheck %s --check-prefix=TOOL
 // RUN: FileCheck %s --input-file=%t/sm90.ptx
 // RUN: FileCheck %s --input-file=%t/sm90.json --check-prefix=JSON
+// RUN: kvattn-compile %s -o %t/sm90-i64 --chip=sm_90 --index-bitwidth=64
+// RUN: FileCheck %s --input-file=%t/sm90-i64.json --check-prefix=JSON64
+// RUN: not kvattn-compile %s -o %t/bad --chip=sm_90 --index-bitwidth=16 2>&1 | FileCheck %s --check-prefix=BADWIDTH
+// JSON64: "index_bits": 64,
+// BADWIDTH: index bitwidth 16 is not supported (32 or 64)
 //
 // The PTX of an append (lower-right through q_offset, kv_len) in bf16:
 // the chip, one .entry per attention with the bare-pointer ABI, the program
@@ -54,6 +59,8 @@
 // JSON: "format": "kvattn-launch-manifest",
 // JSON: "version": 1,
 // JSON: "chip": "sm_90",
+// The kernels' index arithmetic is 32-bit by default (docs/kernel-abi.md).
+// JSON: "index_bits": 32,
 // JSON: "ptx_file": "sm90.ptx",
 // JSON: "name": "append_kvattn_0",
 // JSON: {"index": 0, "name": "query", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, 4, 128], "access": "read"},

@@ -104,12 +104,23 @@ TEST_F(KernelCacheTest, MissStoresHitReadsTheSameResult) {
   EXPECT_EQ(warm.cache, "hit");
   EXPECT_EQ(warm.ptx, cold.ptx);
   EXPECT_EQ(warm.chip, cold.chip);
+  // The index width is read back (the manifest's index_bits).
+  EXPECT_EQ(cold.indexBits, 32);
+  EXPECT_EQ(warm.indexBits, 32);
   EXPECT_EQ(mlir::kvattn::manifestToJson(warm, "k.ptx"),
             mlir::kvattn::manifestToJson(cold, "k.ptx"));
   // The manifest carries real values (a hit is not an empty result).
   ASSERT_EQ(warm.kernels.size(), 1u);
   EXPECT_GT(warm.kernels[0].params.size(), 5u);
   EXPECT_GT(warm.kernels[0].threadsPerBlock, 0);
+  // 64-bit kernels are another entry, and read back as 64-bit.
+  mlir::kvattn::PtxOptions wide;
+  wide.indexBitwidth = 64;
+  EXPECT_EQ(compile(wide).cache, "miss");
+  mlir::kvattn::PtxModule wideWarm = compile(wide);
+  EXPECT_EQ(wideWarm.cache, "hit");
+  EXPECT_EQ(wideWarm.indexBits, 64);
+  EXPECT_NE(wideWarm.ptx, warm.ptx);
 }
 
 TEST_F(KernelCacheTest, KeyFollowsOptionsAndIrNotLocations) {
@@ -126,6 +137,9 @@ TEST_F(KernelCacheTest, KeyFollowsOptionsAndIrNotLocations) {
   mlir::kvattn::PtxOptions image = base;
   image.image = mlir::kvattn::DeviceImage::LlvmIR;
   EXPECT_NE(mlir::kvattn::KernelCache::key(*module, image), key);
+  mlir::kvattn::PtxOptions wide = base;
+  wide.indexBitwidth = 64;
+  EXPECT_NE(mlir::kvattn::KernelCache::key(*module, wide), key);
   // The same IR parsed again (other locations): the same key.
   mlir::MLIRContext other;
   mlir::OwningOpRef<mlir::ModuleOp> again = parse(other);

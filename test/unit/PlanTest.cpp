@@ -227,6 +227,35 @@ TEST_F(PlanTest, RunChecksBoundsAndParametersBeforeQueueing) {
   EXPECT_TRUE(st.launches.empty());
 }
 
+// A plan of 32-bit-index kernels (manifest index_bits 32) refuses a run
+// whose pages hold 2^31 elements: key/value [num_pages, 16, 2, 64] have
+// 2^11 elements per page.
+TEST_F(PlanTest, A32BitPlanRefusesBuffersOf2To31Elements) {
+  std::string json = kManifest;
+  json.replace(json.find("\"ptx_file\""), 10,
+               "\"index_bits\": 32, \"ptx_file\"");
+  Manifest m32;
+  ASSERT_TRUE(parseManifest(json, m32).isOk());
+  Sizes big = bounds;
+  big.numPages = int64_t(1) << 20;
+  std::unique_ptr<Plan> p;
+  Status s = Plan::create(*runtime, ptx, m32, big, p);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  FakeCudaState &st = *fakecuda_state();
+  st.launches.clear();
+  Sizes sizes{2, 8, 2, 1, 128, int64_t(1) << 20, 16, 8};
+  s = p->run(sizes, buffers);
+  EXPECT_EQ(s.message(),
+            "launch of 'd': 'key' has 2147483648 elements, 2^31 or more: the "
+            "kernel was compiled with 32-bit index arithmetic (manifest "
+            "index_bits 32); compile it with index-bitwidth=64 for this size");
+  EXPECT_TRUE(st.launches.empty());
+  sizes.numPages -= 1;
+  s = p->run(sizes, buffers);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  EXPECT_FALSE(st.launches.empty());
+}
+
 TEST_F(PlanTest, AManifestWithoutStatusWordIsRefused) {
   Manifest plain = manifest;
   plain.kernels.erase(plain.kernels.begin());

@@ -835,6 +835,78 @@ TEST_F(RuntimeTest, VarlenGridIsHeadsByBlocksPlusSequences) {
   EXPECT_EQ(parsed.kernels[0].kind, "attention_varlen");
 }
 
+/// kManifest compiled with 32-bit index arithmetic (`index_bits` 32).
+std::string index32Manifest() {
+  std::string m = kManifest;
+  m.replace(m.find("\"ptx_file\""), 10, "\"index_bits\": 32, \"ptx_file\"");
+  return m;
+}
+
+TEST_F(RuntimeTest, Index32KernelsRefuseBuffersOf2To31Elements) {
+  Manifest m32;
+  Status parsed = parseManifest(index32Manifest(), m32);
+  ASSERT_TRUE(parsed.isOk()) << parsed.message();
+  EXPECT_EQ(m32.indexBits, 32);
+  EXPECT_EQ(m32.kernels[0].indexBits, 32);
+  // Older manifests have 64-bit kernels.
+  EXPECT_EQ(manifest.indexBits, 64);
+  EXPECT_EQ(manifest.kernels[0].indexBits, 64);
+  const Module *module;
+  ASSERT_TRUE(runtime->loadModule(kPtx, module).isOk());
+  const std::string advice =
+      ": the kernel was compiled with 32-bit index arithmetic (manifest "
+      "index_bits 32); compile it with index-bitwidth=64 for this size";
+
+  // key [B, Hkv, S, 128] with B = Hkv = 2: 512 * S elements. S = 2^22 - 1
+  // is the largest cache a 32-bit kernel addresses (2^31 - 512 elements).
+  LaunchArgs args = validArgs();
+  args.sizes.S = (int64_t(1) << 22) - 1;
+  Status s = runtime->launch(*module, m32.kernels[0], args);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(fakecuda_state()->launches.size(), 1u);
+
+  // One key more: exactly 2^31 elements in key (and value).
+  args.sizes.S = int64_t(1) << 22;
+  s = runtime->launch(*module, m32.kernels[0], args);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(), "launch of 'k0': 'key' has 2147483648 elements, 2^31 "
+                         "or more" +
+                             advice);
+  EXPECT_EQ(fakecuda_state()->launches.size(), 1u) << "launched anyway";
+  // The 64-bit kernel takes it.
+  s = runtime->launch(*module, manifest.kernels[0], args);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(fakecuda_state()->launches.size(), 2u);
+
+  // A size of 2^31 is refused before any buffer is looked at.
+  args = validArgs();
+  args.sizes.S = int64_t(1) << 31;
+  s = runtime->launch(*module, m32.kernels[0], args);
+  EXPECT_EQ(s.message(),
+            "launch of 'k0': size S = 2147483648 is 2^31 or more" + advice);
+
+  // Positions: q_offset + L - 1 must stay below 2^31 (L = 100).
+  args = validArgs();
+  args.metadata["q_offset"] = {(int64_t(1) << 31) - 100, 0};
+  s = runtime->launch(*module, m32.kernels[0], args);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  args.metadata["q_offset"] = {0, (int64_t(1) << 31) - 99};
+  s = runtime->launch(*module, m32.kernels[0], args);
+  EXPECT_EQ(s.message(), "launch of 'k0': q_offset[1] = 2147483549 gives "
+                         "positions of 2^31 or more (batch 1)" +
+                             advice);
+  s = runtime->launch(*module, manifest.kernels[0], args);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(fakecuda_state()->launches.size(), 4u);
+
+  // index_bits is 32 or 64.
+  std::string bad = index32Manifest();
+  bad.replace(bad.find("\"index_bits\": 32"), 16, "\"index_bits\": 16");
+  Manifest m;
+  s = parseManifest(bad, m);
+  EXPECT_EQ(s.message(), "manifest: \"index_bits\" is 16 (must be 32 or 64)");
+}
+
 TEST(RuntimeManifest, RejectsBadManifests) {
   Manifest m;
   Status s = parseManifest("{", m);

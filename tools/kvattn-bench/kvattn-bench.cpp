@@ -100,6 +100,11 @@ cl::opt<bool> tensorCores("tensor-cores",
                           cl::desc("gpu: mma.sync / ldmatrix / cp.async "
                                    "(false: the scalar lowering)"),
                           cl::init(true), cl::cat(benchCategory));
+cl::opt<unsigned>
+    indexBitwidth("index-bitwidth",
+                  cl::desc("gpu: bits of the kernels' index arithmetic, 32 "
+                           "(the default) or 64"),
+                  cl::init(32), cl::cat(benchCategory));
 
 // --target=cpu
 cl::opt<int64_t> numThreads("num-threads",
@@ -448,6 +453,7 @@ int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
   double memoryBytes = 0;
   options.splitKv = splitKv;
   options.tensorCores = tensorCores;
+  options.indexBitwidth = indexBitwidth;
   // compile_ms is the compiler's time, never a cache lookup.
   options.useKernelCache = false;
   mlir::kvattn::EmulatedGpu emu;

@@ -75,6 +75,12 @@ static cl::opt<bool>
                 cl::desc("mma.sync, ldmatrix and cp.async for f16/bf16 "
                          "where the head dims allow (false: scalar FMAs)"),
                 cl::init(true), cl::cat(category));
+static cl::opt<unsigned> indexBitwidth(
+    "index-bitwidth",
+    cl::desc("Bits of the kernels' index arithmetic: 32 (the default; "
+             "every buffer under 2^31 elements, checked at launch) or "
+             "64 (larger caches)"),
+    cl::init(32), cl::cat(category));
 static cl::opt<unsigned>
     llvmOptLevel("llvm-opt-level",
                  cl::desc("LLVM optimisation level of the device code before "
@@ -152,6 +158,7 @@ int main(int argc, char **argv) {
   options.numSms = numSms;
   options.packGqa = packGqa;
   options.tensorCores = tensorCores;
+  options.indexBitwidth = indexBitwidth;
   if (llvmOptLevel > 3)
     return fail("--llvm-opt-level must be 0 to 3, not " +
                 std::to_string(llvmOptLevel));

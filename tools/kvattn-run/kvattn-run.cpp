@@ -53,6 +53,11 @@ enum class Target { Reference, Cpu, Gpu, GpuEmu };
 
 cl::OptionCategory runCategory("kvattn-run options");
 
+cl::opt<unsigned>
+    indexBitwidth("index-bitwidth",
+                  cl::desc("gpu targets: bits of the kernels' index "
+                           "arithmetic, 32 (the default) or 64"),
+                  cl::init(32), cl::cat(runCategory));
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"),
                                cl::Required, cl::cat(runCategory));
 cl::opt<Target> target(
@@ -431,6 +436,7 @@ int main(int argc, char **argv) {
     if (splitKv.getNumOccurrences())
       options.splitKv = splitKv;
     options.tensorCores = tensorCores;
+    options.indexBitwidth = indexBitwidth;
     options.configurePassManager = ::mlir::kvattn::mlirFlagsPassManagerHook();
     if (emulated)
       options.image = ::mlir::kvattn::DeviceImage::LlvmIR;

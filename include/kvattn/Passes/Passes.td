@@ -424,6 +424,43 @@ def ExternDynamicSharedMemoryPass
 }
 
 
+def GpuToNVVMPass : Pass<"kvattn-gpu-to-nvvm", "::mlir::ModuleOp"> {
+  let summary = "Lower the kernels' gpu.modules to NVVM with one index width";
+  let description = [{
+    One conversion of every `gpu.module` to the LLVM/NVVM dialects, with ONE
+    `LLVMTypeConverter` whose index type has `index-bitwidth` bits (32 by
+    default): the patterns of GPU->NVVM (thread ids, barriers, shuffles,
+    libdevice math, dynamic shared memory, gpu.func with bare pointers),
+    NVGPU->NVVM (ldmatrix, mma.sync, cp.async), memref, arith, cf, func,
+    index, ub and vector -> LLVM, applied in one partial conversion per
+    `gpu.module`. The separate convert-nvgpu-to-nvvm and
+    convert-gpu-to-nvvm passes each made their own converter, so with a
+    32-bit index the values crossing between them stayed behind
+    `unrealized_conversion_cast`s between i32 and i64.
+
+    The kernel ABI does not change with the index width
+    (docs/kernel-abi.md): before the conversion every `index` parameter of
+    a kernel becomes `i64` (a `.param .u64`) and is cast to `index` once at
+    the kernel's entry (a truncation to i32 with a 32-bit index); the
+    host's `gpu.launch_func` operands are cast to `i64` to match. Pointers
+    stay 64-bit: a load or store is a GEP of the base pointer by an i32
+    element offset, which LLVM sign-extends to 64 bits before scaling it by
+    the element size, so the byte offset cannot overflow; the element
+    offsets are exact when every buffer has fewer than 2^31 elements, which
+    the runtime checks before launching a 32-bit kernel.
+  }];
+  let options = [
+    Option<"indexBitwidth", "index-bitwidth", "unsigned", /*default=*/"32",
+           "Bits of the kernels' index arithmetic: 32 (buffers of fewer "
+           "than 2^31 elements) or 64">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::NVVM::NVVMDialect",
+  ];
+}
+
 def LowerMergePass : Pass<"kvattn-lower-merge"> {
   let summary = "Lower kvattn.merge to loops over buffers (CPU)";
   let description = [{

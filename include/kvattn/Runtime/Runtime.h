@@ -69,12 +69,18 @@ struct KernelInfo {
   /// Launch the kernels of a manifest in order, on one stream.
   std::string kind = "attention";
   int64_t dynamicSharedMemoryBytes = 0;
+  /// Bits of the kernel's index arithmetic (the manifest's `index_bits`):
+  /// a 32-bit kernel refuses a launch with a buffer of 2^31 elements or
+  /// more, or a size of 2^31 or more (validateLaunch).
+  int indexBits = 64;
 };
 
 struct Manifest {
   int version = 0;
   std::string chip;
   std::string ptxFile;
+  /// `index_bits`, 64 when absent (older manifests); every kernel's too.
+  int indexBits = 64;
   std::vector<KernelInfo> kernels;
 };
 
@@ -124,6 +130,9 @@ struct LaunchArgs {
 /// page_size; for append kernels the write rules of the reference (rows
 /// [pos, pos + L) inside the capacity S; paged: the table rules, then
 /// checkPagedWrite). Errors name the parameter, the batch and the value.
+/// A kernel with 32-bit index arithmetic (KernelInfo::indexBits) refuses
+/// sizes and buffers of 2^31 elements or more, naming them and the
+/// 64-bit option.
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args);
 
 //===----------------------------------------------------------------------===//

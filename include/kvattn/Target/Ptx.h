@@ -55,6 +55,9 @@ struct PtxModule {
   /// PTX text, or with DeviceImage::LlvmIR the device LLVM IR as text.
   std::string ptx;
   DeviceImage image = DeviceImage::Ptx;
+  /// Bits of the kernels' index arithmetic (PtxOptions::indexBitwidth; the
+  /// manifest's `index_bits`).
+  int indexBits = 64;
   std::vector<KernelManifest> kernels;
   /// IR -> PTX text, or the cache lookup's time on a hit.
   double compileMs = 0;

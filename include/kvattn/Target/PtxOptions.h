@@ -45,6 +45,12 @@ struct PtxOptions {
   /// head dims allow; false: the scalar lowering.
   bool tensorCores = true;
   DeviceImage image = DeviceImage::Ptx;
+  /// Bits of the kernels' index arithmetic (-kvattn-gpu-to-nvvm,
+  /// docs/gpu-lowering.md "Index width"): 32, the default, for buffers of
+  /// fewer than 2^31 elements each (the runtime refuses a larger launch of
+  /// such kernels; the manifest's `index_bits`), or 64 for larger caches.
+  /// The kernel ABI (i64 scalars, 64-bit pointers) is the same for both.
+  unsigned indexBitwidth = 32;
   /// LLVM's optimisation level for the device code (0 to 3: the NVVM
   /// target's `O` of gpu-module-to-binary, which runs LLVM's pipeline before
   /// the NVPTX back end; ptxas optimises the PTX again).
