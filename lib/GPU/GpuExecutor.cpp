@@ -368,9 +368,13 @@ Status GpuExecutor::run(Operation *op,
           !args.buffers.count(p.name)) {
         int64_t elements = 1;
         for (const std::string &d : p.shape)
-          elements *= std::isdigit(static_cast<unsigned char>(d[0]))
-                          ? parseDecimal(d).value_or(0)
-                          : rt::sizeByName(args.sizes, d);
+          elements *=
+              std::isdigit(static_cast<unsigned char>(d[0]))
+                  ? parseDecimal(d).value_or(0)
+              // A run-time split: the launch's chunk count, exactly.
+              : d == "N" ? rt::splitCount(k, args.sizes,
+                                          runtime_->multiprocessorCount())
+                         : rt::sizeByName(args.sizes, d);
         rt::DevicePtr ptr;
         s = allocate(elements * sizeof(float), ptr);
         if (s.isError())

@@ -20,12 +20,15 @@ bool isNumber(const std::string &dim) {
   return !dim.empty() && std::isdigit(static_cast<unsigned char>(dim[0]));
 }
 
-/// Elements of a parameter at the bound sizes.
-int64_t boundElements(const ParamInfo &p, const Sizes &bounds) {
+/// Elements of a parameter at the bound sizes (a run-time split's N at
+/// its bound, the rule's max).
+int64_t boundElements(const KernelInfo &k, const ParamInfo &p,
+                      const Sizes &bounds) {
   int64_t n = 1;
   for (const std::string &dim : p.shape)
-    n *= isNumber(dim) ? parseDecimal(dim).value_or(0)
-                       : std::max<int64_t>(sizeByName(bounds, dim), 0);
+    n *= isNumber(dim)  ? parseDecimal(dim).value_or(0)
+         : dim == "N"   ? std::max<int64_t>(k.splitRule.maxSplits, 1)
+                        : std::max<int64_t>(sizeByName(bounds, dim), 0);
   return n;
 }
 
@@ -155,7 +158,8 @@ Status Plan::create(Runtime &runtime, const std::string &image,
           !seen.insert(param.name).second)
         continue;
       if (param.name == "out_parts" || param.name == "lse_parts") {
-        size_t bytes = static_cast<size_t>(boundElements(param, bounds)) * 4;
+        size_t bytes =
+            static_cast<size_t>(boundElements(k, param, bounds)) * 4;
         DevicePtr ptr = 0;
         KVATTN_RETURN_IF_ERROR(
             runtime.allocate(bytes, ptr)
@@ -186,10 +190,13 @@ Status Plan::launchKernel(size_t index, const Sizes &sizes,
                           int64_t phase) {
   const KernelInfo &k = manifest_.kernels[index];
   values_.clear();
+  // A run-time split's N, from this run's sizes (host integers).
+  Sizes withSplit = sizes;
+  withSplit.N = splitCount(k, sizes, runtime_.multiprocessorCount());
   for (const ParamInfo &p : k.params) {
     if (p.kind == "scalar") {
       values_.push_back(static_cast<uint64_t>(
-          p.name == "phase" ? phase : sizeByName(sizes, p.name)));
+          p.name == "phase" ? phase : sizeByName(withSplit, p.name)));
       continue;
     }
     if (p.name == "status") {
@@ -223,9 +230,11 @@ static Status checkBounds(const Sizes &sizes, const Sizes &bounds) {
 static LaunchArgs argsFor(const KernelInfo &k, const Sizes &sizes,
                           const std::map<std::string, DevicePtr> &buffers,
                           DevicePtr status,
-                          const std::map<std::string, DevicePtr> &workspaces) {
+                          const std::map<std::string, DevicePtr> &workspaces,
+                          int64_t numSms) {
   LaunchArgs args;
   args.sizes = sizes;
+  args.sizes.N = splitCount(k, sizes, numSms);
   args.metadataOnDevice = true;
   for (const ParamInfo &p : k.params) {
     if (p.kind != "pointer")
@@ -254,7 +263,8 @@ Status Plan::run(const Sizes &sizes,
   // Every check before the first launch: a refused run queues nothing.
   for (const KernelInfo &k : manifest_.kernels)
     KVATTN_RETURN_IF_ERROR(
-        validateLaunch(k, argsFor(k, sizes, buffers, status_, workspaces_)));
+        validateLaunch(k, argsFor(k, sizes, buffers, status_, workspaces_,
+                                  runtime_.multiprocessorCount())));
   for (size_t v : validators_) {
     KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 0));
     KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 1));
@@ -271,7 +281,8 @@ Status Plan::runWithHostMetadata(
   std::vector<LaunchArgs> all;
   for (size_t k : kernels_) {
     const KernelInfo &info = manifest_.kernels[k];
-    LaunchArgs args = argsFor(info, sizes, buffers, status_, workspaces_);
+    LaunchArgs args = argsFor(info, sizes, buffers, status_, workspaces_,
+                              runtime_.multiprocessorCount());
     args.metadataOnDevice = false;
     for (const ParamInfo &p : info.params) {
       auto m = metadata.find(p.name);

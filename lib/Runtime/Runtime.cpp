@@ -423,7 +423,15 @@ static size_t elementBytes(const std::string &type) {
 }
 
 Status Runtime::launch(const Module &module, const KernelInfo &kernel,
-                       const LaunchArgs &args) {
+                       const LaunchArgs &argsIn) {
+  // A run-time split: the chunk count N from the sizes and this device.
+  LaunchArgs withSplit;
+  const bool runTimeSplit = kernel.splitRule.maxSplits > 0;
+  if (runTimeSplit) {
+    withSplit = argsIn;
+    withSplit.sizes.N = splitCount(kernel, argsIn.sizes, multiprocessorCount_);
+  }
+  const LaunchArgs &args = runTimeSplit ? withSplit : argsIn;
   KVATTN_RETURN_IF_ERROR(validateLaunch(kernel, args));
   const Driver &d = *impl_->driver;
 
@@ -505,7 +513,11 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
                      kernel.blockM;
   if (gridX == 0 || gridY == 0)
     return Status::ok();                // No program: nothing to compute.
-  const int64_t gridZ = kernel.splitKv; // KV chunks of a split
+  // KV chunks of a split: static, or chosen per launch (the `N` the
+  // kernels take is the same splitCount).
+  const int64_t gridZ =
+      kernel.splitKv > 0 ? kernel.splitKv
+                         : splitCount(kernel, sizes, multiprocessorCount_);
   if (gridX > 0x7fffffff || gridY > 65535 || gridZ > 65535)
     return Status::error(doing + ": the grid (" + std::to_string(gridX) +
                          " x " + std::to_string(gridY) + " x " +
