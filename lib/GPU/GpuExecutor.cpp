@@ -194,10 +194,9 @@ Status GpuExecutor::run(Operation *op,
     return Status::error("the GPU runs kvattn.attention and kvattn.append, "
                          "not " +
                          op->getName().getStringRef().str());
-  OwningOpRef<ModuleOp> module = attention
-                                     ? singleOpModule(attention, operands,
-                                                      keepDynamicShapes_)
-                                     : singleAppendModule(append, operands);
+  OwningOpRef<ModuleOp> module =
+      attention ? singleOpModule(attention, operands, keepDynamicShapes_)
+                : singleAppendModule(append, operands);
   std::string key;
   llvm::raw_string_ostream os(key);
   module->print(os);
@@ -376,13 +375,13 @@ Status GpuExecutor::run(Operation *op,
           !args.buffers.count(p.name)) {
         int64_t elements = 1;
         for (const std::string &d : p.shape)
-          elements *=
-              std::isdigit(static_cast<unsigned char>(d[0]))
-                  ? parseDecimal(d).value_or(0)
-              // A run-time split: the launch's chunk count, exactly.
-              : d == "N" ? rt::splitCount(k, args.sizes,
-                                          runtime_->multiprocessorCount())
-                         : rt::sizeByName(args.sizes, d);
+          elements *= std::isdigit(static_cast<unsigned char>(d[0]))
+                          ? parseDecimal(d).value_or(0)
+                      // A run-time split: the launch's chunk count, exactly.
+                      : d == "N"
+                          ? rt::splitCount(k, args.sizes,
+                                           runtime_->multiprocessorCount())
+                          : rt::sizeByName(args.sizes, d);
         rt::DevicePtr ptr;
         s = allocate(elements * sizeof(float), ptr);
         if (s.isError())

@@ -39,8 +39,8 @@ static const char *const kRoles[] = {
     "out",   "lse",    "out_parts", "lse_parts"};
 /// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
-    "B",         "Hq",        "Hkv", "L", "S", "num_pages",
-    "page_size", "max_pages", "B+1", "N"};
+    "B",         "Hq",        "Hkv",       "L",   "S",
+    "num_pages", "page_size", "max_pages", "B+1", "N"};
 /// kBPlus1 is no parameter: the length of q_start, named in the manifest.
 /// kN: a run-time split's chunk count (the part buffers' leading dim).
 enum SizeIndex {

@@ -502,8 +502,8 @@ private:
           m.add(m.floorDiv(s.packed() ? m.mul(qLen, m.c(s.group)) : qLen, s.bm),
                 sequences);
     }
-    Value chunks = s.runTimeSplit ? runTimeChunks(b, m, numPrograms, numQBlocks)
-                                  : Value();
+    Value chunks =
+        s.runTimeSplit ? runTimeChunks(b, m, numPrograms, numQBlocks) : Value();
     if (s.splits > 1)
       createPartBuffers(b, chunks);
     SmallVector<OpFoldResult> gridSizes = {getAsOpFoldResult(numPrograms),
@@ -542,8 +542,8 @@ private:
     Value programs = m.max(m.mul(numPrograms, numQBlocks), one);
     Value chunks = m.ceilDiv(keys, s.bn);
     if (cfg.splitMinKeys > 0)
-      chunks = m.min(chunks, b.createOrFold<arith::DivSIOp>(
-                                 keys, m.c(cfg.splitMinKeys)));
+      chunks = m.min(
+          chunks, b.createOrFold<arith::DivSIOp>(keys, m.c(cfg.splitMinKeys)));
     Value wanted = m.ceilDiv(m.c(s.splitPerSm * cfg.numSms), programs);
     return m.max(m.min(m.min(wanted, chunks), m.c(s.splits)), one);
   }
@@ -919,8 +919,7 @@ private:
               b.getNamedAttr("group", b.getI64IntegerAttr(s.group)),
               b.getNamedAttr("programs_per_sm",
                              b.getI64IntegerAttr(s.splitPerSm)),
-              b.getNamedAttr("min_keys",
-                             b.getI64IntegerAttr(cfg.splitMinKeys)),
+              b.getNamedAttr("min_keys", b.getI64IntegerAttr(cfg.splitMinKeys)),
               b.getNamedAttr("num_sms", b.getI64IntegerAttr(cfg.numSms)),
           })));
     return b.getDictionaryAttr(attrs);

@@ -154,8 +154,7 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
       KVATTN_RETURN_IF_ERROR(integer(*split, "min_keys", r.minKeys, sw));
       KVATTN_RETURN_IF_ERROR(integer(*split, "num_sms", r.numSms, sw));
       if (r.maxSplits < 1 || r.maxSplits > 65535 || r.blockM < 1 ||
-          r.blockN < 1 || r.group < 1 || r.programsPerSm < 1 ||
-          r.minKeys < 0)
+          r.blockN < 1 || r.group < 1 || r.programsPerSm < 1 || r.minKeys < 0)
         return Status::error("manifest: " + where +
                              " has an invalid split rule (max in [1, 65535], "
                              "block_m, block_n, group, programs_per_sm >= 1, "

@@ -26,9 +26,9 @@ int64_t boundElements(const KernelInfo &k, const ParamInfo &p,
                       const Sizes &bounds) {
   int64_t n = 1;
   for (const std::string &dim : p.shape)
-    n *= isNumber(dim)  ? parseDecimal(dim).value_or(0)
-         : dim == "N"   ? std::max<int64_t>(k.splitRule.maxSplits, 1)
-                        : std::max<int64_t>(sizeByName(bounds, dim), 0);
+    n *= isNumber(dim) ? parseDecimal(dim).value_or(0)
+         : dim == "N"  ? std::max<int64_t>(k.splitRule.maxSplits, 1)
+                       : std::max<int64_t>(sizeByName(bounds, dim), 0);
   return n;
 }
 
@@ -158,8 +158,7 @@ Status Plan::create(Runtime &runtime, const std::string &image,
           !seen.insert(param.name).second)
         continue;
       if (param.name == "out_parts" || param.name == "lse_parts") {
-        size_t bytes =
-            static_cast<size_t>(boundElements(k, param, bounds)) * 4;
+        size_t bytes = static_cast<size_t>(boundElements(k, param, bounds)) * 4;
         DevicePtr ptr = 0;
         KVATTN_RETURN_IF_ERROR(
             runtime.allocate(bytes, ptr)

@@ -512,12 +512,12 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
                          : (kernel.group * sizes.L + kernel.blockM - 1) /
                      kernel.blockM;
   if (gridX == 0 || gridY == 0)
-    return Status::ok();                // No program: nothing to compute.
+    return Status::ok(); // No program: nothing to compute.
   // KV chunks of a split: static, or chosen per launch (the `N` the
   // kernels take is the same splitCount).
-  const int64_t gridZ =
-      kernel.splitKv > 0 ? kernel.splitKv
-                         : splitCount(kernel, sizes, multiprocessorCount_);
+  const int64_t gridZ = kernel.splitKv > 0
+                            ? kernel.splitKv
+                            : splitCount(kernel, sizes, multiprocessorCount_);
   if (gridX > 0x7fffffff || gridY > 65535 || gridZ > 65535)
     return Status::error(doing + ": the grid (" + std::to_string(gridX) +
                          " x " + std::to_string(gridY) + " x " +

@@ -50,9 +50,9 @@ static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
     auto get = [&](StringRef key) {
       return rule.getAs<IntegerAttr>(key).getInt();
     };
-    m.splitRule = {get("max"),          get("block_m"),  get("block_n"),
-                   get("group"),        get("programs_per_sm"),
-                   get("min_keys"),     get("num_sms")};
+    m.splitRule = {get("max"),    get("block_m"),         get("block_n"),
+                   get("group"),  get("programs_per_sm"), get("min_keys"),
+                   get("num_sms")};
   }
   m.threadsPerBlock = 32 * m.numWarps;
   m.dynamicSharedMemoryBytes =
@@ -314,8 +314,7 @@ std::string manifestToJson(const PtxModule &module,
          << ", \"programs_per_sm\": " << r.programsPerSm
          << ", \"min_keys\": " << r.minKeys << ", \"num_sms\": " << r.numSms
          << "},\n";
-    os
-       << "      \"kind\": " << quoted(m.kind) << "\n"
+    os << "      \"kind\": " << quoted(m.kind) << "\n"
        << "    }";
   }
   os << "\n  ]\n}\n";

@@ -429,7 +429,8 @@ TEST(PlanSplit, DecodeLoopPicksTheSplitPerRunWithoutAllocating) {
     EXPECT_EQ(a.kernel, "a");
     EXPECT_EQ(m.kernel, "m");
     EXPECT_EQ(a.grid[0], 8u);
-    EXPECT_EQ(a.grid[2], static_cast<unsigned>(expected[i])) << "S " << steps[i];
+    EXPECT_EQ(a.grid[2], static_cast<unsigned>(expected[i]))
+        << "S " << steps[i];
     EXPECT_EQ(a.params[12], static_cast<uint64_t>(expected[i]));
     EXPECT_EQ(m.params[7], static_cast<uint64_t>(expected[i]));
     EXPECT_EQ(m.grid[0], 32u);

@@ -868,8 +868,9 @@ TEST(RuntimeManifest, RejectsBadManifests) {
 namespace {
 
 /// What kvattn-compile writes for a dynamic-shape GQA attention (B, L, S
-/// dynamic; 32 query heads over 8 kv heads, D = 128, bf16): the attention kernel's grid z and both
-/// kernels' last scalar N are chosen at run time by the rule.
+/// dynamic; 32 query heads over 8 kv heads, D = 128, bf16): the attention
+/// kernel's grid z and both kernels' last scalar N are chosen at run time by
+/// the rule.
 const char *kSplitManifest = R"json({
   "format": "kvattn-launch-manifest", "version": 2, "chip": "sm_90",
   "ptx_file": "s.ptx",

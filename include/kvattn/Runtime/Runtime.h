@@ -67,8 +67,8 @@ struct KernelInfo {
   /// kernels: the attention (grid z = N) and the merge (N parts); maxSplits
   /// 0: none. Both take the chunk count as their last scalar `N`.
   struct SplitRule {
-    int64_t maxSplits = 0, blockM = 0, blockN = 0, group = 1,
-            programsPerSm = 0, minKeys = 0, numSms = 0;
+    int64_t maxSplits = 0, blockM = 0, blockN = 0, group = 1, programsPerSm = 0,
+            minKeys = 0, numSms = 0;
   } splitRule;
   /// "attention", or "merge": the kernel that merges the partial states
   /// (`out_parts`, `lse_parts`) a split-KV attention kernel wrote, or

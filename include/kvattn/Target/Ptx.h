@@ -51,8 +51,8 @@ struct KernelManifest {
   /// A run-time split's rule (both its kernels; maxSplits 0: none): the
   /// runtime's rt::splitCount computes the chunk count N from it.
   struct SplitRule {
-    int64_t maxSplits = 0, blockM = 0, blockN = 0, group = 1,
-            programsPerSm = 0, minKeys = 0, numSms = 0;
+    int64_t maxSplits = 0, blockM = 0, blockN = 0, group = 1, programsPerSm = 0,
+            minKeys = 0, numSms = 0;
   } splitRule;
   /// "attention", or "merge" for the kernel that merges a split's parts.
   std::string kind = "attention";
