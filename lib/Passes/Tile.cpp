@@ -502,8 +502,9 @@ private:
           m.add(m.floorDiv(s.packed() ? m.mul(qLen, m.c(s.group)) : qLen, s.bm),
                 sequences);
     }
-    Value chunks =
-        s.runTimeSplit ? runTimeChunks(b, m, numPrograms, numQBlocks) : Value();
+    Value chunks = runTimeN =
+        s.runTimeSplit ? runTimeChunks(b, m, numPrograms, numQBlocks)
+                       : Value();
     if (s.splits > 1)
       createPartBuffers(b, chunks);
     SmallVector<OpFoldResult> gridSizes = {getAsOpFoldResult(numPrograms),
@@ -884,9 +885,27 @@ private:
                                        offsets, sizes, strides)
           .getResult();
     };
-    TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, part(outParts),
-                        part(lseParts), r.bIdx, r.head, r.qStart, r.rows,
-                        groupAttr);
+    auto storeParts = [&] {
+      TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, part(outParts),
+                          part(lseParts), r.bIdx, r.head, r.qStart, r.rows,
+                          groupAttr);
+    };
+    if (!s.runTimeSplit) {
+      storeParts();
+      return;
+    }
+    // A run-time split of n = 1 chunk: the program's state is final, it
+    // goes to out (and lse) directly and the merge is skipped (as
+    // FlashAttention does with num_splits = 1). n is uniform over the grid.
+    Value single = pb.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::eq,
+                                                  chunkCount(p), p.c(1));
+    auto ifSingle = scf::IfOp::create(pb, single, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(pb);
+    pb.setInsertionPointToStart(ifSingle.thenBlock());
+    TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, buf.out, buf.lse,
+                        r.qBatch, r.head, r.qRowStart, r.rows, groupAttr);
+    pb.setInsertionPointToStart(ifSingle.elseBlock());
+    storeParts();
   }
 
   //===--------------------------------------------------------------------===//
@@ -927,8 +946,18 @@ private:
 
   /// One instance per (batch x head, query block) merges its rows' partial
   /// states in chunk order (deterministic, (0, -inf) the identity) into out
-  /// and lse; the part buffers are freed after it.
+  /// and lse; the part buffers are freed after it. A run-time split merges
+  /// only when n > 1 (n = 1 stored out directly).
   void emitMergeProgram(ImplicitLocOpBuilder &b, IndexMath &m) {
+    std::optional<OpBuilder::InsertionGuard> guard;
+    if (s.runTimeSplit) {
+      auto ifSplit = scf::IfOp::create(
+          b, b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sgt,
+                                           runTimeN, m.c(1)),
+          /*withElseRegion=*/false);
+      guard.emplace(b);
+      b.setInsertionPointToStart(ifSplit.thenBlock());
+    }
     auto merge = scf::ForallOp::create(
         b, b.getLoc(),
         ArrayRef<OpFoldResult>{getAsOpFoldResult(m.mul(batch, qHeads)),
@@ -948,6 +977,7 @@ private:
           scf::InParallelOp::create(pb);
         });
     merge->setAttr("kvattn.tile_config", tileConfig(b, 1, 1, "merge"));
+    guard.reset();
     memref::DeallocOp::create(b, outParts);
     memref::DeallocOp::create(b, lseParts);
   }
@@ -974,6 +1004,8 @@ private:
   Value batch, qHeads, qLen;
   /// A split's partial states (null without a split).
   Value outParts, lseParts;
+  /// A run-time split's chunk count n, on the host.
+  Value runTimeN;
 };
 
 } // namespace

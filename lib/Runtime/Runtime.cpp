@@ -518,6 +518,11 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
   const int64_t gridZ = kernel.splitKv > 0
                             ? kernel.splitKv
                             : splitCount(kernel, sizes, multiprocessorCount_);
+  // A run-time split of one chunk: the attention kernel stored out itself,
+  // there is nothing to merge.
+  if (kernel.kind == "merge" && kernel.splitRule.maxSplits > 0 &&
+      splitCount(kernel, sizes, multiprocessorCount_) == 1)
+    return Status::ok();
   if (gridX > 0x7fffffff || gridY > 65535 || gridZ > 65535)
     return Status::error(doing + ": the grid (" + std::to_string(gridX) +
                          " x " + std::to_string(gridY) + " x " +

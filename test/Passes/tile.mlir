@@ -291,8 +291,8 @@ func.func @decode_short_cache(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x1000x1
 // P = B * 8 packed programs, n = clamp(min(ceil(8 * 132 / P),
 // ceil(S / 32), floor(S / 512)), 1, 64); n is the grid's third dim and the
 // part buffers' leading dim, which each program reads back for its chunk
-// size ceil((nHi - nLo) / n). The merge reads n parts. split-kv = 1 (the
-// default RUN line): no split.
+// size ceil((nHi - nLo) / n); with n = 1 it stores out directly and the
+// merge (n parts) is skipped. split-kv = 1 (the default RUN line): no split.
 
 // GPUSPLIT-LABEL: func @runtime_split_decode
 // GPUSPLIT-DAG:     %[[Q:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = "query"}
@@ -314,10 +314,19 @@ func.func @decode_short_cache(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x1000x1
 // GPUSPLIT:           %[[NIN:.*]] = memref.dim %[[OP]], %{{.*}} : memref<?x?x32x1x128xf32>
 // GPUSPLIT:           %[[SIZE:.*]] = arith.ceildivsi %{{.*}}, %[[NIN]] : index
 // GPUSPLIT:           arith.muli %[[CHUNK]], %[[SIZE]] : index
-// GPUSPLIT:           memref.subview %[[OP]][%[[CHUNK]], 0, 0, 0, 0]
+// GPUSPLIT:           %[[ONE:.*]] = arith.cmpi eq, %[[NIN]], %c1 : index
+// GPUSPLIT:           scf.if %[[ONE]] {
+// GPUSPLIT:             kvattn.tile.store {{.*}} into %[[OUT:[^ ]*]] [
+// GPUSPLIT-SAME:          memref<?x32x1x128xbf16>
+// GPUSPLIT:           } else {
+// GPUSPLIT:             memref.subview %[[OP]][%[[CHUNK]], 0, 0, 0, 0]
+// GPUSPLIT:             kvattn.tile.store
+// GPUSPLIT-SAME:          memref<?x32x1x128xf32, strided<[4096, 128, 128, 1], offset: ?>>
 // GPUSPLIT:         split_kv = 0 : i64, split_rule = {block_m = 16 : i64, block_n = 32 : i64, group = 4 : i64, max = 64 : i64, min_keys = 512 : i64, num_sms = 132 : i64, programs_per_sm = 8 : i64}
-// GPUSPLIT:         scf.forall
-// GPUSPLIT:           kvattn.tile.merge %[[OP]], %[[LP]]
+// GPUSPLIT:         %[[MANY:.*]] = arith.cmpi sgt, %[[N]], %c1 : index
+// GPUSPLIT:         scf.if %[[MANY]] {
+// GPUSPLIT:           scf.forall
+// GPUSPLIT:             kvattn.tile.merge %[[OP]], %[[LP]]{{.*}} into %[[OUT]]
 // GPUSPLIT-SAME:        memref<?x?x32x1x128xf32>, memref<?x?x32x1xf32>
 // GPUSPLIT:         kind = "merge", {{.*}} split_kv = 1 : i64, split_rule = {{{.*}}max = 64 : i64
 

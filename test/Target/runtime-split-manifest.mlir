@@ -15,19 +15,21 @@
 // dynamic B and S, kvattn-compile's default split-kv = 0: a run-time split
 // (docs/kernel-abi.md, "Run-time split-KV"). Manifest version 2; the
 // attention kernel's grid z and both kernels' last scalar are N; the part
-// buffers are [N, B, 32, 1, ...]; both carry the rule (N_max 64, the
+// buffers are [N, B, 32, 1, ...] (the attention writes out itself when
+// N = 1); both carry the rule (N_max 64, the
 // attention's 16 x 32 tiles, G = 4, 8 one-warp programs per
 // multiprocessor, chunks of at least 512 keys).
 
-// TOOL: decode_kvattn_0: 12 params
+// TOOL: decode_kvattn_0: 13 params
 // TOOL: decode_kvattn_1: 7 params
 
 // CHECK: "version": 2,
 // CHECK: "name": "decode_kvattn_0",
-// CHECK: {"index": 4, "name": "out_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, 1, 128], "access": "write"},
-// CHECK: {"index": 5, "name": "lse_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, 1], "access": "write"},
-// CHECK: {"index": 10, "name": "S", "kind": "scalar"
-// CHECK: {"index": 11, "name": "N", "kind": "scalar", "type": "i64", "element_type": "i64"}
+// CHECK: {"index": 4, "name": "out", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 32, 1, 128], "access": "write"},
+// CHECK: {"index": 5, "name": "out_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, 1, 128], "access": "write"},
+// CHECK: {"index": 6, "name": "lse_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, 1], "access": "write"},
+// CHECK: {"index": 11, "name": "S", "kind": "scalar"
+// CHECK: {"index": 12, "name": "N", "kind": "scalar", "type": "i64", "element_type": "i64"}
 // CHECK: "grid": {"x": "B * Hq / 4", "y": "ceil(4 * L / 16)", "z": "N"},
 // CHECK: "tile": {"block_m": 16, "block_n": 32, "num_warps": 1, "num_stages": 2, "group": 4, "split_kv": 0},
 // CHECK: "split": {"max": 64, "block_m": 16, "block_n": 32, "group": 4, "programs_per_sm": 8, "min_keys": 512, "num_sms": 132},
@@ -39,10 +41,10 @@
 // CHECK: "split": {"max": 64, "block_m": 16, "block_n": 32, "group": 4, "programs_per_sm": 8, "min_keys": 512, "num_sms": 132},
 // CHECK: "kind": "merge"
 
-// The kernels' .entry take 12 and 7 parameters.
+// The kernels' .entry take 13 and 7 parameters.
 // PTX: .visible .entry decode_kvattn_0(
-// PTX: .param .u64 decode_kvattn_0_param_11
-// PTX-NOT: decode_kvattn_0_param_12
+// PTX: .param .u64 decode_kvattn_0_param_12
+// PTX-NOT: decode_kvattn_0_param_13
 // PTX: .visible .entry decode_kvattn_1(
 // PTX: .param .u64 decode_kvattn_1_param_6
 // PTX-NOT: decode_kvattn_1_param_7

@@ -330,15 +330,16 @@ const char *kSplitManifest = R"json({
         {"index": 1, "name": "key", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, "S", 128], "access": "read"},
         {"index": 2, "name": "value", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, "S", 128], "access": "read"},
         {"index": 3, "name": "kv_len", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B"], "access": "read"},
-        {"index": 4, "name": "out_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, 1, 128], "access": "write"},
-        {"index": 5, "name": "lse_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, 1], "access": "write"},
-        {"index": 6, "name": "status", "kind": "pointer", "type": "u64", "element_type": "i64", "shape": [16], "access": "read"},
-        {"index": 7, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
-        {"index": 8, "name": "Hq", "kind": "scalar", "type": "i64", "element_type": "i64"},
-        {"index": 9, "name": "Hkv", "kind": "scalar", "type": "i64", "element_type": "i64"},
-        {"index": 10, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
-        {"index": 11, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"},
-        {"index": 12, "name": "N", "kind": "scalar", "type": "i64", "element_type": "i64"}
+        {"index": 4, "name": "out", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 32, 1, 128], "access": "write"},
+        {"index": 5, "name": "out_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, 1, 128], "access": "write"},
+        {"index": 6, "name": "lse_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, 1], "access": "write"},
+        {"index": 7, "name": "status", "kind": "pointer", "type": "u64", "element_type": "i64", "shape": [16], "access": "read"},
+        {"index": 8, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 9, "name": "Hq", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 10, "name": "Hkv", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 11, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 12, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 13, "name": "N", "kind": "scalar", "type": "i64", "element_type": "i64"}
       ],
       "grid": {"x": "B * Hq / 4", "y": "ceil(4 * L / 16)", "z": "N"},
       "block": {"x": 32, "y": 1, "z": 1},
@@ -386,7 +387,7 @@ TEST(PlanSplit, DecodeLoopPicksTheSplitPerRunWithoutAllocating) {
   Status s = parseManifest(kSplitManifest, manifest);
   ASSERT_TRUE(s.isOk()) << s.message();
   const std::string image = ".version 8.0\n.target sm_90\n" +
-                            entry("a_validate", 9) + entry("a", 13) +
+                            entry("a_validate", 9) + entry("a", 14) +
                             entry("m", 8);
   const Sizes bounds{8, 32, 8, 1, 32768};
   std::unique_ptr<Plan> plan;
@@ -422,16 +423,23 @@ TEST(PlanSplit, DecodeLoopPicksTheSplitPerRunWithoutAllocating) {
   EXPECT_EQ(c.synchronizations, 0);
   EXPECT_EQ(c.synchronousCopies, 0);
   EXPECT_EQ(c.asyncCopies, 0);
-  // Per run: the validation kernel twice, the attention, the merge.
-  ASSERT_EQ(st.launches.size(), 4 * std::size(steps));
+  // Per run: the validation kernel twice, the attention, the merge (none
+  // for n = 1: the attention stored out itself).
+  ASSERT_EQ(st.launches.size(), 4 * std::size(steps) - 2);
+  size_t at = 0;
   for (size_t i = 0; i < std::size(steps); ++i) {
-    const FakeLaunch &a = st.launches[4 * i + 2], &m = st.launches[4 * i + 3];
+    EXPECT_EQ(st.launches[at].kernel, "a_validate");
+    const FakeLaunch &a = st.launches[at + 2];
+    at += expected[i] > 1 ? 4 : 3;
     EXPECT_EQ(a.kernel, "a");
-    EXPECT_EQ(m.kernel, "m");
     EXPECT_EQ(a.grid[0], 8u);
     EXPECT_EQ(a.grid[2], static_cast<unsigned>(expected[i]))
         << "S " << steps[i];
-    EXPECT_EQ(a.params[12], static_cast<uint64_t>(expected[i]));
+    EXPECT_EQ(a.params[13], static_cast<uint64_t>(expected[i]));
+    if (expected[i] == 1)
+      continue;
+    const FakeLaunch &m = st.launches[at - 1];
+    EXPECT_EQ(m.kernel, "m");
     EXPECT_EQ(m.params[7], static_cast<uint64_t>(expected[i]));
     EXPECT_EQ(m.grid[0], 32u);
     EXPECT_EQ(m.grid[2], 1u);
