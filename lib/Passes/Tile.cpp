@@ -503,8 +503,7 @@ private:
                 sequences);
     }
     Value chunks = runTimeN =
-        s.runTimeSplit ? runTimeChunks(b, m, numPrograms, numQBlocks)
-                       : Value();
+        s.runTimeSplit ? runTimeChunks(b, m, numPrograms, numQBlocks) : Value();
     if (s.splits > 1)
       createPartBuffers(b, chunks);
     SmallVector<OpFoldResult> gridSizes = {getAsOpFoldResult(numPrograms),
@@ -538,15 +537,28 @@ private:
   Value runTimeChunks(ImplicitLocOpBuilder &b, IndexMath &m, Value numPrograms,
                       Value numQBlocks) {
     Value one = m.c(1);
-    Value keys = s.paged ? m.mul(m.dim(buf.blockTable, 1), m.dim(buf.k, 1))
-                         : m.dim(buf.k, 2);
+    // (Named locals: the IR order must not depend on the compiler's
+    // argument evaluation order.)
+    Value keys;
+    if (s.paged) {
+      Value maxPages = m.dim(buf.blockTable, 1);
+      Value pageSize = m.dim(buf.k, 1);
+      keys = m.mul(maxPages, pageSize);
+    } else {
+      keys = m.dim(buf.k, 2);
+    }
     Value programs = m.max(m.mul(numPrograms, numQBlocks), one);
     Value chunks = m.ceilDiv(keys, s.bn);
-    if (cfg.splitMinKeys > 0)
-      chunks = m.min(
-          chunks, b.createOrFold<arith::DivSIOp>(keys, m.c(cfg.splitMinKeys)));
-    Value wanted = m.ceilDiv(m.c(s.splitPerSm * cfg.numSms), programs);
-    return m.max(m.min(m.min(wanted, chunks), m.c(s.splits)), one);
+    if (cfg.splitMinKeys > 0) {
+      Value minKeys = m.c(cfg.splitMinKeys);
+      Value byKeys = b.createOrFold<arith::DivSIOp>(keys, minKeys);
+      chunks = m.min(chunks, byKeys);
+    }
+    Value slots = m.c(s.splitPerSm * cfg.numSms);
+    Value wanted = m.ceilDiv(slots, programs);
+    Value capped = m.min(wanted, chunks);
+    Value maxSplits = m.c(s.splits);
+    return m.max(m.min(capped, maxSplits), one);
   }
 
   /// The chunk count inside a program: static, or a run-time split's n,
@@ -897,8 +909,10 @@ private:
     // A run-time split of n = 1 chunk: the program's state is final, it
     // goes to out (and lse) directly and the merge is skipped (as
     // FlashAttention does with num_splits = 1). n is uniform over the grid.
-    Value single = pb.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::eq,
-                                                  chunkCount(p), p.c(1));
+    Value chunks = chunkCount(p);
+    Value one = p.c(1);
+    Value single =
+        pb.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::eq, chunks, one);
     auto ifSingle = scf::IfOp::create(pb, single, /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(pb);
     pb.setInsertionPointToStart(ifSingle.thenBlock());
@@ -951,10 +965,10 @@ private:
   void emitMergeProgram(ImplicitLocOpBuilder &b, IndexMath &m) {
     std::optional<OpBuilder::InsertionGuard> guard;
     if (s.runTimeSplit) {
-      auto ifSplit = scf::IfOp::create(
-          b, b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sgt,
-                                           runTimeN, m.c(1)),
-          /*withElseRegion=*/false);
+      Value one = m.c(1);
+      Value many = b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sgt,
+                                                 runTimeN, one);
+      auto ifSplit = scf::IfOp::create(b, many, /*withElseRegion=*/false);
       guard.emplace(b);
       b.setInsertionPointToStart(ifSplit.thenBlock());
     }

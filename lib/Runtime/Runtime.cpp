@@ -448,7 +448,10 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
     }
     auto meta = args.metadata.find(p.name);
     if (args.metadataOnDevice || meta == args.metadata.end()) {
-      values.push_back(args.buffers.at(p.name));
+      // (Absent only where validateLaunch allows it: the unused parts of a
+      // one-chunk run-time split.)
+      auto buffer = args.buffers.find(p.name);
+      values.push_back(buffer == args.buffers.end() ? 0 : buffer->second);
       continue;
     }
     size_t width = elementBytes(p.elementType);

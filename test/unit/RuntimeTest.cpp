@@ -1051,3 +1051,35 @@ TEST(RuntimeSplit, ManifestRulesAreChecked) {
             std::string::npos)
       << s.message();
 }
+
+// n = 1: the attention kernel writes out itself and leaves the parts
+// alone, so a caller may pass none (the launch gets null pointers); with
+// n > 1 they are required.
+TEST(RuntimeSplit, OneChunkNeedsNoParts) {
+  fakecuda_reset();
+  std::unique_ptr<Runtime> runtime;
+  RuntimeOptions options;
+  options.libraryPath = KVATTN_FAKE_CUDA;
+  ASSERT_TRUE(Runtime::create(runtime, options).isOk());
+  Manifest manifest;
+  ASSERT_TRUE(parseManifest(kSplitManifest, manifest).isOk());
+  const Module *module;
+  ASSERT_TRUE(
+      runtime->loadModule(entryOf("a", 13) + entryOf("m", 7), module).isOk());
+  LaunchArgs args;
+  args.sizes = {2, 32, 8, 1, 700}; // floor(700 / 512) = 1 chunk
+  args.buffers = {
+      {"query", 0x1000}, {"key", 0x2000}, {"value", 0x3000}, {"out", 0x4000}};
+  args.metadata["kv_len"] = {700, 333};
+  Status s = runtime->launch(*module, manifest.kernels[0], args);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_EQ(fakecuda_state()->launches.size(), 1u);
+  EXPECT_EQ(fakecuda_state()->launches[0].grid[2], 1u);
+  EXPECT_EQ(fakecuda_state()->launches[0].params[5], 0u); // out_parts
+  args.sizes.S = 4096; // 8 chunks: the parts are needed
+  args.metadata["kv_len"] = {4096, 333};
+  s = runtime->launch(*module, manifest.kernels[0], args);
+  EXPECT_NE(s.message().find("missing device buffer 'out_parts'"),
+            std::string::npos)
+      << s.message();
+}
