@@ -60,7 +60,8 @@ std::vector<std::string> appendRoles(mlir::kvattn::AppendOp op) {
 /// kvattn.attention) to arguments of the operands' run-time (static) shapes.
 OwningOpRef<ModuleOp>
 singleOpModule(mlir::kvattn::AttentionOp op,
-               const std::vector<const HostTensor *> &operands) {
+               const std::vector<const HostTensor *> &operands,
+               bool keepDynamicShapes) {
   MLIRContext *ctx = op.getContext();
   OpBuilder b(ctx);
   OwningOpRef<ModuleOp> module = ModuleOp::create(op.getLoc());
@@ -68,16 +69,22 @@ singleOpModule(mlir::kvattn::AttentionOp op,
   SmallVector<Type> argTypes;
   for (auto [value, tensor] : llvm::zip(op->getOperands(), operands)) {
     Type elt = cast<ShapedType>(value.getType()).getElementType();
-    argTypes.push_back(RankedTensorType::get(tensor->shape(), elt));
+    argTypes.push_back(keepDynamicShapes
+                           ? value.getType()
+                           : RankedTensorType::get(tensor->shape(), elt));
   }
   // Result shapes follow from the operands: out [B, Hq, L, Dv], lse [B, Hq, L].
   const auto &q = operands[0]->shape(), &v = operands[2]->shape();
   SmallVector<Type> resultTypes;
-  resultTypes.push_back(RankedTensorType::get(
-      {q[0], q[1], q[2], v[3]}, op.getOut().getType().getElementType()));
-  if (op.getLse())
-    resultTypes.push_back(
-        RankedTensorType::get({q[0], q[1], q[2]}, b.getF32Type()));
+  if (keepDynamicShapes) {
+    resultTypes.append(op->result_type_begin(), op->result_type_end());
+  } else {
+    resultTypes.push_back(RankedTensorType::get(
+        {q[0], q[1], q[2], v[3]}, op.getOut().getType().getElementType()));
+    if (op.getLse())
+      resultTypes.push_back(
+          RankedTensorType::get({q[0], q[1], q[2]}, b.getF32Type()));
+  }
   auto func = func::FuncOp::create(b, op.getLoc(), "kvattn_gpu",
                                    b.getFunctionType(argTypes, resultTypes));
   Block *entry = func.addEntryBlock();
@@ -187,9 +194,9 @@ Status GpuExecutor::run(Operation *op,
     return Status::error("the GPU runs kvattn.attention and kvattn.append, "
                          "not " +
                          op->getName().getStringRef().str());
-  OwningOpRef<ModuleOp> module = attention
-                                     ? singleOpModule(attention, operands)
-                                     : singleAppendModule(append, operands);
+  OwningOpRef<ModuleOp> module =
+      attention ? singleOpModule(attention, operands, keepDynamicShapes_)
+                : singleAppendModule(append, operands);
   std::string key;
   llvm::raw_string_ostream os(key);
   module->print(os);
@@ -370,6 +377,10 @@ Status GpuExecutor::run(Operation *op,
         for (const std::string &d : p.shape)
           elements *= std::isdigit(static_cast<unsigned char>(d[0]))
                           ? parseDecimal(d).value_or(0)
+                      // A run-time split: the launch's chunk count, exactly.
+                      : d == "N"
+                          ? rt::splitCount(k, args.sizes,
+                                           runtime_->multiprocessorCount())
                           : rt::sizeByName(args.sizes, d);
         rt::DevicePtr ptr;
         s = allocate(elements * sizeof(float), ptr);

@@ -39,8 +39,10 @@ static const char *const kRoles[] = {
     "out",   "lse",    "out_parts", "lse_parts"};
 /// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
-    "B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages", "B+1"};
+    "B",         "Hq",        "Hkv",       "L",   "S",
+    "num_pages", "page_size", "max_pages", "B+1", "N"};
 /// kBPlus1 is no parameter: the length of q_start, named in the manifest.
+/// kN: a run-time split's chunk count (the part buffers' leading dim).
 enum SizeIndex {
   kB,
   kHq,
@@ -50,12 +52,13 @@ enum SizeIndex {
   kNumPages,
   kPageSize,
   kMaxPages,
-  kBPlus1
+  kBPlus1,
+  kN
 };
 
 /// The symbolic shape of an operand: each dimension is one of the sizes, or
-/// -1 for a static dimension (head dims, broadcast dims of the mask, the
-/// split count of the partial states).
+/// -1 for a static dimension (head dims, broadcast dims of the mask); the
+/// split count of the partial states is N (dynamic with a run-time split).
 static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
                                       bool paged) {
   if (role == "query")
@@ -78,9 +81,9 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
   if (role == "lse")
     return {kB, kHq, kL};
   if (role == "out_parts")
-    return {-1, kB, kHq, kL, -1};
+    return {kN, kB, kHq, kL, -1};
   if (role == "lse_parts")
-    return {-1, kB, kHq, kL};
+    return {kN, kB, kHq, kL};
   // mask: right-aligned against [B, Hq, L, S].
   SmallVector<int> full = {kB, kHq, kL, kS};
   return SmallVector<int>(full.end() - rank, full.end());
@@ -173,6 +176,18 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
                                      : SmallVector<int>{kB, kHq, kHkv, kL, kS};
   if (paged)
     sizeIds.append({kNumPages, kPageSize, kMaxPages});
+  // A run-time split: both kernels take its chunk count N last (the
+  // runtime computes it per launch: docs/kernel-abi.md).
+  const bool runTimeSplit = static_cast<bool>(config.get("split_rule"));
+  if (runTimeSplit) {
+    auto parts = buffers.find("out_parts");
+    if (parts == buffers.end() ||
+        !cast<MemRefType>(parts->second.getType()).isDynamicDim(0))
+      return forall.emitOpError()
+             << "kvattn-outline-tile-programs: a run-time split needs part "
+                "buffers with a dynamic leading dim";
+    sizeIds.push_back(kN);
+  }
 
   // The kernel signature.
   SmallVector<StringRef> roles;
@@ -279,6 +294,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     Value q = buffers["query"], k = buffers["key"];
     operands.append({batch(), dim(q, 1), dim(k, 1), dim(q, 2), dim(k, 2)});
   }
+  if (runTimeSplit)
+    operands.push_back(dim(buffers["out_parts"], 0));
   auto bound = [&](OpFoldResult ofr) {
     return getValueOrCreateConstantIndexOp(hb, hb.getLoc(), ofr);
   };

@@ -73,6 +73,9 @@ struct IndexMath {
   Value ceilDiv(Value x, int64_t d) {
     return b.createOrFold<arith::CeilDivSIOp>(x, c(d));
   }
+  Value ceilDiv(Value x, Value d) {
+    return b.createOrFold<arith::CeilDivSIOp>(x, d);
+  }
   Value lt(Value x, Value y) {
     return b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::slt, x, y);
   }
@@ -84,8 +87,14 @@ struct IndexMath {
     Value v = memref::LoadOp::create(b, buffer, ValueRange{index});
     return arith::IndexCastOp::create(b, b.getIndexType(), v);
   }
+  /// A static dim folds to a constant; a dynamic one stays a memref.dim
+  /// of `buffer` (not folded into an alloc's size operand), so that a
+  /// program that reads it captures the buffer only.
   Value dim(Value buffer, int64_t d) {
-    return b.createOrFold<memref::DimOp>(buffer, d);
+    auto type = cast<MemRefType>(buffer.getType());
+    if (type.isDynamicDim(d))
+      return memref::DimOp::create(b, buffer, d);
+    return c(type.getDimSize(d));
   }
 };
 
@@ -141,12 +150,40 @@ void ensureStatsGlobal(ModuleOp module) {
 
 } // namespace
 
-/// split-kv = 0: enough chunks for `warpsPerSm` resident warps per
-/// multiprocessor (0: two programs per multiprocessor), no more chunks than
-/// KV blocks nor than leave each chunk `minKeys` keys, at most 64 (the
-/// GPU merge keeps a row's part lses in registers up to that); 1 when
-/// the shapes are dynamic (decided at compile time, so it needs static B,
-/// Hq, L, S).
+/// The largest automatic split: the GPU merge keeps a row's part lses in
+/// registers up to that.
+static constexpr int64_t kMaxAutomaticSplit = 64;
+
+/// The programs per multiprocessor split-kv = 0 aims at: enough for
+/// `warpsPerSm` resident warps (0: two programs).
+static int64_t splitProgramsPerSm(int64_t numWarps, const TileConfig &cfg) {
+  // (block-m < 16 records 0 warps: count one.)
+  const int64_t warps = std::max<int64_t>(numWarps, 1);
+  return cfg.splitWarpsPerSm > 0 ? (cfg.splitWarpsPerSm + warps - 1) / warps
+                                 : 2;
+}
+
+/// The split rule (docs/tile-program.md, "Choosing N"), on static sizes:
+/// `programs` program instances over `keys` keys, `perSm` programs per
+/// multiprocessor on `numSms` of them, chunks of at least `minKeys` keys
+/// (0: one block) and at most `maxSplits` chunks. The runtime evaluates the
+/// same rule per launch (rt::splitCount) for a run-time split.
+static int64_t splitRule(int64_t programs, int64_t keys, int64_t bn,
+                         int64_t perSm, int64_t numSms, int64_t minKeys,
+                         int64_t maxSplits) {
+  programs = std::max<int64_t>(programs, 1);
+  int64_t chunks = (keys + bn - 1) / bn;
+  if (minKeys > 0)
+    chunks = std::min(chunks, keys / minKeys);
+  int64_t wanted = (perSm * numSms + programs - 1) / programs;
+  return std::clamp<int64_t>(std::min(wanted, chunks), 1, maxSplits);
+}
+
+/// split-kv = 0 with static B, Hq, L, S: enough chunks for `warpsPerSm`
+/// resident warps per multiprocessor (0: two programs per multiprocessor),
+/// no more chunks than KV blocks nor than leave each chunk `minKeys` keys,
+/// at most 64. 0 when a size is dynamic: the split is chosen at run time
+/// (runTimeSplitMax).
 static int64_t automaticSplit(RankedTensorType q, int64_t logicalKeys,
                               int64_t group, int64_t bm, int64_t bn,
                               int64_t numWarps, const TileConfig &cfg) {
@@ -155,20 +192,24 @@ static int64_t automaticSplit(RankedTensorType q, int64_t logicalKeys,
       ShapedType::isDynamic(q.getDimSize(1)) ||
       ShapedType::isDynamic(q.getDimSize(2)) ||
       ShapedType::isDynamic(logicalKeys))
-    return 1;
+    return 0;
   int64_t b = q.getDimSize(0), hq = q.getDimSize(1) / group,
           l = q.getDimSize(2) * group, s = logicalKeys;
-  int64_t programs = std::max<int64_t>(b * hq * ((l + bm - 1) / bm), 1);
-  int64_t chunks = (s + bn - 1) / bn;
+  int64_t programs = b * hq * ((l + bm - 1) / bm);
+  return splitRule(programs, s, bn, splitProgramsPerSm(numWarps, cfg),
+                   cfg.numSms, cfg.splitMinKeys, kMaxAutomaticSplit);
+}
+
+/// The bound N_max of a run-time split: 64, or fewer when S is static (the
+/// rule's cap by KV blocks and by split-min-keys, on S).
+static int64_t runTimeSplitMax(int64_t logicalKeys, int64_t bn,
+                               const TileConfig &cfg) {
+  if (ShapedType::isDynamic(logicalKeys))
+    return kMaxAutomaticSplit;
+  int64_t chunks = (logicalKeys + bn - 1) / bn;
   if (cfg.splitMinKeys > 0)
-    chunks = std::min(chunks, s / cfg.splitMinKeys);
-  // (block-m < 16 records 0 warps: count one.)
-  const int64_t warps = std::max<int64_t>(numWarps, 1);
-  int64_t perSm =
-      cfg.splitWarpsPerSm > 0 ? (cfg.splitWarpsPerSm + warps - 1) / warps : 2;
-  int64_t wanted = (perSm * cfg.numSms + programs - 1) / programs;
-  constexpr int64_t kMaxAutomaticSplit = 64;
-  return std::clamp<int64_t>(std::min(wanted, chunks), 1, kMaxAutomaticSplit);
+    chunks = std::min(chunks, logicalKeys / cfg.splitMinKeys);
+  return std::clamp<int64_t>(chunks, 1, kMaxAutomaticSplit);
 }
 
 /// The largest block-m the automatic choice takes: with the f32 query and
@@ -223,8 +264,15 @@ struct Schedule {
   int64_t group = 1;
   bool packed() const { return group > 1; }
   int64_t bm = 0, bn = 0, numWarps = 0, numStages = 0;
-  /// KV chunks per program (split-KV); 1: none.
+  /// KV chunks per program (split-KV); 1: none. With a run-time split,
+  /// the most chunks (N_max, the part buffers' bound).
   int64_t splits = 1;
+  /// A run-time split (split-kv = 0, dynamic sizes): the chunk count n is
+  /// computed on the host from the run-time sizes (the grid's third
+  /// dimension, the part buffers' leading dimension), `splits` bounds it.
+  bool runTimeSplit = false;
+  /// The rule's programs per multiprocessor (a run-time split).
+  int64_t splitPerSm = 0;
 };
 
 /// Where one program instance stands: its batch entry, heads and query
@@ -266,7 +314,7 @@ public:
     createBuffers(b, m);
     auto grid = emitGrid(b, m);
     grid->setAttr("kvattn.tile_config",
-                  tileConfig(b, s.splits, s.group,
+                  tileConfig(b, s.runTimeSplit ? 0 : s.splits, s.group,
                              s.varlen ? "attention_varlen" : "attention"));
     if (s.splits > 1)
       emitMergeProgram(b, m);
@@ -361,11 +409,18 @@ private:
     bool emptyGrid = llvm::any_of(qType.getShape().take_front(3),
                                   [](int64_t d) { return d == 0; });
     // A ragged batch is not split (docs/tile-program.md).
+    // split-kv = 0 with a dynamic size: chosen at run time, at most
+    // runTimeSplitMax chunks (none when that is 1).
     s.splits = emptyGrid || s.varlen ? 1
                : cfg.splitKv == 0
                    ? automaticSplit(qType, op.getLogicalKeyLength(), s.group,
                                     s.bm, s.bn, s.numWarps, cfg)
                    : cfg.splitKv;
+    if (s.splits == 0) {
+      s.splits = runTimeSplitMax(op.getLogicalKeyLength(), s.bn, cfg);
+      s.runTimeSplit = s.splits > 1;
+      s.splitPerSm = splitProgramsPerSm(s.numWarps, cfg);
+    }
     groupAttr =
         s.packed() ? rewriter.getI64IntegerAttr(s.group) : IntegerAttr();
   }
@@ -398,14 +453,18 @@ private:
                           {batch, qHeads, qLen}, "lse");
   }
 
-  /// out_parts [N, B, Hq, L, Dv] and lse_parts [N, B, Hq, L] in f32.
-  void createPartBuffers(ImplicitLocOpBuilder &b) {
+  /// out_parts [N, B, Hq, L, Dv] and lse_parts [N, B, Hq, L] in f32; with
+  /// a run-time split N is dynamic: the run's count `chunks`.
+  void createPartBuffers(ImplicitLocOpBuilder &b, Value chunks) {
     auto partsType = [&](ArrayRef<int64_t> shape) {
-      SmallVector<int64_t> full{s.splits};
+      SmallVector<int64_t> full{s.runTimeSplit ? ShapedType::kDynamic
+                                               : s.splits};
       full.append(shape.begin(), shape.end());
       return MemRefType::get(full, b.getF32Type());
     };
     SmallVector<Value> dynamic;
+    if (s.runTimeSplit)
+      dynamic.push_back(chunks);
     auto qShape = qType.getShape();
     // A named array: an ArrayRef of a braced list would dangle in the loop.
     const Value sizes[] = {batch, qHeads, qLen};
@@ -443,11 +502,15 @@ private:
           m.add(m.floorDiv(s.packed() ? m.mul(qLen, m.c(s.group)) : qLen, s.bm),
                 sequences);
     }
+    Value chunks = runTimeN =
+        s.runTimeSplit ? runTimeChunks(b, m, numPrograms, numQBlocks) : Value();
     if (s.splits > 1)
-      createPartBuffers(b);
+      createPartBuffers(b, chunks);
     SmallVector<OpFoldResult> gridSizes = {getAsOpFoldResult(numPrograms),
                                            getAsOpFoldResult(numQBlocks)};
-    if (s.splits > 1)
+    if (s.runTimeSplit)
+      gridSizes.push_back(chunks);
+    else if (s.splits > 1)
       gridSizes.push_back(b.getIndexAttr(s.splits));
     return scf::ForallOp::create(
         b, b.getLoc(), gridSizes, ValueRange{}, std::nullopt,
@@ -466,6 +529,42 @@ private:
           pb.setInsertionPointAfter(scope);
           scf::InParallelOp::create(pb);
         });
+  }
+
+  /// A run-time split's chunk count n, on the host from the run-time sizes:
+  /// splitRule with P = programs x query blocks, S the logical keys, clamped
+  /// to [1, N_max] (the runtime's rt::splitCount computes the same).
+  Value runTimeChunks(ImplicitLocOpBuilder &b, IndexMath &m, Value numPrograms,
+                      Value numQBlocks) {
+    Value one = m.c(1);
+    // (Named locals: the IR order must not depend on the compiler's
+    // argument evaluation order.)
+    Value keys;
+    if (s.paged) {
+      Value maxPages = m.dim(buf.blockTable, 1);
+      Value pageSize = m.dim(buf.k, 1);
+      keys = m.mul(maxPages, pageSize);
+    } else {
+      keys = m.dim(buf.k, 2);
+    }
+    Value programs = m.max(m.mul(numPrograms, numQBlocks), one);
+    Value chunks = m.ceilDiv(keys, s.bn);
+    if (cfg.splitMinKeys > 0) {
+      Value minKeys = m.c(cfg.splitMinKeys);
+      Value byKeys = b.createOrFold<arith::DivSIOp>(keys, minKeys);
+      chunks = m.min(chunks, byKeys);
+    }
+    Value slots = m.c(s.splitPerSm * cfg.numSms);
+    Value wanted = m.ceilDiv(slots, programs);
+    Value capped = m.min(wanted, chunks);
+    Value maxSplits = m.c(s.splits);
+    return m.max(m.min(capped, maxSplits), one);
+  }
+
+  /// The chunk count inside a program: static, or a run-time split's n,
+  /// read back from the part buffers' leading dimension.
+  Value chunkCount(IndexMath &p) {
+    return s.runTimeSplit ? p.dim(outParts, 0) : p.c(s.splits);
   }
 
   /// The instance's rows (from its grid ids) and its KV blocks (from the
@@ -642,7 +741,7 @@ private:
     r.loopLo = r.nLo;
     r.loopHi = r.nHi;
     if (s.splits > 1) {
-      Value chunk = p.ceilDiv(p.sub(r.nHi, r.nLo), s.splits);
+      Value chunk = p.ceilDiv(p.sub(r.nHi, r.nLo), chunkCount(p));
       r.loopLo = p.min(p.add(r.nLo, p.mul(ivs[2], chunk)), r.nHi);
       r.loopHi = p.min(p.add(r.loopLo, chunk), r.nHi);
     }
@@ -798,18 +897,43 @@ private:
                                        offsets, sizes, strides)
           .getResult();
     };
-    TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, part(outParts),
-                        part(lseParts), r.bIdx, r.head, r.qStart, r.rows,
-                        groupAttr);
+    auto storeParts = [&] {
+      TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, part(outParts),
+                          part(lseParts), r.bIdx, r.head, r.qStart, r.rows,
+                          groupAttr);
+    };
+    if (!s.runTimeSplit) {
+      storeParts();
+      return;
+    }
+    // A run-time split of n = 1 chunk: the program's state is final, it
+    // goes to out (and lse) directly and the merge is skipped (as
+    // FlashAttention does with num_splits = 1). n is uniform over the grid.
+    Value chunks = chunkCount(p);
+    Value one = p.c(1);
+    Value single =
+        pb.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::eq, chunks, one);
+    auto ifSingle = scf::IfOp::create(pb, single, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(pb);
+    pb.setInsertionPointToStart(ifSingle.thenBlock());
+    TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, buf.out, buf.lse,
+                        r.qBatch, r.head, r.qRowStart, r.rows, groupAttr);
+    pb.setInsertionPointToStart(ifSingle.elseBlock());
+    storeParts();
   }
 
   //===--------------------------------------------------------------------===//
   // After the grid: the merge of a split, the results.
   //===--------------------------------------------------------------------===//
 
+  /// split_kv: the grid's chunks (0: chosen at run time). A run-time
+  /// split's programs (attention and merge) also carry `split_rule`, what
+  /// the runtime needs to compute n: N_max, the attention's block_m,
+  /// block_n and group, programs per multiprocessor, min keys and the
+  /// multiprocessors planned for (docs/kernel-abi.md).
   DictionaryAttr tileConfig(Builder &b, int64_t splitKv, int64_t heads,
                             StringRef kind) {
-    return b.getDictionaryAttr({
+    SmallVector<NamedAttribute> attrs = {
         b.getNamedAttr("block_m", b.getI64IntegerAttr(s.bm)),
         b.getNamedAttr("block_n", b.getI64IntegerAttr(s.bn)),
         b.getNamedAttr("num_warps", b.getI64IntegerAttr(s.numWarps)),
@@ -817,13 +941,37 @@ private:
         b.getNamedAttr("split_kv", b.getI64IntegerAttr(splitKv)),
         b.getNamedAttr("group", b.getI64IntegerAttr(heads)),
         b.getNamedAttr("kind", b.getStringAttr(kind)),
-    });
+    };
+    if (s.runTimeSplit)
+      attrs.push_back(b.getNamedAttr(
+          "split_rule",
+          b.getDictionaryAttr({
+              b.getNamedAttr("max", b.getI64IntegerAttr(s.splits)),
+              b.getNamedAttr("block_m", b.getI64IntegerAttr(s.bm)),
+              b.getNamedAttr("block_n", b.getI64IntegerAttr(s.bn)),
+              b.getNamedAttr("group", b.getI64IntegerAttr(s.group)),
+              b.getNamedAttr("programs_per_sm",
+                             b.getI64IntegerAttr(s.splitPerSm)),
+              b.getNamedAttr("min_keys", b.getI64IntegerAttr(cfg.splitMinKeys)),
+              b.getNamedAttr("num_sms", b.getI64IntegerAttr(cfg.numSms)),
+          })));
+    return b.getDictionaryAttr(attrs);
   }
 
   /// One instance per (batch x head, query block) merges its rows' partial
   /// states in chunk order (deterministic, (0, -inf) the identity) into out
-  /// and lse; the part buffers are freed after it.
+  /// and lse; the part buffers are freed after it. A run-time split merges
+  /// only when n > 1 (n = 1 stored out directly).
   void emitMergeProgram(ImplicitLocOpBuilder &b, IndexMath &m) {
+    std::optional<OpBuilder::InsertionGuard> guard;
+    if (s.runTimeSplit) {
+      Value one = m.c(1);
+      Value many = b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sgt,
+                                                 runTimeN, one);
+      auto ifSplit = scf::IfOp::create(b, many, /*withElseRegion=*/false);
+      guard.emplace(b);
+      b.setInsertionPointToStart(ifSplit.thenBlock());
+    }
     auto merge = scf::ForallOp::create(
         b, b.getLoc(),
         ArrayRef<OpFoldResult>{getAsOpFoldResult(m.mul(batch, qHeads)),
@@ -843,6 +991,7 @@ private:
           scf::InParallelOp::create(pb);
         });
     merge->setAttr("kvattn.tile_config", tileConfig(b, 1, 1, "merge"));
+    guard.reset();
     memref::DeallocOp::create(b, outParts);
     memref::DeallocOp::create(b, lseParts);
   }
@@ -869,6 +1018,8 @@ private:
   Value batch, qHeads, qLen;
   /// A split's partial states (null without a split).
   Value outParts, lseParts;
+  /// A run-time split's chunk count n, on the host.
+  Value runTimeN;
 };
 
 } // namespace

@@ -54,9 +54,10 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
                          "\", expected \"kvattn-launch-manifest\"");
   int64_t version;
   KVATTN_RETURN_IF_ERROR(integer(root, "version", version, "the manifest"));
-  if (version != 1)
+  if (version != 1 && version != 2)
     return Status::error("manifest: version " + std::to_string(version) +
-                         " is not supported (this runtime reads version 1)");
+                         " is not supported (this runtime reads versions 1 "
+                         "and 2)");
   manifest = Manifest();
   manifest.version = static_cast<int>(version);
   KVATTN_RETURN_IF_ERROR(text(root, "chip", manifest.chip, "the manifest"));
@@ -145,7 +146,41 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
                              "\"merge\" or \"append\"");
       info.kind = kind->string;
     }
-    if (info.splitKv < 1)
+    // Version 2: a run-time split's rule (split_kv 0 on its attention
+    // kernel, a scalar N on both of its kernels).
+    if (const JsonValue *split = kj.get("split")) {
+      if (version < 2 || split->kind != JsonValue::Kind::Object)
+        return Status::error("manifest: " + where +
+                             " has a 'split' rule, which needs version 2 and "
+                             "an object");
+      KernelInfo::SplitRule &r = info.splitRule;
+      const std::string sw = where + " split";
+      KVATTN_RETURN_IF_ERROR(integer(*split, "max", r.maxSplits, sw));
+      KVATTN_RETURN_IF_ERROR(integer(*split, "block_m", r.blockM, sw));
+      KVATTN_RETURN_IF_ERROR(integer(*split, "block_n", r.blockN, sw));
+      KVATTN_RETURN_IF_ERROR(integer(*split, "group", r.group, sw));
+      KVATTN_RETURN_IF_ERROR(
+          integer(*split, "programs_per_sm", r.programsPerSm, sw));
+      KVATTN_RETURN_IF_ERROR(integer(*split, "min_keys", r.minKeys, sw));
+      KVATTN_RETURN_IF_ERROR(integer(*split, "num_sms", r.numSms, sw));
+      if (r.maxSplits < 1 || r.maxSplits > 65535 || r.blockM < 1 ||
+          r.blockN < 1 || r.group < 1 || r.programsPerSm < 1 || r.minKeys < 0)
+        return Status::error("manifest: " + where +
+                             " has an invalid split rule (max in [1, 65535], "
+                             "block_m, block_n, group, programs_per_sm >= 1, "
+                             "min_keys >= 0)");
+      bool hasN = false;
+      for (const ParamInfo &p : info.params)
+        hasN |= p.kind == "scalar" && p.name == "N";
+      if (!hasN)
+        return Status::error("manifest: " + where +
+                             " has a split rule but no scalar 'N'");
+    }
+    if (info.splitKv == 0 && info.splitRule.maxSplits == 0)
+      return Status::error("manifest: " + where +
+                           " has split_kv 0 (chosen at run time) but no "
+                           "'split' rule");
+    if (info.splitKv < 0)
       return Status::error("manifest: " + where + " has split_kv " +
                            std::to_string(info.splitKv) + " (must be >= 1)");
     if (info.group < 1)

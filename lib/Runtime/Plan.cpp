@@ -20,11 +20,14 @@ bool isNumber(const std::string &dim) {
   return !dim.empty() && std::isdigit(static_cast<unsigned char>(dim[0]));
 }
 
-/// Elements of a parameter at the bound sizes.
-int64_t boundElements(const ParamInfo &p, const Sizes &bounds) {
+/// Elements of a parameter at the bound sizes (a run-time split's N at
+/// its bound, the rule's max).
+int64_t boundElements(const KernelInfo &k, const ParamInfo &p,
+                      const Sizes &bounds) {
   int64_t n = 1;
   for (const std::string &dim : p.shape)
     n *= isNumber(dim) ? parseDecimal(dim).value_or(0)
+         : dim == "N"  ? std::max<int64_t>(k.splitRule.maxSplits, 1)
                        : std::max<int64_t>(sizeByName(bounds, dim), 0);
   return n;
 }
@@ -225,7 +228,9 @@ Plan::create(Runtime &runtime, const std::string &image,
           !seen.insert(p->bound(i, param.name)).second)
         continue;
       if (param.name == "out_parts" || param.name == "lse_parts") {
-        size_t bytes = static_cast<size_t>(boundElements(param, bounds)) * 4;
+        size_t bytes = static_cast<size_t>(
+                           boundElements(manifest.kernels[i], param, bounds)) *
+                       4;
         DevicePtr ptr = 0;
         KVATTN_RETURN_IF_ERROR(
             runtime.allocate(bytes, ptr)
@@ -261,10 +266,13 @@ Status Plan::launchKernel(size_t index, const Sizes &sizes,
                           int64_t phase) {
   const KernelInfo &k = manifest_.kernels[index];
   values_.clear();
+  // A run-time split's N, from this run's sizes (host integers).
+  Sizes withSplit = sizes;
+  withSplit.N = splitCount(k, sizes, runtime_.multiprocessorCount());
   for (const ParamInfo &p : k.params) {
     if (p.kind == "scalar") {
       values_.push_back(static_cast<uint64_t>(
-          p.name == "phase" ? phase : sizeByName(sizes, p.name)));
+          p.name == "phase" ? phase : sizeByName(withSplit, p.name)));
       continue;
     }
     if (p.name == "status") {
@@ -298,9 +306,11 @@ static Status checkBounds(const Sizes &sizes, const Sizes &bounds) {
 static LaunchArgs
 argsFor(const KernelInfo &k, const std::map<std::string, std::string> &names,
         const Sizes &sizes, const std::map<std::string, DevicePtr> &buffers,
-        DevicePtr status, const std::map<std::string, DevicePtr> &workspaces) {
+        DevicePtr status, const std::map<std::string, DevicePtr> &workspaces,
+        int64_t numSms) {
   LaunchArgs args;
   args.sizes = sizes;
+  args.sizes.N = splitCount(k, sizes, numSms);
   args.metadataOnDevice = true;
   for (const ParamInfo &p : k.params) {
     if (p.kind != "pointer")
@@ -330,8 +340,9 @@ Status Plan::run(const Sizes &sizes,
   // Every check before the first launch: a refused run queues nothing.
   for (size_t i = 0; i < manifest_.kernels.size(); ++i)
     KVATTN_RETURN_IF_ERROR(validateLaunch(
-        manifest_.kernels[i], argsFor(manifest_.kernels[i], names_[i], sizes,
-                                      buffers, status_, workspaces_)));
+        manifest_.kernels[i],
+        argsFor(manifest_.kernels[i], names_[i], sizes, buffers, status_,
+                workspaces_, runtime_.multiprocessorCount())));
   for (size_t v : validators_) {
     KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 0));
     KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 1));
@@ -348,8 +359,8 @@ Status Plan::runWithHostMetadata(
   std::vector<LaunchArgs> all;
   for (size_t k : kernels_) {
     const KernelInfo &info = manifest_.kernels[k];
-    LaunchArgs args =
-        argsFor(info, names_[k], sizes, buffers, status_, workspaces_);
+    LaunchArgs args = argsFor(info, names_[k], sizes, buffers, status_,
+                              workspaces_, runtime_.multiprocessorCount());
     args.metadataOnDevice = false;
     for (const ParamInfo &p : info.params) {
       auto m = metadata.find(bound(k, p.name));

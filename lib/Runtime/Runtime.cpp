@@ -423,7 +423,15 @@ static size_t elementBytes(const std::string &type) {
 }
 
 Status Runtime::launch(const Module &module, const KernelInfo &kernel,
-                       const LaunchArgs &args) {
+                       const LaunchArgs &argsIn) {
+  // A run-time split: the chunk count N from the sizes and this device.
+  LaunchArgs withSplit;
+  const bool runTimeSplit = kernel.splitRule.maxSplits > 0;
+  if (runTimeSplit) {
+    withSplit = argsIn;
+    withSplit.sizes.N = splitCount(kernel, argsIn.sizes, multiprocessorCount_);
+  }
+  const LaunchArgs &args = runTimeSplit ? withSplit : argsIn;
   KVATTN_RETURN_IF_ERROR(validateLaunch(kernel, args));
   const Driver &d = *impl_->driver;
 
@@ -440,7 +448,10 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
     }
     auto meta = args.metadata.find(p.name);
     if (args.metadataOnDevice || meta == args.metadata.end()) {
-      values.push_back(args.buffers.at(p.name));
+      // (Absent only where validateLaunch allows it: the unused parts of a
+      // one-chunk run-time split.)
+      auto buffer = args.buffers.find(p.name);
+      values.push_back(buffer == args.buffers.end() ? 0 : buffer->second);
       continue;
     }
     size_t width = elementBytes(p.elementType);
@@ -504,8 +515,17 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
                          : (kernel.group * sizes.L + kernel.blockM - 1) /
                      kernel.blockM;
   if (gridX == 0 || gridY == 0)
-    return Status::ok();                // No program: nothing to compute.
-  const int64_t gridZ = kernel.splitKv; // KV chunks of a split
+    return Status::ok(); // No program: nothing to compute.
+  // KV chunks of a split: static, or chosen per launch (the `N` the
+  // kernels take is the same splitCount).
+  const int64_t gridZ = kernel.splitKv > 0
+                            ? kernel.splitKv
+                            : splitCount(kernel, sizes, multiprocessorCount_);
+  // A run-time split of one chunk: the attention kernel stored out itself,
+  // there is nothing to merge.
+  if (kernel.kind == "merge" && kernel.splitRule.maxSplits > 0 &&
+      splitCount(kernel, sizes, multiprocessorCount_) == 1)
+    return Status::ok();
   if (gridX > 0x7fffffff || gridY > 65535 || gridZ > 65535)
     return Status::error(doing + ": the grid (" + std::to_string(gridX) +
                          " x " + std::to_string(gridY) + " x " +

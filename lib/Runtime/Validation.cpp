@@ -139,7 +139,27 @@ int64_t sizeByName(const Sizes &s, const std::string &name) {
     return s.maxPages;
   if (name == "B+1") // q_start of a ragged batch
     return s.B + 1;
+  if (name == "N") // a run-time split's chunks
+    return s.N;
   return -1;
+}
+
+int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
+  const KernelInfo::SplitRule &r = kernel.splitRule;
+  if (r.maxSplits <= 0)
+    return std::max<int64_t>(kernel.splitKv, 1);
+  const int64_t g = std::max<int64_t>(r.group, 1);
+  const int64_t bm = std::max<int64_t>(r.blockM, 1),
+                bn = std::max<int64_t>(r.blockN, 1);
+  const int64_t programs =
+      std::max<int64_t>(s.B * (s.Hq / g) * ((g * s.L + bm - 1) / bm), 1);
+  int64_t chunks = (s.S + bn - 1) / bn;
+  if (r.minKeys > 0)
+    chunks = std::min(chunks, s.S / r.minKeys);
+  const int64_t wanted =
+      (r.programsPerSm * std::max<int64_t>(numSms, 1) + programs - 1) /
+      programs;
+  return std::clamp<int64_t>(std::min(wanted, chunks), 1, r.maxSplits);
 }
 
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
@@ -253,6 +273,13 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
                              str(elements));
     } else {
       auto it = args.buffers.find(p.name);
+      // A run-time split of one chunk writes out itself: its attention
+      // kernel does not touch the parts, which may be absent.
+      const bool unusedParts = kernel.splitRule.maxSplits > 0 &&
+                               kernel.kind != "merge" && s.N == 1 &&
+                               (p.name == "out_parts" || p.name == "lse_parts");
+      if (unusedParts && it == args.buffers.end())
+        continue;
       if (it == args.buffers.end() || (it->second == 0 && elements != 0))
         return Status::error(where + "missing device buffer '" + p.name + "'");
       // cp.async and vector loads move 16 bytes at a time (cudaMalloc

@@ -62,6 +62,10 @@ std::string serialize(const PtxModule &m) {
        << k.numWarps << " " << k.numStages << " " << k.group << " " << k.splitKv
        << " " << k.kind << " " << k.threadsPerBlock << " "
        << k.dynamicSharedMemoryBytes << " " << k.params.size() << "\n";
+    if (const KernelManifest::SplitRule &r = k.splitRule; r.maxSplits > 0)
+      os << "split " << r.maxSplits << " " << r.blockM << " " << r.blockN << " "
+         << r.group << " " << r.programsPerSm << " " << r.minKeys << " "
+         << r.numSms << "\n";
     for (const KernelParam &p : k.params) {
       os << "param " << p.name << " " << p.kind << " " << p.elementType << " "
          << (p.access.empty() ? "-" : p.access) << " " << p.shape.size();
@@ -117,6 +121,16 @@ bool deserialize(llvm::StringRef text, PtxModule &m) {
       return false;
     k.name = f[1].str();
     k.kind = f[8].str();
+    // A run-time split's rule (its attention and merge kernels).
+    if (text.starts_with("split ")) {
+      KernelManifest::SplitRule &r = k.splitRule;
+      if (!line(f, "split") || f.size() != 8 || !number(f[1], r.maxSplits) ||
+          !number(f[2], r.blockM) || !number(f[3], r.blockN) ||
+          !number(f[4], r.group) || !number(f[5], r.programsPerSm) ||
+          !number(f[6], r.minKeys) || !number(f[7], r.numSms) ||
+          r.maxSplits < 1)
+        return false;
+    }
     k.params.assign(params, KernelParam());
     for (KernelParam &p : k.params) {
       int64_t rank = 0;

@@ -46,6 +46,14 @@ static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
     m.splitKv = split.getInt();
   if (auto kind = config.getAs<StringAttr>("kind"))
     m.kind = kind.str();
+  if (auto rule = config.getAs<DictionaryAttr>("split_rule")) {
+    auto get = [&](StringRef key) {
+      return rule.getAs<IntegerAttr>(key).getInt();
+    };
+    m.splitRule = {get("max"),    get("block_m"),         get("block_n"),
+                   get("group"),  get("programs_per_sm"), get("min_keys"),
+                   get("num_sms")};
+  }
   m.threadsPerBlock = 32 * m.numWarps;
   m.dynamicSharedMemoryBytes =
       kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes").getInt();
@@ -238,9 +246,15 @@ std::string manifestToJson(const PtxModule &module,
                            const std::string &ptxFile) {
   std::string j;
   llvm::raw_string_ostream os(j);
+  const bool runTimeSplit =
+      llvm::any_of(module.kernels, [](const KernelManifest &m) {
+        return m.splitRule.maxSplits > 0;
+      });
   os << "{\n"
      << "  \"format\": \"kvattn-launch-manifest\",\n"
-     << "  \"version\": " << kManifestVersion << ",\n"
+     << "  \"version\": "
+     << (runTimeSplit ? kManifestVersionRunTimeSplit : kManifestVersion)
+     << ",\n"
      << "  \"chip\": " << quoted(module.chip) << ",\n"
      << "  \"index_bits\": " << module.indexBits << ",\n"
      << "  \"ptx_file\": " << quoted(ptxFile) << ",\n"
@@ -288,7 +302,9 @@ std::string manifestToJson(const PtxModule &module,
          << (m.group > 1 ? "B * Hq / " + std::to_string(m.group) : "B * Hq")
          << "\", \"y\": \"ceil("
          << (m.group > 1 ? std::to_string(m.group) + " * L" : "L") << " / "
-         << m.blockM << ")\", \"z\": " << m.splitKv << "},\n";
+         << m.blockM << ")\", \"z\": "
+         << (m.splitKv == 0 ? std::string("\"N\"") : std::to_string(m.splitKv))
+         << "},\n";
     os << "      \"block\": {\"x\": " << m.threadsPerBlock
        << ", \"y\": 1, \"z\": 1},\n"
        << "      \"dynamic_shared_memory_bytes\": "
@@ -296,8 +312,15 @@ std::string manifestToJson(const PtxModule &module,
        << "      \"tile\": {\"block_m\": " << m.blockM
        << ", \"block_n\": " << m.blockN << ", \"num_warps\": " << m.numWarps
        << ", \"num_stages\": " << m.numStages << ", \"group\": " << m.group
-       << ", \"split_kv\": " << m.splitKv << "},\n"
-       << "      \"kind\": " << quoted(m.kind) << "\n"
+       << ", \"split_kv\": " << m.splitKv << "},\n";
+    if (const KernelManifest::SplitRule &r = m.splitRule; r.maxSplits > 0)
+      os << "      \"split\": {\"max\": " << r.maxSplits
+         << ", \"block_m\": " << r.blockM << ", \"block_n\": " << r.blockN
+         << ", \"group\": " << r.group
+         << ", \"programs_per_sm\": " << r.programsPerSm
+         << ", \"min_keys\": " << r.minKeys << ", \"num_sms\": " << r.numSms
+         << "},\n";
+    os << "      \"kind\": " << quoted(m.kind) << "\n"
        << "    }";
   }
   os << "\n  ]\n}\n";

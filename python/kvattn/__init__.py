@@ -448,6 +448,10 @@ class GpuProgram:
         self.outputs = [p["name"] for p in self.kernels_info[-1]["params"]
                         if p["kind"] == "pointer" and p["access"] == "write"]
         self.workspaces = [n for n in _WORKSPACES if n in self.params]
+        # A run-time split (manifest version 2): the runtime chooses the
+        # chunk count N per launch, at most the rule's max.
+        self.split_max = max([k.get("split", {}).get("max", 0)
+                              for k in self.kernels_info] + [0])
         self._workspace = {}
 
     # Sizes from shapes: each manifest dim is a number or a size name.
@@ -480,6 +484,8 @@ class GpuProgram:
         for w in self.params[name]["shape"]:
             if isinstance(w, int) or str(w).isdigit():
                 out.append(int(w))
+            elif w == "N" and self.split_max:
+                out.append(self.split_max)
             elif w in sizes:
                 out.append(sizes[w])
             else:

@@ -283,3 +283,122 @@ func.func @decode_short_cache(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x1000x1
       : tensor<1x32x1x128xbf16>, tensor<1x8x1000x128xbf16>, tensor<1x8x1000x128xbf16> -> tensor<1x32x1x128xbf16>
   return %o : tensor<1x32x1x128xbf16>
 }
+
+// -----
+
+// Run-time split (split-kv = 0 with dynamic B and S): the chunk count n is
+// computed on the host from the run-time sizes with automaticSplit's rule,
+// P = B * 8 packed programs, n = clamp(min(ceil(8 * 132 / P),
+// ceil(S / 32), floor(S / 512)), 1, 64); n is the grid's third dim and the
+// part buffers' leading dim, which each program reads back for its chunk
+// size ceil((nHi - nLo) / n); with n = 1 it stores out directly and the
+// merge (n parts) is skipped. split-kv = 1 (the default RUN line): no split.
+
+// GPUSPLIT-LABEL: func @runtime_split_decode
+// GPUSPLIT-DAG:     %[[Q:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = "query"}
+// GPUSPLIT-DAG:     %[[K:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = "key"}
+// GPUSPLIT:         %[[B:.*]] = memref.dim %[[Q]], %{{.*}} : memref<?x32x1x128xbf16>
+// GPUSPLIT:         %[[PROGS:.*]] = arith.muli %[[B]], %c8 : index
+// GPUSPLIT:         %[[S:.*]] = memref.dim %[[K]], %{{.*}} : memref<?x8x?x128xbf16>
+// GPUSPLIT:         %[[P:.*]] = arith.maxsi %[[PROGS]], %c1
+// GPUSPLIT:         %[[BLOCKS:.*]] = arith.ceildivsi %[[S]], %c32
+// GPUSPLIT:         %[[BYKEYS:.*]] = arith.divsi %[[S]], %c512
+// GPUSPLIT:         %[[CHUNKS:.*]] = arith.minsi %[[BLOCKS]], %[[BYKEYS]]
+// GPUSPLIT:         %[[WANTED:.*]] = arith.ceildivsi %c1056, %[[P]]
+// GPUSPLIT:         %[[M1:.*]] = arith.minsi %[[WANTED]], %[[CHUNKS]]
+// GPUSPLIT:         %[[M2:.*]] = arith.minsi %[[M1]], %c64
+// GPUSPLIT:         %[[N:.*]] = arith.maxsi %[[M2]], %c1
+// GPUSPLIT:         %[[OP:.*]] = memref.alloc(%[[N]], %[[B]]) {kvattn.role = "out_parts"} : memref<?x?x32x1x128xf32>
+// GPUSPLIT:         %[[LP:.*]] = memref.alloc(%[[N]], %[[B]]) {kvattn.role = "lse_parts"} : memref<?x?x32x1xf32>
+// GPUSPLIT:         scf.forall (%{{.*}}, %{{.*}}, %[[CHUNK:.*]]) in (%[[PROGS]], 1, %[[N]])
+// GPUSPLIT:           %[[NIN:.*]] = memref.dim %[[OP]], %{{.*}} : memref<?x?x32x1x128xf32>
+// GPUSPLIT:           %[[SIZE:.*]] = arith.ceildivsi %{{.*}}, %[[NIN]] : index
+// GPUSPLIT:           arith.muli %[[CHUNK]], %[[SIZE]] : index
+// GPUSPLIT:           %[[ONE:.*]] = arith.cmpi eq, %[[NIN]], %c1 : index
+// GPUSPLIT:           scf.if %[[ONE]] {
+// GPUSPLIT:             kvattn.tile.store {{.*}} into %[[OUT:[^ ]*]] [
+// GPUSPLIT-SAME:          memref<?x32x1x128xbf16>
+// GPUSPLIT:           } else {
+// GPUSPLIT:             memref.subview %[[OP]][%[[CHUNK]], 0, 0, 0, 0]
+// GPUSPLIT:             kvattn.tile.store
+// GPUSPLIT-SAME:          memref<?x32x1x128xf32, strided<[4096, 128, 128, 1], offset: ?>>
+// GPUSPLIT:         split_kv = 0 : i64, split_rule = {block_m = 16 : i64, block_n = 32 : i64, group = 4 : i64, max = 64 : i64, min_keys = 512 : i64, num_sms = 132 : i64, programs_per_sm = 8 : i64}
+// GPUSPLIT:         %[[MANY:.*]] = arith.cmpi sgt, %[[N]], %c1 : index
+// GPUSPLIT:         scf.if %[[MANY]] {
+// GPUSPLIT:           scf.forall
+// GPUSPLIT:             kvattn.tile.merge %[[OP]], %[[LP]]{{.*}} into %[[OUT]]
+// GPUSPLIT-SAME:        memref<?x?x32x1x128xf32>, memref<?x?x32x1xf32>
+// GPUSPLIT:         kind = "merge", {{.*}} split_kv = 1 : i64, split_rule = {{{.*}}max = 64 : i64
+
+// CHECK-LABEL: func @runtime_split_decode
+// CHECK-NOT:     out_parts
+// CHECK:         scf.forall ({{.*}}, {{.*}}) in (%{{.*}}, 1) {
+// CHECK-NOT:     out_parts
+// CHECK:         split_kv = 1 : i64
+// CHECK-NOT:     split_rule
+// CHECK:         return
+func.func @runtime_split_decode(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x8x?x128xbf16>,
+                                %v: tensor<?x8x?x128xbf16>, %len: tensor<?xi32>) -> tensor<?x32x1x128xbf16> {
+  %o = kvattn.attention %q, %k, %v kv_len(%len : tensor<?xi32>)
+      : tensor<?x32x1x128xbf16>, tensor<?x8x?x128xbf16>, tensor<?x8x?x128xbf16> -> tensor<?x32x1x128xbf16>
+  return %o : tensor<?x32x1x128xbf16>
+}
+
+// -----
+
+// Static S = 2048 bounds the run-time split: N_max = min(64, ceil(2048 /
+// 32), floor(2048 / 512)) = 4, folded into the host computation.
+
+// GPUSPLIT-LABEL: func @runtime_split_static_keys
+// GPUSPLIT:         %[[WANTED:.*]] = arith.ceildivsi %c1056, %{{.*}}
+// GPUSPLIT:         %[[M1:.*]] = arith.minsi %[[WANTED]], %c4
+// GPUSPLIT:         %[[M2:.*]] = arith.minsi %[[M1]], %c4
+// GPUSPLIT:         %[[N:.*]] = arith.maxsi %[[M2]], %{{.*}}
+// GPUSPLIT:         memref.alloc(%[[N]], %{{.*}}) {kvattn.role = "out_parts"} : memref<?x?x32x1x128xf32>
+// GPUSPLIT:         scf.forall ({{.*}}) in (%{{.*}}, 1, %[[N]])
+// GPUSPLIT:         split_kv = 0 : i64, split_rule = {{{.*}}max = 4 : i64
+func.func @runtime_split_static_keys(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x8x2048x128xbf16>,
+                                     %v: tensor<?x8x2048x128xbf16>, %len: tensor<?xi32>) -> tensor<?x32x1x128xbf16> {
+  %o = kvattn.attention %q, %k, %v kv_len(%len : tensor<?xi32>)
+      : tensor<?x32x1x128xbf16>, tensor<?x8x2048x128xbf16>, tensor<?x8x2048x128xbf16> -> tensor<?x32x1x128xbf16>
+  return %o : tensor<?x32x1x128xbf16>
+}
+
+// -----
+
+// Static S = 1000 with dynamic B: floor(1000 / 512) = 1 chunk at most, so
+// N_max = 1: no split, no rule.
+
+// GPUSPLIT-LABEL: func @runtime_split_short_keys
+// GPUSPLIT-NOT:     out_parts
+// GPUSPLIT:         scf.forall ({{.*}}, {{.*}}) in (%{{.*}}, 1) {
+// GPUSPLIT-NOT:     split_rule
+// GPUSPLIT:         split_kv = 1 : i64}
+// GPUSPLIT-NOT:     kvattn.tile.merge
+// GPUSPLIT:         return
+func.func @runtime_split_short_keys(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x8x1000x128xbf16>,
+                                    %v: tensor<?x8x1000x128xbf16>, %len: tensor<?xi32>) -> tensor<?x32x1x128xbf16> {
+  %o = kvattn.attention %q, %k, %v kv_len(%len : tensor<?xi32>)
+      : tensor<?x32x1x128xbf16>, tensor<?x8x1000x128xbf16>, tensor<?x8x1000x128xbf16> -> tensor<?x32x1x128xbf16>
+  return %o : tensor<?x32x1x128xbf16>
+}
+
+// -----
+
+// Paged: the rule's S is the logical key count max_pages * page_size.
+
+// GPUSPLIT-LABEL: func @runtime_split_paged
+// GPUSPLIT-DAG:     %[[K:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = "key"}
+// GPUSPLIT-DAG:     %[[T:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = "block_table"}
+// GPUSPLIT:         %[[PAGES:.*]] = memref.dim %[[T]], %{{.*}} : memref<?x?xi32>
+// GPUSPLIT:         %[[S:.*]] = arith.muli %[[PAGES]], %c16 : index
+// GPUSPLIT:         arith.ceildivsi %[[S]], %{{.*}}
+// GPUSPLIT:         arith.divsi %[[S]], %{{.*}}
+// GPUSPLIT:         scf.forall ({{.*}}) in (%{{.*}}, 1, %{{.*}})
+// GPUSPLIT:         split_kv = 0 : i64, split_rule = {{{.*}}max = 64 : i64
+func.func @runtime_split_paged(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x16x8x128xbf16>,
+                               %v: tensor<?x16x8x128xbf16>, %len: tensor<?xi32>, %table: tensor<?x?xi32>) -> tensor<?x32x1x128xbf16> {
+  %o = kvattn.attention %q, %k, %v kv_len(%len : tensor<?xi32>) block_table(%table : tensor<?x?xi32>)
+      : tensor<?x32x1x128xbf16>, tensor<?x16x8x128xbf16>, tensor<?x16x8x128xbf16> -> tensor<?x32x1x128xbf16>
+  return %o : tensor<?x32x1x128xbf16>
+}

@@ -402,3 +402,156 @@ TEST(PlanMessages, KeyValidAndQueryStartsAreTheHostMessages) {
                 word(kRuleQStartCache, 1, 0, 1, 2, 3, 5, kParamQStart), names),
             hostMessage(starts, {2, 1, 3}, len, valid));
 }
+
+namespace {
+
+/// A dynamic-shape GQA decode (32 query heads over 8 kv heads, D = 128)
+/// with a run-time split, compiled with device validation: validation
+/// kernel, attention (grid z = N), merge (N parts); both take N last.
+const char *kSplitManifest = R"json({
+  "format": "kvattn-launch-manifest", "version": 2, "chip": "sm_90",
+  "ptx_file": "s.ptx",
+  "kernels": [
+    {
+      "name": "a_validate",
+      "params": [
+        {"index": 0, "name": "kv_len", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B"], "access": "read"},
+        {"index": 1, "name": "status", "kind": "pointer", "type": "u64", "element_type": "i64", "shape": [16], "access": "write"},
+        {"index": 2, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 3, "name": "Hq", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 4, "name": "Hkv", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 5, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 6, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 7, "name": "N", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 8, "name": "phase", "kind": "scalar", "type": "i64", "element_type": "i64"}
+      ],
+      "grid": {"x": "B", "y": 1, "z": 1}, "block": {"x": 128, "y": 1, "z": 1},
+      "dynamic_shared_memory_bytes": 0,
+      "tile": {"block_m": 1, "block_n": 0, "num_warps": 4, "num_stages": 1},
+      "kind": "validate"
+    },
+    {
+      "name": "a",
+      "params": [
+        {"index": 0, "name": "query", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 32, 1, 128], "access": "read"},
+        {"index": 1, "name": "key", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, "S", 128], "access": "read"},
+        {"index": 2, "name": "value", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, "S", 128], "access": "read"},
+        {"index": 3, "name": "kv_len", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B"], "access": "read"},
+        {"index": 4, "name": "out", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 32, 1, 128], "access": "write"},
+        {"index": 5, "name": "out_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, 1, 128], "access": "write"},
+        {"index": 6, "name": "lse_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, 1], "access": "write"},
+        {"index": 7, "name": "status", "kind": "pointer", "type": "u64", "element_type": "i64", "shape": [16], "access": "read"},
+        {"index": 8, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 9, "name": "Hq", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 10, "name": "Hkv", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 11, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 12, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 13, "name": "N", "kind": "scalar", "type": "i64", "element_type": "i64"}
+      ],
+      "grid": {"x": "B * Hq / 4", "y": "ceil(4 * L / 16)", "z": "N"},
+      "block": {"x": 32, "y": 1, "z": 1},
+      "dynamic_shared_memory_bytes": 26752,
+      "tile": {"block_m": 16, "block_n": 32, "num_warps": 1, "num_stages": 2, "group": 4, "split_kv": 0},
+      "split": {"max": 64, "block_m": 16, "block_n": 32, "group": 4, "programs_per_sm": 8, "min_keys": 512, "num_sms": 132},
+      "kind": "attention"
+    },
+    {
+      "name": "m",
+      "params": [
+        {"index": 0, "name": "out", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 32, 1, 128], "access": "write"},
+        {"index": 1, "name": "out_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, 1, 128], "access": "read"},
+        {"index": 2, "name": "lse_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, 1], "access": "read"},
+        {"index": 3, "name": "status", "kind": "pointer", "type": "u64", "element_type": "i64", "shape": [16], "access": "read"},
+        {"index": 4, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 5, "name": "Hq", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 6, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 7, "name": "N", "kind": "scalar", "type": "i64", "element_type": "i64"}
+      ],
+      "grid": {"x": "B * Hq", "y": "ceil(L / 16)", "z": 1},
+      "block": {"x": 32, "y": 1, "z": 1},
+      "dynamic_shared_memory_bytes": 0,
+      "tile": {"block_m": 16, "block_n": 32, "num_warps": 1, "num_stages": 2, "group": 1, "split_kv": 1},
+      "split": {"max": 64, "block_m": 16, "block_n": 32, "group": 4, "programs_per_sm": 8, "min_keys": 512, "num_sms": 132},
+      "kind": "merge"
+    }
+  ]
+})json";
+
+} // namespace
+
+// A decode loop whose cache grows: the plan's workspaces are sized once for
+// the bounds and N_max = 64; each run picks n from its own sizes (host
+// integers: no copy, no wait, no allocation), the attention's grid z and
+// both kernels' N agree, and n changes as S grows (132 SMs, B = 1:
+// min(ceil(1056 / 8), floor(S / 512)) until 64).
+TEST(PlanSplit, DecodeLoopPicksTheSplitPerRunWithoutAllocating) {
+  fakecuda_reset();
+  std::unique_ptr<Runtime> runtime;
+  RuntimeOptions options;
+  options.libraryPath = KVATTN_FAKE_CUDA;
+  ASSERT_TRUE(Runtime::create(runtime, options).isOk());
+  Manifest manifest;
+  Status s = parseManifest(kSplitManifest, manifest);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  const std::string image = ".version 8.0\n.target sm_90\n" +
+                            entry("a_validate", 9) + entry("a", 14) +
+                            entry("m", 8);
+  const Sizes bounds{8, 32, 8, 1, 32768};
+  std::unique_ptr<Plan> plan;
+  s = Plan::create(*runtime, image, manifest, bounds, plan);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  // Status word, then out_parts [64, 8, 32, 1, 128] and lse_parts
+  // [64, 8, 32, 1] in f32.
+  EXPECT_EQ(plan->workspaceBytes(),
+            128u + 64u * 8 * 32 * 128 * 4 + 64u * 8 * 32 * 4);
+  std::map<std::string, DevicePtr> buffers;
+  for (const char *name : {"query", "key", "value", "out", "kv_len"}) {
+    DevicePtr p = 0;
+    ASSERT_TRUE(runtime->allocate(1 << 16, p).isOk());
+    buffers[name] = p;
+  }
+  FakeCudaState &st = *fakecuda_state();
+  const int allocations = st.deviceAllocationCalls + st.hostAllocationCalls;
+  const size_t transfers = st.transfers.size(),
+               syncs = st.synchronizedStreams.size();
+  runtime->resetCallCounts();
+  st.launches.clear();
+  const int64_t steps[] = {512, 1000, 1024, 2048, 4096, 4607, 8192, 32768};
+  const int64_t expected[] = {1, 1, 2, 4, 8, 8, 16, 64};
+  for (int64_t S : steps) {
+    ASSERT_TRUE(plan->run({1, 32, 8, 1, S}, buffers).isOk()) << "S " << S;
+  }
+  EXPECT_EQ(st.deviceAllocationCalls + st.hostAllocationCalls, allocations);
+  EXPECT_EQ(st.transfers.size(), transfers);
+  EXPECT_EQ(st.synchronizedStreams.size(), syncs);
+  EXPECT_EQ(st.eventSynchronizations, 0);
+  CallCounts c = runtime->callCounts();
+  EXPECT_EQ(c.allocations, 0);
+  EXPECT_EQ(c.synchronizations, 0);
+  EXPECT_EQ(c.synchronousCopies, 0);
+  EXPECT_EQ(c.asyncCopies, 0);
+  // Per run: the validation kernel twice, the attention, the merge (none
+  // for n = 1: the attention stored out itself).
+  ASSERT_EQ(st.launches.size(), 4 * std::size(steps) - 2);
+  size_t at = 0;
+  for (size_t i = 0; i < std::size(steps); ++i) {
+    EXPECT_EQ(st.launches[at].kernel, "a_validate");
+    const FakeLaunch &a = st.launches[at + 2];
+    at += expected[i] > 1 ? 4 : 3;
+    EXPECT_EQ(a.kernel, "a");
+    EXPECT_EQ(a.grid[0], 8u);
+    EXPECT_EQ(a.grid[2], static_cast<unsigned>(expected[i]))
+        << "S " << steps[i];
+    EXPECT_EQ(a.params[13], static_cast<uint64_t>(expected[i]));
+    if (expected[i] == 1)
+      continue;
+    const FakeLaunch &m = st.launches[at - 1];
+    EXPECT_EQ(m.kernel, "m");
+    EXPECT_EQ(m.params[7], static_cast<uint64_t>(expected[i]));
+    EXPECT_EQ(m.grid[0], 32u);
+    EXPECT_EQ(m.grid[2], 1u);
+  }
+  plan.reset();
+  for (auto &b : buffers)
+    (void)runtime->release(b.second);
+}

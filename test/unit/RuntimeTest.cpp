@@ -14,6 +14,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir::kvattn;
@@ -912,10 +913,10 @@ TEST(RuntimeManifest, RejectsBadManifests) {
   Status s = parseManifest("{", m);
   EXPECT_NE(s.message().find("invalid JSON at byte"), std::string::npos)
       << s.message();
-  std::string v2 = kManifest;
-  v2.replace(v2.find("\"version\": 1"), 12, "\"version\": 2");
-  s = parseManifest(v2, m);
-  EXPECT_NE(s.message().find("version 2 is not supported"), std::string::npos)
+  std::string v3 = kManifest;
+  v3.replace(v3.find("\"version\": 1"), 12, "\"version\": 3");
+  s = parseManifest(v3, m);
+  EXPECT_NE(s.message().find("version 3 is not supported"), std::string::npos)
       << s.message();
   std::string other = kManifest;
   other.replace(other.find("kvattn-launch-manifest"), 22, "something-else");
@@ -930,4 +931,227 @@ TEST(RuntimeManifest, RejectsBadManifests) {
   ASSERT_TRUE(parseManifest(kManifest, m).isOk());
   EXPECT_EQ(m.kernels[0].params.size(), 11u);
   EXPECT_EQ(m.kernels[0].params[0].shape[1], "8");
+}
+
+//===----------------------------------------------------------------------===//
+// Run-time split-KV (manifest version 2)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// What kvattn-compile writes for a dynamic-shape GQA attention (B, L, S
+/// dynamic; 32 query heads over 8 kv heads, D = 128, bf16): the attention
+/// kernel's grid z and both kernels' last scalar N are chosen at run time by
+/// the rule.
+const char *kSplitManifest = R"json({
+  "format": "kvattn-launch-manifest", "version": 2, "chip": "sm_90",
+  "ptx_file": "s.ptx",
+  "kernels": [
+    {
+      "name": "a",
+      "params": [
+        {"index": 0, "name": "query", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 32, "L", 128], "access": "read"},
+        {"index": 1, "name": "key", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, "S", 128], "access": "read"},
+        {"index": 2, "name": "value", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, "S", 128], "access": "read"},
+        {"index": 3, "name": "kv_len", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B"], "access": "read"},
+        {"index": 4, "name": "out", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 32, "L", 128], "access": "write"},
+        {"index": 5, "name": "out_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, "L", 128], "access": "write"},
+        {"index": 6, "name": "lse_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, "L"], "access": "write"},
+        {"index": 7, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 8, "name": "Hq", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 9, "name": "Hkv", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 10, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 11, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 12, "name": "N", "kind": "scalar", "type": "i64", "element_type": "i64"}
+      ],
+      "grid": {"x": "B * Hq / 4", "y": "ceil(4 * L / 16)", "z": "N"},
+      "block": {"x": 32, "y": 1, "z": 1},
+      "dynamic_shared_memory_bytes": 26752,
+      "tile": {"block_m": 16, "block_n": 32, "num_warps": 1, "num_stages": 2, "group": 4, "split_kv": 0},
+      "split": {"max": 64, "block_m": 16, "block_n": 32, "group": 4, "programs_per_sm": 8, "min_keys": 512, "num_sms": 132},
+      "kind": "attention"
+    },
+    {
+      "name": "m",
+      "params": [
+        {"index": 0, "name": "out", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 32, "L", 128], "access": "write"},
+        {"index": 1, "name": "out_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, "L", 128], "access": "read"},
+        {"index": 2, "name": "lse_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", "B", 32, "L"], "access": "read"},
+        {"index": 3, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 4, "name": "Hq", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 5, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 6, "name": "N", "kind": "scalar", "type": "i64", "element_type": "i64"}
+      ],
+      "grid": {"x": "B * Hq", "y": "ceil(L / 16)", "z": 1},
+      "block": {"x": 32, "y": 1, "z": 1},
+      "dynamic_shared_memory_bytes": 0,
+      "tile": {"block_m": 16, "block_n": 32, "num_warps": 1, "num_stages": 2, "group": 1, "split_kv": 1},
+      "split": {"max": 64, "block_m": 16, "block_n": 32, "group": 4, "programs_per_sm": 8, "min_keys": 512, "num_sms": 132},
+      "kind": "merge"
+    }
+  ]
+})json";
+
+std::string entryOf(const std::string &name, int params) {
+  std::string s = ".visible .entry " + name + "(\n";
+  for (int i = 0; i < params; ++i)
+    s += ".param .u64 " + name + "_param_" + std::to_string(i) +
+         (i + 1 < params ? ",\n" : "\n");
+  return s + ")\n{\nret;\n}\n";
+}
+
+/// docs/runtime.md's formula, written out: P = B * (32 / 4) *
+/// ceil(4 * L / 16) programs, n = clamp(min(ceil(8 * sms / P), ceil(S /
+/// 32), floor(S / 512)), 1, 64).
+int64_t documentedSplit(int64_t b, int64_t l, int64_t s, int64_t sms) {
+  int64_t programs = std::max<int64_t>(b * 8 * ((4 * l + 15) / 16), 1);
+  int64_t wanted = (8 * sms + programs - 1) / programs;
+  int64_t chunks = std::min((s + 31) / 32, s / 512);
+  return std::clamp<int64_t>(std::min(wanted, chunks), 1, 64);
+}
+
+} // namespace
+
+// The grid's z and the N both kernels get are the documented formula with
+// the device's multiprocessor count, for several sizes and SM counts.
+TEST(RuntimeSplit, GridZAndNFollowTheFormula) {
+  struct Case {
+    int64_t b, l, s, expected;
+  };
+  // 132 SMs (H100/H200), figures worked out in docs/tile-program.md: B = 1
+  // over 4096 keys: min(132, 8) = 8; over 32768: min(132, 64) = 64; B = 8
+  // over 4096: min(17, 8) = 8; B = 64 over 32768: ceil(1056 / 512) = 3;
+  // under 1024 keys: floor(S / 512) <= 1, no split; L = 5 (2 query blocks
+  // of 4 x 5 packed rows) halves the wanted count.
+  const Case h200[] = {{1, 1, 4096, 8},   {1, 1, 32768, 64}, {8, 1, 4096, 8},
+                       {64, 1, 32768, 3}, {3, 1, 1000, 1},   {2, 1, 1100, 2},
+                       {4, 5, 32768, 17}};
+  for (int sms : {132, 108, 16}) {
+    fakecuda_reset();
+    fakecuda_state()->multiprocessorCount = sms;
+    std::unique_ptr<Runtime> runtime;
+    RuntimeOptions options;
+    options.libraryPath = KVATTN_FAKE_CUDA;
+    ASSERT_TRUE(Runtime::create(runtime, options).isOk());
+    ASSERT_EQ(runtime->multiprocessorCount(), sms);
+    Manifest manifest;
+    Status ps = parseManifest(kSplitManifest, manifest);
+    ASSERT_TRUE(ps.isOk()) << ps.message();
+    ASSERT_EQ(manifest.version, 2);
+    ASSERT_EQ(manifest.kernels[0].splitKv, 0);
+    ASSERT_EQ(manifest.kernels[1].splitRule.maxSplits, 64);
+    const Module *module;
+    ASSERT_TRUE(
+        runtime->loadModule(entryOf("a", 13) + entryOf("m", 7), module).isOk());
+    for (const Case &c : h200) {
+      FakeCudaState &st = *fakecuda_state();
+      st.launches.clear();
+      LaunchArgs args;
+      args.sizes = {c.b, 32, 8, c.l, c.s};
+      args.buffers = {{"query", 0x1000},     {"key", 0x2000},
+                      {"value", 0x3000},     {"out", 0x4000},
+                      {"out_parts", 0x5000}, {"lse_parts", 0x6000}};
+      args.metadata["kv_len"] = std::vector<int64_t>(c.b, c.s);
+      // Each kernel gets the buffers and metadata it names.
+      for (const KernelInfo &k : manifest.kernels) {
+        LaunchArgs own;
+        own.sizes = args.sizes;
+        for (const ParamInfo &p : k.params) {
+          if (args.buffers.count(p.name))
+            own.buffers[p.name] = args.buffers.at(p.name);
+          if (args.metadata.count(p.name))
+            own.metadata[p.name] = args.metadata.at(p.name);
+        }
+        Status s = runtime->launch(*module, k, own);
+        ASSERT_TRUE(s.isOk()) << s.message();
+      }
+      const int64_t n = documentedSplit(c.b, c.l, c.s, sms);
+      if (sms == 132)
+        EXPECT_EQ(n, c.expected) << "B " << c.b << " S " << c.s;
+      EXPECT_EQ(splitCount(manifest.kernels[0], args.sizes, sms), n);
+      EXPECT_EQ(splitCount(manifest.kernels[1], args.sizes, sms), n);
+      // n = 1: the attention stores out itself, the merge is not launched.
+      ASSERT_EQ(st.launches.size(), n > 1 ? 2u : 1u);
+      const FakeLaunch &a = st.launches[0];
+      EXPECT_EQ(a.grid[0], c.b * 8u);
+      EXPECT_EQ(a.grid[1], (4u * c.l + 15) / 16);
+      EXPECT_EQ(a.grid[2], static_cast<unsigned>(n))
+          << "sms " << sms << " B " << c.b << " S " << c.s;
+      EXPECT_EQ(a.params[12], static_cast<uint64_t>(n));
+      if (n == 1)
+        continue;
+      const FakeLaunch &m = st.launches[1];
+      // The merge: one instance per (batch x head, query block), N parts.
+      EXPECT_EQ(m.grid[0], c.b * 32u);
+      EXPECT_EQ(m.grid[2], 1u);
+      EXPECT_EQ(m.params[6], static_cast<uint64_t>(n));
+      EXPECT_EQ(m.params[3], static_cast<uint64_t>(c.b));
+    }
+  }
+}
+
+TEST(RuntimeSplit, ManifestRulesAreChecked) {
+  Manifest m;
+  // A split rule in a version 1 manifest.
+  std::string v1 = kSplitManifest;
+  v1.replace(v1.find("\"version\": 2"), 12, "\"version\": 1");
+  Status s = parseManifest(v1, m);
+  EXPECT_NE(s.message().find("has a 'split' rule, which needs version 2"),
+            std::string::npos)
+      << s.message();
+  // split_kv 0 without a rule.
+  std::string noRule = kSplitManifest;
+  noRule.erase(noRule.find("\"split\": {"),
+               noRule.find("\"kind\": \"attention\"") -
+                   noRule.find("\"split\": {"));
+  s = parseManifest(noRule, m);
+  EXPECT_NE(s.message().find("has split_kv 0 (chosen at run time) but no "
+                             "'split' rule"),
+            std::string::npos)
+      << s.message();
+  // A rule with max 0.
+  std::string zero = kSplitManifest;
+  zero.replace(zero.find("\"max\": 64"), 9, "\"max\": 0");
+  s = parseManifest(zero, m);
+  EXPECT_NE(s.message().find("invalid split rule"), std::string::npos)
+      << s.message();
+  // A rule on a kernel without the scalar N.
+  std::string noN = kSplitManifest;
+  noN.replace(noN.find("\"name\": \"N\""), 11, "\"name\": \"X\"");
+  s = parseManifest(noN, m);
+  EXPECT_NE(s.message().find("has a split rule but no scalar 'N'"),
+            std::string::npos)
+      << s.message();
+}
+
+// n = 1: the attention kernel writes out itself and leaves the parts
+// alone, so a caller may pass none (the launch gets null pointers); with
+// n > 1 they are required.
+TEST(RuntimeSplit, OneChunkNeedsNoParts) {
+  fakecuda_reset();
+  std::unique_ptr<Runtime> runtime;
+  RuntimeOptions options;
+  options.libraryPath = KVATTN_FAKE_CUDA;
+  ASSERT_TRUE(Runtime::create(runtime, options).isOk());
+  Manifest manifest;
+  ASSERT_TRUE(parseManifest(kSplitManifest, manifest).isOk());
+  const Module *module;
+  ASSERT_TRUE(
+      runtime->loadModule(entryOf("a", 13) + entryOf("m", 7), module).isOk());
+  LaunchArgs args;
+  args.sizes = {2, 32, 8, 1, 700}; // floor(700 / 512) = 1 chunk
+  args.buffers = {
+      {"query", 0x1000}, {"key", 0x2000}, {"value", 0x3000}, {"out", 0x4000}};
+  args.metadata["kv_len"] = {700, 333};
+  Status s = runtime->launch(*module, manifest.kernels[0], args);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_EQ(fakecuda_state()->launches.size(), 1u);
+  EXPECT_EQ(fakecuda_state()->launches[0].grid[2], 1u);
+  EXPECT_EQ(fakecuda_state()->launches[0].params[5], 0u); // out_parts
+  args.sizes.S = 4096; // 8 chunks: the parts are needed
+  args.metadata["kv_len"] = {4096, 333};
+  s = runtime->launch(*module, manifest.kernels[0], args);
+  EXPECT_NE(s.message().find("missing device buffer 'out_parts'"),
+            std::string::npos)
+      << s.message();
 }

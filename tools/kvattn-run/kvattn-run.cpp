@@ -127,6 +127,12 @@ cl::opt<bool> packGqa("pack-gqa",
                       cl::desc("GQA packing: one program per kv head for "
                                "few query rows (cpu and gpu targets)"),
                       cl::init(true), cl::cat(runCategory));
+cl::opt<bool> specializeShapes(
+    "specialize-shapes",
+    cl::desc("gpu targets: compile each attention for its inputs' shapes "
+             "(default); false: once with its dynamic dimensions, as a "
+             "serving engine does (split-KV then chosen at run time)"),
+    cl::init(true), cl::cat(runCategory));
 cl::opt<bool> tensorCores("tensor-cores",
                           cl::desc("gpu target: mma.sync, ldmatrix and "
                                    "cp.async for f16/bf16 (false: the scalar "
@@ -445,6 +451,7 @@ int main(int argc, char **argv) {
             ::mlir::kvattn::GpuExecutor::create(options, gpu);
         s.isError())
       return fail(targetFlag + s.message());
+    gpu->setKeepDynamicShapes(!specializeShapes);
     if (emulated) {
       if (::mlir::kvattn::Status s = ::mlir::kvattn::EmulatedGpu::open(
               ::mlir::kvattn::emulatedDriverPath(), emu);

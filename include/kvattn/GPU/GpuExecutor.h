@@ -60,12 +60,20 @@ public:
 
   rt::Runtime &runtime() { return *runtime_; }
 
+  /// false (the default): each op is compiled for its operands' concrete
+  /// shapes. true: compiled once with the op's own types, dynamic
+  /// dimensions kept, as a serving engine compiles: one kernel for every
+  /// shape, the split-KV chunk count chosen by the runtime per launch
+  /// (docs/runtime.md, "Run-time split-KV").
+  void setKeepDynamicShapes(bool keep) { keepDynamicShapes_ = keep; }
+
 private:
   struct Compiled {
     std::string ptx;
     rt::Manifest manifest;
   };
   PtxOptions options_;
+  bool keepDynamicShapes_ = false;
   std::unique_ptr<rt::Runtime> runtime_;
   std::map<std::string, Compiled> cache_; // by the printed single-op module
   /// beginFunction(): device buffers by SSA value (Value's opaque

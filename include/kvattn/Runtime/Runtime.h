@@ -60,8 +60,16 @@ struct KernelInfo {
   /// Query heads per program (GQA packing): the grid is
   /// (B * Hq / group, ceil(group * L / blockM)).
   int64_t group = 1;
-  /// KV chunks of a split-KV kernel: the grid's z dimension.
+  /// KV chunks of a split-KV kernel: the grid's z dimension; 0: chosen at
+  /// run time (splitRule, splitCount).
   int64_t splitKv = 1;
+  /// A run-time split's rule (manifest `split`, version 2), on both its
+  /// kernels: the attention (grid z = N) and the merge (N parts); maxSplits
+  /// 0: none. Both take the chunk count as their last scalar `N`.
+  struct SplitRule {
+    int64_t maxSplits = 0, blockM = 0, blockN = 0, group = 1, programsPerSm = 0,
+            minKeys = 0, numSms = 0;
+  } splitRule;
   /// "attention", or "merge": the kernel that merges the partial states
   /// (`out_parts`, `lse_parts`) a split-KV attention kernel wrote, or
   /// "append": a cache write (`update`, `cache` written in place, `pos`,
@@ -97,10 +105,24 @@ struct Sizes {
   /// `[numPages, pageSize, Hkv, D]` and the table `[B, maxPages]`;
   /// S is then the logical key count `maxPages * pageSize`.
   int64_t numPages = 0, pageSize = 0, maxPages = 0;
+  /// A run-time split's chunk count (the size `N`): set by the runtime
+  /// (launch, Plan) from splitCount; callers leave it.
+  int64_t N = 0;
 };
 
+/// A run-time split's chunk count for a launch over `sizes` on a device
+/// with `numSms` multiprocessors (docs/runtime.md, "Run-time split-KV"):
+/// with P = B * (Hq / G) * ceil(G * L / BM) programs (at least 1),
+///   n = clamp(min(ceil(R * numSms / P), ceil(S / BN) [, floor(S / min_keys)]),
+///             1, max)
+/// from the kernel's rule (BM, BN, G, R = programs_per_sm, min_keys, max):
+/// the compiler's rule (lib/Passes/Tile.cpp splitRule) with the device's
+/// multiprocessor count. The kernel's static split_kv for other kernels.
+int64_t splitCount(const KernelInfo &kernel, const Sizes &sizes,
+                   int64_t numSms);
+
 /// The size a manifest names ("B", "Hq", "Hkv", "L", "S", "num_pages",
-/// "page_size", "max_pages"); -1 for an unknown name.
+/// "page_size", "max_pages", "N"); -1 for an unknown name.
 int64_t sizeByName(const Sizes &sizes, const std::string &name);
 
 struct LaunchArgs {

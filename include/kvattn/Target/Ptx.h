@@ -26,6 +26,9 @@ namespace kvattn {
 
 /// Version of the manifest format written by manifestToJson.
 constexpr int kManifestVersion = 1;
+/// The version of a manifest with a run-time split (kernel parameter `N`,
+/// grid z `"N"`, the `split` rule): docs/kernel-abi.md.
+constexpr int kManifestVersionRunTimeSplit = 2;
 
 struct KernelParam {
   std::string name;        ///< query, key, ..., out, lse, B, Hq, Hkv, L, S
@@ -42,8 +45,15 @@ struct KernelManifest {
   int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 0;
   /// Query heads per program (GQA packing; 1: one head per program).
   int64_t group = 1;
-  /// KV chunks (split-KV): the grid's z dimension; 1 without a split.
+  /// KV chunks (split-KV): the grid's z dimension; 1 without a split, 0
+  /// chosen at run time (splitRule).
   int64_t splitKv = 1;
+  /// A run-time split's rule (both its kernels; maxSplits 0: none): the
+  /// runtime's rt::splitCount computes the chunk count N from it.
+  struct SplitRule {
+    int64_t maxSplits = 0, blockM = 0, blockN = 0, group = 1, programsPerSm = 0,
+            minKeys = 0, numSms = 0;
+  } splitRule;
   /// "attention", or "merge" for the kernel that merges a split's parts.
   std::string kind = "attention";
   int64_t threadsPerBlock = 0;
