@@ -308,7 +308,7 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());
   if (options.deviceValidation)
-    pm.addPass(createDeviceValidationPass());
+    pm.addPass(createDeviceValidationPass(options.indexBitwidth));
 }
 
 void mlir::kvattn::buildGpuKernelsToPtxPipeline(

@@ -5,6 +5,7 @@
 #include "kvattn/Support/Decimal.h"
 #include "kvattn/Support/Limits.h"
 #include "kvattn/Support/QueryStarts.h"
+#include "kvattn/Support/StatusWord.h"
 
 #include <algorithm>
 #include <cctype>
@@ -23,11 +24,6 @@ std::string str(int64_t v) { return std::to_string(v); }
 /// 2^31: what a kernel with 32-bit index arithmetic addresses at most
 /// (element offsets, sizes and positions stay below it).
 constexpr int64_t kIndex32Limit = int64_t(1) << 31;
-
-/// The advice of every 32-bit refusal.
-const char *const kIndex32Advice =
-    ": the kernel was compiled with 32-bit index arithmetic (manifest "
-    "index_bits 32); compile it with index-bitwidth=64 for this size";
 
 /// The size each dimension of an operand stands for ("" for a head dim).
 /// A ragged batch (`varlen`): the query, out and lse are packed, their

@@ -299,6 +299,8 @@ static void varlenSuite(kvattn_runtime *rt) {
        {{"q_start", 0, 1}, {"key_valid", 40, 3}}},
       {"kv_len before q_start", 2, {{"q_start", 2, 9}, {"kv_len", 2, 17}}},
       {"q_start before kv_len rows", 2, {{"q_start", 3, 7}, {"kv_len", 0, 2}}},
+      /* 32-bit kernels (the default): q_offset + T - 1 reaches 2^31. */
+      {"q_offset 2^31", 1, {{"q_offset", 0, 2147483647}}},
   };
   runCases(&s, cases, sizeof(cases) / sizeof(cases[0]));
   tearDown(&s);

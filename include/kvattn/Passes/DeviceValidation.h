@@ -1,5 +1,4 @@
-//===- DeviceValidation.h - the status word and validation kernels -*- C++
-//-*-===//
+//===- DeviceValidation.h - status word, validation kernels -----*- C++ -*-===//
 //
 // -kvattn-device-validation (docs/kernel-abi.md, "The status word"): for
 // metadata that lives on the device (a serving plan's run, a CUDA graph)
@@ -24,7 +23,11 @@
 namespace mlir {
 namespace kvattn {
 
-std::unique_ptr<Pass> createDeviceValidationPass();
+/// `indexBitwidth` (32 or 64): the index width -kvattn-gpu-to-nvvm gives
+/// the kernels; with 32 the validation kernels also refuse offsets and
+/// positions that give a position of 2^31 or more (the runtime's rule for
+/// 32-bit kernels, lib/Runtime/Validation.cpp).
+std::unique_ptr<Pass> createDeviceValidationPass(unsigned indexBitwidth = 64);
 void registerDeviceValidationPass();
 
 } // namespace kvattn

@@ -54,7 +54,16 @@ enum ViolationRule : int {
   kRuleQStartPastRows = 16, ///< q_start[b + 1] > T
   kRuleQStartLast = 17,     ///< q_start[B] != T
   kRuleQStartCache = 18,    ///< the rows of a sequence are not cache tokens
+  /// A 32-bit kernel: an offset or position gives a position of 2^31 or
+  /// more (q_offset + L - 1, k_offset + S - 1, q_pos, k_pos).
+  kRuleIndex32Position = 19,
 };
+
+/// The advice that ends every refusal of a size or position a kernel with
+/// 32-bit index arithmetic cannot address (host and device checks alike).
+inline constexpr const char *kIndex32Advice =
+    ": the kernel was compiled with 32-bit index arithmetic (manifest "
+    "index_bits 32); compile it with index-bitwidth=64 for this size";
 
 /// The metadata parameters, as kStatusParam numbers them.
 enum ValidatedParam : int {

@@ -140,7 +140,7 @@ private:
 /// The validation kernel of `kernel` as a gpu.module's text, or "" when the
 /// kernel reads no metadata.
 std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
-                                 const std::string &name) {
+                                 const std::string &name, bool index32) {
   std::vector<Param> params = readParams(kernel);
   auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
   auto kindAttr = config.getAs<StringAttr>("kind");
@@ -154,7 +154,15 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
     if (p.kind == "pointer" && paramId(p.name) >= 0) {
       arg[p.name] = "%m_" + p.name;
       eltOf[p.name] = typeText(p.elementType);
-      signature += "%m_" + p.name + ": memref<1x" + eltOf[p.name] + ">, ";
+      // key_valid (i1) is read as the bytes it is stored in (an i1 load of
+      // a byte other than 0 or 1 is undefined, and the rule must see the
+      // whole byte, unsigned, like the host's): the kernel takes it as a
+      // pointer (the same bare pointer in the kernel ABI) and indexes it in
+      // 64 bits, whatever the kernels' index width.
+      signature +=
+          "%m_" + p.name +
+          (eltOf[p.name] == "i1" ? std::string(": !llvm.ptr, ")
+                                 : ": memref<1x" + eltOf[p.name] + ">, ");
       metadata.push_back(p.name);
     }
   if (metadata.empty())
@@ -186,6 +194,8 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
   // Dynamic views of the metadata.
   std::map<std::string, std::string> view;
   for (const std::string &m : metadata) {
+    if (eltOf[m] == "i1")
+      continue;
     std::string rows = m == "q_pos" ? b.bin("muli", sz("B"), sz("L"), "index")
                        : m == "k_pos" || m == "key_valid"
                            ? b.bin("muli", sz("B"), sz("S"), "index")
@@ -200,13 +210,9 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
   }
   auto load = [&](const std::string &m, const std::string &at) {
     if (eltOf[m] == "i1") {
-      // key_valid: the whole byte (an i1 load of a byte other than 0 or 1
-      // is undefined), as an unsigned value like the host's.
-      std::string base = b.emit("memref.extract_aligned_pointer_as_index " +
-                                view[m] + " : memref<?xi1> -> index");
-      std::string address = b.toI64(b.bin("addi", base, at, "index"));
-      std::string ptr =
-          b.emit("llvm.inttoptr " + address + " : i64 to !llvm.ptr");
+      std::string at64 = b.toI64(at);
+      std::string ptr = b.emit("llvm.getelementptr " + arg[m] + "[" + at64 +
+                               "] : (!llvm.ptr, i64) -> !llvm.ptr, i8");
       std::string byte = b.emit("llvm.load " + ptr + " : !llvm.ptr -> i8");
       return b.emit("arith.extui " + byte + " : i8 to i64");
     }
@@ -376,6 +382,17 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
       } else {
         std::string neg = b.cmp("slt", v, z);
         std::string big = b.cmp("sgt", v, b.i64(int64_t(1) << 62));
+        // 32-bit kernels: the last position the value gives (q_offset + L
+        // - 1, k_offset + S - 1, or the position) must stay below 2^31.
+        std::string wide = b.emit("arith.constant false");
+        if (index32) {
+          std::string extent = m == "q_offset"   ? szI64("L")
+                               : m == "k_offset" ? szI64("S")
+                                                 : b.i64(1);
+          extent = b.emit("arith.maxsi " + extent + ", " + b.i64(1) + " : i64");
+          std::string last = b.bin("subi", b.bin("addi", v, extent), b.i64(1));
+          wide = b.cmp("sge", last, b.i64(int64_t(1) << 31));
+        }
         std::string notIncreasing = b.emit("arith.constant false");
         if (m == "q_pos" || m == "k_pos") {
           std::string later = b.cmp("sgt", j, c0, "index");
@@ -385,9 +402,11 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
           aux = load(m, prevAt);
           notIncreasing = b.andI1(later, b.cmp("sle", v, aux));
         }
-        rule = b.sel(neg, b.i64(kRuleNegative),
-                     b.sel(big, b.i64(kRuleTooLarge),
-                           b.sel(notIncreasing, b.i64(kRuleNotIncreasing), z)));
+        rule = b.sel(
+            neg, b.i64(kRuleNegative),
+            b.sel(big, b.i64(kRuleTooLarge),
+                  b.sel(wide, b.i64(kRuleIndex32Position),
+                        b.sel(notIncreasing, b.i64(kRuleNotIncreasing), z))));
       }
       std::string key = groupKey(static_cast<int>(g), b.toI64(n));
       report(rule, key, ji, v, aux, size.count("S") ? szI64("S") : z, z,
@@ -510,8 +529,34 @@ struct DeviceValidationPass
                     memref::MemRefDialect, scf::SCFDialect>();
   }
 
+  DeviceValidationPass() = default;
+  DeviceValidationPass(const DeviceValidationPass &other)
+      : PassWrapper(other) {}
+  explicit DeviceValidationPass(unsigned bits) { indexBitwidth = bits; }
+
   void runOnOperation() override;
+
+  Option<unsigned> indexBitwidth{
+      *this, "index-bitwidth",
+      llvm::cl::desc("Bits of the kernels' index arithmetic (as "
+                     "-kvattn-gpu-to-nvvm will lower them): with 32, the "
+                     "positions an offset or position value gives must stay "
+                     "below 2^31"),
+      llvm::cl::init(64)};
 };
+
+/// The host's operand for a validation kernel's byte-pointer parameter
+/// (key_valid): the buffer's address as an !llvm.ptr. The host function
+/// only orders and binds the launches (the runtime passes the device
+/// pointer of the manifest's parameter), so this is its type, not code
+/// that runs.
+Value bytePointer(ImplicitLocOpBuilder &b, Value memref) {
+  Value address =
+      memref::ExtractAlignedPointerAsIndexOp::create(b, memref).getResult();
+  Value wide = arith::IndexCastOp::create(b, b.getI64Type(), address);
+  return LLVM::IntToPtrOp::create(b, LLVM::LLVMPointerType::get(b.getContext()),
+                                  wide);
+}
 
 /// Adds the `status` argument before the sizes and makes the body run only
 /// when status[0] == 0; returns the argument's index.
@@ -562,6 +607,11 @@ FailureOr<unsigned> guardKernel(gpu::GPUFuncOp kernel) {
 void DeviceValidationPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *ctx = &getContext();
+  if (indexBitwidth != 32 && indexBitwidth != 64) {
+    module.emitError() << "kvattn-device-validation: index bitwidth "
+                       << indexBitwidth << " is not supported (32 or 64)";
+    return signalPassFailure();
+  }
   auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>("kvattn_kernels");
   if (!gpuModule)
     return;
@@ -583,7 +633,8 @@ void DeviceValidationPass::runOnOperation() {
     if (!statusIndex.count(kernel)) {
       // The validation kernel reads the signature before the guard.
       std::string name = kernel.getName().str() + "_validate";
-      std::string text = validationKernelText(kernel, ordinal, name);
+      std::string text =
+          validationKernelText(kernel, ordinal, name, indexBitwidth == 32);
       if (!text.empty()) {
         OwningOpRef<ModuleOp> parsed =
             parseSourceString<ModuleOp>(text, ParserConfig(ctx));
@@ -671,7 +722,11 @@ void DeviceValidationPass::runOnOperation() {
       Value batch;
       for (auto [p, v] : llvm::zip(before, operands)) {
         if (p.kind == "pointer" && paramId(p.name) >= 0)
-          vOperands.push_back(v);
+          vOperands.push_back(
+              isa<LLVM::LLVMPointerType>(
+                  validator.getArgumentTypes()[vOperands.size()])
+                  ? bytePointer(hb, v)
+                  : v);
         if (p.name == "B")
           batch = v;
       }
@@ -695,8 +750,8 @@ void DeviceValidationPass::runOnOperation() {
 
 } // namespace
 
-std::unique_ptr<Pass> createDeviceValidationPass() {
-  return std::make_unique<DeviceValidationPass>();
+std::unique_ptr<Pass> createDeviceValidationPass(unsigned indexBitwidth) {
+  return std::make_unique<DeviceValidationPass>(indexBitwidth);
 }
 
 void registerDeviceValidationPass() {
