@@ -424,6 +424,41 @@ def ExternDynamicSharedMemoryPass
 }
 
 
+def GpuModuleToPtxPass : Pass<"kvattn-gpu-module-to-ptx", "::mlir::ModuleOp"> {
+  let summary = "Compile each NVVM-targeted gpu.module to PTX or device IR "
+                "with kvattn's short LLVM pipeline";
+  let description = [{
+    What `gpu-module-to-binary` does for an `#nvvm.target` (translation to
+    LLVM IR, libdevice linked, LLVM's optimiser, the NVPTX back end; one
+    `gpu.binary` per `gpu.module`, same name, same `#gpu.object`), with
+    two differences that make a cold compile several times cheaper:
+
+    - `llvm-pipeline=kvattn` (the default) runs a short LLVM pipeline
+      chosen for kvattn's kernels instead of `default<O3>`: always-inline,
+      nvvm-reflect, SROA, early CSE, loop rotation and full unrolling of
+      the constant-trip-count fragment loops (which, with the second SROA,
+      puts the accumulators in registers), one instcombine, early CSE,
+      LICM, simplifycfg, globaldce; then the NVPTX back end at O2 (early
+      CSE instead of GVN in its IR passes). `llvm-pipeline=standard` runs
+      LLVM's `default<On>` and the back end at `On`, `n` the target's `O`,
+      exactly as `gpu-module-to-binary` does.
+    - libdevice (the target's `link` files) is only read when the module
+      calls a `__nv_*` function.
+
+    `format=isa` gives PTX (`assembly`), `format=llvm` the optimised
+    device LLVM IR as bitcode (`offload`), the emulated GPU's input.
+  }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"isa\"",
+           "isa (PTX text) or llvm (the optimised device bitcode)">,
+    Option<"llvmPipeline", "llvm-pipeline", "std::string",
+           /*default=*/"\"kvattn\"",
+           "kvattn (the short pipeline, back end at O2) or standard "
+           "(default<On> and the back end at On, n the target's O)">,
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 def LowerMergePass : Pass<"kvattn-lower-merge"> {
   let summary = "Lower kvattn.merge to loops over buffers (CPU)";
   let description = [{
