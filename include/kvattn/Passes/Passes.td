@@ -433,15 +433,17 @@ def GpuModuleToPtxPass : Pass<"kvattn-gpu-module-to-ptx", "::mlir::ModuleOp"> {
     `gpu.binary` per `gpu.module`, same name, same `#gpu.object`), with
     two differences that make a cold compile several times cheaper:
 
-    - `llvm-pipeline=kvattn` (the default) runs a short LLVM pipeline
+    - `llvm-pipeline=kvattn` (the default) runs a shorter LLVM pipeline
       chosen for kvattn's kernels instead of `default<O3>`: always-inline,
       nvvm-reflect, SROA, early CSE, loop rotation and full unrolling of
-      the constant-trip-count fragment loops (which, with the second SROA,
-      puts the accumulators in registers), one instcombine, early CSE,
-      LICM, simplifycfg, globaldce; then the NVPTX back end at O2 (early
-      CSE instead of GVN in its IR passes). `llvm-pipeline=standard` runs
-      LLVM's `default<On>` and the back end at `On`, `n` the target's `O`,
-      exactly as `gpu-module-to-binary` does.
+      the constant-trip-count fragment loops (with the second SROA, the
+      accumulators go to registers), GVN, DSE, instcombine, LICM, O3's
+      loop unrolling, simplifycfg, globaldce; then the NVPTX back end at
+      O2 (early CSE instead of GVN in its IR passes). It gives the
+      emulator the same counters as O3 on the standard shapes.
+      `llvm-pipeline=standard` runs LLVM's `default<On>` and the back end
+      at `On`, `n` the target's `O`, exactly as `gpu-module-to-binary`
+      does.
     - libdevice (the target's `link` files) is only read when the module
       calls a `__nv_*` function.
 
@@ -453,7 +455,7 @@ def GpuModuleToPtxPass : Pass<"kvattn-gpu-module-to-ptx", "::mlir::ModuleOp"> {
            "isa (PTX text) or llvm (the optimised device bitcode)">,
     Option<"llvmPipeline", "llvm-pipeline", "std::string",
            /*default=*/"\"kvattn\"",
-           "kvattn (the short pipeline, back end at O2) or standard "
+           "kvattn (the shorter pipeline, back end at O2) or standard "
            "(default<On> and the back end at On, n the target's O)">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
