@@ -434,13 +434,15 @@ def GpuModuleToPtxPass : Pass<"kvattn-gpu-module-to-ptx", "::mlir::ModuleOp"> {
     two differences that make a cold compile several times cheaper:
 
     - `llvm-pipeline=kvattn` (the default) runs a shorter LLVM pipeline
-      chosen for kvattn's kernels instead of `default<O3>`: always-inline,
-      nvvm-reflect, SROA, early CSE, loop rotation and full unrolling of
-      the constant-trip-count fragment loops (with the second SROA, the
-      accumulators go to registers), GVN, DSE, instcombine, LICM, O3's
-      loop unrolling, simplifycfg, globaldce; then the NVPTX back end at
-      O2 (early CSE instead of GVN in its IR passes). It gives the
-      emulator the same counters as O3 on the standard shapes.
+      than `default<O3>`: O3's function simplification and late loop
+      passes (SROA after the full unrolling of the fragment loops, GVN,
+      DSE, LICM, O3's loop unrolling, ...) without what does nothing for
+      kvattn's kernels (the CGSCC inliner walk and attribute inference:
+      there are no calls but libdevice's, inlined by always-inline; the
+      vectorizers), instcombine run once where O3 iterates it; then the
+      NVPTX back end at O2 (early CSE instead of GVN in its IR passes). On
+      the standard shapes the emulator counts the same or fewer
+      instructions than with O3 (docs/runtime.md, "Kernel cache").
       `llvm-pipeline=standard` runs LLVM's `default<On>` and the back end
       at `On`, `n` the target's `O`, exactly as `gpu-module-to-binary`
       does.

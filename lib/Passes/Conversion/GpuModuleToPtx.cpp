@@ -39,31 +39,44 @@ double msSince(Clock::time_point start) {
       .count();
 }
 
-/// The LLVM pipeline of llvm-pipeline=kvattn. The kernels arrive
-/// canonicalized and CSE'd by MLIR; what LLVM must still do is inline
-/// libdevice (always-inline), resolve __nvvm_reflect, fully unroll the
-/// fragment loops (constant trip counts) so that SROA puts the accumulators
-/// in registers, remove the loads and stores the unrolling makes redundant
-/// (GVN, DSE, merged load/store motion: without them the emulator counts
-/// 11 % more shared-memory requests per KV block in decode), fold the
-/// address arithmetic (instcombine, early CSE), hoist the loop-invariant
-/// part out of the KV loop (LICM) and unroll that loop as O3 does
-/// (loop-unroll<O3>: 17 % fewer warp instructions per KV block in decode).
-/// What it leaves out of default<O3> (the inliner's CGSCC walk, the
-/// vectorizers, repeated instcombine, jump threading, ...) changed no
-/// emulator counter of the standard shapes; docs/runtime.md "Kernel cache"
-/// has the measurements.
+/// The LLVM pipeline of llvm-pipeline=kvattn: default<O3>'s function
+/// simplification and late loop passes, without what does nothing for
+/// kvattn's kernels (no calls but libdevice's, so no CGSCC inliner walk or
+/// attribute inference; no vectorizers: the back end's load/store
+/// vectorizer does the shared-memory vectors) and with instcombine run once
+/// where O3 runs it to a fixpoint. The kernels arrive canonicalized and
+/// CSE'd by MLIR. What it must do: inline libdevice (always-inline),
+/// resolve __nvvm_reflect, fully unroll the fragment loops (constant trip
+/// counts) so that SROA puts the accumulators in registers, remove the
+/// loads and stores the unrolling makes redundant (merged load/store
+/// motion, GVN, DSE: without them the emulator counts 11 % more
+/// shared-memory requests per KV block in decode), fold the address
+/// arithmetic, hoist the loop-invariant part out of the KV loop (LICM) and
+/// unroll that loop as O3 does (loop-unroll<O3>: 17 % fewer warp
+/// instructions per KV block in decode). docs/runtime.md "Kernel cache"
+/// has the measurements, and the emulator counters it keeps.
 constexpr const char *kKvattnPipeline =
     "always-inline,nvvm-reflect,"
     "function(sroa,early-cse,simplifycfg,"
     "instcombine<max-iterations=1;no-verify-fixpoint>,"
     "loop-mssa(licm,loop-rotate,licm),loop(indvars,loop-unroll-full),sroa,"
-    "mldst-motion<no-split-footer-bb>,gvn,dse,"
-    "instcombine<max-iterations=1;no-verify-fixpoint>,early-cse,"
-    "loop-mssa(licm),simplifycfg,"
-    "loop-unroll<O3>,sroa<preserve-cfg>,"
-    "instcombine<max-iterations=1;no-verify-fixpoint>,loop-mssa(licm),"
-    "simplifycfg),"
+    "mldst-motion<no-split-footer-bb>,gvn,sccp,bdce,"
+    "instcombine<max-iterations=1;no-verify-fixpoint>,jump-threading,"
+    "correlated-propagation,adce,dse,early-cse,loop-mssa(licm),simplifycfg,"
+    // O3's late loop passes, without the vectorizers.
+    "loop(loop-rotate<header-duplication;no-prepare-for-lto>,loop-deletion),"
+    "infer-alignment,instcombine<max-iterations=1;no-verify-fixpoint>,"
+    "simplifycfg<bonus-inst-threshold=1;forward-switch-cond;"
+    "switch-range-to-icmp;switch-to-arithmetic;switch-to-lookup;"
+    "no-keep-loops;hoist-common-insts;sink-common-insts;speculate-blocks;"
+    "simplify-cond-branch>,"
+    "instcombine<max-iterations=1;no-verify-fixpoint>,loop-unroll<O3>,"
+    "sroa<preserve-cfg>,infer-alignment,"
+    "instcombine<max-iterations=1;no-verify-fixpoint>,"
+    "loop-mssa(licm<allowspeculation>),loop-sink,instsimplify,div-rem-pairs,"
+    "simplifycfg<bonus-inst-threshold=1;switch-range-to-icmp;"
+    "switch-to-arithmetic;keep-loops;hoist-loads-stores-with-cond-faulting;"
+    "speculate-blocks;simplify-cond-branch;speculate-unpredictables>),"
     "globaldce";
 
 class Serializer : public NVVM::SerializeGPUModuleBase {
