@@ -235,6 +235,12 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
                      "default; every buffer under 2^31 elements) or 64"),
       llvm::cl::init(32)};
 
+  Option<std::string> llvmPipeline{
+      *this, "llvm-pipeline",
+      llvm::cl::desc("kvattn (the short LLVM pipeline, the default) or "
+                     "standard (default<O3>, as gpu-module-to-binary)"),
+      llvm::cl::init("kvattn")};
+
   Option<bool> deviceIR{
       *this, "device-ir",
       llvm::cl::desc("Make the gpu.binary hold the device LLVM IR (bitcode) "
@@ -258,6 +264,8 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.indexBitwidth = indexBitwidth;
     if (deviceIR)
       o.image = ::mlir::kvattn::DeviceImage::LlvmIR;
+    if (llvmPipeline == "standard")
+      o.llvmPipeline = ::mlir::kvattn::LlvmPipeline::Standard;
     return o;
   }
 };
@@ -313,7 +321,7 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
 
 void mlir::kvattn::buildGpuKernelsToPtxPipeline(
     OpPassManager &pm, const ::mlir::kvattn::PtxOptions &options,
-    const std::string &libdevice) {
+    const std::string &libdevice, DeviceCodegenTimes *times) {
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;
   target.features = options.features;
@@ -343,10 +351,15 @@ void mlir::kvattn::buildGpuKernelsToPtxPipeline(
   llvmKernels.addPass(createCanonicalizerPass());
   llvmKernels.addPass(createCSEPass());
   llvmKernels.addPass(createReconcileUnrealizedCastsPass());
-  GpuModuleToBinaryPassOptions binary;
-  binary.compilationTarget =
+  // gpu-module-to-binary's work with kvattn's short LLVM pipeline
+  // (docs/runtime.md, "Kernel cache").
+  GpuModuleToPtxPassOptions binary;
+  binary.format =
       options.image == ::mlir::kvattn::DeviceImage::LlvmIR ? "llvm" : "isa";
-  pm.addPass(createGpuModuleToBinaryPass(binary));
+  binary.llvmPipeline =
+      options.llvmPipeline == ::mlir::kvattn::LlvmPipeline::Kvattn ? "kvattn"
+                                                                   : "standard";
+  pm.addPass(createGpuModuleToPtxPass(binary, times));
 }
 
 void mlir::kvattn::registerKVAttnPipelines() {
@@ -363,6 +376,10 @@ void mlir::kvattn::registerKVAttnPipelines() {
       "warps, shared memory) -> NVVM -> PTX text in a gpu.binary",
       [](OpPassManager &pm, const PtxPipelineOptionsCL &cl) {
         ::mlir::kvattn::PtxOptions options = cl.get();
+        if (cl.llvmPipeline != "kvattn" && cl.llvmPipeline != "standard")
+          llvm::errs() << "kvattn-to-ptx: warning: llvm-pipeline must be "
+                          "kvattn or standard, not '"
+                       << cl.llvmPipeline << "': using kvattn\n";
         std::string libdevice = mlir::kvattn::findLibdevice(options.libdevice);
         if (libdevice.empty())
           llvm::errs() << "kvattn-to-ptx: warning: libdevice.10.bc not found "

@@ -194,6 +194,9 @@ std::string KernelCache::key(mlir::ModuleOp module, const PtxOptions &options) {
      << "index-bits " << options.indexBitwidth << "\n"
      << "image " << imageName(options.image) << "\n"
      << "llvm-opt " << options.llvmOptLevel << "\n"
+     << "llvm-pipeline "
+     << (options.llvmPipeline == LlvmPipeline::Kvattn ? "kvattn" : "standard")
+     << "\n"
      << "ir\n";
   mlir::OpPrintingFlags flags;
   flags.enableDebugInfo(false);

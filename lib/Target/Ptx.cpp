@@ -16,6 +16,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -172,11 +173,18 @@ static Status compileUncached(ModuleOp module, const PtxOptions &options,
   };
   KVATTN_RETURN_IF_ERROR(
       dump("0-input.mlir", [&](llvm::raw_ostream &os) { module->print(os); }));
+  using Clock = std::chrono::steady_clock;
+  auto msSince = [](Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start)
+        .count();
+  };
   PassManager kernels(ctx);
   mlir::kvattn::buildKVAttnToGpuKernelsPipeline(kernels, options);
   KVATTN_RETURN_IF_ERROR(configure(kernels));
+  Clock::time_point kernelsStart = Clock::now();
   if (failed(kernels.run(*clone)))
     return Status::error("building the GPU kernels failed:\n" + diags.text());
+  const double kernelsMs = msSince(kernelsStart);
   KVATTN_RETURN_IF_ERROR(
       dump("1-kernels.mlir", [&](llvm::raw_ostream &os) { clone->print(os); }));
 
@@ -198,17 +206,27 @@ static Status compileUncached(ModuleOp module, const PtxOptions &options,
         "kvattn.sdpa or kvattn.append");
 
   PassManager ptx(ctx);
-  mlir::kvattn::buildGpuKernelsToPtxPipeline(ptx, options, libdevice);
+  DeviceCodegenTimes device;
+  mlir::kvattn::buildGpuKernelsToPtxPipeline(ptx, options, libdevice, &device);
   KVATTN_RETURN_IF_ERROR(configure(ptx));
+  Clock::time_point ptxStart = Clock::now();
   if (failed(ptx.run(*clone)))
     return Status::error("NVVM/PTX code generation failed:\n" + diags.text());
+  const double ptxMs = msSince(ptxStart);
+  result.kernelsMs = kernelsMs;
+  result.translateMs = device.translateMs;
+  result.linkMs = device.linkMs;
+  result.optimizeMs = device.optimizeMs;
+  result.codegenMs = device.codegenMs;
+  result.nvvmMs = std::max(0.0, ptxMs - device.translateMs - device.linkMs -
+                                    device.optimizeMs - device.codegenMs);
   auto binary = clone->lookupSymbol<gpu::BinaryOp>("kvattn_kernels");
   if (!binary || binary.getObjects().size() != 1)
-    return Status::error("gpu-module-to-binary produced no PTX");
+    return Status::error("kvattn-gpu-module-to-ptx produced no PTX");
   auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
   result.image = options.image;
   if (options.image == DeviceImage::LlvmIR) {
-    // gpu-module-to-binary{format=llvm} gives bitcode; the emulator's image
+    // format=llvm gives bitcode; the emulator's image
     // is the same module as text (NUL-free, like PTX, and readable).
     llvm::LLVMContext llvmContext;
     auto buffer = llvm::MemoryBuffer::getMemBuffer(

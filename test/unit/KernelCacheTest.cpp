@@ -140,6 +140,10 @@ TEST_F(KernelCacheTest, KeyFollowsOptionsAndIrNotLocations) {
   mlir::kvattn::PtxOptions wide = base;
   wide.indexBitwidth = 64;
   EXPECT_NE(mlir::kvattn::KernelCache::key(*module, wide), key);
+  // The LLVM pipeline decides the PTX too.
+  mlir::kvattn::PtxOptions pipeline = base;
+  pipeline.llvmPipeline = mlir::kvattn::LlvmPipeline::Standard;
+  EXPECT_NE(mlir::kvattn::KernelCache::key(*module, pipeline), key);
   // The same IR parsed again (other locations): the same key.
   mlir::MLIRContext other;
   mlir::OwningOpRef<mlir::ModuleOp> again = parse(other);

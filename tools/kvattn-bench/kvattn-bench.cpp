@@ -26,7 +26,11 @@
 // bandwidth; per shape: the time, TFLOP/s over allowed scores only, the GB/s
 // of the K/V a kernel must read at least and, for decode (L <= 8), that as a
 // share of the copy bandwidth. --compile-only builds every shape's PTX
-// without a driver and prints compile_ms. See docs/benchmarks.md.
+// without a driver and prints compile_ms (the fastest of --compile-repeats
+// cold compiles), its phases (mlir_ms: the kvattn passes, the conversion to
+// NVVM and the translation to LLVM IR with libdevice; opt_ms: LLVM's
+// optimiser; cg_ms: the NVPTX back end) and cached_ms (the same compile
+// answered by the kernel cache). See docs/benchmarks.md.
 //
 //   kvattn-bench --target=gpu-emu [--quick] [--lengths=... --prefixes=...]
 //
@@ -154,6 +158,11 @@ cl::opt<std::string> chip("chip",
                           cl::desc("GPU: target chip (default: the device's "
                                    "own; sm_90 with --compile-only)"),
                           cl::init(""), cl::cat(benchCategory));
+cl::opt<int> compileRepeats("compile-repeats",
+                            cl::desc("GPU --compile-only: cold compiles per "
+                                     "shape; compile_ms and its phases are "
+                                     "the fastest's (default 3)"),
+                            cl::init(3), cl::cat(benchCategory));
 cl::opt<int> assumedSms("sms",
                         cl::desc("GPU --compile-only: multiprocessors assumed "
                                  "for the batch size (H200: 132)"),
@@ -549,8 +558,10 @@ int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
 
   if (compileOnly)
     llvm::outs() << llvm::formatv(
-        "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11} {6,10} {7,8}\n", "B", "P", "L",
-        "D", "tile", "compile_ms", "cached_ms", "ptx_kB");
+        "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11} {6,8} {7,7} {8,6} {9,10} "
+        "{10,8}\n",
+        "B", "P", "L", "D", "tile", "compile_ms", "mlir_ms", "opt_ms", "cg_ms",
+        "cached_ms", "ptx_kB");
   else if (emulated)
     llvm::outs() << llvm::formatv(
         "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11} {6,8}\n", "B", "P", "L", "D",
@@ -608,6 +619,14 @@ int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
         if (km.splitKv > 1)
           tile += "/s" + std::to_string(km.splitKv);
         if (compileOnly) {
+          // The cold figure: the fastest of a few compiles (this machine
+          // may be shared).
+          for (int i = 1; i < compileRepeats; ++i) {
+            mlir::kvattn::PtxModule again;
+            if (mlir::kvattn::compileToPtx(*module, options, again).isOk() &&
+                again.compileMs < ptx.compileMs)
+              ptx = std::move(again);
+          }
           // The warm figure: the same compilation answered by the kernel
           // cache (the environment's; "-" when it is off), after storing
           // this result in it.
@@ -624,8 +643,11 @@ int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
               cached = llvm::formatv("{0:F2}", hit.compileMs).str();
           }
           llvm::outs() << llvm::formatv(
-              "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11:F1} {6,10} {7,8:F1}\n", b,
-              p, l, d, tile, ptx.compileMs, cached, ptx.ptx.size() / 1024.0);
+              "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11:F1} {6,8:F1} {7,7:F1} "
+              "{8,6:F1} {9,10} {10,8:F1}\n",
+              b, p, l, d, tile, ptx.compileMs,
+              ptx.kernelsMs + ptx.nvvmMs + ptx.translateMs + ptx.linkMs,
+              ptx.optimizeMs, ptx.codegenMs, cached, ptx.ptx.size() / 1024.0);
           llvm::outs().flush();
           continue;
         }

@@ -27,6 +27,17 @@ namespace kvattn {
 #define GEN_PASS_DECL
 #include "kvattn/Passes/Passes.h.inc"
 
+/// Where -kvattn-gpu-module-to-ptx spent its time, in milliseconds summed
+/// over the gpu.modules it compiled: translation to LLVM IR, libdevice
+/// linking, LLVM's optimiser, the NVPTX back end (PTX printing included).
+struct DeviceCodegenTimes {
+  double translateMs = 0, linkMs = 0, optimizeMs = 0, codegenMs = 0;
+};
+/// -kvattn-gpu-module-to-ptx that adds its phase times to `*times`.
+std::unique_ptr<Pass>
+createGpuModuleToPtxPass(const GpuModuleToPtxPassOptions &options,
+                         DeviceCodegenTimes *times);
+
 /// Patterns of -kvattn-resolve-cached-append, usable without the pass.
 void populateResolveCachedAppendPatterns(RewritePatternSet &patterns,
                                          bool fixUpperLeftAppends);
@@ -62,9 +73,11 @@ void buildKVAttnToCpuPipeline(OpPassManager &pm,
 void buildKVAttnToGpuKernelsPipeline(OpPassManager &pm,
                                      const ::mlir::kvattn::PtxOptions &options);
 /// Kernels -> NVVM -> PTX text (gpu.binary, format=isa).
+/// `times`, when given, receives -kvattn-gpu-module-to-ptx's phase times.
 void buildGpuKernelsToPtxPipeline(OpPassManager &pm,
                                   const ::mlir::kvattn::PtxOptions &options,
-                                  const std::string &libdevice);
+                                  const std::string &libdevice,
+                                  DeviceCodegenTimes *times = nullptr);
 /// libdevice.10.bc: `explicitPath` if it exists, else from $CUDA_HOME,
 /// $CUDA_PATH or /usr/local/cuda; empty when not found.
 std::string findLibdevice(const std::string &explicitPath);

@@ -461,6 +461,47 @@ def GpuToNVVMPass : Pass<"kvattn-gpu-to-nvvm", "::mlir::ModuleOp"> {
   ];
 }
 
+def GpuModuleToPtxPass : Pass<"kvattn-gpu-module-to-ptx", "::mlir::ModuleOp"> {
+  let summary = "Compile each NVVM-targeted gpu.module to PTX or device IR "
+                "with kvattn's short LLVM pipeline";
+  let description = [{
+    What `gpu-module-to-binary` does for an `#nvvm.target` (translation to
+    LLVM IR, libdevice linked, LLVM's optimiser, the NVPTX back end; one
+    `gpu.binary` per `gpu.module`, same name, same `#gpu.object`), with
+    two differences (on the standard shapes, 10-30 % less time in LLVM's
+    optimiser and 15-30 % less in the back end than O3):
+
+    - `llvm-pipeline=kvattn` (the default) runs a shorter LLVM pipeline
+      than `default<O3>`: O3's function simplification and late loop
+      passes (SROA after the full unrolling of the fragment loops, GVN,
+      DSE, LICM, O3's loop unrolling, ...) without what does nothing for
+      kvattn's kernels (the CGSCC inliner walk and attribute inference:
+      there are no calls but libdevice's, inlined by always-inline; the
+      vectorizers), instcombine run once where O3 iterates it; then the
+      NVPTX back end at O2 (early CSE instead of GVN in its IR passes). On
+      the standard shapes the emulator counts the same or fewer
+      instructions per KV block than with O3, but for paged append
+      (+1.2 %; docs/runtime.md, "Kernel cache").
+      `llvm-pipeline=standard` runs LLVM's `default<On>` and the back end
+      at `On`, `n` the target's `O`, exactly as `gpu-module-to-binary`
+      does.
+    - libdevice (the target's `link` files) is only read when the module
+      calls a `__nv_*` function.
+
+    `format=isa` gives PTX (`assembly`), `format=llvm` the optimised
+    device LLVM IR as bitcode (`offload`), the emulated GPU's input.
+  }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"isa\"",
+           "isa (PTX text) or llvm (the optimised device bitcode)">,
+    Option<"llvmPipeline", "llvm-pipeline", "std::string",
+           /*default=*/"\"kvattn\"",
+           "kvattn (the shorter pipeline, back end at O2) or standard "
+           "(default<On> and the back end at On, n the target's O)">,
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 def LowerMergePass : Pass<"kvattn-lower-merge"> {
   let summary = "Lower kvattn.merge to loops over buffers (CPU)";
   let description = [{

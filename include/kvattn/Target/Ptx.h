@@ -71,6 +71,12 @@ struct PtxModule {
   std::vector<KernelManifest> kernels;
   /// IR -> PTX text, or the cache lookup's time on a hit.
   double compileMs = 0;
+  /// Of compileMs, when compiled (0 on a hit): the kvattn passes to GPU
+  /// kernels (buildKVAttnToGpuKernelsPipeline), the MLIR conversion to
+  /// NVVM/LLVM dialect, and -kvattn-gpu-module-to-ptx's translation to LLVM
+  /// IR, libdevice linking, LLVM optimiser and NVPTX back end.
+  double kernelsMs = 0, nvvmMs = 0, translateMs = 0, linkMs = 0, optimizeMs = 0,
+         codegenMs = 0;
   /// The kernel cache's part: "hit", "miss" (compiled and stored),
   /// "replaced" (the entry did not read back whole: compiled and stored
   /// again), "off" (no cache), or "unwritable: <why>" (compiled, not

@@ -30,6 +30,18 @@ enum class DeviceImage {
   LlvmIR,
 };
 
+/// Which LLVM optimisation the device code gets before the NVPTX back end
+/// (-kvattn-gpu-module-to-ptx's llvm-pipeline).
+enum class LlvmPipeline {
+  /// kvattn's shorter pipeline and the back end at O2: 10-30 % less LLVM
+  /// time than O3 for kernels the emulator counts the same or smaller
+  /// (docs/runtime.md, "Kernel cache").
+  Kvattn,
+  /// LLVM's default<On> and the back end at On, n = llvmOptLevel, as
+  /// gpu-module-to-binary does.
+  Standard,
+};
+
 struct PtxOptions {
   std::string chip = "sm_80";
   std::string features;  ///< e.g. "+ptx80"; empty: the chip's minimum
@@ -51,9 +63,10 @@ struct PtxOptions {
   /// such kernels; the manifest's `index_bits`), or 64 for larger caches.
   /// The kernel ABI (i64 scalars, 64-bit pointers) is the same for both.
   unsigned indexBitwidth = 32;
-  /// LLVM's optimisation level for the device code (0 to 3: the NVVM
-  /// target's `O` of gpu-module-to-binary, which runs LLVM's pipeline before
-  /// the NVPTX back end; ptxas optimises the PTX again).
+  LlvmPipeline llvmPipeline = LlvmPipeline::Kvattn;
+  /// LLVM's optimisation level for the device code with
+  /// LlvmPipeline::Standard (0 to 3: the NVVM target's `O`; ptxas optimises
+  /// the PTX again). Recorded in the target attribute either way.
   unsigned llvmOptLevel = 3;
   /// Metadata validated on the device (-kvattn-device-validation,
   /// docs/kernel-abi.md "The status word"): every kernel takes a `status`
