@@ -1,5 +1,4 @@
-//===- PlanCompile.h - compile and plan, from IR or a description -*- C++
-//-*-===//
+//===- PlanCompile.h - compile and plan -------------------------*- C++ -*-===//
 //
 // rt::Plan (the runtime, no MLIR) runs what was compiled; these compile it:
 // every kernel of a module with device validation (or from the kernel

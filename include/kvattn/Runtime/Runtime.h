@@ -1,5 +1,4 @@
-//===- Runtime.h - load kvattn PTX and launch it (CUDA Driver API) -*- C++
-//-*-===//
+//===- Runtime.h - load PTX, launch it --------------------------*- C++ -*-===//
 //
 // The kvattn runtime: no MLIR, no link-time dependency on libcuda. The
 // driver library is opened with dlopen ("libcuda.so.1", or the path in

@@ -1,5 +1,4 @@
-//===- Decimal.h - non-negative decimal integers without exceptions -*- C++
-//-*-===//
+//===- Decimal.h - decimal integers -----------------------------*- C++ -*-===//
 //
 // std::stoll throws (and LLVM's builds abort on exceptions) on a number
 // that does not fit: untrusted text (.npy headers, manifests) is parsed here

@@ -1,5 +1,4 @@
-//===- GpuEmitter.h - thread mapping vocabulary of the GPU lowering -*- C++
-//-*-===//
+//===- GpuEmitter.h - thread mapping vocabulary -----------------*- C++ -*-===//
 //
 // The thread coordinates of a kernel and the loop vocabulary over them,
 // shared by the scalar tile lowering (TileToGPU.cpp) and the tensor-core

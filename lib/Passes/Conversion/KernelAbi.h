@@ -1,5 +1,4 @@
-//===- KernelAbi.h - kernel parameters and their manifest entries -*- C++
-//-*-===//
+//===- KernelAbi.h - kernel parameters --------------------------*- C++ -*-===//
 //
 // The kernels kvattn outlines (attention programs, the split merge, the cache
 // write) take each tensor as a bare pointer (memref<1xT>) followed by i64

@@ -1,5 +1,4 @@
-//===- LoopEmitter.h - loop-building vocabulary for tile lowerings -*- C++
-//-*-===//
+//===- LoopEmitter.h - loop-building vocabulary -----------------*- C++ -*-===//
 //
 // The CPU and GPU lowerings of the tile ops both expand them into scf loops
 // over memref loads and stores in f32; this is their shared vocabulary.

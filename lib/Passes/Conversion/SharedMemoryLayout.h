@@ -1,5 +1,4 @@
-//===- SharedMemoryLayout.h - where a program's tiles live on the GPU -*- C++
-//-*-===//
+//===- SharedMemoryLayout.h - tiles in shared memory ------------*- C++ -*-===//
 //
 // On the GPU every scratch tile of a program (the memref.alloca's that
 // -kvattn-tile creates: query tile, scores, running max and sum,
