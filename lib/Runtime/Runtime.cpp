@@ -512,8 +512,7 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
   const int64_t gridY =
       append || validate ? 1
       : varlen           ? kernel.group * sizes.L / kernel.blockM + sizes.B
-                         : (kernel.group * sizes.L + kernel.blockM - 1) /
-                     kernel.blockM;
+               : (kernel.group * sizes.L + kernel.blockM - 1) / kernel.blockM;
   if (gridX == 0 || gridY == 0)
     return Status::ok(); // No program: nothing to compute.
   // KV chunks of a split: static, or chosen per launch (the `N` the
