@@ -16,21 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
+#include "check.h"
 
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      printf("FAIL: " __VA_ARGS__);                                            \
-      printf("\n");                                                            \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
-
-static void die(const char *what, const char *error) {
-  printf("FATAL: %s: %s\n", what, error ? error : "?");
-  exit(1);
-}
 
 static const char *(*takeReports)(void);
 
@@ -370,6 +357,5 @@ int main(void) {
   ragged(rt);
   badDescriptions(rt);
   kvattn_runtime_destroy(rt);
-  printf("%s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
-  return failures ? 1 : 0;
+  return finish();
 }

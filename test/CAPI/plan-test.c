@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+
 enum { B = 2, HQ = 8, HKV = 2, D = 64, PAGE = 16, MAX_PAGES = 4, POOL = 6 };
 
 static const char *kIR =
@@ -33,21 +35,6 @@ static const char *kIR =
     "  return %o : tensor<?x8x1x64xbf16>\n"
     "}\n";
 
-static int failures = 0;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      printf("FAIL: " __VA_ARGS__);                                            \
-      printf("\n");                                                            \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
-
-static void die(const char *what, char *error) {
-  printf("FATAL: %s: %s\n", what, error ? error : "?");
-  exit(1);
-}
 
 typedef struct {
   const char *name;
@@ -188,6 +175,5 @@ int main(void) {
   kvattn_plan_destroy(plan);
   kvattn_runtime_destroy(rt);
   free(host);
-  printf("%s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
-  return failures ? 1 : 0;
+  return finish();
 }

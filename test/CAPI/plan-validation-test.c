@@ -27,21 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
+#include "check.h"
 
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      printf("FAIL: " __VA_ARGS__);                                            \
-      printf("\n");                                                            \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
-
-static void die(const char *what, const char *error) {
-  printf("FATAL: %s: %s\n", what, error ? error : "?");
-  exit(1);
-}
 
 enum { MAX_VALUES = 64, MAX_PARAMS = 12 };
 
@@ -431,6 +418,5 @@ int main(void) {
   pagedStepSuite(rt);
 
   kvattn_runtime_destroy(rt);
-  printf("%s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
-  return failures ? 1 : 0;
+  return finish();
 }
