@@ -1066,8 +1066,9 @@ TEST(RuntimeSplit, GridZAndNFollowTheFormula) {
         ASSERT_TRUE(s.isOk()) << s.message();
       }
       const int64_t n = documentedSplit(c.b, c.l, c.s, sms);
-      if (sms == 132)
+      if (sms == 132) {
         EXPECT_EQ(n, c.expected) << "B " << c.b << " S " << c.s;
+      }
       EXPECT_EQ(splitCount(manifest.kernels[0], args.sizes, sms), n);
       EXPECT_EQ(splitCount(manifest.kernels[1], args.sizes, sms), n);
       // n = 1: the attention stores out itself, the merge is not launched.
