@@ -523,13 +523,36 @@ Value emitMergedChunk(GpuEmitter &e, Value outParts, ArrayRef<Value> lses,
   return normalise(e, acc, row.peak, row.sum);
 }
 
+/// The same for a part count known at run time (a run-time split: the
+/// parts' leading dimension): the part lses are read again in a loop over
+/// the parts (the same word for a warp's lanes of one row), the same
+/// operations in the same order.
+Value emitMergedChunk(GpuEmitter &e, Value outParts, Value lseParts,
+                      const MergedRow &row, Value b, Value h, Value i, Value x,
+                      int64_t w) {
+  using namespace merge_detail;
+  auto vecType = VectorType::get({w}, e.b.getF32Type());
+  Value zero = vector::BroadcastOp::create(e.b, vecType, e.f32(0));
+  Value acc =
+      e.reduce(e.idx(0), e.dimOf(lseParts, 0), zero, [&](Value p, Value a) {
+        Value l = e.load(lseParts, {p, b, h, i});
+        Value v = vector::LoadOp::create(
+            e.b, vecType, outParts, ValueRange{p, b, h, i, x},
+            /*nontemporal=*/false, llvm::Align(4 * w));
+        return accumulatePart(e, a, l, row.peak, v);
+      });
+  return normalise(e, acc, row.peak, row.sum);
+}
+
 /// The merge kernel of a split: all threads together over the (row,
-/// chunk) pairs of the block's rows. With a static part count N (the tile
-/// pass's, up to 64) and Dv % 4 == 0, a thread takes 4 adjacent columns: it
-/// loads its row's N part lses once (a warp's lanes of one row read the same
-/// word), then N 16-byte part vectors, and stores the 4 merged values at once;
-/// otherwise one column per thread, each recomputing the row's lse
-/// (N exponentials). The values are the same either way.
+/// chunk) pairs of the block's rows. With Dv % 4 == 0 a thread takes 4
+/// adjacent columns: with a static part count N (the tile pass's, up to
+/// 64) it loads its row's N part lses once (a warp's lanes of one row read
+/// the same word) and keeps them in registers, with a count known at run
+/// time it reads them in loops over the parts; then one 16-byte vector per
+/// part, and it stores the 4 merged values at once. Otherwise one column
+/// per thread, each recomputing the row's lse (N exponentials). The values
+/// are the same either way.
 LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
   b.setInsertionPointToStart(&kernel.getBody().front());
@@ -555,32 +578,44 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
               e.store(lseValue, lse, {op.getBatch(), op.getHead(), i});
             });
     };
+    constexpr int64_t kChunk = 4, kMaxRegisterParts = 64;
+    // Columns x .. x + 4 of row i, and its lse.
+    auto storeChunk = [&](Value v, Value x, Value i, Value lseValue) {
+      if (!outType.isF32())
+        v = arith::TruncFOp::create(e.b, VectorType::get({kChunk}, outType), v);
+      vector::StoreOp::create(
+          e.b, v, op.getOut(), ValueRange{op.getBatch(), op.getHead(), i, x},
+          /*nontemporal=*/false,
+          llvm::Align(kChunk * outType.getIntOrFloatBitWidth() / 8));
+      storeLse(x, i, lseValue);
+    };
     // The part lses stay in registers: up to 64 parts (split-kv = 0's
     // largest count).
     const int64_t parts = partsType.getDimSize(0);
-    constexpr int64_t kChunk = 4, kMaxRegisterParts = 64;
-    if (ShapedType::isStatic(parts) && parts <= kMaxRegisterParts &&
-        dv % kChunk == 0) {
+    const bool lsesInRegisters =
+        ShapedType::isStatic(parts) && parts <= kMaxRegisterParts;
+    if (dv % kChunk == 0) {
       const int64_t chunks = dv / kChunk;
       e.cooperative(e.mulIdx(op.getRows(), chunks), [&](Value n) {
         Value r = e.divIdx(n, e.idx(chunks));
         Value x = e.mulIdx(e.remIdx(n, e.idx(chunks)), kChunk);
         Value i = e.add(op.getStart(), r);
-        SmallVector<Value> lses;
-        for (int64_t p = 0; p < parts; ++p)
-          lses.push_back(e.load(op.getLseParts(),
-                                {e.idx(p), op.getBatch(), op.getHead(), i}));
-        MergedRow row = emitMergedRow(lses, e);
-        Value v = emitMergedChunk(e, op.getOutParts(), lses, row, op.getBatch(),
-                                  op.getHead(), i, x, kChunk);
-        if (!outType.isF32())
-          v = arith::TruncFOp::create(e.b, VectorType::get({kChunk}, outType),
-                                      v);
-        vector::StoreOp::create(
-            e.b, v, op.getOut(), ValueRange{op.getBatch(), op.getHead(), i, x},
-            /*nontemporal=*/false,
-            llvm::Align(kChunk * outType.getIntOrFloatBitWidth() / 8));
-        storeLse(x, i, row.lse);
+        if (lsesInRegisters) {
+          SmallVector<Value> lses;
+          for (int64_t p = 0; p < parts; ++p)
+            lses.push_back(e.load(op.getLseParts(),
+                                  {e.idx(p), op.getBatch(), op.getHead(), i}));
+          MergedRow row = emitMergedRow(lses, e);
+          storeChunk(emitMergedChunk(e, op.getOutParts(), lses, row,
+                                     op.getBatch(), op.getHead(), i, x, kChunk),
+                     x, i, row.lse);
+          return;
+        }
+        MergedRow row =
+            emitMergedRow(e, op.getLseParts(), op.getBatch(), op.getHead(), i);
+        storeChunk(emitMergedChunk(e, op.getOutParts(), op.getLseParts(), row,
+                                   op.getBatch(), op.getHead(), i, x, kChunk),
+                   x, i, row.lse);
       });
       op->erase();
       continue;
