@@ -99,6 +99,37 @@ static Status parse(const char *ir, mlir::MLIRContext &context,
   return Status::ok();
 }
 
+/// A caller's struct_size-versioned struct over `out` (its defaults): the
+/// first struct_size bytes are the caller's (an older header has fewer
+/// fields), the rest keep their defaults. `what` names it in errors
+/// ("options", "desc"), `init` is its initialiser, `minimum` the fewest
+/// bytes a caller may give.
+template <typename T>
+static Status readVersioned(const std::string &what, const char *init,
+                            size_t minimum, const T &given, T &out) {
+  if (given.struct_size < minimum)
+    return Status::error(what + ".struct_size is " +
+                         std::to_string(given.struct_size) + ": set it with " +
+                         init + " (sizeof = " + std::to_string(sizeof(T)) +
+                         ")");
+  if (given.struct_size > sizeof(T))
+    return Status::error(
+        what + ".struct_size is " + std::to_string(given.struct_size) +
+        ", larger than this library's " + std::to_string(sizeof(T)) +
+        " (a header newer than the library)");
+  std::memcpy(&out, &given, given.struct_size);
+  out.struct_size = sizeof(T);
+  return Status::ok();
+}
+
+/// A 0/1 field: `field` names it ("prefix: options.tensor_cores").
+static Status checkFlag(const std::string &field, int32_t value) {
+  return value != 0 && value != 1
+             ? Status::error(field + " = " + std::to_string(value) +
+                             " is not 0 or 1")
+             : Status::ok();
+}
+
 /// The caller's options over the defaults: the first struct_size bytes are
 /// the caller's (an older header has fewer fields), the rest keep their
 /// defaults. Null: the defaults.
@@ -108,31 +139,17 @@ static Status readOptions(const char *what, const kvattn_compile_options *given,
   if (!given)
     return Status::ok();
   const std::string prefix = std::string(what) + ": ";
-  constexpr size_t minimum = offsetof(kvattn_compile_options, chip);
-  if (given->struct_size < minimum + sizeof(given->chip))
-    return Status::error(
-        prefix + "options.struct_size is " +
-        std::to_string(given->struct_size) +
-        ": set it with kvattn_compile_options_init (sizeof = " +
-        std::to_string(sizeof(kvattn_compile_options)) + ")");
-  if (given->struct_size > sizeof(kvattn_compile_options))
-    return Status::error(prefix + "options.struct_size is " +
-                         std::to_string(given->struct_size) +
-                         ", larger than this library's " +
-                         std::to_string(sizeof(kvattn_compile_options)) +
-                         " (a header newer than the library)");
-  std::memcpy(&options, given, given->struct_size);
-  options.struct_size = sizeof(kvattn_compile_options);
+  KVATTN_RETURN_IF_ERROR(readVersioned(
+      prefix + "options", "kvattn_compile_options_init",
+      offsetof(kvattn_compile_options, chip) + sizeof(given->chip), *given,
+      options));
   auto nonNegative = [&](const char *name, int64_t value) {
     return value < 0 ? Status::error(prefix + "options." + name + " = " +
                                      std::to_string(value) + " is negative")
                      : Status::ok();
   };
   auto boolean = [&](const char *name, int32_t value) {
-    return value != 0 && value != 1
-               ? Status::error(prefix + "options." + name + " = " +
-                               std::to_string(value) + " is not 0 or 1")
-               : Status::ok();
+    return checkFlag(prefix + "options." + name, value);
   };
   KVATTN_RETURN_IF_ERROR(nonNegative("block_m", options.block_m));
   KVATTN_RETURN_IF_ERROR(nonNegative("block_n", options.block_n));
@@ -946,24 +963,11 @@ static Status readDescription(const char *what,
     return Status::error(prefix + "null description");
   kvattn_attention_desc c;
   kvattn_attention_desc_init(&c);
-  constexpr size_t minimum = offsetof(kvattn_attention_desc, causal);
-  if (given->struct_size < minimum)
-    return Status::error(prefix + "desc.struct_size is " +
-                         std::to_string(given->struct_size) +
-                         ": set it with kvattn_attention_desc_init (sizeof = " +
-                         std::to_string(sizeof(kvattn_attention_desc)) + ")");
-  if (given->struct_size > sizeof(kvattn_attention_desc))
-    return Status::error(prefix + "desc.struct_size is " +
-                         std::to_string(given->struct_size) +
-                         ", larger than this library's " +
-                         std::to_string(sizeof(kvattn_attention_desc)) +
-                         " (a header newer than the library)");
-  std::memcpy(&c, given, given->struct_size);
+  KVATTN_RETURN_IF_ERROR(
+      readVersioned(prefix + "desc", "kvattn_attention_desc_init",
+                    offsetof(kvattn_attention_desc, causal), *given, c));
   auto boolean = [&](const char *name, int32_t value) {
-    return value != 0 && value != 1
-               ? Status::error(prefix + "desc." + name + " = " +
-                               std::to_string(value) + " is not 0 or 1")
-               : Status::ok();
+    return checkFlag(prefix + "desc." + name, value);
   };
   KVATTN_RETURN_IF_ERROR(boolean("causal", c.causal));
   KVATTN_RETURN_IF_ERROR(boolean("with_lse", c.with_lse));
