@@ -150,7 +150,7 @@ def estimate(row, device, batch=1, simple=False):
     # request or replay (a lower bound). Otherwise the passes are counted:
     # an ldmatrix.xN reads N 8x8 matrices, one wavefront each; every mma's
     # B operand is one ldmatrix.x2 (K in Q.K^T, V in P.V) and the rest are
-    # the ldmatrix.x4 of Q (lib/Passes/Conversion/TensorCoreTiles.cpp); other
+    # the ldmatrix.x4 of Q (passes/Conversion/TileToGPU/TensorCoreTiles.cpp); other
     # requests count one wavefront (8- and 16-byte ones take 2-4: still a
     # lower bound). Plus the K and V blocks cp.async writes into shared
     # memory, which the request counters leave out: block_n x (D + Dv) x 2

@@ -1,7 +1,7 @@
 //===- EmuDriver.cpp - the CUDA Driver API over the emulated GPU ----------===//
 //
 // libkvattn_cuda_emu.so exports the driver entry points the runtime
-// resolves (lib/Runtime/CudaApi.h), so the runtime, the C API and everything
+// resolves (runtime/CudaApi.h), so the runtime, the C API and everything
 // above them run unchanged on the emulated GPU: pass its path as the
 // runtime's library (RuntimeOptions::libraryPath or $KVATTN_LIBCUDA).
 // Images are device LLVM IR (DeviceImage::LlvmIR), not PTX.
@@ -29,7 +29,7 @@
 #include "kvattn/GpuEmu/EmuDriver.h"
 #include "kvattn/GpuEmu/Emulator.h"
 
-#include "Runtime/CudaApi.h"
+#include "runtime/CudaApi.h"
 
 #include <chrono>
 #include <cstdlib>

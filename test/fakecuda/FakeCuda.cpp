@@ -2,7 +2,7 @@
 
 #include "FakeCuda.h"
 
-#include "Runtime/CudaApi.h"
+#include "runtime/CudaApi.h"
 
 #include <cstdlib>
 #include <cstring>

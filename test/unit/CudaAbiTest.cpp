@@ -1,4 +1,4 @@
-//===- CudaAbiTest.cpp - lib/Runtime/CudaApi.h against cuda.h
+//===- CudaAbiTest.cpp - runtime/CudaApi.h against cuda.h
 //-----------------===//
 //
 // Built only when cuda.h is found: the runtime declares the driver types
@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Runtime/CudaApi.h"
+#include "runtime/CudaApi.h"
 
 #include <cuda.h>
 

@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Support/Float16.h"
-#include "Runtime/CudaApi.h"
+#include "runtime/CudaApi.h"
 
 #include <gtest/gtest.h>
 

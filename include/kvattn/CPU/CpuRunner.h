@@ -10,7 +10,7 @@
 #ifndef KVATTN_CPU_CPURUNNER_H
 #define KVATTN_CPU_CPURUNNER_H
 
-#include "kvattn/CPU/CpuOptions.h"
+#include "kvattn/Passes/CpuOptions.h"
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Status.h"
 

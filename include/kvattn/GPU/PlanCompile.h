@@ -14,7 +14,7 @@
 
 #include "kvattn/Runtime/Plan.h"
 #include "kvattn/Target/AttentionDescription.h"
-#include "kvattn/Target/PtxOptions.h"
+#include "kvattn/Passes/PtxOptions.h"
 
 #include <map>
 #include <memory>

@@ -32,7 +32,7 @@ enum StatusWord : int {
 };
 
 /// The rules a validation kernel checks (the runtime's messages:
-/// lib/Runtime/Validation.cpp, kvattn/Support/BlockTable.h).
+/// runtime/Validation.cpp, kvattn/Support/BlockTable.h).
 enum ViolationRule : int {
   kRuleNone = 0,
   kRuleKvLenRange = 1,       ///< kv_len outside [0, S]

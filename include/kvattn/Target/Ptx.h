@@ -11,7 +11,7 @@
 #define KVATTN_TARGET_PTX_H
 
 #include "kvattn/Support/Status.h"
-#include "kvattn/Target/PtxOptions.h"
+#include "kvattn/Passes/PtxOptions.h"
 
 #include <cstdint>
 #include <string>

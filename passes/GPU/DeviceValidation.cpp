@@ -10,7 +10,7 @@
 //   kv_len, key_valid, block_table, q_start, pos) gets a validation kernel
 //   `<name>_validate` (kind "validate"; its metadata pointers, `status`, the
 //   kernel's sizes, `phase`) that checks the rules of
-//   lib/Runtime/Validation.cpp and kvattn/Support/BlockTable.h and records the
+//   runtime/Validation.cpp and kvattn/Support/BlockTable.h and records the
 //   first violation, in the host check's order, in the status word (kernels in
 //   launch order, then the values by parameter name, q_start, the block table).
 //

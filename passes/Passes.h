@@ -15,8 +15,8 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
-#include "kvattn/CPU/CpuOptions.h"
-#include "kvattn/Target/PtxOptions.h"
+#include "kvattn/Passes/CpuOptions.h"
+#include "kvattn/Passes/PtxOptions.h"
 
 #include <string>
 

@@ -1,7 +1,7 @@
 //===- PtxOptions.h - options of the PTX compilation ------------*- C++ -*-===//
 //
 // The one options struct of the GPU path: used by the kvattn-to-ptx
-// pipeline (lib/Passes/Pipelines.cpp), compileToPtx (Ptx.h), kvattn-compile,
+// pipeline (passes/Pipelines.cpp), compileToPtx (Ptx.h), kvattn-compile,
 // kvattn-run --target=gpu and kvattn-bench. Plain C++.
 //
 //===----------------------------------------------------------------------===//

@@ -1,6 +1,6 @@
 //===- KernelAbi.cpp - kernel parameters and their manifest entries -------===//
 
-#include "Passes/Conversion/KernelAbi.h"
+#include "passes/GPU/KernelAbi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"

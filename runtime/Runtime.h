@@ -115,7 +115,7 @@ struct Sizes {
 ///   n = clamp(min(ceil(R * numSms / P), ceil(S / BN) [, floor(S / min_keys)]),
 ///             1, max)
 /// from the kernel's rule (BM, BN, G, R = programs_per_sm, min_keys, max):
-/// the compiler's rule (lib/Passes/Tile.cpp splitRule) with the device's
+/// the compiler's rule (passes/Tile.cpp splitRule) with the device's
 /// multiprocessor count. The kernel's static split_kv for other kernels.
 int64_t splitCount(const KernelInfo &kernel, const Sizes &sizes,
                    int64_t numSms);

@@ -9,7 +9,7 @@
 #ifndef KVATTN_PASSES_CONVERSION_GPUEMITTER_H
 #define KVATTN_PASSES_CONVERSION_GPUEMITTER_H
 
-#include "Passes/Conversion/LoopEmitter.h"
+#include "passes/Conversion/TileToCPU/LoopEmitter.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 

@@ -4,7 +4,7 @@
 // rewrite both share. A matcher walks back from the P·V contraction (the
 // root) to Q·Kᵀ and fills an SdpaMatch; buildRaisedSdpa turns it into
 // kvattn.sdpa (or kvattn.attention where the causal offset is not one that
-// kvattn.sdpa can say). Internal to lib/Passes.
+// kvattn.sdpa can say). Internal to passes/.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,6 +1,6 @@
 //===- GpuToNVVM.cpp - the kernels to NVVM with one index width -----------===//
 //
-// -kvattn-gpu-to-nvvm (include/kvattn/Passes/Passes.td): the GPU, NVGPU,
+// -kvattn-gpu-to-nvvm (passes/Passes.td): the GPU, NVGPU,
 // memref, arith, cf, func, index, ub and vector patterns to LLVM/NVVM with
 // ONE LLVMTypeConverter configured with the index bitwidth, applied in one
 // partial conversion per gpu.module, the way upstream's convert-gpu-to-nvvm

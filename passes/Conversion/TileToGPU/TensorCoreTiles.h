@@ -13,7 +13,7 @@
 #ifndef KVATTN_PASSES_CONVERSION_TENSORCORETILES_H
 #define KVATTN_PASSES_CONVERSION_TENSORCORETILES_H
 
-#include "Passes/Conversion/GpuEmitter.h"
+#include "passes/Conversion/TileToGPU/GpuEmitter.h"
 
 namespace mlir {
 namespace kvattn {

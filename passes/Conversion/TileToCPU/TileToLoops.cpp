@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Dialect/KVAttnOps.h"
-#include "Passes/Conversion/LoopEmitter.h"
+#include "passes/Conversion/TileToCPU/LoopEmitter.h"
 #include "kvattn/Passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

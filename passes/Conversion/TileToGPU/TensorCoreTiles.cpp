@@ -19,7 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Passes/Conversion/TensorCoreTiles.h"
+#include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Passes/Conversion/KernelAbi.h"
-#include "Passes/Conversion/SharedMemoryLayout.h"
+#include "passes/GPU/KernelAbi.h"
+#include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
 #include "kvattn/Support/Limits.h"

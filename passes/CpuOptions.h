@@ -1,7 +1,7 @@
 //===- CpuOptions.h - options of the CPU compilation ------------*- C++ -*-===//
 //
 // The one options struct of the CPU path: used by the kvattn-to-cpu
-// pipeline (lib/Passes/Pipelines.cpp), CpuProgram::compile (CpuRunner.h),
+// pipeline (passes/Pipelines.cpp), CpuProgram::compile (CpuRunner.h),
 // kvattn-run and kvattn-bench. Plain C++.
 //
 //===----------------------------------------------------------------------===//

@@ -17,9 +17,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Passes/Conversion/GpuEmitter.h"
-#include "Passes/Conversion/SharedMemoryLayout.h"
-#include "Passes/Conversion/TensorCoreTiles.h"
+#include "passes/Conversion/TileToGPU/GpuEmitter.h"
+#include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
+#include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
 
