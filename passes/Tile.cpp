@@ -11,6 +11,7 @@
 #include "kvattn/Passes/Passes.h"
 
 #include "kvattn/Support/Limits.h"
+#include "kvattn/Support/Schedule.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -22,6 +23,9 @@
 #include "mlir/IR/PatternMatch.h"
 
 #include <algorithm>
+
+static_assert(mlir::kvattn::schedule::kDynamic == mlir::ShapedType::kDynamic,
+              "the schedule's dynamic size is MLIR's");
 
 namespace mlir {
 namespace kvattn {
@@ -53,6 +57,20 @@ struct TileConfig {
   /// warps per multiprocessor to aim at (0: two programs per
   /// multiprocessor).
   int64_t splitMinKeys, splitWarpsPerSm;
+
+  schedule::Options scheduleOptions() const {
+    schedule::Options o;
+    o.blockM = blockM;
+    o.blockN = blockN;
+    o.numWarps = numWarps;
+    o.numStages = numStages;
+    o.splitKv = splitKv;
+    o.numSms = numSms;
+    o.packGqa = packGqa;
+    o.splitMinKeys = splitMinKeys;
+    o.splitWarpsPerSm = splitWarpsPerSm;
+    return o;
+  }
 };
 
 /// Index arithmetic with folding, on an ImplicitLocOpBuilder.
@@ -149,98 +167,6 @@ void ensureStatsGlobal(ModuleOp module) {
 }
 
 } // namespace
-
-/// The largest automatic split: the GPU merge keeps a row's part lses in
-/// registers up to that.
-static constexpr int64_t kMaxAutomaticSplit = 64;
-
-/// The programs per multiprocessor split-kv = 0 aims at: enough for
-/// `warpsPerSm` resident warps (0: two programs).
-static int64_t splitProgramsPerSm(int64_t numWarps, const TileConfig &cfg) {
-  // (block-m < 16 records 0 warps: count one.)
-  const int64_t warps = std::max<int64_t>(numWarps, 1);
-  return cfg.splitWarpsPerSm > 0 ? (cfg.splitWarpsPerSm + warps - 1) / warps
-                                 : 2;
-}
-
-/// The split rule (docs/tile-program.md, "Choosing N"), on static sizes:
-/// `programs` program instances over `keys` keys, `perSm` programs per
-/// multiprocessor on `numSms` of them, chunks of at least `minKeys` keys
-/// (0: one block) and at most `maxSplits` chunks. The runtime evaluates the
-/// same rule per launch (rt::splitCount) for a run-time split.
-static int64_t splitRule(int64_t programs, int64_t keys, int64_t bn,
-                         int64_t perSm, int64_t numSms, int64_t minKeys,
-                         int64_t maxSplits) {
-  programs = std::max<int64_t>(programs, 1);
-  int64_t chunks = (keys + bn - 1) / bn;
-  if (minKeys > 0)
-    chunks = std::min(chunks, keys / minKeys);
-  int64_t wanted = (perSm * numSms + programs - 1) / programs;
-  return std::clamp<int64_t>(std::min(wanted, chunks), 1, maxSplits);
-}
-
-/// split-kv = 0 with static B, Hq, L, S: enough chunks for `warpsPerSm`
-/// resident warps per multiprocessor (0: two programs per multiprocessor),
-/// no more chunks than KV blocks nor than leave each chunk `minKeys` keys,
-/// at most 64. 0 when a size is dynamic: the split is chosen at run time
-/// (runTimeSplitMax).
-static int64_t automaticSplit(RankedTensorType q, int64_t logicalKeys,
-                              int64_t group, int64_t bm, int64_t bn,
-                              int64_t numWarps, const TileConfig &cfg) {
-  // With GQA packing a program takes `group` heads' rows.
-  if (ShapedType::isDynamic(q.getDimSize(0)) ||
-      ShapedType::isDynamic(q.getDimSize(1)) ||
-      ShapedType::isDynamic(q.getDimSize(2)) ||
-      ShapedType::isDynamic(logicalKeys))
-    return 0;
-  int64_t b = q.getDimSize(0), hq = q.getDimSize(1) / group,
-          l = q.getDimSize(2) * group, s = logicalKeys;
-  int64_t programs = b * hq * ((l + bm - 1) / bm);
-  return splitRule(programs, s, bn, splitProgramsPerSm(numWarps, cfg),
-                   cfg.numSms, cfg.splitMinKeys, kMaxAutomaticSplit);
-}
-
-/// The bound N_max of a run-time split: 64, or fewer when S is static (the
-/// rule's cap by KV blocks and by split-min-keys, on S).
-static int64_t runTimeSplitMax(int64_t logicalKeys, int64_t bn,
-                               const TileConfig &cfg) {
-  if (ShapedType::isDynamic(logicalKeys))
-    return kMaxAutomaticSplit;
-  int64_t chunks = (logicalKeys + bn - 1) / bn;
-  if (cfg.splitMinKeys > 0)
-    chunks = std::min(chunks, logicalKeys / cfg.splitMinKeys);
-  return std::clamp<int64_t>(chunks, 1, kMaxAutomaticSplit);
-}
-
-/// The largest block-m the automatic choice takes: with the f32 query and
-/// score tiles in shared memory, 64 rows of D = 128 already need about
-/// 82 KB on the GPU (and 187-194 registers per thread).
-static constexpr int64_t kMaxAutoBlockM = 64;
-
-/// block-m = 0: the fewest 16-row warps that hold the program's rows (its
-/// query rows, or the packed rows of a GQA group) up to kMaxAutoBlockM:
-/// decode and short appends get 16- or 32-row programs instead of 64-row
-/// ones that are mostly empty. Dynamic L: kMaxAutoBlockM.
-static int64_t automaticBlockM(int64_t rows) {
-  if (ShapedType::isDynamic(rows))
-    return kMaxAutoBlockM;
-  for (int64_t bm = 16; bm < kMaxAutoBlockM; bm *= 2)
-    if (rows <= bm)
-      return bm;
-  return kMaxAutoBlockM;
-}
-
-/// block-n = 0: 64 keys for head dims up to 128, else 32 (the K/V staging
-/// blocks and the score tile stay within shared memory); 32 as well for
-/// one-warp programs (block-m = 16: decode, GQA-packed) with D > 64, whose
-/// 64-key K and V blocks alone (32 KB at D = 128, 16-bit) would leave room
-/// for 5 of them in a 227 KB multiprocessor: 8 fit with 32 keys (the GPU's
-/// shared memory per program is docs/gpu-lowering.md's formula).
-static int64_t automaticBlockN(int64_t headDim, int64_t bm) {
-  if (headDim > 128)
-    return 32;
-  return bm == 16 && headDim > 64 ? 32 : 64;
-}
 
 namespace {
 
@@ -377,50 +303,25 @@ private:
     const bool explicitForm = static_cast<bool>(op.getQPos());
     s.canBeFull = !op.getKeyValid() && !op.getMask() &&
                   !(explicitForm && (s.causal || s.window));
-    // GQA packing needs only the head counts static: B and S may be
-    // dynamic, and so may L (a serving step's query length is known only at
-    // run time; packing never reads more K/V than the unpacked schedule, and
-    // G times less for few rows).
-    int64_t kvHeadsStatic =
-        op.getKey().getType().getDimSize(op.getKeyHeadDim());
-    const int64_t qHeadsStatic = qType.getDimSize(1),
-                  qLenStatic = qType.getDimSize(2);
-    // A ragged batch packs whenever it can: its sequences' query lengths
-    // are known only at run time, and decode tokens (L = 1) are the common
-    // case of a serving step.
-    if (cfg.packGqa && ShapedType::isStatic(qHeadsStatic) &&
-        ShapedType::isStatic(kvHeadsStatic) && kvHeadsStatic > 0 &&
-        (s.varlen || ShapedType::isDynamic(qLenStatic) ||
-         qLenStatic < (cfg.blockM ? cfg.blockM : kMaxAutoBlockM)))
-      s.group = qHeadsStatic / kvHeadsStatic;
-    // The block sizes: the options, or chosen for this op (0).
-    s.bm = cfg.blockM ? cfg.blockM
-                      : automaticBlockM(ShapedType::isDynamic(qLenStatic)
-                                            ? ShapedType::kDynamic
-                                            : qLenStatic * s.group);
-    s.bn = cfg.blockN ? cfg.blockN : automaticBlockN(s.headDim, s.bm);
-    s.numWarps = cfg.numWarps ? cfg.numWarps : s.bm / 16;
-    s.numStages = cfg.numStages;
-    // Split-KV: each program's visible range is cut into `splits` chunks,
-    // each computed by its own program instance into a partial state (f32
-    // out and lse), merged afterwards in chunk order (kvattn.merge). With a
-    // statically empty B, Hq or L there is no program, and no part buffer
-    // to index: no split.
-    bool emptyGrid = llvm::any_of(qType.getShape().take_front(3),
-                                  [](int64_t d) { return d == 0; });
-    // A ragged batch is not split (docs/tile-program.md).
-    // split-kv = 0 with a dynamic size: chosen at run time, at most
-    // runTimeSplitMax chunks (none when that is 1).
-    s.splits = emptyGrid || s.varlen ? 1
-               : cfg.splitKv == 0
-                   ? automaticSplit(qType, op.getLogicalKeyLength(), s.group,
-                                    s.bm, s.bn, s.numWarps, cfg)
-                   : cfg.splitKv;
-    if (s.splits == 0) {
-      s.splits = runTimeSplitMax(op.getLogicalKeyLength(), s.bn, cfg);
-      s.runTimeSplit = s.splits > 1;
-      s.splitPerSm = splitProgramsPerSm(s.numWarps, cfg);
-    }
+    // The block sizes, warps, GQA packing and split: the options, or chosen
+    // for this op (kvattn/Support/Schedule.h).
+    schedule::Problem problem;
+    problem.batch = qType.getDimSize(0);
+    problem.qHeads = qType.getDimSize(1);
+    problem.kvHeads = op.getKey().getType().getDimSize(op.getKeyHeadDim());
+    problem.qLen = qType.getDimSize(2);
+    problem.logicalKeys = op.getLogicalKeyLength();
+    problem.headDim = s.headDim;
+    problem.varlen = s.varlen;
+    schedule::Blocks blocks = schedule::choose(problem, cfg.scheduleOptions());
+    s.group = blocks.group;
+    s.bm = blocks.bm;
+    s.bn = blocks.bn;
+    s.numWarps = blocks.numWarps;
+    s.numStages = blocks.numStages;
+    s.splits = blocks.splits;
+    s.runTimeSplit = blocks.runTimeSplit;
+    s.splitPerSm = blocks.splitPerSm;
     groupAttr =
         s.packed() ? rewriter.getI64IntegerAttr(s.group) : IntegerAttr();
   }

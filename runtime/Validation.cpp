@@ -5,6 +5,7 @@
 #include "kvattn/Support/Decimal.h"
 #include "kvattn/Support/Limits.h"
 #include "kvattn/Support/QueryStarts.h"
+#include "kvattn/Support/Schedule.h"
 #include "kvattn/Support/StatusWord.h"
 
 #include <algorithm>
@@ -145,17 +146,10 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
   if (r.maxSplits <= 0)
     return std::max<int64_t>(kernel.splitKv, 1);
   const int64_t g = std::max<int64_t>(r.group, 1);
-  const int64_t bm = std::max<int64_t>(r.blockM, 1),
-                bn = std::max<int64_t>(r.blockN, 1);
-  const int64_t programs =
-      std::max<int64_t>(s.B * (s.Hq / g) * ((g * s.L + bm - 1) / bm), 1);
-  int64_t chunks = (s.S + bn - 1) / bn;
-  if (r.minKeys > 0)
-    chunks = std::min(chunks, s.S / r.minKeys);
-  const int64_t wanted =
-      (r.programsPerSm * std::max<int64_t>(numSms, 1) + programs - 1) /
-      programs;
-  return std::clamp<int64_t>(std::min(wanted, chunks), 1, r.maxSplits);
+  const int64_t bm = std::max<int64_t>(r.blockM, 1);
+  const int64_t programs = s.B * (s.Hq / g) * ((g * s.L + bm - 1) / bm);
+  return schedule::splitRule(programs, s.S, r.blockN, r.programsPerSm, numSms,
+                             r.minKeys, r.maxSplits);
 }
 
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {

@@ -24,6 +24,8 @@
 
 #include "Internal.h"
 
+#include "kvattn/Support/Float16.h"
+
 #include <cfenv>
 #include <cmath>
 #include <cstring>
@@ -49,58 +51,14 @@ namespace kvattn {
 namespace emu {
 namespace detail {
 
-uint16_t floatToBf16(float value) {
-  uint32_t u = asBits(value);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((u >> 16) | 0x40); // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float bf16ToFloat(uint16_t bits) { return asFloat(uint32_t(bits) << 16); }
-
-uint16_t floatToHalf(float value) {
-  uint32_t u = asBits(value);
-  uint32_t sign = (u >> 16) & 0x8000u;
-  uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) // NaN: keep it quiet
-    return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
-  if (abs >= 0x477ff000u) // rounds to or above 65520: infinity
-    return static_cast<uint16_t>(sign | 0x7c00u);
-  if (abs < 0x38800000u) { // below 2^-14: subnormal or zero
-    if (abs < 0x33000000u) // below 2^-25: rounds to zero
-      return static_cast<uint16_t>(sign);
-    uint32_t exponent = abs >> 23;
-    uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126 - exponent; // 14..24 for this range
-    uint32_t half = mantissa >> shift;
-    uint32_t rest = mantissa & ((1u << shift) - 1);
-    uint32_t midpoint = 1u << (shift - 1);
-    if (rest > midpoint || (rest == midpoint && (half & 1u)))
-      ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t h = ((abs - 0x38000000u) >> 13); // rebias 127 -> 15
-  uint32_t rest = abs & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-    ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
-float halfToFloat(uint16_t bits) {
-  uint32_t sign = uint32_t(bits & 0x8000u) << 16;
-  uint32_t exponent = (bits >> 10) & 0x1fu;
-  uint32_t mantissa = bits & 0x3ffu;
-  if (exponent == 0x1f)
-    return asFloat(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent == 0) {
-    if (mantissa == 0)
-      return asFloat(sign);
-    float f = std::ldexp(static_cast<float>(mantissa), -24);
-    return sign ? -f : f;
-  }
-  return asFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
+// The conversions are kvattn's one implementation (kvattn/Support/Float16.h,
+// the PTX ISA's cvt.rn: round to nearest even, NaN kept quiet, f16 overflow
+// to infinity), independent of the rounding mode the directed-rounding
+// instructions below set.
+uint16_t floatToBf16(float value) { return floatToBFloat16Bits(value); }
+uint16_t floatToHalf(float value) { return floatToHalfBits(value); }
+float halfToFloat(uint16_t bits) { return halfBitsToFloat(bits); }
+float bf16ToFloat(uint16_t bits) { return bfloat16BitsToFloat(bits); }
 
 void mmaM16N8K16(bool bf16, uint64_t *const args[32],
                  uint64_t *const results[32]) {

@@ -47,10 +47,21 @@ uint16_t floatToHalfBits(float value) {
     return sign | 0x7c00u;
   if (magnitude < 0x38800000u) {
     // Below the smallest normal half (2^-14): a subnormal in units of
-    // 2^-24. The scaling is exact; nearbyint rounds to nearest even. A
-    // result of 1024 is the bit pattern of the smallest normal, as wanted.
-    float scaled = bitsToFloat(magnitude) * 16777216.0f;
-    return sign | static_cast<uint16_t>(std::nearbyint(scaled));
+    // 2^-24, rounded to nearest even on the bits (whatever the thread's
+    // floating-point rounding mode: the emulated GPU changes it for the
+    // directed-rounding PTX instructions). A result of 1024 is the bit
+    // pattern of the smallest normal, as wanted.
+    if (magnitude < 0x33000000u) // below 2^-25: rounds to zero
+      return sign;
+    uint32_t exponent = magnitude >> 23;
+    uint32_t mantissa = (magnitude & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - exponent; // 14..24 for this range
+    uint32_t half = mantissa >> shift;
+    uint32_t rest = mantissa & ((1u << shift) - 1);
+    uint32_t midpoint = 1u << (shift - 1);
+    if (rest > midpoint || (rest == midpoint && (half & 1u)))
+      ++half;
+    return sign | static_cast<uint16_t>(half);
   }
   uint32_t exponent = (magnitude >> 23) - 127 + 15;
   uint32_t mantissa = magnitude & 0x7fffffu;

@@ -4,7 +4,9 @@
 
 #include "gtest/gtest.h"
 
+#include <cfenv>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 using namespace mlir::kvattn;
@@ -50,4 +52,38 @@ TEST(BFloat16, RoundTripAndRounding) {
   EXPECT_EQ(floatToBFloat16Bits(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
   EXPECT_TRUE(std::isnan(roundToBFloat16(std::nanf(""))));
   EXPECT_EQ(roundToBFloat16(3.0f), 3.0f);
+}
+
+// The conversions round to nearest even on the bits, whatever the thread's
+// rounding mode: the emulated GPU calls them while a directed-rounding PTX
+// instruction has changed it. Every f32 whose f16 is subnormal (below
+// 2^-14, a sweep with a stride prime to the mantissa) is compared with the
+// exact rule computed in double under FE_TONEAREST, then converted again
+// under each directed mode.
+TEST(Float16, SubnormalsIndependentOfRoundingMode) {
+  auto floatOf = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  const int saved = std::fegetround();
+  int checked = 0;
+  for (uint32_t u = 0; u < 0x38800000u; u += 4099) {
+    const float x = floatOf(u);
+    std::fesetround(FE_TONEAREST);
+    const uint16_t expected =
+        static_cast<uint16_t>(std::nearbyint(std::ldexp(double(x), 24)));
+    for (int mode : {FE_TONEAREST, FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO}) {
+      std::fesetround(mode);
+      const uint16_t got = floatToHalfBits(x);
+      const uint16_t gotNeg = floatToHalfBits(floatOf(u | 0x80000000u));
+      std::fesetround(saved);
+      ASSERT_EQ(got, expected) << "x = " << x << " (0x" << std::hex << u
+                               << "), rounding mode " << mode;
+      ASSERT_EQ(gotNeg, expected | 0x8000u) << "x = -" << x;
+    }
+    ++checked;
+  }
+  std::fesetround(saved);
+  EXPECT_GT(checked, 200000);
 }

@@ -1,0 +1,105 @@
+//===- Schedule.h - the tile schedule's block sizes and split ---*- C++ -*-===//
+//
+// The schedule policy of -kvattn-tile as plain integer arithmetic: the block
+// sizes, warps, GQA packing and the split-KV chunk count chosen for one
+// attention from its sizes and the pass options (docs/tile-program.md,
+// "Choosing the blocks", "Choosing N"). The pass turns the result into IR;
+// the runtime evaluates the same split rule per launch for a run-time split
+// (rt::splitCount). Plain C++: the runtime links it without MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_SUPPORT_SCHEDULE_H
+#define KVATTN_SUPPORT_SCHEDULE_H
+
+#include <cstdint>
+#include <limits>
+
+namespace mlir {
+namespace kvattn {
+namespace schedule {
+
+/// A size known only at run time (MLIR's ShapedType::kDynamic).
+inline constexpr int64_t kDynamic = std::numeric_limits<int64_t>::min();
+
+/// The largest automatic split: the GPU merge keeps a row's part lses in
+/// registers up to that.
+inline constexpr int64_t kMaxAutomaticSplit = 64;
+
+/// The largest block-m the automatic choice takes: with the f32 query and
+/// score tiles in shared memory, 64 rows of D = 128 already need about
+/// 82 KB on the GPU (and 187-194 registers per thread).
+inline constexpr int64_t kMaxAutoBlockM = 64;
+
+/// -kvattn-tile's options that shape the schedule; 0 means "automatic" for
+/// blockM, blockN, numWarps and splitKv.
+struct Options {
+  int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 2;
+  /// KV chunks per program (1: no split, 0: automatic).
+  int64_t splitKv = 1;
+  /// The multiprocessors the automatic split aims at.
+  int64_t numSms = 132;
+  bool packGqa = true;
+  /// split-kv = 0: the fewest keys a chunk may cover (0: one block), and
+  /// the resident warps per multiprocessor to aim at (0: two programs per
+  /// multiprocessor).
+  int64_t splitMinKeys = 0, splitWarpsPerSm = 0;
+};
+
+/// The sizes of one attention the schedule depends on; any may be kDynamic
+/// except the head dims.
+struct Problem {
+  int64_t batch = 1, qHeads = 1, kvHeads = 1, qLen = 1;
+  /// The keys a program may visit: S, or max_pages x page_size when paged.
+  int64_t logicalKeys = 0;
+  int64_t headDim = 0;
+  /// A ragged batch (q_start): always packed, never split.
+  bool varlen = false;
+};
+
+/// What the policy chose.
+struct Blocks {
+  /// GQA packing: query heads per program (1: none).
+  int64_t group = 1;
+  int64_t bm = 0, bn = 0, numWarps = 0, numStages = 0;
+  /// KV chunks per program; with a run-time split, the most (N_max).
+  int64_t splits = 1;
+  /// split-kv = 0 with a dynamic size: the chunk count is computed per
+  /// launch (splitRule) and `splits` bounds it.
+  bool runTimeSplit = false;
+  /// The rule's programs per multiprocessor (a run-time split).
+  int64_t splitPerSm = 0;
+};
+
+/// block-m = 0: the fewest 16-row warps that hold `rows` (a program's query
+/// rows, or the packed rows of a GQA group) up to kMaxAutoBlockM; dynamic:
+/// kMaxAutoBlockM.
+int64_t automaticBlockM(int64_t rows);
+
+/// block-n = 0: 64 keys for head dims up to 128, else 32; 32 as well for
+/// one-warp programs (block-m = 16) with D > 64.
+int64_t automaticBlockN(int64_t headDim, int64_t bm);
+
+/// The programs per multiprocessor split-kv = 0 aims at: enough for
+/// `splitWarpsPerSm` resident warps (0: two programs).
+int64_t programsPerSm(int64_t numWarps, int64_t splitWarpsPerSm);
+
+/// The split rule: `programs` program instances over `keys` keys in blocks
+/// of `bn`, `perSm` programs per multiprocessor on `numSms` of them, chunks
+/// of at least `minKeys` keys (0: one block), at most `maxSplits` chunks.
+/// The chunk count is in [1, maxSplits].
+int64_t splitRule(int64_t programs, int64_t keys, int64_t bn, int64_t perSm,
+                  int64_t numSms, int64_t minKeys, int64_t maxSplits);
+
+/// The bound N_max of a run-time split: kMaxAutomaticSplit, or fewer when
+/// the keys are static.
+int64_t runTimeSplitMax(int64_t logicalKeys, int64_t bn, int64_t minKeys);
+
+/// The whole choice for one attention.
+Blocks choose(const Problem &problem, const Options &options);
+
+} // namespace schedule
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_SUPPORT_SCHEDULE_H

@@ -1,0 +1,112 @@
+//===- Schedule.cpp - the tile schedule's block sizes and split ----------===//
+
+#include "kvattn/Support/Schedule.h"
+
+#include <algorithm>
+
+namespace mlir {
+namespace kvattn {
+namespace schedule {
+
+static bool isDynamic(int64_t size) { return size == kDynamic; }
+
+int64_t automaticBlockM(int64_t rows) {
+  if (isDynamic(rows))
+    return kMaxAutoBlockM;
+  for (int64_t bm = 16; bm < kMaxAutoBlockM; bm *= 2)
+    if (rows <= bm)
+      return bm;
+  return kMaxAutoBlockM;
+}
+
+// The K/V staging blocks and the score tile stay within shared memory: one
+// warp's 64-key K and V blocks at D = 128 (32 KB, 16-bit) would leave room
+// for 5 programs in a 227 KB multiprocessor, 8 fit with 32 keys
+// (docs/gpu-lowering.md's formula).
+int64_t automaticBlockN(int64_t headDim, int64_t bm) {
+  if (headDim > 128)
+    return 32;
+  return bm == 16 && headDim > 64 ? 32 : 64;
+}
+
+int64_t programsPerSm(int64_t numWarps, int64_t splitWarpsPerSm) {
+  // (block-m < 16 records 0 warps: count one.)
+  const int64_t warps = std::max<int64_t>(numWarps, 1);
+  return splitWarpsPerSm > 0 ? (splitWarpsPerSm + warps - 1) / warps : 2;
+}
+
+int64_t splitRule(int64_t programs, int64_t keys, int64_t bn, int64_t perSm,
+                  int64_t numSms, int64_t minKeys, int64_t maxSplits) {
+  programs = std::max<int64_t>(programs, 1);
+  bn = std::max<int64_t>(bn, 1);
+  int64_t chunks = (keys + bn - 1) / bn;
+  if (minKeys > 0)
+    chunks = std::min(chunks, keys / minKeys);
+  const int64_t wanted =
+      (perSm * std::max<int64_t>(numSms, 1) + programs - 1) / programs;
+  return std::clamp<int64_t>(std::min(wanted, chunks), 1,
+                             std::max<int64_t>(maxSplits, 1));
+}
+
+int64_t runTimeSplitMax(int64_t logicalKeys, int64_t bn, int64_t minKeys) {
+  if (isDynamic(logicalKeys))
+    return kMaxAutomaticSplit;
+  int64_t chunks = (logicalKeys + bn - 1) / bn;
+  if (minKeys > 0)
+    chunks = std::min(chunks, logicalKeys / minKeys);
+  return std::clamp<int64_t>(chunks, 1, kMaxAutomaticSplit);
+}
+
+Blocks choose(const Problem &p, const Options &o) {
+  Blocks s;
+  // GQA packing needs only the head counts static: B and S may be dynamic,
+  // and so may L (a serving step's query length is known only at run time;
+  // packing never reads more K/V than the unpacked schedule, and G times
+  // less for few rows). A ragged batch packs whenever it can: its
+  // sequences' query lengths are known only at run time, and decode tokens
+  // (L = 1) are the common case of a serving step.
+  if (o.packGqa && !isDynamic(p.qHeads) && !isDynamic(p.kvHeads) &&
+      p.kvHeads > 0 &&
+      (p.varlen || isDynamic(p.qLen) ||
+       p.qLen < (o.blockM ? o.blockM : kMaxAutoBlockM)))
+    s.group = p.qHeads / p.kvHeads;
+  s.bm = o.blockM
+             ? o.blockM
+             : automaticBlockM(isDynamic(p.qLen) ? kDynamic : p.qLen * s.group);
+  s.bn = o.blockN ? o.blockN : automaticBlockN(p.headDim, s.bm);
+  s.numWarps = o.numWarps ? o.numWarps : s.bm / 16;
+  s.numStages = o.numStages;
+  // Split-KV: each program's visible range is cut into `splits` chunks,
+  // merged afterwards in chunk order. With a statically empty B, Hq or L
+  // there is no program and no part buffer to index, and a ragged batch is
+  // not split (docs/tile-program.md): no split.
+  const bool emptyGrid = p.batch == 0 || p.qHeads == 0 || p.qLen == 0;
+  if (emptyGrid || p.varlen) {
+    s.splits = 1;
+    return s;
+  }
+  if (o.splitKv != 0) {
+    s.splits = o.splitKv;
+    return s;
+  }
+  const int64_t perSm = programsPerSm(s.numWarps, o.splitWarpsPerSm);
+  if (!isDynamic(p.batch) && !isDynamic(p.qHeads) && !isDynamic(p.qLen) &&
+      !isDynamic(p.logicalKeys)) {
+    // With GQA packing a program takes `group` heads' rows.
+    const int64_t heads = p.qHeads / s.group, rows = p.qLen * s.group;
+    const int64_t programs = p.batch * heads * ((rows + s.bm - 1) / s.bm);
+    s.splits = splitRule(programs, p.logicalKeys, s.bn, perSm, o.numSms,
+                         o.splitMinKeys, kMaxAutomaticSplit);
+    return s;
+  }
+  // A dynamic size: chosen at run time, at most runTimeSplitMax chunks
+  // (none when that is 1).
+  s.splits = runTimeSplitMax(p.logicalKeys, s.bn, o.splitMinKeys);
+  s.runTimeSplit = s.splits > 1;
+  s.splitPerSm = perSm;
+  return s;
+}
+
+} // namespace schedule
+} // namespace kvattn
+} // namespace mlir

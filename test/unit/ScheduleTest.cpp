@@ -1,0 +1,164 @@
+//===- ScheduleTest.cpp - the tile schedule's arithmetic -----------------===//
+//
+// kvattn/Support/Schedule.h: the block sizes, GQA packing and split-KV chunk
+// counts -kvattn-tile chooses and the runtime recomputes per launch. Each
+// expected value is worked out from the rule in the comment beside it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Support/Schedule.h"
+
+#include "gtest/gtest.h"
+
+using namespace mlir::kvattn::schedule;
+
+namespace {
+
+TEST(Schedule, AutomaticBlockM) {
+  // The fewest 16-row warps holding the rows, at most 64.
+  EXPECT_EQ(automaticBlockM(1), 16);
+  EXPECT_EQ(automaticBlockM(16), 16);
+  EXPECT_EQ(automaticBlockM(17), 32);
+  EXPECT_EQ(automaticBlockM(32), 32);
+  EXPECT_EQ(automaticBlockM(33), 64);
+  EXPECT_EQ(automaticBlockM(4096), 64);
+  EXPECT_EQ(automaticBlockM(kDynamic), kMaxAutoBlockM);
+}
+
+TEST(Schedule, AutomaticBlockN) {
+  EXPECT_EQ(automaticBlockN(64, 16), 64);  // one warp, D = 64: 64 keys
+  EXPECT_EQ(automaticBlockN(128, 16), 32); // one warp, D = 128: 32 keys
+  EXPECT_EQ(automaticBlockN(128, 64), 64); // four warps, D = 128
+  EXPECT_EQ(automaticBlockN(256, 64), 32); // D > 128: always 32
+  EXPECT_EQ(automaticBlockN(100, 32), 64); // two warps, D <= 128
+}
+
+TEST(Schedule, ProgramsPerSm) {
+  EXPECT_EQ(programsPerSm(4, 0), 2);  // 0: two programs
+  EXPECT_EQ(programsPerSm(4, 16), 4); // 16 warps / 4 per program
+  EXPECT_EQ(programsPerSm(3, 8), 3);  // ceil(8 / 3)
+  EXPECT_EQ(programsPerSm(0, 8), 8);  // block-m < 16 counts one warp
+}
+
+TEST(Schedule, SplitRule) {
+  // 8 programs, 32768 keys in blocks of 32 (1024 chunks), 2 per SM on 132
+  // SMs: ceil(264 / 8) = 33 chunks.
+  EXPECT_EQ(splitRule(8, 32768, 32, 2, 132, 0, 64), 33);
+  // At least 4096 keys a chunk: at most 8 chunks.
+  EXPECT_EQ(splitRule(8, 32768, 32, 2, 132, 4096, 64), 8);
+  // Capped at maxSplits.
+  EXPECT_EQ(splitRule(1, 32768, 32, 2, 132, 0, 64), 64);
+  // Enough programs already: 1.
+  EXPECT_EQ(splitRule(10000, 32768, 32, 2, 132, 0, 64), 1);
+  // Fewer keys than a block, or none: 1, never 0.
+  EXPECT_EQ(splitRule(8, 10, 64, 2, 132, 0, 64), 1);
+  EXPECT_EQ(splitRule(8, 0, 64, 2, 132, 0, 64), 1);
+  // minKeys above the keys: 1.
+  EXPECT_EQ(splitRule(8, 100, 32, 2, 132, 4096, 64), 1);
+  // No program (B = 0) counts as one.
+  EXPECT_EQ(splitRule(0, 4096, 64, 2, 16, 0, 64), 32);
+}
+
+TEST(Schedule, RunTimeSplitMax) {
+  EXPECT_EQ(runTimeSplitMax(kDynamic, 64, 0), kMaxAutomaticSplit);
+  EXPECT_EQ(runTimeSplitMax(100, 64, 0), 2);      // ceil(100 / 64)
+  EXPECT_EQ(runTimeSplitMax(32768, 64, 0), 64);   // 512 blocks, capped
+  EXPECT_EQ(runTimeSplitMax(32768, 64, 8192), 4); // 32768 / 8192
+  EXPECT_EQ(runTimeSplitMax(10, 64, 100), 1);     // never below 1
+}
+
+Problem gqaDecode() {
+  Problem p;
+  p.batch = 1;
+  p.qHeads = 32;
+  p.kvHeads = 8;
+  p.qLen = 1;
+  p.logicalKeys = 32768;
+  p.headDim = 128;
+  return p;
+}
+
+TEST(Schedule, ChooseStaticDecode) {
+  // GQA 32/8 decode: 4 heads packed into one 16-row warp, 32-key blocks
+  // (one warp, D = 128); B * Hkv = 8 programs, so 33 chunks on 132 SMs.
+  Options o;
+  o.splitKv = 0;
+  o.numSms = 132;
+  Blocks s = choose(gqaDecode(), o);
+  EXPECT_EQ(s.group, 4);
+  EXPECT_EQ(s.bm, 16);
+  EXPECT_EQ(s.bn, 32);
+  EXPECT_EQ(s.numWarps, 1);
+  EXPECT_EQ(s.splits, 33);
+  EXPECT_FALSE(s.runTimeSplit);
+  // Without packing: 32 programs of one row, 264 / 32 -> 9 chunks.
+  o.packGqa = false;
+  s = choose(gqaDecode(), o);
+  EXPECT_EQ(s.group, 1);
+  EXPECT_EQ(s.splits, 9);
+}
+
+TEST(Schedule, ChooseRunTimeSplit) {
+  // A dynamic batch: the split is chosen per launch, bounded by 64 (1024
+  // KV blocks), two programs per SM.
+  Options o;
+  o.splitKv = 0;
+  Problem p = gqaDecode();
+  p.batch = kDynamic;
+  Blocks s = choose(p, o);
+  EXPECT_TRUE(s.runTimeSplit);
+  EXPECT_EQ(s.splits, 64);
+  EXPECT_EQ(s.splitPerSm, 2);
+  // Dynamic keys with a static bound of one block: no split at all.
+  p.logicalKeys = 20;
+  s = choose(p, o);
+  EXPECT_FALSE(s.runTimeSplit);
+  EXPECT_EQ(s.splits, 1);
+}
+
+TEST(Schedule, ChoosePrefillAndOptions) {
+  // A 4096-row prefill is not packed: 64-row programs of 4 warps, 64 keys.
+  Problem p = gqaDecode();
+  p.qLen = 4096;
+  p.logicalKeys = 4096;
+  Options o;
+  Blocks s = choose(p, o);
+  EXPECT_EQ(s.group, 1);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.bn, 64);
+  EXPECT_EQ(s.numWarps, 4);
+  EXPECT_EQ(s.splits, 1); // split-kv = 1 (the option's default)
+  // Explicit options win.
+  o.blockM = 32;
+  o.blockN = 16;
+  o.numWarps = 1;
+  o.numStages = 3;
+  o.splitKv = 5;
+  s = choose(p, o);
+  EXPECT_EQ(s.bm, 32);
+  EXPECT_EQ(s.bn, 16);
+  EXPECT_EQ(s.numWarps, 1);
+  EXPECT_EQ(s.numStages, 3);
+  EXPECT_EQ(s.splits, 5);
+}
+
+TEST(Schedule, ChooseRaggedAndEmpty) {
+  Options o;
+  o.splitKv = 0;
+  // A ragged batch packs (its query lengths are run-time values) and is
+  // never split.
+  Problem p = gqaDecode();
+  p.varlen = true;
+  p.qLen = 300;
+  Blocks s = choose(p, o);
+  EXPECT_EQ(s.group, 4);
+  EXPECT_EQ(s.splits, 1);
+  // A statically empty grid: no split.
+  p = gqaDecode();
+  p.batch = 0;
+  s = choose(p, o);
+  EXPECT_EQ(s.splits, 1);
+  EXPECT_FALSE(s.runTimeSplit);
+}
+
+} // namespace
