@@ -1,8 +1,9 @@
 //===- Internal.h - the emulated GPU's pieces -------------------*- C++ -*-===//
 //
 // Shared by the module loader (DeviceModule.cpp: device LLVM IR -> host JIT
-// code), the machine (Machine.cpp: fibers, warps, barriers, memory checks,
-// counters) and the warp-level semantics (WarpOps.cpp: mma.sync, ldmatrix,
+// code), the machine (Launch.h; Scheduler.cpp: fibers, warps, barriers;
+// Memcheck.cpp, Racecheck.cpp, AsyncCopies.cpp: the checks; Counters.cpp)
+// and the warp-level semantics (WarpOps.cpp: mma.sync, ldmatrix,
 // shfl.sync with the PTX ISA's fragment layouts).
 //
 //===----------------------------------------------------------------------===//
@@ -135,7 +136,7 @@ struct Allocation {
   uint64_t base = 0, bytes = 0;
 };
 
-/// Runs one launch (Machine.cpp).
+/// Runs one launch (Scheduler.cpp).
 Status runLaunch(const Module &module, const Kernel &kernel, Dim3 grid,
                  Dim3 block, unsigned dynamicSharedBytes, void **params,
                  const std::map<uint64_t, Allocation> &allocations,
@@ -170,7 +171,7 @@ float bf16ToFloat(uint16_t bits);
 } // namespace mlir
 
 extern "C" {
-/// Host symbols the JIT code calls and reads (Machine.cpp).
+/// Host symbols the JIT code calls and reads (Scheduler.cpp, Counters.cpp).
 void kvemu_access(void *address, uint64_t size, uint32_t site);
 void kvemu_op(uint32_t site, uint64_t *args, uint64_t *results);
 uint32_t kvemu_sreg(uint32_t which);
