@@ -340,30 +340,30 @@ Status Plan::launchKernel(size_t index, const Sizes &sizes,
                           int64_t phase, uint64_t stream) {
   const KernelInfo &k = manifest_.kernels[index];
   // This call's own parameters: concurrent runs share nothing here.
-  std::vector<uint64_t> values_;
-  values_.reserve(k.params.size());
+  std::vector<uint64_t> values;
+  values.reserve(k.params.size());
   // A run-time split's N, from this run's sizes (host integers).
   Sizes withSplit = sizes;
   withSplit.N = splitCount(k, sizes, runtime_.multiprocessorCount());
   for (const ParamInfo &p : k.params) {
     if (p.kind == "scalar") {
-      values_.push_back(static_cast<uint64_t>(
+      values.push_back(static_cast<uint64_t>(
           p.name == "phase" ? phase : sizeByName(withSplit, p.name)));
       continue;
     }
     if (p.name == "status") {
-      values_.push_back(status_);
+      values.push_back(status_);
       continue;
     }
     auto w = workspaces_.find(p.name);
     if (w != workspaces_.end()) {
-      values_.push_back(w->second);
+      values.push_back(w->second);
       continue;
     }
     auto it = buffers.find(bound(index, p.name));
-    values_.push_back(it == buffers.end() ? 0 : it->second);
+    values.push_back(it == buffers.end() ? 0 : it->second);
   }
-  return runtime_.launchPacked(*module_, k, sizes, values_, stream);
+  return runtime_.launchPacked(*module_, k, sizes, values, stream);
 }
 
 static Status checkBounds(const Sizes &sizes, const Sizes &bounds) {
