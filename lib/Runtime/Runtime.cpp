@@ -593,7 +593,8 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
                         __builtin_mul_overflow(sizes.B, sizes.Hq, &bh) ||
                         __builtin_mul_overflow(kernel.group, sizes.L, &gl) ||
                         bl > INT64_MAX - kernel.blockM ||
-                        gl > INT64_MAX - kernel.blockM;
+                        gl > INT64_MAX - kernel.blockM ||
+                        gl / kernel.blockM > INT64_MAX - sizes.B;
   if (overflow)
     return Status::error(doing +
                          ": the grid for B = " + std::to_string(sizes.B) +

@@ -147,14 +147,22 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
   const int64_t g = std::max<int64_t>(r.group, 1);
   const int64_t bm = std::max<int64_t>(r.blockM, 1),
                 bn = std::max<int64_t>(r.blockN, 1);
-  const int64_t programs =
-      std::max<int64_t>(s.B * (s.Hq / g) * ((g * s.L + bm - 1) / bm), 1);
-  int64_t chunks = (s.S + bn - 1) / bn;
+  // Saturating: sizes near 2^63 (refused later by the grid limits) must
+  // not overflow here.
+  auto mul = [](int64_t a, int64_t b) {
+    int64_t out;
+    return __builtin_mul_overflow(a, b, &out) ? INT64_MAX : out;
+  };
+  const int64_t rows = mul(g, std::max<int64_t>(s.L, 0));
+  const int64_t blocks = rows / bm + (rows % bm != 0);
+  const int64_t programs = std::max<int64_t>(
+      mul(mul(std::max<int64_t>(s.B, 0), s.Hq / g), blocks), 1);
+  const int64_t keys = std::max<int64_t>(s.S, 0);
+  int64_t chunks = keys / bn + (keys % bn != 0);
   if (r.minKeys > 0)
-    chunks = std::min(chunks, s.S / r.minKeys);
-  const int64_t wanted =
-      (r.programsPerSm * std::max<int64_t>(numSms, 1) + programs - 1) /
-      programs;
+    chunks = std::min(chunks, keys / r.minKeys);
+  const int64_t work = mul(r.programsPerSm, std::max<int64_t>(numSms, 1));
+  const int64_t wanted = work / programs + (work % programs != 0);
   return std::clamp<int64_t>(std::min(wanted, chunks), 1, r.maxSplits);
 }
 
@@ -180,11 +188,15 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
                            ", max_pages = " + str(s.maxPages) +
                            " (page_size must be positive, the others "
                            "non-negative)");
-    if (s.S != s.maxPages * s.pageSize)
-      return Status::error(
-          where + "S = " + str(s.S) +
-          " must be max_pages * page_size = " + str(s.maxPages * s.pageSize) +
-          " (the logical key count of a paged cache)");
+    int64_t logical = 0;
+    if (__builtin_mul_overflow(s.maxPages, s.pageSize, &logical))
+      return Status::error(where +
+                           "max_pages * page_size = " + str(s.maxPages) +
+                           " * " + str(s.pageSize) + " overflows 64 bits");
+    if (s.S != logical)
+      return Status::error(where + "S = " + str(s.S) +
+                           " must be max_pages * page_size = " + str(logical) +
+                           " (the logical key count of a paged cache)");
   }
   const bool index32 = kernel.indexBits == 32;
   if (index32)

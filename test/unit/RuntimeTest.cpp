@@ -658,6 +658,14 @@ TEST(RuntimeValidation, PagedBlockTablesAreCheckedBeforeLaunch) {
   EXPECT_NE(s.message().find("S = 64 must be max_pages * page_size = 32"),
             std::string::npos)
       << s.message();
+  // 2^40 pages of 2^40 tokens: the product wrapped to 0 and matched S = 0.
+  args.sizes.S = 0;
+  args.sizes.maxPages = int64_t(1) << 40;
+  args.sizes.pageSize = int64_t(1) << 40;
+  s = validateLaunch(kernel, args);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(), "launch of 'paged': max_pages * page_size = "
+                         "1099511627776 * 1099511627776 overflows 64 bits");
 }
 
 /// An append kernel (-kvattn-append-to-gpu): update [B, Hkv, L, 64] into
@@ -1223,4 +1231,17 @@ TEST_F(RuntimeTest, HostMetadataLaunchesAreRefusedWhileCapturing) {
   EXPECT_TRUE(
       runtime->launch(*module, manifest.kernels[0], args, 0x1234).isOk());
   EXPECT_TRUE(runtime->endCapture(graph).isOk());
+}
+
+// The split rule's products saturate: sizes near 2^63 (refused later by
+// the grid limits) give one chunk or the rule's maximum, never a product
+// that overflowed (undefined behaviour; UBSan reports it).
+TEST(RuntimeSplit, HugeSizesDoNotOverflowTheRule) {
+  Manifest manifest;
+  ASSERT_TRUE(parseManifest(kSplitManifest, manifest).isOk());
+  Sizes huge{int64_t(1) << 62, 32, 8, int64_t(1) << 62, int64_t(1) << 62};
+  EXPECT_EQ(splitCount(manifest.kernels[0], huge, 132), 1);
+  Sizes keys{1, 32, 8, 1, INT64_MAX};
+  EXPECT_EQ(splitCount(manifest.kernels[0], keys, INT32_MAX),
+            manifest.kernels[0].splitRule.maxSplits);
 }
