@@ -440,7 +440,10 @@ void kvattn_plan_destroy(kvattn_plan *plan);
  * begin capturing, queue plan runs (or other capturable work), end the
  * capture (instantiates the graph), replay it any number of times. A graph
  * replays the same device pointers: rewrite the metadata buffers between
- * replays (e.g. with a captured device copy, or a kernel of the engine). */
+ * replays (e.g. with a captured device copy, or a kernel of the engine).
+ * Host metadata is never captured: kvattn_launch / kvattn_kernel_launch with
+ * metadata, kvattn_plan_run_host_metadata and kvattn_plan_create are
+ * refused while their stream is being captured. */
 typedef struct kvattn_graph kvattn_graph;
 int kvattn_graph_begin_capture(kvattn_runtime *runtime, char **error);
 int kvattn_graph_end_capture(kvattn_runtime *runtime, kvattn_graph **graph,
