@@ -38,6 +38,7 @@ using CUgraph = CUgraph_st *;
 struct CUgraphExec_st;
 using CUgraphExec = CUgraphExec_st *;
 using CUstreamCaptureMode = int;
+using CUstreamCaptureStatus = int;
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_NOT_READY = 600;
@@ -53,6 +54,9 @@ constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_GLOBAL = 0;
 constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_NONE = 0;
+constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_ACTIVE = 1;
+constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2;
 
 /// The entry points, with the symbol each is resolved from (the `_v2`
 /// variants where the driver versions them). cuEventElapsedTime stays the
@@ -107,6 +111,8 @@ constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
   X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult,                 \
     (CUstream, CUstreamCaptureMode))                                           \
   X(cuStreamEndCapture, "cuStreamEndCapture", CUresult, (CUstream, CUgraph *)) \
+  X(cuStreamIsCapturing, "cuStreamIsCapturing", CUresult,                      \
+    (CUstream, CUstreamCaptureStatus *))                                       \
   X(cuGraphInstantiate, "cuGraphInstantiateWithFlags", CUresult,               \
     (CUgraphExec *, CUgraph, unsigned long long))                              \
   X(cuGraphLaunch, "cuGraphLaunch", CUresult, (CUgraphExec, CUstream))         \

@@ -20,16 +20,45 @@ bool isNumber(const std::string &dim) {
   return !dim.empty() && std::isdigit(static_cast<unsigned char>(dim[0]));
 }
 
-/// Elements of a parameter at the bound sizes (a run-time split's N at
-/// its bound, the rule's max).
-int64_t boundElements(const KernelInfo &k, const ParamInfo &p,
-                      const Sizes &bounds) {
+/// Bytes of a workspace (f32 elements) at the bound sizes (a run-time
+/// split's N at its bound, the rule's max). Every dimension it depends on
+/// must be bounded (> 0) and the product must fit: a run within the bounds
+/// then stays inside it.
+Status boundBytes(const KernelInfo &k, const ParamInfo &p, const Sizes &bounds,
+                  size_t &bytes) {
+  const std::string what =
+      "planning the split-KV workspace '" + p.name + "' of '" + k.name + "': ";
   int64_t n = 1;
-  for (const std::string &dim : p.shape)
-    n *= isNumber(dim) ? parseDecimal(dim).value_or(0)
-         : dim == "N"  ? std::max<int64_t>(k.splitRule.maxSplits, 1)
-                       : std::max<int64_t>(sizeByName(bounds, dim), 0);
-  return n;
+  std::string spelled;
+  for (const std::string &dim : p.shape) {
+    int64_t size;
+    if (isNumber(dim)) {
+      std::optional<int64_t> parsed = parseDecimal(dim);
+      if (!parsed)
+        return Status::error(what + "dimension '" + dim +
+                             "' does not fit in 64 bits");
+      size = *parsed;
+    } else if (dim == "N") {
+      size = std::max<int64_t>(k.splitRule.maxSplits, 1);
+    } else {
+      size = sizeByName(bounds, dim);
+      if (size < 0 && dim != "B+1")
+        return Status::error(what + "unknown size '" + dim + "'");
+      if (size == 0)
+        return Status::error(what + "its size depends on " + dim +
+                             ", which the bounds leave unbounded (0): give " +
+                             dim + " a positive bound (max_sizes)");
+    }
+    spelled += (spelled.empty() ? "" : " x ") + str(size);
+    if (__builtin_mul_overflow(n, size, &n))
+      return Status::error(what + spelled + "... elements overflow 64 bits: " +
+                           "lower the bounds");
+  }
+  if (__builtin_mul_overflow(static_cast<uint64_t>(n), uint64_t(4), &bytes))
+    return Status::error(what + spelled +
+                         " f32 elements overflow 64 bits of bytes: lower the "
+                         "bounds");
+  return Status::ok();
 }
 
 const char *paramName(int64_t id) {
@@ -181,6 +210,35 @@ Plan::create(Runtime &runtime, const std::string &image,
                          str(manifest.kernels.size()) + " kernels");
   p->names_ = names;
   p->names_.resize(manifest.kernels.size());
+  for (const char *name :
+       {"B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"})
+    if (sizeByName(bounds, name) < 0)
+      return Status::error("planning: the bound " + std::string(name) + " = " +
+                           str(sizeByName(bounds, name)) +
+                           " is negative (0: unbounded, where no workspace "
+                           "depends on it)");
+  // One buffer namespace per plan: two attentions would both read `query`
+  // and write `out`.
+  std::vector<std::string> attentions;
+  for (const KernelInfo &k : manifest.kernels)
+    if (k.kind == "attention" || k.kind == "attention_varlen")
+      attentions.push_back(k.name);
+  if (attentions.size() > 1)
+    return Status::error(
+        "planning: the module has " + str(attentions.size()) +
+        " attention kernels ('" + attentions[0] + "', '" + attentions[1] + "'" +
+        (attentions.size() > 2 ? ", ..." : "") +
+        "): a plan binds its buffers by name (query, key, value, out, "
+        "q_offset, kv_len, ...), so both would read and write the same "
+        "buffers; plan each attention separately");
+  // Planning queues fills (the status word): a capture would record them.
+  bool capturing = false;
+  KVATTN_RETURN_IF_ERROR(runtime.isCapturing(kCurrentStream, capturing));
+  if (capturing)
+    return Status::error(
+        "planning: the runtime's stream is being captured into a CUDA graph; "
+        "planning allocates and clears the status word, which a graph would "
+        "record and replay: create plans before beginning the capture");
   bool validated = false;
   for (const KernelInfo &k : manifest.kernels)
     for (const ParamInfo &param : k.params)
@@ -232,16 +290,19 @@ Plan::create(Runtime &runtime, const std::string &image,
           !seen.insert(p->bound(i, param.name)).second)
         continue;
       if (param.name == "out_parts" || param.name == "lse_parts") {
-        size_t bytes = static_cast<size_t>(
-                           boundElements(manifest.kernels[i], param, bounds)) *
-                       4;
+        size_t bytes = 0;
+        KVATTN_RETURN_IF_ERROR(
+            boundBytes(manifest.kernels[i], param, bounds, bytes));
         DevicePtr ptr = 0;
         KVATTN_RETURN_IF_ERROR(
             runtime.allocate(bytes, ptr)
                 .withContext("planning the split-KV workspace '" + param.name +
                              "'"));
         p->workspaces_[param.name] = ptr;
-        p->workspaceBytes_ += bytes;
+        if (__builtin_add_overflow(p->workspaceBytes_, bytes,
+                                   &p->workspaceBytes_))
+          return Status::error("planning: the workspaces overflow 64 bits of "
+                               "bytes: lower the bounds");
         continue;
       }
       p->parameters_.push_back(p->bound(i, param.name));
@@ -265,33 +326,44 @@ const std::string &Plan::bound(size_t index, const std::string &param) const {
   return it == names_[index].end() ? param : it->second;
 }
 
+bool Plan::hasParameter(size_t index, const std::string &param) const {
+  if (index >= manifest_.kernels.size())
+    return false;
+  for (const ParamInfo &p : manifest_.kernels[index].params)
+    if (p.name == param)
+      return true;
+  return false;
+}
+
 Status Plan::launchKernel(size_t index, const Sizes &sizes,
                           const std::map<std::string, DevicePtr> &buffers,
-                          int64_t phase) {
+                          int64_t phase, uint64_t stream) {
   const KernelInfo &k = manifest_.kernels[index];
-  values_.clear();
+  // This call's own parameters: concurrent runs share nothing here.
+  std::vector<uint64_t> values;
+  values.reserve(k.params.size());
   // A run-time split's N, from this run's sizes (host integers).
   Sizes withSplit = sizes;
   withSplit.N = splitCount(k, sizes, runtime_.multiprocessorCount());
   for (const ParamInfo &p : k.params) {
     if (p.kind == "scalar") {
-      values_.push_back(static_cast<uint64_t>(
+      values.push_back(static_cast<uint64_t>(
           p.name == "phase" ? phase : sizeByName(withSplit, p.name)));
       continue;
     }
     if (p.name == "status") {
-      values_.push_back(status_);
+      values.push_back(status_);
       continue;
     }
     auto w = workspaces_.find(p.name);
     if (w != workspaces_.end()) {
-      values_.push_back(w->second);
+      values.push_back(w->second);
       continue;
     }
     auto it = buffers.find(bound(index, p.name));
-    values_.push_back(it == buffers.end() ? 0 : it->second);
+    values.push_back(it == buffers.end() ? 0 : it->second);
   }
-  return runtime_.launchPacked(*module_, k, sizes, values_);
+  return runtime_.launchPacked(*module_, k, sizes, values, stream);
 }
 
 static Status checkBounds(const Sizes &sizes, const Sizes &bounds) {
@@ -334,7 +406,12 @@ argsFor(const KernelInfo &k, const std::map<std::string, std::string> &names,
 }
 
 Status Plan::run(const Sizes &sizes,
-                 const std::map<std::string, DevicePtr> &buffers) {
+                 const std::map<std::string, DevicePtr> &buffers,
+                 uint64_t streamArg) {
+  // One stream for every launch of the run, whatever setStream does
+  // meanwhile on another thread.
+  const uint64_t stream =
+      streamArg == kCurrentStream ? runtime_.stream() : streamArg;
   KVATTN_RETURN_IF_ERROR(checkBounds(sizes, bounds_));
   for (const auto &entry : buffers)
     if (std::find(parameters_.begin(), parameters_.end(), entry.first) ==
@@ -348,18 +425,51 @@ Status Plan::run(const Sizes &sizes,
         argsFor(manifest_.kernels[i], names_[i], sizes, buffers, status_,
                 workspaces_, runtime_.multiprocessorCount())));
   for (size_t v : validators_) {
-    KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 0));
-    KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 1));
+    KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 0, stream));
+    KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 1, stream));
   }
   for (size_t k : kernels_)
-    KVATTN_RETURN_IF_ERROR(launchKernel(k, sizes, buffers, 0));
+    KVATTN_RETURN_IF_ERROR(launchKernel(k, sizes, buffers, 0, stream));
   return Status::ok();
 }
 
 Status Plan::runWithHostMetadata(
     const Sizes &sizes, const std::map<std::string, DevicePtr> &buffers,
-    const std::map<std::string, std::vector<int64_t>> &metadata) {
+    const std::map<std::string, std::vector<int64_t>> &metadata,
+    uint64_t streamArg) {
+  const uint64_t stream =
+      streamArg == kCurrentStream ? runtime_.stream() : streamArg;
   KVATTN_RETURN_IF_ERROR(checkBounds(sizes, bounds_));
+  // Every name one the plan has (a typo such as `kv_lenn` is not ignored),
+  // and none given twice.
+  auto known = [&](const std::string &name) {
+    return std::find(parameters_.begin(), parameters_.end(), name) !=
+           parameters_.end();
+  };
+  for (const auto &entry : buffers)
+    if (!known(entry.first))
+      return Status::error("plan run: the plan has no parameter '" +
+                           entry.first + "'");
+  for (const auto &entry : metadata) {
+    if (!known(entry.first))
+      return Status::error("plan run: the plan has no parameter '" +
+                           entry.first + "' (given as metadata)");
+    if (buffers.count(entry.first))
+      return Status::error("plan run: '" + entry.first +
+                           "' is given both as a device buffer and as host "
+                           "metadata");
+  }
+  // A graph would replay the ring slots' addresses, which later runs
+  // rewrite (even a run whose metadata equals the last one's, which queues
+  // no copy): refused before anything is queued.
+  bool capturing = false;
+  KVATTN_RETURN_IF_ERROR(runtime_.isCapturing(stream, capturing));
+  if (capturing)
+    return Status::error(
+        "plan run: host metadata cannot be captured: the stream is being "
+        "captured into a CUDA graph, which would replay the address of a "
+        "metadata slot that later runs rewrite; pass the metadata as device "
+        "buffers (Plan::run, kvattn_plan_run) to capture");
   std::vector<LaunchArgs> all;
   for (size_t k : kernels_) {
     const KernelInfo &info = manifest_.kernels[k];
@@ -377,8 +487,8 @@ Status Plan::runWithHostMetadata(
     all.push_back(std::move(args));
   }
   for (size_t i = 0; i < kernels_.size(); ++i)
-    KVATTN_RETURN_IF_ERROR(
-        runtime_.launch(*module_, manifest_.kernels[kernels_[i]], all[i]));
+    KVATTN_RETURN_IF_ERROR(runtime_.launch(
+        *module_, manifest_.kernels[kernels_[i]], all[i], stream));
   return Status::ok();
 }
 

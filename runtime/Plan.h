@@ -39,6 +39,13 @@ public:
   /// sizes must stay within them), and clears the status word. The runtime
   /// must outlive the plan.
   ///
+  /// Refused by name: a negative bound; a bound of 0 ("unbounded") that a
+  /// workspace's size depends on; a workspace whose size overflows 64 bits;
+  /// a manifest with more than one attention kernel (the plan binds buffers
+  /// by name: two attentions would share `query`, `out`, ...); planning
+  /// while the runtime's current stream is being captured (the status
+  /// word's clearing fills would be recorded into the graph).
+  ///
   /// `names` (optional, one map per manifest kernel) renames the buffers a
   /// kernel's parameters bind to: run() looks parameter `p` of kernel `i`
   /// up as `names[i][p]` when given. A decode step's appends need it: the
@@ -61,21 +68,35 @@ public:
   /// The buffer name run() looks parameter `param` of kernel `index` (in
   /// the manifest) up as: `param`, or its name in create()'s `names`.
   const std::string &bound(size_t index, const std::string &param) const;
+  /// Whether kernel `index` of the manifest has a parameter `param`.
+  bool hasParameter(size_t index, const std::string &param) const;
 
   /// One step on the runtime's current stream: `buffers` names a device
   /// pointer for every tensor and every metadata parameter. Queues the
   /// validation kernels, then the kernels, in the manifest's order; checks
   /// on the host only what needs no device value (sizes within the bounds,
   /// every parameter given, alignment). No allocation, copy or wait.
+  /// `stream`: where to queue (kCurrentStream: the runtime's current one).
+  ///
+  /// Threads: runs of one plan may be queued from several threads at once
+  /// (each call packs its own parameters); on the device they share the
+  /// plan's status word and split-KV workspaces, so runs of a plan with
+  /// workspaces (workspaceBytes() above the status word's 128 bytes) must
+  /// not overlap on the device: order their streams or use one plan per
+  /// stream.
   Status run(const Sizes &sizes,
-             const std::map<std::string, DevicePtr> &buffers);
+             const std::map<std::string, DevicePtr> &buffers,
+             uint64_t stream = kCurrentStream);
   /// The convenience path: metadata on the host, validated on the host with
   /// Runtime::launch's rules and messages and copied through the runtime's
   /// metadata ring (one asynchronous copy per kernel whose metadata
-  /// changed). Not capturable (a graph would replay the staging address).
+  /// changed). Not capturable: refused while `stream` is being captured (a
+  /// graph would replay the staging address). A buffer or metadata name
+  /// that is no parameter of the plan, or a name given as both, is refused.
   Status runWithHostMetadata(
       const Sizes &sizes, const std::map<std::string, DevicePtr> &buffers,
-      const std::map<std::string, std::vector<int64_t>> &metadata);
+      const std::map<std::string, std::vector<int64_t>> &metadata,
+      uint64_t stream = kCurrentStream);
 
   /// Reads the status word (synchronises the stream, then one synchronous
   /// copy): ok when no violation was recorded, else the message the host
@@ -90,7 +111,7 @@ private:
   Plan(Runtime &runtime) : runtime_(runtime) {}
   Status launchKernel(size_t index, const Sizes &sizes,
                       const std::map<std::string, DevicePtr> &buffers,
-                      int64_t phase);
+                      int64_t phase, uint64_t stream);
   Runtime &runtime_;
   Manifest manifest_;
   const Module *module_ = nullptr;
@@ -105,8 +126,7 @@ private:
   std::vector<size_t> validators_, kernels_;
   /// The kernel each validation ordinal checks (status()).
   std::vector<std::string> checked_;
-  /// Reused per run (no allocation once warm).
-  std::vector<uint64_t> values_;
+  // Nothing above changes after create(): concurrent runs only read it.
 };
 
 /// The message of the violation a status word records (words[0] != 0),

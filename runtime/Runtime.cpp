@@ -7,10 +7,13 @@
 #include <dlfcn.h>
 
 #include <array>
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <unordered_map>
 
 namespace mlir {
@@ -83,6 +86,7 @@ private:
 class Module {
 public:
   CUmodule handle = nullptr;
+  /// Functions looked up so far (under the runtime's mutex).
   std::unordered_map<std::string, CUfunction> functions;
 };
 
@@ -96,18 +100,29 @@ struct MetadataSlot {
   CUevent done = nullptr;
   /// An event was recorded and may not have completed.
   bool pending = false;
+  /// Launches between their copy (or reuse) of the slot and the event
+  /// after them: while non-zero nobody rewrites the slot.
+  int users = 0;
   /// What the slot holds, and the stream its copy was queued on.
   std::vector<uint8_t> bytes;
   CUstream stream = nullptr;
 };
 
 /// Metadata slots in flight: a launch whose metadata changed takes the next
-/// slot, and waits only if that slot's last launch (kMetadataSlots launches
-/// ago) has not finished.
+/// free slot, and waits only if that slot's last launch (kMetadataSlots
+/// launches ago) has not finished.
 constexpr size_t kMetadataSlots = 8;
 /// The smallest slot: a decode step's offsets and lengths for a few hundred
 /// sequences.
 constexpr size_t kMinMetadataBytes = 4096;
+
+namespace {
+/// Driver calls, counted from any thread.
+struct AtomicCounts {
+  std::atomic<int64_t> launches{0}, graphLaunches{0}, synchronizations{0},
+      allocations{0}, synchronousCopies{0}, asyncCopies{0};
+};
+} // namespace
 
 struct Runtime::Impl {
   std::unique_ptr<Driver> driver;
@@ -115,30 +130,38 @@ struct Runtime::Impl {
   CUcontext context = nullptr;
   /// The runtime's own stream, and the one in use (own or the caller's).
   CUstream stream = nullptr;
-  CUstream current = nullptr;
+  std::atomic<CUstream> current{nullptr};
+  /// Guards `modules`, every module's function cache and `allocations`.
+  std::mutex mutex;
   /// PTX text -> module; the text itself is the key, so equal hashes of
   /// different texts cannot alias.
   std::unordered_map<std::string, std::unique_ptr<Module>> modules;
+  /// Guards the ring (`slots`, `lastSlot`); `slotFree` tells waiters that a
+  /// slot's users dropped to 0. Lock order: ringMutex, then mutex.
+  std::mutex ringMutex;
+  std::condition_variable slotFree;
   /// The metadata of the last kMetadataSlots launches (a ring), and the
   /// slot of the last one (-1: none yet).
   std::array<MetadataSlot, kMetadataSlots> slots;
   int lastSlot = -1;
   /// Host waits for a slot (a full ring) since creation.
-  int64_t metadataWaits = 0;
+  std::atomic<int64_t> metadataWaits{0};
   /// Driver calls (callCounts()).
-  CallCounts counts;
+  AtomicCounts counts;
   /// What allocate() returned and release() has not freed, with sizes: a
   /// release of anything else is refused instead of reaching the driver.
   std::unordered_map<DevicePtr, size_t> allocations;
-  /// The buffer timeOnStream fills to evict the L2 cache.
+  /// The buffer timeOnStream fills to evict the L2 cache (one timing at a
+  /// time: flushMutex).
+  std::mutex flushMutex;
   DevicePtr flush = 0;
   size_t flushBytes = 0;
 
   ~Impl() {
     if (!driver)
       return;
-    if (current)
-      driver->cuStreamSynchronize(current);
+    if (CUstream s = current.load())
+      driver->cuStreamSynchronize(s);
     for (MetadataSlot &slot : slots) {
       if (slot.device)
         driver->cuMemFree(slot.device);
@@ -160,6 +183,17 @@ struct Runtime::Impl {
 
 Runtime::Runtime() : impl_(new Impl()) {}
 Runtime::~Runtime() = default;
+
+void *Runtime::resolve(uint64_t stream) const {
+  if (stream == kCurrentStream)
+    return impl_->current.load();
+  return reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream));
+}
+
+/// A stream as the uint64_t the API passes.
+static uint64_t handle(void *stream) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(stream));
+}
 
 Status Runtime::create(std::unique_ptr<Runtime> &runtime,
                        const RuntimeOptions &options) {
@@ -216,6 +250,9 @@ Status Runtime::create(std::unique_ptr<Runtime> &runtime,
 }
 
 Status Runtime::loadModule(const std::string &ptx, const Module *&module) {
+  // One load at a time: a second thread loading the same text waits and
+  // finds it cached.
+  std::lock_guard<std::mutex> lock(impl_->mutex);
   auto it = impl_->modules.find(ptx);
   if (it != impl_->modules.end()) {
     module = it->second.get();
@@ -245,7 +282,10 @@ Status Runtime::loadModule(const std::string &ptx, const Module *&module) {
   return Status::ok();
 }
 
-size_t Runtime::loadedModules() const { return impl_->modules.size(); }
+size_t Runtime::loadedModules() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->modules.size();
+}
 
 Status Runtime::allocate(size_t bytes, DevicePtr &ptr) {
   CUdeviceptr p = 0;
@@ -254,21 +294,25 @@ Status Runtime::allocate(size_t bytes, DevicePtr &ptr) {
       impl_->driver->cuMemAlloc(&p, bytes ? bytes : 1),
       "allocating " + std::to_string(bytes) + " bytes of device memory"));
   ptr = p;
+  std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->allocations[ptr] = bytes;
   return Status::ok();
 }
 
 Status Runtime::release(DevicePtr ptr) {
-  auto it = impl_->allocations.find(ptr);
-  if (it == impl_->allocations.end()) {
-    char hex[32];
-    std::snprintf(hex, sizeof(hex), "0x%llx",
-                  static_cast<unsigned long long>(ptr));
-    return Status::error(std::string("freeing device memory: ") + hex +
-                         " was not allocated by this runtime (or was freed "
-                         "already)");
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    auto it = impl_->allocations.find(ptr);
+    if (it == impl_->allocations.end()) {
+      char hex[32];
+      std::snprintf(hex, sizeof(hex), "0x%llx",
+                    static_cast<unsigned long long>(ptr));
+      return Status::error(std::string("freeing device memory: ") + hex +
+                           " was not allocated by this runtime (or was freed "
+                           "already)");
+    }
+    impl_->allocations.erase(it);
   }
-  impl_->allocations.erase(it);
   return impl_->driver->check(impl_->driver->cuMemFree(ptr),
                               "freeing device memory");
 }
@@ -303,33 +347,45 @@ void Runtime::setStream(uint64_t cuStream) {
 
 void Runtime::useOwnStream() { impl_->current = impl_->stream; }
 
-uint64_t Runtime::stream() const {
-  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl_->current));
-}
+uint64_t Runtime::stream() const { return handle(impl_->current.load()); }
 
-Status Runtime::copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes) {
+Status Runtime::copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes,
+                                   uint64_t stream) {
   if (bytes == 0)
     return Status::ok();
   ++impl_->counts.asyncCopies;
   return impl_->driver->check(
-      impl_->driver->cuMemcpyDtoDAsync(dst, src, bytes, impl_->current),
+      impl_->driver->cuMemcpyDtoDAsync(dst, src, bytes,
+                                       static_cast<CUstream>(resolve(stream))),
       "copying " + std::to_string(bytes) + " bytes on the device");
 }
 
-Status Runtime::fill(DevicePtr dst, uint8_t value, size_t bytes) {
+Status Runtime::fill(DevicePtr dst, uint8_t value, size_t bytes,
+                     uint64_t stream) {
   if (bytes == 0)
     return Status::ok();
   ++impl_->counts.asyncCopies;
   return impl_->driver->check(
-      impl_->driver->cuMemsetD8Async(dst, value, bytes, impl_->current),
+      impl_->driver->cuMemsetD8Async(dst, value, bytes,
+                                     static_cast<CUstream>(resolve(stream))),
       "filling " + std::to_string(bytes) + " bytes of device memory");
 }
 
-Status Runtime::synchronize() {
+Status Runtime::synchronize(uint64_t stream) {
   ++impl_->counts.synchronizations;
-  return impl_->driver->check(
-      impl_->driver->cuStreamSynchronize(impl_->current),
-      "waiting for the stream");
+  return impl_->driver->check(impl_->driver->cuStreamSynchronize(
+                                  static_cast<CUstream>(resolve(stream))),
+                              "waiting for the stream");
+}
+
+Status Runtime::isCapturing(uint64_t stream, bool &capturing) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  KVATTN_RETURN_IF_ERROR(
+      impl_->driver->check(impl_->driver->cuStreamIsCapturing(
+                               static_cast<CUstream>(resolve(stream)), &status),
+                           "asking whether the stream is being captured"));
+  capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return Status::ok();
 }
 
 namespace {
@@ -369,6 +425,10 @@ Status Runtime::timeOnStream(const std::function<Status()> &work, int warmup,
                          std::to_string(warmup) + " and " +
                          std::to_string(repeats) + ")");
   const Driver &d = *impl_->driver;
+  // One timing at a time owns the flush buffer; the stream is the one
+  // current when the timing starts.
+  std::lock_guard<std::mutex> lock(impl_->flushMutex);
+  CUstream stream = impl_->current.load();
   if (flushBytes > impl_->flushBytes) {
     if (impl_->flush)
       KVATTN_RETURN_IF_ERROR(release(impl_->flush));
@@ -379,7 +439,7 @@ Status Runtime::timeOnStream(const std::function<Status()> &work, int warmup,
   }
   auto call = [&]() -> Status {
     if (flushBytes)
-      KVATTN_RETURN_IF_ERROR(fill(impl_->flush, 0, flushBytes));
+      KVATTN_RETURN_IF_ERROR(fill(impl_->flush, 0, flushBytes, handle(stream)));
     return work();
   };
   Events events(d);
@@ -389,14 +449,13 @@ Status Runtime::timeOnStream(const std::function<Status()> &work, int warmup,
         call().withContext("warm-up call " + std::to_string(i)));
   for (int r = 0; r < repeats; ++r) {
     if (flushBytes)
-      KVATTN_RETURN_IF_ERROR(fill(impl_->flush, 0, flushBytes));
-    KVATTN_RETURN_IF_ERROR(d.check(
-        d.cuEventRecord(events[2 * r], impl_->current), "recording an event"));
+      KVATTN_RETURN_IF_ERROR(fill(impl_->flush, 0, flushBytes, handle(stream)));
+    KVATTN_RETURN_IF_ERROR(
+        d.check(d.cuEventRecord(events[2 * r], stream), "recording an event"));
     KVATTN_RETURN_IF_ERROR(
         work().withContext("timed call " + std::to_string(r)));
-    KVATTN_RETURN_IF_ERROR(
-        d.check(d.cuEventRecord(events[2 * r + 1], impl_->current),
-                "recording an event"));
+    KVATTN_RETURN_IF_ERROR(d.check(d.cuEventRecord(events[2 * r + 1], stream),
+                                   "recording an event"));
   }
   ++impl_->counts.synchronizations;
   KVATTN_RETURN_IF_ERROR(d.check(d.cuEventSynchronize(events[2 * repeats - 1]),
@@ -422,8 +481,14 @@ static size_t elementBytes(const std::string &type) {
   return 8;
 }
 
+/// "N bytes is above the limit ...": metadata beyond kMaxMetadataBytes.
+static std::string metadataLimit(size_t bytes) {
+  return std::to_string(bytes) + " bytes of metadata are above the limit of " +
+         std::to_string(kMaxMetadataBytes) + " bytes (2^32) per launch";
+}
+
 Status Runtime::launch(const Module &module, const KernelInfo &kernel,
-                       const LaunchArgs &argsIn) {
+                       const LaunchArgs &argsIn, uint64_t streamArg) {
   // A run-time split: the chunk count N from the sizes and this device.
   LaunchArgs withSplit;
   const bool runTimeSplit = kernel.splitRule.maxSplits > 0;
@@ -433,11 +498,14 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   }
   const LaunchArgs &args = runTimeSplit ? withSplit : argsIn;
   KVATTN_RETURN_IF_ERROR(validateLaunch(kernel, args));
-  const Driver &d = *impl_->driver;
+  // The stream, once: another thread's setStream cannot move this launch
+  // between its copy and its kernel.
+  const uint64_t stream = handle(resolve(streamArg));
 
   // Metadata: the validated host values, in the kernel's element type,
   // packed into one buffer (each parameter 16-byte aligned) that one
-  // asynchronous copy from page-locked memory takes to the device.
+  // asynchronous copy from page-locked memory takes to the device. All of
+  // it is this call's own: concurrent launches share nothing but the ring.
   std::vector<uint64_t> values; // one 8-byte slot per parameter
   std::vector<std::pair<size_t, size_t>> metadataAt; // (value index, offset)
   std::vector<uint8_t> packed;
@@ -456,17 +524,22 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
     }
     size_t width = elementBytes(p.elementType);
     size_t offset = (packed.size() + 15) / 16 * 16;
-    packed.resize(offset + meta->second.size() * width);
-    uint8_t *bytes = packed.data() + offset;
+    size_t bytes = 0, end = 0;
+    if (__builtin_mul_overflow(meta->second.size(), width, &bytes) ||
+        __builtin_add_overflow(offset, bytes, &end) || end > kMaxMetadataBytes)
+      return Status::error("launch of '" + kernel.name +
+                           "': " + metadataLimit(end > bytes ? end : SIZE_MAX));
+    packed.resize(end);
+    uint8_t *out = packed.data() + offset;
     for (size_t i = 0; i < meta->second.size(); ++i) {
       int64_t v = meta->second[i];
       if (width == 4) {
         int32_t narrow = static_cast<int32_t>(v);
-        std::memcpy(&bytes[i * 4], &narrow, 4);
+        std::memcpy(&out[i * 4], &narrow, 4);
       } else if (width == 1) {
-        bytes[i] = static_cast<uint8_t>(v);
+        out[i] = static_cast<uint8_t>(v);
       } else {
-        std::memcpy(&bytes[i * 8], &v, 8);
+        std::memcpy(&out[i * 8], &v, 8);
       }
     }
     metadataAt.push_back({values.size(), offset});
@@ -474,24 +547,31 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   }
   MetadataSlot *slot = nullptr;
   if (!metadataAt.empty()) {
-    KVATTN_RETURN_IF_ERROR(metadataSlot(packed, slot));
+    // A captured launch would keep the slot's address, which later
+    // launches rewrite: a replay would read another launch's metadata.
+    bool capturing = false;
+    KVATTN_RETURN_IF_ERROR(isCapturing(stream, capturing));
+    if (capturing)
+      return Status::error(
+          "launch of '" + kernel.name +
+          "': host metadata cannot be captured: the stream is being "
+          "captured into a CUDA graph, which would replay the address of a "
+          "metadata slot that later launches rewrite; keep the metadata on "
+          "the device (a plan's run) to capture");
+    KVATTN_RETURN_IF_ERROR(metadataSlot(packed, resolve(stream), slot));
     for (auto [index, offset] : metadataAt)
       values[index] = slot->device + offset;
   }
-  KVATTN_RETURN_IF_ERROR(launchPacked(module, kernel, args.sizes, values));
+  Status launched = launchPacked(module, kernel, args.sizes, values, stream);
   // The slot may be rewritten once this launch has read it.
-  if (slot) {
-    KVATTN_RETURN_IF_ERROR(
-        d.check(d.cuEventRecord(slot->done, impl_->current),
-                "recording the end of '" + kernel.name + "'"));
-    slot->pending = true;
-  }
-  return Status::ok();
+  if (slot)
+    releaseSlot(*slot, resolve(stream), launched);
+  return launched;
 }
 
 Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
-                             const Sizes &sizes,
-                             std::vector<uint64_t> &values) {
+                             const Sizes &sizes, std::vector<uint64_t> &values,
+                             uint64_t streamArg) {
 
   // The grid of the manifest: x = B * Hq / group programs, y = blocks of
   // group * L (packed) query rows; an append kernel: x = blocks of block_m
@@ -504,15 +584,30 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
   const bool append = kernel.kind == "append";
   const bool validate = kernel.kind == "validate";
   const bool varlen = kernel.kind == "attention_varlen";
-  const int64_t gridX =
-      validate ? sizes.B
-      : append ? (sizes.B * sizes.L + kernel.blockM - 1) / kernel.blockM
-      : varlen ? sizes.Hq / kernel.group
-               : sizes.B * sizes.Hq / kernel.group;
-  const int64_t gridY =
-      append || validate ? 1
-      : varlen           ? kernel.group * sizes.L / kernel.blockM + sizes.B
-               : (kernel.group * sizes.L + kernel.blockM - 1) / kernel.blockM;
+  if (sizes.B < 0 || sizes.Hq < 0 || sizes.L < 0 || kernel.blockM <= 0 ||
+      kernel.group <= 0)
+    return Status::error(doing + ": negative sizes or a tile without rows");
+  // Every product checked: sizes near 2^63 must not wrap into a small grid.
+  int64_t bl = 0, bh = 0, gl = 0;
+  const bool overflow = __builtin_mul_overflow(sizes.B, sizes.L, &bl) ||
+                        __builtin_mul_overflow(sizes.B, sizes.Hq, &bh) ||
+                        __builtin_mul_overflow(kernel.group, sizes.L, &gl) ||
+                        bl > INT64_MAX - kernel.blockM ||
+                        gl > INT64_MAX - kernel.blockM ||
+                        gl / kernel.blockM > INT64_MAX - sizes.B;
+  if (overflow)
+    return Status::error(doing +
+                         ": the grid for B = " + std::to_string(sizes.B) +
+                         ", Hq = " + std::to_string(sizes.Hq) +
+                         ", L = " + std::to_string(sizes.L) +
+                         " overflows 64 bits (beyond the CUDA limits)");
+  const int64_t gridX = validate ? sizes.B
+                        : append ? (bl + kernel.blockM - 1) / kernel.blockM
+                        : varlen ? sizes.Hq / kernel.group
+                                 : bh / kernel.group;
+  const int64_t gridY = append || validate ? 1
+                        : varlen           ? gl / kernel.blockM + sizes.B
+                                 : (gl + kernel.blockM - 1) / kernel.blockM;
   if (gridX == 0 || gridY == 0)
     return Status::ok(); // No program: nothing to compute.
   // KV chunks of a split: static, or chosen per launch (the `N` the
@@ -530,23 +625,26 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
                          " x " + std::to_string(gridY) + " x " +
                          std::to_string(gridZ) + ") exceeds the CUDA limits");
 
-  auto &functions = const_cast<Module &>(module).functions;
   CUfunction function;
-  auto f = functions.find(kernel.name);
-  if (f == functions.end()) {
-    KVATTN_RETURN_IF_ERROR(d.check(
-        d.cuModuleGetFunction(&function, module.handle, kernel.name.c_str()),
-        "finding kernel '" + kernel.name + "' in the module"));
-    if (kernel.dynamicSharedMemoryBytes > 48 * 1024)
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    auto &functions = const_cast<Module &>(module).functions;
+    auto f = functions.find(kernel.name);
+    if (f == functions.end()) {
       KVATTN_RETURN_IF_ERROR(d.check(
-          d.cuFuncSetAttribute(
-              function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-              static_cast<int>(kernel.dynamicSharedMemoryBytes)),
-          "allowing " + std::to_string(kernel.dynamicSharedMemoryBytes) +
-              " bytes of dynamic shared memory for '" + kernel.name + "'"));
-    functions[kernel.name] = function;
-  } else {
-    function = f->second;
+          d.cuModuleGetFunction(&function, module.handle, kernel.name.c_str()),
+          "finding kernel '" + kernel.name + "' in the module"));
+      if (kernel.dynamicSharedMemoryBytes > 48 * 1024)
+        KVATTN_RETURN_IF_ERROR(d.check(
+            d.cuFuncSetAttribute(
+                function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                static_cast<int>(kernel.dynamicSharedMemoryBytes)),
+            "allowing " + std::to_string(kernel.dynamicSharedMemoryBytes) +
+                " bytes of dynamic shared memory for '" + kernel.name + "'"));
+      functions[kernel.name] = function;
+    } else {
+      function = f->second;
+    }
   }
 
   ++impl_->counts.launches;
@@ -558,23 +656,41 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
           function, static_cast<unsigned>(gridX), static_cast<unsigned>(gridY),
           static_cast<unsigned>(gridZ), static_cast<unsigned>(kernel.blockX), 1,
           1, static_cast<unsigned>(kernel.dynamicSharedMemoryBytes),
-          impl_->current, params.data(), nullptr),
+          static_cast<CUstream>(resolve(streamArg)), params.data(), nullptr),
       doing));
   return Status::ok();
 }
 
 Status Runtime::metadataSlot(const std::vector<uint8_t> &packed,
-                             MetadataSlot *&result) {
+                             void *streamPtr, MetadataSlot *&result) {
   const Driver &d = *impl_->driver;
-  // Unchanged metadata on the same stream: the last slot, no copy.
+  CUstream stream = static_cast<CUstream>(streamPtr);
+  std::unique_lock<std::mutex> lock(impl_->ringMutex);
+  // Unchanged metadata on the same stream: the last slot, no copy. (A
+  // launch on that stream that still holds it is ordered with this one.)
   if (impl_->lastSlot >= 0) {
     MetadataSlot &last = impl_->slots[impl_->lastSlot];
-    if (last.bytes == packed && last.stream == impl_->current) {
+    if (last.stream == stream && last.bytes == packed) {
+      ++last.users;
       result = &last;
       return Status::ok();
     }
   }
-  int next = (impl_->lastSlot + 1) % static_cast<int>(kMetadataSlots);
+  // The next slot no launch holds, after the last one; all held (more
+  // launches in flight on other threads than slots): wait for one.
+  int next = -1;
+  for (;;) {
+    for (size_t i = 1; i <= kMetadataSlots && next < 0; ++i) {
+      int candidate = static_cast<int>((impl_->lastSlot + static_cast<int>(i)) %
+                                       kMetadataSlots);
+      if (impl_->slots[candidate].users == 0)
+        next = candidate;
+    }
+    if (next >= 0)
+      break;
+    ++impl_->metadataWaits;
+    impl_->slotFree.wait(lock);
+  }
   MetadataSlot &slot = impl_->slots[next];
   // The launch that last read this slot (kMetadataSlots launches ago) must
   // be done before its staging and device copy change: usually it is.
@@ -591,21 +707,45 @@ Status Runtime::metadataSlot(const std::vector<uint8_t> &packed,
   }
   if (slot.capacity < packed.size())
     KVATTN_RETURN_IF_ERROR(growSlot(slot, packed.size()));
+  // Until the copy is queued the slot matches nothing.
+  slot.bytes.clear();
+  slot.stream = nullptr;
   std::memcpy(slot.host, packed.data(), packed.size());
   ++impl_->counts.asyncCopies;
-  KVATTN_RETURN_IF_ERROR(
-      d.check(d.cuMemcpyHtoDAsync(slot.device, slot.host, packed.size(),
-                                  impl_->current),
-              "copying the launch's metadata to the device"));
+  KVATTN_RETURN_IF_ERROR(d.check(
+      d.cuMemcpyHtoDAsync(slot.device, slot.host, packed.size(), stream),
+      "copying the launch's metadata to the device"));
   slot.bytes = packed;
-  slot.stream = impl_->current;
+  slot.stream = stream;
   impl_->lastSlot = next;
+  ++slot.users;
   result = &slot;
   return Status::ok();
 }
 
+void Runtime::releaseSlot(MetadataSlot &slot, void *stream, Status &status) {
+  const Driver &d = *impl_->driver;
+  {
+    std::lock_guard<std::mutex> lock(impl_->ringMutex);
+    // The copy was queued: whatever the launch did, the event after it
+    // tells when the slot may change.
+    Status recorded =
+        d.check(d.cuEventRecord(slot.done, static_cast<CUstream>(stream)),
+                "recording the end of a launch's metadata use");
+    if (recorded.isOk())
+      slot.pending = true;
+    else if (status.isOk())
+      status = recorded;
+    --slot.users;
+  }
+  impl_->slotFree.notify_all();
+}
+
 Status Runtime::growSlot(MetadataSlot &slot, size_t bytes) {
   const Driver &d = *impl_->driver;
+  if (bytes > kMaxMetadataBytes)
+    return Status::error("staging metadata: " + metadataLimit(bytes));
+  // Powers of two from 4 KB up to 2^32: no overflow.
   size_t capacity = std::max(kMinMetadataBytes, slot.capacity);
   while (capacity < bytes)
     capacity *= 2;
@@ -617,6 +757,7 @@ Status Runtime::growSlot(MetadataSlot &slot, size_t bytes) {
         d.check(d.cuMemFreeHost(slot.host), "freeing page-locked memory"));
   slot.host = nullptr;
   slot.capacity = 0;
+  slot.bytes.clear();
   KVATTN_RETURN_IF_ERROR(allocate(capacity, slot.device));
   ++impl_->counts.allocations;
   KVATTN_RETURN_IF_ERROR(d.check(d.cuMemAllocHost(&slot.host, capacity),
@@ -630,15 +771,21 @@ Status Runtime::growSlot(MetadataSlot &slot, size_t bytes) {
 }
 
 Status Runtime::reserveMetadata(size_t bytes) {
+  if (bytes > kMaxMetadataBytes)
+    return Status::error("reserving metadata: " + metadataLimit(bytes));
+  std::unique_lock<std::mutex> lock(impl_->ringMutex);
   for (MetadataSlot &slot : impl_->slots) {
+    // A slot in use by a launch of another thread is grown after it.
+    while (!(slot.capacity >= bytes && slot.capacity > 0) && slot.users > 0)
+      impl_->slotFree.wait(lock);
     if (slot.capacity >= bytes && slot.capacity > 0)
       continue;
-    if (slot.pending)
+    if (slot.pending) {
       ++impl_->counts.synchronizations;
-    if (slot.pending)
       KVATTN_RETURN_IF_ERROR(impl_->driver->check(
           impl_->driver->cuEventSynchronize(slot.done),
           "waiting for a launch that read earlier metadata"));
+    }
     slot.pending = false;
     KVATTN_RETURN_IF_ERROR(growSlot(slot, std::max<size_t>(bytes, 1)));
   }
@@ -647,8 +794,27 @@ Status Runtime::reserveMetadata(size_t bytes) {
 
 int64_t Runtime::metadataWaits() const { return impl_->metadataWaits; }
 
-CallCounts Runtime::callCounts() const { return impl_->counts; }
-void Runtime::resetCallCounts() { impl_->counts = CallCounts(); }
+CallCounts Runtime::callCounts() const {
+  const AtomicCounts &a = impl_->counts;
+  CallCounts c;
+  c.launches = a.launches;
+  c.graphLaunches = a.graphLaunches;
+  c.synchronizations = a.synchronizations;
+  c.allocations = a.allocations;
+  c.synchronousCopies = a.synchronousCopies;
+  c.asyncCopies = a.asyncCopies;
+  return c;
+}
+
+void Runtime::resetCallCounts() {
+  AtomicCounts &a = impl_->counts;
+  a.launches = 0;
+  a.graphLaunches = 0;
+  a.synchronizations = 0;
+  a.allocations = 0;
+  a.synchronousCopies = 0;
+  a.asyncCopies = 0;
+}
 
 //===----------------------------------------------------------------------===//
 // CUDA graphs
@@ -662,14 +828,14 @@ Graph::~Graph() {
 }
 
 Status Runtime::beginCapture() {
-  if (!impl_->current)
+  CUstream stream = impl_->current.load();
+  if (!stream)
     return Status::error("capturing a CUDA graph: the legacy default stream "
                          "(0) cannot be captured; use the runtime's own "
                          "stream or a created one");
-  return impl_->driver->check(
-      impl_->driver->cuStreamBeginCapture(impl_->current,
-                                          CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-      "beginning a stream capture");
+  return impl_->driver->check(impl_->driver->cuStreamBeginCapture(
+                                  stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                              "beginning a stream capture");
 }
 
 Status Runtime::endCapture(std::unique_ptr<Graph> &graph) {
@@ -678,7 +844,7 @@ Status Runtime::endCapture(std::unique_ptr<Graph> &graph) {
   g->driver_ = &d;
   CUgraph captured = nullptr;
   KVATTN_RETURN_IF_ERROR(
-      d.check(d.cuStreamEndCapture(impl_->current, &captured),
+      d.check(d.cuStreamEndCapture(impl_->current.load(), &captured),
               "ending the stream capture"));
   g->graph_ = captured;
   CUgraphExec exec = nullptr;
@@ -693,7 +859,7 @@ Status Runtime::launchGraph(const Graph &graph) {
   ++impl_->counts.graphLaunches;
   return impl_->driver->check(
       impl_->driver->cuGraphLaunch(static_cast<CUgraphExec>(graph.exec_),
-                                   impl_->current),
+                                   impl_->current.load()),
       "launching a CUDA graph");
 }
 

@@ -15,7 +15,15 @@
 //   KVATTN_RETURN_IF_ERROR(rt->launch(*module, manifest.kernels[0], args));
 //
 // Launches, copies and timing run on the runtime's own stream, or on a
-// caller's (setStream: e.g. the current stream of a framework).
+// caller's (setStream: e.g. the current stream of a framework), or on the
+// stream a call names (`stream`, kCurrentStream: the current one).
+//
+// Threads: a Runtime and its Plans may be used from several threads at once
+// (docs/runtime.md, "Threads"). Module loads, allocations, the metadata
+// ring and the call counts are locked; each launch packs its own
+// parameters. setStream changes the stream of every thread: a thread that
+// wants its own stream passes it per call. Destroying a Runtime or a Plan
+// while another thread uses it is the caller's error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +45,15 @@ namespace rt {
 
 /// A device address (CUdeviceptr).
 using DevicePtr = uint64_t;
+
+/// A `stream` argument meaning the runtime's current stream (setStream,
+/// else its own); the C API's KVATTN_CURRENT_STREAM.
+constexpr uint64_t kCurrentStream = UINT64_MAX;
+
+/// The most host-given metadata one launch may stage (and
+/// Runtime::reserveMetadata may reserve), in bytes: 2^32. Each of the ring's
+/// 8 slots holds this much page-locked and device memory at most.
+constexpr size_t kMaxMetadataBytes = size_t(1) << 32;
 
 //===----------------------------------------------------------------------===//
 // The launch manifest (docs/kernel-abi.md)
@@ -226,11 +243,16 @@ public:
   Status copyToHost(void *dst, DevicePtr src, size_t bytes);
   /// Queues a device-to-device copy on the stream (cuMemcpyDtoDAsync);
   /// synchronize() waits for it.
-  Status copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes);
+  Status copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes,
+                            uint64_t stream = kCurrentStream);
   /// Queues setting `bytes` bytes at `dst` to `value` (cuMemsetD8Async).
-  Status fill(DevicePtr dst, uint8_t value, size_t bytes);
+  Status fill(DevicePtr dst, uint8_t value, size_t bytes,
+              uint64_t stream = kCurrentStream);
   /// Waits for everything queued on the stream.
-  Status synchronize();
+  Status synchronize(uint64_t stream = kCurrentStream);
+  /// Whether `stream` is being captured into a CUDA graph
+  /// (cuStreamIsCapturing; an invalidated capture counts as capturing).
+  Status isCapturing(uint64_t stream, bool &capturing);
 
   /// Times `work` with CUDA events on the stream. `work` queues device work
   /// (a launch, a copy) and returns; it is called `warmup` times untimed,
@@ -256,13 +278,19 @@ public:
   /// waits only when the device is 8 metadata changes behind
   /// (metadataWaits() counts it). Slots are allocated on first use and
   /// grow when a launch's metadata outgrows them; reserveMetadata() makes
-  /// every later launch allocation-free.
+  /// every later launch allocation-free. A slot is held by one launch
+  /// from its copy until the event after it is recorded, so concurrent
+  /// launches (threads) never share or rewrite each other's slot.
+  /// A launch with host metadata is refused while its stream is captured
+  /// (a graph would replay the slot's address, which later launches
+  /// rewrite); more than kMaxMetadataBytes of metadata is refused.
   Status launch(const Module &module, const KernelInfo &kernel,
-                const LaunchArgs &args);
+                const LaunchArgs &args, uint64_t stream = kCurrentStream);
 
   /// Allocates every metadata slot for launches of up to `bytes` bytes of
   /// metadata (the sum of their metadata parameters, each rounded up to 16
   /// bytes), so that no later launch allocates (a plan step's call).
+  /// Above kMaxMetadataBytes: an error naming the limit.
   Status reserveMetadata(size_t bytes);
   /// How often a launch waited for the device to free a metadata slot.
   int64_t metadataWaits() const;
@@ -272,7 +300,8 @@ public:
   /// manifest's grid for `sizes` (kind "validate": one block per batch).
   /// Nothing is validated or copied: what Plan::run uses.
   Status launchPacked(const Module &module, const KernelInfo &kernel,
-                      const Sizes &sizes, std::vector<uint64_t> &values);
+                      const Sizes &sizes, std::vector<uint64_t> &values,
+                      uint64_t stream = kCurrentStream);
 
   /// CUDA graphs: begins capturing the stream's work (cuStreamBeginCapture,
   /// thread-local mode; the legacy default stream 0 cannot be captured),
@@ -287,8 +316,11 @@ public:
 
 private:
   Runtime();
-  Status metadataSlot(const std::vector<uint8_t> &packed, MetadataSlot *&slot);
+  Status metadataSlot(const std::vector<uint8_t> &packed, void *stream,
+                      MetadataSlot *&slot);
+  void releaseSlot(MetadataSlot &slot, void *stream, Status &status);
   Status growSlot(MetadataSlot &slot, size_t bytes);
+  void *resolve(uint64_t stream) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int computeCapability_ = 0;

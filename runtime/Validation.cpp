@@ -147,9 +147,15 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
     return std::max<int64_t>(kernel.splitKv, 1);
   const int64_t g = std::max<int64_t>(r.group, 1);
   const int64_t bm = std::max<int64_t>(r.blockM, 1);
-  const int64_t programs = s.B * (s.Hq / g) * ((g * s.L + bm - 1) / bm);
-  return schedule::splitRule(programs, s.S, r.blockN, r.programsPerSm, numSms,
-                             r.minKeys, r.maxSplits);
+  // Saturating: sizes near 2^63 (refused later by the grid limits) must
+  // not overflow here.
+  using schedule::saturatingMul;
+  const int64_t rows = saturatingMul(g, std::max<int64_t>(s.L, 0));
+  const int64_t blocks = rows / bm + (rows % bm != 0);
+  const int64_t programs =
+      saturatingMul(saturatingMul(std::max<int64_t>(s.B, 0), s.Hq / g), blocks);
+  return schedule::splitRule(programs, std::max<int64_t>(s.S, 0), r.blockN,
+                             r.programsPerSm, numSms, r.minKeys, r.maxSplits);
 }
 
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
@@ -174,11 +180,15 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
                            ", max_pages = " + str(s.maxPages) +
                            " (page_size must be positive, the others "
                            "non-negative)");
-    if (s.S != s.maxPages * s.pageSize)
-      return Status::error(
-          where + "S = " + str(s.S) +
-          " must be max_pages * page_size = " + str(s.maxPages * s.pageSize) +
-          " (the logical key count of a paged cache)");
+    int64_t logical = 0;
+    if (__builtin_mul_overflow(s.maxPages, s.pageSize, &logical))
+      return Status::error(where +
+                           "max_pages * page_size = " + str(s.maxPages) +
+                           " * " + str(s.pageSize) + " overflows 64 bits");
+    if (s.S != logical)
+      return Status::error(where + "S = " + str(s.S) +
+                           " must be max_pages * page_size = " + str(logical) +
+                           " (the logical key count of a paged cache)");
   }
   const bool index32 = kernel.indexBits == 32;
   if (index32)

@@ -7,6 +7,19 @@
  * failure, with a message in *error (free it with kvattn_free; error may be
  * NULL when the caller does not want the message).
  *
+ * Threads: a kvattn_runtime, its plans and its kernels may be used from
+ * several threads at once (module loads, allocations and frees, the
+ * metadata ring and the call counts are locked; every launch and run packs
+ * its own parameters). A thread that wants a stream of its own passes it to
+ * kvattn_plan_run / kvattn_plan_run_host_metadata:
+ * kvattn_runtime_set_stream changes the current stream of every thread.
+ * On the device, the runs of one plan share its status word and split-KV
+ * workspaces: runs of a plan with workspaces (kvattn_plan_workspace_bytes
+ * above 128) must not overlap on the device (order their streams, or use
+ * one plan per stream). Destroying an object while another thread uses it
+ * is the caller's error, as is capturing (kvattn_graph_*) one runtime's
+ * current stream from two threads.
+ *
  *===----------------------------------------------------------------------===*/
 
 #ifndef KVATTN_C_KVATTN_H
@@ -227,7 +240,8 @@ int kvattn_runtime_use_own_stream(kvattn_runtime *runtime, char **error);
 /* Allocates the runtime's metadata slots (a ring of 8 page-locked staging and
  * device buffers) for launches with up to `bytes` bytes of host-given
  * metadata (each metadata parameter rounded up to 16 bytes), so that no later
- * launch allocates: a plan step's call (docs/runtime.md). */
+ * launch allocates: a plan step's call (docs/runtime.md). More than 2^32
+ * bytes (a launch's metadata limit) is refused. */
 int kvattn_runtime_reserve_metadata(kvattn_runtime *runtime, size_t bytes,
                                     char **error);
 
@@ -271,7 +285,8 @@ typedef struct {
  * runtime and cached by content). Returns when the launch is queued. A
  * manifest may hold more than one kernel per attention (split-KV: the
  * attention kernel, then a "merge" kernel): launch them in order on the
- * same stream. */
+ * same stream. A launch with host metadata is refused while the stream is
+ * being captured (a graph would replay a metadata slot's address). */
 int kvattn_launch(kvattn_runtime *runtime, const char *ptx,
                   const char *manifest_json, size_t kernel_index,
                   kvattn_sizes sizes, const kvattn_buffer *buffers,
@@ -307,8 +322,12 @@ typedef struct kvattn_plan kvattn_plan;
  * each kvattn.append) with device validation, or reads them from the
  * kernel cache, loads the module on `runtime`, allocates the plan's status
  * word and split-KV workspaces for sizes up to `max_sizes` (a zero field:
- * unbounded, allowed only where no workspace depends on it) and clears the
- * status word. `options` NULL: the defaults, with chip and num_sms from the
+ * unbounded, allowed only where no workspace depends on it; negative fields,
+ * a zero a workspace depends on and workspaces whose size overflows are
+ * refused by name) and clears the status word. One plan has one buffer
+ * namespace: IR with more than one public function or more than one
+ * attention is refused (plan each separately). Refused while the runtime's
+ * current stream is being captured (the clearing fills would be recorded). `options` NULL: the defaults, with chip and num_sms from the
  * device; a NULL chip in given options is the device's chip too. `kind`:
  * KVATTN_IMAGE_PTX for a GPU, KVATTN_IMAGE_DEVICE_IR for the emulated GPU.
  * The plan belongs to the runtime: destroy it first. */
@@ -376,7 +395,8 @@ int kvattn_plan_manifest(const kvattn_plan *plan, char **manifest_json,
  * `kernel` (its index in the manifest's "kernels") to (free with
  * kvattn_free): the parameter's own name, except for the appends of a
  * decode step, whose `update` and `cache` are "update_k" and "key" (the K
- * append) or "update_v" and "value" (the V append). */
+ * append) or "update_v" and "value" (the V append). A `param` the kernel
+ * does not have is an error naming the kernel's buffers. */
 int kvattn_plan_buffer_name(const kvattn_plan *plan, size_t kernel,
                             const char *param, char **name, char **error);
 /* Device memory the plan owns (status word and workspaces), in bytes. */
@@ -395,7 +415,10 @@ int kvattn_plan_run(kvattn_plan *plan, kvattn_sizes sizes,
                     uint64_t stream, char **error);
 /* The convenience path: metadata on the host, validated on the host before
  * anything is queued (kvattn_launch's messages) and copied asynchronously
- * through the runtime's metadata ring. Not capturable. */
+ * through the runtime's metadata ring. Not capturable: refused while
+ * `stream` is being captured. A buffer or metadata name the plan does not
+ * have (e.g. "kv_lenn"), or one name given both as a buffer and as
+ * metadata, is refused. */
 int kvattn_plan_run_host_metadata(kvattn_plan *plan, kvattn_sizes sizes,
                                   const kvattn_buffer *buffers,
                                   size_t num_buffers,
@@ -417,7 +440,10 @@ void kvattn_plan_destroy(kvattn_plan *plan);
  * begin capturing, queue plan runs (or other capturable work), end the
  * capture (instantiates the graph), replay it any number of times. A graph
  * replays the same device pointers: rewrite the metadata buffers between
- * replays (e.g. with a captured device copy, or a kernel of the engine). */
+ * replays (e.g. with a captured device copy, or a kernel of the engine).
+ * Host metadata is never captured: kvattn_launch / kvattn_kernel_launch with
+ * metadata, kvattn_plan_run_host_metadata and kvattn_plan_create are
+ * refused while their stream is being captured. */
 typedef struct kvattn_graph kvattn_graph;
 int kvattn_graph_begin_capture(kvattn_runtime *runtime, char **error);
 int kvattn_graph_end_capture(kvattn_runtime *runtime, kvattn_graph **graph,

@@ -1086,6 +1086,19 @@ int kvattn_plan_buffer_name(const kvattn_plan *plan, size_t kernel,
             " is out of range (the plan has " +
             std::to_string(plan->plan->manifest().kernels.size()) + ")"),
         error);
+  if (!plan->plan->hasParameter(kernel, param)) {
+    const mlir::kvattn::rt::KernelInfo &k =
+        plan->plan->manifest().kernels[kernel];
+    std::string names;
+    for (const mlir::kvattn::rt::ParamInfo &p : k.params)
+      if (p.kind == "pointer" && p.name != "status")
+        names += (names.empty() ? "" : ", ") + p.name;
+    return report(Status::error("kvattn_plan_buffer_name: kernel " +
+                                std::to_string(kernel) + " ('" + k.name +
+                                "') has no parameter '" + param +
+                                "' (its buffers: " + names + ")"),
+                  error);
+  }
   *name = copyString(plan->plan->bound(kernel, param));
   return 0;
 }
@@ -1099,18 +1112,10 @@ int kvattn_plan_workspace_bytes(const kvattn_plan *plan, size_t *bytes,
   return 0;
 }
 
-/// Runs `body` on `stream` (KVATTN_CURRENT_STREAM: the current one), then
-/// goes back to the stream in use before.
-static Status onStream(mlir::kvattn::rt::Runtime &rt, uint64_t stream,
-                       const std::function<Status()> &body) {
-  if (stream == KVATTN_CURRENT_STREAM)
-    return body();
-  const uint64_t before = rt.stream();
-  rt.setStream(stream);
-  Status s = body();
-  rt.setStream(before);
-  return s;
-}
+// A run's stream goes with the call (never through the runtime's current
+// stream, which other threads share).
+static_assert(KVATTN_CURRENT_STREAM == mlir::kvattn::rt::kCurrentStream,
+              "the C and C++ spellings of the current stream");
 
 int kvattn_plan_run(kvattn_plan *plan, kvattn_sizes sizes,
                     const kvattn_buffer *buffers, size_t num_buffers,
@@ -1122,10 +1127,7 @@ int kvattn_plan_run(kvattn_plan *plan, kvattn_sizes sizes,
                                      num_buffers, nullptr, 0, args),
                           error))
     return failed;
-  return report(
-      onStream(*plan->runtime->runtime, stream,
-               [&] { return plan->plan->run(args.sizes, args.buffers); }),
-      error);
+  return report(plan->plan->run(args.sizes, args.buffers, stream), error);
 }
 
 int kvattn_plan_run_host_metadata(kvattn_plan *plan, kvattn_sizes sizes,
@@ -1143,11 +1145,8 @@ int kvattn_plan_run_host_metadata(kvattn_plan *plan, kvattn_sizes sizes,
                             num_buffers, metadata, num_metadata, args),
                  error))
     return failed;
-  return report(onStream(*plan->runtime->runtime, stream,
-                         [&] {
-                           return plan->plan->runWithHostMetadata(
-                               args.sizes, args.buffers, args.metadata);
-                         }),
+  return report(plan->plan->runWithHostMetadata(args.sizes, args.buffers,
+                                                args.metadata, stream),
                 error);
 }
 

@@ -6,6 +6,7 @@
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Target/Ptx.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 
@@ -46,6 +47,20 @@ Status planModule(rt::Runtime &runtime, ModuleOp module, PtxOptions options,
                   const rt::Sizes &bounds, std::unique_ptr<rt::Plan> &plan,
                   std::string *manifestJson) {
   options.deviceValidation = true;
+  // One buffer namespace per plan: the kernels of two public functions
+  // would bind the same names (query, out, ...). Refused before compiling.
+  std::vector<std::string> publics;
+  module.walk([&](func::FuncOp f) {
+    if (f.isPublic() && !f.isExternal())
+      publics.push_back(f.getSymName().str());
+  });
+  if (publics.size() > 1)
+    return Status::error(
+        "planning: the module has " + std::to_string(publics.size()) +
+        " public functions (@" + publics[0] + ", @" + publics[1] +
+        (publics.size() > 2 ? ", ..." : "") +
+        "): a plan runs the kernels of one function and binds their buffers "
+        "by name; plan each function from its own module");
   PtxModule compiled;
   KVATTN_RETURN_IF_ERROR(compileToPtx(module, options, compiled));
   rt::Manifest manifest;

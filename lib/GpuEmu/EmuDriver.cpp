@@ -519,6 +519,18 @@ CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
   return CUDA_SUCCESS;
 }
 
+/// ACTIVE while `stream` records, INVALIDATED after an unsupported call
+/// ended its capture (until cuStreamEndCapture), else NONE.
+CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus *status) {
+  if (!status)
+    return kInvalidValue;
+  *status = isCapturing(stream) ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+            : !capture && stream && capturing == stream
+                ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
                                      unsigned long long) {
   if (!graph)

@@ -3,6 +3,7 @@
 #include "kvattn/Support/Schedule.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace mlir {
 namespace kvattn {
@@ -35,15 +36,24 @@ int64_t programsPerSm(int64_t numWarps, int64_t splitWarpsPerSm) {
   return splitWarpsPerSm > 0 ? (splitWarpsPerSm + warps - 1) / warps : 2;
 }
 
+int64_t saturatingMul(int64_t a, int64_t b) {
+  int64_t out;
+  return __builtin_mul_overflow(a, b, &out) ? INT64_MAX : out;
+}
+
+/// ceil(a / b) for a >= 0, b > 0, without forming a + b - 1.
+static int64_t ceilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
 int64_t splitRule(int64_t programs, int64_t keys, int64_t bn, int64_t perSm,
                   int64_t numSms, int64_t minKeys, int64_t maxSplits) {
   programs = std::max<int64_t>(programs, 1);
-  bn = std::max<int64_t>(bn, 1);
-  int64_t chunks = (keys + bn - 1) / bn;
+  keys = std::max<int64_t>(keys, 0);
+  int64_t chunks = ceilDiv(keys, std::max<int64_t>(bn, 1));
   if (minKeys > 0)
     chunks = std::min(chunks, keys / minKeys);
-  const int64_t wanted =
-      (perSm * std::max<int64_t>(numSms, 1) + programs - 1) / programs;
+  const int64_t wanted = ceilDiv(
+      saturatingMul(std::max<int64_t>(perSm, 0), std::max<int64_t>(numSms, 1)),
+      programs);
   return std::clamp<int64_t>(std::min(wanted, chunks), 1,
                              std::max<int64_t>(maxSplits, 1));
 }

@@ -122,6 +122,9 @@ int main(void) {
     error = NULL;
   }
   printf("loaded kernel: ok\n");
+  /* SIZE_MAX looped forever (the slot capacity doubled until it wrapped). */
+  refused("reserve SIZE_MAX",
+          kvattn_runtime_reserve_metadata(rt, SIZE_MAX, &error), &error);
 
   /* A bad kv_len is refused before launching, with the value named. */
   metadata[1].values = bad;

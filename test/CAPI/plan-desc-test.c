@@ -342,6 +342,71 @@ static void badDescriptions(kvattn_runtime *rt) {
   kvattn_free(ir);
 }
 
+/* One buffer namespace per plan: modules with two attentions or two public
+ * functions are refused by name (both would bind `query`, `out`, ...), and
+ * kvattn_plan_buffer_name refuses a parameter the kernel does not have. */
+static void oneNamespace(kvattn_runtime *rt) {
+#define ATTENTION(q, k, v, off, len, name)                                     \
+  "  %" name " = kvattn.attention " q ", " k ", " v " q_offset(" off            \
+  " : tensor<2xi32>)\n"                                                        \
+  "      kv_len(" len " : tensor<2xi32>) causal : tensor<2x4x1x16xf32>,\n"     \
+  "      tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32> -> tensor<2x4x1x16xf32>\n"
+#define ARGS                                                                   \
+  "(%q: tensor<2x4x1x16xf32>, %k: tensor<2x2x8x16xf32>,\n"                     \
+  "    %v: tensor<2x2x8x16xf32>, %off: tensor<2xi32>, %len: tensor<2xi32>)"
+  static const char *twoAttentions =
+      "func.func @two" ARGS " -> (tensor<2x4x1x16xf32>, tensor<2x4x1x16xf32>) {\n"
+      ATTENTION("%q", "%k", "%v", "%off", "%len", "a")
+      ATTENTION("%q", "%v", "%k", "%off", "%len", "b")
+      "  return %a, %b : tensor<2x4x1x16xf32>, tensor<2x4x1x16xf32>\n"
+      "}\n";
+  static const char *twoFunctions =
+      "func.func @f" ARGS " -> tensor<2x4x1x16xf32> {\n"
+      ATTENTION("%q", "%k", "%v", "%off", "%len", "a")
+      "  return %a : tensor<2x4x1x16xf32>\n"
+      "}\n"
+      "func.func @g" ARGS " -> tensor<2x4x1x16xf32> {\n"
+      ATTENTION("%q", "%k", "%v", "%off", "%len", "a")
+      "  return %a : tensor<2x4x1x16xf32>\n"
+      "}\n";
+  static const char *one =
+      "func.func @one" ARGS " -> tensor<2x4x1x16xf32> {\n"
+      ATTENTION("%q", "%k", "%v", "%off", "%len", "a")
+      "  return %a : tensor<2x4x1x16xf32>\n"
+      "}\n";
+  kvattn_sizes sizes = {2, 4, 2, 1, 8, 0, 0, 0};
+  char *error = NULL;
+  kvattn_plan *plan = NULL;
+  CHECK(kvattn_plan_create(rt, twoAttentions, NULL, KVATTN_IMAGE_DEVICE_IR,
+                           sizes, &plan, &error) != 0,
+        "two attentions: accepted");
+  printf("two attentions refused: %s\n", error ? error : "(none)");
+  kvattn_free(error);
+  error = NULL;
+  CHECK(kvattn_plan_create(rt, twoFunctions, NULL, KVATTN_IMAGE_DEVICE_IR,
+                           sizes, &plan, &error) != 0,
+        "two functions: accepted");
+  printf("two functions refused: %s\n", error ? error : "(none)");
+  kvattn_free(error);
+  error = NULL;
+  if (kvattn_plan_create(rt, one, NULL, KVATTN_IMAGE_DEVICE_IR, sizes, &plan,
+                         &error))
+    die("one attention", error);
+  char *name = NULL;
+  if (kvattn_plan_buffer_name(plan, 1, "kv_len", &name, &error))
+    die("buffer name", error);
+  printf("buffer name of kv_len: %s\n", name);
+  kvattn_free(name);
+  name = NULL;
+  CHECK(kvattn_plan_buffer_name(plan, 1, "no_such_param", &name, &error) != 0,
+        "unknown parameter: named '%s'", name ? name : "");
+  printf("unknown parameter refused: %s\n", error ? error : "(none)");
+  kvattn_free(error);
+  kvattn_plan_destroy(plan);
+#undef ATTENTION
+#undef ARGS
+}
+
 int main(void) {
   char *error = NULL;
   kvattn_runtime *rt = NULL;
@@ -356,6 +421,7 @@ int main(void) {
   dynamicDecode(rt);
   ragged(rt);
   badDescriptions(rt);
+  oneNamespace(rt);
   kvattn_runtime_destroy(rt);
   return finish();
 }

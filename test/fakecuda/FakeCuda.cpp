@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <regex>
 
 using namespace mlir::kvattn::cuda;
@@ -15,6 +16,12 @@ using namespace mlir::kvattn::cuda;
 namespace {
 
 FakeCudaState state;
+/// Every entry point holds it: the runtime may call the driver from several
+/// threads (RuntimeThreadTest), as a real driver allows.
+std::recursive_mutex mutex;
+#define LOCK() std::lock_guard<std::recursive_mutex> lock(mutex)
+void (*launchHook)(const FakeLaunch &, void *) = nullptr;
+void *launchHookData = nullptr;
 std::map<std::string, int> failures;
 int dummy;
 /// The stream being captured, if any, and its graph.
@@ -67,16 +74,28 @@ extern "C" {
 FakeCudaState *fakecuda_state() { return &state; }
 
 void fakecuda_reset() {
+  LOCK();
   state = FakeCudaState();
+  launchHook = nullptr;
+  launchHookData = nullptr;
   capturing = false;
   failures.clear();
 }
 
 void fakecuda_fail_next(const char *symbol, int code) {
+  LOCK();
   failures[symbol] = code;
 }
 
+void fakecuda_set_launch_hook(void (*hook)(const FakeLaunch &, void *),
+                              void *data) {
+  LOCK();
+  launchHook = hook;
+  launchHookData = data;
+}
+
 CUresult cuGetErrorName(CUresult error, const char **name) {
+  LOCK();
   static const std::map<int, const char *> names = {
       {0, "CUDA_SUCCESS"},
       {1, "CUDA_ERROR_INVALID_VALUE"},
@@ -96,6 +115,7 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
 }
 
 CUresult cuGetErrorString(CUresult error, const char **text) {
+  LOCK();
   static const std::map<int, const char *> texts = {
       {0, "no error"},
       {1, "invalid argument"},
@@ -115,17 +135,20 @@ CUresult cuGetErrorString(CUresult error, const char **text) {
 }
 
 CUresult cuInit(unsigned) {
+  LOCK();
   FAIL_IF_INJECTED("cuInit");
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetCount(int *count) {
+  LOCK();
   FAIL_IF_INJECTED("cuDeviceGetCount");
   *count = 1;
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+  LOCK();
   FAIL_IF_INJECTED("cuDeviceGet");
   if (ordinal != 0)
     return 101;
@@ -135,6 +158,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
 
 CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
                               CUdevice) {
+  LOCK();
   *value = attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9
            : attribute == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
                ? state.multiprocessorCount
@@ -143,16 +167,25 @@ CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice) {
+  LOCK();
   *context = reinterpret_cast<CUcontext>(&dummy);
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { return CUDA_SUCCESS; }
 CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+/// Each stream its own handle (threads run on streams of their own).
 CUresult cuStreamCreate(CUstream *stream, unsigned) {
-  *stream = reinterpret_cast<CUstream>(&dummy);
+  LOCK();
+  *stream = reinterpret_cast<CUstream>(new char);
+  ++state.liveStreams;
   return CUDA_SUCCESS;
 }
-CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamDestroy_v2(CUstream stream) {
+  LOCK();
+  delete reinterpret_cast<char *>(stream);
+  --state.liveStreams;
+  return CUDA_SUCCESS;
+}
 #define REFUSE_WHILE_CAPTURING()                                               \
   if (capturing) {                                                             \
     ++state.refusedDuringCapture;                                              \
@@ -160,6 +193,7 @@ CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
   }
 
 CUresult cuStreamSynchronize(CUstream stream) {
+  LOCK();
   FAIL_IF_INJECTED("cuStreamSynchronize");
   REFUSE_WHILE_CAPTURING();
   state.synchronizedStreams.push_back(reinterpret_cast<uintptr_t>(stream));
@@ -167,38 +201,49 @@ CUresult cuStreamSynchronize(CUstream stream) {
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
+  LOCK();
   FAIL_IF_INJECTED("cuMemAlloc_v2");
-  *ptr = reinterpret_cast<CUdeviceptr>(std::calloc(bytes, 1));
+  void *memory = std::calloc(bytes ? bytes : 1, 1);
+  if (!memory)
+    return 2; // CUDA_ERROR_OUT_OF_MEMORY
+  *ptr = reinterpret_cast<CUdeviceptr>(memory);
   ++state.liveAllocations;
   ++state.deviceAllocationCalls;
   return CUDA_SUCCESS;
 }
 CUresult cuMemAllocHost_v2(void **ptr, size_t bytes) {
+  LOCK();
   FAIL_IF_INJECTED("cuMemAllocHost_v2");
   *ptr = std::calloc(bytes ? bytes : 1, 1);
+  if (!*ptr)
+    return 2; // CUDA_ERROR_OUT_OF_MEMORY
   pinned()[reinterpret_cast<uintptr_t>(*ptr)] = bytes;
   ++state.livePinned;
   ++state.hostAllocationCalls;
   return CUDA_SUCCESS;
 }
 CUresult cuMemFreeHost(void *ptr) {
+  LOCK();
   pinned().erase(reinterpret_cast<uintptr_t>(ptr));
   std::free(ptr);
   --state.livePinned;
   return CUDA_SUCCESS;
 }
 CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  LOCK();
   std::free(reinterpret_cast<void *>(ptr));
   --state.liveAllocations;
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
+  LOCK();
   FAIL_IF_INJECTED("cuMemcpyHtoD_v2");
   REFUSE_WHILE_CAPTURING();
   std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
+  LOCK();
   REFUSE_WHILE_CAPTURING();
   std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
   return CUDA_SUCCESS;
@@ -208,6 +253,7 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
 // stream.
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
                               CUstream stream) {
+  LOCK();
   FAIL_IF_INJECTED("cuMemcpyHtoDAsync_v2");
   std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
   state.transfers.push_back({"HtoD", dst, reinterpret_cast<uintptr_t>(src),
@@ -217,6 +263,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                               CUstream stream) {
+  LOCK();
   FAIL_IF_INJECTED("cuMemcpyDtoDAsync_v2");
   std::memmove(reinterpret_cast<void *>(dst),
                reinterpret_cast<const void *>(src), bytes);
@@ -227,6 +274,7 @@ CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
 }
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes,
                          CUstream stream) {
+  LOCK();
   FAIL_IF_INJECTED("cuMemsetD8Async");
   std::memset(reinterpret_cast<void *>(dst), value, bytes);
   state.transfers.push_back(
@@ -234,6 +282,7 @@ CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes,
   return CUDA_SUCCESS;
 }
 CUresult cuMemGetInfo_v2(size_t *freeBytes, size_t *totalBytes) {
+  LOCK();
   *totalBytes = size_t(80) << 30;
   *freeBytes = size_t(79) << 30;
   return CUDA_SUCCESS;
@@ -241,22 +290,26 @@ CUresult cuMemGetInfo_v2(size_t *freeBytes, size_t *totalBytes) {
 
 /// An event holds the fake clock at its last record; -1: never recorded.
 CUresult cuEventCreate(CUevent *event, unsigned) {
+  LOCK();
   FAIL_IF_INJECTED("cuEventCreate");
   *event = reinterpret_cast<CUevent>(new double(-1));
   ++state.liveEvents;
   return CUDA_SUCCESS;
 }
 CUresult cuEventDestroy_v2(CUevent event) {
+  LOCK();
   delete reinterpret_cast<double *>(event);
   --state.liveEvents;
   return CUDA_SUCCESS;
 }
 CUresult cuEventRecord(CUevent event, CUstream) {
+  LOCK();
   FAIL_IF_INJECTED("cuEventRecord");
   *reinterpret_cast<double *>(event) = state.clockMs;
   return CUDA_SUCCESS;
 }
 CUresult cuEventSynchronize(CUevent) {
+  LOCK();
   FAIL_IF_INJECTED("cuEventSynchronize");
   REFUSE_WHILE_CAPTURING();
   ++state.eventSynchronizations;
@@ -265,10 +318,12 @@ CUresult cuEventSynchronize(CUevent) {
 /// Work runs at once here, so every event has completed; a test makes one
 /// "not ready" with fakecuda_fail_next("cuEventQuery", 600).
 CUresult cuEventQuery(CUevent) {
+  LOCK();
   FAIL_IF_INJECTED("cuEventQuery");
   return CUDA_SUCCESS;
 }
 CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
+  LOCK();
   double a = *reinterpret_cast<double *>(start),
          b = *reinterpret_cast<double *>(end);
   if (a < 0 || b < 0)
@@ -281,6 +336,7 @@ CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
 CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
                             unsigned numOptions, CUjit_option *options,
                             void **values) {
+  LOCK();
   FAIL_IF_INJECTED("cuModuleLoadDataEx");
   std::string text(static_cast<const char *>(image));
   if (text.find("FAKE_INVALID") != std::string::npos) {
@@ -301,6 +357,7 @@ CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
 /// Finds `.entry name(` in the module's PTX and counts its parameters.
 CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
                              const char *name) {
+  LOCK();
   size_t index = reinterpret_cast<uintptr_t>(module) - 1;
   const std::string &ptx = state.images.at(index);
   std::smatch match;
@@ -320,6 +377,7 @@ CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
 
 CUresult cuFuncSetAttribute(CUfunction function, CUfunction_attribute,
                             int value) {
+  LOCK();
   state.functionAttributes.push_back({functions.at(function).name, value});
   return CUDA_SUCCESS;
 }
@@ -328,6 +386,7 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
                         unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shared, CUstream stream, void **params,
                         void **) {
+  LOCK();
   FAIL_IF_INJECTED("cuLaunchKernel");
   const Function &f = functions.at(function);
   FakeLaunch launch{f.name, {gx, gy, gz}, {bx, by, bz},
@@ -338,15 +397,20 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
     std::memcpy(&v, params[i], 8);
     launch.params.push_back(v);
   }
-  if (capturing && launch.stream == capturedStream)
+  if (capturing && launch.stream == capturedStream) {
     currentCapture->push_back(launch);
-  else
+  } else {
+    // The kernel "runs" now: a hook reads what it would read.
+    if (launchHook)
+      launchHook(launch, launchHookData);
     state.launches.push_back(launch);
+  }
   return CUDA_SUCCESS;
 }
 
 // A graph is the list of launches captured on the stream.
 CUresult cuStreamBeginCapture_v2(CUstream stream, int) {
+  LOCK();
   FAIL_IF_INJECTED("cuStreamBeginCapture_v2");
   if (capturing || !stream)
     return 900;
@@ -357,6 +421,7 @@ CUresult cuStreamBeginCapture_v2(CUstream stream, int) {
   return CUDA_SUCCESS;
 }
 CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
+  LOCK();
   FAIL_IF_INJECTED("cuStreamEndCapture");
   if (!capturing || reinterpret_cast<uintptr_t>(stream) != capturedStream)
     return 1;
@@ -367,8 +432,19 @@ CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
   ++state.captureEnds;
   return CUDA_SUCCESS;
 }
+/// ACTIVE for the stream being captured, NONE for the others.
+CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus *status) {
+  LOCK();
+  FAIL_IF_INJECTED("cuStreamIsCapturing");
+  ++state.captureQueries;
+  *status = capturing && reinterpret_cast<uintptr_t>(stream) == capturedStream
+                ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
                                      unsigned long long) {
+  LOCK();
   FAIL_IF_INJECTED("cuGraphInstantiateWithFlags");
   *exec = reinterpret_cast<CUgraphExec>(new std::vector<FakeLaunch>(
       *reinterpret_cast<std::vector<FakeLaunch> *>(graph)));
@@ -376,6 +452,7 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
   return CUDA_SUCCESS;
 }
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream) {
+  LOCK();
   FAIL_IF_INJECTED("cuGraphLaunch");
   for (const FakeLaunch &l : *reinterpret_cast<std::vector<FakeLaunch> *>(exec))
     state.launches.push_back(l);
@@ -383,10 +460,12 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream) {
   return CUDA_SUCCESS;
 }
 CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  LOCK();
   delete reinterpret_cast<std::vector<FakeLaunch> *>(exec);
   return CUDA_SUCCESS;
 }
 CUresult cuGraphDestroy(CUgraph graph) {
+  LOCK();
   delete reinterpret_cast<std::vector<FakeLaunch> *>(graph);
   return CUDA_SUCCESS;
 }

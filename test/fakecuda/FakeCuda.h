@@ -6,6 +6,9 @@
 // read the record: dlopen returns the already loaded library, so both see
 // the same state.
 //
+// Every entry point takes one lock, so the runtime may call it from several
+// threads; each stream created is its own handle.
+//
 // Time is a fake clock: launches and device-to-device copies advance it by
 // msPerLaunch / msPerCopy, and an event records the clock when it is
 // recorded, so timing code gets exact elapsed times.
@@ -64,6 +67,8 @@ struct FakeCudaState {
   /// Launches recorded into the last captured graph.
   std::vector<FakeLaunch> captured;
   int multiprocessorCount = 132;
+  /// Streams created and not destroyed; cuStreamIsCapturing calls.
+  int liveStreams = 0, captureQueries = 0;
 };
 
 extern "C" {
@@ -72,6 +77,12 @@ FakeCudaState *fakecuda_state();
 void fakecuda_reset();
 /// The next call of `symbol` (e.g. "cuMemAlloc_v2") returns `code`.
 void fakecuda_fail_next(const char *symbol, int code);
+/// Calls `hook` inside every cuLaunchKernel that runs (not a captured one),
+/// under the driver's lock, before the launch is recorded: device memory is
+/// host memory, so the hook reads what the kernel would read at that point
+/// of its stream (queued copies ran when they were queued). nullptr: none.
+void fakecuda_set_launch_hook(void (*hook)(const FakeLaunch &, void *),
+                              void *data);
 }
 
 #endif // KVATTN_TEST_FAKECUDA_FAKECUDA_H

@@ -37,6 +37,14 @@ static_assert(k::CU_STREAM_CAPTURE_MODE_GLOBAL == CU_STREAM_CAPTURE_MODE_GLOBAL,
 static_assert(k::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ==
                   CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
               "");
+static_assert(k::CU_STREAM_CAPTURE_STATUS_NONE == CU_STREAM_CAPTURE_STATUS_NONE,
+              "");
+static_assert(k::CU_STREAM_CAPTURE_STATUS_ACTIVE ==
+                  CU_STREAM_CAPTURE_STATUS_ACTIVE,
+              "");
+static_assert(k::CU_STREAM_CAPTURE_STATUS_INVALIDATED ==
+                  CU_STREAM_CAPTURE_STATUS_INVALIDATED,
+              "");
 static_assert(k::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ==
                   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
               "");

@@ -555,3 +555,164 @@ TEST(PlanSplit, DecodeLoopPicksTheSplitPerRunWithoutAllocating) {
   for (auto &b : buffers)
     (void)runtime->release(b.second);
 }
+
+namespace {
+/// The paged decode's metadata on the host: B = 2, max_pages = 8.
+std::map<std::string, std::vector<int64_t>> hostMetadata(int64_t offset) {
+  std::vector<int64_t> table(16, -1);
+  table[0] = 0;
+  table[8] = 1;
+  return {{"q_offset", {offset, offset + 1}},
+          {"kv_len", {4, 5}},
+          {"block_table", table}};
+}
+} // namespace
+
+// Issue 30, item 2: a host-metadata run whose metadata equals the last
+// one's queues no copy, so it used to capture fine, and the graph kept a
+// ring slot's address that later runs rewrite. It is refused while the
+// stream is captured, before anything is queued.
+TEST_F(PlanTest, HostMetadataRunsAreRefusedWhileCapturing) {
+  FakeCudaState &st = *fakecuda_state();
+  Sizes sizes{2, 8, 2, 1, 128, 64, 16, 8};
+  std::map<std::string, DevicePtr> tensors;
+  for (const char *name : {"query", "key", "value", "out"})
+    tensors[name] = buffers[name];
+  Status s = plan->runWithHostMetadata(sizes, tensors, hostMetadata(3));
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_TRUE(runtime->beginCapture().isOk());
+  s = plan->runWithHostMetadata(sizes, tensors, hostMetadata(3));
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(),
+            "plan run: host metadata cannot be captured: the stream is being "
+            "captured into a CUDA graph, which would replay the address of a "
+            "metadata slot that later runs rewrite; pass the metadata as "
+            "device buffers (Plan::run, kvattn_plan_run) to capture");
+  std::unique_ptr<Graph> graph;
+  ASSERT_TRUE(runtime->endCapture(graph).isOk());
+  EXPECT_TRUE(st.captured.empty());
+  // Not captured: runs again.
+  EXPECT_TRUE(
+      plan->runWithHostMetadata(sizes, tensors, hostMetadata(3)).isOk());
+}
+
+// Planning while the stream is captured would record the status word's
+// clearing fills into the graph: refused, nothing allocated.
+TEST_F(PlanTest, PlanningIsRefusedWhileCapturing) {
+  FakeCudaState &st = *fakecuda_state();
+  const int live = st.liveAllocations;
+  ASSERT_TRUE(runtime->beginCapture().isOk());
+  std::unique_ptr<Plan> p;
+  Status s = Plan::create(*runtime, ptx, manifest, bounds, p);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(),
+            "planning: the runtime's stream is being captured into a CUDA "
+            "graph; planning allocates and clears the status word, which a "
+            "graph would record and replay: create plans before beginning "
+            "the capture");
+  EXPECT_FALSE(p);
+  EXPECT_EQ(st.liveAllocations, live);
+  std::unique_ptr<Graph> graph;
+  ASSERT_TRUE(runtime->endCapture(graph).isOk());
+}
+
+// Issue 30, item 6: names no kernel of the plan has (a typo such as
+// `kv_lenn`, which was ignored) are refused, and so is a name given as a
+// buffer and as metadata.
+TEST_F(PlanTest, UnknownNamesAreRefusedInHostMetadataRuns) {
+  FakeCudaState &st = *fakecuda_state();
+  st.launches.clear();
+  Sizes sizes{2, 8, 2, 1, 128, 64, 16, 8};
+  std::map<std::string, DevicePtr> tensors;
+  for (const char *name : {"query", "key", "value", "out"})
+    tensors[name] = buffers[name];
+  auto metadata = hostMetadata(3);
+  metadata["kv_lenn"] = {1, 1};
+  Status s = plan->runWithHostMetadata(sizes, tensors, metadata);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(
+      s.message(),
+      "plan run: the plan has no parameter 'kv_lenn' (given as metadata)");
+  auto typo = tensors;
+  typo["outt"] = buffers["out"];
+  s = plan->runWithHostMetadata(sizes, typo, hostMetadata(3));
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(), "plan run: the plan has no parameter 'outt'");
+  auto both = tensors;
+  both["kv_len"] = buffers["kv_len"];
+  s = plan->runWithHostMetadata(sizes, both, hostMetadata(3));
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(), "plan run: 'kv_len' is given both as a device "
+                         "buffer and as host metadata");
+  EXPECT_TRUE(st.launches.empty());
+  EXPECT_TRUE(plan->hasParameter(1, "kv_len"));
+  EXPECT_FALSE(plan->hasParameter(1, "no_such_param"));
+  EXPECT_FALSE(plan->hasParameter(2, "kv_len"));
+}
+
+// Issue 30, item 5: two attentions in one plan would bind the same query,
+// kv_len and out; refused by name.
+TEST_F(PlanTest, TwoAttentionsAreRefused) {
+  Manifest two = manifest;
+  KernelInfo second = two.kernels[1];
+  second.name = "d2";
+  two.kernels.push_back(second);
+  std::unique_ptr<Plan> p;
+  Status s = Plan::create(*runtime, ptx, two, bounds, p);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(),
+            "planning: the module has 2 attention kernels ('d', 'd2'): a plan "
+            "binds its buffers by name (query, key, value, out, q_offset, "
+            "kv_len, ...), so both would read and write the same buffers; "
+            "plan each attention separately");
+}
+
+// Issue 30, item 4: the split-KV workspaces are sized from the bounds; a
+// bound of 0 (unbounded) that they depend on, a negative bound, or a size
+// that overflows gave a tiny workspace that a run within the bounds wrote
+// past. Each is refused by name, and nothing stays allocated.
+TEST(PlanSplit, WorkspaceBoundsAreChecked) {
+  fakecuda_reset();
+  std::unique_ptr<Runtime> runtime;
+  RuntimeOptions options;
+  options.libraryPath = KVATTN_FAKE_CUDA;
+  ASSERT_TRUE(Runtime::create(runtime, options).isOk());
+  Manifest manifest;
+  ASSERT_TRUE(parseManifest(kSplitManifest, manifest).isOk());
+  const std::string image = ".version 8.0\n.target sm_90\n" +
+                            entry("a_validate", 9) + entry("a", 14) +
+                            entry("m", 8);
+  FakeCudaState &st = *fakecuda_state();
+  auto refused = [&](Sizes bounds) {
+    std::unique_ptr<Plan> plan;
+    Status s = Plan::create(*runtime, image, manifest, bounds, plan);
+    EXPECT_TRUE(s.isError());
+    EXPECT_EQ(st.liveAllocations, 0);
+    return s.message();
+  };
+  EXPECT_EQ(refused({0, 32, 8, 1, 32768}),
+            "planning the split-KV workspace 'out_parts' of 'a': its size "
+            "depends on B, which the bounds leave unbounded (0): give B a "
+            "positive bound (max_sizes)");
+  EXPECT_EQ(refused({-1, 32, 8, 1, 32768}),
+            "planning: the bound B = -1 is negative (0: unbounded, where no "
+            "workspace depends on it)");
+  EXPECT_EQ(refused({8, 32, 8, 1, -5}),
+            "planning: the bound S = -5 is negative (0: unbounded, where no "
+            "workspace depends on it)");
+  // B = 2^58, S = 2^40: 64 x 2^58 elements.
+  EXPECT_EQ(refused({int64_t(1) << 58, 32, 8, 1, int64_t(1) << 40}),
+            "planning the split-KV workspace 'out_parts' of 'a': 64 x "
+            "288230376151711744... elements overflow 64 bits: lower the "
+            "bounds");
+  // 2^62 elements fit 64 bits, their 4-byte floats do not.
+  EXPECT_EQ(refused({int64_t(1) << 44, 32, 8, 1, 32768}),
+            "planning the split-KV workspace 'out_parts' of 'a': 64 x "
+            "17592186044416 x 32 x 1 x 128 f32 elements overflow 64 bits of "
+            "bytes: lower the bounds");
+  // S and L may stay unbounded: no workspace depends on them (L is static
+  // here: [N, B, 32, 1, 128]).
+  std::unique_ptr<Plan> plan;
+  Status s = Plan::create(*runtime, image, manifest, {8, 32, 8, 0, 0}, plan);
+  EXPECT_TRUE(s.isOk()) << s.message();
+}

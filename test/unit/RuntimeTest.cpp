@@ -658,6 +658,14 @@ TEST(RuntimeValidation, PagedBlockTablesAreCheckedBeforeLaunch) {
   EXPECT_NE(s.message().find("S = 64 must be max_pages * page_size = 32"),
             std::string::npos)
       << s.message();
+  // 2^40 pages of 2^40 tokens: the product wrapped to 0 and matched S = 0.
+  args.sizes.S = 0;
+  args.sizes.maxPages = int64_t(1) << 40;
+  args.sizes.pageSize = int64_t(1) << 40;
+  s = validateLaunch(kernel, args);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(), "launch of 'paged': max_pages * page_size = "
+                         "1099511627776 * 1099511627776 overflows 64 bits");
 }
 
 /// An append kernel (-kvattn-append-to-gpu): update [B, Hkv, L, 64] into
@@ -1155,4 +1163,85 @@ TEST(RuntimeSplit, OneChunkNeedsNoParts) {
   EXPECT_NE(s.message().find("missing device buffer 'out_parts'"),
             std::string::npos)
       << s.message();
+}
+
+// kvattn_runtime_reserve_metadata(rt, SIZE_MAX) looped forever: the slot
+// capacity doubled until it wrapped to 0. Beyond 2^32 bytes a reservation
+// (or a launch's metadata) is refused by name, before any allocation.
+TEST_F(RuntimeTest, ReservingBeyondTheMetadataLimitIsRefused) {
+  FakeCudaState &st = *fakecuda_state();
+  for (size_t bytes : {SIZE_MAX, SIZE_MAX / 2 + 2, kMaxMetadataBytes + 1}) {
+    Status s = runtime->reserveMetadata(bytes);
+    ASSERT_TRUE(s.isError()) << bytes;
+    EXPECT_EQ(s.message(), "reserving metadata: " + std::to_string(bytes) +
+                               " bytes of metadata are above the limit of "
+                               "4294967296 bytes (2^32) per launch");
+  }
+  EXPECT_EQ(st.deviceAllocationCalls + st.hostAllocationCalls, 0);
+  ASSERT_TRUE(runtime->reserveMetadata(100000).isOk());
+  EXPECT_EQ(st.hostAllocationCalls, 8);
+}
+
+// B * Hq wrapped to 0 for B = 2^61 and Hq = 8: the launch "had no program"
+// and returned ok without computing. Every grid product is checked.
+TEST_F(RuntimeTest, GridProductsThatOverflowAreRefused) {
+  LaunchArgs args = validArgs();
+  args.sizes.B = int64_t(1) << 61;
+  args.sizes.L = 1;
+  args.metadata.clear();
+  args.metadataOnDevice = true;
+  args.buffers["q_offset"] = 0x5000;
+  args.buffers["kv_len"] = 0x6000;
+  EXPECT_EQ(launchError(args),
+            "launching 'k0': the grid for B = 2305843009213693952, Hq = 8, L "
+            "= 1 overflows 64 bits (beyond the CUDA limits)");
+}
+
+// A host-metadata launch is refused while its stream is captured: a graph
+// would keep the ring slot's address (no copy is even queued when the
+// metadata equals the last launch's). Launches without host metadata
+// still capture.
+TEST_F(RuntimeTest, HostMetadataLaunchesAreRefusedWhileCapturing) {
+  const Module *module;
+  ASSERT_TRUE(runtime->loadModule(kPtx, module).isOk());
+  FakeCudaState &st = *fakecuda_state();
+  LaunchArgs args = validArgs();
+  ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], args).isOk());
+  ASSERT_TRUE(runtime->beginCapture().isOk());
+  Status s = runtime->launch(*module, manifest.kernels[0], args);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(),
+            "launch of 'k0': host metadata cannot be captured: the stream is "
+            "being captured into a CUDA graph, which would replay the address "
+            "of a metadata slot that later launches rewrite; keep the "
+            "metadata on the device (a plan's run) to capture");
+  LaunchArgs device = args;
+  device.metadata.clear();
+  device.metadataOnDevice = true;
+  device.buffers["q_offset"] = 0x5000;
+  device.buffers["kv_len"] = 0x6000;
+  ASSERT_TRUE(runtime->launch(*module, manifest.kernels[0], device).isOk());
+  std::unique_ptr<Graph> graph;
+  ASSERT_TRUE(runtime->endCapture(graph).isOk());
+  EXPECT_EQ(st.captured.size(), 1u);
+  EXPECT_EQ(st.captured[0].params[3], 0x5000u);
+  // Other streams are not captured: their launches go on.
+  runtime->setStream(0x99);
+  ASSERT_TRUE(runtime->beginCapture().isOk());
+  EXPECT_TRUE(
+      runtime->launch(*module, manifest.kernels[0], args, 0x1234).isOk());
+  EXPECT_TRUE(runtime->endCapture(graph).isOk());
+}
+
+// The split rule's products saturate: sizes near 2^63 (refused later by
+// the grid limits) give one chunk or the rule's maximum, never a product
+// that overflowed (undefined behaviour; UBSan reports it).
+TEST(RuntimeSplit, HugeSizesDoNotOverflowTheRule) {
+  Manifest manifest;
+  ASSERT_TRUE(parseManifest(kSplitManifest, manifest).isOk());
+  Sizes huge{int64_t(1) << 62, 32, 8, int64_t(1) << 62, int64_t(1) << 62};
+  EXPECT_EQ(splitCount(manifest.kernels[0], huge, 132), 1);
+  Sizes keys{1, 32, 8, 1, INT64_MAX};
+  EXPECT_EQ(splitCount(manifest.kernels[0], keys, INT32_MAX),
+            manifest.kernels[0].splitRule.maxSplits);
 }

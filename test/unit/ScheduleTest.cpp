@@ -10,6 +10,8 @@
 
 #include "gtest/gtest.h"
 
+#include <cstdint>
+
 using namespace mlir::kvattn::schedule;
 
 namespace {
@@ -57,6 +59,13 @@ TEST(Schedule, SplitRule) {
   EXPECT_EQ(splitRule(8, 100, 32, 2, 132, 4096, 64), 1);
   // No program (B = 0) counts as one.
   EXPECT_EQ(splitRule(0, 4096, 64, 2, 16, 0, 64), 32);
+  // Sizes near 2^63 (a run-time launch before the grid limits refuse it):
+  // no intermediate overflows.
+  const int64_t huge = INT64_MAX;
+  EXPECT_EQ(splitRule(1, huge, 32, huge, 132, 0, 64), 64);
+  EXPECT_EQ(splitRule(huge, huge, 1, 2, 132, 0, 64), 1);
+  EXPECT_EQ(saturatingMul(huge, 2), huge);
+  EXPECT_EQ(saturatingMul(1 << 20, 1 << 20), int64_t(1) << 40);
 }
 
 TEST(Schedule, RunTimeSplitMax) {

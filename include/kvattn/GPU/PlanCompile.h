@@ -35,7 +35,9 @@ planBufferNames(ModuleOp module, const rt::Manifest &manifest);
 
 /// Compiles `module` with `options` and device validation, loads it on
 /// `runtime` and plans it for `bounds`; `manifestJson` (optional) receives
-/// the launch manifest (image file "plan.ptx" or "plan.ll").
+/// the launch manifest (image file "plan.ptx" or "plan.ll"). A module with
+/// more than one public function, or more than one attention, is refused by
+/// name (a plan has one buffer namespace).
 Status planModule(rt::Runtime &runtime, ModuleOp module, PtxOptions options,
                   const rt::Sizes &bounds, std::unique_ptr<rt::Plan> &plan,
                   std::string *manifestJson = nullptr);

@@ -84,10 +84,14 @@ int64_t automaticBlockN(int64_t headDim, int64_t bm);
 /// `splitWarpsPerSm` resident warps (0: two programs).
 int64_t programsPerSm(int64_t numWarps, int64_t splitWarpsPerSm);
 
+/// a * b for non-negative a and b, INT64_MAX where that overflows.
+int64_t saturatingMul(int64_t a, int64_t b);
+
 /// The split rule: `programs` program instances over `keys` keys in blocks
 /// of `bn`, `perSm` programs per multiprocessor on `numSms` of them, chunks
 /// of at least `minKeys` keys (0: one block), at most `maxSplits` chunks.
-/// The chunk count is in [1, maxSplits].
+/// The chunk count is in [1, maxSplits]; no intermediate overflows for any
+/// non-negative sizes.
 int64_t splitRule(int64_t programs, int64_t keys, int64_t bn, int64_t perSm,
                   int64_t numSms, int64_t minKeys, int64_t maxSplits);
 
