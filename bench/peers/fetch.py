@@ -245,16 +245,21 @@ class Cache:
         if os.path.exists(out):
             return out
         d = self.extract("flashinfer-python",
-                         [r"^flashinfer/data/include/"], sub="flashinfer")
-        inc = os.path.join(d, "flashinfer", "data", "include")
+                         [r"^flashinfer/data/include/",
+                          r"^flashinfer/data/cccl/(libcudacxx/include|cub/cub|"
+                          r"thrust/thrust)/"], sub="flashinfer")
+        data = os.path.join(d, "flashinfer", "data")
+        # FlashInfer's JIT puts its bundled CCCL first (cuda::fast_mod_div
+        # is newer than CUDA 13.0's).
+        incs = ["-I" + os.path.join(data, p) for p in (
+            "cccl/libcudacxx/include", "cccl/cub", "cccl/thrust", "include")]
         cu = self.path("flashinfer", name + ".cu")
         open(cu, "w").write(source)
         log("nvcc FlashInfer %s for %s" % (name, arch))
         tmp = out + ".part"
         run(["nice", "-n", "10", NVCC, "-cubin", "-arch=" + arch, "-O3",
              "-std=c++17", "--expt-relaxed-constexpr", "--use_fast_math",
-             "-DNDEBUG", "-DFLASHINFER_ENABLE_BF16", "-I" + inc, cu, "-o",
-             tmp])
+             "-DNDEBUG", "-DFLASHINFER_ENABLE_BF16"] + incs + [cu, "-o", tmp])
         os.replace(tmp, out)
         return out
 

@@ -261,8 +261,12 @@ def count(ins):
     return c
 
 
-def main_loop(ins):
-    """(first address, last address, instructions) of the main KV loop."""
+def main_loop(ins, which=None):
+    """(first address, last address, instructions) of the main KV loop.
+
+    which: None for the rule above; an index into the innermost candidate
+    loops in address order (SGLang's extend kernel has a prefix loop and an
+    extend loop: 0 and -1)."""
     bounds, loops = loops_of(ins)
     if not loops:
         return None
@@ -282,7 +286,11 @@ def main_loop(ins):
     inner = [c for c in pool
              if not any(o is not c and o[1] < c[1] for o in pool)]
     key = 0 if tensor else 1
-    best = max(inner, key=lambda c: (work(c)[key], -len(c[2])))
+    if which is not None:
+        inner.sort(key=lambda c: min(i.addr for i in c[2]))
+        best = inner[which]
+    else:
+        best = max(inner, key=lambda c: (work(c)[key], -len(c[2])))
     body_ins = sorted(best[2], key=lambda i: i.addr)
     return (body_ins[0].addr, body_ins[-1].addr, steady_state(body_ins))
 
@@ -311,9 +319,9 @@ def steady_state(body):
     return [i for i in body if i.addr not in skip]
 
 
-def analyse(ins):
+def analyse(ins, which=None):
     """Counts per warp per trip of the main loop, plus where it is."""
-    ml = main_loop(ins)
+    ml = main_loop(ins, which)
     if ml is None:
         return None
     lo, hi, body = ml
