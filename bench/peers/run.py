@@ -205,6 +205,10 @@ class Kernel:
         per["smem"] = (c["smem_bytes"] + c["ldgsts_bytes"]) * self.warps / \
             units
         per["mma_share"] = (c["hmma"] + c["hgmma"]) / max(1, c["insts"])
+        # Tensor work issued per useful work of a full block (FA2's decode
+        # pads G = 4 rows to a 64-row tile: 16).
+        per["mma_per_useful"] = c["mma_flops"] * self.warps / (
+            units * M.UNIT_FLOPS)
         r["per_unit"] = per
         r["occ"] = occ
         return r
@@ -380,11 +384,13 @@ def analyse_sass_file(path):
         funcs = S.parse(f.read())
     if not funcs:
         raise SystemExit("run.py: %s: no SASS functions found" % path)
+    counts = {}
     for name in sorted(funcs):
         c = S.analyse(funcs[name])
         if c is None:
             print("function %s: no loop" % name)
             continue
+        counts[name] = c
         per = c["mma_flops"] / M.UNIT_FLOPS
         print("function %s loop %s insts %d hmma %d hgmma %d ldsm %d lds %d "
               "sts %d smem_bytes %d ldgsts %d tma %d bar %d named_bar %d "
@@ -395,6 +401,72 @@ def analyse_sass_file(path):
                   c["ldgsts"], c["tma"], c["bar"], c["named_bar"], c["mbar"],
                   c["mufu"], c["ex2"], c["ffma"], c["fmul"], c["fadd"],
                   c["int"], c["move"], c["spill"], per))
+    return counts
+
+
+def model_sass_file(path, shape_name, chip, tile):
+    """--sass FILE --shape S --chip C --tile BMxBNxWARPS: each function of
+    the file as a kernel with that tiling on that shape; ratios of the first
+    function to each other one, in the report's format."""
+    counts = analyse_sass_file(path)
+    try:
+        bm, bn, warps = (int(x) for x in tile.split("x"))
+    except ValueError:
+        raise SystemExit("run.py: --tile %r: expected BMxBNxWARPS" % tile)
+    if chip not in M.CHIPS:
+        raise SystemExit("run.py: unknown chip %s (sm_80, sm_90a)" % chip)
+    shape = next((s for s in shapes(["prefill", "append", "decode"],
+                                     [128, 64]) + cal_shapes()
+                  if s.name == shape_name), None)
+    if shape is None:
+        raise SystemExit("run.py: unknown shape %s" % shape_name)
+    rows, ratios = [], []
+    names = sorted(counts)
+    for name in names:
+        k = Kernel(name, chip, "%dx%d w%d" % (bm, bn, warps), [counts[name]],
+                   [None], bm, bn, warps, warps * 32, 128, 32768, False)
+        rows.append((shape, k, k.evaluate(shape)))
+    first = headline(shape, rows[0][2])
+    for shape_, k, r in rows[1:]:
+        ratios.append((shape.name, chip, k.peer, first / headline(shape, r)))
+    print_report(rows, ratios, [(names[0], shape.name, chip,
+                                 headline(shape, rows[0][2]), None)])
+
+
+def print_report(rows, ratios, cals):
+    """The table, then the ratio and calibration lines (read by tools)."""
+    print("| shape | kernel | chip | tile/warps | regs | smem | CTAs/SM | "
+          "insts/unit | MMA share | smem B/unit | int/unit | MUFU/unit | "
+          "FFMA/unit | MMA/useful | stack B | binding | estimate | kvattn/this |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+          "---|---|")
+    for shape, k, r in rows:
+        pu = r["per_unit"]
+        ratio = next((x for s, ch, pe, x in ratios if s == shape.name and
+                      ch == k.chip and pe == k.peer), None)
+        print("| %s | %s | %s | %s | %s | %s | %d | %.0f | %.0f %% | %.0f | "
+              "%.0f | %.1f | %.1f | %.2f | %d | %s | %s | %s |" % (
+                  shape.name, k.peer, k.chip, k.label, k.regs,
+                  "%.0fK" % (k.smem / 1024), r["occ"], pu["insts"],
+                  100 * pu["mma_share"], pu["smem"], pu["int"], pu["mufu"],
+                  pu["ffma"], pu["mma_per_useful"], k.spills, r["binding"],
+                  fmt_rate(shape, r),
+                  "%.2f" % ratio if ratio else "-"))
+    # The append shapes, also as one geometric mean over L per hd.
+    agg = {}
+    for s, ch, pe, x in ratios:
+        if s.startswith("append-"):
+            key = ("-".join(s.split("-")[:2]), ch, pe)
+            agg.setdefault(key, []).append(x)
+    print()
+    for s, ch, pe, x in ratios:
+        print("ratio %s %s %s %.2f" % (s, ch, pe, x))
+    for (s, ch, pe), xs in sorted(agg.items()):
+        print("ratio %s %s %s %.2f" % (s, ch, pe, math.exp(
+            sum(map(math.log, xs)) / len(xs))))
+    for peer, sname, chip, est, pub in cals:
+        print("calibration %s %s %s estimate=%.0f published=%s" % (
+            peer, sname, chip, est, "NA" if pub is None else "%d" % pub))
 
 
 def main():
@@ -410,9 +482,17 @@ def main():
     p.add_argument("--peers", default="fa2,fa3,flashinfer,triton")
     p.add_argument("--no-calibration", action="store_true")
     p.add_argument("--sass", help="analyse one SASS file and exit")
+    p.add_argument("--shape", help="with --sass: model its functions on "
+                   "this shape (e.g. prefill-hd128-causal)")
+    p.add_argument("--chip", default="sm_80", help="with --sass --shape")
+    p.add_argument("--tile", default="64x64x4", help="with --sass --shape: "
+                   "BLOCK_MxBLOCK_NxWARPS")
     a = p.parse_args()
     if a.sass:
-        analyse_sass_file(a.sass)
+        if a.shape:
+            model_sass_file(a.sass, a.shape, a.chip, a.tile)
+        else:
+            analyse_sass_file(a.sass)
         return
     import fetch
     build = os.path.abspath(a.build)
@@ -452,37 +532,7 @@ def main():
                 if r:
                     cals.append((peer, sname, chip, r["gbs"], None))
 
-    print("| shape | kernel | chip | tile/warps | regs | smem | CTAs/SM | "
-          "insts/unit | MMA share | smem B/unit | int/unit | MUFU/unit | "
-          "FFMA/unit | spill B | binding | estimate | kvattn/this |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-          "---|")
-    for shape, k, r in rows:
-        pu = r["per_unit"]
-        ratio = next((x for s, ch, pe, x in ratios if s == shape.name and
-                      ch == k.chip and pe == k.peer), None)
-        print("| %s | %s | %s | %s | %s | %s | %d | %.0f | %.0f %% | %.0f | "
-              "%.0f | %.1f | %.1f | %d | %s | %s | %s |" % (
-                  shape.name, k.peer, k.chip, k.label, k.regs,
-                  "%.0fK" % (k.smem / 1024), r["occ"], pu["insts"],
-                  100 * pu["mma_share"], pu["smem"], pu["int"], pu["mufu"],
-                  pu["ffma"], k.spills, r["binding"], fmt_rate(shape, r),
-                  "%.2f" % ratio if ratio else "-"))
-    # The append shapes, also as one geometric mean over L per hd.
-    agg = {}
-    for s, ch, pe, x in ratios:
-        if s.startswith("append-"):
-            key = ("-".join(s.split("-")[:2]), ch, pe)
-            agg.setdefault(key, []).append(x)
-    print()
-    for s, ch, pe, x in ratios:
-        print("ratio %s %s %s %.2f" % (s, ch, pe, x))
-    for (s, ch, pe), xs in sorted(agg.items()):
-        print("ratio %s %s %s %.2f" % (s, ch, pe, math.exp(
-            sum(map(math.log, xs)) / len(xs))))
-    for peer, sname, chip, est, pub in cals:
-        print("calibration %s %s %s estimate=%.0f published=%s" % (
-            peer, sname, chip, est, "NA" if pub is None else "%d" % pub))
+    print_report(rows, ratios, cals)
 
 
 if __name__ == "__main__":
