@@ -188,6 +188,7 @@ class Kernel:
                        useful, hbm_bytes)
         if shape.kind == "decode":
             r["gbs"] = shape.kv_bytes() / r["time"] / 1e9
+            r["gbs_bound"] = shape.kv_bytes() / r["time_bound"] / 1e9
             r["gbs_h200"] = None
             if self.chip == "sm_90a":
                 h = M.estimate(self.chip, self.counts_phases, self.warps, occ,
@@ -221,8 +222,8 @@ def load_sass(cache, cubin, function=None):
     return funcs[name], name
 
 
-def counts_of(ins, which=None):
-    c = S.analyse(ins, which)
+def counts_of(ins, which=None, expect=None):
+    c = S.analyse(ins, which, expect)
     if c is None:
         raise SystemExit("error: no loop found")
     return c
@@ -243,7 +244,8 @@ def kvattn_kernel(cache, build, shape, chip):
     ins, name = load_sass(cache, cubin, k["name"])
     res = res_of(cache, cubin, name)
     t = k["tile"]
-    counts = counts_of(ins)
+    counts = counts_of(ins, expect=t["block_m"] * t["block_n"] * 4 *
+                       shape.d // t["num_warps"])
     return Kernel("kvattn", chip, "kvattn %dx%d w%d g%d s%d" % (
         t["block_m"], t["block_n"], t["num_warps"], t["group"],
         t["split_kv"]), [counts], [None], t["block_m"], t["block_n"],
@@ -269,7 +271,8 @@ def fa2_kernel(cache, shape, chip, name):
                                 -(-shape.S // bn))
     return Kernel("fa2", chip, "FA2 %s %dx%d w%d%s" % (
         name.split("-")[0], bm, bn, warps, " s%d" % splits if splits > 1
-        else ""), [counts_of(ins)], [None], bm, bn, warps, warps * 32,
+        else ""), [counts_of(ins, expect=bm * bn * 4 * d // warps)], [None],
+        bm, bn, warps, warps * 32,
         res.get("REG", 0), smem, pack, splits, res.get("STACK", 0))
 
 
@@ -281,7 +284,8 @@ def fa3_kernel(cache, shape, name):
     # Persistent kernel with ~160-200 KB of shared memory: one CTA per SM
     # (a producer warpgroup + the consumers; BUILD-NOTES).
     k = Kernel("fa3", "sm_90a", "FA3 %dx%d %dwg+1" % (bm, bn, warps // 4),
-               [counts_of(ins)], [None], bm, bn, warps, warps * 32 + 128,
+               [counts_of(ins, expect=bm * bn * 4 * shape.d // warps)],
+               [None], bm, bn, warps, warps * 32 + 128,
                res.get("REG", 0), 0, False, 1, res.get("STACK", 0))
     k.fixed_occ = 1
     return k
@@ -316,14 +320,15 @@ def triton_kernel(cache, shape, chip, kernel):
     ins, fn = load_sass(cache, cubin, meta["name"])
     res = res_of(cache, cubin, fn)
     warps = meta["num_warps"]
+    expect = meta["block_m"] * meta["block_n"] * 4 * shape.d // warps
     if kernel == "extend":
         # _fwd_kernel: a loop over the prefix (K_Buffer through kv_indices),
         # then one over the new keys (causal).
         if shape.P:
-            counts = [counts_of(ins, 0), counts_of(ins, -1)]
+            counts = [counts_of(ins, 0, expect), counts_of(ins, -1, expect)]
             phases = ["prefix", "extend"]
         else:
-            counts, phases = [counts_of(ins, -1)], ["extend"]
+            counts, phases = [counts_of(ins, -1, expect)], ["extend"]
         return Kernel("triton", chip, "Triton extend %dx%d w%d" % (
             meta["block_m"], meta["block_n"], warps), counts, phases,
             meta["block_m"], meta["block_n"], warps, warps * 32,
@@ -332,7 +337,8 @@ def triton_kernel(cache, shape, chip, kernel):
     # query heads of one KV head; SGLang's default 8 KV splits
     # (--triton-attention-num-kv-splits).
     return Kernel("triton", chip, "Triton decode %dx%d w%d s8" % (
-        meta["block_m"], meta["block_n"], warps), [counts_of(ins)], [None],
+        meta["block_m"], meta["block_n"], warps),
+        [counts_of(ins, expect=expect)], [None],
         meta["block_m"], meta["block_n"], warps, warps * 32,
         res.get("REG", 0), meta["shared"], True, 8, res.get("STACK", 0))
 
@@ -365,6 +371,12 @@ def peer_kernels(cache, shape, chip, peers):
 
 
 # --- Output -------------------------------------------------------------------
+def fmt_bound(shape, r):
+    if shape.kind == "decode":
+        return "%.0f" % r["gbs_bound"]
+    return "%.0f" % (r["rate_bound"] / 1e12)
+
+
 def fmt_rate(shape, r):
     if shape.kind == "decode":
         s = "%.0f GB/s" % r["gbs"]
@@ -430,27 +442,28 @@ def model_sass_file(path, shape_name, chip, tile):
     for shape_, k, r in rows[1:]:
         ratios.append((shape.name, chip, k.peer, first / headline(shape, r)))
     print_report(rows, ratios, [(names[0], shape.name, chip,
-                                 headline(shape, rows[0][2]), None)])
+                                 headline(shape, rows[0][2]), None, 0)])
 
 
 def print_report(rows, ratios, cals):
     """The table, then the ratio and calibration lines (read by tools)."""
     print("| shape | kernel | chip | tile/warps | regs | smem | CTAs/SM | "
           "insts/unit | MMA share | smem B/unit | int/unit | MUFU/unit | "
-          "FFMA/unit | MMA/useful | stack B | binding | estimate | kvattn/this |")
+          "FFMA/unit | MMA/useful | stack B | bound | binding | estimate | "
+          "kvattn/this |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-          "---|---|")
+          "---|---|---|")
     for shape, k, r in rows:
         pu = r["per_unit"]
         ratio = next((x for s, ch, pe, x in ratios if s == shape.name and
                       ch == k.chip and pe == k.peer), None)
         print("| %s | %s | %s | %s | %s | %s | %d | %.0f | %.0f %% | %.0f | "
-              "%.0f | %.1f | %.1f | %.2f | %d | %s | %s | %s |" % (
+              "%.0f | %.1f | %.1f | %.2f | %d | %s | %s | %s | %s |" % (
                   shape.name, k.peer, k.chip, k.label, k.regs,
                   "%.0fK" % (k.smem / 1024), r["occ"], pu["insts"],
                   100 * pu["mma_share"], pu["smem"], pu["int"], pu["mufu"],
-                  pu["ffma"], pu["mma_per_useful"], k.spills, r["binding"],
-                  fmt_rate(shape, r),
+                  pu["ffma"], pu["mma_per_useful"], k.spills,
+                  fmt_bound(shape, r), r["binding"], fmt_rate(shape, r),
                   "%.2f" % ratio if ratio else "-"))
     # The append shapes, also as one geometric mean over L per hd.
     agg = {}
@@ -458,13 +471,23 @@ def print_report(rows, ratios, cals):
         if s.startswith("append-"):
             key = ("-".join(s.split("-")[:2]), ch, pe)
             agg.setdefault(key, []).append(x)
+    if any(pub for *_, pub, _b in cals):
+        print()
+        print("| calibration | chip | estimate | bound | published | "
+              "estimate error | bound error |")
+        print("|---|---|---|---|---|---|---|")
+        for peer, sname, chip, est, pub, bound in cals:
+            if pub:
+                print("| %s %s | %s | %.0f | %.0f | %d | %+.0f %% | %+.0f %% |"
+                      % (peer, sname, chip, est, bound, pub,
+                         100 * (est / pub - 1), 100 * (bound / pub - 1)))
     print()
     for s, ch, pe, x in ratios:
         print("ratio %s %s %s %.2f" % (s, ch, pe, x))
     for (s, ch, pe), xs in sorted(agg.items()):
         print("ratio %s %s %s %.2f" % (s, ch, pe, math.exp(
             sum(map(math.log, xs)) / len(xs))))
-    for peer, sname, chip, est, pub in cals:
+    for peer, sname, chip, est, pub, _ in cals:
         print("calibration %s %s %s estimate=%.0f published=%s" % (
             peer, sname, chip, est, "NA" if pub is None else "%d" % pub))
 
@@ -524,13 +547,15 @@ def main():
                     rp = pk.evaluate(shape, getattr(pk, "fixed_occ", None))
                     rows.append((shape, pk, rp))
                     cals.append((pk.peer, shape.name, chip,
-                                 rp["rate"] / 1e12, PUBLISHED[key]))
+                                 rp["rate"] / 1e12, PUBLISHED[key],
+                                 rp["rate_bound"] / 1e12))
         for (peer, sname, chip), pub in PUBLISHED.items():
             if pub is None and chip in chips and peer in peers:
                 r = next((r for s, k, r in rows if s.name == sname and
                           k.chip == chip and k.peer == peer), None)
                 if r:
-                    cals.append((peer, sname, chip, r["gbs"], None))
+                    cals.append((peer, sname, chip, r["gbs"], None,
+                                 r["gbs_bound"]))
 
     print_report(rows, ratios, cals)
 

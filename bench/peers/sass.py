@@ -261,12 +261,20 @@ def count(ins):
     return c
 
 
-def main_loop(ins, which=None):
-    """(first address, last address, instructions) of the main KV loop.
+def main_loop(ins, which=None, expect=None):
+    """(first address, last address, [(instructions, trips)]) of the main
+    KV loop: its own steady-state instructions once, and those of a nested
+    loop with tensor work as many times as the expected work needs.
 
-    which: None for the rule above; an index into the innermost candidate
-    loops in address order (SGLang's extend kernel has a prefix loop and an
-    extend loop: 0 and -1)."""
+    which: None for the rule above; an index into the candidate loops in
+    address order (SGLang's extend kernel has a prefix loop and an extend
+    loop: 0 and -1).
+    expect: the tensor FLOPs one warp does per KV block (from the tile).
+    With it, a loop qualifies when its own tensor work plus t >= 1 trips of
+    the tensor loops nested in it (or its own work alone, if none) give
+    exactly the expected work: ptxas for sm_90 keeps part of kvattn's block
+    (a PV chunk loop) as an inner loop, and FlashAttention-3's persistent
+    tile loop, which holds the KV loop, never qualifies."""
     bounds, loops = loops_of(ins)
     if not loops:
         return None
@@ -282,17 +290,56 @@ def main_loop(ins, which=None):
 
     tensor = [c for c in cands if work(c)[0] > 0]
     pool = tensor or [c for c in cands if work(c)[1] > 0] or cands
-    # Innermost: drop a loop that strictly contains another of the pool.
-    inner = [c for c in pool
-             if not any(o is not c and o[1] < c[1] for o in pool)]
     key = 0 if tensor else 1
+    nested_of = {id(c): [o for o in tensor if o is not c and o[1] < c[1]]
+                 for c in pool}
+    trips = {}
+    if expect and tensor:
+        valid = []
+        for c in pool:
+            # The tensor loops directly inside c (not inside another one).
+            inner = [o for o in nested_of[id(c)]
+                     if not any(p is not o and o[1] < p[1]
+                                for p in nested_of[id(c)])]
+            inner_body = set().union(*(o[1] for o in inner)) if inner \
+                else set()
+            own = sum(mma_flops(ins[k]) for b in c[1] - inner_body
+                      for k in range(*bounds[b]))
+            nest = sum(work(o)[0] for o in inner)
+            if not inner and own == expect:
+                valid.append(c)
+                trips[id(c)] = []
+            elif inner and own < expect and (expect - own) % nest == 0:
+                valid.append(c)
+                trips[id(c)] = [(o, (expect - own) // nest) for o in inner]
+        if not valid:
+            raise SystemExit(
+                "sass.py: no loop does %d tensor FLOPs per warp per block "
+                "(loops: %s)" % (expect, ", ".join(
+                    "0x%x: %d" % (min(i.addr for i in c[2]), work(c)[0])
+                    for c in tensor)))
+        pool = [c for c in valid
+                if not any(o is not c and o[1] < c[1] for o in valid)]
+        inner = pool
+    else:
+        # Innermost: drop a loop that strictly contains another of the pool.
+        inner = [c for c in pool
+                 if not any(o is not c and o[1] < c[1] for o in pool)]
     if which is not None:
         inner.sort(key=lambda c: min(i.addr for i in c[2]))
         best = inner[which]
     else:
         best = max(inner, key=lambda c: (work(c)[key], -len(c[2])))
     body_ins = sorted(best[2], key=lambda i: i.addr)
-    return (body_ins[0].addr, body_ins[-1].addr, steady_state(body_ins))
+    parts = []
+    nested_addrs = set()
+    for o, t in trips.get(id(best), []):
+        o_ins = sorted(o[2], key=lambda i: i.addr)
+        nested_addrs.update(i.addr for i in o_ins)
+        parts.append((steady_state(o_ins), t))
+    own = [i for i in body_ins if i.addr not in nested_addrs]
+    parts.insert(0, (steady_state(own), 1))
+    return body_ins[0].addr, body_ins[-1].addr, parts
 
 
 DATA_OPS = {"HMMA", "HGMMA", "LDGSTS", "LDG", "STG", "UTMALDG", "UBLKCP",
@@ -319,13 +366,25 @@ def steady_state(body):
     return [i for i in body if i.addr not in skip]
 
 
-def analyse(ins, which=None):
+def analyse(ins, which=None, expect=None):
     """Counts per warp per trip of the main loop, plus where it is."""
-    ml = main_loop(ins, which)
+    ml = main_loop(ins, which, expect)
     if ml is None:
         return None
-    lo, hi, body = ml
-    c = count(body)
+    lo, hi, parts = ml
+    c = None
+    for body, trips in parts:
+        cc = count(body)
+        if c is None:
+            c = cc
+            continue
+        for k, v in cc.items():
+            if k == "shapes":
+                for s, n in v.items():
+                    c["shapes"][s] = c["shapes"].get(s, 0) + n * trips
+            else:
+                c[k] += v * trips
+    c["nested_trips"] = sum(t for _, t in parts[1:])
     c["loop"] = "0x%x-0x%x" % (lo, hi)
     c["kernel_insts"] = len(ins)
     return c
