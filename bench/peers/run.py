@@ -140,15 +140,19 @@ def cta_iterations(shape, block_m, block_n, pack, splits=1, phase=None):
 
 
 def fa2_num_splits(batch_nheads_mblocks, num_sms, num_n_blocks,
-                   max_splits=128):
+                   max_splits=128, eligibility=True):
     """FlashAttention-2's num_splits_heuristic (csrc/flash_attn/
-    flash_api.cpp), restated."""
+    flash_api.cpp of the sdist, restated; set_params_splitkv calls it with
+    2 x the SMs).  FlashAttention-3's (hopper/heuristics.h) is the same
+    without the eligibility test and never splits 4 KV blocks or fewer."""
     if batch_nheads_mblocks >= 0.8 * num_sms:
+        return 1
+    if not eligibility and num_n_blocks <= 4:
         return 1
     max_splits = min(max_splits, num_sms, num_n_blocks)
     cdiv = lambda a, b: -(-a // b)  # noqa: E731
-    eligible = lambda s: s == 1 or cdiv(num_n_blocks, s) != cdiv(  # noqa
-        num_n_blocks, s - 1)
+    eligible = lambda s: s == 1 or not eligibility or cdiv(  # noqa: E731
+        num_n_blocks, s) != cdiv(num_n_blocks, s - 1)
     eff = []
     for s in range(1, max_splits + 1):
         if not eligible(s):
@@ -263,12 +267,19 @@ def fa2_kernel(cache, shape, chip, name):
     d = shape.d
     smem = (bm + 2 * bn) * d * 2  # Kernel_traits::kSmemSize (no Q/K share)
     pack, splits = False, 1
+    sms = M.CHIPS[chip]["sms"]
     if shape.kind == "decode":
         # seqlenq_ngroups_swapped: the G query heads become G rows of one
         # KV head (flash_api.cpp, mha_fwd_kvcache), split-KV on.
         pack = True
-        splits = fa2_num_splits(shape.B * shape.hkv, M.CHIPS[chip]["sms"],
+        splits = fa2_num_splits(shape.B * shape.hkv, 2 * sms,
                                 -(-shape.S // bn))
+    elif shape.kind == "append":
+        # flash_attn_with_kvcache: the split-KV kernel, num_splits from the
+        # heuristic (the Split=true instance has the same KV loop as the
+        # compiled Split=false one; only its epilogue differs).
+        splits = fa2_num_splits(shape.B * shape.hq * -(-shape.L // bm),
+                                2 * sms, -(-shape.S // bn))
     return Kernel("fa2", chip, "FA2 %s %dx%d w%d%s" % (
         name.split("-")[0], bm, bn, warps, " s%d" % splits if splits > 1
         else ""), [counts_of(ins, expect=bm * bn * 4 * d // warps)], [None],
@@ -283,10 +294,24 @@ def fa3_kernel(cache, shape, name):
     res = res_of(cache, cubin, fn)
     # Persistent kernel with ~160-200 KB of shared memory: one CTA per SM
     # (a producer warpgroup + the consumers; BUILD-NOTES).
-    k = Kernel("fa3", "sm_90a", "FA3 %dx%d %dwg+1" % (bm, bn, warps // 4),
-               [counts_of(ins, expect=bm * bn * 4 * shape.d // warps)],
-               [None], bm, bn, warps, warps * 32 + 128,
-               res.get("REG", 0), 0, False, 1, res.get("STACK", 0))
+    pack, splits = False, 1
+    if shape.kind == "append":
+        # FlashAttention-3's heuristics (hopper/heuristics.h, restated):
+        # PackGQA when packing the G heads' rows pads less than 0.9 x the
+        # unpacked padding; split-KV as FA2's, over the SMs.  Their KV loop
+        # is the one of the compiled non-packed, non-split instance.
+        g, L = shape.group(), shape.L
+        pad = lambda rows: -(-rows // bm) * bm / rows  # noqa: E731
+        pack = pad(L * g) < 0.9 * pad(L)
+        mblocks = -(-(L * (g if pack else 1)) // bm) * (
+            shape.hkv if pack else shape.hq) * shape.B
+        splits = fa2_num_splits(mblocks, 132, -(-shape.S // bn), 128, False)
+    k = Kernel("fa3", "sm_90a", "FA3 %dx%d %dwg+1%s%s" % (
+        bm, bn, warps // 4, " pack" if pack else "",
+        " s%d" % splits if splits > 1 else ""),
+        [counts_of(ins, expect=bm * bn * 4 * shape.d // warps)],
+        [None], bm, bn, warps, warps * 32 + 128,
+        res.get("REG", 0), 0, pack, splits, res.get("STACK", 0))
     k.fixed_occ = 1
     return k
 
@@ -305,10 +330,17 @@ def flashinfer_kernel(cache, shape, chip):
     # (BatchDecodeWithPagedKVCacheWorkEstimationDispatched), >= 256 keys.
     grid = occ * M.CHIPS[chip]["sms"]
     chunks = max(1, min(grid // (shape.B * shape.hkv), -(-shape.S // 256)))
-    k = Kernel("flashinfer", chip, "FlashInfer decode %dk w%d s%d" % (
-        keys, meta["warps"], chunks), [counts_of(ins)], [None], meta["rows"],
-        keys, meta["warps"], threads, res.get("REG", 0), smem, True, chunks,
-        res.get("STACK", 0))
+    counts = counts_of(ins)
+    # ptxas unrolls the loop (by the 2 shared-memory stages): one trip then
+    # covers several of the source's iterations.  Each key costs 2 x D x
+    # rows FMA lanes (q.k and p.v): the FFMAs of a trip say how many keys it
+    # covers.
+    per_iter = 2.0 * keys * meta["rows"] * shape.d / 32 / meta["warps"]
+    unroll = max(1, round(counts["ffma"] / per_iter))
+    k = Kernel("flashinfer", chip, "FlashInfer decode %dk w%d s%d u%d" % (
+        keys, meta["warps"], chunks, unroll), [counts], [None],
+        meta["rows"], keys * unroll, meta["warps"], threads,
+        res.get("REG", 0), smem, True, chunks, res.get("STACK", 0))
     return k
 
 
