@@ -177,9 +177,11 @@ class Cache:
 
     # ---- SASS and resource usage of a cubin (cached) ----------------------
     def sass(self, cubin, function=None):
-        out = cubin + (".%s" % abs(hash(function)) if function else "") + \
-            ".sass"
-        if not os.path.exists(out):
+        tag = hashlib.sha256(function.encode()).hexdigest()[:12] \
+            if function else "all"
+        out = "%s.%s.sass" % (cubin, tag)
+        if not os.path.exists(out) or \
+                os.path.getmtime(out) < os.path.getmtime(cubin):
             env = dict(os.environ, NVDISASM_PATH=os.path.dirname(
                 self.tool("nvdisasm")))
             cmd = [self.tool("cuobjdump"), "-sass"]
@@ -192,10 +194,15 @@ class Cache:
 
     def res_usage(self, cubin):
         """{function: dict(REG=, SHARED=, STACK=, LOCAL=)}"""
-        r = run([self.tool("cuobjdump"), "-res-usage", cubin],
-                capture_output=True, text=True)
+        txt = cubin + ".res"
+        if not os.path.exists(txt) or \
+                os.path.getmtime(txt) < os.path.getmtime(cubin):
+            r = run([self.tool("cuobjdump"), "-res-usage", cubin],
+                    capture_output=True, text=True)
+            open(txt + ".part", "w").write(r.stdout)
+            os.replace(txt + ".part", txt)
         out = {}
-        for m in re.finditer(r"Function (\S+):\n\s+(.*)", r.stdout):
+        for m in re.finditer(r"Function (\S+):\n\s+(.*)", open(txt).read()):
             out[m.group(1)] = {k: int(v) for k, v in
                                re.findall(r"(\w+):(\d+)", m.group(2))}
         return out
@@ -308,13 +315,23 @@ def kvattn_cubin(cache, build, case_flags, chip, tag):
         raise SystemExit("error: %s not found (build kvattn first, or pass "
                          "--build DIR)" % comp)
     base = os.path.join(d, "%s.%s" % (tag, chip))
-    r = run([comp, ir, "-o", base, "--chip=" + chip], capture_output=True,
-            text=True, check=False)
-    if r.returncode:
-        raise SystemExit("error: kvattn-compile failed:\n" + r.stderr)
+    # Recompiled when the IR, the chip or the kvattn-compile binary changed.
+    st = os.stat(comp)
+    key = hashlib.sha256(("%s|%s|%d|%d" % (r.stdout, chip, st.st_mtime_ns,
+                                           st.st_size)).encode()).hexdigest()
+    stamp = base + ".key"
+    if not (os.path.exists(stamp) and open(stamp).read() == key and
+            os.path.exists(base + ".cubin")):
+        r = run([comp, ir, "-o", base, "--chip=" + chip],
+                capture_output=True, text=True, check=False)
+        if r.returncode:
+            raise SystemExit("error: kvattn-compile failed:\n" + r.stderr)
+        r = run([PTXAS, "-arch=" + chip, base + ".ptx", "-o",
+                 base + ".cubin"], capture_output=True, text=True,
+                check=False)
+        if r.returncode:
+            raise SystemExit("error: ptxas failed:\n" + r.stderr)
+        open(stamp, "w").write(key)
     import json
     manifest = json.load(open(base + ".json"))
-    arch = {"sm_90": "sm_90a"}.get(chip, chip)
-    run([PTXAS, "-arch=" + chip, base + ".ptx", "-o", base + ".cubin"],
-        capture_output=True)
     return base + ".cubin", manifest

@@ -482,21 +482,28 @@ def print_report(rows, ratios, cals):
     print("| shape | kernel | chip | tile/warps | regs | smem | CTAs/SM | "
           "insts/unit | MMA share | smem B/unit | int/unit | MUFU/unit | "
           "FFMA/unit | MMA/useful | stack B | bound | binding | estimate | "
-          "kvattn/this |")
+          "kvattn/this | (bound) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-          "---|---|---|")
+          "---|---|---|---|")
     for shape, k, r in rows:
         pu = r["per_unit"]
         ratio = next((x for s, ch, pe, x in ratios if s == shape.name and
                       ch == k.chip and pe == k.peer), None)
+        kv = next((rr for ss, kk, rr in rows if ss is shape and
+                   kk.peer == "kvattn" and kk.chip == k.chip), None)
+        bratio = None
+        if kv is not None and k.peer != "kvattn":
+            bratio = (kv["gbs_bound"] / r["gbs_bound"]) if shape.kind == \
+                "decode" else kv["rate_bound"] / r["rate_bound"]
         print("| %s | %s | %s | %s | %s | %s | %d | %.0f | %.0f %% | %.0f | "
-              "%.0f | %.1f | %.1f | %.2f | %d | %s | %s | %s | %s |" % (
+              "%.0f | %.1f | %.1f | %.2f | %d | %s | %s | %s | %s | %s |" % (
                   shape.name, k.peer, k.chip, k.label, k.regs,
                   "%.0fK" % (k.smem / 1024), r["occ"], pu["insts"],
                   100 * pu["mma_share"], pu["smem"], pu["int"], pu["mufu"],
                   pu["ffma"], pu["mma_per_useful"], k.spills,
                   fmt_bound(shape, r), r["binding"], fmt_rate(shape, r),
-                  "%.2f" % ratio if ratio else "-"))
+                  "%.2f" % ratio if ratio else "-",
+                  "%.2f" % bratio if bratio else "-"))
     # The append shapes, also as one geometric mean over L per hd.
     agg = {}
     for s, ch, pe, x in ratios:
