@@ -22,10 +22,11 @@ def fa2_traits(d, bm, bn):
 FA2 = {
     # name: (kernel expression, block_m, block_n, warps)
     "fwd-hd128-causal": ("flash_fwd_kernel<%s, false, true, false, false, "
-                         "true, true, false, false>" % fa2_traits(128, 128, 64),
-                         128, 64, 4),
+                         "true, true, false, false>"
+                         % fa2_traits(128, 128, 64), 128, 64, 4),
     "fwd-hd128": ("flash_fwd_kernel<%s, false, false, false, false, true, "
-                  "true, false, false>" % fa2_traits(128, 128, 64), 128, 64, 4),
+                  "true, false, false>" % fa2_traits(128, 128, 64), 128, 64,
+                  4),
     "fwd-hd64-causal": ("flash_fwd_kernel<%s, false, true, false, false, "
                         "true, true, false, false>" % fa2_traits(64, 128, 128),
                         128, 128, 4),
@@ -55,7 +56,8 @@ def fa3_pattern(m, n, d, causal):
             r" cute::C<1> >, cute::tuple<cute::C<%d>, cute::C<%d>, cute::C<%d>"
             r" >, %d, cutlass::bfloat16_t, float, cutlass::arch::Sm90, %s, "
             r"false, false, false, false, false, false, (true|false), true, "
-            r"false, false, false" % (m, n, d, d, "true" if causal else "false"))
+            r"false, false, false" % (m, n, d, d,
+                                      "true" if causal else "false"))
 
 
 FA3 = {

@@ -7,7 +7,6 @@ second run of bench/peers/run.py only reads the cache.
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -78,7 +77,8 @@ class Cache:
             os.replace(tmp, dst)
         h = hashlib.sha256(open(dst, "rb").read()).hexdigest()
         if h != sha:
-            raise SystemExit("error: %s: sha256 %s, expected %s" % (dst, h, sha))
+            raise SystemExit("error: %s: sha256 %s, expected %s" %
+                             (dst, h, sha))
         return dst
 
     def extract(self, key, members=None, sub=None):
@@ -92,7 +92,8 @@ class Cache:
             z = zipfile.ZipFile(whl)
             names = z.namelist()
             if members:
-                names = [n for n in names if any(re.search(m, n) for m in members)]
+                names = [n for n in names
+                         if any(re.search(m, n) for m in members)]
             z.extractall(out, names)
             open(stamp, "w").close()
         return out
@@ -127,7 +128,8 @@ class Cache:
                 "#define C10_CUDA_KERNEL_LAUNCH_CHECK() do {} while (0)\n",
             "ATen/cuda/CUDAGeneratorImpl.h":
                 "#pragma once\n#include <cstdint>\nnamespace at {\n"
-                "struct PhiloxCudaState {\n  uint64_t seed_ = 0, offset_ = 0;\n"
+                "struct PhiloxCudaState {\n"
+                "  uint64_t seed_ = 0, offset_ = 0;\n"
                 "  uint64_t *seed_ptr_ = nullptr, *offset_ptr_ = nullptr;\n"
                 "  bool captured_ = false;\n};\n}\n",
             "ATen/cuda/detail/UnpackRaw.cuh":

@@ -51,7 +51,6 @@ def occupancy(chip, regs, smem, warps):
     per-thread counts rounded up to 8)."""
     c = CHIPS[chip]
     per_warp = -(-max(regs, 1) * 32 // 256) * 256
-    per_warp = -(-per_warp // 256) * 256
     by_regs = c["regs"] // (per_warp * warps) if regs else c["max_blocks"]
     by_smem = c["smem_per_sm"] // (smem + c["smem_reserved"])
     return max(0, min(c["max_blocks"], c["max_warps"] // warps, by_regs,

@@ -112,7 +112,7 @@ def cal_shapes():
             Shape("cal-hd64-causal", "cal", 64, 16384, 0, True, 1, 32, 32)]
 
 
-# --- Work decomposition -------------------------------------------------------
+# --- Work decomposition ------------------------------------------------------
 def cta_iterations(shape, block_m, block_n, pack, splits=1, phase=None):
     """Loop trips of each CTA.  pack: a CTA's rows are the G query heads of
     one KV head (row = position x G + head); else one query head's rows.
@@ -167,7 +167,7 @@ def fa2_num_splits(batch_nheads_mblocks, num_sms, num_n_blocks,
     return 1
 
 
-# --- Kernels ------------------------------------------------------------------
+# --- Kernels -----------------------------------------------------------------
 class Kernel:
     """One compiled kernel on one shape: its SASS counts and its tiling."""
 
@@ -402,7 +402,7 @@ def peer_kernels(cache, shape, chip, peers):
     return out
 
 
-# --- Output -------------------------------------------------------------------
+# --- Output ------------------------------------------------------------------
 def fmt_bound(shape, r):
     if shape.kind == "decode":
         return "%.0f" % r["gbs_bound"]

@@ -26,11 +26,10 @@ the SASS level"):
 import argparse
 import json
 import re
-import sys
 
 INSTR = re.compile(
-    r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)"
-    r"\s*([^;]*);")
+    r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?"
+    r"([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*([^;]*);")
 FUNC = re.compile(r"^\s*Function\s*:\s*(\S+)")
 
 # The unit of work: 16 query rows x 64 keys x D 128, both GEMMs
