@@ -404,6 +404,9 @@ def main():
                                 formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("file")
     p.add_argument("--function", help="a substring of the function's name")
+    p.add_argument("--expect", type=int, help="the tensor FLOPs one warp "
+                   "does per KV block (from the tile): selects the loop and "
+                   "the trips of a nested tensor loop")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     with open(a.file) as f:
@@ -411,7 +414,7 @@ def main():
     if not funcs:
         raise SystemExit("sass.py: %s: no SASS functions found" % a.file)
     name = pick(funcs, a.function)
-    c = analyse(funcs[name])
+    c = analyse(funcs[name], expect=a.expect)
     if c is None:
         raise SystemExit("sass.py: %s: no loop in %s" % (a.file, name))
     if a.json:
