@@ -51,19 +51,28 @@ FA2 = {
 # Split, V_colmajor>.  tile_size_fwd_sm90: hd128 causal 128 x 128,
 # non-causal 128 x 176; hd64 192 x 128; one producer warpgroup and
 # kBlockM / 64 consumer warpgroups.
-def fa3_pattern(m, n, d, causal):
+def fa3_pattern(m, n, d, causal, decode=False):
+    # After Is_causal: Is_local, Has_softcap, Varlen, PagedKVNonTMA,
+    # AppendKV, HasQv, MmaPV_is_RS, IntraWGOverlap, PackGQA, Split,
+    # V_colmajor.  Decode as SGLang's FA3 backend calls it (page size 1:
+    # varlen, paged without TMA, PackGQA, split-KV; seqlen_q = 1 is not
+    # causal).
+    flags = ("false, false, true, true, false, false, (true|false), true, "
+             "true, true, false" if decode else
+             "false, false, false, false, false, false, (true|false), true, "
+             "false, false, false")
     return (r"CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>,"
             r" cute::C<1> >, cute::tuple<cute::C<%d>, cute::C<%d>, cute::C<%d>"
-            r" >, %d, cutlass::bfloat16_t, float, cutlass::arch::Sm90, %s, "
-            r"false, false, false, false, false, false, (true|false), true, "
-            r"false, false, false" % (m, n, d, d,
-                                      "true" if causal else "false"))
+            r" >, %d, cutlass::bfloat16_t, float, cutlass::arch::Sm90, %s, %s"
+            r"," % (m, n, d, d, "true" if causal else "false", flags))
 
 
 FA3 = {
     "fwd-hd128-causal": (fa3_pattern(128, 128, 128, True), 128, 128, 8),
     "fwd-hd128": (fa3_pattern(128, 176, 128, False), 128, 176, 8),
     "fwd-hd64-causal": (fa3_pattern(192, 128, 64, True), 192, 128, 12),
+    "decode-hd128": (fa3_pattern(128, 128, 128, False, True), 128, 128, 8),
+    "decode-hd64": (fa3_pattern(192, 128, 64, False, True), 192, 128, 12),
 }
 
 # FlashInfer's batch decode with paged KV (include/flashinfer/attention/

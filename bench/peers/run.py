@@ -295,6 +295,10 @@ def fa3_kernel(cache, shape, name):
     # Persistent kernel with ~160-200 KB of shared memory: one CTA per SM
     # (a producer warpgroup + the consumers; BUILD-NOTES).
     pack, splits = False, 1
+    if shape.kind == "decode":
+        pack = True
+        splits = fa2_num_splits(shape.B * shape.hkv, 132, -(-shape.S // bn),
+                                128, False)
     if shape.kind == "append":
         # FlashAttention-3's heuristics (hopper/heuristics.h, restated):
         # PackGQA when packing the G heads' rows pads less than 0.9 x the
@@ -393,6 +397,8 @@ def peer_kernels(cache, shape, chip, peers):
     if "fa3" in peers and chip == "sm_90a" and kind in ("prefill", "append",
                                                         "cal"):
         out.append(fa3_kernel(cache, shape, "fwd-hd%d%s" % (d, causal)))
+    if "fa3" in peers and chip == "sm_90a" and kind == "decode":
+        out.append(fa3_kernel(cache, shape, "decode-hd%d" % d))
     if "flashinfer" in peers and kind == "decode":
         out.append(flashinfer_kernel(cache, shape, chip))
     if "triton" in peers and kind in ("prefill", "append"):
