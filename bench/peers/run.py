@@ -348,6 +348,29 @@ def flashinfer_kernel(cache, shape, chip):
     return k
 
 
+def flashinfer_prefill_kernel(cache, shape, chip):
+    src, meta = C.flashinfer_prefill_source(shape.d)
+    arch = {"sm_90a": "sm_90"}.get(chip, chip)
+    cubin = cache.flashinfer_cubin("prefill-hd%d" % shape.d, src, arch)
+    ins, fn = load_sass(cache, cubin)
+    res = res_of(cache, cubin, fn)
+    bm, bn, warps = meta["block_m"], meta["block_n"], meta["warps"]
+    # SharedStorage: the Q tile and one K and one V block.
+    smem = (bm + 2 * bn) * shape.d * 2
+    occ = M.occupancy(chip, res.get("REG", 0), smem, warps)
+    # The planner packs the G query heads of a KV head into the rows and
+    # splits the KV range (chunks of at least 128 keys) while the work items
+    # fit CTAs per SM x SMs (PrefillSplitQOKVIndptr).
+    items = shape.B * shape.hkv * -(-shape.L * shape.group() // bm)
+    grid = occ * M.CHIPS[chip]["sms"]
+    chunks = max(1, min(grid // items, -(-shape.S // 128)))
+    return Kernel("flashinfer", chip, "FlashInfer prefill %dx%d w%d%s" % (
+        bm, bn, warps, " s%d" % chunks if chunks > 1 else ""),
+        [counts_of(ins, expect=bm * bn * 4 * shape.d // warps)], [None], bm,
+        bn, warps, warps * 32, res.get("REG", 0), smem, True, chunks,
+        res.get("STACK", 0))
+
+
 def triton_kernel(cache, shape, chip, kernel):
     import json
     cc = 90 if chip == "sm_90a" else 80
@@ -401,6 +424,8 @@ def peer_kernels(cache, shape, chip, peers):
         out.append(fa3_kernel(cache, shape, "decode-hd%d" % d))
     if "flashinfer" in peers and kind == "decode":
         out.append(flashinfer_kernel(cache, shape, chip))
+    if "flashinfer" in peers and kind in ("prefill", "append"):
+        out.append(flashinfer_prefill_kernel(cache, shape, chip))
     if "triton" in peers and kind in ("prefill", "append"):
         out.append(triton_kernel(cache, shape, chip, "extend"))
     if "triton" in peers and kind == "decode":

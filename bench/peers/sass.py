@@ -271,7 +271,7 @@ def main_loop(ins, which=None, expect=None):
     expect: the tensor FLOPs one warp does per KV block (from the tile).
     With it, a loop qualifies when its own tensor work plus t >= 1 trips of
     the tensor loops nested in it (or its own work alone, if none) give
-    exactly the expected work: ptxas for sm_90 keeps part of kvattn's block
+    the expected work (up to 10 % more, see below): ptxas for sm_90 keeps part of kvattn's block
     (a PV chunk loop) as an inner loop, and FlashAttention-3's persistent
     tile loop, which holds the KV loop, never qualifies."""
     bounds, loops = loops_of(ins)
@@ -305,7 +305,10 @@ def main_loop(ins, which=None, expect=None):
             own = sum(mma_flops(ins[k]) for b in c[1] - inner_body
                       for k in range(*bounds[b]))
             nest = sum(work(o)[0] for o in inner)
-            if not inner and own == expect:
+            # Up to 10 % more tensor work than the tile needs is accepted:
+            # FlashInfer sums the probabilities' rows with an mma against
+            # ones (8 more m16n8k16 per 256).
+            if not inner and expect <= own <= 1.1 * expect:
                 valid.append(c)
                 trips[id(c)] = []
             elif inner and own < expect and (expect - own) % nest == 0:
