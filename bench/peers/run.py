@@ -631,4 +631,16 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import subprocess
+    import urllib.error
+    try:
+        main()
+    except subprocess.CalledProcessError as e:
+        cmd = " ".join(map(str, e.cmd))
+        sys.exit("run.py: error: `%s` failed (exit %d)%s" % (
+            cmd[:300], e.returncode,
+            (":\n" + e.stderr[-2000:]) if isinstance(e.stderr, str) and
+            e.stderr else ""))
+    except (urllib.error.URLError, OSError) as e:
+        sys.exit("run.py: error: %s (the first run downloads the peers: "
+                 "docs/benchmarks.md)" % e)
