@@ -572,7 +572,9 @@ def main():
     p.add_argument("--chips", default="sm_80,sm_90a")
     p.add_argument("--shapes", default="prefill,append,decode")
     p.add_argument("--hd", default="128,64")
-    p.add_argument("--peers", default="fa2,fa3,flashinfer,triton")
+    p.add_argument("--peers", default="fa2,fa3,flashinfer,triton",
+                   help="'none': kvattn's kernels alone (before/after a "
+                   "kernel change; only the disassembler is downloaded)")
     p.add_argument("--no-calibration", action="store_true")
     p.add_argument("--sass", help="analyse one SASS file and exit")
     p.add_argument("--shape", help="with --sass: model its functions on "
@@ -594,7 +596,11 @@ def main():
     for ch in chips:
         if ch not in M.CHIPS:
             raise SystemExit("run.py: unknown chip %s (sm_80, sm_90a)" % ch)
-    peers = a.peers.split(",")
+    peers = [] if a.peers == "none" else a.peers.split(",")
+    for pe in peers:
+        if pe not in ("fa2", "fa3", "flashinfer", "triton"):
+            raise SystemExit("run.py: unknown peer %s (fa2, fa3, flashinfer, "
+                             "triton, or none)" % pe)
     rows, ratios, cals = [], [], []
     for shape in shapes(a.shapes.split(","), [int(x) for x in
                                               a.hd.split(",")]):
