@@ -589,9 +589,6 @@ def main():
         else:
             analyse_sass_file(a.sass)
         return
-    import fetch
-    build = os.path.abspath(a.build)
-    cache = fetch.Cache(a.cache or os.path.join(build, "peers"))
     chips = a.chips.split(",")
     for ch in chips:
         if ch not in M.CHIPS:
@@ -601,6 +598,9 @@ def main():
         if pe not in ("fa2", "fa3", "flashinfer", "triton"):
             raise SystemExit("run.py: unknown peer %s (fa2, fa3, flashinfer, "
                              "triton, or none)" % pe)
+    import fetch
+    build = os.path.abspath(a.build)
+    cache = fetch.Cache(a.cache or os.path.join(build, "peers"))
     rows, ratios, cals = [], [], []
     for shape in shapes(a.shapes.split(","), [int(x) for x in
                                               a.hd.split(",")]):
