@@ -1,0 +1,28 @@
+// REQUIRES: libdevice
+// UNSUPPORTED: sanitizers
+// A 32-bit kernel (the default index width) at the top of its positions, on
+// the emulated GPU (issue 30 item 1). The kernels form the last query
+// position plus one in i32: with a last position of 2^31 - 1 it wrapped and
+// the rows saw no key (0, no error). Now 2^31 - 2 computes, compared with
+// the reference, and 2^31 - 1 is refused by name; 64-bit kernels take both.
+// L = 2 rows at q_offset, S = 8 keys from k_offset = 2^31 - 9 (the last at
+// 2^31 - 2): the rows see 7 and 8 keys.
+//
+// Last query at 2^31 - 2: computes.
+// RUN: kvattn-run %s --target=gpu-emu --check --input 3=2147483645 --input 4=2147483639 | FileCheck %s --check-prefix=OK
+// Last query at 2^31 - 1: refused (it computed 0 before).
+// RUN: not kvattn-run %s --target=gpu-emu --check --input 3=2147483646 --input 4=2147483639 2>&1 | FileCheck %s --check-prefix=REFUSED
+// RUN: kvattn-run %s --target=gpu-emu --check --index-bitwidth=64 --input 3=2147483646 --input 4=2147483639 | FileCheck %s --check-prefix=OK
+// The key side: k_offset + S - 1 = 2^31 - 1.
+// RUN: not kvattn-run %s --target=gpu-emu --check --input 3=2147483646 --input 4=2147483640 2>&1 | FileCheck %s --check-prefix=KREFUSED
+//
+// OK: {{^PASS$}}
+// REFUSED: q_offset[0] = 2147483646 gives positions of 2^31 - 1 or more (batch 0): the kernel was compiled with 32-bit index arithmetic
+// KREFUSED: k_offset[0] = 2147483640 gives positions of 2^31 - 1 or more (batch 0)
+
+func.func @main(%q: tensor<1x2x2x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x16xf32>,
+    %qo: tensor<1xi32>, %ko: tensor<1xi32>) -> tensor<1x2x2x16xf32> {
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) k_offset(%ko : tensor<1xi32>) causal
+      : tensor<1x2x2x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x2x16xf32>
+  return %o : tensor<1x2x2x16xf32>
+}
