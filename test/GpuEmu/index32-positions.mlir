@@ -5,16 +5,18 @@
 // position plus one in i32: with a last position of 2^31 - 1 it wrapped and
 // the rows saw no key (0, no error). Now 2^31 - 2 computes, compared with
 // the reference, and 2^31 - 1 is refused by name; 64-bit kernels take both.
-// L = 2 rows at q_offset, S = 8 keys from k_offset = 2^31 - 9 (the last at
-// 2^31 - 2): the rows see 7 and 8 keys.
+// L = 2 rows at q_offset, S = 8 keys at k_offset = 0: every row sees all 8
+// (qLast - k_offset + 1 is the value that wrapped).
 //
-// Last query at 2^31 - 2: computes.
-// RUN: kvattn-run %s --target=gpu-emu --check --input 3=2147483645 --input 4=2147483639 | FileCheck %s --check-prefix=OK
-// Last query at 2^31 - 1: refused (it computed 0 before).
-// RUN: not kvattn-run %s --target=gpu-emu --check --input 3=2147483646 --input 4=2147483639 2>&1 | FileCheck %s --check-prefix=REFUSED
-// RUN: kvattn-run %s --target=gpu-emu --check --index-bitwidth=64 --input 3=2147483646 --input 4=2147483639 | FileCheck %s --check-prefix=OK
-// The key side: k_offset + S - 1 = 2^31 - 1.
+// Last query at 2^31 - 2: computes and matches the reference.
+// RUN: kvattn-run %s --target=gpu-emu --check --input 3=2147483645 --input 4=0 | FileCheck %s --check-prefix=OK
+// Last query at 2^31 - 1: refused (it computed 0 before: 64 mismatches).
+// RUN: not kvattn-run %s --target=gpu-emu --check --input 3=2147483646 --input 4=0 2>&1 | FileCheck %s --check-prefix=REFUSED
+// RUN: kvattn-run %s --target=gpu-emu --check --index-bitwidth=64 --input 3=2147483646 --input 4=0 | FileCheck %s --check-prefix=OK
+// The key side, at one rule: k_offset + S - 1 = 2^31 - 1 is refused, 2^31 - 2
+// computes.
 // RUN: not kvattn-run %s --target=gpu-emu --check --input 3=2147483646 --input 4=2147483640 2>&1 | FileCheck %s --check-prefix=KREFUSED
+// RUN: kvattn-run %s --target=gpu-emu --check --input 3=2147483645 --input 4=2147483639 | FileCheck %s --check-prefix=OK
 //
 // OK: {{^PASS$}}
 // REFUSED: q_offset[0] = 2147483646 gives positions of 2^31 - 1 or more (batch 0): the kernel was compiled with 32-bit index arithmetic
