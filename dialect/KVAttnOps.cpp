@@ -230,6 +230,10 @@ static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
     op->emitOpError() << "head dim D must be positive, got 0";
     return failure();
   }
+  if (dims.dv == 0) {
+    op->emitOpError() << "value head dim Dv must be positive, got 0";
+    return failure();
+  }
   if (dims.hkv == 0) {
     op->emitOpError() << "kv heads Hkv must be positive, got 0";
     return failure();
@@ -547,6 +551,8 @@ LogicalResult AppendOp::verify() {
       failed(checkSameDim(op, "head dim D", dimOf("update", getUpdate(), 3),
                           dimOf("cache", getCache(), 3))))
     return failure();
+  if (updateType.getDimSize(3) == 0)
+    return emitOpError() << "head dim D must be positive, got 0";
   const int64_t b =
       ShapedType::isStatic(batch.size) ? batch.size : updateType.getDimSize(0);
   if (failed(checkShape(op, "pos", getPos(), {{"B", b}})))
@@ -645,6 +651,8 @@ LogicalResult MergeOp::verify() {
         failed(checkSameDim(op, names[d], dimOf("lse", getLse(), d),
                             dimOf("out_parts", getOutParts(), d + 1))))
       return failure();
+  if (getOutParts().getType().getDimSize(4) == 0)
+    return emitOpError() << "value head dim Dv must be positive, got 0";
   return checkSameDim(op, "value head dim Dv", dimOf("out", getOut(), 3),
                       dimOf("out_parts", getOutParts(), 4));
 }

@@ -25,8 +25,8 @@ namespace kvattn {
 
 /// `indexBitwidth` (32 or 64): the index width -kvattn-gpu-to-nvvm gives
 /// the kernels; with 32 the validation kernels also refuse offsets and
-/// positions that give a position of 2^31 or more (the runtime's rule for
-/// 32-bit kernels, runtime/Validation.cpp).
+/// positions that give a position of 2^31 - 1 or more (the runtime's rule
+/// for 32-bit kernels, runtime/Validation.cpp; kIndex32PositionLimit).
 std::unique_ptr<Pass> createDeviceValidationPass(unsigned indexBitwidth = 64);
 void registerDeviceValidationPass();
 

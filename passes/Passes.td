@@ -209,6 +209,12 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
            "GQA packing: when L < block-m and Hq/Hkv > 1 (static), one "
            "program takes the query rows of all heads that share a kv head, "
            "so each K/V block is read once per group">,
+    Option<"maxPosition", "max-position", "int64_t",
+           /*default=*/"4611686018427387904",
+           "The largest position the kernels compute (2^62; the GPU "
+           "pipeline sets 2^31 - 2 for 32-bit index arithmetic): a window "
+           "above it admits every earlier key and is emitted as "
+           "max-position + 1, which the index arithmetic holds">,
   ];
 }
 

@@ -307,6 +307,10 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   // "Split-KV").
   tile.splitMinKeys = kGpuSplitMinKeys;
   tile.splitWarpsPerSm = kGpuSplitWarpsPerSm;
+  // 32-bit kernels compute positions up to 2^31 - 2 (the runtime refuses
+  // more): a window constant stays within i32.
+  if (options.indexBitwidth == 32)
+    tile.maxPosition = kIndex32PositionLimit - 1;
   pm.addPass(createTilePass(tile));
   OutlineTileProgramsPassOptions outline;
   outline.tensorCores = options.tensorCores;

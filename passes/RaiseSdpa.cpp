@@ -244,15 +244,13 @@ static Value prependUnitDims(RewriterBase &rewriter, Location loc, Value v,
       groups);
 }
 
-/// The causal offset as a tensor<Bxi64> of q_offset.
-static Value buildQOffset(RewriterBase &rewriter, Location loc,
-                          const CausalOffset &causal, Value query4) {
+/// A dynamic causal offset `constant + coefficient * symbol` as an i64.
+static Value buildDynamicOffset(RewriterBase &rewriter, Location loc,
+                                const CausalOffset &causal) {
   Type i64 = rewriter.getI64Type();
   Type index = rewriter.getIndexType();
   Value offset;
-  if (causal.isStatic()) {
-    offset = arith::ConstantIntOp::create(rewriter, loc, i64, causal.constant);
-  } else {
+  {
     Value symbol = causal.symbol;
     if (causal.symbolTensor) {
       SmallVector<Value> indices;
@@ -273,13 +271,43 @@ static Value buildQOffset(RewriterBase &rewriter, Location loc,
           arith::ConstantIndexOp::create(rewriter, loc, causal.constant));
     offset = arith::IndexCastOp::create(rewriter, loc, i64, symbol);
   }
+  return offset;
+}
+
+/// The causal offset c (`j <= i + c`) as positions: q_offset and k_offset
+/// tensors<Bxi64> with qp - kp = c, both non-negative (kvattn refuses a
+/// negative position): c >= 0 is q_offset = c (no k_offset), c < 0 is
+/// q_offset = 0, k_offset = -c; a dynamic c is q_offset = max(c, 0),
+/// k_offset = max(-c, 0).
+static std::pair<Value, Value> buildOffsets(RewriterBase &rewriter,
+                                            Location loc,
+                                            const CausalOffset &causal,
+                                            Value query4) {
+  Type i64 = rewriter.getI64Type();
   auto qType = cast<RankedTensorType>(query4.getType());
   SmallVector<Value> dynamic;
   if (qType.isDynamicDim(0))
     dynamic.push_back(tensor::DimOp::create(rewriter, loc, query4, 0));
-  return tensor::SplatOp::create(
-      rewriter, loc, RankedTensorType::get({qType.getDimSize(0)}, i64), offset,
-      dynamic);
+  auto splat = [&](Value v) -> Value {
+    return tensor::SplatOp::create(
+        rewriter, loc, RankedTensorType::get({qType.getDimSize(0)}, i64), v,
+        dynamic);
+  };
+  if (causal.isStatic()) {
+    const int64_t c = causal.constant;
+    Value q = arith::ConstantIntOp::create(rewriter, loc, i64,
+                                           std::max<int64_t>(c, 0));
+    if (c >= 0)
+      return {splat(q), Value()};
+    Value k = arith::ConstantIntOp::create(rewriter, loc, i64, -c);
+    return {splat(q), splat(k)};
+  }
+  Value offset = buildDynamicOffset(rewriter, loc, causal);
+  Value zero = arith::ConstantIntOp::create(rewriter, loc, i64, 0);
+  Value q = arith::MaxSIOp::create(rewriter, loc, offset, zero);
+  Value k = arith::MaxSIOp::create(
+      rewriter, loc, arith::SubIOp::create(rewriter, loc, zero, offset), zero);
+  return {splat(q), splat(k)};
 }
 
 Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
@@ -325,10 +353,10 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
   Operation *raised;
   Value out;
   if (match.causal && !alignment) {
-    Value qOffset = buildQOffset(rewriter, loc, *match.causal, query);
+    auto [qOffset, kOffset] = buildOffsets(rewriter, loc, *match.causal, query);
     auto attention = AttentionOp::create(
         rewriter, loc, outType, /*lse=*/Type(), query, key, value, qOffset,
-        /*k_offset=*/Value(), /*q_pos=*/Value(), /*k_pos=*/Value(),
+        kOffset, /*q_pos=*/Value(), /*k_pos=*/Value(),
         /*kv_len=*/Value(), /*key_valid=*/Value(), mask,
         /*block_table=*/Value(), /*q_start=*/Value(), /*causal=*/true,
         /*window=*/IntegerAttr(),

@@ -26,7 +26,9 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 using namespace mlir;
 using namespace mlir::kvattn::raise;
@@ -132,7 +134,49 @@ struct LinearContext {
   unsigned numDims;
   /// The loop dimension a value is the index of, if it is one.
   function_ref<std::optional<unsigned>(Value)> dimOf;
+  /// Set when a coefficient or constant leaves the range kept exact (see
+  /// bounded): why the condition is not read as a causal offset.
+  std::string *outOfRange = nullptr;
 };
+
+/// Whether `v`, a constant or coefficient of an integer computation in
+/// `type`, stays within +-2^(w-2) for a w-bit type (index: 64): there the
+/// program's own arithmetic on indices below 2^(w-2) cannot wrap, and an
+/// offset is a position kvattn computes (at most 2^62). Outside, the
+/// program's `i + offset` may wrap and mean another mask: not raised.
+bool bounded(int64_t v, Type type, const LinearContext &ctx) {
+  unsigned bits = type.isIndex() ? 64 : type.getIntOrFloatBitWidth();
+  const int64_t limit = int64_t(1) << (std::min(bits, 64u) - 2);
+  if (v >= -limit && v <= limit)
+    return true;
+  if (ctx.outOfRange && ctx.outOfRange->empty()) {
+    std::string spelled;
+    llvm::raw_string_ostream os(spelled);
+    type.print(os);
+    *ctx.outOfRange =
+        "its offset arithmetic reaches " + std::to_string(v) + ", beyond +-2^" +
+        std::to_string(std::min(bits, 64u) - 2) + " in " + spelled +
+        " (the program's `i + offset` may wrap; kvattn's "
+        "positions stay within 2^62)";
+  }
+  return false;
+}
+
+/// a + sign * b (sign = +-1), or a * b with `mul`, when it stays bounded.
+bool combine(int64_t a, int64_t b, int64_t sign, bool mul, int64_t &out,
+             Type type, const LinearContext &ctx) {
+  int64_t r;
+  bool overflow = mul ? __builtin_mul_overflow(a, b, &r)
+                      : __builtin_mul_overflow(sign, b, &r) ||
+                            __builtin_add_overflow(a, r, &r);
+  if (overflow) {
+    if (ctx.outOfRange && ctx.outOfRange->empty())
+      *ctx.outOfRange = "its offset arithmetic overflows 64 bits";
+    return false;
+  }
+  out = r;
+  return bounded(r, type, ctx);
+}
 
 std::optional<Linear> linearize(Value v, const LinearContext &ctx, int depth) {
   if (depth > 16)
@@ -145,7 +189,11 @@ std::optional<Linear> linearize(Value v, const LinearContext &ctx, int depth) {
   }
   APInt value;
   if (matchPattern(v, m_ConstantInt(&value))) {
+    if (value.getSignificantBits() > 64)
+      return std::nullopt;
     lin.cst = value.getSExtValue();
+    if (!bounded(lin.cst, v.getType(), ctx))
+      return std::nullopt;
     return lin;
   }
   Operation *def = v.getDefiningOp();
@@ -185,16 +233,20 @@ std::optional<Linear> linearize(Value v, const LinearContext &ctx, int depth) {
     int64_t sign = isa<arith::AddIOp>(def) ? 1 : -1;
     if (a->symCoeff && b->symCoeff && !a->sameSymbol(*b))
       return std::nullopt; // two different symbols
+    Type type = def->getResult(0).getType();
     Linear r = *a;
-    r.cst += sign * b->cst;
+    if (!combine(a->cst, b->cst, sign, false, r.cst, type, ctx))
+      return std::nullopt;
     for (unsigned d = 0; d < ctx.numDims; ++d)
-      r.dims[d] += sign * b->dims[d];
+      if (!combine(a->dims[d], b->dims[d], sign, false, r.dims[d], type, ctx))
+        return std::nullopt;
     if (b->symCoeff && !a->symCoeff) {
       r.symbol = b->symbol;
       r.symbolTensor = b->symbolTensor;
       r.symbolIndices = b->symbolIndices;
     }
-    r.symCoeff += sign * b->symCoeff;
+    if (!combine(a->symCoeff, b->symCoeff, sign, false, r.symCoeff, type, ctx))
+      return std::nullopt;
     return r;
   }
   if (isa<arith::MulIOp>(def)) {
@@ -206,11 +258,16 @@ std::optional<Linear> linearize(Value v, const LinearContext &ctx, int depth) {
           linearize(def->getOperand(1 - side), ctx, depth + 1);
       if (!a)
         return std::nullopt;
+      if (c.getSignificantBits() > 64)
+        return std::nullopt;
       int64_t k = c.getSExtValue();
-      a->cst *= k;
-      a->symCoeff *= k;
+      Type type = def->getResult(0).getType();
+      if (!combine(a->cst, k, 1, true, a->cst, type, ctx) ||
+          !combine(a->symCoeff, k, 1, true, a->symCoeff, type, ctx))
+        return std::nullopt;
       for (int64_t &d : a->dims)
-        d *= k;
+        if (!combine(d, k, 1, true, d, type, ctx))
+          return std::nullopt;
       return a;
     }
   }
@@ -239,16 +296,22 @@ std::optional<CausalOffset> causalCondition(Value cond,
   if (!a || !b || (a->symCoeff && b->symCoeff && !a->sameSymbol(*b)))
     return std::nullopt;
   // e = a - b; allowed iff e <= -bias after the predicate's normalisation.
+  // Exact (the compare is of the program's values; a difference that
+  // leaves the bounded range is not read).
+  Type type = cmp.getLhs().getType();
   Linear e = *a;
-  e.cst -= b->cst;
+  if (!combine(a->cst, b->cst, -1, false, e.cst, type, ctx))
+    return std::nullopt;
   for (unsigned d = 0; d < ctx.numDims; ++d)
-    e.dims[d] -= b->dims[d];
+    if (!combine(a->dims[d], b->dims[d], -1, false, e.dims[d], type, ctx))
+      return std::nullopt;
   if (b->symCoeff && !a->symCoeff) {
     e.symbol = b->symbol;
     e.symbolTensor = b->symbolTensor;
     e.symbolIndices = b->symbolIndices;
   }
-  e.symCoeff -= b->symCoeff;
+  if (!combine(a->symCoeff, b->symCoeff, -1, false, e.symCoeff, type, ctx))
+    return std::nullopt;
   // Bring `pred(a, b)` to `e <= 0` (signed predicates only: an unsigned
   // compare of a negative offset means something else).
   auto flip = [&](Linear &l) {
@@ -504,6 +567,16 @@ Step matchScale(Value v, Value &x, double &factor, Refusal &why) {
   return Step::None;
 }
 
+/// The refusal of a mask computed in the body that is not read as a causal
+/// offset (`outOfRange`: why, when the offset's arithmetic left the range).
+std::string notCausal(const std::string &outOfRange) {
+  if (!outOfRange.empty())
+    return "the mask computed in the body is `key <= query + offset`, but " +
+           outOfRange;
+  return "the mask computed in the body is not `key <= query + offset` over "
+         "the last two dimensions";
+}
+
 /// A mask: `v = x + m`, `select(m, x, -inf)` or the same with a condition
 /// computed from linalg.index.
 Step matchMask(Value v, Value &x, SdpaMatch &match, Refusal &why) {
@@ -520,7 +593,9 @@ Step matchMask(Value v, Value &x, SdpaMatch &match, Refusal &why) {
       return index.getDim();
     return std::nullopt;
   };
-  LinearContext ctx{&g.getRegion(), static_cast<unsigned>(rank), dimOf};
+  std::string outOfRange;
+  LinearContext ctx{&g.getRegion(), static_cast<unsigned>(rank), dimOf,
+                    &outOfRange};
   unsigned iDim = rank - 2, jDim = rank - 1;
   auto takeTensorMask = [&](const Input &m) -> Step {
     std::optional<unsigned> k = suffixRank(m.map);
@@ -561,9 +636,7 @@ Step matchMask(Value v, Value &x, SdpaMatch &match, Refusal &why) {
         else if (f && *f == 0.0 && isNegInf(t))
           c = causalCondition(sel.getCondition(), ctx, iDim, jDim, true);
         if (!c)
-          return refuse(why, "the mask computed in the body is not "
-                             "`key <= query + offset` over the last two "
-                             "dimensions");
+          return refuse(why, notCausal(outOfRange));
         match.causal = c;
         return Step::Matched;
       }
@@ -596,9 +669,7 @@ Step matchMask(Value v, Value &x, SdpaMatch &match, Refusal &why) {
     std::optional<CausalOffset> c =
         causalCondition(sel.getCondition(), ctx, iDim, jDim, negate);
     if (!c)
-      return refuse(why, "the mask computed in the body is not "
-                         "`key <= query + offset` over the last two "
-                         "dimensions");
+      return refuse(why, notCausal(outOfRange));
     match.causal = c;
     return Step::Matched;
   }

@@ -57,6 +57,10 @@ struct TileConfig {
   /// warps per multiprocessor to aim at (0: two programs per
   /// multiprocessor).
   int64_t splitMinKeys, splitWarpsPerSm;
+  /// The largest position the kernels compute (kMaxPosition; 2^31 - 2 for
+  /// 32-bit GPU kernels): a window above it + 1 admits every earlier key and
+  /// is emitted as max-position + 1, which the index arithmetic holds.
+  int64_t maxPosition;
 
   schedule::Options scheduleOptions() const {
     schedule::Options o;
@@ -296,6 +300,10 @@ private:
     if (std::optional<APFloat> cap = op.getSoftcap())
       s.softcap = cap->convertToFloat();
     s.window = op.getWindow();
+    // qp - kp <= maxPosition for every pair: a wider window is this one (a
+    // 2^31 window truncated in 32-bit index arithmetic admitted no key).
+    if (s.window && *s.window > cfg.maxPosition)
+      s.window = cfg.maxPosition + 1;
     s.causal = op.getCausal();
     s.offsetForm = static_cast<bool>(op.getQOffset());
     s.paged = op.isPaged();
@@ -980,8 +988,15 @@ struct TilePass : mlir::kvattn::impl::TilePassBase<TilePass> {
           << static_cast<int64_t>(splitWarpsPerSm);
       return signalPassFailure();
     }
-    TileConfig cfg{blockM,  blockN, numWarps, numStages,    stats,
-                   splitKv, numSms, packGqa,  splitMinKeys, splitWarpsPerSm};
+    if (maxPosition < 1 || maxPosition > kMaxPosition) {
+      getOperation().emitError()
+          << "kvattn-tile: max-position must be 1 to 2^62, got "
+          << static_cast<int64_t>(maxPosition);
+      return signalPassFailure();
+    }
+    TileConfig cfg{blockM,       blockN,          numWarps,   numStages,
+                   stats,        splitKv,         numSms,     packGqa,
+                   splitMinKeys, splitWarpsPerSm, maxPosition};
     SmallVector<AttentionOp> ops;
     getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
     bool sdpaLeft = false;

@@ -123,9 +123,8 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
     return where + at + " = " + str(v) +
            " is out of range (above 2^62, batch " + str(b) + ")";
   case kRuleIndex32Position:
-    return where + at + " = " + str(v) +
-           " gives positions of 2^31 or more (batch " + str(b) + ")" +
-           kIndex32Advice;
+    return where + at + " = " + str(v) + kIndex32PositionRule + " (batch " +
+           str(b) + ")" + kIndex32Advice;
   case kRuleNotIncreasing:
     return where + at + " = " + str(v) + " does not increase (previous " +
            str(aux) + ", batch " + str(b) +

@@ -316,11 +316,14 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
     for (size_t n = 0; n < values.size(); ++n) {
       int64_t v = values[n];
       int64_t b = rowLength ? static_cast<int64_t>(n) / rowLength : 0;
+      // Per-key values are named [b, i] whatever the row length (L = 1
+      // too), as the device check names them (describeViolation).
+      const bool perKey =
+          name == "q_pos" || name == "k_pos" || name == "key_valid";
       std::string at =
-          name + (rowLength == 1
-                      ? "[" + str(b) + "]"
-                      : "[" + str(b) + ", " +
-                            str(static_cast<int64_t>(n) % rowLength) + "]");
+          name + (perKey ? "[" + str(b) + ", " +
+                               str(static_cast<int64_t>(n) % rowLength) + "]"
+                         : "[" + str(b) + "]");
       if (name == "kv_len") {
         if (v < 0 || v > s.S)
           return Status::error(where + at + " = " + str(v) +
@@ -339,14 +342,16 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
                                " is out of range (above 2^62, batch " + str(b) +
                                ")");
         // The last position an offset gives (q_offset + L - 1, k_offset +
-        // S - 1), or the position itself, in 32 bits.
+        // S - 1), or the position itself: a 32-bit kernel forms it plus
+        // one (the end of a causal key range), which must stay below 2^31.
         const int64_t extent = name == "q_offset"   ? s.L
                                : name == "k_offset" ? s.S
                                                     : 1;
-        if (index32 && v + std::max<int64_t>(extent, 1) - 1 >= kIndex32Limit)
+        if (index32 &&
+            v + std::max<int64_t>(extent, 1) - 1 >= kIndex32PositionLimit)
           return Status::error(where + at + " = " + str(v) +
-                               " gives positions of 2^31 or more (batch " +
-                               str(b) + ")" + kIndex32Advice);
+                               kIndex32PositionRule + " (batch " + str(b) +
+                               ")" + kIndex32Advice);
         bool explicitPositions = name == "q_pos" || name == "k_pos";
         if (explicitPositions && static_cast<int64_t>(n) % rowLength != 0 &&
             v <= values[n - 1])

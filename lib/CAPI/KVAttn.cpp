@@ -10,6 +10,7 @@
 #include "kvattn/Runtime/Plan.h"
 #include "kvattn/Runtime/Runtime.h"
 #include "kvattn/Support/HostTensor.h"
+#include "kvattn/Support/TensorCheck.h"
 #include "kvattn/Target/Ptx.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -38,11 +39,7 @@ struct kvattn_runtime {
 };
 
 /// The type of one argument or result of a CPU program's function.
-struct TensorType {
-  ElementType type;
-  std::vector<int64_t> shape; ///< -1: dynamic
-  std::string spelled;        ///< "tensor<?x4x8x64xf32>"
-};
+using TensorType = mlir::kvattn::ExpectedTensor;
 
 struct kvattn_cpu_program {
   std::unique_ptr<mlir::MLIRContext> context;
@@ -311,9 +308,10 @@ static std::string describe(const kvattn_host_tensor &t) {
                      type ? mlir::kvattn::elementTypeName(*type) : "(dtype ?)");
 }
 
-/// Checks a caller's tensor against a function type: a known dtype equal to
-/// the type's, the rank, every static dim (`dynamic` false: every dim, for
-/// outputs against the computed results), non-negative dims, data present.
+/// Checks a caller's tensor against a function type: a known dtype, a
+/// shape, non-negative dims, then the type, rank and every static dim (the
+/// shared checks of kvattn/Support/TensorCheck.h; for outputs against the
+/// computed results every dim), a size this host can hold, data present.
 static Status checkTensor(const std::string &what, const kvattn_host_tensor &t,
                           const TensorType &want) {
   std::optional<ElementType> type = toElementType(t.dtype);
@@ -329,20 +327,9 @@ static Status checkTensor(const std::string &what, const kvattn_host_tensor &t,
       return Status::error(what + " has a negative dim " +
                            std::to_string(t.shape[d]));
   const std::string given = describe(t);
-  if (*type != want.type)
-    return Status::error(what + " is " + given + ", but " + want.spelled +
-                         " has element type " +
-                         mlir::kvattn::elementTypeName(want.type));
-  if (t.rank != want.shape.size())
-    return Status::error(what + " is " + given + " (rank " +
-                         std::to_string(t.rank) + "), but " + want.spelled +
-                         " has rank " + std::to_string(want.shape.size()));
-  for (size_t d = 0; d < t.rank; ++d)
-    if (want.shape[d] >= 0 && t.shape[d] != want.shape[d])
-      return Status::error(what + " is " + given + ", but " + want.spelled +
-                           " has " + std::to_string(want.shape[d]) +
-                           " at dim " + std::to_string(d));
   std::vector<int64_t> shape(t.shape, t.shape + t.rank);
+  KVATTN_RETURN_IF_ERROR(
+      mlir::kvattn::checkTensorType(what, *type, shape, want));
   KVATTN_RETURN_IF_ERROR(HostTensor::checkShape(*type, shape));
   int64_t elements = 1;
   for (int64_t d : shape)
@@ -452,18 +439,19 @@ static Status cpuRun(kvattn_cpu_program &p, const kvattn_host_tensor *inputs,
         type, std::vector<int64_t>(t.shape, t.shape + t.rank), arguments[i]));
     if (arguments[i].byteSize())
       std::memcpy(arguments[i].data(), t.data, arguments[i].byteSize());
-    if (type == ElementType::I1)
-      for (size_t b = 0; b < arguments[i].byteSize(); ++b)
-        if (arguments[i].data()[b] > 1)
-          return Status::error(
-              prefix + "input " + std::to_string(i) + " (i1) holds " +
-              std::to_string(arguments[i].data()[b]) + " at element " +
-              std::to_string(b) + ": i1 bytes are 0 or 1");
   }
-  // The run-time values (offsets, lengths, block tables, cache writes), with
-  // the reference's messages: the compiled code trusts them.
+  // The checks every entry point runs (i1 bytes here; CpuProgram::run runs
+  // them again with the run-time values -- offsets, lengths, block tables,
+  // cache writes -- and the reference's messages).
   auto func = p.module->lookupSymbol<mlir::func::FuncOp>(p.entry);
-  KVATTN_RETURN_IF_ERROR(mlir::kvattn::validateFunction(func, arguments));
+  if (Status s = mlir::kvattn::checkArguments(
+          func, arguments,
+          [&](size_t i) {
+            return "input " + std::to_string(i) + " (argument " +
+                   std::to_string(i) + " of " + fn + ")";
+          });
+      s.isError())
+    return Status::error(prefix + s.message());
   std::vector<HostTensor> results;
   KVATTN_RETURN_IF_ERROR(p.program->run(arguments, results));
   for (size_t i = 0; i < numOutputs; ++i) {

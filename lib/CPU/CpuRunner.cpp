@@ -56,7 +56,10 @@ std::string errorToString(llvm::Error error) {
 
 } // namespace
 
-CpuProgram::~CpuProgram() = default;
+CpuProgram::~CpuProgram() {
+  if (source_)
+    source_->erase();
+}
 
 Status CpuProgram::compile(ModuleOp module, const std::string &entry,
                            const CpuCompileOptions &options,
@@ -75,6 +78,9 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
     return Status::error("threads must be 0 (all cores) to " +
                          std::to_string(limits::kMaxThreads) + ", got " +
                          std::to_string(options.threads));
+  if (options.optLevel > 3)
+    return Status::error("opt level must be 0 to 3, got " +
+                         std::to_string(options.optLevel));
   const int64_t w = options.vectorWidth;
   if (w < 0 || w > 16 || (w & (w - 1)))
     return Status::error("vector width must be 0 (the host's) or a power "
@@ -83,6 +89,7 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
 
   std::unique_ptr<CpuProgram> result(new CpuProgram());
   result->entry_ = entry;
+  result->source_ = module.clone().getOperation();
 
   OwningOpRef<ModuleOp> clone = module.clone();
   auto func = clone->lookupSymbol<func::FuncOp>(entry);
@@ -181,6 +188,16 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
 
 Status CpuProgram::run(const std::vector<HostTensor> &arguments,
                        std::vector<HostTensor> &results) {
+  // The C API's checks, in one place (the compiled code trusts its
+  // arguments: a shape other than the IR's is read out of bounds, a
+  // negative position faults): types, then the run-time values.
+  auto func = cast<ModuleOp>(source_).lookupSymbol<func::FuncOp>(entry_);
+  KVATTN_RETURN_IF_ERROR(validateFunction(func, arguments));
+  return runUnchecked(arguments, results);
+}
+
+Status CpuProgram::runUnchecked(const std::vector<HostTensor> &arguments,
+                                std::vector<HostTensor> &results) {
   // The arguments are passed in place: compile() marks them read-only for
   // bufferization, so the compiled code copies before it writes.
   std::vector<std::vector<int64_t>> descriptors;

@@ -4,6 +4,7 @@
 
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Reference/Reference.h"
+#include "kvattn/Support/TensorCheck.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -139,6 +140,9 @@ Status Interpreter::run(func::FuncOp func,
                          std::to_string(entry.getNumArguments()) +
                          " arguments, " + std::to_string(arguments.size()) +
                          " given");
+  // The caller's tensors must have the argument types: the ops below index
+  // them by those types' shapes.
+  KVATTN_RETURN_IF_ERROR(checkArguments(func, arguments));
   for (auto [arg, value] : llvm::zip(entry.getArguments(), arguments))
     set(arg, value);
   if (!func.getBody().hasOneBlock())
@@ -718,6 +722,36 @@ Status evaluateFunction(func::FuncOp func,
                         std::vector<HostTensor> &results) {
   Interpreter interpreter;
   return interpreter.run(func, arguments, results);
+}
+
+Status checkArguments(func::FuncOp func,
+                      const std::vector<HostTensor> &arguments,
+                      const std::function<std::string(size_t)> &name) {
+  const std::string fn = "@" + func.getName().str();
+  if (arguments.size() != func.getNumArguments())
+    return Status::error(
+        fn + " takes " + std::to_string(func.getNumArguments()) +
+        " arguments, " + std::to_string(arguments.size()) + " given");
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    Type type = func.getArgumentTypes()[i];
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    std::optional<ElementType> elt =
+        tensor ? toElementType(tensor.getElementType()) : std::nullopt;
+    std::string spelled;
+    llvm::raw_string_ostream os(spelled);
+    os << type;
+    const std::string what =
+        name ? name(i) : "argument " + std::to_string(i) + " of " + fn;
+    if (!elt)
+      return Status::error(what + " has type " + spelled +
+                           ", which kvattn cannot hold (ranked tensors of "
+                           "f32/f16/bf16/f64/i1/i32/i64)");
+    ExpectedTensor want{*elt, {}, spelled};
+    for (int64_t d : tensor.getShape())
+      want.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+    KVATTN_RETURN_IF_ERROR(checkTensor(what, arguments[i], want));
+  }
+  return Status::ok();
 }
 
 Status validateFunction(func::FuncOp func,

@@ -960,8 +960,19 @@ Status loadDeviceModule(const std::string &image, const FaultInjection &fault,
   if (const char *dump = std::getenv("KVATTN_EMU_DUMP"); dump && *dump) {
     std::error_code ec;
     raw_fd_ostream os(dump, ec);
-    if (!ec)
-      m->print(os, nullptr);
+    if (ec)
+      return Status::error("KVATTN_EMU_DUMP: cannot write '" +
+                           std::string(dump) + "': " + ec.message());
+    m->print(os, nullptr);
+    // Checked after the last flush, and cleared (a stream destroyed with an
+    // error ends the process).
+    os.close();
+    if (os.has_error()) {
+      std::string why = os.error().message();
+      os.clear_error();
+      return Status::error("KVATTN_EMU_DUMP: writing '" + std::string(dump) +
+                           "' failed: " + why);
+    }
   }
 
   Expected<std::unique_ptr<orc::LLJIT>> jit =

@@ -9,6 +9,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
@@ -44,15 +45,17 @@ Status parseFaultInjection(const std::string &text, FaultInjection &fault) {
     fault.kind = FaultInjection::WaitGroupPlus;
   else if (kind == "global-offset")
     fault.kind = FaultInjection::GlobalOffset;
-  else if (kind == "none" || kind.empty())
+  else if (text == "none" || text.empty())
     return Status::ok();
   else
-    return Status::error("unknown fault '" + kind +
-                         "' (expected drop-barrier, wait-group or "
+    return Status::error((kind.empty() ? "fault '" + text + "' names no kind"
+                                       : "unknown fault '" + kind + "'") +
+                         " (expected drop-barrier, wait-group or "
                          "global-offset, with an optional :N)");
   char *end = nullptr;
   unsigned long n = std::strtoul(index.c_str(), &end, 10);
-  if (index.empty() || *end || n > 1000000)
+  if (index.empty() || !std::isdigit(static_cast<unsigned char>(index[0])) ||
+      *end || n > 1000000)
     return Status::error("fault '" + text + "': the index must be a number");
   fault.index = static_cast<unsigned>(n);
   return Status::ok();

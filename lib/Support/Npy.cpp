@@ -5,9 +5,13 @@
 #include "kvattn/Support/Decimal.h"
 
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace mlir {
 namespace kvattn {
@@ -221,13 +225,29 @@ std::string serializeNpy(const HostTensor &tensor) {
 }
 
 Status writeNpy(const std::string &path, const HostTensor &tensor) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out)
-    return Status::error("cannot open '" + path + "' for writing");
   std::string bytes = serializeNpy(tensor);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out)
-    return Status::error("failed writing '" + path + "'");
+  // Every write and the close are checked, with the system's reason (a
+  // full disk fails the write or the close, never leaves a short file
+  // behind a success).
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return Status::error("cannot open '" + path +
+                         "' for writing: " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      std::string why = n < 0 ? std::strerror(errno) : "nothing written";
+      ::close(fd);
+      return Status::error("writing '" + path + "' failed: " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0)
+    return Status::error("writing '" + path +
+                         "' failed: " + std::strerror(errno));
   return Status::ok();
 }
 

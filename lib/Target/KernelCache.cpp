@@ -15,9 +15,14 @@
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace mlir {
 namespace kvattn {
@@ -30,16 +35,60 @@ std::string sha256(llvm::StringRef data) {
   return llvm::toHex(hash.final(), /*LowerCase=*/true);
 }
 
+/// The most an entry may hold: the PTX of a module's kernels is a few MB.
+constexpr uint64_t kMaxEntryBytes = uint64_t(256) << 20;
+/// The most the libdevice file may hold (0.5 MB in CUDA 12 and 13).
+constexpr uint64_t kMaxLibdeviceBytes = uint64_t(64) << 20;
+
+/// How reading a file went.
+enum class Read { Ok, Missing, NotRegular, TooLarge, Failed };
+
+/// Reads `path` (symbolic links followed) into `buffer` when it is a
+/// regular file of at most `maxBytes`: the file is opened without blocking
+/// (a FIFO has no writer to wait for), its type and size are taken from
+/// the open descriptor (no window between a check and the read), and no
+/// more than that size is read (a link to /dev/zero is refused, not read
+/// until memory runs out).
+Read readRegularFile(const std::string &path, uint64_t maxBytes,
+                     std::unique_ptr<llvm::MemoryBuffer> &buffer) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT || errno == ENOTDIR ? Read::Missing : Read::Failed;
+  struct stat st;
+  Read result = Read::Ok;
+  if (::fstat(fd, &st) != 0)
+    result = Read::Failed;
+  else if (!S_ISREG(st.st_mode))
+    result = Read::NotRegular;
+  else if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > maxBytes)
+    result = Read::TooLarge;
+  if (result == Read::Ok) {
+    // Read, not mapped (IsVolatile): a file truncated meanwhile reads
+    // short (and fails its checksum) instead of faulting.
+    auto read = llvm::MemoryBuffer::getOpenFile(
+        llvm::sys::fs::convertFDToNativeFile(fd), path, st.st_size,
+        /*RequiresNullTerminator=*/false, /*IsVolatile=*/true);
+    if (read)
+      buffer = std::move(*read);
+    else
+      result = Read::Failed;
+  }
+  ::close(fd);
+  return result;
+}
+
 /// The content hash of a file, memoised per process (libdevice: 0.5 MB,
-/// the same file for every compilation). Empty when it cannot be read.
+/// the same file for every compilation). Empty when it cannot be read (or
+/// is no regular file of a plausible size).
 std::string fileHash(const std::string &path) {
   static std::mutex mutex;
   static std::map<std::string, std::string> hashes;
   std::lock_guard<std::mutex> lock(mutex);
   auto [it, inserted] = hashes.try_emplace(path);
   if (inserted) {
-    if (auto buffer = llvm::MemoryBuffer::getFile(path))
-      it->second = sha256((*buffer)->getBuffer());
+    std::unique_ptr<llvm::MemoryBuffer> buffer;
+    if (readRegularFile(path, kMaxLibdeviceBytes, buffer) == Read::Ok)
+      it->second = sha256(buffer->getBuffer());
   }
   return it->second;
 }
@@ -212,12 +261,21 @@ std::string KernelCache::pathOf(const std::string &key) const {
 
 KernelCache::Lookup KernelCache::lookup(const std::string &key,
                                         PtxModule &result) const {
-  auto buffer = llvm::MemoryBuffer::getFile(pathOf(key), /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
+  // Only a regular file of a plausible size is read: a FIFO, a device or a
+  // huge file there is no entry and is replaced (store renames over it).
+  std::unique_ptr<llvm::MemoryBuffer> buffer;
+  switch (readRegularFile(pathOf(key), kMaxEntryBytes, buffer)) {
+  case Read::Ok:
+    break;
+  case Read::Missing:
+  case Read::Failed:
     return Lookup::Miss;
+  case Read::NotRegular:
+  case Read::TooLarge:
+    return Lookup::Corrupt;
+  }
   // Header: magic and format, the key, the payload's checksum.
-  llvm::StringRef text = (*buffer)->getBuffer();
+  llvm::StringRef text = buffer->getBuffer();
   llvm::StringRef magic, keyLine, sumLine;
   std::tie(magic, text) = text.split('\n');
   std::tie(keyLine, text) = text.split('\n');

@@ -102,6 +102,15 @@ static Status dump(llvm::StringRef file,
     return Status::error("KVATTN_DUMP_DIR: cannot write '" + path.str().str() +
                          "': " + ec.message());
   write(os);
+  // Checked after the last flush, and cleared: a stream destroyed with an
+  // error ends the process ("LLVM ERROR: IO failure on output stream").
+  os.close();
+  if (os.has_error()) {
+    std::string why = os.error().message();
+    os.clear_error();
+    return Status::error("KVATTN_DUMP_DIR: writing '" + path.str().str() +
+                         "' failed: " + why);
+  }
   return Status::ok();
 }
 
@@ -116,6 +125,9 @@ Status compileToPtx(ModuleOp module, const PtxOptions &options,
     return Status::error("index bitwidth " +
                          std::to_string(options.indexBitwidth) +
                          " is not supported (32 or 64)");
+  if (options.llvmOptLevel > 3)
+    return Status::error("LLVM opt level must be 0 to 3, got " +
+                         std::to_string(options.llvmOptLevel));
   std::string libdevice = mlir::kvattn::findLibdevice(options.libdevice);
   if (libdevice.empty())
     return Status::error(

@@ -383,7 +383,8 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
         std::string neg = b.cmp("slt", v, z);
         std::string big = b.cmp("sgt", v, b.i64(int64_t(1) << 62));
         // 32-bit kernels: the last position the value gives (q_offset + L
-        // - 1, k_offset + S - 1, or the position) must stay below 2^31.
+        // - 1, k_offset + S - 1, or the position) must stay below 2^31 - 1
+        // (the kernels form it plus one; kIndex32PositionLimit).
         std::string wide = b.emit("arith.constant false");
         if (index32) {
           std::string extent = m == "q_offset"   ? szI64("L")
@@ -391,7 +392,7 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
                                                  : b.i64(1);
           extent = b.emit("arith.maxsi " + extent + ", " + b.i64(1) + " : i64");
           std::string last = b.bin("subi", b.bin("addi", v, extent), b.i64(1));
-          wide = b.cmp("sge", last, b.i64(int64_t(1) << 31));
+          wide = b.cmp("sge", last, b.i64(kIndex32PositionLimit));
         }
         std::string notIncreasing = b.emit("arith.constant false");
         if (m == "q_pos" || m == "k_pos") {
@@ -607,9 +608,11 @@ FailureOr<unsigned> guardKernel(gpu::GPUFuncOp kernel) {
 void DeviceValidationPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *ctx = &getContext();
-  if (indexBitwidth != 32 && indexBitwidth != 64) {
-    module.emitError() << "kvattn-device-validation: index bitwidth "
-                       << indexBitwidth << " is not supported (32 or 64)";
+  // As a number: the Option itself would print as a character.
+  const unsigned bits = indexBitwidth;
+  if (bits != 32 && bits != 64) {
+    module.emitError() << "kvattn-device-validation: index bitwidth " << bits
+                       << " is not supported (32 or 64)";
     return signalPassFailure();
   }
   auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>("kvattn_kernels");

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* GQA 4/2, L = 3 new rows at q_offset, S = 8 keys, D = 8, f32. */
 static const char *kCpuIR =
@@ -407,8 +408,35 @@ static int devices(void) {
   return 0;
 }
 
+/* A dump directory on a full disk (issue 30 item 8): a dumped file that
+ * links to /dev/full (every write fails with ENOSPC). The library used to
+ * end the host process ("LLVM ERROR: IO failure on output stream"); now the
+ * compile fails with the file and the reason. */
+static int dumps(void) {
+  char dir[] = "/tmp/kvattn-capi-dump-XXXXXX";
+  if (!mkdtemp(dir))
+    return fail("mkdtemp", NULL);
+  char link[128];
+  snprintf(link, sizeof(link), "%s/0-input.mlir", dir);
+  if (symlink("/dev/full", link))
+    return fail("symlink", NULL);
+  setenv("KVATTN_DUMP_DIR", dir, 1);
+  char *ptx = NULL, *manifest = NULL, *error = NULL;
+  int rc = kvattn_compile_to_ptx(kGpuIR, "sm_90", &ptx, &manifest, &error);
+  unsetenv("KVATTN_DUMP_DIR");
+  const char *tail = error ? strstr(error, "/0-input.mlir") : NULL;
+  printf("dump on a full disk %s: %s\n", rc ? "refused" : "ACCEPTED",
+         tail ? tail : (error ? error : "(no message)"));
+  kvattn_free(ptx);
+  kvattn_free(manifest);
+  kvattn_free(error);
+  unlink(link);
+  rmdir(dir);
+  return 0;
+}
+
 int main(void) {
-  if (cpu() || gpuOptions() || devices())
+  if (cpu() || gpuOptions() || devices() || dumps())
     return 1;
   printf("done\n");
   return 0;

@@ -288,6 +288,9 @@ static void varlenSuite(kvattn_runtime *rt) {
       {"q_start before kv_len rows", 2, {{"q_start", 3, 7}, {"kv_len", 0, 2}}},
       /* 32-bit kernels (the default): q_offset + T - 1 reaches 2^31. */
       {"q_offset 2^31", 1, {{"q_offset", 0, 2147483647}}},
+      /* The last query at 2^31 - 1 exactly (T = 6): the kernels form it
+       * plus one in 32 bits, which wraps (issue 30 item 1). */
+      {"q_offset last 2^31-1", 1, {{"q_offset", 0, 2147483642}}},
   };
   runCases(&s, cases, sizeof(cases) / sizeof(cases[0]));
   tearDown(&s);
@@ -341,6 +344,8 @@ static void plainStepSuite(kvattn_runtime *rt) {
        * order). */
       {"append before attention", 2, {{"pos", 1, 20}, {"kv_len", 0, 17}}},
       {"attention after a good append", 1, {{"kv_len", 1, 17}}},
+      /* A decode row at position 2^31 - 1 (issue 30 item 1). */
+      {"decode at 2^31-1", 1, {{"q_offset", 1, 2147483647}}},
   };
   runCases(&s, cases, sizeof(cases) / sizeof(cases[0]));
   tearDown(&s);
@@ -399,6 +404,51 @@ static void pagedStepSuite(kvattn_runtime *rt) {
   tearDown(&s);
 }
 
+/*===----------------------------------------------------------------------===*
+ * A decode step with explicit positions (L = 1): q_pos [B, 1], k_pos [B, S].
+ * The host named a q_pos value q_pos[b] when L = 1 and the device q_pos[b,
+ * i] (issue 30 item 10): one text, q_pos[b, i], on both.
+ *===----------------------------------------------------------------------===*/
+
+static const char *kExplicitIR =
+    "func.func @decode(%q: tensor<2x4x1x16xf32>, %k: tensor<2x2x16x16xf32>,\n"
+    "                  %v: tensor<2x2x16x16xf32>, %qp: tensor<2x1xi32>,\n"
+    "                  %kp: tensor<2x16xi32>, %len: tensor<2xi32>)\n"
+    "    -> tensor<2x4x1x16xf32> {\n"
+    "  %o = kvattn.attention %q, %k, %v q_pos(%qp : tensor<2x1xi32>)\n"
+    "      k_pos(%kp : tensor<2x16xi32>) kv_len(%len : tensor<2xi32>) causal\n"
+    "      : tensor<2x4x1x16xf32>, tensor<2x2x16x16xf32>,\n"
+    "        tensor<2x2x16x16xf32> -> tensor<2x4x1x16xf32>\n"
+    "  return %o : tensor<2x4x1x16xf32>\n"
+    "}\n";
+
+static void explicitSuite(kvattn_runtime *rt) {
+  char *error = NULL;
+  static const Meta meta[] = {
+      {"q_pos", 4, 2, {20, 15}},
+      {"k_pos", 4, 32, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 20,
+                        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}},
+      {"kv_len", 4, 2, {16, 16}},
+  };
+  static const Tensor tensors[] = {{"query", 2 * 4 * 16 * 4, 0},
+                                   {"key", 2 * 2 * 16 * 16 * 4, 0},
+                                   {"value", 2 * 2 * 16 * 16 * 4, 0},
+                                   {"out", 2 * 4 * 16 * 4, 1}};
+  Suite s = {rt, NULL, {2, 4, 2, 1, 16, 0, 0, 0}, meta, 3, tensors, 4};
+  if (kvattn_plan_create(rt, kExplicitIR, NULL, KVATTN_IMAGE_DEVICE_IR, s.sizes,
+                         &s.plan, &error))
+    die("explicit decode plan", error);
+  setUp(&s);
+  static const Case cases[] = {
+      {"q_pos negative", 1, {{"q_pos", 1, -1}}},
+      {"q_pos 2^31-1", 1, {{"q_pos", 0, 2147483647}}},
+      {"k_pos 2^31-1", 1, {{"k_pos", 15, 2147483647}}},
+      {"k_pos not increasing", 1, {{"k_pos", 16 + 4, 3}}},
+  };
+  runCases(&s, cases, sizeof(cases) / sizeof(cases[0]));
+  tearDown(&s);
+}
+
 int main(void) {
   char *error = NULL;
   kvattn_runtime *rt = NULL;
@@ -416,6 +466,8 @@ int main(void) {
   plainStepSuite(rt);
   printf("== paged decode step\n");
   pagedStepSuite(rt);
+  printf("== explicit positions, L = 1\n");
+  explicitSuite(rt);
 
   kvattn_runtime_destroy(rt);
   return finish();

@@ -113,6 +113,31 @@ func.func @zero_head_dim(%q: tensor<1x8x4x0xf32>, %k: tensor<1x2x16x0xf32>, %v: 
 
 // -----
 
+// Dv = 0 divided by zero in -kvattn-to-cpu (issue 30 item 11): refused here.
+func.func @zero_value_head_dim(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x0xf32>) {
+  // expected-error @+1 {{value head dim Dv must be positive, got 0}}
+  %o = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x0xf32> -> tensor<1x8x4x0xf32>
+  return
+}
+
+// -----
+
+func.func @zero_value_head_dim_sdpa(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x0xf32>) {
+  // expected-error @+1 {{value head dim Dv must be positive, got 0}}
+  %o = kvattn.sdpa %q, %k, %v : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x0xf32> -> tensor<1x8x4x0xf32>
+  return
+}
+
+// -----
+
+func.func @zero_head_dim_append(%new: tensor<2x2x4x0xf16>, %cache: tensor<2x2x16x0xf16>, %pos: tensor<2xi32>) {
+  // expected-error @+1 {{head dim D must be positive, got 0}}
+  %c = kvattn.append %new into %cache at %pos : tensor<2x2x4x0xf16> into tensor<2x2x16x0xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
 func.func @lse_type(%q: tensor<1x8x4x64xf16>, %k: tensor<1x2x16x64xf16>, %v: tensor<1x2x16x64xf16>) {
   // expected-error @+1 {{result #1 must be ranked tensor of 32-bit float values}}
   %o, %l = kvattn.attention %q, %k, %v : tensor<1x8x4x64xf16>, tensor<1x2x16x64xf16>, tensor<1x2x16x64xf16> -> tensor<1x8x4x64xf16>, tensor<1x8x4xf16>

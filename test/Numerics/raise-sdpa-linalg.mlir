@@ -23,6 +23,13 @@
 // RUN: not %raise-compare %s --entry=causal_cache_position --int 3=3 --kvattn-int 3=2 \
 // RUN:   | FileCheck %s --check-prefix=WRONG
 
+// Negative offsets (issue 30 item 9): j < i, and a cache position of -1
+// (j <= i - 1), raised to q_offset = 0, k_offset = 1 (a negative q_offset
+// is refused at run time). Row 0 sees no key: upstream NaN, kvattn 0.
+// RUN: %raise-compare %s --entry=causal_strict --empty-rows-zero | FileCheck %s --check-prefixes=EMPTY,CHECK
+// RUN: %raise-compare %s --entry=causal_cache_position --int 3=-1 --empty-rows-zero | FileCheck %s --check-prefixes=EMPTY,CHECK
+// EMPTY: raise_compare: 8 elements in rows with no allowed key
+
 // CHECK: raise_compare: @{{.*}} 16 elements {{.*}} PASS
 // WRONG: raise_compare: @{{.*}} FAIL
 
@@ -210,3 +217,28 @@ func.func @causal_cache_position(%q: tensor<2x2x4xf32>, %k: tensor<2x5x4xf32>, %
   return %t27 : tensor<2x2x4xf32>
 }
 
+func.func @causal_strict(%q: tensor<2x2x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x4xf32>) -> tensor<2x2x4xf32> {
+  %t1 = arith.constant 0.0 : f32
+  %t2 = tensor.empty() : tensor<2x2x5xf32>
+  %t3 = linalg.fill ins(%t1 : f32) outs(%t2 : tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+  %t5 = tensor.empty() : tensor<2x4x5xf32>
+  %t6 = linalg.transpose ins(%k : tensor<2x5x4xf32>) outs(%t5 : tensor<2x4x5xf32>) permutation = [0, 2, 1]
+  %t4 = linalg.batch_matmul ins(%q, %t6 : tensor<2x2x4xf32>, tensor<2x4x5xf32>) outs(%t3 : tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+  %t7 = tensor.empty() : tensor<2x2x5xf32>
+  %t8 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t4 : tensor<2x2x5xf32>) outs(%t7 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %ok = arith.cmpi slt, %j, %i : index
+    %ninf = arith.constant 0xFF800000 : f32
+    %r = arith.select %ok, %x, %ninf : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x5xf32>
+  %t9 = tensor.empty() : tensor<2x2x5xf32>
+  %t10 = linalg.softmax dimension(2) ins(%t8 : tensor<2x2x5xf32>) outs(%t9 : tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+  %t11 = arith.constant 0.0 : f32
+  %t12 = tensor.empty() : tensor<2x2x4xf32>
+  %t13 = linalg.fill ins(%t11 : f32) outs(%t12 : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %t14 = linalg.batch_matmul ins(%t10, %v : tensor<2x2x5xf32>, tensor<2x5x4xf32>) outs(%t13 : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  return %t14 : tensor<2x2x4xf32>
+}

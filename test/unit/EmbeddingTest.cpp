@@ -70,6 +70,57 @@ TEST_F(Embedding, CpuPathNeedsNoPassRegistration) {
           << "head " << h << " row " << i;
 }
 
+// Issue 30 item 12: CpuProgram::run checks what the C API's kvattn_cpu_run
+// checks (one shared set of checks, one set of messages): a negative
+// position used to abort in the compiled code, and a shape other than the
+// IR's was read anyway.
+TEST_F(Embedding, CpuRunChecksWhatTheCApiChecks) {
+  ASSERT_TRUE(module);
+  std::unique_ptr<mlir::kvattn::CpuProgram> program;
+  mlir::kvattn::Status s = mlir::kvattn::CpuProgram::compile(
+      *module, "main", mlir::kvattn::CpuCompileOptions(), program);
+  ASSERT_FALSE(s.isError()) << s.message();
+  using mlir::kvattn::ElementType;
+  using mlir::kvattn::HostTensor;
+  HostTensor q(ElementType::F16, {1, 2, 3, 16}),
+      k(ElementType::F16, {1, 2, 8, 16}), v(ElementType::F16, {1, 2, 8, 16}),
+      qo(ElementType::I32, {1});
+  qo.setInt(0, 5);
+  std::vector<HostTensor> out;
+  ASSERT_FALSE(program->run({q, k, v, qo}, out).isError());
+
+  auto error = [&](std::vector<HostTensor> args) {
+    std::vector<HostTensor> results;
+    mlir::kvattn::Status st = program->run(args, results);
+    EXPECT_TRUE(st.isError());
+    return st.isError() ? st.message() : std::string("(ran)");
+  };
+  // The run-time values, with the reference's messages.
+  HostTensor negative = qo;
+  negative.setInt(0, -1);
+  EXPECT_NE(error({q, k, v, negative}).find("q_offset[0] = -1 is negative"),
+            std::string::npos);
+  // The types: a cache with 7 keys where the IR has 8, another element
+  // type, another rank, a count.
+  EXPECT_EQ(error({q, HostTensor(ElementType::F16, {1, 2, 7, 16}), v, qo}),
+            "argument 1 of @main is 1x2x7x16xf16, but "
+            "tensor<1x2x8x16xf16> has 8 at dim 2");
+  EXPECT_EQ(error({q, k, HostTensor(ElementType::F32, {1, 2, 8, 16}), qo}),
+            "argument 2 of @main is 1x2x8x16xf32, but "
+            "tensor<1x2x8x16xf16> has element type f16");
+  EXPECT_EQ(error({q, k, v, HostTensor(ElementType::I32, {1, 1})}),
+            "argument 3 of @main is 1x1xi32 (rank 2), but tensor<1xi32> has "
+            "rank 1");
+  EXPECT_NE(error({q, k, v}).find("takes 4 arguments, 3 given"),
+            std::string::npos);
+  // The opt level, as the C API limits it.
+  mlir::kvattn::CpuCompileOptions tooHigh;
+  tooHigh.optLevel = 99;
+  std::unique_ptr<mlir::kvattn::CpuProgram> none;
+  s = mlir::kvattn::CpuProgram::compile(*module, "main", tooHigh, none);
+  EXPECT_EQ(s.message(), "opt level must be 0 to 3, got 99");
+}
+
 TEST_F(Embedding, CpuPipelineBuildsWithoutRegistry) {
   ASSERT_TRUE(module);
   mlir::PassManager pm(context.get());

@@ -23,9 +23,15 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <thread>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace {
 
@@ -238,6 +244,111 @@ TEST_F(KernelCacheTest, ConcurrentWritersLeaveOneWholeEntry) {
   // One entry, no temporary left behind, and it reads back.
   EXPECT_EQ(filesIn(dir).size(), 1u);
   EXPECT_EQ(compile().cache, "hit");
+}
+
+/// A fresh directory for lookups that compile nothing (no libdevice
+/// needed), removed at the end.
+struct CacheDirectory {
+  CacheDirectory() {
+    llvm::SmallString<128> path;
+    EXPECT_FALSE(
+        llvm::sys::fs::createUniqueDirectory("kvattn-kernel-cache", path));
+    dir = path.str().str();
+  }
+  ~CacheDirectory() { llvm::sys::fs::remove_directories(dir); }
+  std::string dir;
+};
+
+const std::string kSomeKey(64, 'a');
+
+/// lookup(key) within 20 s; a lookup that hangs on a FIFO entry is released
+/// (a writer opens and closes the FIFO) and reported.
+mlir::kvattn::KernelCache::Lookup
+lookupWithin(const mlir::kvattn::KernelCache &cache, bool &hung) {
+  mlir::kvattn::PtxModule result;
+  auto pending = std::async(std::launch::async,
+                            [&] { return cache.lookup(kSomeKey, result); });
+  hung =
+      pending.wait_for(std::chrono::seconds(20)) != std::future_status::ready;
+  if (hung) {
+    int fd = ::open(cache.pathOf(kSomeKey).c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0)
+      ::close(fd);
+  }
+  return pending.get();
+}
+
+// Issue 30 item 7: only a regular file of a plausible size is read as an
+// entry. A FIFO hung the lookup (open waits for a writer); a link to
+// /dev/zero was read until memory ran out; a huge file was read whole.
+// Each is no entry (Corrupt: compiled and replaced), and is not read.
+TEST(KernelCacheEntries, FifoIsNotWaitedFor) {
+  CacheDirectory d;
+  mlir::kvattn::KernelCache cache(d.dir);
+  ASSERT_EQ(::mkfifo(cache.pathOf(kSomeKey).c_str(), 0600), 0);
+  bool hung = false;
+  EXPECT_EQ(lookupWithin(cache, hung),
+            mlir::kvattn::KernelCache::Lookup::Corrupt);
+  EXPECT_FALSE(hung) << "the lookup waited for a writer of the FIFO";
+}
+
+TEST(KernelCacheEntries, LinkToDevZeroIsNotRead) {
+  CacheDirectory d;
+  mlir::kvattn::KernelCache cache(d.dir);
+  ASSERT_EQ(::symlink("/dev/zero", cache.pathOf(kSomeKey).c_str()), 0);
+  bool hung = false;
+  EXPECT_EQ(lookupWithin(cache, hung),
+            mlir::kvattn::KernelCache::Lookup::Corrupt);
+  EXPECT_FALSE(hung);
+}
+
+TEST(KernelCacheEntries, HugeFileIsNotRead) {
+  CacheDirectory d;
+  mlir::kvattn::KernelCache cache(d.dir);
+  // Sparse: 1 GiB of size, no blocks.
+  int fd = ::open(cache.pathOf(kSomeKey).c_str(), O_CREAT | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, off_t(1) << 30), 0);
+  ::close(fd);
+  bool hung = false;
+  EXPECT_EQ(lookupWithin(cache, hung),
+            mlir::kvattn::KernelCache::Lookup::Corrupt);
+  // A directory there is no entry either; nothing there is a miss.
+  llvm::sys::fs::remove(cache.pathOf(kSomeKey));
+  EXPECT_EQ(lookupWithin(cache, hung), mlir::kvattn::KernelCache::Lookup::Miss);
+  ASSERT_FALSE(llvm::sys::fs::create_directory(cache.pathOf(kSomeKey)));
+  EXPECT_EQ(lookupWithin(cache, hung),
+            mlir::kvattn::KernelCache::Lookup::Corrupt);
+}
+
+// Through compileToPtx: a FIFO or a link to /dev/zero in place of the entry
+// is recompiled and replaced by a whole entry (the rename replaces the
+// FIFO or the link, never writes into /dev/zero).
+TEST_F(KernelCacheTest, SpecialFilesAreReplaced) {
+  mlir::kvattn::PtxModule cold = compile();
+  ASSERT_EQ(cold.cache, "miss");
+  for (int kind = 0; kind < 2; ++kind) {
+    ASSERT_FALSE(llvm::sys::fs::remove(entryPath()));
+    if (kind == 0)
+      ASSERT_EQ(::mkfifo(entryPath().c_str(), 0600), 0);
+    else
+      ASSERT_EQ(::symlink("/dev/zero", entryPath().c_str()), 0);
+    auto pending = std::async(std::launch::async, [&] { return compile(); });
+    if (pending.wait_for(std::chrono::seconds(60)) !=
+        std::future_status::ready) {
+      ADD_FAILURE() << "compileToPtx hung on the entry (kind " << kind << ")";
+      int fd = ::open(entryPath().c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0)
+        ::close(fd);
+    }
+    mlir::kvattn::PtxModule again = pending.get();
+    EXPECT_EQ(again.cache, "replaced") << "kind " << kind;
+    EXPECT_EQ(again.ptx, cold.ptx) << "kind " << kind;
+    struct stat st;
+    ASSERT_EQ(::lstat(entryPath().c_str(), &st), 0);
+    EXPECT_TRUE(S_ISREG(st.st_mode)) << "kind " << kind;
+    EXPECT_EQ(compile().cache, "hit") << "kind " << kind;
+  }
 }
 
 } // namespace

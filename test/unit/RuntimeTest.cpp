@@ -894,15 +894,22 @@ TEST_F(RuntimeTest, Index32KernelsRefuseBuffersOf2To31Elements) {
   EXPECT_EQ(s.message(),
             "launch of 'k0': size S = 2147483648 is 2^31 or more" + advice);
 
-  // Positions: q_offset + L - 1 must stay below 2^31 (L = 100).
+  // Positions: q_offset + L - 1 must stay below 2^31 - 1 (L = 100): the
+  // kernels form the last position plus one in 32 bits (issue 30 item 1: a
+  // last position of 2^31 - 1 was accepted, and its rows saw no key).
   args = validArgs();
-  args.metadata["q_offset"] = {(int64_t(1) << 31) - 100, 0};
+  args.metadata["q_offset"] = {(int64_t(1) << 31) - 101, 0};
   s = runtime->launch(*module, m32.kernels[0], args);
   EXPECT_TRUE(s.isOk()) << s.message();
+  args.metadata["q_offset"] = {0, (int64_t(1) << 31) - 100};
+  s = runtime->launch(*module, m32.kernels[0], args);
+  EXPECT_EQ(s.message(), "launch of 'k0': q_offset[1] = 2147483548 gives "
+                         "positions of 2^31 - 1 or more (batch 1)" +
+                             advice);
   args.metadata["q_offset"] = {0, (int64_t(1) << 31) - 99};
   s = runtime->launch(*module, m32.kernels[0], args);
   EXPECT_EQ(s.message(), "launch of 'k0': q_offset[1] = 2147483549 gives "
-                         "positions of 2^31 or more (batch 1)" +
+                         "positions of 2^31 - 1 or more (batch 1)" +
                              advice);
   s = runtime->launch(*module, manifest.kernels[0], args);
   EXPECT_TRUE(s.isOk()) << s.message();

@@ -117,16 +117,24 @@ static int fail(const std::string &message) {
   return 1;
 }
 
-static bool writeFile(const std::string &path, const std::string &text) {
+/// Writes `text` to `path`; the error, checked after the last flush (a full
+/// disk fails there, not at `<<`), or "".
+static std::string writeFile(const std::string &path, const std::string &text) {
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec);
   if (ec)
-    return false;
+    return "cannot write '" + path + "': " + ec.message();
   os << text;
-  return !os.has_error();
+  os.close();
+  if (os.has_error()) {
+    std::string why = os.error().message();
+    os.clear_error();
+    return "writing '" + path + "' failed: " + why;
+  }
+  return "";
 }
 
-int main(int argc, char **argv) {
+static int runTool(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   // MLIR's own flags (--mlir-timing, --mlir-print-ir-after-all,
   // --mlir-disable-threading, --mlir-print-debuginfo, ...), applied to the
@@ -142,6 +150,19 @@ int main(int argc, char **argv) {
       "--mlir-print-ir-after-all with --mlir-disable-threading, ...); "
       "KVATTN_DUMP_DIR=DIR writes the IR after each stage, the image and the "
       "manifest there.\n");
+
+  // Every numeric option in its range, by name (kvattn_compile_options'
+  // limits).
+  for (auto [name, value] :
+       {std::pair<const char *, int64_t>{"block-m", blockM},
+        {"block-n", blockN},
+        {"num-warps", numWarps},
+        {"num-stages", numStages},
+        {"split-kv", splitKv},
+        {"num-sms", numSms}})
+    if (value < 0)
+      return fail("--" + std::string(name) + "=" + std::to_string(value) +
+                  " is negative");
 
   mlir::DialectRegistry registry;
   mlir::kvattn::registerAllKVAttnDialects(registry);
@@ -208,12 +229,13 @@ int main(int argc, char **argv) {
   if (!dir.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(dir))
       return fail("cannot create '" + dir.str() + "': " + ec.message());
-  if (!writeFile(ptxPath, result.ptx))
-    return fail("cannot write '" + ptxPath + "'");
-  if (!writeFile(jsonPath,
-                 mlir::kvattn::manifestToJson(
-                     result, llvm::sys::path::filename(ptxPath).str())))
-    return fail("cannot write '" + jsonPath + "'");
+  if (std::string error = writeFile(ptxPath, result.ptx); !error.empty())
+    return fail(error);
+  if (std::string error = writeFile(
+          jsonPath, mlir::kvattn::manifestToJson(
+                        result, llvm::sys::path::filename(ptxPath).str()));
+      !error.empty())
+    return fail(error);
 
   llvm::outs() << "wrote " << ptxPath << " (" << result.kernels.size()
                << " kernel" << (result.kernels.size() == 1 ? "" : "s") << ", "
@@ -235,4 +257,20 @@ int main(int argc, char **argv) {
         fastest.optimizeMs, fastest.codegenMs);
   llvm::outs() << "kernel cache: " << cacheStatus << "\n";
   return 0;
+}
+
+int main(int argc, char **argv) {
+  int status = runTool(argc, argv);
+  // A full disk or a closed pipe behind the standard output is an error
+  // that names it, not "LLVM ERROR: IO failure" when the stream is
+  // destroyed at exit.
+  llvm::outs().flush();
+  if (llvm::outs().has_error()) {
+    llvm::errs()
+        << "kvattn-compile: error: writing the standard output failed: "
+        << llvm::outs().error().message() << "\n";
+    llvm::outs().clear_error();
+    return 1;
+  }
+  return status;
 }

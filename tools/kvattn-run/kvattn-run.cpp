@@ -285,7 +285,7 @@ void printTensor(llvm::raw_ostream &os, const ::mlir::kvattn::HostTensor &t) {
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int runTool(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   // LLVM's own -stats (pass statistics) is registered lazily by the
   // command-line library; move it aside before defining kvattn's --stats.
@@ -317,8 +317,38 @@ int main(int argc, char **argv) {
   if (printStats && target != Target::Cpu && target != Target::GpuEmu)
     return fail("--stats reports the compiled schedule: use it with "
                 "--target=cpu or --target=gpu-emu");
-  if (!emuFault.empty() && target != Target::GpuEmu)
+  if (emuFault.getNumOccurrences() && target != Target::GpuEmu)
     return fail("--emu-fault needs --target=gpu-emu");
+  // Every numeric option in its range, by name (the C API's limits where
+  // it has the same option: kvattn_compile_options).
+  if (optLevel > 3)
+    return fail("--opt-level=" + std::to_string(optLevel) +
+                " is outside [0, 3]");
+  if (blockM < 0 || blockN < 0 || splitKv < 0)
+    return fail(std::string(blockM < 0   ? "--block-m="
+                            : blockN < 0 ? "--block-n="
+                                         : "--split-kv=") +
+                std::to_string(blockM < 0   ? blockM
+                               : blockN < 0 ? blockN
+                                            : splitKv) +
+                " is negative");
+  if (vectorWidth < 0)
+    return fail("--vector-width=" + std::to_string(vectorWidth) +
+                " is negative");
+  if (threads < 0)
+    return fail("--num-threads=" + std::to_string(threads) + " is negative");
+  if (indexBitwidth != 32 && indexBitwidth != 64)
+    return fail("--index-bitwidth=" + std::to_string(indexBitwidth) +
+                " is not 32 or 64");
+  if (!std::isfinite(magnitude) || magnitude <= 0)
+    return fail("--magnitude=" + std::to_string(magnitude) +
+                " is not a positive finite number");
+  // An empty --emu-fault= plants nothing: say so rather than run unfaulted
+  // (the emulator refuses a fault with no kind, ":N").
+  if (emuFault.getNumOccurrences() && emuFault.empty())
+    return fail("--emu-fault='" + emuFault +
+                "' names no fault (drop-barrier, wait-group or "
+                "global-offset, with an optional :N)");
 
   DialectRegistry registry;
   ::mlir::kvattn::registerAllKVAttnDialects(registry);
@@ -360,6 +390,10 @@ int main(int argc, char **argv) {
     if (*arg >= numArgs)
       return fail("--input '" + in + "': the function has " +
                   std::to_string(numArgs) + " arguments");
+    if (specs.count(*arg))
+      return fail("--input '" + in + "': argument " + std::to_string(*arg) +
+                  " is already given (--input " + std::to_string(*arg) + "=" +
+                  specs[*arg] + ")");
     specs[*arg] = in.substr(eq + 1);
   }
 
@@ -457,7 +491,7 @@ int main(int argc, char **argv) {
               ::mlir::kvattn::emulatedDriverPath(), emu);
           s.isError())
         return fail(targetFlag + s.message());
-      if (!emuFault.empty())
+      if (emuFault.getNumOccurrences())
         if (::mlir::kvattn::Status s = emu.configure("fault", emuFault);
             s.isError())
           return fail("--emu-fault=" + emuFault + ": " + s.message());
@@ -521,7 +555,8 @@ int main(int argc, char **argv) {
             *module, func.getName().str(), options, program);
         s.isError())
       return fail(s.message());
-    if (::mlir::kvattn::Status s = program->run(arguments, results);
+    // validateFunction (or evaluateFunction) checked these arguments above.
+    if (::mlir::kvattn::Status s = program->runUnchecked(arguments, results);
         s.isError())
       return fail(s.message());
   }
@@ -608,4 +643,19 @@ int main(int argc, char **argv) {
       return 1;
   }
   return 0;
+}
+
+int main(int argc, char **argv) {
+  int status = runTool(argc, argv);
+  // A full disk or a closed pipe behind the standard output is an error
+  // that names it, not "LLVM ERROR: IO failure" when the stream is
+  // destroyed at exit.
+  llvm::outs().flush();
+  if (llvm::outs().has_error()) {
+    llvm::errs() << "kvattn-run: error: writing the standard output failed: "
+                 << llvm::outs().error().message() << "\n";
+    llvm::outs().clear_error();
+    return 1;
+  }
+  return status;
 }

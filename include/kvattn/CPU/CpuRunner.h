@@ -21,6 +21,7 @@
 namespace mlir {
 class ExecutionEngine;
 class ModuleOp;
+class Operation;
 } // namespace mlir
 
 namespace mlir {
@@ -43,11 +44,21 @@ public:
                         std::unique_ptr<CpuProgram> &program);
   ~CpuProgram();
 
-  /// Runs the function. `arguments` follow the function's argument types
-  /// (validated by the caller: shapes and run-time values); results come
-  /// back in the result element types.
+  /// Runs the function on `arguments`, after the checks of the C API
+  /// (kvattn_cpu_run): their number, each one's element type, rank and
+  /// static dims, i1 bytes 0 or 1 (checkArguments), and the run-time values
+  /// -- offsets, positions, lengths, block tables, cache writes, value
+  /// ranges -- as the reference checks them (validateFunction). A failed
+  /// check is an error naming the value; nothing runs. Results come back in
+  /// the result element types.
   Status run(const std::vector<HostTensor> &arguments,
              std::vector<HostTensor> &results);
+
+  /// run() without its checks, for a caller that has run validateFunction
+  /// on these very arguments (kvattn-run, a timing loop). Arguments that
+  /// fail those checks are undefined behaviour.
+  Status runUnchecked(const std::vector<HostTensor> &arguments,
+                      std::vector<HostTensor> &results);
 
   /// Block counts since compile() or resetStats(); zero unless compiled
   /// with stats=true.
@@ -61,6 +72,10 @@ public:
 private:
   CpuProgram() = default;
   std::unique_ptr<mlir::ExecutionEngine> engine_;
+  /// A clone of the module compile() was given (owned; in the caller's
+  /// context, which must outlive the program): run() validates against its
+  /// function.
+  mlir::Operation *source_ = nullptr;
   std::string entry_;
   std::vector<std::pair<ElementType, int64_t>> resultTypes_; // type, rank
   int64_t *statsGlobal_ = nullptr;

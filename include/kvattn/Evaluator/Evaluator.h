@@ -45,6 +45,15 @@ Status evaluateFunction(mlir::func::FuncOp func,
                         const std::vector<HostTensor> &arguments,
                         std::vector<HostTensor> &results);
 
+/// Checks `arguments` against the argument types of `func`: each one's
+/// element type, rank, static dims, and i1 bytes 0 or 1
+/// (kvattn/Support/TensorCheck.h; the C API's messages). `name(i)` names
+/// argument i in a message (default "argument i of @func"). evaluateFunction,
+/// validateFunction and CpuProgram::run run it first.
+Status checkArguments(mlir::func::FuncOp func,
+                      const std::vector<HostTensor> &arguments,
+                      const std::function<std::string(size_t)> &name = nullptr);
+
 /// Runs every check evaluateFunction runs (shapes, positions, lengths,
 /// block tables, cache writes, value ranges) without computing attention:
 /// kvattn.attention and kvattn.sdpa yield zeros. For callers that run the

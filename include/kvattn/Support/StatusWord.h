@@ -11,6 +11,8 @@
 #ifndef KVATTN_SUPPORT_STATUSWORD_H
 #define KVATTN_SUPPORT_STATUSWORD_H
 
+#include <cstdint>
+
 namespace mlir {
 namespace kvattn {
 
@@ -54,10 +56,20 @@ enum ViolationRule : int {
   kRuleQStartPastRows = 16, ///< q_start[b + 1] > T
   kRuleQStartLast = 17,     ///< q_start[B] != T
   kRuleQStartCache = 18,    ///< the rows of a sequence are not cache tokens
-  /// A 32-bit kernel: an offset or position gives a position of 2^31 or
-  /// more (q_offset + L - 1, k_offset + S - 1, q_pos, k_pos).
+  /// A 32-bit kernel: an offset or position gives a position of 2^31 - 1
+  /// or more (q_offset + L - 1, k_offset + S - 1, q_pos, k_pos).
   kRuleIndex32Position = 19,
 };
+
+/// The first position a kernel with 32-bit index arithmetic cannot take:
+/// 2^31 - 1. It forms position + 1 (the end of a causal key range: kp <=
+/// qp <=> j < qp - k_offset + 1), so the largest position it computes
+/// right is 2^31 - 2 (host and device checks alike, rule 19).
+inline constexpr int64_t kIndex32PositionLimit = (int64_t(1) << 31) - 1;
+
+/// What rule 19 says after "q_offset[b] = v" (host and device alike).
+inline constexpr const char *kIndex32PositionRule =
+    " gives positions of 2^31 - 1 or more";
 
 /// The advice that ends every refusal of a size or position a kernel with
 /// 32-bit index arithmetic cannot address (host and device checks alike).
