@@ -332,11 +332,7 @@ static int runTool(int argc, char **argv) {
                                : blockN < 0 ? blockN
                                             : splitKv) +
                 " is negative");
-  if (vectorWidth < 0)
-    return fail("--vector-width=" + std::to_string(vectorWidth) +
-                " is negative");
-  if (threads < 0)
-    return fail("--num-threads=" + std::to_string(threads) + " is negative");
+  // --vector-width and --num-threads: CpuProgram::compile checks them.
   if (indexBitwidth != 32 && indexBitwidth != 64)
     return fail("--index-bitwidth=" + std::to_string(indexBitwidth) +
                 " is not 32 or 64");
