@@ -168,7 +168,13 @@ CUresult cuStreamSynchronize(CUstream stream) {
 
 CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
   FAIL_IF_INJECTED("cuMemAlloc_v2");
+  // More than the device's memory (cuMemGetInfo), or more than the host
+  // gives: out of memory, as a real driver says, never a null "success".
+  if (bytes > (size_t(80) << 30))
+    return 2; // CUDA_ERROR_OUT_OF_MEMORY
   *ptr = reinterpret_cast<CUdeviceptr>(std::calloc(bytes, 1));
+  if (!*ptr && bytes)
+    return 2; // CUDA_ERROR_OUT_OF_MEMORY
   ++state.liveAllocations;
   ++state.deviceAllocationCalls;
   return CUDA_SUCCESS;
