@@ -521,6 +521,21 @@ class GpuProgram:
         if not self.kernels_info:
             raise KVAttnValueError("the IR has no kvattn.attention to "
                                    "compile")
+        # The kernels are bound by their parameter names, which only an
+        # attention (and its split-KV merge) can share: a cache write's
+        # `update` and `cache` would be buffers of their own (not the
+        # attention's `key`/`value`, the K and V appends one `update`), so
+        # its result would be silently wrong. Plans bind them
+        # (kvattn_plan_buffer_name).
+        writes = [f"{k['name']} ({k.get('kind')})" for k in self.kernels_info
+                  if k.get("kind", "attention") not in ("attention",
+                                                        "merge")]
+        if writes:
+            raise KVAttnValueError(
+                "GpuProgram runs one attention (and its split-KV merge); the "
+                f"IR also has the kernels {', '.join(writes)}: plan it with "
+                "kvattn.plan, which binds the cache writes' update_k/update_v"
+                " into key/value, or run it on the CPU")
         attentions = [k for k in self.kernels_info
                       if k.get("kind", "attention") == "attention"]
         if len(attentions) != 1:

@@ -139,11 +139,11 @@ Fixture &fixture() {
 }
 
 const char *kNames[] = {
-    "query",     "key",       "value",       "out",      "lse",
-    "mask",      "out_parts", "lse_parts",   "q_offset", "k_offset",
-    "q_pos",     "k_pos",     "kv_len",      "key_valid", "block_table",
-    "",          "QUERY",     "query ",      "update_k", "update_v",
-    "pos",       "status",    "update",      "cache",    "kv_lenn"};
+    "query", "key",       "value",     "out",       "lse",
+    "mask",  "out_parts", "lse_parts", "q_offset",  "k_offset",
+    "q_pos", "k_pos",     "kv_len",    "key_valid", "block_table",
+    "",      "QUERY",     "query ",    "update_k",  "update_v",
+    "pos",   "status",    "update",    "cache",     "kv_lenn"};
 
 int64_t drawSize(FuzzedDataProvider &in) {
   switch (in.ConsumeIntegralInRange<int>(0, 5)) {
@@ -312,10 +312,9 @@ void planStep(FuzzedDataProvider &in, kvattn_runtime *runtime,
     int rc;
     if (in.ConsumeIntegralInRange(0, 5) == 0) {
       kvattn_attention_desc desc = drawDescription(in, false);
-      rc = kvattn_plan_create_from_desc(runtime, &desc,
-                                        defaults ? nullptr : &options,
-                                        KVATTN_IMAGE_PTX, bounds, &plan,
-                                        &error);
+      rc = kvattn_plan_create_from_desc(
+          runtime, &desc, defaults ? nullptr : &options, KVATTN_IMAGE_PTX,
+          bounds, &plan, &error);
     } else {
       const char *ir = in.PickValueInArray(kPlanIRs);
       rc = kvattn_plan_create(
@@ -350,12 +349,12 @@ void planStep(FuzzedDataProvider &in, kvattn_runtime *runtime,
     kvattn_sizes sizes = drawSizes(in);
     std::vector<kvattn_buffer> buffers = drawBuffers(in, allocations);
     std::vector<kvattn_metadata> metadata = drawMetadata(in, values);
-    expectMessage(kvattn_plan_run_host_metadata(
-                      plan, sizes, buffers.data(), buffers.size(),
-                      in.ConsumeIntegralInRange(0, 20) == 0 ? nullptr
-                                                            : metadata.data(),
-                      metadata.size(), drawStream(in), &error),
-                  error, "kvattn_plan_run_host_metadata");
+    expectMessage(
+        kvattn_plan_run_host_metadata(
+            plan, sizes, buffers.data(), buffers.size(),
+            in.ConsumeIntegralInRange(0, 20) == 0 ? nullptr : metadata.data(),
+            metadata.size(), drawStream(in), &error),
+        error, "kvattn_plan_run_host_metadata");
     break;
   }
   case 4: { // a captured run (either path), replayed
@@ -365,16 +364,15 @@ void planStep(FuzzedDataProvider &in, kvattn_runtime *runtime,
     kvattn_sizes sizes = drawSizes(in);
     std::vector<kvattn_buffer> buffers = drawBuffers(in, allocations);
     if (in.ConsumeBool()) {
-      expectMessage(kvattn_plan_run(plan, sizes, buffers.data(),
-                                    buffers.size(), KVATTN_CURRENT_STREAM,
-                                    &error),
+      expectMessage(kvattn_plan_run(plan, sizes, buffers.data(), buffers.size(),
+                                    KVATTN_CURRENT_STREAM, &error),
                     error, "kvattn_plan_run (capturing)");
     } else {
       std::vector<kvattn_metadata> metadata = drawMetadata(in, values);
       expectMessage(kvattn_plan_run_host_metadata(
                         plan, sizes, buffers.data(), buffers.size(),
-                        metadata.data(), metadata.size(),
-                        KVATTN_CURRENT_STREAM, &error),
+                        metadata.data(), metadata.size(), KVATTN_CURRENT_STREAM,
+                        &error),
                     error, "kvattn_plan_run_host_metadata (capturing)");
     }
     error = nullptr;
@@ -395,10 +393,10 @@ void planStep(FuzzedDataProvider &in, kvattn_runtime *runtime,
     char *name = nullptr;
     const char *params[] = {"query", "update",  "cache", "pos",
                             "out",   "no_such", "",      nullptr};
-    int rc = kvattn_plan_buffer_name(
-        plan, in.ConsumeIntegralInRange<size_t>(0, 6),
-        in.PickValueInArray(params), in.ConsumeBool() ? &name : nullptr,
-        &error);
+    int rc =
+        kvattn_plan_buffer_name(plan, in.ConsumeIntegralInRange<size_t>(0, 6),
+                                in.PickValueInArray(params),
+                                in.ConsumeBool() ? &name : nullptr, &error);
     expectMessage(rc, error, "kvattn_plan_buffer_name");
     if (rc == 0)
       kvattn_free(name);
@@ -435,10 +433,10 @@ void planStep(FuzzedDataProvider &in, kvattn_runtime *runtime,
     break;
   }
   default: { // the metadata ring, within what a host can allocate
-    expectMessage(kvattn_runtime_reserve_metadata(
-                      runtime, in.ConsumeIntegralInRange<size_t>(0, 1 << 20),
-                      &error),
-                  error, "kvattn_runtime_reserve_metadata");
+    expectMessage(
+        kvattn_runtime_reserve_metadata(
+            runtime, in.ConsumeIntegralInRange<size_t>(0, 1 << 20), &error),
+        error, "kvattn_runtime_reserve_metadata");
     break;
   }
   }
