@@ -469,6 +469,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       const char *chips[] = {"sm_80", "sm_90a",  "sm_60",  "",
                              "SM_80", "sm_1000", "gfx90a", nullptr};
       const char *chip = in.PickValueInArray(chips);
+      if (std::getenv("KVATTN_FUZZ_PRINT")) // reproducing an artifact
+        std::fprintf(stderr, "chip %s, IR:\n%s\n", chip ? chip : "(null)",
+                     ir.c_str());
       char *image = nullptr, *manifest = nullptr;
       int rc = in.ConsumeBool()
                    ? kvattn_compile_to_device_ir(ir.c_str(), chip, &image,
