@@ -19,6 +19,7 @@ bit patterns (to_bf16 / from_bf16).
 """
 
 import json
+import operator
 import os
 
 from . import _capi as capi
@@ -121,7 +122,8 @@ def from_bf16(bits):
     a = _asarray("from_bf16", bits)
     if a.dtype != np.uint16:
         a = _convert("from_bf16", a, "bf16")
-    return (a.astype(np.uint32) << 16).view(np.float32)
+    wide = np.left_shift(a.astype(np.uint32), np.uint32(16)).reshape(-1)
+    return wide.view(np.float32).reshape(a.shape)
 
 
 _INT_RANGE = {"i1": (0, 1), "i32": (-(1 << 31), (1 << 31) - 1),
@@ -309,6 +311,7 @@ def _resolve_driver(api, driver):
     if driver == "emulated":
         emu = api.emulated_driver_path()
         return emu, True
+    check_text("driver", driver)
     return driver, _is_emulator(driver)
 
 
@@ -451,12 +454,17 @@ class DeviceArray:
 def _shape_of(what, shape):
     """A shape: an int or a sequence of ints >= 0 (not floats: 2.5 is not
     truncated to 2)."""
-    if not isinstance(shape, (tuple, list)):
-        if hasattr(shape, "__index__"):
-            shape = (shape,)
-        else:
-            raise KVAttnTypeError(f"{what} shape must be a tuple of ints, got "
-                                  f"{type(shape).__name__}")
+    if isinstance(shape, (str, bytes, bool)):
+        raise KVAttnTypeError(f"{what} shape must be a tuple of ints, got "
+                              f"{type(shape).__name__}")
+    try:
+        shape = (operator.index(shape),)  # an int: one dim
+    except TypeError:
+        try:
+            shape = tuple(shape)
+        except TypeError:
+            raise KVAttnTypeError(f"{what} shape must be a tuple of ints, "
+                                  f"got {type(shape).__name__}") from None
     return tuple(check_int(f"{what} shape dim {i}", d, 0, capi.INT64_MAX)
                  for i, d in enumerate(shape))
 
@@ -1018,7 +1026,7 @@ def attention_ir(runtime=None, **fields):
     num_query_heads, num_kv_heads, head_dim, value_head_dim, causal,
     with_lse, window, softcap, scale, paged, page_size, num_pages,
     max_pages, varlen, append. Bad fields raise KVAttnError naming them."""
-    api = runtime.api if runtime is not None else library()
+    api = _runtime_arg(runtime).api if runtime is not None else library()
     return api.attention_ir(fields)
 
 

@@ -5,6 +5,7 @@ and bench/compare_torch.py use it. No dependency beyond the standard library.
 """
 
 import ctypes
+import numbers
 import operator
 import os
 
@@ -221,7 +222,10 @@ class Library:
     """The C API of one libkvattn_c.so."""
 
     def __init__(self, path=None):
-        path = path or find_library()
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise KVAttnTypeError(f"the library path must be a str, got "
+                                  f"{type(path).__name__}")
+        path = os.fspath(path) if path is not None else find_library()
         if not os.path.exists(path):
             raise KVAttnError(
                 f"{path} does not exist: build the KVAttnCAPIShared target "
@@ -411,9 +415,8 @@ class Library:
                                   if isinstance(value, bool) else value,
                                   INT32_MIN, INT32_MAX)
             elif name in ("softcap", "scale"):
-                if isinstance(value, bool) or not isinstance(
-                        value, (int, float)) and not hasattr(value,
-                                                             "__float__"):
+                if isinstance(value, bool) or not isinstance(value,
+                                                             numbers.Real):
                     raise KVAttnTypeError(f"description field {name} must "
                                           f"be a number, got {value!r}")
                 try:

@@ -128,6 +128,12 @@ def test_package_arguments():
     with pytest.raises(TypeErr, match="device must be an integer, got str "
                        "'0'"):
         kvattn.Runtime(device="0", driver="emulated")
+    with pytest.raises(ValueErr, match="driver contains a NUL character"):
+        kvattn.Runtime(driver="/nonexistent\0libcuda.so")
+    with pytest.raises(TypeErr, match="runtime must be a kvattn.Runtime, got "
+                       "str"):
+        kvattn.attention_ir(runtime="emulated", num_query_heads=4)
+    assert kvattn.from_bf16(0x3F80) == 1.0  # a scalar bit pattern
     # 2**32 was device 0.
     with pytest.raises(ValueErr, match=r"device = 4294967296 is outside "
                        r"\[0, 2147483647\]"):
