@@ -438,7 +438,8 @@ class Library:
         image, manifest, error = (ctypes.c_void_p(), ctypes.c_void_p(),
                                   ctypes.c_void_p())
         rc = self.lib.kvattn_compile_to_device_ir(
-            check_text("ir", ir), check_text("chip", chip, optional=True), ctypes.byref(image),
+            check_text("ir", ir), check_text("chip", chip, optional=True),
+            ctypes.byref(image),
             ctypes.byref(manifest), ctypes.byref(error))
         self.check(rc, error, "kvattn_compile_to_device_ir")
         return self._take(image.value), self._take(manifest.value)
@@ -448,7 +449,8 @@ class Library:
         ptx, manifest, error = (ctypes.c_void_p(), ctypes.c_void_p(),
                                 ctypes.c_void_p())
         rc = self.lib.kvattn_compile_to_ptx(
-            check_text("ir", ir), check_text("chip", chip, optional=True), ctypes.byref(ptx),
+            check_text("ir", ir), check_text("chip", chip, optional=True),
+            ctypes.byref(ptx),
             ctypes.byref(manifest), ctypes.byref(error))
         self.check(rc, error, "kvattn_compile_to_ptx")
         return self._take(ptx.value), self._take(manifest.value)

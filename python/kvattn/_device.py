@@ -8,8 +8,8 @@ vector dtypes, host memory) is a KVAttnError that says why.
 
 import ctypes
 
-from ._capi import (KVAttnError, KVAttnTypeError, KVAttnValueError,
-                    UINT64_MAX, INT64_MAX, check_int)
+from ._capi import (KVAttnTypeError, KVAttnValueError, UINT64_MAX,
+                    INT64_MAX, check_int)
 
 # DLPack (dlpack.h): device types and type codes.
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
@@ -157,8 +157,8 @@ def _dl_dtype(what, dt):
              (_DL_INT, 32): "i32", (_DL_INT, 64): "i64",
              (_DL_BOOL, 8): "i1", (_DL_UINT, 8): "i1"}
     if key not in table:
-        raise KVAttnValueError(f"{what}: DLPack dtype (code {dt.code}, {dt.bits} "
-                          "bits) is not one kvattn takes")
+        raise KVAttnValueError(f"{what}: DLPack dtype (code {dt.code}, "
+                               f"{dt.bits} bits) is not one kvattn takes")
     return table[key]
 
 
@@ -167,7 +167,7 @@ def from_dlpack_capsule(capsule, what="DLPack capsule", owner=None):
     still calls the producer's deleter)."""
     if not _capsule_is_valid(capsule, b"dltensor"):
         raise KVAttnValueError(f"{what}: __dlpack__() did not return a "
-                          "'dltensor' capsule (a used or versioned one)")
+                               "'dltensor' capsule (a used or versioned one)")
     address = _capsule_get_pointer(capsule, b"dltensor")
     if not address:
         raise KVAttnValueError(f"{what}: the capsule holds a null tensor")
@@ -203,9 +203,9 @@ def from_dlpack(obj, stream=None):
         capsule = obj.__dlpack__()
     view = from_dlpack_capsule(capsule, what, owner=obj)
     if view.device_type != device_type or view.device != device_id:
-        raise KVAttnValueError(f"{what}: __dlpack_device__ says ({device_type}, "
-                          f"{device_id}), the tensor ({view.device_type}, "
-                          f"{view.device})")
+        raise KVAttnValueError(f"{what}: __dlpack_device__ says "
+                               f"({device_type}, {device_id}), the tensor "
+                               f"({view.device_type}, {view.device})")
     return view
 
 
