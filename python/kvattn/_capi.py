@@ -352,7 +352,7 @@ class Library:
         self.lib.kvattn_compile_options_init(ctypes.byref(o))
         for name, value in options.items():
             if name not in allowed:
-                raise KVAttnError(
+                raise KVAttnTypeError(
                     f"unknown option '{name}' for target '{target}' (its "
                     f"options: {', '.join(allowed)})")
             if value is None:
@@ -400,8 +400,8 @@ class Library:
                  if f not in ("struct_size", "reserved0")]
         for name, value in fields.items():
             if name not in known:
-                raise KVAttnValueError(f"unknown description field '{name}' "
-                                       f"(fields: {', '.join(known)})")
+                raise KVAttnTypeError(f"unknown description field '{name}' "
+                                      f"(fields: {', '.join(known)})")
             if name == "dtype":
                 if not isinstance(value, str) or value not in DTYPE_CODE:
                     raise KVAttnValueError(f"description dtype must be f32, "

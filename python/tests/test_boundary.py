@@ -75,6 +75,11 @@ def test_description_fields_do_not_wrap():
                             head_dim=16)
     with pytest.raises(ValueErr, match="flag causal = 2|causal"):
         kvattn.attention_ir(num_query_heads=4, causal=2**32 + 1, **base)
+    with pytest.raises(TypeErr, match="unknown description field 'heads'"):
+        kvattn.attention_ir(heads=4, **base)
+    with pytest.raises(TypeErr, match="unknown option 'tensor_cores' for "
+                       "target 'cpu'"):
+        kvattn.compile(APPEND, target="cpu", tensor_cores=False)
     ir = kvattn.attention_ir(num_query_heads=4, **base)
     assert "kvattn.attention" in ir
 
