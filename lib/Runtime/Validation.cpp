@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <set>
 
 namespace mlir {
@@ -144,17 +145,31 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
   const KernelInfo::SplitRule &r = kernel.splitRule;
   if (r.maxSplits <= 0)
     return std::max<int64_t>(kernel.splitKv, 1);
+  // The sizes are the caller's and the rule the manifest's (any int64, not
+  // yet checked against the buffers): saturate instead of overflowing.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  auto mul = [](int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? kMax : r;
+  };
+  auto add = [](int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? kMax : r;
+  };
   const int64_t g = std::max<int64_t>(r.group, 1);
   const int64_t bm = std::max<int64_t>(r.blockM, 1),
                 bn = std::max<int64_t>(r.blockN, 1);
+  const int64_t B = std::max<int64_t>(s.B, 0), Hq = std::max<int64_t>(s.Hq, 0),
+                L = std::max<int64_t>(s.L, 0), S = std::max<int64_t>(s.S, 0);
   const int64_t programs =
-      std::max<int64_t>(s.B * (s.Hq / g) * ((g * s.L + bm - 1) / bm), 1);
-  int64_t chunks = (s.S + bn - 1) / bn;
+      std::max<int64_t>(mul(mul(B, Hq / g), add(mul(g, L), bm - 1) / bm), 1);
+  int64_t chunks = add(S, bn - 1) / bn;
   if (r.minKeys > 0)
-    chunks = std::min(chunks, s.S / r.minKeys);
-  const int64_t wanted =
-      (r.programsPerSm * std::max<int64_t>(numSms, 1) + programs - 1) /
-      programs;
+    chunks = std::min(chunks, S / r.minKeys);
+  const int64_t wanted = add(mul(std::max<int64_t>(r.programsPerSm, 0),
+                                 std::max<int64_t>(numSms, 1)),
+                             programs - 1) /
+                         programs;
   return std::clamp<int64_t>(std::min(wanted, chunks), 1, r.maxSplits);
 }
 
