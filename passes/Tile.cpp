@@ -288,7 +288,8 @@ private:
               std::vector<int64_t>(dims.begin(), dims.end())))
         return op.emitOpError()
                << "kvattn-tile: operand " << index << " (" << operand.getType()
-               << ") has more than 2^48 elements";
+               << ") has more than 2^48 elements (counting its non-zero "
+                  "dims)";
     }
     s.headDim = headDim;
     s.valueDim = valueDim;

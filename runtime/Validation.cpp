@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <set>
 
 namespace mlir {
@@ -147,13 +148,14 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
     return std::max<int64_t>(kernel.splitKv, 1);
   const int64_t g = std::max<int64_t>(r.group, 1);
   const int64_t bm = std::max<int64_t>(r.blockM, 1);
-  // Saturating: sizes near 2^63 (refused later by the grid limits) must
-  // not overflow here.
+  // The sizes are the caller's and the rule the manifest's (any int64, not
+  // yet checked against the buffers): saturate instead of overflowing.
   using schedule::saturatingMul;
   const int64_t rows = saturatingMul(g, std::max<int64_t>(s.L, 0));
   const int64_t blocks = rows / bm + (rows % bm != 0);
-  const int64_t programs =
-      saturatingMul(saturatingMul(std::max<int64_t>(s.B, 0), s.Hq / g), blocks);
+  const int64_t programs = saturatingMul(
+      saturatingMul(std::max<int64_t>(s.B, 0), std::max<int64_t>(s.Hq, 0) / g),
+      blocks);
   return schedule::splitRule(programs, std::max<int64_t>(s.S, 0), r.blockN,
                              r.programsPerSm, numSms, r.minKeys, r.maxSplits);
 }

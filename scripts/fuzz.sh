@@ -3,8 +3,10 @@
 #   kvattn-fuzz-ir    libFuzzer over mutated kvattn IR through the compiler
 #                     pipelines with drawn options and chips (ASan + UBSan),
 #                     seeded from test/fuzz/corpus;
-#   kvattn-fuzz-capi  libFuzzer over the C API's calls and arguments, against
-#                     the fake driver (ASan + UBSan);
+#   kvattn-fuzz-capi  libFuzzer over the C API's calls and arguments, plans
+#                     (create/run/capture with random bounds, sizes and
+#                     metadata) included, against the fake driver (ASan +
+#                     UBSan);
 #   kvattn-fuzz-diff  random valid attention configurations through the CPU
 #                     path, compared with the reference, failures shrunk.
 #
@@ -36,8 +38,13 @@ grep -E "stat::number_of_executed_units|stat::new_units_added|ERROR|SUMMARY" \
 
 echo "== kvattn-fuzz-capi for ${seconds}s"
 mkdir -p "$work/capi-corpus"
+# Plans with large bounds ask the fake driver for large workspaces: it
+# answers CUDA_ERROR_OUT_OF_MEMORY above its 80 GiB or when the host's
+# calloc fails (allocator_may_return_null), as a driver does, instead of
+# the sanitizer or libFuzzer's malloc limit ending the run.
+ASAN_OPTIONS=$ASAN_OPTIONS:allocator_may_return_null=1 \
 "$build/bin/kvattn-fuzz-capi" "$work/capi-corpus" -max_total_time="$seconds" \
-  -seed="${KVATTN_FUZZ_SEED:-0}" \
+  -seed="${KVATTN_FUZZ_SEED:-0}" -malloc_limit_mb=100000 \
   -max_len=4096 -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 \
   -artifact_prefix="$work/crashes/capi-" > "$work/capi.log" 2>&1 || status=1
 grep -E "stat::number_of_executed_units|stat::new_units_added|ERROR|SUMMARY|failed without" \

@@ -878,14 +878,14 @@ static mlir::kvattn::rt::Sizes toSizes(const kvattn_sizes &s) {
 
 /// A plan's compile options: the caller's over the defaults, the device's
 /// chip (and, with NULL options, SM count) where not given.
+/// `kind` is the caller's kvattn_image_kind read with rawEnum: passing the
+/// enum itself on would load a value C allows but C++ does not.
 static Status planOptions(const char *what, kvattn_runtime *runtime,
-                          const kvattn_compile_options *options,
-                          kvattn_image_kind kind,
+                          const kvattn_compile_options *options, int kind,
                           mlir::kvattn::PtxOptions &ptx) {
-  if (rawEnum(kind) != KVATTN_IMAGE_PTX &&
-      rawEnum(kind) != KVATTN_IMAGE_DEVICE_IR)
+  if (kind != KVATTN_IMAGE_PTX && kind != KVATTN_IMAGE_DEVICE_IR)
     return Status::error(std::string(what) + ": image kind " +
-                         std::to_string(rawEnum(kind)) +
+                         std::to_string(kind) +
                          " is neither KVATTN_IMAGE_PTX nor "
                          "KVATTN_IMAGE_DEVICE_IR");
   kvattn_compile_options o;
@@ -910,9 +910,9 @@ int kvattn_plan_create(kvattn_runtime *runtime, const char *ir,
   if (!runtime || !ir || !plan)
     return report(Status::error("kvattn_plan_create: null argument"), error);
   mlir::kvattn::PtxOptions ptx;
-  if (int failed =
-          report(planOptions("kvattn_plan_create", runtime, options, kind, ptx),
-                 error))
+  if (int failed = report(planOptions("kvattn_plan_create", runtime, options,
+                                      rawEnum(kind), ptx),
+                          error))
     return failed;
   mlir::DialectRegistry registry;
   mlir::kvattn::registerAllKVAttnDialects(registry);
@@ -1039,8 +1039,8 @@ int kvattn_plan_create_from_desc(kvattn_runtime *runtime,
   if (int failed = report(readDescription(what, desc, d), error))
     return failed;
   mlir::kvattn::PtxOptions ptx;
-  if (int failed =
-          report(planOptions(what, runtime, options, kind, ptx), error))
+  if (int failed = report(
+          planOptions(what, runtime, options, rawEnum(kind), ptx), error))
     return failed;
   auto p = std::make_unique<kvattn_plan>();
   p->runtime = runtime;

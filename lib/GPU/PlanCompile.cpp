@@ -21,12 +21,22 @@ planBufferNames(ModuleOp module, const rt::Manifest &manifest) {
   module.walk([&](AppendOp append) {
     std::map<std::string, std::string> bind;
     for (Operation *user : append->getUsers()) {
-      auto attention = dyn_cast<AttentionOp>(user);
-      if (!attention)
+      // The attention that reads the cache: a kvattn.attention, or a
+      // kvattn.sdpa that the compilation resolves into one (the module is
+      // the caller's, not the compiled copy).
+      Value key, value;
+      if (auto attention = dyn_cast<AttentionOp>(user)) {
+        key = attention.getKey();
+        value = attention.getValue();
+      } else if (auto sdpa = dyn_cast<SdpaOp>(user)) {
+        key = sdpa.getKey();
+        value = sdpa.getValue();
+      } else {
         continue;
-      if (attention.getKey() == append.getResult())
+      }
+      if (key == append.getResult())
         bind = {{"update", "update_k"}, {"cache", "key"}};
-      else if (attention.getValue() == append.getResult())
+      else if (value == append.getResult())
         bind = {{"update", "update_v"}, {"cache", "value"}};
       break;
     }
@@ -88,7 +98,7 @@ Status planModule(rt::Runtime &runtime, ModuleOp module, PtxOptions options,
           "' would both write the buffer '" + cache +
           "': a plan binds buffers by name, and an append is told apart only "
           "when its result is the key or the value of an attention of the "
-          "module");
+          "module (kvattn.attention or kvattn.sdpa)");
   }
   return rt::Plan::create(runtime, compiled.ptx, manifest, bounds, plan, names);
 }

@@ -19,13 +19,16 @@ bit patterns (to_bf16 / from_bf16).
 """
 
 import json
+import operator
 import os
 
 from . import _capi as capi
-from ._capi import KVAttnError
+from ._capi import (KVAttnError, KVAttnTypeError, KVAttnValueError,
+                    check_int, check_text)
 from ._device import DeviceView, device_view, is_device_tensor
 
-__all__ = ["KVAttnError", "compile", "run", "plan", "Runtime", "DeviceArray",
+__all__ = ["KVAttnError", "KVAttnTypeError", "KVAttnValueError", "compile",
+           "run", "plan", "Runtime", "DeviceArray",
            "CpuProgram", "GpuProgram", "Plan", "to_device", "to_bf16",
            "from_bf16", "library", "default_runtime", "device_view",
            "DeviceView", "capi", "attention_ir"]
@@ -92,10 +95,24 @@ def _kvattn_dtype(array):
     return table.get(array.dtype)
 
 
+def _asarray(what, value):
+    """np.asarray(value), its failures (ragged lists, objects) a
+    KVAttnTypeError."""
+    np = _np()
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise KVAttnTypeError(f"{what}: cannot convert {type(value).__name__}"
+                              f" to an array ({e})") from None
+
+
 def to_bf16(values):
     """float array -> np.uint16 bf16 bit patterns (round to nearest even)."""
     np = _np()
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    a = _asarray("to_bf16", values)
+    if a.dtype.kind not in "iuf":
+        raise KVAttnTypeError(f"to_bf16 takes numbers, got {a.dtype}")
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
     return rounded.astype(np.uint16)
 
@@ -103,25 +120,63 @@ def to_bf16(values):
 def from_bf16(bits):
     """np.uint16 bf16 bit patterns -> float32."""
     np = _np()
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(
-        np.float32)
+    a = _asarray("from_bf16", bits)
+    if a.dtype != np.uint16:
+        a = _convert("from_bf16", a, "bf16")
+    wide = np.left_shift(a.astype(np.uint32), np.uint32(16)).reshape(-1)
+    return wide.view(np.float32).reshape(a.shape)
+
+
+_INT_RANGE = {"i1": (0, 1), "i32": (-(1 << 31), (1 << 31) - 1),
+              "i64": (capi.INT64_MIN, capi.INT64_MAX), "bf16": (0, 0xFFFF)}
+
+
+def _convert(what, a, dtype):
+    """The array `a` (from a list or a scalar) converted to kvattn `dtype`
+    only where no value changes: integers in the type's range for an
+    integer type (and for bf16, whose host data is uint16 bit patterns), no
+    float truncated to an integer, no finite value overflowing a float
+    type."""
+    np = _np()
+    kind = a.dtype.kind
+    if kind == "O":  # NumPy keeps Python ints beyond int64 as objects
+        flat = [check_int(f"{what}[{i}]", x) for i, x in
+                enumerate(a.ravel())]
+        a = np.array(flat, dtype=np.int64).reshape(a.shape)
+        kind = "i"
+    if dtype in _INT_RANGE:
+        if kind not in "iub" and a.size:
+            hint = (" (bf16 data: uint16 bit patterns, kvattn.to_bf16)"
+                    if dtype == "bf16" else "")
+            raise KVAttnTypeError(
+                f"{what}: {a.dtype} values for a {dtype} argument would be "
+                f"truncated; pass integers{hint}")
+        lo, hi = _INT_RANGE[dtype]
+        if a.size and (int(a.min()) < lo or int(a.max()) > hi):
+            bad = int(a.min()) if int(a.min()) < lo else int(a.max())
+            raise KVAttnValueError(f"{what}: {bad} is outside the range of "
+                                   f"{dtype} [{lo}, {hi}]")
+    elif kind not in "iubf" and a.size:
+        raise KVAttnTypeError(f"{what}: {a.dtype} values for a {dtype} "
+                              "argument")
+    out = a.astype(_numpy_dtype(dtype))
+    if dtype not in _INT_RANGE and kind == "f" and a.size and \
+            np.any(np.isfinite(a) & ~np.isfinite(out)):
+        raise KVAttnValueError(f"{what}: a finite value overflows {dtype}")
+    return out
 
 
 def _host_array(what, value, dtype):
     """`value` as a contiguous NumPy array: lists and scalars are converted
-    to `dtype`; arrays keep theirs (a mismatch is reported by the check that
-    follows, not converted silently)."""
+    to `dtype` where no value changes (_convert); arrays keep theirs (a
+    mismatch is reported by the check that follows, not converted)."""
     np = _np()
     if isinstance(value, np.ndarray):
         return np.ascontiguousarray(value)
     if is_device_tensor(value):
-        raise KVAttnError(f"{what} is a device tensor; this call takes host "
-                          "(NumPy) data")
-    try:
-        return np.ascontiguousarray(value, dtype=_numpy_dtype(dtype))
-    except (TypeError, ValueError) as e:
-        raise KVAttnError(f"{what}: cannot convert {type(value).__name__} to "
-                          f"a {dtype} array ({e})") from None
+        raise KVAttnTypeError(f"{what} is a device tensor; this call takes "
+                              "host (NumPy) data")
+    return np.ascontiguousarray(_convert(what, _asarray(what, value), dtype))
 
 
 # --- the CPU path --------------------------------------------------------------
@@ -130,14 +185,16 @@ class CpuProgram:
     """A function of kvattn IR compiled for the host (kvattn_cpu_compile)."""
 
     def __init__(self, ir, entry=None, **options):
-        self.api = library()
-        o = self.api.compile_options("cpu", options)
         import ctypes
         self._ctypes = ctypes
         self.handle = ctypes.c_void_p()
+        self.api = library()
+        ir_text = check_text("ir", ir)
+        entry_text = check_text("entry", entry, optional=True)
+        o = self.api.compile_options("cpu", options)
         error = ctypes.c_void_p()
         rc = self.api.lib.kvattn_cpu_compile(
-            ir.encode(), entry.encode() if entry else None, ctypes.byref(o),
+            ir_text, entry_text or None, ctypes.byref(o),
             ctypes.byref(self.handle), ctypes.byref(error))
         self.api.check(rc, error, "kvattn_cpu_compile")
         lib = self.api.lib
@@ -172,12 +229,12 @@ class CpuProgram:
             a = _host_array(f"input {i}", value, want)
             dtype = _kvattn_dtype(a)
             if dtype is None:
-                raise KVAttnError(
+                raise KVAttnTypeError(
                     f"kvattn_cpu_run: input {i} has NumPy dtype {a.dtype}, "
                     "which kvattn does not take (f32, f16, f64, bool, int32, "
                     "int64; bf16 as uint16 bit patterns)")
             if want == "bf16" and dtype != "bf16" and a.dtype.kind == "f":
-                raise KVAttnError(
+                raise KVAttnTypeError(
                     f"kvattn_cpu_run: input {i} is {a.dtype}, argument {i} "
                     "is bf16: pass uint16 bit patterns (kvattn.to_bf16)")
             shape = (ctypes.c_int64 * max(a.ndim, 1))(*a.shape)
@@ -231,6 +288,9 @@ def _is_emulator(path):
 
 def _resolve_driver(api, driver):
     """(driver library path or None for libcuda.so.1, emulated?)."""
+    if driver is not None and not isinstance(driver, str):
+        raise KVAttnTypeError(f"driver must be 'auto', 'cuda', 'emulated' or "
+                              f"a library path, got {type(driver).__name__}")
     if driver in (None, "auto"):
         env = os.environ.get("KVATTN_LIBCUDA")
         if env:
@@ -252,6 +312,7 @@ def _resolve_driver(api, driver):
     if driver == "emulated":
         emu = api.emulated_driver_path()
         return emu, True
+    check_text("driver", driver)
     return driver, _is_emulator(driver)
 
 
@@ -265,6 +326,7 @@ class Runtime:
 
     def __init__(self, device=0, driver="auto"):
         self.api = library()
+        device = check_int("device", device, 0, capi.INT32_MAX)
         path, self.emulated = _resolve_driver(self.api, driver)
         self.driver = path or "libcuda.so.1"
         self.rt = capi.Runtime(self.api, device=device, driver_library=path)
@@ -284,7 +346,8 @@ class Runtime:
             self.rt.use_own_stream()
             self.stream = None
             return
-        handle = int(getattr(stream, "cuda_stream", stream))
+        handle = check_int("stream", getattr(stream, "cuda_stream", stream),
+                           0, capi.UINT64_MAX)
         self.rt.set_stream(handle)
         self.stream = handle
 
@@ -315,18 +378,27 @@ class DeviceArray:
                 "i32": "<i4", "i64": "<i8"}
 
     def __init__(self, runtime, shape, dtype):
-        if dtype not in capi.DTYPE_SIZE:
-            raise KVAttnError(f"unknown dtype '{dtype}' (one of "
-                              f"{', '.join(capi.DTYPES)})")
+        self.ptr = 0
+        if not isinstance(runtime, Runtime):
+            raise KVAttnTypeError(f"DeviceArray needs a kvattn.Runtime, got "
+                                  f"{type(runtime).__name__}")
+        if not isinstance(dtype, str) or dtype not in capi.DTYPE_SIZE:
+            raise KVAttnValueError(f"unknown dtype {dtype!r} (one of "
+                                   f"{', '.join(capi.DTYPES)})")
         self.runtime = runtime
-        self.shape = tuple(int(d) for d in shape)
-        if any(d < 0 for d in self.shape):
-            raise KVAttnError(f"negative dim in shape {self.shape}")
+        self.shape = _shape_of("DeviceArray", shape)
         self.dtype = dtype
         n = 1
         for d in self.shape:
             n *= d
         self.nbytes = n * capi.DTYPE_SIZE[dtype]
+        # Checked here: a size_t would wrap (2**31 x 2**31 x 4 f32 is 2**66
+        # bytes, 0 after the wrap).
+        if self.nbytes > capi.INT64_MAX:
+            raise KVAttnValueError(
+                f"DeviceArray {self.shape} {dtype} would be {self.nbytes} "
+                f"bytes, more than the {capi.INT64_MAX} a device allocation "
+                "can be")
         self.ptr = runtime.rt.alloc(max(self.nbytes, 16))
 
     def view(self):
@@ -345,10 +417,10 @@ class DeviceArray:
     def copy_from(self, array):
         """Uploads a host array of this shape and dtype (synchronous)."""
         np = _np()
-        a = np.ascontiguousarray(array)
+        a = np.ascontiguousarray(_asarray("copy_from", array))
         got = _kvattn_dtype(a)
         if tuple(a.shape) != self.shape or got != self.dtype:
-            raise KVAttnError(
+            raise KVAttnValueError(
                 f"copy_from: the array is {a.shape} {got or a.dtype}, the "
                 f"device array {self.shape} {self.dtype}")
         if self.nbytes:
@@ -380,25 +452,52 @@ class DeviceArray:
         return f"DeviceArray({self.shape}, {self.dtype}, 0x{self.ptr:x})"
 
 
+def _shape_of(what, shape):
+    """A shape: an int or a sequence of ints >= 0 (not floats: 2.5 is not
+    truncated to 2)."""
+    if isinstance(shape, (str, bytes, bool)):
+        raise KVAttnTypeError(f"{what} shape must be a tuple of ints, got "
+                              f"{type(shape).__name__}")
+    try:
+        shape = (operator.index(shape),)  # an int: one dim
+    except TypeError:
+        try:
+            shape = tuple(shape)
+        except TypeError:
+            raise KVAttnTypeError(f"{what} shape must be a tuple of ints, "
+                                  f"got {type(shape).__name__}") from None
+    return tuple(check_int(f"{what} shape dim {i}", d, 0, capi.INT64_MAX)
+                 for i, d in enumerate(shape))
+
+
+def _runtime_arg(runtime):
+    if runtime is None:
+        return default_runtime()
+    if not isinstance(runtime, Runtime):
+        raise KVAttnTypeError(f"runtime must be a kvattn.Runtime, got "
+                              f"{type(runtime).__name__}")
+    return runtime
+
+
 def to_device(array, runtime=None, dtype=None):
     """A DeviceArray holding a copy of a host array."""
-    runtime = runtime or default_runtime()
+    runtime = _runtime_arg(runtime)
     np = _np()
-    a = np.ascontiguousarray(array)
+    a = np.ascontiguousarray(_asarray("to_device", array))
     dtype = dtype or _kvattn_dtype(a)
     if dtype is None:
-        raise KVAttnError(f"NumPy dtype {a.dtype} has no kvattn dtype")
+        raise KVAttnTypeError(f"NumPy dtype {a.dtype} has no kvattn dtype")
     return DeviceArray(runtime, a.shape, dtype).copy_from(a)
 
 
 def _view_of(value, runtime):
     if isinstance(value, DeviceArray):
         if value.runtime is not runtime:
-            raise KVAttnError("a DeviceArray of another kvattn Runtime")
+            raise KVAttnValueError("a DeviceArray of another kvattn Runtime")
         return value.view()
     view = device_view(value, stream=runtime.stream)
     if view.device is not None and view.device != runtime.device:
-        raise KVAttnError(
+        raise KVAttnValueError(
             f"{view.source} tensor is on device {view.device}, the kvattn "
             f"runtime on device {runtime.device}")
     return view
@@ -412,11 +511,12 @@ class GpuProgram:
     num_sms = its multiprocessor count."""
 
     def __init__(self, ir, runtime=None, **options):
-        self.runtime = runtime or default_runtime()
+        self.kernels, self._workspace = [], {}
+        self.runtime = _runtime_arg(runtime)
         self.api = self.runtime.api
         options = dict(options)
         if options.get("device_validation"):
-            raise KVAttnError(
+            raise KVAttnValueError(
                 "device_validation is for plans (kvattn.plan compiles with "
                 "it) and for the low-level kvattn.capi: a GpuProgram "
                 "launches its kernels without a status word")
@@ -428,11 +528,27 @@ class GpuProgram:
         self.manifest = json.loads(self.manifest_json)
         self.kernels_info = self.manifest["kernels"]
         if not self.kernels_info:
-            raise KVAttnError("the IR has no kvattn.attention to compile")
+            raise KVAttnValueError("the IR has no kvattn.attention to "
+                                   "compile")
+        # The kernels are bound by their parameter names, which only an
+        # attention (and its split-KV merge) can share: a cache write's
+        # `update` and `cache` would be buffers of their own (not the
+        # attention's `key`/`value`, the K and V appends one `update`), so
+        # its result would be silently wrong. Plans bind them
+        # (kvattn_plan_buffer_name).
+        writes = [f"{k['name']} ({k.get('kind')})" for k in self.kernels_info
+                  if k.get("kind", "attention") not in ("attention",
+                                                        "merge")]
+        if writes:
+            raise KVAttnValueError(
+                "GpuProgram runs one attention (and its split-KV merge); the "
+                f"IR also has the kernels {', '.join(writes)}: plan it with "
+                "kvattn.plan, which binds the cache writes' update_k/update_v"
+                " into key/value, or run it on the CPU")
         attentions = [k for k in self.kernels_info
                       if k.get("kind", "attention") == "attention"]
         if len(attentions) != 1:
-            raise KVAttnError(
+            raise KVAttnValueError(
                 f"GpuProgram runs one attention; the IR has "
                 f"{len(attentions)} (launch them with kvattn.capi)")
         self.kernels = [self.runtime.rt.load(self.image, self.manifest_json,
@@ -447,6 +563,11 @@ class GpuProgram:
                        if p["kind"] == "pointer" and p["access"] == "read"]
         self.outputs = [p["name"] for p in self.kernels_info[-1]["params"]
                         if p["kind"] == "pointer" and p["access"] == "write"]
+        # Every buffer a kernel writes: a read-only device tensor is refused
+        # there.
+        self.written = {p["name"] for k in self.kernels_info
+                        for p in k["params"]
+                        if p["kind"] == "pointer" and p["access"] == "write"}
         self.workspaces = [n for n in _WORKSPACES if n in self.params]
         # A run-time split (manifest version 2): the runtime chooses the
         # chunk count N per launch, at most the rule's max.
@@ -459,7 +580,7 @@ class GpuProgram:
         p = self.params[name]
         want = p["shape"]
         if len(shape) != len(want):
-            raise KVAttnError(
+            raise KVAttnValueError(
                 f"'{name}' has shape {tuple(shape)}, the kernel takes rank "
                 f"{len(want)} [{', '.join(str(d) for d in want)}]")
         roles = (_PAGED_ROLES if "block_table" in self.params else {}).get(
@@ -467,14 +588,14 @@ class GpuProgram:
         for d, (got, w) in enumerate(zip(shape, want)):
             if isinstance(w, int) or str(w).isdigit():
                 if got != int(w):
-                    raise KVAttnError(
+                    raise KVAttnValueError(
                         f"'{name}' has shape {tuple(shape)}: dim {d} must be "
                         f"{w} ([{', '.join(str(x) for x in want)}])")
                 w = roles[d] if d < len(roles) else None
                 if w is None:
                     continue
             if w in sizes and sizes[w] != got:
-                raise KVAttnError(
+                raise KVAttnValueError(
                     f"'{name}' has shape {tuple(shape)}: dim {d} ({w}) is "
                     f"{got}, but {w} = {sizes[w]} from the other arguments")
             sizes[w] = got
@@ -489,8 +610,8 @@ class GpuProgram:
             elif w in sizes:
                 out.append(sizes[w])
             else:
-                raise KVAttnError(f"the size {w} of '{name}' is unknown: "
-                                  "pass sizes={...}")
+                raise KVAttnValueError(f"the size {w} of '{name}' is unknown:"
+                                       " pass sizes={...}")
         return tuple(out)
 
     def _check_dtype(self, name, dtype):
@@ -498,42 +619,68 @@ class GpuProgram:
         if dtype != want:
             hint = (" (bf16 host data: uint16 bit patterns, kvattn.to_bf16)"
                     if want == "bf16" else "")
-            raise KVAttnError(f"'{name}' is {dtype}, the kernel takes "
-                              f"{want}{hint}")
+            raise KVAttnTypeError(f"'{name}' is {dtype}, the kernel takes "
+                                  f"{want}{hint}")
 
     def _named(self, args, named):
         if len(args) > len(self.inputs):
-            raise KVAttnError(
+            raise KVAttnTypeError(
                 f"{len(args)} positional arguments, the kernel takes "
                 f"{len(self.inputs)} ({', '.join(self.inputs)})")
         values = dict(zip(self.inputs, args))
         for name, value in named.items():
             if name in values:
-                raise KVAttnError(f"'{name}' given twice")
+                raise KVAttnTypeError(f"'{name}' given twice")
             if name not in self.params:
-                raise KVAttnError(
+                raise KVAttnTypeError(
                     f"unknown argument '{name}': the kernel takes "
                     f"{', '.join(self.inputs + self.outputs)}")
             if name in _WORKSPACES:
-                raise KVAttnError(f"'{name}' is the plan's own workspace")
+                raise KVAttnTypeError(f"'{name}' is the plan's own "
+                                      "workspace")
             values[name] = value
         missing = [n for n in self.inputs if n not in values]
         if missing:
-            raise KVAttnError(f"missing argument{'s' * (len(missing) > 1)}: "
-                              f"{', '.join(missing)}")
+            raise KVAttnTypeError(f"missing argument"
+                                  f"{'s' * (len(missing) > 1)}: "
+                                  f"{', '.join(missing)}")
         return values
 
     def _metadata(self, name, value, sizes):
-        np = _np()
         if is_device_tensor(value) or isinstance(value, DeviceArray):
-            raise KVAttnError(f"metadata '{name}' must be host integers (the "
-                              "runtime validates and uploads it)")
-        a = np.asarray(value)
-        if a.dtype.kind not in "iub":
-            raise KVAttnError(f"metadata '{name}' must be integers, got "
-                              f"{a.dtype}")
+            raise KVAttnTypeError(f"metadata '{name}' must be host integers "
+                                  "(the runtime validates and uploads it)")
+        a = _asarray(f"metadata '{name}'", value)
+        if a.dtype.kind not in "iubO" and a.size:
+            raise KVAttnTypeError(f"metadata '{name}' must be integers, got "
+                                  f"{a.dtype}")
         self._unify(sizes, name, a.shape)
-        return [int(x) for x in a.ravel()]
+        if a.dtype.kind == "b":
+            a = a.astype("int64")
+        # Each value an int64 (Python ints beyond it are NumPy objects, and
+        # uint64 ones can exceed it): ctypes would wrap them silently.
+        return [check_int(f"metadata {name}[{i}]", x)
+                for i, x in enumerate(a.ravel().tolist())]
+
+    def _sizes_arg(self, sizes):
+        """The `sizes` a caller gives: None or {size name: int >= 0}."""
+        if sizes is None:
+            return {}
+        if not isinstance(sizes, dict):
+            raise KVAttnTypeError(f"sizes must be a dict, got "
+                                  f"{type(sizes).__name__}")
+        for n in sizes:
+            if n not in SIZE_NAMES:
+                raise KVAttnValueError(f"unknown size {n!r} in sizes (sizes: "
+                                       f"{', '.join(SIZE_NAMES)})")
+        return {n: check_int(f"sizes[{n!r}]", v, 0, capi.INT64_MAX)
+                for n, v in sizes.items()}
+
+    def _check_writable(self, name, view):
+        if name in self.written and getattr(view, "read_only", False):
+            raise KVAttnValueError(
+                f"'{name}' is written by the kernel, but its {view.source} "
+                "says the memory is read-only")
 
     def _workspaces(self, sizes):
         """Split-KV workspaces, kept and grown (never per step once large
@@ -574,7 +721,7 @@ class GpuProgram:
         else DeviceArray. Returns out, or (out, lse)."""
         np = _np()
         values = self._named(args, named)
-        sizes = dict(sizes or {})
+        sizes = self._sizes_arg(sizes)
         buffers, metadata, temporaries = {}, {}, []
         host_outputs, device_in = {}, False
         for name, value in values.items():
@@ -584,18 +731,31 @@ class GpuProgram:
             if is_device_tensor(value) or isinstance(value, DeviceArray):
                 view = _view_of(value, self.runtime)
                 self._check_dtype(name, view.dtype)
+                self._check_writable(name, view)
                 self._unify(sizes, name, view.shape)
                 buffers[name] = view.ptr
                 temporaries.append(view)
                 device_in |= name in self.inputs
                 continue
+            if name in self.outputs:
+                # Filled in place, whatever its layout (strided, Fortran
+                # order): never a hidden copy the caller does not see.
+                if not isinstance(value, np.ndarray):
+                    raise KVAttnTypeError(
+                        f"'{name}' is an output: pass a NumPy array to fill "
+                        f"or a device tensor, not {type(value).__name__}")
+                if not value.flags.writeable:
+                    raise KVAttnValueError(f"'{name}' is an output, but the "
+                                           "NumPy array is read-only")
+                self._check_dtype(name, _kvattn_dtype(value) or
+                                  str(value.dtype))
+                self._unify(sizes, name, value.shape)
+                host_outputs[name] = value
+                continue
             want = self.params[name]["element_type"]
             a = _host_array(f"'{name}'", value, want)
             self._check_dtype(name, _kvattn_dtype(a) or str(a.dtype))
             self._unify(sizes, name, a.shape)
-            if name in self.outputs:
-                host_outputs[name] = a
-                continue
             d = DeviceArray(self.runtime, a.shape, want).copy_from(a)
             temporaries.append(d)
             buffers[name] = d.ptr
@@ -639,27 +799,36 @@ def compile(ir, target="cpu", entry=None, runtime=None, **options):
     "gpu" (a GpuProgram on `runtime`, default_runtime() when None: a GPU,
     or the emulated GPU without a driver). Options: kvattn.capi.CPU_OPTIONS
     and kvattn.capi.GPU_OPTIONS (docs/python.md)."""
+    if not isinstance(target, str):
+        raise KVAttnTypeError(f"target must be 'cpu' or 'gpu', got "
+                              f"{type(target).__name__}")
     if target == "cpu":
         if runtime is not None:
-            raise KVAttnError("target 'cpu' takes no runtime")
+            raise KVAttnTypeError("target 'cpu' takes no runtime")
         return CpuProgram(ir, entry=entry, **options)
     if target == "gpu":
         if entry is not None:
-            raise KVAttnError("target 'gpu' compiles every attention of the "
-                              "IR: no entry")
+            raise KVAttnTypeError("target 'gpu' compiles every attention of "
+                                  "the IR: no entry")
         return GpuProgram(ir, runtime=runtime, **options)
-    raise KVAttnError(f"unknown target '{target}' (cpu or gpu)")
+    raise KVAttnValueError(f"unknown target '{target}' (cpu or gpu)")
 
 
 def run(program, *args, target="cpu", options=None, **named):
     """Compiles `program` (IR text) with `options` and runs it once; a
     compiled program is run directly."""
+    if options is not None and not isinstance(options, dict):
+        raise KVAttnTypeError(f"options must be a dict, got "
+                              f"{type(options).__name__}")
     if isinstance(program, str):
         program = compile(program, target=target, **(options or {}))
+    elif not isinstance(program, (CpuProgram, GpuProgram, Plan)):
+        raise KVAttnTypeError(f"run takes IR text or a compiled program, got "
+                              f"{type(program).__name__}")
     if isinstance(program, CpuProgram):
         if named:
-            raise KVAttnError("the CPU path takes its arguments positionally"
-                              f" (got {', '.join(named)})")
+            raise KVAttnTypeError("the CPU path takes its arguments "
+                                  f"positionally (got {', '.join(named)})")
         return program.run(*args)
     return program.run(*args, **named)
 
@@ -679,7 +848,20 @@ class Plan:
 
     def __init__(self, ir, runtime=None, max_sizes=None, stream=None,
                  **options):
-        self.runtime = runtime or default_runtime()
+        self.runtime = _runtime_arg(runtime)
+        if max_sizes is not None and not isinstance(max_sizes, dict):
+            raise KVAttnTypeError(f"max_sizes must be a dict of sizes, got "
+                                  f"{type(max_sizes).__name__}")
+        maxima = dict(max_sizes or {})
+        unknown = [n for n in maxima if n not in SIZE_NAMES]
+        if unknown:
+            raise KVAttnValueError(f"unknown size in max_sizes: {unknown[0]}"
+                                   f" (sizes: {', '.join(SIZE_NAMES)})")
+        # Ints in [0, INT64_MAX] (0: unbounded): not floats (2.5 is not
+        # truncated), not values ctypes would wrap.
+        maxima = {n: check_int(f"max_sizes[{n!r}]", v, 0, capi.INT64_MAX)
+                  for n, v in maxima.items()}
+        bounds = [maxima.get(n, 0) for n in SIZE_NAMES]
         if stream is not None:
             self.runtime.set_stream(stream)
         options = dict(options)
@@ -687,12 +869,6 @@ class Plan:
         options.setdefault("num_sms", self.runtime.multiprocessor_count)
         api = self.runtime.api
         o = api.compile_options("gpu", options)
-        maxima = dict(max_sizes or {})
-        unknown = [n for n in maxima if n not in SIZE_NAMES]
-        if unknown:
-            raise KVAttnError(f"unknown size in max_sizes: {unknown[0]} "
-                              f"(sizes: {', '.join(SIZE_NAMES)})")
-        bounds = [int(maxima.get(n, 0)) for n in SIZE_NAMES]
         self.handle = capi.PlanHandle(self.runtime.rt, ir, o,
                                       self.runtime.image_kind, bounds)
         self.manifest = json.loads(self.handle.manifest_json)
@@ -716,6 +892,12 @@ class Plan:
                     last[name] = p
         self.outputs = [n for n, p in last.items()
                         if p["access"] == "write" and n not in _WORKSPACES]
+        self.written = {
+            self.handle.buffer_name(index, p["name"])
+            for index, k in enumerate(self.manifest["kernels"])
+            if k.get("kind") != "validate" for p in k["params"]
+            if p["kind"] == "pointer" and p["access"] == "write" and
+            p["name"] != "status"}
         self.inputs = [n for n in self.params
                        if n not in self.outputs and n not in _WORKSPACES]
         # The host path's metadata ring, reserved for the bounds.
@@ -738,14 +920,16 @@ class Plan:
     _check_dtype = GpuProgram._check_dtype
     _named = GpuProgram._named
     _metadata = GpuProgram._metadata
+    _sizes_arg = GpuProgram._sizes_arg
+    _check_writable = GpuProgram._check_writable
 
     def _arguments(self, sizes, named):
         values = self._named((), named)
         missing = [n for n in self.outputs if n not in values]
         if missing:
-            raise KVAttnError(f"Plan.run writes into given device tensors: "
-                              f"pass {', '.join(missing)}")
-        sizes = dict(sizes or {})
+            raise KVAttnTypeError(f"Plan.run writes into given device "
+                                  f"tensors: pass {', '.join(missing)}")
+        sizes = self._sizes_arg(sizes)
         buffers, host_metadata, keep = {}, {}, []
         device_metadata = set()
         for name, value in values.items():
@@ -754,18 +938,19 @@ class Plan:
                 host_metadata[name] = self._metadata(name, value, sizes)
                 continue
             if not device:
-                raise KVAttnError(
+                raise KVAttnTypeError(
                     f"Plan.run: '{name}' is {type(value).__name__}, not a "
                     "device tensor (kvattn.to_device, or a CUDA tensor)")
             view = _view_of(value, self.runtime)
             self._check_dtype(name, view.dtype)
+            self._check_writable(name, view)
             self._unify(sizes, name, view.shape)
             buffers[name] = view.ptr
             keep.append(view)
             if name in METADATA:
                 device_metadata.add(name)
         if host_metadata and device_metadata:
-            raise KVAttnError(
+            raise KVAttnTypeError(
                 "Plan.run: metadata is either all on the device ("
                 f"{', '.join(sorted(device_metadata))}) or all on the host "
                 f"({', '.join(sorted(host_metadata))}), not mixed")
@@ -798,8 +983,9 @@ class Plan:
         the same device pointers."""
         s, buffers, host, _keep, _ = self._arguments(sizes, named)
         if host:
-            raise KVAttnError("Plan.capture needs the metadata on the device "
-                              "(a graph replays the host copy's address)")
+            raise KVAttnTypeError("Plan.capture needs the metadata on the "
+                                  "device (a graph replays the host copy's "
+                                  "address)")
         capi.GraphHandle.begin(self.runtime.rt)
         try:
             self.handle.run(s, buffers)
@@ -841,7 +1027,7 @@ def attention_ir(runtime=None, **fields):
     num_query_heads, num_kv_heads, head_dim, value_head_dim, causal,
     with_lse, window, softcap, scale, paged, page_size, num_pages,
     max_pages, varlen, append. Bad fields raise KVAttnError naming them."""
-    api = runtime.api if runtime is not None else library()
+    api = _runtime_arg(runtime).api if runtime is not None else library()
     return api.attention_ir(fields)
 
 
@@ -854,6 +1040,10 @@ def plan(ir, runtime=None, max_sizes=None, stream=None, **options):
     metadata ring is reserved for them); stream: a CUstream to launch
     on."""
     if isinstance(ir, dict):
-        ir = attention_ir(runtime=runtime or default_runtime(), **ir)
+        bad = [k for k in ir if not isinstance(k, str)]
+        if bad:
+            raise KVAttnTypeError(f"description field names are str, got "
+                                  f"{bad[0]!r}")
+        ir = attention_ir(runtime=_runtime_arg(runtime), **ir)
     return Plan(ir, runtime=runtime, max_sizes=max_sizes, stream=stream,
                 **options)

@@ -5,12 +5,68 @@ and bench/compare_torch.py use it. No dependency beyond the standard library.
 """
 
 import ctypes
+import numbers
+import operator
 import os
 
 
 class KVAttnError(RuntimeError):
-    """A failure reported by the C API (its message) or by the package's own
-    argument checks."""
+    """Every failure of the package: the C API's (its message) or the
+    package's own argument checks. An argument of the wrong type raises
+    KVAttnTypeError (also a TypeError), a value out of range or otherwise
+    refused before the C API sees it KVAttnValueError (also a ValueError)."""
+
+
+class KVAttnTypeError(KVAttnError, TypeError):
+    """An argument of a type the package does not take."""
+
+
+class KVAttnValueError(KVAttnError, ValueError):
+    """An argument of the right type whose value is refused."""
+
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+UINT64_MAX = (1 << 64) - 1
+SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
+
+
+def check_int(what, value, lo=INT64_MIN, hi=INT64_MAX):
+    """`value` as a Python int in [lo, hi]: an int or an integer scalar
+    (operator.index), not a bool, a float or a string; ctypes would wrap a
+    value outside its C type silently (2**64 + 4 -> 4)."""
+    if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):
+        raise KVAttnTypeError(f"{what} must be an integer, got {value!r}")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise KVAttnTypeError(f"{what} must be an integer, got "
+                              f"{type(value).__name__} {value!r}") from None
+    if not lo <= n <= hi:
+        raise KVAttnValueError(f"{what} = {n} is outside [{lo}, {hi}]")
+    return n
+
+
+def check_text(what, value, optional=False):
+    """`value` (a str; None when optional) as the NUL-terminated UTF-8 bytes
+    the C API reads: a NUL inside would end the text there silently."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise KVAttnTypeError(
+            f"{what} must be a str{' or None' if optional else ''}, got "
+            f"{type(value).__name__}" +
+            (" (decode bytes first)" if isinstance(value, bytes) else ""))
+    nul = value.find("\0")
+    if nul >= 0:
+        raise KVAttnValueError(f"{what} contains a NUL character at offset "
+                               f"{nul}: the C API would read the text only "
+                               "up to it")
+    try:
+        return value.encode()
+    except UnicodeEncodeError as e:
+        raise KVAttnValueError(f"{what} is not valid Unicode text ({e})") \
+            from None
 
 
 # --- The C structs (field for field as in KVAttn.h) ---------------------------
@@ -166,7 +222,10 @@ class Library:
     """The C API of one libkvattn_c.so."""
 
     def __init__(self, path=None):
-        path = path or find_library()
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise KVAttnTypeError(f"the library path must be a str, got "
+                                  f"{type(path).__name__}")
+        path = os.fspath(path) if path is not None else find_library()
         if not os.path.exists(path):
             raise KVAttnError(
                 f"{path} does not exist: build the KVAttnCAPIShared target "
@@ -286,30 +345,37 @@ class Library:
         """A kvattn_compile_options from keyword options; unknown names and
         wrong types are errors naming them."""
         allowed = GPU_OPTIONS if target == "gpu" else CPU_OPTIONS
+        if not isinstance(options, dict):
+            raise KVAttnTypeError(f"options must be a dict, got "
+                                  f"{type(options).__name__}")
         o = CompileOptions()
         self.lib.kvattn_compile_options_init(ctypes.byref(o))
         for name, value in options.items():
             if name not in allowed:
-                raise KVAttnError(
+                raise KVAttnTypeError(
                     f"unknown option '{name}' for target '{target}' (its "
                     f"options: {', '.join(allowed)})")
             if value is None:
                 continue
             if name == "chip":
                 if not isinstance(value, str):
-                    raise KVAttnError(f"option chip must be a string like "
-                                      f"'sm_90', got {value!r}")
-                o.chip = value.encode()
+                    raise KVAttnTypeError(f"option chip must be a string "
+                                          f"like 'sm_90', got {value!r}")
+                o.chip = check_text("option chip", value)
             elif name in _BOOL_OPTIONS:
-                if not isinstance(value, (bool, int)) or value not in (0, 1):
-                    raise KVAttnError(f"option {name} must be a bool, got "
-                                      f"{value!r}")
+                if not isinstance(value, (bool, int)):
+                    raise KVAttnTypeError(f"option {name} must be a bool, "
+                                          f"got {value!r}")
+                if value not in (0, 1):
+                    raise KVAttnValueError(f"option {name} must be a bool, "
+                                           f"got {value!r}")
                 setattr(o, name, int(value))
             else:
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise KVAttnError(f"option {name} must be an integer, "
-                                      f"got {value!r}")
-                setattr(o, name, value)
+                # The field's C type: int64, or int32 (opt_level).
+                bits = 8 * getattr(CompileOptions, name).size
+                setattr(o, name, check_int(
+                    f"option {name}", value, -(1 << (bits - 1)),
+                    (1 << (bits - 1)) - 1))
         return o
 
     def compile(self, ir, options, image_kind):
@@ -317,7 +383,7 @@ class Library:
         image, manifest, error = (ctypes.c_void_p(), ctypes.c_void_p(),
                                   ctypes.c_void_p())
         rc = self.lib.kvattn_compile(
-            ir.encode(), ctypes.byref(options), image_kind,
+            check_text("ir", ir), ctypes.byref(options), image_kind,
             ctypes.byref(image), ctypes.byref(manifest), ctypes.byref(error))
         self.check(rc, error, "kvattn_compile")
         return self._take(image.value), self._take(manifest.value)
@@ -325,23 +391,41 @@ class Library:
     def attention_ir(self, fields):
         """The IR of a kvattn_attention_desc given as a dict
         (kvattn_attention_desc_to_ir); unknown fields are errors."""
+        if not isinstance(fields, dict):
+            raise KVAttnTypeError(f"a description is a dict of fields, got "
+                                  f"{type(fields).__name__}")
         d = AttentionDesc()
         self.lib.kvattn_attention_desc_init(ctypes.byref(d))
         known = [f for f, _ in AttentionDesc._fields_
                  if f not in ("struct_size", "reserved0")]
         for name, value in fields.items():
             if name not in known:
-                raise KVAttnError(f"unknown description field '{name}' "
-                                  f"(fields: {', '.join(known)})")
+                raise KVAttnTypeError(f"unknown description field '{name}' "
+                                      f"(fields: {', '.join(known)})")
             if name == "dtype":
-                if value not in DTYPE_CODE:
-                    raise KVAttnError(f"description dtype must be f32, f16 "
-                                      f"or bf16, got {value!r}")
+                if not isinstance(value, str) or value not in DTYPE_CODE:
+                    raise KVAttnValueError(f"description dtype must be f32, "
+                                           f"f16 or bf16, got {value!r}")
                 value = DTYPE_CODE[value]
-            elif name in DESC_FLAGS:
-                value = int(bool(value)) if isinstance(value, bool) else value
-            elif value is None:
+            elif value is None and name not in DESC_FLAGS:
                 continue
+            elif name in DESC_FLAGS:
+                # 0/1 (the C API names any other value); a bool as 0/1.
+                value = check_int(f"description field {name}", int(value)
+                                  if isinstance(value, bool) else value,
+                                  INT32_MIN, INT32_MAX)
+            elif name in ("softcap", "scale"):
+                if isinstance(value, bool) or not isinstance(value,
+                                                             numbers.Real):
+                    raise KVAttnTypeError(f"description field {name} must "
+                                          f"be a number, got {value!r}")
+                try:
+                    value = float(value)
+                except (OverflowError, TypeError, ValueError) as e:
+                    raise KVAttnValueError(f"description field {name} = "
+                                           f"{value!r}: {e}") from None
+            else:
+                value = check_int(f"description field {name}", value)
             setattr(d, name, value)
         ir, error = ctypes.c_void_p(), ctypes.c_void_p()
         rc = self.lib.kvattn_attention_desc_to_ir(
@@ -354,7 +438,8 @@ class Library:
         image, manifest, error = (ctypes.c_void_p(), ctypes.c_void_p(),
                                   ctypes.c_void_p())
         rc = self.lib.kvattn_compile_to_device_ir(
-            ir.encode(), chip.encode(), ctypes.byref(image),
+            check_text("ir", ir), check_text("chip", chip, optional=True),
+            ctypes.byref(image),
             ctypes.byref(manifest), ctypes.byref(error))
         self.check(rc, error, "kvattn_compile_to_device_ir")
         return self._take(image.value), self._take(manifest.value)
@@ -364,7 +449,8 @@ class Library:
         ptx, manifest, error = (ctypes.c_void_p(), ctypes.c_void_p(),
                                 ctypes.c_void_p())
         rc = self.lib.kvattn_compile_to_ptx(
-            ir.encode(), chip.encode(), ctypes.byref(ptx),
+            check_text("ir", ir), check_text("chip", chip, optional=True),
+            ctypes.byref(ptx),
             ctypes.byref(manifest), ctypes.byref(error))
         self.check(rc, error, "kvattn_compile_to_ptx")
         return self._take(ptx.value), self._take(manifest.value)
@@ -386,9 +472,10 @@ class Runtime:
         self.handle = ctypes.c_void_p()
         options = _RuntimeOptions()
         library.lib.kvattn_runtime_options_init(ctypes.byref(options))
-        options.device = device
-        if driver_library:
-            options.driver_library = driver_library.encode()
+        options.device = check_int("device", device, INT32_MIN, INT32_MAX)
+        if driver_library is not None:
+            options.driver_library = check_text("driver library",
+                                                driver_library)
         error = ctypes.c_void_p()
         rc = library.lib.kvattn_runtime_create_with_options(
             ctypes.byref(self.handle), ctypes.byref(options),
@@ -412,45 +499,57 @@ class Runtime:
 
     def set_stream(self, stream):
         """Launch on a CUstream (e.g. torch.cuda.current_stream().cuda_stream)."""
-        self._call("kvattn_runtime_set_stream", ctypes.c_uint64(stream))
+        self._call("kvattn_runtime_set_stream", ctypes.c_uint64(
+            check_int("stream", stream, 0, UINT64_MAX)))
 
     def reserve_metadata(self, nbytes):
         """Allocates the metadata slots up front (a plan step)."""
-        self._call("kvattn_runtime_reserve_metadata", nbytes)
+        self._call("kvattn_runtime_reserve_metadata",
+                   check_int("metadata bytes", nbytes, 0, SIZE_MAX))
 
     def use_own_stream(self):
         self._call("kvattn_runtime_use_own_stream")
 
     def alloc(self, nbytes):
         ptr = ctypes.c_uint64()
-        self._call("kvattn_device_alloc", ctypes.c_size_t(nbytes),
+        self._call("kvattn_device_alloc", ctypes.c_size_t(
+            check_int("allocation bytes", nbytes, 0, SIZE_MAX)),
                    ctypes.byref(ptr))
         return ptr.value
 
     def free(self, ptr):
-        self._call("kvattn_device_free", ctypes.c_uint64(ptr))
+        self._call("kvattn_device_free", ctypes.c_uint64(
+            check_int("device pointer", ptr, 0, UINT64_MAX)))
 
     def upload(self, ptr, data):
         """Copies bytes (or a buffer at an address: upload_from) to device
         memory."""
         buf = ctypes.create_string_buffer(bytes(data), len(data))
-        self._call("kvattn_copy_to_device", ctypes.c_uint64(ptr), buf,
+        self._call("kvattn_copy_to_device", ctypes.c_uint64(
+            check_int("device pointer", ptr, 0, UINT64_MAX)), buf,
                    ctypes.c_size_t(len(data)))
 
     def upload_from(self, ptr, host_address, nbytes):
-        self._call("kvattn_copy_to_device", ctypes.c_uint64(ptr),
-                   ctypes.c_void_p(host_address), ctypes.c_size_t(nbytes))
+        self._call("kvattn_copy_to_device", ctypes.c_uint64(
+            check_int("device pointer", ptr, 0, UINT64_MAX)),
+            ctypes.c_void_p(host_address), ctypes.c_size_t(
+                check_int("copy bytes", nbytes, 0, SIZE_MAX)))
 
     def download(self, ptr, nbytes):
         """Copies bytes from device memory."""
+        nbytes = check_int("copy bytes", nbytes, 0, SIZE_MAX)
         buf = ctypes.create_string_buffer(nbytes)
-        self._call("kvattn_copy_to_host", buf, ctypes.c_uint64(ptr),
-                   ctypes.c_size_t(nbytes))
+        self._call("kvattn_copy_to_host", buf, ctypes.c_uint64(
+            check_int("device pointer", ptr, 0, UINT64_MAX)),
+            ctypes.c_size_t(nbytes))
         return buf.raw
 
     def download_to(self, host_address, ptr, nbytes):
         self._call("kvattn_copy_to_host", ctypes.c_void_p(host_address),
-                   ctypes.c_uint64(ptr), ctypes.c_size_t(nbytes))
+                   ctypes.c_uint64(check_int("device pointer", ptr, 0,
+                                             UINT64_MAX)),
+                   ctypes.c_size_t(check_int("copy bytes", nbytes, 0,
+                                             SIZE_MAX)))
 
     def synchronize(self):
         self._call("kvattn_synchronize")
@@ -473,7 +572,9 @@ class Kernel:
         self.handle = ctypes.c_void_p()
         error = ctypes.c_void_p()
         rc = self.api.lib.kvattn_kernel_load(
-            runtime.handle, ptx.encode(), manifest_json.encode(), index,
+            runtime.handle, check_text("image", ptx),
+            check_text("manifest", manifest_json),
+            check_int("kernel index", index, 0, SIZE_MAX),
             ctypes.byref(self.handle), ctypes.byref(error))
         self.api.check(rc, error, "kvattn_kernel_load")
         self._args = None
@@ -482,16 +583,11 @@ class Kernel:
         """sizes: (B, Hq, Hkv, L, S[, num_pages, page_size, max_pages]);
         buffers: {name: device pointer}; metadata: {name: [ints]} (host
         values, validated at each launch)."""
-        self._keep = [n.encode() for n in list(buffers) + list(metadata)]
-        names = iter(self._keep)
-        bufs = (_Buffer * len(buffers))(
-            *[_Buffer(next(names), int(p)) for p in buffers.values()])
-        arrays = [(ctypes.c_int64 * len(v))(*[int(x) for x in v])
-                  for v in metadata.values()]
-        meta = (_Metadata * len(metadata))(
-            *[_Metadata(next(names), a, len(a)) for a in arrays])
+        self._keep, bufs = _buffers(buffers)
+        names, arrays, meta = _metadata(metadata)
+        self._keep += names
         self._arrays = arrays
-        self._args = (_Sizes(*sizes), bufs, len(buffers), meta, len(metadata))
+        self._args = (_sizes(sizes), bufs, len(buffers), meta, len(metadata))
 
     def launch(self):
         if self._args is None:
@@ -529,11 +625,35 @@ def call_counts(runtime, reset=False):
     return c.as_dict()
 
 
+def _sizes(sizes):
+    """A kvattn_sizes; every size an int64 (ctypes would wrap a larger one
+    silently)."""
+    names = [n for n, _ in _Sizes._fields_]
+    if len(sizes) > len(names):
+        raise KVAttnValueError(f"{len(sizes)} sizes, kvattn_sizes has "
+                               f"{len(names)}")
+    return _Sizes(*[check_int(f"size {n}", v) for n, v in zip(names, sizes)])
+
+
 def _buffers(buffers):
-    keep = [n.encode() for n in buffers]
+    keep = [check_text("buffer name", n) for n in buffers]
     arr = (_Buffer * len(buffers))(
-        *[_Buffer(k, int(p)) for k, p in zip(keep, buffers.values())])
+        *[_Buffer(k, check_int(f"device pointer of '{n}'", p, 0, UINT64_MAX))
+          for k, (n, p) in zip(keep, buffers.items())])
     return keep, arr
+
+
+def _metadata(metadata):
+    """(names, value arrays, kvattn_metadata array) of {name: [ints]}: each
+    value an int64 (the C API then checks it against the kernel's
+    range)."""
+    names = [check_text("metadata name", n) for n in metadata]
+    arrays = [(ctypes.c_int64 * len(v))(
+        *[check_int(f"metadata {n}[{i}]", x) for i, x in enumerate(v)])
+        for n, v in metadata.items()]
+    meta = (_Metadata * len(metadata))(
+        *[_Metadata(n, a, len(a)) for n, a in zip(names, arrays)])
+    return names, arrays, meta
 
 
 class PlanHandle:
@@ -544,8 +664,9 @@ class PlanHandle:
         self.runtime, self.api = runtime, runtime.api
         self.handle, error = ctypes.c_void_p(), ctypes.c_void_p()
         rc = self.api.lib.kvattn_plan_create(
-            runtime.handle, ir.encode(), ctypes.byref(options), image_kind,
-            _Sizes(*bounds), ctypes.byref(self.handle), ctypes.byref(error))
+            runtime.handle, check_text("ir", ir), ctypes.byref(options),
+            image_kind, _sizes(bounds), ctypes.byref(self.handle),
+            ctypes.byref(error))
         self.api.check(rc, error, "kvattn_plan_create")
         text, error = ctypes.c_void_p(), ctypes.c_void_p()
         rc = self.api.lib.kvattn_plan_manifest(self.handle, ctypes.byref(text),
@@ -564,7 +685,8 @@ class PlanHandle:
         update_v/value)."""
         name, error = ctypes.c_void_p(), ctypes.c_void_p()
         rc = self.api.lib.kvattn_plan_buffer_name(
-            self.handle, kernel, param.encode(), ctypes.byref(name),
+            self.handle, check_int("kernel index", kernel, 0, SIZE_MAX),
+            check_text("parameter name", param), ctypes.byref(name),
             ctypes.byref(error))
         self.api.check(rc, error, "kvattn_plan_buffer_name")
         return self.api._take(name.value)
@@ -572,23 +694,22 @@ class PlanHandle:
     def run(self, sizes, buffers, stream=CURRENT_STREAM):
         _keep, arr = _buffers(buffers)
         error = ctypes.c_void_p()
-        rc = self.api.lib.kvattn_plan_run(self.handle, _Sizes(*sizes), arr,
-                                          len(buffers), ctypes.c_uint64(stream),
-                                          ctypes.byref(error))
+        rc = self.api.lib.kvattn_plan_run(
+            self.handle, _sizes(sizes), arr, len(buffers),
+            ctypes.c_uint64(check_int("stream", stream, 0, UINT64_MAX)),
+            ctypes.byref(error))
         self.api.check(rc, error, "kvattn_plan_run")
 
     def run_host_metadata(self, sizes, buffers, metadata,
                           stream=CURRENT_STREAM):
         _keep, arr = _buffers(buffers)
-        names = [n.encode() for n in metadata]
-        arrays = [(ctypes.c_int64 * len(v))(*[int(x) for x in v])
-                  for v in metadata.values()]
-        meta = (_Metadata * len(metadata))(
-            *[_Metadata(n, a, len(a)) for n, a in zip(names, arrays)])
+        _names, _arrays, meta = _metadata(metadata)
         error = ctypes.c_void_p()
         rc = self.api.lib.kvattn_plan_run_host_metadata(
-            self.handle, _Sizes(*sizes), arr, len(buffers), meta,
-            len(metadata), ctypes.c_uint64(stream), ctypes.byref(error))
+            self.handle, _sizes(sizes), arr, len(buffers), meta,
+            len(metadata),
+            ctypes.c_uint64(check_int("stream", stream, 0, UINT64_MAX)),
+            ctypes.byref(error))
         self.api.check(rc, error, "kvattn_plan_run_host_metadata")
 
     def status(self):

@@ -8,7 +8,8 @@ vector dtypes, host memory) is a KVAttnError that says why.
 
 import ctypes
 
-from ._capi import KVAttnError
+from ._capi import (KVAttnTypeError, KVAttnValueError, UINT64_MAX,
+                    INT64_MAX, check_int)
 
 # DLPack (dlpack.h): device types and type codes.
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
@@ -92,7 +93,7 @@ def _check_strides(what, shape, strides, unit):
     want = _contiguous_strides(shape, unit)
     for d, (got, exp) in enumerate(zip(strides, want)):
         if shape[d] != 1 and got != exp:
-            raise KVAttnError(
+            raise KVAttnValueError(
                 f"{what}: strides {tuple(strides)} are not row-major "
                 f"{want} for shape {tuple(shape)}: pass a contiguous tensor "
                 "(e.g. .contiguous())")
@@ -102,33 +103,42 @@ def from_cuda_array_interface(obj):
     what = f"{type(obj).__name__} (__cuda_array_interface__)"
     cai = obj.__cuda_array_interface__
     if not isinstance(cai, dict):
-        raise KVAttnError(f"{what} is not a dict")
-    version = cai.get("version", 0)
+        raise KVAttnTypeError(f"{what} is not a dict")
+    version = check_int(f"{what} version", cai.get("version", 0))
     if version < 2:
-        raise KVAttnError(f"{what}: version {version}, kvattn reads 2 and "
-                          "later")
+        raise KVAttnValueError(f"{what}: version {version}, kvattn reads 2 "
+                               "and later")
     for key in ("shape", "typestr", "data"):
         if key not in cai:
-            raise KVAttnError(f"{what} has no '{key}'")
-    shape = tuple(int(d) for d in cai["shape"])
+            raise KVAttnValueError(f"{what} has no '{key}'")
+    if not isinstance(cai["shape"], (tuple, list)):
+        raise KVAttnTypeError(f"{what}: shape must be a tuple, got "
+                              f"{type(cai['shape']).__name__}")
+    shape = tuple(check_int(f"{what} shape dim {i}", d, 0, INT64_MAX)
+                  for i, d in enumerate(cai["shape"]))
     typestr = cai["typestr"]
-    dtype = _TYPESTR.get(typestr)
+    dtype = _TYPESTR.get(typestr) if isinstance(typestr, str) else None
     if dtype is None:
-        raise KVAttnError(
+        raise KVAttnValueError(
             f"{what}: typestr '{typestr}' is not one kvattn takes "
             f"({', '.join(sorted(_TYPESTR))}; bf16 through DLPack)")
     if cai.get("mask") is not None:
-        raise KVAttnError(f"{what}: masked arrays are not supported")
+        raise KVAttnValueError(f"{what}: masked arrays are not supported")
     data = cai["data"]
     if not isinstance(data, (tuple, list)) or len(data) != 2:
-        raise KVAttnError(f"{what}: 'data' must be (pointer, read_only)")
+        raise KVAttnTypeError(f"{what}: 'data' must be (pointer, read_only)")
     ptr, read_only = data
     strides = cai.get("strides")
+    if strides is not None and (not isinstance(strides, (tuple, list)) or
+                                len(strides) != len(shape)):
+        raise KVAttnValueError(f"{what}: strides {strides!r} for shape "
+                               f"{shape}")
     _check_strides(what, shape, None if strides is None else
-                   tuple(int(s) for s in strides), _ITEMSIZE[dtype])
-    ptr = int(ptr or 0)
+                   tuple(check_int(f"{what} stride", s) for s in strides),
+                   _ITEMSIZE[dtype])
+    ptr = check_int(f"{what} data pointer", ptr or 0, 0, UINT64_MAX)
     if ptr == 0 and any(d for d in shape) and all(d for d in shape):
-        raise KVAttnError(f"{what}: null data pointer")
+        raise KVAttnValueError(f"{what}: null data pointer")
     # The device: CUDA pointers carry it; the interface does not say. The
     # caller checks it where it knows (torch: obj.device.index).
     device = getattr(getattr(obj, "device", None), "index", None)
@@ -140,15 +150,15 @@ def from_cuda_array_interface(obj):
 
 def _dl_dtype(what, dt):
     if dt.lanes != 1:
-        raise KVAttnError(f"{what}: vector dtype ({dt.lanes} lanes)")
+        raise KVAttnValueError(f"{what}: vector dtype ({dt.lanes} lanes)")
     key = (dt.code, dt.bits)
     table = {(_DL_FLOAT, 32): "f32", (_DL_FLOAT, 16): "f16",
              (_DL_FLOAT, 64): "f64", (_DL_BFLOAT, 16): "bf16",
              (_DL_INT, 32): "i32", (_DL_INT, 64): "i64",
              (_DL_BOOL, 8): "i1", (_DL_UINT, 8): "i1"}
     if key not in table:
-        raise KVAttnError(f"{what}: DLPack dtype (code {dt.code}, {dt.bits} "
-                          "bits) is not one kvattn takes")
+        raise KVAttnValueError(f"{what}: DLPack dtype (code {dt.code}, "
+                               f"{dt.bits} bits) is not one kvattn takes")
     return table[key]
 
 
@@ -156,14 +166,14 @@ def from_dlpack_capsule(capsule, what="DLPack capsule", owner=None):
     """The DeviceView of a "dltensor" capsule (not consumed: its destructor
     still calls the producer's deleter)."""
     if not _capsule_is_valid(capsule, b"dltensor"):
-        raise KVAttnError(f"{what}: __dlpack__() did not return a "
-                          "'dltensor' capsule (a used or versioned one)")
+        raise KVAttnValueError(f"{what}: __dlpack__() did not return a "
+                               "'dltensor' capsule (a used or versioned one)")
     address = _capsule_get_pointer(capsule, b"dltensor")
     if not address:
-        raise KVAttnError(f"{what}: the capsule holds a null tensor")
+        raise KVAttnValueError(f"{what}: the capsule holds a null tensor")
     t = DLManagedTensor.from_address(address).dl_tensor
     if t.ndim < 0:
-        raise KVAttnError(f"{what}: ndim {t.ndim}")
+        raise KVAttnValueError(f"{what}: ndim {t.ndim}")
     shape = tuple(t.shape[i] for i in range(t.ndim)) if t.ndim else ()
     dtype = _dl_dtype(what, t.dtype)
     strides = (tuple(t.strides[i] for i in range(t.ndim))
@@ -182,7 +192,7 @@ def from_dlpack(obj, stream=None):
     device_type, device_id = obj.__dlpack_device__()
     if device_type not in (DL_CUDA, DL_CUDA_MANAGED):
         name = _DL_DEVICE_NAMES.get(device_type, f"type {device_type}")
-        raise KVAttnError(
+        raise KVAttnValueError(
             f"{what} is on a {name} device (DLPack device type "
             f"{device_type}), not a CUDA one: pass host data as a NumPy "
             "array")
@@ -193,9 +203,9 @@ def from_dlpack(obj, stream=None):
         capsule = obj.__dlpack__()
     view = from_dlpack_capsule(capsule, what, owner=obj)
     if view.device_type != device_type or view.device != device_id:
-        raise KVAttnError(f"{what}: __dlpack_device__ says ({device_type}, "
-                          f"{device_id}), the tensor ({view.device_type}, "
-                          f"{view.device})")
+        raise KVAttnValueError(f"{what}: __dlpack_device__ says "
+                               f"({device_type}, {device_id}), the tensor "
+                               f"({view.device_type}, {view.device})")
     return view
 
 
@@ -222,6 +232,6 @@ def device_view(obj, stream=None):
         return from_cuda_array_interface(obj)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return from_dlpack(obj, stream)
-    raise KVAttnError(
+    raise KVAttnTypeError(
         f"{type(obj).__name__} is not a device tensor (no "
         "__cuda_array_interface__, no __dlpack__/__dlpack_device__)")

@@ -45,3 +45,13 @@ func.func @too_many_elements(%q: tensor<1x1x4611686018427387904x8xf32>, %k: tens
   %o = kvattn.attention %q, %k, %v : tensor<1x1x4611686018427387904x8xf32>, tensor<1x1x8x8xf32>, tensor<1x1x8x8xf32> -> tensor<1x1x4611686018427387904x8xf32>
   return %o : tensor<1x1x4611686018427387904x8xf32>
 }
+
+// -----
+
+// Empty (B = 0), but the strides of the other dims overflow int64: found
+// by kvattn-fuzz-capi (UBSan in the kernel ABI's stride product).
+func.func @empty_with_huge_dims(%q: tensor<0x6x9223372036854775807x8xf32>, %k: tensor<0x6x3x8xf32>, %v: tensor<0x6x3x8xf32>) -> tensor<0x6x9223372036854775807x8xf32> {
+  // expected-error @+1 {{kvattn-tile: operand 0 ('tensor<0x6x9223372036854775807x8xf32>') has more than 2^48 elements (counting its non-zero dims)}}
+  %o = kvattn.attention %q, %k, %v : tensor<0x6x9223372036854775807x8xf32>, tensor<0x6x3x8xf32>, tensor<0x6x3x8xf32> -> tensor<0x6x9223372036854775807x8xf32>
+  return %o : tensor<0x6x9223372036854775807x8xf32>
+}

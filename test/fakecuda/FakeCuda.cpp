@@ -203,6 +203,10 @@ CUresult cuStreamSynchronize(CUstream stream) {
 CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
   LOCK();
   FAIL_IF_INJECTED("cuMemAlloc_v2");
+  // More than the device's memory (cuMemGetInfo), or more than the host
+  // gives: out of memory, as a real driver says, never a null "success".
+  if (bytes > (size_t(80) << 30))
+    return 2; // CUDA_ERROR_OUT_OF_MEMORY
   void *memory = std::calloc(bytes ? bytes : 1, 1);
   if (!memory)
     return 2; // CUDA_ERROR_OUT_OF_MEMORY

@@ -6,6 +6,11 @@
 // value, sizes from negative to near INT64_MAX, kernel indices out of range,
 // manifests and images that are text of any kind, chips of any spelling,
 // and IR from small valid programs with random shapes and options.
+// Plans too: created from fixed IRs and from descriptions with random
+// bounds and options, run on the device path and the host-metadata path
+// with random sizes, buffers, metadata and streams, their status read and
+// cleared, buffer names asked for any parameter, runs captured in graphs
+// and replayed.
 // Every call must return 0 or an error code with a message; crashes,
 // sanitizer reports and leaks of the API's own objects are bugs.
 //
@@ -23,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -55,12 +61,48 @@ std::string compileOnce(const char *ir, Compiled &out) {
   return "";
 }
 
+/// The IRs plans are created from: dynamic plain attention with positions
+/// and lengths, a paged decode, a static one (a split-KV candidate), a
+/// decode step with its cache writes, and two attentions in one function.
+const char *kPlanIRs[] = {
+    R"mlir(func.func @plain(%q: tensor<?x4x?x64xf16>, %k: tensor<?x2x?x64xf16>, %v: tensor<?x2x?x64xf16>, %qo: tensor<?xi32>, %n: tensor<?xi32>) -> tensor<?x4x?x64xf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<?xi32>) kv_len(%n : tensor<?xi32>) causal : tensor<?x4x?x64xf16>, tensor<?x2x?x64xf16>, tensor<?x2x?x64xf16> -> tensor<?x4x?x64xf16>
+  return %o : tensor<?x4x?x64xf16>
+})mlir",
+    R"mlir(func.func @paged(%q: tensor<?x4x1x64xf16>, %k: tensor<?x16x2x64xf16>, %v: tensor<?x16x2x64xf16>, %n: tensor<?xi32>, %bt: tensor<?x?xi32>) -> tensor<?x4x1x64xf16> {
+  %o = kvattn.attention %q, %k, %v kv_len(%n : tensor<?xi32>) block_table(%bt : tensor<?x?xi32>) : tensor<?x4x1x64xf16>, tensor<?x16x2x64xf16>, tensor<?x16x2x64xf16> -> tensor<?x4x1x64xf16>
+  return %o : tensor<?x4x1x64xf16>
+})mlir",
+    R"mlir(func.func @static(%q: tensor<2x4x1x64xf16>, %k: tensor<2x1x512x64xf16>, %v: tensor<2x1x512x64xf16>, %n: tensor<2xi32>) -> tensor<2x4x1x64xf16> {
+  %o = kvattn.attention %q, %k, %v kv_len(%n : tensor<2xi32>) : tensor<2x4x1x64xf16>, tensor<2x1x512x64xf16>, tensor<2x1x512x64xf16> -> tensor<2x4x1x64xf16>
+  return %o : tensor<2x4x1x64xf16>
+})mlir",
+    R"mlir(func.func @step(%q: tensor<?x4x1x64xf16>, %kc: tensor<?x2x?x64xf16>, %vc: tensor<?x2x?x64xf16>, %kn: tensor<?x2x1x64xf16>, %vn: tensor<?x2x1x64xf16>, %pos: tensor<?xi32>, %n: tensor<?xi32>) -> tensor<?x4x1x64xf16> {
+  %k = kvattn.append %kn into %kc at %pos : tensor<?x2x1x64xf16> into tensor<?x2x?x64xf16>, tensor<?xi32>
+  %v = kvattn.append %vn into %vc at %pos : tensor<?x2x1x64xf16> into tensor<?x2x?x64xf16>, tensor<?xi32>
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<?xi32>) kv_len(%n : tensor<?xi32>) causal : tensor<?x4x1x64xf16>, tensor<?x2x?x64xf16>, tensor<?x2x?x64xf16> -> tensor<?x4x1x64xf16>
+  return %o : tensor<?x4x1x64xf16>
+})mlir",
+    R"mlir(func.func @two(%q: tensor<?x4x1x64xf16>, %k: tensor<?x2x?x64xf16>, %v: tensor<?x2x?x64xf16>, %n: tensor<?xi32>) -> (tensor<?x4x1x64xf16>, tensor<?x4x1x64xf16>) {
+  %o = kvattn.attention %q, %k, %v kv_len(%n : tensor<?xi32>) : tensor<?x4x1x64xf16>, tensor<?x2x?x64xf16>, tensor<?x2x?x64xf16> -> tensor<?x4x1x64xf16>
+  %p = kvattn.attention %q, %v, %k kv_len(%n : tensor<?xi32>) : tensor<?x4x1x64xf16>, tensor<?x2x?x64xf16>, tensor<?x2x?x64xf16> -> tensor<?x4x1x64xf16>
+  return %o, %p : tensor<?x4x1x64xf16>, tensor<?x4x1x64xf16>
+})mlir",
+    "",
+    "func.func @broken(",
+};
+
 struct Fixture {
   kvattn_runtime *runtime = nullptr;
   std::vector<Compiled> modules;
 
   Fixture() {
     setenv("KVATTN_LIBCUDA", KVATTN_FAKE_CUDA, 1);
+    // Plans of the fixed IRs compile once, then come from a kernel cache of
+    // this process's own (random IR elsewhere is compiled, never cached).
+    char cacheDir[] = "/tmp/kvattn-fuzz-capi-XXXXXX";
+    if (mkdtemp(cacheDir))
+      setenv("KVATTN_CACHE_DIR", cacheDir, 1);
     char *error = nullptr;
     if (kvattn_runtime_create(&runtime, &error)) {
       std::fprintf(stderr, "cannot open the fake driver: %s\n", error);
@@ -97,9 +139,11 @@ Fixture &fixture() {
 }
 
 const char *kNames[] = {
-    "query",     "key",       "value",       "out",      "lse",   "mask",
-    "out_parts", "lse_parts", "q_offset",    "k_offset", "q_pos", "k_pos",
-    "kv_len",    "key_valid", "block_table", "",         "QUERY", "query "};
+    "query", "key",       "value",     "out",       "lse",
+    "mask",  "out_parts", "lse_parts", "q_offset",  "k_offset",
+    "q_pos", "k_pos",     "kv_len",    "key_valid", "block_table",
+    "",      "QUERY",     "query ",    "update_k",  "update_v",
+    "pos",   "status",    "update",    "cache",     "kv_lenn"};
 
 int64_t drawSize(FuzzedDataProvider &in) {
   switch (in.ConsumeIntegralInRange<int>(0, 5)) {
@@ -152,6 +196,252 @@ std::string drawIR(FuzzedDataProvider &in) {
   return ir;
 }
 
+kvattn_sizes drawSizes(FuzzedDataProvider &in) {
+  return {drawSize(in), drawSize(in), drawSize(in), drawSize(in),
+          drawSize(in), drawSize(in), drawSize(in), drawSize(in)};
+}
+
+/// Buffers by name: the plan's allocations or any pointer value.
+std::vector<kvattn_buffer> drawBuffers(FuzzedDataProvider &in,
+                                       const std::vector<uint64_t> &ours) {
+  std::vector<kvattn_buffer> buffers(in.ConsumeIntegralInRange(0, 12));
+  for (kvattn_buffer &buffer : buffers) {
+    buffer.name = in.ConsumeIntegralInRange(0, 20) == 0
+                      ? nullptr
+                      : in.PickValueInArray(kNames);
+    buffer.device_ptr =
+        in.ConsumeBool() || ours.empty()
+            ? (in.ConsumeBool() ? in.ConsumeIntegral<uint64_t>() : 0)
+            : ours[in.ConsumeIntegralInRange<size_t>(0, ours.size() - 1)];
+  }
+  return buffers;
+}
+
+/// Host metadata of any length and value; `values` keeps the arrays.
+std::vector<kvattn_metadata>
+drawMetadata(FuzzedDataProvider &in,
+             std::vector<std::vector<int64_t>> &values) {
+  std::vector<kvattn_metadata> metadata(in.ConsumeIntegralInRange(0, 6));
+  for (kvattn_metadata &entry : metadata) {
+    entry.name = in.ConsumeIntegralInRange(0, 20) == 0
+                     ? nullptr
+                     : in.PickValueInArray(kNames);
+    values.emplace_back(in.ConsumeIntegralInRange<size_t>(0, 40));
+    for (int64_t &v : values.back())
+      v = drawSize(in);
+    entry.values =
+        in.ConsumeIntegralInRange(0, 20) == 0 ? nullptr : values.back().data();
+    entry.count = values.back().size();
+  }
+  return metadata;
+}
+
+/// A stream argument: the current one mostly, else 0 or any value (a
+/// foreign handle the fake driver refuses).
+uint64_t drawStream(FuzzedDataProvider &in) {
+  switch (in.ConsumeIntegralInRange(0, 7)) {
+  case 0:
+    return 0;
+  case 1:
+    return in.ConsumeIntegral<uint64_t>();
+  default:
+    return KVATTN_CURRENT_STREAM;
+  }
+}
+
+/// A description with every field drawn (kvattn_attention_desc_to_ir
+/// checks them), or one of few valid ones (cheap to plan: cached).
+kvattn_attention_desc drawDescription(FuzzedDataProvider &in, bool anyValue) {
+  kvattn_attention_desc d;
+  kvattn_attention_desc_init(&d);
+  if (anyValue) {
+    d.dtype = static_cast<kvattn_dtype>(in.ConsumeIntegralInRange(-1, 8));
+    d.batch = drawSize(in);
+    d.query_len = drawSize(in);
+    d.key_len = drawSize(in);
+    d.num_query_heads = drawSize(in);
+    d.num_kv_heads = drawSize(in);
+    d.head_dim = drawSize(in);
+    d.value_head_dim = drawSize(in);
+    d.causal = in.ConsumeIntegralInRange(-1, 2);
+    d.with_lse = in.ConsumeIntegralInRange(-1, 2);
+    d.window = drawSize(in);
+    d.softcap = in.ConsumeFloatingPoint<double>();
+    d.scale = in.ConsumeFloatingPoint<double>();
+    d.paged = in.ConsumeIntegralInRange(-1, 2);
+    d.varlen = in.ConsumeIntegralInRange(-1, 2);
+    d.page_size = drawSize(in);
+    d.num_pages = drawSize(in);
+    d.max_pages = drawSize(in);
+    d.append = in.ConsumeIntegralInRange(-1, 2);
+    d.reserved0 = in.ConsumeIntegralInRange(0, 20) == 0;
+    if (in.ConsumeIntegralInRange(0, 20) == 0)
+      d.struct_size = in.ConsumeIntegralInRange<size_t>(0, 4 * sizeof(d));
+    return d;
+  }
+  d.dtype = in.PickValueInArray({KVATTN_F16, KVATTN_BF16, KVATTN_F32});
+  d.query_len = 1;
+  d.num_query_heads = 4;
+  d.num_kv_heads = 2;
+  d.head_dim = 64;
+  d.causal = 1;
+  d.paged = in.ConsumeBool();
+  d.page_size = d.paged ? 16 : 0;
+  d.append = in.ConsumeBool();
+  return d;
+}
+
+/// Plans: created with random bounds and options, then run (device and
+/// host metadata), captured, replayed, asked for names, status, workspace.
+void planStep(FuzzedDataProvider &in, kvattn_runtime *runtime,
+              std::vector<kvattn_plan *> &plans,
+              std::vector<uint64_t> &allocations,
+              std::vector<std::vector<int64_t>> &values) {
+  char *error = nullptr;
+  if (plans.empty() || in.ConsumeIntegralInRange(0, 7) == 0) {
+    if (plans.size() >= 3)
+      return;
+    kvattn_compile_options options;
+    kvattn_compile_options_init(&options);
+    options.split_kv = in.PickValueInArray<int64_t>({1, 0, 2, 4, -1});
+    options.block_n = in.PickValueInArray<int64_t>({0, 32, 64});
+    options.num_warps = in.PickValueInArray<int64_t>({0, 4});
+    const bool defaults = in.ConsumeIntegralInRange(0, 7) == 0;
+    kvattn_sizes bounds = drawSizes(in);
+    kvattn_plan *plan = nullptr;
+    int rc;
+    if (in.ConsumeIntegralInRange(0, 5) == 0) {
+      kvattn_attention_desc desc = drawDescription(in, false);
+      rc = kvattn_plan_create_from_desc(
+          runtime, &desc, defaults ? nullptr : &options, KVATTN_IMAGE_PTX,
+          bounds, &plan, &error);
+    } else {
+      const char *ir = in.PickValueInArray(kPlanIRs);
+      rc = kvattn_plan_create(
+          in.ConsumeIntegralInRange(0, 30) == 0 ? nullptr : runtime, ir,
+          defaults ? nullptr : &options,
+          static_cast<kvattn_image_kind>(
+              in.ConsumeIntegralInRange(0, 20) == 0 ? 7 : KVATTN_IMAGE_PTX),
+          bounds, &plan, &error);
+    }
+    expectMessage(rc, error, "kvattn_plan_create");
+    if (rc == 0)
+      plans.push_back(plan);
+    return;
+  }
+  kvattn_plan *plan =
+      plans[in.ConsumeIntegralInRange<size_t>(0, plans.size() - 1)];
+  switch (in.ConsumeIntegralInRange(0, 9)) {
+  case 0:
+  case 1: { // the device path
+    kvattn_sizes sizes = drawSizes(in);
+    std::vector<kvattn_buffer> buffers = drawBuffers(in, allocations);
+    expectMessage(kvattn_plan_run(plan, sizes,
+                                  in.ConsumeIntegralInRange(0, 20) == 0
+                                      ? nullptr
+                                      : buffers.data(),
+                                  buffers.size(), drawStream(in), &error),
+                  error, "kvattn_plan_run");
+    break;
+  }
+  case 2:
+  case 3: { // the host-metadata path
+    kvattn_sizes sizes = drawSizes(in);
+    std::vector<kvattn_buffer> buffers = drawBuffers(in, allocations);
+    std::vector<kvattn_metadata> metadata = drawMetadata(in, values);
+    expectMessage(
+        kvattn_plan_run_host_metadata(
+            plan, sizes, buffers.data(), buffers.size(),
+            in.ConsumeIntegralInRange(0, 20) == 0 ? nullptr : metadata.data(),
+            metadata.size(), drawStream(in), &error),
+        error, "kvattn_plan_run_host_metadata");
+    break;
+  }
+  case 4: { // a captured run (either path), replayed
+    expectMessage(kvattn_graph_begin_capture(runtime, &error), error,
+                  "kvattn_graph_begin_capture");
+    error = nullptr;
+    kvattn_sizes sizes = drawSizes(in);
+    std::vector<kvattn_buffer> buffers = drawBuffers(in, allocations);
+    if (in.ConsumeBool()) {
+      expectMessage(kvattn_plan_run(plan, sizes, buffers.data(), buffers.size(),
+                                    KVATTN_CURRENT_STREAM, &error),
+                    error, "kvattn_plan_run (capturing)");
+    } else {
+      std::vector<kvattn_metadata> metadata = drawMetadata(in, values);
+      expectMessage(kvattn_plan_run_host_metadata(
+                        plan, sizes, buffers.data(), buffers.size(),
+                        metadata.data(), metadata.size(), KVATTN_CURRENT_STREAM,
+                        &error),
+                    error, "kvattn_plan_run_host_metadata (capturing)");
+    }
+    error = nullptr;
+    kvattn_graph *graph = nullptr;
+    int rc = kvattn_graph_end_capture(runtime, &graph, &error);
+    expectMessage(rc, error, "kvattn_graph_end_capture");
+    if (rc == 0) {
+      for (int n = in.ConsumeIntegralInRange(0, 3); n > 0; --n) {
+        error = nullptr;
+        expectMessage(kvattn_graph_launch(graph, &error), error,
+                      "kvattn_graph_launch");
+      }
+      kvattn_graph_destroy(graph);
+    }
+    break;
+  }
+  case 5: { // names of any kernel index and parameter
+    char *name = nullptr;
+    const char *params[] = {"query", "update",  "cache", "pos",
+                            "out",   "no_such", "",      nullptr};
+    int rc =
+        kvattn_plan_buffer_name(plan, in.ConsumeIntegralInRange<size_t>(0, 6),
+                                in.PickValueInArray(params),
+                                in.ConsumeBool() ? &name : nullptr, &error);
+    expectMessage(rc, error, "kvattn_plan_buffer_name");
+    if (rc == 0)
+      kvattn_free(name);
+    break;
+  }
+  case 6: {
+    char *manifest = nullptr;
+    size_t bytes = 0;
+    int rc = kvattn_plan_manifest(plan, &manifest, &error);
+    expectMessage(rc, error, "kvattn_plan_manifest");
+    if (rc == 0)
+      kvattn_free(manifest);
+    error = nullptr;
+    expectMessage(kvattn_plan_workspace_bytes(plan, &bytes, &error), error,
+                  "kvattn_plan_workspace_bytes");
+    break;
+  }
+  case 7: { // the status word, read (waits) and cleared
+    int rc = kvattn_plan_status(plan, &error);
+    expectMessage(rc, error, "kvattn_plan_status");
+    error = nullptr;
+    if (in.ConsumeBool())
+      expectMessage(kvattn_plan_clear_status(plan, &error), error,
+                    "kvattn_plan_clear_status");
+    break;
+  }
+  case 8: { // a description to IR, every field drawn
+    kvattn_attention_desc desc = drawDescription(in, true);
+    char *ir = nullptr;
+    int rc = kvattn_attention_desc_to_ir(&desc, &ir, &error);
+    expectMessage(rc, error, "kvattn_attention_desc_to_ir");
+    if (rc == 0)
+      kvattn_free(ir);
+    break;
+  }
+  default: { // the metadata ring, within what a host can allocate
+    expectMessage(
+        kvattn_runtime_reserve_metadata(
+            runtime, in.ConsumeIntegralInRange<size_t>(0, 1 << 20), &error),
+        error, "kvattn_runtime_reserve_metadata");
+    break;
+  }
+  }
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -159,6 +449,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FuzzedDataProvider in(data, size);
   std::vector<uint64_t> allocations;
   std::vector<kvattn_kernel *> kernels;
+  std::vector<kvattn_plan *> plans;
   // Storage that outlives each call's arrays.
   std::vector<std::vector<int64_t>> values;
 
@@ -167,7 +458,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const Compiled &m =
         f.modules[in.ConsumeIntegralInRange<size_t>(0, f.modules.size() - 1)];
     // (Exhausted input reads as 0: the cheap synchronize, not a compile.)
-    switch (in.ConsumeIntegralInRange<int>(0, 7)) {
+    switch (in.ConsumeIntegralInRange<int>(0, 8)) {
+    case 8:
+      planStep(in, f.runtime, plans, allocations, values);
+      break;
     case 7: { // compile random IR for a random chip (rarely: it is slow)
       if (in.ConsumeIntegralInRange<int>(0, 15) != 15)
         break;
@@ -175,6 +469,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       const char *chips[] = {"sm_80", "sm_90a",  "sm_60",  "",
                              "SM_80", "sm_1000", "gfx90a", nullptr};
       const char *chip = in.PickValueInArray(chips);
+      if (std::getenv("KVATTN_FUZZ_PRINT")) // reproducing an artifact
+        std::fprintf(stderr, "chip %s, IR:\n%s\n", chip ? chip : "(null)",
+                     ir.c_str());
       char *image = nullptr, *manifest = nullptr;
       int rc = in.ConsumeBool()
                    ? kvattn_compile_to_device_ir(ir.c_str(), chip, &image,
@@ -349,6 +646,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   for (kvattn_kernel *kernel : kernels)
     kvattn_kernel_destroy(kernel);
+  for (kvattn_plan *plan : plans)
+    kvattn_plan_destroy(plan);
   for (uint64_t ptr : allocations) {
     char *error = nullptr;
     kvattn_device_free(f.runtime, ptr, &error);

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 using namespace mlir::kvattn;
 using namespace mlir::kvattn::rt;
@@ -1251,4 +1252,24 @@ TEST(RuntimeSplit, HugeSizesDoNotOverflowTheRule) {
   Sizes keys{1, 32, 8, 1, INT64_MAX};
   EXPECT_EQ(splitCount(manifest.kernels[0], keys, INT32_MAX),
             manifest.kernels[0].splitRule.maxSplits);
+}
+
+// The sizes of a launch are the caller's: the split's program count and
+// chunk count saturate instead of overflowing (kvattn-fuzz-capi found
+// B * Hq * row blocks past int64 under UBSan). A program count beyond any
+// grid needs no split.
+TEST(RuntimeSplit, HugeSizesSaturate) {
+  KernelInfo k;
+  k.splitRule.maxSplits = 64;
+  k.splitRule.blockM = 16;
+  k.splitRule.blockN = 64;
+  k.splitRule.group = 1;
+  k.splitRule.programsPerSm = 2;
+  Sizes s = {int64_t(1) << 62, 4, 4, 1, int64_t(1) << 20};
+  EXPECT_EQ(splitCount(k, s, 132), 1); // B * Hq wrapped to 0: 64
+  s = {1, 1, 1, 1, std::numeric_limits<int64_t>::max()};
+  EXPECT_EQ(splitCount(k, s, 132), 64); // S + blockN - 1 wrapped: 1
+  s = {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max(),
+       1, std::numeric_limits<int64_t>::max(), 4096};
+  EXPECT_EQ(splitCount(k, s, std::numeric_limits<int64_t>::max()), 1);
 }

@@ -52,21 +52,24 @@ inline constexpr int64_t kMaxThreads = 1024;
 inline constexpr int64_t kMaxElements = int64_t(1) << 48;
 
 /// The product of `shape`, or std::nullopt when a dimension is negative or
-/// the product exceeds kMaxElements.
+/// the product of its non-zero dimensions exceeds kMaxElements. A 0 makes
+/// the tensor empty, but its strides are still products of the other dims:
+/// in tensor<0x6x9223372036854775807x8xf32> the stride of dim 1 overflows.
 inline std::optional<int64_t> elementCount(const std::vector<int64_t> &shape) {
-  for (int64_t d : shape)
+  int64_t n = 1;
+  bool empty = false;
+  for (int64_t d : shape) {
     if (d < 0)
       return std::nullopt;
-  for (int64_t d : shape)
-    if (d == 0)
-      return 0;
-  int64_t n = 1;
-  for (int64_t d : shape) {
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
     if (n > kMaxElements / d)
       return std::nullopt;
     n *= d;
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 } // namespace mlir::kvattn::limits
