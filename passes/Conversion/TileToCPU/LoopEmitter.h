@@ -284,28 +284,37 @@ inline Value asTypeOf(Emitter &e, Value scalar, Value like) {
 /// vectors of one row's columns).
 inline Value accumulatePart(Emitter &e, Value acc, Value l, Value peak,
                             Value v) {
+  // (Named locals here and below: the IR order must not depend on the
+  // compiler's argument evaluation order; this is GCC's.)
   Value w = asTypeOf(e, partWeight(e, l, peak), v);
-  return arith::SelectOp::create(e.b, isEmpty(e, l), acc,
-                                 e.addf(acc, e.mulf(w, v)));
+  Value added = e.addf(acc, e.mulf(w, v));
+  Value empty = isEmpty(e, l);
+  return arith::SelectOp::create(e.b, empty, acc, added);
 }
 /// The merged value: the weighted sum over the weights' sum, 0 when every
 /// part is empty.
 inline Value normalise(Emitter &e, Value weighted, Value peak, Value sum) {
   Value merged =
       arith::DivFOp::create(e.b, weighted, asTypeOf(e, sum, weighted));
-  return arith::SelectOp::create(e.b, isEmpty(e, peak),
-                                 asTypeOf(e, e.f32(0), weighted), merged);
+  Value zero = asTypeOf(e, e.f32(0), weighted);
+  Value empty = isEmpty(e, peak);
+  return arith::SelectOp::create(e.b, empty, zero, merged);
 }
 inline Value peakStep(Emitter &e, Value m, Value l) {
   return arith::MaximumFOp::create(e.b, m, l);
 }
 inline Value sumStep(Emitter &e, Value s, Value l, Value peak) {
   Value w = partWeight(e, l, peak);
-  return arith::SelectOp::create(e.b, isEmpty(e, l), s, e.addf(s, w));
+  Value added = e.addf(s, w);
+  Value empty = isEmpty(e, l);
+  return arith::SelectOp::create(e.b, empty, s, added);
 }
 inline Value rowLse(Emitter &e, Value peak, Value sum) {
-  return arith::SelectOp::create(e.b, isEmpty(e, peak), e.negInf(),
-                                 e.addf(peak, math::LogOp::create(e.b, sum)));
+  Value log = math::LogOp::create(e.b, sum);
+  Value lse = e.addf(peak, log);
+  Value negInf = e.negInf();
+  Value empty = isEmpty(e, peak);
+  return arith::SelectOp::create(e.b, empty, negInf, lse);
 }
 } // namespace merge_detail
 
