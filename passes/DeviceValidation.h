@@ -23,12 +23,14 @@
 namespace mlir {
 namespace kvattn {
 
-/// `indexBitwidth` (32 or 64): the index width -kvattn-gpu-to-nvvm gives
-/// the kernels; with 32 the validation kernels also refuse offsets and
-/// positions that give a position of 2^31 - 1 or more (the runtime's rule
-/// for 32-bit kernels, runtime/Validation.cpp; kIndex32PositionLimit).
-std::unique_ptr<Pass> createDeviceValidationPass(unsigned indexBitwidth = 64);
-void registerDeviceValidationPass();
+/// -kvattn-device-validation (declared in Passes.td, registered with the
+/// other passes) with `indexBitwidth` (32 or 64): the index width
+/// -kvattn-gpu-to-nvvm gives the kernels; with 32 the validation kernels
+/// also refuse offsets and positions that give a position of 2^31 - 1 or
+/// more (the runtime's rule for 32-bit kernels, runtime/Validation.cpp;
+/// kIndex32PositionLimit). createDeviceValidationPass(const
+/// DeviceValidationPassOptions &) is declared in Passes.h.
+std::unique_ptr<Pass> createDeviceValidationPass(unsigned indexBitwidth);
 
 } // namespace kvattn
 } // namespace mlir

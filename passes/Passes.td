@@ -430,6 +430,38 @@ def ExternDynamicSharedMemoryPass
 }
 
 
+def DeviceValidationPass
+    : Pass<"kvattn-device-validation", "::mlir::ModuleOp"> {
+  let summary = "Status word and metadata validation kernels for device-"
+                "resident metadata";
+  let description = [{
+    For metadata that lives on the device (a serving plan's run, a CUDA
+    graph; docs/kernel-abi.md, "The status word"): every kernel of
+    `@kvattn_kernels` takes one more pointer, `status` (i64[16], after the
+    other pointers), and computes and writes nothing when `status[0] != 0`;
+    every kernel that reads metadata gets a validation kernel
+    `<name>_validate` (kind "validate", one block of threads per batch
+    entry) launched before it, which checks the metadata against the
+    runtime's rules (runtime/Validation.cpp, kvattn/Support/BlockTable.h)
+    and records the first violation in the status word, with the host's
+    message text. Runs after the kernels are built (the end of the GPU
+    kernel pipeline with PtxOptions::deviceValidation).
+  }];
+  let options = [
+    Option<"indexBitwidth", "index-bitwidth", "unsigned", /*default=*/"64",
+           "Bits of the kernels' index arithmetic (as -kvattn-gpu-to-nvvm "
+           "will lower them): with 32, the positions an offset or position "
+           "value gives must stay below 2^31 - 1">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 def GpuToNVVMPass : Pass<"kvattn-gpu-to-nvvm", "::mlir::ModuleOp"> {
   let summary = "Lower the kernels' gpu.modules to NVVM with one index width";
   let description = [{

@@ -3,7 +3,6 @@
 #include "kvattn/Registration/Registration.h"
 
 #include "kvattn/Dialect/KVAttnDialect.h"
-#include "kvattn/Passes/DeviceValidation.h"
 #include "kvattn/Passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -29,6 +28,5 @@ void mlir::kvattn::registerAllKVAttnDialects(mlir::DialectRegistry &registry) {
 
 void mlir::kvattn::registerAllKVAttnPasses() {
   mlir::kvattn::registerKVAttnPasses();
-  mlir::kvattn::registerDeviceValidationPass();
   mlir::kvattn::registerKVAttnPipelines();
 }

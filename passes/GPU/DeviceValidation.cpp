@@ -27,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Passes/DeviceValidation.h"
+#include "kvattn/Passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -45,6 +46,9 @@ using namespace mlir;
 
 namespace mlir {
 namespace kvattn {
+#define GEN_PASS_DEF_DEVICEVALIDATIONPASS
+#include "kvattn/Passes/Passes.h.inc"
+
 namespace {
 
 constexpr int64_t kThreads = 128;
@@ -516,34 +520,9 @@ std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
 }
 
 struct DeviceValidationPass
-    : public PassWrapper<DeviceValidationPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DeviceValidationPass)
-
-  StringRef getArgument() const final { return "kvattn-device-validation"; }
-  StringRef getDescription() const final {
-    return "Give every kvattn kernel a status word it checks at entry, and "
-           "every kernel that reads metadata a validation kernel that "
-           "records the first metadata violation there";
-  }
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<arith::ArithDialect, gpu::GPUDialect, LLVM::LLVMDialect,
-                    memref::MemRefDialect, scf::SCFDialect>();
-  }
-
-  DeviceValidationPass() = default;
-  DeviceValidationPass(const DeviceValidationPass &other)
-      : PassWrapper(other) {}
-  explicit DeviceValidationPass(unsigned bits) { indexBitwidth = bits; }
-
+    : impl::DeviceValidationPassBase<DeviceValidationPass> {
+  using Base::Base;
   void runOnOperation() override;
-
-  Option<unsigned> indexBitwidth{
-      *this, "index-bitwidth",
-      llvm::cl::desc("Bits of the kernels' index arithmetic (as "
-                     "-kvattn-gpu-to-nvvm will lower them): with 32, the "
-                     "positions an offset or position value gives must stay "
-                     "below 2^31"),
-      llvm::cl::init(64)};
 };
 
 /// The host's operand for a validation kernel's byte-pointer parameter
@@ -754,11 +733,9 @@ void DeviceValidationPass::runOnOperation() {
 } // namespace
 
 std::unique_ptr<Pass> createDeviceValidationPass(unsigned indexBitwidth) {
-  return std::make_unique<DeviceValidationPass>(indexBitwidth);
-}
-
-void registerDeviceValidationPass() {
-  PassRegistration<DeviceValidationPass>();
+  DeviceValidationPassOptions options;
+  options.indexBitwidth = indexBitwidth;
+  return createDeviceValidationPass(options);
 }
 
 } // namespace kvattn
