@@ -1,4 +1,7 @@
 // REQUIRES: libdevice
+// The emulated GPU is built without sanitizers (its fibers switch stacks
+// under them) and its kernels run exactly as in the normal build, which runs
+// this test:
 // UNSUPPORTED: sanitizers
 // A 32-bit kernel (the default index width) at the top of its positions, on
 // the emulated GPU (issue 30 item 1). The kernels form the last query
