@@ -148,42 +148,18 @@ constexpr double kLog2E = 1.4426950408889634;
 /// the softcap, in units of `unit` (1, or log2(e) for base 2), with the
 /// constants folded: `dot * (scale * unit)`, or with a softcap
 /// `(cap * unit) * tanh(dot * (scale / cap))`.
-inline Value emitScaledScore(Emitter &e, TileQKOp op, Value dot,
-                             double unit = 1.0) {
-  double scale = op.getScale().convertToDouble();
-  std::optional<APFloat> softcap = op.getSoftcap();
-  if (!softcap)
-    return e.mulf(dot, e.f32(scale * unit));
-  double cap = softcap->convertToDouble();
-  return e.mulf(e.f32(cap * unit),
-                math::TanhOp::create(e.b, e.mulf(dot, e.f32(scale / cap))));
-}
+Value emitScaledScore(Emitter &e, TileQKOp op, Value dot, double unit = 1.0);
 
 /// The score of tile.qk for row `r` against one key whose element `d` is
 /// returned by `loadKey(d)` (f32): scale * dot, then the softcap, in units
 /// of `unit`.
-inline Value emitScore(Emitter &e, TileQKOp op, Value r,
-                       function_ref<Value(Value)> loadKey, double unit = 1.0) {
-  Value q = op.getQTile();
-  Value d = e.tileDim(q, 1);
-  Value dot = e.reduce(e.idx(0), d, e.f32(0), [&](Value x, Value acc) {
-    return e.addf(acc, e.mulf(e.load(q, {r, x}), loadKey(x), true), true);
-  });
-  return emitScaledScore(e, op, dot, unit);
-}
+Value emitScore(Emitter &e, TileQKOp op, Value r,
+                function_ref<Value(Value)> loadKey, double unit = 1.0);
 
 /// Indices of mask[b, h, i, j] under right-aligned broadcasting: static
 /// size-1 dimensions read index 0.
-inline SmallVector<Value> maskIndices(Emitter &e, Value mask, Value b, Value h,
-                                      Value i, Value j) {
-  auto type = cast<MemRefType>(mask.getType());
-  Value full[4] = {b, h, i, j};
-  SmallVector<Value> indices;
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    indices.push_back(type.getDimSize(d) == 1 ? e.idx(0)
-                                              : full[4 - type.getRank() + d]);
-  return indices;
-}
+SmallVector<Value> maskIndices(Emitter &e, Value mask, Value b, Value h,
+                               Value i, Value j);
 
 /// The query head and the query row of tile row `r` of a tile op whose
 /// rows start at `start` of head `head`: `(head, start + r)`, or with GQA
@@ -191,68 +167,18 @@ inline SmallVector<Value> maskIndices(Emitter &e, Value mask, Value b, Value h,
 struct QueryRow {
   Value head, row;
 };
-inline QueryRow queryRowOf(Emitter &e, Value head, Value start,
-                           std::optional<int64_t> group, Value r) {
-  Value t = e.add(start, r);
-  if (!group || *group == 1)
-    return {head, t};
-  Value g = e.idx(*group);
-  return {e.add(head, e.b.createOrFold<arith::RemUIOp>(t, g)),
-          e.b.createOrFold<arith::DivUIOp>(t, g)};
-}
+QueryRow queryRowOf(Emitter &e, Value head, Value start,
+                    std::optional<int64_t> group, Value r);
 
 /// The position of row `r` of a tile.mask (null without positions).
-inline Value emitQueryPosition(Emitter &e, TileMaskOp op, Value r) {
-  std::optional<int64_t> group = op.getGroup();
-  if (op.getQBase()) {
-    if (!group || *group == 1)
-      return e.add(op.getQBase(), r);
-    // Packed: q_base is the position of query row 0.
-    return e.add(op.getQBase(),
-                 queryRowOf(e, op.getHead(), op.getQStart(), group, r).row);
-  }
-  if (op.getQPos())
-    return e.loadIndex(
-        op.getQPos(),
-        {op.getBatch(),
-         queryRowOf(e, op.getHead(), op.getQStart(), group, r).row});
-  return {};
-}
+Value emitQueryPosition(Emitter &e, TileMaskOp op, Value r);
 
 /// tile.mask for one element: the score at (r, c) with -inf where the key
 /// is forbidden and a float mask added where it is allowed (in units of
 /// `unit`, as the scores). `score` is the current score, or null to load
 /// it from the score tile.
-inline Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp,
-                             Value c, double unit = 1.0, Value score = {}) {
-  using P = arith::CmpIPredicate;
-  Value j = e.add(op.getKStart(), c);
-  Value allowed = e.cmpi(P::slt, j, op.getKvLen());
-  if (Value valid = op.getKeyValid())
-    allowed = e.andi(allowed, e.load(valid, {op.getBatch(), j}));
-  if (op.getCausal() || op.getWindow()) {
-    Value kp = op.getKBase() ? e.add(op.getKBase(), c)
-                             : e.loadIndex(op.getKPos(), {op.getBatch(), j});
-    if (op.getCausal())
-      allowed = e.andi(allowed, e.cmpi(P::sle, kp, qp));
-    if (std::optional<int64_t> w = op.getWindow())
-      allowed = e.andi(allowed, e.cmpi(P::slt, e.sub(qp, kp), e.idx(*w)));
-  }
-  Value s = score ? score : e.load(op.getScores(), {r, c});
-  if (Value mask = op.getMask()) {
-    QueryRow q = queryRowOf(e, op.getHead(), op.getQStart(), op.getGroup(), r);
-    Value m =
-        e.load(mask, maskIndices(e, mask, op.getBatch(), q.head, q.row, j));
-    if (isa<FloatType>(m.getType())) {
-      if (!m.getType().isF32())
-        m = arith::ExtFOp::create(e.b, e.b.getF32Type(), m);
-      s = e.addf(s, unit == 1.0 ? m : e.mulf(m, e.f32(unit)));
-    } else {
-      allowed = e.andi(allowed, m);
-    }
-  }
-  return arith::SelectOp::create(e.b, allowed, s, e.negInf());
-}
+Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp, Value c,
+                      double unit = 1.0, Value score = {});
 
 /// The merge of partial states (kvattn.merge, kvattn.tile.merge) for one
 /// row `(b, h, i)` of `lseParts [N, B, H, L]`, visiting the parts in index
@@ -267,86 +193,27 @@ struct MergedRow {
 /// The pieces of the merge arithmetic, shared by every lowering of it.
 namespace merge_detail {
 /// Whether a part (its lse `l`) is empty: -inf.
-inline Value isEmpty(Emitter &e, Value l) {
-  return arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, l, e.negInf());
-}
+Value isEmpty(Emitter &e, Value l);
 /// A part's weight relative to the row's peak lse: exp(l - peak).
-inline Value partWeight(Emitter &e, Value l, Value peak) {
-  return math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, peak));
-}
+Value partWeight(Emitter &e, Value l, Value peak);
 /// `scalar` as `like`'s type (a vector: broadcast).
-inline Value asTypeOf(Emitter &e, Value scalar, Value like) {
-  if (auto vector = dyn_cast<VectorType>(like.getType()))
-    return vector::BroadcastOp::create(e.b, vector, scalar);
-  return scalar;
-}
+Value asTypeOf(Emitter &e, Value scalar, Value like);
 /// acc + weight(l) * v, or acc for an empty part (`acc` and `v` scalars or
 /// vectors of one row's columns).
-inline Value accumulatePart(Emitter &e, Value acc, Value l, Value peak,
-                            Value v) {
-  // (Named locals here and below: the IR order must not depend on the
-  // compiler's argument evaluation order; this is GCC's.)
-  Value w = asTypeOf(e, partWeight(e, l, peak), v);
-  Value added = e.addf(acc, e.mulf(w, v));
-  Value empty = isEmpty(e, l);
-  return arith::SelectOp::create(e.b, empty, acc, added);
-}
+Value accumulatePart(Emitter &e, Value acc, Value l, Value peak, Value v);
 /// The merged value: the weighted sum over the weights' sum, 0 when every
 /// part is empty.
-inline Value normalise(Emitter &e, Value weighted, Value peak, Value sum) {
-  Value merged =
-      arith::DivFOp::create(e.b, weighted, asTypeOf(e, sum, weighted));
-  Value zero = asTypeOf(e, e.f32(0), weighted);
-  Value empty = isEmpty(e, peak);
-  return arith::SelectOp::create(e.b, empty, zero, merged);
-}
-inline Value peakStep(Emitter &e, Value m, Value l) {
-  return arith::MaximumFOp::create(e.b, m, l);
-}
-inline Value sumStep(Emitter &e, Value s, Value l, Value peak) {
-  Value w = partWeight(e, l, peak);
-  Value added = e.addf(s, w);
-  Value empty = isEmpty(e, l);
-  return arith::SelectOp::create(e.b, empty, s, added);
-}
-inline Value rowLse(Emitter &e, Value peak, Value sum) {
-  Value log = math::LogOp::create(e.b, sum);
-  Value lse = e.addf(peak, log);
-  Value negInf = e.negInf();
-  Value empty = isEmpty(e, peak);
-  return arith::SelectOp::create(e.b, empty, negInf, lse);
-}
+Value normalise(Emitter &e, Value weighted, Value peak, Value sum);
+Value peakStep(Emitter &e, Value m, Value l);
+Value sumStep(Emitter &e, Value s, Value l, Value peak);
+Value rowLse(Emitter &e, Value peak, Value sum);
 } // namespace merge_detail
 
-inline MergedRow emitMergedRow(Emitter &e, Value lseParts, Value b, Value h,
-                               Value i) {
-  using namespace merge_detail;
-  Value n = e.dimOf(lseParts, 0);
-  MergedRow row;
-  row.peak = e.reduce(e.idx(0), n, e.negInf(), [&](Value p, Value m) {
-    return peakStep(e, m, e.load(lseParts, {p, b, h, i}));
-  });
-  row.sum = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value s) {
-    return sumStep(e, s, e.load(lseParts, {p, b, h, i}), row.peak);
-  });
-  row.lse = rowLse(e, row.peak, row.sum);
-  return row;
-}
+MergedRow emitMergedRow(Emitter &e, Value lseParts, Value b, Value h, Value i);
 
 /// The same for part lses already loaded (`lses`, in part order): the
 /// same operations in the same order, unrolled.
-inline MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e) {
-  using namespace merge_detail;
-  MergedRow row;
-  row.peak = e.negInf();
-  for (Value l : lses)
-    row.peak = peakStep(e, row.peak, l);
-  row.sum = e.f32(0);
-  for (Value l : lses)
-    row.sum = sumStep(e, row.sum, l, row.peak);
-  row.lse = rowLse(e, row.peak, row.sum);
-  return row;
-}
+MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e);
 
 /// Element `x` of the merged output of `row`: the sum over non-empty parts,
 /// in index order, of `exp(lse_n - peak) * out_n[x]`, divided by `sum` (0
@@ -354,23 +221,11 @@ inline MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e) {
 /// normalised by their sum, not as `exp(lse_n - lse)`: for large scores
 /// `lse = peak + log(sum)` rounds back to `peak` in f32, and those weights
 /// would no longer add up to 1.
-inline Value emitMergedOut(Emitter &e, Value outParts, Value lseParts,
-                           const MergedRow &row, Value b, Value h, Value i,
-                           Value x) {
-  using namespace merge_detail;
-  Value n = e.dimOf(lseParts, 0);
-  Value weighted = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value a) {
-    Value l = e.load(lseParts, {p, b, h, i});
-    Value v = e.load(outParts, {p, b, h, i, x});
-    return accumulatePart(e, a, l, row.peak, v);
-  });
-  return normalise(e, weighted, row.peak, row.sum);
-}
+Value emitMergedOut(Emitter &e, Value outParts, Value lseParts,
+                    const MergedRow &row, Value b, Value h, Value i, Value x);
 
 /// Converts an f32 to `type` (round to nearest even), or returns it.
-inline Value truncTo(Emitter &e, Value v, Type type) {
-  return type.isF32() ? v : arith::TruncFOp::create(e.b, type, v).getResult();
-}
+Value truncTo(Emitter &e, Value v, Type type);
 
 /// A program's scratch tile `[R, C]` as the CPU lowerings address it:
 /// row-major as typed, or transposed, `[C][R]` in the same buffer: the

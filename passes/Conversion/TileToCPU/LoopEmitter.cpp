@@ -1,0 +1,210 @@
+//===- LoopEmitter.cpp - the tile ops' shared semantics -------------------===//
+//
+// The scores, masks, query rows and the merge of partial states as loops
+// and scalar arithmetic: one definition, used by the CPU lowerings
+// (TileToLoops, TileToVectors), -kvattn-lower-merge and the GPU lowering.
+// The IR these build must not depend on the C++ compiler's argument
+// evaluation order: values that create ops are named locals.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Conversion/TileToCPU/LoopEmitter.h"
+
+namespace mlir {
+namespace kvattn {
+
+Value emitScaledScore(Emitter &e, TileQKOp op, Value dot, double unit) {
+  double scale = op.getScale().convertToDouble();
+  std::optional<APFloat> softcap = op.getSoftcap();
+  if (!softcap)
+    return e.mulf(dot, e.f32(scale * unit));
+  double cap = softcap->convertToDouble();
+  // (In GCC's argument evaluation order, as everywhere in this file.)
+  Value scaled = e.mulf(dot, e.f32(scale / cap));
+  Value tanh = math::TanhOp::create(e.b, scaled);
+  Value capUnit = e.f32(cap * unit);
+  return e.mulf(capUnit, tanh);
+}
+
+Value emitScore(Emitter &e, TileQKOp op, Value r,
+                function_ref<Value(Value)> loadKey, double unit) {
+  Value q = op.getQTile();
+  Value d = e.tileDim(q, 1);
+  Value dot = e.reduce(e.idx(0), d, e.f32(0), [&](Value x, Value acc) {
+    Value k = loadKey(x);
+    Value qx = e.load(q, {r, x});
+    return e.addf(acc, e.mulf(qx, k, true), true);
+  });
+  return emitScaledScore(e, op, dot, unit);
+}
+
+SmallVector<Value> maskIndices(Emitter &e, Value mask, Value b, Value h,
+                               Value i, Value j) {
+  auto type = cast<MemRefType>(mask.getType());
+  Value full[4] = {b, h, i, j};
+  SmallVector<Value> indices;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    indices.push_back(type.getDimSize(d) == 1 ? e.idx(0)
+                                              : full[4 - type.getRank() + d]);
+  return indices;
+}
+
+QueryRow queryRowOf(Emitter &e, Value head, Value start,
+                    std::optional<int64_t> group, Value r) {
+  Value t = e.add(start, r);
+  if (!group || *group == 1)
+    return {head, t};
+  Value g = e.idx(*group);
+  return {e.add(head, e.b.createOrFold<arith::RemUIOp>(t, g)),
+          e.b.createOrFold<arith::DivUIOp>(t, g)};
+}
+
+Value emitQueryPosition(Emitter &e, TileMaskOp op, Value r) {
+  std::optional<int64_t> group = op.getGroup();
+  if (op.getQBase()) {
+    if (!group || *group == 1)
+      return e.add(op.getQBase(), r);
+    // Packed: q_base is the position of query row 0.
+    return e.add(op.getQBase(),
+                 queryRowOf(e, op.getHead(), op.getQStart(), group, r).row);
+  }
+  if (op.getQPos())
+    return e.loadIndex(
+        op.getQPos(),
+        {op.getBatch(),
+         queryRowOf(e, op.getHead(), op.getQStart(), group, r).row});
+  return {};
+}
+
+Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp, Value c,
+                      double unit, Value score) {
+  using P = arith::CmpIPredicate;
+  Value j = e.add(op.getKStart(), c);
+  Value allowed = e.cmpi(P::slt, j, op.getKvLen());
+  if (Value valid = op.getKeyValid())
+    allowed = e.andi(allowed, e.load(valid, {op.getBatch(), j}));
+  if (op.getCausal() || op.getWindow()) {
+    Value kp = op.getKBase() ? e.add(op.getKBase(), c)
+                             : e.loadIndex(op.getKPos(), {op.getBatch(), j});
+    if (op.getCausal())
+      allowed = e.andi(allowed, e.cmpi(P::sle, kp, qp));
+    if (std::optional<int64_t> w = op.getWindow()) {
+      Value width = e.idx(*w);
+      Value distance = e.sub(qp, kp);
+      allowed = e.andi(allowed, e.cmpi(P::slt, distance, width));
+    }
+  }
+  Value s = score ? score : e.load(op.getScores(), {r, c});
+  if (Value mask = op.getMask()) {
+    QueryRow q = queryRowOf(e, op.getHead(), op.getQStart(), op.getGroup(), r);
+    Value m =
+        e.load(mask, maskIndices(e, mask, op.getBatch(), q.head, q.row, j));
+    if (isa<FloatType>(m.getType())) {
+      if (!m.getType().isF32())
+        m = arith::ExtFOp::create(e.b, e.b.getF32Type(), m);
+      s = e.addf(s, unit == 1.0 ? m : e.mulf(m, e.f32(unit)));
+    } else {
+      allowed = e.andi(allowed, m);
+    }
+  }
+  return arith::SelectOp::create(e.b, allowed, s, e.negInf());
+}
+
+namespace merge_detail {
+Value isEmpty(Emitter &e, Value l) {
+  return arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, l, e.negInf());
+}
+
+Value partWeight(Emitter &e, Value l, Value peak) {
+  return math::ExpOp::create(e.b, arith::SubFOp::create(e.b, l, peak));
+}
+
+Value asTypeOf(Emitter &e, Value scalar, Value like) {
+  if (auto vector = dyn_cast<VectorType>(like.getType()))
+    return vector::BroadcastOp::create(e.b, vector, scalar);
+  return scalar;
+}
+
+Value accumulatePart(Emitter &e, Value acc, Value l, Value peak, Value v) {
+  // (Named locals here and below: the IR order must not depend on the
+  // compiler's argument evaluation order; this is GCC's.)
+  Value w = asTypeOf(e, partWeight(e, l, peak), v);
+  Value added = e.addf(acc, e.mulf(w, v));
+  Value empty = isEmpty(e, l);
+  return arith::SelectOp::create(e.b, empty, acc, added);
+}
+
+Value normalise(Emitter &e, Value weighted, Value peak, Value sum) {
+  Value merged =
+      arith::DivFOp::create(e.b, weighted, asTypeOf(e, sum, weighted));
+  Value zero = asTypeOf(e, e.f32(0), weighted);
+  Value empty = isEmpty(e, peak);
+  return arith::SelectOp::create(e.b, empty, zero, merged);
+}
+
+Value peakStep(Emitter &e, Value m, Value l) {
+  return arith::MaximumFOp::create(e.b, m, l);
+}
+
+Value sumStep(Emitter &e, Value s, Value l, Value peak) {
+  Value w = partWeight(e, l, peak);
+  Value added = e.addf(s, w);
+  Value empty = isEmpty(e, l);
+  return arith::SelectOp::create(e.b, empty, s, added);
+}
+
+Value rowLse(Emitter &e, Value peak, Value sum) {
+  Value log = math::LogOp::create(e.b, sum);
+  Value lse = e.addf(peak, log);
+  Value negInf = e.negInf();
+  Value empty = isEmpty(e, peak);
+  return arith::SelectOp::create(e.b, empty, negInf, lse);
+}
+
+} // namespace merge_detail
+
+MergedRow emitMergedRow(Emitter &e, Value lseParts, Value b, Value h, Value i) {
+  using namespace merge_detail;
+  Value n = e.dimOf(lseParts, 0);
+  MergedRow row;
+  row.peak = e.reduce(e.idx(0), n, e.negInf(), [&](Value p, Value m) {
+    return peakStep(e, m, e.load(lseParts, {p, b, h, i}));
+  });
+  row.sum = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value s) {
+    return sumStep(e, s, e.load(lseParts, {p, b, h, i}), row.peak);
+  });
+  row.lse = rowLse(e, row.peak, row.sum);
+  return row;
+}
+
+MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e) {
+  using namespace merge_detail;
+  MergedRow row;
+  row.peak = e.negInf();
+  for (Value l : lses)
+    row.peak = peakStep(e, row.peak, l);
+  row.sum = e.f32(0);
+  for (Value l : lses)
+    row.sum = sumStep(e, row.sum, l, row.peak);
+  row.lse = rowLse(e, row.peak, row.sum);
+  return row;
+}
+
+Value emitMergedOut(Emitter &e, Value outParts, Value lseParts,
+                    const MergedRow &row, Value b, Value h, Value i, Value x) {
+  using namespace merge_detail;
+  Value n = e.dimOf(lseParts, 0);
+  Value weighted = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value a) {
+    Value l = e.load(lseParts, {p, b, h, i});
+    Value v = e.load(outParts, {p, b, h, i, x});
+    return accumulatePart(e, a, l, row.peak, v);
+  });
+  return normalise(e, weighted, row.peak, row.sum);
+}
+
+Value truncTo(Emitter &e, Value v, Type type) {
+  return type.isF32() ? v : arith::TruncFOp::create(e.b, type, v).getResult();
+}
+
+} // namespace kvattn
+} // namespace mlir
