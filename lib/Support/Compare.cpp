@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace mlir {
 namespace kvattn {
@@ -55,6 +56,48 @@ Comparison compare(const HostTensor &actual, const HostTensor &expected,
     }
   }
   return c;
+}
+
+Drift measureDrift(const HostTensor &actual, const HostTensor &expected) {
+  Drift d;
+  if (actual.shape() != expected.shape()) {
+    d.shapeMismatch = true;
+    d.max = INFINITY;
+    return d;
+  }
+  std::vector<double> errors;
+  errors.reserve(expected.numElements());
+  for (int64_t i = 0; i < expected.numElements(); ++i) {
+    double a = actual.getDouble(i), e = expected.getDouble(i);
+    if (std::isfinite(a) && std::isfinite(e)) {
+      errors.push_back(std::fabs(a - e));
+    } else if ((std::isnan(a) && std::isnan(e)) || a == e) {
+      errors.push_back(0);
+    } else {
+      ++d.nonFiniteMismatches;
+    }
+  }
+  d.elements = expected.numElements();
+  if (!errors.empty()) {
+    double sum = 0;
+    for (double e : errors)
+      sum += e;
+    d.mean = sum / static_cast<double>(errors.size());
+    // Nearest rank: the ceil(p * n)-th smallest error.
+    auto percentile = [&](double p) {
+      size_t rank = static_cast<size_t>(
+          std::ceil(p * static_cast<double>(errors.size())));
+      size_t k = std::clamp<size_t>(rank, 1, errors.size()) - 1;
+      std::nth_element(errors.begin(), errors.begin() + k, errors.end());
+      return errors[k];
+    };
+    d.p95 = percentile(0.95);
+    d.p99 = percentile(0.99);
+    d.max = *std::max_element(errors.begin(), errors.end());
+  }
+  if (d.nonFiniteMismatches)
+    d.max = INFINITY;
+  return d;
 }
 
 } // namespace kvattn

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/CPU/CpuRunner.h"
+#include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Evaluator/Evaluator.h"
 #include "kvattn/GPU/GpuExecutor.h"
 #include "kvattn/Passes/Passes.h"
@@ -37,7 +38,9 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -106,6 +109,13 @@ cl::opt<bool> check("check",
                     cl::desc("Compare the target's results with the "
                              "reference; exit 1 on a mismatch"),
                     cl::init(false), cl::cat(runCategory));
+cl::opt<std::string> reportFile(
+    "report",
+    cl::desc("With --check: also write the comparison to FILE as JSON (per "
+             "result: name, dtype, shape, the max, mean, p95 and p99 of the "
+             "absolute drift, the max relative error, mismatches, tolerance, "
+             "verdict)"),
+    cl::value_desc("FILE"), cl::cat(runCategory));
 cl::list<std::string> expectSame(
     "expect-same",
     cl::desc("I,J: results I and J of the run must agree within the "
@@ -283,6 +293,29 @@ void printTensor(llvm::raw_ostream &os, const ::mlir::kvattn::HostTensor &t) {
   os << "]";
 }
 
+/// What result `r` of `func` is, for the reports: the attention's `out` or
+/// `lse`, an appended `cache`, or `result` for anything else.
+std::string resultName(func::FuncOp func, unsigned r) {
+  Value v = func.front().getTerminator()->getOperand(r);
+  auto res = dyn_cast<OpResult>(v);
+  if (!res)
+    return "result";
+  Operation *op = res.getOwner();
+  if (isa<::mlir::kvattn::AttentionOp, ::mlir::kvattn::SdpaOp,
+          ::mlir::kvattn::MergeOp>(op))
+    return res.getResultNumber() == 0 ? "out" : "lse";
+  if (isa<::mlir::kvattn::AppendOp>(op))
+    return "cache";
+  return "result";
+}
+
+/// A finite double as a JSON number, else null (JSON has no infinities).
+llvm::json::Value jsonNumber(double x) {
+  if (std::isfinite(x))
+    return x;
+  return nullptr;
+}
+
 } // namespace
 
 static int runTool(int argc, char **argv) {
@@ -311,6 +344,8 @@ static int runTool(int argc, char **argv) {
       "--mlir-disable-threading, ...) for the compilations of the cpu and "
       "gpu targets.\n");
 
+  if (!reportFile.empty() && !check)
+    return fail("--report writes the comparison of --check: add --check");
   if (check && target == Target::Reference)
     return fail("--check compares a compiled target with the reference: "
                 "use it with --target=cpu, gpu or gpu-emu");
@@ -372,6 +407,12 @@ static int runTool(int argc, char **argv) {
     return fail(entry.empty()
                     ? "no public function with a body in '" + inputFile + "'"
                     : "no function '" + entry + "' in '" + inputFile + "'");
+
+  // Named before any compilation touches the module.
+  std::string entryName = func.getName().str();
+  std::vector<std::string> resultNames;
+  for (unsigned r = 0; r < func.getNumResults(); ++r)
+    resultNames.push_back(resultName(func, r));
 
   unsigned numArgs = func.getNumArguments();
   std::map<unsigned, std::string> specs;
@@ -613,18 +654,23 @@ static int runTool(int argc, char **argv) {
 
   if (check) {
     bool allPass = true;
+    llvm::json::Array reportOutputs;
     for (size_t r = 0; r < results.size(); ++r) {
       ::mlir::kvattn::Tolerance tol =
           ::mlir::kvattn::toleranceFor(expected[r].elementType(), magnitude);
       ::mlir::kvattn::Comparison c =
           ::mlir::kvattn::compare(results[r], expected[r], tol);
+      ::mlir::kvattn::Drift d =
+          ::mlir::kvattn::measureDrift(results[r], expected[r]);
+      const std::string &name = resultNames[r];
+      const char *dtype =
+          ::mlir::kvattn::elementTypeName(expected[r].elementType());
       allPass &= c.pass();
       llvm::outs() << "check out" << r
                    << ": max_abs_err=" << llvm::format("%.3g", c.maxAbsErr)
                    << " max_rel_err=" << llvm::format("%.3g", c.maxRelErr)
-                   << " tolerance("
-                   << ::mlir::kvattn::elementTypeName(expected[r].elementType())
-                   << ")=atol " << llvm::format("%g", tol.atol) << " + rtol "
+                   << " tolerance(" << dtype << ")=atol "
+                   << llvm::format("%g", tol.atol) << " + rtol "
                    << llvm::format("%g", tol.rtol) << " * |ref| "
                    << (c.pass() ? "PASS" : "FAIL");
       if (!c.pass())
@@ -633,8 +679,65 @@ static int runTool(int argc, char **argv) {
                      << results[r].getDouble(c.firstMismatch) << ", want "
                      << expected[r].getDouble(c.firstMismatch) << ")";
       llvm::outs() << "\n";
+      llvm::outs() << "drift out" << r << " (" << name << ", " << d.elements
+                   << " elements): max=" << llvm::format("%.3g", d.max)
+                   << " mean=" << llvm::format("%.3g", d.mean)
+                   << " p95=" << llvm::format("%.3g", d.p95)
+                   << " p99=" << llvm::format("%.3g", d.p99);
+      if (d.nonFiniteMismatches)
+        llvm::outs() << " non_finite_mismatches=" << d.nonFiniteMismatches;
+      llvm::outs() << "\n";
+      if (!reportFile.empty()) {
+        llvm::json::Array shape;
+        for (int64_t extent : expected[r].shape())
+          shape.push_back(extent);
+        reportOutputs.push_back(llvm::json::Object{
+            {"index", static_cast<int64_t>(r)},
+            {"name", name},
+            {"dtype", dtype},
+            {"shape", std::move(shape)},
+            {"elements", d.elements},
+            {"max_abs", jsonNumber(d.max)},
+            {"mean_abs", jsonNumber(d.mean)},
+            {"p95_abs", jsonNumber(d.p95)},
+            {"p99_abs", jsonNumber(d.p99)},
+            {"max_rel", jsonNumber(c.maxRelErr)},
+            {"mismatches", c.mismatches},
+            {"non_finite_mismatches", d.nonFiniteMismatches},
+            {"shape_mismatch", d.shapeMismatch},
+            {"tolerance",
+             llvm::json::Object{{"atol", tol.atol}, {"rtol", tol.rtol}}},
+            {"pass", c.pass()},
+        });
+      }
     }
     llvm::outs() << (allPass ? "PASS" : "FAIL") << "\n";
+    if (!reportFile.empty()) {
+      static const char *const targetNames[] = {"reference", "cpu", "gpu",
+                                                "gpu-emu"};
+      llvm::json::Object report{
+          {"file", inputFile.getValue()},
+          {"entry", entryName},
+          {"target", targetNames[static_cast<int>(target.getValue())]},
+          {"magnitude", magnitude.getValue()},
+          {"pass", allPass},
+          {"outputs", std::move(reportOutputs)},
+      };
+      std::error_code ec;
+      llvm::raw_fd_ostream os(reportFile, ec);
+      if (ec)
+        return fail("--report: cannot open '" + reportFile +
+                    "': " + ec.message());
+      os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report)))
+         << "\n";
+      os.close();
+      if (os.has_error()) {
+        std::string message = os.error().message();
+        os.clear_error();
+        return fail("--report: writing '" + reportFile +
+                    "' failed: " + message);
+      }
+    }
     if (!allPass)
       return 1;
   }

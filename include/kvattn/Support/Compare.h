@@ -52,6 +52,23 @@ struct Comparison {
 Comparison compare(const HostTensor &actual, const HostTensor &expected,
                    Tolerance tolerance);
 
+/// The distribution of |actual - expected| over a result's elements: a
+/// single maximum hides whether one element or all of them drifted.
+/// Percentiles are nearest-rank (the smallest error e such that at least
+/// p % of the elements are at or below e). Elements where both sides are
+/// the same NaN or infinity count as 0; a NaN or infinity on one side only
+/// is a non-finite mismatch, counted apart, and makes `max` infinite (it
+/// does not enter mean or the percentiles, which stay those of the
+/// comparable elements). A shape mismatch: `shapeMismatch`, nothing else.
+struct Drift {
+  int64_t elements = 0;            ///< the elements compared
+  int64_t nonFiniteMismatches = 0; ///< NaN/Inf on one side only
+  double max = 0, mean = 0, p95 = 0, p99 = 0;
+  bool shapeMismatch = false;
+};
+
+Drift measureDrift(const HostTensor &actual, const HostTensor &expected);
+
 } // namespace kvattn
 } // namespace mlir
 
