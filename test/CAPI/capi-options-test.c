@@ -391,6 +391,18 @@ static int devices(void) {
   refused("device -1",
           kvattn_runtime_create_with_options(&rt, &options, &error), &error);
   options.device = 0;
+  /* The struct_size rule of every versioned struct, before any driver. */
+  options.struct_size = 4;
+  refused("runtime options",
+          kvattn_runtime_create_with_options(&rt, &options, &error), &error);
+  options.struct_size = sizeof(options) + 8;
+  refused("runtime options",
+          kvattn_runtime_create_with_options(&rt, &options, &error), &error);
+  options.struct_size = sizeof(options);
+  options.reserved0 = 1;
+  refused("runtime options",
+          kvattn_runtime_create_with_options(&rt, &options, &error), &error);
+  options.reserved0 = 0;
   options.driver_library = "/nonexistent/libcuda.so";
   refused("driver", kvattn_runtime_create_with_options(&rt, &options, &error),
           &error);
