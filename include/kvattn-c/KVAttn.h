@@ -465,6 +465,60 @@ int kvattn_runtime_call_counts(kvattn_runtime *runtime,
                                kvattn_call_counts *counts, int reset,
                                char **error);
 
+/*===----------------------------------------------------------------------===*
+ * Cache identity (docs/runtime.md, "Cache identity")
+ *===----------------------------------------------------------------------===*/
+
+/* One sequence's cached prefix (tokens 0 .. length-1) in a K and a V
+ * buffer. Contiguous caches (page_size 0) are [batch_size, Hkv, capacity, D]
+ * (V: Dv); paged caches are [num_pages, page_size, Hkv, D] pages with the
+ * sequence's block-table row (max_pages entries). The struct grows at its
+ * end only (struct_size, as kvattn_compile_options). */
+typedef struct {
+  size_t struct_size;
+  const char *dtype; /* "f32", "f16" or "bf16" */
+  int64_t num_kv_heads, head_dim, value_head_dim;
+  int64_t length; /* tokens in the prefix */
+  int64_t batch;  /* the sequence (contiguous: its row; paged: named in
+                     errors) */
+  int64_t batch_size, capacity;          /* contiguous caches */
+  int64_t page_size, num_pages, max_pages; /* paged caches */
+  const int64_t *block_table_row;        /* paged: max_pages entries */
+  /* The logical position of each token (length entries), or NULL: token t
+   * is at position t. */
+  const int64_t *positions;
+  /* The RoPE state the cached K was written in (NULL or "": none). */
+  const char *rope;
+  /* The buffers' sizes in bytes: every row read is checked against them. */
+  uint64_t key_bytes, value_bytes;
+} kvattn_cache_prefix;
+
+/* Zeroes the struct and sets struct_size. */
+void kvattn_cache_prefix_init(kvattn_cache_prefix *prefix);
+
+/* The prefix's fingerprint: a SHA-256 over its dtype, head geometry, RoPE
+ * state, and per token its position and K/V rows in logical order, so it
+ * does not depend on the layout or on which pages hold the rows. `key` and
+ * `value` are host memory. */
+int kvattn_cache_fingerprint(const kvattn_cache_prefix *prefix,
+                             const void *key, const void *value,
+                             uint8_t digest[32], char **error);
+
+/* The same over device buffers: waits for the runtime's current stream,
+ * then copies the prefix's rows (a page, or a run of rows of a head, per
+ * copy) to the host. */
+int kvattn_runtime_cache_fingerprint(kvattn_runtime *runtime,
+                                     const kvattn_cache_prefix *prefix,
+                                     uint64_t key, uint64_t value,
+                                     uint8_t digest[32], char **error);
+
+/* 0 when `actual` equals `expected`; else 1 with an error naming the
+ * sequence, its length, dtype, RoPE state and both digests ("cache prefix
+ * mismatch: ..."). */
+int kvattn_cache_check_fingerprint(const kvattn_cache_prefix *prefix,
+                                   const uint8_t actual[32],
+                                   const uint8_t expected[32], char **error);
+
 #ifdef __cplusplus
 }
 #endif

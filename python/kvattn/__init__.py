@@ -27,12 +27,15 @@ from ._capi import (KVAttnError, KVAttnTypeError, KVAttnValueError,
                     check_int, check_text)
 from ._device import DeviceView, device_view, is_device_tensor
 from .drift import drift
+from .fingerprint import (KVAttnCacheMismatch, cache_fingerprint,
+                          check_cache_prefix)
 
 __all__ = ["KVAttnError", "KVAttnTypeError", "KVAttnValueError", "compile",
            "run", "plan", "Runtime", "DeviceArray",
            "CpuProgram", "GpuProgram", "Plan", "to_device", "to_bf16",
            "from_bf16", "library", "default_runtime", "device_view",
-           "DeviceView", "capi", "attention_ir", "drift"]
+           "DeviceView", "capi", "attention_ir", "drift",
+           "cache_fingerprint", "check_cache_prefix", "KVAttnCacheMismatch"]
 
 _library = None
 _runtime = None

@@ -156,6 +156,27 @@ class _RuntimeOptions(ctypes.Structure):
                 ("driver_library", ctypes.c_char_p)]
 
 
+class CachePrefix(ctypes.Structure):
+    """kvattn_cache_prefix."""
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("dtype", ctypes.c_char_p),
+                ("num_kv_heads", ctypes.c_int64),
+                ("head_dim", ctypes.c_int64),
+                ("value_head_dim", ctypes.c_int64),
+                ("length", ctypes.c_int64),
+                ("batch", ctypes.c_int64),
+                ("batch_size", ctypes.c_int64),
+                ("capacity", ctypes.c_int64),
+                ("page_size", ctypes.c_int64),
+                ("num_pages", ctypes.c_int64),
+                ("max_pages", ctypes.c_int64),
+                ("block_table_row", ctypes.POINTER(ctypes.c_int64)),
+                ("positions", ctypes.POINTER(ctypes.c_int64)),
+                ("rope", ctypes.c_char_p),
+                ("key_bytes", ctypes.c_uint64),
+                ("value_bytes", ctypes.c_uint64)]
+
+
 class HostTensor(ctypes.Structure):
     """kvattn_host_tensor."""
     _fields_ = [("data", ctypes.c_void_p),
@@ -317,6 +338,16 @@ class Library:
             "kvattn_graph_destroy": ([vp], None),
             "kvattn_runtime_call_counts": ([vp, P(CallCounts), ctypes.c_int,
                                             err], ctypes.c_int),
+            "kvattn_cache_prefix_init": ([P(CachePrefix)], None),
+            "kvattn_cache_fingerprint": ([P(CachePrefix), vp, vp,
+                                          P(ctypes.c_uint8), err],
+                                         ctypes.c_int),
+            "kvattn_runtime_cache_fingerprint": (
+                [vp, P(CachePrefix), ctypes.c_uint64, ctypes.c_uint64,
+                 P(ctypes.c_uint8), err], ctypes.c_int),
+            "kvattn_cache_check_fingerprint": (
+                [P(CachePrefix), P(ctypes.c_uint8), P(ctypes.c_uint8), err],
+                ctypes.c_int),
         }
         for name, (argtypes, restype) in sig.items():
             try:
