@@ -5,8 +5,10 @@ Every entry follows the peer's own dispatch for bf16, GQA 32/8, causal
 """
 
 # FlashAttention-2 (csrc/flash_attn/src/flash_fwd_launch_template.h):
-# run_mha_fwd_hdim128 -> Flash_fwd_kernel_traits<128, 128, 64, 4> on sm80/sm90
-# (not sm8x); hdim64 -> <64, 128, 128, 4>; split-KV / kv-cache calls
+# run_mha_fwd_hdim128 -> Flash_fwd_kernel_traits<128, 128, 64, 4> on sm80/sm90;
+# on sm86/sm89 (is_sm8x: cc 8.x, minor > 0) causal <128, 64, 64, 4> and
+# non-causal <128, 128, 32, 4>, run from the sm_80 cubin (the wheel ships
+# sm_80 and sm_90 code only); hdim64 -> <64, 128, 128, 4>; split-KV / kv-cache calls
 # (flash_attn_with_kvcache: append and decode) -> run_mha_fwd_splitkv_dispatch
 # with kBlockM 64, kBlockN 256 (hd64) / 128 (hd128).  Template flags:
 # flash_fwd_kernel<Traits, Is_dropout, Is_causal, Is_local, Has_alibi,
@@ -27,6 +29,12 @@ FA2 = {
     "fwd-hd128": ("flash_fwd_kernel<%s, false, false, false, false, true, "
                   "true, false, false>" % fa2_traits(128, 128, 64), 128, 64,
                   4),
+    "fwd-hd128-causal-sm8x": ("flash_fwd_kernel<%s, false, true, false, "
+                              "false, true, true, false, false>"
+                              % fa2_traits(128, 64, 64), 64, 64, 4),
+    "fwd-hd128-sm8x": ("flash_fwd_kernel<%s, false, false, false, false, "
+                       "true, true, false, false>" % fa2_traits(128, 128, 32),
+                       128, 32, 4),
     "fwd-hd64-causal": ("flash_fwd_kernel<%s, false, true, false, false, "
                         "true, true, false, false>" % fa2_traits(64, 128, 128),
                         128, 128, 4),

@@ -17,11 +17,24 @@ Device figures (per SM per cycle unless said):
   3,350 GB/s (H100 datasheet, Hopper whitepaper).  128 FP32 lanes.
 - H200 SXM (sm_90a): the same GH100 and clocks, HBM3e 4,800 GB/s (H200
   datasheet).
-- Both: 4 schedulers per SM, one warp instruction per cycle each; shared
+- A10 (sm_86, GA102): 72 SMs, 1.695 GHz boost; dense BF16 mma.sync with
+  FP32 accumulation 125 TFLOP/s = 72 x 1024 FLOP/cycle x 1.695 GHz (A10
+  datasheet: 125 dense, 250 with sparsity); GDDR6 600 GB/s.  128 FP32 lanes;
+  100 KB of shared memory per SM, 48 warps and 16 CTAs per SM (CUDA C++
+  Programming Guide, compute capability 8.6).
+- L40S (sm_89, AD102): 142 SMs, 2.52 GHz boost; dense BF16 with FP32
+  accumulation 366 TFLOP/s = 142 x 1024 FLOP/cycle x 2.52 GHz (the L40S
+  datasheet's 733 TFLOP/s with sparsity, halved); GDDR6 864 GB/s.  128 FP32
+  lanes; 100 KB of shared memory per SM, 48 warps and 24 CTAs per SM
+  (cc 8.9).  GeForce AD102 (RTX 4090) accumulates FP32 at half that rate:
+  the L40S is the sm_89 reference here.
+- All: 4 schedulers per SM, one warp instruction per cycle each; shared
   memory 128 B/cycle (32 banks x 4 B); MUFU 16 results/cycle (CUDA C++
   Programming Guide, arithmetic instruction throughput table, cc 8.0/9.0:
   exp2/rcp 16 per SM per cycle); 64 lanes/cycle for integer and FP32
   compare/min/max/logic (the same table).
+  The same table gives 16 exp2 and 64 integer lanes per cycle for cc 8.6
+  and 8.9.
 - ASSUMPTION: mma.sync on sm_90 reaches 62 % of the wgmma peak (reported by
   microbenchmarks of Hopper, e.g. Luo et al., "Benchmarking and Dissecting
   the Nvidia Hopper GPU Architecture", 2024; bench/roofline.py uses the same
@@ -33,6 +46,14 @@ CHIPS = {
                   hbm=2.039e12, fma_lanes=64, smem_per_sm=167936,
                   smem_reserved=1024, regs=65536, max_warps=64,
                   max_blocks=32),
+    "sm_86": dict(gpu="A10", sms=72, clock=1.695e9, mma=1024.0, wgmma=None,
+                  hbm=0.6e12, fma_lanes=128, smem_per_sm=102400,
+                  smem_reserved=1024, regs=65536, max_warps=48,
+                  max_blocks=16),
+    "sm_89": dict(gpu="L40S", sms=142, clock=2.52e9, mma=1024.0, wgmma=None,
+                  hbm=0.864e12, fma_lanes=128, smem_per_sm=102400,
+                  smem_reserved=1024, regs=65536, max_warps=48,
+                  max_blocks=24),
     "sm_90a": dict(gpu="H100", sms=132, clock=1.83e9, mma=4096.0 * 0.62,
                    wgmma=4096.0, hbm=3.35e12, fma_lanes=128,
                    smem_per_sm=233472, smem_reserved=1024, regs=65536,

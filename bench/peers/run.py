@@ -11,7 +11,7 @@ KV loop with one analyser (sass.py) and turns the counts into estimates with
 one throughput model (model.py).  No GPU is used: every figure is an
 estimate; bench/run-gpu-bench.sh is the measurement.
 
-    python3 bench/peers/run.py [--build build] [--chips sm_80,sm_90a]
+    python3 bench/peers/run.py [--build build] [--chips sm_80,sm_89,sm_90a]
         [--shapes prefill,append,decode] [--hd 128,64] [--peers fa2,...]
 
 Prints a table, then one `ratio SHAPE CHIP PEER X.XX` line per shape, chip
@@ -258,9 +258,15 @@ def kvattn_kernel(cache, build, shape, chip):
         t["group"] > 1, max(1, t["split_kv"]), res.get("STACK", 0))
 
 
+# FlashAttention-2's wheel carries sm_80 and sm_90 code: sm_86 and sm_89 run
+# the sm_80 cubin.
+FA2_ARCH = {"sm_80": "sm_80", "sm_86": "sm_80", "sm_89": "sm_80",
+            "sm_90a": "sm_90"}
+
+
 def fa2_kernel(cache, shape, chip, name):
     expr, bm, bn, warps = C.FA2[name]
-    arch = {"sm_90a": "sm_90"}.get(chip, chip)
+    arch = FA2_ARCH[chip]
     cubin = cache.fa2_cubin(name, expr, arch)
     ins, fn = load_sass(cache, cubin)
     res = res_of(cache, cubin, fn)
@@ -373,7 +379,7 @@ def flashinfer_prefill_kernel(cache, shape, chip):
 
 def triton_kernel(cache, shape, chip, kernel):
     import json
-    cc = 90 if chip == "sm_90a" else 80
+    cc = int(chip[3:5])  # SGLang picks its block sizes by capability
     cubin, meta_path = cache.triton_cubin(kernel, cc, shape.d)
     meta = json.load(open(meta_path))
     ins, fn = load_sass(cache, cubin, meta["name"])
@@ -407,10 +413,13 @@ def peer_kernels(cache, shape, chip, peers):
     out = []
     d, kind = shape.d, shape.kind
     causal = "-causal" if shape.causal else ""
-    if "fa2" in peers and (chip == "sm_80" or (kind == "cal" and d == 128)):
+    if "fa2" in peers and (chip in ("sm_80", "sm_86", "sm_89") or
+                           (kind == "cal" and d == 128)):
         if kind in ("prefill", "cal"):
+            # run_mha_fwd_hdim128's is_sm8x tiles on sm_86 / sm_89.
+            sm8x = "-sm8x" if chip in ("sm_86", "sm_89") and d == 128 else ""
             out.append(fa2_kernel(cache, shape, chip,
-                                  "fwd-hd%d%s" % (d, causal)))
+                                  "fwd-hd%d%s%s" % (d, causal, sm8x)))
         elif kind == "append":
             out.append(fa2_kernel(cache, shape, chip,
                                   "splitkv-hd%d-causal" % d))
@@ -489,7 +498,8 @@ def model_sass_file(path, shape_name, chip, tile):
     except ValueError:
         raise SystemExit("run.py: --tile %r: expected BMxBNxWARPS" % tile)
     if chip not in M.CHIPS:
-        raise SystemExit("run.py: unknown chip %s (sm_80, sm_90a)" % chip)
+        raise SystemExit("run.py: unknown chip %s (%s)" % (
+            chip, ", ".join(M.CHIPS)))
     shape = next((s for s in shapes(["prefill", "append", "decode"],
                                      [128, 64]) + cal_shapes()
                   if s.name == shape_name), None)
@@ -569,7 +579,8 @@ def main():
                    help="kvattn's build tree (bin/kvattn-compile); the "
                    "peers' cache goes to BUILD/peers")
     p.add_argument("--cache", help="the peers' cache (default BUILD/peers)")
-    p.add_argument("--chips", default="sm_80,sm_90a")
+    p.add_argument("--chips", default="sm_80,sm_89,sm_90a",
+                   help="of %s" % ", ".join(M.CHIPS))
     p.add_argument("--shapes", default="prefill,append,decode")
     p.add_argument("--hd", default="128,64")
     p.add_argument("--peers", default="fa2,fa3,flashinfer,triton",
@@ -592,7 +603,8 @@ def main():
     chips = a.chips.split(",")
     for ch in chips:
         if ch not in M.CHIPS:
-            raise SystemExit("run.py: unknown chip %s (sm_80, sm_90a)" % ch)
+            raise SystemExit("run.py: unknown chip %s (%s)" % (
+                ch, ", ".join(M.CHIPS)))
     peers = [] if a.peers == "none" else a.peers.split(",")
     for pe in peers:
         if pe not in ("fa2", "fa3", "flashinfer", "triton"):
