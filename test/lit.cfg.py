@@ -107,6 +107,22 @@ try:
 except (OSError, subprocess.SubprocessError):
     pass
 
+# PyTorch (kvattn.distributed, kvattn.torch): an interpreter with torch,
+# NumPy and pytest: $KVATTN_TORCH_PYTHON, else lit's own or Debian's.
+for candidate in [os.environ.get("KVATTN_TORCH_PYTHON"), sys.executable,
+                  python_debian]:
+    if not candidate:
+        continue
+    try:
+        subprocess.run([candidate, "-c", "import torch, numpy, pytest"],
+                       check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        continue
+    config.available_features.add("torch")
+    config.substitutions.append(("%torch_python", candidate))
+    break
+
 # An upstream-dialect SDPA program run by upstream MLIR (mlir-opt +
 # mlir-runner) and, raised by -kvattn-raise-sdpa, by kvattn-run; the two
 # results compared (test/Numerics/Inputs/raise_compare.py).
