@@ -47,7 +47,8 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
         e.qOffset, e.kOffset, e.qPos, e.kPos, e.kvLen, e.keyValid, e.mask,
         e.blockTable, e.qStart, e.causal,
         e.window ? b.getI64IntegerAttr(*e.window) : IntegerAttr(),
-        optionalF32(b, e.softcap), optionalF32(b, e.scale));
+        optionalF32(b, e.softcap), optionalF32(b, e.scale),
+        e.windowRight ? b.getI64IntegerAttr(*e.windowRight) : IntegerAttr());
 }
 
 AttentionExtras AttentionOp::getExtras() {
@@ -63,6 +64,7 @@ AttentionExtras AttentionOp::getExtras() {
   e.qStart = getQStart();
   e.causal = getCausal();
   e.window = getWindow();
+  e.windowRight = getWindowRight();
   if (std::optional<APFloat> softcap = getSoftcap())
     e.softcap = softcap->convertToDouble();
   if (std::optional<APFloat> scale = getScale())

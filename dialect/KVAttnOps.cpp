@@ -348,9 +348,22 @@ LogicalResult AttentionOp::verify() {
     return emitOpError()
            << "the explicit form needs both q_pos and k_pos, got only "
            << (getQPos() ? "q_pos" : "k_pos");
-  if ((getCausal() || getWindow()) && !offsetForm && !explicitForm)
+  if (std::optional<int64_t> right = getWindowRight()) {
+    if (*right < 0)
+      return emitOpError() << "window_right must be non-negative, got "
+                           << *right;
+    if (getCausal())
+      return emitOpError()
+             << "window_right = " << *right
+             << " with causal: causal allows no key after the query (drop "
+                "window_right, or drop causal for a two-sided window)";
+  }
+  if ((getCausal() || getWindow() || getWindowRight()) && !offsetForm &&
+      !explicitForm)
     return emitOpError()
-           << (getCausal() ? "causal" : "window")
+           << (getCausal()   ? "causal"
+               : getWindow() ? "window"
+                             : "window_right")
            << " attention needs query and key positions: give q_offset "
               "(and optionally k_offset) or q_pos and k_pos";
 

@@ -30,6 +30,9 @@ struct AttentionExtras {
   Value qStart;
   bool causal = false;
   std::optional<int64_t> window;
+  /// Keys at most this many positions after the query (kp - qp <=
+  /// windowRight); not with causal.
+  std::optional<int64_t> windowRight;
   std::optional<double> softcap;
   std::optional<double> scale;
 };

@@ -33,7 +33,11 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     * `valid(b, j) = j < kv_len[b] && key_valid[b, j]` (each term only when
       its operand is present);
     * `allowed(b, h, i, j) = valid(b, j) && (!causal || kp <= qp)
-      && (!window || qp - kp < window) && mask[b, h, i, j]`;
+      && (!window || qp - kp < window)
+      && (!window_right || kp - qp <= window_right) && mask[b, h, i, j]`
+      (`window` bounds the keys before the query, `window_right` those
+      after it: FlashAttention's `window_size = (window - 1, window_right)`;
+      `window_right` does not combine with `causal`, which allows none);
     * `s = scale * dot(q[b, h, i], k[b, g, j])`, then with `softcap`:
       `s = softcap * tanh(s / softcap)`, then a float `mask` is added;
     * `out[b, h, i] = sum over allowed j of softmax(s)_j * v[b, g, j]`, and
@@ -51,7 +55,8 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     4, aligned on the right, each dimension 1 or the full size). Dynamic
     dimensions are allowed everywhere; static ones are checked.
 
-    Positions are required as soon as they matter: `causal` or `window` need
+    Positions are required as soon as they matter: `causal`, `window` or
+    `window_right` need
     `q_offset` or `q_pos`/`k_pos`. The offset and explicit forms are
     exclusive. Run-time values (offsets, lengths, positions) are checked by
     whoever executes the op: the reference and the runtime reject negative
@@ -126,7 +131,8 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     UnitAttr:$causal,
     OptionalAttr<I64Attr>:$window,
     OptionalAttr<F32Attr>:$softcap,
-    OptionalAttr<F32Attr>:$scale
+    OptionalAttr<F32Attr>:$scale,
+    OptionalAttr<I64Attr>:$window_right
   );
   let results = (outs
     KVAttn_FloatTensor:$out,
@@ -146,6 +152,7 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
     (`causal` $causal^)?
     (`window` `=` $window^)?
+    (`window_right` `=` $window_right^)?
     (`softcap` `=` $softcap^)?
     (`scale` `=` $scale^)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)

@@ -105,8 +105,11 @@ LogicalResult TileMaskOp::verify() {
   if (offsets && getQPos())
     return emitOpError() << "positions are given both as offsets and as "
                             "position buffers";
-  if ((getCausal() || getWindow()) && !offsets && !getQPos())
+  if ((getCausal() || getWindow() || getWindowRight()) && !offsets &&
+      !getQPos())
     return emitOpError() << "causal and window masks need positions";
+  if (std::optional<int64_t> r = getWindowRight(); r && *r < 0)
+    return emitOpError() << "window_right must be non-negative, got " << *r;
   if (std::optional<int64_t> w = getWindow(); w && *w <= 0)
     return emitOpError() << "window must be positive, got " << *w;
   return success();

@@ -111,7 +111,7 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
       `kp = k_pos[batch, j]`;
     * the key is allowed when `j < kv_len`, `key_valid[batch, j]` (if
       given), `kp <= qp` (if `causal`), `qp - kp < window` (if `window`),
-      and `mask[batch, head, i, j]` is true (an i1 mask, broadcast);
+      `kp - qp <= window_right` (if `window_right`), and `mask[batch, head, i, j]` is true (an i1 mask, broadcast);
     * a forbidden key's score becomes `-inf`; a float `mask` is added to the
       allowed scores instead (with the same broadcasting).
 
@@ -129,7 +129,7 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
     Optional<MemRefOf<[I1]>>:$key_valid,
     Optional<MemRefOf<[I1, F32, F16, BF16]>>:$mask,
     UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
-    OptionalAttr<I64Attr>:$group);
+    OptionalAttr<I64Attr>:$group, OptionalAttr<I64Attr>:$window_right);
   let assemblyFormat = [{
     $scores `[` $batch `,` $head `,` $q_start `,` $k_start `]`
     `size` `(` $rows `,` $cols `)` `kv_len` `(` $kv_len `)`
@@ -137,7 +137,8 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
     (`positions` `(` $q_pos^ `,` $k_pos `:` type($q_pos) `,` type($k_pos) `)`)?
     (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
     (`mask` `(` $mask^ `:` type($mask) `)`)?
-    (`causal` $causal^)? (`window` `=` $window^)? (`group` `=` $group^)?
+    (`causal` $causal^)? (`window` `=` $window^)?
+    (`window_right` `=` $window_right^)? (`group` `=` $group^)?
     attr-dict `:` type($scores)
   }];
   let hasVerifier = 1;

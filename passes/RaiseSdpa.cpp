@@ -360,7 +360,7 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
         /*kv_len=*/Value(), /*key_valid=*/Value(), mask,
         /*block_table=*/Value(), /*q_start=*/Value(), /*causal=*/true,
         /*window=*/IntegerAttr(),
-        /*softcap=*/FloatAttr(), scale);
+        /*softcap=*/FloatAttr(), scale, /*window_right=*/IntegerAttr());
     raised = attention;
     out = attention.getOut();
   } else {

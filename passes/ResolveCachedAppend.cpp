@@ -424,7 +424,7 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
       /*k_pos=*/Value(), pos.kvLen, keyValid, mask, /*block_table=*/Value(),
       /*q_start=*/Value(),
       /*causal=*/causal.has_value(), op.getWindowAttr(), op.getSoftcapAttr(),
-      op.getScaleAttr());
+      op.getScaleAttr(), /*window_right=*/IntegerAttr());
   rewriter.replaceOp(op, attention->getResults());
 }
 

@@ -182,6 +182,8 @@ struct Schedule {
   std::optional<double> scale;
   std::optional<float> softcap;
   std::optional<int64_t> window;
+  /// Two-sided windows: keys at most this many positions after the query.
+  std::optional<int64_t> windowRight;
   bool causal = false, offsetForm = false, paged = false;
   /// A ragged batch (q_start): the query is packed [1, Hq, T, D] and each
   /// program finds its sequence from its query-block id.
@@ -305,13 +307,16 @@ private:
     // 2^31 window truncated in 32-bit index arithmetic admitted no key).
     if (s.window && *s.window > cfg.maxPosition)
       s.window = cfg.maxPosition + 1;
+    s.windowRight = op.getWindowRight();
+    if (s.windowRight && *s.windowRight > cfg.maxPosition)
+      s.windowRight = cfg.maxPosition;
     s.causal = op.getCausal();
     s.offsetForm = static_cast<bool>(op.getQOffset());
     s.paged = op.isPaged();
     s.varlen = op.isVarlen();
     const bool explicitForm = static_cast<bool>(op.getQPos());
     s.canBeFull = !op.getKeyValid() && !op.getMask() &&
-                  !(explicitForm && (s.causal || s.window));
+                  !(explicitForm && (s.causal || s.window || s.windowRight));
     // The block sizes, warps, GQA packing and split: the options, or chosen
     // for this op (kvattn/Support/Schedule.h).
     schedule::Problem problem;
@@ -635,6 +640,18 @@ private:
               p.min(r.kvLen, p.max(p.add(p.sub(qFirst, kOff), p.c(1)), zero)),
               bn);
       }
+      if (s.windowRight) {
+        // kp - qLast <= right  <=>  j < qLast + right + 1 - kOff; every
+        // row sees the keys j < qFirst + right + 1 - kOff.
+        Value right = p.add(p.c(*s.windowRight), p.c(1));
+        hi = p.min(hi, p.max(p.sub(p.add(qLast, right), kOff), zero));
+        if (s.canBeFull)
+          r.fullHi = p.min(
+              r.fullHi,
+              p.floorDiv(p.min(r.kvLen,
+                               p.max(p.sub(p.add(qFirst, right), kOff), zero)),
+                         bn));
+      }
       if (s.window) {
         // qFirst - kp < window  <=>  j >= qFirst - window + 1 - kOff.
         Value w = p.c(*s.window);
@@ -771,7 +788,9 @@ private:
                 r.kvLen, r.qBase, r.kBase ? f.add(r.kBase, kStart) : Value(),
                 buf.qPos, buf.kPos, buf.keyValid, buf.mask, s.causal,
                 s.window ? fb.getI64IntegerAttr(*s.window) : IntegerAttr(),
-                groupAttr);
+                groupAttr,
+                s.windowRight ? fb.getI64IntegerAttr(*s.windowRight)
+                              : IntegerAttr());
           }
           // The full-block test goes with the update: a target may multiply
           // every value of a full block without testing its probability

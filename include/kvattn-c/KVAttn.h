@@ -327,10 +327,11 @@ typedef struct kvattn_plan kvattn_plan;
  * refused by name) and clears the status word. One plan has one buffer
  * namespace: IR with more than one public function or more than one
  * attention is refused (plan each separately). Refused while the runtime's
- * current stream is being captured (the clearing fills would be recorded). `options` NULL: the defaults, with chip and num_sms from the
- * device; a NULL chip in given options is the device's chip too. `kind`:
- * KVATTN_IMAGE_PTX for a GPU, KVATTN_IMAGE_DEVICE_IR for the emulated GPU.
- * The plan belongs to the runtime: destroy it first. */
+ * current stream is being captured (the clearing fills would be recorded).
+ * `options` NULL: the defaults, with chip and num_sms from the device; a NULL
+ * chip in given options is the device's chip too. `kind`: KVATTN_IMAGE_PTX for
+ * a GPU, KVATTN_IMAGE_DEVICE_IR for the emulated GPU. The plan belongs to the
+ * runtime: destroy it first. */
 int kvattn_plan_create(kvattn_runtime *runtime, const char *ir,
                        const kvattn_compile_options *options,
                        kvattn_image_kind kind, kvattn_sizes max_sizes,
@@ -354,9 +355,11 @@ typedef struct {
   int64_t num_query_heads, num_kv_heads, head_dim, value_head_dim;
   int32_t causal;   /* 0/1 */
   int32_t with_lse; /* 0/1: the second result lse [B, Hq, L] */
-  int64_t window;   /* a sliding window of W keys (needs causal); 0: none */
-  double softcap;   /* logit soft-capping c > 0; 0: none */
-  double scale;     /* softmax scale > 0; 0: 1/sqrt(D) */
+  /* A sliding window of W keys up to the query (needs causal or
+   * window_right); 0: none. */
+  int64_t window;
+  double softcap; /* logit soft-capping c > 0; 0: none */
+  double scale;   /* softmax scale > 0; 0: 1/sqrt(D) */
   /* 0/1: key/value are pages [num_pages, page_size, Hkv, D] read through
    * block_table [B, max_pages] (num_pages, max_pages: -1 dynamic). */
   int32_t paged;
@@ -369,6 +372,12 @@ typedef struct {
    * "update_v", "key", "value" (the caches, written in place), ... */
   int32_t append;
   int32_t reserved0; /* zero */
+  /* Fields added later (the struct_size rule gives older callers the
+   * defaults). A two-sided window: the keys at most window_right positions
+   * after the query (kp - qp <= window_right; not with causal), with
+   * `window` the keys before it (FlashAttention's window_size = (window - 1,
+   * window_right)); -1 (default): no bound after the query. */
+  int64_t window_right;
 } kvattn_attention_desc;
 
 /* The defaults (bf16, every size dynamic, nothing optional), struct_size
@@ -481,9 +490,9 @@ typedef struct {
   int64_t length; /* tokens in the prefix */
   int64_t batch;  /* the sequence (contiguous: its row; paged: named in
                      errors) */
-  int64_t batch_size, capacity;          /* contiguous caches */
+  int64_t batch_size, capacity;            /* contiguous caches */
   int64_t page_size, num_pages, max_pages; /* paged caches */
-  const int64_t *block_table_row;        /* paged: max_pages entries */
+  const int64_t *block_table_row;          /* paged: max_pages entries */
   /* The logical position of each token (length entries), or NULL: token t
    * is at position t. */
   const int64_t *positions;
@@ -500,9 +509,9 @@ void kvattn_cache_prefix_init(kvattn_cache_prefix *prefix);
  * state, and per token its position and K/V rows in logical order, so it
  * does not depend on the layout or on which pages hold the rows. `key` and
  * `value` are host memory. */
-int kvattn_cache_fingerprint(const kvattn_cache_prefix *prefix,
-                             const void *key, const void *value,
-                             uint8_t digest[32], char **error);
+int kvattn_cache_fingerprint(const kvattn_cache_prefix *prefix, const void *key,
+                             const void *value, uint8_t digest[32],
+                             char **error);
 
 /* The same over device buffers: waits for the runtime's current stream,
  * then copies the prefix's rows (a page, or a run of rows of a head, per

@@ -103,6 +103,12 @@ static Status readDescription(const char *what,
   d.varlen = c.varlen;
   d.withLse = c.with_lse;
   d.append = c.append;
+  if (c.window_right < -1)
+    return Status::error(
+        prefix + "desc.window_right = " + std::to_string(c.window_right) +
+        " must be -1 (none) or a key count >= 0");
+  if (c.window_right >= 0)
+    d.windowRight = c.window_right;
   return Status::ok();
 }
 
@@ -142,6 +148,7 @@ void kvattn_attention_desc_init(kvattn_attention_desc *desc) {
   desc->dtype = KVATTN_BF16;
   desc->batch = desc->query_len = desc->key_len = -1;
   desc->num_pages = desc->max_pages = -1;
+  desc->window_right = -1;
 }
 
 int kvattn_attention_desc_to_ir(const kvattn_attention_desc *desc, char **ir,

@@ -365,6 +365,7 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   reference::AttentionAttributes attrs;
   attrs.causal = op.getCausal();
   attrs.window = op.getWindow();
+  attrs.windowRight = op.getWindowRight();
   if (std::optional<APFloat> cap = op.getSoftcap())
     attrs.softcap = cap->convertToDouble();
   if (std::optional<APFloat> scale = op.getScale())

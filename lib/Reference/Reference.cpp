@@ -399,9 +399,15 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
     return Status::error("k_offset requires q_offset");
   if (static_cast<bool>(ops.qPos) != static_cast<bool>(ops.kPos))
     return Status::error("the explicit form needs both q_pos and k_pos");
-  if ((attrs.causal || attrs.window) && !offsetForm && !explicitForm)
+  if ((attrs.causal || attrs.window || attrs.windowRight) && !offsetForm &&
+      !explicitForm)
     return Status::error("causal and window attention need query and key "
                          "positions");
+  if (attrs.windowRight && *attrs.windowRight < 0)
+    return Status::error("window_right must be non-negative, got " +
+                         str(*attrs.windowRight));
+  if (attrs.windowRight && attrs.causal)
+    return Status::error("window_right does not combine with causal");
   if (attrs.window && *attrs.window <= 0)
     return Status::error("window must be positive, got " + str(*attrs.window));
   if (attrs.softcap && !(*attrs.softcap > 0.0 && std::isfinite(*attrs.softcap)))
@@ -498,6 +504,8 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
               if (attrs.causal && kp > qp)
                 return false;
               if (attrs.window && qp - kp >= *attrs.window)
+                return false;
+              if (attrs.windowRight && kp - qp > *attrs.windowRight)
                 return false;
               return true;
             }};

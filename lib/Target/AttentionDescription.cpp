@@ -66,10 +66,20 @@ Status checkAttentionDescription(const AttentionDescription &d) {
     if (*d.window <= 0)
       return Status::error(where + "window = " + str(*d.window) +
                            " must be positive (none: no window)");
-    if (!d.causal)
+    if (!d.causal && !d.windowRight)
       return Status::error(where + "window = " + str(*d.window) +
-                           " needs causal (a window over the causal "
-                           "positions)");
+                           " needs causal or window_right (a window over "
+                           "the causal positions, or a two-sided one)");
+  }
+  if (d.windowRight) {
+    if (*d.windowRight < 0)
+      return Status::error(where + "window_right = " + str(*d.windowRight) +
+                           " must be non-negative (none: no bound after the "
+                           "query)");
+    if (d.causal)
+      return Status::error(where + "window_right = " + str(*d.windowRight) +
+                           " with causal: causal allows no key after the "
+                           "query");
   }
   if (d.softcap && !(std::isfinite(*d.softcap) && *d.softcap > 0))
     return Status::error(where + "softcap = " + str(*d.softcap) +
@@ -173,6 +183,7 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   extras.blockTable = blockTable;
   extras.causal = d.causal;
   extras.window = d.window;
+  extras.windowRight = d.windowRight;
   extras.softcap = d.softcap;
   extras.scale = d.scale;
   auto attention =

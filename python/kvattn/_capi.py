@@ -142,7 +142,8 @@ class AttentionDesc(ctypes.Structure):
                 ("num_pages", ctypes.c_int64),
                 ("max_pages", ctypes.c_int64),
                 ("append", ctypes.c_int32),
-                ("reserved0", ctypes.c_int32)]
+                ("reserved0", ctypes.c_int32),
+                ("window_right", ctypes.c_int64)]
 
 
 # The fields of a description (kvattn.attention_ir's keywords), flags apart.

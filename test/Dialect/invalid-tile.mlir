@@ -105,3 +105,11 @@ func.func @prefetch_table_rank(%kp: memref<?x16x2x8xf16>, %bt: memref<?xi32>, %i
   kvattn.tile.prefetch %kp[%i, %i, %i] pages(%bt : memref<?xi32>) size(%n) : memref<?x16x2x8xf16>
   return
 }
+
+// -----
+
+func.func @mask_window_right_negative(%s: memref<16x32xf32>, %i: index) {
+  // expected-error @+1 {{window_right must be non-negative, got -2}}
+  kvattn.tile.mask %s[%i, %i, %i, %i] size(%i, %i) kv_len(%i) offsets(%i, %i) window_right = -2 : memref<16x32xf32>
+  return
+}

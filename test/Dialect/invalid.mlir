@@ -783,3 +783,27 @@ func.func @varlen_rows_past_cache(%q: tensor<1x8x5x64xf16>, %k: tensor<2x2x16x64
   %o = kvattn.attention %q, %k, %v q_start(%cu : tensor<3xi32>) q_offset(%off : tensor<2xi32>) kv_len(%len : tensor<2xi32>) causal : tensor<1x8x5x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<1x8x5x64xf16>
   return
 }
+
+// -----
+
+func.func @window_right_negative(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>, %qo: tensor<1xi32>) {
+  // expected-error @+1 {{window_right must be non-negative, got -1}}
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) window_right = -1 : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @window_right_with_causal(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>, %qo: tensor<1xi32>) {
+  // expected-error @+1 {{window_right = 3 with causal: causal allows no key after the query (drop window_right, or drop causal for a two-sided window)}}
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) causal window_right = 3 : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @window_right_without_positions(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>) {
+  // expected-error @+1 {{window_right attention needs query and key positions}}
+  %o = kvattn.attention %q, %k, %v window_right = 2 : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}

@@ -14,6 +14,16 @@ func.func @attention_offsets(%q: tensor<2x8x4x64xf16>, %k: tensor<2x2x16x64xf16>
   return %o : tensor<2x8x4x64xf16>
 }
 
+// CHECK-LABEL: func @attention_two_sided_window
+func.func @attention_two_sided_window(%q: tensor<2x8x4x64xf16>, %k: tensor<2x2x16x64xf16>,
+                                      %v: tensor<2x2x16x64xf16>, %qo: tensor<2xi32>)
+    -> tensor<2x8x4x64xf16> {
+  // CHECK: kvattn.attention %{{.*}}, %{{.*}}, %{{.*}} q_offset(%{{.*}} : tensor<2xi32>) window = 1 window_right = 0 : tensor<2x8x4x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<2x8x4x64xf16>
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<2xi32>) window = 1 window_right = 0
+      : tensor<2x8x4x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<2x8x4x64xf16>
+  return %o : tensor<2x8x4x64xf16>
+}
+
 // CHECK-LABEL: func @attention_explicit_lse
 func.func @attention_explicit_lse(%q: tensor<?x4x?x128xbf16>, %k: tensor<?x1x?x128xbf16>,
                                   %v: tensor<?x1x?x96xbf16>, %qp: tensor<?x?xi64>,

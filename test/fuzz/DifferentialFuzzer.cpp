@@ -53,7 +53,8 @@ struct Config {
   std::string dtype = "f32";
   int64_t B = 1, Hq = 1, Hkv = 1, L = 1, S = 1, D = 16, Dv = 16;
   bool explicitPositions = false, causal = false, lse = false;
-  int64_t window = 0; // 0: none
+  int64_t window = 0;       // 0: none
+  int64_t windowRight = -1; // -1: none (two-sided windows, not causal)
   double softcap = 0, scale = 0;
   bool hasOffsets = false, hasKOffset = false, hasKvLen = false,
        hasKeyValid = false;
@@ -119,6 +120,8 @@ std::string asFlags(const Config &c) {
     os << " --causal";
   if (c.window)
     os << " --window " << c.window;
+  if (c.windowRight >= 0)
+    os << " --window-right " << c.windowRight;
   if (c.softcap)
     os << " --softcap " << c.softcap;
   if (c.scale)
@@ -227,11 +230,13 @@ Config draw(std::mt19937_64 &rng) {
   c.explicitPositions = uniform(0, 3) == 0;
   c.causal = uniform(0, 9) < 7;
   c.window = uniform(0, 3) == 0 ? uniform(1, c.S + 5) : 0;
+  c.windowRight =
+      !c.causal && uniform(0, 2) == 0 ? uniform(0, c.S + 5) : int64_t(-1);
   c.softcap = uniform(0, 4) == 0 ? pick({1, 5, 30}) : 0;
   c.scale = uniform(0, 4) == 0 ? pick({1, 2}) * 0.25 : 0;
   c.lse = uniform(0, 1);
-  c.hasOffsets =
-      !c.explicitPositions && (c.causal || c.window || uniform(0, 1));
+  c.hasOffsets = !c.explicitPositions &&
+                 (c.causal || c.window || c.windowRight >= 0 || uniform(0, 1));
   c.hasKOffset = c.hasOffsets && uniform(0, 3) == 0;
   c.hasKeyValid = uniform(0, 3) == 0;
   c.hasKvLen = uniform(0, 1);
@@ -342,6 +347,8 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
     attrs += " causal";
   if (c.window)
     attrs += " window = " + std::to_string(c.window);
+  if (c.windowRight >= 0)
+    attrs += " window_right = " + std::to_string(c.windowRight);
   if (c.softcap)
     attrs += " softcap = " + std::to_string(c.softcap);
   if (c.scale)
@@ -488,6 +495,7 @@ Config shrink(mlir::MLIRContext &context, Config c, std::mt19937_64 &rng) {
       case 9:
         t.lse = false;
         t.window = 0;
+        t.windowRight = -1;
         break;
       }
       if (t.window > t.S + 5)
@@ -496,7 +504,8 @@ Config shrink(mlir::MLIRContext &context, Config c, std::mt19937_64 &rng) {
       drawOperands(t, again);
       bool smaller = t.B != c.B || t.L != c.L || t.S != c.S || t.Hq != c.Hq ||
                      t.D != c.D || t.Dv != c.Dv || t.softcap != c.softcap ||
-                     t.mask != c.mask || t.lse != c.lse || t.window != c.window;
+                     t.mask != c.mask || t.lse != c.lse ||
+                     t.window != c.window || t.windowRight != c.windowRight;
       if (smaller && !runCase(context, t).empty()) {
         c = t;
         progress = true;

@@ -45,6 +45,9 @@ struct AttentionOperands {
 struct AttentionAttributes {
   bool causal = false;
   std::optional<int64_t> window; ///< > 0
+  /// Keys at most this many positions after the query: kp - qp <=
+  /// windowRight (>= 0; not with causal).
+  std::optional<int64_t> windowRight;
   std::optional<double> softcap; ///< > 0
   std::optional<double> scale;   ///< default 1/sqrt(D)
 };

@@ -37,8 +37,11 @@ struct AttentionDescription {
   /// [1, 256] (the GPU kernels' limit); valueHeadDim 0: D.
   int64_t numQueryHeads = 0, numKvHeads = 0, headDim = 0, valueHeadDim = 0;
   bool causal = false;
-  /// A sliding window of W keys (needs causal).
+  /// A sliding window of W keys up to the query (needs causal or
+  /// windowRight).
   std::optional<int64_t> window;
+  /// Keys at most this many positions after the query (not with causal).
+  std::optional<int64_t> windowRight;
   /// Logit soft-capping c > 0.
   std::optional<double> softcap;
   /// Softmax scale (> 0); none: 1/sqrt(D).

@@ -83,7 +83,7 @@ Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp, Value c,
   Value allowed = e.cmpi(P::slt, j, op.getKvLen());
   if (Value valid = op.getKeyValid())
     allowed = e.andi(allowed, e.load(valid, {op.getBatch(), j}));
-  if (op.getCausal() || op.getWindow()) {
+  if (op.getCausal() || op.getWindow() || op.getWindowRight()) {
     Value kp = op.getKBase() ? e.add(op.getKBase(), c)
                              : e.loadIndex(op.getKPos(), {op.getBatch(), j});
     if (op.getCausal())
@@ -92,6 +92,10 @@ Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp, Value c,
       Value width = e.idx(*w);
       Value distance = e.sub(qp, kp);
       allowed = e.andi(allowed, e.cmpi(P::slt, distance, width));
+    }
+    if (std::optional<int64_t> right = op.getWindowRight()) {
+      Value ahead = e.sub(kp, qp);
+      allowed = e.andi(allowed, e.cmpi(P::sle, ahead, e.idx(*right)));
     }
   }
   Value s = score ? score : e.load(op.getScores(), {r, c});

@@ -15,8 +15,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Dialect/KVAttnOps.h"
-#include "passes/Conversion/TileToCPU/LoopEmitter.h"
 #include "kvattn/Passes/Passes.h"
+#include "passes/Conversion/TileToCPU/LoopEmitter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -322,7 +322,7 @@ LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
       if (Value valid = op.getKeyValid())
         keyOk = e.andi(keyOk, e.load(valid, {op.getBatch(), j}));
       Value allowed = e.splat(keyOk);
-      if (op.getCausal() || op.getWindow()) {
+      if (op.getCausal() || op.getWindow() || op.getWindowRight()) {
         Value kp = e.splat(e.i64(e.add(op.getKBase(), c)));
         if (op.getCausal())
           allowed = e.andi(allowed, e.cmpi(P::sle, kp, qp));
@@ -331,6 +331,11 @@ LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
               e.andi(allowed, e.cmpi(P::slt, arith::SubIOp::create(b, qp, kp),
                                      e.splat(arith::ConstantIntOp::create(
                                          b, b.getI64Type(), *w))));
+        if (std::optional<int64_t> right = op.getWindowRight())
+          allowed =
+              e.andi(allowed, e.cmpi(P::sle, arith::SubIOp::create(b, kp, qp),
+                                     e.splat(arith::ConstantIntOp::create(
+                                         b, b.getI64Type(), *right))));
       }
       Value s = e.vload(sT, {c, r0});
       e.vstore(arith::SelectOp::create(b, allowed, s, negInf), sT, {c, r0});

@@ -118,6 +118,9 @@ def main():
                         "of key J of every batch and kv head (non-paged)")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--window", type=int)
+    p.add_argument("--window-right", type=int,
+                   help="keys at most N positions after the query "
+                        "(two-sided windows; not with --causal)")
     p.add_argument("--softcap", type=float)
     p.add_argument("--scale", type=float)
     p.add_argument("--lse", action="store_true")
@@ -276,6 +279,8 @@ def main():
         attrs.append("causal")
     if a.window:
         attrs.append(f"window = {a.window}")
+    if a.window_right is not None:
+        attrs.append(f"window_right = {a.window_right}")
     if a.softcap:
         attrs.append(f"softcap = {a.softcap}")
     if a.scale:
