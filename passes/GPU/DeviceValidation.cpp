@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvattn/Dialect/KVAttnAttrs.h"
 #include "kvattn/Passes/DeviceValidation.h"
 #include "kvattn/Passes/Passes.h"
 
@@ -63,13 +64,19 @@ struct Param {
 
 std::vector<Param> readParams(gpu::GPUFuncOp kernel) {
   std::vector<Param> params;
-  for (Attribute a : kernel->getAttrOfType<ArrayAttr>("kvattn.params")) {
-    auto dict = cast<DictionaryAttr>(a);
-    params.push_back({dict.getAs<StringAttr>("name").str(),
-                      dict.getAs<StringAttr>("kind").str(),
-                      dict.getAs<TypeAttr>("element_type").getValue()});
-  }
+  for (KernelParamAttr p : getKernelParams(kernel))
+    params.push_back({p.getName().str(), stringifyParamKind(p.getKind()).str(),
+                      p.getElementType()});
   return params;
+}
+
+/// The status word's parameter: read by the guarded kernels, written by the
+/// validation kernels.
+KernelParamAttr statusParam(MLIRContext *ctx, ParamAccess access) {
+  Builder b(ctx);
+  return KernelParamAttr::getPointer(
+      ctx, "status", b.getI64Type(),
+      b.getArrayAttr({b.getI64IntegerAttr(kStatusWords)}), access);
 }
 
 /// The metadata a validation kernel checks.
@@ -146,9 +153,7 @@ private:
 std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
                                  const std::string &name, bool index32) {
   std::vector<Param> params = readParams(kernel);
-  auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
-  auto kindAttr = config.getAs<StringAttr>("kind");
-  const bool append = kindAttr && kindAttr.getValue() == "append";
+  const bool append = getTileConfig(kernel).getKind() == KernelKind::append;
 
   // Signature: the checked metadata pointers, status, the sizes, phase.
   std::string signature;
@@ -566,21 +571,9 @@ FailureOr<unsigned> guardKernel(gpu::GPUFuncOp kernel) {
       Block::iterator(then->getTerminator()), entry.getOperations(),
       std::next(guard->getIterator()), Block::iterator(entry.getTerminator()));
 
-  auto named = [&](StringRef key, Attribute value) {
-    return NamedAttribute(StringAttr::get(ctx, key), value);
-  };
-  SmallVector<Attribute> attrs(
-      kernel->getAttrOfType<ArrayAttr>("kvattn.params").getValue());
-  attrs.insert(
-      attrs.begin() + at,
-      DictionaryAttr::get(
-          ctx,
-          {named("name", StringAttr::get(ctx, "status")),
-           named("kind", StringAttr::get(ctx, "pointer")),
-           named("element_type", TypeAttr::get(b.getI64Type())),
-           named("shape", b.getArrayAttr({b.getI64IntegerAttr(kStatusWords)})),
-           named("access", StringAttr::get(ctx, "read"))}));
-  kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, attrs));
+  SmallVector<KernelParamAttr> attrs = getKernelParams(kernel);
+  attrs.insert(attrs.begin() + at, statusParam(ctx, ParamAccess::read));
+  setKernelParams(kernel, attrs);
   return at;
 }
 
@@ -609,7 +602,7 @@ void DeviceValidationPass::runOnOperation() {
   for (gpu::LaunchFuncOp launch : launches) {
     auto kernel =
         gpuModule.lookupSymbol<gpu::GPUFuncOp>(launch.getKernelName());
-    if (!kernel || !kernel->hasAttr("kvattn.params"))
+    if (!kernel || !hasKernelParams(kernel))
       continue;
     std::vector<Param> before = readParams(kernel);
     if (!statusIndex.count(kernel)) {
@@ -633,46 +626,26 @@ void DeviceValidationPass::runOnOperation() {
         validator->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                            UnitAttr::get(ctx));
         // Its ABI for the manifest.
-        auto named = [&](StringRef key, Attribute value) {
-          return NamedAttribute(StringAttr::get(ctx, key), value);
-        };
-        SmallVector<Attribute> params;
-        auto scalar = [&](StringRef n) {
-          return DictionaryAttr::get(
-              ctx, {named("name", StringAttr::get(ctx, n)),
-                    named("kind", StringAttr::get(ctx, "scalar")),
-                    named("element_type",
-                          TypeAttr::get(IntegerType::get(ctx, 64)))});
-        };
-        auto original = kernel->getAttrOfType<ArrayAttr>("kvattn.params");
-        for (auto [p, a] : llvm::zip(before, original))
+        SmallVector<KernelParamAttr> params;
+        for (auto [p, a] : llvm::zip(before, getKernelParams(kernel)))
           if (p.kind == "pointer" && paramId(p.name) >= 0)
             params.push_back(a);
-        params.push_back(DictionaryAttr::get(
-            ctx,
-            {named("name", StringAttr::get(ctx, "status")),
-             named("kind", StringAttr::get(ctx, "pointer")),
-             named("element_type", TypeAttr::get(IntegerType::get(ctx, 64))),
-             named("shape", ArrayAttr::get(ctx, {IntegerAttr::get(
-                                                    IntegerType::get(ctx, 64),
-                                                    kStatusWords)})),
-             named("access", StringAttr::get(ctx, "write"))}));
+        params.push_back(statusParam(ctx, ParamAccess::write));
         for (const Param &p : before)
           if (p.kind == "scalar")
-            params.push_back(scalar(p.name));
-        params.push_back(scalar("phase"));
-        validator->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
+            params.push_back(KernelParamAttr::getScalar(ctx, p.name));
+        params.push_back(KernelParamAttr::getScalar(ctx, "phase"));
+        setKernelParams(validator, params);
         auto i64 = [&](int64_t v) {
           return IntegerAttr::get(IntegerType::get(ctx, 64), v);
         };
-        validator->setAttr(
-            "kvattn.tile_config",
-            DictionaryAttr::get(
-                ctx, {named("block_m", i64(1)), named("block_n", i64(0)),
-                      named("num_warps", i64(kThreads / 32)),
-                      named("num_stages", i64(1)),
-                      named("kind", StringAttr::get(ctx, "validate")),
-                      named("validates", kernel.getNameAttr())}));
+        setTileConfig(
+            validator,
+            TileConfigAttr::get(ctx, KernelKind::validate, /*block_m=*/1,
+                                /*block_n=*/0, /*num_warps=*/kThreads / 32,
+                                /*num_stages=*/1, /*split_kv=*/1, /*group=*/1,
+                                /*vector_width=*/0, SplitRuleAttr(),
+                                FlatSymbolRefAttr::get(kernel.getNameAttr())));
         validator->setAttr("kvattn.dynamic_smem_bytes", i64(0));
         validator->setAttr("kvattn.validator_ordinal", i64(ordinal));
         ++ordinal;
@@ -691,8 +664,7 @@ void DeviceValidationPass::runOnOperation() {
       fb.setInsertionPointToStart(&func->getRegion(0).front());
       Value status = memref::AllocOp::create(
           fb, MemRefType::get({kStatusWords}, fb.getI64Type()));
-      status.getDefiningOp()->setAttr("kvattn.role",
-                                      StringAttr::get(ctx, "status"));
+      setBufferRole(status.getDefiningOp(), BufferRole::status);
       statusOf[func] = status;
     }
     Value status = statusOf[func];

@@ -9,6 +9,7 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
+using namespace mlir::kvattn;
 
 Value mlir::kvattn::rebuildRowMajorView(ImplicitLocOpBuilder &b, Value ptr,
                                         MemRefType type, ArrayRef<int> symbolic,
@@ -34,14 +35,11 @@ Value mlir::kvattn::rebuildRowMajorView(ImplicitLocOpBuilder &b, Value ptr,
                                            dims, strides);
 }
 
-DictionaryAttr mlir::kvattn::pointerParam(MLIRContext *ctx, StringRef role,
-                                          MemRefType type,
-                                          ArrayRef<int> symbolic,
-                                          ArrayRef<const char *> sizeNames,
-                                          bool written) {
-  auto named = [&](StringRef key, Attribute value) {
-    return NamedAttribute(StringAttr::get(ctx, key), value);
-  };
+KernelParamAttr mlir::kvattn::pointerParam(MLIRContext *ctx, StringRef role,
+                                           MemRefType type,
+                                           ArrayRef<int> symbolic,
+                                           ArrayRef<const char *> sizeNames,
+                                           bool written) {
   SmallVector<Attribute> shape;
   for (int64_t d = 0; d < type.getRank(); ++d)
     shape.push_back(
@@ -49,22 +47,9 @@ DictionaryAttr mlir::kvattn::pointerParam(MLIRContext *ctx, StringRef role,
             ? Attribute(StringAttr::get(ctx, sizeNames[symbolic[d]]))
             : Attribute(IntegerAttr::get(IntegerType::get(ctx, 64),
                                          type.getDimSize(d))));
-  return DictionaryAttr::get(
-      ctx, {named("name", StringAttr::get(ctx, role)),
-            named("kind", StringAttr::get(ctx, "pointer")),
-            named("element_type", TypeAttr::get(type.getElementType())),
-            named("shape", ArrayAttr::get(ctx, shape)),
-            named("access", StringAttr::get(ctx, written ? "write" : "read"))});
-}
-
-DictionaryAttr mlir::kvattn::sizeParam(MLIRContext *ctx, StringRef name) {
-  auto named = [&](StringRef key, Attribute value) {
-    return NamedAttribute(StringAttr::get(ctx, key), value);
-  };
-  return DictionaryAttr::get(
-      ctx, {named("name", StringAttr::get(ctx, name)),
-            named("kind", StringAttr::get(ctx, "scalar")),
-            named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))});
+  return KernelParamAttr::getPointer(
+      ctx, role, type.getElementType(), ArrayAttr::get(ctx, shape),
+      written ? ParamAccess::write : ParamAccess::read);
 }
 
 gpu::GPUModuleOp mlir::kvattn::getOrCreateKernelModule(ModuleOp module) {

@@ -4,7 +4,8 @@
 // write) take each tensor as a bare pointer (memref<1xT>) followed by i64
 // sizes; a tensor's shape is static or names one of the sizes. These helpers
 // rebuild the row-major view inside a kernel and describe the parameters in
-// the `kvattn.params` attribute the launch manifest is written from
+// the `kvattn.params` attribute (#kvattn.param) the launch manifest is
+// written from
 // (docs/kernel-abi.md). Shared by -kvattn-outline-tile-programs and
 // -kvattn-append-to-gpu.
 //
@@ -12,6 +13,8 @@
 
 #ifndef KVATTN_PASSES_CONVERSION_KERNELABI_H
 #define KVATTN_PASSES_CONVERSION_KERNELABI_H
+
+#include "kvattn/Dialect/KVAttnAttrs.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -27,15 +30,12 @@ namespace kvattn {
 Value rebuildRowMajorView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
                           ArrayRef<int> symbolic, ArrayRef<Value> sizes);
 
-/// The manifest entry of a pointer parameter: its name (`role`), element
-/// type, shape (static dims as integers, dynamic ones by the name of their
-/// size, `sizeNames[symbolic[d]]`) and access ("write" or "read").
-DictionaryAttr pointerParam(MLIRContext *ctx, StringRef role, MemRefType type,
-                            ArrayRef<int> symbolic,
-                            ArrayRef<const char *> sizeNames, bool written);
-
-/// The manifest entry of an i64 size parameter.
-DictionaryAttr sizeParam(MLIRContext *ctx, StringRef name);
+/// The kvattn.params entry of a pointer parameter: its name (`role`),
+/// element type, shape (static dims as integers, dynamic ones by the name of
+/// their size, `sizeNames[symbolic[d]]`) and access (written or read).
+KernelParamAttr pointerParam(MLIRContext *ctx, StringRef role, MemRefType type,
+                             ArrayRef<int> symbolic,
+                             ArrayRef<const char *> sizeNames, bool written);
 
 /// The gpu.module every kvattn kernel goes into ("kvattn_kernels"), created
 /// at the end of `module` (marked a GPU container module) when missing.

@@ -11,7 +11,7 @@
 // 32-bit kernels 19, a position of 2^31 - 1 or more (the kernels form
 // position + 1 in i32).
 // CHECK-LABEL: func.func @decode
-// CHECK: %[[STATUS:.*]] = memref.alloc() {kvattn.role = "status"} : memref<16xi64>
+// CHECK: %[[STATUS:.*]] = memref.alloc() {kvattn.role = #kvattn.role<status>} : memref<16xi64>
 // (The printer names a constant after its value: %c2_11 is a 2.)
 // CHECK: gpu.launch_func @kvattn_kernels::@decode_kvattn_0_validate blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %{{.*}}, %{{.*}}) {{.*}}args({{.*}}%[[STATUS]] : memref<16xi64>
 // CHECK-NEXT: gpu.launch_func @kvattn_kernels::@decode_kvattn_0 {{.*}}args({{.*}}%[[STATUS]] : memref<16xi64>
@@ -19,12 +19,12 @@
 // The attention kernel: `status` after the other pointers, before the
 // sizes; nothing is computed once a violation is recorded.
 // CHECK: gpu.func @decode_kvattn_0({{.*}}: memref<1xf16>, %[[KST:.*]]: memref<16xi64>, %{{.*}}: index
-// CHECK-SAME: kvattn.params = [{{.*}}{access = "read", element_type = i64, kind = "pointer", name = "status", shape = [16]}
+// CHECK-SAME: kvattn.params = [{{.*}}#kvattn.param<name = "status", kind = pointer, element_type = i64, shape = [16]>
 // CHECK: %[[W0:.*]] = memref.load %[[KST]][%{{.*}}] : memref<16xi64>
 // CHECK: %[[OK:.*]] = arith.cmpi eq, %[[W0]], %{{.*}} : i64
 // CHECK: scf.if %[[OK]] {
 // CHECK: gpu.func @decode_kvattn_0_validate(%{{.*}}: memref<1xi32>, %{{.*}}: memref<1xi32>, %[[VST:.*]]: memref<16xi64>
-// CHECK-SAME: kind = "validate"
+// CHECK-SAME: kvattn.tile_config = #kvattn.tile_config<kind = validate, block_m = 1, block_n = 0, num_warps = 4, num_stages = 1, validates = @decode_kvattn_0>
 // CHECK: memref.load %[[VST]]
 // kv_len[b] outside [0, S]: rule 1, recorded with atomic minima so the
 // first violation in (kernel, batch, index) order wins. (The kernel's text
