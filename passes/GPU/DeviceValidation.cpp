@@ -30,6 +30,7 @@
 #include "kvattn/Passes/DeviceValidation.h"
 #include "kvattn/Dialect/KVAttnAttrs.h"
 #include "kvattn/Passes/Passes.h"
+#include "passes/GPU/KernelAbi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -174,41 +175,46 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
   std::vector<Param> params = readParams(kernel);
   const bool append = getTileConfig(kernel).getKind() == KernelKind::append;
 
-  // Signature: the checked metadata pointers, status, the sizes, phase.
-  // key_valid (i1) is read as the bytes it is stored in (an i1 load of a
-  // byte other than 0 or 1 is undefined, and the rule must see the whole
-  // byte, unsigned, like the host's): the kernel takes it as a pointer (the
-  // same bare pointer in the kernel ABI) and indexes it in 64 bits, whatever
-  // the kernels' index width.
-  SmallVector<Type> argTypes;
+  // Signature: the checked metadata pointers (their entries as the kernel
+  // has them), status, the sizes, phase. key_valid (i1) is read as the bytes
+  // it is stored in (an i1 load of a byte other than 0 or 1 is undefined,
+  // and the rule must see the whole byte, unsigned, like the host's): the
+  // kernel takes it as a pointer (the same bare pointer in the kernel ABI)
+  // and indexes it in 64 bits, whatever the kernels' index width.
+  KernelSignature signature(ctx);
   std::vector<std::string> metadata, sizeNames;
   std::map<std::string, Type> eltOf;
-  for (const Param &p : params)
+  for (auto [p, entry] : llvm::zip(params, getKernelParams(kernel)))
     if (p.kind == "pointer" && paramId(p.name) >= 0) {
       metadata.push_back(p.name);
       eltOf[p.name] = p.elementType;
-      argTypes.push_back(p.elementType.isInteger(1)
-                             ? Type(LLVM::LLVMPointerType::get(ctx))
-                             : Type(MemRefType::get({1}, p.elementType)));
+      signature.addPointer(entry,
+                           p.elementType.isInteger(1)
+                               ? Type(LLVM::LLVMPointerType::get(ctx))
+                               : Type(MemRefType::get({1}, p.elementType)));
     }
   if (metadata.empty())
     return {};
-  Builder types(ctx);
-  argTypes.push_back(MemRefType::get({kStatusWords}, types.getI64Type()));
+  signature.addPointer(
+      statusParam(ctx, ParamAccess::write),
+      MemRefType::get({kStatusWords}, IntegerType::get(ctx, 64)));
   for (const Param &p : params)
     if (p.kind == "scalar") {
       sizeNames.push_back(p.name);
-      argTypes.push_back(types.getIndexType());
+      signature.addSize(p.name);
     }
-  argTypes.push_back(types.getIndexType()); // phase
+  signature.addSize("phase");
+  gpu::GPUFuncOp validator = createKernel(
+      gpuModule, kernel.getLoc(), name, signature,
+      TileConfigAttr::get(ctx, KernelKind::validate, /*block_m=*/1,
+                          /*block_n=*/0, /*num_warps=*/kThreads / 32,
+                          /*num_stages=*/1, /*split_kv=*/1, /*group=*/1,
+                          /*vector_width=*/0, SplitRuleAttr(),
+                          FlatSymbolRefAttr::get(kernel.getNameAttr())),
+      /*dynamicSharedMemoryBytes=*/0);
+  validator->setAttr("kvattn.validator_ordinal",
+                     IntegerAttr::get(IntegerType::get(ctx, 64), ordinal));
 
-  OpBuilder mb = OpBuilder::atBlockEnd(gpuModule.getBody());
-  auto validator = gpu::GPUFuncOp::create(mb, kernel.getLoc(), name,
-                                          FunctionType::get(ctx, argTypes, {}));
-  validator->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                     UnitAttr::get(ctx));
-  validator.setKnownBlockSizeAttr(
-      DenseI32ArrayAttr::get(ctx, {static_cast<int32_t>(kThreads), 1, 1}));
   Block &entry = validator.getBody().front();
   std::map<std::string, Value> arg, size;
   for (auto [i, m] : llvm::enumerate(metadata))
@@ -735,33 +741,9 @@ void DeviceValidationPass::runOnOperation() {
     if (!statusIndex.count(kernel)) {
       // The validation kernel reads the signature before the guard.
       std::string name = kernel.getName().str() + "_validate";
-      if (auto validator = buildValidationKernel(gpuModule, kernel, ordinal,
-                                                 name, indexBitwidth == 32)) {
-        // Its ABI for the manifest.
-        SmallVector<KernelParamAttr> params;
-        for (auto [p, a] : llvm::zip(before, getKernelParams(kernel)))
-          if (p.kind == "pointer" && paramId(p.name) >= 0)
-            params.push_back(a);
-        params.push_back(statusParam(ctx, ParamAccess::write));
-        for (const Param &p : before)
-          if (p.kind == "scalar")
-            params.push_back(KernelParamAttr::getScalar(ctx, p.name));
-        params.push_back(KernelParamAttr::getScalar(ctx, "phase"));
-        setKernelParams(validator, params);
-        auto i64 = [&](int64_t v) {
-          return IntegerAttr::get(IntegerType::get(ctx, 64), v);
-        };
-        setTileConfig(
-            validator,
-            TileConfigAttr::get(ctx, KernelKind::validate, /*block_m=*/1,
-                                /*block_n=*/0, /*num_warps=*/kThreads / 32,
-                                /*num_stages=*/1, /*split_kv=*/1, /*group=*/1,
-                                /*vector_width=*/0, SplitRuleAttr(),
-                                FlatSymbolRefAttr::get(kernel.getNameAttr())));
-        validator->setAttr("kvattn.dynamic_smem_bytes", i64(0));
-        validator->setAttr("kvattn.validator_ordinal", i64(ordinal));
+      if (buildValidationKernel(gpuModule, kernel, ordinal, name,
+                                indexBitwidth == 32))
         ++ordinal;
-      }
       FailureOr<unsigned> at = guardKernel(kernel);
       if (failed(at))
         return signalPassFailure();

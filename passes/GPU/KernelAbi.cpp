@@ -35,11 +35,10 @@ Value mlir::kvattn::rebuildRowMajorView(ImplicitLocOpBuilder &b, Value ptr,
                                            dims, strides);
 }
 
-KernelParamAttr mlir::kvattn::pointerParam(MLIRContext *ctx, StringRef role,
-                                           MemRefType type,
-                                           ArrayRef<int> symbolic,
-                                           ArrayRef<const char *> sizeNames,
-                                           bool written) {
+static KernelParamAttr pointerParam(MLIRContext *ctx, StringRef role,
+                                    MemRefType type, ArrayRef<int> symbolic,
+                                    ArrayRef<const char *> sizeNames,
+                                    bool written) {
   SmallVector<Attribute> shape;
   for (int64_t d = 0; d < type.getRank(); ++d)
     shape.push_back(
@@ -50,6 +49,47 @@ KernelParamAttr mlir::kvattn::pointerParam(MLIRContext *ctx, StringRef role,
   return KernelParamAttr::getPointer(
       ctx, role, type.getElementType(), ArrayAttr::get(ctx, shape),
       written ? ParamAccess::write : ParamAccess::read);
+}
+
+void KernelSignature::addBuffer(StringRef role, MemRefType type,
+                                ArrayRef<int> symbolic,
+                                ArrayRef<const char *> sizeNames,
+                                bool written) {
+  addPointer(pointerParam(ctx, role, type, symbolic, sizeNames, written),
+             MemRefType::get({1}, type.getElementType()));
+}
+
+void KernelSignature::addPointer(KernelParamAttr param, Type argument) {
+  params.push_back(param);
+  arguments.push_back(argument);
+}
+
+void KernelSignature::addSize(StringRef name) {
+  params.push_back(KernelParamAttr::getScalar(ctx, name));
+  arguments.push_back(IndexType::get(ctx));
+}
+
+int32_t mlir::kvattn::threadsPerBlock(TileConfigAttr config) {
+  return static_cast<int32_t>(32 * config.getNumWarps());
+}
+
+gpu::GPUFuncOp mlir::kvattn::createKernel(gpu::GPUModuleOp gpuModule,
+                                          Location loc, StringRef name,
+                                          const KernelSignature &signature,
+                                          TileConfigAttr config,
+                                          int64_t dynamicSharedMemoryBytes) {
+  MLIRContext *ctx = gpuModule.getContext();
+  OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
+  auto kernel = gpu::GPUFuncOp::create(
+      b, loc, name, FunctionType::get(ctx, signature.getArgumentTypes(), {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  kernel.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({threadsPerBlock(config), 1, 1}));
+  setKernelParams(kernel, signature.getParams());
+  setTileConfig(kernel, config);
+  kernel->setAttr("kvattn.dynamic_smem_bytes",
+                  b.getI64IntegerAttr(dynamicSharedMemoryBytes));
+  return kernel;
 }
 
 gpu::GPUModuleOp mlir::kvattn::getOrCreateKernelModule(ModuleOp module) {

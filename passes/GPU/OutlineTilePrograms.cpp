@@ -107,7 +107,6 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
                                     gpu::GPUModuleOp gpuModule,
                                     StringRef kernelName, bool tensorCores) {
   TileConfigAttr config = getTileConfig(forall);
-  int64_t numWarps = config.getNumWarps();
   MLIRContext *ctx = forall.getContext();
   // An attention program (grid: programs x query blocks [x KV chunks]) or
   // the merge program of a split (grid: B * Hq x query blocks).
@@ -189,46 +188,29 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     sizeIds.push_back(kN);
   }
 
-  // The kernel signature.
+  // The kernel and its ABI, for the launch manifest: each pointer with its
+  // element type, symbolic shape and access, then the sizes.
   SmallVector<StringRef> roles;
-  SmallVector<Type> argTypes;
+  KernelSignature signature(ctx);
   for (const char *role : kRoles) {
     auto it = buffers.find(role);
     if (it == buffers.end())
       continue;
     roles.push_back(role);
     auto type = cast<MemRefType>(it->second.getType());
-    argTypes.push_back(MemRefType::get({1}, type.getElementType()));
-  }
-  Type index = IndexType::get(ctx);
-  argTypes.append(sizeIds.size(), index);
-
-  OpBuilder moduleBuilder = OpBuilder::atBlockEnd(gpuModule.getBody());
-  auto kernel =
-      gpu::GPUFuncOp::create(moduleBuilder, forall.getLoc(), kernelName,
-                             FunctionType::get(ctx, argTypes, {}));
-  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
-  int32_t threads = static_cast<int32_t>(32 * numWarps);
-  kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
-  // The ABI, for the launch manifest: each pointer with its element type,
-  // symbolic shape and access, then the sizes.
-  SmallVector<KernelParamAttr> params;
-  for (StringRef role : roles) {
-    auto type = cast<MemRefType>(buffers[role].getType());
     SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged);
-    bool parts = role == "out_parts" || role == "lse_parts";
-    bool written = role == "out" || role == "lse" || (parts && !isMerge);
-    params.push_back(pointerParam(ctx, role, type, symbolic, kSizes, written));
+    StringRef name(role);
+    bool parts = name == "out_parts" || name == "lse_parts";
+    bool written = name == "out" || name == "lse" || (parts && !isMerge);
+    signature.addBuffer(role, type, symbolic, kSizes, written);
   }
   for (int id : sizeIds)
-    params.push_back(KernelParamAttr::getScalar(ctx, kSizes[id]));
-  setKernelParams(kernel, params);
-  setTileConfig(kernel, config);
+    signature.addSize(kSizes[id]);
+  gpu::GPUFuncOp kernel = createKernel(gpuModule, forall.getLoc(), kernelName,
+                                       signature, config, sharedMemoryBytes);
+  const int32_t threads = threadsPerBlock(config);
   if (useTensorCores)
     kernel->setAttr(kTensorCoresAttr, UnitAttr::get(ctx));
-  kernel->setAttr(
-      "kvattn.dynamic_smem_bytes",
-      IntegerAttr::get(IntegerType::get(ctx, 64), sharedMemoryBytes));
 
   // The kernel body: views from the parameters, the program's ids from the
   // block ids, then the program itself.

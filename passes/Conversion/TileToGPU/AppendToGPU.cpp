@@ -195,39 +195,24 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
   if (paged)
     sizeIds.append({kNumPages, kPageSize, kMaxPages});
 
-  // The kernel.
-  SmallVector<Type> argTypes;
-  for (Value buffer : buffers)
-    argTypes.push_back(MemRefType::get(
-        {1}, cast<MemRefType>(buffer.getType()).getElementType()));
-  argTypes.append(sizeIds.size(), IndexType::get(ctx));
-  OpBuilder mb = OpBuilder::atBlockEnd(gpuModule.getBody());
-  auto kernel = gpu::GPUFuncOp::create(mb, op.getLoc(), kernelName,
-                                       FunctionType::get(ctx, argTypes, {}));
-  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
-  const int32_t threads = kTokensPerBlock * kWarpSize;
-  kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
-  auto i64 = [&](int64_t v) {
-    return IntegerAttr::get(IntegerType::get(ctx, 64), v);
-  };
-  SmallVector<KernelParamAttr> params;
-  for (auto [role, buffer] : llvm::zip(roles, buffers)) {
-    auto type = cast<MemRefType>(buffer.getType());
-    SmallVector<int> symbolic = symbolicShape(role, paged);
-    params.push_back(pointerParam(ctx, role, type, symbolic, kSizeNames,
-                                  /*written=*/role == "cache"));
-  }
+  // The kernel: a warp per token (num_warps = block_m, tokens per thread
+  // block); the vector width in elements.
+  KernelSignature signature(ctx);
+  for (auto [role, buffer] : llvm::zip(roles, buffers))
+    signature.addBuffer(role, cast<MemRefType>(buffer.getType()),
+                        symbolicShape(role, paged), kSizeNames,
+                        /*written=*/role == "cache");
   for (int id : sizeIds)
-    params.push_back(KernelParamAttr::getScalar(ctx, kSizeNames[id]));
-  setKernelParams(kernel, params);
-  // block_m: tokens per thread block; the vector width in elements.
-  setTileConfig(
-      kernel, TileConfigAttr::get(ctx, KernelKind::append, kTokensPerBlock,
-                                  /*block_n=*/0, /*num_warps=*/kTokensPerBlock,
-                                  /*num_stages=*/1, /*split_kv=*/1,
-                                  /*group=*/1, vectorWidth(elt, headDim),
-                                  SplitRuleAttr(), FlatSymbolRefAttr()));
-  kernel->setAttr("kvattn.dynamic_smem_bytes", i64(0));
+    signature.addSize(kSizeNames[id]);
+  auto kernel = createKernel(
+      gpuModule, op.getLoc(), kernelName, signature,
+      TileConfigAttr::get(ctx, KernelKind::append, kTokensPerBlock,
+                          /*block_n=*/0, /*num_warps=*/kTokensPerBlock,
+                          /*num_stages=*/1, /*split_kv=*/1,
+                          /*group=*/1, vectorWidth(elt, headDim),
+                          SplitRuleAttr(), FlatSymbolRefAttr()),
+      /*dynamicSharedMemoryBytes=*/0);
+  const int32_t threads = threadsPerBlock(getTileConfig(kernel));
 
   Block &entry = kernel.getBody().front();
   ImplicitLocOpBuilder kb(op.getLoc(), ctx);
