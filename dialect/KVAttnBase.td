@@ -19,6 +19,15 @@ def KVAttn_Dialect : Dialect {
   let dependentDialects = ["::mlir::affine::AffineDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];
+  // The typed metadata of KVAttnAttrs.td, and their verifier wherever they
+  // appear as discardable attributes (kvattn.role, kvattn.tile_config,
+  // kvattn.params).
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// The attributes of KVAttnAttrs.td (KVAttnAttrs.cpp).
+    void registerAttributes();
+  }];
   let summary = "Attention over a KV cache with explicit query/key positions";
   let description = [{
     The `kvattn` dialect describes scaled dot-product attention whose causal

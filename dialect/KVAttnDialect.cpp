@@ -17,4 +17,5 @@ void KVAttnDialect::initialize() {
 #define GET_OP_LIST
 #include "kvattn/Dialect/KVAttnOps.cpp.inc"
       >();
+  registerAttributes();
 }

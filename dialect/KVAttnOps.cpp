@@ -21,8 +21,6 @@
 using namespace mlir;
 using namespace mlir::kvattn;
 
-#include "kvattn/Dialect/KVAttnEnums.cpp.inc"
-
 //===----------------------------------------------------------------------===//
 // Shape helpers
 //===----------------------------------------------------------------------===//

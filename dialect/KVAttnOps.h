@@ -3,6 +3,7 @@
 #ifndef KVATTN_DIALECT_KVATTNOPS_H
 #define KVATTN_DIALECT_KVATTNOPS_H
 
+#include "kvattn/Dialect/KVAttnAttrs.h"
 #include "kvattn/Dialect/KVAttnDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -11,8 +12,6 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/TilingInterface.h"
-
-#include "kvattn/Dialect/KVAttnEnums.h.inc"
 
 namespace mlir {
 namespace kvattn {

@@ -3,6 +3,7 @@
 #ifndef KVATTN_DIALECT_KVATTNOPS_TD
 #define KVATTN_DIALECT_KVATTNOPS_TD
 
+include "kvattn/Dialect/KVAttnAttrs.td"
 include "kvattn/Dialect/KVAttnBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"

@@ -341,7 +341,7 @@ def AppendToGPUPass : Pass<"kvattn-append-to-gpu", "::mlir::ModuleOp"> {
     The kernel ABI (docs/kernel-abi.md): pointers `update, cache, pos[,
     block_table]`, then the sizes `B, Hkv, L, S` (`S` the capacity; paged:
     `max_pages * page_size`, followed by `num_pages, page_size,
-    max_pages`); `kvattn.tile_config` has `kind = "append"`.
+    max_pages`); `kvattn.tile_config` has `kind = append`.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -41,8 +41,6 @@ using namespace mlir::kvattn;
 /// masked and skipped KV blocks, K/V bytes read.
 static constexpr StringLiteral kStatsGlobal = "kvattn_tile_stats";
 static constexpr int64_t kNumStats = 4;
-/// The role of a program operand, on the op that defines its buffer.
-static constexpr StringLiteral kRoleAttr = "kvattn.role";
 
 namespace {
 
@@ -127,33 +125,29 @@ struct Buffers {
   Value qStart;     ///< varlen: [B + 1] starts of the packed query rows
 };
 
-/// Marks the op that defines a program operand with its role (`query`,
-/// `kv_len`, `out`, ...), so that a later outlining (kvattn-to-ptx) can name
-/// the kernel parameters and derive their shapes.
-void setRole(Operation *op, StringRef role) {
-  op->setAttr(kRoleAttr, StringAttr::get(op->getContext(), role));
-}
-
-Value toBuffer(ImplicitLocOpBuilder &b, Value tensor, StringRef role) {
+/// The buffer of a program operand, marked with its role (kvattn.role), so
+/// that a later outlining (kvattn-to-ptx) can name the kernel parameters and
+/// derive their shapes.
+Value toBuffer(ImplicitLocOpBuilder &b, Value tensor, BufferRole role) {
   if (!tensor)
     return {};
   auto type = cast<RankedTensorType>(tensor.getType());
   auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
   auto op = bufferization::ToBufferOp::create(b, memrefType, tensor,
                                               /*read_only=*/true);
-  setRole(op, role);
+  setBufferRole(op, role);
   return op;
 }
 
 Value allocLike(ImplicitLocOpBuilder &b, RankedTensorType type,
-                ArrayRef<Value> sizes, StringRef role) {
+                ArrayRef<Value> sizes, BufferRole role) {
   auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
   SmallVector<Value> dynamic;
   for (auto [i, size] : llvm::enumerate(type.getShape()))
     if (ShapedType::isDynamic(size))
       dynamic.push_back(sizes[i]);
   auto op = memref::AllocOp::create(b, memrefType, dynamic);
-  setRole(op, role);
+  setBufferRole(op, role);
   return op;
 }
 
@@ -245,9 +239,9 @@ public:
     IndexMath m{b};
     createBuffers(b, m);
     auto grid = emitGrid(b, m);
-    grid->setAttr("kvattn.tile_config",
-                  tileConfig(b, s.runTimeSplit ? 0 : s.splits, s.group,
-                             s.varlen ? "attention_varlen" : "attention"));
+    setTileConfig(grid, tileConfig(b, s.runTimeSplit ? 0 : s.splits, s.group,
+                                   s.varlen ? KernelKind::attention_varlen
+                                            : KernelKind::attention));
     if (s.splits > 1)
       emitMergeProgram(b, m);
     replaceOp(b);
@@ -345,27 +339,28 @@ private:
   //===--------------------------------------------------------------------===//
 
   void createBuffers(ImplicitLocOpBuilder &b, IndexMath &m) {
-    buf.q = toBuffer(b, op.getQuery(), "query");
-    buf.k = toBuffer(b, op.getKey(), "key");
-    buf.v = toBuffer(b, op.getValue(), "value");
-    buf.qOffset = toBuffer(b, op.getQOffset(), "q_offset");
-    buf.kOffset = toBuffer(b, op.getKOffset(), "k_offset");
-    buf.qPos = toBuffer(b, op.getQPos(), "q_pos");
-    buf.kPos = toBuffer(b, op.getKPos(), "k_pos");
-    buf.kvLen = toBuffer(b, op.getKvLen(), "kv_len");
-    buf.keyValid = toBuffer(b, op.getKeyValid(), "key_valid");
-    buf.mask = toBuffer(b, op.getMask(), "mask");
-    buf.blockTable = toBuffer(b, op.getBlockTable(), "block_table");
-    buf.qStart = toBuffer(b, op.getQStart(), "q_start");
+    buf.q = toBuffer(b, op.getQuery(), BufferRole::query);
+    buf.k = toBuffer(b, op.getKey(), BufferRole::key);
+    buf.v = toBuffer(b, op.getValue(), BufferRole::value);
+    buf.qOffset = toBuffer(b, op.getQOffset(), BufferRole::q_offset);
+    buf.kOffset = toBuffer(b, op.getKOffset(), BufferRole::k_offset);
+    buf.qPos = toBuffer(b, op.getQPos(), BufferRole::q_pos);
+    buf.kPos = toBuffer(b, op.getKPos(), BufferRole::k_pos);
+    buf.kvLen = toBuffer(b, op.getKvLen(), BufferRole::kv_len);
+    buf.keyValid = toBuffer(b, op.getKeyValid(), BufferRole::key_valid);
+    buf.mask = toBuffer(b, op.getMask(), BufferRole::mask);
+    buf.blockTable = toBuffer(b, op.getBlockTable(), BufferRole::block_table);
+    buf.qStart = toBuffer(b, op.getQStart(), BufferRole::q_start);
 
     batch = m.dim(buf.q, 0);
     qHeads = m.dim(buf.q, 1);
     qLen = m.dim(buf.q, 2);
-    buf.out = allocLike(b, op.getOut().getType(),
-                        {batch, qHeads, qLen, m.c(s.valueDim)}, "out");
+    buf.out =
+        allocLike(b, op.getOut().getType(),
+                  {batch, qHeads, qLen, m.c(s.valueDim)}, BufferRole::out);
     if (Value lse = op.getLse())
       buf.lse = allocLike(b, cast<RankedTensorType>(lse.getType()),
-                          {batch, qHeads, qLen}, "lse");
+                          {batch, qHeads, qLen}, BufferRole::lse);
   }
 
   /// out_parts [N, B, Hq, L, Dv] and lse_parts [N, B, Hq, L] in f32; with
@@ -390,8 +385,8 @@ private:
         b, partsType({qShape[0], qShape[1], qShape[2], s.valueDim}), dynamic);
     auto lseAlloc = memref::AllocOp::create(
         b, partsType({qShape[0], qShape[1], qShape[2]}), dynamic);
-    setRole(outAlloc, "out_parts");
-    setRole(lseAlloc, "lse_parts");
+    setBufferRole(outAlloc, BufferRole::out_parts);
+    setBufferRole(lseAlloc, BufferRole::lse_parts);
     outParts = outAlloc;
     lseParts = lseAlloc;
   }
@@ -860,31 +855,16 @@ private:
   /// the runtime needs to compute n: N_max, the attention's block_m,
   /// block_n and group, programs per multiprocessor, min keys and the
   /// multiprocessors planned for (docs/kernel-abi.md).
-  DictionaryAttr tileConfig(Builder &b, int64_t splitKv, int64_t heads,
-                            StringRef kind) {
-    SmallVector<NamedAttribute> attrs = {
-        b.getNamedAttr("block_m", b.getI64IntegerAttr(s.bm)),
-        b.getNamedAttr("block_n", b.getI64IntegerAttr(s.bn)),
-        b.getNamedAttr("num_warps", b.getI64IntegerAttr(s.numWarps)),
-        b.getNamedAttr("num_stages", b.getI64IntegerAttr(s.numStages)),
-        b.getNamedAttr("split_kv", b.getI64IntegerAttr(splitKv)),
-        b.getNamedAttr("group", b.getI64IntegerAttr(heads)),
-        b.getNamedAttr("kind", b.getStringAttr(kind)),
-    };
+  TileConfigAttr tileConfig(Builder &b, int64_t splitKv, int64_t heads,
+                            KernelKind kind) {
+    SplitRuleAttr rule;
     if (s.runTimeSplit)
-      attrs.push_back(b.getNamedAttr(
-          "split_rule",
-          b.getDictionaryAttr({
-              b.getNamedAttr("max", b.getI64IntegerAttr(s.splits)),
-              b.getNamedAttr("block_m", b.getI64IntegerAttr(s.bm)),
-              b.getNamedAttr("block_n", b.getI64IntegerAttr(s.bn)),
-              b.getNamedAttr("group", b.getI64IntegerAttr(s.group)),
-              b.getNamedAttr("programs_per_sm",
-                             b.getI64IntegerAttr(s.splitPerSm)),
-              b.getNamedAttr("min_keys", b.getI64IntegerAttr(cfg.splitMinKeys)),
-              b.getNamedAttr("num_sms", b.getI64IntegerAttr(cfg.numSms)),
-          })));
-    return b.getDictionaryAttr(attrs);
+      rule = SplitRuleAttr::get(b.getContext(), s.splits, s.bm, s.bn, s.group,
+                                s.splitPerSm, cfg.splitMinKeys, cfg.numSms);
+    return TileConfigAttr::get(b.getContext(), kind, s.bm, s.bn, s.numWarps,
+                               s.numStages, splitKv, heads,
+                               /*vector_width=*/0, rule,
+                               /*validates=*/FlatSymbolRefAttr());
   }
 
   /// One instance per (batch x head, query block) merges its rows' partial
@@ -919,7 +899,7 @@ private:
                               head, qStart, rows);
           scf::InParallelOp::create(pb);
         });
-    merge->setAttr("kvattn.tile_config", tileConfig(b, 1, 1, "merge"));
+    setTileConfig(merge, tileConfig(b, 1, 1, KernelKind::merge));
     guard.reset();
     memref::DeallocOp::create(b, outParts);
     memref::DeallocOp::create(b, lseParts);

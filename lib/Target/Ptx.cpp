@@ -1,6 +1,7 @@
 //===- Ptx.cpp - PTX and launch manifests from kvattn IR ------------------===//
 
 #include "kvattn/Target/Ptx.h"
+#include "kvattn/Dialect/KVAttnAttrs.h"
 #include "kvattn/IR/DiagnosticCollector.h"
 #include "kvattn/Passes/Passes.h"
 #include "kvattn/Target/KernelCache.h"
@@ -36,41 +37,33 @@ static std::string typeName(Type type) {
 static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
   KernelManifest m;
   m.name = kernel.getName().str();
-  auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
-  m.blockM = config.getAs<IntegerAttr>("block_m").getInt();
-  m.blockN = config.getAs<IntegerAttr>("block_n").getInt();
-  m.numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
-  m.numStages = config.getAs<IntegerAttr>("num_stages").getInt();
-  if (auto group = config.getAs<IntegerAttr>("group"))
-    m.group = group.getInt();
-  if (auto split = config.getAs<IntegerAttr>("split_kv"))
-    m.splitKv = split.getInt();
-  if (auto kind = config.getAs<StringAttr>("kind"))
-    m.kind = kind.str();
-  if (auto rule = config.getAs<DictionaryAttr>("split_rule")) {
-    auto get = [&](StringRef key) {
-      return rule.getAs<IntegerAttr>(key).getInt();
-    };
-    m.splitRule = {get("max"),    get("block_m"),         get("block_n"),
-                   get("group"),  get("programs_per_sm"), get("min_keys"),
-                   get("num_sms")};
-  }
+  TileConfigAttr config = getTileConfig(kernel);
+  m.blockM = config.getBlockM();
+  m.blockN = config.getBlockN();
+  m.numWarps = config.getNumWarps();
+  m.numStages = config.getNumStages();
+  m.group = config.getGroup();
+  m.splitKv = config.getSplitKv();
+  m.kind = stringifyKernelKind(config.getKind()).str();
+  if (SplitRuleAttr rule = config.getSplitRule())
+    m.splitRule = {rule.getMax(),   rule.getBlockM(),        rule.getBlockN(),
+                   rule.getGroup(), rule.getProgramsPerSm(), rule.getMinKeys(),
+                   rule.getNumSms()};
   m.threadsPerBlock = 32 * m.numWarps;
   m.dynamicSharedMemoryBytes =
       kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes").getInt();
-  for (Attribute a : kernel->getAttrOfType<ArrayAttr>("kvattn.params")) {
-    auto dict = cast<DictionaryAttr>(a);
+  for (KernelParamAttr param : getKernelParams(kernel)) {
     KernelParam p;
-    p.name = dict.getAs<StringAttr>("name").str();
-    p.kind = dict.getAs<StringAttr>("kind").str();
-    p.elementType = typeName(dict.getAs<TypeAttr>("element_type").getValue());
-    if (auto shape = dict.getAs<ArrayAttr>("shape"))
-      for (Attribute d : shape)
+    p.name = param.getName().str();
+    p.kind = stringifyParamKind(param.getKind()).str();
+    p.elementType = typeName(param.getElementType());
+    if (param.isPointer()) {
+      for (Attribute d : param.getShape())
         p.shape.push_back(isa<StringAttr>(d)
                               ? cast<StringAttr>(d).str()
                               : std::to_string(cast<IntegerAttr>(d).getInt()));
-    if (auto access = dict.getAs<StringAttr>("access"))
-      p.access = access.str();
+      p.access = stringifyParamAccess(param.getAccess()).str();
+    }
     m.params.push_back(std::move(p));
   }
   return m;
@@ -209,7 +202,7 @@ static Status compileUncached(ModuleOp module, const PtxOptions &options,
   clone->walk([&](gpu::LaunchFuncOp launch) {
     auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(
         launch, launch.getKernel());
-    if (kernel && kernel->hasAttr("kvattn.params"))
+    if (kernel && hasKernelParams(kernel))
       result.kernels.push_back(readManifest(kernel));
   });
   if (result.kernels.empty())

@@ -21,13 +21,16 @@
 // nothing when status[0] is already set: the first violation stays until
 // the host clears the word. Grid: one block of 128 threads per batch.
 //
-// The kernel is written as MLIR text (it is small and reads like the rules)
-// and parsed into the module.
+// The kernel is built with an OpBuilder, one op per statement in named
+// locals (KernelEmitter): its op order is the order the rules are written in,
+// whatever order a C++ compiler evaluates function arguments in.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Passes/DeviceValidation.h"
+#include "kvattn/Dialect/KVAttnAttrs.h"
 #include "kvattn/Passes/Passes.h"
+#include "passes/GPU/KernelAbi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -37,7 +40,6 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
-#include "mlir/Parser/Parser.h"
 
 #include <algorithm>
 #include <map>
@@ -53,8 +55,6 @@ namespace {
 
 constexpr int64_t kThreads = 128;
 
-std::string str(int64_t v) { return std::to_string(v); }
-
 /// One kernel parameter, from `kvattn.params`.
 struct Param {
   std::string name, kind;
@@ -63,13 +63,19 @@ struct Param {
 
 std::vector<Param> readParams(gpu::GPUFuncOp kernel) {
   std::vector<Param> params;
-  for (Attribute a : kernel->getAttrOfType<ArrayAttr>("kvattn.params")) {
-    auto dict = cast<DictionaryAttr>(a);
-    params.push_back({dict.getAs<StringAttr>("name").str(),
-                      dict.getAs<StringAttr>("kind").str(),
-                      dict.getAs<TypeAttr>("element_type").getValue()});
-  }
+  for (KernelParamAttr p : getKernelParams(kernel))
+    params.push_back({p.getName().str(), stringifyParamKind(p.getKind()).str(),
+                      p.getElementType()});
   return params;
+}
+
+/// The status word's parameter: read by the guarded kernels, written by the
+/// validation kernels.
+KernelParamAttr statusParam(MLIRContext *ctx, ParamAccess access) {
+  Builder b(ctx);
+  return KernelParamAttr::getPointer(
+      ctx, "status", b.getI64Type(),
+      b.getArrayAttr({b.getI64IntegerAttr(kStatusWords)}), access);
 }
 
 /// The metadata a validation kernel checks.
@@ -88,435 +94,567 @@ int paramId(const std::string &name) {
   return it == ids.end() ? -1 : it->second;
 }
 
-std::string typeText(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  t.print(os);
-  return s;
-}
-
-/// MLIR text of the validation kernel's body, one SSA value at a time.
-class Body {
+/// Builds the validation kernel's ops. Every method creates its ops when it
+/// is called and takes only values already built, so callers build one op
+/// (or one helper's ops) per statement, in named locals: the kernel's op
+/// order is the statements' order, not the C++ compiler's order of
+/// evaluating arguments.
+class KernelEmitter {
 public:
-  std::string text;
+  explicit KernelEmitter(ImplicitLocOpBuilder &b) : b(b) {}
 
-  std::string fresh() { return "%v" + str(next_++); }
-  std::string emit(const std::string &rhs) {
-    std::string v = fresh();
-    text += "  " + v + " = " + rhs + "\n";
-    return v;
-  }
-  void line(const std::string &l) { text += "  " + l + "\n"; }
+  ImplicitLocOpBuilder &b;
 
-  std::string i64(int64_t v) {
-    return emit("arith.constant " + str(v) + " : i64");
+  Value i64(int64_t v) {
+    return arith::ConstantIntOp::create(b, b.getI64Type(), v);
   }
-  std::string idx(int64_t v) {
-    return emit("arith.constant " + str(v) + " : index");
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value falseValue() {
+    return arith::ConstantIntOp::create(b, b.getI1Type(), 0);
   }
-  std::string toI64(const std::string &x) {
-    return emit("arith.index_cast " + x + " : index to i64");
+  Value toI64(Value x) {
+    return arith::IndexCastOp::create(b, b.getI64Type(), x);
   }
-  std::string bin(const char *op, const std::string &a, const std::string &b,
-                  const char *type = "i64") {
-    return emit(std::string("arith.") + op + " " + a + ", " + b + " : " + type);
+  Value toIndex(Value x) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), x);
   }
-  std::string cmp(const char *pred, const std::string &a, const std::string &b,
-                  const char *type = "i64") {
-    return emit(std::string("arith.cmpi ") + pred + ", " + a + ", " + b +
-                " : " + type);
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, p, x, y);
   }
-  std::string sel(const std::string &c, const std::string &a,
-                  const std::string &b) {
-    return emit("arith.select " + c + ", " + a + ", " + b + " : i64");
+  Value sel(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, c, x, y);
   }
-  std::string andI1(const std::string &a, const std::string &b) {
-    return emit("arith.andi " + a + ", " + b + " : i1");
-  }
-  std::string orI1(const std::string &a, const std::string &b) {
-    return emit("arith.ori " + a + ", " + b + " : i1");
-  }
+  Value both(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+  Value either(Value x, Value y) { return arith::OrIOp::create(b, x, y); }
 
-private:
-  int next_ = 0;
+  /// `then` inside `scf.if cond`.
+  void ifThen(Value cond, function_ref<void()> then) {
+    auto op = scf::IfOp::create(b, cond, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(op.thenBlock()->getTerminator());
+    then();
+  }
+  /// `then` and `otherwise` in the two regions of `scf.if cond`.
+  void ifThenElse(Value cond, function_ref<void()> then,
+                  function_ref<void()> otherwise) {
+    auto op = scf::IfOp::create(b, cond, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(op.thenBlock()->getTerminator());
+    then();
+    b.setInsertionPoint(op.elseBlock()->getTerminator());
+    otherwise();
+  }
+  /// `scf.for iv = lb to ub step step`; `body` returns what it yields (one
+  /// value per init).
+  ValueRange loop(Value lb, Value ub, Value step, ValueRange inits,
+                  function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    auto op = scf::ForOp::create(b, lb, ub, step, inits);
+    OpBuilder::InsertionGuard guard(b);
+    Block *block = op.getBody();
+    if (!block->empty() && block->back().hasTrait<OpTrait::IsTerminator>())
+      block->back().erase();
+    b.setInsertionPointToEnd(block);
+    SmallVector<Value> yielded =
+        body(op.getInductionVar(), op.getRegionIterArgs());
+    scf::YieldOp::create(b, yielded);
+    return op.getResults();
+  }
 };
 
-/// The validation kernel of `kernel` as a gpu.module's text, or "" when the
-/// kernel reads no metadata.
-std::string validationKernelText(gpu::GPUFuncOp kernel, int ordinal,
-                                 const std::string &name, bool index32) {
+/// The validation kernel of `kernel` (the rules of runtime/Validation.cpp
+/// and kvattn/Support/BlockTable.h over its metadata), built at the end of
+/// `gpuModule`; null when the kernel reads no metadata.
+gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
+                                     gpu::GPUFuncOp kernel, int ordinal,
+                                     StringRef name, bool index32) {
+  using arith::CmpIPredicate;
+  MLIRContext *ctx = kernel.getContext();
   std::vector<Param> params = readParams(kernel);
-  auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
-  auto kindAttr = config.getAs<StringAttr>("kind");
-  const bool append = kindAttr && kindAttr.getValue() == "append";
+  const bool append = getTileConfig(kernel).getKind() == KernelKind::append;
 
-  // Signature: the checked metadata pointers, status, the sizes, phase.
-  std::string signature;
-  std::map<std::string, std::string> arg, eltOf;
-  std::vector<std::string> metadata;
-  for (const Param &p : params)
+  // Signature: the checked metadata pointers (their entries as the kernel
+  // has them), status, the sizes, phase. key_valid (i1) is read as the bytes
+  // it is stored in (an i1 load of a byte other than 0 or 1 is undefined,
+  // and the rule must see the whole byte, unsigned, like the host's): the
+  // kernel takes it as a pointer (the same bare pointer in the kernel ABI)
+  // and indexes it in 64 bits, whatever the kernels' index width.
+  KernelSignature signature(ctx);
+  std::vector<std::string> metadata, sizeNames;
+  std::map<std::string, Type> eltOf;
+  for (auto [p, entry] : llvm::zip(params, getKernelParams(kernel)))
     if (p.kind == "pointer" && paramId(p.name) >= 0) {
-      arg[p.name] = "%m_" + p.name;
-      eltOf[p.name] = typeText(p.elementType);
-      // key_valid (i1) is read as the bytes it is stored in (an i1 load of
-      // a byte other than 0 or 1 is undefined, and the rule must see the
-      // whole byte, unsigned, like the host's): the kernel takes it as a
-      // pointer (the same bare pointer in the kernel ABI) and indexes it in
-      // 64 bits, whatever the kernels' index width.
-      signature +=
-          "%m_" + p.name +
-          (eltOf[p.name] == "i1" ? std::string(": !llvm.ptr, ")
-                                 : ": memref<1x" + eltOf[p.name] + ">, ");
       metadata.push_back(p.name);
+      eltOf[p.name] = p.elementType;
+      signature.addPointer(entry,
+                           p.elementType.isInteger(1)
+                               ? Type(LLVM::LLVMPointerType::get(ctx))
+                               : Type(MemRefType::get({1}, p.elementType)));
     }
   if (metadata.empty())
-    return "";
-  signature += "%status: memref<16xi64>";
-  std::map<std::string, std::string> size;
+    return {};
+  signature.addPointer(
+      statusParam(ctx, ParamAccess::write),
+      MemRefType::get({kStatusWords}, IntegerType::get(ctx, 64)));
   for (const Param &p : params)
     if (p.kind == "scalar") {
-      size[p.name] = "%s_" + p.name;
-      signature += ", %s_" + p.name + ": index";
+      sizeNames.push_back(p.name);
+      signature.addSize(p.name);
     }
-  signature += ", %phase: index";
+  signature.addSize("phase");
+  gpu::GPUFuncOp validator = createKernel(
+      gpuModule, kernel.getLoc(), name, signature,
+      TileConfigAttr::get(ctx, KernelKind::validate, /*block_m=*/1,
+                          /*block_n=*/0, /*num_warps=*/kThreads / 32,
+                          /*num_stages=*/1, /*split_kv=*/1, /*group=*/1,
+                          /*vector_width=*/0, SplitRuleAttr(),
+                          FlatSymbolRefAttr::get(kernel.getNameAttr())),
+      /*dynamicSharedMemoryBytes=*/0);
+  validator->setAttr("kvattn.validator_ordinal",
+                     IntegerAttr::get(IntegerType::get(ctx, 64), ordinal));
+
+  Block &entry = validator.getBody().front();
+  std::map<std::string, Value> arg, size;
+  for (auto [i, m] : llvm::enumerate(metadata))
+    arg[m] = entry.getArgument(i);
+  const Value status = entry.getArgument(metadata.size());
+  for (auto [i, n] : llvm::enumerate(sizeNames))
+    size[n] = entry.getArgument(metadata.size() + 1 + i);
+  const Value phase = entry.getArguments().back();
   const bool paged = arg.count("block_table");
 
-  Body b;
-  std::string c0 = b.idx(0), c1 = b.idx(1), cT = b.idx(kThreads);
-  std::string z = b.i64(0), m1 = b.i64(-1);
-  std::string word = b.emit("memref.load %status[" + c0 + "] : memref<16xi64>");
-  std::string clean = b.cmp("eq", word, z);
-  b.line("scf.if " + clean + " {");
-  std::string bid = b.emit("gpu.block_id x");
-  std::string tid = b.emit("gpu.thread_id x");
-  std::string bi = b.toI64(bid);
-  std::string phase0 = b.cmp("eq", "%phase", c0, "index");
-  std::string first = b.cmp("eq", tid, c0, "index");
+  ImplicitLocOpBuilder b(kernel.getLoc(), ctx);
+  b.setInsertionPointToStart(&entry);
+  KernelEmitter e(b);
   auto sz = [&](const std::string &n) { return size.at(n); };
-  auto szI64 = [&](const std::string &n) { return b.toI64(sz(n)); };
+  auto szI64 = [&](const std::string &n) { return e.toI64(sz(n)); };
 
-  // Dynamic views of the metadata.
-  std::map<std::string, std::string> view;
-  for (const std::string &m : metadata) {
-    if (eltOf[m] == "i1")
-      continue;
-    std::string rows = m == "q_pos" ? b.bin("muli", sz("B"), sz("L"), "index")
-                       : m == "k_pos" || m == "key_valid"
-                           ? b.bin("muli", sz("B"), sz("S"), "index")
-                       : m == "block_table"
-                           ? b.bin("muli", sz("B"), sz("max_pages"), "index")
-                       : m == "q_start" ? b.bin("addi", sz("B"), c1, "index")
-                                        : sz("B");
-    view[m] = b.emit("memref.reinterpret_cast " + arg[m] +
-                     " to offset: [0], sizes: [" + rows +
-                     "], strides: [1] : memref<1x" + eltOf[m] +
-                     "> to memref<?x" + eltOf[m] + ">");
-  }
-  auto load = [&](const std::string &m, const std::string &at) {
-    if (eltOf[m] == "i1") {
-      std::string at64 = b.toI64(at);
-      std::string ptr = b.emit("llvm.getelementptr " + arg[m] + "[" + at64 +
-                               "] : (!llvm.ptr, i64) -> !llvm.ptr, i8");
-      std::string byte = b.emit("llvm.load " + ptr + " : !llvm.ptr -> i8");
-      return b.emit("arith.extui " + byte + " : i8 to i64");
+  Value c0 = e.idx(0);
+  Value c1 = e.idx(1);
+  Value cT = e.idx(kThreads);
+  Value z = e.i64(0);
+  Value m1 = e.i64(-1);
+  Value word = memref::LoadOp::create(b, status, ValueRange{c0});
+  Value clean = e.cmp(CmpIPredicate::eq, word, z);
+  e.ifThen(clean, [&] {
+    Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    Value bi = e.toI64(bid);
+    Value phase0 = e.cmp(CmpIPredicate::eq, phase, c0);
+    Value first = e.cmp(CmpIPredicate::eq, tid, c0);
+
+    // Dynamic views of the metadata.
+    std::map<std::string, Value> view;
+    for (const std::string &m : metadata) {
+      Type elt = eltOf[m];
+      if (elt.isInteger(1))
+        continue;
+      Value rows;
+      if (m == "q_pos")
+        rows = e.mul(sz("B"), sz("L"));
+      else if (m == "k_pos" || m == "key_valid")
+        rows = e.mul(sz("B"), sz("S"));
+      else if (m == "block_table")
+        rows = e.mul(sz("B"), sz("max_pages"));
+      else if (m == "q_start")
+        rows = e.add(sz("B"), c1);
+      else
+        rows = sz("B");
+      view[m] = memref::ReinterpretCastOp::create(
+          b, MemRefType::get({ShapedType::kDynamic}, elt), arg[m],
+          b.getIndexAttr(0), ArrayRef<OpFoldResult>{rows},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
     }
-    std::string v = b.emit("memref.load " + view[m] + "[" + at +
-                           "] : memref<?x" + eltOf[m] + ">");
-    return eltOf[m] == "i64"
-               ? v
-               : b.emit("arith.extsi " + v + " : " + eltOf[m] + " to i64");
-  };
-  // Records a violation (rule != 0) with its order key.
-  auto report = [&](const std::string &rule, const std::string &key,
-                    const std::string &index, const std::string &value,
-                    const std::string &aux, const std::string &sizeValue,
-                    const std::string &aux2, int param) {
-    std::string bad = b.cmp("ne", rule, z);
-    b.line("scf.if " + bad + " {");
-    b.line("scf.if " + phase0 + " {");
-    b.emit("memref.atomic_rmw mins " + key + ", %status[" + c1 +
-           "] : (i64, memref<16xi64>) -> i64");
-    b.line("} else {");
-    std::string current =
-        b.emit("memref.load %status[" + c1 + "] : memref<16xi64>");
-    std::string mine = b.cmp("eq", current, key);
-    b.line("scf.if " + mine + " {");
-    auto store = [&](const std::string &v, int word) {
-      b.line("memref.store " + v + ", %status[" + b.idx(word) +
-             "] : memref<16xi64>");
+    // Element `at` of metadata `m`, as i64.
+    auto load = [&](const std::string &m, Value at) -> Value {
+      Type elt = eltOf[m];
+      if (elt.isInteger(1)) {
+        Value at64 = e.toI64(at);
+        Value ptr = LLVM::GEPOp::create(b, LLVM::LLVMPointerType::get(ctx),
+                                        b.getI8Type(), arg[m],
+                                        ArrayRef<LLVM::GEPArg>{at64});
+        Value byte = LLVM::LoadOp::create(b, b.getI8Type(), ptr);
+        return arith::ExtUIOp::create(b, b.getI64Type(), byte);
+      }
+      Value v = memref::LoadOp::create(b, view[m], ValueRange{at});
+      if (elt.isInteger(64))
+        return v;
+      return arith::ExtSIOp::create(b, b.getI64Type(), v);
     };
-    store(bi, kStatusBatch);
-    store(index, kStatusIndex);
-    store(value, kStatusValue);
-    store(aux, kStatusAux);
-    store(sizeValue, kStatusSize);
-    store(b.i64(param), kStatusParam);
-    store(b.i64(ordinal), kStatusKernel);
-    store(aux2, kStatusAux2);
-    store(rule, kStatusRule); // last: what the other kernels read
-    b.line("}");
-    b.line("}");
-    b.line("}");
-  };
-  // Order key: this kernel's ordinal (the host checks kernels in launch
-  // order), the rule group (parameters by name, q_start 14, the table 15),
-  // the position inside the group.
-  auto groupKey = [&](int group, const std::string &position) {
-    return b.bin("addi",
-                 b.i64((int64_t(ordinal) << 52) | (int64_t(group) << 48)),
-                 position);
-  };
-  // The number of pages of sequence `bIdx` (entries other than -1).
-  auto pageCount = [&](const std::string &bIdx) {
-    std::string row = b.bin("muli", bIdx, sz("max_pages"), "index");
-    std::string count = b.fresh(), j = b.fresh(), c = b.fresh();
-    b.line(count + " = scf.for " + j + " = " + c0 + " to " + sz("max_pages") +
-           " step " + c1 + " iter_args(" + c + " = " + z + ") -> (i64) {");
-    std::string e = load("block_table", b.bin("addi", row, j, "index"));
-    std::string used =
-        b.emit("arith.extui " + b.cmp("ne", e, m1) + " : i1 to i64");
-    b.line("scf.yield " + b.bin("addi", c, used) + " : i64");
-    b.line("}");
-    return count;
-  };
-  // The block-table rules of checkBlockTable, one thread per slot.
-  auto tableRules = [&](int group) {
-    std::string M = sz("max_pages");
-    std::string row = b.bin("muli", bid, M, "index");
-    std::string s = b.fresh();
-    b.line("scf.for " + s + " = " + tid + " to " + M + " step " + cT + " {");
-    std::string page = load("block_table", b.bin("addi", row, s, "index"));
-    std::string scan = b.fresh(), j = b.fresh(), fe = b.fresh(), fd = b.fresh();
-    b.line(scan + ":2 = scf.for " + j + " = " + c0 + " to " + s + " step " +
-           c1 + " iter_args(" + fe + " = " + m1 + ", " + fd + " = " + m1 +
-           ") -> (i64, i64) {");
-    std::string pj = load("block_table", b.bin("addi", row, j, "index"));
-    std::string ji = b.toI64(j);
-    std::string fe2 =
-        b.sel(b.andI1(b.cmp("slt", fe, z), b.cmp("eq", pj, m1)), ji, fe);
-    std::string fd2 =
-        b.sel(b.andI1(b.cmp("slt", fd, z), b.cmp("eq", pj, page)), ji, fd);
-    b.line("scf.yield " + fe2 + ", " + fd2 + " : i64, i64");
-    b.line("}");
-    std::string firstEmpty = scan + "#0", firstSame = scan + "#1";
-    std::string np = szI64("num_pages");
-    std::string range = b.orI1(b.cmp("slt", page, z), b.cmp("sge", page, np));
-    std::string afterEmpty = b.cmp("sge", firstEmpty, z);
-    std::string rule = b.sel(b.cmp("eq", page, m1), z,
-                             b.sel(range, b.i64(kRulePageRange),
-                                   b.sel(afterEmpty, b.i64(kRuleAfterEmpty),
-                                         b.sel(b.cmp("sge", firstSame, z),
-                                               b.i64(kRuleRepeatedPage), z))));
-    std::string aux = b.sel(afterEmpty, firstEmpty, firstSame);
-    std::string si = b.toI64(s);
-    std::string Mp1 = b.bin("addi", szI64("max_pages"), b.i64(1));
-    std::string key =
-        groupKey(group, b.bin("addi", b.bin("muli", bi, Mp1), si));
-    report(rule, key, si, page, aux, np, z, kParamBlockTable);
-    b.line("}");
-  };
+    // Records a violation (rule != 0) with its order key: phase 0 takes the
+    // least key, phase 1 the thread whose key it is writes the word.
+    auto report = [&](Value rule, Value key, Value index, Value value,
+                      Value aux, Value sizeValue, Value aux2, int param) {
+      Value bad = e.cmp(CmpIPredicate::ne, rule, z);
+      e.ifThen(bad, [&] {
+        e.ifThenElse(
+            phase0,
+            [&] {
+              memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::mins, key,
+                                          status, ValueRange{c1});
+            },
+            [&] {
+              Value current = memref::LoadOp::create(b, status, ValueRange{c1});
+              Value mine = e.cmp(CmpIPredicate::eq, current, key);
+              e.ifThen(mine, [&] {
+                auto store = [&](Value v, int at) {
+                  Value atIndex = e.idx(at);
+                  memref::StoreOp::create(b, v, status, ValueRange{atIndex});
+                };
+                store(bi, kStatusBatch);
+                store(index, kStatusIndex);
+                store(value, kStatusValue);
+                store(aux, kStatusAux);
+                store(sizeValue, kStatusSize);
+                Value paramValue = e.i64(param);
+                store(paramValue, kStatusParam);
+                Value kernelValue = e.i64(ordinal);
+                store(kernelValue, kStatusKernel);
+                store(aux2, kStatusAux2);
+                store(rule, kStatusRule); // last: what the other kernels read
+              });
+            });
+      });
+    };
+    // Order key: this kernel's ordinal (the host checks kernels in launch
+    // order), the rule group (parameters by name, q_start 14, the table 15),
+    // the position inside the group.
+    auto groupKey = [&](int group, Value position) {
+      Value base = e.i64((int64_t(ordinal) << 52) | (int64_t(group) << 48));
+      return e.add(base, position);
+    };
+    // A rule code, or 0 where `violated` is false.
+    auto ruleIf = [&](Value violated, int64_t rule, Value otherwise) {
+      Value code = e.i64(rule);
+      return e.sel(violated, code, otherwise);
+    };
+    // The number of pages of sequence `bIdx` (entries other than -1).
+    auto pageCount = [&](Value bIdx) {
+      Value row = e.mul(bIdx, sz("max_pages"));
+      return e.loop(c0, sz("max_pages"), c1, ValueRange{z},
+                    [&](Value j, ValueRange count) -> SmallVector<Value> {
+                      Value at = e.add(row, j);
+                      Value entry = load("block_table", at);
+                      Value isPage = e.cmp(CmpIPredicate::ne, entry, m1);
+                      Value used =
+                          arith::ExtUIOp::create(b, b.getI64Type(), isPage);
+                      return {e.add(count[0], used)};
+                    })[0];
+    };
+    // The block-table rules of checkBlockTable, one thread per slot.
+    auto tableRules = [&](int group) {
+      Value slots = sz("max_pages");
+      Value row = e.mul(bid, slots);
+      e.loop(
+          tid, slots, cT, {}, [&](Value s, ValueRange) -> SmallVector<Value> {
+            Value at = e.add(row, s);
+            Value page = load("block_table", at);
+            // The first -1 and the first repeat of `page` before slot s.
+            ValueRange scan = e.loop(
+                c0, s, c1, ValueRange{m1, m1},
+                [&](Value j, ValueRange firsts) -> SmallVector<Value> {
+                  Value atJ = e.add(row, j);
+                  Value pj = load("block_table", atJ);
+                  Value ji = e.toI64(j);
+                  Value noEmptyYet = e.cmp(CmpIPredicate::slt, firsts[0], z);
+                  Value isEmpty = e.cmp(CmpIPredicate::eq, pj, m1);
+                  Value firstEmptyHere = e.both(noEmptyYet, isEmpty);
+                  Value firstEmpty = e.sel(firstEmptyHere, ji, firsts[0]);
+                  Value noSameYet = e.cmp(CmpIPredicate::slt, firsts[1], z);
+                  Value isSame = e.cmp(CmpIPredicate::eq, pj, page);
+                  Value firstSameHere = e.both(noSameYet, isSame);
+                  Value firstSame = e.sel(firstSameHere, ji, firsts[1]);
+                  return {firstEmpty, firstSame};
+                });
+            Value firstEmpty = scan[0], firstSame = scan[1];
+            Value np = szI64("num_pages");
+            Value negative = e.cmp(CmpIPredicate::slt, page, z);
+            Value tooLarge = e.cmp(CmpIPredicate::sge, page, np);
+            Value outside = e.either(negative, tooLarge);
+            Value afterEmpty = e.cmp(CmpIPredicate::sge, firstEmpty, z);
+            Value repeated = e.cmp(CmpIPredicate::sge, firstSame, z);
+            Value ruleRepeated = ruleIf(repeated, kRuleRepeatedPage, z);
+            Value ruleAfter = ruleIf(afterEmpty, kRuleAfterEmpty, ruleRepeated);
+            Value ruleRange = ruleIf(outside, kRulePageRange, ruleAfter);
+            Value unused = e.cmp(CmpIPredicate::eq, page, m1);
+            Value rule = e.sel(unused, z, ruleRange);
+            Value aux = e.sel(afterEmpty, firstEmpty, firstSame);
+            Value si = e.toI64(s);
+            Value maxPages = szI64("max_pages");
+            Value one = e.i64(1);
+            Value stride = e.add(maxPages, one);
+            Value rowKey = e.mul(bi, stride);
+            Value position = e.add(rowKey, si);
+            Value key = groupKey(group, position);
+            report(rule, key, si, page, aux, np, z, kParamBlockTable);
+            return {};
+          });
+    };
 
-  // The q_start rules of checkQueryStarts, thread 0 of block b: q_start[0]
-  // (key 0), then per batch the decrease (1 + 2b) and the packed rows
-  // (2 + 2b), q_start[B] (2B + 1), then each sequence's rows against its
-  // cache (2B + 2 + b).
-  auto queryStartRules = [&](int group) {
-    b.line("scf.if " + first + " {");
-    std::string B = szI64("B"), T = szI64("L");
-    std::string lo = load("q_start", bid);
-    std::string hi = load("q_start", b.bin("addi", bid, c1, "index"));
-    std::string next = b.bin("addi", bi, b.i64(1));
-    std::string isFirst = b.cmp("eq", bi, z);
-    std::string isLast = b.cmp("eq", next, B);
-    report(
-        b.sel(b.andI1(isFirst, b.cmp("ne", lo, z)), b.i64(kRuleQStartFirst), z),
-        groupKey(group, z), z, lo, z, T, z, kParamQStart);
-    std::string twoB = b.bin("muli", bi, b.i64(2));
-    report(b.sel(b.cmp("slt", hi, lo), b.i64(kRuleQStartDecrease), z),
-           groupKey(group, b.bin("addi", twoB, b.i64(1))), next, hi, lo, T, z,
-           kParamQStart);
-    report(b.sel(b.cmp("sgt", hi, T), b.i64(kRuleQStartPastRows), z),
-           groupKey(group, b.bin("addi", twoB, b.i64(2))), next, hi, lo, T, z,
-           kParamQStart);
-    std::string twoBB = b.bin("muli", B, b.i64(2));
-    report(
-        b.sel(b.andI1(isLast, b.cmp("ne", hi, T)), b.i64(kRuleQStartLast), z),
-        groupKey(group, b.bin("addi", twoBB, b.i64(1))), next, hi, lo, T, z,
-        kParamQStart);
-    if (arg.count("q_offset") && arg.count("kv_len")) {
-      std::string qOff = load("q_offset", bid);
-      std::string kOff = arg.count("k_offset") ? load("k_offset", bid) : z;
-      std::string len = load("kv_len", bid);
-      std::string rows = b.bin("subi", hi, lo);
-      std::string past =
-          b.cmp("sgt", b.bin("addi", qOff, rows), b.bin("addi", kOff, len));
-      std::string rule = b.sel(b.andI1(b.cmp("ne", rows, z), past),
-                               b.i64(kRuleQStartCache), z);
-      report(rule,
-             groupKey(group, b.bin("addi", b.bin("addi", twoBB, b.i64(2)), bi)),
-             kOff, qOff, lo, len, hi, kParamQStart);
-    }
-    b.line("}");
-  };
-
-  if (!append) {
-    // The values, per parameter in the host check's order (by name).
-    std::vector<std::string> names;
-    for (const std::string &m : metadata)
-      if (m != "block_table" && m != "q_start")
-        names.push_back(m);
-    std::sort(names.begin(), names.end());
-    for (size_t g = 0; g < names.size(); ++g) {
-      const std::string &m = names[g];
-      std::string R = m == "q_pos"                       ? sz("L")
-                      : m == "k_pos" || m == "key_valid" ? sz("S")
-                                                         : c1;
-      std::string j = b.fresh();
-      b.line("scf.for " + j + " = " + tid + " to " + R + " step " + cT + " {");
-      std::string n = b.bin("addi", b.bin("muli", bid, R, "index"), j, "index");
-      std::string v = load(m, n);
-      std::string ji = b.toI64(j);
-      std::string rule, aux = z;
-      if (m == "kv_len") {
-        std::string S = szI64("S");
-        rule = b.sel(b.orI1(b.cmp("slt", v, z), b.cmp("sgt", v, S)),
-                     b.i64(kRuleKvLenRange), z);
-      } else if (m == "key_valid") {
-        rule = b.sel(b.cmp("ugt", v, b.i64(1)), b.i64(kRuleNotBoolean), z);
-      } else {
-        std::string neg = b.cmp("slt", v, z);
-        std::string big = b.cmp("sgt", v, b.i64(int64_t(1) << 62));
-        // 32-bit kernels: the last position the value gives (q_offset + L
-        // - 1, k_offset + S - 1, or the position) must stay below 2^31 - 1
-        // (the kernels form it plus one; kIndex32PositionLimit).
-        std::string wide = b.emit("arith.constant false");
-        if (index32) {
-          std::string extent = m == "q_offset"   ? szI64("L")
-                               : m == "k_offset" ? szI64("S")
-                                                 : b.i64(1);
-          extent = b.emit("arith.maxsi " + extent + ", " + b.i64(1) + " : i64");
-          std::string last = b.bin("subi", b.bin("addi", v, extent), b.i64(1));
-          wide = b.cmp("sge", last, b.i64(kIndex32PositionLimit));
+    // The q_start rules of checkQueryStarts, thread 0 of block b: q_start[0]
+    // (key 0), then per batch the decrease (1 + 2b) and the packed rows
+    // (2 + 2b), q_start[B] (2B + 1), then each sequence's rows against its
+    // cache (2B + 2 + b).
+    auto queryStartRules = [&](int group) {
+      e.ifThen(first, [&] {
+        Value B = szI64("B");
+        Value T = szI64("L");
+        Value lo = load("q_start", bid);
+        Value bidNext = e.add(bid, c1);
+        Value hi = load("q_start", bidNext);
+        Value one = e.i64(1);
+        Value two = e.i64(2);
+        Value next = e.add(bi, one);
+        Value isFirst = e.cmp(CmpIPredicate::eq, bi, z);
+        Value isLast = e.cmp(CmpIPredicate::eq, next, B);
+        {
+          Value notZero = e.cmp(CmpIPredicate::ne, lo, z);
+          Value violated = e.both(isFirst, notZero);
+          Value rule = ruleIf(violated, kRuleQStartFirst, z);
+          Value key = groupKey(group, z);
+          report(rule, key, z, lo, z, T, z, kParamQStart);
         }
-        std::string notIncreasing = b.emit("arith.constant false");
-        if (m == "q_pos" || m == "k_pos") {
-          std::string later = b.cmp("sgt", j, c0, "index");
-          std::string prevAt =
-              b.emit("arith.select " + later + ", " +
-                     b.bin("subi", n, c1, "index") + ", " + n + " : index");
-          aux = load(m, prevAt);
-          notIncreasing = b.andI1(later, b.cmp("sle", v, aux));
+        Value twoB = e.mul(bi, two);
+        {
+          Value decreases = e.cmp(CmpIPredicate::slt, hi, lo);
+          Value rule = ruleIf(decreases, kRuleQStartDecrease, z);
+          Value position = e.add(twoB, one);
+          Value key = groupKey(group, position);
+          report(rule, key, next, hi, lo, T, z, kParamQStart);
         }
-        rule = b.sel(
-            neg, b.i64(kRuleNegative),
-            b.sel(big, b.i64(kRuleTooLarge),
-                  b.sel(wide, b.i64(kRuleIndex32Position),
-                        b.sel(notIncreasing, b.i64(kRuleNotIncreasing), z))));
-      }
-      std::string key = groupKey(static_cast<int>(g), b.toI64(n));
-      report(rule, key, ji, v, aux, size.count("S") ? szI64("S") : z, z,
-             paramId(m));
-      b.line("}");
-    }
-    if (arg.count("q_start"))
-      queryStartRules(14);
-    if (paged) {
-      tableRules(15);
-      if (arg.count("kv_len")) {
-        b.line("scf.if " + first + " {");
-        std::string active = pageCount(bid);
-        std::string len = load("kv_len", bid);
-        std::string ps = szI64("page_size");
-        std::string capacity = b.bin("muli", active, ps);
-        std::string rule =
-            b.sel(b.orI1(b.cmp("slt", len, z), b.cmp("sgt", len, capacity)),
-                  b.i64(kRuleKvLenPages), z);
-        std::string Mp1 = b.bin("addi", szI64("max_pages"), b.i64(1));
-        std::string key = groupKey(
-            15, b.bin("addi", b.bin("muli", bi, Mp1), szI64("max_pages")));
-        report(rule, key, z, len, active, ps, z, kParamKvLen);
-        b.line("}");
-      }
-    }
-  } else if (!paged) {
-    // reference::append: rows [pos, pos + L) inside the capacity S.
-    b.line("scf.if " + first + " {");
-    std::string p = load("pos", bid);
-    std::string L = szI64("L"), S = szI64("S");
-    std::string rule =
-        b.sel(b.orI1(b.cmp("slt", p, z), b.cmp("sgt", p, b.bin("subi", S, L))),
-              b.i64(kRuleAppendRange), z);
-    report(rule, groupKey(0, bi), z, p, L, S, z, kParamPos);
-    b.line("}");
-  } else {
-    tableRules(1);
-    // checkPagedWrite: pos >= 0, the tokens in the pages, no row written by
-    // two sequences.
-    std::string L = szI64("L"), ps = szI64("page_size");
-    std::string Lp1 = b.bin("addi", L, b.i64(1));
-    std::string base = b.bin("muli", bi, Lp1);
-    b.line("scf.if " + first + " {");
-    {
-      std::string active = pageCount(bid);
-      std::string p = load("pos", bid);
-      std::string capacity = b.bin("muli", active, ps);
-      std::string rule =
-          b.sel(b.cmp("slt", p, z), b.i64(kRuleAppendNegative),
-                b.sel(b.cmp("sgt", b.bin("addi", p, L), capacity),
-                      b.i64(kRuleAppendPages), z));
-      report(rule, groupKey(2, base), z, p, active, ps, L, kParamPos);
-    }
-    b.line("}");
-    std::string t = b.fresh();
-    b.line("scf.for " + t + " = " + tid + " to " + sz("L") + " step " + cT +
-           " {");
-    std::string M = sz("max_pages"), Mi = szI64("max_pages");
-    std::string p = load("pos", bid);
-    std::string ti = b.toI64(t);
-    std::string token = b.bin("addi", p, ti);
-    std::string slot = b.bin("divsi", token, ps);
-    std::string row = b.bin("remsi", token, ps);
-    std::string ok = b.andI1(b.cmp("sge", p, z), b.cmp("slt", slot, Mi));
-    std::string safeSlot =
-        b.emit("arith.index_cast " + b.sel(ok, slot, z) + " : i64 to index");
-    std::string page =
-        load("block_table",
-             b.bin("addi", b.bin("muli", bid, M, "index"), safeSlot, "index"));
-    std::string other = b.fresh(), b2 = b.fresh(), w = b.fresh();
-    b.line(other + " = scf.for " + b2 + " = " + c0 + " to " + bid + " step " +
-           c1 + " iter_args(" + w + " = " + m1 + ") -> (i64) {");
-    {
-      std::string p2 = load("pos", b2);
-      std::string b2i = b.toI64(b2);
-      std::string inner = b.fresh(), s2 = b.fresh(), w2 = b.fresh();
-      b.line(inner + " = scf.for " + s2 + " = " + c0 + " to " + M + " step " +
-             c1 + " iter_args(" + w2 + " = " + w + ") -> (i64) {");
-      std::string e =
-          load("block_table",
-               b.bin("addi", b.bin("muli", b2, M, "index"), s2, "index"));
-      std::string t2 = b.bin("addi", b.bin("muli", b.toI64(s2), ps), row);
-      std::string hit =
-          b.andI1(b.andI1(b.cmp("eq", e, page), b.cmp("slt", w2, z)),
-                  b.andI1(b.cmp("sge", t2, p2),
-                          b.cmp("slt", t2, b.bin("addi", p2, L))));
-      b.line("scf.yield " + b.sel(hit, b2i, w2) + " : i64");
-      b.line("}");
-      b.line("scf.yield " + inner + " : i64");
-    }
-    b.line("}");
-    std::string shared =
-        b.andI1(b.andI1(ok, b.cmp("sge", page, z)), b.cmp("sge", other, z));
-    std::string rule = b.sel(shared, b.i64(kRuleAppendSharedRow), z);
-    std::string key =
-        groupKey(2, b.bin("addi", base, b.bin("addi", ti, b.i64(1))));
-    report(rule, key, slot, page, other, ps, token, kParamBlockTable);
-    b.line("}");
-  }
-  b.line("}");
+        {
+          Value pastRows = e.cmp(CmpIPredicate::sgt, hi, T);
+          Value rule = ruleIf(pastRows, kRuleQStartPastRows, z);
+          Value position = e.add(twoB, two);
+          Value key = groupKey(group, position);
+          report(rule, key, next, hi, lo, T, z, kParamQStart);
+        }
+        Value twoBB = e.mul(B, two);
+        {
+          Value notRows = e.cmp(CmpIPredicate::ne, hi, T);
+          Value violated = e.both(isLast, notRows);
+          Value rule = ruleIf(violated, kRuleQStartLast, z);
+          Value position = e.add(twoBB, one);
+          Value key = groupKey(group, position);
+          report(rule, key, next, hi, lo, T, z, kParamQStart);
+        }
+        if (arg.count("q_offset") && arg.count("kv_len")) {
+          Value qOff = load("q_offset", bid);
+          Value kOff = arg.count("k_offset") ? load("k_offset", bid) : z;
+          Value len = load("kv_len", bid);
+          Value rows = e.sub(hi, lo);
+          Value queryEnd = e.add(qOff, rows);
+          Value cacheEnd = e.add(kOff, len);
+          Value past = e.cmp(CmpIPredicate::sgt, queryEnd, cacheEnd);
+          Value hasRows = e.cmp(CmpIPredicate::ne, rows, z);
+          Value violated = e.both(hasRows, past);
+          Value rule = ruleIf(violated, kRuleQStartCache, z);
+          Value sequences = e.add(twoBB, two);
+          Value position = e.add(sequences, bi);
+          Value key = groupKey(group, position);
+          report(rule, key, kOff, qOff, lo, len, hi, kParamQStart);
+        }
+      });
+    };
 
-  return "gpu.module @validation {\n  gpu.func @" + name + "(" + signature +
-         ") kernel attributes {known_block_size = array<i32: " + str(kThreads) +
-         ", 1, 1>} {\n" + b.text + "  gpu.return\n  }\n}\n";
+    // The values of one parameter (offsets, positions, lengths, validity),
+    // one thread per element of the row, in group `g`.
+    auto valueRules = [&](int g, const std::string &m) {
+      Value R = m == "q_pos"                       ? sz("L")
+                : m == "k_pos" || m == "key_valid" ? sz("S")
+                                                   : c1;
+      e.loop(tid, R, cT, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+        Value rowStart = e.mul(bid, R);
+        Value n = e.add(rowStart, j);
+        Value v = load(m, n);
+        Value ji = e.toI64(j);
+        Value rule, aux = z;
+        if (m == "kv_len") {
+          Value S = szI64("S");
+          Value negative = e.cmp(CmpIPredicate::slt, v, z);
+          Value pastS = e.cmp(CmpIPredicate::sgt, v, S);
+          Value outside = e.either(negative, pastS);
+          rule = ruleIf(outside, kRuleKvLenRange, z);
+        } else if (m == "key_valid") {
+          Value one = e.i64(1);
+          Value notBool = e.cmp(CmpIPredicate::ugt, v, one);
+          rule = ruleIf(notBool, kRuleNotBoolean, z);
+        } else {
+          Value negative = e.cmp(CmpIPredicate::slt, v, z);
+          Value limit = e.i64(int64_t(1) << 62);
+          Value tooLarge = e.cmp(CmpIPredicate::sgt, v, limit);
+          // 32-bit kernels: the last position the value gives (q_offset +
+          // L - 1, k_offset + S - 1, or the position) must stay below
+          // 2^31 - 1 (the kernels form it plus one; kIndex32PositionLimit).
+          Value wide;
+          if (index32) {
+            Value extent = m == "q_offset"   ? szI64("L")
+                           : m == "k_offset" ? szI64("S")
+                                             : e.i64(1);
+            Value one = e.i64(1);
+            Value atLeastOne = arith::MaxSIOp::create(b, extent, one);
+            Value end = e.add(v, atLeastOne);
+            Value last = e.sub(end, one);
+            Value limit32 = e.i64(kIndex32PositionLimit);
+            wide = e.cmp(CmpIPredicate::sge, last, limit32);
+          } else {
+            wide = e.falseValue();
+          }
+          Value notIncreasing;
+          if (m == "q_pos" || m == "k_pos") {
+            Value later = e.cmp(CmpIPredicate::sgt, j, c0);
+            Value before = e.sub(n, c1);
+            Value prevAt = e.sel(later, before, n);
+            aux = load(m, prevAt);
+            Value notAbove = e.cmp(CmpIPredicate::sle, v, aux);
+            notIncreasing = e.both(later, notAbove);
+          } else {
+            notIncreasing = e.falseValue();
+          }
+          Value ruleOrder = ruleIf(notIncreasing, kRuleNotIncreasing, z);
+          Value ruleWide = ruleIf(wide, kRuleIndex32Position, ruleOrder);
+          Value ruleLarge = ruleIf(tooLarge, kRuleTooLarge, ruleWide);
+          rule = ruleIf(negative, kRuleNegative, ruleLarge);
+        }
+        Value position = e.toI64(n);
+        Value key = groupKey(g, position);
+        Value sizeValue = size.count("S") ? szI64("S") : z;
+        report(rule, key, ji, v, aux, sizeValue, z, paramId(m));
+        return {};
+      });
+    };
+
+    if (!append) {
+      // The values, per parameter in the host check's order (by name).
+      std::vector<std::string> names;
+      for (const std::string &m : metadata)
+        if (m != "block_table" && m != "q_start")
+          names.push_back(m);
+      std::sort(names.begin(), names.end());
+      for (size_t g = 0; g < names.size(); ++g)
+        valueRules(static_cast<int>(g), names[g]);
+      if (arg.count("q_start"))
+        queryStartRules(14);
+      if (paged) {
+        tableRules(15);
+        if (arg.count("kv_len")) {
+          // checkBlockTable's kv_len rule: the tokens within the pages.
+          e.ifThen(first, [&] {
+            Value active = pageCount(bid);
+            Value len = load("kv_len", bid);
+            Value ps = szI64("page_size");
+            Value capacity = e.mul(active, ps);
+            Value negative = e.cmp(CmpIPredicate::slt, len, z);
+            Value pastPages = e.cmp(CmpIPredicate::sgt, len, capacity);
+            Value outside = e.either(negative, pastPages);
+            Value rule = ruleIf(outside, kRuleKvLenPages, z);
+            Value maxPages = szI64("max_pages");
+            Value one = e.i64(1);
+            Value stride = e.add(maxPages, one);
+            Value rowKey = e.mul(bi, stride);
+            Value position = e.add(rowKey, maxPages);
+            Value key = groupKey(15, position);
+            report(rule, key, z, len, active, ps, z, kParamKvLen);
+          });
+        }
+      }
+    } else if (!paged) {
+      // reference::append: rows [pos, pos + L) inside the capacity S.
+      e.ifThen(first, [&] {
+        Value p = load("pos", bid);
+        Value L = szI64("L");
+        Value S = szI64("S");
+        Value negative = e.cmp(CmpIPredicate::slt, p, z);
+        Value room = e.sub(S, L);
+        Value pastRoom = e.cmp(CmpIPredicate::sgt, p, room);
+        Value outside = e.either(negative, pastRoom);
+        Value rule = ruleIf(outside, kRuleAppendRange, z);
+        Value key = groupKey(0, bi);
+        report(rule, key, z, p, L, S, z, kParamPos);
+      });
+    } else {
+      tableRules(1);
+      // checkPagedWrite: pos >= 0, the tokens in the pages, no row written by
+      // two sequences.
+      Value L = szI64("L");
+      Value ps = szI64("page_size");
+      Value one = e.i64(1);
+      Value rowsPlusOne = e.add(L, one);
+      Value base = e.mul(bi, rowsPlusOne);
+      e.ifThen(first, [&] {
+        Value active = pageCount(bid);
+        Value p = load("pos", bid);
+        Value capacity = e.mul(active, ps);
+        Value negative = e.cmp(CmpIPredicate::slt, p, z);
+        Value end = e.add(p, L);
+        Value pastPages = e.cmp(CmpIPredicate::sgt, end, capacity);
+        Value rulePages = ruleIf(pastPages, kRuleAppendPages, z);
+        Value rule = ruleIf(negative, kRuleAppendNegative, rulePages);
+        Value key = groupKey(2, base);
+        report(rule, key, z, p, active, ps, L, kParamPos);
+      });
+      e.loop(
+          tid, sz("L"), cT, {}, [&](Value t, ValueRange) -> SmallVector<Value> {
+            Value M = sz("max_pages");
+            Value Mi = szI64("max_pages");
+            Value p = load("pos", bid);
+            Value ti = e.toI64(t);
+            Value token = e.add(p, ti);
+            Value slot = arith::DivSIOp::create(b, token, ps);
+            Value row = arith::RemSIOp::create(b, token, ps);
+            Value started = e.cmp(CmpIPredicate::sge, p, z);
+            Value inTable = e.cmp(CmpIPredicate::slt, slot, Mi);
+            Value ok = e.both(started, inTable);
+            Value safeSlot64 = e.sel(ok, slot, z);
+            Value safeSlot = e.toIndex(safeSlot64);
+            Value tableRow = e.mul(bid, M);
+            Value at = e.add(tableRow, safeSlot);
+            Value page = load("block_table", at);
+            // The first earlier sequence whose tokens include this page's row.
+            Value other = e.loop(
+                c0, bid, c1, ValueRange{m1},
+                [&](Value b2, ValueRange found) -> SmallVector<Value> {
+                  Value p2 = load("pos", b2);
+                  Value b2i = e.toI64(b2);
+                  Value end2 = e.add(p2, L);
+                  Value otherRow = e.mul(b2, M);
+                  ValueRange inner = e.loop(
+                      c0, M, c1, ValueRange{found[0]},
+                      [&](Value s2, ValueRange w) -> SmallVector<Value> {
+                        Value at2 = e.add(otherRow, s2);
+                        Value entry = load("block_table", at2);
+                        Value s2i = e.toI64(s2);
+                        Value slotStart = e.mul(s2i, ps);
+                        Value token2 = e.add(slotStart, row);
+                        Value samePage = e.cmp(CmpIPredicate::eq, entry, page);
+                        Value notFound = e.cmp(CmpIPredicate::slt, w[0], z);
+                        Value candidate = e.both(samePage, notFound);
+                        Value fromStart = e.cmp(CmpIPredicate::sge, token2, p2);
+                        Value beforeEnd =
+                            e.cmp(CmpIPredicate::slt, token2, end2);
+                        Value written = e.both(fromStart, beforeEnd);
+                        Value hit = e.both(candidate, written);
+                        return {e.sel(hit, b2i, w[0])};
+                      });
+                  return {inner[0]};
+                })[0];
+            Value isPage = e.cmp(CmpIPredicate::sge, page, z);
+            Value okPage = e.both(ok, isPage);
+            Value hasOther = e.cmp(CmpIPredicate::sge, other, z);
+            Value shared = e.both(okPage, hasOther);
+            Value rule = ruleIf(shared, kRuleAppendSharedRow, z);
+            Value oneMore = e.add(ti, one);
+            Value position = e.add(base, oneMore);
+            Value key = groupKey(2, position);
+            report(rule, key, slot, page, other, ps, token, kParamBlockTable);
+            return {};
+          });
+    }
+  });
+  gpu::ReturnOp::create(b);
+  return validator;
 }
 
 struct DeviceValidationPass
@@ -566,21 +704,9 @@ FailureOr<unsigned> guardKernel(gpu::GPUFuncOp kernel) {
       Block::iterator(then->getTerminator()), entry.getOperations(),
       std::next(guard->getIterator()), Block::iterator(entry.getTerminator()));
 
-  auto named = [&](StringRef key, Attribute value) {
-    return NamedAttribute(StringAttr::get(ctx, key), value);
-  };
-  SmallVector<Attribute> attrs(
-      kernel->getAttrOfType<ArrayAttr>("kvattn.params").getValue());
-  attrs.insert(
-      attrs.begin() + at,
-      DictionaryAttr::get(
-          ctx,
-          {named("name", StringAttr::get(ctx, "status")),
-           named("kind", StringAttr::get(ctx, "pointer")),
-           named("element_type", TypeAttr::get(b.getI64Type())),
-           named("shape", b.getArrayAttr({b.getI64IntegerAttr(kStatusWords)})),
-           named("access", StringAttr::get(ctx, "read"))}));
-  kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, attrs));
+  SmallVector<KernelParamAttr> attrs = getKernelParams(kernel);
+  attrs.insert(attrs.begin() + at, statusParam(ctx, ParamAccess::read));
+  setKernelParams(kernel, attrs);
   return at;
 }
 
@@ -609,74 +735,15 @@ void DeviceValidationPass::runOnOperation() {
   for (gpu::LaunchFuncOp launch : launches) {
     auto kernel =
         gpuModule.lookupSymbol<gpu::GPUFuncOp>(launch.getKernelName());
-    if (!kernel || !kernel->hasAttr("kvattn.params"))
+    if (!kernel || !hasKernelParams(kernel))
       continue;
     std::vector<Param> before = readParams(kernel);
     if (!statusIndex.count(kernel)) {
       // The validation kernel reads the signature before the guard.
       std::string name = kernel.getName().str() + "_validate";
-      std::string text =
-          validationKernelText(kernel, ordinal, name, indexBitwidth == 32);
-      if (!text.empty()) {
-        OwningOpRef<ModuleOp> parsed =
-            parseSourceString<ModuleOp>(text, ParserConfig(ctx));
-        if (!parsed) {
-          kernel.emitOpError() << "kvattn-device-validation: the validation "
-                                  "kernel does not parse:\n"
-                               << text;
-          return signalPassFailure();
-        }
-        auto source = parsed->lookupSymbol<gpu::GPUModuleOp>("validation");
-        auto func = source.lookupSymbol<gpu::GPUFuncOp>(name);
-        OpBuilder mb = OpBuilder::atBlockEnd(gpuModule.getBody());
-        auto validator = cast<gpu::GPUFuncOp>(mb.clone(*func));
-        validator->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                           UnitAttr::get(ctx));
-        // Its ABI for the manifest.
-        auto named = [&](StringRef key, Attribute value) {
-          return NamedAttribute(StringAttr::get(ctx, key), value);
-        };
-        SmallVector<Attribute> params;
-        auto scalar = [&](StringRef n) {
-          return DictionaryAttr::get(
-              ctx, {named("name", StringAttr::get(ctx, n)),
-                    named("kind", StringAttr::get(ctx, "scalar")),
-                    named("element_type",
-                          TypeAttr::get(IntegerType::get(ctx, 64)))});
-        };
-        auto original = kernel->getAttrOfType<ArrayAttr>("kvattn.params");
-        for (auto [p, a] : llvm::zip(before, original))
-          if (p.kind == "pointer" && paramId(p.name) >= 0)
-            params.push_back(a);
-        params.push_back(DictionaryAttr::get(
-            ctx,
-            {named("name", StringAttr::get(ctx, "status")),
-             named("kind", StringAttr::get(ctx, "pointer")),
-             named("element_type", TypeAttr::get(IntegerType::get(ctx, 64))),
-             named("shape", ArrayAttr::get(ctx, {IntegerAttr::get(
-                                                    IntegerType::get(ctx, 64),
-                                                    kStatusWords)})),
-             named("access", StringAttr::get(ctx, "write"))}));
-        for (const Param &p : before)
-          if (p.kind == "scalar")
-            params.push_back(scalar(p.name));
-        params.push_back(scalar("phase"));
-        validator->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
-        auto i64 = [&](int64_t v) {
-          return IntegerAttr::get(IntegerType::get(ctx, 64), v);
-        };
-        validator->setAttr(
-            "kvattn.tile_config",
-            DictionaryAttr::get(
-                ctx, {named("block_m", i64(1)), named("block_n", i64(0)),
-                      named("num_warps", i64(kThreads / 32)),
-                      named("num_stages", i64(1)),
-                      named("kind", StringAttr::get(ctx, "validate")),
-                      named("validates", kernel.getNameAttr())}));
-        validator->setAttr("kvattn.dynamic_smem_bytes", i64(0));
-        validator->setAttr("kvattn.validator_ordinal", i64(ordinal));
+      if (buildValidationKernel(gpuModule, kernel, ordinal, name,
+                                indexBitwidth == 32))
         ++ordinal;
-      }
       FailureOr<unsigned> at = guardKernel(kernel);
       if (failed(at))
         return signalPassFailure();
@@ -691,8 +758,7 @@ void DeviceValidationPass::runOnOperation() {
       fb.setInsertionPointToStart(&func->getRegion(0).front());
       Value status = memref::AllocOp::create(
           fb, MemRefType::get({kStatusWords}, fb.getI64Type()));
-      status.getDefiningOp()->setAttr("kvattn.role",
-                                      StringAttr::get(ctx, "status"));
+      setBufferRole(status.getDefiningOp(), BufferRole::status);
       statusOf[func] = status;
     }
     Value status = statusOf[func];

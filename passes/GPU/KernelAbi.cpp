@@ -9,6 +9,7 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
+using namespace mlir::kvattn;
 
 Value mlir::kvattn::rebuildRowMajorView(ImplicitLocOpBuilder &b, Value ptr,
                                         MemRefType type, ArrayRef<int> symbolic,
@@ -34,14 +35,10 @@ Value mlir::kvattn::rebuildRowMajorView(ImplicitLocOpBuilder &b, Value ptr,
                                            dims, strides);
 }
 
-DictionaryAttr mlir::kvattn::pointerParam(MLIRContext *ctx, StringRef role,
-                                          MemRefType type,
-                                          ArrayRef<int> symbolic,
-                                          ArrayRef<const char *> sizeNames,
-                                          bool written) {
-  auto named = [&](StringRef key, Attribute value) {
-    return NamedAttribute(StringAttr::get(ctx, key), value);
-  };
+static KernelParamAttr pointerParam(MLIRContext *ctx, StringRef role,
+                                    MemRefType type, ArrayRef<int> symbolic,
+                                    ArrayRef<const char *> sizeNames,
+                                    bool written) {
   SmallVector<Attribute> shape;
   for (int64_t d = 0; d < type.getRank(); ++d)
     shape.push_back(
@@ -49,22 +46,50 @@ DictionaryAttr mlir::kvattn::pointerParam(MLIRContext *ctx, StringRef role,
             ? Attribute(StringAttr::get(ctx, sizeNames[symbolic[d]]))
             : Attribute(IntegerAttr::get(IntegerType::get(ctx, 64),
                                          type.getDimSize(d))));
-  return DictionaryAttr::get(
-      ctx, {named("name", StringAttr::get(ctx, role)),
-            named("kind", StringAttr::get(ctx, "pointer")),
-            named("element_type", TypeAttr::get(type.getElementType())),
-            named("shape", ArrayAttr::get(ctx, shape)),
-            named("access", StringAttr::get(ctx, written ? "write" : "read"))});
+  return KernelParamAttr::getPointer(
+      ctx, role, type.getElementType(), ArrayAttr::get(ctx, shape),
+      written ? ParamAccess::write : ParamAccess::read);
 }
 
-DictionaryAttr mlir::kvattn::sizeParam(MLIRContext *ctx, StringRef name) {
-  auto named = [&](StringRef key, Attribute value) {
-    return NamedAttribute(StringAttr::get(ctx, key), value);
-  };
-  return DictionaryAttr::get(
-      ctx, {named("name", StringAttr::get(ctx, name)),
-            named("kind", StringAttr::get(ctx, "scalar")),
-            named("element_type", TypeAttr::get(IntegerType::get(ctx, 64)))});
+void KernelSignature::addBuffer(StringRef role, MemRefType type,
+                                ArrayRef<int> symbolic,
+                                ArrayRef<const char *> sizeNames,
+                                bool written) {
+  addPointer(pointerParam(ctx, role, type, symbolic, sizeNames, written),
+             MemRefType::get({1}, type.getElementType()));
+}
+
+void KernelSignature::addPointer(KernelParamAttr param, Type argument) {
+  params.push_back(param);
+  arguments.push_back(argument);
+}
+
+void KernelSignature::addSize(StringRef name) {
+  params.push_back(KernelParamAttr::getScalar(ctx, name));
+  arguments.push_back(IndexType::get(ctx));
+}
+
+int32_t mlir::kvattn::threadsPerBlock(TileConfigAttr config) {
+  return static_cast<int32_t>(32 * config.getNumWarps());
+}
+
+gpu::GPUFuncOp mlir::kvattn::createKernel(gpu::GPUModuleOp gpuModule,
+                                          Location loc, StringRef name,
+                                          const KernelSignature &signature,
+                                          TileConfigAttr config,
+                                          int64_t dynamicSharedMemoryBytes) {
+  MLIRContext *ctx = gpuModule.getContext();
+  OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
+  auto kernel = gpu::GPUFuncOp::create(
+      b, loc, name, FunctionType::get(ctx, signature.getArgumentTypes(), {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  kernel.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({threadsPerBlock(config), 1, 1}));
+  setKernelParams(kernel, signature.getParams());
+  setTileConfig(kernel, config);
+  kernel->setAttr("kvattn.dynamic_smem_bytes",
+                  b.getI64IntegerAttr(dynamicSharedMemoryBytes));
+  return kernel;
 }
 
 gpu::GPUModuleOp mlir::kvattn::getOrCreateKernelModule(ModuleOp module) {

@@ -7,11 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/GPU/KernelAbi.h"
-#include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
 #include "kvattn/Support/Limits.h"
+#include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
+#include "passes/GPU/KernelAbi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -106,13 +106,11 @@ static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
 static LogicalResult outlineProgram(scf::ForallOp forall,
                                     gpu::GPUModuleOp gpuModule,
                                     StringRef kernelName, bool tensorCores) {
-  auto config = forall->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
-  int64_t numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
+  TileConfigAttr config = getTileConfig(forall);
   MLIRContext *ctx = forall.getContext();
   // An attention program (grid: programs x query blocks [x KV chunks]) or
   // the merge program of a split (grid: B * Hq x query blocks).
-  auto kindAttr = config.getAs<StringAttr>("kind");
-  const bool isMerge = kindAttr && kindAttr.getValue() == "merge";
+  const bool isMerge = config.getKind() == KernelKind::merge;
 
   // What the program uses from outside: operand buffers and constants.
   SetVector<Value> captured;
@@ -121,8 +119,9 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   SmallVector<Value> constants;
   for (Value v : captured) {
     Operation *def = v.getDefiningOp();
-    if (def && def->hasAttr("kvattn.role")) {
-      buffers[def->getAttrOfType<StringAttr>("kvattn.role").getValue()] = v;
+    std::optional<BufferRole> role = def ? getBufferRole(def) : std::nullopt;
+    if (role) {
+      buffers[stringifyBufferRole(*role)] = v;
     } else if (def && def->hasTrait<OpTrait::ConstantLike>()) {
       constants.push_back(v);
     } else {
@@ -178,7 +177,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     sizeIds.append({kNumPages, kPageSize, kMaxPages});
   // A run-time split: both kernels take its chunk count N last (the
   // runtime computes it per launch: docs/kernel-abi.md).
-  const bool runTimeSplit = static_cast<bool>(config.get("split_rule"));
+  const bool runTimeSplit = static_cast<bool>(config.getSplitRule());
   if (runTimeSplit) {
     auto parts = buffers.find("out_parts");
     if (parts == buffers.end() ||
@@ -189,46 +188,29 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     sizeIds.push_back(kN);
   }
 
-  // The kernel signature.
+  // The kernel and its ABI, for the launch manifest: each pointer with its
+  // element type, symbolic shape and access, then the sizes.
   SmallVector<StringRef> roles;
-  SmallVector<Type> argTypes;
+  KernelSignature signature(ctx);
   for (const char *role : kRoles) {
     auto it = buffers.find(role);
     if (it == buffers.end())
       continue;
     roles.push_back(role);
     auto type = cast<MemRefType>(it->second.getType());
-    argTypes.push_back(MemRefType::get({1}, type.getElementType()));
-  }
-  Type index = IndexType::get(ctx);
-  argTypes.append(sizeIds.size(), index);
-
-  OpBuilder moduleBuilder = OpBuilder::atBlockEnd(gpuModule.getBody());
-  auto kernel =
-      gpu::GPUFuncOp::create(moduleBuilder, forall.getLoc(), kernelName,
-                             FunctionType::get(ctx, argTypes, {}));
-  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
-  int32_t threads = static_cast<int32_t>(32 * numWarps);
-  kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
-  // The ABI, for the launch manifest: each pointer with its element type,
-  // symbolic shape and access, then the sizes.
-  SmallVector<Attribute> params;
-  for (StringRef role : roles) {
-    auto type = cast<MemRefType>(buffers[role].getType());
     SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged);
-    bool parts = role == "out_parts" || role == "lse_parts";
-    bool written = role == "out" || role == "lse" || (parts && !isMerge);
-    params.push_back(pointerParam(ctx, role, type, symbolic, kSizes, written));
+    StringRef name(role);
+    bool parts = name == "out_parts" || name == "lse_parts";
+    bool written = name == "out" || name == "lse" || (parts && !isMerge);
+    signature.addBuffer(role, type, symbolic, kSizes, written);
   }
   for (int id : sizeIds)
-    params.push_back(sizeParam(ctx, kSizes[id]));
-  kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
-  kernel->setAttr("kvattn.tile_config", config);
+    signature.addSize(kSizes[id]);
+  gpu::GPUFuncOp kernel = createKernel(gpuModule, forall.getLoc(), kernelName,
+                                       signature, config, sharedMemoryBytes);
+  const int32_t threads = threadsPerBlock(config);
   if (useTensorCores)
     kernel->setAttr(kTensorCoresAttr, UnitAttr::get(ctx));
-  kernel->setAttr(
-      "kvattn.dynamic_smem_bytes",
-      IntegerAttr::get(IntegerType::get(ctx, 64), sharedMemoryBytes));
 
   // The kernel body: views from the parameters, the program's ids from the
   // block ids, then the program itself.
@@ -323,7 +305,7 @@ struct OutlineTileProgramsPass
     ModuleOp module = getOperation();
     SmallVector<scf::ForallOp> programs;
     module.walk([&](scf::ForallOp forall) {
-      if (forall->hasAttr("kvattn.tile_config"))
+      if (getTileConfig(forall))
         programs.push_back(forall);
     });
     if (programs.empty())

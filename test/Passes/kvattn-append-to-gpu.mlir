@@ -6,14 +6,14 @@
 // its token's H * D row; the result is the cache buffer itself.
 // CHECK-LABEL: func.func @plain_f16(
 // CHECK-SAME: %[[U:.*]]: tensor<2x2x1x64xf16>, %[[C:.*]]: tensor<2x2x16x64xf16>, %[[P:.*]]: tensor<2xi32>
-// CHECK: %[[CB:.*]] = bufferization.to_buffer %[[C]] {kvattn.role = "cache"}
+// CHECK: %[[CB:.*]] = bufferization.to_buffer %[[C]] {kvattn.role = #kvattn.role<cache>}
 // CHECK: gpu.launch_func @kvattn_kernels::@plain_f16_kvattn_append_0 blocks in (%[[ONE:.*]], %[[ONE]], %[[ONE]]) threads in (%c128, %[[ONE]], %[[ONE]]) dynamic_shared_memory_size %c0_i32
 // CHECK-SAME: args({{.*}} : memref<1xf16>, {{.*}} : memref<1xf16>, {{.*}} : memref<1xi32>, %c2 : index, %c2 : index, %c1 : index, %c16 : index)
 // CHECK: %[[R:.*]] = bufferization.to_tensor %[[CB]] restrict writable
 // CHECK: return %[[R]]
 // CHECK: gpu.func @plain_f16_kvattn_append_0(
-// CHECK-SAME: kvattn.params = [{access = "read", element_type = f16, kind = "pointer", name = "update", shape = [2, 2, 1, 64]}, {access = "write", element_type = f16, kind = "pointer", name = "cache", shape = [2, 2, 16, 64]}, {access = "read", element_type = i32, kind = "pointer", name = "pos", shape = [2]}, {element_type = i64, kind = "scalar", name = "B"}, {element_type = i64, kind = "scalar", name = "Hkv"}, {element_type = i64, kind = "scalar", name = "L"}, {element_type = i64, kind = "scalar", name = "S"}]
-// CHECK-SAME: kvattn.tile_config = {block_m = 4 : i64, block_n = 0 : i64, kind = "append", num_stages = 1 : i64, num_warps = 4 : i64, vector_width = 8 : i64}
+// CHECK-SAME: kvattn.params = [#kvattn.param<name = "update", kind = pointer, element_type = f16, shape = [2, 2, 1, 64]>, #kvattn.param<name = "cache", kind = pointer, element_type = f16, shape = [2, 2, 16, 64], access = write>, #kvattn.param<name = "pos", kind = pointer, element_type = i32, shape = [2]>, #kvattn.param<name = "B", kind = scalar, element_type = i64>, #kvattn.param<name = "Hkv", kind = scalar, element_type = i64>, #kvattn.param<name = "L", kind = scalar, element_type = i64>, #kvattn.param<name = "S", kind = scalar, element_type = i64>]
+// CHECK-SAME: kvattn.tile_config = #kvattn.tile_config<kind = append, block_m = 4, block_n = 0, num_warps = 4, num_stages = 1, vector_width = 8>
 // CHECK-DAG: %[[TID:.*]] = gpu.thread_id x
 // CHECK-DAG: %[[BID:.*]] = gpu.block_id x
 // CHECK: %[[WARP:.*]] = arith.divui %[[TID]], %c32
@@ -51,14 +51,14 @@ func.func @plain_f16(%u: tensor<2x2x1x64xf16>, %c: tensor<2x2x16x64xf16>, %pos: 
 // that page, and skips a page id outside [0, num_pages) (-1 included).
 // The grid is ceil(B * L / 4).
 // CHECK-LABEL: func.func @paged_bf16(
-// CHECK: %[[TB:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = "block_table"}
+// CHECK: %[[TB:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = #kvattn.role<block_table>}
 // CHECK: %[[TOKENS:.*]] = arith.muli
 // CHECK: %[[GRID:.*]] = arith.ceildivui %[[TOKENS]], %c4
 // CHECK: gpu.launch_func @kvattn_kernels::@paged_bf16_kvattn_append_0 blocks in (%[[GRID]], %c1, %c1) threads in (%c128, %c1, %c1)
 // CHECK-SAME: : memref<1xi32>, %{{.*}} : memref<1xi32>, %[[DB:.*]] : index, %c2 : index, %[[DL:.*]] : index, %c128 : index, %[[NP:.*]] : index, %c16 : index, %c8 : index)
 // CHECK: gpu.func @paged_bf16_kvattn_append_0(
-// CHECK-SAME: {access = "read", element_type = i32, kind = "pointer", name = "block_table", shape = ["B", 8]}
-// CHECK-SAME: name = "num_pages"}, {element_type = i64, kind = "scalar", name = "page_size"}, {element_type = i64, kind = "scalar", name = "max_pages"}]
+// CHECK-SAME: #kvattn.param<name = "block_table", kind = pointer, element_type = i32, shape = ["B", 8]>
+// CHECK-SAME: #kvattn.param<name = "num_pages", kind = scalar, element_type = i64>, #kvattn.param<name = "page_size", kind = scalar, element_type = i64>, #kvattn.param<name = "max_pages", kind = scalar, element_type = i64>]
 // CHECK: memref.load %{{.*}} : memref<?xi32>
 // CHECK: arith.index_cast
 // CHECK: %[[ROW:.*]] = arith.addi
@@ -103,14 +103,14 @@ func.func @widths(%u: tensor<1x1x3x36xf32>, %c: tensor<1x1x8x36xf32>, %u2: tenso
 // kernels wrote (the appends' results alias their caches).
 // STEP-LABEL: func.func @step(
 // STEP-SAME: %[[Q:.*]]: tensor<1x4x1x64xbf16>, %[[KC:.*]]: tensor<1x2x32x64xbf16>, %[[VC:.*]]: tensor<1x2x32x64xbf16>
-// STEP: %[[KB:.*]] = bufferization.to_buffer %[[KC]] {kvattn.role = "cache"}
+// STEP: %[[KB:.*]] = bufferization.to_buffer %[[KC]] {kvattn.role = #kvattn.role<cache>}
 // STEP: gpu.launch_func @kvattn_kernels::@step_kvattn_append_0
 // STEP: %[[K:.*]] = bufferization.to_tensor %[[KB]] restrict writable
-// STEP: %[[VB:.*]] = bufferization.to_buffer %[[VC]] {kvattn.role = "cache"}
+// STEP: %[[VB:.*]] = bufferization.to_buffer %[[VC]] {kvattn.role = #kvattn.role<cache>}
 // STEP: gpu.launch_func @kvattn_kernels::@step_kvattn_append_1
 // STEP: %[[V:.*]] = bufferization.to_tensor %[[VB]] restrict writable
-// STEP-DAG: bufferization.to_buffer %[[K]] read_only {kvattn.role = "key"}
-// STEP-DAG: bufferization.to_buffer %[[V]] read_only {kvattn.role = "value"}
+// STEP-DAG: bufferization.to_buffer %[[K]] read_only {kvattn.role = #kvattn.role<key>}
+// STEP-DAG: bufferization.to_buffer %[[V]] read_only {kvattn.role = #kvattn.role<value>}
 // STEP: gpu.launch_func @kvattn_kernels::@step_kvattn_0
 func.func @step(%q: tensor<1x4x1x64xbf16>, %kc: tensor<1x2x32x64xbf16>, %vc: tensor<1x2x32x64xbf16>,
                 %kn: tensor<1x2x1x64xbf16>, %vn: tensor<1x2x1x64xbf16>, %pos: tensor<1xi32>, %len: tensor<1xi32>) -> tensor<1x4x1x64xbf16> {

@@ -11,7 +11,7 @@
 // 32-bit kernels 19, a position of 2^31 - 1 or more (the kernels form
 // position + 1 in i32).
 // CHECK-LABEL: func.func @decode
-// CHECK: %[[STATUS:.*]] = memref.alloc() {kvattn.role = "status"} : memref<16xi64>
+// CHECK: %[[STATUS:.*]] = memref.alloc() {kvattn.role = #kvattn.role<status>} : memref<16xi64>
 // (The printer names a constant after its value: %c2_11 is a 2.)
 // CHECK: gpu.launch_func @kvattn_kernels::@decode_kvattn_0_validate blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %{{.*}}, %{{.*}}) {{.*}}args({{.*}}%[[STATUS]] : memref<16xi64>
 // CHECK-NEXT: gpu.launch_func @kvattn_kernels::@decode_kvattn_0 {{.*}}args({{.*}}%[[STATUS]] : memref<16xi64>
@@ -19,27 +19,65 @@
 // The attention kernel: `status` after the other pointers, before the
 // sizes; nothing is computed once a violation is recorded.
 // CHECK: gpu.func @decode_kvattn_0({{.*}}: memref<1xf16>, %[[KST:.*]]: memref<16xi64>, %{{.*}}: index
-// CHECK-SAME: kvattn.params = [{{.*}}{access = "read", element_type = i64, kind = "pointer", name = "status", shape = [16]}
+// CHECK-SAME: kvattn.params = [{{.*}}#kvattn.param<name = "status", kind = pointer, element_type = i64, shape = [16]>
 // CHECK: %[[W0:.*]] = memref.load %[[KST]][%{{.*}}] : memref<16xi64>
 // CHECK: %[[OK:.*]] = arith.cmpi eq, %[[W0]], %{{.*}} : i64
 // CHECK: scf.if %[[OK]] {
 // CHECK: gpu.func @decode_kvattn_0_validate(%{{.*}}: memref<1xi32>, %{{.*}}: memref<1xi32>, %[[VST:.*]]: memref<16xi64>
-// CHECK-SAME: kind = "validate"
+// CHECK-SAME: kvattn.tile_config = #kvattn.tile_config<kind = validate, block_m = 1, block_n = 0, num_warps = 4, num_stages = 1, validates = @decode_kvattn_0>
 // CHECK: memref.load %[[VST]]
+// The rules in the host check's order (parameters by name: kv_len, then
+// q_offset), each built in the order it is written (the kernel is built with
+// an OpBuilder, one op per statement).
 // kv_len[b] outside [0, S]: rule 1, recorded with atomic minima so the
-// first violation in (kernel, batch, index) order wins. (The kernel's text
-// is assembled in an order that depends on the C++ compiler's argument
-// evaluation: the checks within a rule are unordered here.)
-// CHECK-DAG: arith.cmpi sgt
-// CHECK-DAG: arith.cmpi slt
-// CHECK: memref.atomic_rmw mins %{{.*}}, %[[VST]]
-// q_offset[b]: negative (3), above 2^62 (4), and for 32-bit kernels a last
-// position of 2^31 - 1 or more (19); 64-bit kernels have no such rule.
-// CHECK-DAG: arith.constant 4611686018427387904 : i64
-// CHECK-DAG: arith.constant 4 : i64
-// CHECK-DAG: arith.constant 3 : i64
-// I32-DAG: arith.constant 2147483647 : i64
-// I32-DAG: arith.constant 19 : i64
+// first violation in (kernel, batch, index) order wins; phase 1's thread
+// with the least key writes the word, the rule last.
+// CHECK: scf.for %{{.*}} = %[[TID:.*]] to %c1 step %c128 {
+// CHECK: %[[LEN:.*]] = arith.extsi %{{.*}} : i32 to i64
+// CHECK-NEXT: arith.index_cast %{{.*}} : index to i64
+// CHECK-NEXT: %[[S:.*]] = arith.index_cast %{{.*}} : index to i64
+// CHECK-NEXT: %[[NEG:.*]] = arith.cmpi slt, %[[LEN]], %[[ZERO:.*]] : i64
+// CHECK-NEXT: %[[PAST:.*]] = arith.cmpi sgt, %[[LEN]], %[[S]] : i64
+// CHECK: %[[OUTSIDE:.*]] = arith.ori %[[NEG]], %[[PAST]] : i1
+// CHECK: %[[R1:.*]] = arith.constant 1 : i64
+// CHECK: %[[RULE:.*]] = arith.select %[[OUTSIDE]], %[[R1]], %[[ZERO]] : i64
+// CHECK: %[[KEY:.*]] = arith.addi %{{.*}}, %{{.*}} : i64
+// CHECK: %[[BAD:.*]] = arith.cmpi ne, %[[RULE]], %[[ZERO]] : i64
+// CHECK: scf.if %[[BAD]] {
+// CHECK: memref.atomic_rmw mins %[[KEY]], %[[VST]][%c1] : (i64, memref<16xi64>) -> i64
+// CHECK: } else {
+// CHECK: %[[LEAST:.*]] = memref.load %[[VST]][%c1] : memref<16xi64>
+// CHECK: %[[MINE:.*]] = arith.cmpi eq, %[[LEAST]], %[[KEY]] : i64
+// CHECK: scf.if %[[MINE]] {
+// CHECK: memref.store %[[LEN]], %[[VST]][%c4] : memref<16xi64>
+// CHECK: memref.store %[[RULE]], %[[VST]][%c0{{.*}}] : memref<16xi64>
+// q_offset[b]: negative (3), above 2^62 (4), for 32-bit kernels a last
+// position (q_offset + L - 1) of 2^31 - 1 or more (19; 64-bit kernels test
+// `false` there and have no such limit), positions not increasing (5: not a
+// position tensor, `false`); the first rule in that order is the code.
+// CHECK: scf.for %{{.*}} = %[[TID]] to %c1 step %c128 {
+// CHECK: %[[QO:.*]] = arith.extsi %{{.*}} : i32 to i64
+// CHECK: %[[QNEG:.*]] = arith.cmpi slt, %[[QO]], %[[ZERO]] : i64
+// CHECK: %[[BIG:.*]] = arith.constant 4611686018427387904 : i64
+// CHECK: %[[QLARGE:.*]] = arith.cmpi sgt, %[[QO]], %[[BIG]] : i64
+// I32: %[[L:.*]] = arith.index_cast %{{.*}} : index to i64
+// I32: %[[EXTENT:.*]] = arith.maxsi %[[L]], %{{.*}} : i64
+// I32: %[[END:.*]] = arith.addi %[[QO]], %[[EXTENT]] : i64
+// I32: %[[LAST:.*]] = arith.subi %[[END]], %{{.*}} : i64
+// I32: %[[LIMIT:.*]] = arith.constant 2147483647 : i64
+// I32: %[[WIDE:.*]] = arith.cmpi sge, %[[LAST]], %[[LIMIT]] : i64
+// CHECK: %[[R5:.*]] = arith.constant 5 : i64
+// CHECK: %[[RULE5:.*]] = arith.select %false{{.*}}, %[[R5]], %[[ZERO]] : i64
+// CHECK: %[[R19:.*]] = arith.constant 19 : i64
+// I32-NEXT: %[[RULE19:.*]] = arith.select %[[WIDE]], %[[R19]], %[[RULE5]] : i64
+// CHECK: %[[R4:.*]] = arith.constant 4 : i64
+// CHECK: %[[RULE4:.*]] = arith.select %[[QLARGE]], %[[R4]], %{{.*}} : i64
+// CHECK: %[[R3:.*]] = arith.constant 3 : i64
+// CHECK: %[[QRULE:.*]] = arith.select %[[QNEG]], %[[R3]], %[[RULE4]] : i64
+// CHECK: %[[QBAD:.*]] = arith.cmpi ne, %[[QRULE]], %[[ZERO]] : i64
+// CHECK: scf.if %[[QBAD]] {
+// CHECK: memref.atomic_rmw mins
+// CHECK: gpu.return
 // I64-NOT: 2147483647
 func.func @decode(%q: tensor<2x4x1x16xf16>, %k: tensor<2x2x32x16xf16>, %v: tensor<2x2x32x16xf16>, %qo: tensor<2xi32>, %n: tensor<2xi32>) -> tensor<2x4x1x16xf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<2xi32>) kv_len(%n : tensor<2xi32>) causal : tensor<2x4x1x16xf16>, tensor<2x2x32x16xf16>, tensor<2x2x32x16xf16> -> tensor<2x4x1x16xf16>

@@ -5,9 +5,9 @@
 
 // CHECK-LABEL: module attributes {gpu.container_module}
 // CHECK-LABEL: func.func @f
-// CHECK-DAG:     %[[Q:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = "query"}
-// CHECK-DAG:     %[[K:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = "key"}
-// CHECK-DAG:     %[[OUT:.*]] = memref.alloc(%{{.*}}) {kvattn.role = "out"}
+// CHECK-DAG:     %[[Q:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = #kvattn.role<query>}
+// CHECK-DAG:     %[[K:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = #kvattn.role<key>}
+// CHECK-DAG:     %[[OUT:.*]] = memref.alloc(%{{.*}}) {kvattn.role = #kvattn.role<out>}
 // CHECK-DAG:     %[[QP:.*]] = memref.reinterpret_cast %[[Q]] to offset: [0], sizes: [1], strides: [1] : memref<?x8x?x64xf16> to memref<1xf16>
 // CHECK-DAG:     %[[B:.*]] = memref.dim %[[Q]], %c0
 // CHECK-DAG:     %[[L:.*]] = memref.dim %[[Q]], %c2
@@ -21,8 +21,10 @@
 // CHECK:         gpu.func @f_kvattn_0(%[[AQ:.*]]: memref<1xf16>, %{{.*}}: memref<1xf16>, %{{.*}}: memref<1xf16>, %{{.*}}: memref<1xi32>, %{{.*}}: memref<1xf16>, %[[AB:.*]]: index, %{{.*}}: index, %{{.*}}: index, %[[AL:.*]]: index, %{{.*}}: index) kernel
 // CHECK-SAME:      known_block_size = array<i32: 128, 1, 1>
 // CHECK-SAME:      kvattn.dynamic_smem_bytes = {{[0-9]+}} : i64
-// CHECK-SAME:      kvattn.params = [{access = "read", element_type = f16, kind = "pointer", name = "query", shape = ["B", 8, "L", 64]}
-// CHECK-SAME:      {element_type = i64, kind = "scalar", name = "S"}]
+// CHECK-SAME:      kvattn.params = [#kvattn.param<name = "query", kind = pointer, element_type = f16, shape = ["B", 8, "L", 64]>,
+// CHECK-SAME:      #kvattn.param<name = "out", kind = pointer, element_type = f16, shape = ["B", 8, "L", 64], access = write>,
+// CHECK-SAME:      #kvattn.param<name = "S", kind = scalar, element_type = i64>]
+// CHECK-SAME:      kvattn.tensor_cores, kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, group = 4>}
 // CHECK:           %[[VQ:.*]] = memref.reinterpret_cast %[[AQ]] to offset: [0], sizes: [%[[AB]], 8, %[[AL]], 64], strides: [%{{.*}}, %{{.*}}, 64, 1] : memref<1xf16> to memref<?x8x?x64xf16>
 // CHECK:           %[[BX:.*]] = gpu.block_id  x
 // CHECK:           %[[BY:.*]] = gpu.block_id  y

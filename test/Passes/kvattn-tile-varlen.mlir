@@ -9,8 +9,8 @@
 // and packed row 4 * q_start[b] + its block start, and runs the K/V loop of
 // its sequence (batch b of the pages, kv_len, q_offset).
 // CHECK-LABEL: func @varlen_paged_gqa
-// CHECK-DAG: %[[Q:.*]] = bufferization.to_buffer %arg0 read_only {kvattn.role = "query"}
-// CHECK-DAG: %[[CU:.*]] = bufferization.to_buffer %arg2 read_only {kvattn.role = "q_start"}
+// CHECK-DAG: %[[Q:.*]] = bufferization.to_buffer %arg0 read_only {kvattn.role = #kvattn.role<query>}
+// CHECK-DAG: %[[CU:.*]] = bufferization.to_buffer %arg2 read_only {kvattn.role = #kvattn.role<q_start>}
 // CHECK: scf.forall (%[[H:.*]], %[[QB:.*]]) in (2, 4)
 // CHECK: %[[SEQ:.*]]:2 = scf.while
 // CHECK: memref.load %[[CU]]
@@ -22,12 +22,12 @@
 // CHECK: kvattn.tile.qk %{{.*}}, %{{.*}}[%[[SEQ]]#0, %[[H]], %{{.*}}] pages(
 // CHECK: kvattn.tile.mask %{{.*}}[%[[SEQ]]#0, {{.*}}] size(%[[ROWS]], %{{.*}}) kv_len(%{{.*}}) offsets({{.*}}) causal group = 4
 // CHECK: kvattn.tile.store {{.*}} [%c0, %{{.*}}, %[[ROW]]] rows(%[[ROWS]]) group = 4
-// CHECK: kind = "attention_varlen"{{.*}}split_kv = 1
+// CHECK: #kvattn.tile_config<kind = attention_varlen, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, group = 4>
 // A ragged batch is not split: split-kv is ignored for it.
 // BM16-LABEL: func @varlen_paged_gqa
 // BM16: scf.forall ({{.*}}) in (2, 7)
 // BM16-NOT: kvattn.tile.merge
-// BM16: block_m = 16 {{.*}}kind = "attention_varlen"{{.*}}split_kv = 1
+// BM16: #kvattn.tile_config<kind = attention_varlen, block_m = 16, block_n = 64, num_warps = 1, num_stages = 2, group = 4>
 func.func @varlen_paged_gqa(%q: tensor<1x8x19x64xf16>, %pages: tensor<64x16x2x64xf16>, %cu: tensor<4xi32>, %pos: tensor<3xi32>, %len: tensor<3xi32>, %bt: tensor<3x8xi32>) -> tensor<1x8x19x64xf16> {
   %o = kvattn.attention %q, %pages, %pages q_start(%cu : tensor<4xi32>) q_offset(%pos : tensor<3xi32>) kv_len(%len : tensor<3xi32>) block_table(%bt : tensor<3x8xi32>) causal
       : tensor<1x8x19x64xf16>, tensor<64x16x2x64xf16>, tensor<64x16x2x64xf16> -> tensor<1x8x19x64xf16>
@@ -46,7 +46,7 @@ func.func @varlen_paged_gqa(%q: tensor<1x8x19x64xf16>, %pages: tensor<64x16x2x64
 // CHECK: %[[Y:.*]] = arith.addi %[[FB]], %[[B]]
 // CHECK: scf.forall ({{.*}}) in (2, %[[Y]])
 // CHECK: scf.while
-// CHECK: kind = "attention_varlen"
+// CHECK: #kvattn.tile_config<kind = attention_varlen,
 func.func @varlen_dynamic(%q: tensor<1x2x?x16xf32>, %k: tensor<?x2x?x16xf32>, %cu: tensor<?xi64>, %len: tensor<?xi64>) -> tensor<1x2x?x16xf32> {
   %o = kvattn.attention %q, %k, %k q_start(%cu : tensor<?xi64>) kv_len(%len : tensor<?xi64>)
       : tensor<1x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32> -> tensor<1x2x?x16xf32>

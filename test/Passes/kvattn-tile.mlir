@@ -13,8 +13,8 @@
 // CHECK-LABEL: func @offsets_causal_gqa
 // CHECK-SAME:    %[[Q:[^:]+]]: tensor<2x8x100x64xf16>
 // CHECK-DAG:     %[[QB:.*]] = bufferization.to_buffer %[[Q]] read_only
-// CHECK-DAG:     %[[QO:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = "q_offset"} : tensor<2xi32> to memref<2xi32>
-// CHECK-DAG:     %[[OUT:.*]] = memref.alloc() {kvattn.role = "out"} : memref<2x8x100x64xf16>
+// CHECK-DAG:     %[[QO:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = #kvattn.role<q_offset>} : tensor<2xi32> to memref<2xi32>
+// CHECK-DAG:     %[[OUT:.*]] = memref.alloc() {kvattn.role = #kvattn.role<out>} : memref<2x8x100x64xf16>
 // CHECK:         scf.forall (%[[BH:.*]], %[[QBLK:.*]]) in (16, 2) {
 // CHECK-NEXT:      memref.alloca_scope
 // CHECK-DAG:         %[[C8:.*]] = arith.constant 8 : index
@@ -51,18 +51,18 @@
 // tests).
 // CHECK:               kvattn.tile.softmax_update %{{.*}}, %{{.*}}[%[[B]], %[[G]], %[[KSTART]]] all_allowed(%[[FULL]])
 // CHECK:             kvattn.tile.store state({{.*}}) into %[[OUT]] [%[[B]], %[[H]], %[[QSTART]]] rows(%[[ROWS]])
-// CHECK:         } {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, group = 1 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 4 : i64, split_kv = 1 : i64}}
+// CHECK:         } {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2>}
 // CHECK:         %[[RES:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
 // CHECK:         return %[[RES]]
 
 // With split-kv = 4 the grid gets a chunk dimension, each chunk loops over
 // its share of the visible blocks and stores a partial state; a second
-// program (kind = "merge", one instance per (batch x head, query block))
+// program (kind = merge, one instance per (batch x head, query block))
 // merges the parts in chunk order into out.
 // SPLIT-LABEL: func @offsets_causal_gqa
-// SPLIT-DAG:     %[[OUT:.*]] = memref.alloc() {kvattn.role = "out"} : memref<2x8x100x64xf16>
-// SPLIT-DAG:     %[[OP:.*]] = memref.alloc() {kvattn.role = "out_parts"} : memref<4x2x8x100x64xf32>
-// SPLIT-DAG:     %[[LP:.*]] = memref.alloc() {kvattn.role = "lse_parts"} : memref<4x2x8x100xf32>
+// SPLIT-DAG:     %[[OUT:.*]] = memref.alloc() {kvattn.role = #kvattn.role<out>} : memref<2x8x100x64xf16>
+// SPLIT-DAG:     %[[OP:.*]] = memref.alloc() {kvattn.role = #kvattn.role<out_parts>} : memref<4x2x8x100x64xf32>
+// SPLIT-DAG:     %[[LP:.*]] = memref.alloc() {kvattn.role = #kvattn.role<lse_parts>} : memref<4x2x8x100xf32>
 // SPLIT:         scf.forall (%{{.*}}, %{{.*}}, %[[C:.*]]) in (16, 2, 4)
 // SPLIT:           %[[CHUNK:.*]] = arith.ceildivsi %{{.*}}, %c4
 // SPLIT:           arith.muli %[[C]], %[[CHUNK]]
@@ -70,13 +70,13 @@
 // SPLIT-DAG:       %[[OV:.*]] = memref.subview %[[OP]][%[[C]], 0, 0, 0, 0] [1, 2, 8, 100, 64] [1, 1, 1, 1, 1]
 // SPLIT-DAG:       %[[LV:.*]] = memref.subview %[[LP]][%[[C]], 0, 0, 0] [1, 2, 8, 100] [1, 1, 1, 1]
 // SPLIT:           kvattn.tile.store state({{.*}}) into %[[OV]] lse(%[[LV]] : {{.*}})
-// SPLIT:         kind = "attention", {{.*}} split_kv = 4
+// SPLIT:         #kvattn.tile_config<kind = attention, {{.*}} split_kv = 4>
 // SPLIT:         scf.forall (%[[BH:.*]], %[[QB:.*]]) in (16, 2) {
 // SPLIT:           %[[B:.*]] = arith.divui %[[BH]]
 // SPLIT:           %[[H:.*]] = arith.remui %[[BH]]
 // SPLIT:           %[[START:.*]] = arith.muli %[[QB]]
 // SPLIT:           kvattn.tile.merge %[[OP]], %[[LP]][%[[B]], %[[H]], %[[START]]] rows(%{{.*}}) into %[[OUT]] :
-// SPLIT:         kind = "merge", {{.*}} split_kv = 1
+// SPLIT:         #kvattn.tile_config<kind = merge, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2>
 // SPLIT:         memref.dealloc %[[OP]]
 // SPLIT:         memref.dealloc %[[LP]]
 // SPLIT:         %[[RES:.*]] = bufferization.to_tensor %[[OUT]]
@@ -84,19 +84,20 @@
 
 // split-kv = 0 chooses: 2 x 8 heads x 2 query blocks = 32 programs want
 // ceil(2 x 132 / 32) = 9 chunks for the default 132 multiprocessors, but
-// S = 356 has only 6 blocks of 64: 6 chunks. Dynamic shapes do not split.
+// S = 356 has only 6 blocks of 64: 6 chunks. Dynamic shapes split at run
+// time (split_kv = 0 and the rule the runtime computes the count from).
 // AUTO-LABEL: func @offsets_causal_gqa
 // AUTO:         scf.forall ({{.*}}) in (16, 2, 6)
-// AUTO:         split_kv = 6
+// AUTO:         #kvattn.tile_config<kind = attention, {{.*}}, split_kv = 6>
 // AUTO-LABEL: func @explicit_window_softcap_lse
-// AUTO:         split_kv = 1
+// AUTO:         #kvattn.tile_config<kind = attention, {{.*}}, split_kv = 0, group = 4, split_rule = <max = 64, {{.*}}>>
 
 // OPTS-LABEL: func @offsets_causal_gqa
 // OPTS:         scf.forall ({{.*}}) in (16, 7)
 // OPTS:           memref.get_global @kvattn_tile_stats : memref<4xi64>
 // OPTS-COUNT-4:   memref.atomic_rmw addi
 // OPTS:           memref.alloca() : memref<16x32xf32>
-// OPTS:         {kvattn.tile_config = {block_m = 16 : i64, block_n = 32 : i64, group = 1 : i64, kind = "attention", num_stages = 3 : i64, num_warps = 8 : i64, split_kv = 1 : i64}}
+// OPTS:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 16, block_n = 32, num_warps = 8, num_stages = 3>}
 func.func @offsets_causal_gqa(%q: tensor<2x8x100x64xf16>, %k: tensor<2x2x356x64xf16>,
     %v: tensor<2x2x356x64xf16>, %pos: tensor<2xi32>, %len: tensor<2xi32>) -> tensor<2x8x100x64xf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<2xi32>) kv_len(%len : tensor<2xi32>) causal
@@ -111,9 +112,9 @@ func.func @offsets_causal_gqa(%q: tensor<2x8x100x64xf16>, %k: tensor<2x2x356x64x
 // comparing the position buffers.
 
 // CHECK-LABEL: func @explicit_window_softcap_lse
-// CHECK-DAG:     %[[QP:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = "q_pos"} : tensor<2x4xi64> to memref<2x4xi64>
-// CHECK-DAG:     %[[KP:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = "k_pos"} : tensor<2x?xi64> to memref<2x?xi64>
-// CHECK-DAG:     %[[LSE:.*]] = memref.alloc() {kvattn.role = "lse"} : memref<2x8x4xf32>
+// CHECK-DAG:     %[[QP:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = #kvattn.role<q_pos>} : tensor<2x4xi64> to memref<2x4xi64>
+// CHECK-DAG:     %[[KP:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = #kvattn.role<k_pos>} : tensor<2x?xi64> to memref<2x?xi64>
+// CHECK-DAG:     %[[LSE:.*]] = memref.alloc() {kvattn.role = #kvattn.role<lse>} : memref<2x8x4xf32>
 // CHECK:         scf.forall
 // CHECK:           %[[S:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<2x2x?x64xf16>
 // CHECK:           %[[NHI:.*]] = arith.ceildivsi %[[S]]
@@ -192,7 +193,7 @@ func.func @validity_and_mask(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x64x16xf32>
 // CHECK:             kvattn.tile.qk %{{.*}}, %{{.*}}[%[[B]], %[[KVH]], %{{.*}}]
 // CHECK:               kvattn.tile.mask %{{.*}}[%[[B]], %[[H0]], %{{.*}}, %{{.*}}] size({{.*}}) kv_len(%{{.*}}) offsets(%[[QOFF]], %{{.*}}) causal group = 4 :
 // CHECK:           kvattn.tile.store state({{.*}}) into %{{.*}} [%[[B]], %[[H0]], %{{.*}}] rows(%{{.*}}) group = 4 :
-// CHECK:         } {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, group = 4 : i64,
+// CHECK:         } {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, group = 4>}
 // OPTS-LABEL: func @decode_packed
 // OPTS:         scf.forall ({{.*}}) in (6, 1)
 // SPLIT-LABEL: func @decode_packed
@@ -204,10 +205,10 @@ func.func @validity_and_mask(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x64x16xf32>
 // block-m = 0 takes the fewest 16-row warps that hold a program's rows:
 // 4 heads x 2 rows = 8 packed rows -> one warp; L = 100 -> 64 rows.
 // AUTOTILE-LABEL: func @offsets_causal_gqa
-// AUTOTILE:         {kvattn.tile_config = {block_m = 64 : i64, block_n = 64 : i64, group = 1 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 4 : i64, split_kv = 1 : i64}}
+// AUTOTILE:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2>}
 // AUTOTILE-LABEL: func @decode_packed
 // AUTOTILE:         memref.alloca() : memref<16x64xf32>
-// AUTOTILE:         {kvattn.tile_config = {block_m = 16 : i64, block_n = 64 : i64, group = 4 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 1 : i64, split_kv = 1 : i64}}
+// AUTOTILE:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 16, block_n = 64, num_warps = 1, num_stages = 2, group = 4>}
 func.func @decode_packed(%q: tensor<3x8x2x64xbf16>, %k: tensor<3x2x4096x64xbf16>,
                          %v: tensor<3x2x4096x64xbf16>, %pos: tensor<3xi32>) -> tensor<3x8x2x64xbf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<3xi32>) causal
@@ -222,11 +223,11 @@ func.func @decode_packed(%q: tensor<3x8x2x64xbf16>, %k: tensor<3x2x4096x64xbf16>
 // dangling list under AddressSanitizer).
 
 // SPLIT-LABEL: func @split_dynamic
-// SPLIT:         %[[Q:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = "query"}
+// SPLIT:         %[[Q:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = #kvattn.role<query>}
 // SPLIT:         %[[B:.*]] = memref.dim %[[Q]], %c0 : memref<?x4x?x64xf32>
 // SPLIT:         %[[L:.*]] = memref.dim %[[Q]], %c2 : memref<?x4x?x64xf32>
-// SPLIT:         memref.alloc(%[[B]], %[[L]]) {kvattn.role = "out_parts"} : memref<4x?x4x?x64xf32>
-// SPLIT:         memref.alloc(%[[B]], %[[L]]) {kvattn.role = "lse_parts"} : memref<4x?x4x?xf32>
+// SPLIT:         memref.alloc(%[[B]], %[[L]]) {kvattn.role = #kvattn.role<out_parts>} : memref<4x?x4x?x64xf32>
+// SPLIT:         memref.alloc(%[[B]], %[[L]]) {kvattn.role = #kvattn.role<lse_parts>} : memref<4x?x4x?xf32>
 // SPLIT:         scf.forall ({{.*}}) in ({{.*}}, {{.*}}, 4)
 func.func @split_dynamic(%q: tensor<?x4x?x64xf32>, %k: tensor<?x4x?x64xf32>,
                          %v: tensor<?x4x?x64xf32>, %pos: tensor<?xi32>) -> tensor<?x4x?x64xf32> {
@@ -243,13 +244,13 @@ func.func @split_dynamic(%q: tensor<?x4x?x64xf32>, %k: tensor<?x4x?x64xf32>,
 // 8 programs want ceil(8 * 132 / 8) = 132 chunks, 4096 keys allow 8.
 
 // AUTOTILE-LABEL: func @decode_d128
-// AUTOTILE:         {kvattn.tile_config = {block_m = 16 : i64, block_n = 32 : i64, group = 4 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 1 : i64, split_kv = 1 : i64}}
+// AUTOTILE:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 16, block_n = 32, num_warps = 1, num_stages = 2, group = 4>}
 // GPUSPLIT-LABEL: func @decode_d128
 // GPUSPLIT:         scf.forall ({{.*}}) in (8, 1, 8)
-// GPUSPLIT:         block_n = 32 : i64, group = 4 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 1 : i64, split_kv = 8 : i64
+// GPUSPLIT:         #kvattn.tile_config<kind = attention, block_m = 16, block_n = 32, num_warps = 1, num_stages = 2, split_kv = 8, group = 4>
 // Programs of fewer than 16 rows record 0 warps; the split counts one.
 // SMALLBM-LABEL: func @decode_d128
-// SMALLBM:         block_m = 8 : i64, {{.*}} num_warps = 0 : i64, split_kv = 64 : i64
+// SMALLBM:         #kvattn.tile_config<kind = attention, block_m = 8, block_n = 64, num_warps = 0, num_stages = 2, split_kv = 64, group = 4>
 func.func @decode_d128(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x4096x128xbf16>,
                        %v: tensor<1x8x4096x128xbf16>, %pos: tensor<1xi32>) -> tensor<1x32x1x128xbf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
@@ -276,7 +277,7 @@ func.func @decode_long_cache(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x32768x1
 // Under 1024 keys no chunk of 512 keys can be split off: one chunk.
 
 // GPUSPLIT-LABEL: func @decode_short_cache
-// GPUSPLIT:         block_n = 32 : i64, group = 4 : i64, kind = "attention", num_stages = 2 : i64, num_warps = 1 : i64, split_kv = 1 : i64
+// GPUSPLIT:         #kvattn.tile_config<kind = attention, block_m = 16, block_n = 32, num_warps = 1, num_stages = 2, group = 4>
 func.func @decode_short_cache(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x1000x128xbf16>,
                               %v: tensor<1x8x1000x128xbf16>, %pos: tensor<1xi32>) -> tensor<1x32x1x128xbf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
@@ -295,8 +296,8 @@ func.func @decode_short_cache(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x1000x1
 // merge (n parts) is skipped. split-kv = 1 (the default RUN line): no split.
 
 // GPUSPLIT-LABEL: func @runtime_split_decode
-// GPUSPLIT-DAG:     %[[Q:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = "query"}
-// GPUSPLIT-DAG:     %[[K:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = "key"}
+// GPUSPLIT-DAG:     %[[Q:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = #kvattn.role<query>}
+// GPUSPLIT-DAG:     %[[K:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = #kvattn.role<key>}
 // GPUSPLIT:         %[[B:.*]] = memref.dim %[[Q]], %{{.*}} : memref<?x32x1x128xbf16>
 // GPUSPLIT:         %[[PROGS:.*]] = arith.muli %[[B]], %c8 : index
 // GPUSPLIT:         %[[S:.*]] = memref.dim %[[K]], %{{.*}} : memref<?x8x?x128xbf16>
@@ -308,8 +309,8 @@ func.func @decode_short_cache(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x1000x1
 // GPUSPLIT:         %[[M1:.*]] = arith.minsi %[[WANTED]], %[[CHUNKS]]
 // GPUSPLIT:         %[[M2:.*]] = arith.minsi %[[M1]], %c64
 // GPUSPLIT:         %[[N:.*]] = arith.maxsi %[[M2]], %c1
-// GPUSPLIT:         %[[OP:.*]] = memref.alloc(%[[N]], %[[B]]) {kvattn.role = "out_parts"} : memref<?x?x32x1x128xf32>
-// GPUSPLIT:         %[[LP:.*]] = memref.alloc(%[[N]], %[[B]]) {kvattn.role = "lse_parts"} : memref<?x?x32x1xf32>
+// GPUSPLIT:         %[[OP:.*]] = memref.alloc(%[[N]], %[[B]]) {kvattn.role = #kvattn.role<out_parts>} : memref<?x?x32x1x128xf32>
+// GPUSPLIT:         %[[LP:.*]] = memref.alloc(%[[N]], %[[B]]) {kvattn.role = #kvattn.role<lse_parts>} : memref<?x?x32x1xf32>
 // GPUSPLIT:         scf.forall (%{{.*}}, %{{.*}}, %[[CHUNK:.*]]) in (%[[PROGS]], 1, %[[N]])
 // GPUSPLIT:           %[[NIN:.*]] = memref.dim %[[OP]], %{{.*}} : memref<?x?x32x1x128xf32>
 // GPUSPLIT:           %[[SIZE:.*]] = arith.ceildivsi %{{.*}}, %[[NIN]] : index
@@ -322,19 +323,19 @@ func.func @decode_short_cache(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x1000x1
 // GPUSPLIT:             memref.subview %[[OP]][%[[CHUNK]], 0, 0, 0, 0]
 // GPUSPLIT:             kvattn.tile.store
 // GPUSPLIT-SAME:          memref<?x32x1x128xf32, strided<[4096, 128, 128, 1], offset: ?>>
-// GPUSPLIT:         split_kv = 0 : i64, split_rule = {block_m = 16 : i64, block_n = 32 : i64, group = 4 : i64, max = 64 : i64, min_keys = 512 : i64, num_sms = 132 : i64, programs_per_sm = 8 : i64}
+// GPUSPLIT:         split_kv = 0, group = 4, split_rule = <max = 64, block_m = 16, block_n = 32, group = 4, programs_per_sm = 8, min_keys = 512, num_sms = 132>>
 // GPUSPLIT:         %[[MANY:.*]] = arith.cmpi sgt, %[[N]], %c1 : index
 // GPUSPLIT:         scf.if %[[MANY]] {
 // GPUSPLIT:           scf.forall
 // GPUSPLIT:             kvattn.tile.merge %[[OP]], %[[LP]]{{.*}} into %[[OUT]]
 // GPUSPLIT-SAME:        memref<?x?x32x1x128xf32>, memref<?x?x32x1xf32>
-// GPUSPLIT:         kind = "merge", {{.*}} split_kv = 1 : i64, split_rule = {{{.*}}max = 64 : i64
+// GPUSPLIT:         #kvattn.tile_config<kind = merge, {{.*}}, num_stages = 2, split_rule = <max = 64,
 
 // CHECK-LABEL: func @runtime_split_decode
 // CHECK-NOT:     out_parts
 // CHECK:         scf.forall ({{.*}}, {{.*}}) in (%{{.*}}, 1) {
 // CHECK-NOT:     out_parts
-// CHECK:         split_kv = 1 : i64
+// CHECK:         #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, group = 4>}
 // CHECK-NOT:     split_rule
 // CHECK:         return
 func.func @runtime_split_decode(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x8x?x128xbf16>,
@@ -354,9 +355,9 @@ func.func @runtime_split_decode(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x8x?x12
 // GPUSPLIT:         %[[M1:.*]] = arith.minsi %[[WANTED]], %c4
 // GPUSPLIT:         %[[M2:.*]] = arith.minsi %[[M1]], %c4
 // GPUSPLIT:         %[[N:.*]] = arith.maxsi %[[M2]], %{{.*}}
-// GPUSPLIT:         memref.alloc(%[[N]], %{{.*}}) {kvattn.role = "out_parts"} : memref<?x?x32x1x128xf32>
+// GPUSPLIT:         memref.alloc(%[[N]], %{{.*}}) {kvattn.role = #kvattn.role<out_parts>} : memref<?x?x32x1x128xf32>
 // GPUSPLIT:         scf.forall ({{.*}}) in (%{{.*}}, 1, %[[N]])
-// GPUSPLIT:         split_kv = 0 : i64, split_rule = {{{.*}}max = 4 : i64
+// GPUSPLIT:         split_kv = 0, group = 4, split_rule = <max = 4,
 func.func @runtime_split_static_keys(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x8x2048x128xbf16>,
                                      %v: tensor<?x8x2048x128xbf16>, %len: tensor<?xi32>) -> tensor<?x32x1x128xbf16> {
   %o = kvattn.attention %q, %k, %v kv_len(%len : tensor<?xi32>)
@@ -373,7 +374,7 @@ func.func @runtime_split_static_keys(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x8
 // GPUSPLIT-NOT:     out_parts
 // GPUSPLIT:         scf.forall ({{.*}}, {{.*}}) in (%{{.*}}, 1) {
 // GPUSPLIT-NOT:     split_rule
-// GPUSPLIT:         split_kv = 1 : i64}
+// GPUSPLIT:         #kvattn.tile_config<kind = attention, block_m = 16, block_n = 32, num_warps = 1, num_stages = 2, group = 4>}
 // GPUSPLIT-NOT:     kvattn.tile.merge
 // GPUSPLIT:         return
 func.func @runtime_split_short_keys(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x8x1000x128xbf16>,
@@ -388,14 +389,14 @@ func.func @runtime_split_short_keys(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x8x
 // Paged: the rule's S is the logical key count max_pages * page_size.
 
 // GPUSPLIT-LABEL: func @runtime_split_paged
-// GPUSPLIT-DAG:     %[[K:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = "key"}
-// GPUSPLIT-DAG:     %[[T:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = "block_table"}
+// GPUSPLIT-DAG:     %[[K:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = #kvattn.role<key>}
+// GPUSPLIT-DAG:     %[[T:.*]] = bufferization.to_buffer %{{.*}} {kvattn.role = #kvattn.role<block_table>}
 // GPUSPLIT:         %[[PAGES:.*]] = memref.dim %[[T]], %{{.*}} : memref<?x?xi32>
 // GPUSPLIT:         %[[S:.*]] = arith.muli %[[PAGES]], %c16 : index
 // GPUSPLIT:         arith.ceildivsi %[[S]], %{{.*}}
 // GPUSPLIT:         arith.divsi %[[S]], %{{.*}}
 // GPUSPLIT:         scf.forall ({{.*}}) in (%{{.*}}, 1, %{{.*}})
-// GPUSPLIT:         split_kv = 0 : i64, split_rule = {{{.*}}max = 64 : i64
+// GPUSPLIT:         split_kv = 0, group = 4, split_rule = <max = 64,
 func.func @runtime_split_paged(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x16x8x128xbf16>,
                                %v: tensor<?x16x8x128xbf16>, %len: tensor<?xi32>, %table: tensor<?x?xi32>) -> tensor<?x32x1x128xbf16> {
   %o = kvattn.attention %q, %k, %v kv_len(%len : tensor<?xi32>) block_table(%table : tensor<?x?xi32>)

@@ -6,6 +6,13 @@
 // RUN: not kvattn-run %s --input 3=0 --input 4=5 --input 3=1 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not kvattn-run %s --input 3=0 --input 4=5 --block-m=-1 2>&1 | FileCheck %s --check-prefix=BLOCKM
 // RUN: not kvattn-run %s --input 3=0 --input 4=5 --index-bitwidth=16 2>&1 | FileCheck %s --check-prefix=BITS
+// The compile options' ranges are declared once for the tools
+// (tools/common/CompileFlags): kvattn/Support/Limits.h's, named before
+// anything is compiled.
+// RUN: not kvattn-run %s --input 3=0 --input 4=5 --block-m=512 2>&1 | FileCheck %s --check-prefix=BLOCKMAX
+// RUN: not kvattn-run %s --input 3=0 --input 4=5 --num-threads=2000 2>&1 | FileCheck %s --check-prefix=THREADSMAX
+// RUN: not kvattn-compile %s -o %t --num-stages=0 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: not kvattn-bench --split-kv=300 2>&1 | FileCheck %s --check-prefix=SPLITMAX
 // RUN: not kvattn-run %s --input 3=0 --input 4=5 --magnitude=nan 2>&1 | FileCheck %s --check-prefix=MAG
 // RUN: not kvattn-run %s --input 3=0 --input 4=5 --magnitude=0 2>&1 | FileCheck %s --check-prefix=MAG0
 // (--vector-width and --num-threads: the library's limits, test/Numerics/cpu-vectorized.test.)
@@ -17,6 +24,10 @@
 // TWICE: kvattn-run: error: --input '3=1': argument 3 is already given (--input 3=0)
 // BLOCKM: kvattn-run: error: --block-m=-1 is negative
 // BITS: kvattn-run: error: --index-bitwidth=16 is not 32 or 64
+// BLOCKMAX: kvattn-run: error: --block-m=512 is outside [0, 256]
+// THREADSMAX: kvattn-run: error: --num-threads=2000 is outside [0, 1024]
+// STAGES: kvattn-compile: error: --num-stages=0 is outside [1, 8]
+// SPLITMAX: kvattn-bench: error: --split-kv=300 is outside [0, 256]
 // MAG: kvattn-run: error: --magnitude=nan is not a positive finite number
 // MAG0: kvattn-run: error: --magnitude=0.000000 is not a positive finite number
 // NOFAULT: kvattn-run: error: --emu-fault='' names no fault (drop-barrier, wait-group or global-offset, with an optional :N)

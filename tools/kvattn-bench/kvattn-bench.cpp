@@ -44,6 +44,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CompileFlags.h"
 #include "FmaProbe.h"
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Registration/Registration.h"
@@ -90,35 +91,21 @@ cl::opt<int> repeats("repeats",
                      cl::init(5), cl::cat(benchCategory));
 cl::opt<bool> quick("quick", cl::desc("Small shapes only (smoke run)"),
                     cl::init(false), cl::cat(benchCategory));
-cl::opt<int64_t> blockM("block-m",
-                        cl::desc("Query rows per program (cpu: 0 chosen per "
-                                 "op, the default)"),
-                        cl::init(0), cl::cat(benchCategory));
-cl::opt<int64_t> blockN("block-n", cl::init(64), cl::cat(benchCategory));
-cl::opt<int64_t> splitKv("split-kv",
-                         cl::desc("gpu: KV chunks per program, merged by a "
-                                  "second kernel (0: automatic from the SM "
-                                  "count, the default)"),
-                         cl::init(0), cl::cat(benchCategory));
-cl::opt<bool> tensorCores("tensor-cores",
-                          cl::desc("gpu: mma.sync / ldmatrix / cp.async "
-                                   "(false: the scalar lowering)"),
-                          cl::init(true), cl::cat(benchCategory));
-cl::opt<unsigned>
-    indexBitwidth("index-bitwidth",
-                  cl::desc("gpu: bits of the kernels' index arithmetic, 32 "
-                           "(the default) or 64"),
-                  cl::init(32), cl::cat(benchCategory));
+// The compile options shared with kvattn-run and kvattn-compile
+// (tools/common).
+mlir::kvattn::tools::CompileFlagDefaults benchDefaults() {
+  mlir::kvattn::tools::CompileFlagDefaults d;
+  d.blockN = 64;
+  return d;
+}
+namespace flag = mlir::kvattn::tools;
+flag::CompileFlags flags(benchCategory,
+                         flag::kBlockM | flag::kBlockN | flag::kSplitKv |
+                             flag::kTensorCores | flag::kIndexBitwidth |
+                             flag::kNumThreads | flag::kVectorize,
+                         benchDefaults());
 
 // --target=cpu
-cl::opt<int64_t> numThreads("num-threads",
-                            cl::desc("cpu: threads of the grid (0: all "
-                                     "cores, the default; 1: one thread)"),
-                            cl::init(0), cl::cat(benchCategory));
-cl::opt<bool> vectorize("vectorize",
-                        cl::desc("cpu: the vectorised lowering (false: the "
-                                 "scalar loops, for comparison)"),
-                        cl::init(true), cl::cat(benchCategory));
 cl::opt<std::string> heads("heads",
                            cl::desc("cpu: query/KV heads Hq/Hkv (GQA; "
                                     "default 8/2)"),
@@ -260,8 +247,8 @@ int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
 
   // The host's f32 FMA peak at the thread count the programs use.
   const int threads =
-      numThreads > 0
-          ? static_cast<int>(numThreads)
+      flags.numThreads() > 0
+          ? static_cast<int>(flags.numThreads())
           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   mlir::kvattn::bench::FmaPeak peak =
       mlir::kvattn::bench::measureFmaPeak(threads);
@@ -270,8 +257,8 @@ int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
       "kvattn-bench --target=cpu dtype={0} block-m={1} block-n={2} "
       "threads={3} lowering={4}\n",
       dtype.getValue(),
-      blockM ? std::to_string(blockM.getValue()) : std::string("auto"),
-      blockN.getValue(), threads, vectorize ? "vector" : "scalar");
+      flags.blockM() ? std::to_string(flags.blockM()) : std::string("auto"),
+      flags.blockN(), threads, flags.vectorize() ? "vector" : "scalar");
   llvm::outs() << llvm::formatv(
       "host: {0} ({1} f32 lanes); measured FMA peak {2:F1} GFLOP/s on one "
       "thread, {3:F1} on {4}\n",
@@ -286,10 +273,10 @@ int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
     if (!module)
       return 1;
     mlir::kvattn::CpuCompileOptions options;
-    options.blockM = blockM;
-    options.blockN = blockN;
-    options.threads = numThreads;
-    options.vectorize = vectorize;
+    options.blockM = flags.blockM();
+    options.blockN = flags.blockN();
+    options.threads = flags.numThreads();
+    options.vectorize = flags.vectorize();
     std::unique_ptr<mlir::kvattn::CpuProgram> program;
     if (mlir::kvattn::Status st = mlir::kvattn::CpuProgram::compile(
             *module, "main", options, program);
@@ -457,17 +444,17 @@ int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
   const size_t eltBytes = elt == mlir::kvattn::ElementType::F32 ? 4 : 2;
 
   mlir::kvattn::PtxOptions options;
-  if (blockM.getNumOccurrences())
-    options.blockM = blockM;
-  if (blockN.getNumOccurrences())
-    options.blockN = blockN;
+  if (flags.given(flag::kBlockM))
+    options.blockM = flags.blockM();
+  if (flags.given(flag::kBlockN))
+    options.blockN = flags.blockN();
 
   std::unique_ptr<rt::Runtime> runtime;
   int sms = assumedSms;
   double memoryBytes = 0;
-  options.splitKv = splitKv;
-  options.tensorCores = tensorCores;
-  options.indexBitwidth = indexBitwidth;
+  options.splitKv = flags.splitKv();
+  options.tensorCores = flags.tensorCores();
+  options.indexBitwidth = flags.indexBitwidth();
   // compile_ms is the compiler's time, never a cache lookup.
   options.useKernelCache = false;
   mlir::kvattn::EmulatedGpu emu;
@@ -790,9 +777,7 @@ static int runTool(int argc, char **argv) {
   };
   if (below("repeats", repeats, 1) || below("warmup", warmup, 0) ||
       below("compile-repeats", compileRepeats, 1) ||
-      below("sms", assumedSms, 1) || below("block-m", blockM, 0) ||
-      below("block-n", blockN, 0) || below("split-kv", splitKv, 0) ||
-      below("num-threads", numThreads, 0) || below("batch", batch, 0) ||
+      below("sms", assumedSms, 1) || below("batch", batch, 0) ||
       below("flush-mib", flushMiB, 0) || below("copy-mib", copyMiB, 0))
     return 1;
   for (int64_t l : lengths)
@@ -804,9 +789,9 @@ static int runTool(int argc, char **argv) {
   for (int64_t d : headDims)
     if (below("head-dims", d, 1))
       return 1;
-  if (indexBitwidth != 32 && indexBitwidth != 64) {
-    llvm::errs() << "kvattn-bench: error: --index-bitwidth=" << indexBitwidth
-                 << " is not 32 or 64\n";
+  // The compile options, by name (tools/common).
+  if (std::optional<std::string> bad = flags.outOfRange()) {
+    llvm::errs() << "kvattn-bench: error: " << *bad << "\n";
     return 1;
   }
   if (compileOnly && target != "gpu") {

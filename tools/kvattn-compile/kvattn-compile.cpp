@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CompileFlags.h"
 #include "kvattn/Registration/CommandLine.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Target/Ptx.h"
@@ -51,36 +52,14 @@ static cl::opt<std::string> features("features",
 static cl::opt<std::string> libdevice("libdevice",
                                       cl::desc("Path of libdevice.10.bc"),
                                       cl::init(""), cl::cat(category));
-static cl::opt<int64_t>
-    blockM("block-m",
-           cl::desc("Query rows per program (0: chosen per attention)"),
-           cl::init(0), cl::cat(category));
-static cl::opt<int64_t> blockN("block-n",
-                               cl::desc("Keys per KV block (0: chosen from D)"),
-                               cl::init(0), cl::cat(category));
-static cl::opt<int64_t>
-    numWarps("num-warps", cl::desc("Warps per program (0: block-m / 16)"),
-             cl::init(0), cl::cat(category));
-static cl::opt<int64_t> numStages("num-stages", cl::init(2), cl::cat(category));
-static cl::opt<int64_t>
-    splitKv("split-kv",
-            cl::desc("KV chunks per program, merged by a second kernel "
-                     "(0: automatic from --num-sms, the default)"),
-            cl::init(0), cl::cat(category));
-static cl::opt<int64_t> numSms("num-sms",
-                               cl::desc("Multiprocessors, for --split-kv=0"),
-                               cl::init(132), cl::cat(category));
-static cl::opt<bool>
-    tensorCores("tensor-cores",
-                cl::desc("mma.sync, ldmatrix and cp.async for f16/bf16 "
-                         "where the head dims allow (false: scalar FMAs)"),
-                cl::init(true), cl::cat(category));
-static cl::opt<unsigned> indexBitwidth(
-    "index-bitwidth",
-    cl::desc("Bits of the kernels' index arithmetic: 32 (the default; "
-             "every buffer under 2^31 elements, checked at launch) or "
-             "64 (larger caches)"),
-    cl::init(32), cl::cat(category));
+static mlir::kvattn::tools::CompileFlags
+    flags(category,
+          mlir::kvattn::tools::kBlockM | mlir::kvattn::tools::kBlockN |
+              mlir::kvattn::tools::kNumWarps | mlir::kvattn::tools::kNumStages |
+              mlir::kvattn::tools::kSplitKv | mlir::kvattn::tools::kNumSms |
+              mlir::kvattn::tools::kPackGqa |
+              mlir::kvattn::tools::kTensorCores |
+              mlir::kvattn::tools::kIndexBitwidth);
 static cl::opt<unsigned>
     llvmOptLevel("llvm-opt-level",
                  cl::desc("LLVM optimisation level of the device code before "
@@ -93,9 +72,6 @@ static cl::opt<std::string> llvmPipeline(
              "pipeline, back end at O2; the default) or standard "
              "(default<On> and the back end at On, n = --llvm-opt-level)"),
     cl::init("kvattn"), cl::cat(category));
-static cl::opt<bool> packGqa("pack-gqa",
-                             cl::desc("GQA packing of few query rows"),
-                             cl::init(true), cl::cat(category));
 static cl::opt<bool>
     deviceIR("device-ir",
              cl::desc("Write the device LLVM IR that NVPTX would compile "
@@ -151,18 +127,9 @@ static int runTool(int argc, char **argv) {
       "KVATTN_DUMP_DIR=DIR writes the IR after each stage, the image and the "
       "manifest there.\n");
 
-  // Every numeric option in its range, by name (kvattn_compile_options'
-  // limits).
-  for (auto [name, value] :
-       {std::pair<const char *, int64_t>{"block-m", blockM},
-        {"block-n", blockN},
-        {"num-warps", numWarps},
-        {"num-stages", numStages},
-        {"split-kv", splitKv},
-        {"num-sms", numSms}})
-    if (value < 0)
-      return fail("--" + std::string(name) + "=" + std::to_string(value) +
-                  " is negative");
+  // Every numeric option in its range, by name.
+  if (std::optional<std::string> bad = flags.outOfRange())
+    return fail(*bad);
 
   mlir::DialectRegistry registry;
   mlir::kvattn::registerAllKVAttnDialects(registry);
@@ -178,15 +145,15 @@ static int runTool(int argc, char **argv) {
   options.chip = chip;
   options.features = features;
   options.libdevice = libdevice;
-  options.blockM = blockM;
-  options.blockN = blockN;
-  options.numWarps = numWarps;
-  options.numStages = numStages;
-  options.splitKv = splitKv;
-  options.numSms = numSms;
-  options.packGqa = packGqa;
-  options.tensorCores = tensorCores;
-  options.indexBitwidth = indexBitwidth;
+  options.blockM = flags.blockM();
+  options.blockN = flags.blockN();
+  options.numWarps = flags.numWarps();
+  options.numStages = flags.numStages();
+  options.splitKv = flags.splitKv();
+  options.numSms = flags.numSms();
+  options.packGqa = flags.packGqa();
+  options.tensorCores = flags.tensorCores();
+  options.indexBitwidth = flags.indexBitwidth();
   if (llvmOptLevel > 3)
     return fail("--llvm-opt-level must be 0 to 3, not " +
                 std::to_string(llvmOptLevel));

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CompileFlags.h"
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Evaluator/Evaluator.h"
@@ -56,11 +57,6 @@ enum class Target { Reference, Cpu, Gpu, GpuEmu };
 
 cl::OptionCategory runCategory("kvattn-run options");
 
-cl::opt<unsigned>
-    indexBitwidth("index-bitwidth",
-                  cl::desc("gpu targets: bits of the kernels' index "
-                           "arithmetic, 32 (the default) or 64"),
-                  cl::init(32), cl::cat(runCategory));
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"),
                                cl::Required, cl::cat(runCategory));
 cl::opt<Target> target(
@@ -122,53 +118,36 @@ cl::list<std::string> expectSame(
              "tolerance of their element type (e.g. chunked appends and a "
              "full forward); exit 1 otherwise"),
     cl::cat(runCategory));
-cl::opt<int64_t> blockM("block-m", cl::desc("Query rows per program"),
-                        cl::init(64), cl::cat(runCategory));
-cl::opt<int64_t> blockN("block-n",
-                        cl::desc("Keys per KV block (cpu default 64; gpu "
-                                 "default: chosen per op)"),
-                        cl::init(64), cl::cat(runCategory));
-cl::opt<int64_t> splitKv("split-kv",
-                         cl::desc("KV chunks per program, merged in chunk "
-                                  "order (0: automatic; cpu default 1, gpu "
-                                  "default 0)"),
-                         cl::init(1), cl::cat(runCategory));
-cl::opt<bool> packGqa("pack-gqa",
-                      cl::desc("GQA packing: one program per kv head for "
-                               "few query rows (cpu and gpu targets)"),
-                      cl::init(true), cl::cat(runCategory));
 cl::opt<bool> specializeShapes(
     "specialize-shapes",
     cl::desc("gpu targets: compile each attention for its inputs' shapes "
              "(default); false: once with its dynamic dimensions, as a "
              "serving engine does (split-KV then chosen at run time)"),
     cl::init(true), cl::cat(runCategory));
-cl::opt<bool> tensorCores("tensor-cores",
-                          cl::desc("gpu target: mma.sync, ldmatrix and "
-                                   "cp.async for f16/bf16 (false: the scalar "
-                                   "lowering)"),
-                          cl::init(true), cl::cat(runCategory));
 cl::opt<std::string>
     emuFault("emu-fault",
              cl::desc("gpu-emu target: plant a fault in the device code to "
                       "prove the checks catch it (drop-barrier:N, "
                       "wait-group:N, global-offset:N)"),
              cl::cat(runCategory));
-cl::opt<bool> vectorize("vectorize",
-                        cl::desc("cpu target: the vectorised lowering "
-                                 "(false: the scalar loops)"),
-                        cl::init(true), cl::cat(runCategory));
-cl::opt<int64_t> vectorWidth("vector-width",
-                             cl::desc("cpu target: f32 lanes per vector at "
-                                      "most (0: the host's widest)"),
-                             cl::init(0), cl::cat(runCategory));
-cl::opt<int64_t> threads("num-threads",
-                         cl::desc("cpu target: threads of the grid (0: all "
-                                  "cores; 1: the calling thread)"),
-                         cl::init(0), cl::cat(runCategory));
-cl::opt<unsigned> optLevel("opt-level",
-                           cl::desc("LLVM optimisation level of the JIT"),
-                           cl::init(3), cl::cat(runCategory));
+// The compile options shared with kvattn-compile and kvattn-bench
+// (tools/common); the CPU's schedule by default (block-m and block-n 64, no
+// split), the GPU's choices unless a flag is given.
+mlir::kvattn::tools::CompileFlagDefaults runDefaults() {
+  mlir::kvattn::tools::CompileFlagDefaults d;
+  d.blockM = 64;
+  d.blockN = 64;
+  d.splitKv = 1;
+  return d;
+}
+namespace flag = mlir::kvattn::tools;
+flag::CompileFlags flags(runCategory,
+                         flag::kBlockM | flag::kBlockN | flag::kSplitKv |
+                             flag::kPackGqa | flag::kTensorCores |
+                             flag::kIndexBitwidth | flag::kVectorize |
+                             flag::kVectorWidth | flag::kNumThreads |
+                             flag::kOptLevel,
+                         runDefaults());
 
 int fail(const std::string &message) {
   llvm::errs() << "kvattn-run: error: " << message << "\n";
@@ -356,21 +335,8 @@ static int runTool(int argc, char **argv) {
     return fail("--emu-fault needs --target=gpu-emu");
   // Every numeric option in its range, by name (the C API's limits where
   // it has the same option: kvattn_compile_options).
-  if (optLevel > 3)
-    return fail("--opt-level=" + std::to_string(optLevel) +
-                " is outside [0, 3]");
-  if (blockM < 0 || blockN < 0 || splitKv < 0)
-    return fail(std::string(blockM < 0   ? "--block-m="
-                            : blockN < 0 ? "--block-n="
-                                         : "--split-kv=") +
-                std::to_string(blockM < 0   ? blockM
-                               : blockN < 0 ? blockN
-                                            : splitKv) +
-                " is negative");
-  // --vector-width and --num-threads: CpuProgram::compile checks them.
-  if (indexBitwidth != 32 && indexBitwidth != 64)
-    return fail("--index-bitwidth=" + std::to_string(indexBitwidth) +
-                " is not 32 or 64");
+  if (std::optional<std::string> bad = flags.outOfRange())
+    return fail(*bad);
   if (!std::isfinite(magnitude) || magnitude <= 0)
     return fail("--magnitude=" + std::to_string(magnitude) +
                 " is not a positive finite number");
@@ -507,13 +473,13 @@ static int runTool(int argc, char **argv) {
     // The GPU's defaults are the compiler's choices (block-n and split-kv
     // 0), as for kvattn-compile; the flags override them.
     ::mlir::kvattn::PtxOptions options;
-    if (blockN.getNumOccurrences())
-      options.blockN = blockN;
-    options.packGqa = packGqa;
-    if (splitKv.getNumOccurrences())
-      options.splitKv = splitKv;
-    options.tensorCores = tensorCores;
-    options.indexBitwidth = indexBitwidth;
+    if (flags.given(flag::kBlockN))
+      options.blockN = flags.blockN();
+    options.packGqa = flags.packGqa();
+    if (flags.given(flag::kSplitKv))
+      options.splitKv = flags.splitKv();
+    options.tensorCores = flags.tensorCores();
+    options.indexBitwidth = flags.indexBitwidth();
     options.configurePassManager = ::mlir::kvattn::mlirFlagsPassManagerHook();
     if (emulated)
       options.image = ::mlir::kvattn::DeviceImage::LlvmIR;
@@ -578,15 +544,15 @@ static int runTool(int argc, char **argv) {
     }
   } else {
     ::mlir::kvattn::CpuCompileOptions options;
-    options.blockM = blockM;
-    options.blockN = blockN;
+    options.blockM = flags.blockM();
+    options.blockN = flags.blockN();
     options.stats = printStats;
-    options.splitKv = splitKv;
-    options.packGqa = packGqa;
-    options.optLevel = optLevel;
-    options.vectorize = vectorize;
-    options.vectorWidth = vectorWidth;
-    options.threads = threads;
+    options.splitKv = flags.splitKv();
+    options.packGqa = flags.packGqa();
+    options.optLevel = flags.optLevel();
+    options.vectorize = flags.vectorize();
+    options.vectorWidth = flags.vectorWidth();
+    options.threads = flags.numThreads();
     options.configurePassManager = ::mlir::kvattn::mlirFlagsPassManagerHook();
     if (::mlir::kvattn::Status s = ::mlir::kvattn::CpuProgram::compile(
             *module, func.getName().str(), options, program);
@@ -625,8 +591,8 @@ static int runTool(int argc, char **argv) {
     ::mlir::kvattn::BlockStats st = program->stats();
     llvm::outs() << "stats: kv blocks loaded=" << st.loaded
                  << " masked=" << st.masked << " skipped=" << st.skipped
-                 << " kv_bytes=" << st.kvBytes << " (block-m=" << blockM
-                 << " block-n=" << blockN << ")\n";
+                 << " kv_bytes=" << st.kvBytes << " (block-m=" << flags.blockM()
+                 << " block-n=" << flags.blockN() << ")\n";
   }
 
   bool sameFailed = false;

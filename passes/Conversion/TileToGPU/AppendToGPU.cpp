@@ -173,65 +173,46 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
 
   // Host side: the operands' buffers, the cache written in place.
   ImplicitLocOpBuilder hb(op.getLoc(), op);
-  auto toBuffer = [&](Value tensor, StringRef role, bool readOnly) {
+  auto toBuffer = [&](Value tensor, BufferRole role, bool readOnly) {
     auto type = cast<RankedTensorType>(tensor.getType());
     auto buffer = bufferization::ToBufferOp::create(
         hb, MemRefType::get(type.getShape(), type.getElementType()), tensor,
         readOnly);
-    buffer->setAttr("kvattn.role", StringAttr::get(ctx, role));
+    setBufferRole(buffer, role);
     return buffer.getResult();
   };
   SmallVector<StringRef> roles = {"update", "cache", "pos"};
-  SmallVector<Value> buffers = {toBuffer(op.getUpdate(), "update", true),
-                                toBuffer(op.getCache(), "cache", false),
-                                toBuffer(op.getPos(), "pos", true)};
+  SmallVector<Value> buffers = {
+      toBuffer(op.getUpdate(), BufferRole::update, true),
+      toBuffer(op.getCache(), BufferRole::cache, false),
+      toBuffer(op.getPos(), BufferRole::pos, true)};
   if (paged) {
     roles.push_back("block_table");
-    buffers.push_back(toBuffer(op.getBlockTable(), "block_table", true));
+    buffers.push_back(
+        toBuffer(op.getBlockTable(), BufferRole::block_table, true));
   }
   SmallVector<int> sizeIds = {kB, kHkv, kL, kS};
   if (paged)
     sizeIds.append({kNumPages, kPageSize, kMaxPages});
 
-  // The kernel.
-  SmallVector<Type> argTypes;
-  for (Value buffer : buffers)
-    argTypes.push_back(MemRefType::get(
-        {1}, cast<MemRefType>(buffer.getType()).getElementType()));
-  argTypes.append(sizeIds.size(), IndexType::get(ctx));
-  OpBuilder mb = OpBuilder::atBlockEnd(gpuModule.getBody());
-  auto kernel = gpu::GPUFuncOp::create(mb, op.getLoc(), kernelName,
-                                       FunctionType::get(ctx, argTypes, {}));
-  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
-  const int32_t threads = kTokensPerBlock * kWarpSize;
-  kernel.setKnownBlockSizeAttr(DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
-  auto named = [&](StringRef key, Attribute value) {
-    return NamedAttribute(StringAttr::get(ctx, key), value);
-  };
-  auto i64 = [&](int64_t v) {
-    return IntegerAttr::get(IntegerType::get(ctx, 64), v);
-  };
-  SmallVector<Attribute> params;
-  for (auto [role, buffer] : llvm::zip(roles, buffers)) {
-    auto type = cast<MemRefType>(buffer.getType());
-    SmallVector<int> symbolic = symbolicShape(role, paged);
-    params.push_back(pointerParam(ctx, role, type, symbolic, kSizeNames,
-                                  /*written=*/role == "cache"));
-  }
+  // The kernel: a warp per token (num_warps = block_m, tokens per thread
+  // block); the vector width in elements.
+  KernelSignature signature(ctx);
+  for (auto [role, buffer] : llvm::zip(roles, buffers))
+    signature.addBuffer(role, cast<MemRefType>(buffer.getType()),
+                        symbolicShape(role, paged), kSizeNames,
+                        /*written=*/role == "cache");
   for (int id : sizeIds)
-    params.push_back(sizeParam(ctx, kSizeNames[id]));
-  kernel->setAttr("kvattn.params", ArrayAttr::get(ctx, params));
-  // block_m: tokens per thread block; the vector width in elements.
-  kernel->setAttr(
-      "kvattn.tile_config",
-      DictionaryAttr::get(
-          ctx,
-          {named("block_m", i64(kTokensPerBlock)), named("block_n", i64(0)),
-           named("num_warps", i64(kTokensPerBlock)),
-           named("num_stages", i64(1)),
-           named("kind", StringAttr::get(ctx, "append")),
-           named("vector_width", i64(vectorWidth(elt, headDim)))}));
-  kernel->setAttr("kvattn.dynamic_smem_bytes", i64(0));
+    signature.addSize(kSizeNames[id]);
+  auto kernel = createKernel(
+      gpuModule, op.getLoc(), kernelName, signature,
+      TileConfigAttr::get(ctx, KernelKind::append, kTokensPerBlock,
+                          /*block_n=*/0, /*num_warps=*/kTokensPerBlock,
+                          /*num_stages=*/1, /*split_kv=*/1,
+                          /*group=*/1, vectorWidth(elt, headDim),
+                          SplitRuleAttr(), FlatSymbolRefAttr()),
+      /*dynamicSharedMemoryBytes=*/0);
+  const int32_t threads = threadsPerBlock(getTileConfig(kernel));
 
   Block &entry = kernel.getBody().front();
   ImplicitLocOpBuilder kb(op.getLoc(), ctx);

@@ -638,10 +638,9 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
 }
 
 LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
-  auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
-  int64_t numWarps = config.getAs<IntegerAttr>("num_warps").getInt();
-  if (auto kind = config.getAs<StringAttr>("kind");
-      kind && kind.getValue() == "merge")
+  TileConfigAttr config = getTileConfig(kernel);
+  int64_t numWarps = config.getNumWarps();
+  if (config.getKind() == KernelKind::merge)
     return lowerMergeKernel(kernel, numWarps);
   // Tensor cores as decided by the outlining (the scores then live in
   // registers: the shared memory layout differs).
@@ -658,8 +657,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: marked " << kTensorCoresAttr
            << " but its types or shapes do not allow tensor cores";
-  int64_t bm = config.getAs<IntegerAttr>("block_m").getInt();
-  int64_t bn = config.getAs<IntegerAttr>("block_n").getInt();
+  int64_t bm = config.getBlockM();
+  int64_t bn = config.getBlockN();
   if (bm != 16 * numWarps || bn % 8 != 0)
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu maps 16 query rows to each warp and "
@@ -809,10 +808,9 @@ struct LowerTileToGPUPass
   void runOnOperation() override {
     SmallVector<gpu::GPUFuncOp> kernels;
     getOperation()->walk([&](gpu::GPUFuncOp kernel) {
-      auto config = kernel->getAttrOfType<DictionaryAttr>("kvattn.tile_config");
-      auto kind = config ? config.getAs<StringAttr>("kind") : StringAttr();
+      TileConfigAttr config = getTileConfig(kernel);
       // Append kernels (-kvattn-append-to-gpu) have no tile ops.
-      if (config && !(kind && kind.getValue() == "append"))
+      if (config && config.getKind() != KernelKind::append)
         kernels.push_back(kernel);
     });
     for (gpu::GPUFuncOp kernel : kernels)

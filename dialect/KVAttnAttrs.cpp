@@ -1,0 +1,268 @@
+//===- KVAttnAttrs.cpp - kvattn attributes --------------------------------===//
+//
+// The typed metadata's verifiers, its accessors, and the dialect's check of
+// the discardable attributes (kvattn.role, kvattn.tile_config,
+// kvattn.params) on any op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Dialect/KVAttnAttrs.h"
+#include "kvattn/Dialect/KVAttnDialect.h"
+#include "kvattn/Support/Limits.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+#include "kvattn/Dialect/KVAttnEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "kvattn/Dialect/KVAttnAttrs.cpp.inc"
+
+void KVAttnDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "kvattn/Dialect/KVAttnAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+SplitRuleAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t max,
+                      int64_t blockM, int64_t blockN, int64_t group,
+                      int64_t programsPerSm, int64_t minKeys, int64_t numSms) {
+  // The runtime's rule (rt::parseManifest): what splitCount can use.
+  if (max < 1 || max > 65535)
+    return emitError() << "split_rule: max = " << max
+                       << " is outside [1, 65535]";
+  for (auto [name, value] :
+       {std::pair<const char *, int64_t>{"block_m", blockM},
+        {"block_n", blockN},
+        {"group", group},
+        {"programs_per_sm", programsPerSm}})
+    if (value < 1)
+      return emitError() << "split_rule: " << name << " = " << value
+                         << " must be at least 1";
+  if (minKeys < 0)
+    return emitError() << "split_rule: min_keys = " << minKeys
+                       << " is negative";
+  if (numSms < 0)
+    return emitError() << "split_rule: num_sms = " << numSms << " is negative";
+  return success();
+}
+
+LogicalResult
+TileConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       KernelKind kind, int64_t blockM, int64_t blockN,
+                       int64_t numWarps, int64_t numStages, int64_t splitKv,
+                       int64_t group, int64_t vectorWidth,
+                       SplitRuleAttr splitRule, FlatSymbolRefAttr validates) {
+  const StringRef k = stringifyKernelKind(kind);
+  // The ranges -kvattn-tile accepts (kvattn/Support/Limits.h); num_warps 0:
+  // a program of fewer than 16 query rows, which only the CPU runs.
+  if (blockM < 1 || blockM > limits::kMaxBlockM)
+    return emitError() << "tile_config: block_m = " << blockM
+                       << " is outside [1, " << limits::kMaxBlockM << "]";
+  if (blockN < 0 || blockN > limits::kMaxBlockN)
+    return emitError() << "tile_config: block_n = " << blockN
+                       << " is outside [0, " << limits::kMaxBlockN << "]";
+  if (numWarps < 0 || numWarps > limits::kMaxNumWarps)
+    return emitError() << "tile_config: num_warps = " << numWarps
+                       << " is outside [0, " << limits::kMaxNumWarps << "]";
+  if (numStages < 1 || numStages > limits::kMaxNumStages)
+    return emitError() << "tile_config: num_stages = " << numStages
+                       << " is outside [1, " << limits::kMaxNumStages << "]";
+  if (group < 1)
+    return emitError() << "tile_config: group = " << group
+                       << " must be at least 1";
+  if (splitKv < 0)
+    return emitError() << "tile_config: split_kv = " << splitKv
+                       << " is negative (0: chosen at run time)";
+  const bool attention =
+      kind == KernelKind::attention || kind == KernelKind::attention_varlen;
+  if (splitRule && !attention && kind != KernelKind::merge)
+    return emitError() << "tile_config: a " << k << " kernel has no split_rule";
+  if (splitKv == 0 && !splitRule)
+    return emitError()
+           << "tile_config: split_kv = 0 (chosen at run time) needs a "
+              "split_rule";
+  if (splitRule && attention && splitKv != 0)
+    return emitError() << "tile_config: a split_rule goes with split_kv = 0, "
+                          "not "
+                       << splitKv;
+  if (vectorWidth < 0 || (vectorWidth != 0 && kind != KernelKind::append))
+    return emitError() << "tile_config: vector_width = " << vectorWidth
+                       << (vectorWidth < 0 ? " is negative"
+                                           : " belongs to an append kernel");
+  if (static_cast<bool>(validates) != (kind == KernelKind::validate))
+    return emitError() << "tile_config: "
+                       << (validates ? "only a validate kernel names the "
+                                       "kernel it validates"
+                                     : "a validate kernel names the kernel it "
+                                       "validates");
+  return success();
+}
+
+LogicalResult
+KernelParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        StringRef name, ParamKind kind, Type elementType,
+                        ArrayAttr shape, ParamAccess access) {
+  if (name.empty())
+    return emitError() << "param: the name is empty";
+  if (kind == ParamKind::scalar) {
+    if (!elementType.isInteger(64))
+      return emitError() << "param '" << name << "': a scalar is an i64, not "
+                         << elementType;
+    if (shape)
+      return emitError() << "param '" << name << "': a scalar has no shape";
+    if (access != ParamAccess::read)
+      return emitError() << "param '" << name << "': a scalar is not written";
+    return success();
+  }
+  if (!elementType.isIntOrFloat())
+    return emitError() << "param '" << name << "': element type " << elementType
+                       << " is not an integer or float";
+  if (!shape)
+    return emitError() << "param '" << name << "': a pointer needs a shape";
+  for (Attribute dim : shape) {
+    if (auto size = dyn_cast<StringAttr>(dim); size && !size.empty())
+      continue;
+    auto extent = dyn_cast<IntegerAttr>(dim);
+    if (!extent || extent.getInt() < 0)
+      return emitError() << "param '" << name << "': dim " << dim
+                         << " is neither a size name nor a non-negative "
+                            "integer";
+  }
+  return success();
+}
+
+KernelParamAttr KernelParamAttr::getPointer(MLIRContext *context,
+                                            StringRef name, Type elementType,
+                                            ArrayAttr shape,
+                                            ParamAccess access) {
+  return get(context, name, ParamKind::pointer, elementType, shape, access);
+}
+
+KernelParamAttr KernelParamAttr::getScalar(MLIRContext *context,
+                                           StringRef name) {
+  return get(context, name, ParamKind::scalar, IntegerType::get(context, 64),
+             ArrayAttr(), ParamAccess::read);
+}
+
+//===----------------------------------------------------------------------===//
+// Accessors
+//===----------------------------------------------------------------------===//
+
+std::optional<BufferRole> mlir::kvattn::getBufferRole(Operation *op) {
+  if (auto role = op->getAttrOfType<BufferRoleAttr>(kBufferRoleAttrName))
+    return role.getValue();
+  return std::nullopt;
+}
+
+void mlir::kvattn::setBufferRole(Operation *op, BufferRole role) {
+  op->setAttr(kBufferRoleAttrName, BufferRoleAttr::get(op->getContext(), role));
+}
+
+TileConfigAttr mlir::kvattn::getTileConfig(Operation *op) {
+  return op->getAttrOfType<TileConfigAttr>(kTileConfigAttrName);
+}
+
+void mlir::kvattn::setTileConfig(Operation *op, TileConfigAttr config) {
+  op->setAttr(kTileConfigAttrName, config);
+}
+
+bool mlir::kvattn::hasKernelParams(Operation *kernel) {
+  return static_cast<bool>(
+      kernel->getAttrOfType<ArrayAttr>(kKernelParamsAttrName));
+}
+
+SmallVector<KernelParamAttr> mlir::kvattn::getKernelParams(Operation *kernel) {
+  SmallVector<KernelParamAttr> params;
+  if (auto array = kernel->getAttrOfType<ArrayAttr>(kKernelParamsAttrName))
+    for (Attribute a : array)
+      params.push_back(cast<KernelParamAttr>(a));
+  return params;
+}
+
+void mlir::kvattn::setKernelParams(Operation *kernel,
+                                   ArrayRef<KernelParamAttr> params) {
+  SmallVector<Attribute> attrs(params.begin(), params.end());
+  kernel->setAttr(kKernelParamsAttrName,
+                  ArrayAttr::get(kernel->getContext(), attrs));
+}
+
+//===----------------------------------------------------------------------===//
+// The discardable attributes on any op
+//===----------------------------------------------------------------------===//
+
+/// kvattn.params: typed entries with distinct names, one per argument of the
+/// function they describe, in its order (a pointer's argument is a buffer or
+/// a pointer, a scalar's an integer or index).
+static LogicalResult verifyKernelParams(Operation *op, Attribute value) {
+  auto array = dyn_cast<ArrayAttr>(value);
+  if (!array)
+    return op->emitError() << "'" << kKernelParamsAttrName
+                           << "' is not an array of #kvattn.param";
+  llvm::StringSet<> names;
+  for (auto [i, a] : llvm::enumerate(array)) {
+    auto param = dyn_cast<KernelParamAttr>(a);
+    if (!param)
+      return op->emitError() << "'" << kKernelParamsAttrName << "' entry " << i
+                             << " is not a #kvattn.param: " << a;
+    if (!names.insert(param.getName()).second)
+      return op->emitError()
+             << "'" << kKernelParamsAttrName << "' names parameter '"
+             << param.getName() << "' twice";
+  }
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function)
+    return op->emitError() << "'" << kKernelParamsAttrName
+                           << "' belongs on a kernel function";
+  ArrayRef<Type> arguments = function.getArgumentTypes();
+  if (arguments.size() != array.size())
+    return op->emitError() << "'" << kKernelParamsAttrName << "' has "
+                           << array.size() << " entries, the kernel takes "
+                           << arguments.size() << " arguments";
+  for (auto [a, type] : llvm::zip(array, arguments)) {
+    auto param = cast<KernelParamAttr>(a);
+    if (param.isPointer() == type.isIntOrIndex())
+      return op->emitError() << "'" << kKernelParamsAttrName << "': parameter '"
+                             << param.getName() << "' is a "
+                             << stringifyParamKind(param.getKind())
+                             << ", the argument a " << type;
+  }
+  return success();
+}
+
+LogicalResult KVAttnDialect::verifyOperationAttribute(Operation *op,
+                                                      NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  Attribute value = attr.getValue();
+  if (name == kBufferRoleAttrName) {
+    if (!isa<BufferRoleAttr>(value))
+      return op->emitError() << "'" << kBufferRoleAttrName
+                             << "' is not a #kvattn.role: " << value;
+    if (op->getNumResults() != 1 ||
+        !isa<BaseMemRefType>(op->getResultTypes()[0]))
+      return op->emitError() << "'" << kBufferRoleAttrName
+                             << "' belongs on an op defining one buffer";
+    return success();
+  }
+  if (name == kTileConfigAttrName) {
+    if (!isa<TileConfigAttr>(value))
+      return op->emitError() << "'" << kTileConfigAttrName
+                             << "' is not a #kvattn.tile_config: " << value;
+    return success();
+  }
+  if (name == kKernelParamsAttrName)
+    return verifyKernelParams(op, value);
+  return success();
+}

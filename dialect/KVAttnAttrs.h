@@ -1,0 +1,53 @@
+//===- KVAttnAttrs.h - kvattn attributes ------------------------*- C++ -*-===//
+//
+// The typed metadata of the tile programs and kernels (KVAttnAttrs.td) and
+// the one accessor each that reads and writes it on an op:
+//
+//   kvattn.role         getBufferRole / setBufferRole
+//   kvattn.tile_config  getTileConfig / setTileConfig
+//   kvattn.params       getKernelParams / setKernelParams
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_DIALECT_KVATTNATTRS_H
+#define KVATTN_DIALECT_KVATTNATTRS_H
+
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/Operation.h"
+
+#include "kvattn/Dialect/KVAttnEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "kvattn/Dialect/KVAttnAttrs.h.inc"
+
+#include <optional>
+
+namespace mlir {
+namespace kvattn {
+
+/// The discardable attributes' names.
+inline constexpr llvm::StringLiteral kBufferRoleAttrName = "kvattn.role";
+inline constexpr llvm::StringLiteral kTileConfigAttrName = "kvattn.tile_config";
+inline constexpr llvm::StringLiteral kKernelParamsAttrName = "kvattn.params";
+
+/// The role of the buffer `op` defines; none when it is not a program's
+/// buffer.
+std::optional<BufferRole> getBufferRole(Operation *op);
+void setBufferRole(Operation *op, BufferRole role);
+
+/// The schedule of a tile program or kernel; null when `op` has none.
+TileConfigAttr getTileConfig(Operation *op);
+void setTileConfig(Operation *op, TileConfigAttr config);
+
+/// Whether `kernel` carries kvattn.params (an outlined kvattn kernel).
+bool hasKernelParams(Operation *kernel);
+/// The parameters of `kernel` in order; empty when it has none.
+SmallVector<KernelParamAttr> getKernelParams(Operation *kernel);
+void setKernelParams(Operation *kernel, ArrayRef<KernelParamAttr> params);
+
+} // namespace kvattn
+} // namespace mlir
+
+#endif // KVATTN_DIALECT_KVATTNATTRS_H

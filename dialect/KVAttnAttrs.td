@@ -1,0 +1,215 @@
+//===- KVAttnAttrs.td - kvattn attributes ------------------*- tablegen -*-===//
+//
+// The metadata the passes leave on the tile programs and kernels, typed:
+//
+//   kvattn.role        on the op that defines a program's buffer (-kvattn-tile,
+//                      -kvattn-append-to-gpu, -kvattn-device-validation): which
+//                      operand it is, the kernel parameter it becomes;
+//   kvattn.tile_config on a tile program (scf.forall) and the kernel outlined
+//                      from it: the schedule the launch manifest records;
+//   kvattn.params      on a kernel: its parameters in order, each a
+//                      #kvattn.param, what the launch manifest is written from
+//                      (docs/kernel-abi.md).
+//
+// Each is read and written through one accessor (KVAttnAttrs.h), and the
+// dialect verifies the discardable attributes wherever they appear.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_DIALECT_KVATTNATTRS_TD
+#define KVATTN_DIALECT_KVATTNATTRS_TD
+
+include "kvattn/Dialect/KVAttnBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+class KVAttn_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<KVAttn_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def KVAttn_BufferRole : I32EnumAttr<"BufferRole",
+    "the operand of a tile program or kernel a buffer holds", [
+      I32EnumAttrCase<"query", 0>,
+      I32EnumAttrCase<"key", 1>,
+      I32EnumAttrCase<"value", 2>,
+      I32EnumAttrCase<"q_offset", 3>,
+      I32EnumAttrCase<"k_offset", 4>,
+      I32EnumAttrCase<"q_pos", 5>,
+      I32EnumAttrCase<"k_pos", 6>,
+      I32EnumAttrCase<"kv_len", 7>,
+      I32EnumAttrCase<"key_valid", 8>,
+      I32EnumAttrCase<"mask", 9>,
+      I32EnumAttrCase<"block_table", 10>,
+      I32EnumAttrCase<"q_start", 11>,
+      I32EnumAttrCase<"out", 12>,
+      I32EnumAttrCase<"lse", 13>,
+      I32EnumAttrCase<"out_parts", 14>,
+      I32EnumAttrCase<"lse_parts", 15>,
+      I32EnumAttrCase<"update", 16>,
+      I32EnumAttrCase<"cache", 17>,
+      I32EnumAttrCase<"pos", 18>,
+      I32EnumAttrCase<"status", 19>]> {
+  let cppNamespace = "::mlir::kvattn";
+  let genSpecializedAttr = 0;
+}
+
+def KVAttn_KernelKind : I32EnumAttr<"KernelKind",
+    "what a tile program or kernel computes (the launch manifest's kind)", [
+      I32EnumAttrCase<"attention", 0>,
+      I32EnumAttrCase<"attention_varlen", 1>,
+      I32EnumAttrCase<"merge", 2>,
+      I32EnumAttrCase<"append", 3>,
+      I32EnumAttrCase<"validate", 4>]> {
+  let cppNamespace = "::mlir::kvattn";
+  let genSpecializedAttr = 0;
+}
+
+def KVAttn_ParamKind : I32EnumAttr<"ParamKind",
+    "a kernel parameter: a bare pointer to a buffer or an i64 size", [
+      I32EnumAttrCase<"pointer", 0>,
+      I32EnumAttrCase<"scalar", 1>]> {
+  let cppNamespace = "::mlir::kvattn";
+  let genSpecializedAttr = 0;
+}
+
+def KVAttn_ParamAccess : I32EnumAttr<"ParamAccess",
+    "whether a kernel reads or writes a pointer parameter's buffer", [
+      I32EnumAttrCase<"read", 0>,
+      I32EnumAttrCase<"write", 1>]> {
+  let cppNamespace = "::mlir::kvattn";
+  let genSpecializedAttr = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// kvattn.role
+//===----------------------------------------------------------------------===//
+
+def KVAttn_BufferRoleAttr
+    : EnumAttr<KVAttn_Dialect, KVAttn_BufferRole, "role"> {
+  let summary = "the operand a buffer holds (kvattn.role)";
+  let description = [{
+    Marks the op that defines a tile program's buffer (`bufferization.to_buffer`
+    of an operand, `memref.alloc` of a result or of split-KV partial states):
+
+    ```mlir
+    %q = bufferization.to_buffer %arg0 read_only {kvattn.role = #kvattn.role<query>}
+        : tensor<2x8x100x64xf16> to memref<2x8x100x64xf16>
+    ```
+
+    -kvattn-outline-tile-programs names the kernel parameters after the roles
+    and derives their symbolic shapes from them.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+//===----------------------------------------------------------------------===//
+// kvattn.tile_config
+//===----------------------------------------------------------------------===//
+
+def KVAttn_SplitRuleAttr : KVAttn_Attr<"SplitRule", "split_rule"> {
+  let summary = "how the runtime chooses a split-KV chunk count";
+  let description = [{
+    On both kernels of a split whose chunk count is chosen at run time
+    (`split_kv = 0`): the runtime computes the count N from the sizes, the
+    device's multiprocessors and this rule (docs/kernel-abi.md, "Run-time
+    split"): `max` chunks at most, the attention's `block_m`, `block_n` and
+    `group`, `programs_per_sm` resident programs per multiprocessor, chunks of
+    at least `min_keys` keys, `num_sms` multiprocessors planned for (0: the
+    device's).
+  }];
+  let parameters = (ins "int64_t":$max, "int64_t":$block_m,
+                        "int64_t":$block_n, "int64_t":$group,
+                        "int64_t":$programs_per_sm, "int64_t":$min_keys,
+                        "int64_t":$num_sms);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def KVAttn_TileConfigAttr : KVAttn_Attr<"TileConfig", "tile_config"> {
+  let summary = "a tile program's schedule (kvattn.tile_config)";
+  let description = [{
+    Written by -kvattn-tile on each program (`scf.forall`), carried to the
+    kernel outlined from it, and recorded in the launch manifest:
+
+    ```mlir
+    } {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64,
+        block_n = 64, num_warps = 4, num_stages = 2>}
+    ```
+
+    `kind`: attention, attention_varlen (ragged batch), merge (a split's
+    merge), append (a cache write), validate (a validation kernel, with the
+    kernel it `validates`). `block_m` query rows (tokens for append) per
+    program, `block_n` keys per KV block (0 when there are none),
+    `num_warps` (1 to 32), `num_stages`, `split_kv` KV chunks (1: none, 0:
+    chosen at run time by `split_rule`), `group` query heads per program
+    (GQA packing), `vector_width` elements per access of an append kernel.
+  }];
+  let parameters = (ins
+    EnumParameter<KVAttn_KernelKind>:$kind,
+    "int64_t":$block_m,
+    "int64_t":$block_n,
+    "int64_t":$num_warps,
+    "int64_t":$num_stages,
+    DefaultValuedParameter<"int64_t", "1">:$split_kv,
+    DefaultValuedParameter<"int64_t", "1">:$group,
+    DefaultValuedParameter<"int64_t", "0">:$vector_width,
+    OptionalParameter<"::mlir::kvattn::SplitRuleAttr">:$split_rule,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$validates);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// kvattn.params
+//===----------------------------------------------------------------------===//
+
+def KVAttn_KernelParamAttr : KVAttn_Attr<"KernelParam", "param"> {
+  let summary = "one kernel parameter (an element of kvattn.params)";
+  let description = [{
+    A kernel takes each buffer as a bare pointer and then its sizes as
+    integers (docs/kernel-abi.md). `kvattn.params` on the kernel lists them in
+    order, as the launch manifest does:
+
+    ```mlir
+    kvattn.params = [
+      #kvattn.param<name = "query", kind = pointer, element_type = f16,
+                    shape = ["B", 8, "L", 64]>,
+      #kvattn.param<name = "out", kind = pointer, element_type = f16,
+                    shape = ["B", 8, "L", 64], access = write>,
+      #kvattn.param<name = "B", kind = scalar, element_type = i64>]
+    ```
+
+    A pointer has a `shape` (each dim a non-negative integer or the name of
+    the size it is) and an `access` (read by default); a scalar is an i64
+    and has neither.
+  }];
+  let parameters = (ins
+    StringRefParameter<"the parameter's name">:$name,
+    EnumParameter<KVAttn_ParamKind>:$kind,
+    "::mlir::Type":$element_type,
+    OptionalParameter<"::mlir::ArrayAttr">:$shape,
+    DefaultValuedParameter<"::mlir::kvattn::ParamAccess",
+                           "::mlir::kvattn::ParamAccess::read">:$access);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// A pointer parameter; `shape` holds integers and size names.
+    static KernelParamAttr getPointer(::mlir::MLIRContext *context,
+                                      ::llvm::StringRef name,
+                                      ::mlir::Type elementType,
+                                      ::mlir::ArrayAttr shape,
+                                      ParamAccess access);
+    /// An i64 size parameter.
+    static KernelParamAttr getScalar(::mlir::MLIRContext *context,
+                                     ::llvm::StringRef name);
+    bool isPointer() const { return getKind() == ParamKind::pointer; }
+    bool isWritten() const { return getAccess() == ParamAccess::write; }
+  }];
+}
+
+#endif // KVATTN_DIALECT_KVATTNATTRS_TD

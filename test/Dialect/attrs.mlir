@@ -1,0 +1,57 @@
+// RUN: kvattn-opt %s -split-input-file | kvattn-opt -split-input-file | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s -split-input-file --mlir-print-op-generic | kvattn-opt -split-input-file | FileCheck %s --enable-var-scope
+// Round trip of the typed metadata (kvattn.role, kvattn.tile_config with and
+// without a split rule, kvattn.params), pretty and generic. Parameters at
+// their defaults (split_kv = 1, group = 1, vector_width = 0, access = read)
+// are not printed.
+
+// CHECK-LABEL: func @roles
+// CHECK: bufferization.to_buffer %{{.*}} read_only {kvattn.role = #kvattn.role<query>}
+// CHECK: memref.alloc() {kvattn.role = #kvattn.role<out_parts>} : memref<2x1x8x4x64xf32>
+func.func @roles(%q: tensor<1x8x4x64xf16>) {
+  %0 = bufferization.to_buffer %q read_only {kvattn.role = #kvattn.role<query>} : tensor<1x8x4x64xf16> to memref<1x8x4x64xf16>
+  %1 = memref.alloc() {kvattn.role = #kvattn.role<out_parts>} : memref<2x1x8x4x64xf32>
+  return
+}
+
+// -----
+
+// A run-time split: split_kv = 0 on the attention program with its rule;
+// the defaults written out are dropped.
+// CHECK-LABEL: func @tile_configs
+// CHECK: } {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 16, block_n = 32, num_warps = 1, num_stages = 2, split_kv = 0, group = 4, split_rule = <max = 64, block_m = 16, block_n = 32, group = 4, programs_per_sm = 8, min_keys = 512, num_sms = 132>>}
+// CHECK: } {kvattn.tile_config = #kvattn.tile_config<kind = merge, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2>}
+func.func @tile_configs() {
+  scf.forall (%i) in (4) {
+  } {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 16, block_n = 32, num_warps = 1, num_stages = 2, split_kv = 0, group = 4, split_rule = #kvattn.split_rule<max = 64, block_m = 16, block_n = 32, group = 4, programs_per_sm = 8, min_keys = 512, num_sms = 132>>}
+  scf.forall (%i) in (4) {
+  } {kvattn.tile_config = #kvattn.tile_config<kind = merge, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, split_kv = 1, group = 1, vector_width = 0>}
+  return
+}
+
+// -----
+
+// A kernel's parameters: pointers with symbolic and static dims (read by
+// default, or written), then the sizes; the validation kernel names the
+// kernel it validates.
+// CHECK-LABEL: gpu.module @kernels
+// CHECK: gpu.func @append(%{{.*}}: memref<1xf16>, %{{.*}}: memref<1xi32>, %{{.*}}: index) kernel
+// CHECK-SAME: kvattn.params = [#kvattn.param<name = "cache", kind = pointer, element_type = f16, shape = ["B", 2, 16, 64], access = write>, #kvattn.param<name = "pos", kind = pointer, element_type = i32, shape = ["B"]>, #kvattn.param<name = "B", kind = scalar, element_type = i64>]
+// CHECK-SAME: kvattn.tile_config = #kvattn.tile_config<kind = append, block_m = 4, block_n = 0, num_warps = 4, num_stages = 1, vector_width = 8>
+// CHECK: gpu.func @append_validate
+// CHECK-SAME: kvattn.tile_config = #kvattn.tile_config<kind = validate, block_m = 1, block_n = 0, num_warps = 4, num_stages = 1, validates = @append>
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @append(%cache: memref<1xf16>, %pos: memref<1xi32>, %b: index) kernel attributes {
+        kvattn.params = [#kvattn.param<name = "cache", kind = pointer, element_type = f16, shape = ["B", 2, 16, 64], access = write>,
+                         #kvattn.param<name = "pos", kind = pointer, element_type = i32, shape = ["B"], access = read>,
+                         #kvattn.param<name = "B", kind = scalar, element_type = i64>],
+        kvattn.tile_config = #kvattn.tile_config<kind = append, block_m = 4, block_n = 0, num_warps = 4, num_stages = 1, vector_width = 8>} {
+      gpu.return
+    }
+    gpu.func @append_validate() kernel attributes {
+        kvattn.tile_config = #kvattn.tile_config<kind = validate, block_m = 1, block_n = 0, num_warps = 4, num_stages = 1, validates = @append>} {
+      gpu.return
+    }
+  }
+}

@@ -1,0 +1,250 @@
+// RUN: kvattn-opt %s -split-input-file -verify-diagnostics
+// One case per verifier rule of the typed metadata (#kvattn.role,
+// #kvattn.tile_config, #kvattn.split_rule, #kvattn.param) and of the
+// discardable attributes kvattn.role, kvattn.tile_config, kvattn.params.
+
+func.func @unknown_role() {
+  // expected-error @+2 {{expected ::mlir::kvattn::BufferRole to be one of: query, key, value}}
+  // expected-error @+1 {{failed to parse KVAttn_BufferRoleAttr parameter 'value'}}
+  %0 = memref.alloc() {kvattn.role = #kvattn.role<queries>} : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @role_not_typed() {
+  // expected-error @+1 {{'kvattn.role' is not a #kvattn.role: "query"}}
+  %0 = memref.alloc() {kvattn.role = "query"} : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @role_not_on_a_buffer(%i: index) {
+  // expected-error @+1 {{'kvattn.role' belongs on an op defining one buffer}}
+  %0 = arith.addi %i, %i {kvattn.role = #kvattn.role<kv_len>} : index
+  return
+}
+
+// -----
+
+func.func @tile_config_not_typed() {
+  // expected-error @+1 {{'kvattn.tile_config' is not a #kvattn.tile_config: {block_m = 64 : i64}}}
+  scf.forall (%i) in (4) {
+  } {kvattn.tile_config = {block_m = 64 : i64}}
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile_config: block_m = 0 is outside [1, 256]}}
+func.func @block_m_zero() attributes {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 0, block_n = 64, num_warps = 4, num_stages = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile_config: block_n = 512 is outside [0, 256]}}
+func.func @block_n_large() attributes {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 512, num_warps = 4, num_stages = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile_config: num_warps = 64 is outside [0, 16]}}
+func.func @num_warps_large() attributes {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 64, num_stages = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile_config: num_stages = 0 is outside [1, 8]}}
+func.func @num_stages_zero() attributes {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile_config: group = 0 must be at least 1}}
+func.func @group_zero() attributes {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, group = 0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile_config: split_kv = -1 is negative (0: chosen at run time)}}
+func.func @split_negative() attributes {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, split_kv = -1>} {
+  return
+}
+
+// -----
+
+// A split chosen at run time needs the rule the runtime computes it from.
+// expected-error @+1 {{tile_config: split_kv = 0 (chosen at run time) needs a split_rule}}
+func.func @runtime_split_without_rule() attributes {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, split_kv = 0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile_config: a split_rule goes with split_kv = 0, not 4}}
+func.func @rule_with_static_split() attributes {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, split_kv = 4, split_rule = <max = 4, block_m = 64, block_n = 64, group = 1, programs_per_sm = 2, min_keys = 0, num_sms = 132>>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile_config: a append kernel has no split_rule}}
+func.func @rule_on_append() attributes {kvattn.tile_config = #kvattn.tile_config<kind = append, block_m = 4, block_n = 0, num_warps = 4, num_stages = 1, split_rule = <max = 4, block_m = 64, block_n = 64, group = 1, programs_per_sm = 2, min_keys = 0, num_sms = 132>>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile_config: vector_width = 8 belongs to an append kernel}}
+func.func @vector_width_on_attention() attributes {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, vector_width = 8>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile_config: a validate kernel names the kernel it validates}}
+func.func @validate_without_kernel() attributes {kvattn.tile_config = #kvattn.tile_config<kind = validate, block_m = 1, block_n = 0, num_warps = 4, num_stages = 1>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile_config: only a validate kernel names the kernel it validates}}
+func.func @validates_on_attention() attributes {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, validates = @other>} {
+  return
+}
+
+// -----
+
+// expected-error @+2 {{expected ::mlir::kvattn::KernelKind to be one of: attention, attention_varlen, merge, append, validate}}
+// expected-error @+1 {{failed to parse KVAttn_TileConfigAttr parameter 'kind'}}
+func.func @unknown_kind() attributes {kvattn.tile_config = #kvattn.tile_config<kind = prefill, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{struct is missing required parameter: num_stages}}
+func.func @missing_parameter() attributes {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{split_rule: max = 0 is outside [1, 65535]}}
+func.func @rule_max_zero() attributes {rule = #kvattn.split_rule<max = 0, block_m = 64, block_n = 64, group = 1, programs_per_sm = 2, min_keys = 0, num_sms = 132>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{split_rule: programs_per_sm = 0 must be at least 1}}
+func.func @rule_programs_zero() attributes {rule = #kvattn.split_rule<max = 4, block_m = 64, block_n = 64, group = 1, programs_per_sm = 0, min_keys = 0, num_sms = 132>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{split_rule: min_keys = -1 is negative}}
+func.func @rule_min_keys() attributes {rule = #kvattn.split_rule<max = 4, block_m = 64, block_n = 64, group = 1, programs_per_sm = 2, min_keys = -1, num_sms = 132>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{split_rule: num_sms = -2 is negative}}
+func.func @rule_num_sms() attributes {rule = #kvattn.split_rule<max = 4, block_m = 64, block_n = 64, group = 1, programs_per_sm = 2, min_keys = 0, num_sms = -2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{param: the name is empty}}
+func.func @param_unnamed() attributes {p = #kvattn.param<name = "", kind = scalar, element_type = i64>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{param 'B': a scalar is an i64, not 'i32'}}
+func.func @scalar_i32() attributes {p = #kvattn.param<name = "B", kind = scalar, element_type = i32>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{param 'B': a scalar has no shape}}
+func.func @scalar_shape() attributes {p = #kvattn.param<name = "B", kind = scalar, element_type = i64, shape = [2]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{param 'B': a scalar is not written}}
+func.func @scalar_written() attributes {p = #kvattn.param<name = "B", kind = scalar, element_type = i64, access = write>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{param 'query': a pointer needs a shape}}
+func.func @pointer_without_shape() attributes {p = #kvattn.param<name = "query", kind = pointer, element_type = f16>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{param 'query': dim -1 : i64 is neither a size name nor a non-negative integer}}
+func.func @pointer_negative_dim() attributes {p = #kvattn.param<name = "query", kind = pointer, element_type = f16, shape = ["B", -1]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{param 'query': element type 'index' is not an integer or float}}
+func.func @pointer_index() attributes {p = #kvattn.param<name = "query", kind = pointer, element_type = index, shape = [4]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'kvattn.params' entry 0 is not a #kvattn.param: {name = "B"}}}
+func.func @params_untyped(%b: index) attributes {kvattn.params = [{name = "B"}]} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'kvattn.params' names parameter 'B' twice}}
+func.func @params_twice(%a: index, %b: index) attributes {kvattn.params = [#kvattn.param<name = "B", kind = scalar, element_type = i64>, #kvattn.param<name = "B", kind = scalar, element_type = i64>]} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'kvattn.params' has 1 entries, the kernel takes 2 arguments}}
+func.func @params_count(%a: memref<1xf16>, %b: index) attributes {kvattn.params = [#kvattn.param<name = "B", kind = scalar, element_type = i64>]} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'kvattn.params': parameter 'query' is a pointer, the argument a 'index'}}
+func.func @params_kind(%a: index) attributes {kvattn.params = [#kvattn.param<name = "query", kind = pointer, element_type = f16, shape = [4]>]} {
+  return
+}
+
+// -----
+
+func.func @params_not_on_function() {
+  // expected-error @+1 {{'kvattn.params' belongs on a kernel function}}
+  scf.forall (%i) in (4) {
+  } {kvattn.params = []}
+  return
+}

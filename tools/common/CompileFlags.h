@@ -1,0 +1,92 @@
+//===- CompileFlags.h - the tools' shared compile options -------*- C++ -*-===//
+//
+// The compile options kvattn-run, kvattn-bench and kvattn-compile share,
+// declared once: each flag's name, description and range. A tool names the
+// flags it takes and its defaults; they become llvm::cl options of its
+// category, checked with one message per flag ("--block-m=-1 is negative",
+// "--opt-level=9 is outside [0, 3]") and applied to the compilers' option
+// structs by the tool (which flag wins over the compiler's own choice is
+// the tool's).
+//
+//   static tools::CompileFlags flags(category, tools::kGpuFlags, defaults);
+//   ...
+//   if (std::optional<std::string> bad = flags.outOfRange()) fail(*bad);
+//   options.blockM = flags.blockM();
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVATTN_TOOLS_COMMON_COMPILEFLAGS_H
+#define KVATTN_TOOLS_COMMON_COMPILEFLAGS_H
+
+#include "llvm/Support/CommandLine.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace mlir::kvattn::tools {
+
+/// The shared flags, as a set a tool takes.
+enum CompileFlag : unsigned {
+  kBlockM = 1u << 0,        ///< --block-m
+  kBlockN = 1u << 1,        ///< --block-n
+  kNumWarps = 1u << 2,      ///< --num-warps (GPU)
+  kNumStages = 1u << 3,     ///< --num-stages (GPU)
+  kSplitKv = 1u << 4,       ///< --split-kv
+  kNumSms = 1u << 5,        ///< --num-sms (GPU)
+  kPackGqa = 1u << 6,       ///< --pack-gqa
+  kTensorCores = 1u << 7,   ///< --tensor-cores (GPU)
+  kIndexBitwidth = 1u << 8, ///< --index-bitwidth (GPU)
+  kVectorize = 1u << 9,     ///< --vectorize (CPU)
+  kVectorWidth = 1u << 10,  ///< --vector-width (CPU)
+  kNumThreads = 1u << 11,   ///< --num-threads (CPU)
+  kOptLevel = 1u << 12,     ///< --opt-level (CPU JIT)
+};
+
+/// A tool's defaults (those of the compilers' option structs unless a tool
+/// says otherwise).
+struct CompileFlagDefaults {
+  int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 2, splitKv = 0,
+          numSms = 132, vectorWidth = 0, numThreads = 0;
+  bool packGqa = true, tensorCores = true, vectorize = true;
+  unsigned indexBitwidth = 32, optLevel = 3;
+};
+
+class CompileFlags {
+public:
+  /// Registers the flags in `which` (CompileFlag bits) in `category`.
+  CompileFlags(llvm::cl::OptionCategory &category, unsigned which,
+               const CompileFlagDefaults &defaults = {});
+  ~CompileFlags();
+
+  /// The first flag outside its range, as "--NAME=VALUE is ..."; none when
+  /// every flag is in range.
+  std::optional<std::string> outOfRange() const;
+
+  /// Whether the command line gave `flag` (the tool then overrides the
+  /// compiler's own choice).
+  bool given(CompileFlag flag) const;
+
+  int64_t blockM() const;
+  int64_t blockN() const;
+  int64_t numWarps() const;
+  int64_t numStages() const;
+  int64_t splitKv() const;
+  int64_t numSms() const;
+  bool packGqa() const;
+  bool tensorCores() const;
+  unsigned indexBitwidth() const;
+  bool vectorize() const;
+  int64_t vectorWidth() const;
+  int64_t numThreads() const;
+  unsigned optLevel() const;
+
+private:
+  struct Options;
+  std::unique_ptr<Options> options;
+};
+
+} // namespace mlir::kvattn::tools
+
+#endif // KVATTN_TOOLS_COMMON_COMPILEFLAGS_H
