@@ -142,7 +142,8 @@ cl::opt<std::string>
     emuFault("emu-fault",
              cl::desc("gpu-emu target: plant a fault in the device code to "
                       "prove the checks catch it (drop-barrier:N, "
-                      "wait-group:N, global-offset:N)"),
+                      "wait-group:N, global-offset:N, drop-mbarrier-wait:N, "
+                      "drop-wgmma-wait:N, drop-fence-proxy:N, expect-tx:N)"),
              cl::cat(runCategory));
 cl::opt<bool> vectorize("vectorize",
                         cl::desc("cpu target: the vectorised lowering "
@@ -343,8 +344,9 @@ static int runTool(int argc, char **argv) {
   // (the emulator refuses a fault with no kind, ":N").
   if (emuFault.getNumOccurrences() && emuFault.empty())
     return fail("--emu-fault='" + emuFault +
-                "' names no fault (drop-barrier, wait-group or "
-                "global-offset, with an optional :N)");
+                "' names no fault (drop-barrier, wait-group, "
+                "global-offset, drop-mbarrier-wait, drop-wgmma-wait, "
+                "drop-fence-proxy or expect-tx, with an optional :N)");
 
   DialectRegistry registry;
   ::mlir::kvattn::registerAllKVAttnDialects(registry);
