@@ -7,12 +7,15 @@
 //   - cuTensorMapEncodeTiled's validation;
 //   - a TMA + mbarrier producer/consumer ring (setmaxnreg, elect.sync, a
 //     named barrier) with out-of-bounds fill (zero and NaN), swizzled and
-//     not, and its counters;
+//     not, and its counters; the same with MLIR's inline try_wait loop;
+//   - a 3D TMA load and store (64B swizzle, a box partly outside);
 //   - wgmma.mma_async shared x shared (K-major) and registers x shared
 //     (B MN-major) at every swizzle (none, 32B, 64B, 128B) against a GEMM;
 //   - each planted fault (--emu-fault) reported: a dropped mbarrier wait, a
 //     wrong expect_tx (a deadlock naming the barrier), a dropped
-//     fence.proxy.async and a dropped wgmma.wait_group.
+//     fence.proxy.async (before a wgmma and before a TMA store) and a
+//     dropped wgmma.wait_group; and wgmma misuse (no wgmma.fence, a store
+//     into a source in flight).
 // The shared-memory images are laid out here from the swizzle atoms (chunk
 // c of row r of an atom stored at chunk c ^ f(r)), independently of the
 // emulator's address-bit formulation.
@@ -276,6 +279,76 @@ TEST(GpuEmuHopperTest, RingFaultsAreReported) {
     RingRun run = runRing(CU_TENSOR_MAP_SWIZZLE_128B, 0);
     EXPECT_TRUE(contains(run.error, "read-after-write hazard")) << run.error;
   }
+}
+
+// A 3D box, 64B swizzle, partly outside the tensor: loaded by TMA,
+// transformed by every thread, stored back by TMA (the elements outside
+// are not written); counters of both directions.
+TEST(GpuEmuHopperTest, Tma3dLoadAndStoreWithSwizzle64) {
+  REQUIRE_DRIVER();
+  EmuDriver &d = driver();
+  std::string error;
+  CUmodule m = d.load(readInput("hopper-tma-3d.ll"), error);
+  ASSERT_TRUE(m) << error;
+  constexpr int D0 = 24, D1 = 10, D2 = 3, C0 = 12, C1 = 8, C2 = 1;
+  std::vector<float> in(D0 * D1 * D2), initial(in.size(), -1.0f);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = float(i) * 0.5f;
+  uint64_t inBuf = d.upload(in.data(), in.size() * 4);
+  uint64_t outBuf = d.upload(initial.data(), initial.size() * 4);
+  unsigned long long dims[3] = {D0, D1, D2}, strides[2] = {D0 * 4, D0 * D1 * 4};
+  unsigned box[3] = {16, 4, 2}, elem[3] = {1, 1, 1};
+  CUtensorMap maps[2];
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(d.cuTensorMapEncodeTiled(
+                  &maps[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3,
+                  reinterpret_cast<void *>(i ? outBuf : inBuf), dims, strides,
+                  box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+              CUDA_SUCCESS);
+  uint64_t mapIn = d.upload(&maps[0], sizeof(CUtensorMap));
+  uint64_t mapOut = d.upload(&maps[1], sizeof(CUtensorMap));
+  d.takeCounters();
+  EXPECT_EQ(d.launch(m, "tma_3d", 1, 128, 1032,
+                     {mapIn, mapOut, uint64_t(C0), uint64_t(C1), uint64_t(C2)}),
+            "");
+  std::string counters = d.takeCounters();
+  std::vector<float> out = d.download<float>(outBuf, in.size());
+  unsigned written = 0;
+  for (int z = 0; z < D2; ++z)
+    for (int y = 0; y < D1; ++y)
+      for (int x = 0; x < D0; ++x) {
+        size_t i = (size_t(z) * D1 + y) * D0 + x;
+        bool inBox = x >= C0 && x < C0 + 16 && y >= C1 && y < C1 + 4 &&
+                     z >= C2 && z < C2 + 2;
+        written += inBox;
+        ASSERT_EQ(out[i], inBox ? 2 * in[i] + 1 : -1.0f)
+            << "x " << x << " y " << y << " z " << z;
+      }
+  EXPECT_EQ(written, 12u * 2 * 2); // 12 columns, 2 rows, 2 planes inside
+  // The whole box is loaded (512 bytes); 48 elements are stored.
+  EXPECT_TRUE(contains(counters, "tma_load_bytes_per_wg=512 ")) << counters;
+  EXPECT_TRUE(contains(counters, "tma_store_bytes_per_wg=192 ")) << counters;
+  d.takeReports();
+  d.cuModuleUnload(m);
+  {
+    // Without the fence, the TMA store reads generic writes the async proxy
+    // was never shown.
+    Fault f("drop-fence-proxy:0");
+    CUmodule faulty = d.load(readInput("hopper-tma-3d.ll"), error);
+    ASSERT_TRUE(faulty) << error;
+    std::string result =
+        d.launch(faulty, "tma_3d", 1, 128, 1032,
+                 {mapIn, mapOut, uint64_t(C0), uint64_t(C1), uint64_t(C2)});
+    EXPECT_TRUE(contains(result, "generic-proxy write read by a TMA store "
+                                 "without fence.proxy.async hazard"))
+        << result;
+    d.takeReports();
+    d.cuModuleUnload(faulty);
+  }
+  for (uint64_t p : {inBuf, outBuf, mapIn, mapOut})
+    d.cuMemFree(p);
 }
 
 //===----------------------------------------------------------------------===//
