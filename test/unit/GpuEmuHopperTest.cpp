@@ -8,7 +8,7 @@
 //   - a TMA + mbarrier producer/consumer ring (setmaxnreg, elect.sync, a
 //     named barrier) with out-of-bounds fill (zero and NaN), swizzled and
 //     not, and its counters; the same with MLIR's inline try_wait loop;
-//   - a 3D TMA load and store (64B swizzle, a box partly outside);
+//   - 3D and 5D TMA loads and stores (64B swizzle, a box partly outside);
 //   - wgmma.mma_async shared x shared (K-major) and registers x shared
 //     (B MN-major) at every swizzle (none, 32B, 64B, 128B) against a GEMM;
 //   - each planted fault (--emu-fault) reported: a dropped mbarrier wait, a
@@ -349,6 +349,71 @@ TEST(GpuEmuHopperTest, Tma3dLoadAndStoreWithSwizzle64) {
   }
   for (uint64_t p : {inBuf, outBuf, mapIn, mapOut})
     d.cuMemFree(p);
+}
+
+// The same kernel made 5D (box {16, 4, 2, 1, 1} at (12, 8, 1, 1, 2)) by
+// editing its text: only the box's in-bounds elements change.
+TEST(GpuEmuHopperTest, Tma5dLoadAndStore) {
+  REQUIRE_DRIVER();
+  EmuDriver &d = driver();
+  std::string ir = readInput("hopper-tma-3d.ll");
+  auto replaceAll = [&](const std::string &from, const std::string &to) {
+    size_t count = 0;
+    for (size_t at = ir.find(from); at != std::string::npos;
+         at = ir.find(from, at + to.size()), ++count)
+      ir.replace(at, from.size(), to);
+    return count;
+  };
+  ASSERT_EQ(replaceAll("tile.3d", "tile.5d"), 4u);
+  ASSERT_EQ(replaceAll("ptr, i32, i32, i32,", "ptr, i32, i32, i32, i32, i32,"),
+            2u);
+  ASSERT_EQ(replaceAll("i32 %c2, ", "i32 %c2, i32 1, i32 2, "), 2u);
+  std::string error;
+  CUmodule m = d.load(ir, error);
+  ASSERT_TRUE(m) << error;
+  constexpr int D[5] = {24, 10, 3, 2, 3};
+  const size_t n = size_t(D[0]) * D[1] * D[2] * D[3] * D[4];
+  std::vector<float> in(n), initial(n, -1.0f);
+  for (size_t i = 0; i < n; ++i)
+    in[i] = float(i) * 0.25f;
+  uint64_t inBuf = d.upload(in.data(), n * 4);
+  uint64_t outBuf = d.upload(initial.data(), n * 4);
+  unsigned long long dims[5] = {24, 10, 3, 2, 3}, strides[4];
+  strides[0] = D[0] * 4;
+  for (int i = 1; i < 4; ++i)
+    strides[i] = strides[i - 1] * D[i];
+  unsigned box[5] = {16, 4, 2, 1, 1}, elem[5] = {1, 1, 1, 1, 1};
+  CUtensorMap maps[2];
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(d.cuTensorMapEncodeTiled(
+                  &maps[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 5,
+                  reinterpret_cast<void *>(i ? outBuf : inBuf), dims, strides,
+                  box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+              CUDA_SUCCESS);
+  uint64_t mapIn = d.upload(&maps[0], sizeof(CUtensorMap));
+  uint64_t mapOut = d.upload(&maps[1], sizeof(CUtensorMap));
+  EXPECT_EQ(d.launch(m, "tma_3d", 1, 128, 1032, {mapIn, mapOut, 12, 8, 1}), "");
+  std::vector<float> out = d.download<float>(outBuf, n);
+  unsigned written = 0;
+  for (size_t i = 0; i < n; ++i) {
+    size_t r = i;
+    int c[5];
+    for (int k = 0; k < 5; ++k) {
+      c[k] = int(r % D[k]);
+      r /= D[k];
+    }
+    bool inBox = c[0] >= 12 && c[1] >= 8 && c[2] >= 1 && c[3] == 1 && c[4] == 2;
+    written += inBox;
+    ASSERT_EQ(out[i], inBox ? 2 * in[i] + 1 : -1.0f) << "element " << i;
+  }
+  EXPECT_EQ(written, 12u * 2 * 2);
+  d.takeReports();
+  d.takeCounters();
+  for (uint64_t p : {inBuf, outBuf, mapIn, mapOut})
+    d.cuMemFree(p);
+  d.cuModuleUnload(m);
 }
 
 //===----------------------------------------------------------------------===//
