@@ -24,8 +24,9 @@
 //
 // Ordering: besides the CTA barrier intervals of Racecheck.cpp, threads
 // carry vector clocks in kernels that use mbarriers or named barriers: an
-// arrive releases, a successful wait acquires, a named barrier does both,
-// a TMA load releases its issuer's clock at issue when it lands.
+// arrive releases, a successful wait acquires; an arrival on a named
+// barrier releases and its bar.sync participants acquire at completion; a
+// TMA load releases its issuer's clock at issue when it lands.
 //
 //===----------------------------------------------------------------------===//
 
@@ -698,20 +699,21 @@ void Launch::hopperOp(Thread &t, const Site &site, uint32_t siteId,
                    " threads while others use it with " +
                    std::to_string(b.expected) + ", at " + site.describe());
     ++b.arrived;
-    b.participants.push_back(t.index);
+    // An arrival releases the thread's accesses so far; the threads that
+    // wait (bar.sync, not bar.arrive) acquire them all when it completes.
+    release(t.index, b.clock);
+    if (site.barrierSync)
+      b.waiters.push_back(t.index);
     if (b.arrived == b.expected) {
-      // Complete: every participant acquires every participant's clock.
-      std::vector<uint32_t> joined;
-      for (uint32_t p : b.participants)
-        if (!clocks_.empty())
-          release(p, joined);
-      for (uint32_t p : b.participants) {
-        acquire(p, joined);
+      std::vector<uint32_t> clock = std::move(b.clock);
+      std::vector<uint32_t> waiters = std::move(b.waiters);
+      namedBarriers_.erase(id);
+      for (uint32_t p : waiters) {
+        acquire(p, clock);
         Thread &w = threads_[p];
         if (w.state == State::AtNamedBarrier && w.namedBarrier == id)
           w.state = State::Runnable;
       }
-      namedBarriers_.erase(id);
       return;
     }
     if (site.barrierSync) {

@@ -102,7 +102,8 @@ struct WarpgroupState {
 
 struct NamedBarrierState {
   uint32_t expected = 0, arrived = 0;
-  std::vector<uint32_t> participants;
+  std::vector<uint32_t> clock;   ///< released by the arrivals so far
+  std::vector<uint32_t> waiters; ///< the bar.sync participants
 };
 
 struct AsyncCopy {

@@ -9,6 +9,7 @@
 //     named barrier) with out-of-bounds fill (zero and NaN), swizzled and
 //     not, and its counters; the same with MLIR's inline try_wait loop;
 //   - 3D and 5D TMA loads and stores (64B swizzle, a box partly outside);
+//   - bar.arrive / bar.sync on a named barrier (what the arrive releases);
 //   - wgmma.mma_async shared x shared (K-major) and registers x shared
 //     (B MN-major) at every swizzle (none, 32B, 64B, 128B) against a GEMM;
 //   - each planted fault (--emu-fault) reported: a dropped mbarrier wait, a
@@ -414,6 +415,71 @@ TEST(GpuEmuHopperTest, Tma5dLoadAndStore) {
   for (uint64_t p : {inBuf, outBuf, mapIn, mapOut})
     d.cuMemFree(p);
   d.cuModuleUnload(m);
+}
+
+// bar.arrive releases what its thread did before it, not after: a producer
+// warp writes, arrives on barrier 1 (64 threads) and goes on; a consumer
+// warp syncs on it and reads. A write the producer makes after its arrive
+// is unordered with the read.
+TEST(GpuEmuHopperTest, NamedBarrierArriveReleasesOnlyWhatCameBefore) {
+  REQUIRE_DRIVER();
+  EmuDriver &d = driver();
+  const std::string ir = R"(
+target triple = "nvptx64-nvidia-cuda"
+@smem = external addrspace(3) global [0 x i8], align 16
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+declare void @llvm.nvvm.barrier.cta.sync.aligned.count(i32, i32)
+declare void @llvm.nvvm.barrier.cta.arrive.aligned.count(i32, i32)
+define ptx_kernel void @arrive(ptr %out, i32 %late) {
+entry:
+  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %producer = icmp ult i32 %tid, 32
+  br i1 %producer, label %produce, label %consume
+produce:
+  %first = icmp eq i32 %tid, 0
+  br i1 %first, label %write, label %arrive
+write:
+  store float 1.0, ptr addrspace(3) @smem, align 4
+  br label %arrive
+arrive:
+  call void @llvm.nvvm.barrier.cta.arrive.aligned.count(i32 1, i32 64)
+  %again = icmp ne i32 %late, 0
+  %both = and i1 %again, %first
+  br i1 %both, label %rewrite, label %done
+rewrite:
+  store float 2.0, ptr addrspace(3) @smem, align 4
+  br label %done
+consume:
+  call void @llvm.nvvm.barrier.cta.sync.aligned.count(i32 1, i32 64)
+  %v = load float, ptr addrspace(3) @smem, align 4
+  %c = sub i32 %tid, 32
+  %c64 = zext i32 %c to i64
+  %p = getelementptr float, ptr %out, i64 %c64
+  store float %v, ptr %p, align 4
+  br label %done
+done:
+  ret void
+}
+)";
+  for (int late : {0, 1}) {
+    std::string error;
+    CUmodule m = d.load(ir, error);
+    ASSERT_TRUE(m) << error;
+    uint64_t out = d.upload(nullptr, 32 * 4);
+    std::string result =
+        d.launch(m, "arrive", 1, 64, 16, {out, uint64_t(late)});
+    if (late) {
+      EXPECT_TRUE(
+          contains(result, "read-after-write hazard at shared offset 0"))
+          << result;
+    } else {
+      EXPECT_EQ(result, "");
+      EXPECT_EQ(d.download<float>(out, 32), std::vector<float>(32, 1.0f));
+    }
+    d.takeReports();
+    d.cuMemFree(out);
+    d.cuModuleUnload(m);
+  }
 }
 
 //===----------------------------------------------------------------------===//
