@@ -39,6 +39,29 @@ struct CUgraphExec_st;
 using CUgraphExec = CUgraphExec_st *;
 using CUstreamCaptureMode = int;
 using CUstreamCaptureStatus = int;
+/// TMA tensor maps (sm_90): an opaque 128-byte object (64-byte alignment
+/// required, cuda.h of CUDA 13 declares 128)
+/// that cuTensorMapEncodeTiled fills; the enums are plain ints.
+struct alignas(128) CUtensorMap {
+  unsigned long long opaque[16];
+};
+using CUtensorMapDataType = int;
+using CUtensorMapInterleave = int;
+using CUtensorMapSwizzle = int;
+using CUtensorMapL2promotion = int;
+using CUtensorMapFloatOOBfill = int;
+constexpr CUtensorMapDataType CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6;
+constexpr CUtensorMapDataType CU_TENSOR_MAP_DATA_TYPE_FLOAT32 = 7;
+constexpr CUtensorMapDataType CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9;
+constexpr CUtensorMapInterleave CU_TENSOR_MAP_INTERLEAVE_NONE = 0;
+constexpr CUtensorMapSwizzle CU_TENSOR_MAP_SWIZZLE_NONE = 0;
+constexpr CUtensorMapSwizzle CU_TENSOR_MAP_SWIZZLE_32B = 1;
+constexpr CUtensorMapSwizzle CU_TENSOR_MAP_SWIZZLE_64B = 2;
+constexpr CUtensorMapSwizzle CU_TENSOR_MAP_SWIZZLE_128B = 3;
+constexpr CUtensorMapL2promotion CU_TENSOR_MAP_L2_PROMOTION_NONE = 0;
+constexpr CUtensorMapFloatOOBfill CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0;
+constexpr CUtensorMapFloatOOBfill
+    CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA = 1;
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_NOT_READY = 600;
@@ -59,7 +82,8 @@ constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_ACTIVE = 1;
 constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2;
 
 /// The entry points, with the symbol each is resolved from (the `_v2`
-/// variants where the driver versions them). cuEventElapsedTime stays the
+/// variants where the driver versions them). cuTensorMapEncodeTiled exists
+/// from CUDA 12.0 (the drivers kvattn supports). cuEventElapsedTime stays the
 /// original symbol: its `_v2` exists only in drivers of CUDA 12.8 and later.
 #define KVATTN_CUDA_ENTRY_POINTS(X)                                            \
   X(cuGetErrorName, "cuGetErrorName", CUresult, (CUresult, const char **))     \
@@ -117,7 +141,12 @@ constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2;
     (CUgraphExec *, CUgraph, unsigned long long))                              \
   X(cuGraphLaunch, "cuGraphLaunch", CUresult, (CUgraphExec, CUstream))         \
   X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult, (CUgraphExec))         \
-  X(cuGraphDestroy, "cuGraphDestroy", CUresult, (CUgraph))
+  X(cuGraphDestroy, "cuGraphDestroy", CUresult, (CUgraph))                     \
+  X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", CUresult,                \
+    (CUtensorMap *, CUtensorMapDataType, unsigned, void *,                     \
+     const unsigned long long *, const unsigned long long *, const unsigned *, \
+     const unsigned *, CUtensorMapInterleave, CUtensorMapSwizzle,              \
+     CUtensorMapL2promotion, CUtensorMapFloatOOBfill))
 
 } // namespace cuda
 } // namespace kvattn

@@ -67,6 +67,9 @@ namespace detail {
 namespace {
 
 constexpr unsigned kSharedAS = 3;
+/// kvemu_op's argument and result slots per call (a wgmma m64n256k16 has
+/// 128 accumulators in and out).
+constexpr unsigned kArgSlots = 144, kResultSlots = 128;
 
 /// Host functions for scalar NVVM intrinsics, with the signature the
 /// intrinsic must have ("f(fff)": float(float, float, float)).
@@ -191,6 +194,96 @@ std::optional<Sreg> sregOf(StringRef name) {
   return std::nullopt;
 }
 
+/// An immediate operand of `call`, or -1.
+int64_t immediate(CallInst &call, unsigned i) {
+  if (i >= call.arg_size())
+    return -1;
+  auto *c = dyn_cast<ConstantInt>(call.getArgOperand(i));
+  return c ? c->getSExtValue() : -1;
+}
+
+/// The sm_90a intrinsics (Hopper.cpp).
+std::optional<Site> hopperSiteOf(CallInst &call, StringRef name) {
+  Site s;
+  auto op = [&](Op o) {
+    s.op = o;
+    return std::optional<Site>(s);
+  };
+  if (name == "llvm.nvvm.wgmma.fence.sync.aligned")
+    return op(Op::WgmmaFence);
+  if (name == "llvm.nvvm.wgmma.commit_group.sync.aligned")
+    return op(Op::WgmmaCommit);
+  if (name == "llvm.nvvm.wgmma.wait_group.sync.aligned") {
+    s.waitGroups = static_cast<int>(immediate(call, 0));
+    return s.waitGroups < 0 ? std::nullopt : op(Op::WgmmaWait);
+  }
+  if (name == "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32" ||
+      name == "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32") {
+    s.setmaxnregInc = name.contains(".inc.");
+    s.setmaxnregCount = static_cast<int>(immediate(call, 0));
+    return op(Op::SetMaxNReg);
+  }
+  if (name == "llvm.nvvm.elect.sync")
+    return op(Op::ElectSync);
+  if (name == "llvm.nvvm.mbarrier.init.shared" ||
+      name == "llvm.nvvm.mbarrier.init")
+    return op(Op::MbarInit);
+  if (name == "llvm.nvvm.mbarrier.arrive.shared" ||
+      name == "llvm.nvvm.mbarrier.arrive")
+    return op(Op::MbarArrive);
+  if (name == "llvm.nvvm.mbarrier.arrive.scope.cta.space.cta" ||
+      name == "llvm.nvvm.mbarrier.arrive.relaxed.scope.cta.space.cta") {
+    s.arriveCount = true;
+    return op(Op::MbarArrive);
+  }
+  if (name == "llvm.nvvm.mbarrier.arrive.expect.tx.scope.cta.space.cta" ||
+      name == "llvm.nvvm.mbarrier.arrive.expect.tx.relaxed.scope.cta.space."
+              "cta") {
+    s.expectTx = true;
+    return op(Op::MbarArrive);
+  }
+  if (name == "llvm.nvvm.mbarrier.expect.tx.scope.cta.space.cta")
+    return op(Op::MbarExpectTx);
+  if (name == "llvm.nvvm.mbarrier.complete.tx.scope.cta.space.cta")
+    return op(Op::MbarCompleteTx);
+  for (const char *wait : {"try.wait", "test.wait"})
+    for (const char *relaxed : {"", "relaxed."})
+      if (name == std::string("llvm.nvvm.mbarrier.") + wait + ".parity." +
+                      relaxed + "scope.cta.space.cta") {
+        s.testWait = StringRef(wait) == "test.wait";
+        return op(Op::MbarWait);
+      }
+  if (name.consume_front("llvm.nvvm.cp.async.bulk.")) {
+    if (name == "commit.group")
+      return op(Op::BulkCommit);
+    if (name == "wait.group" || name == "wait.group.read") {
+      s.bulkRead = name.ends_with(".read");
+      s.waitGroups = static_cast<int>(immediate(call, 0));
+      return s.waitGroups < 0 ? std::nullopt : op(Op::BulkWait);
+    }
+    bool load = name.consume_front("tensor.g2s.cta.tile.") ||
+                name.consume_front("tensor.g2s.tile.");
+    bool store = !load && name.consume_front("tensor.s2g.tile.");
+    if ((load || store) && name.size() == 2 && name[1] == 'd' &&
+        name[0] >= '1' && name[0] <= '5') {
+      s.tmaDims = name[0] - '0';
+      return op(load ? Op::TmaLoad : Op::TmaStore);
+    }
+    return std::nullopt;
+  }
+  if (name == "llvm.nvvm.fence.proxy.async" ||
+      name == "llvm.nvvm.fence.proxy.async.shared_cta")
+    return op(Op::FenceProxyAsync);
+  if (name == "llvm.nvvm.barrier.cta.sync.aligned.count" ||
+      name == "llvm.nvvm.barrier.cta.sync.count" ||
+      name == "llvm.nvvm.barrier.cta.arrive.aligned.count" ||
+      name == "llvm.nvvm.barrier.cta.arrive.count") {
+    s.barrierSync = name.contains(".sync.");
+    return op(Op::NamedBarrier);
+  }
+  return std::nullopt;
+}
+
 /// The site an llvm.nvvm.* call becomes, if kvemu_op implements it.
 std::optional<Site> opSiteOf(CallInst &call) {
   StringRef name = call.getCalledFunction()->getName();
@@ -260,6 +353,8 @@ std::optional<Site> opSiteOf(CallInst &call) {
     s.bf16 = name.ends_with("bf16");
     return s;
   }
+  if (std::optional<Site> hopper = hopperSiteOf(call, name))
+    return hopper;
   if (name.consume_front("llvm.nvvm.cp.async.")) {
     if (name == "commit.group") {
       s.op = Op::CpAsyncCommit;
@@ -293,6 +388,194 @@ std::optional<Site> opSiteOf(CallInst &call) {
     return s;
   }
   return std::nullopt;
+}
+
+/// Inline PTX of the sm_90a lowering that has no LLVM intrinsic: the forms
+/// MLIR's NVVM dialect writes (`wgmma.mma_async` SS, with `scale-d` set by
+/// `setp.ne.b32 p, $k, 0`; the blocking `mbarrier.try_wait.parity` loop) and
+/// the register form of `wgmma.mma_async` (A as `{$a, $b, $c, $d}`).
+/// `operands` receives the values in kvemu_op's order: for wgmma the N/2
+/// accumulator inputs, the A descriptor (or the 4 A registers), the B
+/// descriptor, scale-d; for the wait the mbarrier and the parity.
+bool hopperInlineSite(CallInst &call, Site &site,
+                      SmallVectorImpl<Value *> &operands, std::string &why) {
+  auto *assembly = cast<InlineAsm>(call.getCalledOperand());
+  std::string text;
+  for (char c : assembly->getAsmString())
+    text += (c == '\n' || c == '\t') ? ' ' : c;
+  SmallVector<StringRef> constraints;
+  StringRef(assembly->getConstraintString()).split(constraints, ',');
+  unsigned outputs = 0;
+  for (StringRef c : constraints)
+    outputs += c.starts_with("=");
+  // The value of asm operand `$k` (an input) and the constraint of it.
+  auto input = [&](unsigned k) -> Value * {
+    if (k < outputs || k - outputs >= call.arg_size())
+      return nullptr;
+    return call.getArgOperand(k - outputs);
+  };
+  auto reference = [](StringRef token, unsigned &k) {
+    token = token.trim();
+    return token.consume_front("$") && !token.getAsInteger(10, k);
+  };
+  StringRef t(text);
+  if (t.contains("mbarrier.try_wait.parity.shared.b64") &&
+      t.contains("bra.uni")) {
+    size_t at = t.find("mbarrier.try_wait.parity.shared.b64");
+    StringRef rest = t.substr(at).split(';').first;
+    // mbarrier.try_wait.parity.shared.b64 P, [$a], $p[, $hint]
+    SmallVector<StringRef> parts;
+    rest.split(parts, ',');
+    unsigned a, p;
+    if (parts.size() < 3 || !reference(parts[1].trim().trim("[]"), a) ||
+        !reference(parts[2], p) || !input(a) || !input(p)) {
+      why = "an mbarrier.try_wait.parity loop whose operands are not "
+            "[$a], $p";
+      return false;
+    }
+    site.op = Op::MbarWait;
+    operands.assign({input(a), input(p)});
+    return true;
+  }
+  size_t at = t.find("wgmma.mma_async.sync.aligned.m64n");
+  if (at == StringRef::npos)
+    return false;
+  StringRef rest = t.substr(at + strlen("wgmma.mma_async.sync.aligned.m64n"));
+  unsigned n;
+  StringRef shape = rest.take_while([](char c) { return isdigit(c); });
+  if (shape.getAsInteger(10, n) || n % 8 || n < 8 || n > 256) {
+    why = "a wgmma shape other than m64nNk16 (N a multiple of 8 up to 256)";
+    return false;
+  }
+  rest = rest.drop_front(shape.size());
+  bool bf16;
+  if (rest.consume_front("k16.f32.bf16.bf16"))
+    bf16 = true;
+  else if (rest.consume_front("k16.f32.f16.f16"))
+    bf16 = false;
+  else {
+    why = "a wgmma type other than .f32.bf16.bf16 or .f32.f16.f16";
+    return false;
+  }
+  StringRef body = rest.split(';').first.trim();
+  SmallVector<StringRef> ops;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= body.size(); ++i) {
+    if (i == body.size() || (body[i] == ',' && depth == 0)) {
+      ops.push_back(body.slice(start, i).trim());
+      start = i + 1;
+      continue;
+    }
+    depth += body[i] == '{';
+    depth -= body[i] == '}';
+  }
+  auto list = [&](StringRef op, SmallVectorImpl<unsigned> &out) {
+    if (!op.consume_front("{") || !op.consume_back("}"))
+      return false;
+    SmallVector<StringRef> parts;
+    op.split(parts, ',');
+    for (StringRef p : parts) {
+      unsigned k;
+      if (!reference(p, k))
+        return false;
+      out.push_back(k);
+    }
+    return true;
+  };
+  SmallVector<unsigned> d, aRegs;
+  bool rs = ops.size() >= 2 && ops[1].starts_with("{");
+  if (ops.size() != (rs ? 7u : 8u) || !list(ops[0], d) || d.size() != n / 2 ||
+      (rs && (!list(ops[1], aRegs) || aRegs.size() != 4))) {
+    why = "wgmma operands other than {d...}, a, b-desc, scale-d, imm-scale-a, "
+          "imm-scale-b[, imm-trans-a], imm-trans-b";
+    return false;
+  }
+  // Immediates: literal, or an "n" operand.
+  auto imm = [&](StringRef op, int &value) {
+    unsigned k;
+    if (reference(op, k)) {
+      auto *c = dyn_cast_or_null<ConstantInt>(input(k));
+      if (!c)
+        return false;
+      value = static_cast<int>(c->getSExtValue());
+      return true;
+    }
+    return !op.getAsInteger(10, value);
+  };
+  int scaleA, scaleB, transA = 0, transB;
+  if (!imm(ops[4], scaleA) || !imm(ops[5], scaleB) ||
+      (!rs && !imm(ops[6], transA)) || !imm(ops[rs ? 6 : 7], transB) ||
+      (scaleA != 1 && scaleA != -1) || (scaleB != 1 && scaleB != -1) ||
+      transA < 0 || transA > 1 || transB < 0 || transB > 1) {
+    why = "wgmma immediates that are not constants (scales 1 or -1, "
+          "transposes 0 or 1)";
+    return false;
+  }
+  // The accumulator inputs: each output tied to an input.
+  for (unsigned o = 0; o < n / 2; ++o) {
+    if (d[o] != o) {
+      why = "wgmma outputs other than $0..$" + std::to_string(n / 2 - 1);
+      return false;
+    }
+    Value *tied = nullptr;
+    for (unsigned i = outputs; i < constraints.size(); ++i)
+      if (constraints[i] == std::to_string(o))
+        tied = input(i);
+    if (!tied) {
+      why = "a wgmma accumulator register not tied to an input";
+      return false;
+    }
+    operands.push_back(tied);
+  }
+  unsigned k;
+  if (rs) {
+    for (unsigned r : aRegs) {
+      if (!input(r)) {
+        why = "a wgmma A register that is not an input";
+        return false;
+      }
+      operands.push_back(input(r));
+    }
+  } else {
+    if (!reference(ops[1], k) || !input(k)) {
+      why = "a wgmma A descriptor that is not an input";
+      return false;
+    }
+    operands.push_back(input(k));
+  }
+  if (!reference(ops[2], k) || !input(k)) {
+    why = "a wgmma B descriptor that is not an input";
+    return false;
+  }
+  operands.push_back(input(k));
+  // scale-d: a predicate from setp.ne.b32 P, $k, 0, or a literal.
+  StringRef scaleD = ops[3];
+  int literal;
+  if (!scaleD.getAsInteger(10, literal)) {
+    operands.push_back(
+        ConstantInt::get(Type::getInt32Ty(call.getContext()), literal != 0));
+  } else {
+    std::string setp = "setp.ne.b32 " + scaleD.str() + ", ";
+    size_t where = t.find(setp);
+    StringRef ref = where == StringRef::npos
+                        ? StringRef()
+                        : t.substr(where + setp.size()).split(',').first;
+    if (!reference(ref, k) || !input(k)) {
+      why = "a wgmma scale-d predicate not set by setp.ne.b32 P, $k, 0";
+      return false;
+    }
+    operands.push_back(input(k));
+  }
+  site.op = Op::WgmmaMma;
+  site.wgmmaN = static_cast<int>(n);
+  site.wgmmaRs = rs;
+  site.bf16 = bf16;
+  site.scaleA = scaleA;
+  site.scaleB = scaleB;
+  site.transA = transA;
+  site.transB = transB;
+  return true;
 }
 
 bool isBarrierCall(const Instruction &inst) {
@@ -433,6 +716,46 @@ Status Rewriter::injectFault() {
                                             b.getInt64(-(int64_t(1) << 30))));
             return Status::ok();
           }
+        }
+        break;
+      case FaultInjection::DropMbarrierWait: {
+        bool waitAsm =
+            call && call->isInlineAsm() &&
+            StringRef(cast<InlineAsm>(call->getCalledOperand())->getAsmString())
+                .contains("mbarrier.try_wait.parity");
+        bool wait = callee.starts_with("llvm.nvvm.mbarrier.try.wait.") ||
+                    callee.starts_with("llvm.nvvm.mbarrier.test.wait.");
+        if ((wait || waitAsm) && seen++ == fault_.index) {
+          if (!call->getType()->isVoidTy())
+            call->replaceAllUsesWith(ConstantInt::getTrue(call->getType()));
+          call->eraseFromParent();
+          return Status::ok();
+        }
+        break;
+      }
+      case FaultInjection::DropWgmmaWait:
+        if (callee == "llvm.nvvm.wgmma.wait_group.sync.aligned" &&
+            seen++ == fault_.index) {
+          call->eraseFromParent();
+          return Status::ok();
+        }
+        break;
+      case FaultInjection::DropFenceProxy:
+        if ((callee == "llvm.nvvm.fence.proxy.async" ||
+             callee == "llvm.nvvm.fence.proxy.async.shared_cta") &&
+            seen++ == fault_.index) {
+          call->eraseFromParent();
+          return Status::ok();
+        }
+        break;
+      case FaultInjection::ExpectTx:
+        if ((callee.starts_with("llvm.nvvm.mbarrier.arrive.expect.tx.") ||
+             callee.starts_with("llvm.nvvm.mbarrier.expect.tx.")) &&
+            seen++ == fault_.index) {
+          IRBuilder<> b(call);
+          call->setArgOperand(
+              1, b.CreateAdd(call->getArgOperand(1), b.getInt32(16)));
+          return Status::ok();
         }
         break;
       case FaultInjection::None:
@@ -610,9 +933,9 @@ slotsIn(Function &f,
   IRBuilder<> b(&*f.getEntryBlock().getFirstInsertionPt());
   Type *i64 = b.getInt64Ty();
   AllocaInst *args =
-      b.CreateAlloca(ArrayType::get(i64, 16), nullptr, "kvemu.args");
-  AllocaInst *results =
-      b.CreateAlloca(ArrayType::get(i64, 8), nullptr, "kvemu.results");
+      b.CreateAlloca(ArrayType::get(i64, kArgSlots), nullptr, "kvemu.args");
+  AllocaInst *results = b.CreateAlloca(ArrayType::get(i64, kResultSlots),
+                                       nullptr, "kvemu.results");
   args->setAlignment(Align(8));
   results->setAlignment(Align(8));
   cache[&f] = {args, results};
@@ -628,6 +951,12 @@ Status Rewriter::redirectIntrinsics() {
   const DataLayout &dl = m_.getDataLayout();
   std::vector<CallInst *> calls;
   std::vector<std::pair<CallInst *, const InlinePtx *>> inlinePtx;
+  struct HopperAsm {
+    CallInst *call;
+    Site site;
+    SmallVector<Value *> operands;
+  };
+  std::vector<HopperAsm> hopperAsm;
   for (Function &f : m_)
     for (Instruction &inst : instructions(f))
       if (auto *call = dyn_cast<CallInst>(&inst)) {
@@ -642,12 +971,21 @@ Status Rewriter::redirectIntrinsics() {
                 assembly->getConstraintString() == candidate.constraints &&
                 signatureOf(call->getFunctionType()) == candidate.signature)
               known = &candidate;
-          if (!known)
+          if (!known) {
+            HopperAsm h;
+            h.call = call;
+            std::string why;
+            if (hopperInlineSite(*call, h.site, h.operands, why)) {
+              hopperAsm.push_back(std::move(h));
+              continue;
+            }
             return Status::error(
                 "kernel(s) " + kernelsCalling(f) +
                 " use inline PTX assembly that the emulated GPU does not "
-                "implement: " +
+                "implement" +
+                (why.empty() ? std::string() : " (" + why + ")") + ": " +
                 printed(*call, *slotsFor(f)));
+          }
           inlinePtx.push_back({call, known});
           continue;
         }
@@ -667,6 +1005,45 @@ Status Rewriter::redirectIntrinsics() {
   std::map<CallInst *, std::string> texts;
   for (CallInst *call : calls)
     texts[call] = printed(*call, *slotsFor(*call->getFunction()));
+  // Replaces `call` by kvemu_op(site) with `operands` in the argument slots
+  // and the result read back from the result slots.
+  auto emit = [&](CallInst *call, const Site &site, ArrayRef<Value *> operands,
+                  const std::string &text) -> Status {
+    std::string name = text;
+    uint32_t id = addSite(site, *call, text);
+    auto [argSlots, resultSlots] = slotsIn(*call->getFunction(), opSlots_);
+    IRBuilder<> b(call);
+    if (operands.size() > kArgSlots)
+      return Status::error(name + ": too many operands");
+    for (unsigned i = 0; i < operands.size(); ++i) {
+      Value *a = operands[i];
+      if (dl.getTypeStoreSize(a->getType()) > 8)
+        return Status::error(name + ": an operand wider than 8 bytes");
+      b.CreateStore(a, b.CreateConstGEP2_32(ArrayType::get(i64, kArgSlots),
+                                            argSlots, 0, i));
+    }
+    b.CreateCall(op, {b.getInt32(id), argSlots, resultSlots});
+    Type *type = call->getType();
+    Value *result = nullptr;
+    auto slot = [&](unsigned i) {
+      return b.CreateConstGEP2_32(ArrayType::get(i64, kResultSlots),
+                                  resultSlots, 0, i);
+    };
+    if (auto *st = dyn_cast<StructType>(type)) {
+      if (st->getNumElements() > kResultSlots)
+        return Status::error(name + ": too many results");
+      result = PoisonValue::get(st);
+      for (unsigned i = 0; i < st->getNumElements(); ++i)
+        result = b.CreateInsertValue(
+            result, b.CreateLoad(st->getElementType(i), slot(i)), i);
+    } else if (!type->isVoidTy()) {
+      result = b.CreateLoad(type, slot(0));
+    }
+    if (result)
+      call->replaceAllUsesWith(result);
+    call->eraseFromParent();
+    return Status::ok();
+  };
   for (CallInst *call : calls) {
     Function *callee = call->getCalledFunction();
     StringRef name = callee->getName();
@@ -700,34 +1077,49 @@ Status Rewriter::redirectIntrinsics() {
       return Status::error("kernel(s) " + kernelsCalling(*call->getFunction()) +
                            " call " + name.str() +
                            ", which the emulated GPU does not implement");
-    uint32_t id = addSite(*site, *call, texts[call]);
-    auto [argSlots, resultSlots] = slotsIn(*call->getFunction(), opSlots_);
-    if (call->arg_size() > 16)
-      return Status::error(name.str() + ": too many operands");
-    for (unsigned i = 0; i < call->arg_size(); ++i) {
-      Value *a = call->getArgOperand(i);
-      if (dl.getTypeStoreSize(a->getType()) > 8)
-        return Status::error(name.str() + ": an operand wider than 8 bytes");
-      b.CreateStore(
-          a, b.CreateConstGEP2_32(ArrayType::get(i64, 16), argSlots, 0, i));
+    KVATTN_RETURN_IF_ERROR(
+        emit(call, *site, SmallVector<Value *>(call->args()), texts[call]));
+  }
+  for (HopperAsm &h : hopperAsm) {
+    Site site = h.site;
+    std::string text = printed(*h.call, *slotsFor(*h.call->getFunction()));
+    // A read of a wgmma result must follow the wait_group that retires it:
+    // each direct use (not a phi, not another wgmma's tied accumulator)
+    // checks at run time that the latest instance of this wgmma in its
+    // thread is no longer in flight.
+    SmallVector<Instruction *> uses;
+    if (site.op == Op::WgmmaMma) {
+      SmallVector<Instruction *> work;
+      for (User *u : h.call->users())
+        if (auto *e = dyn_cast<ExtractValueInst>(u)) {
+          for (User *v : e->users())
+            work.push_back(cast<Instruction>(v));
+        } else {
+          work.push_back(cast<Instruction>(u));
+        }
+      for (Instruction *v : work) {
+        if (isa<PHINode>(v))
+          continue;
+        if (auto *c = dyn_cast<CallInst>(v))
+          if (c->isInlineAsm() &&
+              StringRef(cast<InlineAsm>(c->getCalledOperand())->getAsmString())
+                  .contains("wgmma.mma_async"))
+            continue;
+        if (!llvm::is_contained(uses, v))
+          uses.push_back(v);
+      }
     }
-    b.CreateCall(op, {b.getInt32(id), argSlots, resultSlots});
-    Type *type = call->getType();
-    Value *result = nullptr;
-    auto slot = [&](unsigned i) {
-      return b.CreateConstGEP2_32(ArrayType::get(i64, 8), resultSlots, 0, i);
-    };
-    if (auto *st = dyn_cast<StructType>(type)) {
-      result = PoisonValue::get(st);
-      for (unsigned i = 0; i < st->getNumElements(); ++i)
-        result = b.CreateInsertValue(
-            result, b.CreateLoad(st->getElementType(i), slot(i)), i);
-    } else if (!type->isVoidTy()) {
-      result = b.CreateLoad(type, slot(0));
+    uint32_t wgmmaId = static_cast<uint32_t>(sites().size());
+    KVATTN_RETURN_IF_ERROR(emit(h.call, site, h.operands, text));
+    for (Instruction *v : uses) {
+      Site use;
+      use.op = Op::WgmmaUse;
+      use.wgmmaSite = wgmmaId;
+      uint32_t id = addSite(use, *v);
+      auto [argSlots, resultSlots] = slotsIn(*v->getFunction(), opSlots_);
+      IRBuilder<> b(v);
+      b.CreateCall(op, {b.getInt32(id), argSlots, resultSlots});
     }
-    if (result)
-      call->replaceAllUsesWith(result);
-    call->eraseFromParent();
   }
   for (Function &f : make_early_inc_range(m_))
     if (f.isDeclaration() && f.use_empty() &&
@@ -875,6 +1267,7 @@ Status Rewriter::run(emu::Module &out) {
   if (kernels_.empty())
     return Status::error("the device image defines no kernel");
   KVATTN_RETURN_IF_ERROR(injectFault());
+  const size_t firstSite = sites().size();
   analyseKvLoops();
   for (Function &f : m_)
     for (BasicBlock &bb : f)
@@ -891,6 +1284,11 @@ Status Rewriter::run(emu::Module &out) {
     for (Argument &a : kernel->args())
       k.pointerParams.push_back(a.getType()->isPointerTy());
     k.hasKvLoop = kernelsWithKvLoop_.count(k.name);
+    for (size_t i = firstSite; i < sites().size(); ++i) {
+      Op o = sites()[i].op;
+      k.hopperSync |= o == Op::MbarInit || o == Op::NamedBarrier ||
+                      o == Op::MbarWait || o == Op::WgmmaMma;
+    }
     out.kernels[k.name] = std::move(k);
   }
   addEntryPoints();

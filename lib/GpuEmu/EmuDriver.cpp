@@ -574,6 +574,24 @@ CUresult cuGraphDestroy(CUgraph graph) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, int dataType,
+                                unsigned rank, void *globalAddress,
+                                const unsigned long long *globalDim,
+                                const unsigned long long *globalStrides,
+                                const unsigned *boxDim,
+                                const unsigned *elementStrides, int interleave,
+                                int swizzle, int l2Promotion, int oobFill) {
+  static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "cuuint64_t");
+  Status s = mlir::kvattn::emu::encodeTensorMapTiled(
+      tensorMap, dataType, rank, globalAddress,
+      reinterpret_cast<const uint64_t *>(globalDim),
+      reinterpret_cast<const uint64_t *>(globalStrides), boxDim, elementStrides,
+      interleave, swizzle, l2Promotion, oobFill);
+  if (s.isError())
+    return fail(kInvalidValue, s);
+  return CUDA_SUCCESS;
+}
+
 //===----------------------------------------------------------------------===//
 // kvattn's extension (EmuDriver.h)
 //===----------------------------------------------------------------------===//

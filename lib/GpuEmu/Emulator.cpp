@@ -45,13 +45,22 @@ Status parseFaultInjection(const std::string &text, FaultInjection &fault) {
     fault.kind = FaultInjection::WaitGroupPlus;
   else if (kind == "global-offset")
     fault.kind = FaultInjection::GlobalOffset;
+  else if (kind == "drop-mbarrier-wait")
+    fault.kind = FaultInjection::DropMbarrierWait;
+  else if (kind == "drop-wgmma-wait")
+    fault.kind = FaultInjection::DropWgmmaWait;
+  else if (kind == "drop-fence-proxy")
+    fault.kind = FaultInjection::DropFenceProxy;
+  else if (kind == "expect-tx")
+    fault.kind = FaultInjection::ExpectTx;
   else if (text == "none" || text.empty())
     return Status::ok();
   else
     return Status::error((kind.empty() ? "fault '" + text + "' names no kind"
                                        : "unknown fault '" + kind + "'") +
-                         " (expected drop-barrier, wait-group or "
-                         "global-offset, with an optional :N)");
+                         " (expected drop-barrier, wait-group, "
+                         "global-offset, drop-mbarrier-wait, drop-wgmma-wait, "
+                         "drop-fence-proxy or expect-tx, with an optional :N)");
   char *end = nullptr;
   unsigned long n = std::strtoul(index.c_str(), &end, 10);
   if (index.empty() || !std::isdigit(static_cast<unsigned char>(index[0])) ||
@@ -104,6 +113,19 @@ std::string LaunchCounters::line() const {
   else
     os << "n/a";
   os << " cp_async_bytes=" << cpAsyncBytes;
+  if (hopper) {
+    auto field = [&](const char *name, uint64_t Warpgroup::*member) {
+      os << " " << name << "=";
+      for (size_t g = 0; g < warpgroups.size(); ++g)
+        os << (g ? "/" : "") << warpgroups[g].*member;
+    };
+    field("wgmma_per_wg", &Warpgroup::wgmma);
+    field("tma_load_bytes_per_wg", &Warpgroup::tmaLoadBytes);
+    field("tma_store_bytes_per_wg", &Warpgroup::tmaStoreBytes);
+    field("mbarrier_waits_per_wg", &Warpgroup::mbarrierWaits);
+    for (auto &[shape, count] : wgmmaShapes)
+      os << " wgmma." << shape << "=" << count;
+  }
   return s;
 }
 

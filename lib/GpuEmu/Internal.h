@@ -45,11 +45,36 @@ enum class Op : uint8_t {
   CpAsyncCommit,
   CpAsyncWait,
   CpAsyncWaitAll,
+  // sm_90a (Hopper.cpp).
+  WgmmaFence,  ///< wgmma.fence.sync.aligned: the warpgroup
+  WgmmaMma,    ///< wgmma.mma_async.sync.aligned: the warpgroup
+  WgmmaCommit, ///< wgmma.commit_group.sync.aligned: the warpgroup
+  WgmmaWait,   ///< wgmma.wait_group.sync.aligned N: the warpgroup
+  SetMaxNReg,  ///< setmaxnreg.{inc,dec}.sync.aligned.u32: the warpgroup
+  WgmmaUse,    ///< a read of a wgmma result (the register hazard check)
+  ElectSync,   ///< elect.sync: the lanes of its member mask
+  MbarInit,
+  MbarArrive, ///< arrive / arrive.expect_tx (count, tx as operands)
+  MbarExpectTx,
+  MbarCompleteTx,
+  MbarWait, ///< try_wait.parity / test_wait.parity (blocking in the emulator)
+  TmaLoad,  ///< cp.async.bulk.tensor.Nd.shared::cta.global.tile
+  TmaStore, ///< cp.async.bulk.tensor.Nd.global.shared::cta.tile
+  BulkCommit,
+  BulkWait, ///< cp.async.bulk.wait_group[.read] N
+  FenceProxyAsync,
+  NamedBarrier, ///< barrier.cta.{sync,arrive}[.aligned] id, n
 };
+
+inline bool isWarpgroupCollective(Op op) {
+  return op == Op::WgmmaFence || op == Op::WgmmaMma || op == Op::WgmmaCommit ||
+         op == Op::WgmmaWait || op == Op::SetMaxNReg;
+}
 
 inline bool isCollective(Op op) {
   return op == Op::Barrier || op == Op::Shfl || op == Op::Vote ||
-         op == Op::WarpSync || op == Op::Ldmatrix || op == Op::Mma;
+         op == Op::WarpSync || op == Op::Ldmatrix || op == Op::Mma ||
+         op == Op::ElectSync || isWarpgroupCollective(op);
 }
 
 struct Site {
@@ -70,6 +95,19 @@ struct Site {
   int cpBytes = 0;   ///< cp.async size
   bool cpSrcSize = false;
   int waitGroups = 0; ///< cp.async.wait_group N (an immediate)
+  // sm_90a operands.
+  int wgmmaN = 0;       ///< wgmma m64nNk16
+  bool wgmmaRs = false; ///< A from registers (4 x b32) instead of a descriptor
+  int scaleA = 1, scaleB = 1, transA = 0, transB = 0; ///< immediates
+  bool setmaxnregInc = false;
+  int setmaxnregCount = 0;
+  bool expectTx = false;    ///< mbarrier.arrive.expect_tx
+  bool arriveCount = false; ///< the arrive takes a count operand
+  bool testWait = false;    ///< test_wait (else try_wait)
+  int tmaDims = 0;
+  bool bulkRead = false;   ///< cp.async.bulk.wait_group.read
+  bool barrierSync = true; ///< named barrier: sync (else arrive)
+  uint32_t wgmmaSite = 0;  ///< WgmmaUse: the wgmma whose result is read
 
   std::string describe() const { return function + ": " + text; }
 };
@@ -102,6 +140,9 @@ struct Kernel {
   /// them) or a scalar.
   std::vector<bool> pointerParams;
   bool hasKvLoop = false;
+  /// Whether the kernel uses mbarriers or named barriers (racecheck then
+  /// keeps vector clocks).
+  bool hopperSync = false;
 };
 
 /// The shared-memory arena all CTAs use in turn (CTAs run one at a time):
@@ -158,6 +199,30 @@ void ldmatrix(int matrices, bool trans, const uint8_t *const rows[4][8],
 /// shfl.sync on 32-bit values; `active` lanes take part.
 void shflSync(Site::ShflMode mode, bool predicate, uint32_t active,
               uint64_t *const args[32], uint64_t *const results[32]);
+
+/// wgmma.mma_async m64nNk16 .f32 += {bf16,f16} x {bf16,f16} for the 128
+/// threads of a warpgroup: `a` is A (64 x 16, row-major 16-bit bits, from
+/// the descriptor or gathered from the RS fragments), `b` is B as N x 16
+/// (element (n, k) at b[n * 16 + k]); `acc[t]` thread t's N/2 f32 in and
+/// out in the ISA's accumulator layout. Products are exact in f32; the sum
+/// of D and the 16 products is formed in double and rounded once.
+void wgmmaM64NK16(int n, bool bf16, const uint16_t *a, const uint16_t *b,
+                  int scaleA, int scaleB, bool scaleD, float *const acc[128]);
+/// The A fragment of the register form: thread t's register q (0-3) holds
+/// A[16w + g + 8 (q % 2)][8 (q / 2) + 2 i + {0, 1}] (w = t / 32, g = (t %
+/// 32) / 4, i = t % 4), the mma.sync A layout per warp.
+void wgmmaGatherA(const uint32_t *const regs[128], uint16_t *a);
+
+/// The byte offset inside a wgmma operand of element (mn, k) of one
+/// m64nNk16 step, per the matrix descriptor (PTX ISA, "Matrix Descriptor
+/// Format"; CUTLASS's canonical GMMA layouts): K-major (trans 0) or MN-major
+/// (trans 1), swizzle 0 none, 1 128B, 2 64B, 3 32B, applied to the shared
+/// address bits. Returns the shared offset of the element.
+uint64_t wgmmaElementOffset(uint64_t descriptor, bool mnMajor, int mn, int k);
+/// The swizzle of a shared offset for a span of 128 bytes (bits 4-6 ^=
+/// 7-9), 64 (4-5 ^= 7-8), 32 (4 ^= 7) or 0 (none): the pattern TMA writes
+/// and wgmma descriptors read.
+uint64_t swizzleOffset(uint64_t offset, unsigned spanBytes);
 
 /// Round-to-nearest-even conversions, as cvt.rn does (NaN stays NaN).
 uint16_t floatToBf16(float value);

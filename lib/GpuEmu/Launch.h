@@ -50,8 +50,60 @@ enum class State : uint8_t {
   Runnable,
   AtCollective,
   AtBarrier,
+  AtMbarrier,     ///< a try_wait/test_wait whose phase has not completed
+  AtNamedBarrier, ///< bar.sync id, n not yet complete
   Exited,
   Faulted
+};
+
+/// An mbarrier object (Hopper.cpp), keyed by its shared offset.
+struct Mbarrier {
+  uint32_t expected = 0, pending = 0;
+  int64_t tx = 0;
+  uint32_t phase =
+      0; ///< completed phases; the current phase's parity is phase & 1
+  uint32_t initSite = 0;
+  /// Vector clocks released into the current phase, and that of the last
+  /// completed phase (what a successful wait acquires).
+  std::vector<uint32_t> clock, completed;
+};
+
+/// A TMA operation in flight.
+struct TmaOp {
+  bool load = true;
+  uint32_t issuer = 0, site = 0, group = 0;
+  uint64_t barrier = 0; ///< shared offset of the mbarrier (loads)
+  /// Loads: the shared offset of each element and its bytes (read at
+  /// issue); stores: shared offsets and global addresses of the elements
+  /// inside the tensor.
+  std::vector<uint32_t> smem;
+  std::vector<uint64_t> global;
+  std::vector<uint8_t> data;
+  uint32_t elementBytes = 2;
+  uint64_t bytes = 0;            ///< the box's bytes (complete_tx)
+  std::vector<uint32_t> sources; ///< stores: the shared offsets of the box
+  std::vector<uint32_t> clock;   ///< the issuer's vector clock at issue
+};
+
+struct WgmmaOp {
+  uint32_t group = 0, site = 0;
+  uint64_t instance = 0;
+  std::vector<uint32_t> sources; ///< shared offsets it reads
+};
+
+/// Per warpgroup: wgmma state and registers (setmaxnreg).
+struct WarpgroupState {
+  bool fenced = false;
+  uint32_t group = 0; ///< the wgmma-group being formed
+  uint64_t instances = 0;
+  std::vector<WgmmaOp> inFlight;
+  unsigned registers = 0;
+};
+
+struct NamedBarrierState {
+  uint32_t expected = 0, arrived = 0;
+  std::vector<uint32_t> clock;   ///< released by the arrivals so far
+  std::vector<uint32_t> waiters; ///< the bar.sync participants
 };
 
 struct AsyncCopy {
@@ -67,7 +119,14 @@ struct Thread {
   uint32_t site = 0;
   uint64_t *args = nullptr, *results = nullptr;
   std::vector<AsyncCopy> copies;
-  uint32_t group = 0; ///< the cp.async group being formed
+  uint32_t group = 0;       ///< the cp.async group being formed
+  uint32_t bulkGroup = 0;   ///< the cp.async.bulk group being formed
+  uint64_t waitBarrier = 0; ///< AtMbarrier: its shared offset
+  uint32_t waitParity = 0;
+  uint32_t namedBarrier = 0; ///< AtNamedBarrier: its id
+  /// The latest instance of each wgmma site this thread issued.
+  std::vector<std::pair<uint32_t, uint64_t>> wgmmaLatest;
+  std::vector<TmaOp> bulkStores; ///< TMA stores not yet waited for
   uintptr_t stackLo = 0, stackHi = 0;
 };
 
@@ -88,7 +147,20 @@ struct ShadowByte {
   /// of a warp barrier are ordered.
   uint32_t writeSync = 0, readSync = 0;
   uint16_t writer = 0, reader = 0;
-  uint16_t pending = 0; ///< 1 + the thread with a cp.async in flight here
+  uint16_t pending = 0;    ///< 1 + the thread with a cp.async in flight here
+  bool pendingTma = false; ///< the pending copy is a TMA load
+  /// Vector-clock stamps (the accessing thread's own clock) of the write and
+  /// of the latest read; the latest reader.
+  uint32_t writeClock = 0, lastReadClock = 0;
+  uint16_t lastReader = 0;
+  /// The last write was by the generic proxy (st.shared, cp.async), when
+  /// its writer had executed `writeFence` fence.proxy.async.
+  bool genericWrite = false;
+  uint32_t writeFence = 0;
+  /// wgmma.mma_async in flight that read this byte, and the last one's site.
+  uint8_t wgmmaReads = 0;
+  uint32_t wgmmaSite = 0;
+  uint16_t wgmmaIssuer = 0;
   bool multipleReaders = false;
   /// Every reader of the epoch is in the reader's warp.
   bool readersInOneWarp = true;
@@ -122,7 +194,7 @@ public:
          std::vector<std::string> &reports)
       : module_(module), kernel_(kernel), grid_(grid), block_(block),
         params_(params), options_(options), counters_(counters),
-        reports_(reports) {
+        reports_(reports), allocations_(allocations) {
     sharedBytes_ = dynamicBytes ? module.dynamicSharedOffset + dynamicBytes
                                 : module.staticSharedBytes;
     for (size_t i = 0; i < kernel.pointerParams.size(); ++i) {
@@ -189,7 +261,39 @@ private:
   /// unordered with an access by `t` now: same CTA interval, another thread,
   /// and not separated by a barrier of their common warp.
   bool unordered(const Thread &t, uint32_t accessEpoch, uint32_t other,
-                 uint32_t otherSyncs) const;
+                 uint32_t otherSyncs, uint32_t otherClock) const;
+  /// Whether thread `t` has acquired `other`'s accesses up to its clock
+  /// `otherClock` (mbarriers, named barriers, warpgroup waits).
+  bool clockOrdered(uint32_t t, uint32_t other, uint32_t otherClock) const {
+    return !clocks_.empty() && clocks_[t][other] >= otherClock;
+  }
+  uint32_t ownClock(uint32_t t) const {
+    return clocks_.empty() ? 0 : clocks_[t][t];
+  }
+  /// Release: joins t's clock into `into`, then advances t's own clock.
+  void release(uint32_t t, std::vector<uint32_t> &into);
+  /// Acquire: joins `from` into t's clock.
+  void acquire(uint32_t t, const std::vector<uint32_t> &from);
+
+  // sm_90a (Hopper.cpp).
+  void hopperOp(Thread &t, const Site &site, uint32_t siteId, uint64_t *args,
+                uint64_t *results);
+  Status completeWarpgroup(unsigned warp, const Site &site, uint32_t siteId,
+                           bool &progress);
+  Mbarrier &mbarrierAt(Thread &t, uint64_t address, const Site &site,
+                       uint64_t &offset, bool mustExist = true);
+  void mbarrierArrive(Mbarrier &b, uint64_t offset, uint32_t count, int64_t tx,
+                      const std::vector<uint32_t> *clock);
+  void wakeWaiters(uint64_t offset);
+  void tmaLoad(Thread &t, const Site &site, uint32_t siteId, uint64_t *args);
+  void tmaStore(Thread &t, const Site &site, uint32_t siteId, uint64_t *args);
+  void landTma(TmaOp &op);
+  bool landAllTma();
+  void completeBulkStores(Thread &t, uint32_t keepGroups);
+  void asyncRead(uint32_t reader, uint64_t offset, uint32_t site,
+                 const char *what);
+  std::string describeWait(const Thread &t) const;
+  Status endOfCta();
   /// Reports a write (or a cp.async issue) by `t` to a byte with shadow `s`
   /// that is unordered with its last write or reads.
   void checkWriteOrder(const ShadowByte &s, const Thread &t, uint64_t offset,
@@ -236,6 +340,15 @@ private:
   std::vector<uint32_t> warpSyncs_;
   std::string fault_;
   std::set<std::tuple<std::string, uint32_t, uint32_t>> hazardsSeen_;
+  const std::map<uint64_t, Allocation> &allocations_;
+  /// Vector clocks (kernels with mbarriers or named barriers): clocks_[t][u]
+  /// is the latest clock of thread u that thread t has acquired.
+  std::vector<std::vector<uint32_t>> clocks_;
+  std::vector<uint32_t> fences_; ///< fence.proxy.async executed, per thread
+  std::map<uint64_t, Mbarrier> mbarriers_;
+  std::vector<TmaOp> tmaLoads_;
+  std::vector<WarpgroupState> warpgroups_;
+  std::map<uint32_t, NamedBarrierState> namedBarriers_;
   uint64_t hazards_ = 0, hazardsNotShown_ = 0;
   static uint32_t generation_;
 };

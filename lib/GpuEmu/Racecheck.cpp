@@ -52,22 +52,47 @@ void Launch::hazard(const char *kind, uint64_t offset, const Thread &t,
 }
 
 bool Launch::unordered(const Thread &t, uint32_t accessEpoch, uint32_t other,
-                       uint32_t otherSyncs) const {
+                       uint32_t otherSyncs, uint32_t otherClock) const {
   const uint32_t warp = t.index / 32;
   return accessEpoch == epoch_ && other != t.index &&
-         !(other / 32 == warp && otherSyncs != warpSyncs_[warp]);
+         !(other / 32 == warp && otherSyncs != warpSyncs_[warp]) &&
+         !clockOrdered(t.index, other, otherClock);
+}
+
+void Launch::release(uint32_t t, std::vector<uint32_t> &into) {
+  if (clocks_.empty())
+    return;
+  std::vector<uint32_t> &mine = clocks_[t];
+  if (into.size() < mine.size())
+    into.resize(mine.size(), 0);
+  for (size_t i = 0; i < mine.size(); ++i)
+    into[i] = std::max(into[i], mine[i]);
+  ++mine[t];
+}
+
+void Launch::acquire(uint32_t t, const std::vector<uint32_t> &from) {
+  if (clocks_.empty())
+    return;
+  std::vector<uint32_t> &mine = clocks_[t];
+  for (size_t i = 0; i < from.size() && i < mine.size(); ++i)
+    mine[i] = std::max(mine[i], from[i]);
 }
 
 void Launch::checkWriteOrder(const ShadowByte &s, const Thread &t,
                              uint64_t offset, uint32_t site) {
   const uint32_t warp = t.index / 32;
-  if (unordered(t, s.writeEpoch, s.writer, s.writeSync))
+  if (s.wgmmaReads)
+    hazard("async-source-in-flight", offset, t, site, s.wgmmaIssuer,
+           s.wgmmaSite, true);
+  else if (unordered(t, s.writeEpoch, s.writer, s.writeSync, s.writeClock))
     hazard("write-after-write", offset, t, site, s.writer, s.writeSite, true);
   else if (s.readEpoch == epoch_ &&
            (s.multipleReaders
                 ? !(s.readersInOneWarp && s.reader / 32 == warp &&
-                    s.readSync != warpSyncs_[warp])
-                : unordered(t, s.readEpoch, s.reader, s.readSync)))
+                    s.readSync != warpSyncs_[warp]) &&
+                      !clockOrdered(t.index, s.lastReader, s.lastReadClock)
+                : unordered(t, s.readEpoch, s.reader, s.readSync,
+                            s.lastReadClock)))
     hazard("write-after-read", offset, t, site,
            s.reader != t.index ? int(s.reader) : -1, s.readSite, true);
 }
@@ -82,8 +107,8 @@ void Launch::checkShared(Thread &t, uint64_t offset, uint64_t size, bool write,
       s.generation = generation_;
     }
     if (s.pending) {
-      hazard("cp.async-in-flight", i, t, site, s.pending - 1, s.writeSite,
-             write);
+      hazard(s.pendingTma ? "TMA-in-flight" : "cp.async-in-flight", i, t, site,
+             s.pending - 1, s.writeSite, write);
       continue;
     }
     const uint32_t warp = t.index / 32, syncs = warpSyncs_[warp];
@@ -93,8 +118,11 @@ void Launch::checkShared(Thread &t, uint64_t offset, uint64_t size, bool write,
       s.writer = static_cast<uint16_t>(t.index);
       s.writeSite = site;
       s.writeSync = syncs;
+      s.writeClock = ownClock(t.index);
+      s.genericWrite = true;
+      s.writeFence = fences_.empty() ? 0 : fences_[t.index];
     } else {
-      if (unordered(t, s.writeEpoch, s.writer, s.writeSync))
+      if (unordered(t, s.writeEpoch, s.writer, s.writeSync, s.writeClock))
         hazard("read-after-write", i, t, site, s.writer, s.writeSite, false);
       if (s.readEpoch != epoch_) {
         s.readEpoch = epoch_;
@@ -108,6 +136,8 @@ void Launch::checkShared(Thread &t, uint64_t offset, uint64_t size, bool write,
         s.readersInOneWarp = s.readersInOneWarp && s.reader / 32 == warp;
         s.readSync = std::max(s.readSync, syncs);
       }
+      s.lastReader = static_cast<uint16_t>(t.index);
+      s.lastReadClock = ownClock(t.index);
     }
   }
 }

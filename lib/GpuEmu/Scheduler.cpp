@@ -112,6 +112,7 @@ Status Launch::run() {
   counters_.block = block_;
   counters_.sharedBytes = sharedBytes_;
   counters_.warpsPerCta = warps;
+  counters_.warpgroups.assign((threadsPerCta_ + 127) / 128, {});
   std::fill(std::begin(kvemu_counters), std::end(kvemu_counters), 0);
 
   Status status = Status::ok();
@@ -132,8 +133,17 @@ Status Launch::run() {
     reports_.push_back("racecheck: " + kernelName() + ": " +
                        std::to_string(hazardsNotShown_) +
                        " more hazards not shown");
-  if (status.isError())
-    return status;
+  if (status.isError()) {
+    if (!hazards_)
+      return status;
+    // The hazards found before the failure are part of its story.
+    std::string all;
+    for (const std::string &r : reports_)
+      all += "\n  " + r;
+    return Status::error(status.message() + "\n(after " +
+                         std::to_string(hazards_) + " shared-memory hazard" +
+                         (hazards_ == 1 ? "" : "s") + ":" + all + ")");
+  }
   if (hazards_ && options_.failOnReport) {
     std::string all;
     for (const std::string &r : reports_)
@@ -150,10 +160,30 @@ Status Launch::runCta() {
   epoch_ = 1;
   warpSyncs_.assign((threads_.size() + 31) / 32, 0);
   std::memset(Arena::base(), 0xFF, sharedBytes_);
+  const size_t groups = (threads_.size() + 127) / 128;
+  warpgroups_.assign(groups, WarpgroupState());
+  // Registers per thread at launch: the CTA's share of the 65,536 (what
+  // ptxas gives a kernel of .maxntid threads and .minnctapersm 1).
+  for (WarpgroupState &wg : warpgroups_)
+    wg.registers = std::min<unsigned>(
+        256, 65536 / (128 * static_cast<unsigned>(groups)) / 8 * 8);
+  mbarriers_.clear();
+  tmaLoads_.clear();
+  namedBarriers_.clear();
+  fences_.assign(threads_.size(), 0);
+  clocks_.clear();
+  if (kernel_.hopperSync) {
+    clocks_.assign(threads_.size(), std::vector<uint32_t>(threads_.size(), 0));
+    for (size_t i = 0; i < threads_.size(); ++i)
+      clocks_[i][i] = 1;
+  }
   for (Thread &t : threads_) {
     t.state = State::Runnable;
     t.copies.clear();
     t.group = 0;
+    t.bulkGroup = 0;
+    t.bulkStores.clear();
+    t.wgmmaLatest.clear();
     t.fiber = fctx::make_fcontext(reinterpret_cast<void *>(t.stackHi),
                                   kStackBytes, fiberMain);
   }
@@ -189,6 +219,9 @@ Status Launch::runCta() {
       KVATTN_RETURN_IF_ERROR(completeBarrier());
       progress = true;
     }
+    // TMA loads land at the latest point: when nothing else can progress.
+    if (!progress && landAllTma())
+      progress = true;
     if (!progress)
       return Status::error(
           kernelName() + ": deadlock: no thread of block (" +
@@ -196,7 +229,7 @@ Status Launch::runCta() {
           std::to_string(cta_.z) + ") can continue:" + whereThreadsWait());
   }
   flushAll();
-  return Status::ok();
+  return endOfCta();
 }
 
 std::string Launch::whereThreadsWait() const {
@@ -214,6 +247,20 @@ std::string Launch::whereThreadsWait() const {
       case State::AtCollective:
         at = "at " + sites()[t.site].describe();
         break;
+      case State::AtMbarrier:
+        at = describeWait(t);
+        break;
+      case State::AtNamedBarrier: {
+        auto it = namedBarriers_.find(t.namedBarrier);
+        at = "waits at named barrier " + std::to_string(t.namedBarrier) +
+             (it == namedBarriers_.end()
+                  ? std::string()
+                  : " (" + std::to_string(it->second.arrived) + " of " +
+                        std::to_string(it->second.expected) +
+                        " threads arrived)") +
+             ", at " + sites()[t.site].describe();
+        break;
+      }
       default:
         at = "running";
       }
@@ -271,6 +318,14 @@ Status Launch::completeWarp(unsigned warp, bool &progress) {
   if (!first)
     return Status::ok();
   const Site &site = sites()[first->site];
+  if (isWarpgroupCollective(site.op))
+    return completeWarpgroup(warp, site, first->site, progress);
+  // Lanes still waiting on an mbarrier or a named barrier may get there.
+  for (unsigned l = 0; l < lanes; ++l) {
+    State s = threads_[32 * warp + l].state;
+    if (s == State::AtMbarrier || s == State::AtNamedBarrier)
+      return Status::ok();
+  }
   const std::string what = kernelName() + ", warp " + std::to_string(warp) +
                            " of block (" + std::to_string(cta_.x) + "," +
                            std::to_string(cta_.y) + "," +
@@ -400,7 +455,27 @@ Status Launch::completeWarp(unsigned warp, bool &progress) {
   }
   case Op::WarpSync:
     ++warpSyncs_[warp];
+    if (!clocks_.empty()) { // its lanes' accesses before it, for everyone
+      std::vector<uint32_t> joined;
+      for (unsigned l = 0; l < 32; ++l)
+        if (needed >> l & 1u)
+          release(32 * warp + l, joined);
+      for (unsigned l = 0; l < 32; ++l)
+        if (needed >> l & 1u)
+          acquire(32 * warp + l, joined);
+    }
     break;
+  case Op::ElectSync: {
+    unsigned elected = 0;
+    while (!(needed >> elected & 1u))
+      ++elected;
+    for (unsigned l = 0; l < 32; ++l)
+      if (results[l]) {
+        results[l][0] = elected;
+        results[l][1] = l == elected;
+      }
+    break;
+  }
   default:
     return Status::error(what + ": " + site.describe() +
                          " is not a warp collective (an emulator bug)");
@@ -425,6 +500,12 @@ void Launch::op(uint32_t siteId, uint64_t *args, uint64_t *results) {
   case Op::WarpSync:
   case Op::Ldmatrix:
   case Op::Mma:
+  case Op::ElectSync:
+  case Op::WgmmaFence:
+  case Op::WgmmaMma:
+  case Op::WgmmaCommit:
+  case Op::WgmmaWait:
+  case Op::SetMaxNReg:
     t.state = State::AtCollective;
     t.site = siteId;
     t.args = args;
@@ -447,6 +528,9 @@ void Launch::op(uint32_t siteId, uint64_t *args, uint64_t *results) {
   case Op::Load:
   case Op::Store:
     break;
+  default:
+    hopperOp(t, site, siteId, args, results);
+    return;
   }
   fault(t, kernelName() + ": " + site.describe() +
                " reached the emulator as an operation (an emulator bug)");

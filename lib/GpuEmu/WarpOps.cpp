@@ -29,6 +29,7 @@
 #include <cfenv>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -59,6 +60,76 @@ uint16_t floatToBf16(float value) { return floatToBFloat16Bits(value); }
 uint16_t floatToHalf(float value) { return floatToHalfBits(value); }
 float halfToFloat(uint16_t bits) { return halfBitsToFloat(bits); }
 float bf16ToFloat(uint16_t bits) { return bfloat16BitsToFloat(bits); }
+
+uint64_t swizzleOffset(uint64_t offset, unsigned spanBytes) {
+  uint64_t bits = spanBytes == 128  ? 7
+                  : spanBytes == 64 ? 3
+                  : spanBytes == 32 ? 1
+                                    : 0;
+  return offset ^ (((offset >> 7) & bits) << 4);
+}
+
+uint64_t wgmmaElementOffset(uint64_t descriptor, bool mnMajor, int mn, int k) {
+  uint64_t start = (descriptor & 0x3FFF) << 4;
+  uint64_t lbo = ((descriptor >> 16) & 0x3FFF) << 4;
+  uint64_t sbo = ((descriptor >> 32) & 0x3FFF) << 4;
+  static const unsigned spans[4] = {0, 128, 64, 32};
+  unsigned span = spans[descriptor >> 62];
+  uint64_t off;
+  if (!mnMajor) {
+    // Rows of the M/N dimension; 8-row groups SBO apart. Without swizzle,
+    // 8 x 16-byte core matrices, the next 8 k LBO apart; swizzled, a row is
+    // `span` bytes of contiguous k.
+    off = span == 0 ? start + (mn / 8) * sbo + (k / 8) * lbo + (mn % 8) * 16 +
+                          (k % 8) * 2
+                    : start + (mn / 8) * sbo + (mn % 8) * span + k * 2;
+  } else {
+    // M/N contiguous: `span` bytes (16 without swizzle) of it per k row.
+    if (span == 0) {
+      off =
+          start + (mn / 8) * sbo + (mn % 8) * 2 + (k % 8) * 16 + (k / 8) * lbo;
+    } else {
+      unsigned perRow = span / 2;
+      off = start + (mn % perRow) * 2 + (mn / perRow) * lbo + (k % 8) * span +
+            (k / 8) * sbo;
+    }
+  }
+  return swizzleOffset(off, span);
+}
+
+void wgmmaGatherA(const uint32_t *const regs[128], uint16_t *a) {
+  for (int t = 0; t < 128; ++t) {
+    int w = t / 32, g = (t % 32) / 4, i = t % 4;
+    for (int q = 0; q < 4; ++q) {
+      int row = 16 * w + g + 8 * (q % 2), col = 8 * (q / 2) + 2 * i;
+      a[row * 16 + col] = static_cast<uint16_t>(regs[t][q] & 0xffffu);
+      a[row * 16 + col + 1] = static_cast<uint16_t>(regs[t][q] >> 16);
+    }
+  }
+}
+
+void wgmmaM64NK16(int n, bool bf16, const uint16_t *a, const uint16_t *b,
+                  int scaleA, int scaleB, bool scaleD, float *const acc[128]) {
+  auto element = [&](uint16_t bits) {
+    return bf16 ? bf16ToFloat(bits) : halfToFloat(bits);
+  };
+  std::vector<float> fa(64 * 16), fb(static_cast<size_t>(n) * 16);
+  for (int i = 0; i < 64 * 16; ++i)
+    fa[i] = element(a[i]) * float(scaleA);
+  for (int i = 0; i < n * 16; ++i)
+    fb[i] = element(b[i]) * float(scaleB);
+  for (int t = 0; t < 128; ++t) {
+    int w = t / 32, g = (t % 32) / 4, q = t % 4;
+    for (int i = 0; i < n / 2; ++i) {
+      int j = i / 4, r = i % 4;
+      int row = 16 * w + g + 8 * (r / 2), col = 8 * j + 2 * q + (r % 2);
+      double sum = scaleD ? double(acc[t][i]) : 0.0;
+      for (int k = 0; k < 16; ++k)
+        sum += double(fa[row * 16 + k] * fb[col * 16 + k]);
+      acc[t][i] = static_cast<float>(sum);
+    }
+  }
+}
 
 void mmaM16N8K16(bool bf16, uint64_t *const args[32],
                  uint64_t *const results[32]) {

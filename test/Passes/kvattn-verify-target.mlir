@@ -2,7 +2,15 @@
 
 // A chip kvattn generates code for: unchanged.
 // CHECK-LABEL: gpu.module @supported
-gpu.module @supported [#nvvm.target<chip = "sm_90a">] {
+gpu.module @supported [#nvvm.target<chip = "sm_90">] {
+}
+
+// -----
+
+// sm_90a selects the Hopper lowering, which does not exist yet: refused, not
+// given the mma.sync kernels in silence.
+// expected-error @+1 {{cannot generate code for chip 'sm_90a': the sm_90a lowering (wgmma, TMA and mbarrier pipelines, issue 32) is not implemented yet; sm_90 gives the mma.sync kernels, which run on the same GPUs}}
+gpu.module @hopper_a [#nvvm.target<chip = "sm_90a">] {
 }
 
 // -----
@@ -44,8 +52,8 @@ gpu.module @ampere_consumer [#nvvm.target<chip = "sm_86">] {
 
 // -----
 
-gpu.module @hopper [#nvvm.target<chip = "sm_90a">] {
-  // expected-error @+1 {{kernel 'huge' needs 296000000 bytes of shared memory per block; sm_90a allows 232448 (use smaller block-m / block-n, or fewer stages)}}
+gpu.module @hopper [#nvvm.target<chip = "sm_90">] {
+  // expected-error @+1 {{kernel 'huge' needs 296000000 bytes of shared memory per block; sm_90 allows 232448 (use smaller block-m / block-n, or fewer stages)}}
   gpu.func @huge() kernel attributes {kvattn.dynamic_smem_bytes = 296000000 : i64} {
     gpu.return
   }

@@ -473,5 +473,19 @@ CUresult cuGraphDestroy(CUgraph graph) {
   delete reinterpret_cast<std::vector<FakeLaunch> *>(graph);
   return CUDA_SUCCESS;
 }
+// The fake launches nothing, so a tensor map only has to be well-formed
+// enough for the runtime's own checks: rank 1-5 and the pointers given
+// (the emulated driver validates every field, GpuEmuTest).
+CUresult cuTensorMapEncodeTiled(CUtensorMap *map, int, unsigned rank,
+                                void *address, const unsigned long long *dims,
+                                const unsigned long long *, const unsigned *box,
+                                const unsigned *strides, int, int, int, int) {
+  LOCK();
+  FAIL_IF_INJECTED("cuTensorMapEncodeTiled");
+  if (!map || !address || !dims || !box || !strides || rank < 1 || rank > 5)
+    return 1;
+  std::memset(map, 0, sizeof(*map));
+  return CUDA_SUCCESS;
+}
 
 } // extern "C"

@@ -466,7 +466,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (in.ConsumeIntegralInRange<int>(0, 15) != 15)
         break;
       std::string ir = drawIR(in);
-      const char *chips[] = {"sm_80", "sm_90a",  "sm_60",  "",
+      const char *chips[] = {"sm_80", "sm_90",   "sm_90a", "sm_60", "",
                              "SM_80", "sm_1000", "gfx90a", nullptr};
       const char *chip = in.PickValueInArray(chips);
       if (std::getenv("KVATTN_FUZZ_PRINT")) // reproducing an artifact

@@ -30,7 +30,7 @@
 // SPLITMAX: kvattn-bench: error: --split-kv=300 is outside [0, 256]
 // MAG: kvattn-run: error: --magnitude=nan is not a positive finite number
 // MAG0: kvattn-run: error: --magnitude=0.000000 is not a positive finite number
-// NOFAULT: kvattn-run: error: --emu-fault='' names no fault (drop-barrier, wait-group or global-offset, with an optional :N)
+// NOFAULT: kvattn-run: error: --emu-fault='' names no fault (drop-barrier, wait-group, global-offset, drop-mbarrier-wait, drop-wgmma-wait, drop-fence-proxy or expect-tx, with an optional :N)
 // OK: PASS
 
 func.func @attention(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x5x4xf32>, %v: tensor<1x1x5x4xf32>,

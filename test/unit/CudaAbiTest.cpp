@@ -52,6 +52,31 @@ static_assert(k::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ==
                   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
               "");
 
+static_assert(sizeof(k::CUtensorMap) == sizeof(CUtensorMap), "CUtensorMap");
+static_assert(alignof(k::CUtensorMap) == alignof(CUtensorMap), "CUtensorMap");
+static_assert(k::CU_TENSOR_MAP_DATA_TYPE_FLOAT16 ==
+                  CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+              "");
+static_assert(k::CU_TENSOR_MAP_DATA_TYPE_FLOAT32 ==
+                  CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+              "");
+static_assert(k::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 ==
+                  CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+              "");
+static_assert(k::CU_TENSOR_MAP_INTERLEAVE_NONE == CU_TENSOR_MAP_INTERLEAVE_NONE,
+              "");
+static_assert(k::CU_TENSOR_MAP_SWIZZLE_32B == CU_TENSOR_MAP_SWIZZLE_32B, "");
+static_assert(k::CU_TENSOR_MAP_SWIZZLE_64B == CU_TENSOR_MAP_SWIZZLE_64B, "");
+static_assert(k::CU_TENSOR_MAP_SWIZZLE_128B == CU_TENSOR_MAP_SWIZZLE_128B, "");
+static_assert(k::CU_TENSOR_MAP_L2_PROMOTION_NONE ==
+                  CU_TENSOR_MAP_L2_PROMOTION_NONE,
+              "");
+static_assert(k::CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA ==
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA,
+              "");
+static_assert(sizeof(cuuint64_t) == sizeof(unsigned long long), "cuuint64_t");
+static_assert(sizeof(cuuint32_t) == sizeof(unsigned), "cuuint32_t");
+
 TEST(CudaAbi, ResultCodes) {
   // The static_asserts above are the real checks (a mismatch does not
   // compile); the runtime's result codes are plain ints.

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "EmuDriverHelper.h"
 #include "kvattn/Support/Float16.h"
 #include "runtime/CudaApi.h"
 
@@ -26,87 +27,8 @@ using namespace mlir::kvattn::cuda;
 
 namespace {
 
-/// The emulated driver, opened like the runtime opens a driver.
-class EmuDriver {
-public:
-  EmuDriver() {
-    handle_ = dlopen(KVATTN_EMU_DRIVER, RTLD_NOW | RTLD_LOCAL);
-    if (!handle_)
-      return;
-#define KVATTN_RESOLVE(name, symbol, ret, params)                              \
-  name = reinterpret_cast<ret(*) params>(dlsym(handle_, symbol));
-    KVATTN_CUDA_ENTRY_POINTS(KVATTN_RESOLVE)
-#undef KVATTN_RESOLVE
-    takeCounters = reinterpret_cast<const char *(*)()>(
-        dlsym(handle_, "kvattn_emu_take_counters"));
-    takeReports = reinterpret_cast<const char *(*)()>(
-        dlsym(handle_, "kvattn_emu_take_reports"));
-    cuInit(0);
-  }
-  bool ok() const { return handle_ && cuInit && takeCounters; }
-
-#define KVATTN_DECLARE(name, symbol, ret, params) ret(*name) params = nullptr;
-  KVATTN_CUDA_ENTRY_POINTS(KVATTN_DECLARE)
-#undef KVATTN_DECLARE
-  const char *(*takeCounters)() = nullptr;
-  const char *(*takeReports)() = nullptr;
-
-  std::string errorText(CUresult r) {
-    const char *text = "";
-    cuGetErrorString(r, &text);
-    return text;
-  }
-
-  /// Loads `ir`; on failure returns null and sets `error`.
-  CUmodule load(const std::string &ir, std::string &error) {
-    CUmodule m = nullptr;
-    CUresult r = cuModuleLoadDataEx(&m, ir.c_str(), 0, nullptr, nullptr);
-    if (r != CUDA_SUCCESS) {
-      error = errorText(r);
-      return nullptr;
-    }
-    return m;
-  }
-
-  /// Launches `kernel` of `module` with pointer/integer parameters; returns
-  /// "" or the error text.
-  std::string launch(CUmodule module, const char *kernel, unsigned grid,
-                     unsigned block, unsigned smem,
-                     std::vector<uint64_t> params) {
-    CUfunction f;
-    CUresult r = cuModuleGetFunction(&f, module, kernel);
-    if (r != CUDA_SUCCESS)
-      return errorText(r);
-    std::vector<void *> slots;
-    for (uint64_t &p : params)
-      slots.push_back(&p);
-    r = cuLaunchKernel(f, grid, 1, 1, block, 1, 1, smem, nullptr, slots.data(),
-                       nullptr);
-    return r == CUDA_SUCCESS ? "" : errorText(r);
-  }
-
-  uint64_t upload(const void *data, size_t bytes) {
-    CUdeviceptr p;
-    cuMemAlloc(&p, bytes);
-    if (data)
-      cuMemcpyHtoD(p, data, bytes);
-    return p;
-  }
-
-  template <typename T> std::vector<T> download(uint64_t p, size_t n) {
-    std::vector<T> v(n);
-    cuMemcpyDtoH(v.data(), p, n * sizeof(T));
-    return v;
-  }
-
-private:
-  void *handle_ = nullptr;
-};
-
-EmuDriver &driver() {
-  static EmuDriver d;
-  return d;
-}
+using kvattn_test::driver;
+using kvattn_test::EmuDriver;
 
 const char *kHeader = R"(
 target triple = "nvptx64-nvidia-cuda"
@@ -114,9 +36,6 @@ declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
 declare void @llvm.nvvm.barrier.cta.sync.aligned.all(i32)
 @smem = external addrspace(3) global [0 x i8], align 16
 )";
-
-#define REQUIRE_DRIVER()                                                       \
-  ASSERT_TRUE(driver().ok()) << "cannot open " KVATTN_EMU_DRIVER
 
 // Lane l of the mma.m16n8k16 A fragment (.row, 16-bit elements) holds
 // A[row][col] in register (row / 8) + 2 * (col / 8), half col % 2, for

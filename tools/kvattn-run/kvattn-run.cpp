@@ -128,7 +128,8 @@ cl::opt<std::string>
     emuFault("emu-fault",
              cl::desc("gpu-emu target: plant a fault in the device code to "
                       "prove the checks catch it (drop-barrier:N, "
-                      "wait-group:N, global-offset:N)"),
+                      "wait-group:N, global-offset:N, drop-mbarrier-wait:N, "
+                      "drop-wgmma-wait:N, drop-fence-proxy:N, expect-tx:N)"),
              cl::cat(runCategory));
 // The compile options shared with kvattn-compile and kvattn-bench
 // (tools/common); the CPU's schedule by default (block-m and block-n 64, no
@@ -344,8 +345,9 @@ static int runTool(int argc, char **argv) {
   // (the emulator refuses a fault with no kind, ":N").
   if (emuFault.getNumOccurrences() && emuFault.empty())
     return fail("--emu-fault='" + emuFault +
-                "' names no fault (drop-barrier, wait-group or "
-                "global-offset, with an optional :N)");
+                "' names no fault (drop-barrier, wait-group, "
+                "global-offset, drop-mbarrier-wait, drop-wgmma-wait, "
+                "drop-fence-proxy or expect-tx, with an optional :N)");
 
   DialectRegistry registry;
   ::mlir::kvattn::registerAllKVAttnDialects(registry);

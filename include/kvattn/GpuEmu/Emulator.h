@@ -66,6 +66,18 @@ struct LaunchCounters {
   /// bytes they use (cp.async sources included).
   uint64_t globalRequests = 0, globalSectors = 0, globalBytes = 0;
   uint64_t cpAsyncBytes = 0;
+  /// sm_90a (docs/gpu-emulator.md, "Hopper instructions"): per warpgroup of
+  /// the CTA (summed over CTAs), wgmma.mma_async issued, bytes TMA moved
+  /// (loads into shared memory, stores out of it) and mbarrier waits; and
+  /// the wgmma count per shape ("m64n128k16.bf16").
+  struct Warpgroup {
+    uint64_t wgmma = 0, tmaLoadBytes = 0, tmaStoreBytes = 0, mbarrierWaits = 0;
+  };
+  std::vector<Warpgroup> warpgroups;
+  std::vector<std::pair<std::string, uint64_t>> wgmmaShapes;
+  /// Whether the launch executed any sm_90a instruction (the line then
+  /// carries the fields above).
+  bool hopper = false;
 
   /// One line: "emu: kernel=NAME key=value ..." (the fields of
   /// docs/gpu-emulator.md).
@@ -81,12 +93,17 @@ struct FaultInjection {
     DropBarrier,   ///< delete the index-th CTA barrier
     WaitGroupPlus, ///< the index-th cp.async.wait_group waits for one less
     GlobalOffset,  ///< the index-th global load reads 1 GiB below its address
+    DropMbarrierWait, ///< delete the index-th mbarrier wait (try/test_wait)
+    DropWgmmaWait,    ///< delete the index-th wgmma.wait_group
+    DropFenceProxy,   ///< delete the index-th fence.proxy.async
+    ExpectTx,         ///< the index-th expect_tx expects 16 bytes more
   } kind = None;
   unsigned index = 0;
 };
 
-/// Parses "drop-barrier:N", "wait-group:N", "global-offset:N" (N defaults
-/// to 0).
+/// Parses "drop-barrier:N", "wait-group:N", "global-offset:N",
+/// "drop-mbarrier-wait:N", "drop-wgmma-wait:N", "drop-fence-proxy:N",
+/// "expect-tx:N" (N defaults to 0).
 Status parseFaultInjection(const std::string &text, FaultInjection &fault);
 
 struct EmulatorOptions {
@@ -101,6 +118,18 @@ struct EmulatorOptions {
   bool countRequests = true;
   FaultInjection fault;
 };
+
+/// cuTensorMapEncodeTiled of the emulated driver: validates the arguments
+/// as the CUDA driver documents them and writes the emulator's encoding
+/// into the 128-byte opaque map (TMA reads it back from device memory).
+/// The enums are the driver's values (CUtensorMapDataType, ...Interleave,
+/// ...Swizzle, ...L2promotion, ...FloatOOBfill).
+Status encodeTensorMapTiled(void *tensorMap, int dataType, unsigned rank,
+                            void *globalAddress, const uint64_t *globalDim,
+                            const uint64_t *globalStrides,
+                            const uint32_t *boxDim,
+                            const uint32_t *elementStrides, int interleave,
+                            int swizzle, int l2Promotion, int oobFill);
 
 class Module;
 
