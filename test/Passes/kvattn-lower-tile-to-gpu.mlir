@@ -42,12 +42,29 @@
 // TC:             nvgpu.ldmatrix %[[Q16]][%{{.*}}, %[[SWZ]]] {numTiles = 4 : i32, transpose = false}
 // TC:             nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 2 : i32, transpose = false}
 // TC:             nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// The scores stay bare dot products (no multiply by the scale after the
+// mma); only a block shorter than block-n sets -inf past its keys, under
+// one uniform branch.
+// TC:           }
+// TC-NOT:       arith.mulf
+// TC:           %[[SHORT:.*]] = arith.cmpi ult, %{{.*}}, %c64
+// TC:           scf.if %[[SHORT]] {
+// TC:             arith.select %{{.*}}, %{{.*}}, %cst{{.*}} : f32
 // No barrier after Q.K^T: the scores are the lane's own.
 // TC-NOT:       gpu.barrier
-// Softmax statistics as in the scalar lowering, then V waited for (it is
-// the newest group), one barrier, and only then the next K block, if any,
-// into the K stage every warp's Q.K^T has finished reading.
+// Softmax statistics, in FMA form: the maximum of the bare scores, its
+// offset max * scale * log2(e) (0 while the maximum is -inf) and each
+// probability exp2(s * scale * log2(e) - offset) as one fma and one
+// ex2.approx.ftz (scale 1/8 here: 0.125 * log2(e) = 0.180336878).
+// TC:           %[[F:.*]] = arith.constant 0.180336878 : f32
 // TC:           gpu.shuffle  xor
+// TC:           %[[OFF:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
+// TC:           %[[NEG:.*]] = arith.negf %[[OFF]] : f32
+// TC:           %[[ARG:.*]] = math.fma %{{.*}}, %[[F]], %[[NEG]] : f32
+// TC:           llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[ARG]]) : (f32) -> f32
+// Then V waited for (it is the newest group), one barrier, and only then
+// the next K block, if any, into the K stage every warp's Q.K^T has
+// finished reading.
 // TC:           nvvm.cp.async.wait.group 0
 // TC-NEXT:      gpu.barrier
 // TC:           scf.if
@@ -106,7 +123,10 @@
 // Row maxima and sums reduced across the four lanes of a row.
 // CHECK:           gpu.shuffle  xor %{{.*}}, %c1_i32, %c32_i32 : f32
 // CHECK:           gpu.shuffle  xor %{{.*}}, %c2_i32, %c32_i32 : f32
-// CHECK:           math.exp
+// The probabilities exp2(s - max) as one fma (the scalar lowering's scores
+// are already in base-2 units: the factor is 1) and one ex2.approx.ftz.
+// CHECK:           math.fma
+// CHECK:           llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK:           gpu.barrier
 // CHECK:           gpu.barrier
 // CHECK-NOT:     kvattn.tile

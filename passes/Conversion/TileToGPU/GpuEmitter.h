@@ -12,6 +12,8 @@
 #include "passes/Conversion/TileToCPU/LoopEmitter.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 
 namespace mlir {
 namespace kvattn {
@@ -49,6 +51,18 @@ struct Threads {
   /// statistics need neither shared memory nor a barrier; null otherwise
   /// (the [BM] tiles in shared memory, published by one lane per row).
   Value rowStats;
+  /// The units of the scores and running maxima (docs/gpu-lowering.md,
+  /// "Softmax in FMA form"). Every probability is
+  /// exp2(s * expScale - max * expScale), one FFMA and one ex2 per score;
+  /// a float mask is added to the scores times `maskUnit`; the lse is
+  /// max * lseUnit + log(sum). With `rawScores` (tensor cores, no softcap,
+  /// a positive scale) tile.qk stores the bare dot product and expScale is
+  /// scale * log2(e); otherwise the scores are scale * dot * log2(e) (with a
+  /// softcap, its tanh) and expScale is 1.
+  bool rawScores = false;
+  double expScale = 1.0;
+  double maskUnit = kLog2E;
+  double lseUnit = 1.0 / kLog2E;
   /// The query tile (f32 storage in shared memory; on tensor cores its
   /// 16-bit view holds Q): each warp's own rows of it are free after its
   /// last Q.K^T and stage that warp's output rows for 16-byte stores.
@@ -196,6 +210,19 @@ struct GpuEmitter : Emitter {
       scf::YieldOp::create(b, elseValue);
     }
     return ifOp.getResult(0);
+  }
+
+  /// 2^x as one MUFU.EX2 (ex2.approx.ftz.f32: subnormal inputs and
+  /// results are flushed to zero, no range fix-up around it).
+  Value exp2(Value x) {
+    return LLVM::CallIntrinsicOp::create(
+               b, b.getF32Type(),
+               b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
+        .getResult(0);
+  }
+  /// x * y + z, rounded once (FFMA).
+  Value fma(Value x, Value y, Value z) {
+    return math::FmaOp::create(b, x, y, z);
   }
 
   Value zeroOf(Type type) {

@@ -311,11 +311,11 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   Value aRow = e.add(l.row0, e.add(e.mulIdx(e.remIdx(m, e.idx(2)), 8),
                                    e.remIdx(e.t.lane, e.idx(8))));
   Value aCol = e.mulIdx(e.divIdx(m, e.idx(2)), 8);
+  auto aType = VectorType::get({4, 2}, elt);
   // ldmatrix.x2 addresses of B (K rows are n): row l % 8, column
   // (l / 8 % 2) * 8 of the 8 x 16 slice.
   Value bRow = e.remIdx(e.t.lane, e.idx(8));
   Value bCol = e.mulIdx(e.remIdx(m, e.idx(2)), 8);
-  auto aType = VectorType::get({4, 2}, elt);
   auto bType = VectorType::get({2, 2}, elt);
 
   // The score fragments, a group of 8-key slices at a time, carried
@@ -324,6 +324,22 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   // group of all slices. Otherwise groups of 2 keep the registers down.
   const int64_t slices = bn / 8;
   const int64_t group = e.t.scores ? slices : std::min<int64_t>(2, slices);
+  // One k step of a group, given its query fragment: per slice the K
+  // fragment and the mma.
+  auto kStep = [&](int64_t j0, int64_t width, Value k0, ArrayRef<Value> aRegs,
+                   ValueRange c) {
+    SmallVector<Value> next;
+    for (int64_t j = 0; j < width; ++j) {
+      Value kRow = e.add(e.idx(8 * (j0 + j)), bRow);
+      Value b = nvgpu::LdMatrixOp::create(
+          e.b, bType, e.t.stage,
+          ValueRange{kRow, swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
+          /*transpose=*/false, /*numTiles=*/2);
+      llvm::append_range(next, emitMma(e, elt, aRegs, operandRegisters(e, b),
+                                       c.slice(4 * j, 4)));
+    }
+    return next;
+  };
   for (int64_t j0 = 0; j0 < slices; j0 += group) {
     const int64_t width = std::min(group, slices - j0);
     SmallVector<Value> init(4 * width, e.f32(0));
@@ -334,33 +350,41 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
               e.b, aType, q16,
               ValueRange{aRow, swizzledCol(e, q16, aRow, e.add(k0, aCol))},
               /*transpose=*/false, /*numTiles=*/4);
-          SmallVector<Value> aRegs = operandRegisters(e, a);
-          SmallVector<Value> next;
-          for (int64_t j = 0; j < width; ++j) {
-            Value kRow = e.add(e.idx(8 * (j0 + j)), bRow);
-            Value b = nvgpu::LdMatrixOp::create(
-                e.b, bType, e.t.stage,
-                ValueRange{kRow,
-                           swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
-                /*transpose=*/false, /*numTiles=*/2);
-            llvm::append_range(next,
-                               emitMma(e, elt, aRegs, operandRegisters(e, b),
-                                       c.slice(4 * j, 4)));
-          }
-          return next;
+          return kStep(j0, width, k0, operandRegisters(e, a), c);
         });
-    // The lane's scores, in base-2 units as the scalar lowering's: rows g
-    // and g + 8 (k = i / 2), columns 8j + 2q + {0, 1} (el = i % 2); -inf
-    // past the block's keys. Into the lane's registers (small tiles) or
-    // its entries of the score tile.
+    // The lane's scores: rows g and g + 8 (k = i / 2), columns
+    // 8j + 2q + {0, 1} (el = i % 2), into the lane's registers (small
+    // tiles) or its entries of the score tile. The bare dot products when
+    // the softmax folds the scale into its FFMA (Threads::rawScores), else
+    // in base-2 units as the scalar lowering's.
     for (int64_t j = 0; j < width; ++j)
       for (int i = 0; i < 4; ++i) {
-        Value s = emitScaledScore(e, op, acc[4 * j + i], kLog2E);
-        Value c = e.accColumn(j0 + j, i % 2);
-        s = arith::SelectOp::create(e.b, e.lt(c, op.getCols()), s, e.negInf());
+        Value s = e.t.rawScores
+                      ? acc[4 * j + i]
+                      : emitScaledScore(e, op, acc[4 * j + i], kLog2E);
         storeLaneScore(e, s, op.getScores(), i / 2, j0 + j, i % 2);
       }
   }
+  // -inf past the block's keys: only a block shorter than block-n (the
+  // last one; the condition is the same for the whole program) pays for
+  // the compares.
+  e.when(e.lt(op.getCols(), e.idx(bn)), [&] {
+    for (int64_t j = 0; j < slices; ++j)
+      for (int i = 0; i < 4; ++i) {
+        int k = i / 2, el = i % 2;
+        Value inside = e.lt(e.accColumn(j, el), op.getCols());
+        if (e.t.scores) {
+          e.storeScore(arith::SelectOp::create(
+                           e.b, inside, e.loadScore(k, j, el), e.negInf()),
+                       k, j, el);
+          continue;
+        }
+        e.when(
+            arith::XOrIOp::create(e.b, inside,
+                                  arith::ConstantIntOp::create(e.b, 1, 1)),
+            [&] { storeLaneScore(e, e.negInf(), op.getScores(), k, j, el); });
+      }
+  });
   // No barrier: the scores are the lane's own, and the next copy into the
   // K stage (the deferred tile.prefetch, or the next tile.qk) is issued
   // after the barrier of tile.softmax_update, which every warp reaches only

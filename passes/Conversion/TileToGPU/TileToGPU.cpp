@@ -17,11 +17,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Passes/Passes.h"
 #include "passes/Conversion/TileToGPU/GpuEmitter.h"
 #include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 #include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
-#include "kvattn/Dialect/KVAttnOps.h"
-#include "kvattn/Passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -33,6 +33,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <cmath>
 
 namespace mlir {
 namespace kvattn {
@@ -216,16 +218,16 @@ void lowerMask(GpuEmitter &e, TileMaskOp op) {
         // The lane's score registers: every (slice, element), unrolled.
         e.forAccColumns(bn, [&](int64_t j, int el, Value c) {
           e.when(e.lt(c, op.getCols()), [&] {
-            e.storeScore(
-                emitMaskedScore(e, op, r, qp, c, kLog2E, e.loadScore(k, j, el)),
-                k, j, el);
+            e.storeScore(emitMaskedScore(e, op, r, qp, c, e.t.maskUnit,
+                                         e.loadScore(k, j, el)),
+                         k, j, el);
           });
         });
         return;
       }
       e.ownedColumns(op.getCols(), [&](Value c) {
         Value at = e.scoreColumn(r, c);
-        e.store(emitMaskedScore(e, op, r, qp, c, kLog2E,
+        e.store(emitMaskedScore(e, op, r, qp, c, e.t.maskUnit,
                                 e.load(op.getScores(), {r, at})),
                 op.getScores(), {r, at});
       });
@@ -250,9 +252,9 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   }
 
   // Phase 1, per owned row: the new maximum (quad-reduced), the rescale
-  // factor, the probabilities (written over the scores) and their sum.
-  // Scores and maxima are in base-2 units (tile.qk and tile.mask multiply
-  // by log2(e), folded into the scale): each exponential is one exp2.
+  // factor, the probabilities (written over the scores) and their sum, in
+  // FMA form (Threads::rawScores): p = exp2(s * f - max * f), one FFMA and
+  // one ex2 per score, f = e.t.expScale.
   struct RowUpdate {
     Value row, max, sum, alpha;
   } rows[2];
@@ -276,6 +278,7 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
                        [&](Value p) { e.storeScore(p, k, j, el); });
         return acc;
       };
+  Value f = e.f32(e.t.expScale);
   for (int k = 0; k < 2; ++k) {
     Value r = e.ownedRow(k);
     Value oldMax = e.loadRowStat(op.getMax(), 0, k, r);
@@ -287,25 +290,26 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
                      }),
         /*isMax=*/true);
     Value newMax = arith::MaximumFOp::create(e.b, oldMax, blockMax);
-    Value any = arith::CmpFOp::create(e.b, arith::CmpFPredicate::UNE, newMax,
-                                      e.negInf());
-    Value alpha = arith::SelectOp::create(
-        e.b, any,
-        math::Exp2Op::create(e.b, arith::SubFOp::create(e.b, oldMax, newMax)),
-        e.f32(1));
-    Value blockSum = e.quadReduce(
-        reduceScores(k, r, e.f32(0),
-                     [&](Value s, Value sum, function_ref<void(Value)> set) {
-                       Value p = arith::SelectOp::create(
-                           e.b, any,
-                           math::Exp2Op::create(
-                               e.b, arith::SubFOp::create(e.b, s, newMax)),
-                           e.f32(0));
-                       set(p);
-                       return e.addf(sum, p);
-                     }),
-        /*isMax=*/false);
-    rows[k] = {r, newMax, e.addf(e.mulf(alpha, oldSum), blockSum), alpha};
+    // The row's offset max * f; 0 while nothing is allowed (max = -inf), so
+    // that the probabilities of its -inf scores and the rescale factor are
+    // exp2(-inf) = 0 rather than NaN.
+    Value none = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, newMax,
+                                       e.negInf());
+    Value offset =
+        arith::SelectOp::create(e.b, none, e.f32(0), e.mulf(newMax, f));
+    Value negOffset = arith::NegFOp::create(e.b, offset);
+    Value alpha = e.exp2(e.fma(oldMax, f, negOffset));
+    // On tensor cores each lane sums its own columns and the quad's sums
+    // are combined once, by tile.store (the rescale factor is the quad's).
+    Value blockSum = reduceScores(
+        k, r, e.f32(0), [&](Value s, Value sum, function_ref<void(Value)> set) {
+          Value p = e.exp2(e.fma(s, f, negOffset));
+          set(p);
+          return e.addf(sum, p);
+        });
+    if (!e.t.rowStats)
+      blockSum = e.quadReduce(blockSum, /*isMax=*/false);
+    rows[k] = {r, newMax, e.fma(alpha, oldSum, blockSum), alpha};
   }
   // Every probability and the V block are in shared memory; every lane has
   // read the old max and sum.
@@ -379,7 +383,7 @@ void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r) {
                                         e.negInf());
     // The running max is in base-2 units.
     Value l =
-        e.addf(e.mulf(rowMax, e.f32(1.0 / kLog2E)),
+        e.addf(e.mulf(rowMax, e.f32(e.t.lseUnit)),
                math::LogOp::create(e.b, e.loadRowStat(op.getSum(), 1, k, r)));
     e.store(arith::SelectOp::create(e.b, empty, e.negInf(), l), lse,
             {op.getBatch(), q.head, q.row});
@@ -446,6 +450,13 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
 }
 
 void lowerStore(GpuEmitter &e, TileStoreOp op) {
+  // Tensor cores: each lane's sums are its own columns' (tile.softmax_update);
+  // the row's is the quad's, combined here once (the whole warp is here).
+  if (e.t.rowStats)
+    for (int k = 0; k < 2; ++k)
+      e.store(e.quadReduce(e.load(e.t.rowStats, {e.idx(1), e.idx(k)}),
+                           /*isMax=*/false),
+              e.t.rowStats, {e.idx(1), e.idx(k)});
   Value out = op.getOut();
   Type outType = cast<MemRefType>(out.getType()).getElementType();
   int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
@@ -737,6 +748,20 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     t.rowStats =
         memref::AllocaOp::create(b, MemRefType::get({2, 2}, b.getF32Type()));
   t.tensorCores = tensorCores;
+  // Softmax in FMA form: on tensor cores the scores stay bare dot products
+  // and the scale goes into the softmax's FFMA, where it is one constant
+  // (no softcap, whose tanh needs the scaled score) and a positive one
+  // (the maximum of the bare products is the maximum of the scores).
+  kernel.walk([&](TileQKOp qk) {
+    double scale = qk.getScale().convertToDouble();
+    if (!tensorCores || qk.getSoftcap() || !(scale > 0) ||
+        !std::isfinite(1.0 / scale) || !std::isfinite(scale * kLog2E))
+      return;
+    t.rawScores = true;
+    t.expScale = scale * kLog2E;
+    t.maskUnit = 1.0 / scale;
+    t.lseUnit = scale;
+  });
   t.swizzleScores =
       tensorCores && !privateScores && layout->stageRows % 32 == 0;
   bool hasPrefetch = false;
