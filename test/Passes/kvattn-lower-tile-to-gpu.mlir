@@ -16,9 +16,17 @@
 // TC:         memref.alloca() : memref<2x8x2xf32>
 // TC-DAG:     %[[KST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
 // TC-DAG:     %[[VST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
+// The warp's query fragments, [D / 16 steps][4 registers], private.
+// TC-DAG:     %[[QF:.*]] = memref.alloca() : memref<4x4xvector<2xf16>>
 // TC-DAG:     memref.alloca() : memref<2x2xf32>
-// The query tile is written in f16 into the f32 tile's storage.
+// The query tile is written in f16 into the f32 tile's storage, then each
+// warp reads its A fragments of every k step once (ldmatrix.x4 at the
+// swizzled column: the 16-byte chunks of each 16-bit tile row are
+// XOR-swizzled with the row) and keeps them for the whole KV loop.
 // TC:         %[[Q16:.*]] = memref.view %[[SMEM]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
+// TC:         gpu.barrier
+// TC-COUNT-4: nvgpu.ldmatrix %[[Q16]][%{{.*}}, %{{.*}}] {numTiles = 4 : i32, transpose = false}
+// TC:         memref.store %{{.*}}, %[[QF]][%c3, %c3] : memref<4x4xvector<2xf16>>
 // num-stages = 2 (the default): the first K block starts loading before the
 // KV loop (tile.prefetch), each next one after the softmax's barrier of the
 // current.
@@ -33,15 +41,16 @@
 // TC-NEXT:      gpu.barrier
 // TC:           nvgpu.device_async_copy %{{.*}}, %[[VST]][{{.*}}], 8, %{{.*}} :
 // TC:           nvvm.cp.async.commit.group
-// Q.K^T: D / 16 steps carrying all 8 score fragments; per step the query
-// fragment once, then per 8-key slice (unrolled) a K fragment and an mma.
-// TC:           scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}f32)
-// The 16-byte chunks of each 16-bit tile row are XOR-swizzled with the row
-// (bank-conflict-free ldmatrix); every access computes the same column.
-// TC:             %[[SWZ:.*]] = arith.xori
-// TC:             nvgpu.ldmatrix %[[Q16]][%{{.*}}, %[[SWZ]]] {numTiles = 4 : i32, transpose = false}
-// TC:             nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 2 : i32, transpose = false}
-// TC:             nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// Q.K^T: the D / 16 steps unrolled, all 8 score fragments carried; per
+// step the query fragment from registers, then per 8-key slice a K
+// fragment (swizzled like Q) and an mma. No shared-memory read of Q.
+// TC-NOT:       scf.for
+// TC-NOT:       nvgpu.ldmatrix %[[Q16]]
+// TC:           memref.load %[[QF]][%c0, %c0]
+// TC:           nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 2 : i32, transpose = false}
+// TC:           nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// TC-NOT:       nvgpu.ldmatrix %[[Q16]]
+// TC:           memref.load %[[QF]][%c3, %c3]
 // The scores stay bare dot products (no multiply by the scale after the
 // mma); only a block shorter than block-n sets -inf past its keys, under
 // one uniform branch.

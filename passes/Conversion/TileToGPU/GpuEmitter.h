@@ -51,6 +51,11 @@ struct Threads {
   /// statistics need neither shared memory nor a barrier; null otherwise
   /// (the [BM] tiles in shared memory, published by one lane per row).
   Value rowStats;
+  /// Tensor cores, D <= 128: the warp's query A fragments, loaded once per
+  /// program by tile.load_q and kept in registers across the KV loop
+  /// ([D / 16][4] operand registers, constant indices only); null when
+  /// Q.K^T reads them from the shared query tile in every block.
+  Value qFragments;
   /// The units of the scores and running maxima (docs/gpu-lowering.md,
   /// "Softmax in FMA form"). Every probability is
   /// exp2(s * expScale - max * expScale), one FFMA and one ex2 per score;

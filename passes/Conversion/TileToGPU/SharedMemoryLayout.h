@@ -125,6 +125,15 @@ inline bool canUseTensorCores(const SharedMemoryLayout &layout) {
          layout.stageRows % 16 == 0;
 }
 
+/// Whether the tensor-core lowering keeps each warp's query A fragments in
+/// registers for the whole program (D / 4 per lane: 32 at D = 128) instead
+/// of reading them from the shared query tile in every KV block: up to
+/// D = 128 (at D = 256 they would take 64 registers beside a 128-register
+/// accumulator).
+inline bool keepQueryInRegisters(const SharedMemoryLayout &layout) {
+  return canUseTensorCores(layout) && layout.keyCols <= 128;
+}
+
 /// Whether the tensor-core lowering also keeps the lane's scores in
 /// registers (the score tile then gets no shared memory): when they and the
 /// accumulator (`BN / 2 + Dv / 2` f32 per lane) stay within 64 registers,

@@ -278,6 +278,49 @@ void mlir::kvattn::lowerPrefetchOnTensorCores(GpuEmitter &e,
   NVVM::CpAsyncCommitGroupOp::create(e.b);
 }
 
+namespace {
+/// The ldmatrix.x4 address of the warp's A fragment at k step `k0`: lane l
+/// reads row (l / 8 % 2) * 8 + l % 8, column (l / 16) * 8 of the warp's
+/// 16 x 16 slice.
+struct QueryAddress {
+  Value row, col;
+};
+QueryAddress queryAddress(GpuEmitter &e) {
+  Lane l = laneOf(e);
+  Value m = e.divIdx(e.t.lane, e.idx(8));
+  Value row = e.add(l.row0, e.add(e.mulIdx(e.remIdx(m, e.idx(2)), 8),
+                                  e.remIdx(e.t.lane, e.idx(8))));
+  return {row, e.mulIdx(e.divIdx(m, e.idx(2)), 8)};
+}
+
+SmallVector<Value> loadQueryFragment(GpuEmitter &e, Value q16,
+                                     const QueryAddress &at, Value k0) {
+  Type elt = cast<MemRefType>(q16.getType()).getElementType();
+  Value a = nvgpu::LdMatrixOp::create(
+      e.b, VectorType::get({4, 2}, elt), q16,
+      ValueRange{at.row, swizzledCol(e, q16, at.row, e.add(k0, at.col))},
+      /*transpose=*/false, /*numTiles=*/4);
+  return operandRegisters(e, a);
+}
+} // namespace
+
+MemRefType mlir::kvattn::queryFragmentsType(MLIRContext *ctx, int64_t d,
+                                            Type elt) {
+  Type reg = elt.isF16() ? Type(VectorType::get({2}, elt))
+                         : Type(IntegerType::get(ctx, 32));
+  return MemRefType::get({d / 16, 4}, reg);
+}
+
+void mlir::kvattn::emitLoadQueryFragments(GpuEmitter &e, Value q16) {
+  int64_t d = cast<MemRefType>(q16.getType()).getDimSize(1);
+  QueryAddress at = queryAddress(e);
+  for (int64_t kk = 0; kk < d / 16; ++kk) {
+    SmallVector<Value> regs = loadQueryFragment(e, q16, at, e.idx(16 * kk));
+    for (auto [i, reg] : llvm::enumerate(regs))
+      e.store(reg, e.t.qFragments, {e.idx(kk), e.idx(static_cast<int64_t>(i))});
+  }
+}
+
 void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
                                         TileSoftmaxOp prefetch) {
   Type elt = cast<MemRefType>(op.getKey().getType()).getElementType();
@@ -303,28 +346,21 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
                    prefetch.getStart(), prefetch.getCols(), e.t.stageV,
                    /*commit=*/true, prefetch.getKeyValid());
 
-  Value q16 = halfView(e, op.getQTile(), elt);
-  Lane l = laneOf(e);
-  // ldmatrix.x4 addresses of A: lane l reads row (l / 8 % 2) * 8 + l % 8,
-  // column (l / 16) * 8 of the warp's 16 x 16 slice.
-  Value m = e.divIdx(e.t.lane, e.idx(8));
-  Value aRow = e.add(l.row0, e.add(e.mulIdx(e.remIdx(m, e.idx(2)), 8),
-                                   e.remIdx(e.t.lane, e.idx(8))));
-  Value aCol = e.mulIdx(e.divIdx(m, e.idx(2)), 8);
-  auto aType = VectorType::get({4, 2}, elt);
   // ldmatrix.x2 addresses of B (K rows are n): row l % 8, column
   // (l / 8 % 2) * 8 of the 8 x 16 slice.
+  Value m = e.divIdx(e.t.lane, e.idx(8));
   Value bRow = e.remIdx(e.t.lane, e.idx(8));
   Value bCol = e.mulIdx(e.remIdx(m, e.idx(2)), 8);
   auto bType = VectorType::get({2, 2}, elt);
 
   // The score fragments, a group of 8-key slices at a time, carried
   // through the D / 16 k steps; the query fragment is read once per step
-  // and group. With the scores in registers they are all live anyway: one
-  // group of all slices. Otherwise groups of 2 keep the registers down.
+  // and group (from registers when tile.load_q kept them there). With the
+  // scores in registers they are all live anyway: one group of all slices.
+  // Otherwise groups of 2 keep the registers down.
   const int64_t slices = bn / 8;
   const int64_t group = e.t.scores ? slices : std::min<int64_t>(2, slices);
-  // One k step of a group, given its query fragment: per slice the K
+  // One k step of a group: its query fragment, then per slice the K
   // fragment and the mma.
   auto kStep = [&](int64_t j0, int64_t width, Value k0, ArrayRef<Value> aRegs,
                    ValueRange c) {
@@ -343,15 +379,25 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   for (int64_t j0 = 0; j0 < slices; j0 += group) {
     const int64_t width = std::min(group, slices - j0);
     SmallVector<Value> init(4 * width, e.f32(0));
-    SmallVector<Value> acc =
-        carry(e, d / 16, init, [&](Value kk, ValueRange c) {
-          Value k0 = e.mulIdx(kk, 16);
-          Value a = nvgpu::LdMatrixOp::create(
-              e.b, aType, q16,
-              ValueRange{aRow, swizzledCol(e, q16, aRow, e.add(k0, aCol))},
-              /*transpose=*/false, /*numTiles=*/4);
-          return kStep(j0, width, k0, operandRegisters(e, a), c);
-        });
+    SmallVector<Value> acc;
+    if (e.t.qFragments) {
+      // The query fragments are registers: the k steps unrolled (constant
+      // indices).
+      acc = init;
+      for (int64_t kk = 0; kk < d / 16; ++kk) {
+        SmallVector<Value> aRegs;
+        for (int64_t i = 0; i < 4; ++i)
+          aRegs.push_back(e.load(e.t.qFragments, {e.idx(kk), e.idx(i)}));
+        acc = kStep(j0, width, e.idx(16 * kk), aRegs, acc);
+      }
+    } else {
+      Value q16 = halfView(e, op.getQTile(), elt);
+      QueryAddress qAt = queryAddress(e);
+      acc = carry(e, d / 16, init, [&](Value kk, ValueRange c) {
+        Value k0 = e.mulIdx(kk, 16);
+        return kStep(j0, width, k0, loadQueryFragment(e, q16, qAt, k0), c);
+      });
+    }
     // The lane's scores: rows g and g + 8 (k = i / 2), columns
     // 8j + 2q + {0, 1} (el = i % 2), into the lane's registers (small
     // tiles) or its entries of the score tile. The bare dot products when

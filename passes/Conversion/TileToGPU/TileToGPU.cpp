@@ -106,6 +106,8 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
                               /*nontemporal=*/false, llvm::Align(16));
     });
     e.barrier();
+    if (e.t.qFragments)
+      emitLoadQueryFragments(e, tile);
     return;
   }
   Value d = e.idx(type.getDimSize(1));
@@ -125,6 +127,8 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
     e.store(v, tile, {r, col});
   });
   e.barrier();
+  if (e.t.qFragments)
+    emitLoadQueryFragments(e, tile);
 }
 
 /// Stages rows [start, start + cols) of `source[batch, head]` (through
@@ -400,6 +404,12 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
   Value out = op.getOut();
   Type outType = cast<MemRefType>(out.getType()).getElementType();
   auto pairType = VectorType::get({2}, outType);
+  // The warp's last reads of these rows may be its query fragments' ldmatrix
+  // right after tile.load_q (no KV block, so no block barrier since): the
+  // warp synchronises before overwriting them.
+  if (e.t.qFragments)
+    NVVM::SyncWarpOp::create(
+        e.b, arith::ConstantIntOp::create(e.b, e.b.getI32Type(), -1));
   for (int k = 0; k < 2; ++k) {
     Value r = e.ownedRow(k);
     Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
@@ -744,6 +754,19 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   // Tensor cores: 16-bit K/V (16-byte rows, so the stages are separate),
   // head dim D and block-n multiples of 16 (the k of m16n8k16), Dv of 8.
   kernel.walk([&](TileLoadQOp load) { t.qTile = load.getQTile(); });
+  // Tensor cores, D <= 128: the warp's query fragments in registers for
+  // the whole program (D / 4 registers per lane: 32 at D = 128).
+  if (tensorCores && t.qTile) {
+    auto qType = cast<MemRefType>(t.qTile.getType());
+    Type qElt = layout->stageElementType; // the mma's operand type
+    bool sameType = true;
+    kernel.walk([&](TileLoadQOp load) {
+      sameType &= getElementTypeOrSelf(load.getQuery().getType()) == qElt;
+    });
+    if (sameType && keepQueryInRegisters(*layout))
+      t.qFragments = memref::AllocaOp::create(
+          b, queryFragmentsType(ctx, qType.getDimSize(1), qElt));
+  }
   if (tensorCores)
     t.rowStats =
         memref::AllocaOp::create(b, MemRefType::get({2, 2}, b.getF32Type()));
