@@ -135,13 +135,16 @@ inline bool keepQueryInRegisters(const SharedMemoryLayout &layout) {
 }
 
 /// Whether the tensor-core lowering also keeps the lane's scores in
-/// registers (the score tile then gets no shared memory): when they and the
-/// accumulator (`BN / 2 + Dv / 2` f32 per lane) stay within 64 registers,
-/// which leaves room below ptxas's 255 for the operand fragments and the
-/// addresses. Larger tiles keep the scores in shared memory.
+/// registers (the score tile then gets no shared memory): when they, the
+/// accumulator and the query fragments (`BN / 2 + Dv / 2 + D / 4` 32-bit
+/// registers per lane) stay within 128, which leaves room below ptxas's
+/// 255 for the K/V operand fragments and the addresses: 64-key blocks up
+/// to D = Dv = 128, 32-key blocks (decode) at D = 128. Larger tiles keep the
+/// scores in shared memory.
 inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
+  const int64_t query = keepQueryInRegisters(layout) ? layout.keyCols / 4 : 0;
   return canUseTensorCores(layout) &&
-         layout.stageRows / 2 + layout.valueCols / 2 <= 64;
+         layout.stageRows / 2 + layout.valueCols / 2 + query <= 128;
 }
 
 /// The name of the unit attribute with which -kvattn-outline-tile-programs
