@@ -9,9 +9,9 @@
 //   C (16 x 8, f32):        c0 c1 = (g, 2q..2q+1),  c2 c3 = (g + 8, 2q..)
 //
 // C is the ownership of the scalar lowering (rows 16w + g and 16w + g + 8,
-// columns 8j + 2q + {0, 1}), so scores and accumulators stay where they
-// were. ldmatrix.x4 over the 16-bit query tile gives A; ldmatrix.x2 over
-// the K stage ([key, dim] row-major: an n-major B) gives B of Q.K^T;
+// columns 8j + 2q + {0, 1}; FragmentLayout.h), so scores and accumulators stay
+// where they were. ldmatrix.x4 over the 16-bit query tile gives A; ldmatrix.x2
+// over the K stage ([key, dim] row-major: an n-major B) gives B of Q.K^T;
 // ldmatrix.x2.trans over the V stage ([key, dim]: a k-major B) gives B of
 // P.V; A of P.V is the lane's own probabilities (the C fragments of two
 // 8-key slices of Q.K^T), rounded to 16 bits: in registers for small tiles,
@@ -105,7 +105,9 @@ struct Lane {
   Value g, q, row0;
 };
 Lane laneOf(GpuEmitter &e) {
-  return {e.divIdx(e.t.lane, e.idx(4)), e.t.quad, e.mulIdx(e.t.warp, 16)};
+  const FragmentLayout &layout = e.t.layout;
+  return {e.divIdx(e.t.lane, e.idx(layout.lanesPerRow)), e.t.quad,
+          e.mulIdx(e.t.warp, layout.warpRows)};
 }
 
 } // namespace
@@ -403,12 +405,15 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
     // tiles) or its entries of the score tile. The bare dot products when
     // the softmax folds the scale into its FFMA (Threads::rawScores), else
     // in base-2 units as the scalar lowering's.
+    const FragmentLayout &layout = e.t.layout;
+    const int regs = layout.registersPerSlice();
     for (int64_t j = 0; j < width; ++j)
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < regs; ++i) {
         Value s = e.t.rawScores
-                      ? acc[4 * j + i]
-                      : emitScaledScore(e, op, acc[4 * j + i], kLog2E);
-        storeLaneScore(e, s, op.getScores(), i / 2, j0 + j, i % 2);
+                      ? acc[regs * j + i]
+                      : emitScaledScore(e, op, acc[regs * j + i], kLog2E);
+        storeLaneScore(e, s, op.getScores(), layout.rowOfRegister(i), j0 + j,
+                       layout.elementOfRegister(i));
       }
   }
   // -inf past the block's keys: only a block shorter than block-n (the
@@ -416,8 +421,9 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   // the compares.
   e.when(e.lt(op.getCols(), e.idx(bn)), [&] {
     for (int64_t j = 0; j < slices; ++j)
-      for (int i = 0; i < 4; ++i) {
-        int k = i / 2, el = i % 2;
+      for (int i = 0; i < e.t.layout.registersPerSlice(); ++i) {
+        int k = e.t.layout.rowOfRegister(i),
+            el = e.t.layout.elementOfRegister(i);
         Value inside = e.lt(e.accColumn(j, el), op.getCols());
         if (e.t.scores) {
           e.storeScore(arith::SelectOp::create(
@@ -453,9 +459,12 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   // c0..c3 = rows g, g + 8 and columns 8xg + 2q + {0, 1} (the private
   // accumulator's [k][xg][el]).
   SmallVector<Value> out;
+  const FragmentLayout &layout = e.t.layout;
   for (int64_t xg = 0; xg < slices; ++xg)
-    for (int i = 0; i < 4; ++i)
-      out.push_back(e.mulf(alpha[i / 2], e.loadAcc(i / 2, xg, i % 2)));
+    for (int i = 0; i < layout.registersPerSlice(); ++i)
+      out.push_back(e.mulf(
+          alpha[layout.rowOfRegister(i)],
+          e.loadAcc(layout.rowOfRegister(i), xg, layout.elementOfRegister(i))));
   // One k step (16 keys at k0 = 16kk): the probabilities of the lane's
   // rows, columns k0 + 2q + {0, 1} and + 8 — the lane's score entries of
   // slices 2kk and 2kk + 1 (the C fragment of Q.K^T is the A fragment of
@@ -464,14 +473,17 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   auto step = [&](Value k0,
                   function_ref<Value(int k, int64_t half, int el)> probability,
                   ValueRange c) {
+    // The A registers a0a1 .. a6a7 in the layout's order (step 0: the
+    // slice within the step is `half`).
     SmallVector<Value> a;
-    for (int64_t half = 0; half < 2; ++half)
-      for (int k = 0; k < 2; ++k) {
-        Value p0 = arith::TruncFOp::create(e.b, elt, probability(k, half, 0));
-        Value p1 = arith::TruncFOp::create(e.b, elt, probability(k, half, 1));
-        a.push_back(operandRegister(e, vector::FromElementsOp::create(
-                                           e.b, pairType, ValueRange{p0, p1})));
-      }
+    for (FragmentLayout::Entry entry : layout.aOperandEntries(/*kk=*/0)) {
+      Value p0 = arith::TruncFOp::create(e.b, elt,
+                                         probability(entry.k, entry.slice, 0));
+      Value p1 = arith::TruncFOp::create(e.b, elt,
+                                         probability(entry.k, entry.slice, 1));
+      a.push_back(operandRegister(e, vector::FromElementsOp::create(
+                                         e.b, pairType, ValueRange{p0, p1})));
+    }
     Value vRow = e.add(k0, bRow);
     SmallVector<Value> next;
     for (int64_t xg = 0; xg < slices; ++xg) {
@@ -510,6 +522,7 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
     });
   }
   for (int64_t xg = 0; xg < slices; ++xg)
-    for (int i = 0; i < 4; ++i)
-      e.storeAcc(out[4 * xg + i], i / 2, xg, i % 2);
+    for (int i = 0; i < layout.registersPerSlice(); ++i)
+      e.storeAcc(out[layout.registersPerSlice() * xg + i],
+                 layout.rowOfRegister(i), xg, layout.elementOfRegister(i));
 }

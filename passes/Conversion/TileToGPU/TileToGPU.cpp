@@ -51,13 +51,13 @@ namespace {
 void lowerInit(GpuEmitter &e, TileInitOp op) {
   // Each lane zeroes its own accumulator entries (registers).
   auto accType = cast<MemRefType>(e.t.acc.getType());
-  for (int k = 0; k < 2; ++k)
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
     for (int64_t j = 0; j < accType.getDimSize(1); ++j)
-      for (int el = 0; el < 2; ++el)
+      for (int el = 0; el < e.t.layout.elementsPerRow; ++el)
         e.storeAcc(e.f32(0), k, j, el);
   if (e.t.rowStats) {
     // The lane's own rows, in registers: nothing to publish.
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
       e.store(e.negInf(), e.t.rowStats, {e.idx(0), e.idx(k)});
       e.store(e.f32(0), e.t.rowStats, {e.idx(1), e.idx(k)});
     }
@@ -185,7 +185,7 @@ void lowerQK(GpuEmitter &e, TileQKOp op,
   stageBlock(e, e.t.stage, op.getKey(), op.getBlockTable(), op.getBatch(),
              op.getKvHead(), op.getStart(), op.getCols(), bn, d);
   e.barrier();
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
       e.ownedColumns(e.idx(bn), [&](Value c) {
@@ -214,7 +214,7 @@ void lowerQK(GpuEmitter &e, TileQKOp op,
 void lowerMask(GpuEmitter &e, TileMaskOp op) {
   // Same ownership as tile.qk and tile.softmax_update: no barrier needed.
   int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
       Value qp = emitQueryPosition(e, op, r);
@@ -261,7 +261,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   // one ex2 per score, f = e.t.expScale.
   struct RowUpdate {
     Value row, max, sum, alpha;
-  } rows[2];
+  };
+  SmallVector<RowUpdate, 2> rows(e.t.layout.rowsPerLane);
   // The lane's scores: the score tile, or its registers on tensor cores
   // (every (slice, element) unrolled).
   auto reduceScores =
@@ -276,14 +277,14 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
             });
           });
         Value acc = init;
-        for (int64_t j = 0; j < bn / 8; ++j)
-          for (int el = 0; el < 2; ++el)
+        for (int64_t j = 0; j < bn / e.t.layout.sliceColumns; ++j)
+          for (int el = 0; el < e.t.layout.elementsPerRow; ++el)
             acc = body(e.loadScore(k, j, el), acc,
                        [&](Value p) { e.storeScore(p, k, j, el); });
         return acc;
       };
   Value f = e.f32(e.t.expScale);
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     Value oldMax = e.loadRowStat(op.getMax(), 0, k, r);
     Value oldSum = e.loadRowStat(op.getSum(), 1, k, r);
@@ -410,16 +411,16 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
   if (e.t.qFragments)
     NVVM::SyncWarpOp::create(
         e.b, arith::ConstantIntOp::create(e.b, e.b.getI32Type(), -1));
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
     Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, rowMax,
                                         e.negInf());
     Value inv = arith::DivFOp::create(e.b, e.f32(1),
                                       e.loadRowStat(op.getSum(), 1, k, r));
-    for (int64_t j = 0; j < dv / 8; ++j) {
+    for (int64_t j = 0; j < e.t.layout.slices(dv); ++j) {
       SmallVector<Value, 2> pair;
-      for (int el = 0; el < 2; ++el) {
+      for (int el = 0; el < e.t.layout.elementsPerRow; ++el) {
         Value v = e.mulf(e.loadAcc(k, j, el), inv);
         v = arith::SelectOp::create(e.b, empty, e.f32(0), v);
         pair.push_back(arith::TruncFOp::create(e.b, outType, v));
@@ -463,7 +464,7 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
   // Tensor cores: each lane's sums are its own columns' (tile.softmax_update);
   // the row's is the quad's, combined here once (the whole warp is here).
   if (e.t.rowStats)
-    for (int k = 0; k < 2; ++k)
+    for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
       e.store(e.quadReduce(e.load(e.t.rowStats, {e.idx(1), e.idx(k)}),
                            /*isMax=*/false),
               e.t.rowStats, {e.idx(1), e.idx(k)});
@@ -477,14 +478,14 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
     Value staging = halfView(e, e.t.qTile, outType);
     if (dv <= cast<MemRefType>(staging.getType()).getDimSize(1)) {
       storeRowsVectorized(e, op, staging, dv);
-      for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
         Value r = e.ownedRow(k);
         e.when(e.lt(r, op.getRows()), [&] { storeRowLse(e, op, k, r); });
       }
       return;
     }
   }
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
       QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
@@ -506,7 +507,7 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
         // sector of an f32 row: split-KV's partial states).
         auto pairType = VectorType::get({2}, outType);
         const unsigned align = 2 * outType.getIntOrFloatBitWidth() / 8;
-        for (int64_t j = 0; j < dv / 8; ++j) {
+        for (int64_t j = 0; j < e.t.layout.slices(dv); ++j) {
           Value pair = vector::FromElementsOp::create(
               e.b, pairType, ValueRange{normalised(j, 0), normalised(j, 1)});
           vector::StoreOp::create(
@@ -730,8 +731,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   });
   if (accTile) {
     int64_t dv = accTile.getType().getDimSize(1);
-    t.acc = memref::AllocaOp::create(
-        b, MemRefType::get({2, (dv + 7) / 8, 2}, b.getF32Type()));
+    t.acc =
+        memref::AllocaOp::create(b, t.layout.privateType(dv, b.getF32Type()));
   }
   // On tensor cores, small tiles: the scores too, [2][BN / 8][2] per lane.
   memref::AllocaOp scoreTile;
@@ -742,8 +743,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     });
     if (scoreTile)
       t.scores = memref::AllocaOp::create(
-          b, MemRefType::get({2, scoreTile.getType().getDimSize(1) / 8, 2},
-                             b.getF32Type()));
+          b, t.layout.privateType(scoreTile.getType().getDimSize(1),
+                                  b.getF32Type()));
   }
   t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
                  layout->stageElementType);
@@ -768,8 +769,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
           b, queryFragmentsType(ctx, qType.getDimSize(1), qElt));
   }
   if (tensorCores)
-    t.rowStats =
-        memref::AllocaOp::create(b, MemRefType::get({2, 2}, b.getF32Type()));
+    t.rowStats = memref::AllocaOp::create(
+        b, MemRefType::get({2, t.layout.rowsPerLane}, b.getF32Type()));
   t.tensorCores = tensorCores;
   // Softmax in FMA form: on tensor cores the scores stay bare dot products
   // and the scale goes into the softmax's FFMA, where it is one constant
