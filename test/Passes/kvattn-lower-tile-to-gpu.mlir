@@ -42,13 +42,17 @@
 // TC:           nvgpu.device_async_copy %{{.*}}, %[[VST]][{{.*}}], 8, %{{.*}} :
 // TC:           nvvm.cp.async.commit.group
 // Q.K^T: the D / 16 steps unrolled, all 8 score fragments carried; per
-// step the query fragment from registers, then per 8-key slice a K
-// fragment (swizzled like Q) and an mma. No shared-memory read of Q.
+// step the query fragment from registers, then per two 8-key slices one
+// ldmatrix.x4 of K (swizzled like Q) and two mmas. No shared-memory read of
+// Q.
 // TC-NOT:       scf.for
 // TC-NOT:       nvgpu.ldmatrix %[[Q16]]
 // TC:           memref.load %[[QF]][%c0, %c0]
-// TC:           nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 2 : i32, transpose = false}
+// TC:           nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 4 : i32, transpose = false}
 // TC:           nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// TC-NEXT:      llvm.extractvalue
+// TC-COUNT-3:   llvm.extractvalue
+// TC-NEXT:      nvvm.mma.sync
 // TC-NOT:       nvgpu.ldmatrix %[[Q16]]
 // TC:           memref.load %[[QF]][%c3, %c3]
 // The scores stay bare dot products (no multiply by the scale after the
@@ -81,11 +85,11 @@
 // TC:           nvvm.cp.async.commit.group
 // P.V, unrolled: per 16-key step the lane's own probabilities (the C
 // fragment of Q.K^T is the A fragment of P.V) rounded to f16 pairs, then
-// per 8-column slice of V an ldmatrix.trans and an mma; no loop, no shared
-// score tile.
+// per two 8-column slices of V an ldmatrix.x4.trans and two mmas; no loop,
+// no shared score tile.
 // TC-NOT:       scf.for
 // TC:           arith.truncf %{{.*}} : f32 to f16
-// TC:           nvgpu.ldmatrix %[[VST]][{{.*}}] {numTiles = 2 : i32, transpose = true}
+// TC:           nvgpu.ldmatrix %[[VST]][{{.*}}] {numTiles = 4 : i32, transpose = true}
 // TC:           nvvm.mma.sync
 // No barrier at the end of the block: two per KV block in all.
 // TC-NOT:       gpu.barrier

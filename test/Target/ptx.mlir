@@ -41,20 +41,20 @@
 // CHECK-DAG: bar.sync 0;
 // CHECK-DAG: shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
 // CHECK-DAG: shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
-// bf16 operands through ldmatrix, f32 accumulation on tensor cores,
-// probabilities rounded to bf16 pairs, bf16 out; Q loaded and O stored in
-// 16-byte accesses (O staged per warp through its own Q rows).
+// bf16 operands through ldmatrix (x4: Q once, K and V two slices at a
+// time), f32 accumulation on tensor cores, probabilities rounded to bf16
+// pairs, bf16 out; Q loaded and O stored in 16-byte accesses (O staged per
+// warp through its own Q rows).
 // CHECK-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// CHECK-DAG: ldmatrix.sync.aligned.m8n8.x2.shared.b16
-// CHECK-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// CHECK-DAG: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // CHECK-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // CHECK-DAG: cvt.rn.bf16x2.f32
 // CHECK-DAG: ld.global.v4.b32
 // CHECK-DAG: bar.warp.sync -1;
 // CHECK-DAG: ld.shared.v4.b32
 // CHECK-DAG: st.global.v4.b32
-// The exponential from libdevice, inlined.
-// CHECK-DAG: ex2.approx
+// The exponential as one ex2.approx.ftz (no libdevice call).
+// CHECK-DAG: ex2.approx.ftz.f32
 // CHECK-NOT: __nv_
 // CHECK-NOT: .local
 

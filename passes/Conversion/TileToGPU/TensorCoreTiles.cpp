@@ -9,13 +9,15 @@
 //   C (16 x 8, f32):        c0 c1 = (g, 2q..2q+1),  c2 c3 = (g + 8, 2q..)
 //
 // C is the ownership of the scalar lowering (rows 16w + g and 16w + g + 8,
-// columns 8j + 2q + {0, 1}; FragmentLayout.h), so scores and accumulators stay
-// where they were. ldmatrix.x4 over the 16-bit query tile gives A; ldmatrix.x2
-// over the K stage ([key, dim] row-major: an n-major B) gives B of Q.K^T;
-// ldmatrix.x2.trans over the V stage ([key, dim]: a k-major B) gives B of
-// P.V; A of P.V is the lane's own probabilities (the C fragments of two
-// 8-key slices of Q.K^T), rounded to 16 bits: in registers for small tiles,
-// read back from the lane's entries of the score tile otherwise.
+// columns 8j + 2q + {0, 1}; FragmentLayout.h), so scores and accumulators
+// stay where they were. ldmatrix.x4 over the 16-bit query tile gives A
+// (once per program into registers up to D = 128); ldmatrix.x4 over the K
+// stage ([key, dim] row-major: an n-major B) gives B of Q.K^T for two
+// 8-key slices; ldmatrix.x4.trans over the V stage ([key, dim]: a k-major
+// B) gives B of P.V for two 8-column slices (x2 for an odd last slice); A
+// of P.V is the lane's own probabilities (the C fragments of two 8-key
+// slices of Q.K^T), rounded to 16 bits: in registers up to D = 128, read
+// back from the lane's entries of the score tile otherwise.
 //
 //===----------------------------------------------------------------------===//
 
@@ -364,17 +366,26 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   const int64_t group = e.t.scores ? slices : std::min<int64_t>(2, slices);
   // One k step of a group: its query fragment, then per slice the K
   // fragment and the mma.
+  // Two slices at a time: one ldmatrix.x4 whose matrices 2 and 3 are the
+  // next slice's 8 keys (lanes 16..31 give rows 8 further down), half the
+  // instructions of two x2.
+  Value bRowPair = e.add(e.mulIdx(e.divIdx(e.t.lane, e.idx(16)), 8), bRow);
+  auto bPairType = VectorType::get({4, 2}, elt);
   auto kStep = [&](int64_t j0, int64_t width, Value k0, ArrayRef<Value> aRegs,
                    ValueRange c) {
     SmallVector<Value> next;
-    for (int64_t j = 0; j < width; ++j) {
-      Value kRow = e.add(e.idx(8 * (j0 + j)), bRow);
+    for (int64_t j = 0; j < width; j += 2) {
+      const bool pair = j + 1 < width;
+      Value kRow = e.add(e.idx(8 * (j0 + j)), pair ? bRowPair : bRow);
       Value b = nvgpu::LdMatrixOp::create(
-          e.b, bType, e.t.stage,
+          e.b, pair ? bPairType : bType, e.t.stage,
           ValueRange{kRow, swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
-          /*transpose=*/false, /*numTiles=*/2);
-      llvm::append_range(next, emitMma(e, elt, aRegs, operandRegisters(e, b),
-                                       c.slice(4 * j, 4)));
+          /*transpose=*/false, /*numTiles=*/pair ? 4 : 2);
+      SmallVector<Value> regs = operandRegisters(e, b);
+      for (int64_t h = 0; h < (pair ? 2 : 1); ++h)
+        llvm::append_range(next, emitMma(e, elt, aRegs,
+                                         ArrayRef<Value>(regs).slice(2 * h, 2),
+                                         c.slice(4 * (j + h), 4)));
     }
     return next;
   };
@@ -453,6 +464,10 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   // slice's first column.
   Value bRow = e.remIdx(e.t.lane, e.idx(16));
   auto bType = VectorType::get({2, 2}, elt);
+  // Two 8-column slices at a time: ldmatrix.x4.trans, lanes 16..31 giving
+  // the rows of the next slice (8 columns further).
+  Value vColPair = e.mulIdx(e.divIdx(e.t.lane, e.idx(16)), 8);
+  auto bPairType = VectorType::get({4, 2}, elt);
   auto pairType = VectorType::get({2}, elt);
 
   // The lane's accumulator entries, rescaled: for each 8-column slice xg,
@@ -486,13 +501,20 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
     }
     Value vRow = e.add(k0, bRow);
     SmallVector<Value> next;
-    for (int64_t xg = 0; xg < slices; ++xg) {
+    for (int64_t xg = 0; xg < slices; xg += 2) {
+      const bool pair = xg + 1 < slices;
+      Value col = e.idx(8 * xg);
+      if (pair)
+        col = e.add(col, vColPair);
       Value b = nvgpu::LdMatrixOp::create(
-          e.b, bType, stage,
-          ValueRange{vRow, swizzledCol(e, stage, vRow, e.idx(8 * xg))},
-          /*transpose=*/true, /*numTiles=*/2);
-      llvm::append_range(
-          next, emitMma(e, elt, a, operandRegisters(e, b), c.slice(4 * xg, 4)));
+          e.b, pair ? bPairType : bType, stage,
+          ValueRange{vRow, swizzledCol(e, stage, vRow, col)},
+          /*transpose=*/true, /*numTiles=*/pair ? 4 : 2);
+      SmallVector<Value> regs = operandRegisters(e, b);
+      for (int64_t h = 0; h < (pair ? 2 : 1); ++h)
+        llvm::append_range(next, emitMma(e, elt, a,
+                                         ArrayRef<Value>(regs).slice(2 * h, 2),
+                                         c.slice(4 * (xg + h), 4)));
     }
     return next;
   };
