@@ -16,9 +16,17 @@
 // TC:         memref.alloca() : memref<2x8x2xf32>
 // TC-DAG:     %[[KST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
 // TC-DAG:     %[[VST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
+// The warp's query fragments, [D / 16 steps][4 registers], private.
+// TC-DAG:     %[[QF:.*]] = memref.alloca() : memref<4x4xvector<2xf16>>
 // TC-DAG:     memref.alloca() : memref<2x2xf32>
-// The query tile is written in f16 into the f32 tile's storage.
+// The query tile is written in f16 into the f32 tile's storage, then each
+// warp reads its A fragments of every k step once (ldmatrix.x4 at the
+// swizzled column: the 16-byte chunks of each 16-bit tile row are
+// XOR-swizzled with the row) and keeps them for the whole KV loop.
 // TC:         %[[Q16:.*]] = memref.view %[[SMEM]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
+// TC:         gpu.barrier
+// TC-COUNT-4: nvgpu.ldmatrix %[[Q16]][%{{.*}}, %{{.*}}] {numTiles = 4 : i32, transpose = false}
+// TC:         memref.store %{{.*}}, %[[QF]][%c3, %c3] : memref<4x4xvector<2xf16>>
 // num-stages = 2 (the default): the first K block starts loading before the
 // KV loop (tile.prefetch), each next one after the softmax's barrier of the
 // current.
@@ -33,21 +41,43 @@
 // TC-NEXT:      gpu.barrier
 // TC:           nvgpu.device_async_copy %{{.*}}, %[[VST]][{{.*}}], 8, %{{.*}} :
 // TC:           nvvm.cp.async.commit.group
-// Q.K^T: D / 16 steps carrying all 8 score fragments; per step the query
-// fragment once, then per 8-key slice (unrolled) a K fragment and an mma.
-// TC:           scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}f32)
-// The 16-byte chunks of each 16-bit tile row are XOR-swizzled with the row
-// (bank-conflict-free ldmatrix); every access computes the same column.
-// TC:             %[[SWZ:.*]] = arith.xori
-// TC:             nvgpu.ldmatrix %[[Q16]][%{{.*}}, %[[SWZ]]] {numTiles = 4 : i32, transpose = false}
-// TC:             nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 2 : i32, transpose = false}
-// TC:             nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// Q.K^T: the D / 16 steps unrolled, all 8 score fragments carried; per
+// step the query fragment from registers, then per two 8-key slices one
+// ldmatrix.x4 of K (swizzled like Q) and two mmas. No shared-memory read of
+// Q.
+// TC-NOT:       scf.for
+// TC-NOT:       nvgpu.ldmatrix %[[Q16]]
+// TC:           memref.load %[[QF]][%c0, %c0]
+// TC:           nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 4 : i32, transpose = false}
+// TC:           nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// TC-NEXT:      llvm.extractvalue
+// TC-COUNT-3:   llvm.extractvalue
+// TC-NEXT:      nvvm.mma.sync
+// TC-NOT:       nvgpu.ldmatrix %[[Q16]]
+// TC:           memref.load %[[QF]][%c3, %c3]
+// The scores stay bare dot products (no multiply by the scale after the
+// mma); only a block shorter than block-n sets -inf past its keys, under
+// one uniform branch.
+// TC:           }
+// TC-NOT:       arith.mulf
+// TC:           %[[SHORT:.*]] = arith.cmpi ult, %{{.*}}, %c64
+// TC:           scf.if %[[SHORT]] {
+// TC:             arith.select %{{.*}}, %{{.*}}, %cst{{.*}} : f32
 // No barrier after Q.K^T: the scores are the lane's own.
 // TC-NOT:       gpu.barrier
-// Softmax statistics as in the scalar lowering, then V waited for (it is
-// the newest group), one barrier, and only then the next K block, if any,
-// into the K stage every warp's Q.K^T has finished reading.
+// Softmax statistics, in FMA form: the maximum of the bare scores, its
+// offset max * scale * log2(e) (0 while the maximum is -inf) and each
+// probability exp2(s * scale * log2(e) - offset) as one fma and one
+// ex2.approx.ftz (scale 1/8 here: 0.125 * log2(e) = 0.180336878).
+// TC:           %[[F:.*]] = arith.constant 0.180336878 : f32
 // TC:           gpu.shuffle  xor
+// TC:           %[[OFF:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
+// TC:           %[[NEG:.*]] = arith.negf %[[OFF]] : f32
+// TC:           %[[ARG:.*]] = math.fma %{{.*}}, %[[F]], %[[NEG]] : f32
+// TC:           llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[ARG]]) : (f32) -> f32
+// Then V waited for (it is the newest group), one barrier, and only then
+// the next K block, if any, into the K stage every warp's Q.K^T has
+// finished reading.
 // TC:           nvvm.cp.async.wait.group 0
 // TC-NEXT:      gpu.barrier
 // TC:           scf.if
@@ -55,11 +85,11 @@
 // TC:           nvvm.cp.async.commit.group
 // P.V, unrolled: per 16-key step the lane's own probabilities (the C
 // fragment of Q.K^T is the A fragment of P.V) rounded to f16 pairs, then
-// per 8-column slice of V an ldmatrix.trans and an mma; no loop, no shared
-// score tile.
+// per two 8-column slices of V an ldmatrix.x4.trans and two mmas; no loop,
+// no shared score tile.
 // TC-NOT:       scf.for
 // TC:           arith.truncf %{{.*}} : f32 to f16
-// TC:           nvgpu.ldmatrix %[[VST]][{{.*}}] {numTiles = 2 : i32, transpose = true}
+// TC:           nvgpu.ldmatrix %[[VST]][{{.*}}] {numTiles = 4 : i32, transpose = true}
 // TC:           nvvm.mma.sync
 // No barrier at the end of the block: two per KV block in all.
 // TC-NOT:       gpu.barrier
@@ -106,7 +136,10 @@
 // Row maxima and sums reduced across the four lanes of a row.
 // CHECK:           gpu.shuffle  xor %{{.*}}, %c1_i32, %c32_i32 : f32
 // CHECK:           gpu.shuffle  xor %{{.*}}, %c2_i32, %c32_i32 : f32
-// CHECK:           math.exp
+// The probabilities exp2(s - max) as one fma (the scalar lowering's scores
+// are already in base-2 units: the factor is 1) and one ex2.approx.ftz.
+// CHECK:           math.fma
+// CHECK:           llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK:           gpu.barrier
 // CHECK:           gpu.barrier
 // CHECK-NOT:     kvattn.tile

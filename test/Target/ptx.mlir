@@ -41,20 +41,20 @@
 // CHECK-DAG: bar.sync 0;
 // CHECK-DAG: shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
 // CHECK-DAG: shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
-// bf16 operands through ldmatrix, f32 accumulation on tensor cores,
-// probabilities rounded to bf16 pairs, bf16 out; Q loaded and O stored in
-// 16-byte accesses (O staged per warp through its own Q rows).
+// bf16 operands through ldmatrix (x4: Q once, K and V two slices at a
+// time), f32 accumulation on tensor cores, probabilities rounded to bf16
+// pairs, bf16 out; Q loaded and O stored in 16-byte accesses (O staged per
+// warp through its own Q rows).
 // CHECK-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// CHECK-DAG: ldmatrix.sync.aligned.m8n8.x2.shared.b16
-// CHECK-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// CHECK-DAG: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // CHECK-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // CHECK-DAG: cvt.rn.bf16x2.f32
 // CHECK-DAG: ld.global.v4.b32
 // CHECK-DAG: bar.warp.sync -1;
 // CHECK-DAG: ld.shared.v4.b32
 // CHECK-DAG: st.global.v4.b32
-// The exponential from libdevice, inlined.
-// CHECK-DAG: ex2.approx
+// The exponential as one ex2.approx.ftz (no libdevice call).
+// CHECK-DAG: ex2.approx.ftz.f32
 // CHECK-NOT: __nv_
 // CHECK-NOT: .local
 
@@ -78,7 +78,7 @@
 // one program per (batch, kv head) over the 4 x 4 packed rows of its group.
 // JSON: "grid": {"x": "B * Hq / 4", "y": "ceil(4 * L / 64)", "z": 1},
 // JSON: "block": {"x": 128, "y": 1, "z": 1},
-// JSON: "dynamic_shared_memory_bytes": 82432,
+// JSON: "dynamic_shared_memory_bytes": 66048,
 // JSON: "tile": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2, "group": 4, "split_kv": 1},
 // JSON: "kind": "attention"
 

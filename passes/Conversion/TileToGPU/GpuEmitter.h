@@ -10,14 +10,22 @@
 #define KVATTN_PASSES_CONVERSION_GPUEMITTER_H
 
 #include "passes/Conversion/TileToCPU/LoopEmitter.h"
+#include "passes/Conversion/TileToGPU/FragmentLayout.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 
 namespace mlir {
 namespace kvattn {
 
 /// The thread coordinates of a kernel, created once at its entry.
 struct Threads {
+  /// Which lane owns which score, probability and accumulator entry
+  /// (docs/gpu-lowering.md, "The thread mapping"): the m16n8k16
+  /// accumulator fragment, for the scalar lowering too.
+  FragmentLayout layout = FragmentLayout::mmaM16N8K16Accumulator();
+  /// `quad`: the lane's index within its row's lanes (lane % lanesPerRow).
   Value tid, warp, lane, quad;
   int64_t count;
   Value stage; // the K/V staging block in shared memory
@@ -49,6 +57,23 @@ struct Threads {
   /// statistics need neither shared memory nor a barrier; null otherwise
   /// (the [BM] tiles in shared memory, published by one lane per row).
   Value rowStats;
+  /// Tensor cores, D <= 128: the warp's query A fragments, loaded once per
+  /// program by tile.load_q and kept in registers across the KV loop
+  /// ([D / 16][4] operand registers, constant indices only); null when
+  /// Q.K^T reads them from the shared query tile in every block.
+  Value qFragments;
+  /// The units of the scores and running maxima (docs/gpu-lowering.md,
+  /// "Softmax in FMA form"). Every probability is
+  /// exp2(s * expScale - max * expScale), one FFMA and one ex2 per score;
+  /// a float mask is added to the scores times `maskUnit`; the lse is
+  /// max * lseUnit + log(sum). With `rawScores` (tensor cores, no softcap,
+  /// a positive scale) tile.qk stores the bare dot product and expScale is
+  /// scale * log2(e); otherwise the scores are scale * dot * log2(e) (with a
+  /// softcap, its tanh) and expScale is 1.
+  bool rawScores = false;
+  double expScale = 1.0;
+  double maskUnit = kLog2E;
+  double lseUnit = 1.0 / kLog2E;
   /// The query tile (f32 storage in shared memory; on tensor cores its
   /// 16-bit view holds Q): each warp's own rows of it are free after its
   /// last Q.K^T and stage that warp's output rows for 16-byte stores.
@@ -87,17 +112,24 @@ struct GpuEmitter : Emitter {
         });
   }
 
-  /// Row k (0 or 1) of this lane.
+  /// Row k (0 .. rowsPerLane - 1) of this lane, in the program's tile:
+  /// 16w + l / 4 + 8k.
   Value ownedRow(int k) {
-    return add(add(mulIdx(t.warp, 16), divIdx(t.lane, idx(4))), idx(8 * k));
+    const FragmentLayout &l = t.layout;
+    return add(
+        add(mulIdx(t.warp, l.warpRows), divIdx(t.lane, idx(l.lanesPerRow))),
+        idx(l.rowOffset(k)));
   }
 
   /// The lane's columns below `n`: 8j + 2 * quad + e.
   void ownedColumns(Value n, function_ref<void(Value)> body) {
-    Value groups = b.createOrFold<arith::CeilDivUIOp>(n, idx(8));
+    const FragmentLayout &l = t.layout;
+    Value groups = b.createOrFold<arith::CeilDivUIOp>(n, idx(l.sliceColumns));
     loop(idx(0), groups, [&](Value j) {
-      loop(idx(0), idx(2), [&](Value e) {
-        Value c = add(add(mulIdx(j, 8), mulIdx(t.quad, 2)), e);
+      loop(idx(0), idx(l.elementsPerRow), [&](Value e) {
+        Value c = add(
+            add(mulIdx(j, l.sliceColumns), mulIdx(t.quad, l.elementsPerRow)),
+            e);
         when(lt(c, n), [&] { body(c); });
       });
     });
@@ -126,7 +158,8 @@ struct GpuEmitter : Emitter {
 
   /// Column `8j + 2q + el` of the lane's accumulator entries.
   Value accColumn(int64_t j, int el) {
-    return add(idx(8 * j + el), mulIdx(t.quad, 2));
+    return add(idx(t.layout.columnOffset(j, el)),
+               mulIdx(t.quad, t.layout.elementsPerRow));
   }
   /// Entry (row k, slice j, element el) of a lane's private array (t.acc,
   /// t.scores): constant indices only.
@@ -150,29 +183,36 @@ struct GpuEmitter : Emitter {
   /// indices to become registers).
   void forAccColumns(int64_t dv,
                      function_ref<void(int64_t j, int el, Value col)> body) {
-    for (int64_t j = 0; j < (dv + 7) / 8; ++j)
-      for (int el = 0; el < 2; ++el) {
+    const FragmentLayout &l = t.layout;
+    for (int64_t j = 0; j < l.slices(dv); ++j)
+      for (int el = 0; el < l.elementsPerRow; ++el) {
         Value col = accColumn(j, el);
-        if (dv % 8 == 0)
+        if (dv % l.sliceColumns == 0)
           body(j, el, col);
         else
           when(lt(col, idx(dv)), [&] { body(j, el, col); });
       }
   }
 
-  /// A reduction over the lane's columns of a [*, bn] tile (bn % 8 == 0).
+  /// A reduction over the lane's columns of a [*, bn] tile (bn a multiple
+  /// of the slice width).
   Value reduceOwnedColumns(int64_t bn, Value init,
                            function_ref<Value(Value c, Value acc)> body) {
-    return reduce(idx(0), idx(bn / 8), init, [&](Value j, Value acc) {
-      Value c0 = add(mulIdx(j, 8), mulIdx(t.quad, 2));
-      acc = body(c0, acc);
-      return body(add(c0, idx(1)), acc);
-    });
+    const FragmentLayout &l = t.layout;
+    return reduce(
+        idx(0), idx(bn / l.sliceColumns), init, [&](Value j, Value acc) {
+          Value c0 =
+              add(mulIdx(j, l.sliceColumns), mulIdx(t.quad, l.elementsPerRow));
+          acc = body(c0, acc);
+          for (int64_t el = 1; el < l.elementsPerRow; ++el)
+            acc = body(add(c0, idx(el)), acc);
+          return acc;
+        });
   }
 
-  /// Combines a value across the four lanes of a row.
+  /// Combines a value across the lanes of a row (a quad: xor 1, 2).
   Value quadReduce(Value v, bool isMax) {
-    for (int32_t offset : {1, 2}) {
+    for (int32_t offset : t.layout.rowShuffleOffsets()) {
       Value off = arith::ConstantIntOp::create(b, b.getI32Type(), offset);
       Value width = arith::ConstantIntOp::create(b, b.getI32Type(), 32);
       Value other =
@@ -196,6 +236,19 @@ struct GpuEmitter : Emitter {
       scf::YieldOp::create(b, elseValue);
     }
     return ifOp.getResult(0);
+  }
+
+  /// 2^x as one MUFU.EX2 (ex2.approx.ftz.f32: subnormal inputs and
+  /// results are flushed to zero, no range fix-up around it).
+  Value exp2(Value x) {
+    return LLVM::CallIntrinsicOp::create(
+               b, b.getF32Type(),
+               b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
+        .getResult(0);
+  }
+  /// x * y + z, rounded once (FFMA).
+  Value fma(Value x, Value y, Value z) {
+    return math::FmaOp::create(b, x, y, z);
   }
 
   Value zeroOf(Type type) {

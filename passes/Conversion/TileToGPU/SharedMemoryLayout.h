@@ -125,14 +125,26 @@ inline bool canUseTensorCores(const SharedMemoryLayout &layout) {
          layout.stageRows % 16 == 0;
 }
 
+/// Whether the tensor-core lowering keeps each warp's query A fragments in
+/// registers for the whole program (D / 4 per lane: 32 at D = 128) instead
+/// of reading them from the shared query tile in every KV block: up to
+/// D = 128 (at D = 256 they would take 64 registers beside a 128-register
+/// accumulator).
+inline bool keepQueryInRegisters(const SharedMemoryLayout &layout) {
+  return canUseTensorCores(layout) && layout.keyCols <= 128;
+}
+
 /// Whether the tensor-core lowering also keeps the lane's scores in
-/// registers (the score tile then gets no shared memory): when they and the
-/// accumulator (`BN / 2 + Dv / 2` f32 per lane) stay within 64 registers,
-/// which leaves room below ptxas's 255 for the operand fragments and the
-/// addresses. Larger tiles keep the scores in shared memory.
+/// registers (the score tile then gets no shared memory): when they, the
+/// accumulator and the query fragments (`BN / 2 + Dv / 2 + D / 4` 32-bit
+/// registers per lane) stay within 128, which leaves room below ptxas's
+/// 255 for the K/V operand fragments and the addresses: 64-key blocks up
+/// to D = Dv = 128, 32-key blocks (decode) at D = 128. Larger tiles keep the
+/// scores in shared memory.
 inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
+  const int64_t query = keepQueryInRegisters(layout) ? layout.keyCols / 4 : 0;
   return canUseTensorCores(layout) &&
-         layout.stageRows / 2 + layout.valueCols / 2 <= 64;
+         layout.stageRows / 2 + layout.valueCols / 2 + query <= 128;
 }
 
 /// The name of the unit attribute with which -kvattn-outline-tile-programs

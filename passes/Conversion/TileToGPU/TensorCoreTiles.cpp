@@ -9,13 +9,15 @@
 //   C (16 x 8, f32):        c0 c1 = (g, 2q..2q+1),  c2 c3 = (g + 8, 2q..)
 //
 // C is the ownership of the scalar lowering (rows 16w + g and 16w + g + 8,
-// columns 8j + 2q + {0, 1}), so scores and accumulators stay where they
-// were. ldmatrix.x4 over the 16-bit query tile gives A; ldmatrix.x2 over
-// the K stage ([key, dim] row-major: an n-major B) gives B of Q.K^T;
-// ldmatrix.x2.trans over the V stage ([key, dim]: a k-major B) gives B of
-// P.V; A of P.V is the lane's own probabilities (the C fragments of two
-// 8-key slices of Q.K^T), rounded to 16 bits: in registers for small tiles,
-// read back from the lane's entries of the score tile otherwise.
+// columns 8j + 2q + {0, 1}; FragmentLayout.h), so scores and accumulators
+// stay where they were. ldmatrix.x4 over the 16-bit query tile gives A
+// (once per program into registers up to D = 128); ldmatrix.x4 over the K
+// stage ([key, dim] row-major: an n-major B) gives B of Q.K^T for two
+// 8-key slices; ldmatrix.x4.trans over the V stage ([key, dim]: a k-major
+// B) gives B of P.V for two 8-column slices (x2 for an odd last slice); A
+// of P.V is the lane's own probabilities (the C fragments of two 8-key
+// slices of Q.K^T), rounded to 16 bits: in registers up to D = 128, read
+// back from the lane's entries of the score tile otherwise.
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,7 +107,9 @@ struct Lane {
   Value g, q, row0;
 };
 Lane laneOf(GpuEmitter &e) {
-  return {e.divIdx(e.t.lane, e.idx(4)), e.t.quad, e.mulIdx(e.t.warp, 16)};
+  const FragmentLayout &layout = e.t.layout;
+  return {e.divIdx(e.t.lane, e.idx(layout.lanesPerRow)), e.t.quad,
+          e.mulIdx(e.t.warp, layout.warpRows)};
 }
 
 } // namespace
@@ -278,6 +282,49 @@ void mlir::kvattn::lowerPrefetchOnTensorCores(GpuEmitter &e,
   NVVM::CpAsyncCommitGroupOp::create(e.b);
 }
 
+namespace {
+/// The ldmatrix.x4 address of the warp's A fragment at k step `k0`: lane l
+/// reads row (l / 8 % 2) * 8 + l % 8, column (l / 16) * 8 of the warp's
+/// 16 x 16 slice.
+struct QueryAddress {
+  Value row, col;
+};
+QueryAddress queryAddress(GpuEmitter &e) {
+  Lane l = laneOf(e);
+  Value m = e.divIdx(e.t.lane, e.idx(8));
+  Value row = e.add(l.row0, e.add(e.mulIdx(e.remIdx(m, e.idx(2)), 8),
+                                  e.remIdx(e.t.lane, e.idx(8))));
+  return {row, e.mulIdx(e.divIdx(m, e.idx(2)), 8)};
+}
+
+SmallVector<Value> loadQueryFragment(GpuEmitter &e, Value q16,
+                                     const QueryAddress &at, Value k0) {
+  Type elt = cast<MemRefType>(q16.getType()).getElementType();
+  Value a = nvgpu::LdMatrixOp::create(
+      e.b, VectorType::get({4, 2}, elt), q16,
+      ValueRange{at.row, swizzledCol(e, q16, at.row, e.add(k0, at.col))},
+      /*transpose=*/false, /*numTiles=*/4);
+  return operandRegisters(e, a);
+}
+} // namespace
+
+MemRefType mlir::kvattn::queryFragmentsType(MLIRContext *ctx, int64_t d,
+                                            Type elt) {
+  Type reg = elt.isF16() ? Type(VectorType::get({2}, elt))
+                         : Type(IntegerType::get(ctx, 32));
+  return MemRefType::get({d / 16, 4}, reg);
+}
+
+void mlir::kvattn::emitLoadQueryFragments(GpuEmitter &e, Value q16) {
+  int64_t d = cast<MemRefType>(q16.getType()).getDimSize(1);
+  QueryAddress at = queryAddress(e);
+  for (int64_t kk = 0; kk < d / 16; ++kk) {
+    SmallVector<Value> regs = loadQueryFragment(e, q16, at, e.idx(16 * kk));
+    for (auto [i, reg] : llvm::enumerate(regs))
+      e.store(reg, e.t.qFragments, {e.idx(kk), e.idx(static_cast<int64_t>(i))});
+  }
+}
+
 void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
                                         TileSoftmaxOp prefetch) {
   Type elt = cast<MemRefType>(op.getKey().getType()).getElementType();
@@ -303,64 +350,104 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
                    prefetch.getStart(), prefetch.getCols(), e.t.stageV,
                    /*commit=*/true, prefetch.getKeyValid());
 
-  Value q16 = halfView(e, op.getQTile(), elt);
-  Lane l = laneOf(e);
-  // ldmatrix.x4 addresses of A: lane l reads row (l / 8 % 2) * 8 + l % 8,
-  // column (l / 16) * 8 of the warp's 16 x 16 slice.
-  Value m = e.divIdx(e.t.lane, e.idx(8));
-  Value aRow = e.add(l.row0, e.add(e.mulIdx(e.remIdx(m, e.idx(2)), 8),
-                                   e.remIdx(e.t.lane, e.idx(8))));
-  Value aCol = e.mulIdx(e.divIdx(m, e.idx(2)), 8);
   // ldmatrix.x2 addresses of B (K rows are n): row l % 8, column
   // (l / 8 % 2) * 8 of the 8 x 16 slice.
+  Value m = e.divIdx(e.t.lane, e.idx(8));
   Value bRow = e.remIdx(e.t.lane, e.idx(8));
   Value bCol = e.mulIdx(e.remIdx(m, e.idx(2)), 8);
-  auto aType = VectorType::get({4, 2}, elt);
   auto bType = VectorType::get({2, 2}, elt);
 
   // The score fragments, a group of 8-key slices at a time, carried
   // through the D / 16 k steps; the query fragment is read once per step
-  // and group. With the scores in registers they are all live anyway: one
-  // group of all slices. Otherwise groups of 2 keep the registers down.
+  // and group (from registers when tile.load_q kept them there). With the
+  // scores in registers they are all live anyway: one group of all slices.
+  // Otherwise groups of 2 keep the registers down.
   const int64_t slices = bn / 8;
   const int64_t group = e.t.scores ? slices : std::min<int64_t>(2, slices);
+  // One k step of a group: its query fragment, then per slice the K
+  // fragment and the mma.
+  // Two slices at a time: one ldmatrix.x4 whose matrices 2 and 3 are the
+  // next slice's 8 keys (lanes 16..31 give rows 8 further down), half the
+  // instructions of two x2.
+  Value bRowPair = e.add(e.mulIdx(e.divIdx(e.t.lane, e.idx(16)), 8), bRow);
+  auto bPairType = VectorType::get({4, 2}, elt);
+  auto kStep = [&](int64_t j0, int64_t width, Value k0, ArrayRef<Value> aRegs,
+                   ValueRange c) {
+    SmallVector<Value> next;
+    for (int64_t j = 0; j < width; j += 2) {
+      const bool pair = j + 1 < width;
+      Value kRow = e.add(e.idx(8 * (j0 + j)), pair ? bRowPair : bRow);
+      Value b = nvgpu::LdMatrixOp::create(
+          e.b, pair ? bPairType : bType, e.t.stage,
+          ValueRange{kRow, swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
+          /*transpose=*/false, /*numTiles=*/pair ? 4 : 2);
+      SmallVector<Value> regs = operandRegisters(e, b);
+      for (int64_t h = 0; h < (pair ? 2 : 1); ++h)
+        llvm::append_range(next, emitMma(e, elt, aRegs,
+                                         ArrayRef<Value>(regs).slice(2 * h, 2),
+                                         c.slice(4 * (j + h), 4)));
+    }
+    return next;
+  };
   for (int64_t j0 = 0; j0 < slices; j0 += group) {
     const int64_t width = std::min(group, slices - j0);
     SmallVector<Value> init(4 * width, e.f32(0));
-    SmallVector<Value> acc =
-        carry(e, d / 16, init, [&](Value kk, ValueRange c) {
-          Value k0 = e.mulIdx(kk, 16);
-          Value a = nvgpu::LdMatrixOp::create(
-              e.b, aType, q16,
-              ValueRange{aRow, swizzledCol(e, q16, aRow, e.add(k0, aCol))},
-              /*transpose=*/false, /*numTiles=*/4);
-          SmallVector<Value> aRegs = operandRegisters(e, a);
-          SmallVector<Value> next;
-          for (int64_t j = 0; j < width; ++j) {
-            Value kRow = e.add(e.idx(8 * (j0 + j)), bRow);
-            Value b = nvgpu::LdMatrixOp::create(
-                e.b, bType, e.t.stage,
-                ValueRange{kRow,
-                           swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
-                /*transpose=*/false, /*numTiles=*/2);
-            llvm::append_range(next,
-                               emitMma(e, elt, aRegs, operandRegisters(e, b),
-                                       c.slice(4 * j, 4)));
-          }
-          return next;
-        });
-    // The lane's scores, in base-2 units as the scalar lowering's: rows g
-    // and g + 8 (k = i / 2), columns 8j + 2q + {0, 1} (el = i % 2); -inf
-    // past the block's keys. Into the lane's registers (small tiles) or
-    // its entries of the score tile.
+    SmallVector<Value> acc;
+    if (e.t.qFragments) {
+      // The query fragments are registers: the k steps unrolled (constant
+      // indices).
+      acc = init;
+      for (int64_t kk = 0; kk < d / 16; ++kk) {
+        SmallVector<Value> aRegs;
+        for (int64_t i = 0; i < 4; ++i)
+          aRegs.push_back(e.load(e.t.qFragments, {e.idx(kk), e.idx(i)}));
+        acc = kStep(j0, width, e.idx(16 * kk), aRegs, acc);
+      }
+    } else {
+      Value q16 = halfView(e, op.getQTile(), elt);
+      QueryAddress qAt = queryAddress(e);
+      acc = carry(e, d / 16, init, [&](Value kk, ValueRange c) {
+        Value k0 = e.mulIdx(kk, 16);
+        return kStep(j0, width, k0, loadQueryFragment(e, q16, qAt, k0), c);
+      });
+    }
+    // The lane's scores: rows g and g + 8 (k = i / 2), columns
+    // 8j + 2q + {0, 1} (el = i % 2), into the lane's registers (small
+    // tiles) or its entries of the score tile. The bare dot products when
+    // the softmax folds the scale into its FFMA (Threads::rawScores), else
+    // in base-2 units as the scalar lowering's.
+    const FragmentLayout &layout = e.t.layout;
+    const int regs = layout.registersPerSlice();
     for (int64_t j = 0; j < width; ++j)
-      for (int i = 0; i < 4; ++i) {
-        Value s = emitScaledScore(e, op, acc[4 * j + i], kLog2E);
-        Value c = e.accColumn(j0 + j, i % 2);
-        s = arith::SelectOp::create(e.b, e.lt(c, op.getCols()), s, e.negInf());
-        storeLaneScore(e, s, op.getScores(), i / 2, j0 + j, i % 2);
+      for (int i = 0; i < regs; ++i) {
+        Value s = e.t.rawScores
+                      ? acc[regs * j + i]
+                      : emitScaledScore(e, op, acc[regs * j + i], kLog2E);
+        storeLaneScore(e, s, op.getScores(), layout.rowOfRegister(i), j0 + j,
+                       layout.elementOfRegister(i));
       }
   }
+  // -inf past the block's keys: only a block shorter than block-n (the
+  // last one; the condition is the same for the whole program) pays for
+  // the compares.
+  e.when(e.lt(op.getCols(), e.idx(bn)), [&] {
+    for (int64_t j = 0; j < slices; ++j)
+      for (int i = 0; i < e.t.layout.registersPerSlice(); ++i) {
+        int k = e.t.layout.rowOfRegister(i),
+            el = e.t.layout.elementOfRegister(i);
+        Value inside = e.lt(e.accColumn(j, el), op.getCols());
+        if (e.t.scores) {
+          e.storeScore(arith::SelectOp::create(
+                           e.b, inside, e.loadScore(k, j, el), e.negInf()),
+                       k, j, el);
+          continue;
+        }
+        e.when(
+            arith::XOrIOp::create(e.b, inside,
+                                  arith::ConstantIntOp::create(e.b, 1, 1)),
+            [&] { storeLaneScore(e, e.negInf(), op.getScores(), k, j, el); });
+      }
+  });
   // No barrier: the scores are the lane's own, and the next copy into the
   // K stage (the deferred tile.prefetch, or the next tile.qk) is issued
   // after the barrier of tile.softmax_update, which every warp reaches only
@@ -377,15 +464,22 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   // slice's first column.
   Value bRow = e.remIdx(e.t.lane, e.idx(16));
   auto bType = VectorType::get({2, 2}, elt);
+  // Two 8-column slices at a time: ldmatrix.x4.trans, lanes 16..31 giving
+  // the rows of the next slice (8 columns further).
+  Value vColPair = e.mulIdx(e.divIdx(e.t.lane, e.idx(16)), 8);
+  auto bPairType = VectorType::get({4, 2}, elt);
   auto pairType = VectorType::get({2}, elt);
 
   // The lane's accumulator entries, rescaled: for each 8-column slice xg,
   // c0..c3 = rows g, g + 8 and columns 8xg + 2q + {0, 1} (the private
   // accumulator's [k][xg][el]).
   SmallVector<Value> out;
+  const FragmentLayout &layout = e.t.layout;
   for (int64_t xg = 0; xg < slices; ++xg)
-    for (int i = 0; i < 4; ++i)
-      out.push_back(e.mulf(alpha[i / 2], e.loadAcc(i / 2, xg, i % 2)));
+    for (int i = 0; i < layout.registersPerSlice(); ++i)
+      out.push_back(e.mulf(
+          alpha[layout.rowOfRegister(i)],
+          e.loadAcc(layout.rowOfRegister(i), xg, layout.elementOfRegister(i))));
   // One k step (16 keys at k0 = 16kk): the probabilities of the lane's
   // rows, columns k0 + 2q + {0, 1} and + 8 — the lane's score entries of
   // slices 2kk and 2kk + 1 (the C fragment of Q.K^T is the A fragment of
@@ -394,23 +488,33 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   auto step = [&](Value k0,
                   function_ref<Value(int k, int64_t half, int el)> probability,
                   ValueRange c) {
+    // The A registers a0a1 .. a6a7 in the layout's order (step 0: the
+    // slice within the step is `half`).
     SmallVector<Value> a;
-    for (int64_t half = 0; half < 2; ++half)
-      for (int k = 0; k < 2; ++k) {
-        Value p0 = arith::TruncFOp::create(e.b, elt, probability(k, half, 0));
-        Value p1 = arith::TruncFOp::create(e.b, elt, probability(k, half, 1));
-        a.push_back(operandRegister(e, vector::FromElementsOp::create(
-                                           e.b, pairType, ValueRange{p0, p1})));
-      }
+    for (FragmentLayout::Entry entry : layout.aOperandEntries(/*kk=*/0)) {
+      Value p0 = arith::TruncFOp::create(e.b, elt,
+                                         probability(entry.k, entry.slice, 0));
+      Value p1 = arith::TruncFOp::create(e.b, elt,
+                                         probability(entry.k, entry.slice, 1));
+      a.push_back(operandRegister(e, vector::FromElementsOp::create(
+                                         e.b, pairType, ValueRange{p0, p1})));
+    }
     Value vRow = e.add(k0, bRow);
     SmallVector<Value> next;
-    for (int64_t xg = 0; xg < slices; ++xg) {
+    for (int64_t xg = 0; xg < slices; xg += 2) {
+      const bool pair = xg + 1 < slices;
+      Value col = e.idx(8 * xg);
+      if (pair)
+        col = e.add(col, vColPair);
       Value b = nvgpu::LdMatrixOp::create(
-          e.b, bType, stage,
-          ValueRange{vRow, swizzledCol(e, stage, vRow, e.idx(8 * xg))},
-          /*transpose=*/true, /*numTiles=*/2);
-      llvm::append_range(
-          next, emitMma(e, elt, a, operandRegisters(e, b), c.slice(4 * xg, 4)));
+          e.b, pair ? bPairType : bType, stage,
+          ValueRange{vRow, swizzledCol(e, stage, vRow, col)},
+          /*transpose=*/true, /*numTiles=*/pair ? 4 : 2);
+      SmallVector<Value> regs = operandRegisters(e, b);
+      for (int64_t h = 0; h < (pair ? 2 : 1); ++h)
+        llvm::append_range(next, emitMma(e, elt, a,
+                                         ArrayRef<Value>(regs).slice(2 * h, 2),
+                                         c.slice(4 * (xg + h), 4)));
     }
     return next;
   };
@@ -440,6 +544,7 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
     });
   }
   for (int64_t xg = 0; xg < slices; ++xg)
-    for (int i = 0; i < 4; ++i)
-      e.storeAcc(out[4 * xg + i], i / 2, xg, i % 2);
+    for (int i = 0; i < layout.registersPerSlice(); ++i)
+      e.storeAcc(out[layout.registersPerSlice() * xg + i],
+                 layout.rowOfRegister(i), xg, layout.elementOfRegister(i));
 }

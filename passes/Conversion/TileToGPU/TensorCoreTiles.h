@@ -41,6 +41,15 @@ Value halfView(GpuEmitter &e, Value f32Tile, Type elt);
 /// 16-bit tiles goes through it.
 Value swizzledCol(GpuEmitter &e, Value tile, Value row, Value col);
 
+/// The memref type of Threads::qFragments for a query tile of head dim
+/// `d` and 16-bit type `elt`: [d / 16][4] operand registers.
+MemRefType queryFragmentsType(MLIRContext *ctx, int64_t d, Type elt);
+
+/// Loads the warp's A fragments of the 16-bit query tile `q16` (all D / 16
+/// k steps, ldmatrix.x4 each) into Threads::qFragments, after the barrier
+/// that published the tile.
+void emitLoadQueryFragments(GpuEmitter &e, Value q16);
+
 /// tile.qk on tensor cores. Stages the K block (cp.async), unless
 /// tile.prefetch already issued it (`e.t.prefetchKeys`); when `prefetch`
 /// is the tile.softmax_update of the same block, also starts its V block

@@ -17,11 +17,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Passes/Passes.h"
 #include "passes/Conversion/TileToGPU/GpuEmitter.h"
 #include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 #include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
-#include "kvattn/Dialect/KVAttnOps.h"
-#include "kvattn/Passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -33,6 +33,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <cmath>
 
 namespace mlir {
 namespace kvattn {
@@ -49,13 +51,13 @@ namespace {
 void lowerInit(GpuEmitter &e, TileInitOp op) {
   // Each lane zeroes its own accumulator entries (registers).
   auto accType = cast<MemRefType>(e.t.acc.getType());
-  for (int k = 0; k < 2; ++k)
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
     for (int64_t j = 0; j < accType.getDimSize(1); ++j)
-      for (int el = 0; el < 2; ++el)
+      for (int el = 0; el < e.t.layout.elementsPerRow; ++el)
         e.storeAcc(e.f32(0), k, j, el);
   if (e.t.rowStats) {
     // The lane's own rows, in registers: nothing to publish.
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
       e.store(e.negInf(), e.t.rowStats, {e.idx(0), e.idx(k)});
       e.store(e.f32(0), e.t.rowStats, {e.idx(1), e.idx(k)});
     }
@@ -104,6 +106,8 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
                               /*nontemporal=*/false, llvm::Align(16));
     });
     e.barrier();
+    if (e.t.qFragments)
+      emitLoadQueryFragments(e, tile);
     return;
   }
   Value d = e.idx(type.getDimSize(1));
@@ -123,6 +127,8 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
     e.store(v, tile, {r, col});
   });
   e.barrier();
+  if (e.t.qFragments)
+    emitLoadQueryFragments(e, tile);
 }
 
 /// Stages rows [start, start + cols) of `source[batch, head]` (through
@@ -179,7 +185,7 @@ void lowerQK(GpuEmitter &e, TileQKOp op,
   stageBlock(e, e.t.stage, op.getKey(), op.getBlockTable(), op.getBatch(),
              op.getKvHead(), op.getStart(), op.getCols(), bn, d);
   e.barrier();
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
       e.ownedColumns(e.idx(bn), [&](Value c) {
@@ -208,7 +214,7 @@ void lowerQK(GpuEmitter &e, TileQKOp op,
 void lowerMask(GpuEmitter &e, TileMaskOp op) {
   // Same ownership as tile.qk and tile.softmax_update: no barrier needed.
   int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
       Value qp = emitQueryPosition(e, op, r);
@@ -216,16 +222,16 @@ void lowerMask(GpuEmitter &e, TileMaskOp op) {
         // The lane's score registers: every (slice, element), unrolled.
         e.forAccColumns(bn, [&](int64_t j, int el, Value c) {
           e.when(e.lt(c, op.getCols()), [&] {
-            e.storeScore(
-                emitMaskedScore(e, op, r, qp, c, kLog2E, e.loadScore(k, j, el)),
-                k, j, el);
+            e.storeScore(emitMaskedScore(e, op, r, qp, c, e.t.maskUnit,
+                                         e.loadScore(k, j, el)),
+                         k, j, el);
           });
         });
         return;
       }
       e.ownedColumns(op.getCols(), [&](Value c) {
         Value at = e.scoreColumn(r, c);
-        e.store(emitMaskedScore(e, op, r, qp, c, kLog2E,
+        e.store(emitMaskedScore(e, op, r, qp, c, e.t.maskUnit,
                                 e.load(op.getScores(), {r, at})),
                 op.getScores(), {r, at});
       });
@@ -250,12 +256,13 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   }
 
   // Phase 1, per owned row: the new maximum (quad-reduced), the rescale
-  // factor, the probabilities (written over the scores) and their sum.
-  // Scores and maxima are in base-2 units (tile.qk and tile.mask multiply
-  // by log2(e), folded into the scale): each exponential is one exp2.
+  // factor, the probabilities (written over the scores) and their sum, in
+  // FMA form (Threads::rawScores): p = exp2(s * f - max * f), one FFMA and
+  // one ex2 per score, f = e.t.expScale.
   struct RowUpdate {
     Value row, max, sum, alpha;
-  } rows[2];
+  };
+  SmallVector<RowUpdate, 2> rows(e.t.layout.rowsPerLane);
   // The lane's scores: the score tile, or its registers on tensor cores
   // (every (slice, element) unrolled).
   auto reduceScores =
@@ -270,13 +277,14 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
             });
           });
         Value acc = init;
-        for (int64_t j = 0; j < bn / 8; ++j)
-          for (int el = 0; el < 2; ++el)
+        for (int64_t j = 0; j < bn / e.t.layout.sliceColumns; ++j)
+          for (int el = 0; el < e.t.layout.elementsPerRow; ++el)
             acc = body(e.loadScore(k, j, el), acc,
                        [&](Value p) { e.storeScore(p, k, j, el); });
         return acc;
       };
-  for (int k = 0; k < 2; ++k) {
+  Value f = e.f32(e.t.expScale);
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     Value oldMax = e.loadRowStat(op.getMax(), 0, k, r);
     Value oldSum = e.loadRowStat(op.getSum(), 1, k, r);
@@ -287,25 +295,26 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
                      }),
         /*isMax=*/true);
     Value newMax = arith::MaximumFOp::create(e.b, oldMax, blockMax);
-    Value any = arith::CmpFOp::create(e.b, arith::CmpFPredicate::UNE, newMax,
-                                      e.negInf());
-    Value alpha = arith::SelectOp::create(
-        e.b, any,
-        math::Exp2Op::create(e.b, arith::SubFOp::create(e.b, oldMax, newMax)),
-        e.f32(1));
-    Value blockSum = e.quadReduce(
-        reduceScores(k, r, e.f32(0),
-                     [&](Value s, Value sum, function_ref<void(Value)> set) {
-                       Value p = arith::SelectOp::create(
-                           e.b, any,
-                           math::Exp2Op::create(
-                               e.b, arith::SubFOp::create(e.b, s, newMax)),
-                           e.f32(0));
-                       set(p);
-                       return e.addf(sum, p);
-                     }),
-        /*isMax=*/false);
-    rows[k] = {r, newMax, e.addf(e.mulf(alpha, oldSum), blockSum), alpha};
+    // The row's offset max * f; 0 while nothing is allowed (max = -inf), so
+    // that the probabilities of its -inf scores and the rescale factor are
+    // exp2(-inf) = 0 rather than NaN.
+    Value none = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, newMax,
+                                       e.negInf());
+    Value offset =
+        arith::SelectOp::create(e.b, none, e.f32(0), e.mulf(newMax, f));
+    Value negOffset = arith::NegFOp::create(e.b, offset);
+    Value alpha = e.exp2(e.fma(oldMax, f, negOffset));
+    // On tensor cores each lane sums its own columns and the quad's sums
+    // are combined once, by tile.store (the rescale factor is the quad's).
+    Value blockSum = reduceScores(
+        k, r, e.f32(0), [&](Value s, Value sum, function_ref<void(Value)> set) {
+          Value p = e.exp2(e.fma(s, f, negOffset));
+          set(p);
+          return e.addf(sum, p);
+        });
+    if (!e.t.rowStats)
+      blockSum = e.quadReduce(blockSum, /*isMax=*/false);
+    rows[k] = {r, newMax, e.fma(alpha, oldSum, blockSum), alpha};
   }
   // Every probability and the V block are in shared memory; every lane has
   // read the old max and sum.
@@ -379,7 +388,7 @@ void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r) {
                                         e.negInf());
     // The running max is in base-2 units.
     Value l =
-        e.addf(e.mulf(rowMax, e.f32(1.0 / kLog2E)),
+        e.addf(e.mulf(rowMax, e.f32(e.t.lseUnit)),
                math::LogOp::create(e.b, e.loadRowStat(op.getSum(), 1, k, r)));
     e.store(arith::SelectOp::create(e.b, empty, e.negInf(), l), lse,
             {op.getBatch(), q.head, q.row});
@@ -396,16 +405,22 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
   Value out = op.getOut();
   Type outType = cast<MemRefType>(out.getType()).getElementType();
   auto pairType = VectorType::get({2}, outType);
-  for (int k = 0; k < 2; ++k) {
+  // The warp's last reads of these rows may be its query fragments' ldmatrix
+  // right after tile.load_q (no KV block, so no block barrier since): the
+  // warp synchronises before overwriting them.
+  if (e.t.qFragments)
+    NVVM::SyncWarpOp::create(
+        e.b, arith::ConstantIntOp::create(e.b, e.b.getI32Type(), -1));
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
     Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, rowMax,
                                         e.negInf());
     Value inv = arith::DivFOp::create(e.b, e.f32(1),
                                       e.loadRowStat(op.getSum(), 1, k, r));
-    for (int64_t j = 0; j < dv / 8; ++j) {
+    for (int64_t j = 0; j < e.t.layout.slices(dv); ++j) {
       SmallVector<Value, 2> pair;
-      for (int el = 0; el < 2; ++el) {
+      for (int el = 0; el < e.t.layout.elementsPerRow; ++el) {
         Value v = e.mulf(e.loadAcc(k, j, el), inv);
         v = arith::SelectOp::create(e.b, empty, e.f32(0), v);
         pair.push_back(arith::TruncFOp::create(e.b, outType, v));
@@ -446,6 +461,13 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
 }
 
 void lowerStore(GpuEmitter &e, TileStoreOp op) {
+  // Tensor cores: each lane's sums are its own columns' (tile.softmax_update);
+  // the row's is the quad's, combined here once (the whole warp is here).
+  if (e.t.rowStats)
+    for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
+      e.store(e.quadReduce(e.load(e.t.rowStats, {e.idx(1), e.idx(k)}),
+                           /*isMax=*/false),
+              e.t.rowStats, {e.idx(1), e.idx(k)});
   Value out = op.getOut();
   Type outType = cast<MemRefType>(out.getType()).getElementType();
   int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
@@ -456,14 +478,14 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
     Value staging = halfView(e, e.t.qTile, outType);
     if (dv <= cast<MemRefType>(staging.getType()).getDimSize(1)) {
       storeRowsVectorized(e, op, staging, dv);
-      for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
         Value r = e.ownedRow(k);
         e.when(e.lt(r, op.getRows()), [&] { storeRowLse(e, op, k, r); });
       }
       return;
     }
   }
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
       QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
@@ -485,7 +507,7 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
         // sector of an f32 row: split-KV's partial states).
         auto pairType = VectorType::get({2}, outType);
         const unsigned align = 2 * outType.getIntOrFloatBitWidth() / 8;
-        for (int64_t j = 0; j < dv / 8; ++j) {
+        for (int64_t j = 0; j < e.t.layout.slices(dv); ++j) {
           Value pair = vector::FromElementsOp::create(
               e.b, pairType, ValueRange{normalised(j, 0), normalised(j, 1)});
           vector::StoreOp::create(
@@ -708,8 +730,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   });
   if (accTile) {
     int64_t dv = accTile.getType().getDimSize(1);
-    t.acc = memref::AllocaOp::create(
-        b, MemRefType::get({2, (dv + 7) / 8, 2}, b.getF32Type()));
+    t.acc =
+        memref::AllocaOp::create(b, t.layout.privateType(dv, b.getF32Type()));
   }
   // On tensor cores, small tiles: the scores too, [2][BN / 8][2] per lane.
   memref::AllocaOp scoreTile;
@@ -720,8 +742,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     });
     if (scoreTile)
       t.scores = memref::AllocaOp::create(
-          b, MemRefType::get({2, scoreTile.getType().getDimSize(1) / 8, 2},
-                             b.getF32Type()));
+          b, t.layout.privateType(scoreTile.getType().getDimSize(1),
+                                  b.getF32Type()));
   }
   t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
                  layout->stageElementType);
@@ -732,10 +754,37 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   // Tensor cores: 16-bit K/V (16-byte rows, so the stages are separate),
   // head dim D and block-n multiples of 16 (the k of m16n8k16), Dv of 8.
   kernel.walk([&](TileLoadQOp load) { t.qTile = load.getQTile(); });
+  // Tensor cores, D <= 128: the warp's query fragments in registers for
+  // the whole program (D / 4 registers per lane: 32 at D = 128).
+  if (tensorCores && t.qTile) {
+    auto qType = cast<MemRefType>(t.qTile.getType());
+    Type qElt = layout->stageElementType; // the mma's operand type
+    bool sameType = true;
+    kernel.walk([&](TileLoadQOp load) {
+      sameType &= getElementTypeOrSelf(load.getQuery().getType()) == qElt;
+    });
+    if (sameType && keepQueryInRegisters(*layout))
+      t.qFragments = memref::AllocaOp::create(
+          b, queryFragmentsType(ctx, qType.getDimSize(1), qElt));
+  }
   if (tensorCores)
-    t.rowStats =
-        memref::AllocaOp::create(b, MemRefType::get({2, 2}, b.getF32Type()));
+    t.rowStats = memref::AllocaOp::create(
+        b, MemRefType::get({2, t.layout.rowsPerLane}, b.getF32Type()));
   t.tensorCores = tensorCores;
+  // Softmax in FMA form: on tensor cores the scores stay bare dot products
+  // and the scale goes into the softmax's FFMA, where it is one constant
+  // (no softcap, whose tanh needs the scaled score) and a positive one
+  // (the maximum of the bare products is the maximum of the scores).
+  kernel.walk([&](TileQKOp qk) {
+    double scale = qk.getScale().convertToDouble();
+    if (!tensorCores || qk.getSoftcap() || !(scale > 0) ||
+        !std::isfinite(1.0 / scale) || !std::isfinite(scale * kLog2E))
+      return;
+    t.rawScores = true;
+    t.expScale = scale * kLog2E;
+    t.maskUnit = 1.0 / scale;
+    t.lseUnit = scale;
+  });
   t.swizzleScores =
       tensorCores && !privateScores && layout->stageRows % 32 == 0;
   bool hasPrefetch = false;
