@@ -1,6 +1,7 @@
 //===- KVAttn.cpp - the kvattn C API --------------------------------------===//
 
 #include "kvattn-c/KVAttn.h"
+#include "Diagnostics.h"
 
 #include "kvattn/CPU/CpuRunner.h"
 #include "kvattn/Evaluator/Evaluator.h"
@@ -50,6 +51,11 @@ struct kvattn_cpu_program {
   /// The results of the last successful run (kvattn_cpu_program_result).
   std::vector<HostTensor> last;
 };
+
+const mlir::kvattn::CpuProgram &kvattn::capi::cpuProgram(
+    const kvattn_cpu_program &program) {
+  return *program.program;
+}
 
 struct kvattn_plan {
   kvattn_runtime *runtime;
@@ -170,6 +176,10 @@ static Status readOptions(const char *what, const kvattn_compile_options *given,
       boolean("device_validation", options.device_validation));
   if (options.reserved1)
     return Status::error(prefix + "options.reserved1 must be 0");
+  KVATTN_RETURN_IF_ERROR(
+      boolean("fix_upper_left_appends", options.fix_upper_left_appends));
+  if (options.reserved2)
+    return Status::error(prefix + "options.reserved2 must be 0");
   return Status::ok();
 }
 
@@ -188,6 +198,7 @@ static mlir::kvattn::PtxOptions toPtxOptions(const kvattn_compile_options &o,
   options.tensorCores = o.tensor_cores;
   options.useKernelCache = o.use_kernel_cache;
   options.deviceValidation = o.device_validation;
+  options.fixUpperLeftAppends = o.fix_upper_left_appends;
   options.image = image;
   return options;
 }
@@ -204,6 +215,7 @@ toCpuOptions(const kvattn_compile_options &o) {
   options.vectorWidth = o.vector_width;
   options.threads = o.threads;
   options.optLevel = static_cast<unsigned>(o.opt_level);
+  options.fixUpperLeftAppends = o.fix_upper_left_appends;
   return options;
 }
 
@@ -496,6 +508,7 @@ void kvattn_compile_options_init(kvattn_compile_options *options) {
   options->threads = cpu.threads;
   options->opt_level = static_cast<int32_t>(cpu.optLevel);
   options->device_validation = gpu.deviceValidation;
+  options->fix_upper_left_appends = gpu.fixUpperLeftAppends;
 }
 
 int kvattn_compile(const char *ir, const kvattn_compile_options *options,

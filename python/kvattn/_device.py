@@ -8,7 +8,7 @@ vector dtypes, host memory) is a KVAttnError that says why.
 
 import ctypes
 
-from ._capi import (KVAttnTypeError, KVAttnValueError, UINT64_MAX,
+from .capi import (KVAttnTypeError, KVAttnValueError, UINT64_MAX,
                     INT64_MAX, check_int)
 
 # DLPack (dlpack.h): device types and type codes.

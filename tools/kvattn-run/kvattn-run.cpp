@@ -34,6 +34,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -156,6 +157,13 @@ cl::opt<int64_t> threads("num-threads",
                          cl::desc("cpu target: threads of the grid (0: all "
                                   "cores; 1: the calling thread)"),
                          cl::init(0), cl::cat(runCategory));
+cl::opt<bool> fixUpperLeftAppends(
+    "fix-upper-left-appends",
+    cl::desc("Run an upper-left causal kvattn.sdpa over a KV-cache write "
+             "with lower-right positions (-kvattn-resolve-cached-append's "
+             "fix, a remark says so) on every target; without it the lint "
+             "prints a warning and torch's is_causal meaning is kept"),
+    cl::init(false), cl::cat(runCategory));
 cl::opt<unsigned> optLevel("opt-level",
                            cl::desc("LLVM optimisation level of the JIT"),
                            cl::init(3), cl::cat(runCategory));
@@ -372,6 +380,31 @@ static int runTool(int argc, char **argv) {
     return fail(entry.empty()
                     ? "no public function with a body in '" + inputFile + "'"
                     : "no function '" + entry + "' in '" + inputFile + "'");
+
+  // The lint of -kvattn-resolve-cached-append on the function that runs, on
+  // every target: its warnings (an upper-left causal kvattn.sdpa over a
+  // cache write) or, with --fix-upper-left-appends, the remarks of the fix
+  // go to stderr through the handler above; with the fix the resolved
+  // function is what runs.
+  {
+    OwningOpRef<ModuleOp> resolved = module->clone();
+    // The lint points at the user's op; its generic form adds nothing.
+    const bool printOp = context.shouldPrintOpOnDiagnostic();
+    context.printOpOnDiagnostic(false);
+    llvm::scope_exit restore([&] { context.printOpOnDiagnostic(printOp); });
+    auto resolvedFunc = resolved->lookupSymbol<func::FuncOp>(func.getName());
+    PassManager pm(&context, func::FuncOp::getOperationName());
+    mlir::kvattn::ResolveCachedAppendPassOptions resolve;
+    resolve.fixUpperLeftAppends = fixUpperLeftAppends;
+    pm.addPass(mlir::kvattn::createResolveCachedAppendPass(resolve));
+    if (failed(pm.run(resolvedFunc)))
+      return fail("-kvattn-resolve-cached-append failed on '" + inputFile +
+                  "'");
+    if (fixUpperLeftAppends) {
+      module = std::move(resolved);
+      func = resolvedFunc;
+    }
+  }
 
   unsigned numArgs = func.getNumArguments();
   std::map<unsigned, std::string> specs;
