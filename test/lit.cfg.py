@@ -107,6 +107,14 @@ try:
 except (OSError, subprocess.SubprocessError):
     pass
 
+# kvattn.torch's tests (python/torch_tests) with the PyTorch environment
+# scripts/setup.sh installs (build/torch-venv), or $KVATTN_TORCH_PYTHON. Not a
+# feature: without it those tests fail rather than skip.
+config.substitutions.append(
+    ("%torch_python", os.environ.get(
+        "KVATTN_TORCH_PYTHON",
+        os.path.join(config.kvattn_obj_root, "torch-venv", "bin", "python"))))
+
 # An upstream-dialect SDPA program run by upstream MLIR (mlir-opt +
 # mlir-runner) and, raised by -kvattn-raise-sdpa, by kvattn-run; the two
 # results compared (test/Numerics/Inputs/raise_compare.py).

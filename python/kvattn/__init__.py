@@ -18,6 +18,8 @@ plain ctypes binding, needs nothing). bf16 host data is np.uint16 holding the
 bit patterns (to_bf16 / from_bf16).
 """
 
+__version__ = "0.33.0"
+
 import json
 import operator
 import os
@@ -29,7 +31,7 @@ from .capi import (KVAttnError, KVAttnTypeError, KVAttnValueError,
                     check_int, check_text)
 from ._device import DeviceView, device_view, is_device_tensor
 
-__all__ = ["KVAttnError", "KVAttnTypeError", "KVAttnValueError",
+__all__ = ["__version__", "KVAttnError", "KVAttnTypeError", "KVAttnValueError",
            "KVAttnWarning", "Diagnostic", "compile",
            "run", "plan", "Runtime", "DeviceArray",
            "CpuProgram", "GpuProgram", "Plan", "to_device", "to_bf16",
