@@ -25,7 +25,7 @@ from .. import capi
 from .._device import device_view, host_view
 from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
 
-__all__ = ["attention", "append", "KVAttnError", "KVAttnTypeError",
+__all__ = ["attention", "append", "lint", "fix", "Finding", "KVAttnError", "KVAttnTypeError",
            "KVAttnValueError", "program_cache_info", "clear_program_cache"]
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16",
@@ -496,3 +496,6 @@ def append(cache: torch.Tensor, update: torch.Tensor,
         pos = _positions("pos", pos, cache.shape[0], cache.device)
     torch.ops.kvattn.append(cache, update, pos, _layout(layout))
     return cache
+
+
+from .lint import Finding, fix, lint  # noqa: E402 (needs the ops above)
