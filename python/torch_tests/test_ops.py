@@ -93,6 +93,34 @@ def test_not_causal_and_all_masked_row():
     assert (out.double() - want).abs().max() < 1e-5
 
 
+def test_boolean_mask():
+    q, k, v = make(seed=9)
+    g = torch.Generator().manual_seed(3)
+    mask = torch.rand(2, 1, 3, 11, generator=g) > 0.3
+    mask[..., 0] = True
+    out = kt.attention(q, k, v, mask=mask, causal=False)
+    qd, kd, vd = (t.double() for t in (q, k, v))
+    s = qd @ kd.repeat_interleave(4, 1).transpose(-1, -2) / 4.0
+    p = torch.softmax(s.masked_fill(~mask, -math.inf), -1)
+    want = p @ vd.repeat_interleave(4, 1)
+    assert (out.double() - want).abs().max() < 1e-5
+    # The mask and the positions together (per-head mask, causal).
+    mask_h = torch.rand(2, 8, 3, 11, generator=g) > 0.3
+    out = kt.attention(q, k, v, mask=mask_h, kv_len=[11, 9])
+    s = s.masked_fill(~mask_h, -math.inf)
+    qp = torch.tensor([8, 6])[:, None, None, None] + \
+        torch.arange(3)[None, None, :, None]
+    kp = torch.arange(11)[None, None, None, :]
+    s = s.masked_fill((kp > qp) | (kp >= torch.tensor([11, 9])[
+        :, None, None, None]), -math.inf)
+    want = torch.softmax(s, -1).nan_to_num(0.0) @ vd.repeat_interleave(4, 1)
+    assert (out.double() - want).abs().max() < 1e-5
+    with pytest.raises(kvattn.KVAttnError, match="mask has shape"):
+        kt.attention(q, k, v, mask=mask[..., :5])
+    with pytest.raises(kvattn.KVAttnError, match="mask has dtype"):
+        kt.attention(q, k, v, mask=mask.float())
+
+
 def test_bshd_layout_by_strides():
     q, k, v = make(seed=3)
     qs, ks, vs = (t.transpose(1, 2).contiguous() for t in (q, k, v))
@@ -168,15 +196,16 @@ def test_torch_compile_fullgraph_and_opcheck():
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
     assert torch.allclose(compiled(q, k, v, kv), f(q, k, v, kv), atol=1e-6)
     torch.library.opcheck(torch.ops.kvattn.attention.default,
-                          (q, k, v, None, kv, True, 0, 0.0, None, "bhsd"))
+                          (q, k, v, None, kv, None, True, 0, 0.0, None,
+                           "bhsd"))
     cache = torch.zeros(2, 2, 11, 16)
     torch.library.opcheck(torch.ops.kvattn.append.default,
                           (cache, k[:, :, :2].contiguous(),
                            torch.tensor([1, 3]), "bhsd"))
     out = torch.empty(2, 8, 3, 16)
     torch.library.opcheck(torch.ops.kvattn.attention_out.default,
-                          (q, k, v, None, kv, True, 0, 0.0, None, "bhsd",
-                           out))
+                          (q, k, v, None, kv, None, True, 0, 0.0, None,
+                           "bhsd", out))
 
 
 def test_fake_kernel_shapes():
@@ -185,8 +214,8 @@ def test_fake_kernel_shapes():
         q = torch.empty(2, 5, 8, 64, dtype=torch.bfloat16)
         k = torch.empty(2, 40, 2, 64, dtype=torch.bfloat16)
         v = torch.empty(2, 40, 2, 32, dtype=torch.bfloat16)
-        out = torch.ops.kvattn.attention(q, k, v, None, None, True, 0, 0.0,
-                                         None, "bshd")
+        out = torch.ops.kvattn.attention(q, k, v, None, None, None, True, 0,
+                                         0.0, None, "bshd")
         assert out.shape == (2, 5, 8, 32) and out.dtype == torch.bfloat16
 
 

@@ -174,10 +174,13 @@ def _ty(shape, dtype):
     return "tensor<" + "x".join(shape) + "x" + dtype + ">"
 
 
-def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale):
+def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
+                 mask=None):
     """kvattn IR of one attention with dynamic B, L and S: arguments query
     [B, Hq, L, D], key [B, Hkv, S, D], value [B, Hkv, S, Dv], q_offset and
-    kv_len (i64 [B]); result out [B, Hq, L, Dv]."""
+    kv_len (i64 [B]), and with `mask` = (batch dim, head dim) of a boolean
+    mask [B | 1, Hq | 1, L, S] (1 where it broadcasts, None where it is
+    full) the mask; result out [B, Hq, L, Dv]."""
     q = _ty(["?", str(Hq), "?", str(D)], dtype)
     k = _ty(["?", str(Hkv), "?", str(D)], dtype)
     v = _ty(["?", str(Hkv), "?", str(Dv)], dtype)
@@ -186,10 +189,14 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale):
         (f" window = {window}" if window else "") + \
         (f" softcap = {softcap!r}" if softcap else "") + \
         (f" scale = {scale!r}" if scale is not None else "")
+    m = m_arg = m_use = ""
+    if mask is not None:
+        m = _ty([mask[0] or "?", mask[1] or str(Hq), "?", "?"], "i1")
+        m_arg, m_use = f", %m: {m}", f" mask(%m : {m})"
     return (f"func.func @attention(%q: {q}, %k: {k}, %v: {v},\n"
-            f"    %qo: tensor<?xi64>, %kl: tensor<?xi64>) -> {o} {{\n"
+            f"    %qo: tensor<?xi64>, %kl: tensor<?xi64>{m_arg}) -> {o} {{\n"
             f"  %o = kvattn.attention %q, %k, %v q_offset(%qo : "
-            f"tensor<?xi64>) kv_len(%kl : tensor<?xi64>){attrs}\n"
+            f"tensor<?xi64>) kv_len(%kl : tensor<?xi64>){m_use}{attrs}\n"
             f"      : {q}, {k}, {v} -> {o}\n"
             f"  return %o : {o}\n}}\n")
 
@@ -256,20 +263,43 @@ def _dense(t: torch.Tensor) -> torch.Tensor:
     return t if t.is_contiguous() else t.contiguous()
 
 
-def _signature(dtype, dims, causal, window, softcap, scale, device):
+def _signature(dtype, dims, causal, window, softcap, scale, mask, device):
     B, Hq, Hkv, L, S, D, Dv = dims
     return ("attention", dtype, Hq, Hkv, D, Dv, causal, window, softcap,
-            scale, str(device))
+            scale, mask, str(device))
 
 
-def _attention_into(query, key, value, q_offset, kv_len, causal, window,
-                    softcap, scale, layout, out):
+def _check_mask(mask, query, dims):
+    """A boolean mask [B | 1, Hq | 1, L, S] (True: allowed): its
+    broadcast dims for attention_ir, or None without a mask."""
+    if mask is None:
+        return None
+    _tensor("mask", mask)
+    B, Hq, Hkv, L, S, D, Dv = dims
+    if mask.dtype != torch.bool:
+        raise KVAttnTypeError(f"mask has dtype {mask.dtype}; it must be "
+                              "torch.bool (True: the key is allowed)")
+    if mask.device != query.device:
+        raise KVAttnValueError(f"mask is on {mask.device}, query on "
+                               f"{query.device}")
+    if mask.dim() != 4 or mask.shape[0] not in (1, B) or \
+            mask.shape[1] not in (1, Hq) or tuple(mask.shape[2:]) != (L, S):
+        raise KVAttnValueError(
+            f"mask has shape {tuple(mask.shape)}; it must be [B or 1, Hq or "
+            f"1, L, S] = [{B} or 1, {Hq} or 1, {L}, {S}]")
+    return ("1" if mask.shape[0] == 1 and B != 1 else None,
+            "1" if mask.shape[1] == 1 and Hq != 1 else None)
+
+
+def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
+                    window, softcap, scale, layout, out):
     """Checks everything, then runs the attention into `out` (the [B, Hq,
     L, Dv] tensor in `layout`)."""
     layout = _layout(layout)
     dtype, dims = _check_attention(query, key, value, layout)
     window, softcap, scale = _check_options(causal, window, softcap, scale)
     B, Hq, Hkv, L, S, D, Dv = dims
+    mask_dims = _check_mask(mask, query, dims)
     kv = _positions("kv_len", S if kv_len is None else kv_len, B,
                     query.device)
     qo = (kv - L) if q_offset is None else _positions("q_offset", q_offset,
@@ -279,23 +309,26 @@ def _attention_into(query, key, value, q_offset, kv_len, causal, window,
     if query.device.type == "cpu":
         # The C API checks q_offset and kv_len (offsets non-negative,
         # kv_len <= S, ...) with the reference's messages.
-        key_ = _signature(dtype, dims, causal, window, softcap, scale, "cpu")
+        key_ = _signature(dtype, dims, causal, window, softcap, scale,
+                          mask_dims, "cpu")
         program = _program(key_, lambda: _cpu_program(attention_ir(
-            dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale)))
+            dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
+            mask_dims)))
         q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
         o = _to_bhsd(out, layout)
         dense_out = o.is_contiguous()
         target = o if dense_out else torch.empty(
             (B, Hq, L, Dv), dtype=out.dtype)
-        _cpu_run(program, [("query", q), ("key", k), ("value", v),
-                           ("q_offset", qo.contiguous()),
-                           ("kv_len", kv.contiguous())], target,
-                 "kvattn::attention")
+        inputs = [("query", q), ("key", k), ("value", v),
+                  ("q_offset", qo.contiguous()), ("kv_len", kv.contiguous())]
+        if mask is not None:
+            inputs.append(("mask", _dense(mask)))
+        _cpu_run(program, inputs, target, "kvattn::attention")
         if not dense_out:
             o.copy_(target)
         return out
-    return _cuda_attention(query, key, value, qo, kv, causal, window, softcap,
-                           scale, layout, out, dtype, dims)
+    return _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
+                           window, softcap, scale, layout, out, dtype, dims)
 
 
 def _check_out(out, query, want):
@@ -335,26 +368,27 @@ def _cuda_runtime(device: torch.device):
     return rt
 
 
-def _cuda_attention(query, key, value, qo, kv, causal, window, softcap,
-                    scale, layout, out, dtype, dims):
+def _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
+                    window, softcap, scale, layout, out, dtype, dims):
     import kvattn
     B, Hq, Hkv, L, S, D, Dv = dims
     rt = _cuda_runtime(query.device)
-    key_ = _signature(dtype, dims, causal, window, softcap, scale,
+    key_ = _signature(dtype, dims, causal, window, softcap, scale, mask_dims,
                       query.device)
     program = _program(key_, lambda: kvattn.GpuProgram(
-        attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale),
-        runtime=rt))
+        attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
+                     mask_dims), runtime=rt))
     q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
     o = _to_bhsd(out, layout)
     target = o if o.is_contiguous() else torch.empty(
         (B, Hq, L, Dv), dtype=out.dtype, device=out.device)
     # Device tensors by DLPack (bf16 included), used in place; metadata as
     # int32/int64 device tensors, validated by the runtime.
+    extra = {} if mask is None else {"mask": _dense(mask).detach()}
     program.run(query=q.detach(), key=k.detach(), value=v.detach(),
                 q_offset=qo.to(torch.int32).cpu().tolist(),
                 kv_len=kv.to(torch.int32).cpu().tolist(),
-                out=target.detach())
+                out=target.detach(), **extra)
     if target is not o:
         o.copy_(target)
     return out
@@ -373,47 +407,49 @@ def _out_shape(query, value, layout):
 @torch.library.custom_op("kvattn::attention", mutates_args=())
 def _attention_op(query: torch.Tensor, key: torch.Tensor,
                   value: torch.Tensor, q_offset: Optional[torch.Tensor],
-                  kv_len: Optional[torch.Tensor], causal: bool, window: int,
-                  softcap: float, scale: Optional[float],
-                  layout: str) -> torch.Tensor:
+                  kv_len: Optional[torch.Tensor], mask: Optional[torch.Tensor],
+                  causal: bool, window: int, softcap: float,
+                  scale: Optional[float], layout: str) -> torch.Tensor:
     out = query.new_empty(_out_shape(query, value, _layout(layout)))
-    return _attention_into(query, key, value, q_offset, kv_len, causal,
+    return _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                            window, softcap, scale, layout, out)
 
 
 @_attention_op.register_fake
-def _(query, key, value, q_offset, kv_len, causal, window, softcap, scale,
-      layout):
+def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
+      scale, layout):
     return query.new_empty(_out_shape(query, value, layout))
 
 
 @torch.library.custom_op("kvattn::attention_out", mutates_args=("out",))
 def _attention_out_op(query: torch.Tensor, key: torch.Tensor,
                       value: torch.Tensor, q_offset: Optional[torch.Tensor],
-                      kv_len: Optional[torch.Tensor], causal: bool,
+                      kv_len: Optional[torch.Tensor],
+                      mask: Optional[torch.Tensor], causal: bool,
                       window: int, softcap: float, scale: Optional[float],
                       layout: str, out: torch.Tensor) -> None:
-    _attention_into(query, key, value, q_offset, kv_len, causal, window,
-                    softcap, scale, layout, out)
+    _attention_into(query, key, value, q_offset, kv_len, mask, causal,
+                    window, softcap, scale, layout, out)
 
 
 @_attention_out_op.register_fake
-def _(query, key, value, q_offset, kv_len, causal, window, softcap, scale,
-      layout, out):
+def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
+      scale, layout, out):
     return None
 
 
 def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               *, q_offset: Union[torch.Tensor, Sequence[int], int, None] = None,
               kv_len: Union[torch.Tensor, Sequence[int], int, None] = None,
-              causal: bool = True, window: int = 0, softcap: float = 0.0,
+              mask: Optional[torch.Tensor] = None, causal: bool = True, window: int = 0, softcap: float = 0.0,
               scale: Optional[float] = None, layout: str = "bhsd",
               out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Attention with explicit positions (docs/semantics.md): query row i of
     batch b sits at position q_offset[b] + i, key j at j; key j is valid
     when j < kv_len[b] (default: S); causal: key j is seen when j <=
     q_offset[b] + i; window W: and q_offset[b] + i - j < W; softcap c:
-    scores c * tanh(s / c); scale default 1/sqrt(D). q_offset defaults to
+    scores c * tanh(s / c); scale default 1/sqrt(D); a boolean `mask`
+    [B | 1, Hq | 1, L, S] also excludes the keys where it is False. q_offset defaults to
     kv_len - L: the queries are the last L tokens (a cached append, decode).
 
     layout "bhsd": query [B, Hq, L, D], key/value [B, Hkv, S, D|Dv], out
@@ -434,9 +470,9 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     window, softcap, scale = _check_options(causal, window, softcap, scale)
     if out is None:
         return torch.ops.kvattn.attention(query, key, value, q_offset, kv_len,
-                                          causal, window, softcap, scale,
-                                          layout)
-    torch.ops.kvattn.attention_out(query, key, value, q_offset, kv_len,
+                                          mask, causal, window, softcap,
+                                          scale, layout)
+    torch.ops.kvattn.attention_out(query, key, value, q_offset, kv_len, mask,
                                    causal, window, softcap, scale, layout,
                                    out)
     return out
@@ -499,3 +535,8 @@ def append(cache: torch.Tensor, update: torch.Tensor,
 
 
 from .lint import Finding, fix, lint  # noqa: E402 (needs the ops above)
+
+from . import hf as _hf  # noqa: E402
+
+# "kvattn" in transformers' attention interface, when it is installed.
+transformers_registered = _hf.register()

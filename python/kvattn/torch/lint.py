@@ -183,7 +183,7 @@ def fix(model: torch.nn.Module, *example_inputs,
         with gm.graph.inserting_before(node):
             new = gm.graph.call_function(
                 torch.ops.kvattn.attention.default,
-                (args["query"], args["key"], args["value"], None, None, True,
+                (args["query"], args["key"], args["value"], None, None, None, True,
                  0, 0.0, args.get("scale"), "bhsd"))
         new.meta.update(node.meta)
         node.replace_all_uses_with(new)
