@@ -241,6 +241,10 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
                      "standard (default<O3>, as gpu-module-to-binary)"),
       llvm::cl::init("kvattn")};
 
+  Option<bool> fixUpperLeftAppends{
+      *this, "fix-upper-left-appends",
+      llvm::cl::desc("Passed to -kvattn-resolve-cached-append"),
+      llvm::cl::init(false)};
   Option<bool> deviceIR{
       *this, "device-ir",
       llvm::cl::desc("Make the gpu.binary hold the device LLVM IR (bitcode) "
@@ -262,6 +266,7 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.numSms = numSms;
     o.tensorCores = tensorCores;
     o.indexBitwidth = indexBitwidth;
+    o.fixUpperLeftAppends = fixUpperLeftAppends;
     if (deviceIR)
       o.image = ::mlir::kvattn::DeviceImage::LlvmIR;
     if (llvmPipeline == "standard")
@@ -290,7 +295,9 @@ std::string mlir::kvattn::findLibdevice(const std::string &explicitPath) {
 
 void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
     OpPassManager &pm, const ::mlir::kvattn::PtxOptions &options) {
-  pm.addPass(createResolveCachedAppendPass());
+  ResolveCachedAppendPassOptions resolve;
+  resolve.fixUpperLeftAppends = options.fixUpperLeftAppends;
+  pm.addPass(createResolveCachedAppendPass(resolve));
   // The cache writes first: each kvattn.append becomes a kernel writing the
   // cache buffer in place, which the attention kernels then read.
   pm.addPass(createAppendToGPUPass());

@@ -78,6 +78,10 @@ struct PtxOptions {
   /// environment selects (KernelCache.h; KVATTN_CACHE_DIR=off: none).
   /// False: always compile, touch no file.
   bool useKernelCache = true;
+  /// -kvattn-resolve-cached-append's fix-upper-left-appends: an upper-left
+  /// causal kvattn.sdpa over a cache write is compiled with lower-right
+  /// positions (a remark says so) instead of kept with a warning.
+  bool fixUpperLeftAppends = false;
   /// Applied to each pass manager compileToPtx runs (kvattn-compile: MLIR's
   /// --mlir-timing, --mlir-print-ir-*, ... flags); false refuses the
   /// compilation. A compilation with it, or with $KVATTN_DUMP_DIR set (the

@@ -3,6 +3,7 @@
 #include "kvattn/Runtime/EmulatedGpu.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -21,6 +22,10 @@ std::string emulatedDriverPath() {
   std::string dir = self.substr(0, self.find_last_of('/') + 1);
   if (dir.empty())
     dir = "./";
+  // Beside the binary (the pip package: both libraries in kvattn/), else
+  // in the lib/ folder next to its bin/ or lib/ folder.
+  if (access((dir + "libkvattn_cuda_emu.so").c_str(), F_OK) == 0)
+    return dir + "libkvattn_cuda_emu.so";
   return dir + "../lib/libkvattn_cuda_emu.so";
 }
 

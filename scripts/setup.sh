@@ -22,8 +22,9 @@ packages=(
   g++ cmake ninja-build ccache lld python3
   # Unit tests.
   libgtest-dev googletest
-  # The Python package's tests (python/tests, run by lit with /usr/bin/python3).
-  python3-numpy python3-pytest
+  # The Python package's tests (python/tests, run by lit with /usr/bin/python3);
+  # python3-venv for the PyTorch environment below.
+  python3-numpy python3-pytest python3-venv
   # The emulated GPU: fibers (lib/GpuEmu).
   libboost-context-dev
   # The CPU target's threads: LLVM's OpenMP runtime, loaded by the JIT.
@@ -49,6 +50,23 @@ if ((${#missing[@]})); then
   "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   echo "setup: all packages present"
+fi
+
+# PyTorch and transformers for kvattn.torch and its tests (lit runs them with
+# this environment's python): the pinned set of python/requirements-torch.txt
+# in a virtual environment of the build tree over Debian's python3 (its NumPy
+# and pytest). Installed again only when the pins change. Measured on the
+# 2-core machine: about 70 s and 5.5 GB on a fresh machine (pip's cache makes
+# a re-install ~40 s). KVATTN_TORCH=0 skips it (the torch tests then fail:
+# they are not optional).
+venv=${KVATTN_TORCH_VENV:-$build/torch-venv}
+requirements=$root/python/requirements-torch.txt
+if [[ ${KVATTN_TORCH:-1} != 0 ]] &&
+   ! cmp -s "$requirements" "$venv/.kvattn-requirements" 2>/dev/null; then
+  echo "setup: installing PyTorch and transformers into $venv"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install --disable-pip-version-check -q -r "$requirements"
+  cp "$requirements" "$venv/.kvattn-requirements"
 fi
 
 if [[ ! -f $build/build.ninja ]]; then

@@ -105,6 +105,13 @@ typedef struct {
    * compile with it (1 or 0 there: the same). Ignored by the CPU. */
   int32_t device_validation;
   int32_t reserved1; /* zero */
+  /* Both targets: -kvattn-resolve-cached-append's fix-upper-left-appends
+   * (default 0). 0: an upper-left causal kvattn.sdpa over a KV-cache write
+   * keeps torch's is_causal meaning and the compiler warns (the warning is
+   * in the program's diagnostics); 1: it is compiled with lower-right
+   * positions (the queries after the cached keys) and a remark says so. */
+  int32_t fix_upper_left_appends;
+  int32_t reserved2; /* zero */
 } kvattn_compile_options;
 
 /* The defaults, with struct_size set. */
@@ -186,6 +193,41 @@ int kvattn_cpu_run(kvattn_cpu_program *program,
  * destruction (result->data is const in spirit: do not write it). */
 int kvattn_cpu_program_result(const kvattn_cpu_program *program, size_t index,
                               kvattn_host_tensor *result, char **error);
+
+/*===----------------------------------------------------------------------===*
+ * Diagnostics: what the compiler said (docs/embedding.md, "Diagnostics")
+ *===----------------------------------------------------------------------===*/
+
+/* The values of mlir::DiagnosticSeverity that kvattn reports. */
+typedef enum {
+  KVATTN_DIAGNOSTIC_ERROR = 0,
+  KVATTN_DIAGNOSTIC_WARNING = 1,
+  KVATTN_DIAGNOSTIC_REMARK = 2,
+  /* Attached to the diagnostic before it. */
+  KVATTN_DIAGNOSTIC_NOTE = 3
+} kvattn_diagnostic_severity;
+
+/* One diagnostic; the strings belong to the object that returned it and
+ * live as long as it. */
+typedef struct {
+  kvattn_diagnostic_severity severity;
+  /* "input:12:8" (the IR text is named "input"), or MLIR's spelling of a
+   * location without a file. */
+  const char *location;
+  const char *message;
+} kvattn_diagnostic;
+
+/* The warnings and remarks (and their notes) kvattn_cpu_compile collected,
+ * in order: e.g. the lint of an upper-left causal kvattn.sdpa over a cache
+ * write. Every diagnostic of a compilation is collected by the API itself:
+ * none is printed, and none is lost when the embedder has no MLIR handler.
+ * The GPU's are in the launch manifest's "diagnostics" array
+ * (kvattn_compile, kvattn_plan_manifest; docs/kernel-abi.md), also on a
+ * kernel-cache hit. The count of a NULL program is 0. */
+size_t kvattn_cpu_program_num_diagnostics(const kvattn_cpu_program *program);
+int kvattn_cpu_program_diagnostic(const kvattn_cpu_program *program,
+                                  size_t index, kvattn_diagnostic *diagnostic,
+                                  char **error);
 
 /*===----------------------------------------------------------------------===*
  * The runtime (CUDA driver API)

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CAPI.h"
+#include "Diagnostics.h"
 
 #include "kvattn/Evaluator/Evaluator.h"
 #include "kvattn/Support/HostTensor.h"
@@ -36,6 +37,11 @@ struct kvattn_cpu_program {
   /// The results of the last successful run (kvattn_cpu_program_result).
   std::vector<HostTensor> last;
 };
+
+const mlir::kvattn::CpuProgram &
+::kvattn::capi::cpuProgram(const kvattn_cpu_program &program) {
+  return *program.program;
+}
 
 static std::optional<ElementType> toElementType(const kvattn_dtype &dtype) {
   switch (rawEnum(dtype)) {

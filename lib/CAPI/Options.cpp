@@ -50,6 +50,10 @@ Status capi::readOptions(const char *what, const kvattn_compile_options *given,
       boolean("device_validation", options.device_validation));
   if (options.reserved1)
     return Status::error(prefix + "options.reserved1 must be 0");
+  KVATTN_RETURN_IF_ERROR(
+      boolean("fix_upper_left_appends", options.fix_upper_left_appends));
+  if (options.reserved2)
+    return Status::error(prefix + "options.reserved2 must be 0");
   return Status::ok();
 }
 
@@ -68,6 +72,7 @@ PtxOptions capi::toPtxOptions(const kvattn_compile_options &o,
   options.tensorCores = o.tensor_cores;
   options.useKernelCache = o.use_kernel_cache;
   options.deviceValidation = o.device_validation;
+  options.fixUpperLeftAppends = o.fix_upper_left_appends;
   options.image = image;
   return options;
 }
@@ -83,6 +88,7 @@ CpuCompileOptions capi::toCpuOptions(const kvattn_compile_options &o) {
   options.vectorWidth = o.vector_width;
   options.threads = o.threads;
   options.optLevel = static_cast<unsigned>(o.opt_level);
+  options.fixUpperLeftAppends = o.fix_upper_left_appends;
   return options;
 }
 
@@ -110,6 +116,7 @@ void kvattn_compile_options_init(kvattn_compile_options *options) {
   options->threads = cpu.threads;
   options->opt_level = static_cast<int32_t>(cpu.optLevel);
   options->device_validation = gpu.deviceValidation;
+  options->fix_upper_left_appends = gpu.fixUpperLeftAppends;
 }
 
 } // extern "C"

@@ -139,6 +139,7 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
     if (failed(pm.run(*clone)))
       return Status::error("the kvattn-to-cpu pipeline failed:\n" +
                            diags.text());
+    result->diagnostics_ = diags.diagnostics();
   }
   result->pipelineMs_ = msSince(start);
 

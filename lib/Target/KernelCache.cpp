@@ -123,6 +123,13 @@ std::string serialize(const PtxModule &m) {
       os << "\n";
     }
   }
+  // The compiler's diagnostics: severity and the byte counts of location
+  // and message, then both.
+  os << "diagnostics " << m.diagnostics.size() << "\n";
+  for (const CompilerDiagnostic &d : m.diagnostics)
+    os << "diagnostic " << static_cast<int>(d.severity) << " "
+       << d.location.size() << " " << d.message.size() << "\n"
+       << d.location << d.message << "\n";
   os << "bytes " << m.ptx.size() << "\n" << m.ptx;
   return s;
 }
@@ -194,6 +201,23 @@ bool deserialize(llvm::StringRef text, PtxModule &m) {
         p.shape.push_back(f[6 + d].str());
     }
   }
+  if (!line(f, "diagnostics") || f.size() != 2 || !number(f[1], count) ||
+      count < 0 || count > 4096)
+    return false;
+  m.diagnostics.assign(count, CompilerDiagnostic());
+  for (CompilerDiagnostic &d : m.diagnostics) {
+    int64_t severity = 0, locationBytes = 0, messageBytes = 0;
+    if (!line(f, "diagnostic") || f.size() != 4 || !number(f[1], severity) ||
+        severity < 0 || severity > 3 || !number(f[2], locationBytes) ||
+        !number(f[3], messageBytes) || locationBytes < 0 || messageBytes < 0 ||
+        static_cast<uint64_t>(locationBytes) + messageBytes + 1 > text.size() ||
+        text[locationBytes + messageBytes] != '\n')
+      return false;
+    d.severity = static_cast<CompilerDiagnostic::Severity>(severity);
+    d.location = text.take_front(locationBytes).str();
+    d.message = text.substr(locationBytes, messageBytes).str();
+    text = text.drop_front(locationBytes + messageBytes + 1);
+  }
   int64_t bytes = 0;
   if (!line(f, "bytes") || f.size() != 2 || !number(f[1], bytes) || bytes < 0 ||
       static_cast<size_t>(bytes) != text.size())
@@ -240,6 +264,7 @@ std::string KernelCache::key(mlir::ModuleOp module, const PtxOptions &options) {
      << "split " << options.splitKv << " " << options.numSms << "\n"
      << "tensor-cores " << options.tensorCores << "\n"
      << "device-validation " << options.deviceValidation << "\n"
+     << "fix-upper-left-appends " << options.fixUpperLeftAppends << "\n"
      << "index-bits " << options.indexBitwidth << "\n"
      << "image " << imageName(options.image) << "\n"
      << "llvm-opt " << options.llvmOptLevel << "\n"

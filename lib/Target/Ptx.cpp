@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 
 using namespace mlir;
@@ -219,6 +220,7 @@ static Status compileUncached(ModuleOp module, const PtxOptions &options,
     return Status::error("NVVM/PTX code generation failed:\n" + diags.text());
   const double ptxMs = msSince(ptxStart);
   result.kernelsMs = kernelsMs;
+  result.diagnostics = diags.diagnostics();
   result.translateMs = device.translateMs;
   result.linkMs = device.linkMs;
   result.optimizeMs = device.optimizeMs;
@@ -261,6 +263,26 @@ static std::string quoted(const std::string &s) {
     if (c == '"' || c == '\\')
       out += '\\';
     out += c;
+  }
+  return out + "\"";
+}
+
+/// A JSON string: quotes, backslashes and control characters escaped.
+static std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20) {
+      char buffer[8];
+      std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
+      out += buffer;
+    } else {
+      out += static_cast<char>(c);
+    }
   }
   return out + "\"";
 }
@@ -346,7 +368,16 @@ std::string manifestToJson(const PtxModule &module,
     os << "      \"kind\": " << quoted(m.kind) << "\n"
        << "    }";
   }
-  os << "\n  ]\n}\n";
+  os << "\n  ],\n"
+     << "  \"diagnostics\": [";
+  for (size_t i = 0; i < module.diagnostics.size(); ++i) {
+    const CompilerDiagnostic &d = module.diagnostics[i];
+    os << (i ? "," : "") << "\n    {\"severity\": "
+       << jsonString(CompilerDiagnostic::severityName(d.severity))
+       << ", \"location\": " << jsonString(d.location)
+       << ", \"message\": " << jsonString(d.message) << "}";
+  }
+  os << (module.diagnostics.empty() ? "]\n" : "\n  ]\n") << "}\n";
   return j;
 }
 

@@ -18,19 +18,24 @@ plain ctypes binding, needs nothing). bf16 host data is np.uint16 holding the
 bit patterns (to_bf16 / from_bf16).
 """
 
+__version__ = "0.33.0"
+
 import json
 import operator
 import os
+import warnings
+from typing import NamedTuple
 
-from . import _capi as capi
-from ._capi import (KVAttnError, KVAttnTypeError, KVAttnValueError,
+from . import capi
+from .capi import (KVAttnError, KVAttnTypeError, KVAttnValueError,
                     check_int, check_text)
 from ._device import DeviceView, device_view, is_device_tensor
 from .drift import drift
 from .fingerprint import (KVAttnCacheMismatch, cache_fingerprint,
                           check_cache_prefix)
 
-__all__ = ["KVAttnError", "KVAttnTypeError", "KVAttnValueError", "compile",
+__all__ = ["__version__", "KVAttnError", "KVAttnTypeError", "KVAttnValueError",
+           "KVAttnWarning", "Diagnostic", "compile",
            "run", "plan", "Runtime", "DeviceArray",
            "CpuProgram", "GpuProgram", "Plan", "to_device", "to_bf16",
            "from_bf16", "library", "default_runtime", "device_view",
@@ -61,6 +66,36 @@ _ROLES = {"query": ("B", "Hq", "L", None), "key": ("B", "Hkv", "S", None),
           "lse_parts": (None, "B", "Hq", "L")}
 _PAGED_ROLES = {"key": ("num_pages", "page_size", "Hkv", None),
                 "value": ("num_pages", "page_size", "Hkv", None)}
+
+
+class KVAttnWarning(UserWarning):
+    """A warning of the compiler (the upper-left append lint of
+    -kvattn-resolve-cached-append), issued with warnings.warn when a program
+    is compiled; the program's `diagnostics` keep it too."""
+
+
+class Diagnostic(NamedTuple):
+    """What the compiler said while compiling a program (C API:
+    kvattn_diagnostic; the GPU's in the manifest's "diagnostics")."""
+    severity: str   # "warning", "remark" or "note" ("error" fails compile)
+    location: str   # "input:12:8": line and column of the IR text
+    message: str
+
+    def __str__(self):
+        return f"{self.location}: {self.severity}: {self.message}"
+
+
+def _diagnostics(entries):
+    """Diagnostics from (severity, location, message) triples or the
+    manifest's dicts; each warning is also issued as a KVAttnWarning."""
+    out = []
+    for e in entries:
+        d = (Diagnostic(e["severity"], e["location"], e["message"])
+             if isinstance(e, dict) else Diagnostic(*e))
+        out.append(d)
+        if d.severity == "warning":
+            warnings.warn(str(d), KVAttnWarning, stacklevel=4)
+    return out
 
 
 def _np():
@@ -207,6 +242,10 @@ class CpuProgram:
                               self.handle))]
         self.results = [self._type(1, i) for i in
                         range(lib.kvattn_cpu_program_num_results(self.handle))]
+        # The compiler's warnings and remarks (each warning also issued
+        # with warnings.warn as a KVAttnWarning).
+        self.diagnostics = _diagnostics(
+            self.api.cpu_program_diagnostics(self.handle))
 
     def _type(self, is_result, index):
         ctypes = self._ctypes
@@ -530,6 +569,7 @@ class GpuProgram:
         self.image, self.manifest_json = self.api.compile(
             ir, o, self.runtime.image_kind)
         self.manifest = json.loads(self.manifest_json)
+        self.diagnostics = _diagnostics(self.manifest.get("diagnostics", []))
         self.kernels_info = self.manifest["kernels"]
         if not self.kernels_info:
             raise KVAttnValueError("the IR has no kvattn.attention to "
@@ -876,6 +916,7 @@ class Plan:
         self.handle = capi.PlanHandle(self.runtime.rt, ir, o,
                                       self.runtime.image_kind, bounds)
         self.manifest = json.loads(self.handle.manifest_json)
+        self.diagnostics = _diagnostics(self.manifest.get("diagnostics", []))
         self.workspace_bytes = self.handle.workspace_bytes
         # The signature the caller sees: the kernels' tensors and metadata
         # (not the status word, the workspaces or the validation kernels),

@@ -8,7 +8,7 @@ vector dtypes, host memory) is a KVAttnError that says why.
 
 import ctypes
 
-from ._capi import (KVAttnTypeError, KVAttnValueError, UINT64_MAX,
+from .capi import (KVAttnTypeError, KVAttnValueError, UINT64_MAX,
                     INT64_MAX, check_int)
 
 # DLPack (dlpack.h): device types and type codes.
@@ -187,6 +187,36 @@ def from_dlpack_capsule(capsule, what="DLPack capsule", owner=None):
     return view
 
 
+def _export(obj, what, stream=None):
+    """obj.__dlpack__(stream=...) (or without the stream for a producer
+    that does not take one); a producer's refusal (torch: a tensor that
+    requires grad) is a KVAttnValueError naming it."""
+    try:
+        try:
+            return (obj.__dlpack__(stream=stream) if stream is not None
+                    else obj.__dlpack__())
+        except TypeError:
+            if stream is None:
+                raise
+            return obj.__dlpack__()
+    except Exception as e:  # noqa: BLE001
+        raise KVAttnValueError(f"{what}: __dlpack__() failed "
+                               f"({type(e).__name__}: {e})") from None
+
+
+def host_view(obj):
+    """The DeviceView (device None) of a dense row-major tensor in host
+    memory, by DLPack (a CPU device), e.g. a torch CPU tensor of any dtype
+    kvattn takes, bf16 included: its own memory, no copy."""
+    what = f"{type(obj).__name__} (DLPack)"
+    device_type, _ = obj.__dlpack_device__()
+    if device_type not in (DL_CPU, DL_CUDA_HOST):
+        name = _DL_DEVICE_NAMES.get(device_type, f"type {device_type}")
+        raise KVAttnValueError(f"{what} is on a {name} device, not the "
+                               "host")
+    return from_dlpack_capsule(_export(obj, what), what, owner=obj)
+
+
 def from_dlpack(obj, stream=None):
     what = f"{type(obj).__name__} (DLPack)"
     device_type, device_id = obj.__dlpack_device__()
@@ -196,11 +226,7 @@ def from_dlpack(obj, stream=None):
             f"{what} is on a {name} device (DLPack device type "
             f"{device_type}), not a CUDA one: pass host data as a NumPy "
             "array")
-    try:
-        capsule = (obj.__dlpack__(stream=stream) if stream is not None
-                   else obj.__dlpack__())
-    except TypeError:
-        capsule = obj.__dlpack__()
+    capsule = _export(obj, what, stream)
     view = from_dlpack_capsule(capsule, what, owner=obj)
     if view.device_type != device_type or view.device != device_id:
         raise KVAttnValueError(f"{what}: __dlpack_device__ says "
@@ -209,9 +235,21 @@ def from_dlpack(obj, stream=None):
     return view
 
 
+def _has_cai(obj):
+    """Whether obj has a __cuda_array_interface__; a producer that raises
+    reading it (torch: a tensor that requires grad) is refused by name."""
+    try:
+        return hasattr(obj, "__cuda_array_interface__")
+    except Exception as e:  # noqa: BLE001
+        raise KVAttnValueError(
+            f"{type(obj).__name__}: reading __cuda_array_interface__ failed "
+            f"({type(e).__name__}: {e})") from None
+
+
 def is_device_tensor(obj):
     return (isinstance(obj, DeviceView) or
-            hasattr(obj, "__cuda_array_interface__") or
+            (hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")
+             and _dlpack_is_cuda(obj)) or _has_cai(obj) or
             (hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")
              and _dlpack_is_cuda(obj)))
 
@@ -228,10 +266,12 @@ def device_view(obj, stream=None):
     or an object with __cuda_array_interface__ or DLPack (CUDA device)."""
     if isinstance(obj, DeviceView):
         return obj
-    if hasattr(obj, "__cuda_array_interface__"):
-        return from_cuda_array_interface(obj)
+    # DLPack first: it names bf16 (recent torch reports bf16 as '<V2' in
+    # __cuda_array_interface__, older torch raises KeyError) and the device.
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return from_dlpack(obj, stream)
+    if _has_cai(obj):
+        return from_cuda_array_interface(obj)
     raise KVAttnTypeError(
         f"{type(obj).__name__} is not a device tensor (no "
         "__cuda_array_interface__, no __dlpack__/__dlpack_device__)")

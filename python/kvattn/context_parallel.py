@@ -19,7 +19,7 @@ of Python objects (kvattn.distributed wraps torch.distributed's).
 import hashlib
 import math
 
-from ._capi import KVAttnError, KVAttnTypeError, KVAttnValueError
+from .capi import KVAttnError, KVAttnTypeError, KVAttnValueError
 
 __all__ = ["Ownership", "ContextParallel", "run"]
 

@@ -14,7 +14,7 @@ ownership map and page placement (kvattn.context_parallel). CPU tensors
 import datetime
 
 from . import context_parallel as _cp
-from ._capi import KVAttnError, KVAttnTypeError
+from .capi import KVAttnError, KVAttnTypeError
 
 __all__ = ["context_parallel_attention"]
 

@@ -8,8 +8,8 @@ SHA-256 over exactly that, in logical order, whatever the layout (contiguous
 or paged, which pages, host or device)."""
 import ctypes
 
-from . import _capi as capi
-from ._capi import KVAttnError, KVAttnTypeError, KVAttnValueError, check_int
+from . import capi
+from .capi import KVAttnError, KVAttnTypeError, KVAttnValueError, check_int
 from ._device import device_view, is_device_tensor
 
 __all__ = ["cache_fingerprint", "check_cache_prefix", "KVAttnCacheMismatch"]

@@ -19,7 +19,7 @@ import math
 import struct
 import sys
 
-from ._capi import KVAttnError, Library, Runtime, find_library
+from .capi import KVAttnError, Library, Runtime, find_library
 
 
 SMOKE_IR = """

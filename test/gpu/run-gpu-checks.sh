@@ -11,7 +11,8 @@
 #    second time with --tensor-cores=false (the scalar lowering);
 # 3. runs compute-sanitizer memcheck on four cases and racecheck/synccheck on
 #    a tensor-core kernel (cp.async, ldmatrix and the barriers between them);
-# 4. prints one summary table and exits non-zero if anything failed.
+# 4. runs kvattn.torch's CUDA tests (python/torch_gpu_tests);
+# 5. prints one summary table and exits non-zero if anything failed.
 # Budget: a few minutes (each case compiles one kernel, ~0.1 s, and runs the
 # reference on the host).
 set -uo pipefail
@@ -119,6 +120,20 @@ for tool in racecheck synccheck; do
   errors=$(grep -o 'ERROR SUMMARY: [0-9]* error\|RACECHECK SUMMARY: [0-9]* hazard' "$log" | tail -1)
   printf '%-22s %-9s %-6s %s\n' "tensor-cores" "$tool" "$result" "${errors:-see log}" >> "$out/summary.txt"
 done
+
+# kvattn.torch's CUDA kernels (python/torch_gpu_tests: the runtime on torch's
+# current stream, DLPack of CUDA tensors, bf16, out= in place,
+# torch.compile), with the PyTorch environment of scripts/setup.sh.
+log="$out/torch-cuda.log"
+if KVATTN_LIBRARY=$build/lib/libkvattn_c.so PYTHONPATH=$root/python \
+     "$build/torch-venv/bin/python" -B -m pytest -q -p no:cacheprovider \
+     "$root/python/torch_gpu_tests" > "$log" 2>&1; then
+  result=PASS; pass=$((pass + 1))
+else
+  result=FAIL; fail=$((fail + 1))
+fi
+printf '%-22s %-9s %-6s %s\n' "kvattn.torch" "cuda" "$result" \
+  "$(tail -1 "$log")" >> "$out/summary.txt"
 
 echo
 cat "$out/summary.txt"

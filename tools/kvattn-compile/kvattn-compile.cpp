@@ -189,6 +189,10 @@ static int runTool(int argc, char **argv) {
     times.push_back(result.compileMs);
   }
   std::sort(times.begin(), times.end());
+  // What the compiler said (the upper-left append lint, ...), from the
+  // compilation or the kernel cache alike.
+  for (const mlir::kvattn::CompilerDiagnostic &d : result.diagnostics)
+    llvm::errs() << d.str() << "\n";
 
   std::string ptxPath = output + (deviceIR ? ".ll" : ".ptx"),
               jsonPath = output + ".json";

@@ -36,6 +36,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -149,6 +150,13 @@ flag::CompileFlags flags(runCategory,
                              flag::kVectorWidth | flag::kNumThreads |
                              flag::kOptLevel,
                          runDefaults());
+cl::opt<bool> fixUpperLeftAppends(
+    "fix-upper-left-appends",
+    cl::desc("Run an upper-left causal kvattn.sdpa over a KV-cache write "
+             "with lower-right positions (-kvattn-resolve-cached-append's "
+             "fix, a remark says so) on every target; without it the lint "
+             "prints a warning and torch's is_causal meaning is kept"),
+    cl::init(false), cl::cat(runCategory));
 
 int fail(const std::string &message) {
   llvm::errs() << "kvattn-run: error: " << message << "\n";
@@ -375,6 +383,31 @@ static int runTool(int argc, char **argv) {
     return fail(entry.empty()
                     ? "no public function with a body in '" + inputFile + "'"
                     : "no function '" + entry + "' in '" + inputFile + "'");
+
+  // The lint of -kvattn-resolve-cached-append on the function that runs, on
+  // every target: its warnings (an upper-left causal kvattn.sdpa over a
+  // cache write) or, with --fix-upper-left-appends, the remarks of the fix
+  // go to stderr through the handler above; with the fix the resolved
+  // function is what runs.
+  {
+    OwningOpRef<ModuleOp> resolved = module->clone();
+    // The lint points at the user's op; its generic form adds nothing.
+    const bool printOp = context.shouldPrintOpOnDiagnostic();
+    context.printOpOnDiagnostic(false);
+    llvm::scope_exit restore([&] { context.printOpOnDiagnostic(printOp); });
+    auto resolvedFunc = resolved->lookupSymbol<func::FuncOp>(func.getName());
+    PassManager pm(&context, func::FuncOp::getOperationName());
+    mlir::kvattn::ResolveCachedAppendPassOptions resolve;
+    resolve.fixUpperLeftAppends = fixUpperLeftAppends;
+    pm.addPass(mlir::kvattn::createResolveCachedAppendPass(resolve));
+    if (failed(pm.run(resolvedFunc)))
+      return fail("-kvattn-resolve-cached-append failed on '" + inputFile +
+                  "'");
+    if (fixUpperLeftAppends) {
+      module = std::move(resolved);
+      func = resolvedFunc;
+    }
+  }
 
   // Named before any compilation touches the module.
   std::string entryName = func.getName().str();

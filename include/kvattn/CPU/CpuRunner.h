@@ -11,6 +11,7 @@
 #define KVATTN_CPU_CPURUNNER_H
 
 #include "kvattn/Passes/CpuOptions.h"
+#include "kvattn/Support/CompilerDiagnostic.h"
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Status.h"
 
@@ -65,6 +66,15 @@ public:
   BlockStats stats() const;
   void resetStats();
 
+  /// What the compiler said while compiling (warnings, remarks and their
+  /// notes, in order: the upper-left append lint of
+  /// -kvattn-resolve-cached-append, the remark of its fix). compile()
+  /// handles every diagnostic itself, so none is lost when the caller's
+  /// MLIRContext has no handler.
+  const std::vector<CompilerDiagnostic> &diagnostics() const {
+    return diagnostics_;
+  }
+
   /// Wall time of compile(): pipeline, and LLVM to machine code.
   double pipelineMs() const { return pipelineMs_; }
   double jitMs() const { return jitMs_; }
@@ -79,6 +89,7 @@ private:
   std::string entry_;
   std::vector<std::pair<ElementType, int64_t>> resultTypes_; // type, rank
   int64_t *statsGlobal_ = nullptr;
+  std::vector<CompilerDiagnostic> diagnostics_;
   double pipelineMs_ = 0, jitMs_ = 0;
 };
 

@@ -33,7 +33,7 @@ namespace kvattn {
 
 /// Bumped whenever the entry layout changes: older entries then read as
 /// corrupt and are replaced.
-constexpr int kKernelCacheFormat = 2;
+constexpr int kKernelCacheFormat = 3;
 
 class KernelCache {
 public:

@@ -10,6 +10,7 @@
 #ifndef KVATTN_TARGET_PTX_H
 #define KVATTN_TARGET_PTX_H
 
+#include "kvattn/Support/CompilerDiagnostic.h"
 #include "kvattn/Support/Status.h"
 #include "kvattn/Passes/PtxOptions.h"
 
@@ -82,6 +83,9 @@ struct PtxModule {
   /// again), "off" (no cache), or "unwritable: <why>" (compiled, not
   /// stored).
   std::string cache = "off";
+  /// What the compiler said (warnings, remarks, their notes; the manifest's
+  /// "diagnostics"): kept in the kernel cache, so a hit says it again.
+  std::vector<CompilerDiagnostic> diagnostics;
 };
 
 /// Compiles `module` (cloned, not changed), or loads the result from the

@@ -106,18 +106,22 @@ class CompileOptions(ctypes.Structure):
                 ("opt_level", ctypes.c_int32),
                 ("reserved0", ctypes.c_int32),
                 ("device_validation", ctypes.c_int32),
-                ("reserved1", ctypes.c_int32)]
+                ("reserved1", ctypes.c_int32),
+                ("fix_upper_left_appends", ctypes.c_int32),
+                ("reserved2", ctypes.c_int32)]
 
 
 # The options each target takes (keyword arguments of kvattn.compile), with
 # the struct field each sets.
 GPU_OPTIONS = ("chip", "block_m", "block_n", "num_warps", "num_stages",
                "split_kv", "num_sms", "pack_gqa", "tensor_cores",
-               "use_kernel_cache", "device_validation")
+               "use_kernel_cache", "device_validation",
+               "fix_upper_left_appends")
 CPU_OPTIONS = ("block_m", "block_n", "split_kv", "pack_gqa", "vectorize",
-               "vector_width", "threads", "opt_level")
+               "vector_width", "threads", "opt_level",
+               "fix_upper_left_appends")
 _BOOL_OPTIONS = ("pack_gqa", "tensor_cores", "use_kernel_cache", "vectorize",
-                 "device_validation")
+                 "device_validation", "fix_upper_left_appends")
 
 
 class AttentionDesc(ctypes.Structure):
@@ -148,6 +152,17 @@ class AttentionDesc(ctypes.Structure):
 
 # The fields of a description (kvattn.attention_ir's keywords), flags apart.
 DESC_FLAGS = ("causal", "with_lse", "paged", "varlen", "append")
+
+
+class _Diagnostic(ctypes.Structure):
+    """kvattn_diagnostic."""
+    _fields_ = [("severity", ctypes.c_int),
+                ("location", ctypes.c_char_p),
+                ("message", ctypes.c_char_p)]
+
+
+# kvattn_diagnostic_severity.
+SEVERITIES = ("error", "warning", "remark", "note")
 
 
 class _RuntimeOptions(ctypes.Structure):
@@ -284,6 +299,10 @@ class Library:
                                ctypes.c_int),
             "kvattn_cpu_program_result": ([vp, ctypes.c_size_t,
                                            P(HostTensor), err], ctypes.c_int),
+            "kvattn_cpu_program_num_diagnostics": ([vp], ctypes.c_size_t),
+            "kvattn_cpu_program_diagnostic": ([vp, ctypes.c_size_t,
+                                               P(_Diagnostic), err],
+                                              ctypes.c_int),
             "kvattn_runtime_create": ([P(vp), err], ctypes.c_int),
             "kvattn_runtime_options_init": ([P(_RuntimeOptions)], None),
             "kvattn_runtime_create_with_options": (
@@ -372,6 +391,18 @@ class Library:
     def check(self, rc, error, what):
         if rc != 0:
             raise KVAttnError(f"{what}: {self._take(error.value)}")
+
+    def cpu_program_diagnostics(self, handle):
+        """[(severity, location, message)] of a kvattn_cpu_program."""
+        out = []
+        for i in range(self.lib.kvattn_cpu_program_num_diagnostics(handle)):
+            d, error = _Diagnostic(), ctypes.c_void_p()
+            rc = self.lib.kvattn_cpu_program_diagnostic(
+                handle, i, ctypes.byref(d), ctypes.byref(error))
+            self.check(rc, error, "kvattn_cpu_program_diagnostic")
+            out.append((SEVERITIES[d.severity], d.location.decode(),
+                        d.message.decode()))
+        return out
 
     def compile_options(self, target, options):
         """A kvattn_compile_options from keyword options; unknown names and

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""kvattn.torch on the CPU against the C API and torch's own SDPA, in the
+same run, on the same tensors and threads.
+
+Prints two tables (docs/benchmarks.md, "kvattn.torch on the CPU"):
+
+  1. per-call overhead: the median time of torch.ops.kvattn.attention (via
+     kvattn.torch.attention: argument checks, the dispatcher, DLPack, the
+     program cache, kvattn_cpu_run) against a bare ctypes call of
+     kvattn_cpu_run on the same compiled program and buffers, on a shape
+     whose attention costs next to nothing (B = Hq = Hkv = L = 1, S = 16,
+     D = 16): the difference is what the torch op adds per call;
+  2. decode and append steps (f32, GQA Hq/Hkv = 32/8, D = 128, lower-right
+     causal over P cached tokens): the torch op, the bare C API call, and
+     torch.nn.functional.scaled_dot_product_attention with a lower-right
+     bias (torch.nn.attention.bias.causal_lower_right, enable_gqa), with the
+     speed ratio sdpa_ms / kvattn_ms (> 1: kvattn faster) and the max abs
+     difference of the outputs.
+
+Wall-clock medians of --repeats calls after --warmup; both libraries use
+--threads threads (torch.set_num_threads; kvattn's OpenMP grid). These are
+CPU measurements of this machine, not estimates. Needs the PyTorch
+environment of scripts/setup.sh (build/torch-venv/bin/python) and a built
+libkvattn_c.so.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "python"))
+
+
+def median_ms(fn, warmup, repeats):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def bare_capi_call(kt, out, q, k, v, qo, kv, **attrs):
+    """A zero-argument function calling kvattn_cpu_run on the program the
+    torch op uses, with the host tensors built once."""
+    from kvattn import capi
+    B, Hq, L, D = q.shape
+    Hkv = k.shape[1]
+    key = kt._signature("f32", (B, Hq, Hkv, L, k.shape[2], D, v.shape[3]),
+                        True, 0, 0.0, None, None, "cpu")
+    program = kt._programs[key]
+    keep = []
+    inputs = [kt._host_tensor(n, t, keep)[0] for n, t in
+              (("q", q), ("k", k), ("v", v), ("qo", qo), ("kv", kv))]
+    array = (capi.HostTensor * len(inputs))(*inputs)
+    result = kt._host_tensor("out", out, keep)[0]
+    error = capi.ctypes.c_void_p()
+    run = program.api.lib.kvattn_cpu_run
+    handle, byref = program.handle, capi.ctypes.byref
+
+    def call():
+        if run(handle, array, len(inputs), byref(result), 1, byref(error)):
+            raise RuntimeError(program.api._take(error.value))
+    call.keep = (keep, array, result)
+    return call
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--quick", action="store_true",
+                   help="small shapes, few repeats (a smoke run)")
+    args = p.parse_args(argv)
+
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention.bias import causal_lower_right
+
+    import kvattn.torch as kt
+
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    repeats = 3 if args.quick else args.repeats
+    warmup = 1 if args.quick else args.warmup
+    torch.manual_seed(0)
+
+    print(f"kvattn.torch on the CPU: {args.threads} thread(s), median of "
+          f"{repeats} calls after {warmup}; torch {torch.__version__}")
+    print()
+    print("1. per-call overhead (B = Hq = Hkv = L = 1, S = 16, D = 16, f32)")
+    q, k, v = (torch.randn(1, 1, n, 16) for n in (1, 16, 16))
+    out = torch.empty(1, 1, 1, 16)
+    qo, kv = torch.tensor([15]), torch.tensor([16])
+    kt.attention(q, k, v, out=out)  # compiles the program
+    bare = bare_capi_call(kt, out, q, k, v, qo, kv)
+    n = 20 if args.quick else 2000
+    op_ms = median_ms(lambda: kt.attention(q, k, v, out=out), warmup * 10,
+                      n) * 1e3
+    capi_ms = median_ms(bare, warmup * 10, n) * 1e3
+    print(f"   {'torch op (kvattn.torch.attention, out=)':44s} {op_ms:9.1f} us")
+    print(f"   {'bare C API call (kvattn_cpu_run, ctypes)':44s} "
+          f"{capi_ms:9.1f} us")
+    print(f"   {'overhead of the torch op':44s} {op_ms - capi_ms:9.1f} us")
+
+    print()
+    hq, hkv, d = (8, 2, 64) if args.quick else (32, 8, 128)
+    print(f"2. steps (f32, B = 1, Hq/Hkv = {hq}/{hkv}, D = {d}, lower-right "
+          "causal over P cached tokens)")
+    shapes = ([(1, 128), (8, 256)] if args.quick else
+              [(1, 512), (1, 4096), (16, 4096), (64, 4096), (512, 512)])
+    head = (f"   {'L':>4} {'P':>5} {'torch op ms':>12} {'C API ms':>10} "
+            f"{'SDPA ms':>10} {'SDPA/op':>8} {'max |diff|':>11}")
+    print(head)
+    for L, P in shapes:
+        S = P + L
+        Hq, Hkv, D = hq, hkv, d
+        q = torch.randn(1, Hq, L, D)
+        k, v = torch.randn(1, Hkv, S, D), torch.randn(1, Hkv, S, D)
+        out = torch.empty(1, Hq, L, D)
+        qo, kv = torch.tensor([P]), torch.tensor([S])
+        kt.attention(q, k, v, out=out)
+        bare = bare_capi_call(kt, out, q, k, v, qo, kv)
+        bias = causal_lower_right(L, S)
+        op = median_ms(lambda: kt.attention(q, k, v, out=out), warmup,
+                       repeats)
+        capi_ms = median_ms(bare, warmup, repeats)
+        sdpa = median_ms(lambda: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias, enable_gqa=True), warmup, repeats)
+        diff = (kt.attention(q, k, v) - F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias, enable_gqa=True)).abs().max().item()
+        print(f"   {L:>4} {P:>5} {op:12.3f} {capi_ms:10.3f} {sdpa:10.3f} "
+              f"{sdpa / op:8.2f} {diff:11.2e}")
+    print()
+    print("SDPA/op > 1: the kvattn torch op is faster than torch's SDPA with "
+          "a lower-right bias on these shapes.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,542 @@
+"""kvattn for PyTorch: torch.library custom ops over the kvattn compiler.
+
+    import torch, kvattn.torch as kt
+    out = kt.attention(q, k, v, q_offset=pos, kv_len=lens)   # [B, Hq, L, Dv]
+    kt.append(k_cache, k_new, pos)                           # in place
+
+`torch.ops.kvattn.attention` / `torch.ops.kvattn.attention_out` /
+`torch.ops.kvattn.append` are registered with CPU kernels (kvattn's JIT CPU
+path, kvattn_cpu_run), CUDA kernels (the kvattn runtime on torch's current
+stream) and fake kernels, so `torch.compile(fullgraph=True)` traces through
+them without a graph break. Tensors cross by DLPack (bf16 included: the
+kernel reads the tensor's own memory, `data_ptr` for `data_ptr`); outputs
+are allocated by torch (or given with `out=`). Positions are explicit:
+query row i of batch b sits at `q_offset[b] + i` (default `kv_len - L`, the
+lower-right alignment of a cached append), so the upper-left bug cannot
+happen here. docs/torch.md.
+"""
+
+import threading
+from typing import Dict, Optional, Sequence, Tuple, Union
+
+import torch
+
+from .. import capi
+from .._device import device_view, host_view
+from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
+
+__all__ = ["attention", "append", "lint", "fix", "Finding", "KVAttnError", "KVAttnTypeError",
+           "KVAttnValueError", "program_cache_info", "clear_program_cache"]
+
+_DTYPES = {torch.float32: "f32", torch.float16: "f16",
+           torch.bfloat16: "bf16"}
+_INDEX_DTYPES = (torch.int32, torch.int64)
+LAYOUTS = ("bhsd", "bshd")
+
+
+# --- validation (every check before anything runs) ---------------------------
+
+def _tensor(what: str, value) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise KVAttnTypeError(f"{what} must be a torch.Tensor, got "
+                              f"{type(value).__name__}")
+    return value
+
+
+def _float_tensor(what: str, t: torch.Tensor) -> str:
+    if t.dtype not in _DTYPES:
+        raise KVAttnTypeError(
+            f"{what} has dtype {t.dtype}; kvattn takes torch.float32, "
+            "torch.float16 and torch.bfloat16")
+    if t.dim() != 4:
+        raise KVAttnValueError(f"{what} must have 4 dims, got "
+                               f"{tuple(t.shape)}")
+    if t.shape[-1] > 1 and t.stride(-1) != 1:
+        raise KVAttnValueError(
+            f"{what}: the head dim is not contiguous (strides "
+            f"{tuple(t.stride())}): kvattn reads each head's D values "
+            "from consecutive memory (pass .contiguous())")
+    return _DTYPES[t.dtype]
+
+
+def _layout(layout: str) -> str:
+    if layout not in LAYOUTS:
+        raise KVAttnValueError(f"layout must be 'bhsd' ([B, H, S, D], torch "
+                               f"SDPA's) or 'bshd' ([B, S, H, D]), got "
+                               f"{layout!r}")
+    return layout
+
+
+def _to_bhsd(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """The [B, H, S, D] view of `t` (no copy)."""
+    return t if layout == "bhsd" else t.transpose(1, 2)
+
+
+def _positions(what: str, value, batch: int, device) -> torch.Tensor:
+    """An int64 [B] tensor from a tensor, a list or an int."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype not in _INDEX_DTYPES:
+            raise KVAttnTypeError(f"{what} has dtype {value.dtype}; it "
+                                  "must be torch.int32 or torch.int64")
+        if value.dim() != 1 or value.shape[0] != batch:
+            raise KVAttnValueError(f"{what} must have shape [B] = [{batch}], "
+                                   f"got {tuple(value.shape)}")
+        return value.to(torch.int64)
+    if isinstance(value, bool) or not isinstance(value, (int, list, tuple)):
+        raise KVAttnTypeError(f"{what} must be a tensor, a list of ints or "
+                              f"an int, got {type(value).__name__}")
+    values = [value] * batch if isinstance(value, int) else list(value)
+    if len(values) != batch:
+        raise KVAttnValueError(f"{what} has {len(values)} values for a batch "
+                               f"of {batch}")
+    values = [capi.check_int(f"{what}[{i}]", v) for i, v in
+              enumerate(values)]
+    return torch.tensor(values, dtype=torch.int64, device=device)
+
+
+def _check_attention(query, key, value, layout):
+    for what, t in (("query", query), ("key", key), ("value", value)):
+        _tensor(what, t)
+    dtype = _float_tensor("query", query)
+    for what, t in (("key", key), ("value", value)):
+        if _float_tensor(what, t) != dtype:
+            raise KVAttnTypeError(f"{what} has dtype {t.dtype}, query "
+                                  f"{query.dtype}: one dtype for all three")
+        if t.device != query.device:
+            raise KVAttnValueError(f"{what} is on {t.device}, query on "
+                                   f"{query.device}")
+    if query.device.type not in ("cpu", "cuda", "meta"):
+        raise KVAttnValueError(f"query is on {query.device}: kvattn runs on "
+                               "the CPU and CUDA devices")
+    q, k, v = (_to_bhsd(t, layout) for t in (query, key, value))
+    B, Hq, L, D = q.shape
+    if k.shape[0] != B or v.shape[0] != B:
+        raise KVAttnValueError(f"batch sizes differ: query {B}, key "
+                               f"{k.shape[0]}, value {v.shape[0]}")
+    Hkv, S = k.shape[1], k.shape[2]
+    if k.shape[3] != D:
+        raise KVAttnValueError(f"key head dim {k.shape[3]} != query head dim "
+                               f"{D}")
+    if v.shape[1] != Hkv or v.shape[2] != S:
+        raise KVAttnValueError(f"value {tuple(v.shape)} (as [B, H, S, D]) "
+                               f"does not match key {tuple(k.shape)}")
+    if Hkv == 0 or Hq % Hkv:
+        raise KVAttnValueError(f"query heads Hq = {Hq} must be a multiple of "
+                               f"kv heads Hkv = {Hkv}")
+    if not 1 <= D <= 256 or not 1 <= v.shape[3] <= 256:
+        raise KVAttnValueError(f"head dims D = {D}, Dv = {v.shape[3]} must be "
+                               "in [1, 256]")
+    return dtype, (B, Hq, Hkv, L, S, D, v.shape[3])
+
+
+def _check_options(causal, window, softcap, scale):
+    if not isinstance(causal, bool):
+        raise KVAttnTypeError(f"causal must be a bool, got {causal!r}")
+    window = capi.check_int("window", window, 0)
+    if window and not causal:
+        raise KVAttnValueError("a sliding window needs causal=True")
+    for what, x in (("softcap", softcap), ("scale", scale)):
+        if x is not None and (isinstance(x, bool) or
+                              not isinstance(x, (int, float))):
+            raise KVAttnTypeError(f"{what} must be a float, got {x!r}")
+    if softcap is not None and (softcap < 0 or softcap != softcap):
+        raise KVAttnValueError(f"softcap = {softcap} must be >= 0 (0: none)")
+    if scale is not None and (not scale > 0 or scale == float("inf")):
+        raise KVAttnValueError(f"scale = {scale} must be a positive finite "
+                               "number")
+    return window, float(softcap or 0.0), (None if scale is None
+                                            else float(scale))
+
+
+# --- programs, cached per signature ------------------------------------------
+
+_lock = threading.Lock()
+_programs: Dict[tuple, object] = {}
+_stats = {"hits": 0, "misses": 0}
+
+
+def program_cache_info() -> Dict[str, int]:
+    """Compiled programs: {"hits", "misses", "size"} since the last clear.
+    A signature is the dtype, the head counts and dims, the options and the
+    device: batch, query and key lengths are dynamic, so a decode loop
+    compiles once."""
+    with _lock:
+        return dict(_stats, size=len(_programs))
+
+
+def clear_program_cache() -> None:
+    with _lock:
+        _programs.clear()
+        _stats.update(hits=0, misses=0)
+
+
+def _ty(shape, dtype):
+    return "tensor<" + "x".join(shape) + "x" + dtype + ">"
+
+
+def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
+                 mask=None):
+    """kvattn IR of one attention with dynamic B, L and S: arguments query
+    [B, Hq, L, D], key [B, Hkv, S, D], value [B, Hkv, S, Dv], q_offset and
+    kv_len (i64 [B]), and with `mask` = (batch dim, head dim) of a boolean
+    mask [B | 1, Hq | 1, L, S] (1 where it broadcasts, None where it is
+    full) the mask; result out [B, Hq, L, Dv]."""
+    q = _ty(["?", str(Hq), "?", str(D)], dtype)
+    k = _ty(["?", str(Hkv), "?", str(D)], dtype)
+    v = _ty(["?", str(Hkv), "?", str(Dv)], dtype)
+    o = _ty(["?", str(Hq), "?", str(Dv)], dtype)
+    attrs = (" causal" if causal else "") + \
+        (f" window = {window}" if window else "") + \
+        (f" softcap = {softcap!r}" if softcap else "") + \
+        (f" scale = {scale!r}" if scale is not None else "")
+    m = m_arg = m_use = ""
+    if mask is not None:
+        m = _ty([mask[0] or "?", mask[1] or str(Hq), "?", "?"], "i1")
+        m_arg, m_use = f", %m: {m}", f" mask(%m : {m})"
+    return (f"func.func @attention(%q: {q}, %k: {k}, %v: {v},\n"
+            f"    %qo: tensor<?xi64>, %kl: tensor<?xi64>{m_arg}) -> {o} {{\n"
+            f"  %o = kvattn.attention %q, %k, %v q_offset(%qo : "
+            f"tensor<?xi64>) kv_len(%kl : tensor<?xi64>){m_use}{attrs}\n"
+            f"      : {q}, {k}, {v} -> {o}\n"
+            f"  return %o : {o}\n}}\n")
+
+
+def append_ir(dtype, H, D):
+    """kvattn IR of one cache write: update [B, H, L, D] into cache
+    [B, H, S, D] at pos (i64 [B]); result the written cache."""
+    u = _ty(["?", str(H), "?", str(D)], dtype)
+    c = _ty(["?", str(H), "?", str(D)], dtype)
+    return (f"func.func @append(%u: {u}, %c: {c}, %p: tensor<?xi64>) -> "
+            f"{c} {{\n  %r = kvattn.append %u into %c at %p : {u} into {c}, "
+            f"tensor<?xi64>\n  return %r : {c}\n}}\n")
+
+
+def _program(key, make):
+    with _lock:
+        program = _programs.get(key)
+        if program is not None:
+            _stats["hits"] += 1
+            return program
+    program = make()
+    with _lock:
+        _stats["misses"] += 1
+        return _programs.setdefault(key, program)
+
+
+def _cpu_program(ir):
+    import kvattn
+    return kvattn.CpuProgram(ir, threads=0)
+
+
+# --- the CPU kernels: kvattn_cpu_run on the tensors' own memory --------------
+
+def _host_tensor(what: str, t: torch.Tensor, keep: list):
+    """A kvattn_host_tensor over t's memory, read by DLPack (t dense)."""
+    view = host_view(t.detach())
+    keep.append(view)
+    shape = (capi.ctypes.c_int64 * max(len(view.shape), 1))(*view.shape)
+    keep.append(shape)
+    return capi.HostTensor(view.ptr or None, capi.DTYPE_CODE[view.dtype],
+                           len(view.shape), shape), view
+
+
+def _cpu_run(program, inputs: Sequence[Tuple[str, torch.Tensor]],
+             out: torch.Tensor, what: str):
+    """Runs a CpuProgram: inputs and the output by pointer (DLPack); the C
+    API validates them (dtypes, shapes, positions) before it runs."""
+    ctypes = capi.ctypes
+    keep: list = []
+    tensors = [_host_tensor(name, t, keep)[0] for name, t in inputs]
+    result, view = _host_tensor("out", out, keep)
+    array = (capi.HostTensor * len(tensors))(*tensors)
+    error = ctypes.c_void_p()
+    rc = program.api.lib.kvattn_cpu_run(program.handle, array, len(tensors),
+                                        ctypes.byref(result), 1,
+                                        ctypes.byref(error))
+    program.api.check(rc, error, what)
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """t itself when its memory is dense row-major, else a dense copy (a
+    [B, S, H, D] tensor read as [B, H, S, D]: the C API takes row-major
+    buffers; docs/torch.md says what this costs)."""
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def _signature(dtype, dims, causal, window, softcap, scale, mask, device):
+    B, Hq, Hkv, L, S, D, Dv = dims
+    return ("attention", dtype, Hq, Hkv, D, Dv, causal, window, softcap,
+            scale, mask, str(device))
+
+
+def _check_mask(mask, query, dims):
+    """A boolean mask [B | 1, Hq | 1, L, S] (True: allowed): its
+    broadcast dims for attention_ir, or None without a mask."""
+    if mask is None:
+        return None
+    _tensor("mask", mask)
+    B, Hq, Hkv, L, S, D, Dv = dims
+    if mask.dtype != torch.bool:
+        raise KVAttnTypeError(f"mask has dtype {mask.dtype}; it must be "
+                              "torch.bool (True: the key is allowed)")
+    if mask.device != query.device:
+        raise KVAttnValueError(f"mask is on {mask.device}, query on "
+                               f"{query.device}")
+    if mask.dim() != 4 or mask.shape[0] not in (1, B) or \
+            mask.shape[1] not in (1, Hq) or tuple(mask.shape[2:]) != (L, S):
+        raise KVAttnValueError(
+            f"mask has shape {tuple(mask.shape)}; it must be [B or 1, Hq or "
+            f"1, L, S] = [{B} or 1, {Hq} or 1, {L}, {S}]")
+    return ("1" if mask.shape[0] == 1 and B != 1 else None,
+            "1" if mask.shape[1] == 1 and Hq != 1 else None)
+
+
+def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
+                    window, softcap, scale, layout, out):
+    """Checks everything, then runs the attention into `out` (the [B, Hq,
+    L, Dv] tensor in `layout`)."""
+    layout = _layout(layout)
+    dtype, dims = _check_attention(query, key, value, layout)
+    window, softcap, scale = _check_options(causal, window, softcap, scale)
+    B, Hq, Hkv, L, S, D, Dv = dims
+    mask_dims = _check_mask(mask, query, dims)
+    kv = _positions("kv_len", S if kv_len is None else kv_len, B,
+                    query.device)
+    qo = (kv - L) if q_offset is None else _positions("q_offset", q_offset,
+                                                      B, query.device)
+    want = (B, Hq, L, Dv) if layout == "bhsd" else (B, L, Hq, Dv)
+    _check_out(out, query, want)
+    if query.device.type == "cpu":
+        # The C API checks q_offset and kv_len (offsets non-negative,
+        # kv_len <= S, ...) with the reference's messages.
+        key_ = _signature(dtype, dims, causal, window, softcap, scale,
+                          mask_dims, "cpu")
+        program = _program(key_, lambda: _cpu_program(attention_ir(
+            dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
+            mask_dims)))
+        q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
+        o = _to_bhsd(out, layout)
+        dense_out = o.is_contiguous()
+        target = o if dense_out else torch.empty(
+            (B, Hq, L, Dv), dtype=out.dtype)
+        inputs = [("query", q), ("key", k), ("value", v),
+                  ("q_offset", qo.contiguous()), ("kv_len", kv.contiguous())]
+        if mask is not None:
+            inputs.append(("mask", _dense(mask)))
+        _cpu_run(program, inputs, target, "kvattn::attention")
+        if not dense_out:
+            o.copy_(target)
+        return out
+    return _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
+                           window, softcap, scale, layout, out, dtype, dims)
+
+
+def _check_out(out, query, want):
+    _tensor("out", out)
+    if out.dtype != query.dtype:
+        raise KVAttnTypeError(f"out has dtype {out.dtype}, query "
+                              f"{query.dtype}")
+    if out.device != query.device:
+        raise KVAttnValueError(f"out is on {out.device}, query on "
+                               f"{query.device}")
+    if tuple(out.shape) != tuple(want):
+        raise KVAttnValueError(f"out has shape {tuple(out.shape)}, the "
+                               f"attention writes {tuple(want)}")
+    if out.numel() and out.stride(-1) != 1:
+        raise KVAttnValueError(f"out: the head dim is not contiguous "
+                               f"(strides {tuple(out.stride())})")
+
+
+# --- the CUDA kernels: the kvattn runtime on torch's current stream ----------
+# Written for a GPU; never executed here (no GPU): test/gpu/run-gpu-checks.sh
+# runs python/tests/torch/test_torch_cuda.py where one is lent.
+
+_runtimes: Dict[int, object] = {}
+
+
+def _cuda_runtime(device: torch.device):
+    import kvattn
+    index = device.index if device.index is not None else \
+        torch.cuda.current_device()
+    with _lock:
+        rt = _runtimes.get(index)
+        if rt is None:
+            rt = _runtimes[index] = kvattn.Runtime(device=index)
+    # Launches go on torch's current stream of that device: kvattn never
+    # synchronises, torch's stream order does.
+    rt.set_stream(torch.cuda.current_stream(device).cuda_stream)
+    return rt
+
+
+def _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
+                    window, softcap, scale, layout, out, dtype, dims):
+    import kvattn
+    B, Hq, Hkv, L, S, D, Dv = dims
+    rt = _cuda_runtime(query.device)
+    key_ = _signature(dtype, dims, causal, window, softcap, scale, mask_dims,
+                      query.device)
+    program = _program(key_, lambda: kvattn.GpuProgram(
+        attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
+                     mask_dims), runtime=rt))
+    q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
+    o = _to_bhsd(out, layout)
+    target = o if o.is_contiguous() else torch.empty(
+        (B, Hq, L, Dv), dtype=out.dtype, device=out.device)
+    # Device tensors by DLPack (bf16 included), used in place; metadata as
+    # int32/int64 device tensors, validated by the runtime.
+    extra = {} if mask is None else {"mask": _dense(mask).detach()}
+    program.run(query=q.detach(), key=k.detach(), value=v.detach(),
+                q_offset=qo.to(torch.int32).cpu().tolist(),
+                kv_len=kv.to(torch.int32).cpu().tolist(),
+                out=target.detach(), **extra)
+    if target is not o:
+        o.copy_(target)
+    return out
+
+
+# --- the ops --------------------------------------------------------------
+
+def _out_shape(query, value, layout):
+    if layout == "bshd":
+        B, L, Hq, _ = query.shape
+        return (B, L, Hq, value.shape[3])
+    B, Hq, L, _ = query.shape
+    return (B, Hq, L, value.shape[3])
+
+
+@torch.library.custom_op("kvattn::attention", mutates_args=())
+def _attention_op(query: torch.Tensor, key: torch.Tensor,
+                  value: torch.Tensor, q_offset: Optional[torch.Tensor],
+                  kv_len: Optional[torch.Tensor], mask: Optional[torch.Tensor],
+                  causal: bool, window: int, softcap: float,
+                  scale: Optional[float], layout: str) -> torch.Tensor:
+    out = query.new_empty(_out_shape(query, value, _layout(layout)))
+    return _attention_into(query, key, value, q_offset, kv_len, mask, causal,
+                           window, softcap, scale, layout, out)
+
+
+@_attention_op.register_fake
+def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
+      scale, layout):
+    return query.new_empty(_out_shape(query, value, layout))
+
+
+@torch.library.custom_op("kvattn::attention_out", mutates_args=("out",))
+def _attention_out_op(query: torch.Tensor, key: torch.Tensor,
+                      value: torch.Tensor, q_offset: Optional[torch.Tensor],
+                      kv_len: Optional[torch.Tensor],
+                      mask: Optional[torch.Tensor], causal: bool,
+                      window: int, softcap: float, scale: Optional[float],
+                      layout: str, out: torch.Tensor) -> None:
+    _attention_into(query, key, value, q_offset, kv_len, mask, causal,
+                    window, softcap, scale, layout, out)
+
+
+@_attention_out_op.register_fake
+def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
+      scale, layout, out):
+    return None
+
+
+def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              *, q_offset: Union[torch.Tensor, Sequence[int], int, None] = None,
+              kv_len: Union[torch.Tensor, Sequence[int], int, None] = None,
+              mask: Optional[torch.Tensor] = None, causal: bool = True, window: int = 0, softcap: float = 0.0,
+              scale: Optional[float] = None, layout: str = "bhsd",
+              out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Attention with explicit positions (docs/semantics.md): query row i of
+    batch b sits at position q_offset[b] + i, key j at j; key j is valid
+    when j < kv_len[b] (default: S); causal: key j is seen when j <=
+    q_offset[b] + i; window W: and q_offset[b] + i - j < W; softcap c:
+    scores c * tanh(s / c); scale default 1/sqrt(D); a boolean `mask`
+    [B | 1, Hq | 1, L, S] also excludes the keys where it is False. q_offset defaults to
+    kv_len - L: the queries are the last L tokens (a cached append, decode).
+
+    layout "bhsd": query [B, Hq, L, D], key/value [B, Hkv, S, D|Dv], out
+    [B, Hq, L, Dv]; "bshd": [B, L, Hq, D] etc. (the sequence before the
+    heads). GQA: Hq a multiple of Hkv. Returns `out` (allocated by torch
+    unless given)."""
+    if q_offset is not None and not isinstance(q_offset, torch.Tensor):
+        q_offset = _positions("q_offset", q_offset,
+                              _tensor("query", query).shape[0], query.device)
+    if kv_len is not None and not isinstance(kv_len, torch.Tensor):
+        kv_len = _positions("kv_len", kv_len,
+                            _tensor("query", query).shape[0], query.device)
+    # Checked here too, so that misuse is a KVAttnError before torch's
+    # dispatcher sees the arguments (it would raise its own for a wrong
+    # type).
+    _layout(layout)
+    _check_attention(query, key, value, layout)
+    window, softcap, scale = _check_options(causal, window, softcap, scale)
+    if out is None:
+        return torch.ops.kvattn.attention(query, key, value, q_offset, kv_len,
+                                          mask, causal, window, softcap,
+                                          scale, layout)
+    torch.ops.kvattn.attention_out(query, key, value, q_offset, kv_len, mask,
+                                   causal, window, softcap, scale, layout,
+                                   out)
+    return out
+
+
+def _append_into(cache, update, pos, layout):
+    layout = _layout(layout)
+    _tensor("cache", cache)
+    _tensor("update", update)
+    dtype = _float_tensor("cache", cache)
+    if _float_tensor("update", update) != dtype:
+        raise KVAttnTypeError(f"update has dtype {update.dtype}, cache "
+                              f"{cache.dtype}")
+    if update.device != cache.device:
+        raise KVAttnValueError(f"update is on {update.device}, cache on "
+                               f"{cache.device}")
+    c, u = _to_bhsd(cache, layout), _to_bhsd(update, layout)
+    B, H, S, D = c.shape
+    if u.shape[0] != B or u.shape[1] != H or u.shape[3] != D:
+        raise KVAttnValueError(f"update {tuple(update.shape)} does not fit "
+                               f"cache {tuple(cache.shape)} ({layout})")
+    p = _positions("pos", pos, B, cache.device)
+    if cache.device.type != "cpu":
+        raise KVAttnValueError(
+            f"kvattn::append runs on the CPU here; cache is on "
+            f"{cache.device} (on a GPU, plan the decode step: kvattn.plan "
+            "with append=True)")
+    program = _program(("append", dtype, H, D, "cpu"),
+                       lambda: _cpu_program(append_ir(dtype, H, D)))
+    dense = c.is_contiguous()
+    target = c if dense else c.contiguous()
+    _cpu_run(program, [("update", _dense(u)), ("cache", target),
+                       ("pos", p.contiguous())], target, "kvattn::append")
+    if not dense:
+        c.copy_(target)
+
+
+@torch.library.custom_op("kvattn::append", mutates_args=("cache",))
+def _append_op(cache: torch.Tensor, update: torch.Tensor, pos: torch.Tensor,
+               layout: str) -> None:
+    _append_into(cache, update, pos, layout)
+
+
+@_append_op.register_fake
+def _(cache, update, pos, layout):
+    return None
+
+
+def append(cache: torch.Tensor, update: torch.Tensor,
+           pos: Union[torch.Tensor, Sequence[int], int],
+           *, layout: str = "bhsd") -> torch.Tensor:
+    """Writes update [B, H, L, D] into cache [B, H, S, D] at rows pos[b] ..
+    pos[b] + L - 1, in place (kvattn.append; pos[b] + L <= S is checked).
+    Returns `cache`."""
+    _tensor("cache", cache)
+    if not isinstance(pos, torch.Tensor):
+        pos = _positions("pos", pos, cache.shape[0], cache.device)
+    torch.ops.kvattn.append(cache, update, pos, _layout(layout))
+    return cache
+
+
+from .lint import Finding, fix, lint  # noqa: E402 (needs the ops above)
+
+from . import hf as _hf  # noqa: E402
+
+# "kvattn" in transformers' attention interface, when it is installed.
+transformers_registered = _hf.register()
