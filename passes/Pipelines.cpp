@@ -1,5 +1,6 @@
 //===- Pipelines.cpp - registered kvattn pipelines ------------------------===//
 
+#include "kvattn/Passes/CompileOptionSpecs.h"
 #include "kvattn/Passes/DeviceValidation.h"
 #include "kvattn/Passes/Passes.h"
 
@@ -35,6 +36,7 @@
 #include <thread>
 
 using namespace mlir;
+namespace compile_options = ::mlir::kvattn::compile_options;
 
 namespace {
 
@@ -46,34 +48,36 @@ constexpr int64_t kGpuSplitMinKeys = 512;
 constexpr int64_t kGpuSplitWarpsPerSm = 8;
 
 struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
-  Option<int64_t> blockM{*this, "block-m",
-                         llvm::cl::desc("Query rows per program (0: chosen "
-                                        "per op)"),
+  // The shared options: name, description, range declared once
+  // (kvattn/Passes/CompileOptionSpecs.h).
+  Option<int64_t> blockM{*this, compile_options::kBlockM.name,
+                         llvm::cl::desc(compile_options::kBlockM.description),
                          llvm::cl::init(0)};
-  Option<int64_t> blockN{*this, "block-n", llvm::cl::desc("Keys per KV block"),
+  Option<int64_t> blockN{*this, compile_options::kBlockN.name,
+                         llvm::cl::desc(compile_options::kBlockN.description),
                          llvm::cl::init(64)};
-  Option<bool> vectorize{*this, "vectorize",
-                         llvm::cl::desc("-kvattn-lower-tile-to-vectors "
-                                        "(false: the scalar loops)"),
-                         llvm::cl::init(true)};
-  Option<int64_t> vectorWidth{*this, "vector-width",
-                              llvm::cl::desc("f32 lanes per vector at most "
-                                             "(0: the host's)"),
-                              llvm::cl::init(0)};
-  Option<int64_t> threads{*this, "threads",
-                          llvm::cl::desc("Threads of the grid (OpenMP; 0: "
-                                         "all cores, 1: no OpenMP)"),
-                          llvm::cl::init(0)};
+  Option<bool> vectorize{
+      *this, compile_options::kVectorize.name,
+      llvm::cl::desc(compile_options::kVectorize.description),
+      llvm::cl::init(true)};
+  Option<int64_t> vectorWidth{
+      *this, compile_options::kVectorWidth.name,
+      llvm::cl::desc(compile_options::kVectorWidth.description),
+      llvm::cl::init(0)};
+  // kvattn-run's --num-threads: `threads` here, as the pipeline always
+  // spelled it.
+  Option<int64_t> threads{
+      *this, "threads",
+      llvm::cl::desc(compile_options::kNumThreads.description),
+      llvm::cl::init(0)};
   Option<bool> stats{*this, "stats",
                      llvm::cl::desc("Count loaded/masked/skipped KV blocks"),
                      llvm::cl::init(false)};
-  Option<int64_t> splitKv{*this, "split-kv",
-                          llvm::cl::desc("KV chunks per program, merged in "
-                                         "chunk order (0: automatic from "
-                                         "the thread count)"),
+  Option<int64_t> splitKv{*this, compile_options::kSplitKv.name,
+                          llvm::cl::desc(compile_options::kSplitKv.description),
                           llvm::cl::init(1)};
-  Option<bool> packGqa{*this, "pack-gqa",
-                       llvm::cl::desc("GQA packing of few query rows"),
+  Option<bool> packGqa{*this, compile_options::kPackGqa.name,
+                       llvm::cl::desc(compile_options::kPackGqa.description),
                        llvm::cl::init(true)};
   Option<bool> fixUpperLeftAppends{
       *this, "fix-upper-left-appends",
@@ -197,42 +201,37 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
       llvm::cl::desc("libdevice.10.bc (default: $CUDA_HOME, $CUDA_PATH or "
                      "/usr/local/cuda)"),
       llvm::cl::init("")};
-  Option<int64_t> blockM{*this, "block-m",
-                         llvm::cl::desc("Query rows per program (16 x "
-                                        "num-warps); 0: chosen per op"),
+  // The shared options (kvattn/Passes/CompileOptionSpecs.h).
+  Option<int64_t> blockM{*this, compile_options::kBlockM.name,
+                         llvm::cl::desc(compile_options::kBlockM.description),
                          llvm::cl::init(0)};
-  Option<int64_t> blockN{*this, "block-n",
-                         llvm::cl::desc("Keys per KV block (multiple of 8); "
-                                        "0: chosen from D"),
+  Option<int64_t> blockN{*this, compile_options::kBlockN.name,
+                         llvm::cl::desc(compile_options::kBlockN.description),
                          llvm::cl::init(0)};
-  Option<int64_t> numWarps{*this, "num-warps",
-                           llvm::cl::desc("Warps per program; 0: block-m / "
-                                          "16"),
-                           llvm::cl::init(0)};
-  Option<int64_t> numStages{*this, "num-stages",
-                            llvm::cl::desc("K/V pipeline depth (recorded)"),
-                            llvm::cl::init(2)};
-  Option<bool> packGqa{*this, "pack-gqa",
-                       llvm::cl::desc("GQA packing of few query rows"),
+  Option<int64_t> numWarps{
+      *this, compile_options::kNumWarps.name,
+      llvm::cl::desc(compile_options::kNumWarps.description),
+      llvm::cl::init(0)};
+  Option<int64_t> numStages{
+      *this, compile_options::kNumStages.name,
+      llvm::cl::desc(compile_options::kNumStages.description),
+      llvm::cl::init(2)};
+  Option<bool> packGqa{*this, compile_options::kPackGqa.name,
+                       llvm::cl::desc(compile_options::kPackGqa.description),
                        llvm::cl::init(true)};
-  Option<int64_t> splitKv{*this, "split-kv",
-                          llvm::cl::desc("KV chunks per program, merged by "
-                                         "a second kernel (0: automatic, "
-                                         "the default)"),
+  Option<int64_t> splitKv{*this, compile_options::kSplitKv.name,
+                          llvm::cl::desc(compile_options::kSplitKv.description),
                           llvm::cl::init(0)};
-  Option<int64_t> numSms{*this, "num-sms",
-                         llvm::cl::desc("Multiprocessors, for split-kv=0"),
+  Option<int64_t> numSms{*this, compile_options::kNumSms.name,
+                         llvm::cl::desc(compile_options::kNumSms.description),
                          llvm::cl::init(132)};
   Option<bool> tensorCores{
-      *this, "tensor-cores",
-      llvm::cl::desc("mma.sync, ldmatrix and cp.async for f16/bf16 where the "
-                     "head dims allow"),
+      *this, compile_options::kTensorCores.name,
+      llvm::cl::desc(compile_options::kTensorCores.description),
       llvm::cl::init(true)};
-
   Option<unsigned> indexBitwidth{
-      *this, "index-bitwidth",
-      llvm::cl::desc("Bits of the kernels' index arithmetic: 32 (the "
-                     "default; every buffer under 2^31 elements) or 64"),
+      *this, compile_options::kIndexBitwidth.name,
+      llvm::cl::desc(compile_options::kIndexBitwidth.description),
       llvm::cl::init(32)};
 
   Option<std::string> llvmPipeline{

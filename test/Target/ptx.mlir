@@ -6,7 +6,7 @@
 // RUN: FileCheck %s --input-file=%t/sm90-i64.json --check-prefix=JSON64
 // RUN: not kvattn-compile %s -o %t/bad --chip=sm_90 --index-bitwidth=16 2>&1 | FileCheck %s --check-prefix=BADWIDTH
 // JSON64: "index_bits": 64,
-// BADWIDTH: index bitwidth 16 is not supported (32 or 64)
+// BADWIDTH: kvattn-compile: error: --index-bitwidth=16 is not 32 or 64
 //
 // The PTX of an append (lower-right through q_offset, kv_len) in bf16:
 // the chip, one .entry per attention with the bare-pointer ABI, the program

@@ -163,6 +163,20 @@ TEST_F(Embedding, BadOptionsAreStatusNotAbort) {
   EXPECT_NE(s.message().find("block-m = 65536 is above the limit 256"),
             std::string::npos)
       << s.message();
+
+  // The library's own checks of what the tools refuse by flag name first
+  // (tools/common/CompileFlags): an embedder reaches these.
+  mlir::kvattn::CpuCompileOptions negativeThreads;
+  negativeThreads.threads = -1;
+  s = mlir::kvattn::CpuProgram::compile(*module, "main", negativeThreads,
+                                        program);
+  EXPECT_EQ(s.message(), "threads must be 0 (all cores) to 1024, got -1");
+  mlir::kvattn::PtxOptions narrow;
+  narrow.indexBitwidth = 16;
+  s = mlir::kvattn::compileToPtx(*module, narrow, ptx);
+  EXPECT_NE(s.message().find("index bitwidth 16 is not supported (32 or 64)"),
+            std::string::npos)
+      << s.message();
 }
 
 } // namespace

@@ -2,10 +2,9 @@
 
 #include "CompileFlags.h"
 
-#include "kvattn/Support/Limits.h"
+#include "kvattn/Passes/CompileOptionSpecs.h"
 
 #include <cassert>
-#include <limits>
 
 using namespace mlir::kvattn;
 using namespace mlir::kvattn::tools;
@@ -13,39 +12,22 @@ namespace cl = llvm::cl;
 
 namespace {
 
-/// One integer flag: name, description, range.
+/// One integer flag: which, and its spec (name, description, range).
 struct IntSpec {
   CompileFlag flag;
-  const char *name, *description;
-  int64_t min, max;
+  const CompileOptionSpec &spec;
 };
 
-constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
-
-// The ranges are -kvattn-tile's and the CPU runner's (kvattn/Support/
-// Limits.h); 0 is the compiler's own choice where the description says so.
-constexpr IntSpec kIntSpecs[] = {
-    {kBlockM, "block-m", "Query rows per program (0: chosen per attention)", 0,
-     limits::kMaxBlockM},
-    {kBlockN, "block-n", "Keys per KV block (0: chosen from the head dims)", 0,
-     limits::kMaxBlockN},
-    {kNumWarps, "num-warps", "GPU: warps per program (0: block-m / 16)", 0,
-     limits::kMaxNumWarps},
-    {kNumStages, "num-stages", "GPU: K/V pipeline depth", 1,
-     limits::kMaxNumStages},
-    {kSplitKv, "split-kv",
-     "KV chunks per program, merged in chunk order by a second program (1: "
-     "no split; 0: chosen from the sizes and the multiprocessors)",
-     0, limits::kMaxSplitKv},
-    {kNumSms, "num-sms", "GPU: multiprocessors, for --split-kv=0", 0,
-     kUnbounded},
-    {kVectorWidth, "vector-width",
-     "CPU: f32 lanes per vector at most (0: the host's widest; a power of "
-     "two)",
-     0, 16},
-    {kNumThreads, "num-threads",
-     "CPU: threads of the grid (0: all cores; 1: the calling thread)", 0,
-     limits::kMaxThreads},
+// In the order the ranges are checked.
+const IntSpec kIntSpecs[] = {
+    {kBlockM, compile_options::kBlockM},
+    {kBlockN, compile_options::kBlockN},
+    {kNumWarps, compile_options::kNumWarps},
+    {kNumStages, compile_options::kNumStages},
+    {kSplitKv, compile_options::kSplitKv},
+    {kNumSms, compile_options::kNumSms},
+    {kVectorWidth, compile_options::kVectorWidth},
+    {kNumThreads, compile_options::kNumThreads},
 };
 
 } // namespace
@@ -78,54 +60,41 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, unsigned which,
   for (auto [i, spec] : llvm::enumerate(kIntSpecs))
     if (which & spec.flag)
       options->ints[i] = std::make_unique<cl::opt<int64_t>>(
-          llvm::StringRef(spec.name), cl::desc(spec.description),
+          llvm::StringRef(spec.spec.name), cl::desc(spec.spec.description),
           cl::init(intDefaults[i]), cl::cat(category));
-  auto flag = [&](CompileFlag f, const char *name, const char *description,
+  auto flag = [&](CompileFlag f, const CompileOptionSpec &spec,
                   bool init) -> std::unique_ptr<cl::opt<bool>> {
     if (!(which & f))
       return nullptr;
-    return std::make_unique<cl::opt<bool>>(llvm::StringRef(name),
-                                           cl::desc(description),
+    return std::make_unique<cl::opt<bool>>(llvm::StringRef(spec.name),
+                                           cl::desc(spec.description),
                                            cl::init(init), cl::cat(category));
   };
   options->packGqa =
-      flag(kPackGqa, "pack-gqa",
-           "GQA packing: one program per kv head for few query rows",
-           defaults.packGqa);
+      flag(kPackGqa, compile_options::kPackGqa, defaults.packGqa);
   options->tensorCores =
-      flag(kTensorCores, "tensor-cores",
-           "GPU: mma.sync, ldmatrix and cp.async for f16/bf16 where the head "
-           "dims allow (false: the scalar lowering)",
-           defaults.tensorCores);
-  options->vectorize = flag(kVectorize, "vectorize",
-                            "CPU: the vectorised lowering (false: the scalar "
-                            "loops)",
-                            defaults.vectorize);
-  if (which & kIndexBitwidth)
-    options->indexBitwidth = std::make_unique<cl::opt<unsigned>>(
-        "index-bitwidth",
-        cl::desc("GPU: bits of the kernels' index arithmetic: 32 (every "
-                 "buffer under 2^31 elements, checked at launch) or 64 "
-                 "(larger caches)"),
-        cl::init(defaults.indexBitwidth), cl::cat(category));
-  if (which & kOptLevel)
-    options->optLevel = std::make_unique<cl::opt<unsigned>>(
-        "opt-level",
-        cl::desc("CPU: LLVM optimisation level of the JIT (0 to "
-                 "3)"),
-        cl::init(defaults.optLevel), cl::cat(category));
+      flag(kTensorCores, compile_options::kTensorCores, defaults.tensorCores);
+  options->vectorize =
+      flag(kVectorize, compile_options::kVectorize, defaults.vectorize);
+  auto unsignedFlag = [&](CompileFlag f, const CompileOptionSpec &spec,
+                          unsigned init) -> std::unique_ptr<cl::opt<unsigned>> {
+    if (!(which & f))
+      return nullptr;
+    return std::make_unique<cl::opt<unsigned>>(
+        llvm::StringRef(spec.name), cl::desc(spec.description), cl::init(init),
+        cl::cat(category));
+  };
+  options->indexBitwidth = unsignedFlag(
+      kIndexBitwidth, compile_options::kIndexBitwidth, defaults.indexBitwidth);
+  options->optLevel =
+      unsignedFlag(kOptLevel, compile_options::kOptLevel, defaults.optLevel);
 }
 
 CompileFlags::~CompileFlags() = default;
 
 std::optional<std::string> CompileFlags::outOfRange() const {
-  if (options->optLevel && *options->optLevel > 3)
-    return "--opt-level=" + std::to_string(*options->optLevel) +
-           " is outside [0, 3]";
-  for (auto [spec, option] : llvm::zip(kIntSpecs, options->ints)) {
-    if (!option)
-      continue;
-    const int64_t value = *option;
+  auto check = [](const CompileOptionSpec &spec,
+                  int64_t value) -> std::optional<std::string> {
     const std::string flag =
         "--" + std::string(spec.name) + "=" + std::to_string(value);
     if (value < 0 && spec.min == 0)
@@ -133,7 +102,15 @@ std::optional<std::string> CompileFlags::outOfRange() const {
     if (value < spec.min || value > spec.max)
       return flag + " is outside [" + std::to_string(spec.min) + ", " +
              std::to_string(spec.max) + "]";
-  }
+    return std::nullopt;
+  };
+  if (options->optLevel)
+    if (auto bad = check(compile_options::kOptLevel, *options->optLevel))
+      return bad;
+  for (auto [spec, option] : llvm::zip(kIntSpecs, options->ints))
+    if (option)
+      if (auto bad = check(spec.spec, *option))
+        return bad;
   if (options->indexBitwidth && *options->indexBitwidth != 32 &&
       *options->indexBitwidth != 64)
     return "--index-bitwidth=" + std::to_string(*options->indexBitwidth) +

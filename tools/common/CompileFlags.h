@@ -1,8 +1,9 @@
 //===- CompileFlags.h - the tools' shared compile options -------*- C++ -*-===//
 //
-// The compile options kvattn-run, kvattn-bench and kvattn-compile share,
-// declared once: each flag's name, description and range. A tool names the
-// flags it takes and its defaults; they become llvm::cl options of its
+// The compile options kvattn-run, kvattn-bench and kvattn-compile share
+// with each other and with kvattn-opt's pipelines: each flag's name,
+// description and range come from kvattn/Passes/CompileOptionSpecs.h, where
+// they are declared once. A tool names the flags it takes and its defaults; they become llvm::cl options of its
 // category, checked with one message per flag ("--block-m=-1 is negative",
 // "--opt-level=9 is outside [0, 3]") and applied to the compilers' option
 // structs by the tool (which flag wins over the compiler's own choice is
