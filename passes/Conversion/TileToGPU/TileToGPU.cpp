@@ -17,11 +17,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kvattn/Dialect/KVAttnOps.h"
-#include "kvattn/Passes/Passes.h"
 #include "passes/Conversion/TileToGPU/GpuEmitter.h"
 #include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 #include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -673,13 +673,13 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: the program's tiles need static "
               "shapes";
-  const bool privateScores = tensorCores && keepScoresInRegisters(*layout);
-  if (privateScores)
-    layout = computeSharedMemoryLayout(kernel, /*privateScores=*/true);
   if (tensorCores && !canUseTensorCores(*layout))
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: marked " << kTensorCoresAttr
            << " but its types or shapes do not allow tensor cores";
+  const bool privateScores = tensorCores && keepScoresInRegisters(*layout);
+  if (tensorCores)
+    layout = computeTensorCoreLayout(kernel);
   int64_t bm = config.getAs<IntegerAttr>("block_m").getInt();
   int64_t bn = config.getAs<IntegerAttr>("block_n").getInt();
   if (bm != 16 * numWarps || bn % 8 != 0)
@@ -716,8 +716,12 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   };
   for (auto [alloca, offset] : llvm::zip(layout->tiles, layout->offsets)) {
     MemRefType type = alloca.getType();
-    alloca.getResult().replaceAllUsesWith(
-        view(offset, type.getShape(), type.getElementType()));
+    // Tensor cores: the query tile holds the rows in the 16-bit operand
+    // type (computeTensorCoreLayout gave it half the f32 bytes); the tile
+    // ops that use it are lowered below and read it as such (halfView).
+    Type elt = tensorCores && isQueryTile(alloca) ? layout->stageElementType
+                                                  : type.getElementType();
+    alloca.getResult().replaceAllUsesWith(view(offset, type.getShape(), elt));
     alloca.erase();
   }
   Threads t;
