@@ -17,11 +17,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Passes/Passes.h"
 #include "passes/Conversion/TileToGPU/GpuEmitter.h"
 #include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 #include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
-#include "kvattn/Dialect/KVAttnOps.h"
-#include "kvattn/Passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -735,8 +735,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   });
   if (accTile) {
     int64_t dv = accTile.getType().getDimSize(1);
-    t.acc =
-        memref::AllocaOp::create(b, t.layout.privateType(dv, b.getF32Type()));
+    t.acc = memref::AllocaOp::create(
+        b, privateTileType(t.layout, dv, b.getF32Type()));
   }
   // On tensor cores, small tiles: the scores too, [2][BN / 8][2] per lane.
   memref::AllocaOp scoreTile;
@@ -747,8 +747,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     });
     if (scoreTile)
       t.scores = memref::AllocaOp::create(
-          b, t.layout.privateType(scoreTile.getType().getDimSize(1),
-                                  b.getF32Type()));
+          b, privateTileType(t.layout, scoreTile.getType().getDimSize(1),
+                             b.getF32Type()));
   }
   t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
                  layout->stageElementType);
