@@ -161,10 +161,11 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
              << "kvattn-outline-tile-programs: the program's tiles need "
                 "static shapes";
     // Decided here, recorded on the kernel: the tensor-core lowering keeps
-    // the scores in registers, so the shared memory differs.
+    // the query tile in 16 bits and the scores in registers, so the shared
+    // memory differs.
     useTensorCores = tensorCores && canUseTensorCores(*layout);
-    if (useTensorCores && keepScoresInRegisters(*layout))
-      layout = computeSharedMemoryLayout(forall, /*privateScores=*/true);
+    if (useTensorCores)
+      layout = computeTensorCoreLayout(forall);
     sharedMemoryBytes = layout->totalBytes;
   }
 

@@ -7,8 +7,12 @@
 // thread-mapped code of docs/gpu-lowering.md. Prefix CHECK is the scalar
 // lowering (tensor-cores=false), prefix TC f16 on tensor cores.
 
+// Shared memory: the f16 query tile (64 x 64 x 2 bytes, not an f32 tile's
+// 4), the [64] f32 max and sum tiles, the K and V stages.
 // TC-LABEL: gpu.func @f_kvattn_0
+// TC-SAME:    kvattn.dynamic_smem_bytes = 25088
 // TC:         %[[SMEM:.*]] = gpu.dynamic_shared_memory
+// TC:         %[[Q16:.*]] = memref.view %[[SMEM]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
 // The accumulator and (64-key blocks, Dv = 64: small enough) the scores:
 // each lane's [2 rows][8 slices][2] entries, private (registers); the row
 // statistics too ([max, sum][2 rows]).
@@ -19,11 +23,11 @@
 // The warp's query fragments, [D / 16 steps][4 registers], private.
 // TC-DAG:     %[[QF:.*]] = memref.alloca() : memref<4x4xvector<2xf16>>
 // TC-DAG:     memref.alloca() : memref<2x2xf32>
-// The query tile is written in f16 into the f32 tile's storage, then each
-// warp reads its A fragments of every k step once (ldmatrix.x4 at the
-// swizzled column: the 16-byte chunks of each 16-bit tile row are
-// XOR-swizzled with the row) and keeps them for the whole KV loop.
-// TC:         %[[Q16:.*]] = memref.view %[[SMEM]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
+// The query tile is written in f16, then each warp reads its A fragments
+// of every k step once (ldmatrix.x4 at the swizzled column: the 16-byte
+// chunks of each 16-bit tile row are XOR-swizzled with the row) and keeps
+// them for the whole KV loop.
+// TC:         vector.store %{{.*}}, %[[Q16]][
 // TC:         gpu.barrier
 // TC-COUNT-4: nvgpu.ldmatrix %[[Q16]][%{{.*}}, %{{.*}}] {numTiles = 4 : i32, transpose = false}
 // TC:         memref.store %{{.*}}, %[[QF]][%c3, %c3] : memref<4x4xvector<2xf16>>
@@ -46,14 +50,14 @@
 // ldmatrix.x4 of K (swizzled like Q) and two mmas. No shared-memory read of
 // Q.
 // TC-NOT:       scf.for
-// TC-NOT:       nvgpu.ldmatrix %[[Q16]]
+// TC-NOT:       nvgpu.ldmatrix %[[Q16]][
 // TC:           memref.load %[[QF]][%c0, %c0]
 // TC:           nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 4 : i32, transpose = false}
 // TC:           nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // TC-NEXT:      llvm.extractvalue
 // TC-COUNT-3:   llvm.extractvalue
 // TC-NEXT:      nvvm.mma.sync
-// TC-NOT:       nvgpu.ldmatrix %[[Q16]]
+// TC-NOT:       nvgpu.ldmatrix %[[Q16]][
 // TC:           memref.load %[[QF]][%c3, %c3]
 // The scores stay bare dot products (no multiply by the scale after the
 // mma); only a block shorter than block-n sets -inf past its keys, under

@@ -14,11 +14,9 @@
 #ifndef KVATTN_PASSES_CONVERSION_FRAGMENTLAYOUT_H
 #define KVATTN_PASSES_CONVERSION_FRAGMENTLAYOUT_H
 
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/IR/Builders.h"
-
 #include <array>
 #include <cstdint>
+#include <vector>
 
 namespace mlir {
 namespace kvattn {
@@ -29,7 +27,9 @@ namespace kvattn {
 /// `elementsPerRow` adjacent columns,
 /// `elementsPerRow * (l % lanesPerRow) + el`. A lane's entries of a tile are
 /// its private [rowsPerLane][slices][elementsPerRow] array, indexed by
-/// compile-time constants only (registers).
+/// compile-time constants only (registers: privateTileType in
+/// GpuEmitter.h). Plain C++, no MLIR: test/unit/FragmentLayoutTest.cpp
+/// checks it against the PTX ISA's fragments.
 struct FragmentLayout {
   int64_t warpRows;
   int64_t rowsPerLane;
@@ -56,11 +56,6 @@ struct FragmentLayout {
   int64_t entriesPerLane(int64_t columns) const {
     return rowsPerLane * slices(columns) * elementsPerRow;
   }
-  /// The type of a lane's private array for a tile `columns` wide.
-  MemRefType privateType(int64_t columns, Type element) const {
-    return MemRefType::get({rowsPerLane, slices(columns), elementsPerRow},
-                           element);
-  }
   /// The offset of a lane's row k within its warp's rows, from the lane's
   /// index within its row group (`lane / lanesPerRow`).
   int64_t rowOffset(int k) const { return rowStride * k; }
@@ -77,8 +72,8 @@ struct FragmentLayout {
 
   /// The xor distances of the shuffles that combine the `lanesPerRow`
   /// lanes of a row (1, 2 for a quad).
-  SmallVector<int32_t, 2> rowShuffleOffsets() const {
-    SmallVector<int32_t, 2> offsets;
+  std::vector<int32_t> rowShuffleOffsets() const {
+    std::vector<int32_t> offsets;
     for (int64_t d = 1; d < lanesPerRow; d *= 2)
       offsets.push_back(static_cast<int32_t>(d));
     return offsets;

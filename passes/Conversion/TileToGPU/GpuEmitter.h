@@ -19,6 +19,15 @@
 namespace mlir {
 namespace kvattn {
 
+/// The type of a lane's private array (registers) for a warp tile
+/// `columns` wide: [rowsPerLane][slices][elementsPerRow].
+inline MemRefType privateTileType(const FragmentLayout &layout, int64_t columns,
+                                  Type element) {
+  return MemRefType::get(
+      {layout.rowsPerLane, layout.slices(columns), layout.elementsPerRow},
+      element);
+}
+
 /// The thread coordinates of a kernel, created once at its entry.
 struct Threads {
   /// Which lane owns which score, probability and accumulator entry

@@ -48,6 +48,15 @@ inline bool isAccumulator(memref::AllocaOp alloca) {
   });
 }
 
+/// The program's query tile (the tile of its tile.load_q): on tensor cores
+/// it holds the query rows in their own 16-bit type.
+inline bool isQueryTile(memref::AllocaOp alloca) {
+  return llvm::any_of(alloca->getUsers(), [&](Operation *user) {
+    auto load = dyn_cast<TileLoadQOp>(user);
+    return load && load.getQTile() == alloca.getResult();
+  });
+}
+
 /// The program's score tile (the scores of its tile.qk): on tensor cores
 /// each lane's entries are kept in registers instead.
 inline bool isScoreTile(memref::AllocaOp alloca) {
@@ -61,26 +70,14 @@ inline bool isScoreTile(memref::AllocaOp alloca) {
 /// or a kernel). Fails when the program has no tile.qk / softmax_update
 /// (nothing to stage) or a tile has a dynamic shape.
 /// With `privateScores` (the tensor-core lowering) the score tile gets no
-/// shared memory either.
+/// shared memory either; with `query16` (tensor cores) the query tile
+/// takes the bytes of its rows in the 16-bit K/V type, not in f32.
 inline FailureOr<SharedMemoryLayout>
-computeSharedMemoryLayout(Operation *root, bool privateScores = false) {
+computeSharedMemoryLayout(Operation *root, bool privateScores = false,
+                          bool query16 = false) {
   SharedMemoryLayout layout;
   int64_t offset = 0;
   bool ok = true;
-  root->walk([&](memref::AllocaOp alloca) {
-    // The accumulator is per thread (registers), not shared.
-    if (isAccumulator(alloca) || (privateScores && isScoreTile(alloca)))
-      return;
-    MemRefType type = alloca.getType();
-    if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat()) {
-      ok = false;
-      return;
-    }
-    layout.tiles.push_back(alloca);
-    layout.offsets.push_back(offset);
-    offset += alignTo16(type.getNumElements() *
-                        type.getElementType().getIntOrFloatBitWidth() / 8);
-  });
   int64_t rows = 0, keyCols = 0, valueCols = 0;
   Type elementType;
   root->walk([&](TileQKOp op) {
@@ -94,10 +91,28 @@ computeSharedMemoryLayout(Operation *root, bool privateScores = false) {
     auto value = cast<MemRefType>(op.getValue().getType());
     valueCols = std::max(valueCols, value.getDimSize(3));
   });
-  if (!ok || !elementType || ShapedType::isDynamic(keyCols) ||
+  if (!elementType || ShapedType::isDynamic(keyCols) ||
       ShapedType::isDynamic(valueCols))
     return failure();
   const int64_t eltBytes = elementType.getIntOrFloatBitWidth() / 8;
+  root->walk([&](memref::AllocaOp alloca) {
+    // The accumulator is per thread (registers), not shared.
+    if (isAccumulator(alloca) || (privateScores && isScoreTile(alloca)))
+      return;
+    MemRefType type = alloca.getType();
+    if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat()) {
+      ok = false;
+      return;
+    }
+    const int64_t bits = query16 && eltBytes == 2 && isQueryTile(alloca)
+                             ? 16
+                             : type.getElementType().getIntOrFloatBitWidth();
+    layout.tiles.push_back(alloca);
+    layout.offsets.push_back(offset);
+    offset += alignTo16(type.getNumElements() * bits / 8);
+  });
+  if (!ok)
+    return failure();
   layout.stageOffset = offset;
   layout.stageRows = rows;
   layout.stageCols = std::max(keyCols, valueCols);
@@ -145,6 +160,18 @@ inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
   const int64_t query = keepQueryInRegisters(layout) ? layout.keyCols / 4 : 0;
   return canUseTensorCores(layout) &&
          layout.stageRows / 2 + layout.valueCols / 2 + query <= 128;
+}
+
+/// The layout of a program lowered on tensor cores (canUseTensorCores of
+/// its generic layout): the query tile in 16 bits and, where
+/// keepScoresInRegisters allows, no score tile.
+inline FailureOr<SharedMemoryLayout> computeTensorCoreLayout(Operation *root) {
+  FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(
+      root, /*privateScores=*/false, /*query16=*/true);
+  if (succeeded(layout) && keepScoresInRegisters(*layout))
+    layout = computeSharedMemoryLayout(root, /*privateScores=*/true,
+                                       /*query16=*/true);
+  return layout;
 }
 
 /// The name of the unit attribute with which -kvattn-outline-tile-programs

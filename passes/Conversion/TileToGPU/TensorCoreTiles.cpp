@@ -121,6 +121,8 @@ Value mlir::kvattn::halfView(GpuEmitter &e, Value f32Tile, Type elt) {
   auto view = f32Tile.getDefiningOp<memref::ViewOp>();
   assert(view && "tiles are views of the dynamic shared memory");
   auto type = cast<MemRefType>(f32Tile.getType());
+  if (type.getElementType() == elt)
+    return f32Tile; // already the 16-bit tile (the tensor-core query tile)
   return memref::ViewOp::create(
       e.b,
       MemRefType::get(type.getShape(), elt, MemRefLayoutAttrInterface(),

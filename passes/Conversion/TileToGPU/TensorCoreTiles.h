@@ -31,8 +31,10 @@ void emitAsyncStage(GpuEmitter &e, Value source, Value blockTable, Value batch,
 /// flight.
 void emitAsyncWait(GpuEmitter &e, int32_t pending);
 
-/// A 16-bit view of the storage of an f32 tile in shared memory (the
-/// tensor-core query tile: the rows in their own type, half the bytes).
+/// A 16-bit view of a tile in shared memory: the tile itself when it has
+/// that type already (the tensor-core query tile, computeTensorCoreLayout),
+/// else a view of the same bytes (the output staged through the query
+/// tile in another 16-bit type).
 Value halfView(GpuEmitter &e, Value f32Tile, Type elt);
 
 /// The column at which element (row, col) of a 16-bit shared tile

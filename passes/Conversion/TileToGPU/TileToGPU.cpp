@@ -672,13 +672,13 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: the program's tiles need static "
               "shapes";
-  const bool privateScores = tensorCores && keepScoresInRegisters(*layout);
-  if (privateScores)
-    layout = computeSharedMemoryLayout(kernel, /*privateScores=*/true);
   if (tensorCores && !canUseTensorCores(*layout))
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: marked " << kTensorCoresAttr
            << " but its types or shapes do not allow tensor cores";
+  const bool privateScores = tensorCores && keepScoresInRegisters(*layout);
+  if (tensorCores)
+    layout = computeTensorCoreLayout(kernel);
   int64_t bm = config.getBlockM();
   int64_t bn = config.getBlockN();
   if (bm != 16 * numWarps || bn % 8 != 0)
@@ -715,8 +715,12 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   };
   for (auto [alloca, offset] : llvm::zip(layout->tiles, layout->offsets)) {
     MemRefType type = alloca.getType();
-    alloca.getResult().replaceAllUsesWith(
-        view(offset, type.getShape(), type.getElementType()));
+    // Tensor cores: the query tile holds the rows in the 16-bit operand
+    // type (computeTensorCoreLayout gave it half the f32 bytes); the tile
+    // ops that use it are lowered below and read it as such (halfView).
+    Type elt = tensorCores && isQueryTile(alloca) ? layout->stageElementType
+                                                  : type.getElementType();
+    alloca.getResult().replaceAllUsesWith(view(offset, type.getShape(), elt));
     alloca.erase();
   }
   Threads t;
@@ -730,8 +734,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   });
   if (accTile) {
     int64_t dv = accTile.getType().getDimSize(1);
-    t.acc =
-        memref::AllocaOp::create(b, t.layout.privateType(dv, b.getF32Type()));
+    t.acc = memref::AllocaOp::create(
+        b, privateTileType(t.layout, dv, b.getF32Type()));
   }
   // On tensor cores, small tiles: the scores too, [2][BN / 8][2] per lane.
   memref::AllocaOp scoreTile;
@@ -742,8 +746,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     });
     if (scoreTile)
       t.scores = memref::AllocaOp::create(
-          b, t.layout.privateType(scoreTile.getType().getDimSize(1),
-                                  b.getF32Type()));
+          b, privateTileType(t.layout, scoreTile.getType().getDimSize(1),
+                             b.getF32Type()));
   }
   t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
                  layout->stageElementType);

@@ -1,0 +1,110 @@
+//===- FragmentLayoutTest.cpp - lane ownership of the GPU tiles ----------===//
+//
+// passes/Conversion/TileToGPU/FragmentLayout.h against the fragments of
+// mma.sync.m16n8k16 as the PTX ISA states them ("Matrix fragments for
+// mma.m16n8k16 with floating point type"), written out here independently:
+// for lane l, groupID = l >> 2, threadID_in_group = l % 4,
+//   C/D c_i (i = 0..3): row groupID + 8 * (i >= 2), col 2 * tig + (i & 1)
+//   A   a_i (i = 0..7): row groupID + 8 * (i % 4 >= 2),
+//                       col 2 * tig + (i & 1) + 8 * (i >= 4)
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Conversion/TileToGPU/FragmentLayout.h"
+
+#include "gtest/gtest.h"
+
+#include <set>
+#include <utility>
+#include <vector>
+
+using mlir::kvattn::FragmentLayout;
+
+namespace {
+
+constexpr FragmentLayout kLayout = FragmentLayout::mmaM16N8K16Accumulator();
+
+/// (row, column) of the lane's entry (k, slice j, element el) in its warp's
+/// tile, from the layout.
+std::pair<int64_t, int64_t> entryOf(int64_t lane, int k, int64_t j, int el) {
+  return {lane / kLayout.lanesPerRow + kLayout.rowOffset(k),
+          kLayout.columnOffset(j, el) +
+              kLayout.elementsPerRow * (lane % kLayout.lanesPerRow)};
+}
+
+TEST(FragmentLayout, AccumulatorIsThePtxCFragment) {
+  EXPECT_EQ(kLayout.warpRows, 16);
+  EXPECT_EQ(kLayout.sliceColumns, 8);
+  EXPECT_EQ(kLayout.registersPerSlice(), 4);
+  for (int64_t lane = 0; lane < 32; ++lane) {
+    const int64_t group = lane >> 2, tig = lane % 4;
+    for (int i = 0; i < 4; ++i) {
+      const int k = kLayout.rowOfRegister(i);
+      const int el = kLayout.elementOfRegister(i);
+      auto [row, col] = entryOf(lane, k, /*j=*/0, el);
+      EXPECT_EQ(row, group + 8 * (i >= 2)) << "lane " << lane << " c" << i;
+      EXPECT_EQ(col, 2 * tig + (i & 1)) << "lane " << lane << " c" << i;
+    }
+  }
+}
+
+TEST(FragmentLayout, EveryEntryOwnedOnce) {
+  // A [16 x 64] tile (8 slices): each element belongs to exactly one
+  // (lane, k, slice, element), and a lane holds entriesPerLane of them.
+  const int64_t columns = 64;
+  EXPECT_EQ(kLayout.slices(columns), 8);
+  EXPECT_EQ(kLayout.entriesPerLane(columns), 32);
+  std::set<std::pair<int64_t, int64_t>> owned;
+  for (int64_t lane = 0; lane < 32; ++lane)
+    for (int k = 0; k < kLayout.rowsPerLane; ++k)
+      for (int64_t j = 0; j < kLayout.slices(columns); ++j)
+        for (int el = 0; el < kLayout.elementsPerRow; ++el) {
+          auto entry = entryOf(lane, k, j, el);
+          EXPECT_LT(entry.first, kLayout.warpRows);
+          EXPECT_LT(entry.second, columns);
+          EXPECT_TRUE(owned.insert(entry).second)
+              << "(" << entry.first << ", " << entry.second << ") twice";
+        }
+  EXPECT_EQ(owned.size(), static_cast<size_t>(kLayout.warpRows * columns));
+  // Odd widths round up to whole slices.
+  EXPECT_EQ(kLayout.slices(12), 2);
+}
+
+TEST(FragmentLayout, RowShufflesCombineTheLanesOfARow) {
+  // xor 1 and 2 reach exactly the lanes with the same groupID.
+  EXPECT_EQ(kLayout.rowShuffleOffsets(), (std::vector<int32_t>{1, 2}));
+  for (int64_t lane = 0; lane < 32; ++lane) {
+    std::set<int64_t> reached = {lane};
+    for (int32_t offset : kLayout.rowShuffleOffsets()) {
+      std::set<int64_t> next = reached;
+      for (int64_t l : reached)
+        next.insert(l ^ offset);
+      reached = next;
+    }
+    std::set<int64_t> sameRow;
+    for (int64_t l = 0; l < 32; ++l)
+      if (l >> 2 == lane >> 2)
+        sameRow.insert(l);
+    EXPECT_EQ(reached, sameRow) << "lane " << lane;
+  }
+}
+
+TEST(FragmentLayout, AccumulatorOfTwoSlicesIsTheAOperand) {
+  // P.V's A operand of k step kk (keys 16kk .. 16kk + 15) from the lane's
+  // own Q.K^T accumulator entries: register pair p = a_{2p}, a_{2p+1}.
+  for (int64_t kk = 0; kk < 4; ++kk) {
+    auto entries = kLayout.aOperandEntries(kk);
+    for (int64_t lane = 0; lane < 32; ++lane) {
+      const int64_t group = lane >> 2, tig = lane % 4;
+      for (int i = 0; i < 8; ++i) {
+        const auto &entry = entries[i / 2];
+        auto [row, col] = entryOf(lane, entry.k, entry.slice, i & 1);
+        EXPECT_EQ(row, group + 8 * (i % 4 >= 2)) << "lane " << lane;
+        EXPECT_EQ(col, 16 * kk + 2 * tig + (i & 1) + 8 * (i >= 4))
+            << "lane " << lane << " a" << i << " kk " << kk;
+      }
+    }
+  }
+}
+
+} // namespace
