@@ -56,7 +56,10 @@ for dtype in dtypes.split(","):
     except kvattn.KVAttnError as e:
         with open(os.path.join(out_dir, f"error{rank}.txt"), "w") as f:
             f.write(str(e))
-        sys.exit(0)
+        # Not sys.exit: after a failed collective, tearing the gloo group
+        # down at interpreter exit may abort the process (std::terminate);
+        # the error is what this rank had to report.
+        os._exit(0)
     if out.dtype == torch.bfloat16:
         out = out.view(torch.int16)
     np.save(os.path.join(out_dir, f"out{rank}-{dtype}.npy"), out.numpy())
