@@ -216,6 +216,15 @@ Plan::create(Runtime &runtime, const std::string &image,
                            str(sizeByName(bounds, name)) +
                            " is negative (0: unbounded, where no workspace "
                            "depends on it)");
+  // Tensor maps (sm_90a kernels) are encoded per launch by Runtime::launch
+  // only: a plan does not encode and keep them yet (docs/runtime.md).
+  for (const KernelInfo &k : manifest.kernels)
+    for (const ParamInfo &param : k.params)
+      if (param.kind == "tensor_maps")
+        return Status::error("planning: kernel '" + k.name +
+                             "' takes tensor maps ('" + param.name +
+                             "'), which plans do not encode yet; launch it "
+                             "with Runtime::launch");
   // One buffer namespace per plan: two attentions would both read `query`
   // and write `out`.
   std::vector<std::string> attentions;

@@ -509,9 +509,27 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   std::vector<uint64_t> values; // one 8-byte slot per parameter
   std::vector<std::pair<size_t, size_t>> metadataAt; // (value index, offset)
   std::vector<uint8_t> packed;
+  size_t mapParams = 0; // tensor_maps parameters packed with the metadata
   for (const ParamInfo &p : kernel.params) {
     if (p.kind == "scalar") {
       values.push_back(static_cast<uint64_t>(sizeByName(args.sizes, p.name)));
+      continue;
+    }
+    if (p.kind == "tensor_maps") {
+      ++mapParams;
+      // Encoded for this launch's buffers and sizes, packed with the
+      // metadata (each map kTensorMapBytes-aligned in the slot).
+      std::vector<CUtensorMap> maps(p.maps.size());
+      KVATTN_RETURN_IF_ERROR(
+          encodeTensorMaps(kernel, p, args.sizes, args.buffers,
+                           reinterpret_cast<uint8_t *>(maps.data())));
+      size_t offset = (packed.size() + kTensorMapBytes - 1) / kTensorMapBytes *
+                      kTensorMapBytes;
+      packed.resize(offset + maps.size() * kTensorMapBytes);
+      std::memcpy(packed.data() + offset, maps.data(),
+                  maps.size() * kTensorMapBytes);
+      metadataAt.push_back({values.size(), offset});
+      values.push_back(0); // the slot's address, below
       continue;
     }
     auto meta = args.metadata.find(p.name);
@@ -551,13 +569,15 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
     // launches rewrite: a replay would read another launch's metadata.
     bool capturing = false;
     KVATTN_RETURN_IF_ERROR(isCapturing(stream, capturing));
+    const bool hasMetadata = metadataAt.size() > mapParams;
     if (capturing)
       return Status::error(
           "launch of '" + kernel.name +
-          "': host metadata cannot be captured: the stream is being "
-          "captured into a CUDA graph, which would replay the address of a "
-          "metadata slot that later launches rewrite; keep the metadata on "
-          "the device (a plan's run) to capture");
+          "': " + (hasMetadata ? std::string("host metadata") : "tensor maps") +
+          " cannot be captured: the stream is being captured into a CUDA "
+          "graph, which would replay the address of a metadata slot that "
+          "later launches rewrite; keep the metadata on the device (a plan's "
+          "run) to capture");
     KVATTN_RETURN_IF_ERROR(metadataSlot(packed, resolve(stream), slot));
     for (auto [index, offset] : metadataAt)
       values[index] = slot->device + offset;
@@ -567,6 +587,33 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   if (slot)
     releaseSlot(*slot, resolve(stream), launched);
   return launched;
+}
+
+Status Runtime::encodeTensorMaps(
+    const KernelInfo &kernel, const ParamInfo &param, const Sizes &sizes,
+    const std::map<std::string, DevicePtr> &buffers, uint8_t *out) {
+  const Driver &d = *impl_->driver;
+  for (size_t m = 0; m < param.maps.size(); ++m) {
+    const TensorMapInfo &map = param.maps[m];
+    TensorMapArgs a;
+    KVATTN_RETURN_IF_ERROR(tensorMapArguments(kernel, map, sizes, buffers, a));
+    uint8_t *at = out + m * kTensorMapBytes;
+    std::memset(at, 0, kTensorMapBytes);
+    if (a.empty)
+      continue;
+    const unsigned elementStrides[5] = {1, 1, 1, 1, 1};
+    KVATTN_RETURN_IF_ERROR(
+        d.check(d.cuTensorMapEncodeTiled(
+                    reinterpret_cast<CUtensorMap *>(at), a.dataType, a.rank,
+                    reinterpret_cast<void *>(a.address),
+                    reinterpret_cast<const unsigned long long *>(a.dims),
+                    reinterpret_cast<const unsigned long long *>(a.strides),
+                    a.box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                    a.swizzle, CU_TENSOR_MAP_L2_PROMOTION_NONE, a.oobFill),
+                "encoding tensor map '" + map.name + "' of '" + kernel.name +
+                    "' (buffer '" + map.buffer + "')"));
+  }
+  return Status::ok();
 }
 
 Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
