@@ -36,6 +36,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -250,6 +251,7 @@ struct RuntimeOptions {
 
 class Module;
 class Driver;
+class TensorMapSlots;
 struct MetadataSlot;
 class Graph;
 
@@ -357,6 +359,28 @@ public:
                           const std::map<std::string, DevicePtr> &buffers,
                           uint8_t *out);
 
+  /// A plan's tensor maps of one `tensor_maps` parameter (`param`): `count`
+  /// device buffers of its maps, each with page-locked staging; allocated
+  /// here, once (Plan::create).
+  Status createTensorMapSlots(const ParamInfo &param, size_t count,
+                              std::unique_ptr<TensorMapSlots> &slots);
+  /// The device address of `param`'s maps for `sizes` and `buffers`: a slot
+  /// that already holds them (no driver call), else the least recently used
+  /// slot no captured graph holds, re-encoded and copied with one
+  /// cuMemcpyHtoDAsync on `stream` (after an event query: the slot's last
+  /// reader, `count` map changes ago, must be done; if not, one counted
+  /// wait). While `stream` is captured the slot used is kept for the graph
+  /// for good (its replays read the slot and, when captured, its staging);
+  /// with every slot kept, an error that says so. `slot` is for
+  /// tensorMapsRead.
+  Status stageTensorMaps(TensorMapSlots &slots, const KernelInfo &kernel,
+                         const ParamInfo &param, const Sizes &sizes,
+                         const std::map<std::string, DevicePtr> &buffers,
+                         uint64_t stream, DevicePtr &address, size_t &slot);
+  /// Records, after the launch that read slot `slot`, the event its reuse
+  /// waits for (nothing while `stream` is captured: that slot is kept).
+  Status tensorMapsRead(TensorMapSlots &slots, size_t slot, uint64_t stream);
+
   /// Launches `kernel` with its parameters packed (`values`: one 8-byte
   /// value per manifest parameter, in order) on the stream, with the
   /// manifest's grid for `sizes` (kind "validate": one block per batch).
@@ -387,6 +411,32 @@ private:
   std::unique_ptr<Impl> impl_;
   int computeCapability_ = 0;
   int multiprocessorCount_ = 0;
+};
+
+/// Encoded tensor maps a plan keeps (Runtime::createTensorMapSlots); they
+/// must not outlive their runtime. Thread-safe.
+class TensorMapSlots {
+public:
+  ~TensorMapSlots();
+  TensorMapSlots(const TensorMapSlots &) = delete;
+  TensorMapSlots &operator=(const TensorMapSlots &) = delete;
+  /// How often the maps were encoded and copied (a change of a buffer
+  /// pointer or a size not held by a slot).
+  int64_t encodes() const;
+  /// Slots kept for captured graphs.
+  size_t keptForGraphs() const;
+
+private:
+  friend class Runtime;
+  TensorMapSlots() = default;
+  struct Slot;
+  Runtime *runtime_ = nullptr;
+  const Driver *driver_ = nullptr;
+  size_t bytes_ = 0;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  mutable std::mutex mutex_;
+  uint64_t clock_ = 0;
+  int64_t encodes_ = 0;
 };
 
 /// A captured and instantiated CUDA graph (Runtime::endCapture); destroyed

@@ -11,7 +11,10 @@
 //     store, a box partly past L) encoded by the runtime and passed as one
 //     pointer, the result against the host, and again after the buffers
 //     move;
-//   - a plan refuses tensor maps by name (not encoded by plans yet).
+//   - a plan's maps: encoded on the first run, re-encoded (one asynchronous
+//     copy, no wait) only when a buffer pointer or a size changes, slots
+//     reused past their count; a captured run's maps replayed after other
+//     runs reused the other slots; every slot kept by graphs refused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,13 +52,14 @@ std::string manifestWith(const std::string &maps, const std::string &D = "32",
       {"index": 1, "name": "out", "kind": "pointer", "type": "u64", "element_type": ")json" +
          outType + R"json(", "shape": ["B", "Hq", "L", )json" + D +
          R"json(], "access": "write"},
-      {"index": 2, "name": "tensor_maps", "kind": "tensor_maps", "type": "u64", "maps": [)json" +
+      {"index": 2, "name": "status", "kind": "pointer", "type": "u64", "element_type": "i64", "shape": [16], "access": "write"},
+      {"index": 3, "name": "tensor_maps", "kind": "tensor_maps", "type": "u64", "maps": [)json" +
          maps + R"json(]},
-      {"index": 3, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
-      {"index": 4, "name": "Hq", "kind": "scalar", "type": "i64", "element_type": "i64"},
-      {"index": 5, "name": "Hkv", "kind": "scalar", "type": "i64", "element_type": "i64"},
-      {"index": 6, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
-      {"index": 7, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"}
+      {"index": 4, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
+      {"index": 5, "name": "Hq", "kind": "scalar", "type": "i64", "element_type": "i64"},
+      {"index": 6, "name": "Hkv", "kind": "scalar", "type": "i64", "element_type": "i64"},
+      {"index": 7, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
+      {"index": 8, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"}
     ],
     "grid": {"x": "B * Hq", "y": "ceil(L / 16)", "z": 1},
     "block": {"x": 512, "y": 1, "z": 1},
@@ -90,7 +94,7 @@ TEST(TensorMapTest, ManifestParsesTheMaps) {
   Manifest m;
   Status s = parseManifest(kernelManifest(), m);
   ASSERT_TRUE(s.isOk()) << s.message();
-  const ParamInfo &p = m.kernels[0].params[2];
+  const ParamInfo &p = m.kernels[0].params[3];
   EXPECT_EQ(p.kind, "tensor_maps");
   ASSERT_EQ(p.maps.size(), 2u);
   EXPECT_EQ(p.maps[0].name, "q_load");
@@ -168,7 +172,7 @@ TEST(TensorMapTest, ArgumentsComeFromTheLaunchSizes) {
   std::map<std::string, DevicePtr> buffers = {{"query", 0x10000},
                                               {"out", 0x20000}};
   TensorMapArgs a;
-  Status s = tensorMapArguments(k, k.params[2].maps[0], sizes, buffers, a);
+  Status s = tensorMapArguments(k, k.params[3].maps[0], sizes, buffers, a);
   ASSERT_TRUE(s.isOk()) << s.message();
   // {D, Hq, L, B} over [B, Hq, L, D]: a permuted view.
   EXPECT_EQ(a.rank, 4u);
@@ -188,14 +192,14 @@ TEST(TensorMapTest, ArgumentsComeFromTheLaunchSizes) {
 
   // An unaligned base, named with the map.
   buffers["query"] = 0x10008;
-  s = tensorMapArguments(k, k.params[2].maps[0], sizes, buffers, a);
+  s = tensorMapArguments(k, k.params[3].maps[0], sizes, buffers, a);
   EXPECT_TRUE(contains(s.message(),
                        "launch of 'tma_maps_kvattn_0': tensor map 'q_load' "
                        "(buffer 'query'): the buffer's address 65544 is not "
                        "16-byte aligned"))
       << s.message();
   buffers.erase("query");
-  s = tensorMapArguments(k, k.params[2].maps[0], sizes, buffers, a);
+  s = tensorMapArguments(k, k.params[3].maps[0], sizes, buffers, a);
   EXPECT_TRUE(contains(s.message(), "no device buffer given for 'query'"))
       << s.message();
   buffers["query"] = 0x10000;
@@ -204,7 +208,7 @@ TEST(TensorMapTest, ArgumentsComeFromTheLaunchSizes) {
   Sizes empty = sizes;
   empty.L = 0;
   ASSERT_TRUE(
-      tensorMapArguments(k, k.params[2].maps[0], empty, buffers, a).isOk());
+      tensorMapArguments(k, k.params[3].maps[0], empty, buffers, a).isOk());
   EXPECT_TRUE(a.empty);
 
   // A row of 34 f32 = 136 bytes: not a multiple of 16.
@@ -216,7 +220,7 @@ TEST(TensorMapTest, ArgumentsComeFromTheLaunchSizes) {
               "34"),
           m34)
           .isOk());
-  s = tensorMapArguments(m34.kernels[0], m34.kernels[0].params[2].maps[0],
+  s = tensorMapArguments(m34.kernels[0], m34.kernels[0].params[3].maps[0],
                          sizes, buffers, a);
   EXPECT_TRUE(contains(s.message(),
                        "tensor map 'q' (buffer 'query'): dimension 1 (buffer "
@@ -232,13 +236,13 @@ TEST(TensorMapTest, ArgumentsComeFromTheLaunchSizes) {
               R"({"name": "q", "buffer": "query", "dims": [3, 2, 1], "box": [32, 8, 1], "swizzle": "none", "element_type": "f32", "oob_fill": "zero"})"),
           m3)
           .isOk());
-  s = tensorMapArguments(m3.kernels[0], m3.kernels[0].params[2].maps[0], sizes,
+  s = tensorMapArguments(m3.kernels[0], m3.kernels[0].params[3].maps[0], sizes,
                          buffers, a);
   EXPECT_TRUE(contains(s.message(), "buffer dimension 0 ('B') is not in the "
                                     "map, so its size must be 1, not 2"))
       << s.message();
   sizes.B = 1;
-  EXPECT_TRUE(tensorMapArguments(m3.kernels[0], m3.kernels[0].params[2].maps[0],
+  EXPECT_TRUE(tensorMapArguments(m3.kernels[0], m3.kernels[0].params[3].maps[0],
                                  sizes, buffers, a)
                   .isOk());
   // The innermost map dimension must be the contiguous one.
@@ -249,7 +253,7 @@ TEST(TensorMapTest, ArgumentsComeFromTheLaunchSizes) {
               R"({"name": "q", "buffer": "query", "dims": [2, 3, 1, 0], "box": [16, 8, 1, 1], "swizzle": "none", "element_type": "f32", "oob_fill": "zero"})"),
           mi)
           .isOk());
-  s = tensorMapArguments(mi.kernels[0], mi.kernels[0].params[2].maps[0], sizes,
+  s = tensorMapArguments(mi.kernels[0], mi.kernels[0].params[3].maps[0], sizes,
                          buffers, a);
   EXPECT_TRUE(contains(s.message(), "the innermost map dimension must be "
                                     "contiguous"))
@@ -276,8 +280,11 @@ struct EmuRuntime {
     options.libraryPath = KVATTN_EMU_DRIVER;
     KVATTN_RETURN_IF_ERROR(Runtime::create(runtime, options));
     KVATTN_RETURN_IF_ERROR(parseManifest(kernelManifest(), manifest));
+    KVATTN_RETURN_IF_ERROR(runtime->allocate(128, status));
+    KVATTN_RETURN_IF_ERROR(runtime->fill(status, 0, 128));
     return runtime->loadModule(readInput("hopper-tma-param.ll"), module);
   }
+  DevicePtr status = 0; // the kernel's (unread) status word
 };
 
 /// query -> 2 query + 1 through the kernel's two tensor maps.
@@ -285,7 +292,7 @@ Status runKernel(EmuRuntime &e, const Sizes &sizes, DevicePtr query,
                  DevicePtr out) {
   LaunchArgs args;
   args.sizes = sizes;
-  args.buffers = {{"query", query}, {"out", out}};
+  args.buffers = {{"query", query}, {"out", out}, {"status", e.status}};
   KVATTN_RETURN_IF_ERROR(
       e.runtime->launch(*e.module, e.manifest.kernels[0], args));
   return e.runtime->synchronize();
@@ -317,6 +324,7 @@ TEST(TensorMapTest, KernelLoadsAndStoresThroughTheRuntimesMaps) {
     for (size_t i = 0; i < count; ++i)
       ASSERT_EQ(got[i], q[i] * 2.0f + 1.0f) << "element " << i;
   };
+  ASSERT_TRUE(e.runtime->synchronize().isOk());
   e.runtime->resetCallCounts();
   s = runKernel(e, sizes, query1, out1);
   ASSERT_TRUE(s.isOk()) << s.message();
@@ -360,7 +368,7 @@ TEST(TensorMapTest, LaunchErrorsNameTheMap) {
   huge.L = (int64_t(1) << 32) + 1;
   LaunchArgs args;
   args.sizes = huge;
-  args.buffers = {{"query", 0x10000}, {"out", 0x20000}};
+  args.buffers = {{"query", 0x10000}, {"out", 0x20000}, {"status", e.status}};
   s = e.runtime->launch(*e.module, e.manifest.kernels[0], args);
   EXPECT_TRUE(contains(s.message(), "tensor map 'q_load' (buffer 'query'): "
                                     "dimension 2 (buffer dimension 2, 'L'): "
@@ -368,19 +376,205 @@ TEST(TensorMapTest, LaunchErrorsNameTheMap) {
       << s.message();
 }
 
-TEST(TensorMapTest, PlansRefuseTensorMapsByName) {
+/// A plan over hopper-tma-param.ll and device buffers for its largest run.
+struct PlanFixture {
+  EmuRuntime e;
+  std::unique_ptr<Plan> plan;
+  DevicePtr query[2] = {}, out[2] = {};
+  static constexpr size_t kCount = 2 * 3 * 20 * 32;
+  std::mt19937 rng{11};
+  Status open() {
+    KVATTN_RETURN_IF_ERROR(e.open());
+    Sizes bounds;
+    bounds.B = 2, bounds.Hq = 3, bounds.Hkv = 3, bounds.L = 20, bounds.S = 16;
+    KVATTN_RETURN_IF_ERROR(Plan::create(*e.runtime,
+                                        readInput("hopper-tma-param.ll"),
+                                        e.manifest, bounds, plan));
+    for (int i = 0; i < 2; ++i) {
+      KVATTN_RETURN_IF_ERROR(e.runtime->allocate(kCount * 4, query[i]));
+      KVATTN_RETURN_IF_ERROR(e.runtime->allocate(kCount * 4, out[i]));
+    }
+    return Status::ok();
+  }
+  static Sizes sizes(int64_t B, int64_t L) {
+    Sizes s;
+    s.B = B, s.Hq = 3, s.Hkv = 3, s.L = L, s.S = 16;
+    return s;
+  }
+  /// New values in query[i], out[i] cleared: what the next run must give.
+  std::vector<float> prepare(int i, const Sizes &s) {
+    std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+    std::vector<float> q(size_t(s.B * s.Hq * s.L * 32));
+    for (float &v : q)
+      v = dist(rng);
+    EXPECT_TRUE(
+        e.runtime->copyToDevice(query[i], q.data(), q.size() * 4).isOk());
+    EXPECT_TRUE(e.runtime->fill(out[i], 0, kCount * 4).isOk());
+    EXPECT_TRUE(e.runtime->synchronize().isOk());
+    return q;
+  }
+  /// out[i] is 2 q + 1 over q's elements and untouched after them.
+  void check(int i, const std::vector<float> &q) {
+    ASSERT_TRUE(e.runtime->synchronize().isOk());
+    std::vector<float> got(kCount, -1.0f);
+    ASSERT_TRUE(e.runtime->copyToHost(got.data(), out[i], kCount * 4).isOk());
+    for (size_t k = 0; k < kCount; ++k)
+      ASSERT_EQ(got[k], k < q.size() ? q[k] * 2.0f + 1.0f : 0.0f)
+          << "element " << k;
+  }
+  /// One plan run; the driver calls it made.
+  CallCounts run(int i, const Sizes &s) {
+    e.runtime->resetCallCounts();
+    Status st = plan->run(s, {{"query", query[i]}, {"out", out[i]}});
+    EXPECT_TRUE(st.isOk()) << st.message();
+    return e.runtime->callCounts();
+  }
+};
+
+TEST(TensorMapTest, PlanEncodesOnlyWhenABufferOrASizeChanges) {
+  PlanFixture f;
+  Status s = f.open();
+  ASSERT_TRUE(s.isOk()) << s.message();
+  // 4 map slots of 2 maps of 128 bytes, besides the status word.
+  EXPECT_EQ(f.plan->workspaceBytes(), 128u + 4 * 2 * 128);
+  const Sizes full = PlanFixture::sizes(2, 20);
+  std::vector<float> q = f.prepare(0, full);
+  // The first run encodes and copies the maps: one asynchronous copy, no
+  // wait, no allocation.
+  CallCounts c = f.run(0, full);
+  EXPECT_EQ(c.launches, 1);
+  EXPECT_EQ(c.asyncCopies, 1);
+  EXPECT_EQ(c.synchronizations, 0);
+  EXPECT_EQ(c.allocations, 0);
+  EXPECT_EQ(c.synchronousCopies, 0);
+  f.check(0, q);
+  // The same buffers and sizes: nothing but the launch.
+  q = f.prepare(0, full);
+  c = f.run(0, full);
+  EXPECT_EQ(c.launches, 1);
+  EXPECT_EQ(c.asyncCopies, 0);
+  EXPECT_EQ(c.synchronizations, 0);
+  f.check(0, q);
+  // Other buffers: re-encoded once.
+  std::vector<float> q1 = f.prepare(1, full);
+  c = f.run(1, full);
+  EXPECT_EQ(c.asyncCopies, 1);
+  EXPECT_EQ(c.synchronizations, 0);
+  f.check(1, q1);
+  // Back to the first buffers: still in a slot, nothing encoded.
+  q = f.prepare(0, full);
+  c = f.run(0, full);
+  EXPECT_EQ(c.asyncCopies, 0);
+  f.check(0, q);
+  // Other sizes (B = 1, L = 7: one partial box per program).
+  const Sizes small = PlanFixture::sizes(1, 7);
+  q = f.prepare(0, small);
+  c = f.run(0, small);
+  EXPECT_EQ(c.asyncCopies, 1);
+  EXPECT_EQ(c.synchronizations, 0);
+  f.check(0, q);
+  // More combinations than slots: each new one re-encodes, the results
+  // stay right as slots are reused.
+  // Held now: (B 2, L 20) over buffers 0 and 1, (1, 7) over 0; one slot
+  // free. The least recently used is replaced.
+  const std::pair<int64_t, int> steps[] = {{9, 1},  {11, 1}, {13, 1}, {9, 0},
+                                           {15, 1}, {11, 0}, {20, 1}};
+  for (auto [L, copies] : steps) {
+    SCOPED_TRACE("L = " + std::to_string(L));
+    const Sizes sz = PlanFixture::sizes(2, L);
+    q = f.prepare(0, sz);
+    c = f.run(0, sz);
+    EXPECT_EQ(c.asyncCopies, copies);
+    EXPECT_EQ(c.synchronizations, 0);
+    f.check(0, q);
+  }
+}
+
+TEST(TensorMapTest, PlanRunsWithTensorMapsAreCapturable) {
+  PlanFixture f;
+  Status s = f.open();
+  ASSERT_TRUE(s.isOk()) << s.message();
+  // Captured with maps no slot holds: the encode's copy is part of the
+  // graph (from its slot's page-locked staging, which nothing rewrites).
+  const Sizes captured = PlanFixture::sizes(2, 15);
+  ASSERT_TRUE(f.e.runtime->beginCapture().isOk());
+  s = f.plan->run(captured, {{"query", f.query[1]}, {"out", f.out[1]}});
+  ASSERT_TRUE(s.isOk()) << s.message();
+  std::unique_ptr<Graph> graph;
+  s = f.e.runtime->endCapture(graph);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  // Eager runs over other combinations reuse the other slots only.
+  for (int64_t L : {3, 5, 7, 9, 11, 13}) {
+    const Sizes sz = PlanFixture::sizes(2, L);
+    std::vector<float> q = f.prepare(0, sz);
+    f.run(0, sz);
+    f.check(0, q);
+  }
+  // The replay reads the captured maps: query[1], out[1], L = 15.
+  std::vector<float> q = f.prepare(1, captured);
+  f.e.runtime->resetCallCounts();
+  s = f.e.runtime->launchGraph(*graph);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(f.e.runtime->callCounts().synchronizations, 0);
+  f.check(1, q);
+  // A capture over maps a slot already holds keeps that slot too; with
+  // every slot kept, a capture needing a new one is refused by name.
+  std::vector<std::unique_ptr<Graph>> graphs;
+  for (int64_t L : {3, 5, 7}) {
+    ASSERT_TRUE(f.e.runtime->beginCapture().isOk());
+    s = f.plan->run(PlanFixture::sizes(2, L),
+                    {{"query", f.query[0]}, {"out", f.out[0]}});
+    ASSERT_TRUE(s.isOk()) << s.message();
+    graphs.emplace_back();
+    ASSERT_TRUE(f.e.runtime->endCapture(graphs.back()).isOk());
+  }
+  s = f.plan->run(PlanFixture::sizes(1, 1),
+                  {{"query", f.query[0]}, {"out", f.out[0]}});
+  EXPECT_TRUE(contains(s.message(),
+                       "every one of the 4 tensor-map slots of "
+                       "'tensor_maps' is kept for a captured CUDA graph"))
+      << s.message();
+  // What the kept slots hold still runs.
+  q = f.prepare(0, PlanFixture::sizes(2, 5));
+  ASSERT_TRUE(f.e.runtime->launchGraph(*graphs[1]).isOk());
+  f.check(0, q);
+  q = f.prepare(0, PlanFixture::sizes(2, 5));
+  f.run(0, PlanFixture::sizes(2, 5));
+  f.check(0, q);
+}
+
+TEST(TensorMapTest, PlanRunsRefuseBadMapsBeforeLaunching) {
   EmuRuntime e;
   Status s = e.open();
   ASSERT_TRUE(s.isOk()) << s.message();
+  // Rows of 34 f32 (136 bytes): the map's row stride is refused at the
+  // run, before anything is queued.
+  Manifest m;
+  ASSERT_TRUE(
+      parseManifest(
+          manifestWith(
+              R"({"name": "q", "buffer": "query", "dims": [3, 2, 1, 0], "box": [16, 8, 1, 1], "swizzle": "none", "element_type": "f32", "oob_fill": "zero"})",
+              "34"),
+          m)
+          .isOk());
+  Sizes bounds = PlanFixture::sizes(2, 20);
   std::unique_ptr<Plan> plan;
-  Sizes bounds;
-  bounds.B = 2, bounds.Hq = 3, bounds.Hkv = 3, bounds.L = 20, bounds.S = 16;
-  s = Plan::create(*e.runtime, readInput("hopper-tma-param.ll"), e.manifest,
-                   bounds, plan);
+  s = Plan::create(*e.runtime, readInput("hopper-tma-param.ll"), m, bounds,
+                   plan);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  DevicePtr q, o;
+  ASSERT_TRUE(e.runtime->allocate(2 * 3 * 20 * 34 * 4, q).isOk());
+  ASSERT_TRUE(e.runtime->allocate(2 * 3 * 20 * 34 * 4, o).isOk());
+  ASSERT_TRUE(e.runtime->synchronize().isOk());
+  e.runtime->resetCallCounts();
+  s = plan->run(bounds, {{"query", q}, {"out", o}});
   EXPECT_TRUE(contains(s.message(),
-                       "kernel 'tma_maps_kvattn_0' takes tensor maps "
-                       "('tensor_maps'), which plans do not encode yet"))
+                       "launch of 'tma_maps_kvattn_0': tensor map 'q' (buffer "
+                       "'query'): dimension 1 (buffer dimension 2, 'L'): "
+                       "stride of 136 bytes is not a multiple of 16"))
       << s.message();
+  EXPECT_EQ(e.runtime->callCounts().launches, 0);
+  EXPECT_EQ(e.runtime->callCounts().asyncCopies, 0);
 }
 
 } // namespace

@@ -11,7 +11,7 @@
 ; mbarrier at 4096); thread t un-swizzles element t of the box (bits 4-6 of
 ; its byte offset ^= bits 7-9) and writes 2 v + 1 to offset 2048 + 4 t; the
 ; box goes out through map 1 at the same coordinates (rows past L are not
-; written).
+; written). `status` (a plan's status word, docs/kernel-abi.md) is not read.
 target triple = "nvptx64-nvidia-cuda"
 
 @smem = external addrspace(3) global [0 x i8], align 1024
@@ -30,7 +30,7 @@ declare void @llvm.nvvm.cp.async.bulk.wait.group.read(i32 immarg)
 declare void @llvm.nvvm.cp.async.bulk.wait.group(i32 immarg)
 declare void @llvm.nvvm.fence.proxy.async.shared_cta()
 
-define ptx_kernel void @tma_maps_kvattn_0(ptr %query, ptr %out, ptr %maps, i64 %B, i64 %Hq, i64 %Hkv, i64 %L, i64 %S) {
+define ptx_kernel void @tma_maps_kvattn_0(ptr %query, ptr %out, ptr %status, ptr %maps, i64 %B, i64 %Hq, i64 %Hkv, i64 %L, i64 %S) {
 entry:
   %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
   %bx = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
