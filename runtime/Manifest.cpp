@@ -3,6 +3,7 @@
 #include "Json.h"
 #include "kvattn/Runtime/Runtime.h"
 
+#include <cctype>
 #include <cmath>
 
 namespace mlir {
@@ -37,6 +38,128 @@ Status text(const JsonValue &object, const std::string &key, std::string &out,
   const JsonValue *v;
   KVATTN_RETURN_IF_ERROR(field(object, key, JsonValue::Kind::String, v, where));
   out = v->string;
+  return Status::ok();
+}
+
+/// A `tensor_maps` parameter's `maps` (docs/kernel-abi.md, "Tensor maps"):
+/// the fields of each map; what needs the other parameters is
+/// checkTensorMaps.
+Status tensorMaps(const JsonValue &pj, ParamInfo &p, const std::string &pw) {
+  const JsonValue *maps;
+  KVATTN_RETURN_IF_ERROR(field(pj, "maps", JsonValue::Kind::Array, maps, pw));
+  if (maps->array.empty())
+    return Status::error("manifest: " + pw + " has no maps");
+  for (size_t m = 0; m < maps->array.size(); ++m) {
+    const JsonValue &mj = maps->array[m];
+    std::string mw = pw + " map " + std::to_string(m);
+    if (mj.kind != JsonValue::Kind::Object)
+      return Status::error("manifest: " + mw + " is not an object");
+    TensorMapInfo map;
+    KVATTN_RETURN_IF_ERROR(text(mj, "name", map.name, mw));
+    mw = pw + " tensor map '" + map.name + "'";
+    KVATTN_RETURN_IF_ERROR(text(mj, "buffer", map.buffer, mw));
+    const JsonValue *dims, *box;
+    KVATTN_RETURN_IF_ERROR(field(mj, "dims", JsonValue::Kind::Array, dims, mw));
+    KVATTN_RETURN_IF_ERROR(field(mj, "box", JsonValue::Kind::Array, box, mw));
+    if (dims->array.empty() || dims->array.size() > 5)
+      return Status::error("manifest: " + mw + " has " +
+                           std::to_string(dims->array.size()) +
+                           " dims (a tensor map has 1 to 5)");
+    if (box->array.size() != dims->array.size())
+      return Status::error(
+          "manifest: " + mw + " has " + std::to_string(box->array.size()) +
+          " box sizes for " + std::to_string(dims->array.size()) + " dims");
+    for (size_t i = 0; i < dims->array.size(); ++i) {
+      const JsonValue &d = dims->array[i], &b = box->array[i];
+      if (d.kind != JsonValue::Kind::Number ||
+          d.number != std::floor(d.number) || d.number < 0 || d.number > 7)
+        return Status::error("manifest: " + mw + " dims[" + std::to_string(i) +
+                             "] is not a buffer dimension index");
+      if (b.kind != JsonValue::Kind::Number ||
+          b.number != std::floor(b.number) || b.number < 1 || b.number > 256)
+        return Status::error("manifest: " + mw + " box[" + std::to_string(i) +
+                             "] must be an integer in [1, 256]");
+      map.dims.push_back(static_cast<int>(d.number));
+      map.box.push_back(static_cast<uint32_t>(b.number));
+    }
+    std::string swizzle, fill;
+    KVATTN_RETURN_IF_ERROR(text(mj, "swizzle", swizzle, mw));
+    if (swizzle == "none")
+      map.swizzleBytes = 0;
+    else if (swizzle == "32B" || swizzle == "64B" || swizzle == "128B")
+      map.swizzleBytes = std::stoi(swizzle);
+    else
+      return Status::error("manifest: " + mw + " has swizzle \"" + swizzle +
+                           "\" (\"none\", \"32B\", \"64B\" or \"128B\")");
+    KVATTN_RETURN_IF_ERROR(text(mj, "element_type", map.elementType, mw));
+    if (map.elementType != "f16" && map.elementType != "bf16" &&
+        map.elementType != "f32")
+      return Status::error("manifest: " + mw + " has element type '" +
+                           map.elementType + "' (f16, bf16 or f32)");
+    KVATTN_RETURN_IF_ERROR(text(mj, "oob_fill", fill, mw));
+    if (fill != "zero" && fill != "nan")
+      return Status::error("manifest: " + mw + " has oob_fill \"" + fill +
+                           "\" (\"zero\" or \"nan\")");
+    map.nanFill = fill == "nan";
+    // What cuTensorMapEncodeTiled requires of the inner box row.
+    const unsigned inner = map.box[0] * (map.elementType == "f32" ? 4u : 2u);
+    if (inner % 16)
+      return Status::error("manifest: " + mw +
+                           " box[0] = " + std::to_string(map.box[0]) + " " +
+                           map.elementType + " is " + std::to_string(inner) +
+                           " bytes, not a multiple of 16");
+    if (map.swizzleBytes && inner > unsigned(map.swizzleBytes))
+      return Status::error(
+          "manifest: " + mw + " swizzle " + swizzle +
+          " does not allow its box: box[0] = " + std::to_string(map.box[0]) +
+          " " + map.elementType + " is " + std::to_string(inner) +
+          " bytes, more than the swizzle's " + swizzle);
+    p.maps.push_back(std::move(map));
+  }
+  return Status::ok();
+}
+
+/// Each map's buffer is a pointer parameter of the kernel with the map's
+/// element type; its dims index that buffer's dimensions, each once; a
+/// static dimension is at least the box.
+Status checkTensorMaps(const KernelInfo &info, const std::string &where) {
+  for (const ParamInfo &p : info.params)
+    for (const TensorMapInfo &map : p.maps) {
+      const std::string mw =
+          where + " param '" + p.name + "' tensor map '" + map.name + "'";
+      const ParamInfo *buffer = nullptr;
+      for (const ParamInfo &q : info.params)
+        if (q.kind == "pointer" && q.name == map.buffer)
+          buffer = &q;
+      if (!buffer)
+        return Status::error("manifest: " + mw + " describes '" + map.buffer +
+                             "', which is no pointer parameter of the kernel");
+      if (buffer->elementType != map.elementType)
+        return Status::error("manifest: " + mw + " has element type '" +
+                             map.elementType + "' but '" + map.buffer +
+                             "' is '" + buffer->elementType + "'");
+      std::vector<bool> seen(buffer->shape.size(), false);
+      for (size_t i = 0; i < map.dims.size(); ++i) {
+        const size_t d = static_cast<size_t>(map.dims[i]);
+        if (d >= buffer->shape.size() || seen[d])
+          return Status::error(
+              "manifest: " + mw + " dims[" + std::to_string(i) +
+              "] = " + std::to_string(d) +
+              (d >= buffer->shape.size()
+                   ? " is not a dimension of '" + map.buffer + "' (rank " +
+                         std::to_string(buffer->shape.size()) + ")"
+                   : " names a dimension of '" + map.buffer + "' twice"));
+        seen[d] = true;
+        const std::string &dim = buffer->shape[d];
+        if (!dim.empty() && std::isdigit(static_cast<unsigned char>(dim[0])) &&
+            dim.size() < 10 && uint64_t(std::stoll(dim)) < map.box[i])
+          return Status::error("manifest: " + mw + " box[" + std::to_string(i) +
+                               "] = " + std::to_string(map.box[i]) +
+                               " is larger than the tensor: '" + map.buffer +
+                               "' dimension " + std::to_string(d) + " is " +
+                               dim);
+      }
+    }
   return Status::ok();
 }
 
@@ -100,6 +223,11 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
                              std::to_string(index));
       KVATTN_RETURN_IF_ERROR(text(pj, "name", p.name, pw));
       KVATTN_RETURN_IF_ERROR(text(pj, "kind", p.kind, pw));
+      if (p.kind == "tensor_maps") {
+        KVATTN_RETURN_IF_ERROR(tensorMaps(pj, p, pw));
+        info.params.push_back(std::move(p));
+        continue;
+      }
       KVATTN_RETURN_IF_ERROR(text(pj, "element_type", p.elementType, pw));
       if (p.kind == "pointer") {
         const JsonValue *shape;
@@ -120,6 +248,7 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
       }
       info.params.push_back(std::move(p));
     }
+    KVATTN_RETURN_IF_ERROR(checkTensorMaps(info, where));
     KVATTN_RETURN_IF_ERROR(
         field(kj, "block", JsonValue::Kind::Object, block, where));
     KVATTN_RETURN_IF_ERROR(integer(*block, "x", info.blockX, where + " block"));

@@ -306,11 +306,29 @@ Plan::create(Runtime &runtime, const std::string &image,
       }
       p->parameters_.push_back(p->bound(i, param.name));
     }
+  // Tensor maps (sm_90a kernels): slots of encoded maps per parameter,
+  // re-encoded only when a run's buffers or sizes change.
+  p->mapSlots_.resize(manifest.kernels.size());
+  for (size_t i = 0; i < manifest.kernels.size(); ++i) {
+    const KernelInfo &k = manifest.kernels[i];
+    p->mapSlots_[i].resize(k.params.size());
+    for (size_t j = 0; j < k.params.size(); ++j)
+      if (k.params[j].kind == "tensor_maps") {
+        KVATTN_RETURN_IF_ERROR(
+            runtime
+                .createTensorMapSlots(k.params[j], kTensorMapSlots,
+                                      p->mapSlots_[i][j])
+                .withContext("planning the tensor maps of '" + k.name + "'"));
+        p->workspaceBytes_ +=
+            kTensorMapSlots * k.params[j].maps.size() * kTensorMapBytes;
+      }
+  }
   plan = std::move(p);
   return Status::ok();
 }
 
 Plan::~Plan() {
+  mapSlots_.clear(); // (waits for the launches that read them)
   for (auto &entry : workspaces_)
     (void)runtime_.release(entry.second);
   if (status_) {
@@ -344,10 +362,23 @@ Status Plan::launchKernel(size_t index, const Sizes &sizes,
   // A run-time split's N, from this run's sizes (host integers).
   Sizes withSplit = sizes;
   withSplit.N = splitCount(k, sizes, runtime_.multiprocessorCount());
-  for (const ParamInfo &p : k.params) {
+  std::vector<size_t> mapsRead; // (param index, slot) pairs
+  for (size_t j = 0; j < k.params.size(); ++j) {
+    const ParamInfo &p = k.params[j];
     if (p.kind == "scalar") {
       values.push_back(static_cast<uint64_t>(
           p.name == "phase" ? phase : sizeByName(withSplit, p.name)));
+      continue;
+    }
+    if (p.kind == "tensor_maps") {
+      DevicePtr address = 0;
+      size_t slot = 0;
+      KVATTN_RETURN_IF_ERROR(runtime_.stageTensorMaps(
+          *mapSlots_[index][j], k, p, withSplit, mapBuffers(index, buffers),
+          stream, address, slot));
+      values.push_back(address);
+      mapsRead.push_back(j);
+      mapsRead.push_back(slot);
       continue;
     }
     if (p.name == "status") {
@@ -362,7 +393,31 @@ Status Plan::launchKernel(size_t index, const Sizes &sizes,
     auto it = buffers.find(bound(index, p.name));
     values.push_back(it == buffers.end() ? 0 : it->second);
   }
-  return runtime_.launchPacked(*module_, k, sizes, values, stream);
+  KVATTN_RETURN_IF_ERROR(
+      runtime_.launchPacked(*module_, k, sizes, values, stream));
+  for (size_t i = 0; i < mapsRead.size(); i += 2)
+    KVATTN_RETURN_IF_ERROR(runtime_.tensorMapsRead(
+        *mapSlots_[index][mapsRead[i]], mapsRead[i + 1], stream));
+  return Status::ok();
+}
+
+std::map<std::string, DevicePtr>
+Plan::mapBuffers(size_t index,
+                 const std::map<std::string, DevicePtr> &buffers) const {
+  std::map<std::string, DevicePtr> byParam;
+  for (const ParamInfo &p : manifest_.kernels[index].params) {
+    if (p.kind != "pointer")
+      continue;
+    auto w = workspaces_.find(p.name);
+    if (w != workspaces_.end()) {
+      byParam[p.name] = w->second;
+      continue;
+    }
+    auto it = buffers.find(bound(index, p.name));
+    if (it != buffers.end())
+      byParam[p.name] = it->second;
+  }
+  return byParam;
 }
 
 static Status checkBounds(const Sizes &sizes, const Sizes &bounds) {
@@ -418,11 +473,18 @@ Status Plan::run(const Sizes &sizes,
       return Status::error("plan run: the plan has no parameter '" +
                            entry.first + "'");
   // Every check before the first launch: a refused run queues nothing.
-  for (size_t i = 0; i < manifest_.kernels.size(); ++i)
+  for (size_t i = 0; i < manifest_.kernels.size(); ++i) {
+    const KernelInfo &k = manifest_.kernels[i];
     KVATTN_RETURN_IF_ERROR(validateLaunch(
-        manifest_.kernels[i],
-        argsFor(manifest_.kernels[i], names_[i], sizes, buffers, status_,
-                workspaces_, runtime_.multiprocessorCount())));
+        k, argsFor(k, names_[i], sizes, buffers, status_, workspaces_,
+                   runtime_.multiprocessorCount())));
+    for (const ParamInfo &p : k.params)
+      for (const TensorMapInfo &map : p.maps) {
+        TensorMapArgs unused;
+        KVATTN_RETURN_IF_ERROR(
+            tensorMapArguments(k, map, sizes, mapBuffers(i, buffers), unused));
+      }
+  }
   for (size_t v : validators_) {
     KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 0, stream));
     KVATTN_RETURN_IF_ERROR(launchKernel(v, sizes, buffers, 1, stream));

@@ -31,6 +31,11 @@ namespace mlir {
 namespace kvattn {
 namespace rt {
 
+/// Slots of encoded tensor maps a plan keeps per `tensor_maps` parameter:
+/// runs alternating between this many buffer/size combinations encode
+/// nothing; a captured graph keeps the slot it used.
+constexpr size_t kTensorMapSlots = 4;
+
 class Plan {
 public:
   /// Loads `image` (PTX, or the emulator's device IR) described by
@@ -75,7 +80,10 @@ public:
   /// pointer for every tensor and every metadata parameter. Queues the
   /// validation kernels, then the kernels, in the manifest's order; checks
   /// on the host only what needs no device value (sizes within the bounds,
-  /// every parameter given, alignment). No allocation, copy or wait.
+  /// every parameter given, alignment, tensor maps). No allocation or
+  /// wait; a copy only where a kernel's tensor maps changed (a buffer
+  /// pointer or a size no map slot holds: docs/runtime.md, "Tensor maps
+  /// and plans").
   /// `stream`: where to queue (kCurrentStream: the runtime's current one).
   ///
   /// Threads: runs of one plan may be queued from several threads at once
@@ -122,6 +130,14 @@ private:
   size_t workspaceBytes_ = 0;
   std::vector<std::string> parameters_;
   std::vector<std::map<std::string, std::string>> names_;
+  /// Encoded tensor maps by kernel and parameter (null: not a tensor_maps
+  /// parameter); thread-safe themselves.
+  std::vector<std::vector<std::unique_ptr<TensorMapSlots>>> mapSlots_;
+  /// Kernel `index`'s pointer parameters by parameter name (the maps'
+  /// `buffer`): `buffers` through create()'s names, and the workspaces.
+  std::map<std::string, DevicePtr>
+  mapBuffers(size_t index,
+             const std::map<std::string, DevicePtr> &buffers) const;
   /// Launch order: the validation kernels, then the others.
   std::vector<size_t> validators_, kernels_;
   /// The kernel each validation ordinal checks (status()).

@@ -509,9 +509,27 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   std::vector<uint64_t> values; // one 8-byte slot per parameter
   std::vector<std::pair<size_t, size_t>> metadataAt; // (value index, offset)
   std::vector<uint8_t> packed;
+  size_t mapParams = 0; // tensor_maps parameters packed with the metadata
   for (const ParamInfo &p : kernel.params) {
     if (p.kind == "scalar") {
       values.push_back(static_cast<uint64_t>(sizeByName(args.sizes, p.name)));
+      continue;
+    }
+    if (p.kind == "tensor_maps") {
+      ++mapParams;
+      // Encoded for this launch's buffers and sizes, packed with the
+      // metadata (each map kTensorMapBytes-aligned in the slot).
+      std::vector<CUtensorMap> maps(p.maps.size());
+      KVATTN_RETURN_IF_ERROR(
+          encodeTensorMaps(kernel, p, args.sizes, args.buffers,
+                           reinterpret_cast<uint8_t *>(maps.data())));
+      size_t offset = (packed.size() + kTensorMapBytes - 1) / kTensorMapBytes *
+                      kTensorMapBytes;
+      packed.resize(offset + maps.size() * kTensorMapBytes);
+      std::memcpy(packed.data() + offset, maps.data(),
+                  maps.size() * kTensorMapBytes);
+      metadataAt.push_back({values.size(), offset});
+      values.push_back(0); // the slot's address, below
       continue;
     }
     auto meta = args.metadata.find(p.name);
@@ -551,13 +569,15 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
     // launches rewrite: a replay would read another launch's metadata.
     bool capturing = false;
     KVATTN_RETURN_IF_ERROR(isCapturing(stream, capturing));
+    const bool hasMetadata = metadataAt.size() > mapParams;
     if (capturing)
       return Status::error(
           "launch of '" + kernel.name +
-          "': host metadata cannot be captured: the stream is being "
-          "captured into a CUDA graph, which would replay the address of a "
-          "metadata slot that later launches rewrite; keep the metadata on "
-          "the device (a plan's run) to capture");
+          "': " + (hasMetadata ? std::string("host metadata") : "tensor maps") +
+          " cannot be captured: the stream is being captured into a CUDA "
+          "graph, which would replay the address of a metadata slot that "
+          "later launches rewrite; keep the metadata on the device (a plan's "
+          "run) to capture");
     KVATTN_RETURN_IF_ERROR(metadataSlot(packed, resolve(stream), slot));
     for (auto [index, offset] : metadataAt)
       values[index] = slot->device + offset;
@@ -567,6 +587,183 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
   if (slot)
     releaseSlot(*slot, resolve(stream), launched);
   return launched;
+}
+
+Status Runtime::encodeTensorMaps(
+    const KernelInfo &kernel, const ParamInfo &param, const Sizes &sizes,
+    const std::map<std::string, DevicePtr> &buffers, uint8_t *out) {
+  const Driver &d = *impl_->driver;
+  for (size_t m = 0; m < param.maps.size(); ++m) {
+    const TensorMapInfo &map = param.maps[m];
+    TensorMapArgs a;
+    KVATTN_RETURN_IF_ERROR(tensorMapArguments(kernel, map, sizes, buffers, a));
+    uint8_t *at = out + m * kTensorMapBytes;
+    std::memset(at, 0, kTensorMapBytes);
+    if (a.empty)
+      continue;
+    const unsigned elementStrides[5] = {1, 1, 1, 1, 1};
+    KVATTN_RETURN_IF_ERROR(
+        d.check(d.cuTensorMapEncodeTiled(
+                    reinterpret_cast<CUtensorMap *>(at), a.dataType, a.rank,
+                    reinterpret_cast<void *>(a.address),
+                    reinterpret_cast<const unsigned long long *>(a.dims),
+                    reinterpret_cast<const unsigned long long *>(a.strides),
+                    a.box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                    a.swizzle, CU_TENSOR_MAP_L2_PROMOTION_NONE, a.oobFill),
+                "encoding tensor map '" + map.name + "' of '" + kernel.name +
+                    "' (buffer '" + map.buffer + "')"));
+  }
+  return Status::ok();
+}
+
+struct TensorMapSlots::Slot {
+  DevicePtr device = 0;
+  void *host = nullptr; ///< page-locked staging
+  CUevent read = nullptr;
+  bool pending = false; ///< `read` recorded and maybe not complete
+  bool held = false;    ///< holds `key`
+  bool kept = false;    ///< used by a captured graph: never rewritten
+  uint64_t lastUse = 0;
+  std::vector<TensorMapArgs> key;
+};
+
+TensorMapSlots::~TensorMapSlots() {
+  // Launches queued earlier may still read the maps.
+  if (runtime_)
+    (void)runtime_->synchronize();
+  for (auto &slot : slots_) {
+    if (slot->device)
+      (void)runtime_->release(slot->device);
+    if (slot->host)
+      driver_->cuMemFreeHost(slot->host);
+    if (slot->read)
+      driver_->cuEventDestroy(slot->read);
+  }
+}
+
+int64_t TensorMapSlots::encodes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return encodes_;
+}
+
+size_t TensorMapSlots::keptForGraphs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t kept = 0;
+  for (const auto &slot : slots_)
+    kept += slot->kept;
+  return kept;
+}
+
+Status Runtime::createTensorMapSlots(const ParamInfo &param, size_t count,
+                                     std::unique_ptr<TensorMapSlots> &result) {
+  const Driver &d = *impl_->driver;
+  std::unique_ptr<TensorMapSlots> slots(new TensorMapSlots());
+  slots->runtime_ = this;
+  slots->driver_ = impl_->driver.get();
+  slots->bytes_ = param.maps.size() * kTensorMapBytes;
+  for (size_t i = 0; i < count; ++i) {
+    slots->slots_.push_back(std::make_unique<TensorMapSlots::Slot>());
+    TensorMapSlots::Slot &slot = *slots->slots_.back();
+    // cuMemAlloc's 256-byte alignment covers the maps' 128.
+    KVATTN_RETURN_IF_ERROR(allocate(slots->bytes_, slot.device));
+    ++impl_->counts.allocations;
+    KVATTN_RETURN_IF_ERROR(
+        d.check(d.cuMemAllocHost(&slot.host, slots->bytes_),
+                "allocating page-locked staging for tensor maps"));
+    KVATTN_RETURN_IF_ERROR(d.check(
+        d.cuEventCreate(&slot.read, CU_EVENT_DEFAULT), "creating an event"));
+  }
+  result = std::move(slots);
+  return Status::ok();
+}
+
+Status Runtime::stageTensorMaps(TensorMapSlots &slots, const KernelInfo &kernel,
+                                const ParamInfo &param, const Sizes &sizes,
+                                const std::map<std::string, DevicePtr> &buffers,
+                                uint64_t streamArg, DevicePtr &address,
+                                size_t &index) {
+  const Driver &d = *impl_->driver;
+  std::vector<TensorMapArgs> key(param.maps.size());
+  for (size_t m = 0; m < param.maps.size(); ++m)
+    KVATTN_RETURN_IF_ERROR(
+        tensorMapArguments(kernel, param.maps[m], sizes, buffers, key[m]));
+  const CUstream stream = static_cast<CUstream>(resolve(streamArg));
+  bool capturing = false;
+  KVATTN_RETURN_IF_ERROR(isCapturing(handle(stream), capturing));
+  std::lock_guard<std::mutex> lock(slots.mutex_);
+  ++slots.clock_;
+  // Held already: no driver call.
+  for (size_t i = 0; i < slots.slots_.size(); ++i) {
+    TensorMapSlots::Slot &slot = *slots.slots_[i];
+    if (slot.held && slot.key == key) {
+      slot.lastUse = slots.clock_;
+      slot.kept |= capturing;
+      address = slot.device;
+      index = i;
+      return Status::ok();
+    }
+  }
+  // The least recently used slot no graph keeps.
+  TensorMapSlots::Slot *victim = nullptr;
+  for (size_t i = 0; i < slots.slots_.size(); ++i) {
+    TensorMapSlots::Slot &slot = *slots.slots_[i];
+    if (!slot.kept && (!victim || slot.lastUse < victim->lastUse)) {
+      victim = &slot;
+      index = i;
+    }
+  }
+  if (!victim)
+    return Status::error(
+        "launch of '" + kernel.name + "': every one of the " +
+        std::to_string(slots.slots_.size()) + " tensor-map slots of '" +
+        param.name +
+        "' is kept for a captured CUDA graph (a graph's replays read its "
+        "slot): capture at most that many buffer and size combinations per "
+        "plan, or make a new plan");
+  TensorMapSlots::Slot &slot = *victim;
+  if (slot.pending) {
+    // Its last reader, `count` changes ago: usually done.
+    CUresult state = d.cuEventQuery(slot.read);
+    if (state == CUDA_ERROR_NOT_READY) {
+      ++impl_->metadataWaits;
+      ++impl_->counts.synchronizations;
+      state = d.cuEventSynchronize(slot.read);
+    }
+    KVATTN_RETURN_IF_ERROR(
+        d.check(state, "waiting for a launch that read earlier tensor maps"));
+    slot.pending = false;
+  }
+  slot.held = false;
+  // Encoded where the driver's alignment holds, then staged.
+  std::vector<CUtensorMap> maps(param.maps.size());
+  KVATTN_RETURN_IF_ERROR(encodeTensorMaps(
+      kernel, param, sizes, buffers, reinterpret_cast<uint8_t *>(maps.data())));
+  std::memcpy(slot.host, maps.data(), slots.bytes_);
+  ++impl_->counts.asyncCopies;
+  KVATTN_RETURN_IF_ERROR(
+      d.check(d.cuMemcpyHtoDAsync(slot.device, slot.host, slots.bytes_, stream),
+              "copying tensor maps of '" + kernel.name + "' to the device"));
+  ++slots.encodes_;
+  slot.key = std::move(key);
+  slot.held = true;
+  slot.kept = capturing;
+  slot.lastUse = slots.clock_;
+  address = slot.device;
+  return Status::ok();
+}
+
+Status Runtime::tensorMapsRead(TensorMapSlots &slots, size_t index,
+                               uint64_t streamArg) {
+  const Driver &d = *impl_->driver;
+  const CUstream stream = static_cast<CUstream>(resolve(streamArg));
+  std::lock_guard<std::mutex> lock(slots.mutex_);
+  TensorMapSlots::Slot &slot = *slots.slots_.at(index);
+  if (slot.kept)
+    return Status::ok();
+  KVATTN_RETURN_IF_ERROR(d.check(d.cuEventRecord(slot.read, stream),
+                                 "recording the end of a tensor-map read"));
+  slot.pending = true;
+  return Status::ok();
 }
 
 Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,

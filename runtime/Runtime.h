@@ -36,6 +36,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -59,13 +60,39 @@ constexpr size_t kMaxMetadataBytes = size_t(1) << 32;
 // The launch manifest (docs/kernel-abi.md)
 //===----------------------------------------------------------------------===//
 
+/// One TMA tensor map of a `tensor_maps` parameter (docs/kernel-abi.md,
+/// "Tensor maps"): a tiled view of a pointer parameter's dense row-major
+/// buffer that the runtime encodes with cuTensorMapEncodeTiled per launch.
+struct TensorMapInfo {
+  std::string name;   ///< for messages: "q_load"
+  std::string buffer; ///< the pointer parameter it describes: "query"
+  /// The buffer dimension of each map dimension, innermost first: {3, 1, 2,
+  /// 0} over `[B, Hq, L, D]` is the view {D, Hq, L, B}. Each buffer
+  /// dimension at most once; one left out must have size 1 at launch.
+  std::vector<int> dims;
+  /// The box (elements per map dimension), each in [1, 256].
+  std::vector<uint32_t> box;
+  int swizzleBytes = 0;    ///< 0 (none), 32, 64 or 128
+  std::string elementType; ///< f16, bf16 or f32: the buffer's
+  bool nanFill = false;    ///< oob_fill "nan" (NAN_REQUEST_ZERO_FMA), else zero
+};
+
+/// Bytes per encoded tensor map (CUtensorMap), also the alignment the
+/// runtime gives each map in device memory (CUDA 13's cuda.h declares
+/// 128-byte alignment; the driver requires 64).
+constexpr size_t kTensorMapBytes = 128;
+
 struct ParamInfo {
-  std::string name;        ///< query, key, ..., lse, B, Hq, Hkv, L, S
-  std::string kind;        ///< "pointer" or "scalar"
+  std::string name; ///< query, key, ..., lse, B, Hq, Hkv, L, S
+  /// "pointer", "scalar" or "tensor_maps" (a device pointer to the
+  /// parameter's `maps`, kTensorMapBytes each, in order, which the runtime
+  /// encodes for the launch's buffers and sizes).
+  std::string kind;
   std::string elementType; ///< f32, f16, bf16, i1, i32, i64
   /// Pointers: per dimension a size name ("B") or a number ("128").
   std::vector<std::string> shape;
-  std::string access; ///< "read" / "write" (pointers)
+  std::string access;              ///< "read" / "write" (pointers)
+  std::vector<TensorMapInfo> maps; ///< kind "tensor_maps"
 };
 
 struct KernelInfo {
@@ -173,6 +200,33 @@ struct LaunchArgs {
 /// 64-bit option.
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args);
 
+/// The cuTensorMapEncodeTiled arguments of one tensor map for a launch.
+struct TensorMapArgs {
+  int dataType = 0; ///< CUtensorMapDataType
+  unsigned rank = 0;
+  DevicePtr address = 0;
+  uint64_t dims[5] = {};
+  uint64_t strides[4] = {}; ///< bytes, of dimensions 1..rank-1
+  uint32_t box[5] = {};
+  int swizzle = 0; ///< CUtensorMapSwizzle
+  int oobFill = 0; ///< CUtensorMapFloatOOBfill
+  /// A dimension of size 0 (an empty tensor): the map is written as zeros
+  /// (cuTensorMapEncodeTiled refuses size 0); the kernel issues no copy
+  /// from an empty tensor.
+  bool empty = false;
+  bool operator==(const TensorMapArgs &o) const;
+};
+
+/// The arguments of `map` (of `kernel`'s tensor_maps parameter) for `sizes`
+/// and `buffers`, checked before the driver sees them: every error names
+/// the kernel, the map and the field (the buffer absent or not 16-byte
+/// aligned, a left-out dimension not of size 1, a size above 2^32, a byte
+/// stride not a multiple of 16 or of 2^40 or more).
+Status tensorMapArguments(const KernelInfo &kernel, const TensorMapInfo &map,
+                          const Sizes &sizes,
+                          const std::map<std::string, DevicePtr> &buffers,
+                          TensorMapArgs &args);
+
 //===----------------------------------------------------------------------===//
 // The runtime
 //===----------------------------------------------------------------------===//
@@ -197,6 +251,7 @@ struct RuntimeOptions {
 
 class Module;
 class Driver;
+class TensorMapSlots;
 struct MetadataSlot;
 class Graph;
 
@@ -295,6 +350,37 @@ public:
   /// How often a launch waited for the device to free a metadata slot.
   int64_t metadataWaits() const;
 
+  /// Encodes the maps of `param` (kind "tensor_maps") for `sizes` and
+  /// `buffers` into `out` (kTensorMapBytes each, in order; `out` 64-byte
+  /// aligned): tensorMapArguments, then cuTensorMapEncodeTiled, whose
+  /// failure is reported with the map's name.
+  Status encodeTensorMaps(const KernelInfo &kernel, const ParamInfo &param,
+                          const Sizes &sizes,
+                          const std::map<std::string, DevicePtr> &buffers,
+                          uint8_t *out);
+
+  /// A plan's tensor maps of one `tensor_maps` parameter (`param`): `count`
+  /// device buffers of its maps, each with page-locked staging; allocated
+  /// here, once (Plan::create).
+  Status createTensorMapSlots(const ParamInfo &param, size_t count,
+                              std::unique_ptr<TensorMapSlots> &slots);
+  /// The device address of `param`'s maps for `sizes` and `buffers`: a slot
+  /// that already holds them (no driver call), else the least recently used
+  /// slot no captured graph holds, re-encoded and copied with one
+  /// cuMemcpyHtoDAsync on `stream` (after an event query: the slot's last
+  /// reader, `count` map changes ago, must be done; if not, one counted
+  /// wait). While `stream` is captured the slot used is kept for the graph
+  /// for good (its replays read the slot and, when captured, its staging);
+  /// with every slot kept, an error that says so. `slot` is for
+  /// tensorMapsRead.
+  Status stageTensorMaps(TensorMapSlots &slots, const KernelInfo &kernel,
+                         const ParamInfo &param, const Sizes &sizes,
+                         const std::map<std::string, DevicePtr> &buffers,
+                         uint64_t stream, DevicePtr &address, size_t &slot);
+  /// Records, after the launch that read slot `slot`, the event its reuse
+  /// waits for (nothing while `stream` is captured: that slot is kept).
+  Status tensorMapsRead(TensorMapSlots &slots, size_t slot, uint64_t stream);
+
   /// Launches `kernel` with its parameters packed (`values`: one 8-byte
   /// value per manifest parameter, in order) on the stream, with the
   /// manifest's grid for `sizes` (kind "validate": one block per batch).
@@ -325,6 +411,32 @@ private:
   std::unique_ptr<Impl> impl_;
   int computeCapability_ = 0;
   int multiprocessorCount_ = 0;
+};
+
+/// Encoded tensor maps a plan keeps (Runtime::createTensorMapSlots); they
+/// must not outlive their runtime. Thread-safe.
+class TensorMapSlots {
+public:
+  ~TensorMapSlots();
+  TensorMapSlots(const TensorMapSlots &) = delete;
+  TensorMapSlots &operator=(const TensorMapSlots &) = delete;
+  /// How often the maps were encoded and copied (a change of a buffer
+  /// pointer or a size not held by a slot).
+  int64_t encodes() const;
+  /// Slots kept for captured graphs.
+  size_t keptForGraphs() const;
+
+private:
+  friend class Runtime;
+  TensorMapSlots() = default;
+  struct Slot;
+  Runtime *runtime_ = nullptr;
+  const Driver *driver_ = nullptr;
+  size_t bytes_ = 0;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  mutable std::mutex mutex_;
+  uint64_t clock_ = 0;
+  int64_t encodes_ = 0;
 };
 
 /// A captured and instantiated CUDA graph (Runtime::endCapture); destroyed

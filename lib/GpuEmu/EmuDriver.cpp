@@ -16,7 +16,9 @@
 //
 // Stream capture (CUDA graphs) records what is queued on the capturing
 // stream instead of running it: kernel launches (with their parameter
-// values), device copies and fills; cuGraphLaunch replays them in order.
+// values), device copies, fills and copies from page-locked host memory
+// (read at replay, as a graph's memcpy node does); cuGraphLaunch replays
+// them in order.
 // While a capture is active, calls that would wait for the device
 // (cuStreamSynchronize, cuEventSynchronize, synchronous copies) fail with
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, as on a GPU.
@@ -36,6 +38,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 using namespace mlir::kvattn::cuda;
@@ -85,7 +88,10 @@ int context = 0, streams = 0;
 
 /// One recorded operation of a captured stream.
 struct Recorded {
-  enum Kind { Launch, Copy, Fill } kind;
+  enum Kind { Launch, Copy, Fill, HostCopy } kind;
+  /// HostCopy: page-locked host memory, read when the graph is launched
+  /// (as a CUDA graph's memcpy node reads its source at every replay).
+  const void *hostSrc = nullptr;
   CUfunction function = nullptr;
   unsigned grid[3] = {}, block[3] = {}, shared = 0;
   std::vector<uint64_t> params;
@@ -96,6 +102,19 @@ struct Recorded {
 struct Graph {
   std::vector<Recorded> ops;
 };
+/// Page-locked host allocations (cuMemAllocHost): address -> bytes.
+std::mutex pageLockedMutex;
+std::map<uintptr_t, size_t> pageLocked;
+bool isPageLocked(const void *src, size_t bytes) {
+  std::lock_guard<std::mutex> lock(pageLockedMutex);
+  uintptr_t at = reinterpret_cast<uintptr_t>(src);
+  auto it = pageLocked.upper_bound(at);
+  if (it == pageLocked.begin())
+    return false;
+  --it;
+  return at + bytes <= it->first + it->second;
+}
+
 /// The stream being captured (null: none) and what it recorded.
 CUstream capturing = nullptr;
 std::unique_ptr<Graph> capture;
@@ -273,13 +292,22 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
                               CUstream stream) {
   if (isCapturing(stream)) {
-    // A captured host copy replays its source address: kvattn's runs keep
-    // metadata on the device instead; it is not supported here.
-    capture.reset();
-    return fail(kCaptureInvalidated,
-                Status::error("cuMemcpyHtoDAsync from host memory while "
-                              "capturing: the emulated GPU does not record "
-                              "host copies (keep metadata on the device)"));
+    // A copy from page-locked memory is recorded: the replay reads the
+    // source then, as a CUDA graph's memcpy node does. One from pageable
+    // memory cannot be captured.
+    if (!isPageLocked(src, bytes)) {
+      capture.reset();
+      return fail(kCaptureInvalidated,
+                  Status::error("cuMemcpyHtoDAsync from pageable host memory "
+                                "while capturing (only page-locked memory, "
+                                "cuMemAllocHost, can be captured)"));
+    }
+    Recorded r{Recorded::HostCopy};
+    r.dst = dst;
+    r.hostSrc = src;
+    r.bytes = bytes;
+    capture->ops.push_back(std::move(r));
+    return CUDA_SUCCESS;
   }
   if (Status s = Emulator::get().checkRange(dst, bytes, "cuMemcpyHtoD");
       s.isError())
@@ -359,10 +387,18 @@ CUresult cuEventQuery(CUevent) { return CUDA_SUCCESS; }
 // Page-locked host memory is host memory here.
 CUresult cuMemAllocHost_v2(void **ptr, size_t bytes) {
   *ptr = std::calloc(bytes ? bytes : 1, 1);
-  return *ptr ? CUDA_SUCCESS : 2; // CUDA_ERROR_OUT_OF_MEMORY
+  if (!*ptr)
+    return 2; // CUDA_ERROR_OUT_OF_MEMORY
+  std::lock_guard<std::mutex> lock(pageLockedMutex);
+  pageLocked[reinterpret_cast<uintptr_t>(*ptr)] = bytes;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuMemFreeHost(void *ptr) {
+  {
+    std::lock_guard<std::mutex> lock(pageLockedMutex);
+    pageLocked.erase(reinterpret_cast<uintptr_t>(ptr));
+  }
   std::free(ptr);
   return CUDA_SUCCESS;
 }
@@ -555,6 +591,8 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
                               stream, pointers.data(), nullptr);
     } else if (r.kind == Recorded::Copy) {
       result = cuMemcpyDtoDAsync_v2(r.dst, r.src, r.bytes, stream);
+    } else if (r.kind == Recorded::HostCopy) {
+      result = cuMemcpyHtoDAsync_v2(r.dst, r.hostSrc, r.bytes, stream);
     } else {
       result = cuMemsetD8Async(r.dst, r.value, r.bytes, stream);
     }
