@@ -23,7 +23,9 @@ seconds=${1:-600}
 work=$build/fuzz
 mkdir -p "$work/corpus" "$work/crashes" "$work/diff"
 cp -n "$root"/test/fuzz/corpus/*.mlir "$work/corpus/" 2>/dev/null || true
-export ASAN_OPTIONS=detect_leaks=0
+# allow_user_poisoning=0: see scripts/sanitize.sh (LLVM's inline allocator
+# poisoning against the uninstrumented libMLIR.so).
+export ASAN_OPTIONS=detect_leaks=0:allow_user_poisoning=0
 # Fuzzed inputs are compiled, not looked up, and leave no cache entries.
 export KVATTN_CACHE_DIR=off
 status=0

@@ -23,7 +23,13 @@ if [[ ! -f $build/build.ninja ]]; then
 fi
 cmake --build "$build"
 
-export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+# allow_user_poisoning=0: kvattn's instrumented code inlines LLVM's
+# BumpPtrAllocator, which poisons the rest of each slab it starts; the
+# uninstrumented libMLIR.so/libLLVM.so then allocate from those slabs without
+# unpoisoning them, and ASan's memmove interceptor reports a use-after-poison
+# that is not one (seen in the attribute uniquer once kvattn defined ODS
+# attributes with allocator-backed storage). Real heap errors are still caught.
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allow_user_poisoning=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
 # Left to the main suite (scripts/test.sh): tests whose time goes to
