@@ -281,9 +281,10 @@ int kvattn_runtime_use_own_stream(kvattn_runtime *runtime, char **error);
 
 /* Allocates the runtime's metadata slots (a ring of 8 page-locked staging and
  * device buffers) for launches with up to `bytes` bytes of host-given
- * metadata (each metadata parameter rounded up to 16 bytes), so that no later
- * launch allocates: a plan step's call (docs/runtime.md). More than 2^32
- * bytes (a launch's metadata limit) is refused. */
+ * metadata (each metadata parameter rounded up to 16 bytes; a launch with
+ * tensor maps also needs 128 bytes per map, at a 128-byte aligned offset),
+ * so that no later launch allocates: a plan step's call (docs/runtime.md).
+ * More than 2^32 bytes (a launch's metadata limit) is refused. */
 int kvattn_runtime_reserve_metadata(kvattn_runtime *runtime, size_t bytes,
                                     char **error);
 
