@@ -43,10 +43,6 @@ namespace emu {
 // Tensor maps
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-constexpr uint32_t kTensorMapMagic = 0x4d54564bu; // "KVTM"
-
 /// The emulator's encoding inside the driver's 128-byte opaque CUtensorMap.
 struct TensorMap {
   uint32_t magic;
@@ -58,6 +54,11 @@ struct TensorMap {
   uint16_t box[5];
   uint8_t elementStrides[5];
 };
+
+namespace {
+
+constexpr uint32_t kTensorMapMagic = 0x4d54564bu; // "KVTM"
+
 static_assert(sizeof(TensorMap) <= 128, "a CUtensorMap is 128 bytes");
 
 int elementBytesOf(int dataType) {
@@ -316,9 +317,8 @@ void forEachBoxElement(const TensorMap &map, const int32_t *coords, F f) {
 
 } // namespace
 
-void Launch::tmaLoad(Thread &t, const Site &site, uint32_t siteId,
-                     uint64_t *args) {
-  uint64_t dst = args[0], barrier = args[1], mapAddress = args[2];
+void Launch::readTmaOperand(Thread &t, const Site &site, uint64_t mapAddress,
+                            const char *what, TensorMap &map) {
   const Allocation *mapAlloc = nullptr;
   for (auto &[base, a] : allocations_)
     if (mapAddress >= a.base && mapAddress + 128 <= a.base + a.bytes)
@@ -329,16 +329,22 @@ void Launch::tmaLoad(Thread &t, const Site &site, uint32_t siteId,
                  (mapAlloc ? " is not 64-byte aligned"
                            : " is not inside device memory") +
                  ", at " + site.describe());
-  TensorMap map;
   std::string why;
   if (!readTensorMap(mapAddress, map, why))
     fault(t, kernelName() + ": the tensor map at " + hex(mapAddress) + " " +
                  why + " (" + where(t) + ", at " + site.describe() + ")");
   if (map.rank != site.tmaDims)
-    fault(t, kernelName() + ": a " + std::to_string(site.tmaDims) +
-                 "D TMA copy uses a tensor map of rank " +
+    fault(t, kernelName() + ": a " + std::to_string(site.tmaDims) + "D TMA " +
+                 what + " uses a tensor map of rank " +
                  std::to_string(map.rank) + " (" + where(t) + ", at " +
                  site.describe() + ")");
+}
+
+void Launch::tmaLoad(Thread &t, const Site &site, uint32_t siteId,
+                     uint64_t *args) {
+  uint64_t dst = args[0], barrier = args[1], mapAddress = args[2];
+  TensorMap map;
+  readTmaOperand(t, site, mapAddress, "copy", map);
   int32_t coords[5] = {};
   for (int i = 0; i < map.rank; ++i)
     coords[i] = static_cast<int32_t>(args[3 + i]);
@@ -490,26 +496,8 @@ void Launch::asyncRead(uint32_t reader, uint64_t offset, uint32_t site,
 void Launch::tmaStore(Thread &t, const Site &site, uint32_t siteId,
                       uint64_t *args) {
   uint64_t src = args[0], mapAddress = args[1];
-  const Allocation *mapAlloc = nullptr;
-  for (auto &[base, a] : allocations_)
-    if (mapAddress >= a.base && mapAddress + 128 <= a.base + a.bytes)
-      mapAlloc = &a;
-  if (!mapAlloc || mapAddress % 64)
-    fault(t, "memcheck: " + kernelName() + ": the tensor map at " +
-                 hex(mapAddress) + " of " + where(t) +
-                 (mapAlloc ? " is not 64-byte aligned"
-                           : " is not inside device memory") +
-                 ", at " + site.describe());
   TensorMap map;
-  std::string why;
-  if (!readTensorMap(mapAddress, map, why))
-    fault(t, kernelName() + ": the tensor map at " + hex(mapAddress) + " " +
-                 why + " (" + where(t) + ", at " + site.describe() + ")");
-  if (map.rank != site.tmaDims)
-    fault(t, kernelName() + ": a " + std::to_string(site.tmaDims) +
-                 "D TMA store uses a tensor map of rank " +
-                 std::to_string(map.rank) + " (" + where(t) + ", at " +
-                 site.describe() + ")");
+  readTmaOperand(t, site, mapAddress, "store", map);
   int32_t coords[5] = {};
   for (int i = 0; i < map.rank; ++i)
     coords[i] = static_cast<int32_t>(args[2 + i]);

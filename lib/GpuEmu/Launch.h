@@ -41,6 +41,10 @@ extern "C" uint64_t kvemu_counters[3];
 namespace mlir {
 namespace kvattn {
 namespace emu {
+
+/// The emulator's encoding of a CUtensorMap (Hopper.cpp).
+struct TensorMap;
+
 namespace detail {
 
 /// The most distinct hazards a launch reports in full.
@@ -287,6 +291,11 @@ private:
   void wakeWaiters(uint64_t offset);
   void tmaLoad(Thread &t, const Site &site, uint32_t siteId, uint64_t *args);
   void tmaStore(Thread &t, const Site &site, uint32_t siteId, uint64_t *args);
+  /// The tensor map operand of a TMA copy or store (`what`, for the fault
+  /// messages) at `mapAddress`, checked: inside device memory, 64-byte
+  /// aligned, written by cuTensorMapEncodeTiled, of the instruction's rank.
+  void readTmaOperand(Thread &t, const Site &site, uint64_t mapAddress,
+                      const char *what, TensorMap &map);
   void landTma(TmaOp &op);
   bool landAllTma();
   void completeBulkStores(Thread &t, uint32_t keepGroups);
