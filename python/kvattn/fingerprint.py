@@ -10,7 +10,7 @@ import ctypes
 
 from . import capi
 from .capi import KVAttnError, KVAttnTypeError, KVAttnValueError, check_int
-from ._device import device_view, is_device_tensor
+from ._device import device_view, host_view, is_device_tensor
 
 __all__ = ["cache_fingerprint", "check_cache_prefix", "KVAttnCacheMismatch"]
 
@@ -59,12 +59,22 @@ def _describe(key, value, length, batch, block_table, positions, rope,
         keep += views
     else:
         import numpy as np
-        arrays = [np.ascontiguousarray(_asarray(n, x))
-                  for n, x in (("key", key), ("value", value))]
-        shapes = [a.shape for a in arrays]
-        dtypes = [_kvattn_dtype(a) for a in arrays]
-        addresses = [a.ctypes.data for a in arrays]
-        keep += arrays
+        shapes, dtypes, addresses = [], [], []
+        for n, x in (("key", key), ("value", value)):
+            if isinstance(x, np.ndarray) or not hasattr(x, "__dlpack__"):
+                a = np.ascontiguousarray(_asarray(n, x))
+                shapes.append(a.shape)
+                dtypes.append(_kvattn_dtype(a))
+                addresses.append(a.ctypes.data)
+                keep.append(a)
+            else:
+                # A host tensor of another library (a torch CPU tensor, bf16
+                # included), read in place through DLPack.
+                v = host_view(x)
+                shapes.append(v.shape)
+                dtypes.append(v.dtype)
+                addresses.append(v.ptr)
+                keep.append(v)
         rt = None
     if dtypes[0] != dtypes[1] or dtypes[0] not in _CACHE_DTYPES:
         raise KVAttnTypeError(f"key and value must be f32, f16 or bf16 "
@@ -147,7 +157,8 @@ def _digest(key, value, length, batch, block_table, positions, rope,
 def cache_fingerprint(key, value, length, *, batch=0, block_table=None,
                       positions=None, rope=None, runtime=None):
     """The fingerprint (64 hex digits) of sequence `batch`'s first `length`
-    tokens. key/value: host arrays (NumPy; bf16 as uint16 bits) or device
+    tokens. key/value: host arrays (NumPy, bf16 as uint16 bits; or host
+    tensors of other libraries by DLPack, e.g. torch CPU tensors) or device
     tensors (kvattn.DeviceArray, DLPack / __cuda_array_interface__ CUDA
     tensors; read on `runtime`, default: the array's or the process's),
     contiguous [B, Hkv, S, D] or, with block_table [B, max_pages], pages
