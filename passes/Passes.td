@@ -558,4 +558,23 @@ def LowerMergePass : Pass<"kvattn-lower-merge"> {
   ];
 }
 
+def OrderConstantGlobalsPass
+    : Pass<"kvattn-order-constant-globals", "::mlir::ModuleOp"> {
+  let summary = "Give the module's constant memref.globals one order and "
+                "one set of names";
+  let description = [{
+    One-shot bufferization creates a `memref.global` constant for every
+    distinct constant tensor of a module (`@__constant_1xi32`,
+    `@__constant_1xi32_0`, ...). With several functions it visits them in
+    an order that follows pointer-keyed maps, so the globals' order, and the
+    suffixes that tell apart distinct constants of one type, changed from
+    run to run (the same program, another text). This pass sorts the
+    private constant globals by their type and value, renames them
+    `__constant_<type>_<k>` in that order (updating every
+    `memref.get_global`) and puts them first in the module: the output of
+    `kvattn-to-cpu` is the same text on every run.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 #endif // KVATTN_PASSES_PASSES_TD

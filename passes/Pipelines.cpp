@@ -137,6 +137,9 @@ void mlir::kvattn::buildKVAttnToCpuPipeline(
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  // Bufferization orders (and names) its constant globals differently from
+  // run to run in a module of several functions: one order for the output.
+  pm.addPass(mlir::kvattn::createOrderConstantGlobalsPass());
   if (options.vectorize) {
     LowerTileToVectorsPassOptions vectors;
     vectors.vectorWidth = options.vectorWidth;
