@@ -266,6 +266,22 @@ std::string Launch::describeWait(const Thread &t) const {
 
 namespace {
 
+/// The elements of a map's box a TMA copy moves (every elementStrides-th
+/// along each dimension).
+uint64_t boxElements(const TensorMap &map) {
+  uint64_t elements = 1;
+  for (int i = 0; i < map.rank; ++i)
+    elements *=
+        (map.box[i] + map.elementStrides[i] - 1) / map.elementStrides[i];
+  return elements;
+}
+
+/// The shared-memory alignment a TMA copy with this map's swizzle needs.
+uint64_t sharedAlignment(const TensorMap &map) {
+  unsigned span = swizzleSpan(map.swizzle);
+  return span ? 8 * span : 128;
+}
+
 /// Reads and checks the tensor map at `address` (device memory).
 bool readTensorMap(uint64_t address, TensorMap &map, std::string &why) {
   std::memcpy(&map, reinterpret_cast<const void *>(address), sizeof(map));
@@ -350,11 +366,8 @@ void Launch::tmaLoad(Thread &t, const Site &site, uint32_t siteId,
     coords[i] = static_cast<int32_t>(args[3 + i]);
   uint64_t arena = reinterpret_cast<uint64_t>(Arena::base());
   unsigned span = swizzleSpan(map.swizzle);
-  uint64_t align = span ? 8 * span : 128;
-  uint64_t elements = 1;
-  for (int i = 0; i < map.rank; ++i)
-    elements *=
-        (map.box[i] + map.elementStrides[i] - 1) / map.elementStrides[i];
+  uint64_t align = sharedAlignment(map);
+  uint64_t elements = boxElements(map);
   uint64_t bytes = elements * map.elementBytes;
   uint64_t offset = dst - arena;
   if (dst < arena || offset + bytes > sharedBytes_ || offset % align)
@@ -503,11 +516,8 @@ void Launch::tmaStore(Thread &t, const Site &site, uint32_t siteId,
     coords[i] = static_cast<int32_t>(args[2 + i]);
   uint64_t arena = reinterpret_cast<uint64_t>(Arena::base());
   unsigned span = swizzleSpan(map.swizzle);
-  uint64_t align = span ? 8 * span : 128;
-  uint64_t elements = 1;
-  for (int i = 0; i < map.rank; ++i)
-    elements *=
-        (map.box[i] + map.elementStrides[i] - 1) / map.elementStrides[i];
+  uint64_t align = sharedAlignment(map);
+  uint64_t elements = boxElements(map);
   uint64_t offset = src - arena;
   if (src < arena || offset + elements * map.elementBytes > sharedBytes_ ||
       offset % align)
