@@ -215,6 +215,18 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
            "pipeline sets 2^31 - 2 for 32-bit index arithmetic): a window "
            "above it admits every earlier key and is emitted as "
            "max-position + 1, which the index arithmetic holds">,
+    Option<"maxWarpRows", "max-warp-rows", "int64_t", /*default=*/"16",
+           "The most query rows per warp of the automatic block choice (16 "
+           "or 32). 32 (the GPU pipeline on tensor cores): programs of more "
+           "than 64 rows with 16-bit K/V and D = Dv <= 128 take 128 rows on "
+           "4 warps, two m16 tiles per "
+           "warp (block-m = 32 x num-warps), where two such programs fit "
+           "shared-memory-per-sm">,
+    Option<"sharedMemoryPerSm", "shared-memory-per-sm", "int64_t",
+           /*default=*/"0",
+           "Shared memory per multiprocessor in bytes (0: no limit): "
+           "max-warp-rows=32 takes 128-row programs only where two of them "
+           "(and 1 KB reserved each) fit">,
   ];
 }
 

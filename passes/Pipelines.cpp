@@ -316,6 +316,14 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   // "Split-KV").
   tile.splitMinKeys = kGpuSplitMinKeys;
   tile.splitWarpsPerSm = kGpuSplitWarpsPerSm;
+  // FlashAttention-2's choice per chip: 128-row programs of 32-row warps
+  // where two of them fit a multiprocessor's shared memory (the per-block
+  // maximum + 1 KB: 164 KB on sm_80, 228 KB on sm_90, 100 KB on sm_86 and
+  // sm_89, where D = 128 keeps 64-row programs of 16-row warps; D = 64
+  // takes 128 rows everywhere; docs/gpu-lowering.md, "Block sizes"). Only
+  // the tensor-core lowering takes 32-row warps.
+  tile.maxWarpRows = options.tensorCores ? 32 : 16;
+  tile.sharedMemoryPerSm = maxSharedMemoryPerBlock(options.chip) + 1024;
   // 32-bit kernels compute positions up to 2^31 - 2 (the runtime refuses
   // more): a window constant stays within i32.
   if (options.indexBitwidth == 32)

@@ -59,6 +59,9 @@ struct TileConfig {
   /// 32-bit GPU kernels): a window above it + 1 admits every earlier key and
   /// is emitted as max-position + 1, which the index arithmetic holds.
   int64_t maxPosition;
+  /// The most query rows per warp of the automatic choice (16 or 32), and
+  /// the shared memory per multiprocessor two 128-row programs must fit.
+  int64_t maxWarpRows, sharedMemoryPerSm;
 
   schedule::Options scheduleOptions() const {
     schedule::Options o;
@@ -71,6 +74,8 @@ struct TileConfig {
     o.packGqa = packGqa;
     o.splitMinKeys = splitMinKeys;
     o.splitWarpsPerSm = splitWarpsPerSm;
+    o.maxWarpRows = maxWarpRows;
+    o.sharedMemoryPerSm = sharedMemoryPerSm;
     return o;
   }
 };
@@ -320,6 +325,9 @@ private:
     problem.qLen = qType.getDimSize(2);
     problem.logicalKeys = op.getLogicalKeyLength();
     problem.headDim = s.headDim;
+    problem.valueHeadDim = s.valueDim;
+    problem.kvElementBits =
+        op.getKey().getType().getElementType().getIntOrFloatBitWidth();
     problem.varlen = s.varlen;
     schedule::Blocks blocks = schedule::choose(problem, cfg.scheduleOptions());
     s.group = blocks.group;
@@ -988,15 +996,29 @@ struct TilePass : mlir::kvattn::impl::TilePassBase<TilePass> {
           << static_cast<int64_t>(splitWarpsPerSm);
       return signalPassFailure();
     }
+    if (maxWarpRows != 16 && maxWarpRows != 32) {
+      getOperation().emitError()
+          << "kvattn-tile: max-warp-rows must be 16 or 32, got "
+          << static_cast<int64_t>(maxWarpRows);
+      return signalPassFailure();
+    }
+    if (sharedMemoryPerSm < 0) {
+      getOperation().emitError()
+          << "kvattn-tile: shared-memory-per-sm must not be negative, got "
+          << static_cast<int64_t>(sharedMemoryPerSm);
+      return signalPassFailure();
+    }
     if (maxPosition < 1 || maxPosition > kMaxPosition) {
       getOperation().emitError()
           << "kvattn-tile: max-position must be 1 to 2^62, got "
           << static_cast<int64_t>(maxPosition);
       return signalPassFailure();
     }
-    TileConfig cfg{blockM,       blockN,          numWarps,   numStages,
-                   stats,        splitKv,         numSms,     packGqa,
-                   splitMinKeys, splitWarpsPerSm, maxPosition};
+    TileConfig cfg{blockM,           blockN,      numWarps,
+                   numStages,        stats,       splitKv,
+                   numSms,           packGqa,     splitMinKeys,
+                   splitWarpsPerSm,  maxPosition, maxWarpRows,
+                   sharedMemoryPerSm};
     SmallVector<AttentionOp> ops;
     getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
     bool sdpaLeft = false;

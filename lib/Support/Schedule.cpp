@@ -11,13 +11,29 @@ namespace schedule {
 
 static bool isDynamic(int64_t size) { return size == kDynamic; }
 
-int64_t automaticBlockM(int64_t rows) {
+int64_t automaticBlockM(int64_t rows, int64_t maxBlockM) {
   if (isDynamic(rows))
-    return kMaxAutoBlockM;
-  for (int64_t bm = 16; bm < kMaxAutoBlockM; bm *= 2)
+    return maxBlockM;
+  for (int64_t bm = 16; bm < maxBlockM; bm *= 2)
     if (rows <= bm)
       return bm;
-  return kMaxAutoBlockM;
+  return maxBlockM;
+}
+
+bool wideWarpsFit(const Problem &p) {
+  const int64_t d = p.headDim, dv = p.valueHeadDim ? p.valueHeadDim : d;
+  if (p.kvElementBits != 16 || d <= 0 || d % 16 != 0 || dv % 8 != 0 ||
+      d > 128 || dv > 128)
+    return false;
+  // Two tiles' scores (BN / 2 each, BN = 64) and accumulators (Dv / 2
+  // each), the query fragments when they take at most 32 registers.
+  const int64_t query = 2 * d / 4 <= 32 ? 2 * d / 4 : 0;
+  return 2 * (64 / 2 + dv / 2) + query <= 192;
+}
+
+int64_t wideProgramSharedBytes(const Problem &p) {
+  const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
+  return 2 * (128 * p.headDim + 64 * p.headDim + 64 * dv);
 }
 
 // The K/V staging blocks and the score tile stay within shared memory: one
@@ -80,11 +96,24 @@ Blocks choose(const Problem &p, const Options &o) {
       (p.varlen || isDynamic(p.qLen) ||
        p.qLen < (o.blockM ? o.blockM : kMaxAutoBlockM)))
     s.group = p.qHeads / p.kvHeads;
+  // 32-row warps: 128-row programs on 4 warps where the chip's shared
+  // memory and the tensor-core registers allow (blocks of up to 64 rows
+  // keep 16-row warps: more warps for fewer rows).
+  // (FlashAttention-2's choice: 128 x 64 at hd128 on sm_80/sm_90, 64 x 64
+  // on the 100 KB sm_86/sm_89, 128-row tiles at hd64 on all of them.)
+  const bool wide =
+      !o.blockM && !o.numWarps && !o.blockN && o.maxWarpRows >= 32 &&
+      wideWarpsFit(p) &&
+      (o.sharedMemoryPerSm == 0 ||
+       2 * (wideProgramSharedBytes(p) + 1024) <= o.sharedMemoryPerSm);
   s.bm = o.blockM
              ? o.blockM
-             : automaticBlockM(isDynamic(p.qLen) ? kDynamic : p.qLen * s.group);
+             : automaticBlockM(isDynamic(p.qLen) ? kDynamic : p.qLen * s.group,
+                               wide ? 2 * kMaxAutoBlockM : kMaxAutoBlockM);
   s.bn = o.blockN ? o.blockN : automaticBlockN(p.headDim, s.bm);
-  s.numWarps = o.numWarps ? o.numWarps : s.bm / 16;
+  s.numWarps = o.numWarps
+                   ? o.numWarps
+                   : (wide && s.bm > kMaxAutoBlockM ? s.bm / 32 : s.bm / 16);
   s.numStages = o.numStages;
   // Split-KV: each program's visible range is cut into `splits` chunks,
   // merged afterwards in chunk order. With a statically empty B, Hq or L

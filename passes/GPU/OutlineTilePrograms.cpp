@@ -165,7 +165,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     // memory differs.
     useTensorCores = tensorCores && canUseTensorCores(*layout);
     if (useTensorCores)
-      layout = computeTensorCoreLayout(forall);
+      layout = computeTensorCoreLayout(forall, mmaTilesPerWarp(config));
     sharedMemoryBytes = layout->totalBytes;
   }
 

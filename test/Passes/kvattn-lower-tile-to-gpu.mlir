@@ -2,15 +2,18 @@
 // RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --enable-var-scope --check-prefix=TC
 // RUN: kvattn-opt %s -kvattn-tile="num-stages=1" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=STAGES1
 // RUN: not kvattn-opt %s -kvattn-tile="block-m=32 num-warps=4" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=MAPPING
+// RUN: kvattn-opt %s -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=WIDE
+// RUN: not kvattn-opt %s -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs="tensor-cores=false" -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=WIDESCALAR
 
 // The tiles move to dynamic shared memory; each tile op becomes the
 // thread-mapped code of docs/gpu-lowering.md. Prefix CHECK is the scalar
 // lowering (tensor-cores=false), prefix TC f16 on tensor cores.
 
 // Shared memory: the f16 query tile (64 x 64 x 2 bytes, not an f32 tile's
-// 4), the [64] f32 max and sum tiles, the K and V stages.
+// 4), the K and V stages; no [64] f32 max and sum tiles (the lanes' row
+// statistics are registers).
 // TC-LABEL: gpu.func @f_kvattn_0
-// TC-SAME:    kvattn.dynamic_smem_bytes = 25088
+// TC-SAME:    kvattn.dynamic_smem_bytes = 24576
 // TC:         %[[SMEM:.*]] = gpu.dynamic_shared_memory
 // TC:         %[[Q16:.*]] = memref.view %[[SMEM]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
 // The accumulator and (64-key blocks, Dv = 64: small enough) the scores:
@@ -149,7 +152,29 @@
 // CHECK-NOT:     kvattn.tile
 // CHECK:         gpu.return
 
-// MAPPING: error: 'gpu.func' op kvattn-lower-tile-to-gpu maps 16 query rows to each warp and 8-column fragments to lanes: block-m must be 16 x num-warps and block-n a multiple of 8 (got block-m = 32, block-n = 64, num-warps = 4)
+// MAPPING: error: 'gpu.func' op kvattn-lower-tile-to-gpu maps 16 or 32 query rows to each warp and 8-column fragments to lanes: block-m must be 16 x num-warps (or 32 x num-warps on tensor cores) and block-n a multiple of 8 (got block-m = 32, block-n = 64, num-warps = 4)
+
+// 32-row warps (block-m = 32 x num-warps): two m16 tiles per warp. The
+// lane's scores and accumulator are [4 rows][8 slices][2], the query
+// fragments of both tiles [2 x 4 k steps][4] registers, the row statistics
+// [2][4]; no shared max/sum tiles: the query tile (128 x 64 f16) and the
+// K and V stages (64 x 64 f16 each) are all of the 32 KB. Each K fragment
+// (one ldmatrix.x4: two 8-key slices) feeds the mma of both tiles.
+// WIDE-LABEL: gpu.func @f_kvattn_0
+// WIDE-SAME:    known_block_size = array<i32: 128, 1, 1>
+// WIDE-SAME:    kvattn.dynamic_smem_bytes = 32768 : i64
+// WIDE:         memref.alloca() : memref<4x8x2xf32>
+// WIDE:         memref.alloca() : memref<4x8x2xf32>
+// WIDE:         memref.alloca() : memref<8x4xvector<2xf16>>
+// WIDE:         memref.alloca() : memref<2x4xf32>
+// WIDE:         scf.for
+// WIDE:           %[[KB:.*]] = nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<64x64xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+// WIDE-COUNT-4:   nvvm.mma.sync A
+// WIDE:           nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<64x64xf16, #gpu.address_space<workgroup>>
+// V fragments: one ldmatrix.x4.trans feeds four mma as well.
+// WIDE:           nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = true}
+// WIDE-COUNT-4:   nvvm.mma.sync A
+// WIDESCALAR: error: 'gpu.func' op kvattn-lower-tile-to-gpu: 32 query rows per warp (block-m = 128, num-warps = 4) need the tensor-core lowering with the scores in registers
 func.func @f(%q: tensor<1x8x100x64xf16>, %k: tensor<1x2x300x64xf16>, %v: tensor<1x2x300x64xf16>,
              %pos: tensor<1xi32>) -> tensor<1x8x100x64xf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal

@@ -15,6 +15,10 @@
 // SPLIT: error: kvattn-tile: split-kv = 257 is above the limit 256 (docs/robustness.md)
 // RUN: not kvattn-opt %s -split-input-file -kvattn-tile="split-min-keys=-1" 2>&1 | FileCheck %s --check-prefix=SPLITRULE
 // SPLITRULE: error: kvattn-tile: split-min-keys and split-warps-per-sm must not be negative, got -1 and 0
+// RUN: not kvattn-opt %s -split-input-file -kvattn-tile="max-warp-rows=24" 2>&1 | FileCheck %s --check-prefix=WARPROWS
+// WARPROWS: error: kvattn-tile: max-warp-rows must be 16 or 32, got 24
+// RUN: not kvattn-opt %s -split-input-file -kvattn-tile="shared-memory-per-sm=-1" 2>&1 | FileCheck %s --check-prefix=SMEMSM
+// SMEMSM: error: kvattn-tile: shared-memory-per-sm must not be negative, got -1
 
 func.func @dynamic_head_dim(%q: tensor<1x1x4x?xf32>, %k: tensor<1x1x8x?xf32>, %v: tensor<1x1x8x16xf32>) -> tensor<1x1x4x16xf32> {
   // expected-error @+1 {{kvattn-tile needs static head dims D and Dv (they size the per-program tiles), got D = ?, Dv = 16}}

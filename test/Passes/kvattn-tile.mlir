@@ -5,6 +5,8 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0" -cse | FileCheck %s --check-prefix=AUTOTILE
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 split-kv=0 split-warps-per-sm=8 split-min-keys=512" -cse | FileCheck %s --check-prefix=GPUSPLIT
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=8 split-kv=0 split-warps-per-sm=8" -cse | FileCheck %s --check-prefix=SMALLBM
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 max-warp-rows=32" -cse | FileCheck %s --check-prefix=WIDE
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 max-warp-rows=32 shared-memory-per-sm=65000" -cse | FileCheck %s --check-prefix=NARROW
 
 // Offset form, causal, GQA 8/2: one program per (batch x head, query
 // block); the visible range comes from the block's last query position and
@@ -206,6 +208,16 @@ func.func @validity_and_mask(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x64x16xf32>
 // 4 heads x 2 rows = 8 packed rows -> one warp; L = 100 -> 64 rows.
 // AUTOTILE-LABEL: func @offsets_causal_gqa
 // AUTOTILE:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2>}
+// With 32-row warps (max-warp-rows=32, the GPU pipeline on sm_80/sm_90):
+// 100 rows of 16-bit K/V at D = 64 take a 128-row program of 4 warps.
+// WIDE-LABEL: func @offsets_causal_gqa
+// WIDE:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 128, block_n = 64, num_warps = 4, num_stages = 2>}
+// Unless two such programs (2 x (32 KB + 1 KB)) do not fit the shared memory
+// per multiprocessor.
+// NARROW-LABEL: func @offsets_causal_gqa
+// NARROW:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2>}
+// WIDE-LABEL: func @decode_packed
+// WIDE:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 16, block_n = 64, num_warps = 1, num_stages = 2, group = 4>}
 // AUTOTILE-LABEL: func @decode_packed
 // AUTOTILE:         memref.alloca() : memref<16x64xf32>
 // AUTOTILE:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 16, block_n = 64, num_warps = 1, num_stages = 2, group = 4>}
@@ -229,6 +241,9 @@ func.func @decode_packed(%q: tensor<3x8x2x64xbf16>, %k: tensor<3x2x4096x64xbf16>
 // SPLIT:         memref.alloc(%[[B]], %[[L]]) {kvattn.role = #kvattn.role<out_parts>} : memref<4x?x4x?x64xf32>
 // SPLIT:         memref.alloc(%[[B]], %[[L]]) {kvattn.role = #kvattn.role<lse_parts>} : memref<4x?x4x?xf32>
 // SPLIT:         scf.forall ({{.*}}) in ({{.*}}, {{.*}}, 4)
+// f32 K/V (the scalar lowering) keeps 16-row warps: 64 rows for a dynamic L.
+// WIDE-LABEL: func @split_dynamic
+// WIDE:         #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2>
 func.func @split_dynamic(%q: tensor<?x4x?x64xf32>, %k: tensor<?x4x?x64xf32>,
                          %v: tensor<?x4x?x64xf32>, %pos: tensor<?xi32>) -> tensor<?x4x?x64xf32> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<?xi32>) causal

@@ -78,7 +78,7 @@
 // one program per (batch, kv head) over the 4 x 4 packed rows of its group.
 // JSON: "grid": {"x": "B * Hq / 4", "y": "ceil(4 * L / 64)", "z": 1},
 // JSON: "block": {"x": 128, "y": 1, "z": 1},
-// JSON: "dynamic_shared_memory_bytes": 49664,
+// JSON: "dynamic_shared_memory_bytes": 49152,
 // JSON: "tile": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2, "group": 4, "split_kv": 1},
 // JSON: "kind": "attention"
 

@@ -107,4 +107,50 @@ TEST(FragmentLayout, AccumulatorOfTwoSlicesIsTheAOperand) {
   }
 }
 
+TEST(FragmentLayout, TwoTilesPerWarpAreTheCFragmentsOfStackedMmas) {
+  // 32-row warps: m16 tile t is rows [16t, 16t + 16); its mma registers c_i
+  // and A registers a_i are the PTX fragments shifted down by 16t, and the
+  // warp's [32 x 64] tile is owned once.
+  constexpr FragmentLayout two = FragmentLayout::mmaM16N8K16Accumulator(2);
+  EXPECT_EQ(two.warpRows, 32);
+  EXPECT_EQ(two.rowsPerLane, 4);
+  EXPECT_EQ(two.mmaTiles(), 2);
+  EXPECT_EQ(two.rowsPerLanePerTile(), 2);
+  EXPECT_EQ(two.registersPerSlice(), 4);
+  EXPECT_EQ(kLayout.mmaTiles(), 1);
+  auto entry = [&](int64_t lane, int k, int64_t j, int el) {
+    return std::pair<int64_t, int64_t>{
+        lane / two.lanesPerRow + two.rowOffset(k),
+        two.columnOffset(j, el) +
+            two.elementsPerRow * (lane % two.lanesPerRow)};
+  };
+  for (int64_t tile = 0; tile < 2; ++tile)
+    for (int64_t lane = 0; lane < 32; ++lane) {
+      const int64_t group = lane >> 2, tig = lane % 4;
+      for (int i = 0; i < 4; ++i) {
+        auto [row, col] = entry(lane, two.rowOfRegister(i, tile), 0,
+                                two.elementOfRegister(i));
+        EXPECT_EQ(row, 16 * tile + group + 8 * (i >= 2)) << "lane " << lane;
+        EXPECT_EQ(col, 2 * tig + (i & 1));
+      }
+      for (int64_t kk = 0; kk < 4; ++kk) {
+        auto entries = two.aOperandEntries(kk, tile);
+        for (int i = 0; i < 8; ++i) {
+          auto [row, col] =
+              entry(lane, entries[i / 2].k, entries[i / 2].slice, i & 1);
+          EXPECT_EQ(row, 16 * tile + group + 8 * (i % 4 >= 2));
+          EXPECT_EQ(col, 16 * kk + 2 * tig + (i & 1) + 8 * (i >= 4));
+        }
+      }
+    }
+  std::set<std::pair<int64_t, int64_t>> owned;
+  for (int64_t lane = 0; lane < 32; ++lane)
+    for (int k = 0; k < two.rowsPerLane; ++k)
+      for (int64_t j = 0; j < two.slices(64); ++j)
+        for (int el = 0; el < two.elementsPerRow; ++el)
+          EXPECT_TRUE(owned.insert(entry(lane, k, j, el)).second);
+  EXPECT_EQ(owned.size(), static_cast<size_t>(32 * 64));
+  EXPECT_EQ(two.entriesPerLane(64), 64);
+}
+
 } // namespace

@@ -151,6 +151,73 @@ TEST(Schedule, ChoosePrefillAndOptions) {
   EXPECT_EQ(s.splits, 5);
 }
 
+TEST(Schedule, WideWarps) {
+  // 32-row warps fit 16-bit K/V up to D = Dv = 128: 2 (32 + Dv / 2) score
+  // and accumulator registers, plus the query fragments when they take at
+  // most 32 (D <= 64), within 192.
+  Problem p;
+  p.kvElementBits = 16;
+  p.headDim = 128;
+  EXPECT_TRUE(wideWarpsFit(p)); // 2 (32 + 64) = 192
+  p.headDim = 64;
+  EXPECT_TRUE(wideWarpsFit(p)); // 2 (32 + 32) + 32 = 160
+  p.valueHeadDim = 128;
+  EXPECT_FALSE(wideWarpsFit(p)); // 2 (32 + 64) + 32 = 224
+  p.valueHeadDim = 0;
+  p.headDim = 256;
+  EXPECT_FALSE(wideWarpsFit(p)); // beyond 128
+  p.headDim = 40;
+  EXPECT_FALSE(wideWarpsFit(p)); // not a multiple of 16
+  p.headDim = 128;
+  p.kvElementBits = 32;
+  EXPECT_FALSE(wideWarpsFit(p)); // f32: the scalar lowering
+  // A 4096-row bf16 prefill with max-warp-rows = 32: 128 rows on 4 warps,
+  // 64 keys; with 16 (the default, and the 100 KB chips) 64 rows on 4.
+  Problem prefill;
+  prefill.qHeads = prefill.kvHeads = 8;
+  prefill.qLen = 4096;
+  prefill.logicalKeys = 4096;
+  prefill.headDim = 128;
+  prefill.kvElementBits = 16;
+  Options o;
+  o.maxWarpRows = 32;
+  Blocks s = choose(prefill, o);
+  EXPECT_EQ(s.bm, 128);
+  EXPECT_EQ(s.numWarps, 4);
+  EXPECT_EQ(s.bn, 64);
+  // 64 rows or fewer keep 16-row warps (more warps for fewer rows).
+  prefill.qLen = 64;
+  s = choose(prefill, o);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.numWarps, 4);
+  // An explicit block-m or num-warps is taken as given.
+  prefill.qLen = 4096;
+  o.blockM = 128;
+  s = choose(prefill, o);
+  EXPECT_EQ(s.numWarps, 8);
+  o.blockM = 0;
+  // Two 128-row programs must fit the multiprocessor's shared memory (1 KB
+  // reserved each): at D = 128 they take 2 x (64 KB + 1 KB), more than an
+  // sm_86/sm_89's 100 KB (64-row programs there) and less than an sm_80's
+  // 164 KB; at D = 64 2 x (32 KB + 1 KB) fit both.
+  EXPECT_EQ(wideProgramSharedBytes(prefill), 65536);
+  o.sharedMemoryPerSm = 100 * 1024;
+  s = choose(prefill, o);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.numWarps, 4);
+  o.sharedMemoryPerSm = 164 * 1024;
+  EXPECT_EQ(choose(prefill, o).bm, 128);
+  prefill.headDim = 64;
+  o.sharedMemoryPerSm = 100 * 1024;
+  EXPECT_EQ(wideProgramSharedBytes(prefill), 32768);
+  EXPECT_EQ(choose(prefill, o).bm, 128);
+  prefill.headDim = 128;
+  o.maxWarpRows = 16;
+  s = choose(prefill, o);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.numWarps, 4);
+}
+
 TEST(Schedule, ChooseRaggedAndEmpty) {
   Options o;
   o.splitKv = 0;

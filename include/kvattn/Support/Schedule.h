@@ -44,6 +44,14 @@ struct Options {
   /// the resident warps per multiprocessor to aim at (0: two programs per
   /// multiprocessor).
   int64_t splitMinKeys = 0, splitWarpsPerSm = 0;
+  /// The most query rows per warp the automatic choice gives (16 or 32):
+  /// with 32, programs of more than 64 rows (or a dynamic L) whose tiles
+  /// fit the tensor-core registers (wideWarpsFit) take 128 rows on 4 warps,
+  /// two m16 tiles per warp (FlashAttention-2's sm_80/sm_90 tile), where
+  /// two such programs fit `sharedMemoryPerSm` bytes (0: no limit; 1 KB
+  /// reserved per program). The GPU pipeline sets both from the chip.
+  int64_t maxWarpRows = 16;
+  int64_t sharedMemoryPerSm = 0;
 };
 
 /// The sizes of one attention the schedule depends on; any may be kDynamic
@@ -55,7 +63,22 @@ struct Problem {
   int64_t headDim = 0;
   /// A ragged batch (q_start): always packed, never split.
   bool varlen = false;
+  /// The value head dim (0: D) and the K/V element width in bits (0:
+  /// unknown), for wideWarpsFit.
+  int64_t valueHeadDim = 0, kvElementBits = 0;
 };
+
+/// Whether 32-row warps (two m16 tiles) with 64-key blocks fit the
+/// tensor-core lowering's registers: 16-bit K/V, D a multiple of 16 and Dv
+/// of 8, and the lane's scores and accumulator of both tiles plus the query
+/// fragments where they are kept (up to 32 registers) within 192
+/// (passes/Conversion/TileToGPU/SharedMemoryLayout.h,
+/// keepScoresInRegisters, with mmaTiles = 2): D = Dv up to 128.
+bool wideWarpsFit(const Problem &problem);
+
+/// The shared memory of a 128-row tensor-core program with 64-key blocks:
+/// the 16-bit query tile and the K and V stages.
+int64_t wideProgramSharedBytes(const Problem &problem);
 
 /// What the policy chose.
 struct Blocks {
@@ -72,9 +95,9 @@ struct Blocks {
 };
 
 /// block-m = 0: the fewest 16-row warps that hold `rows` (a program's query
-/// rows, or the packed rows of a GQA group) up to kMaxAutoBlockM; dynamic:
-/// kMaxAutoBlockM.
-int64_t automaticBlockM(int64_t rows);
+/// rows, or the packed rows of a GQA group) up to `maxBlockM`; dynamic:
+/// `maxBlockM` (kMaxAutoBlockM, or 128 with 32-row warps).
+int64_t automaticBlockM(int64_t rows, int64_t maxBlockM = kMaxAutoBlockM);
 
 /// block-n = 0: 64 keys for head dims up to 128, else 32; 32 as well for
 /// one-warp programs (block-m = 16) with D > 64.

@@ -5,9 +5,11 @@
 // asks it for a lane's rows and columns, the private register array of a
 // tile, the shuffles that combine the lanes of a row and which accumulator
 // entries form an A operand, instead of spelling out mma.sync.m16n8k16's
-// fragment in each tile op. One layout today, the m16n8k16 accumulator;
-// wgmma's m64nNk16 accumulator is the same pattern per warp of a warpgroup
-// (a second instance with 16 * (warp % 4) row offsets and N-wide slices).
+// fragment in each tile op. The m16n8k16 accumulator of one or two m16
+// tiles per warp (16- or 32-row warps: the second tile's rows are the
+// first's + 16, its registers rows k = 2, 3 of the lane); wgmma's m64nNk16
+// accumulator is the same pattern per warp of a warpgroup (a further
+// instance with 16 * (warp % 4) row offsets and N-wide slices).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,13 +42,23 @@ struct FragmentLayout {
 
   /// mma.sync.m16n8k16's accumulator (C and D, PTX ISA "Matrix fragments
   /// for mma.m16n8k16"): c0 c1 = (l / 4, 2 (l % 4) + {0, 1}),
-  /// c2 c3 = (l / 4 + 8, ...), per 8-column slice.
-  static constexpr FragmentLayout mmaM16N8K16Accumulator() {
-    return {/*warpRows=*/16,    /*rowsPerLane=*/2,
+  /// c2 c3 = (l / 4 + 8, ...), per 8-column slice. With `mmaTiles` = 2 a
+  /// warp owns 32 rows as two m16 tiles stacked: tile t's c0..c3 are the
+  /// lane's rows k = 2t, 2t + 1 (l / 4 + 16t, l / 4 + 16t + 8), so every
+  /// K/V fragment a warp loads feeds two mma.
+  static constexpr FragmentLayout mmaM16N8K16Accumulator(int64_t mmaTiles = 1) {
+    return {/*warpRows=*/16 * mmaTiles,
+            /*rowsPerLane=*/2 * mmaTiles,
             /*rowStride=*/8,
-            /*sliceColumns=*/8, /*elementsPerRow=*/2,
+            /*sliceColumns=*/8,
+            /*elementsPerRow=*/2,
             /*lanesPerRow=*/4};
   }
+
+  /// The m16 tiles of a warp's rows (1 or 2), and the rows of one lane in
+  /// one of them (2: c0c1 and c2c3).
+  int64_t mmaTiles() const { return warpRows / 16; }
+  int64_t rowsPerLanePerTile() const { return rowsPerLane / mmaTiles(); }
 
   /// Slices of a tile `columns` wide.
   int64_t slices(int64_t columns) const {
@@ -64,11 +76,16 @@ struct FragmentLayout {
   int64_t columnOffset(int64_t j, int el) const {
     return sliceColumns * j + el;
   }
-  /// Register i of an mma accumulator slice (c0 .. c3) is the lane's entry
-  /// (row k, element el) of that slice.
-  int rowOfRegister(int i) const { return i / elementsPerRow; }
+  /// Register i of an mma accumulator slice (c0 .. c3) of m16 tile `tile`
+  /// is the lane's entry (row k, element el) of that slice.
+  int rowOfRegister(int i, int64_t tile = 0) const {
+    return static_cast<int>(tile * rowsPerLanePerTile()) + i / elementsPerRow;
+  }
   int elementOfRegister(int i) const { return i % elementsPerRow; }
-  int registersPerSlice() const { return rowsPerLane * elementsPerRow; }
+  /// The registers of one mma accumulator slice (c0 .. c3): one m16 tile.
+  int registersPerSlice() const {
+    return static_cast<int>(rowsPerLanePerTile() * elementsPerRow);
+  }
 
   /// The xor distances of the shuffles that combine the `lanesPerRow`
   /// lanes of a row (1, 2 for a quad).
@@ -84,14 +101,17 @@ struct FragmentLayout {
   /// (slice 2kk, row 0), (slice 2kk, row 1), (slice 2kk + 1, row 0),
   /// (slice 2kk + 1, row 1), elements {0, 1} each — the accumulator of two
   /// adjacent slices is the A fragment (FlashAttention-2's observation), so
-  /// P.V reads the probabilities where Q.K^T left its scores.
+  /// P.V reads the probabilities where Q.K^T left its scores. Of m16 tile
+  /// `tile`: its rows k = 2 tile, 2 tile + 1.
   struct Entry {
     int k;
     int64_t slice;
   };
-  std::array<Entry, 4> aOperandEntries(int64_t kk) const {
-    return {Entry{0, 2 * kk}, Entry{1, 2 * kk}, Entry{0, 2 * kk + 1},
-            Entry{1, 2 * kk + 1}};
+  std::array<Entry, 4> aOperandEntries(int64_t kk, int64_t tile = 0) const {
+    const int k0 = rowOfRegister(0, tile),
+              k1 = rowOfRegister(elementsPerRow, tile);
+    return {Entry{k0, 2 * kk}, Entry{k1, 2 * kk}, Entry{k0, 2 * kk + 1},
+            Entry{k1, 2 * kk + 1}};
   }
 };
 

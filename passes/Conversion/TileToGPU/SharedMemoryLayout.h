@@ -35,7 +35,19 @@ struct SharedMemoryLayout {
   bool separateValueStage = false;
   int64_t keyCols = 0, valueCols = 0, valueStageOffset = 0;
   int64_t totalBytes = 0;
+  /// m16 tiles per warp (FragmentLayout::mmaTiles): 2 for 32-row warps.
+  int64_t mmaTiles = 1;
 };
+
+/// The m16 tiles per warp a tile configuration asks for: 2 when block-m is
+/// 32 x num-warps (FlashAttention-2's 128-row, 4-warp programs: each K/V
+/// fragment loaded from shared memory feeds two mma), else 1.
+inline int64_t mmaTilesPerWarp(TileConfigAttr config) {
+  return config && config.getNumWarps() > 0 &&
+                 config.getBlockM() == 32 * config.getNumWarps()
+             ? 2
+             : 1;
+}
 
 inline int64_t alignTo16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 
@@ -57,6 +69,16 @@ inline bool isQueryTile(memref::AllocaOp alloca) {
   });
 }
 
+/// The program's running max and sum tiles (those of its tile.init): on
+/// tensor cores each lane keeps its rows' statistics in registers instead.
+inline bool isRowStatTile(memref::AllocaOp alloca) {
+  return llvm::any_of(alloca->getUsers(), [&](Operation *user) {
+    auto init = dyn_cast<TileInitOp>(user);
+    return init && (init.getMax() == alloca.getResult() ||
+                    init.getSum() == alloca.getResult());
+  });
+}
+
 /// The program's score tile (the scores of its tile.qk): on tensor cores
 /// each lane's entries are kept in registers instead.
 inline bool isScoreTile(memref::AllocaOp alloca) {
@@ -71,7 +93,8 @@ inline bool isScoreTile(memref::AllocaOp alloca) {
 /// (nothing to stage) or a tile has a dynamic shape.
 /// With `privateScores` (the tensor-core lowering) the score tile gets no
 /// shared memory either; with `query16` (tensor cores) the query tile
-/// takes the bytes of its rows in the 16-bit K/V type, not in f32.
+/// takes the bytes of its rows in the 16-bit K/V type, not in f32, and the
+/// row statistics (registers on tensor cores) none.
 inline FailureOr<SharedMemoryLayout>
 computeSharedMemoryLayout(Operation *root, bool privateScores = false,
                           bool query16 = false) {
@@ -97,7 +120,8 @@ computeSharedMemoryLayout(Operation *root, bool privateScores = false,
   const int64_t eltBytes = elementType.getIntOrFloatBitWidth() / 8;
   root->walk([&](memref::AllocaOp alloca) {
     // The accumulator is per thread (registers), not shared.
-    if (isAccumulator(alloca) || (privateScores && isScoreTile(alloca)))
+    if (isAccumulator(alloca) || (privateScores && isScoreTile(alloca)) ||
+        (query16 && isRowStatTile(alloca)))
       return;
     MemRefType type = alloca.getType();
     if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat()) {
@@ -141,36 +165,53 @@ inline bool canUseTensorCores(const SharedMemoryLayout &layout) {
 }
 
 /// Whether the tensor-core lowering keeps each warp's query A fragments in
-/// registers for the whole program (D / 4 per lane: 32 at D = 128) instead
-/// of reading them from the shared query tile in every KV block: up to
-/// D = 128 (at D = 256 they would take 64 registers beside a 128-register
-/// accumulator).
+/// registers for the whole program (D / 4 per lane and m16 tile: 32 at
+/// D = 128) instead of reading them from the shared query tile in every KV
+/// block: up to 32 registers (D = 128 with 16-row warps, D = 64 with
+/// 32-row warps; at D = 256 they would take 64 registers beside a
+/// 128-register accumulator).
 inline bool keepQueryInRegisters(const SharedMemoryLayout &layout) {
-  return canUseTensorCores(layout) && layout.keyCols <= 128;
+  return canUseTensorCores(layout) &&
+         layout.mmaTiles * layout.keyCols / 4 <= 32;
 }
 
 /// Whether the tensor-core lowering also keeps the lane's scores in
 /// registers (the score tile then gets no shared memory): when they, the
 /// accumulator and the query fragments (`BN / 2 + Dv / 2 + D / 4` 32-bit
-/// registers per lane) stay within 128, which leaves room below ptxas's
-/// 255 for the K/V operand fragments and the addresses: 64-key blocks up
-/// to D = Dv = 128, 32-key blocks (decode) at D = 128. Larger tiles keep the
-/// scores in shared memory.
+/// registers per lane and m16 tile) stay within 128 for a 16-row warp,
+/// which leaves room below ptxas's 255 for the K/V operand fragments and
+/// the addresses: 64-key blocks up to D = Dv = 128, 32-key blocks (decode)
+/// at D = 128. A 32-row warp (two m16 tiles) may take 192 — 64 x 64 blocks
+/// at D = 128 with the query fragments read from shared memory in every
+/// block, FlashAttention-2's sm_80 budget — since nothing else grows with
+/// its rows but the row statistics. Larger tiles keep the scores in shared
+/// memory (and only 16-row warps take them).
 inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
-  const int64_t query = keepQueryInRegisters(layout) ? layout.keyCols / 4 : 0;
+  const int64_t query =
+      keepQueryInRegisters(layout) ? layout.mmaTiles * layout.keyCols / 4 : 0;
+  const int64_t budget = layout.mmaTiles == 1 ? 128 : 192;
   return canUseTensorCores(layout) &&
-         layout.stageRows / 2 + layout.valueCols / 2 + query <= 128;
+         layout.mmaTiles * (layout.stageRows / 2 + layout.valueCols / 2) +
+                 query <=
+             budget;
 }
 
 /// The layout of a program lowered on tensor cores (canUseTensorCores of
-/// its generic layout): the query tile in 16 bits and, where
-/// keepScoresInRegisters allows, no score tile.
-inline FailureOr<SharedMemoryLayout> computeTensorCoreLayout(Operation *root) {
+/// its generic layout) with `mmaTiles` m16 tiles per warp: the query tile
+/// in 16 bits, no row statistics and, where keepScoresInRegisters allows,
+/// no score tile.
+inline FailureOr<SharedMemoryLayout>
+computeTensorCoreLayout(Operation *root, int64_t mmaTiles = 1) {
   FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(
       root, /*privateScores=*/false, /*query16=*/true);
-  if (succeeded(layout) && keepScoresInRegisters(*layout))
+  if (failed(layout))
+    return layout;
+  layout->mmaTiles = mmaTiles;
+  if (keepScoresInRegisters(*layout)) {
     layout = computeSharedMemoryLayout(root, /*privateScores=*/true,
                                        /*query16=*/true);
+    layout->mmaTiles = mmaTiles;
+  }
   return layout;
 }
 

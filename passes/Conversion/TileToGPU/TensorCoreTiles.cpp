@@ -285,17 +285,18 @@ void mlir::kvattn::lowerPrefetchOnTensorCores(GpuEmitter &e,
 }
 
 namespace {
-/// The ldmatrix.x4 address of the warp's A fragment at k step `k0`: lane l
-/// reads row (l / 8 % 2) * 8 + l % 8, column (l / 16) * 8 of the warp's
-/// 16 x 16 slice.
+/// The ldmatrix.x4 address of the warp's A fragment of m16 tile `tile` at
+/// k step `k0`: lane l reads row 16 tile + (l / 8 % 2) * 8 + l % 8, column
+/// (l / 16) * 8 of the warp's 16 x 16 slice.
 struct QueryAddress {
   Value row, col;
 };
-QueryAddress queryAddress(GpuEmitter &e) {
+QueryAddress queryAddress(GpuEmitter &e, int64_t tile) {
   Lane l = laneOf(e);
   Value m = e.divIdx(e.t.lane, e.idx(8));
-  Value row = e.add(l.row0, e.add(e.mulIdx(e.remIdx(m, e.idx(2)), 8),
-                                  e.remIdx(e.t.lane, e.idx(8))));
+  Value row = e.add(
+      e.add(l.row0, e.idx(16 * tile)),
+      e.add(e.mulIdx(e.remIdx(m, e.idx(2)), 8), e.remIdx(e.t.lane, e.idx(8))));
   return {row, e.mulIdx(e.divIdx(m, e.idx(2)), 8)};
 }
 
@@ -311,19 +312,22 @@ SmallVector<Value> loadQueryFragment(GpuEmitter &e, Value q16,
 } // namespace
 
 MemRefType mlir::kvattn::queryFragmentsType(MLIRContext *ctx, int64_t d,
-                                            Type elt) {
+                                            Type elt, int64_t mmaTiles) {
   Type reg = elt.isF16() ? Type(VectorType::get({2}, elt))
                          : Type(IntegerType::get(ctx, 32));
-  return MemRefType::get({d / 16, 4}, reg);
+  return MemRefType::get({mmaTiles * (d / 16), 4}, reg);
 }
 
 void mlir::kvattn::emitLoadQueryFragments(GpuEmitter &e, Value q16) {
   int64_t d = cast<MemRefType>(q16.getType()).getDimSize(1);
-  QueryAddress at = queryAddress(e);
-  for (int64_t kk = 0; kk < d / 16; ++kk) {
-    SmallVector<Value> regs = loadQueryFragment(e, q16, at, e.idx(16 * kk));
-    for (auto [i, reg] : llvm::enumerate(regs))
-      e.store(reg, e.t.qFragments, {e.idx(kk), e.idx(static_cast<int64_t>(i))});
+  for (int64_t tile = 0; tile < e.t.layout.mmaTiles(); ++tile) {
+    QueryAddress at = queryAddress(e, tile);
+    for (int64_t kk = 0; kk < d / 16; ++kk) {
+      SmallVector<Value> regs = loadQueryFragment(e, q16, at, e.idx(16 * kk));
+      for (auto [i, reg] : llvm::enumerate(regs))
+        e.store(reg, e.t.qFragments,
+                {e.idx(tile * (d / 16) + kk), e.idx(static_cast<int64_t>(i))});
+    }
   }
 }
 
@@ -373,9 +377,13 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   // instructions of two x2.
   Value bRowPair = e.add(e.mulIdx(e.divIdx(e.t.lane, e.idx(16)), 8), bRow);
   auto bPairType = VectorType::get({4, 2}, elt);
+  // The fragments of the m16 tiles of the warp (one or two): a K fragment
+  // feeds each tile's mma. `aRegs` holds 4 A registers per tile and the
+  // carried C values are [tile][slice][4].
+  const int64_t tiles = e.t.layout.mmaTiles();
   auto kStep = [&](int64_t j0, int64_t width, Value k0, ArrayRef<Value> aRegs,
                    ValueRange c) {
-    SmallVector<Value> next;
+    SmallVector<Value> next(c.begin(), c.end());
     for (int64_t j = 0; j < width; j += 2) {
       const bool pair = j + 1 < width;
       Value kRow = e.add(e.idx(8 * (j0 + j)), pair ? bRowPair : bRow);
@@ -384,16 +392,20 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
           ValueRange{kRow, swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
           /*transpose=*/false, /*numTiles=*/pair ? 4 : 2);
       SmallVector<Value> regs = operandRegisters(e, b);
-      for (int64_t h = 0; h < (pair ? 2 : 1); ++h)
-        llvm::append_range(next, emitMma(e, elt, aRegs,
-                                         ArrayRef<Value>(regs).slice(2 * h, 2),
-                                         c.slice(4 * (j + h), 4)));
+      for (int64_t tile = 0; tile < tiles; ++tile)
+        for (int64_t h = 0; h < (pair ? 2 : 1); ++h) {
+          const int64_t at = 4 * (tile * width + j + h);
+          SmallVector<Value> d =
+              emitMma(e, elt, aRegs.slice(4 * tile, 4),
+                      ArrayRef<Value>(regs).slice(2 * h, 2), c.slice(at, 4));
+          std::copy(d.begin(), d.end(), next.begin() + at);
+        }
     }
     return next;
   };
   for (int64_t j0 = 0; j0 < slices; j0 += group) {
     const int64_t width = std::min(group, slices - j0);
-    SmallVector<Value> init(4 * width, e.f32(0));
+    SmallVector<Value> init(4 * tiles * width, e.f32(0));
     SmallVector<Value> acc;
     if (e.t.qFragments) {
       // The query fragments are registers: the k steps unrolled (constant
@@ -401,16 +413,23 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
       acc = init;
       for (int64_t kk = 0; kk < d / 16; ++kk) {
         SmallVector<Value> aRegs;
-        for (int64_t i = 0; i < 4; ++i)
-          aRegs.push_back(e.load(e.t.qFragments, {e.idx(kk), e.idx(i)}));
+        for (int64_t tile = 0; tile < tiles; ++tile)
+          for (int64_t i = 0; i < 4; ++i)
+            aRegs.push_back(e.load(e.t.qFragments,
+                                   {e.idx(tile * (d / 16) + kk), e.idx(i)}));
         acc = kStep(j0, width, e.idx(16 * kk), aRegs, acc);
       }
     } else {
       Value q16 = halfView(e, op.getQTile(), elt);
-      QueryAddress qAt = queryAddress(e);
+      SmallVector<QueryAddress, 2> qAt;
+      for (int64_t tile = 0; tile < tiles; ++tile)
+        qAt.push_back(queryAddress(e, tile));
       acc = carry(e, d / 16, init, [&](Value kk, ValueRange c) {
         Value k0 = e.mulIdx(kk, 16);
-        return kStep(j0, width, k0, loadQueryFragment(e, q16, qAt, k0), c);
+        SmallVector<Value> aRegs;
+        for (int64_t tile = 0; tile < tiles; ++tile)
+          llvm::append_range(aRegs, loadQueryFragment(e, q16, qAt[tile], k0));
+        return kStep(j0, width, k0, aRegs, c);
       });
     }
     // The lane's scores: rows g and g + 8 (k = i / 2), columns
@@ -420,35 +439,34 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
     // in base-2 units as the scalar lowering's.
     const FragmentLayout &layout = e.t.layout;
     const int regs = layout.registersPerSlice();
-    for (int64_t j = 0; j < width; ++j)
-      for (int i = 0; i < regs; ++i) {
-        Value s = e.t.rawScores
-                      ? acc[regs * j + i]
-                      : emitScaledScore(e, op, acc[regs * j + i], kLog2E);
-        storeLaneScore(e, s, op.getScores(), layout.rowOfRegister(i), j0 + j,
-                       layout.elementOfRegister(i));
-      }
+    for (int64_t tile = 0; tile < tiles; ++tile)
+      for (int64_t j = 0; j < width; ++j)
+        for (int i = 0; i < regs; ++i) {
+          Value dot = acc[regs * (tile * width + j) + i];
+          Value s = e.t.rawScores ? dot : emitScaledScore(e, op, dot, kLog2E);
+          storeLaneScore(e, s, op.getScores(), layout.rowOfRegister(i, tile),
+                         j0 + j, layout.elementOfRegister(i));
+        }
   }
   // -inf past the block's keys: only a block shorter than block-n (the
   // last one; the condition is the same for the whole program) pays for
   // the compares.
   e.when(e.lt(op.getCols(), e.idx(bn)), [&] {
     for (int64_t j = 0; j < slices; ++j)
-      for (int i = 0; i < e.t.layout.registersPerSlice(); ++i) {
-        int k = e.t.layout.rowOfRegister(i),
-            el = e.t.layout.elementOfRegister(i);
-        Value inside = e.lt(e.accColumn(j, el), op.getCols());
-        if (e.t.scores) {
-          e.storeScore(arith::SelectOp::create(
-                           e.b, inside, e.loadScore(k, j, el), e.negInf()),
-                       k, j, el);
-          continue;
+      for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
+        for (int el = 0; el < e.t.layout.elementsPerRow; ++el) {
+          Value inside = e.lt(e.accColumn(j, el), op.getCols());
+          if (e.t.scores) {
+            e.storeScore(arith::SelectOp::create(
+                             e.b, inside, e.loadScore(k, j, el), e.negInf()),
+                         k, j, el);
+            continue;
+          }
+          e.when(
+              arith::XOrIOp::create(e.b, inside,
+                                    arith::ConstantIntOp::create(e.b, 1, 1)),
+              [&] { storeLaneScore(e, e.negInf(), op.getScores(), k, j, el); });
         }
-        e.when(
-            arith::XOrIOp::create(e.b, inside,
-                                  arith::ConstantIntOp::create(e.b, 1, 1)),
-            [&] { storeLaneScore(e, e.negInf(), op.getScores(), k, j, el); });
-      }
   });
   // No barrier: the scores are the lane's own, and the next copy into the
   // K stage (the deferred tile.prefetch, or the next tile.qk) is issued
@@ -475,13 +493,18 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   // The lane's accumulator entries, rescaled: for each 8-column slice xg,
   // c0..c3 = rows g, g + 8 and columns 8xg + 2q + {0, 1} (the private
   // accumulator's [k][xg][el]).
+  // With two m16 tiles per warp the values are [tile][xg][c0..c3].
   SmallVector<Value> out;
   const FragmentLayout &layout = e.t.layout;
-  for (int64_t xg = 0; xg < slices; ++xg)
-    for (int i = 0; i < layout.registersPerSlice(); ++i)
-      out.push_back(e.mulf(
-          alpha[layout.rowOfRegister(i)],
-          e.loadAcc(layout.rowOfRegister(i), xg, layout.elementOfRegister(i))));
+  const int64_t tiles = layout.mmaTiles();
+  const int regsPerSlice = layout.registersPerSlice();
+  for (int64_t tile = 0; tile < tiles; ++tile)
+    for (int64_t xg = 0; xg < slices; ++xg)
+      for (int i = 0; i < regsPerSlice; ++i) {
+        const int k = layout.rowOfRegister(i, tile);
+        out.push_back(
+            e.mulf(alpha[k], e.loadAcc(k, xg, layout.elementOfRegister(i))));
+      }
   // One k step (16 keys at k0 = 16kk): the probabilities of the lane's
   // rows, columns k0 + 2q + {0, 1} and + 8 — the lane's score entries of
   // slices 2kk and 2kk + 1 (the C fragment of Q.K^T is the A fragment of
@@ -490,19 +513,21 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   auto step = [&](Value k0,
                   function_ref<Value(int k, int64_t half, int el)> probability,
                   ValueRange c) {
-    // The A registers a0a1 .. a6a7 in the layout's order (step 0: the
-    // slice within the step is `half`).
+    // The A registers a0a1 .. a6a7 of each m16 tile in the layout's order
+    // (step 0: the slice within the step is `half`).
     SmallVector<Value> a;
-    for (FragmentLayout::Entry entry : layout.aOperandEntries(/*kk=*/0)) {
-      Value p0 = arith::TruncFOp::create(e.b, elt,
-                                         probability(entry.k, entry.slice, 0));
-      Value p1 = arith::TruncFOp::create(e.b, elt,
-                                         probability(entry.k, entry.slice, 1));
-      a.push_back(operandRegister(e, vector::FromElementsOp::create(
-                                         e.b, pairType, ValueRange{p0, p1})));
-    }
+    for (int64_t tile = 0; tile < tiles; ++tile)
+      for (FragmentLayout::Entry entry :
+           layout.aOperandEntries(/*kk=*/0, tile)) {
+        Value p0 = arith::TruncFOp::create(
+            e.b, elt, probability(entry.k, entry.slice, 0));
+        Value p1 = arith::TruncFOp::create(
+            e.b, elt, probability(entry.k, entry.slice, 1));
+        a.push_back(operandRegister(e, vector::FromElementsOp::create(
+                                           e.b, pairType, ValueRange{p0, p1})));
+      }
     Value vRow = e.add(k0, bRow);
-    SmallVector<Value> next;
+    SmallVector<Value> next(c.begin(), c.end());
     for (int64_t xg = 0; xg < slices; xg += 2) {
       const bool pair = xg + 1 < slices;
       Value col = e.idx(8 * xg);
@@ -513,10 +538,14 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
           ValueRange{vRow, swizzledCol(e, stage, vRow, col)},
           /*transpose=*/true, /*numTiles=*/pair ? 4 : 2);
       SmallVector<Value> regs = operandRegisters(e, b);
-      for (int64_t h = 0; h < (pair ? 2 : 1); ++h)
-        llvm::append_range(next, emitMma(e, elt, a,
-                                         ArrayRef<Value>(regs).slice(2 * h, 2),
-                                         c.slice(4 * (xg + h), 4)));
+      for (int64_t tile = 0; tile < tiles; ++tile)
+        for (int64_t h = 0; h < (pair ? 2 : 1); ++h) {
+          const int64_t at = 4 * (tile * slices + xg + h);
+          SmallVector<Value> d =
+              emitMma(e, elt, ArrayRef<Value>(a).slice(4 * tile, 4),
+                      ArrayRef<Value>(regs).slice(2 * h, 2), c.slice(at, 4));
+          std::copy(d.begin(), d.end(), next.begin() + at);
+        }
     }
     return next;
   };
@@ -545,8 +574,10 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
           c);
     });
   }
-  for (int64_t xg = 0; xg < slices; ++xg)
-    for (int i = 0; i < layout.registersPerSlice(); ++i)
-      e.storeAcc(out[layout.registersPerSlice() * xg + i],
-                 layout.rowOfRegister(i), xg, layout.elementOfRegister(i));
+  for (int64_t tile = 0; tile < tiles; ++tile)
+    for (int64_t xg = 0; xg < slices; ++xg)
+      for (int i = 0; i < regsPerSlice; ++i)
+        e.storeAcc(out[regsPerSlice * (tile * slices + xg) + i],
+                   layout.rowOfRegister(i, tile), xg,
+                   layout.elementOfRegister(i));
 }

@@ -44,12 +44,14 @@ Value halfView(GpuEmitter &e, Value f32Tile, Type elt);
 Value swizzledCol(GpuEmitter &e, Value tile, Value row, Value col);
 
 /// The memref type of Threads::qFragments for a query tile of head dim
-/// `d` and 16-bit type `elt`: [d / 16][4] operand registers.
-MemRefType queryFragmentsType(MLIRContext *ctx, int64_t d, Type elt);
+/// `d` and 16-bit type `elt`: [mmaTiles * d / 16][4] operand registers
+/// (m16 tile t's k step kk at t * d / 16 + kk).
+MemRefType queryFragmentsType(MLIRContext *ctx, int64_t d, Type elt,
+                              int64_t mmaTiles = 1);
 
 /// Loads the warp's A fragments of the 16-bit query tile `q16` (all D / 16
-/// k steps, ldmatrix.x4 each) into Threads::qFragments, after the barrier
-/// that published the tile.
+/// k steps of each m16 tile, ldmatrix.x4 each) into Threads::qFragments,
+/// after the barrier that published the tile.
 void emitLoadQueryFragments(GpuEmitter &e, Value q16);
 
 /// tile.qk on tensor cores. Stages the K block (cp.async), unless
@@ -65,8 +67,9 @@ void lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op, TileSoftmaxOp prefetch);
 void lowerPrefetchOnTensorCores(GpuEmitter &e, TilePrefetchOp op);
 
 /// The P.V update of tile.softmax_update on tensor cores:
-/// acc[r, :] = alpha[k] * acc[r, :] + P[r, :] . V for the lane's two rows
-/// (k = 0, 1), on the lane's accumulator registers. P is the lane's own
+/// acc[r, :] = alpha[k] * acc[r, :] + P[r, :] . V for the lane's rows
+/// (k = 0 .. rowsPerLane - 1), on the lane's accumulator registers; each V
+/// fragment feeds the mma of every m16 tile of the warp. P is the lane's own
 /// probabilities (its score registers, or its entries of the score tile),
 /// rounded to the operand type; V comes from the value stage.
 void emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op, Value stage,

@@ -1,7 +1,8 @@
 //===- TileToGPU.cpp - the GPU lowering of the tile ops -------------------===//
 //
 // Thread mapping (docs/gpu-lowering.md). A program is a thread block of
-// 32 * num_warps threads and BM = 16 * num_warps query rows:
+// 32 * num_warps threads and BM = 16 * num_warps query rows (or, on tensor
+// cores, 32 * num_warps: two m16 tiles per warp, FragmentLayout.h):
 //
 //   warp w = tid / 32 owns rows [16w, 16w + 16)
 //   lane l = tid % 32 owns rows 16w + l/4 and 16w + l/4 + 8, and in each of
@@ -262,7 +263,7 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   struct RowUpdate {
     Value row, max, sum, alpha;
   };
-  SmallVector<RowUpdate, 2> rows(e.t.layout.rowsPerLane);
+  SmallVector<RowUpdate, 4> rows(e.t.layout.rowsPerLane);
   // The lane's scores: the score tile, or its registers on tensor cores
   // (every (slice, element) unrolled).
   auto reduceScores =
@@ -331,8 +332,12 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     lowerPrefetchOnTensorCores(e, deferredPrefetch);
 
   // Phase 2: acc = alpha * acc + P . V on the lane's accumulator entries.
-  if (e.t.tensorCores)
-    emitPVOnTensorCores(e, op, stage, {rows[0].alpha, rows[1].alpha});
+  if (e.t.tensorCores) {
+    SmallVector<Value, 4> alphas;
+    for (const RowUpdate &u : rows)
+      alphas.push_back(u.alpha);
+    emitPVOnTensorCores(e, op, stage, alphas);
+  }
   for (auto [k, u] : llvm::enumerate(rows)) {
     if (!e.t.tensorCores)
       e.forAccColumns(dv, [&](int64_t j, int el, Value x) {
@@ -437,26 +442,27 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
   constexpr int64_t kChunk = 8;
   const int64_t chunksPerRow = dv / kChunk;
   auto chunkType = VectorType::get({kChunk}, outType);
-  Value firstRow = e.mulIdx(e.t.warp, 16);
-  // 16 rows x chunksPerRow chunks, 32 lanes at a time.
-  e.loop(e.idx(0), e.idx((16 * chunksPerRow + 31) / 32), [&](Value n) {
+  const int64_t warpRows = e.t.layout.warpRows;
+  Value firstRow = e.mulIdx(e.t.warp, warpRows);
+  // The warp's rows x chunksPerRow chunks, 32 lanes at a time.
+  e.loop(e.idx(0), e.idx((warpRows * chunksPerRow + 31) / 32), [&](Value n) {
     Value i = e.add(e.mulIdx(n, 32), e.t.lane);
     Value rr = e.divIdx(i, e.idx(chunksPerRow));
     Value r = e.add(firstRow, rr);
     Value x = e.mulIdx(e.remIdx(i, e.idx(chunksPerRow)), kChunk);
-    e.when(
-        arith::AndIOp::create(e.b, e.lt(rr, e.idx(16)), e.lt(r, op.getRows())),
-        [&] {
-          Value v = vector::LoadOp::create(
-              e.b, chunkType, staging,
-              ValueRange{r, swizzledCol(e, staging, r, x)},
-              /*nontemporal=*/false, llvm::Align(16));
-          QueryRow q =
-              queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
-          vector::StoreOp::create(e.b, v, out,
-                                  ValueRange{op.getBatch(), q.head, q.row, x},
-                                  /*nontemporal=*/false, llvm::Align(16));
-        });
+    e.when(arith::AndIOp::create(e.b, e.lt(rr, e.idx(warpRows)),
+                                 e.lt(r, op.getRows())),
+           [&] {
+             Value v = vector::LoadOp::create(
+                 e.b, chunkType, staging,
+                 ValueRange{r, swizzledCol(e, staging, r, x)},
+                 /*nontemporal=*/false, llvm::Align(16));
+             QueryRow q =
+                 queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+             vector::StoreOp::create(
+                 e.b, v, out, ValueRange{op.getBatch(), q.head, q.row, x},
+                 /*nontemporal=*/false, llvm::Align(16));
+           });
   });
 }
 
@@ -676,17 +682,29 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: marked " << kTensorCoresAttr
            << " but its types or shapes do not allow tensor cores";
+  // 32-row warps (two m16 tiles): block-m = 32 x num-warps.
+  const int64_t mmaTiles = mmaTilesPerWarp(config);
+  layout->mmaTiles = mmaTiles;
   const bool privateScores = tensorCores && keepScoresInRegisters(*layout);
   if (tensorCores)
-    layout = computeTensorCoreLayout(kernel);
+    layout = computeTensorCoreLayout(kernel, mmaTiles);
   int64_t bm = config.getBlockM();
   int64_t bn = config.getBlockN();
-  if (bm != 16 * numWarps || bn % 8 != 0)
+  if (bm != 16 * mmaTiles * numWarps || bn % 8 != 0)
     return kernel.emitOpError()
-           << "kvattn-lower-tile-to-gpu maps 16 query rows to each warp and "
-              "8-column fragments to lanes: block-m must be 16 x num-warps "
-              "and block-n a multiple of 8 (got block-m = "
+           << "kvattn-lower-tile-to-gpu maps 16 or 32 query rows to each "
+              "warp and 8-column fragments to lanes: block-m must be 16 x "
+              "num-warps (or 32 x num-warps on tensor cores) and block-n a "
+              "multiple of 8 (got block-m = "
            << bm << ", block-n = " << bn << ", num-warps = " << numWarps << ")";
+  if (mmaTiles > 1 && !privateScores)
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: 32 query rows per warp (block-m = "
+           << bm << ", num-warps = " << numWarps
+           << ") need the tensor-core lowering with the scores in registers "
+              "(16-bit K/V, D a multiple of 16, BN + Dv registers of scores and "
+              "accumulator per lane, with the query fragments, within 192); "
+              "use block-m = 16 x num-warps";
   if (auto bytes =
           kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes");
       bytes && bytes.getInt() != layout->totalBytes)
@@ -713,6 +731,12 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
         b, MemRefType::get(shape, elt, MemRefLayoutAttrInterface(), workgroup),
         smem, arith::ConstantIndexOp::create(b, offset), ValueRange{});
   };
+  // The row-statistic tiles the tensor-core layout leaves out (rowStats).
+  SmallVector<memref::AllocaOp> statTiles;
+  kernel.walk([&](memref::AllocaOp alloca) {
+    if (isRowStatTile(alloca) && !llvm::is_contained(layout->tiles, alloca))
+      statTiles.push_back(alloca);
+  });
   for (auto [alloca, offset] : llvm::zip(layout->tiles, layout->offsets)) {
     MemRefType type = alloca.getType();
     // Tensor cores: the query tile holds the rows in the 16-bit operand
@@ -725,6 +749,7 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   }
   Threads t;
   t.count = 32 * numWarps;
+  t.layout = FragmentLayout::mmaM16N8K16Accumulator(mmaTiles);
   // The accumulator: each lane's entries in private memory indexed by
   // constants only (registers after SROA), replacing the tile.
   memref::AllocaOp accTile;
@@ -769,7 +794,7 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     });
     if (sameType && keepQueryInRegisters(*layout))
       t.qFragments = memref::AllocaOp::create(
-          b, queryFragmentsType(ctx, qType.getDimSize(1), qElt));
+          b, queryFragmentsType(ctx, qType.getDimSize(1), qElt, mmaTiles));
   }
   if (tensorCores)
     t.rowStats = memref::AllocaOp::create(
@@ -851,6 +876,10 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     accTile.erase(); // its uses were the tile ops
   if (scoreTile)
     scoreTile.erase();
+  // Tensor cores: the row statistics were the lanes' registers; the tiles
+  // of tile.init got no shared memory and have no use left.
+  for (memref::AllocaOp alloca : statTiles)
+    alloca.erase();
   return success();
 }
 
