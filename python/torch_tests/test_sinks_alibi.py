@@ -122,3 +122,42 @@ def test_misuse(kwargs, message):
     q, k, v = make(seed=5)
     with pytest.raises(KVAttnError, match=message):
         kt.attention(q, k, v, **kwargs)
+
+
+def test_transformers_gpt_oss_sinks():
+    # The transformers backend passes gpt-oss's s_aux as the sinks: the same
+    # result as gpt-oss's own eager attention (the sinks in the softmax,
+    # dropped after it), with a mask (prefill) and without (decode).
+    gpt_oss = pytest.importorskip(
+        "transformers.models.gpt_oss.modeling_gpt_oss",
+        reason="transformers is pinned in python/requirements-torch.txt")
+    from kvattn.torch.hf import kvattn_attention_forward
+
+    class Module(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.sinks = torch.nn.Parameter(SINKS.clone())
+            self.num_key_value_groups = 4
+            self.is_causal = True
+
+    module = Module().eval()
+    q, k, v = make(B=2, L=5, S=5, seed=6)
+    scaling = 0.25
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()[None, None]
+    causal = causal.expand(2, 1, 5, 5)
+    additive = torch.zeros(2, 1, 5, 5).masked_fill(~causal,
+                                                   torch.finfo(torch.float32).min)
+    want, _ = gpt_oss.eager_attention_forward(module, q, k, v, additive,
+                                              scaling)
+    got, _ = kvattn_attention_forward(module, q, k, v, causal,
+                                      scaling=scaling, s_aux=module.sinks)
+    assert (got - want).abs().max() < 1e-5
+    plain, _ = kvattn_attention_forward(module, q, k, v, causal,
+                                        scaling=scaling)
+    assert (plain - want).abs().max() > 0.05
+    # Decode: one query over 5 keys, no mask.
+    want, _ = gpt_oss.eager_attention_forward(module, q[:, :, -1:], k, v,
+                                              None, scaling)
+    got, _ = kvattn_attention_forward(module, q[:, :, -1:], k, v, None,
+                                      scaling=scaling, s_aux=module.sinks)
+    assert (got - want).abs().max() < 1e-5
