@@ -53,7 +53,9 @@ def KVAttn_BufferRole : I32EnumAttr<"BufferRole",
       I32EnumAttrCase<"update", 16>,
       I32EnumAttrCase<"cache", 17>,
       I32EnumAttrCase<"pos", 18>,
-      I32EnumAttrCase<"status", 19>]> {
+      I32EnumAttrCase<"status", 19>,
+      I32EnumAttrCase<"sinks", 20>,
+      I32EnumAttrCase<"alibi_slopes", 21>]> {
   let cppNamespace = "::mlir::kvattn";
   let genSpecializedAttr = 0;
 }

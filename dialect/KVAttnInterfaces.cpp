@@ -45,7 +45,7 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
   SmallVector<Type> types = inferResultTypes(query, value, withLse);
   build(b, state, types[0], withLse ? types[1] : Type(), query, key, value,
         e.qOffset, e.kOffset, e.qPos, e.kPos, e.kvLen, e.keyValid, e.mask,
-        e.blockTable, e.qStart, e.causal,
+        e.blockTable, e.qStart, e.sinks, e.alibiSlopes, e.causal,
         e.window ? b.getI64IntegerAttr(*e.window) : IntegerAttr(),
         optionalF32(b, e.softcap), optionalF32(b, e.scale),
         e.windowRight ? b.getI64IntegerAttr(*e.windowRight) : IntegerAttr());
@@ -62,6 +62,8 @@ AttentionExtras AttentionOp::getExtras() {
   e.mask = getMask();
   e.blockTable = getBlockTable();
   e.qStart = getQStart();
+  e.sinks = getSinks();
+  e.alibiSlopes = getAlibiSlopes();
   e.causal = getCausal();
   e.window = getWindow();
   e.windowRight = getWindowRight();
@@ -288,6 +290,10 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
     e.mask = s.slice(mask, cuts);
   }
 
+  // Per-head parameters follow the query heads.
+  for (Value *perHead : {&e.sinks, &e.alibiSlopes})
+    if (*perHead)
+      *perHead = s.slice(*perHead, {s.like(0, 1)});
   Value query = s.slice(getQuery(), {s.like(0, 0), s.like(1, 1), s.like(2, 2)});
   Cut heads{getKeyHeadDim(), kvHeads->first, kvHeads->second};
   Value key, value;

@@ -356,12 +356,13 @@ LogicalResult AttentionOp::verify() {
              << " with causal: causal allows no key after the query (drop "
                 "window_right, or drop causal for a two-sided window)";
   }
-  if ((getCausal() || getWindow() || getWindowRight()) && !offsetForm &&
-      !explicitForm)
+  if ((getCausal() || getWindow() || getWindowRight() || getAlibiSlopes()) &&
+      !offsetForm && !explicitForm)
     return emitOpError()
-           << (getCausal()   ? "causal"
-               : getWindow() ? "window"
-                             : "window_right")
+           << (getCausal()        ? "causal"
+               : getWindow()      ? "window"
+               : getWindowRight() ? "window_right"
+                                  : "alibi_slopes (ALiBi)")
            << " attention needs query and key positions: give q_offset "
               "(and optionally k_offset) or q_pos and k_pos";
 
@@ -386,6 +387,17 @@ LogicalResult AttentionOp::verify() {
   if (Value v = getMask())
     if (failed(verifyMaskShape(op, v, dims)))
       return failure();
+  for (auto [name, v] : {std::pair{"sinks", getSinks()},
+                         std::pair{"alibi_slopes", getAlibiSlopes()}}) {
+    if (!v)
+      continue;
+    Type elt = cast<ShapedType>(v.getType()).getElementType();
+    if (!elt.isF32())
+      return emitOpError() << name << " must be an f32 tensor [Hq] (one value "
+                           << "per query head), got " << v.getType();
+    if (failed(checkShape(op, name, v, {{"Hq", dims.hq}})))
+      return failure();
+  }
 
   if (failed(verifyWindowAndSoftcap(op, getWindow(), getSoftcap())))
     return failure();

@@ -27,6 +27,9 @@ struct AttentionExtras {
   Value qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, blockTable;
   /// A ragged batch: per-sequence starts of the packed query rows.
   Value qStart;
+  /// Per query head (f32 [Hq]): attention sinks (a logit in every row's
+  /// denominator) and ALiBi slopes (-slope * |qp - kp| added to the score).
+  Value sinks, alibiSlopes;
   bool causal = false;
   std::optional<int64_t> window;
   /// Keys at most this many positions after the query (kp - qp <=

@@ -40,12 +40,20 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
       after it: FlashAttention's `window_size = (window - 1, window_right)`;
       `window_right` does not combine with `causal`, which allows none);
     * `s = scale * dot(q[b, h, i], k[b, g, j])`, then with `softcap`:
-      `s = softcap * tanh(s / softcap)`, then a float `mask` is added;
+      `s = softcap * tanh(s / softcap)`, then a float `mask` is added, then
+      with `alibi_slopes` (f32 `[Hq]`) the ALiBi bias
+      `-alibi_slopes[h] * |qp - kp|` (`alibi_slopes[h] * (kp - qp)` for the
+      keys up to the query; FlashAttention's `alibi_slopes`);
     * `out[b, h, i] = sum over allowed j of softmax(s)_j * v[b, g, j]`, and
       `lse[b, h, i] = log(sum over allowed j of exp(s_j))` (natural log, f32).
+    * With `sinks` (f32 `[Hq]`, gpt-oss's attention sinks) every row's
+      softmax denominator also holds `exp(sinks[h])`, a logit that
+      contributes no value: `out = sum_j exp(s_j) v_j / (exp(sinks[h]) +
+      sum_j exp(s_j))` and `lse = log(exp(sinks[h]) + sum_j exp(s_j))`.
 
     Forbidden keys are excluded from the normalisation, never multiplied by
-    zero. A row with no allowed key has `out = 0` and `lse = -inf`.
+    zero. A row with no allowed key has `out = 0` and `lse = -inf` (with
+    `sinks`: `out = 0` and `lse = sinks[h]`).
     Accumulation is in f32 (or wider) whatever the element type; `out` has
     the element type of `query`. `scale` defaults to `1 / sqrt(D)`.
 
@@ -56,8 +64,8 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     4, aligned on the right, each dimension 1 or the full size). Dynamic
     dimensions are allowed everywhere; static ones are checked.
 
-    Positions are required as soon as they matter: `causal`, `window` or
-    `window_right` need
+    Positions are required as soon as they matter: `causal`, `window`,
+    `window_right` or `alibi_slopes` need
     `q_offset` or `q_pos`/`k_pos`. The offset and explicit forms are
     exclusive. Run-time values (offsets, lengths, positions) are checked by
     whoever executes the op: the reference and the runtime reject negative
@@ -129,6 +137,10 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     Optional<KVAttn_MaskTensor>:$mask,
     Optional<KVAttn_IndexTensor>:$block_table,
     Optional<KVAttn_IndexTensor>:$q_start,
+    // f32 [Hq]; any ranked tensor here, so that the verifier can name the
+    // operand and its rule.
+    Optional<AnyRankedTensor>:$sinks,
+    Optional<AnyRankedTensor>:$alibi_slopes,
     UnitAttr:$causal,
     OptionalAttr<I64Attr>:$window,
     OptionalAttr<F32Attr>:$softcap,
@@ -151,6 +163,8 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
     (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`alibi_slopes` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`causal` $causal^)?
     (`window` `=` $window^)?
     (`window_right` `=` $window_right^)?

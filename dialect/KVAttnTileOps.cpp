@@ -108,6 +108,8 @@ LogicalResult TileMaskOp::verify() {
   if ((getCausal() || getWindow() || getWindowRight()) && !offsets &&
       !getQPos())
     return emitOpError() << "causal and window masks need positions";
+  if (getAlibiSlopes() && !offsets && !getQPos())
+    return emitOpError() << "an ALiBi bias needs positions";
   if (std::optional<int64_t> r = getWindowRight(); r && *r < 0)
     return emitOpError() << "window_right must be non-negative, got " << *r;
   if (std::optional<int64_t> w = getWindow(); w && *w <= 0)

@@ -111,9 +111,13 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
       `kp = k_pos[batch, j]`;
     * the key is allowed when `j < kv_len`, `key_valid[batch, j]` (if
       given), `kp <= qp` (if `causal`), `qp - kp < window` (if `window`),
-      `kp - qp <= window_right` (if `window_right`), and `mask[batch, head, i, j]` is true (an i1 mask, broadcast);
+      `kp - qp <= window_right` (if `window_right`), and
+      `mask[batch, head, i, j]` is true (an i1 mask, broadcast);
     * a forbidden key's score becomes `-inf`; a float `mask` is added to the
-      allowed scores instead (with the same broadcasting).
+      allowed scores instead (with the same broadcasting), and with
+      `alibi(%slopes)` (f32 `[Hq]`) the ALiBi bias
+      `-slopes[head'] * |qp - kp|` of the row's query head `head'` (this
+      needs positions; a program with ALiBi masks every block).
 
     With `group = G` (GQA packing, see `tile.load_q`) row `r` is query row
     `i = (q_start + r) / G` of head `head + (q_start + r) % G`; in the offset
@@ -129,7 +133,8 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
     Optional<MemRefOf<[I1]>>:$key_valid,
     Optional<MemRefOf<[I1, F32, F16, BF16]>>:$mask,
     UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
-    OptionalAttr<I64Attr>:$group, OptionalAttr<I64Attr>:$window_right);
+    OptionalAttr<I64Attr>:$group, OptionalAttr<I64Attr>:$window_right,
+    Optional<MemRefRankOf<[F32], [1]>>:$alibi_slopes);
   let assemblyFormat = [{
     $scores `[` $batch `,` $head `,` $q_start `,` $k_start `]`
     `size` `(` $rows `,` $cols `)` `kv_len` `(` $kv_len `)`
@@ -137,6 +142,7 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
     (`positions` `(` $q_pos^ `,` $k_pos `:` type($q_pos) `,` type($k_pos) `)`)?
     (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
     (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`causal` $causal^)? (`window` `=` $window^)?
     (`window_right` `=` $window_right^)? (`group` `=` $group^)?
     attr-dict `:` type($scores)
@@ -204,7 +210,7 @@ def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update",
   let hasVerifier = 1;
 }
 
-def KVAttn_TileStoreOp : KVAttn_Op<"tile.store"> {
+def KVAttn_TileStoreOp : KVAttn_Op<"tile.store", [AttrSizedOperandSegments]> {
   let summary = "the epilogue: normalise and write a program's rows";
   let description = [{
     For `r < rows`, `i = start + r`: when `max[r] == -inf` (no allowed key)
@@ -215,6 +221,14 @@ def KVAttn_TileStoreOp : KVAttn_Op<"tile.store"> {
 
     With `group = G` (GQA packing, see `tile.load_q`) row `r` is query row
     `(start + r) / G` of head `head + (start + r) % G`.
+
+    With `sinks(%sinks)` (f32 `[Hq]`, attention sinks) the row's sink
+    `z = sinks[head']` (`head'` the row's query head) joins the denominator
+    and contributes no value: with `m = max(max[r], z)`,
+    `sum' = exp(max[r] - m) * sum[r] + exp(z - m)`,
+    `out = acc[r, :] * exp(max[r] - m) / sum'` and `lse = m + log(sum')`;
+    a row without allowed keys gets `out = 0`, `lse = z` (`-inf` only when
+    `z = -inf` too).
   }];
   let arguments = (ins
     Arg<KVAttn_F32Row, "", [MemRead]>:$max,
@@ -223,10 +237,12 @@ def KVAttn_TileStoreOp : KVAttn_Op<"tile.store"> {
     Arg<KVAttn_GlobalTensor, "", [MemWrite]>:$out,
     Arg<Optional<MemRefRankOf<[F32], [3]>>, "", [MemWrite]>:$lse,
     Index:$batch, Index:$head, Index:$start, Index:$rows,
-    OptionalAttr<I64Attr>:$group);
+    OptionalAttr<I64Attr>:$group,
+    Arg<Optional<MemRefRankOf<[F32], [1]>>, "", [MemRead]>:$sinks);
   let assemblyFormat = [{
     `state` `(` $max `,` $sum `,` $acc `)` `into` $out
     (`lse` `(` $lse^ `:` type($lse) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)`
     (`group` `=` $group^)? attr-dict
     `:` type($max) `,` type($sum) `,` type($acc) `,` type($out)
@@ -234,7 +250,7 @@ def KVAttn_TileStoreOp : KVAttn_Op<"tile.store"> {
   let hasVerifier = 1;
 }
 
-def KVAttn_TileMergeOp : KVAttn_Op<"tile.merge"> {
+def KVAttn_TileMergeOp : KVAttn_Op<"tile.merge", [AttrSizedOperandSegments]> {
   let summary = "merge the split-KV partial states of a block of rows";
   let description = [{
     The epilogue of split-KV: the partial states `out_parts [N, B, Hq, L,
@@ -245,16 +261,23 @@ def KVAttn_TileMergeOp : KVAttn_Op<"tile.merge"> {
     row gives `out = 0`, `lse = -inf` and never NaN. `out` receives the
     merged output converted to its element type (round to nearest even),
     `lse` (optional) the merged natural-log lse.
+
+    With `sinks(%sinks)` (f32 `[Hq]`) the head's sink joins the merge once,
+    as one more part with `lse = sinks[head]` and a zero output (the parts
+    are the chunks' raw states, without it): a row whose parts are all
+    empty gets `out = 0`, `lse = sinks[head]`.
   }];
   let arguments = (ins
     Arg<MemRefRankOf<[F32], [5]>, "", [MemRead]>:$out_parts,
     Arg<MemRefRankOf<[F32], [4]>, "", [MemRead]>:$lse_parts,
     Arg<KVAttn_GlobalTensor, "", [MemWrite]>:$out,
     Arg<Optional<MemRefRankOf<[F32], [3]>>, "", [MemWrite]>:$lse,
-    Index:$batch, Index:$head, Index:$start, Index:$rows);
+    Index:$batch, Index:$head, Index:$start, Index:$rows,
+    Arg<Optional<MemRefRankOf<[F32], [1]>>, "", [MemRead]>:$sinks);
   let assemblyFormat = [{
     $out_parts `,` $lse_parts `[` $batch `,` $head `,` $start `]`
     `rows` `(` $rows `)` `into` $out (`lse` `(` $lse^ `:` type($lse) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     attr-dict `:` type($out_parts) `,` type($lse_parts) `,` type($out)
   }];
   let hasVerifier = 1;

@@ -358,7 +358,8 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
         rewriter, loc, outType, /*lse=*/Type(), query, key, value, qOffset,
         kOffset, /*q_pos=*/Value(), /*k_pos=*/Value(),
         /*kv_len=*/Value(), /*key_valid=*/Value(), mask,
-        /*block_table=*/Value(), /*q_start=*/Value(), /*causal=*/true,
+        /*block_table=*/Value(), /*q_start=*/Value(),
+        /*sinks=*/Value(), /*alibi_slopes=*/Value(), /*causal=*/true,
         /*window=*/IntegerAttr(),
         /*softcap=*/FloatAttr(), scale, /*window_right=*/IntegerAttr());
     raised = attention;

@@ -422,7 +422,7 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
       rewriter, loc, op.getOut().getType(), lse ? lse.getType() : Type(), query,
       key, op.getValue(), pos.qOffset, pos.kOffset, /*q_pos=*/Value(),
       /*k_pos=*/Value(), pos.kvLen, keyValid, mask, /*block_table=*/Value(),
-      /*q_start=*/Value(),
+      /*q_start=*/Value(), /*sinks=*/Value(), /*alibi_slopes=*/Value(),
       /*causal=*/causal.has_value(), op.getWindowAttr(), op.getSoftcapAttr(),
       op.getScaleAttr(), /*window_right=*/IntegerAttr());
   rewriter.replaceOp(op, attention->getResults());

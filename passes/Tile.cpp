@@ -128,6 +128,8 @@ struct Buffers {
   Value q, k, v, qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, out, lse;
   Value blockTable; ///< paged K/V: [B, max_pages]
   Value qStart;     ///< varlen: [B + 1] starts of the packed query rows
+  Value sinks;      ///< attention sinks: f32 [Hq]
+  Value alibiSlopes; ///< ALiBi slopes: f32 [Hq]
 };
 
 /// The buffer of a program operand, marked with its role (kvattn.role), so
@@ -314,7 +316,8 @@ private:
     s.paged = op.isPaged();
     s.varlen = op.isVarlen();
     const bool explicitForm = static_cast<bool>(op.getQPos());
-    s.canBeFull = !op.getKeyValid() && !op.getMask() &&
+    // An ALiBi bias touches every score: no block is mask-free.
+    s.canBeFull = !op.getKeyValid() && !op.getMask() && !op.getAlibiSlopes() &&
                   !(explicitForm && (s.causal || s.window || s.windowRight));
     // The block sizes, warps, GQA packing and split: the options, or chosen
     // for this op (kvattn/Support/Schedule.h).
@@ -359,6 +362,9 @@ private:
     buf.mask = toBuffer(b, op.getMask(), BufferRole::mask);
     buf.blockTable = toBuffer(b, op.getBlockTable(), BufferRole::block_table);
     buf.qStart = toBuffer(b, op.getQStart(), BufferRole::q_start);
+    buf.sinks = toBuffer(b, op.getSinks(), BufferRole::sinks);
+    buf.alibiSlopes =
+        toBuffer(b, op.getAlibiSlopes(), BufferRole::alibi_slopes);
 
     batch = m.dim(buf.q, 0);
     qHeads = m.dim(buf.q, 1);
@@ -793,7 +799,8 @@ private:
                 s.window ? fb.getI64IntegerAttr(*s.window) : IntegerAttr(),
                 groupAttr,
                 s.windowRight ? fb.getI64IntegerAttr(*s.windowRight)
-                              : IntegerAttr());
+                              : IntegerAttr(),
+                buf.alibiSlopes);
           }
           // The full-block test goes with the update: a target may multiply
           // every value of a full block without testing its probability
@@ -812,7 +819,8 @@ private:
                  const Tiles &t, ValueRange ivs) {
     if (s.splits <= 1) {
       TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, buf.out, buf.lse,
-                          r.qBatch, r.head, r.qRowStart, r.rows, groupAttr);
+                          r.qBatch, r.head, r.qRowStart, r.rows, groupAttr,
+                          buf.sinks);
       return;
     }
     auto part = [&](Value parts) {
@@ -829,10 +837,11 @@ private:
                                        offsets, sizes, strides)
           .getResult();
     };
+    // The chunks' raw states: a sink joins once, in the merge.
     auto storeParts = [&] {
       TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, part(outParts),
                           part(lseParts), r.bIdx, r.head, r.qStart, r.rows,
-                          groupAttr);
+                          groupAttr, /*sinks=*/Value());
     };
     if (!s.runTimeSplit) {
       storeParts();
@@ -849,7 +858,8 @@ private:
     OpBuilder::InsertionGuard guard(pb);
     pb.setInsertionPointToStart(ifSingle.thenBlock());
     TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, buf.out, buf.lse,
-                        r.qBatch, r.head, r.qRowStart, r.rows, groupAttr);
+                        r.qBatch, r.head, r.qRowStart, r.rows, groupAttr,
+                        buf.sinks);
     pb.setInsertionPointToStart(ifSingle.elseBlock());
     storeParts();
   }
@@ -904,7 +914,7 @@ private:
           Value qStart = p.mul(ivs[1], p.c(s.bm));
           Value rows = p.min(p.c(s.bm), p.sub(qLen, qStart));
           TileMergeOp::create(pb, outParts, lseParts, buf.out, buf.lse, bIdx,
-                              head, qStart, rows);
+                              head, qStart, rows, buf.sinks);
           scf::InParallelOp::create(pb);
         });
     setTileConfig(merge, tileConfig(b, 1, 1, KernelKind::merge));

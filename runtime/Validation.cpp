@@ -69,6 +69,8 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
     return {"", "B", "Hq", "L", ""};
   if (role == "lse_parts")
     return {"", "B", "Hq", "L"};
+  if (role == "sinks" || role == "alibi_slopes")
+    return {"Hq"};
   std::vector<std::string> full = {"B", "Hq", "L", "S"}; // mask
   return std::vector<std::string>(full.end() - std::min(rank, full.size()),
                                   full.end());

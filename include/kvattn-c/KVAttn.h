@@ -421,6 +421,14 @@ typedef struct {
    * `window` the keys before it (FlashAttention's window_size = (window - 1,
    * window_right)); -1 (default): no bound after the query. */
   int64_t window_right;
+  /* 0/1: attention sinks, the plan's buffer "sinks" (f32 [Hq]): a logit per
+   * query head in every row's softmax denominator, with no value (gpt-oss);
+   * a row without allowed keys gets out = 0, lse = the sink. */
+  int32_t sinks;
+  /* 0/1: ALiBi, the plan's buffer "alibi_slopes" (f32 [Hq]):
+   * -alibi_slopes[h] * |qp - kp| added to each score, from the positions
+   * (FlashAttention's alibi_slopes). */
+  int32_t alibi;
 } kvattn_attention_desc;
 
 /* The defaults (bf16, every size dynamic, nothing optional), struct_size
@@ -428,7 +436,8 @@ typedef struct {
 void kvattn_attention_desc_init(kvattn_attention_desc *desc);
 /* The IR kvattn_plan_create_from_desc plans (free with kvattn_free): one
  * function @attention(query, key, value, [update_k, update_v], [q_start],
- * q_offset, kv_len, [block_table]) returning out, [lse], [key, value].
+ * q_offset, kv_len, [block_table], [sinks], [alibi_slopes]) returning out,
+ * [lse], [key, value].
  * Errors name the field: "attention description: query heads Hq = 8 must
  * be a multiple of kv heads Hkv = 3". */
 int kvattn_attention_desc_to_ir(const kvattn_attention_desc *desc, char **ir,

@@ -109,6 +109,10 @@ static Status readDescription(const char *what,
         " must be -1 (none) or a key count >= 0");
   if (c.window_right >= 0)
     d.windowRight = c.window_right;
+  KVATTN_RETURN_IF_ERROR(boolean("sinks", c.sinks));
+  KVATTN_RETURN_IF_ERROR(boolean("alibi", c.alibi));
+  d.sinks = c.sinks;
+  d.alibi = c.alibi;
   return Status::ok();
 }
 

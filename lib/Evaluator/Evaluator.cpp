@@ -362,6 +362,8 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   ops.keyValid = optional(op.getKeyValid());
   ops.mask = optional(op.getMask());
   ops.qStart = optional(op.getQStart());
+  ops.sinks = optional(op.getSinks());
+  ops.alibiSlopes = optional(op.getAlibiSlopes());
   reference::AttentionAttributes attrs;
   attrs.causal = op.getCausal();
   attrs.window = op.getWindow();

@@ -39,6 +39,8 @@ std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
   add(op.getMask(), "mask");
   add(op.getBlockTable(), "block_table");
   add(op.getQStart(), "q_start");
+  add(op.getSinks(), "sinks");
+  add(op.getAlibiSlopes(), "alibi_slopes");
   return roles;
 }
 

@@ -151,6 +151,10 @@ struct Core {
   std::optional<double> softcap;
   const HostTensor *mask; // may be null
   std::function<bool(int64_t b, int64_t h, int64_t i, int64_t j)> allowed;
+  /// An additive bias (ALiBi) of an allowed key, or null.
+  std::function<double(int64_t b, int64_t h, int64_t i, int64_t j)> bias;
+  /// Attention sinks [Hq] (a logit in every row's denominator), or null.
+  const HostTensor *sinks = nullptr;
   /// A ragged batch: the sequence of each packed row, and each sequence's
   /// first row (q_start). Row i of the packed query reads the keys of
   /// sequence rowSequence[i] as its row i - sequenceStart[...]. Null
@@ -223,21 +227,29 @@ struct Core {
               if (s == negInf)
                 continue; // A -inf bias excludes the key.
             }
+            if (bias)
+              s += bias(kb, h, il, j);
             keys.push_back(j);
             scores.push_back(s);
           }
 
+          // A sink is one more logit in the denominator, with no value.
+          const std::optional<double> sink =
+              sinks ? std::optional<double>(sinks->getDouble(h)) : std::nullopt;
           if (keys.empty()) {
-            // No allowed key: out = 0 (already zero), lse = -inf.
+            // No allowed key: out = 0 (already zero), lse = -inf, or the
+            // sink's logit (its own log-sum-exp).
             if (lse)
-              lse->setDouble(row, negInf);
+              lse->setDouble(row, sink ? *sink : negInf);
             continue;
           }
           double peak = scores[0];
           for (double s : scores)
             if (s > peak || std::isnan(s))
               peak = s;
-          double sum = 0.0;
+          if (sink && (*sink > peak || std::isnan(*sink)))
+            peak = *sink;
+          double sum = sink ? std::exp(*sink - peak) : 0.0;
           std::vector<double> acc(dims.dv, 0.0);
           for (size_t n = 0; n < keys.size(); ++n) {
             double w = std::exp(scores[n] - peak);
@@ -448,6 +460,18 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
   }
   if (ops.mask)
     KVATTN_RETURN_IF_ERROR(checkMask(*ops.mask, dims));
+  for (auto [name, t] : {std::pair{"sinks", ops.sinks},
+                         std::pair{"alibi_slopes", ops.alibiSlopes}}) {
+    if (!t)
+      continue;
+    if (t->elementType() != ElementType::F32)
+      return Status::error(std::string(name) + " must be an f32 tensor, got " +
+                           elementTypeName(t->elementType()));
+    KVATTN_RETURN_IF_ERROR(checkShape(name, *t, {{"Hq", dims.hq}}));
+  }
+  if (ops.alibiSlopes && !offsetForm && !explicitForm)
+    return Status::error("alibi_slopes (ALiBi) needs query and key "
+                         "positions");
 
   // The packed rows' sequences (kvattn/Support/QueryStarts.h), before any
   // row reads a key.
@@ -509,6 +533,15 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
                 return false;
               return true;
             }};
+  core.sinks = ops.sinks;
+  if (ops.alibiSlopes)
+    core.bias = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+      // The distance in integers (positions are at most 2^62, so it
+      // fits), then converted: exact where the positions as doubles are not.
+      const int64_t diff = queryPos(b, i) - keyPos(b, j);
+      const double distance = static_cast<double>(diff < 0 ? -diff : diff);
+      return -ops.alibiSlopes->getDouble(h) * distance;
+    };
   if (ops.qStart) {
     core.rowSequence = &rowSequence;
     core.sequenceStart = &qStart;

@@ -125,7 +125,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
     return RankedTensorType::get(shape, t);
   };
   // The signature: query, key, value, [update_k, update_v], [q_start],
-  // q_offset (the append's pos too), kv_len, [block_table].
+  // q_offset (the append's pos too), kv_len, [block_table], [sinks],
+  // [alibi_slopes].
   SmallVector<Type> inputs = {tensor({d.varlen ? 1 : B, Hq, L, D}, elt)};
   if (d.paged) {
     inputs.push_back(tensor({dim(d.numPages), d.pageSize, Hkv, D}, elt)); // key
@@ -146,6 +147,10 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   inputs.push_back(tensor({B}, index));                          // kv_len
   if (d.paged)
     inputs.push_back(tensor({B, dim(d.maxPages)}, index)); // block_table
+  if (d.sinks)
+    inputs.push_back(tensor({Hq}, b.getF32Type())); // sinks
+  if (d.alibi)
+    inputs.push_back(tensor({Hq}, b.getF32Type())); // alibi_slopes
 
   module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
@@ -167,6 +172,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   Value qOffset = body->getArgument(next++);
   Value kvLen = body->getArgument(next++);
   Value blockTable = d.paged ? body->getArgument(next++) : Value();
+  Value sinks = d.sinks ? body->getArgument(next++) : Value();
+  Value alibiSlopes = d.alibi ? body->getArgument(next++) : Value();
 
   SmallVector<Value> results;
   if (d.append) {
@@ -181,6 +188,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   extras.qOffset = qOffset;
   extras.kvLen = kvLen;
   extras.blockTable = blockTable;
+  extras.sinks = sinks;
+  extras.alibiSlopes = alibiSlopes;
   extras.causal = d.causal;
   extras.window = d.window;
   extras.windowRight = d.windowRight;

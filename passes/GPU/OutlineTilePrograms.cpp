@@ -34,9 +34,9 @@ using namespace mlir::kvattn;
 
 /// The operand roles in kernel-parameter order.
 static const char *const kRoles[] = {
-    "query", "key",    "value",     "q_offset", "k_offset",    "q_pos",
-    "k_pos", "kv_len", "key_valid", "mask",     "block_table", "q_start",
-    "out",   "lse",    "out_parts", "lse_parts"};
+    "query", "key",    "value",     "q_offset",  "k_offset",    "q_pos",
+    "k_pos", "kv_len", "key_valid", "mask",      "block_table", "q_start",
+    "out",   "lse",    "out_parts", "lse_parts", "sinks",       "alibi_slopes"};
 /// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
     "B",         "Hq",        "Hkv",       "L",   "S",
@@ -84,6 +84,8 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
     return {kN, kB, kHq, kL, -1};
   if (role == "lse_parts")
     return {kN, kB, kHq, kL};
+  if (role == "sinks" || role == "alibi_slopes")
+    return {kHq};
   // mask: right-aligned against [B, Hq, L, S].
   SmallVector<int> full = {kB, kHq, kL, kS};
   return SmallVector<int>(full.end() - rank, full.end());

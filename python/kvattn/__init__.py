@@ -1071,7 +1071,9 @@ def attention_ir(runtime=None, **fields):
     "bf16"), batch, query_len, key_len (-1 or absent: dynamic),
     num_query_heads, num_kv_heads, head_dim, value_head_dim, causal,
     with_lse, window, window_right, softcap, scale, paged, page_size,
-    num_pages, max_pages, varlen, append. Bad fields raise KVAttnError naming them."""
+    num_pages, max_pages, varlen, append, sinks (0/1: a buffer "sinks" f32
+    [Hq]), alibi (0/1: a buffer "alibi_slopes" f32 [Hq]). Bad fields raise
+    KVAttnError naming them."""
     api = _runtime_arg(runtime).api if runtime is not None else library()
     return api.attention_ir(fields)
 

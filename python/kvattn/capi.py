@@ -147,11 +147,14 @@ class AttentionDesc(ctypes.Structure):
                 ("max_pages", ctypes.c_int64),
                 ("append", ctypes.c_int32),
                 ("reserved0", ctypes.c_int32),
-                ("window_right", ctypes.c_int64)]
+                ("window_right", ctypes.c_int64),
+                ("sinks", ctypes.c_int32),
+                ("alibi", ctypes.c_int32)]
 
 
 # The fields of a description (kvattn.attention_ir's keywords), flags apart.
-DESC_FLAGS = ("causal", "with_lse", "paged", "varlen", "append")
+DESC_FLAGS = ("causal", "with_lse", "paged", "varlen", "append", "sinks",
+              "alibi")
 
 
 class _Diagnostic(ctypes.Structure):

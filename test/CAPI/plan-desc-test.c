@@ -262,6 +262,51 @@ static void ragged(kvattn_runtime *rt) {
           sizeof(buffers) / sizeof(buffers[0]));
 }
 
+/* Attention sinks and ALiBi, f32, with lse: the buffers "sinks" and
+ * "alibi_slopes" (f32 [Hq]) after the others. */
+static const char *kSinksAlibiIR =
+    "func.func @attention(%q: tensor<2x4x3x16xf32>,\n"
+    "    %k: tensor<2x2x16x16xf32>, %v: tensor<2x2x16x16xf32>,\n"
+    "    %off: tensor<2xi32>, %len: tensor<2xi32>, %z: tensor<4xf32>,\n"
+    "    %m: tensor<4xf32>)\n"
+    "    -> (tensor<2x4x3x16xf32>, tensor<2x4x3xf32>) {\n"
+    "  %o, %lse = kvattn.attention %q, %k, %v q_offset(%off : tensor<2xi32>)\n"
+    "      kv_len(%len : tensor<2xi32>) sinks(%z : tensor<4xf32>)\n"
+    "      alibi_slopes(%m : tensor<4xf32>) causal\n"
+    "      : tensor<2x4x3x16xf32>, tensor<2x2x16x16xf32>,\n"
+    "      tensor<2x2x16x16xf32> -> tensor<2x4x3x16xf32>, tensor<2x4x3xf32>\n"
+    "  return %o, %lse : tensor<2x4x3x16xf32>, tensor<2x4x3xf32>\n"
+    "}\n";
+
+static void sinksAlibi(kvattn_runtime *rt) {
+  kvattn_attention_desc d;
+  kvattn_attention_desc_init(&d);
+  d.dtype = KVATTN_F32;
+  d.batch = 2;
+  d.query_len = 3;
+  d.key_len = 16;
+  d.num_query_heads = 4;
+  d.num_kv_heads = 2;
+  d.head_dim = 16;
+  d.causal = 1;
+  d.with_lse = 1;
+  d.sinks = 1;
+  d.alibi = 1;
+  static const int32_t off[2] = {9, 2}, len[2] = {12, 5};
+  static const float sinks[4] = {0.5f, -1.0f, 2.0f, 0.0f},
+                     slopes[4] = {0.25f, 0.0625f, 0.015625f, 0.5f};
+  const size_t q = 2 * 4 * 3 * 16 * 4, cache = 2 * 2 * 16 * 16 * 4;
+  const Buffer buffers[] = {
+      {"query", q, NULL, 0},           {"key", cache, NULL, 0},
+      {"value", cache, NULL, 0},       {"out", q, NULL, 1},
+      {"lse", 2 * 4 * 3 * 4, NULL, 1}, {"q_offset", 8, off, 0},
+      {"kv_len", 8, len, 0},           {"sinks", 16, sinks, 0},
+      {"alibi_slopes", 16, slopes, 0}};
+  kvattn_sizes sizes = {2, 4, 2, 3, 16, 0, 0, 0};
+  compare(rt, "sinks and alibi", &d, kSinksAlibiIR, sizes, buffers,
+          sizeof(buffers) / sizeof(buffers[0]));
+}
+
 static void refused(kvattn_runtime *rt, const char *label,
                     const kvattn_attention_desc *d) {
   char *error = NULL, *ir = NULL;
@@ -300,6 +345,8 @@ static void badDescriptions(kvattn_runtime *rt) {
   BAD("batch", d.batch = -4);
   BAD("dtype", d.dtype = (kvattn_dtype)42);
   BAD("causal flag", d.causal = 2);
+  BAD("sinks flag", d.sinks = 3);
+  BAD("alibi flag", d.alibi = -1);
   BAD("struct_size", d.struct_size = 4);
   /* The plan entry point gives the same message, after its name. */
   char *error = NULL;
@@ -420,6 +467,7 @@ int main(void) {
   pagedStep(rt);
   dynamicDecode(rt);
   ragged(rt);
+  sinksAlibi(rt);
   badDescriptions(rt);
   oneNamespace(rt);
   kvattn_runtime_destroy(rt);

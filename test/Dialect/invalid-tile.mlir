@@ -113,3 +113,11 @@ func.func @mask_window_right_negative(%s: memref<16x32xf32>, %i: index) {
   kvattn.tile.mask %s[%i, %i, %i, %i] size(%i, %i) kv_len(%i) offsets(%i, %i) window_right = -2 : memref<16x32xf32>
   return
 }
+
+// -----
+
+func.func @mask_alibi_without_positions(%s: memref<16x32xf32>, %m: memref<8xf32>, %i: index) {
+  // expected-error @+1 {{an ALiBi bias needs positions}}
+  kvattn.tile.mask %s[%i, %i, %i, %i] size(%i, %i) kv_len(%i) alibi(%m : memref<8xf32>) : memref<16x32xf32>
+  return
+}

@@ -807,3 +807,35 @@ func.func @window_right_without_positions(%q: tensor<1x8x4x64xf32>, %k: tensor<1
   %o = kvattn.attention %q, %k, %v window_right = 2 : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
   return
 }
+
+// -----
+
+func.func @sinks_shape(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>, %z: tensor<2xf32>) {
+  // expected-error @+1 {{sinks must have shape [Hq]: dim 0 is 2 but Hq is 8}}
+  %o = kvattn.attention %q, %k, %v sinks(%z : tensor<2xf32>) : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @sinks_type(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>, %z: tensor<8xf16>) {
+  // expected-error @+1 {{sinks must be an f32 tensor [Hq] (one value per query head), got 'tensor<8xf16>'}}
+  %o = kvattn.attention %q, %k, %v sinks(%z : tensor<8xf16>) : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @alibi_without_positions(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>, %m: tensor<8xf32>) {
+  // expected-error @+1 {{alibi_slopes (ALiBi) attention needs query and key positions: give q_offset (and optionally k_offset) or q_pos and k_pos}}
+  %o = kvattn.attention %q, %k, %v alibi_slopes(%m : tensor<8xf32>) : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @alibi_rank(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: tensor<1x2x16x64xf32>, %qo: tensor<1xi32>, %m: tensor<1x8xf32>) {
+  // expected-error @+1 {{alibi_slopes must have shape [Hq] (rank 1), got rank 2}}
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) alibi_slopes(%m : tensor<1x8xf32>) : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
+  return
+}

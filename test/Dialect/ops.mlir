@@ -24,6 +24,19 @@ func.func @attention_two_sided_window(%q: tensor<2x8x4x64xf16>, %k: tensor<2x2x1
   return %o : tensor<2x8x4x64xf16>
 }
 
+// Attention sinks and ALiBi slopes: f32 [Hq] per query head.
+// CHECK-LABEL: func @attention_sinks_alibi
+func.func @attention_sinks_alibi(%q: tensor<2x8x4x64xf16>, %k: tensor<2x2x16x64xf16>,
+                                 %v: tensor<2x2x16x64xf16>, %qo: tensor<2xi32>,
+                                 %z: tensor<8xf32>, %m: tensor<8xf32>)
+    -> tensor<2x8x4x64xf16> {
+  // CHECK: kvattn.attention %{{.*}}, %{{.*}}, %{{.*}} q_offset(%{{.*}} : tensor<2xi32>) sinks(%{{.*}} : tensor<8xf32>) alibi_slopes(%{{.*}} : tensor<8xf32>) causal window = 128 : tensor<2x8x4x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<2x8x4x64xf16>
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<2xi32>) sinks(%z : tensor<8xf32>)
+      alibi_slopes(%m : tensor<8xf32>) causal window = 128
+      : tensor<2x8x4x64xf16>, tensor<2x2x16x64xf16>, tensor<2x2x16x64xf16> -> tensor<2x8x4x64xf16>
+  return %o : tensor<2x8x4x64xf16>
+}
+
 // CHECK-LABEL: func @attention_explicit_lse
 func.func @attention_explicit_lse(%q: tensor<?x4x?x128xbf16>, %k: tensor<?x1x?x128xbf16>,
                                   %v: tensor<?x1x?x96xbf16>, %qp: tensor<?x?xi64>,
@@ -178,6 +191,18 @@ func.func @softmax_all_allowed(%v: memref<?x16x2x8xf16>, %bt: memref<2x?xi32>, %
 // CHECK: kvattn.tile.merge %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) into %{{.*}} lse(%{{.*}} : memref<2x8x?xf32>) : memref<4x2x8x?x64xf32>, memref<4x2x8x?xf32>, memref<2x8x?x64xbf16>
 func.func @tile_merge(%op: memref<4x2x8x?x64xf32>, %lp: memref<4x2x8x?xf32>, %out: memref<2x8x?x64xbf16>, %lse: memref<2x8x?xf32>, %i: index, %n: index) {
   kvattn.tile.merge %op, %lp[%i, %i, %i] rows(%n) into %out lse(%lse : memref<2x8x?xf32>) : memref<4x2x8x?x64xf32>, memref<4x2x8x?xf32>, memref<2x8x?x64xbf16>
+  return
+}
+
+// Sinks join the epilogue and the split merge; ALiBi the mask.
+// CHECK-LABEL: func @tile_sinks_alibi
+// CHECK: kvattn.tile.mask %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] size(%{{.*}}, %{{.*}}) kv_len(%{{.*}}) offsets(%{{.*}}, %{{.*}}) alibi(%{{.*}} : memref<8xf32>) causal : memref<16x32xf32>
+// CHECK: kvattn.tile.store state({{.*}}) into %{{.*}} sinks(%{{.*}} : memref<8xf32>) [%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) :
+// CHECK: kvattn.tile.merge %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) into %{{.*}} sinks(%{{.*}} : memref<8xf32>) :
+func.func @tile_sinks_alibi(%s: memref<16x32xf32>, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %out: memref<1x8x?x8xf16>, %op: memref<4x1x8x?x8xf32>, %lp: memref<4x1x8x?xf32>, %z: memref<8xf32>, %a: memref<8xf32>, %i: index, %n: index) {
+  kvattn.tile.mask %s[%i, %i, %i, %i] size(%n, %n) kv_len(%n) offsets(%i, %i) alibi(%a : memref<8xf32>) causal : memref<16x32xf32>
+  kvattn.tile.store state(%m, %l, %acc) into %out sinks(%z : memref<8xf32>) [%i, %i, %i] rows(%n) : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x8x?x8xf16>
+  kvattn.tile.merge %op, %lp[%i, %i, %i] rows(%n) into %out sinks(%z : memref<8xf32>) : memref<4x1x8x?x8xf32>, memref<4x1x8x?xf32>, memref<1x8x?x8xf16>
   return
 }
 

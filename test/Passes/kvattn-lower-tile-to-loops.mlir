@@ -90,6 +90,70 @@ func.func @softmax(%s: memref<16x32xf32>, %v: memref<1x2x64x8xbf16>, %b: index, 
 
 // -----
 
+// ALiBi: the row head's slope times the position distance |qp - kp|,
+// negated, is added to an allowed score; a forbidden one stays -inf.
+
+// CHECK-LABEL: func @mask_alibi
+// CHECK:         scf.for %[[R:.*]] =
+// CHECK:           %[[QP:.*]] = arith.addi %{{.*}}, %[[R]]
+// CHECK:           scf.for %[[C:.*]] =
+// CHECK:             %[[J:.*]] = arith.addi %{{.*}}, %[[C]]
+// CHECK:             arith.cmpi slt, %[[J]]
+// CHECK:             %[[KP:.*]] = arith.addi %{{.*}}, %[[C]]
+// CHECK:             %[[SC:.*]] = memref.load %{{.*}} : memref<16x32xf32>
+// CHECK:             %[[SLOPE:.*]] = memref.load %{{.*}} : memref<2xf32>
+// CHECK:             %[[D:.*]] = arith.subi %[[QP]], %[[KP]]
+// CHECK:             %[[ND:.*]] = arith.subi %{{.*}}, %[[D]]
+// CHECK:             %[[ABS:.*]] = arith.maxsi %[[D]], %[[ND]]
+// CHECK:             %[[I:.*]] = arith.index_cast %[[ABS]] : index to i64
+// CHECK:             %[[F:.*]] = arith.sitofp %[[I]] : i64 to f32
+// CHECK:             %[[NEG:.*]] = arith.negf %[[SLOPE]]
+// CHECK:             %[[BIAS:.*]] = arith.mulf %[[NEG]], %[[F]]
+// CHECK:             %[[BIASED:.*]] = arith.addf %[[SC]], %[[BIAS]]
+// CHECK:             arith.select %{{.*}}, %[[BIASED]], %{{.*}} : f32
+func.func @mask_alibi(%s: memref<16x32xf32>, %m: memref<2xf32>, %b: index, %h: index, %qs: index, %ks: index,
+                      %rows: index, %cols: index, %len: index, %qb: index, %kb: index) {
+  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) alibi(%m : memref<2xf32>) : memref<16x32xf32>
+  return
+}
+
+// -----
+
+// Sinks: the head's sink z joins the denominator once: m = max(max, z),
+// out = acc * exp(max - m) / (exp(max - m) * sum + exp(z - m)), lse =
+// m + log(that sum), -inf only when m is.
+
+// CHECK-LABEL: func @store_sinks
+// CHECK:         scf.for %[[R:.*]] =
+// CHECK:           %[[MAX:.*]] = memref.load %{{.*}} : memref<16xf32>
+// CHECK:           %[[SUM:.*]] = memref.load %{{.*}} : memref<16xf32>
+// CHECK:           %[[Z:.*]] = memref.load %{{.*}} : memref<2xf32>
+// CHECK:           %[[EMPTY:.*]] = arith.cmpf oeq, %[[MAX]]
+// CHECK:           %[[PEAK:.*]] = arith.maximumf %[[MAX]], %[[Z]]
+// CHECK:           %[[KD:.*]] = arith.subf %[[MAX]], %[[PEAK]]
+// CHECK:           %[[KW:.*]] = math.exp %[[KD]]
+// CHECK:           %[[ZD:.*]] = arith.subf %[[Z]], %[[PEAK]]
+// CHECK:           %[[ZW:.*]] = math.exp %[[ZD]]
+// CHECK:           %[[SCALED:.*]] = arith.mulf %[[KW]], %[[SUM]]
+// CHECK:           %[[TOTAL:.*]] = arith.addf %[[SCALED]], %[[ZW]]
+// CHECK:           %[[INV:.*]] = arith.divf %[[KW]], %[[TOTAL]]
+// CHECK:           %[[NONE:.*]] = arith.cmpf oeq, %[[PEAK]]
+// CHECK:           scf.for
+// CHECK:             %[[V:.*]] = arith.mulf %{{.*}}, %[[INV]]
+// CHECK:             arith.select %[[EMPTY]], %{{.*}}, %[[V]]
+// CHECK:           %[[LOG:.*]] = math.log %[[TOTAL]]
+// CHECK:           %[[L:.*]] = arith.addf %[[PEAK]], %[[LOG]]
+// CHECK:           %[[LSE:.*]] = arith.select %[[NONE]], %{{.*}}, %[[L]]
+// CHECK:           memref.store %[[LSE]], %{{.*}} : memref<1x2x16xf32>
+func.func @store_sinks(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %out: memref<1x2x16x8xf16>,
+                       %lse: memref<1x2x16xf32>, %z: memref<2xf32>, %b: index, %h: index, %start: index, %rows: index) {
+  kvattn.tile.store state(%m, %l, %acc) into %out lse(%lse : memref<1x2x16xf32>) sinks(%z : memref<2xf32>) [%b, %h, %start] rows(%rows)
+      : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x2x16x8xf16>
+  return
+}
+
+// -----
+
 // Epilogue: 0 and -inf for rows without an allowed key, else acc / sum and
 // max + log(sum); the output is rounded to its element type.
 

@@ -83,6 +83,48 @@ func.func @mask_packed(%s: memref<16x32xf32>, %b: index, %h: index, %qs: index, 
 
 // -----
 
+// ALiBi in vectors: the row vector's negated slopes once per row vector
+// (unpacked: the head's, broadcast), then per key -slope * |qp - kp| by one
+// FMA into the scores before the select.
+
+// CHECK-LABEL: func @mask_alibi
+// CHECK:         scf.for %[[R0:.*]] =
+// CHECK:           arith.addi %{{.*}}, %{{.*}} : vector<16xi64>
+// CHECK:           %[[QP:.*]] = arith.addi
+// CHECK:           %[[SLOPE:.*]] = memref.load %{{.*}} : memref<2xf32>
+// CHECK:           %[[NEG:.*]] = arith.negf %[[SLOPE]] : f32
+// CHECK:           %[[NEGS:.*]] = vector.broadcast %[[NEG]] : f32 to vector<16xf32>
+// CHECK:           scf.for %[[C:.*]] =
+// CHECK:             %[[KP:.*]] = vector.broadcast %{{.*}} : i64 to vector<16xi64>
+// CHECK:             %[[S:.*]] = vector.load
+// CHECK:             %[[D:.*]] = arith.subi %[[QP]], %[[KP]] : vector<16xi64>
+// CHECK:             %[[ND:.*]] = arith.subi %[[KP]], %[[QP]] : vector<16xi64>
+// CHECK:             %[[ABS:.*]] = arith.maxsi %[[D]], %[[ND]] : vector<16xi64>
+// CHECK:             %[[F:.*]] = arith.sitofp %[[ABS]] : vector<16xi64> to vector<16xf32>
+// CHECK:             %[[B:.*]] = vector.fma %[[NEGS]], %[[F]], %[[S]] : vector<16xf32>
+// CHECK:             arith.select %{{.*}}, %[[B]], %{{.*}} : vector<16xi1>, vector<16xf32>
+func.func @mask_alibi(%s: memref<16x32xf32>, %m: memref<2xf32>, %b: index, %h: index, %qs: index, %ks: index,
+                      %rows: index, %cols: index, %len: index, %qb: index, %kb: index) {
+  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) alibi(%m : memref<2xf32>) causal : memref<16x32xf32>
+  return
+}
+
+// -----
+
+// Packed ALiBi: lane l of a row vector is head h + (q_start + r0 + l) % G,
+// its slope inserted lane by lane.
+
+// CHECK-LABEL: func @mask_alibi_packed
+// CHECK-COUNT-16: vector.insert %{{.*}}, %{{.*}} [{{[0-9]+}}] : f32 into vector<16xf32>
+// CHECK:         vector.fma
+func.func @mask_alibi_packed(%s: memref<16x32xf32>, %m: memref<8xf32>, %b: index, %h: index, %qs: index, %ks: index,
+                             %rows: index, %cols: index, %len: index, %qb: index, %kb: index) {
+  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) alibi(%m : memref<8xf32>) causal group = 4 : memref<16x32xf32>
+  return
+}
+
+// -----
+
 // Explicit positions: element by element on the transposed scores.
 
 // CHECK-LABEL: func @mask_positions

@@ -56,6 +56,8 @@ struct Config {
   int64_t window = 0;       // 0: none
   int64_t windowRight = -1; // -1: none (two-sided windows, not causal)
   double softcap = 0, scale = 0;
+  /// Attention sinks and ALiBi slopes, Hq values each (empty: none).
+  std::vector<double> sinks, alibi;
   bool hasOffsets = false, hasKOffset = false, hasKvLen = false,
        hasKeyValid = false;
   std::vector<int64_t> qOffset, kOffset, qPos, kPos, kvLen, keyValid;
@@ -122,6 +124,15 @@ std::string asFlags(const Config &c) {
     os << " --window " << c.window;
   if (c.windowRight >= 0)
     os << " --window-right " << c.windowRight;
+  auto floats = [&](const char *flag, const std::vector<double> &v) {
+    if (v.empty())
+      return;
+    os << " " << flag << " ";
+    for (size_t i = 0; i < v.size(); ++i)
+      os << (i ? "," : "") << v[i];
+  };
+  floats("--sinks", c.sinks);
+  floats("--alibi", c.alibi);
   if (c.softcap)
     os << " --softcap " << c.softcap;
   if (c.scale)
@@ -238,6 +249,15 @@ Config draw(std::mt19937_64 &rng) {
   c.hasOffsets = !c.explicitPositions &&
                  (c.causal || c.window || c.windowRight >= 0 || uniform(0, 1));
   c.hasKOffset = c.hasOffsets && uniform(0, 3) == 0;
+  // Sinks around the scores (exact in binary); ALiBi where positions are.
+  if (uniform(0, 4) == 0)
+    for (int64_t h = 0; h < c.Hq; ++h)
+      c.sinks.push_back(0.5 * static_cast<double>(uniform(-4, 8)));
+  if ((c.hasOffsets || c.explicitPositions) && uniform(0, 4) == 0) {
+    const double slopes[] = {0.5, 0.25, 0.0625, 0.0078125, 0.0};
+    for (int64_t h = 0; h < c.Hq; ++h)
+      c.alibi.push_back(slopes[uniform(0, 4)]);
+  }
   c.hasKeyValid = uniform(0, 3) == 0;
   c.hasKvLen = uniform(0, 1);
   if (uniform(0, 4) == 0)
@@ -342,6 +362,21 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
   // After the mask: the op's assembly order.
   add("block_table", c.pageSize != 0, c.blockTable,
       {c.B, c.pageSize ? c.S / c.pageSize : 0}, "i32");
+  // Sinks and ALiBi slopes: f32 [Hq], passed like the integer operands.
+  auto addFloats = [&](const char *name, const std::vector<double> &values) {
+    if (values.empty())
+      return;
+    std::string ty = tensorType({c.Hq}, "f32");
+    sig += std::string(", %") + name + ": " + ty;
+    groups += std::string(" ") + name + "(%" + name + " : " + ty + ")";
+    HostTensor t(ElementType::F32, {c.Hq});
+    for (size_t i = 0; i < values.size(); ++i)
+      t.setDouble(i, values[i]);
+    intArgs.push_back(std::move(t));
+    intArgIndex.push_back(arg++);
+  };
+  addFloats("sinks", c.sinks);
+  addFloats("alibi_slopes", c.alibi);
   std::string attrs;
   if (c.causal)
     attrs += " causal";
@@ -496,16 +531,24 @@ Config shrink(mlir::MLIRContext &context, Config c, std::mt19937_64 &rng) {
         t.lse = false;
         t.window = 0;
         t.windowRight = -1;
+        t.sinks.clear();
+        t.alibi.clear();
         break;
       }
       if (t.window > t.S + 5)
         t.window = t.S + 5;
+      // One sink and slope per query head (fields 3 and 4 change Hq).
+      if (!t.sinks.empty())
+        t.sinks.resize(t.Hq, t.sinks.front());
+      if (!t.alibi.empty())
+        t.alibi.resize(t.Hq, t.alibi.front());
       std::mt19937_64 again(t.dataSeed);
       drawOperands(t, again);
       bool smaller = t.B != c.B || t.L != c.L || t.S != c.S || t.Hq != c.Hq ||
                      t.D != c.D || t.Dv != c.Dv || t.softcap != c.softcap ||
                      t.mask != c.mask || t.lse != c.lse ||
-                     t.window != c.window || t.windowRight != c.windowRight;
+                     t.window != c.window || t.windowRight != c.windowRight ||
+                     t.sinks != c.sinks || t.alibi != c.alibi;
       if (smaller && !runCase(context, t).empty()) {
         c = t;
         progress = true;

@@ -155,6 +155,13 @@ cl::opt<int> assumedSms("sms",
                                  "for the batch size (H200: 132)"),
                         cl::init(132), cl::cat(benchCategory));
 
+cl::opt<std::string>
+    feature("feature",
+            cl::desc("CPU: a feature on every shape: none (default), sinks "
+                     "(attention sinks, f32 [Hq]) or alibi (ALiBi slopes, f32 "
+                     "[Hq]); their cost against none on the same shapes"),
+            cl::init("none"), cl::cat(benchCategory));
+
 struct Shape {
   const char *name;
   int64_t b, hq, hkv, p, l, d;
@@ -167,14 +174,22 @@ std::string buildIR(const Shape &s, const std::string &elt) {
     return llvm::formatv("tensor<{0}x{1}x{2}x{3}x{4}>", b, h, n, d, elt).str();
   };
   std::string q = t(s.b, s.hq, s.l, s.d), kv = t(s.b, s.hkv, S, s.d);
+  // --feature: one more f32 [Hq] argument, the last.
+  std::string extraArg, extraUse;
+  if (feature != "none") {
+    std::string type = llvm::formatv("tensor<{0}xf32>", s.hq).str();
+    std::string group = feature == "sinks" ? "sinks" : "alibi_slopes";
+    extraArg = ", %f: " + type;
+    extraUse = " " + group + "(%f : " + type + ")";
+  }
   return llvm::formatv("func.func @main(%q: {0}, %k: {1}, %v: {1}, %pos: "
-                       "tensor<{2}xi32>) "
+                       "tensor<{2}xi32>{3}) "
                        "-> {0} {{\n"
                        "  %o = kvattn.attention %q, %k, %v q_offset(%pos : "
-                       "tensor<{2}xi32>) "
+                       "tensor<{2}xi32>){4} "
                        "causal : {0}, {1}, {1} -> {0}\n"
                        "  return %o : {0}\n}\n",
-                       q, kv, s.b)
+                       q, kv, s.b, extraArg, extraUse)
       .str();
 }
 
@@ -199,6 +214,12 @@ int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
   if (repeats < 1) {
     llvm::errs() << "kvattn-bench: error: --repeats must be >= 1 (got "
                  << repeats << ")\n";
+    return 1;
+  }
+  if (feature != "none" && feature != "sinks" && feature != "alibi") {
+    llvm::errs() << "kvattn-bench: error: --feature must be none, sinks or "
+                    "alibi, got '"
+                 << feature << "'\n";
     return 1;
   }
   int64_t hq = 0, hkv = 0;
@@ -255,10 +276,11 @@ int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
   const double peakGflops = peak.allThreads;
   llvm::outs() << llvm::formatv(
       "kvattn-bench --target=cpu dtype={0} block-m={1} block-n={2} "
-      "threads={3} lowering={4}\n",
+      "threads={3} lowering={4} feature={5}\n",
       dtype.getValue(),
       flags.blockM() ? std::to_string(flags.blockM()) : std::string("auto"),
-      flags.blockN(), threads, flags.vectorize() ? "vector" : "scalar");
+      flags.blockN(), threads, flags.vectorize() ? "vector" : "scalar",
+      feature.getValue());
   llvm::outs() << llvm::formatv(
       "host: {0} ({1} f32 lanes); measured FMA peak {2:F1} GFLOP/s on one "
       "thread, {3:F1} on {4}\n",
@@ -292,6 +314,15 @@ int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
         mlir::kvattn::HostTensor(mlir::kvattn::ElementType::I32, {s.b})};
     for (int64_t i = 0; i < s.b; ++i)
       args[3].setInt(i, s.p);
+    if (feature != "none") {
+      // Sinks near the scores; ALiBi's slopes 2^(-8 (h + 1) / Hq).
+      mlir::kvattn::HostTensor perHead(mlir::kvattn::ElementType::F32, {s.hq});
+      for (int64_t h = 0; h < s.hq; ++h)
+        perHead.setDouble(h, feature == "sinks"
+                                 ? 0.25 * static_cast<double>(h % 4)
+                                 : std::exp2(-8.0 * (h + 1) / s.hq));
+      args.push_back(std::move(perHead));
+    }
     std::vector<mlir::kvattn::HostTensor> results;
     std::vector<double> times;
     for (int r = 0; r <= repeats; ++r) {
@@ -796,6 +827,12 @@ static int runTool(int argc, char **argv) {
   }
   if (compileOnly && target != "gpu") {
     llvm::errs() << "kvattn-bench: error: --compile-only needs --target=gpu\n";
+    return 1;
+  }
+  if (feature != "none" && target != "cpu") {
+    llvm::errs() << "kvattn-bench: error: --feature needs --target=cpu (the "
+                    "emulated GPU's counters of a feature: kvattn-run "
+                    "--target=gpu-emu --stats, docs/benchmarks.md)\n";
     return 1;
   }
   // The GPU benchmark is bf16 unless --dtype says otherwise.

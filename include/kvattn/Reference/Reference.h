@@ -39,6 +39,13 @@ struct AttentionOperands {
   /// packed query [1, Hq, T, D] (out [1, Hq, T, Dv]); K and V keep
   /// [B, Hkv, S, D]. Sequence b's row q_start[b] + i is row i of batch b.
   const HostTensor *qStart = nullptr;
+  /// Attention sinks [Hq] f32: row (b, h, i)'s softmax denominator also
+  /// holds exp(sinks[h]), which contributes no value; a row without allowed
+  /// keys gets out = 0, lse = sinks[h].
+  const HostTensor *sinks = nullptr;
+  /// ALiBi slopes [Hq] f32: -alibiSlopes[h] * |qp - kp| is added to every
+  /// allowed score (after the softcap and a float mask).
+  const HostTensor *alibiSlopes = nullptr;
 };
 
 /// The attributes of `kvattn.attention`.

@@ -58,6 +58,11 @@ struct AttentionDescription {
   /// (kvattn.append at pos, the attention's q_offset), as
   /// examples/decode-step.mlir does.
   bool append = false;
+  /// Attention sinks: an argument sinks f32 [Hq] after the others.
+  bool sinks = false;
+  /// ALiBi: an argument alibi_slopes f32 [Hq] after the others (and after
+  /// sinks).
+  bool alibi = false;
 
   static constexpr int64_t kDynamic = -1;
 };

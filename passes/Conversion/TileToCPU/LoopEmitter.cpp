@@ -83,9 +83,12 @@ Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp, Value c,
   Value allowed = e.cmpi(P::slt, j, op.getKvLen());
   if (Value valid = op.getKeyValid())
     allowed = e.andi(allowed, e.load(valid, {op.getBatch(), j}));
+  Value kp;
+  if (op.getCausal() || op.getWindow() || op.getWindowRight() ||
+      op.getAlibiSlopes())
+    kp = op.getKBase() ? e.add(op.getKBase(), c)
+                       : e.loadIndex(op.getKPos(), {op.getBatch(), j});
   if (op.getCausal() || op.getWindow() || op.getWindowRight()) {
-    Value kp = op.getKBase() ? e.add(op.getKBase(), c)
-                             : e.loadIndex(op.getKPos(), {op.getBatch(), j});
     if (op.getCausal())
       allowed = e.andi(allowed, e.cmpi(P::sle, kp, qp));
     if (std::optional<int64_t> w = op.getWindow()) {
@@ -110,6 +113,18 @@ Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp, Value c,
     } else {
       allowed = e.andi(allowed, m);
     }
+  }
+  if (Value slopes = op.getAlibiSlopes()) {
+    // ALiBi: -slope * |qp - kp|, the distance exact in f32 below 2^24.
+    QueryRow q = queryRowOf(e, op.getHead(), op.getQStart(), op.getGroup(), r);
+    Value slope = e.load(slopes, q.head);
+    Value diff = e.sub(qp, kp);
+    Value negated = e.sub(e.idx(0), diff);
+    Value distance = arith::MaxSIOp::create(e.b, diff, negated);
+    Value wide = arith::IndexCastOp::create(e.b, e.b.getI64Type(), distance);
+    Value f = arith::SIToFPOp::create(e.b, e.b.getF32Type(), wide);
+    Value bias = e.mulf(arith::NegFOp::create(e.b, slope), f);
+    s = e.addf(s, unit == 1.0 ? bias : e.mulf(bias, e.f32(unit)));
   }
   return arith::SelectOp::create(e.b, allowed, s, e.negInf());
 }
@@ -167,31 +182,80 @@ Value rowLse(Emitter &e, Value peak, Value sum) {
 
 } // namespace merge_detail
 
-MergedRow emitMergedRow(Emitter &e, Value lseParts, Value b, Value h, Value i) {
+MergedRow emitMergedRow(Emitter &e, Value lseParts, Value b, Value h, Value i,
+                        Value sink) {
   using namespace merge_detail;
   Value n = e.dimOf(lseParts, 0);
   MergedRow row;
   row.peak = e.reduce(e.idx(0), n, e.negInf(), [&](Value p, Value m) {
     return peakStep(e, m, e.load(lseParts, {p, b, h, i}));
   });
+  if (sink)
+    row.peak = peakStep(e, row.peak, sink);
   row.sum = e.reduce(e.idx(0), n, e.f32(0), [&](Value p, Value s) {
     return sumStep(e, s, e.load(lseParts, {p, b, h, i}), row.peak);
   });
+  if (sink)
+    row.sum = sumStep(e, row.sum, sink, row.peak);
   row.lse = rowLse(e, row.peak, row.sum);
   return row;
 }
 
-MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e) {
+MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e, Value sink) {
   using namespace merge_detail;
   MergedRow row;
   row.peak = e.negInf();
   for (Value l : lses)
     row.peak = peakStep(e, row.peak, l);
+  if (sink)
+    row.peak = peakStep(e, row.peak, sink);
   row.sum = e.f32(0);
   for (Value l : lses)
     row.sum = sumStep(e, row.sum, l, row.peak);
+  if (sink)
+    row.sum = sumStep(e, row.sum, sink, row.peak);
   row.lse = rowLse(e, row.peak, row.sum);
   return row;
+}
+
+RowNormalisation emitRowNormalisation(Emitter &e, Value rowMax, Value sum,
+                                      Value sink, double unit) {
+  RowNormalisation n;
+  // A NaN max is not -inf, so NaN propagates through acc / sum.
+  n.noKey =
+      arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, rowMax, e.negInf());
+  if (!sink) {
+    n.inv = arith::DivFOp::create(e.b, e.f32(1), sum);
+    n.peak = unit == 1.0 ? rowMax : e.mulf(rowMax, e.f32(unit));
+    n.total = sum;
+    n.empty = n.noKey;
+    return n;
+  }
+  // (Named locals: the IR order must not depend on the compiler's argument
+  // evaluation order.)
+  Value natural = unit == 1.0 ? rowMax : e.mulf(rowMax, e.f32(unit));
+  Value peak = arith::MaximumFOp::create(e.b, natural, sink);
+  Value keys = math::ExpOp::create(
+      e.b, arith::SubFOp::create(e.b, natural, peak).getResult());
+  Value sinkWeight = math::ExpOp::create(
+      e.b, arith::SubFOp::create(e.b, sink, peak).getResult());
+  Value scaled = e.mulf(keys, sum);
+  Value total = e.addf(scaled, sinkWeight);
+  n.inv = arith::DivFOp::create(e.b, keys, total);
+  n.peak = peak;
+  n.total = total;
+  n.empty =
+      arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, peak, e.negInf());
+  return n;
+}
+
+Value emitRowLse(Emitter &e, const RowNormalisation &n) {
+  Value l = e.addf(n.peak, math::LogOp::create(e.b, n.total));
+  return arith::SelectOp::create(e.b, n.empty, e.negInf(), l);
+}
+
+Value loadSink(Emitter &e, Value sinks, Value head) {
+  return sinks ? e.load(sinks, head) : Value();
 }
 
 Value emitMergedOut(Emitter &e, Value outParts, Value lseParts,

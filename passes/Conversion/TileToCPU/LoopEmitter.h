@@ -209,11 +209,38 @@ Value sumStep(Emitter &e, Value s, Value l, Value peak);
 Value rowLse(Emitter &e, Value peak, Value sum);
 } // namespace merge_detail
 
-MergedRow emitMergedRow(Emitter &e, Value lseParts, Value b, Value h, Value i);
+/// With a `sink` (an attention sink's logit, f32; null: none) the sink
+/// joins once, after the parts, as a part of zero output: it raises the
+/// peak and the sum but adds no value (emitMergedOut is unchanged).
+MergedRow emitMergedRow(Emitter &e, Value lseParts, Value b, Value h, Value i,
+                        Value sink = {});
 
 /// The same for part lses already loaded (`lses`, in part order): the
 /// same operations in the same order, unrolled.
-MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e);
+MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e, Value sink = {});
+
+/// The epilogue's normalisation of one row of tile.store from its running
+/// max (in units of `unit`: natural = rowMax * unit) and sum: `noKey` (no
+/// allowed key: out = 0) and `inv` (out = acc * inv); emitRowLse gives the
+/// row's lse from it. With a `sink` logit z (natural units; null: none) the
+/// denominator holds exp(z) too: m = max(max, z), sum' = exp(max - m) sum +
+/// exp(z - m), inv = exp(max - m) / sum', lse = m + log(sum'). Without one
+/// the ops are those of a plain softmax epilogue.
+struct RowNormalisation {
+  Value noKey, inv;
+  /// The lse's pieces: the (natural) peak and the denominator relative to
+  /// it; with a sink, whether the row has neither a key nor a finite sink.
+  Value peak, total, empty;
+};
+RowNormalisation emitRowNormalisation(Emitter &e, Value rowMax, Value sum,
+                                      Value sink, double unit = 1.0);
+/// The natural-log lse of a normalised row: -inf when it has neither a key
+/// nor a finite sink.
+Value emitRowLse(Emitter &e, const RowNormalisation &n);
+
+/// The sink of the row of query head `head` of a tile.store or tile.merge
+/// with `sinks` (null without).
+Value loadSink(Emitter &e, Value sinks, Value head);
 
 /// Element `x` of the merged output of `row`: the sum over non-empty parts,
 /// in index order, of `exp(lse_n - peak) * out_n[x]`, divided by `sum` (0

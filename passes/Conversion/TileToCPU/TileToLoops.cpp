@@ -168,7 +168,8 @@ LogicalResult lowerMerge(TileMergeOp op, PatternRewriter &rewriter) {
   e.loop(e.idx(0), op.getRows(), [&](Value r) {
     Value i = e.add(op.getStart(), r);
     MergedRow row =
-        emitMergedRow(e, op.getLseParts(), op.getBatch(), op.getHead(), i);
+        emitMergedRow(e, op.getLseParts(), op.getBatch(), op.getHead(), i,
+                      loadSink(e, op.getSinks(), op.getHead()));
     e.loop(e.idx(0), dv, [&](Value x) {
       Value v = emitMergedOut(e, op.getOutParts(), op.getLseParts(), row,
                               op.getBatch(), op.getHead(), i, x);
@@ -223,21 +224,16 @@ void mlir::kvattn::emitStore(Emitter &e, TileStoreOp op, const TileRef &acc) {
     QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
     Value rowMax = e.load(op.getMax(), r);
     Value sum = e.load(op.getSum(), r);
-    // No allowed key: out = 0, lse = -inf. A NaN max is not -inf, so NaN
-    // propagates through acc / sum.
-    Value empty =
-        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, rowMax, e.negInf());
-    Value inv = arith::DivFOp::create(b, e.f32(1), sum);
+    // No allowed key: out = 0, lse = -inf (with a sink: its logit).
+    RowNormalisation n = emitRowNormalisation(
+        e, rowMax, sum, loadSink(e, op.getSinks(), q.head));
     e.loop(e.idx(0), dv, [&](Value x) {
-      Value v = e.mulf(acc.load(e, r, x), inv);
-      v = arith::SelectOp::create(b, empty, e.f32(0), v);
+      Value v = e.mulf(acc.load(e, r, x), n.inv);
+      v = arith::SelectOp::create(b, n.noKey, e.f32(0), v);
       e.store(truncTo(e, v, outType), out, {op.getBatch(), q.head, q.row, x});
     });
-    if (Value lse = op.getLse()) {
-      Value l = e.addf(rowMax, math::LogOp::create(b, sum));
-      e.store(arith::SelectOp::create(b, empty, e.negInf(), l), lse,
-              {op.getBatch(), q.head, q.row});
-    }
+    if (Value lse = op.getLse())
+      e.store(emitRowLse(e, n), lse, {op.getBatch(), q.head, q.row});
   });
 }
 

@@ -276,7 +276,7 @@ LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter,
 
 /// The offset form without a general mask or explicit positions: row
 /// positions are an arithmetic sequence (or, packed, a step function), so
-/// the whole rule is vector arithmetic.
+/// the whole rule (and an ALiBi bias) is vector arithmetic.
 bool isVectorMask(TileMaskOp op) {
   return !op.getQPos() && !op.getKPos() && !op.getMask();
 }
@@ -316,6 +316,25 @@ LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
       }
       qp = arith::AddIOp::create(b, e.splat(e.i64(op.getQBase())), t);
     }
+    // ALiBi: the negated slope of each row's query head (packed: lane l is
+    // head head + (q_start + r0 + l) % G), once per row vector.
+    Value negSlopes;
+    if (Value slopes = op.getAlibiSlopes()) {
+      std::optional<int64_t> g = op.getGroup();
+      if (!g || *g == 1) {
+        negSlopes = e.splat(
+            arith::NegFOp::create(b, e.load(slopes, op.getHead())).getResult());
+      } else {
+        negSlopes = e.splat(0.0);
+        for (int64_t lane = 0; lane < e.width; ++lane) {
+          Value t = e.add(e.add(op.getQStart(), r0), e.idx(lane));
+          Value head =
+              e.add(op.getHead(), b.createOrFold<arith::RemUIOp>(t, e.idx(*g)));
+          Value slope = arith::NegFOp::create(b, e.load(slopes, head));
+          negSlopes = vector::InsertOp::create(b, slope, negSlopes, lane);
+        }
+      }
+    }
     e.loop(e.idx(0), op.getCols(), [&](Value c) {
       Value j = e.add(op.getKStart(), c);
       Value keyOk = e.cmpi(P::slt, j, op.getKvLen());
@@ -338,6 +357,15 @@ LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
                                          b, b.getI64Type(), *right))));
       }
       Value s = e.vload(sT, {c, r0});
+      if (negSlopes) {
+        // -slope * |qp - kp|, the distance exact in f32 below 2^24.
+        Value kp = e.splat(e.i64(e.add(op.getKBase(), c)));
+        Value diff = arith::SubIOp::create(b, qp, kp);
+        Value negated = arith::SubIOp::create(b, kp, qp);
+        Value distance = arith::MaxSIOp::create(b, diff, negated);
+        Value f = arith::SIToFPOp::create(b, e.vf32(), distance);
+        s = e.fma(negSlopes, f, s);
+      }
       e.vstore(arith::SelectOp::create(b, allowed, s, negInf), sT, {c, r0});
     });
   });

@@ -388,15 +388,12 @@ void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r) {
       arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.quad, e.idx(0));
   e.when(leader, [&] {
     QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
-    Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
-    Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, rowMax,
-                                        e.negInf());
     // The running max is in base-2 units.
-    Value l =
-        e.addf(e.mulf(rowMax, e.f32(e.t.lseUnit)),
-               math::LogOp::create(e.b, e.loadRowStat(op.getSum(), 1, k, r)));
-    e.store(arith::SelectOp::create(e.b, empty, e.negInf(), l), lse,
-            {op.getBatch(), q.head, q.row});
+    RowNormalisation n =
+        emitRowNormalisation(e, e.loadRowStat(op.getMax(), 0, k, r),
+                             e.loadRowStat(op.getSum(), 1, k, r),
+                             loadSink(e, op.getSinks(), q.head), e.t.lseUnit);
+    e.store(emitRowLse(e, n), lse, {op.getBatch(), q.head, q.row});
   });
 }
 
@@ -418,11 +415,17 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
         e.b, arith::ConstantIntOp::create(e.b, e.b.getI32Type(), -1));
   for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
-    Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
-    Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, rowMax,
-                                        e.negInf());
-    Value inv = arith::DivFOp::create(e.b, e.f32(1),
-                                      e.loadRowStat(op.getSum(), 1, k, r));
+    // A row past `rows` reads its head's sink too (a valid head: the
+    // group's), and its values are never stored.
+    Value sink;
+    if (op.getSinks())
+      sink = loadSink(
+          e, op.getSinks(),
+          queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r).head);
+    RowNormalisation n = emitRowNormalisation(
+        e, e.loadRowStat(op.getMax(), 0, k, r),
+        e.loadRowStat(op.getSum(), 1, k, r), sink, e.t.lseUnit);
+    Value empty = n.noKey, inv = n.inv;
     for (int64_t j = 0; j < e.t.layout.slices(dv); ++j) {
       SmallVector<Value, 2> pair;
       for (int el = 0; el < e.t.layout.elementsPerRow; ++el) {
@@ -495,11 +498,11 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
       QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
-      Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
-      Value sum = e.loadRowStat(op.getSum(), 1, k, r);
-      Value empty = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
-                                          rowMax, e.negInf());
-      Value inv = arith::DivFOp::create(e.b, e.f32(1), sum);
+      RowNormalisation n =
+          emitRowNormalisation(e, e.loadRowStat(op.getMax(), 0, k, r),
+                               e.loadRowStat(op.getSum(), 1, k, r),
+                               loadSink(e, op.getSinks(), q.head), e.t.lseUnit);
+      Value empty = n.noKey, inv = n.inv;
       auto normalised = [&](int64_t j, int el) {
         Value v = e.mulf(e.loadAcc(k, j, el), inv);
         v = arith::SelectOp::create(e.b, empty, e.f32(0), v);
@@ -633,14 +636,16 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
           for (int64_t p = 0; p < parts; ++p)
             lses.push_back(e.load(op.getLseParts(),
                                   {e.idx(p), op.getBatch(), op.getHead(), i}));
-          MergedRow row = emitMergedRow(lses, e);
+          MergedRow row =
+              emitMergedRow(lses, e, loadSink(e, op.getSinks(), op.getHead()));
           storeChunk(emitMergedChunk(e, op.getOutParts(), lses, row,
                                      op.getBatch(), op.getHead(), i, x, kChunk),
                      x, i, row.lse);
           return;
         }
         MergedRow row =
-            emitMergedRow(e, op.getLseParts(), op.getBatch(), op.getHead(), i);
+            emitMergedRow(e, op.getLseParts(), op.getBatch(), op.getHead(), i,
+                          loadSink(e, op.getSinks(), op.getHead()));
         storeChunk(emitMergedChunk(e, op.getOutParts(), op.getLseParts(), row,
                                    op.getBatch(), op.getHead(), i, x, kChunk),
                    x, i, row.lse);

@@ -175,12 +175,13 @@ def _ty(shape, dtype):
 
 
 def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-                 mask=None):
+                 mask=None, sinks=False, alibi=False):
     """kvattn IR of one attention with dynamic B, L and S: arguments query
     [B, Hq, L, D], key [B, Hkv, S, D], value [B, Hkv, S, Dv], q_offset and
     kv_len (i64 [B]), and with `mask` = (batch dim, head dim) of a boolean
     mask [B | 1, Hq | 1, L, S] (1 where it broadcasts, None where it is
-    full) the mask; result out [B, Hq, L, Dv]."""
+    full) the mask; with `sinks` / `alibi` the f32 [Hq] sinks / ALiBi
+    slopes; result out [B, Hq, L, Dv]."""
     q = _ty(["?", str(Hq), "?", str(D)], dtype)
     k = _ty(["?", str(Hkv), "?", str(D)], dtype)
     v = _ty(["?", str(Hkv), "?", str(Dv)], dtype)
@@ -193,6 +194,13 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
     if mask is not None:
         m = _ty([mask[0] or "?", mask[1] or str(Hq), "?", "?"], "i1")
         m_arg, m_use = f", %m: {m}", f" mask(%m : {m})"
+    per_head = _ty([str(Hq)], "f32")
+    if sinks:
+        m_arg += f", %sinks: {per_head}"
+        m_use += f" sinks(%sinks : {per_head})"
+    if alibi:
+        m_arg += f", %alibi: {per_head}"
+        m_use += f" alibi_slopes(%alibi : {per_head})"
     return (f"func.func @attention(%q: {q}, %k: {k}, %v: {v},\n"
             f"    %qo: tensor<?xi64>, %kl: tensor<?xi64>{m_arg}) -> {o} {{\n"
             f"  %o = kvattn.attention %q, %k, %v q_offset(%qo : "
@@ -263,10 +271,30 @@ def _dense(t: torch.Tensor) -> torch.Tensor:
     return t if t.is_contiguous() else t.contiguous()
 
 
-def _signature(dtype, dims, causal, window, softcap, scale, mask, device):
+def _signature(dtype, dims, causal, window, softcap, scale, mask, device,
+               sinks=False, alibi=False):
     B, Hq, Hkv, L, S, D, Dv = dims
     return ("attention", dtype, Hq, Hkv, D, Dv, causal, window, softcap,
-            scale, mask, str(device))
+            scale, mask, str(device), sinks, alibi)
+
+
+def _check_per_head(what, t, query, dims):
+    """sinks / alibi_slopes: a float32 [Hq] tensor on the query's device
+    (FlashAttention's and gpt-oss's convention), or None."""
+    if t is None:
+        return False
+    _tensor(what, t)
+    Hq = dims[1]
+    if t.dtype != torch.float32:
+        raise KVAttnTypeError(f"{what} has dtype {t.dtype}; it must be "
+                              "torch.float32 (one value per query head)")
+    if t.device != query.device:
+        raise KVAttnValueError(f"{what} is on {t.device}, query on "
+                               f"{query.device}")
+    if t.dim() != 1 or t.shape[0] != Hq:
+        raise KVAttnValueError(f"{what} has shape {tuple(t.shape)}; it must "
+                               f"be [Hq] = [{Hq}] (one value per query head)")
+    return True
 
 
 def _check_mask(mask, query, dims):
@@ -292,7 +320,8 @@ def _check_mask(mask, query, dims):
 
 
 def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
-                    window, softcap, scale, layout, out):
+                    window, softcap, scale, layout, out, sinks=None,
+                    alibi_slopes=None):
     """Checks everything, then runs the attention into `out` (the [B, Hq,
     L, Dv] tensor in `layout`)."""
     layout = _layout(layout)
@@ -300,6 +329,8 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
     window, softcap, scale = _check_options(causal, window, softcap, scale)
     B, Hq, Hkv, L, S, D, Dv = dims
     mask_dims = _check_mask(mask, query, dims)
+    has_sinks = _check_per_head("sinks", sinks, query, dims)
+    has_alibi = _check_per_head("alibi_slopes", alibi_slopes, query, dims)
     kv = _positions("kv_len", S if kv_len is None else kv_len, B,
                     query.device)
     qo = (kv - L) if q_offset is None else _positions("q_offset", q_offset,
@@ -310,10 +341,10 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
         # The C API checks q_offset and kv_len (offsets non-negative,
         # kv_len <= S, ...) with the reference's messages.
         key_ = _signature(dtype, dims, causal, window, softcap, scale,
-                          mask_dims, "cpu")
+                          mask_dims, "cpu", has_sinks, has_alibi)
         program = _program(key_, lambda: _cpu_program(attention_ir(
             dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-            mask_dims)))
+            mask_dims, has_sinks, has_alibi)))
         q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
         o = _to_bhsd(out, layout)
         dense_out = o.is_contiguous()
@@ -323,12 +354,17 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                   ("q_offset", qo.contiguous()), ("kv_len", kv.contiguous())]
         if mask is not None:
             inputs.append(("mask", _dense(mask)))
+        if has_sinks:
+            inputs.append(("sinks", _dense(sinks.detach())))
+        if has_alibi:
+            inputs.append(("alibi_slopes", _dense(alibi_slopes.detach())))
         _cpu_run(program, inputs, target, "kvattn::attention")
         if not dense_out:
             o.copy_(target)
         return out
     return _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
-                           window, softcap, scale, layout, out, dtype, dims)
+                           window, softcap, scale, layout, out, dtype, dims,
+                           sinks, alibi_slopes)
 
 
 def _check_out(out, query, want):
@@ -369,15 +405,17 @@ def _cuda_runtime(device: torch.device):
 
 
 def _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
-                    window, softcap, scale, layout, out, dtype, dims):
+                    window, softcap, scale, layout, out, dtype, dims,
+                    sinks=None, alibi_slopes=None):
     import kvattn
     B, Hq, Hkv, L, S, D, Dv = dims
     rt = _cuda_runtime(query.device)
+    has_sinks, has_alibi = sinks is not None, alibi_slopes is not None
     key_ = _signature(dtype, dims, causal, window, softcap, scale, mask_dims,
-                      query.device)
+                      query.device, has_sinks, has_alibi)
     program = _program(key_, lambda: kvattn.GpuProgram(
         attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-                     mask_dims), runtime=rt))
+                     mask_dims, has_sinks, has_alibi), runtime=rt))
     q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
     o = _to_bhsd(out, layout)
     target = o if o.is_contiguous() else torch.empty(
@@ -385,6 +423,10 @@ def _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
     # Device tensors by DLPack (bf16 included), used in place; metadata as
     # int32/int64 device tensors, validated by the runtime.
     extra = {} if mask is None else {"mask": _dense(mask).detach()}
+    if has_sinks:
+        extra["sinks"] = _dense(sinks.detach())
+    if has_alibi:
+        extra["alibi_slopes"] = _dense(alibi_slopes.detach())
     program.run(query=q.detach(), key=k.detach(), value=v.detach(),
                 q_offset=qo.to(torch.int32).cpu().tolist(),
                 kv_len=kv.to(torch.int32).cpu().tolist(),
@@ -409,15 +451,19 @@ def _attention_op(query: torch.Tensor, key: torch.Tensor,
                   value: torch.Tensor, q_offset: Optional[torch.Tensor],
                   kv_len: Optional[torch.Tensor], mask: Optional[torch.Tensor],
                   causal: bool, window: int, softcap: float,
-                  scale: Optional[float], layout: str) -> torch.Tensor:
+                  scale: Optional[float], layout: str,
+                  sinks: Optional[torch.Tensor] = None,
+                  alibi_slopes: Optional[torch.Tensor] = None
+                  ) -> torch.Tensor:
     out = query.new_empty(_out_shape(query, value, _layout(layout)))
     return _attention_into(query, key, value, q_offset, kv_len, mask, causal,
-                           window, softcap, scale, layout, out)
+                           window, softcap, scale, layout, out, sinks,
+                           alibi_slopes)
 
 
 @_attention_op.register_fake
 def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
-      scale, layout):
+      scale, layout, sinks=None, alibi_slopes=None):
     return query.new_empty(_out_shape(query, value, layout))
 
 
@@ -427,14 +473,16 @@ def _attention_out_op(query: torch.Tensor, key: torch.Tensor,
                       kv_len: Optional[torch.Tensor],
                       mask: Optional[torch.Tensor], causal: bool,
                       window: int, softcap: float, scale: Optional[float],
-                      layout: str, out: torch.Tensor) -> None:
+                      layout: str, out: torch.Tensor,
+                      sinks: Optional[torch.Tensor] = None,
+                      alibi_slopes: Optional[torch.Tensor] = None) -> None:
     _attention_into(query, key, value, q_offset, kv_len, mask, causal,
-                    window, softcap, scale, layout, out)
+                    window, softcap, scale, layout, out, sinks, alibi_slopes)
 
 
 @_attention_out_op.register_fake
 def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
-      scale, layout, out):
+      scale, layout, out, sinks=None, alibi_slopes=None):
     return None
 
 
@@ -443,7 +491,9 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               kv_len: Union[torch.Tensor, Sequence[int], int, None] = None,
               mask: Optional[torch.Tensor] = None, causal: bool = True, window: int = 0, softcap: float = 0.0,
               scale: Optional[float] = None, layout: str = "bhsd",
-              out: Optional[torch.Tensor] = None) -> torch.Tensor:
+              out: Optional[torch.Tensor] = None,
+              sinks: Optional[torch.Tensor] = None,
+              alibi_slopes: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Attention with explicit positions (docs/semantics.md): query row i of
     batch b sits at position q_offset[b] + i, key j at j; key j is valid
     when j < kv_len[b] (default: S); causal: key j is seen when j <=
@@ -451,6 +501,11 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     scores c * tanh(s / c); scale default 1/sqrt(D); a boolean `mask`
     [B | 1, Hq | 1, L, S] also excludes the keys where it is False. q_offset defaults to
     kv_len - L: the queries are the last L tokens (a cached append, decode).
+    sinks (float32 [Hq], gpt-oss's attention sinks): a logit per query head
+    in every row's softmax denominator that contributes no value (a row
+    without allowed keys gives 0). alibi_slopes (float32 [Hq],
+    FlashAttention's): -alibi_slopes[h] * |qp - kp| is added to each score,
+    from the positions.
 
     layout "bhsd": query [B, Hq, L, D], key/value [B, Hkv, S, D|Dv], out
     [B, Hq, L, Dv]; "bshd": [B, L, Hq, D] etc. (the sequence before the
@@ -468,13 +523,16 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     _layout(layout)
     _check_attention(query, key, value, layout)
     window, softcap, scale = _check_options(causal, window, softcap, scale)
+    dims = _check_attention(query, key, value, layout)[1]
+    _check_per_head("sinks", sinks, query, dims)
+    _check_per_head("alibi_slopes", alibi_slopes, query, dims)
     if out is None:
         return torch.ops.kvattn.attention(query, key, value, q_offset, kv_len,
                                           mask, causal, window, softcap,
-                                          scale, layout)
+                                          scale, layout, sinks, alibi_slopes)
     torch.ops.kvattn.attention_out(query, key, value, q_offset, kv_len, mask,
                                    causal, window, softcap, scale, layout,
-                                   out)
+                                   out, sinks, alibi_slopes)
     return out
 
 

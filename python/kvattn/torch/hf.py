@@ -7,7 +7,8 @@ What a backend receives (transformers' sdpa_attention.py is the model):
 query [B, Hq, L, D] and key/value [B, Hkv, S, D] after the cache update, the
 model's 4D boolean mask [B, 1, L, S] (transformers' sdpa mask: causal,
 padding, sliding window, static-cache slots) or None where transformers
-skipped it, `scaling`, `sliding_window`, `softcap`, `is_causal`.
+skipped it, `scaling`, `sliding_window`, `softcap`, `is_causal`, and from
+gpt-oss `s_aux` (its attention sinks, one per query head: kvattn's `sinks`).
 """
 
 from typing import Optional, Tuple
@@ -38,6 +39,10 @@ def kvattn_attention_forward(module: torch.nn.Module, query: torch.Tensor,
                                "position_bias (an additive bias)")
     if is_causal is None:
         is_causal = getattr(module, "is_causal", True)
+    # gpt-oss's attention sinks (a parameter of the model's dtype).
+    sinks = kwargs.get("s_aux")
+    if sinks is not None:
+        sinks = sinks.detach().to(torch.float32).contiguous()
     L, S = query.shape[2], key.shape[2]
     mask = attention_mask
     if mask is not None and mask.dtype != torch.bool:
@@ -47,10 +52,10 @@ def kvattn_attention_forward(module: torch.nn.Module, query: torch.Tensor,
         # transformers' mask says everything: causality (its positions),
         # padding, the window, unused static-cache slots.
         out = attention(query, key, value, mask=mask, causal=False,
-                        softcap=softcap or 0.0, scale=scaling)
+                        softcap=softcap or 0.0, scale=scaling, sinks=sinks)
     elif not is_causal:
         out = attention(query, key, value, causal=False,
-                        softcap=softcap or 0.0, scale=scaling)
+                        softcap=softcap or 0.0, scale=scaling, sinks=sinks)
     else:
         # transformers skips the mask only when the positions are plain
         # (masking_utils' allow_is_causal_skip): a decode step (L == 1) sees
@@ -64,7 +69,7 @@ def kvattn_attention_forward(module: torch.nn.Module, query: torch.Tensor,
         out = attention(query, key, value, q_offset=[q_offset] * B,
                         kv_len=[kv_len] * B, causal=True,
                         window=sliding_window or 0, softcap=softcap or 0.0,
-                        scale=scaling)
+                        scale=scaling, sinks=sinks)
     return out.transpose(1, 2).contiguous(), None
 
 

@@ -67,6 +67,11 @@ def int_list(text):
     return [int(x) for x in text.split(",")] if text else None
 
 
+def float_list(text):
+    """Comma-separated floats (inf, -inf and nan allowed)."""
+    return [float(x) for x in text.split(",")] if text else None
+
+
 def main():
     argv = sys.argv[1:]
     run_args = []
@@ -121,6 +126,10 @@ def main():
     p.add_argument("--window-right", type=int,
                    help="keys at most N positions after the query "
                         "(two-sided windows; not with --causal)")
+    p.add_argument("--sinks", type=float_list,
+                   help="Hq attention-sink logits (f32 [Hq])")
+    p.add_argument("--alibi", type=float_list,
+                   help="Hq ALiBi slopes (f32 [Hq])")
     p.add_argument("--softcap", type=float)
     p.add_argument("--scale", type=float)
     p.add_argument("--lse", action="store_true")
@@ -273,6 +282,9 @@ def main():
     if a.page_size:
         operand("block_table", table, [a.B, a.S // a.page_size], "i32",
                 ["B", None])
+
+    operand("sinks", a.sinks, [a.Hq], "f32", [None])
+    operand("alibi_slopes", a.alibi, [a.Hq], "f32", [None])
 
     attrs = []
     if a.causal:
