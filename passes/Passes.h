@@ -57,8 +57,9 @@ void populateLowerTileStateToLoopsPatterns(RewritePatternSet &patterns);
 /// Patterns of -kvattn-lower-tile-to-vectors with vectors of `width` f32
 /// lanes at most (a power of two); the math they create is expanded by
 /// the pass itself.
+/// Programs of at most `fewRows` rows run the few-rows form (0: none).
 void populateLowerTileToVectorsPatterns(RewritePatternSet &patterns,
-                                        int64_t width);
+                                        int64_t width, int64_t fewRows = 8);
 /// The widest f32 vector of the host: 16 with AVX-512, 8 with AVX, else 4.
 int64_t hostVectorWidth();
 

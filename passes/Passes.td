@@ -264,6 +264,18 @@ def LowerTileToVectorsPass : Pass<"kvattn-lower-tile-to-vectors"> {
       `kv_len`, `key_valid`); explicit positions and general masks are
       applied element by element.
 
+    Programs of few rows (at most `few-rows`, 8 by default: a decode step's
+    GQA group) run the *few-rows form* instead, chosen at run time from the
+    program's row count, the same test in every op of a program: the query
+    and score tiles are row-major, `tile.qk` computes dot products along `D`
+    (16 accumulators, one per (row, key) pair of a register tile of 16 keys
+    x 1 row, 8 x 2 or 4 x 4, each a vector over 16 elements of `D`, reduced
+    by a transpose of the 16 accumulators into one vector of 16 scores), and
+    the softmax statistics and the mask run with vectors over keys. Vectors
+    over rows would leave most lanes idle there (4 of 16 for a GQA group of
+    4). This form's vectors have 16 lanes whatever `vector-width` is (LLVM
+    splits them on narrower hosts), so its results do not depend on it.
+
     `P.V` runs on the row-major accumulator with vectors over the value
     dimension, `acc[r, x..x+V) = alpha[r] * acc[r, x..x+V) + sum_c p[c, r] *
     value[c, x..x+V)`, register-tiled over rows and value chunks and only
@@ -281,6 +293,10 @@ def LowerTileToVectorsPass : Pass<"kvattn-lower-tile-to-vectors"> {
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
            "f32 lanes per vector at most: 1, 2, 4, 8 or 16 (0: the host's "
            "widest, 16 with AVX-512)">,
+    Option<"fewRows", "few-rows", "int64_t", /*default=*/"8",
+           "Programs of at most this many rows run the few-rows form (dot "
+           "products along D); 0: every program runs the column form; at "
+           "most 64">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

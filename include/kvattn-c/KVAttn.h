@@ -179,7 +179,9 @@ int kvattn_cpu_program_type(const kvattn_cpu_program *program, int is_result,
 /* Runs the function. `inputs` follow its arguments: each one's dtype must be
  * the argument's element type, its rank and static dims the argument's;
  * the run-time values (offsets, lengths, block tables) are validated as by
- * the scalar reference, with the same messages. With num_outputs equal to
+ * the scalar reference, with the same messages. The inputs are read in
+ * place (not copied; not written): keep them unchanged until the call
+ * returns. With num_outputs equal to
  * the number of results, each result is copied into outputs[i], whose dtype
  * and shape must be the result's; with num_outputs 0 the results stay in the
  * program, read with kvattn_cpu_program_result. */

@@ -38,8 +38,8 @@ struct kvattn_cpu_program {
   std::vector<HostTensor> last;
 };
 
-const mlir::kvattn::CpuProgram &
-::kvattn::capi::cpuProgram(const kvattn_cpu_program &program) {
+const mlir::kvattn::CpuProgram & ::kvattn::capi::cpuProgram(
+    const kvattn_cpu_program &program) {
   return *program.program;
 }
 
@@ -224,11 +224,12 @@ static Status cpuRun(kvattn_cpu_program &p, const kvattn_host_tensor *inputs,
                                            " (argument " + std::to_string(i) +
                                            " of " + fn + ")",
                                        t, p.arguments[i]));
+    // The caller's memory, read in place (the compiled code never writes
+    // its arguments: CpuProgram::compile marks them read-only).
     ElementType type = p.arguments[i].type;
-    KVATTN_RETURN_IF_ERROR(HostTensor::make(
-        type, std::vector<int64_t>(t.shape, t.shape + t.rank), arguments[i]));
-    if (arguments[i].byteSize())
-      std::memcpy(arguments[i].data(), t.data, arguments[i].byteSize());
+    KVATTN_RETURN_IF_ERROR(
+        HostTensor::view(type, std::vector<int64_t>(t.shape, t.shape + t.rank),
+                         static_cast<const uint8_t *>(t.data), arguments[i]));
   }
   // The checks every entry point runs (i1 bytes here; CpuProgram::run runs
   // them again with the run-time values -- offsets, lengths, block tables,

@@ -116,6 +116,24 @@ Status HostTensor::make(ElementType type, std::vector<int64_t> shape,
   return Status::ok();
 }
 
+Status HostTensor::view(ElementType type, std::vector<int64_t> shape,
+                        const uint8_t *data, HostTensor &result) {
+  KVATTN_RETURN_IF_ERROR(checkShape(type, shape));
+  HostTensor t;
+  t.type_ = type;
+  t.shape_ = std::move(shape);
+  t.externalSize_ =
+      static_cast<size_t>(t.numElements()) * elementTypeSize(type);
+  if (t.externalSize_ && !data)
+    return Status::error("a view of a " + t.shapeString() +
+                         " tensor over a null pointer");
+  // An empty view still needs a non-null pointer to be a view.
+  static const uint8_t empty[1] = {0};
+  t.external_ = t.externalSize_ ? data : empty;
+  result = std::move(t);
+  return Status::ok();
+}
+
 int64_t HostTensor::numElements() const {
   int64_t n = 1;
   for (int64_t d : shape_)
@@ -141,7 +159,7 @@ template <typename T> static void store(uint8_t *p, T v) {
 }
 
 double HostTensor::getDouble(int64_t i) const {
-  const uint8_t *p = bytes_.data() + i * elementTypeSize(type_);
+  const uint8_t *p = data() + i * elementTypeSize(type_);
   switch (type_) {
   case ElementType::F32:
     return load<float>(p);
@@ -162,7 +180,7 @@ double HostTensor::getDouble(int64_t i) const {
 }
 
 int64_t HostTensor::getInt(int64_t i) const {
-  const uint8_t *p = bytes_.data() + i * elementTypeSize(type_);
+  const uint8_t *p = data() + i * elementTypeSize(type_);
   switch (type_) {
   case ElementType::I1:
     return *p ? 1 : 0;
@@ -176,7 +194,7 @@ int64_t HostTensor::getInt(int64_t i) const {
 }
 
 void HostTensor::setDouble(int64_t i, double value) {
-  uint8_t *p = bytes_.data() + i * elementTypeSize(type_);
+  uint8_t *p = data() + i * elementTypeSize(type_);
   switch (type_) {
   case ElementType::F32:
     return store<float>(p, static_cast<float>(value));
@@ -197,7 +215,7 @@ void HostTensor::setDouble(int64_t i, double value) {
 }
 
 void HostTensor::setInt(int64_t i, int64_t value) {
-  uint8_t *p = bytes_.data() + i * elementTypeSize(type_);
+  uint8_t *p = data() + i * elementTypeSize(type_);
   switch (type_) {
   case ElementType::I1:
     *p = value != 0 ? 1 : 0;

@@ -2,7 +2,11 @@
 // RUN: not kvattn-opt %s -kvattn-lower-tile-to-vectors=vector-width=3 -o /dev/null 2>&1 | FileCheck %s --check-prefix=WIDTH
 // RUN: not kvattn-opt %s -kvattn-lower-tile-to-vectors=vector-width=32 -o /dev/null 2>&1 | FileCheck %s --check-prefix=WIDTH
 
+// RUN: not kvattn-opt %s -kvattn-lower-tile-to-vectors=few-rows=65 -o /dev/null 2>&1 | FileCheck %s --check-prefix=FEW
+// RUN: not kvattn-opt %s -kvattn-lower-tile-to-vectors=few-rows=-1 -o /dev/null 2>&1 | FileCheck %s --check-prefix=FEW
+
 // WIDTH: vector-width must be 0 (the host's) or a power of two from 1 to 16, got {{3|32}}
+// FEW: few-rows must be 0 to 64, got {{65|-1}}
 
 // Tiles are addressed through transposed views: a strided tile is refused
 // by name before anything is rewritten.

@@ -1,5 +1,9 @@
-// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors=vector-width=16 -cse | FileCheck %s --enable-var-scope
-// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors=vector-width=4 -cse | FileCheck %s --check-prefix=W4
+// The column form (few-rows=0: every program, whatever its row count):
+// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors="vector-width=16 few-rows=0" -cse | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors="vector-width=4 few-rows=0" -cse | FileCheck %s --check-prefix=W4
+// The default: programs of at most 8 rows run the few-rows form, the others
+// the column form, chosen at run time from the row count.
+// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors=vector-width=16 -cse | FileCheck %s --check-prefix=FEW --enable-var-scope
 
 // Q.K^T as outer products over the transposed tiles: 64 rows are four row
 // vectors of 16, six keys per register tile (24 accumulators), one
@@ -248,3 +252,81 @@ func.func @load_store(%qin: memref<1x2x16x8xf32>, %q: memref<16x8xf32>, %m: memr
   return
 }
 
+
+// -----
+
+// The few-rows form of tile.qk: dot products along D with vectors of 16
+// elements of D (bf16 keys extended in registers, the last 8 of D = 24 by
+// masked loads), 16 accumulators reduced by a transpose (shuffles) into
+// one vector of scores, stored into the row-major score tile. A program of
+// one row takes 16 keys per register tile; two rows 8 keys each; more rows
+// 4 x 4. The column form stays for programs of more than 8 rows.
+
+// FEW-LABEL: func @qk_few_rows
+// FEW-SAME:    %[[ROWS:[^:]+]]: index, %{{[^:]+}}: index)
+// FEW:         %[[FEW:.*]] = arith.cmpi ule, %[[ROWS]], %c8
+// FEW:         scf.if %[[FEW]] {
+// FEW:           %[[ONE:.*]] = arith.cmpi eq, %[[ROWS]], %c1
+// FEW:           scf.if %[[ONE]] {
+// FEW:             %[[ACC:.*]]:16 = scf.for {{.*}} step %c16 iter_args
+// FEW:               vector.load %{{.*}} : memref<64x24xf32>, vector<16xf32>
+// FEW:               vector.load %{{.*}} : memref<1x2x?x24xbf16>, vector<16xbf16>
+// FEW:               arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
+// FEW:               vector.fma %{{.*}} : vector<16xf32>
+// FEW:             vector.maskedload %{{.*}} : memref<1x2x?x24xbf16>, vector<16xi1>, vector<16xbf16> into vector<16xbf16>
+// FEW:             vector.shuffle
+// FEW:             vector.store %{{.*}} : memref<64x32xf32>, vector<16xf32>
+// FEW:           } else {
+// FEW:             arith.cmpi eq, %[[ROWS]], %c2
+// FEW:             vector.store %{{.*}} : memref<64x32xf32>, vector<8xf32>
+// FEW:           } else {
+// FEW:             vector.store %{{.*}} : memref<64x32xf32>, vector<4xf32>
+// FEW:         } else {
+// FEW:           memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [24, 64], strides: [64, 1]
+func.func @qk_few_rows(%q: memref<64x24xf32>, %k: memref<1x2x?x24xbf16>, %s: memref<64x32xf32>, %b: index, %g: index, %start: index, %rows: index, %cols: index) {
+  kvattn.tile.qk %q, %k[%b, %g, %start] size(%rows, %cols) into %s scale = 0.5
+      : memref<64x24xf32>, memref<1x2x?x24xbf16>, memref<64x32xf32>
+  return
+}
+
+// -----
+
+// The few-rows form of the mask: the offset form with vectors over keys,
+// one row at a time, on the row-major score tile.
+
+// FEW-LABEL: func @mask_few_rows
+// FEW:         scf.if
+// FEW:           scf.for %[[R:.*]] =
+// FEW:             scf.for %[[C0:.*]] = %c0 to %c32 step %c16
+// FEW:               arith.cmpi sle, %{{.*}} : vector<16xi64>
+// FEW:               vector.load %{{.*}}[%[[R]], %[[C0]]] : memref<16x32xf32>, vector<16xf32>
+// FEW:               arith.select %{{.*}} : vector<16xi1>, vector<16xf32>
+// FEW:         } else {
+func.func @mask_few_rows(%s: memref<16x32xf32>, %b: index, %h: index, %qs: index, %ks: index,
+                         %rows: index, %cols: index, %len: index, %qb: index, %kb: index) {
+  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) causal group = 4 : memref<16x32xf32>
+  return
+}
+
+// -----
+
+// The few-rows form of the online softmax: per row, the block maximum over
+// vectors of keys (a reduction), p = exp(s - max) as a polynomial, the
+// block sum by a fixed tree of halves; P.V reads p from the row-major tile.
+
+// FEW-LABEL: func @softmax_few_rows
+// FEW:         scf.if
+// FEW:           scf.for %[[R:.*]] =
+// FEW:             vector.reduction <maximumf>, %{{.*}} : vector<16xf32> into f32
+// FEW-NOT:         math.exp {{.*}} : vector
+// FEW:             vector.extract_strided_slice %{{.*}} {offsets = [0], sizes = [8], strides = [1]}
+// FEW:           scf.for {{.*}} iter_args
+// FEW:             memref.load %{{.*}} : memref<16x32xf32>
+// FEW:             vector.fma
+// FEW:         } else {
+func.func @softmax_few_rows(%s: memref<16x32xf32>, %v: memref<1x2x64x8xf32>, %b: index, %g: index, %start: index,
+                            %rows: index, %cols: index, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  kvattn.tile.softmax_update %s, %v[%b, %g, %start] size(%rows, %cols) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<1x2x64x8xf32>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}

@@ -742,3 +742,49 @@ TEST(PagedKV, BadPagedAppendsNameBatchSlotAndValue) {
                          ints({2, 2}, {0, 1, 0, 2}), ok);
   EXPECT_TRUE(s.isOk()) << s.message();
 }
+
+// The range check reads f32, f16 and bf16 by their bit patterns (the CPU
+// path runs it over the whole cache on every call): the largest finite
+// magnitude counts, signs do not, non-finite values and slots past kv_len
+// are ignored; views of caller memory are read in place.
+TEST(Reference, RangeCheckOverBitPatterns) {
+  for (ElementType type : {ElementType::F32, ElementType::BF16}) {
+    // q = -2e19, k = 2e19 at key 1 (key 0 holds +inf, key 3 past kv_len
+    // holds 1e38): the bound 2e19 * 2e19 * 8 * log2(e) * max(1, scale)
+    // is above FLT_MAX.
+    HostTensor q = tensor(type, {1, 1, 1, 8}, std::vector<double>(8, -2e19));
+    HostTensor k = tensor(type, {1, 1, 4, 8});
+    HostTensor v = tensor(type, {1, 1, 4, 8});
+    k.setDouble(0, kInf);
+    k.setDouble(8 + 5, 2e19);
+    k.setDouble(24, 1e38);
+    HostTensor len = ints({1}, {3});
+    HostTensor qo = ints({1}, {2});
+    AttentionOperands ops;
+    ops.query = &q;
+    ops.key = &k;
+    ops.value = &v;
+    ops.qOffset = &qo;
+    ops.kvLen = &len;
+    std::string error = errorOf(ops, {});
+    EXPECT_NE(error.find("scores may overflow f32: max|q| = 2e+19, max|k| = "
+                         "2e+19"),
+              std::string::npos)
+        << error;
+    // 1e10 is within range, and read through a view of the same bytes.
+    HostTensor small = tensor(type, {1, 1, 1, 8}, std::vector<double>(8, 1e10));
+    HostTensor view;
+    ASSERT_TRUE(
+        HostTensor::view(type, small.shape(), small.data(), view).isOk());
+    EXPECT_TRUE(view.isView());
+    EXPECT_EQ(view.data(), small.data());
+    ops.query = &view;
+    k.setDouble(8 + 5, 1e10);
+    AttentionResult r;
+    Status s = attention(ops, {}, r);
+    EXPECT_TRUE(s.isOk()) << s.message();
+  }
+  HostTensor none;
+  Status s = HostTensor::view(ElementType::F32, {2}, nullptr, none);
+  EXPECT_EQ(s.message(), "a view of a 2xf32 tensor over a null pointer");
+}

@@ -1,7 +1,8 @@
 //===- HostTensor.h - a dense tensor in host memory -------------*- C++ -*-===//
 //
 // The value type every non-MLIR part of kvattn passes around: the reference,
-// .npy I/O, kvattn-run and the tests. Row-major, contiguous, owning.
+// .npy I/O, kvattn-run and the tests. Row-major, contiguous, owning (or a
+// view of memory its creator owns: HostTensor::view).
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,6 +47,14 @@ public:
   /// `result` = a zero-filled tensor, after checkShape.
   static Status make(ElementType type, std::vector<int64_t> shape,
                      HostTensor &result);
+  /// `result` = a tensor over `data` (row-major, the shape's size), after
+  /// checkShape: no copy. The caller keeps that memory alive and unchanged
+  /// while the view (or a copy of it: copies share the memory) is used;
+  /// writing through a view writes the caller's memory.
+  static Status view(ElementType type, std::vector<int64_t> shape,
+                     const uint8_t *data, HostTensor &result);
+  /// Whether this tensor is a view of memory it does not own.
+  bool isView() const { return external_ != nullptr; }
 
   ElementType elementType() const { return type_; }
   const std::vector<int64_t> &shape() const { return shape_; }
@@ -67,9 +76,11 @@ public:
   int64_t flatIndex(const std::vector<int64_t> &index) const;
 
   /// Raw storage (bf16/f16 as their 16-bit patterns, i1 as bytes).
-  uint8_t *data() { return bytes_.data(); }
-  const uint8_t *data() const { return bytes_.data(); }
-  size_t byteSize() const { return bytes_.size(); }
+  uint8_t *data() {
+    return external_ ? const_cast<uint8_t *>(external_) : bytes_.data();
+  }
+  const uint8_t *data() const { return external_ ? external_ : bytes_.data(); }
+  size_t byteSize() const { return external_ ? externalSize_ : bytes_.size(); }
 
   /// A copy with another element type, converting each element (rounding to
   /// nearest even when narrowing floats). Float <-> integer conversion is
@@ -80,6 +91,9 @@ private:
   ElementType type_ = ElementType::F32;
   std::vector<int64_t> shape_;
   std::vector<uint8_t> bytes_;
+  /// A view's memory (HostTensor::view), null for an owning tensor.
+  const uint8_t *external_ = nullptr;
+  size_t externalSize_ = 0;
 };
 
 } // namespace kvattn

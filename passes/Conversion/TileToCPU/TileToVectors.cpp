@@ -16,7 +16,7 @@
 
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
-#include "passes/Conversion/TileToCPU/LoopEmitter.h"
+#include "passes/Conversion/TileToCPU/VectorEmitter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -50,69 +50,6 @@ int64_t mlir::kvattn::hostVectorWidth() {
 
 namespace {
 
-/// Vector vocabulary over the scalar one, for one vector width.
-struct VectorEmitter : Emitter {
-  int64_t width;
-  /// Accumulators an outer-product kernel may keep in registers.
-  int64_t accumulators;
-
-  VectorEmitter(ImplicitLocOpBuilder &b, int64_t width)
-      : Emitter{b}, width(width),
-        // 32 vector registers with AVX-512, 16 below; keep a quarter for
-        // the operands.
-        accumulators(width >= 16 ? 24 : 12) {}
-
-  VectorType vf32() const { return VectorType::get({width}, b.getF32Type()); }
-  Value splat(Value scalar) {
-    return vector::BroadcastOp::create(
-        b, VectorType::get({width}, scalar.getType()), scalar);
-  }
-  Value splat(double v) { return splat(f32(v)); }
-  Value vload(Value memref, ValueRange indices) {
-    return vector::LoadOp::create(b, vf32(), memref, indices);
-  }
-  void vstore(Value v, Value memref, ValueRange indices) {
-    vector::StoreOp::create(b, v, memref, indices);
-  }
-  Value fma(Value x, Value y, Value acc) {
-    return vector::FMAOp::create(b, x, y, acc);
-  }
-  /// 0, 1, ..., width - 1 as i64.
-  Value iota() {
-    SmallVector<int64_t> values(width);
-    for (int64_t i = 0; i < width; ++i)
-      values[i] = i;
-    auto type = VectorType::get({width}, b.getI64Type());
-    return arith::ConstantOp::create(
-        b, type, DenseElementsAttr::get(type, ArrayRef(values)));
-  }
-  Value i64(Value index) {
-    return arith::IndexCastOp::create(b, b.getI64Type(), index);
-  }
-
-  /// for (iv = lb; iv < ub; iv += step) carrying `inits`; returns the
-  /// final values.
-  SmallVector<Value>
-  carry(Value lb, Value ub, Value step, ValueRange inits,
-        function_ref<SmallVector<Value>(Value iv, ValueRange iter)> body) {
-    auto loop = scf::ForOp::create(
-        b, lb, ub, step, inits,
-        [&](OpBuilder &nested, Location loc, Value iv, ValueRange iter) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToEnd(nested.getInsertionBlock());
-          scf::YieldOp::create(b, body(iv, iter));
-        });
-    return SmallVector<Value>(loop.getResults());
-  }
-  void loopStep(Value lb, Value ub, Value step,
-                function_ref<void(Value)> body) {
-    carry(lb, ub, step, {}, [&](Value iv, ValueRange) {
-      body(iv);
-      return SmallVector<Value>{};
-    });
-  }
-};
-
 /// The vector width for a tile of `bm` rows: the widest power of two up to
 /// `maxWidth` that divides `bm`.
 int64_t rowVectorWidth(int64_t bm, int64_t maxWidth) {
@@ -134,6 +71,8 @@ int64_t rowVectorsPerTile(int64_t rowVectors) {
 /// The lowering of one op at one maximum vector width.
 struct Lowering {
   int64_t maxWidth;
+  /// The most rows of a program that runs the few-rows form (0: none).
+  int64_t fewRows;
 
   int64_t widthFor(Value tile) const {
     return rowVectorWidth(cast<MemRefType>(tile.getType()).getDimSize(0),
@@ -141,26 +80,27 @@ struct Lowering {
   }
 };
 
-/// The indices of key/value row `j` with the element index left to fill:
-/// see Emitter::kvIndices (its last index is the element).
-SmallVector<Value, 4> kvRow(Emitter &e, Value cache, Value blockTable,
-                            Value batch, Value head, Value j) {
-  return e.kvIndices(cache, blockTable, batch, head, j, e.idx(0));
-}
-
-Value kvElement(Emitter &e, Value cache, SmallVector<Value, 4> row, Value x) {
-  row.back() = x;
-  return e.loadF32(cache, row);
-}
-
 //===----------------------------------------------------------------------===//
 // tile.load_q, tile.store: once per program, element by element
 //===----------------------------------------------------------------------===//
 
-LogicalResult lowerLoadQ(TileLoadQOp op, PatternRewriter &rewriter) {
+/// The few-rows form where the program has at most `l.fewRows` rows, the
+/// column form elsewhere (a test of the row count, the same in every op of
+/// a program); the column form only when `l.fewRows` is 0.
+void byRowCount(Emitter &e, const Lowering &l, Value rows,
+                function_ref<void()> fewRows, function_ref<void()> column) {
+  if (l.fewRows == 0)
+    return column();
+  e.ifElse(few_rows::isFewRows(e, rows, l.fewRows), fewRows, column);
+}
+
+LogicalResult lowerLoadQ(TileLoadQOp op, PatternRewriter &rewriter,
+                         const Lowering &l) {
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   Emitter e{b};
-  emitLoadQ(e, op, TileRef::transposedOf(b, op.getQTile()));
+  byRowCount(
+      e, l, op.getRows(), [&] { few_rows::emitLoadQ(e, op); },
+      [&] { emitLoadQ(e, op, TileRef::transposedOf(b, op.getQTile())); });
   rewriter.eraseOp(op);
   return success();
 }
@@ -219,9 +159,15 @@ void emitScoreTile(VectorEmitter &e, TileQKOp op, Value qT, Value sT, Value c0,
     }
 }
 
-LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter,
-                      const Lowering &l) {
-  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+/// The rows of a row-vector loop over a program's `rows`: rounded up to
+/// `step` (the tile's rows are a multiple of it).
+Value roundUpRows(Emitter &e, Value rows, int64_t step) {
+  Value n = e.b.createOrFold<arith::CeilDivUIOp>(rows, e.idx(step));
+  return e.b.createOrFold<arith::MulIOp>(n, e.idx(step));
+}
+
+/// tile.qk in the column form: outer products over the transposed tiles.
+void emitColumnQK(TileQKOp op, ImplicitLocOpBuilder &b, const Lowering &l) {
   VectorEmitter e(b, l.widthFor(op.getScores()));
   Value qT = TileRef::transposedOf(b, op.getQTile()).view;
   Value sT = TileRef::transposedOf(b, op.getScores()).view;
@@ -235,7 +181,8 @@ LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter,
   Value mainCols = b.createOrFold<arith::MulIOp>(
       b.createOrFold<arith::DivUIOp>(cols, e.idx(keys)), e.idx(keys));
   Value groupStep = e.idx(tileVecs * e.width);
-  e.loopStep(e.idx(0), e.idx(bm), groupStep, [&](Value r0) {
+  Value rowEnd = roundUpRows(e, op.getRows(), tileVecs * e.width);
+  e.loopStep(e.idx(0), rowEnd, groupStep, [&](Value r0) {
     e.loopStep(e.idx(0), mainCols, e.idx(keys), [&](Value c0) {
       emitScoreTile(e, op, qT, sT, c0, keys, r0, tileVecs);
     });
@@ -262,10 +209,21 @@ LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter,
   });
   // Columns past the end of the keys never contribute.
   Value negInf = e.splat(e.negInf());
+  Value vectorEnd = roundUpRows(e, op.getRows(), e.width);
   e.loop(cols, e.idx(bn), [&](Value c) {
-    for (int64_t v = 0; v < rowVecs; ++v)
-      e.vstore(negInf, sT, {c, e.idx(v * e.width)});
+    e.loopStep(e.idx(0), vectorEnd, e.idx(e.width), [&](Value r0) {
+      e.vstore(negInf, sT, {c, r0});
+    });
   });
+}
+
+LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter,
+                      const Lowering &l) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  byRowCount(
+      e, l, op.getRows(), [&] { few_rows::emitQK(e, op); },
+      [&] { emitColumnQK(op, b, l); });
   rewriter.eraseOp(op);
   return success();
 }
@@ -281,12 +239,10 @@ bool isVectorMask(TileMaskOp op) {
   return !op.getQPos() && !op.getKPos() && !op.getMask();
 }
 
-LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
-                        const Lowering &l) {
-  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+/// tile.mask in the column form, on the transposed scores.
+void emitColumnMask(TileMaskOp op, ImplicitLocOpBuilder &b, const Lowering &l) {
   VectorEmitter e(b, l.widthFor(op.getScores()));
   Value sT = TileRef::transposedOf(b, op.getScores()).view;
-  int64_t bm = cast<MemRefType>(op.getScores().getType()).getDimSize(0);
 
   if (!isVectorMask(op)) {
     // Element by element, as the scalar lowering, on the transposed tile.
@@ -297,13 +253,13 @@ LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
         e.store(emitMaskedScore(e, op, r, qp, c, 1.0, s), sT, {c, r});
       });
     });
-    rewriter.eraseOp(op);
-    return success();
+    return;
   }
 
   using P = arith::CmpIPredicate;
   Value negInf = e.splat(e.negInf());
-  e.loopStep(e.idx(0), e.idx(bm), e.idx(e.width), [&](Value r0) {
+  Value rowEnd = roundUpRows(e, op.getRows(), e.width);
+  e.loopStep(e.idx(0), rowEnd, e.idx(e.width), [&](Value r0) {
     // Positions of rows r0 .. r0 + W (offset form; none without causal or
     // window, where only kv_len and key_valid apply).
     Value qp;
@@ -369,6 +325,15 @@ LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
       e.vstore(arith::SelectOp::create(b, allowed, s, negInf), sT, {c, r0});
     });
   });
+}
+
+LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
+                        const Lowering &l) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  byRowCount(
+      e, l, op.getRows(), [&] { few_rows::emitMask(e, op); },
+      [&] { emitColumnMask(op, b, l); });
   rewriter.eraseOp(op);
   return success();
 }
@@ -384,9 +349,9 @@ LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
 /// row whose p is 0 for a key skips it (the FMA is masked): the value of a
 /// forbidden key may be NaN or infinite. Full blocks (`all_allowed`) have
 /// no forbidden key and multiply every value.
-void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, Value pT, Value alpha,
-                   Value r0, int64_t rows, Value x0, int64_t chunks,
-                   bool skipZero) {
+void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, const TileRef &pT,
+                   Value alpha, Value r0, int64_t rows, Value x0,
+                   int64_t chunks, bool skipZero) {
   Value acc = op.getAcc();
   auto at = [&](int64_t i, int64_t k) {
     return SmallVector<Value>{e.add(r0, e.idx(i)),
@@ -416,7 +381,7 @@ void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, Value pT, Value alpha,
         }
         SmallVector<Value> next(iter);
         for (int64_t i = 0; i < rows; ++i) {
-          Value p = e.splat(e.load(pT, {c, e.add(r0, e.idx(i))}));
+          Value p = e.splat(pT.load(e, e.add(r0, e.idx(i)), c));
           Value contributes =
               skipZero ? arith::CmpFOp::create(e.b, arith::CmpFPredicate::UNE,
                                                p, zero)
@@ -452,20 +417,17 @@ Value scratchRowLike(ImplicitLocOpBuilder &b, Value like) {
   return memref::AllocaOp::create(b, cast<MemRefType>(like.getType()));
 }
 
-LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
-                           const Lowering &l) {
-  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+/// The statistics of tile.softmax_update in the column form, W rows at a
+/// time (one lane per row); p replaces the scores, each row's rescale factor
+/// goes to `alphas`.
+void emitColumnSoftmaxStats(TileSoftmaxOp op, ImplicitLocOpBuilder &b,
+                            const Lowering &l, Value alphas) {
   VectorEmitter e(b, l.widthFor(op.getScores()));
   Value sT = TileRef::transposedOf(b, op.getScores()).view;
-  int64_t bm = cast<MemRefType>(op.getScores().getType()).getDimSize(0);
-  int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
   Value cols = op.getCols();
   Value negInf = e.splat(e.negInf()), zero = e.splat(0.0), one = e.splat(1.0);
-  // Each row's rescale factor, for P.V.
-  Value alphas = scratchRowLike(b, op.getMax());
-
-  // The statistics, W rows at a time; p replaces the scores.
-  e.loopStep(e.idx(0), e.idx(bm), e.idx(e.width), [&](Value r0) {
+  Value rowEnd = roundUpRows(e, op.getRows(), e.width);
+  e.loopStep(e.idx(0), rowEnd, e.idx(e.width), [&](Value r0) {
     Value oldMax = e.vload(op.getMax(), r0);
     // NaN-propagating maximum: a NaN score poisons its row.
     // Four interleaved maxima: the NaN-aware maximum is several
@@ -512,7 +474,14 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
              op.getMax(), r0);
     e.vstore(alpha, alphas, r0);
   });
+}
 
+/// P.V of tile.softmax_update from p in `pT`'s layout, with each row's
+/// rescale factor in `alphas`.
+void emitValueBlock(TileSoftmaxOp op, ImplicitLocOpBuilder &b,
+                    const Lowering &l, const TileRef &pT, Value alphas) {
+  VectorEmitter e(b, l.widthFor(op.getScores()));
+  int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
   // P.V on the row-major accumulator, vectors over the value dimension
   // (full vectors however few rows the tile has, e.g. decode), register-
   // tiled over rows x value chunks, only over the op's rows.
@@ -529,11 +498,11 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
     const int64_t mainChunks = chunks / tileChunks * tileChunks;
     ve.loopStep(ve.idx(0), ve.idx(mainChunks * ve.width),
                 ve.idx(tileChunks * ve.width), [&](Value x0) {
-                  emitValueTile(ve, op, sT, alphas, r0, n, x0, tileChunks,
+                  emitValueTile(ve, op, pT, alphas, r0, n, x0, tileChunks,
                                 skipZero);
                 });
     if (chunks > mainChunks)
-      emitValueTile(ve, op, sT, alphas, r0, n, ve.idx(mainChunks * ve.width),
+      emitValueTile(ve, op, pT, alphas, r0, n, ve.idx(mainChunks * ve.width),
                     chunks - mainChunks, skipZero);
   };
   auto valueBlock = [&](bool skipZero) {
@@ -549,6 +518,25 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
         [&] { valueBlock(/*skipZero=*/true); });
   else
     valueBlock(/*skipZero=*/true);
+}
+
+LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
+                           const Lowering &l) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Emitter e{b};
+  // Each row's rescale factor, for P.V.
+  Value alphas = scratchRowLike(b, op.getMax());
+  byRowCount(
+      e, l, op.getRows(),
+      [&] {
+        few_rows::emitSoftmaxStats(e, op, alphas);
+        emitValueBlock(op, b, l, TileRef::rowMajor(op.getScores()), alphas);
+      },
+      [&] {
+        emitColumnSoftmaxStats(op, b, l, alphas);
+        emitValueBlock(op, b, l, TileRef::transposedOf(b, op.getScores()),
+                       alphas);
+      });
   rewriter.eraseOp(op);
   return success();
 }
@@ -578,6 +566,12 @@ struct LowerTileToVectorsPass
           << "kvattn-lower-tile-to-vectors: vector-width must be 0 (the "
              "host's) or a power of two from 1 to 16, got "
           << vectorWidth.getValue();
+      return signalPassFailure();
+    }
+    if (fewRows < 0 || fewRows > 64) {
+      getOperation()->emitError()
+          << "kvattn-lower-tile-to-vectors: few-rows must be 0 to 64, got "
+          << fewRows.getValue();
       return signalPassFailure();
     }
     // The transposed views need static identity-layout tiles, which is
@@ -624,7 +618,7 @@ struct LowerTileToVectorsPass
       return signalPassFailure();
 
     RewritePatternSet patterns(&getContext());
-    populateLowerTileToVectorsPatterns(patterns, width);
+    populateLowerTileToVectorsPatterns(patterns, width, fewRows);
     if (failed(applyLoopLoweringPatterns(getOperation(), std::move(patterns))))
       return signalPassFailure();
 
@@ -652,12 +646,12 @@ struct LowerTileToVectorsPass
 } // namespace
 
 void mlir::kvattn::populateLowerTileToVectorsPatterns(
-    RewritePatternSet &patterns, int64_t width) {
+    RewritePatternSet &patterns, int64_t width, int64_t fewRows) {
   populateLowerTileStateToLoopsPatterns(patterns);
-  patterns.add(lowerLoadQ);
   patterns.add(lowerStore);
-  patterns.add<VectorPattern<TileQKOp, lowerQK>,
+  patterns.add<VectorPattern<TileLoadQOp, lowerLoadQ>,
+               VectorPattern<TileQKOp, lowerQK>,
                VectorPattern<TileMaskOp, lowerMask>,
                VectorPattern<TileSoftmaxOp, lowerSoftmax>>(
-      patterns.getContext(), Lowering{width});
+      patterns.getContext(), Lowering{width, fewRows});
 }
