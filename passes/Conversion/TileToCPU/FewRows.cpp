@@ -295,10 +295,10 @@ void mlir::kvattn::few_rows::emitMask(Emitter &scalar, TileMaskOp op) {
   Value scores = op.getScores();
   int64_t bn = cast<MemRefType>(scores.getType()).getDimSize(1);
   Value rows = op.getRows(), cols = op.getCols();
-  // The offset form without a general mask or key_valid: positions are
-  // vector arithmetic over the keys; anything else element by element.
-  bool vectorForm =
-      !op.getQPos() && !op.getKPos() && !op.getMask() && !op.getKeyValid();
+  // The offset form without a general mask, key_valid or ALiBi: positions
+  // are vector arithmetic over the keys; anything else element by element.
+  bool vectorForm = !op.getQPos() && !op.getKPos() && !op.getMask() &&
+                    !op.getKeyValid() && !op.getAlibiSlopes();
   if (!vectorForm) {
     e.loop(e.idx(0), rows, [&](Value r) {
       Value qp = emitQueryPosition(e, op, r);
