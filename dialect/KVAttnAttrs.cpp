@@ -16,6 +16,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::kvattn;
 
@@ -29,6 +31,70 @@ void KVAttnDialect::registerAttributes() {
 #define GET_ATTRDEF_LIST
 #include "kvattn/Dialect/KVAttnAttrs.cpp.inc"
       >();
+}
+
+//===----------------------------------------------------------------------===//
+// kvattn.rope
+//===----------------------------------------------------------------------===//
+
+Attribute RopeAttr::parse(AsmParser &parser, Type) {
+  int64_t rotaryDim = 0;
+  double theta = 0;
+  bool interleaved = false, f32Query = false;
+  if (parser.parseLess() || parser.parseKeyword("rotary_dim") ||
+      parser.parseEqual() || parser.parseInteger(rotaryDim) ||
+      parser.parseComma() || parser.parseKeyword("theta") ||
+      parser.parseEqual() || parser.parseFloat(theta))
+    return {};
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef keyword;
+    SMLoc loc = parser.getCurrentLocation();
+    if (parser.parseKeyword(&keyword))
+      return {};
+    if (keyword == "interleaved")
+      interleaved = true;
+    else if (keyword == "f32_query")
+      f32Query = true;
+    else {
+      parser.emitError(loc) << "rope: expected 'interleaved' or 'f32_query', "
+                               "got '"
+                            << keyword << "'";
+      return {};
+    }
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<RopeAttr>(parser.getContext(), rotaryDim,
+                                     APFloat(theta), interleaved, f32Query);
+}
+
+void RopeAttr::print(AsmPrinter &printer) const {
+  printer << "<rotary_dim = " << getRotaryDim() << ", theta = ";
+  printer.printFloat(getTheta());
+  if (getInterleaved())
+    printer << ", interleaved";
+  if (getF32Query())
+    printer << ", f32_query";
+  printer << ">";
+}
+
+float RopeAttr::getInvFreq(int64_t k) const {
+  return static_cast<float>(
+      std::pow(getThetaValue(), -2.0 * static_cast<double>(k) /
+                                    static_cast<double>(getRotaryDim())));
+}
+
+LogicalResult RopeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t rotaryDim, APFloat thetaValue, bool,
+                               bool) {
+  double theta = thetaValue.convertToDouble();
+  if (rotaryDim < 2 || rotaryDim % 2)
+    return emitError() << "rope: rotary_dim = " << rotaryDim
+                       << " must be even and at least 2";
+  if (!(theta > 1.0) || !std::isfinite(theta))
+    return emitError() << "rope: theta = " << theta
+                       << " must be a finite value above 1";
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -214,4 +214,49 @@ def KVAttn_KernelParamAttr : KVAttn_Attr<"KernelParam", "param"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// kvattn.rope
+//===----------------------------------------------------------------------===//
+
+def KVAttn_RopeAttr : KVAttn_Attr<"Rope", "rope"> {
+  let summary = "a rotary position embedding (RoPE) applied inside an op";
+  let description = [{
+    The rotary embedding that `kvattn.attention` applies to its query and
+    `kvattn.append` to the keys it writes, each at the op's own positions
+    (the query positions `qp`, the written tokens' `pos[b] + t`):
+
+    ```mlir
+    #kvattn.rope<rotary_dim = 64, theta = 10000.0>
+    #kvattn.rope<rotary_dim = 32, theta = 500000.0, interleaved, f32_query>
+    ```
+
+    For a vector `x[0 .. D)` at position `p`, with `R = rotary_dim` (even,
+    `2 <= R <= D`: partial rotary when `R < D`, the dimensions from `R` on
+    pass through) and pair `k < R / 2`:
+
+    * `inv_freq[k] = f32(theta ^ (-2k / R))`, `angle = f32(f32(p) *
+      inv_freq[k])` (f32 arithmetic, as frameworks compute their tables),
+      `c = cos(angle)`, `s = sin(angle)`;
+    * GPT-NeoX halves (default): the pair is `(x[k], x[k + R/2])`;
+      `interleaved` (GPT-J): the pair is `(x[2k], x[2k + 1])`;
+    * `(a, b) -> (a c - b s, b c + a s)`, in f32.
+
+    The rotated keys are cast to the cache's element type where they are
+    written. The rotated query is cast to the query's element type before
+    the products (what a framework that rotates, then calls attention,
+    computes), unless `f32_query`: then it stays f32 (nothing is rounded
+    between the rotation and the product).
+  }];
+  let parameters = (ins "int64_t":$rotary_dim,
+                        APFloatParameter<"theta (f64)">:$theta,
+                        "bool":$interleaved, "bool":$f32_query);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// inv_freq[k] as the semantics define it (f32 of theta^(-2k/R)).
+    float getInvFreq(int64_t k) const;
+    double getThetaValue() const { return getTheta().convertToDouble(); }
+  }];
+}
+
 #endif // KVATTN_DIALECT_KVATTNATTRS_TD

@@ -45,10 +45,11 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
   SmallVector<Type> types = inferResultTypes(query, value, withLse);
   build(b, state, types[0], withLse ? types[1] : Type(), query, key, value,
         e.qOffset, e.kOffset, e.qPos, e.kPos, e.kvLen, e.keyValid, e.mask,
-        e.blockTable, e.qStart, e.sinks, e.alibiSlopes, e.causal,
+        e.blockTable, e.qStart, e.sinks, e.alibiSlopes, e.kRopePos, e.causal,
         e.window ? b.getI64IntegerAttr(*e.window) : IntegerAttr(),
         optionalF32(b, e.softcap), optionalF32(b, e.scale),
-        e.windowRight ? b.getI64IntegerAttr(*e.windowRight) : IntegerAttr());
+        e.windowRight ? b.getI64IntegerAttr(*e.windowRight) : IntegerAttr(),
+        e.rope, e.queryRotated);
 }
 
 AttentionExtras AttentionOp::getExtras() {
@@ -64,6 +65,9 @@ AttentionExtras AttentionOp::getExtras() {
   e.qStart = getQStart();
   e.sinks = getSinks();
   e.alibiSlopes = getAlibiSlopes();
+  e.kRopePos = getKRopePos();
+  e.rope = getRopeAttr();
+  e.queryRotated = getQueryRotated();
   e.causal = getCausal();
   e.window = getWindow();
   e.windowRight = getWindowRight();
@@ -123,6 +127,18 @@ LogicalResult SdpaOp::reifyResultShapes(OpBuilder &b,
 LogicalResult AppendOp::reifyResultShapes(OpBuilder &b,
                                           ReifiedRankedShapedTypeDims &shapes) {
   shapes.push_back(tensor::getMixedSizes(b, getLoc(), getCache()));
+  if (Value record = getRopePos())
+    shapes.push_back(tensor::getMixedSizes(b, getLoc(), record));
+  return success();
+}
+
+LogicalResult AppendOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  // The cache, and the RoPE record when one is updated.
+  types.push_back(adaptor.getCache().getType());
+  if (Value record = adaptor.getRopePos())
+    types.push_back(record.getType());
   return success();
 }
 
@@ -317,7 +333,8 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
     key = s.slice(getKey(), {s.like(0, 0), heads});
     value = s.slice(getValue(), {s.like(0, 0), heads});
   }
-  for (Value *batchOnly : {&e.kOffset, &e.kPos, &e.kvLen, &e.keyValid})
+  for (Value *batchOnly :
+       {&e.kOffset, &e.kPos, &e.kvLen, &e.keyValid, &e.kRopePos})
     if (*batchOnly)
       *batchOnly = s.slice(*batchOnly, {s.like(0, 0)});
   if (e.qOffset) {

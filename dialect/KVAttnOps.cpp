@@ -403,7 +403,102 @@ LogicalResult AttentionOp::verify() {
     return failure();
   if (failed(verifyScale(op, getScale())))
     return failure();
+  if (failed(verifyRope(dims.d, dims.b, dims.s)))
+    return failure();
   return verifyConstantQueryStarts();
+}
+
+/// Whether two rotary embeddings rotate alike (f32_query only says where
+/// the query is rounded).
+static bool sameRotation(RopeAttr a, RopeAttr b) {
+  return a.getRotaryDim() == b.getRotaryDim() &&
+         a.getThetaValue() == b.getThetaValue() &&
+         a.getInterleaved() == b.getInterleaved();
+}
+
+/// rotary_dim <= D, for both ops.
+static LogicalResult verifyRotaryDim(Operation *op, RopeAttr rope, int64_t d) {
+  if (rope && ShapedType::isStatic(d) && rope.getRotaryDim() > d)
+    return op->emitOpError() << "rope: rotary_dim = " << rope.getRotaryDim()
+                             << " exceeds the head dim D = " << d;
+  return success();
+}
+
+LogicalResult AttentionOp::verifyRope(int64_t d, int64_t b, int64_t s) {
+  Operation *op = getOperation();
+  RopeAttr rope = getRopeAttr();
+  if (failed(verifyRotaryDim(op, rope, d)))
+    return failure();
+  if (rope && getQueryRotated())
+    return emitOpError() << "the query is declared rotated (query_rotated) "
+                            "and rope would rotate it again";
+  if (rope && !hasOffsetPositions() && !hasExplicitPositions())
+    return emitOpError() << "rope rotates the query at its positions: give "
+                            "q_offset or q_pos and k_pos";
+  // Keys rotated by kvattn.append meet a query rotated the same way.
+  if (auto append = getKey().getDefiningOp<AppendOp>()) {
+    if (RopeAttr keys = append.getRopeAttr()) {
+      if (!rope && !getQueryRotated())
+        return emitOpError()
+               << "the keys were rotated by kvattn.append (rope = " << keys
+               << ") but the query is not: give rope (the same) or declare "
+                  "query_rotated";
+      if (rope && !sameRotation(rope, keys))
+        return emitOpError()
+               << "rope = " << rope
+               << " differs from the keys' rotation (rope = " << keys
+               << " in kvattn.append)";
+    }
+  }
+  Value record = getKRopePos();
+  if (!record)
+    return success();
+  if (isPaged() || isVarlen())
+    return emitOpError() << "k_rope_pos is not taken with "
+                         << (isPaged() ? "block_table" : "q_start")
+                         << " (a [B, S] record of a static cache)";
+  if (!hasOffsetPositions() && !hasExplicitPositions())
+    return emitOpError() << "k_rope_pos binds the keys to their positions: "
+                            "give q_offset (and k_offset) or q_pos and k_pos";
+  if (failed(checkShape(op, "k_rope_pos", record, {{"B", b}, {"S", s}})))
+    return failure();
+  // Constant record and key positions: every valid key must be attended at
+  // the position it was rotated at.
+  DenseIntElementsAttr recorded, kOffset, kPos, kvLen;
+  if (!matchPattern(record, m_Constant(&recorded)) || getKeyValid())
+    return success();
+  if (hasExplicitPositions()) {
+    if (!matchPattern(getKPos(), m_Constant(&kPos)))
+      return success();
+  } else if (getKOffset() && !matchPattern(getKOffset(), m_Constant(&kOffset)))
+    return success();
+  if (getKvLen() && !matchPattern(getKvLen(), m_Constant(&kvLen)))
+    return success();
+  auto shape = recorded.getType().getShape();
+  SmallVector<int64_t> rec, off, pos, len;
+  for (const APInt &v : recorded.getValues<APInt>())
+    rec.push_back(v.getSExtValue());
+  if (kOffset)
+    for (const APInt &v : kOffset.getValues<APInt>())
+      off.push_back(v.getSExtValue());
+  if (kPos)
+    for (const APInt &v : kPos.getValues<APInt>())
+      pos.push_back(v.getSExtValue());
+  if (kvLen)
+    for (const APInt &v : kvLen.getValues<APInt>())
+      len.push_back(v.getSExtValue());
+  for (int64_t bi = 0; bi < shape[0]; ++bi) {
+    int64_t end = kvLen ? std::min(len[bi], shape[1]) : shape[1];
+    for (int64_t j = 0; j < end; ++j) {
+      int64_t kp = kPos ? pos[bi * shape[1] + j] : (kOffset ? off[bi] : 0) + j;
+      int64_t at = rec[bi * shape[1] + j];
+      if (kp != at)
+        return emitOpError() << "k_rope_pos: the key of batch " << bi
+                             << ", slot " << j << " was rotated at position "
+                             << at << " but is attended at position " << kp;
+    }
+  }
+  return success();
 }
 
 /// Applies the q_start rules (kvattn/Support/QueryStarts.h) when q_start is
@@ -580,6 +675,19 @@ LogicalResult AppendOp::verify() {
       ShapedType::isStatic(batch.size) ? batch.size : updateType.getDimSize(0);
   if (failed(checkShape(op, "pos", getPos(), {{"B", b}})))
     return failure();
+  if (failed(verifyRotaryDim(op, getRopeAttr(), updateType.getDimSize(3))))
+    return failure();
+  if (Value record = getRopePos()) {
+    if (!getRopeAttr())
+      return emitOpError() << "rope_pos records the positions the keys were "
+                              "rotated at: it needs rope";
+    if (paged)
+      return emitOpError() << "rope_pos is not taken with block_table (a "
+                              "[B, C] record of a static cache)";
+    if (failed(checkShape(op, "rope_pos", record,
+                          {{"B", b}, {"C", cacheType.getDimSize(2)}})))
+      return failure();
+  }
   int64_t l = updateType.getDimSize(2);
   if (!paged) {
     int64_t c = cacheType.getDimSize(2);

@@ -30,6 +30,8 @@ struct AttentionExtras {
   /// Per query head (f32 [Hq]): attention sinks (a logit in every row's
   /// denominator) and ALiBi slopes (-slope * |qp - kp| added to the score).
   Value sinks, alibiSlopes;
+  /// [B, S]: the positions the cached keys were rotated at.
+  Value kRopePos;
   bool causal = false;
   std::optional<int64_t> window;
   /// Keys at most this many positions after the query (kp - qp <=
@@ -37,6 +39,10 @@ struct AttentionExtras {
   std::optional<int64_t> windowRight;
   std::optional<double> softcap;
   std::optional<double> scale;
+  /// The rotary embedding applied to the query; null: none.
+  RopeAttr rope;
+  /// The query arrives rotated (refused with `rope`).
+  bool queryRotated = false;
 };
 
 } // namespace kvattn

@@ -57,6 +57,23 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     Accumulation is in f32 (or wider) whatever the element type; `out` has
     the element type of `query`. `scale` defaults to `1 / sqrt(D)`.
 
+    **Rotary embedding (RoPE).** With `rope = #kvattn.rope<...>` the op
+    rotates its query inside the kernel, row `(b, i)` at its own position
+    `qp(b, i)`, in f32, before the products (the formula is the attribute's;
+    `rotary_dim <= D`). The keys are not rotated here: `kvattn.append` with
+    `rope` rotated them when it wrote them, at their own positions, and
+    recorded those positions (its `rope_pos` result). Passing that record as
+    `k_rope_pos [B, S]` binds the cached keys to their rotation: every valid
+    key must be attended at the position it was rotated at,
+    `kp(b, j) == k_rope_pos[b, j]`; the verifier checks it when both are
+    constants, the reference and the runtime before anything runs, naming
+    the batch, the slot and both positions. `query_rotated` declares a query
+    that arrives rotated (a framework applied RoPE); `rope` would rotate it
+    again and is refused with it. A query read from keys rotated by
+    `kvattn.append` with `rope` must itself be rotated: by `rope` with the
+    same attribute, or declared `query_rotated`. `k_rope_pos` needs
+    positions and is not taken with `block_table` or `q_start`.
+
     Shapes: `query [B, Hq, L, D]`, `key [B, Hkv, S, D]`,
     `value [B, Hkv, S, Dv]`, `out [B, Hq, L, Dv]`, `lse [B, Hq, L]`;
     `q_offset`, `k_offset`, `kv_len`: `[B]`; `q_pos [B, L]`; `k_pos` and
@@ -141,11 +158,15 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     // operand and its rule.
     Optional<AnyRankedTensor>:$sinks,
     Optional<AnyRankedTensor>:$alibi_slopes,
+    // [B, S] i32/i64: the positions the cached keys were rotated at.
+    Optional<KVAttn_IndexTensor>:$k_rope_pos,
     UnitAttr:$causal,
     OptionalAttr<I64Attr>:$window,
     OptionalAttr<F32Attr>:$softcap,
     OptionalAttr<F32Attr>:$scale,
-    OptionalAttr<I64Attr>:$window_right
+    OptionalAttr<I64Attr>:$window_right,
+    OptionalAttr<KVAttn_RopeAttr>:$rope,
+    UnitAttr:$query_rotated
   );
   let results = (outs
     KVAttn_FloatTensor:$out,
@@ -165,11 +186,14 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`alibi_slopes` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    (`k_rope_pos` `(` $k_rope_pos^ `:` type($k_rope_pos) `)`)?
     (`causal` $causal^)?
     (`window` `=` $window^)?
     (`window_right` `=` $window_right^)?
     (`softcap` `=` $softcap^)?
     (`scale` `=` $scale^)?
+    (`rope` `=` $rope^)?
+    (`query_rotated` $query_rotated^)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
     `->` type($out) (`,` type($lse)^)?
   }];
@@ -210,6 +234,9 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     unsigned getKeyHeadDim() { return isPaged() ? 2 : 1; }
     /// The block-table rules, when the table is a constant.
     ::mlir::LogicalResult verifyConstantBlockTable();
+    /// The RoPE rules: rotary_dim <= D, no double rotation, keys rotated
+    /// like the query, the k_rope_pos record (checked when constant).
+    ::mlir::LogicalResult verifyRope(int64_t d, int64_t b, int64_t s);
     /// The softmax scale: the `scale` attribute, or 1/sqrt(D) when absent.
     /// Returns std::nullopt when D is dynamic and no scale is given.
     std::optional<double> getEffectiveScale();
@@ -301,8 +328,7 @@ def KVAttn_SdpaOp : KVAttn_Op<"sdpa",
 //===----------------------------------------------------------------------===//
 
 def KVAttn_AppendOp : KVAttn_Op<"append",
-    [Pure, AllTypesMatch<["cache", "result"]>,
-     DeclareOpInterfaceMethods<InferTypeOpInterface>,
+    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "write new K or V rows into a static or paged cache";
   let description = [{
@@ -339,6 +365,22 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
     the reference (and kvattn-run before compiled code) checks them, each
     error naming the batch, the slot and the value.
 
+    **Rotary embedding (RoPE).** With `rope = #kvattn.rope<...>` the
+    update is rotated in f32 before the write, token `t` of batch `b` at its
+    position `pos[b] + t`, and cast to the cache's element type at the write
+    (the attribute's formula; `rotary_dim <= D`). With `rope_pos(%rec)`
+    (`[B, C]` i32/i64, needs `rope` and a static cache) the op also returns
+    the record updated: `rope_pos_result[b, pos[b] + t] = pos[b] + t`, every
+    other slot kept. `kvattn.attention` takes it as `k_rope_pos` and refuses
+    keys attended at any other position.
+
+    ```mlir
+    %k2, %k2_pos = kvattn.append %k_new into %k_cache at %pos
+        rope = #kvattn.rope<rotary_dim = 64, theta = 10000.0>
+        rope_pos(%k_pos : tensor<2x1024xi32>)
+        : tensor<2x2x4x64xf16> into tensor<2x2x1024x64xf16>, tensor<2xi32>
+    ```
+
     ```mlir
     %kp2 = kvattn.append %k_new into %k_pages at %pos
         block_table(%bt : tensor<2x8xi32>)
@@ -350,13 +392,19 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
     KVAttn_FloatTensor:$update,
     KVAttn_FloatTensor:$cache,
     KVAttn_IndexTensor:$pos,
-    Optional<KVAttn_IndexTensor>:$block_table
+    Optional<KVAttn_IndexTensor>:$block_table,
+    // [B, C] i32/i64: the positions the cached keys were rotated at.
+    Optional<KVAttn_IndexTensor>:$rope_pos,
+    OptionalAttr<KVAttn_RopeAttr>:$rope
   );
-  let results = (outs KVAttn_FloatTensor:$result);
+  let results = (outs KVAttn_FloatTensor:$result,
+                      Optional<KVAttn_IndexTensor>:$rope_pos_result);
 
   let assemblyFormat = [{
     $update `into` $cache `at` $pos
     (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
+    (`rope` `=` $rope^)?
+    (`rope_pos` `(` $rope_pos^ `:` type($rope_pos) `)`)?
     attr-dict `:` type($update) `into` type($cache) `,` type($pos)
   }];
 

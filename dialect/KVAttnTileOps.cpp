@@ -62,6 +62,19 @@ LogicalResult TileLoadQOp::verify() {
   if (failed(checkStatic(*this, "q_tile", getQTile())) ||
       failed(checkGroup(*this, getGroup())))
     return failure();
+  if (RopeAttr rope = getRopeAttr()) {
+    if (!getPosRow() ||
+        static_cast<bool>(getQBase()) == static_cast<bool>(getQPos()))
+      return emitOpError() << "rope needs pos_row and one of q_base (offset "
+                              "form) or q_pos (explicit form)";
+    int64_t d = cast<MemRefType>(getQTile().getType()).getDimSize(1);
+    if (rope.getRotaryDim() > d)
+      return emitOpError() << "rope: rotary_dim = " << rope.getRotaryDim()
+                           << " exceeds the head dim D = " << d;
+  } else if (getPosRow() || getQBase() || getQPos()) {
+    return emitOpError() << "pos_row, q_base and q_pos position the rows "
+                            "for rope: they need rope";
+  }
   return checkMatch(*this, "head dim D", getQTile(), "q_tile", 1, getQuery(),
                     "query", 3);
 }

@@ -39,7 +39,7 @@ def KVAttn_TileInitOp : KVAttn_Op<"tile.init"> {
   let hasVerifier = 1;
 }
 
-def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q"> {
+def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q", [AttrSizedOperandSegments]> {
   let summary = "load a block of query rows into an f32 tile";
   let description = [{
     `q_tile[r, d] = f32(query[batch, head, start + r, d])` for `r < rows`;
@@ -50,15 +50,30 @@ def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q"> {
     packed row `t = start + r`, which is query row `t / G` of head
     `head + t % G` (`head` is the group's first head). The same rule holds
     for `tile.mask` and `tile.store` with `group`.
+
+    With `rope = #kvattn.rope<...>` each row is rotated as it is loaded, at
+    its query position, in f32 (the attribute's formula), and rounded to the
+    query's element type unless the attribute says `f32_query`. Tile row `r`
+    is the sequence's query row `i = (pos_row + r) / G` (`G` = `group`, or
+    1), at position `qp = q_base + i` (offset form: `q_base` is the
+    sequence's `q_offset`) or `qp = q_pos[batch, i]` (explicit form).
   }];
   let arguments = (ins
     Arg<KVAttn_GlobalTensor, "", [MemRead]>:$query,
     Index:$batch, Index:$head, Index:$start, Index:$rows,
     Arg<KVAttn_F32Tile, "", [MemWrite]>:$q_tile,
-    OptionalAttr<I64Attr>:$group);
+    Optional<Index>:$pos_row, Optional<Index>:$q_base,
+    Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$q_pos,
+    OptionalAttr<I64Attr>:$group,
+    OptionalAttr<KVAttn_RopeAttr>:$rope);
   let assemblyFormat = [{
     $query `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)`
-    (`group` `=` $group^)? `into` $q_tile attr-dict `:` type($query) `,`
+    (`group` `=` $group^)?
+    (`rope` `=` $rope^)?
+    (`pos_row` `(` $pos_row^ `)`)?
+    (`q_base` `(` $q_base^ `)`)?
+    (`q_pos` `(` $q_pos^ `:` type($q_pos) `)`)?
+    `into` $q_tile attr-dict `:` type($query) `,`
     type($q_tile)
   }];
   let hasVerifier = 1;

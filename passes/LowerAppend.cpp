@@ -2,6 +2,7 @@
 
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
+#include "passes/RotaryEmbedding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -29,10 +30,89 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
 
   LogicalResult matchAndRewrite(AppendOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.isPaged())
-      return rewritePaged(op, rewriter);
+    // RoPE: the update rotated first (tensor.generate), then written.
+    Value update = op.getUpdate();
+    if (RopeAttr rope = op.getRopeAttr())
+      update = rotateUpdate(op, rope, rewriter);
+    Value record;
+    if (Value ropePos = op.getRopePos())
+      record = writeRecord(op, ropePos, rewriter);
+    Value result = op.isPaged() ? rewritePaged(op, update, rewriter)
+                                : rewriteStatic(op, update, rewriter);
+    if (record)
+      rewriter.replaceOp(op, {result, record});
+    else
+      rewriter.replaceOp(op, result);
+    return success();
+  }
+
+  /// update[b, h, t, :] rotated at position pos[b] + t in f32, cast to the
+  /// cache's element type (the write's).
+  static Value rotateUpdate(AppendOp op, RopeAttr rope,
+                            PatternRewriter &rewriter) {
     Location loc = op.getLoc();
-    Value update = op.getUpdate(), cache = op.getCache(), pos = op.getPos();
+    Value update = op.getUpdate(), pos = op.getPos();
+    auto type = cast<RankedTensorType>(update.getType());
+    SmallVector<Value> dynamic;
+    for (int64_t d = 0; d < 4; ++d)
+      if (type.isDynamicDim(d))
+        dynamic.push_back(tensor::DimOp::create(rewriter, loc, update, d));
+    auto generate = tensor::GenerateOp::create(
+        rewriter, loc, type, dynamic,
+        [&](OpBuilder &b, Location l, ValueRange ix) {
+          Type f32 = b.getF32Type();
+          auto load = [&](Value x) {
+            Value v = tensor::ExtractOp::create(
+                b, l, update, ValueRange{ix[0], ix[1], ix[2], x});
+            return v.getType().isF32()
+                       ? v
+                       : arith::ExtFOp::create(b, l, f32, v).getResult();
+          };
+          Value p = tensor::ExtractOp::create(b, l, pos, ValueRange{ix[0]});
+          p = arith::IndexCastOp::create(b, l, b.getIndexType(), p);
+          p = arith::AddIOp::create(b, l, p, ix[2]);
+          RotaryElement e = emitRotaryElement(b, l, rope, p, ix[3]);
+          Value v = emitRotate(b, l, e, load(ix[3]), load(e.partner));
+          if (!type.getElementType().isF32())
+            v = arith::TruncFOp::create(b, l, type.getElementType(), v);
+          tensor::YieldOp::create(b, l, v);
+        });
+    return generate.getResult();
+  }
+
+  /// The RoPE record: rope_pos[b, pos[b] + t] = pos[b] + t.
+  static Value writeRecord(AppendOp op, Value record,
+                           PatternRewriter &rewriter) {
+    Location loc = op.getLoc();
+    Value update = op.getUpdate(), pos = op.getPos();
+    Type elt = cast<RankedTensorType>(record.getType()).getElementType();
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    Value batch = rewriter.createOrFold<tensor::DimOp>(loc, update, 0);
+    Value length = rewriter.createOrFold<tensor::DimOp>(loc, update, 2);
+    auto loop = scf::ForOp::create(
+        rewriter, loc, zero, batch, one, ValueRange{record},
+        [&](OpBuilder &b, Location l, Value bIdx, ValueRange iter) {
+          Value p0 = tensor::ExtractOp::create(b, l, pos, ValueRange{bIdx});
+          p0 = arith::IndexCastOp::create(b, l, b.getIndexType(), p0);
+          auto inner = scf::ForOp::create(
+              b, l, zero, length, one, ValueRange{iter[0]},
+              [&](OpBuilder &b, Location l, Value t, ValueRange iter) {
+                Value p = arith::AddIOp::create(b, l, p0, t);
+                Value v = arith::IndexCastOp::create(b, l, elt, p);
+                Value written = tensor::InsertOp::create(b, l, v, iter[0],
+                                                         ValueRange{bIdx, p});
+                scf::YieldOp::create(b, l, written);
+              });
+          scf::YieldOp::create(b, l, inner.getResult(0));
+        });
+    return loop.getResult(0);
+  }
+
+  static Value rewriteStatic(AppendOp op, Value update,
+                             PatternRewriter &rewriter) {
+    Location loc = op.getLoc();
+    Value cache = op.getCache(), pos = op.getPos();
     auto updateType = cast<RankedTensorType>(update.getType());
     auto sliceSizes = [&](OpBuilder &b) {
       SmallVector<OpFoldResult> sizes{b.getIndexAttr(1)};
@@ -68,8 +148,7 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
               b, l, slice, iter[0], dstOffsets, sizes, strides);
           scf::YieldOp::create(b, l, inserted);
         });
-    rewriter.replaceOp(op, loop.getResult(0));
-    return success();
+    return loop.getResult(0);
   }
 
   /// Paged: append(update [B,H,L,D], pages [N,P,H,D], pos [B], table [B,M])
@@ -78,10 +157,10 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
   ///     pages = insert_slice(update[b, :, t, :] as [H,D],
   ///                          pages[table[b, p / P], p % P, :, :])
   /// Both loops carry the pages tensor, so the writes bufferize in place.
-  LogicalResult rewritePaged(AppendOp op, PatternRewriter &rewriter) const {
+  static Value rewritePaged(AppendOp op, Value update,
+                            PatternRewriter &rewriter) {
     Location loc = op.getLoc();
-    Value update = op.getUpdate(), pages = op.getCache(), pos = op.getPos(),
-          table = op.getBlockTable();
+    Value pages = op.getCache(), pos = op.getPos(), table = op.getBlockTable();
     auto updateType = cast<RankedTensorType>(update.getType());
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
     Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
@@ -135,8 +214,7 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
               });
           scf::YieldOp::create(b, l, inner.getResult(0));
         });
-    rewriter.replaceOp(op, loop.getResult(0));
-    return success();
+    return loop.getResult(0);
   }
 };
 

@@ -359,9 +359,10 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
         kOffset, /*q_pos=*/Value(), /*k_pos=*/Value(),
         /*kv_len=*/Value(), /*key_valid=*/Value(), mask,
         /*block_table=*/Value(), /*q_start=*/Value(),
-        /*sinks=*/Value(), /*alibi_slopes=*/Value(), /*causal=*/true,
-        /*window=*/IntegerAttr(),
-        /*softcap=*/FloatAttr(), scale, /*window_right=*/IntegerAttr());
+        /*sinks=*/Value(), /*alibi_slopes=*/Value(), /*k_rope_pos=*/Value(),
+        /*causal=*/true, /*window=*/IntegerAttr(),
+        /*softcap=*/FloatAttr(), scale, /*window_right=*/IntegerAttr(),
+        /*rope=*/RopeAttr(), /*query_rotated=*/false);
     raised = attention;
     out = attention.getOut();
   } else {

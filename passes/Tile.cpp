@@ -222,6 +222,9 @@ struct ProgramRange {
   Value totalKBlocks, nLo, nHi, loopLo, loopHi, fullLo, fullHi;
   /// tile.mask's position bases (offset form; null otherwise).
   Value qBase, kBase;
+  /// The sequence's q_offset (offset form; null otherwise): the position of
+  /// its query row 0, where tile.load_q's RoPE counts from.
+  Value qOff;
   /// Keys are read up to here (kv_len), never past it.
   Value readEnd;
   Value zero;
@@ -628,7 +631,7 @@ private:
     r.fullLo = zero;
     r.fullHi = s.canBeFull ? p.floorDiv(r.kvLen, bn) : zero;
     if (s.offsetForm) {
-      Value qOff = p.loadIndex(buf.qOffset, r.bIdx);
+      Value qOff = r.qOff = p.loadIndex(buf.qOffset, r.bIdx);
       Value kOff = buf.kOffset ? p.loadIndex(buf.kOffset, r.bIdx) : zero;
       // The program's query rows: [qStart, qStart + rows), or with packing
       // [qStart / G, (qStart + rows - 1) / G].
@@ -733,8 +736,12 @@ private:
     t.acc =
         memref::AllocaOp::create(pb, MemRefType::get({s.bm, s.valueDim}, f32));
     TileInitOp::create(pb, t.rowMax, t.rowSum, t.acc);
-    TileLoadQOp::create(pb, buf.q, r.qBatch, r.head, r.qRowStart, r.rows, t.q,
-                        groupAttr);
+    // RoPE: the query rows rotated as they are loaded, at their positions.
+    RopeAttr rope = op.getRopeAttr();
+    TileLoadQOp::create(
+        pb, buf.q, r.qBatch, r.head, r.qRowStart, r.rows, t.q,
+        rope ? r.qStart : Value(), rope && s.offsetForm ? r.qOff : Value(),
+        rope && !s.offsetForm ? buf.qPos : Value(), groupAttr, rope);
     emitKvLoop(pb, p, r, t);
     emitStore(pb, p, r, t, ivs);
   }

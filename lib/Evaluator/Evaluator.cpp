@@ -129,6 +129,16 @@ private:
 
 } // namespace
 
+/// The reference's description of a #kvattn.rope.
+static reference::Rope toReferenceRope(mlir::kvattn::RopeAttr rope) {
+  reference::Rope r;
+  r.rotaryDim = rope.getRotaryDim();
+  r.theta = rope.getThetaValue();
+  r.interleaved = rope.getInterleaved();
+  r.f32Query = rope.getF32Query();
+  return r;
+}
+
 Status Interpreter::run(func::FuncOp func,
                         const std::vector<HostTensor> &arguments,
                         std::vector<HostTensor> &results) {
@@ -364,7 +374,11 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   ops.qStart = optional(op.getQStart());
   ops.sinks = optional(op.getSinks());
   ops.alibiSlopes = optional(op.getAlibiSlopes());
+  ops.kRopePos = optional(op.getKRopePos());
   reference::AttentionAttributes attrs;
+  if (mlir::kvattn::RopeAttr rope = op.getRopeAttr())
+    attrs.rope = toReferenceRope(rope);
+  attrs.queryRotated = op.getQueryRotated();
   attrs.causal = op.getCausal();
   attrs.window = op.getWindow();
   attrs.windowRight = op.getWindowRight();
@@ -429,6 +443,9 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
   HostTensor result;
   const HostTensor &pos = tensor(op.getPos());
   const HostTensor &update = tensor(op.getUpdate());
+  if (executor && op.getRopeAttr())
+    return fail(op, "kvattn.append with rope has no GPU kernel yet: run it "
+                    "on the CPU (kvattn-run --target=cpu)");
   if (executor) {
     // The cache write runs where attention does (its run-time values were
     // validated before: validateFunction, and the runtime before a launch).
@@ -455,8 +472,18 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
     set(op.getResult(), std::move(result));
     return Status::ok();
   }
-  Status s = reference::append(tensor(op.getCache()), update, pos, result);
-  if (s.isError())
+  if (mlir::kvattn::RopeAttr rope = op.getRopeAttr()) {
+    HostTensor record;
+    Status s = reference::appendRotated(
+        tensor(op.getCache()), update, pos, toReferenceRope(rope),
+        optional(op.getRopePos()), result, op.getRopePos() ? &record : nullptr);
+    if (s.isError())
+      return fail(op, s.message());
+    if (Value recordValue = op.getRopePosResult())
+      set(recordValue, std::move(record));
+  } else if (Status s =
+                 reference::append(tensor(op.getCache()), update, pos, result);
+             s.isError())
     return fail(op, s.message());
   std::vector<int64_t> logical;
   for (int64_t b = 0; b < pos.numElements(); ++b)

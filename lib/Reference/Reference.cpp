@@ -423,6 +423,61 @@ Status checkF32Range(const HostTensor &q, const HostTensor &k,
 }
 } // namespace
 
+Status rotate(const HostTensor &x, const Rope &rope,
+              const std::function<int64_t(int64_t, int64_t)> &position,
+              ElementType resultType, HostTensor &result) {
+  if (x.rank() != 4)
+    return Status::error("rope: the rotated tensor must have rank 4, got " +
+                         x.shapeString());
+  const int64_t b = x.dim(0), h = x.dim(1), l = x.dim(2), d = x.dim(3);
+  const int64_t r = rope.rotaryDim;
+  if (r < 2 || r % 2)
+    return Status::error("rope: rotary_dim = " + str(r) +
+                         " must be even and at least 2");
+  if (r > d)
+    return Status::error("rope: rotary_dim = " + str(r) +
+                         " exceeds the head dim D = " + str(d));
+  if (!(rope.theta > 1.0) || !std::isfinite(rope.theta))
+    return Status::error("rope: theta must be a finite value above 1");
+  KVATTN_RETURN_IF_ERROR(HostTensor::make(resultType, x.shape(), result));
+  const int64_t half = r / 2;
+  std::vector<float> invFreq(half);
+  for (int64_t k = 0; k < half; ++k)
+    invFreq[k] = static_cast<float>(std::pow(
+        rope.theta, -2.0 * static_cast<double>(k) / static_cast<double>(r)));
+  std::vector<float> row(d), rotated(d), cosines(half), sines(half);
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t i = 0; i < l; ++i) {
+      const int64_t p = position(bi, i);
+      if (p < 0)
+        return Status::error("rope: position " + str(p) + " of batch " +
+                             str(bi) + ", row " + str(i) + " is negative");
+      for (int64_t k = 0; k < half; ++k) {
+        const float angle = static_cast<float>(p) * invFreq[k];
+        cosines[k] = static_cast<float>(std::cos(static_cast<double>(angle)));
+        sines[k] = static_cast<float>(std::sin(static_cast<double>(angle)));
+      }
+      for (int64_t hi = 0; hi < h; ++hi) {
+        const int64_t base = x.flatIndex({bi, hi, i, 0});
+        for (int64_t e = 0; e < d; ++e)
+          row[e] = static_cast<float>(x.getDouble(base + e));
+        rotated = row;
+        for (int64_t k = 0; k < half; ++k) {
+          const int64_t ia = rope.interleaved ? 2 * k : k;
+          const int64_t ib = rope.interleaved ? 2 * k + 1 : k + half;
+          const float a = row[ia], bv = row[ib];
+          const float ac = a * cosines[k], bs = bv * sines[k];
+          const float bc = bv * cosines[k], as = a * sines[k];
+          rotated[ia] = ac - bs;
+          rotated[ib] = bc + as;
+        }
+        for (int64_t e = 0; e < d; ++e)
+          result.setDouble(base + e, rotated[e]);
+      }
+    }
+  return Status::ok();
+}
+
 Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
                  AttentionResult &result, Compute compute) {
   // A ragged batch: B sequences (q_start has B + 1 entries) over the packed
@@ -565,7 +620,53 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
     return ops.kPos ? kPos[b * dims.s + j] : kOffset[b] + j;
   };
 
-  Core core{*ops.query,
+  // RoPE: the query rotated at its positions; the keys' record.
+  if (attrs.rope && attrs.queryRotated)
+    return Status::error("the query is declared rotated (query_rotated) and "
+                         "rope would rotate it again");
+  if (attrs.rope && !offsetForm && !explicitForm)
+    return Status::error("rope rotates the query at its positions: give "
+                         "q_offset or q_pos and k_pos");
+  HostTensor rotatedQuery;
+  const HostTensor *query = ops.query;
+  if (attrs.rope) {
+    std::function<int64_t(int64_t, int64_t)> position =
+        [&](int64_t b, int64_t i) { return queryPos(b, i); };
+    if (ops.qStart)
+      position = [&](int64_t, int64_t i) {
+        const int64_t b = rowSequence[i];
+        return qOffset[b] + (i - qStart[b]);
+      };
+    KVATTN_RETURN_IF_ERROR(rotate(
+        *ops.query, *attrs.rope, position,
+        attrs.rope->f32Query ? ElementType::F32 : ops.query->elementType(),
+        rotatedQuery));
+    query = &rotatedQuery;
+  }
+  if (ops.kRopePos) {
+    if (ops.qStart)
+      return Status::error("k_rope_pos is not taken with q_start");
+    if (!offsetForm && !explicitForm)
+      return Status::error("k_rope_pos binds the keys to their positions: "
+                           "give q_offset (and k_offset) or q_pos and k_pos");
+    KVATTN_RETURN_IF_ERROR(checkInteger("k_rope_pos", *ops.kRopePos));
+    KVATTN_RETURN_IF_ERROR(checkShape("k_rope_pos", *ops.kRopePos,
+                                      {{"B", dims.b}, {"S", dims.s}}));
+    for (int64_t b = 0; b < dims.b; ++b)
+      for (int64_t j = 0; j < kvLen[b]; ++j) {
+        if (ops.keyValid && ops.keyValid->getInt(b * dims.s + j) == 0)
+          continue;
+        const int64_t at = ops.kRopePos->getInt(b * dims.s + j);
+        const int64_t kp = keyPos(b, j);
+        if (at != kp)
+          return Status::error("k_rope_pos: the key of batch " + str(b) +
+                               ", slot " + str(j) +
+                               " was rotated at position " + str(at) +
+                               " but is attended at position " + str(kp));
+      }
+  }
+
+  Core core{*query,
             *ops.key,
             *ops.value,
             dims,
@@ -716,6 +817,40 @@ Status append(const HostTensor &cache, const HostTensor &update,
                     result.data() +
                         result.flatIndex({bi, hi, p + t, 0}) * eltSize);
   }
+  return Status::ok();
+}
+
+Status appendRotated(const HostTensor &cache, const HostTensor &update,
+                     const HostTensor &pos, const Rope &rope,
+                     const HostTensor *ropePos, HostTensor &result,
+                     HostTensor *ropePosResult) {
+  KVATTN_RETURN_IF_ERROR(checkFloat("cache", cache));
+  if (cache.rank() != 4 || update.rank() != 4)
+    return Status::error("cache and update must have rank 4, got " +
+                         cache.shapeString() + " and " + update.shapeString());
+  KVATTN_RETURN_IF_ERROR(checkInteger("pos", pos));
+  KVATTN_RETURN_IF_ERROR(checkShape("pos", pos, {{"B", update.dim(0)}}));
+  HostTensor rotated;
+  KVATTN_RETURN_IF_ERROR(rotate(
+      update, rope, [&](int64_t b, int64_t t) { return pos.getInt(b) + t; },
+      cache.elementType(), rotated));
+  KVATTN_RETURN_IF_ERROR(append(cache, rotated, pos, result));
+  if (!ropePos)
+    return Status::ok();
+  KVATTN_RETURN_IF_ERROR(checkInteger("rope_pos", *ropePos));
+  KVATTN_RETURN_IF_ERROR(checkShape(
+      "rope_pos", *ropePos, {{"B", cache.dim(0)}, {"C", cache.dim(2)}}));
+  *ropePosResult = *ropePos;
+  if (ropePos->isView()) {
+    // A copy that owns its memory (the op has value semantics).
+    HostTensor copy(ropePos->elementType(), ropePos->shape());
+    std::copy_n(ropePos->data(), ropePos->byteSize(), copy.data());
+    *ropePosResult = std::move(copy);
+  }
+  const int64_t c = cache.dim(2);
+  for (int64_t b = 0; b < cache.dim(0); ++b)
+    for (int64_t t = 0; t < update.dim(2); ++t)
+      ropePosResult->setInt(b * c + pos.getInt(b) + t, pos.getInt(b) + t);
   return Status::ok();
 }
 

@@ -178,8 +178,12 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   SmallVector<Value> results;
   if (d.append) {
     // The K append, then the V append (named locals: a fixed IR order).
-    Value k = AppendOp::create(b, loc, updateK, key, qOffset, blockTable);
-    Value v = AppendOp::create(b, loc, updateV, value, qOffset, blockTable);
+    Value k = AppendOp::create(b, loc, updateK, key, qOffset, blockTable,
+                               /*rope_pos=*/Value(), /*rope=*/RopeAttr())
+                  .getResult();
+    Value v = AppendOp::create(b, loc, updateV, value, qOffset, blockTable,
+                               /*rope_pos=*/Value(), /*rope=*/RopeAttr())
+                  .getResult();
     key = k;
     value = v;
   }

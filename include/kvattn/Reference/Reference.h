@@ -17,6 +17,7 @@
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Status.h"
 
+#include <functional>
 #include <optional>
 
 namespace mlir {
@@ -46,7 +47,31 @@ struct AttentionOperands {
   /// ALiBi slopes [Hq] f32: -alibiSlopes[h] * |qp - kp| is added to every
   /// allowed score (after the softcap and a float mask).
   const HostTensor *alibiSlopes = nullptr;
+  /// [B, S] i32/i64: the positions the cached keys were rotated at; every
+  /// valid key must be attended at its recorded position.
+  const HostTensor *kRopePos = nullptr;
 };
+
+/// A rotary position embedding (#kvattn.rope): for a vector x[0, D) at
+/// position p and pair k < rotaryDim / 2, inv_freq = f32(theta^(-2k/R)),
+/// angle = f32(f32(p) * inv_freq), (a, b) -> (a cos - b sin, b cos + a sin)
+/// in f32; the pair is (x[k], x[k + R/2]) (GPT-NeoX halves) or
+/// (x[2k], x[2k + 1]) (interleaved). Dimensions from R on pass through.
+struct Rope {
+  int64_t rotaryDim = 0; ///< even, 2 <= rotaryDim <= D
+  double theta = 10000.0;
+  bool interleaved = false;
+  /// The rotated query stays f32 (else it is rounded to the query's
+  /// element type before the products).
+  bool f32Query = false;
+};
+
+/// Rotates the rows of `x [B, H, L, D]`: row (b, ., i) at position(b, i),
+/// the result rounded to `resultType` (f32 math either way). Fails on a
+/// rotary dim that is odd, below 2 or above D, or a negative position.
+Status rotate(const HostTensor &x, const Rope &rope,
+              const std::function<int64_t(int64_t, int64_t)> &position,
+              ElementType resultType, HostTensor &result);
 
 /// The attributes of `kvattn.attention`.
 struct AttentionAttributes {
@@ -57,6 +82,10 @@ struct AttentionAttributes {
   std::optional<int64_t> windowRight;
   std::optional<double> softcap; ///< > 0
   std::optional<double> scale;   ///< default 1/sqrt(D)
+  /// The query is rotated at its positions before the products.
+  std::optional<Rope> rope;
+  /// The query arrives rotated (refused with `rope`).
+  bool queryRotated = false;
 };
 
 /// `out [B, Hq, L, Dv]` and `lse [B, Hq, L]`, both f64.
@@ -124,6 +153,15 @@ Status sdpa(const SdpaOperands &operands, const SdpaAttributes &attributes,
 /// element type.
 Status append(const HostTensor &cache, const HostTensor &update,
               const HostTensor &pos, HostTensor &result);
+
+/// Evaluates `kvattn.append` with `rope`: the update rotated at positions
+/// pos[b] + t (f32, rounded to the cache's element type), then written as
+/// append() does. With `ropePos [B, C]` (i32/i64) `ropePosResult` is a copy
+/// with ropePos[b, pos[b] + t] = pos[b] + t.
+Status appendRotated(const HostTensor &cache, const HostTensor &update,
+                     const HostTensor &pos, const Rope &rope,
+                     const HostTensor *ropePos, HostTensor &result,
+                     HostTensor *ropePosResult);
 
 /// Evaluates the paged `kvattn.append`: a copy of `pages [num_pages,
 /// page_size, H, D]` in which token `p = pos[b] + t` (t < L) of `update

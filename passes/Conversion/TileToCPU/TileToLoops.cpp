@@ -9,8 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Dialect/KVAttnOps.h"
-#include "passes/Conversion/TileToCPU/LoopEmitter.h"
 #include "kvattn/Passes/Passes.h"
+#include "passes/Conversion/TileToCPU/LoopEmitter.h"
+#include "passes/RotaryEmbedding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -203,11 +204,30 @@ struct LowerTileToLoopsPass
 void mlir::kvattn::emitLoadQ(Emitter &e, TileLoadQOp op, const TileRef &qTile) {
   auto type = cast<MemRefType>(op.getQTile().getType());
   Value bm = e.idx(type.getDimSize(0)), d = e.idx(type.getDimSize(1));
+  RopeAttr rope = op.getRopeAttr();
+  Type queryType = cast<MemRefType>(op.getQuery().getType()).getElementType();
   e.loop(e.idx(0), op.getRows(), [&](Value r) {
     QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+    // RoPE: the row's position (its sequence row (pos_row + r) / G).
+    Value qp;
+    if (rope) {
+      Value i = e.add(op.getPosRow(), r);
+      if (std::optional<int64_t> group = op.getGroup(); group && *group > 1)
+        i = e.b.createOrFold<arith::DivUIOp>(i, e.idx(*group));
+      qp = op.getQBase() ? e.add(op.getQBase(), i)
+                         : e.loadIndex(op.getQPos(), {op.getBatch(), i});
+    }
     e.loop(e.idx(0), d, [&](Value x) {
-      qTile.store(
-          e, e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, x}), r, x);
+      Value v = e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, x});
+      if (rope) {
+        RotaryElement rot = emitRotaryElement(e.b, e.b.getLoc(), rope, qp, x);
+        Value partner = e.loadF32(op.getQuery(),
+                                  {op.getBatch(), q.head, q.row, rot.partner});
+        v = emitRotate(e.b, e.b.getLoc(), rot, v, partner);
+        if (!rope.getF32Query())
+          v = emitRoundThrough(e.b, e.b.getLoc(), v, queryType);
+      }
+      qTile.store(e, v, r, x);
     });
   });
   e.loop(op.getRows(), bm, [&](Value r) {
