@@ -35,10 +35,25 @@ struct RotaryElement {
 Value emitRotaryAngle(OpBuilder &b, Location loc, RopeAttr rope, Value pos,
                       Value k);
 
+/// How cos and sin of the f32 angle are computed.
+enum class SinCos {
+  /// math.cos / math.sin (the CPU: libm's cosf and sinf).
+  Math,
+  /// Arithmetic only (the GPU, where no libdevice call is wanted): the
+  /// angle reduced modulo pi/2 in f64 (pi/2 in two parts), degree-11/10
+  /// Taylor polynomials on [-pi/4, pi/4] in f64, rounded to f32: within
+  /// 1 ulp of f32 for angles below 2^24 (positions below 16M).
+  Polynomial,
+};
+
+/// cos and sin of the f32 `angle` (non-negative), as f32.
+std::pair<Value, Value> emitCosSin(OpBuilder &b, Location loc, Value angle,
+                                   SinCos how);
+
 /// The rotation of element `x` (index) of a vector at position `pos`
 /// (index).
 RotaryElement emitRotaryElement(OpBuilder &b, Location loc, RopeAttr rope,
-                                Value pos, Value x);
+                                Value pos, Value x, SinCos how = SinCos::Math);
 
 /// v[x] rotated: self * cos + partner * signedSin (f32), or `self` where x
 /// is not rotated.

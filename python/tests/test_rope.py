@@ -247,3 +247,56 @@ def test_recorded_positions_must_match():
     rec[1, 17] -= 1
     rec[1, 95] = -7
     prog.run(*args, rec)
+
+
+@pytest.mark.parametrize("case", CASES[:2])
+def test_query_rotated_on_the_emulated_gpu(emulated_runtime, case):
+    b, hq, hkv, l, s, d, r, inter, qo, ko, kvl = case
+    q, k, v = inputs(case, 41)
+    qp, kp = positions(case)
+    k_rot = rotate(k, kp, r, interleaved=inter).astype(np.float32)
+    named = dict(q_offset=np.array(qo, np.int32),
+                 k_offset=np.array(ko, np.int32),
+                 kv_len=np.array(kvl, np.int32))
+    # f32 (no tensor cores): the polynomial cos/sin of the GPU lowering.
+    prog = kvattn.compile(offsets_ir(case[:6], "f32", rope_attr(r, 10000.0,
+                                                                 inter)),
+                          target="gpu", runtime=emulated_runtime)
+    out = prog.run(query=q, key=k_rot, value=v, **named)
+    out = out[0] if isinstance(out, tuple) else out
+    want = attention(rotate(q, qp, r, interleaved=inter), k_rot, v, qp, kp,
+                     kvl)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    prog.close()
+    # bf16 on tensor cores: the rotated query rounded to bf16 as it is
+    # staged.
+    qb, kb, vb = (kvattn.to_bf16(x) for x in (q, k_rot, v))
+    qf, kf, vf = (kvattn.from_bf16(x) for x in (qb, kb, vb))
+    prog = kvattn.compile(offsets_ir(case[:6], "bf16", rope_attr(r, 10000.0,
+                                                                  inter)),
+                          target="gpu", runtime=emulated_runtime)
+    out = prog.run(query=qb, key=kb, value=vb, **named)
+    out = kvattn.from_bf16(out[0] if isinstance(out, tuple) else out)
+    rq = kvattn.from_bf16(kvattn.to_bf16(
+        rotate(qf, qp, r, interleaved=inter).astype(np.float32)))
+    want = attention(rq.astype(np.float64), kf, vf, qp, kp, kvl)
+    np.testing.assert_allclose(out, want, atol=3e-2, rtol=2e-2)
+    off_by_one = attention(rotate(qf, qp + 1, r, interleaved=inter), kf, vf,
+                           qp, kp, kvl)
+    assert np.abs(off_by_one - want).max() > 0.05
+    prog.close()
+
+
+def test_gpu_refusals(emulated_runtime):
+    # What the GPU path has no kernel for yet is refused, never dropped.
+    b, hq, hkv, l, c, d = 1, 2, 1, 2, 64, 32
+    with pytest.raises(kvattn.KVAttnError, match="with rope has no GPU "
+                                                 "kernel yet"):
+        kvattn.compile(append_ir((b, hq, hkv, l, c, d), "f32",
+                                 rope_attr(16)),
+                       target="gpu", runtime=emulated_runtime)
+    with pytest.raises(kvattn.KVAttnError, match="f32_query keeps the "
+                                                 "rotated query in f32"):
+        kvattn.compile(offsets_ir((1, 2, 1, 16, 64, 64), "bf16",
+                                  rope_attr(64, f32_query=True)),
+                       target="gpu", runtime=emulated_runtime)

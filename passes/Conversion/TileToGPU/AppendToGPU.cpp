@@ -273,6 +273,28 @@ struct AppendToGPUPass
     : mlir::kvattn::impl::AppendToGPUPassBase<AppendToGPUPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // RoPE on the GPU: the query is rotated by the attention kernels; the
+    // rotating cache write and the device check of the RoPE record are not
+    // there yet, and are refused rather than dropped.
+    WalkResult refused = module.walk([&](Operation *op) {
+      if (auto append = dyn_cast<AppendOp>(op); append && append.getRope()) {
+        append.emitOpError()
+            << "with rope has no GPU kernel yet (the CPU path and the "
+               "reference rotate the keys): rotate the keys before the "
+               "write, or run on the CPU";
+        return WalkResult::interrupt();
+      }
+      if (auto attention = dyn_cast<AttentionOp>(op);
+          attention && attention.getKRopePos()) {
+        attention.emitOpError()
+            << "k_rope_pos is checked on the CPU path and by the reference; "
+               "the GPU path has no device check of it yet";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (refused.wasInterrupted())
+      return signalPassFailure();
     SmallVector<AppendOp> appends;
     module.walk([&](AppendOp op) { appends.push_back(op); });
     if (appends.empty())

@@ -23,6 +23,7 @@
 #include "passes/Conversion/TileToGPU/GpuEmitter.h"
 #include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 #include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
+#include "passes/RotaryEmbedding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -71,6 +72,30 @@ void lowerInit(GpuEmitter &e, TileInitOp op) {
   e.barrier();
 }
 
+/// RoPE: element `x` of tile row `r` (query row `q`) rotated at the row's
+/// position in f32 (cos/sin by polynomial: no libdevice call), then stored
+/// as `elt`: the query's 16-bit type on tensor cores, else f32 (rounded
+/// through the query's type first unless f32_query).
+Value rotatedQueryElement(GpuEmitter &e, TileLoadQOp op, RopeAttr rope, Value r,
+                          const QueryRow &q, Value x, Type elt) {
+  Value i = e.add(op.getPosRow(), r);
+  if (std::optional<int64_t> group = op.getGroup(); group && *group > 1)
+    i = e.b.createOrFold<arith::DivUIOp>(i, e.idx(*group));
+  Value qp = op.getQBase() ? e.add(op.getQBase(), i)
+                           : e.loadIndex(op.getQPos(), {op.getBatch(), i});
+  RotaryElement rot =
+      emitRotaryElement(e.b, e.b.getLoc(), rope, qp, x, SinCos::Polynomial);
+  Value self = e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, x});
+  Value partner =
+      e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, rot.partner});
+  Value v = emitRotate(e.b, e.b.getLoc(), rot, self, partner);
+  Type queryType = getElementTypeOrSelf(op.getQuery().getType());
+  if (!elt.isF32())
+    return arith::TruncFOp::create(e.b, elt, v);
+  return rope.getF32Query() ? v
+                            : emitRoundThrough(e.b, e.b.getLoc(), v, queryType);
+}
+
 void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
   // Tensor cores: the query rows in their own 16-bit type, swizzled, in
   // the storage of the f32 tile (ldmatrix reads them); otherwise f32.
@@ -79,7 +104,8 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
     tile = halfView(e, tile, getElementTypeOrSelf(op.getQuery().getType()));
   auto type = cast<MemRefType>(tile.getType());
   Type elt = type.getElementType();
-  if (e.t.tensorCores && elt.getIntOrFloatBitWidth() == 16 &&
+  RopeAttr rope = op.getRopeAttr();
+  if (!rope && e.t.tensorCores && elt.getIntOrFloatBitWidth() == 16 &&
       type.getDimSize(1) % 8 == 0) {
     // 16-byte chunks: one vector<8x(b)f16> global load per chunk (rows are
     // D * 2 bytes, D % 8 == 0, and the buffers 16-byte aligned: the ABI),
@@ -120,6 +146,8 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
           QueryRow q =
               queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
           SmallVector<Value> at = {op.getBatch(), q.head, q.row, x};
+          if (rope)
+            return rotatedQueryElement(e, op, rope, r, q, x, elt);
           return elt.isF32() ? e.loadF32(op.getQuery(), at)
                              : e.load(op.getQuery(), at);
         },
@@ -687,6 +715,18 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: marked " << kTensorCoresAttr
            << " but its types or shapes do not allow tensor cores";
+  // Tensor cores read the query in its 16-bit type: a rotated query that
+  // must stay f32 cannot be kept.
+  WalkResult f32Query = kernel.walk([&](TileLoadQOp load) {
+    RopeAttr rope = load.getRopeAttr();
+    return tensorCores && rope && rope.getF32Query() ? WalkResult::interrupt()
+                                                     : WalkResult::advance();
+  });
+  if (f32Query.wasInterrupted())
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: rope with f32_query keeps the "
+              "rotated query in f32, but tensor cores read it in its 16-bit "
+              "type: drop f32_query, or compile without tensor cores";
   // 32-row warps (two m16 tiles): block-m = 32 x num-warps.
   const int64_t mmaTiles = mmaTilesPerWarp(config);
   layout->mmaTiles = mmaTiles;
