@@ -175,13 +175,14 @@ def _ty(shape, dtype):
 
 
 def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-                 mask=None, sinks=False, alibi=False):
+                 mask=None, sinks=False, alibi=False, rope=None):
     """kvattn IR of one attention with dynamic B, L and S: arguments query
     [B, Hq, L, D], key [B, Hkv, S, D], value [B, Hkv, S, Dv], q_offset and
     kv_len (i64 [B]), and with `mask` = (batch dim, head dim) of a boolean
     mask [B | 1, Hq | 1, L, S] (1 where it broadcasts, None where it is
     full) the mask; with `sinks` / `alibi` the f32 [Hq] sinks / ALiBi
-    slopes; result out [B, Hq, L, Dv]."""
+    slopes; with `rope` = (theta, rotary_dim, interleaved) the query
+    rotated at its positions (#kvattn.rope); result out [B, Hq, L, Dv]."""
     q = _ty(["?", str(Hq), "?", str(D)], dtype)
     k = _ty(["?", str(Hkv), "?", str(D)], dtype)
     v = _ty(["?", str(Hkv), "?", str(Dv)], dtype)
@@ -190,6 +191,11 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
         (f" window = {window}" if window else "") + \
         (f" softcap = {softcap!r}" if softcap else "") + \
         (f" scale = {scale!r}" if scale is not None else "")
+    if rope is not None:
+        theta, rotary_dim, interleaved = rope
+        attrs += (f" rope = <rotary_dim = {rotary_dim}, theta = "
+                  f"{float(theta)!r}" + (", interleaved" if interleaved
+                                          else "") + ">")
     m = m_arg = m_use = ""
     if mask is not None:
         m = _ty([mask[0] or "?", mask[1] or str(Hq), "?", "?"], "i1")
@@ -272,10 +278,30 @@ def _dense(t: torch.Tensor) -> torch.Tensor:
 
 
 def _signature(dtype, dims, causal, window, softcap, scale, mask, device,
-               sinks=False, alibi=False):
+               sinks=False, alibi=False, rope=None):
     B, Hq, Hkv, L, S, D, Dv = dims
     return ("attention", dtype, Hq, Hkv, D, Dv, causal, window, softcap,
-            scale, mask, str(device), sinks, alibi)
+            scale, mask, str(device), sinks, alibi, rope)
+
+
+def _check_rope(rotary_theta, rotary_dim, rotary_interleaved, dims):
+    """The rotary embedding keywords: None without rotary_theta, else
+    (theta, rotary_dim, interleaved) with rotary_dim 0 meaning D."""
+    if not rotary_theta:
+        if rotary_dim or rotary_interleaved:
+            raise KVAttnValueError("rotary_dim / rotary_interleaved need "
+                                   "rotary_theta (the RoPE base)")
+        return None
+    D = dims[5]
+    theta = float(rotary_theta)
+    if not theta > 1.0 or theta != theta or theta == float("inf"):
+        raise KVAttnValueError(f"rotary_theta = {rotary_theta} must be a "
+                               "finite value above 1")
+    r = int(rotary_dim) or D
+    if r < 2 or r % 2 or r > D:
+        raise KVAttnValueError(f"rotary_dim = {r} must be even, at least 2 "
+                               f"and at most the head dim D = {D}")
+    return (theta, r, bool(rotary_interleaved))
 
 
 def _check_per_head(what, t, query, dims):
@@ -321,7 +347,8 @@ def _check_mask(mask, query, dims):
 
 def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                     window, softcap, scale, layout, out, sinks=None,
-                    alibi_slopes=None):
+                    alibi_slopes=None, rotary_theta=0.0, rotary_dim=0,
+                    rotary_interleaved=False):
     """Checks everything, then runs the attention into `out` (the [B, Hq,
     L, Dv] tensor in `layout`)."""
     layout = _layout(layout)
@@ -331,6 +358,7 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
     mask_dims = _check_mask(mask, query, dims)
     has_sinks = _check_per_head("sinks", sinks, query, dims)
     has_alibi = _check_per_head("alibi_slopes", alibi_slopes, query, dims)
+    rope = _check_rope(rotary_theta, rotary_dim, rotary_interleaved, dims)
     kv = _positions("kv_len", S if kv_len is None else kv_len, B,
                     query.device)
     qo = (kv - L) if q_offset is None else _positions("q_offset", q_offset,
@@ -341,10 +369,10 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
         # The C API checks q_offset and kv_len (offsets non-negative,
         # kv_len <= S, ...) with the reference's messages.
         key_ = _signature(dtype, dims, causal, window, softcap, scale,
-                          mask_dims, "cpu", has_sinks, has_alibi)
+                          mask_dims, "cpu", has_sinks, has_alibi, rope)
         program = _program(key_, lambda: _cpu_program(attention_ir(
             dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-            mask_dims, has_sinks, has_alibi)))
+            mask_dims, has_sinks, has_alibi, rope)))
         q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
         o = _to_bhsd(out, layout)
         dense_out = o.is_contiguous()
@@ -364,7 +392,7 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
         return out
     return _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
                            window, softcap, scale, layout, out, dtype, dims,
-                           sinks, alibi_slopes)
+                           sinks, alibi_slopes, rope)
 
 
 def _check_out(out, query, want):
@@ -406,16 +434,16 @@ def _cuda_runtime(device: torch.device):
 
 def _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
                     window, softcap, scale, layout, out, dtype, dims,
-                    sinks=None, alibi_slopes=None):
+                    sinks=None, alibi_slopes=None, rope=None):
     import kvattn
     B, Hq, Hkv, L, S, D, Dv = dims
     rt = _cuda_runtime(query.device)
     has_sinks, has_alibi = sinks is not None, alibi_slopes is not None
     key_ = _signature(dtype, dims, causal, window, softcap, scale, mask_dims,
-                      query.device, has_sinks, has_alibi)
+                      query.device, has_sinks, has_alibi, rope)
     program = _program(key_, lambda: kvattn.GpuProgram(
         attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-                     mask_dims, has_sinks, has_alibi), runtime=rt))
+                     mask_dims, has_sinks, has_alibi, rope), runtime=rt))
     q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
     o = _to_bhsd(out, layout)
     target = o if o.is_contiguous() else torch.empty(
@@ -453,17 +481,21 @@ def _attention_op(query: torch.Tensor, key: torch.Tensor,
                   causal: bool, window: int, softcap: float,
                   scale: Optional[float], layout: str,
                   sinks: Optional[torch.Tensor] = None,
-                  alibi_slopes: Optional[torch.Tensor] = None
+                  alibi_slopes: Optional[torch.Tensor] = None,
+                  rotary_theta: float = 0.0, rotary_dim: int = 0,
+                  rotary_interleaved: bool = False
                   ) -> torch.Tensor:
     out = query.new_empty(_out_shape(query, value, _layout(layout)))
     return _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                            window, softcap, scale, layout, out, sinks,
-                           alibi_slopes)
+                           alibi_slopes, rotary_theta, rotary_dim,
+                           rotary_interleaved)
 
 
 @_attention_op.register_fake
 def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
-      scale, layout, sinks=None, alibi_slopes=None):
+      scale, layout, sinks=None, alibi_slopes=None, rotary_theta=0.0,
+      rotary_dim=0, rotary_interleaved=False):
     return query.new_empty(_out_shape(query, value, layout))
 
 
@@ -475,14 +507,18 @@ def _attention_out_op(query: torch.Tensor, key: torch.Tensor,
                       window: int, softcap: float, scale: Optional[float],
                       layout: str, out: torch.Tensor,
                       sinks: Optional[torch.Tensor] = None,
-                      alibi_slopes: Optional[torch.Tensor] = None) -> None:
+                      alibi_slopes: Optional[torch.Tensor] = None,
+                      rotary_theta: float = 0.0, rotary_dim: int = 0,
+                      rotary_interleaved: bool = False) -> None:
     _attention_into(query, key, value, q_offset, kv_len, mask, causal,
-                    window, softcap, scale, layout, out, sinks, alibi_slopes)
+                    window, softcap, scale, layout, out, sinks, alibi_slopes,
+                    rotary_theta, rotary_dim, rotary_interleaved)
 
 
 @_attention_out_op.register_fake
 def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
-      scale, layout, out, sinks=None, alibi_slopes=None):
+      scale, layout, out, sinks=None, alibi_slopes=None, rotary_theta=0.0,
+      rotary_dim=0, rotary_interleaved=False):
     return None
 
 
@@ -493,7 +529,9 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               scale: Optional[float] = None, layout: str = "bhsd",
               out: Optional[torch.Tensor] = None,
               sinks: Optional[torch.Tensor] = None,
-              alibi_slopes: Optional[torch.Tensor] = None) -> torch.Tensor:
+              alibi_slopes: Optional[torch.Tensor] = None,
+              rotary_theta: Optional[float] = None, rotary_dim: int = 0,
+              rotary_interleaved: bool = False) -> torch.Tensor:
     """Attention with explicit positions (docs/semantics.md): query row i of
     batch b sits at position q_offset[b] + i, key j at j; key j is valid
     when j < kv_len[b] (default: S); causal: key j is seen when j <=
@@ -505,7 +543,11 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     in every row's softmax denominator that contributes no value (a row
     without allowed keys gives 0). alibi_slopes (float32 [Hq],
     FlashAttention's): -alibi_slopes[h] * |qp - kp| is added to each score,
-    from the positions.
+    from the positions. rotary_theta (the RoPE base; rotary_dim, 0: D,
+    even, partial when below D; rotary_interleaved: GPT-J pairs instead of
+    GPT-NeoX halves): the query is rotated inside the kernel at its
+    positions q_offset[b] + i, in f32 (docs/semantics.md, "Rotary
+    embedding"); the keys are expected rotated at their positions j.
 
     layout "bhsd": query [B, Hq, L, D], key/value [B, Hkv, S, D|Dv], out
     [B, Hq, L, Dv]; "bshd": [B, L, Hq, D] etc. (the sequence before the
@@ -526,13 +568,18 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     dims = _check_attention(query, key, value, layout)[1]
     _check_per_head("sinks", sinks, query, dims)
     _check_per_head("alibi_slopes", alibi_slopes, query, dims)
+    theta = float(rotary_theta or 0.0)
+    _check_rope(theta, rotary_dim, rotary_interleaved, dims)
     if out is None:
         return torch.ops.kvattn.attention(query, key, value, q_offset, kv_len,
                                           mask, causal, window, softcap,
-                                          scale, layout, sinks, alibi_slopes)
+                                          scale, layout, sinks, alibi_slopes,
+                                          theta, rotary_dim,
+                                          rotary_interleaved)
     torch.ops.kvattn.attention_out(query, key, value, q_offset, kv_len, mask,
                                    causal, window, softcap, scale, layout,
-                                   out, sinks, alibi_slopes)
+                                   out, sinks, alibi_slopes, theta,
+                                   rotary_dim, rotary_interleaved)
     return out
 
 
