@@ -119,11 +119,17 @@ def LowerAppendPass : Pass<"kvattn-lower-append"> {
     table rules and `pos[b] + L <= pages(b) * page_size` are, likewise, a
     precondition (the verifier checks constants; kvattn-run runs the
     reference first).
+
+    With `rope` the update is first rotated (a `tensor.generate`, f32, cast
+    to the cache's type: passes/RotaryEmbedding.h) and with `rope_pos` the
+    record is written token by token.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect",
   ];
 }
 
@@ -243,6 +249,7 @@ def LowerTileToLoopsPass : Pass<"kvattn-lower-tile-to-loops"> {
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
   ];
 }
 

@@ -93,3 +93,24 @@ func.func @append_paged_dynamic(%new: tensor<?x4x?x64xf32>, %pages: tensor<?x?x4
   %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<?x?xi32>) : tensor<?x4x?x64xf32> into tensor<?x?x4x64xf32>, tensor<?xi64>
   return %c : tensor<?x?x4x64xf32>
 }
+
+// -----
+
+// RoPE: the update rotated element by element (f32, cast to the cache's
+// type) before the write; the record written token by token.
+// CHECK-LABEL: func.func @rope
+// CHECK:         %[[ROT:.*]] = tensor.generate
+// CHECK:           math.cos
+// CHECK:           math.sin
+// CHECK:           arith.truncf %{{.*}} : f32 to f16
+// CHECK:         %[[REC:.*]] = scf.for
+// CHECK:           tensor.insert
+// CHECK:         %[[K:.*]] = scf.for
+// CHECK:           tensor.extract_slice %[[ROT]]
+// CHECK:         return %[[K]], %[[REC]]
+func.func @rope(%u: tensor<2x2x3x64xf16>, %c: tensor<2x2x16x64xf16>, %p: tensor<2xi32>, %r: tensor<2x16xi32>)
+    -> (tensor<2x2x16x64xf16>, tensor<2x16xi32>) {
+  %k, %rec = kvattn.append %u into %c at %p rope = <rotary_dim = 32, theta = 10000.0> rope_pos(%r : tensor<2x16xi32>)
+      : tensor<2x2x3x64xf16> into tensor<2x2x16x64xf16>, tensor<2xi32>
+  return %k, %rec : tensor<2x2x16x64xf16>, tensor<2x16xi32>
+}

@@ -418,3 +418,19 @@ func.func @runtime_split_paged(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x16x8x12
       : tensor<?x32x1x128xbf16>, tensor<?x16x8x128xbf16>, tensor<?x16x8x128xbf16> -> tensor<?x32x1x128xbf16>
   return %o : tensor<?x32x1x128xbf16>
 }
+
+// -----
+
+// RoPE: tile.load_q rotates the rows it loads, at their positions: the
+// sequence's q_offset and the program's first row (GQA packing: the
+// lowering divides the packed row by the group).
+// CHECK-LABEL: func.func @rope_on_load
+// CHECK:         %[[QOFF:.*]] = arith.index_cast %{{.*}} : i32 to index
+// CHECK:         kvattn.tile.load_q %{{.*}} group = 4 rope = <rotary_dim = 32, theta = 1.000000e+04, interleaved> pos_row(%{{.*}}) q_base(%[[QOFF]]) into
+func.func @rope_on_load(%q: tensor<1x8x1x64xbf16>, %k: tensor<1x2x256x64xbf16>, %v: tensor<1x2x256x64xbf16>,
+                        %qo: tensor<1xi32>) -> tensor<1x8x1x64xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) causal
+      rope = <rotary_dim = 32, theta = 10000.0, interleaved>
+      : tensor<1x8x1x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16> -> tensor<1x8x1x64xbf16>
+  return %o : tensor<1x8x1x64xbf16>
+}
