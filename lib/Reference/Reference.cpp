@@ -310,40 +310,41 @@ Status readKvLen(const HostTensor &t, const Dims &dims,
   return Status::ok();
 }
 
+/// The largest bit pattern, sign cleared, of the n elements at p that is
+/// below `inf` (the format's +Inf pattern): the magnitudes of finite floats
+/// order as their bit patterns without the sign, so this is one integer
+/// maximum per element, which GCC vectorises with signed lanes and a plain
+/// pointer.
+template <typename Bits>
+Bits finiteMagnitudeBitsMax(const uint8_t *p, int64_t n, Bits inf) {
+  const Bits signMask = std::numeric_limits<Bits>::max();
+  Bits m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Bits bits;
+    std::memcpy(&bits, p + i * sizeof(Bits), sizeof(Bits));
+    bits &= signMask;
+    Bits keep = bits < inf ? bits : 0;
+    m = m > keep ? m : keep;
+  }
+  return m;
+}
+
 /// The largest finite |x| over elements [first, first + n) of a float tensor
-/// (0 when there is none). The magnitudes of finite floats order as their
-/// bit patterns without the sign: one integer maximum per element, which
-/// the compiler vectorises (this runs over the whole cache on every call of
+/// (0 when there is none; this runs over the whole cache on every call of
 /// the CPU path).
 double finiteAbsMax(const HostTensor &t, int64_t first, int64_t n) {
   const uint8_t *base = t.data();
   switch (t.elementType()) {
   case ElementType::F32: {
-    // (Signed 32-bit lanes and a plain pointer: what GCC vectorises.)
-    const uint8_t *p = base + first * 4;
-    int32_t m = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      int32_t bits;
-      std::memcpy(&bits, p + i * 4, 4);
-      bits &= 0x7fffffff;
-      int32_t keep = bits < 0x7f800000 ? bits : 0;
-      m = m > keep ? m : keep;
-    }
+    int32_t m =
+        finiteMagnitudeBitsMax<int32_t>(base + first * 4, n, 0x7f800000);
     return detail::bitsToFloat(static_cast<uint32_t>(m));
   }
   case ElementType::BF16:
   case ElementType::F16: {
     const bool bf16 = t.elementType() == ElementType::BF16;
-    const int16_t inf = bf16 ? 0x7f80 : 0x7c00;
-    const uint8_t *p = base + first * 2;
-    int16_t m = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      int16_t bits;
-      std::memcpy(&bits, p + i * 2, 2);
-      bits &= 0x7fff;
-      int16_t keep = bits < inf ? bits : 0;
-      m = m > keep ? m : keep;
-    }
+    int16_t m = finiteMagnitudeBitsMax<int16_t>(base + first * 2, n,
+                                                bf16 ? 0x7f80 : 0x7c00);
     const auto u = static_cast<uint16_t>(m);
     return bf16 ? bfloat16BitsToFloat(u) : halfBitsToFloat(u);
   }
