@@ -108,9 +108,9 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
       vector::StoreOp::create(e.b, v, tile, at,
                               /*nontemporal=*/false, llvm::Align(16));
     });
-    // sm_90a: wgmma reads the tile through the async proxy.
-    if (e.t.wgmma)
-      emitProxyFence(e);
+    // (sm_90a: wgmma reads the tile through the async proxy; the
+    // fence.proxy.async each thread executes after its K copies land, before
+    // the barrier of the first Q.K^T, orders these writes too.)
     e.barrier();
     if (e.t.qFragments)
       emitLoadQueryFragments(e, tile);
