@@ -40,8 +40,8 @@ uint8_t *Arena::base() {
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
       return static_cast<uint8_t *>(nullptr);
-    uintptr_t at = (reinterpret_cast<uintptr_t>(p) + kBytes - 1) / kBytes *
-                   kBytes;
+    uintptr_t at =
+        (reinterpret_cast<uintptr_t>(p) + kBytes - 1) / kBytes * kBytes;
     return reinterpret_cast<uint8_t *>(at);
   }();
   return arena;

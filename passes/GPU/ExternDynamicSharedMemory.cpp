@@ -36,8 +36,7 @@ struct ExternDynamicSharedMemoryPass
           !global.getValueOrNull() && global.getInitializerRegion().empty();
       if (global.getAddrSpace() == kSharedAddressSpace && array &&
           array.getNumElements() == 0 && uninitialized &&
-          global.getLinkage() == LLVM::Linkage::Internal)
-      {
+          global.getLinkage() == LLVM::Linkage::Internal) {
         global.setLinkage(LLVM::Linkage::External);
         if (wgmma && global.getAlignment().value_or(0) < 1024)
           global.setAlignment(1024);

@@ -329,8 +329,7 @@ struct OutlineTileProgramsPass
     llvm::StringMap<unsigned> counts;
     for (scf::ForallOp forall : programs) {
       std::string name = uniqueKernelName(counts, forall, "kvattn");
-      if (failed(outlineProgram(forall, gpuModule, name, tensorCores,
-                                wgmma)))
+      if (failed(outlineProgram(forall, gpuModule, name, tensorCores, wgmma)))
         return signalPassFailure();
     }
   }
