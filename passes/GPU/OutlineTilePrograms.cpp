@@ -107,7 +107,8 @@ static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
 
 static LogicalResult outlineProgram(scf::ForallOp forall,
                                     gpu::GPUModuleOp gpuModule,
-                                    StringRef kernelName, bool tensorCores) {
+                                    StringRef kernelName, bool tensorCores,
+                                    bool wgmma) {
   TileConfigAttr config = getTileConfig(forall);
   MLIRContext *ctx = forall.getContext();
   // An attention program (grid: programs x query blocks [x KV chunks]) or
@@ -155,7 +156,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
              << " has " << dim << " (docs/robustness.md)";
   }
   int64_t sharedMemoryBytes = 0;
-  bool useTensorCores = false;
+  bool useTensorCores = false, useWgmma = false;
   if (!isMerge) {
     FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(forall);
     if (failed(layout))
@@ -168,6 +169,15 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     useTensorCores = tensorCores && canUseTensorCores(*layout);
     if (useTensorCores)
       layout = computeTensorCoreLayout(forall, mmaTilesPerWarp(config));
+    // sm_90a: wgmma where the program fits it (the same shared memory).
+    if (useTensorCores && wgmma) {
+      bool sameType = true;
+      forall.walk([&](TileLoadQOp load) {
+        sameType &= getElementTypeOrSelf(load.getQuery().getType()) ==
+                    layout->stageElementType;
+      });
+      useWgmma = sameType && canUseWgmma(*layout, config.getNumWarps());
+    }
     sharedMemoryBytes = layout->totalBytes;
   }
 
@@ -214,6 +224,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   const int32_t threads = threadsPerBlock(config);
   if (useTensorCores)
     kernel->setAttr(kTensorCoresAttr, UnitAttr::get(ctx));
+  if (useWgmma)
+    kernel->setAttr(kWgmmaAttr, UnitAttr::get(ctx));
 
   // The kernel body: views from the parameters, the program's ids from the
   // block ids, then the program itself.
@@ -317,7 +329,7 @@ struct OutlineTileProgramsPass
     llvm::StringMap<unsigned> counts;
     for (scf::ForallOp forall : programs) {
       std::string name = uniqueKernelName(counts, forall, "kvattn");
-      if (failed(outlineProgram(forall, gpuModule, name, tensorCores)))
+      if (failed(outlineProgram(forall, gpuModule, name, tensorCores, wgmma)))
         return signalPassFailure();
     }
   }
