@@ -48,7 +48,8 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
         e.blockTable, e.qStart, e.sinks, e.alibiSlopes, e.causal,
         e.window ? b.getI64IntegerAttr(*e.window) : IntegerAttr(),
         optionalF32(b, e.softcap), optionalF32(b, e.scale),
-        e.windowRight ? b.getI64IntegerAttr(*e.windowRight) : IntegerAttr());
+        e.windowRight ? b.getI64IntegerAttr(*e.windowRight) : IntegerAttr(),
+        e.treeParents);
 }
 
 AttentionExtras AttentionOp::getExtras() {
@@ -67,6 +68,7 @@ AttentionExtras AttentionOp::getExtras() {
   e.causal = getCausal();
   e.window = getWindow();
   e.windowRight = getWindowRight();
+  e.treeParents = getTreeParents();
   if (std::optional<APFloat> softcap = getSoftcap())
     e.softcap = softcap->convertToDouble();
   if (std::optional<APFloat> scale = getScale())

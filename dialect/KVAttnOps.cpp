@@ -9,6 +9,7 @@
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Support/BlockTable.h"
 #include "kvattn/Support/QueryStarts.h"
+#include "kvattn/Support/TreeParents.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -399,11 +400,84 @@ LogicalResult AttentionOp::verify() {
       return failure();
   }
 
+  if (Value tree = getTreeParents()) {
+    if (!isVarlen())
+      return emitOpError()
+             << "tree_parents needs q_start: each sequence's draft tokens "
+                "are the packed rows of a ragged batch, one tree per sequence";
+    if (!getQOffset())
+      return emitOpError() << "tree_parents needs q_offset: a draft token's "
+                              "position is q_offset[b] + its depth in the tree";
+    if (failed(checkShape(op, "tree_parents", tree, {{"T", dims.l}})))
+      return failure();
+  }
+
   if (failed(verifyWindowAndSoftcap(op, getWindow(), getSoftcap())))
     return failure();
   if (failed(verifyScale(op, getScale())))
     return failure();
-  return verifyConstantQueryStarts();
+  if (failed(verifyConstantQueryStarts()))
+    return failure();
+  return verifyConstantTreeParents();
+}
+
+/// Applies the tree rules (kvattn/Support/TreeParents.h) when tree_parents
+/// and q_start are constants; the position rules with constant q_offset
+/// and kv_len (or a static S) and k_offset too.
+LogicalResult AttentionOp::verifyConstantTreeParents() {
+  DenseIntElementsAttr starts, parents;
+  if (!getTreeParents() || !matchPattern(getQStart(), m_Constant(&starts)) ||
+      !matchPattern(getTreeParents(), m_Constant(&parents)))
+    return success();
+  auto values = [](DenseIntElementsAttr attr) {
+    return llvm::to_vector(
+        llvm::map_range(attr.getValues<APInt>(),
+                        [](const APInt &v) { return v.getSExtValue(); }));
+  };
+  SmallVector<int64_t> cu = values(starts), parent = values(parents), qOff,
+                       kOff, len;
+  DenseIntElementsAttr attr;
+  bool knownQOffset = matchPattern(getQOffset(), m_Constant(&attr));
+  if (knownQOffset)
+    qOff = values(attr);
+  bool knownKOffset = !getKOffset();
+  if (getKOffset() && matchPattern(getKOffset(), m_Constant(&attr))) {
+    kOff = values(attr);
+    knownKOffset = true;
+  }
+  bool knownLen = false;
+  if (getKvLen() && matchPattern(getKvLen(), m_Constant(&attr))) {
+    len = values(attr);
+    knownLen = true;
+  }
+  ::mlir::kvattn::TreeParentsView view;
+  view.batch = static_cast<int64_t>(cu.size()) - 1;
+  view.start = [&](int64_t slot) { return cu[slot]; };
+  view.parent = [&](int64_t row) { return parent[row]; };
+  int64_t keys = getLogicalKeyLength();
+  view.keys = ShapedType::isDynamic(keys) ? -1 : keys;
+  if (getKvLen()) {
+    view.kvLen = [&](int64_t b) -> std::optional<int64_t> {
+      if (!knownLen)
+        return std::nullopt;
+      return len[b];
+    };
+  }
+  if (knownQOffset && knownKOffset) {
+    view.qOffset = [&](int64_t b) -> std::optional<int64_t> { return qOff[b]; };
+    view.kOffset = [&](int64_t b) -> std::optional<int64_t> {
+      return kOff.empty() ? 0 : kOff[b];
+    };
+  }
+  // The q_start rules hold (verifyConstantQueryStarts ran first), but only
+  // a static T says that every start is inside the parents.
+  for (int64_t c : cu)
+    if (c < 0 || c > static_cast<int64_t>(parent.size()))
+      return success();
+  ::mlir::kvattn::Status status = ::mlir::kvattn::checkTreeParents(view);
+  if (!status)
+    return emitOpError() << "invalid tree_parents: " << status.message();
+  return success();
 }
 
 /// Applies the q_start rules (kvattn/Support/QueryStarts.h) when q_start is

@@ -31,6 +31,9 @@ struct AttentionExtras {
   /// denominator) and ALiBi slopes (-slope * |qp - kp| added to the score).
   Value sinks, alibiSlopes;
   bool causal = false;
+  /// Speculative decoding: per packed row its parent's local row in its
+  /// sequence's draft-token tree (-1: a root); needs qStart and qOffset.
+  Value treeParents;
   std::optional<int64_t> window;
   /// Keys at most this many positions after the query (kp - qp <=
   /// windowRight); not with causal.

@@ -105,6 +105,21 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     The explicit form (`q_pos`/`k_pos`) and `mask` index rows per batch and
     are refused with `q_start`; use `q_offset` and `key_valid`.
 
+    **Tree masks (speculative decoding).** With `tree_parents [T]`
+    (i32/i64; needs `q_start` and `q_offset`) the `L_b` rows of sequence `b`
+    are draft tokens forming a tree (EAGLE/Medusa/MTP drafts):
+    `tree_parents[q_start[b] + i]` is the local row of draft token `i`'s
+    parent, `-1` for a root (a child of the cache), otherwise in `[0, i)`.
+    The draft tokens are the last `L_b` keys of the sequence (key
+    `kv_len[b] - L_b + a` is draft token `a`) and follow the cached prefix
+    (`q_offset[b] = k_offset[b] + kv_len[b] - L_b`). Draft token `i` sits
+    at position `q_offset[b] + depth(i)` (a root at depth 0), and so does
+    its key; a draft key `a` is allowed for row `i` only when `a` is `i` or
+    an ancestor of `i` (and by the usual rules, with these positions);
+    cache keys follow the usual rules. A chain (`parents = -1, 0, 1, ...`)
+    is plain causal attention. The verifier checks the rules on constant
+    operands, the reference and the runtime on run-time values.
+
     **Interfaces.** The op is `Pure` and reifies its result shapes. It
     implements `TilingInterface` over its parallel dimensions `[B, Hq, L]`
     (batch, query heads, query rows), so upstream tiling drivers
@@ -145,7 +160,10 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     OptionalAttr<I64Attr>:$window,
     OptionalAttr<F32Attr>:$softcap,
     OptionalAttr<F32Attr>:$scale,
-    OptionalAttr<I64Attr>:$window_right
+    OptionalAttr<I64Attr>:$window_right,
+    // Speculative decoding: per packed row its parent's local index in its
+    // sequence's draft-token tree (-1: a root). Needs q_start and q_offset.
+    Optional<KVAttn_IndexTensor>:$tree_parents
   );
   let results = (outs
     KVAttn_FloatTensor:$out,
@@ -165,6 +183,7 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`alibi_slopes` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    (`tree_parents` `(` $tree_parents^ `:` type($tree_parents) `)`)?
     (`causal` $causal^)?
     (`window` `=` $window^)?
     (`window_right` `=` $window_right^)?
@@ -203,6 +222,9 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     /// The q_start rules, when q_start (and q_offset, kv_len) are
     /// constants.
     ::mlir::LogicalResult verifyConstantQueryStarts();
+    /// The tree_parents rules, when tree_parents and q_start (and
+    /// q_offset, kv_len) are constants.
+    ::mlir::LogicalResult verifyConstantTreeParents();
     /// Logical key count S (max_pages * page_size when paged); dynamic
     /// when unknown.
     int64_t getLogicalKeyLength();

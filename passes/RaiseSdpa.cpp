@@ -361,7 +361,8 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
         /*block_table=*/Value(), /*q_start=*/Value(),
         /*sinks=*/Value(), /*alibi_slopes=*/Value(), /*causal=*/true,
         /*window=*/IntegerAttr(),
-        /*softcap=*/FloatAttr(), scale, /*window_right=*/IntegerAttr());
+        /*softcap=*/FloatAttr(), scale, /*window_right=*/IntegerAttr(),
+        /*tree_parents=*/Value());
     raised = attention;
     out = attention.getOut();
   } else {

@@ -424,7 +424,8 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
       /*k_pos=*/Value(), pos.kvLen, keyValid, mask, /*block_table=*/Value(),
       /*q_start=*/Value(), /*sinks=*/Value(), /*alibi_slopes=*/Value(),
       /*causal=*/causal.has_value(), op.getWindowAttr(), op.getSoftcapAttr(),
-      op.getScaleAttr(), /*window_right=*/IntegerAttr());
+      op.getScaleAttr(), /*window_right=*/IntegerAttr(),
+      /*tree_parents=*/Value());
   rewriter.replaceOp(op, attention->getResults());
 }
 

@@ -130,6 +130,7 @@ struct Buffers {
   Value qStart;     ///< varlen: [B + 1] starts of the packed query rows
   Value sinks;      ///< attention sinks: f32 [Hq]
   Value alibiSlopes; ///< ALiBi slopes: f32 [Hq]
+  Value treeParents; ///< speculative decoding: [T] parents' local rows
 };
 
 /// The buffer of a program operand, marked with its role (kvattn.role), so
@@ -189,6 +190,9 @@ struct Schedule {
   /// A ragged batch (q_start): the query is packed [1, Hq, T, D] and each
   /// program finds its sequence from its query-block id.
   bool varlen = false;
+  /// Speculative decoding (varlen): the rows of each sequence are draft
+  /// tokens of a tree (tree_parents).
+  bool tree = false;
   /// Whether a block can be full (no mask for any row of the program):
   /// decidable from positions in the offset form only, and only without
   /// per-key validity or a general mask.
@@ -224,6 +228,9 @@ struct ProgramRange {
   Value qBase, kBase;
   /// Keys are read up to here (kv_len), never past it.
   Value readEnd;
+  /// A tree: the sequence's first packed row, its rows L_b (unpacked) and
+  /// its first draft key kv_len - L_b (null without a tree).
+  Value treeRow0, treeRows, treeDraftBase;
   Value zero;
 };
 
@@ -315,6 +322,7 @@ private:
     s.offsetForm = static_cast<bool>(op.getQOffset());
     s.paged = op.isPaged();
     s.varlen = op.isVarlen();
+    s.tree = static_cast<bool>(op.getTreeParents());
     const bool explicitForm = static_cast<bool>(op.getQPos());
     // An ALiBi bias touches every score: no block is mask-free.
     s.canBeFull = !op.getKeyValid() && !op.getMask() && !op.getAlibiSlopes() &&
@@ -365,6 +373,8 @@ private:
     buf.sinks = toBuffer(b, op.getSinks(), BufferRole::sinks);
     buf.alibiSlopes =
         toBuffer(b, op.getAlibiSlopes(), BufferRole::alibi_slopes);
+    buf.treeParents =
+        toBuffer(b, op.getTreeParents(), BufferRole::tree_parents);
 
     batch = m.dim(buf.q, 0);
     qHeads = m.dim(buf.q, 1);
@@ -605,6 +615,11 @@ private:
     r.qBatch = zero;
     r.qRowStart = p.add(packedBase, r.qStart);
     r.kvLen = buf.kvLen ? p.loadIndex(buf.kvLen, r.bIdx) : kLen;
+    if (s.tree) {
+      r.treeRow0 = cuLo;
+      r.treeRows = p.sub(cuHi, cuLo);
+      r.treeDraftBase = p.max(p.sub(r.kvLen, r.treeRows), zero);
+    }
     visibleRange(pb, p, r, kLen, ivs);
     // An empty program (the spare block of a sequence, or a sequence
     // without rows) visits no KV block.
@@ -633,13 +648,19 @@ private:
       // The program's query rows: [qStart, qStart + rows), or with packing
       // [qStart / G, (qStart + rows - 1) / G].
       Value firstRow = s.packed() ? p.floorDiv(r.qStart, s.group) : r.qStart;
+      // A tree row sits at q_offset + its depth, which is at most its row
+      // (and at least 0): the bounds below stay bounds with the first row
+      // taken as 0.
+      if (s.tree)
+        firstRow = zero;
       Value lastRow = p.sub(p.add(r.qStart, r.rows), p.c(1));
       if (s.packed())
         lastRow = p.floorDiv(lastRow, s.group);
       Value qFirst = p.add(qOff, firstRow); // smallest qp
       Value qLast = p.add(qOff, lastRow);   // largest qp
-      // tile.mask: qp = q_base + r, or packed q_base + (t / G).
-      r.qBase = s.packed() ? qOff : qFirst;
+      // tile.mask: qp = q_base + r, or packed q_base + (t / G); a tree's
+      // q_base is the position of its local row 0.
+      r.qBase = s.packed() || s.tree ? qOff : qFirst;
       r.kBase = kOff;
       if (s.causal) {
         // kp = kOff + j <= qLast  <=>  j < qLast - kOff + 1.
@@ -671,6 +692,9 @@ private:
               p.max(p.sub(p.add(p.sub(qLast, w), p.c(1)), kOff), zero), bn);
       }
     }
+    // A tree: only the blocks before the draft keys can be mask-free.
+    if (s.tree && s.canBeFull)
+      r.fullHi = p.min(r.fullHi, p.floorDiv(r.treeDraftBase, bn));
     r.nLo = p.floorDiv(lo, bn);
     r.nHi = p.max(p.ceilDiv(hi, bn), r.nLo);
     // This program's blocks: all of [nLo, nHi), or its chunk of them.
@@ -800,7 +824,7 @@ private:
                 groupAttr,
                 s.windowRight ? fb.getI64IntegerAttr(*s.windowRight)
                               : IntegerAttr(),
-                buf.alibiSlopes);
+                buf.alibiSlopes, buf.treeParents, r.treeRow0, r.treeDraftBase);
           }
           // The full-block test goes with the update: a target may multiply
           // every value of a full block without testing its probability

@@ -431,6 +431,11 @@ typedef struct {
    * -alibi_slopes[h] * |qp - kp| added to each score, from the positions
    * (FlashAttention's alibi_slopes). */
   int32_t alibi;
+  /* 0/1: speculative-decoding trees (needs varlen), the buffer
+   * "tree_parents" (i32 [T]): per packed row its parent's local row in its
+   * sequence's draft-token tree, -1 a root (docs/semantics.md, "Tree
+   * masks"). The IR runs on the CPU target; GPU plans refuse it by name. */
+  int32_t tree;
 } kvattn_attention_desc;
 
 /* The defaults (bf16, every size dynamic, nothing optional), struct_size
@@ -438,7 +443,8 @@ typedef struct {
 void kvattn_attention_desc_init(kvattn_attention_desc *desc);
 /* The IR kvattn_plan_create_from_desc plans (free with kvattn_free): one
  * function @attention(query, key, value, [update_k, update_v], [q_start],
- * q_offset, kv_len, [block_table], [sinks], [alibi_slopes]) returning out,
+ * q_offset, kv_len, [block_table], [sinks], [alibi_slopes], [tree_parents])
+ * returning out,
  * [lse], [key, value].
  * Errors name the field: "attention description: query heads Hq = 8 must
  * be a multiple of kv heads Hkv = 3". */

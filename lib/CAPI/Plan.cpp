@@ -113,6 +113,8 @@ static Status readDescription(const char *what,
   KVATTN_RETURN_IF_ERROR(boolean("alibi", c.alibi));
   d.sinks = c.sinks;
   d.alibi = c.alibi;
+  KVATTN_RETURN_IF_ERROR(boolean("tree", c.tree));
+  d.tree = c.tree;
   return Status::ok();
 }
 

@@ -364,6 +364,7 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   ops.qStart = optional(op.getQStart());
   ops.sinks = optional(op.getSinks());
   ops.alibiSlopes = optional(op.getAlibiSlopes());
+  ops.treeParents = optional(op.getTreeParents());
   reference::AttentionAttributes attrs;
   attrs.causal = op.getCausal();
   attrs.window = op.getWindow();

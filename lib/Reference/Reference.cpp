@@ -11,6 +11,7 @@
 #include "kvattn/Support/Float16.h"
 #include "kvattn/Support/Limits.h"
 #include "kvattn/Support/QueryStarts.h"
+#include "kvattn/Support/TreeParents.h"
 
 #include <algorithm>
 #include <cmath>
@@ -527,6 +528,23 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
     return Status::error("alibi_slopes (ALiBi) needs query and key "
                          "positions");
 
+  // A draft-token tree per sequence (kvattn/Support/TreeParents.h).
+  std::vector<int64_t> treeParent, treeDepthOf;
+  if (ops.treeParents) {
+    if (!ops.qStart)
+      return Status::error("tree_parents needs q_start: each sequence's "
+                           "draft tokens are the packed rows of a ragged "
+                           "batch");
+    if (!ops.qOffset)
+      return Status::error("tree_parents needs q_offset: a draft token's "
+                           "position is q_offset[b] + its depth in the tree");
+    KVATTN_RETURN_IF_ERROR(checkInteger("tree_parents", *ops.treeParents));
+    KVATTN_RETURN_IF_ERROR(
+        checkShape("tree_parents", *ops.treeParents, {{"T", dims.l}}));
+    for (int64_t n = 0; n < ops.treeParents->numElements(); ++n)
+      treeParent.push_back(ops.treeParents->getInt(n));
+  }
+
   // The packed rows' sequences (kvattn/Support/QueryStarts.h), before any
   // row reads a key.
   std::vector<int64_t> rowSequence;
@@ -547,6 +565,24 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
         return kvLen[b];
       };
     KVATTN_RETURN_IF_ERROR(checkQueryStarts(view));
+    if (ops.treeParents) {
+      TreeParentsView tree;
+      tree.batch = seq.b;
+      tree.start = view.start;
+      tree.parent = [&](int64_t row) { return treeParent[row]; };
+      tree.qOffset = view.qOffset;
+      tree.kOffset = view.kOffset;
+      tree.kvLen = [&](int64_t b) -> std::optional<int64_t> {
+        return kvLen[b];
+      };
+      KVATTN_RETURN_IF_ERROR(checkTreeParents(tree));
+      treeDepthOf.resize(dims.l);
+      for (int64_t b = 0; b < seq.b; ++b)
+        for (int64_t i = qStart[b]; i < qStart[b + 1]; ++i)
+          treeDepthOf[i] =
+              treeDepth([&, b](int64_t x) { return treeParent[qStart[b] + x]; },
+                        i - qStart[b]);
+    }
     rowSequence.resize(dims.l);
     for (int64_t b = 0; b < seq.b; ++b)
       for (int64_t i = qStart[b]; i < qStart[b + 1]; ++i)
@@ -560,9 +596,28 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
                                        scale));
 
   auto queryPos = [&](int64_t b, int64_t i) {
+    if (ops.treeParents)
+      return qOffset[b] + treeDepthOf[qStart[b] + i];
     return ops.qPos ? qPos[b * dims.l + i] : qOffset[b] + i;
   };
-  auto keyPos = [&](int64_t b, int64_t j) {
+  // The key's position for row i; a draft key of a tree (the last L_b
+  // keys) sits at its token's position, and `inTree` says whether it is
+  // the row's token or one of its ancestors (true for cache keys).
+  auto keyPosFor = [&](int64_t b, int64_t i, int64_t j, bool *inTree) {
+    if (inTree)
+      *inTree = true;
+    if (ops.treeParents) {
+      const int64_t rows = qStart[b + 1] - qStart[b];
+      const int64_t a = j - (kvLen[b] - rows);
+      if (a >= 0) {
+        int64_t steps = 0;
+        bool ancestor = treeAncestor(
+            [&](int64_t x) { return treeParent[qStart[b] + x]; }, i, a, &steps);
+        if (inTree)
+          *inTree = ancestor;
+        return queryPos(b, i) - steps;
+      }
+    }
     return ops.kPos ? kPos[b * dims.s + j] : kOffset[b] + j;
   };
 
@@ -578,7 +633,11 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
                 return false;
               if (ops.keyValid && ops.keyValid->getInt(b * dims.s + j) == 0)
                 return false;
-              const int64_t qp = queryPos(b, i), kp = keyPos(b, j);
+              bool inTree = true;
+              const int64_t qp = queryPos(b, i),
+                            kp = keyPosFor(b, i, j, &inTree);
+              if (!inTree)
+                return false;
               if (attrs.causal && kp > qp)
                 return false;
               if (attrs.window && qp - kp >= *attrs.window)
@@ -592,7 +651,7 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
     core.bias = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
       // The distance in integers (positions are at most 2^62, so it
       // fits), then converted: exact where the positions as doubles are not.
-      const int64_t diff = queryPos(b, i) - keyPos(b, j);
+      const int64_t diff = queryPos(b, i) - keyPosFor(b, i, j, nullptr);
       const double distance = static_cast<double>(diff < 0 ? -diff : diff);
       return -ops.alibiSlopes->getDouble(h) * distance;
     };

@@ -97,6 +97,10 @@ Status checkAttentionDescription(const AttentionDescription &d) {
     return Status::error(where + "page_size = " + str(d.pageSize) +
                          " is given for a cache that is not paged");
   }
+  if (d.tree && !d.varlen)
+    return Status::error(where +
+                         "tree without varlen: the draft-token trees are the "
+                         "packed rows of a ragged batch (set varlen)");
   if (d.varlen && d.append)
     return Status::error(where +
                          "append with varlen: kvattn.append writes the same "
@@ -151,6 +155,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
     inputs.push_back(tensor({Hq}, b.getF32Type())); // sinks
   if (d.alibi)
     inputs.push_back(tensor({Hq}, b.getF32Type())); // alibi_slopes
+  if (d.tree)
+    inputs.push_back(tensor({L}, index)); // tree_parents
 
   module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
@@ -174,6 +180,7 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   Value blockTable = d.paged ? body->getArgument(next++) : Value();
   Value sinks = d.sinks ? body->getArgument(next++) : Value();
   Value alibiSlopes = d.alibi ? body->getArgument(next++) : Value();
+  Value treeParents = d.tree ? body->getArgument(next++) : Value();
 
   SmallVector<Value> results;
   if (d.append) {
@@ -190,6 +197,7 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   extras.blockTable = blockTable;
   extras.sinks = sinks;
   extras.alibiSlopes = alibiSlopes;
+  extras.treeParents = treeParents;
   extras.causal = d.causal;
   extras.window = d.window;
   extras.windowRight = d.windowRight;

@@ -133,6 +133,11 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
                 "is neither an operand buffer nor a constant";
     }
   }
+  if (buffers.count("tree_parents"))
+    return forall.emitOpError()
+           << "kvattn-outline-tile-programs: tree masks (tree_parents) are "
+              "not compiled for GPU targets yet; run them on the CPU target "
+              "(docs/semantics.md, \"Tree masks\")";
   if (isMerge ? !buffers.count("out_parts") || !buffers.count("lse_parts") ||
                     !buffers.count("out")
               : !buffers.count("query") || !buffers.count("key") ||

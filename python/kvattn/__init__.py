@@ -31,6 +31,7 @@ from .capi import (KVAttnError, KVAttnTypeError, KVAttnValueError,
                     check_int, check_text)
 from ._device import DeviceView, device_view, is_device_tensor
 from .drift import drift
+from . import tree
 from .fingerprint import (KVAttnCacheMismatch, cache_fingerprint,
                           check_cache_prefix)
 

@@ -149,12 +149,13 @@ class AttentionDesc(ctypes.Structure):
                 ("reserved0", ctypes.c_int32),
                 ("window_right", ctypes.c_int64),
                 ("sinks", ctypes.c_int32),
-                ("alibi", ctypes.c_int32)]
+                ("alibi", ctypes.c_int32),
+                ("tree", ctypes.c_int32)]
 
 
 # The fields of a description (kvattn.attention_ir's keywords), flags apart.
 DESC_FLAGS = ("causal", "with_lse", "paged", "varlen", "append", "sinks",
-              "alibi")
+              "alibi", "tree")
 
 
 class _Diagnostic(ctypes.Structure):

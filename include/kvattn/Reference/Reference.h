@@ -46,6 +46,13 @@ struct AttentionOperands {
   /// ALiBi slopes [Hq] f32: -alibiSlopes[h] * |qp - kp| is added to every
   /// allowed score (after the softcap and a float mask).
   const HostTensor *alibiSlopes = nullptr;
+  /// Speculative decoding (needs qStart and qOffset): [T] i32/i64, per
+  /// packed row its parent's local row in its sequence's draft-token tree
+  /// (-1: a root). Row i sits at q_offset[b] + depth(i); key
+  /// kv_len[b] - L_b + a is draft token a, at the same position as its row,
+  /// allowed for row i only when a is i or an ancestor of i
+  /// (kvattn/Support/TreeParents.h).
+  const HostTensor *treeParents = nullptr;
 };
 
 /// The attributes of `kvattn.attention`.

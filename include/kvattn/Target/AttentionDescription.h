@@ -63,6 +63,9 @@ struct AttentionDescription {
   /// ALiBi: an argument alibi_slopes f32 [Hq] after the others (and after
   /// sinks).
   bool alibi = false;
+  /// Speculative decoding (needs varlen): an argument tree_parents i32 [T]
+  /// after the others.
+  bool tree = false;
 
   static constexpr int64_t kDynamic = -1;
 };

@@ -25,7 +25,7 @@ from .. import capi
 from .._device import device_view, host_view
 from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
 
-__all__ = ["attention", "append", "lint", "fix", "Finding", "KVAttnError", "KVAttnTypeError",
+__all__ = ["attention", "append", "tree_attention", "lint", "fix", "Finding", "KVAttnError", "KVAttnTypeError",
            "KVAttnValueError", "program_cache_info", "clear_program_cache"]
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16",
@@ -591,6 +591,158 @@ def append(cache: torch.Tensor, update: torch.Tensor,
     torch.ops.kvattn.append(cache, update, pos, _layout(layout))
     return cache
 
+
+
+# --- tree masks (speculative decoding): ragged draft-token trees -------------
+
+def tree_attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
+                      sinks=False, alibi=False):
+    """kvattn IR of a ragged batch of draft-token trees: query [1, Hq, T,
+    D] (the packed rows), key/value [B, Hkv, S, D|Dv], q_start (i64
+    [B + 1]), q_offset and kv_len (i64 [B]), tree_parents (i64 [T]), then
+    the optional f32 [Hq] sinks / ALiBi slopes; result out [1, Hq, T,
+    Dv]."""
+    q = _ty(["1", str(Hq), "?", str(D)], dtype)
+    k = _ty(["?", str(Hkv), "?", str(D)], dtype)
+    v = _ty(["?", str(Hkv), "?", str(Dv)], dtype)
+    o = _ty(["1", str(Hq), "?", str(Dv)], dtype)
+    attrs = (" causal" if causal else "") + \
+        (f" window = {window}" if window else "") + \
+        (f" softcap = {softcap!r}" if softcap else "") + \
+        (f" scale = {scale!r}" if scale is not None else "")
+    per_head = _ty([str(Hq)], "f32")
+    m_arg = m_use = ""
+    if sinks:
+        m_arg += f", %sinks: {per_head}"
+        m_use += f" sinks(%sinks : {per_head})"
+    if alibi:
+        m_arg += f", %alibi: {per_head}"
+        m_use += f" alibi_slopes(%alibi : {per_head})"
+    i64 = "tensor<?xi64>"
+    return (f"func.func @attention(%q: {q}, %k: {k}, %v: {v},\n"
+            f"    %qs: {i64}, %qo: {i64}, %kl: {i64}, %tp: {i64}{m_arg})"
+            f" -> {o} {{\n"
+            f"  %o = kvattn.attention %q, %k, %v q_start(%qs : {i64}) "
+            f"q_offset(%qo : {i64}) kv_len(%kl : {i64}){m_use} "
+            f"tree_parents(%tp : {i64}){attrs}\n"
+            f"      : {q}, {k}, {v} -> {o}\n"
+            f"  return %o : {o}\n}}\n")
+
+
+def _index_vector(what, t, n, device):
+    """An int64 [n] tensor (on the CPU) from a tensor or a list."""
+    if not isinstance(t, torch.Tensor):
+        if isinstance(t, bool) or not isinstance(t, (list, tuple)):
+            raise KVAttnTypeError(f"{what} must be a tensor or a list of "
+                                  f"ints, got {type(t).__name__}")
+        t = torch.tensor([capi.check_int(f"{what}[{i}]", x)
+                          for i, x in enumerate(t)], dtype=torch.int64)
+    if t.dtype not in _INDEX_DTYPES:
+        raise KVAttnTypeError(f"{what} has dtype {t.dtype}; it must be "
+                              "torch.int32 or torch.int64")
+    if t.dim() != 1 or (n is not None and t.shape[0] != n):
+        raise KVAttnValueError(f"{what} must have shape [{n}], got "
+                               f"{tuple(t.shape)}")
+    if t.device != device:
+        raise KVAttnValueError(f"{what} is on {t.device}, query on {device}")
+    return t.to(torch.int64)
+
+
+def tree_attention(query: torch.Tensor, key: torch.Tensor,
+                   value: torch.Tensor, cu_seqlens_q, kv_len, *,
+                   tree_parents=None, custom_mask: Optional[torch.Tensor] = None,
+                   mask_indptr=None, causal: bool = True, window: int = 0,
+                   softcap: float = 0.0, scale: Optional[float] = None,
+                   sinks: Optional[torch.Tensor] = None,
+                   alibi_slopes: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Attention of the draft tokens of a speculative-decoding step
+    (docs/torch.md "Tree masks"): a ragged batch whose sequence b owns the
+    packed query rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 (its L_b
+    draft tokens; a plain decode row is a tree of one root); query [T, Hq,
+    D], key/value caches [B, Hkv, S, D|Dv] whose last L_b keys below
+    kv_len[b] are the draft tokens' own. The tree is given as
+    `tree_parents` ([T] ints: per draft token its parent's local row, -1
+    for a root) or as FlashInfer's packed `custom_mask` (uint8: per request
+    the row-major (L_b x kv_len[b]) mask packed little-endian, requests
+    starting at `mask_indptr`, default ceil(L_b kv_len[b] / 8) bytes each);
+    a mask that is no tree mask is refused by name. Draft token i sits at
+    position kv_len[b] - L_b + depth(i) and sees the cache, its ancestors
+    and itself. Returns out [T, Hq, Dv]. CPU tensors only (the GPU
+    lowering does not take trees yet)."""
+    import numpy as np
+    from .. import tree as _tree
+
+    for what, t in (("query", query), ("key", key), ("value", value)):
+        _tensor(what, t)
+    if query.dim() != 3:
+        raise KVAttnValueError(f"query must have shape [T, Hq, D] (the "
+                               f"packed draft tokens), got "
+                               f"{tuple(query.shape)}")
+    if query.device.type != "cpu":
+        raise KVAttnError(
+            "kvattn.torch.tree_attention: tree masks (tree_parents) run on "
+            "the CPU path only; the GPU lowering does not take them yet "
+            f"(query is on {query.device})")
+    q4 = query.permute(1, 0, 2).unsqueeze(0)  # [1, Hq, T, D]
+    dtype = _float_tensor("query", q4)
+    _float_tensor("key", key)
+    _float_tensor("value", value)
+    if key.dtype != query.dtype or value.dtype != query.dtype:
+        raise KVAttnTypeError(f"query, key and value must share a dtype, got "
+                              f"{query.dtype}, {key.dtype}, {value.dtype}")
+    T, Hq, D = query.shape
+    B, Hkv, S, Dk = key.shape
+    Dv = value.shape[3]
+    if Dk != D or tuple(value.shape[:3]) != (B, Hkv, S):
+        raise KVAttnValueError(
+            f"key/value must be [B, Hkv, S, D|Dv] with D = {D}, got "
+            f"{tuple(key.shape)} and {tuple(value.shape)}")
+    if Hkv == 0 or Hq % Hkv:
+        raise KVAttnValueError(f"query heads Hq = {Hq} must be a multiple of "
+                               f"kv heads Hkv = {Hkv}")
+    window, softcap, scale = _check_options(causal, window, softcap, scale)
+    dims = (B, Hq, Hkv, T, S, D, Dv)
+    has_sinks = _check_per_head("sinks", sinks, query, dims)
+    has_alibi = _check_per_head("alibi_slopes", alibi_slopes, query, dims)
+    cu = _index_vector("cu_seqlens_q", cu_seqlens_q, B + 1, query.device)
+    kv = _index_vector("kv_len", kv_len, B, query.device)
+    if (tree_parents is None) == (custom_mask is None):
+        raise KVAttnValueError("give the tree as exactly one of tree_parents "
+                               "and custom_mask")
+    if custom_mask is not None:
+        _tensor("custom_mask", custom_mask)
+        if custom_mask.dtype != torch.uint8 or custom_mask.dim() != 1:
+            raise KVAttnTypeError(
+                f"custom_mask must be FlashInfer's packed mask (1-D "
+                f"torch.uint8), got {custom_mask.dtype} of shape "
+                f"{tuple(custom_mask.shape)}")
+        cu_np, kv_np = cu.numpy(), kv.numpy()
+        indptr = _tree.mask_indptr(np.diff(cu_np), kv_np) \
+            if mask_indptr is None else \
+            _index_vector("mask_indptr", mask_indptr, B + 1,
+                          query.device).numpy()
+        parents = torch.from_numpy(_tree.parents_from_packed_mask(
+            custom_mask.numpy(), indptr, cu_np, kv_np))
+    else:
+        parents = _index_vector("tree_parents", tree_parents, T, query.device)
+    # The draft tokens are the last L_b keys: the roots follow the cache.
+    qo = kv - (cu[1:] - cu[:-1])
+    key_ = ("tree_attention", dtype, Hq, Hkv, D, Dv, causal, window, softcap,
+            scale, has_sinks, has_alibi)
+    program = _program(key_, lambda: _cpu_program(tree_attention_ir(
+        dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale, has_sinks,
+        has_alibi)))
+    out = torch.empty((1, Hq, T, Dv), dtype=query.dtype)
+    inputs = [("query", _dense(q4)), ("key", _dense(key)),
+              ("value", _dense(value)), ("q_start", cu.contiguous()),
+              ("q_offset", qo.contiguous()), ("kv_len", kv.contiguous()),
+              ("tree_parents", parents.contiguous())]
+    if has_sinks:
+        inputs.append(("sinks", _dense(sinks.detach())))
+    if has_alibi:
+        inputs.append(("alibi_slopes", _dense(alibi_slopes.detach())))
+    _cpu_run(program, inputs, out, "kvattn.torch.tree_attention")
+    return out[0].permute(1, 0, 2).contiguous()
 
 from .lint import Finding, fix, lint  # noqa: E402 (needs the ops above)
 

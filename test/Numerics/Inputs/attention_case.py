@@ -130,6 +130,10 @@ def main():
                    help="Hq attention-sink logits (f32 [Hq])")
     p.add_argument("--alibi", type=float_list,
                    help="Hq ALiBi slopes (f32 [Hq])")
+    p.add_argument("--tree-parents", type=int_list,
+                   help="varlen: T draft-token parents (local rows of "
+                        "each sequence, -1 a root; tree_parents.py makes "
+                        "them)")
     p.add_argument("--softcap", type=float)
     p.add_argument("--scale", type=float)
     p.add_argument("--lse", action="store_true")
@@ -285,6 +289,11 @@ def main():
 
     operand("sinks", a.sinks, [a.Hq], "f32", [None])
     operand("alibi_slopes", a.alibi, [a.Hq], "f32", [None])
+    if a.tree_parents is not None:
+        if not varlen or len(a.tree_parents) != a.L:
+            sys.exit("attention_case.py: --tree-parents needs --q-lens and "
+                     "T values")
+        operand("tree_parents", a.tree_parents, [a.L], "i32", ["L"])
 
     attrs = []
     if a.causal:
