@@ -30,6 +30,9 @@ struct AttentionExtras {
   /// Per query head (f32 [Hq]): attention sinks (a logit in every row's
   /// denominator) and ALiBi slopes (-slope * |qp - kp| added to the score).
   Value sinks, alibiSlopes;
+  /// Ragged keys (k_start [B + 1]) and a batch-to-cache map
+  /// (cache_batch_idx [B]).
+  Value kStart, cacheBatchIdx;
   bool causal = false;
   std::optional<int64_t> window;
   /// Keys at most this many positions after the query (kp - qp <=

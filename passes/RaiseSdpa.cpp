@@ -359,7 +359,8 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
         kOffset, /*q_pos=*/Value(), /*k_pos=*/Value(),
         /*kv_len=*/Value(), /*key_valid=*/Value(), mask,
         /*block_table=*/Value(), /*q_start=*/Value(),
-        /*sinks=*/Value(), /*alibi_slopes=*/Value(), /*causal=*/true,
+        /*sinks=*/Value(), /*alibi_slopes=*/Value(), /*k_start=*/Value(),
+        /*cache_batch_idx=*/Value(), /*causal=*/true,
         /*window=*/IntegerAttr(),
         /*softcap=*/FloatAttr(), scale, /*window_right=*/IntegerAttr());
     raised = attention;
