@@ -70,6 +70,9 @@ _PAGED_ROLES = {"key": ("num_pages", "page_size", "Hkv", None),
 # batch-to-cache map (cache_batch_idx): [cache_rows, Hkv, S, D].
 _PACKED_KEY_ROLES = {"key": (None, "Hkv", "S", None),
                      "value": (None, "Hkv", "S", None)}
+# A ragged batch (q_start): query/out/lse pack the rows, [1, Hq, T, D].
+_VARLEN_ROLES = {"query": (None, "Hq", "L", None),
+                 "out": (None, "Hq", "L", None), "lse": (None, "Hq", "L")}
 _CACHE_ROW_ROLES = {"key": ("cache_rows", "Hkv", "S", None),
                     "value": ("cache_rows", "Hkv", "S", None)}
 
@@ -637,6 +640,8 @@ class GpuProgram:
                    _PACKED_KEY_ROLES if "k_start" in self.params else
                    _CACHE_ROW_ROLES if "cache_batch_idx" in self.params else
                    {})
+        if "q_start" in self.params and name in _VARLEN_ROLES:
+            special = _VARLEN_ROLES  # packed rows: dim 0 is 1, not B
         roles = special.get(name) or _ROLES.get(name, ())
         for d, (got, w) in enumerate(zip(shape, want)):
             if isinstance(w, int) or str(w).isdigit():

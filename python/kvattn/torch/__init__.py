@@ -217,12 +217,13 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
     if alibi:
         m_arg += f", %alibi: {per_head}"
         m_use += f" alibi_slopes(%alibi : {per_head})"
+    # (In the op's assembly k_start / cache_batch_idx come before q_offset.)
+    rows_use = f" {key_rows}(%rows : tensor<?xi64>)" if key_rows else ""
     if key_rows:
-        m_arg += f", %rows: tensor<?xi64>"
-        m_use += f" {key_rows}(%rows : tensor<?xi64>)"
+        m_arg += ", %rows: tensor<?xi64>"
     return (f"func.func @attention(%q: {q}, %k: {k}, %v: {v},\n"
             f"    %qo: tensor<?xi64>, %kl: tensor<?xi64>{m_arg}) -> {o} {{\n"
-            f"  %o = kvattn.attention %q, %k, %v q_offset(%qo : "
+            f"  %o = kvattn.attention %q, %k, %v{rows_use} q_offset(%qo : "
             f"tensor<?xi64>) kv_len(%kl : tensor<?xi64>){m_use}{attrs}\n"
             f"      : {q}, {k}, {v} -> {o}\n"
             f"  return %o : {o}\n}}\n")
