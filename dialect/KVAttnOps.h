@@ -30,6 +30,9 @@ struct AttentionExtras {
   /// Per query head (f32 [Hq]): attention sinks (a logit in every row's
   /// denominator) and ALiBi slopes (-slope * |qp - kp| added to the score).
   Value sinks, alibiSlopes;
+  /// Ragged keys (k_start [B + 1]) and a batch-to-cache map
+  /// (cache_batch_idx [B]).
+  Value kStart, cacheBatchIdx;
   bool causal = false;
   /// Speculative decoding: per packed row its parent's local row in its
   /// sequence's draft-token tree (-1: a root); needs qStart and qOffset.

@@ -118,7 +118,28 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     an ancestor of `i` (and by the usual rules, with these positions);
     cache keys follow the usual rules. A chain (`parents = -1, 0, 1, ...`)
     is plain causal attention. The verifier checks the rules on constant
-    operands, the reference and the runtime on run-time values.
+    operands, the reference and the runtime on run-time values. Not with
+    `k_start` or `cache_batch_idx` yet.
+
+    **Ragged keys (`k_start`).** With `k_start [B + 1]` (i32/i64, like
+    FlashAttention's `cu_seqlens_k`) the keys of the `B` sequences are
+    packed along the rows of one buffer: `key [1, Hkv, N, D]`,
+    `value [1, Hkv, N, Dv]`. Batch `b`'s key `j` is row `k_start[b] + j`,
+    for `j < kv_len[b]` (`kv_len` defaults to `k_start[b+1] - k_start[b]`),
+    and everything above applies to these keys (`k_offset[b] + j` is its
+    position). Rules: `k_start[0] >= 0`, non-decreasing, `k_start[B] <= N`,
+    `kv_len[b] <= k_start[b+1] - k_start[b]`. Rows no batch owns are never
+    read. It combines with `q_start` (both ragged) and with the plain
+    query `[B, Hq, L, D]`; not with `block_table`, `cache_batch_idx`,
+    `q_pos`/`k_pos`, `mask` or `key_valid` (indexed `[B, S]`).
+
+    **A batch-to-cache map (`cache_batch_idx`).** With `cache_batch_idx
+    [B]` (i32/i64, FlashAttention's kvcache API) `key` and `value` are
+    `[C, Hkv, S, D|Dv]`, `C` cache rows in any number, and batch `b` reads
+    cache row `cache_batch_idx[b]`; every per-batch operand (`q_offset`,
+    `k_offset`, `kv_len`, `k_pos`, `mask`, ...) stays indexed by `b`.
+    Rules: `0 <= cache_batch_idx[b] < C`; two batches may read the same
+    row. Not with `block_table`, `k_start` or `key_valid`.
 
     **Interfaces.** The op is `Pure` and reifies its result shapes. It
     implements `TilingInterface` over its parallel dimensions `[B, Hq, L]`
@@ -156,6 +177,10 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     // operand and its rule.
     Optional<AnyRankedTensor>:$sinks,
     Optional<AnyRankedTensor>:$alibi_slopes,
+    // Ragged keys (FlashAttention's cu_seqlens_k) and a batch-to-cache map
+    // (FlashAttention's cache_batch_idx): kvattn/Support/KeyRows.h.
+    Optional<KVAttn_IndexTensor>:$k_start,
+    Optional<KVAttn_IndexTensor>:$cache_batch_idx,
     UnitAttr:$causal,
     OptionalAttr<I64Attr>:$window,
     OptionalAttr<F32Attr>:$softcap,
@@ -173,6 +198,8 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
   let assemblyFormat = [{
     $query `,` $key `,` $value
     (`q_start` `(` $q_start^ `:` type($q_start) `)`)?
+    (`k_start` `(` $k_start^ `:` type($k_start) `)`)?
+    (`cache_batch_idx` `(` $cache_batch_idx^ `:` type($cache_batch_idx) `)`)?
     (`q_offset` `(` $q_offset^ `:` type($q_offset) `)`)?
     (`k_offset` `(` $k_offset^ `:` type($k_offset) `)`)?
     (`q_pos` `(` $q_pos^ `:` type($q_pos) `)`)?
@@ -225,6 +252,13 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     /// The tree_parents rules, when tree_parents and q_start (and
     /// q_offset, kv_len) are constants.
     ::mlir::LogicalResult verifyConstantTreeParents();
+    /// The k_start and cache_batch_idx rules (kvattn/Support/KeyRows.h),
+    /// when those operands (and kv_len) are constants.
+    ::mlir::LogicalResult verifyConstantKeyRows();
+    /// True with ragged keys: one packed K/V buffer and per-batch starts.
+    bool hasKeyStarts() { return static_cast<bool>(getKStart()); }
+    /// True with a batch-to-cache map.
+    bool hasCacheBatchIdx() { return static_cast<bool>(getCacheBatchIdx()); }
     /// Logical key count S (max_pages * page_size when paged); dynamic
     /// when unknown.
     int64_t getLogicalKeyLength();

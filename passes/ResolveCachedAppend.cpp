@@ -423,6 +423,8 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
       key, op.getValue(), pos.qOffset, pos.kOffset, /*q_pos=*/Value(),
       /*k_pos=*/Value(), pos.kvLen, keyValid, mask, /*block_table=*/Value(),
       /*q_start=*/Value(), /*sinks=*/Value(), /*alibi_slopes=*/Value(),
+      /*k_start=*/Value(),
+      /*cache_batch_idx=*/Value(),
       /*causal=*/causal.has_value(), op.getWindowAttr(), op.getSoftcapAttr(),
       op.getScaleAttr(), /*window_right=*/IntegerAttr(),
       /*tree_parents=*/Value());

@@ -126,11 +126,13 @@ struct IndexMath {
 /// The buffers of one attention op.
 struct Buffers {
   Value q, k, v, qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, out, lse;
-  Value blockTable; ///< paged K/V: [B, max_pages]
-  Value qStart;     ///< varlen: [B + 1] starts of the packed query rows
-  Value sinks;      ///< attention sinks: f32 [Hq]
-  Value alibiSlopes; ///< ALiBi slopes: f32 [Hq]
-  Value treeParents; ///< speculative decoding: [T] parents' local rows
+  Value blockTable;    ///< paged K/V: [B, max_pages]
+  Value qStart;        ///< varlen: [B + 1] starts of the packed query rows
+  Value sinks;         ///< attention sinks: f32 [Hq]
+  Value alibiSlopes;   ///< ALiBi slopes: f32 [Hq]
+  Value treeParents;   ///< speculative decoding: [T] parents' local rows
+  Value kStart;        ///< ragged keys: [B + 1] starts of the packed keys
+  Value cacheBatchIdx; ///< batch-to-cache map: [B]
 };
 
 /// The buffer of a program operand, marked with its role (kvattn.role), so
@@ -216,6 +218,10 @@ struct Schedule {
 /// rows, and the KV blocks it visits.
 struct ProgramRange {
   Value bIdx, head, kvHead, qStart, rows, kvLen;
+  /// Where the batch's keys live in K and V: batch kvBatch (bIdx, or its
+  /// cache row with cache_batch_idx, or 0 for packed keys) from row
+  /// kRowBase (k_start[b]; null: 0).
+  Value kvBatch, kRowBase;
   /// Where the rows live in the query and the results: batch qBatch, rows
   /// from qRowStart. The program's own batch and qStart, except for a
   /// ragged batch (batch 0, the sequence's first packed row + qStart).
@@ -375,6 +381,9 @@ private:
         toBuffer(b, op.getAlibiSlopes(), BufferRole::alibi_slopes);
     buf.treeParents =
         toBuffer(b, op.getTreeParents(), BufferRole::tree_parents);
+    buf.kStart = toBuffer(b, op.getKStart(), BufferRole::k_start);
+    buf.cacheBatchIdx =
+        toBuffer(b, op.getCacheBatchIdx(), BufferRole::cache_batch_idx);
 
     batch = m.dim(buf.q, 0);
     qHeads = m.dim(buf.q, 1);
@@ -540,6 +549,7 @@ private:
     r.qBatch = r.bIdx;
     r.qRowStart = r.qStart;
     r.kvLen = buf.kvLen ? p.loadIndex(buf.kvLen, r.bIdx) : kLen;
+    keyRows(p, r, kLen);
     visibleRange(pb, p, r, kLen, ivs);
     return r;
   }
@@ -620,6 +630,7 @@ private:
       r.treeRows = p.sub(cuHi, cuLo);
       r.treeDraftBase = p.max(p.sub(r.kvLen, r.treeRows), zero);
     }
+    keyRows(p, r, kLen);
     visibleRange(pb, p, r, kLen, ivs);
     // An empty program (the spare block of a sequence, or a sequence
     // without rows) visits no KV block.
@@ -628,6 +639,35 @@ private:
     Value nHi = arith::SelectOp::create(pb, empty, r.nLo, r.nHi);
     r.loopHi = r.nHi = nHi;
     return r;
+  }
+
+  /// Where the batch's keys live (kvattn/Support/KeyRows.h): with k_start
+  /// [B + 1] rows k_start[b] .. of the packed K/V (batch 0), its length
+  /// kv_len[b] or k_start[b + 1] - k_start[b]; with cache_batch_idx, cache
+  /// row cache_batch_idx[b]. Values read are clamped into the buffers so
+  /// that invalid metadata (which the reference and the runtime refuse)
+  /// never reads outside them.
+  void keyRows(IndexMath &p, ProgramRange &r, Value kLen) {
+    r.kvBatch = r.bIdx;
+    if (buf.kStart) {
+      Value zero = p.c(0);
+      Value lo = p.min(p.max(p.loadIndex(buf.kStart, r.bIdx), zero), kLen);
+      Value hi = p.min(
+          p.max(p.loadIndex(buf.kStart, p.add(r.bIdx, p.c(1))), lo), kLen);
+      Value owned = p.sub(hi, lo);
+      r.kvBatch = zero;
+      r.kRowBase = lo;
+      r.kvLen = buf.kvLen ? p.min(p.max(r.kvLen, zero), owned) : owned;
+    } else if (buf.cacheBatchIdx) {
+      Value last = p.sub(p.dim(buf.k, 0), p.c(1));
+      r.kvBatch =
+          p.min(p.max(p.loadIndex(buf.cacheBatchIdx, r.bIdx), p.c(0)), last);
+    }
+  }
+
+  /// The row of K/V where the batch's key `kStart` lives.
+  Value keyRow(IndexMath &f, const ProgramRange &r, Value kStart) {
+    return r.kRowBase ? f.add(r.kRowBase, kStart) : kStart;
   }
 
   /// The visible key range of the program's rows, its full blocks and its
@@ -783,8 +823,8 @@ private:
     Value start = f.mul(block, f.c(s.bn));
     Value cols =
         arith::SelectOp::create(fb, has, blockCols(f, r, start), f.c(0));
-    TilePrefetchOp::create(fb, buf.k, r.bIdx, r.kvHead, start, cols,
-                           buf.blockTable);
+    TilePrefetchOp::create(fb, buf.k, r.kvBatch, r.kvHead, keyRow(f, r, start),
+                           cols, buf.blockTable);
   }
 
   void emitKvLoop(ImplicitLocOpBuilder &pb, IndexMath &p, const ProgramRange &r,
@@ -799,8 +839,9 @@ private:
           IndexMath f{fb};
           Value kStart = f.mul(kBlock, f.c(s.bn));
           Value cols = blockCols(f, r, kStart);
+          Value kRow = keyRow(f, r, kStart);
           TileQKOp::create(
-              fb, t.q, buf.k, r.bIdx, r.kvHead, kStart, r.rows, cols, t.scores,
+              fb, t.q, buf.k, r.kvBatch, r.kvHead, kRow, r.rows, cols, t.scores,
               buf.blockTable, fb.getF32FloatAttr(static_cast<float>(*s.scale)),
               s.softcap ? fb.getF32FloatAttr(*s.softcap) : FloatAttr());
           if (prefetch)
@@ -829,7 +870,7 @@ private:
           // The full-block test goes with the update: a target may multiply
           // every value of a full block without testing its probability
           // for 0.
-          TileSoftmaxOp::create(fb, t.scores, buf.v, r.bIdx, r.kvHead, kStart,
+          TileSoftmaxOp::create(fb, t.scores, buf.v, r.kvBatch, r.kvHead, kRow,
                                 r.rows, cols, t.rowMax, t.rowSum, t.acc,
                                 buf.blockTable, buf.keyValid,
                                 s.canBeFull ? isFull : Value());

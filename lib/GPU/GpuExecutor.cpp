@@ -41,13 +41,16 @@ std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
   add(op.getQStart(), "q_start");
   add(op.getSinks(), "sinks");
   add(op.getAlibiSlopes(), "alibi_slopes");
+  add(op.getKStart(), "k_start");
+  add(op.getCacheBatchIdx(), "cache_batch_idx");
   return roles;
 }
 
 bool isMetadata(const std::string &role) {
   return role == "q_offset" || role == "k_offset" || role == "q_pos" ||
          role == "k_pos" || role == "kv_len" || role == "key_valid" ||
-         role == "block_table" || role == "pos" || role == "q_start";
+         role == "block_table" || role == "pos" || role == "q_start" ||
+         role == "k_start" || role == "cache_batch_idx";
 }
 
 /// The roles of a kvattn.append's operands, in operand order.
@@ -292,6 +295,9 @@ Status GpuExecutor::run(Operation *op,
   // the packed rows T.
   if (!append && attention.isVarlen())
     args.sizes.B = shapeOf("q_start")[0] - 1;
+  // A batch-to-cache map: K and V have C cache rows.
+  if (!append && attention.hasCacheBatchIdx())
+    args.sizes.cacheRows = shapeOf("key")[0];
 
   Status s = Status::ok();
   for (size_t i = 0; s.isOk() && i < roles.size(); ++i) {

@@ -9,6 +9,7 @@
 #include "kvattn/Reference/Reference.h"
 #include "kvattn/Support/BlockTable.h"
 #include "kvattn/Support/Float16.h"
+#include "kvattn/Support/KeyRows.h"
 #include "kvattn/Support/Limits.h"
 #include "kvattn/Support/QueryStarts.h"
 #include "kvattn/Support/TreeParents.h"
@@ -942,6 +943,84 @@ Status gatherPages(const HostTensor &pages, const HostTensor &blockTable,
                         logical.flatIndex({bi, hi, t, 0}) * eltSize);
     }
   }
+  return Status::ok();
+}
+
+Status gatherKeyRows(const HostTensor &cache, const KeyRowsOperands &ops,
+                     int64_t batch, HostTensor &logical, HostTensor &kvLen) {
+  KVATTN_RETURN_IF_ERROR(checkFloat("key/value", cache));
+  if (cache.rank() != 4)
+    return Status::error("key/value must have rank 4, got " +
+                         cache.shapeString());
+  const int64_t rows = cache.dim(0), h = cache.dim(1), n = cache.dim(2),
+                d = cache.dim(3);
+  std::vector<int64_t> len;
+  if (ops.kvLen) {
+    KVATTN_RETURN_IF_ERROR(checkInteger("kv_len", *ops.kvLen));
+    KVATTN_RETURN_IF_ERROR(checkShape("kv_len", *ops.kvLen, {{"B", batch}}));
+    for (int64_t b = 0; b < batch; ++b)
+      len.push_back(ops.kvLen->getInt(b));
+  }
+  const size_t eltSize = elementTypeSize(cache.elementType());
+  if (ops.kStart) {
+    const HostTensor &ks = *ops.kStart;
+    KVATTN_RETURN_IF_ERROR(checkInteger("k_start", ks));
+    KVATTN_RETURN_IF_ERROR(checkShape("k_start", ks, {{"B + 1", batch + 1}}));
+    if (rows != 1)
+      return Status::error("with k_start the key and value are packed ([1, "
+                           "Hkv, N, D]): dim 0 must be 1, got " +
+                           str(rows));
+    KeyStartsView view;
+    view.batch = batch;
+    view.start = [&](int64_t slot) { return ks.getInt(slot); };
+    view.rows = n;
+    if (!len.empty())
+      view.kvLen = [&](int64_t b) -> std::optional<int64_t> { return len[b]; };
+    KVATTN_RETURN_IF_ERROR(checkKeyStarts(view));
+    for (int64_t b = 0; b < batch; ++b)
+      if (!len.empty() && len[b] < 0)
+        return Status::error(
+            "kv_len[" + str(b) + "] = " + str(len[b]) +
+            " is outside [0, S = " + str(view.start(b + 1) - view.start(b)) +
+            "] (batch " + str(b) + ")");
+    int64_t longest = 1;
+    std::vector<int64_t> effective(batch);
+    for (int64_t b = 0; b < batch; ++b) {
+      effective[b] = keyRowCount(view, b);
+      longest = std::max(longest, effective[b]);
+    }
+    KVATTN_RETURN_IF_ERROR(
+        HostTensor::make(cache.elementType(), {batch, h, longest, d}, logical));
+    KVATTN_RETURN_IF_ERROR(HostTensor::make(ElementType::I64, {batch}, kvLen));
+    for (int64_t b = 0; b < batch; ++b) {
+      kvLen.setInt(b, effective[b]);
+      for (int64_t hi = 0; hi < h; ++hi)
+        std::copy_n(
+            cache.data() + cache.flatIndex({0, hi, ks.getInt(b), 0}) * eltSize,
+            effective[b] * d * eltSize,
+            logical.data() + logical.flatIndex({b, hi, 0, 0}) * eltSize);
+    }
+    return Status::ok();
+  }
+  if (!ops.cacheBatchIdx)
+    return Status::error("gatherKeyRows needs k_start or cache_batch_idx");
+  const HostTensor &idx = *ops.cacheBatchIdx;
+  KVATTN_RETURN_IF_ERROR(checkInteger("cache_batch_idx", idx));
+  KVATTN_RETURN_IF_ERROR(checkShape("cache_batch_idx", idx, {{"B", batch}}));
+  CacheBatchIndexView view;
+  view.batch = batch;
+  view.index = [&](int64_t b) { return idx.getInt(b); };
+  view.cacheRows = rows;
+  KVATTN_RETURN_IF_ERROR(checkCacheBatchIndex(view));
+  KVATTN_RETURN_IF_ERROR(
+      HostTensor::make(cache.elementType(), {batch, h, n, d}, logical));
+  for (int64_t b = 0; b < batch; ++b)
+    std::copy_n(cache.data() +
+                    cache.flatIndex({idx.getInt(b), 0, 0, 0}) * eltSize,
+                h * n * d * eltSize,
+                logical.data() + logical.flatIndex({b, 0, 0, 0}) * eltSize);
+  if (ops.kvLen)
+    kvLen = *ops.kvLen;
   return Status::ok();
 }
 

@@ -172,6 +172,26 @@ Status validateBlockTable(const HostTensor &blockTable, const HostTensor &kvLen,
 Status gatherPages(const HostTensor &pages, const HostTensor &blockTable,
                    const HostTensor &kvLen, HostTensor &logical);
 
+/// Where each batch's keys live without pages (kvattn/Support/KeyRows.h):
+/// ragged keys `kStart [B + 1]` over a packed `cache [1, Hkv, N, D]`, or a
+/// batch-to-cache map `cacheBatchIdx [B]` over `cache [C, Hkv, S, D]`.
+struct KeyRowsOperands {
+  const HostTensor *kStart = nullptr;        ///< [B + 1] i32/i64
+  const HostTensor *cacheBatchIdx = nullptr; ///< [B] i32/i64
+  const HostTensor *kvLen = nullptr;         ///< [B] i32/i64 (optional)
+};
+
+/// Gathers the logical cache `[B, Hkv, S, D]` that `kvattn.attention`
+/// reads: with k_start, batch `b`'s key `j` is row `kStart[b] + j` of the
+/// packed cache (S = the longest sequence, at least 1; rows past a
+/// sequence's length are zero), with cacheBatchIdx batch `b`'s rows are
+/// cache row `cacheBatchIdx[b]`. Validates the rules first (checkKeyStarts,
+/// checkCacheBatchIndex: the messages of the verifier and the runtime).
+/// With k_start, `kvLen` (i64 [B]) receives the effective lengths (kv_len,
+/// or `kStart[b + 1] - kStart[b]`).
+Status gatherKeyRows(const HostTensor &cache, const KeyRowsOperands &ops,
+                     int64_t batch, HostTensor &logical, HostTensor &kvLen);
+
 } // namespace reference
 } // namespace kvattn
 } // namespace mlir

@@ -94,7 +94,9 @@ def _positions(what: str, value, batch: int, device) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int64, device=device)
 
 
-def _check_attention(query, key, value, layout):
+def _check_attention(query, key, value, layout, key_rows=None):
+    """key_rows: None ([B, Hkv, S, D] keys), "k_start" (one packed buffer
+    [1, Hkv, N, D]) or "cache_batch_idx" ([C, Hkv, S, D] cache rows)."""
     for what, t in (("query", query), ("key", key), ("value", value)):
         _tensor(what, t)
     dtype = _float_tensor("query", query)
@@ -110,7 +112,17 @@ def _check_attention(query, key, value, layout):
                                "the CPU and CUDA devices")
     q, k, v = (_to_bhsd(t, layout) for t in (query, key, value))
     B, Hq, L, D = q.shape
-    if k.shape[0] != B or v.shape[0] != B:
+    if key_rows == "k_start":
+        if k.shape[0] != 1 or v.shape[0] != 1:
+            raise KVAttnValueError(
+                f"with k_start (cu_seqlens_k) key and value are one packed "
+                f"buffer [1, Hkv, N, D]: their batch dim must be 1, got "
+                f"{k.shape[0]} and {v.shape[0]}")
+    elif key_rows == "cache_batch_idx":
+        if k.shape[0] != v.shape[0]:
+            raise KVAttnValueError(f"cache rows differ: key {k.shape[0]}, "
+                                   f"value {v.shape[0]}")
+    elif k.shape[0] != B or v.shape[0] != B:
         raise KVAttnValueError(f"batch sizes differ: query {B}, key "
                                f"{k.shape[0]}, value {v.shape[0]}")
     Hkv, S = k.shape[1], k.shape[2]
@@ -175,16 +187,20 @@ def _ty(shape, dtype):
 
 
 def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-                 mask=None, sinks=False, alibi=False):
+                 mask=None, sinks=False, alibi=False, key_rows=None):
     """kvattn IR of one attention with dynamic B, L and S: arguments query
     [B, Hq, L, D], key [B, Hkv, S, D], value [B, Hkv, S, Dv], q_offset and
     kv_len (i64 [B]), and with `mask` = (batch dim, head dim) of a boolean
     mask [B | 1, Hq | 1, L, S] (1 where it broadcasts, None where it is
     full) the mask; with `sinks` / `alibi` the f32 [Hq] sinks / ALiBi
-    slopes; result out [B, Hq, L, Dv]."""
+    slopes; with `key_rows` "k_start" (ragged keys: key/value [1, Hkv, N,
+    D], k_start i64 [B + 1]) or "cache_batch_idx" (key/value [C, Hkv, S,
+    D], cache_batch_idx i64 [B]) that operand last; result out [B, Hq, L,
+    Dv]."""
+    rows = "1" if key_rows == "k_start" else "?"
     q = _ty(["?", str(Hq), "?", str(D)], dtype)
-    k = _ty(["?", str(Hkv), "?", str(D)], dtype)
-    v = _ty(["?", str(Hkv), "?", str(Dv)], dtype)
+    k = _ty([rows, str(Hkv), "?", str(D)], dtype)
+    v = _ty([rows, str(Hkv), "?", str(Dv)], dtype)
     o = _ty(["?", str(Hq), "?", str(Dv)], dtype)
     attrs = (" causal" if causal else "") + \
         (f" window = {window}" if window else "") + \
@@ -201,9 +217,13 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
     if alibi:
         m_arg += f", %alibi: {per_head}"
         m_use += f" alibi_slopes(%alibi : {per_head})"
+    # (In the op's assembly k_start / cache_batch_idx come before q_offset.)
+    rows_use = f" {key_rows}(%rows : tensor<?xi64>)" if key_rows else ""
+    if key_rows:
+        m_arg += ", %rows: tensor<?xi64>"
     return (f"func.func @attention(%q: {q}, %k: {k}, %v: {v},\n"
             f"    %qo: tensor<?xi64>, %kl: tensor<?xi64>{m_arg}) -> {o} {{\n"
-            f"  %o = kvattn.attention %q, %k, %v q_offset(%qo : "
+            f"  %o = kvattn.attention %q, %k, %v{rows_use} q_offset(%qo : "
             f"tensor<?xi64>) kv_len(%kl : tensor<?xi64>){m_use}{attrs}\n"
             f"      : {q}, {k}, {v} -> {o}\n"
             f"  return %o : {o}\n}}\n")
@@ -272,10 +292,25 @@ def _dense(t: torch.Tensor) -> torch.Tensor:
 
 
 def _signature(dtype, dims, causal, window, softcap, scale, mask, device,
-               sinks=False, alibi=False):
+               sinks=False, alibi=False, key_rows=None):
     B, Hq, Hkv, L, S, D, Dv = dims
     return ("attention", dtype, Hq, Hkv, D, Dv, causal, window, softcap,
-            scale, mask, str(device), sinks, alibi)
+            scale, mask, str(device), sinks, alibi, key_rows)
+
+
+def _key_rows(k_start, cache_batch_idx, batch, device):
+    """The key-row operand: (None, None), ("k_start", int64 [B + 1]) or
+    ("cache_batch_idx", int64 [B])."""
+    if k_start is not None and cache_batch_idx is not None:
+        raise KVAttnValueError("k_start (cu_seqlens_k) and cache_batch_idx "
+                               "do not combine: the packed keys have one "
+                               "cache row")
+    if k_start is not None:
+        return "k_start", _positions("k_start", k_start, batch + 1, device)
+    if cache_batch_idx is not None:
+        return "cache_batch_idx", _positions("cache_batch_idx",
+                                             cache_batch_idx, batch, device)
+    return None, None
 
 
 def _check_per_head(what, t, query, dims):
@@ -321,16 +356,20 @@ def _check_mask(mask, query, dims):
 
 def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                     window, softcap, scale, layout, out, sinks=None,
-                    alibi_slopes=None):
+                    alibi_slopes=None, k_start=None, cache_batch_idx=None):
     """Checks everything, then runs the attention into `out` (the [B, Hq,
     L, Dv] tensor in `layout`)."""
     layout = _layout(layout)
-    dtype, dims = _check_attention(query, key, value, layout)
+    B0 = _to_bhsd(_tensor("query", query), layout).shape[0]
+    key_rows, rows = _key_rows(k_start, cache_batch_idx, B0, query.device)
+    dtype, dims = _check_attention(query, key, value, layout, key_rows)
     window, softcap, scale = _check_options(causal, window, softcap, scale)
     B, Hq, Hkv, L, S, D, Dv = dims
     mask_dims = _check_mask(mask, query, dims)
     has_sinks = _check_per_head("sinks", sinks, query, dims)
     has_alibi = _check_per_head("alibi_slopes", alibi_slopes, query, dims)
+    if kv_len is None and key_rows == "k_start":
+        kv_len = rows[1:] - rows[:-1]  # each sequence's packed rows
     kv = _positions("kv_len", S if kv_len is None else kv_len, B,
                     query.device)
     qo = (kv - L) if q_offset is None else _positions("q_offset", q_offset,
@@ -341,10 +380,10 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
         # The C API checks q_offset and kv_len (offsets non-negative,
         # kv_len <= S, ...) with the reference's messages.
         key_ = _signature(dtype, dims, causal, window, softcap, scale,
-                          mask_dims, "cpu", has_sinks, has_alibi)
+                          mask_dims, "cpu", has_sinks, has_alibi, key_rows)
         program = _program(key_, lambda: _cpu_program(attention_ir(
             dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-            mask_dims, has_sinks, has_alibi)))
+            mask_dims, has_sinks, has_alibi, key_rows)))
         q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
         o = _to_bhsd(out, layout)
         dense_out = o.is_contiguous()
@@ -358,13 +397,15 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
             inputs.append(("sinks", _dense(sinks.detach())))
         if has_alibi:
             inputs.append(("alibi_slopes", _dense(alibi_slopes.detach())))
+        if key_rows:
+            inputs.append((key_rows, rows.contiguous()))
         _cpu_run(program, inputs, target, "kvattn::attention")
         if not dense_out:
             o.copy_(target)
         return out
     return _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
                            window, softcap, scale, layout, out, dtype, dims,
-                           sinks, alibi_slopes)
+                           sinks, alibi_slopes, key_rows, rows)
 
 
 def _check_out(out, query, want):
@@ -406,16 +447,16 @@ def _cuda_runtime(device: torch.device):
 
 def _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
                     window, softcap, scale, layout, out, dtype, dims,
-                    sinks=None, alibi_slopes=None):
+                    sinks=None, alibi_slopes=None, key_rows=None, rows=None):
     import kvattn
     B, Hq, Hkv, L, S, D, Dv = dims
     rt = _cuda_runtime(query.device)
     has_sinks, has_alibi = sinks is not None, alibi_slopes is not None
     key_ = _signature(dtype, dims, causal, window, softcap, scale, mask_dims,
-                      query.device, has_sinks, has_alibi)
+                      query.device, has_sinks, has_alibi, key_rows)
     program = _program(key_, lambda: kvattn.GpuProgram(
         attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-                     mask_dims, has_sinks, has_alibi), runtime=rt))
+                     mask_dims, has_sinks, has_alibi, key_rows), runtime=rt))
     q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
     o = _to_bhsd(out, layout)
     target = o if o.is_contiguous() else torch.empty(
@@ -427,6 +468,8 @@ def _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
         extra["sinks"] = _dense(sinks.detach())
     if has_alibi:
         extra["alibi_slopes"] = _dense(alibi_slopes.detach())
+    if key_rows:
+        extra[key_rows] = rows.cpu().tolist()
     program.run(query=q.detach(), key=k.detach(), value=v.detach(),
                 q_offset=qo.to(torch.int32).cpu().tolist(),
                 kv_len=kv.to(torch.int32).cpu().tolist(),
@@ -453,17 +496,20 @@ def _attention_op(query: torch.Tensor, key: torch.Tensor,
                   causal: bool, window: int, softcap: float,
                   scale: Optional[float], layout: str,
                   sinks: Optional[torch.Tensor] = None,
-                  alibi_slopes: Optional[torch.Tensor] = None
+                  alibi_slopes: Optional[torch.Tensor] = None,
+                  k_start: Optional[torch.Tensor] = None,
+                  cache_batch_idx: Optional[torch.Tensor] = None
                   ) -> torch.Tensor:
     out = query.new_empty(_out_shape(query, value, _layout(layout)))
     return _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                            window, softcap, scale, layout, out, sinks,
-                           alibi_slopes)
+                           alibi_slopes, k_start, cache_batch_idx)
 
 
 @_attention_op.register_fake
 def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
-      scale, layout, sinks=None, alibi_slopes=None):
+      scale, layout, sinks=None, alibi_slopes=None, k_start=None,
+      cache_batch_idx=None):
     return query.new_empty(_out_shape(query, value, layout))
 
 
@@ -475,14 +521,18 @@ def _attention_out_op(query: torch.Tensor, key: torch.Tensor,
                       window: int, softcap: float, scale: Optional[float],
                       layout: str, out: torch.Tensor,
                       sinks: Optional[torch.Tensor] = None,
-                      alibi_slopes: Optional[torch.Tensor] = None) -> None:
+                      alibi_slopes: Optional[torch.Tensor] = None,
+                      k_start: Optional[torch.Tensor] = None,
+                      cache_batch_idx: Optional[torch.Tensor] = None) -> None:
     _attention_into(query, key, value, q_offset, kv_len, mask, causal,
-                    window, softcap, scale, layout, out, sinks, alibi_slopes)
+                    window, softcap, scale, layout, out, sinks, alibi_slopes,
+                    k_start, cache_batch_idx)
 
 
 @_attention_out_op.register_fake
 def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
-      scale, layout, out, sinks=None, alibi_slopes=None):
+      scale, layout, out, sinks=None, alibi_slopes=None, k_start=None,
+      cache_batch_idx=None):
     return None
 
 
@@ -493,7 +543,10 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               scale: Optional[float] = None, layout: str = "bhsd",
               out: Optional[torch.Tensor] = None,
               sinks: Optional[torch.Tensor] = None,
-              alibi_slopes: Optional[torch.Tensor] = None) -> torch.Tensor:
+              alibi_slopes: Optional[torch.Tensor] = None,
+              k_start: Optional[torch.Tensor] = None,
+              cu_seqlens_k: Optional[torch.Tensor] = None,
+              cache_batch_idx: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Attention with explicit positions (docs/semantics.md): query row i of
     batch b sits at position q_offset[b] + i, key j at j; key j is valid
     when j < kv_len[b] (default: S); causal: key j is seen when j <=
@@ -506,6 +559,13 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     without allowed keys gives 0). alibi_slopes (float32 [Hq],
     FlashAttention's): -alibi_slopes[h] * |qp - kp| is added to each score,
     from the positions.
+
+    k_start (alias cu_seqlens_k, FlashAttention's; int [B + 1]): ragged
+    keys without pages: key/value are one packed buffer [1, Hkv, N, D|Dv]
+    and batch b's key j is row k_start[b] + j, for j < kv_len[b] (default
+    k_start[b + 1] - k_start[b]). cache_batch_idx (int [B], FlashAttention's
+    kvcache API): key/value are [C, Hkv, S, D|Dv] and batch b reads cache
+    row cache_batch_idx[b] (in [0, C); two batches may read one row).
 
     layout "bhsd": query [B, Hq, L, D], key/value [B, Hkv, S, D|Dv], out
     [B, Hq, L, Dv]; "bshd": [B, L, Hq, D] etc. (the sequence before the
@@ -520,19 +580,30 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     # Checked here too, so that misuse is a KVAttnError before torch's
     # dispatcher sees the arguments (it would raise its own for a wrong
     # type).
+    if cu_seqlens_k is not None:
+        if k_start is not None:
+            raise KVAttnValueError("give k_start or its alias cu_seqlens_k, "
+                                   "not both")
+        k_start = cu_seqlens_k
     _layout(layout)
-    _check_attention(query, key, value, layout)
+    batch = _to_bhsd(_tensor("query", query), layout).shape[0]
+    key_rows, rows = _key_rows(k_start, cache_batch_idx, batch, query.device)
+    k_start = rows if key_rows == "k_start" else None
+    cache_batch_idx = rows if key_rows == "cache_batch_idx" else None
+    _check_attention(query, key, value, layout, key_rows)
     window, softcap, scale = _check_options(causal, window, softcap, scale)
-    dims = _check_attention(query, key, value, layout)[1]
+    dims = _check_attention(query, key, value, layout, key_rows)[1]
     _check_per_head("sinks", sinks, query, dims)
     _check_per_head("alibi_slopes", alibi_slopes, query, dims)
     if out is None:
         return torch.ops.kvattn.attention(query, key, value, q_offset, kv_len,
                                           mask, causal, window, softcap,
-                                          scale, layout, sinks, alibi_slopes)
+                                          scale, layout, sinks, alibi_slopes,
+                                          k_start, cache_batch_idx)
     torch.ops.kvattn.attention_out(query, key, value, q_offset, kv_len, mask,
                                    causal, window, softcap, scale, layout,
-                                   out, sinks, alibi_slopes)
+                                   out, sinks, alibi_slopes, k_start,
+                                   cache_batch_idx)
     return out
 
 
