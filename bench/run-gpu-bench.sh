@@ -41,6 +41,19 @@ rc=${PIPESTATUS[0]}
 [[ $rc == 124 ]] && echo "kvattn-bench: cut after $limit s"
 [[ $rc != 0 ]] && status=1
 
+# On an H100/H200 (compute capability 9.0) the wgmma kernels as well
+# (--chip=sm_90a; docs/gpu-lowering.md, "Hopper").
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)
+if [[ $cc == 9.0 ]]; then
+  echo
+  echo "== kvattn-bench --target=gpu --chip=sm_90a ${quick[*]}"
+  timeout "$limit" "$build/bin/kvattn-bench" --target=gpu --chip=sm_90a \
+    "${quick[@]}" 2>&1 | tee "$out/kvattn-bench-sm90a.txt"
+  rc=${PIPESTATUS[0]}
+  [[ $rc == 124 ]] && echo "kvattn-bench --chip=sm_90a: cut after $limit s"
+  [[ $rc != 0 ]] && status=1
+fi
+
 echo
 if python3 -c 'import torch' > /dev/null 2>&1; then
   echo "== bench/compare_torch.py ${quick[*]}"

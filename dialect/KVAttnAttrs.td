@@ -55,7 +55,10 @@ def KVAttn_BufferRole : I32EnumAttr<"BufferRole",
       I32EnumAttrCase<"pos", 18>,
       I32EnumAttrCase<"status", 19>,
       I32EnumAttrCase<"sinks", 20>,
-      I32EnumAttrCase<"alibi_slopes", 21>]> {
+      I32EnumAttrCase<"alibi_slopes", 21>,
+      I32EnumAttrCase<"tree_parents", 22>,
+      I32EnumAttrCase<"k_start", 23>,
+      I32EnumAttrCase<"cache_batch_idx", 24>]> {
   let cppNamespace = "::mlir::kvattn";
   let genSpecializedAttr = 0;
 }

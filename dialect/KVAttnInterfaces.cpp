@@ -45,11 +45,12 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
   SmallVector<Type> types = inferResultTypes(query, value, withLse);
   build(b, state, types[0], withLse ? types[1] : Type(), query, key, value,
         e.qOffset, e.kOffset, e.qPos, e.kPos, e.kvLen, e.keyValid, e.mask,
-        e.blockTable, e.qStart, e.sinks, e.alibiSlopes, e.kRopePos, e.causal,
+        e.blockTable, e.qStart, e.sinks, e.alibiSlopes, e.kRopePos, e.kStart,
+        e.cacheBatchIdx, e.causal,
         e.window ? b.getI64IntegerAttr(*e.window) : IntegerAttr(),
         optionalF32(b, e.softcap), optionalF32(b, e.scale),
         e.windowRight ? b.getI64IntegerAttr(*e.windowRight) : IntegerAttr(),
-        e.rope, e.queryRotated);
+        e.treeParents, e.rope, e.queryRotated);
 }
 
 AttentionExtras AttentionOp::getExtras() {
@@ -68,9 +69,12 @@ AttentionExtras AttentionOp::getExtras() {
   e.kRopePos = getKRopePos();
   e.rope = getRopeAttr();
   e.queryRotated = getQueryRotated();
+  e.kStart = getKStart();
+  e.cacheBatchIdx = getCacheBatchIdx();
   e.causal = getCausal();
   e.window = getWindow();
   e.windowRight = getWindowRight();
+  e.treeParents = getTreeParents();
   if (std::optional<APFloat> softcap = getSoftcap())
     e.softcap = softcap->convertToDouble();
   if (std::optional<APFloat> scale = getScale())
@@ -265,16 +269,16 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
                                     ArrayRef<OpFoldResult> offsets,
                                     ArrayRef<OpFoldResult> sizes) {
   Location loc = getLoc();
-  if (isVarlen()) {
-    // The packed rows belong to sequences through q_start: a tile takes
-    // whole query heads only (every row, the one packed batch).
+  if (isVarlen() || hasKeyStarts()) {
+    // The packed rows belong to sequences through q_start (or k_start): a
+    // tile takes whole query heads only (every row, the one packed batch).
     for (unsigned d : {0u, 2u}) {
       std::optional<int64_t> size = getConstantIntValue(sizes[d]);
       if (!isZeroInteger(offsets[d]) || !size ||
           *size != getQuery().getType().getDimSize(d)) {
-        emitOpError() << "a varlen kvattn.attention (q_start) tiles over "
-                         "query heads only, not over dim "
-                      << d;
+        emitOpError() << "a varlen kvattn.attention ("
+                      << (isVarlen() ? "q_start" : "k_start")
+                      << ") tiles over query heads only, not over dim " << d;
         return failure();
       }
     }
@@ -313,7 +317,7 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
   Value query = s.slice(getQuery(), {s.like(0, 0), s.like(1, 1), s.like(2, 2)});
   Cut heads{getKeyHeadDim(), kvHeads->first, kvHeads->second};
   Value key, value;
-  if (isVarlen()) {
+  if (isVarlen() || hasKeyStarts()) {
     // Every sequence stays: only the kv heads are cut.
     key = s.slice(getKey(), {heads});
     value = s.slice(getValue(), {heads});
@@ -323,7 +327,13 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
                         SmallVector<Value>(tiled->getResults()),
                         s.slices};
   }
-  if (isPaged()) {
+  if (hasCacheBatchIdx()) {
+    // Cache rows are shared by every batch: only their kv heads are cut,
+    // and the batches' entries of the map.
+    key = s.slice(getKey(), {heads});
+    value = s.slice(getValue(), {heads});
+    e.cacheBatchIdx = s.slice(e.cacheBatchIdx, {s.like(0, 0)});
+  } else if (isPaged()) {
     // Pages are shared by every sequence: only their kv heads are cut, and
     // the sequences' rows of the table.
     key = s.slice(getKey(), {heads});

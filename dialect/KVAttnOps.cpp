@@ -8,7 +8,9 @@
 
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Support/BlockTable.h"
+#include "kvattn/Support/KeyRows.h"
 #include "kvattn/Support/QueryStarts.h"
+#include "kvattn/Support/TreeParents.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -107,12 +109,16 @@ struct AttentionDims {
 /// With `qStart` [B + 1] (a ragged batch) Q and out are packed,
 /// [1, Hq, T, D|Dv], and B is the sequence count: the batch dimension of
 /// K and V (or of the block table) and dim 0 of q_start minus 1.
-static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
-                                             Value v, Value out,
-                                             Value blockTable = {},
-                                             Value qStart = {}) {
+/// With `kStart` [B + 1] (ragged keys) K and V are packed, [1, Hkv, N, D|Dv];
+/// with `cacheBatchIdx` [B] they are [C, Hkv, S, D|Dv] (any C): B is then
+/// read off those operands instead of K and V.
+static FailureOr<AttentionDims>
+verifyQKVOut(Operation *op, Value q, Value k, Value v, Value out,
+             Value blockTable = {}, Value qStart = {}, Value kStart = {},
+             Value cacheBatchIdx = {}) {
   const bool paged = static_cast<bool>(blockTable);
   const bool varlen = static_cast<bool>(qStart);
+  const bool keyRows = kStart || cacheBatchIdx;
   if (failed(checkRank(op, "query", q, 4, "[B, Hq, L, D]")) ||
       failed(checkRank(op, "key", k, 4,
                        paged ? "[num_pages, page_size, Hkv, D]"
@@ -137,8 +143,34 @@ static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
   }
 
   // Where B, Hkv and S live in K and V.
-  const NamedDim keyBatch =
+  NamedDim keyBatch =
       paged ? dimOf("block_table", blockTable, 0) : dimOf("key", k, 0);
+  if (kStart) {
+    if (failed(checkRank(op, "k_start", kStart, 1, "[B + 1]")))
+      return failure();
+    for (auto [name, value] :
+         {std::pair<StringRef, Value>{"key", k}, {"value", v}})
+      if (cast<ShapedType>(value.getType()).getDimSize(0) != 1) {
+        op->emitOpError()
+            << "with k_start the " << name
+            << " is packed ([1, Hkv, N, D]): its dim 0 must be 1, got "
+            << dimToString(cast<ShapedType>(value.getType()).getDimSize(0));
+        return failure();
+      }
+    int64_t starts = cast<ShapedType>(kStart.getType()).getDimSize(0);
+    if (starts == 0) {
+      op->emitOpError() << "k_start must have B + 1 entries (at least 1), "
+                           "got 0";
+      return failure();
+    }
+    keyBatch = {"k_start (entries - 1)", 0,
+                ShapedType::isDynamic(starts) ? ShapedType::kDynamic
+                                              : starts - 1};
+  } else if (cacheBatchIdx) {
+    if (failed(checkRank(op, "cache_batch_idx", cacheBatchIdx, 1, "[B]")))
+      return failure();
+    keyBatch = dimOf("cache_batch_idx", cacheBatchIdx, 0);
+  }
   const unsigned headIndex = paged ? 2 : 1;
   if (varlen) {
     if (failed(checkRank(op, "q_start", qStart, 1, "[B + 1]")))
@@ -179,8 +211,8 @@ static FailureOr<AttentionDims> verifyQKVOut(Operation *op, Value q, Value k,
                             dimOf("key", k, 1))))
       return failure();
   } else if (failed(checkSameDim(op, "batch size B", dimOf("value", v, 0),
-                                 varlen ? dimOf("key", k, 0)
-                                        : dimOf("query", q, 0)))) {
+                                 varlen || keyRows ? dimOf("key", k, 0)
+                                                   : dimOf("query", q, 0)))) {
     return failure();
   }
   if (failed(checkSameDim(op, "head dim D", dimOf("key", k, 3),
@@ -298,12 +330,43 @@ static LogicalResult verifyWindowAndSoftcap(Operation *op,
 
 LogicalResult AttentionOp::verify() {
   Operation *op = getOperation();
-  FailureOr<AttentionDims> maybeDims =
-      verifyQKVOut(op, getQuery(), getKey(), getValue(), getOut(),
-                   getBlockTable(), getQStart());
+  FailureOr<AttentionDims> maybeDims = verifyQKVOut(
+      op, getQuery(), getKey(), getValue(), getOut(), getBlockTable(),
+      getQStart(), getKStart(), getCacheBatchIdx());
   if (failed(maybeDims))
     return failure();
   const AttentionDims &dims = *maybeDims;
+  if (hasKeyStarts() || hasCacheBatchIdx()) {
+    StringRef name = hasKeyStarts() ? "k_start" : "cache_batch_idx";
+    if (hasKeyStarts() && hasCacheBatchIdx())
+      return emitOpError() << "k_start (packed keys) does not combine with "
+                              "cache_batch_idx (a batch-to-cache map): the "
+                              "packed keys have one cache row";
+    if (isPaged())
+      return emitOpError()
+             << name
+             << " does not combine with block_table: a paged cache maps "
+                "each sequence to its pages already";
+    if (getKeyValid())
+      return emitOpError() << name << " does not combine with key_valid: "
+                           << (hasKeyStarts()
+                                   ? "give each sequence's keys as rows of "
+                                     "the packed buffer and its length as "
+                                     "kv_len"
+                                   : "bound each batch's keys with kv_len");
+    if (hasKeyStarts() && (getQPos() || getKPos()))
+      return emitOpError()
+             << "k_start (packed keys) does not combine with explicit "
+                "positions (q_pos/k_pos): give each sequence's first key "
+                "position as k_offset";
+    if (hasKeyStarts() && getMask())
+      return emitOpError()
+             << "k_start (packed keys) does not combine with a mask: use "
+                "causal, window and kv_len";
+    if (Value idx = getCacheBatchIdx())
+      if (failed(checkShape(op, "cache_batch_idx", idx, {{"B", dims.b}})))
+        return failure();
+  }
   if (isVarlen()) {
     // Explicit positions and a mask are indexed [B, L, ...] by a batch's
     // own rows; packed rows have no such index.
@@ -399,13 +462,134 @@ LogicalResult AttentionOp::verify() {
       return failure();
   }
 
+  if (Value tree = getTreeParents()) {
+    if (hasKeyStarts() || hasCacheBatchIdx())
+      return emitOpError()
+             << "tree_parents does not combine with "
+             << (hasKeyStarts() ? "k_start" : "cache_batch_idx")
+             << " yet: a tree's draft keys are the last rows of its "
+                "sequence's own cache";
+    if (!isVarlen())
+      return emitOpError()
+             << "tree_parents needs q_start: each sequence's draft tokens "
+                "are the packed rows of a ragged batch, one tree per sequence";
+    if (!getQOffset())
+      return emitOpError() << "tree_parents needs q_offset: a draft token's "
+                              "position is q_offset[b] + its depth in the tree";
+    if (failed(checkShape(op, "tree_parents", tree, {{"T", dims.l}})))
+      return failure();
+  }
+
   if (failed(verifyWindowAndSoftcap(op, getWindow(), getSoftcap())))
     return failure();
   if (failed(verifyScale(op, getScale())))
     return failure();
   if (failed(verifyRope(dims.d, dims.b, dims.s)))
     return failure();
-  return verifyConstantQueryStarts();
+  if (failed(verifyConstantKeyRows()))
+    return failure();
+  if (failed(verifyConstantQueryStarts()))
+    return failure();
+  return verifyConstantTreeParents();
+}
+
+/// Applies the tree rules (kvattn/Support/TreeParents.h) when tree_parents
+/// and q_start are constants; the position rules with constant q_offset
+/// and kv_len (or a static S) and k_offset too.
+LogicalResult AttentionOp::verifyConstantTreeParents() {
+  DenseIntElementsAttr starts, parents;
+  if (!getTreeParents() || !matchPattern(getQStart(), m_Constant(&starts)) ||
+      !matchPattern(getTreeParents(), m_Constant(&parents)))
+    return success();
+  auto values = [](DenseIntElementsAttr attr) {
+    return llvm::to_vector(
+        llvm::map_range(attr.getValues<APInt>(),
+                        [](const APInt &v) { return v.getSExtValue(); }));
+  };
+  SmallVector<int64_t> cu = values(starts), parent = values(parents), qOff,
+                       kOff, len;
+  DenseIntElementsAttr attr;
+  bool knownQOffset = matchPattern(getQOffset(), m_Constant(&attr));
+  if (knownQOffset)
+    qOff = values(attr);
+  bool knownKOffset = !getKOffset();
+  if (getKOffset() && matchPattern(getKOffset(), m_Constant(&attr))) {
+    kOff = values(attr);
+    knownKOffset = true;
+  }
+  bool knownLen = false;
+  if (getKvLen() && matchPattern(getKvLen(), m_Constant(&attr))) {
+    len = values(attr);
+    knownLen = true;
+  }
+  ::mlir::kvattn::TreeParentsView view;
+  view.batch = static_cast<int64_t>(cu.size()) - 1;
+  view.start = [&](int64_t slot) { return cu[slot]; };
+  view.parent = [&](int64_t row) { return parent[row]; };
+  int64_t keys = getLogicalKeyLength();
+  view.keys = ShapedType::isDynamic(keys) ? -1 : keys;
+  if (getKvLen()) {
+    view.kvLen = [&](int64_t b) -> std::optional<int64_t> {
+      if (!knownLen)
+        return std::nullopt;
+      return len[b];
+    };
+  }
+  if (knownQOffset && knownKOffset) {
+    view.qOffset = [&](int64_t b) -> std::optional<int64_t> { return qOff[b]; };
+    view.kOffset = [&](int64_t b) -> std::optional<int64_t> {
+      return kOff.empty() ? 0 : kOff[b];
+    };
+  }
+  // The q_start rules hold (verifyConstantQueryStarts ran first), but only
+  // a static T says that every start is inside the parents.
+  for (int64_t c : cu)
+    if (c < 0 || c > static_cast<int64_t>(parent.size()))
+      return success();
+  ::mlir::kvattn::Status status = ::mlir::kvattn::checkTreeParents(view);
+  if (!status)
+    return emitOpError() << "invalid tree_parents: " << status.message();
+  return success();
+}
+
+/// Applies the k_start and cache_batch_idx rules (kvattn/Support/KeyRows.h)
+/// to constant operands (with a constant kv_len, also that each sequence
+/// reads only its own packed rows).
+LogicalResult AttentionOp::verifyConstantKeyRows() {
+  auto values = [](DenseIntElementsAttr attr) {
+    return llvm::to_vector(
+        llvm::map_range(attr.getValues<APInt>(),
+                        [](const APInt &v) { return v.getSExtValue(); }));
+  };
+  DenseIntElementsAttr attr;
+  if (hasKeyStarts() && matchPattern(getKStart(), m_Constant(&attr))) {
+    SmallVector<int64_t> starts = values(attr), len;
+    if (getKvLen() && matchPattern(getKvLen(), m_Constant(&attr)))
+      len = values(attr);
+    ::mlir::kvattn::KeyStartsView view;
+    view.batch = static_cast<int64_t>(starts.size()) - 1;
+    view.start = [&](int64_t slot) { return starts[slot]; };
+    int64_t rows = getKey().getType().getDimSize(2);
+    view.rows = ShapedType::isDynamic(rows) ? -1 : rows;
+    if (!len.empty())
+      view.kvLen = [&](int64_t b) -> std::optional<int64_t> { return len[b]; };
+    ::mlir::kvattn::Status status = ::mlir::kvattn::checkKeyStarts(view);
+    if (!status)
+      return emitOpError() << "invalid k_start: " << status.message();
+  }
+  if (hasCacheBatchIdx() &&
+      matchPattern(getCacheBatchIdx(), m_Constant(&attr))) {
+    SmallVector<int64_t> index = values(attr);
+    ::mlir::kvattn::CacheBatchIndexView view;
+    view.batch = static_cast<int64_t>(index.size());
+    view.index = [&](int64_t b) { return index[b]; };
+    int64_t rows = getKey().getType().getDimSize(0);
+    view.cacheRows = ShapedType::isDynamic(rows) ? -1 : rows;
+    ::mlir::kvattn::Status status = ::mlir::kvattn::checkCacheBatchIndex(view);
+    if (!status)
+      return emitOpError() << "invalid cache_batch_idx: " << status.message();
+  }
+  return success();
 }
 
 /// Whether two rotary embeddings rotate alike (f32_query only says where
@@ -432,6 +616,9 @@ LogicalResult AttentionOp::verifyRope(int64_t d, int64_t b, int64_t s) {
   if (rope && getQueryRotated())
     return emitOpError() << "the query is declared rotated (query_rotated) "
                             "and rope would rotate it again";
+  if (rope && getTreeParents())
+    return emitOpError() << "rope does not combine with tree_parents yet: a "
+                            "draft token's position is its depth in the tree";
   if (rope && !hasOffsetPositions() && !hasExplicitPositions())
     return emitOpError() << "rope rotates the query at its positions: give "
                             "q_offset or q_pos and k_pos";
@@ -453,6 +640,11 @@ LogicalResult AttentionOp::verifyRope(int64_t d, int64_t b, int64_t s) {
   Value record = getKRopePos();
   if (!record)
     return success();
+  if (hasKeyStarts() || hasCacheBatchIdx())
+    return emitOpError() << "k_rope_pos is not taken with "
+                         << (hasKeyStarts() ? "k_start" : "cache_batch_idx")
+                         << " yet: the record is indexed [B, S] like a "
+                            "static cache";
   if (isPaged() || isVarlen())
     return emitOpError() << "k_rope_pos is not taken with "
                          << (isPaged() ? "block_table" : "q_start")

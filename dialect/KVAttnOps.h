@@ -32,7 +32,13 @@ struct AttentionExtras {
   Value sinks, alibiSlopes;
   /// [B, S]: the positions the cached keys were rotated at.
   Value kRopePos;
+  /// Ragged keys (k_start [B + 1]) and a batch-to-cache map
+  /// (cache_batch_idx [B]).
+  Value kStart, cacheBatchIdx;
   bool causal = false;
+  /// Speculative decoding: per packed row its parent's local row in its
+  /// sequence's draft-token tree (-1: a root); needs qStart and qOffset.
+  Value treeParents;
   std::optional<int64_t> window;
   /// Keys at most this many positions after the query (kp - qp <=
   /// windowRight); not with causal.

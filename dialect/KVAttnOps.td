@@ -122,6 +122,42 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     The explicit form (`q_pos`/`k_pos`) and `mask` index rows per batch and
     are refused with `q_start`; use `q_offset` and `key_valid`.
 
+    **Tree masks (speculative decoding).** With `tree_parents [T]`
+    (i32/i64; needs `q_start` and `q_offset`) the `L_b` rows of sequence `b`
+    are draft tokens forming a tree (EAGLE/Medusa/MTP drafts):
+    `tree_parents[q_start[b] + i]` is the local row of draft token `i`'s
+    parent, `-1` for a root (a child of the cache), otherwise in `[0, i)`.
+    The draft tokens are the last `L_b` keys of the sequence (key
+    `kv_len[b] - L_b + a` is draft token `a`) and follow the cached prefix
+    (`q_offset[b] = k_offset[b] + kv_len[b] - L_b`). Draft token `i` sits
+    at position `q_offset[b] + depth(i)` (a root at depth 0), and so does
+    its key; a draft key `a` is allowed for row `i` only when `a` is `i` or
+    an ancestor of `i` (and by the usual rules, with these positions);
+    cache keys follow the usual rules. A chain (`parents = -1, 0, 1, ...`)
+    is plain causal attention. The verifier checks the rules on constant
+    operands, the reference and the runtime on run-time values. Not with
+    `k_start` or `cache_batch_idx` yet.
+
+    **Ragged keys (`k_start`).** With `k_start [B + 1]` (i32/i64, like
+    FlashAttention's `cu_seqlens_k`) the keys of the `B` sequences are
+    packed along the rows of one buffer: `key [1, Hkv, N, D]`,
+    `value [1, Hkv, N, Dv]`. Batch `b`'s key `j` is row `k_start[b] + j`,
+    for `j < kv_len[b]` (`kv_len` defaults to `k_start[b+1] - k_start[b]`),
+    and everything above applies to these keys (`k_offset[b] + j` is its
+    position). Rules: `k_start[0] >= 0`, non-decreasing, `k_start[B] <= N`,
+    `kv_len[b] <= k_start[b+1] - k_start[b]`. Rows no batch owns are never
+    read. It combines with `q_start` (both ragged) and with the plain
+    query `[B, Hq, L, D]`; not with `block_table`, `cache_batch_idx`,
+    `q_pos`/`k_pos`, `mask` or `key_valid` (indexed `[B, S]`).
+
+    **A batch-to-cache map (`cache_batch_idx`).** With `cache_batch_idx
+    [B]` (i32/i64, FlashAttention's kvcache API) `key` and `value` are
+    `[C, Hkv, S, D|Dv]`, `C` cache rows in any number, and batch `b` reads
+    cache row `cache_batch_idx[b]`; every per-batch operand (`q_offset`,
+    `k_offset`, `kv_len`, `k_pos`, `mask`, ...) stays indexed by `b`.
+    Rules: `0 <= cache_batch_idx[b] < C`; two batches may read the same
+    row. Not with `block_table`, `k_start` or `key_valid`.
+
     **Interfaces.** The op is `Pure` and reifies its result shapes. It
     implements `TilingInterface` over its parallel dimensions `[B, Hq, L]`
     (batch, query heads, query rows), so upstream tiling drivers
@@ -160,11 +196,18 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     Optional<AnyRankedTensor>:$alibi_slopes,
     // [B, S] i32/i64: the positions the cached keys were rotated at.
     Optional<KVAttn_IndexTensor>:$k_rope_pos,
+    // Ragged keys (FlashAttention's cu_seqlens_k) and a batch-to-cache map
+    // (FlashAttention's cache_batch_idx): kvattn/Support/KeyRows.h.
+    Optional<KVAttn_IndexTensor>:$k_start,
+    Optional<KVAttn_IndexTensor>:$cache_batch_idx,
     UnitAttr:$causal,
     OptionalAttr<I64Attr>:$window,
     OptionalAttr<F32Attr>:$softcap,
     OptionalAttr<F32Attr>:$scale,
     OptionalAttr<I64Attr>:$window_right,
+    // Speculative decoding: per packed row its parent's local index in its
+    // sequence's draft-token tree (-1: a root). Needs q_start and q_offset.
+    Optional<KVAttn_IndexTensor>:$tree_parents,
     OptionalAttr<KVAttn_RopeAttr>:$rope,
     UnitAttr:$query_rotated
   );
@@ -176,6 +219,8 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
   let assemblyFormat = [{
     $query `,` $key `,` $value
     (`q_start` `(` $q_start^ `:` type($q_start) `)`)?
+    (`k_start` `(` $k_start^ `:` type($k_start) `)`)?
+    (`cache_batch_idx` `(` $cache_batch_idx^ `:` type($cache_batch_idx) `)`)?
     (`q_offset` `(` $q_offset^ `:` type($q_offset) `)`)?
     (`k_offset` `(` $k_offset^ `:` type($k_offset) `)`)?
     (`q_pos` `(` $q_pos^ `:` type($q_pos) `)`)?
@@ -187,6 +232,7 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`alibi_slopes` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`k_rope_pos` `(` $k_rope_pos^ `:` type($k_rope_pos) `)`)?
+    (`tree_parents` `(` $tree_parents^ `:` type($tree_parents) `)`)?
     (`causal` $causal^)?
     (`window` `=` $window^)?
     (`window_right` `=` $window_right^)?
@@ -227,6 +273,16 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     /// The q_start rules, when q_start (and q_offset, kv_len) are
     /// constants.
     ::mlir::LogicalResult verifyConstantQueryStarts();
+    /// The tree_parents rules, when tree_parents and q_start (and
+    /// q_offset, kv_len) are constants.
+    ::mlir::LogicalResult verifyConstantTreeParents();
+    /// The k_start and cache_batch_idx rules (kvattn/Support/KeyRows.h),
+    /// when those operands (and kv_len) are constants.
+    ::mlir::LogicalResult verifyConstantKeyRows();
+    /// True with ragged keys: one packed K/V buffer and per-batch starts.
+    bool hasKeyStarts() { return static_cast<bool>(getKStart()); }
+    /// True with a batch-to-cache map.
+    bool hasCacheBatchIdx() { return static_cast<bool>(getCacheBatchIdx()); }
     /// Logical key count S (max_pages * page_size when paged); dynamic
     /// when unknown.
     int64_t getLogicalKeyLength();

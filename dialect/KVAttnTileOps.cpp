@@ -123,6 +123,12 @@ LogicalResult TileMaskOp::verify() {
     return emitOpError() << "causal and window masks need positions";
   if (getAlibiSlopes() && !offsets && !getQPos())
     return emitOpError() << "an ALiBi bias needs positions";
+  if (getTreeParents() && (!getTreeRow0() || !getTreeDraftBase()))
+    return emitOpError() << "tree takes the parents, the sequence's first "
+                            "row and the first draft key";
+  if (getTreeParents() && !offsets)
+    return emitOpError() << "a tree mask needs the offset form (q_base, "
+                            "k_base)";
   if (std::optional<int64_t> r = getWindowRight(); r && *r < 0)
     return emitOpError() << "window_right must be non-negative, got " << *r;
   if (std::optional<int64_t> w = getWindow(); w && *w <= 0)

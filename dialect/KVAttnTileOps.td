@@ -138,6 +138,16 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
     `i = (q_start + r) / G` of head `head + (q_start + r) % G`; in the offset
     form `q_base` is then the position of query row 0 (`q_offset[b]`) and
     `qp = q_base + i`.
+    With `tree(%parents, %row0, %draft_base)` (speculative decoding, offset
+    form) the sequence's rows are draft tokens of a tree: local row `i`'s
+    parent is `parents[row0 + i]` (-1: a root; values outside
+    `[-1, i)` are clamped into it, so the walk always ends), `q_base` is the
+    position of local row 0 whatever `q_start` and `group`, and
+    `qp = q_base + depth(i)`. Key `j >= draft_base` is draft token
+    `a = j - draft_base`: it is allowed only when `a` is `i` or one of its
+    ancestors, and its position is `kp = qp - (depth(i) - depth(a))` for the
+    causal, window and ALiBi rules; keys below `draft_base` keep
+    `kp = k_base + c`.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Tile, "", [MemRead, MemWrite]>:$scores,
@@ -149,7 +159,9 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
     Optional<MemRefOf<[I1, F32, F16, BF16]>>:$mask,
     UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
     OptionalAttr<I64Attr>:$group, OptionalAttr<I64Attr>:$window_right,
-    Optional<MemRefRankOf<[F32], [1]>>:$alibi_slopes);
+    Optional<MemRefRankOf<[F32], [1]>>:$alibi_slopes,
+    Optional<MemRefRankOf<[I32, I64], [1]>>:$tree_parents,
+    Optional<Index>:$tree_row0, Optional<Index>:$tree_draft_base);
   let assemblyFormat = [{
     $scores `[` $batch `,` $head `,` $q_start `,` $k_start `]`
     `size` `(` $rows `,` $cols `)` `kv_len` `(` $kv_len `)`
@@ -158,6 +170,8 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
     (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
     (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    (`tree` `(` $tree_parents^ `,` $tree_row0 `,` $tree_draft_base `:`
+      type($tree_parents) `)`)?
     (`causal` $causal^)? (`window` `=` $window^)?
     (`window_right` `=` $window_right^)? (`group` `=` $group^)?
     attr-dict `:` type($scores)

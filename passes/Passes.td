@@ -339,7 +339,11 @@ def OutlineTileProgramsPass
     it (f16/bf16, D % 16 == 0, Dv % 8 == 0, block-n % 16 == 0) is marked
     `kvattn.tensor_cores`: -kvattn-lower-tile-to-gpu then lowers it on
     tensor cores with the scores in registers, which is why the decision,
-    and the shared memory it implies, is taken here.
+    and the shared memory it implies, is taken here. With `wgmma` (the
+    sm_90a pipeline) such a program that fits the wgmma lowering (whole
+    warpgroups of 16-row warps, D and Dv 64 or 128, scores in registers;
+    `canUseWgmma`) is also marked `kvattn.wgmma`: Q.K^T and P.V become
+    warpgroup `wgmma.mma_async`; other programs keep `mma.sync`.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -350,6 +354,9 @@ def OutlineTileProgramsPass
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
            "Lower eligible f16/bf16 programs on tensor cores (mma.sync, "
            "ldmatrix, cp.async, scores and accumulators in registers)">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "Lower the tensor-core programs that fit it with sm_90a's "
+           "wgmma.mma_async (kvattn.wgmma)">,
   ];
 }
 

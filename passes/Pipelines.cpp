@@ -322,7 +322,10 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   // sm_89, where D = 128 keeps 64-row programs of 16-row warps; D = 64
   // takes 128 rows everywhere; docs/gpu-lowering.md, "Block sizes"). Only
   // the tensor-core lowering takes 32-row warps.
-  tile.maxWarpRows = options.tensorCores ? 32 : 16;
+  // sm_90a: 16-row warps, whole warpgroups (wgmma's m64; docs/gpu-lowering.md,
+  // "Hopper (sm_90a)").
+  const bool hopper = options.chip == "sm_90a";
+  tile.maxWarpRows = options.tensorCores && !hopper ? 32 : 16;
   tile.sharedMemoryPerSm = maxSharedMemoryPerBlock(options.chip) + 1024;
   // 32-bit kernels compute positions up to 2^31 - 2 (the runtime refuses
   // more): a window constant stays within i32.
@@ -331,6 +334,7 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   pm.addPass(createTilePass(tile));
   OutlineTileProgramsPassOptions outline;
   outline.tensorCores = options.tensorCores;
+  outline.wgmma = options.tensorCores && hopper;
   pm.addPass(createOutlineTileProgramsPass(outline));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createLowerTileToGPUPass());

@@ -360,8 +360,9 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
         /*kv_len=*/Value(), /*key_valid=*/Value(), mask,
         /*block_table=*/Value(), /*q_start=*/Value(),
         /*sinks=*/Value(), /*alibi_slopes=*/Value(), /*k_rope_pos=*/Value(),
-        /*causal=*/true, /*window=*/IntegerAttr(),
-        /*softcap=*/FloatAttr(), scale, /*window_right=*/IntegerAttr(),
+        /*k_start=*/Value(), /*cache_batch_idx=*/Value(), /*causal=*/true,
+        /*window=*/IntegerAttr(), /*softcap=*/FloatAttr(), scale,
+        /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
         /*rope=*/RopeAttr(), /*query_rotated=*/false);
     raised = attention;
     out = attention.getOut();

@@ -423,10 +423,11 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
       key, op.getValue(), pos.qOffset, pos.kOffset, /*q_pos=*/Value(),
       /*k_pos=*/Value(), pos.kvLen, keyValid, mask, /*block_table=*/Value(),
       /*q_start=*/Value(), /*sinks=*/Value(), /*alibi_slopes=*/Value(),
-      /*k_rope_pos=*/Value(), /*causal=*/causal.has_value(), op.getWindowAttr(),
-      op.getSoftcapAttr(), op.getScaleAttr(),
-      /*window_right=*/IntegerAttr(), /*rope=*/RopeAttr(),
-      /*query_rotated=*/false);
+      /*k_rope_pos=*/Value(), /*k_start=*/Value(),
+      /*cache_batch_idx=*/Value(), /*causal=*/causal.has_value(),
+      op.getWindowAttr(), op.getSoftcapAttr(), op.getScaleAttr(),
+      /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
+      /*rope=*/RopeAttr(), /*query_rotated=*/false);
   rewriter.replaceOp(op, attention->getResults());
 }
 

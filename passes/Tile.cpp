@@ -126,10 +126,13 @@ struct IndexMath {
 /// The buffers of one attention op.
 struct Buffers {
   Value q, k, v, qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, out, lse;
-  Value blockTable; ///< paged K/V: [B, max_pages]
-  Value qStart;     ///< varlen: [B + 1] starts of the packed query rows
-  Value sinks;      ///< attention sinks: f32 [Hq]
-  Value alibiSlopes; ///< ALiBi slopes: f32 [Hq]
+  Value blockTable;    ///< paged K/V: [B, max_pages]
+  Value qStart;        ///< varlen: [B + 1] starts of the packed query rows
+  Value sinks;         ///< attention sinks: f32 [Hq]
+  Value alibiSlopes;   ///< ALiBi slopes: f32 [Hq]
+  Value treeParents;   ///< speculative decoding: [T] parents' local rows
+  Value kStart;        ///< ragged keys: [B + 1] starts of the packed keys
+  Value cacheBatchIdx; ///< batch-to-cache map: [B]
 };
 
 /// The buffer of a program operand, marked with its role (kvattn.role), so
@@ -189,6 +192,9 @@ struct Schedule {
   /// A ragged batch (q_start): the query is packed [1, Hq, T, D] and each
   /// program finds its sequence from its query-block id.
   bool varlen = false;
+  /// Speculative decoding (varlen): the rows of each sequence are draft
+  /// tokens of a tree (tree_parents).
+  bool tree = false;
   /// Whether a block can be full (no mask for any row of the program):
   /// decidable from positions in the offset form only, and only without
   /// per-key validity or a general mask.
@@ -212,6 +218,10 @@ struct Schedule {
 /// rows, and the KV blocks it visits.
 struct ProgramRange {
   Value bIdx, head, kvHead, qStart, rows, kvLen;
+  /// Where the batch's keys live in K and V: batch kvBatch (bIdx, or its
+  /// cache row with cache_batch_idx, or 0 for packed keys) from row
+  /// kRowBase (k_start[b]; null: 0).
+  Value kvBatch, kRowBase;
   /// Where the rows live in the query and the results: batch qBatch, rows
   /// from qRowStart. The program's own batch and qStart, except for a
   /// ragged batch (batch 0, the sequence's first packed row + qStart).
@@ -227,6 +237,9 @@ struct ProgramRange {
   Value qOff;
   /// Keys are read up to here (kv_len), never past it.
   Value readEnd;
+  /// A tree: the sequence's first packed row, its rows L_b (unpacked) and
+  /// its first draft key kv_len - L_b (null without a tree).
+  Value treeRow0, treeRows, treeDraftBase;
   Value zero;
 };
 
@@ -318,6 +331,7 @@ private:
     s.offsetForm = static_cast<bool>(op.getQOffset());
     s.paged = op.isPaged();
     s.varlen = op.isVarlen();
+    s.tree = static_cast<bool>(op.getTreeParents());
     const bool explicitForm = static_cast<bool>(op.getQPos());
     // An ALiBi bias touches every score: no block is mask-free.
     s.canBeFull = !op.getKeyValid() && !op.getMask() && !op.getAlibiSlopes() &&
@@ -368,6 +382,11 @@ private:
     buf.sinks = toBuffer(b, op.getSinks(), BufferRole::sinks);
     buf.alibiSlopes =
         toBuffer(b, op.getAlibiSlopes(), BufferRole::alibi_slopes);
+    buf.treeParents =
+        toBuffer(b, op.getTreeParents(), BufferRole::tree_parents);
+    buf.kStart = toBuffer(b, op.getKStart(), BufferRole::k_start);
+    buf.cacheBatchIdx =
+        toBuffer(b, op.getCacheBatchIdx(), BufferRole::cache_batch_idx);
 
     batch = m.dim(buf.q, 0);
     qHeads = m.dim(buf.q, 1);
@@ -533,6 +552,7 @@ private:
     r.qBatch = r.bIdx;
     r.qRowStart = r.qStart;
     r.kvLen = buf.kvLen ? p.loadIndex(buf.kvLen, r.bIdx) : kLen;
+    keyRows(p, r, kLen);
     visibleRange(pb, p, r, kLen, ivs);
     return r;
   }
@@ -608,6 +628,12 @@ private:
     r.qBatch = zero;
     r.qRowStart = p.add(packedBase, r.qStart);
     r.kvLen = buf.kvLen ? p.loadIndex(buf.kvLen, r.bIdx) : kLen;
+    if (s.tree) {
+      r.treeRow0 = cuLo;
+      r.treeRows = p.sub(cuHi, cuLo);
+      r.treeDraftBase = p.max(p.sub(r.kvLen, r.treeRows), zero);
+    }
+    keyRows(p, r, kLen);
     visibleRange(pb, p, r, kLen, ivs);
     // An empty program (the spare block of a sequence, or a sequence
     // without rows) visits no KV block.
@@ -616,6 +642,35 @@ private:
     Value nHi = arith::SelectOp::create(pb, empty, r.nLo, r.nHi);
     r.loopHi = r.nHi = nHi;
     return r;
+  }
+
+  /// Where the batch's keys live (kvattn/Support/KeyRows.h): with k_start
+  /// [B + 1] rows k_start[b] .. of the packed K/V (batch 0), its length
+  /// kv_len[b] or k_start[b + 1] - k_start[b]; with cache_batch_idx, cache
+  /// row cache_batch_idx[b]. Values read are clamped into the buffers so
+  /// that invalid metadata (which the reference and the runtime refuse)
+  /// never reads outside them.
+  void keyRows(IndexMath &p, ProgramRange &r, Value kLen) {
+    r.kvBatch = r.bIdx;
+    if (buf.kStart) {
+      Value zero = p.c(0);
+      Value lo = p.min(p.max(p.loadIndex(buf.kStart, r.bIdx), zero), kLen);
+      Value hi = p.min(
+          p.max(p.loadIndex(buf.kStart, p.add(r.bIdx, p.c(1))), lo), kLen);
+      Value owned = p.sub(hi, lo);
+      r.kvBatch = zero;
+      r.kRowBase = lo;
+      r.kvLen = buf.kvLen ? p.min(p.max(r.kvLen, zero), owned) : owned;
+    } else if (buf.cacheBatchIdx) {
+      Value last = p.sub(p.dim(buf.k, 0), p.c(1));
+      r.kvBatch =
+          p.min(p.max(p.loadIndex(buf.cacheBatchIdx, r.bIdx), p.c(0)), last);
+    }
+  }
+
+  /// The row of K/V where the batch's key `kStart` lives.
+  Value keyRow(IndexMath &f, const ProgramRange &r, Value kStart) {
+    return r.kRowBase ? f.add(r.kRowBase, kStart) : kStart;
   }
 
   /// The visible key range of the program's rows, its full blocks and its
@@ -636,13 +691,19 @@ private:
       // The program's query rows: [qStart, qStart + rows), or with packing
       // [qStart / G, (qStart + rows - 1) / G].
       Value firstRow = s.packed() ? p.floorDiv(r.qStart, s.group) : r.qStart;
+      // A tree row sits at q_offset + its depth, which is at most its row
+      // (and at least 0): the bounds below stay bounds with the first row
+      // taken as 0.
+      if (s.tree)
+        firstRow = zero;
       Value lastRow = p.sub(p.add(r.qStart, r.rows), p.c(1));
       if (s.packed())
         lastRow = p.floorDiv(lastRow, s.group);
       Value qFirst = p.add(qOff, firstRow); // smallest qp
       Value qLast = p.add(qOff, lastRow);   // largest qp
-      // tile.mask: qp = q_base + r, or packed q_base + (t / G).
-      r.qBase = s.packed() ? qOff : qFirst;
+      // tile.mask: qp = q_base + r, or packed q_base + (t / G); a tree's
+      // q_base is the position of its local row 0.
+      r.qBase = s.packed() || s.tree ? qOff : qFirst;
       r.kBase = kOff;
       if (s.causal) {
         // kp = kOff + j <= qLast  <=>  j < qLast - kOff + 1.
@@ -674,6 +735,9 @@ private:
               p.max(p.sub(p.add(p.sub(qLast, w), p.c(1)), kOff), zero), bn);
       }
     }
+    // A tree: only the blocks before the draft keys can be mask-free.
+    if (s.tree && s.canBeFull)
+      r.fullHi = p.min(r.fullHi, p.floorDiv(r.treeDraftBase, bn));
     r.nLo = p.floorDiv(lo, bn);
     r.nHi = p.max(p.ceilDiv(hi, bn), r.nLo);
     // This program's blocks: all of [nLo, nHi), or its chunk of them.
@@ -766,8 +830,8 @@ private:
     Value start = f.mul(block, f.c(s.bn));
     Value cols =
         arith::SelectOp::create(fb, has, blockCols(f, r, start), f.c(0));
-    TilePrefetchOp::create(fb, buf.k, r.bIdx, r.kvHead, start, cols,
-                           buf.blockTable);
+    TilePrefetchOp::create(fb, buf.k, r.kvBatch, r.kvHead, keyRow(f, r, start),
+                           cols, buf.blockTable);
   }
 
   void emitKvLoop(ImplicitLocOpBuilder &pb, IndexMath &p, const ProgramRange &r,
@@ -782,8 +846,9 @@ private:
           IndexMath f{fb};
           Value kStart = f.mul(kBlock, f.c(s.bn));
           Value cols = blockCols(f, r, kStart);
+          Value kRow = keyRow(f, r, kStart);
           TileQKOp::create(
-              fb, t.q, buf.k, r.bIdx, r.kvHead, kStart, r.rows, cols, t.scores,
+              fb, t.q, buf.k, r.kvBatch, r.kvHead, kRow, r.rows, cols, t.scores,
               buf.blockTable, fb.getF32FloatAttr(static_cast<float>(*s.scale)),
               s.softcap ? fb.getF32FloatAttr(*s.softcap) : FloatAttr());
           if (prefetch)
@@ -807,12 +872,12 @@ private:
                 groupAttr,
                 s.windowRight ? fb.getI64IntegerAttr(*s.windowRight)
                               : IntegerAttr(),
-                buf.alibiSlopes);
+                buf.alibiSlopes, buf.treeParents, r.treeRow0, r.treeDraftBase);
           }
           // The full-block test goes with the update: a target may multiply
           // every value of a full block without testing its probability
           // for 0.
-          TileSoftmaxOp::create(fb, t.scores, buf.v, r.bIdx, r.kvHead, kStart,
+          TileSoftmaxOp::create(fb, t.scores, buf.v, r.kvBatch, r.kvHead, kRow,
                                 r.rows, cols, t.rowMax, t.rowSum, t.acc,
                                 buf.blockTable, buf.keyValid,
                                 s.canBeFull ? isFull : Value());

@@ -2,6 +2,7 @@
 
 #include "kvattn/Runtime/Plan.h"
 #include "kvattn/Support/Decimal.h"
+#include "kvattn/Support/KeyRows.h"
 #include "kvattn/Support/StatusWord.h"
 
 #include <algorithm>
@@ -79,6 +80,10 @@ const char *paramName(int64_t id) {
     return "key_valid";
   case kParamQStart:
     return "q_start";
+  case kParamKStart:
+    return "k_start";
+  case kParamCacheBatchIdx:
+    return "cache_batch_idx";
   default:
     return "block_table";
   }
@@ -187,6 +192,17 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
            str(index + size - 1) + " (kv_len[" + str(b) + "] = " + str(size) +
            "): the rows of a sequence must be tokens of its cache" + batch;
   }
+  // Where the keys live: kvattn/Support/KeyRows.h's messages.
+  case kRuleKStartNegative:
+    return where + keyStartNegativeMessage(v);
+  case kRuleKStartDecrease:
+    return where + keyStartDecreaseMessage(b, aux, v);
+  case kRuleKStartPastRows:
+    return where + keyStartPastRowsMessage(b, v, size);
+  case kRuleKStartKvLen:
+    return where + keyStartKvLenMessage(b, index, aux, v);
+  case kRuleCacheIndexRange:
+    return where + cacheBatchIndexRangeMessage(b, v, size);
   default:
     return where + "the device recorded violation " + str(w[kStatusRule]) +
            " (batch " + str(b) + ")";
@@ -209,8 +225,8 @@ Plan::create(Runtime &runtime, const std::string &image,
                          str(manifest.kernels.size()) + " kernels");
   p->names_ = names;
   p->names_.resize(manifest.kernels.size());
-  for (const char *name :
-       {"B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"})
+  for (const char *name : {"B", "Hq", "Hkv", "L", "S", "num_pages", "page_size",
+                           "max_pages", "cache_rows"})
     if (sizeByName(bounds, name) < 0)
       return Status::error("planning: the bound " + std::string(name) + " = " +
                            str(sizeByName(bounds, name)) +
@@ -421,8 +437,8 @@ Plan::mapBuffers(size_t index,
 }
 
 static Status checkBounds(const Sizes &sizes, const Sizes &bounds) {
-  for (const char *name :
-       {"B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"}) {
+  for (const char *name : {"B", "Hq", "Hkv", "L", "S", "num_pages", "page_size",
+                           "max_pages", "cache_rows"}) {
     int64_t v = sizeByName(sizes, name), bound = sizeByName(bounds, name);
     if (bound > 0 && v > bound)
       return Status::error("plan run: " + std::string(name) + " = " + str(v) +

@@ -151,6 +151,11 @@ struct Sizes {
   /// A run-time split's chunk count (the size `N`): set by the runtime
   /// (launch, Plan) from splitCount; callers leave it.
   int64_t N = 0;
+  /// Kernels with a batch-to-cache map (a `cache_batch_idx` parameter):
+  /// the cache rows C of K and V `[C, Hkv, S, D]` (the size `cache_rows`).
+  /// With ragged keys (`k_start`) K and V are `[1, Hkv, S, D]`: S is the
+  /// packed key rows N.
+  int64_t cacheRows = 0;
 };
 
 /// A run-time split's chunk count for a launch over `sizes` on a device
@@ -165,7 +170,7 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &sizes,
                    int64_t numSms);
 
 /// The size a manifest names ("B", "Hq", "Hkv", "L", "S", "num_pages",
-/// "page_size", "max_pages", "N"); -1 for an unknown name.
+/// "page_size", "max_pages", "N", "cache_rows"); -1 for an unknown name.
 int64_t sizeByName(const Sizes &sizes, const std::string &name);
 
 struct LaunchArgs {

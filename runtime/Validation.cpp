@@ -3,6 +3,7 @@
 #include "kvattn/Runtime/Runtime.h"
 #include "kvattn/Support/BlockTable.h"
 #include "kvattn/Support/Decimal.h"
+#include "kvattn/Support/KeyRows.h"
 #include "kvattn/Support/Limits.h"
 #include "kvattn/Support/QueryStarts.h"
 #include "kvattn/Support/Schedule.h"
@@ -32,7 +33,19 @@ constexpr int64_t kIndex32Limit = int64_t(1) << 31;
 /// dim 0 (1) stands for no size and L for the packed rows T; q_start has
 /// B + 1 entries.
 std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
-                                       bool paged, bool varlen = false) {
+                                       bool paged, bool varlen = false,
+                                       bool packedKeys = false,
+                                       bool cacheRows = false) {
+  // Ragged keys: K and V are one packed buffer [1, Hkv, N, D] (S = N); a
+  // batch-to-cache map: [cache_rows, Hkv, S, D].
+  if (packedKeys && (role == "key" || role == "value"))
+    return {"", "Hkv", "S", ""};
+  if (cacheRows && (role == "key" || role == "value"))
+    return {"cache_rows", "Hkv", "S", ""};
+  if (role == "k_start")
+    return {"B+1"};
+  if (role == "cache_batch_idx")
+    return {"B"};
   if (varlen && (role == "query" || role == "out"))
     return {"", "Hq", "L", ""};
   if (varlen && role == "lse")
@@ -79,7 +92,8 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
 bool isMetadata(const std::string &name) {
   return name == "q_offset" || name == "k_offset" || name == "q_pos" ||
          name == "k_pos" || name == "kv_len" || name == "key_valid" ||
-         name == "block_table" || name == "pos" || name == "q_start";
+         name == "block_table" || name == "pos" || name == "q_start" ||
+         name == "k_start" || name == "cache_batch_idx";
 }
 
 } // namespace
@@ -141,6 +155,8 @@ int64_t sizeByName(const Sizes &s, const std::string &name) {
     return s.B + 1;
   if (name == "N") // a run-time split's chunks
     return s.N;
+  if (name == "cache_rows") // K/V rows of a batch-to-cache map
+    return s.cacheRows;
   return -1;
 }
 
@@ -165,14 +181,16 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   const Sizes &s = args.sizes;
   const std::string where = "launch of '" + kernel.name + "': ";
-  bool paged = false, varlen = false;
+  bool paged = false, varlen = false, packedKeys = false, cacheRows = false;
   for (const ParamInfo &p : kernel.params) {
     paged |= p.name == "block_table";
     varlen |= p.name == "q_start";
+    packedKeys |= p.name == "k_start";
+    cacheRows |= p.name == "cache_batch_idx";
   }
   // A cache write (kind "append") has no query heads: Hq is not checked.
   const bool append = kernel.kind == "append";
-  for (const char *name : {"B", "Hq", "Hkv", "L", "S"})
+  for (const char *name : {"B", "Hq", "Hkv", "L", "S", "cache_rows"})
     if (sizeByName(s, name) < 0)
       return Status::error(where + "size " + name + " = " +
                            str(sizeByName(s, name)) + " is negative");
@@ -196,8 +214,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   }
   const bool index32 = kernel.indexBits == 32;
   if (index32)
-    for (const char *name :
-         {"B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages"})
+    for (const char *name : {"B", "Hq", "Hkv", "L", "S", "num_pages",
+                             "page_size", "max_pages", "cache_rows"})
       if (sizeByName(s, name) >= kIndex32Limit)
         return Status::error(where + "size " + name + " = " +
                              str(sizeByName(s, name)) + " is 2^31 or more" +
@@ -211,8 +229,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
     known.insert(p.name);
     if (p.kind != "pointer")
       continue;
-    std::vector<std::string> symbolic =
-        symbolicShape(p.name, p.shape.size(), paged, varlen);
+    std::vector<std::string> symbolic = symbolicShape(
+        p.name, p.shape.size(), paged, varlen, packedKeys, cacheRows);
     if (symbolic.size() != p.shape.size())
       return Status::error(where + "the manifest gives '" + p.name + "' " +
                            str(p.shape.size()) + " dimensions");
@@ -311,7 +329,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
     return Status::ok();
   // Values, per batch.
   for (const auto &[name, values] : args.metadata) {
-    if (name == "block_table" || name == "q_start" || (append && name == "pos"))
+    if (name == "block_table" || name == "q_start" || name == "k_start" ||
+        name == "cache_batch_idx" || (append && name == "pos"))
       continue; // below, with kv_len; an append's positions and the
                 // starts of a ragged batch below too
     const int64_t rowLength = name == "q_pos"                            ? s.L
@@ -369,26 +388,51 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   }
   if (append)
     return validateAppend(where, args, paged);
+  auto perBatch =
+      [&](const char *name) -> std::function<std::optional<int64_t>(int64_t)> {
+    auto it = args.metadata.find(name);
+    if (it == args.metadata.end())
+      return nullptr;
+    const std::vector<int64_t> *values = &it->second;
+    return
+        [values](int64_t b) -> std::optional<int64_t> { return (*values)[b]; };
+  };
+  // Where each batch's keys live (kvattn/Support/KeyRows.h), before the
+  // q_start rules that read the lengths (the reference's order).
+  std::function<std::optional<int64_t>(int64_t)> effectiveKvLen =
+      perBatch("kv_len");
+  if (packedKeys) {
+    const std::vector<int64_t> *starts = &args.metadata.at("k_start");
+    KeyStartsView view;
+    view.batch = s.B;
+    view.start = [starts](int64_t slot) { return (*starts)[slot]; };
+    view.rows = s.S;
+    view.kvLen = perBatch("kv_len");
+    if (Status st = checkKeyStarts(view); !st)
+      return Status::error(where + st.message());
+    effectiveKvLen = [view](int64_t b) -> std::optional<int64_t> {
+      return keyRowCount(view, b);
+    };
+  }
+  if (cacheRows) {
+    const std::vector<int64_t> &index = args.metadata.at("cache_batch_idx");
+    CacheBatchIndexView view;
+    view.batch = s.B;
+    view.index = [&](int64_t b) { return index[b]; };
+    view.cacheRows = s.cacheRows;
+    if (Status st = checkCacheBatchIndex(view); !st)
+      return Status::error(where + st.message());
+  }
   if (varlen) {
     // The reference's rules and messages (kvattn/Support/QueryStarts.h).
     const std::vector<int64_t> &starts = args.metadata.at("q_start");
-    auto perBatch = [&](const char *name)
-        -> std::function<std::optional<int64_t>(int64_t)> {
-      auto it = args.metadata.find(name);
-      if (it == args.metadata.end())
-        return nullptr;
-      const std::vector<int64_t> *values = &it->second;
-      return [values](int64_t b) -> std::optional<int64_t> {
-        return (*values)[b];
-      };
-    };
     QueryStartsView view;
     view.batch = s.B;
     view.start = [&](int64_t slot) { return starts[slot]; };
     view.rows = s.L;
     view.qOffset = perBatch("q_offset");
     view.kOffset = perBatch("k_offset");
-    view.kvLen = perBatch("kv_len");
+    view.kvLen = effectiveKvLen;
     if (Status st = checkQueryStarts(view); !st)
       return Status::error(where + st.message());
   }

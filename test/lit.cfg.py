@@ -44,6 +44,13 @@ config.substitutions.append(
                       "attention_case.py"),
          os.path.join(config.kvattn_tools_dir, "kvattn-run"))))
 
+# Draft-token trees (tree_parents) for attention_case.py's --tree-parents.
+config.substitutions.append(
+    ("%make-tree-parents",
+     "%s %s" % (sys.executable,
+                os.path.join(config.kvattn_src_root, "test", "Numerics",
+                             "Inputs", "tree_parents.py"))))
+
 # The fake CUDA driver of the runtime tests (test/fakecuda).
 config.substitutions.append(
     ("%fakecuda", os.path.join(config.kvattn_obj_root, "test", "fakecuda",

@@ -238,9 +238,14 @@ def res_of(cache, cubin, name):
     return r.get(name) or next(iter(r.values()))
 
 
+# The chip kvattn compiles for on the sm_90a rows: sm_90a (its wgmma
+# kernels, the default) or sm_90 (its mma.sync kernels; --kvattn-sm90).
+KVATTN_SM90 = ["sm_90a"]
+
+
 def kvattn_kernel(cache, build, shape, chip):
     import fetch
-    cc = {"sm_90a": "sm_90"}.get(chip, chip)
+    cc = {"sm_90a": KVATTN_SM90[0]}.get(chip, chip)
     cubin, man = fetch.kvattn_cubin(cache, build, shape.case_flags(), cc,
                                     shape.name)
     k = next(k for k in man["kernels"] if k.get("kind", "attention") in
@@ -586,6 +591,11 @@ def main():
     p.add_argument("--peers", default="fa2,fa3,flashinfer,triton",
                    help="'none': kvattn's kernels alone (before/after a "
                    "kernel change; only the disassembler is downloaded)")
+    p.add_argument("--kvattn-sm90", default="sm_90a",
+                   choices=("sm_90a", "sm_90"),
+                   help="kvattn's chip on the sm_90a rows: sm_90a (wgmma "
+                   "kernels) or sm_90 (mma.sync kernels, the before of the "
+                   "wgmma lowering)")
     p.add_argument("--no-calibration", action="store_true")
     p.add_argument("--sass", help="analyse one SASS file and exit")
     p.add_argument("--shape", help="with --sass: model its functions on "
@@ -594,6 +604,7 @@ def main():
     p.add_argument("--tile", default="64x64x4", help="with --sass --shape: "
                    "BLOCK_MxBLOCK_NxWARPS")
     a = p.parse_args()
+    KVATTN_SM90[0] = a.kvattn_sm90
     if a.sass:
         if a.shape:
             model_sass_file(a.sass, a.shape, a.chip, a.tile)

@@ -306,6 +306,11 @@ int kvattn_synchronize(kvattn_runtime *runtime, char **error);
 typedef struct {
   int64_t B, Hq, Hkv, L, S;
   int64_t num_pages, page_size, max_pages;
+  /* Kernels with a batch-to-cache map (a "cache_batch_idx" parameter): the
+   * cache rows C of key/value [C, Hkv, S, D]; the others ignore it. With
+   * ragged keys ("k_start") key/value are [1, Hkv, S, D], S the packed key
+   * rows. */
+  int64_t cache_rows;
 } kvattn_sizes;
 
 /* A device buffer by parameter name: "query", "key", "value", "mask",
@@ -319,7 +324,8 @@ typedef struct {
 
 /* Run-time metadata on the host by parameter name: "q_offset", "k_offset",
  * "q_pos", "k_pos", "kv_len", "key_valid", "block_table" (row-major
- * [B, max_pages]). Validated before the launch. */
+ * [B, max_pages]), "q_start", "k_start", "cache_batch_idx". Validated before
+ * the launch. */
 typedef struct {
   const char *name;
   const int64_t *values;
@@ -431,6 +437,22 @@ typedef struct {
    * -alibi_slopes[h] * |qp - kp| added to each score, from the positions
    * (FlashAttention's alibi_slopes). */
   int32_t alibi;
+  /* 0/1: speculative-decoding trees (needs varlen), the buffer
+   * "tree_parents" (i32 [T]): per packed row its parent's local row in its
+   * sequence's draft-token tree, -1 a root (docs/semantics.md, "Tree
+   * masks"). The IR runs on the CPU target; GPU plans refuse it by name. */
+  int32_t tree;
+  /* 0/1: ragged keys (FlashAttention's cu_seqlens_k): key/value are one
+   * packed buffer [1, Hkv, key_len, D] and the plan's buffer "k_start"
+   * (i32 [B + 1]) gives each sequence's first row; kv_len[b] <= k_start[b+1]
+   * - k_start[b]. Not with paged, append or cache_batch_idx. */
+  int32_t ragged_keys;
+  /* 0/1: a batch-to-cache map (FlashAttention's cache_batch_idx):
+   * key/value are [cache_rows, Hkv, key_len, D] (cache_rows -1: dynamic)
+   * and the plan's buffer "cache_batch_idx" (i32 [B]) names the row each
+   * batch reads. Not with paged, append or ragged_keys. */
+  int32_t cache_batch_idx;
+  int64_t cache_rows;
 } kvattn_attention_desc;
 
 /* The defaults (bf16, every size dynamic, nothing optional), struct_size
@@ -438,7 +460,8 @@ typedef struct {
 void kvattn_attention_desc_init(kvattn_attention_desc *desc);
 /* The IR kvattn_plan_create_from_desc plans (free with kvattn_free): one
  * function @attention(query, key, value, [update_k, update_v], [q_start],
- * q_offset, kv_len, [block_table], [sinks], [alibi_slopes]) returning out,
+ * q_offset, kv_len, [block_table], [sinks], [alibi_slopes], [tree_parents],
+ * [k_start], [cache_batch_idx]) returning out,
  * [lse], [key, value].
  * Errors name the field: "attention description: query heads Hq = 8 must
  * be a multiple of kv heads Hkv = 3". */

@@ -22,6 +22,7 @@ rt::Sizes capi::toSizes(const kvattn_sizes &s) {
   sizes.numPages = s.num_pages;
   sizes.pageSize = s.page_size;
   sizes.maxPages = s.max_pages;
+  sizes.cacheRows = s.cache_rows;
   return sizes;
 }
 

@@ -113,6 +113,13 @@ static Status readDescription(const char *what,
   KVATTN_RETURN_IF_ERROR(boolean("alibi", c.alibi));
   d.sinks = c.sinks;
   d.alibi = c.alibi;
+  KVATTN_RETURN_IF_ERROR(boolean("tree", c.tree));
+  d.tree = c.tree;
+  KVATTN_RETURN_IF_ERROR(boolean("ragged_keys", c.ragged_keys));
+  KVATTN_RETURN_IF_ERROR(boolean("cache_batch_idx", c.cache_batch_idx));
+  d.raggedKeys = c.ragged_keys;
+  d.cacheBatchIdx = c.cache_batch_idx;
+  d.cacheRows = c.cache_rows;
   return Status::ok();
 }
 
@@ -153,6 +160,7 @@ void kvattn_attention_desc_init(kvattn_attention_desc *desc) {
   desc->batch = desc->query_len = desc->key_len = -1;
   desc->num_pages = desc->max_pages = -1;
   desc->window_right = -1;
+  desc->cache_rows = -1;
 }
 
 int kvattn_attention_desc_to_ir(const kvattn_attention_desc *desc, char **ir,

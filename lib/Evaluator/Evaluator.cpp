@@ -369,12 +369,34 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   ops.qPos = optional(op.getQPos());
   ops.kPos = optional(op.getKPos());
   ops.kvLen = optional(op.getKvLen());
+  // Ragged keys or a batch-to-cache map: validate them and gather each
+  // batch's logical cache (with k_start, also its effective lengths).
+  HostTensor keyRowsLen;
+  if (op.getKStart() || op.getCacheBatchIdx()) {
+    reference::KeyRowsOperands rowsOps;
+    rowsOps.kStart = optional(op.getKStart());
+    rowsOps.cacheBatchIdx = optional(op.getCacheBatchIdx());
+    rowsOps.kvLen = ops.kvLen;
+    const int64_t batch =
+        op.getQStart() ? tensor(op.getQStart()).dim(0) - 1 : ops.query->dim(0);
+    for (auto [cache, logical] :
+         {std::pair{ops.key, &logicalKey}, std::pair{ops.value, &logicalValue}})
+      if (Status s = reference::gatherKeyRows(*cache, rowsOps, batch, *logical,
+                                              keyRowsLen);
+          s.isError())
+        return fail(op, s.message());
+    ops.key = &logicalKey;
+    ops.value = &logicalValue;
+    if (op.getKStart())
+      ops.kvLen = &keyRowsLen;
+  }
   ops.keyValid = optional(op.getKeyValid());
   ops.mask = optional(op.getMask());
   ops.qStart = optional(op.getQStart());
   ops.sinks = optional(op.getSinks());
   ops.alibiSlopes = optional(op.getAlibiSlopes());
   ops.kRopePos = optional(op.getKRopePos());
+  ops.treeParents = optional(op.getTreeParents());
   reference::AttentionAttributes attrs;
   if (mlir::kvattn::RopeAttr rope = op.getRopeAttr())
     attrs.rope = toReferenceRope(rope);

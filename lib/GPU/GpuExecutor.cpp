@@ -41,13 +41,16 @@ std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
   add(op.getQStart(), "q_start");
   add(op.getSinks(), "sinks");
   add(op.getAlibiSlopes(), "alibi_slopes");
+  add(op.getKStart(), "k_start");
+  add(op.getCacheBatchIdx(), "cache_batch_idx");
   return roles;
 }
 
 bool isMetadata(const std::string &role) {
   return role == "q_offset" || role == "k_offset" || role == "q_pos" ||
          role == "k_pos" || role == "kv_len" || role == "key_valid" ||
-         role == "block_table" || role == "pos" || role == "q_start";
+         role == "block_table" || role == "pos" || role == "q_start" ||
+         role == "k_start" || role == "cache_batch_idx";
 }
 
 /// The roles of a kvattn.append's operands, in operand order.
@@ -179,8 +182,12 @@ Status GpuExecutor::create(const PtxOptions &options,
     runtimeOptions.libraryPath = emulatedDriverPath();
   KVATTN_RETURN_IF_ERROR(rt::Runtime::create(e->runtime_, runtimeOptions));
   // The manifest names a chip; compile for the device's own, and choose
-  // split-KV (split-kv = 0) for its multiprocessors.
-  e->options_.chip = "sm_" + std::to_string(e->runtime_->computeCapability());
+  // split-KV (split-kv = 0) for its multiprocessors. The architecture-
+  // specific variant of the device's chip (sm_90a on a 9.0 device: the
+  // wgmma kernels) is kept when asked for.
+  const std::string device =
+      "sm_" + std::to_string(e->runtime_->computeCapability());
+  e->options_.chip = options.chip == device + "a" ? options.chip : device;
   if (int sms = e->runtime_->multiprocessorCount(); sms > 0)
     e->options_.numSms = sms;
   executor = std::move(e);
@@ -288,6 +295,9 @@ Status GpuExecutor::run(Operation *op,
   // the packed rows T.
   if (!append && attention.isVarlen())
     args.sizes.B = shapeOf("q_start")[0] - 1;
+  // A batch-to-cache map: K and V have C cache rows.
+  if (!append && attention.hasCacheBatchIdx())
+    args.sizes.cacheRows = shapeOf("key")[0];
 
   Status s = Status::ok();
   for (size_t i = 0; s.isOk() && i < roles.size(); ++i) {

@@ -99,6 +99,17 @@ const ScalarIntrinsic kScalarIntrinsics[] = {
     {"llvm.nvvm.mul.rn.f", "f(ff)", "kvemu_mul_rn"},
     {"llvm.nvvm.rcp.rn.f", "f(f)", "kvemu_rcp_rn"},
     {"llvm.nvvm.sqrt.rn.f", "f(f)", "kvemu_sqrt_rn"},
+    // FP8 conversions ('h': <2 x half>, returned by the host as its i32 bits).
+    {"llvm.nvvm.ff.to.e4m3x2.rn", "s(ff)", "kvemu_ff_to_e4m3x2_rn"},
+    {"llvm.nvvm.ff.to.e4m3x2.rn.relu", "s(ff)", "kvemu_ff_to_e4m3x2_rn_relu"},
+    {"llvm.nvvm.ff.to.e5m2x2.rn", "s(ff)", "kvemu_ff_to_e5m2x2_rn"},
+    {"llvm.nvvm.ff.to.e5m2x2.rn.relu", "s(ff)", "kvemu_ff_to_e5m2x2_rn_relu"},
+    {"llvm.nvvm.e4m3x2.to.f16x2.rn", "h(s)", "kvemu_e4m3x2_to_f16x2_rn"},
+    {"llvm.nvvm.e4m3x2.to.f16x2.rn.relu", "h(s)",
+     "kvemu_e4m3x2_to_f16x2_rn_relu"},
+    {"llvm.nvvm.e5m2x2.to.f16x2.rn", "h(s)", "kvemu_e5m2x2_to_f16x2_rn"},
+    {"llvm.nvvm.e5m2x2.to.f16x2.rn.relu", "h(s)",
+     "kvemu_e5m2x2_to_f16x2_rn_relu"},
 };
 
 /// Inline PTX that libdevice uses, as (assembly, constraints): each is one
@@ -147,6 +158,20 @@ const HostSymbol kHostSymbols[] = {
     {"kvemu_f32_to_f16", reinterpret_cast<void *>(&kvemu_f32_to_f16)},
     {"kvemu_f16_to_f32", reinterpret_cast<void *>(&kvemu_f16_to_f32)},
     {"kvemu_bf16_to_f32", reinterpret_cast<void *>(&kvemu_bf16_to_f32)},
+    {"kvemu_ff_to_e4m3x2_rn", reinterpret_cast<void *>(&kvemu_ff_to_e4m3x2_rn)},
+    {"kvemu_ff_to_e4m3x2_rn_relu",
+     reinterpret_cast<void *>(&kvemu_ff_to_e4m3x2_rn_relu)},
+    {"kvemu_ff_to_e5m2x2_rn", reinterpret_cast<void *>(&kvemu_ff_to_e5m2x2_rn)},
+    {"kvemu_ff_to_e5m2x2_rn_relu",
+     reinterpret_cast<void *>(&kvemu_ff_to_e5m2x2_rn_relu)},
+    {"kvemu_e4m3x2_to_f16x2_rn",
+     reinterpret_cast<void *>(&kvemu_e4m3x2_to_f16x2_rn)},
+    {"kvemu_e4m3x2_to_f16x2_rn_relu",
+     reinterpret_cast<void *>(&kvemu_e4m3x2_to_f16x2_rn_relu)},
+    {"kvemu_e5m2x2_to_f16x2_rn",
+     reinterpret_cast<void *>(&kvemu_e5m2x2_to_f16x2_rn)},
+    {"kvemu_e5m2x2_to_f16x2_rn_relu",
+     reinterpret_cast<void *>(&kvemu_e5m2x2_to_f16x2_rn_relu)},
     // Libcalls of the host back end for f16/bf16 values it widens.
     {"__truncsfbf2", reinterpret_cast<void *>(&kvemu_libcall_truncsfbf2)},
     {"__truncsfhf2", reinterpret_cast<void *>(&kvemu_libcall_truncsfhf2)},
@@ -168,6 +193,9 @@ std::string signatureOf(FunctionType *type) {
       return 'l';
     if (t->isIntegerTy(16))
       return 's';
+    if (auto *vec = dyn_cast<FixedVectorType>(t))
+      if (vec->getNumElements() == 2 && vec->getElementType()->isHalfTy())
+        return 'h';
     if (t->isVoidTy())
       return 'v';
     return '?';
@@ -1064,10 +1092,18 @@ Status Rewriter::redirectIntrinsics() {
         return Status::error("kernel(s) " +
                              kernelsCalling(*call->getFunction()) + " call " +
                              name.str() + " with an unexpected signature");
-      FunctionCallee host =
-          m_.getOrInsertFunction(scalar->symbol, callee->getFunctionType());
+      // A <2 x half> result travels as its 32 bits (the host function
+      // returns them in an integer register).
+      FunctionType *type = callee->getFunctionType();
+      Type *result = type->getReturnType();
+      const bool halfPair = isa<FixedVectorType>(result);
+      if (halfPair)
+        type = FunctionType::get(b.getInt32Ty(), type->params(), false);
+      FunctionCallee host = m_.getOrInsertFunction(scalar->symbol, type);
       SmallVector<Value *> args(call->args());
       Value *v = b.CreateCall(host, args);
+      if (halfPair)
+        v = b.CreateBitCast(v, result);
       call->replaceAllUsesWith(v);
       call->eraseFromParent();
       continue;

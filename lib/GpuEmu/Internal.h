@@ -266,6 +266,17 @@ uint16_t kvemu_f32_to_bf16(float);
 uint16_t kvemu_f32_to_f16(float);
 float kvemu_f16_to_f32(uint16_t);
 float kvemu_bf16_to_f32(uint16_t);
+// FP8 conversions (cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f32 and
+// cvt.rn{.relu}.f16x2.{e4m3x2,e5m2x2}): two values per 16 bits, the first
+// operand (a) in the upper half, as the PTX ISA packs them.
+uint16_t kvemu_ff_to_e4m3x2_rn(float, float);
+uint16_t kvemu_ff_to_e4m3x2_rn_relu(float, float);
+uint16_t kvemu_ff_to_e5m2x2_rn(float, float);
+uint16_t kvemu_ff_to_e5m2x2_rn_relu(float, float);
+uint32_t kvemu_e4m3x2_to_f16x2_rn(uint16_t);
+uint32_t kvemu_e4m3x2_to_f16x2_rn_relu(uint16_t);
+uint32_t kvemu_e5m2x2_to_f16x2_rn(uint16_t);
+uint32_t kvemu_e5m2x2_to_f16x2_rn_relu(uint16_t);
 float kvemu_libcall_truncsfbf2(float);
 float kvemu_libcall_truncsfhf2(float);
 float kvemu_libcall_extendhfsf2(float);

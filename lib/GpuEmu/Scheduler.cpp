@@ -30,10 +30,19 @@ std::vector<Site> &sites() {
 }
 
 uint8_t *Arena::base() {
+  // Aligned to its size (256 KiB): a shared address's low 18 bits are its
+  // offset in the arena, as on the GPU, where kernels form wgmma matrix
+  // descriptors from the shared address (14 bits of address >> 4) and
+  // align the dynamic shared memory to 1024 bytes for the 128-byte
+  // swizzle.
   static uint8_t *arena = [] {
-    void *p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE,
+    void *p = mmap(nullptr, 2 * kBytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? nullptr : static_cast<uint8_t *>(p);
+    if (p == MAP_FAILED)
+      return static_cast<uint8_t *>(nullptr);
+    uintptr_t at =
+        (reinterpret_cast<uintptr_t>(p) + kBytes - 1) / kBytes * kBytes;
+    return reinterpret_cast<uint8_t *>(at);
   }();
   return arena;
 }

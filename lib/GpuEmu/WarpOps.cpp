@@ -25,6 +25,7 @@
 #include "Internal.h"
 
 #include "kvattn/Support/Float16.h"
+#include "kvattn/Support/Float8.h"
 
 #include <cfenv>
 #include <cmath>
@@ -307,6 +308,62 @@ uint16_t kvemu_f32_to_bf16(float x) { return floatToBf16(x); }
 uint16_t kvemu_f32_to_f16(float x) { return floatToHalf(x); }
 float kvemu_f16_to_f32(uint16_t bits) { return halfToFloat(bits); }
 float kvemu_bf16_to_f32(uint16_t bits) { return bf16ToFloat(bits); }
+
+// FP8 (PTX ISA, cvt): f32 pairs to e4m3x2/e5m2x2 round to nearest even and
+// saturate to the largest finite value (.satfinite, required by the ISA for
+// these conversions), NaN to the canonical NaN; .relu clamps negative
+// values to +0 first (NaN stays NaN). e4m3x2/e5m2x2 to f16x2 is exact; a NaN
+// becomes the canonical f16 NaN 0x7fff, .relu clamps negative results to
+// +0. Operand a (the first) lands in the upper half.
+namespace {
+using mlir::kvattn::Float8Format;
+uint8_t toFloat8(float x, Float8Format f, bool relu) {
+  if (relu && !std::isnan(x) && x < 0.0f)
+    x = 0.0f;
+  return mlir::kvattn::floatToFloat8(x, f);
+}
+uint16_t toHalfBits(uint8_t code, Float8Format f, bool relu) {
+  float x = mlir::kvattn::float8ToFloat(code, f);
+  if (std::isnan(x))
+    return 0x7fff;
+  if (relu && x < 0.0f)
+    return 0;
+  return mlir::kvattn::floatToHalfBits(x); // exact
+}
+uint16_t packFloat8(float a, float b, Float8Format f, bool relu) {
+  return static_cast<uint16_t>(toFloat8(a, f, relu) << 8 |
+                               toFloat8(b, f, relu));
+}
+uint32_t unpackFloat8(uint16_t pair, Float8Format f, bool relu) {
+  return static_cast<uint32_t>(toHalfBits(pair >> 8, f, relu)) << 16 |
+         toHalfBits(pair & 0xff, f, relu);
+}
+} // namespace
+
+uint16_t kvemu_ff_to_e4m3x2_rn(float a, float b) {
+  return packFloat8(a, b, Float8Format::E4M3FN, false);
+}
+uint16_t kvemu_ff_to_e4m3x2_rn_relu(float a, float b) {
+  return packFloat8(a, b, Float8Format::E4M3FN, true);
+}
+uint16_t kvemu_ff_to_e5m2x2_rn(float a, float b) {
+  return packFloat8(a, b, Float8Format::E5M2, false);
+}
+uint16_t kvemu_ff_to_e5m2x2_rn_relu(float a, float b) {
+  return packFloat8(a, b, Float8Format::E5M2, true);
+}
+uint32_t kvemu_e4m3x2_to_f16x2_rn(uint16_t pair) {
+  return unpackFloat8(pair, Float8Format::E4M3FN, false);
+}
+uint32_t kvemu_e4m3x2_to_f16x2_rn_relu(uint16_t pair) {
+  return unpackFloat8(pair, Float8Format::E4M3FN, true);
+}
+uint32_t kvemu_e5m2x2_to_f16x2_rn(uint16_t pair) {
+  return unpackFloat8(pair, Float8Format::E5M2, false);
+}
+uint32_t kvemu_e5m2x2_to_f16x2_rn_relu(uint16_t pair) {
+  return unpackFloat8(pair, Float8Format::E5M2, true);
+}
 
 // The libcalls the host back end emits where it keeps f16/bf16 values in
 // f32 registers (phis, selects): x86-64 passes and returns _Float16 and

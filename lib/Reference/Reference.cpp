@@ -9,8 +9,10 @@
 #include "kvattn/Reference/Reference.h"
 #include "kvattn/Support/BlockTable.h"
 #include "kvattn/Support/Float16.h"
+#include "kvattn/Support/KeyRows.h"
 #include "kvattn/Support/Limits.h"
 #include "kvattn/Support/QueryStarts.h"
+#include "kvattn/Support/TreeParents.h"
 
 #include <algorithm>
 #include <cmath>
@@ -310,40 +312,41 @@ Status readKvLen(const HostTensor &t, const Dims &dims,
   return Status::ok();
 }
 
+/// The largest bit pattern, sign cleared, of the n elements at p that is
+/// below `inf` (the format's +Inf pattern): the magnitudes of finite floats
+/// order as their bit patterns without the sign, so this is one integer
+/// maximum per element, which GCC vectorises with signed lanes and a plain
+/// pointer.
+template <typename Bits>
+Bits finiteMagnitudeBitsMax(const uint8_t *p, int64_t n, Bits inf) {
+  const Bits signMask = std::numeric_limits<Bits>::max();
+  Bits m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Bits bits;
+    std::memcpy(&bits, p + i * sizeof(Bits), sizeof(Bits));
+    bits &= signMask;
+    Bits keep = bits < inf ? bits : 0;
+    m = m > keep ? m : keep;
+  }
+  return m;
+}
+
 /// The largest finite |x| over elements [first, first + n) of a float tensor
-/// (0 when there is none). The magnitudes of finite floats order as their
-/// bit patterns without the sign: one integer maximum per element, which
-/// the compiler vectorises (this runs over the whole cache on every call of
+/// (0 when there is none; this runs over the whole cache on every call of
 /// the CPU path).
 double finiteAbsMax(const HostTensor &t, int64_t first, int64_t n) {
   const uint8_t *base = t.data();
   switch (t.elementType()) {
   case ElementType::F32: {
-    // (Signed 32-bit lanes and a plain pointer: what GCC vectorises.)
-    const uint8_t *p = base + first * 4;
-    int32_t m = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      int32_t bits;
-      std::memcpy(&bits, p + i * 4, 4);
-      bits &= 0x7fffffff;
-      int32_t keep = bits < 0x7f800000 ? bits : 0;
-      m = m > keep ? m : keep;
-    }
+    int32_t m =
+        finiteMagnitudeBitsMax<int32_t>(base + first * 4, n, 0x7f800000);
     return detail::bitsToFloat(static_cast<uint32_t>(m));
   }
   case ElementType::BF16:
   case ElementType::F16: {
     const bool bf16 = t.elementType() == ElementType::BF16;
-    const int16_t inf = bf16 ? 0x7f80 : 0x7c00;
-    const uint8_t *p = base + first * 2;
-    int16_t m = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      int16_t bits;
-      std::memcpy(&bits, p + i * 2, 2);
-      bits &= 0x7fff;
-      int16_t keep = bits < inf ? bits : 0;
-      m = m > keep ? m : keep;
-    }
+    int16_t m = finiteMagnitudeBitsMax<int16_t>(base + first * 2, n,
+                                                bf16 ? 0x7f80 : 0x7c00);
     const auto u = static_cast<uint16_t>(m);
     return bf16 ? bfloat16BitsToFloat(u) : halfBitsToFloat(u);
   }
@@ -581,6 +584,23 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
     return Status::error("alibi_slopes (ALiBi) needs query and key "
                          "positions");
 
+  // A draft-token tree per sequence (kvattn/Support/TreeParents.h).
+  std::vector<int64_t> treeParent, treeDepthOf;
+  if (ops.treeParents) {
+    if (!ops.qStart)
+      return Status::error("tree_parents needs q_start: each sequence's "
+                           "draft tokens are the packed rows of a ragged "
+                           "batch");
+    if (!ops.qOffset)
+      return Status::error("tree_parents needs q_offset: a draft token's "
+                           "position is q_offset[b] + its depth in the tree");
+    KVATTN_RETURN_IF_ERROR(checkInteger("tree_parents", *ops.treeParents));
+    KVATTN_RETURN_IF_ERROR(
+        checkShape("tree_parents", *ops.treeParents, {{"T", dims.l}}));
+    for (int64_t n = 0; n < ops.treeParents->numElements(); ++n)
+      treeParent.push_back(ops.treeParents->getInt(n));
+  }
+
   // The packed rows' sequences (kvattn/Support/QueryStarts.h), before any
   // row reads a key.
   std::vector<int64_t> rowSequence;
@@ -601,6 +621,24 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
         return kvLen[b];
       };
     KVATTN_RETURN_IF_ERROR(checkQueryStarts(view));
+    if (ops.treeParents) {
+      TreeParentsView tree;
+      tree.batch = seq.b;
+      tree.start = view.start;
+      tree.parent = [&](int64_t row) { return treeParent[row]; };
+      tree.qOffset = view.qOffset;
+      tree.kOffset = view.kOffset;
+      tree.kvLen = [&](int64_t b) -> std::optional<int64_t> {
+        return kvLen[b];
+      };
+      KVATTN_RETURN_IF_ERROR(checkTreeParents(tree));
+      treeDepthOf.resize(dims.l);
+      for (int64_t b = 0; b < seq.b; ++b)
+        for (int64_t i = qStart[b]; i < qStart[b + 1]; ++i)
+          treeDepthOf[i] =
+              treeDepth([&, b](int64_t x) { return treeParent[qStart[b] + x]; },
+                        i - qStart[b]);
+    }
     rowSequence.resize(dims.l);
     for (int64_t b = 0; b < seq.b; ++b)
       for (int64_t i = qStart[b]; i < qStart[b + 1]; ++i)
@@ -614,9 +652,28 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
                                        scale));
 
   auto queryPos = [&](int64_t b, int64_t i) {
+    if (ops.treeParents)
+      return qOffset[b] + treeDepthOf[qStart[b] + i];
     return ops.qPos ? qPos[b * dims.l + i] : qOffset[b] + i;
   };
-  auto keyPos = [&](int64_t b, int64_t j) {
+  // The key's position for row i; a draft key of a tree (the last L_b
+  // keys) sits at its token's position, and `inTree` says whether it is
+  // the row's token or one of its ancestors (true for cache keys).
+  auto keyPosFor = [&](int64_t b, int64_t i, int64_t j, bool *inTree) {
+    if (inTree)
+      *inTree = true;
+    if (ops.treeParents) {
+      const int64_t rows = qStart[b + 1] - qStart[b];
+      const int64_t a = j - (kvLen[b] - rows);
+      if (a >= 0) {
+        int64_t steps = 0;
+        bool ancestor = treeAncestor(
+            [&](int64_t x) { return treeParent[qStart[b] + x]; }, i, a, &steps);
+        if (inTree)
+          *inTree = ancestor;
+        return queryPos(b, i) - steps;
+      }
+    }
     return ops.kPos ? kPos[b * dims.s + j] : kOffset[b] + j;
   };
 
@@ -678,7 +735,11 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
                 return false;
               if (ops.keyValid && ops.keyValid->getInt(b * dims.s + j) == 0)
                 return false;
-              const int64_t qp = queryPos(b, i), kp = keyPos(b, j);
+              bool inTree = true;
+              const int64_t qp = queryPos(b, i),
+                            kp = keyPosFor(b, i, j, &inTree);
+              if (!inTree)
+                return false;
               if (attrs.causal && kp > qp)
                 return false;
               if (attrs.window && qp - kp >= *attrs.window)
@@ -692,7 +753,7 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
     core.bias = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
       // The distance in integers (positions are at most 2^62, so it
       // fits), then converted: exact where the positions as doubles are not.
-      const int64_t diff = queryPos(b, i) - keyPos(b, j);
+      const int64_t diff = queryPos(b, i) - keyPosFor(b, i, j, nullptr);
       const double distance = static_cast<double>(diff < 0 ? -diff : diff);
       return -ops.alibiSlopes->getDouble(h) * distance;
     };
@@ -1017,6 +1078,84 @@ Status gatherPages(const HostTensor &pages, const HostTensor &blockTable,
                         logical.flatIndex({bi, hi, t, 0}) * eltSize);
     }
   }
+  return Status::ok();
+}
+
+Status gatherKeyRows(const HostTensor &cache, const KeyRowsOperands &ops,
+                     int64_t batch, HostTensor &logical, HostTensor &kvLen) {
+  KVATTN_RETURN_IF_ERROR(checkFloat("key/value", cache));
+  if (cache.rank() != 4)
+    return Status::error("key/value must have rank 4, got " +
+                         cache.shapeString());
+  const int64_t rows = cache.dim(0), h = cache.dim(1), n = cache.dim(2),
+                d = cache.dim(3);
+  std::vector<int64_t> len;
+  if (ops.kvLen) {
+    KVATTN_RETURN_IF_ERROR(checkInteger("kv_len", *ops.kvLen));
+    KVATTN_RETURN_IF_ERROR(checkShape("kv_len", *ops.kvLen, {{"B", batch}}));
+    for (int64_t b = 0; b < batch; ++b)
+      len.push_back(ops.kvLen->getInt(b));
+  }
+  const size_t eltSize = elementTypeSize(cache.elementType());
+  if (ops.kStart) {
+    const HostTensor &ks = *ops.kStart;
+    KVATTN_RETURN_IF_ERROR(checkInteger("k_start", ks));
+    KVATTN_RETURN_IF_ERROR(checkShape("k_start", ks, {{"B + 1", batch + 1}}));
+    if (rows != 1)
+      return Status::error("with k_start the key and value are packed ([1, "
+                           "Hkv, N, D]): dim 0 must be 1, got " +
+                           str(rows));
+    KeyStartsView view;
+    view.batch = batch;
+    view.start = [&](int64_t slot) { return ks.getInt(slot); };
+    view.rows = n;
+    if (!len.empty())
+      view.kvLen = [&](int64_t b) -> std::optional<int64_t> { return len[b]; };
+    KVATTN_RETURN_IF_ERROR(checkKeyStarts(view));
+    for (int64_t b = 0; b < batch; ++b)
+      if (!len.empty() && len[b] < 0)
+        return Status::error(
+            "kv_len[" + str(b) + "] = " + str(len[b]) +
+            " is outside [0, S = " + str(view.start(b + 1) - view.start(b)) +
+            "] (batch " + str(b) + ")");
+    int64_t longest = 1;
+    std::vector<int64_t> effective(batch);
+    for (int64_t b = 0; b < batch; ++b) {
+      effective[b] = keyRowCount(view, b);
+      longest = std::max(longest, effective[b]);
+    }
+    KVATTN_RETURN_IF_ERROR(
+        HostTensor::make(cache.elementType(), {batch, h, longest, d}, logical));
+    KVATTN_RETURN_IF_ERROR(HostTensor::make(ElementType::I64, {batch}, kvLen));
+    for (int64_t b = 0; b < batch; ++b) {
+      kvLen.setInt(b, effective[b]);
+      for (int64_t hi = 0; hi < h; ++hi)
+        std::copy_n(
+            cache.data() + cache.flatIndex({0, hi, ks.getInt(b), 0}) * eltSize,
+            effective[b] * d * eltSize,
+            logical.data() + logical.flatIndex({b, hi, 0, 0}) * eltSize);
+    }
+    return Status::ok();
+  }
+  if (!ops.cacheBatchIdx)
+    return Status::error("gatherKeyRows needs k_start or cache_batch_idx");
+  const HostTensor &idx = *ops.cacheBatchIdx;
+  KVATTN_RETURN_IF_ERROR(checkInteger("cache_batch_idx", idx));
+  KVATTN_RETURN_IF_ERROR(checkShape("cache_batch_idx", idx, {{"B", batch}}));
+  CacheBatchIndexView view;
+  view.batch = batch;
+  view.index = [&](int64_t b) { return idx.getInt(b); };
+  view.cacheRows = rows;
+  KVATTN_RETURN_IF_ERROR(checkCacheBatchIndex(view));
+  KVATTN_RETURN_IF_ERROR(
+      HostTensor::make(cache.elementType(), {batch, h, n, d}, logical));
+  for (int64_t b = 0; b < batch; ++b)
+    std::copy_n(cache.data() +
+                    cache.flatIndex({idx.getInt(b), 0, 0, 0}) * eltSize,
+                h * n * d * eltSize,
+                logical.data() + logical.flatIndex({b, 0, 0, 0}) * eltSize);
+  if (ops.kvLen)
+    kvLen = *ops.kvLen;
   return Status::ok();
 }
 

@@ -97,6 +97,30 @@ Status checkAttentionDescription(const AttentionDescription &d) {
     return Status::error(where + "page_size = " + str(d.pageSize) +
                          " is given for a cache that is not paged");
   }
+  if (d.tree && !d.varlen)
+    return Status::error(where +
+                         "tree without varlen: the draft-token trees are the "
+                         "packed rows of a ragged batch (set varlen)");
+  if (d.raggedKeys || d.cacheBatchIdx) {
+    const std::string name = d.raggedKeys ? "ragged_keys" : "cache_batch_idx";
+    if (d.tree)
+      return Status::error(where + "tree with " + name +
+                           ": a tree's draft keys are the last rows of its "
+                           "sequence's own cache");
+    if (d.raggedKeys && d.cacheBatchIdx)
+      return Status::error(where + "ragged_keys with cache_batch_idx: the "
+                                   "packed keys have one cache row");
+    if (d.paged)
+      return Status::error(where + name +
+                           " with paged: a paged cache maps each sequence "
+                           "to its pages already");
+    if (d.append)
+      return Status::error(where + name +
+                           " with append: kvattn.append writes a [B, H, S, "
+                           "D] cache row per batch (write the cache first)");
+  }
+  if (d.cacheBatchIdx)
+    KVATTN_RETURN_IF_ERROR(size("cache_rows", d.cacheRows));
   if (d.varlen && d.append)
     return Status::error(where +
                          "append with varlen: kvattn.append writes the same "
@@ -133,8 +157,12 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
     inputs.push_back(
         tensor({dim(d.numPages), d.pageSize, Hkv, Dv}, elt)); // value
   } else {
-    inputs.push_back(tensor({B, Hkv, dim(d.keyLen), D}, elt));
-    inputs.push_back(tensor({B, Hkv, dim(d.keyLen), Dv}, elt));
+    // Ragged keys: one packed buffer; a batch-to-cache map: C cache rows.
+    const int64_t rows = d.raggedKeys      ? 1
+                         : d.cacheBatchIdx ? dim(d.cacheRows)
+                                           : B;
+    inputs.push_back(tensor({rows, Hkv, dim(d.keyLen), D}, elt));
+    inputs.push_back(tensor({rows, Hkv, dim(d.keyLen), Dv}, elt));
   }
   if (d.append) {
     inputs.push_back(tensor({B, Hkv, L, D}, elt));
@@ -151,6 +179,13 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
     inputs.push_back(tensor({Hq}, b.getF32Type())); // sinks
   if (d.alibi)
     inputs.push_back(tensor({Hq}, b.getF32Type())); // alibi_slopes
+  if (d.tree)
+    inputs.push_back(tensor({L}, index)); // tree_parents
+  if (d.raggedKeys)
+    inputs.push_back(
+        tensor({B == ShapedType::kDynamic ? B : B + 1}, index)); // k_start
+  if (d.cacheBatchIdx)
+    inputs.push_back(tensor({B}, index)); // cache_batch_idx
 
   module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
@@ -174,6 +209,9 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   Value blockTable = d.paged ? body->getArgument(next++) : Value();
   Value sinks = d.sinks ? body->getArgument(next++) : Value();
   Value alibiSlopes = d.alibi ? body->getArgument(next++) : Value();
+  Value treeParents = d.tree ? body->getArgument(next++) : Value();
+  Value kStart = d.raggedKeys ? body->getArgument(next++) : Value();
+  Value cacheBatchIdx = d.cacheBatchIdx ? body->getArgument(next++) : Value();
 
   SmallVector<Value> results;
   if (d.append) {
@@ -194,6 +232,9 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   extras.blockTable = blockTable;
   extras.sinks = sinks;
   extras.alibiSlopes = alibiSlopes;
+  extras.treeParents = treeParents;
+  extras.kStart = kStart;
+  extras.cacheBatchIdx = cacheBatchIdx;
   extras.causal = d.causal;
   extras.window = d.window;
   extras.windowRight = d.windowRight;

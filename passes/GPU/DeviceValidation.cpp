@@ -89,7 +89,9 @@ int paramId(const std::string &name) {
       {"pos", kParamPos},
       {"block_table", kParamBlockTable},
       {"key_valid", kParamKeyValid},
-      {"q_start", kParamQStart}};
+      {"q_start", kParamQStart},
+      {"k_start", kParamKStart},
+      {"cache_batch_idx", kParamCacheBatchIdx}};
   auto it = ids.find(name);
   return it == ids.end() ? -1 : it->second;
 }
@@ -258,7 +260,7 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
         rows = e.mul(sz("B"), sz("S"));
       else if (m == "block_table")
         rows = e.mul(sz("B"), sz("max_pages"));
-      else if (m == "q_start")
+      else if (m == "q_start" || m == "k_start")
         rows = e.add(sz("B"), c1);
       else
         rows = sz("B");
@@ -440,10 +442,19 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
           Value key = groupKey(group, position);
           report(rule, key, next, hi, lo, T, z, kParamQStart);
         }
-        if (arg.count("q_offset") && arg.count("kv_len")) {
+        if (arg.count("q_offset") &&
+            (arg.count("kv_len") || arg.count("k_start"))) {
           Value qOff = load("q_offset", bid);
           Value kOff = arg.count("k_offset") ? load("k_offset", bid) : z;
-          Value len = load("kv_len", bid);
+          // The lengths, or with ragged keys each sequence's rows.
+          Value len;
+          if (arg.count("kv_len")) {
+            len = load("kv_len", bid);
+          } else {
+            Value kLo = load("k_start", bid);
+            Value kHi = load("k_start", bidNext);
+            len = e.sub(kHi, kLo);
+          }
           Value rows = e.sub(hi, lo);
           Value queryEnd = e.add(qOff, rows);
           Value cacheEnd = e.add(kOff, len);
@@ -456,6 +467,71 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
           Value key = groupKey(group, position);
           report(rule, key, kOff, qOff, lo, len, hi, kParamQStart);
         }
+      });
+    };
+
+    // The k_start rules of checkKeyStarts, thread 0 of block b: k_start[0]
+    // (key 0), per batch the decrease (1 + 2b) and the packed rows N = S
+    // (2 + 2b), then each kv_len against the sequence's rows (2B + 1 + b).
+    auto keyStartRules = [&](int group) {
+      e.ifThen(first, [&] {
+        Value B = szI64("B");
+        Value N = szI64("S");
+        Value lo = load("k_start", bid);
+        Value bidNext = e.add(bid, c1);
+        Value hi = load("k_start", bidNext);
+        Value one = e.i64(1);
+        Value two = e.i64(2);
+        Value next = e.add(bi, one);
+        {
+          Value isFirst = e.cmp(CmpIPredicate::eq, bi, z);
+          Value negative = e.cmp(CmpIPredicate::slt, lo, z);
+          Value violated = e.both(isFirst, negative);
+          Value rule = ruleIf(violated, kRuleKStartNegative, z);
+          Value key = groupKey(group, z);
+          report(rule, key, z, lo, z, N, z, kParamKStart);
+        }
+        Value twoB = e.mul(bi, two);
+        {
+          Value decreases = e.cmp(CmpIPredicate::slt, hi, lo);
+          Value rule = ruleIf(decreases, kRuleKStartDecrease, z);
+          Value position = e.add(twoB, one);
+          Value key = groupKey(group, position);
+          report(rule, key, next, hi, lo, N, z, kParamKStart);
+        }
+        {
+          Value pastRows = e.cmp(CmpIPredicate::sgt, hi, N);
+          Value rule = ruleIf(pastRows, kRuleKStartPastRows, z);
+          Value position = e.add(twoB, two);
+          Value key = groupKey(group, position);
+          report(rule, key, next, hi, lo, N, z, kParamKStart);
+        }
+        if (arg.count("kv_len")) {
+          Value len = load("kv_len", bid);
+          Value owned = e.sub(hi, lo);
+          Value tooLong = e.cmp(CmpIPredicate::sgt, len, owned);
+          Value rule = ruleIf(tooLong, kRuleKStartKvLen, z);
+          Value twoBB = e.mul(B, two);
+          Value base = e.add(twoBB, one);
+          Value position = e.add(base, bi);
+          Value key = groupKey(group, position);
+          report(rule, key, len, hi, lo, N, z, kParamKStart);
+        }
+      });
+    };
+
+    // The cache_batch_idx rule of checkCacheBatchIndex (reads: a row may
+    // repeat), thread 0 of block b (key b).
+    auto cacheIndexRules = [&](int group) {
+      e.ifThen(first, [&] {
+        Value row = load("cache_batch_idx", bid);
+        Value C = szI64("cache_rows");
+        Value negative = e.cmp(CmpIPredicate::slt, row, z);
+        Value tooLarge = e.cmp(CmpIPredicate::sge, row, C);
+        Value outside = e.either(negative, tooLarge);
+        Value rule = ruleIf(outside, kRuleCacheIndexRange, z);
+        Value key = groupKey(group, bi);
+        report(rule, key, z, row, z, C, z, kParamCacheBatchIdx);
       });
     };
 
@@ -530,11 +606,17 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       // The values, per parameter in the host check's order (by name).
       std::vector<std::string> names;
       for (const std::string &m : metadata)
-        if (m != "block_table" && m != "q_start")
+        if (m != "block_table" && m != "q_start" && m != "k_start" &&
+            m != "cache_batch_idx")
           names.push_back(m);
       std::sort(names.begin(), names.end());
       for (size_t g = 0; g < names.size(); ++g)
         valueRules(static_cast<int>(g), names[g]);
+      // Where the keys live, before q_start (the host check's order).
+      if (arg.count("k_start"))
+        keyStartRules(12);
+      if (arg.count("cache_batch_idx"))
+        cacheIndexRules(13);
       if (arg.count("q_start"))
         queryStartRules(14);
       if (paged) {

@@ -34,13 +34,14 @@ using namespace mlir::kvattn;
 
 /// The operand roles in kernel-parameter order.
 static const char *const kRoles[] = {
-    "query", "key",    "value",     "q_offset",  "k_offset",    "q_pos",
-    "k_pos", "kv_len", "key_valid", "mask",      "block_table", "q_start",
-    "out",   "lse",    "out_parts", "lse_parts", "sinks",       "alibi_slopes"};
+    "query",       "key",     "value",        "q_offset",  "k_offset",
+    "q_pos",       "k_pos",   "kv_len",       "key_valid", "mask",
+    "block_table", "q_start", "out",          "lse",       "out_parts",
+    "lse_parts",   "sinks",   "alibi_slopes", "k_start",   "cache_batch_idx"};
 /// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
-    "B",         "Hq",        "Hkv",       "L",   "S",
-    "num_pages", "page_size", "max_pages", "B+1", "N"};
+    "B",         "Hq",        "Hkv", "L", "S",         "num_pages",
+    "page_size", "max_pages", "B+1", "N", "cache_rows"};
 /// kBPlus1 is no parameter: the length of q_start, named in the manifest.
 /// kN: a run-time split's chunk count (the part buffers' leading dim).
 enum SizeIndex {
@@ -53,24 +54,45 @@ enum SizeIndex {
   kPageSize,
   kMaxPages,
   kBPlus1,
-  kN
+  kN,
+  kCacheRows
 };
+
+/// Where K and V hold a batch's keys: [B, Hkv, S, D] (or pages), packed
+/// ragged keys [1, Hkv, S = N, D] (k_start), or cache rows
+/// [cache_rows, Hkv, S, D] (cache_batch_idx).
+enum class KeyLayout { plain, packed, cacheRows };
+
+static KeyLayout keyLayoutOf(const llvm::StringMap<Value> &buffers) {
+  if (buffers.count("k_start"))
+    return KeyLayout::packed;
+  if (buffers.count("cache_batch_idx"))
+    return KeyLayout::cacheRows;
+  return KeyLayout::plain;
+}
 
 /// The symbolic shape of an operand: each dimension is one of the sizes, or
 /// -1 for a static dimension (head dims, broadcast dims of the mask); the
 /// split count of the partial states is N (dynamic with a run-time split).
-static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
-                                      bool paged) {
+static SmallVector<int> symbolicShape(StringRef role, int64_t rank, bool paged,
+                                      KeyLayout keys = KeyLayout::plain) {
   if (role == "query")
     return {kB, kHq, kL, -1};
-  if (role == "key" || role == "value")
+  if (role == "key" || role == "value") {
+    if (keys == KeyLayout::packed) // [1, Hkv, N, D]: dim 0 is static
+      return {-1, kHkv, kS, -1};
+    if (keys == KeyLayout::cacheRows)
+      return {kCacheRows, kHkv, kS, -1};
     return paged ? SmallVector<int>{kNumPages, kPageSize, kHkv, -1}
                  : SmallVector<int>{kB, kHkv, kS, -1};
+  }
+  if (role == "cache_batch_idx")
+    return {kB};
   if (role == "block_table")
     return {kB, kMaxPages};
   if (role == "q_offset" || role == "k_offset" || role == "kv_len")
     return {kB};
-  if (role == "q_start") // [B + 1]: see rebuildView
+  if (role == "q_start" || role == "k_start") // [B + 1]: see rebuildView
     return {kBPlus1};
   if (role == "q_pos")
     return {kB, kL};
@@ -93,13 +115,14 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank,
 
 /// A row-major view of `ptr` (memref<1xT>) with the operand's shape.
 static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
-                         StringRef role, ArrayRef<Value> sizes, bool paged) {
-  SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged);
-  if (role != "q_start")
+                         StringRef role, ArrayRef<Value> sizes, bool paged,
+                         KeyLayout keys) {
+  SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged, keys);
+  if (role != "q_start" && role != "k_start")
     return rebuildRowMajorView(b, ptr, type, symbolic, sizes);
-  // q_start holds B + 1 entries: a size computed here, not a parameter.
+  // q_start (k_start) holds B + 1 entries: a size computed here, not a
+  // parameter.
   SmallVector<Value> withCount(sizes.begin(), sizes.end());
-  withCount.resize(kBPlus1 + 1);
   withCount[kBPlus1] =
       arith::AddIOp::create(b, sizes[kB], arith::ConstantIndexOp::create(b, 1));
   return rebuildRowMajorView(b, ptr, type, symbolic, withCount);
@@ -107,7 +130,8 @@ static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
 
 static LogicalResult outlineProgram(scf::ForallOp forall,
                                     gpu::GPUModuleOp gpuModule,
-                                    StringRef kernelName, bool tensorCores) {
+                                    StringRef kernelName, bool tensorCores,
+                                    bool wgmma) {
   TileConfigAttr config = getTileConfig(forall);
   MLIRContext *ctx = forall.getContext();
   // An attention program (grid: programs x query blocks [x KV chunks]) or
@@ -132,6 +156,11 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
                 "is neither an operand buffer nor a constant";
     }
   }
+  if (buffers.count("tree_parents"))
+    return forall.emitOpError()
+           << "kvattn-outline-tile-programs: tree masks (tree_parents) are "
+              "not compiled for GPU targets yet; run them on the CPU target "
+              "(docs/semantics.md, \"Tree masks\")";
   if (isMerge ? !buffers.count("out_parts") || !buffers.count("lse_parts") ||
                     !buffers.count("out")
               : !buffers.count("query") || !buffers.count("key") ||
@@ -155,7 +184,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
              << " has " << dim << " (docs/robustness.md)";
   }
   int64_t sharedMemoryBytes = 0;
-  bool useTensorCores = false;
+  bool useTensorCores = false, useWgmma = false;
   if (!isMerge) {
     FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(forall);
     if (failed(layout))
@@ -168,6 +197,15 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     useTensorCores = tensorCores && canUseTensorCores(*layout);
     if (useTensorCores)
       layout = computeTensorCoreLayout(forall, mmaTilesPerWarp(config));
+    // sm_90a: wgmma where the program fits it (the same shared memory).
+    if (useTensorCores && wgmma) {
+      bool sameType = true;
+      forall.walk([&](TileLoadQOp load) {
+        sameType &= getElementTypeOrSelf(load.getQuery().getType()) ==
+                    layout->stageElementType;
+      });
+      useWgmma = sameType && canUseWgmma(*layout, config.getNumWarps());
+    }
     sharedMemoryBytes = layout->totalBytes;
   }
 
@@ -178,6 +216,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
                                      : SmallVector<int>{kB, kHq, kHkv, kL, kS};
   if (paged)
     sizeIds.append({kNumPages, kPageSize, kMaxPages});
+  const KeyLayout keys = keyLayoutOf(buffers);
   // A run-time split: both kernels take its chunk count N last (the
   // runtime computes it per launch: docs/kernel-abi.md).
   const bool runTimeSplit = static_cast<bool>(config.getSplitRule());
@@ -190,6 +229,9 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
                 "buffers with a dynamic leading dim";
     sizeIds.push_back(kN);
   }
+  // A batch-to-cache map: the cache rows C of K and V, last.
+  if (!isMerge && keys == KeyLayout::cacheRows)
+    sizeIds.push_back(kCacheRows);
 
   // The kernel and its ABI, for the launch manifest: each pointer with its
   // element type, symbolic shape and access, then the sizes.
@@ -201,7 +243,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
       continue;
     roles.push_back(role);
     auto type = cast<MemRefType>(it->second.getType());
-    SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged);
+    SmallVector<int> symbolic =
+        symbolicShape(role, type.getRank(), paged, keys);
     StringRef name(role);
     bool parts = name == "out_parts" || name == "lse_parts";
     bool written = name == "out" || name == "lse" || (parts && !isMerge);
@@ -214,6 +257,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   const int32_t threads = threadsPerBlock(config);
   if (useTensorCores)
     kernel->setAttr(kTensorCoresAttr, UnitAttr::get(ctx));
+  if (useWgmma)
+    kernel->setAttr(kWgmmaAttr, UnitAttr::get(ctx));
 
   // The kernel body: views from the parameters, the program's ids from the
   // block ids, then the program itself.
@@ -228,7 +273,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     Value host = buffers[role];
     mapping.map(host, rebuildView(kb, entry.getArgument(i),
                                   cast<MemRefType>(host.getType()), role, sizes,
-                                  paged));
+                                  paged, keys));
   }
   for (Value c : constants)
     mapping.map(c, kb.clone(*c.getDefiningOp())->getResult(0));
@@ -281,6 +326,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   }
   if (runTimeSplit)
     operands.push_back(dim(buffers["out_parts"], 0));
+  if (!isMerge && keys == KeyLayout::cacheRows)
+    operands.push_back(dim(buffers["key"], 0));
   auto bound = [&](OpFoldResult ofr) {
     return getValueOrCreateConstantIndexOp(hb, hb.getLoc(), ofr);
   };
@@ -317,7 +364,7 @@ struct OutlineTileProgramsPass
     llvm::StringMap<unsigned> counts;
     for (scf::ForallOp forall : programs) {
       std::string name = uniqueKernelName(counts, forall, "kvattn");
-      if (failed(outlineProgram(forall, gpuModule, name, tensorCores)))
+      if (failed(outlineProgram(forall, gpuModule, name, tensorCores, wgmma)))
         return signalPassFailure();
     }
   }

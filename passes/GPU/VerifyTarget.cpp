@@ -52,13 +52,8 @@ std::string mlir::kvattn::unsupportedChipReason(llvm::StringRef chip) {
       target->createMCSubtargetInfo(triple, "", ""));
   if (!info || !info->isCPUStringValid(chip))
     return "'" + chip.str() + "' is not a chip LLVM's NVPTX back end knows";
-  // sm_90a selects the Hopper lowering (wgmma, TMA, mbarrier pipelines;
-  // docs/gpu-lowering.md, "Hopper"): refused until it exists rather than
-  // silently given the mma.sync kernels.
-  if (chip == "sm_90a")
-    return "the sm_90a lowering (wgmma, TMA and mbarrier pipelines, issue "
-           "32) is not implemented yet; sm_90 gives the mma.sync kernels, "
-           "which run on the same GPUs";
+  // sm_90a selects the wgmma lowering (docs/gpu-lowering.md, "Hopper");
+  // sm_90 and the other chips the mma.sync kernels.
   return "";
 }
 

@@ -31,6 +31,7 @@ from .capi import (KVAttnError, KVAttnTypeError, KVAttnValueError,
                     check_int, check_text)
 from ._device import DeviceView, device_view, is_device_tensor
 from .drift import drift
+from . import tree
 from .fingerprint import (KVAttnCacheMismatch, cache_fingerprint,
                           check_cache_prefix)
 
@@ -49,9 +50,9 @@ _runtime = None
 # integers that the runtime validates and uploads; every other parameter is
 # a device buffer.
 METADATA = ("q_offset", "k_offset", "q_pos", "k_pos", "kv_len", "key_valid",
-            "block_table", "q_start", "pos")
+            "block_table", "q_start", "pos", "k_start", "cache_batch_idx")
 SIZE_NAMES = ("B", "Hq", "Hkv", "L", "S", "num_pages", "page_size",
-              "max_pages")
+              "max_pages", "cache_rows")
 _WORKSPACES = ("out_parts", "lse_parts")
 # The size each dim of a parameter is (docs/kernel-abi.md), for the dims a
 # manifest gives as numbers (static shapes): the kernel still takes the
@@ -66,6 +67,15 @@ _ROLES = {"query": ("B", "Hq", "L", None), "key": ("B", "Hkv", "S", None),
           "lse_parts": (None, "B", "Hq", "L")}
 _PAGED_ROLES = {"key": ("num_pages", "page_size", "Hkv", None),
                 "value": ("num_pages", "page_size", "Hkv", None)}
+# Ragged keys (k_start): K/V are one packed buffer [1, Hkv, S, D]; a
+# batch-to-cache map (cache_batch_idx): [cache_rows, Hkv, S, D].
+_PACKED_KEY_ROLES = {"key": (None, "Hkv", "S", None),
+                     "value": (None, "Hkv", "S", None)}
+# A ragged batch (q_start): query/out/lse pack the rows, [1, Hq, T, D].
+_VARLEN_ROLES = {"query": (None, "Hq", "L", None),
+                 "out": (None, "Hq", "L", None), "lse": (None, "Hq", "L")}
+_CACHE_ROW_ROLES = {"key": ("cache_rows", "Hkv", "S", None),
+                    "value": ("cache_rows", "Hkv", "S", None)}
 
 
 class KVAttnWarning(UserWarning):
@@ -627,8 +637,13 @@ class GpuProgram:
             raise KVAttnValueError(
                 f"'{name}' has shape {tuple(shape)}, the kernel takes rank "
                 f"{len(want)} [{', '.join(str(d) for d in want)}]")
-        roles = (_PAGED_ROLES if "block_table" in self.params else {}).get(
-            name) or _ROLES.get(name, ())
+        special = (_PAGED_ROLES if "block_table" in self.params else
+                   _PACKED_KEY_ROLES if "k_start" in self.params else
+                   _CACHE_ROW_ROLES if "cache_batch_idx" in self.params else
+                   {})
+        if "q_start" in self.params and name in _VARLEN_ROLES:
+            special = _VARLEN_ROLES  # packed rows: dim 0 is 1, not B
+        roles = special.get(name) or _ROLES.get(name, ())
         for d, (got, w) in enumerate(zip(shape, want)):
             if isinstance(w, int) or str(w).isdigit():
                 if got != int(w):
@@ -1072,8 +1087,11 @@ def attention_ir(runtime=None, **fields):
     num_query_heads, num_kv_heads, head_dim, value_head_dim, causal,
     with_lse, window, window_right, softcap, scale, paged, page_size,
     num_pages, max_pages, varlen, append, sinks (0/1: a buffer "sinks" f32
-    [Hq]), alibi (0/1: a buffer "alibi_slopes" f32 [Hq]). Bad fields raise
-    KVAttnError naming them."""
+    [Hq]), alibi (0/1: a buffer "alibi_slopes" f32 [Hq]), ragged_keys (0/1:
+    key/value packed [1, Hkv, key_len, D], metadata "k_start" [B + 1]),
+    cache_batch_idx (0/1: key/value [cache_rows, Hkv, key_len, D], metadata
+    "cache_batch_idx" [B]), cache_rows. Bad fields raise KVAttnError naming
+    them."""
     api = _runtime_arg(runtime).api if runtime is not None else library()
     return api.attention_ir(fields)
 

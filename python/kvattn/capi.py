@@ -74,7 +74,7 @@ def check_text(what, value, optional=False):
 class _Sizes(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in ("B", "Hq", "Hkv", "L", "S",
                                               "num_pages", "page_size",
-                                              "max_pages")]
+                                              "max_pages", "cache_rows")]
 
 
 class _Buffer(ctypes.Structure):
@@ -149,12 +149,16 @@ class AttentionDesc(ctypes.Structure):
                 ("reserved0", ctypes.c_int32),
                 ("window_right", ctypes.c_int64),
                 ("sinks", ctypes.c_int32),
-                ("alibi", ctypes.c_int32)]
+                ("alibi", ctypes.c_int32),
+                ("tree", ctypes.c_int32),
+                ("ragged_keys", ctypes.c_int32),
+                ("cache_batch_idx", ctypes.c_int32),
+                ("cache_rows", ctypes.c_int64)]
 
 
 # The fields of a description (kvattn.attention_ir's keywords), flags apart.
 DESC_FLAGS = ("causal", "with_lse", "paged", "varlen", "append", "sinks",
-              "alibi")
+              "alibi", "tree", "ragged_keys", "cache_batch_idx")
 
 
 class _Diagnostic(ctypes.Structure):

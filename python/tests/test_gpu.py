@@ -219,11 +219,11 @@ def test_gpu_argument_errors(emulated_runtime):
     with pytest.raises(kvattn.KVAttnError, match="older than sm_80"):
         kvattn.compile(APPEND_F32, target="gpu", runtime=emulated_runtime,
                        chip="sm_50")
-    # The Hopper lowering is not written yet: refused by name.
-    with pytest.raises(kvattn.KVAttnError,
-                       match="the sm_90a lowering .* is not implemented yet"):
+    # A chip LLVM does not know is refused by name (sm_90a is the wgmma
+    # lowering: test_sm90a_wgmma).
+    with pytest.raises(kvattn.KVAttnError, match="not a chip LLVM"):
         kvattn.compile(APPEND_F32, target="gpu", runtime=emulated_runtime,
-                       chip="sm_90a")
+                       chip="sm_1000")
     prog.close()
 
 
@@ -391,3 +391,30 @@ def test_emulated_plan_device_metadata_status_and_graph(emulated_runtime):
         plan.run(query=dq, key=dk, value=dv, out=dout, q_offset=pos,
                  kv_len=meta["kv_len"], block_table=bad)
     plan.close()
+
+
+PREFILL_BF16 = """
+func.func @prefill(%q: tensor<1x2x64x64xbf16>, %k: tensor<1x1x100x64xbf16>,
+                   %v: tensor<1x1x100x64xbf16>, %pos: tensor<1xi32>)
+    -> tensor<1x2x64x64xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
+      : tensor<1x2x64x64xbf16>, tensor<1x1x100x64xbf16>,
+        tensor<1x1x100x64xbf16> -> tensor<1x2x64x64xbf16>
+  return %o : tensor<1x2x64x64xbf16>
+}
+"""
+
+
+def test_sm90a_wgmma(emulated_runtime):
+    # chip="sm_90a": the wgmma kernels (issue 32), run on the emulated
+    # compute capability 9.0 device against the float64 reference.
+    prog = kvattn.compile(PREFILL_BF16, target="gpu", runtime=emulated_runtime,
+                          chip="sm_90a", pack_gqa=False)
+    q, k, v = bf16((1, 2, 64, 64), 4), bf16((1, 1, 100, 64), 5), \
+        bf16((1, 1, 100, 64), 6)
+    out = prog.run(query=q, key=k, value=v, q_offset=[36])
+    want = attention_reference(*(kvattn.from_bf16(x) for x in (q, k, v)),
+                               q_offset=[36])
+    np.testing.assert_allclose(kvattn.from_bf16(out), want, atol=3e-2,
+                               rtol=2e-2)
+    prog.close()

@@ -19,9 +19,11 @@ TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
 
 
 def reference(q, k, v, q_offset, kv_len, causal=True, window=0, softcap=0.0,
-              scale=None):
+              scale=None, sinks=None, alibi_slopes=None):
     """float64 attention over [B, H, S, D] tensors with explicit positions:
-    row i of batch b at q_offset[b] + i; keys j < kv_len[b] valid."""
+    row i of batch b at q_offset[b] + i; keys j < kv_len[b] valid. ALiBi
+    adds -slope[h] * |qp - kp| to the scores; with sinks, the row's
+    denominator holds exp(sinks[h]) too (no value)."""
     q, k, v = (t.double() for t in (q, k, v))
     B, Hq, L, D = q.shape
     Hkv, S = k.shape[1], k.shape[2]
@@ -35,13 +37,20 @@ def reference(q, k, v, q_offset, kv_len, causal=True, window=0, softcap=0.0,
             s = softcap * torch.tanh(s / softcap)
         qp = int(q_offset[b]) + torch.arange(L)[:, None]
         kp = torch.arange(S)[None, :]
+        if alibi_slopes is not None:
+            s = s - alibi_slopes.double()[:, None, None] * \
+                (qp - kp).abs().double()
         allowed = kp < int(kv_len[b])
         if causal:
             allowed = allowed & (kp <= qp)
         if window:
             allowed = allowed & (qp - kp < window)
         s = s.masked_fill(~allowed, -math.inf)
-        p = torch.softmax(s, -1).nan_to_num(0.0)
+        if sinks is not None:
+            z = sinks.double()[:, None, None].expand(Hq, L, 1)
+            p = torch.softmax(torch.cat([s, z], -1), -1)[..., :-1]
+        else:
+            p = torch.softmax(s, -1).nan_to_num(0.0)
         out[b] = p @ vv
     return out
 

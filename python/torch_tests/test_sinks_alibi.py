@@ -3,46 +3,12 @@ sinks, FlashAttention's ALiBi) on the CPU against a float64 reference written
 with torch, through torch.compile and opcheck, and their misuse. Tolerances as
 test_ops.py: f32 1e-5, bf16 2e-2 absolute."""
 
-import math
-
 import pytest
 import torch
 
 import kvattn.torch as kt
 from kvattn.capi import KVAttnError
-
-
-def reference(q, k, v, q_offset, kv_len, causal=True, window=0, sinks=None,
-              alibi_slopes=None):
-    """float64: the row's denominator holds exp(sinks[h]) too (no value);
-    ALiBi adds -slope[h] * |qp - kp|."""
-    q, k, v = (t.double() for t in (q, k, v))
-    B, Hq, L, D = q.shape
-    Hkv, S = k.shape[1], k.shape[2]
-    out = torch.zeros(B, Hq, L, v.shape[3], dtype=torch.float64)
-    for b in range(B):
-        kk = k[b].repeat_interleave(Hq // Hkv, 0)
-        vv = v[b].repeat_interleave(Hq // Hkv, 0)
-        s = q[b] @ kk.transpose(-1, -2) / math.sqrt(D)
-        qp = int(q_offset[b]) + torch.arange(L)[:, None]
-        kp = torch.arange(S)[None, :]
-        if alibi_slopes is not None:
-            s = s - alibi_slopes.double()[:, None, None] * \
-                (qp - kp).abs().double()
-        allowed = kp < int(kv_len[b])
-        if causal:
-            allowed = allowed & (kp <= qp)
-        if window:
-            allowed = allowed & (qp - kp < window)
-        s = s.masked_fill(~allowed, -math.inf)
-        if sinks is not None:
-            z = sinks.double()[:, None, None].expand(Hq, L, 1)
-            s = torch.cat([s, z], -1)
-            p = torch.softmax(s, -1)[..., :-1]
-        else:
-            p = torch.softmax(s, -1).nan_to_num(0.0)
-        out[b] = p @ vv
-    return out
+from test_ops import reference  # float64, with sinks and ALiBi
 
 
 def make(B=2, Hq=8, Hkv=2, L=3, S=40, D=16, dtype=torch.float32, seed=0):

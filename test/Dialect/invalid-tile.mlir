@@ -121,3 +121,11 @@ func.func @mask_alibi_without_positions(%s: memref<16x32xf32>, %m: memref<8xf32>
   kvattn.tile.mask %s[%i, %i, %i, %i] size(%i, %i) kv_len(%i) alibi(%m : memref<8xf32>) : memref<16x32xf32>
   return
 }
+
+// -----
+
+func.func @mask_tree_positions(%s: memref<16x32xf32>, %i: index, %p: memref<?xi32>) {
+  // expected-error @+1 {{a tree mask needs the offset form (q_base, k_base)}}
+  kvattn.tile.mask %s[%i, %i, %i, %i] size(%i, %i) kv_len(%i) tree(%p, %i, %i : memref<?xi32>) : memref<16x32xf32>
+  return
+}

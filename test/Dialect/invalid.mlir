@@ -839,3 +839,50 @@ func.func @alibi_rank(%q: tensor<1x8x4x64xf32>, %k: tensor<1x2x16x64xf32>, %v: t
   %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) alibi_slopes(%m : tensor<1x8xf32>) : tensor<1x8x4x64xf32>, tensor<1x2x16x64xf32>, tensor<1x2x16x64xf32> -> tensor<1x8x4x64xf32>
   return
 }
+
+// -----
+
+// Tree masks (tree_parents): one tree per sequence of a ragged batch.
+func.func @tree_without_q_start(%q: tensor<1x4x5x16xf32>, %k: tensor<1x2x32x16xf32>, %qo: tensor<1xi32>, %p: tensor<5xi32>) {
+  // expected-error @+1 {{tree_parents needs q_start: each sequence's draft tokens are the packed rows of a ragged batch, one tree per sequence}}
+  %o = kvattn.attention %q, %k, %k q_offset(%qo : tensor<1xi32>) tree_parents(%p : tensor<5xi32>) causal : tensor<1x4x5x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x16xf32> -> tensor<1x4x5x16xf32>
+  return
+}
+
+// -----
+
+func.func @tree_without_q_offset(%q: tensor<1x4x5x16xf32>, %k: tensor<2x2x32x16xf32>, %cu: tensor<3xi32>, %p: tensor<5xi32>) {
+  // expected-error @+1 {{tree_parents needs q_offset: a draft token's position is q_offset[b] + its depth in the tree}}
+  %o = kvattn.attention %q, %k, %k q_start(%cu : tensor<3xi32>) tree_parents(%p : tensor<5xi32>) : tensor<1x4x5x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32> -> tensor<1x4x5x16xf32>
+  return
+}
+
+// -----
+
+func.func @tree_shape(%q: tensor<1x4x5x16xf32>, %k: tensor<2x2x32x16xf32>, %cu: tensor<3xi32>, %qo: tensor<2xi32>, %p: tensor<4xi32>) {
+  // expected-error @+1 {{tree_parents must have shape [T]: dim 0 is 4 but T is 5}}
+  %o = kvattn.attention %q, %k, %k q_start(%cu : tensor<3xi32>) q_offset(%qo : tensor<2xi32>) tree_parents(%p : tensor<4xi32>) : tensor<1x4x5x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32> -> tensor<1x4x5x16xf32>
+  return
+}
+
+// -----
+
+func.func @tree_parent_after_its_row(%q: tensor<1x4x5x16xf32>, %k: tensor<2x2x32x16xf32>, %qo: tensor<2xi32>) {
+  %cu = arith.constant dense<[0, 1, 5]> : tensor<3xi32>
+  %p = arith.constant dense<[-1, -1, 0, 3, 1]> : tensor<5xi32>
+  // expected-error @+1 {{invalid tree_parents: tree_parents[3] = 3 is not a row before local row 2 of its sequence: a draft token's parent is -1 (the cache) or one of its rows 0 .. 1 (batch 1)}}
+  %o = kvattn.attention %q, %k, %k q_start(%cu : tensor<3xi32>) q_offset(%qo : tensor<2xi32>) tree_parents(%p : tensor<5xi32>) causal : tensor<1x4x5x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32> -> tensor<1x4x5x16xf32>
+  return
+}
+
+// -----
+
+func.func @tree_root_not_after_cache(%q: tensor<1x4x5x16xf32>, %k: tensor<2x2x32x16xf32>) {
+  %cu = arith.constant dense<[0, 1, 5]> : tensor<3xi32>
+  %p = arith.constant dense<[-1, -1, 0, 0, 1]> : tensor<5xi32>
+  %qo = arith.constant dense<[9, 20]> : tensor<2xi32>
+  %len = arith.constant dense<[10, 25]> : tensor<2xi32>
+  // expected-error @+1 {{invalid tree_parents: q_offset[1] = 20 must be k_offset + kv_len - L = 0 + 25 - 4 = 21: the tree's roots sit right after the cached prefix, its draft tokens are the last L keys (batch 1)}}
+  %o = kvattn.attention %q, %k, %k q_start(%cu : tensor<3xi32>) q_offset(%qo : tensor<2xi32>) kv_len(%len : tensor<2xi32>) tree_parents(%p : tensor<5xi32>) causal : tensor<1x4x5x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32> -> tensor<1x4x5x16xf32>
+  return
+}

@@ -237,3 +237,18 @@ func.func @attention_varlen(%q: tensor<1x8x19x64xf16>, %pages: tensor<64x16x2x64
       : tensor<1x8x?x64xbf16>, tensor<?x2x?x64xbf16>, tensor<?x2x?x64xbf16> -> tensor<1x8x?x64xbf16>
   return
 }
+
+// Tree masks (speculative decoding): per packed row its parent's local row.
+// CHECK-LABEL: func.func @attention_tree
+// CHECK: kvattn.attention %{{.*}}, %{{.*}}, %{{.*}} q_start(%{{.*}} : tensor<3xi32>) q_offset(%{{.*}} : tensor<2xi32>) kv_len(%{{.*}} : tensor<2xi32>) tree_parents(%{{.*}} : tensor<5xi32>) causal : tensor<1x4x5x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32> -> tensor<1x4x5x16xf32>
+// CHECK: kvattn.attention %{{.*}}, %{{.*}}, %{{.*}} q_start(%{{.*}} : tensor<?xi64>) q_offset(%{{.*}} : tensor<?xi64>) sinks(%{{.*}} : tensor<4xf32>) tree_parents(%{{.*}} : tensor<?xi64>) causal window = 8
+func.func @attention_tree(%q: tensor<1x4x5x16xf32>, %k: tensor<2x2x32x16xf32>, %pos: tensor<2xi32>, %len: tensor<2xi32>,
+                          %dq: tensor<1x4x?x16xf32>, %dk: tensor<?x2x?x16xf32>, %dcu: tensor<?xi64>, %dpos: tensor<?xi64>, %dp: tensor<?xi64>, %z: tensor<4xf32>) {
+  %cu = arith.constant dense<[0, 1, 5]> : tensor<3xi32>
+  %p = arith.constant dense<[-1, -1, 0, 0, 1]> : tensor<5xi32>
+  %o = kvattn.attention %q, %k, %k q_start(%cu : tensor<3xi32>) q_offset(%pos : tensor<2xi32>) kv_len(%len : tensor<2xi32>) tree_parents(%p : tensor<5xi32>) causal
+      : tensor<1x4x5x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32> -> tensor<1x4x5x16xf32>
+  %d = kvattn.attention %dq, %dk, %dk q_start(%dcu : tensor<?xi64>) q_offset(%dpos : tensor<?xi64>) sinks(%z : tensor<4xf32>) tree_parents(%dp : tensor<?xi64>) causal window = 8
+      : tensor<1x4x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32> -> tensor<1x4x?x16xf32>
+  return
+}

@@ -172,3 +172,35 @@ func.func @store(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>,
       : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x2x16x8xf16>
   return
 }
+
+// -----
+
+// A tree mask: the row's depth is a walk to the root through the parents
+// (clamped into [-1, x - 1]), qp = q_base + depth; a draft key walks from
+// the row towards it (ancestry), a cache key walks nowhere.
+
+// CHECK-LABEL: func @mask_tree
+// CHECK:         scf.for %[[R:.*]] =
+// CHECK:           %[[ROW:.*]] = arith.addi %{{.*}}, %[[R]]
+// CHECK:           %[[DEPTH:.*]]:2 = scf.while (%[[X:.*]] = %[[ROW]], %{{.*}} = %{{.*}})
+// CHECK:             arith.cmpi sgt, %[[X]]
+// CHECK:             arith.cmpi sge, %[[X]]
+// CHECK:             scf.condition
+// CHECK:             memref.load %{{.*}} : memref<?xi32>
+// CHECK:             arith.minsi
+// CHECK:             arith.maxsi
+// CHECK:           scf.for %[[C:.*]] =
+// CHECK:             %[[J:.*]] = arith.addi %{{.*}}, %[[C]]
+// CHECK:             %[[DRAFT:.*]] = arith.cmpi sge, %[[J]], %{{.*}}
+// CHECK:             %[[TARGET:.*]] = arith.select %[[DRAFT]]
+// CHECK:             %[[WALK:.*]]:2 = scf.while
+// CHECK:             %[[CACHE:.*]] = arith.cmpi slt, %[[J]]
+// CHECK:             %[[ANC:.*]] = arith.cmpi eq, %[[WALK]]#0, %[[TARGET]]
+// CHECK:             arith.ori %[[CACHE]], %[[ANC]]
+// CHECK:             arith.subi %{{.*}}, %[[WALK]]#1
+// CHECK:             arith.select %[[DRAFT]]
+func.func @mask_tree(%s: memref<16x32xf32>, %p: memref<?xi32>, %b: index, %h: index, %qs: index, %ks: index,
+                     %rows: index, %cols: index, %len: index, %qb: index, %kb: index, %row0: index, %draft: index) {
+  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) tree(%p, %row0, %draft : memref<?xi32>) causal : memref<16x32xf32>
+  return
+}

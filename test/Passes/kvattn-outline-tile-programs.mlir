@@ -1,4 +1,14 @@
 // RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -cse | FileCheck %s --enable-var-scope
+// With `wgmma` (the sm_90a pipeline) the same 64-row program of 4 warps, D = 64,
+// fits the wgmma lowering and is marked for it too; with 16 rows (block-m 16,
+// one warp: less than a warpgroup) it is not.
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" | FileCheck %s --check-prefix=WGMMA
+// WGMMA: gpu.func @f_kvattn_0
+// WGMMA-SAME: kvattn.tensor_cores, kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, group = 4>, kvattn.wgmma}
+// RUN: kvattn-opt %s -kvattn-tile="block-m=16" -kvattn-outline-tile-programs="wgmma=true" | FileCheck %s --check-prefix=ONEWARP
+// ONEWARP: gpu.func @f_kvattn_0
+// ONEWARP-SAME: kvattn.tensor_cores
+// ONEWARP-NOT: kvattn.wgmma
 
 // The tiled forall becomes a launch of one thread block per program and a
 // kernel with the bare-pointer ABI; the program body moves unchanged.

@@ -7,9 +7,8 @@ gpu.module @supported [#nvvm.target<chip = "sm_90">] {
 
 // -----
 
-// sm_90a selects the Hopper lowering, which does not exist yet: refused, not
-// given the mma.sync kernels in silence.
-// expected-error @+1 {{cannot generate code for chip 'sm_90a': the sm_90a lowering (wgmma, TMA and mbarrier pipelines, issue 32) is not implemented yet; sm_90 gives the mma.sync kernels, which run on the same GPUs}}
+// sm_90a selects the wgmma lowering (issue 32): accepted.
+// CHECK-LABEL: gpu.module @hopper_a
 gpu.module @hopper_a [#nvvm.target<chip = "sm_90a">] {
 }
 

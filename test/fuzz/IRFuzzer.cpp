@@ -93,7 +93,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const int64_t kStages[] = {1, 2, 3, 8, 9, 0};
   static const int64_t kSplits[] = {1, 1, 2, 3, 7, 0, 256, 257, -2};
   static const bool kBools[] = {true, false};
-  // sm_90a is refused until the Hopper lowering exists (VerifyTarget.cpp).
+  // sm_90a is the wgmma lowering; sm_60 is refused (VerifyTarget.cpp).
   static const char *kChips[] = {
       "sm_80",  "sm_86", "sm_89",   "sm_90", "sm_90a", "sm_100a", "sm_60",
       "sm_80a", "SM_80", "sm_1000", "",      "gfx90a", "sm_"};

@@ -8,7 +8,9 @@
 #    in f32, f16 and bf16 (each kvattn.attention compiled for the device's own
 #    chip, launched through the runtime, compared with the scalar reference);
 #    f16/bf16 with 16-aligned head dims run on tensor cores, so bf16 runs a
-#    second time with --tensor-cores=false (the scalar lowering);
+#    second time with --tensor-cores=false (the scalar lowering); on a compute
+#    capability 9.0 GPU (H100/H200) bf16 and f16 run again with --chip=sm_90a
+#    (the wgmma kernels where a program fits them, docs/gpu-lowering.md);
 # 3. runs compute-sanitizer memcheck on four cases and racecheck/synccheck on
 #    a tensor-core kernel (cp.async, ldmatrix and the barriers between them);
 # 4. runs kvattn.torch's CUDA tests (python/torch_gpu_tests);
@@ -62,13 +64,21 @@ cases=(
   "split-more-than-blocks|--L 2 --S 40 --q-offset 38 --causal --lse|--split-kv 7 --block-n 16"
   "unpacked-gqa-decode|--B 2 --Hq 8 --Hkv 2 --D 64 --L 1 --S 300 --q-offset 299,100 --kv-len 300,101 --causal|--pack-gqa=false"
   "paged-append-p64|--B 3 --Hq 8 --Hkv 2 --D 128 --L 16 --S 320 --page-size 64 --q-offset 200,0,300 --kv-len 216,16,316 --causal --extra-pages 1"
+  "rows-150-d64|--D 64 --L 150 --S 150 --q-offset 0 --causal --lse"
+  "paged-p64-l100-d128|--B 2 --Hq 8 --Hkv 2 --D 128 --L 100 --S 320 --page-size 64 --q-offset 200,150 --kv-len 300,250 --causal --extra-pages 1"
 )
+
+# sm_90a (wgmma) variants on a compute capability 9.0 device.
+variants=(f32 f16 bf16 bf16-scalar)
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)
+[[ $cc == 9.0 ]] && variants+=(bf16-sm90a f16-sm90a)
 
 pass=0; fail=0
 printf '%-22s %-11s %-6s %s\n' case dtype result "max_abs_err" > "$out/summary.txt"
-for variant in f32 f16 bf16 bf16-scalar; do
-  dtype=${variant%-scalar}; pathflags=""
+for variant in "${variants[@]}"; do
+  dtype=${variant%%-*}; pathflags=""
   [[ $variant == *-scalar ]] && pathflags="--tensor-cores=false"
+  [[ $variant == *-sm90a ]] && pathflags="--chip=sm_90a"
   for entry in "${cases[@]}"; do
     # name|case flags[|kvattn-run flags]
     name=${entry%%|*}; rest=${entry#*|}
@@ -108,17 +118,21 @@ for entry in "gqa-batch-kvlen-lse|--dtype bf16 --B 2 --Hq 8 --Hkv 2 --L 4 --S 40
   printf '%-22s memcheck %-6s %s\n' "$name" "$result" "${errors:-see log}" >> "$out/summary.txt"
 done
 
+chips=("")
+[[ $cc == 9.0 ]] && chips+=("--chip=sm_90a") # the wgmma kernel too
+for chipflag in "${chips[@]}"; do
 for tool in racecheck synccheck; do
-  log="$out/$tool.log"
+  log="$out/$tool${chipflag:+-sm90a}.log"
   flags="--dtype bf16 --B 2 --Hq 8 --Hkv 2 --D 64 --L 64 --S 200 --q-offset 136,100 --kv-len 200,164 --causal"
   if "$sanitizer" --tool $tool --error-exitcode 7 \
-       $run $flags -- --target=gpu --check > "$log" 2>&1; then
+       $run $flags -- --target=gpu --check $chipflag > "$log" 2>&1; then
     result=PASS; pass=$((pass + 1))
   else
     result=FAIL; fail=$((fail + 1))
   fi
   errors=$(grep -o 'ERROR SUMMARY: [0-9]* error\|RACECHECK SUMMARY: [0-9]* hazard' "$log" | tail -1)
-  printf '%-22s %-9s %-6s %s\n' "tensor-cores" "$tool" "$result" "${errors:-see log}" >> "$out/summary.txt"
+  printf '%-22s %-9s %-6s %s\n' "tensor-cores${chipflag:+ sm_90a}" "$tool" "$result" "${errors:-see log}" >> "$out/summary.txt"
+done
 done
 
 # kvattn.torch's CUDA kernels (python/torch_gpu_tests: the runtime on torch's

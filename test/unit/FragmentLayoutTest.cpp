@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Conversion/TileToGPU/FragmentLayout.h"
+#include "passes/Conversion/TileToGPU/WgmmaLayout.h"
 
 #include "gtest/gtest.h"
 
@@ -151,6 +152,116 @@ TEST(FragmentLayout, TwoTilesPerWarpAreTheCFragmentsOfStackedMmas) {
           EXPECT_TRUE(owned.insert(entry(lane, k, j, el)).second);
   EXPECT_EQ(owned.size(), static_cast<size_t>(32 * 64));
   EXPECT_EQ(two.entriesPerLane(64), 64);
+}
+
+// wgmma.mma_async.m64nNk16's f32 accumulator (PTX ISA, "Register fragments:
+// wgmma .m64nNk16", written out here): thread t of the warpgroup holds
+// d[i] at row 16 (t / 32) + (t % 32) / 4 + 8 ((i % 4) / 2), column
+// 8 (i / 4) + 2 (t % 4) + i % 2. The layout's warp w owns rows 16w + ..., so
+// the program's warp w (16-row warps) is warp w % 4 of warpgroup w / 4.
+TEST(FragmentLayout, WgmmaAccumulatorIsThePtxFragment) {
+  constexpr FragmentLayout wg = FragmentLayout::wgmmaM64NK16Accumulator();
+  EXPECT_EQ(wg.mmaRows(), 64);
+  EXPECT_EQ(wg.warpsPerMma, 4);
+  for (int64_t n : {64, 128, 256}) {
+    std::set<std::pair<int64_t, int64_t>> owned;
+    for (int64_t t = 0; t < 128; ++t) {
+      const int64_t warp = t / 32, lane = t % 32;
+      for (int i = 0; i < n / 2; ++i) {
+        FragmentLayout::WgmmaEntry e = wg.registerOfWgmma(i);
+        const int64_t row =
+            warp * wg.warpRows + lane / wg.lanesPerRow + wg.rowOffset(e.k);
+        const int64_t col = wg.columnOffset(e.slice, e.el) +
+                            wg.elementsPerRow * (lane % wg.lanesPerRow);
+        EXPECT_EQ(row, 16 * (t / 32) + (t % 32) / 4 + 8 * ((i % 4) / 2));
+        EXPECT_EQ(col, 8 * (i / 4) + 2 * (t % 4) + i % 2);
+        EXPECT_TRUE(owned.insert({row, col}).second);
+      }
+    }
+    EXPECT_EQ(owned.size(), static_cast<size_t>(64 * n));
+    EXPECT_EQ(wg.entriesPerLane(n), n / 2);
+  }
+  // The RS A fragment of k step kk is the accumulator of slices 2kk, 2kk+1
+  // (the mma.sync A layout per warp): as for mma.sync.
+  for (int64_t lane = 0; lane < 32; ++lane)
+    for (int64_t kk = 0; kk < 4; ++kk) {
+      auto entries = wg.aOperandEntries(kk);
+      for (int i = 0; i < 8; ++i) {
+        const int64_t row = lane / 4 + wg.rowOffset(entries[i / 2].k);
+        const int64_t col =
+            wg.columnOffset(entries[i / 2].slice, i & 1) + 2 * (lane % 4);
+        EXPECT_EQ(row, lane / 4 + 8 * (i % 4 >= 2));
+        EXPECT_EQ(col, 16 * kk + 2 * (lane % 4) + (i & 1) + 8 * (i >= 4));
+      }
+    }
+}
+
+namespace wgmma = mlir::kvattn::wgmma;
+
+/// The shared byte a descriptor addresses for element (mn, k) of a 64 x 16
+/// or N x 16 operand, as the PTX ISA ("Matrix Descriptor Format", "Shared
+/// Memory Matrix Layout") states it for the 128-byte swizzle: K-major rows
+/// of 128 bytes, 8-row groups SBO apart; MN-major 64 elements of MN per
+/// 128-byte k row, the next 64 LBO further, 8-k groups SBO apart; then
+/// address bits 4-6 ^= bits 7-9.
+uint64_t decode(uint64_t desc, bool mnMajor, int64_t mn, int64_t k) {
+  const uint64_t start = (desc & 0x3FFF) << 4;
+  const uint64_t lbo = ((desc >> 16) & 0x3FFF) << 4;
+  const uint64_t sbo = ((desc >> 32) & 0x3FFF) << 4;
+  EXPECT_EQ(desc >> 62, 1u) << "128B swizzle";
+  const uint64_t off = mnMajor
+                           ? start + (mn % 64) * 2 + (mn / 64) * lbo +
+                                 (k % 8) * 128 + (k / 8) * sbo
+                           : start + (mn / 8) * sbo + (mn % 8) * 128 + k * 2;
+  return off ^ (((off >> 7) & 7) << 4);
+}
+
+TEST(WgmmaLayout, DescriptorFields) {
+  EXPECT_EQ(wgmma::encodeDescriptor(0x12340, 16, 1024, wgmma::Swizzle::B128),
+            0x1234ull | (1ull << 16) | (64ull << 32) | (1ull << 62));
+  EXPECT_EQ(wgmma::encodeDescriptor(0, 0, 0, wgmma::Swizzle::B32) >> 62, 3u);
+  // Addresses above 256 KB wrap: the field is 14 bits.
+  EXPECT_EQ(wgmma::encodeDescriptor(0x40010, 0, 0, wgmma::Swizzle::None), 1u);
+}
+
+// Every element a k16 step's descriptor reads is where the panelled tile
+// stores it (Q and K: K-major, a warpgroup's rows; V: MN-major).
+TEST(WgmmaLayout, DescriptorsReadThePanelledTiles) {
+  const uint64_t base = 3 * 1024 * 8; // a 1024-aligned tile offset
+  for (int64_t rows : {64, 128}) {
+    for (int64_t width : {64, 128, 256}) {
+      for (int64_t first : {int64_t(0), rows - 64})
+        for (int64_t kk = 0; kk < width / 16; ++kk) {
+          wgmma::StepDescriptor s = wgmma::kMajorStep(rows, first, kk);
+          const uint64_t desc =
+              wgmma::encodeDescriptor(base + s.offset, s.leadingByteOffset,
+                                      s.strideByteOffset, wgmma::Swizzle::B128);
+          for (int64_t m = 0; m < 64; ++m)
+            for (int64_t k = 0; k < 16; ++k)
+              ASSERT_EQ(decode(desc, false, m, k),
+                        base + 2 * wgmma::panelElementOffset(rows, first + m,
+                                                             16 * kk + k))
+                  << rows << " " << width << " " << kk << " " << m << " " << k;
+        }
+      // V: rows are keys (the k of P.V), columns the N.
+      for (int64_t kk = 0; kk < rows / 16; ++kk) {
+        wgmma::StepDescriptor s = wgmma::mnMajorStep(rows, kk);
+        const uint64_t desc =
+            wgmma::encodeDescriptor(base + s.offset, s.leadingByteOffset,
+                                    s.strideByteOffset, wgmma::Swizzle::B128);
+        for (int64_t n = 0; n < width; ++n)
+          for (int64_t k = 0; k < 16; ++k)
+            ASSERT_EQ(decode(desc, true, n, k),
+                      base +
+                          2 * wgmma::panelElementOffset(rows, 16 * kk + k, n));
+      }
+    }
+  }
+  // One panel is the sm_80 lowering's chunk swizzle (swizzledCol).
+  for (int64_t r = 0; r < 64; ++r)
+    for (int64_t c = 0; c < 64; ++c)
+      EXPECT_EQ(wgmma::panelElementOffset(64, r, c),
+                r * 64 + ((c / 8) ^ (r % 8)) * 8 + c % 8);
 }
 
 } // namespace

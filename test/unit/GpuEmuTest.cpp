@@ -12,6 +12,7 @@
 
 #include "EmuDriverHelper.h"
 #include "kvattn/Support/Float16.h"
+#include "kvattn/Support/Float8.h"
 #include "runtime/CudaApi.h"
 
 #include <gtest/gtest.h>
@@ -254,6 +255,128 @@ define ptx_kernel void @shfl(ptr %out) {
     EXPECT_EQ(r[4 * l + 3], 70) << "idx, lane " << l;
   }
   d.cuMemFree(out);
+}
+
+// The FP8 conversions of the PTX ISA (cvt.rn.satfinite{.relu}.e4m3x2.f32 /
+// .e5m2x2.f32, cvt.rn{.relu}.f16x2.e4m3x2 / .e5m2x2): operand a in the upper
+// byte (half), round to nearest even, saturation to the largest finite value
+// (infinities too), the canonical NaNs; checked against
+// kvattn/Support/Float8.h, which Float8Test checks against a search over
+// every code.
+TEST(GpuEmuTest, Fp8ConversionsFollowTheIsa) {
+  REQUIRE_DRIVER();
+  std::string ir = std::string(kHeader) + R"(
+declare i16 @llvm.nvvm.ff.to.e4m3x2.rn(float, float)
+declare i16 @llvm.nvvm.ff.to.e4m3x2.rn.relu(float, float)
+declare i16 @llvm.nvvm.ff.to.e5m2x2.rn(float, float)
+declare <2 x half> @llvm.nvvm.e4m3x2.to.f16x2.rn(i16)
+declare <2 x half> @llvm.nvvm.e5m2x2.to.f16x2.rn(i16)
+declare <2 x half> @llvm.nvvm.e4m3x2.to.f16x2.rn.relu(i16)
+define ptx_kernel void @fp8(ptr %in, ptr %out) {
+  %l = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %l64 = zext i32 %l to i64
+  %pa = getelementptr [2 x float], ptr %in, i64 %l64
+  %a = load float, ptr %pa
+  %pb = getelementptr float, ptr %pa, i64 1
+  %b = load float, ptr %pb
+  %e4 = call i16 @llvm.nvvm.ff.to.e4m3x2.rn(float %a, float %b)
+  %e4r = call i16 @llvm.nvvm.ff.to.e4m3x2.rn.relu(float %a, float %b)
+  %e5 = call i16 @llvm.nvvm.ff.to.e5m2x2.rn(float %a, float %b)
+  %h4 = call <2 x half> @llvm.nvvm.e4m3x2.to.f16x2.rn(i16 %e4)
+  %h5 = call <2 x half> @llvm.nvvm.e5m2x2.to.f16x2.rn(i16 %e5)
+  %h4r = call <2 x half> @llvm.nvvm.e4m3x2.to.f16x2.rn.relu(i16 %e4)
+  %o = getelementptr [6 x i32], ptr %out, i64 %l64
+  %e4w = zext i16 %e4 to i32
+  store i32 %e4w, ptr %o
+  %o1 = getelementptr i32, ptr %o, i64 1
+  %e4rw = zext i16 %e4r to i32
+  store i32 %e4rw, ptr %o1
+  %o2 = getelementptr i32, ptr %o, i64 2
+  %e5w = zext i16 %e5 to i32
+  store i32 %e5w, ptr %o2
+  %o3 = getelementptr i32, ptr %o, i64 3
+  store <2 x half> %h4, ptr %o3
+  %o4 = getelementptr i32, ptr %o, i64 4
+  store <2 x half> %h5, ptr %o4
+  %o5 = getelementptr i32, ptr %o, i64 5
+  store <2 x half> %h4r, ptr %o5
+  ret void
+}
+)";
+  using mlir::kvattn::Float8Format;
+  using mlir::kvattn::float8ToFloat;
+  using mlir::kvattn::floatToFloat8;
+  using mlir::kvattn::floatToHalfBits;
+  const float inf = INFINITY, nan = NAN;
+  std::vector<float> in = {1.0f,
+                           -2.0f,
+                           448.0f,
+                           500.0f,
+                           1e9f,
+                           -inf,
+                           nan,
+                           0.0f,
+                           -0.0f,
+                           1.0625f,
+                           1.1875f,
+                           0.001953125f,
+                           57344.0f,
+                           60000.0f,
+                           -3.3f,
+                           0.1f,
+                           std::ldexp(1.5f, -10),
+                           std::ldexp(1.0f, -17),
+                           inf,
+                           -1e-3f};
+  in.resize(64, 0.75f);
+  EmuDriver &d = driver();
+  std::string error;
+  CUmodule m = d.load(ir, error);
+  ASSERT_TRUE(m) << error;
+  uint64_t dIn = d.upload(in.data(), in.size() * 4);
+  uint64_t dOut = d.upload(nullptr, 32 * 6 * 4);
+  ASSERT_EQ(d.launch(m, "fp8", 1, 32, 0, {dIn, dOut}), "");
+  std::vector<uint32_t> r = d.download<uint32_t>(dOut, 32 * 6);
+  auto half = [&](uint8_t code, Float8Format f, bool relu) -> uint32_t {
+    float x = float8ToFloat(code, f);
+    if (std::isnan(x))
+      return 0x7fff;
+    if (relu && x < 0)
+      return 0;
+    return floatToHalfBits(x);
+  };
+  for (int l = 0; l < 32; ++l) {
+    float a = in[2 * l], b = in[2 * l + 1];
+    auto pack = [&](Float8Format f, bool relu) {
+      auto one = [&](float x) {
+        return floatToFloat8(relu && x < 0 ? 0.0f : x, f);
+      };
+      return static_cast<uint32_t>(one(a) << 8 | one(b));
+    };
+    const uint32_t e4 = pack(Float8Format::E4M3FN, false);
+    const uint32_t e5 = pack(Float8Format::E5M2, false);
+    EXPECT_EQ(r[6 * l], e4) << "e4m3x2, lane " << l;
+    EXPECT_EQ(r[6 * l + 1], pack(Float8Format::E4M3FN, true))
+        << "e4m3x2.relu, lane " << l;
+    EXPECT_EQ(r[6 * l + 2], e5) << "e5m2x2, lane " << l;
+    auto widen = [&](uint32_t pair, Float8Format f, bool relu) {
+      return half(pair >> 8, f, relu) << 16 | half(pair & 0xff, f, relu);
+    };
+    EXPECT_EQ(r[6 * l + 3], widen(e4, Float8Format::E4M3FN, false))
+        << "f16x2.e4m3x2, lane " << l;
+    EXPECT_EQ(r[6 * l + 4], widen(e5, Float8Format::E5M2, false))
+        << "f16x2.e5m2x2, lane " << l;
+    EXPECT_EQ(r[6 * l + 5], widen(e4, Float8Format::E4M3FN, true))
+        << "f16x2.e4m3x2.relu, lane " << l;
+  }
+  // Spot values of the ISA: 500 and 1e9 saturate to 448 (0x7e), -inf to
+  // -448 (0xfe), NaN is 0x7f; 60000 saturates to 57344 (e5m2 0x7b).
+  EXPECT_EQ(r[6 * 1], 0x7e7eu);
+  EXPECT_EQ(r[6 * 2], 0x7efeu);
+  EXPECT_EQ(r[6 * 3] >> 8, 0x7fu);
+  EXPECT_EQ(r[6 * 6 + 2] & 0xff, 0x7bu);
+  d.cuMemFree(dIn);
+  d.cuMemFree(dOut);
 }
 
 // A cp.async lands at the wait_group that completes it, zero-filling past

@@ -352,6 +352,94 @@ TEST(PlanMessages, KeyValidAndQueryStartsAreTheHostMessages) {
             hostMessage(starts, {2, 1, 3}, len, valid));
 }
 
+// Ragged keys (k_start) and a batch-to-cache map (cache_batch_idx): each
+// recorded word reads back as the host check's message
+// (kvattn/Support/KeyRows.h).
+TEST(PlanMessages, KeyStartsAndCacheBatchIndexAreTheHostMessages) {
+  auto pointer = [](const char *name, const char *type,
+                    std::vector<std::string> shape, const char *access) {
+    return ParamInfo{name, "pointer", type, std::move(shape), access};
+  };
+  auto word = [](int rule, int64_t b, int64_t index, int64_t value, int64_t aux,
+                 int64_t size, int param) {
+    std::array<int64_t, 16> w{};
+    w[kStatusRule] = rule;
+    w[kStatusBatch] = b;
+    w[kStatusIndex] = index;
+    w[kStatusValue] = value;
+    w[kStatusAux] = aux;
+    w[kStatusSize] = size;
+    w[kStatusParam] = param;
+    return w;
+  };
+  const std::vector<std::string> names = {"r"};
+  // Ragged keys: B = 3 sequences in a packed K/V of N = S = 20 rows.
+  KernelInfo packed;
+  packed.name = "r";
+  packed.params = {pointer("query", "f32", {"B", "4", "L", "16"}, "read"),
+                   pointer("key", "f32", {"1", "2", "S", "16"}, "read"),
+                   pointer("value", "f32", {"1", "2", "S", "16"}, "read"),
+                   pointer("kv_len", "i32", {"B"}, "read"),
+                   pointer("out", "f32", {"B", "4", "L", "16"}, "write"),
+                   pointer("k_start", "i32", {"B+1"}, "read")};
+  for (const char *s : {"B", "Hq", "Hkv", "L", "S"})
+    packed.params.push_back(ParamInfo{s, "scalar", "i64", {}, ""});
+  auto packedMessage = [&](std::vector<int64_t> starts,
+                           std::vector<int64_t> kvLen) {
+    LaunchArgs args;
+    args.sizes = {3, 4, 2, 1, 20};
+    args.buffers = {
+        {"query", 0x1000}, {"key", 0x2000}, {"value", 0x3000}, {"out", 0x4000}};
+    args.metadata = {{"k_start", starts}, {"kv_len", kvLen}};
+    Status s = validateLaunch(packed, args);
+    EXPECT_TRUE(s.isError());
+    return s.message();
+  };
+  const std::vector<int64_t> len = {4, 3, 4};
+  EXPECT_EQ(
+      describeViolation(
+          word(kRuleKStartNegative, 0, 0, -1, 0, 20, kParamKStart), names),
+      packedMessage({-1, 5, 9, 20}, len));
+  EXPECT_EQ(describeViolation(
+                word(kRuleKStartDecrease, 1, 2, 4, 5, 20, kParamKStart), names),
+            packedMessage({0, 5, 4, 20}, len));
+  EXPECT_EQ(
+      describeViolation(
+          word(kRuleKStartPastRows, 2, 3, 21, 9, 20, kParamKStart), names),
+      packedMessage({0, 5, 9, 21}, len));
+  // kv_len[1] = 3 > k_start[2] - k_start[1] = 2.
+  EXPECT_EQ(describeViolation(
+                word(kRuleKStartKvLen, 1, 3, 7, 5, 20, kParamKStart), names),
+            packedMessage({0, 5, 7, 20}, len));
+  // A batch-to-cache map over C = 4 cache rows.
+  KernelInfo mapped;
+  mapped.name = "r";
+  mapped.params = {
+      pointer("query", "f32", {"B", "4", "L", "16"}, "read"),
+      pointer("key", "f32", {"cache_rows", "2", "S", "16"}, "read"),
+      pointer("value", "f32", {"cache_rows", "2", "S", "16"}, "read"),
+      pointer("out", "f32", {"B", "4", "L", "16"}, "write"),
+      pointer("cache_batch_idx", "i32", {"B"}, "read")};
+  for (const char *s : {"B", "Hq", "Hkv", "L", "S", "cache_rows"})
+    mapped.params.push_back(ParamInfo{s, "scalar", "i64", {}, ""});
+  LaunchArgs args;
+  args.sizes = {3, 4, 2, 1, 20};
+  args.sizes.cacheRows = 4;
+  args.buffers = {
+      {"query", 0x1000}, {"key", 0x2000}, {"value", 0x3000}, {"out", 0x4000}};
+  args.metadata = {{"cache_batch_idx", {3, 3, 0}}};
+  EXPECT_TRUE(validateLaunch(mapped, args).isOk()); // a row read twice
+  args.metadata = {{"cache_batch_idx", {3, 4, 0}}};
+  Status s = validateLaunch(mapped, args);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(describeViolation(
+                word(kRuleCacheIndexRange, 1, 0, 4, 0, 4, kParamCacheBatchIdx),
+                names),
+            s.message());
+  EXPECT_NE(s.message().find("cache_batch_idx[1] = 4 is outside [0, C = 4)"),
+            std::string::npos);
+}
+
 namespace {
 
 /// A dynamic-shape GQA decode (32 query heads over 8 kv heads, D = 128)

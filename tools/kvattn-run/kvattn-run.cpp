@@ -126,6 +126,13 @@ cl::opt<bool> specializeShapes(
              "serving engine does (split-KV then chosen at run time)"),
     cl::init(true), cl::cat(runCategory));
 cl::opt<std::string>
+    chip("chip",
+         cl::desc("gpu targets: the architecture-specific variant of the "
+                  "device's chip to compile for (sm_90a on a compute "
+                  "capability 9.0 device, the emulated one included: the "
+                  "wgmma kernels); default the device's own chip"),
+         cl::cat(runCategory));
+cl::opt<std::string>
     emuFault("emu-fault",
              cl::desc("gpu-emu target: plant a fault in the device code to "
                       "prove the checks catch it (drop-barrier:N, "
@@ -516,6 +523,8 @@ static int runTool(int argc, char **argv) {
     options.tensorCores = flags.tensorCores();
     options.indexBitwidth = flags.indexBitwidth();
     options.configurePassManager = ::mlir::kvattn::mlirFlagsPassManagerHook();
+    if (!chip.empty())
+      options.chip = chip;
     if (emulated)
       options.image = ::mlir::kvattn::DeviceImage::LlvmIR;
     std::unique_ptr<::mlir::kvattn::GpuExecutor> gpu;

@@ -50,6 +50,13 @@ struct AttentionOperands {
   /// [B, S] i32/i64: the positions the cached keys were rotated at; every
   /// valid key must be attended at its recorded position.
   const HostTensor *kRopePos = nullptr;
+  /// Speculative decoding (needs qStart and qOffset): [T] i32/i64, per
+  /// packed row its parent's local row in its sequence's draft-token tree
+  /// (-1: a root). Row i sits at q_offset[b] + depth(i); key
+  /// kv_len[b] - L_b + a is draft token a, at the same position as its row,
+  /// allowed for row i only when a is i or an ancestor of i
+  /// (kvattn/Support/TreeParents.h).
+  const HostTensor *treeParents = nullptr;
 };
 
 /// A rotary position embedding (#kvattn.rope): for a vector x[0, D) at
@@ -202,6 +209,26 @@ Status validateBlockTable(const HostTensor &blockTable, const HostTensor &kvLen,
 /// block table first; `logical` has the pages' element type.
 Status gatherPages(const HostTensor &pages, const HostTensor &blockTable,
                    const HostTensor &kvLen, HostTensor &logical);
+
+/// Where each batch's keys live without pages (kvattn/Support/KeyRows.h):
+/// ragged keys `kStart [B + 1]` over a packed `cache [1, Hkv, N, D]`, or a
+/// batch-to-cache map `cacheBatchIdx [B]` over `cache [C, Hkv, S, D]`.
+struct KeyRowsOperands {
+  const HostTensor *kStart = nullptr;        ///< [B + 1] i32/i64
+  const HostTensor *cacheBatchIdx = nullptr; ///< [B] i32/i64
+  const HostTensor *kvLen = nullptr;         ///< [B] i32/i64 (optional)
+};
+
+/// Gathers the logical cache `[B, Hkv, S, D]` that `kvattn.attention`
+/// reads: with k_start, batch `b`'s key `j` is row `kStart[b] + j` of the
+/// packed cache (S = the longest sequence, at least 1; rows past a
+/// sequence's length are zero), with cacheBatchIdx batch `b`'s rows are
+/// cache row `cacheBatchIdx[b]`. Validates the rules first (checkKeyStarts,
+/// checkCacheBatchIndex: the messages of the verifier and the runtime).
+/// With k_start, `kvLen` (i64 [B]) receives the effective lengths (kv_len,
+/// or `kStart[b + 1] - kStart[b]`).
+Status gatherKeyRows(const HostTensor &cache, const KeyRowsOperands &ops,
+                     int64_t batch, HostTensor &logical, HostTensor &kvLen);
 
 } // namespace reference
 } // namespace kvattn

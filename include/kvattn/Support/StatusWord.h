@@ -59,6 +59,12 @@ enum ViolationRule : int {
   /// A 32-bit kernel: an offset or position gives a position of 2^31 - 1
   /// or more (q_offset + L - 1, k_offset + S - 1, q_pos, k_pos).
   kRuleIndex32Position = 19,
+  // Ragged keys' k_start and a batch-to-cache map (kvattn/Support/KeyRows.h).
+  kRuleKStartNegative = 20,  ///< k_start[0] < 0
+  kRuleKStartDecrease = 21,  ///< k_start[b + 1] < k_start[b]
+  kRuleKStartPastRows = 22,  ///< k_start[b + 1] > N (S)
+  kRuleKStartKvLen = 23,     ///< kv_len[b] > k_start[b + 1] - k_start[b]
+  kRuleCacheIndexRange = 24, ///< cache_batch_idx[b] outside [0, C)
 };
 
 /// The first position a kernel with 32-bit index arithmetic cannot take:
@@ -88,6 +94,8 @@ enum ValidatedParam : int {
   kParamBlockTable = 6,
   kParamKeyValid = 7,
   kParamQStart = 8,
+  kParamKStart = 9,
+  kParamCacheBatchIdx = 10,
 };
 
 } // namespace kvattn

@@ -63,6 +63,16 @@ struct AttentionDescription {
   /// ALiBi: an argument alibi_slopes f32 [Hq] after the others (and after
   /// sinks).
   bool alibi = false;
+  /// Speculative decoding (needs varlen): an argument tree_parents i32 [T]
+  /// after the others.
+  bool tree = false;
+  /// Ragged keys: key/value [1, Hkv, keyLen, D] packed, an argument
+  /// k_start i32 [B + 1] after the others.
+  bool raggedKeys = false;
+  /// A batch-to-cache map: key/value [cacheRows, Hkv, keyLen, D], an
+  /// argument cache_batch_idx i32 [B] after the others (and k_start).
+  bool cacheBatchIdx = false;
+  int64_t cacheRows = kDynamic;
 
   static constexpr int64_t kDynamic = -1;
 };

@@ -298,7 +298,8 @@ void mlir::kvattn::few_rows::emitMask(Emitter &scalar, TileMaskOp op) {
   // The offset form without a general mask, key_valid or ALiBi: positions
   // are vector arithmetic over the keys; anything else element by element.
   bool vectorForm = !op.getQPos() && !op.getKPos() && !op.getMask() &&
-                    !op.getKeyValid() && !op.getAlibiSlopes();
+                    !op.getKeyValid() && !op.getAlibiSlopes() &&
+                    !op.getTreeParents();
   if (!vectorForm) {
     e.loop(e.idx(0), rows, [&](Value r) {
       Value qp = emitQueryPosition(e, op, r);

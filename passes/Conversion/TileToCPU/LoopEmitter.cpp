@@ -59,8 +59,50 @@ QueryRow queryRowOf(Emitter &e, Value head, Value start,
           e.b.createOrFold<arith::DivUIOp>(t, g)};
 }
 
+/// Walks the draft-token tree of a tile.mask from local row `x` towards its
+/// root while the row is above `stop` and not -1 (each parent clamped into
+/// [-1, row - 1], so the walk ends): the row reached and the steps taken.
+static std::pair<Value, Value> walkTree(Emitter &e, TileMaskOp op, Value x,
+                                        Value stop) {
+  using P = arith::CmpIPredicate;
+  Type index = e.b.getIndexType();
+  Value zero = e.idx(0), one = e.idx(1), none = e.idx(-1);
+  auto loop = scf::WhileOp::create(
+      e.b, TypeRange{index, index}, ValueRange{x, zero},
+      [&](OpBuilder &nested, Location loc, ValueRange args) {
+        ImplicitLocOpBuilder cb(loc, nested);
+        Value above = arith::CmpIOp::create(cb, P::sgt, args[0], stop);
+        Value inTree = arith::CmpIOp::create(cb, P::sge, args[0], zero);
+        Value more = arith::AndIOp::create(cb, above, inTree);
+        scf::ConditionOp::create(cb, more, args);
+      },
+      [&](OpBuilder &nested, Location loc, ValueRange args) {
+        ImplicitLocOpBuilder wb(loc, nested);
+        Emitter we{wb};
+        Value slot = we.add(op.getTreeRow0(), args[0]);
+        Value parent = we.loadIndex(op.getTreeParents(), slot);
+        Value below = we.sub(args[0], one);
+        Value capped = arith::MinSIOp::create(wb, parent, below);
+        Value next = arith::MaxSIOp::create(wb, capped, none);
+        Value steps = we.add(args[1], one);
+        scf::YieldOp::create(wb, ValueRange{next, steps});
+      });
+  return {loop.getResult(0), loop.getResult(1)};
+}
+
+/// The local row of tile row `r` in its sequence (GQA packing undone).
+static Value treeRow(Emitter &e, TileMaskOp op, Value r) {
+  return queryRowOf(e, op.getHead(), op.getQStart(), op.getGroup(), r).row;
+}
+
 Value emitQueryPosition(Emitter &e, TileMaskOp op, Value r) {
   std::optional<int64_t> group = op.getGroup();
+  if (op.getTreeParents()) {
+    // qp = q_base + depth(i): the walk to the root takes depth + 1 steps.
+    Value steps = walkTree(e, op, treeRow(e, op, r), e.idx(-1)).second;
+    Value depth = e.sub(steps, e.idx(1));
+    return e.add(op.getQBase(), depth);
+  }
   if (op.getQBase()) {
     if (!group || *group == 1)
       return e.add(op.getQBase(), r);
@@ -88,6 +130,21 @@ Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp, Value c,
       op.getAlibiSlopes())
     kp = op.getKBase() ? e.add(op.getKBase(), c)
                        : e.loadIndex(op.getKPos(), {op.getBatch(), j});
+  if (op.getTreeParents()) {
+    // A draft key a = j - draft_base is allowed for row i only when it is i
+    // or an ancestor, at kp = qp - (depth(i) - depth(a)); a cache key walks
+    // nowhere (its target row i + 1 is above i).
+    Value i = treeRow(e, op, r);
+    Value isDraft = e.cmpi(P::sge, j, op.getTreeDraftBase());
+    Value a = e.sub(j, op.getTreeDraftBase());
+    Value target = arith::SelectOp::create(e.b, isDraft, a, e.add(i, e.idx(1)));
+    auto [reached, steps] = walkTree(e, op, i, target);
+    Value isCache = e.cmpi(P::slt, j, op.getTreeDraftBase());
+    Value ancestor = e.cmpi(P::eq, reached, target);
+    allowed = e.andi(allowed, arith::OrIOp::create(e.b, isCache, ancestor));
+    if (kp)
+      kp = arith::SelectOp::create(e.b, isDraft, e.sub(qp, steps), kp);
+  }
   if (op.getCausal() || op.getWindow() || op.getWindowRight()) {
     if (op.getCausal())
       allowed = e.andi(allowed, e.cmpi(P::sle, kp, qp));

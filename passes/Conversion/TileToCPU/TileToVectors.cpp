@@ -236,7 +236,8 @@ LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter,
 /// positions are an arithmetic sequence (or, packed, a step function), so
 /// the whole rule (and an ALiBi bias) is vector arithmetic.
 bool isVectorMask(TileMaskOp op) {
-  return !op.getQPos() && !op.getKPos() && !op.getMask();
+  return !op.getQPos() && !op.getKPos() && !op.getMask() &&
+         !op.getTreeParents();
 }
 
 /// tile.mask in the column form, on the transposed scores.

@@ -39,6 +39,9 @@ struct FragmentLayout {
   int64_t sliceColumns;
   int64_t elementsPerRow;
   int64_t lanesPerRow;
+  /// Warps that issue one MMA together: 1 for mma.sync, 4 for wgmma (a
+  /// warpgroup, whose m64 accumulator is 4 warps x warpRows rows).
+  int64_t warpsPerMma = 1;
 
   /// mma.sync.m16n8k16's accumulator (C and D, PTX ISA "Matrix fragments
   /// for mma.m16n8k16"): c0 c1 = (l / 4, 2 (l % 4) + {0, 1}),
@@ -53,6 +56,37 @@ struct FragmentLayout {
             /*sliceColumns=*/8,
             /*elementsPerRow=*/2,
             /*lanesPerRow=*/4};
+  }
+
+  /// wgmma.mma_async.m64nNk16's f32 accumulator (PTX ISA, "Register
+  /// fragments: wgmma .m64nNk16"): warp w (0-3) of the warpgroup owns rows
+  /// [16w, 16w + 16) of its 64, lane l holds d[4j + r] at row
+  /// l / 4 + 8 (r / 2) of them and column 8j + 2 (l % 4) + r % 2: per warp
+  /// mma.sync's m16n8 C fragment, repeated over the N / 8 column slices. The
+  /// lowering's 16-row warps own exactly those entries (warp w of the
+  /// program = warp w % 4 of warpgroup w / 4), so the mask, the softmax and
+  /// the epilogue do not change; registerOfWgmma gives d's order.
+  static constexpr FragmentLayout wgmmaM64NK16Accumulator() {
+    return {/*warpRows=*/16,    /*rowsPerLane=*/2,
+            /*rowStride=*/8,
+            /*sliceColumns=*/8, /*elementsPerRow=*/2,
+            /*lanesPerRow=*/4,
+            /*warpsPerMma=*/4};
+  }
+
+  /// The rows one MMA instruction covers: 16 (a warp's m16 tile) or 64 (a
+  /// warpgroup's m64).
+  int64_t mmaRows() const { return 16 * warpsPerMma; }
+  /// The lane's entry of wgmma accumulator register d[i]: slice i / 4, row
+  /// k and element el of register i % 4 of that slice (c0 .. c3 order).
+  struct WgmmaEntry {
+    int k;
+    int64_t slice;
+    int el;
+  };
+  WgmmaEntry registerOfWgmma(int i) const {
+    const int r = i % registersPerSlice();
+    return {rowOfRegister(r), i / registersPerSlice(), elementOfRegister(r)};
   }
 
   /// The m16 tiles of a warp's rows (1 or 2), and the rows of one lane in

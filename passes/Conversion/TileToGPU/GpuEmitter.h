@@ -44,6 +44,10 @@ struct Threads {
   /// Whether tile.qk and the P.V product of tile.softmax_update run on
   /// tensor cores (mma.sync m16n8k16, operands through ldmatrix).
   bool tensorCores = false;
+  /// sm_90a (tensor cores too): Q.K^T and P.V as warpgroup wgmma.mma_async
+  /// (WgmmaTiles.cpp), the 16-bit tiles in 64-column panels
+  /// (panelIndices) and the layout wgmmaM64NK16Accumulator.
+  bool wgmma = false;
   /// Tensor cores with tile.prefetch in the program: each K block is
   /// already in flight when its tile.qk runs (issued one step ahead).
   bool prefetchKeys = false;

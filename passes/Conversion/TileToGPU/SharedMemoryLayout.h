@@ -219,6 +219,32 @@ computeTensorCoreLayout(Operation *root, int64_t mmaTiles = 1) {
 /// marks kernels that -kvattn-lower-tile-to-gpu lowers on tensor cores.
 inline constexpr llvm::StringLiteral kTensorCoresAttr = "kvattn.tensor_cores";
 
+/// The unit attribute of kernels lowered with sm_90a's wgmma (WgmmaTiles.cpp;
+/// set with kTensorCoresAttr when the chip is sm_90a and canUseWgmma).
+inline constexpr llvm::StringLiteral kWgmmaAttr = "kvattn.wgmma";
+
+/// Whether the wgmma lowering takes a tensor-core program with this layout
+/// and `numWarps` 16-row warps: whole warpgroups (a multiple of 4 warps of
+/// 16 rows: m64 per warpgroup), D and Dv 64 or 128 (64-column panels, N of
+/// P.V), block-n a multiple of 16 up to 256 (N of Q.K^T), the scores in
+/// registers (the accumulator of Q.K^T is the A operand of P.V), and the
+/// query tile and both stages 1024-byte aligned (the 128-byte swizzle's
+/// pattern; the dynamic shared memory is 1024-aligned on sm_90a). Other
+/// programs keep mma.sync, assembled for sm_90a.
+inline bool canUseWgmma(const SharedMemoryLayout &layout, int64_t numWarps) {
+  auto panelled = [](int64_t cols) { return cols == 64 || cols == 128; };
+  if (!canUseTensorCores(layout) || layout.mmaTiles != 1 || numWarps <= 0 ||
+      numWarps % 4 != 0 || !panelled(layout.keyCols) ||
+      !panelled(layout.valueCols) || layout.stageRows % 16 != 0 ||
+      layout.stageRows > 256 || !keepScoresInRegisters(layout) ||
+      layout.stageOffset % 1024 != 0 || layout.valueStageOffset % 1024 != 0)
+    return false;
+  for (auto [alloca, offset] : llvm::zip(layout.tiles, layout.offsets))
+    if (isQueryTile(alloca) && offset % 1024 != 0)
+      return false;
+  return true;
+}
+
 } // namespace kvattn
 } // namespace mlir
 

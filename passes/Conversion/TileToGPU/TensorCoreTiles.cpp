@@ -215,10 +215,14 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
     } else {
       src = e.kvIndices(source, blockTable, batch, head, row, x);
     }
+    SmallVector<Value, 2> dst =
+        e.t.wgmma
+            ? panelIndices(e, stage, c, x)
+            : SmallVector<Value, 2>{c, swizzledCol(e, stage, swizzleRow, x)};
     nvgpu::DeviceAsyncCopyOp::create(
-        e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), stage,
-        ValueRange{c, swizzledCol(e, stage, swizzleRow, x)}, source, src,
-        e.b.getIndexAttr(kChunk), srcElements, /*bypassL1=*/UnitAttr());
+        e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), stage, dst,
+        source, src, e.b.getIndexAttr(kChunk), srcElements,
+        /*bypassL1=*/UnitAttr());
   };
   if (copies % e.t.count == 0 && e.t.count % perRow == 0) {
     // Constant strides: the thread's column is fixed and its rows step by

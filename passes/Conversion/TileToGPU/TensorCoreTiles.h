@@ -75,6 +75,32 @@ void lowerPrefetchOnTensorCores(GpuEmitter &e, TilePrefetchOp op);
 void emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op, Value stage,
                          ArrayRef<Value> alpha);
 
+//===----------------------------------------------------------------------===//
+// sm_90a: wgmma (WgmmaTiles.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The memref indices of element (row, col) of a 16-bit shared tile in the
+/// wgmma lowering's panelled layout (WgmmaLayout.h): 64-column panels of
+/// 128-byte rows, chunks swizzled as wgmma's 128-byte swizzle reads them.
+/// For a 64-column tile it is (row, swizzledCol(row, col)).
+SmallVector<Value, 2> panelIndices(GpuEmitter &e, Value tile, Value row,
+                                   Value col);
+
+/// fence.proxy.async.shared::cta: this thread's generic-proxy writes of
+/// shared memory (stores, landed cp.async) before later wgmma reads.
+void emitProxyFence(GpuEmitter &e);
+
+/// tile.qk on sm_90a: the K block staged as on mma.sync (cp.async, one
+/// step ahead), then D / 16 wgmma.mma_async m64n{BN}k16 SS per warpgroup
+/// (Q and K from shared memory), into the lane's score registers.
+void lowerQKWithWgmma(GpuEmitter &e, TileQKOp op, TileSoftmaxOp prefetch);
+
+/// The P.V update of tile.softmax_update on sm_90a: BN / 16
+/// wgmma.mma_async m64n{Dv}k16 RS (P from the lane's probability
+/// registers, V from the stage) on the rescaled accumulator registers.
+void emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
+                     ArrayRef<Value> alpha);
+
 } // namespace kvattn
 } // namespace mlir
 

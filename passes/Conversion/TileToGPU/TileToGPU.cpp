@@ -128,10 +128,15 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
           },
           arith::ConstantOp::create(e.b, chunkType,
                                     e.b.getZeroAttr(chunkType)));
-      vector::StoreOp::create(e.b, v, tile,
-                              ValueRange{r, swizzledCol(e, tile, r, x)},
+      SmallVector<Value, 2> at =
+          e.t.wgmma ? panelIndices(e, tile, r, x)
+                    : SmallVector<Value, 2>{r, swizzledCol(e, tile, r, x)};
+      vector::StoreOp::create(e.b, v, tile, at,
                               /*nontemporal=*/false, llvm::Align(16));
     });
+    // (sm_90a: wgmma reads the tile through the async proxy; the
+    // fence.proxy.async each thread executes after its K copies land, before
+    // the barrier of the first Q.K^T, orders these writes too.)
     e.barrier();
     if (e.t.qFragments)
       emitLoadQueryFragments(e, tile);
@@ -206,6 +211,8 @@ void lowerQK(GpuEmitter &e, TileQKOp op,
     TileSoftmaxOp softmax = findSoftmaxOfBlock(op);
     if (softmax)
       prefetched.insert(softmax);
+    if (e.t.wgmma)
+      return lowerQKWithWgmma(e, op, softmax);
     return lowerQKOnTensorCores(e, op, softmax);
   }
   auto scoresType = cast<MemRefType>(op.getScores().getType());
@@ -351,6 +358,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   // is announced below).
   if (e.t.tensorCores)
     emitAsyncWait(e, 0);
+  if (e.t.wgmma)
+    emitProxyFence(e); // this thread's V copies, before wgmma reads them
   e.barrier();
   // Tensor cores: the next K block's copies start here, after the barrier
   // that follows every warp's Q.K^T of this block (the K stage is free),
@@ -364,7 +373,10 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     SmallVector<Value, 4> alphas;
     for (const RowUpdate &u : rows)
       alphas.push_back(u.alpha);
-    emitPVOnTensorCores(e, op, stage, alphas);
+    if (e.t.wgmma)
+      emitPVWithWgmma(e, op, stage, alphas);
+    else
+      emitPVOnTensorCores(e, op, stage, alphas);
   }
   for (auto [k, u] : llvm::enumerate(rows)) {
     if (!e.t.tensorCores)
@@ -441,6 +453,11 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
   if (e.t.qFragments)
     NVVM::SyncWarpOp::create(
         e.b, arith::ConstantIntOp::create(e.b, e.b.getI32Type(), -1));
+  // sm_90a: the query tile is panelled and read by whole warpgroups, so a
+  // warp's output rows share bytes with other warps' query rows: every
+  // warpgroup's last Q.K^T first.
+  if (e.t.wgmma)
+    e.barrier();
   for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     // A row past `rows` reads its head's sink too (a valid head: the
@@ -706,6 +723,7 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   // Tensor cores as decided by the outlining (the scores then live in
   // registers: the shared memory layout differs).
   const bool tensorCores = kernel->hasAttr(kTensorCoresAttr);
+  const bool wgmma = tensorCores && kernel->hasAttr(kWgmmaAttr);
   FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(kernel);
   if (failed(layout))
     return kernel.emitOpError()
@@ -733,6 +751,12 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   const bool privateScores = tensorCores && keepScoresInRegisters(*layout);
   if (tensorCores)
     layout = computeTensorCoreLayout(kernel, mmaTiles);
+  if (wgmma && !canUseWgmma(*layout, numWarps))
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: marked " << kWgmmaAttr
+           << " but the program does not fit the wgmma lowering (whole "
+              "warpgroups of 16-row warps, D and Dv 64 or 128, block-n a "
+              "multiple of 16 up to 256, scores in registers)";
   int64_t bm = config.getBlockM();
   int64_t bn = config.getBlockN();
   if (bm != 16 * mmaTiles * numWarps || bn % 8 != 0)
@@ -794,7 +818,9 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   }
   Threads t;
   t.count = 32 * numWarps;
-  t.layout = FragmentLayout::mmaM16N8K16Accumulator(mmaTiles);
+  t.layout = wgmma ? FragmentLayout::wgmmaM64NK16Accumulator()
+                   : FragmentLayout::mmaM16N8K16Accumulator(mmaTiles);
+  t.wgmma = wgmma;
   // The accumulator: each lane's entries in private memory indexed by
   // constants only (registers after SROA), replacing the tile.
   memref::AllocaOp accTile;
@@ -830,7 +856,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   kernel.walk([&](TileLoadQOp load) { t.qTile = load.getQTile(); });
   // Tensor cores, D <= 128: the warp's query fragments in registers for
   // the whole program (D / 4 registers per lane: 32 at D = 128).
-  if (tensorCores && t.qTile) {
+  // (wgmma reads the query tile itself: no fragments.)
+  if (tensorCores && !wgmma && t.qTile) {
     auto qType = cast<MemRefType>(t.qTile.getType());
     Type qElt = layout->stageElementType; // the mma's operand type
     bool sameType = true;

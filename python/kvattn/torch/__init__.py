@@ -25,7 +25,7 @@ from .. import capi
 from .._device import device_view, host_view
 from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
 
-__all__ = ["attention", "append", "lint", "fix", "Finding", "KVAttnError", "KVAttnTypeError",
+__all__ = ["attention", "append", "tree_attention", "lint", "fix", "Finding", "KVAttnError", "KVAttnTypeError",
            "KVAttnValueError", "program_cache_info", "clear_program_cache"]
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16",
@@ -94,7 +94,9 @@ def _positions(what: str, value, batch: int, device) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int64, device=device)
 
 
-def _check_attention(query, key, value, layout):
+def _check_attention(query, key, value, layout, key_rows=None):
+    """key_rows: None ([B, Hkv, S, D] keys), "k_start" (one packed buffer
+    [1, Hkv, N, D]) or "cache_batch_idx" ([C, Hkv, S, D] cache rows)."""
     for what, t in (("query", query), ("key", key), ("value", value)):
         _tensor(what, t)
     dtype = _float_tensor("query", query)
@@ -110,7 +112,17 @@ def _check_attention(query, key, value, layout):
                                "the CPU and CUDA devices")
     q, k, v = (_to_bhsd(t, layout) for t in (query, key, value))
     B, Hq, L, D = q.shape
-    if k.shape[0] != B or v.shape[0] != B:
+    if key_rows == "k_start":
+        if k.shape[0] != 1 or v.shape[0] != 1:
+            raise KVAttnValueError(
+                f"with k_start (cu_seqlens_k) key and value are one packed "
+                f"buffer [1, Hkv, N, D]: their batch dim must be 1, got "
+                f"{k.shape[0]} and {v.shape[0]}")
+    elif key_rows == "cache_batch_idx":
+        if k.shape[0] != v.shape[0]:
+            raise KVAttnValueError(f"cache rows differ: key {k.shape[0]}, "
+                                   f"value {v.shape[0]}")
+    elif k.shape[0] != B or v.shape[0] != B:
         raise KVAttnValueError(f"batch sizes differ: query {B}, key "
                                f"{k.shape[0]}, value {v.shape[0]}")
     Hkv, S = k.shape[1], k.shape[2]
@@ -175,17 +187,22 @@ def _ty(shape, dtype):
 
 
 def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-                 mask=None, sinks=False, alibi=False, rope=None):
+                 mask=None, sinks=False, alibi=False, rope=None,
+                 key_rows=None):
     """kvattn IR of one attention with dynamic B, L and S: arguments query
     [B, Hq, L, D], key [B, Hkv, S, D], value [B, Hkv, S, Dv], q_offset and
     kv_len (i64 [B]), and with `mask` = (batch dim, head dim) of a boolean
     mask [B | 1, Hq | 1, L, S] (1 where it broadcasts, None where it is
     full) the mask; with `sinks` / `alibi` the f32 [Hq] sinks / ALiBi
     slopes; with `rope` = (theta, rotary_dim, interleaved) the query
-    rotated at its positions (#kvattn.rope); result out [B, Hq, L, Dv]."""
+    rotated at its positions (#kvattn.rope); with `key_rows` "k_start"
+    (ragged keys: key/value [1, Hkv, N, D], k_start i64 [B + 1]) or
+    "cache_batch_idx" (key/value [C, Hkv, S, D], cache_batch_idx i64 [B])
+    that operand last; result out [B, Hq, L, Dv]."""
+    rows = "1" if key_rows == "k_start" else "?"
     q = _ty(["?", str(Hq), "?", str(D)], dtype)
-    k = _ty(["?", str(Hkv), "?", str(D)], dtype)
-    v = _ty(["?", str(Hkv), "?", str(Dv)], dtype)
+    k = _ty([rows, str(Hkv), "?", str(D)], dtype)
+    v = _ty([rows, str(Hkv), "?", str(Dv)], dtype)
     o = _ty(["?", str(Hq), "?", str(Dv)], dtype)
     attrs = (" causal" if causal else "") + \
         (f" window = {window}" if window else "") + \
@@ -207,9 +224,13 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
     if alibi:
         m_arg += f", %alibi: {per_head}"
         m_use += f" alibi_slopes(%alibi : {per_head})"
+    # (In the op's assembly k_start / cache_batch_idx come before q_offset.)
+    rows_use = f" {key_rows}(%rows : tensor<?xi64>)" if key_rows else ""
+    if key_rows:
+        m_arg += ", %rows: tensor<?xi64>"
     return (f"func.func @attention(%q: {q}, %k: {k}, %v: {v},\n"
             f"    %qo: tensor<?xi64>, %kl: tensor<?xi64>{m_arg}) -> {o} {{\n"
-            f"  %o = kvattn.attention %q, %k, %v q_offset(%qo : "
+            f"  %o = kvattn.attention %q, %k, %v{rows_use} q_offset(%qo : "
             f"tensor<?xi64>) kv_len(%kl : tensor<?xi64>){m_use}{attrs}\n"
             f"      : {q}, {k}, {v} -> {o}\n"
             f"  return %o : {o}\n}}\n")
@@ -278,10 +299,10 @@ def _dense(t: torch.Tensor) -> torch.Tensor:
 
 
 def _signature(dtype, dims, causal, window, softcap, scale, mask, device,
-               sinks=False, alibi=False, rope=None):
+               sinks=False, alibi=False, rope=None, key_rows=None):
     B, Hq, Hkv, L, S, D, Dv = dims
     return ("attention", dtype, Hq, Hkv, D, Dv, causal, window, softcap,
-            scale, mask, str(device), sinks, alibi, rope)
+            scale, mask, str(device), sinks, alibi, rope, key_rows)
 
 
 def _check_rope(rotary_theta, rotary_dim, rotary_interleaved, dims):
@@ -302,6 +323,21 @@ def _check_rope(rotary_theta, rotary_dim, rotary_interleaved, dims):
         raise KVAttnValueError(f"rotary_dim = {r} must be even, at least 2 "
                                f"and at most the head dim D = {D}")
     return (theta, r, bool(rotary_interleaved))
+
+
+def _key_rows(k_start, cache_batch_idx, batch, device):
+    """The key-row operand: (None, None), ("k_start", int64 [B + 1]) or
+    ("cache_batch_idx", int64 [B])."""
+    if k_start is not None and cache_batch_idx is not None:
+        raise KVAttnValueError("k_start (cu_seqlens_k) and cache_batch_idx "
+                               "do not combine: the packed keys have one "
+                               "cache row")
+    if k_start is not None:
+        return "k_start", _positions("k_start", k_start, batch + 1, device)
+    if cache_batch_idx is not None:
+        return "cache_batch_idx", _positions("cache_batch_idx",
+                                             cache_batch_idx, batch, device)
+    return None, None
 
 
 def _check_per_head(what, t, query, dims):
@@ -347,18 +383,22 @@ def _check_mask(mask, query, dims):
 
 def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                     window, softcap, scale, layout, out, sinks=None,
-                    alibi_slopes=None, rotary_theta=0.0, rotary_dim=0,
-                    rotary_interleaved=False):
+                    alibi_slopes=None, k_start=None, cache_batch_idx=None,
+                    rotary_theta=0.0, rotary_dim=0, rotary_interleaved=False):
     """Checks everything, then runs the attention into `out` (the [B, Hq,
     L, Dv] tensor in `layout`)."""
     layout = _layout(layout)
-    dtype, dims = _check_attention(query, key, value, layout)
+    B0 = _to_bhsd(_tensor("query", query), layout).shape[0]
+    key_rows, rows = _key_rows(k_start, cache_batch_idx, B0, query.device)
+    dtype, dims = _check_attention(query, key, value, layout, key_rows)
     window, softcap, scale = _check_options(causal, window, softcap, scale)
     B, Hq, Hkv, L, S, D, Dv = dims
     mask_dims = _check_mask(mask, query, dims)
     has_sinks = _check_per_head("sinks", sinks, query, dims)
     has_alibi = _check_per_head("alibi_slopes", alibi_slopes, query, dims)
     rope = _check_rope(rotary_theta, rotary_dim, rotary_interleaved, dims)
+    if kv_len is None and key_rows == "k_start":
+        kv_len = rows[1:] - rows[:-1]  # each sequence's packed rows
     kv = _positions("kv_len", S if kv_len is None else kv_len, B,
                     query.device)
     qo = (kv - L) if q_offset is None else _positions("q_offset", q_offset,
@@ -369,10 +409,11 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
         # The C API checks q_offset and kv_len (offsets non-negative,
         # kv_len <= S, ...) with the reference's messages.
         key_ = _signature(dtype, dims, causal, window, softcap, scale,
-                          mask_dims, "cpu", has_sinks, has_alibi, rope)
+                          mask_dims, "cpu", has_sinks, has_alibi, rope,
+                          key_rows)
         program = _program(key_, lambda: _cpu_program(attention_ir(
             dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-            mask_dims, has_sinks, has_alibi, rope)))
+            mask_dims, has_sinks, has_alibi, rope, key_rows)))
         q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
         o = _to_bhsd(out, layout)
         dense_out = o.is_contiguous()
@@ -386,13 +427,15 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
             inputs.append(("sinks", _dense(sinks.detach())))
         if has_alibi:
             inputs.append(("alibi_slopes", _dense(alibi_slopes.detach())))
+        if key_rows:
+            inputs.append((key_rows, rows.contiguous()))
         _cpu_run(program, inputs, target, "kvattn::attention")
         if not dense_out:
             o.copy_(target)
         return out
     return _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
                            window, softcap, scale, layout, out, dtype, dims,
-                           sinks, alibi_slopes, rope)
+                           sinks, alibi_slopes, rope, key_rows, rows)
 
 
 def _check_out(out, query, want):
@@ -434,16 +477,18 @@ def _cuda_runtime(device: torch.device):
 
 def _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
                     window, softcap, scale, layout, out, dtype, dims,
-                    sinks=None, alibi_slopes=None, rope=None):
+                    sinks=None, alibi_slopes=None, rope=None, key_rows=None,
+                    rows=None):
     import kvattn
     B, Hq, Hkv, L, S, D, Dv = dims
     rt = _cuda_runtime(query.device)
     has_sinks, has_alibi = sinks is not None, alibi_slopes is not None
     key_ = _signature(dtype, dims, causal, window, softcap, scale, mask_dims,
-                      query.device, has_sinks, has_alibi, rope)
+                      query.device, has_sinks, has_alibi, rope, key_rows)
     program = _program(key_, lambda: kvattn.GpuProgram(
         attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-                     mask_dims, has_sinks, has_alibi, rope), runtime=rt))
+                     mask_dims, has_sinks, has_alibi, rope, key_rows),
+        runtime=rt))
     q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
     o = _to_bhsd(out, layout)
     target = o if o.is_contiguous() else torch.empty(
@@ -455,6 +500,8 @@ def _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
         extra["sinks"] = _dense(sinks.detach())
     if has_alibi:
         extra["alibi_slopes"] = _dense(alibi_slopes.detach())
+    if key_rows:
+        extra[key_rows] = rows.cpu().tolist()
     program.run(query=q.detach(), key=k.detach(), value=v.detach(),
                 q_offset=qo.to(torch.int32).cpu().tolist(),
                 kv_len=kv.to(torch.int32).cpu().tolist(),
@@ -482,20 +529,23 @@ def _attention_op(query: torch.Tensor, key: torch.Tensor,
                   scale: Optional[float], layout: str,
                   sinks: Optional[torch.Tensor] = None,
                   alibi_slopes: Optional[torch.Tensor] = None,
+                  k_start: Optional[torch.Tensor] = None,
+                  cache_batch_idx: Optional[torch.Tensor] = None,
                   rotary_theta: float = 0.0, rotary_dim: int = 0,
                   rotary_interleaved: bool = False
                   ) -> torch.Tensor:
     out = query.new_empty(_out_shape(query, value, _layout(layout)))
     return _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                            window, softcap, scale, layout, out, sinks,
-                           alibi_slopes, rotary_theta, rotary_dim,
-                           rotary_interleaved)
+                           alibi_slopes, k_start, cache_batch_idx,
+                           rotary_theta, rotary_dim, rotary_interleaved)
 
 
 @_attention_op.register_fake
 def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
-      scale, layout, sinks=None, alibi_slopes=None, rotary_theta=0.0,
-      rotary_dim=0, rotary_interleaved=False):
+      scale, layout, sinks=None, alibi_slopes=None, k_start=None,
+      cache_batch_idx=None, rotary_theta=0.0, rotary_dim=0,
+      rotary_interleaved=False):
     return query.new_empty(_out_shape(query, value, layout))
 
 
@@ -508,17 +558,21 @@ def _attention_out_op(query: torch.Tensor, key: torch.Tensor,
                       layout: str, out: torch.Tensor,
                       sinks: Optional[torch.Tensor] = None,
                       alibi_slopes: Optional[torch.Tensor] = None,
+                      k_start: Optional[torch.Tensor] = None,
+                      cache_batch_idx: Optional[torch.Tensor] = None,
                       rotary_theta: float = 0.0, rotary_dim: int = 0,
                       rotary_interleaved: bool = False) -> None:
     _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                     window, softcap, scale, layout, out, sinks, alibi_slopes,
-                    rotary_theta, rotary_dim, rotary_interleaved)
+                    k_start, cache_batch_idx, rotary_theta, rotary_dim,
+                    rotary_interleaved)
 
 
 @_attention_out_op.register_fake
 def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
-      scale, layout, out, sinks=None, alibi_slopes=None, rotary_theta=0.0,
-      rotary_dim=0, rotary_interleaved=False):
+      scale, layout, out, sinks=None, alibi_slopes=None, k_start=None,
+      cache_batch_idx=None, rotary_theta=0.0, rotary_dim=0,
+      rotary_interleaved=False):
     return None
 
 
@@ -530,6 +584,9 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               out: Optional[torch.Tensor] = None,
               sinks: Optional[torch.Tensor] = None,
               alibi_slopes: Optional[torch.Tensor] = None,
+              k_start: Optional[torch.Tensor] = None,
+              cu_seqlens_k: Optional[torch.Tensor] = None,
+              cache_batch_idx: Optional[torch.Tensor] = None,
               rotary_theta: Optional[float] = None, rotary_dim: int = 0,
               rotary_interleaved: bool = False) -> torch.Tensor:
     """Attention with explicit positions (docs/semantics.md): query row i of
@@ -549,6 +606,13 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     positions q_offset[b] + i, in f32 (docs/semantics.md, "Rotary
     embedding"); the keys are expected rotated at their positions j.
 
+    k_start (alias cu_seqlens_k, FlashAttention's; int [B + 1]): ragged
+    keys without pages: key/value are one packed buffer [1, Hkv, N, D|Dv]
+    and batch b's key j is row k_start[b] + j, for j < kv_len[b] (default
+    k_start[b + 1] - k_start[b]). cache_batch_idx (int [B], FlashAttention's
+    kvcache API): key/value are [C, Hkv, S, D|Dv] and batch b reads cache
+    row cache_batch_idx[b] (in [0, C); two batches may read one row).
+
     layout "bhsd": query [B, Hq, L, D], key/value [B, Hkv, S, D|Dv], out
     [B, Hq, L, Dv]; "bshd": [B, L, Hq, D] etc. (the sequence before the
     heads). GQA: Hq a multiple of Hkv. Returns `out` (allocated by torch
@@ -562,10 +626,19 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     # Checked here too, so that misuse is a KVAttnError before torch's
     # dispatcher sees the arguments (it would raise its own for a wrong
     # type).
+    if cu_seqlens_k is not None:
+        if k_start is not None:
+            raise KVAttnValueError("give k_start or its alias cu_seqlens_k, "
+                                   "not both")
+        k_start = cu_seqlens_k
     _layout(layout)
-    _check_attention(query, key, value, layout)
+    batch = _to_bhsd(_tensor("query", query), layout).shape[0]
+    key_rows, rows = _key_rows(k_start, cache_batch_idx, batch, query.device)
+    k_start = rows if key_rows == "k_start" else None
+    cache_batch_idx = rows if key_rows == "cache_batch_idx" else None
+    _check_attention(query, key, value, layout, key_rows)
     window, softcap, scale = _check_options(causal, window, softcap, scale)
-    dims = _check_attention(query, key, value, layout)[1]
+    dims = _check_attention(query, key, value, layout, key_rows)[1]
     _check_per_head("sinks", sinks, query, dims)
     _check_per_head("alibi_slopes", alibi_slopes, query, dims)
     theta = float(rotary_theta or 0.0)
@@ -574,12 +647,13 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         return torch.ops.kvattn.attention(query, key, value, q_offset, kv_len,
                                           mask, causal, window, softcap,
                                           scale, layout, sinks, alibi_slopes,
-                                          theta, rotary_dim,
-                                          rotary_interleaved)
+                                          k_start, cache_batch_idx, theta,
+                                          rotary_dim, rotary_interleaved)
     torch.ops.kvattn.attention_out(query, key, value, q_offset, kv_len, mask,
                                    causal, window, softcap, scale, layout,
-                                   out, sinks, alibi_slopes, theta,
-                                   rotary_dim, rotary_interleaved)
+                                   out, sinks, alibi_slopes, k_start,
+                                   cache_batch_idx, theta, rotary_dim,
+                                   rotary_interleaved)
     return out
 
 
@@ -638,6 +712,158 @@ def append(cache: torch.Tensor, update: torch.Tensor,
     torch.ops.kvattn.append(cache, update, pos, _layout(layout))
     return cache
 
+
+
+# --- tree masks (speculative decoding): ragged draft-token trees -------------
+
+def tree_attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
+                      sinks=False, alibi=False):
+    """kvattn IR of a ragged batch of draft-token trees: query [1, Hq, T,
+    D] (the packed rows), key/value [B, Hkv, S, D|Dv], q_start (i64
+    [B + 1]), q_offset and kv_len (i64 [B]), tree_parents (i64 [T]), then
+    the optional f32 [Hq] sinks / ALiBi slopes; result out [1, Hq, T,
+    Dv]."""
+    q = _ty(["1", str(Hq), "?", str(D)], dtype)
+    k = _ty(["?", str(Hkv), "?", str(D)], dtype)
+    v = _ty(["?", str(Hkv), "?", str(Dv)], dtype)
+    o = _ty(["1", str(Hq), "?", str(Dv)], dtype)
+    attrs = (" causal" if causal else "") + \
+        (f" window = {window}" if window else "") + \
+        (f" softcap = {softcap!r}" if softcap else "") + \
+        (f" scale = {scale!r}" if scale is not None else "")
+    per_head = _ty([str(Hq)], "f32")
+    m_arg = m_use = ""
+    if sinks:
+        m_arg += f", %sinks: {per_head}"
+        m_use += f" sinks(%sinks : {per_head})"
+    if alibi:
+        m_arg += f", %alibi: {per_head}"
+        m_use += f" alibi_slopes(%alibi : {per_head})"
+    i64 = "tensor<?xi64>"
+    return (f"func.func @attention(%q: {q}, %k: {k}, %v: {v},\n"
+            f"    %qs: {i64}, %qo: {i64}, %kl: {i64}, %tp: {i64}{m_arg})"
+            f" -> {o} {{\n"
+            f"  %o = kvattn.attention %q, %k, %v q_start(%qs : {i64}) "
+            f"q_offset(%qo : {i64}) kv_len(%kl : {i64}){m_use} "
+            f"tree_parents(%tp : {i64}){attrs}\n"
+            f"      : {q}, {k}, {v} -> {o}\n"
+            f"  return %o : {o}\n}}\n")
+
+
+def _index_vector(what, t, n, device):
+    """An int64 [n] tensor (on the CPU) from a tensor or a list."""
+    if not isinstance(t, torch.Tensor):
+        if isinstance(t, bool) or not isinstance(t, (list, tuple)):
+            raise KVAttnTypeError(f"{what} must be a tensor or a list of "
+                                  f"ints, got {type(t).__name__}")
+        t = torch.tensor([capi.check_int(f"{what}[{i}]", x)
+                          for i, x in enumerate(t)], dtype=torch.int64)
+    if t.dtype not in _INDEX_DTYPES:
+        raise KVAttnTypeError(f"{what} has dtype {t.dtype}; it must be "
+                              "torch.int32 or torch.int64")
+    if t.dim() != 1 or (n is not None and t.shape[0] != n):
+        raise KVAttnValueError(f"{what} must have shape [{n}], got "
+                               f"{tuple(t.shape)}")
+    if t.device != device:
+        raise KVAttnValueError(f"{what} is on {t.device}, query on {device}")
+    return t.to(torch.int64)
+
+
+def tree_attention(query: torch.Tensor, key: torch.Tensor,
+                   value: torch.Tensor, cu_seqlens_q, kv_len, *,
+                   tree_parents=None, custom_mask: Optional[torch.Tensor] = None,
+                   mask_indptr=None, causal: bool = True, window: int = 0,
+                   softcap: float = 0.0, scale: Optional[float] = None,
+                   sinks: Optional[torch.Tensor] = None,
+                   alibi_slopes: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Attention of the draft tokens of a speculative-decoding step
+    (docs/torch.md "Tree masks"): a ragged batch whose sequence b owns the
+    packed query rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 (its L_b
+    draft tokens; a plain decode row is a tree of one root); query [T, Hq,
+    D], key/value caches [B, Hkv, S, D|Dv] whose last L_b keys below
+    kv_len[b] are the draft tokens' own. The tree is given as
+    `tree_parents` ([T] ints: per draft token its parent's local row, -1
+    for a root) or as FlashInfer's packed `custom_mask` (uint8: per request
+    the row-major (L_b x kv_len[b]) mask packed little-endian, requests
+    starting at `mask_indptr`, default ceil(L_b kv_len[b] / 8) bytes each);
+    a mask that is no tree mask is refused by name. Draft token i sits at
+    position kv_len[b] - L_b + depth(i) and sees the cache, its ancestors
+    and itself. Returns out [T, Hq, Dv]. CPU tensors only (the GPU
+    lowering does not take trees yet)."""
+    import numpy as np
+    from .. import tree as _tree
+
+    for what, t in (("query", query), ("key", key), ("value", value)):
+        _tensor(what, t)
+    if query.dim() != 3:
+        raise KVAttnValueError(f"query must have shape [T, Hq, D] (the "
+                               f"packed draft tokens), got "
+                               f"{tuple(query.shape)}")
+    if query.device.type != "cpu":
+        raise KVAttnError(
+            "kvattn.torch.tree_attention: tree masks (tree_parents) run on "
+            "the CPU path only; the GPU lowering does not take them yet "
+            f"(query is on {query.device})")
+    q4 = query.permute(1, 0, 2).unsqueeze(0)  # [1, Hq, T, D]
+    dtype = _float_tensor("query", q4)
+    _float_tensor("key", key)
+    _float_tensor("value", value)
+    if key.dtype != query.dtype or value.dtype != query.dtype:
+        raise KVAttnTypeError(f"query, key and value must share a dtype, got "
+                              f"{query.dtype}, {key.dtype}, {value.dtype}")
+    T, Hq, D = query.shape
+    B, Hkv, S, Dk = key.shape
+    Dv = value.shape[3]
+    if Dk != D or tuple(value.shape[:3]) != (B, Hkv, S):
+        raise KVAttnValueError(
+            f"key/value must be [B, Hkv, S, D|Dv] with D = {D}, got "
+            f"{tuple(key.shape)} and {tuple(value.shape)}")
+    if Hkv == 0 or Hq % Hkv:
+        raise KVAttnValueError(f"query heads Hq = {Hq} must be a multiple of "
+                               f"kv heads Hkv = {Hkv}")
+    window, softcap, scale = _check_options(causal, window, softcap, scale)
+    dims = (B, Hq, Hkv, T, S, D, Dv)
+    has_sinks = _check_per_head("sinks", sinks, query, dims)
+    has_alibi = _check_per_head("alibi_slopes", alibi_slopes, query, dims)
+    cu = _index_vector("cu_seqlens_q", cu_seqlens_q, B + 1, query.device)
+    kv = _index_vector("kv_len", kv_len, B, query.device)
+    if (tree_parents is None) == (custom_mask is None):
+        raise KVAttnValueError("give the tree as exactly one of tree_parents "
+                               "and custom_mask")
+    if custom_mask is not None:
+        _tensor("custom_mask", custom_mask)
+        if custom_mask.dtype != torch.uint8 or custom_mask.dim() != 1:
+            raise KVAttnTypeError(
+                f"custom_mask must be FlashInfer's packed mask (1-D "
+                f"torch.uint8), got {custom_mask.dtype} of shape "
+                f"{tuple(custom_mask.shape)}")
+        cu_np, kv_np = cu.numpy(), kv.numpy()
+        indptr = _tree.mask_indptr(np.diff(cu_np), kv_np) \
+            if mask_indptr is None else \
+            _index_vector("mask_indptr", mask_indptr, B + 1,
+                          query.device).numpy()
+        parents = torch.from_numpy(_tree.parents_from_packed_mask(
+            custom_mask.numpy(), indptr, cu_np, kv_np))
+    else:
+        parents = _index_vector("tree_parents", tree_parents, T, query.device)
+    # The draft tokens are the last L_b keys: the roots follow the cache.
+    qo = kv - (cu[1:] - cu[:-1])
+    key_ = ("tree_attention", dtype, Hq, Hkv, D, Dv, causal, window, softcap,
+            scale, has_sinks, has_alibi)
+    program = _program(key_, lambda: _cpu_program(tree_attention_ir(
+        dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale, has_sinks,
+        has_alibi)))
+    out = torch.empty((1, Hq, T, Dv), dtype=query.dtype)
+    inputs = [("query", _dense(q4)), ("key", _dense(key)),
+              ("value", _dense(value)), ("q_start", cu.contiguous()),
+              ("q_offset", qo.contiguous()), ("kv_len", kv.contiguous()),
+              ("tree_parents", parents.contiguous())]
+    if has_sinks:
+        inputs.append(("sinks", _dense(sinks.detach())))
+    if has_alibi:
+        inputs.append(("alibi_slopes", _dense(alibi_slopes.detach())))
+    _cpu_run(program, inputs, out, "kvattn.torch.tree_attention")
+    return out[0].permute(1, 0, 2).contiguous()
 
 from .lint import Finding, fix, lint  # noqa: E402 (needs the ops above)
 

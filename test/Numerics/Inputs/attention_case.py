@@ -22,6 +22,16 @@ lengths, B their count) with q_start [B + 1] (i32, --q-start-type) giving
 each sequence's first row; K, V and the per-batch operands keep B. --q-start
 overrides the computed starts (bad metadata for the error tests).
 
+With --k-lens (e.g. 5,0,9) the keys are ragged (k_start, FlashAttention's
+cu_seqlens_k): K and V are one packed buffer [1, Hkv, N, D] and batch b's
+keys are rows k_start[b] .. of it; --k-gap rows nobody owns sit before each
+sequence (and at the end), N is their total (--S is ignored); with gaps
+kv_len defaults to --k-lens (a gap belongs to no sequence then). --k-start
+overrides the computed starts (bad metadata).
+
+With --cache-batch-idx (e.g. 2,0) batch b reads row cache_batch_idx[b] of K
+and V [C, Hkv, S, D], C = --cache-rows (default: B).
+
 With --dynamic (e.g. B,L,S) those dimensions are dynamic (`?`) in the IR:
 every operand whose type has one is then passed to kvattn-run as a .npy
 file written here (Q, K, V from --seed, in [-1, 1), distinct), since
@@ -89,7 +99,19 @@ def main():
     p.add_argument("--q-start", type=int_list,
                    help="varlen: B + 1 starts (default: from --q-lens)")
     p.add_argument("--q-start-type", default="i32", choices=["i32", "i64"])
-    p.add_argument("--S", type=int, required=True)
+    p.add_argument("--S", type=int)
+    p.add_argument("--k-lens", type=int_list,
+                   help="ragged keys: the key rows each sequence owns")
+    p.add_argument("--k-gap", type=int, default=0,
+                   help="ragged keys: unowned rows before each sequence "
+                        "and at the end")
+    p.add_argument("--k-start", type=int_list,
+                   help="ragged keys: B + 1 starts (default: from --k-lens)")
+    p.add_argument("--k-start-type", default="i32", choices=["i32", "i64"])
+    p.add_argument("--cache-batch-idx", type=int_list,
+                   help="B cache rows, one per batch")
+    p.add_argument("--cache-rows", type=int,
+                   help="with --cache-batch-idx: K/V's dim 0 (default B)")
     p.add_argument("--D", type=int, default=16)
     p.add_argument("--Dv", type=int)
     p.add_argument("--q-offset", type=int_list)
@@ -130,6 +152,10 @@ def main():
                    help="Hq attention-sink logits (f32 [Hq])")
     p.add_argument("--alibi", type=float_list,
                    help="Hq ALiBi slopes (f32 [Hq])")
+    p.add_argument("--tree-parents", type=int_list,
+                   help="varlen: T draft-token parents (local rows of "
+                        "each sequence, -1 a root; tree_parents.py makes "
+                        "them)")
     p.add_argument("--softcap", type=float)
     p.add_argument("--scale", type=float)
     p.add_argument("--lse", action="store_true")
@@ -160,6 +186,33 @@ def main():
     elif a.L is None:
         sys.exit("attention_case.py: --L or --q-lens is required")
     qb = 1 if varlen else a.B  # the query's batch
+    packed_keys = a.k_lens is not None
+    if packed_keys:
+        if len(a.k_lens) != a.B:
+            sys.exit("attention_case.py: --k-lens needs B values")
+        starts, row = [], 0
+        for n in a.k_lens:
+            row += a.k_gap
+            starts.append(row)
+            row += n
+        starts.append(row)
+        a.S = row + a.k_gap
+        if a.k_start is None:
+            a.k_start = starts
+        # A gap before a sequence follows the previous one's rows: kv_len
+        # keeps each sequence to its own (the gap is then owned by none).
+        if a.kv_len is None and a.k_gap:
+            a.kv_len = list(a.k_lens)
+        if a.page_size or a.cache_batch_idx:
+            sys.exit("attention_case.py: --k-lens takes no --page-size or "
+                     "--cache-batch-idx")
+    elif a.S is None:
+        sys.exit("attention_case.py: --S is required")
+    kb = a.B  # K/V's dim 0
+    if packed_keys:
+        kb = 1
+    elif a.cache_batch_idx is not None:
+        kb = a.cache_rows if a.cache_rows is not None else a.B
     t = a.dtype
 
     dynamic = set(filter(None, a.dynamic.split(",")))
@@ -200,10 +253,11 @@ def main():
                 table += [free.pop() for _ in range(n)]
                 table += [-1] * (max_pages - n)
     else:
-        k_t = tensor([a.B, a.Hkv, a.S, a.D], t, ["B", None, "S", None])
-        v_t = tensor([a.B, a.Hkv, a.S, dv], t, ["B", None, "S", None])
-        shapes["k"] = ([a.B, a.Hkv, a.S, a.D], t)
-        shapes["v"] = ([a.B, a.Hkv, a.S, dv], t)
+        kbn = "B" if kb == a.B and not packed_keys else None
+        k_t = tensor([kb, a.Hkv, a.S, a.D], t, [kbn, None, "S", None])
+        v_t = tensor([kb, a.Hkv, a.S, dv], t, [kbn, None, "S", None])
+        shapes["k"] = ([kb, a.Hkv, a.S, a.D], t)
+        shapes["v"] = ([kb, a.Hkv, a.S, dv], t)
     shapes["q"] = ([qb, a.Hq, a.L, a.D], t)
     qbn = None if varlen else "B"
     out_t = tensor([qb, a.Hq, a.L, dv], t, [qbn, None, "L", None])
@@ -247,6 +301,9 @@ def main():
 
     if varlen:
         operand("q_start", a.q_start, [a.B + 1], a.q_start_type, ["B"])
+    if packed_keys:
+        operand("k_start", a.k_start, [a.B + 1], a.k_start_type, ["B"])
+    operand("cache_batch_idx", a.cache_batch_idx, [a.B], "i32", ["B"])
     operand("q_offset", a.q_offset, [a.B], a.offset_type, ["B"])
     operand("k_offset", a.k_offset, [a.B], a.offset_type, ["B"])
     operand("q_pos", a.q_pos, [a.B, a.L], "i64", ["B", "L"])
@@ -285,6 +342,11 @@ def main():
 
     operand("sinks", a.sinks, [a.Hq], "f32", [None])
     operand("alibi_slopes", a.alibi, [a.Hq], "f32", [None])
+    if a.tree_parents is not None:
+        if not varlen or len(a.tree_parents) != a.L:
+            sys.exit("attention_case.py: --tree-parents needs --q-lens and "
+                     "T values")
+        operand("tree_parents", a.tree_parents, [a.L], "i32", ["L"])
 
     attrs = []
     if a.causal:
@@ -358,6 +420,28 @@ def main():
                 if page not in used:
                     rows.append((page * a.page_size * a.Hkv,
                                  a.page_size * a.Hkv))
+        elif packed_keys:
+            # Every packed row outside [k_start[b], k_start[b] + len_b).
+            owned = [False] * a.S
+            for b in range(a.B):
+                n = a.kv_len[b] if a.kv_len else a.k_start[b + 1] - a.k_start[b]
+                for r in range(a.k_start[b], a.k_start[b] + n):
+                    owned[r] = True
+            for h in range(a.Hkv):
+                for r in range(a.S):
+                    if not owned[r]:
+                        rows.append((h * a.S + r, 1))
+        elif a.cache_batch_idx is not None:
+            # Cache rows no batch reads, and past the longest kv_len of
+            # the batches that read a row.
+            used = {}
+            for b, c in enumerate(a.cache_batch_idx):
+                n = a.kv_len[b] if a.kv_len else a.S
+                used[c] = max(used.get(c, 0), n)
+            for c in range(kb):
+                n = used.get(c, 0)
+                for h in range(a.Hkv):
+                    rows.append(((c * a.Hkv + h) * a.S + n, a.S - n))
         elif a.kv_len:
             for b in range(a.B):
                 for h in range(a.Hkv):

@@ -1,0 +1,159 @@
+//===- Fp8KvCache.cpp - FP8 KV caches in the reference -------------------===//
+
+#include "kvattn/Reference/Fp8KvCache.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace mlir {
+namespace kvattn {
+namespace reference {
+
+static std::string str(int64_t v) { return std::to_string(v); }
+
+static std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
+static std::string bracketed(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + str(shape[i]);
+  return s + "]";
+}
+
+static Status checkCacheShape(const std::vector<int64_t> &shape) {
+  if (shape.size() != 4)
+    return Status::error("an FP8 cache has shape [B, Hkv, S, D], got rank " +
+                         str(static_cast<int64_t>(shape.size())));
+  for (int64_t d : shape)
+    if (d < 0)
+      return Status::error("an FP8 cache dimension is negative");
+  return Status::ok();
+}
+
+Status checkKvScale(const char *name, const HostTensor &scale,
+                    const std::vector<int64_t> &cacheShape,
+                    KvScaleGranularity &granularity) {
+  KVATTN_RETURN_IF_ERROR(checkCacheShape(cacheShape));
+  const std::string n(name);
+  if (scale.elementType() != ElementType::F32)
+    return Status::error(n + " must be an f32 tensor, got " +
+                         elementTypeName(scale.elementType()));
+  const int64_t b = cacheShape[0], h = cacheShape[1], s = cacheShape[2];
+  const std::vector<int64_t> &shape = scale.shape();
+  if (shape.empty() || (shape.size() == 1 && shape[0] == 1))
+    granularity = KvScaleGranularity::PerTensor;
+  else if (shape.size() == 1 && shape[0] == h)
+    granularity = KvScaleGranularity::PerKvHead;
+  else if (shape == std::vector<int64_t>{b, h, s})
+    granularity = KvScaleGranularity::PerTokenAndHead;
+  else
+    return Status::error(n + " has shape " + bracketed(shape) +
+                         ": a KV scale is per tensor [1], per KV head [Hkv = " +
+                         str(h) + "] or per token and head [B = " + str(b) +
+                         ", Hkv = " + str(h) + ", S = " + str(s) + "]");
+  for (int64_t i = 0; i < scale.numElements(); ++i) {
+    const double v = scale.getDouble(i);
+    if (!(v > 0.0) || !std::isfinite(v))
+      return Status::error(n + "[" + str(i) + "] = " + number(v) +
+                           " must be positive and finite (a KV scale "
+                           "divides the values it quantises)");
+  }
+  return Status::ok();
+}
+
+float kvScaleAt(const HostTensor &scale, KvScaleGranularity granularity,
+                const std::vector<int64_t> &cacheShape, int64_t b, int64_t h,
+                int64_t t) {
+  switch (granularity) {
+  case KvScaleGranularity::PerTensor:
+    return static_cast<float>(scale.getDouble(0));
+  case KvScaleGranularity::PerKvHead:
+    return static_cast<float>(scale.getDouble(h));
+  case KvScaleGranularity::PerTokenAndHead:
+    return static_cast<float>(
+        scale.getDouble((b * cacheShape[1] + h) * cacheShape[2] + t));
+  }
+  return 0.0f;
+}
+
+Status dequantizeFp8Cache(const Fp8Cache &cache, const char *scaleName,
+                          const HostTensor &scale, HostTensor &values) {
+  KVATTN_RETURN_IF_ERROR(checkCacheShape(cache.shape));
+  KvScaleGranularity g;
+  KVATTN_RETURN_IF_ERROR(checkKvScale(scaleName, scale, cache.shape, g));
+  const int64_t b = cache.shape[0], h = cache.shape[1], s = cache.shape[2],
+                d = cache.shape[3];
+  if (static_cast<int64_t>(cache.codes.size()) != b * h * s * d)
+    return Status::error("the FP8 cache holds " +
+                         str(static_cast<int64_t>(cache.codes.size())) +
+                         " codes, its shape " + str(b * h * s * d));
+  KVATTN_RETURN_IF_ERROR(
+      HostTensor::make(ElementType::F32, cache.shape, values));
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t hi = 0; hi < h; ++hi)
+      for (int64_t t = 0; t < s; ++t) {
+        const float sc = kvScaleAt(scale, g, cache.shape, bi, hi, t);
+        const int64_t row = ((bi * h + hi) * s + t) * d;
+        for (int64_t x = 0; x < d; ++x) {
+          const float v = float8ToFloat(cache.codes[row + x], cache.format);
+          values.setDouble(row + x, static_cast<double>(v * sc));
+        }
+      }
+  return Status::ok();
+}
+
+Status appendFp8(Fp8Cache &cache, const HostTensor &update,
+                 const HostTensor &pos, const char *scaleName,
+                 const HostTensor &scale) {
+  KVATTN_RETURN_IF_ERROR(checkCacheShape(cache.shape));
+  if (!isFloatType(update.elementType()) ||
+      update.elementType() == ElementType::F64)
+    return Status::error(
+        std::string("an FP8 cache takes new tokens in f32, f16 or bf16 and "
+                    "quantises them with its scales: the update is ") +
+        elementTypeName(update.elementType()));
+  const int64_t b = cache.shape[0], h = cache.shape[1], s = cache.shape[2],
+                d = cache.shape[3];
+  if (update.rank() != 4 || update.dim(0) != b || update.dim(1) != h ||
+      update.dim(3) != d)
+    return Status::error("the update has shape " + bracketed(update.shape()) +
+                         ", the FP8 cache [B = " + str(b) +
+                         ", Hkv = " + str(h) + ", S, D = " + str(d) +
+                         "] takes [B, Hkv, L, D]");
+  if (pos.rank() != 1 || pos.dim(0) != b)
+    return Status::error("pos must have shape [B = " + str(b) + "], got " +
+                         bracketed(pos.shape()));
+  KvScaleGranularity g;
+  KVATTN_RETURN_IF_ERROR(checkKvScale(scaleName, scale, cache.shape, g));
+  const int64_t l = update.dim(2);
+  for (int64_t bi = 0; bi < b; ++bi) {
+    const int64_t p = pos.getInt(bi);
+    if (p < 0 || p > s - l)
+      return Status::error("pos[" + str(bi) + "] = " + str(p) +
+                           " writes rows [" + str(p) + ", " + str(p + l) +
+                           ") outside the cache capacity C = " + str(s) +
+                           " (batch " + str(bi) + ")");
+  }
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t hi = 0; hi < h; ++hi)
+      for (int64_t t = 0; t < l; ++t) {
+        const int64_t row = pos.getInt(bi) + t;
+        const float sc = kvScaleAt(scale, g, cache.shape, bi, hi, row);
+        for (int64_t x = 0; x < d; ++x) {
+          const float v = static_cast<float>(
+              update.getDouble(((bi * h + hi) * l + t) * d + x));
+          cache.codes[((bi * h + hi) * s + row) * d + x] =
+              floatToFloat8(v / sc, cache.format);
+        }
+      }
+  return Status::ok();
+}
+
+} // namespace reference
+} // namespace kvattn
+} // namespace mlir
