@@ -151,7 +151,8 @@ mlir::kvattn::tools::CompileFlagDefaults runDefaults() {
 }
 namespace flag = mlir::kvattn::tools;
 flag::CompileFlags flags(runCategory,
-                         flag::kBlockM | flag::kBlockN | flag::kSplitKv |
+                         flag::kBlockM | flag::kBlockN | flag::kNumWarps |
+                             flag::kSplitKv |
                              flag::kPackGqa | flag::kTensorCores |
                              flag::kIndexBitwidth | flag::kVectorize |
                              flag::kVectorWidth | flag::kNumThreads |
@@ -515,8 +516,12 @@ static int runTool(int argc, char **argv) {
     // The GPU's defaults are the compiler's choices (block-n and split-kv
     // 0), as for kvattn-compile; the flags override them.
     ::mlir::kvattn::PtxOptions options;
+    if (flags.given(flag::kBlockM))
+      options.blockM = flags.blockM();
     if (flags.given(flag::kBlockN))
       options.blockN = flags.blockN();
+    if (flags.given(flag::kNumWarps))
+      options.numWarps = flags.numWarps();
     options.packGqa = flags.packGqa();
     if (flags.given(flag::kSplitKv))
       options.splitKv = flags.splitKv();
