@@ -681,6 +681,9 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
   if (attrs.rope && attrs.queryRotated)
     return Status::error("the query is declared rotated (query_rotated) and "
                          "rope would rotate it again");
+  if (attrs.rope && ops.treeParents)
+    return Status::error("rope does not combine with tree_parents yet: a "
+                         "draft token's position is its depth in the tree");
   if (attrs.rope && !offsetForm && !explicitForm)
     return Status::error("rope rotates the query at its positions: give "
                          "q_offset or q_pos and k_pos");
@@ -714,7 +717,7 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
         if (ops.keyValid && ops.keyValid->getInt(b * dims.s + j) == 0)
           continue;
         const int64_t at = ops.kRopePos->getInt(b * dims.s + j);
-        const int64_t kp = keyPos(b, j);
+        const int64_t kp = keyPosFor(b, /*i=*/0, j, nullptr); // (no tree)
         if (at != kp)
           return Status::error("k_rope_pos: the key of batch " + str(b) +
                                ", slot " + str(j) +

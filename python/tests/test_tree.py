@@ -308,3 +308,10 @@ def test_description_with_a_tree():
                        "or 1"):
         kvattn.attention_ir(dtype="f32", num_query_heads=4, num_kv_heads=2,
                             head_dim=16, varlen=True, tree=2)
+    for rows in ("ragged_keys", "cache_batch_idx"):
+        with pytest.raises(kvattn.KVAttnError, match=f"tree with {rows}: a "
+                           "tree's draft keys are the last rows of its "
+                           "sequence's own cache"):
+            kvattn.attention_ir(dtype="f32", num_query_heads=4,
+                                num_kv_heads=2, head_dim=16, varlen=True,
+                                tree=True, **{rows: True})
