@@ -707,7 +707,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
            << "kvattn-lower-tile-to-gpu: 32 query rows per warp (block-m = "
            << bm << ", num-warps = " << numWarps
            << ") need the tensor-core lowering with the scores in registers "
-              "(16-bit K/V, D a multiple of 16, BN + Dv registers of scores and "
+              "(16-bit K/V, D a multiple of 16, BN + Dv registers of scores "
+              "and "
               "accumulator per lane, with the query fragments, within 192); "
               "use block-m = 16 x num-warps";
   if (auto bytes =
@@ -830,6 +831,10 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   t.lane = arith::RemUIOp::create(b, t.tid, c32);
   t.quad =
       arith::RemUIOp::create(b, t.lane, arith::ConstantIndexOp::create(b, 4));
+  // The thread-constant addresses of the tile ops go after the coordinates.
+  ThreadConstants constants;
+  constants.last = t.quad.getDefiningOp();
+  t.constants = &constants;
 
   SmallVector<Operation *> tileOps;
   kernel.walk([&](Operation *op) {
