@@ -101,6 +101,10 @@ struct Threads {
   Value qTile;
   /// Where threadConstant puts its values (null: computed in place).
   ThreadConstants *constants = nullptr;
+  /// Tensor cores: the K/V operands and cp.async destinations through the
+  /// flat shared-memory view at thread-constant bases (docs/gpu-lowering.md,
+  /// "Address arithmetic"); false: 2-D indices swizzled at each access.
+  bool leanAddresses = true;
 };
 
 /// Loop vocabulary plus the thread mapping.

@@ -254,7 +254,8 @@ Value laneConstant(GpuEmitter &e, StringRef name,
 Value ldmatrixAt(GpuEmitter &e, Type type, Value tile, Value rowT, Value colT,
                  int64_t rowC, int64_t colC, bool transpose, int numTiles,
                  Value dynamicCol = Value(), Value warpRow = Value()) {
-  FlatTile flat = dynamicCol ? FlatTile() : flatTile(e, tile);
+  FlatTile flat =
+      dynamicCol || !e.t.leanAddresses ? FlatTile() : flatTile(e, tile);
   Swizzle s = swizzleOf(tile);
   if (flat) {
     TileOffset o = swizzledOffset(e, flat, s, rowT, colT, rowC, colC);
@@ -369,7 +370,8 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
     // plus k * rowStep * width (an immediate once unrolled).
     const int64_t period = std::min<int64_t>(perRow, 8);
     const bool fixedSwizzle = rowStep % period == 0;
-    FlatTile flat = fixedSwizzle ? flatTile(e, stage) : FlatTile();
+    FlatTile flat =
+        fixedSwizzle && e.t.leanAddresses ? flatTile(e, stage) : FlatTile();
     auto destination = [&](Value k, Value c) -> std::pair<Value, Value> {
       if (!flat)
         return {stage, swizzledCol(e, stage, fixedSwizzle ? r0 : c, x)};
@@ -655,7 +657,7 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
       SmallVector<QueryAddress, 2> qAt;
       for (int64_t tile = 0; tile < tiles; ++tile)
         qAt.push_back(queryAddress(e, tile));
-      if (d / 16 <= 8) {
+      if (d / 16 <= 8 && e.t.leanAddresses) {
         // Unrolled (D <= 128): every address a base plus an immediate.
         acc = init;
         for (int64_t kk = 0; kk < d / 16; ++kk) {

@@ -670,7 +670,7 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   return success();
 }
 
-LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
+LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases) {
   TileConfigAttr config = getTileConfig(kernel);
   int64_t numWarps = config.getNumWarps();
   if (config.getKind() == KernelKind::merge)
@@ -831,6 +831,9 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   t.lane = arith::RemUIOp::create(b, t.tid, c32);
   t.quad =
       arith::RemUIOp::create(b, t.lane, arith::ConstantIndexOp::create(b, 4));
+  // The 128-row D = 128 programs (query read per block) sit at 255
+  // registers: their thread-constant bases are optional (the pass option).
+  t.leanAddresses = wideTileAddressBases || mmaTiles == 1 || t.qFragments;
   // The thread-constant addresses of the tile ops go after the coordinates.
   ThreadConstants constants;
   constants.last = t.quad.getDefiningOp();
@@ -906,7 +909,7 @@ struct LowerTileToGPUPass
         kernels.push_back(kernel);
     });
     for (gpu::GPUFuncOp kernel : kernels)
-      if (failed(lowerKernel(kernel)))
+      if (failed(lowerKernel(kernel, wideTileAddressBases)))
         return signalPassFailure();
   }
 };
