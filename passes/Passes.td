@@ -416,6 +416,14 @@ def LowerTileToGPUPass : Pass<"kvattn-lower-tile-to-gpu"> {
     into separate swizzled buffers, each block loading while the previous
     computation runs.
   }];
+  let options = [
+    Option<"wideTileAddressBases", "wide-tile-address-bases", "bool",
+           /*default=*/"true",
+           "Address the K/V operands of the 128-row D = 128 programs (32-row "
+           "warps, the query read per block) through thread-constant bases "
+           "too; false keeps the per-access address arithmetic there "
+           "(kvattn-to-ptx: false for sm_90, where ptxas would spill)">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",

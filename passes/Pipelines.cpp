@@ -337,7 +337,13 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   outline.wgmma = options.tensorCores && hopper;
   pm.addPass(createOutlineTileProgramsPass(outline));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
-  kernels.addPass(createLowerTileToGPUPass());
+  // sm_90's mma.sync kernels: ptxas spills the 128-row D = 128 program with
+  // thread-constant K/V bases (docs/gpu-lowering.md, "Address arithmetic").
+  LowerTileToGPUPassOptions lower;
+  lower.wideTileAddressBases =
+      !llvm::StringRef(options.chip).starts_with("sm_9") &&
+      !llvm::StringRef(options.chip).starts_with("sm_1");
+  kernels.addPass(createLowerTileToGPUPass(lower));
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());
   if (options.deviceValidation)

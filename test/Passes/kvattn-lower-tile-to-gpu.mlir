@@ -43,8 +43,10 @@
 // statistics too ([max, sum][2 rows]).
 // TC:         memref.alloca() : memref<2x8x2xf32>
 // TC:         memref.alloca() : memref<2x8x2xf32>
-// TC-DAG:     %[[KST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
-// TC-DAG:     %[[VST:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x64xf16, #gpu.address_space<workgroup>>
+// The K and V stages (at elements 4096 and 8192) are addressed through one
+// flat f16 view of the shared memory, at thread-constant bases computed at
+// the entry (docs/gpu-lowering.md, "Address arithmetic").
+// TC-DAG:     %[[FLAT:.*]] = memref.view %[[SMEM]][%c0][%{{.*}}] : memref<?xi8, #gpu.address_space<workgroup>> to memref<?xf16, #gpu.address_space<workgroup>>
 // The warp's query fragments, [D / 16 steps][4 registers], private.
 // TC-DAG:     %[[QF:.*]] = memref.alloca() : memref<4x4xvector<2xf16>>
 // TC-DAG:     memref.alloca() : memref<2x2xf32>
@@ -60,7 +62,15 @@
 // KV loop (tile.prefetch), each next one after the softmax's barrier of the
 // current.
 // TC:         scf.if
-// TC:           nvgpu.device_async_copy %{{.*}}, %[[KST]][{{.*}}], 8, %{{.*}} :
+// Copy k of the thread: destination base + 4096 (the K stage) + k * 1024 (16
+// rows of 64), source a per-block base + k * 1024; rows past the block read
+// nothing (src-size 0).
+// TC:           %[[K1024:.*]] = arith.muli %{{.*}}, %c1024 overflow<nsw, nuw> : index
+// TC:           %[[KDST0:.*]] = arith.addi %{{.*}}, %c4096 overflow<nsw, nuw> : index
+// TC:           %[[KDST:.*]] = arith.addi %[[KDST0]], %[[K1024]] overflow<nsw, nuw> : index
+// TC:           %[[NREAD:.*]] = arith.select %{{.*}}, %c8, %c0 : index
+// TC:           %[[KSRC:.*]] = arith.addi %{{.*}}, %[[K1024]] overflow<nsw, nuw> : index
+// TC:           nvgpu.device_async_copy %{{.*}}[%[[KSRC]]], %[[FLAT]][%[[KDST]]], 8, %[[NREAD]] :
 // TC:         nvvm.cp.async.commit.group
 // TC:         scf.for %[[KB:.*]] =
 // K, issued one step earlier, is waited for (the only group in flight);
@@ -68,7 +78,7 @@
 // block starts loading (16 bytes per copy, zero fill past the keys).
 // TC:           nvvm.cp.async.wait.group 0
 // TC-NEXT:      gpu.barrier
-// TC:           nvgpu.device_async_copy %{{.*}}, %[[VST]][{{.*}}], 8, %{{.*}} :
+// TC:           nvgpu.device_async_copy %{{.*}}, %[[FLAT]][%{{.*}}], 8, %{{.*}} :
 // TC:           nvvm.cp.async.commit.group
 // Q.K^T: the D / 16 steps unrolled, all 8 score fragments carried; per
 // step the query fragment from registers, then per two 8-key slices one
@@ -77,7 +87,8 @@
 // TC-NOT:       scf.for
 // TC-NOT:       nvgpu.ldmatrix %[[Q16]][
 // TC:           memref.load %[[QF]][%c0, %c0]
-// TC:           nvgpu.ldmatrix %[[KST]][{{.*}}] {numTiles = 4 : i32, transpose = false}
+// TC:           %[[KAT:.*]] = arith.addi %{{.*}}, %c4096 overflow<nsw, nuw> : index
+// TC-NEXT:      nvgpu.ldmatrix %[[FLAT]][%[[KAT]]] {numTiles = 4 : i32, transpose = false}
 // TC:           nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // TC-NEXT:      llvm.extractvalue
 // TC-COUNT-3:   llvm.extractvalue
@@ -110,7 +121,7 @@
 // TC:           nvvm.cp.async.wait.group 0
 // TC-NEXT:      gpu.barrier
 // TC:           scf.if
-// TC:             nvgpu.device_async_copy %{{.*}}, %[[KST]][{{.*}}], 8, %{{.*}} :
+// TC:             nvgpu.device_async_copy %{{.*}}, %[[FLAT]][%{{.*}}], 8, %{{.*}} :
 // TC:           nvvm.cp.async.commit.group
 // P.V, unrolled: per 16-key step the lane's own probabilities (the C
 // fragment of Q.K^T is the A fragment of P.V) rounded to f16 pairs, then
@@ -118,7 +129,7 @@
 // no shared score tile.
 // TC-NOT:       scf.for
 // TC:           arith.truncf %{{.*}} : f32 to f16
-// TC:           nvgpu.ldmatrix %[[VST]][{{.*}}] {numTiles = 4 : i32, transpose = true}
+// TC:           nvgpu.ldmatrix %[[FLAT]][%{{.*}}] {numTiles = 4 : i32, transpose = true}
 // TC:           nvvm.mma.sync
 // No barrier at the end of the block: two per KV block in all.
 // TC-NOT:       gpu.barrier
@@ -190,9 +201,9 @@
 // WIDE:         memref.alloca() : memref<8x4xvector<2xf16>>
 // WIDE:         memref.alloca() : memref<2x4xf32>
 // WIDE:         scf.for
-// WIDE:           %[[KB:.*]] = nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<64x64xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+// WIDE:           %[[KB:.*]] = nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<?xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
 // WIDE-COUNT-4:   nvvm.mma.sync A
-// WIDE:           nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<64x64xf16, #gpu.address_space<workgroup>>
+// WIDE:           nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<?xf16, #gpu.address_space<workgroup>>
 // V fragments: one ldmatrix.x4.trans feeds four mma as well.
 // WIDE:           nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = true}
 // WIDE-COUNT-4:   nvvm.mma.sync A

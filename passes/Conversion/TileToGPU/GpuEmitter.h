@@ -15,6 +15,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace mlir {
 namespace kvattn {
@@ -27,6 +28,17 @@ inline MemRefType privateTileType(const FragmentLayout &layout, int64_t columns,
       {layout.rowsPerLane, layout.slices(columns), layout.elementsPerRow},
       element);
 }
+
+/// Values that depend only on the thread (shared-memory offsets of its
+/// ldmatrix and cp.async operands, ...), computed once per program at the
+/// kernel's entry, after the thread coordinates, instead of in every KV
+/// block (docs/gpu-lowering.md, "Address arithmetic"). `last` is the last
+/// operation of that region: new ones go after it, in creation order, so a
+/// constant may use an earlier one.
+struct ThreadConstants {
+  Operation *last = nullptr;
+  llvm::StringMap<Value> values;
+};
 
 /// The thread coordinates of a kernel, created once at its entry.
 struct Threads {
@@ -91,6 +103,12 @@ struct Threads {
   /// 16-bit view holds Q): each warp's own rows of it are free after its
   /// last Q.K^T and stage that warp's output rows for 16-byte stores.
   Value qTile;
+  /// Where threadConstant puts its values (null: computed in place).
+  ThreadConstants *constants = nullptr;
+  /// Tensor cores: the K/V operands and cp.async destinations through the
+  /// flat shared-memory view at thread-constant bases (docs/gpu-lowering.md,
+  /// "Address arithmetic"); false: 2-D indices swizzled at each access.
+  bool leanAddresses = true;
 };
 
 /// Loop vocabulary plus the thread mapping.
@@ -113,6 +131,48 @@ struct GpuEmitter : Emitter {
   }
 
   void barrier() { gpu::BarrierOp::create(b); }
+
+  /// x + y for non-negative offsets that do not overflow (element offsets
+  /// below 2^31, docs/gpu-lowering.md "Index width"): marked nsw and nuw so
+  /// that LLVM folds a constant `y` into the address as an immediate.
+  Value addOffset(Value x, Value y) {
+    auto op = arith::AddIOp::create(b, x, y);
+    op.setOverflowFlags(arith::IntegerOverflowFlags::nsw |
+                        arith::IntegerOverflowFlags::nuw);
+    return op;
+  }
+  Value addOffset(Value x, int64_t y) {
+    return y == 0 ? x : addOffset(x, idx(y));
+  }
+  /// x * c, marked as addOffset.
+  Value mulOffset(Value x, int64_t c) {
+    auto op = arith::MulIOp::create(b, x, idx(c));
+    op.setOverflowFlags(arith::IntegerOverflowFlags::nsw |
+                        arith::IntegerOverflowFlags::nuw);
+    return op;
+  }
+
+  /// The thread constant named `key`: compute(h) with an emitter `h` at the
+  /// kernel's entry (Threads::constants), once per program; the same key
+  /// returns the same value. `compute` may use only the thread coordinates,
+  /// values defined before them and other thread constants. Without
+  /// Threads::constants it is computed here.
+  Value threadConstant(StringRef key,
+                       function_ref<Value(GpuEmitter &)> compute) {
+    ThreadConstants *tc = t.constants;
+    if (!tc)
+      return compute(*this);
+    if (Value v = tc->values.lookup(key))
+      return v;
+    ImplicitLocOpBuilder hb(b.getLoc(), b.getContext());
+    hb.setInsertionPointAfter(tc->last);
+    GpuEmitter h(hb, t);
+    Value v = compute(h);
+    if (hb.getInsertionPoint() != hb.getInsertionBlock()->begin())
+      tc->last = &*std::prev(hb.getInsertionPoint());
+    tc->values[key] = v;
+    return v;
+  }
 
   /// All threads together: for (i = tid; i < n; i += threads).
   void cooperative(Value n, function_ref<void(Value)> body) {

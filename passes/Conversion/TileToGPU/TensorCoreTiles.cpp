@@ -150,6 +150,137 @@ Value mlir::kvattn::swizzledCol(GpuEmitter &e, Value tile, Value row,
 
 namespace {
 
+/// The swizzle of a 16-bit shared tile of `width` columns (swizzledCol):
+/// the chunk key 8 * (row % period) is XORed into the column's bits below
+/// `group` (= 8 * period); no swizzle: period = group = 1.
+struct Swizzle {
+  int64_t width, period, group;
+};
+Swizzle swizzleOf(Value tile) {
+  int64_t width = cast<MemRefType>(tile.getType()).getDimSize(1);
+  int64_t chunks = width / 8;
+  if (chunks < 2 || !llvm::isPowerOf2_64(chunks))
+    return {width, 1, 1};
+  int64_t period = std::min<int64_t>(chunks, 8);
+  return {width, period, 8 * period};
+}
+
+/// A thread constant's key part naming an SSA value.
+std::string nameOf(Value v) {
+  return std::to_string(reinterpret_cast<uintptr_t>(v.getAsOpaquePointer()));
+}
+
+/// The flat view, in the 16-bit element type, of the dynamic shared memory
+/// that holds the 16-bit tile `tile` (a memref.view at a constant byte
+/// offset), created once per program, and the tile's first element in it;
+/// null for any other tile. All tiles of one element type share the view,
+/// so tiles read with the same lane pattern share their thread-constant
+/// bases too (the K and V stages' cp.async destinations: one base).
+struct FlatTile {
+  Value view;
+  int64_t first = 0;
+  explicit operator bool() const { return static_cast<bool>(view); }
+};
+FlatTile flatTile(GpuEmitter &e, Value tile) {
+  auto view = tile.getDefiningOp<memref::ViewOp>();
+  if (!view)
+    return {};
+  std::optional<int64_t> shift = getConstantIntValue(view.getByteShift());
+  auto type = cast<MemRefType>(tile.getType());
+  Type elt = type.getElementType();
+  const int64_t bytes = elt.getIntOrFloatBitWidth() / 8;
+  if (!shift || *shift % bytes || !type.hasStaticShape() || type.getRank() != 2)
+    return {};
+  Value source = view.getSource();
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  os << "flat:" << nameOf(source) << ":" << elt;
+  Value flat = e.threadConstant(key, [&](GpuEmitter &h) -> Value {
+    return memref::ViewOp::create(
+        h.b,
+        MemRefType::get({ShapedType::kDynamic}, elt,
+                        MemRefLayoutAttrInterface(), type.getMemorySpace()),
+        source, h.idx(0),
+        ValueRange{h.b.createOrFold<arith::DivUIOp>(h.dimOf(source, 0),
+                                                    h.idx(bytes))});
+  });
+  return {flat, *shift / bytes};
+}
+
+/// The element offset of (rowT + rowC, colT + colC) in the flat view of the
+/// swizzled 16-bit tile `tile`, for thread constants rowT, colT and
+/// compile-time rowC, colC: a thread-constant base (computed once per
+/// program) plus a constant. The swizzle reads the row modulo the period
+/// and changes the column's bits below the group only, so
+///   (colT + colC) ^ key(rowT + rowC)
+///     = ((colT + colC % group) ^ key(rowT + rowC % period))
+///       + colC - colC % group
+/// and the row's multiples of the period are a constant too: the K/V/Q
+/// operand addresses of a block are a handful of bases (one per k step
+/// modulo the group) plus immediates.
+struct TileOffset {
+  Value base;
+  int64_t constant;
+};
+TileOffset swizzledOffset(GpuEmitter &e, const FlatTile &flat, const Swizzle &s,
+                          Value rowT, Value colT, int64_t rowC, int64_t colC) {
+  const int64_t rowLow = rowC % s.period, colLow = colC % s.group;
+  std::string key = "offset:" + nameOf(flat.view) + ":" +
+                    std::to_string(s.width) + ":" + std::to_string(s.period) +
+                    ":" + nameOf(rowT) + ":" + nameOf(colT) + ":" +
+                    std::to_string(rowLow) + ":" + std::to_string(colLow);
+  Value base = e.threadConstant(key, [&](GpuEmitter &h) -> Value {
+    Value row = h.addOffset(rowT, rowLow);
+    Value col = h.addOffset(colT, colLow);
+    if (s.period > 1)
+      col = arith::XOrIOp::create(h.b, col,
+                                  h.mulIdx(h.remIdx(row, h.idx(s.period)), 8));
+    return h.addOffset(h.mulOffset(row, s.width), col);
+  });
+  return {base, flat.first + (rowC - rowLow) * s.width + (colC - colLow)};
+}
+
+/// The lane-derived thread constants of the operand addresses, by name.
+Value laneConstant(GpuEmitter &e, StringRef name,
+                   function_ref<Value(GpuEmitter &)> compute) {
+  return e.threadConstant(("lane:" + name).str(), compute);
+}
+
+/// An ldmatrix (`numTiles` 8x8 matrices, `type`) whose lane address is
+/// element (rowT + rowC, colT + colC) of the 16-bit tile `tile`, rowT and
+/// colT thread constants: through the tile's flat view at a thread-constant
+/// base plus an immediate; with a `dynamicCol` (a k step of a loop) the
+/// column is colT + dynamicCol, swizzled in place.
+Value ldmatrixAt(GpuEmitter &e, Type type, Value tile, Value rowT, Value colT,
+                 int64_t rowC, int64_t colC, bool transpose, int numTiles,
+                 Value dynamicCol = Value(), Value warpRow = Value()) {
+  FlatTile flat =
+      dynamicCol || !e.t.leanAddresses ? FlatTile() : flatTile(e, tile);
+  Swizzle s = swizzleOf(tile);
+  if (flat) {
+    TileOffset o = swizzledOffset(e, flat, s, rowT, colT, rowC, colC);
+    Value at = o.base;
+    if (warpRow) // a multiple of the period: no swizzle change
+      at = e.addOffset(
+          at,
+          e.threadConstant(
+              "rowoffset:" + nameOf(warpRow) + ":" + std::to_string(s.width),
+              [&](GpuEmitter &h) { return h.mulOffset(warpRow, s.width); }));
+    return nvgpu::LdMatrixOp::create(e.b, type, flat.view,
+                                     ValueRange{e.addOffset(at, o.constant)},
+                                     transpose, numTiles);
+  }
+  if (warpRow)
+    rowT = e.add(rowT, warpRow);
+  Value row = e.add(rowT, e.idx(rowC));
+  Value col = e.add(colT, e.idx(colC));
+  if (dynamicCol)
+    col = e.add(col, dynamicCol);
+  return nvgpu::LdMatrixOp::create(
+      e.b, type, tile, ValueRange{row, swizzledCol(e, tile, row, col)},
+      transpose, numTiles);
+}
+
 /// The page of key row `row` of a paged cache, `block_table[batch, row /
 /// page_size]`, looked up only when the row's slot differs from the one of
 /// the previous lookup (`last`, updated): a thread's copies of one KV block
@@ -192,9 +323,10 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
   int64_t bn = stageType.getDimSize(0), width = stageType.getDimSize(1);
   constexpr int64_t kChunk = 8; // 16-bit elements per 16-byte copy
   const int64_t perRow = width / kChunk, copies = bn * perRow;
-  // One 16-byte copy of key row `c` of the block, columns [x, x + 8),
-  // swizzled by `swizzleRow` (c, or a row with the same swizzle).
-  auto copy = [&](Value c, Value x, Value swizzleRow, PageLookup *pages) {
+  // One 16-byte copy of key row `c` of the block into `dst` (the stage at
+  // its swizzled indices, or its flat view at a thread-constant offset).
+  auto copy = [&](Value c, Value x, Value dst, ValueRange dstIndices,
+                  PageLookup *pages) {
     // Rows past the block read nothing; their address is the block's first
     // row, which exists (and, paged, has a valid table entry).
     Value inside = e.lt(c, cols);
@@ -215,55 +347,141 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
     } else {
       src = e.kvIndices(source, blockTable, batch, head, row, x);
     }
-    SmallVector<Value, 2> dst =
-        e.t.wgmma
-            ? panelIndices(e, stage, c, x)
-            : SmallVector<Value, 2>{c, swizzledCol(e, stage, swizzleRow, x)};
+    // The wgmma kernels stage K/V as 64-column panels (WgmmaLayout.h): their
+    // copies index the stage itself, whatever the caller's addressing.
+    SmallVector<Value, 2> dstAt(dstIndices.begin(), dstIndices.end());
+    if (e.t.wgmma) {
+      dst = stage;
+      dstAt = panelIndices(e, stage, c, x);
+    }
     nvgpu::DeviceAsyncCopyOp::create(
-        e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), stage, dst,
+        e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), dst, dstAt,
         source, src, e.b.getIndexAttr(kChunk), srcElements,
         /*bypassL1=*/UnitAttr());
   };
   if (copies % e.t.count == 0 && e.t.count % perRow == 0) {
     // Constant strides: the thread's column is fixed and its rows step by
-    // `rowStep`, so the index arithmetic is one add per copy (and, paged,
-    // one table lookup per page).
+    // `rowStep`. The thread's first row and column are thread constants.
     const int64_t rowStep = e.t.count / perRow;
-    Value r0 = e.divIdx(e.t.tid, e.idx(perRow));
-    Value x = e.mulIdx(e.remIdx(e.t.tid, e.idx(perRow)), kChunk);
+    const int64_t n = copies / e.t.count;
+    std::string tag = std::to_string(perRow);
+    Value r0 = e.threadConstant("copy:r0:" + tag, [&](GpuEmitter &h) {
+      return h.divIdx(h.t.tid, h.idx(perRow));
+    });
+    Value x = e.threadConstant("copy:x:" + tag, [&](GpuEmitter &h) {
+      return h.mulIdx(h.remIdx(h.t.tid, h.idx(perRow)), kChunk);
+    });
     // The swizzle depends on the row modulo its period (a power of two up
-    // to 8): constant per thread when the step is a multiple of it.
+    // to 8): constant per thread when the step is a multiple of it, and
+    // then copy k lands at one thread-constant offset of the flat stage
+    // plus k * rowStep * width (an immediate once unrolled).
     const int64_t period = std::min<int64_t>(perRow, 8);
     const bool fixedSwizzle = rowStep % period == 0;
-    // A loop, carrying the last page lookup: LLVM unrolls the short ones
-    // (measured in docs/benchmarks.md: unrolling decode's 16 copies in the
-    // IR saves a fifth of its instructions but takes it to 255 registers).
-    PageLookup first;
-    SmallVector<Value> inits;
-    if (blockTable) {
-      first = lookUpPage(e, source, blockTable, batch, start, {});
-      inits = {first.slot, first.page};
-    }
-    scf::ForOp::create(
-        e.b, e.idx(0), e.idx(copies / e.t.count), e.idx(1), inits,
-        [&](OpBuilder &nested, Location loc, Value k, ValueRange iter) {
-          OpBuilder::InsertionGuard guard(e.b);
-          e.b.setInsertionPointToEnd(nested.getInsertionBlock());
-          PageLookup last;
-          if (blockTable)
-            last = {iter[0], iter[1]};
-          Value c = e.add(r0, e.mulIdx(k, rowStep));
-          copy(c, x, fixedSwizzle ? r0 : c, &last);
-          SmallVector<Value> yields;
-          if (blockTable)
-            yields = {last.slot, last.page};
-          scf::YieldOp::create(e.b, yields);
+    // (The wgmma kernels' panel-major stages keep per-copy indices.)
+    FlatTile flat = fixedSwizzle && e.t.leanAddresses && !e.t.wgmma
+                        ? flatTile(e, stage)
+                        : FlatTile();
+    auto destination = [&](Value k, Value c) -> std::pair<Value, Value> {
+      if (!flat)
+        return {stage, swizzledCol(e, stage, fixedSwizzle ? r0 : c, x)};
+      TileOffset o = swizzledOffset(e, flat, swizzleOf(stage), r0, x, 0, 0);
+      return {flat.view, e.addOffset(e.addOffset(o.base, o.constant),
+                                     e.mulOffset(k, rowStep * width))};
+    };
+    auto copyLoop =
+        [&](function_ref<void(Value k, Value c, PageLookup *)> body) {
+          // A loop, carrying the last page lookup: LLVM unrolls the short ones
+          // (measured in docs/benchmarks.md: unrolling decode's 16 copies in
+          // the IR saves a fifth of its instructions but takes it to 255
+          // registers).
+          PageLookup first;
+          SmallVector<Value> inits;
+          if (blockTable) {
+            first = lookUpPage(e, source, blockTable, batch, start, {});
+            inits = {first.slot, first.page};
+          }
+          scf::ForOp::create(
+              e.b, e.idx(0), e.idx(n), e.idx(1), inits,
+              [&](OpBuilder &nested, Location loc, Value k, ValueRange iter) {
+                OpBuilder::InsertionGuard guard(e.b);
+                e.b.setInsertionPointToEnd(nested.getInsertionBlock());
+                PageLookup last;
+                if (blockTable)
+                  last = {iter[0], iter[1]};
+                body(k, e.addOffset(r0, e.mulOffset(k, rowStep)), &last);
+                SmallVector<Value> yields;
+                if (blockTable)
+                  yields = {last.slot, last.page};
+                scf::YieldOp::create(e.b, yields);
+              });
+        };
+    // A contiguous [B, H, S, D] cache and no key-validity flags: copy k
+    // reads element ((b * H + h) * S + start + r0 + k * rowStep) * D + x of
+    // the flat cache, a base per block plus an immediate. In a full block
+    // (cols == BN, every block but the last, shorter one) that is all; in
+    // the other the rows past `cols` get src-size 0: cp.async reads nothing
+    // and zero-fills (PTX ISA), so their address, past the block's keys, is
+    // never dereferenced (the emulated GPU faults a cp.async that reads
+    // outside a buffer).
+    auto sourceType = cast<MemRefType>(source.getType());
+    const bool contiguous = flat && !blockTable && !keyValid &&
+                            sourceType.getRank() == 4 &&
+                            sourceType.getLayout().isIdentity() &&
+                            !ShapedType::isDynamic(sourceType.getDimSize(3));
+    if (!contiguous) {
+      copyLoop([&](Value k, Value c, PageLookup *last) {
+        auto [dst, at] = destination(k, c);
+        SmallVector<Value, 2> dstIndices =
+            flat ? SmallVector<Value, 2>{at} : SmallVector<Value, 2>{c, at};
+        copy(c, x, dst, dstIndices, last);
+      });
+    } else {
+      const int64_t d = sourceType.getDimSize(3);
+      auto mul = [&](Value x, Value y) {
+        return e.b.createOrFold<arith::MulIOp>(x, y);
+      };
+      Value elements = e.dimOf(source, 0);
+      for (int64_t i = 1; i < 4; ++i)
+        elements = mul(elements, e.dimOf(source, i));
+      Value flatSource = memref::ReinterpretCastOp::create(
+          e.b,
+          MemRefType::get({ShapedType::kDynamic}, sourceType.getElementType()),
+          source, e.b.getIndexAttr(0), ArrayRef<OpFoldResult>{elements},
+          ArrayRef<OpFoldResult>{e.b.getIndexAttr(1)});
+      // The block's part (program-uniform) plus the thread's r0 * D + x.
+      Value threadPart = e.threadConstant(
+          "copy:src:" + tag + ":" + std::to_string(d),
+          [&](GpuEmitter &h) { return h.addOffset(h.mulOffset(r0, d), x); });
+      Value base =
+          e.addOffset(mul(e.add(mul(e.add(mul(batch, e.dimOf(source, 1)), head),
+                                    e.dimOf(source, 2)),
+                                start),
+                          e.idx(d)),
+                      threadPart);
+      auto fast = [&](bool full) {
+        copyLoop([&](Value k, Value c, PageLookup *) {
+          auto [dst, at] = destination(k, Value());
+          Value srcElements;
+          if (!full)
+            srcElements = arith::SelectOp::create(e.b, e.lt(c, cols),
+                                                  e.idx(kChunk), e.idx(0));
+          nvgpu::DeviceAsyncCopyOp::create(
+              e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), dst,
+              ValueRange{at}, flatSource,
+              ValueRange{e.addOffset(base, e.mulOffset(k, rowStep * d))},
+              e.b.getIndexAttr(kChunk), srcElements,
+              /*bypassL1=*/UnitAttr());
         });
+      };
+      fast(/*full=*/false);
+    }
   } else {
     Value chunks = e.idx(perRow);
     e.cooperative(e.idx(copies), [&](Value i) {
       Value c = e.divIdx(i, chunks);
-      copy(c, e.mulIdx(e.remIdx(i, chunks), kChunk), c, /*pages=*/nullptr);
+      Value x = e.mulIdx(e.remIdx(i, chunks), kChunk);
+      copy(c, x, stage, ValueRange{c, swizzledCol(e, stage, c, x)},
+           /*pages=*/nullptr);
     });
   }
   if (commit)
@@ -291,26 +509,37 @@ void mlir::kvattn::lowerPrefetchOnTensorCores(GpuEmitter &e,
 namespace {
 /// The ldmatrix.x4 address of the warp's A fragment of m16 tile `tile` at
 /// k step `k0`: lane l reads row 16 tile + (l / 8 % 2) * 8 + l % 8, column
-/// (l / 16) * 8 of the warp's 16 x 16 slice.
+/// (l / 16) * 8 of the warp's 16 x 16 slice; the thread constants
+/// rowT = (the warp's first row) + (l / 8 % 2) * 8 + l % 8, colT =
+/// (l / 16) * 8 and the constant row 16 tile.
+/// The lane part is the V stage's ldmatrix.x4.trans pattern (row l % 16,
+/// column (l / 16) * 8): with D = Dv the query reads use the V reads'
+/// bases plus the warp's row offset (one add, which ptxas may recompute
+/// instead of keeping four more registers).
 struct QueryAddress {
-  Value row, col;
+  Value row, col, warpRow;
+  int64_t rowC;
 };
 QueryAddress queryAddress(GpuEmitter &e, int64_t tile) {
-  Lane l = laneOf(e);
-  Value m = e.divIdx(e.t.lane, e.idx(8));
-  Value row = e.add(
-      e.add(l.row0, e.idx(16 * tile)),
-      e.add(e.mulIdx(e.remIdx(m, e.idx(2)), 8), e.remIdx(e.t.lane, e.idx(8))));
-  return {row, e.mulIdx(e.divIdx(m, e.idx(2)), 8)};
+  Value row = laneConstant(
+      e, "lo16", [](GpuEmitter &h) { return h.remIdx(h.t.lane, h.idx(16)); });
+  Value col = laneConstant(e, "hi8", [](GpuEmitter &h) {
+    return h.mulIdx(h.divIdx(h.t.lane, h.idx(16)), 8);
+  });
+  Value warpRow = laneConstant(e, "warprow", [](GpuEmitter &h) {
+    return h.mulIdx(h.t.warp, h.t.layout.warpRows);
+  });
+  return {row, col, warpRow, 16 * tile};
 }
 
+/// The A fragment at k step k0 (a constant), or at the loop's `dynamicK0`.
 SmallVector<Value> loadQueryFragment(GpuEmitter &e, Value q16,
-                                     const QueryAddress &at, Value k0) {
+                                     const QueryAddress &at, int64_t k0,
+                                     Value dynamicK0 = Value()) {
   Type elt = cast<MemRefType>(q16.getType()).getElementType();
-  Value a = nvgpu::LdMatrixOp::create(
-      e.b, VectorType::get({4, 2}, elt), q16,
-      ValueRange{at.row, swizzledCol(e, q16, at.row, e.add(k0, at.col))},
-      /*transpose=*/false, /*numTiles=*/4);
+  Value a = ldmatrixAt(e, VectorType::get({4, 2}, elt), q16, at.row, at.col,
+                       at.rowC, k0, /*transpose=*/false, /*numTiles=*/4,
+                       dynamicK0 ? dynamicK0 : e.idx(0), at.warpRow);
   return operandRegisters(e, a);
 }
 } // namespace
@@ -327,7 +556,7 @@ void mlir::kvattn::emitLoadQueryFragments(GpuEmitter &e, Value q16) {
   for (int64_t tile = 0; tile < e.t.layout.mmaTiles(); ++tile) {
     QueryAddress at = queryAddress(e, tile);
     for (int64_t kk = 0; kk < d / 16; ++kk) {
-      SmallVector<Value> regs = loadQueryFragment(e, q16, at, e.idx(16 * kk));
+      SmallVector<Value> regs = loadQueryFragment(e, q16, at, 16 * kk);
       for (auto [i, reg] : llvm::enumerate(regs))
         e.store(reg, e.t.qFragments,
                 {e.idx(tile * (d / 16) + kk), e.idx(static_cast<int64_t>(i))});
@@ -362,9 +591,13 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
 
   // ldmatrix.x2 addresses of B (K rows are n): row l % 8, column
   // (l / 8 % 2) * 8 of the 8 x 16 slice.
-  Value m = e.divIdx(e.t.lane, e.idx(8));
-  Value bRow = e.remIdx(e.t.lane, e.idx(8));
-  Value bCol = e.mulIdx(e.remIdx(m, e.idx(2)), 8);
+  // (Thread constants: the addresses are a base per k step modulo the
+  // swizzle group plus immediates, swizzledOffset.)
+  Value bRow = laneConstant(
+      e, "lo8", [](GpuEmitter &h) { return h.remIdx(h.t.lane, h.idx(8)); });
+  Value bCol = laneConstant(e, "mid8", [](GpuEmitter &h) {
+    return h.mulIdx(h.remIdx(h.divIdx(h.t.lane, h.idx(8)), h.idx(2)), 8);
+  });
   auto bType = VectorType::get({2, 2}, elt);
 
   // The score fragments, a group of 8-key slices at a time, carried
@@ -378,23 +611,28 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   // fragment and the mma.
   // Two slices at a time: one ldmatrix.x4 whose matrices 2 and 3 are the
   // next slice's 8 keys (lanes 16..31 give rows 8 further down), half the
-  // instructions of two x2.
-  Value bRowPair = e.add(e.mulIdx(e.divIdx(e.t.lane, e.idx(16)), 8), bRow);
+  // instructions of two x2. (Matrices 0 and 1 must be one slice's: the
+  // mma's B operand is a register pair.)
+  Value bRowPair = laneConstant(e, "krow", [](GpuEmitter &h) {
+    return h.add(h.mulIdx(h.divIdx(h.t.lane, h.idx(16)), 8),
+                 h.remIdx(h.t.lane, h.idx(8)));
+  });
+  Value bColPair = bCol;
   auto bPairType = VectorType::get({4, 2}, elt);
   // The fragments of the m16 tiles of the warp (one or two): a K fragment
   // feeds each tile's mma. `aRegs` holds 4 A registers per tile and the
   // carried C values are [tile][slice][4].
   const int64_t tiles = e.t.layout.mmaTiles();
-  auto kStep = [&](int64_t j0, int64_t width, Value k0, ArrayRef<Value> aRegs,
-                   ValueRange c) {
+  // k0: the step's first column (a constant), or `dynamicK0` in a loop.
+  auto kStep = [&](int64_t j0, int64_t width, int64_t k0, Value dynamicK0,
+                   ArrayRef<Value> aRegs, ValueRange c) {
     SmallVector<Value> next(c.begin(), c.end());
     for (int64_t j = 0; j < width; j += 2) {
       const bool pair = j + 1 < width;
-      Value kRow = e.add(e.idx(8 * (j0 + j)), pair ? bRowPair : bRow);
-      Value b = nvgpu::LdMatrixOp::create(
-          e.b, pair ? bPairType : bType, e.t.stage,
-          ValueRange{kRow, swizzledCol(e, e.t.stage, kRow, e.add(k0, bCol))},
-          /*transpose=*/false, /*numTiles=*/pair ? 4 : 2);
+      Value b = ldmatrixAt(
+          e, pair ? bPairType : bType, e.t.stage, pair ? bRowPair : bRow,
+          pair ? bColPair : bCol, 8 * (j0 + j), k0,
+          /*transpose=*/false, /*numTiles=*/pair ? 4 : 2, dynamicK0);
       SmallVector<Value> regs = operandRegisters(e, b);
       for (int64_t tile = 0; tile < tiles; ++tile)
         for (int64_t h = 0; h < (pair ? 2 : 1); ++h) {
@@ -421,20 +659,33 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
           for (int64_t i = 0; i < 4; ++i)
             aRegs.push_back(e.load(e.t.qFragments,
                                    {e.idx(tile * (d / 16) + kk), e.idx(i)}));
-        acc = kStep(j0, width, e.idx(16 * kk), aRegs, acc);
+        acc = kStep(j0, width, 16 * kk, Value(), aRegs, acc);
       }
     } else {
       Value q16 = halfView(e, op.getQTile(), elt);
       SmallVector<QueryAddress, 2> qAt;
       for (int64_t tile = 0; tile < tiles; ++tile)
         qAt.push_back(queryAddress(e, tile));
-      acc = carry(e, d / 16, init, [&](Value kk, ValueRange c) {
-        Value k0 = e.mulIdx(kk, 16);
-        SmallVector<Value> aRegs;
-        for (int64_t tile = 0; tile < tiles; ++tile)
-          llvm::append_range(aRegs, loadQueryFragment(e, q16, qAt[tile], k0));
-        return kStep(j0, width, k0, aRegs, c);
-      });
+      if (d / 16 <= 8 && e.t.leanAddresses) {
+        // Unrolled (D <= 128): every address a base plus an immediate.
+        acc = init;
+        for (int64_t kk = 0; kk < d / 16; ++kk) {
+          SmallVector<Value> aRegs;
+          for (int64_t tile = 0; tile < tiles; ++tile)
+            llvm::append_range(aRegs,
+                               loadQueryFragment(e, q16, qAt[tile], 16 * kk));
+          acc = kStep(j0, width, 16 * kk, Value(), aRegs, acc);
+        }
+      } else {
+        acc = carry(e, d / 16, init, [&](Value kk, ValueRange c) {
+          Value k0 = e.mulIdx(kk, 16);
+          SmallVector<Value> aRegs;
+          for (int64_t tile = 0; tile < tiles; ++tile)
+            llvm::append_range(aRegs,
+                               loadQueryFragment(e, q16, qAt[tile], 0, k0));
+          return kStep(j0, width, 0, k0, aRegs, c);
+        });
+      }
     }
     // The lane's scores: rows g and g + 8 (k = i / 2), columns
     // 8j + 2q + {0, 1} (el = i % 2), into the lane's registers (small
@@ -486,11 +737,15 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   int64_t slices = dv / 8;
   // ldmatrix.x2.trans addresses of B (V rows are k): row l % 16, the
   // slice's first column.
-  Value bRow = e.remIdx(e.t.lane, e.idx(16));
+  Value bRow = laneConstant(
+      e, "lo16", [](GpuEmitter &h) { return h.remIdx(h.t.lane, h.idx(16)); });
   auto bType = VectorType::get({2, 2}, elt);
   // Two 8-column slices at a time: ldmatrix.x4.trans, lanes 16..31 giving
   // the rows of the next slice (8 columns further).
-  Value vColPair = e.mulIdx(e.divIdx(e.t.lane, e.idx(16)), 8);
+  Value vColPair = laneConstant(e, "hi8", [](GpuEmitter &h) {
+    return h.mulIdx(h.divIdx(h.t.lane, h.idx(16)), 8);
+  });
+  Value zero = laneConstant(e, "zero", [](GpuEmitter &h) { return h.idx(0); });
   auto bPairType = VectorType::get({4, 2}, elt);
   auto pairType = VectorType::get({2}, elt);
 
@@ -514,7 +769,8 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   // slices 2kk and 2kk + 1 (the C fragment of Q.K^T is the A fragment of
   // P.V) — rounded to the operand type, then per 8-column slice of V an
   // ldmatrix.trans and an mma.
-  auto step = [&](Value k0,
+  // k0: the step's first key (a constant), or `dynamicK0` in a loop.
+  auto step = [&](int64_t k0, Value dynamicK0,
                   function_ref<Value(int k, int64_t half, int el)> probability,
                   ValueRange c) {
     // The A registers a0a1 .. a6a7 of each m16 tile in the layout's order
@@ -530,17 +786,24 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
         a.push_back(operandRegister(e, vector::FromElementsOp::create(
                                            e.b, pairType, ValueRange{p0, p1})));
       }
-    Value vRow = e.add(k0, bRow);
     SmallVector<Value> next(c.begin(), c.end());
     for (int64_t xg = 0; xg < slices; xg += 2) {
       const bool pair = xg + 1 < slices;
-      Value col = e.idx(8 * xg);
-      if (pair)
-        col = e.add(col, vColPair);
-      Value b = nvgpu::LdMatrixOp::create(
-          e.b, pair ? bPairType : bType, stage,
-          ValueRange{vRow, swizzledCol(e, stage, vRow, col)},
-          /*transpose=*/true, /*numTiles=*/pair ? 4 : 2);
+      Value b;
+      if (!dynamicK0) {
+        b = ldmatrixAt(e, pair ? bPairType : bType, stage, bRow,
+                       pair ? vColPair : zero, k0, 8 * xg, /*transpose=*/true,
+                       /*numTiles=*/pair ? 4 : 2);
+      } else {
+        Value vRow = e.add(dynamicK0, bRow);
+        Value col = e.idx(8 * xg);
+        if (pair)
+          col = e.add(col, vColPair);
+        b = nvgpu::LdMatrixOp::create(
+            e.b, pair ? bPairType : bType, stage,
+            ValueRange{vRow, swizzledCol(e, stage, vRow, col)},
+            /*transpose=*/true, /*numTiles=*/pair ? 4 : 2);
+      }
       SmallVector<Value> regs = operandRegisters(e, b);
       for (int64_t tile = 0; tile < tiles; ++tile)
         for (int64_t h = 0; h < (pair ? 2 : 1); ++h) {
@@ -557,7 +820,7 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
     // Scores in registers: the steps unrolled (constant indices).
     for (int64_t kk = 0; kk < bn / 16; ++kk)
       out = step(
-          e.idx(16 * kk),
+          16 * kk, Value(),
           [&](int k, int64_t half, int el) {
             return e.loadScore(k, 2 * kk + half, el);
           },
@@ -568,7 +831,7 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
     out = carry(e, bn / 16, out, [&](Value kk, ValueRange c) {
       Value k0 = e.mulIdx(kk, 16);
       return step(
-          k0,
+          0, k0,
           [&](int k, int64_t half, int el) {
             Value col =
                 e.add(e.add(k0, e.mulIdx(l.q, 2)), e.idx(8 * half + el));

@@ -715,7 +715,7 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   return success();
 }
 
-LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
+LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases) {
   TileConfigAttr config = getTileConfig(kernel);
   int64_t numWarps = config.getNumWarps();
   if (config.getKind() == KernelKind::merge)
@@ -771,7 +771,8 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
            << "kvattn-lower-tile-to-gpu: 32 query rows per warp (block-m = "
            << bm << ", num-warps = " << numWarps
            << ") need the tensor-core lowering with the scores in registers "
-              "(16-bit K/V, D a multiple of 16, BN + Dv registers of scores and "
+              "(16-bit K/V, D a multiple of 16, BN + Dv registers of scores "
+              "and "
               "accumulator per lane, with the query fragments, within 192); "
               "use block-m = 16 x num-warps";
   if (auto bytes =
@@ -897,6 +898,13 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel) {
   t.lane = arith::RemUIOp::create(b, t.tid, c32);
   t.quad =
       arith::RemUIOp::create(b, t.lane, arith::ConstantIndexOp::create(b, 4));
+  // The 128-row D = 128 programs (query read per block) sit at 255
+  // registers: their thread-constant bases are optional (the pass option).
+  t.leanAddresses = wideTileAddressBases || mmaTiles == 1 || t.qFragments;
+  // The thread-constant addresses of the tile ops go after the coordinates.
+  ThreadConstants constants;
+  constants.last = t.quad.getDefiningOp();
+  t.constants = &constants;
 
   SmallVector<Operation *> tileOps;
   kernel.walk([&](Operation *op) {
@@ -968,7 +976,7 @@ struct LowerTileToGPUPass
         kernels.push_back(kernel);
     });
     for (gpu::GPUFuncOp kernel : kernels)
-      if (failed(lowerKernel(kernel)))
+      if (failed(lowerKernel(kernel, wideTileAddressBases)))
         return signalPassFailure();
   }
 };
