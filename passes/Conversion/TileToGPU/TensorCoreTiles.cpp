@@ -385,8 +385,11 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
       if (!flat)
         return {stage, swizzledCol(e, stage, fixedSwizzle ? r0 : c, x)};
       TileOffset o = swizzledOffset(e, flat, swizzleOf(stage), r0, x, 0, 0);
-      return {flat.view, e.addOffset(e.addOffset(o.base, o.constant),
-                                     e.mulOffset(k, rowStep * width))};
+      // One statement per op: the IR's order must not depend on the C++
+      // compiler's order of evaluating arguments.
+      Value step = e.mulOffset(k, rowStep * width);
+      Value at = e.addOffset(o.base, o.constant);
+      return {flat.view, e.addOffset(at, step)};
     };
     auto copyLoop =
         [&](function_ref<void(Value k, Value c, PageLookup *)> body) {
@@ -452,12 +455,10 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
       Value threadPart = e.threadConstant(
           "copy:src:" + tag + ":" + std::to_string(d),
           [&](GpuEmitter &h) { return h.addOffset(h.mulOffset(r0, d), x); });
-      Value base =
-          e.addOffset(mul(e.add(mul(e.add(mul(batch, e.dimOf(source, 1)), head),
-                                    e.dimOf(source, 2)),
-                                start),
-                          e.idx(d)),
-                      threadPart);
+      Value heads = e.dimOf(source, 1), rowsPerHead = e.dimOf(source, 2);
+      Value row =
+          e.add(mul(e.add(mul(batch, heads), head), rowsPerHead), start);
+      Value base = e.addOffset(mul(row, e.idx(d)), threadPart);
       auto fast = [&](bool full) {
         copyLoop([&](Value k, Value c, PageLookup *) {
           auto [dst, at] = destination(k, Value());
