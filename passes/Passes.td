@@ -233,6 +233,11 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
            "Shared memory per multiprocessor in bytes (0: no limit): "
            "max-warp-rows=32 takes 128-row programs only where two of them "
            "(and 1 KB reserved each) fit">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "sm_90a's wgmma lowering (the GPU pipeline for chip=sm_90a on "
+           "tensor cores): with block-n = 0, programs of whole warpgroups "
+           "(a multiple of 64 rows on 16-row warps) at D = Dv = 64 with "
+           "16-bit K/V in Q's type take 128-key blocks">,
   ];
 }
 
