@@ -185,7 +185,8 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
            "rows: the fewest warps that hold its rows)">,
     Option<"blockN", "block-n", "int64_t", /*default=*/"64",
            "Keys per KV block (BN); 0: 64 for D <= 128, else 32; 32 for "
-           "one-warp programs (block-m 16) with D > 64">,
+           "one-warp programs (block-m 16) with D > 64; 128 with wgmma for "
+           "whole-warpgroup programs at D = Dv = 64">,
     Option<"numWarps", "num-warps", "int64_t", /*default=*/"0",
            "Warps per program (recorded for the GPU lowering); 0: "
            "block-m / 16">,
