@@ -113,7 +113,7 @@ int64_t automaticBlockN(int64_t headDim, int64_t bm);
 /// block-n = 0 with Options::wgmma: 128 keys for a program of whole
 /// warpgroups (`numWarps` a multiple of 4, `bm` = 16 x numWarps) at
 /// D = Dv = 64 with 16-bit K/V in Q's type: 64 score and 32 accumulator
-/// registers per thread in the wgmma lowering (162 per thread, no spill;
+/// registers per thread in the wgmma lowering (162-184 per thread, no spill;
 /// docs/gpu-lowering.md, "Hopper (sm_90a)"), half the KV iterations and
 /// their barriers of 64-key blocks. 0 where that does not apply.
 int64_t wgmmaBlockN(const Problem &problem, int64_t bm, int64_t numWarps);
