@@ -185,7 +185,8 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
            "rows: the fewest warps that hold its rows)">,
     Option<"blockN", "block-n", "int64_t", /*default=*/"64",
            "Keys per KV block (BN); 0: 64 for D <= 128, else 32; 32 for "
-           "one-warp programs (block-m 16) with D > 64">,
+           "one-warp programs (block-m 16) with D > 64; 128 with wgmma for "
+           "whole-warpgroup programs at D = Dv = 64">,
     Option<"numWarps", "num-warps", "int64_t", /*default=*/"0",
            "Warps per program (recorded for the GPU lowering); 0: "
            "block-m / 16">,
@@ -233,6 +234,11 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
            "Shared memory per multiprocessor in bytes (0: no limit): "
            "max-warp-rows=32 takes 128-row programs only where two of them "
            "(and 1 KB reserved each) fit">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "sm_90a's wgmma lowering (the GPU pipeline for chip=sm_90a on "
+           "tensor cores): with block-n = 0, programs of whole warpgroups "
+           "(a multiple of 64 rows on 16-row warps) at D = Dv = 64 with "
+           "16-bit K/V in Q's type take 128-key blocks">,
   ];
 }
 

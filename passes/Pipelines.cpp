@@ -326,6 +326,8 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   // "Hopper (sm_90a)").
   const bool hopper = options.chip == "sm_90a";
   tile.maxWarpRows = options.tensorCores && !hopper ? 32 : 16;
+  // ... and 128-key blocks for its wgmma programs at D = Dv = 64.
+  tile.wgmma = options.tensorCores && hopper;
   tile.sharedMemoryPerSm = maxSharedMemoryPerBlock(options.chip) + 1024;
   // 32-bit kernels compute positions up to 2^31 - 2 (the runtime refuses
   // more): a window constant stays within i32.

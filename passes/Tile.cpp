@@ -62,6 +62,9 @@ struct TileConfig {
   /// The most query rows per warp of the automatic choice (16 or 32), and
   /// the shared memory per multiprocessor two 128-row programs must fit.
   int64_t maxWarpRows, sharedMemoryPerSm;
+  /// sm_90a's wgmma lowering: 128-key blocks for whole warpgroups at
+  /// D = Dv = 64 (schedule::wgmmaBlockN).
+  bool wgmma;
 
   schedule::Options scheduleOptions() const {
     schedule::Options o;
@@ -76,6 +79,7 @@ struct TileConfig {
     o.splitWarpsPerSm = splitWarpsPerSm;
     o.maxWarpRows = maxWarpRows;
     o.sharedMemoryPerSm = sharedMemoryPerSm;
+    o.wgmma = wgmma;
     return o;
   }
 };
@@ -348,6 +352,8 @@ private:
     problem.valueHeadDim = s.valueDim;
     problem.kvElementBits =
         op.getKey().getType().getElementType().getIntOrFloatBitWidth();
+    problem.queryInKvType =
+        qType.getElementType() == op.getKey().getType().getElementType();
     problem.varlen = s.varlen;
     schedule::Blocks blocks = schedule::choose(problem, cfg.scheduleOptions());
     s.group = blocks.group;
@@ -1096,11 +1102,20 @@ struct TilePass : mlir::kvattn::impl::TilePassBase<TilePass> {
           << static_cast<int64_t>(maxPosition);
       return signalPassFailure();
     }
-    TileConfig cfg{blockM,           blockN,      numWarps,
-                   numStages,        stats,       splitKv,
-                   numSms,           packGqa,     splitMinKeys,
-                   splitWarpsPerSm,  maxPosition, maxWarpRows,
-                   sharedMemoryPerSm};
+    TileConfig cfg{blockM,
+                   blockN,
+                   numWarps,
+                   numStages,
+                   stats,
+                   splitKv,
+                   numSms,
+                   packGqa,
+                   splitMinKeys,
+                   splitWarpsPerSm,
+                   maxPosition,
+                   maxWarpRows,
+                   sharedMemoryPerSm,
+                   wgmma};
     SmallVector<AttentionOp> ops;
     getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
     bool sdpaLeft = false;

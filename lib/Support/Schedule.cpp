@@ -46,6 +46,14 @@ int64_t automaticBlockN(int64_t headDim, int64_t bm) {
   return bm == 16 && headDim > 64 ? 32 : 64;
 }
 
+int64_t wgmmaBlockN(const Problem &p, int64_t bm, int64_t numWarps) {
+  const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
+  if (p.headDim == 64 && dv == 64 && p.kvElementBits == 16 && p.queryInKvType &&
+      numWarps > 0 && numWarps % 4 == 0 && bm == 16 * numWarps)
+    return 128;
+  return 0;
+}
+
 int64_t programsPerSm(int64_t numWarps, int64_t splitWarpsPerSm) {
   // (block-m < 16 records 0 warps: count one.)
   const int64_t warps = std::max<int64_t>(numWarps, 1);
@@ -110,10 +118,12 @@ Blocks choose(const Problem &p, const Options &o) {
              ? o.blockM
              : automaticBlockM(isDynamic(p.qLen) ? kDynamic : p.qLen * s.group,
                                wide ? 2 * kMaxAutoBlockM : kMaxAutoBlockM);
-  s.bn = o.blockN ? o.blockN : automaticBlockN(p.headDim, s.bm);
   s.numWarps = o.numWarps
                    ? o.numWarps
                    : (wide && s.bm > kMaxAutoBlockM ? s.bm / 32 : s.bm / 16);
+  const int64_t wgmmaBn = o.wgmma ? wgmmaBlockN(p, s.bm, s.numWarps) : 0;
+  s.bn = o.blockN ? o.blockN
+                  : (wgmmaBn ? wgmmaBn : automaticBlockN(p.headDim, s.bm));
   s.numStages = o.numStages;
   // Split-KV: each program's visible range is cut into `splits` chunks,
   // merged afterwards in chunk order. With a statically empty B, Hq or L

@@ -7,6 +7,7 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=8 split-kv=0 split-warps-per-sm=8" -cse | FileCheck %s --check-prefix=SMALLBM
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 max-warp-rows=32" -cse | FileCheck %s --check-prefix=WIDE
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 max-warp-rows=32 shared-memory-per-sm=65000" -cse | FileCheck %s --check-prefix=NARROW
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 wgmma=true" -cse | FileCheck %s --check-prefix=WGMMA
 
 // Offset form, causal, GQA 8/2: one program per (batch x head, query
 // block); the visible range comes from the block's last query position and
@@ -216,6 +217,12 @@ func.func @validity_and_mask(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x64x16xf32>
 // per multiprocessor.
 // NARROW-LABEL: func @offsets_causal_gqa
 // NARROW:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2>}
+// wgmma=true (sm_90a): the 64-row D = Dv = 64 program takes 128-key blocks;
+// the 16-row decode program (fewer rows than a warpgroup) keeps 64.
+// WGMMA-LABEL: func @offsets_causal_gqa
+// WGMMA:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 128, num_warps = 4, num_stages = 2>}
+// WGMMA-LABEL: func @decode_packed
+// WGMMA:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 16, block_n = 64, num_warps = 1, num_stages = 2, group = 4>}
 // WIDE-LABEL: func @decode_packed
 // WIDE:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 16, block_n = 64, num_warps = 1, num_stages = 2, group = 4>}
 // AUTOTILE-LABEL: func @decode_packed

@@ -218,6 +218,56 @@ TEST(Schedule, WideWarps) {
   EXPECT_EQ(s.numWarps, 4);
 }
 
+// sm_90a (Options::wgmma): whole-warpgroup programs at D = Dv = 64 with
+// 16-bit K/V in Q's type take 128-key blocks; anything else keeps the
+// automatic choice.
+TEST(Schedule, ChooseWgmmaBlockN) {
+  Problem p;
+  p.qHeads = p.kvHeads = 8;
+  p.qLen = 4096;
+  p.logicalKeys = 4096;
+  p.headDim = 64;
+  p.kvElementBits = 16;
+  p.queryInKvType = true;
+  Options o;
+  EXPECT_EQ(choose(p, o).bn, 64); // not sm_90a
+  o.wgmma = true;
+  Blocks s = choose(p, o);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.numWarps, 4);
+  EXPECT_EQ(s.bn, 128);
+  // Two warpgroups (block-m 128, num-warps 8) too.
+  o.blockM = 128;
+  o.numWarps = 8;
+  EXPECT_EQ(choose(p, o).bn, 128);
+  // 32-row warps are not warpgroups of wgmma's m64 rows.
+  o.numWarps = 4;
+  EXPECT_EQ(choose(p, o).bn, 64);
+  o.blockM = o.numWarps = 0;
+  // An explicit block-n is taken as given.
+  o.blockN = 32;
+  EXPECT_EQ(choose(p, o).bn, 32);
+  o.blockN = 0;
+  // Fewer rows than a warpgroup (decode): 16 or 32 rows keep 64 keys.
+  p.qLen = 20;
+  EXPECT_EQ(choose(p, o).bm, 32);
+  EXPECT_EQ(choose(p, o).bn, 64);
+  p.qLen = 4096;
+  // D = 128, Dv = 128 or Dv != D, f32 K/V, Q in another type: 64 keys.
+  p.headDim = 128;
+  EXPECT_EQ(choose(p, o).bn, 64);
+  p.headDim = 64;
+  p.valueHeadDim = 128;
+  EXPECT_EQ(choose(p, o).bn, 64);
+  p.valueHeadDim = 64; // Dv = D given explicitly
+  EXPECT_EQ(choose(p, o).bn, 128);
+  p.kvElementBits = 32;
+  EXPECT_EQ(choose(p, o).bn, 64);
+  p.kvElementBits = 16;
+  p.queryInKvType = false;
+  EXPECT_EQ(choose(p, o).bn, 64);
+}
+
 TEST(Schedule, ChooseRaggedAndEmpty) {
   Options o;
   o.splitKv = 0;

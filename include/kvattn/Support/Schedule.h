@@ -52,6 +52,10 @@ struct Options {
   /// reserved per program). The GPU pipeline sets both from the chip.
   int64_t maxWarpRows = 16;
   int64_t sharedMemoryPerSm = 0;
+  /// sm_90a's wgmma lowering: automatic blocks of whole warpgroups (a
+  /// multiple of 64 rows on 16-row warps) at D = Dv = 64 with 16-bit K/V
+  /// and Q in the K/V type take 128 keys (wgmmaBlockN).
+  bool wgmma = false;
 };
 
 /// The sizes of one attention the schedule depends on; any may be kDynamic
@@ -66,6 +70,9 @@ struct Problem {
   /// The value head dim (0: D) and the K/V element width in bits (0:
   /// unknown), for wideWarpsFit.
   int64_t valueHeadDim = 0, kvElementBits = 0;
+  /// Whether Q has the K/V element type (the wgmma lowering reads Q and K
+  /// from shared memory as operands of one instruction).
+  bool queryInKvType = false;
 };
 
 /// Whether 32-row warps (two m16 tiles) with 64-key blocks fit the
@@ -102,6 +109,14 @@ int64_t automaticBlockM(int64_t rows, int64_t maxBlockM = kMaxAutoBlockM);
 /// block-n = 0: 64 keys for head dims up to 128, else 32; 32 as well for
 /// one-warp programs (block-m = 16) with D > 64.
 int64_t automaticBlockN(int64_t headDim, int64_t bm);
+
+/// block-n = 0 with Options::wgmma: 128 keys for a program of whole
+/// warpgroups (`numWarps` a multiple of 4, `bm` = 16 x numWarps) at
+/// D = Dv = 64 with 16-bit K/V in Q's type: 64 score and 32 accumulator
+/// registers per thread in the wgmma lowering (162-184 per thread, no spill;
+/// docs/gpu-lowering.md, "Hopper (sm_90a)"), half the KV iterations and
+/// their barriers of 64-key blocks. 0 where that does not apply.
+int64_t wgmmaBlockN(const Problem &problem, int64_t bm, int64_t numWarps);
 
 /// The programs per multiprocessor split-kv = 0 aims at: enough for
 /// `splitWarpsPerSm` resident warps (0: two programs).
