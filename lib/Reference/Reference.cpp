@@ -760,6 +760,40 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
       const double distance = static_cast<double>(diff < 0 ? -diff : diff);
       return -ops.alibiSlopes->getDouble(h) * distance;
     };
+  if (ops.alibiSlopes) {
+    // The kernels compute the bias in f32 from the integer distance: exact
+    // up to 2^24. Farther apart (positions near 2^62 against keys near 0,
+    // say) every score would round to the bias and the answer would differ
+    // from this reference's: refused, per batch, from the positions' span.
+    constexpr int64_t kMaxAlibiDistance = int64_t(1) << 24;
+    for (int64_t b = 0; b < seq.b; ++b) {
+      const int64_t rows = ops.qStart ? qStart[b + 1] - qStart[b] : dims.l;
+      if (rows <= 0 || kvLen[b] <= 0)
+        continue;
+      int64_t qLo = std::numeric_limits<int64_t>::max(),
+              qHi = std::numeric_limits<int64_t>::min(),
+              kLo = std::numeric_limits<int64_t>::max(),
+              kHi = std::numeric_limits<int64_t>::min();
+      for (int64_t i = 0; i < rows; ++i) {
+        qLo = std::min(qLo, queryPos(b, i));
+        qHi = std::max(qHi, queryPos(b, i));
+      }
+      for (int64_t j = 0; j < kvLen[b]; ++j) {
+        const int64_t kp = keyPosFor(b, /*i=*/0, j, nullptr);
+        kLo = std::min(kLo, kp);
+        kHi = std::max(kHi, kp);
+      }
+      // Positions lie in [0, 2^62]: the differences fit.
+      const int64_t span = std::max(qHi - kLo, kHi - qLo);
+      if (span > kMaxAlibiDistance)
+        return Status::error(
+            "alibi_slopes: batch " + str(b) + "'s query positions " + str(qLo) +
+            " .. " + str(qHi) + " and key positions " + str(kLo) + " .. " +
+            str(kHi) + " are up to " + str(span) +
+            " apart; ALiBi's bias is computed in f32, exact for distances up "
+            "to 2^24 = 16777216");
+    }
+  }
   if (ops.qStart) {
     core.rowSequence = &rowSequence;
     core.sequenceStart = &qStart;
