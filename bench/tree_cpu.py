@@ -18,18 +18,10 @@ import time
 import numpy as np
 
 import kvattn
+from kvattn import tree as kvattn_tree
 
 
-def tree(depth, branching):
-    parents, level = [-1], [0]
-    for _ in range(depth):
-        nxt = []
-        for p in level:
-            for _ in range(branching):
-                parents.append(p)
-                nxt.append(len(parents) - 1)
-        level = nxt
-    return parents
+tree = kvattn_tree.complete_tree
 
 
 def ir(B, T, S, hq, hkv, d, with_tree):

@@ -23,7 +23,22 @@ import numpy as np
 from .capi import KVAttnValueError
 
 __all__ = ["parents_from_packed_mask", "packed_mask_from_parents",
-           "tree_depths", "mask_indptr"]
+           "tree_depths", "mask_indptr", "complete_tree"]
+
+
+def complete_tree(depth, branching):
+    """The parents (local rows, -1 for the root) of a complete draft tree:
+    one root and `depth` levels of `branching` children each, breadth first
+    (a parent before its children), e.g. Medusa/EAGLE's full trees."""
+    parents, level = [-1], [0]
+    for _ in range(depth):
+        children = []
+        for p in level:
+            for _ in range(branching):
+                parents.append(p)
+                children.append(len(parents) - 1)
+        level = children
+    return parents
 
 
 def _lengths(name, values):

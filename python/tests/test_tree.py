@@ -20,17 +20,7 @@ from conftest import distinct
 from kvattn import tree as kt
 
 
-def full_tree(depth, branching):
-    """One root, `depth` levels of `branching` children, breadth first."""
-    parents, level = [-1], [0]
-    for _ in range(depth):
-        nxt = []
-        for p in level:
-            for _ in range(branching):
-                parents.append(p)
-                nxt.append(len(parents) - 1)
-        level = nxt
-    return parents
+full_tree = kt.complete_tree
 
 
 def reference(q, k, v, q_start, kv_len, parents, causal=True, window=None,

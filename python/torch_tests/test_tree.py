@@ -14,16 +14,7 @@ from kvattn import tree as ktree
 from kvattn.capi import KVAttnError, KVAttnTypeError, KVAttnValueError
 
 
-def full_tree(depth, branching):
-    parents, level = [-1], [0]
-    for _ in range(depth):
-        nxt = []
-        for p in level:
-            for _ in range(branching):
-                parents.append(p)
-                nxt.append(len(parents) - 1)
-        level = nxt
-    return parents
+full_tree = ktree.complete_tree
 
 
 def dense_masks(parents, cu, kv_len):
