@@ -289,3 +289,21 @@ def test_a_closed_plan_is_refused():
         plan.run(args.pop("query"), args.pop("key"), args.pop("value"),
                  args.pop("q_offset"), args.pop("kv_len"), **args)
     assert plan.status() is None  # a CPU plan raises at run()
+
+
+def test_the_device_paths_read_nothing_back():
+    """The CUDA kernels of kvattn::attention/attention_out/append and of the
+    plan ops (never executed here: no GPU; their device part runs on the
+    emulated GPU in python/torch_emulated_tests) contain no host read-back
+    of a device value: a guard against reintroducing the per-call copy of
+    q_offset/kv_len (it was `.cpu().tolist()`)."""
+    import inspect
+    from kvattn.torch import serving
+    for fn in (kt._cuda_attention, kt._cuda_append, serving.device_run,
+               serving.Plan._run, serving.Plan._check, serving._Buf.__init__):
+        src = inspect.getsource(fn)
+        for call in (".cpu(", ".tolist(", ".item(", ".numpy(",
+                     "synchronize(", "host_view("):
+            assert call not in src, (fn.__qualname__, call)
+    # The default kv_len of a call is made on the device, not copied there.
+    assert "torch.full((B,), S" in inspect.getsource(kt._attention_into)
