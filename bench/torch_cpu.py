@@ -15,7 +15,15 @@ Prints two tables (docs/benchmarks.md, "kvattn.torch on the CPU"):
      torch.nn.functional.scaled_dot_product_attention with a lower-right
      bias (torch.nn.attention.bias.causal_lower_right, enable_gqa), with the
      speed ratio sdpa_ms / kvattn_ms (> 1: kvattn faster) and the max abs
-     difference of the outputs.
+     difference of the outputs;
+  3. the serving plan (kvattn.torch.Plan, torch.ops.kvattn.plan_run, its
+     CPU path) on a paged cache (page_size 16, the pages of each sequence
+     scattered over the pool): the per-step overhead of the op over a bare
+     kvattn_cpu_run of the plan's program on the same buffers (the tiny
+     shape of table 1), the part of it that is the run's host checks (what
+     the device path pays per step in Python before kvattn_plan_run), and
+     decode steps on the shapes of table 2 against the bare C API call and
+     SDPA with a lower-right bias over the same cache made contiguous.
 
 Wall-clock medians of --repeats calls after --warmup; both libraries use
 --threads threads (torch.set_num_threads; kvattn's OpenMP grid). These are
@@ -140,6 +148,104 @@ def main(argv=None):
     print()
     print("SDPA/op > 1: the kvattn torch op is faster than torch's SDPA with "
           "a lower-right bias on these shapes.")
+    print()
+    plan_tables(kt, torch, F, causal_lower_right, args.quick, warmup,
+                repeats)
+
+
+def bare_plan_call(plan, tensors):
+    """kvattn_cpu_run on a CPU plan's program with the host tensors built
+    once (the plan's own argument order)."""
+    from kvattn import capi
+    from kvattn.torch import serving
+    keep = []
+    names = ["query", "key", "value", "q_offset", "kv_len", "block_table"]
+    inputs = [serving._host_tensor(tensors[n], keep) for n in names]
+    array = (capi.HostTensor * len(inputs))(*inputs)
+    result = serving._host_tensor(tensors["out"], keep)
+    error = capi.ctypes.c_void_p()
+    run = plan.program.api.lib.kvattn_cpu_run
+    handle, byref = plan.program.handle, capi.ctypes.byref
+
+    def call():
+        if run(handle, array, len(inputs), byref(result), 1, byref(error)):
+            raise RuntimeError(plan.program.api._take(error.value))
+    call.keep = (keep, array, result)
+    return call
+
+
+def paged_step(torch, Hq, Hkv, D, P, L, page=16):
+    """A paged decode/append step over P cached tokens: the pool holds the
+    sequence's pages in reverse order between free pages."""
+    S = P + L
+    pages = (S + page - 1) // page
+    pool = 2 * pages + 1
+    ids = list(range(pool - 1, 0, -2))[:pages]
+    k = torch.randn(1, Hkv, pages * page, 128 if D is None else D)
+    v = torch.randn_like(k)
+    kp = torch.zeros(pool, page, Hkv, k.shape[-1])
+    vp = torch.zeros_like(kp)
+    for slot, pid in enumerate(ids):
+        kp[pid] = k[0, :, slot * page:(slot + 1) * page].transpose(0, 1)
+        vp[pid] = v[0, :, slot * page:(slot + 1) * page].transpose(0, 1)
+    i32 = torch.int32
+    t = dict(query=torch.randn(1, Hq, L, k.shape[-1]), key=kp, value=vp,
+             q_offset=torch.tensor([P], dtype=i32),
+             kv_len=torch.tensor([S], dtype=i32),
+             block_table=torch.tensor([ids], dtype=i32),
+             out=torch.empty(1, Hq, L, k.shape[-1]))
+    return t, k[:, :, :S].contiguous(), v[:, :, :S].contiguous()
+
+
+def plan_tables(kt, torch, F, causal_lower_right, quick, warmup, repeats):
+    print("3. serving plan (kvattn.torch.Plan -> torch.ops.kvattn.plan_run, "
+          "CPU path; paged, page_size 16)")
+    plan = kt.Plan(dtype=torch.float32, num_query_heads=1, num_kv_heads=1,
+                   head_dim=16, page_size=16)
+    t, _, _ = paged_step(torch, 1, 1, 16, 15, 1)
+    run = lambda: plan.run(t["query"], t["key"], t["value"],  # noqa: E731
+                           t["q_offset"], t["kv_len"],
+                           block_table=t["block_table"], out=t["out"])
+    run()
+    bare = bare_plan_call(plan, t)
+    n = 20 if quick else 2000
+    op_us = median_ms(run, warmup * 10, n) * 1e3
+    capi_us = median_ms(bare, warmup * 10, n) * 1e3
+    check_us = median_ms(lambda: plan._check(t), warmup * 10, n) * 1e3
+    print("   per step, B = Hq = Hkv = L = 1, D = 16, 16 tokens (one page):")
+    print(f"   {'plan op (Plan.run, out=)':44s} {op_us:9.1f} us")
+    print(f"   {'bare C API call (kvattn_cpu_run, ctypes)':44s} "
+          f"{capi_us:9.1f} us")
+    print(f"   {'overhead of the plan op':44s} {op_us - capi_us:9.1f} us")
+    print(f"   {'  of which the host checks (Plan._check)':44s} {check_us:9.1f} us")
+    plan.close()
+    hq, hkv, d = (8, 2, 64) if quick else (32, 8, 128)
+    shapes = ([(1, 128), (8, 256)] if quick else
+              [(1, 512), (1, 4096), (16, 4096)])
+    plan = kt.Plan(dtype=torch.float32, num_query_heads=hq,
+                   num_kv_heads=hkv, head_dim=d, page_size=16)
+    print(f"   steps (f32, B = 1, Hq/Hkv = {hq}/{hkv}, D = {d}):")
+    print(f"   {'L':>4} {'P':>5} {'plan op ms':>12} {'C API ms':>10} "
+          f"{'SDPA ms':>10} {'SDPA/op':>8} {'max |diff|':>11}")
+    for L, P in shapes:
+        t, k, v = paged_step(torch, hq, hkv, d, P, L)
+        q = t["query"]
+        run = lambda: plan.run(q, t["key"], t["value"],  # noqa: E731
+                               t["q_offset"], t["kv_len"],
+                               block_table=t["block_table"], out=t["out"])
+        run()
+        bare = bare_plan_call(plan, t)
+        bias = causal_lower_right(L, P + L)
+        op = median_ms(run, warmup, repeats)
+        capi_ms = median_ms(bare, warmup, repeats)
+        sdpa = median_ms(lambda: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias, enable_gqa=True), warmup, repeats)
+        run()
+        diff = (t["out"] - F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias, enable_gqa=True)).abs().max().item()
+        print(f"   {L:>4} {P:>5} {op:12.3f} {capi_ms:10.3f} {sdpa:10.3f} "
+              f"{sdpa / op:8.2f} {diff:11.2e}")
+    plan.close()
 
 
 if __name__ == "__main__":

@@ -48,3 +48,65 @@ def test_cuda_torch_compile_fullgraph():
     f = torch.compile(lambda q, k, v: kt.attention(q, k, v) + 1,
                       fullgraph=True, backend="aot_eager")
     assert torch.allclose(f(q, k, v), kt.attention(q, k, v) + 1, atol=1e-5)
+
+
+def test_cuda_positions_stay_on_the_device_and_check():
+    """q_offset/kv_len as CUDA tensors: no host copy; a bad kv_len is
+    recorded on the device and raised by kt.check()."""
+    q, k, v = (t.cuda() for t in make(torch.float32, seed=3))
+    kv = torch.tensor([70, 41], device="cuda")
+    want = kt.attention(*(t.cpu() for t in (q, k, v)), kv_len=[70, 41])
+    got = kt.attention(q, k, v, kv_len=kv)
+    kt.check()
+    assert (got.cpu() - want).abs().max() < 1e-4
+    kt.attention(q, k, v, kv_len=torch.tensor([70, 71], device="cuda"))
+    with pytest.raises(kt.KVAttnError, match=r"kv_len\[1\] = 71"):
+        kt.check()
+
+
+def test_cuda_append():
+    cache = torch.randn(2, 2, 11, 16)
+    update = torch.randn(2, 2, 3, 16)
+    want = kt.append(cache.clone(), update, [4, 8])
+    got = kt.append(cache.cuda(), update.cuda(),
+                    torch.tensor([4, 8], device="cuda"))
+    kt.check()
+    assert torch.equal(got.cpu(), want)
+    kt.append(got, update.cuda(), torch.tensor([4, 9], device="cuda"))
+    with pytest.raises(kt.KVAttnError, match=r"pos\[1\] = 9"):
+        kt.check()
+
+
+def test_cuda_plan_decode_step_matches_the_cpu_plan():
+    g = torch.Generator().manual_seed(5)
+    fields = dict(dtype=torch.bfloat16, num_query_heads=8, num_kv_heads=2,
+                  head_dim=64, page_size=16, append=True)
+    kp = torch.randn(8, 16, 2, 64, generator=g).bfloat16()
+    vp = torch.randn(8, 16, 2, 64, generator=g).bfloat16()
+    table = torch.tensor([[3, 0, -1], [5, 6, 1]], dtype=torch.int32)
+    kv_len = torch.tensor([20, 40], dtype=torch.int32)
+    q = torch.randn(2, 8, 1, 64, generator=g).bfloat16()
+    uk = torch.randn(2, 2, 1, 64, generator=g).bfloat16()
+    uv = torch.randn(2, 2, 1, 64, generator=g).bfloat16()
+    cpu = kt.Plan(**fields)
+    ck, cv = kp.clone(), vp.clone()
+    want = cpu.run(q, ck, cv, kv_len - 1, kv_len, block_table=table,
+                   update_k=uk, update_v=uv)
+    plan = kt.Plan(**fields, device="cuda", max_batch=4, max_query_len=1,
+                   max_pages=4)
+    c = lambda t: t.cuda()  # noqa: E731
+    dk, dv = c(kp), c(vp)
+    step = torch.compile(
+        lambda q, k, v, uk, uv, kv, t: plan.run(q, k, v, kv - 1, kv,
+                                                block_table=t, update_k=uk,
+                                                update_v=uv),
+        fullgraph=True, backend="aot_eager")
+    got = step(c(q), dk, dv, c(uk), c(uv), c(kv_len), c(table))
+    plan.check()
+    assert (got.cpu().float() - want.float()).abs().max() < 2e-2
+    assert torch.equal(dk.cpu(), ck) and torch.equal(dv.cpu(), cv)
+    bad = torch.tensor([[3, 0, -1], [5, 9, 1]], dtype=torch.int32)
+    plan.run(c(q), dk, dv, c(kv_len - 1), c(kv_len), block_table=c(bad),
+             update_k=c(uk), update_v=c(uv))
+    with pytest.raises(kt.KVAttnError, match=r"block_table\[1\]\[1\] = 9"):
+        plan.check()

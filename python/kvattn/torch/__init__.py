@@ -26,7 +26,8 @@ from .._device import device_view, host_view
 from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
 
 __all__ = ["attention", "append", "tree_attention", "lint", "fix", "Finding", "KVAttnError", "KVAttnTypeError",
-           "KVAttnValueError", "program_cache_info", "clear_program_cache"]
+           "KVAttnValueError", "program_cache_info", "clear_program_cache",
+           "Plan", "check"]
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16",
            torch.bfloat16: "bf16"}
@@ -177,6 +178,8 @@ def program_cache_info() -> Dict[str, int]:
 
 
 def clear_program_cache() -> None:
+    from .serving import clear
+    clear()  # the device plans (after waiting for their streams)
     with _lock:
         _programs.clear()
         _stats.update(hits=0, misses=0)
@@ -399,8 +402,9 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
     rope = _check_rope(rotary_theta, rotary_dim, rotary_interleaved, dims)
     if kv_len is None and key_rows == "k_start":
         kv_len = rows[1:] - rows[:-1]  # each sequence's packed rows
-    kv = _positions("kv_len", S if kv_len is None else kv_len, B,
-                    query.device)
+    kv = (torch.full((B,), S, dtype=torch.int64, device=query.device)
+          if kv_len is None else _positions("kv_len", kv_len, B,
+                                            query.device))
     qo = (kv - L) if q_offset is None else _positions("q_offset", q_offset,
                                                       B, query.device)
     want = (B, Hq, L, Dv) if layout == "bhsd" else (B, L, Hq, Dv)
@@ -479,36 +483,69 @@ def _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
                     window, softcap, scale, layout, out, dtype, dims,
                     sinks=None, alibi_slopes=None, rope=None, key_rows=None,
                     rows=None):
-    import kvattn
+    from .serving import device_run
     B, Hq, Hkv, L, S, D, Dv = dims
     rt = _cuda_runtime(query.device)
     has_sinks, has_alibi = sinks is not None, alibi_slopes is not None
     key_ = _signature(dtype, dims, causal, window, softcap, scale, mask_dims,
                       query.device, has_sinks, has_alibi, rope, key_rows)
-    program = _program(key_, lambda: kvattn.GpuProgram(
-        attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-                     mask_dims, has_sinks, has_alibi, rope, key_rows),
-        runtime=rt))
     q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
     o = _to_bhsd(out, layout)
     target = o if o.is_contiguous() else torch.empty(
         (B, Hq, L, Dv), dtype=out.dtype, device=out.device)
-    # Device tensors by DLPack (bf16 included), used in place; metadata as
-    # int32/int64 device tensors, validated by the runtime.
-    extra = {} if mask is None else {"mask": _dense(mask).detach()}
+    # Device pointers for every tensor, q_offset and kv_len included (int64
+    # device tensors: no host copy, no wait); the plan validates them on the
+    # device (kvattn.torch.check()).
+    device = query.device
+    tensors = {"query": q, "key": k, "value": v, "out": target,
+               "q_offset": qo.to(device, torch.int64).contiguous(),
+               "kv_len": kv.to(device, torch.int64).contiguous()}
+    if mask is not None:
+        tensors["mask"] = _dense(mask)
     if has_sinks:
-        extra["sinks"] = _dense(sinks.detach())
+        tensors["sinks"] = _dense(sinks)
     if has_alibi:
-        extra["alibi_slopes"] = _dense(alibi_slopes.detach())
+        tensors["alibi_slopes"] = _dense(alibi_slopes)
+    sizes = {"B": B, "Hq": Hq, "Hkv": Hkv, "L": L, "S": S}
     if key_rows:
-        extra[key_rows] = rows.cpu().tolist()
-    program.run(query=q.detach(), key=k.detach(), value=v.detach(),
-                q_offset=qo.to(torch.int32).cpu().tolist(),
-                kv_len=kv.to(torch.int32).cpu().tolist(),
-                out=target.detach(), **extra)
+        tensors[key_rows] = rows.to(device, torch.int64).contiguous()
+        if key_rows == "cache_batch_idx":
+            sizes["cache_rows"] = k.shape[0]
+    with _program_stats(key_):
+        device_run(rt, key_, lambda: attention_ir(
+            dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale, mask_dims,
+            has_sinks, has_alibi, rope, key_rows),
+            {n: t.data_ptr() for n, t in tensors.items()}, sizes,
+            torch.cuda.current_stream(device).cuda_stream)
     if target is not o:
         o.copy_(target)
     return out
+
+
+class _program_stats:
+    """Counts a device call in program_cache_info (a hit when its
+    signature ran before)."""
+
+    def __init__(self, key):
+        self.key = ("device",) + tuple(key)
+
+    def __enter__(self):
+        with _lock:
+            hit = self.key in _programs
+            _stats["hits" if hit else "misses"] += 1
+            _programs.setdefault(self.key, True)
+
+    def __exit__(self, *exc):
+        return False
+
+
+def check(device=None) -> None:
+    """Raises the first metadata violation a CUDA call of kvattn::attention,
+    attention_out or append recorded on the device since the last check
+    (KVAttnError; waits for the stream), and clears it. docs/torch.md
+    "CUDA"."""
+    from .serving import check as _check
+    _check(device)
 
 
 # --- the ops --------------------------------------------------------------
@@ -674,11 +711,11 @@ def _append_into(cache, update, pos, layout):
         raise KVAttnValueError(f"update {tuple(update.shape)} does not fit "
                                f"cache {tuple(cache.shape)} ({layout})")
     p = _positions("pos", pos, B, cache.device)
+    if cache.device.type == "cuda":
+        return _cuda_append(c, u, p, dtype)
     if cache.device.type != "cpu":
-        raise KVAttnValueError(
-            f"kvattn::append runs on the CPU here; cache is on "
-            f"{cache.device} (on a GPU, plan the decode step: kvattn.plan "
-            "with append=True)")
+        raise KVAttnValueError(f"cache is on {cache.device}: kvattn::append "
+                               "runs on the CPU and CUDA devices")
     program = _program(("append", dtype, H, D, "cpu"),
                        lambda: _cpu_program(append_ir(dtype, H, D)))
     dense = c.is_contiguous()
@@ -686,6 +723,26 @@ def _append_into(cache, update, pos, layout):
     _cpu_run(program, [("update", _dense(u)), ("cache", target),
                        ("pos", p.contiguous())], target, "kvattn::append")
     if not dense:
+        c.copy_(target)
+
+
+def _cuda_append(c, u, p, dtype):
+    """The runtime's append kernel (a plan of append_ir): update, cache and
+    pos as device pointers, pos validated on the device (check())."""
+    from .serving import device_run
+    B, H, S, D = c.shape
+    device = c.device
+    rt = _cuda_runtime(device)
+    key_ = ("append", dtype, H, D, str(device))
+    target = c if c.is_contiguous() else c.contiguous()
+    tensors = {"update": _dense(u), "cache": target,
+               "pos": p.to(device, torch.int64).contiguous()}
+    with _program_stats(key_):
+        device_run(rt, key_, lambda: append_ir(dtype, H, D),
+                   {n: t.data_ptr() for n, t in tensors.items()},
+                   {"B": B, "Hkv": H, "L": u.shape[2], "S": S},
+                   torch.cuda.current_stream(device).cuda_stream)
+    if target is not c:
         c.copy_(target)
 
 
@@ -866,6 +923,7 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor,
     return out[0].permute(1, 0, 2).contiguous()
 
 from .lint import Finding, fix, lint  # noqa: E402 (needs the ops above)
+from .serving import Plan  # noqa: E402 (the serving plan's ops)
 
 from . import hf as _hf  # noqa: E402
 

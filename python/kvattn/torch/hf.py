@@ -30,6 +30,20 @@ def kvattn_attention_forward(module: torch.nn.Module, query: torch.Tensor,
                              is_causal: Optional[bool] = None,
                              **kwargs) -> Tuple[torch.Tensor, None]:
     from . import attention
+    cache = kwargs.pop("cache", None)
+    if cache is not None:
+        # transformers' PagedAttentionCache (continuous batching, reached
+        # only under a name transformers accepts there: docs/torch.md):
+        # write the new keys/values into its pages and read every
+        # sequence's keys back, packed [1, Hkv, N, D]; the 4D mask it
+        # builds says which packed key each packed query row sees.
+        key, value = cache.update(key_states=key, value_states=value,
+                                  layer_idx=module.layer_idx, kwargs=kwargs)
+        if kwargs.get("block_table") is not None:
+            raise KVAttnValueError(
+                "transformers' decode fast path (a block table over the "
+                "paged cache, FlashAttention's flash_attn_with_kvcache) is "
+                "not wired to the kvattn backend")
     if dropout:
         raise KVAttnValueError("the kvattn attention backend has no dropout "
                                f"(dropout = {dropout}): use it for inference "
@@ -71,6 +85,33 @@ def kvattn_attention_forward(module: torch.nn.Module, query: torch.Tensor,
                         window=sliding_window or 0, softcap=softcap or 0.0,
                         scale=scaling, sinks=sinks)
     return out.transpose(1, 2).contiguous(), None
+
+
+class continuous_batching_slot:
+    """A context manager for transformers' continuous batching
+    (`model.generate_batch`, its PagedAttentionCache): transformers 5.23
+    accepts there only "paged|eager", "sdpa" or a name containing "flash"
+    (and takes such a name for a FlashAttention kernel it imports), so
+    "kvattn" is refused by name. Inside this block the "sdpa" entry of
+    transformers' AttentionInterface is kvattn's backend (process-wide,
+    restored on exit); set the model to "sdpa" for the batch:
+
+        with kvattn.torch.hf.continuous_batching_slot():
+            model.set_attn_implementation("sdpa")
+            out = model.generate_batch(prompts, generation_config=gc)
+
+    docs/torch.md "transformers' paged cache"."""
+
+    def __enter__(self):
+        from transformers import AttentionInterface
+        self._saved = AttentionInterface._global_mapping["sdpa"]
+        AttentionInterface._global_mapping["sdpa"] = kvattn_attention_forward
+        return self
+
+    def __exit__(self, *exc):
+        from transformers import AttentionInterface
+        AttentionInterface._global_mapping["sdpa"] = self._saved
+        return False
 
 
 def register() -> bool:

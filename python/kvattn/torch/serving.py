@@ -1,0 +1,614 @@
+"""The serving plan's run as a torch op: `kvattn.torch.Plan`.
+
+    plan = kt.Plan(dtype=torch.bfloat16, num_query_heads=32, num_kv_heads=8,
+                   head_dim=128, page_size=16, append=True, device="cuda",
+                   max_batch=64, max_query_len=1, max_pages=256)
+    for step in ...:  # every tensor on the device, nothing read back
+        plan.run(q, k_pages, v_pages, q_offset, kv_len,
+                 block_table=table, update_k=k_new, update_v=v_new, out=o)
+    plan.check()      # waits for the stream: raises the first violation
+
+A Plan is built once (the attention described by its fields, compiled for
+the device with device validation, loaded, its status word and split-KV
+workspaces allocated for the bounds: kvattn.plan, docs/runtime.md "Plan and
+run"); `run` calls `torch.ops.kvattn.plan_run` (or `plan_append_run`, which
+writes the new tokens into the caches first), whose CUDA kernel only queues
+launches on torch's current stream with device pointers for every tensor
+and every metadata tensor: no allocation, copy or synchronisation, so a
+decode loop never waits for the GPU. The metadata is validated on the
+device (the plan's status word); `status()` / `check()` read it (they wait
+for the stream). On CPU tensors the same op runs kvattn's JIT CPU path
+(kvattn_cpu_run) over the same IR, which validates the metadata on the host
+before it runs and raises at once. docs/torch.md "Serving plans".
+"""
+
+import ctypes
+import itertools
+import threading
+from typing import Dict, Optional
+
+import torch
+
+from .. import capi
+from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
+
+__all__ = ["Plan"]
+
+_FLOAT_NAMES = {torch.float32: "f32", torch.float16: "f16",
+                torch.bfloat16: "bf16"}
+_DTYPE_NAMES = {**_FLOAT_NAMES, torch.int32: "i32", torch.int64: "i64",
+                torch.bool: "i1"}
+
+# Plans by id: the op takes the id (a str: torch.library ops take no Python
+# objects, and torch.compile keeps a str as a constant of the graph).
+_registry: Dict[str, "Plan"] = {}
+_registry_lock = threading.Lock()
+_ids = itertools.count()
+
+
+def _int(what, value, low=0):
+    return capi.check_int(what, value, low, capi.INT64_MAX)
+
+
+class _Buf:
+    """What the checks need of a tensor: a torch tensor, or (on a plan over
+    a kvattn.Runtime of the caller's, the emulated GPU) a kvattn
+    DeviceArray."""
+    __slots__ = ("shape", "dtype", "device", "dense", "ptr", "obj")
+
+    def __init__(self, obj, device):
+        self.obj = obj
+        if isinstance(obj, torch.Tensor):
+            self.shape = tuple(obj.shape)
+            self.dtype = _DTYPE_NAMES.get(obj.dtype, str(obj.dtype))
+            self.device = obj.device
+            self.dense = obj.is_contiguous()
+            self.ptr = obj.data_ptr()
+        else:  # a kvattn.DeviceArray (Plan(runtime=...))
+            self.shape = tuple(obj.shape)
+            self.dtype = obj.dtype
+            self.device = device
+            self.dense = True
+            self.ptr = obj.ptr
+
+
+def _shape_error(what, got, want):
+    names = ", ".join(str(w) for w in want)
+    return KVAttnValueError(f"{what} has shape {got}; the plan takes "
+                            f"[{names}]")
+
+
+class Plan:
+    """An attention planned once for a serving loop (docs/torch.md "Serving
+    plans").
+
+    Fields (the attention description of kvattn.attention_ir, docs/runtime.md
+    "A plan from a description"): dtype (torch.float32/float16/bfloat16),
+    num_query_heads, num_kv_heads, head_dim, value_head_dim (0: head_dim);
+    page_size (0: a plain cache key/value [B, Hkv, S, D]; > 0: a paged pool
+    [num_pages, page_size, Hkv, D] and a block table [B, max_pages]);
+    varlen (a ragged batch: query/out [1, Hq, T, D] and q_start [B + 1]);
+    append (each run first writes update_k/update_v [B, Hkv, L, D] into the
+    caches at q_offset); causal, window, softcap, scale; sinks / alibi (the
+    run takes f32 [Hq] sinks / alibi_slopes).
+
+    device: "cpu" (kvattn's JIT CPU path) or a CUDA device (the kvattn
+    runtime on torch's current stream); runtime: a kvattn.Runtime of the
+    caller's instead (the emulated GPU: run() then takes kvattn
+    DeviceArrays and calls the op's device kernel directly, as the emulated
+    GPU is no torch device). Bounds (0: unbounded): max_batch,
+    max_query_len (T for varlen), max_kv_len (S of a plain cache),
+    max_pages (block-table columns); a device plan needs max_batch and
+    max_query_len (its split-KV workspaces are sized for them)."""
+
+    def __init__(self, *, dtype, num_query_heads: int, num_kv_heads: int,
+                 head_dim: int, value_head_dim: int = 0, page_size: int = 0,
+                 varlen: bool = False, append: bool = False,
+                 causal: bool = True, window: int = 0, softcap: float = 0.0,
+                 scale: Optional[float] = None, sinks: bool = False,
+                 alibi: bool = False, device="cpu", max_batch: int = 0,
+                 max_query_len: int = 0, max_kv_len: int = 0,
+                 max_pages: int = 0, runtime=None, **compile_options):
+        import kvattn
+        from . import _check_options, _cuda_runtime
+        self.handle = self.program = None
+        if dtype not in _FLOAT_NAMES:
+            raise KVAttnTypeError(f"dtype {dtype!r}: a plan takes "
+                                  "torch.float32, torch.float16 or "
+                                  "torch.bfloat16")
+        for what, flag in (("varlen", varlen), ("append", append),
+                           ("causal", causal), ("sinks", sinks),
+                           ("alibi", alibi)):
+            if not isinstance(flag, bool):
+                raise KVAttnTypeError(f"{what} must be a bool, got {flag!r}")
+        self.dtype = dtype
+        self.Hq = _int("num_query_heads", num_query_heads, 1)
+        self.Hkv = _int("num_kv_heads", num_kv_heads, 1)
+        self.D = _int("head_dim", head_dim, 1)
+        self.Dv = _int("value_head_dim", value_head_dim) or self.D
+        self.page_size = _int("page_size", page_size)
+        self.paged, self.varlen, self.append = bool(page_size), varlen, append
+        self.sinks, self.alibi = sinks, alibi
+        window, softcap, scale = _check_options(causal, window, softcap,
+                                                scale)
+        self.bounds = {"B": _int("max_batch", max_batch),
+                       "L": _int("max_query_len", max_query_len),
+                       "S": _int("max_kv_len", max_kv_len),
+                       "max_pages": _int("max_pages", max_pages)}
+        fields = dict(dtype=_FLOAT_NAMES[dtype], num_query_heads=self.Hq,
+                      num_kv_heads=self.Hkv, head_dim=self.D,
+                      value_head_dim=self.Dv, causal=int(causal),
+                      window=window, softcap=softcap, scale=scale or 0.0,
+                      varlen=int(varlen), append=int(append),
+                      sinks=int(sinks), alibi=int(alibi))
+        if self.paged:
+            fields.update(paged=1, page_size=self.page_size)
+        # The description is checked by the C API, naming the field.
+        self.ir = kvattn.attention_ir(**fields)
+        if runtime is not None:
+            if not isinstance(runtime, kvattn.Runtime):
+                raise KVAttnTypeError(f"runtime must be a kvattn.Runtime, "
+                                      f"got {type(runtime).__name__}")
+            self.device, self.runtime = "runtime", runtime
+        else:
+            try:
+                self.device = torch.device(device)
+            except (RuntimeError, TypeError) as e:
+                raise KVAttnValueError(f"device {device!r}: {e}") from None
+            if self.device.type not in ("cpu", "cuda"):
+                raise KVAttnValueError(f"device {self.device}: a plan runs "
+                                       "on the CPU or a CUDA device")
+            if self.device.type == "cuda" and self.device.index is None:
+                self.device = torch.device("cuda",
+                                           torch.cuda.current_device())
+            self.runtime = (_cuda_runtime(self.device)
+                            if self.device.type == "cuda" else None)
+        if self.runtime is None:
+            if compile_options:
+                raise KVAttnTypeError(
+                    f"compile options ({', '.join(compile_options)}) are "
+                    "for device plans")
+            self.program = kvattn.CpuProgram(self.ir, threads=0)
+        else:
+            for what in ("max_batch", "max_query_len"):
+                size = "B" if what == "max_batch" else "L"
+                if not self.bounds[size]:
+                    raise KVAttnValueError(
+                        f"{what} must be given (> 0) for a device plan: its "
+                        "split-KV workspaces are sized for it")
+            self.kvplan = kvattn.Plan(self.ir, runtime=self.runtime,
+                                      max_sizes=self.bounds,
+                                      **compile_options)
+            self.handle = self.kvplan.handle
+            self.workspace_bytes = self.kvplan.workspace_bytes
+        self.id = f"kvattn-plan-{next(_ids)}"
+        with _registry_lock:
+            _registry[self.id] = self
+
+    # --- the checks (host: shapes, dtypes, devices; no device value) -------
+
+    def _check(self, t):
+        """t: {name: tensor or None}; returns (sizes, {name: _Buf})."""
+        wants = ["query", "key", "value", "q_offset", "kv_len", "out"]
+        for what, on in (("block_table", self.paged),
+                         ("q_start", self.varlen), ("update_k", self.append),
+                         ("update_v", self.append), ("sinks", self.sinks),
+                         ("alibi_slopes", self.alibi)):
+            if on:
+                wants.append(what)
+            elif t.get(what) is not None:
+                raise KVAttnValueError(
+                    f"{what} is given, but the plan takes none (plan it "
+                    f"with {_FLAG[what]})")
+        bufs = {}
+        for what in wants:
+            x = t.get(what)
+            if x is None:
+                raise KVAttnValueError(f"{what} is missing: the plan takes "
+                                       f"{', '.join(wants)}")
+            if not isinstance(x, torch.Tensor) and \
+                    (self.device != "runtime" or not hasattr(x, "ptr")):
+                raise KVAttnTypeError(f"{what} must be a torch.Tensor, got "
+                                      f"{type(x).__name__}")
+            b = _Buf(x, self.device)
+            if b.device != self.device:
+                raise KVAttnValueError(f"{what} is on {b.device}, the plan "
+                                       f"on {self.device}")
+            if what in _METADATA:
+                if b.dtype != "i32":
+                    raise KVAttnTypeError(
+                        f"{what} has dtype {b.dtype}; plan metadata is "
+                        "torch.int32 (the kernels read it as is, on the "
+                        "device)")
+            elif what in ("sinks", "alibi_slopes"):
+                if b.dtype != "f32":
+                    raise KVAttnTypeError(f"{what} has dtype {b.dtype}; it "
+                                          "must be torch.float32")
+            elif b.dtype != _FLOAT_NAMES[self.dtype]:
+                raise KVAttnTypeError(f"{what} has dtype {b.dtype}; the plan "
+                                      f"is {_FLOAT_NAMES[self.dtype]}")
+            bufs[what] = b
+        q, k, kl = bufs["query"].shape, bufs["key"].shape, \
+            bufs["kv_len"].shape
+        if len(kl) != 1:
+            raise _shape_error("kv_len", kl, ["B"])
+        B = kl[0]
+        if len(q) != 4 or q[1] != self.Hq or q[3] != self.D or \
+                (self.varlen and q[0] != 1) or \
+                (not self.varlen and q[0] != B):
+            raise _shape_error("query", q, [1 if self.varlen else B,
+                                            self.Hq, "T" if self.varlen
+                                            else "L", self.D])
+        L = q[2]
+        sizes = {"B": B, "Hq": self.Hq, "Hkv": self.Hkv, "L": L}
+        for what, dim in (("key", self.D), ("value", self.Dv)):
+            s = bufs[what].shape
+            if self.paged:
+                ok = len(s) == 4 and s[1:] == (self.page_size, self.Hkv, dim)
+                want = ["num_pages", self.page_size, self.Hkv, dim]
+            else:
+                ok = len(s) == 4 and s[0] == B and s[1] == self.Hkv and \
+                    s[3] == dim
+                want = [B, self.Hkv, "S", dim]
+            if not ok:
+                raise _shape_error(what, s, want)
+        if self.paged:
+            if bufs["value"].shape[0] != k[0]:
+                raise KVAttnValueError(f"value has {bufs['value'].shape[0]}"
+                                       f" pages, key {k[0]}")
+            bt = bufs["block_table"].shape
+            if len(bt) != 2 or bt[0] != B:
+                raise _shape_error("block_table", bt, [B, "max_pages"])
+            sizes.update(num_pages=k[0], page_size=self.page_size,
+                         max_pages=bt[1], S=bt[1] * self.page_size)
+        else:
+            if bufs["value"].shape[2] != k[2]:
+                raise KVAttnValueError(f"value has S = "
+                                       f"{bufs['value'].shape[2]} rows, key "
+                                       f"{k[2]}")
+            sizes["S"] = k[2]
+        expect = {"q_offset": (B,), "q_start": (B + 1,),
+                  "sinks": (self.Hq,), "alibi_slopes": (self.Hq,),
+                  "update_k": (B, self.Hkv, L, self.D),
+                  "update_v": (B, self.Hkv, L, self.Dv),
+                  "out": (q[0], self.Hq, L, self.Dv)}
+        for what, shape in expect.items():
+            if what in bufs and bufs[what].shape != shape:
+                raise _shape_error(what, bufs[what].shape, list(shape))
+        for what, b in bufs.items():
+            if not b.dense:
+                raise KVAttnValueError(
+                    f"{what} is not contiguous (strides "
+                    f"{tuple(b.obj.stride())}): a plan's run reads and "
+                    "writes dense tensors in place (pass .contiguous())")
+        for size, what in (("B", "max_batch"), ("L", "max_query_len"),
+                           ("max_pages", "max_pages")):
+            if self.bounds[size] and sizes.get(size, 0) > self.bounds[size]:
+                raise KVAttnValueError(
+                    f"{_SIZE_WHAT[size]} = {sizes[size]} is above the plan's "
+                    f"{what} = {self.bounds[size]}")
+        if not self.paged and self.bounds["S"] and \
+                sizes["S"] > self.bounds["S"]:
+            raise KVAttnValueError(f"the cache's S = {sizes['S']} is above "
+                                   f"the plan's max_kv_len = "
+                                   f"{self.bounds['S']}")
+        return sizes, bufs
+
+    # --- the kernels -------------------------------------------------------
+
+    def _run(self, t):
+        """The op's kernel: checks, then runs (CPU: kvattn_cpu_run, which
+        validates the metadata first; device: kvattn_plan_run on the
+        current stream, metadata validated on the device)."""
+        if self.handle is None and self.program is None:
+            raise KVAttnValueError(f"plan {self.id} is closed")
+        sizes, bufs = self._check(t)
+        if self.program is not None:
+            return self._run_cpu(bufs)
+        s = [sizes.get(n, 0) for n in _SIZE_NAMES]
+        buffers = {n: b.ptr for n, b in bufs.items()}
+        if self.append:  # the appends write at the attention's q_offset
+            buffers["pos"] = buffers["q_offset"]
+        if self.device == "runtime":
+            stream = capi.CURRENT_STREAM
+        else:
+            stream = torch.cuda.current_stream(self.device).cuda_stream
+        self.handle.run(s, buffers, stream)
+
+    def _run_cpu(self, bufs):
+        order = ["query", "key", "value"]
+        if self.append:
+            order += ["update_k", "update_v"]
+        if self.varlen:
+            order.append("q_start")
+        order += ["q_offset", "kv_len"]
+        if self.paged:
+            order.append("block_table")
+        if self.sinks:
+            order.append("sinks")
+        if self.alibi:
+            order.append("alibi_slopes")
+        results = ["out"] + (["key", "value"] if self.append else [])
+        keep = []
+        inputs = [_host_tensor(bufs[n].obj, keep) for n in order]
+        outputs = [_host_tensor(bufs[n].obj, keep) for n in results]
+        a = (capi.HostTensor * len(inputs))(*inputs)
+        r = (capi.HostTensor * len(outputs))(*outputs)
+        error = ctypes.c_void_p()
+        api = self.program.api
+        rc = api.lib.kvattn_cpu_run(self.program.handle, a, len(inputs), r,
+                                    len(outputs), ctypes.byref(error))
+        api.check(rc, error, "kvattn::plan_run")
+
+    # --- the front door ----------------------------------------------------
+
+    def run(self, query, key, value, q_offset, kv_len, *, block_table=None,
+            q_start=None, update_k=None, update_v=None, sinks=None,
+            alibi_slopes=None, out=None):
+        """One step: query [B, Hq, L, D] (varlen: [1, Hq, T, D]), key/value
+        the caches (paged: [num_pages, page_size, Hkv, D]; else [B, Hkv, S,
+        D]), q_offset and kv_len int32 [B] (query row i of batch b at
+        position q_offset[b] + i; with append also where update_k/update_v
+        are written), block_table int32 [B, max_pages], q_start int32
+        [B + 1], update_k/update_v [B, Hkv, L, D], sinks/alibi_slopes f32
+        [Hq]; everything on the plan's device. Writes and returns `out`
+        (allocated by torch when not given). No host synchronisation on a
+        device: a bad metadata value is recorded on the device (status(),
+        check())."""
+        if out is None and isinstance(query, torch.Tensor):
+            B = query.shape[0]
+            out = query.new_empty((B,) + tuple(query.shape[1:3]) +
+                                  (self.Dv,))
+        t = dict(query=query, key=key, value=value, q_offset=q_offset,
+                 kv_len=kv_len, block_table=block_table, q_start=q_start,
+                 update_k=update_k, update_v=update_v, sinks=sinks,
+                 alibi_slopes=alibi_slopes, out=out)
+        if self.device == "runtime":
+            self._run(t)  # the emulated GPU is no torch device: no op
+            return out
+        # Checked here too, so that misuse is a KVAttnError before torch's
+        # dispatcher sees the arguments (a meta tensor would go to the fake
+        # kernel, a list would be torch's own error).
+        if self.handle is None and self.program is None:
+            raise KVAttnValueError(f"no kvattn plan {self.id!r} (closed)")
+        self._check(t)
+        if self.append:
+            torch.ops.kvattn.plan_append_run(
+                self.id, query, key, value, update_k, update_v, q_offset,
+                kv_len, block_table, q_start, sinks, alibi_slopes, out)
+        else:
+            torch.ops.kvattn.plan_run(
+                self.id, query, key, value, q_offset, kv_len, block_table,
+                q_start, sinks, alibi_slopes, out)
+        return out
+
+    __call__ = run
+
+    def status(self) -> Optional[str]:
+        """None, or the message of the first metadata violation a run
+        recorded on the device since the last clear (waits for the
+        stream). CPU plans raise at run() and have none."""
+        if self.handle is None:
+            return None
+        if self.device not in ("runtime",) and self.device.type == "cuda":
+            self.runtime.set_stream(
+                torch.cuda.current_stream(self.device).cuda_stream)
+        return self.handle.status()
+
+    def check(self) -> None:
+        """Raises KVAttnError with status()'s message and clears the status
+        word (the plan computes again); runs since the violation computed
+        nothing and left out and the caches as they were."""
+        message = self.status()
+        if message:
+            self.handle.clear_status()
+            raise KVAttnError(f"plan {self.id}: {message}")
+
+    def clear_status(self) -> None:
+        if self.handle is not None:
+            self.handle.clear_status()
+
+    def close(self) -> None:
+        with _registry_lock:
+            _registry.pop(self.id, None)
+        if self.handle is not None:
+            self.kvplan.close()
+            self.handle = None
+        if self.program is not None:
+            self.program.close()
+            self.program = None
+
+    def __repr__(self):
+        return (f"kvattn.torch.Plan({self.id}, {_FLOAT_NAMES[self.dtype]}, "
+                f"Hq={self.Hq}, Hkv={self.Hkv}, D={self.D}, "
+                f"paged={self.page_size or False}, varlen={self.varlen}, "
+                f"append={self.append}, device={self.device})")
+
+
+_METADATA = ("q_offset", "kv_len", "block_table", "q_start")
+_SIZE_NAMES = ("B", "Hq", "Hkv", "L", "S", "num_pages", "page_size",
+               "max_pages", "cache_rows")
+_SIZE_WHAT = {"B": "the batch B", "L": "the query length L",
+              "max_pages": "the block table's max_pages"}
+_FLAG = {"block_table": "page_size > 0", "q_start": "varlen=True",
+         "update_k": "append=True", "update_v": "append=True",
+         "sinks": "sinks=True", "alibi_slopes": "alibi=True"}
+
+
+def _host_tensor(t, keep):
+    """A kvattn_host_tensor over a dense CPU tensor's own memory."""
+    shape = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
+    keep.append(shape)
+    return capi.HostTensor(t.data_ptr() or None,
+                           capi.DTYPE_CODE[_DTYPE_NAMES[t.dtype]], t.dim(),
+                           shape)
+
+
+def _plan(plan_id):
+    with _registry_lock:
+        plan = _registry.get(plan_id)
+    if plan is None:
+        raise KVAttnValueError(f"no kvattn plan {plan_id!r} (closed, or "
+                               "never made: kvattn.torch.Plan)")
+    return plan
+
+
+@torch.library.custom_op("kvattn::plan_run", mutates_args=("out",))
+def _plan_run_op(plan: str, query: torch.Tensor, key: torch.Tensor,
+                 value: torch.Tensor, q_offset: torch.Tensor,
+                 kv_len: torch.Tensor, block_table: Optional[torch.Tensor],
+                 q_start: Optional[torch.Tensor],
+                 sinks: Optional[torch.Tensor],
+                 alibi_slopes: Optional[torch.Tensor],
+                 out: torch.Tensor) -> None:
+    _plan(plan)._run(dict(query=query, key=key, value=value,
+                          q_offset=q_offset, kv_len=kv_len,
+                          block_table=block_table, q_start=q_start,
+                          sinks=sinks, alibi_slopes=alibi_slopes, out=out))
+
+
+@_plan_run_op.register_fake
+def _(plan, query, key, value, q_offset, kv_len, block_table, q_start, sinks,
+      alibi_slopes, out):
+    return None
+
+
+@torch.library.custom_op("kvattn::plan_append_run",
+                         mutates_args=("key", "value", "out"))
+def _plan_append_run_op(plan: str, query: torch.Tensor, key: torch.Tensor,
+                        value: torch.Tensor, update_k: torch.Tensor,
+                        update_v: torch.Tensor, q_offset: torch.Tensor,
+                        kv_len: torch.Tensor,
+                        block_table: Optional[torch.Tensor],
+                        q_start: Optional[torch.Tensor],
+                        sinks: Optional[torch.Tensor],
+                        alibi_slopes: Optional[torch.Tensor],
+                        out: torch.Tensor) -> None:
+    _plan(plan)._run(dict(query=query, key=key, value=value,
+                          update_k=update_k, update_v=update_v,
+                          q_offset=q_offset, kv_len=kv_len,
+                          block_table=block_table, q_start=q_start,
+                          sinks=sinks, alibi_slopes=alibi_slopes, out=out))
+
+
+@_plan_append_run_op.register_fake
+def _(plan, query, key, value, update_k, update_v, q_offset, kv_len,
+      block_table, q_start, sinks, alibi_slopes, out):
+    return None
+
+
+# --- the CUDA kernels of kvattn::attention / attention_out / append ---------
+# Each signature's program is a plan (compiled with device validation): a
+# call passes every tensor, q_offset and kv_len included, as a device
+# pointer and queues the launches on torch's current stream; nothing is
+# copied to the host and nothing waits. A bad position is recorded in the
+# plan's status word (the kernels of that plan then compute nothing until it
+# is cleared); kvattn.torch.check() reads the words and raises it.
+
+# A plan's split-KV workspaces are sized for its bounds on B and L (and the
+# largest chunk count): a signature keeps one such plan while the workspace
+# for the call's (B, L), rounded up to powers of two, stays within this
+# budget, and a plan compiled with split_kv = 1 (no workspace, no bounds)
+# for larger calls (prefills, long appends).
+WORKSPACE_BUDGET = 256 << 20
+
+_op_lock = threading.Lock()
+# (signature, runtime) -> {"split": (plan, B bound, L bound),
+#                          "nosplit": plan, "unit": workspace bytes per B*L}
+_op_plans: Dict[tuple, dict] = {}
+_retired: list = []  # plans outgrown (kept: queued kernels may use them)
+
+
+def _pow2(n):
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def device_run(runtime, signature, make_ir, buffers, sizes, stream):
+    """Runs the program of `signature` (IR from make_ir()) on `runtime`:
+    `buffers` {name: device pointer} (metadata included), `sizes` {B, Hq,
+    Hkv, L, S, cache_rows}, queued on `stream`. The CUDA kernels of the ops
+    call it with torch tensors' pointers; the tests with the emulated GPU's
+    DeviceArrays."""
+    import kvattn
+    B, L = max(sizes.get("B", 1), 1), max(sizes.get("L", 1), 1)
+    key = (signature, id(runtime))
+    with _op_lock:
+        entry = _op_plans.setdefault(key, {"runtime": runtime})
+    plan = None
+    split = entry.get("split")
+    if split and B <= split[1] and L <= split[2]:
+        plan = split[0]
+    else:
+        nb, nl = _pow2(B), _pow2(L)
+        if split:
+            nb, nl = max(nb, split[1]), max(nl, split[2])
+        unit = entry.get("unit")
+        if unit is None or unit * nb * nl <= WORKSPACE_BUDGET:
+            new = kvattn.Plan(make_ir(), runtime=runtime,
+                              max_sizes={"B": nb, "L": nl})
+            unit = max(new.workspace_bytes - 128, 0) / (nb * nl)
+            with _op_lock:
+                entry["unit"] = unit
+                if unit * nb * nl <= WORKSPACE_BUDGET:
+                    if split:
+                        _retired.append(split[0])
+                    entry["split"] = split = (new, nb, nl)
+                    plan = new
+                else:
+                    _retired.append(new)
+        if plan is None:
+            plan = entry.get("nosplit")
+            if plan is None:
+                plan = kvattn.Plan(make_ir(), runtime=runtime, split_kv=1)
+                with _op_lock:
+                    entry["nosplit"] = plan
+    s = [sizes.get(n, 0) for n in _SIZE_NAMES]
+    plan.handle.run(s, buffers, stream)
+
+
+def op_plans():
+    """The plans behind the ops' device kernels: [(signature, plan)]."""
+    with _op_lock:
+        out = []
+        for (signature, _), entry in _op_plans.items():
+            for k in ("split", "nosplit"):
+                p = entry.get(k)
+                if p is not None:
+                    out.append((signature, p[0] if k == "split" else p))
+        return out + [(None, p) for p in _retired]
+
+
+def check(device=None) -> None:
+    """Reads the status words of the plans behind kvattn::attention,
+    attention_out and append on the device (waits for each runtime's
+    stream: torch's current stream where the op ran), clears them, and
+    raises KVAttnError with the first violation recorded (a position out of
+    range, a cache row outside the capacity...). Since that call the ops of
+    that signature computed nothing: their outputs hold what was there
+    before (torch.empty's memory for an allocated one). device: a CUDA
+    device to check (None: all)."""
+    first = None
+    for signature, plan in op_plans():
+        if device is not None and plan.runtime.device != \
+                torch.device(device).index:
+            continue
+        message = plan.status()
+        if message:
+            plan.clear_status()
+            if first is None:
+                first = message
+    if first:
+        raise KVAttnError(first)
+
+
+def clear():
+    """Closes the ops' device plans (after waiting for their runtimes)."""
+    plans = [p for _, p in op_plans()]
+    runtimes = {id(p.runtime): p.runtime for p in plans}
+    for rt in runtimes.values():
+        rt.synchronize()
+    for p in plans:
+        p.close()
+    with _op_lock:
+        _op_plans.clear()
+        _retired.clear()

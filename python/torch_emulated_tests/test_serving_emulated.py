@@ -1,0 +1,237 @@
+"""kvattn.torch's device path on the emulated GPU (lit:
+test/python/torch-emulated.test). The emulated GPU is no torch device, so
+the tensors here are kvattn DeviceArrays and the tests call what the CUDA
+kernels of the ops call, after their torch glue:
+
+- kvattn.torch.Plan(runtime=...).run -> Plan._run (the kernel of
+  torch.ops.kvattn.plan_run / plan_append_run): the checks, then
+  kvattn_plan_run with a device pointer for every tensor and every metadata
+  tensor, compared with the same plan on the CPU; per run no
+  synchronisation, allocation or copy (the runtime's call counts); bad
+  metadata recorded in the status word, raised by check(), the outputs and
+  caches untouched;
+- kvattn.torch.serving.device_run (the CUDA kernels of kvattn::attention,
+  attention_out and append, after torch's pointers are taken): the
+  per-signature plans with device q_offset/kv_len/pos, their bounds growing,
+  the split_kv = 1 plan past the workspace budget, kt.check().
+
+Not executed here: torch's dispatch of CUDA tensors, data_ptr() of CUDA
+tensors and torch.cuda.current_stream() (python/torch_gpu_tests, on a GPU).
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import kvattn
+import kvattn.torch as kt
+from kvattn.torch import serving
+
+I32 = torch.int32
+
+
+@pytest.fixture(scope="module")
+def rt():
+    runtime = kvattn.Runtime(driver="emulated")
+    assert runtime.emulated
+    yield runtime
+    kt.clear_program_cache()
+    runtime.close()
+
+
+def dev(rt, t):
+    """A DeviceArray holding a copy of a CPU tensor (bf16 as its bits)."""
+    if t.dtype == torch.bfloat16:
+        return kvattn.to_device(t.view(torch.int16).numpy().view(np.uint16),
+                                rt, "bf16")
+    return kvattn.to_device(t.numpy(), rt)
+
+
+def host(d, dtype):
+    a = d.numpy()
+    if dtype == torch.bfloat16:
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(a.copy())
+
+
+def decode_step(dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    Hq, Hkv, D, page, P = 8, 2, 64, 16, 8
+    kp = torch.randn(P, page, Hkv, D, generator=g).to(dtype)
+    vp = torch.randn(P, page, Hkv, D, generator=g).to(dtype)
+    table = torch.tensor([[3, 0, -1], [5, 6, 1]], dtype=I32)
+    kv_len = torch.tensor([20, 40], dtype=I32)
+    return dict(query=torch.randn(2, Hq, 1, D, generator=g).to(dtype),
+                key=kp, value=vp, q_offset=kv_len - 1, kv_len=kv_len,
+                block_table=table,
+                update_k=torch.randn(2, Hkv, 1, D, generator=g).to(dtype),
+                update_v=torch.randn(2, Hkv, 1, D, generator=g).to(dtype))
+
+
+def fields(dtype):
+    return dict(dtype=dtype, num_query_heads=8, num_kv_heads=2, head_dim=64,
+                page_size=16, append=True)
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5),
+                                        (torch.bfloat16, 2e-2)])
+def test_plan_device_run_matches_the_cpu_plan(rt, dtype, tol):
+    args = decode_step(dtype, 1)
+    cpu = kt.Plan(**fields(dtype))
+    ck, cv = args["key"].clone(), args["value"].clone()
+    want = cpu.run(args["query"], ck, cv, args["q_offset"], args["kv_len"],
+                   block_table=args["block_table"],
+                   update_k=args["update_k"], update_v=args["update_v"])
+    plan = kt.Plan(**fields(dtype), runtime=rt, max_batch=4,
+                   max_query_len=1, max_pages=4)
+    d = {n: dev(rt, t) for n, t in args.items()}
+    d["out"] = rt.empty((2, 8, 1, 64), "bf16" if dtype == torch.bfloat16
+                        else "f32")
+    kvattn.capi.call_counts(rt.rt, True)
+    plan.run(d["query"], d["key"], d["value"], d["q_offset"], d["kv_len"],
+             block_table=d["block_table"], update_k=d["update_k"],
+             update_v=d["update_v"], out=d["out"])
+    counts = kvattn.capi.call_counts(rt.rt, True)
+    # The K and V appends' validation (2 phases), the attention's (2), the
+    # two appends, the attention: and nothing else.
+    assert counts["launches"] == 7
+    assert counts["synchronizations"] == 0 and counts["allocations"] == 0
+    assert counts["synchronous_copies"] == 0 and counts["async_copies"] == 0
+    assert plan.status() is None
+    got = host(d["out"], dtype)
+    assert (got.double() - want.double()).abs().max() < tol
+    # The appends wrote the same rows into the device pages.
+    assert torch.equal(host(d["key"], dtype), ck)
+    assert torch.equal(host(d["value"], dtype), cv)
+    plan.close()
+    cpu.close()
+
+
+def test_plan_device_validation_status_word(rt):
+    args = decode_step(torch.float32, 2)
+    plan = kt.Plan(**fields(torch.float32), runtime=rt, max_batch=4,
+                   max_query_len=1, max_pages=4)
+    d = {n: dev(rt, t) for n, t in args.items()}
+    sentinel = np.full((2, 8, 1, 64), 7.0, np.float32)
+    d["out"] = kvattn.to_device(sentinel, rt)
+    keys = d["key"].numpy()
+    # Page 9 is past the pool of 8: recorded on the device, nothing runs.
+    d["block_table"] = dev(rt, torch.tensor([[3, 0, -1], [5, 9, 1]],
+                                            dtype=I32))
+    plan.run(d["query"], d["key"], d["value"], d["q_offset"], d["kv_len"],
+             block_table=d["block_table"], update_k=d["update_k"],
+             update_v=d["update_v"], out=d["out"])
+    assert "block_table[1][1] = 9" in plan.status()
+    with pytest.raises(kvattn.KVAttnError, match=r"block_table\[1\]\[1\] = "
+                       r"9"):
+        plan.check()
+    assert plan.status() is None  # check() cleared it
+    np.testing.assert_array_equal(d["out"].numpy(), sentinel)
+    np.testing.assert_array_equal(d["key"].numpy(), keys)
+    # A kv_len past the table's pages.
+    d["block_table"] = dev(rt, args["block_table"])
+    d["kv_len"] = dev(rt, torch.tensor([20, 49], dtype=I32))
+    plan.run(d["query"], d["key"], d["value"], d["q_offset"], d["kv_len"],
+             block_table=d["block_table"], update_k=d["update_k"],
+             update_v=d["update_v"], out=d["out"])
+    with pytest.raises(kvattn.KVAttnError, match=r"kv_len\[1\] = 49"):
+        plan.check()
+    # Host checks still come first, naming the argument.
+    with pytest.raises(kvattn.KVAttnError, match="kv_len has dtype i64"):
+        plan.run(d["query"], d["key"], d["value"], d["q_offset"],
+                 dev(rt, torch.tensor([20, 40])),
+                 block_table=d["block_table"], update_k=d["update_k"],
+                 update_v=d["update_v"], out=d["out"])
+    with pytest.raises(kvattn.KVAttnError, match="the batch B = 5 is above "
+                       "the plan's max_batch = 4"):
+        plan.run(dev(rt, torch.zeros(5, 8, 1, 64)), d["key"], d["value"],
+                 dev(rt, torch.zeros(5, dtype=I32)),
+                 dev(rt, torch.zeros(5, dtype=I32)),
+                 block_table=dev(rt, torch.zeros(5, 3, dtype=I32)),
+                 update_k=dev(rt, torch.zeros(5, 2, 1, 64)),
+                 update_v=dev(rt, torch.zeros(5, 2, 1, 64)),
+                 out=rt.empty((5, 8, 1, 64), "f32"))
+    with pytest.raises(kvattn.KVAttnError, match="max_batch must be given"):
+        kt.Plan(**fields(torch.float32), runtime=rt, max_query_len=1)
+    plan.close()
+
+
+def _attention(rt, q, k, v, qo, kv, dtype="f32"):
+    """What _cuda_attention runs after taking the tensors' pointers."""
+    B, Hq, L, D = q.shape
+    Hkv, S = k.shape[1], k.shape[2]
+    d = {"query": dev(rt, q), "key": dev(rt, k), "value": dev(rt, v),
+         "q_offset": dev(rt, qo), "kv_len": dev(rt, kv),
+         "out": rt.empty((B, Hq, L, D), dtype)}
+    sig = ("attention-test", dtype, Hq, Hkv, D)
+    serving.device_run(
+        rt, sig, lambda: kt.attention_ir(dtype, Hq, Hkv, D, D, True, 0, 0.0,
+                                         None),
+        {n: a.ptr for n, a in d.items()},
+        {"B": B, "Hq": Hq, "Hkv": Hkv, "L": L, "S": S},
+        kvattn.capi.CURRENT_STREAM)
+    return host(d["out"], torch.float32), sig
+
+
+def test_op_device_plans_grow_and_validate(rt, monkeypatch):
+    g = torch.Generator().manual_seed(3)
+    Hq, Hkv, D = 4, 2, 32
+    for B, L, S in ((2, 1, 40), (3, 2, 40), (5, 1, 70), (2, 40, 45)):
+        if L == 40:  # past the budget: the split_kv = 1 plan
+            monkeypatch.setattr(serving, "WORKSPACE_BUDGET", 1 << 16)
+        q = torch.randn(B, Hq, L, D, generator=g)
+        k = torch.randn(B, Hkv, S, D, generator=g)
+        v = torch.randn(B, Hkv, S, D, generator=g)
+        kv = torch.tensor([S - b for b in range(B)])
+        qo = kv - L
+        got, sig = _attention(rt, q, k, v, qo, kv)
+        want = kt.attention(q, k, v, q_offset=qo, kv_len=kv)
+        assert (got - want).abs().max() < 1e-5, (B, L, S)
+    plans = serving._op_plans[(sig, id(rt))]
+    assert plans["split"][1:] == (8, 2)  # B and L bounds, grown
+    assert plans["nosplit"].workspace_bytes == 128  # the status word only
+    assert len(serving._retired) >= 1
+    kt.check()  # nothing recorded
+    # A kv_len past S, on the device: kt.check() raises it and clears it.
+    q = torch.randn(2, Hq, 1, D, generator=g)
+    k = torch.randn(2, Hkv, 40, D, generator=g)
+    _attention(rt, q, k, k, torch.tensor([39, 0]), torch.tensor([40, 41]))
+    with pytest.raises(kvattn.KVAttnError, match=r"kv_len\[1\] = 41 is "
+                       r"outside \[0, S = 40\]"):
+        kt.check()
+    kt.check()
+    _attention(rt, q, k, k, torch.tensor([-1, 0]), torch.tensor([40, 1]))
+    with pytest.raises(kvattn.KVAttnError, match=r"q_offset\[0\] = -1 is "
+                       "negative"):
+        kt.check()
+
+
+def test_append_device_kernel(rt):
+    """kvattn::append's CUDA kernel (a plan of append_ir), with pos on the
+    device: the rows written as on the CPU; pos past the capacity recorded
+    and raised by kt.check(), the cache untouched."""
+    g = torch.Generator().manual_seed(4)
+    B, H, S, D, L = 2, 2, 11, 16, 3
+    cache = torch.randn(B, H, S, D, generator=g)
+    update = torch.randn(B, H, L, D, generator=g)
+    want = cache.clone()
+    kt.append(want, update, [4, 8])
+    dc, du = dev(rt, cache), dev(rt, update)
+
+    def run(pos):
+        dp = dev(rt, torch.tensor(pos))  # alive until the launch is queued
+        serving.device_run(
+            rt, ("append-test", "f32", H, D),
+            lambda: kt.append_ir("f32", H, D),
+            {"update": du.ptr, "cache": dc.ptr,
+             "pos": dp.ptr},
+            {"B": B, "Hkv": H, "L": L, "S": S}, kvattn.capi.CURRENT_STREAM)
+
+    run([4, 8])
+    kt.check()
+    assert torch.equal(host(dc, torch.float32), want)
+    run([4, 9])
+    with pytest.raises(kvattn.KVAttnError, match=r"pos\[1\] = 9 writes "
+                       r"rows \[9, 12\) outside the cache capacity C = 11"):
+        kt.check()
+    assert torch.equal(host(dc, torch.float32), want)  # untouched
