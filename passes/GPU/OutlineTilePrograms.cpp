@@ -351,6 +351,19 @@ struct OutlineTileProgramsPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // Shared-prefix attention needs a merge kernel outside split-KV, which
+    // the GPU pipeline does not build yet.
+    WalkResult cascade = module.walk([&](CascadeOp op) {
+      op.emitOpError()
+          << "kvattn-outline-tile-programs: shared-prefix (cascade) attention "
+             "is not compiled by kvattn-to-ptx yet (no standalone merge "
+             "kernel); run its two attentions and kvattn.merge "
+             "(-kvattn-expand-cascade) through kvattn-run's GPU targets or "
+             "kvattn.cascade in Python, or compile it for the CPU";
+      return WalkResult::interrupt();
+    });
+    if (cascade.wasInterrupted())
+      return signalPassFailure();
     SmallVector<scf::ForallOp> programs;
     module.walk([&](scf::ForallOp forall) {
       if (getTileConfig(forall))
