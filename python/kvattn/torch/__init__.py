@@ -788,8 +788,8 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor,
     starting at `mask_indptr`, default ceil(L_b kv_len[b] / 8) bytes each);
     a mask that is no tree mask is refused by name. Draft token i sits at
     position kv_len[b] - L_b + depth(i) and sees the cache, its ancestors
-    and itself. Returns out [T, Hq, Dv]. CPU tensors only (the GPU
-    lowering does not take trees yet)."""
+    and itself. Returns out [T, Hq, Dv]. CPU tensors only (this function's
+    CUDA path is not written yet; the kernels take trees)."""
     import numpy as np
     from .. import tree as _tree
 
@@ -802,7 +802,8 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor,
     if query.device.type != "cpu":
         raise KVAttnError(
             "kvattn.torch.tree_attention: tree masks (tree_parents) run on "
-            "the CPU path only; the GPU lowering does not take them yet "
+            "CPU tensors only here; this function's CUDA path is not "
+            "written yet (the kernels take trees: kvattn.GpuProgram, plans) "
             f"(query is on {query.device})")
     q4 = query.permute(1, 0, 2).unsqueeze(0)  # [1, Hq, T, D]
     dtype = _float_tensor("query", q4)
