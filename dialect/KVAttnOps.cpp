@@ -15,6 +15,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -978,6 +979,98 @@ LogicalResult MergeOp::verify() {
     return emitOpError() << "value head dim Dv must be positive, got 0";
   return checkSameDim(op, "value head dim Dv", dimOf("out", getOut(), 3),
                       dimOf("out_parts", getOutParts(), 4));
+}
+
+//===----------------------------------------------------------------------===//
+// CascadeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CascadeOp::verify() {
+  Operation *op = getOperation();
+  Value q = getQuery(), pk = getPrefixKey(), pv = getPrefixValue(),
+        k = getKey(), v = getValue();
+  if (failed(checkRank(op, "query", q, 4, "[1, Hq, T, D]")) ||
+      failed(checkRank(op, "prefix_key", pk, 4, "[1, Hkv, P, D]")) ||
+      failed(checkRank(op, "prefix_value", pv, 4, "[1, Hkv, P, Dv]")) ||
+      failed(checkRank(op, "key", k, 4, "[B, Hkv, S, D]")) ||
+      failed(checkRank(op, "value", v, 4, "[B, Hkv, S, Dv]")) ||
+      failed(checkRank(op, "out", getOut(), 4, "[1, Hq, T, Dv]")) ||
+      failed(checkRank(op, "q_start", getQStart(), 1, "[B + 1]")) ||
+      failed(checkRank(op, "q_offset", getQOffset(), 1, "[B]")) ||
+      failed(checkRank(op, "kv_len", getKvLen(), 1, "[B]")))
+    return failure();
+  for (auto [name, value] : {std::pair<StringRef, Value>{"query", q},
+                             {"prefix_key", pk},
+                             {"prefix_value", pv}}) {
+    int64_t d0 = cast<ShapedType>(value.getType()).getDimSize(0);
+    if (!isCompatible(d0, 1))
+      return emitOpError() << name << " dim 0 must be 1 (the packed rows "
+                           << "share one prefix), got " << d0;
+  }
+  Type elt = getElementTypeOrSelf(q.getType());
+  for (auto [name, value] : {std::pair<StringRef, Value>{"prefix_key", pk},
+                             {"prefix_value", pv},
+                             {"key", k},
+                             {"value", v},
+                             {"out", getOut()}})
+    if (getElementTypeOrSelf(value.getType()) != elt)
+      return emitOpError() << name << " element type "
+                           << getElementTypeOrSelf(value.getType())
+                           << " must match the query element type " << elt;
+  // Heads, head dims and the prefix length P.
+  if (failed(checkSameDim(op, "head dim D", dimOf("prefix_key", pk, 3),
+                          dimOf("query", q, 3))) ||
+      failed(checkSameDim(op, "head dim D", dimOf("key", k, 3),
+                          dimOf("query", q, 3))) ||
+      failed(checkSameDim(op, "value head dim Dv", dimOf("value", v, 3),
+                          dimOf("prefix_value", pv, 3))) ||
+      failed(checkSameDim(op, "value head dim Dv", dimOf("out", getOut(), 3),
+                          dimOf("prefix_value", pv, 3))) ||
+      failed(checkSameDim(op, "kv heads Hkv", dimOf("prefix_value", pv, 1),
+                          dimOf("prefix_key", pk, 1))) ||
+      failed(checkSameDim(op, "kv heads Hkv", dimOf("key", k, 1),
+                          dimOf("prefix_key", pk, 1))) ||
+      failed(checkSameDim(op, "kv heads Hkv", dimOf("value", v, 1),
+                          dimOf("prefix_key", pk, 1))) ||
+      failed(checkSameDim(op, "prefix length P", dimOf("prefix_value", pv, 2),
+                          dimOf("prefix_key", pk, 2))) ||
+      failed(checkSameDim(op, "batch size B", dimOf("value", v, 0),
+                          dimOf("key", k, 0))) ||
+      failed(checkSameDim(op, "key length S", dimOf("value", v, 2),
+                          dimOf("key", k, 2))) ||
+      failed(checkSameDim(op, "batch size B",
+                          dimOf("q_offset", getQOffset(), 0),
+                          dimOf("key", k, 0))) ||
+      failed(checkSameDim(op, "batch size B", dimOf("kv_len", getKvLen(), 0),
+                          dimOf("key", k, 0))))
+    return failure();
+  for (unsigned d = 0; d < 3; ++d)
+    if (failed(checkSameDim(op, "out shape", dimOf("out", getOut(), d),
+                            dimOf("query", q, d))))
+      return failure();
+  int64_t b = cast<ShapedType>(k.getType()).getDimSize(0);
+  int64_t starts = cast<ShapedType>(getQStart().getType()).getDimSize(0);
+  if (!ShapedType::isDynamic(b) && !ShapedType::isDynamic(starts) &&
+      starts != b + 1)
+    return emitOpError() << "q_start must have B + 1 = " << b + 1
+                         << " entries, got " << starts;
+  int64_t hq = cast<ShapedType>(q.getType()).getDimSize(1);
+  int64_t hkv = cast<ShapedType>(pk.getType()).getDimSize(1);
+  if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) &&
+      (hkv == 0 || hq % hkv != 0))
+    return emitOpError() << "query heads Hq = " << hq
+                         << " must be a multiple of kv heads Hkv = " << hkv;
+  if (Value lse = getLse()) {
+    if (failed(checkRank(op, "lse", lse, 3, "[1, Hq, T]")))
+      return failure();
+    for (unsigned d = 0; d < 3; ++d)
+      if (failed(checkSameDim(op, "lse shape", dimOf("lse", lse, d),
+                              dimOf("query", q, d))))
+        return failure();
+  }
+  if (failed(verifyWindowAndSoftcap(op, std::nullopt, getSoftcap())))
+    return failure();
+  return verifyScale(op, getScale());
 }
 
 #define GET_OP_CLASSES

@@ -516,6 +516,82 @@ def KVAttn_MergeOp : KVAttn_Op<"merge",
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// kvattn.cascade
+//===----------------------------------------------------------------------===//
+
+def KVAttn_CascadeOp : KVAttn_Op<"cascade", [Pure]> {
+  let summary = "shared-prefix (cascade) attention of a ragged batch";
+  let description = [{
+    Attention of `B` sequences that share a prefix (a system prompt, beam
+    search): sequence `b`'s keys are the `P` shared prefix keys
+    `prefix_key[0, g, 0 .. P)` at positions `0 .. P - 1`, followed by its
+    own suffix keys `key[b, g, j]`, `j < kv_len[b]`, at positions `P + j`.
+    Its query rows are the packed rows `q_start[b] .. q_start[b + 1] - 1` of
+    `query [1, Hq, T, D]`; row `i` of `b` sits at position
+    `P + q_offset[b] + i`. Positions are explicit and `q_offset` counts from
+    the end of the prefix, so the prefix lies before every query: every
+    query row sees all of it (causal or not), and a negative `q_offset` is
+    refused like any negative offset.
+
+    The result is exactly `kvattn.attention` of each sequence's rows over
+    its prefix + suffix keys (`causal`, `scale`, `softcap` as there; GQA
+    `Hq % Hkv == 0`). `-kvattn-expand-cascade` computes it as (a) ONE
+    attention of all `T` rows over the prefix (so the prefix K/V is read
+    once per KV head and row block, not once per sequence; mask-free),
+    (b) the ragged attention of each sequence's rows over its suffix, and
+    (c) `kvattn.merge` of the two states (natural-log LSE, `(0, -inf)` for
+    an empty part), in that fixed order.
+
+    Shapes: `query [1, Hq, T, D]`, `prefix_key [1, Hkv, P, D]`,
+    `prefix_value [1, Hkv, P, Dv]`, `key [B, Hkv, S, D]`,
+    `value [B, Hkv, S, Dv]`, `q_start [B + 1]`, `q_offset [B]`,
+    `kv_len [B]` (i32/i64); `out [1, Hq, T, Dv]` in the query's type and an
+    optional `lse [1, Hq, T]` f32. The prefix and the suffixes share one
+    element type. A sliding window would cut the prefix row by row (no
+    longer one mask-free attention for all rows): there is none.
+
+    ```mlir
+    %o, %lse = kvattn.cascade %q, %pk, %pv, %k, %v q_start(%qs : tensor<17xi32>)
+        q_offset(%qo : tensor<16xi32>) kv_len(%kl : tensor<16xi32>) causal
+        : tensor<1x8x16x64xbf16>, tensor<1x2x4096x64xbf16>,
+          tensor<1x2x4096x64xbf16>, tensor<16x2x300x64xbf16>,
+          tensor<16x2x300x64xbf16>
+        -> tensor<1x8x16x64xbf16>, tensor<1x8x16xf32>
+    ```
+  }];
+  let arguments = (ins
+    KVAttn_FloatTensor:$query,
+    KVAttn_FloatTensor:$prefix_key,
+    KVAttn_FloatTensor:$prefix_value,
+    KVAttn_FloatTensor:$key,
+    KVAttn_FloatTensor:$value,
+    KVAttn_IndexTensor:$q_start,
+    KVAttn_IndexTensor:$q_offset,
+    KVAttn_IndexTensor:$kv_len,
+    UnitAttr:$causal,
+    OptionalAttr<F32Attr>:$softcap,
+    OptionalAttr<F32Attr>:$scale
+  );
+  let results = (outs
+    KVAttn_FloatTensor:$out,
+    Optional<KVAttn_LseTensor>:$lse
+  );
+  let assemblyFormat = [{
+    $query `,` $prefix_key `,` $prefix_value `,` $key `,` $value
+    `q_start` `(` $q_start `:` type($q_start) `)`
+    `q_offset` `(` $q_offset `:` type($q_offset) `)`
+    `kv_len` `(` $kv_len `:` type($kv_len) `)`
+    (`causal` $causal^)?
+    (`softcap` `=` $softcap^)?
+    (`scale` `=` $scale^)?
+    attr-dict `:` type($query) `,` type($prefix_key) `,`
+    type($prefix_value) `,` type($key) `,` type($value)
+    `->` type($out) (`,` type($lse)^)?
+  }];
+  let hasVerifier = 1;
+}
+
 include "kvattn/Dialect/KVAttnTileOps.td"
 
 #endif // KVATTN_DIALECT_KVATTNOPS_TD

@@ -46,6 +46,10 @@ void populateResolveCachedAppendPatterns(RewritePatternSet &patterns,
 /// as patterns they emit no remarks.
 void populateRaiseSdpaPatterns(RewritePatternSet &patterns);
 
+/// kvattn.cascade -> two kvattn.attention and a kvattn.merge
+/// (-kvattn-expand-cascade).
+void populateExpandCascadePatterns(RewritePatternSet &patterns);
+
 /// Patterns of -kvattn-lower-append.
 void populateLowerAppendPatterns(RewritePatternSet &patterns);
 

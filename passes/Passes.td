@@ -596,6 +596,24 @@ def GpuModuleToPtxPass : Pass<"kvattn-gpu-module-to-ptx", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def ExpandCascadePass : Pass<"kvattn-expand-cascade"> {
+  let summary = "Expand kvattn.cascade into two attentions and a merge";
+  let description = [{
+    Rewrites shared-prefix attention (`kvattn.cascade`) as (a) ONE
+    `kvattn.attention` of all packed query rows over the shared prefix (one
+    batch: the prefix K/V is read once per KV head and row block, not once
+    per sequence; no mask, as the prefix lies before every query), (b) the
+    ragged `kvattn.attention` of each sequence's rows over its own suffix
+    (`q_start`, `q_offset`, `kv_len`, causal as the cascade), and (c)
+    `kvattn.merge` of the two states, prefix first (f32 parts: 16-bit
+    outputs are widened, exactly, by `arith.extf`).
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
 def LowerMergePass : Pass<"kvattn-lower-merge"> {
   let summary = "Lower kvattn.merge to loops over buffers (CPU)";
   let description = [{

@@ -109,6 +109,7 @@ void mlir::kvattn::buildKVAttnToCpuPipeline(
   mlir::kvattn::ResolveCachedAppendPassOptions resolve;
   resolve.fixUpperLeftAppends = options.fixUpperLeftAppends;
   pm.addPass(mlir::kvattn::createResolveCachedAppendPass(resolve));
+  pm.addPass(mlir::kvattn::createExpandCascadePass());
   pm.addPass(mlir::kvattn::createLowerAppendPass());
   mlir::kvattn::TilePassOptions tile;
   tile.blockM = options.blockM;

@@ -355,6 +355,7 @@ private:
     problem.queryInKvType =
         qType.getElementType() == op.getKey().getType().getElementType();
     problem.varlen = s.varlen;
+    problem.tree = s.tree;
     schedule::Blocks blocks = schedule::choose(problem, cfg.scheduleOptions());
     s.group = blocks.group;
     s.bm = blocks.bm;

@@ -4,6 +4,7 @@
 #include "kvattn/Support/Decimal.h"
 #include "kvattn/Support/KeyRows.h"
 #include "kvattn/Support/StatusWord.h"
+#include "kvattn/Support/TreeParents.h"
 
 #include <algorithm>
 #include <cctype>
@@ -84,6 +85,8 @@ const char *paramName(int64_t id) {
     return "k_start";
   case kParamCacheBatchIdx:
     return "cache_batch_idx";
+  case kParamTreeParents:
+    return "tree_parents";
   default:
     return "block_table";
   }
@@ -203,6 +206,13 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
     return where + keyStartKvLenMessage(b, index, aux, v);
   case kRuleCacheIndexRange:
     return where + cacheBatchIndexRangeMessage(b, v, size);
+  // Draft-token trees: kvattn/Support/TreeParents.h's messages.
+  case kRuleTreeParent:
+    return where + treeParentMessage(aux, v, index, b);
+  case kRuleTreeKvLen:
+    return where + treeKvLenMessage(b, v, size);
+  case kRuleTreeQOffset:
+    return where + treeQOffsetMessage(b, v, aux, size, aux2);
   default:
     return where + "the device recorded violation " + str(w[kStatusRule]) +
            " (batch " + str(b) + ")";

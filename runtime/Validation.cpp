@@ -8,6 +8,7 @@
 #include "kvattn/Support/QueryStarts.h"
 #include "kvattn/Support/Schedule.h"
 #include "kvattn/Support/StatusWord.h"
+#include "kvattn/Support/TreeParents.h"
 
 #include <algorithm>
 #include <cctype>
@@ -46,6 +47,8 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
     return {"B+1"};
   if (role == "cache_batch_idx")
     return {"B"};
+  if (role == "tree_parents") // [T]: per packed row
+    return {"L"};
   if (varlen && (role == "query" || role == "out"))
     return {"", "Hq", "L", ""};
   if (varlen && role == "lse")
@@ -93,7 +96,8 @@ bool isMetadata(const std::string &name) {
   return name == "q_offset" || name == "k_offset" || name == "q_pos" ||
          name == "k_pos" || name == "kv_len" || name == "key_valid" ||
          name == "block_table" || name == "pos" || name == "q_start" ||
-         name == "k_start" || name == "cache_batch_idx";
+         name == "k_start" || name == "cache_batch_idx" ||
+         name == "tree_parents";
 }
 
 } // namespace
@@ -330,7 +334,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   // Values, per batch.
   for (const auto &[name, values] : args.metadata) {
     if (name == "block_table" || name == "q_start" || name == "k_start" ||
-        name == "cache_batch_idx" || (append && name == "pos"))
+        name == "cache_batch_idx" || name == "tree_parents" ||
+        (append && name == "pos"))
       continue; // below, with kv_len; an append's positions and the
                 // starts of a ragged batch below too
     const int64_t rowLength = name == "q_pos"                            ? s.L
@@ -435,6 +440,22 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
     view.kvLen = effectiveKvLen;
     if (Status st = checkQueryStarts(view); !st)
       return Status::error(where + st.message());
+    // The draft-token trees (kvattn/Support/TreeParents.h), right after the
+    // starts as in the reference.
+    auto parents = args.metadata.find("tree_parents");
+    if (parents != args.metadata.end()) {
+      const std::vector<int64_t> *values = &parents->second;
+      TreeParentsView tree;
+      tree.batch = s.B;
+      tree.start = view.start;
+      tree.parent = [values](int64_t row) { return (*values)[row]; };
+      tree.qOffset = view.qOffset;
+      tree.kOffset = view.kOffset;
+      tree.kvLen = effectiveKvLen;
+      tree.keys = s.S;
+      if (Status st = checkTreeParents(tree); !st)
+        return Status::error(where + st.message());
+    }
   }
   if (paged) {
     const std::vector<int64_t> &table = args.metadata.at("block_table");

@@ -185,6 +185,40 @@ Status Interpreter::eval(Operation *op) {
         KVATTN_RETURN_IF_ERROR(setRounded(o, o.getOut(), r.out));
         return setRounded(o, o.getLse(), r.lse);
       })
+      .Case([&](mlir::kvattn::CascadeOp o) {
+        // The definition (plain attention over prefix + suffix); compiled
+        // targets run -kvattn-expand-cascade's attentions and merge instead.
+        reference::CascadeOperands ops;
+        ops.query = &tensor(o.getQuery());
+        ops.prefixKey = &tensor(o.getPrefixKey());
+        ops.prefixValue = &tensor(o.getPrefixValue());
+        ops.key = &tensor(o.getKey());
+        ops.value = &tensor(o.getValue());
+        ops.qStart = &tensor(o.getQStart());
+        ops.qOffset = &tensor(o.getQOffset());
+        ops.kvLen = &tensor(o.getKvLen());
+        reference::AttentionAttributes attrs;
+        attrs.causal = o.getCausal();
+        if (std::optional<APFloat> cap = o.getSoftcap())
+          attrs.softcap = cap->convertToDouble();
+        if (std::optional<APFloat> scale = o.getScale())
+          attrs.scale = scale->convertToDouble();
+        reference::AttentionResult r;
+        if (Status s = reference::cascade(ops, attrs, r, compute); s.isError())
+          return fail(o, s.message());
+        KVATTN_RETURN_IF_ERROR(setRounded(o, o.getOut(), r.out));
+        if (Value lse = o.getLse())
+          return setRounded(o, lse, r.lse);
+        return Status::ok();
+      })
+      .Case([&](arith::ExtFOp o) {
+        // A 16-bit tensor widened to f32 (exact).
+        HostTensor converted;
+        KVATTN_RETURN_IF_ERROR(
+            tensor(o.getIn()).convertTo(ElementType::F32, converted));
+        set(o.getResult(), std::move(converted));
+        return Status::ok();
+      })
       .Case([&](arith::ConstantOp o) { return evalConstant(o); })
       .Case<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::MaxSIOp,
             arith::MinSIOp>([&](Operation *o) { return evalBinary(o); })

@@ -43,6 +43,7 @@ std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
   add(op.getAlibiSlopes(), "alibi_slopes");
   add(op.getKStart(), "k_start");
   add(op.getCacheBatchIdx(), "cache_batch_idx");
+  add(op.getTreeParents(), "tree_parents");
   return roles;
 }
 
@@ -50,7 +51,8 @@ bool isMetadata(const std::string &role) {
   return role == "q_offset" || role == "k_offset" || role == "q_pos" ||
          role == "k_pos" || role == "kv_len" || role == "key_valid" ||
          role == "block_table" || role == "pos" || role == "q_start" ||
-         role == "k_start" || role == "cache_batch_idx";
+         role == "k_start" || role == "cache_batch_idx" ||
+         role == "tree_parents";
 }
 
 /// The roles of a kvattn.append's operands, in operand order.

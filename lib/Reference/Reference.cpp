@@ -1003,6 +1003,79 @@ Status appendPaged(const HostTensor &pages, const HostTensor &update,
   return Status::ok();
 }
 
+Status cascade(const CascadeOperands &ops, const AttentionAttributes &attrs,
+               AttentionResult &result, Compute compute) {
+  const HostTensor &q = *ops.query, &pk = *ops.prefixKey,
+                   &pv = *ops.prefixValue, &k = *ops.key, &v = *ops.value;
+  for (auto [name, t] :
+       {std::pair<const char *, const HostTensor *>{"query", &q},
+        {"prefix_key", &pk},
+        {"prefix_value", &pv},
+        {"key", &k},
+        {"value", &v}})
+    if (t->rank() != 4)
+      return Status::error(std::string(name) + " must have rank 4");
+  const int64_t batch = k.dim(0), hkv = k.dim(1), s = k.dim(2), p = pk.dim(2);
+  if (pk.dim(0) != 1 || pv.dim(0) != 1 || pk.dim(1) != hkv ||
+      pv.dim(1) != hkv || pv.dim(2) != p || v.dim(0) != batch ||
+      v.dim(1) != hkv || v.dim(2) != s || pk.dim(3) != k.dim(3) ||
+      pv.dim(3) != v.dim(3))
+    return Status::error("cascade: prefix_key/prefix_value must be [1, Hkv, "
+                         "P, D|Dv] and key/value [B, Hkv, S, D|Dv] with the "
+                         "same Hkv, D and Dv");
+  if (ops.qStart->numElements() != batch + 1 ||
+      ops.qOffset->numElements() != batch || ops.kvLen->numElements() != batch)
+    return Status::error(
+        "cascade: q_start must have B + 1 = " + std::to_string(batch + 1) +
+        " entries, q_offset and kv_len B = " + std::to_string(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t qo = ops.qOffset->getInt(b), len = ops.kvLen->getInt(b);
+    if (qo < 0)
+      return Status::error("q_offset[" + std::to_string(b) +
+                           "] = " + std::to_string(qo) +
+                           " is negative (batch " + std::to_string(b) + ")");
+    if (len < 0 || len > s)
+      return Status::error("kv_len[" + std::to_string(b) +
+                           "] = " + std::to_string(len) +
+                           " is outside [0, S = " + std::to_string(s) +
+                           "] (batch " + std::to_string(b) + ")");
+  }
+  // Each sequence's cache: the prefix, then its suffix rows.
+  auto joined = [&](const HostTensor &prefix, const HostTensor &suffix,
+                    HostTensor &out) -> Status {
+    const int64_t d = suffix.dim(3);
+    KVATTN_RETURN_IF_ERROR(
+        HostTensor::make(suffix.elementType(), {batch, hkv, p + s, d}, out));
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t g = 0; g < hkv; ++g)
+        for (int64_t j = 0; j < p + s; ++j)
+          for (int64_t x = 0; x < d; ++x) {
+            const int64_t to = ((b * hkv + g) * (p + s) + j) * d + x;
+            out.setDouble(to, j < p ? prefix.getDouble((g * p + j) * d + x)
+                                    : suffix.getDouble(
+                                          ((b * hkv + g) * s + j - p) * d + x));
+          }
+    return Status::ok();
+  };
+  HostTensor key, value;
+  KVATTN_RETURN_IF_ERROR(joined(pk, k, key));
+  KVATTN_RETURN_IF_ERROR(joined(pv, v, value));
+  HostTensor qOffset(ElementType::I64, {batch}),
+      kvLen(ElementType::I64, {batch});
+  for (int64_t b = 0; b < batch; ++b) {
+    qOffset.setInt(b, p + ops.qOffset->getInt(b));
+    kvLen.setInt(b, p + ops.kvLen->getInt(b));
+  }
+  AttentionOperands plain;
+  plain.query = &q;
+  plain.key = &key;
+  plain.value = &value;
+  plain.qStart = ops.qStart;
+  plain.qOffset = &qOffset;
+  plain.kvLen = &kvLen;
+  return attention(plain, attrs, result, compute);
+}
+
 Status merge(const HostTensor &outParts, const HostTensor &lseParts,
              AttentionResult &result) {
   if (outParts.rank() != 5 || lseParts.rank() != 4)

@@ -91,7 +91,8 @@ int paramId(const std::string &name) {
       {"key_valid", kParamKeyValid},
       {"q_start", kParamQStart},
       {"k_start", kParamKStart},
-      {"cache_batch_idx", kParamCacheBatchIdx}};
+      {"cache_batch_idx", kParamCacheBatchIdx},
+      {"tree_parents", kParamTreeParents}};
   auto it = ids.find(name);
   return it == ids.end() ? -1 : it->second;
 }
@@ -262,6 +263,8 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
         rows = e.mul(sz("B"), sz("max_pages"));
       else if (m == "q_start" || m == "k_start")
         rows = e.add(sz("B"), c1);
+      else if (m == "tree_parents")
+        rows = sz("L");
       else
         rows = sz("B");
       view[m] = memref::ReinterpretCastOp::create(
@@ -535,6 +538,76 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       });
     };
 
+    // The tree rules of checkTreeParents, block b over its sequence's packed
+    // rows q_start[b] .. q_start[b + 1] - 1, in the q_start group after its
+    // rules (the host checks the trees right after the starts): per row its
+    // parent (one thread per row, key 2^40 + row + 2b), then thread 0 the
+    // draft tokens against kv_len (2^40 + q_start[b + 1] + 2b) and q_offset
+    // against k_offset + kv_len - L_b (one more). The rows read are clamped
+    // into [0, T): a bad q_start is reported first and must not fault here.
+    auto treeRules = [&](int group) {
+      Value T = szI64("L");
+      Value lo = load("q_start", bid);
+      Value bidNext = e.add(bid, c1);
+      Value hi = load("q_start", bidNext);
+      Value one = e.i64(1);
+      Value two = e.i64(2);
+      Value twoB = e.mul(bi, two);
+      Value base = e.i64(int64_t(1) << 40);
+      Value seqBase = e.add(base, twoB);
+      Value loAbove = arith::MaxSIOp::create(b, lo, z);
+      Value loC = arith::MinSIOp::create(b, loAbove, T);
+      Value hiAbove = arith::MaxSIOp::create(b, hi, loC);
+      Value hiC = arith::MinSIOp::create(b, hiAbove, T);
+      Value loIdx = e.toIndex(loC);
+      Value hiIdx = e.toIndex(hiC);
+      Value startIdx = e.add(loIdx, tid);
+      e.loop(startIdx, hiIdx, cT, {},
+             [&](Value rowIdx, ValueRange) -> SmallVector<Value> {
+               Value row = e.toI64(rowIdx);
+               Value parent = load("tree_parents", rowIdx);
+               Value local = e.sub(row, lo);
+               Value isRoot = e.cmp(CmpIPredicate::eq, parent, m1);
+               Value notNegative = e.cmp(CmpIPredicate::sge, parent, z);
+               Value before = e.cmp(CmpIPredicate::slt, parent, local);
+               Value earlier = e.both(notNegative, before);
+               Value fine = e.either(isRoot, earlier);
+               Value code = e.i64(kRuleTreeParent);
+               Value rule = e.sel(fine, z, code);
+               Value position = e.add(seqBase, row);
+               Value key = groupKey(group, position);
+               report(rule, key, local, parent, row, T, z, kParamTreeParents);
+               return {};
+             });
+      e.ifThen(first, [&] {
+        Value rows = e.sub(hi, lo);
+        Value hasRows = e.cmp(CmpIPredicate::sgt, rows, z);
+        Value len = arg.count("kv_len") ? load("kv_len", bid) : szI64("S");
+        Value seqKey = e.add(seqBase, hi);
+        {
+          Value fewer = e.cmp(CmpIPredicate::slt, len, rows);
+          Value violated = e.both(hasRows, fewer);
+          Value rule = ruleIf(violated, kRuleTreeKvLen, z);
+          Value key = groupKey(group, seqKey);
+          report(rule, key, z, len, z, rows, z, kParamTreeParents);
+        }
+        if (arg.count("q_offset")) {
+          Value qOff = load("q_offset", bid);
+          Value kOff = arg.count("k_offset") ? load("k_offset", bid) : z;
+          Value cacheEnd = e.add(kOff, len);
+          Value root = e.sub(cacheEnd, rows);
+          Value moved = e.cmp(CmpIPredicate::ne, qOff, root);
+          Value enough = e.cmp(CmpIPredicate::sge, len, rows);
+          Value holds = e.both(hasRows, enough);
+          Value violated = e.both(holds, moved);
+          Value rule = ruleIf(violated, kRuleTreeQOffset, z);
+          Value position = e.add(seqKey, one);
+          Value key = groupKey(group, position);
+          report(rule, key, z, qOff, kOff, len, rows, kParamTreeParents);
+        }
+      });
+    };
+
     // The values of one parameter (offsets, positions, lengths, validity),
     // one thread per element of the row, in group `g`.
     auto valueRules = [&](int g, const std::string &m) {
@@ -607,7 +680,7 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       std::vector<std::string> names;
       for (const std::string &m : metadata)
         if (m != "block_table" && m != "q_start" && m != "k_start" &&
-            m != "cache_batch_idx")
+            m != "cache_batch_idx" && m != "tree_parents")
           names.push_back(m);
       std::sort(names.begin(), names.end());
       for (size_t g = 0; g < names.size(); ++g)
@@ -619,6 +692,8 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
         cacheIndexRules(13);
       if (arg.count("q_start"))
         queryStartRules(14);
+      if (arg.count("tree_parents"))
+        treeRules(14);
       if (paged) {
         tableRules(15);
         if (arg.count("kv_len")) {

@@ -50,7 +50,8 @@ _runtime = None
 # integers that the runtime validates and uploads; every other parameter is
 # a device buffer.
 METADATA = ("q_offset", "k_offset", "q_pos", "k_pos", "kv_len", "key_valid",
-            "block_table", "q_start", "pos", "k_start", "cache_batch_idx")
+            "block_table", "q_start", "pos", "k_start", "cache_batch_idx",
+            "tree_parents")
 SIZE_NAMES = ("B", "Hq", "Hkv", "L", "S", "num_pages", "page_size",
               "max_pages", "cache_rows")
 _WORKSPACES = ("out_parts", "lse_parts")
@@ -62,6 +63,7 @@ _ROLES = {"query": ("B", "Hq", "L", None), "key": ("B", "Hkv", "S", None),
           "lse": ("B", "Hq", "L"), "q_offset": ("B",), "k_offset": ("B",),
           "kv_len": ("B",), "q_pos": ("B", "L"), "k_pos": ("B", "S"),
           "key_valid": ("B", "S"), "block_table": ("B", "max_pages"),
+          "tree_parents": ("L",),
           "mask": (None, None, "L", "S"),
           "out_parts": (None, "B", "Hq", "L", None),
           "lse_parts": (None, "B", "Hq", "L")}
@@ -591,8 +593,8 @@ class GpuProgram:
         # its result would be silently wrong. Plans bind them
         # (kvattn_plan_buffer_name).
         writes = [f"{k['name']} ({k.get('kind')})" for k in self.kernels_info
-                  if k.get("kind", "attention") not in ("attention",
-                                                        "merge")]
+                  if k.get("kind", "attention") not in (
+                      "attention", "attention_varlen", "merge")]
         if writes:
             raise KVAttnValueError(
                 "GpuProgram runs one attention (and its split-KV merge); the "
@@ -600,7 +602,8 @@ class GpuProgram:
                 "kvattn.plan, which binds the cache writes' update_k/update_v"
                 " into key/value, or run it on the CPU")
         attentions = [k for k in self.kernels_info
-                      if k.get("kind", "attention") == "attention"]
+                      if k.get("kind", "attention") in ("attention",
+                                                        "attention_varlen")]
         if len(attentions) != 1:
             raise KVAttnValueError(
                 f"GpuProgram runs one attention; the IR has "

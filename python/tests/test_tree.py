@@ -1,6 +1,7 @@
 """Tree masks for speculative decoding (tree_parents) against a NumPy float64
-reference of the formula, on the CPU paths (vectorised, scalar, split-KV),
-the conversion from FlashInfer's packed bit mask, and the errors. Every
+reference of the formula, on the CPU paths (vectorised, scalar, split-KV)
+and the emulated GPU (scalar f32 and bf16 tensor cores, plans with device
+validation of the tree), the conversion from FlashInfer's packed bit mask, and the errors. Every
 numeric case is one where a wrong tree (or none) changes the answer
 (asserted next to the comparison).
 
@@ -262,13 +263,138 @@ def test_cache_shorter_than_the_tree():
                  qo=np.array([9, 0]))
 
 
-def test_gpu_target_refuses_trees_by_name(emulated_runtime):
+def poisoned_issue_case(d=16):
+    """The issue's case with NaN in every K/V slot no key owns (past kv_len):
+    inputs (q, k, v, q_start, q_offset, kv_len, parents) and the float64
+    reference on the clean values."""
     parents, q_start, kv_len = issue_case()
+    B, hq, hkv, S = 3, 4, 2, 400
+    T = int(q_start[-1])
+    q = distinct((1, hq, T, d), 11)
+    k = distinct((B, hkv, S, d), 12)
+    v = distinct((B, hkv, S, d), 13)
+    want = reference(q, k, v, q_start, kv_len, parents)
+    for b in range(B):
+        k[b, :, kv_len[b]:] = np.nan
+        v[b, :, kv_len[b]:] = np.inf
+    qo = kv_len - np.diff(q_start)
+    return (q, k, v, q_start, qo, kv_len, parents), want
+
+
+def named(args):
+    """The GPU program's arguments by name (its kernels take them in the
+    kernel ABI's order)."""
+    return dict(zip(("query", "key", "value", "q_start", "q_offset",
+                     "kv_len", "tree_parents"), args))
+
+
+@pytest.mark.parametrize("options", [{}, {"block_n": 16},
+                                     {"pack_gqa": False}])
+def test_tree_emulated_gpu(emulated_runtime, options):
+    """The issue's case (depth 4, branching 3, beside two decode rows) on the
+    emulated GPU's scalar (f32) lowering, NaN/Inf in the unowned slots."""
+    args, (want, want_lse) = poisoned_issue_case()
+    prog = kvattn.compile(tree_ir((3, 4, 2, 123, 400, 16)), target="gpu",
+                          runtime=emulated_runtime, **options)
+    out, lse = prog.run(**named(args))
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
+    # The run-time check names a bad tree before the launch.
+    bad = args[6].copy()
+    bad[5] = 7
     with pytest.raises(kvattn.KVAttnError,
-                       match=r"tree masks \(tree_parents\) are not compiled "
-                       r"for GPU targets yet"):
-        kvattn.compile(tree_ir((3, 4, 2, 123, 400, 16)), target="gpu",
-                       runtime=emulated_runtime)
+                       match=r"tree_parents\[5\] = 7 is not a row before "
+                       r"local row 4 of its sequence"):
+        prog.run(**named(args[:6] + (bad,)))
+    prog.close()
+
+
+def test_tree_emulated_gpu_tensor_cores(emulated_runtime):
+    """bf16 on tensor cores (mma.sync), against the reference of the bf16
+    values; a tree of roots (the tree ignored) is far from it."""
+    args, _ = poisoned_issue_case(32)
+    q, k, v = (kvattn.to_bf16(x) for x in args[:3])
+    text = tree_ir((3, 4, 2, 123, 400, 32)).replace("xf32>", "xbf16>")
+    text = text.replace("1x4x123xbf16", "1x4x123xf32")
+    prog = kvattn.compile(text, target="gpu", runtime=emulated_runtime)
+    out, lse = prog.run(**named((q, k, v) + args[3:]))
+    qx, kx, vx = (np.nan_to_num(kvattn.from_bf16(x), nan=0.0, posinf=0.0)
+                  for x in (q, k, v))
+    want, want_lse = reference(qx, kx, vx, args[3], args[5], args[6])
+    got = kvattn.from_bf16(out)
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-2, atol=1e-2)
+    roots, _ = reference(qx, kx, vx, args[3], args[5],
+                         np.full(123, -1, np.int64))
+    assert np.abs(roots - got)[0, :, 2:122].max() > 0.1
+    prog.close()
+
+
+def test_plan_device_validation(emulated_runtime):
+    """A plan from a description with a tree: the metadata on the device
+    (the tree checked there, the host check's messages) or on the host."""
+    import re
+    rt = emulated_runtime
+    args, (want, _) = poisoned_issue_case()
+    q, k, v, qs, qo, kvl, parents = args
+    k, v = np.nan_to_num(k), np.nan_to_num(v)
+    desc = dict(dtype="f32", num_query_heads=4, num_kv_heads=2, head_dim=16,
+                causal=True, varlen=True, tree=True)
+    plan = kvattn.plan(desc, runtime=rt,
+                       max_sizes={"B": 4, "L": 128, "S": 400})
+    dq, dk, dv = (kvattn.to_device(x, rt) for x in (q, k, v))
+    dout = rt.empty(q.shape, "f32")
+    i32 = lambda x: kvattn.to_device(np.asarray(x, np.int32), rt)
+    meta = dict(q_start=i32(qs), q_offset=i32(qo), kv_len=i32(kvl),
+                tree_parents=i32(parents))
+    plan.run(query=dq, key=dk, value=dv, out=dout, **meta)
+    assert plan.status() is None
+    np.testing.assert_allclose(dout.numpy(), want, rtol=2e-5, atol=2e-5)
+    cases = []
+    bad = parents.copy()
+    bad[40] = 39  # local row 39 of sequence 1: its own row
+    cases.append((dict(tree_parents=bad),
+                  r"tree_parents\[40\] = 39 is not a row before local row 39 "
+                  r"of its sequence: a draft token's parent is -1 \(the "
+                  r"cache\) or one of its rows 0 .. 38 \(batch 1\)"))
+    root = parents.copy()
+    root[1] = -2
+    cases.append((dict(tree_parents=root),
+                  r"tree_parents\[1\] = -2 is not a row before local row 0 "
+                  r"of its sequence: a draft token's parent is -1 \(the "
+                  r"cache\) or none of its rows \(row 0 is a root\) "
+                  r"\(batch 1\)"))
+    moved = qo.copy()
+    moved[1] -= 1
+    cases.append((dict(q_offset=moved),
+                  r"q_offset\[1\] = 258 must be k_offset \+ kv_len - L = "
+                  r"0 \+ 380 - 121 = 259: the tree's roots sit right after "
+                  r"the cached prefix, its draft tokens are the last L keys "
+                  r"\(batch 1\)"))
+    for change, message in cases:
+        host = dict(q_start=qs, q_offset=qo, kv_len=kvl, tree_parents=parents)
+        host.update(change)
+        device = {n: i32(x) for n, x in host.items()}
+        plan.run(query=dq, key=dk, value=dv, out=dout, **device)
+        status = plan.status()
+        assert status and re.search(message, status), status
+        plan.clear_status()
+        with pytest.raises(kvattn.KVAttnError, match=message):
+            plan.run(query=dq, key=dk, value=dv, out=dout, **host)
+    # The first violation in the host's order: a bad parent in sequence 1
+    # and a bad q_offset in sequence 1 name the parent; a bad q_start names
+    # q_start and reads no row out of range.
+    both = dict(meta, tree_parents=i32(bad), q_offset=i32(moved))
+    plan.run(query=dq, key=dk, value=dv, out=dout, **both)
+    assert re.search(r"tree_parents\[40\] = 39", plan.status())
+    plan.clear_status()
+    wild = qs.copy()
+    wild[2] = 500
+    plan.run(query=dq, key=dk, value=dv, out=dout,
+             **dict(meta, q_start=i32(wild)))
+    assert "q_start[2] = 500" in plan.status(), plan.status()
+    plan.clear_status()
+    plan.close()
 
 
 def test_description_with_a_tree():

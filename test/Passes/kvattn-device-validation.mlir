@@ -101,3 +101,35 @@ func.func @static_metadata(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x8x16xf32>, %
   %o = kvattn.attention %q, %k, %v : tensor<1x2x4x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x4x16xf32>
   return %o : tensor<1x2x4x16xf32>
 }
+
+// -----
+
+// Draft-token trees (tree_parents): the validation kernel takes
+// tree_parents [T] beside q_start and checks, after the q_start rules, each
+// packed row's parent (rule 32: -1 or an earlier local row; one thread per
+// row of the block's sequence, the rows read clamped into [0, T)), then
+// thread 0 the sequence's draft tokens against kv_len (33) and q_offset
+// against k_offset + kv_len - L_b (34): kvattn/Support/TreeParents.h's rules.
+// CHECK-LABEL: func.func @tree
+// CHECK: gpu.launch_func @kvattn_kernels::@tree_kvattn_0_validate
+// CHECK: gpu.func @tree_kvattn_0({{.*}}kvattn.param<name = "tree_parents", kind = pointer, element_type = i32, shape = [9]>
+// CHECK: gpu.func @tree_kvattn_0_validate(
+// CHECK-SAME: memref<1xi32>, %{{.*}}: memref<1xi32>, %{{.*}}: memref<1xi32>, %{{.*}}: memref<1xi32>, %{{.*}}: memref<16xi64>
+// The q_start rules first (18: the rows are tokens of the cache).
+// CHECK: arith.constant 18 : i64
+// The sequence's rows clamped into [0, T), one thread per row.
+// CHECK: %[[LO:.*]] = arith.maxsi %{{.*}}, %{{.*}} : i64
+// CHECK-NEXT: arith.minsi %[[LO]], %{{.*}} : i64
+// CHECK: scf.for
+// CHECK: %[[P:.*]] = arith.extsi %{{.*}} : i32 to i64
+// CHECK: %[[ROOT:.*]] = arith.cmpi eq, %[[P]], %{{.*}} : i64
+// CHECK-NEXT: %[[NONNEG:.*]] = arith.cmpi sge, %[[P]], %{{.*}} : i64
+// CHECK-NEXT: %[[BEFORE:.*]] = arith.cmpi slt, %[[P]], %{{.*}} : i64
+// CHECK: arith.constant 32 : i64
+// CHECK: arith.constant 33 : i64
+// CHECK: arith.constant 34 : i64
+// CHECK: gpu.return
+func.func @tree(%q: tensor<1x4x9x16xf16>, %k: tensor<2x2x32x16xf16>, %v: tensor<2x2x32x16xf16>, %qs: tensor<3xi32>, %qo: tensor<2xi32>, %n: tensor<2xi32>, %p: tensor<9xi32>) -> tensor<1x4x9x16xf16> {
+  %o = kvattn.attention %q, %k, %v q_start(%qs : tensor<3xi32>) q_offset(%qo : tensor<2xi32>) kv_len(%n : tensor<2xi32>) tree_parents(%p : tensor<9xi32>) causal : tensor<1x4x9x16xf16>, tensor<2x2x32x16xf16>, tensor<2x2x32x16xf16> -> tensor<1x4x9x16xf16>
+  return %o : tensor<1x4x9x16xf16>
+}

@@ -6,7 +6,9 @@
 // random valid configuration (batch, heads and GQA ratio, L, S including 0,
 // D, Dv, element type, offset or explicit positions, k_offset, kv_len, key
 // validity, general masks, causal, window, softcap, scale, lse, tile
-// sizes, split-KV, paged K/V, GQA packing), builds the kvattn.attention,
+// sizes, split-KV, paged K/V, GQA packing; or a ragged batch of
+// speculative-decoding trees: q_start, tree_parents), builds the
+// kvattn.attention,
 // compiles it with kvattn-to-cpu and compares the JIT's results with the
 // scalar reference (the tolerances of --check). A mismatch is shrunk (smaller
 // sizes while it still fails) and printed as an attention_case.py command line,
@@ -83,7 +85,19 @@ struct Config {
   unsigned dynamicDims = 0;
   /// An option beyond its limit: compilation must fail with a named error.
   bool optionOverLimit = false;
+  /// A ragged batch of draft-token trees: sequence b has qLens[b] <= L
+  /// rows (T = their sum), the last qLens[b] of its kv_len[b] keys, and
+  /// treeParents [T] (-1 or an earlier local row).
+  bool tree = false;
+  std::vector<int64_t> qLens, treeParents;
 };
+
+int64_t packedRows(const Config &c) {
+  int64_t t = 0;
+  for (int64_t n : c.qLens)
+    t += n;
+  return t;
+}
 
 constexpr int64_t kLimit = int64_t(1) << 62;
 
@@ -97,9 +111,13 @@ std::string join(const std::vector<int64_t> &v) {
 /// The same case as attention_case.py flags.
 std::string asFlags(const Config &c) {
   std::ostringstream os;
-  os << "--dtype " << c.dtype << " --B " << c.B << " --Hq " << c.Hq << " --Hkv "
-     << c.Hkv << " --L " << c.L << " --S " << c.S << " --D " << c.D << " --Dv "
-     << c.Dv;
+  os << "--dtype " << c.dtype << " --Hq " << c.Hq << " --Hkv " << c.Hkv
+     << " --S " << c.S << " --D " << c.D << " --Dv " << c.Dv;
+  if (c.tree)
+    os << " --q-lens " << join(c.qLens) << " --tree-parents=" // (-1 first)
+       << join(c.treeParents);
+  else
+    os << " --B " << c.B << " --L " << c.L;
   auto list = [&](const char *flag, const std::vector<int64_t> &v) {
     if (!v.empty())
       os << " " << flag << " " << join(v);
@@ -176,6 +194,29 @@ void drawOperands(Config &c, std::mt19937_64 &rng) {
   c.kvLen.clear();
   c.keyValid.clear();
   c.blockTable.clear();
+  c.qLens.clear();
+  c.treeParents.clear();
+  if (c.tree) {
+    // Each sequence's draft tokens are the last of its keys; the roots
+    // follow the cached prefix (q_offset = k_offset + kv_len - L_b).
+    for (int64_t b = 0; b < c.B; ++b) {
+      const int64_t rows = uniform(0, std::min(c.L, c.S));
+      const int64_t len = uniform(rows, c.S);
+      const int64_t kOff = c.hasKOffset ? uniform(0, 8) : 0;
+      c.qLens.push_back(rows);
+      c.kvLen.push_back(len);
+      if (c.hasKOffset)
+        c.kOffset.push_back(kOff);
+      c.qOffset.push_back(kOff + len - rows);
+      for (int64_t i = 0; i < rows; ++i)
+        c.treeParents.push_back(
+            i == 0 || uniform(0, 3) == 0 ? -1 : uniform(0, i - 1));
+    }
+    if (c.hasKeyValid)
+      for (int64_t i = 0; i < c.B * c.S; ++i)
+        c.keyValid.push_back(uniform(0, 4) != 0);
+    return;
+  }
   if (c.pageSize) // whole pages of logical keys; kv_len bounds the reads
     c.S = (c.S + c.pageSize - 1) / c.pageSize * c.pageSize;
   if (c.explicitPositions) {
@@ -283,6 +324,20 @@ Config draw(std::mt19937_64 &rng) {
   if (c.nearLimit)
     c.alibi.clear();
   c.dynamicDims = uniform(0, 2) == 0 ? uniform(1, 7) : 0;
+  // One case in six: a ragged batch of draft-token trees (offset form, no
+  // mask, plain caches, static sizes).
+  if (uniform(0, 5) == 0) {
+    c.tree = true;
+    c.explicitPositions = false;
+    c.hasOffsets = c.hasKvLen = true;
+    c.windowRight = -1;
+    c.mask = "";
+    c.pageSize = 0;
+    c.nearLimit = false;
+    c.dynamicDims = 0;
+    if (c.alibi.empty() && uniform(0, 4) == 0)
+      c.alibi.assign(c.Hq, 0.25);
+  }
   if (uniform(0, 29) == 0) {
     c.optionOverLimit = true;
     if (uniform(0, 1))
@@ -319,11 +374,13 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
     shape.push_back(d);
     return shape;
   };
-  std::string q = tensorType({B, c.Hq, L, c.D}, c.dtype),
+  // A ragged batch packs its T rows into one [1, Hq, T, D] query.
+  const int64_t qb = c.tree ? 1 : B, ql = c.tree ? packedRows(c) : L;
+  std::string q = tensorType({qb, c.Hq, ql, c.D}, c.dtype),
               k = tensorType(withDim(c.D), c.dtype),
               v = tensorType(withDim(c.Dv), c.dtype),
-              out = tensorType({B, c.Hq, L, c.Dv}, c.dtype),
-              lse = tensorType({B, c.Hq, L}, "f32");
+              out = tensorType({qb, c.Hq, ql, c.Dv}, c.dtype),
+              lse = tensorType({qb, c.Hq, ql}, "f32");
   std::string sig = "%q: " + q + ", %k: " + k + ", %v: " + v, groups;
   int arg = 3;
   auto add = [&](const char *name, bool present,
@@ -351,6 +408,10 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
     intArgIndex.push_back(arg++);
   };
   const char *offsetType = c.nearLimit ? "i64" : "i32";
+  std::vector<int64_t> starts = {0};
+  for (int64_t n : c.qLens)
+    starts.push_back(starts.back() + n);
+  add("q_start", c.tree, starts, {c.B + 1}, "i32");
   add("q_offset", c.hasOffsets, c.qOffset, {c.B}, offsetType);
   add("k_offset", c.hasKOffset, c.kOffset, {c.B}, offsetType);
   add("q_pos", c.explicitPositions, c.qPos, {c.B, c.L}, "i64");
@@ -382,6 +443,7 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
   };
   addFloats("sinks", c.sinks);
   addFloats("alibi_slopes", c.alibi);
+  add("tree_parents", c.tree, c.treeParents, {packedRows(c)}, "i32");
   std::string attrs;
   if (c.causal)
     attrs += " causal";
@@ -425,9 +487,10 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
     if (c.pageSize)
       kvShape = {c.numPages, c.pageSize, c.Hkv};
     std::vector<int64_t> shape =
-        i == 0   ? std::vector<int64_t>{c.B, c.Hq, c.L, c.D}
-        : i >= 3 ? std::vector<int64_t>{c.B, 1, c.L, c.S}
-                 : kvShape;
+        i == 0 && c.tree ? std::vector<int64_t>{1, c.Hq, packedRows(c), c.D}
+        : i == 0         ? std::vector<int64_t>{c.B, c.Hq, c.L, c.D}
+        : i >= 3         ? std::vector<int64_t>{c.B, 1, c.L, c.S}
+                         : kvShape;
     if (i == 1 || i == 2)
       shape.push_back(i == 1 ? c.D : c.Dv);
     HostTensor t(*mlir::kvattn::toElementType(tensor.getElementType()), shape);
@@ -533,6 +596,7 @@ Config shrink(mlir::MLIRContext &context, Config c, std::mt19937_64 &rng) {
         t.mask = "";
         break;
       case 9:
+        t.tree = false;
         t.lse = false;
         t.window = 0;
         t.windowRight = -1;
@@ -553,7 +617,8 @@ Config shrink(mlir::MLIRContext &context, Config c, std::mt19937_64 &rng) {
                      t.D != c.D || t.Dv != c.Dv || t.softcap != c.softcap ||
                      t.mask != c.mask || t.lse != c.lse ||
                      t.window != c.window || t.windowRight != c.windowRight ||
-                     t.sinks != c.sinks || t.alibi != c.alibi;
+                     t.sinks != c.sinks || t.alibi != c.alibi ||
+                     t.tree != c.tree;
       if (smaller && !runCase(context, t).empty()) {
         c = t;
         progress = true;
@@ -578,7 +643,7 @@ int main(int argc, char **argv) {
   std::mt19937_64 rng(seed);
   struct {
     int64_t huge = 0, nearLimit = 0, dynamic = 0, overLimit = 0,
-            splitOrPaged = 0;
+            splitOrPaged = 0, trees = 0;
   } drawn;
   auto start = std::chrono::steady_clock::now();
   int64_t done = 0;
@@ -594,6 +659,7 @@ int main(int argc, char **argv) {
     drawn.dynamic += c.dynamicDims != 0;
     drawn.overLimit += c.optionOverLimit;
     drawn.splitOrPaged += c.splitKv > 1 || c.pageSize;
+    drawn.trees += c.tree;
     if (failure.empty())
       continue;
     llvm::outs() << "MISMATCH (iteration " << done << "): " << failure
@@ -617,6 +683,7 @@ int main(int argc, char **argv) {
                << drawn.nearLimit << " with positions near 2^62, "
                << drawn.dynamic << " with dynamic B/L/S, " << drawn.overLimit
                << " with an option beyond its limit (refused), "
-               << drawn.splitOrPaged << " split-KV or paged\n";
+               << drawn.splitOrPaged << " split-KV or paged, " << drawn.trees
+               << " ragged batches of draft-token trees\n";
   return 0;
 }

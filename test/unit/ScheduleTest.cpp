@@ -171,6 +171,14 @@ TEST(Schedule, WideWarps) {
   p.headDim = 128;
   p.kvElementBits = 32;
   EXPECT_FALSE(wideWarpsFit(p)); // f32: the scalar lowering
+  // Draft-token trees keep 32 registers for the mask's walks: hd64 fits,
+  // hd128 takes 16-row warps.
+  p.kvElementBits = 16;
+  p.tree = true;
+  EXPECT_FALSE(wideWarpsFit(p)); // 192 > 160
+  p.headDim = 64;
+  EXPECT_TRUE(wideWarpsFit(p)); // 160
+  p.tree = false;
   // A 4096-row bf16 prefill with max-warp-rows = 32: 128 rows on 4 warps,
   // 64 keys; with 16 (the default, and the 100 KB chips) 64 rows on 4.
   Problem prefill;

@@ -152,11 +152,10 @@ mlir::kvattn::tools::CompileFlagDefaults runDefaults() {
 namespace flag = mlir::kvattn::tools;
 flag::CompileFlags flags(runCategory,
                          flag::kBlockM | flag::kBlockN | flag::kNumWarps |
-                             flag::kSplitKv |
-                             flag::kPackGqa | flag::kTensorCores |
-                             flag::kIndexBitwidth | flag::kVectorize |
-                             flag::kVectorWidth | flag::kNumThreads |
-                             flag::kOptLevel,
+                             flag::kSplitKv | flag::kPackGqa |
+                             flag::kTensorCores | flag::kIndexBitwidth |
+                             flag::kVectorize | flag::kVectorWidth |
+                             flag::kNumThreads | flag::kOptLevel,
                          runDefaults());
 cl::opt<bool> fixUpperLeftAppends(
     "fix-upper-left-appends",
@@ -572,6 +571,9 @@ static int runTool(int argc, char **argv) {
       });
       PassManager pm(&context);
       pm.addPass(mlir::kvattn::createResolveCachedAppendPass());
+      // Shared-prefix attention as the GPU runs it: two attentions (on the
+      // device) and their merge (on the host, as the reference merges).
+      pm.addPass(mlir::kvattn::createExpandCascadePass());
       if (failed(pm.run(*resolved)))
         return fail("resolving kvattn.sdpa for the GPU failed");
     }

@@ -189,6 +189,28 @@ Status appendPaged(const HostTensor &pages, const HostTensor &update,
 Status merge(const HostTensor &outParts, const HostTensor &lseParts,
              AttentionResult &result);
 
+/// The operands of `kvattn.cascade` (shared-prefix attention).
+struct CascadeOperands {
+  const HostTensor *query = nullptr;       ///< [1, Hq, T, D]
+  const HostTensor *prefixKey = nullptr;   ///< [1, Hkv, P, D]
+  const HostTensor *prefixValue = nullptr; ///< [1, Hkv, P, Dv]
+  const HostTensor *key = nullptr;         ///< [B, Hkv, S, D]
+  const HostTensor *value = nullptr;       ///< [B, Hkv, S, Dv]
+  const HostTensor *qStart = nullptr;      ///< [B + 1]
+  const HostTensor *qOffset = nullptr;     ///< [B], from the prefix's end
+  const HostTensor *kvLen = nullptr;       ///< [B], the suffix keys
+};
+
+/// Evaluates `kvattn.cascade` by its definition: plain attention of each
+/// sequence's rows over its prefix + suffix keys (the prefix at positions
+/// 0 .. P - 1, suffix key j at P + j, row i at P + q_offset[b] + i), as
+/// attention() of the concatenated caches. `attributes` takes causal,
+/// softcap and scale. Fails, naming the operand and batch, on a negative
+/// q_offset, kv_len outside [0, S] or inconsistent shapes.
+Status cascade(const CascadeOperands &operands,
+               const AttentionAttributes &attributes, AttentionResult &result,
+               Compute compute = Compute::Values);
+
 /// Checks a paged KV layout before anything reads it: `blockTable [B,
 /// max_pages]` (i32/i64) maps sequence `b`'s logical page `slot` to a
 /// physical page id in [0, numPages), with a `-1` tail; `kvLen [B]`

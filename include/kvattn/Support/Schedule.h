@@ -67,6 +67,9 @@ struct Problem {
   int64_t headDim = 0;
   /// A ragged batch (q_start): always packed, never split.
   bool varlen = false;
+  /// Draft-token trees (tree_parents): the mask's walks need registers, so
+  /// wideWarpsFit leaves them more.
+  bool tree = false;
   /// The value head dim (0: D) and the K/V element width in bits (0:
   /// unknown), for wideWarpsFit.
   int64_t valueHeadDim = 0, kvElementBits = 0;

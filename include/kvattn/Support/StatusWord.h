@@ -65,6 +65,10 @@ enum ViolationRule : int {
   kRuleKStartPastRows = 22,  ///< k_start[b + 1] > N (S)
   kRuleKStartKvLen = 23,     ///< kv_len[b] > k_start[b + 1] - k_start[b]
   kRuleCacheIndexRange = 24, ///< cache_batch_idx[b] outside [0, C)
+  // Draft-token trees' tree_parents (kvattn/Support/TreeParents.h).
+  kRuleTreeParent = 32,  ///< a parent neither -1 nor an earlier local row
+  kRuleTreeKvLen = 33,   ///< kv_len[b] below the sequence's draft tokens
+  kRuleTreeQOffset = 34, ///< q_offset[b] != k_offset + kv_len - L_b
 };
 
 /// The first position a kernel with 32-bit index arithmetic cannot take:
@@ -96,6 +100,7 @@ enum ValidatedParam : int {
   kParamQStart = 8,
   kParamKStart = 9,
   kParamCacheBatchIdx = 10,
+  kParamTreeParents = 16,
 };
 
 } // namespace kvattn

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 
 namespace mlir {
 namespace kvattn {
@@ -51,6 +52,16 @@ struct TreeParentsView {
 /// row before local row 1 of its sequence: a draft token's parent is -1
 /// (the cache) or one of its rows 0 .. 0 (batch 1)`.
 Status checkTreeParents(const TreeParentsView &view);
+
+/// The messages of the three rules, shared with the device check (the
+/// runtime turns a status word into them): packed row `row` of batch `b`,
+/// its local row `local`, holds parent `parent`; the batch's `rows` draft
+/// tokens against its keys `len`; `qOffset` against `kOffset + len - rows`.
+std::string treeParentMessage(int64_t row, int64_t parent, int64_t local,
+                              int64_t b);
+std::string treeKvLenMessage(int64_t b, int64_t len, int64_t rows);
+std::string treeQOffsetMessage(int64_t b, int64_t qOffset, int64_t kOffset,
+                               int64_t len, int64_t rows);
 
 /// The depth of local row `i` of a sequence whose parents (local indices)
 /// are `parent(0 .. i)`: 0 for a root. Invalid parents (>= their row, or

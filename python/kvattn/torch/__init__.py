@@ -25,7 +25,8 @@ from .. import capi
 from .._device import device_view, host_view
 from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
 
-__all__ = ["attention", "append", "tree_attention", "lint", "fix", "Finding", "KVAttnError", "KVAttnTypeError",
+__all__ = ["attention", "append", "tree_attention", "cascade_attention",
+           "lint", "fix", "Finding", "KVAttnError", "KVAttnTypeError",
            "KVAttnValueError", "program_cache_info", "clear_program_cache",
            "Plan", "check"]
 
@@ -845,8 +846,8 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor,
     starting at `mask_indptr`, default ceil(L_b kv_len[b] / 8) bytes each);
     a mask that is no tree mask is refused by name. Draft token i sits at
     position kv_len[b] - L_b + depth(i) and sees the cache, its ancestors
-    and itself. Returns out [T, Hq, Dv]. CPU tensors only (the GPU
-    lowering does not take trees yet)."""
+    and itself. Returns out [T, Hq, Dv]. CPU tensors only (this function's
+    CUDA path is not written yet; the kernels take trees)."""
     import numpy as np
     from .. import tree as _tree
 
@@ -859,7 +860,8 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor,
     if query.device.type != "cpu":
         raise KVAttnError(
             "kvattn.torch.tree_attention: tree masks (tree_parents) run on "
-            "the CPU path only; the GPU lowering does not take them yet "
+            "CPU tensors only here; this function's CUDA path is not "
+            "written yet (the kernels take trees: kvattn.GpuProgram, plans) "
             f"(query is on {query.device})")
     q4 = query.permute(1, 0, 2).unsqueeze(0)  # [1, Hq, T, D]
     dtype = _float_tensor("query", q4)
@@ -921,6 +923,101 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor,
         inputs.append(("alibi_slopes", _dense(alibi_slopes.detach())))
     _cpu_run(program, inputs, out, "kvattn.torch.tree_attention")
     return out[0].permute(1, 0, 2).contiguous()
+
+# --- shared-prefix (cascade) attention -------------------------------------
+
+def cascade_attention_ir(dtype, Hq, Hkv, D, Dv, causal, softcap, scale):
+    """kvattn IR of shared-prefix attention (kvattn.cascade): query [1, Hq,
+    T, D] (packed rows), prefix key/value [1, Hkv, P, D|Dv], suffix
+    key/value [B, Hkv, S, D|Dv], q_start (i64 [B + 1]), q_offset and kv_len
+    (i64 [B]); result out [1, Hq, T, Dv]."""
+    q = _ty(["1", str(Hq), "?", str(D)], dtype)
+    pk = _ty(["1", str(Hkv), "?", str(D)], dtype)
+    pv = _ty(["1", str(Hkv), "?", str(Dv)], dtype)
+    k = _ty(["?", str(Hkv), "?", str(D)], dtype)
+    v = _ty(["?", str(Hkv), "?", str(Dv)], dtype)
+    o = _ty(["1", str(Hq), "?", str(Dv)], dtype)
+    attrs = (" causal" if causal else "") + \
+        (f" softcap = {softcap!r}" if softcap else "") + \
+        (f" scale = {scale!r}" if scale is not None else "")
+    i64 = "tensor<?xi64>"
+    return (f"func.func @cascade(%q: {q}, %pk: {pk}, %pv: {pv}, %k: {k}, "
+            f"%v: {v},\n    %qs: {i64}, %qo: {i64}, %kl: {i64}) -> {o} {{\n"
+            f"  %o = kvattn.cascade %q, %pk, %pv, %k, %v q_start(%qs : {i64})"
+            f" q_offset(%qo : {i64}) kv_len(%kl : {i64}){attrs}\n"
+            f"      : {q}, {pk}, {pv}, {k}, {v} -> {o}\n"
+            f"  return %o : {o}\n}}\n")
+
+
+def cascade_attention(query: torch.Tensor, prefix_key: torch.Tensor,
+                      prefix_value: torch.Tensor, key: torch.Tensor,
+                      value: torch.Tensor, cu_seqlens_q, kv_len,
+                      q_offset=None, causal: bool = True,
+                      softcap: Optional[float] = None,
+                      scale: Optional[float] = None) -> torch.Tensor:
+    """Shared-prefix (cascade) attention (docs/torch.md "Cascade
+    attention"): B sequences share the prefix prefix_key/prefix_value [1,
+    Hkv, P, D|Dv]; sequence b's own suffix is key/value[b] [Hkv, S, D|Dv]
+    with kv_len[b] keys; its query rows are query[cu_seqlens_q[b] ..
+    cu_seqlens_q[b+1]] of query [T, Hq, D], at positions P + q_offset[b] +
+    i (default q_offset = kv_len - L_b: the rows are the last tokens of the
+    suffix). The prefix is attended once for all rows, each suffix on its
+    own, the two merged by LSE (kvattn.cascade / -kvattn-expand-cascade);
+    the result equals attention over prefix + suffix. No window (it would
+    cut the prefix row by row). Returns out [T, Hq, Dv]. CPU tensors only
+    (kvattn-to-ptx has no standalone merge kernel yet)."""
+    for what, t in (("query", query), ("prefix_key", prefix_key),
+                    ("prefix_value", prefix_value), ("key", key),
+                    ("value", value)):
+        _tensor(what, t)
+    if query.dim() != 3:
+        raise KVAttnValueError(f"query must have shape [T, Hq, D] (the "
+                               f"packed rows), got {tuple(query.shape)}")
+    if query.device.type != "cpu":
+        raise KVAttnError(
+            "kvattn.torch.cascade_attention runs on the CPU path only: "
+            "kvattn-to-ptx has no standalone merge kernel yet (query is on "
+            f"{query.device})")
+    q4 = query.permute(1, 0, 2).unsqueeze(0)  # [1, Hq, T, D]
+    dtype = _float_tensor("query", q4)
+    for what, t in (("prefix_key", prefix_key), ("prefix_value", prefix_value),
+                    ("key", key), ("value", value)):
+        _float_tensor(what, t)
+        if t.dtype != query.dtype:
+            raise KVAttnTypeError(f"{what} has dtype {t.dtype}, query "
+                                  f"{query.dtype}: they must share one")
+    T, Hq, D = query.shape
+    B, Hkv, S, Dk = key.shape
+    Dv = value.shape[3]
+    if prefix_key.shape[0] != 1 or prefix_key.shape[1] != Hkv or \
+            prefix_key.shape[3] != D or \
+            tuple(prefix_value.shape[:3]) != tuple(prefix_key.shape[:3]) or \
+            prefix_value.shape[3] != Dv or Dk != D or \
+            tuple(value.shape[:3]) != (B, Hkv, S):
+        raise KVAttnValueError(
+            f"prefix_key/prefix_value must be [1, Hkv, P, D|Dv] and "
+            f"key/value [B, Hkv, S, D|Dv] with D = {D}, got "
+            f"{tuple(prefix_key.shape)}, {tuple(prefix_value.shape)}, "
+            f"{tuple(key.shape)}, {tuple(value.shape)}")
+    if Hkv == 0 or Hq % Hkv:
+        raise KVAttnValueError(f"query heads Hq = {Hq} must be a multiple of "
+                               f"kv heads Hkv = {Hkv}")
+    _, softcap, scale = _check_options(causal, 0, softcap, scale)
+    cu = _index_vector("cu_seqlens_q", cu_seqlens_q, B + 1, query.device)
+    kv = _index_vector("kv_len", kv_len, B, query.device)
+    qo = kv - (cu[1:] - cu[:-1]) if q_offset is None else \
+        _index_vector("q_offset", q_offset, B, query.device)
+    key_ = ("cascade", dtype, Hq, Hkv, D, Dv, causal, softcap, scale)
+    program = _program(key_, lambda: _cpu_program(cascade_attention_ir(
+        dtype, Hq, Hkv, D, Dv, causal, softcap, scale)))
+    out = torch.empty((1, Hq, T, Dv), dtype=query.dtype)
+    inputs = [("query", _dense(q4)), ("prefix_key", _dense(prefix_key)),
+              ("prefix_value", _dense(prefix_value)), ("key", _dense(key)),
+              ("value", _dense(value)), ("q_start", cu.contiguous()),
+              ("q_offset", qo.contiguous()), ("kv_len", kv.contiguous())]
+    _cpu_run(program, inputs, out, "kvattn.torch.cascade_attention")
+    return out[0].permute(1, 0, 2).contiguous()
+
 
 from .lint import Finding, fix, lint  # noqa: E402 (needs the ops above)
 from .serving import Plan  # noqa: E402 (the serving plan's ops)

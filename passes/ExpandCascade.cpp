@@ -1,0 +1,116 @@
+//===- ExpandCascade.cpp - kvattn.cascade -> attentions + merge -----------===//
+//
+// Shared-prefix (cascade) attention from the kernels that exist: (a) one
+// kvattn.attention of all packed query rows over the shared prefix (one
+// batch, so the prefix K/V is read once per KV head and row block, not once
+// per sequence; no positions and no mask: the prefix lies before every
+// query), (b) the ragged kvattn.attention of each sequence's rows over its
+// own suffix (q_start, q_offset, kv_len: positions counted from the end of
+// the prefix, which is all causality needs), (c) kvattn.merge of the two
+// states in that order (f32 parts; 16-bit outputs widened exactly).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_EXPANDCASCADEPASS
+#include "kvattn/Passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+namespace {
+
+/// `v` [d0, ...] as [1, d0, ...] (one part of a merge), widened to f32.
+Value asPart(PatternRewriter &rewriter, Location loc, Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (!type.getElementType().isF32()) {
+    auto wide = RankedTensorType::get(type.getShape(), rewriter.getF32Type());
+    v = arith::ExtFOp::create(rewriter, loc, wide, v);
+  }
+  SmallVector<int64_t> shape = {1};
+  llvm::append_range(shape, type.getShape());
+  SmallVector<ReassociationIndices> groups = {{0, 1}};
+  for (int64_t d = 2; d <= type.getRank(); ++d)
+    groups.push_back({d});
+  SmallVector<OpFoldResult> sizes = {rewriter.getIndexAttr(1)};
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    sizes.push_back(tensor::getMixedSize(rewriter, loc, v, d));
+  return tensor::ExpandShapeOp::create(
+      rewriter, loc, RankedTensorType::get(shape, rewriter.getF32Type()), v,
+      groups, sizes);
+}
+
+struct ExpandCascadePattern : OpRewritePattern<CascadeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(CascadeOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto outType = cast<RankedTensorType>(op.getOut().getType());
+    auto lseType = RankedTensorType::get(outType.getShape().drop_back(),
+                                         rewriter.getF32Type());
+    auto attention = [&](Value key, Value value, Value qStart, Value qOffset,
+                         Value kvLen, bool causal) {
+      return AttentionOp::create(
+          rewriter, loc, outType, lseType, op.getQuery(), key, value, qOffset,
+          /*k_offset=*/Value(), /*q_pos=*/Value(), /*k_pos=*/Value(), kvLen,
+          /*key_valid=*/Value(), /*mask=*/Value(), /*block_table=*/Value(),
+          qStart, /*sinks=*/Value(), /*alibi_slopes=*/Value(),
+          /*k_rope_pos=*/Value(), /*k_start=*/Value(),
+          /*cache_batch_idx=*/Value(), causal, /*window=*/IntegerAttr(),
+          op.getSoftcapAttr(), op.getScaleAttr(),
+          /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
+          /*rope=*/RopeAttr(), /*query_rotated=*/false);
+    };
+    // (a) Every row over the prefix: mask-free, no positions.
+    AttentionOp prefix = attention(op.getPrefixKey(), op.getPrefixValue(),
+                                   Value(), Value(), Value(), false);
+    // (b) Each sequence's rows over its suffix.
+    AttentionOp suffix =
+        attention(op.getKey(), op.getValue(), op.getQStart(), op.getQOffset(),
+                  op.getKvLen(), op.getCausal());
+    // (c) The merge, prefix part first.
+    Value outPrefix = asPart(rewriter, loc, prefix.getOut());
+    Value outSuffix = asPart(rewriter, loc, suffix.getOut());
+    Value lsePrefix = asPart(rewriter, loc, prefix.getLse());
+    Value lseSuffix = asPart(rewriter, loc, suffix.getLse());
+    Value outParts = tensor::ConcatOp::create(rewriter, loc, /*dim=*/0,
+                                              ValueRange{outPrefix, outSuffix});
+    Value lseParts = tensor::ConcatOp::create(rewriter, loc, /*dim=*/0,
+                                              ValueRange{lsePrefix, lseSuffix});
+    auto merge = MergeOp::create(rewriter, loc, TypeRange{outType, lseType},
+                                 outParts, lseParts);
+    SmallVector<Value> results = {merge.getOut()};
+    if (op.getLse())
+      results.push_back(merge.getLse());
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+struct ExpandCascadePass
+    : mlir::kvattn::impl::ExpandCascadePassBase<ExpandCascadePass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateExpandCascadePatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::kvattn::populateExpandCascadePatterns(RewritePatternSet &patterns) {
+  patterns.add<ExpandCascadePattern>(patterns.getContext());
+}

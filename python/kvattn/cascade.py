@@ -1,0 +1,246 @@
+"""Shared-prefix (cascade) attention (kvattn.cascade, docs/semantics.md)
+from kvattn's own kernels.
+
+Many sequences share a prefix (a system prompt, beam search): sequence b is
+the shared prefix of P keys followed by its own suffix of `suffix_len[b]`
+keys, and its `L_b` query rows (packed rows `q_start[b] .. q_start[b+1]-1`
+of a ragged batch) are the last `L_b` tokens of prefix + suffix (lower-right:
+row i of b sits at position `P + suffix_len[b] - L_b + i`). Attention over
+prefix + suffix is computed as three launches of existing kernels:
+
+(a) every query row of every sequence over the prefix K/V, as ONE batch
+    (B = 1, the T packed rows are its rows): the prefix K/V is read once per
+    KV-head program row block, not once per sequence. The prefix lies
+    entirely before every query (suffix_len[b] >= L_b), so with `causal` it
+    is mask-free and needs no positions: the kernel runs non-causal;
+(b) each sequence's rows over its own suffix (a ragged batch, q_start,
+    kv_len = suffix_len, q_offset = suffix_len - L_b: the positions relative
+    to the suffix's first key, which is all causality depends on);
+(c) `kvattn.merge` of the two states (natural-log LSE; a part with no key
+    is (0, -inf), the identity), on the CPU JIT path.
+
+A window would cut the prefix per row: refused. The result equals plain
+attention over prefix + suffix (tests/test_cascade.py, float64 reference).
+"""
+
+from . import KVAttnError, KVAttnValueError, compile as _compile
+
+
+def _np():
+    import numpy
+    return numpy
+
+
+_PREFIX = """
+func.func @prefix(%q: tensor<1x{hq}x{t}x{d}x{ty}>,
+                  %k: tensor<1x{hkv}x{p}x{d}x{ty}>,
+                  %v: tensor<1x{hkv}x{p}x{dv}x{ty}>)
+    -> (tensor<1x{hq}x{t}x{dv}x{ty}>, tensor<1x{hq}x{t}xf32>) {{
+  %o, %lse = kvattn.attention %q, %k, %v scale = {scale:.17e}
+      : tensor<1x{hq}x{t}x{d}x{ty}>, tensor<1x{hkv}x{p}x{d}x{ty}>,
+        tensor<1x{hkv}x{p}x{dv}x{ty}>
+      -> tensor<1x{hq}x{t}x{dv}x{ty}>, tensor<1x{hq}x{t}xf32>
+  return %o, %lse : tensor<1x{hq}x{t}x{dv}x{ty}>, tensor<1x{hq}x{t}xf32>
+}}
+"""
+
+_SUFFIX = """
+func.func @suffix(%q: tensor<1x{hq}x{t}x{d}x{ty}>,
+                  %k: tensor<{b}x{hkv}x{s}x{d}x{ty}>,
+                  %v: tensor<{b}x{hkv}x{s}x{dv}x{ty}>,
+                  %qs: tensor<{b1}xi64>, %qo: tensor<{b}xi64>,
+                  %kl: tensor<{b}xi64>)
+    -> (tensor<1x{hq}x{t}x{dv}x{ty}>, tensor<1x{hq}x{t}xf32>) {{
+  %o, %lse = kvattn.attention %q, %k, %v q_start(%qs : tensor<{b1}xi64>)
+      q_offset(%qo : tensor<{b}xi64>) kv_len(%kl : tensor<{b}xi64>){causal}
+      scale = {scale:.17e}
+      : tensor<1x{hq}x{t}x{d}x{ty}>, tensor<{b}x{hkv}x{s}x{d}x{ty}>,
+        tensor<{b}x{hkv}x{s}x{dv}x{ty}>
+      -> tensor<1x{hq}x{t}x{dv}x{ty}>, tensor<1x{hq}x{t}xf32>
+  return %o, %lse : tensor<1x{hq}x{t}x{dv}x{ty}>, tensor<1x{hq}x{t}xf32>
+}}
+"""
+
+_CASCADE = """
+func.func @cascade(%q: tensor<1x{hq}x{t}x{d}x{ty}>,
+                   %pk: tensor<1x{hkv}x{p}x{d}x{ty}>,
+                   %pv: tensor<1x{hkv}x{p}x{dv}x{ty}>,
+                   %k: tensor<{b}x{hkv}x{s}x{d}x{ty}>,
+                   %v: tensor<{b}x{hkv}x{s}x{dv}x{ty}>,
+                   %qs: tensor<{b1}xi64>, %qo: tensor<{b}xi64>,
+                   %kl: tensor<{b}xi64>)
+    -> (tensor<1x{hq}x{t}x{dv}x{ty}>, tensor<1x{hq}x{t}xf32>) {{
+  %o, %lse = kvattn.cascade %q, %pk, %pv, %k, %v
+      q_start(%qs : tensor<{b1}xi64>) q_offset(%qo : tensor<{b}xi64>)
+      kv_len(%kl : tensor<{b}xi64>){causal} scale = {scale:.17e}
+      : tensor<1x{hq}x{t}x{d}x{ty}>, tensor<1x{hkv}x{p}x{d}x{ty}>,
+        tensor<1x{hkv}x{p}x{dv}x{ty}>, tensor<{b}x{hkv}x{s}x{d}x{ty}>,
+        tensor<{b}x{hkv}x{s}x{dv}x{ty}>
+      -> tensor<1x{hq}x{t}x{dv}x{ty}>, tensor<1x{hq}x{t}xf32>
+  return %o, %lse : tensor<1x{hq}x{t}x{dv}x{ty}>, tensor<1x{hq}x{t}xf32>
+}}
+"""
+
+_MERGE = """
+func.func @merge(%o: tensor<2x1x{hq}x{t}x{dv}xf32>,
+                 %lse: tensor<2x1x{hq}x{t}xf32>)
+    -> (tensor<1x{hq}x{t}x{dv}xf32>, tensor<1x{hq}x{t}xf32>) {{
+  %m, %ml = kvattn.merge %o, %lse
+      : tensor<2x1x{hq}x{t}x{dv}xf32>, tensor<2x1x{hq}x{t}xf32>
+      -> tensor<1x{hq}x{t}x{dv}xf32>, tensor<1x{hq}x{t}xf32>
+  return %m, %ml : tensor<1x{hq}x{t}x{dv}xf32>, tensor<1x{hq}x{t}xf32>
+}}
+"""
+
+_TYPES = {"float32": "f32", "float16": "f16", "uint16": "bf16"}
+
+
+def prefix_ir(dtype, hq, hkv, t, p, d, dv, scale):
+    """(a): all T packed query rows over the shared prefix [1, Hkv, P, D]."""
+    return _PREFIX.format(hq=hq, hkv=hkv, t=t, p=p, d=d, dv=dv, ty=dtype,
+                          scale=scale)
+
+
+def suffix_ir(dtype, hq, hkv, t, b, s, d, dv, scale, causal=True):
+    """(b): each sequence's rows over its own suffix (a ragged batch)."""
+    return _SUFFIX.format(hq=hq, hkv=hkv, t=t, b=b, b1=b + 1, s=s, d=d, dv=dv,
+                          ty=dtype, scale=scale,
+                          causal=" causal" if causal else "")
+
+
+def cascade_ir(dtype, hq, hkv, t, p, b, s, d, dv, scale, causal=True):
+    """The kvattn.cascade op itself (the CPU path compiles it whole:
+    -kvattn-expand-cascade, then the two attentions and the merge)."""
+    return _CASCADE.format(hq=hq, hkv=hkv, t=t, p=p, b=b, b1=b + 1, s=s, d=d,
+                           dv=dv, ty=dtype, scale=scale,
+                           causal=" causal" if causal else "")
+
+
+def merge_state(out_a, lse_a, out_b, lse_b):
+    """kvattn.merge of two states [1, Hq, T, Dv] / [1, Hq, T] (f32, natural
+    log LSE) on the CPU JIT path: (out, lse) over both key sets."""
+    np = _np()
+    out_a, out_b = (np.asarray(x, np.float32) for x in (out_a, out_b))
+    lse_a, lse_b = (np.asarray(x, np.float32) for x in (lse_a, lse_b))
+    if out_a.shape != out_b.shape or lse_a.shape != lse_b.shape or \
+            out_a.ndim != 4 or out_a.shape[:3] != lse_a.shape or \
+            out_a.shape[0] != 1:
+        raise KVAttnValueError(
+            f"merge_state takes two states out [1, Hq, T, Dv], lse [1, Hq, "
+            f"T] of the same shapes, got {out_a.shape}/{lse_a.shape} and "
+            f"{out_b.shape}/{lse_b.shape}")
+    _, hq, t, dv = out_a.shape
+    program = _program(("merge", hq, t, dv), lambda: _compile(
+        _MERGE.format(hq=hq, t=t, dv=dv)))
+    return program.run(np.stack([out_a, out_b]), np.stack([lse_a, lse_b]))
+
+
+_programs = {}
+
+
+def _program(key, build):
+    if key not in _programs:
+        _programs[key] = build()
+    return _programs[key]
+
+
+def cascade_attention(query, q_start, prefix_key, prefix_value, suffix_key,
+                      suffix_value, suffix_len, causal=True, window=None,
+                      scale=None, target="cpu", runtime=None):
+    """Shared-prefix attention (module docstring). query [1, Hq, T, D]
+    (packed rows of B sequences, q_start [B + 1]); prefix K/V [1, Hkv, P,
+    D|Dv] shared by all; suffix K/V [B, Hkv, S, D|Dv] with suffix_len [B]
+    valid keys each (>= the sequence's rows). f32 NumPy arrays, or bf16 as
+    uint16 bit patterns (kvattn.to_bf16), or f16. target "cpu" (the
+    kvattn.cascade op compiled whole) or "gpu" (runtime: an emulated or
+    real one; the two attentions as GPU programs, the merge on the CPU).
+    Returns (out [1, Hq, T, Dv] f32, lse [1, Hq, T] f32, natural log);
+    16-bit inputs give parts rounded to their type before the merge (as the
+    attentions write them)."""
+    np = _np()
+    if window is not None:
+        raise KVAttnValueError(
+            "cascade_attention: a window would cut the shared prefix per "
+            "row (it is no longer one mask-free attention for all rows); "
+            "run plain attention over prefix + suffix with the window")
+    q, pk, pv, sk, sv = (np.asarray(x) for x in (query, prefix_key,
+                                                 prefix_value, suffix_key,
+                                                 suffix_value))
+    dtypes = {x.dtype.name for x in (q, pk, pv, sk, sv)}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in _TYPES:
+        raise KVAttnValueError(
+            f"cascade_attention: query and K/V share one dtype of "
+            f"{sorted(_TYPES)} (uint16: bf16 bits), got {sorted(dtypes)}")
+    ty = _TYPES[q.dtype.name]
+    if q.ndim != 4 or q.shape[0] != 1:
+        raise KVAttnValueError(f"query must be [1, Hq, T, D] (packed rows), "
+                               f"got {q.shape}")
+    _, hq, t, d = q.shape
+    if pk.ndim != 4 or pk.shape[0] != 1 or pk.shape[3] != d or \
+            pv.shape[:3] != pk.shape[:3]:
+        raise KVAttnValueError(f"prefix key/value must be [1, Hkv, P, D|Dv] "
+                               f"with D = {d}, got {pk.shape}, {pv.shape}")
+    _, hkv, p, _ = pk.shape
+    dv = pv.shape[3]
+    qs = np.asarray(q_start, np.int64)
+    lens = np.asarray(suffix_len, np.int64)
+    b = len(qs) - 1
+    if sk.ndim != 4 or sk.shape[:2] != (b, hkv) or sk.shape[3] != d or \
+            sv.shape[:3] != sk.shape[:3] or sv.shape[3] != dv:
+        raise KVAttnValueError(
+            f"suffix key/value must be [B = {b}, Hkv = {hkv}, S, D|Dv], got "
+            f"{sk.shape}, {sv.shape}")
+    if lens.shape != (b,):
+        raise KVAttnValueError(f"suffix_len must have B = {b} entries, got "
+                               f"{lens.shape}")
+    rows = np.diff(qs)
+    short = np.nonzero(lens < rows)[0]
+    if short.size:
+        i = int(short[0])
+        raise KVAttnValueError(
+            f"suffix_len[{i}] = {lens[i]} is below the {rows[i]} query "
+            f"row(s) of sequence {i}: the queries are the last tokens of "
+            "the suffix, so the prefix lies before every query (batch "
+            f"{i})")
+    s = sk.shape[2]
+    scale = float(scale) if scale is not None else 1.0 / float(np.sqrt(d))
+    qo = lens - rows  # the rows are the last tokens of each suffix
+    if target == "cpu":
+        # kvattn.cascade compiled whole by kvattn-to-cpu.
+        whole = _program(("cascade", ty, hq, hkv, t, p, b, s, d, dv, scale,
+                          causal),
+                         lambda: _compile(cascade_ir(ty, hq, hkv, t, p, b, s,
+                                                     d, dv, scale, causal)))
+        out, lse = whole.run(q, pk, pv, sk, sv, qs, qo, lens)
+        from . import from_bf16
+        return (from_bf16(out) if ty == "bf16" else
+                np.asarray(out, np.float32)), lse
+    # A GPU target: kvattn-to-ptx has no standalone merge kernel yet, so the
+    # two attentions run as GPU programs and kvattn.merge on the CPU.
+    options = {"runtime": runtime}
+    pre = _program(("prefix", ty, hq, hkv, t, p, d, dv, scale, target,
+                    id(runtime)),
+                   lambda: _compile(prefix_ir(ty, hq, hkv, t, p, d, dv,
+                                              scale), target=target,
+                                    **options))
+    suf = _program(("suffix", ty, hq, hkv, t, b, s, d, dv, scale, causal,
+                    target, id(runtime)),
+                   lambda: _compile(suffix_ir(ty, hq, hkv, t, b, s, d, dv,
+                                              scale, causal), target=target,
+                                    **options))
+    o1, l1 = pre.run(query=q, key=pk, value=pv)
+    o2, l2 = suf.run(query=q, key=sk, value=sv, q_start=qs, q_offset=qo,
+                     kv_len=lens)
+    # The parts in f32 for the merge (a 16-bit part is widened exactly; the
+    # attentions write out in the query's type).
+    from . import from_bf16
+    o1, o2 = ((from_bf16(o) if ty == "bf16" else np.asarray(o, np.float32))
+              for o in (o1, o2))
+    if p == 0:  # no prefix: its state is the empty one
+        o1, l1 = np.zeros_like(o1), np.full_like(l1, -np.inf)
+    return merge_state(o1, l1, o2, l2)
+
+
+__all__ = ["cascade_attention", "cascade_ir", "merge_state", "prefix_ir",
+           "suffix_ir",
+           "KVAttnError"]

@@ -1,0 +1,131 @@
+"""Shared-prefix (cascade) attention (kvattn.cascade): the prefix attended
+once for all sequences' rows, each suffix on its own, merged by LSE, against
+a NumPy float64 reference of plain attention over prefix + suffix; a dropped
+prefix or a wrong merge fails the comparison (asserted next to it)."""
+import math
+
+import numpy as np
+import pytest
+
+import kvattn
+from conftest import distinct
+from kvattn import cascade
+
+
+def reference(q, q_start, pk, pv, sk, sv, lens, causal=True):
+    """float64 plain attention of each sequence's rows over prefix + its
+    suffix, rows at positions P + lens[b] - L_b + i."""
+    q, pk, pv, sk, sv = (np.asarray(x, np.float64) for x in (q, pk, pv, sk,
+                                                             sv))
+    _, hq, t, d = q.shape
+    hkv, p = pk.shape[1], pk.shape[2]
+    out = np.zeros((1, hq, t, pv.shape[3]))
+    lse = np.full((1, hq, t), -np.inf)
+    for b in range(len(q_start) - 1):
+        lo, hi = q_start[b], q_start[b + 1]
+        n = p + lens[b]
+        for h in range(hq):
+            g = h // (hq // hkv)
+            k = np.concatenate([pk[0, g], sk[b, g, :lens[b]]])
+            v = np.concatenate([pv[0, g], sv[b, g, :lens[b]]])
+            for i in range(hi - lo):
+                qp = n - (hi - lo) + i
+                keys = np.arange(n) if not causal else np.arange(qp + 1)
+                s = k[keys] @ q[0, h, lo + i] / math.sqrt(d)
+                m = s.max()
+                w = np.exp(s - m)
+                out[0, h, lo + i] = w @ v[keys] / w.sum()
+                lse[0, h, lo + i] = m + math.log(w.sum())
+    return out, lse
+
+
+def case(lens, rows, p=64, hq=4, hkv=2, d=16, s=None, seed=0):
+    s = s or max(lens)
+    b = len(lens)
+    q_start = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+    t = int(q_start[-1])
+    q = distinct((1, hq, t, d), seed + 1)
+    pk = distinct((1, hkv, p, d), seed + 2)
+    pv = distinct((1, hkv, p, d), seed + 3)
+    sk = distinct((b, hkv, s, d), seed + 4)
+    sv = distinct((b, hkv, s, d), seed + 5)
+    want = reference(q, q_start, pk, pv, sk, sv, lens)
+    for i, n in enumerate(lens):  # the unowned suffix slots
+        sk[i, :, n:] = np.nan
+        sv[i, :, n:] = np.inf
+    return (q, q_start, pk, pv, sk, sv, np.asarray(lens, np.int64)), want
+
+
+def test_cascade_cpu_issue_case():
+    """The issue's case: a 4096-token prefix shared by 16 sequences with
+    suffixes of 1 ... 300 (decode rows and a few appends)."""
+    lens = [1, 20, 40, 60, 80, 100, 120, 140, 160, 180, 200, 220, 240, 260,
+            280, 300]
+    rows = [1, 1, 3, 1, 1, 5, 1, 1, 2, 1, 1, 1, 4, 1, 1, 1]
+    args, (want, want_lse) = case(lens, rows, p=4096, hq=4, hkv=2, d=32)
+    out, lse = cascade.cascade_attention(*args)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
+    # The prefix matters: attention over the suffixes alone is far off.
+    q, qs, pk, pv, sk, sv, n = args
+    alone, _ = reference(q, qs, pk[:, :, :0], pv[:, :, :0],
+                         np.nan_to_num(sk), np.nan_to_num(sv), n)
+    assert np.abs(alone - want).max() > 0.1
+
+
+def test_cascade_merge_is_the_lse_merge():
+    """A wrong merge (averaging the parts, or taking the larger part) is far
+    from the result; the empty part (0, -inf) is the identity."""
+    args, (want, _) = case([5, 9, 30], [1, 2, 4], p=48)
+    out, lse = cascade.cascade_attention(*args)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    pre = kvattn.compile(cascade.prefix_ir("f32", 4, 2, 7, 48, 16, 16,
+                                           0.25))
+    o1, l1 = pre.run(args[0], args[2], args[3])
+    mean = 0.5 * (o1 + out)
+    assert np.abs(mean - want).max() > 0.05
+    empty = np.full_like(l1, -np.inf)
+    same, same_lse = cascade.merge_state(o1, l1, np.zeros_like(o1), empty)
+    np.testing.assert_array_equal(same, o1)
+    np.testing.assert_array_equal(same_lse, l1)
+    none, none_lse = cascade.merge_state(np.zeros_like(o1), empty,
+                                         np.zeros_like(o1), empty)
+    assert not np.isnan(none).any() and (none == 0).all()
+    assert (none_lse == -np.inf).all()
+
+
+def test_cascade_emulated_gpu(emulated_runtime):
+    """The two attentions on the emulated GPU (f32 scalar lowering, then
+    bf16 tensor cores): a smaller prefix (1024) than the CPU case, for the
+    emulator's time."""
+    lens = [1, 7, 33, 120, 300]
+    rows = [1, 1, 2, 1, 3]
+    args, (want, want_lse) = case(lens, rows, p=1024, hq=4, hkv=2, d=32)
+    out, lse = cascade.cascade_attention(*args, target="gpu",
+                                         runtime=emulated_runtime)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
+    q, qs, pk, pv, sk, sv, n = args
+    bq, bpk, bpv, bsk, bsv = (kvattn.to_bf16(x) for x in (q, pk, pv, sk, sv))
+    wide = [np.nan_to_num(kvattn.from_bf16(x), nan=0.0, posinf=0.0)
+            for x in (bq, bpk, bpv, bsk, bsv)]
+    want16, _ = reference(wide[0], qs, wide[1], wide[2], wide[3], wide[4], n)
+    out16, _ = cascade.cascade_attention(bq, qs, bpk, bpv, bsk, bsv, n,
+                                         target="gpu",
+                                         runtime=emulated_runtime)
+    np.testing.assert_allclose(out16, want16, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(window=8), r"a window would cut the shared prefix"),
+    (dict(suffix_len=[5, 1, 30]),
+     r"suffix_len\[1\] = 1 is below the 2 query row\(s\) of sequence 1"),
+])
+def test_cascade_errors(change, message):
+    args, _ = case([5, 9, 30], [1, 2, 4], p=16)
+    names = ("query", "q_start", "prefix_key", "prefix_value", "suffix_key",
+             "suffix_value", "suffix_len")
+    kwargs = dict(zip(names, args))
+    kwargs.update(change)
+    with pytest.raises(kvattn.KVAttnValueError, match=message):
+        cascade.cascade_attention(**kwargs)
