@@ -293,11 +293,9 @@ def test_query_rotated_on_the_emulated_gpu(emulated_runtime, case):
 
 
 def kvattn_run():
-    """The kvattn-run next to the library under test (build/bin), or
-    None."""
-    lib = os.environ.get("KVATTN_LIBRARY")
-    if not lib:
-        return None
+    """The kvattn-run next to the library under test (build/lib ->
+    build/bin, or an install's lib -> bin), or None."""
+    lib = kvattn.library().path
     path = os.path.join(os.path.dirname(os.path.abspath(lib)), "..", "bin",
                         "kvattn-run")
     return path if os.path.exists(path) else None
@@ -314,7 +312,7 @@ def test_append_rotates_the_keys_on_the_emulated_gpu(tmp_path, dtype,
     # each op as its kernels, the cache staying on the device).
     tool = kvattn_run()
     if tool is None:
-        pytest.skip("no kvattn-run next to KVATTN_LIBRARY")
+        pytest.skip("no kvattn-run next to the kvattn library")
     b, hq, hkv, l, c, d, r = 2, 4, 2, 3, 2100, 32, 24
     pos = np.array([2040, 1500], np.int32)
     kvl = pos + l
