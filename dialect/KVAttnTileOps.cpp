@@ -123,6 +123,9 @@ LogicalResult TileMaskOp::verify() {
     return emitOpError() << "causal and window masks need positions";
   if (getAlibiSlopes() && !offsets && !getQPos())
     return emitOpError() << "an ALiBi bias needs positions";
+  if (static_cast<bool>(getAlibiSlopes()) != static_cast<bool>(getAlibiRef()))
+    return emitOpError() << "alibi takes the slopes and the reference "
+                            "distance";
   if (getTreeParents() && (!getTreeRow0() || !getTreeDraftBase()))
     return emitOpError() << "tree takes the parents, the sequence's first "
                             "row and the first draft key";
@@ -162,6 +165,9 @@ LogicalResult TileStoreOp::verify() {
       failed(checkMatch(*this, "value head dim Dv", getAcc(), "acc", 1,
                         getOut(), "out", 3)))
     return failure();
+  if (static_cast<bool>(getAlibiSlopes()) != static_cast<bool>(getAlibiRef()))
+    return emitOpError() << "alibi takes the slopes and the reference "
+                            "distance";
   return success();
 }
 
@@ -178,6 +184,9 @@ LogicalResult TileMergeOp::verify() {
         failed(checkMatch(*this, names[d], getOut(), "out", d, getOutParts(),
                           "out_parts", d + 1)))
       return failure();
+  if (static_cast<bool>(getAlibiSlopes()) != static_cast<bool>(getAlibiRef()))
+    return emitOpError() << "alibi takes the slopes and the reference "
+                            "distance";
   return success();
 }
 

@@ -130,9 +130,18 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
       `mask[batch, head, i, j]` is true (an i1 mask, broadcast);
     * a forbidden key's score becomes `-inf`; a float `mask` is added to the
       allowed scores instead (with the same broadcasting), and with
-      `alibi(%slopes)` (f32 `[Hq]`) the ALiBi bias
-      `-slopes[head'] * |qp - kp|` of the row's query head `head'` (this
-      needs positions; a program with ALiBi masks every block).
+      `alibi(%slopes, %ref)` (f32 `[Hq]`, an index `d >= 0`) the ALiBi
+      bias `-slopes[head'] * |qp - kp|` of the row's query head `head'`
+      (this needs positions; a program with ALiBi masks every block),
+      **relative to `d`**: softmax is invariant to a per-row constant, so
+      the score receives `-slopes[head'] * f32(|qp - kp| - d)`, the
+      difference taken exactly in integers, and `tile.store` / `tile.merge`
+      given the same `alibi(%slopes, %ref)` add the constant
+      `-slopes[head'] * d` (in f64) back into the lse. `d` is the batch's
+      (kvattn-tile: the distance of its first query's position to the range
+      of its first and last keys' positions), the same in every block,
+      program and split-KV chunk of the batch, so that the f32 argument
+      stays small and exact (a query near 2^62 over keys near 0).
 
     With `group = G` (GQA packing, see `tile.load_q`) row `r` is query row
     `i = (q_start + r) / G` of head `head + (q_start + r) % G`; in the offset
@@ -160,6 +169,7 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
     UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
     OptionalAttr<I64Attr>:$group, OptionalAttr<I64Attr>:$window_right,
     Optional<MemRefRankOf<[F32], [1]>>:$alibi_slopes,
+    Optional<Index>:$alibi_ref,
     Optional<MemRefRankOf<[I32, I64], [1]>>:$tree_parents,
     Optional<Index>:$tree_row0, Optional<Index>:$tree_draft_base);
   let assemblyFormat = [{
@@ -169,7 +179,8 @@ def KVAttn_TileMaskOp : KVAttn_Op<"tile.mask", [AttrSizedOperandSegments]> {
     (`positions` `(` $q_pos^ `,` $k_pos `:` type($q_pos) `,` type($k_pos) `)`)?
     (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
     (`mask` `(` $mask^ `:` type($mask) `)`)?
-    (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    (`alibi` `(` $alibi_slopes^ `,` $alibi_ref `:` type($alibi_slopes)
+      `)`)?
     (`tree` `(` $tree_parents^ `,` $tree_row0 `,` $tree_draft_base `:`
       type($tree_parents) `)`)?
     (`causal` $causal^)? (`window` `=` $window^)?
@@ -258,6 +269,16 @@ def KVAttn_TileStoreOp : KVAttn_Op<"tile.store", [AttrSizedOperandSegments]> {
     `out = acc[r, :] * exp(max[r] - m) / sum'` and `lse = m + log(sum')`;
     a row without allowed keys gets `out = 0`, `lse = z` (`-inf` only when
     `z = -inf` too).
+
+    With `alibi(%slopes, %ref)` (ALiBi, see `tile.mask`: the state's
+    scores are relative to the row's constant
+    `c = -slopes[head'] * ref`, in f64) the row's keys have
+    `lse_keys = max[r] + log(sum[r]) + c` (`-inf` without allowed keys),
+    the sink joins as `z - c` in the normalisation of `out`, and
+    `lse = hi + log(1 + exp(lo - hi))` for `hi`, `lo` the larger and the
+    smaller of `z` and `lse_keys` (so that a large `c` does not round the
+    sink's own logit away). A split-KV chunk (no sinks) stores its raw,
+    relative state without it; `tile.merge` adds it.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Row, "", [MemRead]>:$max,
@@ -267,11 +288,15 @@ def KVAttn_TileStoreOp : KVAttn_Op<"tile.store", [AttrSizedOperandSegments]> {
     Arg<Optional<MemRefRankOf<[F32], [3]>>, "", [MemWrite]>:$lse,
     Index:$batch, Index:$head, Index:$start, Index:$rows,
     OptionalAttr<I64Attr>:$group,
-    Arg<Optional<MemRefRankOf<[F32], [1]>>, "", [MemRead]>:$sinks);
+    Arg<Optional<MemRefRankOf<[F32], [1]>>, "", [MemRead]>:$sinks,
+    Arg<Optional<MemRefRankOf<[F32], [1]>>, "", [MemRead]>:$alibi_slopes,
+    Optional<Index>:$alibi_ref);
   let assemblyFormat = [{
     `state` `(` $max `,` $sum `,` $acc `)` `into` $out
     (`lse` `(` $lse^ `:` type($lse) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`alibi` `(` $alibi_slopes^ `,` $alibi_ref `:` type($alibi_slopes)
+      `)`)?
     `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)`
     (`group` `=` $group^)? attr-dict
     `:` type($max) `,` type($sum) `,` type($acc) `,` type($out)
@@ -295,6 +320,12 @@ def KVAttn_TileMergeOp : KVAttn_Op<"tile.merge", [AttrSizedOperandSegments]> {
     as one more part with `lse = sinks[head]` and a zero output (the parts
     are the chunks' raw states, without it): a row whose parts are all
     empty gets `out = 0`, `lse = sinks[head]`.
+
+    With `alibi(%slopes, %ref)` the parts are the chunks' relative states
+    (see `tile.mask`, `tile.store`): they merge as they are, the sink joins
+    as `sinks[head] - c` for the output's weights
+    (`c = -slopes[head] * ref`, f64) and the lse is that of `tile.store`,
+    from `z` and the merged parts' lse plus `c`.
   }];
   let arguments = (ins
     Arg<MemRefRankOf<[F32], [5]>, "", [MemRead]>:$out_parts,
@@ -302,11 +333,15 @@ def KVAttn_TileMergeOp : KVAttn_Op<"tile.merge", [AttrSizedOperandSegments]> {
     Arg<KVAttn_GlobalTensor, "", [MemWrite]>:$out,
     Arg<Optional<MemRefRankOf<[F32], [3]>>, "", [MemWrite]>:$lse,
     Index:$batch, Index:$head, Index:$start, Index:$rows,
-    Arg<Optional<MemRefRankOf<[F32], [1]>>, "", [MemRead]>:$sinks);
+    Arg<Optional<MemRefRankOf<[F32], [1]>>, "", [MemRead]>:$sinks,
+    Arg<Optional<MemRefRankOf<[F32], [1]>>, "", [MemRead]>:$alibi_slopes,
+    Optional<Index>:$alibi_ref);
   let assemblyFormat = [{
     $out_parts `,` $lse_parts `[` $batch `,` $head `,` $start `]`
     `rows` `(` $rows `)` `into` $out (`lse` `(` $lse^ `:` type($lse) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`alibi` `(` $alibi_slopes^ `,` $alibi_ref `:` type($alibi_slopes)
+      `)`)?
     attr-dict `:` type($out_parts) `,` type($lse_parts) `,` type($out)
   }];
   let hasVerifier = 1;

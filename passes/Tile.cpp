@@ -112,8 +112,8 @@ struct IndexMath {
     return b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::sge, x, y);
   }
   /// Loads element `index` of a rank-1 integer buffer as an index.
-  Value loadIndex(Value buffer, Value index) {
-    Value v = memref::LoadOp::create(b, buffer, ValueRange{index});
+  Value loadIndex(Value buffer, ValueRange indices) {
+    Value v = memref::LoadOp::create(b, buffer, indices);
     return arith::IndexCastOp::create(b, b.getIndexType(), v);
   }
   /// A static dim folds to a constant; a dynamic one stays a memref.dim
@@ -244,6 +244,8 @@ struct ProgramRange {
   /// A tree: the sequence's first packed row, its rows L_b (unpacked) and
   /// its first draft key kv_len - L_b (null without a tree).
   Value treeRow0, treeRows, treeDraftBase;
+  /// ALiBi: the batch's reference distance (alibiReference; null without).
+  Value alibiRef;
   Value zero;
 };
 
@@ -364,6 +366,13 @@ private:
     s.numStages = blocks.numStages;
     s.splits = blocks.splits;
     s.runTimeSplit = blocks.runTimeSplit;
+    // ALiBi's constant joins in the merge from the batch of the merged rows;
+    // a ragged batch's merge rows are packed, of several sequences: no
+    // split there.
+    if (s.varlen && op.getAlibiSlopes()) {
+      s.splits = 1;
+      s.runTimeSplit = false;
+    }
     s.splitPerSm = blocks.splitPerSm;
     groupAttr =
         s.packed() ? rewriter.getI64IntegerAttr(s.group) : IntegerAttr();
@@ -475,6 +484,8 @@ private:
           pb.setInsertionPointToStart(body);
           IndexMath p{pb};
           ProgramRange r = programRange(pb, p, ivs);
+          if (buf.alibiSlopes)
+            r.alibiRef = alibiReference(p, r.bIdx, r.kvLen);
           if (cfg.stats)
             emitStats(pb, p, r, ivs);
           emitProgramBody(pb, p, r, ivs);
@@ -673,6 +684,31 @@ private:
       r.kvBatch =
           p.min(p.max(p.loadIndex(buf.cacheBatchIdx, r.bIdx), p.c(0)), last);
     }
+  }
+
+  /// ALiBi's reference distance of batch `b` (tile.mask): the distance of
+  /// its first query's position (q_offset[b], or q_pos[b, 0]) to the range
+  /// of its first and last keys' positions (k_offset[b] .. k_offset[b] +
+  /// kv_len - 1, or k_pos[b, 0] and k_pos[b, kv_len - 1]); 0 when the query
+  /// lies inside it. Every program, chunk and merge of the batch computes
+  /// the same one.
+  Value alibiReference(IndexMath &p, Value b, Value kvLen) {
+    Value zero = p.c(0);
+    Value last = p.max(p.sub(kvLen, p.c(1)), zero);
+    Value qRef, kLo, kHi;
+    if (s.offsetForm) {
+      qRef = p.loadIndex(buf.qOffset, b);
+      kLo = buf.kOffset ? p.loadIndex(buf.kOffset, b) : zero;
+      kHi = p.add(kLo, last);
+    } else {
+      qRef = p.loadIndex(buf.qPos, ValueRange{b, zero});
+      // (kv_len <= S, and S >= 1 whenever a program runs.)
+      Value first = p.loadIndex(buf.kPos, ValueRange{b, zero});
+      Value end = p.loadIndex(buf.kPos, ValueRange{b, last});
+      kLo = p.min(first, end);
+      kHi = p.max(first, end);
+    }
+    return p.max(p.max(p.sub(kLo, qRef), p.sub(qRef, kHi)), zero);
   }
 
   /// The row of K/V where the batch's key `kStart` lives.
@@ -879,7 +915,8 @@ private:
                 groupAttr,
                 s.windowRight ? fb.getI64IntegerAttr(*s.windowRight)
                               : IntegerAttr(),
-                buf.alibiSlopes, buf.treeParents, r.treeRow0, r.treeDraftBase);
+                buf.alibiSlopes, r.alibiRef, buf.treeParents, r.treeRow0,
+                r.treeDraftBase);
           }
           // The full-block test goes with the update: a target may multiply
           // every value of a full block without testing its probability
@@ -899,7 +936,7 @@ private:
     if (s.splits <= 1) {
       TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, buf.out, buf.lse,
                           r.qBatch, r.head, r.qRowStart, r.rows, groupAttr,
-                          buf.sinks);
+                          buf.sinks, buf.alibiSlopes, r.alibiRef);
       return;
     }
     auto part = [&](Value parts) {
@@ -916,11 +953,13 @@ private:
                                        offsets, sizes, strides)
           .getResult();
     };
-    // The chunks' raw states: a sink joins once, in the merge.
+    // The chunks' raw states: a sink joins once, in the merge, and so does
+    // ALiBi's constant (the parts stay relative to it).
     auto storeParts = [&] {
       TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, part(outParts),
                           part(lseParts), r.bIdx, r.head, r.qStart, r.rows,
-                          groupAttr, /*sinks=*/Value());
+                          groupAttr, /*sinks=*/Value(),
+                          /*alibi_slopes=*/Value(), /*alibi_ref=*/Value());
     };
     if (!s.runTimeSplit) {
       storeParts();
@@ -938,7 +977,7 @@ private:
     pb.setInsertionPointToStart(ifSingle.thenBlock());
     TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, buf.out, buf.lse,
                         r.qBatch, r.head, r.qRowStart, r.rows, groupAttr,
-                        buf.sinks);
+                        buf.sinks, buf.alibiSlopes, r.alibiRef);
     pb.setInsertionPointToStart(ifSingle.elseBlock());
     storeParts();
   }
@@ -992,8 +1031,21 @@ private:
           Value head = pb.createOrFold<arith::RemUIOp>(ivs[0], qHeads);
           Value qStart = p.mul(ivs[1], p.c(s.bm));
           Value rows = p.min(p.c(s.bm), p.sub(qLen, qStart));
+          // ALiBi: the batch's reference distance, as its programs had it.
+          Value alibiRef;
+          if (buf.alibiSlopes) {
+            ProgramRange r;
+            r.bIdx = bIdx;
+            Value kLen = s.paged
+                             ? p.mul(p.dim(buf.blockTable, 1), p.dim(buf.k, 1))
+                             : p.dim(buf.k, 2);
+            r.kvLen = buf.kvLen ? p.loadIndex(buf.kvLen, bIdx) : kLen;
+            keyRows(p, r, kLen);
+            alibiRef = alibiReference(p, bIdx, r.kvLen);
+          }
           TileMergeOp::create(pb, outParts, lseParts, buf.out, buf.lse, bIdx,
-                              head, qStart, rows, buf.sinks);
+                              head, qStart, rows, buf.sinks, buf.alibiSlopes,
+                              alibiRef);
           scf::InParallelOp::create(pb);
         });
     setTileConfig(merge, tileConfig(b, 1, 1, KernelKind::merge));

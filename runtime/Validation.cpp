@@ -70,6 +70,9 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
                  : std::vector<std::string>{"B", "Hkv", "S", ""};
   if (role == "pos")
     return {"B"};
+  // RoPE's record of a plain cache (an append with rope_pos writes it).
+  if (role == "k_rope_pos")
+    return {"B", "S"};
   // The status word of device validation: i64[16], static.
   if (role == "status")
     return {""};

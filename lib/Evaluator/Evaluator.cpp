@@ -499,9 +499,6 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
   HostTensor result;
   const HostTensor &pos = tensor(op.getPos());
   const HostTensor &update = tensor(op.getUpdate());
-  if (executor && op.getRopeAttr())
-    return fail(op, "kvattn.append with rope has no GPU kernel yet: run it "
-                    "on the CPU (kvattn-run --target=cpu)");
   if (executor) {
     // The cache write runs where attention does (its run-time values were
     // validated before: validateFunction, and the runtime before a launch).
@@ -515,13 +512,31 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
     if (!op.isPaged())
       for (int64_t b = 0; b < pos.numElements(); ++b)
         logical.push_back(pos.getInt(b) + update.dim(2));
+    // With RoPE and a record: the record, written in place too.
+    if (Value recordValue = op.getRopePosResult())
+      set(recordValue, std::move(results[1]));
     set(op.getResult(), std::move(results[0]), std::move(logical));
     return Status::ok();
   }
   if (Value table = op.getBlockTable()) {
     // Paged: the pages have no per-sequence length of their own (attention
     // reads them through the table and kv_len), so no logical length.
-    Status s = reference::appendPaged(tensor(op.getCache()), update, pos,
+    // RoPE: the update rotated at pos[b] + t first, cast to the cache's
+    // type (as -kvattn-lower-append and the GPU's append kernel do; this
+    // path used to write the keys unrotated).
+    HostTensor rotated;
+    const HostTensor *written = &update;
+    if (mlir::kvattn::RopeAttr rope = op.getRopeAttr()) {
+      const HostTensor &cache = tensor(op.getCache());
+      if (Status s = reference::rotate(
+              update, toReferenceRope(rope),
+              [&](int64_t b, int64_t t) { return pos.getInt(b) + t; },
+              cache.elementType(), rotated);
+          s.isError())
+        return fail(op, s.message());
+      written = &rotated;
+    }
+    Status s = reference::appendPaged(tensor(op.getCache()), *written, pos,
                                       tensor(table), result);
     if (s.isError())
       return fail(op, s.message());

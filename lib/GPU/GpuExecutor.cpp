@@ -60,7 +60,14 @@ std::vector<std::string> appendRoles(mlir::kvattn::AppendOp op) {
   std::vector<std::string> roles = {"update", "cache", "pos"};
   if (op.isPaged())
     roles.push_back("block_table");
+  if (op.getRopePos()) // RoPE: the record, written in place like the cache
+    roles.push_back("k_rope_pos");
   return roles;
+}
+
+/// The operands an append writes in place: the cache and its RoPE record.
+bool isWrittenInPlace(const std::string &role) {
+  return role == "cache" || role == "k_rope_pos";
 }
 
 /// A module with one function that applies a copy of `op` (a
@@ -119,15 +126,20 @@ singleAppendModule(mlir::kvattn::AppendOp op,
     Type elt = cast<ShapedType>(value.getType()).getElementType();
     argTypes.push_back(RankedTensorType::get(tensor->shape(), elt));
   }
+  // The results: the cache, and with RoPE the record (the last operand).
+  SmallVector<Type> resultTypes = {argTypes[1]};
+  if (op.getRopePos())
+    resultTypes.push_back(argTypes.back());
   auto func = func::FuncOp::create(b, op.getLoc(), "kvattn_gpu",
-                                   b.getFunctionType(argTypes, {argTypes[1]}));
+                                   b.getFunctionType(argTypes, resultTypes));
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
   IRMapping mapping;
   for (auto [value, arg] : llvm::zip(op->getOperands(), entry->getArguments()))
     mapping.map(value, arg);
   Operation *clone = b.clone(*op, mapping);
-  clone->getResult(0).setType(argTypes[1]);
+  for (auto [result, type] : llvm::zip(clone->getResults(), resultTypes))
+    result.setType(type);
   func::ReturnOp::create(b, op.getLoc(), clone->getResults());
   return module;
 }
@@ -313,19 +325,19 @@ Status GpuExecutor::run(Operation *op,
       continue;
     }
     rt::DevicePtr ptr = 0;
-    if (roles[i] == "cache" && residentOp && value.hasOneUse() &&
+    if (isWrittenInPlace(roles[i]) && residentOp && value.hasOneUse() &&
         values_.count(value.getAsOpaquePointer())) {
       // In place: the append consumes the cache's buffer, which from now
       // on holds its result.
       ptr = values_[value.getAsOpaquePointer()];
       values_.erase(value.getAsOpaquePointer());
-    } else if (roles[i] == "cache" && residentOp && value.hasOneUse()) {
+    } else if (isWrittenInPlace(roles[i]) && residentOp && value.hasOneUse()) {
       // First use of a value with no other use (a function argument): its
       // uploaded buffer is written in place.
       s = allocate(t.byteSize(), ptr);
       if (s.isOk())
         s = runtime_->copyToDevice(ptr, t.data(), t.byteSize());
-    } else if (roles[i] == "cache") {
+    } else if (isWrittenInPlace(roles[i])) {
       // The cache value is used again: write a copy of it, on the stream
       // (a resident value) or from the host.
       s = allocate(t.byteSize(), ptr);
@@ -351,6 +363,11 @@ Status GpuExecutor::run(Operation *op,
   if (append) {
     results.emplace_back(operands[1]->elementType(), operands[1]->shape());
     outputs = {"cache"};
+    if (append.getRopePos()) {
+      results.emplace_back(operands.back()->elementType(),
+                           operands.back()->shape());
+      outputs.push_back("k_rope_pos");
+    }
   } else {
     const auto &q = shapeOf("query"), &v = shapeOf("value");
     std::optional<ElementType> outType =

@@ -155,8 +155,13 @@ struct Core {
   std::optional<double> softcap;
   const HostTensor *mask; // may be null
   std::function<bool(int64_t b, int64_t h, int64_t i, int64_t j)> allowed;
-  /// An additive bias (ALiBi) of an allowed key, or null.
-  std::function<double(int64_t b, int64_t h, int64_t i, int64_t j)> bias;
+  /// ALiBi: the slopes [Hq] and the integer distance |qp - kp| of an
+  /// allowed key, or null. The bias -slope * distance is applied relative to
+  /// the row's nearest allowed key (exact in double, whatever the
+  /// positions), and the constant -slope * (its distance) goes back into
+  /// the lse; a sink joins relative to the same constant.
+  const HostTensor *alibiSlopes = nullptr;
+  std::function<int64_t(int64_t b, int64_t i, int64_t j)> alibiDistance;
   /// Attention sinks [Hq] (a logit in every row's denominator), or null.
   const HostTensor *sinks = nullptr;
   /// A ragged batch: the sequence of each packed row, and each sequence's
@@ -197,7 +202,7 @@ struct Core {
     const int64_t group = dims.hq / dims.hkv;
     const double negInf = -std::numeric_limits<double>::infinity();
     const bool additive = mask && isFloatType(mask->elementType());
-    std::vector<int64_t> keys;
+    std::vector<int64_t> keys, distances;
     std::vector<double> scores;
     for (int64_t row = begin; row < end; ++row) {
       const int64_t i = row % dims.l, h = row / dims.l % dims.hq,
@@ -211,6 +216,7 @@ struct Core {
         {
           keys.clear();
           scores.clear();
+          distances.clear();
           for (int64_t j = 0; j < dims.s; ++j) {
             if (!allowed(kb, h, il, j))
               continue;
@@ -231,15 +237,31 @@ struct Core {
               if (s == negInf)
                 continue; // A -inf bias excludes the key.
             }
-            if (bias)
-              s += bias(kb, h, il, j);
+            if (alibiDistance)
+              distances.push_back(alibiDistance(kb, il, j));
             keys.push_back(j);
             scores.push_back(s);
           }
 
           // A sink is one more logit in the denominator, with no value.
-          const std::optional<double> sink =
+          std::optional<double> sink =
               sinks ? std::optional<double>(sinks->getDouble(h)) : std::nullopt;
+          // ALiBi relative to the row's nearest allowed key: the integer
+          // differences are exact, so is every double below 2^53; the
+          // constant goes back into the lse (and the sink is taken relative
+          // to it for the output's weights).
+          std::optional<double> shift;
+          if (alibiDistance && !keys.empty()) {
+            const double slope = alibiSlopes->getDouble(h);
+            const int64_t nearest =
+                *std::min_element(distances.begin(), distances.end());
+            for (size_t n = 0; n < keys.size(); ++n)
+              scores[n] -= slope * static_cast<double>(distances[n] - nearest);
+            shift = -slope * static_cast<double>(nearest);
+          }
+          const std::optional<double> absoluteSink = sink;
+          if (sink && shift)
+            sink = *sink - *shift;
           if (keys.empty()) {
             // No allowed key: out = 0 (already zero), lse = -inf, or the
             // sink's logit (its own log-sum-exp).
@@ -264,8 +286,29 @@ struct Core {
           }
           for (int64_t x = 0; x < dims.dv; ++x)
             out.setDouble(row * dims.dv + x, acc[x] / sum);
-          if (lse)
+          if (lse && shift) {
+            // The keys' lse, absolute, log-added to the sink's own logit
+            // (not to sink - shift + shift, which a large shift rounds).
+            double keyPeak = scores[0];
+            for (double s : scores)
+              if (s > keyPeak || std::isnan(s))
+                keyPeak = s;
+            double keySum = 0.0;
+            for (double s : scores)
+              keySum += std::exp(s - keyPeak);
+            double total = keyPeak + std::log(keySum) + *shift;
+            if (absoluteSink) {
+              const double hi = std::max(total, *absoluteSink),
+                           lo = std::min(total, *absoluteSink);
+              total = std::isnan(total) || std::isnan(*absoluteSink)
+                          ? std::numeric_limits<double>::quiet_NaN()
+                      : hi == negInf ? negInf
+                                     : hi + std::log1p(std::exp(lo - hi));
+            }
+            lse->setDouble(row, total);
+          } else if (lse) {
             lse->setDouble(row, peak + std::log(sum));
+          }
         }
       }
     }
@@ -752,47 +795,13 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
               return true;
             }};
   core.sinks = ops.sinks;
-  if (ops.alibiSlopes)
-    core.bias = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
-      // The distance in integers (positions are at most 2^62, so it
-      // fits), then converted: exact where the positions as doubles are not.
-      const int64_t diff = queryPos(b, i) - keyPosFor(b, i, j, nullptr);
-      const double distance = static_cast<double>(diff < 0 ? -diff : diff);
-      return -ops.alibiSlopes->getDouble(h) * distance;
-    };
   if (ops.alibiSlopes) {
-    // The kernels compute the bias in f32 from the integer distance: exact
-    // up to 2^24. Farther apart (positions near 2^62 against keys near 0,
-    // say) every score would round to the bias and the answer would differ
-    // from this reference's: refused, per batch, from the positions' span.
-    constexpr int64_t kMaxAlibiDistance = int64_t(1) << 24;
-    for (int64_t b = 0; b < seq.b; ++b) {
-      const int64_t rows = ops.qStart ? qStart[b + 1] - qStart[b] : dims.l;
-      if (rows <= 0 || kvLen[b] <= 0)
-        continue;
-      int64_t qLo = std::numeric_limits<int64_t>::max(),
-              qHi = std::numeric_limits<int64_t>::min(),
-              kLo = std::numeric_limits<int64_t>::max(),
-              kHi = std::numeric_limits<int64_t>::min();
-      for (int64_t i = 0; i < rows; ++i) {
-        qLo = std::min(qLo, queryPos(b, i));
-        qHi = std::max(qHi, queryPos(b, i));
-      }
-      for (int64_t j = 0; j < kvLen[b]; ++j) {
-        const int64_t kp = keyPosFor(b, /*i=*/0, j, nullptr);
-        kLo = std::min(kLo, kp);
-        kHi = std::max(kHi, kp);
-      }
-      // Positions lie in [0, 2^62]: the differences fit.
-      const int64_t span = std::max(qHi - kLo, kHi - qLo);
-      if (span > kMaxAlibiDistance)
-        return Status::error(
-            "alibi_slopes: batch " + str(b) + "'s query positions " + str(qLo) +
-            " .. " + str(qHi) + " and key positions " + str(kLo) + " .. " +
-            str(kHi) + " are up to " + str(span) +
-            " apart; ALiBi's bias is computed in f32, exact for distances up "
-            "to 2^24 = 16777216");
-    }
+    core.alibiSlopes = ops.alibiSlopes;
+    core.alibiDistance = [&](int64_t b, int64_t i, int64_t j) {
+      // In integers: positions are at most 2^62, so the difference fits.
+      const int64_t diff = queryPos(b, i) - keyPosFor(b, i, j, nullptr);
+      return diff < 0 ? -diff : diff;
+    };
   }
   if (ops.qStart) {
     core.rowSequence = &rowSequence;

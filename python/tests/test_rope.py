@@ -10,6 +10,9 @@ against a NumPy float64 reference of the same formula (docs/semantics.md,
 Positions are in the thousands with offsets, so a position off by one
 changes the answer (asserted next to each comparison).
 """
+import os
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -159,7 +162,7 @@ def test_bf16_query_rounded_after_rotation():
         np.testing.assert_allclose(out, want, atol=2e-2, rtol=2e-2)
 
 
-def append_ir(shape, dtype, rope):
+def append_ir(shape, dtype, rope, check_record=True):
     """K written by kvattn.append with rope (and its record), V by a plain
     append, then attention that rotates its query and checks the record.
     Returns out, the rotated cache and the record."""
@@ -178,7 +181,9 @@ def append_ir(shape, dtype, rope):
         f"  %v = kvattn.append %vn into %vc at %pos : {new} into {cache}, "
         f"{off}\n"
         f"  %o = kvattn.attention %q, %k, %v q_offset(%pos : {off}) "
-        f"kv_len(%kl : {off}) k_rope_pos(%k_rec : {rec}) causal {rope}\n"
+        f"kv_len(%kl : {off}) "
+        + (f"k_rope_pos(%k_rec : {rec}) " if check_record else "")
+        + f"causal {rope}\n"
         f"      : {q}, {cache}, {cache} -> {q}\n"
         f"  return %o, %k, %k_rec : {q}, {cache}, {rec}\n}}\n")
 
@@ -287,11 +292,91 @@ def test_query_rotated_on_the_emulated_gpu(emulated_runtime, case):
     prog.close()
 
 
+def kvattn_run():
+    """The kvattn-run next to the library under test (build/lib ->
+    build/bin, or an install's lib -> bin), or None."""
+    lib = kvattn.library().path
+    path = os.path.join(os.path.dirname(os.path.abspath(lib)), "..", "bin",
+                        "kvattn-run")
+    return path if os.path.exists(path) else None
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_append_rotates_the_keys_on_the_emulated_gpu(tmp_path, dtype,
+                                                     interleaved):
+    # The GPU's cache write rotates the keys in f32 at pos[b] + t (the
+    # polynomial cos/sin), rounds them at the write and records their
+    # positions; the attention then rotates its query at the same positions
+    # (an append-then-attention function: kvattn-run's emulated GPU runs
+    # each op as its kernels, the cache staying on the device).
+    tool = kvattn_run()
+    if tool is None:
+        pytest.skip("no kvattn-run next to the kvattn library")
+    b, hq, hkv, l, c, d, r = 2, 4, 2, 3, 2100, 32, 24
+    pos = np.array([2040, 1500], np.int32)
+    kvl = pos + l
+    q = distinct((b, hq, l, d), 61)
+    kn = distinct((b, hkv, l, d), 62)
+    vn = distinct((b, hkv, l, d), 63)
+    kc = distinct((b, hkv, c, d), 64)
+    vc = distinct((b, hkv, c, d), 65)
+    slots = np.tile(np.arange(c), (b, 1))
+    kc = rotate(kc, slots, r, interleaved=interleaved).astype(np.float32)
+    rec = np.where(slots < pos[:, None], slots, -1).astype(np.int32)
+    rope = rope_attr(r, 10000.0, interleaved)
+    round_ = (lambda x: np.asarray(x, np.float64)) if dtype == "f32" else \
+        (lambda x: kvattn.from_bf16(kvattn.to_bf16(
+            np.asarray(x, np.float32))).astype(np.float64))
+    exact = [round_(x) for x in (q, kn, vn, kc, vc)]
+    ir = tmp_path / "append.mlir"
+    ir.write_text(append_ir((b, hq, hkv, l, c, d), dtype, rope,
+                            check_record=False))
+    cmd = [tool, str(ir), "--target=gpu-emu",
+           f"--dump-outputs={tmp_path}"]
+    for n, x in enumerate((q, kn, vn, kc, vc, pos, rec, kvl)):
+        np.save(tmp_path / f"in{n}.npy", x)
+        cmd.append(f"--input={n}={tmp_path / f'in{n}.npy'}")
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    out, k2, rec2 = (np.load(tmp_path / f"out{n}.npy") for n in range(3))
+    new_pos = pos[:, None] + np.arange(l)[None, :]
+    want_new = rotate(exact[1], new_pos, r, interleaved=interleaved)
+    got = np.asarray(k2, np.float64)
+    for i in range(b):
+        if dtype == "f32":
+            np.testing.assert_allclose(got[i, :, pos[i]:pos[i] + l],
+                                       want_new[i], rtol=1e-5, atol=1e-6)
+        else:  # rotated in f32, rounded to bf16 once at the write
+            np.testing.assert_allclose(got[i, :, pos[i]:pos[i] + l],
+                                       want_new[i], rtol=8e-3, atol=1e-3)
+        assert np.array_equal(rec2[i, pos[i]:pos[i] + l], new_pos[i])
+        assert np.array_equal(rec2[i, :pos[i]], rec[i, :pos[i]])
+        assert np.array_equal(rec2[i, pos[i] + l:], rec[i, pos[i] + l:])
+        # The old keys are untouched.
+        assert np.array_equal(got[i, :, :pos[i]], exact[3][i, :, :pos[i]])
+    # One position off would be another key.
+    off = rotate(exact[1], new_pos + 1, r, interleaved=interleaved)
+    assert np.abs(off - want_new).max() > 0.05
+    # The round trip: attention over the written cache, the query rotated
+    # at the same positions (rounded to bf16 after the rotation).
+    v_all = exact[4].copy()
+    for i in range(b):
+        v_all[i, :, pos[i]:pos[i] + l] = exact[2][i]
+    qr = rotate(exact[0], new_pos, r, interleaved=interleaved)
+    if dtype == "bf16":
+        qr = round_(qr)
+    want = attention(qr, got, v_all, new_pos, slots, kvl)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == "f32" else \
+        dict(rtol=2e-2, atol=3e-2)
+    np.testing.assert_allclose(np.asarray(out, np.float64), want, **tol)
+
+
 def test_gpu_refusals(emulated_runtime):
     # What the GPU path has no kernel for yet is refused, never dropped.
     b, hq, hkv, l, c, d = 1, 2, 1, 2, 64, 32
-    with pytest.raises(kvattn.KVAttnError, match="with rope has no GPU "
-                                                 "kernel yet"):
+    with pytest.raises(kvattn.KVAttnError, match="k_rope_pos is checked on "
+                                                 "the CPU path"):
         kvattn.compile(append_ir((b, hq, hkv, l, c, d), "f32",
                                  rope_attr(16)),
                        target="gpu", runtime=emulated_runtime)

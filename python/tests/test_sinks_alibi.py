@@ -275,6 +275,172 @@ def test_alibi_emulated_gpu(emulated_runtime):
             prog.close()
 
 
+# --- ALiBi at any distance ----------------------------------------------------
+
+def far_reference(q, k, v, qp, kp, kv_len, sinks=None, slopes=None):
+    """float64 (out, lse) of causal ALiBi attention with integer positions
+    qp [B, L], kp [B, S] as far apart as 2^62: the bias -m |qp - kp| is
+    taken relative to the row's nearest allowed key (exact integers, then
+    float64; softmax does not see a per-row constant) and the constant goes
+    back into the lse, log-added to the sink's logit."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    B, Hq, L, D = q.shape
+    Hkv, S = k.shape[1], k.shape[2]
+    out = np.zeros((B, Hq, L, v.shape[3]))
+    lse = np.full((B, Hq, L), -np.inf)
+    for b in range(B):
+        for h in range(Hq):
+            g = h // (Hq // Hkv)
+            s = q[b, h] @ k[b, g].T / math.sqrt(D)
+            for i in range(L):
+                seen = [j for j in range(kv_len[b])
+                        if int(kp[b][j]) <= int(qp[b][i])]
+                z = None if sinks is None else float(sinks[h])
+                if not seen:
+                    lse[b, h, i] = -np.inf if z is None else z
+                    continue
+                dist = np.array([int(qp[b][i]) - int(kp[b][j])
+                                 for j in seen])  # exact (int64)
+                near = int(dist.min())
+                shift = -float(slopes[h]) * near
+                logits = s[i][seen] - float(slopes[h]) * (dist - near)
+                m = logits.max() if z is None else \
+                    max(logits.max(), z - shift)
+                p = np.exp(logits - m)
+                total = p.sum() + (0.0 if z is None
+                                   else math.exp(z - shift - m))
+                out[b, h, i] = p @ v[b, g][seen] / total
+                m = logits.max()
+                p = np.exp(logits - m)
+                keys = m + math.log(p.sum()) + shift
+                lse[b, h, i] = keys if z is None else np.logaddexp(z, keys)
+    return out, lse
+
+
+def old_f32_alibi(q, k, v, qp, kp, kv_len, slopes):
+    """The former kernels' formula: the f32 score plus the f32 bias
+    -m * f32(|qp - kp|), then softmax (the out only)."""
+    B, Hq, L, D = q.shape
+    Hkv, S = k.shape[1], k.shape[2]
+    out = np.zeros((B, Hq, L, v.shape[3]))
+    for b in range(B):
+        for h in range(Hq):
+            g = h // (Hq // Hkv)
+            s = (q[b, h].astype(np.float32) @ k[b, g].T.astype(np.float32)
+                 / np.float32(math.sqrt(D))).astype(np.float32)
+            for i in range(L):
+                seen = [j for j in range(kv_len[b])
+                        if int(kp[b][j]) <= int(qp[b][i])]
+                dist = np.array([np.float32(int(qp[b][i]) - int(kp[b][j]))
+                                 for j in seen], np.float32)
+                x = (s[i][seen] + np.float32(-slopes[h]) * dist).astype(
+                    np.float64)
+                p = np.exp(x - x.max())
+                out[b, h, i] = p @ v[b, g][seen] / p.sum()
+    return out
+
+
+# (q_offset, k_offset, slopes, sinks): queries far above their keys.
+FAR_CASES = [
+    # the differential fuzzer's: a query near 2^62 over keys at 0 .. 39.
+    ([4611686018427387893, 4611686018427387000], [0, 5],
+     [0.0078125, 0.5], None),
+    # near 2^40, sinks close to the rows' constant (-m (qp - k_hi)), where
+    # they share the denominator with the keys.
+    # (Batch 0's nearest key is 2^40 + r below row r: the constant is
+    # -(2^39 + r / 2), and the sink -2^39.)
+    ([(1 << 40) + 42, (1 << 40) + 12345], [3, 0], [0.5, 2.0 ** -30],
+     [-float(1 << 39), -1024.0]),
+    # positions in the thousands, sinks.
+    ([7000, 3100], [6970, 3050], [0.5, 0.0625], [2.0, -1.0]),
+]
+
+
+@pytest.mark.parametrize("case", FAR_CASES)
+def test_alibi_far_positions_cpu(case):
+    qo, ko, slopes, sinks = case
+    b, hq, hkv, l, s, d = 2, 2, 1, 3, 40, 16
+    qo = np.array(qo, np.int64)
+    ko = np.array(ko, np.int64)
+    kvl = np.array([40, 33], np.int32)
+    slopes = np.array(slopes, np.float32)
+    groups = [("q_offset", f"tensor<{b}xi64>"),
+              ("k_offset", f"tensor<{b}xi64>"),
+              ("kv_len", f"tensor<{b}xi32>")]
+    if sinks is not None:
+        groups.append(("sinks", f"tensor<{hq}xf32>"))
+        sinks = np.array(sinks, np.float32)
+    groups.append(("alibi_slopes", f"tensor<{hq}xf32>"))
+    text = attention_ir("f32", (b, hq, hkv, l, s, d), groups, "causal")
+    q, k, v = (distinct((b, hq, l, d), 41), distinct((b, hkv, s, d), 42),
+               distinct((b, hkv, s, d), 43))
+    qp = [[int(qo[i]) + r for r in range(l)] for i in range(b)]
+    kp = [[int(ko[i]) + j for j in range(s)] for i in range(b)]
+    want, want_lse = far_reference(q, k, v, qp, kp, kvl, sinks, slopes)
+    if qo.max() > 1 << 30 and sinks is None:
+        # The former f32 bias differs from the answer (positions so far
+        # apart that f32 cannot hold the distances' differences).
+        old = old_f32_alibi(q, k, v, qp, kp, kvl, slopes)
+        assert np.abs(old - want).max() > 0.1
+    if sinks is not None:
+        # The sinks change the answer (they are not swamped by the shift).
+        plain, _ = far_reference(q, k, v, qp, kp, kvl, None, slopes)
+        assert np.abs(plain - want).max() > 0.05
+    args = [q, k, v, qo, ko, kvl] + ([sinks] if sinks is not None else []) \
+        + [slopes]
+    for options in ({}, {"vectorize": False}, {"split_kv": 3}):
+        out, lse = kvattn.compile(text, **options).run(*args)
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(lse, want_lse, rtol=2e-6, atol=2e-5)
+
+
+def test_alibi_far_positions_emulated_gpu(emulated_runtime):
+    # 32-bit positions (the GPU's default index width): queries near 2^30
+    # over keys at 0 .. 39, where the former f32 bias was 64 apart.
+    b, hq, hkv, l, s, d = 2, 2, 1, 3, 40, 16
+    # (Batch 0's row r is 2^30 + r above its nearest key: with slope 0.5
+    # the constant is -(2^29 + r / 2), and head 0's sink -2^29.)
+    qo = np.array([(1 << 30) + 39, 1 << 29], np.int32)
+    ko = np.array([0, 100], np.int32)
+    kvl = np.array([40, 33], np.int32)
+    slopes = np.array([0.5, 0.125], np.float32)
+    sinks = np.array([-float(1 << 29), 0.5], np.float32)
+    groups = [("q_offset", f"tensor<{b}xi32>"),
+              ("k_offset", f"tensor<{b}xi32>"),
+              ("kv_len", f"tensor<{b}xi32>"),
+              ("sinks", f"tensor<{hq}xf32>"),
+              ("alibi_slopes", f"tensor<{hq}xf32>")]
+    q, k, v = (distinct((b, hq, l, d), 51), distinct((b, hkv, s, d), 52),
+               distinct((b, hkv, s, d), 53))
+    qp = [[int(qo[i]) + r for r in range(l)] for i in range(b)]
+    kp = [[int(ko[i]) + j for j in range(s)] for i in range(b)]
+    old = old_f32_alibi(q, k, v, qp, kp, kvl, slopes)
+    nosink, _ = far_reference(q, k, v, qp, kp, kvl, None, slopes)
+    assert np.abs(old - nosink).max() > 0.1
+    for dtype in ("f32", "bf16"):
+        text = attention_ir(dtype, (b, hq, hkv, l, s, d), groups, "causal")
+        args = (q, k, v) if dtype == "f32" else \
+            tuple(kvattn.to_bf16(x) for x in (q, k, v))
+        exact = args if dtype == "f32" else \
+            tuple(kvattn.from_bf16(x) for x in args)
+        want, want_lse = far_reference(*exact, qp, kp, kvl, sinks, slopes)
+        plain, _ = far_reference(*exact, qp, kp, kvl, None, slopes)
+        assert np.abs(plain - want).max() > 0.05
+        for options in ({}, {"split_kv": 3}):
+            prog = kvattn.compile(text, target="gpu",
+                                  runtime=emulated_runtime, **options)
+            out, lse = prog.run(query=args[0], key=args[1], value=args[2],
+                                q_offset=qo, k_offset=ko, kv_len=kvl,
+                                sinks=sinks, alibi_slopes=slopes)
+            if dtype == "f32":
+                np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+            else:
+                np.testing.assert_allclose(kvattn.from_bf16(out), want,
+                                           atol=3e-2, rtol=2e-2)
+            np.testing.assert_allclose(lse, want_lse, rtol=2e-6, atol=2e-2)
+            prog.close()
+
+
 # --- descriptions and errors ------------------------------------------------
 
 def test_description():

@@ -118,7 +118,7 @@ func.func @mask_window_right_negative(%s: memref<16x32xf32>, %i: index) {
 
 func.func @mask_alibi_without_positions(%s: memref<16x32xf32>, %m: memref<8xf32>, %i: index) {
   // expected-error @+1 {{an ALiBi bias needs positions}}
-  kvattn.tile.mask %s[%i, %i, %i, %i] size(%i, %i) kv_len(%i) alibi(%m : memref<8xf32>) : memref<16x32xf32>
+  kvattn.tile.mask %s[%i, %i, %i, %i] size(%i, %i) kv_len(%i) alibi(%m, %i : memref<8xf32>) : memref<16x32xf32>
   return
 }
 

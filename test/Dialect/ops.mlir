@@ -196,13 +196,13 @@ func.func @tile_merge(%op: memref<4x2x8x?x64xf32>, %lp: memref<4x2x8x?xf32>, %ou
 
 // Sinks join the epilogue and the split merge; ALiBi the mask.
 // CHECK-LABEL: func @tile_sinks_alibi
-// CHECK: kvattn.tile.mask %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] size(%{{.*}}, %{{.*}}) kv_len(%{{.*}}) offsets(%{{.*}}, %{{.*}}) alibi(%{{.*}} : memref<8xf32>) causal : memref<16x32xf32>
-// CHECK: kvattn.tile.store state({{.*}}) into %{{.*}} sinks(%{{.*}} : memref<8xf32>) [%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) :
-// CHECK: kvattn.tile.merge %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) into %{{.*}} sinks(%{{.*}} : memref<8xf32>) :
+// CHECK: kvattn.tile.mask %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] size(%{{.*}}, %{{.*}}) kv_len(%{{.*}}) offsets(%{{.*}}, %{{.*}}) alibi(%{{.*}}, %{{.*}} : memref<8xf32>) causal : memref<16x32xf32>
+// CHECK: kvattn.tile.store state({{.*}}) into %{{.*}} sinks(%{{.*}} : memref<8xf32>) alibi(%{{.*}}, %{{.*}} : memref<8xf32>) [%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) :
+// CHECK: kvattn.tile.merge %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] rows(%{{.*}}) into %{{.*}} sinks(%{{.*}} : memref<8xf32>) alibi(%{{.*}}, %{{.*}} : memref<8xf32>) :
 func.func @tile_sinks_alibi(%s: memref<16x32xf32>, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %out: memref<1x8x?x8xf16>, %op: memref<4x1x8x?x8xf32>, %lp: memref<4x1x8x?xf32>, %z: memref<8xf32>, %a: memref<8xf32>, %i: index, %n: index) {
-  kvattn.tile.mask %s[%i, %i, %i, %i] size(%n, %n) kv_len(%n) offsets(%i, %i) alibi(%a : memref<8xf32>) causal : memref<16x32xf32>
-  kvattn.tile.store state(%m, %l, %acc) into %out sinks(%z : memref<8xf32>) [%i, %i, %i] rows(%n) : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x8x?x8xf16>
-  kvattn.tile.merge %op, %lp[%i, %i, %i] rows(%n) into %out sinks(%z : memref<8xf32>) : memref<4x1x8x?x8xf32>, memref<4x1x8x?xf32>, memref<1x8x?x8xf16>
+  kvattn.tile.mask %s[%i, %i, %i, %i] size(%n, %n) kv_len(%n) offsets(%i, %i) alibi(%a, %n : memref<8xf32>) causal : memref<16x32xf32>
+  kvattn.tile.store state(%m, %l, %acc) into %out sinks(%z : memref<8xf32>) alibi(%a, %n : memref<8xf32>) [%i, %i, %i] rows(%n) : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x8x?x8xf16>
+  kvattn.tile.merge %op, %lp[%i, %i, %i] rows(%n) into %out sinks(%z : memref<8xf32>) alibi(%a, %n : memref<8xf32>) : memref<4x1x8x?x8xf32>, memref<4x1x8x?xf32>, memref<1x8x?x8xf16>
   return
 }
 

@@ -90,8 +90,10 @@ func.func @softmax(%s: memref<16x32xf32>, %v: memref<1x2x64x8xbf16>, %b: index, 
 
 // -----
 
-// ALiBi: the row head's slope times the position distance |qp - kp|,
-// negated, is added to an allowed score; a forbidden one stays -inf.
+// ALiBi: the row head's slope times the position distance |qp - kp| less
+// the batch's reference distance (row relative, an exact integer
+// difference), negated, is added to an allowed score; a forbidden one
+// stays -inf.
 
 // CHECK-LABEL: func @mask_alibi
 // CHECK:         scf.for %[[R:.*]] =
@@ -105,15 +107,16 @@ func.func @softmax(%s: memref<16x32xf32>, %v: memref<1x2x64x8xbf16>, %b: index, 
 // CHECK:             %[[D:.*]] = arith.subi %[[QP]], %[[KP]]
 // CHECK:             %[[ND:.*]] = arith.subi %{{.*}}, %[[D]]
 // CHECK:             %[[ABS:.*]] = arith.maxsi %[[D]], %[[ND]]
-// CHECK:             %[[I:.*]] = arith.index_cast %[[ABS]] : index to i64
+// CHECK:             %[[REL:.*]] = arith.subi %[[ABS]], %[[REF:[^ ]*]]
+// CHECK:             %[[I:.*]] = arith.index_cast %[[REL]] : index to i64
 // CHECK:             %[[F:.*]] = arith.sitofp %[[I]] : i64 to f32
 // CHECK:             %[[NEG:.*]] = arith.negf %[[SLOPE]]
 // CHECK:             %[[BIAS:.*]] = arith.mulf %[[NEG]], %[[F]]
 // CHECK:             %[[BIASED:.*]] = arith.addf %[[SC]], %[[BIAS]]
 // CHECK:             arith.select %{{.*}}, %[[BIASED]], %{{.*}} : f32
 func.func @mask_alibi(%s: memref<16x32xf32>, %m: memref<2xf32>, %b: index, %h: index, %qs: index, %ks: index,
-                      %rows: index, %cols: index, %len: index, %qb: index, %kb: index) {
-  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) alibi(%m : memref<2xf32>) : memref<16x32xf32>
+                      %rows: index, %cols: index, %len: index, %qb: index, %kb: index, %ref: index) {
+  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) alibi(%m, %ref : memref<2xf32>) : memref<16x32xf32>
   return
 }
 
@@ -148,6 +151,42 @@ func.func @mask_alibi(%s: memref<16x32xf32>, %m: memref<2xf32>, %b: index, %h: i
 func.func @store_sinks(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %out: memref<1x2x16x8xf16>,
                        %lse: memref<1x2x16xf32>, %z: memref<2xf32>, %b: index, %h: index, %start: index, %rows: index) {
   kvattn.tile.store state(%m, %l, %acc) into %out lse(%lse : memref<1x2x16xf32>) sinks(%z : memref<2xf32>) [%b, %h, %start] rows(%rows)
+      : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x2x16x8xf16>
+  return
+}
+
+// -----
+
+// Sinks with ALiBi: the state is relative to c = -slope * d (f64); the sink
+// joins out's normalisation as f32(z - c), and the lse is log-added from the
+// sink's own logit and the keys' f32(max + log(sum) + c).
+
+// CHECK-LABEL: func @store_sinks_alibi
+// CHECK:         scf.for %[[R:.*]] =
+// CHECK:           %[[MAX:.*]] = memref.load %{{.*}} : memref<16xf32>
+// CHECK:           %[[SUM:.*]] = memref.load %{{.*}} : memref<16xf32>
+// CHECK:           %[[Z:.*]] = memref.load %{{.*}} : memref<2xf32>
+// CHECK:           %[[SLOPE:.*]] = memref.load %{{.*}} : memref<2xf32>
+// CHECK:           %[[D:.*]] = arith.sitofp %{{.*}} : i64 to f64
+// CHECK:           %[[NEG:.*]] = arith.negf %[[SLOPE]] : f32
+// CHECK:           %[[NEG64:.*]] = arith.extf %[[NEG]] : f32 to f64
+// CHECK:           %[[C:.*]] = arith.mulf %[[NEG64]], %[[D]] : f64
+// CHECK:           %[[Z64:.*]] = arith.extf %[[Z]] : f32 to f64
+// CHECK:           %[[ZREL64:.*]] = arith.subf %[[Z64]], %[[C]] : f64
+// CHECK:           %[[ZREL:.*]] = arith.truncf %[[ZREL64]] : f64 to f32
+// CHECK:           arith.maximumf %[[MAX]], %[[ZREL]]
+// CHECK:           %[[LOG:.*]] = math.log %[[SUM]]
+// CHECK:           %[[REL:.*]] = arith.addf %[[MAX]], %[[LOG]]
+// CHECK:           %[[REL64:.*]] = arith.extf %[[REL]] : f32 to f64
+// CHECK:           %[[KEYS64:.*]] = arith.addf %[[REL64]], %[[C]] : f64
+// CHECK:           %[[KEYS:.*]] = arith.truncf %[[KEYS64]] : f64 to f32
+// CHECK:           %[[KEYSLSE:.*]] = arith.select %{{.*}}, %{{.*}}, %[[KEYS]]
+// CHECK:           %[[HI:.*]] = arith.maximumf %[[Z]], %[[KEYSLSE]]
+// CHECK:           math.log
+// CHECK:           memref.store %{{.*}}, %{{.*}} : memref<1x2x16xf32>
+func.func @store_sinks_alibi(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>, %out: memref<1x2x16x8xf16>,
+                             %lse: memref<1x2x16xf32>, %z: memref<2xf32>, %a: memref<2xf32>, %d: index, %b: index, %h: index, %start: index, %rows: index) {
+  kvattn.tile.store state(%m, %l, %acc) into %out lse(%lse : memref<1x2x16xf32>) sinks(%z : memref<2xf32>) alibi(%a, %d : memref<2xf32>) [%b, %h, %start] rows(%rows)
       : memref<16xf32>, memref<16xf32>, memref<16x8xf32>, memref<1x2x16x8xf16>
   return
 }

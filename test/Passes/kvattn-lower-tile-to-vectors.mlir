@@ -104,12 +104,13 @@ func.func @mask_packed(%s: memref<16x32xf32>, %b: index, %h: index, %qs: index, 
 // CHECK:             %[[D:.*]] = arith.subi %[[QP]], %[[KP]] : vector<16xi64>
 // CHECK:             %[[ND:.*]] = arith.subi %[[KP]], %[[QP]] : vector<16xi64>
 // CHECK:             %[[ABS:.*]] = arith.maxsi %[[D]], %[[ND]] : vector<16xi64>
-// CHECK:             %[[F:.*]] = arith.sitofp %[[ABS]] : vector<16xi64> to vector<16xf32>
+// CHECK:             %[[REL:.*]] = arith.subi %[[ABS]], %{{.*}} : vector<16xi64>
+// CHECK:             %[[F:.*]] = arith.sitofp %[[REL]] : vector<16xi64> to vector<16xf32>
 // CHECK:             %[[B:.*]] = vector.fma %[[NEGS]], %[[F]], %[[S]] : vector<16xf32>
 // CHECK:             arith.select %{{.*}}, %[[B]], %{{.*}} : vector<16xi1>, vector<16xf32>
 func.func @mask_alibi(%s: memref<16x32xf32>, %m: memref<2xf32>, %b: index, %h: index, %qs: index, %ks: index,
-                      %rows: index, %cols: index, %len: index, %qb: index, %kb: index) {
-  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) alibi(%m : memref<2xf32>) causal : memref<16x32xf32>
+                      %rows: index, %cols: index, %len: index, %qb: index, %kb: index, %ref: index) {
+  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) alibi(%m, %ref : memref<2xf32>) causal : memref<16x32xf32>
   return
 }
 
@@ -122,8 +123,8 @@ func.func @mask_alibi(%s: memref<16x32xf32>, %m: memref<2xf32>, %b: index, %h: i
 // CHECK-COUNT-16: vector.insert %{{.*}}, %{{.*}} [{{[0-9]+}}] : f32 into vector<16xf32>
 // CHECK:         vector.fma
 func.func @mask_alibi_packed(%s: memref<16x32xf32>, %m: memref<8xf32>, %b: index, %h: index, %qs: index, %ks: index,
-                             %rows: index, %cols: index, %len: index, %qb: index, %kb: index) {
-  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) alibi(%m : memref<8xf32>) causal group = 4 : memref<16x32xf32>
+                             %rows: index, %cols: index, %len: index, %qb: index, %kb: index, %ref: index) {
+  kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) alibi(%m, %ref : memref<8xf32>) causal group = 4 : memref<16x32xf32>
   return
 }
 

@@ -172,13 +172,16 @@ Value emitMaskedScore(Emitter &e, TileMaskOp op, Value r, Value qp, Value c,
     }
   }
   if (Value slopes = op.getAlibiSlopes()) {
-    // ALiBi: -slope * |qp - kp|, the distance exact in f32 below 2^24.
+    // ALiBi: -slope * (|qp - kp| - d), relative to the batch's reference
+    // distance d (tile.mask), the difference exact in integers: small
+    // whatever the positions, so exact in f32.
     QueryRow q = queryRowOf(e, op.getHead(), op.getQStart(), op.getGroup(), r);
     Value slope = e.load(slopes, q.head);
     Value diff = e.sub(qp, kp);
     Value negated = e.sub(e.idx(0), diff);
     Value distance = arith::MaxSIOp::create(e.b, diff, negated);
-    Value wide = arith::IndexCastOp::create(e.b, e.b.getI64Type(), distance);
+    Value relative = e.sub(distance, op.getAlibiRef());
+    Value wide = arith::IndexCastOp::create(e.b, e.b.getI64Type(), relative);
     Value f = arith::SIToFPOp::create(e.b, e.b.getF32Type(), wide);
     Value bias = e.mulf(arith::NegFOp::create(e.b, slope), f);
     s = e.addf(s, unit == 1.0 ? bias : e.mulf(bias, e.f32(unit)));
@@ -239,8 +242,68 @@ Value rowLse(Emitter &e, Value peak, Value sum) {
 
 } // namespace merge_detail
 
+Value emitLogAddExp(Emitter &e, Value a, Value b) {
+  Value hi = arith::MaximumFOp::create(e.b, a, b);
+  Value aFirst = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OGE, a, b);
+  Value lo = arith::SelectOp::create(e.b, aFirst, b, a);
+  Value rest =
+      math::ExpOp::create(e.b, arith::SubFOp::create(e.b, lo, hi).getResult());
+  Value onePlus = e.addf(e.f32(1), rest);
+  Value log = math::LogOp::create(e.b, onePlus);
+  Value l = e.addf(hi, log);
+  Value empty = merge_detail::isEmpty(e, hi);
+  return arith::SelectOp::create(e.b, empty, e.negInf(), l);
+}
+
+Value emitAlibiShift(Emitter &e, Value slopes, Value ref, Value head) {
+  if (!slopes)
+    return {};
+  Type f64 = e.b.getF64Type();
+  Value slope = e.load(slopes, head);
+  Value wide = arith::IndexCastOp::create(e.b, e.b.getI64Type(), ref);
+  Value f = arith::SIToFPOp::create(e.b, f64, wide);
+  Value negSlope = arith::NegFOp::create(e.b, slope);
+  Value negSlope64 = arith::ExtFOp::create(e.b, f64, negSlope);
+  return arith::MulFOp::create(e.b, negSlope64, f);
+}
+
+/// f32(x + shift) and f32(x - shift) for an f32 `x` and ALiBi's f64 shift:
+/// one rounding, so that a sink close to a large shift keeps its digits.
+static Value withShift(Emitter &e, Value x, Value shift, bool subtract) {
+  Value wide = arith::ExtFOp::create(e.b, e.b.getF64Type(), x);
+  Value sum = subtract ? arith::SubFOp::create(e.b, wide, shift).getResult()
+                       : arith::AddFOp::create(e.b, wide, shift).getResult();
+  return arith::TruncFOp::create(e.b, e.b.getF32Type(), sum);
+}
+
+/// The merged row of parts relative to ALiBi's constant `shift`: merged
+/// as they are (without a sink) for the keys' lse; with a sink, merged
+/// again with the sink relative to the shift (the output's weights) and
+/// the lse from the sink and the keys' absolute lse.
+template <typename Merge>
+static MergedRow mergeShifted(Emitter &e, Value sink, Value shift,
+                              Merge merge) {
+  using namespace merge_detail;
+  MergedRow keys = merge(Value());
+  Value keysLse = withShift(e, keys.lse, shift, /*subtract=*/false);
+  keysLse =
+      arith::SelectOp::create(e.b, isEmpty(e, keys.lse), e.negInf(), keysLse);
+  if (!sink) {
+    keys.lse = keysLse;
+    return keys;
+  }
+  Value relative = withShift(e, sink, shift, /*subtract=*/true);
+  MergedRow row = merge(relative);
+  row.lse = emitLogAddExp(e, sink, keysLse);
+  return row;
+}
+
 MergedRow emitMergedRow(Emitter &e, Value lseParts, Value b, Value h, Value i,
-                        Value sink) {
+                        Value sink, Value shift) {
+  if (shift)
+    return mergeShifted(e, sink, shift, [&](Value z) {
+      return emitMergedRow(e, lseParts, b, h, i, z);
+    });
   using namespace merge_detail;
   Value n = e.dimOf(lseParts, 0);
   MergedRow row;
@@ -258,7 +321,11 @@ MergedRow emitMergedRow(Emitter &e, Value lseParts, Value b, Value h, Value i,
   return row;
 }
 
-MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e, Value sink) {
+MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e, Value sink,
+                        Value shift) {
+  if (shift)
+    return mergeShifted(e, sink, shift,
+                        [&](Value z) { return emitMergedRow(lses, e, z); });
   using namespace merge_detail;
   MergedRow row;
   row.peak = e.negInf();
@@ -276,7 +343,20 @@ MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e, Value sink) {
 }
 
 RowNormalisation emitRowNormalisation(Emitter &e, Value rowMax, Value sum,
-                                      Value sink, double unit) {
+                                      Value sink, double unit, Value shift) {
+  if (shift) {
+    // ALiBi: the state is relative to the constant `shift`, and so is the
+    // sink in the normalisation of out; the lse is taken from the sink and
+    // the keys' absolute lse (emitRowLse).
+    Value relative =
+        sink ? withShift(e, sink, shift, /*subtract=*/true) : Value();
+    RowNormalisation n = emitRowNormalisation(e, rowMax, sum, relative, unit);
+    n.shift = shift;
+    n.sink = sink;
+    n.natural = unit == 1.0 ? rowMax : e.mulf(rowMax, e.f32(unit));
+    n.sum = sum;
+    return n;
+  }
   RowNormalisation n;
   // A NaN max is not -inf, so NaN propagates through acc / sum.
   n.noKey =
@@ -307,6 +387,13 @@ RowNormalisation emitRowNormalisation(Emitter &e, Value rowMax, Value sum,
 }
 
 Value emitRowLse(Emitter &e, const RowNormalisation &n) {
+  if (n.shift) {
+    Value log = math::LogOp::create(e.b, n.sum);
+    Value relative = e.addf(n.natural, log);
+    Value keys = withShift(e, relative, n.shift, /*subtract=*/false);
+    keys = arith::SelectOp::create(e.b, n.noKey, e.negInf(), keys);
+    return n.sink ? emitLogAddExp(e, n.sink, keys) : keys;
+  }
   Value l = e.addf(n.peak, math::LogOp::create(e.b, n.total));
   return arith::SelectOp::create(e.b, n.empty, e.negInf(), l);
 }

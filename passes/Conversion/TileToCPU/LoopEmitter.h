@@ -212,12 +212,25 @@ Value rowLse(Emitter &e, Value peak, Value sum);
 /// With a `sink` (an attention sink's logit, f32; null: none) the sink
 /// joins once, after the parts, as a part of zero output: it raises the
 /// peak and the sum but adds no value (emitMergedOut is unchanged).
+///
+/// With ALiBi's `shift` (emitAlibiShift; null: none) the parts are relative
+/// to it: the sink joins as `sink - shift` and the lse is that of the keys
+/// plus the shift, log-added to the sink's (tile.merge).
 MergedRow emitMergedRow(Emitter &e, Value lseParts, Value b, Value h, Value i,
-                        Value sink = {});
+                        Value sink = {}, Value shift = {});
 
 /// The same for part lses already loaded (`lses`, in part order): the
 /// same operations in the same order, unrolled.
-MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e, Value sink = {});
+MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e, Value sink = {},
+                        Value shift = {});
+
+/// log(exp(a) + exp(b)) as hi + log(1 + exp(lo - hi)): -inf when both are.
+Value emitLogAddExp(Emitter &e, Value a, Value b);
+
+/// ALiBi's constant of a row of query head `head` of a tile.store or
+/// tile.merge with `alibi(%slopes, %ref)`: -slopes[head] * ref, in f64 (one
+/// rounding of the f32 results it is added to; null without slopes).
+Value emitAlibiShift(Emitter &e, Value slopes, Value ref, Value head);
 
 /// The epilogue's normalisation of one row of tile.store from its running
 /// max (in units of `unit`: natural = rowMax * unit) and sum: `noKey` (no
@@ -226,14 +239,21 @@ MergedRow emitMergedRow(ArrayRef<Value> lses, Emitter &e, Value sink = {});
 /// denominator holds exp(z) too: m = max(max, z), sum' = exp(max - m) sum +
 /// exp(z - m), inv = exp(max - m) / sum', lse = m + log(sum'). Without one
 /// the ops are those of a plain softmax epilogue.
+///
+/// With ALiBi's `shift` (f64, natural units; null: none) the state is relative
+/// to it: the sink joins `out`'s normalisation as `sink - shift`, and the
+/// lse is the keys' `max + log(sum) + shift` log-added to the sink's.
 struct RowNormalisation {
   Value noKey, inv;
   /// The lse's pieces: the (natural) peak and the denominator relative to
   /// it; with a sink, whether the row has neither a key nor a finite sink.
   Value peak, total, empty;
+  /// ALiBi: the shift, the (absolute) sink, the natural max and the sum.
+  Value shift, sink, natural, sum;
 };
 RowNormalisation emitRowNormalisation(Emitter &e, Value rowMax, Value sum,
-                                      Value sink, double unit = 1.0);
+                                      Value sink, double unit = 1.0,
+                                      Value shift = {});
 /// The natural-log lse of a normalised row: -inf when it has neither a key
 /// nor a finite sink.
 Value emitRowLse(Emitter &e, const RowNormalisation &n);

@@ -169,9 +169,13 @@ LogicalResult lowerMerge(TileMergeOp op, PatternRewriter &rewriter) {
   Value dv = e.dimOf(op.getOutParts(), 4);
   e.loop(e.idx(0), op.getRows(), [&](Value r) {
     Value i = e.add(op.getStart(), r);
-    MergedRow row =
-        emitMergedRow(e, op.getLseParts(), op.getBatch(), op.getHead(), i,
-                      loadSink(e, op.getSinks(), op.getHead()));
+    // (Named locals: the IR order must not depend on the compiler's
+    // argument evaluation order.)
+    Value sink = loadSink(e, op.getSinks(), op.getHead());
+    Value shift =
+        emitAlibiShift(e, op.getAlibiSlopes(), op.getAlibiRef(), op.getHead());
+    MergedRow row = emitMergedRow(e, op.getLseParts(), op.getBatch(),
+                                  op.getHead(), i, sink, shift);
     e.loop(e.idx(0), dv, [&](Value x) {
       Value v = emitMergedOut(e, op.getOutParts(), op.getLseParts(), row,
                               op.getBatch(), op.getHead(), i, x);
@@ -246,8 +250,10 @@ void mlir::kvattn::emitStore(Emitter &e, TileStoreOp op, const TileRef &acc) {
     Value rowMax = e.load(op.getMax(), r);
     Value sum = e.load(op.getSum(), r);
     // No allowed key: out = 0, lse = -inf (with a sink: its logit).
-    RowNormalisation n = emitRowNormalisation(
-        e, rowMax, sum, loadSink(e, op.getSinks(), q.head));
+    Value sink = loadSink(e, op.getSinks(), q.head);
+    Value shift =
+        emitAlibiShift(e, op.getAlibiSlopes(), op.getAlibiRef(), q.head);
+    RowNormalisation n = emitRowNormalisation(e, rowMax, sum, sink, 1.0, shift);
     e.loop(e.idx(0), dv, [&](Value x) {
       Value v = e.mulf(acc.load(e, r, x), n.inv);
       v = arith::SelectOp::create(b, n.noKey, e.f32(0), v);

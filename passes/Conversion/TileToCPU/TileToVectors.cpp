@@ -315,12 +315,15 @@ void emitColumnMask(TileMaskOp op, ImplicitLocOpBuilder &b, const Lowering &l) {
       }
       Value s = e.vload(sT, {c, r0});
       if (negSlopes) {
-        // -slope * |qp - kp|, the distance exact in f32 below 2^24.
+        // -slope * (|qp - kp| - d), relative to the batch's reference
+        // distance d (tile.mask): exact in integers, small, so exact in f32.
         Value kp = e.splat(e.i64(e.add(op.getKBase(), c)));
         Value diff = arith::SubIOp::create(b, qp, kp);
         Value negated = arith::SubIOp::create(b, kp, qp);
         Value distance = arith::MaxSIOp::create(b, diff, negated);
-        Value f = arith::SIToFPOp::create(b, e.vf32(), distance);
+        Value relative = arith::SubIOp::create(
+            b, distance, e.splat(e.i64(op.getAlibiRef())));
+        Value f = arith::SIToFPOp::create(b, e.vf32(), relative);
         s = e.fma(negSlopes, f, s);
       }
       e.vstore(arith::SelectOp::create(b, allowed, s, negInf), sT, {c, r0});

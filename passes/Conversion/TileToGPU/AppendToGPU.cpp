@@ -10,9 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/GPU/KernelAbi.h"
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
+#include "passes/GPU/KernelAbi.h"
+#include "passes/RotaryEmbedding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -52,6 +53,8 @@ SmallVector<int> symbolicShape(StringRef role, bool paged) {
                  : SmallVector<int>{kB, kHkv, kS, -1};
   if (role == "pos")
     return {kB};
+  if (role == "k_rope_pos") // the RoPE record [B, S]
+    return {kB, kS};
   return {kB, kMaxPages}; // block_table
 }
 
@@ -71,10 +74,14 @@ int64_t vectorWidth(Type elt, int64_t headDim) {
   return v;
 }
 
-/// The kernel body: warp w of block x copies token n = 4x + w.
+/// The kernel body: warp w of block x copies token n = 4x + w. With
+/// `rope`, the token's key rows are rotated at its position in f32 (one
+/// element and its partner per lane, cos/sin by the f64-reduced polynomial
+/// of the attention kernels) and rounded at the write; with a `record`
+/// view, lane 0 writes record[b, p] = p.
 void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
                      ArrayRef<Value> sizes, bool paged, int64_t headDim,
-                     Type elt) {
+                     Type elt, RopeAttr rope, Value record) {
   Value update = views[0], cache = views[1], pos = views[2];
   auto c = [&](int64_t v) {
     return arith::ConstantIndexOp::create(b, v).getResult();
@@ -140,6 +147,43 @@ void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
   auto inCache = scf::IfOp::create(b, ok, /*withElseRegion=*/false);
   b.setInsertionPointToStart(&inCache.getThenRegion().front());
 
+  if (record) {
+    // The RoPE record: the key at position p was rotated at p.
+    Value isLeader =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, c(0));
+    auto lead = scf::IfOp::create(b, isLeader, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&lead.getThenRegion().front());
+    Type recordType = cast<MemRefType>(record.getType()).getElementType();
+    Value at = arith::IndexCastOp::create(b, recordType, p);
+    memref::StoreOp::create(b, at, record, ValueRange{batch, p});
+  }
+  if (rope) {
+    // One element per lane and step: h = i / D, x = i % D.
+    Value elements = arith::MulIOp::create(b, sizes[kHkv], c(headDim));
+    auto loop = scf::ForOp::create(b, lane, elements, c(kWarpSize));
+    b.setInsertionPointToStart(loop.getBody());
+    Value i = loop.getInductionVar();
+    Value h = arith::DivUIOp::create(b, i, c(headDim));
+    Value x = arith::RemUIOp::create(b, i, c(headDim));
+    Type f32 = b.getF32Type();
+    auto load = [&](Value col) {
+      Value v = memref::LoadOp::create(b, update, ValueRange{batch, h, t, col});
+      return elt.isF32() ? v : arith::ExtFOp::create(b, f32, v).getResult();
+    };
+    RotaryElement e =
+        emitRotaryElement(b, b.getLoc(), rope, p, x, SinCos::Polynomial);
+    Value self = load(x);
+    Value partner = load(e.partner);
+    Value v = emitRotate(b, b.getLoc(), e, self, partner);
+    if (!elt.isF32())
+      v = arith::TruncFOp::create(b, elt, v);
+    SmallVector<Value> dst = paged ? SmallVector<Value>{page, row, h, x}
+                                   : SmallVector<Value>{batch, h, p, x};
+    memref::StoreOp::create(b, v, cache, dst);
+    return;
+  }
+
   const int64_t width = vectorWidth(elt, headDim);
   const int64_t chunksPerRow = headDim / width;
   auto vecType = VectorType::get({width}, elt);
@@ -191,6 +235,13 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
     buffers.push_back(
         toBuffer(op.getBlockTable(), BufferRole::block_table, true));
   }
+  // RoPE: the record [B, S], written in place (role k_rope_pos: it is the
+  // attention's k_rope_pos).
+  const bool hasRecord = static_cast<bool>(op.getRopePos());
+  if (hasRecord) {
+    roles.push_back("k_rope_pos");
+    buffers.push_back(toBuffer(op.getRopePos(), BufferRole::k_rope_pos, false));
+  }
   SmallVector<int> sizeIds = {kB, kHkv, kL, kS};
   if (paged)
     sizeIds.append({kNumPages, kPageSize, kMaxPages});
@@ -201,7 +252,7 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
   for (auto [role, buffer] : llvm::zip(roles, buffers))
     signature.addBuffer(role, cast<MemRefType>(buffer.getType()),
                         symbolicShape(role, paged), kSizeNames,
-                        /*written=*/role == "cache");
+                        /*written=*/role == "cache" || role == "k_rope_pos");
   for (int id : sizeIds)
     signature.addSize(kSizeNames[id]);
   auto kernel = createKernel(
@@ -227,7 +278,8 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
                                 sizes, paged));
   {
     OpBuilder::InsertionGuard guard(kb);
-    buildKernelBody(kb, views, sizes, paged, headDim, elt);
+    buildKernelBody(kb, views, sizes, paged, headDim, elt, op.getRopeAttr(),
+                    hasRecord ? views.back() : Value());
   }
   gpu::ReturnOp::create(kb);
 
@@ -265,6 +317,10 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
   Value result = bufferization::ToTensorOp::create(
       hb, cacheType, cacheBuffer, /*restrict=*/true, /*writable=*/true);
   op.getResult().replaceAllUsesWith(result);
+  if (hasRecord)
+    op->getResult(1).replaceAllUsesWith(bufferization::ToTensorOp::create(
+        hb, op->getResult(1).getType(), buffers.back(), /*restrict=*/true,
+        /*writable=*/true));
   op.erase();
   return success();
 }
@@ -273,17 +329,10 @@ struct AppendToGPUPass
     : mlir::kvattn::impl::AppendToGPUPassBase<AppendToGPUPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // RoPE on the GPU: the query is rotated by the attention kernels; the
-    // rotating cache write and the device check of the RoPE record are not
-    // there yet, and are refused rather than dropped.
+    // RoPE on the GPU: the query is rotated by the attention kernels, the
+    // keys by the append kernel; the device check of the RoPE record is not
+    // there yet, and is refused rather than dropped.
     WalkResult refused = module.walk([&](Operation *op) {
-      if (auto append = dyn_cast<AppendOp>(op); append && append.getRope()) {
-        append.emitOpError()
-            << "with rope has no GPU kernel yet (the CPU path and the "
-               "reference rotate the keys): rotate the keys before the "
-               "write, or run on the CPU";
-        return WalkResult::interrupt();
-      }
       if (auto attention = dyn_cast<AttentionOp>(op);
           attention && attention.getKRopePos()) {
         attention.emitOpError()

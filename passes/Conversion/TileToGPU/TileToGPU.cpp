@@ -429,10 +429,13 @@ void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r) {
   e.when(leader, [&] {
     QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
     // The running max is in base-2 units.
+    Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
+    Value sum = e.loadRowStat(op.getSum(), 1, k, r);
+    Value sink = loadSink(e, op.getSinks(), q.head);
+    Value shift =
+        emitAlibiShift(e, op.getAlibiSlopes(), op.getAlibiRef(), q.head);
     RowNormalisation n =
-        emitRowNormalisation(e, e.loadRowStat(op.getMax(), 0, k, r),
-                             e.loadRowStat(op.getSum(), 1, k, r),
-                             loadSink(e, op.getSinks(), q.head), e.t.lseUnit);
+        emitRowNormalisation(e, rowMax, sum, sink, e.t.lseUnit, shift);
     e.store(emitRowLse(e, n), lse, {op.getBatch(), q.head, q.row});
   });
 }
@@ -462,14 +465,16 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
     Value r = e.ownedRow(k);
     // A row past `rows` reads its head's sink too (a valid head: the
     // group's), and its values are never stored.
-    Value sink;
-    if (op.getSinks())
-      sink = loadSink(
-          e, op.getSinks(),
-          queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r).head);
+    Value sink, shift;
+    if (op.getSinks() || op.getAlibiSlopes()) {
+      Value head =
+          queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r).head;
+      sink = loadSink(e, op.getSinks(), head);
+      shift = emitAlibiShift(e, op.getAlibiSlopes(), op.getAlibiRef(), head);
+    }
     RowNormalisation n = emitRowNormalisation(
         e, e.loadRowStat(op.getMax(), 0, k, r),
-        e.loadRowStat(op.getSum(), 1, k, r), sink, e.t.lseUnit);
+        e.loadRowStat(op.getSum(), 1, k, r), sink, e.t.lseUnit, shift);
     Value empty = n.noKey, inv = n.inv;
     for (int64_t j = 0; j < e.t.layout.slices(dv); ++j) {
       SmallVector<Value, 2> pair;
@@ -543,10 +548,13 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
       QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+      Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
+      Value sum = e.loadRowStat(op.getSum(), 1, k, r);
+      Value sink = loadSink(e, op.getSinks(), q.head);
+      Value shift =
+          emitAlibiShift(e, op.getAlibiSlopes(), op.getAlibiRef(), q.head);
       RowNormalisation n =
-          emitRowNormalisation(e, e.loadRowStat(op.getMax(), 0, k, r),
-                               e.loadRowStat(op.getSum(), 1, k, r),
-                               loadSink(e, op.getSinks(), q.head), e.t.lseUnit);
+          emitRowNormalisation(e, rowMax, sum, sink, e.t.lseUnit, shift);
       Value empty = n.noKey, inv = n.inv;
       auto normalised = [&](int64_t j, int el) {
         Value v = e.mulf(e.loadAcc(k, j, el), inv);
@@ -681,16 +689,20 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
           for (int64_t p = 0; p < parts; ++p)
             lses.push_back(e.load(op.getLseParts(),
                                   {e.idx(p), op.getBatch(), op.getHead(), i}));
-          MergedRow row =
-              emitMergedRow(lses, e, loadSink(e, op.getSinks(), op.getHead()));
+          Value sink = loadSink(e, op.getSinks(), op.getHead());
+          Value shift = emitAlibiShift(e, op.getAlibiSlopes(), op.getAlibiRef(),
+                                       op.getHead());
+          MergedRow row = emitMergedRow(lses, e, sink, shift);
           storeChunk(emitMergedChunk(e, op.getOutParts(), lses, row,
                                      op.getBatch(), op.getHead(), i, x, kChunk),
                      x, i, row.lse);
           return;
         }
-        MergedRow row =
-            emitMergedRow(e, op.getLseParts(), op.getBatch(), op.getHead(), i,
-                          loadSink(e, op.getSinks(), op.getHead()));
+        Value sink = loadSink(e, op.getSinks(), op.getHead());
+        Value shift = emitAlibiShift(e, op.getAlibiSlopes(), op.getAlibiRef(),
+                                     op.getHead());
+        MergedRow row = emitMergedRow(e, op.getLseParts(), op.getBatch(),
+                                      op.getHead(), i, sink, shift);
         storeChunk(emitMergedChunk(e, op.getOutParts(), op.getLseParts(), row,
                                    op.getBatch(), op.getHead(), i, x, kChunk),
                    x, i, row.lse);
@@ -702,8 +714,11 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
     e.cooperative(e.mulIdx(op.getRows(), dv), [&](Value n) {
       Value r = e.divIdx(n, width), x = e.remIdx(n, width);
       Value i = e.add(op.getStart(), r);
-      MergedRow row =
-          emitMergedRow(e, op.getLseParts(), op.getBatch(), op.getHead(), i);
+      Value sink = loadSink(e, op.getSinks(), op.getHead());
+      Value shift = emitAlibiShift(e, op.getAlibiSlopes(), op.getAlibiRef(),
+                                   op.getHead());
+      MergedRow row = emitMergedRow(e, op.getLseParts(), op.getBatch(),
+                                    op.getHead(), i, sink, shift);
       Value v = emitMergedOut(e, op.getOutParts(), op.getLseParts(), row,
                               op.getBatch(), op.getHead(), i, x);
       e.store(truncTo(e, v, outType), op.getOut(),
