@@ -58,7 +58,9 @@ def KVAttn_BufferRole : I32EnumAttr<"BufferRole",
       I32EnumAttrCase<"alibi_slopes", 21>,
       I32EnumAttrCase<"tree_parents", 22>,
       I32EnumAttrCase<"k_start", 23>,
-      I32EnumAttrCase<"cache_batch_idx", 24>]> {
+      I32EnumAttrCase<"cache_batch_idx", 24>,
+      I32EnumAttrCase<"k_scale", 25>,
+      I32EnumAttrCase<"v_scale", 26>]> {
   let cppNamespace = "::mlir::kvattn";
   let genSpecializedAttr = 0;
 }

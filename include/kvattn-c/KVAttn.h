@@ -145,7 +145,11 @@ typedef enum {
   KVATTN_F64 = 3,
   KVATTN_I1 = 4,
   KVATTN_I32 = 5,
-  KVATTN_I64 = 6
+  KVATTN_I64 = 6,
+  /* FP8 KV caches: one byte a code (f8E4M3FN, f8E5M2), read with f32
+   * k_scale / v_scale (docs/semantics.md, "FP8 KV caches"). */
+  KVATTN_F8E4M3FN = 7,
+  KVATTN_F8E5M2 = 8
 } kvattn_dtype;
 
 /* A dense row-major tensor in host memory, owned by the caller. */
