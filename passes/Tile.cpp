@@ -845,7 +845,9 @@ private:
 
   void emitKvLoop(ImplicitLocOpBuilder &pb, IndexMath &p, const ProgramRange &r,
                   const Tiles &t) {
-    const bool prefetch = s.numStages >= 2;
+    // An FP8 cache is converted while staged (by plain loads, not
+    // cp.async): nothing to announce.
+    const bool prefetch = s.numStages >= 2 && !buf.kScale;
     if (prefetch)
       announce(pb, p, r, r.loopLo);
     scf::ForOp::create(

@@ -43,6 +43,8 @@ std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
   add(op.getAlibiSlopes(), "alibi_slopes");
   add(op.getKStart(), "k_start");
   add(op.getCacheBatchIdx(), "cache_batch_idx");
+  add(op.getKScale(), "k_scale");
+  add(op.getVScale(), "v_scale");
   return roles;
 }
 
