@@ -17,6 +17,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 
@@ -572,7 +574,10 @@ LogicalResult AttentionOp::verifyKvScales() {
       for (auto [i, v] : llvm::enumerate(values.getValues<APFloat>()))
         if (!v.isFinite() || v.isNegative() || v.isZero())
           return emitOpError()
-                 << name << "[" << i << "] = " << v.convertToDouble()
+                 << name << "[" << i << "] = "
+                 << llvm::formatv("{0}",
+                                  llvm::format("%g", v.convertToDouble()))
+                        .str()
                  << " must be positive and finite (a KV scale divides the "
                     "values it quantises)";
   }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <unistd.h>
@@ -232,7 +233,11 @@ void HostTensor::setDouble(int64_t i, double value) {
     *p = floatToFloat8(static_cast<float>(value), Float8Format::E4M3FN);
     return;
   case ElementType::F8E5M2:
-    *p = floatToFloat8(static_cast<float>(value), Float8Format::E5M2);
+    // A stored infinity stays one (e5m2 has them; kvattn-run --fill
+    // poisons caches with it); finite values round and saturate.
+    *p = std::isinf(value)
+             ? (value > 0 ? 0x7c : 0xfc)
+             : floatToFloat8(static_cast<float>(value), Float8Format::E5M2);
     return;
   }
 }
