@@ -1,6 +1,7 @@
 //===- Fp8KvCache.cpp - FP8 KV caches in the reference -------------------===//
 
 #include "kvattn/Reference/Fp8KvCache.h"
+#include "kvattn/Support/StatusWord.h"
 
 #include <cmath>
 #include <cstdio>
@@ -60,8 +61,7 @@ Status checkKvScale(const char *name, const HostTensor &scale,
     const double v = scale.getDouble(i);
     if (!(v > 0.0) || !std::isfinite(v))
       return Status::error(n + "[" + str(i) + "] = " + number(v) +
-                           " must be positive and finite (a KV scale "
-                           "divides the values it quantises)");
+                           kKvScaleRule);
   }
   return Status::ok();
 }
@@ -144,8 +144,7 @@ Status dequantizeKvCache(const HostTensor &cache, int headDim,
       const double v = scale.getDouble(i);
       if (!(v > 0.0) || !std::isfinite(v))
         return Status::error(n + "[" + str(i) + "] = " + number(v) +
-                             " must be positive and finite (a KV scale "
-                             "divides the values it quantises)");
+                             kKvScaleRule);
     }
   }
   KVATTN_RETURN_IF_ERROR(HostTensor::make(ElementType::F32, shape, values));

@@ -135,9 +135,12 @@ def _numpy_dtype(dtype):
             "i64": np.int64, "f8E4M3FN": np.uint8, "f8E5M2": np.uint8}[dtype]
 
 
-def _kvattn_dtype(array):
-    """The kvattn dtype of a NumPy array (uint16 is bf16 bit patterns)."""
+def _kvattn_dtype(array, want=None):
+    """The kvattn dtype of a NumPy array (uint16 is bf16 bit patterns; uint8
+    the codes of an FP8 type when `want` is one)."""
     np = _np()
+    if want in capi.FP8_DTYPES and array.dtype == np.uint8:
+        return want
     table = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
              np.dtype(np.float64): "f64", np.dtype(np.bool_): "i1",
              np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
@@ -340,9 +343,7 @@ class CpuProgram:
         for i, value in enumerate(inputs):
             want = (self.arguments[i][0] if i < len(self.arguments) else "f32")
             a = _host_array(f"input {i}", value, want)
-            dtype = _kvattn_dtype(a)
-            if want in capi.FP8_DTYPES and a.dtype == np.uint8:
-                dtype = want  # FP8 codes (kvattn.to_fp8)
+            dtype = _kvattn_dtype(a, want)  # FP8: uint8 codes (to_fp8)
             if dtype is None:
                 raise KVAttnTypeError(
                     f"kvattn_cpu_run: input {i} has NumPy dtype {a.dtype}, "
@@ -533,7 +534,7 @@ class DeviceArray:
         """Uploads a host array of this shape and dtype (synchronous)."""
         np = _np()
         a = np.ascontiguousarray(_asarray("copy_from", array))
-        got = _kvattn_dtype(a)
+        got = _kvattn_dtype(a, self.dtype)
         if tuple(a.shape) != self.shape or got != self.dtype:
             raise KVAttnValueError(
                 f"copy_from: the array is {a.shape} {got or a.dtype}, the "
@@ -875,7 +876,7 @@ class GpuProgram:
                 continue
             want = self.params[name]["element_type"]
             a = _host_array(f"'{name}'", value, want)
-            self._check_dtype(name, _kvattn_dtype(a) or str(a.dtype))
+            self._check_dtype(name, _kvattn_dtype(a, want) or str(a.dtype))
             self._unify(sizes, name, a.shape)
             d = DeviceArray(self.runtime, a.shape, want).copy_from(a)
             temporaries.append(d)

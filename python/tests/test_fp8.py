@@ -137,3 +137,59 @@ def test_description_builds_an_fp8_cache():
     with pytest.raises(kvattn.KVAttnError, match="with append"):
         kvattn.attention_ir(dtype="bf16", num_query_heads=2, num_kv_heads=2,
                             head_dim=16, kv_dtype="f8E4M3FN", append=True)
+
+
+def test_plan_on_the_emulated_gpu(emulated_runtime):
+    """A serving plan from a description (f16 query, e4m3 cache, per-head
+    scales) on the emulated GPU: the mma.sync kernel against float64, then a
+    bad scale on the device is recorded in the status word with the
+    reference's message (rules 25-27)."""
+    rt = emulated_runtime
+    rng = np.random.default_rng(11)
+    b, hq, hkv, l, s, d = 2, 8, 2, 1, 64, 32
+    fmt = "f8E4M3FN"
+    q = rng.uniform(-1, 1, (b, hq, l, d)).astype(np.float16)
+    k = kvattn.to_fp8(rng.uniform(-4, 4, (b, hkv, s, d)), fmt)
+    v = kvattn.to_fp8(rng.uniform(-4, 4, (b, hkv, s, d)), fmt)
+    k_scale = np.array([0.5, 1.75], np.float32)
+    v_scale = np.array([1.25, 0.375], np.float32)
+    kv_len = np.array([64, 37], np.int32)
+    q_offset = kv_len - l
+    plan = kvattn.plan(dict(dtype="f16", num_query_heads=hq,
+                            num_kv_heads=hkv, head_dim=d, causal=True,
+                            kv_dtype=fmt, kv_scales="head"),
+                       runtime=rt, max_sizes={"B": 2, "L": 1, "S": 64})
+    dq = kvattn.to_device(q, rt)
+    dk = kvattn.to_device(k, rt, dtype=fmt)
+    dv = kvattn.to_device(v, rt, dtype=fmt)
+    dks = kvattn.to_device(k_scale, rt)
+    dvs = kvattn.to_device(v_scale, rt)
+    dout = rt.empty(q.shape, "f16")
+    meta = dict(q_offset=kvattn.to_device(q_offset, rt),
+                kv_len=kvattn.to_device(kv_len, rt))
+    plan.run(query=dq, key=dk, value=dv, out=dout, k_scale=dks, v_scale=dvs,
+             **meta)
+    assert plan.status() is None
+    want, _ = reference(q, dequantize(k, fmt, k_scale, hkv),
+                        dequantize(v, fmt, v_scale, hkv), q_offset, kv_len)
+    got = dout.numpy().astype(np.float64)
+    # f16 output; K/V converted to f16 in shared memory (e4m3 codes times
+    # the scale, rounded): 2e-3 + 4e-3 |ref|.
+    assert np.all(np.abs(got - want) <= 2e-3 + 4e-3 * np.abs(want))
+    plain, _ = reference(q, dequantize(k, fmt, [1.0], hkv),
+                         dequantize(v, fmt, [1.0], hkv), q_offset, kv_len)
+    assert np.max(np.abs(plain - want)) > 0.05
+    for bad, message in ((np.array([0.5, 0.0], np.float32),
+                          r"k_scale\[1\] = 0 must be positive and finite"),
+                         (np.array([np.nan, 1.0], np.float32),
+                          r"k_scale\[0\] = nan must be positive and finite"),
+                         (np.array([1.0, -np.inf], np.float32),
+                          r"k_scale\[1\] = -inf must be positive and finite")):
+        plan.run(query=dq, key=dk, value=dv, out=dout,
+                 k_scale=kvattn.to_device(bad, rt), v_scale=dvs, **meta)
+        import re
+        status = plan.status()
+        assert status and re.search(message, status), status
+        assert "(a KV scale divides the values it quantises)" in status
+        plan.clear_status()
+    plan.close()

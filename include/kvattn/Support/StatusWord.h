@@ -65,6 +65,11 @@ enum ViolationRule : int {
   kRuleKStartPastRows = 22,  ///< k_start[b + 1] > N (S)
   kRuleKStartKvLen = 23,     ///< kv_len[b] > k_start[b + 1] - k_start[b]
   kRuleCacheIndexRange = 24, ///< cache_batch_idx[b] outside [0, C)
+  // An FP8 cache's scales (kvattn/Reference/Fp8KvCache.h): the index of
+  // the element, its f32 bits as the value.
+  kRuleKvScaleNotPositive = 25, ///< k_scale / v_scale <= 0
+  kRuleKvScaleNaN = 26,         ///< k_scale / v_scale NaN
+  kRuleKvScaleInf = 27,         ///< k_scale / v_scale infinite
 };
 
 /// The first position a kernel with 32-bit index arithmetic cannot take:
@@ -96,7 +101,15 @@ enum ValidatedParam : int {
   kParamQStart = 8,
   kParamKStart = 9,
   kParamCacheBatchIdx = 10,
+  kParamKScale = 11,
+  kParamVScale = 12,
 };
+
+/// What rules 25-27 say after "k_scale[i] = v" (the reference, the host
+/// checks and the device's status word alike).
+inline constexpr const char *kKvScaleRule =
+    " must be positive and finite (a KV scale divides the values it "
+    "quantises)";
 
 } // namespace kvattn
 } // namespace mlir
