@@ -348,7 +348,32 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
           SmallVector<Value, 4> at =
               e.kvIndices(source, blockTable, batch, head, row, x);
           Value codes = vector::LoadOp::create(e.b, codesType, source, at);
-          Value f = castKvToF32(e.b, e.b.getLoc(), codes);
+          Value f;
+          if (e.t.hardwareFp8) {
+            // sm_89+: cvt.rn.f16x2.{e4m3x2,e5m2x2}, two codes a convert
+            // (exact: every FP8 value is an f16), then f32.
+            Value bytes = arith::BitcastOp::create(
+                e.b, VectorType::get({kChunk}, e.b.getI8Type()), codes);
+            SmallVector<Value> lanes;
+            for (int64_t p = 0; p < kChunk; p += 2) {
+              Value lo = vector::ExtractOp::create(e.b, bytes, p);
+              Value hi = vector::ExtractOp::create(e.b, bytes, p + 1);
+              Value pair = vector::FromElementsOp::create(
+                  e.b, VectorType::get({2}, e.b.getI8Type()),
+                  ValueRange{lo, hi});
+              Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
+                  e.b, VectorType::get({2}, e.b.getF16Type()), pair,
+                  /*relu=*/false, sourceType.getElementType());
+              for (int64_t i = 0; i < 2; ++i) {
+                Value h = vector::ExtractOp::create(e.b, halves, i);
+                lanes.push_back(
+                    arith::ExtFOp::create(e.b, e.b.getF32Type(), h));
+              }
+            }
+            f = vector::FromElementsOp::create(e.b, f32Type, lanes);
+          } else {
+            f = castKvToF32(e.b, e.b.getLoc(), codes);
+          }
           if (scale)
             f = arith::MulFOp::create(
                 e.b, f,

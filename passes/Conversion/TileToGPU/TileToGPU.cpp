@@ -727,7 +727,8 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   return success();
 }
 
-LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases) {
+LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
+                          bool hardwareFp8) {
   TileConfigAttr config = getTileConfig(kernel);
   int64_t numWarps = config.getNumWarps();
   if (config.getKind() == KernelKind::merge)
@@ -913,6 +914,7 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases) {
   // The 128-row D = 128 programs (query read per block) sit at 255
   // registers: their thread-constant bases are optional (the pass option).
   t.leanAddresses = wideTileAddressBases || mmaTiles == 1 || t.qFragments;
+  t.hardwareFp8 = hardwareFp8;
   // The thread-constant addresses of the tile ops go after the coordinates.
   ThreadConstants constants;
   constants.last = t.quad.getDefiningOp();
@@ -988,7 +990,7 @@ struct LowerTileToGPUPass
         kernels.push_back(kernel);
     });
     for (gpu::GPUFuncOp kernel : kernels)
-      if (failed(lowerKernel(kernel, wideTileAddressBases)))
+      if (failed(lowerKernel(kernel, wideTileAddressBases, hardwareFp8)))
         return signalPassFailure();
   }
 };
