@@ -118,3 +118,13 @@ func.func @tile_scale_without_fp8(%s: memref<16x32xf32>, %v: memref<2x2x128x64xf
   kvattn.tile.softmax_update %s, %v[%i, %i, %i] kv_scale(%vs : memref<1xf32>) size(%i, %i) state(%m, %l, %acc) : memref<16x32xf32>, memref<2x2x128x64xf16>, memref<16xf32>, memref<16xf32>, memref<16x64xf32>
   return
 }
+
+// -----
+
+// kvattn.append does not write an FP8 cache yet (the reference's appendFp8
+// defines the quantisation; the dialect and the kernels do not take it).
+func.func @append_into_fp8(%u: tensor<1x2x1x16xbf16>, %c: tensor<1x2x8x16xf8E4M3FN>, %p: tensor<1xi32>) {
+  // expected-error @+1 {{operand #1 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values}}
+  %r = kvattn.append %u into %c at %p : tensor<1x2x1x16xbf16> into tensor<1x2x8x16xf8E4M3FN>, tensor<1xi32>
+  return
+}
