@@ -59,6 +59,8 @@ def KVAttn_BufferRole : I32EnumAttr<"BufferRole",
       I32EnumAttrCase<"tree_parents", 22>,
       I32EnumAttrCase<"k_start", 23>,
       I32EnumAttrCase<"cache_batch_idx", 24>,
+      I32EnumAttrCase<"k_scale", 25>,
+      I32EnumAttrCase<"v_scale", 26>,
       I32EnumAttrCase<"k_rope_pos", 29>]> {
   let cppNamespace = "::mlir::kvattn";
   let genSpecializedAttr = 0;

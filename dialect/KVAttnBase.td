@@ -60,6 +60,9 @@ class KVAttn_Op<string mnemonic, list<Trait> traits = []>
 
 // Element types of Q, K, V and of the attention output.
 def KVAttn_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
+// Element types of K and V in kvattn.attention: those of Q, or an FP8 cache
+// (f8E4M3FN, f8E5M2) with k_scale / v_scale.
+def KVAttn_KvTensor : RankedTensorOf<[F32, F16, BF16, F8E4M3FN, F8E5M2]>;
 // Per-batch positions, offsets and lengths.
 def KVAttn_IndexTensor : RankedTensorOf<[I32, I64]>;
 // Key validity: true means the key is a real token.

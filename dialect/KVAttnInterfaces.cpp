@@ -50,7 +50,7 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
         e.window ? b.getI64IntegerAttr(*e.window) : IntegerAttr(),
         optionalF32(b, e.softcap), optionalF32(b, e.scale),
         e.windowRight ? b.getI64IntegerAttr(*e.windowRight) : IntegerAttr(),
-        e.treeParents, e.rope, e.queryRotated);
+        e.treeParents, e.rope, e.queryRotated, e.kScale, e.vScale);
 }
 
 AttentionExtras AttentionOp::getExtras() {
@@ -75,6 +75,8 @@ AttentionExtras AttentionOp::getExtras() {
   e.window = getWindow();
   e.windowRight = getWindowRight();
   e.treeParents = getTreeParents();
+  e.kScale = getKScale();
+  e.vScale = getVScale();
   if (std::optional<APFloat> softcap = getSoftcap())
     e.softcap = softcap->convertToDouble();
   if (std::optional<APFloat> scale = getScale())
@@ -269,6 +271,11 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
                                     ArrayRef<OpFoldResult> offsets,
                                     ArrayRef<OpFoldResult> sizes) {
   Location loc = getLoc();
+  if (getKScale() || getVScale()) {
+    emitOpError() << "tiling a kvattn.attention over an FP8 cache "
+                     "(k_scale/v_scale) is not supported yet";
+    return failure();
+  }
   if (isVarlen() || hasKeyStarts()) {
     // The packed rows belong to sequences through q_start (or k_start): a
     // tile takes whole query heads only (every row, the one packed batch).

@@ -18,6 +18,8 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 
@@ -96,6 +98,11 @@ checkShape(Operation *op, StringRef tensor, Value value,
   return success();
 }
 
+/// f8E4M3FN or f8E5M2: the element types of an FP8 KV cache.
+static bool isFp8KvType(Type t) {
+  return isa<Float8E4M3FNType, Float8E5M2Type>(t);
+}
+
 namespace {
 /// The named sizes of an attention problem, read off Q, K, V.
 struct AttentionDims {
@@ -133,14 +140,33 @@ verifyQKVOut(Operation *op, Value q, Value k, Value v, Value out,
     return failure();
 
   Type elt = cast<ShapedType>(q.getType()).getElementType();
-  for (auto [name, value] :
-       {std::pair<StringRef, Value>{"key", k}, {"value", v}, {"out", out}}) {
-    Type other = cast<ShapedType>(value.getType()).getElementType();
-    if (other != elt) {
-      op->emitOpError() << name << " element type " << other
-                        << " must match the query element type " << elt;
+  Type kElt = cast<ShapedType>(k.getType()).getElementType();
+  Type vElt = cast<ShapedType>(v.getType()).getElementType();
+  if (isFp8KvType(kElt) || isFp8KvType(vElt)) {
+    // An FP8 cache: K and V share one FP8 format, Q and out stay f32, f16
+    // or bf16 (kvattn.attention only; the type constraint of sdpa refuses
+    // FP8 already).
+    if (kElt != vElt) {
+      op->emitOpError() << "an FP8 KV cache stores key and value in one FP8 "
+                           "format: key element type "
+                        << kElt << ", value element type " << vElt;
       return failure();
     }
+  } else {
+    for (auto [name, value] :
+         {std::pair<StringRef, Value>{"key", k}, {"value", v}})
+      if (cast<ShapedType>(value.getType()).getElementType() != elt) {
+        op->emitOpError() << name << " element type "
+                          << cast<ShapedType>(value.getType()).getElementType()
+                          << " must match the query element type " << elt;
+        return failure();
+      }
+  }
+  if (Type other = cast<ShapedType>(out.getType()).getElementType();
+      other != elt) {
+    op->emitOpError() << "out element type " << other
+                      << " must match the query element type " << elt;
+    return failure();
   }
 
   // Where B, Hkv and S live in K and V.
@@ -485,6 +511,8 @@ LogicalResult AttentionOp::verify() {
     return failure();
   if (failed(verifyScale(op, getScale())))
     return failure();
+  if (failed(verifyKvScales()))
+    return failure();
   if (failed(verifyRope(dims.d, dims.b, dims.s)))
     return failure();
   if (failed(verifyConstantKeyRows()))
@@ -492,6 +520,69 @@ LogicalResult AttentionOp::verify() {
   if (failed(verifyConstantQueryStarts()))
     return failure();
   return verifyConstantTreeParents();
+}
+
+LogicalResult AttentionOp::verifyKvScales() {
+  const bool fp8 = isFp8KvType(getKey().getType().getElementType());
+  for (auto [name, scale] :
+       {std::pair<StringRef, Value>{"k_scale", getKScale()},
+        {"v_scale", getVScale()}}) {
+    if (!fp8 && scale)
+      return emitOpError()
+             << name << " dequantises an FP8 cache, but key and value are "
+             << getKey().getType().getElementType()
+             << ": drop it, or store K and V as f8E4M3FN or f8E5M2";
+    if (fp8 && !scale)
+      return emitOpError()
+             << "an FP8 KV cache (" << getKey().getType().getElementType()
+             << ") needs " << name
+             << " (f32, per tensor [1], per KV head [Hkv] or per token and "
+                "head: the cache's shape without its last dimension)";
+    if (!scale)
+      continue;
+    auto type = cast<RankedTensorType>(scale.getType());
+    if (!type.getElementType().isF32())
+      return emitOpError() << name << " must be an f32 tensor, got "
+                           << scale.getType();
+    // The granularity: [1] or rank 0, [Hkv], or the cache's shape without
+    // D.
+    auto cache = cast<RankedTensorType>(
+        (name == "k_scale" ? getKey() : getValue()).getType());
+    const int64_t hkv = cache.getDimSize(getKeyHeadDim());
+    ArrayRef<int64_t> shape = type.getShape();
+    ArrayRef<int64_t> rows = cache.getShape().drop_back();
+    bool ok = shape.empty() ||
+              (shape.size() == 1 &&
+               (isCompatible(shape[0], 1) || isCompatible(shape[0], hkv)));
+    if (!ok && shape.size() == 3) {
+      ok = true;
+      for (auto [a, c] : llvm::zip(shape, rows))
+        ok &= isCompatible(a, c);
+    }
+    if (!ok) {
+      std::string rowsText;
+      llvm::raw_string_ostream os(rowsText);
+      llvm::interleave(
+          rows, os, [&](int64_t d) { os << dimToString(d); }, ", ");
+      return emitOpError()
+             << name << " has shape " << scale.getType()
+             << ": a KV scale is per tensor [1], per KV head [Hkv = "
+             << dimToString(hkv) << "] or per token and head [" << rowsText
+             << "] (the cache's shape without its last dimension)";
+    }
+    DenseElementsAttr values;
+    if (matchPattern(scale, m_Constant(&values)))
+      for (auto [i, v] : llvm::enumerate(values.getValues<APFloat>()))
+        if (!v.isFinite() || v.isNegative() || v.isZero())
+          return emitOpError()
+                 << name << "[" << i << "] = "
+                 << llvm::formatv("{0}",
+                                  llvm::format("%g", v.convertToDouble()))
+                        .str()
+                 << " must be positive and finite (a KV scale divides the "
+                    "values it quantises)";
+  }
+  return success();
 }
 
 /// Applies the tree rules (kvattn/Support/TreeParents.h) when tree_parents

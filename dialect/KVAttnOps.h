@@ -49,6 +49,8 @@ struct AttentionExtras {
   RopeAttr rope;
   /// The query arrives rotated (refused with `rope`).
   bool queryRotated = false;
+  /// FP8 K / V: f32 scales per tensor, per KV head or per token and head.
+  Value kScale, vScale;
 };
 
 } // namespace kvattn

@@ -158,6 +158,19 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     Rules: `0 <= cache_batch_idx[b] < C`; two batches may read the same
     row. Not with `block_table`, `k_start` or `key_valid`.
 
+    **FP8 KV caches.** `key` and `value` may be FP8 caches, `f8E4M3FN` or
+    `f8E5M2` (both of one format), with f32 scales `k_scale` and `v_scale`
+    (vLLM's, SGLang's and FlashInfer's names): the attention reads
+    `f32(code) * scale` (the reference's dequantisation, docs/semantics.md)
+    and the query stays f32, f16 or bf16 (`out` has its type). A scale is
+    per tensor (`[1]` or rank 0), per KV head (`[Hkv]`), or per token and
+    head: the cache's shape without its last dimension (`[B, Hkv, S]`;
+    paged `[num_pages, page_size, Hkv]`; with `k_start` `[1, Hkv, N]`;
+    with `cache_batch_idx` `[C, Hkv, S]`), so that a cache row and its
+    scale share their indices. Every scale must be positive and finite
+    (checked when constant here, at run time by the reference and the
+    runtime). An FP8 cache needs its scale; a scale needs an FP8 cache.
+
     **Interfaces.** The op is `Pure` and reifies its result shapes. It
     implements `TilingInterface` over its parallel dimensions `[B, Hq, L]`
     (batch, query heads, query rows), so upstream tiling drivers
@@ -179,8 +192,8 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
 
   let arguments = (ins
     KVAttn_FloatTensor:$query,
-    KVAttn_FloatTensor:$key,
-    KVAttn_FloatTensor:$value,
+    KVAttn_KvTensor:$key,
+    KVAttn_KvTensor:$value,
     Optional<KVAttn_IndexTensor>:$q_offset,
     Optional<KVAttn_IndexTensor>:$k_offset,
     Optional<KVAttn_IndexTensor>:$q_pos,
@@ -209,7 +222,11 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     // sequence's draft-token tree (-1: a root). Needs q_start and q_offset.
     Optional<KVAttn_IndexTensor>:$tree_parents,
     OptionalAttr<KVAttn_RopeAttr>:$rope,
-    UnitAttr:$query_rotated
+    UnitAttr:$query_rotated,
+    // FP8 K / V: the f32 dequantisation scales (any ranked tensor here, so
+    // that the verifier can name the operand and its rule).
+    Optional<AnyRankedTensor>:$k_scale,
+    Optional<AnyRankedTensor>:$v_scale
   );
   let results = (outs
     KVAttn_FloatTensor:$out,
@@ -233,6 +250,8 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     (`alibi_slopes` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`k_rope_pos` `(` $k_rope_pos^ `:` type($k_rope_pos) `)`)?
     (`tree_parents` `(` $tree_parents^ `:` type($tree_parents) `)`)?
+    (`k_scale` `(` $k_scale^ `:` type($k_scale) `)`)?
+    (`v_scale` `(` $v_scale^ `:` type($v_scale) `)`)?
     (`causal` $causal^)?
     (`window` `=` $window^)?
     (`window_right` `=` $window_right^)?
@@ -293,6 +312,15 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     /// The RoPE rules: rotary_dim <= D, no double rotation, keys rotated
     /// like the query, the k_rope_pos record (checked when constant).
     ::mlir::LogicalResult verifyRope(int64_t d, int64_t b, int64_t s);
+    /// The FP8 rules: an FP8 cache needs k_scale and v_scale (f32, per
+    /// tensor, per KV head or per token and head), a scale needs an FP8
+    /// cache, constant scales are positive and finite.
+    ::mlir::LogicalResult verifyKvScales();
+    /// True when key and value are an FP8 cache (f8E4M3FN or f8E5M2).
+    bool hasFp8Cache() {
+      return ::mlir::isa<::mlir::Float8E4M3FNType, ::mlir::Float8E5M2Type>(
+          getKey().getType().getElementType());
+    }
     /// The softmax scale: the `scale` attribute, or 1/sqrt(D) when absent.
     /// Returns std::nullopt when D is dynamic and no scale is given.
     std::optional<double> getEffectiveScale();

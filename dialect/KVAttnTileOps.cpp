@@ -91,6 +91,28 @@ static LogicalResult checkBlockTable(Operation *op, Value blockTable) {
   return success();
 }
 
+/// An FP8 cache is read with its scale, and only an FP8 cache has one.
+static LogicalResult checkKvScale(Operation *op, StringRef name, Value cache,
+                                  Value scale) {
+  Type elt = cast<MemRefType>(cache.getType()).getElementType();
+  const bool fp8 = isa<Float8E4M3FNType, Float8E5M2Type>(elt);
+  if (fp8 && !scale)
+    return op->emitOpError()
+           << "an FP8 " << name << " (" << elt << ") is read with kv_scale";
+  if (!fp8 && scale)
+    return op->emitOpError()
+           << "kv_scale dequantises an FP8 " << name << ", not " << elt;
+  if (scale) {
+    int64_t rank = cast<MemRefType>(scale.getType()).getRank();
+    if (rank != 0 && rank != 1 && rank != 3)
+      return op->emitOpError()
+             << "kv_scale has rank " << rank
+             << ": per tensor [1], per KV head [Hkv] or per token and head "
+                "(the cache's shape without its last dimension)";
+  }
+  return success();
+}
+
 LogicalResult TileQKOp::verify() {
   if (failed(checkStatic(*this, "q_tile", getQTile())) ||
       failed(checkStatic(*this, "scores", getScores())) ||
@@ -98,7 +120,8 @@ LogicalResult TileQKOp::verify() {
       failed(checkMatch(*this, "head dim D", getQTile(), "q_tile", 1, getKey(),
                         "key", 3)) ||
       failed(checkMatch(*this, "tile rows BM", getScores(), "scores", 0,
-                        getQTile(), "q_tile", 0)))
+                        getQTile(), "q_tile", 0)) ||
+      failed(checkKvScale(*this, "key", getKey(), getKvScale())))
     return failure();
   if (std::optional<APFloat> cap = getSoftcap())
     if (!cap->isFinite() || cap->isNegative() || cap->isZero())
@@ -149,7 +172,8 @@ LogicalResult TileSoftmaxOp::verify() {
        cast<MemRefType>(getKeyValid().getType()).getRank() != 2 &&
        failed(emitOpError("key_valid must be a [B, S] memref"))) ||
       failed(checkMatch(*this, "value head dim Dv", getAcc(), "acc", 1,
-                        getValue(), "value", 3)))
+                        getValue(), "value", 3)) ||
+      failed(checkKvScale(*this, "value", getValue(), getKvScale())))
     return failure();
   // A block with key validity is never full: its invalid keys must be
   // skipped, whatever their probability.

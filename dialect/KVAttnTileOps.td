@@ -21,6 +21,13 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def KVAttn_F32Tile : MemRefRankOf<[F32], [2]>;
 def KVAttn_F32Row : MemRefRankOf<[F32], [1]>;
 def KVAttn_GlobalTensor : MemRefRankOf<[F32, F16, BF16], [4]>;
+// K and V in global layout: those types, or an FP8 cache read with a scale.
+def KVAttn_KvGlobalTensor
+    : MemRefRankOf<[F32, F16, BF16, F8E4M3FN, F8E5M2], [4]>;
+// The f32 scales of an FP8 cache: [1] or rank 0 (per tensor), [Hkv] (per
+// KV head), or the cache's shape without its last dimension (per token and
+// head).
+def KVAttn_KvScaleMemRef : MemRefOf<[F32]>;
 def KVAttn_IndexMemRef : MemRefOf<[I32, I64]>;
 
 def KVAttn_TileInitOp : KVAttn_Op<"tile.init"> {
@@ -79,7 +86,7 @@ def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def KVAttn_TileQKOp : KVAttn_Op<"tile.qk"> {
+def KVAttn_TileQKOp : KVAttn_Op<"tile.qk", [AttrSizedOperandSegments]> {
   let summary = "scores of a query tile against a block of keys";
   let description = [{
     For `r < rows`, `c < cols`:
@@ -95,17 +102,25 @@ def KVAttn_TileQKOp : KVAttn_Op<"tile.qk"> {
     `key[block_table[batch, j / page_size], j % page_size, kv_head, :]`;
     the caller guarantees `start + cols <= kv_len`, so only valid table
     entries are read.
+
+    With an FP8 `key` (`f8E4M3FN`, `f8E5M2`) `kv_scale(%s)` (f32) is
+    required and `f32(key[...])` reads `f32(code) * s[...]`: `s[0]` per
+    tensor (`[1]` or rank 0), `s[kv_head]` per KV head (`[Hkv]`), or per
+    token and head the element of `s` at the key row's indices without the
+    last (`[B, Hkv, S]`, paged `[num_pages, page_size, Hkv]`).
   }];
   let arguments = (ins
     Arg<KVAttn_F32Tile, "", [MemRead]>:$q_tile,
-    Arg<KVAttn_GlobalTensor, "", [MemRead]>:$key,
+    Arg<KVAttn_KvGlobalTensor, "", [MemRead]>:$key,
     Index:$batch, Index:$kv_head, Index:$start, Index:$rows, Index:$cols,
     Arg<KVAttn_F32Tile, "", [MemWrite]>:$scores,
     Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$block_table,
+    Arg<Optional<KVAttn_KvScaleMemRef>, "", [MemRead]>:$kv_scale,
     F32Attr:$scale, OptionalAttr<F32Attr>:$softcap);
   let assemblyFormat = [{
     $q_tile `,` $key `[` $batch `,` $kv_head `,` $start `]`
     (`pages` `(` $block_table^ `:` type($block_table) `)`)?
+    (`kv_scale` `(` $kv_scale^ `:` type($kv_scale) `)`)?
     `size` `(` $rows `,` $cols `)`
     `into` $scores `scale` `=` $scale (`softcap` `=` $softcap^)? attr-dict
     `:` type($q_tile) `,` type($key) `,` type($scores)
@@ -227,20 +242,24 @@ def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update",
     propagates as in the reference). `-kvattn-tile` passes its full-block
     test; a block with `%full` false, or without the operand, is lowered
     as above.
+
+    An FP8 `value` is read with `kv_scale(%s)` as in `kvattn.tile.qk`.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Tile, "", [MemRead]>:$scores,
-    Arg<KVAttn_GlobalTensor, "", [MemRead]>:$value,
+    Arg<KVAttn_KvGlobalTensor, "", [MemRead]>:$value,
     Index:$batch, Index:$kv_head, Index:$start, Index:$rows, Index:$cols,
     Arg<KVAttn_F32Row, "", [MemRead, MemWrite]>:$max,
     Arg<KVAttn_F32Row, "", [MemRead, MemWrite]>:$sum,
     Arg<KVAttn_F32Tile, "", [MemRead, MemWrite]>:$acc,
     Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$block_table,
     Arg<Optional<MemRefOf<[I1]>>, "", [MemRead]>:$key_valid,
-    Optional<I1>:$all_allowed);
+    Optional<I1>:$all_allowed,
+    Arg<Optional<KVAttn_KvScaleMemRef>, "", [MemRead]>:$kv_scale);
   let assemblyFormat = [{
     $scores `,` $value `[` $batch `,` $kv_head `,` $start `]`
     (`pages` `(` $block_table^ `:` type($block_table) `)`)?
+    (`kv_scale` `(` $kv_scale^ `:` type($kv_scale) `)`)?
     (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?
     (`all_allowed` `(` $all_allowed^ `)`)?
     `size` `(` $rows `,` $cols `)` `state` `(` $max `,` $sum `,` $acc `)`
@@ -362,7 +381,7 @@ def KVAttn_TilePrefetchOp : KVAttn_Op<"tile.prefetch"> {
   // No declared memory effects: the op is kept where the schedule put it
   // (an op with only read effects and no result would be dead code).
   let arguments = (ins
-    KVAttn_GlobalTensor:$key,
+    KVAttn_KvGlobalTensor:$key,
     Index:$batch, Index:$kv_head, Index:$start, Index:$cols,
     Optional<KVAttn_IndexMemRef>:$block_table);
   let assemblyFormat = [{

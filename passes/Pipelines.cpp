@@ -346,6 +346,26 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   lower.wideTileAddressBases =
       !llvm::StringRef(options.chip).starts_with("sm_9") &&
       !llvm::StringRef(options.chip).starts_with("sm_1");
+  // FP8 K/V with cvt.rn.f16x2.{e4m3x2,e5m2x2}: sm_90 and later, and sm_89
+  // with PTX 8.1 or later (LLVM's NVPTX selects the conversion on sm_89
+  // only from PTX 8.1; the chip's default there is 7.8): the software
+  // decode otherwise.
+  {
+    auto number = [](llvm::StringRef text, llvm::StringRef prefix) {
+      unsigned n = 0;
+      if (!text.consume_front(prefix))
+        return 0u;
+      text = text.take_while([](char c) { return c >= '0' && c <= '9'; });
+      return text.getAsInteger(10, n) ? 0u : n;
+    };
+    const unsigned sm = number(options.chip, "sm_");
+    unsigned ptx = 0;
+    llvm::SmallVector<llvm::StringRef> features;
+    llvm::StringRef(options.features).split(features, ',');
+    for (llvm::StringRef f : features)
+      ptx = std::max(ptx, number(f.trim(), "+ptx"));
+    lower.hardwareFp8 = sm >= 90 || (sm >= 89 && ptx >= 81);
+  }
   kernels.addPass(createLowerTileToGPUPass(lower));
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());

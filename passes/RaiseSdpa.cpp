@@ -363,7 +363,8 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
         /*k_start=*/Value(), /*cache_batch_idx=*/Value(), /*causal=*/true,
         /*window=*/IntegerAttr(), /*softcap=*/FloatAttr(), scale,
         /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
-        /*rope=*/RopeAttr(), /*query_rotated=*/false);
+        /*rope=*/RopeAttr(), /*query_rotated=*/false, /*k_scale=*/Value(),
+        /*v_scale=*/Value());
     raised = attention;
     out = attention.getOut();
   } else {

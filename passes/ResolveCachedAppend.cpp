@@ -427,7 +427,8 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
       /*cache_batch_idx=*/Value(), /*causal=*/causal.has_value(),
       op.getWindowAttr(), op.getSoftcapAttr(), op.getScaleAttr(),
       /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
-      /*rope=*/RopeAttr(), /*query_rotated=*/false);
+      /*rope=*/RopeAttr(), /*query_rotated=*/false, /*k_scale=*/Value(),
+      /*v_scale=*/Value());
   rewriter.replaceOp(op, attention->getResults());
 }
 

@@ -130,13 +130,14 @@ struct IndexMath {
 /// The buffers of one attention op.
 struct Buffers {
   Value q, k, v, qOffset, kOffset, qPos, kPos, kvLen, keyValid, mask, out, lse;
-  Value blockTable;    ///< paged K/V: [B, max_pages]
-  Value qStart;        ///< varlen: [B + 1] starts of the packed query rows
-  Value sinks;         ///< attention sinks: f32 [Hq]
-  Value alibiSlopes;   ///< ALiBi slopes: f32 [Hq]
-  Value treeParents;   ///< speculative decoding: [T] parents' local rows
-  Value kStart;        ///< ragged keys: [B + 1] starts of the packed keys
-  Value cacheBatchIdx; ///< batch-to-cache map: [B]
+  Value blockTable;     ///< paged K/V: [B, max_pages]
+  Value qStart;         ///< varlen: [B + 1] starts of the packed query rows
+  Value sinks;          ///< attention sinks: f32 [Hq]
+  Value alibiSlopes;    ///< ALiBi slopes: f32 [Hq]
+  Value treeParents;    ///< speculative decoding: [T] parents' local rows
+  Value kStart;         ///< ragged keys: [B + 1] starts of the packed keys
+  Value cacheBatchIdx;  ///< batch-to-cache map: [B]
+  Value kScale, vScale; ///< FP8 K / V: f32 scales
 };
 
 /// The buffer of a program operand, marked with its role (kvattn.role), so
@@ -403,6 +404,8 @@ private:
     buf.kStart = toBuffer(b, op.getKStart(), BufferRole::k_start);
     buf.cacheBatchIdx =
         toBuffer(b, op.getCacheBatchIdx(), BufferRole::cache_batch_idx);
+    buf.kScale = toBuffer(b, op.getKScale(), BufferRole::k_scale);
+    buf.vScale = toBuffer(b, op.getVScale(), BufferRole::v_scale);
 
     batch = m.dim(buf.q, 0);
     qHeads = m.dim(buf.q, 1);
@@ -879,7 +882,9 @@ private:
 
   void emitKvLoop(ImplicitLocOpBuilder &pb, IndexMath &p, const ProgramRange &r,
                   const Tiles &t) {
-    const bool prefetch = s.numStages >= 2;
+    // An FP8 cache is converted while staged (by plain loads, not
+    // cp.async): nothing to announce.
+    const bool prefetch = s.numStages >= 2 && !buf.kScale;
     if (prefetch)
       announce(pb, p, r, r.loopLo);
     scf::ForOp::create(
@@ -890,10 +895,11 @@ private:
           Value kStart = f.mul(kBlock, f.c(s.bn));
           Value cols = blockCols(f, r, kStart);
           Value kRow = keyRow(f, r, kStart);
-          TileQKOp::create(
-              fb, t.q, buf.k, r.kvBatch, r.kvHead, kRow, r.rows, cols, t.scores,
-              buf.blockTable, fb.getF32FloatAttr(static_cast<float>(*s.scale)),
-              s.softcap ? fb.getF32FloatAttr(*s.softcap) : FloatAttr());
+          TileQKOp::create(fb, t.q, buf.k, r.kvBatch, r.kvHead, kRow, r.rows,
+                           cols, t.scores, buf.blockTable, buf.kScale,
+                           fb.getF32FloatAttr(static_cast<float>(*s.scale)),
+                           s.softcap ? fb.getF32FloatAttr(*s.softcap)
+                                     : FloatAttr());
           if (prefetch)
             announce(fb, f, r, f.add(kBlock, f.c(1)));
           // Partial blocks only: full ones carry no mask arithmetic.
@@ -924,7 +930,7 @@ private:
           TileSoftmaxOp::create(fb, t.scores, buf.v, r.kvBatch, r.kvHead, kRow,
                                 r.rows, cols, t.rowMax, t.rowSum, t.acc,
                                 buf.blockTable, buf.keyValid,
-                                s.canBeFull ? isFull : Value());
+                                s.canBeFull ? isFull : Value(), buf.vScale);
           scf::YieldOp::create(fb);
         });
   }

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <cstring>
 #include <set>
 
 namespace mlir {
@@ -85,6 +87,10 @@ const char *paramName(int64_t id) {
     return "k_start";
   case kParamCacheBatchIdx:
     return "cache_batch_idx";
+  case kParamKScale:
+    return "k_scale";
+  case kParamVScale:
+    return "v_scale";
   case kParamTreeParents:
     return "tree_parents";
   default:
@@ -206,6 +212,17 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
     return where + keyStartKvLenMessage(b, index, aux, v);
   case kRuleCacheIndexRange:
     return where + cacheBatchIndexRangeMessage(b, v, size);
+  // An FP8 cache's scales: the element's index and its f32 bits.
+  case kRuleKvScaleNotPositive:
+  case kRuleKvScaleNaN:
+  case kRuleKvScaleInf: {
+    float f;
+    const uint32_t bits = static_cast<uint32_t>(v);
+    std::memcpy(&f, &bits, sizeof(f));
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", static_cast<double>(f));
+    return where + name + "[" + str(index) + "] = " + text + kKvScaleRule;
+  }
   // Draft-token trees: kvattn/Support/TreeParents.h's messages.
   case kRuleTreeParent:
     return where + treeParentMessage(aux, v, index, b);

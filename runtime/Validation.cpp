@@ -90,6 +90,16 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
     return {"", "B", "Hq", "L"};
   if (role == "sinks" || role == "alibi_slopes")
     return {"Hq"};
+  // An FP8 cache's scales: per tensor [1] (or rank 0), per KV head [Hkv],
+  // per token and head the cache's shape without D.
+  if (role == "k_scale" || role == "v_scale") {
+    if (rank <= 1)
+      return std::vector<std::string>(rank, "Hkv");
+    std::vector<std::string> rows =
+        symbolicShape("key", 4, paged, varlen, packedKeys, cacheRows);
+    rows.pop_back();
+    return rows;
+  }
   std::vector<std::string> full = {"B", "Hq", "L", "S"}; // mask
   return std::vector<std::string>(full.end() - std::min(rank, full.size()),
                                   full.end());
@@ -256,7 +266,9 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
         // A static dimension of the kernel must match the run-time size it
         // stands for (head dims and broadcast mask dims stand for none).
         int64_t actual = sizeByName(s, symbolic[d]);
-        bool broadcast = p.name == "mask" && size == 1;
+        bool broadcast =
+            (p.name == "mask" || p.name == "k_scale" || p.name == "v_scale") &&
+            size == 1;
         if (actual >= 0 && !broadcast && actual != size)
           return Status::error(where + "'" + p.name + "' dim " + str(d) +
                                " is compiled as " + dim + " but " +

@@ -12,7 +12,7 @@ one throughput model (model.py).  No GPU is used: every figure is an
 estimate; bench/run-gpu-bench.sh is the measurement.
 
     python3 bench/peers/run.py [--build build] [--chips sm_80,sm_89,sm_90a]
-        [--shapes prefill,append,decode] [--hd 128,64] [--peers fa2,...]
+        [--shapes prefill,append,decode,decode-fp8] [--hd 128,64] [--peers fa2,...]
 
 Prints a table, then one `ratio SHAPE CHIP PEER X.XX` line per shape, chip
 and peer (kvattn estimate / peer estimate; > 1: kvattn faster) and one
@@ -60,11 +60,14 @@ PUBLISHED = {
 
 class Shape:
     def __init__(self, name, kind, d, L, P, causal=True, B=1, hq=HQ,
-                 hkv=HKV):
+                 hkv=HKV, kv_dtype=None):
         self.name, self.kind, self.d = name, kind, d
         self.L, self.P, self.causal, self.B = L, P, causal, B
         self.hq, self.hkv = hq, hkv
         self.S = P + L
+        # An FP8 cache (e4m3, per-tensor scales): one byte a K/V element.
+        self.kv_dtype = kv_dtype
+        self.kv_elt_bytes = 1 if kv_dtype else 2
 
     def group(self):
         return self.hq // self.hkv
@@ -79,14 +82,17 @@ class Shape:
         return 4 * self.d * keys * self.hq * self.B
 
     def kv_bytes(self):
-        return 2 * self.S * self.hkv * self.d * 2 * self.B
+        return 2 * self.S * self.hkv * self.d * self.kv_elt_bytes * self.B
 
     def hbm_bytes(self):
         return self.kv_bytes() + 2 * self.L * self.hq * self.d * 2 * self.B
 
     def case_flags(self):
-        return "--B %d --L %d --S %d --D %d --q-offset %d" % (
+        flags = "--B %d --L %d --S %d --D %d --q-offset %d" % (
             self.B, self.L, self.S, self.d, self.P)
+        if self.kv_dtype:
+            flags += " --kv-dtype %s --kv-scales tensor" % self.kv_dtype
+        return flags
 
 
 def shapes(kinds, hds):
@@ -102,6 +108,11 @@ def shapes(kinds, hds):
         if "decode" in kinds:
             out.append(Shape("decode-hd%d" % d, "decode", d, 1,
                              DECODE_S - 1))
+        if "decode-fp8" in kinds:
+            # kvattn alone (no peer's FP8 decode kernel is built here); its
+            # ratio is to kvattn's bf16 decode in tokens per second.
+            out.append(Shape("decode-fp8-hd%d" % d, "decode", d, 1,
+                             DECODE_S - 1, kv_dtype="f8E4M3FN"))
     return out
 
 
@@ -414,6 +425,8 @@ def triton_kernel(cache, shape, chip, kernel):
 
 
 def peer_kernels(cache, shape, chip, peers):
+    if shape.kv_dtype:
+        return []  # no FP8 peer kernel is built here
     """The kernel each peer's dispatch selects for the shape on the chip."""
     out = []
     d, kind = shape.d, shape.kind
@@ -657,6 +670,20 @@ def main():
                                  r["gbs_bound"]))
 
     print_report(rows, ratios, cals)
+    # FP8 decode: the same step over a cache of half the bytes, as tokens
+    # per second relative to kvattn's bf16 decode (a model estimate).
+    for shape, k, r in rows:
+        if not shape.kv_dtype:
+            continue
+        base = next((rb for sb, kb, rb in rows if sb.kind == "decode" and
+                     not sb.kv_dtype and sb.d == shape.d and
+                     kb.chip == k.chip and kb.peer == "kvattn"), None)
+        line = "fp8 %s %s: %.0f GB/s of FP8 cache (estimate)" % (
+            shape.name, k.chip, r["gbs"])
+        if base:
+            line += ", %.2fx the tokens/s of the bf16 decode (%.0f GB/s)" % (
+                base["time"] / r["time"], base["gbs"])
+        print(line)
 
 
 if __name__ == "__main__":

@@ -145,7 +145,11 @@ typedef enum {
   KVATTN_F64 = 3,
   KVATTN_I1 = 4,
   KVATTN_I32 = 5,
-  KVATTN_I64 = 6
+  KVATTN_I64 = 6,
+  /* FP8 KV caches: one byte a code (f8E4M3FN, f8E5M2), read with f32
+   * k_scale / v_scale (docs/semantics.md, "FP8 KV caches"). */
+  KVATTN_F8E4M3FN = 7,
+  KVATTN_F8E5M2 = 8
 } kvattn_dtype;
 
 /* A dense row-major tensor in host memory, owned by the caller. */
@@ -453,6 +457,16 @@ typedef struct {
    * batch reads. Not with paged, append or ragged_keys. */
   int32_t cache_batch_idx;
   int64_t cache_rows;
+  /* An FP8 KV cache (docs/semantics.md, "FP8 KV caches"): -1 (default):
+   * key and value in `dtype`; KVATTN_F8E4M3FN or KVATTN_F8E5M2: key and
+   * value hold FP8 codes (one byte each) read as code * scale, with the
+   * plan's buffers "k_scale" and "v_scale" (f32, after the others) of
+   * granularity kv_scales: 0 per tensor [1], 1 per KV head [Hkv], 2 per
+   * token and head (the cache's shape without D: [B, Hkv, S], paged
+   * [num_pages, page_size, Hkv]). Needs dtype f16, bf16 or f32; not with
+   * append (the quantising append has no GPU kernel yet). */
+  int32_t kv_dtype;
+  int32_t kv_scales;
 } kvattn_attention_desc;
 
 /* The defaults (bf16, every size dynamic, nothing optional), struct_size
@@ -461,7 +475,7 @@ void kvattn_attention_desc_init(kvattn_attention_desc *desc);
 /* The IR kvattn_plan_create_from_desc plans (free with kvattn_free): one
  * function @attention(query, key, value, [update_k, update_v], [q_start],
  * q_offset, kv_len, [block_table], [sinks], [alibi_slopes], [tree_parents],
- * [k_start], [cache_batch_idx]) returning out,
+ * [k_start], [cache_batch_idx], [k_scale, v_scale]) returning out,
  * [lse], [key, value].
  * Errors name the field: "attention description: query heads Hq = 8 must
  * be a multiple of kv heads Hkv = 3". */

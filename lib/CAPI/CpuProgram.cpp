@@ -59,6 +59,10 @@ static std::optional<ElementType> toElementType(const kvattn_dtype &dtype) {
     return ElementType::I32;
   case KVATTN_I64:
     return ElementType::I64;
+  case KVATTN_F8E4M3FN:
+    return ElementType::F8E4M3FN;
+  case KVATTN_F8E5M2:
+    return ElementType::F8E5M2;
   }
   return std::nullopt;
 }
@@ -79,6 +83,10 @@ static kvattn_dtype toDtype(ElementType type) {
     return KVATTN_I32;
   case ElementType::I64:
     return KVATTN_I64;
+  case ElementType::F8E4M3FN:
+    return KVATTN_F8E4M3FN;
+  case ElementType::F8E5M2:
+    return KVATTN_F8E5M2;
   }
   return KVATTN_F32;
 }

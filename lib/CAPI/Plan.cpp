@@ -120,6 +120,22 @@ static Status readDescription(const char *what,
   d.raggedKeys = c.ragged_keys;
   d.cacheBatchIdx = c.cache_batch_idx;
   d.cacheRows = c.cache_rows;
+  switch (c.kv_dtype) {
+  case -1:
+    break;
+  case KVATTN_F8E4M3FN:
+    d.kvDtype = "f8E4M3FN";
+    break;
+  case KVATTN_F8E5M2:
+    d.kvDtype = "f8E5M2";
+    break;
+  default:
+    return Status::error(prefix +
+                         "desc.kv_dtype = " + std::to_string(c.kv_dtype) +
+                         " is not -1 (the dtype), KVATTN_F8E4M3FN or "
+                         "KVATTN_F8E5M2");
+  }
+  d.kvScales = c.kv_scales;
   return Status::ok();
 }
 
@@ -161,6 +177,7 @@ void kvattn_attention_desc_init(kvattn_attention_desc *desc) {
   desc->num_pages = desc->max_pages = -1;
   desc->window_right = -1;
   desc->cache_rows = -1;
+  desc->kv_dtype = -1;
 }
 
 int kvattn_attention_desc_to_ir(const kvattn_attention_desc *desc, char **ir,

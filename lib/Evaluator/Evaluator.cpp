@@ -3,6 +3,7 @@
 #include "kvattn/Evaluator/Evaluator.h"
 
 #include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Reference/Fp8KvCache.h"
 #include "kvattn/Reference/Reference.h"
 #include "kvattn/Support/TensorCheck.h"
 
@@ -31,6 +32,10 @@ std::optional<ElementType> toElementType(Type type) {
     return ElementType::F16;
   if (type.isBF16())
     return ElementType::BF16;
+  if (isa<Float8E4M3FNType>(type))
+    return ElementType::F8E4M3FN;
+  if (isa<Float8E5M2Type>(type))
+    return ElementType::F8E5M2;
   if (type.isF64())
     return ElementType::F64;
   if (type.isInteger(1))
@@ -385,6 +390,23 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   ops.query = &tensor(op.getQuery());
   ops.key = &tensor(op.getKey());
   ops.value = &tensor(op.getValue());
+  // An FP8 cache: the attention reads f32(code) * scale
+  // (kvattn/Reference/Fp8KvCache.h), whatever the layout.
+  HostTensor dequantKey, dequantValue;
+  if (op.getKScale() || op.getVScale()) {
+    const int headDim = static_cast<int>(op.getKeyHeadDim());
+    if (Status s = reference::dequantizeKvCache(
+            *ops.key, headDim, "k_scale", tensor(op.getKScale()), dequantKey);
+        s.isError())
+      return fail(op, s.message());
+    if (Status s =
+            reference::dequantizeKvCache(*ops.value, headDim, "v_scale",
+                                         tensor(op.getVScale()), dequantValue);
+        s.isError())
+      return fail(op, s.message());
+    ops.key = &dequantKey;
+    ops.value = &dequantValue;
+  }
   // Paged K/V: validate the block table and gather the logical caches.
   HostTensor logicalKey, logicalValue;
   if (Value table = op.getBlockTable()) {

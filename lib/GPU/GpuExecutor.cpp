@@ -44,6 +44,8 @@ std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
   add(op.getKStart(), "k_start");
   add(op.getCacheBatchIdx(), "cache_batch_idx");
   add(op.getTreeParents(), "tree_parents");
+  add(op.getKScale(), "k_scale");
+  add(op.getVScale(), "v_scale");
   return roles;
 }
 

@@ -1,6 +1,7 @@
 //===- Fp8KvCache.cpp - FP8 KV caches in the reference -------------------===//
 
 #include "kvattn/Reference/Fp8KvCache.h"
+#include "kvattn/Support/StatusWord.h"
 
 #include <cmath>
 #include <cstdio>
@@ -60,8 +61,7 @@ Status checkKvScale(const char *name, const HostTensor &scale,
     const double v = scale.getDouble(i);
     if (!(v > 0.0) || !std::isfinite(v))
       return Status::error(n + "[" + str(i) + "] = " + number(v) +
-                           " must be positive and finite (a KV scale "
-                           "divides the values it quantises)");
+                           kKvScaleRule);
   }
   return Status::ok();
 }
@@ -107,12 +107,70 @@ Status dequantizeFp8Cache(const Fp8Cache &cache, const char *scaleName,
   return Status::ok();
 }
 
+Status dequantizeKvCache(const HostTensor &cache, int headDim,
+                         const char *scaleName, const HostTensor &scale,
+                         HostTensor &values) {
+  const std::string n(scaleName);
+  if (!isFp8Type(cache.elementType()))
+    return Status::error(n +
+                         " must go with an FP8 cache (f8E4M3FN or "
+                         "f8E5M2), not " +
+                         elementTypeName(cache.elementType()));
+  KVATTN_RETURN_IF_ERROR(checkCacheShape(cache.shape()));
+  const std::vector<int64_t> &shape = cache.shape();
+  const std::vector<int64_t> rows(shape.begin(), shape.begin() + 3);
+  const int64_t hkv = shape[headDim], d = shape[3];
+  KvScaleGranularity g;
+  if (headDim == 1) {
+    KVATTN_RETURN_IF_ERROR(checkKvScale(scaleName, scale, shape, g));
+  } else {
+    if (scale.elementType() != ElementType::F32)
+      return Status::error(n + " must be an f32 tensor, got " +
+                           elementTypeName(scale.elementType()));
+    const std::vector<int64_t> &ss = scale.shape();
+    if (ss.empty() || (ss.size() == 1 && ss[0] == 1))
+      g = KvScaleGranularity::PerTensor;
+    else if (ss.size() == 1 && ss[0] == hkv)
+      g = KvScaleGranularity::PerKvHead;
+    else if (ss == rows)
+      g = KvScaleGranularity::PerTokenAndHead;
+    else
+      return Status::error(n + " has shape " + bracketed(ss) +
+                           ": a KV scale is per tensor [1], per KV head "
+                           "[Hkv = " +
+                           str(hkv) + "] or per token and head " +
+                           bracketed(rows));
+    for (int64_t i = 0; i < scale.numElements(); ++i) {
+      const double v = scale.getDouble(i);
+      if (!(v > 0.0) || !std::isfinite(v))
+        return Status::error(n + "[" + str(i) + "] = " + number(v) +
+                             kKvScaleRule);
+    }
+  }
+  KVATTN_RETURN_IF_ERROR(HostTensor::make(ElementType::F32, shape, values));
+  const int64_t nRows = shape[0] * shape[1] * shape[2];
+  for (int64_t r = 0; r < nRows; ++r) {
+    const int64_t head = headDim == 1 ? (r / shape[2]) % shape[1] : r % hkv;
+    const float sc = g == KvScaleGranularity::PerTensor
+                         ? static_cast<float>(scale.getDouble(0))
+                     : g == KvScaleGranularity::PerKvHead
+                         ? static_cast<float>(scale.getDouble(head))
+                         : static_cast<float>(scale.getDouble(r));
+    for (int64_t x = 0; x < d; ++x) {
+      const float v = static_cast<float>(cache.getDouble(r * d + x));
+      values.setDouble(r * d + x, static_cast<double>(v * sc));
+    }
+  }
+  return Status::ok();
+}
+
 Status appendFp8(Fp8Cache &cache, const HostTensor &update,
                  const HostTensor &pos, const char *scaleName,
                  const HostTensor &scale) {
   KVATTN_RETURN_IF_ERROR(checkCacheShape(cache.shape));
   if (!isFloatType(update.elementType()) ||
-      update.elementType() == ElementType::F64)
+      update.elementType() == ElementType::F64 ||
+      isFp8Type(update.elementType()))
     return Status::error(
         std::string("an FP8 cache takes new tokens in f32, f16 or bf16 and "
                     "quantises them with its scales: the update is ") +

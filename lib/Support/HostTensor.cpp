@@ -2,10 +2,12 @@
 
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Float16.h"
+#include "kvattn/Support/Float8.h"
 #include "kvattn/Support/Limits.h"
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <unistd.h>
@@ -29,6 +31,10 @@ const char *elementTypeName(ElementType type) {
     return "i32";
   case ElementType::I64:
     return "i64";
+  case ElementType::F8E4M3FN:
+    return "f8E4M3FN";
+  case ElementType::F8E5M2:
+    return "f8E5M2";
   }
   return "?";
 }
@@ -36,7 +42,8 @@ const char *elementTypeName(ElementType type) {
 std::optional<ElementType> parseElementType(const std::string &name) {
   for (ElementType t :
        {ElementType::F32, ElementType::F16, ElementType::BF16, ElementType::F64,
-        ElementType::I1, ElementType::I32, ElementType::I64})
+        ElementType::I1, ElementType::I32, ElementType::I64,
+        ElementType::F8E4M3FN, ElementType::F8E5M2})
     if (name == elementTypeName(t))
       return t;
   return std::nullopt;
@@ -54,6 +61,8 @@ size_t elementTypeSize(ElementType type) {
   case ElementType::I64:
     return 8;
   case ElementType::I1:
+  case ElementType::F8E4M3FN:
+  case ElementType::F8E5M2:
     return 1;
   }
   return 1;
@@ -61,7 +70,12 @@ size_t elementTypeSize(ElementType type) {
 
 bool isFloatType(ElementType type) {
   return type == ElementType::F32 || type == ElementType::F16 ||
-         type == ElementType::BF16 || type == ElementType::F64;
+         type == ElementType::BF16 || type == ElementType::F64 ||
+         isFp8Type(type);
+}
+
+bool isFp8Type(ElementType type) {
+  return type == ElementType::F8E4M3FN || type == ElementType::F8E5M2;
 }
 
 bool fitsIn(ElementType type, int64_t value) {
@@ -175,6 +189,10 @@ double HostTensor::getDouble(int64_t i) const {
     return load<int32_t>(p);
   case ElementType::I64:
     return static_cast<double>(load<int64_t>(p));
+  case ElementType::F8E4M3FN:
+    return float8ToFloat(*p, Float8Format::E4M3FN);
+  case ElementType::F8E5M2:
+    return float8ToFloat(*p, Float8Format::E5M2);
   }
   return 0.0;
 }
@@ -211,6 +229,16 @@ void HostTensor::setDouble(int64_t i, double value) {
     return store<int32_t>(p, static_cast<int32_t>(value));
   case ElementType::I64:
     return store<int64_t>(p, static_cast<int64_t>(value));
+  case ElementType::F8E4M3FN:
+    *p = floatToFloat8(static_cast<float>(value), Float8Format::E4M3FN);
+    return;
+  case ElementType::F8E5M2:
+    // A stored infinity stays one (e5m2 has them; kvattn-run --fill
+    // poisons caches with it); finite values round and saturate.
+    *p = std::isinf(value)
+             ? (value > 0 ? 0x7c : 0xfc)
+             : floatToFloat8(static_cast<float>(value), Float8Format::E5M2);
+    return;
   }
 }
 

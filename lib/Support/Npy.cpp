@@ -36,7 +36,9 @@ static const DescrEntry kDescrs[] = {
 static const char *descrFor(ElementType type) {
   switch (type) {
   case ElementType::F32:
-  case ElementType::BF16: // NumPy has no bfloat16: written as float32.
+  case ElementType::BF16:     // NumPy has no bfloat16: written as float32.
+  case ElementType::F8E4M3FN: // Nor FP8: the decoded values as float32.
+  case ElementType::F8E5M2:
     return "<f4";
   case ElementType::F16:
     return "<f2";
@@ -211,10 +213,11 @@ std::string serializeNpy(const HostTensor &tensor) {
   out += static_cast<char>(dict.size() & 0xff);
   out += static_cast<char>((dict.size() >> 8) & 0xff);
   out += dict;
-  if (tensor.elementType() == ElementType::BF16) {
+  if (tensor.elementType() == ElementType::BF16 ||
+      isFp8Type(tensor.elementType())) {
     HostTensor widened;
     Status s = tensor.convertTo(ElementType::F32, widened);
-    (void)s; // bf16 -> f32 always succeeds.
+    (void)s; // bf16 / FP8 -> f32 always succeeds.
     out.append(reinterpret_cast<const char *>(widened.data()),
                widened.byteSize());
   } else {

@@ -121,6 +121,23 @@ Status checkAttentionDescription(const AttentionDescription &d) {
   }
   if (d.cacheBatchIdx)
     KVATTN_RETURN_IF_ERROR(size("cache_rows", d.cacheRows));
+  if (!d.kvDtype.empty()) {
+    if (d.kvDtype != "f8E4M3FN" && d.kvDtype != "f8E5M2")
+      return Status::error(where + "kv_dtype '" + d.kvDtype +
+                           "' is not f8E4M3FN or f8E5M2");
+    if (d.kvScales < 0 || d.kvScales > 2)
+      return Status::error(where + "kv_scales = " + std::to_string(d.kvScales) +
+                           " is not 0 (per tensor), 1 (per KV head) or 2 "
+                           "(per token and head)");
+    if (d.append)
+      return Status::error(where + "kv_dtype " + d.kvDtype +
+                           " with append: the quantising append into an FP8 "
+                           "cache has no GPU kernel yet (write the cache "
+                           "first)");
+  } else if (d.kvScales != 0) {
+    return Status::error(where + "kv_scales = " + std::to_string(d.kvScales) +
+                         " is given for a cache that is not FP8");
+  }
   if (d.varlen && d.append)
     return Status::error(where +
                          "append with varlen: kvattn.append writes the same "
@@ -148,21 +165,29 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   auto tensor = [](ArrayRef<int64_t> shape, Type t) -> Type {
     return RankedTensorType::get(shape, t);
   };
+  // K and V: the query's type, or FP8 codes.
+  Type kvElt = d.kvDtype == "f8E4M3FN" ? Type(b.getType<Float8E4M3FNType>())
+               : d.kvDtype == "f8E5M2" ? Type(b.getType<Float8E5M2Type>())
+                                       : elt;
   // The signature: query, key, value, [update_k, update_v], [q_start],
   // q_offset (the append's pos too), kv_len, [block_table], [sinks],
-  // [alibi_slopes].
+  // [alibi_slopes], ..., [k_scale, v_scale].
   SmallVector<Type> inputs = {tensor({d.varlen ? 1 : B, Hq, L, D}, elt)};
+  SmallVector<int64_t> cacheRows; // the cache's shape without D
   if (d.paged) {
-    inputs.push_back(tensor({dim(d.numPages), d.pageSize, Hkv, D}, elt)); // key
+    cacheRows = {dim(d.numPages), d.pageSize, Hkv};
     inputs.push_back(
-        tensor({dim(d.numPages), d.pageSize, Hkv, Dv}, elt)); // value
+        tensor({dim(d.numPages), d.pageSize, Hkv, D}, kvElt)); // key
+    inputs.push_back(
+        tensor({dim(d.numPages), d.pageSize, Hkv, Dv}, kvElt)); // value
   } else {
     // Ragged keys: one packed buffer; a batch-to-cache map: C cache rows.
     const int64_t rows = d.raggedKeys      ? 1
                          : d.cacheBatchIdx ? dim(d.cacheRows)
                                            : B;
-    inputs.push_back(tensor({rows, Hkv, dim(d.keyLen), D}, elt));
-    inputs.push_back(tensor({rows, Hkv, dim(d.keyLen), Dv}, elt));
+    cacheRows = {rows, Hkv, dim(d.keyLen)};
+    inputs.push_back(tensor({rows, Hkv, dim(d.keyLen), D}, kvElt));
+    inputs.push_back(tensor({rows, Hkv, dim(d.keyLen), Dv}, kvElt));
   }
   if (d.append) {
     inputs.push_back(tensor({B, Hkv, L, D}, elt));
@@ -186,6 +211,14 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
         tensor({B == ShapedType::kDynamic ? B : B + 1}, index)); // k_start
   if (d.cacheBatchIdx)
     inputs.push_back(tensor({B}, index)); // cache_batch_idx
+  if (!d.kvDtype.empty()) {
+    SmallVector<int64_t> scaleShape = d.kvScales == 0 ? SmallVector<int64_t>{1}
+                                      : d.kvScales == 1
+                                          ? SmallVector<int64_t>{Hkv}
+                                          : cacheRows;
+    inputs.push_back(tensor(scaleShape, b.getF32Type())); // k_scale
+    inputs.push_back(tensor(scaleShape, b.getF32Type())); // v_scale
+  }
 
   module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
@@ -212,6 +245,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   Value treeParents = d.tree ? body->getArgument(next++) : Value();
   Value kStart = d.raggedKeys ? body->getArgument(next++) : Value();
   Value cacheBatchIdx = d.cacheBatchIdx ? body->getArgument(next++) : Value();
+  Value kScale = d.kvDtype.empty() ? Value() : body->getArgument(next++);
+  Value vScale = d.kvDtype.empty() ? Value() : body->getArgument(next++);
 
   SmallVector<Value> results;
   if (d.append) {
@@ -235,6 +270,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   extras.treeParents = treeParents;
   extras.kStart = kStart;
   extras.cacheBatchIdx = cacheBatchIdx;
+  extras.kScale = kScale;
+  extras.vScale = vScale;
   extras.causal = d.causal;
   extras.window = d.window;
   extras.windowRight = d.windowRight;

@@ -42,6 +42,7 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 using namespace mlir;
@@ -92,6 +93,8 @@ int paramId(const std::string &name) {
       {"q_start", kParamQStart},
       {"k_start", kParamKStart},
       {"cache_batch_idx", kParamCacheBatchIdx},
+      {"k_scale", kParamKScale},
+      {"v_scale", kParamVScale},
       {"tree_parents", kParamTreeParents}};
   auto it = ids.find(name);
   return it == ids.end() ? -1 : it->second;
@@ -187,10 +190,13 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
   KernelSignature signature(ctx);
   std::vector<std::string> metadata, sizeNames;
   std::map<std::string, Type> eltOf;
+  std::map<std::string, ArrayAttr> shapeOf;
+  std::map<std::string, Value> scaleCount;
   for (auto [p, entry] : llvm::zip(params, getKernelParams(kernel)))
     if (p.kind == "pointer" && paramId(p.name) >= 0) {
       metadata.push_back(p.name);
       eltOf[p.name] = p.elementType;
+      shapeOf[p.name] = entry.getShape();
       signature.addPointer(entry,
                            p.elementType.isInteger(1)
                                ? Type(LLVM::LLVMPointerType::get(ctx))
@@ -254,6 +260,23 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       Type elt = eltOf[m];
       if (elt.isInteger(1))
         continue;
+      if (m == "k_scale" || m == "v_scale") {
+        // An FP8 cache's scales: as many elements as their manifest shape
+        // says (numbers, or sizes by name).
+        Value count = c1;
+        for (Attribute dim : shapeOf[m]) {
+          Value n = isa<IntegerAttr>(dim)
+                        ? e.idx(cast<IntegerAttr>(dim).getInt())
+                        : sz(cast<StringAttr>(dim).str());
+          count = e.mul(count, n);
+        }
+        scaleCount[m] = count;
+        view[m] = memref::ReinterpretCastOp::create(
+            b, MemRefType::get({ShapedType::kDynamic}, elt), arg[m],
+            b.getIndexAttr(0), ArrayRef<OpFoldResult>{count},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+        continue;
+      }
       Value rows;
       if (m == "q_pos")
         rows = e.mul(sz("B"), sz("L"));
@@ -608,6 +631,42 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       });
     };
 
+    // An FP8 cache's scales (group g): every element positive and finite,
+    // the threads of block 0 (key: the element).
+    auto scaleRules = [&](int g, const std::string &m) {
+      Value block0 = e.cmp(CmpIPredicate::eq, bi, z);
+      e.ifThen(block0, [&] {
+        e.loop(
+            tid, scaleCount[m], cT, {},
+            [&](Value n, ValueRange) -> SmallVector<Value> {
+              Value v = memref::LoadOp::create(b, view[m], ValueRange{n});
+              Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0));
+              Value inf = arith::ConstantOp::create(
+                  b, b.getF32FloatAttr(std::numeric_limits<float>::infinity()));
+              Value negInf = arith::NegFOp::create(b, inf);
+              Value isNan =
+                  arith::CmpFOp::create(b, arith::CmpFPredicate::UNO, v, v);
+              Value isPosInf =
+                  arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, v, inf);
+              Value isNegInf = arith::CmpFOp::create(
+                  b, arith::CmpFPredicate::OEQ, v, negInf);
+              Value isInf = e.either(isPosInf, isNegInf);
+              Value notPositive =
+                  arith::CmpFOp::create(b, arith::CmpFPredicate::OLE, v, zero);
+              Value ruleSign = ruleIf(notPositive, kRuleKvScaleNotPositive, z);
+              Value ruleInf = ruleIf(isInf, kRuleKvScaleInf, ruleSign);
+              Value rule = ruleIf(isNan, kRuleKvScaleNaN, ruleInf);
+              Value bits = arith::BitcastOp::create(b, b.getI32Type(), v);
+              Value bits64 = arith::ExtUIOp::create(b, b.getI64Type(), bits);
+              Value n64 = e.toI64(n);
+              Value key = groupKey(g, n64);
+              Value count64 = e.toI64(scaleCount[m]);
+              report(rule, key, n64, bits64, z, count64, z, paramId(m));
+              return {};
+            });
+      });
+    };
+
     // The values of one parameter (offsets, positions, lengths, validity),
     // one thread per element of the row, in group `g`.
     auto valueRules = [&](int g, const std::string &m) {
@@ -680,11 +739,17 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       std::vector<std::string> names;
       for (const std::string &m : metadata)
         if (m != "block_table" && m != "q_start" && m != "k_start" &&
-            m != "cache_batch_idx" && m != "tree_parents")
+            m != "cache_batch_idx" && m != "tree_parents" &&
+            m != "k_scale" && m != "v_scale")
           names.push_back(m);
       std::sort(names.begin(), names.end());
       for (size_t g = 0; g < names.size(); ++g)
         valueRules(static_cast<int>(g), names[g]);
+      // An FP8 cache's scales (groups 10, 11: after the values).
+      if (arg.count("k_scale"))
+        scaleRules(10, "k_scale");
+      if (arg.count("v_scale"))
+        scaleRules(11, "v_scale");
       // Where the keys live, before q_start (the host check's order).
       if (arg.count("k_start"))
         keyStartRules(12);

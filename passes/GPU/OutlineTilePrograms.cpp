@@ -38,7 +38,7 @@ static const char *const kRoles[] = {
     "q_pos",       "k_pos",   "kv_len",       "key_valid", "mask",
     "block_table", "q_start", "out",          "lse",       "out_parts",
     "lse_parts",   "sinks",   "alibi_slopes", "k_start",   "cache_batch_idx",
-    "tree_parents"};
+    "tree_parents", "k_scale", "v_scale"};
 /// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
     "B",         "Hq",        "Hkv", "L", "S",         "num_pages",
@@ -111,6 +111,17 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank, bool paged,
     return {kN, kB, kHq, kL};
   if (role == "sinks" || role == "alibi_slopes")
     return {kHq};
+  if (role == "k_scale" || role == "v_scale") {
+    // Per tensor [1] (or rank 0), per KV head [Hkv], or per token and head:
+    // the cache's shape without D.
+    if (rank == 0)
+      return {};
+    if (rank == 1) // [1] is static: only [Hkv] can be dynamic
+      return {static_cast<int>(kHkv)};
+    SmallVector<int> rows = symbolicShape("key", 4, paged, keys);
+    rows.pop_back();
+    return rows;
+  }
   // mask: right-aligned against [B, Hq, L, S].
   SmallVector<int> full = {kB, kHq, kL, kS};
   return SmallVector<int>(full.end() - rank, full.end());
@@ -202,7 +213,12 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
         sameType &= getElementTypeOrSelf(load.getQuery().getType()) ==
                     layout->stageElementType;
       });
-      useWgmma = sameType && canUseWgmma(*layout, config.getNumWarps());
+      // An FP8 cache runs the mma.sync kernel (its K/V are converted while
+      // staged; the wgmma kernels stage with cp.async only).
+      bool fp8 = false;
+      forall.walk(
+          [&](TileQKOp qk) { fp8 |= static_cast<bool>(qk.getKvScale()); });
+      useWgmma = sameType && !fp8 && canUseWgmma(*layout, config.getNumWarps());
     }
     sharedMemoryBytes = layout->totalBytes;
   }

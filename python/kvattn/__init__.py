@@ -39,7 +39,8 @@ __all__ = ["__version__", "KVAttnError", "KVAttnTypeError", "KVAttnValueError",
            "KVAttnWarning", "Diagnostic", "compile",
            "run", "plan", "Runtime", "DeviceArray",
            "CpuProgram", "GpuProgram", "Plan", "to_device", "to_bf16",
-           "from_bf16", "library", "default_runtime", "device_view",
+           "from_bf16", "to_fp8", "from_fp8", "library", "default_runtime",
+           "device_view",
            "DeviceView", "capi", "attention_ir", "drift",
            "cache_fingerprint", "check_cache_prefix", "KVAttnCacheMismatch"]
 
@@ -133,12 +134,15 @@ def _numpy_dtype(dtype):
     np = _np()
     return {"f32": np.float32, "f16": np.float16, "f64": np.float64,
             "bf16": np.uint16, "i1": np.bool_, "i32": np.int32,
-            "i64": np.int64}[dtype]
+            "i64": np.int64, "f8E4M3FN": np.uint8, "f8E5M2": np.uint8}[dtype]
 
 
-def _kvattn_dtype(array):
-    """The kvattn dtype of a NumPy array (uint16 is bf16 bit patterns)."""
+def _kvattn_dtype(array, want=None):
+    """The kvattn dtype of a NumPy array (uint16 is bf16 bit patterns; uint8
+    the codes of an FP8 type when `want` is one)."""
     np = _np()
+    if want in capi.FP8_DTYPES and array.dtype == np.uint8:
+        return want
     table = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
              np.dtype(np.float64): "f64", np.dtype(np.bool_): "i1",
              np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
@@ -155,6 +159,64 @@ def _asarray(what, value):
     except (TypeError, ValueError, OverflowError) as e:
         raise KVAttnTypeError(f"{what}: cannot convert {type(value).__name__}"
                               f" to an array ({e})") from None
+
+
+# --- FP8 codes (KV caches) ---------------------------------------------------
+
+def _fp8_spec(fmt):
+    if fmt not in capi.FP8_DTYPES:
+        raise KVAttnValueError(f"FP8 format must be f8E4M3FN or f8E5M2, got "
+                               f"{fmt!r}")
+    # mantissa bits, bias, largest finite code (sign clear), infinities
+    return (3, 7, 0x7E, False) if fmt == "f8E4M3FN" else (2, 15, 0x7B, True)
+
+
+def _fp8_table(fmt):
+    """The float32 value of each of the 256 codes (exact)."""
+    np = _np()
+    m, bias, _, has_inf = _fp8_spec(fmt)
+    codes = np.arange(256)
+    mag = codes & 0x7F
+    e, f = mag >> m, mag & ((1 << m) - 1)
+    v = np.where(e == 0, f * 2.0 ** (1 - bias - m),
+                 (f + (1 << m)) * 2.0 ** (e.astype(np.float64) - bias - m))
+    if has_inf:
+        v = np.where(e == 31, np.where(f == 0, np.inf, np.nan), v)
+    else:
+        v = np.where(mag == 0x7F, np.nan, v)
+    return np.where(codes & 0x80, -v, v).astype(np.float32)
+
+
+def from_fp8(codes, fmt):
+    """np.uint8 FP8 codes (f8E4M3FN or f8E5M2) -> float32, exactly."""
+    np = _np()
+    a = _asarray("from_fp8", codes)
+    if a.dtype != np.uint8:
+        a = _convert("from_fp8", a, fmt)
+    return _fp8_table(fmt)[a]
+
+
+def to_fp8(values, fmt):
+    """float values -> np.uint8 FP8 codes as kvattn quantises
+    (docs/semantics.md, "FP8 KV caches"): round to nearest even, saturate to
+    the largest finite value (infinities too), NaN -> 0x7F."""
+    np = _np()
+    a = _asarray("to_fp8", values)
+    if a.dtype.kind not in "iuf":
+        raise KVAttnTypeError(f"to_fp8 takes numbers, got {a.dtype}")
+    _, _, top, _ = _fp8_spec(fmt)
+    x = np.asarray(a, dtype=np.float32).astype(np.float64)
+    grid = _fp8_table(fmt)[:top + 1].astype(np.float64)  # codes 0 .. top
+    mag = np.minimum(np.abs(np.nan_to_num(x, nan=0.0, posinf=np.inf)),
+                     grid[-1])
+    hi = np.clip(np.searchsorted(grid, mag, side="left"), 0, top)
+    lo = np.maximum(hi - 1, 0)
+    dlo, dhi = mag - grid[lo], grid[hi] - mag
+    pick = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi,
+                                            np.where(lo % 2 == 0, lo, hi)))
+    code = pick | np.where(np.signbit(x), 0x80, 0)
+    code = np.where(np.isnan(x), 0x7F, code)
+    return code.astype(np.uint8)
 
 
 def to_bf16(values):
@@ -179,7 +241,8 @@ def from_bf16(bits):
 
 
 _INT_RANGE = {"i1": (0, 1), "i32": (-(1 << 31), (1 << 31) - 1),
-              "i64": (capi.INT64_MIN, capi.INT64_MAX), "bf16": (0, 0xFFFF)}
+              "i64": (capi.INT64_MIN, capi.INT64_MAX), "bf16": (0, 0xFFFF),
+              "f8E4M3FN": (0, 0xFF), "f8E5M2": (0, 0xFF)}
 
 
 def _convert(what, a, dtype):
@@ -282,7 +345,7 @@ class CpuProgram:
         for i, value in enumerate(inputs):
             want = (self.arguments[i][0] if i < len(self.arguments) else "f32")
             a = _host_array(f"input {i}", value, want)
-            dtype = _kvattn_dtype(a)
+            dtype = _kvattn_dtype(a, want)  # FP8: uint8 codes (to_fp8)
             if dtype is None:
                 raise KVAttnTypeError(
                     f"kvattn_cpu_run: input {i} has NumPy dtype {a.dtype}, "
@@ -473,7 +536,7 @@ class DeviceArray:
         """Uploads a host array of this shape and dtype (synchronous)."""
         np = _np()
         a = np.ascontiguousarray(_asarray("copy_from", array))
-        got = _kvattn_dtype(a)
+        got = _kvattn_dtype(a, self.dtype)
         if tuple(a.shape) != self.shape or got != self.dtype:
             raise KVAttnValueError(
                 f"copy_from: the array is {a.shape} {got or a.dtype}, the "
@@ -816,7 +879,7 @@ class GpuProgram:
                 continue
             want = self.params[name]["element_type"]
             a = _host_array(f"'{name}'", value, want)
-            self._check_dtype(name, _kvattn_dtype(a) or str(a.dtype))
+            self._check_dtype(name, _kvattn_dtype(a, want) or str(a.dtype))
             self._unify(sizes, name, a.shape)
             d = DeviceArray(self.runtime, a.shape, want).copy_from(a)
             temporaries.append(d)
@@ -1093,8 +1156,10 @@ def attention_ir(runtime=None, **fields):
     [Hq]), alibi (0/1: a buffer "alibi_slopes" f32 [Hq]), ragged_keys (0/1:
     key/value packed [1, Hkv, key_len, D], metadata "k_start" [B + 1]),
     cache_batch_idx (0/1: key/value [cache_rows, Hkv, key_len, D], metadata
-    "cache_batch_idx" [B]), cache_rows. Bad fields raise KVAttnError naming
-    them."""
+    "cache_batch_idx" [B]), cache_rows, kv_dtype (None, "f8E4M3FN" or
+    "f8E5M2": an FP8 cache with buffers "k_scale" and "v_scale" f32, last)
+    and kv_scales ("tensor" [1], "head" [Hkv] or "token": the cache's shape
+    without D). Bad fields raise KVAttnError naming them."""
     api = _runtime_arg(runtime).api if runtime is not None else library()
     return api.attention_ir(fields)
 

@@ -153,7 +153,9 @@ class AttentionDesc(ctypes.Structure):
                 ("tree", ctypes.c_int32),
                 ("ragged_keys", ctypes.c_int32),
                 ("cache_batch_idx", ctypes.c_int32),
-                ("cache_rows", ctypes.c_int64)]
+                ("cache_rows", ctypes.c_int64),
+                ("kv_dtype", ctypes.c_int32),
+                ("kv_scales", ctypes.c_int32)]
 
 
 # The fields of a description (kvattn.attention_ir's keywords), flags apart.
@@ -209,10 +211,13 @@ class HostTensor(ctypes.Structure):
 
 
 # kvattn_dtype
-DTYPES = ("f32", "f16", "bf16", "f64", "i1", "i32", "i64")
+DTYPES = ("f32", "f16", "bf16", "f64", "i1", "i32", "i64", "f8E4M3FN",
+          "f8E5M2")
 DTYPE_CODE = {name: code for code, name in enumerate(DTYPES)}
 DTYPE_SIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i1": 1, "i32": 4,
-              "i64": 8}
+              "i64": 8, "f8E4M3FN": 1, "f8E5M2": 1}
+# FP8 KV caches: host data is np.uint8 holding the codes (kvattn.to_fp8).
+FP8_DTYPES = ("f8E4M3FN", "f8E5M2")
 IMAGE_PTX, IMAGE_DEVICE_IR = 0, 1
 
 _LIBRARY_NAME = "libkvattn_c.so"
@@ -477,6 +482,26 @@ class Library:
                     raise KVAttnValueError(f"description dtype must be f32, "
                                            f"f16 or bf16, got {value!r}")
                 value = DTYPE_CODE[value]
+            elif name == "kv_dtype":
+                # None: K and V in dtype; an FP8 cache by name.
+                if value is None:
+                    continue
+                if not isinstance(value, str) or value not in FP8_DTYPES:
+                    raise KVAttnValueError(f"description kv_dtype must be "
+                                           f"None, f8E4M3FN or f8E5M2, got "
+                                           f"{value!r}")
+                value = DTYPE_CODE[value]
+            elif name == "kv_scales":
+                # "tensor" (default), "head" or "token", or 0 / 1 / 2.
+                names = {"tensor": 0, "head": 1, "token": 2}
+                if isinstance(value, str):
+                    if value not in names:
+                        raise KVAttnValueError(
+                            f"description kv_scales must be tensor, head "
+                            f"or token, got {value!r}")
+                    value = names[value]
+                value = check_int("description field kv_scales", value,
+                                  INT32_MIN, INT32_MAX)
             elif value is None and name not in DESC_FLAGS:
                 continue
             elif name in DESC_FLAGS:

@@ -219,3 +219,69 @@ TEST(Fp8KvCache, BadScalesAndUpdatesAreNamed) {
   EXPECT_EQ(s.message(), "pos[1] = 16 writes rows [16, 17) outside the cache "
                          "capacity C = 16 (batch 1)");
 }
+
+TEST(Fp8KvCache, HostTensorsHoldCodes) {
+  // F8E4M3FN / F8E5M2 elements are one byte: setDouble rounds to nearest
+  // even and saturates (e5m2 keeps a stored infinity), getDouble decodes.
+  HostTensor e4m3(ElementType::F8E4M3FN, {4});
+  EXPECT_EQ(e4m3.byteSize(), 4u);
+  e4m3.setDouble(0, 1.0625); // a tie between 1.0 and 1.125: even, 1.0
+  e4m3.setDouble(1, 1000.0); // saturates to 448
+  e4m3.setDouble(2, -std::numeric_limits<double>::infinity());
+  e4m3.setDouble(3, std::nan(""));
+  EXPECT_EQ(e4m3.getDouble(0), 1.0);
+  EXPECT_EQ(e4m3.getDouble(1), 448.0);
+  EXPECT_EQ(e4m3.getDouble(2), -448.0);
+  EXPECT_TRUE(std::isnan(e4m3.getDouble(3)));
+  EXPECT_EQ(e4m3.data()[3], 0x7f);
+  HostTensor e5m2(ElementType::F8E5M2, {2});
+  e5m2.setDouble(0, std::numeric_limits<double>::infinity());
+  e5m2.setDouble(1, 1e9);
+  EXPECT_EQ(e5m2.data()[0], 0x7c);
+  EXPECT_EQ(e5m2.getDouble(1), 57344.0);
+  EXPECT_TRUE(isFp8Type(ElementType::F8E5M2) &&
+              isFloatType(ElementType::F8E5M2));
+  EXPECT_EQ(std::string(elementTypeName(ElementType::F8E4M3FN)), "f8E4M3FN");
+}
+
+TEST(Fp8KvCache, DequantizesPagedCachesPerToken) {
+  // A paged cache [num_pages = 2, page_size = 3, Hkv = 2, D = 2] with
+  // per-token scales [2, 3, 2] (the cache's shape without D): element
+  // (p, s, h, x) reads code * scale[p, s, h].
+  HostTensor pages(ElementType::F8E4M3FN, {2, 3, 2, 2});
+  HostTensor scale(ElementType::F32, {2, 3, 2});
+  for (int64_t i = 0; i < pages.numElements(); ++i)
+    pages.setDouble(i, 0.5 * static_cast<double>(i % 7) - 1.0);
+  for (int64_t r = 0; r < scale.numElements(); ++r)
+    scale.setDouble(r, 0.25 * static_cast<double>(r + 1));
+  HostTensor values;
+  ASSERT_TRUE(dequantizeKvCache(pages, 2, "v_scale", scale, values).isOk());
+  for (int64_t i = 0; i < pages.numElements(); ++i)
+    EXPECT_EQ(values.getDouble(i),
+              static_cast<double>(static_cast<float>(pages.getDouble(i)) *
+                                  static_cast<float>(scale.getDouble(i / 2))));
+  // Per KV head [Hkv = 2]: head h of every row.
+  HostTensor head(ElementType::F32, {2});
+  head.setDouble(0, 2.0);
+  head.setDouble(1, 0.5);
+  ASSERT_TRUE(dequantizeKvCache(pages, 2, "v_scale", head, values).isOk());
+  EXPECT_EQ(values.getDouble(2), pages.getDouble(2) * 0.5); // (0, 0, 1, 0)
+  EXPECT_EQ(values.getDouble(4), pages.getDouble(4) * 2.0); // (0, 1, 0, 0)
+  // The errors name the operand and the layout.
+  HostTensor wrong(ElementType::F32, {3, 2});
+  Status s = dequantizeKvCache(pages, 2, "v_scale", wrong, values);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(), "v_scale has shape [3, 2]: a KV scale is per tensor "
+                         "[1], per KV head [Hkv = 2] or per token and head "
+                         "[2, 3, 2]");
+  head.setDouble(1, std::numeric_limits<double>::infinity());
+  s = dequantizeKvCache(pages, 2, "v_scale", head, values);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(), "v_scale[1] = inf must be positive and finite (a KV "
+                         "scale divides the values it quantises)");
+  HostTensor f16(ElementType::F16, {2, 3, 2, 2});
+  s = dequantizeKvCache(f16, 2, "k_scale", scale, values);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(),
+            "k_scale must go with an FP8 cache (f8E4M3FN or f8E5M2), not f16");
+}

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 
 #include <cstring>
+#include <limits>
 
 using namespace mlir::kvattn;
 using namespace mlir::kvattn::rt;
@@ -438,6 +439,32 @@ TEST(PlanMessages, KeyStartsAndCacheBatchIndexAreTheHostMessages) {
             s.message());
   EXPECT_NE(s.message().find("cache_batch_idx[1] = 4 is outside [0, C = 4)"),
             std::string::npos);
+  // An FP8 cache's scales (rules 25-27): the element and its f32 bits, the
+  // reference's message.
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof(u));
+    return static_cast<int64_t>(u);
+  };
+  EXPECT_EQ(describeViolation(word(kRuleKvScaleNotPositive, 0, 1, bits(0.0f), 0,
+                                   2, kParamKScale),
+                              names),
+            "launch of 'r': k_scale[1] = 0 must be positive and finite (a KV "
+            "scale divides the values it quantises)");
+  EXPECT_EQ(
+      describeViolation(word(kRuleKvScaleNaN, 0, 0,
+                             bits(std::numeric_limits<float>::quiet_NaN()), 0,
+                             1, kParamVScale),
+                        names),
+      "launch of 'r': v_scale[0] = nan must be positive and finite (a KV "
+      "scale divides the values it quantises)");
+  EXPECT_EQ(
+      describeViolation(word(kRuleKvScaleInf, 0, 5,
+                             bits(-std::numeric_limits<float>::infinity()), 0,
+                             8, kParamKScale),
+                        names),
+      "launch of 'r': k_scale[5] = -inf must be positive and finite (a "
+      "KV scale divides the values it quantises)");
 }
 
 namespace {

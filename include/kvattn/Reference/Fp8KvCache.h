@@ -61,6 +61,18 @@ float kvScaleAt(const HostTensor &scale, KvScaleGranularity granularity,
 Status dequantizeFp8Cache(const Fp8Cache &cache, const char *scaleName,
                           const HostTensor &scale, HostTensor &values);
 
+/// What kvattn.attention reads from an FP8 cache held in a HostTensor
+/// (F8E4M3FN / F8E5M2 codes) of any layout: `cache` is [B, Hkv, S, D]
+/// (`headDim` 1), or paged [num_pages, page_size, Hkv, D] (`headDim` 2);
+/// `scale` is per tensor ([1] or rank 0), per KV head ([Hkv]) or per token
+/// and head (the cache's shape without D). `values` becomes the f32 cache,
+/// every code times its row's scale. The errors of checkKvScale (the
+/// per-token shape spelled as the cache's rows), and
+/// `k_scale must go with an FP8 cache (f8E4M3FN or f8E5M2), not f16`.
+Status dequantizeKvCache(const HostTensor &cache, int headDim,
+                         const char *scaleName, const HostTensor &scale,
+                         HostTensor &values);
+
 /// kvattn.append into an FP8 cache: the L rows of `update` [B, Hkv, L, D]
 /// (f32, f16 or bf16) are quantised with the cache's scales (of rows
 /// pos[b] + t) and written at positions pos[b] .. pos[b] + L - 1; every

@@ -20,15 +20,21 @@
 namespace mlir {
 namespace kvattn {
 
-enum class ElementType { F32, F16, BF16, F64, I1, I32, I64 };
+/// F8E4M3FN and F8E5M2 hold the codes of an FP8 KV cache (one byte each;
+/// kvattn/Support/Float8.h): getDouble decodes exactly, setDouble rounds to
+/// nearest even and saturates, as bf16 and f16 round.
+enum class ElementType { F32, F16, BF16, F64, I1, I32, I64, F8E4M3FN, F8E5M2 };
 
-/// "f32", "f16", "bf16", "f64", "i1", "i32", "i64" (MLIR spelling).
+/// "f32", "f16", "bf16", "f64", "i1", "i32", "i64", "f8E4M3FN", "f8E5M2"
+/// (MLIR spelling).
 const char *elementTypeName(ElementType type);
 /// Parses the MLIR spelling; std::nullopt for anything else.
 std::optional<ElementType> parseElementType(const std::string &name);
 /// Bytes per element (i1 is stored as one byte, 0 or 1).
 size_t elementTypeSize(ElementType type);
 bool isFloatType(ElementType type);
+/// F8E4M3FN or F8E5M2 (float types too).
+bool isFp8Type(ElementType type);
 /// Whether an integer type holds `value` exactly (i1: 0 or 1; float types
 /// are not integer types: false).
 bool fitsIn(ElementType type, int64_t value);

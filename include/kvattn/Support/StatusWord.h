@@ -65,6 +65,11 @@ enum ViolationRule : int {
   kRuleKStartPastRows = 22,  ///< k_start[b + 1] > N (S)
   kRuleKStartKvLen = 23,     ///< kv_len[b] > k_start[b + 1] - k_start[b]
   kRuleCacheIndexRange = 24, ///< cache_batch_idx[b] outside [0, C)
+  // An FP8 cache's scales (kvattn/Reference/Fp8KvCache.h): the index of
+  // the element, its f32 bits as the value.
+  kRuleKvScaleNotPositive = 25, ///< k_scale / v_scale <= 0
+  kRuleKvScaleNaN = 26,         ///< k_scale / v_scale NaN
+  kRuleKvScaleInf = 27,         ///< k_scale / v_scale infinite
   // Draft-token trees' tree_parents (kvattn/Support/TreeParents.h).
   kRuleTreeParent = 32,  ///< a parent neither -1 nor an earlier local row
   kRuleTreeKvLen = 33,   ///< kv_len[b] below the sequence's draft tokens
@@ -100,8 +105,16 @@ enum ValidatedParam : int {
   kParamQStart = 8,
   kParamKStart = 9,
   kParamCacheBatchIdx = 10,
+  kParamKScale = 11,
+  kParamVScale = 12,
   kParamTreeParents = 16,
 };
+
+/// What rules 25-27 say after "k_scale[i] = v" (the reference, the host
+/// checks and the device's status word alike).
+inline constexpr const char *kKvScaleRule =
+    " must be positive and finite (a KV scale divides the values it "
+    "quantises)";
 
 } // namespace kvattn
 } // namespace mlir

@@ -73,6 +73,12 @@ struct AttentionDescription {
   /// argument cache_batch_idx i32 [B] after the others (and k_start).
   bool cacheBatchIdx = false;
   int64_t cacheRows = kDynamic;
+  /// An FP8 cache: "" (key and value in dtype), "f8E4M3FN" or "f8E5M2";
+  /// arguments k_scale and v_scale (f32) after the others, per tensor [1]
+  /// (kvScales 0), per KV head [Hkv] (1) or per token and head (2: the
+  /// cache's shape without D).
+  std::string kvDtype;
+  int kvScales = 0;
 
   static constexpr int64_t kDynamic = -1;
 };

@@ -98,9 +98,7 @@ struct LaneEmitter : VectorEmitter {
     } else {
       v = vector::LoadOp::create(b, vt, memref, indices);
     }
-    if (!elt.isF32())
-      v = arith::ExtFOp::create(b, vf32(), v);
-    return v;
+    return castKvToF32(b, b.getLoc(), v);
   }
 
   /// One vector of 16 lanes: lane a is the sum of the lanes of acc[a], in
@@ -193,6 +191,12 @@ void emitDotTile(LaneEmitter &e, TileQKOp op, Value r0, Value c0,
     keyRows.push_back(kvRow(e, op.getKey(), op.getBlockTable(), op.getBatch(),
                             op.getKvHead(), e.add(op.getStart(), c)));
   }
+  // An FP8 cache: each key row's scale, splat over the lanes.
+  SmallVector<Value> keyScales;
+  if (Value scale = op.getKvScale())
+    for (int64_t k = 0; k < keysPerTile; ++k)
+      keyScales.push_back(e.splat(
+          loadKvScale(e.b, e.b.getLoc(), scale, op.getKvHead(), keyRows[k])));
   // acc[i * keysPerTile + k] += q[row i, x..x+16) * key[k, x..x+16).
   auto step = [&](Value x, ValueRange acc, int64_t active) {
     SmallVector<Value> qv, kv;
@@ -202,6 +206,8 @@ void emitDotTile(LaneEmitter &e, TileQKOp op, Value r0, Value c0,
       SmallVector<Value, 4> at = keyRows[k];
       at.back() = x;
       kv.push_back(e.loadLanes(op.getKey(), at, active));
+      if (!keyScales.empty())
+        kv.back() = e.mulf(kv.back(), keyScales[k]);
     }
     SmallVector<Value> next(acc);
     for (int64_t i = 0; i < rowsPerTile; ++i)

@@ -9,6 +9,7 @@
 #define KVATTN_PASSES_CONVERSION_LOOPEMITTER_H
 
 #include "kvattn/Dialect/KVAttnOps.h"
+#include "passes/Conversion/Fp8.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -105,12 +106,18 @@ struct Emitter {
     return {page, b.createOrFold<arith::RemUIOp>(j, pageSize), head, x};
   }
 
-  /// Loads an element of a Q/K/V buffer as f32.
+  /// Loads an element of a Q/K/V buffer as f32 (an FP8 code exactly).
   Value loadF32(Value memref, ValueRange indices) {
-    Value v = load(memref, indices);
-    if (v.getType().isF32())
+    return castKvToF32(b, b.getLoc(), load(memref, indices));
+  }
+  /// Loads an element of a K/V cache as f32: with an FP8 cache's `scale`,
+  /// f32(code) * the scale of its row (kvattn/Reference/Fp8KvCache.h).
+  Value loadKvF32(Value cache, Value scale, Value kvHead, ValueRange indices) {
+    Value v = loadF32(cache, indices);
+    if (!scale)
       return v;
-    return arith::ExtFOp::create(b, b.getF32Type(), v);
+    return arith::MulFOp::create(
+        b, v, loadKvScale(b, b.getLoc(), scale, kvHead, indices));
   }
   Value loadIndex(Value memref, ValueRange indices) {
     return arith::IndexCastOp::create(b, b.getIndexType(),

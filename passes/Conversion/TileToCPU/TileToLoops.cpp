@@ -69,9 +69,9 @@ LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter) {
     e.loop(e.idx(0), op.getCols(), [&](Value c) {
       Value j = e.add(op.getStart(), c);
       Value s = emitScore(e, op, r, [&](Value x) {
-        return e.loadF32(op.getKey(),
-                         e.kvIndices(op.getKey(), op.getBlockTable(),
-                                     op.getBatch(), op.getKvHead(), j, x));
+        return e.loadKvF32(op.getKey(), op.getKvScale(), op.getKvHead(),
+                           e.kvIndices(op.getKey(), op.getBlockTable(),
+                                       op.getBatch(), op.getKvHead(), j, x));
       });
       e.store(s, scores, {r, c});
     });
@@ -138,9 +138,9 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter) {
         e.when(contributes, [&] {
           e.loop(e.idx(0), dv, [&](Value x) {
             Value v =
-                e.loadF32(op.getValue(),
-                          e.kvIndices(op.getValue(), op.getBlockTable(),
-                                      op.getBatch(), op.getKvHead(), j, x));
+                e.loadKvF32(op.getValue(), op.getKvScale(), op.getKvHead(),
+                            e.kvIndices(op.getValue(), op.getBlockTable(),
+                                        op.getBatch(), op.getKvHead(), j, x));
             e.store(e.addf(e.load(acc, {r, x}), e.mulf(p, v, true), true), acc,
                     {r, x});
           });

@@ -128,6 +128,9 @@ void emitScoreTile(VectorEmitter &e, TileQKOp op, Value qT, Value sT, Value c0,
     rows.push_back(kvRow(e, op.getKey(), op.getBlockTable(), op.getBatch(),
                          op.getKvHead(),
                          e.add(op.getStart(), e.add(c0, e.idx(k)))));
+  SmallVector<Value> scales;
+  for (int64_t k = 0; k < keys; ++k)
+    scales.push_back(kvRowScale(e, op.getKvScale(), op.getKvHead(), rows[k]));
   Value zero = e.splat(0.0);
   SmallVector<Value> inits(keys * rowVecs, zero);
   SmallVector<Value> acc = e.carry(
@@ -137,7 +140,10 @@ void emitScoreTile(VectorEmitter &e, TileQKOp op, Value qT, Value sT, Value c0,
           q.push_back(e.vload(qT, {x, e.add(r0, e.idx(v * e.width))}));
         SmallVector<Value> next(iter);
         for (int64_t k = 0; k < keys; ++k) {
-          Value kb = e.splat(kvElement(e, op.getKey(), rows[k], x));
+          Value kx = kvElement(e, op.getKey(), rows[k], x);
+          if (scales[k])
+            kx = e.mulf(kx, scales[k]);
+          Value kb = e.splat(kx);
           for (int64_t v = 0; v < rowVecs; ++v)
             next[k * rowVecs + v] = e.fma(q[v], kb, next[k * rowVecs + v]);
         }
@@ -375,12 +381,14 @@ void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, const TileRef &pT,
             kvRow(e, op.getValue(), op.getBlockTable(), op.getBatch(),
                   op.getKvHead(), e.add(op.getStart(), c));
         SmallVector<Value> v;
+        Value scale = kvRowScale(e, op.getKvScale(), op.getKvHead(), row);
         for (int64_t k = 0; k < chunks; ++k) {
           row.back() = e.add(x0, e.idx(k * e.width));
           Value x = vector::LoadOp::create(
               e.b, VectorType::get({e.width}, eltType), op.getValue(), row);
-          if (!eltType.isF32())
-            x = arith::ExtFOp::create(e.b, e.vf32(), x);
+          x = castKvToF32(e.b, e.b.getLoc(), x);
+          if (scale)
+            x = e.mulf(x, e.splat(scale));
           v.push_back(x);
         }
         SmallVector<Value> next(iter);

@@ -101,6 +101,14 @@ inline Value kvElement(Emitter &e, Value cache, SmallVector<Value, 4> row,
   return e.loadF32(cache, row);
 }
 
+/// The scale of key/value row `row` of an FP8 cache (null without one).
+inline Value kvRowScale(Emitter &e, Value scale, Value kvHead,
+                        ArrayRef<Value> row) {
+  if (!scale)
+    return {};
+  return loadKvScale(e.b, e.b.getLoc(), scale, kvHead, row);
+}
+
 //===----------------------------------------------------------------------===//
 // The few-rows form (FewRows.cpp)
 //===----------------------------------------------------------------------===//

@@ -60,6 +60,9 @@ struct Threads {
   /// (WgmmaTiles.cpp), the 16-bit tiles in 64-column panels
   /// (panelIndices) and the layout wgmmaM64NK16Accumulator.
   bool wgmma = false;
+  /// FP8 K/V are converted with cvt.rn.f16x2.{e4m3x2,e5m2x2} (sm_89 and
+  /// later) instead of the software decode (Fp8.h).
+  bool hardwareFp8 = false;
   /// Tensor cores with tile.prefetch in the program: each K block is
   /// already in flight when its tile.qk runs (issued one step ahead).
   bool prefetchKeys = false;

@@ -110,6 +110,12 @@ computeSharedMemoryLayout(Operation *root, bool privateScores = false,
     keyCols = std::max(keyCols, key.getDimSize(3));
     elementType = key.getElementType();
   });
+  // An FP8 cache is staged converted to the query's type (the mma's
+  // operand type on tensor cores), its scale applied.
+  if (elementType && isa<Float8E4M3FNType, Float8E5M2Type>(elementType))
+    root->walk([&](TileLoadQOp op) {
+      elementType = cast<MemRefType>(op.getQuery().getType()).getElementType();
+    });
   root->walk([&](TileSoftmaxOp op) {
     auto value = cast<MemRefType>(op.getValue().getType());
     valueCols = std::max(valueCols, value.getDimSize(3));

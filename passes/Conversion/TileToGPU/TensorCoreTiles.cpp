@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
+#include "passes/Conversion/Fp8.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -315,10 +316,91 @@ PageLookup lookUpPage(GpuEmitter &e, Value cache, Value blockTable, Value batch,
 
 } // namespace
 
+/// emitAsyncStage for an FP8 cache: each thread loads 8 codes of a row (8
+/// bytes), decodes them (Fp8.h), multiplies by the row's scale in f32 and
+/// stores them rounded to the stage's 16-bit type at the swizzled column;
+/// rows past `cols` and invalid keys' rows become zeros.
+static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
+                         Value batch, Value head, Value start, Value cols,
+                         Value stage, Value keyValid, Value scale) {
+  auto stageType = cast<MemRefType>(stage.getType());
+  int64_t bn = stageType.getDimSize(0), width = stageType.getDimSize(1);
+  Type elt = stageType.getElementType();
+  constexpr int64_t kChunk = 8;
+  const int64_t perRow = width / kChunk;
+  auto sourceType = cast<MemRefType>(source.getType());
+  auto codesType = VectorType::get({kChunk}, sourceType.getElementType());
+  auto f32Type = VectorType::get({kChunk}, e.b.getF32Type());
+  auto stagedType = VectorType::get({kChunk}, elt);
+  Value chunks = e.idx(perRow);
+  e.cooperative(e.idx(bn * perRow), [&](Value i) {
+    Value c = e.divIdx(i, chunks);
+    Value x = e.mulIdx(e.remIdx(i, chunks), kChunk);
+    Value inside = e.lt(c, cols);
+    Value row = arith::SelectOp::create(e.b, inside, e.add(start, c), start);
+    if (keyValid)
+      inside = arith::AndIOp::create(
+          e.b, inside,
+          memref::LoadOp::create(e.b, keyValid, ValueRange{batch, row}));
+    Value v = e.ifElse(
+        inside,
+        [&] {
+          SmallVector<Value, 4> at =
+              e.kvIndices(source, blockTable, batch, head, row, x);
+          Value codes = vector::LoadOp::create(e.b, codesType, source, at);
+          Value f;
+          if (e.t.hardwareFp8) {
+            // sm_89+: cvt.rn.f16x2.{e4m3x2,e5m2x2}, two codes a convert
+            // (exact: every FP8 value is an f16), then f32.
+            Value bytes = arith::BitcastOp::create(
+                e.b, VectorType::get({kChunk}, e.b.getI8Type()), codes);
+            SmallVector<Value> lanes;
+            for (int64_t p = 0; p < kChunk; p += 2) {
+              Value lo = vector::ExtractOp::create(e.b, bytes, p);
+              Value hi = vector::ExtractOp::create(e.b, bytes, p + 1);
+              Value pair = vector::FromElementsOp::create(
+                  e.b, VectorType::get({2}, e.b.getI8Type()),
+                  ValueRange{lo, hi});
+              Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
+                  e.b, VectorType::get({2}, e.b.getF16Type()), pair,
+                  /*relu=*/false, sourceType.getElementType());
+              for (int64_t i = 0; i < 2; ++i) {
+                Value h = vector::ExtractOp::create(e.b, halves, i);
+                lanes.push_back(
+                    arith::ExtFOp::create(e.b, e.b.getF32Type(), h));
+              }
+            }
+            f = vector::FromElementsOp::create(e.b, f32Type, lanes);
+          } else {
+            f = castKvToF32(e.b, e.b.getLoc(), codes);
+          }
+          if (scale)
+            f = arith::MulFOp::create(
+                e.b, f,
+                vector::BroadcastOp::create(
+                    e.b, f32Type,
+                    loadKvScale(e.b, e.b.getLoc(), scale, head, at)));
+          return elt.isF32()
+                     ? f
+                     : arith::TruncFOp::create(e.b, stagedType, f).getResult();
+        },
+        e.zeroOf(stagedType));
+    vector::StoreOp::create(e.b, v, stage,
+                            ValueRange{c, swizzledCol(e, stage, c, x)});
+  });
+}
+
 void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
                                   Value batch, Value head, Value start,
                                   Value cols, Value stage, bool commit,
-                                  Value keyValid) {
+                                  Value keyValid, Value scale) {
+  if (isFp8(source.getType())) {
+    emitFp8Stage(e, source, blockTable, batch, head, start, cols, stage,
+                 keyValid, scale);
+    if (commit)
+      NVVM::CpAsyncCommitGroupOp::create(e.b);
+    return;
+  }
   auto stageType = cast<MemRefType>(stage.getType());
   int64_t bn = stageType.getDimSize(0), width = stageType.getDimSize(1);
   constexpr int64_t kChunk = 8; // 16-bit elements per 16-byte copy
@@ -567,7 +649,8 @@ void mlir::kvattn::emitLoadQueryFragments(GpuEmitter &e, Value q16) {
 
 void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
                                         TileSoftmaxOp prefetch) {
-  Type elt = cast<MemRefType>(op.getKey().getType()).getElementType();
+  // The staged type (an FP8 cache's K is converted to the query's).
+  Type elt = cast<MemRefType>(e.t.stage.getType()).getElementType();
   auto scoresType = cast<MemRefType>(op.getScores().getType());
   int64_t bn = scoresType.getDimSize(1);
   int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
@@ -579,7 +662,8 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   // after its barrier. Two barriers per block (FlashAttention-2's count).
   if (!e.t.prefetchKeys)
     emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
-                   op.getKvHead(), op.getStart(), op.getCols(), e.t.stage);
+                   op.getKvHead(), op.getStart(), op.getCols(), e.t.stage,
+                   /*commit=*/true, Value(), op.getKvScale());
   emitAsyncWait(e, 0); // K has landed (the only group in flight)
   // K is visible to every thread, and every warp has finished the previous
   // block's P.V: the V stage is free.
@@ -588,7 +672,8 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
     emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
                    prefetch.getBatch(), prefetch.getKvHead(),
                    prefetch.getStart(), prefetch.getCols(), e.t.stageV,
-                   /*commit=*/true, prefetch.getKeyValid());
+                   /*commit=*/true, prefetch.getKeyValid(),
+                   prefetch.getKvScale());
 
   // ldmatrix.x2 addresses of B (K rows are n): row l % 8, column
   // (l / 8 % 2) * 8 of the 8 x 16 slice.
@@ -732,7 +817,8 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
 
 void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
                                        Value stage, ArrayRef<Value> alpha) {
-  Type elt = cast<MemRefType>(op.getValue().getType()).getElementType();
+  // The staged type (an FP8 cache's V is converted to the query's).
+  Type elt = cast<MemRefType>(stage.getType()).getElementType();
   int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
   int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
   int64_t slices = dv / 8;

@@ -24,9 +24,13 @@ namespace kvattn {
 /// filled and read nothing. Commits the copies as one group unless
 /// `commit` is false. With `keyValid` ([B, S] i1), the rows of invalid keys
 /// are zero-filled too.
+/// An FP8 `source` (read with its `scale`) is converted to the stage's type
+/// as it is staged, by plain loads and stores (an empty group is committed
+/// when `commit`): cp.async copies bytes, it cannot convert.
 void emitAsyncStage(GpuEmitter &e, Value source, Value blockTable, Value batch,
                     Value head, Value start, Value cols, Value stage,
-                    bool commit = true, Value keyValid = Value());
+                    bool commit = true, Value keyValid = Value(),
+                    Value scale = Value());
 /// Waits until at most `pending` committed groups of this thread are in
 /// flight.
 void emitAsyncWait(GpuEmitter &e, int32_t pending);

@@ -20,6 +20,7 @@
 
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
+#include "passes/Conversion/Fp8.h"
 #include "passes/Conversion/TileToGPU/GpuEmitter.h"
 #include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 #include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
@@ -170,16 +171,25 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
 /// `stage` (zeros past `cols`).
 void stageBlock(GpuEmitter &e, Value stage, Value source, Value blockTable,
                 Value batch, Value head, Value start, Value cols, int64_t bn,
-                int64_t width) {
-  Type elt = cast<MemRefType>(source.getType()).getElementType();
+                int64_t width, Value scale = Value()) {
+  Type elt = cast<MemRefType>(stage.getType()).getElementType();
   Value w = e.idx(width);
   e.cooperative(e.idx(bn * width), [&](Value i) {
     Value c = e.divIdx(i, w), x = e.remIdx(i, w);
     Value v = e.ifElse(
         e.lt(c, cols),
         [&] {
-          return e.load(source, e.kvIndices(source, blockTable, batch, head,
-                                            e.add(start, c), x));
+          SmallVector<Value, 4> at =
+              e.kvIndices(source, blockTable, batch, head, e.add(start, c), x);
+          Value v = e.load(source, at);
+          if (!isFp8(v.getType()))
+            return v;
+          // An FP8 cache: f32(code) * scale, in the stage's type.
+          v = arith::MulFOp::create(
+              e.b, castKvToF32(e.b, e.b.getLoc(), v),
+              loadKvScale(e.b, e.b.getLoc(), scale, head, at));
+          return elt.isF32() ? v
+                             : arith::TruncFOp::create(e.b, elt, v).getResult();
         },
         e.zeroOf(elt));
     e.store(v, stage, {c, x});
@@ -219,7 +229,8 @@ void lowerQK(GpuEmitter &e, TileQKOp op,
   int64_t bn = scoresType.getDimSize(1);
   int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
   stageBlock(e, e.t.stage, op.getKey(), op.getBlockTable(), op.getBatch(),
-             op.getKvHead(), op.getStart(), op.getCols(), bn, d);
+             op.getKvHead(), op.getStart(), op.getCols(), bn, d,
+             op.getKvScale());
   e.barrier();
   for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
@@ -285,10 +296,11 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     if (!valuePrefetched)
       emitAsyncStage(e, op.getValue(), op.getBlockTable(), op.getBatch(),
                      op.getKvHead(), op.getStart(), op.getCols(), stage,
-                     /*commit=*/true, op.getKeyValid());
+                     /*commit=*/true, op.getKeyValid(), op.getKvScale());
   } else {
     stageBlock(e, stage, op.getValue(), op.getBlockTable(), op.getBatch(),
-               op.getKvHead(), op.getStart(), op.getCols(), bn, dv);
+               op.getKvHead(), op.getStart(), op.getCols(), bn, dv,
+               op.getKvScale());
   }
 
   // Phase 1, per owned row: the new maximum (quad-reduced), the rescale
@@ -730,7 +742,8 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   return success();
 }
 
-LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases) {
+LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
+                          bool hardwareFp8) {
   TileConfigAttr config = getTileConfig(kernel);
   int64_t numWarps = config.getNumWarps();
   if (config.getKind() == KernelKind::merge)
@@ -916,6 +929,7 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases) {
   // The 128-row D = 128 programs (query read per block) sit at 255
   // registers: their thread-constant bases are optional (the pass option).
   t.leanAddresses = wideTileAddressBases || mmaTiles == 1 || t.qFragments;
+  t.hardwareFp8 = hardwareFp8;
   // The thread-constant addresses of the tile ops go after the coordinates.
   ThreadConstants constants;
   constants.last = t.quad.getDefiningOp();
@@ -991,7 +1005,7 @@ struct LowerTileToGPUPass
         kernels.push_back(kernel);
     });
     for (gpu::GPUFuncOp kernel : kernels)
-      if (failed(lowerKernel(kernel, wideTileAddressBases)))
+      if (failed(lowerKernel(kernel, wideTileAddressBases, hardwareFp8)))
         return signalPassFailure();
   }
 };

@@ -32,6 +32,12 @@ overrides the computed starts (bad metadata).
 With --cache-batch-idx (e.g. 2,0) batch b reads row cache_batch_idx[b] of K
 and V [C, Hkv, S, D], C = --cache-rows (default: B).
 
+With --kv-dtype f8E4M3FN (or f8E5M2) K and V are an FP8 cache (kvattn-run
+quantises its generated values into codes) read with k_scale and v_scale of
+granularity --kv-scales: tensor ([1]), head ([Hkv]) or token (the cache's
+shape without D), generated distinct in [0.25, 2] (or given with --k-scale /
+--v-scale as values).
+
 With --dynamic (e.g. B,L,S) those dimensions are dynamic (`?`) in the IR:
 every operand whose type has one is then passed to kvattn-run as a .npy
 file written here (Q, K, V from --seed, in [-1, 1), distinct), since
@@ -90,6 +96,15 @@ def main():
         argv, run_args = argv[:split], argv[split + 1:]
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
+    p.add_argument("--kv-dtype", choices=["f8E4M3FN", "f8E5M2"],
+                   help="an FP8 cache: K and V in this format")
+    p.add_argument("--kv-scales", default="tensor",
+                   choices=["tensor", "head", "token"],
+                   help="FP8: the granularity of k_scale and v_scale")
+    p.add_argument("--k-scale", type=float_list,
+                   help="FP8: k_scale's values (default: generated)")
+    p.add_argument("--v-scale", type=float_list,
+                   help="FP8: v_scale's values (default: generated)")
     p.add_argument("--B", type=int, default=1)
     p.add_argument("--Hq", type=int, default=1)
     p.add_argument("--Hkv", type=int, default=1)
@@ -214,6 +229,7 @@ def main():
     elif a.cache_batch_idx is not None:
         kb = a.cache_rows if a.cache_rows is not None else a.B
     t = a.dtype
+    kvt = a.kv_dtype or t  # K and V's element type
 
     dynamic = set(filter(None, a.dynamic.split(",")))
     if not dynamic <= {"B", "L", "S"}:
@@ -238,10 +254,11 @@ def main():
         max_pages = a.S // a.page_size
         num_pages = (a.num_pages if a.num_pages is not None
                      else a.B * max_pages + 3)
-        k_t = tensor([num_pages, a.page_size, a.Hkv, a.D], t)
-        v_t = tensor([num_pages, a.page_size, a.Hkv, dv], t)
-        shapes["k"] = ([num_pages, a.page_size, a.Hkv, a.D], t)
-        shapes["v"] = ([num_pages, a.page_size, a.Hkv, dv], t)
+        k_t = tensor([num_pages, a.page_size, a.Hkv, a.D], kvt)
+        v_t = tensor([num_pages, a.page_size, a.Hkv, dv], kvt)
+        shapes["k"] = ([num_pages, a.page_size, a.Hkv, a.D], kvt)
+        shapes["v"] = ([num_pages, a.page_size, a.Hkv, dv], kvt)
+        cache_rows = [num_pages, a.page_size, a.Hkv]
         table = a.block_table
         if table is None:
             free = list(range(num_pages))
@@ -254,10 +271,11 @@ def main():
                 table += [-1] * (max_pages - n)
     else:
         kbn = "B" if kb == a.B and not packed_keys else None
-        k_t = tensor([kb, a.Hkv, a.S, a.D], t, [kbn, None, "S", None])
-        v_t = tensor([kb, a.Hkv, a.S, dv], t, [kbn, None, "S", None])
-        shapes["k"] = ([kb, a.Hkv, a.S, a.D], t)
-        shapes["v"] = ([kb, a.Hkv, a.S, dv], t)
+        k_t = tensor([kb, a.Hkv, a.S, a.D], kvt, [kbn, None, "S", None])
+        v_t = tensor([kb, a.Hkv, a.S, dv], kvt, [kbn, None, "S", None])
+        shapes["k"] = ([kb, a.Hkv, a.S, a.D], kvt)
+        shapes["v"] = ([kb, a.Hkv, a.S, dv], kvt)
+        cache_rows = [kb, a.Hkv, a.S]
     shapes["q"] = ([qb, a.Hq, a.L, a.D], t)
     qbn = None if varlen else "B"
     out_t = tensor([qb, a.Hq, a.L, dv], t, [qbn, None, "L", None])
@@ -347,6 +365,23 @@ def main():
             sys.exit("attention_case.py: --tree-parents needs --q-lens and "
                      "T values")
         operand("tree_parents", a.tree_parents, [a.L], "i32", ["L"])
+
+    if a.kv_dtype:
+        if dynamic:
+            sys.exit("attention_case.py: --kv-dtype takes no --dynamic")
+        shape = {"tensor": [1], "head": [a.Hkv],
+                 "token": cache_rows}[a.kv_scales]
+        n = 1
+        for d in shape:
+            n *= d
+        for name, given, step in (("k_scale", a.k_scale, 5),
+                                  ("v_scale", a.v_scale, 3)):
+            # Distinct scales in [0.25, 2]: a path that ignored them, or
+            # read the wrong one, would answer differently.
+            values = given or [0.25 + ((i * step + 1) % 8) * 0.25
+                               for i in range(n)]
+            operand(name, values, shape if len(values) == n
+                    else [len(values)], "f32", [None] * len(shape))
 
     attrs = []
     if a.causal:
