@@ -276,7 +276,10 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
       map.append("name", mb.getStringAttr(role == "key" ? "k_load" : "v_load"));
       map.append("buffer", mb.getStringAttr(role));
       map.append("dims", mb.getI64ArrayAttr({3, 2, 1, 0}));
-      map.append("box", mb.getI64ArrayAttr({64, tmaBlockN, 1, 1}));
+      // (Paged [pages, page_size, Hkv, D]: {D, Hkv, page_size, pages}, the
+      // box {64, 1, block-n, 1}.)
+      map.append("box", paged ? mb.getI64ArrayAttr({64, 1, tmaBlockN, 1})
+                              : mb.getI64ArrayAttr({64, tmaBlockN, 1, 1}));
       map.append("swizzle", mb.getStringAttr("128B"));
       map.append("element_type", TypeAttr::get(type.getElementType()));
       map.append("oob_fill", mb.getStringAttr("zero"));

@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/GPU/KernelAbi.h"
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
+#include "passes/GPU/KernelAbi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"

@@ -283,7 +283,9 @@ inline void addTmaRing(SharedMemoryLayout &layout) {
 /// block-n rows per 64 columns at (x, row, head, batch)), no key-validity
 /// flags (an invalid key's V row must be zero, which cp.async's src-size 0
 /// gives), a static S no smaller than block-n (the box), and the ring
-/// within the shared memory (`layoutWithRing`). Paged caches keep cp.async.
+/// within the shared memory (`layoutWithRing`). Paged caches take it when
+/// their page size is static and a multiple of block-n (one box per
+/// page-block); other page sizes keep cp.async.
 inline bool canUseTmaRing(Operation *root,
                           const SharedMemoryLayout &layoutWithRing) {
   if (layoutWithRing.totalBytes > kHopperSharedMemoryBytes)
@@ -292,9 +294,14 @@ inline bool canUseTmaRing(Operation *root,
   bool ok = true;
   auto contiguous = [&](Value cache, Value blockTable) {
     auto type = cast<MemRefType>(cache.getType());
-    if (blockTable || type.getRank() != 4 || !type.getLayout().isIdentity() ||
-        ShapedType::isDynamic(type.getDimSize(3)) ||
-        (!ShapedType::isDynamic(type.getDimSize(2)) && type.getDimSize(2) < bn))
+    if (type.getRank() != 4 || !type.getLayout().isIdentity() ||
+        ShapedType::isDynamic(type.getDimSize(3)))
+      ok = false;
+    else if (blockTable) // [pages, page_size, Hkv, D]: whole page-blocks
+      ok &= !ShapedType::isDynamic(type.getDimSize(1)) &&
+            type.getDimSize(1) % bn == 0;
+    else if (!ShapedType::isDynamic(type.getDimSize(2)) &&
+             type.getDimSize(2) < bn)
       ok = false;
   };
   root->walk([&](Operation *op) {

@@ -107,12 +107,13 @@ void emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
 /// per warp), fences them for the async proxy, and the CTA synchronises.
 void emitTmaRingInit(GpuEmitter &e);
 /// Issues block [start, start + cols) of ring `ring` (0 K, 1 V) for kv head
-/// `head` of cache batch `batch` when cols > 0: thread 0 waits until the
-/// next stage is empty (the consumers' arrivals of its previous use),
+/// `head` of cache batch `batch` of `source` (through `blockTable` when
+/// paged: the page-block's page from the table) when cols > 0: thread 0 waits
+/// until the next stage is empty (the consumers' arrivals of its previous use),
 /// arrives on its full barrier expecting the boxes' bytes, and issues one
 /// TMA box of 64 columns x block-n rows per panel; every thread counts it.
-void emitTmaIssue(GpuEmitter &e, int ring, Value batch, Value head, Value start,
-                  Value cols);
+void emitTmaIssue(GpuEmitter &e, int ring, Value source, Value blockTable,
+                  Value batch, Value head, Value start, Value cols);
 /// Waits (every thread) until the oldest block of `ring` not yet consumed
 /// has landed; returns its stage (index).
 Value emitTmaAcquire(GpuEmitter &e, int ring);

@@ -286,8 +286,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   Value stage = e.t.stageV ? e.t.stageV : e.t.stage;
   if (e.t.tma) {
     if (!valuePrefetched)
-      emitTmaIssue(e, 1, op.getBatch(), op.getKvHead(), op.getStart(),
-                   op.getCols());
+      emitTmaIssue(e, 1, op.getValue(), op.getBlockTable(), op.getBatch(),
+                   op.getKvHead(), op.getStart(), op.getCols());
   } else if (e.t.tensorCores) {
     if (!valuePrefetched)
       emitAsyncStage(e, op.getValue(), op.getBlockTable(), op.getBatch(),

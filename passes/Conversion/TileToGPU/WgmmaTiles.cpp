@@ -313,8 +313,9 @@ Value mlir::kvattn::tmaStageAddress(GpuEmitter &e, int ring, Value stage) {
   return arith::AddIOp::create(e.b, e.t.smemBase, stageOffset(e, ring, stage));
 }
 
-void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value batch,
-                                Value head, Value start, Value cols) {
+void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value source,
+                                Value blockTable, Value batch, Value head,
+                                Value start, Value cols) {
   Value any =
       arith::CmpIOp::create(e.b, arith::CmpIPredicate::ugt, cols, e.idx(0));
   e.when(any, [&] {
@@ -339,7 +340,22 @@ void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value batch,
       auto ptr = LLVM::LLVMPointerType::get(e.b.getContext());
       Value map = LLVM::GEPOp::create(e.b, ptr, e.b.getI8Type(), e.t.tensorMaps,
                                       ArrayRef<LLVM::GEPArg>{128 * ring});
-      Value row = i32Of(e, start), h = i32Of(e, head), b = i32Of(e, batch);
+      // Contiguous: the map is {D, S, Hkv, B}, the box at (x, start, head,
+      // batch). Paged (page size a multiple of block-n): the map is {D, Hkv,
+      // page_size, pages}, the box {64, 1, block-n, 1} at (x, head, start mod
+      // page_size, table[batch, start / page_size]): the same dense rows.
+      SmallVector<Value, 3> coords;
+      if (blockTable) {
+        Value pageSize = e.dimOf(source, 1);
+        Value page = arith::IndexCastOp::create(
+            e.b, e.b.getIndexType(),
+            memref::LoadOp::create(
+                e.b, blockTable, ValueRange{batch, e.divIdx(start, pageSize)}));
+        coords = {i32Of(e, head), i32Of(e, e.remIdx(start, pageSize)),
+                  i32Of(e, page)};
+      } else {
+        coords = {i32Of(e, start), i32Of(e, head), i32Of(e, batch)};
+      }
       for (int64_t p = 0; p < panels; ++p) {
         Value at =
             arith::AddIOp::create(e.b, dst, i64Constant(e, p * panelBytes));
@@ -348,7 +364,8 @@ void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value batch,
             sharedPointer(e, at));
         callIntrinsic(e, Type(), "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.4d",
                       {cluster, full, map,
-                       llvmConstant(e, e.b.getI32Type(), 64 * p), row, h, b,
+                       llvmConstant(e, e.b.getI32Type(), 64 * p), coords[0],
+                       coords[1], coords[2],
                        llvmConstant(e, e.b.getI16Type(), 0),
                        llvmConstant(e, e.b.getI64Type(), 0),
                        llvmConstant(e, e.b.getI1Type(), 0),
@@ -431,10 +448,11 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   Value kAddress;
   if (e.t.tma) {
     if (!e.t.prefetchKeys)
-      emitTmaIssue(e, 0, op.getBatch(), op.getKvHead(), op.getStart(),
-                   op.getCols());
+      emitTmaIssue(e, 0, op.getKey(), op.getBlockTable(), op.getBatch(),
+                   op.getKvHead(), op.getStart(), op.getCols());
     if (prefetch)
-      emitTmaIssue(e, 1, prefetch.getBatch(), prefetch.getKvHead(),
+      emitTmaIssue(e, 1, prefetch.getValue(), prefetch.getBlockTable(),
+                   prefetch.getBatch(), prefetch.getKvHead(),
                    prefetch.getStart(), prefetch.getCols());
     kAddress = tmaStageAddress(e, 0, emitTmaAcquire(e, 0));
   }
