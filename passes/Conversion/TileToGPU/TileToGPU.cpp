@@ -288,6 +288,11 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     if (!valuePrefetched)
       emitTmaIssue(e, 1, op.getValue(), op.getBlockTable(), op.getBatch(),
                    op.getKvHead(), op.getStart(), op.getCols());
+    // No CTA barrier tells ptxas that the warp is converged before the quad
+    // shuffles (the producer's branch, the masks' uniform ifs): without
+    // this it adds divergent slow paths to every shuffle.
+    NVVM::SyncWarpOp::create(
+        e.b, arith::ConstantIntOp::create(e.b, e.b.getI32Type(), -1));
   } else if (e.t.tensorCores) {
     if (!valuePrefetched)
       emitAsyncStage(e, op.getValue(), op.getBlockTable(), op.getBatch(),

@@ -245,8 +245,12 @@ Value ringBarrier(GpuEmitter &e, int kind, Value stage) {
 }
 
 /// Blocks until the phase of `barrier` with parity `parity` (i32) has
-/// completed: the try_wait.parity loop.
-void waitParity(GpuEmitter &e, Value barrier, Value parity) {
+/// completed: the try_wait.parity loop. With `warpUniform` (every lane of
+/// the warp waits) the loop's exit is voted (vote.sync.all), so that ptxas
+/// knows the warp converged after it: no divergent slow paths for the
+/// shuffles and wgmma that follow.
+void waitParity(GpuEmitter &e, Value barrier, Value parity,
+                bool warpUniform = false) {
   scf::WhileOp::create(
       e.b, TypeRange{}, ValueRange{},
       [&](OpBuilder &b, Location loc, ValueRange) {
@@ -258,6 +262,14 @@ void waitParity(GpuEmitter &e, Value barrier, Value parity) {
                     "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta"),
                 ValueRange{barrier, parity})
                 .getResult(0);
+        if (warpUniform)
+          ok = LLVM::CallIntrinsicOp::create(
+                   ib, ib.getI1Type(),
+                   ib.getStringAttr("llvm.nvvm.vote.all.sync"),
+                   ValueRange{
+                       arith::ConstantIntOp::create(ib, ib.getI32Type(), -1),
+                       ok})
+                   .getResult(0);
         Value notYet = arith::XOrIOp::create(
             ib, ok, arith::ConstantIntOp::create(ib, ib.getI1Type(), 1));
         scf::ConditionOp::create(ib, notYet, ValueRange{});
@@ -379,16 +391,15 @@ void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value source,
 
 Value mlir::kvattn::emitTmaAcquire(GpuEmitter &e, int ring) {
   RingSlot slot = ringSlot(e, 2 * ring + 1);
-  waitParity(e, ringBarrier(e, ring, slot.stage), slot.parity);
+  waitParity(e, ringBarrier(e, ring, slot.stage), slot.parity,
+             /*warpUniform=*/true);
   return slot.stage;
 }
 
 void mlir::kvattn::emitTmaRelease(GpuEmitter &e, int ring) {
   RingSlot slot = ringSlot(e, 2 * ring + 1);
-  // The warp's lanes retired their wgmma reads (wait_group); lane 0
-  // arrives for the warp.
-  NVVM::SyncWarpOp::create(
-      e.b, arith::ConstantIntOp::create(e.b, e.b.getI32Type(), -1));
+  // The warp's lanes retired their wgmma reads (wait_group, a warpgroup
+  // collective: the warp is converged here); lane 0 arrives for the warp.
   Value lane0 =
       arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.lane, e.idx(0));
   e.when(lane0, [&] {
