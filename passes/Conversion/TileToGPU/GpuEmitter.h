@@ -79,6 +79,7 @@ struct Threads {
   /// would be 32 bits, which the emulated GPU's host pointers are not).
   Value smemPointer;
   int64_t ringStage[2][2] = {{0, 0}, {0, 0}};
+  int64_t ringStages[2] = {2, 2}; ///< stages of the K and the V ring
   int64_t barrierOffset = 0;
   /// The lane's accumulator entries, private to the thread:
   /// [2 rows][ceil(Dv / 8) slices][2] f32, indexed by compile-time

@@ -42,6 +42,9 @@ struct SharedMemoryLayout {
   /// 8 bytes each: full K, full V, empty K, empty V, two of each.
   bool tmaRing = false;
   int64_t keyStage1Offset = 0, valueStage1Offset = 0, barrierOffset = 0;
+  /// Stages of the V ring: 2, or 1 where a second V stage would cost a
+  /// resident program per multiprocessor (addTmaRing).
+  int64_t tmaValueStages = 2;
 };
 
 /// Stages per ring of the TMA lowering and its mbarriers.
@@ -275,6 +278,18 @@ inline void addTmaRing(SharedMemoryLayout &layout) {
       align1024(layout.valueStage1Offset +
                 layout.stageRows * layout.valueCols * eltBytes);
   layout.totalBytes = layout.barrierOffset + 8 * kTmaBarriers;
+  // One V stage where two would leave fewer programs per multiprocessor
+  // (hd 128: 80 KB -> 64 KB, 2 -> 3 programs): without a producer warp the
+  // V block is issued at its Q.K^T, after every warp released the previous
+  // one, so a second V stage buys no overlap.
+  const int64_t oneValueStage = layout.valueStage1Offset + 8 * kTmaBarriers;
+  if (kHopperSharedMemoryBytes / layout.totalBytes <
+      kHopperSharedMemoryBytes / oneValueStage) {
+    layout.tmaValueStages = 1;
+    layout.barrierOffset = layout.valueStage1Offset;
+    layout.valueStage1Offset = layout.valueStageOffset;
+    layout.totalBytes = layout.barrierOffset + 8 * kTmaBarriers;
+  }
 }
 
 /// Whether the K and V of a wgmma program (its tile ops under `root`) can

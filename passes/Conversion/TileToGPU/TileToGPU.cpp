@@ -967,6 +967,7 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases) {
     t.ringStage[1][0] = layout->valueStageOffset;
     t.ringStage[1][1] = layout->valueStage1Offset;
     t.barrierOffset = layout->barrierOffset;
+    t.ringStages[1] = layout->tmaValueStages;
     t.ringCounters =
         memref::AllocaOp::create(b, MemRefType::get({4}, b.getIndexType()));
     Value zero = arith::ConstantIndexOp::create(b, 0);

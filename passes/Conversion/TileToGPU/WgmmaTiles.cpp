@@ -296,7 +296,7 @@ struct RingSlot {
 };
 RingSlot ringSlot(GpuEmitter &e, int64_t i) {
   Value n = e.load(e.t.ringCounters, {e.idx(i)});
-  Value stages = e.idx(kTmaStages);
+  Value stages = e.idx(e.t.ringStages[i / 2]);
   return {n, e.remIdx(n, stages),
           i32Of(e, e.remIdx(e.divIdx(n, stages), e.idx(2)))};
 }
