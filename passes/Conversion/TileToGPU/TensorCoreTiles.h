@@ -115,13 +115,13 @@ void emitTmaRingInit(GpuEmitter &e);
 void emitTmaIssue(GpuEmitter &e, int ring, Value source, Value blockTable,
                   Value batch, Value head, Value start, Value cols);
 /// Waits (every thread) until the oldest block of `ring` not yet consumed
-/// has landed; returns its stage (index).
-Value emitTmaAcquire(GpuEmitter &e, int ring);
+/// (the one at key `start`) has landed; returns its stage (index).
+Value emitTmaAcquire(GpuEmitter &e, int ring, Value start);
 /// The shared address (i64) of stage `stage` of `ring`.
 Value tmaStageAddress(GpuEmitter &e, int ring, Value stage);
 /// After the wgmma reads of the acquired stage retired (wait_group 0):
 /// lane 0 of each warp arrives on its empty barrier; every thread counts it.
-void emitTmaRelease(GpuEmitter &e, int ring);
+void emitTmaRelease(GpuEmitter &e, int ring, Value start);
 /// Zeroes rows [cols, block-n) of V stage `stage` (generic stores, then
 /// fence.proxy.async and a CTA barrier), when cols < block-n: the slots
 /// past a block's keys may hold NaN or Inf, which a zero probability would

@@ -372,7 +372,7 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   // rows past the block's keys zeroed if it is short; no CTA barrier.
   Value vAddress;
   if (e.t.tma) {
-    Value vStage = emitTmaAcquire(e, 1);
+    Value vStage = emitTmaAcquire(e, 1, op.getStart());
     emitZeroValueTail(e, vStage, op.getCols(), bn, dv);
     vAddress = tmaStageAddress(e, 1, vStage);
   } else {

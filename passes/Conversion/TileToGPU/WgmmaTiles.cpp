@@ -294,11 +294,20 @@ int64_t ringRows(GpuEmitter &e) {
 struct RingSlot {
   Value count, stage, parity;
 };
-RingSlot ringSlot(GpuEmitter &e, int64_t i) {
+/// The stage of the block at key `start`: consecutive blocks alternate
+/// (start / block-n mod stages), so that the stage, its shared address and
+/// the wgmma descriptors derive from the loop's uniform block start rather
+/// than from the per-thread counters (ptxas then keeps the descriptors in
+/// uniform registers). The counter of the ring's uses gives the parity:
+/// the earlier uses of this block's stage are the blocks 2, 4, ... before
+/// it, floor(n / 2) of the n blocks since the program's first.
+RingSlot ringSlot(GpuEmitter &e, int64_t i, Value start) {
   Value n = e.load(e.t.ringCounters, {e.idx(i)});
-  Value stages = e.idx(e.t.ringStages[i / 2]);
-  return {n, e.remIdx(n, stages),
-          i32Of(e, e.remIdx(e.divIdx(n, stages), e.idx(2)))};
+  const int64_t stages = e.t.ringStages[i / 2];
+  Value stage = stages == 1 ? e.idx(0)
+                            : e.remIdx(e.divIdx(start, e.idx(ringRows(e))),
+                                       e.idx(stages));
+  return {n, stage, i32Of(e, e.remIdx(e.divIdx(n, e.idx(stages)), e.idx(2)))};
 }
 
 } // namespace
@@ -331,7 +340,7 @@ void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value source,
   Value any =
       arith::CmpIOp::create(e.b, arith::CmpIPredicate::ugt, cols, e.idx(0));
   e.when(any, [&] {
-    RingSlot slot = ringSlot(e, 2 * ring);
+    RingSlot slot = ringSlot(e, 2 * ring, start);
     Value leader =
         arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.tid, e.idx(0));
     const int64_t bn = ringRows(e), panels = ringColumns(e, ring) / 64;
@@ -389,15 +398,15 @@ void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value source,
   });
 }
 
-Value mlir::kvattn::emitTmaAcquire(GpuEmitter &e, int ring) {
-  RingSlot slot = ringSlot(e, 2 * ring + 1);
+Value mlir::kvattn::emitTmaAcquire(GpuEmitter &e, int ring, Value start) {
+  RingSlot slot = ringSlot(e, 2 * ring + 1, start);
   waitParity(e, ringBarrier(e, ring, slot.stage), slot.parity,
              /*warpUniform=*/true);
   return slot.stage;
 }
 
-void mlir::kvattn::emitTmaRelease(GpuEmitter &e, int ring) {
-  RingSlot slot = ringSlot(e, 2 * ring + 1);
+void mlir::kvattn::emitTmaRelease(GpuEmitter &e, int ring, Value start) {
+  RingSlot slot = ringSlot(e, 2 * ring + 1, start);
   // The warp's lanes retired their wgmma reads (wait_group, a warpgroup
   // collective: the warp is converged here); lane 0 arrives for the warp.
   Value lane0 =
@@ -465,7 +474,7 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
       emitTmaIssue(e, 1, prefetch.getValue(), prefetch.getBlockTable(),
                    prefetch.getBatch(), prefetch.getKvHead(),
                    prefetch.getStart(), prefetch.getCols());
-    kAddress = tmaStageAddress(e, 0, emitTmaAcquire(e, 0));
+    kAddress = tmaStageAddress(e, 0, emitTmaAcquire(e, 0, op.getStart()));
   }
   // The copy groups as on mma.sync (lowerQKOnTensorCores): K of this block
   // was issued one step ahead (or here), V of this block is issued after
@@ -489,18 +498,22 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
 
   Value qAddress = sharedAddress(e, q16);
   Value groupRows = warpgroupRowBytes(e);
+  // (The descriptors before the fence, as for P.V.)
+  SmallVector<Value> descAs, descBs;
+  for (int64_t kk = 0; kk < d / 16; ++kk) {
+    descAs.push_back(
+        descriptor(e, qAddress, groupRows, wgmma::kMajorStep(bm, 0, kk)));
+    descBs.push_back(
+        descriptor(e, kAddress, Value(), wgmma::kMajorStep(bn, 0, kk)));
+  }
   wgmmaFence(e);
   SmallVector<Value> acc(bn / 2, e.f32(0));
-  for (int64_t kk = 0; kk < d / 16; ++kk) {
-    Value descA =
-        descriptor(e, qAddress, groupRows, wgmma::kMajorStep(bm, 0, kk));
-    Value descB =
-        descriptor(e, kAddress, Value(), wgmma::kMajorStep(bn, 0, kk));
-    acc = emitWgmma(e, elt, bn, acc, descA, {}, descB, /*transB=*/false);
-  }
+  for (int64_t kk = 0; kk < d / 16; ++kk)
+    acc = emitWgmma(e, elt, bn, acc, descAs[kk], {}, descBs[kk],
+                    /*transB=*/false);
   wgmmaCommitAndWait(e);
   if (e.t.tma)
-    emitTmaRelease(e, 0); // the K stage may be refilled
+    emitTmaRelease(e, 0, op.getStart()); // the K stage may be refilled
   const FragmentLayout &layout = e.t.layout;
   for (int64_t i = 0; i < bn / 2; ++i) {
     FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
@@ -534,18 +547,27 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
   }
   if (!vAddress)
     vAddress = sharedAddress(e, stage);
-  wgmmaFence(e);
+  // Every A operand (P as 16-bit pairs) and B descriptor before the fence:
+  // a register written between wgmma.fence and the wgmma that reads it
+  // makes ptxas inject a warpgroup.arrive before that wgmma (C7519).
+  SmallVector<SmallVector<Value, 4>> as;
+  SmallVector<Value> descs;
   for (int64_t kk = 0; kk < bn / 16; ++kk) {
     SmallVector<Value, 4> a;
     for (FragmentLayout::Entry entry : layout.aOperandEntries(kk))
       a.push_back(packPair(e, elt, e.loadScore(entry.k, entry.slice, 0),
                            e.loadScore(entry.k, entry.slice, 1)));
-    Value descB = descriptor(e, vAddress, Value(), wgmma::mnMajorStep(bn, kk));
-    acc = emitWgmma(e, elt, dv, acc, Value(), a, descB, /*transB=*/true);
+    as.push_back(a);
+    descs.push_back(
+        descriptor(e, vAddress, Value(), wgmma::mnMajorStep(bn, kk)));
   }
+  wgmmaFence(e);
+  for (int64_t kk = 0; kk < bn / 16; ++kk)
+    acc = emitWgmma(e, elt, dv, acc, Value(), as[kk], descs[kk],
+                    /*transB=*/true);
   wgmmaCommitAndWait(e);
   if (e.t.tma)
-    emitTmaRelease(e, 1); // the V stage may be refilled
+    emitTmaRelease(e, 1, op.getStart()); // the V stage may be refilled
   for (int64_t i = 0; i < dv / 2; ++i) {
     FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
     e.storeAcc(acc[i], entry.k, entry.slice, entry.el);
