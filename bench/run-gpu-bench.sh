@@ -42,7 +42,8 @@ rc=${PIPESTATUS[0]}
 [[ $rc != 0 ]] && status=1
 
 # On an H100/H200 (compute capability 9.0) the wgmma kernels as well
-# (--chip=sm_90a; docs/gpu-lowering.md, "Hopper").
+# (--chip=sm_90a; docs/gpu-lowering.md, "Hopper"): on contiguous caches
+# their K/V arrive by TMA through the mbarrier ring, paged ones by cp.async.
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)
 if [[ $cc == 9.0 ]]; then
   echo

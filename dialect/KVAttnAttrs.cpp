@@ -180,9 +180,35 @@ TileConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult
 KernelParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         StringRef name, ParamKind kind, Type elementType,
-                        ArrayAttr shape, ParamAccess access) {
+                        ArrayAttr shape, ParamAccess access, ArrayAttr maps) {
   if (name.empty())
     return emitError() << "param: the name is empty";
+  if (kind == ParamKind::tensor_maps) {
+    if (!elementType.isInteger(64) || shape || access != ParamAccess::read)
+      return emitError() << "param '" << name
+                         << "': tensor maps are an i64 address without a "
+                            "shape, read";
+    if (!maps || maps.empty())
+      return emitError() << "param '" << name << "': tensor_maps needs maps";
+    for (Attribute m : maps) {
+      auto dict = dyn_cast<DictionaryAttr>(m);
+      auto dims = dict ? dict.getAs<ArrayAttr>("dims") : ArrayAttr();
+      auto box = dict ? dict.getAs<ArrayAttr>("box") : ArrayAttr();
+      if (!dict || !dict.getAs<StringAttr>("name") ||
+          !dict.getAs<StringAttr>("buffer") || !dims || !box ||
+          dims.size() != box.size() || dims.empty() || dims.size() > 5 ||
+          !dict.getAs<StringAttr>("swizzle") ||
+          !dict.getAs<TypeAttr>("element_type") ||
+          !dict.getAs<StringAttr>("oob_fill"))
+        return emitError() << "param '" << name << "': map " << m
+                           << " needs name, buffer, dims and box (1 to 5, "
+                              "as many), swizzle, element_type, oob_fill";
+    }
+    return success();
+  }
+  if (maps)
+    return emitError() << "param '" << name
+                       << "': only a tensor_maps parameter has maps";
   if (kind == ParamKind::scalar) {
     if (!elementType.isInteger(64))
       return emitError() << "param '" << name << "': a scalar is an i64, not "
@@ -214,13 +240,21 @@ KernelParamAttr KernelParamAttr::getPointer(MLIRContext *context,
                                             StringRef name, Type elementType,
                                             ArrayAttr shape,
                                             ParamAccess access) {
-  return get(context, name, ParamKind::pointer, elementType, shape, access);
+  return get(context, name, ParamKind::pointer, elementType, shape, access,
+             ArrayAttr());
+}
+
+KernelParamAttr KernelParamAttr::getTensorMaps(MLIRContext *context,
+                                               StringRef name, ArrayAttr maps) {
+  return get(context, name, ParamKind::tensor_maps,
+             IntegerType::get(context, 64), ArrayAttr(), ParamAccess::read,
+             maps);
 }
 
 KernelParamAttr KernelParamAttr::getScalar(MLIRContext *context,
                                            StringRef name) {
   return get(context, name, ParamKind::scalar, IntegerType::get(context, 64),
-             ArrayAttr(), ParamAccess::read);
+             ArrayAttr(), ParamAccess::read, ArrayAttr());
 }
 
 //===----------------------------------------------------------------------===//
@@ -299,7 +333,7 @@ static LogicalResult verifyKernelParams(Operation *op, Attribute value) {
                            << arguments.size() << " arguments";
   for (auto [a, type] : llvm::zip(array, arguments)) {
     auto param = cast<KernelParamAttr>(a);
-    if (param.isPointer() == type.isIntOrIndex())
+    if ((param.getKind() == ParamKind::scalar) != type.isIntOrIndex())
       return op->emitError() << "'" << kKernelParamsAttrName << "': parameter '"
                              << param.getName() << "' is a "
                              << stringifyParamKind(param.getKind())

@@ -78,9 +78,11 @@ def KVAttn_KernelKind : I32EnumAttr<"KernelKind",
 }
 
 def KVAttn_ParamKind : I32EnumAttr<"ParamKind",
-    "a kernel parameter: a bare pointer to a buffer or an i64 size", [
+    "a kernel parameter: a bare pointer to a buffer, an i64 size or the "
+    "device address of the launch's TMA tensor maps", [
       I32EnumAttrCase<"pointer", 0>,
-      I32EnumAttrCase<"scalar", 1>]> {
+      I32EnumAttrCase<"scalar", 1>,
+      I32EnumAttrCase<"tensor_maps", 2>]> {
   let cppNamespace = "::mlir::kvattn";
   let genSpecializedAttr = 0;
 }
@@ -194,7 +196,12 @@ def KVAttn_KernelParamAttr : KVAttn_Attr<"KernelParam", "param"> {
 
     A pointer has a `shape` (each dim a non-negative integer or the name of
     the size it is) and an `access` (read by default); a scalar is an i64
-    and has neither.
+    and has neither. A `tensor_maps` parameter (element type i64, the
+    address of the encoded maps: docs/kernel-abi.md, "Tensor maps") has
+    `maps`, one dictionary per map: `name`, `buffer` (a pointer
+    parameter), `dims` and `box` (i64 arrays, innermost first), `swizzle`
+    ("none", "32B", "64B", "128B"), `element_type` and `oob_fill` ("zero"
+    or "nan").
   }];
   let parameters = (ins
     StringRefParameter<"the parameter's name">:$name,
@@ -202,7 +209,8 @@ def KVAttn_KernelParamAttr : KVAttn_Attr<"KernelParam", "param"> {
     "::mlir::Type":$element_type,
     OptionalParameter<"::mlir::ArrayAttr">:$shape,
     DefaultValuedParameter<"::mlir::kvattn::ParamAccess",
-                           "::mlir::kvattn::ParamAccess::read">:$access);
+                           "::mlir::kvattn::ParamAccess::read">:$access,
+    OptionalParameter<"::mlir::ArrayAttr">:$maps);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -215,6 +223,10 @@ def KVAttn_KernelParamAttr : KVAttn_Attr<"KernelParam", "param"> {
     /// An i64 size parameter.
     static KernelParamAttr getScalar(::mlir::MLIRContext *context,
                                      ::llvm::StringRef name);
+    /// A tensor_maps parameter with its maps (dictionaries).
+    static KernelParamAttr getTensorMaps(::mlir::MLIRContext *context,
+                                         ::llvm::StringRef name,
+                                         ::mlir::ArrayAttr maps);
     bool isPointer() const { return getKind() == ParamKind::pointer; }
     bool isWritten() const { return getAccess() == ParamAccess::write; }
   }];

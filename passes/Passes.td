@@ -355,6 +355,7 @@ def OutlineTileProgramsPass
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",
     "::mlir::memref::MemRefDialect",
+    "::mlir::LLVM::LLVMDialect",
   ];
   let options = [
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",

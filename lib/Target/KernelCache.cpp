@@ -121,6 +121,8 @@ std::string serialize(const PtxModule &m) {
       for (const std::string &d : p.shape)
         os << " " << d;
       os << "\n";
+      if (p.kind == "tensor_maps")
+        os << "maps " << p.mapsJson << "\n";
     }
   }
   // The compiler's diagnostics: severity and the byte counts of location
@@ -199,6 +201,13 @@ bool deserialize(llvm::StringRef text, PtxModule &m) {
       p.access = f[4] == "-" ? "" : f[4].str();
       for (int64_t d = 0; d < rank; ++d)
         p.shape.push_back(f[6 + d].str());
+      if (p.kind == "tensor_maps") {
+        auto [first, rest] = text.split('\n');
+        if (first.size() == text.size() || !first.consume_front("maps "))
+          return false;
+        p.mapsJson = first.str();
+        text = rest;
+      }
     }
   }
   if (!line(f, "diagnostics") || f.size() != 2 || !number(f[1], count) ||

@@ -65,6 +65,31 @@ static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
                               : std::to_string(cast<IntegerAttr>(d).getInt()));
       p.access = stringifyParamAccess(param.getAccess()).str();
     }
+    if (ArrayAttr maps = param.getMaps()) {
+      std::string json = "[";
+      auto str = [](Attribute a) {
+        return "\"" + cast<StringAttr>(a).str() + "\"";
+      };
+      auto ints = [](Attribute a) {
+        std::string s = "[";
+        for (auto [i, v] : llvm::enumerate(cast<ArrayAttr>(a)))
+          s += (i ? ", " : "") + std::to_string(cast<IntegerAttr>(v).getInt());
+        return s + "]";
+      };
+      for (auto [i, a] : llvm::enumerate(maps)) {
+        auto d = cast<DictionaryAttr>(a);
+        json += std::string(i ? ", " : "") +
+                "{\"name\": " + str(d.get("name")) +
+                ", \"buffer\": " + str(d.get("buffer")) +
+                ", \"dims\": " + ints(d.get("dims")) +
+                ", \"box\": " + ints(d.get("box")) +
+                ", \"swizzle\": " + str(d.get("swizzle")) +
+                ", \"element_type\": \"" +
+                typeName(cast<TypeAttr>(d.get("element_type")).getValue()) +
+                "\", \"oob_fill\": " + str(d.get("oob_fill")) + "}";
+      }
+      p.mapsJson = json + "]";
+    }
     m.params.push_back(std::move(p));
   }
   return m;
@@ -313,8 +338,12 @@ std::string manifestToJson(const PtxModule &module,
       const KernelParam &p = m.params[i];
       os << (i ? "," : "") << "\n        {\"index\": " << i
          << ", \"name\": " << quoted(p.name) << ", \"kind\": " << quoted(p.kind)
-         << ", \"type\": " << quoted(p.kind == "pointer" ? "u64" : "i64")
-         << ", \"element_type\": " << quoted(p.elementType);
+         << ", \"type\": " << quoted(p.kind == "scalar" ? "i64" : "u64");
+      if (p.kind == "tensor_maps") {
+        os << ", \"maps\": " << p.mapsJson << "}";
+        continue;
+      }
+      os << ", \"element_type\": " << quoted(p.elementType);
       if (p.kind == "pointer") {
         os << ", \"shape\": [";
         for (size_t d = 0; d < p.shape.size(); ++d) {

@@ -2,6 +2,8 @@
 
 #include "passes/GPU/KernelAbi.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -67,6 +69,11 @@ void KernelSignature::addPointer(KernelParamAttr param, Type argument) {
 void KernelSignature::addSize(StringRef name) {
   params.push_back(KernelParamAttr::getScalar(ctx, name));
   arguments.push_back(IndexType::get(ctx));
+}
+
+void KernelSignature::addTensorMaps(StringRef name, ArrayAttr maps) {
+  addPointer(KernelParamAttr::getTensorMaps(ctx, name, maps),
+             LLVM::LLVMPointerType::get(ctx));
 }
 
 int32_t mlir::kvattn::threadsPerBlock(TileConfigAttr config) {

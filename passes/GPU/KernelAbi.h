@@ -49,6 +49,9 @@ public:
   void addPointer(KernelParamAttr param, Type argument);
   /// An i64 size, taken as an index.
   void addSize(StringRef name);
+  /// The device address of the launch's TMA tensor maps (kind tensor_maps,
+  /// an !llvm.ptr argument; map i at address + 128 i).
+  void addTensorMaps(StringRef name, ArrayAttr maps);
 
   ArrayRef<Type> getArgumentTypes() const { return arguments; }
   ArrayRef<KernelParamAttr> getParams() const { return params; }

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
@@ -193,7 +194,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
              << " has " << dim << " (docs/robustness.md)";
   }
   int64_t sharedMemoryBytes = 0;
-  bool useTensorCores = false, useWgmma = false;
+  bool useTensorCores = false, useWgmma = false, useTma = false;
+  int64_t tmaBlockN = 0;
   if (!isMerge) {
     FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(forall);
     if (failed(layout))
@@ -219,6 +221,16 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
       forall.walk(
           [&](TileQKOp qk) { fp8 |= static_cast<bool>(qk.getKvScale()); });
       useWgmma = sameType && !fp8 && canUseWgmma(*layout, config.getNumWarps());
+    }
+    // ... and K/V by TMA through an mbarrier ring where the caches allow.
+    if (useWgmma) {
+      SharedMemoryLayout ring = *layout;
+      addTmaRing(ring);
+      if (canUseTmaRing(forall, ring)) {
+        useTma = true;
+        tmaBlockN = ring.stageRows;
+        *layout = ring;
+      }
     }
     sharedMemoryBytes = layout->totalBytes;
   }
@@ -264,6 +276,31 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     bool written = name == "out" || name == "lse" || (parts && !isMerge);
     signature.addBuffer(role, type, symbolic, kSizes, written);
   }
+  // The TMA ring's tensor maps (docs/kernel-abi.md, "Tensor maps"): K and
+  // V as {D, S, Hkv, B} (buffer dims 3, 2, 1, 0), boxes of 64 columns
+  // (128 bytes: the 128-byte swizzle's span, the wgmma panels) by block-n
+  // rows; rows past the cache read as zeros.
+  const bool tensorMaps = useTma;
+  if (tensorMaps) {
+    SmallVector<Attribute> maps;
+    Builder mb(ctx);
+    for (StringRef role : {"key", "value"}) {
+      auto type = cast<MemRefType>(buffers[role].getType());
+      NamedAttrList map;
+      map.append("name", mb.getStringAttr(role == "key" ? "k_load" : "v_load"));
+      map.append("buffer", mb.getStringAttr(role));
+      map.append("dims", mb.getI64ArrayAttr({3, 2, 1, 0}));
+      // (Paged [pages, page_size, Hkv, D]: {D, Hkv, page_size, pages}, the
+      // box {64, 1, block-n, 1}.)
+      map.append("box", paged ? mb.getI64ArrayAttr({64, 1, tmaBlockN, 1})
+                              : mb.getI64ArrayAttr({64, tmaBlockN, 1, 1}));
+      map.append("swizzle", mb.getStringAttr("128B"));
+      map.append("element_type", TypeAttr::get(type.getElementType()));
+      map.append("oob_fill", mb.getStringAttr("zero"));
+      maps.push_back(map.getDictionary(ctx));
+    }
+    signature.addTensorMaps("tensor_maps", mb.getArrayAttr(maps));
+  }
   for (int id : sizeIds)
     signature.addSize(kSizes[id]);
   gpu::GPUFuncOp kernel = createKernel(gpuModule, forall.getLoc(), kernelName,
@@ -273,6 +310,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     kernel->setAttr(kTensorCoresAttr, UnitAttr::get(ctx));
   if (useWgmma)
     kernel->setAttr(kWgmmaAttr, UnitAttr::get(ctx));
+  if (useTma)
+    kernel->setAttr(kTmaAttr, UnitAttr::get(ctx));
 
   // The kernel body: views from the parameters, the program's ids from the
   // block ids, then the program itself.
@@ -280,8 +319,9 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   ImplicitLocOpBuilder kb(forall.getLoc(), ctx);
   kb.setInsertionPointToStart(&entry);
   SmallVector<Value> sizes(std::size(kSizes));
+  const unsigned firstSize = roles.size() + (tensorMaps ? 1 : 0);
   for (auto [i, id] : llvm::enumerate(sizeIds))
-    sizes[id] = entry.getArgument(roles.size() + i);
+    sizes[id] = entry.getArgument(firstSize + i);
   IRMapping mapping;
   for (auto [i, role] : llvm::enumerate(roles)) {
     Value host = buffers[role];
@@ -310,6 +350,18 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
         hb, MemRefType::get({1}, type.getElementType()), host,
         hb.getIndexAttr(0), ArrayRef<OpFoldResult>{hb.getIndexAttr(1)},
         ArrayRef<OpFoldResult>{hb.getIndexAttr(1)}));
+  }
+  // The tensor maps' device buffer: the runtime encodes and passes it
+  // (Runtime::launch); on the host side of the IR a placeholder of its
+  // bytes.
+  if (tensorMaps) {
+    Value bytes =
+        memref::AllocOp::create(hb, MemRefType::get({2 * 128}, hb.getI8Type()));
+    Value address =
+        memref::ExtractAlignedPointerAsIndexOp::create(hb, bytes).getResult();
+    Value wide = arith::IndexCastOp::create(hb, hb.getI64Type(), address);
+    operands.push_back(
+        LLVM::IntToPtrOp::create(hb, LLVM::LLVMPointerType::get(ctx), wide));
   }
   auto dim = [&](Value src, int64_t d) {
     return hb.createOrFold<memref::DimOp>(src, d);

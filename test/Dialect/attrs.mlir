@@ -55,3 +55,19 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// A TMA kernel's tensor maps: one tensor_maps parameter (an !llvm.ptr
+// argument) with its maps.
+// CHECK-LABEL: gpu.module @tma
+// CHECK: kvattn.params = [#kvattn.param<name = "key", kind = pointer, element_type = bf16, shape = ["B", 2, "S", 64]>, #kvattn.param<name = "tensor_maps", kind = tensor_maps, element_type = i64, maps = [{box = [64, 64, 1, 1], buffer = "key", dims = [3, 2, 1, 0], element_type = bf16, name = "k_load", oob_fill = "zero", swizzle = "128B"}]>]
+module attributes {gpu.container_module} {
+  gpu.module @tma {
+    gpu.func @attention(%key: memref<1xbf16>, %maps: !llvm.ptr) kernel attributes {
+        kvattn.params = [#kvattn.param<name = "key", kind = pointer, element_type = bf16, shape = ["B", 2, "S", 64]>,
+                         #kvattn.param<name = "tensor_maps", kind = tensor_maps, element_type = i64, maps = [{name = "k_load", buffer = "key", dims = [3, 2, 1, 0], box = [64, 64, 1, 1], swizzle = "128B", element_type = bf16, oob_fill = "zero"}]>]} {
+      gpu.return
+    }
+  }
+}

@@ -214,6 +214,27 @@ func.func @pointer_index() attributes {p = #kvattn.param<name = "query", kind = 
 
 // -----
 
+// expected-error @+1 {{param 'tensor_maps': tensor_maps needs maps}}
+func.func @tensor_maps_without_maps() attributes {p = #kvattn.param<name = "tensor_maps", kind = tensor_maps, element_type = i64>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{param 'tensor_maps': map {name = "k_load"} needs name, buffer, dims and box (1 to 5, as many), swizzle, element_type, oob_fill}}
+func.func @tensor_map_fields() attributes {p = #kvattn.param<name = "tensor_maps", kind = tensor_maps, element_type = i64, maps = [{name = "k_load"}]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{param 'key': only a tensor_maps parameter has maps}}
+func.func @pointer_with_maps() attributes {p = #kvattn.param<name = "key", kind = pointer, element_type = f16, shape = [4], maps = [{name = "k_load"}]>} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{'kvattn.params' entry 0 is not a #kvattn.param: {name = "B"}}}
 func.func @params_untyped(%b: index) attributes {kvattn.params = [{name = "B"}]} {
   return

@@ -5,27 +5,35 @@
 // RUN: kvattn-opt %s -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=WIDE
 // RUN: not kvattn-opt %s -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs="tensor-cores=false" -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=WIDESCALAR
 // RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=WGMMA
-// The sm_90a lowering (kvattn.wgmma; WgmmaTiles.cpp): after the K copies land,
-// each thread's proxy fence and the barrier, Q.K^T as D / 16 = 4 wgmma SS
-// m64n64k16 on zero accumulators (scale-d 1), committed and waited for; P.V
-// after the V copies' fence as block-n / 16 = 4 wgmma RS m64n64k16 on the
-// rescaled accumulator (imm-trans-b 1), committed and waited for.
+// The sm_90a lowering (kvattn.wgmma; WgmmaTiles.cpp) with the TMA ring
+// (kvattn.tma: a contiguous cache): thread 0 initialises the mbarriers,
+// then per KV block the producer's empty-barrier wait, arrive.expect_tx and
+// TMA box, every thread's full-barrier wait (voted), Q.K^T as D / 16 = 4
+// wgmma SS m64n64k16 on zero accumulators (scale-d 1), committed and waited
+// for, the K stage released (arrive on its empty barrier); P.V after the V
+// stage's full-barrier wait as block-n / 16 = 4 wgmma RS m64n64k16 on the
+// rescaled accumulator (imm-trans-b 1), then the V stage released. No
+// cp.async.
 // WGMMA-LABEL: gpu.func @f_kvattn_0
-// WGMMA-SAME: kvattn.wgmma
-// WGMMA: nvvm.cp.async.wait.group 0
-// WGMMA-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
-// WGMMA-NEXT: gpu.barrier
+// WGMMA-SAME: kvattn.tma, kvattn.wgmma
+// WGMMA-NOT: nvvm.cp.async.wait.group
+// WGMMA: llvm.call_intrinsic "llvm.nvvm.mbarrier.init.shared"
+// WGMMA: gpu.barrier
+// WGMMA: llvm.call_intrinsic "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta"
+// WGMMA: llvm.call_intrinsic "llvm.nvvm.mbarrier.arrive.expect.tx.scope.cta.space.cta"
+// WGMMA: llvm.call_intrinsic "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.4d"
+// WGMMA: llvm.call_intrinsic "llvm.nvvm.vote.all.sync"
 // WGMMA: nvvm.wgmma.fence.aligned
 // WGMMA-COUNT-4: llvm.inline_asm has_side_effects asm_dialect = att "{\0A.reg .pred p;\0Asetp.ne.b32 p, $66, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, $64, $65, p, 1, 1, 0, 0;
 // WGMMA: nvvm.wgmma.commit.group.sync.aligned
 // WGMMA-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
-// WGMMA: nvvm.cp.async.wait.group 0
-// WGMMA-NEXT: nvvm.fence.proxy
-// WGMMA-NEXT: gpu.barrier
+// WGMMA: llvm.call_intrinsic "llvm.nvvm.mbarrier.arrive.scope.cta.space.cta"
+// WGMMA: llvm.call_intrinsic "llvm.nvvm.vote.all.sync"
 // WGMMA: nvvm.wgmma.fence.aligned
 // WGMMA-COUNT-4: llvm.inline_asm has_side_effects asm_dialect = att "{\0A.reg .pred p;\0Asetp.ne.b32 p, $69, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, {$64, $65, $66, $67}, $68, p, 1, 1, 1;
 // WGMMA: nvvm.wgmma.commit.group.sync.aligned
 // WGMMA-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// WGMMA: llvm.call_intrinsic "llvm.nvvm.mbarrier.arrive.scope.cta.space.cta"
 
 // The tiles move to dynamic shared memory; each tile op becomes the
 // thread-mapped code of docs/gpu-lowering.md. Prefix CHECK is the scalar

@@ -1,10 +1,16 @@
 // RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -cse | FileCheck %s --enable-var-scope
 // With `wgmma` (the sm_90a pipeline) the same 64-row program of 4 warps, D = 64,
-// fits the wgmma lowering and is marked for it too; with 16 rows (block-m 16,
-// one warp: less than a warpgroup) it is not.
+// fits the wgmma lowering and is marked for it too, and its contiguous K/V
+// arrive by TMA (kvattn.tma): the kernel takes the tensor maps (an !llvm.ptr
+// after the pointers, k_load and v_load, boxes of 64 x block-n) and the
+// shared memory of the ring (Q 8 KB, K 2 x 8 KB, V 8 KB, 8 mbarriers); with
+// 16 rows (block-m 16, one warp: less than a warpgroup) it is not.
 // RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" | FileCheck %s --check-prefix=WGMMA
-// WGMMA: gpu.func @f_kvattn_0
-// WGMMA-SAME: kvattn.tensor_cores, kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, group = 4>, kvattn.wgmma}
+// WGMMA: gpu.launch_func @kvattn_kernels::@f_kvattn_0 {{.*}} args({{.*}} : memref<1xf16>, %{{.*}} : !llvm.ptr, %{{.*}} : index
+// WGMMA: gpu.func @f_kvattn_0({{.*}}: memref<1xf16>, %{{.*}}: !llvm.ptr, %{{.*}}: index
+// WGMMA-SAME: kvattn.dynamic_smem_bytes = 32832 : i64
+// WGMMA-SAME: #kvattn.param<name = "tensor_maps", kind = tensor_maps, element_type = i64, maps = [{box = [64, 64, 1, 1], buffer = "key", dims = [3, 2, 1, 0], element_type = f16, name = "k_load", oob_fill = "zero", swizzle = "128B"}, {box = [64, 64, 1, 1], buffer = "value", dims = [3, 2, 1, 0], element_type = f16, name = "v_load", oob_fill = "zero", swizzle = "128B"}]>
+// WGMMA-SAME: kvattn.tensor_cores, kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, group = 4>, kvattn.tma, kvattn.wgmma}
 // RUN: kvattn-opt %s -kvattn-tile="block-m=16" -kvattn-outline-tile-programs="wgmma=true" | FileCheck %s --check-prefix=ONEWARP
 // ONEWARP: gpu.func @f_kvattn_0
 // ONEWARP-SAME: kvattn.tensor_cores

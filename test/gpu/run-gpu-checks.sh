@@ -66,6 +66,12 @@ cases=(
   "paged-append-p64|--B 3 --Hq 8 --Hkv 2 --D 128 --L 16 --S 320 --page-size 64 --q-offset 200,0,300 --kv-len 216,16,316 --causal --extra-pages 1"
   "rows-150-d64|--D 64 --L 150 --S 150 --q-offset 0 --causal --lse"
   "paged-p64-l100-d128|--B 2 --Hq 8 --Hkv 2 --D 128 --L 100 --S 320 --page-size 64 --q-offset 200,150 --kv-len 300,250 --causal --extra-pages 1"
+  # sm_90a: the TMA + mbarrier ring of the wgmma kernels (contiguous caches;
+  # short last blocks, kv_len, GQA packing, split, both head dims).
+  "tma-d128-kvlen|--D 128 --L 100 --S 241 --q-offset 141 --kv-len 230 --causal --lse"
+  "tma-d64-kvlen|--D 64 --L 100 --S 241 --q-offset 141 --kv-len 230 --causal"
+  "tma-gqa-packed|--B 2 --Hq 8 --Hkv 2 --D 128 --L 16 --S 300 --q-offset 200,250 --kv-len 240,290 --causal --lse"
+  "tma-split-3|--B 2 --Hq 4 --Hkv 2 --D 128 --L 64 --S 700 --q-offset 636,300 --kv-len 700,364 --causal --lse|--split-kv 3"
 )
 
 # sm_90a (wgmma) variants on a compute capability 9.0 device.

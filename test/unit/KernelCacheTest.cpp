@@ -8,9 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Target/KernelCache.h"
+#include "kvattn/Passes/Passes.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Target/Ptx.h"
-#include "kvattn/Passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -352,3 +352,53 @@ TEST_F(KernelCacheTest, SpecialFilesAreReplaced) {
 }
 
 } // namespace
+
+// A kernel with a `tensor_maps` parameter (the sm_90a TMA ring): its maps
+// are part of the entry and read back whole, so that a cache hit gives the
+// same manifest (docs/kernel-abi.md, "Tensor maps").
+TEST(KernelCacheEntries, TensorMapsReadBack) {
+  CacheDirectory d;
+  mlir::kvattn::KernelCache cache(d.dir);
+  mlir::kvattn::PtxModule m;
+  m.chip = "sm_90a";
+  m.indexBits = 32;
+  m.ptx = "// ptx\n";
+  mlir::kvattn::KernelManifest k;
+  k.name = "main_kvattn_0";
+  k.kind = "attention";
+  k.blockM = k.blockN = 64;
+  k.numWarps = 4;
+  k.numStages = 2;
+  k.threadsPerBlock = 128;
+  k.dynamicSharedMemoryBytes = 65600;
+  mlir::kvattn::KernelParam key;
+  key.name = "key";
+  key.kind = "pointer";
+  key.elementType = "bf16";
+  key.shape = {"B", "8", "S", "128"};
+  key.access = "read";
+  mlir::kvattn::KernelParam maps;
+  maps.name = "tensor_maps";
+  maps.kind = "tensor_maps";
+  maps.elementType = "i64";
+  maps.mapsJson = "[{\"name\": \"k_load\", \"buffer\": \"key\", \"dims\": "
+                  "[3, 2, 1, 0], \"box\": [64, 64, 1, 1], \"swizzle\": "
+                  "\"128B\", \"element_type\": \"bf16\", \"oob_fill\": "
+                  "\"zero\"}]";
+  k.params = {key, maps};
+  m.kernels = {k};
+  ASSERT_TRUE(cache.store(kSomeKey, m).isOk());
+  mlir::kvattn::PtxModule back;
+  ASSERT_EQ(cache.lookup(kSomeKey, back),
+            mlir::kvattn::KernelCache::Lookup::Hit);
+  ASSERT_EQ(back.kernels.size(), 1u);
+  ASSERT_EQ(back.kernels[0].params.size(), 2u);
+  EXPECT_EQ(back.kernels[0].params[1].kind, "tensor_maps");
+  EXPECT_EQ(back.kernels[0].params[1].mapsJson, maps.mapsJson);
+  EXPECT_EQ(mlir::kvattn::manifestToJson(back, "k.ptx"),
+            mlir::kvattn::manifestToJson(m, "k.ptx"));
+  EXPECT_NE(mlir::kvattn::manifestToJson(back, "k.ptx")
+                .find("\"kind\": \"tensor_maps\", \"type\": \"u64\", \"maps\": "
+                      "[{\"name\": \"k_load\""),
+            std::string::npos);
+}

@@ -10,9 +10,9 @@
 #ifndef KVATTN_TARGET_PTX_H
 #define KVATTN_TARGET_PTX_H
 
+#include "kvattn/Passes/PtxOptions.h"
 #include "kvattn/Support/CompilerDiagnostic.h"
 #include "kvattn/Support/Status.h"
-#include "kvattn/Passes/PtxOptions.h"
 
 #include <cstdint>
 #include <string>
@@ -33,11 +33,14 @@ constexpr int kManifestVersionRunTimeSplit = 2;
 
 struct KernelParam {
   std::string name;        ///< query, key, ..., out, lse, B, Hq, Hkv, L, S
-  std::string kind;        ///< "pointer" or "scalar"
+  std::string kind;        ///< "pointer", "scalar" or "tensor_maps"
   std::string elementType; ///< f32/f16/bf16/i1/i32/i64 (scalars: i64)
   /// Pointers: one entry per dimension, a size name or a number.
   std::vector<std::string> shape;
   std::string access; ///< pointers: "read" or "write"
+  /// "tensor_maps": the manifest's `maps` array, as JSON on one line
+  /// (docs/kernel-abi.md, "Tensor maps").
+  std::string mapsJson;
 };
 
 struct KernelManifest {

@@ -66,6 +66,24 @@ struct Threads {
   /// Tensor cores with tile.prefetch in the program: each K block is
   /// already in flight when its tile.qk runs (issued one step ahead).
   bool prefetchKeys = false;
+  /// sm_90a with kvattn.tma: K and V arrive by TMA through two-stage
+  /// mbarrier rings (WgmmaTiles.cpp, emitTmaIssue / emitTmaAcquire /
+  /// emitTmaRelease). `tensorMaps` is the kernel's tensor_maps argument
+  /// (!llvm.ptr: K's map, then V's), `smemBase` the shared address of the
+  /// dynamic shared memory (i64), `smemFlat` its 16-bit view,
+  /// `ringStage[r][s]` the byte offset of stage s of ring r (0 K, 1 V),
+  /// `barrierOffset` that of the mbarriers (full K, full V, empty K, empty
+  /// V; two each), `ringCounters` the thread's private counts (K issued, K
+  /// consumed, V issued, V consumed; memref<4xindex>).
+  bool tma = false;
+  Value tensorMaps, smemBase, smemFlat, ringCounters;
+  /// The dynamic shared memory as a shared pointer (!llvm.ptr<3>): the
+  /// mbarrier and TMA operands are GEPs from it (an integer shared address
+  /// would be 32 bits, which the emulated GPU's host pointers are not).
+  Value smemPointer;
+  int64_t ringStage[2][2] = {{0, 0}, {0, 0}};
+  int64_t ringStages[2] = {2, 2}; ///< stages of the K and the V ring
+  int64_t barrierOffset = 0;
   /// The lane's accumulator entries, private to the thread:
   /// [2 rows][ceil(Dv / 8) slices][2] f32, indexed by compile-time
   /// constants only, so that they live in registers across the KV loop.

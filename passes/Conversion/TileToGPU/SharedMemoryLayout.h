@@ -37,7 +37,19 @@ struct SharedMemoryLayout {
   int64_t totalBytes = 0;
   /// m16 tiles per warp (FragmentLayout::mmaTiles): 2 for 32-row warps.
   int64_t mmaTiles = 1;
+  /// sm_90a's TMA ring (addTmaRing): K and V each in two stages (the
+  /// second ones at these offsets, 1024-byte aligned) and the mbarriers,
+  /// 8 bytes each: full K, full V, empty K, empty V, two of each.
+  bool tmaRing = false;
+  int64_t keyStage1Offset = 0, valueStage1Offset = 0, barrierOffset = 0;
+  /// Stages of the V ring: 2, or 1 where a second V stage would cost a
+  /// resident program per multiprocessor (addTmaRing).
+  int64_t tmaValueStages = 2;
 };
+
+/// Stages per ring of the TMA lowering and its mbarriers.
+inline constexpr int64_t kTmaStages = 2;
+inline constexpr int64_t kTmaBarriers = 4 * kTmaStages;
 
 /// The m16 tiles per warp a tile configuration asks for: 2 when block-m is
 /// 32 x num-warps (FlashAttention-2's 128-row, 4-warp programs: each K/V
@@ -249,6 +261,82 @@ inline bool canUseWgmma(const SharedMemoryLayout &layout, int64_t numWarps) {
     if (isQueryTile(alloca) && offset % 1024 != 0)
       return false;
   return true;
+}
+
+/// The unit attribute of wgmma kernels whose K and V arrive by TMA through
+/// an mbarrier ring (WgmmaTiles.cpp; set by the outlining with kWgmmaAttr
+/// where canUseTmaRing).
+inline constexpr llvm::StringLiteral kTmaAttr = "kvattn.tma";
+
+/// The bytes a CTA may use on sm_90 (227 KB).
+inline constexpr int64_t kHopperSharedMemoryBytes = 227 * 1024;
+
+/// Adds the TMA ring's second K and V stages and its mbarriers after the
+/// tiles of a wgmma layout.
+inline void addTmaRing(SharedMemoryLayout &layout) {
+  const int64_t eltBytes = layout.stageElementType.getIntOrFloatBitWidth() / 8;
+  auto align1024 = [](int64_t v) { return (v + 1023) / 1024 * 1024; };
+  layout.tmaRing = true;
+  layout.keyStage1Offset = align1024(layout.totalBytes);
+  layout.valueStage1Offset = align1024(
+      layout.keyStage1Offset + layout.stageRows * layout.keyCols * eltBytes);
+  layout.barrierOffset =
+      align1024(layout.valueStage1Offset +
+                layout.stageRows * layout.valueCols * eltBytes);
+  layout.totalBytes = layout.barrierOffset + 8 * kTmaBarriers;
+  // One V stage where two would leave fewer programs per multiprocessor
+  // (hd 128: 80 KB -> 64 KB, 2 -> 3 programs): without a producer warp the
+  // V block is issued at its Q.K^T, after every warp released the previous
+  // one, so a second V stage buys no overlap.
+  const int64_t oneValueStage = layout.valueStage1Offset + 8 * kTmaBarriers;
+  if (kHopperSharedMemoryBytes / layout.totalBytes <
+      kHopperSharedMemoryBytes / oneValueStage) {
+    layout.tmaValueStages = 1;
+    layout.barrierOffset = layout.valueStage1Offset;
+    layout.valueStage1Offset = layout.valueStageOffset;
+    layout.totalBytes = layout.barrierOffset + 8 * kTmaBarriers;
+  }
+}
+
+/// Whether the K and V of a wgmma program (its tile ops under `root`) can
+/// arrive by TMA: contiguous [B, Hkv, S, D] caches (also the ragged
+/// [1, Hkv, N, D] and cache_batch_idx [C, Hkv, S, D] ones: one box of
+/// block-n rows per 64 columns at (x, row, head, batch)), no key-validity
+/// flags (an invalid key's V row must be zero, which cp.async's src-size 0
+/// gives), a static S no smaller than block-n (the box), and the ring
+/// within the shared memory (`layoutWithRing`). Paged caches take it when
+/// their page size is static and a multiple of block-n (one box per
+/// page-block); other page sizes keep cp.async.
+inline bool canUseTmaRing(Operation *root,
+                          const SharedMemoryLayout &layoutWithRing) {
+  if (layoutWithRing.totalBytes > kHopperSharedMemoryBytes)
+    return false;
+  const int64_t bn = layoutWithRing.stageRows;
+  bool ok = true;
+  auto contiguous = [&](Value cache, Value blockTable) {
+    auto type = cast<MemRefType>(cache.getType());
+    if (type.getRank() != 4 || !type.getLayout().isIdentity() ||
+        ShapedType::isDynamic(type.getDimSize(3)))
+      ok = false;
+    else if (blockTable) // [pages, page_size, Hkv, D]: whole page-blocks
+      ok &= !ShapedType::isDynamic(type.getDimSize(1)) &&
+            type.getDimSize(1) % bn == 0;
+    else if (!ShapedType::isDynamic(type.getDimSize(2)) &&
+             type.getDimSize(2) < bn)
+      ok = false;
+  };
+  root->walk([&](Operation *op) {
+    if (auto qk = dyn_cast<TileQKOp>(op))
+      contiguous(qk.getKey(), qk.getBlockTable());
+    else if (auto prefetch = dyn_cast<TilePrefetchOp>(op))
+      contiguous(prefetch.getKey(), prefetch.getBlockTable());
+    else if (auto softmax = dyn_cast<TileSoftmaxOp>(op)) {
+      contiguous(softmax.getValue(), softmax.getBlockTable());
+      if (softmax.getKeyValid())
+        ok = false;
+    }
+  });
+  return ok;
 }
 
 } // namespace kvattn

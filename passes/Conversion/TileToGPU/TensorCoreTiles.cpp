@@ -577,6 +577,9 @@ void mlir::kvattn::emitAsyncWait(GpuEmitter &e, int32_t pending) {
 
 void mlir::kvattn::lowerPrefetchOnTensorCores(GpuEmitter &e,
                                               TilePrefetchOp op) {
+  if (e.t.tma) // sm_90a's TMA ring (WgmmaTiles.cpp)
+    return emitTmaIssue(e, 0, op.getKey(), op.getBlockTable(), op.getBatch(),
+                        op.getKvHead(), op.getStart(), op.getCols());
   // Nothing to copy (no next block): no address is formed, not even of the
   // table entry; the empty group still counts.
   Value any = arith::CmpIOp::create(e.b, arith::CmpIPredicate::ugt,

@@ -101,9 +101,37 @@ void lowerQKWithWgmma(GpuEmitter &e, TileQKOp op, TileSoftmaxOp prefetch);
 
 /// The P.V update of tile.softmax_update on sm_90a: BN / 16
 /// wgmma.mma_async m64n{Dv}k16 RS (P from the lane's probability
-/// registers, V from the stage) on the rescaled accumulator registers.
+/// registers, V from the stage, or from the shared address `vAddress` (i64)
+/// when given: the TMA ring's stage) on the rescaled accumulator registers.
 void emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
-                     ArrayRef<Value> alpha);
+                     ArrayRef<Value> alpha, Value vAddress = Value());
+
+/// The TMA ring (kvattn.tma; docs/gpu-lowering.md, "Hopper (sm_90a)"):
+/// thread 0 initialises the mbarriers (full: count 1; empty: one arrival
+/// per warp), fences them for the async proxy, and the CTA synchronises.
+void emitTmaRingInit(GpuEmitter &e);
+/// Issues block [start, start + cols) of ring `ring` (0 K, 1 V) for kv head
+/// `head` of cache batch `batch` of `source` (through `blockTable` when
+/// paged: the page-block's page from the table) when cols > 0: thread 0 waits
+/// until the next stage is empty (the consumers' arrivals of its previous use),
+/// arrives on its full barrier expecting the boxes' bytes, and issues one
+/// TMA box of 64 columns x block-n rows per panel; every thread counts it.
+void emitTmaIssue(GpuEmitter &e, int ring, Value source, Value blockTable,
+                  Value batch, Value head, Value start, Value cols);
+/// Waits (every thread) until the oldest block of `ring` not yet consumed
+/// (the one at key `start`) has landed; returns its stage (index).
+Value emitTmaAcquire(GpuEmitter &e, int ring, Value start);
+/// The shared address (i64) of stage `stage` of `ring`.
+Value tmaStageAddress(GpuEmitter &e, int ring, Value stage);
+/// After the wgmma reads of the acquired stage retired (wait_group 0):
+/// lane 0 of each warp arrives on its empty barrier; every thread counts it.
+void emitTmaRelease(GpuEmitter &e, int ring, Value start);
+/// Zeroes rows [cols, block-n) of V stage `stage` (generic stores, then
+/// fence.proxy.async and a CTA barrier), when cols < block-n: the slots
+/// past a block's keys may hold NaN or Inf, which a zero probability would
+/// not cancel in P.V.
+void emitZeroValueTail(GpuEmitter &e, Value stage, Value cols, int64_t bn,
+                       int64_t dv);
 
 } // namespace kvattn
 } // namespace mlir

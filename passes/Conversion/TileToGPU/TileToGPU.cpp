@@ -137,7 +137,10 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
     });
     // (sm_90a: wgmma reads the tile through the async proxy; the
     // fence.proxy.async each thread executes after its K copies land, before
-    // the barrier of the first Q.K^T, orders these writes too.)
+    // the barrier of the first Q.K^T, orders these writes too. With the TMA
+    // ring no thread copies K: each fences its query stores here.)
+    if (e.t.tma)
+      emitProxyFence(e);
     e.barrier();
     if (e.t.qFragments)
       emitLoadQueryFragments(e, tile);
@@ -292,7 +295,16 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   int64_t bn = cast<MemRefType>(scores.getType()).getDimSize(1);
   int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
   Value stage = e.t.stageV ? e.t.stageV : e.t.stage;
-  if (e.t.tensorCores) {
+  if (e.t.tma) {
+    if (!valuePrefetched)
+      emitTmaIssue(e, 1, op.getValue(), op.getBlockTable(), op.getBatch(),
+                   op.getKvHead(), op.getStart(), op.getCols());
+    // No CTA barrier tells ptxas that the warp is converged before the quad
+    // shuffles (the producer's branch, the masks' uniform ifs): without
+    // this it adds divergent slow paths to every shuffle.
+    NVVM::SyncWarpOp::create(
+        e.b, arith::ConstantIntOp::create(e.b, e.b.getI32Type(), -1));
+  } else if (e.t.tensorCores) {
     if (!valuePrefetched)
       emitAsyncStage(e, op.getValue(), op.getBlockTable(), op.getBatch(),
                      op.getKvHead(), op.getStart(), op.getCols(), stage,
@@ -368,11 +380,20 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   // read the old max and sum.
   // V of this block must have landed (the newest group: the next K block
   // is announced below).
-  if (e.t.tensorCores)
-    emitAsyncWait(e, 0);
-  if (e.t.wgmma)
-    emitProxyFence(e); // this thread's V copies, before wgmma reads them
-  e.barrier();
+  // The TMA ring: this block's V stage has landed (its full barrier), its
+  // rows past the block's keys zeroed if it is short; no CTA barrier.
+  Value vAddress;
+  if (e.t.tma) {
+    Value vStage = emitTmaAcquire(e, 1, op.getStart());
+    emitZeroValueTail(e, vStage, op.getCols(), bn, dv);
+    vAddress = tmaStageAddress(e, 1, vStage);
+  } else {
+    if (e.t.tensorCores)
+      emitAsyncWait(e, 0);
+    if (e.t.wgmma)
+      emitProxyFence(e); // this thread's V copies, before wgmma reads them
+    e.barrier();
+  }
   // Tensor cores: the next K block's copies start here, after the barrier
   // that follows every warp's Q.K^T of this block (the K stage is free),
   // and load while P.V and the next V block's copies run. One barrier per
@@ -386,7 +407,7 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     for (const RowUpdate &u : rows)
       alphas.push_back(u.alpha);
     if (e.t.wgmma)
-      emitPVWithWgmma(e, op, stage, alphas);
+      emitPVWithWgmma(e, op, stage, alphas, vAddress);
     else
       emitPVOnTensorCores(e, op, stage, alphas);
   }
@@ -803,6 +824,19 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
               "and "
               "accumulator per lane, with the query fragments, within 192); "
               "use block-m = 16 x num-warps";
+  // sm_90a: K and V by TMA through the mbarrier rings (decided by the
+  // outlining: the tensor maps are a parameter).
+  const bool tma = wgmma && kernel->hasAttr(kTmaAttr);
+  int tensorMapsArg = -1;
+  for (auto [i, param] : llvm::enumerate(getKernelParams(kernel)))
+    if (param.getKind() == ParamKind::tensor_maps)
+      tensorMapsArg = static_cast<int>(i);
+  if (tma != (tensorMapsArg >= 0))
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: " << kTmaAttr
+           << " and a tensor_maps parameter go together (a wgmma kernel)";
+  if (tma)
+    addTmaRing(*layout);
   if (auto bytes =
           kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes");
       bytes && bytes.getInt() != layout->totalBytes)
@@ -934,6 +968,44 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
   ThreadConstants constants;
   constants.last = t.quad.getDefiningOp();
   t.constants = &constants;
+  if (tma) {
+    t.tma = true;
+    t.tensorMaps = kernel.getArgument(tensorMapsArg);
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, smem);
+    t.smemBase = arith::IndexCastUIOp::create(b, b.getI64Type(), base);
+    // The dynamic shared memory as an extern shared array of its own (every
+    // such array of a module starts at the dynamic shared memory).
+    auto gpuModule = kernel->getParentOfType<gpu::GPUModuleOp>();
+    constexpr llvm::StringLiteral kRingSmem = "__kvattn_dynamic_smem";
+    auto global = gpuModule.lookupSymbol<LLVM::GlobalOp>(kRingSmem);
+    if (!global) {
+      OpBuilder mb(ctx);
+      mb.setInsertionPointToStart(gpuModule.getBody());
+      global = LLVM::GlobalOp::create(
+          mb, kernel.getLoc(), LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+          /*isConstant=*/false, LLVM::Linkage::External, kRingSmem, Attribute(),
+          /*alignment=*/1024, /*addrSpace=*/3);
+    }
+    t.smemPointer = LLVM::AddressOfOp::create(b, global);
+    const int64_t eltBytes =
+        layout->stageElementType.getIntOrFloatBitWidth() / 8;
+    t.smemFlat =
+        view(0, {layout->totalBytes / eltBytes}, layout->stageElementType);
+    t.ringStage[0][0] = layout->stageOffset;
+    t.ringStage[0][1] = layout->keyStage1Offset;
+    t.ringStage[1][0] = layout->valueStageOffset;
+    t.ringStage[1][1] = layout->valueStage1Offset;
+    t.barrierOffset = layout->barrierOffset;
+    t.ringStages[1] = layout->tmaValueStages;
+    t.ringCounters =
+        memref::AllocaOp::create(b, MemRefType::get({4}, b.getIndexType()));
+    Value zero = arith::ConstantIndexOp::create(b, 0);
+    for (int64_t i = 0; i < 4; ++i)
+      memref::StoreOp::create(b, zero, t.ringCounters,
+                              ValueRange{arith::ConstantIndexOp::create(b, i)});
+    GpuEmitter e(b, t);
+    emitTmaRingInit(e);
+  }
 
   SmallVector<Operation *> tileOps;
   kernel.walk([&](Operation *op) {
@@ -944,8 +1016,9 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
   llvm::SmallPtrSet<Operation *, 4> valuePrefetched;
   // Tensor cores: a tile.prefetch inside the KV loop (after tile.qk) is
   // issued by the tile.softmax_update that follows it in the same block.
+  // (The TMA ring issues it where it stands: no barrier to wait for.)
   llvm::DenseMap<Operation *, TilePrefetchOp> deferredPrefetch;
-  if (t.tensorCores)
+  if (t.tensorCores && !t.tma)
     for (Operation *op : tileOps)
       if (auto prefetch = dyn_cast<TilePrefetchOp>(op))
         for (Operation *next = op->getNextNode(); next;

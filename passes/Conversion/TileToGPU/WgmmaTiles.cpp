@@ -17,10 +17,18 @@
 //   of slices 2kk, 2kk + 1 rounded to 16-bit pairs are the A fragment of
 //   step kk (as for mma.sync), B = the V stage, MN-major (imm-trans-b = 1);
 //   the rescaled accumulator is d.
-// - staging stays cp.async (TensorCoreTiles.cpp's emitAsyncStage) into the
-//   panelled tiles (panelIndices); the writers execute fence.proxy.async
-//   after their copies land and before the barrier that publishes them,
-//   so that the async proxy (wgmma) sees them.
+// - staging: with kvattn.tma (contiguous caches, canUseTmaRing) K and V
+//   arrive by TMA through two-stage mbarrier rings (emitTmaIssue /
+//   emitTmaAcquire / emitTmaRelease): thread 0 waits for a stage's "empty"
+//   barrier (one arrival per warp after the wgmma that read its previous
+//   block retired), arrives on its "full" barrier with the boxes' bytes
+//   (expect_tx) and issues one 64-column box per panel, which lands in the
+//   panel layout (128-byte swizzle); the consumers wait for the full
+//   barrier's phase (try_wait.parity) and no CTA barrier separates the
+//   blocks. Otherwise cp.async (TensorCoreTiles.cpp's emitAsyncStage) into
+//   the panelled tiles (panelIndices); the writers execute
+//   fence.proxy.async after their copies land and before the barrier that
+//   publishes them, so that the async proxy (wgmma) sees them.
 //
 // wgmma.mma_async has no LLVM intrinsic: it is inline PTX of the form
 // MLIR's NVVM dialect writes (scale-d through setp.ne.b32), which the
@@ -28,6 +36,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 #include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
 #include "passes/Conversion/TileToGPU/WgmmaLayout.h"
 
@@ -185,6 +194,267 @@ SmallVector<Value, 2> mlir::kvattn::panelIndices(GpuEmitter &e, Value tile,
   return {e.divIdx(linear, e.idx(width)), e.remIdx(linear, e.idx(width))};
 }
 
+namespace {
+
+Value callIntrinsic(GpuEmitter &e, Type result, StringRef name,
+                    ValueRange args) {
+  if (!result) {
+    LLVM::CallIntrinsicOp::create(e.b, e.b.getStringAttr(name), args);
+    return Value();
+  }
+  return LLVM::CallIntrinsicOp::create(e.b, result, e.b.getStringAttr(name),
+                                       args)
+      .getResult(0);
+}
+
+Value i32Of(GpuEmitter &e, Value index) {
+  return arith::IndexCastOp::create(e.b, e.b.getI32Type(), index);
+}
+
+Value llvmConstant(GpuEmitter &e, Type type, int64_t v) {
+  return LLVM::ConstantOp::create(e.b, type, e.b.getIntegerAttr(type, v));
+}
+
+/// The shared pointer (!llvm.ptr<3>) `offset` (i64) bytes into the dynamic
+/// shared memory.
+Value sharedPointer(GpuEmitter &e, Value offset) {
+  return LLVM::GEPOp::create(
+      e.b, LLVM::LLVMPointerType::get(e.b.getContext(), 3), e.b.getI8Type(),
+      e.t.smemPointer, ArrayRef<LLVM::GEPArg>{offset});
+}
+
+/// The byte offset (i64) of stage `stage` (index) of ring `ring` in the
+/// dynamic shared memory.
+Value stageOffset(GpuEmitter &e, int ring, Value stage) {
+  const int64_t first = e.t.ringStage[ring][0];
+  const int64_t step = e.t.ringStage[ring][1] - first;
+  Value s = arith::IndexCastUIOp::create(e.b, e.b.getI64Type(), stage);
+  return arith::AddIOp::create(
+      e.b, i64Constant(e, first),
+      arith::MulIOp::create(e.b, s, i64Constant(e, step)));
+}
+
+/// mbarrier `kind` (0 full K, 1 full V, 2 empty K, 3 empty V) of stage
+/// `stage` (index).
+Value ringBarrier(GpuEmitter &e, int kind, Value stage) {
+  Value at = i64Constant(e, e.t.barrierOffset + 8 * kTmaStages * kind);
+  Value s = arith::IndexCastUIOp::create(e.b, e.b.getI64Type(), stage);
+  return sharedPointer(
+      e, arith::AddIOp::create(
+             e.b, at, arith::MulIOp::create(e.b, s, i64Constant(e, 8))));
+}
+
+/// Blocks until the phase of `barrier` with parity `parity` (i32) has
+/// completed: the try_wait.parity loop. With `warpUniform` (every lane of
+/// the warp waits) the loop's exit is voted (vote.sync.all), so that ptxas
+/// knows the warp converged after it: no divergent slow paths for the
+/// shuffles and wgmma that follow.
+void waitParity(GpuEmitter &e, Value barrier, Value parity,
+                bool warpUniform = false) {
+  scf::WhileOp::create(
+      e.b, TypeRange{}, ValueRange{},
+      [&](OpBuilder &b, Location loc, ValueRange) {
+        ImplicitLocOpBuilder ib(loc, b);
+        Value ok =
+            LLVM::CallIntrinsicOp::create(
+                ib, ib.getI1Type(),
+                ib.getStringAttr(
+                    "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta"),
+                ValueRange{barrier, parity})
+                .getResult(0);
+        if (warpUniform)
+          ok = LLVM::CallIntrinsicOp::create(
+                   ib, ib.getI1Type(),
+                   ib.getStringAttr("llvm.nvvm.vote.all.sync"),
+                   ValueRange{
+                       arith::ConstantIntOp::create(ib, ib.getI32Type(), -1),
+                       ok})
+                   .getResult(0);
+        Value notYet = arith::XOrIOp::create(
+            ib, ok, arith::ConstantIntOp::create(ib, ib.getI1Type(), 1));
+        scf::ConditionOp::create(ib, notYet, ValueRange{});
+      },
+      [&](OpBuilder &b, Location loc, ValueRange) {
+        scf::YieldOp::create(b, loc);
+      });
+}
+
+/// Columns of ring `ring`'s stages (D for K, Dv for V).
+int64_t ringColumns(GpuEmitter &e, int ring) {
+  return cast<MemRefType>((ring ? e.t.stageV : e.t.stage).getType())
+      .getDimSize(1);
+}
+
+int64_t ringRows(GpuEmitter &e) {
+  return cast<MemRefType>(e.t.stage.getType()).getDimSize(0);
+}
+
+/// The ring counter `i` (0 K issued, 1 K consumed, 2 V issued, 3 V
+/// consumed) and its stage and lap parity.
+struct RingSlot {
+  Value count, stage, parity;
+};
+/// The stage of the block at key `start`: consecutive blocks alternate
+/// (start / block-n mod stages), so that the stage, its shared address and
+/// the wgmma descriptors derive from the loop's uniform block start rather
+/// than from the per-thread counters (ptxas then keeps the descriptors in
+/// uniform registers). The counter of the ring's uses gives the parity:
+/// the earlier uses of this block's stage are the blocks 2, 4, ... before
+/// it, floor(n / 2) of the n blocks since the program's first.
+RingSlot ringSlot(GpuEmitter &e, int64_t i, Value start) {
+  Value n = e.load(e.t.ringCounters, {e.idx(i)});
+  const int64_t stages = e.t.ringStages[i / 2];
+  Value stage = stages == 1 ? e.idx(0)
+                            : e.remIdx(e.divIdx(start, e.idx(ringRows(e))),
+                                       e.idx(stages));
+  return {n, stage, i32Of(e, e.remIdx(e.divIdx(n, e.idx(stages)), e.idx(2)))};
+}
+
+} // namespace
+
+void mlir::kvattn::emitTmaRingInit(GpuEmitter &e) {
+  Value leader =
+      arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.tid, e.idx(0));
+  e.when(leader, [&] {
+    const int64_t warps = e.t.count / 32;
+    for (int kind = 0; kind < 4; ++kind)
+      for (int64_t s = 0; s < kTmaStages; ++s)
+        callIntrinsic(
+            e, Type(), "llvm.nvvm.mbarrier.init.shared",
+            {ringBarrier(e, kind, e.idx(s)),
+             llvmConstant(e, e.b.getI32Type(), kind < 2 ? 1 : warps)});
+    // The initialised barriers, before the TMA (async proxy) completes
+    // transactions on them.
+    emitProxyFence(e);
+  });
+  e.barrier();
+}
+
+Value mlir::kvattn::tmaStageAddress(GpuEmitter &e, int ring, Value stage) {
+  return arith::AddIOp::create(e.b, e.t.smemBase, stageOffset(e, ring, stage));
+}
+
+void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value source,
+                                Value blockTable, Value batch, Value head,
+                                Value start, Value cols) {
+  Value any =
+      arith::CmpIOp::create(e.b, arith::CmpIPredicate::ugt, cols, e.idx(0));
+  e.when(any, [&] {
+    RingSlot slot = ringSlot(e, 2 * ring, start);
+    Value leader =
+        arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.tid, e.idx(0));
+    const int64_t bn = ringRows(e), panels = ringColumns(e, ring) / 64;
+    const int64_t panelBytes = bn * wgmma::kPanelRowBytes;
+    e.when(leader, [&] {
+      // The stage's previous block: every warp has released it (the first
+      // lap passes: the phase before phase 0 counts as complete).
+      Value emptyParity = arith::XOrIOp::create(
+          e.b, slot.parity,
+          arith::ConstantIntOp::create(e.b, e.b.getI32Type(), 1));
+      waitParity(e, ringBarrier(e, 2 + ring, slot.stage), emptyParity);
+      Value full = ringBarrier(e, ring, slot.stage);
+      callIntrinsic(
+          e, e.b.getI64Type(),
+          "llvm.nvvm.mbarrier.arrive.expect.tx.scope.cta.space.cta",
+          {full, llvmConstant(e, e.b.getI32Type(), panels * panelBytes)});
+      Value dst = stageOffset(e, ring, slot.stage);
+      auto ptr = LLVM::LLVMPointerType::get(e.b.getContext());
+      Value map = LLVM::GEPOp::create(e.b, ptr, e.b.getI8Type(), e.t.tensorMaps,
+                                      ArrayRef<LLVM::GEPArg>{128 * ring});
+      // Contiguous: the map is {D, S, Hkv, B}, the box at (x, start, head,
+      // batch). Paged (page size a multiple of block-n): the map is {D, Hkv,
+      // page_size, pages}, the box {64, 1, block-n, 1} at (x, head, start mod
+      // page_size, table[batch, start / page_size]): the same dense rows.
+      SmallVector<Value, 3> coords;
+      if (blockTable) {
+        Value pageSize = e.dimOf(source, 1);
+        Value page = arith::IndexCastOp::create(
+            e.b, e.b.getIndexType(),
+            memref::LoadOp::create(
+                e.b, blockTable, ValueRange{batch, e.divIdx(start, pageSize)}));
+        coords = {i32Of(e, head), i32Of(e, e.remIdx(start, pageSize)),
+                  i32Of(e, page)};
+      } else {
+        coords = {i32Of(e, start), i32Of(e, head), i32Of(e, batch)};
+      }
+      for (int64_t p = 0; p < panels; ++p) {
+        Value at =
+            arith::AddIOp::create(e.b, dst, i64Constant(e, p * panelBytes));
+        Value cluster = LLVM::AddrSpaceCastOp::create(
+            e.b, LLVM::LLVMPointerType::get(e.b.getContext(), 7),
+            sharedPointer(e, at));
+        callIntrinsic(e, Type(), "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.4d",
+                      {cluster, full, map,
+                       llvmConstant(e, e.b.getI32Type(), 64 * p), coords[0],
+                       coords[1], coords[2],
+                       llvmConstant(e, e.b.getI16Type(), 0),
+                       llvmConstant(e, e.b.getI64Type(), 0),
+                       llvmConstant(e, e.b.getI1Type(), 0),
+                       llvmConstant(e, e.b.getI1Type(), 0),
+                       llvmConstant(e, e.b.getI32Type(), 0)});
+      }
+    });
+    e.store(e.add(slot.count, e.idx(1)), e.t.ringCounters, {e.idx(2 * ring)});
+  });
+}
+
+Value mlir::kvattn::emitTmaAcquire(GpuEmitter &e, int ring, Value start) {
+  RingSlot slot = ringSlot(e, 2 * ring + 1, start);
+  waitParity(e, ringBarrier(e, ring, slot.stage), slot.parity,
+             /*warpUniform=*/true);
+  return slot.stage;
+}
+
+void mlir::kvattn::emitTmaRelease(GpuEmitter &e, int ring, Value start) {
+  RingSlot slot = ringSlot(e, 2 * ring + 1, start);
+  // The warp's lanes retired their wgmma reads (wait_group, a warpgroup
+  // collective: the warp is converged here); lane 0 arrives for the warp.
+  Value lane0 =
+      arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.lane, e.idx(0));
+  e.when(lane0, [&] {
+    callIntrinsic(e, e.b.getI64Type(),
+                  "llvm.nvvm.mbarrier.arrive.scope.cta.space.cta",
+                  {ringBarrier(e, 2 + ring, slot.stage),
+                   llvmConstant(e, e.b.getI32Type(), 1)});
+  });
+  e.store(e.add(slot.count, e.idx(1)), e.t.ringCounters, {e.idx(2 * ring + 1)});
+}
+
+void mlir::kvattn::emitZeroValueTail(GpuEmitter &e, Value stage, Value cols,
+                                     int64_t bn, int64_t dv) {
+  e.when(e.lt(cols, e.idx(bn)), [&] {
+    auto flatType = cast<MemRefType>(e.t.smemFlat.getType());
+    Type elt = flatType.getElementType();
+    const int64_t eltBytes = elt.getIntOrFloatBitWidth() / 8;
+    const int64_t first = e.t.ringStage[1][0] / eltBytes;
+    const int64_t step = (e.t.ringStage[1][1] - e.t.ringStage[1][0]) / eltBytes;
+    Value base = e.add(e.idx(first), e.mulIdx(stage, step));
+    constexpr int64_t kChunk = 8;
+    const int64_t perRow = dv / kChunk, panel = wgmma::kPanelColumns;
+    auto chunkType = VectorType::get({kChunk}, elt);
+    Value zeros =
+        arith::ConstantOp::create(e.b, chunkType, e.b.getZeroAttr(chunkType));
+    e.cooperative(e.idx(bn * perRow), [&](Value i) {
+      Value r = e.divIdx(i, e.idx(perRow));
+      Value x = e.mulIdx(e.remIdx(i, e.idx(perRow)), kChunk);
+      e.when(arith::CmpIOp::create(e.b, arith::CmpIPredicate::uge, r, cols),
+             [&] {
+               // WgmmaLayout.h's panelElementOffset.
+               Value c = e.remIdx(x, e.idx(panel));
+               Value swizzled = arith::XOrIOp::create(
+                   e.b, c, e.mulIdx(e.remIdx(r, e.idx(8)), 8));
+               Value at = e.add(
+                   e.add(base, e.mulIdx(e.divIdx(x, e.idx(panel)), bn * panel)),
+                   e.add(e.mulIdx(r, panel), swizzled));
+               vector::StoreOp::create(e.b, zeros, e.t.smemFlat, ValueRange{at},
+                                       /*nontemporal=*/false, llvm::Align(16));
+             });
+    });
+    emitProxyFence(e); // the zeros, before wgmma reads the stage
+    e.barrier();
+  });
+}
+
 void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
                                     TileSoftmaxOp prefetch) {
   Type elt = cast<MemRefType>(op.getKey().getType()).getElementType();
@@ -192,35 +462,58 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   Value q16 = halfView(e, op.getQTile(), elt);
   auto qType = cast<MemRefType>(q16.getType());
   const int64_t bm = qType.getDimSize(0), d = qType.getDimSize(1);
+  // The TMA ring: K of this block was issued one step ahead (or here), V
+  // of this block is issued now (its stage is free once every warp has
+  // released it), then the K stage is awaited; no CTA barrier.
+  Value kAddress;
+  if (e.t.tma) {
+    if (!e.t.prefetchKeys)
+      emitTmaIssue(e, 0, op.getKey(), op.getBlockTable(), op.getBatch(),
+                   op.getKvHead(), op.getStart(), op.getCols());
+    if (prefetch)
+      emitTmaIssue(e, 1, prefetch.getValue(), prefetch.getBlockTable(),
+                   prefetch.getBatch(), prefetch.getKvHead(),
+                   prefetch.getStart(), prefetch.getCols());
+    kAddress = tmaStageAddress(e, 0, emitTmaAcquire(e, 0, op.getStart()));
+  }
   // The copy groups as on mma.sync (lowerQKOnTensorCores): K of this block
   // was issued one step ahead (or here), V of this block is issued after
   // the barrier that says K has landed and every warpgroup has finished the
   // previous P.V.
-  if (!e.t.prefetchKeys)
+  if (e.t.tma) {
+  } else if (!e.t.prefetchKeys)
     emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
                    op.getKvHead(), op.getStart(), op.getCols(), e.t.stage);
-  emitAsyncWait(e, 0);
-  emitProxyFence(e); // this thread's K copies, before wgmma reads them
-  e.barrier();
-  if (prefetch)
-    emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
-                   prefetch.getBatch(), prefetch.getKvHead(),
-                   prefetch.getStart(), prefetch.getCols(), e.t.stageV,
-                   /*commit=*/true, prefetch.getKeyValid());
+  if (!e.t.tma) {
+    emitAsyncWait(e, 0);
+    emitProxyFence(e); // this thread's K copies, before wgmma reads them
+    e.barrier();
+    if (prefetch)
+      emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
+                     prefetch.getBatch(), prefetch.getKvHead(),
+                     prefetch.getStart(), prefetch.getCols(), e.t.stageV,
+                     /*commit=*/true, prefetch.getKeyValid());
+    kAddress = sharedAddress(e, e.t.stage);
+  }
 
   Value qAddress = sharedAddress(e, q16);
-  Value kAddress = sharedAddress(e, e.t.stage);
   Value groupRows = warpgroupRowBytes(e);
+  // (The descriptors before the fence, as for P.V.)
+  SmallVector<Value> descAs, descBs;
+  for (int64_t kk = 0; kk < d / 16; ++kk) {
+    descAs.push_back(
+        descriptor(e, qAddress, groupRows, wgmma::kMajorStep(bm, 0, kk)));
+    descBs.push_back(
+        descriptor(e, kAddress, Value(), wgmma::kMajorStep(bn, 0, kk)));
+  }
   wgmmaFence(e);
   SmallVector<Value> acc(bn / 2, e.f32(0));
-  for (int64_t kk = 0; kk < d / 16; ++kk) {
-    Value descA =
-        descriptor(e, qAddress, groupRows, wgmma::kMajorStep(bm, 0, kk));
-    Value descB =
-        descriptor(e, kAddress, Value(), wgmma::kMajorStep(bn, 0, kk));
-    acc = emitWgmma(e, elt, bn, acc, descA, {}, descB, /*transB=*/false);
-  }
+  for (int64_t kk = 0; kk < d / 16; ++kk)
+    acc = emitWgmma(e, elt, bn, acc, descAs[kk], {}, descBs[kk],
+                    /*transB=*/false);
   wgmmaCommitAndWait(e);
+  if (e.t.tma)
+    emitTmaRelease(e, 0, op.getStart()); // the K stage may be refilled
   const FragmentLayout &layout = e.t.layout;
   for (int64_t i = 0; i < bn / 2; ++i) {
     FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
@@ -241,7 +534,7 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
 }
 
 void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
-                                   ArrayRef<Value> alpha) {
+                                   ArrayRef<Value> alpha, Value vAddress) {
   Type elt = cast<MemRefType>(op.getValue().getType()).getElementType();
   const int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
   const int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
@@ -252,17 +545,29 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
     acc.push_back(
         e.mulf(alpha[entry.k], e.loadAcc(entry.k, entry.slice, entry.el)));
   }
-  Value vAddress = sharedAddress(e, stage);
-  wgmmaFence(e);
+  if (!vAddress)
+    vAddress = sharedAddress(e, stage);
+  // Every A operand (P as 16-bit pairs) and B descriptor before the fence:
+  // a register written between wgmma.fence and the wgmma that reads it
+  // makes ptxas inject a warpgroup.arrive before that wgmma (C7519).
+  SmallVector<SmallVector<Value, 4>> as;
+  SmallVector<Value> descs;
   for (int64_t kk = 0; kk < bn / 16; ++kk) {
     SmallVector<Value, 4> a;
     for (FragmentLayout::Entry entry : layout.aOperandEntries(kk))
       a.push_back(packPair(e, elt, e.loadScore(entry.k, entry.slice, 0),
                            e.loadScore(entry.k, entry.slice, 1)));
-    Value descB = descriptor(e, vAddress, Value(), wgmma::mnMajorStep(bn, kk));
-    acc = emitWgmma(e, elt, dv, acc, Value(), a, descB, /*transB=*/true);
+    as.push_back(a);
+    descs.push_back(
+        descriptor(e, vAddress, Value(), wgmma::mnMajorStep(bn, kk)));
   }
+  wgmmaFence(e);
+  for (int64_t kk = 0; kk < bn / 16; ++kk)
+    acc = emitWgmma(e, elt, dv, acc, Value(), as[kk], descs[kk],
+                    /*transB=*/true);
   wgmmaCommitAndWait(e);
+  if (e.t.tma)
+    emitTmaRelease(e, 1, op.getStart()); // the V stage may be refilled
   for (int64_t i = 0; i < dv / 2; ++i) {
     FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
     e.storeAcc(acc[i], entry.k, entry.slice, entry.el);

@@ -80,7 +80,9 @@ def main():
                 if ty != "u64":
                     sys.exit(f"param {i} ({param['name']}): PTX .{ty}, "
                              f"manifest {param['type']}")
-                if bool(ptr.strip()) != (param["kind"] == "pointer"):
+                # (tensor_maps: the address of the encoded maps, a pointer.)
+                if bool(ptr.strip()) != (param["kind"] in ("pointer",
+                                                            "tensor_maps")):
                     sys.exit(f"param {i} ({param['name']}): the PTX says "
                              f"{'pointer' if ptr.strip() else 'scalar'}, the "
                              f"manifest {param['kind']}")
