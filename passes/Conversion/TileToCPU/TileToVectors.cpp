@@ -73,6 +73,9 @@ struct Lowering {
   int64_t maxWidth;
   /// The most rows of a program that runs the few-rows form (0: none).
   int64_t fewRows;
+  /// Paged caches: re-read blocks from a contiguous copy, and the next
+  /// block's rows prefetched (the pass's paged-blocks).
+  bool pagedBlocks = true;
 
   int64_t widthFor(Value tile) const {
     return rowVectorWidth(cast<MemRefType>(tile.getType()).getDimSize(0),
@@ -152,6 +155,29 @@ Value scratchNear(ImplicitLocOpBuilder &b, Value like, MemRefType type) {
   return memref::AllocaOp::create(b, type);
 }
 
+/// For each row `c < cols` of a paged block (key `start + c`, in order):
+/// body(page, row in the page, c), with one block-table lookup per page the
+/// block touches; nothing when `cols` is 0.
+void forEachPagedRow(Emitter &e, const KvRows &rows, Value cols,
+                     function_ref<void(Value, Value, Value)> body) {
+  Value pageSize = e.dimOf(rows.cache, 1);
+  Value end = e.add(rows.start, cols);
+  e.when(e.cmpi(arith::CmpIPredicate::sgt, cols, e.idx(0)), [&] {
+    Value firstSlot = e.b.createOrFold<arith::DivUIOp>(rows.start, pageSize);
+    Value endSlot = e.b.createOrFold<arith::CeilDivUIOp>(end, pageSize);
+    e.loop(firstSlot, endSlot, [&](Value slot) {
+      Value page = e.loadIndex(rows.blockTable, {rows.batch, slot});
+      Value base = e.b.createOrFold<arith::MulIOp>(slot, pageSize);
+      Value lo = arith::MaxUIOp::create(e.b, base, rows.start);
+      Value hi = arith::MinUIOp::create(e.b, e.add(base, pageSize), end);
+      e.loop(lo, hi, [&](Value j) {
+        Value inPage = e.sub(j, base);
+        body(page, inPage, e.sub(j, rows.start));
+      });
+    });
+  });
+}
+
 /// A paged block's rows as a contiguous run. In a paged cache
 /// `[num_pages, page_size, Hkv, D]` consecutive keys of one head lie
 /// Hkv * D elements apart (4 KiB for 8 f32 heads of 128): a loop that
@@ -179,27 +205,13 @@ KvRows packPagedBlock(VectorEmitter &e, KvRows rows, Value cols, int64_t bn,
   while (d % lanes)
     lanes /= 2;
   auto vectorType = VectorType::get({lanes}, elt);
-  using P = arith::CmpIPredicate;
-  Value pageSize = e.dimOf(rows.cache, 1);
-  Value end = e.add(rows.start, cols);
-  e.when(e.cmpi(P::sgt, cols, e.idx(0)), [&] {
-    Value firstSlot = e.b.createOrFold<arith::DivUIOp>(rows.start, pageSize);
-    Value endSlot = e.b.createOrFold<arith::CeilDivUIOp>(end, pageSize);
-    e.loop(firstSlot, endSlot, [&](Value slot) {
-      Value page = e.loadIndex(rows.blockTable, {rows.batch, slot});
-      Value base = e.b.createOrFold<arith::MulIOp>(slot, pageSize);
-      Value lo = arith::MaxUIOp::create(e.b, base, rows.start);
-      Value hi = arith::MinUIOp::create(e.b, e.add(base, pageSize), end);
-      e.loop(lo, hi, [&](Value j) {
-        Value inPage = e.sub(j, base), c = e.sub(j, rows.start);
-        for (int64_t x = 0; x < d; x += lanes) {
-          Value v = vector::LoadOp::create(
-              e.b, vectorType, rows.cache,
-              ValueRange{page, inPage, rows.head, e.idx(x)});
-          vector::StoreOp::create(e.b, v, packed, ValueRange{c, e.idx(x)});
-        }
-      });
-    });
+  forEachPagedRow(e, rows, cols, [&](Value page, Value inPage, Value c) {
+    for (int64_t x = 0; x < d; x += lanes) {
+      Value v =
+          vector::LoadOp::create(e.b, vectorType, rows.cache,
+                                 ValueRange{page, inPage, rows.head, e.idx(x)});
+      vector::StoreOp::create(e.b, v, packed, ValueRange{c, e.idx(x)});
+    }
   });
   rows.packed = packed;
   return rows;
@@ -273,7 +285,7 @@ void emitColumnQK(TileQKOp op, ImplicitLocOpBuilder &b, const Lowering &l) {
   // a paged block is read as a contiguous copy.
   KvRows keyRows{op.getKey(),    op.getBlockTable(), op.getBatch(),
                  op.getKvHead(), op.getStart(),      Value()};
-  if (bm > tileVecs * e.width)
+  if (l.pagedBlocks && bm > tileVecs * e.width)
     keyRows = packPagedBlock(e, keyRows, cols, bn, op.getScores());
   Value mainCols = b.createOrFold<arith::MulIOp>(
       b.createOrFold<arith::DivUIOp>(cols, e.idx(keys)), e.idx(keys));
@@ -612,7 +624,7 @@ void emitValueBlock(TileSoftmaxOp op, ImplicitLocOpBuilder &b,
   // Each tile of rows reads the whole block's values: with more than one,
   // a paged block is read from a contiguous copy (the column form always
   // has more rows than a tile).
-  if (!op.getBlockTable())
+  if (!op.getBlockTable() || !l.pagedBlocks)
     return block();
   auto packed = [&] {
     KvRows direct = values;
@@ -648,12 +660,48 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// tile.prefetch
+//===----------------------------------------------------------------------===//
+
+/// The next block of a paged cache: each 64-byte line of its rows is
+/// prefetched (one block-table lookup per page), since the hardware
+/// prefetchers do not follow rows Hkv * D elements apart, each in another
+/// 4 KiB page for 128-element f32 rows of 8 heads. A contiguous cache is
+/// one sequential run per head, which they do follow: there, as in the
+/// scalar lowering, the op is dropped.
+LogicalResult lowerPrefetch(TilePrefetchOp op, PatternRewriter &rewriter,
+                            const Lowering &l) {
+  auto type = cast<MemRefType>(op.getKey().getType());
+  if (l.pagedBlocks && op.getBlockTable() &&
+      !ShapedType::isDynamic(type.getDimSize(3))) {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e{b};
+    int64_t d = type.getDimSize(3);
+    int64_t perLine = std::max<int64_t>(
+        1, 64 / std::max<int64_t>(1, type.getElementTypeBitWidth() / 8));
+    KvRows rows{op.getKey(),    op.getBlockTable(), op.getBatch(),
+                op.getKvHead(), op.getStart(),      Value()};
+    forEachPagedRow(
+        e, rows, op.getCols(), [&](Value page, Value inPage, Value) {
+          for (int64_t x = 0; x < d; x += perLine)
+            memref::PrefetchOp::create(
+                b, op.getKey(),
+                ValueRange{page, inPage, op.getKvHead(), e.idx(x)},
+                /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+        });
+  }
+  rewriter.eraseOp(op);
+  return success();
+}
+
 /// A lowering at the pass's vector width.
 template <typename OpTy,
           LogicalResult (*lower)(OpTy, PatternRewriter &, const Lowering &)>
 struct VectorPattern : OpRewritePattern<OpTy> {
-  VectorPattern(MLIRContext *context, Lowering lowering)
-      : OpRewritePattern<OpTy>(context), lowering(lowering) {}
+  VectorPattern(MLIRContext *context, Lowering lowering,
+                PatternBenefit benefit = 1)
+      : OpRewritePattern<OpTy>(context, benefit), lowering(lowering) {}
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     return lower(op, rewriter, lowering);
@@ -725,7 +773,7 @@ struct LowerTileToVectorsPass
       return signalPassFailure();
 
     RewritePatternSet patterns(&getContext());
-    populateLowerTileToVectorsPatterns(patterns, width, fewRows);
+    populateLowerTileToVectorsPatterns(patterns, width, fewRows, pagedBlocks);
     if (failed(applyLoopLoweringPatterns(getOperation(), std::move(patterns))))
       return signalPassFailure();
 
@@ -753,12 +801,17 @@ struct LowerTileToVectorsPass
 } // namespace
 
 void mlir::kvattn::populateLowerTileToVectorsPatterns(
-    RewritePatternSet &patterns, int64_t width, int64_t fewRows) {
+    RewritePatternSet &patterns, int64_t width, int64_t fewRows,
+    bool pagedBlocks) {
   populateLowerTileStateToLoopsPatterns(patterns);
   patterns.add(lowerStore);
+  // Before the scalar lowering's (which drops the op).
+  patterns.add<VectorPattern<TilePrefetchOp, lowerPrefetch>>(
+      patterns.getContext(), Lowering{width, fewRows, pagedBlocks},
+      /*benefit=*/2);
   patterns.add<VectorPattern<TileLoadQOp, lowerLoadQ>,
                VectorPattern<TileQKOp, lowerQK>,
                VectorPattern<TileMaskOp, lowerMask>,
                VectorPattern<TileSoftmaxOp, lowerSoftmax>>(
-      patterns.getContext(), Lowering{width, fewRows});
+      patterns.getContext(), Lowering{width, fewRows, pagedBlocks});
 }
