@@ -62,8 +62,11 @@ void populateLowerTileStateToLoopsPatterns(RewritePatternSet &patterns);
 /// lanes at most (a power of two); the math they create is expanded by
 /// the pass itself.
 /// Programs of at most `fewRows` rows run the few-rows form (0: none).
+/// With `pagedBlocks`, paged blocks that a loop re-reads are read from a
+/// contiguous copy and tile.prefetch of a paged cache prefetches its rows.
 void populateLowerTileToVectorsPatterns(RewritePatternSet &patterns,
-                                        int64_t width, int64_t fewRows = 8);
+                                        int64_t width, int64_t fewRows = 8,
+                                        bool pagedBlocks = true);
 /// The widest f32 vector of the host: 16 with AVX-512, 8 with AVX, else 4.
 int64_t hostVectorWidth();
 

@@ -310,6 +310,13 @@ def LowerTileToVectorsPass : Pass<"kvattn-lower-tile-to-vectors"> {
            "Programs of at most this many rows run the few-rows form (dot "
            "products along D); 0: every program runs the column form; at "
            "most 64">,
+    Option<"pagedBlocks", "paged-blocks", "bool", /*default=*/"true",
+           "Paged caches: a block that a loop reads more than once (P.V "
+           "over several row tiles, Q.K^T over several row groups) is first "
+           "copied into a contiguous [BN, D] scratch, and tile.prefetch "
+           "prefetches the next block's rows; both with one block-table "
+           "lookup per page (false: every read goes through the table, "
+           "tile.prefetch is dropped)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

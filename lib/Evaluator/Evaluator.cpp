@@ -407,9 +407,13 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
     ops.key = &dequantKey;
     ops.value = &dequantValue;
   }
-  // Paged K/V: validate the block table and gather the logical caches.
+  // Paged K/V: validate the block table and gather the logical caches; a
+  // check-only run reads the pages in place (no O(cache) copy per call).
   HostTensor logicalKey, logicalValue;
-  if (Value table = op.getBlockTable()) {
+  if (Value table = op.getBlockTable();
+      table && compute == reference::Compute::ChecksOnly) {
+    ops.blockTable = &tensor(table);
+  } else if (table) {
     const HostTensor &kvLen = tensor(op.getKvLen());
     for (auto [pages, logical] :
          {std::pair{ops.key, &logicalKey}, std::pair{ops.value, &logicalValue}})

@@ -115,6 +115,65 @@ Status checkQKV(const HostTensor *q, const HostTensor *k, const HostTensor *v,
   return Status::ok();
 }
 
+/// checkQKV for page pools `key [num_pages, page_size, Hkv, D]` and
+/// `value [num_pages, page_size, Hkv, Dv]` read through `blockTable` up to
+/// `kvLen` (validated first): `dims` as of the logical caches
+/// `[B, Hkv, max_pages * page_size, D]`.
+Status checkPagedQKV(const HostTensor *q, const HostTensor *k,
+                     const HostTensor *v, const HostTensor &blockTable,
+                     const HostTensor *kvLen, Dims &dims,
+                     int64_t keyBatch = -1) {
+  if (!q || !k || !v)
+    return Status::error("query, key and value are required");
+  if (!kvLen)
+    return Status::error("block_table (paged K/V) needs kv_len");
+  KVATTN_RETURN_IF_ERROR(checkFloat("query", *q));
+  KVATTN_RETURN_IF_ERROR(checkFloat("key", *k));
+  KVATTN_RETURN_IF_ERROR(checkFloat("value", *v));
+  if (q->rank() != 4)
+    return Status::error("query must have shape [B, Hq, L, D], got " +
+                         q->shapeString());
+  for (auto [name, t] : {std::pair{"key", k}, std::pair{"value", v}})
+    if (t->rank() != 4)
+      return Status::error(std::string(name) +
+                           " pages must have shape [num_pages, page_size, "
+                           "Hkv, D], got " +
+                           t->shapeString());
+  const int64_t numPages = k->dim(0), pageSize = k->dim(1);
+  KVATTN_RETURN_IF_ERROR(
+      validateBlockTable(blockTable, *kvLen, numPages, pageSize));
+  int64_t logicalKeys;
+  if (__builtin_mul_overflow(blockTable.dim(1), pageSize, &logicalKeys))
+    return Status::error("block_table's max_pages x page_size overflows");
+  dims = {q->dim(0),   q->dim(1), k->dim(2), q->dim(2),
+          logicalKeys, q->dim(3), v->dim(3)};
+  if (keyBatch >= 0 && dims.b != 1)
+    return Status::error("with q_start the query is packed [1, Hq, T, D]: "
+                         "its dim 0 must be 1, got " +
+                         q->shapeString());
+  const int64_t kb = keyBatch >= 0 ? keyBatch : dims.b;
+  if (blockTable.dim(0) != kb)
+    return Status::error("block_table has " + str(blockTable.dim(0)) +
+                         " rows, expected B = " + str(kb));
+  KVATTN_RETURN_IF_ERROR(checkShape("key", *k,
+                                    {{"num_pages", numPages},
+                                     {"page_size", pageSize},
+                                     {"Hkv", dims.hkv},
+                                     {"D", dims.d}}));
+  KVATTN_RETURN_IF_ERROR(checkShape("value", *v,
+                                    {{"num_pages", numPages},
+                                     {"page_size", pageSize},
+                                     {"Hkv", dims.hkv},
+                                     {"Dv", dims.dv}}));
+  if (dims.d == 0)
+    return Status::error("head dim D must be positive, got 0");
+  if (dims.hkv == 0 || dims.hq % dims.hkv != 0)
+    return Status::error(
+        "query heads Hq = " + str(dims.hq) +
+        " must be a multiple of kv heads Hkv = " + str(dims.hkv));
+  return Status::ok();
+}
+
 /// A mask broadcastable to [B, Hq, L, S] (rank 2..4, right-aligned).
 Status checkMask(const HostTensor &mask, const Dims &dims) {
   if (mask.rank() < 2 || mask.rank() > 4)
@@ -415,12 +474,40 @@ double finiteAbsMax(const HostTensor &t, int64_t first, int64_t n) {
 Status checkF32Range(const HostTensor &q, const HostTensor &k,
                      const HostTensor &v, const HostTensor *mask,
                      const Dims &dims, const std::vector<int64_t> &kvLen,
-                     const HostTensor *keyValid, double scale) {
+                     const HostTensor *keyValid, double scale,
+                     const HostTensor *blockTable = nullptr) {
   double qMax = finiteAbsMax(q, 0, q.numElements()), kMax = 0, vMax = 0,
          maskMax = 0;
   int64_t longest = 0;
   for (int64_t b = 0; b < dims.b; ++b) {
     longest = std::max(longest, kvLen[b]);
+    if (blockTable) {
+      // Pages [num_pages, page_size, Hkv, D]: the first n rows of a page
+      // hold its n keys of every head, one contiguous run.
+      const int64_t pageSize = k.dim(1), maxPages = blockTable->dim(1);
+      for (int64_t t = 0; t < kvLen[b]; t += pageSize) {
+        const int64_t page = blockTable->getInt(b * maxPages + t / pageSize);
+        const int64_t n = std::min(pageSize, kvLen[b] - t);
+        const int64_t first = page * pageSize * dims.hkv;
+        if (!keyValid) {
+          kMax = std::max(
+              kMax, finiteAbsMax(k, first * dims.d, n * dims.hkv * dims.d));
+          vMax = std::max(
+              vMax, finiteAbsMax(v, first * dims.dv, n * dims.hkv * dims.dv));
+          continue;
+        }
+        for (int64_t r = 0; r < n; ++r) {
+          if (keyValid->getInt(b * dims.s + t + r) == 0)
+            continue;
+          const int64_t row = first + r * dims.hkv;
+          kMax =
+              std::max(kMax, finiteAbsMax(k, row * dims.d, dims.hkv * dims.d));
+          vMax = std::max(vMax,
+                          finiteAbsMax(v, row * dims.dv, dims.hkv * dims.dv));
+        }
+      }
+      continue;
+    }
     for (int64_t h = 0; h < dims.hkv; ++h) {
       const int64_t first = (b * dims.hkv + h) * dims.s;
       if (!keyValid) {
@@ -547,8 +634,18 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
   const int64_t sequences =
       ops.qStart ? static_cast<int64_t>(qStart.size()) - 1 : -1;
   Dims dims;
-  KVATTN_RETURN_IF_ERROR(
-      checkQKV(ops.query, ops.key, ops.value, dims, sequences));
+  if (ops.blockTable) {
+    if (compute != Compute::ChecksOnly)
+      return Status::error("block_table: the reference computes over the "
+                           "logical caches; gather the pages first "
+                           "(gatherPages)");
+    KVATTN_RETURN_IF_ERROR(checkPagedQKV(ops.query, ops.key, ops.value,
+                                         *ops.blockTable, ops.kvLen, dims,
+                                         sequences));
+  } else {
+    KVATTN_RETURN_IF_ERROR(
+        checkQKV(ops.query, ops.key, ops.value, dims, sequences));
+  }
   // The per-sequence sizes: B is the sequence count (the query's batch when
   // not packed).
   Dims seq = dims;
@@ -692,7 +789,7 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
       attrs.scale.value_or(1.0 / std::sqrt(static_cast<double>(dims.d)));
   KVATTN_RETURN_IF_ERROR(checkF32Range(*ops.query, *ops.key, *ops.value,
                                        ops.mask, seq, kvLen, ops.keyValid,
-                                       scale));
+                                       scale, ops.blockTable));
 
   auto queryPos = [&](int64_t b, int64_t i) {
     if (ops.treeParents)

@@ -4,6 +4,8 @@
 // The default: programs of at most 8 rows run the few-rows form, the others
 // the column form, chosen at run time from the row count.
 // RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors=vector-width=16 -cse | FileCheck %s --check-prefix=FEW --enable-var-scope
+// Paged caches read through the table everywhere, prefetch dropped:
+// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors="vector-width=16 few-rows=0 paged-blocks=false" -cse | FileCheck %s --check-prefix=OFF
 
 // Q.K^T as outer products over the transposed tiles: 64 rows are four row
 // vectors of 16, six keys per register tile (24 accumulators), one
@@ -219,19 +221,113 @@ func.func @softmax_full_block(%s: memref<16x32xf32>, %v: memref<1x2x64x8xf32>, %
 
 // -----
 
-// Paged values: the block-table lookup once per key, not per element.
+// Paged values (paged-blocks, the default): P.V reads the block once per
+// row tile, so the block's rows are first copied into a contiguous
+// [BN, Dv] scratch, with one block-table lookup per page the block touches
+// (pages of 16 rows, rows Hkv * Dv elements apart), and P.V reads the
+// copy: no lookup in its loop. With paged-blocks=false every key row of
+// P.V is read through the table, one lookup per key.
 
 // CHECK-LABEL: func @softmax_paged
-// CHECK:             scf.for %[[C:.*]] = {{.*}} iter_args
-// CHECK:               memref.load %{{.*}} : memref<1x4xi32>
-// CHECK-NOT:           memref.load %{{.*}} : memref<1x4xi32>
-// CHECK:               vector.load %{{.*}} : memref<8x16x2x8xf32>, vector<8xf32>
+// CHECK-SAME:    %[[V:[^:]+]]: memref<8x16x2x8xf32>, %[[BT:[^:]+]]: memref<1x4xi32>, %[[B:[^:]+]]: index, %[[G:[^:]+]]: index, %[[START:[^:]+]]: index, %{{[^:]+}}: index, %[[COLS:[^:]+]]: index
+// CHECK:         %[[PACK:.*]] = memref.alloca() : memref<32x8xf32>
+// CHECK:         %[[END:.*]] = arith.addi %[[START]], %[[COLS]]
+// CHECK:         %[[ANY:.*]] = arith.cmpi sgt, %[[COLS]], %c0
+// CHECK:         scf.if %[[ANY]] {
+// CHECK:           %[[FIRST:.*]] = arith.divui %[[START]], %c16
+// CHECK:           %[[LAST:.*]] = arith.ceildivui %[[END]], %c16
+// CHECK:           scf.for %[[SLOT:.*]] = %[[FIRST]] to %[[LAST]] step %c1 {
+// CHECK:             %[[ID:.*]] = memref.load %[[BT]][%[[B]], %[[SLOT]]] : memref<1x4xi32>
+// CHECK:             %[[PAGE:.*]] = arith.index_cast %[[ID]]
+// CHECK:             %[[BASE:.*]] = arith.muli %[[SLOT]], %c16
+// CHECK:             %[[LO:.*]] = arith.maxui %[[BASE]], %[[START]]
+// CHECK:             %[[HI:.*]] = arith.minui %{{.*}}, %[[END]]
+// CHECK:             scf.for %[[J:.*]] = %[[LO]] to %[[HI]] step %c1 {
+// CHECK-NOT:           memref.load
+// CHECK:               %[[IN:.*]] = arith.subi %[[J]], %[[BASE]]
+// CHECK:               %[[C:.*]] = arith.subi %[[J]], %[[START]]
+// CHECK:               %[[ROW:.*]] = vector.load %[[V]][%[[PAGE]], %[[IN]], %[[G]], %c0] : memref<8x16x2x8xf32>, vector<8xf32>
+// CHECK:               vector.store %[[ROW]], %[[PACK]][%[[C]], %c0] : memref<32x8xf32>, vector<8xf32>
+// CHECK:         scf.for
+// CHECK:           scf.for
+// CHECK:             scf.for %[[K:.*]] = %c0 to %[[COLS]] step %c1 iter_args
+// CHECK-NOT:           memref<1x4xi32>
+// CHECK:               vector.load %[[PACK]][%[[K]], %{{.*}}] : memref<32x8xf32>, vector<8xf32>
+// CHECK-NOT:           memref<1x4xi32>
 // CHECK:               vector.fma
+// CHECK-NOT:           memref<1x4xi32>
 // CHECK:               scf.yield
+
+// OFF-LABEL: func @softmax_paged
+// OFF-NOT:       memref.alloca() : memref<32x8xf32>
+// OFF:           scf.for %{{.*}} = %c0 to %{{.*}} step %c1 iter_args
+// OFF:             memref.load %{{.*}} : memref<1x4xi32>
+// OFF-NOT:         memref.load %{{.*}} : memref<1x4xi32>
+// OFF:             vector.load %{{.*}} : memref<8x16x2x8xf32>, vector<8xf32>
+// OFF:             vector.fma
+// OFF:             scf.yield
 func.func @softmax_paged(%s: memref<16x32xf32>, %v: memref<8x16x2x8xf32>, %bt: memref<1x4xi32>, %b: index, %g: index, %start: index,
                    %rows: index, %cols: index, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
   kvattn.tile.softmax_update %s, %v[%b, %g, %start] pages(%bt : memref<1x4xi32>) size(%rows, %cols) state(%m, %l, %acc)
       : memref<16x32xf32>, memref<8x16x2x8xf32>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
+// The few-rows form reads the values once per row tile of 4: the block is
+// copied only when the program has more rows than one tile (5 to 8).
+
+// FEW-LABEL: func @softmax_paged_few_rows
+// FEW-SAME:    %[[ROWS:[^:]+]]: index, %{{[^:]+}}: index, %{{[^:]+}}: memref<16xf32>
+// FEW:         %[[FEW:.*]] = arith.cmpi ule, %[[ROWS]], %c8
+// FEW:         scf.if %[[FEW]] {
+// FEW:           %[[SEVERAL:.*]] = arith.cmpi ugt, %[[ROWS]], %c4
+// FEW:           scf.if %[[SEVERAL]] {
+// FEW:             scf.for
+// FEW:               memref.load %{{.*}} : memref<1x4xi32>
+// FEW:               scf.for
+// FEW:                 vector.load %{{.*}} : memref<8x16x2x16xbf16>, vector<16xbf16>
+// FEW:                 vector.store %{{.*}} : memref<32x16xbf16>, vector<16xbf16>
+// FEW:           } else {
+// FEW:             memref.load %{{.*}} : memref<1x4xi32>
+// FEW:             vector.load %{{.*}} : memref<8x16x2x16xbf16>
+func.func @softmax_paged_few_rows(%s: memref<16x32xf32>, %v: memref<8x16x2x16xbf16>, %bt: memref<1x4xi32>, %b: index, %g: index, %start: index,
+                   %rows: index, %cols: index, %m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x16xf32>) {
+  kvattn.tile.softmax_update %s, %v[%b, %g, %start] pages(%bt : memref<1x4xi32>) size(%rows, %cols) state(%m, %l, %acc)
+      : memref<16x32xf32>, memref<8x16x2x16xbf16>, memref<16xf32>, memref<16xf32>, memref<16x16xf32>
+  return
+}
+
+// -----
+
+// tile.prefetch of a paged cache: each 64-byte line (32 bf16) of the
+// announced rows, one block-table lookup per page. A contiguous cache's
+// prefetch (and every prefetch with paged-blocks=false) is dropped.
+
+// CHECK-LABEL: func @prefetch_paged
+// CHECK-SAME:    %[[K:[^:]+]]: memref<8x16x2x64xbf16>, %[[BT:[^:]+]]: memref<1x4xi32>, %[[B:[^:]+]]: index, %[[G:[^:]+]]: index
+// CHECK:         scf.if
+// CHECK:           scf.for %[[SLOT:.*]] =
+// CHECK:             memref.load %[[BT]][%[[B]], %[[SLOT]]]
+// CHECK:             scf.for
+// CHECK-NOT:           memref.load
+// CHECK:               memref.prefetch %[[K]][%{{.*}}, %{{.*}}, %[[G]], %c0], read, locality<3>, data : memref<8x16x2x64xbf16>
+// CHECK-NEXT:          memref.prefetch %[[K]][%{{.*}}, %{{.*}}, %[[G]], %c32], read, locality<3>, data : memref<8x16x2x64xbf16>
+// CHECK-NOT:           memref.prefetch
+// CHECK-LABEL: func @prefetch_contiguous
+// CHECK-NOT:     memref.prefetch
+// CHECK:         return
+
+// OFF-LABEL: func @prefetch_paged
+// OFF-NOT:       memref.prefetch
+// OFF:           return
+func.func @prefetch_paged(%k: memref<8x16x2x64xbf16>, %bt: memref<1x4xi32>, %b: index, %g: index, %start: index, %cols: index) {
+  kvattn.tile.prefetch %k[%b, %g, %start] pages(%bt : memref<1x4xi32>) size(%cols) : memref<8x16x2x64xbf16>
+  return
+}
+func.func @prefetch_contiguous(%k: memref<1x2x?x64xbf16>, %b: index, %g: index, %start: index, %cols: index) {
+  kvattn.tile.prefetch %k[%b, %g, %start] size(%cols) : memref<1x2x?x64xbf16>
   return
 }
 

@@ -743,6 +743,78 @@ TEST(PagedKV, BadPagedAppendsNameBatchSlotAndValue) {
   EXPECT_TRUE(s.isOk()) << s.message();
 }
 
+// The checks of a paged cache read the pages in place (the CPU path's
+// check-only run, every call): the table's errors, and the f32 range over
+// the rows keys own only (not the rest of a last page, not unused pages),
+// with the gathered caches' result.
+TEST(Reference, PagedChecksReadThePagesInPlace) {
+  // Pages [4, 2, 2, 8]: sequence 0 holds keys 0, 1 in page 3 and key 2 in
+  // row 0 of page 1; its slot 2 is -1. Every unowned element is 1e38.
+  HostTensor q =
+      tensor(ElementType::F32, {1, 2, 1, 8}, std::vector<double>(16, -2e19));
+  HostTensor k =
+      tensor(ElementType::F32, {4, 2, 2, 8}, std::vector<double>(128, 1e38));
+  HostTensor v =
+      tensor(ElementType::F32, {4, 2, 2, 8}, std::vector<double>(128, 1e38));
+  auto own = [&](int64_t page, int64_t row, double value) {
+    for (int64_t i = 0; i < 16; ++i) {
+      k.setDouble((page * 2 + row) * 16 + i, value);
+      v.setDouble((page * 2 + row) * 16 + i, 1.0);
+    }
+  };
+  own(3, 0, 1.0);
+  own(3, 1, 1.0);
+  own(1, 0, 1.0);
+  k.setDouble((1 * 2 + 0) * 16 + 8 + 3, 2e19); // key 2, head 1
+  HostTensor table = ints({1, 3}, {3, 1, -1});
+  HostTensor len = ints({1}, {3});
+  HostTensor qo = ints({1}, {2});
+  AttentionOperands ops;
+  ops.query = &q;
+  ops.key = &k;
+  ops.value = &v;
+  ops.qOffset = &qo;
+  ops.kvLen = &len;
+  ops.blockTable = &table;
+  AttentionResult r;
+  Status s = attention(ops, {}, r, Compute::ChecksOnly);
+  ASSERT_TRUE(s.isError());
+  EXPECT_NE(s.message().find("scores may overflow f32: max|q| = 2e+19, "
+                             "max|k| = 2e+19"),
+            std::string::npos)
+      << s.message();
+  // The same check over the gathered caches.
+  HostTensor kLogical, vLogical;
+  ASSERT_TRUE(gatherPages(k, table, len, kLogical).isOk());
+  ASSERT_TRUE(gatherPages(v, table, len, vLogical).isOk());
+  AttentionOperands gathered = ops;
+  gathered.key = &kLogical;
+  gathered.value = &vLogical;
+  gathered.blockTable = nullptr;
+  Status g = attention(gathered, {}, r, Compute::ChecksOnly);
+  EXPECT_EQ(g.message(), s.message());
+  // Key 2 invalid: its row is not checked, and the rest is in range.
+  HostTensor valid(ElementType::I1, {1, 6});
+  for (int64_t j : {0, 1})
+    valid.setInt(j, 1);
+  ops.keyValid = &valid;
+  s = attention(ops, {}, r, Compute::ChecksOnly);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  // The table's own errors, and no values from pages.
+  HostTensor bad = ints({1, 3}, {3, 4, -1});
+  ops.blockTable = &bad;
+  s = attention(ops, {}, r, Compute::ChecksOnly);
+  EXPECT_EQ(s.message(),
+            "block_table[0][1] = 4: page id out of range [0, 4) (batch 0)");
+  ops.blockTable = &table;
+  s = attention(ops, {}, r, Compute::Values);
+  EXPECT_NE(s.message().find("gather the pages first"), std::string::npos)
+      << s.message();
+  ops.kvLen = nullptr;
+  s = attention(ops, {}, r, Compute::ChecksOnly);
+  EXPECT_EQ(s.message(), "block_table (paged K/V) needs kv_len");
+}
+
 // The range check reads f32, f16 and bf16 by their bit patterns (the CPU
 // path runs it over the whole cache on every call): the largest finite
 // magnitude counts, signs do not, non-finite values and slots past kv_len

@@ -162,6 +162,31 @@ cl::opt<std::string>
                      "[Hq]); their cost against none on the same shapes"),
             cl::init("none"), cl::cat(benchCategory));
 
+cl::opt<int64_t> pageSize(
+    "page-size",
+    cl::desc("CPU: also run every shape over a paged cache of pages of this "
+             "many tokens (block_table, kv_len; the pages in reverse order "
+             "over the pool) and print the paged and contiguous minima of the "
+             "same run, calls interleaved (0: contiguous only)"),
+    cl::init(0), cl::cat(benchCategory));
+
+cl::opt<bool> dynamicShapes(
+    "dynamic",
+    cl::desc("CPU: compile with run-time batch, query and key lengths (and "
+             "page counts), as the serving plans do"),
+    cl::init(false), cl::cat(benchCategory));
+
+/// A size in a tensor type: `?` with --dynamic.
+std::string dimOf(int64_t v) {
+  return dynamicShapes ? std::string("?") : std::to_string(v);
+}
+
+cl::opt<bool> checkedRuns(
+    "checked",
+    cl::desc("CPU: time the checked call (the C API's kvattn_cpu_run: "
+             "argument checks, then the kernel) instead of the kernel alone"),
+    cl::init(false), cl::cat(benchCategory));
+
 struct Shape {
   const char *name;
   int64_t b, hq, hkv, p, l, d;
@@ -171,7 +196,9 @@ struct Shape {
 std::string buildIR(const Shape &s, const std::string &elt) {
   int64_t S = s.p + s.l;
   auto t = [&](int64_t b, int64_t h, int64_t n, int64_t d) {
-    return llvm::formatv("tensor<{0}x{1}x{2}x{3}x{4}>", b, h, n, d, elt).str();
+    return llvm::formatv("tensor<{0}x{1}x{2}x{3}x{4}>", dimOf(b), h, dimOf(n),
+                         d, elt)
+        .str();
   };
   std::string q = t(s.b, s.hq, s.l, s.d), kv = t(s.b, s.hkv, S, s.d);
   // --feature: one more f32 [Hq] argument, the last.
@@ -189,8 +216,52 @@ std::string buildIR(const Shape &s, const std::string &elt) {
                        "tensor<{2}xi32>){4} "
                        "causal : {0}, {1}, {1} -> {0}\n"
                        "  return %o : {0}\n}\n",
-                       q, kv, s.b, extraArg, extraUse)
+                       q, kv, dimOf(s.b), extraArg, extraUse)
       .str();
+}
+
+/// The same attention over a paged cache: K and V `[num_pages, page_size,
+/// Hkv, D]`, read through `block_table [B, max_pages]` up to `kv_len`.
+std::string buildPagedIR(const Shape &s, const std::string &elt, int64_t ps) {
+  int64_t maxPages = (s.p + s.l + ps - 1) / ps;
+  std::string q = llvm::formatv("tensor<{0}x{1}x{2}x{3}x{4}>", dimOf(s.b), s.hq,
+                                dimOf(s.l), s.d, elt)
+                      .str();
+  std::string kv = llvm::formatv("tensor<{0}x{1}x{2}x{3}x{4}>",
+                                 dimOf(s.b * maxPages), ps, s.hkv, s.d, elt)
+                       .str();
+  std::string vec = llvm::formatv("tensor<{0}xi32>", dimOf(s.b)).str();
+  std::string table =
+      llvm::formatv("tensor<{0}x{1}xi32>", dimOf(s.b), dimOf(maxPages)).str();
+  return llvm::formatv("func.func @main(%q: {0}, %k: {1}, %v: {1}, %pos: {2}, "
+                       "%len: {2}, %bt: {3}) -> {0} {{\n"
+                       "  %o = kvattn.attention %q, %k, %v q_offset(%pos : "
+                       "{2}) kv_len(%len : {2}) block_table(%bt : {3}) "
+                       "causal : {0}, {1}, {1} -> {0}\n"
+                       "  return %o : {0}\n}\n",
+                       q, kv, vec, table)
+      .str();
+}
+
+/// `cache` `[B, Hkv, S, D]` as pages `[B * max_pages, ps, Hkv, D]`, logical
+/// page i of batch b at pool page `table[b][i]`; the pool's slots past S
+/// are zero.
+mlir::kvattn::HostTensor toPages(const mlir::kvattn::HostTensor &cache,
+                                 const mlir::kvattn::HostTensor &table,
+                                 int64_t ps) {
+  int64_t b = cache.dim(0), hkv = cache.dim(1), S = cache.dim(2),
+          d = cache.dim(3), maxPages = table.dim(1);
+  mlir::kvattn::HostTensor pages(cache.elementType(),
+                                 {b * maxPages, ps, hkv, d});
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t h = 0; h < hkv; ++h)
+      for (int64_t j = 0; j < S; ++j) {
+        int64_t page = table.getInt(bi * maxPages + j / ps);
+        for (int64_t x = 0; x < d; ++x)
+          pages.setDouble(pages.flatIndex({page, j % ps, h, x}),
+                          cache.getDouble(cache.flatIndex({bi, h, j, x})));
+      }
+  return pages;
 }
 
 mlir::kvattn::HostTensor random(mlir::kvattn::ElementType type,
@@ -210,6 +281,115 @@ mlir::kvattn::HostTensor random(mlir::kvattn::ElementType type,
 // --target=cpu
 //===----------------------------------------------------------------------===//
 
+std::unique_ptr<mlir::kvattn::CpuProgram>
+compileCpu(const std::string &ir, mlir::MLIRContext &context) {
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+  if (!module)
+    return nullptr;
+  mlir::kvattn::CpuCompileOptions options;
+  options.blockM = flags.blockM();
+  options.blockN = flags.blockN();
+  options.threads = flags.numThreads();
+  options.vectorize = flags.vectorize();
+  std::unique_ptr<mlir::kvattn::CpuProgram> program;
+  if (mlir::kvattn::Status st =
+          mlir::kvattn::CpuProgram::compile(*module, "main", options, program);
+      st.isError()) {
+    llvm::errs() << "kvattn-bench: error: " << st.message() << "\n";
+    return nullptr;
+  }
+  return program;
+}
+
+/// --page-size: each shape over a contiguous and a paged cache holding the
+/// same keys, the calls interleaved (contiguous, paged, contiguous, ...) so
+/// that both see the same machine load; the minimum of each, their ratio,
+/// and the largest difference of the two outputs (the same keys: 0 up to
+/// the summation order, which both programs share).
+int runPaged(mlir::kvattn::ElementType elt, mlir::MLIRContext &context,
+             const std::vector<Shape> &shapes) {
+  llvm::outs() << llvm::formatv("{0,-8} {1,3} {2,6} {3,6} {4,5} {5,4} {6,5} "
+                                "{7,10} {8,10} {9,7} {10,9}\n",
+                                "shape", "B", "Hq/Hkv", "P", "L", "D", "page",
+                                "contig_ms", "paged_ms", "ratio", "max_diff");
+  std::vector<std::unique_ptr<mlir::kvattn::HostTensor>> owners;
+  for (const Shape &s : shapes) {
+    std::unique_ptr<mlir::kvattn::CpuProgram> contig =
+        compileCpu(buildIR(s, dtype), context);
+    std::unique_ptr<mlir::kvattn::CpuProgram> paged =
+        compileCpu(buildPagedIR(s, dtype, pageSize), context);
+    if (!contig || !paged)
+      return 1;
+    int64_t S = s.p + s.l, maxPages = (S + pageSize - 1) / pageSize;
+    std::vector<mlir::kvattn::HostTensor> args = {
+        random(elt, {s.b, s.hq, s.l, s.d}, 1),
+        random(elt, {s.b, s.hkv, S, s.d}, 2),
+        random(elt, {s.b, s.hkv, S, s.d}, 3),
+        mlir::kvattn::HostTensor(mlir::kvattn::ElementType::I32, {s.b})};
+    for (int64_t i = 0; i < s.b; ++i)
+      args[3].setInt(i, s.p);
+    // The pages in reverse order over the pool.
+    mlir::kvattn::HostTensor table(mlir::kvattn::ElementType::I32,
+                                   {s.b, maxPages}),
+        kvLen(mlir::kvattn::ElementType::I32, {s.b});
+    for (int64_t i = 0; i < s.b * maxPages; ++i)
+      table.setInt(i, s.b * maxPages - 1 - i);
+    for (int64_t i = 0; i < s.b; ++i)
+      kvLen.setInt(i, S);
+    std::vector<mlir::kvattn::HostTensor> pagedArgs = {
+        args[0],
+        toPages(args[1], table, pageSize),
+        toPages(args[2], table, pageSize),
+        args[3],
+        kvLen,
+        table};
+    if (checkedRuns) {
+      // As the C API passes them: views of the caller's memory (a copy of a
+      // view shares it), so that only the checks are timed.
+      for (auto *list : {&args, &pagedArgs})
+        for (mlir::kvattn::HostTensor &t : *list) {
+          auto *owner = new mlir::kvattn::HostTensor(std::move(t));
+          (void)mlir::kvattn::HostTensor::view(
+              owner->elementType(), owner->shape(), owner->data(), t);
+          owners.emplace_back(owner);
+        }
+    }
+    std::vector<mlir::kvattn::HostTensor> contigOut, pagedOut;
+    double contigMin = 1e300, pagedMin = 1e300;
+    for (int r = 0; r <= repeats; ++r) {
+      for (int which = 0; which < 2; ++which) {
+        auto start = std::chrono::steady_clock::now();
+        mlir::kvattn::CpuProgram &program = which ? *paged : *contig;
+        auto &a = which ? pagedArgs : args;
+        auto &out = which ? pagedOut : contigOut;
+        if (mlir::kvattn::Status st = r == 0 || checkedRuns
+                                          ? program.run(a, out)
+                                          : program.runUnchecked(a, out);
+            st.isError()) {
+          llvm::errs() << "kvattn-bench: error: " << st.message() << "\n";
+          return 1;
+        }
+        double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+        if (r > 0)
+          (which ? pagedMin : contigMin) =
+              std::min(which ? pagedMin : contigMin, ms);
+      }
+    }
+    double diff = 0;
+    for (int64_t i = 0; i < contigOut[0].numElements(); ++i)
+      diff = std::max(diff, std::fabs(contigOut[0].getDouble(i) -
+                                      pagedOut[0].getDouble(i)));
+    llvm::outs() << llvm::formatv(
+        "{0,-8} {1,3} {2,6} {3,6} {4,5} {5,4} {6,5} {7,10:F3} {8,10:F3} "
+        "{9,7:F2} {10,9:E1}\n",
+        s.name, s.b, llvm::formatv("{0}/{1}", s.hq, s.hkv).str(), s.p, s.l, s.d,
+        pageSize, contigMin, pagedMin, pagedMin / contigMin, diff);
+  }
+  return 0;
+}
+
 int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
   if (repeats < 1) {
     llvm::errs() << "kvattn-bench: error: --repeats must be >= 1 (got "
@@ -220,6 +400,16 @@ int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
     llvm::errs() << "kvattn-bench: error: --feature must be none, sinks or "
                     "alibi, got '"
                  << feature << "'\n";
+    return 1;
+  }
+  if (pageSize < 0) {
+    llvm::errs() << "kvattn-bench: error: --page-size=" << pageSize
+                 << " is negative\n";
+    return 1;
+  }
+  if (pageSize > 0 && feature != "none") {
+    llvm::errs() << "kvattn-bench: error: --page-size does not combine with "
+                    "--feature\n";
     return 1;
   }
   int64_t hq = 0, hkv = 0;
@@ -285,6 +475,8 @@ int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
       "host: {0} ({1} f32 lanes); measured FMA peak {2:F1} GFLOP/s on one "
       "thread, {3:F1} on {4}\n",
       peak.isa, peak.lanes, peak.perThread, peak.allThreads, threads);
+  if (pageSize > 0)
+    return runPaged(elt, context, shapes);
   llvm::outs() << llvm::formatv("{0,-8} {1,3} {2,6} {3,6} {4,5} {5,4} {6,11} "
                                 "{7,9} {8,9} {9,6}\n",
                                 "shape", "B", "Hq/Hkv", "P", "L", "D",

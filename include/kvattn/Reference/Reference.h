@@ -57,6 +57,14 @@ struct AttentionOperands {
   /// allowed for row i only when a is i or an ancestor of i
   /// (kvattn/Support/TreeParents.h).
   const HostTensor *treeParents = nullptr;
+  /// Paged K/V, for Compute::ChecksOnly (attention() refuses it otherwise:
+  /// gather the pages with gatherPages): key and value are page pools
+  /// `[num_pages, page_size, Hkv, D]` (`Dv`), read through this
+  /// `[B, max_pages]` i32/i64 table up to kv_len (required), as the logical
+  /// `[B, Hkv, max_pages * page_size, D]` caches gatherPages would build;
+  /// the checks (the table's, the f32 range over the rows keys own) read
+  /// the pages in place instead of a gathered copy.
+  const HostTensor *blockTable = nullptr;
 };
 
 /// A rotary position embedding (#kvattn.rope): for a vector x[0, D) at

@@ -73,6 +73,9 @@ struct Lowering {
   int64_t maxWidth;
   /// The most rows of a program that runs the few-rows form (0: none).
   int64_t fewRows;
+  /// Paged caches: re-read blocks from a contiguous copy, and the next
+  /// block's rows prefetched (the pass's paged-blocks).
+  bool pagedBlocks = true;
 
   int64_t widthFor(Value tile) const {
     return rowVectorWidth(cast<MemRefType>(tile.getType()).getDimSize(0),
@@ -114,23 +117,133 @@ LogicalResult lowerStore(TileStoreOp op, PatternRewriter &rewriter) {
 }
 
 //===----------------------------------------------------------------------===//
+// Key/value rows, and the packing of a paged block
+//===----------------------------------------------------------------------===//
+
+/// Where a lowering reads the key/value rows of its block: the op's cache
+/// (through the block table when paged), or a contiguous copy of the
+/// block's rows (packPagedBlock).
+struct KvRows {
+  Value cache, blockTable, batch, head, start;
+  /// `[bn, D]`: row c holds key start + c (null: read the cache).
+  Value packed;
+
+  /// The indices of the block's row `c` with the element index left to
+  /// fill (the last).
+  SmallVector<Value, 4> row(Emitter &e, Value c) const {
+    if (packed)
+      return {c, e.idx(0)};
+    return cacheRow(e, c);
+  }
+  /// The cache's indices of the block's row `c` (an FP8 cache's scales are
+  /// indexed by them, also when the rows are read from a packed copy).
+  SmallVector<Value, 4> cacheRow(Emitter &e, Value c) const {
+    return kvRow(e, cache, blockTable, batch, head, e.add(start, c));
+  }
+  Value memref() const { return packed ? packed : cache; }
+};
+
+/// A scratch buffer of `type` next to `like`'s allocation (the tile pass's
+/// per-program allocas), or at the function's entry: never inside the KV
+/// loop, whose lowering restores no stack.
+Value scratchNear(ImplicitLocOpBuilder &b, Value like, MemRefType type) {
+  OpBuilder::InsertionGuard guard(b);
+  if (auto alloca = like.getDefiningOp<memref::AllocaOp>()) {
+    b.setInsertionPointAfter(alloca);
+  } else {
+    Operation *scope = b.getInsertionBlock()->getParentOp();
+    while (scope && !isa<FunctionOpInterface>(scope))
+      scope = scope->getParentOp();
+    Region &body = cast<FunctionOpInterface>(scope).getFunctionBody();
+    b.setInsertionPointToStart(&body.front());
+  }
+  return memref::AllocaOp::create(b, type);
+}
+
+/// For each row `c < cols` of a paged block (key `start + c`, in order):
+/// body(page, row in the page, c), with one block-table lookup per page the
+/// block touches; nothing when `cols` is 0.
+void forEachPagedRow(Emitter &e, const KvRows &rows, Value cols,
+                     function_ref<void(Value, Value, Value)> body) {
+  Value pageSize = e.dimOf(rows.cache, 1);
+  Value end = e.add(rows.start, cols);
+  e.when(e.cmpi(arith::CmpIPredicate::sgt, cols, e.idx(0)), [&] {
+    Value firstSlot = e.b.createOrFold<arith::DivUIOp>(rows.start, pageSize);
+    Value endSlot = e.b.createOrFold<arith::CeilDivUIOp>(end, pageSize);
+    e.loop(firstSlot, endSlot, [&](Value slot) {
+      Value page = e.loadIndex(rows.blockTable, {rows.batch, slot});
+      Value base = e.b.createOrFold<arith::MulIOp>(slot, pageSize);
+      Value lo = arith::MaxUIOp::create(e.b, base, rows.start);
+      Value hi = arith::MinUIOp::create(e.b, e.add(base, pageSize), end);
+      e.loop(lo, hi, [&](Value j) {
+        Value inPage = e.sub(j, base);
+        body(page, inPage, e.sub(j, rows.start));
+      });
+    });
+  });
+}
+
+/// A paged block's rows as a contiguous run. In a paged cache
+/// `[num_pages, page_size, Hkv, D]` consecutive keys of one head lie
+/// Hkv * D elements apart (4 KiB for 8 f32 heads of 128): a loop that
+/// re-reads the block's rows (P.V, once per row tile) finds them in a few
+/// cache sets and out of the prefetchers' reach. Copying rows
+/// `[start, start + cols)` once into `[bn, D]` scratch (in the cache's
+/// element type: the copy is exact) makes every later read a contiguous
+/// one, as from a contiguous cache. One block-table lookup per page the
+/// block touches, the page's rows copied as vectors; only the rows the op
+/// reads are read (none past kv_len, where table entries may be -1).
+/// Returns the op's own rows when the block is not paged or its row size
+/// is not static.
+KvRows packPagedBlock(VectorEmitter &e, KvRows rows, Value cols, int64_t bn,
+                      Value near) {
+  if (!rows.blockTable)
+    return rows;
+  auto cacheType = cast<MemRefType>(rows.cache.getType());
+  int64_t d = cacheType.getDimSize(3);
+  if (ShapedType::isDynamic(d))
+    return rows;
+  Type elt = cacheType.getElementType();
+  Value packed = scratchNear(e.b, near, MemRefType::get({bn, d}, elt));
+  // The widest vector of at most 16 lanes that divides a row.
+  int64_t lanes = 16;
+  while (d % lanes)
+    lanes /= 2;
+  auto vectorType = VectorType::get({lanes}, elt);
+  forEachPagedRow(e, rows, cols, [&](Value page, Value inPage, Value c) {
+    for (int64_t x = 0; x < d; x += lanes) {
+      Value v =
+          vector::LoadOp::create(e.b, vectorType, rows.cache,
+                                 ValueRange{page, inPage, rows.head, e.idx(x)});
+      vector::StoreOp::create(e.b, v, packed, ValueRange{c, e.idx(x)});
+    }
+  });
+  rows.packed = packed;
+  return rows;
+}
+
+//===----------------------------------------------------------------------===//
 // tile.qk
 //===----------------------------------------------------------------------===//
 
 /// scores^T[c0 + k, r0 + v*W ...] for k < keys, v < rowVecs: the dot
 /// products over d in order, in registers, then scaled (and softcapped).
-void emitScoreTile(VectorEmitter &e, TileQKOp op, Value qT, Value sT, Value c0,
-                   int64_t keys, Value r0, int64_t rowVecs) {
+void emitScoreTile(VectorEmitter &e, TileQKOp op, const KvRows &keyRows,
+                   Value qT, Value sT, Value c0, int64_t keys, Value r0,
+                   int64_t rowVecs) {
   auto qType = cast<MemRefType>(op.getQTile().getType());
   int64_t d = qType.getDimSize(1);
   SmallVector<SmallVector<Value, 4>> rows;
   for (int64_t k = 0; k < keys; ++k)
-    rows.push_back(kvRow(e, op.getKey(), op.getBlockTable(), op.getBatch(),
-                         op.getKvHead(),
-                         e.add(op.getStart(), e.add(c0, e.idx(k)))));
+    rows.push_back(keyRows.row(e, e.add(c0, e.idx(k))));
+  // An FP8 cache's scales are indexed like the cache's rows (a packed
+  // block's rows are not).
   SmallVector<Value> scales;
   for (int64_t k = 0; k < keys; ++k)
-    scales.push_back(kvRowScale(e, op.getKvScale(), op.getKvHead(), rows[k]));
+    scales.push_back(
+        kvRowScale(e, op.getKvScale(), op.getKvHead(),
+                   op.getKvScale() ? keyRows.cacheRow(e, e.add(c0, e.idx(k)))
+                                   : SmallVector<Value, 4>()));
   Value zero = e.splat(0.0);
   SmallVector<Value> inits(keys * rowVecs, zero);
   SmallVector<Value> acc = e.carry(
@@ -140,7 +253,7 @@ void emitScoreTile(VectorEmitter &e, TileQKOp op, Value qT, Value sT, Value c0,
           q.push_back(e.vload(qT, {x, e.add(r0, e.idx(v * e.width))}));
         SmallVector<Value> next(iter);
         for (int64_t k = 0; k < keys; ++k) {
-          Value kx = kvElement(e, op.getKey(), rows[k], x);
+          Value kx = kvElement(e, keyRows.memref(), rows[k], x);
           if (scales[k])
             kx = e.mulf(kx, scales[k]);
           Value kb = e.splat(kx);
@@ -184,13 +297,19 @@ void emitColumnQK(TileQKOp op, ImplicitLocOpBuilder &b, const Lowering &l) {
   int64_t keys = std::max<int64_t>(1, e.accumulators / tileVecs);
 
   Value cols = op.getCols();
+  // Each row group reads the whole block's keys: with more than one group,
+  // a paged block is read as a contiguous copy.
+  KvRows keyRows{op.getKey(),    op.getBlockTable(), op.getBatch(),
+                 op.getKvHead(), op.getStart(),      Value()};
+  if (l.pagedBlocks && bm > tileVecs * e.width)
+    keyRows = packPagedBlock(e, keyRows, cols, bn, op.getScores());
   Value mainCols = b.createOrFold<arith::MulIOp>(
       b.createOrFold<arith::DivUIOp>(cols, e.idx(keys)), e.idx(keys));
   Value groupStep = e.idx(tileVecs * e.width);
   Value rowEnd = roundUpRows(e, op.getRows(), tileVecs * e.width);
   e.loopStep(e.idx(0), rowEnd, groupStep, [&](Value r0) {
     e.loopStep(e.idx(0), mainCols, e.idx(keys), [&](Value c0) {
-      emitScoreTile(e, op, qT, sT, c0, keys, r0, tileVecs);
+      emitScoreTile(e, op, keyRows, qT, sT, c0, keys, r0, tileVecs);
     });
     // The remaining cols % keys keys in tiles of 4, 2, 1 (below keys): a
     // tile of one key would leave the FMAs latency-bound.
@@ -205,7 +324,7 @@ void emitColumnQK(TileQKOp op, ImplicitLocOpBuilder &b, const Lowering &l) {
       {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(ifOp.thenBlock());
-        emitScoreTile(e, op, qT, sT, c, size, r0, tileVecs);
+        emitScoreTile(e, op, keyRows, qT, sT, c, size, r0, tileVecs);
         scf::YieldOp::create(b, ValueRange{e.add(c, e.idx(size))});
         b.setInsertionPointToStart(ifOp.elseBlock());
         scf::YieldOp::create(b, ValueRange{c});
@@ -359,9 +478,9 @@ LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
 /// row whose p is 0 for a key skips it (the FMA is masked): the value of a
 /// forbidden key may be NaN or infinite. Full blocks (`all_allowed`) have
 /// no forbidden key and multiply every value.
-void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, const TileRef &pT,
-                   Value alpha, Value r0, int64_t rows, Value x0,
-                   int64_t chunks, bool skipZero) {
+void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, const KvRows &values,
+                   const TileRef &pT, Value alpha, Value r0, int64_t rows,
+                   Value x0, int64_t chunks, bool skipZero) {
   Value acc = op.getAcc();
   auto at = [&](int64_t i, int64_t k) {
     return SmallVector<Value>{e.add(r0, e.idx(i)),
@@ -377,15 +496,16 @@ void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, const TileRef &pT,
   Type eltType = cast<MemRefType>(op.getValue().getType()).getElementType();
   SmallVector<Value> sums = e.carry(
       e.idx(0), op.getCols(), e.idx(1), inits, [&](Value c, ValueRange iter) {
-        SmallVector<Value, 4> row =
-            kvRow(e, op.getValue(), op.getBlockTable(), op.getBatch(),
-                  op.getKvHead(), e.add(op.getStart(), c));
+        SmallVector<Value, 4> row = values.row(e, c);
         SmallVector<Value> v;
-        Value scale = kvRowScale(e, op.getKvScale(), op.getKvHead(), row);
+        Value scale =
+            kvRowScale(e, op.getKvScale(), op.getKvHead(),
+                       op.getKvScale() ? values.cacheRow(e, c)
+                                       : SmallVector<Value, 4>());
         for (int64_t k = 0; k < chunks; ++k) {
           row.back() = e.add(x0, e.idx(k * e.width));
           Value x = vector::LoadOp::create(
-              e.b, VectorType::get({e.width}, eltType), op.getValue(), row);
+              e.b, VectorType::get({e.width}, eltType), values.memref(), row);
           x = castKvToF32(e.b, e.b.getLoc(), x);
           if (scale)
             x = e.mulf(x, e.splat(scale));
@@ -412,21 +532,9 @@ void emitValueTile(VectorEmitter &e, TileSoftmaxOp op, const TileRef &pT,
       e.vstore(sums[i * chunks + k], acc, at(i, k));
 }
 
-/// A scratch row of `like`'s type next to `like`'s allocation (the tile
-/// pass's per-program allocas), or at the function's entry: never inside
-/// the KV loop, whose lowering restores no stack.
+/// A scratch row of `like`'s type next to `like`'s allocation.
 Value scratchRowLike(ImplicitLocOpBuilder &b, Value like) {
-  OpBuilder::InsertionGuard guard(b);
-  if (auto alloca = like.getDefiningOp<memref::AllocaOp>()) {
-    b.setInsertionPointAfter(alloca);
-  } else {
-    Operation *scope = b.getInsertionBlock()->getParentOp();
-    while (scope && !isa<FunctionOpInterface>(scope))
-      scope = scope->getParentOp();
-    Region &body = cast<FunctionOpInterface>(scope).getFunctionBody();
-    b.setInsertionPointToStart(&body.front());
-  }
-  return memref::AllocaOp::create(b, cast<MemRefType>(like.getType()));
+  return scratchNear(b, like, cast<MemRefType>(like.getType()));
 }
 
 /// The statistics of tile.softmax_update in the column form, W rows at a
@@ -491,9 +599,11 @@ void emitColumnSoftmaxStats(TileSoftmaxOp op, ImplicitLocOpBuilder &b,
 /// P.V of tile.softmax_update from p in `pT`'s layout, with each row's
 /// rescale factor in `alphas`.
 void emitValueBlock(TileSoftmaxOp op, ImplicitLocOpBuilder &b,
-                    const Lowering &l, const TileRef &pT, Value alphas) {
+                    const Lowering &l, const TileRef &pT, Value alphas,
+                    bool columnForm) {
   VectorEmitter e(b, l.widthFor(op.getScores()));
   int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
+  int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
   // P.V on the row-major accumulator, vectors over the value dimension
   // (full vectors however few rows the tile has, e.g. decode), register-
   // tiled over rows x value chunks, only over the op's rows.
@@ -506,16 +616,19 @@ void emitValueBlock(TileSoftmaxOp op, ImplicitLocOpBuilder &b,
   Value rows = op.getRows();
   Value mainRows = b.createOrFold<arith::MulIOp>(
       b.createOrFold<arith::DivUIOp>(rows, e.idx(tileRows)), e.idx(tileRows));
+  KvRows values{op.getValue(),  op.getBlockTable(), op.getBatch(),
+                op.getKvHead(), op.getStart(),      Value()};
   auto valueTiles = [&](Value r0, int64_t n, bool skipZero) {
     const int64_t mainChunks = chunks / tileChunks * tileChunks;
     ve.loopStep(ve.idx(0), ve.idx(mainChunks * ve.width),
                 ve.idx(tileChunks * ve.width), [&](Value x0) {
-                  emitValueTile(ve, op, pT, alphas, r0, n, x0, tileChunks,
-                                skipZero);
+                  emitValueTile(ve, op, values, pT, alphas, r0, n, x0,
+                                tileChunks, skipZero);
                 });
     if (chunks > mainChunks)
-      emitValueTile(ve, op, pT, alphas, r0, n, ve.idx(mainChunks * ve.width),
-                    chunks - mainChunks, skipZero);
+      emitValueTile(ve, op, values, pT, alphas, r0, n,
+                    ve.idx(mainChunks * ve.width), chunks - mainChunks,
+                    skipZero);
   };
   auto valueBlock = [&](bool skipZero) {
     e.loopStep(e.idx(0), mainRows, e.idx(tileRows),
@@ -524,12 +637,29 @@ void emitValueBlock(TileSoftmaxOp op, ImplicitLocOpBuilder &b,
   };
   // A full block has no forbidden key: no p != 0 test (one compare per row
   // and key, on the FMA ports).
-  if (Value full = op.getAllAllowed())
-    e.ifElse(
-        full, [&] { valueBlock(/*skipZero=*/false); },
-        [&] { valueBlock(/*skipZero=*/true); });
-  else
-    valueBlock(/*skipZero=*/true);
+  auto block = [&] {
+    if (Value full = op.getAllAllowed())
+      e.ifElse(
+          full, [&] { valueBlock(/*skipZero=*/false); },
+          [&] { valueBlock(/*skipZero=*/true); });
+    else
+      valueBlock(/*skipZero=*/true);
+  };
+  // Each tile of rows reads the whole block's values: with more than one,
+  // a paged block is read from a contiguous copy (the column form always
+  // has more rows than a tile).
+  if (!op.getBlockTable() || !l.pagedBlocks)
+    return block();
+  auto packed = [&] {
+    KvRows direct = values;
+    values = packPagedBlock(e, values, op.getCols(), bn, op.getScores());
+    block();
+    values = direct;
+  };
+  if (columnForm)
+    return packed();
+  e.ifElse(e.cmpi(arith::CmpIPredicate::ugt, rows, e.idx(tileRows)), packed,
+           block);
 }
 
 LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
@@ -542,13 +672,49 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
       e, l, op.getRows(),
       [&] {
         few_rows::emitSoftmaxStats(e, op, alphas);
-        emitValueBlock(op, b, l, TileRef::rowMajor(op.getScores()), alphas);
+        emitValueBlock(op, b, l, TileRef::rowMajor(op.getScores()), alphas,
+                       /*columnForm=*/false);
       },
       [&] {
         emitColumnSoftmaxStats(op, b, l, alphas);
         emitValueBlock(op, b, l, TileRef::transposedOf(b, op.getScores()),
-                       alphas);
+                       alphas, /*columnForm=*/true);
       });
+  rewriter.eraseOp(op);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// tile.prefetch
+//===----------------------------------------------------------------------===//
+
+/// The next block of a paged cache: each 64-byte line of its rows is
+/// prefetched (one block-table lookup per page), since the hardware
+/// prefetchers do not follow rows Hkv * D elements apart, each in another
+/// 4 KiB page for 128-element f32 rows of 8 heads. A contiguous cache is
+/// one sequential run per head, which they do follow: there, as in the
+/// scalar lowering, the op is dropped.
+LogicalResult lowerPrefetch(TilePrefetchOp op, PatternRewriter &rewriter,
+                            const Lowering &l) {
+  auto type = cast<MemRefType>(op.getKey().getType());
+  if (l.pagedBlocks && op.getBlockTable() &&
+      !ShapedType::isDynamic(type.getDimSize(3))) {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e{b};
+    int64_t d = type.getDimSize(3);
+    int64_t perLine = std::max<int64_t>(
+        1, 64 / std::max<int64_t>(1, type.getElementTypeBitWidth() / 8));
+    KvRows rows{op.getKey(),    op.getBlockTable(), op.getBatch(),
+                op.getKvHead(), op.getStart(),      Value()};
+    forEachPagedRow(
+        e, rows, op.getCols(), [&](Value page, Value inPage, Value) {
+          for (int64_t x = 0; x < d; x += perLine)
+            memref::PrefetchOp::create(
+                b, op.getKey(),
+                ValueRange{page, inPage, op.getKvHead(), e.idx(x)},
+                /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+        });
+  }
   rewriter.eraseOp(op);
   return success();
 }
@@ -557,8 +723,9 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
 template <typename OpTy,
           LogicalResult (*lower)(OpTy, PatternRewriter &, const Lowering &)>
 struct VectorPattern : OpRewritePattern<OpTy> {
-  VectorPattern(MLIRContext *context, Lowering lowering)
-      : OpRewritePattern<OpTy>(context), lowering(lowering) {}
+  VectorPattern(MLIRContext *context, Lowering lowering,
+                PatternBenefit benefit = 1)
+      : OpRewritePattern<OpTy>(context, benefit), lowering(lowering) {}
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     return lower(op, rewriter, lowering);
@@ -630,7 +797,7 @@ struct LowerTileToVectorsPass
       return signalPassFailure();
 
     RewritePatternSet patterns(&getContext());
-    populateLowerTileToVectorsPatterns(patterns, width, fewRows);
+    populateLowerTileToVectorsPatterns(patterns, width, fewRows, pagedBlocks);
     if (failed(applyLoopLoweringPatterns(getOperation(), std::move(patterns))))
       return signalPassFailure();
 
@@ -658,12 +825,17 @@ struct LowerTileToVectorsPass
 } // namespace
 
 void mlir::kvattn::populateLowerTileToVectorsPatterns(
-    RewritePatternSet &patterns, int64_t width, int64_t fewRows) {
+    RewritePatternSet &patterns, int64_t width, int64_t fewRows,
+    bool pagedBlocks) {
   populateLowerTileStateToLoopsPatterns(patterns);
   patterns.add(lowerStore);
+  // Before the scalar lowering's (which drops the op).
+  patterns.add<VectorPattern<TilePrefetchOp, lowerPrefetch>>(
+      patterns.getContext(), Lowering{width, fewRows, pagedBlocks},
+      /*benefit=*/2);
   patterns.add<VectorPattern<TileLoadQOp, lowerLoadQ>,
                VectorPattern<TileQKOp, lowerQK>,
                VectorPattern<TileMaskOp, lowerMask>,
                VectorPattern<TileSoftmaxOp, lowerSoftmax>>(
-      patterns.getContext(), Lowering{width, fewRows});
+      patterns.getContext(), Lowering{width, fewRows, pagedBlocks});
 }
