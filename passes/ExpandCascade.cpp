@@ -71,7 +71,8 @@ struct ExpandCascadePattern : OpRewritePattern<CascadeOp> {
           /*cache_batch_idx=*/Value(), causal, /*window=*/IntegerAttr(),
           op.getSoftcapAttr(), op.getScaleAttr(),
           /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
-          /*rope=*/RopeAttr(), /*query_rotated=*/false);
+          /*rope=*/RopeAttr(), /*query_rotated=*/false, /*k_scale=*/Value(),
+          /*v_scale=*/Value());
     };
     // (a) Every row over the prefix: mask-free, no positions.
     AttentionOp prefix = attention(op.getPrefixKey(), op.getPrefixValue(),
