@@ -411,7 +411,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     else
       emitPVOnTensorCores(e, op, stage, alphas);
   }
-  for (auto [k, u] : llvm::enumerate(rows)) {
+  for (int k = 0, n = static_cast<int>(rows.size()); k < n; ++k) {
+    const RowUpdate &u = rows[k];
     if (!e.t.tensorCores)
       e.forAccColumns(dv, [&](int64_t j, int el, Value x) {
         Value pv =
