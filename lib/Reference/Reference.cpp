@@ -75,6 +75,28 @@ checkShape(const char *name, const HostTensor &t,
   return Status::ok();
 }
 
+/// What checkQKV and checkPagedQKV check first: Q, K and V of float types,
+/// Q of rank 4.
+Status checkFloatsAndQueryRank(const HostTensor &q, const HostTensor &k,
+                               const HostTensor &v) {
+  KVATTN_RETURN_IF_ERROR(checkFloat("query", q));
+  KVATTN_RETURN_IF_ERROR(checkFloat("key", k));
+  KVATTN_RETURN_IF_ERROR(checkFloat("value", v));
+  if (q.rank() != 4)
+    return Status::error("query must have shape [B, Hq, L, D], got " +
+                         q.shapeString());
+  return Status::ok();
+}
+
+/// A ragged batch (`keyBatch >= 0`) packs its query [1, Hq, T, D].
+Status checkPackedQuery(const HostTensor &q, int64_t keyBatch) {
+  if (keyBatch >= 0 && q.dim(0) != 1)
+    return Status::error("with q_start the query is packed [1, Hq, T, D]: "
+                         "its dim 0 must be 1, got " +
+                         q.shapeString());
+  return Status::ok();
+}
+
 /// Q [B,Hq,L,D], K [B,Hkv,S,D], V [B,Hkv,S,Dv]: ranks, sizes, GQA.
 /// With `keyBatch >= 0` (a ragged batch) Q is packed [1, Hq, T, D] and K, V
 /// have `keyBatch` sequences; dims.b is then 1 (the query's batch).
@@ -82,20 +104,12 @@ Status checkQKV(const HostTensor *q, const HostTensor *k, const HostTensor *v,
                 Dims &dims, int64_t keyBatch = -1) {
   if (!q || !k || !v)
     return Status::error("query, key and value are required");
-  KVATTN_RETURN_IF_ERROR(checkFloat("query", *q));
-  KVATTN_RETURN_IF_ERROR(checkFloat("key", *k));
-  KVATTN_RETURN_IF_ERROR(checkFloat("value", *v));
-  if (q->rank() != 4)
-    return Status::error("query must have shape [B, Hq, L, D], got " +
-                         q->shapeString());
+  KVATTN_RETURN_IF_ERROR(checkFloatsAndQueryRank(*q, *k, *v));
   if (k->rank() != 4)
     return Status::error("key must have shape [B, Hkv, S, D], got " +
                          k->shapeString());
   dims = {q->dim(0), q->dim(1), k->dim(1), q->dim(2), k->dim(2), q->dim(3), 0};
-  if (keyBatch >= 0 && dims.b != 1)
-    return Status::error("with q_start the query is packed [1, Hq, T, D]: "
-                         "its dim 0 must be 1, got " +
-                         q->shapeString());
+  KVATTN_RETURN_IF_ERROR(checkPackedQuery(*q, keyBatch));
   const int64_t kb = keyBatch >= 0 ? keyBatch : dims.b;
   KVATTN_RETURN_IF_ERROR(checkShape(
       "key", *k, {{"B", kb}, {"Hkv", dims.hkv}, {"S", dims.s}, {"D", dims.d}}));
@@ -127,12 +141,7 @@ Status checkPagedQKV(const HostTensor *q, const HostTensor *k,
     return Status::error("query, key and value are required");
   if (!kvLen)
     return Status::error("block_table (paged K/V) needs kv_len");
-  KVATTN_RETURN_IF_ERROR(checkFloat("query", *q));
-  KVATTN_RETURN_IF_ERROR(checkFloat("key", *k));
-  KVATTN_RETURN_IF_ERROR(checkFloat("value", *v));
-  if (q->rank() != 4)
-    return Status::error("query must have shape [B, Hq, L, D], got " +
-                         q->shapeString());
+  KVATTN_RETURN_IF_ERROR(checkFloatsAndQueryRank(*q, *k, *v));
   for (auto [name, t] : {std::pair{"key", k}, std::pair{"value", v}})
     if (t->rank() != 4)
       return Status::error(std::string(name) +
@@ -147,10 +156,7 @@ Status checkPagedQKV(const HostTensor *q, const HostTensor *k,
     return Status::error("block_table's max_pages x page_size overflows");
   dims = {q->dim(0),   q->dim(1), k->dim(2), q->dim(2),
           logicalKeys, q->dim(3), v->dim(3)};
-  if (keyBatch >= 0 && dims.b != 1)
-    return Status::error("with q_start the query is packed [1, Hq, T, D]: "
-                         "its dim 0 must be 1, got " +
-                         q->shapeString());
+  KVATTN_RETURN_IF_ERROR(checkPackedQuery(*q, keyBatch));
   const int64_t kb = keyBatch >= 0 ? keyBatch : dims.b;
   if (blockTable.dim(0) != kb)
     return Status::error("block_table has " + str(blockTable.dim(0)) +
