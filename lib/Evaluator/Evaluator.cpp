@@ -87,6 +87,14 @@ private:
   const HostTensor &tensor(Value v) { return get(v).tensor; }
   const HostTensor *optional(Value v) { return v ? &get(v).tensor : nullptr; }
   int64_t scalar(Value v) { return get(v).tensor.getInt(0); }
+  /// `type`'s shape with its dynamic sizes (in order) taken from `dynamic`.
+  std::vector<int64_t> runTimeShape(ShapedType type, ValueRange dynamic) {
+    std::vector<int64_t> shape;
+    auto dyn = dynamic.begin();
+    for (int64_t d : type.getShape())
+      shape.push_back(ShapedType::isDynamic(d) ? scalar(*dyn++) : d);
+    return shape;
+  }
   void set(Value v, HostTensor t, std::vector<int64_t> logical = {}) {
     values[v] = RtValue{std::move(t), std::move(logical)};
   }
@@ -247,10 +255,7 @@ Status Interpreter::eval(Operation *op) {
       })
       .Case([&](tensor::SplatOp o) {
         auto type = o.getType();
-        std::vector<int64_t> shape;
-        auto dyn = o.getDynamicSizes().begin();
-        for (int64_t d : type.getShape())
-          shape.push_back(ShapedType::isDynamic(d) ? scalar(*dyn++) : d);
+        std::vector<int64_t> shape = runTimeShape(type, o.getDynamicSizes());
         HostTensor t(*toElementType(type.getElementType()), shape);
         const HostTensor &s = tensor(o.getInput());
         for (int64_t i = 0; i < t.numElements(); ++i) {
@@ -264,10 +269,7 @@ Status Interpreter::eval(Operation *op) {
       })
       .Case([&](tensor::EmptyOp o) {
         auto type = o.getType();
-        std::vector<int64_t> shape;
-        auto dyn = o.getDynamicSizes().begin();
-        for (int64_t d : type.getShape())
-          shape.push_back(ShapedType::isDynamic(d) ? scalar(*dyn++) : d);
+        std::vector<int64_t> shape = runTimeShape(type, o.getDynamicSizes());
         HostTensor t;
         KVATTN_RETURN_IF_ERROR(
             HostTensor::make(*toElementType(type.getElementType()), shape, t)

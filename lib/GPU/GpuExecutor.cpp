@@ -72,6 +72,25 @@ bool isWrittenInPlace(const std::string &role) {
   return role == "cache" || role == "k_rope_pos";
 }
 
+/// Appends to `b`'s block a function `kvattn_gpu` of `argTypes` that applies
+/// a copy of `op` to its arguments and returns the copy's results, typed
+/// `resultTypes`.
+void addApplyingFunc(OpBuilder &b, Operation *op, TypeRange argTypes,
+                     TypeRange resultTypes) {
+  auto func = func::FuncOp::create(b, op->getLoc(), "kvattn_gpu",
+                                   b.getFunctionType(argTypes, resultTypes));
+  Block *entry = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  IRMapping mapping;
+  for (auto [value, arg] : llvm::zip(op->getOperands(), entry->getArguments()))
+    mapping.map(value, arg);
+  Operation *clone = b.clone(*op, mapping);
+  for (auto [result, type] : llvm::zip(clone->getResults(), resultTypes))
+    result.setType(type);
+  func::ReturnOp::create(b, op->getLoc(), clone->getResults());
+}
+
 /// A module with one function that applies a copy of `op` (a
 /// kvattn.attention) to arguments of the operands' run-time (static) shapes.
 OwningOpRef<ModuleOp>
@@ -101,17 +120,7 @@ singleOpModule(mlir::kvattn::AttentionOp op,
       resultTypes.push_back(
           RankedTensorType::get({q[0], q[1], q[2]}, b.getF32Type()));
   }
-  auto func = func::FuncOp::create(b, op.getLoc(), "kvattn_gpu",
-                                   b.getFunctionType(argTypes, resultTypes));
-  Block *entry = func.addEntryBlock();
-  b.setInsertionPointToStart(entry);
-  IRMapping mapping;
-  for (auto [value, arg] : llvm::zip(op->getOperands(), entry->getArguments()))
-    mapping.map(value, arg);
-  Operation *clone = b.clone(*op, mapping);
-  for (auto [result, type] : llvm::zip(clone->getResults(), resultTypes))
-    result.setType(type);
-  func::ReturnOp::create(b, op.getLoc(), clone->getResults());
+  addApplyingFunc(b, op, argTypes, resultTypes);
   return module;
 }
 
@@ -132,17 +141,7 @@ singleAppendModule(mlir::kvattn::AppendOp op,
   SmallVector<Type> resultTypes = {argTypes[1]};
   if (op.getRopePos())
     resultTypes.push_back(argTypes.back());
-  auto func = func::FuncOp::create(b, op.getLoc(), "kvattn_gpu",
-                                   b.getFunctionType(argTypes, resultTypes));
-  Block *entry = func.addEntryBlock();
-  b.setInsertionPointToStart(entry);
-  IRMapping mapping;
-  for (auto [value, arg] : llvm::zip(op->getOperands(), entry->getArguments()))
-    mapping.map(value, arg);
-  Operation *clone = b.clone(*op, mapping);
-  for (auto [result, type] : llvm::zip(clone->getResults(), resultTypes))
-    result.setType(type);
-  func::ReturnOp::create(b, op.getLoc(), clone->getResults());
+  addApplyingFunc(b, op, argTypes, resultTypes);
   return module;
 }
 
