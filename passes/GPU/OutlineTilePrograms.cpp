@@ -220,7 +220,14 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
       bool fp8 = false;
       forall.walk(
           [&](TileQKOp qk) { fp8 |= static_cast<bool>(qk.getKvScale()); });
-      useWgmma = sameType && !fp8 && canUseWgmma(*layout, config.getNumWarps());
+      // (The query stays in shared memory: the scores may take its
+      // registers, e.g. 128-key blocks at D = 128.)
+      FailureOr<SharedMemoryLayout> wgmmaLayout = computeTensorCoreLayout(
+          forall, mmaTilesPerWarp(config), /*wgmma=*/true);
+      useWgmma =
+          sameType && !fp8 && canUseWgmma(*wgmmaLayout, config.getNumWarps());
+      if (useWgmma)
+        layout = wgmmaLayout;
     }
     // ... and K/V by TMA through an mbarrier ring where the caches allow.
     if (useWgmma) {

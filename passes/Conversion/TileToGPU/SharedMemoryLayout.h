@@ -37,6 +37,10 @@ struct SharedMemoryLayout {
   int64_t totalBytes = 0;
   /// m16 tiles per warp (FragmentLayout::mmaTiles): 2 for 32-row warps.
   int64_t mmaTiles = 1;
+  /// sm_90a's wgmma lowering: Q.K^T reads the query tile from shared
+  /// memory (no query fragments in registers), so the scores and the
+  /// accumulator may take all of keepScoresInRegisters's budget.
+  bool wgmma = false;
   /// sm_90a's TMA ring (addTmaRing): K and V each in two stages (the
   /// second ones at these offsets, 1024-byte aligned) and the mbarriers,
   /// 8 bytes each: full K, full V, empty K, empty V, two of each.
@@ -189,7 +193,7 @@ inline bool canUseTensorCores(const SharedMemoryLayout &layout) {
 /// 32-row warps; at D = 256 they would take 64 registers beside a
 /// 128-register accumulator).
 inline bool keepQueryInRegisters(const SharedMemoryLayout &layout) {
-  return canUseTensorCores(layout) &&
+  return canUseTensorCores(layout) && !layout.wgmma &&
          layout.mmaTiles * layout.keyCols / 4 <= 32;
 }
 
@@ -217,18 +221,22 @@ inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
 /// The layout of a program lowered on tensor cores (canUseTensorCores of
 /// its generic layout) with `mmaTiles` m16 tiles per warp: the query tile
 /// in 16 bits, no row statistics and, where keepScoresInRegisters allows,
-/// no score tile.
+/// no score tile. With `wgmma` (the sm_90a lowering) the query stays in
+/// shared memory (SharedMemoryLayout::wgmma).
 inline FailureOr<SharedMemoryLayout>
-computeTensorCoreLayout(Operation *root, int64_t mmaTiles = 1) {
+computeTensorCoreLayout(Operation *root, int64_t mmaTiles = 1,
+                        bool wgmma = false) {
   FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(
       root, /*privateScores=*/false, /*query16=*/true);
   if (failed(layout))
     return layout;
   layout->mmaTiles = mmaTiles;
+  layout->wgmma = wgmma;
   if (keepScoresInRegisters(*layout)) {
     layout = computeSharedMemoryLayout(root, /*privateScores=*/true,
                                        /*query16=*/true);
     layout->mmaTiles = mmaTiles;
+    layout->wgmma = wgmma;
   }
   return layout;
 }
