@@ -299,7 +299,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
       map.append("dims", mb.getI64ArrayAttr({3, 2, 1, 0}));
       // (Paged [pages, page_size, Hkv, D]: {D, Hkv, page_size, pages}, the
       // box {64, 1, block-n, 1}.)
-      map.append("box", paged ? mb.getI64ArrayAttr({64, 1, tmaBlockN, 1})
+      const int64_t pageRows = tmaPageBoxRows(type.getDimSize(1), tmaBlockN);
+      map.append("box", paged ? mb.getI64ArrayAttr({64, 1, pageRows, 1})
                               : mb.getI64ArrayAttr({64, tmaBlockN, 1, 1}));
       map.append("swizzle", mb.getStringAttr("128B"));
       map.append("element_type", TypeAttr::get(type.getElementType()));

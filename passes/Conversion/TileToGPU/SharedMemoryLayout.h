@@ -306,6 +306,20 @@ inline void addTmaRing(SharedMemoryLayout &layout) {
   }
 }
 
+/// The rows of one TMA box of a paged cache with static page size
+/// `pageSize` and blocks of `bn` keys: the block (one box per page-block)
+/// when the page is a multiple of it, the page (bn / pageSize boxes per
+/// block, one per page, each 8-row aligned in the stage so that the
+/// 128-byte swizzle's pattern is the stage's) when it divides the block in
+/// whole swizzle atoms; 0 otherwise (the cp.async staging).
+inline int64_t tmaPageBoxRows(int64_t pageSize, int64_t bn) {
+  if (ShapedType::isDynamic(pageSize) || pageSize <= 0 || bn <= 0)
+    return 0;
+  if (pageSize % bn == 0)
+    return bn;
+  return bn % pageSize == 0 && pageSize % 8 == 0 ? pageSize : 0;
+}
+
 /// Whether the K and V of a wgmma program (its tile ops under `root`) can
 /// arrive by TMA: contiguous [B, Hkv, S, D] caches (also the ragged
 /// [1, Hkv, N, D] and cache_batch_idx [C, Hkv, S, D] ones: one box of
@@ -314,7 +328,8 @@ inline void addTmaRing(SharedMemoryLayout &layout) {
 /// gives), a static S no smaller than block-n (the box), and the ring
 /// within the shared memory (`layoutWithRing`). Paged caches take it when
 /// their page size is static and a multiple of block-n (one box per
-/// page-block); other page sizes keep cp.async.
+/// page-block) or a divisor of it in multiples of 8 rows (one box per page:
+/// tmaPageBoxRows); other page sizes keep cp.async.
 inline bool canUseTmaRing(Operation *root,
                           const SharedMemoryLayout &layoutWithRing) {
   if (layoutWithRing.totalBytes > kHopperSharedMemoryBytes)
@@ -326,9 +341,8 @@ inline bool canUseTmaRing(Operation *root,
     if (type.getRank() != 4 || !type.getLayout().isIdentity() ||
         ShapedType::isDynamic(type.getDimSize(3)))
       ok = false;
-    else if (blockTable) // [pages, page_size, Hkv, D]: whole page-blocks
-      ok &= !ShapedType::isDynamic(type.getDimSize(1)) &&
-            type.getDimSize(1) % bn == 0;
+    else if (blockTable) // [pages, page_size, Hkv, D]
+      ok &= tmaPageBoxRows(type.getDimSize(1), bn) > 0;
     else if (!ShapedType::isDynamic(type.getDimSize(2)) &&
              type.getDimSize(2) < bn)
       ok = false;

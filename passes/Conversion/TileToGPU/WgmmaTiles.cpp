@@ -361,38 +361,67 @@ void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value source,
       auto ptr = LLVM::LLVMPointerType::get(e.b.getContext());
       Value map = LLVM::GEPOp::create(e.b, ptr, e.b.getI8Type(), e.t.tensorMaps,
                                       ArrayRef<LLVM::GEPArg>{128 * ring});
+      // One box per panel at `offset` bytes into the stage.
+      auto issue = [&](Value offset, ArrayRef<Value> coords) {
+        for (int64_t p = 0; p < panels; ++p) {
+          Value at = arith::AddIOp::create(
+              e.b, arith::AddIOp::create(e.b, dst, offset),
+              i64Constant(e, p * panelBytes));
+          Value cluster = LLVM::AddrSpaceCastOp::create(
+              e.b, LLVM::LLVMPointerType::get(e.b.getContext(), 7),
+              sharedPointer(e, at));
+          callIntrinsic(e, Type(), "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.4d",
+                        {cluster, full, map,
+                         llvmConstant(e, e.b.getI32Type(), 64 * p), coords[0],
+                         coords[1], coords[2],
+                         llvmConstant(e, e.b.getI16Type(), 0),
+                         llvmConstant(e, e.b.getI64Type(), 0),
+                         llvmConstant(e, e.b.getI1Type(), 0),
+                         llvmConstant(e, e.b.getI1Type(), 0),
+                         llvmConstant(e, e.b.getI32Type(), 0)});
+        }
+      };
       // Contiguous: the map is {D, S, Hkv, B}, the box at (x, start, head,
-      // batch). Paged (page size a multiple of block-n): the map is {D, Hkv,
-      // page_size, pages}, the box {64, 1, block-n, 1} at (x, head, start mod
-      // page_size, table[batch, start / page_size]): the same dense rows.
-      SmallVector<Value, 3> coords;
-      if (blockTable) {
-        Value pageSize = e.dimOf(source, 1);
-        Value page = arith::IndexCastOp::create(
-            e.b, e.b.getIndexType(),
-            memref::LoadOp::create(
-                e.b, blockTable, ValueRange{batch, e.divIdx(start, pageSize)}));
-        coords = {i32Of(e, head), i32Of(e, e.remIdx(start, pageSize)),
-                  i32Of(e, page)};
-      } else {
-        coords = {i32Of(e, start), i32Of(e, head), i32Of(e, batch)};
+      // batch). Paged: the map is {D, Hkv, page_size, pages}; a page size
+      // that is a multiple of block-n gives the box {64, 1, block-n, 1} at
+      // (x, head, start mod page_size, table[batch, start / page_size]): the
+      // same dense rows; a smaller page (tmaPageBoxRows) one box {64, 1,
+      // page_size, 1} per page of the block at (x, head, 0, page), landing
+      // page_size rows further each. A page past the block's keys (a short
+      // last block) is not read from the table: its box repeats the last
+      // page with keys (the bytes are whole, so expect_tx stays; its K rows
+      // are masked, its V rows zeroed as any row past `cols`).
+      if (!blockTable) {
+        issue(i64Constant(e, 0),
+              {i32Of(e, start), i32Of(e, head), i32Of(e, batch)});
+        return;
       }
-      for (int64_t p = 0; p < panels; ++p) {
-        Value at =
-            arith::AddIOp::create(e.b, dst, i64Constant(e, p * panelBytes));
-        Value cluster = LLVM::AddrSpaceCastOp::create(
-            e.b, LLVM::LLVMPointerType::get(e.b.getContext(), 7),
-            sharedPointer(e, at));
-        callIntrinsic(e, Type(), "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.4d",
-                      {cluster, full, map,
-                       llvmConstant(e, e.b.getI32Type(), 64 * p), coords[0],
-                       coords[1], coords[2],
-                       llvmConstant(e, e.b.getI16Type(), 0),
-                       llvmConstant(e, e.b.getI64Type(), 0),
-                       llvmConstant(e, e.b.getI1Type(), 0),
-                       llvmConstant(e, e.b.getI1Type(), 0),
-                       llvmConstant(e, e.b.getI32Type(), 0)});
+      const int64_t pageSize = cast<MemRefType>(source.getType()).getDimSize(1);
+      const int64_t boxRows = tmaPageBoxRows(pageSize, bn);
+      assert(boxRows > 0 && "canUseTmaRing admits this page size");
+      auto pageAt = [&](Value column) {
+        return i32Of(e, arith::IndexCastOp::create(
+                            e.b, e.b.getIndexType(),
+                            memref::LoadOp::create(e.b, blockTable,
+                                                   ValueRange{batch, column})));
+      };
+      Value first = e.divIdx(start, e.idx(pageSize));
+      if (boxRows == bn) {
+        issue(i64Constant(e, 0),
+              {i32Of(e, head), i32Of(e, e.remIdx(start, e.idx(pageSize))),
+               pageAt(first)});
+        return;
       }
+      Value last =
+          e.divIdx(e.add(start, e.sub(cols, e.idx(1))), e.idx(pageSize));
+      Value zero = llvmConstant(e, e.b.getI32Type(), 0);
+      e.loop(e.idx(0), e.idx(bn / boxRows), [&](Value c) {
+        Value column = arith::MinUIOp::create(e.b, e.add(first, c), last);
+        Value offset = arith::IndexCastUIOp::create(
+            e.b, e.b.getI64Type(),
+            e.mulIdx(c, boxRows * wgmma::kPanelRowBytes));
+        issue(offset, {i32Of(e, head), zero, pageAt(column)});
+      });
     });
     e.store(e.add(slot.count, e.idx(1)), e.t.ringCounters, {e.idx(2 * ring)});
   });
