@@ -79,6 +79,30 @@ Value descriptor(GpuEmitter &e, Value address, Value extra,
   return arith::OrIOp::create(e.b, start, i64Constant(e, fixed));
 }
 
+/// The descriptors of the k16 steps `steps` of one tile: the first one
+/// encoded in full (descriptor), the others as it plus the difference of
+/// their start addresses >> 4 (one 64-bit add each: the start field of a
+/// tile inside the shared window does not overflow its 14 bits, and LBO,
+/// SBO and the swizzle are the same for every step of a tile).
+SmallVector<Value> stepDescriptors(GpuEmitter &e, Value address, Value extra,
+                                   ArrayRef<wgmma::StepDescriptor> steps) {
+  SmallVector<Value> out;
+  for (const wgmma::StepDescriptor &step : steps) {
+    if (out.empty()) {
+      out.push_back(descriptor(e, address, extra, step));
+      continue;
+    }
+    assert(step.leadingByteOffset == steps[0].leadingByteOffset &&
+           step.strideByteOffset == steps[0].strideByteOffset &&
+           (step.offset - steps[0].offset) % 16 == 0 && "one tile's steps");
+    out.push_back(arith::AddIOp::create(
+        e.b, out.front(),
+        i64Constant(e, static_cast<uint64_t>(step.offset - steps[0].offset) >>
+                           4)));
+  }
+  return out;
+}
+
 /// Two 16-bit values as one b32 register (the RS A operand).
 Value packPair(GpuEmitter &e, Type elt, Value lo, Value hi) {
   auto pairType = VectorType::get({2}, elt);
@@ -528,13 +552,13 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   Value qAddress = sharedAddress(e, q16);
   Value groupRows = warpgroupRowBytes(e);
   // (The descriptors before the fence, as for P.V.)
-  SmallVector<Value> descAs, descBs;
+  SmallVector<wgmma::StepDescriptor> qSteps, kSteps;
   for (int64_t kk = 0; kk < d / 16; ++kk) {
-    descAs.push_back(
-        descriptor(e, qAddress, groupRows, wgmma::kMajorStep(bm, 0, kk)));
-    descBs.push_back(
-        descriptor(e, kAddress, Value(), wgmma::kMajorStep(bn, 0, kk)));
+    qSteps.push_back(wgmma::kMajorStep(bm, 0, kk));
+    kSteps.push_back(wgmma::kMajorStep(bn, 0, kk));
   }
+  SmallVector<Value> descAs = stepDescriptors(e, qAddress, groupRows, qSteps);
+  SmallVector<Value> descBs = stepDescriptors(e, kAddress, Value(), kSteps);
   wgmmaFence(e);
   SmallVector<Value> acc(bn / 2, e.f32(0));
   for (int64_t kk = 0; kk < d / 16; ++kk)
@@ -580,16 +604,16 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
   // a register written between wgmma.fence and the wgmma that reads it
   // makes ptxas inject a warpgroup.arrive before that wgmma (C7519).
   SmallVector<SmallVector<Value, 4>> as;
-  SmallVector<Value> descs;
+  SmallVector<wgmma::StepDescriptor> vSteps;
   for (int64_t kk = 0; kk < bn / 16; ++kk) {
     SmallVector<Value, 4> a;
     for (FragmentLayout::Entry entry : layout.aOperandEntries(kk))
       a.push_back(packPair(e, elt, e.loadScore(entry.k, entry.slice, 0),
                            e.loadScore(entry.k, entry.slice, 1)));
     as.push_back(a);
-    descs.push_back(
-        descriptor(e, vAddress, Value(), wgmma::mnMajorStep(bn, kk)));
+    vSteps.push_back(wgmma::mnMajorStep(bn, kk));
   }
+  SmallVector<Value> descs = stepDescriptors(e, vAddress, Value(), vSteps);
   wgmmaFence(e);
   for (int64_t kk = 0; kk < bn / 16; ++kk)
     acc = emitWgmma(e, elt, dv, acc, Value(), as[kk], descs[kk],
