@@ -124,7 +124,7 @@ bool wgmmaFits(const Problem &problem);
 /// warpgroups (`numWarps` a multiple of 4, `bm` = 16 x numWarps) whose
 /// tiles wgmma takes (wgmmaFits): 64 score and up to 64 accumulator
 /// registers per thread in the wgmma lowering, which reads the query from
-/// shared memory (198-255 per thread, no spill; docs/gpu-lowering.md,
+/// shared memory (204-246 per thread, no spill; docs/gpu-lowering.md,
 /// "Hopper (sm_90a)"), half the KV iterations and their waits of 64-key
 /// blocks. 0 where that does not apply.
 int64_t wgmmaBlockN(const Problem &problem, int64_t bm, int64_t numWarps);

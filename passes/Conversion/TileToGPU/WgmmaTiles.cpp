@@ -9,7 +9,8 @@
 //   both operands from shared memory (SS): A = the warpgroup's 64 rows of
 //   the query tile, B = the K stage, both K-major through 128-byte-swizzle
 //   matrix descriptors (WgmmaLayout.h), D / 16 steps chained on one
-//   accumulator, then one commit_group and wait_group 0. The accumulator
+//   accumulator, then one commit_group and wait_group 0. A step's
+//   descriptor is the tile's first one plus a constant (stepDescriptors). The accumulator
 //   d[4j + r] of a thread is its score entry (row r / 2, slice j, element
 //   r % 2): FragmentLayout::wgmmaM64NK16Accumulator, the 16-row warps'
 //   ownership, so the mask and the softmax are the tensor-core lowering's.
