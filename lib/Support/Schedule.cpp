@@ -49,10 +49,15 @@ int64_t automaticBlockN(int64_t headDim, int64_t bm) {
   return bm == 16 && headDim > 64 ? 32 : 64;
 }
 
-int64_t wgmmaBlockN(const Problem &p, int64_t bm, int64_t numWarps) {
+bool wgmmaFits(const Problem &p) {
   const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
-  if (p.headDim == 64 && dv == 64 && p.kvElementBits == 16 && p.queryInKvType &&
-      numWarps > 0 && numWarps % 4 == 0 && bm == 16 * numWarps)
+  auto panelled = [](int64_t cols) { return cols == 64 || cols == 128; };
+  return panelled(p.headDim) && panelled(dv) && p.kvElementBits == 16 &&
+         p.queryInKvType;
+}
+
+int64_t wgmmaBlockN(const Problem &p, int64_t bm, int64_t numWarps) {
+  if (wgmmaFits(p) && numWarps > 0 && numWarps % 4 == 0 && bm == 16 * numWarps)
     return 128;
   return 0;
 }
@@ -117,10 +122,17 @@ Blocks choose(const Problem &p, const Options &o) {
       wideWarpsFit(p) &&
       (o.sharedMemoryPerSm == 0 ||
        2 * (wideProgramSharedBytes(p) + 1024) <= o.sharedMemoryPerSm);
+  // sm_90a: programs of more than 64 rows (or a dynamic L) whose tiles
+  // the wgmma lowering takes are two consumer warpgroups of 64 rows (8
+  // warps of 16 rows), which share each K/V block (FlashAttention-3's
+  // 128-row tile).
+  const bool twoWarpgroups =
+      !o.blockM && !o.numWarps && o.wgmma && wgmmaFits(p);
   s.bm = o.blockM
              ? o.blockM
              : automaticBlockM(isDynamic(p.qLen) ? kDynamic : p.qLen * s.group,
-                               wide ? 2 * kMaxAutoBlockM : kMaxAutoBlockM);
+                               wide || twoWarpgroups ? 2 * kMaxAutoBlockM
+                                                     : kMaxAutoBlockM);
   s.numWarps = o.numWarps
                    ? o.numWarps
                    : (wide && s.bm > kMaxAutoBlockM ? s.bm / 32 : s.bm / 16);

@@ -220,7 +220,14 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
       bool fp8 = false;
       forall.walk(
           [&](TileQKOp qk) { fp8 |= static_cast<bool>(qk.getKvScale()); });
-      useWgmma = sameType && !fp8 && canUseWgmma(*layout, config.getNumWarps());
+      // (The query stays in shared memory: the scores may take its
+      // registers, e.g. 128-key blocks at D = 128.)
+      FailureOr<SharedMemoryLayout> wgmmaLayout = computeTensorCoreLayout(
+          forall, mmaTilesPerWarp(config), /*wgmma=*/true);
+      useWgmma =
+          sameType && !fp8 && canUseWgmma(*wgmmaLayout, config.getNumWarps());
+      if (useWgmma)
+        layout = wgmmaLayout;
     }
     // ... and K/V by TMA through an mbarrier ring where the caches allow.
     if (useWgmma) {
@@ -292,7 +299,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
       map.append("dims", mb.getI64ArrayAttr({3, 2, 1, 0}));
       // (Paged [pages, page_size, Hkv, D]: {D, Hkv, page_size, pages}, the
       // box {64, 1, block-n, 1}.)
-      map.append("box", paged ? mb.getI64ArrayAttr({64, 1, tmaBlockN, 1})
+      const int64_t pageRows = tmaPageBoxRows(type.getDimSize(1), tmaBlockN);
+      map.append("box", paged ? mb.getI64ArrayAttr({64, 1, pageRows, 1})
                               : mb.getI64ArrayAttr({64, tmaBlockN, 1, 1}));
       map.append("swizzle", mb.getStringAttr("128B"));
       map.append("element_type", TypeAttr::get(type.getElementType()));

@@ -217,10 +217,11 @@ func.func @validity_and_mask(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x64x16xf32>
 // per multiprocessor.
 // NARROW-LABEL: func @offsets_causal_gqa
 // NARROW:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2>}
-// wgmma=true (sm_90a): the 64-row D = Dv = 64 program takes 128-key blocks;
-// the 16-row decode program (fewer rows than a warpgroup) keeps 64.
+// wgmma=true (sm_90a): 100 rows at D = Dv = 64 are two warpgroups (128 rows,
+// 8 warps of 16 rows) with 128-key blocks; the 16-row decode program (fewer
+// rows than a warpgroup) keeps 64.
 // WGMMA-LABEL: func @offsets_causal_gqa
-// WGMMA:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 128, num_warps = 4, num_stages = 2>}
+// WGMMA:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 128, block_n = 128, num_warps = 8, num_stages = 2>}
 // WGMMA-LABEL: func @decode_packed
 // WGMMA:         {kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 16, block_n = 64, num_warps = 1, num_stages = 2, group = 4>}
 // WIDE-LABEL: func @decode_packed

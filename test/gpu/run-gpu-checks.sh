@@ -72,6 +72,12 @@ cases=(
   "tma-d64-kvlen|--D 64 --L 100 --S 241 --q-offset 141 --kv-len 230 --causal"
   "tma-gqa-packed|--B 2 --Hq 8 --Hkv 2 --D 128 --L 16 --S 300 --q-offset 200,250 --kv-len 240,290 --causal --lse"
   "tma-split-3|--B 2 --Hq 4 --Hkv 2 --D 128 --L 64 --S 700 --q-offset 636,300 --kv-len 700,364 --causal --lse|--split-kv 3"
+  # sm_90a: two consumer warpgroups (128 rows, 128-key blocks), GQA packed to
+  # 128 rows, paged with one TMA box per page (pages of 16 and 32).
+  "wg2-d128-kvlen|--D 128 --L 200 --S 300 --q-offset 100 --kv-len 290 --causal --lse"
+  "wg2-gqa-packed-128|--B 2 --Hq 8 --Hkv 2 --D 128 --L 32 --S 300 --q-offset 200,250 --kv-len 240,290 --causal --lse"
+  "wg2-paged-p16|--B 2 --Hq 4 --Hkv 2 --D 128 --L 130 --S 400 --page-size 16 --q-offset 260,0 --kv-len 390,130 --causal"
+  "wg2-paged-p32|--B 3 --Hq 8 --Hkv 2 --D 128 --L 70 --S 320 --page-size 32 --q-offset 230,100,0 --kv-len 300,170,61 --causal --extra-pages 1"
 )
 
 # sm_90a (wgmma) variants on a compute capability 9.0 device.

@@ -240,15 +240,24 @@ TEST(Schedule, ChooseWgmmaBlockN) {
   Options o;
   EXPECT_EQ(choose(p, o).bn, 64); // not sm_90a
   o.wgmma = true;
+  // More than 64 rows: two consumer warpgroups (128 rows, 8 warps).
   Blocks s = choose(p, o);
+  EXPECT_EQ(s.bm, 128);
+  EXPECT_EQ(s.numWarps, 8);
+  EXPECT_EQ(s.bn, 128);
+  // 64 rows or fewer: one warpgroup.
+  p.qLen = 64;
+  s = choose(p, o);
   EXPECT_EQ(s.bm, 64);
   EXPECT_EQ(s.numWarps, 4);
   EXPECT_EQ(s.bn, 128);
-  // Two warpgroups (block-m 128, num-warps 8) too.
-  o.blockM = 128;
-  o.numWarps = 8;
+  p.qLen = 4096;
+  // Explicit block-m 64 with 4 warps too.
+  o.blockM = 64;
+  o.numWarps = 4;
   EXPECT_EQ(choose(p, o).bn, 128);
   // 32-row warps are not warpgroups of wgmma's m64 rows.
+  o.blockM = 128;
   o.numWarps = 4;
   EXPECT_EQ(choose(p, o).bn, 64);
   o.blockM = o.numWarps = 0;
@@ -261,19 +270,31 @@ TEST(Schedule, ChooseWgmmaBlockN) {
   EXPECT_EQ(choose(p, o).bm, 32);
   EXPECT_EQ(choose(p, o).bn, 64);
   p.qLen = 4096;
-  // D = 128, Dv = 128 or Dv != D, f32 K/V, Q in another type: 64 keys.
+  // D = 128 and Dv != D (64 or 128) as well: the query is not kept in
+  // registers, so 64 scores and 64 accumulators per thread fit.
   p.headDim = 128;
-  EXPECT_EQ(choose(p, o).bn, 64);
+  EXPECT_EQ(choose(p, o).bn, 128);
   p.headDim = 64;
   p.valueHeadDim = 128;
-  EXPECT_EQ(choose(p, o).bn, 64);
+  EXPECT_EQ(choose(p, o).bn, 128);
   p.valueHeadDim = 64; // Dv = D given explicitly
   EXPECT_EQ(choose(p, o).bn, 128);
+  // D = 256, f32 K/V, Q in another type: not wgmma (mma.sync's 64 rows
+  // and 64 or 32 keys).
+  p.headDim = p.valueHeadDim = 256;
+  s = choose(p, o);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.bn, 32);
+  p.headDim = p.valueHeadDim = 64;
   p.kvElementBits = 32;
-  EXPECT_EQ(choose(p, o).bn, 64);
+  s = choose(p, o);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.bn, 64);
   p.kvElementBits = 16;
   p.queryInKvType = false;
-  EXPECT_EQ(choose(p, o).bn, 64);
+  s = choose(p, o);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.bn, 64);
 }
 
 TEST(Schedule, ChooseRaggedAndEmpty) {

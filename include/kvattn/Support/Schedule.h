@@ -52,9 +52,10 @@ struct Options {
   /// reserved per program). The GPU pipeline sets both from the chip.
   int64_t maxWarpRows = 16;
   int64_t sharedMemoryPerSm = 0;
-  /// sm_90a's wgmma lowering: automatic blocks of whole warpgroups (a
-  /// multiple of 64 rows on 16-row warps) at D = Dv = 64 with 16-bit K/V
-  /// and Q in the K/V type take 128 keys (wgmmaBlockN).
+  /// sm_90a's wgmma lowering: automatic blocks of up to two warpgroups
+  /// (128 rows on 8 warps of 16 rows) at D and Dv 64 or 128 with 16-bit
+  /// K/V and Q in the K/V type (wgmmaFits); whole warpgroups take 128 keys
+  /// (wgmmaBlockN).
   bool wgmma = false;
 };
 
@@ -113,12 +114,19 @@ int64_t automaticBlockM(int64_t rows, int64_t maxBlockM = kMaxAutoBlockM);
 /// one-warp programs (block-m = 16) with D > 64.
 int64_t automaticBlockN(int64_t headDim, int64_t bm);
 
+/// Whether sm_90a's wgmma lowering takes the problem's tiles: D and Dv 64
+/// or 128 (64-column panels), 16-bit K/V in Q's type. With Options::wgmma
+/// and no explicit block-m or num-warps, such problems take up to 128 rows
+/// per program: two warpgroups of 64 rows (8 warps of 16 rows).
+bool wgmmaFits(const Problem &problem);
+
 /// block-n = 0 with Options::wgmma: 128 keys for a program of whole
-/// warpgroups (`numWarps` a multiple of 4, `bm` = 16 x numWarps) at
-/// D = Dv = 64 with 16-bit K/V in Q's type: 64 score and 32 accumulator
-/// registers per thread in the wgmma lowering (162-184 per thread, no spill;
-/// docs/gpu-lowering.md, "Hopper (sm_90a)"), half the KV iterations and
-/// their barriers of 64-key blocks. 0 where that does not apply.
+/// warpgroups (`numWarps` a multiple of 4, `bm` = 16 x numWarps) whose
+/// tiles wgmma takes (wgmmaFits): 64 score and up to 64 accumulator
+/// registers per thread in the wgmma lowering, which reads the query from
+/// shared memory (204-246 per thread, no spill; docs/gpu-lowering.md,
+/// "Hopper (sm_90a)"), half the KV iterations and their waits of 64-key
+/// blocks. 0 where that does not apply.
 int64_t wgmmaBlockN(const Problem &problem, int64_t bm, int64_t numWarps);
 
 /// The programs per multiprocessor split-kv = 0 aims at: enough for

@@ -37,6 +37,10 @@ struct SharedMemoryLayout {
   int64_t totalBytes = 0;
   /// m16 tiles per warp (FragmentLayout::mmaTiles): 2 for 32-row warps.
   int64_t mmaTiles = 1;
+  /// sm_90a's wgmma lowering: Q.K^T reads the query tile from shared
+  /// memory (no query fragments in registers), so the scores and the
+  /// accumulator may take all of keepScoresInRegisters's budget.
+  bool wgmma = false;
   /// sm_90a's TMA ring (addTmaRing): K and V each in two stages (the
   /// second ones at these offsets, 1024-byte aligned) and the mbarriers,
   /// 8 bytes each: full K, full V, empty K, empty V, two of each.
@@ -189,7 +193,7 @@ inline bool canUseTensorCores(const SharedMemoryLayout &layout) {
 /// 32-row warps; at D = 256 they would take 64 registers beside a
 /// 128-register accumulator).
 inline bool keepQueryInRegisters(const SharedMemoryLayout &layout) {
-  return canUseTensorCores(layout) &&
+  return canUseTensorCores(layout) && !layout.wgmma &&
          layout.mmaTiles * layout.keyCols / 4 <= 32;
 }
 
@@ -217,18 +221,22 @@ inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
 /// The layout of a program lowered on tensor cores (canUseTensorCores of
 /// its generic layout) with `mmaTiles` m16 tiles per warp: the query tile
 /// in 16 bits, no row statistics and, where keepScoresInRegisters allows,
-/// no score tile.
+/// no score tile. With `wgmma` (the sm_90a lowering) the query stays in
+/// shared memory (SharedMemoryLayout::wgmma).
 inline FailureOr<SharedMemoryLayout>
-computeTensorCoreLayout(Operation *root, int64_t mmaTiles = 1) {
+computeTensorCoreLayout(Operation *root, int64_t mmaTiles = 1,
+                        bool wgmma = false) {
   FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(
       root, /*privateScores=*/false, /*query16=*/true);
   if (failed(layout))
     return layout;
   layout->mmaTiles = mmaTiles;
+  layout->wgmma = wgmma;
   if (keepScoresInRegisters(*layout)) {
     layout = computeSharedMemoryLayout(root, /*privateScores=*/true,
                                        /*query16=*/true);
     layout->mmaTiles = mmaTiles;
+    layout->wgmma = wgmma;
   }
   return layout;
 }
@@ -298,6 +306,20 @@ inline void addTmaRing(SharedMemoryLayout &layout) {
   }
 }
 
+/// The rows of one TMA box of a paged cache with static page size
+/// `pageSize` and blocks of `bn` keys: the block (one box per page-block)
+/// when the page is a multiple of it, the page (bn / pageSize boxes per
+/// block, one per page, each 8-row aligned in the stage so that the
+/// 128-byte swizzle's pattern is the stage's) when it divides the block in
+/// whole swizzle atoms; 0 otherwise (the cp.async staging).
+inline int64_t tmaPageBoxRows(int64_t pageSize, int64_t bn) {
+  if (ShapedType::isDynamic(pageSize) || pageSize <= 0 || bn <= 0)
+    return 0;
+  if (pageSize % bn == 0)
+    return bn;
+  return bn % pageSize == 0 && pageSize % 8 == 0 ? pageSize : 0;
+}
+
 /// Whether the K and V of a wgmma program (its tile ops under `root`) can
 /// arrive by TMA: contiguous [B, Hkv, S, D] caches (also the ragged
 /// [1, Hkv, N, D] and cache_batch_idx [C, Hkv, S, D] ones: one box of
@@ -306,7 +328,8 @@ inline void addTmaRing(SharedMemoryLayout &layout) {
 /// gives), a static S no smaller than block-n (the box), and the ring
 /// within the shared memory (`layoutWithRing`). Paged caches take it when
 /// their page size is static and a multiple of block-n (one box per
-/// page-block); other page sizes keep cp.async.
+/// page-block) or a divisor of it in multiples of 8 rows (one box per page:
+/// tmaPageBoxRows); other page sizes keep cp.async.
 inline bool canUseTmaRing(Operation *root,
                           const SharedMemoryLayout &layoutWithRing) {
   if (layoutWithRing.totalBytes > kHopperSharedMemoryBytes)
@@ -318,9 +341,8 @@ inline bool canUseTmaRing(Operation *root,
     if (type.getRank() != 4 || !type.getLayout().isIdentity() ||
         ShapedType::isDynamic(type.getDimSize(3)))
       ok = false;
-    else if (blockTable) // [pages, page_size, Hkv, D]: whole page-blocks
-      ok &= !ShapedType::isDynamic(type.getDimSize(1)) &&
-            type.getDimSize(1) % bn == 0;
+    else if (blockTable) // [pages, page_size, Hkv, D]
+      ok &= tmaPageBoxRows(type.getDimSize(1), bn) > 0;
     else if (!ShapedType::isDynamic(type.getDimSize(2)) &&
              type.getDimSize(2) < bn)
       ok = false;

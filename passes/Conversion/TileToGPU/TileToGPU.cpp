@@ -798,9 +798,10 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
   // 32-row warps (two m16 tiles): block-m = 32 x num-warps.
   const int64_t mmaTiles = mmaTilesPerWarp(config);
   layout->mmaTiles = mmaTiles;
+  layout->wgmma = wgmma;
   const bool privateScores = tensorCores && keepScoresInRegisters(*layout);
   if (tensorCores)
-    layout = computeTensorCoreLayout(kernel, mmaTiles);
+    layout = computeTensorCoreLayout(kernel, mmaTiles, wgmma);
   if (wgmma && !canUseWgmma(*layout, numWarps))
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: marked " << kWgmmaAttr

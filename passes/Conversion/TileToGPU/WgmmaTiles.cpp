@@ -9,7 +9,8 @@
 //   both operands from shared memory (SS): A = the warpgroup's 64 rows of
 //   the query tile, B = the K stage, both K-major through 128-byte-swizzle
 //   matrix descriptors (WgmmaLayout.h), D / 16 steps chained on one
-//   accumulator, then one commit_group and wait_group 0. The accumulator
+//   accumulator, then one commit_group and wait_group 0. A step's
+//   descriptor is the tile's first one plus a constant (stepDescriptors). The accumulator
 //   d[4j + r] of a thread is its score entry (row r / 2, slice j, element
 //   r % 2): FragmentLayout::wgmmaM64NK16Accumulator, the 16-row warps'
 //   ownership, so the mask and the softmax are the tensor-core lowering's.
@@ -77,6 +78,30 @@ Value descriptor(GpuEmitter &e, Value address, Value extra,
   const uint64_t fixed = wgmma::encodeDescriptor(
       0, step.leadingByteOffset, step.strideByteOffset, wgmma::Swizzle::B128);
   return arith::OrIOp::create(e.b, start, i64Constant(e, fixed));
+}
+
+/// The descriptors of the k16 steps `steps` of one tile: the first one
+/// encoded in full (descriptor), the others as it plus the difference of
+/// their start addresses >> 4 (one 64-bit add each: the start field of a
+/// tile inside the shared window does not overflow its 14 bits, and LBO,
+/// SBO and the swizzle are the same for every step of a tile).
+SmallVector<Value> stepDescriptors(GpuEmitter &e, Value address, Value extra,
+                                   ArrayRef<wgmma::StepDescriptor> steps) {
+  SmallVector<Value> out;
+  for (const wgmma::StepDescriptor &step : steps) {
+    if (out.empty()) {
+      out.push_back(descriptor(e, address, extra, step));
+      continue;
+    }
+    assert(step.leadingByteOffset == steps[0].leadingByteOffset &&
+           step.strideByteOffset == steps[0].strideByteOffset &&
+           (step.offset - steps[0].offset) % 16 == 0 && "one tile's steps");
+    out.push_back(arith::AddIOp::create(
+        e.b, out.front(),
+        i64Constant(e, static_cast<uint64_t>(step.offset - steps[0].offset) >>
+                           4)));
+  }
+  return out;
 }
 
 /// Two 16-bit values as one b32 register (the RS A operand).
@@ -361,38 +386,67 @@ void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value source,
       auto ptr = LLVM::LLVMPointerType::get(e.b.getContext());
       Value map = LLVM::GEPOp::create(e.b, ptr, e.b.getI8Type(), e.t.tensorMaps,
                                       ArrayRef<LLVM::GEPArg>{128 * ring});
+      // One box per panel at `offset` bytes into the stage.
+      auto issue = [&](Value offset, ArrayRef<Value> coords) {
+        for (int64_t p = 0; p < panels; ++p) {
+          Value at = arith::AddIOp::create(
+              e.b, arith::AddIOp::create(e.b, dst, offset),
+              i64Constant(e, p * panelBytes));
+          Value cluster = LLVM::AddrSpaceCastOp::create(
+              e.b, LLVM::LLVMPointerType::get(e.b.getContext(), 7),
+              sharedPointer(e, at));
+          callIntrinsic(e, Type(), "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.4d",
+                        {cluster, full, map,
+                         llvmConstant(e, e.b.getI32Type(), 64 * p), coords[0],
+                         coords[1], coords[2],
+                         llvmConstant(e, e.b.getI16Type(), 0),
+                         llvmConstant(e, e.b.getI64Type(), 0),
+                         llvmConstant(e, e.b.getI1Type(), 0),
+                         llvmConstant(e, e.b.getI1Type(), 0),
+                         llvmConstant(e, e.b.getI32Type(), 0)});
+        }
+      };
       // Contiguous: the map is {D, S, Hkv, B}, the box at (x, start, head,
-      // batch). Paged (page size a multiple of block-n): the map is {D, Hkv,
-      // page_size, pages}, the box {64, 1, block-n, 1} at (x, head, start mod
-      // page_size, table[batch, start / page_size]): the same dense rows.
-      SmallVector<Value, 3> coords;
-      if (blockTable) {
-        Value pageSize = e.dimOf(source, 1);
-        Value page = arith::IndexCastOp::create(
-            e.b, e.b.getIndexType(),
-            memref::LoadOp::create(
-                e.b, blockTable, ValueRange{batch, e.divIdx(start, pageSize)}));
-        coords = {i32Of(e, head), i32Of(e, e.remIdx(start, pageSize)),
-                  i32Of(e, page)};
-      } else {
-        coords = {i32Of(e, start), i32Of(e, head), i32Of(e, batch)};
+      // batch). Paged: the map is {D, Hkv, page_size, pages}; a page size
+      // that is a multiple of block-n gives the box {64, 1, block-n, 1} at
+      // (x, head, start mod page_size, table[batch, start / page_size]): the
+      // same dense rows; a smaller page (tmaPageBoxRows) one box {64, 1,
+      // page_size, 1} per page of the block at (x, head, 0, page), landing
+      // page_size rows further each. A page past the block's keys (a short
+      // last block) is not read from the table: its box repeats the last
+      // page with keys (the bytes are whole, so expect_tx stays; its K rows
+      // are masked, its V rows zeroed as any row past `cols`).
+      if (!blockTable) {
+        issue(i64Constant(e, 0),
+              {i32Of(e, start), i32Of(e, head), i32Of(e, batch)});
+        return;
       }
-      for (int64_t p = 0; p < panels; ++p) {
-        Value at =
-            arith::AddIOp::create(e.b, dst, i64Constant(e, p * panelBytes));
-        Value cluster = LLVM::AddrSpaceCastOp::create(
-            e.b, LLVM::LLVMPointerType::get(e.b.getContext(), 7),
-            sharedPointer(e, at));
-        callIntrinsic(e, Type(), "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.4d",
-                      {cluster, full, map,
-                       llvmConstant(e, e.b.getI32Type(), 64 * p), coords[0],
-                       coords[1], coords[2],
-                       llvmConstant(e, e.b.getI16Type(), 0),
-                       llvmConstant(e, e.b.getI64Type(), 0),
-                       llvmConstant(e, e.b.getI1Type(), 0),
-                       llvmConstant(e, e.b.getI1Type(), 0),
-                       llvmConstant(e, e.b.getI32Type(), 0)});
+      const int64_t pageSize = cast<MemRefType>(source.getType()).getDimSize(1);
+      const int64_t boxRows = tmaPageBoxRows(pageSize, bn);
+      assert(boxRows > 0 && "canUseTmaRing admits this page size");
+      auto pageAt = [&](Value column) {
+        return i32Of(e, arith::IndexCastOp::create(
+                            e.b, e.b.getIndexType(),
+                            memref::LoadOp::create(e.b, blockTable,
+                                                   ValueRange{batch, column})));
+      };
+      Value first = e.divIdx(start, e.idx(pageSize));
+      if (boxRows == bn) {
+        issue(i64Constant(e, 0),
+              {i32Of(e, head), i32Of(e, e.remIdx(start, e.idx(pageSize))),
+               pageAt(first)});
+        return;
       }
+      Value last =
+          e.divIdx(e.add(start, e.sub(cols, e.idx(1))), e.idx(pageSize));
+      Value zero = llvmConstant(e, e.b.getI32Type(), 0);
+      e.loop(e.idx(0), e.idx(bn / boxRows), [&](Value c) {
+        Value column = arith::MinUIOp::create(e.b, e.add(first, c), last);
+        Value offset = arith::IndexCastUIOp::create(
+            e.b, e.b.getI64Type(),
+            e.mulIdx(c, boxRows * wgmma::kPanelRowBytes));
+        issue(offset, {i32Of(e, head), zero, pageAt(column)});
+      });
     });
     e.store(e.add(slot.count, e.idx(1)), e.t.ringCounters, {e.idx(2 * ring)});
   });
@@ -499,13 +553,13 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   Value qAddress = sharedAddress(e, q16);
   Value groupRows = warpgroupRowBytes(e);
   // (The descriptors before the fence, as for P.V.)
-  SmallVector<Value> descAs, descBs;
+  SmallVector<wgmma::StepDescriptor> qSteps, kSteps;
   for (int64_t kk = 0; kk < d / 16; ++kk) {
-    descAs.push_back(
-        descriptor(e, qAddress, groupRows, wgmma::kMajorStep(bm, 0, kk)));
-    descBs.push_back(
-        descriptor(e, kAddress, Value(), wgmma::kMajorStep(bn, 0, kk)));
+    qSteps.push_back(wgmma::kMajorStep(bm, 0, kk));
+    kSteps.push_back(wgmma::kMajorStep(bn, 0, kk));
   }
+  SmallVector<Value> descAs = stepDescriptors(e, qAddress, groupRows, qSteps);
+  SmallVector<Value> descBs = stepDescriptors(e, kAddress, Value(), kSteps);
   wgmmaFence(e);
   SmallVector<Value> acc(bn / 2, e.f32(0));
   for (int64_t kk = 0; kk < d / 16; ++kk)
@@ -551,16 +605,16 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
   // a register written between wgmma.fence and the wgmma that reads it
   // makes ptxas inject a warpgroup.arrive before that wgmma (C7519).
   SmallVector<SmallVector<Value, 4>> as;
-  SmallVector<Value> descs;
+  SmallVector<wgmma::StepDescriptor> vSteps;
   for (int64_t kk = 0; kk < bn / 16; ++kk) {
     SmallVector<Value, 4> a;
     for (FragmentLayout::Entry entry : layout.aOperandEntries(kk))
       a.push_back(packPair(e, elt, e.loadScore(entry.k, entry.slice, 0),
                            e.loadScore(entry.k, entry.slice, 1)));
     as.push_back(a);
-    descs.push_back(
-        descriptor(e, vAddress, Value(), wgmma::mnMajorStep(bn, kk)));
+    vSteps.push_back(wgmma::mnMajorStep(bn, kk));
   }
+  SmallVector<Value> descs = stepDescriptors(e, vAddress, Value(), vSteps);
   wgmmaFence(e);
   for (int64_t kk = 0; kk < bn / 16; ++kk)
     acc = emitWgmma(e, elt, dv, acc, Value(), as[kk], descs[kk],
