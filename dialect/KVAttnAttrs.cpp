@@ -258,6 +258,71 @@ KernelParamAttr KernelParamAttr::getScalar(MLIRContext *context,
 }
 
 //===----------------------------------------------------------------------===//
+// FragmentLayoutAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+FragmentLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                           MmaShape shape, int64_t rowsPerLane,
+                           int64_t tilesPerWarp, FragmentOperand operand) {
+  if (shape == MmaShape::mma_m16n8k16) {
+    // One or two m16 tiles stacked in a warp; two rows per lane and tile.
+    if (tilesPerWarp != 1 && tilesPerWarp != 2)
+      return emitError() << "mma_m16n8k16 layouts stack 1 or 2 m16 tiles in "
+                            "a warp, got tiles_per_warp = "
+                         << tilesPerWarp;
+    if (rowsPerLane != 2 * tilesPerWarp)
+      return emitError() << "mma_m16n8k16 gives a lane 2 rows per m16 tile: "
+                            "rows_per_lane must be "
+                         << 2 * tilesPerWarp << ", got " << rowsPerLane;
+    return success();
+  }
+  // wgmma.mma_async m64nNk16: per warp of the warpgroup one m16 pattern.
+  if (tilesPerWarp != 1 || rowsPerLane != 2)
+    return emitError() << "wgmma_m64nNk16 gives each warp of a warpgroup 16 "
+                          "rows, 2 per lane: rows_per_lane = 2 and "
+                          "tiles_per_warp = 1, got "
+                       << rowsPerLane << " and " << tilesPerWarp;
+  if (operand == FragmentOperand::b_operand)
+    return emitError() << "wgmma_m64nNk16 reads its B operand from shared "
+                          "memory: it has no b_operand register fragment";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GpuScheduleAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+GpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        TensorCoreMode mode, int64_t pipelineDepth,
+                        int64_t tmaKeyStages, int64_t tmaValueStages,
+                        bool scoresInRegisters, bool queryInRegisters) {
+  if (pipelineDepth != 1 && pipelineDepth != 2)
+    return emitError() << "pipeline_depth is 1 (each tile.qk loads its K "
+                          "block) or 2 (one block ahead), got "
+                       << pipelineDepth;
+  if ((tmaKeyStages == 0) != (tmaValueStages == 0))
+    return emitError() << "a TMA ring has K and V stages, or neither: got "
+                       << tmaKeyStages << " and " << tmaValueStages;
+  if (tmaKeyStages != 0 &&
+      (mode != TensorCoreMode::wgmma || tmaKeyStages != 2 ||
+       tmaValueStages < 1 || tmaValueStages > 2))
+    return emitError() << "the TMA rings are a wgmma kernel's, 2 K stages and "
+                          "1 or 2 V stages: got "
+                       << tmaKeyStages << " and " << tmaValueStages
+                       << " with mode " << stringifyTensorCoreMode(mode);
+  if (scoresInRegisters && mode == TensorCoreMode::scalar)
+    return emitError() << "scores_in_registers needs tensor cores (the "
+                          "scalar lowering reads the shared score tile)";
+  if (queryInRegisters && mode != TensorCoreMode::mma_sync)
+    return emitError() << "query_in_registers holds mma.sync A fragments: "
+                          "mode "
+                       << stringifyTensorCoreMode(mode) << " has none";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Accessors
 //===----------------------------------------------------------------------===//
 
@@ -277,6 +342,56 @@ TileConfigAttr mlir::kvattn::getTileConfig(Operation *op) {
 
 void mlir::kvattn::setTileConfig(Operation *op, TileConfigAttr config) {
   op->setAttr(kTileConfigAttrName, config);
+}
+
+std::optional<TileRole> mlir::kvattn::getTileRole(Operation *op) {
+  if (auto role = op->getAttrOfType<TileRoleAttr>(kTileRoleAttrName))
+    return role.getValue();
+  return std::nullopt;
+}
+
+void mlir::kvattn::setTileRole(Operation *op, TileRole role) {
+  op->setAttr(kTileRoleAttrName, TileRoleAttr::get(op->getContext(), role));
+}
+
+FragmentLayoutAttr mlir::kvattn::getFragmentLayout(Operation *op) {
+  return op->getAttrOfType<FragmentLayoutAttr>(kFragmentLayoutAttrName);
+}
+
+void mlir::kvattn::setFragmentLayout(Operation *op, FragmentLayoutAttr layout) {
+  op->setAttr(kFragmentLayoutAttrName, layout);
+}
+
+GpuScheduleAttr mlir::kvattn::getGpuSchedule(Operation *op) {
+  return op->getAttrOfType<GpuScheduleAttr>(kGpuScheduleAttrName);
+}
+
+void mlir::kvattn::setGpuSchedule(Operation *op, GpuScheduleAttr schedule) {
+  op->setAttr(kGpuScheduleAttrName, schedule);
+}
+
+static std::optional<int64_t> getPrefetchId(Operation *op, StringRef name) {
+  if (auto id = op->getAttrOfType<IntegerAttr>(name))
+    return id.getInt();
+  return std::nullopt;
+}
+
+std::optional<int64_t> mlir::kvattn::getValuePrefetchId(Operation *op) {
+  return getPrefetchId(op, kValuePrefetchAttrName);
+}
+
+void mlir::kvattn::setValuePrefetchId(Operation *op, int64_t id) {
+  op->setAttr(kValuePrefetchAttrName,
+              IntegerAttr::get(IntegerType::get(op->getContext(), 64), id));
+}
+
+std::optional<int64_t> mlir::kvattn::getKeyPrefetchId(Operation *op) {
+  return getPrefetchId(op, kKeyPrefetchAttrName);
+}
+
+void mlir::kvattn::setKeyPrefetchId(Operation *op, int64_t id) {
+  op->setAttr(kKeyPrefetchAttrName,
+              IntegerAttr::get(IntegerType::get(op->getContext(), 64), id));
 }
 
 bool mlir::kvattn::hasKernelParams(Operation *kernel) {
@@ -360,6 +475,47 @@ LogicalResult KVAttnDialect::verifyOperationAttribute(Operation *op,
     if (!isa<TileConfigAttr>(value))
       return op->emitError() << "'" << kTileConfigAttrName
                              << "' is not a #kvattn.tile_config: " << value;
+    return success();
+  }
+  if (name == kTileRoleAttrName || name == kFragmentLayoutAttrName) {
+    if (name == kTileRoleAttrName ? !isa<TileRoleAttr>(value)
+                                  : !isa<FragmentLayoutAttr>(value))
+      return op->emitError()
+             << "'" << name << "' is not a #"
+             << (name == kTileRoleAttrName ? "kvattn.tile_role"
+                                           : "kvattn.fragment_layout")
+             << ": " << value;
+    if (op->getNumResults() != 1 || !isa<MemRefType>(op->getResultTypes()[0]) ||
+        !cast<MemRefType>(op->getResultTypes()[0]).hasStaticShape())
+      return op->emitError() << "'" << name
+                             << "' belongs on an op defining one statically "
+                                "shaped tile";
+    return success();
+  }
+  if (name == kGpuScheduleAttrName) {
+    if (!isa<GpuScheduleAttr>(value))
+      return op->emitError() << "'" << kGpuScheduleAttrName
+                             << "' is not a #kvattn.gpu_schedule: " << value;
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError()
+             << "'" << kGpuScheduleAttrName << "' belongs on a kernel function";
+    return success();
+  }
+  if (name == kValuePrefetchAttrName || name == kKeyPrefetchAttrName) {
+    auto id = dyn_cast<IntegerAttr>(value);
+    if (!id || !id.getType().isInteger(64) || id.getInt() < 0)
+      return op->emitError()
+             << "'" << name << "' is a non-negative i64 pairing id, got "
+             << value;
+    // kvattn.value_prefetch pairs a tile.qk with the tile.softmax_update
+    // whose V block it issues; kvattn.key_prefetch a tile.prefetch with the
+    // tile.softmax_update that issues it.
+    StringRef issuer = name == kValuePrefetchAttrName ? "kvattn.tile.qk"
+                                                      : "kvattn.tile.prefetch";
+    StringRef opName = op->getName().getStringRef();
+    if (opName != issuer && opName != "kvattn.tile.softmax_update")
+      return op->emitError() << "'" << name << "' belongs on a " << issuer
+                             << " or a kvattn.tile.softmax_update";
     return success();
   }
   if (name == kKernelParamsAttrName)

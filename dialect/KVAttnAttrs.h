@@ -6,6 +6,11 @@
 //   kvattn.role         getBufferRole / setBufferRole
 //   kvattn.tile_config  getTileConfig / setTileConfig
 //   kvattn.params       getKernelParams / setKernelParams
+//   kvattn.tile_role    getTileRole / setTileRole
+//   kvattn.fragment_layout getFragmentLayout / setFragmentLayout
+//   kvattn.gpu_schedule getGpuSchedule / setGpuSchedule
+//   kvattn.value_prefetch getValuePrefetchId / setValuePrefetchId
+//   kvattn.key_prefetch getKeyPrefetchId / setKeyPrefetchId
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +36,15 @@ namespace kvattn {
 inline constexpr llvm::StringLiteral kBufferRoleAttrName = "kvattn.role";
 inline constexpr llvm::StringLiteral kTileConfigAttrName = "kvattn.tile_config";
 inline constexpr llvm::StringLiteral kKernelParamsAttrName = "kvattn.params";
+inline constexpr llvm::StringLiteral kTileRoleAttrName = "kvattn.tile_role";
+inline constexpr llvm::StringLiteral kFragmentLayoutAttrName =
+    "kvattn.fragment_layout";
+inline constexpr llvm::StringLiteral kGpuScheduleAttrName =
+    "kvattn.gpu_schedule";
+inline constexpr llvm::StringLiteral kValuePrefetchAttrName =
+    "kvattn.value_prefetch";
+inline constexpr llvm::StringLiteral kKeyPrefetchAttrName =
+    "kvattn.key_prefetch";
 
 /// The role of the buffer `op` defines; none when it is not a program's
 /// buffer.
@@ -46,6 +60,29 @@ bool hasKernelParams(Operation *kernel);
 /// The parameters of `kernel` in order; empty when it has none.
 SmallVector<KernelParamAttr> getKernelParams(Operation *kernel);
 void setKernelParams(Operation *kernel, ArrayRef<KernelParamAttr> params);
+
+/// The role of the scratch tile `op` defines (a memref.alloca of a GPU
+/// kernel, -kvattn-assign-tile-layouts); none when it has not been assigned.
+std::optional<TileRole> getTileRole(Operation *op);
+void setTileRole(Operation *op, TileRole role);
+
+/// The fragment layout of the tile `op` defines; null when it has none.
+FragmentLayoutAttr getFragmentLayout(Operation *op);
+void setFragmentLayout(Operation *op, FragmentLayoutAttr layout);
+
+/// The schedule of a GPU attention kernel; null when it has none.
+GpuScheduleAttr getGpuSchedule(Operation *op);
+void setGpuSchedule(Operation *op, GpuScheduleAttr schedule);
+
+/// The pairing id of a tile.qk and the tile.softmax_update of the same KV
+/// block whose V block the tile.qk issues (kvattn.value_prefetch); none when
+/// `op` is not paired.
+std::optional<int64_t> getValuePrefetchId(Operation *op);
+void setValuePrefetchId(Operation *op, int64_t id);
+/// The pairing id of a tile.prefetch and the tile.softmax_update that
+/// issues it after its barrier (kvattn.key_prefetch); none when unpaired.
+std::optional<int64_t> getKeyPrefetchId(Operation *op);
+void setKeyPrefetchId(Operation *op, int64_t id);
 
 } // namespace kvattn
 } // namespace mlir

@@ -87,6 +87,43 @@ def KVAttn_ParamKind : I32EnumAttr<"ParamKind",
   let genSpecializedAttr = 0;
 }
 
+def KVAttn_TileRole : I32EnumAttr<"TileRole",
+    "what a scratch tile of a tile program holds (kvattn.tile_role)", [
+      I32EnumAttrCase<"query", 0>,
+      I32EnumAttrCase<"accumulator", 1>,
+      I32EnumAttrCase<"scores", 2>,
+      I32EnumAttrCase<"row_stats", 3>,
+      I32EnumAttrCase<"stage", 4>]> {
+  let cppNamespace = "::mlir::kvattn";
+  let genSpecializedAttr = 0;
+}
+
+def KVAttn_MmaShape : I32EnumAttr<"MmaShape",
+    "the tensor-core instruction whose register fragments a layout follows", [
+      I32EnumAttrCase<"mma_m16n8k16", 0>,
+      I32EnumAttrCase<"wgmma_m64nNk16", 1>]> {
+  let cppNamespace = "::mlir::kvattn";
+  let genSpecializedAttr = 0;
+}
+
+def KVAttn_FragmentOperand : I32EnumAttr<"FragmentOperand",
+    "which operand's register fragment of the instruction a layout is", [
+      I32EnumAttrCase<"accumulator", 0>,
+      I32EnumAttrCase<"a_operand", 1>,
+      I32EnumAttrCase<"b_operand", 2>]> {
+  let cppNamespace = "::mlir::kvattn";
+  let genSpecializedAttr = 0;
+}
+
+def KVAttn_TensorCoreMode : I32EnumAttr<"TensorCoreMode",
+    "how a GPU kernel computes Q.K^T and P.V", [
+      I32EnumAttrCase<"scalar", 0>,
+      I32EnumAttrCase<"mma_sync", 1>,
+      I32EnumAttrCase<"wgmma", 2>]> {
+  let cppNamespace = "::mlir::kvattn";
+  let genSpecializedAttr = 0;
+}
+
 def KVAttn_ParamAccess : I32EnumAttr<"ParamAccess",
     "whether a kernel reads or writes a pointer parameter's buffer", [
       I32EnumAttrCase<"read", 0>,
@@ -275,6 +312,113 @@ def KVAttn_RopeAttr : KVAttn_Attr<"Rope", "rope"> {
     float getInvFreq(int64_t k) const;
     double getThetaValue() const { return getTheta().convertToDouble(); }
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// kvattn.tile_role and kvattn.fragment_layout (-kvattn-assign-tile-layouts)
+//===----------------------------------------------------------------------===//
+
+def KVAttn_TileRoleAttr
+    : EnumAttr<KVAttn_Dialect, KVAttn_TileRole, "tile_role"> {
+  let summary = "what a scratch tile of a GPU kernel holds (kvattn.tile_role)";
+  let description = [{
+    Written by -kvattn-assign-tile-layouts on each `memref.alloca` of an
+    outlined kernel's tile program, read by -kvattn-lower-tile-to-gpu (which
+    refuses a kernel whose tiles have none):
+
+    ```mlir
+    %acc = memref.alloca() {kvattn.tile_role = #kvattn.tile_role<accumulator>,
+        kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16,
+            rows_per_lane = 2, tiles_per_warp = 1, accumulator>} : memref<64x64xf32>
+    ```
+
+    `query`: the tile of `tile.load_q` (on tensor cores it holds the query
+    in its 16-bit type); `accumulator`: the `acc` of `tile.init` (each lane's
+    entries in registers); `scores`: the scores of `tile.qk` (registers when
+    the schedule keeps them there); `row_stats`: the running max and sum of
+    `tile.init` (registers on tensor cores); `stage`: a K/V staging tile (the
+    lowering creates today's stages itself, from the shared memory layout).
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def KVAttn_FragmentLayoutAttr
+    : KVAttn_Attr<"FragmentLayout", "fragment_layout"> {
+  let summary = "which lane of a warp holds which element of a tile";
+  let description = [{
+    The register fragment of a tensor-core instruction that a tile's
+    entries follow (docs/gpu-lowering.md, "The thread mapping"): the lane
+    that owns each element, and so the private registers a lane keeps.
+
+    ```mlir
+    #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, accumulator>
+    #kvattn.fragment_layout<wgmma_m64nNk16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>
+    ```
+
+    * `mma_m16n8k16`: `mma.sync.aligned.m16n8k16`'s fragments. A warp owns
+      `16 * tiles_per_warp` rows (1 or 2 m16 tiles stacked); lane `l` holds
+      rows `l / 4 + 8k`, `k < rows_per_lane` (= 2 per tile) and, in each
+      8-column slice, columns `2 (l % 4) + {0, 1}`. The accumulator (C/D)
+      and the A operand (`a0a1`, `a2a3`, ... over two slices) have this row
+      ownership; the B operand (`b0b1`, `b2b3`: columns `l / 4`, rows
+      `2 (l % 4) + {0, 1}` and `+ 8` of a k16 x n8 slice) too, transposed.
+    * `wgmma_m64nNk16`: `wgmma.mma_async`'s m64 accumulator: the warpgroup's
+      four warps own 16 rows each, per warp the m16n8 pattern over the N / 8
+      slices (`rows_per_lane = 2`, `tiles_per_warp = 1`). Its A operand in
+      registers (RS) has the same ownership; its B operand is read from
+      shared memory, never from registers.
+
+    The verifier checks those shapes. The GPU lowering builds its
+    `FragmentLayout` (passes/Conversion/TileToGPU/FragmentLayout.h) from the
+    accumulator's attribute.
+  }];
+  let parameters = (ins EnumParameter<KVAttn_MmaShape>:$shape,
+                        "int64_t":$rows_per_lane,
+                        "int64_t":$tiles_per_warp,
+                        EnumParameter<KVAttn_FragmentOperand>:$operand);
+  let assemblyFormat = [{
+    `<` $shape `,` `rows_per_lane` `=` $rows_per_lane `,`
+        `tiles_per_warp` `=` $tiles_per_warp `,` $operand `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// kvattn.gpu_schedule, kvattn.value_prefetch, kvattn.key_prefetch
+//===----------------------------------------------------------------------===//
+
+def KVAttn_GpuScheduleAttr : KVAttn_Attr<"GpuSchedule", "gpu_schedule"> {
+  let summary = "the schedule of a GPU attention kernel (kvattn.gpu_schedule)";
+  let description = [{
+    Written by -kvattn-assign-tile-layouts on each outlined attention kernel,
+    obeyed by -kvattn-lower-tile-to-gpu (docs/gpu-lowering.md, "Tile roles,
+    fragment layouts and the schedule"):
+
+    ```mlir
+    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync,
+        pipeline_depth = 2, scores_in_registers = true,
+        query_in_registers = true>
+    ```
+
+    `mode`: how Q.K^T and P.V run (`scalar` FMAs, `mma_sync`
+    m16n8k16, `wgmma` m64nNk16). `pipeline_depth`: K blocks in flight, 1
+    (each `tile.qk` loads its own) or 2 (each `tile.prefetch` issues the
+    next block one step ahead). `tma_key_stages` / `tma_value_stages`: the
+    stages of the K and V rings of TMA (0: no TMA; wgmma kernels only).
+    `scores_in_registers`: the lanes keep their scores and probabilities in
+    registers (the score tile gets no shared memory; tensor cores only).
+    `query_in_registers`: each warp keeps its query A fragments in registers
+    across the KV loop (mma.sync only).
+  }];
+  let parameters = (ins
+    EnumParameter<KVAttn_TensorCoreMode>:$mode,
+    "int64_t":$pipeline_depth,
+    DefaultValuedParameter<"int64_t", "0">:$tma_key_stages,
+    DefaultValuedParameter<"int64_t", "0">:$tma_value_stages,
+    DefaultValuedParameter<"bool", "false">:$scores_in_registers,
+    DefaultValuedParameter<"bool", "false">:$query_in_registers);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 #endif // KVATTN_DIALECT_KVATTNATTRS_TD

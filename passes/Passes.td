@@ -409,6 +409,54 @@ def AppendToGPUPass : Pass<"kvattn-append-to-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def AssignTileLayoutsPass : Pass<"kvattn-assign-tile-layouts"> {
+  let summary = "Write the roles and fragment layouts of the GPU kernels' "
+                "tiles";
+  let description = [{
+    On each outlined attention kernel (a `gpu.func` with a
+    `kvattn.tile_config` of kind attention or attention_varlen), tags every
+    scratch tile of its tile program (`memref.alloca`) with what it holds,
+    `kvattn.tile_role` (`query`, `accumulator`, `scores`, `row_stats`), and
+    the tiles whose entries live in the lanes' registers with the fragment
+    layout they follow, `kvattn.fragment_layout`: the accumulator and the
+    scores take the accumulator fragment of `mma.sync.m16n8k16` (one or two
+    m16 tiles per warp: `block_m = 32 x num_warps` gives two), or of
+    `wgmma.mma_async.m64nNk16` on kernels marked `kvattn.wgmma`; on
+    `mma.sync` kernels the query tile is the A operand. The scalar lowering
+    owns its entries as the mma.sync accumulator does, so its kernels get
+    that layout too. A tile that no tile op uses, or that two uses give
+    different roles, is an error.
+
+    It also writes the kernel's schedule, `kvattn.gpu_schedule`: the
+    tensor-core mode (`scalar`, `mma_sync`, `wgmma`: the outlining's
+    `kvattn.tensor_cores` / `kvattn.wgmma`), the pipeline depth (2: each K
+    block issued one step ahead by the program's `tile.prefetch`, on tensor
+    cores), the TMA rings' stages (`kvattn.tma` kernels), and whether the
+    scores and the query fragments stay in registers; and on the tile ops
+    which op issues which copy: `kvattn.value_prefetch = id` on a `tile.qk`
+    and the `tile.softmax_update` of the same KV block (the qk issues its V
+    block after its barrier), `kvattn.key_prefetch = id` on a
+    `tile.prefetch` and the `tile.softmax_update` that issues it after its
+    own barrier (tensor cores without TMA). -kvattn-lower-tile-to-gpu reads
+    these attributes, obeys them, and refuses a kernel without them
+    (docs/gpu-lowering.md, "Tile roles, fragment layouts and the schedule").
+  }];
+  let options = [
+    Option<"valuePrefetch", "value-prefetch", "bool", /*default=*/"true",
+           "On tensor cores, let each tile.qk issue the V block of its "
+           "tile.softmax_update (false: the softmax issues it itself)">,
+    Option<"keyPrefetch", "key-prefetch", "bool", /*default=*/"true",
+           "On tensor cores, issue each K block one step ahead where the "
+           "program has tile.prefetch (pipeline_depth = 2; false: 1, each "
+           "tile.qk loads its own)">,
+    Option<"queryInRegisters", "query-in-registers", "bool",
+           /*default=*/"true",
+           "On mma.sync, keep each warp's query A fragments in registers "
+           "where they fit (false: read from the query tile per k step)">,
+  ];
+  let dependentDialects = ["::mlir::kvattn::KVAttnDialect"];
+}
+
 def LowerTileToGPUPass : Pass<"kvattn-lower-tile-to-gpu"> {
   let summary = "Lower the tile ops of outlined kernels to threads, warps "
                 "and shared memory";

@@ -366,6 +366,7 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
       ptx = std::max(ptx, number(f.trim(), "+ptx"));
     lower.hardwareFp8 = sm >= 90 || (sm >= 89 && ptx >= 81);
   }
+  kernels.addPass(createAssignTileLayoutsPass());
   kernels.addPass(createLowerTileToGPUPass(lower));
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());

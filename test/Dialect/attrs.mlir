@@ -71,3 +71,32 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// The tile roles and fragment layouts of -kvattn-assign-tile-layouts.
+// CHECK-LABEL: func @tile_layouts
+// CHECK: memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, accumulator>, kvattn.tile_role = #kvattn.tile_role<accumulator>} : memref<128x64xf32>
+// CHECK: memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<wgmma_m64nNk16, rows_per_lane = 2, tiles_per_warp = 1, a_operand>, kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
+// CHECK: memref.alloca() {kvattn.tile_role = #kvattn.tile_role<row_stats>} : memref<64xf32>
+func.func @tile_layouts() {
+  %0 = memref.alloca() {kvattn.tile_role = #kvattn.tile_role<accumulator>, kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, accumulator>} : memref<128x64xf32>
+  %1 = memref.alloca() {kvattn.tile_role = #kvattn.tile_role<query>, kvattn.fragment_layout = #kvattn.fragment_layout<wgmma_m64nNk16, rows_per_lane = 2, tiles_per_warp = 1, a_operand>} : memref<64x64xf32>
+  %2 = memref.alloca() {kvattn.tile_role = #kvattn.tile_role<row_stats>} : memref<64xf32>
+  return
+}
+
+// -----
+
+// A GPU kernel's schedule; the stages and flags at their defaults (0,
+// false) are not printed.
+// CHECK-LABEL: func @schedules
+// CHECK-SAME: kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true>
+// CHECK-LABEL: func @scalar_schedule
+// CHECK-SAME: kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>
+func.func @schedules() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, query_in_registers = false>} {
+  return
+}
+func.func @scalar_schedule() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>} {
+  return
+}

@@ -269,3 +269,119 @@ func.func @params_not_on_function() {
   } {kvattn.params = []}
   return
 }
+
+// -----
+
+func.func @fragment_layout_rows() {
+  // expected-error @+1 {{mma_m16n8k16 gives a lane 2 rows per m16 tile: rows_per_lane must be 2, got 4}}
+  %0 = memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 1, accumulator>} : memref<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @fragment_layout_tiles() {
+  // expected-error @+1 {{mma_m16n8k16 layouts stack 1 or 2 m16 tiles in a warp, got tiles_per_warp = 3}}
+  %0 = memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 6, tiles_per_warp = 3, accumulator>} : memref<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @fragment_layout_wgmma_tiles() {
+  // expected-error @+1 {{wgmma_m64nNk16 gives each warp of a warpgroup 16 rows, 2 per lane: rows_per_lane = 2 and tiles_per_warp = 1, got 4 and 2}}
+  %0 = memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<wgmma_m64nNk16, rows_per_lane = 4, tiles_per_warp = 2, accumulator>} : memref<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @fragment_layout_wgmma_b() {
+  // expected-error @+1 {{wgmma_m64nNk16 reads its B operand from shared memory: it has no b_operand register fragment}}
+  %0 = memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<wgmma_m64nNk16, rows_per_lane = 2, tiles_per_warp = 1, b_operand>} : memref<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @fragment_layout_shape() {
+  // expected-error @+2 {{expected ::mlir::kvattn::MmaShape to be one of: mma_m16n8k16, wgmma_m64nNk16}}
+  // expected-error @+1 {{failed to parse KVAttn_FragmentLayoutAttr parameter 'shape'}}
+  %0 = memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k8, rows_per_lane = 2, tiles_per_warp = 1, accumulator>} : memref<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @tile_role_not_typed() {
+  // expected-error @+1 {{'kvattn.tile_role' is not a #kvattn.tile_role: "scores"}}
+  %0 = memref.alloca() {kvattn.tile_role = "scores"} : memref<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @tile_role_not_on_a_tile(%i: index) {
+  // expected-error @+1 {{'kvattn.tile_role' belongs on an op defining one statically shaped tile}}
+  %0 = arith.addi %i, %i {kvattn.tile_role = #kvattn.tile_role<scores>} : index
+  return
+}
+
+// -----
+
+// expected-error @+1 {{pipeline_depth is 1 (each tile.qk loads its K block) or 2 (one block ahead), got 3}}
+func.func @schedule_depth() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 3>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{the TMA rings are a wgmma kernel's, 2 K stages and 1 or 2 V stages: got 2 and 2 with mode mma_sync}}
+func.func @schedule_tma_mode() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{a TMA ring has K and V stages, or neither: got 2 and 0}}
+func.func @schedule_tma_half() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{scores_in_registers needs tensor cores (the scalar lowering reads the shared score tile)}}
+func.func @schedule_scalar_scores() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1, scores_in_registers = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{query_in_registers holds mma.sync A fragments: mode wgmma has none}}
+func.func @schedule_wgmma_query() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, query_in_registers = true>} {
+  return
+}
+
+// -----
+
+func.func @schedule_not_on_a_function(%i: index) {
+  // expected-error @+1 {{'kvattn.gpu_schedule' belongs on a kernel function}}
+  %0 = arith.addi %i, %i {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>} : index
+  return
+}
+
+// -----
+
+func.func @prefetch_id_type(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  // expected-error @+1 {{'kvattn.value_prefetch' is a non-negative i64 pairing id, got -1 : i64}}
+  kvattn.tile.init %m, %l, %acc {kvattn.value_prefetch = -1 : i64} : memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @prefetch_id_op(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  // expected-error @+1 {{'kvattn.key_prefetch' belongs on a kvattn.tile.prefetch or a kvattn.tile.softmax_update}}
+  kvattn.tile.init %m, %l, %acc {kvattn.key_prefetch = 0 : i64} : memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}

@@ -1,5 +1,5 @@
-// RUN: kvattn-opt %s -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=BASES
-// RUN: kvattn-opt %s -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu="wide-tile-address-bases=false" -cse | FileCheck %s --check-prefix=INDICES
+// RUN: kvattn-opt %s -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs -kvattn-assign-tile-layouts -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=BASES
+// RUN: kvattn-opt %s -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs -kvattn-assign-tile-layouts -kvattn-lower-tile-to-gpu="wide-tile-address-bases=false" -cse | FileCheck %s --check-prefix=INDICES
 
 // The 128-row D = 128 program (32-row warps, the query read per block):
 // by default its K and V operands are read through the flat f16 view of

@@ -1,10 +1,35 @@
-// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="tensor-cores=false" -kvattn-lower-tile-to-gpu -cse | FileCheck %s --enable-var-scope
-// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --enable-var-scope --check-prefix=TC
-// RUN: kvattn-opt %s -kvattn-tile="num-stages=1" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=STAGES1
-// RUN: not kvattn-opt %s -kvattn-tile="block-m=32 num-warps=4" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=MAPPING
-// RUN: kvattn-opt %s -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=WIDE
-// RUN: not kvattn-opt %s -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs="tensor-cores=false" -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=WIDESCALAR
-// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=WGMMA
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="tensor-cores=false" -kvattn-assign-tile-layouts -kvattn-lower-tile-to-gpu -cse | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts -kvattn-lower-tile-to-gpu -cse | FileCheck %s --enable-var-scope --check-prefix=TC
+// RUN: kvattn-opt %s -kvattn-tile="num-stages=1" -kvattn-outline-tile-programs -kvattn-assign-tile-layouts -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=STAGES1
+// RUN: not kvattn-opt %s -kvattn-tile="block-m=32 num-warps=4" -kvattn-outline-tile-programs -kvattn-assign-tile-layouts -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=MAPPING
+// RUN: kvattn-opt %s -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs -kvattn-assign-tile-layouts -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=WIDE
+// RUN: not kvattn-opt %s -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs="tensor-cores=false" -kvattn-assign-tile-layouts -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=WIDESCALAR
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=WGMMA
+// RUN: not kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=UNASSIGNED
+// The lowering reads the kernel's schedule and the tiles' roles and
+// layouts; without -kvattn-assign-tile-layouts it refuses the kernel by name.
+// UNASSIGNED: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the kernel needs a kvattn.gpu_schedule (run -kvattn-assign-tile-layouts before the lowering)
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts="value-prefetch=false key-prefetch=false query-in-registers=false" -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=OBEY
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | sed -e 's/scores_in_registers = true, //' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=DISAGREE
+// The lowering obeys the schedule where it is a free choice: without the
+// pairings each tile.qk loads its own K block (no cp.async before the KV
+// loop) and each softmax its V block; without query fragments in
+// registers Q.K^T reads the query tile per k step (no [4][4] fragment
+// array). Where the outlining's shared memory fixed a decision, a schedule
+// that disagrees is refused.
+// OBEY-LABEL: gpu.func @f_kvattn_0
+// OBEY-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 1, scores_in_registers = true>
+// OBEY-NOT:     memref<4x4xvector<2xf16>>
+// OBEY-NOT:     nvgpu.device_async_copy
+// OBEY:         scf.for
+// OBEY:           nvgpu.device_async_copy
+// OBEY:           nvvm.cp.async.wait.group 0
+// OBEY:           gpu.barrier
+// OBEY:           nvvm.mma.sync
+// OBEY:           nvgpu.device_async_copy
+// OBEY:           nvvm.cp.async.wait.group 0
+// OBEY:           gpu.barrier
+// DISAGREE: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the schedule keeps the scores in shared memory, the kernel's shared memory layout the other way
 // The sm_90a lowering (kvattn.wgmma; WgmmaTiles.cpp) with the TMA ring
 // (kvattn.tma: a contiguous cache): thread 0 initialises the mbarriers,
 // then per KV block the producer's empty-barrier wait, arrive.expect_tx and

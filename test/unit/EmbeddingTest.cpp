@@ -7,14 +7,18 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/CPU/CpuRunner.h"
+#include "kvattn/Passes/Passes.h"
+#include "kvattn/Passes/TileToGPU.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Target/Ptx.h"
-#include "kvattn/Passes/Passes.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -177,6 +181,73 @@ TEST_F(Embedding, BadOptionsAreStatusNotAbort) {
   EXPECT_NE(s.message().find("index bitwidth 16 is not supported (32 or 64)"),
             std::string::npos)
       << s.message();
+}
+
+// An embedder lowers the tile ops of an mma.sync kernel with the mma.sync
+// pattern set alone (kvattn/Passes/TileToGPU.h), after the passes that
+// write the kernel's schedule, roles and layouts; the wgmma set does not
+// match that kernel and says so.
+TEST_F(Embedding, MmaSyncPatternSetOnItsOwn) {
+  ASSERT_TRUE(module);
+  mlir::PassManager pm(context.get());
+  pm.addPass(mlir::kvattn::createTilePass());
+  pm.addPass(mlir::kvattn::createOutlineTileProgramsPass());
+  pm.nest<mlir::gpu::GPUModuleOp>().addPass(
+      mlir::kvattn::createAssignTileLayoutsPass());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  mlir::gpu::GPUFuncOp kernel;
+  module->walk([&](mlir::gpu::GPUFuncOp f) { kernel = f; });
+  ASSERT_TRUE(kernel);
+  auto countTileOps = [&] {
+    int n = 0;
+    kernel.walk([&](mlir::Operation *op) {
+      n += op->getName().getStringRef().starts_with("kvattn.tile.");
+    });
+    return n;
+  };
+  const int tileOps = countTileOps();
+  ASSERT_GT(tileOps, 0);
+
+  // The wgmma set: no pattern lowers an mma.sync kernel's ops.
+  {
+    mlir::OwningOpRef<mlir::ModuleOp> copy(module->clone());
+    mlir::gpu::GPUFuncOp other;
+    copy->walk([&](mlir::gpu::GPUFuncOp f) { other = f; });
+    auto state = mlir::kvattn::prepareGpuTileLowering(other);
+    ASSERT_TRUE(mlir::succeeded(state));
+    EXPECT_EQ(mlir::kvattn::getTensorCoreMode(**state),
+              mlir::kvattn::TensorCoreMode::mma_sync);
+    mlir::RewritePatternSet wgmma(context.get());
+    mlir::kvattn::populateTileToWgmmaPatterns(wgmma, **state);
+    std::string message;
+    mlir::ScopedDiagnosticHandler handler(context.get(),
+                                          [&](mlir::Diagnostic &d) {
+                                            message = d.str();
+                                            return mlir::success();
+                                          });
+    EXPECT_TRUE(mlir::failed(
+        mlir::kvattn::applyGpuTilePatterns(**state, std::move(wgmma))));
+    EXPECT_NE(message.find("no pattern of the given sets lowers this op on a "
+                           "mma_sync kernel"),
+              std::string::npos)
+        << message;
+  }
+
+  auto state = mlir::kvattn::prepareGpuTileLowering(kernel);
+  ASSERT_TRUE(mlir::succeeded(state));
+  mlir::RewritePatternSet patterns(context.get());
+  mlir::kvattn::populateTileToMmaSyncPatterns(patterns, **state);
+  ASSERT_TRUE(mlir::succeeded(
+      mlir::kvattn::applyGpuTilePatterns(**state, std::move(patterns))));
+  EXPECT_EQ(countTileOps(), 0);
+  int mma = 0, tiles = 0;
+  kernel.walk([&](mlir::Operation *op) {
+    mma += op->getName().getStringRef() == "nvvm.mma.sync";
+    tiles += op->hasAttr("kvattn.tile_role");
+  });
+  EXPECT_GT(mma, 0);   // Q.K^T and P.V on tensor cores
+  EXPECT_EQ(tiles, 0); // every tile became shared memory or registers
+  EXPECT_TRUE(mlir::succeeded(mlir::verify(kernel)));
 }
 
 } // namespace

@@ -29,6 +29,15 @@ inline MemRefType privateTileType(const FragmentLayout &layout, int64_t columns,
       element);
 }
 
+/// The C++ description of a #kvattn.fragment_layout (a verified one):
+/// mma.sync's m16n8k16 fragment of `tiles_per_warp` m16 tiles, or wgmma's
+/// m64nNk16 (the operand kind does not change who owns what).
+inline FragmentLayout fragmentLayoutOf(FragmentLayoutAttr attr) {
+  if (attr.getShape() == MmaShape::wgmma_m64nNk16)
+    return FragmentLayout::wgmmaM64NK16Accumulator();
+  return FragmentLayout::mmaM16N8K16Accumulator(attr.getTilesPerWarp());
+}
+
 /// Values that depend only on the thread (shared-memory offsets of its
 /// ldmatrix and cp.async operands, ...), computed once per program at the
 /// kernel's entry, after the thread coordinates, instead of in every KV

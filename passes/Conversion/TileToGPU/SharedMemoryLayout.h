@@ -67,41 +67,38 @@ inline int64_t mmaTilesPerWarp(TileConfigAttr config) {
 
 inline int64_t alignTo16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 
-/// The program's accumulator tile (the acc of its tile.init): the GPU
-/// lowering keeps each lane's entries in registers instead.
-inline bool isAccumulator(memref::AllocaOp alloca) {
-  return llvm::any_of(alloca->getUsers(), [&](Operation *user) {
-    auto init = dyn_cast<TileInitOp>(user);
-    return init && init.getAcc() == alloca.getResult();
-  });
+/// What a scratch tile holds, inferred from its uses by the tile ops: the
+/// acc, max or sum of a tile.init, the tile of a tile.load_q, the scores of a
+/// tile.qk; none for anything else. -kvattn-assign-tile-layouts writes it
+/// as kvattn.tile_role (and refuses a tile with two roles or none); the
+/// outlining, which runs before, infers it.
+inline std::optional<TileRole> inferTileRole(memref::AllocaOp alloca) {
+  std::optional<TileRole> role;
+  Value tile = alloca.getResult();
+  for (Operation *user : alloca->getUsers()) {
+    if (auto init = dyn_cast<TileInitOp>(user)) {
+      if (init.getAcc() == tile)
+        return TileRole::accumulator;
+      if (init.getMax() == tile || init.getSum() == tile)
+        role = TileRole::row_stats;
+    } else if (auto load = dyn_cast<TileLoadQOp>(user)) {
+      if (load.getQTile() == tile && !role)
+        role = TileRole::query;
+    } else if (auto qk = dyn_cast<TileQKOp>(user)) {
+      if (qk.getScores() == tile && !role)
+        role = TileRole::scores;
+    }
+  }
+  return role;
 }
 
-/// The program's query tile (the tile of its tile.load_q): on tensor cores
-/// it holds the query rows in their own 16-bit type.
-inline bool isQueryTile(memref::AllocaOp alloca) {
-  return llvm::any_of(alloca->getUsers(), [&](Operation *user) {
-    auto load = dyn_cast<TileLoadQOp>(user);
-    return load && load.getQTile() == alloca.getResult();
-  });
-}
+/// The role of a tile as a layout computation sees it: inferTileRole
+/// before -kvattn-assign-tile-layouts, getTileRole (the attribute) after.
+using TileRoleFn =
+    llvm::function_ref<std::optional<TileRole>(memref::AllocaOp)>;
 
-/// The program's running max and sum tiles (those of its tile.init): on
-/// tensor cores each lane keeps its rows' statistics in registers instead.
-inline bool isRowStatTile(memref::AllocaOp alloca) {
-  return llvm::any_of(alloca->getUsers(), [&](Operation *user) {
-    auto init = dyn_cast<TileInitOp>(user);
-    return init && (init.getMax() == alloca.getResult() ||
-                    init.getSum() == alloca.getResult());
-  });
-}
-
-/// The program's score tile (the scores of its tile.qk): on tensor cores
-/// each lane's entries are kept in registers instead.
-inline bool isScoreTile(memref::AllocaOp alloca) {
-  return llvm::any_of(alloca->getUsers(), [&](Operation *user) {
-    auto qk = dyn_cast<TileQKOp>(user);
-    return qk && qk.getScores() == alloca.getResult();
-  });
+inline std::optional<TileRole> tileRoleAttrOf(memref::AllocaOp alloca) {
+  return getTileRole(alloca);
 }
 
 /// Computes the layout of the program rooted at `root` (an scf.forall body
@@ -113,7 +110,8 @@ inline bool isScoreTile(memref::AllocaOp alloca) {
 /// row statistics (registers on tensor cores) none.
 inline FailureOr<SharedMemoryLayout>
 computeSharedMemoryLayout(Operation *root, bool privateScores = false,
-                          bool query16 = false) {
+                          bool query16 = false,
+                          TileRoleFn roleOf = inferTileRole) {
   SharedMemoryLayout layout;
   int64_t offset = 0;
   bool ok = true;
@@ -142,15 +140,17 @@ computeSharedMemoryLayout(Operation *root, bool privateScores = false,
   const int64_t eltBytes = elementType.getIntOrFloatBitWidth() / 8;
   root->walk([&](memref::AllocaOp alloca) {
     // The accumulator is per thread (registers), not shared.
-    if (isAccumulator(alloca) || (privateScores && isScoreTile(alloca)) ||
-        (query16 && isRowStatTile(alloca)))
+    std::optional<TileRole> role = roleOf(alloca);
+    if (role == TileRole::accumulator ||
+        (privateScores && role == TileRole::scores) ||
+        (query16 && role == TileRole::row_stats))
       return;
     MemRefType type = alloca.getType();
     if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat()) {
       ok = false;
       return;
     }
-    const int64_t bits = query16 && eltBytes == 2 && isQueryTile(alloca)
+    const int64_t bits = query16 && eltBytes == 2 && role == TileRole::query
                              ? 16
                              : type.getElementType().getIntOrFloatBitWidth();
     layout.tiles.push_back(alloca);
@@ -225,16 +225,17 @@ inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
 /// shared memory (SharedMemoryLayout::wgmma).
 inline FailureOr<SharedMemoryLayout>
 computeTensorCoreLayout(Operation *root, int64_t mmaTiles = 1,
-                        bool wgmma = false) {
+                        bool wgmma = false,
+                        TileRoleFn roleOf = inferTileRole) {
   FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(
-      root, /*privateScores=*/false, /*query16=*/true);
+      root, /*privateScores=*/false, /*query16=*/true, roleOf);
   if (failed(layout))
     return layout;
   layout->mmaTiles = mmaTiles;
   layout->wgmma = wgmma;
   if (keepScoresInRegisters(*layout)) {
     layout = computeSharedMemoryLayout(root, /*privateScores=*/true,
-                                       /*query16=*/true);
+                                       /*query16=*/true, roleOf);
     layout->mmaTiles = mmaTiles;
     layout->wgmma = wgmma;
   }
@@ -257,7 +258,8 @@ inline constexpr llvm::StringLiteral kWgmmaAttr = "kvattn.wgmma";
 /// query tile and both stages 1024-byte aligned (the 128-byte swizzle's
 /// pattern; the dynamic shared memory is 1024-aligned on sm_90a). Other
 /// programs keep mma.sync, assembled for sm_90a.
-inline bool canUseWgmma(const SharedMemoryLayout &layout, int64_t numWarps) {
+inline bool canUseWgmma(const SharedMemoryLayout &layout, int64_t numWarps,
+                        TileRoleFn roleOf = inferTileRole) {
   auto panelled = [](int64_t cols) { return cols == 64 || cols == 128; };
   if (!canUseTensorCores(layout) || layout.mmaTiles != 1 || numWarps <= 0 ||
       numWarps % 4 != 0 || !panelled(layout.keyCols) ||
@@ -266,7 +268,7 @@ inline bool canUseWgmma(const SharedMemoryLayout &layout, int64_t numWarps) {
       layout.stageOffset % 1024 != 0 || layout.valueStageOffset % 1024 != 0)
     return false;
   for (auto [alloca, offset] : llvm::zip(layout.tiles, layout.offsets))
-    if (isQueryTile(alloca) && offset % 1024 != 0)
+    if (roleOf(alloca) == TileRole::query && offset % 1024 != 0)
       return false;
   return true;
 }

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvattn/Passes/TileToGPU.h"
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
 #include "passes/Conversion/Fp8.h"
@@ -36,6 +37,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Rewrite/PatternApplicator.h"
 
 #include <cmath>
 
@@ -199,35 +201,62 @@ void stageBlock(GpuEmitter &e, Value stage, Value source, Value blockTable,
   });
 }
 
-/// The tile.softmax_update of the same KV block as `qk`, later in its
-/// block, whose V block can therefore be loaded while Q.K^T runs.
-TileSoftmaxOp findSoftmaxOfBlock(TileQKOp qk) {
-  for (Operation *op = qk->getNextNode(); op; op = op->getNextNode()) {
-    auto softmax = dyn_cast<TileSoftmaxOp>(op);
-    if (!softmax)
-      continue;
-    if (softmax.getScores() == qk.getScores() &&
-        softmax.getBatch() == qk.getBatch() &&
-        softmax.getKvHead() == qk.getKvHead() &&
-        softmax.getStart() == qk.getStart() &&
-        softmax.getCols() == qk.getCols() &&
-        softmax.getBlockTable() == qk.getBlockTable())
-      return softmax;
-    return {};
+/// The schedule's pairings of a kernel's tile ops (kvattn.value_prefetch,
+/// kvattn.key_prefetch): `valueOfQK[qk]` the tile.softmax_update whose V
+/// block the tile.qk issues; `deferred[softmax]` the tile.prefetch that
+/// tile.softmax_update issues, and `deferred[prefetch]` the tile.prefetch
+/// itself (lowered by its softmax, erased after it).
+struct PrefetchPairs {
+  llvm::DenseMap<Operation *, TileSoftmaxOp> valueOfQK;
+  llvm::DenseMap<Operation *, TilePrefetchOp> deferred;
+};
+
+FailureOr<PrefetchPairs> readPrefetchPairs(gpu::GPUFuncOp kernel,
+                                           ArrayRef<Operation *> tileOps) {
+  PrefetchPairs pairs;
+  llvm::DenseMap<int64_t, std::pair<Operation *, Operation *>> value, key;
+  auto pair = [&](auto &map, int64_t id, Operation *op, bool issuer) {
+    auto &[issuerOp, softmax] = map[id];
+    Operation *&slot = issuer ? issuerOp : softmax;
+    if (slot)
+      return false;
+    slot = op;
+    return true;
+  };
+  for (Operation *op : tileOps) {
+    if (std::optional<int64_t> id = getValuePrefetchId(op))
+      if (!pair(value, *id, op, isa<TileQKOp>(op)))
+        return op->emitOpError()
+               << "kvattn-lower-tile-to-gpu: " << kValuePrefetchAttrName << " "
+               << *id << " pairs more than two ops";
+    if (std::optional<int64_t> id = getKeyPrefetchId(op))
+      if (!pair(key, *id, op, isa<TilePrefetchOp>(op)))
+        return op->emitOpError()
+               << "kvattn-lower-tile-to-gpu: " << kKeyPrefetchAttrName << " "
+               << *id << " pairs more than two ops";
   }
-  return {};
+  for (auto &[id, ops] : value) {
+    if (!ops.first || !ops.second)
+      return kernel.emitOpError()
+             << "kvattn-lower-tile-to-gpu: " << kValuePrefetchAttrName << " "
+             << id << " names no tile.qk and tile.softmax_update pair";
+    pairs.valueOfQK[ops.first] = cast<TileSoftmaxOp>(ops.second);
+  }
+  for (auto &[id, ops] : key) {
+    if (!ops.first || !ops.second)
+      return kernel.emitOpError()
+             << "kvattn-lower-tile-to-gpu: " << kKeyPrefetchAttrName << " "
+             << id << " names no tile.prefetch and tile.softmax_update pair";
+    auto prefetch = cast<TilePrefetchOp>(ops.first);
+    pairs.deferred[ops.second] = prefetch;
+    pairs.deferred[prefetch] = prefetch;
+  }
+  return pairs;
 }
 
-void lowerQK(GpuEmitter &e, TileQKOp op,
-             llvm::SmallPtrSetImpl<Operation *> &prefetched) {
-  if (e.t.tensorCores) {
-    TileSoftmaxOp softmax = findSoftmaxOfBlock(op);
-    if (softmax)
-      prefetched.insert(softmax);
-    if (e.t.wgmma)
-      return lowerQKWithWgmma(e, op, softmax);
-    return lowerQKOnTensorCores(e, op, softmax);
-  }
+/// tile.qk on scalar FMAs (tensor cores: lowerQKOnTensorCores,
+/// lowerQKWithWgmma).
+void lowerQKScalar(GpuEmitter &e, TileQKOp op) {
   auto scoresType = cast<MemRefType>(op.getScores().getType());
   int64_t bn = scoresType.getDimSize(1);
   int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
@@ -764,17 +793,101 @@ LogicalResult lowerMergeKernel(gpu::GPUFuncOp kernel, int64_t numWarps) {
   return success();
 }
 
-LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
-                          bool hardwareFp8) {
+} // namespace
+
+/// The lowering state of one kernel, shared by its tile ops' patterns.
+class mlir::kvattn::GpuTileLowering {
+public:
+  gpu::GPUFuncOp kernel;
+  TensorCoreMode mode = TensorCoreMode::scalar;
+  Threads t;
+  ThreadConstants constants;
+  /// The tile ops lowered where they stand, in program order (not the
+  /// tile.prefetch ops their tile.softmax_update issues).
+  SmallVector<Operation *> tileOps;
+  /// The schedule's pairings: the tile.softmax_update whose V block a
+  /// tile.qk issues, and those whose V is issued (by their tile.qk, lowered
+  /// first); the tile.prefetch a tile.softmax_update issues.
+  llvm::DenseMap<Operation *, TileSoftmaxOp> valuePrefetch;
+  llvm::SmallPtrSet<Operation *, 4> valuePrefetched;
+  llvm::DenseMap<Operation *, TilePrefetchOp> deferredPrefetch;
+  /// The tiles that become registers, erased once their uses are lowered.
+  memref::AllocaOp accTile, scoreTile;
+  SmallVector<memref::AllocaOp> statTiles;
+};
+
+void mlir::kvattn::GpuTileLoweringDeleter::operator()(
+    GpuTileLowering *state) const {
+  delete state;
+}
+
+TensorCoreMode mlir::kvattn::getTensorCoreMode(const GpuTileLowering &state) {
+  return state.mode;
+}
+
+FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
+    gpu::GPUFuncOp kernel, bool wideTileAddressBases, bool hardwareFp8) {
   TileConfigAttr config = getTileConfig(kernel);
+  if (!config || (config.getKind() != KernelKind::attention &&
+                  config.getKind() != KernelKind::attention_varlen))
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: the tile patterns lower attention "
+              "kernels (a kvattn.tile_config of kind attention or "
+              "attention_varlen)";
   int64_t numWarps = config.getNumWarps();
-  if (config.getKind() == KernelKind::merge)
-    return lowerMergeKernel(kernel, numWarps);
-  // Tensor cores as decided by the outlining (the scores then live in
-  // registers: the shared memory layout differs).
-  const bool tensorCores = kernel->hasAttr(kTensorCoresAttr);
-  const bool wgmma = tensorCores && kernel->hasAttr(kWgmmaAttr);
-  FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(kernel);
+  // The dialects whose ops the patterns create (the pass has them loaded
+  // already: its dependent dialects; an embedder may not).
+  kernel.getContext()
+      ->loadDialect<arith::ArithDialect, gpu::GPUDialect, LLVM::LLVMDialect,
+                    math::MathDialect, memref::MemRefDialect,
+                    nvgpu::NVGPUDialect, NVVM::NVVMDialect, scf::SCFDialect,
+                    vector::VectorDialect>();
+  GpuTileLoweringPtr state(new GpuTileLowering());
+  state->kernel = kernel;
+  // The schedule (-kvattn-assign-tile-layouts): tensor cores as the
+  // outlining decided them (the shared memory layout differs), the copies'
+  // pipeline, what stays in registers.
+  GpuScheduleAttr schedule = getGpuSchedule(kernel);
+  if (!schedule)
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: the kernel needs a "
+           << kGpuScheduleAttrName
+           << " (run -kvattn-assign-tile-layouts before the lowering)";
+  const bool tensorCores = schedule.getMode() != TensorCoreMode::scalar;
+  const bool wgmma = schedule.getMode() == TensorCoreMode::wgmma;
+  // The tiles' roles and fragment layouts (-kvattn-assign-tile-layouts).
+  memref::AllocaOp &accTile = state->accTile, &scoreTile = state->scoreTile;
+  SmallVector<memref::AllocaOp> rowStatTiles;
+  WalkResult unassigned =
+      kernel.walk([&](memref::AllocaOp alloca) {
+        std::optional<TileRole> role = getTileRole(alloca);
+        if (!role) {
+          alloca.emitOpError()
+              << "kvattn-lower-tile-to-gpu: this tile has no "
+              << kTileRoleAttrName
+              << " (run -kvattn-assign-tile-layouts before the lowering)";
+          return WalkResult::interrupt();
+        }
+        if (*role == TileRole::accumulator)
+          accTile = alloca;
+        else if (*role == TileRole::scores)
+          scoreTile = alloca;
+        else if (*role == TileRole::row_stats)
+          rowStatTiles.push_back(alloca);
+        return WalkResult::advance();
+      });
+  if (unassigned.wasInterrupted())
+    return failure();
+  FragmentLayoutAttr fragments =
+      accTile ? getFragmentLayout(accTile) : FragmentLayoutAttr();
+  if (!fragments)
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: the program's accumulator tile needs "
+              "a "
+           << kFragmentLayoutAttrName
+           << " (run -kvattn-assign-tile-layouts before the lowering)";
+  FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(
+      kernel, /*privateScores=*/false, /*query16=*/false, tileRoleAttrOf);
   if (failed(layout))
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: the program's tiles need static "
@@ -799,10 +912,23 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
   const int64_t mmaTiles = mmaTilesPerWarp(config);
   layout->mmaTiles = mmaTiles;
   layout->wgmma = wgmma;
-  const bool privateScores = tensorCores && keepScoresInRegisters(*layout);
+  if ((fragments.getShape() == MmaShape::wgmma_m64nNk16) != wgmma ||
+      fragments.getTilesPerWarp() != mmaTiles)
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: the accumulator's " << fragments
+           << " does not match the kernel (" << (wgmma ? "wgmma" : "mma.sync")
+           << ", " << mmaTiles << " m16 tile(s) per warp)";
+  // The scores in registers: the outlining gave the score tile no shared
+  // memory exactly when keepScoresInRegisters, so the schedule must agree.
+  const bool privateScores = schedule.getScoresInRegisters();
+  if (privateScores != (tensorCores && keepScoresInRegisters(*layout)))
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: the schedule keeps the scores "
+           << (privateScores ? "in registers" : "in shared memory")
+           << ", the kernel's shared memory layout the other way";
   if (tensorCores)
-    layout = computeTensorCoreLayout(kernel, mmaTiles, wgmma);
-  if (wgmma && !canUseWgmma(*layout, numWarps))
+    layout = computeTensorCoreLayout(kernel, mmaTiles, wgmma, tileRoleAttrOf);
+  if (wgmma && !canUseWgmma(*layout, numWarps, tileRoleAttrOf))
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: marked " << kWgmmaAttr
            << " but the program does not fit the wgmma lowering (whole "
@@ -828,17 +954,26 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
               "use block-m = 16 x num-warps";
   // sm_90a: K and V by TMA through the mbarrier rings (decided by the
   // outlining: the tensor maps are a parameter).
-  const bool tma = wgmma && kernel->hasAttr(kTmaAttr);
+  const bool tma = schedule.getTmaKeyStages() > 0;
   int tensorMapsArg = -1;
   for (auto [i, param] : llvm::enumerate(getKernelParams(kernel)))
     if (param.getKind() == ParamKind::tensor_maps)
       tensorMapsArg = static_cast<int>(i);
   if (tma != (tensorMapsArg >= 0))
     return kernel.emitOpError()
-           << "kvattn-lower-tile-to-gpu: " << kTmaAttr
-           << " and a tensor_maps parameter go together (a wgmma kernel)";
-  if (tma)
+           << "kvattn-lower-tile-to-gpu: a TMA schedule and a tensor_maps "
+              "parameter go together (a wgmma kernel)";
+  if (tma) {
     addTmaRing(*layout);
+    if (schedule.getTmaKeyStages() != kTmaStages ||
+        schedule.getTmaValueStages() != layout->tmaValueStages)
+      return kernel.emitOpError()
+             << "kvattn-lower-tile-to-gpu: the schedule's TMA rings ("
+             << schedule.getTmaKeyStages() << " K, "
+             << schedule.getTmaValueStages()
+             << " V stages) are not the shared memory layout's (" << kTmaStages
+             << ", " << layout->tmaValueStages << ")";
+  }
   if (auto bytes =
           kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes");
       bytes && bytes.getInt() != layout->totalBytes)
@@ -866,45 +1001,37 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
         smem, arith::ConstantIndexOp::create(b, offset), ValueRange{});
   };
   // The row-statistic tiles the tensor-core layout leaves out (rowStats).
-  SmallVector<memref::AllocaOp> statTiles;
-  kernel.walk([&](memref::AllocaOp alloca) {
-    if (isRowStatTile(alloca) && !llvm::is_contained(layout->tiles, alloca))
+  SmallVector<memref::AllocaOp> &statTiles = state->statTiles;
+  for (memref::AllocaOp alloca : rowStatTiles)
+    if (!llvm::is_contained(layout->tiles, alloca))
       statTiles.push_back(alloca);
-  });
   for (auto [alloca, offset] : llvm::zip(layout->tiles, layout->offsets)) {
     MemRefType type = alloca.getType();
     // Tensor cores: the query tile holds the rows in the 16-bit operand
     // type (computeTensorCoreLayout gave it half the f32 bytes); the tile
     // ops that use it are lowered below and read it as such (halfView).
-    Type elt = tensorCores && isQueryTile(alloca) ? layout->stageElementType
-                                                  : type.getElementType();
+    Type elt = tensorCores && getTileRole(alloca) == TileRole::query
+                   ? layout->stageElementType
+                   : type.getElementType();
     alloca.getResult().replaceAllUsesWith(view(offset, type.getShape(), elt));
     alloca.erase();
   }
-  Threads t;
+  state->mode = schedule.getMode();
+  Threads &t = state->t;
   t.count = 32 * numWarps;
-  t.layout = wgmma ? FragmentLayout::wgmmaM64NK16Accumulator()
-                   : FragmentLayout::mmaM16N8K16Accumulator(mmaTiles);
+  t.layout = fragmentLayoutOf(fragments);
   t.wgmma = wgmma;
   // The accumulator: each lane's entries in private memory indexed by
   // constants only (registers after SROA), replacing the tile.
-  memref::AllocaOp accTile;
-  kernel.walk([&](memref::AllocaOp alloca) {
-    if (isAccumulator(alloca))
-      accTile = alloca;
-  });
   if (accTile) {
     int64_t dv = accTile.getType().getDimSize(1);
     t.acc = memref::AllocaOp::create(
         b, privateTileType(t.layout, dv, b.getF32Type()));
   }
   // On tensor cores, small tiles: the scores too, [2][BN / 8][2] per lane.
-  memref::AllocaOp scoreTile;
+  if (!privateScores)
+    scoreTile = {}; // a tile in shared memory: replaced by its view above
   if (privateScores) {
-    kernel.walk([&](memref::AllocaOp alloca) {
-      if (isScoreTile(alloca))
-        scoreTile = alloca;
-    });
     if (scoreTile)
       t.scores = memref::AllocaOp::create(
           b, privateTileType(t.layout, scoreTile.getType().getDimSize(1),
@@ -929,9 +1056,15 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
     kernel.walk([&](TileLoadQOp load) {
       sameType &= getElementTypeOrSelf(load.getQuery().getType()) == qElt;
     });
-    if (sameType && keepQueryInRegisters(*layout))
+    if (schedule.getQueryInRegisters()) {
+      if (!sameType || !keepQueryInRegisters(*layout))
+        return kernel.emitOpError()
+               << "kvattn-lower-tile-to-gpu: the schedule keeps the query "
+                  "fragments in registers, but they do not fit (more than 32 "
+                  "per lane) or the query is not in the mma's operand type";
       t.qFragments = memref::AllocaOp::create(
           b, queryFragmentsType(ctx, qType.getDimSize(1), qElt, mmaTiles));
+    }
   }
   if (tensorCores)
     t.rowStats = memref::AllocaOp::create(
@@ -955,7 +1088,14 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
       tensorCores && !privateScores && layout->stageRows % 32 == 0;
   bool hasPrefetch = false;
   kernel.walk([&](TilePrefetchOp) { hasPrefetch = true; });
-  t.prefetchKeys = t.tensorCores && hasPrefetch;
+  if (schedule.getPipelineDepth() > 1 && !(t.tensorCores && hasPrefetch))
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: pipeline_depth = "
+           << schedule.getPipelineDepth()
+           << " needs tensor cores and the program's tile.prefetch";
+  // pipeline_depth = 1: each tile.qk loads its K block; the program's
+  // tile.prefetch ops are dropped.
+  t.prefetchKeys = schedule.getPipelineDepth() > 1;
   t.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value c32 = arith::ConstantIndexOp::create(b, 32);
   t.warp = arith::DivUIOp::create(b, t.tid, c32);
@@ -967,7 +1107,7 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
   t.leanAddresses = wideTileAddressBases || mmaTiles == 1 || t.qFragments;
   t.hardwareFp8 = hardwareFp8;
   // The thread-constant addresses of the tile ops go after the coordinates.
-  ThreadConstants constants;
+  ThreadConstants &constants = state->constants;
   constants.last = t.quad.getDefiningOp();
   t.constants = &constants;
   if (tma) {
@@ -1015,56 +1155,211 @@ LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
             TileStoreOp, TilePrefetchOp>(op))
       tileOps.push_back(op);
   });
-  llvm::SmallPtrSet<Operation *, 4> valuePrefetched;
-  // Tensor cores: a tile.prefetch inside the KV loop (after tile.qk) is
-  // issued by the tile.softmax_update that follows it in the same block.
-  // (The TMA ring issues it where it stands: no barrier to wait for.)
-  llvm::DenseMap<Operation *, TilePrefetchOp> deferredPrefetch;
-  if (t.tensorCores && !t.tma)
-    for (Operation *op : tileOps)
-      if (auto prefetch = dyn_cast<TilePrefetchOp>(op))
-        for (Operation *next = op->getNextNode(); next;
-             next = next->getNextNode())
-          if (isa<TileSoftmaxOp>(next)) {
-            deferredPrefetch[next] = prefetch;
-            deferredPrefetch[prefetch] = prefetch;
-            break;
-          }
-  for (Operation *op : tileOps) {
-    ImplicitLocOpBuilder ob(op->getLoc(), op);
-    GpuEmitter e(ob, t);
-    if (auto o = dyn_cast<TileInitOp>(op))
-      lowerInit(e, o);
-    else if (auto o = dyn_cast<TileLoadQOp>(op))
-      lowerLoadQ(e, o);
-    else if (auto o = dyn_cast<TileQKOp>(op))
-      lowerQK(e, o, valuePrefetched);
-    else if (auto o = dyn_cast<TileMaskOp>(op))
-      lowerMask(e, o);
-    else if (auto o = dyn_cast<TileSoftmaxOp>(op))
-      lowerSoftmax(e, o, valuePrefetched.contains(o),
-                   deferredPrefetch.lookup(o));
-    else if (auto o = dyn_cast<TileStoreOp>(op))
-      lowerStore(e, o);
-    else if (auto o = dyn_cast<TilePrefetchOp>(op);
-             o && e.t.tensorCores && !deferredPrefetch.count(o))
-      lowerPrefetchOnTensorCores(e, o); // the scalar lowering loads in qk
-    if (!deferredPrefetch.count(op) || !isa<TilePrefetchOp>(op))
-      op->erase();
+  // Which op issues which copy (the schedule's pairings): a tile.qk the V
+  // block of its tile.softmax_update (kvattn.value_prefetch), a
+  // tile.softmax_update the tile.prefetch before it (kvattn.key_prefetch).
+  FailureOr<PrefetchPairs> pairs = readPrefetchPairs(kernel, tileOps);
+  if (failed(pairs))
+    return failure();
+  state->valuePrefetch = std::move(pairs->valueOfQK);
+  for (auto [key, prefetch] : pairs->deferred)
+    if (key != prefetch.getOperation())
+      state->deferredPrefetch[key] = prefetch;
+  for (Operation *op : tileOps)
+    if (!isa<TilePrefetchOp>(op) || !pairs->deferred.count(op))
+      state->tileOps.push_back(op);
+  return FailureOr<GpuTileLoweringPtr>(std::move(state));
+}
+
+LogicalResult
+mlir::kvattn::applyGpuTilePatterns(GpuTileLowering &state,
+                                   const FrozenRewritePatternSet &patterns) {
+  PatternApplicator applicator(patterns);
+  applicator.applyDefaultCostModel();
+  PatternRewriter rewriter(state.kernel.getContext());
+  for (Operation *op : state.tileOps) {
+    rewriter.setInsertionPoint(op);
+    if (failed(applicator.matchAndRewrite(op, rewriter)))
+      return op->emitOpError()
+             << "kvattn-lower-tile-to-gpu: no pattern of the given sets "
+                "lowers this op on a "
+             << stringifyTensorCoreMode(state.mode) << " kernel";
   }
-  // The deferred prefetches, once the softmax that issued them is lowered.
-  for (auto [key, prefetch] : deferredPrefetch)
-    if (key == prefetch.getOperation())
-      prefetch->erase();
-  if (accTile)
-    accTile.erase(); // its uses were the tile ops
-  if (scoreTile)
-    scoreTile.erase();
+  if (state.accTile)
+    state.accTile.erase(); // its uses were the tile ops
+  if (state.scoreTile)
+    state.scoreTile.erase();
   // Tensor cores: the row statistics were the lanes' registers; the tiles
   // of tile.init got no shared memory and have no use left.
-  for (memref::AllocaOp alloca : statTiles)
+  for (memref::AllocaOp alloca : state.statTiles)
     alloca.erase();
   return success();
+}
+
+namespace {
+
+/// The lowering of tile op `OpT` on the kernels of one tensor-core mode:
+/// `lower` writes the threads' code before the op, which is then erased.
+/// It holds a reference to the kernel's lowering state.
+template <typename OpT> struct TileOpLowering : OpRewritePattern<OpT> {
+  TileOpLowering(MLIRContext *ctx, GpuTileLowering &state, TensorCoreMode mode)
+      : OpRewritePattern<OpT>(ctx), state(state), mode(mode) {}
+
+  LogicalResult matchAndRewrite(OpT op, PatternRewriter &rewriter) const final {
+    if (state.mode != mode)
+      return rewriter.notifyMatchFailure(op, "a kernel of another mode");
+    ImplicitLocOpBuilder b(op->getLoc(), op);
+    GpuEmitter e(b, state.t);
+    lower(e, op, rewriter);
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  virtual void lower(GpuEmitter &e, OpT op,
+                     PatternRewriter &rewriter) const = 0;
+
+protected:
+  GpuTileLowering &state;
+  TensorCoreMode mode;
+};
+
+struct InitLowering : TileOpLowering<TileInitOp> {
+  using TileOpLowering::TileOpLowering;
+  void lower(GpuEmitter &e, TileInitOp op, PatternRewriter &) const override {
+    lowerInit(e, op);
+  }
+};
+
+struct LoadQLowering : TileOpLowering<TileLoadQOp> {
+  using TileOpLowering::TileOpLowering;
+  void lower(GpuEmitter &e, TileLoadQOp op, PatternRewriter &) const override {
+    lowerLoadQ(e, op);
+  }
+};
+
+struct QKScalarLowering : TileOpLowering<TileQKOp> {
+  using TileOpLowering::TileOpLowering;
+  void lower(GpuEmitter &e, TileQKOp op, PatternRewriter &) const override {
+    lowerQKScalar(e, op);
+  }
+};
+
+/// tile.qk on tensor cores; it also issues the V block of the
+/// tile.softmax_update it is paired with (kvattn.value_prefetch).
+struct QKMmaSyncLowering : TileOpLowering<TileQKOp> {
+  using TileOpLowering::TileOpLowering;
+  void lower(GpuEmitter &e, TileQKOp op, PatternRewriter &) const override {
+    TileSoftmaxOp softmax = state.valuePrefetch.lookup(op);
+    if (softmax)
+      state.valuePrefetched.insert(softmax);
+    lowerQKOnTensorCores(e, op, softmax);
+  }
+};
+
+struct QKWgmmaLowering : TileOpLowering<TileQKOp> {
+  using TileOpLowering::TileOpLowering;
+  void lower(GpuEmitter &e, TileQKOp op, PatternRewriter &) const override {
+    TileSoftmaxOp softmax = state.valuePrefetch.lookup(op);
+    if (softmax)
+      state.valuePrefetched.insert(softmax);
+    lowerQKWithWgmma(e, op, softmax);
+  }
+};
+
+struct MaskLowering : TileOpLowering<TileMaskOp> {
+  using TileOpLowering::TileOpLowering;
+  void lower(GpuEmitter &e, TileMaskOp op, PatternRewriter &) const override {
+    lowerMask(e, op);
+  }
+};
+
+/// tile.softmax_update; on tensor cores it issues the tile.prefetch it is
+/// paired with (kvattn.key_prefetch) after its barrier and erases it.
+struct SoftmaxLowering : TileOpLowering<TileSoftmaxOp> {
+  using TileOpLowering::TileOpLowering;
+  void lower(GpuEmitter &e, TileSoftmaxOp op,
+             PatternRewriter &rewriter) const override {
+    TilePrefetchOp deferred = state.deferredPrefetch.lookup(op);
+    lowerSoftmax(e, op, state.valuePrefetched.contains(op), deferred);
+    if (deferred)
+      rewriter.eraseOp(deferred);
+  }
+};
+
+struct StoreLowering : TileOpLowering<TileStoreOp> {
+  using TileOpLowering::TileOpLowering;
+  void lower(GpuEmitter &e, TileStoreOp op, PatternRewriter &) const override {
+    lowerStore(e, op);
+  }
+};
+
+/// tile.prefetch where it stands on tensor cores: the next K block's copies
+/// (cp.async, or the TMA ring's issue); with pipeline_depth = 1 nothing
+/// (each tile.qk loads its own K block).
+struct PrefetchLowering : TileOpLowering<TilePrefetchOp> {
+  using TileOpLowering::TileOpLowering;
+  void lower(GpuEmitter &e, TilePrefetchOp op,
+             PatternRewriter &) const override {
+    if (e.t.prefetchKeys)
+      lowerPrefetchOnTensorCores(e, op);
+  }
+};
+
+/// The scalar lowering loads each K block in its tile.qk: tile.prefetch
+/// goes.
+struct PrefetchScalarLowering : TileOpLowering<TilePrefetchOp> {
+  using TileOpLowering::TileOpLowering;
+  void lower(GpuEmitter &, TilePrefetchOp, PatternRewriter &) const override {}
+};
+
+} // namespace
+
+void mlir::kvattn::populateTileToScalarGpuPatterns(RewritePatternSet &patterns,
+                                                   GpuTileLowering &state) {
+  patterns.add<InitLowering, LoadQLowering, QKScalarLowering, MaskLowering,
+               SoftmaxLowering, StoreLowering, PrefetchScalarLowering>(
+      patterns.getContext(), state, TensorCoreMode::scalar);
+}
+
+void mlir::kvattn::populateTileToMmaSyncPatterns(RewritePatternSet &patterns,
+                                                 GpuTileLowering &state) {
+  patterns.add<InitLowering, LoadQLowering, QKMmaSyncLowering, MaskLowering,
+               SoftmaxLowering, StoreLowering, PrefetchLowering>(
+      patterns.getContext(), state, TensorCoreMode::mma_sync);
+}
+
+void mlir::kvattn::populateTileToWgmmaPatterns(RewritePatternSet &patterns,
+                                               GpuTileLowering &state) {
+  patterns.add<InitLowering, LoadQLowering, QKWgmmaLowering, MaskLowering,
+               SoftmaxLowering, StoreLowering, PrefetchLowering>(
+      patterns.getContext(), state, TensorCoreMode::wgmma);
+}
+
+namespace {
+
+/// One attention kernel through the pattern set of its mode.
+LogicalResult lowerKernel(gpu::GPUFuncOp kernel, bool wideTileAddressBases,
+                          bool hardwareFp8) {
+  TileConfigAttr config = getTileConfig(kernel);
+  if (config.getKind() == KernelKind::merge)
+    return lowerMergeKernel(kernel, config.getNumWarps());
+  FailureOr<GpuTileLoweringPtr> state =
+      prepareGpuTileLowering(kernel, wideTileAddressBases, hardwareFp8);
+  if (failed(state))
+    return failure();
+  RewritePatternSet patterns(kernel.getContext());
+  switch (getTensorCoreMode(**state)) {
+  case TensorCoreMode::scalar:
+    populateTileToScalarGpuPatterns(patterns, **state);
+    break;
+  case TensorCoreMode::mma_sync:
+    populateTileToMmaSyncPatterns(patterns, **state);
+    break;
+  case TensorCoreMode::wgmma:
+    populateTileToWgmmaPatterns(patterns, **state);
+    break;
+  }
+  return applyGpuTilePatterns(**state, std::move(patterns));
 }
 
 struct LowerTileToGPUPass

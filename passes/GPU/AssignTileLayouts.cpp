@@ -1,0 +1,266 @@
+//===- AssignTileLayouts.cpp - tile roles and fragment layouts as IR ------===//
+//
+// -kvattn-assign-tile-layouts (docs/gpu-lowering.md, "Tile roles, fragment
+// layouts and the schedule"): on each outlined attention kernel, every
+// scratch tile (memref.alloca) of the tile program gets its role
+// (kvattn.tile_role: what the tile ops use it as) and, where its entries
+// live in lanes' registers, the fragment layout of the tensor-core
+// instruction they follow (kvattn.fragment_layout); the kernel gets its
+// schedule (kvattn.gpu_schedule: tensor-core mode, pipeline depth, TMA
+// rings, what stays in registers) and the tile ops the pairings of their
+// copies (kvattn.value_prefetch, kvattn.key_prefetch).
+// -kvattn-lower-tile-to-gpu reads them instead of deciding itself.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Passes/Passes.h"
+#include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+namespace mlir {
+namespace kvattn {
+#define GEN_PASS_DEF_ASSIGNTILELAYOUTSPASS
+#include "kvattn/Passes/Passes.h.inc"
+} // namespace kvattn
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::kvattn;
+
+namespace {
+
+/// Every role the tile ops give `alloca` (a well-formed program gives one).
+SmallVector<TileRole, 2> rolesOf(memref::AllocaOp alloca) {
+  SmallVector<TileRole, 2> roles;
+  auto add = [&](TileRole role) {
+    if (!llvm::is_contained(roles, role))
+      roles.push_back(role);
+  };
+  Value tile = alloca.getResult();
+  for (Operation *user : alloca->getUsers()) {
+    if (auto init = dyn_cast<TileInitOp>(user)) {
+      if (init.getAcc() == tile)
+        add(TileRole::accumulator);
+      if (init.getMax() == tile || init.getSum() == tile)
+        add(TileRole::row_stats);
+    } else if (auto load = dyn_cast<TileLoadQOp>(user)) {
+      if (load.getQTile() == tile)
+        add(TileRole::query);
+    } else if (auto qk = dyn_cast<TileQKOp>(user)) {
+      if (qk.getScores() == tile)
+        add(TileRole::scores);
+      if (qk.getQTile() == tile)
+        add(TileRole::query);
+    } else if (auto softmax = dyn_cast<TileSoftmaxOp>(user)) {
+      if (softmax.getScores() == tile)
+        add(TileRole::scores);
+      if (softmax.getAcc() == tile)
+        add(TileRole::accumulator);
+      if (softmax.getMax() == tile || softmax.getSum() == tile)
+        add(TileRole::row_stats);
+    } else if (auto mask = dyn_cast<TileMaskOp>(user)) {
+      if (mask.getScores() == tile)
+        add(TileRole::scores);
+    } else if (auto store = dyn_cast<TileStoreOp>(user)) {
+      if (store.getAcc() == tile)
+        add(TileRole::accumulator);
+      if (store.getMax() == tile || store.getSum() == tile)
+        add(TileRole::row_stats);
+    }
+  }
+  return roles;
+}
+
+/// The tensor-core instruction whose fragments a kernel's tiles follow:
+/// wgmma's m64nNk16 on kernels the outlining marked kvattn.wgmma, else
+/// mma.sync's m16n8k16 (the scalar lowering owns its entries that way too).
+MmaShape mmaShapeOf(gpu::GPUFuncOp kernel) {
+  return kernel->hasAttr(kTensorCoresAttr) && kernel->hasAttr(kWgmmaAttr)
+             ? MmaShape::wgmma_m64nNk16
+             : MmaShape::mma_m16n8k16;
+}
+
+LogicalResult assignTileLayouts(gpu::GPUFuncOp kernel) {
+  TileConfigAttr config = getTileConfig(kernel);
+  const bool tensorCores = kernel->hasAttr(kTensorCoresAttr);
+  const MmaShape shape = mmaShapeOf(kernel);
+  const int64_t tiles = mmaTilesPerWarp(config);
+  auto layoutOf = [&](memref::AllocaOp alloca,
+                      FragmentOperand operand) -> FragmentLayoutAttr {
+    return FragmentLayoutAttr::getChecked(
+        [&] {
+          return alloca.emitOpError()
+                 << "kvattn-assign-tile-layouts: no fragment layout for this "
+                    "tile (block_m = "
+                 << config.getBlockM()
+                 << ", num_warps = " << config.getNumWarps() << "): ";
+        },
+        kernel.getContext(), shape, 2 * tiles, tiles, operand);
+  };
+  WalkResult result = kernel.walk([&](memref::AllocaOp alloca) {
+    SmallVector<TileRole, 2> roles = rolesOf(alloca);
+    if (roles.size() != 1) {
+      InFlightDiagnostic diag = alloca.emitOpError()
+                                << "kvattn-assign-tile-layouts: ";
+      if (roles.empty())
+        diag << "a scratch tile of the program that no tile op uses as its "
+                "query, scores, accumulator or row statistics";
+      else
+        diag << "a scratch tile used in " << roles.size() << " roles ("
+             << stringifyTileRole(roles[0]) << ", "
+             << stringifyTileRole(roles[1]) << "): every tile holds one thing";
+      return WalkResult::interrupt();
+    }
+    TileRole role = roles.front();
+    setTileRole(alloca, role);
+    // Registers in lanes: the accumulator always, the scores on the lane's
+    // fragment (scalar or tensor cores: the same ownership), the query as
+    // mma.sync's A operand (wgmma reads it from shared memory).
+    FragmentLayoutAttr layout;
+    if (role == TileRole::accumulator || role == TileRole::scores)
+      layout = layoutOf(alloca, FragmentOperand::accumulator);
+    else if (role == TileRole::query && tensorCores &&
+             shape == MmaShape::mma_m16n8k16)
+      layout = layoutOf(alloca, FragmentOperand::a_operand);
+    else
+      return WalkResult::advance();
+    if (!layout)
+      return WalkResult::interrupt();
+    setFragmentLayout(alloca, layout);
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
+/// The tile.softmax_update of the same KV block as `qk`, later in its
+/// block: the V block it reads can be issued by the tile.qk and load while
+/// Q.K^T runs.
+TileSoftmaxOp findSoftmaxOfBlock(TileQKOp qk) {
+  for (Operation *op = qk->getNextNode(); op; op = op->getNextNode()) {
+    auto softmax = dyn_cast<TileSoftmaxOp>(op);
+    if (!softmax)
+      continue;
+    if (softmax.getScores() == qk.getScores() &&
+        softmax.getBatch() == qk.getBatch() &&
+        softmax.getKvHead() == qk.getKvHead() &&
+        softmax.getStart() == qk.getStart() &&
+        softmax.getCols() == qk.getCols() &&
+        softmax.getBlockTable() == qk.getBlockTable())
+      return softmax;
+    return {};
+  }
+  return {};
+}
+
+/// The schedule of a kernel whose tiles have their roles: the decisions the
+/// GPU lowering used to take itself, from the same rules.
+LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
+                             bool keyPrefetch, bool queryInRegisters) {
+  MLIRContext *ctx = kernel.getContext();
+  TileConfigAttr config = getTileConfig(kernel);
+  // Tensor cores, wgmma and TMA as decided by the outlining (the shared
+  // memory it gave the kernel depends on them).
+  const bool tensorCores = kernel->hasAttr(kTensorCoresAttr);
+  const bool wgmma = tensorCores && kernel->hasAttr(kWgmmaAttr);
+  const bool tma = wgmma && kernel->hasAttr(kTmaAttr);
+  const TensorCoreMode mode = wgmma         ? TensorCoreMode::wgmma
+                              : tensorCores ? TensorCoreMode::mma_sync
+                                            : TensorCoreMode::scalar;
+  const int64_t mmaTiles = mmaTilesPerWarp(config);
+  bool scores = false, query = false;
+  int64_t keyStages = 0, valueStages = 0;
+  FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(
+      kernel, /*privateScores=*/false, /*query16=*/false, tileRoleAttrOf);
+  // (A program the lowering cannot lay out is refused there, by name.)
+  if (succeeded(layout) && tensorCores && canUseTensorCores(*layout)) {
+    layout->mmaTiles = mmaTiles;
+    layout->wgmma = wgmma;
+    scores = keepScoresInRegisters(*layout);
+    layout = computeTensorCoreLayout(kernel, mmaTiles, wgmma, tileRoleAttrOf);
+    // mma.sync reads the query A fragments from registers where they fit
+    // and hold the mma's operand type.
+    bool sameType = true, hasQuery = false;
+    kernel.walk([&](TileLoadQOp load) {
+      hasQuery = true;
+      sameType &= getElementTypeOrSelf(load.getQuery().getType()) ==
+                  layout->stageElementType;
+    });
+    query = queryInRegisters && !wgmma && hasQuery && sameType &&
+            keepQueryInRegisters(*layout);
+    if (tma) {
+      addTmaRing(*layout);
+      keyStages = kTmaStages;
+      valueStages = layout->tmaValueStages;
+    }
+  }
+  // K one block ahead where the program announces it (tile.prefetch) and
+  // the lowering stages asynchronously (tensor cores).
+  bool hasPrefetch = false;
+  kernel.walk([&](TilePrefetchOp) { hasPrefetch = true; });
+  const int64_t depth = tensorCores && hasPrefetch && keyPrefetch ? 2 : 1;
+  auto schedule = GpuScheduleAttr::getChecked(
+      [&] {
+        return kernel.emitOpError()
+               << "kvattn-assign-tile-layouts: no schedule for this kernel: ";
+      },
+      ctx, mode, depth, keyStages, valueStages, scores, query);
+  if (!schedule)
+    return failure();
+  setGpuSchedule(kernel, schedule);
+  if (!tensorCores)
+    return success();
+  // Which op issues which copy. V: the tile.qk of a block issues the V
+  // block of its tile.softmax_update right after the barrier that says K
+  // has landed (every warp has finished the previous P.V).
+  int64_t id = 0;
+  if (valuePrefetch)
+    kernel.walk([&](TileQKOp qk) {
+      if (TileSoftmaxOp softmax = findSoftmaxOfBlock(qk)) {
+        setValuePrefetchId(qk, id);
+        setValuePrefetchId(softmax, id++);
+      }
+    });
+  // K: a tile.prefetch in the KV loop (after tile.qk) is issued by the
+  // tile.softmax_update that follows it in its block, after that op's
+  // barrier (every warp has passed its Q.K^T: the K stage is free). The TMA
+  // ring issues it where it stands (no barrier to wait for).
+  if (depth < 2 || tma)
+    return success();
+  id = 0;
+  kernel.walk([&](TilePrefetchOp prefetch) {
+    for (Operation *next = prefetch->getNextNode(); next;
+         next = next->getNextNode())
+      if (isa<TileSoftmaxOp>(next)) {
+        setKeyPrefetchId(prefetch, id);
+        setKeyPrefetchId(next, id++);
+        break;
+      }
+  });
+  return success();
+}
+
+struct AssignTileLayoutsPass
+    : mlir::kvattn::impl::AssignTileLayoutsPassBase<AssignTileLayoutsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    SmallVector<gpu::GPUFuncOp> kernels;
+    getOperation()->walk([&](gpu::GPUFuncOp kernel) {
+      // Attention kernels: merge and append kernels have no scratch tiles.
+      TileConfigAttr config = getTileConfig(kernel);
+      if (config && (config.getKind() == KernelKind::attention ||
+                     config.getKind() == KernelKind::attention_varlen))
+        kernels.push_back(kernel);
+    });
+    for (gpu::GPUFuncOp kernel : kernels)
+      if (failed(assignTileLayouts(kernel)) ||
+          failed(scheduleKernel(kernel, valuePrefetch, keyPrefetch,
+                                queryInRegisters)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

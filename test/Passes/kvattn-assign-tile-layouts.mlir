@@ -1,0 +1,90 @@
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=MMA
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs="tensor-cores=false" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=SCALAR
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=WIDE
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=WGMMA
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts="value-prefetch=false key-prefetch=false query-in-registers=false" | FileCheck %s --check-prefix=OPTS
+
+// Every scratch tile of an outlined attention program gets its role; the
+// accumulator and the scores the accumulator fragment they live in, the
+// query on mma.sync kernels the A operand's. The kernel gets its schedule,
+// the tile ops the pairings of their copies: the tile.qk issues the V block
+// of its block's tile.softmax_update (value_prefetch), which issues the
+// next K block announced by the tile.prefetch in the loop (key_prefetch);
+// the tile.prefetch before the loop is issued where it stands.
+
+// mma.sync (f16, 64 x 64 blocks: 16-row warps, one m16 tile each).
+// MMA-LABEL: gpu.func @prefill_kvattn_0
+// MMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 2, scores_in_registers = true, query_in_registers = true>
+// MMA-SAME:    kvattn.tensor_cores
+// MMA:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, a_operand>, kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
+// MMA-NEXT:    memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
+// MMA-NEXT:    memref.alloca() {kvattn.tile_role = #kvattn.tile_role<row_stats>} : memref<64xf32>
+// MMA-NEXT:    memref.alloca() {kvattn.tile_role = #kvattn.tile_role<row_stats>} : memref<64xf32>
+// MMA-NEXT:    memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<accumulator>} : memref<64x64xf32>
+// MMA-NEXT:    kvattn.tile.init
+// MMA:         kvattn.tile.prefetch
+// MMA-NOT:       kvattn.key_prefetch
+// MMA-SAME:      : memref<1x2x300x64xf16>
+// MMA:         scf.for
+// MMA:           kvattn.tile.qk {{.*}}{kvattn.value_prefetch = 0 : i64}
+// MMA:           kvattn.tile.prefetch {{.*}}{kvattn.key_prefetch = 0 : i64}
+// MMA:           kvattn.tile.softmax_update {{.*}}{kvattn.key_prefetch = 0 : i64, kvattn.value_prefetch = 0 : i64}
+
+// The options: no pairings, one K block in flight, the query fragments in
+// shared memory.
+// OPTS-LABEL: gpu.func @prefill_kvattn_0
+// OPTS-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 1, scores_in_registers = true>
+// OPTS-NOT:     kvattn.value_prefetch
+// OPTS-NOT:     kvattn.key_prefetch
+// OPTS:         gpu.return
+
+// The scalar lowering owns scores and accumulator as the mma.sync
+// accumulator does; its query tile is plain shared memory (no layout).
+// SCALAR-LABEL: gpu.func @prefill_kvattn_0
+// SCALAR-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>
+// SCALAR-NOT:    kvattn.tensor_cores
+// SCALAR:        memref.alloca() {kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
+// SCALAR-NEXT:   memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
+// SCALAR-NOT:    kvattn.value_prefetch
+// SCALAR-NOT:    kvattn.key_prefetch
+// SCALAR:        gpu.return
+
+// block-m = 32 x num-warps: two m16 tiles per warp, four rows per lane.
+// WIDE-LABEL: gpu.func @prefill_kvattn_0
+// WIDE-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 2, scores_in_registers = true, query_in_registers = true>
+// WIDE:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, a_operand>, kvattn.tile_role = #kvattn.tile_role<query>} : memref<128x64xf32>
+// WIDE:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, accumulator>, kvattn.tile_role = #kvattn.tile_role<accumulator>} : memref<128x64xf32>
+
+// sm_90a: wgmma's m64nNk16 accumulator; the query is read from shared
+// memory (no register layout).
+// sm_90a with the TMA ring (a contiguous cache): the K ring issues each
+// block where its tile.prefetch stands (no key_prefetch pairing).
+// WGMMA-LABEL: gpu.func @prefill_kvattn_0
+// WGMMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true>
+// WGMMA-SAME:    kvattn.wgmma
+// WGMMA:         memref.alloca() {kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
+// WGMMA-NEXT:    memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<wgmma_m64nNk16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
+// WGMMA:         kvattn.tile.qk {{.*}}{kvattn.value_prefetch = 0 : i64}
+// WGMMA-NOT:     kvattn.key_prefetch
+// WGMMA:         kvattn.tile.softmax_update {{.*}}{kvattn.value_prefetch = 0 : i64}
+func.func @prefill(%q: tensor<1x8x100x64xf16>, %k: tensor<1x2x300x64xf16>, %v: tensor<1x2x300x64xf16>,
+                   %pos: tensor<1xi32>) -> tensor<1x8x100x64xf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
+      : tensor<1x8x100x64xf16>, tensor<1x2x300x64xf16>, tensor<1x2x300x64xf16> -> tensor<1x8x100x64xf16>
+  return %o : tensor<1x8x100x64xf16>
+}
+
+// -----
+
+// f32: the scalar lowering whatever the options (no tensor cores).
+// MMA-LABEL: gpu.func @f32_kvattn_0
+// MMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>
+// MMA-NOT:     kvattn.tensor_cores
+// MMA:         memref.alloca() {kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
+// MMA:         kvattn.tile_role = #kvattn.tile_role<accumulator>
+func.func @f32(%q: tensor<1x8x100x64xf32>, %k: tensor<1x2x300x64xf32>, %v: tensor<1x2x300x64xf32>,
+               %pos: tensor<1xi32>) -> tensor<1x8x100x64xf32> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
+      : tensor<1x8x100x64xf32>, tensor<1x2x300x64xf32>, tensor<1x2x300x64xf32> -> tensor<1x8x100x64xf32>
+  return %o : tensor<1x8x100x64xf32>
+}
