@@ -34,9 +34,32 @@ bool wideWarpsFit(const Problem &p) {
   return 2 * (64 / 2 + dv / 2) + query <= (p.tree ? 160 : 192);
 }
 
-int64_t wideProgramSharedBytes(const Problem &p) {
+int64_t wideProgramSharedBytes(const Problem &p, int64_t blockN) {
   const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
-  return 2 * (128 * p.headDim + 64 * p.headDim + 64 * dv);
+  return 2 * (128 * p.headDim + blockN * p.headDim + blockN * dv);
+}
+
+int64_t wideBlockN(const Problem &p, int64_t sharedMemoryPerSm) {
+  if (!wideWarpsFit(p))
+    return 0;
+  auto twoFit = [&](int64_t blockN) {
+    return sharedMemoryPerSm == 0 ||
+           2 * (wideProgramSharedBytes(p, blockN) + 1024) <= sharedMemoryPerSm;
+  };
+  if (twoFit(64))
+    return 64;
+  // The 100 KB chips (sm_86, sm_89) at D = 128: 128 x 64 takes 64 KB, one
+  // program per multiprocessor (4 warps: nothing hides a warp's latency
+  // but the others of its program; and ptxas spills 32 bytes of the sm_89
+  // append kernel). 128 x 32 takes 48 KB: two programs, and each K/V
+  // fragment still feeds 32 rows — 28.7 KB of shared-memory traffic per
+  // unit of work against 41.3 KB for 64 x 64 on 16-row warps
+  // (docs/gpu-lowering.md, "Block sizes"). FlashAttention-2 takes 128 x 32
+  // there for non-causal attention for the same reason. 32 keys need fewer
+  // registers than 64: wideWarpsFit holds a fortiori.
+  if (twoFit(32))
+    return 32;
+  return 0;
 }
 
 // The K/V staging blocks and the score tile stay within shared memory: one
@@ -112,11 +135,11 @@ Blocks choose(const Problem &p, const Options &o) {
   // keep 16-row warps: more warps for fewer rows).
   // (FlashAttention-2's choice: 128 x 64 at hd128 on sm_80/sm_90, 64 x 64
   // on the 100 KB sm_86/sm_89, 128-row tiles at hd64 on all of them.)
-  const bool wide =
-      !o.blockM && !o.numWarps && !o.blockN && o.maxWarpRows >= 32 &&
-      wideWarpsFit(p) &&
-      (o.sharedMemoryPerSm == 0 ||
-       2 * (wideProgramSharedBytes(p) + 1024) <= o.sharedMemoryPerSm);
+  const int64_t wideBn =
+      !o.blockM && !o.numWarps && !o.blockN && o.maxWarpRows >= 32
+          ? wideBlockN(p, o.sharedMemoryPerSm)
+          : 0;
+  const bool wide = wideBn != 0;
   s.bm = o.blockM
              ? o.blockM
              : automaticBlockM(isDynamic(p.qLen) ? kDynamic : p.qLen * s.group,
@@ -125,8 +148,11 @@ Blocks choose(const Problem &p, const Options &o) {
                    ? o.numWarps
                    : (wide && s.bm > kMaxAutoBlockM ? s.bm / 32 : s.bm / 16);
   const int64_t wgmmaBn = o.wgmma ? wgmmaBlockN(p, s.bm, s.numWarps) : 0;
-  s.bn = o.blockN ? o.blockN
-                  : (wgmmaBn ? wgmmaBn : automaticBlockN(p.headDim, s.bm));
+  const bool wideProgram = wide && s.bm > kMaxAutoBlockM;
+  s.bn = o.blockN      ? o.blockN
+         : wgmmaBn     ? wgmmaBn
+         : wideProgram ? wideBn
+                       : automaticBlockN(p.headDim, s.bm);
   s.numStages = o.numStages;
   // Split-KV: each program's visible range is cut into `splits` chunks,
   // merged afterwards in chunk order. With a statically empty B, Hq or L

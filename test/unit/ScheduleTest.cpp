@@ -205,21 +205,48 @@ TEST(Schedule, WideWarps) {
   EXPECT_EQ(s.numWarps, 8);
   o.blockM = 0;
   // Two 128-row programs must fit the multiprocessor's shared memory (1 KB
-  // reserved each): at D = 128 they take 2 x (64 KB + 1 KB), more than an
-  // sm_86/sm_89's 100 KB (64-row programs there) and less than an sm_80's
-  // 164 KB; at D = 64 2 x (32 KB + 1 KB) fit both.
+  // reserved each): at D = 128 with 64-key blocks they take 2 x (64 KB +
+  // 1 KB), more than an sm_86/sm_89's 100 KB and less than an sm_80's
+  // 164 KB; with 32-key blocks 2 x (48 KB + 1 KB) fit the 100 KB chips
+  // (128 x 32 there); at D = 64 2 x (32 KB + 1 KB) fit both with 64 keys.
   EXPECT_EQ(wideProgramSharedBytes(prefill), 65536);
+  EXPECT_EQ(wideProgramSharedBytes(prefill, 32), 49152);
   o.sharedMemoryPerSm = 100 * 1024;
+  EXPECT_EQ(wideBlockN(prefill, o.sharedMemoryPerSm), 32);
+  s = choose(prefill, o);
+  EXPECT_EQ(s.bm, 128);
+  EXPECT_EQ(s.numWarps, 4);
+  EXPECT_EQ(s.bn, 32);
+  // 64 rows or fewer keep 16-row warps and 64 keys there.
+  prefill.qLen = 64;
+  s = choose(prefill, o);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.bn, 64);
+  prefill.qLen = 4096;
+  // Less than two 48 KB programs: 64 x 64 on 16-row warps.
+  o.sharedMemoryPerSm = 2 * (48 + 1) * 1024 - 1;
+  EXPECT_EQ(wideBlockN(prefill, o.sharedMemoryPerSm), 0);
   s = choose(prefill, o);
   EXPECT_EQ(s.bm, 64);
   EXPECT_EQ(s.numWarps, 4);
+  EXPECT_EQ(s.bn, 64);
   o.sharedMemoryPerSm = 164 * 1024;
-  EXPECT_EQ(choose(prefill, o).bm, 128);
+  s = choose(prefill, o);
+  EXPECT_EQ(s.bm, 128);
+  EXPECT_EQ(s.bn, 64);
   prefill.headDim = 64;
   o.sharedMemoryPerSm = 100 * 1024;
   EXPECT_EQ(wideProgramSharedBytes(prefill), 32768);
-  EXPECT_EQ(choose(prefill, o).bm, 128);
+  s = choose(prefill, o);
+  EXPECT_EQ(s.bm, 128);
+  EXPECT_EQ(s.bn, 64);
+  // Registers decide before shared memory: a tree's hd128 program keeps
+  // 16-row warps even where 32-key blocks would fit.
   prefill.headDim = 128;
+  prefill.tree = true;
+  EXPECT_EQ(wideBlockN(prefill, 100 * 1024), 0);
+  EXPECT_EQ(choose(prefill, o).bm, 64);
+  prefill.tree = false;
   o.maxWarpRows = 16;
   s = choose(prefill, o);
   EXPECT_EQ(s.bm, 64);

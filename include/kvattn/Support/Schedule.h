@@ -49,7 +49,8 @@ struct Options {
   /// fit the tensor-core registers (wideWarpsFit) take 128 rows on 4 warps,
   /// two m16 tiles per warp (FlashAttention-2's sm_80/sm_90 tile), where
   /// two such programs fit `sharedMemoryPerSm` bytes (0: no limit; 1 KB
-  /// reserved per program). The GPU pipeline sets both from the chip.
+  /// reserved per program) with 64-key blocks, or else with 32-key blocks
+  /// (wideBlockN). The GPU pipeline sets both from the chip.
   int64_t maxWarpRows = 16;
   int64_t sharedMemoryPerSm = 0;
   /// sm_90a's wgmma lowering: automatic blocks of whole warpgroups (a
@@ -86,9 +87,16 @@ struct Problem {
 /// keepScoresInRegisters, with mmaTiles = 2): D = Dv up to 128.
 bool wideWarpsFit(const Problem &problem);
 
-/// The shared memory of a 128-row tensor-core program with 64-key blocks:
-/// the 16-bit query tile and the K and V stages.
-int64_t wideProgramSharedBytes(const Problem &problem);
+/// The shared memory of a 128-row tensor-core program with `blockN`-key
+/// blocks: the 16-bit query tile and the K and V stages.
+int64_t wideProgramSharedBytes(const Problem &problem, int64_t blockN = 64);
+
+/// The key block of the automatic 128-row programs on 32-row warps, 0 where
+/// they are not taken: 64 where two such programs fit `sharedMemoryPerSm`
+/// (0: no limit; 1 KB reserved per program), else 32 where two of those fit
+/// (D = 128 on the 100 KB sm_86/sm_89: 2 x 48 KB), else 0; and 0 unless
+/// wideWarpsFit.
+int64_t wideBlockN(const Problem &problem, int64_t sharedMemoryPerSm);
 
 /// What the policy chose.
 struct Blocks {
