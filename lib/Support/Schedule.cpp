@@ -72,6 +72,29 @@ int64_t automaticBlockN(int64_t headDim, int64_t bm) {
   return bm == 16 && headDim > 64 ? 32 : 64;
 }
 
+int64_t tensorCoreProgramSharedBytes(const Problem &p, int64_t bm, int64_t bn) {
+  const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
+  return 2 * (bm * p.headDim + bn * p.headDim + bn * dv);
+}
+
+BlockPair largeHeadDimBlocks(const Problem &p, int64_t bm,
+                             int64_t sharedMemoryPerSm) {
+  const int64_t d = p.headDim, dv = p.valueHeadDim ? p.valueHeadDim : d;
+  if (p.kvElementBits != 16 || d <= 128 || d > 256 || d % 16 != 0 ||
+      dv % 8 != 0 || dv > 256 || bm < 64)
+    return {};
+  auto fits = [&](int64_t rows) {
+    return sharedMemoryPerSm == 0 ||
+           tensorCoreProgramSharedBytes(p, rows, 64) + 1024 <=
+               sharedMemoryPerSm;
+  };
+  if (bm > 64 && fits(128))
+    return {128, 64};
+  if (fits(64))
+    return {64, 64};
+  return {};
+}
+
 int64_t wgmmaBlockN(const Problem &p, int64_t bm, int64_t numWarps) {
   const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
   if (p.headDim == 64 && dv == 64 && p.kvElementBits == 16 && p.queryInKvType &&
@@ -148,9 +171,23 @@ Blocks choose(const Problem &p, const Options &o) {
                    ? o.numWarps
                    : (wide && s.bm > kMaxAutoBlockM ? s.bm / 32 : s.bm / 16);
   const int64_t wgmmaBn = o.wgmma ? wgmmaBlockN(p, s.bm, s.numWarps) : 0;
+  // D = 129 ... 256 on tensor cores: 64-key blocks, scores in registers,
+  // 128 rows on 8 warps where one such program fits (the automatic block-m
+  // asked for more than 64 rows: rows > 64 or a dynamic L).
+  BlockPair large;
+  if (o.tensorCores && !o.blockM && !o.blockN && !o.numWarps) {
+    const int64_t rowsBm = automaticBlockM(
+        isDynamic(p.qLen) ? kDynamic : p.qLen * s.group, 2 * kMaxAutoBlockM);
+    large = largeHeadDimBlocks(p, rowsBm, o.sharedMemoryPerSm);
+    if (large.bm) {
+      s.bm = large.bm;
+      s.numWarps = large.bm / 16;
+    }
+  }
   const bool wideProgram = wide && s.bm > kMaxAutoBlockM;
   s.bn = o.blockN      ? o.blockN
          : wgmmaBn     ? wgmmaBn
+         : large.bn    ? large.bn
          : wideProgram ? wideBn
                        : automaticBlockN(p.headDim, s.bm);
   s.numStages = o.numStages;
