@@ -239,6 +239,12 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
            "tensor cores): with block-n = 0, programs of whole warpgroups "
            "(a multiple of 64 rows on 16-row warps) at D = Dv = 64 with "
            "16-bit K/V in Q's type take 128-key blocks">,
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"false",
+           "The GPU's tensor-core lowering runs the programs (the GPU "
+           "pipeline sets it with its tensor-cores): automatic blocks of "
+           "16-bit K/V with 128 < D <= 256 and 64 rows or more take 64 keys "
+           "(the scores then stay in registers) and 128 rows on 8 warps "
+           "where one such program fits shared-memory-per-sm">,
   ];
 }
 

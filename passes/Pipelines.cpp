@@ -330,6 +330,10 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   // ... and 128-key blocks for its wgmma programs at D = Dv = 64.
   tile.wgmma = options.tensorCores && hopper;
   tile.sharedMemoryPerSm = maxSharedMemoryPerBlock(options.chip) + 1024;
+  // D = 129 ... 256 on tensor cores: 64-key blocks with the scores in
+  // registers, 128 x 64 on 8 warps where it fits (sm_80, sm_90), 64 x 64 on
+  // sm_86/sm_89 (schedule::largeHeadDimBlocks).
+  tile.tensorCores = options.tensorCores;
   // 32-bit kernels compute positions up to 2^31 - 2 (the runtime refuses
   // more): a window constant stays within i32.
   if (options.indexBitwidth == 32)

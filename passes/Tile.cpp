@@ -65,6 +65,9 @@ struct TileConfig {
   /// sm_90a's wgmma lowering: 128-key blocks for whole warpgroups at
   /// D = Dv = 64 (schedule::wgmmaBlockN).
   bool wgmma;
+  /// The tensor-core lowering: 64-key blocks for 128 < D <= 256
+  /// (schedule::largeHeadDimBlocks).
+  bool tensorCores;
 
   schedule::Options scheduleOptions() const {
     schedule::Options o;
@@ -80,6 +83,7 @@ struct TileConfig {
     o.maxWarpRows = maxWarpRows;
     o.sharedMemoryPerSm = sharedMemoryPerSm;
     o.wgmma = wgmma;
+    o.tensorCores = tensorCores;
     return o;
   }
 };
@@ -1174,7 +1178,8 @@ struct TilePass : mlir::kvattn::impl::TilePassBase<TilePass> {
                    maxPosition,
                    maxWarpRows,
                    sharedMemoryPerSm,
-                   wgmma};
+                   wgmma,
+                   tensorCores};
     SmallVector<AttentionOp> ops;
     getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
     bool sdpaLeft = false;

@@ -34,9 +34,32 @@ bool wideWarpsFit(const Problem &p) {
   return 2 * (64 / 2 + dv / 2) + query <= (p.tree ? 160 : 192);
 }
 
-int64_t wideProgramSharedBytes(const Problem &p) {
+int64_t wideProgramSharedBytes(const Problem &p, int64_t blockN) {
   const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
-  return 2 * (128 * p.headDim + 64 * p.headDim + 64 * dv);
+  return 2 * (128 * p.headDim + blockN * p.headDim + blockN * dv);
+}
+
+int64_t wideBlockN(const Problem &p, int64_t sharedMemoryPerSm) {
+  if (!wideWarpsFit(p))
+    return 0;
+  auto twoFit = [&](int64_t blockN) {
+    return sharedMemoryPerSm == 0 ||
+           2 * (wideProgramSharedBytes(p, blockN) + 1024) <= sharedMemoryPerSm;
+  };
+  if (twoFit(64))
+    return 64;
+  // The 100 KB chips (sm_86, sm_89) at D = 128: 128 x 64 takes 64 KB, one
+  // program per multiprocessor (4 warps: nothing hides a warp's latency
+  // but the others of its program; and ptxas spills 32 bytes of the sm_89
+  // append kernel). 128 x 32 takes 48 KB: two programs, and each K/V
+  // fragment still feeds 32 rows — 28.7 KB of shared-memory traffic per
+  // unit of work against 41.3 KB for 64 x 64 on 16-row warps
+  // (docs/gpu-lowering.md, "Block sizes"). FlashAttention-2 takes 128 x 32
+  // there for non-causal attention for the same reason. 32 keys need fewer
+  // registers than 64: wideWarpsFit holds a fortiori.
+  if (twoFit(32))
+    return 32;
+  return 0;
 }
 
 // The K/V staging blocks and the score tile stay within shared memory: one
@@ -47,6 +70,29 @@ int64_t automaticBlockN(int64_t headDim, int64_t bm) {
   if (headDim > 128)
     return 32;
   return bm == 16 && headDim > 64 ? 32 : 64;
+}
+
+int64_t tensorCoreProgramSharedBytes(const Problem &p, int64_t bm, int64_t bn) {
+  const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
+  return 2 * (bm * p.headDim + bn * p.headDim + bn * dv);
+}
+
+BlockPair largeHeadDimBlocks(const Problem &p, int64_t bm,
+                             int64_t sharedMemoryPerSm) {
+  const int64_t d = p.headDim, dv = p.valueHeadDim ? p.valueHeadDim : d;
+  if (p.kvElementBits != 16 || d <= 128 || d > 256 || d % 16 != 0 ||
+      dv % 8 != 0 || dv > 256 || bm < 64)
+    return {};
+  auto fits = [&](int64_t rows) {
+    return sharedMemoryPerSm == 0 ||
+           tensorCoreProgramSharedBytes(p, rows, 64) + 1024 <=
+               sharedMemoryPerSm;
+  };
+  if (bm > 64 && fits(128))
+    return {128, 64};
+  if (fits(64))
+    return {64, 64};
+  return {};
 }
 
 bool wgmmaFits(const Problem &p) {
@@ -117,11 +163,11 @@ Blocks choose(const Problem &p, const Options &o) {
   // keep 16-row warps: more warps for fewer rows).
   // (FlashAttention-2's choice: 128 x 64 at hd128 on sm_80/sm_90, 64 x 64
   // on the 100 KB sm_86/sm_89, 128-row tiles at hd64 on all of them.)
-  const bool wide =
-      !o.blockM && !o.numWarps && !o.blockN && o.maxWarpRows >= 32 &&
-      wideWarpsFit(p) &&
-      (o.sharedMemoryPerSm == 0 ||
-       2 * (wideProgramSharedBytes(p) + 1024) <= o.sharedMemoryPerSm);
+  const int64_t wideBn =
+      !o.blockM && !o.numWarps && !o.blockN && o.maxWarpRows >= 32
+          ? wideBlockN(p, o.sharedMemoryPerSm)
+          : 0;
+  const bool wide = wideBn != 0;
   // sm_90a: programs of more than 64 rows (or a dynamic L) whose tiles
   // the wgmma lowering takes are two consumer warpgroups of 64 rows (8
   // warps of 16 rows), which share each K/V block (FlashAttention-3's
@@ -137,8 +183,25 @@ Blocks choose(const Problem &p, const Options &o) {
                    ? o.numWarps
                    : (wide && s.bm > kMaxAutoBlockM ? s.bm / 32 : s.bm / 16);
   const int64_t wgmmaBn = o.wgmma ? wgmmaBlockN(p, s.bm, s.numWarps) : 0;
-  s.bn = o.blockN ? o.blockN
-                  : (wgmmaBn ? wgmmaBn : automaticBlockN(p.headDim, s.bm));
+  // D = 129 ... 256 on tensor cores: 64-key blocks, scores in registers,
+  // 128 rows on 8 warps where one such program fits (the automatic block-m
+  // asked for more than 64 rows: rows > 64 or a dynamic L).
+  BlockPair large;
+  if (o.tensorCores && !o.blockM && !o.blockN && !o.numWarps) {
+    const int64_t rowsBm = automaticBlockM(
+        isDynamic(p.qLen) ? kDynamic : p.qLen * s.group, 2 * kMaxAutoBlockM);
+    large = largeHeadDimBlocks(p, rowsBm, o.sharedMemoryPerSm);
+    if (large.bm) {
+      s.bm = large.bm;
+      s.numWarps = large.bm / 16;
+    }
+  }
+  const bool wideProgram = wide && s.bm > kMaxAutoBlockM;
+  s.bn = o.blockN      ? o.blockN
+         : wgmmaBn     ? wgmmaBn
+         : large.bn    ? large.bn
+         : wideProgram ? wideBn
+                       : automaticBlockN(p.headDim, s.bm);
   s.numStages = o.numStages;
   // Split-KV: each program's visible range is cut into `splits` chunks,
   // merged afterwards in chunk order. With a statically empty B, Hq or L

@@ -8,6 +8,8 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 max-warp-rows=32" -cse | FileCheck %s --check-prefix=WIDE
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 max-warp-rows=32 shared-memory-per-sm=65000" -cse | FileCheck %s --check-prefix=NARROW
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 wgmma=true" -cse | FileCheck %s --check-prefix=WGMMA
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 max-warp-rows=32 tensor-cores=true shared-memory-per-sm=167936" -cse | FileCheck %s --check-prefix=TC80
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=0 block-n=0 max-warp-rows=32 tensor-cores=true shared-memory-per-sm=102400" -cse | FileCheck %s --check-prefix=TC89
 
 // Offset form, causal, GQA 8/2: one program per (batch x head, query
 // block); the visible range comes from the block's last query position and
@@ -441,4 +443,49 @@ func.func @rope_on_load(%q: tensor<1x8x1x64xbf16>, %k: tensor<1x2x256x64xbf16>, 
       rope = <rotary_dim = 32, theta = 10000.0, interleaved>
       : tensor<1x8x1x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16> -> tensor<1x8x1x64xbf16>
   return %o : tensor<1x8x1x64xbf16>
+}
+
+// -----
+
+// The GPU pipeline's automatic blocks per chip (tensor-cores=true; the
+// shared memory per SM of sm_80 and of sm_86/sm_89): D = 128 with 100 rows
+// takes 128 x 64 on four 32-row warps on sm_80 and 128 x 32 on the 100 KB
+// chips (two 48 KB programs per SM); D = 256 takes 64-key blocks, 128 rows
+// on 8 warps on sm_80 (128 KB) and 64 on sm_89 (96 KB); a D = 256 decode
+// keeps 32 keys.
+// TC80-LABEL: func @chip_blocks_d128
+// TC80:         #kvattn.tile_config<kind = attention, block_m = 128, block_n = 64, num_warps = 4, num_stages = 2>
+// TC89-LABEL: func @chip_blocks_d128
+// TC89:         #kvattn.tile_config<kind = attention, block_m = 128, block_n = 32, num_warps = 4, num_stages = 2>
+func.func @chip_blocks_d128(%q: tensor<1x4x100x128xbf16>, %k: tensor<1x4x300x128xbf16>,
+                            %v: tensor<1x4x300x128xbf16>, %pos: tensor<1xi32>) -> tensor<1x4x100x128xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
+      : tensor<1x4x100x128xbf16>, tensor<1x4x300x128xbf16>, tensor<1x4x300x128xbf16> -> tensor<1x4x100x128xbf16>
+  return %o : tensor<1x4x100x128xbf16>
+}
+
+// -----
+
+// TC80-LABEL: func @chip_blocks_d256
+// TC80:         #kvattn.tile_config<kind = attention, block_m = 128, block_n = 64, num_warps = 8, num_stages = 2>
+// TC89-LABEL: func @chip_blocks_d256
+// TC89:         #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2>
+// AUTOTILE-LABEL: func @chip_blocks_d256
+// AUTOTILE:         #kvattn.tile_config<kind = attention, block_m = 64, block_n = 32, num_warps = 4, num_stages = 2>
+func.func @chip_blocks_d256(%q: tensor<1x4x100x256xf16>, %k: tensor<1x4x300x256xf16>,
+                            %v: tensor<1x4x300x256xf16>, %pos: tensor<1xi32>) -> tensor<1x4x100x256xf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
+      : tensor<1x4x100x256xf16>, tensor<1x4x300x256xf16>, tensor<1x4x300x256xf16> -> tensor<1x4x100x256xf16>
+  return %o : tensor<1x4x100x256xf16>
+}
+
+// -----
+
+// TC89-LABEL: func @chip_blocks_d256_decode
+// TC89:         #kvattn.tile_config<kind = attention, block_m = 16, block_n = 32, num_warps = 1, num_stages = 2, group = 4>
+func.func @chip_blocks_d256_decode(%q: tensor<2x8x1x256xbf16>, %k: tensor<2x2x4096x256xbf16>,
+                                   %v: tensor<2x2x4096x256xbf16>, %pos: tensor<2xi32>) -> tensor<2x8x1x256xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<2xi32>) causal
+      : tensor<2x8x1x256xbf16>, tensor<2x2x4096x256xbf16>, tensor<2x2x4096x256xbf16> -> tensor<2x8x1x256xbf16>
+  return %o : tensor<2x8x1x256xbf16>
 }

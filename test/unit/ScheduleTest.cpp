@@ -205,21 +205,48 @@ TEST(Schedule, WideWarps) {
   EXPECT_EQ(s.numWarps, 8);
   o.blockM = 0;
   // Two 128-row programs must fit the multiprocessor's shared memory (1 KB
-  // reserved each): at D = 128 they take 2 x (64 KB + 1 KB), more than an
-  // sm_86/sm_89's 100 KB (64-row programs there) and less than an sm_80's
-  // 164 KB; at D = 64 2 x (32 KB + 1 KB) fit both.
+  // reserved each): at D = 128 with 64-key blocks they take 2 x (64 KB +
+  // 1 KB), more than an sm_86/sm_89's 100 KB and less than an sm_80's
+  // 164 KB; with 32-key blocks 2 x (48 KB + 1 KB) fit the 100 KB chips
+  // (128 x 32 there); at D = 64 2 x (32 KB + 1 KB) fit both with 64 keys.
   EXPECT_EQ(wideProgramSharedBytes(prefill), 65536);
+  EXPECT_EQ(wideProgramSharedBytes(prefill, 32), 49152);
   o.sharedMemoryPerSm = 100 * 1024;
+  EXPECT_EQ(wideBlockN(prefill, o.sharedMemoryPerSm), 32);
+  s = choose(prefill, o);
+  EXPECT_EQ(s.bm, 128);
+  EXPECT_EQ(s.numWarps, 4);
+  EXPECT_EQ(s.bn, 32);
+  // 64 rows or fewer keep 16-row warps and 64 keys there.
+  prefill.qLen = 64;
+  s = choose(prefill, o);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.bn, 64);
+  prefill.qLen = 4096;
+  // Less than two 48 KB programs: 64 x 64 on 16-row warps.
+  o.sharedMemoryPerSm = 2 * (48 + 1) * 1024 - 1;
+  EXPECT_EQ(wideBlockN(prefill, o.sharedMemoryPerSm), 0);
   s = choose(prefill, o);
   EXPECT_EQ(s.bm, 64);
   EXPECT_EQ(s.numWarps, 4);
+  EXPECT_EQ(s.bn, 64);
   o.sharedMemoryPerSm = 164 * 1024;
-  EXPECT_EQ(choose(prefill, o).bm, 128);
+  s = choose(prefill, o);
+  EXPECT_EQ(s.bm, 128);
+  EXPECT_EQ(s.bn, 64);
   prefill.headDim = 64;
   o.sharedMemoryPerSm = 100 * 1024;
   EXPECT_EQ(wideProgramSharedBytes(prefill), 32768);
-  EXPECT_EQ(choose(prefill, o).bm, 128);
+  s = choose(prefill, o);
+  EXPECT_EQ(s.bm, 128);
+  EXPECT_EQ(s.bn, 64);
+  // Registers decide before shared memory: a tree's hd128 program keeps
+  // 16-row warps even where 32-key blocks would fit.
   prefill.headDim = 128;
+  prefill.tree = true;
+  EXPECT_EQ(wideBlockN(prefill, 100 * 1024), 0);
+  EXPECT_EQ(choose(prefill, o).bm, 64);
+  prefill.tree = false;
   o.maxWarpRows = 16;
   s = choose(prefill, o);
   EXPECT_EQ(s.bm, 64);
@@ -229,6 +256,83 @@ TEST(Schedule, WideWarps) {
 // sm_90a (Options::wgmma): whole-warpgroup programs at D = Dv = 64 with
 // 16-bit K/V in Q's type take 128-key blocks; anything else keeps the
 // automatic choice.
+// D = 129 ... 256 on tensor cores (Options::tensorCores): 64-key blocks
+// (scores in registers), 128 rows on 8 warps where one 128 KB program fits
+// the multiprocessor (sm_80, sm_90), 64 rows on the 100 KB chips; decode
+// and few-row programs, f32 K/V and the CPU path keep 32 keys.
+TEST(Schedule, LargeHeadDim) {
+  Problem p;
+  p.qHeads = p.kvHeads = 8;
+  p.qLen = 4096;
+  p.logicalKeys = 4096;
+  p.headDim = 256;
+  p.kvElementBits = 16;
+  EXPECT_EQ(tensorCoreProgramSharedBytes(p, 64, 64), 98304);
+  EXPECT_EQ(tensorCoreProgramSharedBytes(p, 128, 64), 131072);
+  Options o;
+  // The CPU path (no tensor cores): 64 x 32 as before.
+  Blocks s = choose(p, o);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.bn, 32);
+  o.tensorCores = true;
+  o.maxWarpRows = 32;
+  o.sharedMemoryPerSm = 164 * 1024; // sm_80
+  s = choose(p, o);
+  EXPECT_EQ(s.bm, 128);
+  EXPECT_EQ(s.numWarps, 8);
+  EXPECT_EQ(s.bn, 64);
+  o.sharedMemoryPerSm = 100 * 1024; // sm_86, sm_89
+  s = choose(p, o);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.numWarps, 4);
+  EXPECT_EQ(s.bn, 64);
+  // 96 KB + 1 KB must fit.
+  o.sharedMemoryPerSm = 97 * 1024 - 1;
+  EXPECT_EQ(choose(p, o).bn, 32);
+  o.sharedMemoryPerSm = 100 * 1024;
+  // A dynamic L: the largest program that fits.
+  p.qLen = kDynamic;
+  EXPECT_EQ(choose(p, o).bm, 64);
+  o.sharedMemoryPerSm = 228 * 1024;
+  EXPECT_EQ(choose(p, o).bm, 128);
+  p.qLen = 4096;
+  // 64 rows exactly: 64 x 64.
+  p.qLen = 64;
+  s = choose(p, o);
+  EXPECT_EQ(s.bm, 64);
+  EXPECT_EQ(s.bn, 64);
+  // Decode (16 packed rows) and 32-row programs keep 32 keys.
+  p.qLen = 1;
+  p.qHeads = 32;
+  s = choose(p, o);
+  EXPECT_EQ(s.group, 4);
+  EXPECT_EQ(s.bm, 16);
+  EXPECT_EQ(s.bn, 32);
+  p.qLen = 8;
+  s = choose(p, o);
+  EXPECT_EQ(s.bm, 32);
+  EXPECT_EQ(s.bn, 32);
+  p.qLen = 4096;
+  p.qHeads = 8;
+  // f32 K/V (the scalar lowering), D = 128 and D = 320: not this rule.
+  p.kvElementBits = 32;
+  EXPECT_EQ(choose(p, o).bn, 32);
+  p.kvElementBits = 16;
+  p.valueHeadDim = 320;
+  EXPECT_EQ(largeHeadDimBlocks(p, 128, 0).bn, 0);
+  p.valueHeadDim = 128; // D = 256, Dv = 128: 128 x 64 (96 KB) fits 100 KB
+  EXPECT_EQ(largeHeadDimBlocks(p, 128, 100 * 1024).bm, 64);
+  EXPECT_EQ(largeHeadDimBlocks(p, 128, 164 * 1024).bm, 128);
+  p.valueHeadDim = 0;
+  p.headDim = 128;
+  EXPECT_EQ(largeHeadDimBlocks(p, 128, 0).bn, 0);
+  // An explicit option wins.
+  p.headDim = 256;
+  o.blockN = 32;
+  EXPECT_EQ(choose(p, o).bn, 32);
+  EXPECT_EQ(choose(p, o).bm, 64);
+}
+
 TEST(Schedule, ChooseWgmmaBlockN) {
   Problem p;
   p.qHeads = p.kvHeads = 8;

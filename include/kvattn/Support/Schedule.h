@@ -49,7 +49,8 @@ struct Options {
   /// fit the tensor-core registers (wideWarpsFit) take 128 rows on 4 warps,
   /// two m16 tiles per warp (FlashAttention-2's sm_80/sm_90 tile), where
   /// two such programs fit `sharedMemoryPerSm` bytes (0: no limit; 1 KB
-  /// reserved per program). The GPU pipeline sets both from the chip.
+  /// reserved per program) with 64-key blocks, or else with 32-key blocks
+  /// (wideBlockN). The GPU pipeline sets both from the chip.
   int64_t maxWarpRows = 16;
   int64_t sharedMemoryPerSm = 0;
   /// sm_90a's wgmma lowering: automatic blocks of up to two warpgroups
@@ -57,6 +58,10 @@ struct Options {
   /// K/V and Q in the K/V type (wgmmaFits); whole warpgroups take 128 keys
   /// (wgmmaBlockN).
   bool wgmma = false;
+  /// The GPU's tensor-core lowering runs the programs: automatic blocks of
+  /// 16-bit K/V with 128 < D <= 256 take 64 keys and, where one fits
+  /// `sharedMemoryPerSm`, 128 rows on 8 warps (largeHeadDimBlocks).
+  bool tensorCores = false;
 };
 
 /// The sizes of one attention the schedule depends on; any may be kDynamic
@@ -87,9 +92,38 @@ struct Problem {
 /// keepScoresInRegisters, with mmaTiles = 2): D = Dv up to 128.
 bool wideWarpsFit(const Problem &problem);
 
-/// The shared memory of a 128-row tensor-core program with 64-key blocks:
-/// the 16-bit query tile and the K and V stages.
-int64_t wideProgramSharedBytes(const Problem &problem);
+/// The shared memory of a 128-row tensor-core program with `blockN`-key
+/// blocks: the 16-bit query tile and the K and V stages.
+int64_t wideProgramSharedBytes(const Problem &problem, int64_t blockN = 64);
+
+/// The key block of the automatic 128-row programs on 32-row warps, 0 where
+/// they are not taken: 64 where two such programs fit `sharedMemoryPerSm`
+/// (0: no limit; 1 KB reserved per program), else 32 where two of those fit
+/// (D = 128 on the 100 KB sm_86/sm_89: 2 x 48 KB), else 0; and 0 unless
+/// wideWarpsFit.
+int64_t wideBlockN(const Problem &problem, int64_t sharedMemoryPerSm);
+
+/// The shared memory of a tensor-core program of 16-row warps with the
+/// scores in registers: the `bm` x D 16-bit query tile and `bn`-key K and V
+/// stages.
+int64_t tensorCoreProgramSharedBytes(const Problem &problem, int64_t bm,
+                                     int64_t bn);
+
+/// Automatic blocks for the large head dims on tensor cores (Options::
+/// tensorCores): 16-bit K/V, 128 < D <= 256 a multiple of 16, Dv <= 256 a
+/// multiple of 8, a program of 64 rows or more (`bm`, from
+/// automaticBlockM). The scores of 64-key blocks stay in registers there
+/// (BN / 2 + Dv / 2 <= 160 per lane; SharedMemoryLayout.h,
+/// keepScoresInRegisters), so the block takes 64 keys where the program
+/// fits `sharedMemoryPerSm` (96 KB at D = Dv = 256, 1 KB reserved), and a
+/// 128-row program of 8 warps where that one fits (128 KB: sm_80, sm_90;
+/// the 100 KB sm_86/sm_89 keep 64 rows): FlashAttention-2's hd256 tiles.
+/// Returns {bm, bn}, or {0, 0} where this does not apply.
+struct BlockPair {
+  int64_t bm = 0, bn = 0;
+};
+BlockPair largeHeadDimBlocks(const Problem &problem, int64_t bm,
+                             int64_t sharedMemoryPerSm);
 
 /// What the policy chose.
 struct Blocks {

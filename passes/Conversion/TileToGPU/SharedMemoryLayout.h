@@ -203,15 +203,20 @@ inline bool keepQueryInRegisters(const SharedMemoryLayout &layout) {
 /// registers per lane and m16 tile) stay within 128 for a 16-row warp,
 /// which leaves room below ptxas's 255 for the K/V operand fragments and
 /// the addresses: 64-key blocks up to D = Dv = 128, 32-key blocks (decode)
-/// at D = 128. A 32-row warp (two m16 tiles) may take 192 — 64 x 64 blocks
-/// at D = 128 with the query fragments read from shared memory in every
-/// block, FlashAttention-2's sm_80 budget — since nothing else grows with
-/// its rows but the row statistics. Larger tiles keep the scores in shared
-/// memory (and only 16-row warps take them).
+/// at D = 128. A 16-row warp whose query fragments are read from shared
+/// memory in every block (D > 128) may take 160: at D = Dv = 256 the 128
+/// accumulator and 16 (32-key blocks) or 32 (64-key blocks) score
+/// registers, FlashAttention-2's hd256 budget (ptxas: 239-251 registers, 0
+/// spills on sm_80/86/89/90; test/Target/ptxas-hd256.test). A 32-row warp
+/// (two m16 tiles) may take 192 — 64 x 64 blocks at D = 128 with the query
+/// fragments read from shared memory in every block, FlashAttention-2's
+/// sm_80 budget — since nothing else grows with its rows but the row
+/// statistics. Larger tiles keep the scores in shared memory (and only
+/// 16-row warps take them).
 inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
   const int64_t query =
       keepQueryInRegisters(layout) ? layout.mmaTiles * layout.keyCols / 4 : 0;
-  const int64_t budget = layout.mmaTiles == 1 ? 128 : 192;
+  const int64_t budget = layout.mmaTiles == 1 ? (query ? 128 : 160) : 192;
   return canUseTensorCores(layout) &&
          layout.mmaTiles * (layout.stageRows / 2 + layout.valueCols / 2) +
                  query <=

@@ -473,33 +473,34 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
       Value at = e.addOffset(o.base, o.constant);
       return {flat.view, e.addOffset(at, step)};
     };
-    auto copyLoop =
-        [&](function_ref<void(Value k, Value c, PageLookup *)> body) {
-          // A loop, carrying the last page lookup: LLVM unrolls the short ones
-          // (measured in docs/benchmarks.md: unrolling decode's 16 copies in
-          // the IR saves a fifth of its instructions but takes it to 255
-          // registers).
-          PageLookup first;
-          SmallVector<Value> inits;
-          if (blockTable) {
-            first = lookUpPage(e, source, blockTable, batch, start, {});
-            inits = {first.slot, first.page};
-          }
-          scf::ForOp::create(
-              e.b, e.idx(0), e.idx(n), e.idx(1), inits,
-              [&](OpBuilder &nested, Location loc, Value k, ValueRange iter) {
-                OpBuilder::InsertionGuard guard(e.b);
-                e.b.setInsertionPointToEnd(nested.getInsertionBlock());
-                PageLookup last;
-                if (blockTable)
-                  last = {iter[0], iter[1]};
-                body(k, e.addOffset(r0, e.mulOffset(k, rowStep)), &last);
-                SmallVector<Value> yields;
-                if (blockTable)
-                  yields = {last.slot, last.page};
-                scf::YieldOp::create(e.b, yields);
-              });
-        };
+    auto copyLoop = [&](function_ref<void(Value k, Value c, PageLookup *)> body,
+                        bool lookUp = true) {
+      // A loop, carrying the last page lookup: LLVM unrolls the short ones
+      // (measured in docs/benchmarks.md: unrolling decode's 16 copies in
+      // the IR saves a fifth of its instructions but takes it to 255
+      // registers).
+      PageLookup first;
+      SmallVector<Value> inits;
+      const bool carry = blockTable && lookUp;
+      if (carry) {
+        first = lookUpPage(e, source, blockTable, batch, start, {});
+        inits = {first.slot, first.page};
+      }
+      scf::ForOp::create(
+          e.b, e.idx(0), e.idx(n), e.idx(1), inits,
+          [&](OpBuilder &nested, Location loc, Value k, ValueRange iter) {
+            OpBuilder::InsertionGuard guard(e.b);
+            e.b.setInsertionPointToEnd(nested.getInsertionBlock());
+            PageLookup last;
+            if (carry)
+              last = {iter[0], iter[1]};
+            body(k, e.addOffset(r0, e.mulOffset(k, rowStep)), &last);
+            SmallVector<Value> yields;
+            if (carry)
+              yields = {last.slot, last.page};
+            scf::YieldOp::create(e.b, yields);
+          });
+    };
     // A contiguous [B, H, S, D] cache and no key-validity flags: copy k
     // reads element ((b * H + h) * S + start + r0 + k * rowStep) * D + x of
     // the flat cache, a base per block plus an immediate. In a full block
@@ -513,13 +514,92 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
                             sourceType.getRank() == 4 &&
                             sourceType.getLayout().isIdentity() &&
                             !ShapedType::isDynamic(sourceType.getDimSize(3));
-    if (!contiguous) {
+    // A paged [pages, P, H, D] cache with static P, H, D and no
+    // key-validity flags: when the block's rows lie in one page
+    // (start mod P + BN <= P: every block when P is a multiple of BN, the
+    // block starts being multiples of BN) the block reads one table entry
+    // and copy k reads element ((page * P + start mod P) * H + h) * D (a
+    // base per block) + r0 * H * D + x (a thread constant) +
+    // k * rowStep * H * D (an immediate): no per-copy page arithmetic.
+    // Other blocks keep the per-copy lookup below. Not at D > 128: the
+    // hd 256 kernels sit at 254-255 registers and ptxas spilled 4 bytes of
+    // the sm_86/sm_89 one with both paths.
+    const bool pagedFlat = blockTable && !e.t.wgmma && !keyValid &&
+                           sourceType.getRank() == 4 &&
+                           sourceType.getLayout().isIdentity() &&
+                           !ShapedType::isDynamic(sourceType.getDimSize(1)) &&
+                           !ShapedType::isDynamic(sourceType.getDimSize(2)) &&
+                           !ShapedType::isDynamic(sourceType.getDimSize(3)) &&
+                           sourceType.getDimSize(3) <= 128;
+    auto perCopy = [&] {
       copyLoop([&](Value k, Value c, PageLookup *last) {
         auto [dst, at] = destination(k, c);
         SmallVector<Value, 2> dstIndices =
             flat ? SmallVector<Value, 2>{at} : SmallVector<Value, 2>{c, at};
         copy(c, x, dst, dstIndices, last);
       });
+    };
+    auto flatView = [&] {
+      Value elements = e.dimOf(source, 0);
+      for (int64_t i = 1; i < 4; ++i)
+        elements =
+            e.b.createOrFold<arith::MulIOp>(elements, e.dimOf(source, i));
+      return memref::ReinterpretCastOp::create(
+                 e.b,
+                 MemRefType::get({ShapedType::kDynamic},
+                                 sourceType.getElementType()),
+                 source, e.b.getIndexAttr(0), ArrayRef<OpFoldResult>{elements},
+                 ArrayRef<OpFoldResult>{e.b.getIndexAttr(1)})
+          .getResult();
+    };
+    if (pagedFlat) {
+      const int64_t pageSize = sourceType.getDimSize(1);
+      const int64_t rowStride =
+          sourceType.getDimSize(2) * sourceType.getDimSize(3);
+      Value inPage = arith::CmpIOp::create(
+          e.b, arith::CmpIPredicate::ule,
+          e.addOffset(e.remIdx(start, e.idx(pageSize)), bn), e.idx(pageSize));
+      auto ifOp = scf::IfOp::create(e.b, TypeRange{}, inPage,
+                                    /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(e.b);
+        e.b.setInsertionPointToStart(ifOp.thenBlock());
+        Value flatSource = flatView();
+        // (Per block, not a thread constant: the 255-register kernels have
+        // no register to keep it in.)
+        Value threadPart = e.addOffset(e.mulOffset(r0, rowStride), x);
+        Value page = arith::IndexCastOp::create(
+            e.b, e.b.getIndexType(),
+            e.load(blockTable,
+                   ValueRange{batch, e.divIdx(start, e.idx(pageSize))}));
+        Value pageRow = e.addOffset(e.mulOffset(page, pageSize),
+                                    e.remIdx(start, e.idx(pageSize)));
+        Value headRow =
+            e.addOffset(e.mulOffset(pageRow, rowStride),
+                        e.mulOffset(head, sourceType.getDimSize(3)));
+        Value base = e.addOffset(headRow, threadPart);
+        copyLoop(
+            [&](Value k, Value c, PageLookup *) {
+              auto [dst, at] = destination(k, c);
+              SmallVector<Value, 2> dstIndices =
+                  flat ? SmallVector<Value, 2>{at}
+                       : SmallVector<Value, 2>{c, at};
+              Value srcElements = arith::SelectOp::create(
+                  e.b, e.lt(c, cols), e.idx(kChunk), e.idx(0));
+              nvgpu::DeviceAsyncCopyOp::create(
+                  e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), dst,
+                  dstIndices, flatSource,
+                  ValueRange{
+                      e.addOffset(base, e.mulOffset(k, rowStep * rowStride))},
+                  e.b.getIndexAttr(kChunk), srcElements,
+                  /*bypassL1=*/UnitAttr());
+            },
+            /*lookUp=*/false);
+        e.b.setInsertionPointToStart(ifOp.elseBlock());
+        perCopy();
+      }
+    } else if (!contiguous) {
+      perCopy();
     } else {
       const int64_t d = sourceType.getDimSize(3);
       auto mul = [&](Value x, Value y) {

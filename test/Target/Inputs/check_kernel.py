@@ -10,7 +10,8 @@
    the PTX (.entry name, count, .u64 for every parameter, in order);
 4. ptxas -v assembles the PTX for every --chip and must report 0 bytes of
    spill stores and loads for every kernel.
-Prints one line per kernel and chip: registers and spills ("sm_80: ..." for
+The manifest line names the kernel's tile (block-m x block-n, warps) where
+the manifest has one. Prints one line per kernel and chip: registers and spills ("sm_80: ..." for
 a single kernel, "sm_80 NAME: ..." when a split adds the merge kernel).
 """
 
@@ -86,9 +87,12 @@ def main():
                     sys.exit(f"param {i} ({param['name']}): the PTX says "
                              f"{'pointer' if ptr.strip() else 'scalar'}, the "
                              f"manifest {param['kind']}")
+            tile = kernel.get("tile")
             print(f"manifest: {kernel['name']} {len(ptx_params)} params match "
                   f"the PTX entry; block {kernel['block']['x']}, dynamic smem "
-                  f"{kernel['dynamic_shared_memory_bytes']}")
+                  f"{kernel['dynamic_shared_memory_bytes']}" +
+                  (f"; tile {tile['block_m']}x{tile['block_n']} w"
+                   f"{tile['num_warps']}" if tile else ""))
 
         for chip in a.chip:
             r = subprocess.run([a.ptxas, "-arch=" + chip, "-v",
