@@ -64,6 +64,8 @@ std::vector<std::string> appendRoles(mlir::kvattn::AppendOp op) {
     roles.push_back("block_table");
   if (op.getRopePos()) // RoPE: the record, written in place like the cache
     roles.push_back("k_rope_pos");
+  if (op.getKvScale()) // an FP8 cache's scales (the kernel's k_scale)
+    roles.push_back("k_scale");
   return roles;
 }
 
@@ -128,10 +130,10 @@ singleAppendModule(mlir::kvattn::AppendOp op,
     Type elt = cast<ShapedType>(value.getType()).getElementType();
     argTypes.push_back(RankedTensorType::get(tensor->shape(), elt));
   }
-  // The results: the cache, and with RoPE the record (the last operand).
+  // The results: the cache, and with RoPE the record (operand rope_pos).
   SmallVector<Type> resultTypes = {argTypes[1]};
   if (op.getRopePos())
-    resultTypes.push_back(argTypes.back());
+    resultTypes.push_back(argTypes[op.getODSOperandIndexAndLength(4).first]);
   auto func = func::FuncOp::create(b, op.getLoc(), "kvattn_gpu",
                                    b.getFunctionType(argTypes, resultTypes));
   Block *entry = func.addEntryBlock();
