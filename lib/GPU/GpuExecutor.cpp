@@ -368,8 +368,9 @@ Status GpuExecutor::run(Operation *op,
     results.emplace_back(operands[1]->elementType(), operands[1]->shape());
     outputs = {"cache"};
     if (append.getRopePos()) {
-      results.emplace_back(operands.back()->elementType(),
-                           operands.back()->shape());
+      const HostTensor &record =
+          *operands[append.getODSOperandIndexAndLength(4).first];
+      results.emplace_back(record.elementType(), record.shape());
       outputs.push_back("k_rope_pos");
     }
   } else {

@@ -235,3 +235,44 @@ def test_append_device_kernel(rt):
                        r"rows \[9, 12\) outside the cache capacity C = 11"):
         kt.check()
     assert torch.equal(host(dc, torch.float32), want)  # untouched
+
+
+@pytest.mark.parametrize("fmt, gran", [(torch.float8_e4m3fn, "head"),
+                                       (torch.float8_e5m2, "token")])
+def test_op_device_run_fp8_cache(rt, fmt, gran):
+    """What _cuda_attention runs for an FP8 cache (torch.float8_e4m3fn /
+    float8_e5m2 key and value with k_scale / v_scale): the IR of
+    attention_ir(kv=...) on the device, the codes and f32 scales by pointer,
+    against the op's CPU path (f32 query: within 1e-5)."""
+    g = torch.Generator().manual_seed(21)
+    B, Hq, Hkv, L, S, D = 2, 8, 2, 1, 48, 32
+    q = torch.randn(B, Hq, L, D, generator=g)
+    k = (torch.rand(B, Hkv, S, D, generator=g) * 8 - 4).to(fmt)
+    v = (torch.rand(B, Hkv, S, D, generator=g) * 8 - 4).to(fmt)
+    shape = (Hkv,) if gran == "head" else (B, Hkv, S)
+    ks = torch.rand(shape, generator=g) + 0.25
+    vs = torch.rand(shape, generator=g) + 0.25
+    kv = torch.tensor([S, 29])
+    qo = kv - L
+    fmt_name = kt._FP8[fmt]
+
+    def codes(t):
+        return kvattn.to_device(t.view(torch.uint8).numpy(), rt, fmt_name)
+
+    d = {"query": dev(rt, q), "key": codes(k), "value": codes(v),
+         "q_offset": dev(rt, qo), "kv_len": dev(rt, kv), "k_scale":
+         dev(rt, ks), "v_scale": dev(rt, vs),
+         "out": rt.empty((B, Hq, L, D), "f32")}
+    sig = ("attention-fp8-test", fmt_name, gran)
+    serving.device_run(
+        rt, sig, lambda: kt.attention_ir("f32", Hq, Hkv, D, D, True, 0, 0.0,
+                                         None, kv=(fmt_name, gran, gran)),
+        {n: a.ptr for n, a in d.items()},
+        {"B": B, "Hq": Hq, "Hkv": Hkv, "L": L, "S": S},
+        kvattn.capi.CURRENT_STREAM)
+    got = host(d["out"], torch.float32)
+    want = kt.attention(q, k, v, q_offset=qo, kv_len=kv, k_scale=ks,
+                        v_scale=vs)
+    assert (got - want).abs().max() < 1e-5
+    plain = kt.attention(q, k.float(), v.float(), q_offset=qo, kv_len=kv)
+    assert (plain - want).abs().max() > 0.05
