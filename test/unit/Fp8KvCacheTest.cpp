@@ -1,6 +1,7 @@
 //===- Fp8KvCacheTest.cpp - FP8 KV caches in the reference ----------------===//
 //
-// reference::appendFp8 / dequantizeFp8Cache (kvattn/Reference/Fp8KvCache.h):
+// reference::appendFp8 / appendQuantized / dequantizeFp8Cache
+// (kvattn/Reference/Fp8KvCache.h):
 // every scale granularity, the rounding / saturation / NaN policy, the
 // accuracy of attention over an FP8 cache against the f32 cache (printed and
 // bounded), and the named errors (a scale of the wrong shape, zero, negative
