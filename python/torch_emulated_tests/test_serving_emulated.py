@@ -276,3 +276,47 @@ def test_op_device_run_fp8_cache(rt, fmt, gran):
     assert (got - want).abs().max() < 1e-5
     plain = kt.attention(q, k.float(), v.float(), q_offset=qo, kv_len=kv)
     assert (plain - want).abs().max() > 0.05
+
+
+def test_fp8_plan_with_append_matches_the_cpu_plan(rt):
+    """kt.Plan(kv_dtype=torch.float8_e4m3fn, append=True, per-token
+    scales) on the emulated GPU: the append kernels quantise the new tokens
+    into the device caches byte for byte as the CPU plan does, and the
+    attention agrees with it (bf16 query: 1.6e-2 + 1.6e-2 |ref|)."""
+    g = torch.Generator().manual_seed(23)
+    fmt, dtype = torch.float8_e4m3fn, torch.bfloat16
+    B, Hq, Hkv, L, S, D = 2, 8, 2, 1, 32, 64
+    q = torch.randn(B, Hq, L, D, generator=g).to(dtype)
+    k = (torch.rand(B, Hkv, S, D, generator=g) * 8 - 4).to(fmt)
+    v = (torch.rand(B, Hkv, S, D, generator=g) * 8 - 4).to(fmt)
+    uk = (torch.randn(B, Hkv, L, D, generator=g) * 3).to(dtype)
+    uv = (torch.randn(B, Hkv, L, D, generator=g) * 3).to(dtype)
+    ks = torch.rand(B, Hkv, S, generator=g) + 0.25
+    vs = torch.rand(B, Hkv, S, generator=g) + 0.25
+    pos = torch.tensor([9, 31], dtype=I32)
+    kv = pos + L
+    fields = dict(dtype=dtype, num_query_heads=Hq, num_kv_heads=Hkv,
+                  head_dim=D, append=True, kv_dtype=fmt, kv_scales="token")
+    cpu = kt.Plan(**fields)
+    ck, cv = k.clone(), v.clone()
+    want = cpu.run(q, ck, cv, pos, kv, update_k=uk, update_v=uv, k_scale=ks,
+                   v_scale=vs)
+    plan = kt.Plan(**fields, runtime=rt, max_batch=2, max_query_len=1)
+
+    def codes(t):
+        return kvattn.to_device(t.view(torch.uint8).numpy(), rt, "f8E4M3FN")
+
+    dk, dv = codes(k), codes(v)
+    out = rt.empty((B, Hq, L, D), "bf16")
+    plan.run(dev(rt, q), dk, dv, dev(rt, pos), dev(rt, kv),
+             update_k=dev(rt, uk), update_v=dev(rt, uv), k_scale=dev(rt, ks),
+             v_scale=dev(rt, vs), out=out)
+    assert plan.status() is None
+    assert np.array_equal(dk.numpy(), ck.view(torch.uint8).numpy())
+    assert np.array_equal(dv.numpy(), cv.view(torch.uint8).numpy())
+    # The device rounds each code * scale to bf16 before the MMAs (the CPU
+    # keeps it in f32): kvattn's bf16 tolerance, 1.6e-2 + 1.6e-2 |ref|.
+    got, ref = host(out, dtype).double(), want.double()
+    assert ((got - ref).abs() <= 1.6e-2 + 1.6e-2 * ref.abs()).all()
+    plan.close()
+    cpu.close()

@@ -154,3 +154,50 @@ def test_scales_need_an_fp8_cache_and_one_format():
     with pytest.raises(KVAttnError, match=r"key has dtype torch.float16, "
                        r"query torch.float32"):
         kt.attention(q, k.half(), k.half())
+
+
+@pytest.mark.parametrize("fmt, gran", [(torch.float8_e4m3fn, "head"),
+                                       (torch.float8_e5m2, "token")])
+def test_plan_with_append_quantises_the_new_tokens(fmt, gran):
+    """kt.Plan(kv_dtype=..., append=True) on the CPU: the step quantises
+    update_k / update_v into the FP8 caches with k_scale / v_scale (the
+    codes equal torch's own f32 -> float8 conversion of update / scale:
+    round to nearest even, values in range) and attends over them as
+    kt.attention does."""
+    g = torch.Generator().manual_seed(17)
+    B, Hq, Hkv, L, S, D = 2, 8, 2, 2, 24, 32
+    q = torch.randn(B, Hq, L, D, generator=g)
+    k = (torch.rand(B, Hkv, S, D, generator=g) * 8 - 4).to(fmt)
+    v = (torch.rand(B, Hkv, S, D, generator=g) * 8 - 4).to(fmt)
+    uk = torch.randn(B, Hkv, L, D, generator=g) * 3
+    uv = torch.randn(B, Hkv, L, D, generator=g) * 3
+    shape = (Hkv,) if gran == "head" else (B, Hkv, S)
+    ks = torch.rand(shape, generator=g) + 0.25
+    vs = torch.rand(shape, generator=g) + 0.25
+    pos = torch.tensor([5, 19], dtype=torch.int32)
+    kv_len = pos + L
+    plan = kt.Plan(dtype=torch.float32, num_query_heads=Hq,
+                   num_kv_heads=Hkv, head_dim=D, append=True, kv_dtype=fmt,
+                   kv_scales=gran)
+    want_k, want_v = k.clone(), v.clone()
+    for b in range(B):
+        rows = slice(int(pos[b]), int(pos[b]) + L)
+        for want, u, s in ((want_k, uk, ks), (want_v, uv, vs)):
+            sc = (s.reshape(Hkv, 1, 1) if gran == "head" else
+                  s[b, :, rows, None])
+            want[b, :, rows] = (u[b] / sc).to(fmt)
+    out = plan.run(q, k, v, pos, kv_len, update_k=uk, update_v=uv,
+                   k_scale=ks, v_scale=vs)
+    assert torch.equal(k.view(torch.uint8), want_k.view(torch.uint8))
+    assert torch.equal(v.view(torch.uint8), want_v.view(torch.uint8))
+    ref = kt.attention(q, want_k, want_v, q_offset=pos, kv_len=kv_len,
+                       k_scale=ks, v_scale=vs)
+    assert (out - ref).abs().max() < 1e-6
+    with pytest.raises(KVAttnError, match="k_scale is missing"):
+        plan.run(q, k, v, pos, kv_len, update_k=uk, update_v=uv,
+                 v_scale=vs)
+    with pytest.raises(KVAttnError, match=r"key has dtype f32; the plan's "
+                       r"cache is f8"):
+        plan.run(q, k.float(), v, pos, kv_len, update_k=uk, update_v=uv,
+                 k_scale=ks, v_scale=vs)
+    plan.close()
