@@ -15,8 +15,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -937,7 +937,10 @@ LogicalResult AppendOp::verify() {
     return failure();
   auto cacheType = cast<ShapedType>(getCache().getType());
   auto updateType = cast<ShapedType>(getUpdate().getType());
-  if (cacheType.getElementType() != updateType.getElementType())
+  if (failed(verifyKvScale()))
+    return failure();
+  if (!hasFp8Cache() &&
+      cacheType.getElementType() != updateType.getElementType())
     return emitOpError() << "update element type "
                          << updateType.getElementType()
                          << " must match the cache element type "
@@ -993,6 +996,66 @@ LogicalResult AppendOp::verify() {
                          << maxPages << " * " << pageSize << " = "
                          << maxPages * pageSize << " tokens";
   return verifyConstantBlockTable();
+}
+
+LogicalResult AppendOp::verifyKvScale() {
+  Type cacheElt = getCache().getType().getElementType();
+  Value scale = getKvScale();
+  if (!hasFp8Cache()) {
+    if (scale)
+      return emitOpError()
+             << "kv_scale quantises the update into an FP8 cache, but the "
+                "cache is "
+             << cacheElt
+             << ": drop it, or store the cache as f8E4M3FN or "
+                "f8E5M2";
+    return success();
+  }
+  if (!scale)
+    return emitOpError()
+           << "an FP8 cache (" << cacheElt << ") takes a "
+           << getUpdate().getType().getElementType()
+           << " update only with kv_scale, the f32 scales it quantises "
+              "with (per tensor [1], per head [H] or per token and head: "
+              "the cache's shape without its last dimension)";
+  auto type = cast<RankedTensorType>(scale.getType());
+  if (!type.getElementType().isF32())
+    return emitOpError() << "kv_scale must be an f32 tensor, got "
+                         << scale.getType();
+  auto cache = getCache().getType();
+  const int64_t heads = cache.getDimSize(isPaged() ? 2 : 1);
+  ArrayRef<int64_t> shape = type.getShape();
+  ArrayRef<int64_t> rows = cache.getShape().drop_back();
+  bool ok = shape.empty() ||
+            (shape.size() == 1 &&
+             (isCompatible(shape[0], 1) || isCompatible(shape[0], heads)));
+  if (!ok && shape.size() == 3) {
+    ok = true;
+    for (auto [a, c] : llvm::zip(shape, rows))
+      ok &= isCompatible(a, c);
+  }
+  if (!ok) {
+    std::string rowsText;
+    llvm::raw_string_ostream os(rowsText);
+    llvm::interleave(
+        rows, os, [&](int64_t d) { os << dimToString(d); }, ", ");
+    return emitOpError() << "kv_scale has shape " << scale.getType()
+                         << ": a KV scale is per tensor [1], per head [H = "
+                         << dimToString(heads) << "] or per token and head ["
+                         << rowsText
+                         << "] (the cache's shape without its last dimension)";
+  }
+  DenseElementsAttr values;
+  if (matchPattern(scale, m_Constant(&values)))
+    for (auto [i, v] : llvm::enumerate(values.getValues<APFloat>()))
+      if (!v.isFinite() || v.isNegative() || v.isZero())
+        return emitOpError()
+               << "kv_scale[" << i << "] = "
+               << llvm::formatv("{0}", llvm::format("%g", v.convertToDouble()))
+                      .str()
+               << " must be positive and finite (a KV scale divides the "
+                  "values it quantises)";
+  return success();
 }
 
 /// Applies the block-table rules (kvattn/Support/BlockTable.h) when the

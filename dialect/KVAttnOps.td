@@ -470,18 +470,44 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
         block_table(%bt : tensor<2x8xi32>)
         : tensor<2x2x1x64xf16> into tensor<64x16x2x64xf16>, tensor<2xi32>
     ```
+
+    **FP8 caches.** A cache of `f8E4M3FN` or `f8E5M2` codes takes an
+    f32, f16 or bf16 update and quantises it with `kv_scale(%s)`, the f32
+    scales that `kvattn.attention` reads the cache with (`k_scale` or
+    `v_scale` there; given by the caller, as vLLM, SGLang and FlashInfer
+    give them): element `x` of token `t` of batch `b`, head `h`, becomes
+    `code = RN_satfinite(f32(x) / scale)` with the scale of the cache row
+    it is written to (docs/semantics.md, "FP8 KV caches": round to nearest
+    even, finite values beyond the largest finite value and infinities
+    saturate to it, NaN becomes the NaN code `0x7F`). With `rope` the
+    rotated f32 value is quantised (no rounding in between). A scale is per
+    tensor (`[1]` or rank 0), per head (`[H]`) or per token and head: the
+    cache's shape without its last dimension (`[B, H, C]`; paged
+    `[num_pages, page_size, H]`), the scale of a written row at that row's
+    indices. An FP8 cache needs `kv_scale`; a scale needs an FP8 cache;
+    constant scales must be positive and finite.
+
+    ```mlir
+    %k2 = kvattn.append %k_new into %k_cache at %pos
+        kv_scale(%k_scale : tensor<1xf32>)
+        : tensor<2x2x1x64xbf16> into tensor<2x2x1024x64xf8E4M3FN>,
+          tensor<2xi32>
+    ```
   }];
 
   let arguments = (ins
     KVAttn_FloatTensor:$update,
-    KVAttn_FloatTensor:$cache,
+    KVAttn_KvTensor:$cache,
     KVAttn_IndexTensor:$pos,
     Optional<KVAttn_IndexTensor>:$block_table,
     // [B, C] i32/i64: the positions the cached keys were rotated at.
     Optional<KVAttn_IndexTensor>:$rope_pos,
-    OptionalAttr<KVAttn_RopeAttr>:$rope
+    OptionalAttr<KVAttn_RopeAttr>:$rope,
+    // FP8 cache: the f32 scales the update is quantised with (any ranked
+    // tensor here, so that the verifier can name the operand and its rule).
+    Optional<AnyRankedTensor>:$kv_scale
   );
-  let results = (outs KVAttn_FloatTensor:$result,
+  let results = (outs KVAttn_KvTensor:$result,
                       Optional<KVAttn_IndexTensor>:$rope_pos_result);
 
   let assemblyFormat = [{
@@ -489,6 +515,7 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
     (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
     (`rope` `=` $rope^)?
     (`rope_pos` `(` $rope_pos^ `:` type($rope_pos) `)`)?
+    (`kv_scale` `(` $kv_scale^ `:` type($kv_scale) `)`)?
     attr-dict `:` type($update) `into` type($cache) `,` type($pos)
   }];
 
@@ -497,6 +524,16 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
   let extraClassDeclaration = [{
     /// True when the cache is a cache of pages written through block_table.
     bool isPaged() { return static_cast<bool>(getBlockTable()); }
+    /// True when the cache holds FP8 codes (f8E4M3FN or f8E5M2): the
+    /// update is quantised with kv_scale.
+    bool hasFp8Cache() {
+      return ::mlir::isa<::mlir::Float8E4M3FNType, ::mlir::Float8E5M2Type>(
+          getCache().getType().getElementType());
+    }
+    /// The FP8 rules: an FP8 cache needs kv_scale (f32, per tensor, per
+    /// head or per token and head), a scale needs an FP8 cache, constant
+    /// scales are positive and finite.
+    ::mlir::LogicalResult verifyKvScale();
     /// The block-table and write rules, when the table (and pos) are
     /// constants.
     ::mlir::LogicalResult verifyConstantBlockTable();

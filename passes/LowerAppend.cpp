@@ -2,6 +2,7 @@
 
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
+#include "passes/Conversion/Fp8.h"
 #include "passes/RotaryEmbedding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -34,8 +35,13 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
                                 PatternRewriter &rewriter) const override {
     // RoPE: the update rotated first (tensor.generate), then written.
     Value update = op.getUpdate();
+    const bool fp8 = op.hasFp8Cache();
     if (RopeAttr rope = op.getRopeAttr())
-      update = rotateUpdate(op, rope, rewriter);
+      update = rotateUpdate(op, rope, /*keepF32=*/fp8, rewriter);
+    // FP8: the (rotated) update quantised with the scales of the rows it is
+    // written to.
+    if (fp8)
+      update = quantizeUpdate(op, update, rewriter);
     Value record;
     if (Value ropePos = op.getRopePos())
       record = writeRecord(op, ropePos, rewriter);
@@ -49,12 +55,15 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
   }
 
   /// update[b, h, t, :] rotated at position pos[b] + t in f32, cast to the
-  /// cache's element type (the write's).
-  static Value rotateUpdate(AppendOp op, RopeAttr rope,
+  /// cache's element type (the write's), or kept in f32 (`keepF32`: an FP8
+  /// cache quantises the f32 rotation).
+  static Value rotateUpdate(AppendOp op, RopeAttr rope, bool keepF32,
                             PatternRewriter &rewriter) {
     Location loc = op.getLoc();
     Value update = op.getUpdate(), pos = op.getPos();
     auto type = cast<RankedTensorType>(update.getType());
+    if (keepF32)
+      type = type.clone(rewriter.getF32Type());
     SmallVector<Value> dynamic;
     for (int64_t d = 0; d < 4; ++d)
       if (type.isDynamicDim(d))
@@ -78,6 +87,71 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
           if (!type.getElementType().isF32())
             v = arith::TruncFOp::create(b, l, type.getElementType(), v);
           tensor::YieldOp::create(b, l, v);
+        });
+    return generate.getResult();
+  }
+
+  /// The update [B, H, L, D] (f32, f16 or bf16) as the cache's FP8 codes:
+  /// element (b, h, t, x) is RN_satfinite(f32(v) / scale) with the scale of
+  /// the cache row it is written to (row pos[b] + t of head h; paged, row
+  /// p % page_size of page block_table[b, p / page_size]). Positions (and
+  /// the table) are validated before this runs.
+  static Value quantizeUpdate(AppendOp op, Value values,
+                              PatternRewriter &rewriter) {
+    Location loc = op.getLoc();
+    Value pos = op.getPos(), scale = op.getKvScale(),
+          table = op.getBlockTable(), cache = op.getCache();
+    auto valuesType = cast<RankedTensorType>(values.getType());
+    Type fp8 = op.getCache().getType().getElementType();
+    auto type = valuesType.clone(fp8);
+    auto scaleType = cast<RankedTensorType>(scale.getType());
+    SmallVector<Value> dynamic;
+    for (int64_t d = 0; d < 4; ++d)
+      if (type.isDynamicDim(d))
+        dynamic.push_back(tensor::DimOp::create(rewriter, loc, values, d));
+    auto generate = tensor::GenerateOp::create(
+        rewriter, loc, type, dynamic,
+        [&](OpBuilder &b, Location l, ValueRange ix) {
+          Value v = tensor::ExtractOp::create(b, l, values, ix);
+          if (!v.getType().isF32())
+            v = arith::ExtFOp::create(b, l, b.getF32Type(), v);
+          Value s;
+          if (scaleType.getRank() == 0) {
+            s = tensor::ExtractOp::create(b, l, scale, ValueRange{});
+          } else if (scaleType.getRank() == 1) {
+            // [1] per tensor or [H] per head (a dynamic size decides).
+            Value zero = arith::ConstantIndexOp::create(b, l, 0);
+            Value index = ix[1];
+            if (scaleType.getDimSize(0) == 1) {
+              index = zero;
+            } else if (scaleType.isDynamicDim(0)) {
+              Value size = tensor::DimOp::create(b, l, scale, 0);
+              Value perTensor = arith::CmpIOp::create(
+                  b, l, arith::CmpIPredicate::eq, size,
+                  arith::ConstantIndexOp::create(b, l, 1));
+              index = arith::SelectOp::create(b, l, perTensor, zero, ix[1]);
+            }
+            s = tensor::ExtractOp::create(b, l, scale, ValueRange{index});
+          } else {
+            Value p = tensor::ExtractOp::create(b, l, pos, ValueRange{ix[0]});
+            p = arith::IndexCastOp::create(b, l, b.getIndexType(), p);
+            p = arith::AddIOp::create(b, l, p, ix[2]);
+            if (!table) {
+              s = tensor::ExtractOp::create(b, l, scale,
+                                            ValueRange{ix[0], ix[1], p});
+            } else {
+              Value pageSize = tensor::DimOp::create(b, l, cache, 1);
+              Value slot = arith::DivUIOp::create(b, l, p, pageSize);
+              Value row = arith::RemUIOp::create(b, l, p, pageSize);
+              Value page = tensor::ExtractOp::create(b, l, table,
+                                                     ValueRange{ix[0], slot});
+              page = arith::IndexCastOp::create(b, l, b.getIndexType(), page);
+              s = tensor::ExtractOp::create(b, l, scale,
+                                            ValueRange{page, row, ix[1]});
+            }
+          }
+          Value q = arith::DivFOp::create(b, l, v, s);
+          tensor::YieldOp::create(b, l, castF32ToFp8(b, l, q, fp8));
         });
     return generate.getResult();
   }

@@ -400,11 +400,29 @@ def AppendToGPUPass : Pass<"kvattn-append-to-gpu", "::mlir::ModuleOp"> {
     outside `[0, num_pages)`) is skipped: the runtime rejects such metadata
     before the launch, and the kernel never writes out of bounds.
 
+    An FP8 cache (`kv_scale`): each value is converted to f32 (rotated
+    first with `rope`), divided by the scale of the cache row it goes to and
+    quantised, `RN_satfinite` (docs/semantics.md, "FP8 KV caches"): with
+    `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32`, two values a convert, when
+    `hardware-fp8` is set (sm_89 with PTX 8.1 and sm_90+: kvattn-to-ptx sets
+    it from the chip), else in integer arithmetic (sm_80; bit-exact with
+    the conversion). The 16-byte update vector becomes 8 (bf16/f16) or 4
+    (f32) code bytes, stored as one vector.
+
     The kernel ABI (docs/kernel-abi.md): pointers `update, cache, pos[,
-    block_table]`, then the sizes `B, Hkv, L, S` (`S` the capacity; paged:
+    block_table][, k_rope_pos][, k_scale]` (an FP8 cache's scales as
+    `k_scale` whichever cache it is: a plan binds the V append's to
+    `v_scale`), then the sizes `B, Hkv, L, S` (`S` the capacity; paged:
     `max_pages * page_size`, followed by `num_pages, page_size,
     max_pages`); `kvattn.tile_config` has `kind = append`.
   }];
+  let options = [
+    Option<"hardwareFp8", "hardware-fp8", "bool", /*default=*/"false",
+           "Quantise an FP8 cache's new rows with "
+           "cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 (sm_89 with PTX 8.1, sm_90 "
+           "and later; kvattn-to-ptx sets it from the chip) instead of the "
+           "software quantisation (sm_80)">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::bufferization::BufferizationDialect",
@@ -412,6 +430,7 @@ def AppendToGPUPass : Pass<"kvattn-append-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect",
+    "::mlir::NVVM::NVVMDialect",
   ];
 }
 

@@ -296,14 +296,38 @@ std::string mlir::kvattn::findLibdevice(const std::string &explicitPath) {
   return "";
 }
 
+/// FP8 conversions in hardware (cvt.rn.f16x2.{e4m3x2,e5m2x2} and
+/// cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32): sm_90 and later, and sm_89 with
+/// PTX 8.1 or later (LLVM's NVPTX selects the conversions on sm_89 only from
+/// PTX 8.1; the chip's default there is 7.8); software otherwise.
+static bool hasHardwareFp8(const ::mlir::kvattn::PtxOptions &options) {
+  auto number = [](llvm::StringRef text, llvm::StringRef prefix) {
+    unsigned n = 0;
+    if (!text.consume_front(prefix))
+      return 0u;
+    text = text.take_while([](char c) { return c >= '0' && c <= '9'; });
+    return text.getAsInteger(10, n) ? 0u : n;
+  };
+  const unsigned sm = number(options.chip, "sm_");
+  unsigned ptx = 0;
+  llvm::SmallVector<llvm::StringRef> features;
+  llvm::StringRef(options.features).split(features, ',');
+  for (llvm::StringRef f : features)
+    ptx = std::max(ptx, number(f.trim(), "+ptx"));
+  return sm >= 90 || (sm >= 89 && ptx >= 81);
+}
+
 void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
     OpPassManager &pm, const ::mlir::kvattn::PtxOptions &options) {
   ResolveCachedAppendPassOptions resolve;
   resolve.fixUpperLeftAppends = options.fixUpperLeftAppends;
   pm.addPass(createResolveCachedAppendPass(resolve));
   // The cache writes first: each kvattn.append becomes a kernel writing the
-  // cache buffer in place, which the attention kernels then read.
-  pm.addPass(createAppendToGPUPass());
+  // cache buffer in place, which the attention kernels then read (an FP8
+  // cache quantised with the chip's conversions where it has them).
+  AppendToGPUPassOptions append;
+  append.hardwareFp8 = hasHardwareFp8(options);
+  pm.addPass(createAppendToGPUPass(append));
   TilePassOptions tile;
   tile.blockM = options.blockM;
   tile.blockN = options.blockN;
@@ -350,26 +374,9 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   lower.wideTileAddressBases =
       !llvm::StringRef(options.chip).starts_with("sm_9") &&
       !llvm::StringRef(options.chip).starts_with("sm_1");
-  // FP8 K/V with cvt.rn.f16x2.{e4m3x2,e5m2x2}: sm_90 and later, and sm_89
-  // with PTX 8.1 or later (LLVM's NVPTX selects the conversion on sm_89
-  // only from PTX 8.1; the chip's default there is 7.8): the software
-  // decode otherwise.
-  {
-    auto number = [](llvm::StringRef text, llvm::StringRef prefix) {
-      unsigned n = 0;
-      if (!text.consume_front(prefix))
-        return 0u;
-      text = text.take_while([](char c) { return c >= '0' && c <= '9'; });
-      return text.getAsInteger(10, n) ? 0u : n;
-    };
-    const unsigned sm = number(options.chip, "sm_");
-    unsigned ptx = 0;
-    llvm::SmallVector<llvm::StringRef> features;
-    llvm::StringRef(options.features).split(features, ',');
-    for (llvm::StringRef f : features)
-      ptx = std::max(ptx, number(f.trim(), "+ptx"));
-    lower.hardwareFp8 = sm >= 90 || (sm >= 89 && ptx >= 81);
-  }
+  // FP8 K/V with cvt.rn.f16x2.{e4m3x2,e5m2x2}: the software decode where
+  // the chip has no conversion (hasHardwareFp8).
+  lower.hardwareFp8 = hasHardwareFp8(options);
   kernels.addPass(createAssignTileLayoutsPass());
   kernels.addPass(createLowerTileToGPUPass(lower));
   kernels.addPass(createCanonicalizerPass());

@@ -463,8 +463,10 @@ typedef struct {
    * plan's buffers "k_scale" and "v_scale" (f32, after the others) of
    * granularity kv_scales: 0 per tensor [1], 1 per KV head [Hkv], 2 per
    * token and head (the cache's shape without D: [B, Hkv, S], paged
-   * [num_pages, page_size, Hkv]). Needs dtype f16, bf16 or f32; not with
-   * append (the quantising append has no GPU kernel yet). */
+   * [num_pages, page_size, Hkv]). Needs dtype f16, bf16 or f32. With
+   * append, update_k and update_v (in dtype) are quantised into the caches
+   * with k_scale and v_scale (RN_satfinite(x / scale), the written row's
+   * scale). */
   int32_t kv_dtype;
   int32_t kv_scales;
 } kvattn_attention_desc;

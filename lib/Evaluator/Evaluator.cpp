@@ -546,6 +546,28 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
     set(op.getResult(), std::move(results[0]), std::move(logical));
     return Status::ok();
   }
+  if (Value scale = op.getKvScale()) {
+    // An FP8 cache: the update (rotated first with rope) quantised with the
+    // scales of the rows it is written to.
+    std::optional<reference::Rope> rope;
+    if (mlir::kvattn::RopeAttr attr = op.getRopeAttr())
+      rope = toReferenceRope(attr);
+    HostTensor record;
+    Status s = reference::appendQuantized(
+        tensor(op.getCache()), update, pos, optional(op.getBlockTable()),
+        tensor(scale), rope ? &*rope : nullptr, optional(op.getRopePos()),
+        result, op.getRopePos() ? &record : nullptr);
+    if (s.isError())
+      return fail(op, s.message());
+    if (Value recordValue = op.getRopePosResult())
+      set(recordValue, std::move(record));
+    std::vector<int64_t> logical;
+    if (!op.isPaged())
+      for (int64_t b = 0; b < pos.numElements(); ++b)
+        logical.push_back(pos.getInt(b) + update.dim(2));
+    set(op.getResult(), std::move(result), std::move(logical));
+    return Status::ok();
+  }
   if (Value table = op.getBlockTable()) {
     // Paged: the pages have no per-sequence length of their own (attention
     // reads them through the table and kv_len), so no logical length.

@@ -64,6 +64,8 @@ std::vector<std::string> appendRoles(mlir::kvattn::AppendOp op) {
     roles.push_back("block_table");
   if (op.getRopePos()) // RoPE: the record, written in place like the cache
     roles.push_back("k_rope_pos");
+  if (op.getKvScale()) // an FP8 cache's scales (the kernel's k_scale)
+    roles.push_back("k_scale");
   return roles;
 }
 
@@ -137,10 +139,10 @@ singleAppendModule(mlir::kvattn::AppendOp op,
     Type elt = cast<ShapedType>(value.getType()).getElementType();
     argTypes.push_back(RankedTensorType::get(tensor->shape(), elt));
   }
-  // The results: the cache, and with RoPE the record (the last operand).
+  // The results: the cache, and with RoPE the record (operand rope_pos).
   SmallVector<Type> resultTypes = {argTypes[1]};
   if (op.getRopePos())
-    resultTypes.push_back(argTypes.back());
+    resultTypes.push_back(argTypes[op.getODSOperandIndexAndLength(4).first]);
   addApplyingFunc(b, op, argTypes, resultTypes);
   return module;
 }
@@ -365,8 +367,9 @@ Status GpuExecutor::run(Operation *op,
     results.emplace_back(operands[1]->elementType(), operands[1]->shape());
     outputs = {"cache"};
     if (append.getRopePos()) {
-      results.emplace_back(operands.back()->elementType(),
-                           operands.back()->shape());
+      const HostTensor &record =
+          *operands[append.getODSOperandIndexAndLength(4).first];
+      results.emplace_back(record.elementType(), record.shape());
       outputs.push_back("k_rope_pos");
     }
   } else {

@@ -34,10 +34,13 @@ planBufferNames(ModuleOp module, const rt::Manifest &manifest) {
       } else {
         continue;
       }
+      // An FP8 cache's append names its scales k_scale: the V append's
+      // are the attention's v_scale.
       if (key == append.getResult())
         bind = {{"update", "update_k"}, {"cache", "key"}};
       else if (value == append.getResult())
-        bind = {{"update", "update_v"}, {"cache", "value"}};
+        bind = {
+            {"update", "update_v"}, {"cache", "value"}, {"k_scale", "v_scale"}};
       break;
     }
     appends.push_back(bind);

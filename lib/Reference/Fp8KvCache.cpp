@@ -1,7 +1,10 @@
 //===- Fp8KvCache.cpp - FP8 KV caches in the reference -------------------===//
 
 #include "kvattn/Reference/Fp8KvCache.h"
+#include "kvattn/Reference/Reference.h"
 #include "kvattn/Support/StatusWord.h"
+
+#include <algorithm>
 
 #include <cmath>
 #include <cstdio>
@@ -107,6 +110,40 @@ Status dequantizeFp8Cache(const Fp8Cache &cache, const char *scaleName,
   return Status::ok();
 }
 
+/// The scale rules for a cache of any layout whose heads are dim `headDim`
+/// and whose rows are its first three dims: per tensor, per head, or per
+/// row (the shape without D); positive and finite.
+static Status checkRowScale(const char *scaleName, const HostTensor &scale,
+                            const std::vector<int64_t> &shape, int headDim,
+                            KvScaleGranularity &g) {
+  const std::string n(scaleName);
+  const std::vector<int64_t> rows(shape.begin(), shape.begin() + 3);
+  const int64_t hkv = shape[headDim];
+  if (scale.elementType() != ElementType::F32)
+    return Status::error(n + " must be an f32 tensor, got " +
+                         elementTypeName(scale.elementType()));
+  const std::vector<int64_t> &ss = scale.shape();
+  if (ss.empty() || (ss.size() == 1 && ss[0] == 1))
+    g = KvScaleGranularity::PerTensor;
+  else if (ss.size() == 1 && ss[0] == hkv)
+    g = KvScaleGranularity::PerKvHead;
+  else if (ss == rows)
+    g = KvScaleGranularity::PerTokenAndHead;
+  else
+    return Status::error(n + " has shape " + bracketed(ss) +
+                         ": a KV scale is per tensor [1], per KV head "
+                         "[Hkv = " +
+                         str(hkv) + "] or per token and head " +
+                         bracketed(rows));
+  for (int64_t i = 0; i < scale.numElements(); ++i) {
+    const double v = scale.getDouble(i);
+    if (!(v > 0.0) || !std::isfinite(v))
+      return Status::error(n + "[" + str(i) + "] = " + number(v) +
+                           kKvScaleRule);
+  }
+  return Status::ok();
+}
+
 Status dequantizeKvCache(const HostTensor &cache, int headDim,
                          const char *scaleName, const HostTensor &scale,
                          HostTensor &values) {
@@ -118,34 +155,12 @@ Status dequantizeKvCache(const HostTensor &cache, int headDim,
                          elementTypeName(cache.elementType()));
   KVATTN_RETURN_IF_ERROR(checkCacheShape(cache.shape()));
   const std::vector<int64_t> &shape = cache.shape();
-  const std::vector<int64_t> rows(shape.begin(), shape.begin() + 3);
   const int64_t hkv = shape[headDim], d = shape[3];
   KvScaleGranularity g;
   if (headDim == 1) {
     KVATTN_RETURN_IF_ERROR(checkKvScale(scaleName, scale, shape, g));
   } else {
-    if (scale.elementType() != ElementType::F32)
-      return Status::error(n + " must be an f32 tensor, got " +
-                           elementTypeName(scale.elementType()));
-    const std::vector<int64_t> &ss = scale.shape();
-    if (ss.empty() || (ss.size() == 1 && ss[0] == 1))
-      g = KvScaleGranularity::PerTensor;
-    else if (ss.size() == 1 && ss[0] == hkv)
-      g = KvScaleGranularity::PerKvHead;
-    else if (ss == rows)
-      g = KvScaleGranularity::PerTokenAndHead;
-    else
-      return Status::error(n + " has shape " + bracketed(ss) +
-                           ": a KV scale is per tensor [1], per KV head "
-                           "[Hkv = " +
-                           str(hkv) + "] or per token and head " +
-                           bracketed(rows));
-    for (int64_t i = 0; i < scale.numElements(); ++i) {
-      const double v = scale.getDouble(i);
-      if (!(v > 0.0) || !std::isfinite(v))
-        return Status::error(n + "[" + str(i) + "] = " + number(v) +
-                             kKvScaleRule);
-    }
+    KVATTN_RETURN_IF_ERROR(checkRowScale(scaleName, scale, shape, headDim, g));
   }
   KVATTN_RETURN_IF_ERROR(HostTensor::make(ElementType::F32, shape, values));
   const int64_t nRows = shape[0] * shape[1] * shape[2];
@@ -209,6 +224,124 @@ Status appendFp8(Fp8Cache &cache, const HostTensor &update,
               floatToFloat8(v / sc, cache.format);
         }
       }
+  return Status::ok();
+}
+
+} // namespace reference
+} // namespace kvattn
+} // namespace mlir
+
+namespace mlir {
+namespace kvattn {
+namespace reference {
+
+Status appendQuantized(const HostTensor &cache, const HostTensor &update,
+                       const HostTensor &pos, const HostTensor *blockTable,
+                       const HostTensor &scale, const Rope *rope,
+                       const HostTensor *ropePos, HostTensor &result,
+                       HostTensor *ropePosResult) {
+  if (!isFp8Type(cache.elementType()))
+    return Status::error(std::string("kv_scale quantises into an FP8 cache "
+                                     "(f8E4M3FN or f8E5M2), not ") +
+                         elementTypeName(cache.elementType()));
+  if (!isFloatType(update.elementType()) ||
+      update.elementType() == ElementType::F64 ||
+      isFp8Type(update.elementType()))
+    return Status::error(
+        std::string("an FP8 cache takes new tokens in f32, f16 or bf16 and "
+                    "quantises them with its scales: the update is ") +
+        elementTypeName(update.elementType()));
+  KVATTN_RETURN_IF_ERROR(checkCacheShape(cache.shape()));
+  if (update.rank() != 4)
+    return Status::error("the update has shape " + bracketed(update.shape()) +
+                         ", an FP8 cache takes [B, H, L, D]");
+  if (pos.rank() != 1 || pos.dim(0) != update.dim(0) ||
+      (pos.elementType() != ElementType::I32 &&
+       pos.elementType() != ElementType::I64))
+    return Status::error("pos must be i32/i64 [B = " + str(update.dim(0)) +
+                         "], got " + bracketed(pos.shape()));
+  const bool paged = blockTable != nullptr;
+  const std::vector<int64_t> &shape = cache.shape();
+  const int headDim = paged ? 2 : 1;
+  KvScaleGranularity g;
+  KVATTN_RETURN_IF_ERROR(checkRowScale("kv_scale", scale, shape, headDim, g));
+  if (update.dim(1) != shape[headDim] || update.dim(3) != shape[3])
+    return Status::error("the update has shape " + bracketed(update.shape()) +
+                         ", the FP8 cache " + bracketed(shape) +
+                         " takes [B, H = " + str(shape[headDim]) +
+                         ", L, D = " + str(shape[3]) + "]");
+  if (paged &&
+      (blockTable->rank() != 2 || blockTable->dim(0) != update.dim(0) ||
+       (blockTable->elementType() != ElementType::I32 &&
+        blockTable->elementType() != ElementType::I64)))
+    return Status::error(
+        "block_table must be i32/i64 [B = " + str(update.dim(0)) +
+        ", max_pages], got " + bracketed(blockTable->shape()));
+
+  // The values written: the update, or its rotation at pos[b] + t (f32).
+  HostTensor rotated;
+  const HostTensor *values = &update;
+  if (rope) {
+    KVATTN_RETURN_IF_ERROR(rotate(
+        update, *rope, [&](int64_t b, int64_t t) { return pos.getInt(b) + t; },
+        ElementType::F32, rotated));
+    values = &rotated;
+  }
+  // The codes [B, H, L, D], each with the scale of the row it goes to. A row
+  // outside the cache takes scale 1 here: append / appendPaged below refuse
+  // the write with their named errors.
+  const Float8Format format = cache.elementType() == ElementType::F8E4M3FN
+                                  ? Float8Format::E4M3FN
+                                  : Float8Format::E5M2;
+  const int64_t b = update.dim(0), h = update.dim(1), l = update.dim(2),
+                d = update.dim(3);
+  HostTensor codes(cache.elementType(), update.shape());
+  const int64_t numRows = shape[0] * shape[1] * shape[2];
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t hi = 0; hi < h; ++hi)
+      for (int64_t t = 0; t < l; ++t) {
+        const int64_t p = pos.getInt(bi) + t;
+        int64_t row = -1; // the cache row (its index without D)
+        if (!paged) {
+          if (p >= 0 && p < shape[2])
+            row = (bi * shape[1] + hi) * shape[2] + p;
+        } else if (p >= 0 && shape[1] > 0 &&
+                   p / shape[1] < blockTable->dim(1)) {
+          const int64_t page =
+              blockTable->getInt(bi * blockTable->dim(1) + p / shape[1]);
+          if (page >= 0 && page < shape[0])
+            row = (page * shape[1] + p % shape[1]) * shape[2] + hi;
+        }
+        float sc = 1.0f;
+        if (g == KvScaleGranularity::PerTensor)
+          sc = static_cast<float>(scale.getDouble(0));
+        else if (g == KvScaleGranularity::PerKvHead)
+          sc = static_cast<float>(scale.getDouble(hi));
+        else if (row >= 0 && row < numRows)
+          sc = static_cast<float>(scale.getDouble(row));
+        const int64_t at = ((bi * h + hi) * l + t) * d;
+        for (int64_t x = 0; x < d; ++x) {
+          const float v = static_cast<float>(values->getDouble(at + x));
+          codes.data()[at + x] = floatToFloat8(v / sc, format);
+        }
+      }
+  if (paged)
+    return appendPaged(cache, codes, pos, *blockTable, result);
+  KVATTN_RETURN_IF_ERROR(append(cache, codes, pos, result));
+  if (!ropePos || !ropePosResult)
+    return Status::ok();
+  // The RoPE record, as appendRotated writes it.
+  if (ropePos->rank() != 2 || ropePos->dim(0) != shape[0] ||
+      ropePos->dim(1) != shape[2])
+    return Status::error("rope_pos must have shape [B = " + str(shape[0]) +
+                         ", C = " + str(shape[2]) + "], got " +
+                         bracketed(ropePos->shape()));
+  HostTensor record(ropePos->elementType(), ropePos->shape());
+  std::copy_n(ropePos->data(), ropePos->byteSize(), record.data());
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t t = 0; t < l; ++t)
+      record.setInt(bi * shape[2] + pos.getInt(bi) + t, pos.getInt(bi) + t);
+  *ropePosResult = std::move(record);
   return Status::ok();
 }
 

@@ -129,11 +129,6 @@ Status checkAttentionDescription(const AttentionDescription &d) {
       return Status::error(where + "kv_scales = " + std::to_string(d.kvScales) +
                            " is not 0 (per tensor), 1 (per KV head) or 2 "
                            "(per token and head)");
-    if (d.append)
-      return Status::error(where + "kv_dtype " + d.kvDtype +
-                           " with append: the quantising append into an FP8 "
-                           "cache has no GPU kernel yet (write the cache "
-                           "first)");
   } else if (d.kvScales != 0) {
     return Status::error(where + "kv_scales = " + std::to_string(d.kvScales) +
                          " is given for a cache that is not FP8");
@@ -250,12 +245,16 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
 
   SmallVector<Value> results;
   if (d.append) {
-    // The K append, then the V append (named locals: a fixed IR order).
+    // The K append, then the V append (named locals: a fixed IR order); an
+    // FP8 cache quantises the new tokens with the scales the attention
+    // reads it with.
     Value k = AppendOp::create(b, loc, updateK, key, qOffset, blockTable,
-                               /*rope_pos=*/Value(), /*rope=*/RopeAttr())
+                               /*rope_pos=*/Value(), /*rope=*/RopeAttr(),
+                               /*kv_scale=*/kScale)
                   .getResult();
     Value v = AppendOp::create(b, loc, updateV, value, qOffset, blockTable,
-                               /*rope_pos=*/Value(), /*rope=*/RopeAttr())
+                               /*rope_pos=*/Value(), /*rope=*/RopeAttr(),
+                               /*kv_scale=*/vScale)
                   .getResult();
     key = k;
     value = v;

@@ -96,6 +96,84 @@ Value mlir::kvattn::castKvToF32(OpBuilder &b, Location loc, Value value) {
                                   arith::OrIOp::create(b, loc, result, sign));
 }
 
+Value mlir::kvattn::castF32ToFp8(OpBuilder &b, Location loc, Value value,
+                                 Type fp8) {
+  Type type = value.getType();
+  const bool e4m3 = isa<Float8E4M3FNType>(fp8);
+  const int m = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const int64_t maxFinite = e4m3 ? 0x7e : 0x7b;
+  Type i32 = like(type, b.getI32Type());
+  auto c = [&](int64_t v) -> Value {
+    IntegerAttr attr = b.getI32IntegerAttr(static_cast<int32_t>(v));
+    if (auto vt = dyn_cast<VectorType>(type)) {
+      auto t = VectorType::get(vt.getShape(), b.getI32Type());
+      return arith::ConstantOp::create(b, loc, t,
+                                       DenseElementsAttr::get(t, attr));
+    }
+    return arith::ConstantOp::create(b, loc, attr);
+  };
+  auto cmp = [&](arith::CmpIPredicate p, Value x, Value y) -> Value {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  };
+  auto sel = [&](Value cond, Value x, Value y) -> Value {
+    return arith::SelectOp::create(b, loc, cond, x, y);
+  };
+  auto add = [&](Value x, Value y) -> Value {
+    return arith::AddIOp::create(b, loc, x, y);
+  };
+  auto andi = [&](Value x, Value y) -> Value {
+    return arith::AndIOp::create(b, loc, x, y);
+  };
+  auto shr = [&](Value x, Value y) -> Value {
+    return arith::ShRUIOp::create(b, loc, x, y);
+  };
+  Value bits = arith::BitcastOp::create(b, loc, i32, value);
+  Value sign = andi(shr(bits, c(24)), c(0x80));
+  Value abs = andi(bits, c(0x7fffffff));
+  Value isNan = cmp(arith::CmpIPredicate::ugt, abs, c(0x7f800000));
+  // Infinities and huge values become 2^127: they saturate below.
+  abs = arith::MinUIOp::create(b, loc, abs, c(0x7f000000));
+  Value exponent = shr(abs, c(23));
+  // A normal FP8 result (|x| >= 2^(1 - bias)): the f32 bits rebiased, the
+  // 23 - m dropped bits rounded to nearest even (a carry moves into the
+  // exponent as it should).
+  Value lsb = andi(shr(abs, c(23 - m)), c(1));
+  Value rounded = shr(add(abs, add(c((1 << (22 - m)) - 1), lsb)), c(23 - m));
+  Value normal = arith::SubIOp::create(b, loc, rounded, c((127 - bias) << m));
+  // A subnormal FP8 result: the significand (with its implicit bit) shifted
+  // right by s = 151 - bias - m - e (at least 21 here; at most 31: smaller
+  // values round to 0), rounded to nearest even.
+  Value significand =
+      arith::OrIOp::create(b, loc, andi(abs, c(0x7fffff)), c(0x800000));
+  // (Clamped to [1, 31] for the normal values too, which do not use it: no
+  // shift is out of range.)
+  Value shift = arith::MaxSIOp::create(
+      b, loc,
+      arith::MinSIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, c(151 - bias - m), exponent),
+          c(31)),
+      c(1));
+  Value kept = shr(significand, shift);
+  Value one = c(1);
+  Value half = arith::ShLIOp::create(b, loc, one,
+                                     arith::SubIOp::create(b, loc, shift, one));
+  Value rest = andi(
+      significand, arith::SubIOp::create(
+                       b, loc, arith::ShLIOp::create(b, loc, one, shift), one));
+  Value up = arith::OrIOp::create(
+      b, loc, cmp(arith::CmpIPredicate::ugt, rest, half),
+      andi(cmp(arith::CmpIPredicate::eq, rest, half),
+           cmp(arith::CmpIPredicate::ne, andi(kept, one), c(0))));
+  Value subnormal = add(kept, arith::ExtUIOp::create(b, loc, i32, up));
+  Value isNormal = cmp(arith::CmpIPredicate::sgt, exponent, c(127 - bias));
+  Value code = sel(isNormal, normal, subnormal);
+  code = arith::MinSIOp::create(b, loc, code, c(maxFinite));
+  code = arith::OrIOp::create(b, loc, code, sign);
+  code = sel(isNan, c(0x7f), code);
+  Value byte = arith::TruncIOp::create(b, loc, like(type, b.getI8Type()), code);
+  return arith::BitcastOp::create(b, loc, like(type, fp8), byte);
+}
+
 Value mlir::kvattn::loadKvScale(OpBuilder &b, Location loc, Value scale,
                                 Value kvHead, ValueRange rowIndices) {
   auto type = cast<MemRefType>(scale.getType());

@@ -26,6 +26,14 @@ bool isFp8(Type type);
 /// give NaN, e5m2's infinities infinity).
 Value castKvToF32(OpBuilder &b, Location loc, Value value);
 
+/// `value` (f32, scalar or vector) as FP8 codes of `fp8` (f8E4M3FN or
+/// f8E5M2), the quantisation of the reference (kvattn/Support/Float8.h) in
+/// integer arithmetic: round to nearest even, finite values beyond the
+/// largest finite value and infinities saturate to it, NaN becomes 0x7F.
+/// Bit-exact with cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 and independent of
+/// the floating-point rounding mode.
+Value castF32ToFp8(OpBuilder &b, Location loc, Value value, Type fp8);
+
 /// The f32 scale of one cache row of an FP8 cache from its `scale` memref:
 /// rank 0 or [1] per tensor, [Hkv] per KV head (`kvHead`; a size-1 scale is
 /// read at 0 whatever the head), rank 3 per token and head at

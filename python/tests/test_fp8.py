@@ -124,6 +124,97 @@ def test_bad_scale_is_refused_by_name():
                  np.array([1.0, 1.0], np.float32))
 
 
+# --- kvattn.append into an FP8 cache --------------------------------------
+
+# Values at the edges of both formats: the largest finite values and the
+# ties beyond them, infinities, NaN, -0, subnormal ties, rounding ties.
+EDGE = [448.0, 464.0, 465.0, 57344.0, 61440.0, 1e6, np.inf, -np.inf, np.nan,
+        -0.0, 2.0 ** -10, 3 * 2.0 ** -10, 2.0 ** -17, 3 * 2.0 ** -17, 17.0,
+        1.0625]
+
+
+def append_ir(fmt, dtype, b, h, l, c, d, scale_shape):
+    u = f"tensor<{b}x{h}x{l}x{d}x{dtype}>"
+    kv = f"tensor<{b}x{h}x{c}x{d}x{fmt}>"
+    sc = "tensor<" + "x".join(str(n) for n in scale_shape) + "xf32>"
+    return (f"func.func @main(%u: {u}, %c: {kv}, %pos: tensor<{b}xi32>, "
+            f"%s: {sc}) -> {kv} {{\n"
+            f"  %r = kvattn.append %u into %c at %pos kv_scale(%s : {sc}) : "
+            f"{u} into {kv}, tensor<{b}xi32>\n"
+            f"  return %r : {kv}\n}}\n")
+
+
+def quantised_cache(cache, update, pos, scale, fmt):
+    """The cache codes after the append, by NumPy: f32 quotients (IEEE
+    division in float32), then kvattn.to_fp8 (an explicit table of the
+    format's values: nearest, ties to even, saturating, NaN -> 0x7F)."""
+    want = cache.copy()
+    b, h, l, _ = update.shape
+    s = np.asarray(scale, np.float32)
+    for bi in range(b):
+        for t in range(l):
+            row = pos[bi] + t
+            if s.size == 1:
+                sc = s.reshape(())
+            elif s.ndim == 1:
+                sc = s.reshape(h, 1)
+            else:
+                sc = s[bi, :, row].reshape(h, 1)
+            x = update[bi, :, t].astype(np.float32) / sc.astype(np.float32)
+            want[bi, :, row] = kvattn.to_fp8(x.astype(np.float32), fmt)
+    return want
+
+
+@pytest.mark.parametrize("fmt", ["f8E4M3FN", "f8E5M2"])
+@pytest.mark.parametrize("granularity", ["tensor", "head", "token"])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_append_quantises_like_numpy(fmt, granularity, dtype):
+    """kvattn.append into an FP8 cache on the CPU path: the written codes
+    equal NumPy's byte for byte (edge values, NaN and Inf among them), every
+    other code is kept."""
+    rng = np.random.default_rng(36)
+    b, h, l, c, d = 2, 2, 3, 12, 16
+    shape = {"tensor": (1,), "head": (h,), "token": (b, h, c)}[granularity]
+    scale = rng.uniform(0.3, 3.0, shape).astype(np.float32)
+    np_dtype = np.float32 if dtype == "f32" else np.float16
+    update = rng.uniform(-600, 600, (b, h, l, d)).astype(np.float32)
+    update[0, 0, 0] = EDGE
+    update[1, 1, 2] = [-v for v in EDGE]
+    with np.errstate(over="ignore"):  # 1e6 is +-inf in f16
+        update = update.astype(np_dtype)
+    cache = rng.integers(0, 256, (b, h, c, d)).astype(np.uint8)
+    pos = np.array([4, 9], np.int32)
+    prog = kvattn.compile(append_ir(fmt, dtype, b, h, l, c, d, shape))
+    got = prog.run(update, cache, pos, scale)
+    if isinstance(got, (tuple, list)):
+        got = got[0]
+    assert got.dtype == np.uint8
+    want = quantised_cache(cache, update, pos, scale, fmt)
+    assert np.array_equal(got, want), np.argwhere(got != want)[:8]
+    # The scales matter: quantising with 1 gives other codes.
+    assert not np.array_equal(
+        want, quantised_cache(cache, update, pos, np.ones(1, np.float32), fmt))
+    # NaN in -> 0x7F (sign dropped); infinities saturate.
+    top = 0x7E if fmt == "f8E4M3FN" else 0x7B
+    assert got[0, 0, 4, EDGE.index(np.inf)] == top
+    assert got[0, 0, 4, EDGE.index(-np.inf)] == 0x80 | top
+    assert got[0, 0, 4, 8] == 0x7F and got[1, 1, 11, 8] == 0x7F
+
+
+def test_append_bad_scale_is_refused_by_name():
+    prog = kvattn.compile(append_ir("f8E4M3FN", "f32", 1, 2, 1, 4, 16, (2,)))
+    u = np.zeros((1, 2, 1, 16), np.float32)
+    cache = np.zeros((1, 2, 4, 16), np.uint8)
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"kv_scale\[1\] = 0 must be positive and finite"):
+        prog.run(u, cache, np.array([0], np.int32),
+                 np.array([1.0, 0.0], np.float32))
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"pos\[0\] = 4 writes rows \[4, 5\) outside"):
+        prog.run(u, cache, np.array([4], np.int32),
+                 np.array([1.0, 2.0], np.float32))
+
+
 def test_description_builds_an_fp8_cache():
     text = kvattn.attention_ir(dtype="bf16", num_query_heads=32,
                                num_kv_heads=8, head_dim=128, causal=True,
@@ -134,9 +225,11 @@ def test_description_builds_an_fp8_cache():
     with pytest.raises(kvattn.KVAttnError, match="kv_dtype must be None"):
         kvattn.attention_ir(dtype="bf16", num_query_heads=2, num_kv_heads=2,
                             head_dim=16, kv_dtype="f8")
-    with pytest.raises(kvattn.KVAttnError, match="with append"):
-        kvattn.attention_ir(dtype="bf16", num_query_heads=2, num_kv_heads=2,
-                            head_dim=16, kv_dtype="f8E4M3FN", append=True)
+    # With append the new tokens are quantised with the same scales.
+    text = kvattn.attention_ir(dtype="bf16", num_query_heads=2,
+                               num_kv_heads=2, head_dim=16,
+                               kv_dtype="f8E4M3FN", append=True)
+    assert "kv_scale(" in text and text.count("kvattn.append") == 2
 
 
 def test_plan_on_the_emulated_gpu(emulated_runtime):
@@ -192,4 +285,56 @@ def test_plan_on_the_emulated_gpu(emulated_runtime):
         assert status and re.search(message, status), status
         assert "(a KV scale divides the values it quantises)" in status
         plan.clear_status()
+    plan.close()
+
+
+def test_append_plan_on_the_emulated_gpu(emulated_runtime):
+    """A decode step from a description with append and an FP8 cache on the
+    emulated GPU: the append kernels quantise update_k / update_v with
+    k_scale / v_scale (per token and head) into the caches in place, byte
+    for byte as NumPy does, and the attention reads them."""
+    rt = emulated_runtime
+    rng = np.random.default_rng(12)
+    b, hq, hkv, l, s, d = 2, 8, 2, 1, 48, 32
+    fmt = "f8E4M3FN"
+    q = rng.uniform(-1, 1, (b, hq, l, d)).astype(np.float16)
+    k = kvattn.to_fp8(rng.uniform(-4, 4, (b, hkv, s, d)), fmt)
+    v = kvattn.to_fp8(rng.uniform(-4, 4, (b, hkv, s, d)), fmt)
+    uk = rng.uniform(-8, 8, (b, hkv, l, d)).astype(np.float16)
+    uv = rng.uniform(-8, 8, (b, hkv, l, d)).astype(np.float16)
+    uk[0, 0, 0, :4] = [np.inf, -np.inf, np.nan, 1e4]
+    k_scale = rng.uniform(0.25, 2.0, (b, hkv, s)).astype(np.float32)
+    v_scale = rng.uniform(0.25, 2.0, (b, hkv, s)).astype(np.float32)
+    pos = np.array([20, 47], np.int32)
+    kv_len = pos + l
+    plan = kvattn.plan(dict(dtype="f16", num_query_heads=hq,
+                            num_kv_heads=hkv, head_dim=d, causal=True,
+                            kv_dtype=fmt, kv_scales="token", append=True),
+                       runtime=rt, max_sizes={"B": 2, "L": 1, "S": s})
+    dk = kvattn.to_device(k, rt, dtype=fmt)
+    dv = kvattn.to_device(v, rt, dtype=fmt)
+    dout = rt.empty(q.shape, "f16")
+    dpos = kvattn.to_device(pos, rt)
+    plan.run(query=kvattn.to_device(q, rt), key=dk, value=dv, out=dout,
+             update_k=kvattn.to_device(uk, rt),
+             update_v=kvattn.to_device(uv, rt),
+             k_scale=kvattn.to_device(k_scale, rt),
+             v_scale=kvattn.to_device(v_scale, rt),
+             q_offset=dpos, pos=dpos,  # the appends write at q_offset
+             kv_len=kvattn.to_device(kv_len, rt))
+    assert plan.status() is None
+    want_k = quantised_cache(k, uk, pos, k_scale, fmt)
+    want_v = quantised_cache(v, uv, pos, v_scale, fmt)
+    got_k = dk.numpy().view(np.uint8).reshape(k.shape)
+    got_v = dv.numpy().view(np.uint8).reshape(v.shape)
+    assert np.array_equal(got_k, want_k)
+    assert np.array_equal(got_v, want_v)
+    assert got_k[0, 0, 20, 2] == 0x7F
+    want, _ = reference(q, dequantize(want_k, fmt, k_scale, hkv),
+                        dequantize(want_v, fmt, v_scale, hkv), pos, kv_len)
+    got = dout.numpy().astype(np.float64)
+    assert not np.isnan(want[1]).any()
+    # Batch 0 reads the NaN code it wrote: NaN rows stay NaN; batch 1 is
+    # finite and within the f16 tolerance.
+    assert np.all(np.abs(got[1] - want[1]) <= 2e-3 + 4e-3 * np.abs(want[1]))
     plan.close()

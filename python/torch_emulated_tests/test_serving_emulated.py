@@ -235,3 +235,88 @@ def test_append_device_kernel(rt):
                        r"rows \[9, 12\) outside the cache capacity C = 11"):
         kt.check()
     assert torch.equal(host(dc, torch.float32), want)  # untouched
+
+
+@pytest.mark.parametrize("fmt, gran", [(torch.float8_e4m3fn, "head"),
+                                       (torch.float8_e5m2, "token")])
+def test_op_device_run_fp8_cache(rt, fmt, gran):
+    """What _cuda_attention runs for an FP8 cache (torch.float8_e4m3fn /
+    float8_e5m2 key and value with k_scale / v_scale): the IR of
+    attention_ir(kv=...) on the device, the codes and f32 scales by pointer,
+    against the op's CPU path (f32 query: within 1e-5)."""
+    g = torch.Generator().manual_seed(21)
+    B, Hq, Hkv, L, S, D = 2, 8, 2, 1, 48, 32
+    q = torch.randn(B, Hq, L, D, generator=g)
+    k = (torch.rand(B, Hkv, S, D, generator=g) * 8 - 4).to(fmt)
+    v = (torch.rand(B, Hkv, S, D, generator=g) * 8 - 4).to(fmt)
+    shape = (Hkv,) if gran == "head" else (B, Hkv, S)
+    ks = torch.rand(shape, generator=g) + 0.25
+    vs = torch.rand(shape, generator=g) + 0.25
+    kv = torch.tensor([S, 29])
+    qo = kv - L
+    fmt_name = kt._FP8[fmt]
+
+    def codes(t):
+        return kvattn.to_device(t.view(torch.uint8).numpy(), rt, fmt_name)
+
+    d = {"query": dev(rt, q), "key": codes(k), "value": codes(v),
+         "q_offset": dev(rt, qo), "kv_len": dev(rt, kv), "k_scale":
+         dev(rt, ks), "v_scale": dev(rt, vs),
+         "out": rt.empty((B, Hq, L, D), "f32")}
+    sig = ("attention-fp8-test", fmt_name, gran)
+    serving.device_run(
+        rt, sig, lambda: kt.attention_ir("f32", Hq, Hkv, D, D, True, 0, 0.0,
+                                         None, kv=(fmt_name, gran, gran)),
+        {n: a.ptr for n, a in d.items()},
+        {"B": B, "Hq": Hq, "Hkv": Hkv, "L": L, "S": S},
+        kvattn.capi.CURRENT_STREAM)
+    got = host(d["out"], torch.float32)
+    want = kt.attention(q, k, v, q_offset=qo, kv_len=kv, k_scale=ks,
+                        v_scale=vs)
+    assert (got - want).abs().max() < 1e-5
+    plain = kt.attention(q, k.float(), v.float(), q_offset=qo, kv_len=kv)
+    assert (plain - want).abs().max() > 0.05
+
+
+def test_fp8_plan_with_append_matches_the_cpu_plan(rt):
+    """kt.Plan(kv_dtype=torch.float8_e4m3fn, append=True, per-token
+    scales) on the emulated GPU: the append kernels quantise the new tokens
+    into the device caches byte for byte as the CPU plan does, and the
+    attention agrees with it (bf16 query: 1.6e-2 + 1.6e-2 |ref|)."""
+    g = torch.Generator().manual_seed(23)
+    fmt, dtype = torch.float8_e4m3fn, torch.bfloat16
+    B, Hq, Hkv, L, S, D = 2, 8, 2, 1, 32, 64
+    q = torch.randn(B, Hq, L, D, generator=g).to(dtype)
+    k = (torch.rand(B, Hkv, S, D, generator=g) * 8 - 4).to(fmt)
+    v = (torch.rand(B, Hkv, S, D, generator=g) * 8 - 4).to(fmt)
+    uk = (torch.randn(B, Hkv, L, D, generator=g) * 3).to(dtype)
+    uv = (torch.randn(B, Hkv, L, D, generator=g) * 3).to(dtype)
+    ks = torch.rand(B, Hkv, S, generator=g) + 0.25
+    vs = torch.rand(B, Hkv, S, generator=g) + 0.25
+    pos = torch.tensor([9, 31], dtype=I32)
+    kv = pos + L
+    fields = dict(dtype=dtype, num_query_heads=Hq, num_kv_heads=Hkv,
+                  head_dim=D, append=True, kv_dtype=fmt, kv_scales="token")
+    cpu = kt.Plan(**fields)
+    ck, cv = k.clone(), v.clone()
+    want = cpu.run(q, ck, cv, pos, kv, update_k=uk, update_v=uv, k_scale=ks,
+                   v_scale=vs)
+    plan = kt.Plan(**fields, runtime=rt, max_batch=2, max_query_len=1)
+
+    def codes(t):
+        return kvattn.to_device(t.view(torch.uint8).numpy(), rt, "f8E4M3FN")
+
+    dk, dv = codes(k), codes(v)
+    out = rt.empty((B, Hq, L, D), "bf16")
+    plan.run(dev(rt, q), dk, dv, dev(rt, pos), dev(rt, kv),
+             update_k=dev(rt, uk), update_v=dev(rt, uv), k_scale=dev(rt, ks),
+             v_scale=dev(rt, vs), out=out)
+    assert plan.status() is None
+    assert np.array_equal(dk.numpy(), ck.view(torch.uint8).numpy())
+    assert np.array_equal(dv.numpy(), cv.view(torch.uint8).numpy())
+    # The device rounds each code * scale to bf16 before the MMAs (the CPU
+    # keeps it in f32): kvattn's bf16 tolerance, 1.6e-2 + 1.6e-2 |ref|.
+    got, ref = host(out, dtype).double(), want.double()
+    assert ((got - ref).abs() <= 1.6e-2 + 1.6e-2 * ref.abs()).all()
+    plan.close()
+    cpu.close()

@@ -121,10 +121,60 @@ func.func @tile_scale_without_fp8(%s: memref<16x32xf32>, %v: memref<2x2x128x64xf
 
 // -----
 
-// kvattn.append does not write an FP8 cache yet (the reference's appendFp8
-// defines the quantisation; the dialect and the kernels do not take it).
-func.func @append_into_fp8(%u: tensor<1x2x1x16xbf16>, %c: tensor<1x2x8x16xf8E4M3FN>, %p: tensor<1xi32>) {
-  // expected-error @+1 {{operand #1 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values}}
+// kvattn.append into an FP8 cache quantises with kv_scale: a bf16 update
+// into an FP8 cache without it is refused by name.
+func.func @append_into_fp8_without_scale(%u: tensor<1x2x1x16xbf16>, %c: tensor<1x2x8x16xf8E4M3FN>, %p: tensor<1xi32>) {
+  // expected-error @+1 {{an FP8 cache ('f8E4M3FN') takes a 'bf16' update only with kv_scale, the f32 scales it quantises with (per tensor [1], per head [H] or per token and head: the cache's shape without its last dimension)}}
   %r = kvattn.append %u into %c at %p : tensor<1x2x1x16xbf16> into tensor<1x2x8x16xf8E4M3FN>, tensor<1xi32>
+  return
+}
+
+// -----
+
+func.func @append_scale_without_fp8(%u: tensor<1x2x1x16xbf16>, %c: tensor<1x2x8x16xbf16>, %p: tensor<1xi32>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{kv_scale quantises the update into an FP8 cache, but the cache is 'bf16': drop it, or store the cache as f8E4M3FN or f8E5M2}}
+  %r = kvattn.append %u into %c at %p kv_scale(%s : tensor<1xf32>) : tensor<1x2x1x16xbf16> into tensor<1x2x8x16xbf16>, tensor<1xi32>
+  return
+}
+
+// -----
+
+func.func @append_scale_shape(%u: tensor<1x2x1x16xbf16>, %c: tensor<1x2x8x16xf8E5M2>, %p: tensor<1xi32>, %s: tensor<3xf32>) {
+  // expected-error @+1 {{kv_scale has shape 'tensor<3xf32>': a KV scale is per tensor [1], per head [H = 2] or per token and head [1, 2, 8] (the cache's shape without its last dimension)}}
+  %r = kvattn.append %u into %c at %p kv_scale(%s : tensor<3xf32>) : tensor<1x2x1x16xbf16> into tensor<1x2x8x16xf8E5M2>, tensor<1xi32>
+  return
+}
+
+// -----
+
+func.func @append_scale_paged_shape(%u: tensor<2x2x1x16xf16>, %c: tensor<8x4x2x16xf8E4M3FN>, %p: tensor<2xi32>, %bt: tensor<2x4xi32>, %s: tensor<2x2x8xf32>) {
+  // expected-error @+1 {{kv_scale has shape 'tensor<2x2x8xf32>': a KV scale is per tensor [1], per head [H = 2] or per token and head [8, 4, 2] (the cache's shape without its last dimension)}}
+  %r = kvattn.append %u into %c at %p block_table(%bt : tensor<2x4xi32>) kv_scale(%s : tensor<2x2x8xf32>) : tensor<2x2x1x16xf16> into tensor<8x4x2x16xf8E4M3FN>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @append_scale_type(%u: tensor<1x2x1x16xbf16>, %c: tensor<1x2x8x16xf8E4M3FN>, %p: tensor<1xi32>, %s: tensor<1xf16>) {
+  // expected-error @+1 {{kv_scale must be an f32 tensor, got 'tensor<1xf16>'}}
+  %r = kvattn.append %u into %c at %p kv_scale(%s : tensor<1xf16>) : tensor<1x2x1x16xbf16> into tensor<1x2x8x16xf8E4M3FN>, tensor<1xi32>
+  return
+}
+
+// -----
+
+func.func @append_scale_zero(%u: tensor<1x2x1x16xf32>, %c: tensor<1x2x8x16xf8E4M3FN>, %p: tensor<1xi32>) {
+  %s = arith.constant dense<[0.5, 0.0]> : tensor<2xf32>
+  // expected-error @+1 {{kv_scale[1] = 0 must be positive and finite (a KV scale divides the values it quantises)}}
+  %r = kvattn.append %u into %c at %p kv_scale(%s : tensor<2xf32>) : tensor<1x2x1x16xf32> into tensor<1x2x8x16xf8E4M3FN>, tensor<1xi32>
+  return
+}
+
+// -----
+
+// The update is f32, f16 or bf16: FP8 codes are not appended as they are.
+func.func @append_fp8_update(%u: tensor<1x2x1x16xf8E4M3FN>, %c: tensor<1x2x8x16xf8E4M3FN>, %p: tensor<1xi32>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values}}
+  %r = kvattn.append %u into %c at %p kv_scale(%s : tensor<1xf32>) : tensor<1x2x1x16xf8E4M3FN> into tensor<1x2x8x16xf8E4M3FN>, tensor<1xi32>
   return
 }

@@ -39,3 +39,20 @@ func.func @tile_ops(%q: memref<16x64xf32>, %k: memref<2x2x128x64xf8E4M3FN>, %v: 
   kvattn.tile.softmax_update %s, %v[%i, %i, %i] kv_scale(%vs : memref<1xf32>) size(%i, %i) state(%m, %l, %acc) : memref<16x32xf32>, memref<2x2x128x64xf8E4M3FN>, memref<16xf32>, memref<16xf32>, memref<16x64xf32>
   return
 }
+
+// -----
+
+// kvattn.append into an FP8 cache: the update quantised with kv_scale (per
+// tensor, per head, per token and head; paged; with RoPE).
+// CHECK-LABEL: func @append_quantised
+// CHECK: kvattn.append %{{.*}} into %{{.*}} at %{{.*}} kv_scale(%{{.*}} : tensor<1xf32>) : tensor<2x2x1x64xbf16> into tensor<2x2x128x64xf8E4M3FN>, tensor<2xi32>
+// CHECK: kvattn.append %{{.*}} into %{{.*}} at %{{.*}} kv_scale(%{{.*}} : tensor<2xf32>) : tensor<2x2x1x64xf32> into tensor<2x2x128x64xf8E5M2>, tensor<2xi32>
+// CHECK: kvattn.append %{{.*}} into %{{.*}} at %{{.*}} block_table(%{{.*}} : tensor<2x8xi32>) kv_scale(%{{.*}} : tensor<64x16x2xf32>) : tensor<2x2x1x64xf16> into tensor<64x16x2x64xf8E4M3FN>, tensor<2xi32>
+// CHECK: kvattn.append %{{.*}} into %{{.*}} at %{{.*}} rope = <rotary_dim = 64, theta = 1.000000e+04> rope_pos(%{{.*}} : tensor<2x128xi32>) kv_scale(%{{.*}} : tensor<2x2x128xf32>) : tensor<2x2x1x64xbf16> into tensor<2x2x128x64xf8E4M3FN>, tensor<2xi32>
+func.func @append_quantised(%u: tensor<2x2x1x64xbf16>, %u32: tensor<2x2x1x64xf32>, %u16: tensor<2x2x1x64xf16>, %c: tensor<2x2x128x64xf8E4M3FN>, %c5: tensor<2x2x128x64xf8E5M2>, %pages: tensor<64x16x2x64xf8E4M3FN>, %pos: tensor<2xi32>, %bt: tensor<2x8xi32>, %rec: tensor<2x128xi32>, %s1: tensor<1xf32>, %sh: tensor<2xf32>, %sp: tensor<64x16x2xf32>, %st: tensor<2x2x128xf32>) {
+  %a = kvattn.append %u into %c at %pos kv_scale(%s1 : tensor<1xf32>) : tensor<2x2x1x64xbf16> into tensor<2x2x128x64xf8E4M3FN>, tensor<2xi32>
+  %b = kvattn.append %u32 into %c5 at %pos kv_scale(%sh : tensor<2xf32>) : tensor<2x2x1x64xf32> into tensor<2x2x128x64xf8E5M2>, tensor<2xi32>
+  %p = kvattn.append %u16 into %pages at %pos block_table(%bt : tensor<2x8xi32>) kv_scale(%sp : tensor<64x16x2xf32>) : tensor<2x2x1x64xf16> into tensor<64x16x2x64xf8E4M3FN>, tensor<2xi32>
+  %r, %rp = kvattn.append %u into %c at %pos rope = #kvattn.rope<rotary_dim = 64, theta = 10000.0> rope_pos(%rec : tensor<2x128xi32>) kv_scale(%st : tensor<2x2x128xf32>) : tensor<2x2x1x64xbf16> into tensor<2x2x128x64xf8E4M3FN>, tensor<2xi32>
+  return
+}

@@ -1,6 +1,7 @@
 //===- Fp8KvCacheTest.cpp - FP8 KV caches in the reference ----------------===//
 //
-// reference::appendFp8 / dequantizeFp8Cache (kvattn/Reference/Fp8KvCache.h):
+// reference::appendFp8 / appendQuantized / dequantizeFp8Cache
+// (kvattn/Reference/Fp8KvCache.h):
 // every scale granularity, the rounding / saturation / NaN policy, the
 // accuracy of attention over an FP8 cache against the f32 cache (printed and
 // bounded), and the named errors (a scale of the wrong shape, zero, negative
@@ -284,4 +285,89 @@ TEST(Fp8KvCache, DequantizesPagedCachesPerToken) {
   ASSERT_TRUE(s.isError());
   EXPECT_EQ(s.message(),
             "k_scale must go with an FP8 cache (f8E4M3FN or f8E5M2), not f16");
+}
+
+TEST(Fp8KvCache, AppendQuantizedWritesTheRowsCodes) {
+  // reference::appendQuantized (kvattn.append ... kv_scale) agrees with
+  // appendFp8 code by code for every granularity (plain cache), and the
+  // paged form takes the scale of the page row it writes: the same tokens
+  // through a table give the same codes as the plain cache with the scales
+  // laid out as the pages hold them.
+  const std::vector<int64_t> shape = {2, 2, 16, 8};
+  HostTensor update = random({2, 2, 3, 8}, 500, 3);
+  update.setDouble(0, std::numeric_limits<double>::infinity());
+  update.setDouble(1, std::nan(""));
+  update.setDouble(2, -0.0);
+  const HostTensor pos = ints({4, 13});
+  HostTensor perToken = random({2, 2, 16}, 1, 4);
+  for (int64_t i = 0; i < perToken.numElements(); ++i)
+    perToken.setDouble(i, 0.25 + std::fabs(perToken.getDouble(i)));
+  for (Float8Format f : {Float8Format::E4M3FN, Float8Format::E5M2})
+    for (const HostTensor &scale :
+         {f32({1}, {0.7}), f32({2}, {0.3, 2.5}), perToken}) {
+      Fp8Cache want = emptyCache(f, shape);
+      ASSERT_TRUE(appendFp8(want, update, pos, "kv_scale", scale).isOk());
+      const ElementType elt = f == Float8Format::E4M3FN ? ElementType::F8E4M3FN
+                                                        : ElementType::F8E5M2;
+      HostTensor cache(elt, shape), result;
+      ASSERT_TRUE(appendQuantized(cache, update, pos, nullptr, scale, nullptr,
+                                  nullptr, result, nullptr)
+                      .isOk());
+      for (int64_t i = 0; i < result.numElements(); ++i)
+        ASSERT_EQ(result.data()[i], want.codes[i]) << i;
+      EXPECT_EQ(result.data()[((0 * 2 + 0) * 16 + 4) * 8 + 1], kFloat8NaN);
+    }
+  // Paged: pages [5, 4, 2, 8]; batch 0 in pages 3, 1 (tokens 4..6: page 1
+  // rows 0..2), batch 1 in pages 0, 2, 4 (tokens 9..11: page 4 rows 1..3);
+  // every written code uses the scale of its page row.
+  const HostTensor table = [] {
+    HostTensor t(ElementType::I32, {2, 4});
+    const int64_t v[] = {3, 1, -1, -1, 0, 2, 4, -1};
+    for (int64_t i = 0; i < 8; ++i)
+      t.setInt(i, v[i]);
+    return t;
+  }();
+  const HostTensor pagedPos = ints({4, 9});
+  HostTensor pageScale = random({5, 4, 2}, 1, 5);
+  for (int64_t i = 0; i < pageScale.numElements(); ++i)
+    pageScale.setDouble(i, 0.25 + std::fabs(pageScale.getDouble(i)));
+  HostTensor pages(ElementType::F8E4M3FN, {5, 4, 2, 8}), written;
+  ASSERT_TRUE(appendQuantized(pages, update, pagedPos, &table, pageScale,
+                              nullptr, nullptr, written, nullptr)
+                  .isOk());
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t t = 0; t < 3; ++t) {
+        const int64_t p = pagedPos.getInt(b) + t;
+        const int64_t page = table.getInt(b * 4 + p / 4), row = p % 4;
+        const float sc =
+            static_cast<float>(pageScale.getDouble((page * 4 + row) * 2 + h));
+        for (int64_t x = 0; x < 8; ++x) {
+          const float v = static_cast<float>(
+              update.getDouble(((b * 2 + h) * 3 + t) * 8 + x));
+          ASSERT_EQ(written.data()[((page * 4 + row) * 2 + h) * 8 + x],
+                    floatToFloat8(v / sc, Float8Format::E4M3FN));
+        }
+      }
+  // The errors: a scale of another shape, zero, a cache that is not FP8, a
+  // write past the capacity.
+  HostTensor cache(ElementType::F8E4M3FN, shape), result;
+  auto error = [&](const HostTensor &c, const HostTensor &s,
+                   const HostTensor &p) {
+    Status st = appendQuantized(c, update, p, nullptr, s, nullptr, nullptr,
+                                result, nullptr);
+    return st.isError() ? st.message() : std::string("ok");
+  };
+  EXPECT_EQ(error(cache, f32({3}), pos),
+            "kv_scale has shape [3]: a KV scale is per tensor [1], per KV "
+            "head [Hkv = 2] or per token and head [2, 2, 16]");
+  EXPECT_EQ(error(cache, f32({2}, {1, 0}), pos),
+            "kv_scale[1] = 0 must be positive and finite (a KV scale divides "
+            "the values it quantises)");
+  EXPECT_EQ(error(HostTensor(ElementType::F16, shape), f32({1}, {1}), pos),
+            "kv_scale quantises into an FP8 cache (f8E4M3FN or f8E5M2), not "
+            "f16");
+  EXPECT_EQ(error(cache, f32({1}, {1}), ints({4, 14})),
+            "pos[1] = 14 writes rows [14, 17) outside the cache capacity C = "
+            "16 (batch 1)");
 }

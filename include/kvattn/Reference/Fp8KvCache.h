@@ -83,6 +83,26 @@ Status appendFp8(Fp8Cache &cache, const HostTensor &update,
                  const HostTensor &pos, const char *scaleName,
                  const HostTensor &scale);
 
+struct Rope;
+
+/// kvattn.append into an FP8 cache held in a HostTensor (F8E4M3FN / F8E5M2
+/// codes): `cache` [B, H, C, D], or pages [num_pages, page_size, H, D] with
+/// `blockTable` [B, max_pages]; `update` [B, H, L, D] f32, f16 or bf16;
+/// `scale` (named "kv_scale" in errors) per tensor ([1] or rank 0), per head
+/// ([H]) or per token and head (the cache's shape without D). Element x of
+/// token t of batch b, head h, is written at the row of position
+/// pos[b] + t (append / appendPaged) as RN_satfinite(f32(x) / scale) with
+/// the scale of that row. With `rope` the update is first rotated at
+/// pos[b] + t in f32 (no rounding before the quantisation); with `ropePos`
+/// [B, C] `ropePosResult` is the record updated (appendRotated's). Errors:
+/// a non-FP8 cache, an update that is not f32/f16/bf16, a bad scale, and
+/// the write rules of append / appendPaged, with their messages.
+Status appendQuantized(const HostTensor &cache, const HostTensor &update,
+                       const HostTensor &pos, const HostTensor *blockTable,
+                       const HostTensor &scale, const Rope *rope,
+                       const HostTensor *ropePos, HostTensor &result,
+                       HostTensor *ropePosResult);
+
 } // namespace reference
 } // namespace kvattn
 } // namespace mlir

@@ -12,12 +12,14 @@
 
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
+#include "passes/Conversion/Fp8.h"
 #include "passes/GPU/KernelAbi.h"
 #include "passes/RotaryEmbedding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -58,10 +60,16 @@ SmallVector<int> symbolicShape(StringRef role, bool paged) {
   return {kB, kMaxPages}; // block_table
 }
 
-/// A row-major view of `ptr` (memref<1xT>) with the operand's shape.
-Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
-                  StringRef role, ArrayRef<Value> sizes, bool paged) {
-  return rebuildRowMajorView(b, ptr, type, symbolicShape(role, paged), sizes);
+/// The symbolic shape of an FP8 cache's scale of rank `rank`: per tensor
+/// ([1] static, or rank 0), per head [Hkv], or the cache's shape without D.
+SmallVector<int> scaleShape(int64_t rank, bool paged) {
+  if (rank == 0)
+    return {};
+  if (rank == 1) // [1] is static: only [Hkv] can be dynamic
+    return {kHkv};
+  SmallVector<int> rows = symbolicShape("cache", paged);
+  rows.pop_back();
+  return rows;
 }
 
 /// Elements per copy: the widest power of two up to 16 bytes that divides
@@ -74,6 +82,37 @@ int64_t vectorWidth(Type elt, int64_t headDim) {
   return v;
 }
 
+/// f32 `values` (a vector of n) as n FP8 codes of `fp8`: two a convert with
+/// cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 (`hardware`, sm_89+), else the
+/// software quantisation (castF32ToFp8, bit-exact with it).
+Value quantize(ImplicitLocOpBuilder &b, Value values, Type fp8, bool hardware) {
+  auto type = cast<VectorType>(values.getType());
+  const int64_t n = type.getNumElements();
+  if (!hardware)
+    return castF32ToFp8(b, b.getLoc(), values, fp8);
+  auto pairType = VectorType::get({2}, b.getI8Type());
+  SmallVector<Value> bytes;
+  for (int64_t p = 0; p < n; p += 2) {
+    // cvt packs its first operand into the upper byte: (x[p + 1], x[p])
+    // gives the codes of x[p], x[p + 1] at increasing addresses. An odd
+    // last element pairs with 0 (its code is the low byte).
+    Value lo = vector::ExtractOp::create(b, values, p);
+    Value hi =
+        p + 1 < n
+            ? vector::ExtractOp::create(b, values, p + 1).getResult()
+            : arith::ConstantOp::create(b, b.getF32FloatAttr(0)).getResult();
+    Value pair = NVVM::ConvertF32x2ToF8x2Op::create(
+        b, Type(pairType), hi, lo, NVVM::FPRoundingMode::RN,
+        NVVM::SaturationMode::SATFINITE, /*relu=*/false, fp8);
+    bytes.push_back(vector::ExtractOp::create(b, pair, 0));
+    if (p + 1 < n)
+      bytes.push_back(vector::ExtractOp::create(b, pair, 1));
+  }
+  Value codes = vector::FromElementsOp::create(
+      b, VectorType::get({n}, b.getI8Type()), bytes);
+  return arith::BitcastOp::create(b, VectorType::get({n}, fp8), codes);
+}
+
 /// The kernel body: warp w of block x copies token n = 4x + w. With
 /// `rope`, the token's key rows are rotated at its position in f32 (one
 /// element and its partner per lane, cos/sin by the f64-reduced polynomial
@@ -81,8 +120,11 @@ int64_t vectorWidth(Type elt, int64_t headDim) {
 /// view, lane 0 writes record[b, p] = p.
 void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
                      ArrayRef<Value> sizes, bool paged, int64_t headDim,
-                     Type elt, RopeAttr rope, Value record) {
+                     Type elt, RopeAttr rope, Value record, Value scale,
+                     bool hardwareFp8) {
   Value update = views[0], cache = views[1], pos = views[2];
+  // An FP8 cache: each value (f32) divided by its row's scale, quantised.
+  Type cacheElt = cast<MemRefType>(cache.getType()).getElementType();
   auto c = [&](int64_t v) {
     return arith::ConstantIndexOp::create(b, v).getResult();
   };
@@ -176,10 +218,20 @@ void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
     Value self = load(x);
     Value partner = load(e.partner);
     Value v = emitRotate(b, b.getLoc(), e, self, partner);
-    if (!elt.isF32())
-      v = arith::TruncFOp::create(b, elt, v);
     SmallVector<Value> dst = paged ? SmallVector<Value>{page, row, h, x}
                                    : SmallVector<Value>{batch, h, p, x};
+    if (scale) {
+      // The f32 rotation quantised (no rounding in between).
+      Value sc = loadKvScale(b, b.getLoc(), scale, h, ValueRange(dst));
+      Value q = arith::DivFOp::create(b, v, sc);
+      q = vector::BroadcastOp::create(b, VectorType::get({1}, f32), q);
+      q = quantize(b, q, cacheElt, hardwareFp8);
+      memref::StoreOp::create(b, vector::ExtractOp::create(b, q, 0), cache,
+                              dst);
+      return;
+    }
+    if (!elt.isF32())
+      v = arith::TruncFOp::create(b, elt, v);
     memref::StoreOp::create(b, v, cache, dst);
     return;
   }
@@ -200,11 +252,25 @@ void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
                              /*nontemporal=*/false, align);
   SmallVector<Value> dst = paged ? SmallVector<Value>{page, row, h, d}
                                  : SmallVector<Value>{batch, h, p, d};
+  if (scale) {
+    // `width` values in, `width` codes out (a quarter or half of the bytes,
+    // aligned to their count).
+    Value sc = loadKvScale(b, b.getLoc(), scale, h, ValueRange(dst));
+    auto f32Type = VectorType::get({width}, b.getF32Type());
+    Value f =
+        elt.isF32() ? v : arith::ExtFOp::create(b, f32Type, v).getResult();
+    Value q = arith::DivFOp::create(
+        b, f, vector::BroadcastOp::create(b, f32Type, sc));
+    q = quantize(b, q, cacheElt, hardwareFp8);
+    vector::StoreOp::create(b, q, cache, dst, /*nontemporal=*/false,
+                            llvm::Align(width));
+    return;
+  }
   vector::StoreOp::create(b, v, cache, dst, /*nontemporal=*/false, align);
 }
 
 LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
-                          StringRef kernelName) {
+                          StringRef kernelName, bool hardwareFp8) {
   MLIRContext *ctx = op.getContext();
   const bool paged = op.isPaged();
   auto updateType = cast<RankedTensorType>(op.getUpdate().getType());
@@ -242,6 +308,13 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
     roles.push_back("k_rope_pos");
     buffers.push_back(toBuffer(op.getRopePos(), BufferRole::k_rope_pos, false));
   }
+  // FP8: the scales (role k_scale: a plan binds the V append's to
+  // v_scale, planBufferNames), read only.
+  const bool hasScale = static_cast<bool>(op.getKvScale());
+  if (hasScale) {
+    roles.push_back("k_scale");
+    buffers.push_back(toBuffer(op.getKvScale(), BufferRole::k_scale, true));
+  }
   SmallVector<int> sizeIds = {kB, kHkv, kL, kS};
   if (paged)
     sizeIds.append({kNumPages, kPageSize, kMaxPages});
@@ -249,9 +322,14 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
   // The kernel: a warp per token (num_warps = block_m, tokens per thread
   // block); the vector width in elements.
   KernelSignature signature(ctx);
+  auto shapeOf = [&](StringRef role, Value buffer) {
+    return role == "k_scale"
+               ? scaleShape(cast<MemRefType>(buffer.getType()).getRank(), paged)
+               : symbolicShape(role, paged);
+  };
   for (auto [role, buffer] : llvm::zip(roles, buffers))
     signature.addBuffer(role, cast<MemRefType>(buffer.getType()),
-                        symbolicShape(role, paged), kSizeNames,
+                        shapeOf(role, buffer), kSizeNames,
                         /*written=*/role == "cache" || role == "k_rope_pos");
   for (int id : sizeIds)
     signature.addSize(kSizeNames[id]);
@@ -273,13 +351,20 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
     sizes[id] = entry.getArgument(roles.size() + i);
   SmallVector<Value> views;
   for (auto [i, role] : llvm::enumerate(roles))
-    views.push_back(rebuildView(kb, entry.getArgument(i),
-                                cast<MemRefType>(buffers[i].getType()), role,
-                                sizes, paged));
+    views.push_back(rebuildRowMajorView(kb, entry.getArgument(i),
+                                        cast<MemRefType>(buffers[i].getType()),
+                                        shapeOf(role, buffers[i]), sizes));
   {
     OpBuilder::InsertionGuard guard(kb);
+    Value record, scale;
+    for (auto [role, view] : llvm::zip(roles, views)) {
+      if (role == "k_rope_pos")
+        record = view;
+      if (role == "k_scale")
+        scale = view;
+    }
     buildKernelBody(kb, views, sizes, paged, headDim, elt, op.getRopeAttr(),
-                    hasRecord ? views.back() : Value());
+                    record, scale, hardwareFp8);
   }
   gpu::ReturnOp::create(kb);
 
@@ -319,7 +404,8 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
   op.getResult().replaceAllUsesWith(result);
   if (hasRecord)
     op->getResult(1).replaceAllUsesWith(bufferization::ToTensorOp::create(
-        hb, op->getResult(1).getType(), buffers.back(), /*restrict=*/true,
+        hb, op->getResult(1).getType(), buffers[roles.size() - 1 - hasScale],
+        /*restrict=*/true,
         /*writable=*/true));
   op.erase();
   return success();
@@ -327,6 +413,8 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
 
 struct AppendToGPUPass
     : mlir::kvattn::impl::AppendToGPUPassBase<AppendToGPUPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // RoPE on the GPU: the query is rotated by the attention kernels, the
@@ -352,7 +440,7 @@ struct AppendToGPUPass
     llvm::StringMap<unsigned> counts;
     for (AppendOp op : appends) {
       std::string name = uniqueKernelName(counts, op, "kvattn_append");
-      if (failed(lowerAppend(op, gpuModule, name)))
+      if (failed(lowerAppend(op, gpuModule, name, hardwareFp8)))
         return signalPassFailure();
     }
   }

@@ -32,6 +32,9 @@ __all__ = ["attention", "append", "tree_attention", "cascade_attention",
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16",
            torch.bfloat16: "bf16"}
+# FP8 KV caches (docs/semantics.md, "FP8 KV caches"): key and value as
+# torch.float8_e4m3fn / float8_e5m2 with k_scale / v_scale.
+_FP8 = {torch.float8_e4m3fn: "f8E4M3FN", torch.float8_e5m2: "f8E5M2"}
 _INDEX_DTYPES = (torch.int32, torch.int64)
 LAYOUTS = ("bhsd", "bshd")
 
@@ -59,6 +62,29 @@ def _float_tensor(what: str, t: torch.Tensor) -> str:
             f"{tuple(t.stride())}): kvattn reads each head's D values "
             "from consecutive memory (pass .contiguous())")
     return _DTYPES[t.dtype]
+
+
+def _kv_tensor(what: str, t: torch.Tensor, dtype: str) -> None:
+    """key / value: `dtype` (the query's), or FP8 codes (both of one
+    format: torch.float8_e4m3fn or float8_e5m2)."""
+    if t.dtype in _FP8:
+        if t.dim() != 4:
+            raise KVAttnValueError(f"{what} must have 4 dims, got "
+                                   f"{tuple(t.shape)}")
+        if t.shape[-1] > 1 and t.stride(-1) != 1:
+            raise KVAttnValueError(
+                f"{what}: the head dim is not contiguous (strides "
+                f"{tuple(t.stride())}): pass .contiguous()")
+        return
+    if _float_tensor(what, t) != dtype:
+        raise KVAttnTypeError(f"{what} has dtype {t.dtype}, query "
+                              f"{DTYPE_NAMES[dtype]}: one dtype for all three "
+                              "(or an FP8 cache: torch.float8_e4m3fn / "
+                              "float8_e5m2 key and value with k_scale and "
+                              "v_scale)")
+
+
+DTYPE_NAMES = {v: str(k) for k, v in _DTYPES.items()}
 
 
 def _layout(layout: str) -> str:
@@ -102,10 +128,13 @@ def _check_attention(query, key, value, layout, key_rows=None):
     for what, t in (("query", query), ("key", key), ("value", value)):
         _tensor(what, t)
     dtype = _float_tensor("query", query)
+    if (key.dtype in _FP8 or value.dtype in _FP8) and \
+            key.dtype != value.dtype:
+        raise KVAttnTypeError(f"key has dtype {key.dtype}, value "
+                              f"{value.dtype}: an FP8 cache stores key and "
+                              "value in one FP8 dtype")
     for what, t in (("key", key), ("value", value)):
-        if _float_tensor(what, t) != dtype:
-            raise KVAttnTypeError(f"{what} has dtype {t.dtype}, query "
-                                  f"{query.dtype}: one dtype for all three")
+        _kv_tensor(what, t, dtype)
         if t.device != query.device:
             raise KVAttnValueError(f"{what} is on {t.device}, query on "
                                    f"{query.device}")
@@ -192,7 +221,7 @@ def _ty(shape, dtype):
 
 def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
                  mask=None, sinks=False, alibi=False, rope=None,
-                 key_rows=None):
+                 key_rows=None, kv=None):
     """kvattn IR of one attention with dynamic B, L and S: arguments query
     [B, Hq, L, D], key [B, Hkv, S, D], value [B, Hkv, S, Dv], q_offset and
     kv_len (i64 [B]), and with `mask` = (batch dim, head dim) of a boolean
@@ -202,11 +231,14 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
     rotated at its positions (#kvattn.rope); with `key_rows` "k_start"
     (ragged keys: key/value [1, Hkv, N, D], k_start i64 [B + 1]) or
     "cache_batch_idx" (key/value [C, Hkv, S, D], cache_batch_idx i64 [B])
-    that operand last; result out [B, Hq, L, Dv]."""
+    that operand; with `kv` = (format, k granularity, v granularity) an FP8
+    cache (key/value of that format) and its f32 k_scale, v_scale last
+    ([1], [Hkv] or [B, Hkv, S]); result out [B, Hq, L, Dv]."""
     rows = "1" if key_rows == "k_start" else "?"
+    kv_elt = kv[0] if kv else dtype
     q = _ty(["?", str(Hq), "?", str(D)], dtype)
-    k = _ty([rows, str(Hkv), "?", str(D)], dtype)
-    v = _ty([rows, str(Hkv), "?", str(Dv)], dtype)
+    k = _ty([rows, str(Hkv), "?", str(D)], kv_elt)
+    v = _ty([rows, str(Hkv), "?", str(Dv)], kv_elt)
     o = _ty(["?", str(Hq), "?", str(Dv)], dtype)
     attrs = (" causal" if causal else "") + \
         (f" window = {window}" if window else "") + \
@@ -232,6 +264,12 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
     rows_use = f" {key_rows}(%rows : tensor<?xi64>)" if key_rows else ""
     if key_rows:
         m_arg += ", %rows: tensor<?xi64>"
+    if kv:
+        for name, gran in (("k_scale", kv[1]), ("v_scale", kv[2])):
+            t = {"tensor": _ty(["1"], "f32"), "head": _ty([str(Hkv)], "f32"),
+                 "token": _ty([rows, str(Hkv), "?"], "f32")}[gran]
+            m_arg += f", %{name}: {t}"
+            m_use += f" {name}(%{name} : {t})"
     return (f"func.func @attention(%q: {q}, %k: {k}, %v: {v},\n"
             f"    %qo: tensor<?xi64>, %kl: tensor<?xi64>{m_arg}) -> {o} {{\n"
             f"  %o = kvattn.attention %q, %k, %v{rows_use} q_offset(%qo : "
@@ -271,11 +309,13 @@ def _cpu_program(ir):
 
 def _host_tensor(what: str, t: torch.Tensor, keep: list):
     """A kvattn_host_tensor over t's memory, read by DLPack (t dense)."""
-    view = host_view(t.detach())
+    fmt = _FP8.get(t.dtype)  # FP8: the codes, by their uint8 view
+    view = host_view((t.view(torch.uint8) if fmt else t).detach())
     keep.append(view)
     shape = (capi.ctypes.c_int64 * max(len(view.shape), 1))(*view.shape)
     keep.append(shape)
-    return capi.HostTensor(view.ptr or None, capi.DTYPE_CODE[view.dtype],
+    return capi.HostTensor(view.ptr or None,
+                           capi.DTYPE_CODE[fmt or view.dtype],
                            len(view.shape), shape), view
 
 
@@ -303,10 +343,10 @@ def _dense(t: torch.Tensor) -> torch.Tensor:
 
 
 def _signature(dtype, dims, causal, window, softcap, scale, mask, device,
-               sinks=False, alibi=False, rope=None, key_rows=None):
+               sinks=False, alibi=False, rope=None, key_rows=None, kv=None):
     B, Hq, Hkv, L, S, D, Dv = dims
     return ("attention", dtype, Hq, Hkv, D, Dv, causal, window, softcap,
-            scale, mask, str(device), sinks, alibi, rope, key_rows)
+            scale, mask, str(device), sinks, alibi, rope, key_rows, kv)
 
 
 def _check_rope(rotary_theta, rotary_dim, rotary_interleaved, dims):
@@ -342,6 +382,62 @@ def _key_rows(k_start, cache_batch_idx, batch, device):
         return "cache_batch_idx", _positions("cache_batch_idx",
                                              cache_batch_idx, batch, device)
     return None, None
+
+
+def _check_kv_scales(key, k_scale, v_scale, query, dims, layout):
+    """An FP8 cache's scales: None for a cache in the query's dtype (no
+    scale allowed), else (format, k granularity, v granularity), each
+    granularity "tensor" ([1] or a 0-d tensor), "head" ([Hkv]) or "token"
+    (the cache's shape without D, in its layout). float32 on the query's
+    device; the values (positive and finite) are checked by the C API (CPU)
+    or on the device (check())."""
+    fmt = _FP8.get(key.dtype)
+    if fmt is None:
+        for what, t in (("k_scale", k_scale), ("v_scale", v_scale)):
+            if t is not None:
+                raise KVAttnValueError(
+                    f"{what} dequantises an FP8 cache, but key and value "
+                    f"are {key.dtype}: drop it, or store the cache as "
+                    "torch.float8_e4m3fn or torch.float8_e5m2")
+        return None
+    Hkv = dims[2]
+    rows = tuple(key.shape[:3])
+    grans = []
+    for what, t in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if t is None:
+            raise KVAttnValueError(
+                f"an FP8 KV cache ({key.dtype}) needs k_scale and v_scale "
+                "(torch.float32: per tensor [1], per KV head [Hkv] or per "
+                "token and head, the cache's shape without D)")
+        _tensor(what, t)
+        if t.dtype != torch.float32:
+            raise KVAttnTypeError(f"{what} has dtype {t.dtype}; it must be "
+                                  "torch.float32")
+        if t.device != query.device:
+            raise KVAttnValueError(f"{what} is on {t.device}, query on "
+                                   f"{query.device}")
+        shape = tuple(t.shape)
+        if shape in ((), (1,)):
+            grans.append("tensor")
+        elif shape == (Hkv,):
+            grans.append("head")
+        elif shape == rows:
+            grans.append("token")
+        else:
+            raise KVAttnValueError(
+                f"{what} has shape {shape}: a KV scale is per tensor [1], "
+                f"per KV head [Hkv] = [{Hkv}] or per token and head "
+                f"{list(rows)} (the cache's shape without D, {layout})")
+    return (fmt, grans[0], grans[1])
+
+
+def _scale_tensor(t, gran, layout):
+    """A scale as the IR takes it: [1], [Hkv], or [B, Hkv, S] (dense)."""
+    if gran == "tensor":
+        return t.reshape(1)
+    if gran == "token" and layout == "bshd":
+        return t.transpose(1, 2).contiguous()
+    return _dense(t)
 
 
 def _check_per_head(what, t, query, dims):
@@ -388,7 +484,8 @@ def _check_mask(mask, query, dims):
 def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                     window, softcap, scale, layout, out, sinks=None,
                     alibi_slopes=None, k_start=None, cache_batch_idx=None,
-                    rotary_theta=0.0, rotary_dim=0, rotary_interleaved=False):
+                    rotary_theta=0.0, rotary_dim=0, rotary_interleaved=False,
+                    k_scale=None, v_scale=None):
     """Checks everything, then runs the attention into `out` (the [B, Hq,
     L, Dv] tensor in `layout`)."""
     layout = _layout(layout)
@@ -401,6 +498,10 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
     has_sinks = _check_per_head("sinks", sinks, query, dims)
     has_alibi = _check_per_head("alibi_slopes", alibi_slopes, query, dims)
     rope = _check_rope(rotary_theta, rotary_dim, rotary_interleaved, dims)
+    kv_fp8 = _check_kv_scales(key, k_scale, v_scale, query, dims, layout)
+    scales = [] if kv_fp8 is None else [
+        ("k_scale", _scale_tensor(k_scale.detach(), kv_fp8[1], layout)),
+        ("v_scale", _scale_tensor(v_scale.detach(), kv_fp8[2], layout))]
     if kv_len is None and key_rows == "k_start":
         kv_len = rows[1:] - rows[:-1]  # each sequence's packed rows
     kv = (torch.full((B,), S, dtype=torch.int64, device=query.device)
@@ -415,10 +516,10 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
         # kv_len <= S, ...) with the reference's messages.
         key_ = _signature(dtype, dims, causal, window, softcap, scale,
                           mask_dims, "cpu", has_sinks, has_alibi, rope,
-                          key_rows)
+                          key_rows, kv_fp8)
         program = _program(key_, lambda: _cpu_program(attention_ir(
             dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
-            mask_dims, has_sinks, has_alibi, rope, key_rows)))
+            mask_dims, has_sinks, has_alibi, rope, key_rows, kv_fp8)))
         q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
         o = _to_bhsd(out, layout)
         dense_out = o.is_contiguous()
@@ -434,13 +535,15 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
             inputs.append(("alibi_slopes", _dense(alibi_slopes.detach())))
         if key_rows:
             inputs.append((key_rows, rows.contiguous()))
+        inputs += scales
         _cpu_run(program, inputs, target, "kvattn::attention")
         if not dense_out:
             o.copy_(target)
         return out
     return _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
                            window, softcap, scale, layout, out, dtype, dims,
-                           sinks, alibi_slopes, rope, key_rows, rows)
+                           sinks, alibi_slopes, rope, key_rows, rows,
+                           kv_fp8, dict(scales))
 
 
 def _check_out(out, query, want):
@@ -483,13 +586,14 @@ def _cuda_runtime(device: torch.device):
 def _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
                     window, softcap, scale, layout, out, dtype, dims,
                     sinks=None, alibi_slopes=None, rope=None, key_rows=None,
-                    rows=None):
+                    rows=None, kv_fp8=None, scales=None):
     from .serving import device_run
     B, Hq, Hkv, L, S, D, Dv = dims
     rt = _cuda_runtime(query.device)
     has_sinks, has_alibi = sinks is not None, alibi_slopes is not None
     key_ = _signature(dtype, dims, causal, window, softcap, scale, mask_dims,
-                      query.device, has_sinks, has_alibi, rope, key_rows)
+                      query.device, has_sinks, has_alibi, rope, key_rows,
+                      kv_fp8)
     q, k, v = (_dense(_to_bhsd(t, layout)) for t in (query, key, value))
     o = _to_bhsd(out, layout)
     target = o if o.is_contiguous() else torch.empty(
@@ -512,10 +616,11 @@ def _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
         tensors[key_rows] = rows.to(device, torch.int64).contiguous()
         if key_rows == "cache_batch_idx":
             sizes["cache_rows"] = k.shape[0]
+    tensors.update(scales or {})
     with _program_stats(key_):
         device_run(rt, key_, lambda: attention_ir(
             dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale, mask_dims,
-            has_sinks, has_alibi, rope, key_rows),
+            has_sinks, has_alibi, rope, key_rows, kv_fp8),
             {n: t.data_ptr() for n, t in tensors.items()}, sizes,
             torch.cuda.current_stream(device).cuda_stream)
     if target is not o:
@@ -570,20 +675,23 @@ def _attention_op(query: torch.Tensor, key: torch.Tensor,
                   k_start: Optional[torch.Tensor] = None,
                   cache_batch_idx: Optional[torch.Tensor] = None,
                   rotary_theta: float = 0.0, rotary_dim: int = 0,
-                  rotary_interleaved: bool = False
+                  rotary_interleaved: bool = False,
+                  k_scale: Optional[torch.Tensor] = None,
+                  v_scale: Optional[torch.Tensor] = None
                   ) -> torch.Tensor:
     out = query.new_empty(_out_shape(query, value, _layout(layout)))
     return _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                            window, softcap, scale, layout, out, sinks,
                            alibi_slopes, k_start, cache_batch_idx,
-                           rotary_theta, rotary_dim, rotary_interleaved)
+                           rotary_theta, rotary_dim, rotary_interleaved,
+                           k_scale, v_scale)
 
 
 @_attention_op.register_fake
 def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
       scale, layout, sinks=None, alibi_slopes=None, k_start=None,
       cache_batch_idx=None, rotary_theta=0.0, rotary_dim=0,
-      rotary_interleaved=False):
+      rotary_interleaved=False, k_scale=None, v_scale=None):
     return query.new_empty(_out_shape(query, value, layout))
 
 
@@ -599,18 +707,20 @@ def _attention_out_op(query: torch.Tensor, key: torch.Tensor,
                       k_start: Optional[torch.Tensor] = None,
                       cache_batch_idx: Optional[torch.Tensor] = None,
                       rotary_theta: float = 0.0, rotary_dim: int = 0,
-                      rotary_interleaved: bool = False) -> None:
+                      rotary_interleaved: bool = False,
+                      k_scale: Optional[torch.Tensor] = None,
+                      v_scale: Optional[torch.Tensor] = None) -> None:
     _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                     window, softcap, scale, layout, out, sinks, alibi_slopes,
                     k_start, cache_batch_idx, rotary_theta, rotary_dim,
-                    rotary_interleaved)
+                    rotary_interleaved, k_scale, v_scale)
 
 
 @_attention_out_op.register_fake
 def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
       scale, layout, out, sinks=None, alibi_slopes=None, k_start=None,
       cache_batch_idx=None, rotary_theta=0.0, rotary_dim=0,
-      rotary_interleaved=False):
+      rotary_interleaved=False, k_scale=None, v_scale=None):
     return None
 
 
@@ -626,7 +736,9 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               cu_seqlens_k: Optional[torch.Tensor] = None,
               cache_batch_idx: Optional[torch.Tensor] = None,
               rotary_theta: Optional[float] = None, rotary_dim: int = 0,
-              rotary_interleaved: bool = False) -> torch.Tensor:
+              rotary_interleaved: bool = False,
+              k_scale: Optional[torch.Tensor] = None,
+              v_scale: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Attention with explicit positions (docs/semantics.md): query row i of
     batch b sits at position q_offset[b] + i, key j at j; key j is valid
     when j < kv_len[b] (default: S); causal: key j is seen when j <=
@@ -650,6 +762,14 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     k_start[b + 1] - k_start[b]). cache_batch_idx (int [B], FlashAttention's
     kvcache API): key/value are [C, Hkv, S, D|Dv] and batch b reads cache
     row cache_batch_idx[b] (in [0, C); two batches may read one row).
+
+    FP8 caches (vLLM's and FlashInfer's k_scale / v_scale): key and value
+    as torch.float8_e4m3fn or float8_e5m2 (both one dtype), read as
+    float(code) * scale; k_scale / v_scale float32 per tensor ([1] or 0-d),
+    per KV head ([Hkv]) or per token and head (the cache's shape without
+    D: [B, Hkv, S], bshd [B, S, Hkv]); every scale positive and finite
+    (checked before anything runs on the CPU, on the device by check()).
+    The query and out stay f32/f16/bf16.
 
     layout "bhsd": query [B, Hq, L, D], key/value [B, Hkv, S, D|Dv], out
     [B, Hq, L, Dv]; "bshd": [B, L, Hq, D] etc. (the sequence before the
@@ -681,17 +801,19 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     _check_per_head("alibi_slopes", alibi_slopes, query, dims)
     theta = float(rotary_theta or 0.0)
     _check_rope(theta, rotary_dim, rotary_interleaved, dims)
+    _check_kv_scales(key, k_scale, v_scale, query, dims, layout)
     if out is None:
         return torch.ops.kvattn.attention(query, key, value, q_offset, kv_len,
                                           mask, causal, window, softcap,
                                           scale, layout, sinks, alibi_slopes,
                                           k_start, cache_batch_idx, theta,
-                                          rotary_dim, rotary_interleaved)
+                                          rotary_dim, rotary_interleaved,
+                                          k_scale, v_scale)
     torch.ops.kvattn.attention_out(query, key, value, q_offset, kv_len, mask,
                                    causal, window, softcap, scale, layout,
                                    out, sinks, alibi_slopes, k_start,
                                    cache_batch_idx, theta, rotary_dim,
-                                   rotary_interleaved)
+                                   rotary_interleaved, k_scale, v_scale)
     return out
 
 

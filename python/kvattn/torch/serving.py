@@ -37,7 +37,10 @@ __all__ = ["Plan"]
 _FLOAT_NAMES = {torch.float32: "f32", torch.float16: "f16",
                 torch.bfloat16: "bf16"}
 _DTYPE_NAMES = {**_FLOAT_NAMES, torch.int32: "i32", torch.int64: "i64",
-                torch.bool: "i1"}
+                torch.bool: "i1", torch.float8_e4m3fn: "f8E4M3FN",
+                torch.float8_e5m2: "f8E5M2"}
+_FP8_NAMES = {torch.float8_e4m3fn: "f8E4M3FN", torch.float8_e5m2: "f8E5M2"}
+_KV_SCALES = ("tensor", "head", "token")
 
 # Plans by id: the op takes the id (a str: torch.library ops take no Python
 # objects, and torch.compile keeps a str as a constant of the graph).
@@ -90,7 +93,11 @@ class Plan:
     varlen (a ragged batch: query/out [1, Hq, T, D] and q_start [B + 1]);
     append (each run first writes update_k/update_v [B, Hkv, L, D] into the
     caches at q_offset); causal, window, softcap, scale; sinks / alibi (the
-    run takes f32 [Hq] sinks / alibi_slopes).
+    run takes f32 [Hq] sinks / alibi_slopes); kv_dtype (None, or an FP8
+    cache: torch.float8_e4m3fn / float8_e5m2 key and value, the run takes
+    f32 k_scale / v_scale of granularity kv_scales: "tensor" [1], "head"
+    [Hkv] or "token", the cache's shape without D; with append the new
+    tokens are quantised with them).
 
     device: "cpu" (kvattn's JIT CPU path) or a CUDA device (the kvattn
     runtime on torch's current stream); runtime: a kvattn.Runtime of the
@@ -108,7 +115,8 @@ class Plan:
                  scale: Optional[float] = None, sinks: bool = False,
                  alibi: bool = False, device="cpu", max_batch: int = 0,
                  max_query_len: int = 0, max_kv_len: int = 0,
-                 max_pages: int = 0, runtime=None, **compile_options):
+                 max_pages: int = 0, runtime=None, kv_dtype=None,
+                 kv_scales: str = "tensor", **compile_options):
         import kvattn
         from . import _check_options, _cuda_runtime
         self.handle = self.program = None
@@ -122,6 +130,17 @@ class Plan:
             if not isinstance(flag, bool):
                 raise KVAttnTypeError(f"{what} must be a bool, got {flag!r}")
         self.dtype = dtype
+        # An FP8 cache: key/value torch.float8_e4m3fn / float8_e5m2 codes,
+        # the run's k_scale / v_scale f32 of granularity kv_scales.
+        if kv_dtype is not None and kv_dtype not in _FP8_NAMES:
+            raise KVAttnTypeError(f"kv_dtype {kv_dtype!r}: an FP8 cache is "
+                                  "torch.float8_e4m3fn or torch.float8_e5m2"
+                                  " (None: key/value in dtype)")
+        if kv_scales not in _KV_SCALES:
+            raise KVAttnValueError(f"kv_scales must be 'tensor' [1], 'head' "
+                                   f"[Hkv] or 'token' (the cache's shape "
+                                   f"without D), got {kv_scales!r}")
+        self.kv_dtype, self.kv_scales = kv_dtype, kv_scales
         self.Hq = _int("num_query_heads", num_query_heads, 1)
         self.Hkv = _int("num_kv_heads", num_kv_heads, 1)
         self.D = _int("head_dim", head_dim, 1)
@@ -143,6 +162,8 @@ class Plan:
                       sinks=int(sinks), alibi=int(alibi))
         if self.paged:
             fields.update(paged=1, page_size=self.page_size)
+        if kv_dtype is not None:
+            fields.update(kv_dtype=_FP8_NAMES[kv_dtype], kv_scales=kv_scales)
         # The description is checked by the C API, naming the field.
         self.ir = kvattn.attention_ir(**fields)
         if runtime is not None:
@@ -190,10 +211,12 @@ class Plan:
     def _check(self, t):
         """t: {name: tensor or None}; returns (sizes, {name: _Buf})."""
         wants = ["query", "key", "value", "q_offset", "kv_len", "out"]
+        fp8 = self.kv_dtype is not None
         for what, on in (("block_table", self.paged),
                          ("q_start", self.varlen), ("update_k", self.append),
                          ("update_v", self.append), ("sinks", self.sinks),
-                         ("alibi_slopes", self.alibi)):
+                         ("alibi_slopes", self.alibi), ("k_scale", fp8),
+                         ("v_scale", fp8)):
             if on:
                 wants.append(what)
             elif t.get(what) is not None:
@@ -220,10 +243,15 @@ class Plan:
                         f"{what} has dtype {b.dtype}; plan metadata is "
                         "torch.int32 (the kernels read it as is, on the "
                         "device)")
-            elif what in ("sinks", "alibi_slopes"):
+            elif what in ("sinks", "alibi_slopes", "k_scale", "v_scale"):
                 if b.dtype != "f32":
                     raise KVAttnTypeError(f"{what} has dtype {b.dtype}; it "
                                           "must be torch.float32")
+            elif what in ("key", "value") and fp8:
+                if b.dtype != _FP8_NAMES[self.kv_dtype]:
+                    raise KVAttnTypeError(
+                        f"{what} has dtype {b.dtype}; the plan's cache is "
+                        f"{_FP8_NAMES[self.kv_dtype]} (kv_dtype)")
             elif b.dtype != _FLOAT_NAMES[self.dtype]:
                 raise KVAttnTypeError(f"{what} has dtype {b.dtype}; the plan "
                                       f"is {_FLOAT_NAMES[self.dtype]}")
@@ -267,6 +295,14 @@ class Plan:
                                        f"{bufs['value'].shape[2]} rows, key "
                                        f"{k[2]}")
             sizes["S"] = k[2]
+        if fp8:
+            rows = tuple(k[:3])
+            want = {"tensor": [(1,)], "head": [(self.Hkv,)],
+                    "token": [rows]}[self.kv_scales]
+            for what in ("k_scale", "v_scale"):
+                if bufs[what].shape not in want:
+                    raise _shape_error(what, bufs[what].shape,
+                                       list(want[0]))
         expect = {"q_offset": (B,), "q_start": (B + 1,),
                   "sinks": (self.Hq,), "alibi_slopes": (self.Hq,),
                   "update_k": (B, self.Hkv, L, self.D),
@@ -328,6 +364,8 @@ class Plan:
             order.append("sinks")
         if self.alibi:
             order.append("alibi_slopes")
+        if self.kv_dtype is not None:
+            order += ["k_scale", "v_scale"]
         results = ["out"] + (["key", "value"] if self.append else [])
         keep = []
         inputs = [_host_tensor(bufs[n].obj, keep) for n in order]
@@ -344,14 +382,17 @@ class Plan:
 
     def run(self, query, key, value, q_offset, kv_len, *, block_table=None,
             q_start=None, update_k=None, update_v=None, sinks=None,
-            alibi_slopes=None, out=None):
+            alibi_slopes=None, out=None, k_scale=None, v_scale=None):
         """One step: query [B, Hq, L, D] (varlen: [1, Hq, T, D]), key/value
         the caches (paged: [num_pages, page_size, Hkv, D]; else [B, Hkv, S,
         D]), q_offset and kv_len int32 [B] (query row i of batch b at
         position q_offset[b] + i; with append also where update_k/update_v
         are written), block_table int32 [B, max_pages], q_start int32
         [B + 1], update_k/update_v [B, Hkv, L, D], sinks/alibi_slopes f32
-        [Hq]; everything on the plan's device. Writes and returns `out`
+        [Hq]; with kv_dtype (an FP8 cache) k_scale/v_scale f32 (the
+        plan's kv_scales granularity; with append the new tokens are
+        quantised with them); everything on the plan's device. Writes and
+        returns `out`
         (allocated by torch when not given). No host synchronisation on a
         device: a bad metadata value is recorded on the device (status(),
         check())."""
@@ -362,7 +403,8 @@ class Plan:
         t = dict(query=query, key=key, value=value, q_offset=q_offset,
                  kv_len=kv_len, block_table=block_table, q_start=q_start,
                  update_k=update_k, update_v=update_v, sinks=sinks,
-                 alibi_slopes=alibi_slopes, out=out)
+                 alibi_slopes=alibi_slopes, out=out, k_scale=k_scale,
+                 v_scale=v_scale)
         if self.device == "runtime":
             self._run(t)  # the emulated GPU is no torch device: no op
             return out
@@ -375,11 +417,12 @@ class Plan:
         if self.append:
             torch.ops.kvattn.plan_append_run(
                 self.id, query, key, value, update_k, update_v, q_offset,
-                kv_len, block_table, q_start, sinks, alibi_slopes, out)
+                kv_len, block_table, q_start, sinks, alibi_slopes, out,
+                k_scale, v_scale)
         else:
             torch.ops.kvattn.plan_run(
                 self.id, query, key, value, q_offset, kv_len, block_table,
-                q_start, sinks, alibi_slopes, out)
+                q_start, sinks, alibi_slopes, out, k_scale, v_scale)
         return out
 
     __call__ = run
@@ -432,7 +475,9 @@ _SIZE_WHAT = {"B": "the batch B", "L": "the query length L",
               "max_pages": "the block table's max_pages"}
 _FLAG = {"block_table": "page_size > 0", "q_start": "varlen=True",
          "update_k": "append=True", "update_v": "append=True",
-         "sinks": "sinks=True", "alibi_slopes": "alibi=True"}
+         "sinks": "sinks=True", "alibi_slopes": "alibi=True",
+         "k_scale": "kv_dtype=torch.float8_e4m3fn or float8_e5m2",
+         "v_scale": "kv_dtype=torch.float8_e4m3fn or float8_e5m2"}
 
 
 def _host_tensor(t, keep):
@@ -460,16 +505,18 @@ def _plan_run_op(plan: str, query: torch.Tensor, key: torch.Tensor,
                  q_start: Optional[torch.Tensor],
                  sinks: Optional[torch.Tensor],
                  alibi_slopes: Optional[torch.Tensor],
-                 out: torch.Tensor) -> None:
+                 out: torch.Tensor, k_scale: Optional[torch.Tensor] = None,
+                 v_scale: Optional[torch.Tensor] = None) -> None:
     _plan(plan)._run(dict(query=query, key=key, value=value,
                           q_offset=q_offset, kv_len=kv_len,
                           block_table=block_table, q_start=q_start,
-                          sinks=sinks, alibi_slopes=alibi_slopes, out=out))
+                          sinks=sinks, alibi_slopes=alibi_slopes, out=out,
+                          k_scale=k_scale, v_scale=v_scale))
 
 
 @_plan_run_op.register_fake
 def _(plan, query, key, value, q_offset, kv_len, block_table, q_start, sinks,
-      alibi_slopes, out):
+      alibi_slopes, out, k_scale=None, v_scale=None):
     return None
 
 
@@ -483,17 +530,21 @@ def _plan_append_run_op(plan: str, query: torch.Tensor, key: torch.Tensor,
                         q_start: Optional[torch.Tensor],
                         sinks: Optional[torch.Tensor],
                         alibi_slopes: Optional[torch.Tensor],
-                        out: torch.Tensor) -> None:
+                        out: torch.Tensor,
+                        k_scale: Optional[torch.Tensor] = None,
+                        v_scale: Optional[torch.Tensor] = None) -> None:
     _plan(plan)._run(dict(query=query, key=key, value=value,
                           update_k=update_k, update_v=update_v,
                           q_offset=q_offset, kv_len=kv_len,
                           block_table=block_table, q_start=q_start,
-                          sinks=sinks, alibi_slopes=alibi_slopes, out=out))
+                          sinks=sinks, alibi_slopes=alibi_slopes, out=out,
+                          k_scale=k_scale, v_scale=v_scale))
 
 
 @_plan_append_run_op.register_fake
 def _(plan, query, key, value, update_k, update_v, q_offset, kv_len,
-      block_table, q_start, sinks, alibi_slopes, out):
+      block_table, q_start, sinks, alibi_slopes, out, k_scale=None,
+      v_scale=None):
     return None
 
 
