@@ -6,6 +6,7 @@
 //   kvattn.role         getBufferRole / setBufferRole
 //   kvattn.tile_config  getTileConfig / setTileConfig
 //   kvattn.params       getKernelParams / setKernelParams
+//   kvattn.cascade      (a string: a cascade's B = 1 programs)
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +32,11 @@ namespace kvattn {
 inline constexpr llvm::StringLiteral kBufferRoleAttrName = "kvattn.role";
 inline constexpr llvm::StringLiteral kTileConfigAttrName = "kvattn.tile_config";
 inline constexpr llvm::StringLiteral kKernelParamsAttrName = "kvattn.params";
+/// A program or kernel of a shared-prefix (cascade) attention that runs with
+/// B = 1 (a string: "prefix", the attention over the shared prefix, or
+/// "merge", the merge of the prefix and suffix parts); the launch manifest
+/// gives it the kind "cascade_prefix" or "cascade_merge".
+inline constexpr llvm::StringLiteral kCascadeAttr = "kvattn.cascade";
 
 /// The role of the buffer `op` defines; none when it is not a program's
 /// buffer.

@@ -315,6 +315,12 @@ typedef struct {
    * ragged keys ("k_start") key/value are [1, Hkv, S, D], S the packed key
    * rows. */
   int64_t cache_rows;
+  /* Shared-prefix (cascade) kernels (a kvattn.cascade: kinds
+   * "cascade_prefix" and "cascade_merge", which run with B = 1): the keys
+   * P of the shared prefix (prefix_key/prefix_value [1, Hkv, P, D]); 0 when
+   * the prefix length is static (the manifest's number). The others ignore
+   * it. (Added after cache_rows: zero-initialise the struct.) */
+  int64_t P;
 } kvattn_sizes;
 
 /* A device buffer by parameter name: "query", "key", "value", "mask",

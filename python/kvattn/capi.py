@@ -74,7 +74,8 @@ def check_text(what, value, optional=False):
 class _Sizes(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in ("B", "Hq", "Hkv", "L", "S",
                                               "num_pages", "page_size",
-                                              "max_pages", "cache_rows")]
+                                              "max_pages", "cache_rows",
+                                              "P")]
 
 
 class _Buffer(ctypes.Structure):
