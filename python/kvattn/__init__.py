@@ -1171,7 +1171,10 @@ def attention_ir(runtime=None, **fields):
     "cache_batch_idx" [B]), cache_rows, kv_dtype (None, "f8E4M3FN" or
     "f8E5M2": an FP8 cache with buffers "k_scale" and "v_scale" f32, last)
     and kv_scales ("tensor" [1], "head" [Hkv] or "token": the cache's shape
-    without D). Bad fields raise KVAttnError naming them."""
+    without D), cascade (0/1, with varlen: a kvattn.cascade, buffers
+    "prefix_key"/"prefix_value" [1, Hkv, prefix_len, D]) and prefix_len
+    (-1 or absent: dynamic, the size P). Bad fields raise KVAttnError
+    naming them."""
     api = _runtime_arg(runtime).api if runtime is not None else library()
     return api.attention_ir(fields)
 

@@ -138,11 +138,18 @@ def test_cascade_gpu_kernels_merge_on_the_device(emulated_runtime):
     np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5)
 
 
-def test_cascade_plan_dynamic_prefix(emulated_runtime):
-    """kvattn.plan of a cascade with a dynamic prefix length: one plan, two
-    prefixes (P = 64, then 23: the size P of each run), device metadata
-    validated on the device; float64 reference."""
+@pytest.mark.parametrize("source", ["ir", "description"])
+def test_cascade_plan_dynamic_prefix(emulated_runtime, source):
+    """kvattn.plan of a cascade with a dynamic prefix length, from IR or
+    from a description (cascade=1): one plan, two prefixes (P = 64, then
+    23: the size P of each run), device metadata validated on the device;
+    float64 reference."""
     ir = cascade.cascade_ir("f32", 4, 2, 7, "?", 3, 30, 16, 16, 0.25)
+    if source == "description":
+        ir = dict(dtype="f32", batch=3, query_len=7, key_len=30,
+                  num_query_heads=4, num_kv_heads=2, head_dim=16,
+                  causal=1, with_lse=1, varlen=1, cascade=1)
+        assert "kvattn.cascade" in kvattn.attention_ir(**ir)
     plan = kvattn.plan(ir, runtime=emulated_runtime,
                        max_sizes={"B": 3, "L": 7, "S": 30})
     assert plan.inputs[:5] == ["query", "prefix_key", "prefix_value", "key",
@@ -154,7 +161,9 @@ def test_cascade_plan_dynamic_prefix(emulated_runtime):
                for name, x in (("query", q), ("prefix_key", pk),
                                ("prefix_value", pv), ("key", sk),
                                ("value", sv))}
-        meta = {name: kvattn.to_device(np.asarray(x, np.int64),
+        # The description's metadata is i32, the IR's i64.
+        idt = np.int32 if source == "description" else np.int64
+        meta = {name: kvattn.to_device(np.asarray(x, idt),
                                        runtime=emulated_runtime)
                 for name, x in (("q_start", qs),
                                 ("q_offset", n - np.diff(qs)),
