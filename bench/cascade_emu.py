@@ -5,10 +5,10 @@ prefix of P keys and each has one suffix key of its own (its new token).
 
   plain    one ragged launch, every sequence's cache holding the prefix
            (kv_len = P + 1): the prefix's K/V is read once per sequence;
-  cascade  kvattn.cascade expanded by -kvattn-expand-cascade: one attention
-           of all SEQS rows over the prefix (read once per KV head), the
-           ragged attention over the suffixes, the merge (on the host in
-           kvattn-run's GPU path: it adds no device bytes here).
+  cascade  kvattn.cascade compiled by kvattn-to-ptx: the prefix kernel
+           (all SEQS rows over the prefix as one batch: read once per KV
+           head and row block), the ragged suffix kernel, and the merge
+           kernel of their two f32 parts, on the device (its bytes counted).
 
 Bytes are the emulator's counted global loads and stores (global_bytes,
 summed over the kernels; cp.async included), so they are exact for the

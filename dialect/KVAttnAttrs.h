@@ -11,6 +11,7 @@
 //   kvattn.gpu_schedule getGpuSchedule / setGpuSchedule
 //   kvattn.value_prefetch getValuePrefetchId / setValuePrefetchId
 //   kvattn.key_prefetch getKeyPrefetchId / setKeyPrefetchId
+//   kvattn.cascade      (a string: a cascade's B = 1 programs)
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +46,11 @@ inline constexpr llvm::StringLiteral kValuePrefetchAttrName =
     "kvattn.value_prefetch";
 inline constexpr llvm::StringLiteral kKeyPrefetchAttrName =
     "kvattn.key_prefetch";
+/// A program or kernel of a shared-prefix (cascade) attention that runs with
+/// B = 1 (a string: "prefix", the attention over the shared prefix, or
+/// "merge", the merge of the prefix and suffix parts); the launch manifest
+/// gives it the kind "cascade_prefix" or "cascade_merge".
+inline constexpr llvm::StringLiteral kCascadeAttr = "kvattn.cascade";
 
 /// The role of the buffer `op` defines; none when it is not a program's
 /// buffer.

@@ -29,6 +29,36 @@ namespace kvattn {
 using namespace mlir;
 using namespace mlir::kvattn;
 
+std::pair<AttentionOp, AttentionOp>
+mlir::kvattn::createCascadeAttentions(OpBuilder &builder, CascadeOp op) {
+  Location loc = op.getLoc();
+  auto outType = cast<RankedTensorType>(op.getOut().getType());
+  auto lseType = RankedTensorType::get(outType.getShape().drop_back(),
+                                       builder.getF32Type());
+  auto attention = [&](Value key, Value value, Value qStart, Value qOffset,
+                       Value kvLen, bool causal) {
+    return AttentionOp::create(
+        builder, loc, outType, lseType, op.getQuery(), key, value, qOffset,
+        /*k_offset=*/Value(), /*q_pos=*/Value(), /*k_pos=*/Value(), kvLen,
+        /*key_valid=*/Value(), /*mask=*/Value(), /*block_table=*/Value(),
+        qStart, /*sinks=*/Value(), /*alibi_slopes=*/Value(),
+        /*k_rope_pos=*/Value(), /*k_start=*/Value(),
+        /*cache_batch_idx=*/Value(), causal, /*window=*/IntegerAttr(),
+        op.getSoftcapAttr(), op.getScaleAttr(),
+        /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
+        /*rope=*/RopeAttr(), /*query_rotated=*/false, /*k_scale=*/Value(),
+        /*v_scale=*/Value());
+  };
+  // (a) Every row over the prefix: mask-free, no positions.
+  AttentionOp prefix = attention(op.getPrefixKey(), op.getPrefixValue(),
+                                 Value(), Value(), Value(), false);
+  // (b) Each sequence's rows over its suffix.
+  AttentionOp suffix =
+      attention(op.getKey(), op.getValue(), op.getQStart(), op.getQOffset(),
+                op.getKvLen(), op.getCausal());
+  return {prefix, suffix};
+}
+
 namespace {
 
 /// `v` [d0, ...] as [1, d0, ...] (one part of a merge), widened to f32.
@@ -60,27 +90,7 @@ struct ExpandCascadePattern : OpRewritePattern<CascadeOp> {
     auto outType = cast<RankedTensorType>(op.getOut().getType());
     auto lseType = RankedTensorType::get(outType.getShape().drop_back(),
                                          rewriter.getF32Type());
-    auto attention = [&](Value key, Value value, Value qStart, Value qOffset,
-                         Value kvLen, bool causal) {
-      return AttentionOp::create(
-          rewriter, loc, outType, lseType, op.getQuery(), key, value, qOffset,
-          /*k_offset=*/Value(), /*q_pos=*/Value(), /*k_pos=*/Value(), kvLen,
-          /*key_valid=*/Value(), /*mask=*/Value(), /*block_table=*/Value(),
-          qStart, /*sinks=*/Value(), /*alibi_slopes=*/Value(),
-          /*k_rope_pos=*/Value(), /*k_start=*/Value(),
-          /*cache_batch_idx=*/Value(), causal, /*window=*/IntegerAttr(),
-          op.getSoftcapAttr(), op.getScaleAttr(),
-          /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
-          /*rope=*/RopeAttr(), /*query_rotated=*/false, /*k_scale=*/Value(),
-          /*v_scale=*/Value());
-    };
-    // (a) Every row over the prefix: mask-free, no positions.
-    AttentionOp prefix = attention(op.getPrefixKey(), op.getPrefixValue(),
-                                   Value(), Value(), Value(), false);
-    // (b) Each sequence's rows over its suffix.
-    AttentionOp suffix =
-        attention(op.getKey(), op.getValue(), op.getQStart(), op.getQOffset(),
-                  op.getKvLen(), op.getCausal());
+    auto [prefix, suffix] = createCascadeAttentions(rewriter, op);
     // (c) The merge, prefix part first.
     Value outPrefix = asPart(rewriter, loc, prefix.getOut());
     Value outSuffix = asPart(rewriter, loc, suffix.getOut());

@@ -50,6 +50,18 @@ void populateRaiseSdpaPatterns(RewritePatternSet &patterns);
 /// (-kvattn-expand-cascade).
 void populateExpandCascadePatterns(RewritePatternSet &patterns);
 
+class AttentionOp;
+class CascadeOp;
+/// The two attentions of a kvattn.cascade, created at `builder`'s insertion
+/// point: (a) every packed row over the shared prefix (one batch, no mask,
+/// no positions), (b) each sequence's rows over its suffix (q_start,
+/// q_offset, kv_len, causal as the cascade). Each has results out (the
+/// cascade's type) and lse. -kvattn-expand-cascade merges them with
+/// kvattn.merge; -kvattn-tile (the GPU pipeline) tiles them into the parts
+/// of the cascade's merge kernel.
+std::pair<AttentionOp, AttentionOp> createCascadeAttentions(OpBuilder &builder,
+                                                            CascadeOp op);
+
 /// Patterns of -kvattn-lower-append.
 void populateLowerAppendPatterns(RewritePatternSet &patterns);
 

@@ -259,10 +259,22 @@ struct ProgramRange {
 /// create the buffers, then the grid, whose program body finds its range
 /// of rows and KV blocks, counts statistics, runs the KV loop and stores;
 /// then, with a split, the merge program.
+/// One part of a shared-prefix (cascade) attention on the GPU: the
+/// attention stores its state (unnormalised by nothing: the final out and
+/// lse of its keys) into part `index` of the cascade's f32 part buffers
+/// [2, 1, Hq, T, Dv] / [2, 1, Hq, T] instead of results of its own; the
+/// cascade's merge program combines the parts.
+struct CascadePart {
+  Value outParts, lseParts;
+  int64_t index = 0;
+};
+
 class AttentionTiler {
 public:
-  AttentionTiler(RewriterBase &rewriter, AttentionOp op, const TileConfig &cfg)
-      : rewriter(rewriter), op(op), cfg(cfg), qType(op.getQuery().getType()) {}
+  AttentionTiler(RewriterBase &rewriter, AttentionOp op, const TileConfig &cfg,
+                 std::optional<CascadePart> cascade = std::nullopt)
+      : rewriter(rewriter), op(op), cfg(cfg), qType(op.getQuery().getType()),
+        cascade(cascade) {}
 
   LogicalResult run() {
     if (failed(refuseUnsupported()))
@@ -276,6 +288,14 @@ public:
     setTileConfig(grid, tileConfig(b, s.runTimeSplit ? 0 : s.splits, s.group,
                                    s.varlen ? KernelKind::attention_varlen
                                             : KernelKind::attention));
+    if (cascade) {
+      // The prefix part runs with B = 1 over the P prefix keys: the
+      // manifest's kind "cascade_prefix" tells the runtime so.
+      if (cascade->index == 0)
+        grid->setAttr(kCascadeAttr, b.getStringAttr("prefix"));
+      rewriter.eraseOp(op);
+      return success();
+    }
     if (s.splits > 1)
       emitMergeProgram(b, m);
     replaceOp(b);
@@ -378,6 +398,11 @@ private:
       s.splits = 1;
       s.runTimeSplit = false;
     }
+    // A cascade part is itself one part of a merge: no split inside it.
+    if (cascade) {
+      s.splits = 1;
+      s.runTimeSplit = false;
+    }
     s.splitPerSm = blocks.splitPerSm;
     groupAttr =
         s.packed() ? rewriter.getI64IntegerAttr(s.group) : IntegerAttr();
@@ -414,6 +439,8 @@ private:
     batch = m.dim(buf.q, 0);
     qHeads = m.dim(buf.q, 1);
     qLen = m.dim(buf.q, 2);
+    if (cascade) // the cascade's part buffers instead of results
+      return;
     buf.out =
         allocLike(b, op.getOut().getType(),
                   {batch, qHeads, qLen, m.c(s.valueDim)}, BufferRole::out);
@@ -943,26 +970,25 @@ private:
   /// state, views of part ivs[2].
   void emitStore(ImplicitLocOpBuilder &pb, IndexMath &p, const ProgramRange &r,
                  const Tiles &t, ValueRange ivs) {
+    if (cascade) {
+      // The part's final state (no sink, no ALiBi in a cascade) at the
+      // rows out would have: [1, Hq, T] indexed like out.
+      Value index = p.c(cascade->index);
+      TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc,
+                          partView(pb, p, cascade->outParts, index),
+                          partView(pb, p, cascade->lseParts, index), r.qBatch,
+                          r.head, r.qRowStart, r.rows, groupAttr,
+                          /*sinks=*/Value(), /*alibi_slopes=*/Value(),
+                          /*alibi_ref=*/Value());
+      return;
+    }
     if (s.splits <= 1) {
       TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, buf.out, buf.lse,
                           r.qBatch, r.head, r.qRowStart, r.rows, groupAttr,
                           buf.sinks, buf.alibiSlopes, r.alibiRef);
       return;
     }
-    auto part = [&](Value parts) {
-      auto type = cast<MemRefType>(parts.getType());
-      SmallVector<OpFoldResult> offsets(type.getRank(), pb.getIndexAttr(0));
-      offsets[0] = ivs[2];
-      SmallVector<OpFoldResult> sizes = {pb.getIndexAttr(1)};
-      for (int64_t d = 1; d < type.getRank(); ++d)
-        sizes.push_back(getAsOpFoldResult(p.dim(parts, d)));
-      SmallVector<OpFoldResult> strides(type.getRank(), pb.getIndexAttr(1));
-      auto viewType = memref::SubViewOp::inferRankReducedResultType(
-          type.getShape().drop_front(), type, offsets, sizes, strides);
-      return memref::SubViewOp::create(pb, cast<MemRefType>(viewType), parts,
-                                       offsets, sizes, strides)
-          .getResult();
-    };
+    auto part = [&](Value parts) { return partView(pb, p, parts, ivs[2]); };
     // The chunks' raw states: a sink joins once, in the merge, and so does
     // ALiBi's constant (the parts stay relative to it).
     auto storeParts = [&] {
@@ -990,6 +1016,23 @@ private:
                         buf.sinks, buf.alibiSlopes, r.alibiRef);
     pb.setInsertionPointToStart(ifSingle.elseBlock());
     storeParts();
+  }
+
+  /// Part `index` of a part buffer [N, ...] as a view [...].
+  static Value partView(ImplicitLocOpBuilder &pb, IndexMath &p, Value parts,
+                        Value index) {
+    auto type = cast<MemRefType>(parts.getType());
+    SmallVector<OpFoldResult> offsets(type.getRank(), pb.getIndexAttr(0));
+    offsets[0] = index;
+    SmallVector<OpFoldResult> sizes = {pb.getIndexAttr(1)};
+    for (int64_t d = 1; d < type.getRank(); ++d)
+      sizes.push_back(getAsOpFoldResult(p.dim(parts, d)));
+    SmallVector<OpFoldResult> strides(type.getRank(), pb.getIndexAttr(1));
+    auto viewType = memref::SubViewOp::inferRankReducedResultType(
+        type.getShape().drop_front(), type, offsets, sizes, strides);
+    return memref::SubViewOp::create(pb, cast<MemRefType>(viewType), parts,
+                                     offsets, sizes, strides)
+        .getResult();
   }
 
   //===--------------------------------------------------------------------===//
@@ -1088,6 +1131,8 @@ private:
   Value outParts, lseParts;
   /// A run-time split's chunk count n, on the host.
   Value runTimeN;
+  /// Set when the op is one part of a cascade (tileCascade).
+  std::optional<CascadePart> cascade;
 };
 
 } // namespace
@@ -1096,6 +1141,95 @@ private:
 static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
                                    const TileConfig &cfg) {
   return AttentionTiler(rewriter, op, cfg).run();
+}
+
+/// Shared-prefix (cascade) attention as three programs (the GPU pipeline;
+/// kvattn-to-cpu expands it first): the attention of every packed row over
+/// the prefix (B = 1: the prefix K/V read once per KV head and row block)
+/// and the ragged attention over the suffixes store their states into
+/// parts 0 and 1 of f32 part buffers [2, 1, Hq, T, Dv] / [2, 1, Hq, T]
+/// (the layout of a split's), which a merge program combines in that order
+/// into out and lse: the split merge's tile.merge, with N = 2.
+static LogicalResult tileCascade(RewriterBase &rewriter, CascadeOp op,
+                                 const TileConfig &cfg) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  b.setInsertionPoint(op);
+  IndexMath m{b};
+  auto outType = cast<RankedTensorType>(op.getOut().getType());
+  auto vType = cast<RankedTensorType>(op.getValue().getType());
+  if (outType.isDynamicDim(3) || vType.isDynamicDim(3))
+    return op.emitOpError() << "kvattn-tile needs a static value head dim Dv "
+                               "(it sizes the per-program tiles)";
+  // Hq and T of the query, on the host.
+  SmallVector<Value> dynamic;
+  for (int64_t d : {1, 2})
+    if (outType.isDynamicDim(d))
+      dynamic.push_back(tensor::DimOp::create(b, op.getQuery(), d));
+  auto parts = [&](ArrayRef<int64_t> shape, BufferRole role) {
+    SmallVector<int64_t> full = {2};
+    full.append(shape.begin(), shape.end());
+    auto alloc = memref::AllocOp::create(
+        b, MemRefType::get(full, b.getF32Type()), dynamic);
+    setBufferRole(alloc, role);
+    return alloc.getResult();
+  };
+  ArrayRef<int64_t> shape = outType.getShape();
+  CascadePart part;
+  part.outParts = parts(shape, BufferRole::out_parts);
+  part.lseParts = parts(shape.drop_back(), BufferRole::lse_parts);
+  auto [prefix, suffix] = createCascadeAttentions(b, op);
+  if (failed(AttentionTiler(rewriter, prefix, cfg, part).run()))
+    return failure();
+  part.index = 1;
+  if (failed(AttentionTiler(rewriter, suffix, cfg, part).run()))
+    return failure();
+
+  // The results and the merge program: one instance per (head, block of
+  // 64 rows), B = 1.
+  auto alloc = [&](RankedTensorType type, BufferRole role) {
+    auto op = memref::AllocOp::create(
+        b, MemRefType::get(type.getShape(), type.getElementType()), dynamic);
+    setBufferRole(op, role);
+    return op.getResult();
+  };
+  Value out = alloc(outType, BufferRole::out);
+  Value lse;
+  if (Value result = op.getLse())
+    lse = alloc(cast<RankedTensorType>(result.getType()), BufferRole::lse);
+  constexpr int64_t kMergeRows = 64, kMergeWarps = 4;
+  Value heads = m.dim(out, 1), rows = m.dim(out, 2);
+  auto merge = scf::ForallOp::create(
+      b, b.getLoc(),
+      ArrayRef<OpFoldResult>{getAsOpFoldResult(heads),
+                             getAsOpFoldResult(m.ceilDiv(rows, kMergeRows))},
+      ValueRange{}, std::nullopt,
+      [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+        ImplicitLocOpBuilder pb(loc, nested);
+        IndexMath p{pb};
+        // Sizes from the operand buffers only.
+        Value qLen = p.dim(out, 2);
+        Value qStart = p.mul(ivs[1], p.c(kMergeRows));
+        Value count = p.min(p.c(kMergeRows), p.sub(qLen, qStart));
+        TileMergeOp::create(pb, part.outParts, part.lseParts, out, lse, p.c(0),
+                            ivs[0], qStart, count, /*sinks=*/Value(),
+                            /*alibi_slopes=*/Value(), /*alibi_ref=*/Value());
+        scf::InParallelOp::create(pb);
+      });
+  setTileConfig(merge, TileConfigAttr::get(
+                           b.getContext(), KernelKind::merge, kMergeRows,
+                           /*block_n=*/0, kMergeWarps, /*num_stages=*/1,
+                           /*split_kv=*/1, /*group=*/1, /*vector_width=*/0,
+                           SplitRuleAttr(), FlatSymbolRefAttr()));
+  merge->setAttr(kCascadeAttr, b.getStringAttr("merge"));
+  memref::DeallocOp::create(b, part.outParts);
+  memref::DeallocOp::create(b, part.lseParts);
+  SmallVector<Value> results = {bufferization::ToTensorOp::create(
+      b, outType, out, /*restrict=*/true, /*writable=*/true)};
+  if (lse)
+    results.push_back(bufferization::ToTensorOp::create(
+        b, op.getLse().getType(), lse, /*restrict=*/true, /*writable=*/true));
+  rewriter.replaceOp(op, results);
+  return success();
 }
 
 namespace {
@@ -1192,9 +1326,16 @@ struct TilePass : mlir::kvattn::impl::TilePassBase<TilePass> {
       return signalPassFailure();
     if (cfg.stats && !ops.empty())
       ensureStatsGlobal(getOperation());
+    SmallVector<CascadeOp> cascades;
+    getOperation()->walk([&](CascadeOp op) { cascades.push_back(op); });
+    if (cfg.stats && !cascades.empty())
+      ensureStatsGlobal(getOperation());
     IRRewriter rewriter(&getContext());
     for (AttentionOp op : ops)
       if (failed(tileAttention(rewriter, op, cfg)))
+        return signalPassFailure();
+    for (CascadeOp op : cascades)
+      if (failed(tileCascade(rewriter, op, cfg)))
         return signalPassFailure();
   }
 };

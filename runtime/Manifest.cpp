@@ -269,10 +269,13 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
       if (kind->kind != JsonValue::Kind::String ||
           (kind->string != "attention" && kind->string != "merge" &&
            kind->string != "append" && kind->string != "attention_varlen" &&
-           kind->string != "validate"))
+           kind->string != "validate" && kind->string != "cascade_prefix" &&
+           kind->string != "cascade_merge"))
         return Status::error("manifest: " + where +
                              " has a kind other than \"attention\", "
-                             "\"merge\" or \"append\"");
+                             "\"attention_varlen\", \"merge\", \"append\", "
+                             "\"validate\", \"cascade_prefix\" or "
+                             "\"cascade_merge\"");
       info.kind = kind->string;
     }
     // Version 2: a run-time split's rule (split_kv 0 on its attention

@@ -403,8 +403,8 @@ Status Plan::launchKernel(size_t index, const Sizes &sizes,
   std::vector<uint64_t> values;
   values.reserve(k.params.size());
   // A run-time split's N, from this run's sizes (host integers).
-  Sizes withSplit = sizes;
-  withSplit.N = splitCount(k, sizes, runtime_.multiprocessorCount());
+  Sizes withSplit = kernelSizes(k, sizes);
+  withSplit.N = splitCount(k, withSplit, runtime_.multiprocessorCount());
   std::vector<size_t> mapsRead; // (param index, slot) pairs
   for (size_t j = 0; j < k.params.size(); ++j) {
     const ParamInfo &p = k.params[j];
@@ -482,8 +482,8 @@ argsFor(const KernelInfo &k, const std::map<std::string, std::string> &names,
         DevicePtr status, const std::map<std::string, DevicePtr> &workspaces,
         int64_t numSms) {
   LaunchArgs args;
-  args.sizes = sizes;
-  args.sizes.N = splitCount(k, sizes, numSms);
+  args.sizes = kernelSizes(k, sizes);
+  args.sizes.N = splitCount(k, args.sizes, numSms);
   args.metadataOnDevice = true;
   for (const ParamInfo &p : k.params) {
     if (p.kind != "pointer")
@@ -524,8 +524,8 @@ Status Plan::run(const Sizes &sizes,
     for (const ParamInfo &p : k.params)
       for (const TensorMapInfo &map : p.maps) {
         TensorMapArgs unused;
-        KVATTN_RETURN_IF_ERROR(
-            tensorMapArguments(k, map, sizes, mapBuffers(i, buffers), unused));
+        KVATTN_RETURN_IF_ERROR(tensorMapArguments(
+            k, map, kernelSizes(k, sizes), mapBuffers(i, buffers), unused));
       }
   }
   for (size_t v : validators_) {

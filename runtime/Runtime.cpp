@@ -490,13 +490,18 @@ static std::string metadataLimit(size_t bytes) {
 Status Runtime::launch(const Module &module, const KernelInfo &kernel,
                        const LaunchArgs &argsIn, uint64_t streamArg) {
   // A run-time split: the chunk count N from the sizes and this device.
+  // A cascade's B = 1 kernels: their sizes (kernelSizes).
   LaunchArgs withSplit;
   const bool runTimeSplit = kernel.splitRule.maxSplits > 0;
-  if (runTimeSplit) {
+  const bool cascade =
+      kernel.kind == "cascade_prefix" || kernel.kind == "cascade_merge";
+  if (runTimeSplit || cascade) {
     withSplit = argsIn;
-    withSplit.sizes.N = splitCount(kernel, argsIn.sizes, multiprocessorCount_);
+    withSplit.sizes = kernelSizes(kernel, argsIn.sizes);
+    withSplit.sizes.N =
+        splitCount(kernel, withSplit.sizes, multiprocessorCount_);
   }
-  const LaunchArgs &args = runTimeSplit ? withSplit : argsIn;
+  const LaunchArgs &args = runTimeSplit || cascade ? withSplit : argsIn;
   KVATTN_RETURN_IF_ERROR(validateLaunch(kernel, args));
   // The stream, once: another thread's setStream cannot move this launch
   // between its copy and its kernel.
@@ -767,8 +772,10 @@ Status Runtime::tensorMapsRead(TensorMapSlots &slots, size_t index,
 }
 
 Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
-                             const Sizes &sizes, std::vector<uint64_t> &values,
+                             const Sizes &sizesIn,
+                             std::vector<uint64_t> &values,
                              uint64_t streamArg) {
+  const Sizes sizes = kernelSizes(kernel, sizesIn);
 
   // The grid of the manifest: x = B * Hq / group programs, y = blocks of
   // group * L (packed) query rows; an append kernel: x = blocks of block_m

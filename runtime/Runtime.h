@@ -113,6 +113,10 @@ struct KernelInfo {
     int64_t maxSplits = 0, blockM = 0, blockN = 0, group = 1, programsPerSm = 0,
             minKeys = 0, numSms = 0;
   } splitRule;
+  /// "cascade_prefix" and "cascade_merge": a shared-prefix attention's
+  /// kernels that run with B = 1 (kernelSizes): the attention of every
+  /// packed row over the prefix (its keys P) and the merge of the prefix
+  /// and suffix parts (docs/kernel-abi.md, "Cascade kernels").
   /// "attention", or "merge": the kernel that merges the partial states
   /// (`out_parts`, `lse_parts`) a split-KV attention kernel wrote, or
   /// "append": a cache write (`update`, `cache` written in place, `pos`,
@@ -156,7 +160,17 @@ struct Sizes {
   /// With ragged keys (`k_start`) K and V are `[1, Hkv, S, D]`: S is the
   /// packed key rows N.
   int64_t cacheRows = 0;
+  /// Shared-prefix (cascade) kernels: the keys P of the shared prefix
+  /// (the size `P` of the kind "cascade_prefix"; 0 with a static prefix:
+  /// the manifest's number).
+  int64_t P = 0;
 };
+
+/// The sizes kernel `kernel` runs with: `sizes`, except for a cascade's
+/// B = 1 kernels ("cascade_prefix", "cascade_merge": B = 1, and a static
+/// prefix length P from the manifest when `sizes.P` is 0). Every launch
+/// (Runtime::launch, Plan) applies it.
+Sizes kernelSizes(const KernelInfo &kernel, const Sizes &sizes);
 
 /// A run-time split's chunk count for a launch over `sizes` on a device
 /// with `numSms` multiprocessors (docs/runtime.md, "Run-time split-KV"):
@@ -170,7 +184,8 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &sizes,
                    int64_t numSms);
 
 /// The size a manifest names ("B", "Hq", "Hkv", "L", "S", "num_pages",
-/// "page_size", "max_pages", "N", "cache_rows"); -1 for an unknown name.
+/// "page_size", "max_pages", "N", "cache_rows", "P"); -1 for an unknown
+/// name.
 int64_t sizeByName(const Sizes &sizes, const std::string &name);
 
 struct LaunchArgs {

@@ -43,6 +43,9 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
     return {"", "Hkv", "S", ""};
   if (cacheRows && (role == "key" || role == "value"))
     return {"cache_rows", "Hkv", "S", ""};
+  // A cascade's shared prefix [1, Hkv, P, D] (kind "cascade_prefix").
+  if (role == "prefix_key" || role == "prefix_value")
+    return {"", "Hkv", "P", ""};
   if (role == "k_start")
     return {"B+1"};
   if (role == "cache_batch_idx")
@@ -53,6 +56,11 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
     return {"", "Hq", "L", ""};
   if (varlen && role == "lse")
     return {"", "Hq", "L"};
+  // A cascade's suffix kernel writes the packed rows' part [2, 1, Hq, T].
+  if (varlen && role == "out_parts")
+    return {"", "", "Hq", "L", ""};
+  if (varlen && role == "lse_parts")
+    return {"", "", "Hq", "L"};
   if (role == "q_start")
     return {"B+1"};
   if (role == "query" || role == "out")
@@ -174,7 +182,25 @@ int64_t sizeByName(const Sizes &s, const std::string &name) {
     return s.N;
   if (name == "cache_rows") // K/V rows of a batch-to-cache map
     return s.cacheRows;
+  if (name == "P") // a cascade's shared prefix keys
+    return s.P;
   return -1;
+}
+
+Sizes kernelSizes(const KernelInfo &kernel, const Sizes &sizes) {
+  const bool prefix = kernel.kind == "cascade_prefix";
+  if (!prefix && kernel.kind != "cascade_merge")
+    return sizes;
+  Sizes s = sizes;
+  s.B = 1;
+  // A static prefix: its length is the manifest's.
+  if (prefix && s.P == 0)
+    for (const ParamInfo &p : kernel.params)
+      if (p.kind == "pointer" && p.name == "prefix_key" &&
+          p.shape.size() == 4 && !p.shape[2].empty() &&
+          std::isdigit(p.shape[2][0]))
+        s.P = std::stoll(p.shape[2]);
+  return s;
 }
 
 int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {

@@ -315,6 +315,12 @@ typedef struct {
    * ragged keys ("k_start") key/value are [1, Hkv, S, D], S the packed key
    * rows. */
   int64_t cache_rows;
+  /* Shared-prefix (cascade) kernels (a kvattn.cascade: kinds
+   * "cascade_prefix" and "cascade_merge", which run with B = 1): the keys
+   * P of the shared prefix (prefix_key/prefix_value [1, Hkv, P, D]); 0 when
+   * the prefix length is static (the manifest's number). The others ignore
+   * it. (Added after cache_rows: zero-initialise the struct.) */
+  int64_t P;
 } kvattn_sizes;
 
 /* A device buffer by parameter name: "query", "key", "value", "mask",
@@ -469,13 +475,24 @@ typedef struct {
    * scale). */
   int32_t kv_dtype;
   int32_t kv_scales;
+  /* 0/1: shared-prefix (cascade) attention (kvattn.cascade, needs varlen;
+   * docs/semantics.md): the B sequences share a prefix of prefix_len keys
+   * (-1, default: dynamic, the run's kvattn_sizes.P), the plan's buffers
+   * "prefix_key" [1, Hkv, P, D] and "prefix_value" [1, Hkv, P, Dv] beside
+   * the per-sequence suffixes key/value [B, Hkv, key_len, D]; q_offset
+   * counts from the prefix's end. Not with paged, append, a window,
+   * sinks, alibi, tree, ragged_keys, cache_batch_idx or kv_dtype. */
+  int32_t cascade;
+  int32_t reserved1; /* zero */
+  int64_t prefix_len;
 } kvattn_attention_desc;
 
 /* The defaults (bf16, every size dynamic, nothing optional), struct_size
  * set. */
 void kvattn_attention_desc_init(kvattn_attention_desc *desc);
 /* The IR kvattn_plan_create_from_desc plans (free with kvattn_free): one
- * function @attention(query, key, value, [update_k, update_v], [q_start],
+ * function @attention(query, [prefix_key, prefix_value], key, value,
+ * [update_k, update_v], [q_start],
  * q_offset, kv_len, [block_table], [sinks], [alibi_slopes], [tree_parents],
  * [k_start], [cache_batch_idx], [k_scale, v_scale]) returning out,
  * [lse], [key, value].

@@ -23,6 +23,7 @@ rt::Sizes capi::toSizes(const kvattn_sizes &s) {
   sizes.pageSize = s.page_size;
   sizes.maxPages = s.max_pages;
   sizes.cacheRows = s.cache_rows;
+  sizes.P = s.P;
   return sizes;
 }
 

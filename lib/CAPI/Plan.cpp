@@ -136,6 +136,11 @@ static Status readDescription(const char *what,
                          "KVATTN_F8E5M2");
   }
   d.kvScales = c.kv_scales;
+  KVATTN_RETURN_IF_ERROR(boolean("cascade", c.cascade));
+  if (c.reserved1)
+    return Status::error(prefix + "desc.reserved1 must be 0");
+  d.cascade = c.cascade;
+  d.prefixLen = c.prefix_len;
   return Status::ok();
 }
 
@@ -178,6 +183,7 @@ void kvattn_attention_desc_init(kvattn_attention_desc *desc) {
   desc->window_right = -1;
   desc->cache_rows = -1;
   desc->kv_dtype = -1;
+  desc->prefix_len = -1;
 }
 
 int kvattn_attention_desc_to_ir(const kvattn_attention_desc *desc, char **ir,

@@ -199,6 +199,19 @@ Status Interpreter::eval(Operation *op) {
         return setRounded(o, o.getLse(), r.lse);
       })
       .Case([&](mlir::kvattn::CascadeOp o) {
+        // An executor (a GPU) runs it whole: kvattn-to-ptx's prefix,
+        // suffix and merge kernels.
+        if (executor) {
+          std::vector<const HostTensor *> operands;
+          for (Value v : o->getOperands())
+            operands.push_back(&tensor(v));
+          std::vector<HostTensor> results;
+          if (Status s = (*executor)(o, operands, results); s.isError())
+            return fail(o, s.message());
+          for (auto [value, result] : llvm::zip(o->getResults(), results))
+            set(value, std::move(result));
+          return Status::ok();
+        }
         // The definition (plain attention over prefix + suffix); compiled
         // targets run -kvattn-expand-cascade's attentions and merge instead.
         reference::CascadeOperands ops;

@@ -93,15 +93,24 @@ void addApplyingFunc(OpBuilder &b, Operation *op, TypeRange argTypes,
   func::ReturnOp::create(b, op->getLoc(), clone->getResults());
 }
 
+/// The roles of a kvattn.cascade's operands (its prefix kernel's K/V are
+/// prefix_key/prefix_value).
+std::vector<std::string> cascadeRoles() {
+  return {"query", "prefix_key", "prefix_value", "key",
+          "value", "q_start",    "q_offset",     "kv_len"};
+}
+
 /// A module with one function that applies a copy of `op` (a
-/// kvattn.attention) to arguments of the operands' run-time (static) shapes.
+/// kvattn.attention or kvattn.cascade: query first, a value [.., Dv] third
+/// — the cascade's prefix value — and results out, lse) to arguments of the
+/// operands' run-time (static) shapes.
 OwningOpRef<ModuleOp>
-singleOpModule(mlir::kvattn::AttentionOp op,
+singleOpModule(Operation *op, Type outElementType, bool hasLse,
                const std::vector<const HostTensor *> &operands,
                bool keepDynamicShapes) {
-  MLIRContext *ctx = op.getContext();
+  MLIRContext *ctx = op->getContext();
   OpBuilder b(ctx);
-  OwningOpRef<ModuleOp> module = ModuleOp::create(op.getLoc());
+  OwningOpRef<ModuleOp> module = ModuleOp::create(op->getLoc());
   b.setInsertionPointToEnd(module->getBody());
   SmallVector<Type> argTypes;
   for (auto [value, tensor] : llvm::zip(op->getOperands(), operands)) {
@@ -116,9 +125,9 @@ singleOpModule(mlir::kvattn::AttentionOp op,
   if (keepDynamicShapes) {
     resultTypes.append(op->result_type_begin(), op->result_type_end());
   } else {
-    resultTypes.push_back(RankedTensorType::get(
-        {q[0], q[1], q[2], v[3]}, op.getOut().getType().getElementType()));
-    if (op.getLse())
+    resultTypes.push_back(
+        RankedTensorType::get({q[0], q[1], q[2], v[3]}, outElementType));
+    if (hasLse)
       resultTypes.push_back(
           RankedTensorType::get({q[0], q[1], q[2]}, b.getF32Type()));
   }
@@ -160,7 +169,8 @@ bool isFunctionLevel(Value value) {
 /// uses `value`: then its host tensor must hold the device's values.
 bool neededOnHost(Value value) {
   for (Operation *user : value.getUsers())
-    if (!isa<mlir::kvattn::AppendOp, mlir::kvattn::AttentionOp>(user))
+    if (!isa<mlir::kvattn::AppendOp, mlir::kvattn::AttentionOp,
+             mlir::kvattn::CascadeOp>(user))
       return true;
   return false;
 }
@@ -216,13 +226,21 @@ Status GpuExecutor::run(Operation *op,
                         std::vector<HostTensor> &results) {
   auto attention = dyn_cast<mlir::kvattn::AttentionOp>(op);
   auto append = dyn_cast<mlir::kvattn::AppendOp>(op);
-  if (!attention && !append)
-    return Status::error("the GPU runs kvattn.attention and kvattn.append, "
-                         "not " +
+  auto cascade = dyn_cast<mlir::kvattn::CascadeOp>(op);
+  if (!attention && !append && !cascade)
+    return Status::error("the GPU runs kvattn.attention, kvattn.cascade and "
+                         "kvattn.append, not " +
                          op->getName().getStringRef().str());
   OwningOpRef<ModuleOp> module =
-      attention ? singleOpModule(attention, operands, keepDynamicShapes_)
-                : singleAppendModule(append, operands);
+      attention
+          ? singleOpModule(op, attention.getOut().getType().getElementType(),
+                           static_cast<bool>(attention.getLse()), operands,
+                           keepDynamicShapes_)
+      : cascade
+          ? singleOpModule(op, cascade.getOut().getType().getElementType(),
+                           static_cast<bool>(cascade.getLse()), operands,
+                           keepDynamicShapes_)
+          : singleAppendModule(append, operands);
   std::string key;
   llvm::raw_string_ostream os(key);
   module->print(os);
@@ -276,8 +294,9 @@ Status GpuExecutor::run(Operation *op,
     return Status::ok();
   };
 
-  std::vector<std::string> roles =
-      attention ? operandRoles(attention) : appendRoles(append);
+  std::vector<std::string> roles = attention ? operandRoles(attention)
+                                   : cascade ? cascadeRoles()
+                                             : appendRoles(append);
   rt::LaunchArgs args;
   auto shapeOf = [&](const char *role) -> const std::vector<int64_t> & {
     size_t i = std::find(roles.begin(), roles.end(), role) - roles.begin();
@@ -296,6 +315,12 @@ Status GpuExecutor::run(Operation *op,
     } else {
       args.sizes = {u[0], u[1], u[1], u[2], c[2]};
     }
+  } else if (cascade) {
+    // A ragged batch of B sequences (L: the packed rows T) over suffixes
+    // [B, Hkv, S, D]; the prefix kernel's P keys.
+    const auto &q = shapeOf("query"), &k = shapeOf("key");
+    args.sizes = {shapeOf("q_start")[0] - 1, q[1], k[1], q[2], k[2]};
+    args.sizes.P = shapeOf("prefix_key")[2];
   } else if (attention.isPaged()) {
     // Pages [num_pages, page_size, Hkv, D], table [B, max_pages].
     const auto &q = shapeOf("query"), &k = shapeOf("key");
@@ -310,10 +335,10 @@ Status GpuExecutor::run(Operation *op,
   }
   // A ragged batch: B is the sequence count (q_start has B + 1 entries), L
   // the packed rows T.
-  if (!append && attention.isVarlen())
+  if (attention && attention.isVarlen())
     args.sizes.B = shapeOf("q_start")[0] - 1;
   // A batch-to-cache map: K and V have C cache rows.
-  if (!append && attention.hasCacheBatchIdx())
+  if (attention && attention.hasCacheBatchIdx())
     args.sizes.cacheRows = shapeOf("key")[0];
 
   Status s = Status::ok();
@@ -374,12 +399,13 @@ Status GpuExecutor::run(Operation *op,
     }
   } else {
     const auto &q = shapeOf("query"), &v = shapeOf("value");
+    Value outValue = op->getResult(0);
     std::optional<ElementType> outType =
-        toElementType(attention.getOut().getType().getElementType());
+        toElementType(getElementTypeOrSelf(outValue.getType()));
     results.emplace_back(*outType,
                          std::vector<int64_t>{q[0], q[1], q[2], v[3]});
     outputs = {"out"};
-    if (attention.getLse()) {
+    if (op->getNumResults() > 1) {
       results.emplace_back(ElementType::F32,
                            std::vector<int64_t>{q[0], q[1], q[2]});
       outputs.push_back("lse");

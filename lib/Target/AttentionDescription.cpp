@@ -133,6 +133,31 @@ Status checkAttentionDescription(const AttentionDescription &d) {
     return Status::error(where + "kv_scales = " + std::to_string(d.kvScales) +
                          " is given for a cache that is not FP8");
   }
+  if (d.cascade) {
+    if (!d.varlen)
+      return Status::error(where + "cascade without varlen: the sequences "
+                                   "sharing the prefix are the packed rows "
+                                   "of a ragged batch (set varlen)");
+    const char *other = d.paged              ? "paged"
+                        : d.append           ? "append"
+                        : d.window           ? "window"
+                        : d.windowRight      ? "window_right"
+                        : d.sinks            ? "sinks"
+                        : d.alibi            ? "alibi"
+                        : d.tree             ? "tree"
+                        : d.raggedKeys       ? "ragged_keys"
+                        : d.cacheBatchIdx    ? "cache_batch_idx"
+                        : !d.kvDtype.empty() ? "kv_dtype"
+                                             : nullptr;
+    if (other)
+      return Status::error(where + "cascade with " + other +
+                           ": kvattn.cascade takes a plain prefix and "
+                           "suffixes, causal or not, softcap and scale");
+    KVATTN_RETURN_IF_ERROR(size("prefix_len", d.prefixLen));
+  } else if (d.prefixLen != AttentionDescription::kDynamic) {
+    return Status::error(where + "prefix_len = " + str(d.prefixLen) +
+                         " is given without cascade");
+  }
   if (d.varlen && d.append)
     return Status::error(where +
                          "append with varlen: kvattn.append writes the same "
@@ -168,6 +193,10 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   // q_offset (the append's pos too), kv_len, [block_table], [sinks],
   // [alibi_slopes], ..., [k_scale, v_scale].
   SmallVector<Type> inputs = {tensor({d.varlen ? 1 : B, Hq, L, D}, elt)};
+  if (d.cascade) { // prefix_key, prefix_value
+    inputs.push_back(tensor({1, Hkv, dim(d.prefixLen), D}, elt));
+    inputs.push_back(tensor({1, Hkv, dim(d.prefixLen), Dv}, elt));
+  }
   SmallVector<int64_t> cacheRows; // the cache's shape without D
   if (d.paged) {
     cacheRows = {dim(d.numPages), d.pageSize, Hkv};
@@ -223,6 +252,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   b.setInsertionPointToEnd(body);
   unsigned next = 0;
   Value query = body->getArgument(next++);
+  Value prefixKey = d.cascade ? body->getArgument(next++) : Value();
+  Value prefixValue = d.cascade ? body->getArgument(next++) : Value();
   Value key = body->getArgument(next++);
   Value value = body->getArgument(next++);
   Value updateK, updateV, qStart;
@@ -276,10 +307,31 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   extras.windowRight = d.windowRight;
   extras.softcap = d.softcap;
   extras.scale = d.scale;
-  auto attention =
-      AttentionOp::create(b, loc, query, key, value, d.withLse, extras);
-  for (Value r : attention->getResults())
-    results.push_back(r);
+  if (d.cascade) {
+    // out [1, Hq, T, Dv] in the query's type, lse [1, Hq, T] f32.
+    SmallVector<Type> types = {tensor({1, Hq, L, Dv}, elt)};
+    if (d.withLse)
+      types.push_back(tensor({1, Hq, L}, b.getF32Type()));
+    SmallVector<NamedAttribute> attrs;
+    if (d.causal)
+      attrs.push_back(b.getNamedAttr("causal", b.getUnitAttr()));
+    if (d.softcap)
+      attrs.push_back(b.getNamedAttr("softcap", b.getF32FloatAttr(*d.softcap)));
+    if (d.scale)
+      attrs.push_back(b.getNamedAttr("scale", b.getF32FloatAttr(*d.scale)));
+    auto cascade =
+        CascadeOp::create(b, loc, types,
+                          ValueRange{query, prefixKey, prefixValue, key, value,
+                                     qStart, qOffset, kvLen},
+                          attrs);
+    for (Value r : cascade->getResults())
+      results.push_back(r);
+  } else {
+    auto attention =
+        AttentionOp::create(b, loc, query, key, value, d.withLse, extras);
+    for (Value r : attention->getResults())
+      results.push_back(r);
+  }
   if (d.append) {
     results.push_back(key);
     results.push_back(value);

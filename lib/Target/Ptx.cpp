@@ -46,6 +46,9 @@ static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
   m.group = config.getGroup();
   m.splitKv = config.getSplitKv();
   m.kind = stringifyKernelKind(config.getKind()).str();
+  // A cascade's B = 1 kernels (docs/kernel-abi.md, "Cascade kernels").
+  if (auto cascade = kernel->getAttrOfType<StringAttr>(kCascadeAttr))
+    m.kind = "cascade_" + cascade.str();
   if (SplitRuleAttr rule = config.getSplitRule())
     m.splitRule = {rule.getMax(),   rule.getBlockM(),        rule.getBlockN(),
                    rule.getGroup(), rule.getProgramsPerSm(), rule.getMinKeys(),
@@ -363,6 +366,16 @@ std::string manifestToJson(const PtxModule &module,
       // One warp per new token, block_m tokens per thread block.
       os << "{\"x\": \"ceil(B * L / " << m.blockM
          << ")\", \"y\": 1, \"z\": 1},\n";
+    else if (m.kind == "cascade_prefix")
+      // B = 1: every packed row of the cascade over the shared prefix.
+      os << "{\"x\": \""
+         << (m.group > 1 ? "Hq / " + std::to_string(m.group) : "Hq")
+         << "\", \"y\": \"ceil("
+         << (m.group > 1 ? std::to_string(m.group) + " * L" : "L") << " / "
+         << m.blockM << ")\", \"z\": 1},\n";
+    else if (m.kind == "cascade_merge")
+      os << "{\"x\": \"Hq\", \"y\": \"ceil(L / " << m.blockM
+         << ")\", \"z\": 1},\n";
     else if (m.kind == "attention_varlen")
       // A ragged batch: x the (kv) heads, y floor(G * T / BM) + B query
       // blocks (L stands for the packed rows T, B for the sequences).

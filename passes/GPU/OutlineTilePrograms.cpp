@@ -42,8 +42,8 @@ static const char *const kRoles[] = {
     "tree_parents", "k_scale", "v_scale"};
 /// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
-    "B",         "Hq",        "Hkv", "L", "S",         "num_pages",
-    "page_size", "max_pages", "B+1", "N", "cache_rows"};
+    "B",         "Hq",        "Hkv", "L", "S",          "num_pages",
+    "page_size", "max_pages", "B+1", "N", "cache_rows", "P"};
 /// kBPlus1 is no parameter: the length of q_start, named in the manifest.
 /// kN: a run-time split's chunk count (the part buffers' leading dim).
 enum SizeIndex {
@@ -57,7 +57,9 @@ enum SizeIndex {
   kMaxPages,
   kBPlus1,
   kN,
-  kCacheRows
+  kCacheRows,
+  /// A cascade's shared prefix keys (its prefix kernel's S).
+  kP
 };
 
 /// Where K and V hold a batch's keys: [B, Hkv, S, D] (or pages), packed
@@ -77,7 +79,11 @@ static KeyLayout keyLayoutOf(const llvm::StringMap<Value> &buffers) {
 /// -1 for a static dimension (head dims, broadcast dims of the mask); the
 /// split count of the partial states is N (dynamic with a run-time split).
 static SmallVector<int> symbolicShape(StringRef role, int64_t rank, bool paged,
-                                      KeyLayout keys = KeyLayout::plain) {
+                                      KeyLayout keys = KeyLayout::plain,
+                                      bool prefix = false) {
+  // A cascade's prefix kernel: the shared prefix [1, Hkv, P, D].
+  if (prefix && (role == "key" || role == "value"))
+    return {-1, kHkv, kP, -1};
   if (role == "query")
     return {kB, kHq, kL, -1};
   if (role == "key" || role == "value") {
@@ -131,8 +137,9 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank, bool paged,
 /// A row-major view of `ptr` (memref<1xT>) with the operand's shape.
 static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
                          StringRef role, ArrayRef<Value> sizes, bool paged,
-                         KeyLayout keys) {
-  SmallVector<int> symbolic = symbolicShape(role, type.getRank(), paged, keys);
+                         KeyLayout keys, bool prefix) {
+  SmallVector<int> symbolic =
+      symbolicShape(role, type.getRank(), paged, keys, prefix);
   if (role != "q_start" && role != "k_start")
     return rebuildRowMajorView(b, ptr, type, symbolic, sizes);
   // q_start (k_start) holds B + 1 entries: a size computed here, not a
@@ -152,6 +159,10 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   // An attention program (grid: programs x query blocks [x KV chunks]) or
   // the merge program of a split (grid: B * Hq x query blocks).
   const bool isMerge = config.getKind() == KernelKind::merge;
+  // A cascade's B = 1 programs: the attention over the shared prefix (its
+  // keys are P, not S) and the merge of its two parts.
+  auto cascade = forall->getAttrOfType<StringAttr>(kCascadeAttr);
+  const bool prefix = cascade && cascade.getValue() == "prefix";
 
   // What the program uses from outside: operand buffers and constants.
   SetVector<Value> captured;
@@ -245,8 +256,9 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   // The sizes this kernel takes: B, Hq, L for a merge; B, Hq, Hkv, L, S
   // for attention, plus num_pages, page_size, max_pages when paged.
   const bool paged = buffers.count("block_table");
-  SmallVector<int> sizeIds = isMerge ? SmallVector<int>{kB, kHq, kL}
-                                     : SmallVector<int>{kB, kHq, kHkv, kL, kS};
+  SmallVector<int> sizeIds = isMerge  ? SmallVector<int>{kB, kHq, kL}
+                             : prefix ? SmallVector<int>{kB, kHq, kHkv, kL, kP}
+                                      : SmallVector<int>{kB, kHq, kHkv, kL, kS};
   if (paged)
     sizeIds.append({kNumPages, kPageSize, kMaxPages});
   const KeyLayout keys = keyLayoutOf(buffers);
@@ -277,11 +289,16 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     roles.push_back(role);
     auto type = cast<MemRefType>(it->second.getType());
     SmallVector<int> symbolic =
-        symbolicShape(role, type.getRank(), paged, keys);
+        symbolicShape(role, type.getRank(), paged, keys, prefix);
     StringRef name(role);
     bool parts = name == "out_parts" || name == "lse_parts";
     bool written = name == "out" || name == "lse" || (parts && !isMerge);
-    signature.addBuffer(role, type, symbolic, kSizes, written);
+    // The prefix kernel's K/V are the cascade's prefix_key/prefix_value:
+    // one plan binds them beside the suffix's key/value.
+    signature.addBuffer(prefix && (name == "key" || name == "value")
+                            ? (name == "key" ? "prefix_key" : "prefix_value")
+                            : name,
+                        type, symbolic, kSizes, written);
   }
   // The TMA ring's tensor maps (docs/kernel-abi.md, "Tensor maps"): K and
   // V as {D, S, Hkv, B} (buffer dims 3, 2, 1, 0), boxes of 64 columns
@@ -295,7 +312,10 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
       auto type = cast<MemRefType>(buffers[role].getType());
       NamedAttrList map;
       map.append("name", mb.getStringAttr(role == "key" ? "k_load" : "v_load"));
-      map.append("buffer", mb.getStringAttr(role));
+      map.append(
+          "buffer",
+          mb.getStringAttr(
+              prefix ? (role == "key" ? "prefix_key" : "prefix_value") : role));
       map.append("dims", mb.getI64ArrayAttr({3, 2, 1, 0}));
       // (Paged [pages, page_size, Hkv, D]: {D, Hkv, page_size, pages}, the
       // box {64, 1, block-n, 1}.)
@@ -320,6 +340,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     kernel->setAttr(kWgmmaAttr, UnitAttr::get(ctx));
   if (useTma)
     kernel->setAttr(kTmaAttr, UnitAttr::get(ctx));
+  if (cascade)
+    kernel->setAttr(kCascadeAttr, cascade);
 
   // The kernel body: views from the parameters, the program's ids from the
   // block ids, then the program itself.
@@ -335,7 +357,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     Value host = buffers[role];
     mapping.map(host, rebuildView(kb, entry.getArgument(i),
                                   cast<MemRefType>(host.getType()), role, sizes,
-                                  paged, keys));
+                                  paged, keys, prefix));
   }
   for (Value c : constants)
     mapping.map(c, kb.clone(*c.getDefiningOp())->getResult(0));
@@ -427,19 +449,6 @@ struct OutlineTileProgramsPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // Shared-prefix attention needs a merge kernel outside split-KV, which
-    // the GPU pipeline does not build yet.
-    WalkResult cascade = module.walk([&](CascadeOp op) {
-      op.emitOpError()
-          << "kvattn-outline-tile-programs: shared-prefix (cascade) attention "
-             "is not compiled by kvattn-to-ptx yet (no standalone merge "
-             "kernel); run its two attentions and kvattn.merge "
-             "(-kvattn-expand-cascade) through kvattn-run's GPU targets or "
-             "kvattn.cascade in Python, or compile it for the CPU";
-      return WalkResult::interrupt();
-    });
-    if (cascade.wasInterrupted())
-      return signalPassFailure();
     SmallVector<scf::ForallOp> programs;
     module.walk([&](scf::ForallOp forall) {
       if (getTileConfig(forall))

@@ -54,7 +54,7 @@ METADATA = ("q_offset", "k_offset", "q_pos", "k_pos", "kv_len", "key_valid",
             "block_table", "q_start", "pos", "k_start", "cache_batch_idx",
             "tree_parents")
 SIZE_NAMES = ("B", "Hq", "Hkv", "L", "S", "num_pages", "page_size",
-              "max_pages", "cache_rows")
+              "max_pages", "cache_rows", "P")
 _WORKSPACES = ("out_parts", "lse_parts")
 # The size each dim of a parameter is (docs/kernel-abi.md), for the dims a
 # manifest gives as numbers (static shapes): the kernel still takes the
@@ -67,7 +67,10 @@ _ROLES = {"query": ("B", "Hq", "L", None), "key": ("B", "Hkv", "S", None),
           "tree_parents": ("L",),
           "mask": (None, None, "L", "S"),
           "out_parts": (None, "B", "Hq", "L", None),
-          "lse_parts": (None, "B", "Hq", "L")}
+          "lse_parts": (None, "B", "Hq", "L"),
+          # A cascade's shared prefix (its prefix kernel's P keys).
+          "prefix_key": (None, "Hkv", "P", None),
+          "prefix_value": (None, "Hkv", "P", None)}
 _PAGED_ROLES = {"key": ("num_pages", "page_size", "Hkv", None),
                 "value": ("num_pages", "page_size", "Hkv", None)}
 # Ragged keys (k_start): K/V are one packed buffer [1, Hkv, S, D]; a
@@ -657,7 +660,8 @@ class GpuProgram:
         # (kvattn_plan_buffer_name).
         writes = [f"{k['name']} ({k.get('kind')})" for k in self.kernels_info
                   if k.get("kind", "attention") not in (
-                      "attention", "attention_varlen", "merge")]
+                      "attention", "attention_varlen", "merge",
+                      "cascade_prefix", "cascade_merge")]
         if writes:
             raise KVAttnValueError(
                 "GpuProgram runs one attention (and its split-KV merge); the "
@@ -679,8 +683,16 @@ class GpuProgram:
             for p in k["params"]:
                 if p["kind"] == "pointer":
                     self.params.setdefault(p["name"], p)
-        self.inputs = [p["name"] for p in self.kernels_info[0]["params"]
-                       if p["kind"] == "pointer" and p["access"] == "read"]
+        # What the kernels read, in kernel order (a cascade's prefix kernel
+        # reads query, prefix_key, prefix_value; its suffix kernel key,
+        # value and the metadata), the workspaces excepted.
+        self.inputs = []
+        for k in self.kernels_info:
+            for p in k["params"]:
+                if p["kind"] == "pointer" and p["access"] == "read" and \
+                        p["name"] not in _WORKSPACES and \
+                        p["name"] not in self.inputs:
+                    self.inputs.append(p["name"])
         self.outputs = [p["name"] for p in self.kernels_info[-1]["params"]
                         if p["kind"] == "pointer" and p["access"] == "write"]
         # Every buffer a kernel writes: a read-only device tensor is refused
@@ -1159,7 +1171,10 @@ def attention_ir(runtime=None, **fields):
     "cache_batch_idx" [B]), cache_rows, kv_dtype (None, "f8E4M3FN" or
     "f8E5M2": an FP8 cache with buffers "k_scale" and "v_scale" f32, last)
     and kv_scales ("tensor" [1], "head" [Hkv] or "token": the cache's shape
-    without D). Bad fields raise KVAttnError naming them."""
+    without D), cascade (0/1, with varlen: a kvattn.cascade, buffers
+    "prefix_key"/"prefix_value" [1, Hkv, prefix_len, D]) and prefix_len
+    (-1 or absent: dynamic, the size P). Bad fields raise KVAttnError
+    naming them."""
     api = _runtime_arg(runtime).api if runtime is not None else library()
     return api.attention_ir(fields)
 

@@ -17,7 +17,12 @@ prefix + suffix is computed as three launches of existing kernels:
     kv_len = suffix_len, q_offset = suffix_len - L_b: the positions relative
     to the suffix's first key, which is all causality depends on);
 (c) `kvattn.merge` of the two states (natural-log LSE; a part with no key
-    is (0, -inf), the identity), on the CPU JIT path.
+    is (0, -inf), the identity).
+
+On the CPU the op is compiled whole by kvattn-to-cpu (-kvattn-expand-cascade);
+on a GPU by kvattn-to-ptx: (a) and (b) store their f32 states into the two
+parts of a workspace and a merge kernel combines them on the device (one
+GpuProgram, three launches).
 
 A window would cut the prefix per row: refused. The result equals plain
 attention over prefix + suffix (tests/test_cascade.py, float64 reference).
@@ -151,12 +156,12 @@ def cascade_attention(query, q_start, prefix_key, prefix_value, suffix_key,
     (packed rows of B sequences, q_start [B + 1]); prefix K/V [1, Hkv, P,
     D|Dv] shared by all; suffix K/V [B, Hkv, S, D|Dv] with suffix_len [B]
     valid keys each (>= the sequence's rows). f32 NumPy arrays, or bf16 as
-    uint16 bit patterns (kvattn.to_bf16), or f16. target "cpu" (the
-    kvattn.cascade op compiled whole) or "gpu" (runtime: an emulated or
-    real one; the two attentions as GPU programs, the merge on the CPU).
-    Returns (out [1, Hq, T, Dv] f32, lse [1, Hq, T] f32, natural log);
-    16-bit inputs give parts rounded to their type before the merge (as the
-    attentions write them)."""
+    uint16 bit patterns (kvattn.to_bf16), or f16. target "cpu" or "gpu"
+    (runtime: an emulated or real one): the kvattn.cascade op compiled whole
+    (on a GPU the merge runs on the device). Returns (out [1, Hq, T, Dv]
+    f32, lse [1, Hq, T] f32, natural log); on the CPU 16-bit inputs give
+    parts rounded to their type before the merge (as the expanded
+    attentions write them), on a GPU the parts stay f32."""
     np = _np()
     if window is not None:
         raise KVAttnValueError(
@@ -215,30 +220,20 @@ def cascade_attention(query, q_start, prefix_key, prefix_value, suffix_key,
         from . import from_bf16
         return (from_bf16(out) if ty == "bf16" else
                 np.asarray(out, np.float32)), lse
-    # A GPU target: kvattn-to-ptx has no standalone merge kernel yet, so the
-    # two attentions run as GPU programs and kvattn.merge on the CPU.
-    options = {"runtime": runtime}
-    pre = _program(("prefix", ty, hq, hkv, t, p, d, dv, scale, target,
-                    id(runtime)),
-                   lambda: _compile(prefix_ir(ty, hq, hkv, t, p, d, dv,
-                                              scale), target=target,
-                                    **options))
-    suf = _program(("suffix", ty, hq, hkv, t, b, s, d, dv, scale, causal,
-                    target, id(runtime)),
-                   lambda: _compile(suffix_ir(ty, hq, hkv, t, b, s, d, dv,
-                                              scale, causal), target=target,
-                                    **options))
-    o1, l1 = pre.run(query=q, key=pk, value=pv)
-    o2, l2 = suf.run(query=q, key=sk, value=sv, q_start=qs, q_offset=qo,
-                     kv_len=lens)
-    # The parts in f32 for the merge (a 16-bit part is widened exactly; the
-    # attentions write out in the query's type).
+    # A GPU target: kvattn.cascade compiled whole by kvattn-to-ptx: the
+    # prefix kernel (B = 1, every row over the prefix), the ragged suffix
+    # kernel, each writing its f32 state into one part of a workspace, and
+    # the merge kernel, on the device.
+    whole = _program(("cascade-gpu", ty, hq, hkv, t, p, b, s, d, dv, scale,
+                      causal, target, id(runtime)),
+                     lambda: _compile(cascade_ir(ty, hq, hkv, t, p, b, s, d,
+                                                 dv, scale, causal),
+                                      target=target, runtime=runtime))
+    out, lse = whole.run(query=q, prefix_key=pk, prefix_value=pv, key=sk,
+                         value=sv, q_start=qs, q_offset=qo, kv_len=lens)
     from . import from_bf16
-    o1, o2 = ((from_bf16(o) if ty == "bf16" else np.asarray(o, np.float32))
-              for o in (o1, o2))
-    if p == 0:  # no prefix: its state is the empty one
-        o1, l1 = np.zeros_like(o1), np.full_like(l1, -np.inf)
-    return merge_state(o1, l1, o2, l2)
+    return (from_bf16(out) if ty == "bf16" else
+            np.asarray(out, np.float32)), lse
 
 
 __all__ = ["cascade_attention", "cascade_ir", "merge_state", "prefix_ir",

@@ -15,14 +15,3 @@ func.func @gpu_value_dim(%q: tensor<1x1x4x64xf16>, %k: tensor<1x1x8x64xf16>, %v:
   %o = kvattn.attention %q, %k, %v : tensor<1x1x4x64xf16>, tensor<1x1x8x64xf16>, tensor<1x1x8x384xf16> -> tensor<1x1x4x384xf16>
   return %o : tensor<1x1x4x384xf16>
 }
-
-// -----
-
-// Shared-prefix attention: kvattn-to-ptx has no standalone merge kernel
-// yet, so it is refused by name (kvattn-run's GPU targets and Python run
-// its expanded form).
-func.func @cascade(%q: tensor<1x4x5x16xf16>, %pk: tensor<1x2x64x16xf16>, %k: tensor<3x2x10x16xf16>, %qs: tensor<4xi32>, %b: tensor<3xi32>) -> tensor<1x4x5x16xf16> {
-  // expected-error @+1 {{kvattn-outline-tile-programs: shared-prefix (cascade) attention is not compiled by kvattn-to-ptx yet}}
-  %o = kvattn.cascade %q, %pk, %pk, %k, %k q_start(%qs : tensor<4xi32>) q_offset(%b : tensor<3xi32>) kv_len(%b : tensor<3xi32>) causal : tensor<1x4x5x16xf16>, tensor<1x2x64x16xf16>, tensor<1x2x64x16xf16>, tensor<3x2x10x16xf16>, tensor<3x2x10x16xf16> -> tensor<1x4x5x16xf16>
-  return %o : tensor<1x4x5x16xf16>
-}

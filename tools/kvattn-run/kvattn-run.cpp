@@ -571,9 +571,6 @@ static int runTool(int argc, char **argv) {
       });
       PassManager pm(&context);
       pm.addPass(mlir::kvattn::createResolveCachedAppendPass());
-      // Shared-prefix attention as the GPU runs it: two attentions (on the
-      // device) and their merge (on the host, as the reference merges).
-      pm.addPass(mlir::kvattn::createExpandCascadePass());
       if (failed(pm.run(*resolved)))
         return fail("resolving kvattn.sdpa for the GPU failed");
     }

@@ -62,14 +62,16 @@ Status checkArguments(mlir::func::FuncOp func,
 Status validateFunction(mlir::func::FuncOp func,
                         const std::vector<HostTensor> &arguments);
 
-/// Runs one kvattn.attention or kvattn.append elsewhere (e.g. on a GPU):
+/// Runs one kvattn.attention, kvattn.cascade or kvattn.append elsewhere
+/// (e.g. on a GPU):
 /// `operands` are the op's operands in order, `results` must receive its
 /// results in their result types.
 using AttentionExecutor = std::function<Status(
     mlir::Operation *attention, const std::vector<const HostTensor *> &operands,
     std::vector<HostTensor> &results)>;
 
-/// As above, but every kvattn.attention and kvattn.append is run by
+/// As above, but every kvattn.attention, kvattn.cascade and kvattn.append
+/// is run by
 /// `executor` while every other op is evaluated as usual (the reference).
 /// The appends' run-time values are not checked here: run
 /// validateFunction first.

@@ -79,6 +79,11 @@ struct AttentionDescription {
   /// cache's shape without D).
   std::string kvDtype;
   int kvScales = 0;
+  /// Shared-prefix (cascade) attention (needs varlen): kvattn.cascade with
+  /// the arguments prefix_key [1, Hkv, P, D] and prefix_value [1, Hkv, P,
+  /// Dv] after value; prefixLen P (kDynamic: dynamic).
+  bool cascade = false;
+  int64_t prefixLen = kDynamic;
 
   static constexpr int64_t kDynamic = -1;
 };

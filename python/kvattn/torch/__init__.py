@@ -1087,7 +1087,8 @@ def cascade_attention(query: torch.Tensor, prefix_key: torch.Tensor,
     own, the two merged by LSE (kvattn.cascade / -kvattn-expand-cascade);
     the result equals attention over prefix + suffix. No window (it would
     cut the prefix row by row). Returns out [T, Hq, Dv]. CPU tensors only
-    (kvattn-to-ptx has no standalone merge kernel yet)."""
+    (the GPU kernels are reached through kvattn.cascade.cascade_attention
+    and kvattn.plan; this op does not route CUDA tensors to them yet)."""
     for what, t in (("query", query), ("prefix_key", prefix_key),
                     ("prefix_value", prefix_value), ("key", key),
                     ("value", value)):
@@ -1097,8 +1098,9 @@ def cascade_attention(query: torch.Tensor, prefix_key: torch.Tensor,
                                f"packed rows), got {tuple(query.shape)}")
     if query.device.type != "cpu":
         raise KVAttnError(
-            "kvattn.torch.cascade_attention runs on the CPU path only: "
-            "kvattn-to-ptx has no standalone merge kernel yet (query is on "
+            "kvattn.torch.cascade_attention runs on the CPU path only: it "
+            "does not route CUDA tensors to the GPU cascade kernels yet (use "
+            "kvattn.plan with a kvattn.cascade; query is on "
             f"{query.device})")
     q4 = query.permute(1, 0, 2).unsqueeze(0)  # [1, Hq, T, D]
     dtype = _float_tensor("query", q4)
