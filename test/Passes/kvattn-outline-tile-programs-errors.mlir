@@ -26,3 +26,21 @@ func.func @cascade(%q: tensor<1x4x5x16xf16>, %pk: tensor<1x2x64x16xf16>, %k: ten
   %o = kvattn.cascade %q, %pk, %pk, %k, %k q_start(%qs : tensor<4xi32>) q_offset(%b : tensor<3xi32>) kv_len(%b : tensor<3xi32>) causal : tensor<1x4x5x16xf16>, tensor<1x2x64x16xf16>, tensor<1x2x64x16xf16>, tensor<3x2x10x16xf16>, tensor<3x2x10x16xf16> -> tensor<1x4x5x16xf16>
   return %o : tensor<1x4x5x16xf16>
 }
+
+// -----
+
+// The latent form (DeepSeek MLA) has no GPU kernel yet: refused by name,
+// whatever its head dims.
+func.func @latent_form(%q: tensor<1x16x1x128xf16>, %k: tensor<1x1x64x128xf16>) -> tensor<1x16x1x64xf16> {
+  // expected-error @+1 {{kvattn-outline-tile-programs: the latent form of kvattn.attention (value_dim, DeepSeek MLA) has no GPU kernel yet; run it on the CPU target (docs/semantics.md, "Latent KV")}}
+  %o = kvattn.attention %q, %k value_dim = 64 : tensor<1x16x1x128xf16>, tensor<1x1x64x128xf16> -> tensor<1x16x1x64xf16>
+  return %o : tensor<1x16x1x64xf16>
+}
+
+// -----
+
+func.func @latent_mla_576(%q: tensor<1x16x1x576xbf16>, %k: tensor<4x64x1x576xbf16>, %len: tensor<1xi32>, %bt: tensor<1x4xi32>) -> tensor<1x16x1x512xbf16> {
+  // expected-error @+1 {{kvattn-outline-tile-programs: the latent form of kvattn.attention (value_dim, DeepSeek MLA) has no GPU kernel yet}}
+  %o = kvattn.attention %q, %k value_dim = 512 kv_len(%len : tensor<1xi32>) block_table(%bt : tensor<1x4xi32>) : tensor<1x16x1x576xbf16>, tensor<4x64x1x576xbf16> -> tensor<1x16x1x512xbf16>
+  return %o : tensor<1x16x1x512xbf16>
+}
