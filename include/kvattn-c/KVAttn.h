@@ -467,6 +467,13 @@ typedef struct {
    * append (the quantising append has no GPU kernel yet). */
   int32_t kv_dtype;
   int32_t kv_scales;
+  /* 0/1: the latent form (DeepSeek MLA, docs/semantics.md "Latent KV"): no
+   * value buffer; V is the first value_head_dim columns (0: all) of the key
+   * cache, whose head dim may reach 576 (512 latent + 64 rotary). The IR
+   * runs on the CPU target; GPU plans refuse it by name. Not with append or
+   * kv_dtype. */
+  int32_t latent;
+  int32_t reserved1; /* zero */
 } kvattn_attention_desc;
 
 /* The defaults (bf16, every size dynamic, nothing optional), struct_size

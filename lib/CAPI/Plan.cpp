@@ -136,6 +136,10 @@ static Status readDescription(const char *what,
                          "KVATTN_F8E5M2");
   }
   d.kvScales = c.kv_scales;
+  KVATTN_RETURN_IF_ERROR(boolean("latent", c.latent));
+  d.latent = c.latent;
+  if (c.reserved1)
+    return Status::error(prefix + "desc.reserved1 must be 0");
   return Status::ok();
 }
 

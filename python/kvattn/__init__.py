@@ -1159,7 +1159,9 @@ def attention_ir(runtime=None, **fields):
     "cache_batch_idx" [B]), cache_rows, kv_dtype (None, "f8E4M3FN" or
     "f8E5M2": an FP8 cache with buffers "k_scale" and "v_scale" f32, last)
     and kv_scales ("tensor" [1], "head" [Hkv] or "token": the cache's shape
-    without D). Bad fields raise KVAttnError naming them."""
+    without D), latent (0/1: DeepSeek MLA's latent form, no value buffer, V
+    the first value_head_dim columns of the key, head dims up to 576, CPU
+    target only). Bad fields raise KVAttnError naming them."""
     api = _runtime_arg(runtime).api if runtime is not None else library()
     return api.attention_ir(fields)
 

@@ -155,12 +155,14 @@ class AttentionDesc(ctypes.Structure):
                 ("cache_batch_idx", ctypes.c_int32),
                 ("cache_rows", ctypes.c_int64),
                 ("kv_dtype", ctypes.c_int32),
-                ("kv_scales", ctypes.c_int32)]
+                ("kv_scales", ctypes.c_int32),
+                ("latent", ctypes.c_int32),
+                ("reserved1", ctypes.c_int32)]
 
 
 # The fields of a description (kvattn.attention_ir's keywords), flags apart.
 DESC_FLAGS = ("causal", "with_lse", "paged", "varlen", "append", "sinks",
-              "alibi", "tree", "ragged_keys", "cache_batch_idx")
+              "alibi", "tree", "ragged_keys", "cache_batch_idx", "latent")
 
 
 class _Diagnostic(ctypes.Structure):
@@ -472,7 +474,7 @@ class Library:
         d = AttentionDesc()
         self.lib.kvattn_attention_desc_init(ctypes.byref(d))
         known = [f for f, _ in AttentionDesc._fields_
-                 if f not in ("struct_size", "reserved0")]
+                 if f not in ("struct_size", "reserved0", "reserved1")]
         for name, value in fields.items():
             if name not in known:
                 raise KVAttnTypeError(f"unknown description field '{name}' "

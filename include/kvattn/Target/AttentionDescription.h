@@ -79,6 +79,10 @@ struct AttentionDescription {
   /// cache's shape without D).
   std::string kvDtype;
   int kvScales = 0;
+  /// The latent form (DeepSeek MLA): no value argument, V is the first
+  /// valueHeadDim columns (0: all D) of the key; D and Dv up to
+  /// limits::kMaxHeadDim (the CPU target's; GPU plans refuse the form).
+  bool latent = false;
 
   static constexpr int64_t kDynamic = -1;
 };
