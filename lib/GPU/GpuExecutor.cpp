@@ -25,11 +25,12 @@ namespace {
 
 /// The role of each operand of a kvattn.attention, in operand order.
 std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
-  std::vector<std::string> roles = {"query", "key", "value"};
+  std::vector<std::string> roles = {"query", "key"};
   auto add = [&](Value v, const char *role) {
     if (v)
       roles.push_back(role);
   };
+  add(op.getValue(), "value"); // none in the latent form
   add(op.getQOffset(), "q_offset");
   add(op.getKOffset(), "k_offset");
   add(op.getQPos(), "q_pos");
@@ -90,13 +91,16 @@ singleOpModule(mlir::kvattn::AttentionOp op,
                            : RankedTensorType::get(tensor->shape(), elt));
   }
   // Result shapes follow from the operands: out [B, Hq, L, Dv], lse [B, Hq, L].
-  const auto &q = operands[0]->shape(), &v = operands[2]->shape();
+  // (The latent form has no value operand: Dv is its value_dim.)
+  const auto &q = operands[0]->shape();
+  const int64_t dv =
+      op.isLatent() ? op.getValueHeadDim() : operands[2]->shape()[3];
   SmallVector<Type> resultTypes;
   if (keepDynamicShapes) {
     resultTypes.append(op->result_type_begin(), op->result_type_end());
   } else {
     resultTypes.push_back(RankedTensorType::get(
-        {q[0], q[1], q[2], v[3]}, op.getOut().getType().getElementType()));
+        {q[0], q[1], q[2], dv}, op.getOut().getType().getElementType()));
     if (op.getLse())
       resultTypes.push_back(
           RankedTensorType::get({q[0], q[1], q[2]}, b.getF32Type()));
@@ -371,11 +375,12 @@ Status GpuExecutor::run(Operation *op,
       outputs.push_back("k_rope_pos");
     }
   } else {
-    const auto &q = shapeOf("query"), &v = shapeOf("value");
+    const auto &q = shapeOf("query");
+    const int64_t dv = attention.isLatent() ? attention.getValueHeadDim()
+                                            : shapeOf("value")[3];
     std::optional<ElementType> outType =
         toElementType(attention.getOut().getType().getElementType());
-    results.emplace_back(*outType,
-                         std::vector<int64_t>{q[0], q[1], q[2], v[3]});
+    results.emplace_back(*outType, std::vector<int64_t>{q[0], q[1], q[2], dv});
     outputs = {"out"};
     if (attention.getLse()) {
       results.emplace_back(ElementType::F32,
