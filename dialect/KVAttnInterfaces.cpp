@@ -24,11 +24,16 @@ using namespace mlir::kvattn;
 
 SmallVector<Type> AttentionOp::inferResultTypes(Value query, Value value,
                                                 bool withLse) {
-  auto q = cast<RankedTensorType>(query.getType());
   auto v = cast<RankedTensorType>(value.getType());
+  return inferResultTypes(query, v.getShape().back(), withLse);
+}
+
+SmallVector<Type> AttentionOp::inferResultTypes(Value query, int64_t valueDim,
+                                                bool withLse) {
+  auto q = cast<RankedTensorType>(query.getType());
   ArrayRef<int64_t> qs = q.getShape();
   SmallVector<Type> types = {RankedTensorType::get(
-      {qs[0], qs[1], qs[2], v.getShape().back()}, q.getElementType())};
+      {qs[0], qs[1], qs[2], valueDim}, q.getElementType())};
   if (withLse)
     types.push_back(RankedTensorType::get(
         {qs[0], qs[1], qs[2]}, Float32Type::get(query.getContext())));
@@ -42,7 +47,9 @@ static FloatAttr optionalF32(Builder &b, std::optional<double> value) {
 void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
                         Value key, Value value, bool withLse,
                         const AttentionExtras &e) {
-  SmallVector<Type> types = inferResultTypes(query, value, withLse);
+  SmallVector<Type> types = e.valueDim && !value
+                                ? inferResultTypes(query, *e.valueDim, withLse)
+                                : inferResultTypes(query, value, withLse);
   build(b, state, types[0], withLse ? types[1] : Type(), query, key, value,
         e.qOffset, e.kOffset, e.qPos, e.kPos, e.kvLen, e.keyValid, e.mask,
         e.blockTable, e.qStart, e.sinks, e.alibiSlopes, e.kRopePos, e.kStart,
@@ -50,7 +57,8 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
         e.window ? b.getI64IntegerAttr(*e.window) : IntegerAttr(),
         optionalF32(b, e.softcap), optionalF32(b, e.scale),
         e.windowRight ? b.getI64IntegerAttr(*e.windowRight) : IntegerAttr(),
-        e.treeParents, e.rope, e.queryRotated, e.kScale, e.vScale);
+        e.treeParents, e.rope, e.queryRotated, e.kScale, e.vScale,
+        e.valueDim ? b.getI64IntegerAttr(*e.valueDim) : IntegerAttr());
 }
 
 AttentionExtras AttentionOp::getExtras() {
@@ -77,6 +85,7 @@ AttentionExtras AttentionOp::getExtras() {
   e.treeParents = getTreeParents();
   e.kScale = getKScale();
   e.vScale = getVScale();
+  e.valueDim = getValueDim();
   if (std::optional<APFloat> softcap = getSoftcap())
     e.softcap = softcap->convertToDouble();
   if (std::optional<APFloat> scale = getScale())
@@ -118,8 +127,10 @@ static void reifyAttentionShapes(OpBuilder &b, Location loc, Value query,
 LogicalResult
 AttentionOp::reifyResultShapes(OpBuilder &b,
                                ReifiedRankedShapedTypeDims &shapes) {
-  reifyAttentionShapes(b, getLoc(), getQuery(), getValue(),
+  reifyAttentionShapes(b, getLoc(), getQuery(), getValueSource(),
                        getOperation()->getNumResults(), shapes);
+  if (std::optional<int64_t> dv = getValueDim())
+    shapes[0][3] = b.getIndexAttr(*dv);
   return success();
 }
 
@@ -327,7 +338,7 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
   if (isVarlen() || hasKeyStarts()) {
     // Every sequence stays: only the kv heads are cut.
     key = s.slice(getKey(), {heads});
-    value = s.slice(getValue(), {heads});
+    value = getValue() ? s.slice(getValue(), {heads}) : Value();
     auto tiled = AttentionOp::create(b, loc, query, key, value,
                                      static_cast<bool>(getLse()), e);
     return TilingResult{{tiled.getOperation()},
@@ -338,17 +349,17 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
     // Cache rows are shared by every batch: only their kv heads are cut,
     // and the batches' entries of the map.
     key = s.slice(getKey(), {heads});
-    value = s.slice(getValue(), {heads});
+    value = getValue() ? s.slice(getValue(), {heads}) : Value();
     e.cacheBatchIdx = s.slice(e.cacheBatchIdx, {s.like(0, 0)});
   } else if (isPaged()) {
     // Pages are shared by every sequence: only their kv heads are cut, and
     // the sequences' rows of the table.
     key = s.slice(getKey(), {heads});
-    value = s.slice(getValue(), {heads});
+    value = getValue() ? s.slice(getValue(), {heads}) : Value();
     e.blockTable = s.slice(e.blockTable, {s.like(0, 0)});
   } else {
     key = s.slice(getKey(), {s.like(0, 0), heads});
-    value = s.slice(getValue(), {s.like(0, 0), heads});
+    value = getValue() ? s.slice(getValue(), {s.like(0, 0), heads}) : Value();
   }
   for (Value *batchOnly :
        {&e.kOffset, &e.kPos, &e.kvLen, &e.keyValid, &e.kRopePos})
@@ -378,7 +389,9 @@ LogicalResult AttentionOp::getResultTilePosition(
   resultSizes.assign(sizes.begin(), sizes.end());
   if (resultNumber == 0) {
     resultOffsets.push_back(b.getIndexAttr(0));
-    resultSizes.push_back(tensor::getMixedSize(b, getLoc(), getValue(), 3));
+    resultSizes.push_back(
+        isLatent() ? OpFoldResult(b.getIndexAttr(getValueHeadDim()))
+                   : tensor::getMixedSize(b, getLoc(), getValue(), 3));
   }
   return success();
 }
@@ -407,8 +420,9 @@ AttentionOp::generateResultTileValue(OpBuilder &b, unsigned resultNumber,
     // Only whole rows of out can be produced.
     std::optional<int64_t> off = getConstantIntValue(offsets[3]);
     std::optional<int64_t> len = getConstantIntValue(sizes[3]);
-    std::optional<int64_t> dv =
-        getConstantIntValue(tensor::getMixedSize(b, getLoc(), getValue(), 3));
+    std::optional<int64_t> dv = getConstantIntValue(
+        isLatent() ? OpFoldResult(b.getIndexAttr(getValueHeadDim()))
+                   : tensor::getMixedSize(b, getLoc(), getValue(), 3));
     if (!off || *off != 0 || !len || !dv || *len != *dv)
       return failure();
   }

@@ -120,10 +120,13 @@ struct AttentionDims {
 /// With `kStart` [B + 1] (ragged keys) K and V are packed, [1, Hkv, N, D|Dv];
 /// with `cacheBatchIdx` [B] they are [C, Hkv, S, D|Dv] (any C): B is then
 /// read off those operands instead of K and V.
+/// With `latentDv` (the latent form) `v` is `k` and Dv is `latentDv`: the
+/// value is the first Dv columns of the key.
 static FailureOr<AttentionDims>
 verifyQKVOut(Operation *op, Value q, Value k, Value v, Value out,
              Value blockTable = {}, Value qStart = {}, Value kStart = {},
-             Value cacheBatchIdx = {}) {
+             Value cacheBatchIdx = {},
+             std::optional<int64_t> latentDv = std::nullopt) {
   const bool paged = static_cast<bool>(blockTable);
   const bool varlen = static_cast<bool>(qStart);
   const bool keyRows = kStart || cacheBatchIdx;
@@ -255,7 +258,8 @@ verifyQKVOut(Operation *op, Value q, Value k, Value v, Value out,
       failed(checkSameDim(op, "query length L", dimOf("out", out, 2),
                           dimOf("query", q, 2))) ||
       failed(checkSameDim(op, "value head dim Dv", dimOf("out", out, 3),
-                          dimOf("value", v, 3))))
+                          latentDv ? NamedDim{"value_dim", 0, *latentDv}
+                                   : dimOf("value", v, 3))))
     return failure();
 
   auto qt = cast<ShapedType>(q.getType());
@@ -280,9 +284,13 @@ verifyQKVOut(Operation *op, Value q, Value k, Value v, Value out,
     int64_t starts = cast<ShapedType>(qStart.getType()).getDimSize(0);
     batch = ShapedType::isStatic(starts) ? starts - 1 : keyBatch.size;
   }
-  AttentionDims dims{
-      batch, qt.getDimSize(1), kt.getDimSize(headIndex), qt.getDimSize(2),
-      s,     qt.getDimSize(3), vt.getDimSize(3)};
+  AttentionDims dims{batch,
+                     qt.getDimSize(1),
+                     kt.getDimSize(headIndex),
+                     qt.getDimSize(2),
+                     s,
+                     qt.getDimSize(3),
+                     latentDv ? *latentDv : vt.getDimSize(3)};
   if (dims.d == 0) {
     op->emitOpError() << "head dim D must be positive, got 0";
     return failure();
@@ -355,11 +363,46 @@ static LogicalResult verifyWindowAndSoftcap(Operation *op,
   return success();
 }
 
+/// The latent form (DeepSeek MLA): value_dim without a value operand, V the
+/// first value_dim columns of key, 1 <= value_dim <= D.
+LogicalResult AttentionOp::verifyLatentForm() {
+  std::optional<int64_t> dv = getValueDim();
+  if (dv && getValue())
+    return emitOpError()
+           << "value_dim = " << *dv
+           << " declares the latent form (V is the first value_dim columns "
+              "of key), but a value operand is given: drop the value, or "
+              "drop value_dim";
+  if (!dv && !getValue())
+    return emitOpError() << "needs a value operand, or value_dim for the "
+                            "latent form (V is the first value_dim columns of "
+                            "key)";
+  if (!dv)
+    return success();
+  int64_t d = getKey().getType().getDimSize(3);
+  if (*dv < 1)
+    return emitOpError() << "value_dim must be positive, got " << *dv;
+  if (ShapedType::isStatic(d) && *dv > d)
+    return emitOpError() << "value_dim = " << *dv
+                         << " exceeds the key's head dim D = " << d
+                         << ": the latent form's V is the first value_dim "
+                            "columns of key (Dv <= D)";
+  if (getVScale())
+    return emitOpError() << "v_scale with the latent form: V is read from the "
+                            "key cache (drop v_scale)";
+  if (hasFp8Cache())
+    return emitOpError() << "the latent form does not take an FP8 cache yet ("
+                         << getKey().getType().getElementType() << ")";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   Operation *op = getOperation();
+  if (failed(verifyLatentForm()))
+    return failure();
   FailureOr<AttentionDims> maybeDims = verifyQKVOut(
-      op, getQuery(), getKey(), getValue(), getOut(), getBlockTable(),
-      getQStart(), getKStart(), getCacheBatchIdx());
+      op, getQuery(), getKey(), getValueSource(), getOut(), getBlockTable(),
+      getQStart(), getKStart(), getCacheBatchIdx(), getValueDim());
   if (failed(maybeDims))
     return failure();
   const AttentionDims &dims = *maybeDims;
@@ -547,7 +590,7 @@ LogicalResult AttentionOp::verifyKvScales() {
     // The granularity: [1] or rank 0, [Hkv], or the cache's shape without
     // D.
     auto cache = cast<RankedTensorType>(
-        (name == "k_scale" ? getKey() : getValue()).getType());
+        (name == "k_scale" ? getKey() : getValueSource()).getType());
     const int64_t hkv = cache.getDimSize(getKeyHeadDim());
     ArrayRef<int64_t> shape = type.getShape();
     ArrayRef<int64_t> rows = cache.getShape().drop_back();

@@ -51,6 +51,9 @@ struct AttentionExtras {
   bool queryRotated = false;
   /// FP8 K / V: f32 scales per tensor, per KV head or per token and head.
   Value kScale, vScale;
+  /// The latent form (DeepSeek MLA): V is the first valueDim columns of
+  /// key, and the value operand is null.
+  std::optional<int64_t> valueDim;
 };
 
 } // namespace kvattn

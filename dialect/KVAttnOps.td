@@ -193,7 +193,9 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
   let arguments = (ins
     KVAttn_FloatTensor:$query,
     KVAttn_KvTensor:$key,
-    KVAttn_KvTensor:$value,
+    // Absent in the latent form (value_dim): V is then the first value_dim
+    // columns of key.
+    Optional<KVAttn_KvTensor>:$value,
     Optional<KVAttn_IndexTensor>:$q_offset,
     Optional<KVAttn_IndexTensor>:$k_offset,
     Optional<KVAttn_IndexTensor>:$q_pos,
@@ -226,7 +228,10 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     // FP8 K / V: the f32 dequantisation scales (any ranked tensor here, so
     // that the verifier can name the operand and its rule).
     Optional<AnyRankedTensor>:$k_scale,
-    Optional<AnyRankedTensor>:$v_scale
+    Optional<AnyRankedTensor>:$v_scale,
+    // The latent form (DeepSeek MLA): V is the first value_dim columns of
+    // key; no value operand.
+    OptionalAttr<I64Attr>:$value_dim
   );
   let results = (outs
     KVAttn_FloatTensor:$out,
@@ -234,7 +239,8 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
   );
 
   let assemblyFormat = [{
-    $query `,` $key `,` $value
+    $query `,` $key (`,` $value^)?
+    (`value_dim` `=` $value_dim^)?
     (`q_start` `(` $q_start^ `:` type($q_start) `)`)?
     (`k_start` `(` $k_start^ `:` type($k_start) `)`)?
     (`cache_batch_idx` `(` $cache_batch_idx^ `:` type($cache_batch_idx) `)`)?
@@ -259,7 +265,7 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     (`scale` `=` $scale^)?
     (`rope` `=` $rope^)?
     (`query_rotated` $query_rotated^)?
-    attr-dict `:` type($query) `,` type($key) `,` type($value)
+    attr-dict `:` type($query) `,` type($key) (`,` type($value)^)?
     `->` type($out) (`,` type($lse)^)?
   }];
 
@@ -267,7 +273,8 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
 
   let builders = [
     // Result types inferred: out [B, Hq, L, Dv] of the query's element type,
-    // and lse [B, Hq, L] f32 when `withLse`.
+    // and lse [B, Hq, L] f32 when `withLse`. A null `value` with
+    // `extras.valueDim` builds the latent form.
     OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
       "::mlir::Value":$value, "bool":$withLse,
       CArg<"const ::mlir::kvattn::AttentionExtras &", "{}">:$extras)>
@@ -278,6 +285,22 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     /// query's element type, and lse [B, Hq, L] f32 when `withLse`.
     static ::llvm::SmallVector<::mlir::Type>
     inferResultTypes(::mlir::Value query, ::mlir::Value value, bool withLse);
+    /// The same for an explicit Dv (the latent form's value_dim).
+    static ::llvm::SmallVector<::mlir::Type>
+    inferResultTypes(::mlir::Value query, int64_t valueDim, bool withLse);
+    /// True for the latent form (DeepSeek MLA): no value operand, V is the
+    /// first value_dim columns of key.
+    bool isLatent() { return getValueDim().has_value(); }
+    /// The operand V is read from: value, or key in the latent form.
+    ::mlir::TypedValue<::mlir::RankedTensorType> getValueSource() {
+      return getValue() ? getValue() : getKey();
+    }
+    /// Dv: value_dim in the latent form, else the value's last dim.
+    int64_t getValueHeadDim() {
+      if (std::optional<int64_t> dv = getValueDim())
+        return *dv;
+      return getValue().getType().getDimSize(3);
+    }
     /// The optional operands and attributes, for rebuilding the op.
     ::mlir::kvattn::AttentionExtras getExtras();
     /// True when positions are given as per-batch offsets.
@@ -316,6 +339,9 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     /// tensor, per KV head or per token and head), a scale needs an FP8
     /// cache, constant scales are positive and finite.
     ::mlir::LogicalResult verifyKvScales();
+    /// The latent-form rules: value_dim <=> no value operand,
+    /// 1 <= value_dim <= D, no v_scale.
+    ::mlir::LogicalResult verifyLatentForm();
     /// True when key and value are an FP8 cache (f8E4M3FN or f8E5M2).
     bool hasFp8Cache() {
       return ::mlir::isa<::mlir::Float8E4M3FNType, ::mlir::Float8E5M2Type>(

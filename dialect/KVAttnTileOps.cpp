@@ -171,10 +171,17 @@ LogicalResult TileSoftmaxOp::verify() {
       (getKeyValid() &&
        cast<MemRefType>(getKeyValid().getType()).getRank() != 2 &&
        failed(emitOpError("key_valid must be a [B, S] memref"))) ||
-      failed(checkMatch(*this, "value head dim Dv", getAcc(), "acc", 1,
-                        getValue(), "value", 3)) ||
+      (!getLatent() && failed(checkMatch(*this, "value head dim Dv", getAcc(),
+                                         "acc", 1, getValue(), "value", 3))) ||
       failed(checkKvScale(*this, "value", getValue(), getKvScale())))
     return failure();
+  // The latent form reads the first Dv columns of the key cache.
+  if (getLatent()) {
+    int64_t dv = dim(getAcc(), 1), d = dim(getValue(), 3);
+    if (ShapedType::isStatic(d) && d < dv)
+      return emitOpError() << "latent: the value rows are the first Dv = " << dv
+                           << " columns of the key cache, which has only " << d;
+  }
   // A block with key validity is never full: its invalid keys must be
   // skipped, whatever their probability.
   if (getAllAllowed() && getKeyValid())

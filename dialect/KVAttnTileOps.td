@@ -244,6 +244,11 @@ def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update",
     as above.
 
     An FP8 `value` is read with `kv_scale(%s)` as in `kvattn.tile.qk`.
+
+    With `latent` (the latent form of `kvattn.attention`, DeepSeek MLA)
+    `value` is the key cache itself, `[.., D]` with `D >= Dv`, and the value
+    row of key `j` is its first `Dv` columns (`Dv` = `acc`'s columns):
+    `value[batch, kv_head, j, 0 .. Dv-1]`; the other columns are never read.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Tile, "", [MemRead]>:$scores,
@@ -255,9 +260,11 @@ def KVAttn_TileSoftmaxOp : KVAttn_Op<"tile.softmax_update",
     Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$block_table,
     Arg<Optional<MemRefOf<[I1]>>, "", [MemRead]>:$key_valid,
     Optional<I1>:$all_allowed,
-    Arg<Optional<KVAttn_KvScaleMemRef>, "", [MemRead]>:$kv_scale);
+    Arg<Optional<KVAttn_KvScaleMemRef>, "", [MemRead]>:$kv_scale,
+    UnitAttr:$latent);
   let assemblyFormat = [{
     $scores `,` $value `[` $batch `,` $kv_head `,` $start `]`
+    (`latent` $latent^)?
     (`pages` `(` $block_table^ `:` type($block_table) `)`)?
     (`kv_scale` `(` $kv_scale^ `:` type($kv_scale) `)`)?
     (`key_valid` `(` $key_valid^ `:` type($key_valid) `)`)?

@@ -428,7 +428,7 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
       op.getWindowAttr(), op.getSoftcapAttr(), op.getScaleAttr(),
       /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
       /*rope=*/RopeAttr(), /*query_rotated=*/false, /*k_scale=*/Value(),
-      /*v_scale=*/Value());
+      /*v_scale=*/Value(), /*value_dim=*/IntegerAttr());
   rewriter.replaceOp(op, attention->getResults());
 }
 

@@ -308,8 +308,8 @@ private:
   //===--------------------------------------------------------------------===//
 
   LogicalResult refuseUnsupported() {
-    auto vType = op.getValue().getType();
-    int64_t headDim = qType.getDimSize(3), valueDim = vType.getDimSize(3);
+    // The latent form's Dv is its value_dim (V: the key's first columns).
+    int64_t headDim = qType.getDimSize(3), valueDim = op.getValueHeadDim();
     if (ShapedType::isDynamic(headDim) || ShapedType::isDynamic(valueDim))
       return op.emitOpError()
              << "kvattn-tile needs static head dims D and Dv (they size the "
@@ -415,7 +415,10 @@ private:
   void createBuffers(ImplicitLocOpBuilder &b, IndexMath &m) {
     buf.q = toBuffer(b, op.getQuery(), BufferRole::query);
     buf.k = toBuffer(b, op.getKey(), BufferRole::key);
-    buf.v = toBuffer(b, op.getValue(), BufferRole::value);
+    // The latent form reads V from the key cache itself (tile.softmax_update
+    // latent): one cache operand, one buffer.
+    buf.v =
+        op.isLatent() ? buf.k : toBuffer(b, op.getValue(), BufferRole::value);
     buf.qOffset = toBuffer(b, op.getQOffset(), BufferRole::q_offset);
     buf.kOffset = toBuffer(b, op.getKOffset(), BufferRole::k_offset);
     buf.qPos = toBuffer(b, op.getQPos(), BufferRole::q_pos);
@@ -853,7 +856,10 @@ private:
                                  p.mul(r.loopLo, p.c(s.bn))),
                            zero);
     int64_t eltBytes = qType.getElementType().getIntOrFloatBitWidth() / 8;
-    Value bytes = p.mul(keysRead, p.c((s.headDim + s.valueDim) * eltBytes));
+    // The latent form reads one row of D per key (V is inside it).
+    Value bytes =
+        p.mul(keysRead,
+              p.c((s.headDim + (op.isLatent() ? 0 : s.valueDim)) * eltBytes));
     Value global = memref::GetGlobalOp::create(
         pb, MemRefType::get({kNumStats}, pb.getI64Type()), kStatsGlobal);
     Value counts[kNumStats] = {loaded, masked, skipped, bytes};
@@ -958,10 +964,10 @@ private:
           // The full-block test goes with the update: a target may multiply
           // every value of a full block without testing its probability
           // for 0.
-          TileSoftmaxOp::create(fb, t.scores, buf.v, r.kvBatch, r.kvHead, kRow,
-                                r.rows, cols, t.rowMax, t.rowSum, t.acc,
-                                buf.blockTable, buf.keyValid,
-                                s.canBeFull ? isFull : Value(), buf.vScale);
+          TileSoftmaxOp::create(
+              fb, t.scores, buf.v, r.kvBatch, r.kvHead, kRow, r.rows, cols,
+              t.rowMax, t.rowSum, t.acc, buf.blockTable, buf.keyValid,
+              s.canBeFull ? isFull : Value(), buf.vScale, op.isLatent());
           scf::YieldOp::create(fb);
         });
   }

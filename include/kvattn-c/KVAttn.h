@@ -483,8 +483,13 @@ typedef struct {
    * counts from the prefix's end. Not with paged, append, a window,
    * sinks, alibi, tree, ragged_keys, cache_batch_idx or kv_dtype. */
   int32_t cascade;
-  int32_t reserved1; /* zero */
-  int64_t prefix_len;
+  /* 0/1: the latent form (DeepSeek MLA, docs/semantics.md "Latent KV"): no
+   * value buffer; V is the first value_head_dim columns (0: all) of the key
+   * cache, whose head dim may reach 576 (512 latent + 64 rotary). The IR
+   * runs on the CPU target; GPU plans refuse it by name. Not with append or
+   * kv_dtype. */
+  int32_t latent;
+  int64_t prefix_len; /* with cascade */
 } kvattn_attention_desc;
 
 /* The defaults (bf16, every size dynamic, nothing optional), struct_size

@@ -137,10 +137,10 @@ static Status readDescription(const char *what,
   }
   d.kvScales = c.kv_scales;
   KVATTN_RETURN_IF_ERROR(boolean("cascade", c.cascade));
-  if (c.reserved1)
-    return Status::error(prefix + "desc.reserved1 must be 0");
   d.cascade = c.cascade;
   d.prefixLen = c.prefix_len;
+  KVATTN_RETURN_IF_ERROR(boolean("latent", c.latent));
+  d.latent = c.latent;
   return Status::ok();
 }
 

@@ -404,7 +404,18 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   reference::AttentionOperands ops;
   ops.query = &tensor(op.getQuery());
   ops.key = &tensor(op.getKey());
-  ops.value = &tensor(op.getValue());
+  // The latent form (value_dim): V is the key's first value_dim columns,
+  // taken here so that every layout below (pages, key rows) gathers it as
+  // it gathers the key.
+  HostTensor latentValue;
+  if (std::optional<int64_t> dv = op.getValueDim()) {
+    if (Status s = reference::latentValue(*ops.key, *dv, latentValue);
+        s.isError())
+      return fail(op, s.message());
+    ops.value = &latentValue;
+  } else {
+    ops.value = &tensor(op.getValue());
+  }
   // An FP8 cache: the attention reads f32(code) * scale
   // (kvattn/Reference/Fp8KvCache.h), whatever the layout.
   HostTensor dequantKey, dequantValue;

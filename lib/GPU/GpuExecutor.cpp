@@ -25,11 +25,12 @@ namespace {
 
 /// The role of each operand of a kvattn.attention, in operand order.
 std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
-  std::vector<std::string> roles = {"query", "key", "value"};
+  std::vector<std::string> roles = {"query", "key"};
   auto add = [&](Value v, const char *role) {
     if (v)
       roles.push_back(role);
   };
+  add(op.getValue(), "value"); // none in the latent form
   add(op.getQOffset(), "q_offset");
   add(op.getKOffset(), "k_offset");
   add(op.getQPos(), "q_pos");
@@ -120,13 +121,18 @@ singleOpModule(Operation *op, Type outElementType, bool hasLse,
                            : RankedTensorType::get(tensor->shape(), elt));
   }
   // Result shapes follow from the operands: out [B, Hq, L, Dv], lse [B, Hq, L].
-  const auto &q = operands[0]->shape(), &v = operands[2]->shape();
+  // (The latent form has no value operand: Dv is its value_dim.)
+  const auto &q = operands[0]->shape();
+  auto attention = dyn_cast<mlir::kvattn::AttentionOp>(op);
+  const int64_t dv = attention && attention.isLatent()
+                         ? attention.getValueHeadDim()
+                         : operands[2]->shape()[3];
   SmallVector<Type> resultTypes;
   if (keepDynamicShapes) {
     resultTypes.append(op->result_type_begin(), op->result_type_end());
   } else {
     resultTypes.push_back(
-        RankedTensorType::get({q[0], q[1], q[2], v[3]}, outElementType));
+        RankedTensorType::get({q[0], q[1], q[2], dv}, outElementType));
     if (hasLse)
       resultTypes.push_back(
           RankedTensorType::get({q[0], q[1], q[2]}, b.getF32Type()));
@@ -398,12 +404,12 @@ Status GpuExecutor::run(Operation *op,
       outputs.push_back("k_rope_pos");
     }
   } else {
-    const auto &q = shapeOf("query"), &v = shapeOf("value");
-    Value outValue = op->getResult(0);
+    const auto &q = shapeOf("query");
+    const int64_t dv = attention.isLatent() ? attention.getValueHeadDim()
+                                            : shapeOf("value")[3];
     std::optional<ElementType> outType =
-        toElementType(getElementTypeOrSelf(outValue.getType()));
-    results.emplace_back(*outType,
-                         std::vector<int64_t>{q[0], q[1], q[2], v[3]});
+        toElementType(getElementTypeOrSelf(op->getResult(0).getType()));
+    results.emplace_back(*outType, std::vector<int64_t>{q[0], q[1], q[2], dv});
     outputs = {"out"};
     if (op->getNumResults() > 1) {
       results.emplace_back(ElementType::F32,

@@ -617,8 +617,43 @@ Status rotate(const HostTensor &x, const Rope &rope,
   return Status::ok();
 }
 
+Status latentValue(const HostTensor &key, int64_t valueDim, HostTensor &value) {
+  if (key.rank() < 1)
+    return Status::error("the latent form needs a key of rank >= 1");
+  const int64_t d = key.dim(key.rank() - 1);
+  if (valueDim < 1 || valueDim > d)
+    return Status::error("value_dim = " + str(valueDim) +
+                         " must be in [1, D = " + str(d) +
+                         "]: the latent form's V is the first value_dim "
+                         "columns of key");
+  std::vector<int64_t> shape = key.shape();
+  shape.back() = valueDim;
+  KVATTN_RETURN_IF_ERROR(HostTensor::make(key.elementType(), shape, value));
+  const size_t elt = elementTypeSize(key.elementType());
+  const int64_t rows = d == 0 ? 0 : key.numElements() / d;
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(value.data() + r * valueDim * elt, key.data() + r * d * elt,
+                valueDim * elt);
+  return Status::ok();
+}
+
 Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
                  AttentionResult &result, Compute compute) {
+  // The latent form: V is the key's first columns, by definition.
+  if (ops.latentValueDim != 0) {
+    if (ops.value)
+      return Status::error("value_dim = " + str(ops.latentValueDim) +
+                           " declares the latent form (V is the first "
+                           "value_dim columns of key), but a value is given");
+    if (!ops.key)
+      return Status::error("query, key and value are required");
+    HostTensor value;
+    KVATTN_RETURN_IF_ERROR(latentValue(*ops.key, ops.latentValueDim, value));
+    AttentionOperands plain = ops;
+    plain.value = &value;
+    plain.latentValueDim = 0;
+    return attention(plain, attrs, result, compute);
+  }
   // A ragged batch: B sequences (q_start has B + 1 entries) over the packed
   // rows of a [1, Hq, T, D] query.
   std::vector<int64_t> qStart;

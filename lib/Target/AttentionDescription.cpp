@@ -59,9 +59,34 @@ Status checkAttentionDescription(const AttentionDescription &d) {
                                "] (the GPU kernels' head dims)")
                : Status::ok();
   };
-  KVATTN_RETURN_IF_ERROR(headDim("head_dim", d.headDim));
-  if (d.valueHeadDim != 0)
-    KVATTN_RETURN_IF_ERROR(headDim("value_head_dim", d.valueHeadDim));
+  // The latent form (DeepSeek MLA) has no GPU kernel: the CPU's limit.
+  auto latentHeadDim = [&](const char *name, int64_t v) {
+    return v < 1 || v > limits::kMaxHeadDim
+               ? Status::error(where + name + " = " + str(v) +
+                               " is outside [1, " + str(limits::kMaxHeadDim) +
+                               "] (the latent form's head dims)")
+               : Status::ok();
+  };
+  if (d.latent) {
+    KVATTN_RETURN_IF_ERROR(latentHeadDim("head_dim", d.headDim));
+    if (d.valueHeadDim > d.headDim)
+      return Status::error(where + "value_head_dim = " + str(d.valueHeadDim) +
+                           " exceeds head_dim = " + str(d.headDim) +
+                           " with latent: V is the first value_head_dim "
+                           "columns of the key (Dv <= D)");
+    if (d.valueHeadDim != 0)
+      KVATTN_RETURN_IF_ERROR(latentHeadDim("value_head_dim", d.valueHeadDim));
+    if (d.append)
+      return Status::error(where + "latent with append: the latent cache "
+                                   "has no V append (write the cache first)");
+    if (!d.kvDtype.empty())
+      return Status::error(where + "latent with kv_dtype " + d.kvDtype +
+                           ": the latent form does not take an FP8 cache yet");
+  } else {
+    KVATTN_RETURN_IF_ERROR(headDim("head_dim", d.headDim));
+    if (d.valueHeadDim != 0)
+      KVATTN_RETURN_IF_ERROR(headDim("value_head_dim", d.valueHeadDim));
+  }
   if (d.window) {
     if (*d.window <= 0)
       return Status::error(where + "window = " + str(*d.window) +
@@ -148,6 +173,7 @@ Status checkAttentionDescription(const AttentionDescription &d) {
                         : d.raggedKeys       ? "ragged_keys"
                         : d.cacheBatchIdx    ? "cache_batch_idx"
                         : !d.kvDtype.empty() ? "kv_dtype"
+                        : d.latent           ? "latent"
                                              : nullptr;
     if (other)
       return Status::error(where + "cascade with " + other +
@@ -189,8 +215,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   Type kvElt = d.kvDtype == "f8E4M3FN" ? Type(b.getType<Float8E4M3FNType>())
                : d.kvDtype == "f8E5M2" ? Type(b.getType<Float8E5M2Type>())
                                        : elt;
-  // The signature: query, key, value, [update_k, update_v], [q_start],
-  // q_offset (the append's pos too), kv_len, [block_table], [sinks],
+  // The signature: query, key, value (none when latent), [update_k, update_v],
+  // [q_start], q_offset (the append's pos too), kv_len, [block_table], [sinks],
   // [alibi_slopes], ..., [k_scale, v_scale].
   SmallVector<Type> inputs = {tensor({d.varlen ? 1 : B, Hq, L, D}, elt)};
   if (d.cascade) { // prefix_key, prefix_value
@@ -202,8 +228,9 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
     cacheRows = {dim(d.numPages), d.pageSize, Hkv};
     inputs.push_back(
         tensor({dim(d.numPages), d.pageSize, Hkv, D}, kvElt)); // key
-    inputs.push_back(
-        tensor({dim(d.numPages), d.pageSize, Hkv, Dv}, kvElt)); // value
+    if (!d.latent)
+      inputs.push_back(
+          tensor({dim(d.numPages), d.pageSize, Hkv, Dv}, kvElt)); // value
   } else {
     // Ragged keys: one packed buffer; a batch-to-cache map: C cache rows.
     const int64_t rows = d.raggedKeys      ? 1
@@ -211,7 +238,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
                                            : B;
     cacheRows = {rows, Hkv, dim(d.keyLen)};
     inputs.push_back(tensor({rows, Hkv, dim(d.keyLen), D}, kvElt));
-    inputs.push_back(tensor({rows, Hkv, dim(d.keyLen), Dv}, kvElt));
+    if (!d.latent)
+      inputs.push_back(tensor({rows, Hkv, dim(d.keyLen), Dv}, kvElt));
   }
   if (d.append) {
     inputs.push_back(tensor({B, Hkv, L, D}, elt));
@@ -255,7 +283,7 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   Value prefixKey = d.cascade ? body->getArgument(next++) : Value();
   Value prefixValue = d.cascade ? body->getArgument(next++) : Value();
   Value key = body->getArgument(next++);
-  Value value = body->getArgument(next++);
+  Value value = d.latent ? Value() : body->getArgument(next++);
   Value updateK, updateV, qStart;
   if (d.append) {
     updateK = body->getArgument(next++);
@@ -327,6 +355,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
     for (Value r : cascade->getResults())
       results.push_back(r);
   } else {
+    if (d.latent)
+      extras.valueDim = Dv;
     auto attention =
         AttentionOp::create(b, loc, query, key, value, d.withLse, extras);
     for (Value r : attention->getResults())

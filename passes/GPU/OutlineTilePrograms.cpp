@@ -35,10 +35,10 @@ using namespace mlir::kvattn;
 
 /// The operand roles in kernel-parameter order.
 static const char *const kRoles[] = {
-    "query",       "key",     "value",        "q_offset",  "k_offset",
-    "q_pos",       "k_pos",   "kv_len",       "key_valid", "mask",
-    "block_table", "q_start", "out",          "lse",       "out_parts",
-    "lse_parts",   "sinks",   "alibi_slopes", "k_start",   "cache_batch_idx",
+    "query",        "key",     "value",        "q_offset",  "k_offset",
+    "q_pos",        "k_pos",   "kv_len",       "key_valid", "mask",
+    "block_table",  "q_start", "out",          "lse",       "out_parts",
+    "lse_parts",    "sinks",   "alibi_slopes", "k_start",   "cache_batch_idx",
     "tree_parents", "k_scale", "v_scale"};
 /// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
@@ -189,6 +189,18 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     return forall.emitOpError()
            << "kvattn-outline-tile-programs: not a kvattn tile program (no "
            << (isMerge ? "out_parts/lse_parts/out" : "query/key/out") << ")";
+  // The latent form (DeepSeek MLA: V is the key cache's first Dv columns)
+  // has no GPU kernel yet: refused by name, never lowered as a plain one.
+  WalkResult latent = forall.walk([](TileSoftmaxOp softmax) {
+    return softmax.getLatent() ? WalkResult::interrupt()
+                               : WalkResult::advance();
+  });
+  if (latent.wasInterrupted())
+    return forall.emitOpError()
+           << "kvattn-outline-tile-programs: the latent form of "
+              "kvattn.attention (value_dim, DeepSeek MLA) has no GPU kernel "
+              "yet; run it on the CPU target (docs/semantics.md, \"Latent "
+              "KV\")";
   // GPU limits on the head dims, before any lowering.
   for (StringRef role : {"query", "value", "out_parts"}) {
     auto it = buffers.find(role);

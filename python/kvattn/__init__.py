@@ -1173,7 +1173,9 @@ def attention_ir(runtime=None, **fields):
     and kv_scales ("tensor" [1], "head" [Hkv] or "token": the cache's shape
     without D), cascade (0/1, with varlen: a kvattn.cascade, buffers
     "prefix_key"/"prefix_value" [1, Hkv, prefix_len, D]) and prefix_len
-    (-1 or absent: dynamic, the size P). Bad fields raise KVAttnError
+    (-1 or absent: dynamic, the size P), latent (0/1: DeepSeek MLA's latent
+    form, no value buffer, V the first value_head_dim columns of the key,
+    head dims up to 576, CPU target only). Bad fields raise KVAttnError
     naming them."""
     api = _runtime_arg(runtime).api if runtime is not None else library()
     return api.attention_ir(fields)

@@ -158,13 +158,14 @@ class AttentionDesc(ctypes.Structure):
                 ("kv_dtype", ctypes.c_int32),
                 ("kv_scales", ctypes.c_int32),
                 ("cascade", ctypes.c_int32),
-                ("reserved1", ctypes.c_int32),
+                ("latent", ctypes.c_int32),
                 ("prefix_len", ctypes.c_int64)]
 
 
 # The fields of a description (kvattn.attention_ir's keywords), flags apart.
 DESC_FLAGS = ("causal", "with_lse", "paged", "varlen", "append", "sinks",
-              "alibi", "tree", "ragged_keys", "cache_batch_idx", "cascade")
+              "alibi", "tree", "ragged_keys", "cache_batch_idx", "cascade",
+              "latent")
 
 
 class _Diagnostic(ctypes.Structure):

@@ -160,3 +160,29 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 }
+
+// -----
+
+// The latent form (DeepSeek MLA): tiles over batches and query heads read
+// the one latent cache (no value slice) and keep value_dim; out's tiles are
+// Dv = 512 wide.
+// CHECK-LABEL: func @latent_form
+// CHECK:         scf.forall (%[[B:.*]], %[[H:.*]]) in (2, 8)
+// CHECK:           %[[KS:.*]] = tensor.extract_slice %{{.*}}[%[[B]], %{{.*}}, 0, 0] [1, 1, 64, 576] [1, 1, 1, 1]
+// CHECK:           kvattn.attention %{{.*}}, %[[KS]] value_dim = 512 kv_len(%{{.*}} : tensor<1xi32>) : tensor<1x2x1x576xbf16>, tensor<1x1x64x576xbf16> -> tensor<1x2x1x512xbf16>
+// CHECK:           tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[B]], %{{.*}}, 0, 0] [1, 2, 1, 512] [1, 1, 1, 1]
+func.func @latent_form(%q: tensor<2x16x1x576xbf16>, %ckv: tensor<2x1x64x576xbf16>,
+    %len: tensor<2xi32>) -> tensor<2x16x1x512xbf16> {
+  %o = kvattn.attention %q, %ckv value_dim = 512 kv_len(%len : tensor<2xi32>)
+      : tensor<2x16x1x576xbf16>, tensor<2x1x64x576xbf16> -> tensor<2x16x1x512xbf16>
+  return %o : tensor<2x16x1x512xbf16>
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %op = transform.structured.match ops{["kvattn.attention"]} in %root : (!transform.any_op) -> !transform.any_op
+    %tiled, %loop = transform.structured.tile_using_forall %op tile_sizes [1, 2]
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}

@@ -37,7 +37,7 @@ func.func @sdpa_left(%q: tensor<1x1x4x16xf32>, %k: tensor<1x1x8x16xf32>, %v: ten
 // -----
 
 func.func @head_dim_above_limit(%q: tensor<1x1x4x1024xf32>, %k: tensor<1x1x8x1024xf32>, %v: tensor<1x1x8x16xf32>) -> tensor<1x1x4x16xf32> {
-  // expected-error @+1 {{kvattn-tile: head dims above 512 are not compiled (D = 1024, Dv = 16; docs/robustness.md)}}
+  // expected-error @+1 {{kvattn-tile: head dims above 576 are not compiled (D = 1024, Dv = 16; docs/robustness.md)}}
   %o = kvattn.attention %q, %k, %v : tensor<1x1x4x1024xf32>, tensor<1x1x8x1024xf32>, tensor<1x1x8x16xf32> -> tensor<1x1x4x16xf32>
   return %o : tensor<1x1x4x16xf32>
 }

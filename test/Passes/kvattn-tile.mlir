@@ -489,3 +489,24 @@ func.func @chip_blocks_d256_decode(%q: tensor<2x8x1x256xbf16>, %k: tensor<2x2x40
       : tensor<2x8x1x256xbf16>, tensor<2x2x4096x256xbf16>, tensor<2x2x4096x256xbf16> -> tensor<2x8x1x256xbf16>
   return %o : tensor<2x8x1x256xbf16>
 }
+
+// -----
+
+// The latent form (DeepSeek MLA): one cache buffer, read by tile.qk as K
+// (all D = 576 columns) and by tile.softmax_update as V (`latent`: its
+// first 512 columns); the accumulator and out are Dv = 512 wide. Decode
+// packs the 16 query heads of the one KV head into the M tile.
+// CHECK-LABEL: func.func @latent_mla_decode
+// CHECK:         %[[K:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = #kvattn.role<key>} : tensor<8x64x1x576xbf16> to memref<8x64x1x576xbf16>
+// CHECK-NOT:     kvattn.role<value>
+// CHECK:         memref.alloc() {kvattn.role = #kvattn.role<out>} : memref<2x16x1x512xbf16>
+// CHECK:         kvattn.tile.qk %{{.*}}, %[[K]][{{.*}}] pages(
+// CHECK:         kvattn.tile.softmax_update %{{.*}}, %[[K]][{{.*}}] latent pages(
+// CHECK-SAME:      memref<8x64x1x576xbf16>, memref<{{[0-9]+}}xf32>, memref<{{[0-9]+}}xf32>, memref<{{[0-9]+}}x512xf32>
+func.func @latent_mla_decode(%q: tensor<2x16x1x576xbf16>, %ckv: tensor<8x64x1x576xbf16>,
+                             %len: tensor<2xi32>, %bt: tensor<2x4xi32>) -> tensor<2x16x1x512xbf16> {
+  %o = kvattn.attention %q, %ckv value_dim = 512 kv_len(%len : tensor<2xi32>) block_table(%bt : tensor<2x4xi32>)
+      scale = 0.0416666679
+      : tensor<2x16x1x576xbf16>, tensor<8x64x1x576xbf16> -> tensor<2x16x1x512xbf16>
+  return %o : tensor<2x16x1x512xbf16>
+}

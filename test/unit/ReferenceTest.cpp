@@ -288,6 +288,39 @@ TEST(Reference, ValueHeadDimDiffersFromKeyHeadDim) {
   EXPECT_EQ(values(r.out), (std::vector<double>{3, 4, 5}));
 }
 
+TEST(Reference, LatentFormReadsValuesFromTheKeysFirstColumns) {
+  // DeepSeek MLA's latent form: no value, V = the key's first Dv = 2 of its
+  // D = 3 columns. Zero query: the mean of the keys' first two columns; the
+  // third column (the rotary part) is never a value.
+  HostTensor q = tensor(ElementType::F32, {1, 2, 1, 3}, {0, 0, 0, 0, 0, 0});
+  HostTensor k =
+      tensor(ElementType::F32, {1, 1, 2, 3}, {1, 2, 100, 3, 4, -100});
+  AttentionOperands ops;
+  ops.query = &q;
+  ops.key = &k;
+  ops.latentValueDim = 2;
+  AttentionResult r = run(ops, {});
+  EXPECT_EQ(r.out.shape(), (std::vector<int64_t>{1, 2, 1, 2}));
+  EXPECT_EQ(values(r.out), (std::vector<double>{2, 3, 2, 3}));
+  // The same as an explicit value holding those columns.
+  HostTensor v;
+  ASSERT_TRUE(latentValue(k, 2, v).isOk());
+  EXPECT_EQ(values(v), (std::vector<double>{1, 2, 3, 4}));
+  AttentionResult plain = run({&q, &k, &v}, {});
+  EXPECT_EQ(values(plain.out), values(r.out));
+  // A value given with the latent form, Dv above D or below 1.
+  AttentionOperands both = ops;
+  both.value = &v;
+  EXPECT_NE(errorOf(both, {}).find("declares the latent form"),
+            std::string::npos);
+  ops.latentValueDim = 4;
+  EXPECT_NE(errorOf(ops, {}).find("value_dim = 4 must be in [1, D = 3]"),
+            std::string::npos);
+  ops.latentValueDim = -1;
+  EXPECT_NE(errorOf(ops, {}).find("value_dim = -1 must be in [1, D = 3]"),
+            std::string::npos);
+}
+
 TEST(Reference, GroupedQueryHeadsReadTheirKvHead) {
   // Hq = 4, Hkv = 2: heads 0, 1 read kv head 0, heads 2, 3 kv head 1.
   HostTensor q = tensor(ElementType::F32, {1, 4, 1, 1}, {0, 0, 0, 0});

@@ -187,6 +187,15 @@ cl::opt<bool> checkedRuns(
              "argument checks, then the kernel) instead of the kernel alone"),
     cl::init(false), cl::cat(benchCategory));
 
+cl::opt<bool> mla(
+    "mla",
+    cl::desc("CPU: DeepSeek MLA decode (the latent form: D = 576, Dv = 512, "
+             "one KV head, paged 64) for --batch (default 1,16,64), 16 and "
+             "128 query heads and --prefixes cache lengths (default "
+             "1024,4096); GB/s of cache read and GFLOP/s, beside FlashMLA's "
+             "published H800 figures"),
+    cl::init(false), cl::cat(benchCategory));
+
 struct Shape {
   const char *name;
   int64_t b, hq, hkv, p, l, d;
@@ -390,6 +399,118 @@ int runPaged(mlir::kvattn::ElementType elt, mlir::MLIRContext &context,
   return 0;
 }
 
+/// DeepSeek MLA decode in the latent form (docs/semantics.md, "Latent KV"):
+/// one new token per sequence, Hq query heads of D = 576 over one paged
+/// latent cache [num_pages, 64, 1, 576] whose first 512 columns are V,
+/// every sequence S keys long, DeepSeek's scale 1/sqrt(192).
+std::string buildMlaIR(int64_t b, int64_t hq, int64_t s,
+                       const std::string &elt) {
+  constexpr int64_t kPage = 64, kD = 576, kDv = 512;
+  int64_t maxPages = (s + kPage - 1) / kPage;
+  std::string q =
+      llvm::formatv("tensor<{0}x{1}x1x{2}x{3}>", b, hq, kD, elt).str();
+  std::string out =
+      llvm::formatv("tensor<{0}x{1}x1x{2}x{3}>", b, hq, kDv, elt).str();
+  std::string kv =
+      llvm::formatv("tensor<{0}x{1}x1x{2}x{3}>", b * maxPages, kPage, kD, elt)
+          .str();
+  std::string vec = llvm::formatv("tensor<{0}xi32>", b).str();
+  std::string table = llvm::formatv("tensor<{0}x{1}xi32>", b, maxPages).str();
+  return llvm::formatv("func.func @main(%q: {0}, %ckv: {1}, %len: {2}, %bt: "
+                       "{3}) -> {4} {{\n"
+                       "  %o = kvattn.attention %q, %ckv value_dim = 512 "
+                       "kv_len(%len : {2}) block_table(%bt : {3}) scale = "
+                       "0.0721687836 : {0}, {1} -> {4}\n"
+                       "  return %o : {4}\n}\n",
+                       q, kv, vec, table, out)
+      .str();
+}
+
+int runMla(mlir::kvattn::ElementType elt, mlir::MLIRContext &context,
+           double peakGflops) {
+  constexpr int64_t kPage = 64, kD = 576, kDv = 512;
+  std::vector<int64_t> batches = {1, 16, 64}, lens = {1024, 4096};
+  if (batch)
+    batches = {batch};
+  else if (quick)
+    batches = {1, 4};
+  if (!prefixes.empty())
+    lens.assign(prefixes.begin(), prefixes.end());
+  else if (quick)
+    lens = {256};
+  const double eltBytes =
+      static_cast<double>(mlir::kvattn::elementTypeSize(elt));
+  llvm::outs() << llvm::formatv("{0,-10} {1,3} {2,4} {3,6} {4,11} {5,9} "
+                                "{6,8} {7,9} {8,6}\n",
+                                "shape", "B", "Hq", "S", "compile_ms", "run_ms",
+                                "GB/s", "GFLOP/s", "%peak");
+  double bestGBs = 0, bestGflops = 0;
+  for (int64_t b : batches)
+    for (int64_t hq : {16, 128})
+      for (int64_t s : lens) {
+        if (s < 1) {
+          llvm::errs() << "kvattn-bench: error: --mla needs cache lengths "
+                          ">= 1\n";
+          return 1;
+        }
+        std::unique_ptr<mlir::kvattn::CpuProgram> program =
+            compileCpu(buildMlaIR(b, hq, s, dtype), context);
+        if (!program)
+          return 1;
+        int64_t maxPages = (s + kPage - 1) / kPage;
+        mlir::kvattn::HostTensor table(mlir::kvattn::ElementType::I32,
+                                       {b, maxPages}),
+            kvLen(mlir::kvattn::ElementType::I32, {b});
+        // The pages in reverse order over the pool.
+        for (int64_t i = 0; i < b * maxPages; ++i)
+          table.setInt(i, b * maxPages - 1 - i);
+        for (int64_t i = 0; i < b; ++i)
+          kvLen.setInt(i, s);
+        std::vector<mlir::kvattn::HostTensor> args = {
+            random(elt, {b, hq, 1, kD}, 1),
+            random(elt, {b * maxPages, kPage, 1, kD}, 2), kvLen, table};
+        std::vector<mlir::kvattn::HostTensor> results;
+        std::vector<double> times;
+        for (int r = 0; r <= repeats; ++r) {
+          auto start = std::chrono::steady_clock::now();
+          if (mlir::kvattn::Status st =
+                  r == 0 || checkedRuns ? program->run(args, results)
+                                        : program->runUnchecked(args, results);
+              st.isError()) {
+            llvm::errs() << "kvattn-bench: error: " << st.message() << "\n";
+            return 1;
+          }
+          double ms = std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+          if (r > 0)
+            times.push_back(ms);
+        }
+        std::sort(times.begin(), times.end());
+        double median = times[times.size() / 2];
+        // FlashMLA's accounting: the latent cache read once (B S 576
+        // elements), 2 (D + Dv) FLOPs per query head and key.
+        double gbs = b * s * kD * eltBytes / (median * 1e6);
+        double gflops = 2.0 * (kD + kDv) * hq * s * b / (median * 1e6);
+        bestGBs = std::max(bestGBs, gbs);
+        bestGflops = std::max(bestGflops, gflops);
+        llvm::outs() << llvm::formatv(
+            "{0,-10} {1,3} {2,4} {3,6} {4,11:F1} {5,9:F3} {6,8:F2} {7,9:F2} "
+            "{8,6:F1}\n",
+            "mla-decode", b, hq, s, program->pipelineMs() + program->jitMs(),
+            median, gbs, gflops, 100.0 * gflops / peakGflops);
+      }
+  // A stated comparison only: FlashMLA's published H800 SXM5 figures
+  // (github.com/deepseek-ai/FlashMLA README), not measured here.
+  llvm::outs() << llvm::formatv(
+      "stated comparison (not measured here, different hardware): FlashMLA "
+      "on an H800 publishes 3000 GB/s memory-bound and 580 TFLOP/s "
+      "compute-bound decode; the best CPU figures above are {0:F2} GB/s "
+      "({1:E1} of it) and {2:F2} GFLOP/s ({3:E1} of it)\n",
+      bestGBs, bestGBs / 3000.0, bestGflops, bestGflops / 580000.0);
+  return 0;
+}
+
 int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
   if (repeats < 1) {
     llvm::errs() << "kvattn-bench: error: --repeats must be >= 1 (got "
@@ -475,6 +596,8 @@ int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
       "host: {0} ({1} f32 lanes); measured FMA peak {2:F1} GFLOP/s on one "
       "thread, {3:F1} on {4}\n",
       peak.isa, peak.lanes, peak.perThread, peak.allThreads, threads);
+  if (mla)
+    return runMla(elt, context, peakGflops);
   if (pageSize > 0)
     return runPaged(elt, context, shapes);
   llvm::outs() << llvm::formatv("{0,-8} {1,3} {2,6} {3,6} {4,5} {5,4} {6,11} "
@@ -1019,6 +1142,11 @@ static int runTool(int argc, char **argv) {
   }
   if (compileOnly && target != "gpu") {
     llvm::errs() << "kvattn-bench: error: --compile-only needs --target=gpu\n";
+    return 1;
+  }
+  if (mla && target != "cpu") {
+    llvm::errs() << "kvattn-bench: error: --mla needs --target=cpu (the "
+                    "latent form has no GPU kernel yet)\n";
     return 1;
   }
   if (feature != "none" && target != "cpu") {

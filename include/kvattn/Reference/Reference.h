@@ -65,7 +65,16 @@ struct AttentionOperands {
   /// the checks (the table's, the f32 range over the rows keys own) read
   /// the pages in place instead of a gathered copy.
   const HostTensor *blockTable = nullptr;
+  /// The latent form (DeepSeek MLA, `kvattn.attention` with value_dim): when
+  /// positive, `value` is null and V is the first latentValueDim columns of
+  /// `key` (1 <= latentValueDim <= D); out is [B, Hq, L, latentValueDim].
+  int64_t latentValueDim = 0;
 };
+
+/// The latent form's value: the first `valueDim` columns of every row of
+/// `key` ([..., D] -> [..., valueDim], the same element type, copied
+/// exactly). Fails unless 1 <= valueDim <= D.
+Status latentValue(const HostTensor &key, int64_t valueDim, HostTensor &value);
 
 /// A rotary position embedding (#kvattn.rope): for a vector x[0, D) at
 /// position p and pair k < rotaryDim / 2, inv_freq = f32(theta^(-2k/R)),

@@ -23,7 +23,8 @@ inline constexpr int64_t kMaxPosition = int64_t(1) << 62;
 
 /// Head dims D and Dv of a compiled attention (CPU and GPU): the
 /// per-program tiles are sized by them (on the CPU they live on the stack).
-inline constexpr int64_t kMaxHeadDim = 512;
+/// 576 is DeepSeek MLA's latent + rotary query/key head (512 + 64).
+inline constexpr int64_t kMaxHeadDim = 576;
 /// Head dims of a GPU kernel: beyond 256 the per-thread registers, the
 /// shared memory and the NVPTX compile time (seconds at D = 512, minutes at
 /// D = 4096) grow without benefit; FlashAttention stops at 256 too.
@@ -31,7 +32,8 @@ inline constexpr int64_t kMaxGpuHeadDim = 256;
 
 /// Query rows and keys per program / KV block (pass options and automatic
 /// choices). With kMaxHeadDim this bounds a CPU program's scratch tiles to
-/// about 1.5 MiB of stack.
+/// about 1.5 MiB of stack (256 x 576 f32 query and accumulator tiles,
+/// 256 x 256 scores).
 inline constexpr int64_t kMaxBlockM = 256;
 inline constexpr int64_t kMaxBlockN = 256;
 /// Warps per GPU program (512 threads; the hardware allows 1024).

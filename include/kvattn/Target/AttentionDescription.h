@@ -84,6 +84,10 @@ struct AttentionDescription {
   /// Dv] after value; prefixLen P (kDynamic: dynamic).
   bool cascade = false;
   int64_t prefixLen = kDynamic;
+  /// The latent form (DeepSeek MLA): no value argument, V is the first
+  /// valueHeadDim columns (0: all D) of the key; D and Dv up to
+  /// limits::kMaxHeadDim (the CPU target's; GPU plans refuse the form).
+  bool latent = false;
 
   static constexpr int64_t kDynamic = -1;
 };

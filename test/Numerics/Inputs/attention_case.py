@@ -38,6 +38,9 @@ granularity --kv-scales: tensor ([1]), head ([Hkv]) or token (the cache's
 shape without D), generated distinct in [0.25, 2] (or given with --k-scale /
 --v-scale as values).
 
+With --latent the case is the latent form (DeepSeek MLA): no V operand,
+`value_dim = Dv` (--Dv, at most --D), V the first Dv columns of K.
+
 With --dynamic (e.g. B,L,S) those dimensions are dynamic (`?`) in the IR:
 every operand whose type has one is then passed to kvattn-run as a .npy
 file written here (Q, K, V from --seed, in [-1, 1), distinct), since
@@ -129,6 +132,9 @@ def main():
                    help="with --cache-batch-idx: K/V's dim 0 (default B)")
     p.add_argument("--D", type=int, default=16)
     p.add_argument("--Dv", type=int)
+    p.add_argument("--latent", action="store_true",
+                   help="the latent form: no V, value_dim = Dv (V is the "
+                        "first Dv columns of K)")
     p.add_argument("--q-offset", type=int_list)
     p.add_argument("--offset-type", default="i32", choices=["i32", "i64"],
                    help="element type of q_offset and k_offset")
@@ -281,7 +287,13 @@ def main():
     out_t = tensor([qb, a.Hq, a.L, dv], t, [qbn, None, "L", None])
     lse_t = tensor([qb, a.Hq, a.L], "f32", [qbn, None, "L"])
 
-    args = [("q", q_t), ("k", k_t), ("v", v_t)]
+    args = [("q", q_t), ("k", k_t)] + ([] if a.latent else [("v", v_t)])
+    if a.latent:
+        if a.kv_dtype:
+            sys.exit("attention_case.py: --latent takes no --kv-dtype")
+        groups_pre = [f"value_dim = {dv}"]
+    else:
+        groups_pre = []
     consts, inputs, groups = [], [], []
 
     def operand(name, values, shape, elt, dims=None):
@@ -400,8 +412,14 @@ def main():
     res_names = "%out, %lse" if a.lse else "%out"
     ir = [f"func.func @main({sig}) -> ({', '.join(results)}) {{"]
     ir += consts
-    ir.append(f"  {res_names} = kvattn.attention %q, %k, %v {' '.join(groups)} "
-              f"{' '.join(attrs)} : {q_t}, {k_t}, {v_t} -> {', '.join(results)}")
+    if a.latent:
+        ir.append(f"  {res_names} = kvattn.attention %q, %k "
+                  f"{' '.join(groups_pre + groups)} {' '.join(attrs)} : "
+                  f"{q_t}, {k_t} -> {', '.join(results)}")
+    else:
+        ir.append(f"  {res_names} = kvattn.attention %q, %k, %v "
+                  f"{' '.join(groups)} {' '.join(attrs)} : {q_t}, {k_t}, "
+                  f"{v_t} -> {', '.join(results)}")
     ir.append(f"  return {res_names} : {', '.join(results)}")
     ir.append("}")
     text = "\n".join(ir) + "\n"
@@ -416,7 +434,7 @@ def main():
     # Dynamic shapes: Q, K and V from files too (arguments 0, 1, 2).
     if dynamic:
         rng = random.Random(a.input_seed)
-        for i, name in enumerate(("q", "k", "v")):
+        for i, name in enumerate(("q", "k") if a.latent else ("q", "k", "v")):
             shape, elt = shapes[name]
             n = 1
             for d in shape:
@@ -432,7 +450,7 @@ def main():
     def poison_rows(rows, value):
         """rows: (first key-row index, count) in units of one head's row in
         the non-paged layout, or of one page row (all kv heads) when paged."""
-        for arg, width in ((1, a.D), (2, dv)):
+        for arg, width in ((1, a.D),) + (() if a.latent else ((2, dv),)):
             for first, count in rows:
                 if count > 0:
                     fills.append(f"--fill={arg}={first * width}:"

@@ -1,0 +1,255 @@
+"""DeepSeek MLA in its absorbed (latent) form (docs/semantics.md, "Latent
+KV"): query heads of D = 576 (512 latent + 64 rotary) over ONE shared KV
+"head" of 576 per token, whose first Dv = 512 columns are also V
+(`kvattn.attention ... value_dim = 512`, no value operand); paged with
+FlashMLA's page size 64, ragged kv_len, decode and short appends, 16 and 128
+query heads, the caller's softmax scale, lse. On the CPU path against a
+NumPy float64 reference that builds V from the cache itself; every slot no
+key owns holds NaN or Inf. Each case also asserts that reading V from
+anything else (another buffer, the wrong columns) changes the answer."""
+import math
+
+import numpy as np
+import pytest
+
+import kvattn
+from conftest import distinct
+
+D, DV, PAGE = 576, 512, 64
+# DeepSeek-V2/V3's softmax scale: 1 / sqrt(qk_head_dim = 128 + 64).
+SCALE = 1.0 / math.sqrt(192.0)
+
+
+def gather(pool, table, kv_len):
+    """The logical caches [B, S_b, D] (a list) of paged `pool`
+    [num_pages, page, 1, D] through `table` [B, max_pages], up to kv_len."""
+    caches = []
+    for b, n in enumerate(kv_len):
+        rows = [pool[table[b, j // PAGE], j % PAGE, 0] for j in range(n)]
+        caches.append(np.array(rows, np.float64).reshape(n, pool.shape[-1]))
+    return caches
+
+
+def reference(q, caches, q_offset, scale=SCALE, dv=DV, value=None):
+    """float64 (out [B, Hq, L, dv], lse [B, Hq, L]): row i of batch b at
+    position q_offset[b] + i sees keys j <= it (causal) of caches[b]
+    [S_b, D]; V is caches[b][:, :dv] (or `value(b)` to show what a wrong V
+    gives)."""
+    q = np.asarray(q, np.float64)
+    B, Hq, L, _ = q.shape
+    out = np.zeros((B, Hq, L, dv))
+    lse = np.full((B, Hq, L), -np.inf)
+    for b in range(B):
+        k = caches[b]
+        v = k[:, :dv] if value is None else value(b)
+        n = k.shape[0]
+        s = np.einsum("hld,sd->hls", q[b], k) * scale
+        for i in range(L):
+            seen = np.arange(n) <= q_offset[b] + i
+            if not seen.any():
+                continue
+            row = s[:, i][:, seen]
+            m = row.max(axis=1, keepdims=True)
+            p = np.exp(row - m)
+            out[b, :, i] = p @ v[seen] / p.sum(axis=1, keepdims=True)
+            lse[b, :, i] = m[:, 0] + np.log(p.sum(axis=1))
+    return out, lse
+
+
+def paged_case(B, Hq, L, kv_len, seed, poison=np.nan, extra_pages=3):
+    """q [B, Hq, L, 576], the pool [num_pages, 64, 1, 576] with the pages of
+    every sequence drawn at random, table [B, max_pages] (-1 tails), and
+    `poison` in every slot no key owns: past kv_len in a sequence's last
+    page, and whole unused pages."""
+    rng = np.random.default_rng(seed)
+    kv_len = np.asarray(kv_len, np.int32)
+    max_pages = max(1, -(-int(kv_len.max()) // PAGE))
+    need = [-(-int(n) // PAGE) for n in kv_len]
+    num_pages = sum(need) + extra_pages
+    pool = distinct((num_pages, PAGE, 1, D), seed + 1)
+    # The rotary columns a bit larger, as in a real cache: a V read from
+    # the wrong columns differs all the more.
+    pool[..., DV:] *= 2.0
+    order = rng.permutation(num_pages)
+    table = np.full((B, max_pages), -1, np.int32)
+    owned = np.zeros((num_pages, PAGE), bool)
+    at = 0
+    for b in range(B):
+        for j in range(need[b]):
+            page = order[at]
+            at += 1
+            table[b, j] = page
+            live = min(PAGE, int(kv_len[b]) - j * PAGE)
+            owned[page, :live] = True
+    pool[~owned] = poison
+    q = distinct((B, Hq, L, D), seed + 2)
+    return q, pool, table, kv_len
+
+
+def mla_ir(dtype, B, Hq, L, num_pages, max_pages, with_lse=True,
+           scale=SCALE):
+    q = f"tensor<{B}x{Hq}x{L}x{D}x{dtype}>"
+    kv = f"tensor<{num_pages}x{PAGE}x1x{D}x{dtype}>"
+    out = f"tensor<{B}x{Hq}x{L}x{DV}x{dtype}>"
+    lse = f"tensor<{B}x{Hq}x{L}xf32>"
+    bt = f"tensor<{B}x{max_pages}xi32>"
+    idx = f"tensor<{B}xi32>"
+    results = f"{out}, {lse}" if with_lse else out
+    names = "%o, %lse" if with_lse else "%o"
+    return (f"func.func @main(%q: {q}, %ckv: {kv}, %qo: {idx}, %len: {idx}, "
+            f"%bt: {bt}) -> ({results}) {{\n"
+            f"  {names} = kvattn.attention %q, %ckv value_dim = {DV} "
+            f"q_offset(%qo : {idx}) kv_len(%len : {idx}) "
+            f"block_table(%bt : {bt}) causal scale = {scale!r} : {q}, {kv} "
+            f"-> {results}\n"
+            f"  return {names} : {results}\n}}\n")
+
+
+def check_wrong_values_differ(q, caches, qo, want):
+    """V read from another buffer, or from the cache's wrong columns (the
+    last 512, which hold the 64 rotary ones), gives another answer."""
+    rng = np.random.default_rng(0)
+    other = [rng.standard_normal((c.shape[0], DV)) for c in caches]
+    for value in (lambda b: other[b], lambda b: caches[b][:, D - DV:]):
+        wrong, _ = reference(q, caches, qo, value=value)
+        rows = np.isfinite(want)
+        assert np.abs(wrong[rows] - want[rows]).max() > 0.05
+
+
+DECODE = [
+    # (B, Hq, kv_len): page boundaries, a sequence of one key, ragged.
+    (1, 16, [200]),
+    (4, 128, [1, 64, 65, 191]),
+    (64, 16, list(np.random.default_rng(7).integers(1, 160, 64))),
+    (64, 128, list(np.random.default_rng(8).integers(1, 100, 64))),
+]
+
+
+@pytest.mark.parametrize("B,Hq,kv_len", DECODE)
+def test_mla_decode_paged_cpu(B, Hq, kv_len):
+    q, pool, table, kv_len = paged_case(B, Hq, 1, kv_len, seed=B + Hq)
+    qo = kv_len - 1
+    prog = kvattn.compile(mla_ir("f32", B, Hq, 1, pool.shape[0],
+                                 table.shape[1]))
+    out, lse = prog.run(q, pool, qo, kv_len, table)
+    caches = gather(pool, table, kv_len)
+    want, want_lse = reference(q, caches, qo)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
+    check_wrong_values_differ(q, caches, qo, want)
+
+
+@pytest.mark.parametrize("options", [{"vectorize": False}, {"split_kv": 3},
+                                     {"block_n": 32}])
+def test_mla_decode_lowerings_inf_poison(options):
+    q, pool, table, kv_len = paged_case(3, 16, 1, [130, 5, 192], seed=3,
+                                        poison=np.inf)
+    qo = kv_len - 1
+    prog = kvattn.compile(mla_ir("f32", 3, 16, 1, pool.shape[0],
+                                 table.shape[1]), **options)
+    out, lse = prog.run(q, pool, qo, kv_len, table)
+    want, want_lse = reference(q, gather(pool, table, kv_len), qo)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
+
+
+def test_mla_short_append_causal_cpu():
+    """L = 3 new tokens (MTP / speculative) per sequence, causal at their
+    positions; one sequence whose queries sit before every key (out = 0,
+    lse = -inf: a position before the cache)."""
+    B, Hq, L = 3, 16, 3
+    q, pool, table, kv_len = paged_case(B, Hq, L, [100, 3, 64], seed=30)
+    qo = np.array([97, 0, 61], np.int32)
+    prog = kvattn.compile(mla_ir("f32", B, Hq, L, pool.shape[0],
+                                 table.shape[1]))
+    out, lse = prog.run(q, pool, qo, kv_len, table)
+    caches = gather(pool, table, kv_len)
+    want, want_lse = reference(q, caches, qo)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
+    # Causality matters: row 0 of batch 0 must not see keys 98 and 99.
+    full, _ = reference(q, caches, kv_len - 1)
+    assert np.abs(full[0, :, 0] - want[0, :, 0]).max() > 1e-3
+    check_wrong_values_differ(q, caches, qo, want)
+
+
+def test_mla_bf16_cpu():
+    B, Hq = 2, 128
+    q, pool, table, kv_len = paged_case(B, Hq, 1, [150, 64], seed=40)
+    qb, pb = kvattn.to_bf16(q), kvattn.to_bf16(pool)
+    qo = kv_len - 1
+    prog = kvattn.compile(mla_ir("bf16", B, Hq, 1, pool.shape[0],
+                                 table.shape[1]))
+    out, lse = prog.run(qb, pb, qo, kv_len, table)
+    want, want_lse = reference(kvattn.from_bf16(qb),
+                               gather(kvattn.from_bf16(pb), table, kv_len), qo)
+    # bf16 out (8 mantissa bits): atol 2e-2 + rtol 2e-2.
+    np.testing.assert_allclose(kvattn.from_bf16(out), want, atol=2e-2,
+                               rtol=2e-2)
+    np.testing.assert_allclose(lse, want_lse, atol=1e-3, rtol=1e-3)
+
+
+def test_mla_description_cpu():
+    """kvattn_attention_desc with latent = 1: the key cache alone, V its
+    first value_head_dim columns; the IR runs on the CPU."""
+    text = kvattn.attention_ir(dtype="f32", num_query_heads=16,
+                               num_kv_heads=1, head_dim=D, value_head_dim=DV,
+                               paged=True, page_size=PAGE, causal=True,
+                               with_lse=True, scale=SCALE, latent=True)
+    assert f"value_dim = {DV}" in text
+    assert f"tensor<?x{PAGE}x1x{D}xbf16>" not in text  # dtype f32
+    assert f"tensor<?x{PAGE}x1x{DV}x" not in text  # no value argument
+    q, pool, table, kv_len = paged_case(2, 16, 1, [70, 128], seed=50)
+    qo = kv_len - 1
+    out, lse = kvattn.compile(text).run(q, pool, qo, kv_len, table)
+    want, want_lse = reference(q, gather(pool, table, kv_len), qo)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
+
+
+def test_mla_errors():
+    base = dict(dtype="bf16", num_query_heads=16, num_kv_heads=1,
+                head_dim=D, paged=True, page_size=PAGE, latent=True)
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"value_head_dim = 640 exceeds head_dim = 576 "
+                             r"with latent"):
+        kvattn.attention_ir(value_head_dim=640, **base)
+    with pytest.raises(kvattn.KVAttnError, match=r"latent with append"):
+        kvattn.attention_ir(value_head_dim=DV, append=True, **base)
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"latent with kv_dtype f8E4M3FN"):
+        kvattn.attention_ir(value_head_dim=DV, kv_dtype="f8E4M3FN", **base)
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"head_dim = 576 is outside \[1, 256\]"):
+        kvattn.attention_ir(**dict(base, latent=False))
+    # IR: a V given with the latent form, Dv above D.
+    q = f"tensor<1x16x1x{D}xf32>"
+    k = f"tensor<1x1x64x{D}xf32>"
+    v = f"tensor<1x1x64x{DV}xf32>"
+    o = f"tensor<1x16x1x{DV}xf32>"
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"value_dim = 512 declares the latent form .* "
+                             r"but a value operand is given"):
+        kvattn.compile(
+            f"func.func @main(%q: {q}, %k: {k}, %v: {v}) -> {o} {{\n"
+            f"  %o = kvattn.attention %q, %k, %v value_dim = {DV} : {q}, {k}, "
+            f"{v} -> {o}\n  return %o : {o}\n}}\n")
+    big = f"tensor<1x16x1x640xf32>"
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"value_dim = 640 exceeds the key's head dim "
+                             r"D = 576"):
+        kvattn.compile(
+            f"func.func @main(%q: {q}, %k: {k}) -> {big} {{\n"
+            f"  %o = kvattn.attention %q, %k value_dim = 640 : {q}, {k} -> "
+            f"{big}\n  return %o : {big}\n}}\n")
+
+
+def test_mla_gpu_refused_by_name(emulated_runtime):
+    """No GPU kernel for the latent form yet: a named error, never a plain
+    kernel over the wrong V."""
+    text = mla_ir("bf16", 2, 16, 1, 8, 2)
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"the latent form of kvattn.attention "
+                             r"\(value_dim, DeepSeek MLA\) has no GPU kernel "
+                             r"yet"):
+        kvattn.compile(text, target="gpu", runtime=emulated_runtime)
