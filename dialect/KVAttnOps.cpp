@@ -52,6 +52,53 @@ static NamedDim dimOf(StringRef tensor, Value value, unsigned index) {
   return {tensor, index, type.getDimSize(index)};
 }
 
+/// Verifies `scale`, the f32 scales of an FP8 cache of type `cache` with
+/// `heads` heads (`name` in the messages): per tensor ([1] or rank 0), per
+/// head ([heads]: `headWord` [`headSymbol` = heads] in the message) or per
+/// token and head (the cache's shape without its last dimension); constant
+/// scales positive and finite.
+static LogicalResult checkKvScale(Operation *op, StringRef name, Value scale,
+                                  RankedTensorType cache, int64_t heads,
+                                  StringRef headWord, StringRef headSymbol) {
+  auto type = cast<RankedTensorType>(scale.getType());
+  if (!type.getElementType().isF32())
+    return op->emitOpError()
+           << name << " must be an f32 tensor, got " << scale.getType();
+  ArrayRef<int64_t> shape = type.getShape();
+  ArrayRef<int64_t> rows = cache.getShape().drop_back();
+  bool ok = shape.empty() ||
+            (shape.size() == 1 &&
+             (isCompatible(shape[0], 1) || isCompatible(shape[0], heads)));
+  if (!ok && shape.size() == rows.size()) {
+    ok = true;
+    for (auto [a, c] : llvm::zip(shape, rows))
+      ok &= isCompatible(a, c);
+  }
+  if (!ok) {
+    std::string rowsText;
+    llvm::raw_string_ostream os(rowsText);
+    llvm::interleave(
+        rows, os, [&](int64_t d) { os << dimToString(d); }, ", ");
+    return op->emitOpError()
+           << name << " has shape " << scale.getType()
+           << ": a KV scale is per tensor [1], per " << headWord << " ["
+           << headSymbol << " = " << dimToString(heads)
+           << "] or per token and head [" << rowsText
+           << "] (the cache's shape without its last dimension)";
+  }
+  DenseElementsAttr values;
+  if (matchPattern(scale, m_Constant(&values)))
+    for (auto [i, v] : llvm::enumerate(values.getValues<APFloat>()))
+      if (!v.isFinite() || v.isNegative() || v.isZero())
+        return op->emitOpError()
+               << name << "[" << i << "] = "
+               << llvm::formatv("{0}", llvm::format("%g", v.convertToDouble()))
+                      .str()
+               << " must be positive and finite (a KV scale divides the "
+                  "values it quantises)";
+  return success();
+}
+
 /// Checks that two dimensions that denote the same quantity `what` agree.
 static LogicalResult checkSameDim(Operation *op, StringRef what, NamedDim a,
                                   NamedDim b) {
@@ -583,47 +630,12 @@ LogicalResult AttentionOp::verifyKvScales() {
                 "head: the cache's shape without its last dimension)";
     if (!scale)
       continue;
-    auto type = cast<RankedTensorType>(scale.getType());
-    if (!type.getElementType().isF32())
-      return emitOpError() << name << " must be an f32 tensor, got "
-                           << scale.getType();
-    // The granularity: [1] or rank 0, [Hkv], or the cache's shape without
-    // D.
     auto cache = cast<RankedTensorType>(
         (name == "k_scale" ? getKey() : getValueSource()).getType());
-    const int64_t hkv = cache.getDimSize(getKeyHeadDim());
-    ArrayRef<int64_t> shape = type.getShape();
-    ArrayRef<int64_t> rows = cache.getShape().drop_back();
-    bool ok = shape.empty() ||
-              (shape.size() == 1 &&
-               (isCompatible(shape[0], 1) || isCompatible(shape[0], hkv)));
-    if (!ok && shape.size() == 3) {
-      ok = true;
-      for (auto [a, c] : llvm::zip(shape, rows))
-        ok &= isCompatible(a, c);
-    }
-    if (!ok) {
-      std::string rowsText;
-      llvm::raw_string_ostream os(rowsText);
-      llvm::interleave(
-          rows, os, [&](int64_t d) { os << dimToString(d); }, ", ");
-      return emitOpError()
-             << name << " has shape " << scale.getType()
-             << ": a KV scale is per tensor [1], per KV head [Hkv = "
-             << dimToString(hkv) << "] or per token and head [" << rowsText
-             << "] (the cache's shape without its last dimension)";
-    }
-    DenseElementsAttr values;
-    if (matchPattern(scale, m_Constant(&values)))
-      for (auto [i, v] : llvm::enumerate(values.getValues<APFloat>()))
-        if (!v.isFinite() || v.isNegative() || v.isZero())
-          return emitOpError()
-                 << name << "[" << i << "] = "
-                 << llvm::formatv("{0}",
-                                  llvm::format("%g", v.convertToDouble()))
-                        .str()
-                 << " must be positive and finite (a KV scale divides the "
-                    "values it quantises)";
+    if (failed(checkKvScale(*this, name, scale, cache,
+                            cache.getDimSize(getKeyHeadDim()), "KV head",
+                            "Hkv")))
+      return failure();
   }
   return success();
 }
@@ -1061,44 +1073,9 @@ LogicalResult AppendOp::verifyKvScale() {
            << " update only with kv_scale, the f32 scales it quantises "
               "with (per tensor [1], per head [H] or per token and head: "
               "the cache's shape without its last dimension)";
-  auto type = cast<RankedTensorType>(scale.getType());
-  if (!type.getElementType().isF32())
-    return emitOpError() << "kv_scale must be an f32 tensor, got "
-                         << scale.getType();
   auto cache = getCache().getType();
-  const int64_t heads = cache.getDimSize(isPaged() ? 2 : 1);
-  ArrayRef<int64_t> shape = type.getShape();
-  ArrayRef<int64_t> rows = cache.getShape().drop_back();
-  bool ok = shape.empty() ||
-            (shape.size() == 1 &&
-             (isCompatible(shape[0], 1) || isCompatible(shape[0], heads)));
-  if (!ok && shape.size() == 3) {
-    ok = true;
-    for (auto [a, c] : llvm::zip(shape, rows))
-      ok &= isCompatible(a, c);
-  }
-  if (!ok) {
-    std::string rowsText;
-    llvm::raw_string_ostream os(rowsText);
-    llvm::interleave(
-        rows, os, [&](int64_t d) { os << dimToString(d); }, ", ");
-    return emitOpError() << "kv_scale has shape " << scale.getType()
-                         << ": a KV scale is per tensor [1], per head [H = "
-                         << dimToString(heads) << "] or per token and head ["
-                         << rowsText
-                         << "] (the cache's shape without its last dimension)";
-  }
-  DenseElementsAttr values;
-  if (matchPattern(scale, m_Constant(&values)))
-    for (auto [i, v] : llvm::enumerate(values.getValues<APFloat>()))
-      if (!v.isFinite() || v.isNegative() || v.isZero())
-        return emitOpError()
-               << "kv_scale[" << i << "] = "
-               << llvm::formatv("{0}", llvm::format("%g", v.convertToDouble()))
-                      .str()
-               << " must be positive and finite (a KV scale divides the "
-                  "values it quantises)";
-  return success();
+  return checkKvScale(*this, "kv_scale", scale, cache,
+                      cache.getDimSize(isPaged() ? 2 : 1), "head", "H");
 }
 
 /// Applies the block-table rules (kvattn/Support/BlockTable.h) when the

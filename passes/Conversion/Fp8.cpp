@@ -22,6 +22,17 @@ static Type like(Type type, Type elt) {
   return elt;
 }
 
+/// The i32 constant `v` in `type`'s shape (scalar or vector: a splat).
+static Value i32Constant(OpBuilder &b, Location loc, Type type, int64_t v) {
+  IntegerAttr attr = b.getI32IntegerAttr(static_cast<int32_t>(v));
+  if (auto vt = dyn_cast<VectorType>(type)) {
+    auto t = VectorType::get(vt.getShape(), b.getI32Type());
+    return arith::ConstantOp::create(b, loc, t,
+                                     DenseElementsAttr::get(t, attr));
+  }
+  return arith::ConstantOp::create(b, loc, attr);
+}
+
 Value mlir::kvattn::castKvToF32(OpBuilder &b, Location loc, Value value) {
   Type type = value.getType();
   Type elt = getElementTypeOrSelf(type);
@@ -33,15 +44,7 @@ Value mlir::kvattn::castKvToF32(OpBuilder &b, Location loc, Value value) {
   const bool e4m3 = isa<Float8E4M3FNType>(elt);
   const int mantissa = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
   Type i32 = like(type, b.getI32Type());
-  auto c = [&](int64_t v) -> Value {
-    IntegerAttr attr = b.getI32IntegerAttr(static_cast<int32_t>(v));
-    if (auto vt = dyn_cast<VectorType>(type)) {
-      auto t = VectorType::get(vt.getShape(), b.getI32Type());
-      return arith::ConstantOp::create(b, loc, t,
-                                       DenseElementsAttr::get(t, attr));
-    }
-    return arith::ConstantOp::create(b, loc, attr);
-  };
+  auto c = [&](int64_t v) { return i32Constant(b, loc, type, v); };
   auto cf = [&](double v) -> Value {
     auto attr = b.getF32FloatAttr(static_cast<float>(v));
     if (auto vt = dyn_cast<VectorType>(type)) {
@@ -103,15 +106,7 @@ Value mlir::kvattn::castF32ToFp8(OpBuilder &b, Location loc, Value value,
   const int m = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
   const int64_t maxFinite = e4m3 ? 0x7e : 0x7b;
   Type i32 = like(type, b.getI32Type());
-  auto c = [&](int64_t v) -> Value {
-    IntegerAttr attr = b.getI32IntegerAttr(static_cast<int32_t>(v));
-    if (auto vt = dyn_cast<VectorType>(type)) {
-      auto t = VectorType::get(vt.getShape(), b.getI32Type());
-      return arith::ConstantOp::create(b, loc, t,
-                                       DenseElementsAttr::get(t, attr));
-    }
-    return arith::ConstantOp::create(b, loc, attr);
-  };
+  auto c = [&](int64_t v) { return i32Constant(b, loc, type, v); };
   auto cmp = [&](arith::CmpIPredicate p, Value x, Value y) -> Value {
     return arith::CmpIOp::create(b, loc, p, x, y);
   };
