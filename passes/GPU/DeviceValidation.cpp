@@ -95,7 +95,8 @@ int paramId(const std::string &name) {
       {"cache_batch_idx", kParamCacheBatchIdx},
       {"k_scale", kParamKScale},
       {"v_scale", kParamVScale},
-      {"tree_parents", kParamTreeParents}};
+      {"tree_parents", kParamTreeParents},
+      {"k_rope_pos", kParamKRopePos}};
   auto it = ids.find(name);
   return it == ids.end() ? -1 : it->second;
 }
@@ -192,7 +193,10 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
   std::map<std::string, Type> eltOf;
   std::map<std::string, ArrayAttr> shapeOf;
   std::map<std::string, Value> scaleCount;
-  for (auto [p, entry] : llvm::zip(params, getKernelParams(kernel)))
+  for (auto [p, entry] : llvm::zip(params, getKernelParams(kernel))) {
+    // An append writes RoPE's record; the attention after it checks it.
+    if (append && p.name == "k_rope_pos")
+      continue;
     if (p.kind == "pointer" && paramId(p.name) >= 0) {
       metadata.push_back(p.name);
       eltOf[p.name] = p.elementType;
@@ -202,6 +206,7 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
                                ? Type(LLVM::LLVMPointerType::get(ctx))
                                : Type(MemRefType::get({1}, p.elementType)));
     }
+  }
   if (metadata.empty())
     return {};
   signature.addPointer(
@@ -280,7 +285,7 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       Value rows;
       if (m == "q_pos")
         rows = e.mul(sz("B"), sz("L"));
-      else if (m == "k_pos" || m == "key_valid")
+      else if (m == "k_pos" || m == "key_valid" || m == "k_rope_pos")
         rows = e.mul(sz("B"), sz("S"));
       else if (m == "block_table")
         rows = e.mul(sz("B"), sz("max_pages"));
@@ -667,6 +672,45 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       });
     };
 
+    // RoPE's record (the reference's check of k_rope_pos), block b over
+    // its valid keys j < min(kv_len[b], S) (a bad kv_len is reported first
+    // and must not fault here), one thread per key (key b * S + j): the
+    // recorded position must be the key's position, k_pos[b, j] or
+    // k_offset[b] + j. Keys with key_valid 0 are no keys.
+    auto ropeRecordRules = [&](int group) {
+      Value S = szI64("S");
+      Value len = arg.count("kv_len") ? load("kv_len", bid) : S;
+      Value lenAbove = arith::MaxSIOp::create(b, len, z);
+      Value keys = arith::MinSIOp::create(b, lenAbove, S);
+      Value keysIdx = e.toIndex(keys);
+      Value kOff = arg.count("k_offset") ? load("k_offset", bid) : z;
+      Value rowStart = e.mul(bid, sz("S"));
+      e.loop(tid, keysIdx, cT, {},
+             [&](Value j, ValueRange) -> SmallVector<Value> {
+               Value n = e.add(rowStart, j);
+               Value ji = e.toI64(j);
+               Value recorded = load("k_rope_pos", n);
+               Value position;
+               if (arg.count("k_pos"))
+                 position = load("k_pos", n);
+               else
+                 position = e.add(kOff, ji);
+               Value violated =
+                   e.cmp(CmpIPredicate::ne, recorded, position);
+               if (arg.count("key_valid")) {
+                 Value valid = load("key_valid", n);
+                 Value isKey = e.cmp(CmpIPredicate::ne, valid, z);
+                 violated = e.both(isKey, violated);
+               }
+               Value rule = ruleIf(violated, kRuleKRopePos, z);
+               Value n64 = e.toI64(n);
+               Value key = groupKey(group, n64);
+               report(rule, key, ji, recorded, position, S, z,
+                      kParamKRopePos);
+               return {};
+             });
+    };
+
     // The values of one parameter (offsets, positions, lengths, validity),
     // one thread per element of the row, in group `g`.
     auto valueRules = [&](int g, const std::string &m) {
@@ -740,7 +784,7 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       for (const std::string &m : metadata)
         if (m != "block_table" && m != "q_start" && m != "k_start" &&
             m != "cache_batch_idx" && m != "tree_parents" &&
-            m != "k_scale" && m != "v_scale")
+            m != "k_scale" && m != "v_scale" && m != "k_rope_pos")
           names.push_back(m);
       std::sort(names.begin(), names.end());
       for (size_t g = 0; g < names.size(); ++g)
@@ -750,6 +794,12 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
         scaleRules(10, "k_scale");
       if (arg.count("v_scale"))
         scaleRules(11, "v_scale");
+      // RoPE's record, after the values it compares and the scales (the
+      // reference's order). Group 12 is k_start's, which the verifier
+      // refuses beside k_rope_pos (as it does block_table, q_start and
+      // cache_batch_idx: no group after this one meets it).
+      if (arg.count("k_rope_pos"))
+        ropeRecordRules(12);
       // Where the keys live, before q_start (the host check's order).
       if (arg.count("k_start"))
         keyStartRules(12);

@@ -133,3 +133,48 @@ func.func @tree(%q: tensor<1x4x9x16xf16>, %k: tensor<2x2x32x16xf16>, %v: tensor<
   %o = kvattn.attention %q, %k, %v q_start(%qs : tensor<3xi32>) q_offset(%qo : tensor<2xi32>) kv_len(%n : tensor<2xi32>) tree_parents(%p : tensor<9xi32>) causal : tensor<1x4x9x16xf16>, tensor<2x2x32x16xf16>, tensor<2x2x32x16xf16> -> tensor<1x4x9x16xf16>
   return %o : tensor<1x4x9x16xf16>
 }
+
+// -----
+
+// RoPE's record (k_rope_pos [B, S]): the attention kernel takes it as a
+// parameter it never reads (tile.key_record kept it among the program's
+// operands), and its validation kernel checks it after the values, as the
+// reference does: block b over its keys j < min(max(kv_len[b], 0), S) (a bad
+// kv_len, reported first, must not make it read past the row), one thread
+// per key, the record against the key's position k_offset[b] + j, keys with
+// key_valid 0 skipped; rule 28 records the slot, the recorded position and
+// the key's position. The program itself has no tile.key_record left.
+// CHECK-LABEL: func.func @rope_record
+// CHECK: gpu.launch_func @kvattn_kernels::@rope_record_kvattn_0_validate
+// CHECK: gpu.func @rope_record_kvattn_0(
+// CHECK-SAME: kvattn.param<name = "k_rope_pos", kind = pointer, element_type = i64, shape = ["B", "S"]>
+// CHECK-NOT: kvattn.tile.key_record
+// CHECK: gpu.func @rope_record_kvattn_0_validate(
+// CHECK-SAME: %[[KOFF:[^:]*]]: memref<1xi32>, %{{.*}}: memref<1xi32>, %{{.*}}: !llvm.ptr, %{{.*}}: memref<1xi32>, %[[REC:[^:]*]]: memref<1xi64>, %[[VST:[^:]*]]: memref<16xi64>
+// The values first: key_valid (2), then q_offset's rules.
+// CHECK: arith.constant 2 : i64
+// CHECK: arith.constant 3 : i64
+// CHECK: %[[RECV:.*]] = memref.reinterpret_cast %[[REC]]
+// The keys of batch b: [0, min(max(kv_len[b], 0), S)).
+// CHECK: %[[LEN:.*]] = arith.extsi %{{.*}} : i32 to i64
+// CHECK-NEXT: %[[ABOVE:.*]] = arith.maxsi %[[LEN]], %{{.*}} : i64
+// CHECK-NEXT: %[[KEYS:.*]] = arith.minsi %[[ABOVE]], %{{.*}} : i64
+// CHECK-NEXT: %[[END:.*]] = arith.index_cast %[[KEYS]] : i64 to index
+// CHECK: scf.for %[[J:.*]] = %{{.*}} to %[[END]] step %c128
+// CHECK: %[[AT:.*]] = memref.load %[[RECV]]
+// CHECK: %[[POS:.*]] = arith.addi %{{.*}}, %{{.*}} : i64
+// CHECK-NEXT: %[[DIFF:.*]] = arith.cmpi ne, %[[AT]], %[[POS]] : i64
+// CHECK: %[[VALID:.*]] = arith.extui %{{.*}} : i8 to i64
+// CHECK-NEXT: %[[ISKEY:.*]] = arith.cmpi ne, %[[VALID]], %{{.*}} : i64
+// CHECK-NEXT: %[[BAD:.*]] = arith.andi %[[ISKEY]], %[[DIFF]] : i1
+// CHECK-NEXT: %[[R28:.*]] = arith.constant 28 : i64
+// CHECK-NEXT: %[[RULE:.*]] = arith.select %[[BAD]], %[[R28]], %{{.*}} : i64
+// CHECK: memref.store %[[AT]], %[[VST]][%c4{{.*}}] : memref<16xi64>
+// CHECK-NEXT: memref.store %[[POS]], %[[VST]][%c5{{.*}}] : memref<16xi64>
+// The parameter: 13 (kParamKRopePos).
+// CHECK: arith.constant 13 : i64
+// CHECK: gpu.return
+func.func @rope_record(%q: tensor<2x2x3x16xf32>, %k: tensor<2x2x40x16xf32>, %v: tensor<2x2x40x16xf32>, %qo: tensor<2xi32>, %ko: tensor<2xi32>, %n: tensor<2xi32>, %valid: tensor<2x40xi1>, %rec: tensor<2x40xi64>) -> tensor<2x2x3x16xf32> {
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<2xi32>) k_offset(%ko : tensor<2xi32>) kv_len(%n : tensor<2xi32>) key_valid(%valid : tensor<2x40xi1>) k_rope_pos(%rec : tensor<2x40xi64>) causal rope = <rotary_dim = 16, theta = 10000.0> : tensor<2x2x3x16xf32>, tensor<2x2x40x16xf32>, tensor<2x2x40x16xf32> -> tensor<2x2x3x16xf32>
+  return %o : tensor<2x2x3x16xf32>
+}
