@@ -588,21 +588,21 @@ Status Plan::runWithHostMetadata(
     for (const ParamInfo &p : info.params) {
       auto m = metadata.find(bound(k, p.name));
       // RoPE's record: an append writes it in place (a device buffer); an
-      // attention's check of it reads the positions beside it, which are on
-      // the host here.
+      // attention's check of it reads the key positions, which are on the
+      // host here.
       if (p.name == "k_rope_pos" && info.kind == "append" &&
           m != metadata.end())
-        return Status::error("plan run: '" + m->first + "' is written in "
+        return Status::error("plan run: '" + m->first + "' is written in " +
                              "place by '" + info.name +
                              "': pass it as a device buffer");
       if (p.name == "k_rope_pos" && info.kind != "append" &&
-          m == metadata.end())
+          m == metadata.end() && buffers.count(bound(k, p.name)))
         return Status::error(
-            "plan run: '" + bound(k, p.name) + "' (RoPE's record) is a device "
-            "buffer while the metadata is on the host: its check compares it "
-            "with the key positions, so both live in one place; pass the "
-            "metadata as device buffers (validated on the device) or the "
-            "record as host metadata");
+            "plan run: '" + bound(k, p.name) + "' (RoPE's record) is a " +
+            "device buffer while the metadata is on the host: its check " +
+            "compares it with the key positions, so both live in one place; " +
+            "pass the metadata as device buffers (validated on the device) " +
+            "or the record as host metadata");
       if (m != metadata.end()) {
         args.buffers.erase(p.name);
         args.metadata[p.name] = m->second;

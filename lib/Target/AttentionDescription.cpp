@@ -209,9 +209,9 @@ Status checkAttentionDescription(const AttentionDescription &d) {
       return Status::error(where + "rotary_dim with " + other +
                            ": RoPE is not taken there yet");
     if (d.ropeRecord) {
-      const char *layout = d.paged         ? "paged"
-                           : d.varlen      ? "varlen"
-                           : d.raggedKeys  ? "ragged_keys"
+      const char *layout = d.paged           ? "paged"
+                           : d.varlen        ? "varlen"
+                           : d.raggedKeys    ? "ragged_keys"
                            : d.cacheBatchIdx ? "cache_batch_idx"
                                              : nullptr;
       if (layout)
@@ -221,10 +221,10 @@ Status checkAttentionDescription(const AttentionDescription &d) {
     }
   } else if (d.ropeRecord || d.ropeInterleaved || d.ropeTheta != 10000.0) {
     return Status::error(where +
-                         (d.ropeRecord        ? "rope_record"
-                          : d.ropeInterleaved ? "rope_interleaved"
-                                              : "rope_theta = " +
-                                                    str(d.ropeTheta)) +
+                         (d.ropeRecord ? "rope_record"
+                          : d.ropeInterleaved
+                              ? "rope_interleaved"
+                              : "rope_theta = " + str(d.ropeTheta)) +
                          " is given without rotary_dim");
   }
   return Status::ok();
@@ -342,10 +342,10 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   Value kScale = d.kvDtype.empty() ? Value() : body->getArgument(next++);
   Value vScale = d.kvDtype.empty() ? Value() : body->getArgument(next++);
   Value ropeRecord = d.ropeRecord ? body->getArgument(next++) : Value();
-  RopeAttr rope =
-      d.rotaryDim ? RopeAttr::get(&ctx, d.rotaryDim, APFloat(d.ropeTheta),
-                                  d.ropeInterleaved, /*f32_query=*/false)
-                  : RopeAttr();
+  RopeAttr rope = d.rotaryDim
+                      ? RopeAttr::get(&ctx, d.rotaryDim, APFloat(d.ropeTheta),
+                                      d.ropeInterleaved, /*f32_query=*/false)
+                      : RopeAttr();
 
   SmallVector<Value> results;
   if (d.append) {

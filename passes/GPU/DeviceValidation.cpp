@@ -7,7 +7,8 @@
 // - every kernel of @kvattn_kernels gets a `status` pointer (i64[16], after
 //   its other pointers) and does nothing when status[0] != 0;
 // - every kernel that reads metadata (q_offset, k_offset, q_pos, k_pos,
-//   kv_len, key_valid, block_table, q_start, pos) gets a validation kernel
+//   kv_len, key_valid, block_table, q_start, pos, ..., RoPE's record
+//   k_rope_pos) gets a validation kernel
 //   `<name>_validate` (kind "validate"; its metadata pointers, `status`, the
 //   kernel's sizes, `phase`) that checks the rules of
 //   runtime/Validation.cpp and kvattn/Support/BlockTable.h and records the
@@ -695,8 +696,7 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
                  position = load("k_pos", n);
                else
                  position = e.add(kOff, ji);
-               Value violated =
-                   e.cmp(CmpIPredicate::ne, recorded, position);
+               Value violated = e.cmp(CmpIPredicate::ne, recorded, position);
                if (arg.count("key_valid")) {
                  Value valid = load("key_valid", n);
                  Value isKey = e.cmp(CmpIPredicate::ne, valid, z);
@@ -705,8 +705,7 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
                Value rule = ruleIf(violated, kRuleKRopePos, z);
                Value n64 = e.toI64(n);
                Value key = groupKey(group, n64);
-               report(rule, key, ji, recorded, position, S, z,
-                      kParamKRopePos);
+               report(rule, key, ji, recorded, position, S, z, kParamKRopePos);
                return {};
              });
     };

@@ -428,10 +428,13 @@ def test_plan_checks_the_record_on_the_device(emulated_runtime, dtype):
     dev = lambda x: kvattn.to_device(x, rt)
     i32 = lambda x: dev(np.asarray(x, np.int32))
 
-    def run(record):
-        bufs = dict(query=dev(cast(q)), update_k=dev(cast(kn)),
+    def device_buffers(record):
+        return dict(query=dev(cast(q)), update_k=dev(cast(kn)),
                     update_v=dev(cast(vn)), key=dev(cast(kc)),
                     value=dev(cast(vc)), k_rope_pos=i32(record))
+
+    def run(record):
+        bufs = device_buffers(record)
         out = rt.empty(q.shape, dtype)
         plan.run(out=out, pos=i32(pos), q_offset=i32(pos), kv_len=i32(kvl),
                  **bufs)
@@ -462,6 +465,11 @@ def test_plan_checks_the_record_on_the_device(emulated_runtime, dtype):
         "k_rope_pos: the key of batch 1, slot 17 was rotated at position 16 "
         "but is attended at position 17"), status
     plan.clear_status()
+    # The record an append writes is a device buffer: its check needs the
+    # key positions on the device too.
+    with pytest.raises(kvattn.KVAttnError, match="not mixed"):
+        plan.run(out=out, pos=pos, q_offset=pos, kv_len=kvl,
+                 **device_buffers(rec))
     plan.close()
 
 

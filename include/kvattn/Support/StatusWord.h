@@ -128,8 +128,8 @@ inline constexpr const char *kKvScaleRule =
 /// at position r but is attended at position p".
 inline std::string kRopePosMessage(int64_t batch, int64_t slot,
                                    int64_t recorded, int64_t position) {
-  return "k_rope_pos: the key of batch " + std::to_string(batch) +
-         ", slot " + std::to_string(slot) + " was rotated at position " +
+  return "k_rope_pos: the key of batch " + std::to_string(batch) + ", slot " +
+         std::to_string(slot) + " was rotated at position " +
          std::to_string(recorded) + " but is attended at position " +
          std::to_string(position);
 }
