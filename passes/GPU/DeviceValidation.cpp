@@ -34,6 +34,7 @@
 #include "passes/GPU/KernelAbi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -100,6 +101,13 @@ int paramId(const std::string &name) {
       {"k_rope_pos", kParamKRopePos}};
   auto it = ids.find(name);
   return it == ids.end() ? -1 : it->second;
+}
+
+/// Whether a validation kernel checks pointer parameter `name` of a kernel:
+/// its metadata. RoPE's record is an attention's metadata; an append writes
+/// it (the attention after it checks it).
+bool isValidated(const std::string &name, bool appendKernel) {
+  return paramId(name) >= 0 && !(appendKernel && name == "k_rope_pos");
 }
 
 /// Builds the validation kernel's ops. Every method creates its ops when it
@@ -174,10 +182,16 @@ public:
 
 /// The validation kernel of `kernel` (the rules of runtime/Validation.cpp
 /// and kvattn/Support/BlockTable.h over its metadata), built at the end of
-/// `gpuModule`; null when the kernel reads no metadata.
+/// `gpuModule`; null when the kernel reads no metadata. `appendPos`: the
+/// `pos` parameter of the append that writes the attention's RoPE record
+/// earlier in the same launch sequence (null: none), which the validation
+/// kernel takes after the kernel's metadata: it runs before that append, so
+/// the record's slots [pos[b], pos[b] + L) are checked as the append will
+/// write them (slot j rotated at position j).
 gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
                                      gpu::GPUFuncOp kernel, int ordinal,
-                                     StringRef name, bool index32) {
+                                     StringRef name, bool index32,
+                                     KernelParamAttr appendPos) {
   using arith::CmpIPredicate;
   MLIRContext *ctx = kernel.getContext();
   std::vector<Param> params = readParams(kernel);
@@ -195,10 +209,7 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
   std::map<std::string, ArrayAttr> shapeOf;
   std::map<std::string, Value> scaleCount;
   for (auto [p, entry] : llvm::zip(params, getKernelParams(kernel))) {
-    // An append writes RoPE's record; the attention after it checks it.
-    if (append && p.name == "k_rope_pos")
-      continue;
-    if (p.kind == "pointer" && paramId(p.name) >= 0) {
+    if (p.kind == "pointer" && isValidated(p.name, append)) {
       metadata.push_back(p.name);
       eltOf[p.name] = p.elementType;
       shapeOf[p.name] = entry.getShape();
@@ -207,6 +218,13 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
                                ? Type(LLVM::LLVMPointerType::get(ctx))
                                : Type(MemRefType::get({1}, p.elementType)));
     }
+  }
+  if (appendPos) {
+    metadata.push_back("pos");
+    eltOf["pos"] = appendPos.getElementType();
+    shapeOf["pos"] = appendPos.getShape();
+    signature.addPointer(appendPos,
+                         MemRefType::get({1}, appendPos.getElementType()));
   }
   if (metadata.empty())
     return {};
@@ -691,6 +709,17 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
                Value n = e.add(rowStart, j);
                Value ji = e.toI64(j);
                Value recorded = load("k_rope_pos", n);
+               if (arg.count("pos")) {
+                 // The append before the attention writes slot j of
+                 // [pos[b], pos[b] + L) as position j.
+                 Value from = load("pos", bid);
+                 Value L = szI64("L");
+                 Value to = e.add(from, L);
+                 Value atOrAfter = e.cmp(CmpIPredicate::sge, ji, from);
+                 Value before = e.cmp(CmpIPredicate::slt, ji, to);
+                 Value written = e.both(atOrAfter, before);
+                 recorded = e.sel(written, ji, recorded);
+               }
                Value position;
                if (arg.count("k_pos"))
                  position = load("k_pos", n);
@@ -783,7 +812,8 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       for (const std::string &m : metadata)
         if (m != "block_table" && m != "q_start" && m != "k_start" &&
             m != "cache_batch_idx" && m != "tree_parents" &&
-            m != "k_scale" && m != "v_scale" && m != "k_rope_pos")
+            m != "k_scale" && m != "v_scale" && m != "k_rope_pos" &&
+            m != "pos") // (an append's pos: its own validation checks it)
           names.push_back(m);
       std::sort(names.begin(), names.end());
       for (size_t g = 0; g < names.size(); ++g)
@@ -999,6 +1029,61 @@ void DeviceValidationPass::runOnOperation() {
     if (launch.getKernelModuleName() == gpuModule.getSymName())
       launches.push_back(launch);
   });
+  // RoPE's record written in place by an append launch and then read by an
+  // attention (a decode step with rope_pos): the attention's validation
+  // kernel runs before the append (validation kernels run first), so it
+  // takes the append's pos and checks the slots the append writes as it
+  // will write them. The record is the same buffer on both launches (the
+  // attention's through the append result's to_tensor / to_buffer).
+  auto operandNamed = [&](gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
+                          StringRef name) -> Value {
+    for (auto [p, v] :
+         llvm::zip(readParams(kernel), launch.getKernelOperands()))
+      if (p.name == name)
+        return v;
+    return Value();
+  };
+  auto recordBuffer = [](Value v) -> Value {
+    if (auto cast = v.getDefiningOp<memref::ReinterpretCastOp>())
+      v = cast.getSource();
+    if (auto toBuffer = v.getDefiningOp<bufferization::ToBufferOp>())
+      if (auto toTensor =
+              toBuffer.getTensor().getDefiningOp<bufferization::ToTensorOp>())
+        v = toTensor.getBuffer();
+    return v;
+  };
+  struct RecordWriter {
+    Value pos;
+    KernelParamAttr param;
+  };
+  llvm::DenseMap<Value, RecordWriter> writerOf;
+  for (gpu::LaunchFuncOp launch : launches) {
+    auto kernel =
+        gpuModule.lookupSymbol<gpu::GPUFuncOp>(launch.getKernelName());
+    if (!kernel || !hasKernelParams(kernel) ||
+        getTileConfig(kernel).getKind() != KernelKind::append)
+      continue;
+    Value record = operandNamed(launch, kernel, "k_rope_pos");
+    if (!record)
+      continue;
+    for (KernelParamAttr p : getKernelParams(kernel))
+      if (p.getName() == "pos")
+        writerOf[recordBuffer(record)] = {operandNamed(launch, kernel, "pos"),
+                                          p};
+  }
+  auto writerFor = [&](gpu::LaunchFuncOp launch,
+                       gpu::GPUFuncOp kernel) -> std::optional<RecordWriter> {
+    if (getTileConfig(kernel).getKind() == KernelKind::append)
+      return std::nullopt;
+    Value record = operandNamed(launch, kernel, "k_rope_pos");
+    if (!record)
+      return std::nullopt;
+    auto it = writerOf.find(recordBuffer(record));
+    if (it == writerOf.end())
+      return std::nullopt;
+    return it->second;
+  };
+
   // The status buffer of each host function (what the launches pass).
   llvm::DenseMap<Operation *, Value> statusOf;
   llvm::DenseMap<Operation *, unsigned> statusIndex;
@@ -1009,11 +1094,13 @@ void DeviceValidationPass::runOnOperation() {
     if (!kernel || !hasKernelParams(kernel))
       continue;
     std::vector<Param> before = readParams(kernel);
+    std::optional<RecordWriter> writer = writerFor(launch, kernel);
     if (!statusIndex.count(kernel)) {
       // The validation kernel reads the signature before the guard.
       std::string name = kernel.getName().str() + "_validate";
       if (buildValidationKernel(gpuModule, kernel, ordinal, name,
-                                indexBitwidth == 32))
+                                indexBitwidth == 32,
+                                writer ? writer->param : KernelParamAttr()))
         ++ordinal;
       FailureOr<unsigned> at = guardKernel(kernel);
       if (failed(at))
@@ -1039,8 +1126,10 @@ void DeviceValidationPass::runOnOperation() {
       ImplicitLocOpBuilder hb(launch.getLoc(), launch);
       SmallVector<Value> vOperands;
       Value batch;
+      const bool append =
+          getTileConfig(kernel).getKind() == KernelKind::append;
       for (auto [p, v] : llvm::zip(before, operands)) {
-        if (p.kind == "pointer" && paramId(p.name) >= 0)
+        if (p.kind == "pointer" && isValidated(p.name, append))
           vOperands.push_back(
               isa<LLVM::LLVMPointerType>(
                   validator.getArgumentTypes()[vOperands.size()])
@@ -1049,6 +1138,8 @@ void DeviceValidationPass::runOnOperation() {
         if (p.name == "B")
           batch = v;
       }
+      if (writer)
+        vOperands.push_back(writer->pos);
       vOperands.push_back(status);
       for (auto [p, v] : llvm::zip(before, operands))
         if (p.kind == "scalar")

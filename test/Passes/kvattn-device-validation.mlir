@@ -1,6 +1,6 @@
-// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --enable-var-scope
-// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --check-prefix=I64
-// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation{index-bitwidth=32})' | FileCheck %s --enable-var-scope --check-prefixes=CHECK,I32
+// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --check-prefix=I64
+// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation{index-bitwidth=32})' | FileCheck %s --enable-var-scope --check-prefixes=CHECK,I32
 
 // -kvattn-device-validation (docs/kernel-abi.md, "The status word"): the
 // host allocates one status word (i64[16]); a validation kernel, one block of
@@ -174,4 +174,39 @@ func.func @tree(%q: tensor<1x4x9x16xf16>, %k: tensor<2x2x32x16xf16>, %v: tensor<
 func.func @rope_record(%q: tensor<2x2x3x16xf32>, %k: tensor<2x2x40x16xf32>, %v: tensor<2x2x40x16xf32>, %qo: tensor<2xi32>, %ko: tensor<2xi32>, %n: tensor<2xi32>, %valid: tensor<2x40xi1>, %rec: tensor<2x40xi64>) -> tensor<2x2x3x16xf32> {
   %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<2xi32>) k_offset(%ko : tensor<2xi32>) kv_len(%n : tensor<2xi32>) key_valid(%valid : tensor<2x40xi1>) k_rope_pos(%rec : tensor<2x40xi64>) causal rope = <rotary_dim = 16, theta = 10000.0> : tensor<2x2x3x16xf32>, tensor<2x2x40x16xf32>, tensor<2x2x40x16xf32> -> tensor<2x2x3x16xf32>
   return %o : tensor<2x2x3x16xf32>
+}
+
+// -----
+
+// An append that writes RoPE's record (rope_pos) keeps it a plain buffer:
+// its validation kernel checks pos only (the record is its output). The
+// attention's validation kernel, which runs before the append (validation
+// kernels run first), takes the append's pos after its own metadata and
+// checks the slots [pos[b], pos[b] + L) as the append will write them
+// (slot j rotated at position j), the others as the record holds them.
+// CHECK-LABEL: func.func @append_then_check
+// CHECK: gpu.launch_func @kvattn_kernels::@append_then_check_kvattn_append_0_validate {{.*}}args(%[[POS:[^ ]*]] : memref<1xi32>, %{{[^ ]*}} : memref<16xi64>
+// CHECK: gpu.launch_func @kvattn_kernels::@append_then_check_kvattn_append_0 {{.*}}args({{.*}} : memref<1xi64>, %{{[^ ]*}} : memref<16xi64>
+// CHECK: gpu.launch_func @kvattn_kernels::@append_then_check_kvattn_0_validate {{.*}}args(%{{[^ ]*}} : memref<1xi32>, %{{[^ ]*}} : memref<1xi32>, %{{[^ ]*}} : memref<1xi64>, %[[POS]] : memref<1xi32>, %{{[^ ]*}} : memref<16xi64>
+// CHECK: gpu.func @append_then_check_kvattn_append_0_validate(%{{[^:]*}}: memref<1xi32>, %{{[^:]*}}: memref<16xi64>,
+// CHECK: gpu.func @append_then_check_kvattn_0_validate(%{{[^:]*}}: memref<1xi32>, %{{[^:]*}}: memref<1xi32>, %{{[^:]*}}: memref<1xi64>, %{{[^:]*}}: memref<1xi32>, %{{[^:]*}}: memref<16xi64>,
+// CHECK-SAME: #kvattn.param<name = "pos", kind = pointer, element_type = i32, shape = [2]>
+// CHECK: %[[AT:.*]] = memref.load %{{.*}} : memref<?xi64>
+// CHECK: %[[FROM:.*]] = arith.extsi %{{.*}} : i32 to i64
+// CHECK: %[[TO:.*]] = arith.addi %[[FROM]], %{{.*}} : i64
+// CHECK-NEXT: %[[AFTER:.*]] = arith.cmpi sge, %[[J:.*]], %[[FROM]] : i64
+// CHECK-NEXT: %[[BEFORE:.*]] = arith.cmpi slt, %[[J]], %[[TO]] : i64
+// CHECK-NEXT: %[[WRITTEN:.*]] = arith.andi %[[AFTER]], %[[BEFORE]] : i1
+// CHECK-NEXT: %[[REC:.*]] = arith.select %[[WRITTEN]], %[[J]], %[[AT]] : i64
+// CHECK: arith.cmpi ne, %[[REC]], %{{.*}} : i64
+// CHECK: arith.constant 28 : i64
+func.func @append_then_check(%q: tensor<2x2x1x16xf32>, %kn: tensor<2x2x1x16xf32>, %kc: tensor<2x2x32x16xf32>,
+                             %v: tensor<2x2x32x16xf32>, %pos: tensor<2xi32>, %n: tensor<2xi32>,
+                             %rec: tensor<2x32xi64>) -> tensor<2x2x1x16xf32> {
+  %k, %r = kvattn.append %kn into %kc at %pos rope = <rotary_dim = 16, theta = 10000.0>
+      rope_pos(%rec : tensor<2x32xi64>) : tensor<2x2x1x16xf32> into tensor<2x2x32x16xf32>, tensor<2xi32>
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<2xi32>) kv_len(%n : tensor<2xi32>)
+      k_rope_pos(%r : tensor<2x32xi64>) causal rope = <rotary_dim = 16, theta = 10000.0>
+      : tensor<2x2x1x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32> -> tensor<2x2x1x16xf32>
+  return %o : tensor<2x2x1x16xf32>
 }
