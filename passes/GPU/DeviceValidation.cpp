@@ -15,6 +15,12 @@
 //   first violation, in the host check's order, in the status word (kernels in
 //   launch order, then the values by parameter name, q_start, the block table).
 //
+// RoPE's record (k_rope_pos) is an attention's metadata and an append's
+// output: when an append of the same function writes the record the
+// attention reads, the attention's validation kernel (which runs before the
+// append) also takes the append's `pos` and checks the slots the append
+// writes as it will write them.
+//
 // The validation kernel runs twice (phase 0, then phase 1, on one stream):
 // phase 0 takes the minimum of the violations' order keys (an atomic min on
 // status[1]); in phase 1 the one thread whose violation has that key writes
@@ -1066,6 +1072,14 @@ void DeviceValidationPass::runOnOperation() {
     Value record = operandNamed(launch, kernel, "k_rope_pos");
     if (!record)
       continue;
+    if (writerOf.count(recordBuffer(record))) {
+      launch.emitOpError()
+          << "kvattn-device-validation: RoPE's record is written by two "
+             "appends before it is read: the attention's validation checks "
+             "the writes of one (write the record with one append per "
+             "function)";
+      return signalPassFailure();
+    }
     for (KernelParamAttr p : getKernelParams(kernel))
       if (p.getName() == "pos")
         writerOf[recordBuffer(record)] = {operandNamed(launch, kernel, "pos"),
