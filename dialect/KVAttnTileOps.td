@@ -399,4 +399,32 @@ def KVAttn_TilePrefetchOp : KVAttn_Op<"tile.prefetch"> {
   let hasVerifier = 1;
 }
 
+def KVAttn_TileKeyRecordOp : KVAttn_Op<"tile.key_record"> {
+  let summary = "name the RoPE record the program's keys are checked against";
+  let description = [{
+    The keys this program reads were rotated by RoPE at the positions in
+    `record[B, S]` (`kvattn.attention`'s `k_rope_pos`), and the program
+    attends each key at its own position: the two must agree for every
+    valid key (docs/semantics.md, "The RoPE record"). The program reads no
+    value of the record; the agreement is a precondition that is checked
+    before the program runs: on the host by the reference's checks, on the
+    GPU with device validation by the attention kernel's validation kernel
+    (rule 28 of the status word, docs/kernel-abi.md).
+
+    The op keeps the record among the program's operands, so that the
+    outlined kernel takes it as a parameter (role `k_rope_pos`) for its
+    validation kernel to read. -kvattn-outline-tile-programs drops it once
+    the parameter exists; the CPU lowerings drop it. The tile pass emits one
+    at the start of the program when the attention has `k_rope_pos`.
+
+    ```mlir
+    kvattn.tile.key_record %record : memref<2x4096xi32>
+    ```
+  }];
+  // No declared memory effects: an op with only read effects and no result
+  // would be dead code, and the record would leave the kernel's parameters.
+  let arguments = (ins MemRefRankOf<[I32, I64], [2]>:$record);
+  let assemblyFormat = "$record attr-dict `:` type($record)";
+}
+
 #endif // KVATTN_DIALECT_KVATTNTILEOPS_TD

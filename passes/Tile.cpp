@@ -142,6 +142,7 @@ struct Buffers {
   Value kStart;         ///< ragged keys: [B + 1] starts of the packed keys
   Value cacheBatchIdx;  ///< batch-to-cache map: [B]
   Value kScale, vScale; ///< FP8 K / V: f32 scales
+  Value kRopePos;       ///< RoPE's record [B, S]: checked, never read
 };
 
 /// The buffer of a program operand, marked with its role (kvattn.role), so
@@ -438,6 +439,7 @@ private:
         toBuffer(b, op.getCacheBatchIdx(), BufferRole::cache_batch_idx);
     buf.kScale = toBuffer(b, op.getKScale(), BufferRole::k_scale);
     buf.vScale = toBuffer(b, op.getVScale(), BufferRole::v_scale);
+    buf.kRopePos = toBuffer(b, op.getKRopePos(), BufferRole::k_rope_pos);
 
     batch = m.dim(buf.q, 0);
     qHeads = m.dim(buf.q, 1);
@@ -883,6 +885,10 @@ private:
     t.acc =
         memref::AllocaOp::create(pb, MemRefType::get({s.bm, s.valueDim}, f32));
     TileInitOp::create(pb, t.rowMax, t.rowSum, t.acc);
+    // RoPE's record: a precondition checked before the program (the
+    // reference's checks, a GPU kernel's validation kernel), never read.
+    if (buf.kRopePos)
+      TileKeyRecordOp::create(pb, buf.kRopePos);
     // RoPE: the query rows rotated as they are loaded, at their positions.
     RopeAttr rope = op.getRopeAttr();
     TileLoadQOp::create(

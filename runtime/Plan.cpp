@@ -93,6 +93,8 @@ const char *paramName(int64_t id) {
     return "v_scale";
   case kParamTreeParents:
     return "tree_parents";
+  case kParamKRopePos:
+    return "k_rope_pos";
   default:
     return "block_table";
   }
@@ -230,6 +232,9 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
     return where + treeKvLenMessage(b, v, size);
   case kRuleTreeQOffset:
     return where + treeQOffsetMessage(b, v, aux, size, aux2);
+  // RoPE's record: the slot, the recorded position, the key's position.
+  case kRuleKRopePos:
+    return where + kRopePosMessage(b, index, v, aux);
   default:
     return where + "the device recorded violation " + str(w[kStatusRule]) +
            " (batch " + str(b) + ")";
@@ -582,6 +587,22 @@ Status Plan::runWithHostMetadata(
     args.metadataOnDevice = false;
     for (const ParamInfo &p : info.params) {
       auto m = metadata.find(bound(k, p.name));
+      // RoPE's record: an append writes it in place (a device buffer); an
+      // attention's check of it reads the key positions, which are on the
+      // host here.
+      if (p.name == "k_rope_pos" && info.kind == "append" &&
+          m != metadata.end())
+        return Status::error("plan run: '" + m->first + "' is written in " +
+                             "place by '" + info.name +
+                             "': pass it as a device buffer");
+      if (p.name == "k_rope_pos" && info.kind != "append" &&
+          m == metadata.end() && buffers.count(bound(k, p.name)))
+        return Status::error(
+            "plan run: '" + bound(k, p.name) + "' (RoPE's record) is a " +
+            "device buffer while the metadata is on the host: its check " +
+            "compares it with the key positions, so both live in one place; " +
+            "pass the metadata as device buffers (validated on the device) " +
+            "or the record as host metadata");
       if (m != metadata.end()) {
         args.buffers.erase(p.name);
         args.metadata[p.name] = m->second;

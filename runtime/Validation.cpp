@@ -113,12 +113,16 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
                                   full.end());
 }
 
-bool isMetadata(const std::string &name) {
+/// Whether parameter `name` of a kernel is metadata (integers the runtime
+/// validates, from the host or on the device). RoPE's record is an
+/// attention's metadata (checked, never read by the kernel) and an append's
+/// output (written in place).
+bool isMetadata(const std::string &name, bool append) {
   return name == "q_offset" || name == "k_offset" || name == "q_pos" ||
          name == "k_pos" || name == "kv_len" || name == "key_valid" ||
          name == "block_table" || name == "pos" || name == "q_start" ||
          name == "k_start" || name == "cache_batch_idx" ||
-         name == "tree_parents";
+         name == "tree_parents" || (!append && name == "k_rope_pos");
 }
 
 } // namespace
@@ -315,7 +319,7 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
           where + "'" + p.name + "' has " +
           (elements == INT64_MAX ? std::string("over 2^63") : str(elements)) +
           " elements, 2^31 or more" + kIndex32Advice);
-    if (isMetadata(p.name) && args.metadataOnDevice) {
+    if (isMetadata(p.name, append) && args.metadataOnDevice) {
       // A device pointer, aligned to its elements.
       auto it = args.buffers.find(p.name);
       if (it == args.buffers.end() || (it->second == 0 && elements != 0))
@@ -330,7 +334,7 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
                              address + " is not " + str(align) +
                              "-byte aligned");
       }
-    } else if (isMetadata(p.name)) {
+    } else if (isMetadata(p.name, append)) {
       auto it = args.metadata.find(p.name);
       if (it == args.metadata.end())
         return Status::error(where + "missing metadata '" + p.name + "'");
@@ -376,7 +380,7 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   for (const auto &[name, values] : args.metadata) {
     if (name == "block_table" || name == "q_start" || name == "k_start" ||
         name == "cache_batch_idx" || name == "tree_parents" ||
-        (append && name == "pos"))
+        name == "k_rope_pos" || (append && name == "pos"))
       continue; // below, with kv_len; an append's positions and the
                 // starts of a ragged batch below too
     const int64_t rowLength = name == "q_pos"                            ? s.L
@@ -514,6 +518,34 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
     };
     if (Status st = checkBlockTable(view, s.numPages, s.pageSize); !st)
       return Status::error(where + st.message());
+  }
+  // RoPE's record (the reference's check, last): every valid key attended
+  // at the position it was rotated at, k_pos[b, j] or k_offset[b] + j. (The
+  // verifier refuses it beside block_table, q_start, k_start and
+  // cache_batch_idx: a [B, S] record of a static cache.)
+  if (auto record = args.metadata.find("k_rope_pos");
+      record != args.metadata.end()) {
+    auto values = [&](const char *name) -> const std::vector<int64_t> * {
+      auto it = args.metadata.find(name);
+      return it == args.metadata.end() ? nullptr : &it->second;
+    };
+    const std::vector<int64_t> *kvLen = values("kv_len"),
+                               *kOffset = values("k_offset"),
+                               *kPos = values("k_pos"),
+                               *keyValid = values("key_valid");
+    for (int64_t b = 0; b < s.B; ++b) {
+      const int64_t keys = kvLen ? (*kvLen)[b] : s.S;
+      for (int64_t j = 0; j < keys; ++j) {
+        const int64_t n = b * s.S + j;
+        if (keyValid && (*keyValid)[n] == 0)
+          continue;
+        const int64_t position =
+            kPos ? (*kPos)[n] : (kOffset ? (*kOffset)[b] : 0) + j;
+        if (record->second[n] != position)
+          return Status::error(
+              where + kRopePosMessage(b, j, record->second[n], position));
+      }
+    }
   }
   return Status::ok();
 }

@@ -490,6 +490,20 @@ typedef struct {
    * kv_dtype. */
   int32_t latent;
   int64_t prefix_len; /* with cascade */
+  /* RoPE (docs/semantics.md, "Rotary embedding"): rotary_dim > 0 (even, at
+   * most head_dim) rotates the query at its positions, and with append the
+   * new keys at theirs, with rope_theta (a finite value above 1; default
+   * 10000) in GPT-NeoX halves or, rope_interleaved (0/1), GPT-J pairs;
+   * 0 (default): none. rope_record (0/1, needs rotary_dim and a plain
+   * cache): the plan's buffer "k_rope_pos" (i32 [B, key_len]), the
+   * positions the cached keys were rotated at, checked on the device
+   * against the keys' positions (status rule 28); with append the K append
+   * writes the new tokens' entries in place. Not with cascade, tree or
+   * latent. */
+  int64_t rotary_dim;
+  double rope_theta;
+  int32_t rope_interleaved;
+  int32_t rope_record;
 } kvattn_attention_desc;
 
 /* The defaults (bf16, every size dynamic, nothing optional), struct_size
@@ -499,8 +513,8 @@ void kvattn_attention_desc_init(kvattn_attention_desc *desc);
  * function @attention(query, [prefix_key, prefix_value], key, value,
  * [update_k, update_v], [q_start],
  * q_offset, kv_len, [block_table], [sinks], [alibi_slopes], [tree_parents],
- * [k_start], [cache_batch_idx], [k_scale, v_scale]) returning out,
- * [lse], [key, value].
+ * [k_start], [cache_batch_idx], [k_scale, v_scale], [k_rope_pos])
+ * returning out, [lse], [key, value], [k_rope_pos (with append)].
  * Errors name the field: "attention description: query heads Hq = 8 must
  * be a multiple of kv heads Hkv = 3". */
 int kvattn_attention_desc_to_ir(const kvattn_attention_desc *desc, char **ir,

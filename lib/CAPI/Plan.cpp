@@ -141,6 +141,12 @@ static Status readDescription(const char *what,
   d.prefixLen = c.prefix_len;
   KVATTN_RETURN_IF_ERROR(boolean("latent", c.latent));
   d.latent = c.latent;
+  d.rotaryDim = c.rotary_dim;
+  d.ropeTheta = c.rope_theta;
+  KVATTN_RETURN_IF_ERROR(boolean("rope_interleaved", c.rope_interleaved));
+  KVATTN_RETURN_IF_ERROR(boolean("rope_record", c.rope_record));
+  d.ropeInterleaved = c.rope_interleaved;
+  d.ropeRecord = c.rope_record;
   return Status::ok();
 }
 
@@ -184,6 +190,7 @@ void kvattn_attention_desc_init(kvattn_attention_desc *desc) {
   desc->cache_rows = -1;
   desc->kv_dtype = -1;
   desc->prefix_len = -1;
+  desc->rope_theta = 10000.0;
 }
 
 int kvattn_attention_desc_to_ir(const kvattn_attention_desc *desc, char **ir,

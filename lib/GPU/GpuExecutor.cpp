@@ -47,6 +47,7 @@ std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
   add(op.getTreeParents(), "tree_parents");
   add(op.getKScale(), "k_scale");
   add(op.getVScale(), "v_scale");
+  add(op.getKRopePos(), "k_rope_pos");
   return roles;
 }
 
@@ -172,12 +173,19 @@ bool isFunctionLevel(Value value) {
 }
 
 /// Whether an op other than the device's (kvattn.append, kvattn.attention)
-/// uses `value`: then its host tensor must hold the device's values.
+/// uses `value`, or an attention takes it as RoPE's record (metadata, which
+/// the runtime checks on the host): then its host tensor must hold the
+/// device's values.
 bool neededOnHost(Value value) {
-  for (Operation *user : value.getUsers())
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto attention = dyn_cast<mlir::kvattn::AttentionOp>(user);
+        attention && attention.getKRopePos() == value)
+      return true;
     if (!isa<mlir::kvattn::AppendOp, mlir::kvattn::AttentionOp,
              mlir::kvattn::CascadeOp>(user))
       return true;
+  }
   return false;
 }
 
@@ -351,7 +359,9 @@ Status GpuExecutor::run(Operation *op,
   for (size_t i = 0; s.isOk() && i < roles.size(); ++i) {
     const HostTensor &t = *operands[i];
     Value value = op->getOperand(i);
-    if (isMetadata(roles[i])) {
+    // RoPE's record is an attention's metadata (checked before the launch)
+    // and an append's output.
+    if (isMetadata(roles[i]) || (attention && roles[i] == "k_rope_pos")) {
       std::vector<int64_t> values(t.numElements());
       for (int64_t n = 0; n < t.numElements(); ++n)
         values[n] = t.getInt(n);

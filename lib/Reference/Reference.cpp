@@ -12,6 +12,7 @@
 #include "kvattn/Support/KeyRows.h"
 #include "kvattn/Support/Limits.h"
 #include "kvattn/Support/QueryStarts.h"
+#include "kvattn/Support/StatusWord.h"
 #include "kvattn/Support/TreeParents.h"
 
 #include <algorithm>
@@ -900,10 +901,7 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
         const int64_t at = ops.kRopePos->getInt(b * dims.s + j);
         const int64_t kp = keyPosFor(b, /*i=*/0, j, nullptr); // (no tree)
         if (at != kp)
-          return Status::error("k_rope_pos: the key of batch " + str(b) +
-                               ", slot " + str(j) +
-                               " was rotated at position " + str(at) +
-                               " but is attended at position " + str(kp));
+          return Status::error(kRopePosMessage(b, j, at, kp));
       }
   }
 

@@ -189,6 +189,44 @@ Status checkAttentionDescription(const AttentionDescription &d) {
                          "append with varlen: kvattn.append writes the same "
                          "L new tokens of every sequence, a ragged batch "
                          "packs different counts (write its cache first)");
+  // RoPE: the attribute's rules (#kvattn.rope), named by field.
+  if (d.rotaryDim != 0) {
+    if (d.rotaryDim < 0 || d.rotaryDim % 2)
+      return Status::error(where + "rotary_dim = " + str(d.rotaryDim) +
+                           " must be even and positive (RoPE rotates pairs "
+                           "of dimensions; 0: no RoPE)");
+    if (d.rotaryDim > d.headDim)
+      return Status::error(where + "rotary_dim = " + str(d.rotaryDim) +
+                           " exceeds head_dim = " + str(d.headDim));
+    if (!(std::isfinite(d.ropeTheta) && d.ropeTheta > 1))
+      return Status::error(where + "rope_theta = " + str(d.ropeTheta) +
+                           " must be a finite value above 1");
+    const char *other = d.cascade  ? "cascade"
+                        : d.tree   ? "tree"
+                        : d.latent ? "latent"
+                                   : nullptr;
+    if (other)
+      return Status::error(where + "rotary_dim with " + other +
+                           ": RoPE is not taken there yet");
+    if (d.ropeRecord) {
+      const char *layout = d.paged           ? "paged"
+                           : d.varlen        ? "varlen"
+                           : d.raggedKeys    ? "ragged_keys"
+                           : d.cacheBatchIdx ? "cache_batch_idx"
+                                             : nullptr;
+      if (layout)
+        return Status::error(where + "rope_record with " + layout +
+                             ": the record is indexed [B, S] like a plain "
+                             "cache");
+    }
+  } else if (d.ropeRecord || d.ropeInterleaved || d.ropeTheta != 10000.0) {
+    return Status::error(where +
+                         (d.ropeRecord ? "rope_record"
+                          : d.ropeInterleaved
+                              ? "rope_interleaved"
+                              : "rope_theta = " + str(d.ropeTheta)) +
+                         " is given without rotary_dim");
+  }
   return Status::ok();
 }
 
@@ -271,6 +309,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
     inputs.push_back(tensor(scaleShape, b.getF32Type())); // k_scale
     inputs.push_back(tensor(scaleShape, b.getF32Type())); // v_scale
   }
+  if (d.ropeRecord)
+    inputs.push_back(tensor({B, dim(d.keyLen)}, index)); // k_rope_pos
 
   module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
@@ -301,16 +341,25 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   Value cacheBatchIdx = d.cacheBatchIdx ? body->getArgument(next++) : Value();
   Value kScale = d.kvDtype.empty() ? Value() : body->getArgument(next++);
   Value vScale = d.kvDtype.empty() ? Value() : body->getArgument(next++);
+  Value ropeRecord = d.ropeRecord ? body->getArgument(next++) : Value();
+  RopeAttr rope = d.rotaryDim
+                      ? RopeAttr::get(&ctx, d.rotaryDim, APFloat(d.ropeTheta),
+                                      d.ropeInterleaved, /*f32_query=*/false)
+                      : RopeAttr();
 
   SmallVector<Value> results;
   if (d.append) {
     // The K append, then the V append (named locals: a fixed IR order); an
     // FP8 cache quantises the new tokens with the scales the attention
     // reads it with.
-    Value k = AppendOp::create(b, loc, updateK, key, qOffset, blockTable,
-                               /*rope_pos=*/Value(), /*rope=*/RopeAttr(),
-                               /*kv_scale=*/kScale)
-                  .getResult();
+    // With RoPE the K append rotates the new keys (and writes their
+    // entries of the record).
+    auto kAppend = AppendOp::create(b, loc, updateK, key, qOffset, blockTable,
+                                    /*rope_pos=*/ropeRecord, rope,
+                                    /*kv_scale=*/kScale);
+    Value k = kAppend.getResult();
+    if (ropeRecord)
+      ropeRecord = kAppend.getRopePosResult();
     Value v = AppendOp::create(b, loc, updateV, value, qOffset, blockTable,
                                /*rope_pos=*/Value(), /*rope=*/RopeAttr(),
                                /*kv_scale=*/vScale)
@@ -330,6 +379,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   extras.cacheBatchIdx = cacheBatchIdx;
   extras.kScale = kScale;
   extras.vScale = vScale;
+  extras.rope = rope;
+  extras.kRopePos = ropeRecord;
   extras.causal = d.causal;
   extras.window = d.window;
   extras.windowRight = d.windowRight;
@@ -365,6 +416,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   if (d.append) {
     results.push_back(key);
     results.push_back(value);
+    if (ropeRecord)
+      results.push_back(ropeRecord);
   }
   func::ReturnOp::create(b, loc, results);
   SmallVector<Type> resultTypes;

@@ -7,12 +7,19 @@
 // - every kernel of @kvattn_kernels gets a `status` pointer (i64[16], after
 //   its other pointers) and does nothing when status[0] != 0;
 // - every kernel that reads metadata (q_offset, k_offset, q_pos, k_pos,
-//   kv_len, key_valid, block_table, q_start, pos) gets a validation kernel
+//   kv_len, key_valid, block_table, q_start, pos, ..., RoPE's record
+//   k_rope_pos) gets a validation kernel
 //   `<name>_validate` (kind "validate"; its metadata pointers, `status`, the
 //   kernel's sizes, `phase`) that checks the rules of
 //   runtime/Validation.cpp and kvattn/Support/BlockTable.h and records the
 //   first violation, in the host check's order, in the status word (kernels in
 //   launch order, then the values by parameter name, q_start, the block table).
+//
+// RoPE's record (k_rope_pos) is an attention's metadata and an append's
+// output: when an append of the same function writes the record the
+// attention reads, the attention's validation kernel (which runs before the
+// append) also takes the append's `pos` and checks the slots the append
+// writes as it will write them.
 //
 // The validation kernel runs twice (phase 0, then phase 1, on one stream):
 // phase 0 takes the minimum of the violations' order keys (an atomic min on
@@ -33,6 +40,7 @@
 #include "passes/GPU/KernelAbi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -95,9 +103,17 @@ int paramId(const std::string &name) {
       {"cache_batch_idx", kParamCacheBatchIdx},
       {"k_scale", kParamKScale},
       {"v_scale", kParamVScale},
-      {"tree_parents", kParamTreeParents}};
+      {"tree_parents", kParamTreeParents},
+      {"k_rope_pos", kParamKRopePos}};
   auto it = ids.find(name);
   return it == ids.end() ? -1 : it->second;
+}
+
+/// Whether a validation kernel checks pointer parameter `name` of a kernel:
+/// its metadata. RoPE's record is an attention's metadata; an append writes
+/// it (the attention after it checks it).
+bool isValidated(const std::string &name, bool appendKernel) {
+  return paramId(name) >= 0 && !(appendKernel && name == "k_rope_pos");
 }
 
 /// Builds the validation kernel's ops. Every method creates its ops when it
@@ -172,10 +188,16 @@ public:
 
 /// The validation kernel of `kernel` (the rules of runtime/Validation.cpp
 /// and kvattn/Support/BlockTable.h over its metadata), built at the end of
-/// `gpuModule`; null when the kernel reads no metadata.
+/// `gpuModule`; null when the kernel reads no metadata. `appendPos`: the
+/// `pos` parameter of the append that writes the attention's RoPE record
+/// earlier in the same launch sequence (null: none), which the validation
+/// kernel takes after the kernel's metadata: it runs before that append, so
+/// the record's slots [pos[b], pos[b] + L) are checked as the append will
+/// write them (slot j rotated at position j).
 gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
                                      gpu::GPUFuncOp kernel, int ordinal,
-                                     StringRef name, bool index32) {
+                                     StringRef name, bool index32,
+                                     KernelParamAttr appendPos) {
   using arith::CmpIPredicate;
   MLIRContext *ctx = kernel.getContext();
   std::vector<Param> params = readParams(kernel);
@@ -192,8 +214,8 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
   std::map<std::string, Type> eltOf;
   std::map<std::string, ArrayAttr> shapeOf;
   std::map<std::string, Value> scaleCount;
-  for (auto [p, entry] : llvm::zip(params, getKernelParams(kernel)))
-    if (p.kind == "pointer" && paramId(p.name) >= 0) {
+  for (auto [p, entry] : llvm::zip(params, getKernelParams(kernel))) {
+    if (p.kind == "pointer" && isValidated(p.name, append)) {
       metadata.push_back(p.name);
       eltOf[p.name] = p.elementType;
       shapeOf[p.name] = entry.getShape();
@@ -202,6 +224,14 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
                                ? Type(LLVM::LLVMPointerType::get(ctx))
                                : Type(MemRefType::get({1}, p.elementType)));
     }
+  }
+  if (appendPos) {
+    metadata.push_back("pos");
+    eltOf["pos"] = appendPos.getElementType();
+    shapeOf["pos"] = appendPos.getShape();
+    signature.addPointer(appendPos,
+                         MemRefType::get({1}, appendPos.getElementType()));
+  }
   if (metadata.empty())
     return {};
   signature.addPointer(
@@ -280,7 +310,7 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       Value rows;
       if (m == "q_pos")
         rows = e.mul(sz("B"), sz("L"));
-      else if (m == "k_pos" || m == "key_valid")
+      else if (m == "k_pos" || m == "key_valid" || m == "k_rope_pos")
         rows = e.mul(sz("B"), sz("S"));
       else if (m == "block_table")
         rows = e.mul(sz("B"), sz("max_pages"));
@@ -667,6 +697,54 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       });
     };
 
+    // RoPE's record (the reference's check of k_rope_pos), block b over
+    // its valid keys j < min(kv_len[b], S) (a bad kv_len is reported first
+    // and must not fault here), one thread per key (key b * S + j): the
+    // recorded position must be the key's position, k_pos[b, j] or
+    // k_offset[b] + j. Keys with key_valid 0 are no keys.
+    auto ropeRecordRules = [&](int group) {
+      Value S = szI64("S");
+      Value len = arg.count("kv_len") ? load("kv_len", bid) : S;
+      Value lenAbove = arith::MaxSIOp::create(b, len, z);
+      Value keys = arith::MinSIOp::create(b, lenAbove, S);
+      Value keysIdx = e.toIndex(keys);
+      Value kOff = arg.count("k_offset") ? load("k_offset", bid) : z;
+      Value rowStart = e.mul(bid, sz("S"));
+      e.loop(tid, keysIdx, cT, {},
+             [&](Value j, ValueRange) -> SmallVector<Value> {
+               Value n = e.add(rowStart, j);
+               Value ji = e.toI64(j);
+               Value recorded = load("k_rope_pos", n);
+               if (arg.count("pos")) {
+                 // The append before the attention writes slot j of
+                 // [pos[b], pos[b] + L) as position j.
+                 Value from = load("pos", bid);
+                 Value L = szI64("L");
+                 Value to = e.add(from, L);
+                 Value atOrAfter = e.cmp(CmpIPredicate::sge, ji, from);
+                 Value before = e.cmp(CmpIPredicate::slt, ji, to);
+                 Value written = e.both(atOrAfter, before);
+                 recorded = e.sel(written, ji, recorded);
+               }
+               Value position;
+               if (arg.count("k_pos"))
+                 position = load("k_pos", n);
+               else
+                 position = e.add(kOff, ji);
+               Value violated = e.cmp(CmpIPredicate::ne, recorded, position);
+               if (arg.count("key_valid")) {
+                 Value valid = load("key_valid", n);
+                 Value isKey = e.cmp(CmpIPredicate::ne, valid, z);
+                 violated = e.both(isKey, violated);
+               }
+               Value rule = ruleIf(violated, kRuleKRopePos, z);
+               Value n64 = e.toI64(n);
+               Value key = groupKey(group, n64);
+               report(rule, key, ji, recorded, position, S, z, kParamKRopePos);
+               return {};
+             });
+    };
+
     // The values of one parameter (offsets, positions, lengths, validity),
     // one thread per element of the row, in group `g`.
     auto valueRules = [&](int g, const std::string &m) {
@@ -740,7 +818,8 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       for (const std::string &m : metadata)
         if (m != "block_table" && m != "q_start" && m != "k_start" &&
             m != "cache_batch_idx" && m != "tree_parents" &&
-            m != "k_scale" && m != "v_scale")
+            m != "k_scale" && m != "v_scale" && m != "k_rope_pos" &&
+            m != "pos") // (an append's pos: its own validation checks it)
           names.push_back(m);
       std::sort(names.begin(), names.end());
       for (size_t g = 0; g < names.size(); ++g)
@@ -750,6 +829,12 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
         scaleRules(10, "k_scale");
       if (arg.count("v_scale"))
         scaleRules(11, "v_scale");
+      // RoPE's record, after the values it compares and the scales (the
+      // reference's order). Group 12 is k_start's, which the verifier
+      // refuses beside k_rope_pos (as it does block_table, q_start and
+      // cache_batch_idx: no group after this one meets it).
+      if (arg.count("k_rope_pos"))
+        ropeRecordRules(12);
       // Where the keys live, before q_start (the host check's order).
       if (arg.count("k_start"))
         keyStartRules(12);
@@ -950,6 +1035,69 @@ void DeviceValidationPass::runOnOperation() {
     if (launch.getKernelModuleName() == gpuModule.getSymName())
       launches.push_back(launch);
   });
+  // RoPE's record written in place by an append launch and then read by an
+  // attention (a decode step with rope_pos): the attention's validation
+  // kernel runs before the append (validation kernels run first), so it
+  // takes the append's pos and checks the slots the append writes as it
+  // will write them. The record is the same buffer on both launches (the
+  // attention's through the append result's to_tensor / to_buffer).
+  auto operandNamed = [&](gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
+                          StringRef name) -> Value {
+    for (auto [p, v] :
+         llvm::zip(readParams(kernel), launch.getKernelOperands()))
+      if (p.name == name)
+        return v;
+    return Value();
+  };
+  auto recordBuffer = [](Value v) -> Value {
+    if (auto cast = v.getDefiningOp<memref::ReinterpretCastOp>())
+      v = cast.getSource();
+    if (auto toBuffer = v.getDefiningOp<bufferization::ToBufferOp>())
+      if (auto toTensor =
+              toBuffer.getTensor().getDefiningOp<bufferization::ToTensorOp>())
+        v = toTensor.getBuffer();
+    return v;
+  };
+  struct RecordWriter {
+    Value pos;
+    KernelParamAttr param;
+  };
+  llvm::DenseMap<Value, RecordWriter> writerOf;
+  for (gpu::LaunchFuncOp launch : launches) {
+    auto kernel =
+        gpuModule.lookupSymbol<gpu::GPUFuncOp>(launch.getKernelName());
+    if (!kernel || !hasKernelParams(kernel) ||
+        getTileConfig(kernel).getKind() != KernelKind::append)
+      continue;
+    Value record = operandNamed(launch, kernel, "k_rope_pos");
+    if (!record)
+      continue;
+    if (writerOf.count(recordBuffer(record))) {
+      launch.emitOpError()
+          << "kvattn-device-validation: RoPE's record is written by two "
+             "appends before it is read: the attention's validation checks "
+             "the writes of one (write the record with one append per "
+             "function)";
+      return signalPassFailure();
+    }
+    for (KernelParamAttr p : getKernelParams(kernel))
+      if (p.getName() == "pos")
+        writerOf[recordBuffer(record)] = {operandNamed(launch, kernel, "pos"),
+                                          p};
+  }
+  auto writerFor = [&](gpu::LaunchFuncOp launch,
+                       gpu::GPUFuncOp kernel) -> std::optional<RecordWriter> {
+    if (getTileConfig(kernel).getKind() == KernelKind::append)
+      return std::nullopt;
+    Value record = operandNamed(launch, kernel, "k_rope_pos");
+    if (!record)
+      return std::nullopt;
+    auto it = writerOf.find(recordBuffer(record));
+    if (it == writerOf.end())
+      return std::nullopt;
+    return it->second;
+  };
+
   // The status buffer of each host function (what the launches pass).
   llvm::DenseMap<Operation *, Value> statusOf;
   llvm::DenseMap<Operation *, unsigned> statusIndex;
@@ -960,11 +1108,13 @@ void DeviceValidationPass::runOnOperation() {
     if (!kernel || !hasKernelParams(kernel))
       continue;
     std::vector<Param> before = readParams(kernel);
+    std::optional<RecordWriter> writer = writerFor(launch, kernel);
     if (!statusIndex.count(kernel)) {
       // The validation kernel reads the signature before the guard.
       std::string name = kernel.getName().str() + "_validate";
       if (buildValidationKernel(gpuModule, kernel, ordinal, name,
-                                indexBitwidth == 32))
+                                indexBitwidth == 32,
+                                writer ? writer->param : KernelParamAttr()))
         ++ordinal;
       FailureOr<unsigned> at = guardKernel(kernel);
       if (failed(at))
@@ -990,8 +1140,10 @@ void DeviceValidationPass::runOnOperation() {
       ImplicitLocOpBuilder hb(launch.getLoc(), launch);
       SmallVector<Value> vOperands;
       Value batch;
+      const bool append =
+          getTileConfig(kernel).getKind() == KernelKind::append;
       for (auto [p, v] : llvm::zip(before, operands)) {
-        if (p.kind == "pointer" && paramId(p.name) >= 0)
+        if (p.kind == "pointer" && isValidated(p.name, append))
           vOperands.push_back(
               isa<LLVM::LLVMPointerType>(
                   validator.getArgumentTypes()[vOperands.size()])
@@ -1000,6 +1152,8 @@ void DeviceValidationPass::runOnOperation() {
         if (p.name == "B")
           batch = v;
       }
+      if (writer)
+        vOperands.push_back(writer->pos);
       vOperands.push_back(status);
       for (auto [p, v] : llvm::zip(before, operands))
         if (p.kind == "scalar")

@@ -39,7 +39,7 @@ static const char *const kRoles[] = {
     "q_pos",        "k_pos",   "kv_len",       "key_valid", "mask",
     "block_table",  "q_start", "out",          "lse",       "out_parts",
     "lse_parts",    "sinks",   "alibi_slopes", "k_start",   "cache_batch_idx",
-    "tree_parents", "k_scale", "v_scale"};
+    "tree_parents", "k_scale", "v_scale",      "k_rope_pos"};
 /// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
     "B",         "Hq",        "Hkv", "L", "S",          "num_pages",
@@ -106,7 +106,7 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank, bool paged,
     return {kB, kL};
   if (role == "tree_parents") // [T]: the packed rows
     return {kL};
-  if (role == "k_pos" || role == "key_valid")
+  if (role == "k_pos" || role == "key_valid" || role == "k_rope_pos")
     return {kB, kS};
   if (role == "out")
     return {kB, kHq, kL, -1};
@@ -182,6 +182,12 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
                 "is neither an operand buffer nor a constant";
     }
   }
+  // RoPE's record is a parameter now (for the validation kernel of device
+  // validation); the program reads nothing of it.
+  SmallVector<TileKeyRecordOp> records;
+  forall.walk([&](TileKeyRecordOp record) { records.push_back(record); });
+  for (TileKeyRecordOp record : records)
+    record.erase();
   if (isMerge ? !buffers.count("out_parts") || !buffers.count("lse_parts") ||
                     !buffers.count("out")
               : !buffers.count("query") || !buffers.count("key") ||

@@ -49,10 +49,12 @@ _runtime = None
 
 # The metadata parameters of the kernel ABI (docs/kernel-abi.md): host
 # integers that the runtime validates and uploads; every other parameter is
-# a device buffer.
+# a device buffer. RoPE's record (k_rope_pos) is an attention's metadata
+# (checked, never read by the kernel) and an append's output (a plan's
+# device buffer, written in place).
 METADATA = ("q_offset", "k_offset", "q_pos", "k_pos", "kv_len", "key_valid",
             "block_table", "q_start", "pos", "k_start", "cache_batch_idx",
-            "tree_parents")
+            "tree_parents", "k_rope_pos")
 SIZE_NAMES = ("B", "Hq", "Hkv", "L", "S", "num_pages", "page_size",
               "max_pages", "cache_rows", "P")
 _WORKSPACES = ("out_parts", "lse_parts")
@@ -63,7 +65,8 @@ _ROLES = {"query": ("B", "Hq", "L", None), "key": ("B", "Hkv", "S", None),
           "value": ("B", "Hkv", "S", None), "out": ("B", "Hq", "L", None),
           "lse": ("B", "Hq", "L"), "q_offset": ("B",), "k_offset": ("B",),
           "kv_len": ("B",), "q_pos": ("B", "L"), "k_pos": ("B", "S"),
-          "key_valid": ("B", "S"), "block_table": ("B", "max_pages"),
+          "key_valid": ("B", "S"), "k_rope_pos": ("B", "S"),
+          "block_table": ("B", "max_pages"),
           "tree_parents": ("L",),
           "mask": (None, None, "L", "S"),
           "out_parts": (None, "B", "Hq", "L", None),
@@ -1175,7 +1178,12 @@ def attention_ir(runtime=None, **fields):
     "prefix_key"/"prefix_value" [1, Hkv, prefix_len, D]) and prefix_len
     (-1 or absent: dynamic, the size P), latent (0/1: DeepSeek MLA's latent
     form, no value buffer, V the first value_head_dim columns of the key,
-    head dims up to 576, CPU target only). Bad fields raise KVAttnError
+    head dims up to 576, CPU target only), rotary_dim (RoPE: even, at most
+    head_dim; 0 or absent: none), rope_theta (above 1, default 10000),
+    rope_interleaved (0/1: GPT-J pairs, else GPT-NeoX halves) and
+    rope_record (0/1: a buffer "k_rope_pos" i32 [B, key_len] of the
+    positions the cached keys were rotated at, checked on the device; with
+    append the K append writes it in place). Bad fields raise KVAttnError
     naming them."""
     api = _runtime_arg(runtime).api if runtime is not None else library()
     return api.attention_ir(fields)

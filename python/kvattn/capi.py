@@ -159,13 +159,17 @@ class AttentionDesc(ctypes.Structure):
                 ("kv_scales", ctypes.c_int32),
                 ("cascade", ctypes.c_int32),
                 ("latent", ctypes.c_int32),
-                ("prefix_len", ctypes.c_int64)]
+                ("prefix_len", ctypes.c_int64),
+                ("rotary_dim", ctypes.c_int64),
+                ("rope_theta", ctypes.c_double),
+                ("rope_interleaved", ctypes.c_int32),
+                ("rope_record", ctypes.c_int32)]
 
 
 # The fields of a description (kvattn.attention_ir's keywords), flags apart.
 DESC_FLAGS = ("causal", "with_lse", "paged", "varlen", "append", "sinks",
               "alibi", "tree", "ragged_keys", "cache_batch_idx", "cascade",
-              "latent")
+              "latent", "rope_interleaved", "rope_record")
 
 
 class _Diagnostic(ctypes.Structure):
@@ -514,7 +518,7 @@ class Library:
                 value = check_int(f"description field {name}", int(value)
                                   if isinstance(value, bool) else value,
                                   INT32_MIN, INT32_MAX)
-            elif name in ("softcap", "scale"):
+            elif name in ("softcap", "scale", "rope_theta"):
                 if isinstance(value, bool) or not isinstance(value,
                                                              numbers.Real):
                     raise KVAttnTypeError(f"description field {name} must "

@@ -372,16 +372,149 @@ def test_append_rotates_the_keys_on_the_emulated_gpu(tmp_path, dtype,
     np.testing.assert_allclose(np.asarray(out, np.float64), want, **tol)
 
 
+def test_record_checked_on_the_emulated_gpu(emulated_runtime):
+    """k_rope_pos on the GPU path (a GpuProgram: the record is host
+    metadata, which the runtime checks before the launch with the
+    reference's message); the values against the NumPy reference."""
+    case = CASES[0]
+    b, hq, hkv, l, s, d, r, inter, qo, ko, kvl = case
+    q, k, v = inputs(case, 51)
+    qp, kp = positions(case)
+    k_rot = rotate(k, kp, r, interleaved=inter).astype(np.float32)
+    rec = np.where(np.arange(s)[None, :] < np.array(kvl)[:, None], kp,
+                   -1).astype(np.int32)
+    named = dict(q_offset=np.array(qo, np.int32),
+                 k_offset=np.array(ko, np.int32),
+                 kv_len=np.array(kvl, np.int32))
+    prog = kvattn.compile(offsets_ir(case[:6], "f32", rope_attr(r),
+                                     with_record=True),
+                          target="gpu", runtime=emulated_runtime)
+    out = prog.run(query=q, key=k_rot, value=v, k_rope_pos=rec, **named)
+    want = attention(rotate(q, qp, r), k_rot, v, qp, kp, kvl)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    # Batch 1's keys attended one position later than they were rotated.
+    shifted = dict(named, k_offset=np.array(ko, np.int32) + [0, 1])
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"launch of '\w+': k_rope_pos: the key of batch "
+                             r"1, slot 0 was rotated at position 4930 but is "
+                             r"attended at position 4931$"):
+        prog.run(query=q, key=k_rot, value=v, k_rope_pos=rec, **shifted)
+    prog.close()
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_plan_checks_the_record_on_the_device(emulated_runtime, dtype):
+    """A plan of append (rope, rope_pos) + attention (k_rope_pos): the
+    append writes the record on the device, the attention's validation
+    kernel checks it (status word, rule 28) with the reference's message;
+    a bad record computes nothing."""
+    rt = emulated_runtime
+    b, hq, hkv, l, c, d, r = 2, 4, 2, 3, 160, 32, 32
+    pos = np.array([120, 77], np.int32)
+    kvl = pos + l
+    q, kn, vn = (distinct(x, 61 + i) for i, x in enumerate(
+        [(b, hq, l, d), (b, hkv, l, d), (b, hkv, l, d)]))
+    kc, vc = distinct((b, hkv, c, d), 64), distinct((b, hkv, c, d), 65)
+    slots = np.tile(np.arange(c), (b, 1))
+    kc = rotate(kc, slots, r).astype(np.float32)
+    rec = np.where(slots < pos[:, None], slots, -1).astype(np.int32)
+    cast = (lambda x: kvattn.to_bf16(x)) if dtype == "bf16" else \
+        (lambda x: np.asarray(x, np.float32))
+    back = (lambda x: kvattn.from_bf16(x).astype(np.float64)) \
+        if dtype == "bf16" else (lambda x: np.asarray(x, np.float64))
+    plan = kvattn.plan(append_ir((b, hq, hkv, l, c, d), dtype, rope_attr(r),
+                                 check_record=True),
+                       runtime=rt, max_sizes={"B": b, "L": l, "S": c})
+    dev = lambda x: kvattn.to_device(x, rt)
+    i32 = lambda x: dev(np.asarray(x, np.int32))
+
+    def device_buffers(record):
+        return dict(query=dev(cast(q)), update_k=dev(cast(kn)),
+                    update_v=dev(cast(vn)), key=dev(cast(kc)),
+                    value=dev(cast(vc)), k_rope_pos=i32(record))
+
+    def run(record):
+        bufs = device_buffers(record)
+        out = rt.empty(q.shape, dtype)
+        plan.run(out=out, pos=i32(pos), q_offset=i32(pos), kv_len=i32(kvl),
+                 **bufs)
+        return out, bufs
+
+    out, bufs = run(rec)
+    assert plan.status() is None
+    new_pos = pos[:, None] + np.arange(l)[None, :]
+    got_rec = bufs["k_rope_pos"].numpy()
+    for i in range(b):
+        assert np.array_equal(got_rec[i, pos[i]:pos[i] + l], new_pos[i])
+    k_all = back(bufs["key"].numpy())
+    v_all = back(bufs["value"].numpy())
+    qr = rotate(back(cast(q)), new_pos, r)
+    if dtype == "bf16":
+        qr = back(kvattn.to_bf16(qr.astype(np.float32)))
+    want = attention(qr, k_all, v_all, new_pos, slots, kvl)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == "f32" else \
+        dict(rtol=2e-2, atol=3e-2)
+    np.testing.assert_allclose(back(out.numpy()), want, **tol)
+    # A key of batch 1 the cache says was rotated one position earlier:
+    # the device names it, the output stays unwritten.
+    stale = rec.copy()
+    stale[1, 17] = 16
+    out, _ = run(stale)
+    status = plan.status()
+    assert status and status.endswith(
+        "k_rope_pos: the key of batch 1, slot 17 was rotated at position 16 "
+        "but is attended at position 17"), status
+    plan.clear_status()
+    # The record an append writes is a device buffer: its check needs the
+    # key positions on the device too.
+    with pytest.raises(kvattn.KVAttnError, match="not mixed"):
+        plan.run(out=out, pos=pos, q_offset=pos, kv_len=kvl,
+                 **device_buffers(rec))
+    plan.close()
+
+
 def test_gpu_refusals(emulated_runtime):
     # What the GPU path has no kernel for yet is refused, never dropped.
-    b, hq, hkv, l, c, d = 1, 2, 1, 2, 64, 32
-    with pytest.raises(kvattn.KVAttnError, match="k_rope_pos is checked on "
-                                                 "the CPU path"):
-        kvattn.compile(append_ir((b, hq, hkv, l, c, d), "f32",
-                                 rope_attr(16)),
-                       target="gpu", runtime=emulated_runtime)
     with pytest.raises(kvattn.KVAttnError, match="f32_query keeps the "
                                                  "rotated query in f32"):
         kvattn.compile(offsets_ir((1, 2, 1, 16, 64, 64), "bf16",
                                   rope_attr(64, f32_query=True)),
                        target="gpu", runtime=emulated_runtime)
+
+
+def test_description_with_rope():
+    """attention_ir's RoPE fields: the query rotated, the K append rotating
+    and writing the record, the attention checking it; bad fields named."""
+    desc = dict(dtype="f32", batch=2, query_len=1, key_len=64,
+                num_query_heads=4, num_kv_heads=2, head_dim=32, causal=True,
+                append=True, rotary_dim=16, rope_theta=500000.0,
+                rope_interleaved=True, rope_record=True)
+    ir = kvattn.attention_ir(**desc)
+    assert ir.count("rope = <rotary_dim = 16, theta = ") == 2, ir
+    assert ir.count("interleaved>") == 2, ir
+    assert "rope_pos(%" in ir and "k_rope_pos(%" in ir, ir
+    assert "tensor<2x64xi32>" in ir, ir
+    # The IR runs on the CPU: the record of the old keys is checked.
+    q = distinct((2, 4, 1, 32), 71)
+    kc, vc = distinct((2, 2, 64, 32), 72), distinct((2, 2, 64, 32), 73)
+    kn, vn = distinct((2, 2, 1, 32), 74), distinct((2, 2, 1, 32), 75)
+    pos = np.array([40, 7], np.int32)
+    slots = np.tile(np.arange(64), (2, 1))
+    rec = np.where(slots < pos[:, None], slots, -1).astype(np.int32)
+    prog = kvattn.compile(ir)
+    out, _, _, rec2 = prog.run(q, kc, vc, kn, vn, pos, pos + 1, rec)
+    assert np.array_equal(rec2[:, :41][0], np.arange(41))
+    rec[0, 3] = 4
+    with pytest.raises(kvattn.KVAttnError,
+                       match="k_rope_pos: the key of batch 0, slot 3 was "
+                             "rotated at position 4 but is attended at "
+                             "position 3"):
+        prog.run(q, kc, vc, kn, vn, pos, pos + 1, rec)
+    bad = [(dict(rotary_dim=7), "rotary_dim = 7 must be even and positive"),
+           (dict(rotary_dim=64), "rotary_dim = 64 exceeds head_dim = 32"),
+           (dict(rope_theta=1.0), "rope_theta = 1 must be a finite value "
+                                  "above 1"),
+           (dict(rotary_dim=0), "rope_record is given without rotary_dim")]
+    for change, message in bad:
+        with pytest.raises(kvattn.KVAttnError, match=message):
+            kvattn.attention_ir(**dict(desc, **change))

@@ -307,6 +307,69 @@ static void sinksAlibi(kvattn_runtime *rt) {
           sizeof(buffers) / sizeof(buffers[0]));
 }
 
+/* A decode step with RoPE and its record (rotary_dim, rope_record): the K
+ * append rotates the new key at its position and writes its entry of the
+ * record in place; the attention rotates the query and checks the record
+ * on the device. */
+static const char *kRopeStepIR =
+    "func.func @attention(%q: tensor<2x4x1x16xf32>,\n"
+    "    %k: tensor<2x2x16x16xf32>, %v: tensor<2x2x16x16xf32>,\n"
+    "    %kn: tensor<2x2x1x16xf32>, %vn: tensor<2x2x1x16xf32>,\n"
+    "    %pos: tensor<2xi32>, %len: tensor<2xi32>, %rec: tensor<2x16xi32>)\n"
+    "    -> (tensor<2x4x1x16xf32>, tensor<2x2x16x16xf32>,\n"
+    "        tensor<2x2x16x16xf32>, tensor<2x16xi32>) {\n"
+    "  %k2, %r2 = kvattn.append %kn into %k at %pos\n"
+    "      rope = <rotary_dim = 16, theta = 10000.0, interleaved>\n"
+    "      rope_pos(%rec : tensor<2x16xi32>)\n"
+    "      : tensor<2x2x1x16xf32> into tensor<2x2x16x16xf32>, tensor<2xi32>\n"
+    "  %v2 = kvattn.append %vn into %v at %pos\n"
+    "      : tensor<2x2x1x16xf32> into tensor<2x2x16x16xf32>, tensor<2xi32>\n"
+    "  %o = kvattn.attention %q, %k2, %v2 q_offset(%pos : tensor<2xi32>)\n"
+    "      kv_len(%len : tensor<2xi32>) k_rope_pos(%r2 : tensor<2x16xi32>)\n"
+    "      causal rope = <rotary_dim = 16, theta = 10000.0, interleaved>\n"
+    "      : tensor<2x4x1x16xf32>, tensor<2x2x16x16xf32>,\n"
+    "        tensor<2x2x16x16xf32> -> tensor<2x4x1x16xf32>\n"
+    "  return %o, %k2, %v2, %r2 : tensor<2x4x1x16xf32>,\n"
+    "      tensor<2x2x16x16xf32>, tensor<2x2x16x16xf32>, tensor<2x16xi32>\n"
+    "}\n";
+
+static void ropeStep(kvattn_runtime *rt) {
+  kvattn_attention_desc d;
+  kvattn_attention_desc_init(&d);
+  d.dtype = KVATTN_F32;
+  d.batch = 2;
+  d.query_len = 1;
+  d.key_len = 16;
+  d.num_query_heads = 4;
+  d.num_kv_heads = 2;
+  d.head_dim = 16;
+  d.causal = 1;
+  d.append = 1;
+  d.rotary_dim = 16;
+  d.rope_interleaved = 1;
+  d.rope_record = 1;
+  /* The new tokens at 9 and 2; the record holds the old keys' slots. */
+  static const int32_t pos[2] = {9, 2}, len[2] = {10, 3};
+  static const int32_t record[32] = {
+      0,  1,  2,  3,  4,  5,  6,  7,  8,  -1, -1, -1, -1, -1, -1, -1,
+      0,  1,  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+  const size_t cache = 2 * 2 * 16 * 16 * 4, q = 2 * 4 * 16 * 4,
+               update = 2 * 2 * 16 * 4;
+  const Buffer buffers[] = {{"query", q, NULL, 0},
+                            {"key", cache, NULL, 1},
+                            {"value", cache, NULL, 1},
+                            {"update_k", update, NULL, 0},
+                            {"update_v", update, NULL, 0},
+                            {"out", q, NULL, 1},
+                            {"pos", 8, pos, 0},
+                            {"q_offset", 8, pos, 0},
+                            {"kv_len", 8, len, 0},
+                            {"k_rope_pos", 128, record, 1}};
+  kvattn_sizes sizes = {2, 4, 2, 1, 16, 0, 0, 0};
+  compare(rt, "rope decode step", &d, kRopeStepIR, sizes, buffers,
+          sizeof(buffers) / sizeof(buffers[0]));
+}
+
 static void refused(kvattn_runtime *rt, const char *label,
                     const kvattn_attention_desc *d) {
   char *error = NULL, *ir = NULL;
@@ -348,6 +411,13 @@ static void badDescriptions(kvattn_runtime *rt) {
   BAD("sinks flag", d.sinks = 3);
   BAD("alibi flag", d.alibi = -1);
   BAD("struct_size", d.struct_size = 4);
+  BAD("rotary_dim odd", d.rotary_dim = 7);
+  BAD("rotary_dim above D", d.rotary_dim = 80);
+  BAD("rope_theta 1", (d.rotary_dim = 64, d.rope_theta = 1));
+  BAD("rope_record alone", d.rope_record = 1);
+  BAD("rope_record paged",
+      (d.rotary_dim = 64, d.rope_record = 1, d.paged = 1, d.page_size = 16));
+  BAD("rope_interleaved flag", (d.rotary_dim = 64, d.rope_interleaved = 2));
   /* The plan entry point gives the same message, after its name. */
   char *error = NULL;
   kvattn_plan *plan = NULL;
@@ -468,6 +538,7 @@ int main(void) {
   dynamicDecode(rt);
   ragged(rt);
   sinksAlibi(rt);
+  ropeStep(rt);
   badDescriptions(rt);
   oneNamespace(rt);
   kvattn_runtime_destroy(rt);

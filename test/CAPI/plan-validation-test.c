@@ -9,7 +9,8 @@
  *  - a decode step (kvattn.append of the new key into the cache, then the
  *    attention over it), plain and paged: pos outside the capacity, pos
  *    negative, tokens past the pages, a table entry out of range, a row
- *    written by two sequences.
+ *    written by two sequences;
+ *  - RoPE's record (k_rope_pos) against the key positions.
  *
  * Each bad run must record, in the status word, the message the host
  * validation gives for the same values (kvattn_plan_run_host_metadata, run
@@ -449,6 +450,117 @@ static void explicitSuite(kvattn_runtime *rt) {
   tearDown(&s);
 }
 
+/*===----------------------------------------------------------------------===*
+ * RoPE's record (k_rope_pos [B, S], rule 28): every valid key attended at
+ * the position it was rotated at, k_offset[b] + j; the slots past kv_len
+ * hold -1 (never written) and are no keys.
+ *===----------------------------------------------------------------------===*/
+
+static const char *kRopeRecordIR =
+    "func.func @rope(%q: tensor<2x4x1x16xf32>, %k: tensor<2x2x16x16xf32>,\n"
+    "                %v: tensor<2x2x16x16xf32>, %qo: tensor<2xi32>,\n"
+    "                %ko: tensor<2xi32>, %len: tensor<2xi32>,\n"
+    "                %rec: tensor<2x16xi32>) -> tensor<2x4x1x16xf32> {\n"
+    "  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<2xi32>)\n"
+    "      k_offset(%ko : tensor<2xi32>) kv_len(%len : tensor<2xi32>)\n"
+    "      k_rope_pos(%rec : tensor<2x16xi32>) causal\n"
+    "      rope = <rotary_dim = 16, theta = 10000.0>\n"
+    "      : tensor<2x4x1x16xf32>, tensor<2x2x16x16xf32>,\n"
+    "        tensor<2x2x16x16xf32> -> tensor<2x4x1x16xf32>\n"
+    "  return %o : tensor<2x4x1x16xf32>\n"
+    "}\n";
+
+static void ropeRecordSuite(kvattn_runtime *rt) {
+  char *error = NULL;
+  static const Meta meta[] = {
+      {"q_offset", 4, 2, {7, 12}},
+      {"k_offset", 4, 2, {0, 0}},
+      {"kv_len", 4, 2, {8, 13}},
+      {"k_rope_pos", 4, 32, {0, 1, 2, 3, 4, 5, 6, 7, -1, -1, -1, -1, -1, -1,
+                             -1, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+                             -1, -1, -1}},
+  };
+  static const Tensor tensors[] = {{"query", 2 * 4 * 16 * 4, 0},
+                                   {"key", 2 * 2 * 16 * 16 * 4, 0},
+                                   {"value", 2 * 2 * 16 * 16 * 4, 0},
+                                   {"out", 2 * 4 * 16 * 4, 1}};
+  Suite s = {rt, NULL, {2, 4, 2, 1, 16, 0, 0, 0}, meta, 4, tensors, 4};
+  if (kvattn_plan_create(rt, kRopeRecordIR, NULL, KVATTN_IMAGE_DEVICE_IR,
+                         s.sizes, &s.plan, &error))
+    die("rope record plan", error);
+  setUp(&s);
+  static const Case cases[] = {
+      /* Batch 1's keys attended one position later than they were
+       * rotated: its first key names it. */
+      {"k_offset shifted", 1, {{"k_offset", 1, 1}}},
+      {"one slot rotated elsewhere", 1, {{"k_rope_pos", 16 + 5, 7}}},
+      /* The first violation in (batch, slot) order. */
+      {"first of two", 2, {{"k_rope_pos", 16 + 2, 9}, {"k_rope_pos", 6, 0}}},
+      /* A slot past kv_len is no key: only kv_len's growth makes it one. */
+      {"kv_len takes an unwritten slot", 1, {{"kv_len", 0, 9}}},
+      /* kv_len outside [0, S] is reported first (the values before the
+       * record), and the record's check reads nothing past the row. */
+      {"kv_len before the record", 2, {{"kv_len", 1, 17}, {"k_rope_pos", 0, 3}}},
+  };
+  runCases(&s, cases, sizeof(cases) / sizeof(cases[0]));
+  tearDown(&s);
+}
+
+/* Explicit positions: a key's position is k_pos[b, j] (keys after an
+ * eviction: batch 0 lost positions 4..7); a key with key_valid 0 is no key,
+ * whatever its record says. */
+static const char *kRopeExplicitIR =
+    "func.func @rope(%q: tensor<2x4x1x16xf32>, %k: tensor<2x2x16x16xf32>,\n"
+    "                %v: tensor<2x2x16x16xf32>, %qp: tensor<2x1xi32>,\n"
+    "                %kp: tensor<2x16xi32>, %len: tensor<2xi32>,\n"
+    "                %valid: tensor<2x16xi1>, %rec: tensor<2x16xi32>)\n"
+    "    -> tensor<2x4x1x16xf32> {\n"
+    "  %o = kvattn.attention %q, %k, %v q_pos(%qp : tensor<2x1xi32>)\n"
+    "      k_pos(%kp : tensor<2x16xi32>) kv_len(%len : tensor<2xi32>)\n"
+    "      key_valid(%valid : tensor<2x16xi1>)\n"
+    "      k_rope_pos(%rec : tensor<2x16xi32>) causal\n"
+    "      rope = <rotary_dim = 16, theta = 10000.0>\n"
+    "      : tensor<2x4x1x16xf32>, tensor<2x2x16x16xf32>,\n"
+    "        tensor<2x2x16x16xf32> -> tensor<2x4x1x16xf32>\n"
+    "  return %o : tensor<2x4x1x16xf32>\n"
+    "}\n";
+
+static void ropeExplicitSuite(kvattn_runtime *rt) {
+  char *error = NULL;
+  static const Meta meta[] = {
+      {"q_pos", 4, 2, {20, 15}},
+      {"k_pos", 4, 32, {0,  1,  2,  3,  8,  9,  10, 11, 12, 13, 14,
+                        15, 16, 17, 18, 19, 0,  1,  2,  3,  4,  5,
+                        6,  7,  8,  9,  10, 11, 12, 13, 14, 15}},
+      {"kv_len", 4, 2, {16, 14}},
+      {"key_valid", 1, 32, {1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                            1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+      /* Batch 0's slot 3 (key_valid 0) holds a stale record. */
+      {"k_rope_pos", 4, 32, {0,  1,  2,  99, 8,  9,  10, 11, 12, 13, 14,
+                             15, 16, 17, 18, 19, 0,  1,  2,  3,  4,  5,
+                             6,  7,  8,  9,  10, 11, 12, 13, -1, -1}},
+  };
+  static const Tensor tensors[] = {{"query", 2 * 4 * 16 * 4, 0},
+                                   {"key", 2 * 2 * 16 * 16 * 4, 0},
+                                   {"value", 2 * 2 * 16 * 16 * 4, 0},
+                                   {"out", 2 * 4 * 16 * 4, 1}};
+  Suite s = {rt, NULL, {2, 4, 2, 1, 16, 0, 0, 0}, meta, 5, tensors, 4};
+  if (kvattn_plan_create(rt, kRopeExplicitIR, NULL, KVATTN_IMAGE_DEVICE_IR,
+                         s.sizes, &s.plan, &error))
+    die("rope explicit plan", error);
+  setUp(&s);
+  static const Case cases[] = {
+      /* The record of slot 4 says 4: the eviction moved the key to 8. */
+      {"record before the eviction", 1, {{"k_rope_pos", 4, 4}}},
+      /* k_pos (still increasing) puts batch 0's last key at 25. */
+      {"k_pos moved", 1, {{"k_pos", 15, 25}}},
+      /* Slot 3 becomes a key: its stale record is named. */
+      {"a padding slot becomes a key", 1, {{"key_valid", 3, 1}}},
+  };
+  runCases(&s, cases, sizeof(cases) / sizeof(cases[0]));
+  tearDown(&s);
+}
+
 int main(void) {
   char *error = NULL;
   kvattn_runtime *rt = NULL;
@@ -468,6 +580,10 @@ int main(void) {
   pagedStepSuite(rt);
   printf("== explicit positions, L = 1\n");
   explicitSuite(rt);
+  printf("== RoPE record\n");
+  ropeRecordSuite(rt);
+  printf("== RoPE record, explicit positions\n");
+  ropeExplicitSuite(rt);
 
   kvattn_runtime_destroy(rt);
   return finish();

@@ -224,6 +224,15 @@ func.func @tile_prefetch(%k: memref<1x2x?x8xf16>, %kp: memref<?x16x2x8xf16>, %bt
   return
 }
 
+// CHECK-LABEL: func @tile_key_record
+// CHECK: kvattn.tile.key_record %{{.*}} : memref<2x?xi32>
+// CHECK: kvattn.tile.key_record %{{.*}} : memref<4x64xi64>
+func.func @tile_key_record(%r: memref<2x?xi32>, %r64: memref<4x64xi64>) {
+  kvattn.tile.key_record %r : memref<2x?xi32>
+  kvattn.tile.key_record %r64 : memref<4x64xi64>
+  return
+}
+
 // A ragged batch: three sequences' rows packed into one query (T = 19), the
 // cache paged, positions and lengths per sequence.
 // CHECK-LABEL: func @attention_varlen

@@ -1,6 +1,6 @@
-// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --enable-var-scope
-// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --check-prefix=I64
-// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation{index-bitwidth=32})' | FileCheck %s --enable-var-scope --check-prefixes=CHECK,I32
+// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --check-prefix=I64
+// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation{index-bitwidth=32})' | FileCheck %s --enable-var-scope --check-prefixes=CHECK,I32
 
 // -kvattn-device-validation (docs/kernel-abi.md, "The status word"): the
 // host allocates one status word (i64[16]); a validation kernel, one block of
@@ -132,4 +132,81 @@ func.func @static_metadata(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x8x16xf32>, %
 func.func @tree(%q: tensor<1x4x9x16xf16>, %k: tensor<2x2x32x16xf16>, %v: tensor<2x2x32x16xf16>, %qs: tensor<3xi32>, %qo: tensor<2xi32>, %n: tensor<2xi32>, %p: tensor<9xi32>) -> tensor<1x4x9x16xf16> {
   %o = kvattn.attention %q, %k, %v q_start(%qs : tensor<3xi32>) q_offset(%qo : tensor<2xi32>) kv_len(%n : tensor<2xi32>) tree_parents(%p : tensor<9xi32>) causal : tensor<1x4x9x16xf16>, tensor<2x2x32x16xf16>, tensor<2x2x32x16xf16> -> tensor<1x4x9x16xf16>
   return %o : tensor<1x4x9x16xf16>
+}
+
+// -----
+
+// RoPE's record (k_rope_pos [B, S]): the attention kernel takes it as a
+// parameter it never reads (tile.key_record kept it among the program's
+// operands), and its validation kernel checks it after the values, as the
+// reference does: block b over its keys j < min(max(kv_len[b], 0), S) (a bad
+// kv_len, reported first, must not make it read past the row), one thread
+// per key, the record against the key's position k_offset[b] + j, keys with
+// key_valid 0 skipped; rule 28 records the slot, the recorded position and
+// the key's position. The program itself has no tile.key_record left.
+// CHECK-LABEL: func.func @rope_record
+// CHECK: gpu.launch_func @kvattn_kernels::@rope_record_kvattn_0_validate
+// CHECK: gpu.func @rope_record_kvattn_0(
+// CHECK-SAME: kvattn.param<name = "k_rope_pos", kind = pointer, element_type = i64, shape = [2, 40]>
+// CHECK-NOT: kvattn.tile.key_record
+// CHECK: gpu.func @rope_record_kvattn_0_validate(%{{[^:]*}}: memref<1xi32>, %{{[^:]*}}: memref<1xi32>, %{{[^:]*}}: memref<1xi32>, %{{[^:]*}}: !llvm.ptr, %[[REC:[^:]*]]: memref<1xi64>, %[[VST:[^:]*]]: memref<16xi64>
+// CHECK: %[[RECV:.*]] = memref.reinterpret_cast %[[REC]]
+// The values first (by name: k_offset, key_valid 2, kv_len, q_offset 3).
+// CHECK: arith.constant 2 : i64
+// CHECK: arith.constant 3 : i64
+// The keys of batch b: [0, min(max(kv_len[b], 0), S)).
+// CHECK: %[[KEYS:.*]] = arith.minsi %{{.*}}, %{{.*}} : i64
+// CHECK-NEXT: %[[END:.*]] = arith.index_cast %[[KEYS]] : i64 to index
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[END]] step %c128
+// CHECK: %[[AT:.*]] = memref.load %[[RECV]]
+// CHECK: %[[POS:.*]] = arith.addi %{{.*}}, %{{.*}} : i64
+// CHECK-NEXT: %[[DIFF:.*]] = arith.cmpi ne, %[[AT]], %[[POS]] : i64
+// CHECK: %[[VALID:.*]] = arith.extui %{{.*}} : i8 to i64
+// CHECK-NEXT: %[[ISKEY:.*]] = arith.cmpi ne, %[[VALID]], %{{.*}} : i64
+// CHECK-NEXT: %[[BAD:.*]] = arith.andi %[[ISKEY]], %[[DIFF]] : i1
+// CHECK-NEXT: %[[R28:.*]] = arith.constant 28 : i64
+// CHECK-NEXT: %{{.*}} = arith.select %[[BAD]], %[[R28]], %{{.*}} : i64
+// CHECK: memref.store %[[AT]], %[[VST]][%c4{{.*}}] : memref<16xi64>
+// CHECK: memref.store %[[POS]], %[[VST]][%c5{{.*}}] : memref<16xi64>
+// The parameter: 13 (kParamKRopePos).
+// CHECK: arith.constant 13 : i64
+// CHECK: gpu.return
+func.func @rope_record(%q: tensor<2x2x3x16xf32>, %k: tensor<2x2x40x16xf32>, %v: tensor<2x2x40x16xf32>, %qo: tensor<2xi32>, %ko: tensor<2xi32>, %n: tensor<2xi32>, %valid: tensor<2x40xi1>, %rec: tensor<2x40xi64>) -> tensor<2x2x3x16xf32> {
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<2xi32>) k_offset(%ko : tensor<2xi32>) kv_len(%n : tensor<2xi32>) key_valid(%valid : tensor<2x40xi1>) k_rope_pos(%rec : tensor<2x40xi64>) causal rope = <rotary_dim = 16, theta = 10000.0> : tensor<2x2x3x16xf32>, tensor<2x2x40x16xf32>, tensor<2x2x40x16xf32> -> tensor<2x2x3x16xf32>
+  return %o : tensor<2x2x3x16xf32>
+}
+
+// -----
+
+// An append that writes RoPE's record (rope_pos) keeps it a plain buffer:
+// its validation kernel checks pos only (the record is its output). The
+// attention's validation kernel, which runs before the append (validation
+// kernels run first), takes the append's pos after its own metadata and
+// checks the slots [pos[b], pos[b] + L) as the append will write them
+// (slot j rotated at position j), the others as the record holds them.
+// CHECK-LABEL: func.func @append_then_check
+// CHECK: gpu.launch_func @kvattn_kernels::@append_then_check_kvattn_append_0_validate {{.*}}args(%[[POS:[^ ]*]] : memref<1xi32>, %{{[^ ]*}} : memref<16xi64>
+// CHECK: gpu.launch_func @kvattn_kernels::@append_then_check_kvattn_append_0 {{.*}}args({{.*}} : memref<1xi64>, %{{[^ ]*}} : memref<16xi64>
+// CHECK: gpu.launch_func @kvattn_kernels::@append_then_check_kvattn_0_validate {{.*}}args(%{{[^ ]*}} : memref<1xi32>, %{{[^ ]*}} : memref<1xi32>, %{{[^ ]*}} : memref<1xi64>, %[[POS]] : memref<1xi32>, %{{[^ ]*}} : memref<16xi64>
+// CHECK: gpu.func @append_then_check_kvattn_append_0_validate(%{{[^:]*}}: memref<1xi32>, %{{[^:]*}}: memref<16xi64>,
+// CHECK: gpu.func @append_then_check_kvattn_0_validate(%{{[^:]*}}: memref<1xi32>, %{{[^:]*}}: memref<1xi32>, %{{[^:]*}}: memref<1xi64>, %{{[^:]*}}: memref<1xi32>, %{{[^:]*}}: memref<16xi64>,
+// CHECK-SAME: #kvattn.param<name = "pos", kind = pointer, element_type = i32, shape = [2]>
+// CHECK: %[[AT:.*]] = memref.load %{{.*}} : memref<?xi64>
+// CHECK: %[[FROM:.*]] = arith.extsi %{{.*}} : i32 to i64
+// CHECK: %[[TO:.*]] = arith.addi %[[FROM]], %{{.*}} : i64
+// CHECK-NEXT: %[[AFTER:.*]] = arith.cmpi sge, %[[J:.*]], %[[FROM]] : i64
+// CHECK-NEXT: %[[BEFORE:.*]] = arith.cmpi slt, %[[J]], %[[TO]] : i64
+// CHECK-NEXT: %[[WRITTEN:.*]] = arith.andi %[[AFTER]], %[[BEFORE]] : i1
+// CHECK-NEXT: %[[REC:.*]] = arith.select %[[WRITTEN]], %[[J]], %[[AT]] : i64
+// CHECK: arith.cmpi ne, %[[REC]], %{{.*}} : i64
+// CHECK: arith.constant 28 : i64
+func.func @append_then_check(%q: tensor<2x2x1x16xf32>, %kn: tensor<2x2x1x16xf32>, %kc: tensor<2x2x32x16xf32>,
+                             %v: tensor<2x2x32x16xf32>, %pos: tensor<2xi32>, %n: tensor<2xi32>,
+                             %rec: tensor<2x32xi64>) -> tensor<2x2x1x16xf32> {
+  %k, %r = kvattn.append %kn into %kc at %pos rope = <rotary_dim = 16, theta = 10000.0>
+      rope_pos(%rec : tensor<2x32xi64>) : tensor<2x2x1x16xf32> into tensor<2x2x32x16xf32>, tensor<2xi32>
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<2xi32>) kv_len(%n : tensor<2xi32>)
+      k_rope_pos(%r : tensor<2x32xi64>) causal rope = <rotary_dim = 16, theta = 10000.0>
+      : tensor<2x2x1x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32> -> tensor<2x2x1x16xf32>
+  return %o : tensor<2x2x1x16xf32>
 }

@@ -243,3 +243,16 @@ func.func @mask_tree(%s: memref<16x32xf32>, %p: memref<?xi32>, %b: index, %h: in
   kvattn.tile.mask %s[%b, %h, %qs, %ks] size(%rows, %cols) kv_len(%len) offsets(%qb, %kb) tree(%p, %row0, %draft : memref<?xi32>) causal : memref<16x32xf32>
   return
 }
+
+// -----
+
+// RoPE's record is checked before the program runs: the loops read nothing
+// of it, and the op leaves no code.
+// CHECK-LABEL: func @key_record
+// CHECK-NOT: kvattn.tile.key_record
+// CHECK-NOT: memref.load
+// CHECK: return
+func.func @key_record(%r: memref<2x40xi32>) {
+  kvattn.tile.key_record %r : memref<2x40xi32>
+  return
+}

@@ -510,3 +510,23 @@ func.func @latent_mla_decode(%q: tensor<2x16x1x576xbf16>, %ckv: tensor<8x64x1x57
       : tensor<2x16x1x576xbf16>, tensor<8x64x1x576xbf16> -> tensor<2x16x1x512xbf16>
   return %o : tensor<2x16x1x512xbf16>
 }
+
+// -----
+
+// RoPE's record (k_rope_pos): a buffer of role k_rope_pos that the program
+// names once, at its start (tile.key_record), and no tile op reads: its
+// check runs before the program.
+// CHECK-LABEL: func.func @rope_record
+// CHECK:         %[[REC:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = #kvattn.role<k_rope_pos>} : tensor<2x40xi64> to memref<2x40xi64>
+// CHECK:         scf.forall
+// CHECK:         kvattn.tile.init
+// CHECK-NEXT:    kvattn.tile.key_record %[[REC]] : memref<2x40xi64>
+// CHECK-NOT:     %[[REC]]
+// CHECK:         return
+func.func @rope_record(%q: tensor<2x2x3x16xf32>, %k: tensor<2x2x40x16xf32>, %v: tensor<2x2x40x16xf32>,
+                       %qo: tensor<2xi32>, %n: tensor<2xi32>, %rec: tensor<2x40xi64>) -> tensor<2x2x3x16xf32> {
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<2xi32>) kv_len(%n : tensor<2xi32>)
+      k_rope_pos(%rec : tensor<2x40xi64>) causal rope = <rotary_dim = 16, theta = 10000.0>
+      : tensor<2x2x3x16xf32>, tensor<2x2x40x16xf32>, tensor<2x2x40x16xf32> -> tensor<2x2x3x16xf32>
+  return %o : tensor<2x2x3x16xf32>
+}

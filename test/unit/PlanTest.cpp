@@ -467,6 +467,63 @@ TEST(PlanMessages, KeyStartsAndCacheBatchIndexAreTheHostMessages) {
       "KV scale divides the values it quantises)");
 }
 
+TEST(PlanMessages, RopeRecordIsTheHostMessage) {
+  auto pointer = [](const char *name, const char *type,
+                    std::vector<std::string> shape, const char *access) {
+    return ParamInfo{name, "pointer", type, std::move(shape), access};
+  };
+  // RoPE's record [B, S] beside the key positions k_offset + j, B = 2,
+  // S = 8, kv_len = {5, 8}.
+  KernelInfo rope;
+  rope.name = "r";
+  rope.params = {pointer("query", "f32", {"B", "4", "L", "16"}, "read"),
+                 pointer("key", "f32", {"B", "2", "S", "16"}, "read"),
+                 pointer("value", "f32", {"B", "2", "S", "16"}, "read"),
+                 pointer("k_offset", "i32", {"B"}, "read"),
+                 pointer("kv_len", "i32", {"B"}, "read"),
+                 pointer("out", "f32", {"B", "4", "L", "16"}, "write"),
+                 pointer("k_rope_pos", "i64", {"B", "S"}, "read")};
+  for (const char *s : {"B", "Hq", "Hkv", "L", "S"})
+    rope.params.push_back(ParamInfo{s, "scalar", "i64", {}, ""});
+  LaunchArgs args;
+  args.sizes = {2, 4, 2, 1, 8};
+  args.buffers = {
+      {"query", 0x1000}, {"key", 0x2000}, {"value", 0x3000}, {"out", 0x4000}};
+  std::vector<int64_t> record = {100, 101, 102, 103, 104, -1, -1, -1,
+                                 0,   1,   2,   3,   4,   5,  6,  7};
+  args.metadata = {
+      {"k_offset", {100, 0}}, {"kv_len", {5, 8}}, {"k_rope_pos", record}};
+  // Slots past kv_len hold -1 and are no keys.
+  EXPECT_TRUE(validateLaunch(rope, args).isOk());
+  args.metadata["k_rope_pos"][8 + 6] = 7;
+  Status s = validateLaunch(rope, args);
+  ASSERT_TRUE(s.isError());
+  std::array<int64_t, 16> w{};
+  w[kStatusRule] = kRuleKRopePos;
+  w[kStatusBatch] = 1;
+  w[kStatusIndex] = 6;
+  w[kStatusValue] = 7;
+  w[kStatusAux] = 6;
+  w[kStatusSize] = 8;
+  w[kStatusParam] = kParamKRopePos;
+  EXPECT_EQ(describeViolation(w, {"r"}), s.message());
+  EXPECT_EQ(s.message(), "launch of 'r': k_rope_pos: the key of batch 1, "
+                         "slot 6 was rotated at position 7 but is attended "
+                         "at position 6");
+  // With device metadata the record is one more device pointer.
+  args.metadata.clear();
+  args.metadataOnDevice = true;
+  args.buffers["k_offset"] = 0x5000;
+  args.buffers["kv_len"] = 0x5100;
+  args.buffers["k_rope_pos"] = 0x5200;
+  EXPECT_TRUE(validateLaunch(rope, args).isOk());
+  args.buffers.erase("k_rope_pos");
+  s = validateLaunch(rope, args);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(), "launch of 'r': missing device metadata "
+                         "'k_rope_pos'");
+}
+
 namespace {
 
 /// A dynamic-shape GQA decode (32 query heads over 8 kv heads, D = 128)

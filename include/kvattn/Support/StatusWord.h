@@ -12,6 +12,7 @@
 #define KVATTN_SUPPORT_STATUSWORD_H
 
 #include <cstdint>
+#include <string>
 
 namespace mlir {
 namespace kvattn {
@@ -70,6 +71,11 @@ enum ViolationRule : int {
   kRuleKvScaleNotPositive = 25, ///< k_scale / v_scale <= 0
   kRuleKvScaleNaN = 26,         ///< k_scale / v_scale NaN
   kRuleKvScaleInf = 27,         ///< k_scale / v_scale infinite
+  /// RoPE's record (kvattn.attention's k_rope_pos [B, S]): a valid key
+  /// (j < kv_len[b], key_valid) rotated at a position other than the one
+  /// it is attended at (k_pos[b, j], or k_offset[b] + j); the index is the
+  /// slot j, the value the recorded position, aux the key's position.
+  kRuleKRopePos = 28,
   // Draft-token trees' tree_parents (kvattn/Support/TreeParents.h).
   kRuleTreeParent = 32,  ///< a parent neither -1 nor an earlier local row
   kRuleTreeKvLen = 33,   ///< kv_len[b] below the sequence's draft tokens
@@ -107,6 +113,7 @@ enum ValidatedParam : int {
   kParamCacheBatchIdx = 10,
   kParamKScale = 11,
   kParamVScale = 12,
+  kParamKRopePos = 13,
   kParamTreeParents = 16,
 };
 
@@ -115,6 +122,17 @@ enum ValidatedParam : int {
 inline constexpr const char *kKvScaleRule =
     " must be positive and finite (a KV scale divides the values it "
     "quantises)";
+
+/// What rule 28 says (the reference, the host checks and the device's
+/// status word alike): "k_rope_pos: the key of batch b, slot j was rotated
+/// at position r but is attended at position p".
+inline std::string kRopePosMessage(int64_t batch, int64_t slot,
+                                   int64_t recorded, int64_t position) {
+  return "k_rope_pos: the key of batch " + std::to_string(batch) + ", slot " +
+         std::to_string(slot) + " was rotated at position " +
+         std::to_string(recorded) + " but is attended at position " +
+         std::to_string(position);
+}
 
 } // namespace kvattn
 } // namespace mlir

@@ -88,6 +88,18 @@ struct AttentionDescription {
   /// valueHeadDim columns (0: all D) of the key; D and Dv up to
   /// limits::kMaxHeadDim (the CPU target's; GPU plans refuse the form).
   bool latent = false;
+  /// RoPE (docs/semantics.md, "Rotary embedding"): rotaryDim > 0 (even, at
+  /// most D) rotates the query at its positions, and with append the new
+  /// keys at theirs, by #kvattn.rope<rotaryDim, ropeTheta (> 1)> in
+  /// GPT-NeoX halves or, ropeInterleaved, GPT-J pairs; 0: none.
+  int64_t rotaryDim = 0;
+  double ropeTheta = 10000.0;
+  bool ropeInterleaved = false;
+  /// RoPE's record (needs rotaryDim and a plain cache): an argument
+  /// k_rope_pos i32 [B, S] last, the attention's k_rope_pos; with append
+  /// the K append writes the new tokens' entries in place (rope_pos) and
+  /// the function returns it last.
+  bool ropeRecord = false;
 
   static constexpr int64_t kDynamic = -1;
 };

@@ -194,6 +194,13 @@ LogicalResult lowerPrefetch(TilePrefetchOp op, PatternRewriter &rewriter) {
   return success();
 }
 
+/// RoPE's record: checked before the program runs (the reference's checks);
+/// the loops read nothing of it.
+LogicalResult lowerKeyRecord(TileKeyRecordOp op, PatternRewriter &rewriter) {
+  rewriter.eraseOp(op);
+  return success();
+}
+
 struct LowerTileToLoopsPass
     : mlir::kvattn::impl::LowerTileToLoopsPassBase<LowerTileToLoopsPass> {
   void runOnOperation() override {
@@ -269,6 +276,7 @@ void mlir::kvattn::populateLowerTileStateToLoopsPatterns(
   patterns.add(lowerInit);
   patterns.add(lowerMerge);
   patterns.add(lowerPrefetch);
+  patterns.add(lowerKeyRecord);
 }
 
 void mlir::kvattn::populateLowerTileToLoopsPatterns(

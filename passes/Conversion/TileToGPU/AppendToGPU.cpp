@@ -417,21 +417,6 @@ struct AppendToGPUPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // RoPE on the GPU: the query is rotated by the attention kernels, the
-    // keys by the append kernel; the device check of the RoPE record is not
-    // there yet, and is refused rather than dropped.
-    WalkResult refused = module.walk([&](Operation *op) {
-      if (auto attention = dyn_cast<AttentionOp>(op);
-          attention && attention.getKRopePos()) {
-        attention.emitOpError()
-            << "k_rope_pos is checked on the CPU path and by the reference; "
-               "the GPU path has no device check of it yet";
-        return WalkResult::interrupt();
-      }
-      return WalkResult::advance();
-    });
-    if (refused.wasInterrupted())
-      return signalPassFailure();
     SmallVector<AppendOp> appends;
     module.walk([&](AppendOp op) { appends.push_back(op); });
     if (appends.empty())
