@@ -114,13 +114,19 @@ LatentBlocks latentBlocks(const Problem &p, int64_t rows,
   if (!p.latent || p.kvElementBits != 16 || p.headDim % 16 != 0 ||
       dv % 8 != 0)
     return {};
-  const int64_t split = latentValueSplit(dv);
   // 32 keys: four 8-key slices, one per warp of a split of 4.
   const int64_t bn = 32;
   int64_t bm = automaticBlockM(rows, kMaxAutoBlockM);
   while (bm > 16 && sharedMemoryPerSm != 0 &&
          latentProgramSharedBytes(p, bm, bn) + 1024 > sharedMemoryPerSm)
     bm /= 2;
+  // At most 8 warps: a thread of a 16-warp program has 128 registers, and
+  // the 64-register accumulator with its scores and operands spilled there.
+  // 64 rows take a split of 2 (128 accumulator registers per lane, hd 256's
+  // budget) rather than fewer rows (each program reloads the K blocks).
+  int64_t split = latentValueSplit(dv);
+  while (split > 1 && bm / 16 * split > 8 && dv / (split / 2) <= 256)
+    split /= 2;
   return {bm, bn, bm / 16 * split};
 }
 

@@ -224,6 +224,21 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     // the query tile in 16 bits and the scores in registers, so the shared
     // memory differs.
     useTensorCores = tensorCores && canUseTensorCores(*layout);
+    // A latent program's warp keeps Dv / valueSplit accumulator columns in
+    // registers: more than 256 (128 registers a lane) cannot stay there.
+    if (useTensorCores && layout->latent &&
+        layout->valueCols / layout->valueSplit > 256)
+      return forall.emitOpError()
+             << "kvattn-outline-tile-programs: the latent form's warps would "
+                "each keep "
+             << layout->valueCols / layout->valueSplit
+             << " accumulator columns (Dv = " << layout->valueCols
+             << ", block-m = " << config.getBlockM()
+             << ", num-warps = " << config.getNumWarps()
+             << "), more than the registers hold (256): give num-warps = "
+                "block-m / 16 x "
+             << (layout->valueCols + 255) / 256
+             << " or more, or leave block-m and num-warps automatic";
     if (useTensorCores)
       layout = computeTensorCoreLayout(forall, mmaTilesPerWarp(config));
     // sm_90a: wgmma where the program fits it (the same shared memory).

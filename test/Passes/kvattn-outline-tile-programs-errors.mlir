@@ -25,3 +25,13 @@ func.func @not_latent_576(%q: tensor<1x16x1x576xbf16>, %k: tensor<1x1x64x576xbf1
   %o = kvattn.attention %q, %k, %v : tensor<1x16x1x576xbf16>, tensor<1x1x64x576xbf16>, tensor<1x1x64x512xbf16> -> tensor<1x16x1x512xbf16>
   return %o : tensor<1x16x1x512xbf16>
 }
+
+// -----
+
+// The latent form on tensor cores with explicit blocks whose warps would each
+// keep all 512 accumulator columns (64 rows on 4 warps: no value split).
+func.func @latent_explicit_warps(%q: tensor<1x16x1x576xbf16>, %k: tensor<4x64x1x576xbf16>, %len: tensor<1xi32>, %bt: tensor<1x4xi32>) -> tensor<1x16x1x512xbf16> {
+  // expected-error @+1 {{kvattn-outline-tile-programs: the latent form's warps would each keep 512 accumulator columns (Dv = 512, block-m = 64, num-warps = 4), more than the registers hold (256): give num-warps = block-m / 16 x 2 or more, or leave block-m and num-warps automatic}}
+  %o = kvattn.attention %q, %k value_dim = 512 kv_len(%len : tensor<1xi32>) block_table(%bt : tensor<1x4xi32>) : tensor<1x16x1x576xbf16>, tensor<4x64x1x576xbf16> -> tensor<1x16x1x512xbf16>
+  return %o : tensor<1x16x1x512xbf16>
+}

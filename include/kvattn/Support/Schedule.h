@@ -148,7 +148,10 @@ int64_t latentProgramSharedBytes(const Problem &problem, int64_t bm,
 /// rows up to 64 (GQA packing puts the query heads in the M tile: 16 heads
 /// one group, 128 heads two programs of 64 rows), fewer where the program
 /// does not fit `sharedMemoryPerSm` (0: no limit; 1 KB reserved), and
-/// latentValueSplit warps per group. {0, 0} where this does not apply.
+/// latentValueSplit warps per group, halved (while each warp keeps at most
+/// 256 columns) where the program would have more than 8 warps: a thread of
+/// 16 warps has 128 registers, and ptxas spilled there (64 rows: 8 warps of
+/// 256 columns, hd 256's budget). {0, 0, 0} where this does not apply.
 struct LatentBlocks {
   int64_t bm = 0, bn = 0, numWarps = 0;
 };
