@@ -100,13 +100,15 @@ class Shape:
             self.B
 
     def case_flags(self):
-        flags = "--B %d --L %d --S %d --D %d --q-offset %d" % (
-            self.B, self.L, self.S, self.d, self.P)
+        flags = "--B %d --L %d --S %d --D %d --q-offset %s" % (
+            self.B, self.L, self.S, self.d, ",".join([str(self.P)] * self.B))
         if self.kv_dtype:
             flags += " --kv-dtype %s --kv-scales tensor" % self.kv_dtype
         if self.latent:
             flags += (" --latent --Dv %d --Hq %d --Hkv %d --page-size 64 "
-                      "--scale 0.0721687836" % (self.dv, self.hq, self.hkv))
+                      "--kv-len %s --scale 0.0721687836" % (
+                          self.dv, self.hq, self.hkv,
+                          ",".join([str(self.S)] * self.B)))
         return flags
 
 
