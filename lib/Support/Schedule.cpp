@@ -111,8 +111,7 @@ int64_t latentProgramSharedBytes(const Problem &p, int64_t bm, int64_t bn) {
 LatentBlocks latentBlocks(const Problem &p, int64_t rows,
                           int64_t sharedMemoryPerSm) {
   const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
-  if (!p.latent || p.kvElementBits != 16 || p.headDim % 16 != 0 ||
-      dv % 8 != 0)
+  if (!p.latent || p.kvElementBits != 16 || p.headDim % 16 != 0 || dv % 8 != 0)
     return {};
   // 32 keys: four 8-key slices, one per warp of a split of 4.
   const int64_t bn = 32;
@@ -235,9 +234,8 @@ Blocks choose(const Problem &p, const Options &o) {
   // Q.K^T and P.V, Dv split across the warps of a row group.
   LatentBlocks latent;
   if (o.tensorCores && p.latent && !o.blockM && !o.numWarps) {
-    latent = latentBlocks(
-        p, isDynamic(p.qLen) ? kDynamic : p.qLen * s.group,
-        o.sharedMemoryPerSm);
+    latent = latentBlocks(p, isDynamic(p.qLen) ? kDynamic : p.qLen * s.group,
+                          o.sharedMemoryPerSm);
     if (latent.bm) {
       s.bm = latent.bm;
       s.numWarps = latent.numWarps;

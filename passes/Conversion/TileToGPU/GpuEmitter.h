@@ -278,9 +278,10 @@ struct GpuEmitter : Emitter {
   Value valueColumnBase(int64_t dv) {
     if (t.valueSplit == 1)
       return idx(0);
-    return threadConstant("valuebase:" + std::to_string(dv), [&](GpuEmitter &h) {
-      return h.mulIdx(h.t.valueSlice, dv / h.t.valueSplit);
-    });
+    return threadConstant(
+        "valuebase:" + std::to_string(dv), [&](GpuEmitter &h) {
+          return h.mulIdx(h.t.valueSlice, dv / h.t.valueSplit);
+        });
   }
 
   /// Column `8j + 2q + el` of the lane's accumulator entries.

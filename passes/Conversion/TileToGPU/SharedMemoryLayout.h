@@ -228,10 +228,9 @@ computeSharedMemoryLayout(Operation *root, bool privateScores = false,
 /// split, block-n / 8 a multiple of it (each warp's keys of Q.K^T whole
 /// 8-key slices).
 inline bool canUseTensorCores(const SharedMemoryLayout &layout) {
-  if (layout.latent &&
-      (!layout.latentStage ||
-       layout.valueCols % (16 * layout.valueSplit) != 0 ||
-       (layout.stageRows / 8) % layout.valueSplit != 0))
+  if (layout.latent && (!layout.latentStage ||
+                        layout.valueCols % (16 * layout.valueSplit) != 0 ||
+                        (layout.stageRows / 8) % layout.valueSplit != 0))
     return false;
   return (layout.separateValueStage || layout.latentStage) &&
          layout.keyCols % 16 == 0 && layout.stageRows % 16 == 0;
@@ -323,8 +322,7 @@ inline bool canUseWgmma(const SharedMemoryLayout &layout, int64_t numWarps,
   // (The latent form runs the mma.sync kernel: its one K stage is read for
   // both products, which the wgmma lowering's stages are not.)
   if (layout.latent || !canUseTensorCores(layout) || layout.mmaTiles != 1 ||
-      numWarps <= 0 ||
-      numWarps % 4 != 0 || !panelled(layout.keyCols) ||
+      numWarps <= 0 || numWarps % 4 != 0 || !panelled(layout.keyCols) ||
       !panelled(layout.valueCols) || layout.stageRows % 16 != 0 ||
       layout.stageRows > 256 || !keepScoresInRegisters(layout) ||
       layout.stageOffset % 1024 != 0 || layout.valueStageOffset % 1024 != 0)

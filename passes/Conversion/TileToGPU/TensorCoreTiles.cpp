@@ -916,9 +916,9 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
       Value r = e.ownedRow(k);
       for (int64_t j = 0; j < bn / 8; ++j)
         for (int el = 0; el < layout.elementsPerRow; ++el)
-          e.storeScore(e.load(op.getScores(),
-                              {r, e.scoreColumn(r, e.accColumn(j, el))}),
-                       k, j, el);
+          e.storeScore(
+              e.load(op.getScores(), {r, e.scoreColumn(r, e.accColumn(j, el))}),
+              k, j, el);
     }
   }
   // -inf past the block's keys: only a block shorter than block-n (the
@@ -970,9 +970,8 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   });
   Value zero = laneConstant(e, "zero", [](GpuEmitter &h) { return h.idx(0); });
   if (e.t.valueSplit > 1) {
-    vColPair = laneConstant(e, "latenthi8", [&](GpuEmitter &h) {
-      return h.add(vColPair, base);
-    });
+    vColPair = laneConstant(
+        e, "latenthi8", [&](GpuEmitter &h) { return h.add(vColPair, base); });
     zero = base;
   }
   auto bPairType = VectorType::get({4, 2}, elt);

@@ -580,8 +580,7 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
     Value i = e.add(e.mulIdx(n, 32), e.t.lane);
     Value rr = e.divIdx(i, e.idx(chunksPerRow));
     Value r = e.add(firstRow, rr);
-    Value x =
-        e.add(base, e.mulIdx(e.remIdx(i, e.idx(chunksPerRow)), kChunk));
+    Value x = e.add(base, e.mulIdx(e.remIdx(i, e.idx(chunksPerRow)), kChunk));
     e.when(arith::AndIOp::create(e.b, e.lt(rr, e.idx(warpRows)),
                                  e.lt(r, op.getRows())),
            [&] {
@@ -655,11 +654,10 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
         for (int64_t j = 0; j < e.t.layout.slices(dv); ++j) {
           Value pair = vector::FromElementsOp::create(
               e.b, pairType, ValueRange{normalised(j, 0), normalised(j, 1)});
-          vector::StoreOp::create(
-              e.b, pair, out,
-              ValueRange{op.getBatch(), q.head, q.row,
-                         e.add(base, e.accColumn(j, 0))},
-              /*nontemporal=*/false, llvm::Align(align));
+          vector::StoreOp::create(e.b, pair, out,
+                                  ValueRange{op.getBatch(), q.head, q.row,
+                                             e.add(base, e.accColumn(j, 0))},
+                                  /*nontemporal=*/false, llvm::Align(align));
         }
       } else {
         e.forAccColumns(dv, [&](int64_t j, int el, Value x) {
