@@ -207,6 +207,29 @@ def test_mla_description_cpu():
     np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
 
 
+def test_mla_description_emulated_gpu(emulated_runtime):
+    """The description's IR (latent = 1, bf16, every size dynamic) on the
+    emulated GPU: the kernel compiled once for dynamic shapes, as a serving
+    plan does, with the split chosen per launch."""
+    text = kvattn.attention_ir(dtype="bf16", num_query_heads=16,
+                               num_kv_heads=1, head_dim=D, value_head_dim=DV,
+                               paged=True, page_size=PAGE, causal=True,
+                               with_lse=True, scale=SCALE, latent=True)
+    q, pool, table, kv_len = paged_case(2, 16, 1, [70, 128], seed=51)
+    qb, pb = kvattn.to_bf16(q), kvattn.to_bf16(pool)
+    qo = kv_len - 1
+    prog = kvattn.compile(text, target="gpu", runtime=emulated_runtime)
+    out, lse = prog.run(qb, pb, qo, kv_len, table)
+    prog.close()
+    qf = kvattn.from_bf16(qb).astype(np.float64)
+    caches = gather(kvattn.from_bf16(pb), table, kv_len)
+    want, want_lse = reference(qf, caches, qo)
+    # bf16 out (8 mantissa bits): atol 2e-2 + rtol 2e-2.
+    np.testing.assert_allclose(kvattn.from_bf16(out), want, atol=2e-2,
+                               rtol=2e-2)
+    np.testing.assert_allclose(lse, want_lse, atol=1e-3, rtol=1e-3)
+
+
 def test_mla_errors():
     base = dict(dtype="bf16", num_query_heads=16, num_kv_heads=1,
                 head_dim=D, paged=True, page_size=PAGE, latent=True)
