@@ -5,10 +5,12 @@
 // one latent KV head, whose first 512 columns are also V (`value_dim = 512`,
 // no value operand; docs/semantics.md, "Latent KV"). The softmax scale is
 // DeepSeek's 1/sqrt(192); out is the 512-wide latent output (the caller
-// applies W_UV). The latent form runs on the CPU target (no GPU kernel yet):
+// applies W_UV). It runs on the CPU and the GPU targets (the GPU's latent
+// kernel: docs/gpu-lowering.md, "The latent form"):
 //
 //   kvattn-run mla-decode.mlir --target=cpu --check \
 //       --input 3=130,20 --input 4=131,21 --input 5=5,0,3,-1,1,2,-1,-1
+//   kvattn-run mla-decode.mlir --target=gpu-emu --check (the same inputs)
 
 func.func @mla_decode_step(%q: tensor<2x16x1x576xbf16>,
                            %ckv_pages: tensor<8x64x1x576xbf16>,

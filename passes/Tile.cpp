@@ -384,6 +384,7 @@ private:
         qType.getElementType() == op.getKey().getType().getElementType();
     problem.varlen = s.varlen;
     problem.tree = s.tree;
+    problem.latent = op.isLatent();
     schedule::Blocks blocks = schedule::choose(problem, cfg.scheduleOptions());
     s.group = blocks.group;
     s.bm = blocks.bm;

@@ -12,7 +12,8 @@ one throughput model (model.py).  No GPU is used: every figure is an
 estimate; bench/run-gpu-bench.sh is the measurement.
 
     python3 bench/peers/run.py [--build build] [--chips sm_80,sm_89,sm_90a]
-        [--shapes prefill,append,decode,decode-fp8] [--hd 128,64] [--peers fa2,...]
+        [--shapes prefill,append,decode,decode-fp8,mla-decode] [--hd 128,64]
+        [--peers fa2,...]
 
 Prints a table, then one `ratio SHAPE CHIP PEER X.XX` line per shape, chip
 and peer (kvattn estimate / peer estimate; > 1: kvattn faster) and one
@@ -37,6 +38,7 @@ import sass as S  # noqa: E402
 HQ, HKV, G = 32, 8, 4
 APPEND_P, APPEND_LS = 4096, (64, 128, 256, 512)
 PREFILL_L, DECODE_S = 8192, 32768
+MLA_B, MLA_S = 64, 4096
 
 # Published figures (TFLOP/s, forward, bf16/fp16, sequence 16k, batch x
 # seqlen = 16k tokens, hidden 2048, H100 80 GB SXM5 / A100 80 GB SXM4).
@@ -60,7 +62,7 @@ PUBLISHED = {
 
 class Shape:
     def __init__(self, name, kind, d, L, P, causal=True, B=1, hq=HQ,
-                 hkv=HKV, kv_dtype=None):
+                 hkv=HKV, kv_dtype=None, latent_dv=None):
         self.name, self.kind, self.d = name, kind, d
         self.L, self.P, self.causal, self.B = L, P, causal, B
         self.hq, self.hkv = hq, hkv
@@ -68,6 +70,14 @@ class Shape:
         # An FP8 cache (e4m3, per-tensor scales): one byte a K/V element.
         self.kv_dtype = kv_dtype
         self.kv_elt_bytes = 1 if kv_dtype else 2
+        # DeepSeek MLA's latent form: one cache of D columns per token whose
+        # first dv are V (read once: FlashMLA's accounting), out dv wide.
+        self.latent = latent_dv is not None
+        self.dv = latent_dv if self.latent else d
+
+    def flops_per_key(self):
+        """Q.K^T and P.V of one query row and key."""
+        return 2 * (self.d + self.dv)
 
     def group(self):
         return self.hq // self.hkv
@@ -79,19 +89,26 @@ class Shape:
                 keys = self.L * self.L / 2
         else:
             keys = self.L * self.S
-        return 4 * self.d * keys * self.hq * self.B
+        return self.flops_per_key() * keys * self.hq * self.B
 
     def kv_bytes(self):
-        return 2 * self.S * self.hkv * self.d * self.kv_elt_bytes * self.B
+        per_token = self.d if self.latent else 2 * self.d
+        return self.S * self.hkv * per_token * self.kv_elt_bytes * self.B
 
     def hbm_bytes(self):
-        return self.kv_bytes() + 2 * self.L * self.hq * self.d * 2 * self.B
+        return self.kv_bytes() + self.L * self.hq * (self.d + self.dv) * 2 * \
+            self.B
 
     def case_flags(self):
-        flags = "--B %d --L %d --S %d --D %d --q-offset %d" % (
-            self.B, self.L, self.S, self.d, self.P)
+        flags = "--B %d --L %d --S %d --D %d --q-offset %s" % (
+            self.B, self.L, self.S, self.d, ",".join([str(self.P)] * self.B))
         if self.kv_dtype:
             flags += " --kv-dtype %s --kv-scales tensor" % self.kv_dtype
+        if self.latent:
+            flags += (" --latent --Dv %d --Hq %d --Hkv %d --page-size 64 "
+                      "--kv-len %s --scale 0.0721687836" % (
+                          self.dv, self.hq, self.hkv,
+                          ",".join([str(self.S)] * self.B)))
         return flags
 
 
@@ -113,6 +130,14 @@ def shapes(kinds, hds):
             # ratio is to kvattn's bf16 decode in tokens per second.
             out.append(Shape("decode-fp8-hd%d" % d, "decode", d, 1,
                              DECODE_S - 1, kv_dtype="f8E4M3FN"))
+    if "mla-decode" in kinds:
+        # DeepSeek MLA decode (kvattn alone: no MLA peer kernel is built
+        # here): D = 576 = 512 + 64 over one latent KV head, paged 64,
+        # 16 and 128 query heads, B = 64 sequences of 4096 keys.
+        for hq in (16, 128):
+            out.append(Shape("mla-decode-h%d" % hq, "decode", 576, 1,
+                             MLA_S - 1, B=MLA_B, hq=hq, hkv=1,
+                             latent_dv=512))
     return out
 
 
@@ -215,7 +240,8 @@ class Kernel:
                                                  else 1))
         c = self.counts_phases[-1] if shape.kind == "prefill" or \
             shape.kind == "cal" else self.counts_phases[0]
-        units = real_rows * self.block_n * 4 * shape.d / M.UNIT_FLOPS
+        units = real_rows * self.block_n * shape.flops_per_key() / \
+            M.UNIT_FLOPS
         per = {k: c[k] * self.warps / units for k in (
             "insts", "int", "mufu", "ffma", "hmma", "hgmma")}
         per["smem"] = (c["smem_bytes"] + c["ldgsts_bytes"]) * self.warps / \
@@ -264,8 +290,8 @@ def kvattn_kernel(cache, build, shape, chip):
     ins, name = load_sass(cache, cubin, k["name"])
     res = res_of(cache, cubin, name)
     t = k["tile"]
-    counts = counts_of(ins, expect=t["block_m"] * t["block_n"] * 4 *
-                       shape.d // t["num_warps"])
+    counts = counts_of(ins, expect=t["block_m"] * t["block_n"] *
+                       shape.flops_per_key() // t["num_warps"])
     return Kernel("kvattn", chip, "kvattn %dx%d w%d g%d s%d" % (
         t["block_m"], t["block_n"], t["num_warps"], t["group"],
         t["split_kv"]), [counts], [None], t["block_m"], t["block_n"],
@@ -425,8 +451,8 @@ def triton_kernel(cache, shape, chip, kernel):
 
 
 def peer_kernels(cache, shape, chip, peers):
-    if shape.kv_dtype:
-        return []  # no FP8 peer kernel is built here
+    if shape.kv_dtype or shape.latent:
+        return []  # no FP8 or MLA peer kernel is built here
     """The kernel each peer's dispatch selects for the shape on the chip."""
     out = []
     d, kind = shape.d, shape.kind
@@ -684,6 +710,19 @@ def main():
             line += ", %.2fx the tokens/s of the bf16 decode (%.0f GB/s)" % (
                 base["time"] / r["time"], base["gbs"])
         print(line)
+    # MLA decode: kvattn alone; bytes and FLOPs per cached token, and the
+    # model's rate as a fraction of the chip's HBM bandwidth (estimates).
+    for shape, k, r in rows:
+        if not shape.latent:
+            continue
+        hbm = M.CHIPS[k.chip]["hbm"]
+        print("mla %s %s: %d bytes and %d FLOPs per cached token, %.0f GB/s "
+              "(estimate) = %.2f of HBM (%.0f GB/s), %.1f TFLOP/s (estimate), "
+              "binding %s" % (
+                  shape.name, k.chip, shape.d * shape.kv_elt_bytes,
+                  shape.flops_per_key() * shape.hq, r["gbs"],
+                  r["gbs"] * 1e9 / hbm, hbm / 1e9, r["rate"] / 1e12,
+                  r["binding"]))
 
 
 if __name__ == "__main__":

@@ -486,8 +486,8 @@ typedef struct {
   /* 0/1: the latent form (DeepSeek MLA, docs/semantics.md "Latent KV"): no
    * value buffer; V is the first value_head_dim columns (0: all) of the key
    * cache, whose head dim may reach 576 (512 latent + 64 rotary). The IR
-   * runs on the CPU target; GPU plans refuse it by name. Not with append or
-   * kv_dtype. */
+   * runs on the CPU and GPU targets (docs/gpu-lowering.md, "The latent
+   * form"). Not with append or kv_dtype. */
   int32_t latent;
   int64_t prefix_len; /* with cascade */
   /* RoPE (docs/semantics.md, "Rotary embedding"): rotary_dim > 0 (even, at

@@ -95,6 +95,40 @@ BlockPair largeHeadDimBlocks(const Problem &p, int64_t bm,
   return {};
 }
 
+int64_t latentValueSplit(int64_t dv) {
+  int64_t split = 1;
+  while (split < 4 && dv / split > 128 && dv % (16 * 2 * split) == 0)
+    split *= 2;
+  return split;
+}
+
+int64_t latentProgramSharedBytes(const Problem &p, int64_t bm, int64_t bn) {
+  const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
+  const int64_t scores = latentValueSplit(dv) > 1 ? 4 * bm * bn : 0;
+  return 2 * (bm * p.headDim + bn * p.headDim) + scores;
+}
+
+LatentBlocks latentBlocks(const Problem &p, int64_t rows,
+                          int64_t sharedMemoryPerSm) {
+  const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
+  if (!p.latent || p.kvElementBits != 16 || p.headDim % 16 != 0 || dv % 8 != 0)
+    return {};
+  // 32 keys: four 8-key slices, one per warp of a split of 4.
+  const int64_t bn = 32;
+  int64_t bm = automaticBlockM(rows, kMaxAutoBlockM);
+  while (bm > 16 && sharedMemoryPerSm != 0 &&
+         latentProgramSharedBytes(p, bm, bn) + 1024 > sharedMemoryPerSm)
+    bm /= 2;
+  // At most 8 warps: a thread of a 16-warp program has 128 registers, and
+  // the 64-register accumulator with its scores and operands spilled there.
+  // 64 rows take a split of 2 (128 accumulator registers per lane, hd 256's
+  // budget) rather than fewer rows (each program reloads the K blocks).
+  int64_t split = latentValueSplit(dv);
+  while (split > 1 && bm / 16 * split > 8 && dv / (split / 2) <= 256)
+    split /= 2;
+  return {bm, bn, bm / 16 * split};
+}
+
 bool wgmmaFits(const Problem &p) {
   const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
   auto panelled = [](int64_t cols) { return cols == 64 || cols == 128; };
@@ -196,8 +230,20 @@ Blocks choose(const Problem &p, const Options &o) {
       s.numWarps = large.bm / 16;
     }
   }
+  // The latent form (DeepSeek MLA) on tensor cores: one K stage serves
+  // Q.K^T and P.V, Dv split across the warps of a row group.
+  LatentBlocks latent;
+  if (o.tensorCores && p.latent && !o.blockM && !o.numWarps) {
+    latent = latentBlocks(p, isDynamic(p.qLen) ? kDynamic : p.qLen * s.group,
+                          o.sharedMemoryPerSm);
+    if (latent.bm) {
+      s.bm = latent.bm;
+      s.numWarps = latent.numWarps;
+    }
+  }
   const bool wideProgram = wide && s.bm > kMaxAutoBlockM;
   s.bn = o.blockN      ? o.blockN
+         : latent.bn   ? latent.bn
          : wgmmaBn     ? wgmmaBn
          : large.bn    ? large.bn
          : wideProgram ? wideBn

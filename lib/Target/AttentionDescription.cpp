@@ -59,11 +59,13 @@ Status checkAttentionDescription(const AttentionDescription &d) {
                                "] (the GPU kernels' head dims)")
                : Status::ok();
   };
-  // The latent form (DeepSeek MLA) has no GPU kernel: the CPU's limit.
+  // The latent form (DeepSeek MLA): its own limit, the GPU kernel's too
+  // (limits::kMaxGpuLatentHeadDim).
   auto latentHeadDim = [&](const char *name, int64_t v) {
-    return v < 1 || v > limits::kMaxHeadDim
+    return v < 1 || v > limits::kMaxGpuLatentHeadDim
                ? Status::error(where + name + " = " + str(v) +
-                               " is outside [1, " + str(limits::kMaxHeadDim) +
+                               " is outside [1, " +
+                               str(limits::kMaxGpuLatentHeadDim) +
                                "] (the latent form's head dims)")
                : Status::ok();
   };

@@ -200,7 +200,12 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
   // the lowering stages asynchronously (tensor cores).
   bool hasPrefetch = false;
   kernel.walk([&](TilePrefetchOp) { hasPrefetch = true; });
-  const int64_t depth = tensorCores && hasPrefetch && keyPrefetch ? 2 : 1;
+  // The latent form reads V from the K stage: the next K block cannot be
+  // issued before P.V has read it, so K is not prefetched, and there is no
+  // V block to issue.
+  const bool latent = isLatentProgram(kernel);
+  const int64_t depth =
+      tensorCores && hasPrefetch && keyPrefetch && !latent ? 2 : 1;
   auto schedule = GpuScheduleAttr::getChecked(
       [&] {
         return kernel.emitOpError()
@@ -216,7 +221,7 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
   // block of its tile.softmax_update right after the barrier that says K
   // has landed (every warp has finished the previous P.V).
   int64_t id = 0;
-  if (valuePrefetch)
+  if (valuePrefetch && !latent)
     kernel.walk([&](TileQKOp qk) {
       if (TileSoftmaxOp softmax = findSoftmaxOfBlock(qk)) {
         setValuePrefetchId(qk, id);

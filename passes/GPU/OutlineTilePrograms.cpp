@@ -195,32 +195,27 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     return forall.emitOpError()
            << "kvattn-outline-tile-programs: not a kvattn tile program (no "
            << (isMerge ? "out_parts/lse_parts/out" : "query/key/out") << ")";
-  // The latent form (DeepSeek MLA: V is the key cache's first Dv columns)
-  // has no GPU kernel yet: refused by name, never lowered as a plain one.
-  WalkResult latent = forall.walk([](TileSoftmaxOp softmax) {
-    return softmax.getLatent() ? WalkResult::interrupt()
-                               : WalkResult::advance();
-  });
-  if (latent.wasInterrupted())
-    return forall.emitOpError()
-           << "kvattn-outline-tile-programs: the latent form of "
-              "kvattn.attention (value_dim, DeepSeek MLA) has no GPU kernel "
-              "yet; run it on the CPU target (docs/semantics.md, \"Latent "
-              "KV\")";
-  // GPU limits on the head dims, before any lowering.
+  // GPU limits on the head dims, before any lowering. The latent form
+  // (DeepSeek MLA: V is the key cache's first Dv columns, D = 576 with
+  // Dv = 512) has its own: its value split keeps the accumulator of a wide
+  // Dv within the registers (docs/gpu-lowering.md, "The latent form"); the
+  // merge of a split costs no more per column at any Dv.
+  const bool latent = !isMerge && isLatentProgram(forall);
+  const int64_t maxHeadDim = latent || isMerge
+                                 ? ::mlir::kvattn::limits::kMaxGpuLatentHeadDim
+                                 : ::mlir::kvattn::limits::kMaxGpuHeadDim;
   for (StringRef role : {"query", "value", "out_parts"}) {
     auto it = buffers.find(role);
     if (it == buffers.end())
       continue;
     auto type = cast<MemRefType>(it->second.getType());
     int64_t dim = type.getDimSize(type.getRank() - 1);
-    if (ShapedType::isStatic(dim) &&
-        dim > ::mlir::kvattn::limits::kMaxGpuHeadDim)
+    if (ShapedType::isStatic(dim) && dim > maxHeadDim)
       return forall.emitOpError()
              << "kvattn-outline-tile-programs: GPU kernels take head dims up "
                 "to "
-             << ::mlir::kvattn::limits::kMaxGpuHeadDim << ", the " << role
-             << " has " << dim << " (docs/robustness.md)";
+             << maxHeadDim << (latent ? " in the latent form" : "") << ", the "
+             << role << " has " << dim << " (docs/robustness.md)";
   }
   int64_t sharedMemoryBytes = 0;
   bool useTensorCores = false, useWgmma = false, useTma = false;
@@ -235,6 +230,21 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     // the query tile in 16 bits and the scores in registers, so the shared
     // memory differs.
     useTensorCores = tensorCores && canUseTensorCores(*layout);
+    // A latent program's warp keeps Dv / valueSplit accumulator columns in
+    // registers: more than 256 (128 registers a lane) cannot stay there.
+    if (useTensorCores && layout->latent &&
+        layout->valueCols / layout->valueSplit > 256)
+      return forall.emitOpError()
+             << "kvattn-outline-tile-programs: the latent form's warps would "
+                "each keep "
+             << layout->valueCols / layout->valueSplit
+             << " accumulator columns (Dv = " << layout->valueCols
+             << ", block-m = " << config.getBlockM()
+             << ", num-warps = " << config.getNumWarps()
+             << "), more than the registers hold (256): give num-warps = "
+                "block-m / 16 x "
+             << (layout->valueCols + 255) / 256
+             << " or more, or leave block-m and num-warps automatic";
     if (useTensorCores)
       layout = computeTensorCoreLayout(forall, mmaTilesPerWarp(config));
     // sm_90a: wgmma where the program fits it (the same shared memory).

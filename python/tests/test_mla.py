@@ -207,6 +207,29 @@ def test_mla_description_cpu():
     np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
 
 
+def test_mla_description_emulated_gpu(emulated_runtime):
+    """The description's IR (latent = 1, bf16, every size dynamic) on the
+    emulated GPU: the kernel compiled once for dynamic shapes, as a serving
+    plan does, with the split chosen per launch."""
+    text = kvattn.attention_ir(dtype="bf16", num_query_heads=16,
+                               num_kv_heads=1, head_dim=D, value_head_dim=DV,
+                               paged=True, page_size=PAGE, causal=True,
+                               with_lse=True, scale=SCALE, latent=True)
+    q, pool, table, kv_len = paged_case(2, 16, 1, [70, 128], seed=51)
+    qb, pb = kvattn.to_bf16(q), kvattn.to_bf16(pool)
+    qo = kv_len - 1
+    prog = kvattn.compile(text, target="gpu", runtime=emulated_runtime)
+    out, lse = prog.run(qb, pb, qo, kv_len, table)
+    prog.close()
+    qf = kvattn.from_bf16(qb).astype(np.float64)
+    caches = gather(kvattn.from_bf16(pb), table, kv_len)
+    want, want_lse = reference(qf, caches, qo)
+    # bf16 out (8 mantissa bits): atol 2e-2 + rtol 2e-2.
+    np.testing.assert_allclose(kvattn.from_bf16(out), want, atol=2e-2,
+                               rtol=2e-2)
+    np.testing.assert_allclose(lse, want_lse, atol=1e-3, rtol=1e-3)
+
+
 def test_mla_errors():
     base = dict(dtype="bf16", num_query_heads=16, num_kv_heads=1,
                 head_dim=D, paged=True, page_size=PAGE, latent=True)
@@ -244,12 +267,26 @@ def test_mla_errors():
             f"{big}\n  return %o : {big}\n}}\n")
 
 
-def test_mla_gpu_refused_by_name(emulated_runtime):
-    """No GPU kernel for the latent form yet: a named error, never a plain
-    kernel over the wrong V."""
-    text = mla_ir("bf16", 2, 16, 1, 8, 2)
-    with pytest.raises(kvattn.KVAttnError,
-                       match=r"the latent form of kvattn.attention "
-                             r"\(value_dim, DeepSeek MLA\) has no GPU kernel "
-                             r"yet"):
-        kvattn.compile(text, target="gpu", runtime=emulated_runtime)
+@pytest.mark.parametrize("Hq,kv_len", [(16, [130, 5]), (128, [64, 200])])
+def test_mla_decode_emulated_gpu(emulated_runtime, Hq, kv_len):
+    """The GPU kernel of the latent form (docs/gpu-lowering.md, "The latent
+    form") on the emulated GPU: bf16, paged 64 with -1 table tails and NaN
+    in every unowned slot, 16 heads (one program, 4 warps sharing Dv) and
+    128 (two programs of 64 rows). The tolerance is bf16's (the output's 8
+    mantissa bits); V read from the wrong columns is far outside it."""
+    B = len(kv_len)
+    q, pool, table, kv_len = paged_case(B, Hq, 1, kv_len, seed=60 + Hq)
+    qb, pb = kvattn.to_bf16(q), kvattn.to_bf16(pool)
+    qo = kv_len - 1
+    prog = kvattn.compile(mla_ir("bf16", B, Hq, 1, pool.shape[0],
+                                 table.shape[1]),
+                          target="gpu", runtime=emulated_runtime)
+    out, lse = prog.run(qb, pb, qo, kv_len, table)
+    prog.close()
+    qf = kvattn.from_bf16(qb).astype(np.float64)
+    caches = gather(kvattn.from_bf16(pb), table, kv_len)
+    want, want_lse = reference(qf, caches, qo)
+    np.testing.assert_allclose(kvattn.from_bf16(out), want, atol=2e-2,
+                               rtol=2e-2)
+    np.testing.assert_allclose(lse, want_lse, atol=1e-3, rtol=1e-3)
+    check_wrong_values_differ(qf, caches, qo, want)

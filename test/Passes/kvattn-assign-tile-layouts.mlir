@@ -88,3 +88,4 @@ func.func @f32(%q: tensor<1x8x100x64xf32>, %k: tensor<1x2x300x64xf32>, %v: tenso
       : tensor<1x8x100x64xf32>, tensor<1x2x300x64xf32>, tensor<1x2x300x64xf32> -> tensor<1x8x100x64xf32>
   return %o : tensor<1x8x100x64xf32>
 }
+

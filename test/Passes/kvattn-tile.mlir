@@ -496,6 +496,13 @@ func.func @chip_blocks_d256_decode(%q: tensor<2x8x1x256xbf16>, %k: tensor<2x2x40
 // (all D = 576 columns) and by tile.softmax_update as V (`latent`: its
 // first 512 columns); the accumulator and out are Dv = 512 wide. Decode
 // packs the 16 query heads of the one KV head into the M tile.
+// On tensor cores (schedule::latentBlocks) the 16 heads are one 16-row
+// program of 4 warps, each owning 128 of the 512 output columns, with
+// 32-key blocks, on every chip:
+// TC80-LABEL: func @latent_mla_decode
+// TC80:         #kvattn.tile_config<kind = attention, block_m = 16, block_n = 32, num_warps = 4, num_stages = 2, group = 16>
+// TC89-LABEL: func @latent_mla_decode
+// TC89:         #kvattn.tile_config<kind = attention, block_m = 16, block_n = 32, num_warps = 4, num_stages = 2, group = 16>
 // CHECK-LABEL: func.func @latent_mla_decode
 // CHECK:         %[[K:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = #kvattn.role<key>} : tensor<8x64x1x576xbf16> to memref<8x64x1x576xbf16>
 // CHECK-NOT:     kvattn.role<value>
@@ -529,4 +536,22 @@ func.func @rope_record(%q: tensor<2x2x3x16xf32>, %k: tensor<2x2x40x16xf32>, %v: 
       k_rope_pos(%rec : tensor<2x40xi64>) causal rope = <rotary_dim = 16, theta = 10000.0>
       : tensor<2x2x3x16xf32>, tensor<2x2x40x16xf32>, tensor<2x2x40x16xf32> -> tensor<2x2x3x16xf32>
   return %o : tensor<2x2x3x16xf32>
+}
+
+// -----
+
+// 128 heads: 64-row programs of 8 warps (2 per 16 rows, 256 columns each;
+// 16 warps would leave a thread 128 registers) where one fits (116 KB:
+// sm_80's 164 KB), 32-row programs of 8 warps (4 per 16 rows) in 100 KB
+// (sm_86/sm_89).
+// TC80-LABEL: func @latent_mla_decode_128_heads
+// TC80:         #kvattn.tile_config<kind = attention, block_m = 64, block_n = 32, num_warps = 8, num_stages = 2, group = 128>
+// TC89-LABEL: func @latent_mla_decode_128_heads
+// TC89:         #kvattn.tile_config<kind = attention, block_m = 32, block_n = 32, num_warps = 8, num_stages = 2, group = 128>
+func.func @latent_mla_decode_128_heads(%q: tensor<2x128x1x576xbf16>, %ckv: tensor<8x64x1x576xbf16>,
+                                       %len: tensor<2xi32>, %bt: tensor<2x4xi32>) -> tensor<2x128x1x512xbf16> {
+  %o = kvattn.attention %q, %ckv value_dim = 512 kv_len(%len : tensor<2xi32>) block_table(%bt : tensor<2x4xi32>)
+      scale = 0.0416666679
+      : tensor<2x128x1x576xbf16>, tensor<8x64x1x576xbf16> -> tensor<2x128x1x512xbf16>
+  return %o : tensor<2x128x1x512xbf16>
 }

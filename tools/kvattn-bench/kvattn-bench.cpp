@@ -1146,7 +1146,8 @@ static int runTool(int argc, char **argv) {
   }
   if (mla && target != "cpu") {
     llvm::errs() << "kvattn-bench: error: --mla needs --target=cpu (the "
-                    "latent form has no GPU kernel yet)\n";
+                    "latent form's GPU kernel: kvattn-run --target=gpu-emu, "
+                    "bench/peers/run.py --shapes mla-decode)\n";
     return 1;
   }
   if (feature != "none" && target != "cpu") {

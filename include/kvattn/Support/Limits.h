@@ -29,6 +29,11 @@ inline constexpr int64_t kMaxHeadDim = 576;
 /// shared memory and the NVPTX compile time (seconds at D = 512, minutes at
 /// D = 4096) grow without benefit; FlashAttention stops at 256 too.
 inline constexpr int64_t kMaxGpuHeadDim = 256;
+/// Head dims of a GPU kernel of the latent form (DeepSeek MLA: D = 576,
+/// Dv = 512), whose value split keeps a wide accumulator within the
+/// registers (docs/gpu-lowering.md, "The latent form"); the split-KV merge
+/// takes the same.
+inline constexpr int64_t kMaxGpuLatentHeadDim = kMaxHeadDim;
 
 /// Query rows and keys per program / KV block (pass options and automatic
 /// choices). With kMaxHeadDim this bounds a CPU program's scratch tiles to

@@ -82,6 +82,9 @@ struct Problem {
   /// Whether Q has the K/V element type (the wgmma lowering reads Q and K
   /// from shared memory as operands of one instruction).
   bool queryInKvType = false;
+  /// The latent form (DeepSeek MLA): V is the key cache's first Dv columns,
+  /// read from the K stage (latentBlocks).
+  bool latent = false;
 };
 
 /// Whether 32-row warps (two m16 tiles) with 64-key blocks fit the
@@ -124,6 +127,36 @@ struct BlockPair {
 };
 BlockPair largeHeadDimBlocks(const Problem &problem, int64_t bm,
                              int64_t sharedMemoryPerSm);
+
+/// The warps that share each 16 rows of a latent program on tensor cores
+/// (DeepSeek MLA's Dv = 512): each owns Dv / split output columns, so that
+/// the lane's accumulator stays at 64 registers or fewer per m16 tile
+/// (Dv / split / 2; the 128-column slice of hd 128), and the Q.K^T of a
+/// block is split among them by keys. 1 for Dv <= 128; at most 4, and Dv a
+/// multiple of 16 x split (whole 8-column slices per warp, in pairs).
+int64_t latentValueSplit(int64_t valueHeadDim);
+
+/// The shared memory of a latent tensor-core program: the `bm` x D 16-bit
+/// query tile, one `bn` x D K stage (V is its first Dv columns) and, with
+/// a value split, the `bm` x `bn` f32 tile through which the warps of a
+/// row group exchange their scores.
+int64_t latentProgramSharedBytes(const Problem &problem, int64_t bm,
+                                 int64_t bn);
+
+/// Automatic blocks of a latent program on tensor cores (16-bit K, D a
+/// multiple of 16): 32-key blocks, the fewest 16-row groups that hold the
+/// rows up to 64 (GQA packing puts the query heads in the M tile: 16 heads
+/// one group, 128 heads two programs of 64 rows), fewer where the program
+/// does not fit `sharedMemoryPerSm` (0: no limit; 1 KB reserved), and
+/// latentValueSplit warps per group, halved (while each warp keeps at most
+/// 256 columns) where the program would have more than 8 warps: a thread of
+/// 16 warps has 128 registers, and ptxas spilled there (64 rows: 8 warps of
+/// 256 columns, hd 256's budget). {0, 0, 0} where this does not apply.
+struct LatentBlocks {
+  int64_t bm = 0, bn = 0, numWarps = 0;
+};
+LatentBlocks latentBlocks(const Problem &problem, int64_t rows,
+                          int64_t sharedMemoryPerSm);
 
 /// What the policy chose.
 struct Blocks {

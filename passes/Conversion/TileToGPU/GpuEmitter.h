@@ -62,6 +62,18 @@ struct Threads {
   /// 16-bit K/V with 16-aligned head dims: a second staging block for V
   /// (so V can be loaded while Q.K^T runs); null otherwise.
   Value stageV;
+  /// The latent form (tile.softmax_update latent, DeepSeek MLA): V is the
+  /// first Dv columns of the K stage, which P.V reads where Q.K^T did; no
+  /// V block is copied.
+  bool latent = false;
+  /// Warps that share each warp's query rows (SharedMemoryLayout::
+  /// valueSplit; the latent form's Dv = 512): `warp` is then the row group
+  /// (tid / 32 / valueSplit) and `valueSlice` (tid / 32 % valueSplit) the
+  /// warp's share: output columns [valueSlice * Dv / valueSplit, ...) of the
+  /// group's rows, and the same share of each block's 8-key slices in
+  /// Q.K^T. 1 and null otherwise.
+  int64_t valueSplit = 1;
+  Value valueSlice;
   /// Whether tile.qk and the P.V product of tile.softmax_update run on
   /// tensor cores (mma.sync m16n8k16, operands through ldmatrix).
   bool tensorCores = false;
@@ -257,6 +269,19 @@ struct GpuEmitter : Emitter {
   /// lane's registers on tensor cores, else the shared tile `shared`.
   Value loadRowStat(Value shared, int stat, int k, Value r) {
     return t.rowStats ? load(t.rowStats, {idx(stat), idx(k)}) : load(shared, r);
+  }
+
+  /// The first output column this warp owns, valueSlice * dv / valueSplit
+  /// (a thread constant); 0 without a value split. The lane's accumulator
+  /// entries (slice j, element el) are output column
+  /// valueColumnBase(dv) + accColumn(j, el).
+  Value valueColumnBase(int64_t dv) {
+    if (t.valueSplit == 1)
+      return idx(0);
+    return threadConstant(
+        "valuebase:" + std::to_string(dv), [&](GpuEmitter &h) {
+          return h.mulIdx(h.t.valueSlice, dv / h.t.valueSplit);
+        });
   }
 
   /// Column `8j + 2q + el` of the lane's accumulator entries.

@@ -12,6 +12,7 @@
 #ifndef KVATTN_PASSES_CONVERSION_SHAREDMEMORYLAYOUT_H
 #define KVATTN_PASSES_CONVERSION_SHAREDMEMORYLAYOUT_H
 
+#include "kvattn/Dialect/KVAttnAttrs.h"
 #include "kvattn/Dialect/KVAttnOps.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -49,6 +50,15 @@ struct SharedMemoryLayout {
   /// Stages of the V ring: 2, or 1 where a second V stage would cost a
   /// resident program per multiprocessor (addTmaRing).
   int64_t tmaValueStages = 2;
+  /// The latent form (DeepSeek MLA, tile.softmax_update latent): V is the
+  /// first Dv columns of the K stage, which has no V stage beside it;
+  /// `valueCols` is then Dv. `latentStage`: a 16-bit K stage with 16-byte
+  /// rows (cp.async), which the tensor cores read for both products.
+  bool latent = false, latentStage = false;
+  /// The warps that share each warp's rows (latentValueSplit): each owns
+  /// valueCols / valueSplit output columns; the score tile then stays in
+  /// shared memory, where the warps of a row group exchange their scores.
+  int64_t valueSplit = 1;
 };
 
 /// Stages per ring of the TMA lowering and its mbarriers.
@@ -66,6 +76,28 @@ inline int64_t mmaTilesPerWarp(TileConfigAttr config) {
 }
 
 inline int64_t alignTo16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
+
+/// Whether the program rooted at `root` is the latent form (DeepSeek MLA):
+/// its tile.softmax_update reads V from the key cache (`latent`).
+inline bool isLatentProgram(Operation *root) {
+  return root
+      ->walk([](TileSoftmaxOp op) {
+        return op.getLatent() ? WalkResult::interrupt() : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
+/// The warps that share each warp's query rows in a latent program: the
+/// tile configuration's warps beyond block-m / 16 (schedule::latentBlocks
+/// gives block-m / 16 x latentValueSplit(Dv)); 1 for any other program.
+inline int64_t valueSplitOf(TileConfigAttr config, bool latent) {
+  if (!latent || !config || config.getBlockM() % 16 != 0 ||
+      config.getBlockM() == 0)
+    return 1;
+  const int64_t rowWarps = config.getBlockM() / 16;
+  const int64_t warps = config.getNumWarps();
+  return warps > rowWarps && warps % rowWarps == 0 ? warps / rowWarps : 1;
+}
 
 /// What a scratch tile holds, inferred from its uses by the tile ops: the
 /// acc, max or sum of a tile.init, the tile of a tile.load_q, the scores of a
@@ -130,9 +162,13 @@ computeSharedMemoryLayout(Operation *root, bool privateScores = false,
     root->walk([&](TileLoadQOp op) {
       elementType = cast<MemRefType>(op.getQuery().getType()).getElementType();
     });
+  // The latent form's V is the K stage's first Dv columns (the
+  // accumulator's width): no V stage of its own.
+  const bool latent = isLatentProgram(root);
   root->walk([&](TileSoftmaxOp op) {
-    auto value = cast<MemRefType>(op.getValue().getType());
-    valueCols = std::max(valueCols, value.getDimSize(3));
+    auto value = cast<MemRefType>(latent ? op.getAcc().getType()
+                                         : op.getValue().getType());
+    valueCols = std::max(valueCols, value.getDimSize(latent ? 1 : 3));
   });
   if (!elementType || ShapedType::isDynamic(keyCols) ||
       ShapedType::isDynamic(valueCols))
@@ -165,8 +201,14 @@ computeSharedMemoryLayout(Operation *root, bool privateScores = false,
   layout.stageElementType = elementType;
   layout.keyCols = keyCols;
   layout.valueCols = valueCols;
+  layout.latent = latent;
+  layout.valueSplit = valueSplitOf(getTileConfig(root), latent);
+  layout.latentStage =
+      latent && eltBytes == 2 && keyCols % 8 == 0 && valueCols % 8 == 0;
   layout.separateValueStage =
-      eltBytes == 2 && keyCols % 8 == 0 && valueCols % 8 == 0;
+      !latent && eltBytes == 2 && keyCols % 8 == 0 && valueCols % 8 == 0;
+  if (layout.latentStage)
+    layout.stageCols = keyCols;
   if (layout.separateValueStage) {
     layout.stageCols = keyCols;
     layout.valueStageOffset = offset + alignTo16(rows * keyCols * eltBytes);
@@ -181,9 +223,17 @@ computeSharedMemoryLayout(Operation *root, bool privateScores = false,
 /// Whether the tensor-core lowering applies to a program with this layout:
 /// 16-bit K and V with 16-byte rows (separate stages), D a multiple of 16
 /// (the k of m16n8k16) and block-n a multiple of 16.
+/// A latent program also needs Dv / valueSplit a multiple of 16 (each
+/// warp's output columns in pairs of 8-column slices) and, with a value
+/// split, block-n / 8 a multiple of it (each warp's keys of Q.K^T whole
+/// 8-key slices).
 inline bool canUseTensorCores(const SharedMemoryLayout &layout) {
-  return layout.separateValueStage && layout.keyCols % 16 == 0 &&
-         layout.stageRows % 16 == 0;
+  if (layout.latent && (!layout.latentStage ||
+                        layout.valueCols % (16 * layout.valueSplit) != 0 ||
+                        (layout.stageRows / 8) % layout.valueSplit != 0))
+    return false;
+  return (layout.separateValueStage || layout.latentStage) &&
+         layout.keyCols % 16 == 0 && layout.stageRows % 16 == 0;
 }
 
 /// Whether the tensor-core lowering keeps each warp's query A fragments in
@@ -214,6 +264,9 @@ inline bool keepQueryInRegisters(const SharedMemoryLayout &layout) {
 /// statistics. Larger tiles keep the scores in shared memory (and only
 /// 16-row warps take them).
 inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
+  // A value split exchanges the scores through the shared score tile.
+  if (layout.valueSplit > 1)
+    return false;
   const int64_t query =
       keepQueryInRegisters(layout) ? layout.mmaTiles * layout.keyCols / 4 : 0;
   const int64_t budget = layout.mmaTiles == 1 ? (query ? 128 : 160) : 192;
@@ -266,8 +319,10 @@ inline constexpr llvm::StringLiteral kWgmmaAttr = "kvattn.wgmma";
 inline bool canUseWgmma(const SharedMemoryLayout &layout, int64_t numWarps,
                         TileRoleFn roleOf = inferTileRole) {
   auto panelled = [](int64_t cols) { return cols == 64 || cols == 128; };
-  if (!canUseTensorCores(layout) || layout.mmaTiles != 1 || numWarps <= 0 ||
-      numWarps % 4 != 0 || !panelled(layout.keyCols) ||
+  // (The latent form runs the mma.sync kernel: its one K stage is read for
+  // both products, which the wgmma lowering's stages are not.)
+  if (layout.latent || !canUseTensorCores(layout) || layout.mmaTiles != 1 ||
+      numWarps <= 0 || numWarps % 4 != 0 || !panelled(layout.keyCols) ||
       !panelled(layout.valueCols) || layout.stageRows % 16 != 0 ||
       layout.stageRows > 256 || !keepScoresInRegisters(layout) ||
       layout.stageOffset % 1024 != 0 || layout.valueStageOffset % 1024 != 0)

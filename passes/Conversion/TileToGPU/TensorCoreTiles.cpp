@@ -136,13 +136,15 @@ Value mlir::kvattn::halfView(GpuEmitter &e, Value f32Tile, Type elt) {
 /// the chunks per row, at most 8). The 8 rows one ldmatrix matrix reads at
 /// one column, `width * 2` bytes apart (a multiple of 128 for width 64 or
 /// 128: one bank), then fall on 8 different 16-byte bank groups. Identity
-/// when the chunks per row are not a power of two. Every access of the
-/// 16-bit tiles (cp.async, the query writes, ldmatrix) goes through it.
+/// when the chunks per row are neither a power of two nor a multiple of 8
+/// (576 columns, the latent form's 72 chunks, swizzle each group of 8
+/// chunks as 64 columns do). Every access of the 16-bit tiles (cp.async, the
+/// query writes, ldmatrix) goes through it.
 Value mlir::kvattn::swizzledCol(GpuEmitter &e, Value tile, Value row,
                                 Value col) {
   int64_t width = cast<MemRefType>(tile.getType()).getDimSize(1);
   int64_t chunks = width / 8;
-  if (chunks < 2 || !llvm::isPowerOf2_64(chunks))
+  if (chunks < 2 || (!llvm::isPowerOf2_64(chunks) && chunks % 8 != 0))
     return col;
   int64_t period = std::min<int64_t>(chunks, 8);
   Value key = e.mulIdx(e.remIdx(row, e.idx(period)), 8);
@@ -160,7 +162,7 @@ struct Swizzle {
 Swizzle swizzleOf(Value tile) {
   int64_t width = cast<MemRefType>(tile.getType()).getDimSize(1);
   int64_t chunks = width / 8;
-  if (chunks < 2 || !llvm::isPowerOf2_64(chunks))
+  if (chunks < 2 || (!llvm::isPowerOf2_64(chunks) && chunks % 8 != 0))
     return {width, 1, 1};
   int64_t period = std::min<int64_t>(chunks, 8);
   return {width, period, 8 * period};
@@ -743,6 +745,10 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   // issued here right after that barrier (when its softmax is known) and
   // waited for by the softmax; K of the next block, issued by the softmax
   // after its barrier. Two barriers per block (FlashAttention-2's count).
+  // The latent form reads V from the K stage: every warp's P.V of the
+  // previous block must be done before this block's copies overwrite it.
+  if (e.t.latent)
+    e.barrier();
   if (!e.t.prefetchKeys)
     emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
                    op.getKvHead(), op.getStart(), op.getCols(), e.t.stage,
@@ -774,7 +780,20 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   // and group (from registers when tile.load_q kept them there). With the
   // scores in registers they are all live anyway: one group of all slices.
   // Otherwise groups of 2 keep the registers down.
-  const int64_t slices = bn / 8;
+  // A value split: the warp computes its share of the block's 8-key slices
+  // (`split` warps of a row group, keys from `keyBase` on; canUseTensorCores
+  // made the shares whole slices), all of them at once.
+  const int64_t split = e.t.valueSplit;
+  const int64_t slices = bn / 8 / split;
+  Value keyBase;
+  if (split > 1) {
+    keyBase = laneConstant(e, "latentkeys", [&](GpuEmitter &h) {
+      return h.mulIdx(h.t.valueSlice, 8 * slices);
+    });
+    bRow = laneConstant(e, "latentlo8", [&](GpuEmitter &h) {
+      return h.add(h.remIdx(h.t.lane, h.idx(8)), keyBase);
+    });
+  }
   const int64_t group = e.t.scores ? slices : std::min<int64_t>(2, slices);
   // One k step of a group: its query fragment, then per slice the K
   // fragment and the mma.
@@ -786,6 +805,10 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
     return h.add(h.mulIdx(h.divIdx(h.t.lane, h.idx(16)), 8),
                  h.remIdx(h.t.lane, h.idx(8)));
   });
+  if (split > 1)
+    bRowPair = laneConstant(e, "latentkrow", [&](GpuEmitter &h) {
+      return h.add(bRowPair, keyBase);
+    });
   Value bColPair = bCol;
   auto bPairType = VectorType::get({4, 2}, elt);
   // The fragments of the m16 tiles of the warp (one or two): a K fragment
@@ -868,15 +891,41 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
         for (int i = 0; i < regs; ++i) {
           Value dot = acc[regs * (tile * width + j) + i];
           Value s = e.t.rawScores ? dot : emitScaledScore(e, op, dot, kLog2E);
+          if (split > 1) {
+            // Into the shared score tile, at the warp's keys.
+            Value r = e.ownedRow(layout.rowOfRegister(i, tile));
+            Value c = e.add(keyBase,
+                            e.accColumn(j0 + j, layout.elementOfRegister(i)));
+            e.store(s, op.getScores(), {r, e.scoreColumn(r, c)});
+            continue;
+          }
           storeLaneScore(e, s, op.getScores(), layout.rowOfRegister(i, tile),
                          j0 + j, layout.elementOfRegister(i));
         }
+  }
+  // A value split: every warp of the row group has written its keys' scores
+  // (and, before, read its last operand of the K stage: no warp waits for
+  // it); each lane then reads all of its rows' scores into its registers,
+  // after which the mask, the softmax and P.V run as without a split (the
+  // row group's warps compute the same statistics). The next writes of the
+  // tile come after the next block's first barrier.
+  if (split > 1) {
+    e.barrier();
+    const FragmentLayout &layout = e.t.layout;
+    for (int k = 0; k < layout.rowsPerLane; ++k) {
+      Value r = e.ownedRow(k);
+      for (int64_t j = 0; j < bn / 8; ++j)
+        for (int el = 0; el < layout.elementsPerRow; ++el)
+          e.storeScore(
+              e.load(op.getScores(), {r, e.scoreColumn(r, e.accColumn(j, el))}),
+              k, j, el);
+    }
   }
   // -inf past the block's keys: only a block shorter than block-n (the
   // last one; the condition is the same for the whole program) pays for
   // the compares.
   e.when(e.lt(op.getCols(), e.idx(bn)), [&] {
-    for (int64_t j = 0; j < slices; ++j)
+    for (int64_t j = 0; j < bn / 8; ++j)
       for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
         for (int el = 0; el < e.t.layout.elementsPerRow; ++el) {
           Value inside = e.lt(e.accColumn(j, el), op.getCols());
@@ -903,8 +952,12 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
   // The staged type (an FP8 cache's V is converted to the query's).
   Type elt = cast<MemRefType>(stage.getType()).getElementType();
   int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
-  int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
+  // With a value split, the warp's Dv / split columns from `base` (the
+  // latent form's V: columns of the K stage).
+  const int64_t fullDv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
+  int64_t dv = fullDv / e.t.valueSplit;
   int64_t slices = dv / 8;
+  Value base = e.valueColumnBase(fullDv);
   // ldmatrix.x2.trans addresses of B (V rows are k): row l % 16, the
   // slice's first column.
   Value bRow = laneConstant(
@@ -916,6 +969,11 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
     return h.mulIdx(h.divIdx(h.t.lane, h.idx(16)), 8);
   });
   Value zero = laneConstant(e, "zero", [](GpuEmitter &h) { return h.idx(0); });
+  if (e.t.valueSplit > 1) {
+    vColPair = laneConstant(
+        e, "latenthi8", [&](GpuEmitter &h) { return h.add(vColPair, base); });
+    zero = base;
+  }
   auto bPairType = VectorType::get({4, 2}, elt);
   auto pairType = VectorType::get({2}, elt);
 
@@ -969,6 +1027,8 @@ void mlir::kvattn::emitPVOnTensorCores(GpuEmitter &e, TileSoftmaxOp op,
         Value col = e.idx(8 * xg);
         if (pair)
           col = e.add(col, vColPair);
+        else if (e.t.valueSplit > 1)
+          col = e.add(col, zero); // the warp's first column
         b = nvgpu::LdMatrixOp::create(
             e.b, pair ? bPairType : bType, stage,
             ValueRange{vRow, swizzledCol(e, stage, vRow, col)},

@@ -334,7 +334,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     NVVM::SyncWarpOp::create(
         e.b, arith::ConstantIntOp::create(e.b, e.b.getI32Type(), -1));
   } else if (e.t.tensorCores) {
-    if (!valuePrefetched)
+    // (The latent form's V is the K stage: nothing to copy.)
+    if (!valuePrefetched && !e.t.latent)
       emitAsyncStage(e, op.getValue(), op.getBlockTable(), op.getBatch(),
                      op.getKvHead(), op.getStart(), op.getCols(), stage,
                      /*commit=*/true, op.getKeyValid(), op.getKvScale());
@@ -416,13 +417,17 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     Value vStage = emitTmaAcquire(e, 1, op.getStart());
     emitZeroValueTail(e, vStage, op.getCols(), bn, dv);
     vAddress = tmaStageAddress(e, 1, vStage);
-  } else {
+  } else if (!(e.t.tensorCores && e.t.latent)) {
     if (e.t.tensorCores)
       emitAsyncWait(e, 0);
     if (e.t.wgmma)
       emitProxyFence(e); // this thread's V copies, before wgmma reads them
     e.barrier();
   }
+  // The latent form on tensor cores needs no barrier here: V is the K
+  // stage, landed and published by tile.qk's barrier, and the scores and
+  // statistics are the lane's own; tile.qk's next barrier keeps the next
+  // K block out of the stage until every warp's P.V has read it.
   // Tensor cores: the next K block's copies start here, after the barrier
   // that follows every warp's Q.K^T of this block (the K stage is free),
   // and load while P.V and the next V block's copies run. One barrier per
@@ -489,6 +494,13 @@ void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r) {
     return;
   Value leader =
       arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.quad, e.idx(0));
+  // With a value split the row's warps hold the same statistics: the first
+  // writes the lse.
+  if (e.t.valueSlice)
+    leader = arith::AndIOp::create(
+        e.b, leader,
+        arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.valueSlice,
+                              e.idx(0)));
   e.when(leader, [&] {
     QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
     // The running max is in base-2 units.
@@ -508,8 +520,11 @@ void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r) {
 /// the warp synchronises, then each lane stores whole 16-byte chunks of
 /// rows below `rows` (sectors fully used, 8x fewer store requests). Only
 /// the warp's own Q rows are touched, which only its own ldmatrix reads.
+/// With a value split (`dv` the warp's columns from `base`) the warps of a
+/// row group share its Q rows: each touches only its own columns, after a
+/// block barrier (the group's last Q.K^T).
 void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
-                         int64_t dv) {
+                         int64_t dv, Value base) {
   Value out = op.getOut();
   Type outType = cast<MemRefType>(out.getType()).getElementType();
   auto pairType = VectorType::get({2}, outType);
@@ -522,7 +537,7 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
   // sm_90a: the query tile is panelled and read by whole warpgroups, so a
   // warp's output rows share bytes with other warps' query rows: every
   // warpgroup's last Q.K^T first.
-  if (e.t.wgmma)
+  if (e.t.wgmma || e.t.valueSplit > 1)
     e.barrier();
   for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
@@ -546,7 +561,7 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
         v = arith::SelectOp::create(e.b, empty, e.f32(0), v);
         pair.push_back(arith::TruncFOp::create(e.b, outType, v));
       }
-      Value col = e.accColumn(j, 0);
+      Value col = e.add(base, e.accColumn(j, 0));
       vector::StoreOp::create(
           e.b, vector::FromElementsOp::create(e.b, pairType, pair), staging,
           ValueRange{r, swizzledCol(e, staging, r, col)},
@@ -565,7 +580,7 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
     Value i = e.add(e.mulIdx(n, 32), e.t.lane);
     Value rr = e.divIdx(i, e.idx(chunksPerRow));
     Value r = e.add(firstRow, rr);
-    Value x = e.mulIdx(e.remIdx(i, e.idx(chunksPerRow)), kChunk);
+    Value x = e.add(base, e.mulIdx(e.remIdx(i, e.idx(chunksPerRow)), kChunk));
     e.when(arith::AndIOp::create(e.b, e.lt(rr, e.idx(warpRows)),
                                  e.lt(r, op.getRows())),
            [&] {
@@ -592,14 +607,18 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
               e.t.rowStats, {e.idx(1), e.idx(k)});
   Value out = op.getOut();
   Type outType = cast<MemRefType>(out.getType()).getElementType();
-  int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
+  const int64_t fullDv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
+  // The warp's output columns: [base, base + dv) (all of them without a
+  // value split).
+  const int64_t dv = fullDv / e.t.valueSplit;
+  Value base = e.valueColumnBase(fullDv);
   // Tensor cores, a 16-bit output whose rows fit the warp's Q rows: 16-byte
   // stores through shared memory.
   if (e.t.tensorCores && e.t.qTile && outType.getIntOrFloatBitWidth() == 16 &&
       dv % 8 == 0) {
     Value staging = halfView(e, e.t.qTile, outType);
-    if (dv <= cast<MemRefType>(staging.getType()).getDimSize(1)) {
-      storeRowsVectorized(e, op, staging, dv);
+    if (fullDv <= cast<MemRefType>(staging.getType()).getDimSize(1)) {
+      storeRowsVectorized(e, op, staging, dv, base);
       for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
         Value r = e.ownedRow(k);
         e.when(e.lt(r, op.getRows()), [&] { storeRowLse(e, op, k, r); });
@@ -635,10 +654,10 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
         for (int64_t j = 0; j < e.t.layout.slices(dv); ++j) {
           Value pair = vector::FromElementsOp::create(
               e.b, pairType, ValueRange{normalised(j, 0), normalised(j, 1)});
-          vector::StoreOp::create(
-              e.b, pair, out,
-              ValueRange{op.getBatch(), q.head, q.row, e.accColumn(j, 0)},
-              /*nontemporal=*/false, llvm::Align(align));
+          vector::StoreOp::create(e.b, pair, out,
+                                  ValueRange{op.getBatch(), q.head, q.row,
+                                             e.add(base, e.accColumn(j, 0))},
+                                  /*nontemporal=*/false, llvm::Align(align));
         }
       } else {
         e.forAccColumns(dv, [&](int64_t j, int el, Value x) {
@@ -936,7 +955,9 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
               "multiple of 16 up to 256, scores in registers)";
   int64_t bm = config.getBlockM();
   int64_t bn = config.getBlockN();
-  if (bm != 16 * mmaTiles * numWarps || bn % 8 != 0)
+  // A latent program's value split: valueSplit warps per 16 rows.
+  const int64_t valueSplit = layout->valueSplit;
+  if (bm * valueSplit != 16 * mmaTiles * numWarps || bn % 8 != 0)
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu maps 16 or 32 query rows to each "
               "warp and 8-column fragments to lanes: block-m must be 16 x "
@@ -1023,10 +1044,11 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
   t.wgmma = wgmma;
   // The accumulator: each lane's entries in private memory indexed by
   // constants only (registers after SROA), replacing the tile.
+  // With a value split, only the warp's Dv / valueSplit columns.
   if (accTile) {
     int64_t dv = accTile.getType().getDimSize(1);
     t.acc = memref::AllocaOp::create(
-        b, privateTileType(t.layout, dv, b.getF32Type()));
+        b, privateTileType(t.layout, dv / valueSplit, b.getF32Type()));
   }
   // On tensor cores, small tiles: the scores too, [2][BN / 8][2] per lane.
   if (!privateScores)
@@ -1037,6 +1059,14 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
           b, privateTileType(t.layout, scoreTile.getType().getDimSize(1),
                              b.getF32Type()));
   }
+  // A value split: the warps of a row group compute a share of the keys
+  // each and exchange them through the shared score tile; then every lane
+  // holds all of its rows' scores in registers, as above.
+  if (tensorCores && valueSplit > 1)
+    t.scores = memref::AllocaOp::create(
+        b, privateTileType(t.layout, bn, b.getF32Type()));
+  t.latent = layout->latent;
+  t.valueSplit = valueSplit;
   t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
                  layout->stageElementType);
   if (layout->separateValueStage)
@@ -1096,9 +1126,20 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
   // pipeline_depth = 1: each tile.qk loads its K block; the program's
   // tile.prefetch ops are dropped.
   t.prefetchKeys = schedule.getPipelineDepth() > 1;
+  if (t.prefetchKeys && layout->latent)
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: pipeline_depth = "
+           << schedule.getPipelineDepth()
+           << " with the latent form: P.V reads V from the K stage, so the "
+              "next K block cannot be issued before it";
   t.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value c32 = arith::ConstantIndexOp::create(b, 32);
   t.warp = arith::DivUIOp::create(b, t.tid, c32);
+  if (valueSplit > 1) {
+    Value split = arith::ConstantIndexOp::create(b, valueSplit);
+    t.valueSlice = arith::RemUIOp::create(b, t.warp, split);
+    t.warp = arith::DivUIOp::create(b, t.warp, split);
+  }
   t.lane = arith::RemUIOp::create(b, t.tid, c32);
   t.quad =
       arith::RemUIOp::create(b, t.lane, arith::ConstantIndexOp::create(b, 4));
