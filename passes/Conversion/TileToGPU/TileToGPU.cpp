@@ -874,9 +874,9 @@ void specializeProducerWarps(GpuTileLowering &state, ImplicitLocOpBuilder &b) {
   if (trade)
     NVVM::SetMaxRegisterOp::create(pb, b.getLoc(), kProducerRegisters,
                                    NVVM::SetMaxRegisterAction::decrease);
-  Value issuer = arith::CmpIOp::create(pb, b.getLoc(), arith::CmpIPredicate::eq,
-                                       t.tid, arith::ConstantIndexOp::create(
-                                                  pb, b.getLoc(), t.count));
+  Value issuer = arith::CmpIOp::create(
+      pb, b.getLoc(), arith::CmpIPredicate::eq, t.tid,
+      arith::ConstantIndexOp::create(pb, b.getLoc(), t.count));
   auto issuing = scf::IfOp::create(pb, b.getLoc(), TypeRange{}, issuer,
                                    /*withElseRegion=*/false);
   OpBuilder ib = OpBuilder::atBlockBegin(issuing.thenBlock());

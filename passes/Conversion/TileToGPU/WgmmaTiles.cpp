@@ -20,11 +20,12 @@
 //   the rescaled accumulator is d.
 // - staging: with kvattn.tma (contiguous caches, canUseTmaRing) K and V
 //   arrive by TMA through two-stage mbarrier rings (emitTmaIssue /
-//   emitTmaAcquire / emitTmaRelease): thread 0 waits for a stage's "empty"
-//   barrier (one arrival per warp after the wgmma that read its previous
-//   block retired), arrives on its "full" barrier with the boxes' bytes
-//   (expect_tx) and issues one 64-column box per panel, which lands in the
-//   panel layout (128-byte swizzle); the consumers wait for the full
+//   emitTmaAcquire / emitTmaRelease): the producer warpgroup's first thread
+//   (TileToGPU.cpp, specializeProducerWarps) waits for a stage's "empty"
+//   barrier (one arrival per consumer warp after the wgmma that read its
+//   previous block retired), arrives on its "full" barrier with the boxes'
+//   bytes (expect_tx) and issues one 64-column box per panel, which lands in
+//   the panel layout (128-byte swizzle); the consumers wait for the full
 //   barrier's phase (try_wait.parity) and no CTA barrier separates the
 //   blocks. Otherwise cp.async (TensorCoreTiles.cpp's emitAsyncStage) into
 //   the panelled tiles (panelIndices); the writers execute
