@@ -405,8 +405,9 @@ Status GpuExecutor::run(Operation *op,
     }
   } else {
     const auto &q = shapeOf("query");
-    const int64_t dv = attention.isLatent() ? attention.getValueHeadDim()
-                                            : shapeOf("value")[3];
+    const int64_t dv = attention && attention.isLatent()
+                           ? attention.getValueHeadDim()
+                           : shapeOf("value")[3];
     std::optional<ElementType> outType =
         toElementType(getElementTypeOrSelf(op->getResult(0).getType()));
     results.emplace_back(*outType, std::vector<int64_t>{q[0], q[1], q[2], dv});
