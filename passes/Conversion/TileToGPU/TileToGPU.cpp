@@ -831,8 +831,9 @@ TensorCoreMode mlir::kvattn::getTensorCoreMode(const GpuTileLowering &state) {
 namespace {
 
 /// Warp specialisation (docs/gpu-lowering.md, "Hopper (sm_90a)"): the
-/// program's body — every op after the entry code `b` stands before — moves
-/// into the consumers' branch (threads below t.count); a clone of it goes to
+/// program's body (every op from `b`'s insertion point, which follows the
+/// entry code prepareGpuTileLowering wrote, to the terminator) moves into
+/// the consumers' branch (threads below t.count); a clone of it goes to
 /// the producer warpgroup, where its first thread walks the same KV blocks
 /// in the same order and issues each block's copies at the block's
 /// tile.qk (K) and tile.softmax_update (V), through the rings' empty
