@@ -53,7 +53,11 @@ static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
     m.splitRule = {rule.getMax(),   rule.getBlockM(),        rule.getBlockN(),
                    rule.getGroup(), rule.getProgramsPerSm(), rule.getMinKeys(),
                    rule.getNumSms()};
+  // The block the outlining gave the kernel: 32 x num_warps, plus a TMA
+  // kernel's producer warpgroup.
   m.threadsPerBlock = 32 * m.numWarps;
+  if (std::optional<ArrayRef<int32_t>> block = kernel.getKnownBlockSize())
+    m.threadsPerBlock = (*block)[0];
   m.dynamicSharedMemoryBytes =
       kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes").getInt();
   for (KernelParamAttr param : getKernelParams(kernel)) {

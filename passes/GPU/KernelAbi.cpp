@@ -76,22 +76,24 @@ void KernelSignature::addTensorMaps(StringRef name, ArrayAttr maps) {
              LLVM::LLVMPointerType::get(ctx));
 }
 
-int32_t mlir::kvattn::threadsPerBlock(TileConfigAttr config) {
-  return static_cast<int32_t>(32 * config.getNumWarps());
+int32_t mlir::kvattn::threadsPerBlock(TileConfigAttr config,
+                                      int64_t producerWarps) {
+  return static_cast<int32_t>(32 * (config.getNumWarps() + producerWarps));
 }
 
 gpu::GPUFuncOp mlir::kvattn::createKernel(gpu::GPUModuleOp gpuModule,
                                           Location loc, StringRef name,
                                           const KernelSignature &signature,
                                           TileConfigAttr config,
-                                          int64_t dynamicSharedMemoryBytes) {
+                                          int64_t dynamicSharedMemoryBytes,
+                                          int64_t producerWarps) {
   MLIRContext *ctx = gpuModule.getContext();
   OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
   auto kernel = gpu::GPUFuncOp::create(
       b, loc, name, FunctionType::get(ctx, signature.getArgumentTypes(), {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   kernel.setKnownBlockSizeAttr(
-      b.getDenseI32ArrayAttr({threadsPerBlock(config), 1, 1}));
+      b.getDenseI32ArrayAttr({threadsPerBlock(config, producerWarps), 1, 1}));
   setKernelParams(kernel, signature.getParams());
   setTileConfig(kernel, config);
   kernel->setAttr("kvattn.dynamic_smem_bytes",

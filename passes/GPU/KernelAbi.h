@@ -62,17 +62,20 @@ private:
   SmallVector<KernelParamAttr> params;
 };
 
-/// Threads a block of a kernel with `config`: 32 x num_warps.
-int32_t threadsPerBlock(TileConfigAttr config);
+/// Threads a block of a kernel with `config`: 32 x num_warps, plus 32 per
+/// producer warp (the TMA issuers after the consumers' warps).
+int32_t threadsPerBlock(TileConfigAttr config, int64_t producerWarps = 0);
 
 /// The kernel `name` at the end of `gpuModule` with `signature`'s arguments
-/// (an empty entry block), marked a GPU kernel of threadsPerBlock(config)
-/// threads, and its ABI: kvattn.params, kvattn.tile_config (`config`) and
+/// (an empty entry block), marked a GPU kernel of
+/// threadsPerBlock(config, producerWarps) threads (known_block_size), and
+/// its ABI: kvattn.params, kvattn.tile_config (`config`) and
 /// kvattn.dynamic_smem_bytes.
 gpu::GPUFuncOp createKernel(gpu::GPUModuleOp gpuModule, Location loc,
                             StringRef name, const KernelSignature &signature,
                             TileConfigAttr config,
-                            int64_t dynamicSharedMemoryBytes);
+                            int64_t dynamicSharedMemoryBytes,
+                            int64_t producerWarps = 0);
 
 /// The gpu.module every kvattn kernel goes into ("kvattn_kernels"), created
 /// at the end of `module` (marked a GPU container module) when missing.

@@ -359,9 +359,14 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   }
   for (int id : sizeIds)
     signature.addSize(kSizes[id]);
-  gpu::GPUFuncOp kernel = createKernel(gpuModule, forall.getLoc(), kernelName,
-                                       signature, config, sharedMemoryBytes);
-  const int32_t threads = threadsPerBlock(config);
+  // The TMA ring's copies from a producer warpgroup after the consumers'
+  // warps (docs/gpu-lowering.md, "Hopper (sm_90a)"): the block grows by 128
+  // threads.
+  const int64_t producerWarps = useTma ? kProducerWarps : 0;
+  gpu::GPUFuncOp kernel =
+      createKernel(gpuModule, forall.getLoc(), kernelName, signature, config,
+                   sharedMemoryBytes, producerWarps);
+  const int32_t threads = threadsPerBlock(config, producerWarps);
   if (useTensorCores)
     kernel->setAttr(kTensorCoresAttr, UnitAttr::get(ctx));
   if (useWgmma)

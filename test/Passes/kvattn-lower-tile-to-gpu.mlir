@@ -39,14 +39,29 @@
 // stage's full-barrier wait as block-n / 16 = 4 wgmma RS m64n64k16 on the
 // rescaled accumulator (imm-trans-b 1), then the V stage released. No
 // cp.async.
+// The producer warpgroup: 128 threads after the program's 4 warps; after
+// the ring's initialisation (all threads) the threads from 128 on run the
+// producer (its first thread alone issues K and V, each after the stage's
+// empty-barrier wait), the others the consumers' program, which issues no
+// copy. One consumer warpgroup: no setmaxnreg.
 // WGMMA-LABEL: gpu.func @f_kvattn_0
+// WGMMA-SAME: known_block_size = array<i32: 256, 1, 1>
 // WGMMA-SAME: kvattn.tma, kvattn.wgmma
 // WGMMA-NOT: nvvm.cp.async.wait.group
 // WGMMA: llvm.call_intrinsic "llvm.nvvm.mbarrier.init.shared"
 // WGMMA: gpu.barrier
+// WGMMA: %[[PRODUCER:.*]] = arith.cmpi uge, %thread_id_x, %c128 : index
+// WGMMA-NEXT: scf.if %[[PRODUCER]] {
+// WGMMA-NOT: nvvm.setmaxnreg
+// WGMMA-NEXT: %[[ISSUER:.*]] = arith.cmpi eq, %thread_id_x, %c128 : index
+// WGMMA-NEXT: scf.if %[[ISSUER]] {
 // WGMMA: llvm.call_intrinsic "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta"
 // WGMMA: llvm.call_intrinsic "llvm.nvvm.mbarrier.arrive.expect.tx.scope.cta.space.cta"
 // WGMMA: llvm.call_intrinsic "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.4d"
+// WGMMA-NOT: nvvm.wgmma
+// WGMMA: } else {
+// WGMMA-NOT: llvm.nvvm.mbarrier.arrive.expect.tx
+// WGMMA-NOT: llvm.nvvm.cp.async.bulk.tensor
 // WGMMA: llvm.call_intrinsic "llvm.nvvm.vote.all.sync"
 // WGMMA: nvvm.wgmma.fence.aligned
 // WGMMA-COUNT-4: llvm.inline_asm has_side_effects asm_dialect = att "{\0A.reg .pred p;\0Asetp.ne.b32 p, $66, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, $64, $65, p, 1, 1, 0, 0;
@@ -59,6 +74,13 @@
 // WGMMA: nvvm.wgmma.commit.group.sync.aligned
 // WGMMA-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // WGMMA: llvm.call_intrinsic "llvm.nvvm.mbarrier.arrive.scope.cta.space.cta"
+// WGMMA-NOT: llvm.nvvm.mbarrier.arrive.expect.tx
+// WGMMA-NOT: llvm.nvvm.cp.async.bulk.tensor
+// WGMMA-NOT: gpu.barrier
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | sed -e 's/known_block_size = array<i32: 256/known_block_size = array<i32: 160/' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=BLOCK
+// A block that is neither the program's warps nor those and a producer
+// warpgroup is refused by name.
+// BLOCK: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the kernel's block (160 threads) is not its 4 warps, nor (with the TMA rings) those and a producer warpgroup of 4 warps
 
 // The tiles move to dynamic shared memory; each tile op becomes the
 // thread-mapped code of docs/gpu-lowering.md. Prefix CHECK is the scalar

@@ -102,6 +102,16 @@ struct Threads {
   /// mbarrier and TMA operands are GEPs from it (an integer shared address
   /// would be 32 bits, which the emulated GPU's host pointers are not).
   Value smemPointer;
+  /// Warp specialisation (kvattn.gpu_schedule's producer_warps): the
+  /// block's warps after the `count / 32` consumers' form a producer
+  /// warpgroup whose first thread issues every TMA copy (a clone of the
+  /// program's control flow); the consumers only acquire and release the
+  /// stages, and their CTA barriers are a named barrier over their `count`
+  /// threads (barrier()).
+  int64_t producerWarps = 0;
+  /// The code being written runs in the producer's issuing thread alone
+  /// (emitTmaIssue then needs no thread-0 test of its own).
+  bool inProducer = false;
   int64_t ringStage[2][2] = {{0, 0}, {0, 0}};
   int64_t ringStages[2] = {2, 2}; ///< stages of the K and the V ring
   int64_t barrierOffset = 0;
@@ -172,7 +182,19 @@ struct GpuEmitter : Emitter {
     return b.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::ult, x, y);
   }
 
-  void barrier() { gpu::BarrierOp::create(b); }
+  /// Every consumer thread of the block: the CTA barrier, or with a
+  /// producer warpgroup (Threads::producerWarps) named barrier 1 over the
+  /// consumers' `count` threads, which the producer never joins.
+  void barrier() {
+    if (!t.producerWarps)
+      return ctaBarrier();
+    LLVM::CallIntrinsicOp::create(
+        b, b.getStringAttr("llvm.nvvm.barrier.cta.sync.aligned.count"),
+        ValueRange{arith::ConstantIntOp::create(b, b.getI32Type(), 1),
+                   arith::ConstantIntOp::create(b, b.getI32Type(), t.count)});
+  }
+  /// Every thread of the block, the producer's too.
+  void ctaBarrier() { gpu::BarrierOp::create(b); }
 
   /// x + y for non-negative offsets that do not overflow (element offsets
   /// below 2^31, docs/gpu-lowering.md "Index width"): marked nsw and nuw so

@@ -63,6 +63,14 @@ struct SharedMemoryLayout {
 
 /// Stages per ring of the TMA lowering and its mbarriers.
 inline constexpr int64_t kTmaStages = 2;
+/// The producer warpgroup of a TMA kernel (warp specialisation): its warps
+/// follow the consumers' and only issue the rings' copies. With two consumer
+/// warpgroups (384 threads, 168 registers each at entry) the producer gives
+/// registers back and the consumers take them: setmaxnreg to 24 and 240
+/// (128 x 24 + 256 x 240 <= 65,536).
+inline constexpr int64_t kProducerWarps = 4;
+inline constexpr int32_t kProducerRegisters = 24;
+inline constexpr int32_t kConsumerRegisters = 240;
 inline constexpr int64_t kTmaBarriers = 4 * kTmaStages;
 
 /// The m16 tiles per warp a tile configuration asks for: 2 when block-m is

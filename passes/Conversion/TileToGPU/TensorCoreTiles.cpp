@@ -659,6 +659,8 @@ void mlir::kvattn::emitAsyncWait(GpuEmitter &e, int32_t pending) {
 
 void mlir::kvattn::lowerPrefetchOnTensorCores(GpuEmitter &e,
                                               TilePrefetchOp op) {
+  if (e.t.tma && e.t.producerWarps) // the producer warpgroup issues it
+    return;
   if (e.t.tma) // sm_90a's TMA ring (WgmmaTiles.cpp)
     return emitTmaIssue(e, 0, op.getKey(), op.getBlockTable(), op.getBatch(),
                         op.getKvHead(), op.getStart(), op.getCols());

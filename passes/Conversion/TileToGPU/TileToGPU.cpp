@@ -36,7 +36,10 @@
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/Iterators.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Rewrite/PatternApplicator.h"
 
 #include <cmath>
@@ -325,7 +328,7 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
   Value stage = e.t.stageV ? e.t.stageV : e.t.stage;
   if (e.t.tma) {
-    if (!valuePrefetched)
+    if (!valuePrefetched && !e.t.producerWarps)
       emitTmaIssue(e, 1, op.getValue(), op.getBlockTable(), op.getBatch(),
                    op.getKvHead(), op.getStart(), op.getCols());
     // No CTA barrier tells ptxas that the warp is converged before the quad
@@ -844,6 +847,107 @@ TensorCoreMode mlir::kvattn::getTensorCoreMode(const GpuTileLowering &state) {
   return state.mode;
 }
 
+namespace {
+
+/// Warp specialisation (docs/gpu-lowering.md, "Hopper (sm_90a)"): the
+/// program's body (every op from `b`'s insertion point, which follows the
+/// entry code prepareGpuTileLowering wrote, to the terminator) moves into
+/// the consumers' branch (threads below t.count); a clone of it goes to
+/// the producer warpgroup, where its first thread walks the same KV blocks
+/// in the same order and issues each block's copies at the block's
+/// tile.qk (K) and tile.softmax_update (V), through the rings' empty
+/// barriers; every other tile op of the clone, and what only fed them, is
+/// dropped. With two consumer warpgroups the producer gives its registers
+/// back (setmaxnreg.dec 24) and the consumers take them (setmaxnreg.inc 240).
+void specializeProducerWarps(GpuTileLowering &state, ImplicitLocOpBuilder &b) {
+  Threads &t = state.t;
+  Block &entry = state.kernel.getBody().front();
+  // The last op of the entry code (the program's ops follow it).
+  Operation *entryCode = &*std::prev(b.getInsertionPoint());
+  // The program's memref.alloca_scope opens into the kernel (an automatic
+  // allocation scope itself): nested in the roles' branches it would no
+  // longer be inlined, and a scope of several blocks does not lower.
+  for (auto scope :
+       llvm::make_early_inc_range(entry.getOps<memref::AllocaScopeOp>())) {
+    Block &body = scope.getBodyRegion().front();
+    Operation *ret = body.getTerminator();
+    scope->replaceAllUsesWith(ret->getOperands());
+    ret->erase();
+    entry.getOperations().splice(scope->getIterator(), body.getOperations());
+    scope->erase();
+  }
+  Block::iterator first = std::next(entryCode->getIterator());
+  b.setInsertionPoint(&entry, first);
+  Operation *terminator = entry.getTerminator();
+  Value producer =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::uge, t.tid,
+                            arith::ConstantIndexOp::create(b, t.count));
+  auto roles = scf::IfOp::create(b, TypeRange{}, producer,
+                                 /*withElseRegion=*/true);
+  Block *consumers = roles.elseBlock();
+  consumers->getOperations().splice(consumers->getTerminator()->getIterator(),
+                                    entry.getOperations(), first,
+                                    terminator->getIterator());
+  const bool trade = t.count == 2 * 128; // two consumer warpgroups
+
+  OpBuilder pb = OpBuilder::atBlockBegin(roles.thenBlock());
+  if (trade)
+    NVVM::SetMaxRegisterOp::create(pb, b.getLoc(), kProducerRegisters,
+                                   NVVM::SetMaxRegisterAction::decrease);
+  Value issuer = arith::CmpIOp::create(
+      pb, b.getLoc(), arith::CmpIPredicate::eq, t.tid,
+      arith::ConstantIndexOp::create(pb, b.getLoc(), t.count));
+  auto issuing = scf::IfOp::create(pb, b.getLoc(), TypeRange{}, issuer,
+                                   /*withElseRegion=*/false);
+  OpBuilder ib = OpBuilder::atBlockBegin(issuing.thenBlock());
+  IRMapping clones;
+  for (Operation &op : consumers->without_terminator())
+    ib.clone(op, clones);
+  if (trade) {
+    OpBuilder cb = OpBuilder::atBlockBegin(consumers);
+    NVVM::SetMaxRegisterOp::create(cb, b.getLoc(), kConsumerRegisters,
+                                   NVVM::SetMaxRegisterAction::increase);
+  }
+
+  // The clone's tile ops: the copies of tile.qk and tile.softmax_update,
+  // nothing of the others.
+  Threads pt = t;
+  pt.inProducer = true;
+  SmallVector<Operation *> tileOps;
+  issuing.walk([&](Operation *op) {
+    if (isa<TileInitOp, TileLoadQOp, TileQKOp, TileMaskOp, TileSoftmaxOp,
+            TileStoreOp, TilePrefetchOp>(op))
+      tileOps.push_back(op);
+  });
+  for (Operation *op : tileOps) {
+    ImplicitLocOpBuilder ob(op->getLoc(), op);
+    GpuEmitter e(ob, pt);
+    if (auto qk = dyn_cast<TileQKOp>(op))
+      emitTmaIssue(e, 0, qk.getKey(), qk.getBlockTable(), qk.getBatch(),
+                   qk.getKvHead(), qk.getStart(), qk.getCols());
+    else if (auto softmax = dyn_cast<TileSoftmaxOp>(op))
+      emitTmaIssue(e, 1, softmax.getValue(), softmax.getBlockTable(),
+                   softmax.getBatch(), softmax.getKvHead(), softmax.getStart(),
+                   softmax.getCols());
+    op->erase();
+  }
+  // What fed only the dropped ops (the scratch tiles, the mask's
+  // positions, the output's indices).
+  bool erased = true;
+  while (erased) {
+    erased = false;
+    issuing.getThenRegion().walk<WalkOrder::PostOrder, ReverseIterator>(
+        [&](Operation *op) {
+          if (isOpTriviallyDead(op)) {
+            op->erase();
+            erased = true;
+          }
+        });
+  }
+}
+
+} // namespace
+
 FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
     gpu::GPUFuncOp kernel, bool wideTileAddressBases, bool hardwareFp8) {
   TileConfigAttr config = getTileConfig(kernel);
@@ -1040,6 +1144,19 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
   state->mode = schedule.getMode();
   Threads &t = state->t;
   t.count = 32 * numWarps;
+  // A producer warpgroup: the warps of the outlining's block past
+  // num_warps (kvattn.tma kernels only).
+  std::optional<ArrayRef<int32_t>> block = kernel.getKnownBlockSize();
+  const int64_t threads = block ? (*block)[0] : 32 * numWarps;
+  t.producerWarps = threads / 32 - numWarps;
+  if (threads % 32 != 0 ||
+      (t.producerWarps != 0 && (t.producerWarps != kProducerWarps || !tma)))
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: the kernel's block (" << threads
+           << " threads) is not its " << numWarps
+           << " warps, nor (with the TMA rings) those and a producer "
+              "warpgroup of "
+           << kProducerWarps << " warps";
   t.layout = fragmentLayoutOf(fragments);
   t.wgmma = wgmma;
   // The accumulator: each lane's entries in private memory indexed by
@@ -1209,6 +1326,8 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
   for (Operation *op : tileOps)
     if (!isa<TilePrefetchOp>(op) || !pairs->deferred.count(op))
       state->tileOps.push_back(op);
+  if (t.producerWarps)
+    specializeProducerWarps(*state, b);
   return FailureOr<GpuTileLoweringPtr>(std::move(state));
 }
 

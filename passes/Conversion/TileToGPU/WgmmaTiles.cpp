@@ -20,11 +20,12 @@
 //   the rescaled accumulator is d.
 // - staging: with kvattn.tma (contiguous caches, canUseTmaRing) K and V
 //   arrive by TMA through two-stage mbarrier rings (emitTmaIssue /
-//   emitTmaAcquire / emitTmaRelease): thread 0 waits for a stage's "empty"
-//   barrier (one arrival per warp after the wgmma that read its previous
-//   block retired), arrives on its "full" barrier with the boxes' bytes
-//   (expect_tx) and issues one 64-column box per panel, which lands in the
-//   panel layout (128-byte swizzle); the consumers wait for the full
+//   emitTmaAcquire / emitTmaRelease): the producer warpgroup's first thread
+//   (TileToGPU.cpp, specializeProducerWarps) waits for a stage's "empty"
+//   barrier (one arrival per consumer warp after the wgmma that read its
+//   previous block retired), arrives on its "full" barrier with the boxes'
+//   bytes (expect_tx) and issues one 64-column box per panel, which lands in
+//   the panel layout (128-byte swizzle); the consumers wait for the full
 //   barrier's phase (try_wait.parity) and no CTA barrier separates the
 //   blocks. Otherwise cp.async (TensorCoreTiles.cpp's emitAsyncStage) into
 //   the panelled tiles (panelIndices); the writers execute
@@ -352,7 +353,7 @@ void mlir::kvattn::emitTmaRingInit(GpuEmitter &e) {
     // transactions on them.
     emitProxyFence(e);
   });
-  e.barrier();
+  e.ctaBarrier(); // the producer warpgroup's threads too
 }
 
 Value mlir::kvattn::tmaStageAddress(GpuEmitter &e, int ring, Value stage) {
@@ -366,11 +367,9 @@ void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value source,
       arith::CmpIOp::create(e.b, arith::CmpIPredicate::ugt, cols, e.idx(0));
   e.when(any, [&] {
     RingSlot slot = ringSlot(e, 2 * ring, start);
-    Value leader =
-        arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.tid, e.idx(0));
     const int64_t bn = ringRows(e), panels = ringColumns(e, ring) / 64;
     const int64_t panelBytes = bn * wgmma::kPanelRowBytes;
-    e.when(leader, [&] {
+    auto issueBlock = [&] {
       // The stage's previous block: every warp has released it (the first
       // lap passes: the phase before phase 0 counts as complete).
       Value emptyParity = arith::XOrIOp::create(
@@ -447,7 +446,15 @@ void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value source,
             e.mulIdx(c, boxRows * wgmma::kPanelRowBytes));
         issue(offset, {i32Of(e, head), zero, pageAt(column)});
       });
-    });
+    };
+    // The producer's issuing thread runs this alone; without a producer
+    // warpgroup thread 0 issues.
+    if (e.t.inProducer)
+      issueBlock();
+    else
+      e.when(arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.tid,
+                                   e.idx(0)),
+             issueBlock);
     e.store(e.add(slot.count, e.idx(1)), e.t.ringCounters, {e.idx(2 * ring)});
   });
 }
@@ -519,12 +526,13 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   // The TMA ring: K of this block was issued one step ahead (or here), V
   // of this block is issued now (its stage is free once every warp has
   // released it), then the K stage is awaited; no CTA barrier.
+  // A producer warpgroup issues both (Threads::producerWarps).
   Value kAddress;
   if (e.t.tma) {
-    if (!e.t.prefetchKeys)
+    if (!e.t.producerWarps && !e.t.prefetchKeys)
       emitTmaIssue(e, 0, op.getKey(), op.getBlockTable(), op.getBatch(),
                    op.getKvHead(), op.getStart(), op.getCols());
-    if (prefetch)
+    if (prefetch && !e.t.producerWarps)
       emitTmaIssue(e, 1, prefetch.getValue(), prefetch.getBlockTable(),
                    prefetch.getBatch(), prefetch.getKvHead(),
                    prefetch.getStart(), prefetch.getCols());
