@@ -290,6 +290,32 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   if (paged)
     sizeIds.append({kNumPages, kPageSize, kMaxPages});
   const KeyLayout keys = keyLayoutOf(buffers);
+  // Every size a dynamic dimension of a buffer needs, also where the kind's
+  // list above lacks it: a merge with ALiBi reads the positions k_pos
+  // [B, S] (its rows' reference distance), so it takes S. The host passes
+  // each such size as the dimension it was found in.
+  struct ExtraSize {
+    StringRef role;
+    int64_t dim;
+  };
+  SmallVector<ExtraSize> extraSizes;
+  for (const char *role : kRoles) {
+    auto it = buffers.find(role);
+    if (it == buffers.end())
+      continue;
+    auto type = cast<MemRefType>(it->second.getType());
+    SmallVector<int> symbolic =
+        symbolicShape(role, type.getRank(), paged, keys, prefix);
+    for (auto [d, id] : llvm::enumerate(symbolic)) {
+      // (N and cache_rows come last, below; B, of B + 1, is in every
+      // kind's list.)
+      if (id < 0 || !type.isDynamicDim(d) || id == kN || id == kCacheRows ||
+          id == kBPlus1 || llvm::is_contained(sizeIds, id))
+        continue;
+      sizeIds.push_back(id);
+      extraSizes.push_back({role, static_cast<int64_t>(d)});
+    }
+  }
   // A run-time split: both kernels take its chunk count N last (the
   // runtime computes it per launch: docs/kernel-abi.md).
   const bool runTimeSplit = static_cast<bool>(config.getSplitRule());
@@ -453,6 +479,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     Value q = buffers["query"], k = buffers["key"];
     operands.append({batch(), dim(q, 1), dim(k, 1), dim(q, 2), dim(k, 2)});
   }
+  for (const ExtraSize &extra : extraSizes)
+    operands.push_back(dim(buffers[extra.role], extra.dim));
   if (runTimeSplit)
     operands.push_back(dim(buffers["out_parts"], 0));
   if (!isMerge && keys == KeyLayout::cacheRows)
