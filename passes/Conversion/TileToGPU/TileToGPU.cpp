@@ -833,6 +833,16 @@ public:
   llvm::DenseMap<Operation *, TileSoftmaxOp> valuePrefetch;
   llvm::SmallPtrSet<Operation *, 4> valuePrefetched;
   llvm::DenseMap<Operation *, TilePrefetchOp> deferredPrefetch;
+
+  /// The tile.softmax_update whose V block `qk` issues, recorded as issued;
+  /// null where the schedule pairs none.
+  TileSoftmaxOp takeValuePrefetch(TileQKOp qk) {
+    TileSoftmaxOp softmax = valuePrefetch.lookup(qk);
+    if (softmax)
+      valuePrefetched.insert(softmax);
+    return softmax;
+  }
+
   /// The tiles that become registers, erased once their uses are lowered.
   memref::AllocaOp accTile, scoreTile;
   SmallVector<memref::AllocaOp> statTiles;
@@ -1409,20 +1419,14 @@ struct QKScalarLowering : TileOpLowering<TileQKOp> {
 struct QKMmaSyncLowering : TileOpLowering<TileQKOp> {
   using TileOpLowering::TileOpLowering;
   void lower(GpuEmitter &e, TileQKOp op, PatternRewriter &) const override {
-    TileSoftmaxOp softmax = state.valuePrefetch.lookup(op);
-    if (softmax)
-      state.valuePrefetched.insert(softmax);
-    lowerQKOnTensorCores(e, op, softmax);
+    lowerQKOnTensorCores(e, op, state.takeValuePrefetch(op));
   }
 };
 
 struct QKWgmmaLowering : TileOpLowering<TileQKOp> {
   using TileOpLowering::TileOpLowering;
   void lower(GpuEmitter &e, TileQKOp op, PatternRewriter &) const override {
-    TileSoftmaxOp softmax = state.valuePrefetch.lookup(op);
-    if (softmax)
-      state.valuePrefetched.insert(softmax);
-    lowerQKWithWgmma(e, op, softmax);
+    lowerQKWithWgmma(e, op, state.takeValuePrefetch(op));
   }
 };
 
