@@ -164,12 +164,21 @@
 // offset max * scale * log2(e) (0 while the maximum is -inf) and each
 // probability exp2(s * scale * log2(e) - offset) as one fma and one
 // ex2.approx.ftz (scale 1/8 here: 0.125 * log2(e) = 0.180336878).
+// Lazy rescaling (this kernel's data fit the register budget): the row
+// keeps its old maximum while the block raises it by at most 8 in exp2
+// units, and its rescale factor is then exactly 1.
 // TC:           %[[F:.*]] = arith.constant 0.180336878 : f32
 // TC:           gpu.shuffle  xor
+// TC:           %[[GROW:.*]] = arith.subf %[[NEW:.*]], %[[OLD:.*]] : f32
+// TC:           %[[GROW2:.*]] = arith.mulf %[[GROW]], %[[F]] : f32
+// TC:           %[[KEEP:.*]] = arith.cmpf ole, %[[GROW2]], %{{.*}} : f32
+// TC:           arith.select %[[KEEP]], %[[OLD]], %[[NEW]] : f32
 // TC:           %[[OFF:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
 // TC:           %[[NEG:.*]] = arith.negf %[[OFF]] : f32
 // TC:           %[[ARG:.*]] = math.fma %{{.*}}, %[[F]], %[[NEG]] : f32
-// TC:           llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[ARG]]) : (f32) -> f32
+// TC:           %[[EXP:.*]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[ARG]]) : (f32) -> f32
+// TC:           arith.select %[[KEEP]], %{{.*}}, %[[EXP]] : f32
+// TC:           llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // Then V waited for (it is the newest group), one barrier, and only then
 // the next K block, if any, into the K stage every warp's Q.K^T has
 // finished reading.
@@ -178,6 +187,11 @@
 // TC:           scf.if
 // TC:             nvgpu.device_async_copy %{{.*}}, %[[FLAT]][%{{.*}}], 8, %{{.*}} :
 // TC:           nvvm.cp.async.commit.group
+// The accumulator is rescaled only when a row of the warp took a new
+// maximum (vote.any: a warp-uniform branch).
+// TC:           %[[ANY:.*]] = llvm.call_intrinsic "llvm.nvvm.vote.any.sync"
+// TC:           scf.if %[[ANY]] {
+// TC:             arith.mulf
 // P.V, unrolled: per 16-key step the lane's own probabilities (the C
 // fragment of Q.K^T is the A fragment of P.V) rounded to f16 pairs, then
 // per two 8-column slices of V an ldmatrix.x4.trans and two mmas; no loop,

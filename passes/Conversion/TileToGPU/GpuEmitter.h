@@ -161,7 +161,19 @@ struct Threads {
   /// flat shared-memory view at thread-constant bases (docs/gpu-lowering.md,
   /// "Address arithmetic"); false: 2-D indices swizzled at each access.
   bool leanAddresses = true;
+  /// Tensor cores: a row keeps its running maximum while a block raises it
+  /// by at most kLazyRescaleLog2 (exp2 units), and a warp whose rows all
+  /// keep it skips the accumulator's rescale (docs/gpu-lowering.md, "Lazy
+  /// rescaling").
+  bool lazyRescale = false;
 };
+
+/// The largest growth of a row's maximum, in exp2 units, that leaves the
+/// running maximum as it is (lazy rescaling): probabilities stay <= 2^8.
+inline constexpr double kLazyRescaleLog2 = 8.0;
+/// Lazy rescaling only where a lane's accumulator, private scores and query
+/// fragments take at most this many registers (Threads::lazyRescale).
+inline constexpr int64_t kLazyRescaleRegisters = 160;
 
 /// Loop vocabulary plus the thread mapping.
 struct GpuEmitter : Emitter {
@@ -192,6 +204,15 @@ struct GpuEmitter : Emitter {
         b, b.getStringAttr("llvm.nvvm.barrier.cta.sync.aligned.count"),
         ValueRange{arith::ConstantIntOp::create(b, b.getI32Type(), 1),
                    arith::ConstantIntOp::create(b, b.getI32Type(), t.count)});
+  }
+  /// Whether `pred` holds in any lane of the warp (vote.any.sync over all
+  /// lanes: the warp must be converged), the same i1 in every lane.
+  Value warpAny(Value pred) {
+    return LLVM::CallIntrinsicOp::create(
+               b, b.getI1Type(), b.getStringAttr("llvm.nvvm.vote.any.sync"),
+               ValueRange{arith::ConstantIntOp::create(b, b.getI32Type(), -1),
+                          pred})
+        .getResult(0);
   }
   /// Every thread of the block, the producer's too.
   void ctaBarrier() { gpu::BarrierOp::create(b); }

@@ -353,8 +353,12 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   // FMA form (Threads::rawScores): p = exp2(s * f - max * f), one FFMA and
   // one ex2 per score, f = e.t.expScale.
   struct RowUpdate {
-    Value row, max, sum, alpha;
+    Value row, max, sum, alpha, keep;
   };
+  // Lazy rescaling (below) on the tensor-core lowerings, whose P.V
+  // multiplies the lane's accumulator registers by the rescale factors:
+  // a warp whose rows all keep their maximum skips those multiplies.
+  const bool lazyRescale = e.t.tensorCores && e.t.lazyRescale;
   SmallVector<RowUpdate, 4> rows(e.t.layout.rowsPerLane);
   // The lane's scores: the score tile, or its registers on tensor cores
   // (every (slice, element) unrolled).
@@ -388,6 +392,20 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
                      }),
         /*isMax=*/true);
     Value newMax = arith::MaximumFOp::create(e.b, oldMax, blockMax);
+    // Lazy rescaling: the row keeps its old maximum while the block raises
+    // it by at most kLazyRescaleLog2 in exp2 units; the row's
+    // probabilities are then at most 2^kLazyRescaleLog2 and its rescale
+    // factor exactly 1 (softmax is shift-invariant: the sum and the
+    // accumulator share the stale maximum, and out = acc / sum and
+    // lse = max + log(sum) are unchanged). A first finite maximum
+    // (growth +inf), NaN and -inf rows compare false and take the update.
+    Value keep;
+    if (lazyRescale) {
+      Value growth = e.mulf(arith::SubFOp::create(e.b, newMax, oldMax), f);
+      keep = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OLE, growth,
+                                   e.f32(kLazyRescaleLog2));
+      newMax = arith::SelectOp::create(e.b, keep, oldMax, newMax);
+    }
     // The row's offset max * f; 0 while nothing is allowed (max = -inf), so
     // that the probabilities of its -inf scores and the rescale factor are
     // exp2(-inf) = 0 rather than NaN.
@@ -397,6 +415,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
         arith::SelectOp::create(e.b, none, e.f32(0), e.mulf(newMax, f));
     Value negOffset = arith::NegFOp::create(e.b, offset);
     Value alpha = e.exp2(e.fma(oldMax, f, negOffset));
+    if (keep) // exactly 1 (the FMA form leaves the rounding of max * f)
+      alpha = arith::SelectOp::create(e.b, keep, e.f32(1), alpha);
     // On tensor cores each lane sums its own columns and the quad's sums
     // are combined once, by tile.store (the rescale factor is the quad's).
     Value blockSum = reduceScores(
@@ -407,7 +427,7 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
         });
     if (!e.t.rowStats)
       blockSum = e.quadReduce(blockSum, /*isMax=*/false);
-    rows[k] = {r, newMax, e.fma(alpha, oldSum, blockSum), alpha};
+    rows[k] = {r, newMax, e.fma(alpha, oldSum, blockSum), alpha, keep};
   }
   // Every probability and the V block are in shared memory; every lane has
   // read the old max and sum.
@@ -443,6 +463,25 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     SmallVector<Value, 4> alphas;
     for (const RowUpdate &u : rows)
       alphas.push_back(u.alpha);
+    if (lazyRescale) {
+      // The accumulator is rescaled only when a row of the warp took a new
+      // maximum (a warp-uniform branch: vote.any); the P.V then starts
+      // from it as it is (a factor of 1 folds away).
+      Value update = arith::ConstantIntOp::create(e.b, 0, 1);
+      for (const RowUpdate &u : rows)
+        update = arith::OrIOp::create(
+            e.b, update,
+            arith::XOrIOp::create(e.b, u.keep,
+                                  arith::ConstantIntOp::create(e.b, 1, 1)));
+      auto accType = cast<MemRefType>(e.t.acc.getType());
+      e.when(e.warpAny(update), [&] {
+        for (int k = 0; k < accType.getDimSize(0); ++k)
+          for (int64_t j = 0; j < accType.getDimSize(1); ++j)
+            for (int el = 0; el < accType.getDimSize(2); ++el)
+              e.storeAcc(e.mulf(alphas[k], e.loadAcc(k, j, el)), k, j, el);
+      });
+      std::fill(alphas.begin(), alphas.end(), e.f32(1));
+    }
     if (e.t.wgmma)
       emitPVWithWgmma(e, op, stage, alphas, vAddress);
     else
@@ -1227,6 +1266,20 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
     t.rowStats = memref::AllocaOp::create(
         b, MemRefType::get({2, t.layout.rowsPerLane}, b.getF32Type()));
   t.tensorCores = tensorCores;
+  // Lazy rescaling where the lane's data registers (accumulator, private
+  // scores, query fragments) leave room for its per-row flags and the
+  // branch: not in the 128-row D = 128 kernels of 64-key blocks (192 data
+  // registers per lane), which ptxas spilled with it on sm_80 and sm_90.
+  auto privateRegisters = [](Value v) -> int64_t {
+    if (!v)
+      return 0;
+    auto type = cast<MemRefType>(v.getType());
+    return type.hasStaticShape() ? type.getNumElements() : 0;
+  };
+  t.lazyRescale = tensorCores && privateRegisters(t.acc) +
+                                         privateRegisters(t.scores) +
+                                         privateRegisters(t.qFragments) <=
+                                     kLazyRescaleRegisters;
   // Softmax in FMA form: on tensor cores the scores stay bare dot products
   // and the scale goes into the softmax's FFMA, where it is one constant
   // (no softcap, whose tanh needs the scaled score) and a positive one
