@@ -379,3 +379,48 @@ def test_mla_op_device_run(rt, Hq):
                        "6"):
         kt.check()
     assert not out.double().abs().sum()  # nothing written
+
+
+@pytest.mark.parametrize("fmt, gran", [(torch.float8_e4m3fn, "token"),
+                                       (torch.float8_e5m2, "tensor")])
+def test_mla_fp8_op_device_run(rt, fmt, gran):
+    """kvattn::mla_attention's device kernel over an FP8 latent cache
+    (mla_attention_ir(kv=...): the codes by pointer, kv_scale as the IR's
+    k_scale, the K stage converted to bf16 with it, V read from that
+    stage) against the op's CPU path: bf16 2e-2, lse 1e-3 (1 + |lse|)."""
+    from kvattn.torch import mla
+    g = torch.Generator().manual_seed(33)
+    B, Hq, L, D, Dv, page = 2, 16, 1, 576, 512, 64
+    scale = 1.0 / 192 ** 0.5
+    table = torch.tensor([[3, 0], [1, -1]], dtype=torch.int32)
+    kv = torch.tensor([100, 40], dtype=torch.int64)
+    pool = torch.randn(4, page, 1, D, generator=g)
+    codes = pool.to(fmt)
+    ks = (torch.rand((1,) if gran == "tensor" else (4, page, 1),
+                     generator=g) + 0.25)
+    q = torch.randn(B, Hq, L, D, generator=g).to(torch.bfloat16)
+    want, want_lse = kt.mla_attention(q, codes, block_table=table, kv_len=kv,
+                                      kv_scale=ks, scale=scale,
+                                      return_lse=True)
+    name = kt._FP8[fmt]
+    d = {"query": dev(rt, q),
+         "key": kvattn.to_device(codes.view(torch.uint8).numpy(), rt, name),
+         "q_offset": dev(rt, kv - L), "kv_len": dev(rt, kv),
+         "block_table": dev(rt, table), "k_scale": dev(rt, ks),
+         "out": rt.empty((B, Hq, L, Dv), "bf16"),
+         "lse": rt.empty((B, Hq, L), "f32")}
+    serving.device_run(
+        rt, ("mla-fp8-test", name, gran),
+        lambda: mla.mla_attention_ir("bf16", Hq, 1, D, Dv, page, True, scale,
+                                     kv=(name, gran)),
+        {n: a.ptr for n, a in d.items()},
+        {"B": B, "Hq": Hq, "Hkv": 1, "L": L, "S": 2 * page, "num_pages": 4,
+         "page_size": page, "max_pages": 2}, kvattn.capi.CURRENT_STREAM)
+    kt.check()
+    out = host(d["out"], torch.bfloat16)
+    lse = host(d["lse"], torch.float32)
+    assert (out.double() - want.double()).abs().max() < 2e-2
+    # The device rounds code * scale to bf16 before the MMAs (the CPU keeps
+    # it in f32): the scores, hence lse, differ by bf16's rounding.
+    ref = want_lse.double()
+    assert ((lse.double() - ref).abs() <= 1e-3 * (1 + ref.abs())).all()

@@ -322,3 +322,110 @@ def test_mla_misuse():
         call(block_table=bad)
     with pytest.raises(KVAttnError, match=r"q_offset\[1\] = -1 is negative"):
         call(q_offset=[3, -1])
+
+
+# --- FP8 latent caches: kv_cache torch.float8_e4m3fn / float8_e5m2 read as
+# code * kv_scale (the scores' K and the V inside it) ----------------------
+
+FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
+
+
+def quantize(pool, fmt, gran):
+    """The pool's FP8 codes and kv_scale ("tensor": [1]; "token": [num_pages,
+    page, Hkv], amax / the format's largest value, vLLM's recipe); NaN/Inf
+    slots stay non-finite codes."""
+    finite = pool.nan_to_num(0.0, posinf=0.0, neginf=0.0)
+    if gran == "tensor":
+        scale = (finite.abs().amax() / FP8_MAX[fmt]).reshape(1)
+        codes = (pool / scale).to(fmt)
+    else:
+        scale = (finite.abs().amax(-1) / FP8_MAX[fmt]).clamp_min(1e-6)
+        codes = (pool / scale[..., None]).to(fmt)
+    return codes, scale.float()
+
+
+@pytest.mark.parametrize("fmt", [torch.float8_e4m3fn, torch.float8_e5m2])
+@pytest.mark.parametrize("gran", ["tensor", "token"])
+def test_mla_fp8_cache(fmt, gran):
+    """The op over an FP8 latent cache against the float64 reference over
+    the dequantised cache (f32 query: 2e-5 of the largest |out|); the
+    scale matters; and the accuracy against the unquantised f32 cache, the
+    figures docs/semantics.md reports (max |error| over the largest |out|,
+    and the RMS error over the RMS output; the bounds are about 1.5 x the
+    measured ones)."""
+    B, Hq = 3, 16
+    q, pool, table, kv, _ = paged(B, Hq, 1, [130, 5, 64], seed=20,
+                                  poison=math.nan)
+    codes, scale = quantize(pool, fmt, gran)
+    out, lse = kt.mla_attention(q, codes, block_table=table, kv_len=kv,
+                                kv_scale=scale, scale=SCALE, return_lse=True)
+    deq = codes.double() * (scale.double().reshape(()) if gran == "tensor"
+                            else scale.double()[..., None])
+    gather = lambda p: [torch.cat([p[table[b, j], :min(PAGE, int(kv[b]) -
+                                                        j * PAGE), 0]
+                                   for j in range(-(-int(kv[b]) // PAGE))])
+                        .numpy() for b in range(B)]
+    qo = kv.numpy() - 1
+    want, want_lse = reference(q, gather(deq), qo)
+    peak = np.abs(want).max()
+    np.testing.assert_allclose(out.numpy(), want, rtol=0, atol=2e-5 * peak)
+    np.testing.assert_allclose(lse.numpy(), want_lse, rtol=2e-5, atol=2e-5)
+    raw, _ = reference(q, gather(codes.double()), qo)
+    assert np.abs(raw - want).max() > 0.05  # the scale matters
+    # Accuracy against the f32 cache the codes quantise.
+    exact, _ = reference(q, gather(pool.double()), qo)
+    diff = out.numpy() - exact
+    err = np.abs(diff).max() / np.abs(exact).max()
+    rms = np.sqrt((diff ** 2).mean() / (exact ** 2).mean())
+    print(f"ACCURACY {fmt} {gran} max {err:.4f} rms {rms:.4f}")
+    e4m3 = fmt == torch.float8_e4m3fn
+    assert err < (0.08 if e4m3 else 0.16) and rms < (0.06 if e4m3 else 0.12)
+
+
+def test_mla_fp8_bshd_plain_cache_and_misuse():
+    """A plain bshd cache [B, S, Hkv, D] in e4m3 with per-token scales
+    [B, S, Hkv] (the cache's shape without D), bf16 query; and the FP8
+    misuse by name."""
+    B, L, Hq, Hkv, S, d, dv = 2, 1, 8, 1, 40, 96, 64
+    g = torch.Generator().manual_seed(21)
+    q = torch.randn(B, L, Hq, d, generator=g).to(torch.bfloat16)
+    cache = torch.randn(B, S, Hkv, d, generator=g)
+    codes, scale = quantize(cache, torch.float8_e4m3fn, "token")
+    kv = torch.tensor([40, 17])
+    out = kt.mla_attention(q, codes, head_dim_v=dv, kv_len=kv, kv_scale=scale,
+                           layout="bshd")
+    deq = codes.double() * scale.double()[..., None]
+    caches = [deq[b, :int(kv[b]), 0].numpy() for b in range(B)]
+    want, _ = reference(q.transpose(1, 2).double().numpy(), caches,
+                        kv.numpy() - 1, scale=1 / math.sqrt(d), dv=dv)
+    np.testing.assert_allclose(out.transpose(1, 2).double().numpy(), want,
+                               atol=2e-2, rtol=2e-2)
+    for kw, message in [
+            (dict(), "an FP8 latent cache .* needs kv_scale"),
+            (dict(kv_scale=scale.double()), "kv_scale has dtype "
+             "torch.float64; it must be torch.float32"),
+            (dict(kv_scale=torch.ones(3)), r"kv_scale has shape \(3,\): a "
+             r"latent cache's scale is per tensor \[1\], per KV head \[Hkv\] "
+             r"= \[1\] or per token \[2, 40, 1\]"),
+            (dict(kv_scale=scale.to("meta")), "kv_scale is on meta, query on "
+             "cpu")]:
+        with pytest.raises(KVAttnError, match=message):
+            kt.mla_attention(q, codes, head_dim_v=dv, kv_len=kv,
+                             layout="bshd", **kw)
+    with pytest.raises(KVAttnError, match=r"k_scale\[0\] = 0 must be "
+                       "positive and finite"):
+        kt.mla_attention(q, codes, head_dim_v=dv, kv_len=kv, layout="bshd",
+                         kv_scale=torch.zeros(1))
+
+
+def test_mla_fp8_torch_compile():
+    q, pool, table, kv, _ = paged(2, 16, 1, [70, 5], seed=22)
+    codes, scale = quantize(pool, torch.float8_e5m2, "token")
+    f = torch.compile(lambda *a: kt.mla_attention(
+        a[0], a[1], block_table=a[2], kv_len=a[3], kv_scale=a[4],
+        scale=SCALE), fullgraph=True)
+    torch._dynamo.reset()
+    got = f(q, codes, table, kv, scale)
+    want = kt.mla_attention(q, codes, block_table=table, kv_len=kv,
+                            kv_scale=scale, scale=SCALE)
+    assert torch.equal(got, want)
