@@ -23,7 +23,6 @@ from typing import Optional, Tuple
 
 import torch
 
-from .. import capi
 from ..capi import KVAttnTypeError, KVAttnValueError
 from . import (_FP8, _check_options, _cpu_program, _cpu_run, _cuda_runtime,
                _dense, _float_tensor, _layout, _positions, _program,
@@ -38,7 +37,7 @@ MAX_HEAD_DIM = 576
 
 
 def mla_attention_ir(dtype, Hq, Hkv, D, Dv, page_size, causal, scale,
-                     kv=None, layout_rows="?"):
+                     kv=None):
     """kvattn IR of one latent attention with dynamic B, L, S (and pages):
     query [B, Hq, L, D]; the cache [B, Hkv, S, D], or with `page_size` the
     pool [num_pages, page_size, Hkv, D] and block_table (i32 [B,
