@@ -214,6 +214,11 @@ def test_mla_split_form_without_a_copy():
                                  pool[..., DV:], block_table=table,
                                  kv_len=kv, scale=SCALE)
     assert torch.equal(got, want)
+    # Separate query halves (a copy joins them): the same answer.
+    got = kt.mla_attention_split(q[..., :DV].clone(), q[..., DV:].clone(),
+                                 pool[..., :DV], pool[..., DV:],
+                                 block_table=table, kv_len=kv, scale=SCALE)
+    assert torch.equal(got, want)
     with pytest.raises(KVAttnError, match="two column ranges of one latent "
                        "cache"):
         kt.mla_attention_split(q[..., :DV], q[..., DV:],

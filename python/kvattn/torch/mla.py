@@ -437,7 +437,8 @@ def mla_attention_split(q_nope: torch.Tensor, q_pe: torch.Tensor,
     (ckv_cache = kv[..., :512], kpe_cache = kv[..., 512:], the layout
     serving engines allocate), taken without a copy; separately allocated
     caches are refused (kvattn reads one latent row per token: concatenate
-    them once, into a [.., 576] cache). The query is concatenated (one
+    them once, into a [.., 576] cache). The query halves are read in place
+    when they too are column ranges of one buffer, else concatenated (one
     copy of [B, Hq, L, 576]). head_dim_v is ckv_cache's width. Keywords as
     mla_attention."""
     for what, t in (("q_nope", q_nope), ("q_pe", q_pe),
@@ -446,15 +447,7 @@ def mla_attention_split(q_nope: torch.Tensor, q_pe: torch.Tensor,
     if "head_dim_v" in kwargs:
         raise KVAttnValueError("mla_attention_split takes head_dim_v from "
                                "ckv_cache's width: drop it")
-    if ckv_cache.dtype != kpe_cache.dtype or \
-            ckv_cache.device != kpe_cache.device or \
-            ckv_cache.dim() != kpe_cache.dim() or \
-            ckv_cache.shape[:-1] != kpe_cache.shape[:-1] or \
-            ckv_cache.stride() != kpe_cache.stride() or \
-            kpe_cache.data_ptr() != ckv_cache.data_ptr() + \
-            ckv_cache.shape[-1] * ckv_cache.element_size() or \
-            ckv_cache.stride(-1) != 1 or \
-            ckv_cache.stride(-2) < ckv_cache.shape[-1] + kpe_cache.shape[-1]:
+    if not _adjacent(ckv_cache, kpe_cache):
         raise KVAttnValueError(
             "ckv_cache and kpe_cache must be the two column ranges of one "
             "latent cache (ckv_cache = kv[..., :Dv], kpe_cache = kv[..., "
@@ -462,12 +455,31 @@ def mla_attention_split(q_nope: torch.Tensor, q_pe: torch.Tensor,
             f"{tuple(kpe_cache.shape)}, strides {tuple(ckv_cache.stride())} "
             f"and {tuple(kpe_cache.stride())}): kvattn reads one row "
             "[c_kv, k_pe] per token, without a copy")
-    width = ckv_cache.shape[-1] + kpe_cache.shape[-1]
-    kv = torch.as_strided(ckv_cache, tuple(ckv_cache.shape[:-1]) + (width,),
-                          ckv_cache.stride(), ckv_cache.storage_offset())
+    kv = _joined(ckv_cache, kpe_cache)
     if q_nope.shape[:-1] != q_pe.shape[:-1]:
         raise KVAttnValueError(f"q_nope {tuple(q_nope.shape)} and q_pe "
                                f"{tuple(q_pe.shape)} differ before the last "
                                "dim")
-    query = torch.cat([q_nope, q_pe], dim=-1)
+    # The query halves of one buffer are read in place too; else joined.
+    query = _joined(q_nope, q_pe) if _adjacent(q_nope, q_pe) else \
+        torch.cat([q_nope, q_pe], dim=-1)
     return mla_attention(query, kv, head_dim_v=ckv_cache.shape[-1], **kwargs)
+
+
+def _adjacent(a, b):
+    """Whether b is the column range right after a's in one buffer (the same
+    dtype, device, leading shape and strides, b's first column a's last +
+    1, each row wide enough for both)."""
+    return (a.dtype == b.dtype and a.device == b.device and
+            a.dim() == b.dim() and a.dim() >= 2 and
+            a.shape[:-1] == b.shape[:-1] and a.stride() == b.stride() and
+            a.stride(-1) == 1 and
+            b.data_ptr() == a.data_ptr() + a.shape[-1] * a.element_size() and
+            a.stride(-2) >= a.shape[-1] + b.shape[-1])
+
+
+def _joined(a, b):
+    """The [.., Da + Db] view over adjacent column ranges a and b."""
+    return torch.as_strided(a, tuple(a.shape[:-1]) + (a.shape[-1] +
+                                                      b.shape[-1],),
+                            a.stride(), a.storage_offset())
