@@ -436,10 +436,8 @@ LogicalResult AttentionOp::verifyLatentForm() {
                             "columns of key (Dv <= D)";
   if (getVScale())
     return emitOpError() << "v_scale with the latent form: V is read from the "
-                            "key cache (drop v_scale)";
-  if (hasFp8Cache())
-    return emitOpError() << "the latent form does not take an FP8 cache yet ("
-                         << getKey().getType().getElementType() << ")";
+                            "key cache, dequantised with k_scale (drop "
+                            "v_scale)";
   return success();
 }
 
@@ -622,6 +620,9 @@ LogicalResult AttentionOp::verifyKvScales() {
              << name << " dequantises an FP8 cache, but key and value are "
              << getKey().getType().getElementType()
              << ": drop it, or store K and V as f8E4M3FN or f8E5M2";
+    // The latent form's V is the key cache, read with k_scale.
+    if (fp8 && !scale && name == "v_scale" && isLatent())
+      continue;
     if (fp8 && !scale)
       return emitOpError()
              << "an FP8 KV cache (" << getKey().getType().getElementType()

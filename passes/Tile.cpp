@@ -385,6 +385,7 @@ private:
     problem.varlen = s.varlen;
     problem.tree = s.tree;
     problem.latent = op.isLatent();
+    problem.queryElementBits = qType.getElementType().getIntOrFloatBitWidth();
     schedule::Blocks blocks = schedule::choose(problem, cfg.scheduleOptions());
     s.group = blocks.group;
     s.bm = blocks.bm;
@@ -974,7 +975,9 @@ private:
           TileSoftmaxOp::create(
               fb, t.scores, buf.v, r.kvBatch, r.kvHead, kRow, r.rows, cols,
               t.rowMax, t.rowSum, t.acc, buf.blockTable, buf.keyValid,
-              s.canBeFull ? isFull : Value(), buf.vScale, op.isLatent());
+              s.canBeFull ? isFull : Value(),
+              // The latent form's V is the key cache: its scale is k_scale.
+              op.isLatent() ? buf.kScale : buf.vScale, op.isLatent());
           scf::YieldOp::create(fb);
         });
   }

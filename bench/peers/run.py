@@ -12,7 +12,8 @@ one throughput model (model.py).  No GPU is used: every figure is an
 estimate; bench/run-gpu-bench.sh is the measurement.
 
     python3 bench/peers/run.py [--build build] [--chips sm_80,sm_89,sm_90a]
-        [--shapes prefill,append,decode,decode-fp8,mla-decode] [--hd 128,64]
+        [--shapes prefill,append,decode,decode-fp8,mla-decode,mla-decode-fp8]
+        [--hd 128,64]
         [--peers fa2,...]
 
 Prints a table, then one `ratio SHAPE CHIP PEER X.XX` line per shape, chip
@@ -138,6 +139,13 @@ def shapes(kinds, hds):
             out.append(Shape("mla-decode-h%d" % hq, "decode", 576, 1,
                              MLA_S - 1, B=MLA_B, hq=hq, hkv=1,
                              latent_dv=512))
+    if "mla-decode-fp8" in kinds:
+        # The same over an e4m3 latent cache (k_scale per tensor): its ratio
+        # is to the bf16 latent cache's decode in tokens per second.
+        for hq in (16, 128):
+            out.append(Shape("mla-decode-fp8-h%d" % hq, "decode", 576, 1,
+                             MLA_S - 1, B=MLA_B, hq=hq, hkv=1,
+                             kv_dtype="f8E4M3FN", latent_dv=512))
     return out
 
 
@@ -703,6 +711,7 @@ def main():
             continue
         base = next((rb for sb, kb, rb in rows if sb.kind == "decode" and
                      not sb.kv_dtype and sb.d == shape.d and
+                     sb.hq == shape.hq and sb.latent == shape.latent and
                      kb.chip == k.chip and kb.peer == "kvattn"), None)
         line = "fp8 %s %s: %.0f GB/s of FP8 cache (estimate)" % (
             shape.name, k.chip, r["gbs"])

@@ -487,7 +487,9 @@ typedef struct {
    * value buffer; V is the first value_head_dim columns (0: all) of the key
    * cache, whose head dim may reach 576 (512 latent + 64 rotary). The IR
    * runs on the CPU and GPU targets (docs/gpu-lowering.md, "The latent
-   * form"). Not with append or kv_dtype. */
+   * form"). Not with append. With kv_dtype the latent cache is FP8 and
+   * the plan's buffer "k_scale" alone dequantises it (K and the V inside
+   * it; no "v_scale"). */
   int32_t latent;
   int64_t prefix_len; /* with cascade */
   /* RoPE (docs/semantics.md, "Rotary embedding"): rotary_dim > 0 (even, at

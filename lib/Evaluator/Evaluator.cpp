@@ -425,9 +425,11 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
             *ops.key, headDim, "k_scale", tensor(op.getKScale()), dequantKey);
         s.isError())
       return fail(op, s.message());
-    if (Status s =
-            reference::dequantizeKvCache(*ops.value, headDim, "v_scale",
-                                         tensor(op.getVScale()), dequantValue);
+    // The latent form's V is the key's first columns: k_scale's codes.
+    const bool latent = op.getValueDim().has_value();
+    if (Status s = reference::dequantizeKvCache(
+            *ops.value, headDim, latent ? "k_scale" : "v_scale",
+            tensor(latent ? op.getKScale() : op.getVScale()), dequantValue);
         s.isError())
       return fail(op, s.message());
     ops.key = &dequantKey;

@@ -111,7 +111,10 @@ int64_t latentProgramSharedBytes(const Problem &p, int64_t bm, int64_t bn) {
 LatentBlocks latentBlocks(const Problem &p, int64_t rows,
                           int64_t sharedMemoryPerSm) {
   const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
-  if (!p.latent || p.kvElementBits != 16 || p.headDim % 16 != 0 || dv % 8 != 0)
+  // The K stage's element width: an FP8 cache is staged in the query's type.
+  const int64_t stageBits =
+      p.kvElementBits == 8 ? p.queryElementBits : p.kvElementBits;
+  if (!p.latent || stageBits != 16 || p.headDim % 16 != 0 || dv % 8 != 0)
     return {};
   // 32 keys: four 8-key slices, one per warp of a split of 4.
   const int64_t bn = 32;

@@ -81,9 +81,6 @@ Status checkAttentionDescription(const AttentionDescription &d) {
     if (d.append)
       return Status::error(where + "latent with append: the latent cache "
                                    "has no V append (write the cache first)");
-    if (!d.kvDtype.empty())
-      return Status::error(where + "latent with kv_dtype " + d.kvDtype +
-                           ": the latent form does not take an FP8 cache yet");
   } else {
     KVATTN_RETURN_IF_ERROR(headDim("head_dim", d.headDim));
     if (d.valueHeadDim != 0)
@@ -309,7 +306,9 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
                                           ? SmallVector<int64_t>{Hkv}
                                           : cacheRows;
     inputs.push_back(tensor(scaleShape, b.getF32Type())); // k_scale
-    inputs.push_back(tensor(scaleShape, b.getF32Type())); // v_scale
+    // The latent form reads V from the key cache: k_scale dequantises both.
+    if (!d.latent)
+      inputs.push_back(tensor(scaleShape, b.getF32Type())); // v_scale
   }
   if (d.ropeRecord)
     inputs.push_back(tensor({B, dim(d.keyLen)}, index)); // k_rope_pos
@@ -342,7 +341,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   Value kStart = d.raggedKeys ? body->getArgument(next++) : Value();
   Value cacheBatchIdx = d.cacheBatchIdx ? body->getArgument(next++) : Value();
   Value kScale = d.kvDtype.empty() ? Value() : body->getArgument(next++);
-  Value vScale = d.kvDtype.empty() ? Value() : body->getArgument(next++);
+  Value vScale =
+      d.kvDtype.empty() || d.latent ? Value() : body->getArgument(next++);
   Value ropeRecord = d.ropeRecord ? body->getArgument(next++) : Value();
   RopeAttr rope = d.rotaryDim
                       ? RopeAttr::get(&ctx, d.rotaryDim, APFloat(d.ropeTheta),

@@ -1178,7 +1178,8 @@ def attention_ir(runtime=None, **fields):
     "prefix_key"/"prefix_value" [1, Hkv, prefix_len, D]) and prefix_len
     (-1 or absent: dynamic, the size P), latent (0/1: DeepSeek MLA's latent
     form, no value buffer, V the first value_head_dim columns of the key,
-    head dims up to 576; CPU and GPU), rotary_dim (RoPE: even, at most
+    head dims up to 576; CPU and GPU; with kv_dtype a buffer "k_scale" only,
+    which dequantises K and the V inside it), rotary_dim (RoPE: even, at most
     head_dim; 0 or absent: none), rope_theta (above 1, default 10000),
     rope_interleaved (0/1: GPT-J pairs, else GPT-NeoX halves) and
     rope_record (0/1: a buffer "k_rope_pos" i32 [B, key_len] of the

@@ -239,9 +239,10 @@ def test_mla_errors():
         kvattn.attention_ir(value_head_dim=640, **base)
     with pytest.raises(kvattn.KVAttnError, match=r"latent with append"):
         kvattn.attention_ir(value_head_dim=DV, append=True, **base)
-    with pytest.raises(kvattn.KVAttnError,
-                       match=r"latent with kv_dtype f8E4M3FN"):
-        kvattn.attention_ir(value_head_dim=DV, kv_dtype="f8E4M3FN", **base)
+    # An FP8 latent cache takes k_scale alone (no v_scale argument).
+    text = kvattn.attention_ir(value_head_dim=DV, kv_dtype="f8E4M3FN",
+                               **base)
+    assert "k_scale(" in text and "v_scale" not in text
     with pytest.raises(kvattn.KVAttnError,
                        match=r"head_dim = 576 is outside \[1, 256\]"):
         kvattn.attention_ir(**dict(base, latent=False))
@@ -290,3 +291,119 @@ def test_mla_decode_emulated_gpu(emulated_runtime, Hq, kv_len):
                                rtol=2e-2)
     np.testing.assert_allclose(lse, want_lse, atol=1e-3, rtol=1e-3)
     check_wrong_values_differ(qf, caches, qo, want)
+
+
+# --- FP8 latent caches (docs/semantics.md, "Latent KV": k_scale alone
+# dequantises the cache, the scores' K and the V columns inside it) -------
+
+FP8 = ["f8E4M3FN", "f8E5M2"]
+
+
+def fp8_case(fmt, gran, B, Hq, kv_len, seed, L=1):
+    """paged_case's pool quantised to `fmt` with a k_scale of granularity
+    "tensor" ([1]) or "token" ([num_pages, page, 1]), distinct in [0.25, 2]
+    (unowned slots: NaN codes 0x7F, or e5m2's +Inf 0x7C); returns q, codes,
+    scale, table, kv_len and the dequantised pool (float64)."""
+    q, pool, table, kv_len = paged_case(B, Hq, L, kv_len, seed)
+    rng = np.random.default_rng(seed + 9)
+    shape = (1,) if gran == "tensor" else pool.shape[:3]
+    scale = (0.25 + rng.integers(0, 8, shape) * 0.25).astype(np.float32)
+    # Values of a few units: the codes' relative step stays 2^-3 / 2^-2.
+    codes = kvattn.to_fp8(np.nan_to_num(pool * 3.0, nan=0.0) /
+                          (scale if gran == "tensor" else scale[..., None]),
+                          fmt)
+    bad = np.isnan(pool)
+    codes[bad] = 0x7F if fmt == "f8E4M3FN" else 0x7C
+    deq = kvattn.from_fp8(codes, fmt).astype(np.float64) * (
+        scale if gran == "tensor" else scale[..., None])
+    return q, codes, scale, table, kv_len, deq
+
+
+def mla_fp8_ir(dtype, fmt, gran, B, Hq, L, num_pages, max_pages):
+    text = mla_ir(dtype, B, Hq, L, num_pages, max_pages)
+    kv = f"tensor<{num_pages}x{PAGE}x1x{D}x{dtype}>"
+    s = "tensor<1xf32>" if gran == "tensor" else \
+        f"tensor<{num_pages}x{PAGE}x1xf32>"
+    bt = f"tensor<{B}x{max_pages}xi32>"
+    return (text.replace(kv, f"tensor<{num_pages}x{PAGE}x1x{D}x{fmt}>")
+            .replace(f"%bt: {bt})", f"%bt: {bt}, %ks: {s})")
+            .replace(f"block_table(%bt : {bt})",
+                     f"block_table(%bt : {bt}) k_scale(%ks : {s})"))
+
+
+@pytest.mark.parametrize("fmt", FP8)
+@pytest.mark.parametrize("gran", ["tensor", "token"])
+def test_mla_fp8_cache_cpu(fmt, gran):
+    """The FP8 latent cache on the CPU against the float64 reference over
+    the dequantised cache (code * k_scale): f32 query 2e-5; a path that
+    ignored the scale, or read V undequantised, is far outside it."""
+    B, Hq = 3, 16
+    q, codes, scale, table, kv_len, deq = fp8_case(fmt, gran, B, Hq,
+                                                   [130, 5, 64], seed=70)
+    qo = kv_len - 1
+    prog = kvattn.compile(mla_fp8_ir("f32", fmt, gran, B, Hq, 1,
+                                     codes.shape[0], table.shape[1]))
+    out, lse = prog.run(q, codes, qo, kv_len, table, scale)
+    caches = gather(deq, table, kv_len)
+    want, want_lse = reference(q, caches, qo)
+    # f32 accumulation over 576 products of values up to ~8: 2e-5 of the
+    # largest |out| (as python/torch_tests/test_fp8.py).
+    np.testing.assert_allclose(out, want, rtol=0,
+                               atol=2e-5 * np.abs(want).max())
+    np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
+    # The scales matter: the undequantised codes give another answer.
+    raw = gather(kvattn.from_fp8(codes, fmt).astype(np.float64), table,
+                 kv_len)
+    plain, _ = reference(q, raw, qo)
+    assert np.abs(plain - want).max() > 0.05
+    check_wrong_values_differ(q, caches, qo, want)
+
+
+@pytest.mark.parametrize("fmt,gran,Hq", [("f8E4M3FN", "token", 16),
+                                         ("f8E5M2", "tensor", 128)])
+def test_mla_fp8_cache_emulated_gpu(emulated_runtime, fmt, gran, Hq):
+    """The latent form's mma.sync kernel over an FP8 cache on the emulated
+    GPU (K staged as FP8 bytes and converted to bf16 with its row's scale;
+    P.V reads the same converted stage): bf16 query, NaN / +Inf codes in
+    every unowned slot, against the float64 reference over code * k_scale
+    (bf16 tolerance 2e-2, lse 1e-3). Accuracy against the f32 cache the
+    codes quantise is reported by docs/semantics.md."""
+    B = 2
+    q, codes, scale, table, kv_len, deq = fp8_case(fmt, gran, B, Hq,
+                                                   [130, 64], seed=80 + Hq)
+    qb = kvattn.to_bf16(q)
+    qo = kv_len - 1
+    prog = kvattn.compile(mla_fp8_ir("bf16", fmt, gran, B, Hq, 1,
+                                     codes.shape[0], table.shape[1]),
+                          target="gpu", runtime=emulated_runtime)
+    out, lse = prog.run(qb, codes, qo, kv_len, table, scale)
+    prog.close()
+    qf = kvattn.from_bf16(qb).astype(np.float64)
+    caches = gather(deq, table, kv_len)
+    want, want_lse = reference(qf, caches, qo)
+    got = kvattn.from_bf16(out)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, atol=2e-2, rtol=2e-2)
+    np.testing.assert_allclose(lse, want_lse, atol=1e-3, rtol=1e-3)
+    check_wrong_values_differ(qf, caches, qo, want)
+
+
+def test_mla_fp8_description_cpu():
+    """kvattn_attention_desc with latent = 1 and kv_dtype (C API): the IR
+    takes k_scale alone (per token here, kv_scales = "token": [num_pages,
+    page, 1]) and runs on the CPU against the reference."""
+    fmt = "f8E5M2"
+    text = kvattn.attention_ir(dtype="f32", num_query_heads=16,
+                               num_kv_heads=1, head_dim=D, value_head_dim=DV,
+                               paged=True, page_size=PAGE, causal=True,
+                               with_lse=True, scale=SCALE, latent=True,
+                               kv_dtype=fmt, kv_scales="token")
+    assert "k_scale(" in text and "v_scale" not in text
+    q, codes, scale, table, kv_len, deq = fp8_case(fmt, "token", 2, 16,
+                                                   [70, 128], seed=90)
+    qo = kv_len - 1
+    out, lse = kvattn.compile(text).run(q, codes, qo, kv_len, table, scale)
+    want, want_lse = reference(q, gather(deq, table, kv_len), qo)
+    np.testing.assert_allclose(out, want, rtol=0,
+                               atol=2e-5 * np.abs(want).max())
+    np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)

@@ -320,3 +320,107 @@ def test_fp8_plan_with_append_matches_the_cpu_plan(rt):
     assert ((got - ref).abs() <= 1.6e-2 + 1.6e-2 * ref.abs()).all()
     plan.close()
     cpu.close()
+
+
+@pytest.mark.parametrize("Hq", [16, 128])
+def test_mla_op_device_run(rt, Hq):
+    """What the CUDA kernel of kvattn::mla_attention runs after taking the
+    tensors' pointers (kvattn.torch.mla._cuda_mla): a plan of
+    mla_attention_ir (the latent form's mma.sync kernel) with the query,
+    the paged latent pool, q_offset / kv_len (int64) and the int32 block
+    table on the device; out and lse against the op's CPU path (bf16:
+    2e-2, lse 1e-3), NaN in every slot no key owns. A page past the pool is
+    recorded on the device and raised by kt.check(), out untouched."""
+    from kvattn.torch import mla
+    g = torch.Generator().manual_seed(31)
+    B, L, D, Dv, page = 3, 1, 576, 512, 64
+    scale = 1.0 / 192 ** 0.5
+    table = torch.tensor([[4, 1, -1], [0, -1, -1], [2, 5, 3]],
+                         dtype=torch.int32)
+    kv = torch.tensor([100, 7, 150], dtype=torch.int64)
+    pool = torch.randn(6, page, 1, D, generator=g)
+    owned = torch.zeros(6, page, dtype=torch.bool)
+    for b in range(B):
+        for j in range(-(-int(kv[b]) // page)):
+            owned[table[b, j], :min(page, int(kv[b]) - j * page)] = True
+    pool[~owned] = float("nan")
+    pool = pool.to(torch.bfloat16)
+    q = torch.randn(B, Hq, L, D, generator=g).to(torch.bfloat16)
+    qo = kv - L
+    want, want_lse = kt.mla_attention(q, pool, block_table=table, kv_len=kv,
+                                      scale=scale, return_lse=True)
+    sig = ("mla-test", Hq)
+    make_ir = (lambda: mla.mla_attention_ir("bf16", Hq, 1, D, Dv, page, True,
+                                            scale))
+
+    def run(tab):
+        d = {"query": dev(rt, q), "key": dev(rt, pool),
+             "q_offset": dev(rt, qo), "kv_len": dev(rt, kv),
+             "block_table": dev(rt, tab),
+             "out": kvattn.to_device(np.zeros((B, Hq, L, Dv), np.uint16),
+                                     rt, "bf16"),
+             "lse": kvattn.to_device(np.zeros((B, Hq, L), np.float32), rt)}
+        serving.device_run(
+            rt, sig, make_ir, {n: a.ptr for n, a in d.items()},
+            {"B": B, "Hq": Hq, "Hkv": 1, "L": L, "S": 3 * page,
+             "num_pages": 6, "page_size": page, "max_pages": 3},
+            kvattn.capi.CURRENT_STREAM)
+        return host(d["out"], torch.bfloat16), host(d["lse"], torch.float32)
+
+    out, lse = run(table)
+    kt.check()
+    assert not torch.isnan(out).any()
+    assert (out.double() - want.double()).abs().max() < 2e-2
+    assert (lse.double() - want_lse.double()).abs().max() < 1e-3
+    bad = table.clone()
+    bad[2, 1] = 6
+    out, _ = run(bad)
+    with pytest.raises(kvattn.KVAttnError, match=r"block_table\[2\]\[1\] = "
+                       "6"):
+        kt.check()
+    assert not out.double().abs().sum()  # nothing written
+
+
+@pytest.mark.parametrize("fmt, gran", [(torch.float8_e4m3fn, "token"),
+                                       (torch.float8_e5m2, "tensor")])
+def test_mla_fp8_op_device_run(rt, fmt, gran):
+    """kvattn::mla_attention's device kernel over an FP8 latent cache
+    (mla_attention_ir(kv=...): the codes by pointer, kv_scale as the IR's
+    k_scale, the K stage converted to bf16 with it, V read from that
+    stage) against the op's CPU path: bf16 2e-2, lse 1e-3 (1 + |lse|)."""
+    from kvattn.torch import mla
+    g = torch.Generator().manual_seed(33)
+    B, Hq, L, D, Dv, page = 2, 16, 1, 576, 512, 64
+    scale = 1.0 / 192 ** 0.5
+    table = torch.tensor([[3, 0], [1, -1]], dtype=torch.int32)
+    kv = torch.tensor([100, 40], dtype=torch.int64)
+    pool = torch.randn(4, page, 1, D, generator=g)
+    codes = pool.to(fmt)
+    ks = (torch.rand((1,) if gran == "tensor" else (4, page, 1),
+                     generator=g) + 0.25)
+    q = torch.randn(B, Hq, L, D, generator=g).to(torch.bfloat16)
+    want, want_lse = kt.mla_attention(q, codes, block_table=table, kv_len=kv,
+                                      kv_scale=ks, scale=scale,
+                                      return_lse=True)
+    name = kt._FP8[fmt]
+    d = {"query": dev(rt, q),
+         "key": kvattn.to_device(codes.view(torch.uint8).numpy(), rt, name),
+         "q_offset": dev(rt, kv - L), "kv_len": dev(rt, kv),
+         "block_table": dev(rt, table), "k_scale": dev(rt, ks),
+         "out": rt.empty((B, Hq, L, Dv), "bf16"),
+         "lse": rt.empty((B, Hq, L), "f32")}
+    serving.device_run(
+        rt, ("mla-fp8-test", name, gran),
+        lambda: mla.mla_attention_ir("bf16", Hq, 1, D, Dv, page, True, scale,
+                                     kv=(name, gran)),
+        {n: a.ptr for n, a in d.items()},
+        {"B": B, "Hq": Hq, "Hkv": 1, "L": L, "S": 2 * page, "num_pages": 4,
+         "page_size": page, "max_pages": 2}, kvattn.capi.CURRENT_STREAM)
+    kt.check()
+    out = host(d["out"], torch.bfloat16)
+    lse = host(d["lse"], torch.float32)
+    assert (out.double() - want.double()).abs().max() < 2e-2
+    # The device rounds code * scale to bf16 before the MMAs (the CPU keeps
+    # it in f32): the scores, hence lse, differ by bf16's rounding.
+    ref = want_lse.double()
+    assert ((lse.double() - ref).abs() <= 1e-3 * (1 + ref.abs())).all()

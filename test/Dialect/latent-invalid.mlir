@@ -1,7 +1,8 @@
 // RUN: kvattn-opt %s -split-input-file -verify-diagnostics
 // The latent form's rules: value_dim <=> no value operand, 1 <= value_dim
-// <= D, out's Dv is value_dim, no v_scale, no FP8 cache yet; the tile op
-// reads at most the key's D columns.
+// <= D, out's Dv is value_dim, no v_scale (an FP8 latent cache is read
+// with k_scale alone, which it needs); the tile op reads at most the key's
+// D columns.
 
 func.func @value_with_value_dim(%q: tensor<1x16x1x576xbf16>, %k: tensor<1x1x64x576xbf16>, %v: tensor<1x1x64x512xbf16>) {
   // expected-error @+1 {{value_dim = 512 declares the latent form (V is the first value_dim columns of key), but a value operand is given: drop the value, or drop value_dim}}
@@ -44,16 +45,34 @@ func.func @out_not_value_dim(%q: tensor<1x16x1x576xbf16>, %k: tensor<1x1x64x576x
 // -----
 
 func.func @latent_v_scale(%q: tensor<1x16x1x576xbf16>, %k: tensor<1x1x64x576xbf16>, %s: tensor<1xf32>) {
-  // expected-error @+1 {{v_scale with the latent form: V is read from the key cache (drop v_scale)}}
+  // expected-error @+1 {{v_scale with the latent form: V is read from the key cache, dequantised with k_scale (drop v_scale)}}
   %o = kvattn.attention %q, %k value_dim = 512 v_scale(%s : tensor<1xf32>) : tensor<1x16x1x576xbf16>, tensor<1x1x64x576xbf16> -> tensor<1x16x1x512xbf16>
   return
 }
 
 // -----
 
-func.func @latent_fp8(%q: tensor<1x16x1x576xbf16>, %k: tensor<1x1x64x576xf8E4M3FN>, %s: tensor<1xf32>) {
-  // expected-error @+1 {{the latent form does not take an FP8 cache yet ('f8E4M3FN')}}
-  %o = kvattn.attention %q, %k value_dim = 512 k_scale(%s : tensor<1xf32>) : tensor<1x16x1x576xbf16>, tensor<1x1x64x576xf8E4M3FN> -> tensor<1x16x1x512xbf16>
+// An FP8 latent cache is read with k_scale alone (V is inside the key):
+// without it the cache cannot be decoded.
+func.func @latent_fp8_without_k_scale(%q: tensor<1x16x1x576xbf16>, %k: tensor<1x1x64x576xf8E4M3FN>) {
+  // expected-error @+1 {{an FP8 KV cache ('f8E4M3FN') needs k_scale (f32, per tensor [1], per KV head [Hkv] or per token and head: the cache's shape without its last dimension)}}
+  %o = kvattn.attention %q, %k value_dim = 512 : tensor<1x16x1x576xbf16>, tensor<1x1x64x576xf8E4M3FN> -> tensor<1x16x1x512xbf16>
+  return
+}
+
+// -----
+
+func.func @latent_fp8_v_scale(%q: tensor<1x16x1x576xbf16>, %k: tensor<1x1x64x576xf8E5M2>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{v_scale with the latent form: V is read from the key cache, dequantised with k_scale (drop v_scale)}}
+  %o = kvattn.attention %q, %k value_dim = 512 k_scale(%s : tensor<1xf32>) v_scale(%s : tensor<1xf32>) : tensor<1x16x1x576xbf16>, tensor<1x1x64x576xf8E5M2> -> tensor<1x16x1x512xbf16>
+  return
+}
+
+// -----
+
+func.func @latent_fp8_token_scale_shape(%q: tensor<2x16x1x576xbf16>, %k: tensor<4x64x1x576xf8E4M3FN>, %t: tensor<2x2xi32>, %qo: tensor<2xi32>, %kl: tensor<2xi32>, %s: tensor<4x64x2xf32>) {
+  // expected-error @+1 {{k_scale has shape}}
+  %o = kvattn.attention %q, %k value_dim = 512 q_offset(%qo : tensor<2xi32>) kv_len(%kl : tensor<2xi32>) block_table(%t : tensor<2x2xi32>) k_scale(%s : tensor<4x64x2xf32>) : tensor<2x16x1x576xbf16>, tensor<4x64x1x576xf8E4M3FN> -> tensor<2x16x1x512xbf16>
   return
 }
 

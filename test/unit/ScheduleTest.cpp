@@ -260,6 +260,41 @@ TEST(Schedule, WideWarps) {
 // (scores in registers), 128 rows on 8 warps where one 128 KB program fits
 // the multiprocessor (sm_80, sm_90), 64 rows on the 100 KB chips; decode
 // and few-row programs, f32 K/V and the CPU path keep 32 keys.
+TEST(Schedule, LatentBlocks) {
+  // DeepSeek MLA decode: D = 576, Dv = 512, one KV head.
+  Problem p;
+  p.latent = true;
+  p.headDim = 576;
+  p.valueHeadDim = 512;
+  p.kvElementBits = 16;
+  // 16 heads: 16 rows, 32 keys, 4 warps sharing Dv (split 4).
+  LatentBlocks b = latentBlocks(p, 16, 228 * 1024);
+  EXPECT_EQ(b.bm, 16);
+  EXPECT_EQ(b.bn, 32);
+  EXPECT_EQ(b.numWarps, 4);
+  // 128 heads: 64 rows on 8 warps (split 2: at most 8 warps).
+  b = latentBlocks(p, 128, 228 * 1024);
+  EXPECT_EQ(b.bm, 64);
+  EXPECT_EQ(b.numWarps, 8);
+  // An FP8 cache is staged in the query's type: a 16-bit query gives the
+  // same 16-bit K stage and the same tiles; an f32 query none (no tensor
+  // cores), nor an unknown one.
+  p.kvElementBits = 8;
+  p.queryElementBits = 16;
+  b = latentBlocks(p, 128, 228 * 1024);
+  EXPECT_EQ(b.bm, 64);
+  EXPECT_EQ(b.bn, 32);
+  EXPECT_EQ(b.numWarps, 8);
+  p.queryElementBits = 32;
+  EXPECT_EQ(latentBlocks(p, 128, 228 * 1024).bm, 0);
+  p.queryElementBits = 0;
+  EXPECT_EQ(latentBlocks(p, 128, 228 * 1024).bm, 0);
+  // Not latent: none.
+  p.latent = false;
+  p.queryElementBits = 16;
+  EXPECT_EQ(latentBlocks(p, 128, 228 * 1024).bm, 0);
+}
+
 TEST(Schedule, LargeHeadDim) {
   Problem p;
   p.qHeads = p.kvHeads = 8;

@@ -85,6 +85,10 @@ struct Problem {
   /// The latent form (DeepSeek MLA): V is the key cache's first Dv columns,
   /// read from the K stage (latentBlocks).
   bool latent = false;
+  /// The query's element width in bits (0: unknown): an FP8 cache is staged
+  /// converted to the query's type, so a latent FP8 cache with a 16-bit
+  /// query has the 16-bit K stage latentBlocks needs.
+  int64_t queryElementBits = 0;
 };
 
 /// Whether 32-row warps (two m16 tiles) with 64-key blocks fit the

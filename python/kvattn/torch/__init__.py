@@ -26,6 +26,7 @@ from .._device import device_view, host_view
 from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
 
 __all__ = ["attention", "append", "tree_attention", "cascade_attention",
+           "mla_attention", "mla_attention_split",
            "lint", "fix", "Finding", "KVAttnError", "KVAttnTypeError",
            "KVAttnValueError", "program_cache_info", "clear_program_cache",
            "Plan", "check"]
@@ -320,17 +321,20 @@ def _host_tensor(what: str, t: torch.Tensor, keep: list):
 
 
 def _cpu_run(program, inputs: Sequence[Tuple[str, torch.Tensor]],
-             out: torch.Tensor, what: str):
-    """Runs a CpuProgram: inputs and the output by pointer (DLPack); the C
-    API validates them (dtypes, shapes, positions) before it runs."""
+             out: Union[torch.Tensor, Sequence[torch.Tensor]], what: str):
+    """Runs a CpuProgram: inputs and the output(s) (one tensor, or one per
+    result: out, lse) by pointer (DLPack); the C API validates them
+    (dtypes, shapes, positions) before it runs."""
     ctypes = capi.ctypes
     keep: list = []
     tensors = [_host_tensor(name, t, keep)[0] for name, t in inputs]
-    result, view = _host_tensor("out", out, keep)
+    outs = [out] if isinstance(out, torch.Tensor) else list(out)
+    results = [_host_tensor("out", t, keep)[0] for t in outs]
     array = (capi.HostTensor * len(tensors))(*tensors)
+    result = (capi.HostTensor * len(results))(*results)
     error = ctypes.c_void_p()
     rc = program.api.lib.kvattn_cpu_run(program.handle, array, len(tensors),
-                                        ctypes.byref(result), 1,
+                                        result, len(results),
                                         ctypes.byref(error))
     program.api.check(rc, error, what)
 
@@ -1145,6 +1149,7 @@ def cascade_attention(query: torch.Tensor, prefix_key: torch.Tensor,
 
 from .lint import Finding, fix, lint  # noqa: E402 (needs the ops above)
 from .serving import Plan  # noqa: E402 (the serving plan's ops)
+from .mla import mla_attention, mla_attention_split  # noqa: E402
 
 from . import hf as _hf  # noqa: E402
 

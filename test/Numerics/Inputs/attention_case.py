@@ -39,7 +39,9 @@ shape without D), generated distinct in [0.25, 2] (or given with --k-scale /
 --v-scale as values).
 
 With --latent the case is the latent form (DeepSeek MLA): no V operand,
-`value_dim = Dv` (--Dv, at most --D), V the first Dv columns of K.
+`value_dim = Dv` (--Dv, at most --D), V the first Dv columns of K; with
+--kv-dtype the latent cache is FP8 and k_scale alone dequantises it (K and
+the V inside it).
 
 With --dynamic (e.g. B,L,S) those dimensions are dynamic (`?`) in the IR:
 every operand whose type has one is then passed to kvattn-run as a .npy
@@ -289,8 +291,9 @@ def main():
 
     args = [("q", q_t), ("k", k_t)] + ([] if a.latent else [("v", v_t)])
     if a.latent:
-        if a.kv_dtype:
-            sys.exit("attention_case.py: --latent takes no --kv-dtype")
+        if a.v_scale:
+            sys.exit("attention_case.py: --latent takes no --v-scale (k_scale "
+                     "dequantises the latent cache)")
         groups_pre = [f"value_dim = {dv}"]
     else:
         groups_pre = []
@@ -386,8 +389,9 @@ def main():
         n = 1
         for d in shape:
             n *= d
-        for name, given, step in (("k_scale", a.k_scale, 5),
-                                  ("v_scale", a.v_scale, 3)):
+        scales = (("k_scale", a.k_scale, 5),) + (
+            () if a.latent else (("v_scale", a.v_scale, 3),))
+        for name, given, step in scales:
             # Distinct scales in [0.25, 2]: a path that ignored them, or
             # read the wrong one, would answer differently.
             values = given or [0.25 + ((i * step + 1) % 8) * 0.25
