@@ -100,9 +100,9 @@ def offsets_ir(shape, dtype, rotary_dim, rows, table_dtype, interleaved):
 #  kv_len, table rows)
 CASES = [
     # GPT-NeoX halves, partial rotary (32 of 64), GQA, positions in the
-    # thousands, a table ending right after the last query row.
+    # thousands, a table ending right after the last key.
     (2, 4, 2, 5, 96, 64, 32, False, [3091, 5020], [3000, 4930], [96, 95],
-     5025),
+     5026),
     # Interleaved pairs, full rotary, decode rows.
     (2, 4, 1, 1, 70, 32, 32, True, [4169, 1065], [4100, 1000], [70, 66],
      4200),
@@ -287,12 +287,12 @@ def test_query_rotated_by_the_tables_on_the_emulated_gpu(emulated_runtime,
         assert np.abs(plain - want).max() > 0.05
     # A query row past the tables: the runtime's host check names it.
     with pytest.raises(kvattn.KVAttnError,
-                       match=r"rotary_cos: position 5025 of batch 1, row 4 "
-                             r"is outside the table's 5025 rows"):
+                       match=r"rotary_cos: position 5026 of batch 1, row 4 "
+                             r"is outside the table's 5026 rows"):
         prog.run(query=q if dtype == "f32" else kvattn.to_bf16(q),
                  key=k_rot if dtype == "f32" else kvattn.to_bf16(k_rot),
                  value=v if dtype == "f32" else kvattn.to_bf16(v),
-                 **dict(named, q_offset=np.array([3091, 5021], np.int32)))
+                 **dict(named, q_offset=np.array([3091, 5022], np.int32)))
     prog.close()
 
 

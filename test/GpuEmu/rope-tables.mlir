@@ -25,7 +25,12 @@
 // The same on the mma.sync kernel and on the CPU.
 // RUN: kvattn-run %s --entry=wgmma_bf16 --target=gpu-emu --check --input 3=1000 --input 4=808 --input 5=256 | FileCheck %s
 // RUN: kvattn-run %s --entry=wgmma_bf16 --target=cpu --check --input 3=1000 --input 4=808 --input 5=256 | FileCheck %s
-// WGMMA: wgmma
+// The theta formula through the same query staging on sm_90a: the element
+// path once stored the rotated query in mma.sync's swizzle instead of
+// wgmma's panels, without the TMA ring's proxy fence (racecheck reported
+// it).
+// RUN: kvattn-run %s --entry=wgmma_theta --target=gpu-emu --chip=sm_90a --check --input 3=1000 --input 4=808 --input 5=256 --stats | FileCheck %s --check-prefixes=CHECK,WGMMA
+// WGMMA: wgmma.m64n{{[0-9]+}}k16.bf16.ss
 // CHECK: {{^PASS$}}
 
 // Positions outside the tables, refused by name before anything runs (the
@@ -79,6 +84,14 @@ func.func @wgmma_bf16(%q: tensor<1x2x64x64xbf16>, %k: tensor<1x2x256x64xbf16>, %
   %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) k_offset(%ko : tensor<1xi32>)
       kv_len(%kl : tensor<1xi32>) causal rope = <rotary_dim = 48>
       rotary_cos(%cos : tensor<1600x24xf16>) rotary_sin(%sin : tensor<1600x24xf16>)
+      : tensor<1x2x64x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16> -> tensor<1x2x64x64xbf16>
+  return %o : tensor<1x2x64x64xbf16>
+}
+
+func.func @wgmma_theta(%q: tensor<1x2x64x64xbf16>, %k: tensor<1x2x256x64xbf16>, %v: tensor<1x2x256x64xbf16>,
+                       %qo: tensor<1xi32>, %ko: tensor<1xi32>, %kl: tensor<1xi32>) -> tensor<1x2x64x64xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) k_offset(%ko : tensor<1xi32>)
+      kv_len(%kl : tensor<1xi32>) causal rope = <rotary_dim = 48, theta = 10000.0>
       : tensor<1x2x64x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16> -> tensor<1x2x64x64xbf16>
   return %o : tensor<1x2x64x64xbf16>
 }

@@ -423,11 +423,13 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
   Value result = bufferization::ToTensorOp::create(
       hb, cacheType, cacheBuffer, /*restrict=*/true, /*writable=*/true);
   op.getResult().replaceAllUsesWith(result);
-  if (hasRecord)
+  if (hasRecord) {
+    const size_t record = llvm::find(roles, "k_rope_pos") - roles.begin();
     op->getResult(1).replaceAllUsesWith(bufferization::ToTensorOp::create(
-        hb, op->getResult(1).getType(), buffers[roles.size() - 1 - hasScale],
+        hb, op->getResult(1).getType(), buffers[record],
         /*restrict=*/true,
         /*writable=*/true));
+  }
   op.erase();
   return success();
 }

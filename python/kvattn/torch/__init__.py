@@ -405,7 +405,11 @@ def _check_rotary_tables(rotary_cos, rotary_sin, rotary_theta, rotary_dim,
         if t.device != query.device:
             raise KVAttnValueError(f"{name} is on {t.device}, query on "
                                    f"{query.device}")
-    dtype = _float_tensor("rotary_cos", rotary_cos)
+    if rotary_cos.dtype not in _DTYPES:
+        raise KVAttnTypeError(
+            f"rotary_cos has dtype {rotary_cos.dtype}; kvattn takes "
+            "torch.float32, torch.float16 and torch.bfloat16")
+    dtype = _DTYPES[rotary_cos.dtype]
     if rotary_sin.dtype != rotary_cos.dtype:
         raise KVAttnTypeError(f"rotary_sin has dtype {rotary_sin.dtype}, "
                               f"rotary_cos {rotary_cos.dtype}")
