@@ -114,3 +114,48 @@ def test_compiles_opchecks_and_rejects_misuse():
     for kwargs, message in bad:
         with pytest.raises(KVAttnError, match=message):
             kt.attention(q, k, v, kv_len=kv, **kwargs)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_append_rotates_the_keys_by_the_tables(interleaved):
+    """kt.append(..., rotary_cos=, rotary_sin=) rotates the written rows at
+    pos[b] + t (flash_attn_with_kvcache's k rotation), then an attention
+    with the same tables reads them: both against float64."""
+    g = torch.Generator().manual_seed(7)
+    B, Hq, H, L, S, D, R = 2, 4, 2, 3, 3000, 32, 24
+    cos, sin = llama3_tables(2990, R)
+    cache = torch.randn(B, H, S, D, generator=g)
+    values = torch.randn(B, H, S, D, generator=g)
+    new = torch.randn(B, H, L, D, generator=g)
+    q = torch.randn(B, Hq, L, D, generator=g) * 4
+    pos = torch.tensor([2987, 1500])
+    before = cache.clone()
+    kt.append(cache, new, pos, rotary_cos=cos, rotary_sin=sin,
+              rotary_interleaved=interleaved)
+    rows = pos[:, None] + torch.arange(L)[None, :]
+    want_rows = rotate(new, rows, cos, sin, interleaved)
+    for b in range(B):
+        p = int(pos[b])
+        got = cache[b, :, p:p + L].double()
+        assert (got - want_rows[b]).abs().max() < 1e-5
+        # Every other row untouched.
+        assert torch.equal(cache[b, :, :p], before[b, :, :p])
+        assert torch.equal(cache[b, :, p + L:], before[b, :, p + L:])
+    kv = pos + L
+    out = kt.attention(q, cache, values, q_offset=pos, kv_len=kv,
+                       rotary_cos=cos, rotary_sin=sin,
+                       rotary_interleaved=interleaved)
+    want = reference(rotate(q, rows, cos, sin, interleaved), cache, values,
+                     pos, kv)
+    assert (out.double() - want).abs().max() < 1e-4
+    # One more token than the tables hold; nothing is written.
+    snapshot = cache.clone()
+    with pytest.raises(KVAttnError, match=r"rotary_cos: position 2990 of "
+                                          r"batch 0, row 3 is outside the "
+                                          r"table's 2990 rows"):
+        kt.append(cache, torch.randn(B, H, L + 1, D, generator=g), pos,
+                  rotary_cos=cos, rotary_sin=sin)
+    assert torch.equal(cache, snapshot)
+    with pytest.raises(KVAttnError, match="rotary_interleaved needs "
+                                          "rotary_cos and rotary_sin"):
+        kt.append(cache, new, pos, rotary_interleaved=True)

@@ -292,14 +292,25 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
             f"  return %o : {o}\n}}\n")
 
 
-def append_ir(dtype, H, D):
+def append_ir(dtype, H, D, rope=None):
     """kvattn IR of one cache write: update [B, H, L, D] into cache
-    [B, H, S, D] at pos (i64 [B]); result the written cache."""
+    [B, H, S, D] at pos (i64 [B]); result the written cache. With `rope` =
+    ("tables", rotary_dim, interleaved, table dtype, P) the update rotated
+    at pos[b] + t by the tables rotary_cos / rotary_sin [P, rotary_dim / 2]
+    (the last arguments)."""
     u = _ty(["?", str(H), "?", str(D)], dtype)
     c = _ty(["?", str(H), "?", str(D)], dtype)
-    return (f"func.func @append(%u: {u}, %c: {c}, %p: tensor<?xi64>) -> "
-            f"{c} {{\n  %r = kvattn.append %u into %c at %p : {u} into {c}, "
-            f"tensor<?xi64>\n  return %r : {c}\n}}\n")
+    args = use = ""
+    if rope is not None:
+        _, rotary_dim, interleaved, table_dtype, rows = rope
+        t = _ty([str(rows), str(rotary_dim // 2)], table_dtype)
+        args = f", %cos: {t}, %sin: {t}"
+        use = (f" rope = <rotary_dim = {rotary_dim}"
+               + (", interleaved" if interleaved else "")
+               + f"> rotary_cos(%cos : {t}) rotary_sin(%sin : {t})")
+    return (f"func.func @append(%u: {u}, %c: {c}, %p: tensor<?xi64>{args})"
+            f" -> {c} {{\n  %r = kvattn.append %u into %c at %p{use} : {u} "
+            f"into {c}, tensor<?xi64>\n  return %r : {c}\n}}\n")
 
 
 def _program(key, make):
@@ -384,10 +395,10 @@ def _check_rope(rotary_theta, rotary_dim, rotary_interleaved, dims):
 
 
 def _check_rotary_tables(rotary_cos, rotary_sin, rotary_theta, rotary_dim,
-                         rotary_interleaved, query, dims):
+                         rotary_interleaved, device, D):
     """FlashAttention's rotary_cos / rotary_sin ([P, rotary_dim / 2] of one
-    float dtype, on the query's device): ("tables", rotary_dim,
-    interleaved, dtype, P), or None without them."""
+    float dtype, on `device`, rotary_dim <= the head dim D): ("tables",
+    rotary_dim, interleaved, dtype, P), or None without them."""
     if rotary_cos is None and rotary_sin is None:
         return None
     if rotary_cos is None or rotary_sin is None:
@@ -402,9 +413,9 @@ def _check_rotary_tables(rotary_cos, rotary_sin, rotary_theta, rotary_dim,
         if t.dim() != 2:
             raise KVAttnValueError(f"{name} must be [P, rotary_dim / 2], got "
                                    f"shape {tuple(t.shape)}")
-        if t.device != query.device:
-            raise KVAttnValueError(f"{name} is on {t.device}, query on "
-                                   f"{query.device}")
+        if t.device != device:
+            raise KVAttnValueError(f"{name} is on {t.device}, the "
+                                   f"attention's tensors on {device}")
     if rotary_cos.dtype not in _DTYPES:
         raise KVAttnTypeError(
             f"rotary_cos has dtype {rotary_cos.dtype}; kvattn takes "
@@ -418,7 +429,6 @@ def _check_rotary_tables(rotary_cos, rotary_sin, rotary_theta, rotary_dim,
                                f"{tuple(rotary_sin.shape)}, rotary_cos "
                                f"{tuple(rotary_cos.shape)}")
     P, half = rotary_cos.shape
-    D = dims[5]
     r = 2 * half
     if rotary_dim and int(rotary_dim) != r:
         raise KVAttnValueError(f"rotary_dim = {rotary_dim} but rotary_cos "
@@ -561,7 +571,8 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
     has_sinks = _check_per_head("sinks", sinks, query, dims)
     has_alibi = _check_per_head("alibi_slopes", alibi_slopes, query, dims)
     rope = _check_rotary_tables(rotary_cos, rotary_sin, rotary_theta,
-                                rotary_dim, rotary_interleaved, query, dims)
+                                rotary_dim, rotary_interleaved, query.device,
+                                dims[5])
     if rope is None:
         rope = _check_rope(rotary_theta, rotary_dim, rotary_interleaved,
                            dims)
@@ -886,7 +897,8 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     _check_per_head("alibi_slopes", alibi_slopes, query, dims)
     theta = float(rotary_theta or 0.0)
     if _check_rotary_tables(rotary_cos, rotary_sin, theta, rotary_dim,
-                            rotary_interleaved, query, dims) is None:
+                            rotary_interleaved, query.device,
+                            dims[5]) is None:
         _check_rope(theta, rotary_dim, rotary_interleaved, dims)
     _check_kv_scales(key, k_scale, v_scale, query, dims, layout)
     if out is None:
@@ -906,7 +918,8 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     return out
 
 
-def _append_into(cache, update, pos, layout):
+def _append_into(cache, update, pos, layout, rotary_cos=None,
+                 rotary_sin=None, rotary_interleaved=False):
     layout = _layout(layout)
     _tensor("cache", cache)
     _tensor("update", update)
@@ -923,34 +936,45 @@ def _append_into(cache, update, pos, layout):
         raise KVAttnValueError(f"update {tuple(update.shape)} does not fit "
                                f"cache {tuple(cache.shape)} ({layout})")
     p = _positions("pos", pos, B, cache.device)
+    rope = _check_rotary_tables(rotary_cos, rotary_sin, 0.0, 0,
+                                rotary_interleaved, cache.device, D)
+    if rope is None and rotary_interleaved:
+        raise KVAttnValueError("rotary_interleaved needs rotary_cos and "
+                               "rotary_sin")
+    tables = [] if rope is None else [
+        ("rotary_cos", _dense(rotary_cos.detach())),
+        ("rotary_sin", _dense(rotary_sin.detach()))]
     if cache.device.type == "cuda":
-        return _cuda_append(c, u, p, dtype)
+        return _cuda_append(c, u, p, dtype, rope, dict(tables))
     if cache.device.type != "cpu":
         raise KVAttnValueError(f"cache is on {cache.device}: kvattn::append "
                                "runs on the CPU and CUDA devices")
-    program = _program(("append", dtype, H, D, "cpu"),
-                       lambda: _cpu_program(append_ir(dtype, H, D)))
+    program = _program(("append", dtype, H, D, "cpu", rope),
+                       lambda: _cpu_program(append_ir(dtype, H, D, rope)))
     dense = c.is_contiguous()
     target = c if dense else c.contiguous()
     _cpu_run(program, [("update", _dense(u)), ("cache", target),
-                       ("pos", p.contiguous())], target, "kvattn::append")
+                       ("pos", p.contiguous())] + tables, target,
+             "kvattn::append")
     if not dense:
         c.copy_(target)
 
 
-def _cuda_append(c, u, p, dtype):
+def _cuda_append(c, u, p, dtype, rope=None, tables=None):
     """The runtime's append kernel (a plan of append_ir): update, cache and
-    pos as device pointers, pos validated on the device (check())."""
+    pos as device pointers (and RoPE's tables), pos validated on the device
+    (check())."""
     from .serving import device_run
     B, H, S, D = c.shape
     device = c.device
     rt = _cuda_runtime(device)
-    key_ = ("append", dtype, H, D, str(device))
+    key_ = ("append", dtype, H, D, str(device), rope)
     target = c if c.is_contiguous() else c.contiguous()
     tensors = {"update": _dense(u), "cache": target,
                "pos": p.to(device, torch.int64).contiguous()}
+    tensors.update(tables or {})
     with _program_stats(key_):
-        device_run(rt, key_, lambda: append_ir(dtype, H, D),
+        device_run(rt, key_, lambda: append_ir(dtype, H, D, rope),
                    {n: t.data_ptr() for n, t in tensors.items()},
                    {"B": B, "Hkv": H, "L": u.shape[2], "S": S},
                    torch.cuda.current_stream(device).cuda_stream)
@@ -960,25 +984,37 @@ def _cuda_append(c, u, p, dtype):
 
 @torch.library.custom_op("kvattn::append", mutates_args=("cache",))
 def _append_op(cache: torch.Tensor, update: torch.Tensor, pos: torch.Tensor,
-               layout: str) -> None:
-    _append_into(cache, update, pos, layout)
+               layout: str, rotary_cos: Optional[torch.Tensor] = None,
+               rotary_sin: Optional[torch.Tensor] = None,
+               rotary_interleaved: bool = False) -> None:
+    _append_into(cache, update, pos, layout, rotary_cos, rotary_sin,
+                 rotary_interleaved)
 
 
 @_append_op.register_fake
-def _(cache, update, pos, layout):
+def _(cache, update, pos, layout, rotary_cos=None, rotary_sin=None,
+      rotary_interleaved=False):
     return None
 
 
 def append(cache: torch.Tensor, update: torch.Tensor,
            pos: Union[torch.Tensor, Sequence[int], int],
-           *, layout: str = "bhsd") -> torch.Tensor:
+           *, layout: str = "bhsd",
+           rotary_cos: Optional[torch.Tensor] = None,
+           rotary_sin: Optional[torch.Tensor] = None,
+           rotary_interleaved: bool = False) -> torch.Tensor:
     """Writes update [B, H, L, D] into cache [B, H, S, D] at rows pos[b] ..
     pos[b] + L - 1, in place (kvattn.append; pos[b] + L <= S is checked).
-    Returns `cache`."""
+    With rotary_cos / rotary_sin (FlashAttention's tables [P, rotary_dim /
+    2], row = position; rotary_interleaved: GPT-J pairs) each written row
+    t of batch b is rotated first, in f32, by row pos[b] + t of the tables
+    (the keys as flash_attn_with_kvcache rotates k before the write); a row
+    past P is refused by name. Returns `cache`."""
     _tensor("cache", cache)
     if not isinstance(pos, torch.Tensor):
         pos = _positions("pos", pos, cache.shape[0], cache.device)
-    torch.ops.kvattn.append(cache, update, pos, _layout(layout))
+    torch.ops.kvattn.append(cache, update, pos, _layout(layout), rotary_cos,
+                            rotary_sin, rotary_interleaved)
     return cache
 
 
