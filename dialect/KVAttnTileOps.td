@@ -29,6 +29,8 @@ def KVAttn_KvGlobalTensor
 // head).
 def KVAttn_KvScaleMemRef : MemRefOf<[F32]>;
 def KVAttn_IndexMemRef : MemRefOf<[I32, I64]>;
+// RoPE's tables rotary_cos / rotary_sin [P, rotary_dim / 2].
+def KVAttn_RotaryTableMemRef : MemRefRankOf<[F32, F16, BF16], [2]>;
 
 def KVAttn_TileInitOp : KVAttn_Op<"tile.init"> {
   let summary = "initialise the online-softmax state of a program";
@@ -76,8 +78,8 @@ def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q", [AttrSizedOperandSegments]> {
     Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$q_pos,
     OptionalAttr<I64Attr>:$group,
     OptionalAttr<KVAttn_RopeAttr>:$rope,
-    Arg<Optional<MemRefRankOf<[F32, F16, BF16], [2]>>, "", [MemRead]>:$rotary_cos,
-    Arg<Optional<MemRefRankOf<[F32, F16, BF16], [2]>>, "", [MemRead]>:$rotary_sin);
+    Arg<Optional<KVAttn_RotaryTableMemRef>, "", [MemRead]>:$rotary_cos,
+    Arg<Optional<KVAttn_RotaryTableMemRef>, "", [MemRead]>:$rotary_sin);
   let assemblyFormat = [{
     $query `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)`
     (`group` `=` $group^)?

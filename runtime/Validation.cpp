@@ -130,10 +130,6 @@ bool isMetadata(const std::string &name, bool append) {
 
 } // namespace
 
-/// The write rules of an append kernel, with the reference's messages
-/// (reference::append, reference::appendPaged): plain, every batch writes
-/// rows [pos, pos + L) inside the capacity S; paged, the table rules, then
-/// the write rules of kvattn/Support/BlockTable.h.
 /// RoPE's tables (rules 29 and 30, the reference's check): the position of
 /// every rotated row (an attention's query row q_offset[b] + i or
 /// q_pos[b, i], a ragged batch's rows i < L_b; an append's token
@@ -150,19 +146,21 @@ static Status validateRotaryRows(const std::string &where,
   const std::vector<int64_t> *offset = values(append ? "pos" : "q_offset");
   const std::vector<int64_t> *qStart = append ? nullptr : values("q_start");
   for (int64_t b = 0; b < s.B; ++b) {
-    const int64_t count =
-        qStart ? (*qStart)[b + 1] - (*qStart)[b] : s.L;
+    const int64_t count = qStart ? (*qStart)[b + 1] - (*qStart)[b] : s.L;
     for (int64_t i = 0; i < count; ++i) {
       const int64_t position =
           qPos ? (*qPos)[b * s.L + i] : offset ? (*offset)[b] + i : i;
       if (position >= rows)
-        return Status::error(where +
-                             rotaryTableMessage(b, i, position, rows));
+        return Status::error(where + rotaryTableMessage(b, i, position, rows));
     }
   }
   return Status::ok();
 }
 
+/// The write rules of an append kernel, with the reference's messages
+/// (reference::append, reference::appendPaged): plain, every batch writes
+/// rows [pos, pos + L) inside the capacity S; paged, the table rules, then
+/// the write rules of kvattn/Support/BlockTable.h.
 static Status validateAppend(const std::string &where, const LaunchArgs &args,
                              bool paged) {
   const Sizes &s = args.sizes;

@@ -762,7 +762,8 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
     auto rotaryRules = [&](int group) {
       Value P = e.i64(*tableRows);
       Value L = szI64("L");
-      Value lo = e.mul(bi, L), hi = e.add(lo, L);
+      Value lo = e.mul(bi, L);
+      Value hi = e.add(lo, L);
       if (!append && arg.count("q_start")) {
         Value loRaw = load("q_start", bid);
         Value bidNext = e.add(bid, c1);
