@@ -39,24 +39,28 @@ void KVAttnDialect::registerAttributes() {
 
 Attribute RopeAttr::parse(AsmParser &parser, Type) {
   int64_t rotaryDim = 0;
-  double theta = 0;
+  FloatAttr theta;
   bool interleaved = false, f32Query = false;
   if (parser.parseLess() || parser.parseKeyword("rotary_dim") ||
-      parser.parseEqual() || parser.parseInteger(rotaryDim) ||
-      parser.parseComma() || parser.parseKeyword("theta") ||
-      parser.parseEqual() || parser.parseFloat(theta))
+      parser.parseEqual() || parser.parseInteger(rotaryDim))
     return {};
   while (succeeded(parser.parseOptionalComma())) {
     StringRef keyword;
     SMLoc loc = parser.getCurrentLocation();
     if (parser.parseKeyword(&keyword))
       return {};
-    if (keyword == "interleaved")
+    if (keyword == "theta" && !theta && !interleaved && !f32Query) {
+      double value = 0;
+      if (parser.parseEqual() || parser.parseFloat(value))
+        return {};
+      theta = FloatAttr::get(Float64Type::get(parser.getContext()), value);
+    } else if (keyword == "interleaved") {
       interleaved = true;
-    else if (keyword == "f32_query")
+    } else if (keyword == "f32_query") {
       f32Query = true;
-    else {
-      parser.emitError(loc) << "rope: expected 'interleaved' or 'f32_query', "
+    } else {
+      parser.emitError(loc) << "rope: expected 'theta' (right after "
+                               "rotary_dim), 'interleaved' or 'f32_query', "
                                "got '"
                             << keyword << "'";
       return {};
@@ -64,13 +68,16 @@ Attribute RopeAttr::parse(AsmParser &parser, Type) {
   }
   if (parser.parseGreater())
     return {};
-  return parser.getChecked<RopeAttr>(parser.getContext(), rotaryDim,
-                                     APFloat(theta), interleaved, f32Query);
+  return parser.getChecked<RopeAttr>(parser.getContext(), rotaryDim, theta,
+                                     interleaved, f32Query);
 }
 
 void RopeAttr::print(AsmPrinter &printer) const {
-  printer << "<rotary_dim = " << getRotaryDim() << ", theta = ";
-  printer.printFloat(getTheta());
+  printer << "<rotary_dim = " << getRotaryDim();
+  if (FloatAttr theta = getTheta()) {
+    printer << ", theta = ";
+    printer.printFloat(theta.getValue());
+  }
   if (getInterleaved())
     printer << ", interleaved";
   if (getF32Query())
@@ -79,18 +86,23 @@ void RopeAttr::print(AsmPrinter &printer) const {
 }
 
 float RopeAttr::getInvFreq(int64_t k) const {
+  assert(getTheta() && "inv_freq needs theta (tables give cos and sin)");
   return static_cast<float>(
-      std::pow(getThetaValue(), -2.0 * static_cast<double>(k) /
-                                    static_cast<double>(getRotaryDim())));
+      std::pow(*getThetaValue(), -2.0 * static_cast<double>(k) /
+                                     static_cast<double>(getRotaryDim())));
 }
 
 LogicalResult RopeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                               int64_t rotaryDim, APFloat thetaValue, bool,
+                               int64_t rotaryDim, FloatAttr thetaAttr, bool,
                                bool) {
-  double theta = thetaValue.convertToDouble();
   if (rotaryDim < 2 || rotaryDim % 2)
     return emitError() << "rope: rotary_dim = " << rotaryDim
                        << " must be even and at least 2";
+  if (!thetaAttr)
+    return success();
+  if (!thetaAttr.getType().isF64())
+    return emitError() << "rope: theta must be an f64 attribute";
+  double theta = thetaAttr.getValueAsDouble();
   if (!(theta > 1.0) || !std::isfinite(theta))
     return emitError() << "rope: theta = " << theta
                        << " must be a finite value above 1";

@@ -61,6 +61,8 @@ def KVAttn_BufferRole : I32EnumAttr<"BufferRole",
       I32EnumAttrCase<"cache_batch_idx", 24>,
       I32EnumAttrCase<"k_scale", 25>,
       I32EnumAttrCase<"v_scale", 26>,
+      I32EnumAttrCase<"rotary_cos", 27>,
+      I32EnumAttrCase<"rotary_sin", 28>,
       I32EnumAttrCase<"k_rope_pos", 29>]> {
   let cppNamespace = "::mlir::kvattn";
   let genSpecializedAttr = 0;
@@ -289,12 +291,24 @@ def KVAttn_RopeAttr : KVAttn_Attr<"Rope", "rope"> {
     `2 <= R <= D`: partial rotary when `R < D`, the dimensions from `R` on
     pass through) and pair `k < R / 2`:
 
-    * `inv_freq[k] = f32(theta ^ (-2k / R))`, `angle = f32(f32(p) *
-      inv_freq[k])` (f32 arithmetic, as frameworks compute their tables),
-      `c = cos(angle)`, `s = sin(angle)`;
+    * with `theta`: `inv_freq[k] = f32(theta ^ (-2k / R))`, `angle =
+      f32(f32(p) * inv_freq[k])` (f32 arithmetic, as frameworks compute
+      their tables), `c = cos(angle)`, `s = sin(angle)`;
+    * without `theta` the op's tables give them (FlashAttention's
+      `rotary_cos` / `rotary_sin`, `[P, R / 2]`, row = position; any
+      frequency scaling, linear, NTK, YaRN or Llama 3, is in the tables):
+      `c = f32(rotary_cos[p, k])`, `s = f32(rotary_sin[p, k])`;
     * GPT-NeoX halves (default): the pair is `(x[k], x[k + R/2])`;
       `interleaved` (GPT-J): the pair is `(x[2k], x[2k + 1])`;
     * `(a, b) -> (a c - b s, b c + a s)`, in f32.
+
+    ```mlir
+    #kvattn.rope<rotary_dim = 64>                 // angles from the tables
+    #kvattn.rope<rotary_dim = 64, interleaved>
+    ```
+
+    An op whose `rope` has no `theta` takes `rotary_cos` and `rotary_sin`;
+    one whose `rope` has a `theta` takes neither (the ops' verifiers).
 
     The rotated keys are cast to the cache's element type where they are
     written. The rotated query is cast to the query's element type before
@@ -302,15 +316,26 @@ def KVAttn_RopeAttr : KVAttn_Attr<"Rope", "rope"> {
     computes), unless `f32_query`: then it stays f32 (nothing is rounded
     between the rotation and the product).
   }];
+  // theta: an f64 FloatAttr, null when the op's cos/sin tables give the
+  // angles' cosines and sines.
   let parameters = (ins "int64_t":$rotary_dim,
-                        APFloatParameter<"theta (f64)">:$theta,
+                        OptionalParameter<"::mlir::FloatAttr">:$theta,
                         "bool":$interleaved, "bool":$f32_query);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    /// inv_freq[k] as the semantics define it (f32 of theta^(-2k/R)).
+    /// inv_freq[k] as the semantics define it (f32 of theta^(-2k/R)); only
+    /// with theta.
     float getInvFreq(int64_t k) const;
-    double getThetaValue() const { return getTheta().convertToDouble(); }
+    /// theta, or std::nullopt when the op's tables give cos and sin.
+    std::optional<double> getThetaValue() const {
+      if (!getTheta())
+        return std::nullopt;
+      return getTheta().getValueAsDouble();
+    }
+    /// True when the op's rotary_cos / rotary_sin tables give the angles'
+    /// cosines and sines (no theta).
+    bool usesTables() const { return !getTheta(); }
   }];
 }
 

@@ -58,7 +58,8 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
         optionalF32(b, e.softcap), optionalF32(b, e.scale),
         e.windowRight ? b.getI64IntegerAttr(*e.windowRight) : IntegerAttr(),
         e.treeParents, e.rope, e.queryRotated, e.kScale, e.vScale,
-        e.valueDim ? b.getI64IntegerAttr(*e.valueDim) : IntegerAttr());
+        e.valueDim ? b.getI64IntegerAttr(*e.valueDim) : IntegerAttr(),
+        e.rotaryCos, e.rotarySin);
 }
 
 AttentionExtras AttentionOp::getExtras() {
@@ -86,6 +87,8 @@ AttentionExtras AttentionOp::getExtras() {
   e.kScale = getKScale();
   e.vScale = getVScale();
   e.valueDim = getValueDim();
+  e.rotaryCos = getRotaryCos();
+  e.rotarySin = getRotarySin();
   if (std::optional<APFloat> softcap = getSoftcap())
     e.softcap = softcap->convertToDouble();
   if (std::optional<APFloat> scale = getScale())

@@ -10,6 +10,7 @@
 #include "kvattn/Support/BlockTable.h"
 #include "kvattn/Support/KeyRows.h"
 #include "kvattn/Support/QueryStarts.h"
+#include "kvattn/Support/StatusWord.h"
 #include "kvattn/Support/TreeParents.h"
 
 #include "mlir/IR/Builders.h"
@@ -741,11 +742,77 @@ LogicalResult AttentionOp::verifyConstantKeyRows() {
 }
 
 /// Whether two rotary embeddings rotate alike (f32_query only says where
-/// the query is rounded).
+/// the query is rounded). Tables are compared by the caller.
 static bool sameRotation(RopeAttr a, RopeAttr b) {
   return a.getRotaryDim() == b.getRotaryDim() &&
          a.getThetaValue() == b.getThetaValue() &&
          a.getInterleaved() == b.getInterleaved();
+}
+
+/// The rules of RoPE's tables, for both ops: rotary_cos and rotary_sin come
+/// together, exactly with a `rope` without theta, as [P, rotary_dim / 2]
+/// f32/f16/bf16 of one type. `rows` is P (dynamic when unknown or without
+/// tables).
+static LogicalResult verifyRotaryTables(Operation *op, RopeAttr rope,
+                                        Value cos, Value sin, int64_t &rows) {
+  rows = ShapedType::kDynamic;
+  if (static_cast<bool>(cos) != static_cast<bool>(sin))
+    return op->emitOpError()
+           << "rotary_cos and rotary_sin come together: "
+           << (cos ? "rotary_sin" : "rotary_cos") << " is missing";
+  if (!cos) {
+    if (rope && rope.usesTables())
+      return op->emitOpError()
+             << "rope = " << rope
+             << " has no theta: its cosines and sines come from the tables "
+                "rotary_cos and rotary_sin, which are missing";
+    return success();
+  }
+  if (!rope)
+    return op->emitOpError() << "rotary_cos and rotary_sin are RoPE's tables: "
+                                "they need rope (#kvattn.rope without theta)";
+  if (!rope.usesTables())
+    return op->emitOpError()
+           << "rope = " << rope
+           << " has a theta, but rotary_cos and rotary_sin replace the "
+              "formula: drop theta";
+  auto type = cast<RankedTensorType>(cos.getType());
+  if (type.getRank() != 2)
+    return op->emitOpError() << "rotary_cos must have rank 2 [P, rotary_dim "
+                                "/ 2] (row = position), got rank "
+                             << type.getRank();
+  if (!isa<Float32Type, Float16Type, BFloat16Type>(type.getElementType()))
+    return op->emitOpError() << "rotary_cos must hold f32, f16 or bf16, got "
+                             << type.getElementType();
+  if (sin.getType() != type)
+    return op->emitOpError() << "rotary_sin has type " << sin.getType()
+                             << " but rotary_cos has type " << type
+                             << ": the tables have one type";
+  const int64_t half = rope.getRotaryDim() / 2;
+  if (ShapedType::isStatic(type.getDimSize(1)) && type.getDimSize(1) != half)
+    return op->emitOpError()
+           << "rotary_cos has " << type.getDimSize(1)
+           << " columns but rope's rotary_dim / 2 = " << half;
+  rows = type.getDimSize(0);
+  return success();
+}
+
+/// The integers of a constant operand, or an empty vector.
+static SmallVector<int64_t> constantInts(Value v) {
+  SmallVector<int64_t> values;
+  DenseIntElementsAttr attr;
+  if (v && matchPattern(v, m_Constant(&attr)))
+    for (const APInt &e : attr.getValues<APInt>())
+      values.push_back(e.getSExtValue());
+  return values;
+}
+
+/// Position `p` of batch `b`, row `i` within RoPE's tables of `rows` rows.
+static LogicalResult checkTableRow(Operation *op, int64_t rows, int64_t b,
+                                   int64_t i, int64_t p) {
+  if (p < rows)
+    return success();
+  return op->emitOpError() << rotaryTableMessage(b, i, p, rows);
 }
 
 /// rotary_dim <= D, for both ops.
@@ -770,7 +837,12 @@ LogicalResult AttentionOp::verifyRope(int64_t d, int64_t b, int64_t s) {
   if (rope && !hasOffsetPositions() && !hasExplicitPositions())
     return emitOpError() << "rope rotates the query at its positions: give "
                             "q_offset or q_pos and k_pos";
-  // Keys rotated by kvattn.append meet a query rotated the same way.
+  int64_t rows;
+  if (failed(verifyRotaryTables(op, rope, getRotaryCos(), getRotarySin(),
+                                rows)))
+    return failure();
+  // Keys rotated by kvattn.append meet a query rotated the same way (with
+  // tables: the same tables).
   if (auto append = getKey().getDefiningOp<AppendOp>()) {
     if (RopeAttr keys = append.getRopeAttr()) {
       if (!rope && !getQueryRotated())
@@ -783,6 +855,38 @@ LogicalResult AttentionOp::verifyRope(int64_t d, int64_t b, int64_t s) {
                << "rope = " << rope
                << " differs from the keys' rotation (rope = " << keys
                << " in kvattn.append)";
+      if (rope && (getRotaryCos() != append.getRotaryCos() ||
+                   getRotarySin() != append.getRotarySin()))
+        return emitOpError() << "rotary_cos and rotary_sin must be the "
+                                "tables kvattn.append rotated the keys with "
+                                "(the same values)";
+    }
+  }
+  // Constant positions within the tables.
+  if (ShapedType::isStatic(rows)) {
+    const int64_t l = getQuery().getType().getDimSize(2);
+    if (hasExplicitPositions()) {
+      SmallVector<int64_t> pos = constantInts(getQPos());
+      auto posType = getQPos().getType();
+      if (!pos.empty() && posType.hasStaticShape())
+        for (int64_t n = 0; n < static_cast<int64_t>(pos.size()); ++n)
+          if (failed(checkTableRow(op, rows, n / posType.getDimSize(1),
+                                   n % posType.getDimSize(1), pos[n])))
+            return failure();
+    } else if (hasOffsetPositions()) {
+      SmallVector<int64_t> off = constantInts(getQOffset());
+      SmallVector<int64_t> starts = constantInts(getQStart());
+      const bool known = isVarlen() ? starts.size() == off.size() + 1
+                                    : ShapedType::isStatic(l);
+      for (int64_t bi = 0; known && bi < static_cast<int64_t>(off.size());
+           ++bi) {
+        const int64_t lb = isVarlen() ? starts[bi + 1] - starts[bi] : l;
+        if (lb <= 0 || off[bi] + lb - 1 < rows)
+          continue;
+        const int64_t i = std::max<int64_t>(0, rows - off[bi]);
+        if (failed(checkTableRow(op, rows, bi, i, off[bi] + i)))
+          return failure();
+      }
     }
   }
   Value record = getKRopePos();
@@ -1020,6 +1124,24 @@ LogicalResult AppendOp::verify() {
     return failure();
   if (failed(verifyRotaryDim(op, getRopeAttr(), updateType.getDimSize(3))))
     return failure();
+  int64_t rows;
+  if (failed(verifyRotaryTables(op, getRopeAttr(), getRotaryCos(),
+                                getRotarySin(), rows)))
+    return failure();
+  if (ShapedType::isStatic(rows) &&
+      ShapedType::isStatic(updateType.getDimSize(2))) {
+    // Constant positions within the tables: token t of batch b at
+    // pos[b] + t.
+    const int64_t l = updateType.getDimSize(2);
+    SmallVector<int64_t> pos = constantInts(getPos());
+    for (int64_t bi = 0; bi < static_cast<int64_t>(pos.size()); ++bi) {
+      if (l <= 0 || pos[bi] < 0 || pos[bi] + l - 1 < rows)
+        continue;
+      const int64_t t = std::max<int64_t>(0, rows - pos[bi]);
+      if (failed(checkTableRow(op, rows, bi, t, pos[bi] + t)))
+        return failure();
+    }
+  }
   if (Value record = getRopePos()) {
     if (!getRopeAttr())
       return emitOpError() << "rope_pos records the positions the keys were "

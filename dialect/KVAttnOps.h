@@ -54,6 +54,9 @@ struct AttentionExtras {
   /// The latent form (DeepSeek MLA): V is the first valueDim columns of
   /// key, and the value operand is null.
   std::optional<int64_t> valueDim;
+  /// RoPE from tables ([P, rotary_dim / 2], row = position), with a `rope`
+  /// without theta; null: none.
+  Value rotaryCos, rotarySin;
 };
 
 } // namespace kvattn

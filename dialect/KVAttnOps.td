@@ -74,6 +74,26 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     same attribute, or declared `query_rotated`. `k_rope_pos` needs
     positions and is not taken with `block_table` or `q_start`.
 
+    **RoPE from tables.** A `rope` without `theta` takes the cosines and
+    sines from `rotary_cos` and `rotary_sin` (FlashAttention's layout
+    `[P, rotary_dim / 2]`, row = position, f32, f16 or bf16, widened to
+    f32): query row `(b, i)` uses row `qp(b, i)` of each. Both tables or
+    neither, of one type; a `rope` with `theta` takes neither. A position
+    outside the table (`qp >= P`) is an error, named by the verifier when
+    the positions are constants, otherwise by whoever runs the op ("rotary_cos:
+    position p of batch b, row i is outside the table's P rows"). Keys
+    written by `kvattn.append` with tables meet a query rotated by the
+    same tables (the same SSA values).
+
+    ```mlir
+    %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<2xi32>) causal
+        rope = <rotary_dim = 64>
+        rotary_cos(%cos : tensor<4096x32xf32>)
+        rotary_sin(%sin : tensor<4096x32xf32>)
+        : tensor<2x8x4x128xbf16>, tensor<2x2x4096x128xbf16>,
+          tensor<2x2x4096x128xbf16> -> tensor<2x8x4x128xbf16>
+    ```
+
     Shapes: `query [B, Hq, L, D]`, `key [B, Hkv, S, D]`,
     `value [B, Hkv, S, Dv]`, `out [B, Hq, L, Dv]`, `lse [B, Hq, L]`;
     `q_offset`, `k_offset`, `kv_len`: `[B]`; `q_pos [B, L]`; `k_pos` and
@@ -231,7 +251,13 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     Optional<AnyRankedTensor>:$v_scale,
     // The latent form (DeepSeek MLA): V is the first value_dim columns of
     // key; no value operand.
-    OptionalAttr<I64Attr>:$value_dim
+    OptionalAttr<I64Attr>:$value_dim,
+    // RoPE from tables (FlashAttention's rotary_cos / rotary_sin):
+    // [P, rotary_dim / 2] f32/f16/bf16, row = position; with a `rope`
+    // without theta. Any ranked tensor here, so that the verifier can name
+    // the operand and its rule.
+    Optional<AnyRankedTensor>:$rotary_cos,
+    Optional<AnyRankedTensor>:$rotary_sin
   );
   let results = (outs
     KVAttn_FloatTensor:$out,
@@ -264,6 +290,8 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     (`softcap` `=` $softcap^)?
     (`scale` `=` $scale^)?
     (`rope` `=` $rope^)?
+    (`rotary_cos` `(` $rotary_cos^ `:` type($rotary_cos) `)`)?
+    (`rotary_sin` `(` $rotary_sin^ `:` type($rotary_sin) `)`)?
     (`query_rotated` $query_rotated^)?
     attr-dict `:` type($query) `,` type($key) (`,` type($value)^)?
     `->` type($out) (`,` type($lse)^)?
@@ -333,8 +361,11 @@ def KVAttn_AttentionOp : KVAttn_Op<"attention",
     /// The block-table rules, when the table is a constant.
     ::mlir::LogicalResult verifyConstantBlockTable();
     /// The RoPE rules: rotary_dim <= D, no double rotation, keys rotated
-    /// like the query, the k_rope_pos record (checked when constant).
+    /// like the query, the k_rope_pos record (checked when constant), the
+    /// rotary_cos / rotary_sin tables.
     ::mlir::LogicalResult verifyRope(int64_t d, int64_t b, int64_t s);
+    /// True when RoPE's cosines and sines come from rotary_cos/rotary_sin.
+    bool hasRotaryTables() { return static_cast<bool>(getRotaryCos()); }
     /// The FP8 rules: an FP8 cache needs k_scale and v_scale (f32, per
     /// tensor, per KV head or per token and head), a scale needs an FP8
     /// cache, constant scales are positive and finite.
@@ -482,7 +513,10 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
     (`[B, C]` i32/i64, needs `rope` and a static cache) the op also returns
     the record updated: `rope_pos_result[b, pos[b] + t] = pos[b] + t`, every
     other slot kept. `kvattn.attention` takes it as `k_rope_pos` and refuses
-    keys attended at any other position.
+    keys attended at any other position. A `rope` without `theta` takes the
+    cosines and sines of token `(b, t)` from row `pos[b] + t` of
+    `rotary_cos` and `rotary_sin` (`[P, rotary_dim / 2]`, f32/f16/bf16, as
+    on `kvattn.attention`); a position at or past `P` is an error.
 
     ```mlir
     %k2, %k2_pos = kvattn.append %k_new into %k_cache at %pos
@@ -531,7 +565,10 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
     OptionalAttr<KVAttn_RopeAttr>:$rope,
     // FP8 cache: the f32 scales the update is quantised with (any ranked
     // tensor here, so that the verifier can name the operand and its rule).
-    Optional<AnyRankedTensor>:$kv_scale
+    Optional<AnyRankedTensor>:$kv_scale,
+    // RoPE from tables: [P, rotary_dim / 2] f32/f16/bf16, row = position.
+    Optional<AnyRankedTensor>:$rotary_cos,
+    Optional<AnyRankedTensor>:$rotary_sin
   );
   let results = (outs KVAttn_KvTensor:$result,
                       Optional<KVAttn_IndexTensor>:$rope_pos_result);
@@ -540,6 +577,8 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
     $update `into` $cache `at` $pos
     (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
     (`rope` `=` $rope^)?
+    (`rotary_cos` `(` $rotary_cos^ `:` type($rotary_cos) `)`)?
+    (`rotary_sin` `(` $rotary_sin^ `:` type($rotary_sin) `)`)?
     (`rope_pos` `(` $rope_pos^ `:` type($rope_pos) `)`)?
     (`kv_scale` `(` $kv_scale^ `:` type($kv_scale) `)`)?
     attr-dict `:` type($update) `into` type($cache) `,` type($pos)
@@ -563,6 +602,8 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
     /// The block-table and write rules, when the table (and pos) are
     /// constants.
     ::mlir::LogicalResult verifyConstantBlockTable();
+    /// True when RoPE's cosines and sines come from rotary_cos/rotary_sin.
+    bool hasRotaryTables() { return static_cast<bool>(getRotaryCos()); }
   }];
 }
 

@@ -71,6 +71,13 @@ LogicalResult TileLoadQOp::verify() {
     if (rope.getRotaryDim() > d)
       return emitOpError() << "rope: rotary_dim = " << rope.getRotaryDim()
                            << " exceeds the head dim D = " << d;
+    if (rope.usesTables() != static_cast<bool>(getRotaryCos()) ||
+        static_cast<bool>(getRotaryCos()) != static_cast<bool>(getRotarySin()))
+      return emitOpError() << "a rope without theta reads rotary_cos and "
+                              "rotary_sin, one with theta neither";
+  } else if (getRotaryCos() || getRotarySin()) {
+    return emitOpError() << "rotary_cos and rotary_sin are RoPE's tables: "
+                            "they need rope";
   } else if (getPosRow() || getQBase() || getQPos()) {
     return emitOpError() << "pos_row, q_base and q_pos position the rows "
                             "for rope: they need rope";

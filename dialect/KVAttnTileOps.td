@@ -29,6 +29,8 @@ def KVAttn_KvGlobalTensor
 // head).
 def KVAttn_KvScaleMemRef : MemRefOf<[F32]>;
 def KVAttn_IndexMemRef : MemRefOf<[I32, I64]>;
+// RoPE's tables rotary_cos / rotary_sin [P, rotary_dim / 2].
+def KVAttn_RotaryTableMemRef : MemRefRankOf<[F32, F16, BF16], [2]>;
 
 def KVAttn_TileInitOp : KVAttn_Op<"tile.init"> {
   let summary = "initialise the online-softmax state of a program";
@@ -63,7 +65,10 @@ def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q", [AttrSizedOperandSegments]> {
     query's element type unless the attribute says `f32_query`. Tile row `r`
     is the sequence's query row `i = (pos_row + r) / G` (`G` = `group`, or
     1), at position `qp = q_base + i` (offset form: `q_base` is the
-    sequence's `q_offset`) or `qp = q_pos[batch, i]` (explicit form).
+    sequence's `q_offset`) or `qp = q_pos[batch, i]` (explicit form). A
+    `rope` without theta reads the row's cosines and sines at row `qp` of
+    `rotary_cos` and `rotary_sin` (`[P, rotary_dim / 2]`, widened to f32);
+    the caller guarantees `qp < P` (kvattn.attention's checks run before).
   }];
   let arguments = (ins
     Arg<KVAttn_GlobalTensor, "", [MemRead]>:$query,
@@ -72,11 +77,15 @@ def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q", [AttrSizedOperandSegments]> {
     Optional<Index>:$pos_row, Optional<Index>:$q_base,
     Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$q_pos,
     OptionalAttr<I64Attr>:$group,
-    OptionalAttr<KVAttn_RopeAttr>:$rope);
+    OptionalAttr<KVAttn_RopeAttr>:$rope,
+    Arg<Optional<KVAttn_RotaryTableMemRef>, "", [MemRead]>:$rotary_cos,
+    Arg<Optional<KVAttn_RotaryTableMemRef>, "", [MemRead]>:$rotary_sin);
   let assemblyFormat = [{
     $query `[` $batch `,` $head `,` $start `]` `rows` `(` $rows `)`
     (`group` `=` $group^)?
     (`rope` `=` $rope^)?
+    (`rotary_cos` `(` $rotary_cos^ `:` type($rotary_cos) `)`)?
+    (`rotary_sin` `(` $rotary_sin^ `:` type($rotary_sin) `)`)?
     (`pos_row` `(` $pos_row^ `)`)?
     (`q_base` `(` $q_base^ `)`)?
     (`q_pos` `(` $q_pos^ `:` type($q_pos) `)`)?

@@ -47,7 +47,8 @@ mlir::kvattn::createCascadeAttentions(OpBuilder &builder, CascadeOp op) {
         op.getSoftcapAttr(), op.getScaleAttr(),
         /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
         /*rope=*/RopeAttr(), /*query_rotated=*/false, /*k_scale=*/Value(),
-        /*v_scale=*/Value(), /*value_dim=*/IntegerAttr());
+        /*v_scale=*/Value(), /*value_dim=*/IntegerAttr(),
+        /*rotary_cos=*/Value(), /*rotary_sin=*/Value());
   };
   // (a) Every row over the prefix: mask-free, no positions.
   AttentionOp prefix = attention(op.getPrefixKey(), op.getPrefixValue(),

@@ -82,7 +82,9 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
           Value p = tensor::ExtractOp::create(b, l, pos, ValueRange{ix[0]});
           p = arith::IndexCastOp::create(b, l, b.getIndexType(), p);
           p = arith::AddIOp::create(b, l, p, ix[2]);
-          RotaryElement e = emitRotaryElement(b, l, rope, p, ix[3]);
+          RotaryElement e =
+              emitRotaryElement(b, l, rope, p, ix[3], SinCos::Math,
+                                {op.getRotaryCos(), op.getRotarySin()});
           Value v = emitRotate(b, l, e, load(ix[3]), load(e.partner));
           if (!type.getElementType().isF32())
             v = arith::TruncFOp::create(b, l, type.getElementType(), v);

@@ -364,7 +364,8 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
         /*window=*/IntegerAttr(), /*softcap=*/FloatAttr(), scale,
         /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
         /*rope=*/RopeAttr(), /*query_rotated=*/false, /*k_scale=*/Value(),
-        /*v_scale=*/Value(), /*value_dim=*/IntegerAttr());
+        /*v_scale=*/Value(), /*value_dim=*/IntegerAttr(),
+        /*rotary_cos=*/Value(), /*rotary_sin=*/Value());
     raised = attention;
     out = attention.getOut();
   } else {

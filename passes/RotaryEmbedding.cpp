@@ -4,6 +4,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -88,9 +90,23 @@ std::pair<Value, Value> mlir::kvattn::emitCosSin(OpBuilder &b, Location loc,
           arith::TruncFOp::create(b, loc, f32, sin)};
 }
 
+Value mlir::kvattn::emitTableRead(OpBuilder &b, Location loc, Value table,
+                                  Value pos, Value k) {
+  Value v = isa<MemRefType>(table.getType())
+                ? memref::LoadOp::create(b, loc, table, ValueRange{pos, k})
+                      .getResult()
+                : tensor::ExtractOp::create(b, loc, table, ValueRange{pos, k})
+                      .getResult();
+  if (v.getType().isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
 RotaryElement mlir::kvattn::emitRotaryElement(OpBuilder &b, Location loc,
                                               RopeAttr rope, Value pos, Value x,
-                                              SinCos how) {
+                                              SinCos how, RotaryTables tables) {
+  assert(rope.usesTables() == static_cast<bool>(tables) &&
+         "a rope without theta reads tables, one with theta none");
   using P = arith::CmpIPredicate;
   const int64_t r = rope.getRotaryDim(), half = r / 2;
   auto idx = [&](int64_t v) {
@@ -119,8 +135,14 @@ RotaryElement mlir::kvattn::emitRotaryElement(OpBuilder &b, Location loc,
   // Beyond rotary_dim: x itself, pair 0 (an index the table has).
   e.partner = arith::SelectOp::create(b, loc, e.rotated, partner, x);
   k = arith::SelectOp::create(b, loc, e.rotated, k, idx(0));
-  Value angle = emitRotaryAngle(b, loc, rope, pos, k);
-  auto [cos, sin] = emitCosSin(b, loc, angle, how);
+  Value cos, sin;
+  if (tables) {
+    cos = emitTableRead(b, loc, tables.cos, pos, k);
+    sin = emitTableRead(b, loc, tables.sin, pos, k);
+  } else {
+    Value angle = emitRotaryAngle(b, loc, rope, pos, k);
+    std::tie(cos, sin) = emitCosSin(b, loc, angle, how);
+  }
   e.cos = cos;
   e.signedSin = arith::SelectOp::create(
       b, loc, first, arith::NegFOp::create(b, loc, sin), sin);

@@ -9,7 +9,9 @@
 //
 // for x < rotary_dim (pair k, partner and sign from the convention), and
 // v[x] beyond it; angle_k = f32(f32(p) * inv_freq[k]), inv_freq[k] the
-// attribute's constants. All in f32 (docs/semantics.md, "RoPE").
+// attribute's constants, or, with tables (a `rope` without theta), cos and
+// sin read at [p, k] of rotary_cos / rotary_sin. All in f32
+// (docs/semantics.md, "RoPE").
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,10 +52,25 @@ enum class SinCos {
 std::pair<Value, Value> emitCosSin(OpBuilder &b, Location loc, Value angle,
                                    SinCos how);
 
+/// RoPE's tables (rotary_cos / rotary_sin [P, rotary_dim / 2], f32, f16 or
+/// bf16; memrefs or tensors), for a `rope` without theta.
+struct RotaryTables {
+  Value cos, sin;
+  explicit operator bool() const { return static_cast<bool>(cos); }
+};
+
+/// Element (pos, k) of a table (memref.load or tensor.extract), widened to
+/// f32.
+Value emitTableRead(OpBuilder &b, Location loc, Value table, Value pos,
+                    Value k);
+
 /// The rotation of element `x` (index) of a vector at position `pos`
-/// (index).
+/// (index): cos and sin of the attribute's angle (`how`), or, for a `rope`
+/// without theta, read from `tables` at row `pos` (the caller guarantees
+/// pos < P: the verifier, the host checks or device validation).
 RotaryElement emitRotaryElement(OpBuilder &b, Location loc, RopeAttr rope,
-                                Value pos, Value x, SinCos how = SinCos::Math);
+                                Value pos, Value x, SinCos how = SinCos::Math,
+                                RotaryTables tables = {});
 
 /// v[x] rotated: self * cos + partner * signedSin (f32), or `self` where x
 /// is not rotated.

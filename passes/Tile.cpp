@@ -143,6 +143,7 @@ struct Buffers {
   Value cacheBatchIdx;  ///< batch-to-cache map: [B]
   Value kScale, vScale; ///< FP8 K / V: f32 scales
   Value kRopePos;       ///< RoPE's record [B, S]: checked, never read
+  Value rotaryCos, rotarySin; ///< RoPE's tables [P, R/2]
 };
 
 /// The buffer of a program operand, marked with its role (kvattn.role), so
@@ -442,6 +443,8 @@ private:
     buf.kScale = toBuffer(b, op.getKScale(), BufferRole::k_scale);
     buf.vScale = toBuffer(b, op.getVScale(), BufferRole::v_scale);
     buf.kRopePos = toBuffer(b, op.getKRopePos(), BufferRole::k_rope_pos);
+    buf.rotaryCos = toBuffer(b, op.getRotaryCos(), BufferRole::rotary_cos);
+    buf.rotarySin = toBuffer(b, op.getRotarySin(), BufferRole::rotary_sin);
 
     batch = m.dim(buf.q, 0);
     qHeads = m.dim(buf.q, 1);
@@ -896,7 +899,8 @@ private:
     TileLoadQOp::create(
         pb, buf.q, r.qBatch, r.head, r.qRowStart, r.rows, t.q,
         rope ? r.qStart : Value(), rope && s.offsetForm ? r.qOff : Value(),
-        rope && !s.offsetForm ? buf.qPos : Value(), groupAttr, rope);
+        rope && !s.offsetForm ? buf.qPos : Value(), groupAttr, rope,
+        buf.rotaryCos, buf.rotarySin);
     emitKvLoop(pb, p, r, t);
     emitStore(pb, p, r, t, ivs);
   }

@@ -95,6 +95,10 @@ const char *paramName(int64_t id) {
     return "tree_parents";
   case kParamKRopePos:
     return "k_rope_pos";
+  case kParamRotaryCos:
+    return "rotary_cos";
+  case kParamRotarySin:
+    return "rotary_sin";
   default:
     return "block_table";
   }
@@ -235,6 +239,10 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
   // RoPE's record: the slot, the recorded position, the key's position.
   case kRuleKRopePos:
     return where + kRopePosMessage(b, index, v, aux);
+  // RoPE's tables: the row, its position, the tables' rows.
+  case kRuleRotaryQueryPosition:
+  case kRuleRotaryKeyPosition:
+    return where + rotaryTableMessage(b, index, v, size);
   default:
     return where + "the device recorded violation " + str(w[kStatusRule]) +
            " (batch " + str(b) + ")";

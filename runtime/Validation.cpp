@@ -81,6 +81,9 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
   // RoPE's record of a plain cache (an append with rope_pos writes it).
   if (role == "k_rope_pos")
     return {"B", "S"};
+  // RoPE's tables [P, R/2]: static (the kernel compiles the rows in).
+  if (role == "rotary_cos" || role == "rotary_sin")
+    return {"", ""};
   // The status word of device validation: i64[16], static.
   if (role == "status")
     return {""};
@@ -126,6 +129,33 @@ bool isMetadata(const std::string &name, bool append) {
 }
 
 } // namespace
+
+/// RoPE's tables (rules 29 and 30, the reference's check): the position of
+/// every rotated row (an attention's query row q_offset[b] + i or
+/// q_pos[b, i], a ragged batch's rows i < L_b; an append's token
+/// pos[b] + t) below the tables' `rows`.
+static Status validateRotaryRows(const std::string &where,
+                                 const LaunchArgs &args, bool append,
+                                 int64_t rows) {
+  const Sizes &s = args.sizes;
+  auto values = [&](const char *name) -> const std::vector<int64_t> * {
+    auto it = args.metadata.find(name);
+    return it == args.metadata.end() ? nullptr : &it->second;
+  };
+  const std::vector<int64_t> *qPos = append ? nullptr : values("q_pos");
+  const std::vector<int64_t> *offset = values(append ? "pos" : "q_offset");
+  const std::vector<int64_t> *qStart = append ? nullptr : values("q_start");
+  for (int64_t b = 0; b < s.B; ++b) {
+    const int64_t count = qStart ? (*qStart)[b + 1] - (*qStart)[b] : s.L;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t position =
+          qPos ? (*qPos)[b * s.L + i] : offset ? (*offset)[b] + i : i;
+      if (position >= rows)
+        return Status::error(where + rotaryTableMessage(b, i, position, rows));
+    }
+  }
+  return Status::ok();
+}
 
 /// The write rules of an append kernel, with the reference's messages
 /// (reference::append, reference::appendPaged): plain, every batch writes
@@ -436,8 +466,23 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
       }
     }
   }
-  if (append)
-    return validateAppend(where, args, paged);
+  // RoPE's tables: every rotated row's position within their P rows, after
+  // every other rule (rules 29 and 30 of device validation, last too).
+  auto rotaryRows = [&]() -> Status {
+    for (const ParamInfo &p : kernel.params) {
+      if (p.name != "rotary_cos" || p.shape.empty())
+        continue;
+      std::optional<int64_t> rows = parseDecimal(p.shape[0]);
+      if (!rows)
+        return Status::error(where + "'rotary_cos' needs a static row count");
+      return validateRotaryRows(where, args, append, *rows);
+    }
+    return Status::ok();
+  };
+  if (append) {
+    KVATTN_RETURN_IF_ERROR(validateAppend(where, args, paged));
+    return rotaryRows();
+  }
   auto perBatch =
       [&](const char *name) -> std::function<std::optional<int64_t>(int64_t)> {
     auto it = args.metadata.find(name);
@@ -547,7 +592,7 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
       }
     }
   }
-  return Status::ok();
+  return rotaryRows();
 }
 
 } // namespace rt

@@ -506,6 +506,18 @@ typedef struct {
   double rope_theta;
   int32_t rope_interleaved;
   int32_t rope_record;
+  /* RoPE from tables (FlashAttention's rotary_cos / rotary_sin; needs
+   * rotary_dim): rotary_rows P > 0 takes each rotated row's cosines and
+   * sines at row `position` of the plan's buffers "rotary_cos" and
+   * "rotary_sin" ([P, rotary_dim / 2] of rotary_dtype, row-major, after the
+   * others) instead of rope_theta's formula (any frequency scaling: linear,
+   * NTK, YaRN, Llama 3). A rotated row at a position >= P is refused on the
+   * device ("rotary_cos: position p of batch b, row i is outside the
+   * table's P rows", status rules 29 and 30). 0 (default): the formula.
+   * rotary_dtype: KVATTN_F32 (default), KVATTN_F16 or KVATTN_BF16. (Added
+   * after rope_record: kvattn_attention_desc_init sets them.) */
+  int64_t rotary_rows;
+  kvattn_dtype rotary_dtype;
 } kvattn_attention_desc;
 
 /* The defaults (bf16, every size dynamic, nothing optional), struct_size

@@ -147,6 +147,22 @@ static Status readDescription(const char *what,
   KVATTN_RETURN_IF_ERROR(boolean("rope_record", c.rope_record));
   d.ropeInterleaved = c.rope_interleaved;
   d.ropeRecord = c.rope_record;
+  d.rotaryRows = c.rotary_rows;
+  switch (rawEnum(c.rotary_dtype)) {
+  case KVATTN_F32:
+    d.rotaryDtype = "f32";
+    break;
+  case KVATTN_F16:
+    d.rotaryDtype = "f16";
+    break;
+  case KVATTN_BF16:
+    d.rotaryDtype = "bf16";
+    break;
+  default:
+    return Status::error(prefix + "desc.rotary_dtype = " +
+                         std::to_string(rawEnum(c.rotary_dtype)) +
+                         " is not KVATTN_F32, KVATTN_F16 or KVATTN_BF16");
+  }
   return Status::ok();
 }
 
@@ -191,6 +207,7 @@ void kvattn_attention_desc_init(kvattn_attention_desc *desc) {
   desc->kv_dtype = -1;
   desc->prefix_len = -1;
   desc->rope_theta = 10000.0;
+  desc->rotary_dtype = KVATTN_F32;
 }
 
 int kvattn_attention_desc_to_ir(const kvattn_attention_desc *desc, char **ir,

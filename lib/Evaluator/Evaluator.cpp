@@ -142,11 +142,17 @@ private:
 
 } // namespace
 
-/// The reference's description of a #kvattn.rope.
-static reference::Rope toReferenceRope(mlir::kvattn::RopeAttr rope) {
+/// The reference's description of a #kvattn.rope, with the op's tables
+/// (rotary_cos / rotary_sin; null without).
+static reference::Rope toReferenceRope(mlir::kvattn::RopeAttr rope,
+                                       const HostTensor *cos,
+                                       const HostTensor *sin) {
   reference::Rope r;
   r.rotaryDim = rope.getRotaryDim();
-  r.theta = rope.getThetaValue();
+  if (std::optional<double> theta = rope.getThetaValue())
+    r.theta = *theta;
+  r.cos = cos;
+  r.sin = sin;
   r.interleaved = rope.getInterleaved();
   r.f32Query = rope.getF32Query();
   return r;
@@ -487,7 +493,8 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   ops.treeParents = optional(op.getTreeParents());
   reference::AttentionAttributes attrs;
   if (mlir::kvattn::RopeAttr rope = op.getRopeAttr())
-    attrs.rope = toReferenceRope(rope);
+    attrs.rope = toReferenceRope(rope, optional(op.getRotaryCos()),
+                                 optional(op.getRotarySin()));
   attrs.queryRotated = op.getQueryRotated();
   attrs.causal = op.getCausal();
   attrs.window = op.getWindow();
@@ -577,7 +584,8 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
     // scales of the rows it is written to.
     std::optional<reference::Rope> rope;
     if (mlir::kvattn::RopeAttr attr = op.getRopeAttr())
-      rope = toReferenceRope(attr);
+      rope = toReferenceRope(attr, optional(op.getRotaryCos()),
+                             optional(op.getRotarySin()));
     HostTensor record;
     Status s = reference::appendQuantized(
         tensor(op.getCache()), update, pos, optional(op.getBlockTable()),
@@ -605,7 +613,9 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
     if (mlir::kvattn::RopeAttr rope = op.getRopeAttr()) {
       const HostTensor &cache = tensor(op.getCache());
       if (Status s = reference::rotate(
-              update, toReferenceRope(rope),
+              update,
+              toReferenceRope(rope, optional(op.getRotaryCos()),
+                              optional(op.getRotarySin())),
               [&](int64_t b, int64_t t) { return pos.getInt(b) + t; },
               cache.elementType(), rotated);
           s.isError())
@@ -622,7 +632,9 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
   if (mlir::kvattn::RopeAttr rope = op.getRopeAttr()) {
     HostTensor record;
     Status s = reference::appendRotated(
-        tensor(op.getCache()), update, pos, toReferenceRope(rope),
+        tensor(op.getCache()), update, pos,
+        toReferenceRope(rope, optional(op.getRotaryCos()),
+                        optional(op.getRotarySin())),
         optional(op.getRopePos()), result, op.getRopePos() ? &record : nullptr);
     if (s.isError())
       return fail(op, s.message());

@@ -42,12 +42,14 @@ std::vector<std::string> operandRoles(mlir::kvattn::AttentionOp op) {
   add(op.getQStart(), "q_start");
   add(op.getSinks(), "sinks");
   add(op.getAlibiSlopes(), "alibi_slopes");
+  add(op.getKRopePos(), "k_rope_pos");
   add(op.getKStart(), "k_start");
   add(op.getCacheBatchIdx(), "cache_batch_idx");
   add(op.getTreeParents(), "tree_parents");
   add(op.getKScale(), "k_scale");
   add(op.getVScale(), "v_scale");
-  add(op.getKRopePos(), "k_rope_pos");
+  add(op.getRotaryCos(), "rotary_cos");
+  add(op.getRotarySin(), "rotary_sin");
   return roles;
 }
 
@@ -68,6 +70,10 @@ std::vector<std::string> appendRoles(mlir::kvattn::AppendOp op) {
     roles.push_back("k_rope_pos");
   if (op.getKvScale()) // an FP8 cache's scales (the kernel's k_scale)
     roles.push_back("k_scale");
+  if (op.getRotaryCos()) { // RoPE's tables
+    roles.push_back("rotary_cos");
+    roles.push_back("rotary_sin");
+  }
   return roles;
 }
 

@@ -577,12 +577,31 @@ Status rotate(const HostTensor &x, const Rope &rope,
   if (r > d)
     return Status::error("rope: rotary_dim = " + str(r) +
                          " exceeds the head dim D = " + str(d));
-  if (!(rope.theta > 1.0) || !std::isfinite(rope.theta))
-    return Status::error("rope: theta must be a finite value above 1");
-  KVATTN_RETURN_IF_ERROR(HostTensor::make(resultType, x.shape(), result));
   const int64_t half = r / 2;
+  const bool tables = rope.cos || rope.sin;
+  int64_t rows = 0;
+  if (tables) {
+    if (!rope.cos || !rope.sin)
+      return Status::error(
+          "rotary_cos and rotary_sin come together: " +
+          std::string(rope.cos ? "rotary_sin" : "rotary_cos") + " is missing");
+    KVATTN_RETURN_IF_ERROR(checkFloat("rotary_cos", *rope.cos));
+    KVATTN_RETURN_IF_ERROR(checkFloat("rotary_sin", *rope.sin));
+    if (rope.cos->rank() != 2)
+      return Status::error("rotary_cos must have rank 2 [P, rotary_dim / 2], "
+                           "got " +
+                           rope.cos->shapeString());
+    rows = rope.cos->dim(0);
+    KVATTN_RETURN_IF_ERROR(checkShape("rotary_cos", *rope.cos,
+                                      {{"P", rows}, {"rotary_dim / 2", half}}));
+    KVATTN_RETURN_IF_ERROR(checkShape("rotary_sin", *rope.sin,
+                                      {{"P", rows}, {"rotary_dim / 2", half}}));
+  } else if (!(rope.theta > 1.0) || !std::isfinite(rope.theta)) {
+    return Status::error("rope: theta must be a finite value above 1");
+  }
+  KVATTN_RETURN_IF_ERROR(HostTensor::make(resultType, x.shape(), result));
   std::vector<float> invFreq(half);
-  for (int64_t k = 0; k < half; ++k)
+  for (int64_t k = 0; !tables && k < half; ++k)
     invFreq[k] = static_cast<float>(std::pow(
         rope.theta, -2.0 * static_cast<double>(k) / static_cast<double>(r)));
   std::vector<float> row(d), rotated(d), cosines(half), sines(half);
@@ -592,7 +611,15 @@ Status rotate(const HostTensor &x, const Rope &rope,
       if (p < 0)
         return Status::error("rope: position " + str(p) + " of batch " +
                              str(bi) + ", row " + str(i) + " is negative");
+      if (tables && p >= rows)
+        return Status::error(rotaryTableMessage(bi, i, p, rows));
       for (int64_t k = 0; k < half; ++k) {
+        if (tables) {
+          // The tables' values widened to f32.
+          cosines[k] = static_cast<float>(rope.cos->getDouble(p * half + k));
+          sines[k] = static_cast<float>(rope.sin->getDouble(p * half + k));
+          continue;
+        }
         const float angle = static_cast<float>(p) * invFreq[k];
         cosines[k] = static_cast<float>(std::cos(static_cast<double>(angle)));
         sines[k] = static_cast<float>(std::sin(static_cast<double>(angle)));

@@ -207,6 +207,14 @@ Status checkAttentionDescription(const AttentionDescription &d) {
     if (other)
       return Status::error(where + "rotary_dim with " + other +
                            ": RoPE is not taken there yet");
+    if (d.rotaryRows < 0)
+      return Status::error(where + "rotary_rows = " + str(d.rotaryRows) +
+                           " must be positive (the rows P of rotary_cos and "
+                           "rotary_sin) or 0 (rope_theta's formula)");
+    if (d.rotaryRows > 0 && d.rotaryDtype != "f32" &&
+        d.rotaryDtype != "f16" && d.rotaryDtype != "bf16")
+      return Status::error(where + "rotary_dtype '" + d.rotaryDtype +
+                           "' is not f32, f16 or bf16");
     if (d.ropeRecord) {
       const char *layout = d.paged           ? "paged"
                            : d.varlen        ? "varlen"
@@ -218,11 +226,13 @@ Status checkAttentionDescription(const AttentionDescription &d) {
                              ": the record is indexed [B, S] like a plain "
                              "cache");
     }
-  } else if (d.ropeRecord || d.ropeInterleaved || d.ropeTheta != 10000.0) {
+  } else if (d.ropeRecord || d.ropeInterleaved || d.ropeTheta != 10000.0 ||
+             d.rotaryRows != 0) {
     return Status::error(where +
-                         (d.ropeRecord ? "rope_record"
-                          : d.ropeInterleaved
-                              ? "rope_interleaved"
+                         (d.ropeRecord        ? "rope_record"
+                          : d.ropeInterleaved ? "rope_interleaved"
+                          : d.rotaryRows != 0
+                              ? "rotary_rows = " + str(d.rotaryRows)
                               : "rope_theta = " + str(d.ropeTheta)) +
                          " is given without rotary_dim");
   }
@@ -312,6 +322,13 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   }
   if (d.ropeRecord)
     inputs.push_back(tensor({B, dim(d.keyLen)}, index)); // k_rope_pos
+  if (d.rotaryRows > 0) {
+    Type tableType = d.rotaryDtype == "f16"    ? Type(b.getF16Type())
+                     : d.rotaryDtype == "bf16" ? Type(b.getBF16Type())
+                                               : Type(b.getF32Type());
+    inputs.push_back(tensor({d.rotaryRows, d.rotaryDim / 2}, tableType));
+    inputs.push_back(tensor({d.rotaryRows, d.rotaryDim / 2}, tableType));
+  }
 
   module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
@@ -344,10 +361,18 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   Value vScale =
       d.kvDtype.empty() || d.latent ? Value() : body->getArgument(next++);
   Value ropeRecord = d.ropeRecord ? body->getArgument(next++) : Value();
-  RopeAttr rope = d.rotaryDim
-                      ? RopeAttr::get(&ctx, d.rotaryDim, APFloat(d.ropeTheta),
-                                      d.ropeInterleaved, /*f32_query=*/false)
-                      : RopeAttr();
+  const bool tables = d.rotaryDim && d.rotaryRows > 0;
+  Value rotaryCos = tables ? body->getArgument(next++) : Value();
+  Value rotarySin = tables ? body->getArgument(next++) : Value();
+  // With tables the attribute has no theta: they give cos and sin.
+  RopeAttr rope =
+      d.rotaryDim
+          ? RopeAttr::get(&ctx, d.rotaryDim,
+                          tables ? FloatAttr()
+                                 : FloatAttr::get(Float64Type::get(&ctx),
+                                                  d.ropeTheta),
+                          d.ropeInterleaved, /*f32_query=*/false)
+          : RopeAttr();
 
   SmallVector<Value> results;
   if (d.append) {
@@ -358,13 +383,15 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
     // entries of the record).
     auto kAppend = AppendOp::create(b, loc, updateK, key, qOffset, blockTable,
                                     /*rope_pos=*/ropeRecord, rope,
-                                    /*kv_scale=*/kScale);
+                                    /*kv_scale=*/kScale, rotaryCos,
+                                    rotarySin);
     Value k = kAppend.getResult();
     if (ropeRecord)
       ropeRecord = kAppend.getRopePosResult();
     Value v = AppendOp::create(b, loc, updateV, value, qOffset, blockTable,
                                /*rope_pos=*/Value(), /*rope=*/RopeAttr(),
-                               /*kv_scale=*/vScale)
+                               /*kv_scale=*/vScale, /*rotary_cos=*/Value(),
+                               /*rotary_sin=*/Value())
                   .getResult();
     key = k;
     value = v;
@@ -382,6 +409,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   extras.kScale = kScale;
   extras.vScale = vScale;
   extras.rope = rope;
+  extras.rotaryCos = rotaryCos;
+  extras.rotarySin = rotarySin;
   extras.kRopePos = ropeRecord;
   extras.causal = d.causal;
   extras.window = d.window;

@@ -234,6 +234,12 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
   }
   if (metadata.empty())
     return {};
+  // RoPE's tables: their row count P, static (the kernel compiles it in).
+  std::optional<int64_t> tableRows;
+  for (KernelParamAttr p : getKernelParams(kernel))
+    if (p.getName() == "rotary_cos" && !p.getShape().empty())
+      if (auto rows = dyn_cast<IntegerAttr>(p.getShape()[0]))
+        tableRows = rows.getInt();
   signature.addPointer(
       statusParam(ctx, ParamAccess::write),
       MemRefType::get({kStatusWords}, IntegerType::get(ctx, 64)));
@@ -745,6 +751,58 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
              });
     };
 
+    // RoPE's tables (rules 29, 30: the reference's check, after every
+    // other rule of the kernel): block b over its rotated rows, one thread
+    // per row, each row's position below the tables' P rows. An
+    // attention's query rows (q_offset[b] + i, q_pos[b, i]; a ragged
+    // batch's rows q_start[b] .. q_start[b + 1] - 1, clamped into [0, T):
+    // a bad q_start is reported first and must not fault here) or an
+    // append's tokens pos[b] + t. Key 2^44 + the row's packed index, in
+    // group 15 after the block table's entries.
+    auto rotaryRules = [&](int group) {
+      Value P = e.i64(*tableRows);
+      Value L = szI64("L");
+      Value lo = e.mul(bi, L);
+      Value hi = e.add(lo, L);
+      if (!append && arg.count("q_start")) {
+        Value loRaw = load("q_start", bid);
+        Value bidNext = e.add(bid, c1);
+        Value hiRaw = load("q_start", bidNext);
+        Value loAbove = arith::MaxSIOp::create(b, loRaw, z);
+        lo = arith::MinSIOp::create(b, loAbove, L);
+        Value hiAbove = arith::MaxSIOp::create(b, hiRaw, lo);
+        hi = arith::MinSIOp::create(b, hiAbove, L);
+      }
+      Value count = e.sub(hi, lo);
+      Value countIdx = e.toIndex(count);
+      Value start = append              ? load("pos", bid)
+                    : arg.count("q_offset") ? load("q_offset", bid)
+                                            : z;
+      Value base = e.i64(int64_t(1) << 44);
+      Value rowsBase = e.add(base, lo);
+      e.loop(tid, countIdx, cT, {},
+             [&](Value i, ValueRange) -> SmallVector<Value> {
+               Value ii = e.toI64(i);
+               Value position;
+               if (!append && arg.count("q_pos")) {
+                 Value rowStart = e.mul(bid, sz("L"));
+                 Value at = e.add(rowStart, i);
+                 position = load("q_pos", at);
+               } else {
+                 position = e.add(start, ii);
+               }
+               Value outside = e.cmp(CmpIPredicate::sge, position, P);
+               Value rule = ruleIf(outside,
+                                   append ? kRuleRotaryKeyPosition
+                                          : kRuleRotaryQueryPosition,
+                                   z);
+               Value packed = e.add(rowsBase, ii);
+               Value key = groupKey(group, packed);
+               report(rule, key, ii, position, z, P, z, kParamRotaryCos);
+               return {};
+             });
+    };
+
     // The values of one parameter (offsets, positions, lengths, validity),
     // one thread per element of the row, in group `g`.
     auto valueRules = [&](int g, const std::string &m) {
@@ -959,6 +1017,9 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
             return {};
           });
     }
+    // RoPE's tables, last (the host checks them last too).
+    if (tableRows)
+      rotaryRules(15);
   });
   gpu::ReturnOp::create(b);
   return validator;

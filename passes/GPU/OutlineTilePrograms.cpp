@@ -39,7 +39,8 @@ static const char *const kRoles[] = {
     "q_pos",        "k_pos",   "kv_len",       "key_valid", "mask",
     "block_table",  "q_start", "out",          "lse",       "out_parts",
     "lse_parts",    "sinks",   "alibi_slopes", "k_start",   "cache_batch_idx",
-    "tree_parents", "k_scale", "v_scale",      "k_rope_pos"};
+    "tree_parents", "k_scale", "v_scale",      "k_rope_pos", "rotary_cos",
+    "rotary_sin"};
 /// The sizes a kernel may take after its pointers.
 static const char *const kSizes[] = {
     "B",         "Hq",        "Hkv", "L", "S",          "num_pages",
@@ -108,6 +109,8 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank, bool paged,
     return {kL};
   if (role == "k_pos" || role == "key_valid" || role == "k_rope_pos")
     return {kB, kS};
+  if (role == "rotary_cos" || role == "rotary_sin") // [P, R/2], static
+    return {-1, -1};
   if (role == "out")
     return {kB, kHq, kL, -1};
   if (role == "lse")
@@ -216,6 +219,17 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
                 "to "
              << maxHeadDim << (latent ? " in the latent form" : "") << ", the "
              << role << " has " << dim << " (docs/robustness.md)";
+  }
+  // RoPE's tables: their rows are compiled in (a model's table, FlashAttention's
+  // [seqlen_ro, rotary_dim / 2], has a fixed size).
+  for (StringRef role : {"rotary_cos", "rotary_sin"}) {
+    auto it = buffers.find(role);
+    if (it != buffers.end() &&
+        !cast<MemRefType>(it->second.getType()).hasStaticShape())
+      return forall.emitOpError()
+             << "kvattn-outline-tile-programs: " << role
+             << " needs a static shape [P, rotary_dim / 2] on the GPU (the "
+                "kernel compiles the table's rows in)";
   }
   int64_t sharedMemoryBytes = 0;
   bool useTensorCores = false, useWgmma = false, useTma = false;

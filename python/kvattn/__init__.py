@@ -66,6 +66,8 @@ _ROLES = {"query": ("B", "Hq", "L", None), "key": ("B", "Hkv", "S", None),
           "lse": ("B", "Hq", "L"), "q_offset": ("B",), "k_offset": ("B",),
           "kv_len": ("B",), "q_pos": ("B", "L"), "k_pos": ("B", "S"),
           "key_valid": ("B", "S"), "k_rope_pos": ("B", "S"),
+          # RoPE's tables [P, R/2]: static dims.
+          "rotary_cos": (None, None), "rotary_sin": (None, None),
           "block_table": ("B", "max_pages"),
           "tree_parents": ("L",),
           "mask": (None, None, "L", "S"),
@@ -1184,8 +1186,13 @@ def attention_ir(runtime=None, **fields):
     rope_interleaved (0/1: GPT-J pairs, else GPT-NeoX halves) and
     rope_record (0/1: a buffer "k_rope_pos" i32 [B, key_len] of the
     positions the cached keys were rotated at, checked on the device; with
-    append the K append writes it in place). Bad fields raise KVAttnError
-    naming them."""
+    append the K append writes it in place), rotary_rows (RoPE from tables,
+    FlashAttention's rotary_cos / rotary_sin: P > 0 adds the buffers
+    "rotary_cos" and "rotary_sin" [P, rotary_dim / 2], last, whose row p
+    gives the cosines and sines of position p instead of rope_theta's
+    formula; a position >= P is refused on the device; 0 or absent: the
+    formula) and rotary_dtype ("f32" (default), "f16" or "bf16": the
+    tables' type). Bad fields raise KVAttnError naming them."""
     api = _runtime_arg(runtime).api if runtime is not None else library()
     return api.attention_ir(fields)
 

@@ -163,7 +163,9 @@ class AttentionDesc(ctypes.Structure):
                 ("rotary_dim", ctypes.c_int64),
                 ("rope_theta", ctypes.c_double),
                 ("rope_interleaved", ctypes.c_int32),
-                ("rope_record", ctypes.c_int32)]
+                ("rope_record", ctypes.c_int32),
+                ("rotary_rows", ctypes.c_int64),
+                ("rotary_dtype", ctypes.c_int)]
 
 
 # The fields of a description (kvattn.attention_ir's keywords), flags apart.
@@ -486,10 +488,11 @@ class Library:
             if name not in known:
                 raise KVAttnTypeError(f"unknown description field '{name}' "
                                       f"(fields: {', '.join(known)})")
-            if name == "dtype":
+            if name in ("dtype", "rotary_dtype"):
                 if not isinstance(value, str) or value not in DTYPE_CODE:
-                    raise KVAttnValueError(f"description dtype must be f32, "
-                                           f"f16 or bf16, got {value!r}")
+                    raise KVAttnValueError(f"description {name} must be "
+                                           f"f32, f16 or bf16, got "
+                                           f"{value!r}")
                 value = DTYPE_CODE[value]
             elif name == "kv_dtype":
                 # None: K and V in dtype; an FP8 cache by name.

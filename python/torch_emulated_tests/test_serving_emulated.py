@@ -424,3 +424,80 @@ def test_mla_fp8_op_device_run(rt, fmt, gran):
     # it in f32): the scores, hence lse, differ by bf16's rounding.
     ref = want_lse.double()
     assert ((lse.double() - ref).abs() <= 1e-3 * (1 + ref.abs())).all()
+
+
+def test_op_device_run_rotary_tables(rt):
+    """What _cuda_attention runs with rotary_cos / rotary_sin
+    (FlashAttention's tables, [P, R/2]): the IR of attention_ir(rope=
+    ("tables", ...)) on the device, the tables by pointer, against the op's
+    CPU path (f32: within 1e-5); a query row past the tables is recorded on
+    the device (status rule 29) and raised by kt.check() with the CPU
+    path's message."""
+    g = torch.Generator().manual_seed(23)
+    B, Hq, Hkv, L, S, D, R, P = 2, 4, 2, 2, 48, 32, 16, 60
+    q = torch.randn(B, Hq, L, D, generator=g)
+    k = torch.randn(B, Hkv, S, D, generator=g)
+    v = torch.randn(B, Hkv, S, D, generator=g)
+    angle = torch.rand(P, R // 2, generator=g) * 100  # no theta's angles
+    cos, sin = angle.cos(), angle.sin()
+    kv = torch.tensor([S, 29])
+    sig = ("attention-rotary-test", P)
+    rope = ("tables", R, True, "f32", P)
+
+    def run(qo):
+        d = {"query": dev(rt, q), "key": dev(rt, k), "value": dev(rt, v),
+             "q_offset": dev(rt, qo), "kv_len": dev(rt, kv),
+             "rotary_cos": dev(rt, cos), "rotary_sin": dev(rt, sin),
+             "out": rt.empty((B, Hq, L, D), "f32")}
+        serving.device_run(
+            rt, sig, lambda: kt.attention_ir("f32", Hq, Hkv, D, D, True, 0,
+                                             0.0, None, rope=rope),
+            {n: a.ptr for n, a in d.items()},
+            {"B": B, "Hq": Hq, "Hkv": Hkv, "L": L, "S": S},
+            kvattn.capi.CURRENT_STREAM)
+        return host(d["out"], torch.float32)
+
+    qo = kv - L
+    got = run(qo)
+    kt.check()
+    want = kt.attention(q, k, v, q_offset=qo, kv_len=kv, rotary_cos=cos,
+                        rotary_sin=sin, rotary_interleaved=True)
+    assert (got - want).abs().max() < 1e-5
+    plain = kt.attention(q, k, v, q_offset=qo, kv_len=kv)
+    assert (plain - want).abs().max() > 0.05
+    # Batch 1's rows at 59 and 60 of a 60-row table.
+    run(torch.tensor([30, 59]))
+    with pytest.raises(kvattn.KVAttnError, match=r"rotary_cos: position 60 "
+                       r"of batch 1, row 1 is outside the table's 60 rows"):
+        kt.check()
+    kt.check()
+    # kvattn::append's kernel with 44-row tables: the rows rotated as on
+    # the CPU; a token past the tables recorded (rule 30), the cache
+    # untouched.
+    cos44, sin44 = cos[:44].contiguous(), sin[:44].contiguous()
+    rope44 = ("tables", R, True, "f32", 44)
+    cache = torch.randn(B, Hkv, S, D, generator=g)
+    update = torch.randn(B, Hkv, 3, D, generator=g)
+    want = cache.clone()
+    kt.append(want, update, [10, 40], rotary_cos=cos44, rotary_sin=sin44,
+              rotary_interleaved=True)
+    dc, du = dev(rt, cache), dev(rt, update)
+    dcos, dsin = dev(rt, cos44), dev(rt, sin44)
+
+    def append(pos):
+        dp = dev(rt, torch.tensor(pos))
+        serving.device_run(
+            rt, ("append-rotary-test", 44),
+            lambda: kt.append_ir("f32", Hkv, D, rope44),
+            {"update": du.ptr, "cache": dc.ptr, "pos": dp.ptr,
+             "rotary_cos": dcos.ptr, "rotary_sin": dsin.ptr},
+            {"B": B, "Hkv": Hkv, "L": 3, "S": S}, kvattn.capi.CURRENT_STREAM)
+
+    append([10, 40])
+    kt.check()
+    assert (host(dc, torch.float32) - want).abs().max() < 1e-6
+    append([10, 42])
+    with pytest.raises(kvattn.KVAttnError, match=r"rotary_cos: position 44 "
+                       r"of batch 1, row 2 is outside the table's 44 rows"):
+        kt.check()
+    assert (host(dc, torch.float32) - want).abs().max() < 1e-6

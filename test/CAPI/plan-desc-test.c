@@ -418,6 +418,10 @@ static void badDescriptions(kvattn_runtime *rt) {
   BAD("rope_record paged",
       (d.rotary_dim = 64, d.rope_record = 1, d.paged = 1, d.page_size = 16));
   BAD("rope_interleaved flag", (d.rotary_dim = 64, d.rope_interleaved = 2));
+  BAD("rotary_rows alone", d.rotary_rows = 4096);
+  BAD("rotary_rows negative", (d.rotary_dim = 64, d.rotary_rows = -2));
+  BAD("rotary_dtype", (d.rotary_dim = 64, d.rotary_rows = 4096,
+                       d.rotary_dtype = (kvattn_dtype)42));
   /* The plan entry point gives the same message, after its name. */
   char *error = NULL;
   kvattn_plan *plan = NULL;

@@ -20,7 +20,7 @@ func.func @bad_theta(%q: tensor<1x1x4x64xf32>, %k: tensor<1x1x8x64xf32>, %v: ten
 // -----
 
 func.func @unknown_keyword(%q: tensor<1x1x4x64xf32>, %k: tensor<1x1x8x64xf32>, %v: tensor<1x1x8x64xf32>, %qo: tensor<1xi32>) {
-  // expected-error @+1 {{rope: expected 'interleaved' or 'f32_query', got 'gptj'}}
+  // expected-error @+1 {{rope: expected 'theta' (right after rotary_dim), 'interleaved' or 'f32_query', got 'gptj'}}
   %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) rope = <rotary_dim = 32, theta = 10000.0, gptj>
       : tensor<1x1x4x64xf32>, tensor<1x1x8x64xf32>, tensor<1x1x8x64xf32> -> tensor<1x1x4x64xf32>
   return

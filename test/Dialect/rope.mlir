@@ -47,3 +47,21 @@ func.func @append_rope(%q: tensor<2x4x3x64xf16>, %kn: tensor<2x2x3x64xf16>, %kc:
       : tensor<2x4x3x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16> -> tensor<2x4x3x64xf16>
   return %o : tensor<2x4x3x64xf16>
 }
+
+// RoPE from tables (FlashAttention's rotary_cos / rotary_sin): a rope
+// without theta and the two tables, on the append and the attention that
+// reads its keys (the same tables).
+// CHECK-LABEL: func.func @tables
+// CHECK: kvattn.append {{.*}} rope = <rotary_dim = 16, interleaved> rotary_cos(%{{.*}} : tensor<?x8xbf16>) rotary_sin(%{{.*}} : tensor<?x8xbf16>) rope_pos(
+// CHECK: kvattn.attention {{.*}} causal rope = <rotary_dim = 16, interleaved> rotary_cos(%{{.*}} : tensor<?x8xbf16>) rotary_sin(%{{.*}} : tensor<?x8xbf16>) :
+func.func @tables(%q: tensor<1x2x4x32xf32>, %kn: tensor<1x1x4x32xf32>, %kc: tensor<1x1x12x32xf32>,
+                  %v: tensor<1x1x12x32xf32>, %pos: tensor<1xi32>, %rec: tensor<1x12xi32>,
+                  %c: tensor<?x8xbf16>, %s: tensor<?x8xbf16>) -> tensor<1x2x4x32xf32> {
+  %k, %k_rec = kvattn.append %kn into %kc at %pos rope = <rotary_dim = 16, interleaved>
+      rotary_cos(%c : tensor<?x8xbf16>) rotary_sin(%s : tensor<?x8xbf16>)
+      rope_pos(%rec : tensor<1x12xi32>) : tensor<1x1x4x32xf32> into tensor<1x1x12x32xf32>, tensor<1xi32>
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal rope = <rotary_dim = 16, interleaved>
+      rotary_cos(%c : tensor<?x8xbf16>) rotary_sin(%s : tensor<?x8xbf16>)
+      : tensor<1x2x4x32xf32>, tensor<1x1x12x32xf32>, tensor<1x1x12x32xf32> -> tensor<1x2x4x32xf32>
+  return %o : tensor<1x2x4x32xf32>
+}

@@ -447,6 +447,22 @@ func.func @rope_on_load(%q: tensor<1x8x1x64xbf16>, %k: tensor<1x2x256x64xbf16>, 
 
 // -----
 
+// RoPE from tables: buffers of roles rotary_cos / rotary_sin that
+// tile.load_q reads (at row q_offset + the row's sequence row).
+// CHECK-LABEL: func.func @rope_tables_on_load
+// CHECK-DAG:     %[[COS:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = #kvattn.role<rotary_cos>} : tensor<4096x16xbf16> to memref<4096x16xbf16>
+// CHECK-DAG:     %[[SIN:.*]] = bufferization.to_buffer %{{.*}} read_only {kvattn.role = #kvattn.role<rotary_sin>} : tensor<4096x16xbf16> to memref<4096x16xbf16>
+// CHECK:         kvattn.tile.load_q %{{.*}} group = 4 rope = <rotary_dim = 32> rotary_cos(%[[COS]] : memref<4096x16xbf16>) rotary_sin(%[[SIN]] : memref<4096x16xbf16>) pos_row(%{{.*}}) q_base(%{{.*}}) into
+func.func @rope_tables_on_load(%q: tensor<1x8x1x64xbf16>, %k: tensor<1x2x256x64xbf16>, %v: tensor<1x2x256x64xbf16>,
+                               %qo: tensor<1xi32>, %c: tensor<4096x16xbf16>, %s: tensor<4096x16xbf16>) -> tensor<1x8x1x64xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%qo : tensor<1xi32>) causal
+      rope = <rotary_dim = 32> rotary_cos(%c : tensor<4096x16xbf16>) rotary_sin(%s : tensor<4096x16xbf16>)
+      : tensor<1x8x1x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16> -> tensor<1x8x1x64xbf16>
+  return %o : tensor<1x8x1x64xbf16>
+}
+
+// -----
+
 // The GPU pipeline's automatic blocks per chip (tensor-cores=true; the
 // shared memory per SM of sm_80 and of sm_86/sm_89): D = 128 with 100 rows
 // takes 128 x 64 on four 32-row warps on sm_80 and 128 x 32 on the 100 KB

@@ -81,9 +81,16 @@ Status latentValue(const HostTensor &key, int64_t valueDim, HostTensor &value);
 /// angle = f32(f32(p) * inv_freq), (a, b) -> (a cos - b sin, b cos + a sin)
 /// in f32; the pair is (x[k], x[k + R/2]) (GPT-NeoX halves) or
 /// (x[2k], x[2k + 1]) (interleaved). Dimensions from R on pass through.
+/// With tables (`cos` and `sin`, [P, rotaryDim / 2] f32/f16/bf16, row =
+/// position; FlashAttention's rotary_cos / rotary_sin) theta is not used:
+/// c = f32(cos[p, k]), s = f32(sin[p, k]), and a position at or past P is
+/// an error ("rotary_cos: position p of batch b, row i is outside the
+/// table's P rows").
 struct Rope {
   int64_t rotaryDim = 0; ///< even, 2 <= rotaryDim <= D
   double theta = 10000.0;
+  /// The tables (both or neither); not owned.
+  const HostTensor *cos = nullptr, *sin = nullptr;
   bool interleaved = false;
   /// The rotated query stays f32 (else it is rounded to the query's
   /// element type before the products).

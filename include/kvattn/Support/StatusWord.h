@@ -76,6 +76,12 @@ enum ViolationRule : int {
   /// it is attended at (k_pos[b, j], or k_offset[b] + j); the index is the
   /// slot j, the value the recorded position, aux the key's position.
   kRuleKRopePos = 28,
+  /// RoPE from tables (rotary_cos / rotary_sin [P, R/2]): a row's position
+  /// at or past P. The index is the row (an attention's query row i, an
+  /// append's token t), the value the position, the size P.
+  kRuleRotaryQueryPosition = 29, ///< kvattn.attention's query rows
+  kRuleRotaryKeyPosition = 30,   ///< kvattn.append's written tokens
+  /// 31: allocated to the rotary tables, unused.
   // Draft-token trees' tree_parents (kvattn/Support/TreeParents.h).
   kRuleTreeParent = 32,  ///< a parent neither -1 nor an earlier local row
   kRuleTreeKvLen = 33,   ///< kv_len[b] below the sequence's draft tokens
@@ -114,6 +120,8 @@ enum ValidatedParam : int {
   kParamKScale = 11,
   kParamVScale = 12,
   kParamKRopePos = 13,
+  kParamRotaryCos = 14,
+  kParamRotarySin = 15,
   kParamTreeParents = 16,
 };
 
@@ -132,6 +140,16 @@ inline std::string kRopePosMessage(int64_t batch, int64_t slot,
          std::to_string(slot) + " was rotated at position " +
          std::to_string(recorded) + " but is attended at position " +
          std::to_string(position);
+}
+
+/// What rules 29 and 30 say (the verifier, the reference, the host checks
+/// and the device's status word alike): "rotary_cos: position p of batch
+/// b, row i is outside the table's P rows".
+inline std::string rotaryTableMessage(int64_t batch, int64_t row,
+                                      int64_t position, int64_t rows) {
+  return "rotary_cos: position " + std::to_string(position) + " of batch " +
+         std::to_string(batch) + ", row " + std::to_string(row) +
+         " is outside the table's " + std::to_string(rows) + " rows";
 }
 
 } // namespace kvattn

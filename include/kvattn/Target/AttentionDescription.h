@@ -100,6 +100,13 @@ struct AttentionDescription {
   /// the K append writes the new tokens' entries in place (rope_pos) and
   /// the function returns it last.
   bool ropeRecord = false;
+  /// RoPE from tables (FlashAttention's rotary_cos / rotary_sin; needs
+  /// rotaryDim): rotaryRows P > 0 adds the arguments rotary_cos and
+  /// rotary_sin [P, rotaryDim / 2] of rotaryDtype ("f32", "f16", "bf16")
+  /// after the record, and #kvattn.rope has no theta (ropeTheta unused);
+  /// 0: the theta formula.
+  int64_t rotaryRows = 0;
+  std::string rotaryDtype = "f32";
 
   static constexpr int64_t kDynamic = -1;
 };

@@ -232,7 +232,9 @@ void mlir::kvattn::emitLoadQ(Emitter &e, TileLoadQOp op, const TileRef &qTile) {
     e.loop(e.idx(0), d, [&](Value x) {
       Value v = e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, x});
       if (rope) {
-        RotaryElement rot = emitRotaryElement(e.b, e.b.getLoc(), rope, qp, x);
+        RotaryElement rot =
+            emitRotaryElement(e.b, e.b.getLoc(), rope, qp, x, SinCos::Math,
+                              {op.getRotaryCos(), op.getRotarySin()});
         Value partner = e.loadF32(op.getQuery(),
                                   {op.getBatch(), q.head, q.row, rot.partner});
         v = emitRotate(e.b, e.b.getLoc(), rot, v, partner);

@@ -57,6 +57,8 @@ SmallVector<int> symbolicShape(StringRef role, bool paged) {
     return {kB};
   if (role == "k_rope_pos") // the RoPE record [B, S]
     return {kB, kS};
+  if (role == "rotary_cos" || role == "rotary_sin") // [P, R/2], static
+    return {-1, -1};
   return {kB, kMaxPages}; // block_table
 }
 
@@ -120,8 +122,8 @@ Value quantize(ImplicitLocOpBuilder &b, Value values, Type fp8, bool hardware) {
 /// view, lane 0 writes record[b, p] = p.
 void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
                      ArrayRef<Value> sizes, bool paged, int64_t headDim,
-                     Type elt, RopeAttr rope, Value record, Value scale,
-                     bool hardwareFp8) {
+                     Type elt, RopeAttr rope, RotaryTables tables,
+                     Value record, Value scale, bool hardwareFp8) {
   Value update = views[0], cache = views[1], pos = views[2];
   // An FP8 cache: each value (f32) divided by its row's scale, quantised.
   Type cacheElt = cast<MemRefType>(cache.getType()).getElementType();
@@ -213,8 +215,8 @@ void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
       Value v = memref::LoadOp::create(b, update, ValueRange{batch, h, t, col});
       return elt.isF32() ? v : arith::ExtFOp::create(b, f32, v).getResult();
     };
-    RotaryElement e =
-        emitRotaryElement(b, b.getLoc(), rope, p, x, SinCos::Polynomial);
+    RotaryElement e = emitRotaryElement(b, b.getLoc(), rope, p, x,
+                                        SinCos::Polynomial, tables);
     Value self = load(x);
     Value partner = load(e.partner);
     Value v = emitRotate(b, b.getLoc(), e, self, partner);
@@ -315,6 +317,20 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
     roles.push_back("k_scale");
     buffers.push_back(toBuffer(op.getKvScale(), BufferRole::k_scale, true));
   }
+  // RoPE's tables [P, R/2], read only; their rows are compiled in.
+  if (op.hasRotaryTables()) {
+    for (Value table : {op.getRotaryCos(), op.getRotarySin()})
+      if (!cast<RankedTensorType>(table.getType()).hasStaticShape())
+        return op.emitOpError()
+               << "kvattn-append-to-gpu: rotary_cos and rotary_sin need a "
+                  "static shape [P, rotary_dim / 2] on the GPU (the kernel "
+                  "compiles the table's rows in)";
+    roles.append({"rotary_cos", "rotary_sin"});
+    buffers.push_back(
+        toBuffer(op.getRotaryCos(), BufferRole::rotary_cos, true));
+    buffers.push_back(
+        toBuffer(op.getRotarySin(), BufferRole::rotary_sin, true));
+  }
   SmallVector<int> sizeIds = {kB, kHkv, kL, kS};
   if (paged)
     sizeIds.append({kNumPages, kPageSize, kMaxPages});
@@ -357,14 +373,19 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
   {
     OpBuilder::InsertionGuard guard(kb);
     Value record, scale;
+    RotaryTables tables;
     for (auto [role, view] : llvm::zip(roles, views)) {
       if (role == "k_rope_pos")
         record = view;
       if (role == "k_scale")
         scale = view;
+      if (role == "rotary_cos")
+        tables.cos = view;
+      if (role == "rotary_sin")
+        tables.sin = view;
     }
     buildKernelBody(kb, views, sizes, paged, headDim, elt, op.getRopeAttr(),
-                    record, scale, hardwareFp8);
+                    tables, record, scale, hardwareFp8);
   }
   gpu::ReturnOp::create(kb);
 
@@ -402,11 +423,13 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
   Value result = bufferization::ToTensorOp::create(
       hb, cacheType, cacheBuffer, /*restrict=*/true, /*writable=*/true);
   op.getResult().replaceAllUsesWith(result);
-  if (hasRecord)
+  if (hasRecord) {
+    const size_t record = llvm::find(roles, "k_rope_pos") - roles.begin();
     op->getResult(1).replaceAllUsesWith(bufferization::ToTensorOp::create(
-        hb, op->getResult(1).getType(), buffers[roles.size() - 1 - hasScale],
+        hb, op->getResult(1).getType(), buffers[record],
         /*restrict=*/true,
         /*writable=*/true));
+  }
   op.erase();
   return success();
 }

@@ -90,7 +90,8 @@ Value rotatedQueryElement(GpuEmitter &e, TileLoadQOp op, RopeAttr rope, Value r,
   Value qp = op.getQBase() ? e.add(op.getQBase(), i)
                            : e.loadIndex(op.getQPos(), {op.getBatch(), i});
   RotaryElement rot =
-      emitRotaryElement(e.b, e.b.getLoc(), rope, qp, x, SinCos::Polynomial);
+      emitRotaryElement(e.b, e.b.getLoc(), rope, qp, x, SinCos::Polynomial,
+                        {op.getRotaryCos(), op.getRotarySin()});
   Value self = e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, x});
   Value partner =
       e.loadF32(op.getQuery(), {op.getBatch(), q.head, q.row, rot.partner});
@@ -166,9 +167,18 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
                              : e.load(op.getQuery(), at);
         },
         e.zeroOf(elt));
-    Value col = e.t.tensorCores ? swizzledCol(e, tile, r, x) : x;
-    e.store(v, tile, {r, col});
+    // The layouts of the 16-byte path: wgmma's panels, mma.sync's swizzle.
+    SmallVector<Value, 2> at =
+        e.t.wgmma ? panelIndices(e, tile, r, x)
+                  : SmallVector<Value, 2>{r, e.t.tensorCores
+                                                 ? swizzledCol(e, tile, r, x)
+                                                 : x};
+    e.store(v, tile, at);
   });
+  // (As on the 16-byte path: with the TMA ring each thread fences its
+  // query stores for wgmma's async-proxy reads.)
+  if (e.t.tma)
+    emitProxyFence(e);
   e.barrier();
   if (e.t.qFragments)
     emitLoadQueryFragments(e, tile);

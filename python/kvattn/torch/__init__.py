@@ -229,7 +229,9 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
     mask [B | 1, Hq | 1, L, S] (1 where it broadcasts, None where it is
     full) the mask; with `sinks` / `alibi` the f32 [Hq] sinks / ALiBi
     slopes; with `rope` = (theta, rotary_dim, interleaved) the query
-    rotated at its positions (#kvattn.rope); with `key_rows` "k_start"
+    rotated at its positions (#kvattn.rope), or with `rope` = ("tables",
+    rotary_dim, interleaved, table dtype, P) by the tables rotary_cos and
+    rotary_sin [P, rotary_dim / 2] (the last arguments); with `key_rows` "k_start"
     (ragged keys: key/value [1, Hkv, N, D], k_start i64 [B + 1]) or
     "cache_batch_idx" (key/value [C, Hkv, S, D], cache_batch_idx i64 [B])
     that operand; with `kv` = (format, k granularity, v granularity) an FP8
@@ -245,7 +247,17 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
         (f" window = {window}" if window else "") + \
         (f" softcap = {softcap!r}" if softcap else "") + \
         (f" scale = {scale!r}" if scale is not None else "")
-    if rope is not None:
+    tables = ""
+    if rope is not None and rope[0] == "tables":
+        # FlashAttention's rotary_cos / rotary_sin [P, R/2] (P static: the
+        # GPU kernels compile it in).
+        _, rotary_dim, interleaved, table_dtype, table_rows = rope
+        attrs += (f" rope = <rotary_dim = {rotary_dim}"
+                  + (", interleaved" if interleaved else "") + ">")
+        tables = _ty([str(table_rows), str(rotary_dim // 2)], table_dtype)
+        attrs += (f" rotary_cos(%cos : {tables}) rotary_sin(%sin : "
+                  f"{tables})")
+    elif rope is not None:
         theta, rotary_dim, interleaved = rope
         attrs += (f" rope = <rotary_dim = {rotary_dim}, theta = "
                   f"{float(theta)!r}" + (", interleaved" if interleaved
@@ -271,6 +283,8 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
                  "token": _ty([rows, str(Hkv), "?"], "f32")}[gran]
             m_arg += f", %{name}: {t}"
             m_use += f" {name}(%{name} : {t})"
+    if tables:
+        m_arg += f", %cos: {tables}, %sin: {tables}"
     return (f"func.func @attention(%q: {q}, %k: {k}, %v: {v},\n"
             f"    %qo: tensor<?xi64>, %kl: tensor<?xi64>{m_arg}) -> {o} {{\n"
             f"  %o = kvattn.attention %q, %k, %v{rows_use} q_offset(%qo : "
@@ -279,14 +293,25 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
             f"  return %o : {o}\n}}\n")
 
 
-def append_ir(dtype, H, D):
+def append_ir(dtype, H, D, rope=None):
     """kvattn IR of one cache write: update [B, H, L, D] into cache
-    [B, H, S, D] at pos (i64 [B]); result the written cache."""
+    [B, H, S, D] at pos (i64 [B]); result the written cache. With `rope` =
+    ("tables", rotary_dim, interleaved, table dtype, P) the update rotated
+    at pos[b] + t by the tables rotary_cos / rotary_sin [P, rotary_dim / 2]
+    (the last arguments)."""
     u = _ty(["?", str(H), "?", str(D)], dtype)
     c = _ty(["?", str(H), "?", str(D)], dtype)
-    return (f"func.func @append(%u: {u}, %c: {c}, %p: tensor<?xi64>) -> "
-            f"{c} {{\n  %r = kvattn.append %u into %c at %p : {u} into {c}, "
-            f"tensor<?xi64>\n  return %r : {c}\n}}\n")
+    args = use = ""
+    if rope is not None:
+        _, rotary_dim, interleaved, table_dtype, rows = rope
+        t = _ty([str(rows), str(rotary_dim // 2)], table_dtype)
+        args = f", %cos: {t}, %sin: {t}"
+        use = (f" rope = <rotary_dim = {rotary_dim}"
+               + (", interleaved" if interleaved else "")
+               + f"> rotary_cos(%cos : {t}) rotary_sin(%sin : {t})")
+    return (f"func.func @append(%u: {u}, %c: {c}, %p: tensor<?xi64>{args})"
+            f" -> {c} {{\n  %r = kvattn.append %u into %c at %p{use} : {u} "
+            f"into {c}, tensor<?xi64>\n  return %r : {c}\n}}\n")
 
 
 def _program(key, make):
@@ -371,6 +396,53 @@ def _check_rope(rotary_theta, rotary_dim, rotary_interleaved, dims):
         raise KVAttnValueError(f"rotary_dim = {r} must be even, at least 2 "
                                f"and at most the head dim D = {D}")
     return (theta, r, bool(rotary_interleaved))
+
+
+def _check_rotary_tables(rotary_cos, rotary_sin, rotary_theta, rotary_dim,
+                         rotary_interleaved, device, D):
+    """FlashAttention's rotary_cos / rotary_sin ([P, rotary_dim / 2] of one
+    float dtype, on `device`, rotary_dim <= the head dim D): ("tables",
+    rotary_dim, interleaved, dtype, P), or None without them."""
+    if rotary_cos is None and rotary_sin is None:
+        return None
+    if rotary_cos is None or rotary_sin is None:
+        raise KVAttnValueError("rotary_cos and rotary_sin come together: "
+                               + ("rotary_sin" if rotary_cos is not None
+                                  else "rotary_cos") + " is missing")
+    if rotary_theta:
+        raise KVAttnValueError("rotary_theta and rotary_cos / rotary_sin are "
+                               "exclusive: the tables replace the formula")
+    for name, t in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin)):
+        _tensor(name, t)
+        if t.dim() != 2:
+            raise KVAttnValueError(f"{name} must be [P, rotary_dim / 2], got "
+                                   f"shape {tuple(t.shape)}")
+        if t.device != device:
+            raise KVAttnValueError(f"{name} is on {t.device}, the "
+                                   f"attention's tensors on {device}")
+    if rotary_cos.dtype not in _DTYPES:
+        raise KVAttnTypeError(
+            f"rotary_cos has dtype {rotary_cos.dtype}; kvattn takes "
+            "torch.float32, torch.float16 and torch.bfloat16")
+    dtype = _DTYPES[rotary_cos.dtype]
+    if rotary_sin.dtype != rotary_cos.dtype:
+        raise KVAttnTypeError(f"rotary_sin has dtype {rotary_sin.dtype}, "
+                              f"rotary_cos {rotary_cos.dtype}")
+    if tuple(rotary_sin.shape) != tuple(rotary_cos.shape):
+        raise KVAttnValueError(f"rotary_sin has shape "
+                               f"{tuple(rotary_sin.shape)}, rotary_cos "
+                               f"{tuple(rotary_cos.shape)}")
+    P, half = rotary_cos.shape
+    r = 2 * half
+    if rotary_dim and int(rotary_dim) != r:
+        raise KVAttnValueError(f"rotary_dim = {rotary_dim} but rotary_cos "
+                               f"has {half} columns (rotary_dim / 2)")
+    if r < 2 or r > D or P < 1:
+        raise KVAttnValueError(f"rotary_cos has shape {(P, half)}: "
+                               f"rotary_dim = 2 * {half} must be at least 2 "
+                               f"and at most the head dim D = {D}, and the "
+                               f"table needs a row")
+    return ("tables", r, bool(rotary_interleaved), dtype, P)
 
 
 def _key_rows(k_start, cache_batch_idx, batch, device):
@@ -489,7 +561,8 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                     window, softcap, scale, layout, out, sinks=None,
                     alibi_slopes=None, k_start=None, cache_batch_idx=None,
                     rotary_theta=0.0, rotary_dim=0, rotary_interleaved=False,
-                    k_scale=None, v_scale=None):
+                    k_scale=None, v_scale=None, rotary_cos=None,
+                    rotary_sin=None):
     """Checks everything, then runs the attention into `out` (the [B, Hq,
     L, Dv] tensor in `layout`)."""
     layout = _layout(layout)
@@ -501,7 +574,15 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
     mask_dims = _check_mask(mask, query, dims)
     has_sinks = _check_per_head("sinks", sinks, query, dims)
     has_alibi = _check_per_head("alibi_slopes", alibi_slopes, query, dims)
-    rope = _check_rope(rotary_theta, rotary_dim, rotary_interleaved, dims)
+    rope = _check_rotary_tables(rotary_cos, rotary_sin, rotary_theta,
+                                rotary_dim, rotary_interleaved, query.device,
+                                dims[5])
+    if rope is None:
+        rope = _check_rope(rotary_theta, rotary_dim, rotary_interleaved,
+                           dims)
+    tables = [] if rope is None or rope[0] != "tables" else [
+        ("rotary_cos", _dense(rotary_cos.detach())),
+        ("rotary_sin", _dense(rotary_sin.detach()))]
     kv_fp8 = _check_kv_scales(key, k_scale, v_scale, query, dims, layout)
     scales = [] if kv_fp8 is None else [
         ("k_scale", _scale_tensor(k_scale.detach(), kv_fp8[1], layout)),
@@ -539,7 +620,7 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
             inputs.append(("alibi_slopes", _dense(alibi_slopes.detach())))
         if key_rows:
             inputs.append((key_rows, rows.contiguous()))
-        inputs += scales
+        inputs += scales + tables
         _cpu_run(program, inputs, target, "kvattn::attention")
         if not dense_out:
             o.copy_(target)
@@ -547,7 +628,7 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
     return _cuda_attention(query, key, value, qo, kv, mask, mask_dims, causal,
                            window, softcap, scale, layout, out, dtype, dims,
                            sinks, alibi_slopes, rope, key_rows, rows,
-                           kv_fp8, dict(scales))
+                           kv_fp8, dict(scales + tables))
 
 
 def _check_out(out, query, want):
@@ -681,21 +762,24 @@ def _attention_op(query: torch.Tensor, key: torch.Tensor,
                   rotary_theta: float = 0.0, rotary_dim: int = 0,
                   rotary_interleaved: bool = False,
                   k_scale: Optional[torch.Tensor] = None,
-                  v_scale: Optional[torch.Tensor] = None
+                  v_scale: Optional[torch.Tensor] = None,
+                  rotary_cos: Optional[torch.Tensor] = None,
+                  rotary_sin: Optional[torch.Tensor] = None
                   ) -> torch.Tensor:
     out = query.new_empty(_out_shape(query, value, _layout(layout)))
     return _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                            window, softcap, scale, layout, out, sinks,
                            alibi_slopes, k_start, cache_batch_idx,
                            rotary_theta, rotary_dim, rotary_interleaved,
-                           k_scale, v_scale)
+                           k_scale, v_scale, rotary_cos, rotary_sin)
 
 
 @_attention_op.register_fake
 def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
       scale, layout, sinks=None, alibi_slopes=None, k_start=None,
       cache_batch_idx=None, rotary_theta=0.0, rotary_dim=0,
-      rotary_interleaved=False, k_scale=None, v_scale=None):
+      rotary_interleaved=False, k_scale=None, v_scale=None, rotary_cos=None,
+      rotary_sin=None):
     return query.new_empty(_out_shape(query, value, layout))
 
 
@@ -713,18 +797,22 @@ def _attention_out_op(query: torch.Tensor, key: torch.Tensor,
                       rotary_theta: float = 0.0, rotary_dim: int = 0,
                       rotary_interleaved: bool = False,
                       k_scale: Optional[torch.Tensor] = None,
-                      v_scale: Optional[torch.Tensor] = None) -> None:
+                      v_scale: Optional[torch.Tensor] = None,
+                      rotary_cos: Optional[torch.Tensor] = None,
+                      rotary_sin: Optional[torch.Tensor] = None) -> None:
     _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                     window, softcap, scale, layout, out, sinks, alibi_slopes,
                     k_start, cache_batch_idx, rotary_theta, rotary_dim,
-                    rotary_interleaved, k_scale, v_scale)
+                    rotary_interleaved, k_scale, v_scale, rotary_cos,
+                    rotary_sin)
 
 
 @_attention_out_op.register_fake
 def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
       scale, layout, out, sinks=None, alibi_slopes=None, k_start=None,
       cache_batch_idx=None, rotary_theta=0.0, rotary_dim=0,
-      rotary_interleaved=False, k_scale=None, v_scale=None):
+      rotary_interleaved=False, k_scale=None, v_scale=None, rotary_cos=None,
+      rotary_sin=None):
     return None
 
 
@@ -742,7 +830,9 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               rotary_theta: Optional[float] = None, rotary_dim: int = 0,
               rotary_interleaved: bool = False,
               k_scale: Optional[torch.Tensor] = None,
-              v_scale: Optional[torch.Tensor] = None) -> torch.Tensor:
+              v_scale: Optional[torch.Tensor] = None,
+              rotary_cos: Optional[torch.Tensor] = None,
+              rotary_sin: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Attention with explicit positions (docs/semantics.md): query row i of
     batch b sits at position q_offset[b] + i, key j at j; key j is valid
     when j < kv_len[b] (default: S); causal: key j is seen when j <=
@@ -759,6 +849,12 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     GPT-NeoX halves): the query is rotated inside the kernel at its
     positions q_offset[b] + i, in f32 (docs/semantics.md, "Rotary
     embedding"); the keys are expected rotated at their positions j.
+    rotary_cos / rotary_sin (FlashAttention's flash_attn_with_kvcache
+    tables, [P, rotary_dim / 2] of one float dtype, row = position;
+    exclusive with rotary_theta; rotary_dim, if given, must be twice their
+    columns): the query is rotated by row q_offset[b] + i of the tables
+    instead of a base's formula (any frequency scaling); a row past P is
+    refused by name (CPU: before anything runs; CUDA: by check()).
 
     k_start (alias cu_seqlens_k, FlashAttention's; int [B + 1]): ragged
     keys without pages: key/value are one packed buffer [1, Hkv, N, D|Dv]
@@ -804,7 +900,10 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     _check_per_head("sinks", sinks, query, dims)
     _check_per_head("alibi_slopes", alibi_slopes, query, dims)
     theta = float(rotary_theta or 0.0)
-    _check_rope(theta, rotary_dim, rotary_interleaved, dims)
+    if _check_rotary_tables(rotary_cos, rotary_sin, theta, rotary_dim,
+                            rotary_interleaved, query.device,
+                            dims[5]) is None:
+        _check_rope(theta, rotary_dim, rotary_interleaved, dims)
     _check_kv_scales(key, k_scale, v_scale, query, dims, layout)
     if out is None:
         return torch.ops.kvattn.attention(query, key, value, q_offset, kv_len,
@@ -812,16 +911,19 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                                           scale, layout, sinks, alibi_slopes,
                                           k_start, cache_batch_idx, theta,
                                           rotary_dim, rotary_interleaved,
-                                          k_scale, v_scale)
+                                          k_scale, v_scale, rotary_cos,
+                                          rotary_sin)
     torch.ops.kvattn.attention_out(query, key, value, q_offset, kv_len, mask,
                                    causal, window, softcap, scale, layout,
                                    out, sinks, alibi_slopes, k_start,
                                    cache_batch_idx, theta, rotary_dim,
-                                   rotary_interleaved, k_scale, v_scale)
+                                   rotary_interleaved, k_scale, v_scale,
+                                   rotary_cos, rotary_sin)
     return out
 
 
-def _append_into(cache, update, pos, layout):
+def _append_into(cache, update, pos, layout, rotary_cos=None,
+                 rotary_sin=None, rotary_interleaved=False):
     layout = _layout(layout)
     _tensor("cache", cache)
     _tensor("update", update)
@@ -838,34 +940,45 @@ def _append_into(cache, update, pos, layout):
         raise KVAttnValueError(f"update {tuple(update.shape)} does not fit "
                                f"cache {tuple(cache.shape)} ({layout})")
     p = _positions("pos", pos, B, cache.device)
+    rope = _check_rotary_tables(rotary_cos, rotary_sin, 0.0, 0,
+                                rotary_interleaved, cache.device, D)
+    if rope is None and rotary_interleaved:
+        raise KVAttnValueError("rotary_interleaved needs rotary_cos and "
+                               "rotary_sin")
+    tables = [] if rope is None else [
+        ("rotary_cos", _dense(rotary_cos.detach())),
+        ("rotary_sin", _dense(rotary_sin.detach()))]
     if cache.device.type == "cuda":
-        return _cuda_append(c, u, p, dtype)
+        return _cuda_append(c, u, p, dtype, rope, dict(tables))
     if cache.device.type != "cpu":
         raise KVAttnValueError(f"cache is on {cache.device}: kvattn::append "
                                "runs on the CPU and CUDA devices")
-    program = _program(("append", dtype, H, D, "cpu"),
-                       lambda: _cpu_program(append_ir(dtype, H, D)))
+    program = _program(("append", dtype, H, D, "cpu", rope),
+                       lambda: _cpu_program(append_ir(dtype, H, D, rope)))
     dense = c.is_contiguous()
     target = c if dense else c.contiguous()
     _cpu_run(program, [("update", _dense(u)), ("cache", target),
-                       ("pos", p.contiguous())], target, "kvattn::append")
+                       ("pos", p.contiguous())] + tables, target,
+             "kvattn::append")
     if not dense:
         c.copy_(target)
 
 
-def _cuda_append(c, u, p, dtype):
+def _cuda_append(c, u, p, dtype, rope=None, tables=None):
     """The runtime's append kernel (a plan of append_ir): update, cache and
-    pos as device pointers, pos validated on the device (check())."""
+    pos as device pointers (and RoPE's tables), pos validated on the device
+    (check())."""
     from .serving import device_run
     B, H, S, D = c.shape
     device = c.device
     rt = _cuda_runtime(device)
-    key_ = ("append", dtype, H, D, str(device))
+    key_ = ("append", dtype, H, D, str(device), rope)
     target = c if c.is_contiguous() else c.contiguous()
     tensors = {"update": _dense(u), "cache": target,
                "pos": p.to(device, torch.int64).contiguous()}
+    tensors.update(tables or {})
     with _program_stats(key_):
-        device_run(rt, key_, lambda: append_ir(dtype, H, D),
+        device_run(rt, key_, lambda: append_ir(dtype, H, D, rope),
                    {n: t.data_ptr() for n, t in tensors.items()},
                    {"B": B, "Hkv": H, "L": u.shape[2], "S": S},
                    torch.cuda.current_stream(device).cuda_stream)
@@ -875,25 +988,37 @@ def _cuda_append(c, u, p, dtype):
 
 @torch.library.custom_op("kvattn::append", mutates_args=("cache",))
 def _append_op(cache: torch.Tensor, update: torch.Tensor, pos: torch.Tensor,
-               layout: str) -> None:
-    _append_into(cache, update, pos, layout)
+               layout: str, rotary_cos: Optional[torch.Tensor] = None,
+               rotary_sin: Optional[torch.Tensor] = None,
+               rotary_interleaved: bool = False) -> None:
+    _append_into(cache, update, pos, layout, rotary_cos, rotary_sin,
+                 rotary_interleaved)
 
 
 @_append_op.register_fake
-def _(cache, update, pos, layout):
+def _(cache, update, pos, layout, rotary_cos=None, rotary_sin=None,
+      rotary_interleaved=False):
     return None
 
 
 def append(cache: torch.Tensor, update: torch.Tensor,
            pos: Union[torch.Tensor, Sequence[int], int],
-           *, layout: str = "bhsd") -> torch.Tensor:
+           *, layout: str = "bhsd",
+           rotary_cos: Optional[torch.Tensor] = None,
+           rotary_sin: Optional[torch.Tensor] = None,
+           rotary_interleaved: bool = False) -> torch.Tensor:
     """Writes update [B, H, L, D] into cache [B, H, S, D] at rows pos[b] ..
     pos[b] + L - 1, in place (kvattn.append; pos[b] + L <= S is checked).
-    Returns `cache`."""
+    With rotary_cos / rotary_sin (FlashAttention's tables [P, rotary_dim /
+    2], row = position; rotary_interleaved: GPT-J pairs) each written row
+    t of batch b is rotated first, in f32, by row pos[b] + t of the tables
+    (the keys as flash_attn_with_kvcache rotates k before the write); a row
+    past P is refused by name. Returns `cache`."""
     _tensor("cache", cache)
     if not isinstance(pos, torch.Tensor):
         pos = _positions("pos", pos, cache.shape[0], cache.device)
-    torch.ops.kvattn.append(cache, update, pos, _layout(layout))
+    torch.ops.kvattn.append(cache, update, pos, _layout(layout), rotary_cos,
+                            rotary_sin, rotary_interleaved)
     return cache
 
 
