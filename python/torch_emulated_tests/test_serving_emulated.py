@@ -501,3 +501,56 @@ def test_op_device_run_rotary_tables(rt):
                        r"of batch 1, row 2 is outside the table's 44 rows"):
         kt.check()
     assert (host(dc, torch.float32) - want).abs().max() < 1e-6
+
+
+def test_tree_attention_device_run(rt):
+    """What tree_attention's CUDA path runs (kvattn.torch.tree_device_call:
+    its signature, IR and sizes through serving.device_run), every tensor
+    on the device: a ragged batch of a decode row, a draft tree of depth 4
+    and branching 3 (120 tokens) and another decode row, bf16 on tensor
+    cores, NaN in every cache slot past kv_len, against the op's CPU path
+    (2e-2) and far from the answer with every draft token a root. A tree
+    whose parent names a later row is recorded on the device and raised by
+    kt.check() with the CPU path's message."""
+    from kvattn import tree as ktree
+    g = torch.Generator().manual_seed(41)
+    parents = torch.tensor([-1] + ktree.complete_tree(4, 3) + [-1])
+    cu = torch.tensor([0, 1, 122, 123])
+    kv = torch.tensor([300, 380, 77])
+    T, Hq, Hkv, S, D = 123, 4, 2, 400, 64
+    q = torch.randn(T, Hq, D, generator=g).to(torch.bfloat16)
+    k = torch.randn(3, Hkv, S, D, generator=g)
+    v = torch.randn(3, Hkv, S, D, generator=g)
+    for b in range(3):
+        k[b, :, int(kv[b]):] = float("nan")
+        v[b, :, int(kv[b]):] = float("nan")
+    k, v = k.to(torch.bfloat16), v.to(torch.bfloat16)
+    want = kt.tree_attention(q, k, v, cu, kv, tree_parents=parents)
+    roots = kt.tree_attention(q, k, v, cu, kv,
+                              tree_parents=torch.full((T,), -1))
+    dims = (3, Hq, Hkv, T, S, D, D)
+    sig, make_ir, sizes = kt.tree_device_call("bf16", dims, True, 0, 0.0,
+                                              None, False, False, "emulated")
+    q4 = q.permute(1, 0, 2).unsqueeze(0).contiguous()
+
+    def run(tp):
+        d = {"query": dev(rt, q4), "key": dev(rt, k), "value": dev(rt, v),
+             "q_start": dev(rt, cu), "q_offset": dev(rt, kv - cu.diff()),
+             "kv_len": dev(rt, kv), "tree_parents": dev(rt, tp),
+             "out": kvattn.to_device(np.zeros((1, Hq, T, D), np.uint16), rt,
+                                     "bf16")}
+        serving.device_run(rt, sig, make_ir, {n: a.ptr for n, a in d.items()},
+                           sizes, kvattn.capi.CURRENT_STREAM)
+        return host(d["out"], torch.bfloat16)[0].permute(1, 0, 2)
+
+    out = run(parents)
+    kt.check()
+    assert not torch.isnan(out).any()
+    assert (out.double() - want.double()).abs().max() < 2e-2
+    assert (out.double() - roots.double()).abs().max() > 0.1
+    bad = parents.clone()
+    bad[7] = 9  # local row 6 of request 1 names a later row
+    run(bad)
+    with pytest.raises(kvattn.KVAttnError, match=r"tree_parents\[7\] = 9 is "
+                       r"not a row before local row 6 of its sequence"):
+        kt.check()

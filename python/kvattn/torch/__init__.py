@@ -1097,8 +1097,11 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor,
     starting at `mask_indptr`, default ceil(L_b kv_len[b] / 8) bytes each);
     a mask that is no tree mask is refused by name. Draft token i sits at
     position kv_len[b] - L_b + depth(i) and sees the cache, its ancestors
-    and itself. Returns out [T, Hq, Dv]. CPU tensors only (this function's
-    CUDA path is not written yet; the kernels take trees)."""
+    and itself. Returns out [T, Hq, Dv]. On CUDA tensors the GPU kernels
+    run it on torch's current stream, the tree and the positions validated
+    on the device (kvattn.torch.check() raises what they recorded); a
+    custom_mask is converted to parents on the host (a copy of the mask,
+    cu_seqlens_q and kv_len), tree_parents stays on the device."""
     import numpy as np
     from .. import tree as _tree
 
@@ -1108,12 +1111,14 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor,
         raise KVAttnValueError(f"query must have shape [T, Hq, D] (the "
                                f"packed draft tokens), got "
                                f"{tuple(query.shape)}")
-    if query.device.type != "cpu":
-        raise KVAttnError(
-            "kvattn.torch.tree_attention: tree masks (tree_parents) run on "
-            "CPU tensors only here; this function's CUDA path is not "
-            "written yet (the kernels take trees: kvattn.GpuProgram, plans) "
-            f"(query is on {query.device})")
+    if query.device.type not in ("cpu", "cuda"):
+        raise KVAttnValueError(f"query is on {query.device}: "
+                               "kvattn.torch.tree_attention runs on the CPU "
+                               "and CUDA devices")
+    for what, t in (("key", key), ("value", value)):
+        if t.device != query.device:
+            raise KVAttnValueError(f"{what} is on {t.device}, query on "
+                                   f"{query.device}")
     q4 = query.permute(1, 0, 2).unsqueeze(0)  # [1, Hq, T, D]
     dtype = _float_tensor("query", q4)
     _float_tensor("key", key)
@@ -1147,17 +1152,26 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor,
                 f"custom_mask must be FlashInfer's packed mask (1-D "
                 f"torch.uint8), got {custom_mask.dtype} of shape "
                 f"{tuple(custom_mask.shape)}")
-        cu_np, kv_np = cu.numpy(), kv.numpy()
+        if custom_mask.device != query.device:
+            raise KVAttnValueError(f"custom_mask is on {custom_mask.device}, "
+                                   f"query on {query.device}")
+        # The conversion reads the mask on the host.
+        cu_np, kv_np = cu.cpu().numpy(), kv.cpu().numpy()
         indptr = _tree.mask_indptr(np.diff(cu_np), kv_np) \
             if mask_indptr is None else \
             _index_vector("mask_indptr", mask_indptr, B + 1,
-                          query.device).numpy()
+                          query.device).cpu().numpy()
         parents = torch.from_numpy(_tree.parents_from_packed_mask(
-            custom_mask.numpy(), indptr, cu_np, kv_np))
+            custom_mask.cpu().numpy(), indptr, cu_np, kv_np)).to(
+                query.device)
     else:
         parents = _index_vector("tree_parents", tree_parents, T, query.device)
     # The draft tokens are the last L_b keys: the roots follow the cache.
     qo = kv - (cu[1:] - cu[:-1])
+    if query.device.type == "cuda":
+        return _cuda_tree_attention(
+            q4, key, value, cu, qo, kv, parents, dims, dtype, causal, window,
+            softcap, scale, sinks, alibi_slopes)[0].permute(1, 0, 2)
     key_ = ("tree_attention", dtype, Hq, Hkv, D, Dv, causal, window, softcap,
             scale, has_sinks, has_alibi)
     program = _program(key_, lambda: _cpu_program(tree_attention_ir(
@@ -1174,6 +1188,52 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor,
         inputs.append(("alibi_slopes", _dense(alibi_slopes.detach())))
     _cpu_run(program, inputs, out, "kvattn.torch.tree_attention")
     return out[0].permute(1, 0, 2).contiguous()
+
+
+def tree_device_call(dtype, dims, causal, window, softcap, scale, has_sinks,
+                     has_alibi, device):
+    """What tree_attention's CUDA path hands serving.device_run: the
+    program's signature, its IR (tree_attention_ir) and the sizes; the
+    buffers are query [1, Hq, T, D], key, value, out [1, Hq, T, Dv],
+    q_start [B + 1], q_offset, kv_len [B], tree_parents [T] (int64) and
+    the optional sinks / alibi_slopes. (The emulated-GPU tests run it with
+    device arrays.)"""
+    B, Hq, Hkv, T, S, D, Dv = dims
+    signature = ("tree_attention", dtype, Hq, Hkv, D, Dv, causal, window,
+                 softcap, scale, has_sinks, has_alibi, str(device))
+    return (signature,
+            lambda: tree_attention_ir(dtype, Hq, Hkv, D, Dv, causal, window,
+                                      softcap, scale, has_sinks, has_alibi),
+            {"B": B, "Hq": Hq, "Hkv": Hkv, "L": T, "S": S})
+
+
+def _cuda_tree_attention(q4, key, value, cu, qo, kv, parents, dims, dtype,
+                         causal, window, softcap, scale, sinks, alibi_slopes):
+    """The GPU kernels of a tree batch (a plan of tree_attention_ir per
+    signature), every tensor by pointer, queued on torch's current stream;
+    returns out [1, Hq, T, Dv]."""
+    from .serving import device_run
+    B, Hq, Hkv, T, S, D, Dv = dims
+    device = q4.device
+    rt = _cuda_runtime(device)
+    signature, make_ir, sizes = tree_device_call(
+        dtype, dims, causal, window, softcap, scale, sinks is not None,
+        alibi_slopes is not None, device)
+    out = torch.empty((1, Hq, T, Dv), dtype=q4.dtype, device=device)
+    index = lambda t: t.to(device, torch.int64).contiguous()  # noqa: E731
+    tensors = {"query": _dense(q4), "key": _dense(key),
+               "value": _dense(value), "out": out, "q_start": index(cu),
+               "q_offset": index(qo), "kv_len": index(kv),
+               "tree_parents": index(parents)}
+    if sinks is not None:
+        tensors["sinks"] = _dense(sinks.detach())
+    if alibi_slopes is not None:
+        tensors["alibi_slopes"] = _dense(alibi_slopes.detach())
+    with _program_stats(signature):
+        device_run(rt, signature, make_ir,
+                   {n: t.data_ptr() for n, t in tensors.items()}, sizes,
+                   torch.cuda.current_stream(device).cuda_stream)
+    return out
 
 # --- shared-prefix (cascade) attention -------------------------------------
 
