@@ -753,8 +753,8 @@ static bool sameRotation(RopeAttr a, RopeAttr b) {
 /// together, exactly with a `rope` without theta, as [P, rotary_dim / 2]
 /// f32/f16/bf16 of one type. `rows` is P (dynamic when unknown or without
 /// tables).
-static LogicalResult verifyRotaryTables(Operation *op, RopeAttr rope,
-                                        Value cos, Value sin, int64_t &rows) {
+static LogicalResult verifyRotaryTables(Operation *op, RopeAttr rope, Value cos,
+                                        Value sin, int64_t &rows) {
   rows = ShapedType::kDynamic;
   if (static_cast<bool>(cos) != static_cast<bool>(sin))
     return op->emitOpError()
@@ -790,9 +790,8 @@ static LogicalResult verifyRotaryTables(Operation *op, RopeAttr rope,
                              << ": the tables have one type";
   const int64_t half = rope.getRotaryDim() / 2;
   if (ShapedType::isStatic(type.getDimSize(1)) && type.getDimSize(1) != half)
-    return op->emitOpError()
-           << "rotary_cos has " << type.getDimSize(1)
-           << " columns but rope's rotary_dim / 2 = " << half;
+    return op->emitOpError() << "rotary_cos has " << type.getDimSize(1)
+                             << " columns but rope's rotary_dim / 2 = " << half;
   rows = type.getDimSize(0);
   return success();
 }
@@ -838,8 +837,8 @@ LogicalResult AttentionOp::verifyRope(int64_t d, int64_t b, int64_t s) {
     return emitOpError() << "rope rotates the query at its positions: give "
                             "q_offset or q_pos and k_pos";
   int64_t rows;
-  if (failed(verifyRotaryTables(op, rope, getRotaryCos(), getRotarySin(),
-                                rows)))
+  if (failed(
+          verifyRotaryTables(op, rope, getRotaryCos(), getRotarySin(), rows)))
     return failure();
   // Keys rotated by kvattn.append meet a query rotated the same way (with
   // tables: the same tables).

@@ -429,7 +429,7 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
       /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
       /*rope=*/RopeAttr(), /*query_rotated=*/false, /*k_scale=*/Value(),
       /*v_scale=*/Value(), /*value_dim=*/IntegerAttr(),
-        /*rotary_cos=*/Value(), /*rotary_sin=*/Value());
+      /*rotary_cos=*/Value(), /*rotary_sin=*/Value());
   rewriter.replaceOp(op, attention->getResults());
 }
 

@@ -896,11 +896,11 @@ private:
       TileKeyRecordOp::create(pb, buf.kRopePos);
     // RoPE: the query rows rotated as they are loaded, at their positions.
     RopeAttr rope = op.getRopeAttr();
-    TileLoadQOp::create(
-        pb, buf.q, r.qBatch, r.head, r.qRowStart, r.rows, t.q,
-        rope ? r.qStart : Value(), rope && s.offsetForm ? r.qOff : Value(),
-        rope && !s.offsetForm ? buf.qPos : Value(), groupAttr, rope,
-        buf.rotaryCos, buf.rotarySin);
+    TileLoadQOp::create(pb, buf.q, r.qBatch, r.head, r.qRowStart, r.rows, t.q,
+                        rope ? r.qStart : Value(),
+                        rope && s.offsetForm ? r.qOff : Value(),
+                        rope && !s.offsetForm ? buf.qPos : Value(), groupAttr,
+                        rope, buf.rotaryCos, buf.rotarySin);
     emitKvLoop(pb, p, r, t);
     emitStore(pb, p, r, t, ivs);
   }

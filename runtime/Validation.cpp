@@ -148,8 +148,9 @@ static Status validateRotaryRows(const std::string &where,
   for (int64_t b = 0; b < s.B; ++b) {
     const int64_t count = qStart ? (*qStart)[b + 1] - (*qStart)[b] : s.L;
     for (int64_t i = 0; i < count; ++i) {
-      const int64_t position =
-          qPos ? (*qPos)[b * s.L + i] : offset ? (*offset)[b] + i : i;
+      const int64_t position = qPos     ? (*qPos)[b * s.L + i]
+                               : offset ? (*offset)[b] + i
+                                        : i;
       if (position >= rows)
         return Status::error(where + rotaryTableMessage(b, i, position, rows));
     }

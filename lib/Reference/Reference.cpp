@@ -582,9 +582,9 @@ Status rotate(const HostTensor &x, const Rope &rope,
   int64_t rows = 0;
   if (tables) {
     if (!rope.cos || !rope.sin)
-      return Status::error(
-          "rotary_cos and rotary_sin come together: " +
-          std::string(rope.cos ? "rotary_sin" : "rotary_cos") + " is missing");
+      return Status::error("rotary_cos and rotary_sin come together: " +
+                           std::string(rope.cos ? "rotary_sin" : "rotary_cos") +
+                           " is missing");
     KVATTN_RETURN_IF_ERROR(checkFloat("rotary_cos", *rope.cos));
     KVATTN_RETURN_IF_ERROR(checkFloat("rotary_sin", *rope.sin));
     if (rope.cos->rank() != 2)

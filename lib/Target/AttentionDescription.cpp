@@ -211,8 +211,8 @@ Status checkAttentionDescription(const AttentionDescription &d) {
       return Status::error(where + "rotary_rows = " + str(d.rotaryRows) +
                            " must be positive (the rows P of rotary_cos and "
                            "rotary_sin) or 0 (rope_theta's formula)");
-    if (d.rotaryRows > 0 && d.rotaryDtype != "f32" &&
-        d.rotaryDtype != "f16" && d.rotaryDtype != "bf16")
+    if (d.rotaryRows > 0 && d.rotaryDtype != "f32" && d.rotaryDtype != "f16" &&
+        d.rotaryDtype != "bf16")
       return Status::error(where + "rotary_dtype '" + d.rotaryDtype +
                            "' is not f32, f16 or bf16");
     if (d.ropeRecord) {
@@ -367,11 +367,11 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   // With tables the attribute has no theta: they give cos and sin.
   RopeAttr rope =
       d.rotaryDim
-          ? RopeAttr::get(&ctx, d.rotaryDim,
-                          tables ? FloatAttr()
-                                 : FloatAttr::get(Float64Type::get(&ctx),
-                                                  d.ropeTheta),
-                          d.ropeInterleaved, /*f32_query=*/false)
+          ? RopeAttr::get(
+                &ctx, d.rotaryDim,
+                tables ? FloatAttr()
+                       : FloatAttr::get(Float64Type::get(&ctx), d.ropeTheta),
+                d.ropeInterleaved, /*f32_query=*/false)
           : RopeAttr();
 
   SmallVector<Value> results;
@@ -383,8 +383,7 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
     // entries of the record).
     auto kAppend = AppendOp::create(b, loc, updateK, key, qOffset, blockTable,
                                     /*rope_pos=*/ropeRecord, rope,
-                                    /*kv_scale=*/kScale, rotaryCos,
-                                    rotarySin);
+                                    /*kv_scale=*/kScale, rotaryCos, rotarySin);
     Value k = kAppend.getResult();
     if (ropeRecord)
       ropeRecord = kAppend.getRopePosResult();

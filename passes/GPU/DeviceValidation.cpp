@@ -775,7 +775,7 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       }
       Value count = e.sub(hi, lo);
       Value countIdx = e.toIndex(count);
-      Value start = append              ? load("pos", bid)
+      Value start = append                  ? load("pos", bid)
                     : arg.count("q_offset") ? load("q_offset", bid)
                                             : z;
       Value base = e.i64(int64_t(1) << 44);

@@ -35,10 +35,10 @@ using namespace mlir::kvattn;
 
 /// The operand roles in kernel-parameter order.
 static const char *const kRoles[] = {
-    "query",        "key",     "value",        "q_offset",  "k_offset",
-    "q_pos",        "k_pos",   "kv_len",       "key_valid", "mask",
-    "block_table",  "q_start", "out",          "lse",       "out_parts",
-    "lse_parts",    "sinks",   "alibi_slopes", "k_start",   "cache_batch_idx",
+    "query",        "key",     "value",        "q_offset",   "k_offset",
+    "q_pos",        "k_pos",   "kv_len",       "key_valid",  "mask",
+    "block_table",  "q_start", "out",          "lse",        "out_parts",
+    "lse_parts",    "sinks",   "alibi_slopes", "k_start",    "cache_batch_idx",
     "tree_parents", "k_scale", "v_scale",      "k_rope_pos", "rotary_cos",
     "rotary_sin"};
 /// The sizes a kernel may take after its pointers.
@@ -220,8 +220,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
              << maxHeadDim << (latent ? " in the latent form" : "") << ", the "
              << role << " has " << dim << " (docs/robustness.md)";
   }
-  // RoPE's tables: their rows are compiled in (a model's table, FlashAttention's
-  // [seqlen_ro, rotary_dim / 2], has a fixed size).
+  // RoPE's tables: their rows are compiled in (a model's table,
+  // FlashAttention's [seqlen_ro, rotary_dim / 2], has a fixed size).
   for (StringRef role : {"rotary_cos", "rotary_sin"}) {
     auto it = buffers.find(role);
     if (it != buffers.end() &&

@@ -122,8 +122,8 @@ Value quantize(ImplicitLocOpBuilder &b, Value values, Type fp8, bool hardware) {
 /// view, lane 0 writes record[b, p] = p.
 void buildKernelBody(ImplicitLocOpBuilder &b, ArrayRef<Value> views,
                      ArrayRef<Value> sizes, bool paged, int64_t headDim,
-                     Type elt, RopeAttr rope, RotaryTables tables,
-                     Value record, Value scale, bool hardwareFp8) {
+                     Type elt, RopeAttr rope, RotaryTables tables, Value record,
+                     Value scale, bool hardwareFp8) {
   Value update = views[0], cache = views[1], pos = views[2];
   // An FP8 cache: each value (f32) divided by its row's scale, quantised.
   Type cacheElt = cast<MemRefType>(cache.getType()).getElementType();

@@ -170,9 +170,8 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
     // The layouts of the 16-byte path: wgmma's panels, mma.sync's swizzle.
     SmallVector<Value, 2> at =
         e.t.wgmma ? panelIndices(e, tile, r, x)
-                  : SmallVector<Value, 2>{r, e.t.tensorCores
-                                                 ? swizzledCol(e, tile, r, x)
-                                                 : x};
+                  : SmallVector<Value, 2>{
+                        r, e.t.tensorCores ? swizzledCol(e, tile, r, x) : x};
     e.store(v, tile, at);
   });
   // (As on the 16-byte path: with the TMA ring each thread fences its
