@@ -110,3 +110,25 @@ def test_misuse_is_named():
         kt.tree_attention(q[None], k, v, cu, kv_len, tree_parents=parents)
     # The draft tokens as packed indices check their sequence's length.
     assert ktree.tree_depths(parents, cu)[1 + 4] == 2
+
+
+def test_torch_compile_fullgraph_and_opcheck():
+    """kvattn::tree_attention is a torch.library op: torch.compile traces a
+    step through it without a graph break (the fake kernel gives [T, Hq,
+    Dv]), and opcheck accepts its schema, fake tensor and autograd
+    registration."""
+    parents, cu, kv_len, q, k, v = case()
+    cu_t, kv_t = torch.tensor(cu), torch.tensor(kv_len)
+    tp = torch.tensor(parents)
+    want = kt.tree_attention(q, k, v, cu_t, kv_t, tree_parents=tp)
+
+    def step(q, k, v, cu, kv, tp):
+        return kt.tree_attention(q, k, v, cu, kv, tree_parents=tp) * 2.0
+
+    torch._dynamo.reset()
+    got = torch.compile(step, fullgraph=True)(q, k, v, cu_t, kv_t, tp)
+    assert torch.allclose(got, 2 * want)
+    args = (q, k, v, cu_t, kv_t, tp, None, None, True, 0, 0.0, None)
+    torch.library.opcheck(torch.ops.kvattn.tree_attention, args,
+                          test_utils=("test_schema", "test_faketensor",
+                                      "test_autograd_registration"))

@@ -1078,30 +1078,10 @@ def _index_vector(what, t, n, device):
     return t.to(torch.int64)
 
 
-def tree_attention(query: torch.Tensor, key: torch.Tensor,
-                   value: torch.Tensor, cu_seqlens_q, kv_len, *,
-                   tree_parents=None, custom_mask: Optional[torch.Tensor] = None,
-                   mask_indptr=None, causal: bool = True, window: int = 0,
-                   softcap: float = 0.0, scale: Optional[float] = None,
-                   sinks: Optional[torch.Tensor] = None,
-                   alibi_slopes: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Attention of the draft tokens of a speculative-decoding step
-    (docs/torch.md "Tree masks"): a ragged batch whose sequence b owns the
-    packed query rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 (its L_b
-    draft tokens; a plain decode row is a tree of one root); query [T, Hq,
-    D], key/value caches [B, Hkv, S, D|Dv] whose last L_b keys below
-    kv_len[b] are the draft tokens' own. The tree is given as
-    `tree_parents` ([T] ints: per draft token its parent's local row, -1
-    for a root) or as FlashInfer's packed `custom_mask` (uint8: per request
-    the row-major (L_b x kv_len[b]) mask packed little-endian, requests
-    starting at `mask_indptr`, default ceil(L_b kv_len[b] / 8) bytes each);
-    a mask that is no tree mask is refused by name. Draft token i sits at
-    position kv_len[b] - L_b + depth(i) and sees the cache, its ancestors
-    and itself. Returns out [T, Hq, Dv]. On CUDA tensors the GPU kernels
-    run it on torch's current stream, the tree and the positions validated
-    on the device (kvattn.torch.check() raises what they recorded); a
-    custom_mask is converted to parents on the host (a copy of the mask,
-    cu_seqlens_q and kv_len), tree_parents stays on the device."""
+def _tree_attention_impl(query, key, value, cu_seqlens_q, kv_len,
+                         tree_parents, custom_mask, mask_indptr, causal,
+                         window, softcap, scale, sinks, alibi_slopes):
+    """tree_attention's work (the op's CPU and CUDA kernels)."""
     import numpy as np
     from .. import tree as _tree
 
@@ -1171,7 +1151,8 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor,
     if query.device.type == "cuda":
         return _cuda_tree_attention(
             q4, key, value, cu, qo, kv, parents, dims, dtype, causal, window,
-            softcap, scale, sinks, alibi_slopes)[0].permute(1, 0, 2)
+            softcap, scale, sinks, alibi_slopes)[0].permute(1, 0, 2) \
+            .contiguous()
     key_ = ("tree_attention", dtype, Hq, Hkv, D, Dv, causal, window, softcap,
             scale, has_sinks, has_alibi)
     program = _program(key_, lambda: _cpu_program(tree_attention_ir(
@@ -1188,6 +1169,81 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor,
         inputs.append(("alibi_slopes", _dense(alibi_slopes.detach())))
     _cpu_run(program, inputs, out, "kvattn.torch.tree_attention")
     return out[0].permute(1, 0, 2).contiguous()
+
+
+
+@torch.library.custom_op("kvattn::tree_attention", mutates_args=())
+def _tree_attention_op(query: torch.Tensor, key: torch.Tensor,
+                       value: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                       kv_len: torch.Tensor,
+                       tree_parents: Optional[torch.Tensor],
+                       custom_mask: Optional[torch.Tensor],
+                       mask_indptr: Optional[torch.Tensor], causal: bool,
+                       window: int, softcap: float, scale: Optional[float],
+                       sinks: Optional[torch.Tensor] = None,
+                       alibi_slopes: Optional[torch.Tensor] = None
+                       ) -> torch.Tensor:
+    return _tree_attention_impl(query, key, value, cu_seqlens_q, kv_len,
+                                tree_parents, custom_mask, mask_indptr,
+                                causal, window, softcap, scale, sinks,
+                                alibi_slopes)
+
+
+@_tree_attention_op.register_fake
+def _(query, key, value, cu_seqlens_q, kv_len, tree_parents, custom_mask,
+      mask_indptr, causal, window, softcap, scale, sinks=None,
+      alibi_slopes=None):
+    if query.dim() != 3 or value.dim() != 4:
+        raise KVAttnValueError("tree_attention: query [T, Hq, D] and value "
+                               "[B, Hkv, S, Dv]")
+    return query.new_empty((query.shape[0], query.shape[1], value.shape[3]))
+
+
+def _index_tensor(what, x, device):
+    """A tensor as it is (checked by the op), or a list of ints as an int64
+    tensor on `device`."""
+    if x is None or isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, bool) or not isinstance(x, (list, tuple)):
+        raise KVAttnTypeError(f"{what} must be a tensor or a list of ints, "
+                              f"got {type(x).__name__}")
+    return torch.tensor([capi.check_int(f"{what}[{i}]", v)
+                         for i, v in enumerate(x)], dtype=torch.int64,
+                        device=device)
+
+
+def tree_attention(query: torch.Tensor, key: torch.Tensor,
+                   value: torch.Tensor, cu_seqlens_q, kv_len, *,
+                   tree_parents=None, custom_mask: Optional[torch.Tensor] = None,
+                   mask_indptr=None, causal: bool = True, window: int = 0,
+                   softcap: float = 0.0, scale: Optional[float] = None,
+                   sinks: Optional[torch.Tensor] = None,
+                   alibi_slopes: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Attention of the draft tokens of a speculative-decoding step
+    (docs/torch.md "Tree masks"): a ragged batch whose sequence b owns the
+    packed query rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 (its L_b
+    draft tokens; a plain decode row is a tree of one root); query [T, Hq,
+    D], key/value caches [B, Hkv, S, D|Dv] whose last L_b keys below
+    kv_len[b] are the draft tokens' own. The tree is given as
+    `tree_parents` ([T] ints: per draft token its parent's local row, -1
+    for a root) or as FlashInfer's packed `custom_mask` (uint8: per request
+    the row-major (L_b x kv_len[b]) mask packed little-endian, requests
+    starting at `mask_indptr`, default ceil(L_b kv_len[b] / 8) bytes each);
+    a mask that is no tree mask is refused by name. Draft token i sits at
+    position kv_len[b] - L_b + depth(i) and sees the cache, its ancestors
+    and itself. Returns out [T, Hq, Dv]. On CUDA tensors the GPU kernels
+    run it on torch's current stream, the tree and the positions validated
+    on the device (kvattn.torch.check() raises what they recorded); a
+    custom_mask is converted to parents on the host (a copy of the mask,
+    cu_seqlens_q and kv_len), tree_parents stays on the device."""
+    _tensor("query", query)
+    device = query.device
+    return torch.ops.kvattn.tree_attention(
+        query, key, value, _index_tensor("cu_seqlens_q", cu_seqlens_q, device),
+        _index_tensor("kv_len", kv_len, device),
+        _index_tensor("tree_parents", tree_parents, device), custom_mask,
+        _index_tensor("mask_indptr", mask_indptr, device), causal, window,
+        softcap, scale, sinks, alibi_slopes)
 
 
 def tree_device_call(dtype, dims, causal, window, softcap, scale, has_sinks,
