@@ -12,8 +12,9 @@
 // compares with a NumPy float64 reference of Llama 3 scaled tables.
 //
 // REQUIRES: libdevice
+// The emulator is built without sanitizers (see matrix-sm90a.test); the
+// tables' compiler paths run under ASan in Numerics/cpu-rope-tables.mlir.
 // UNSUPPORTED: sanitizers
-// (The emulator is built without sanitizers: see matrix-sm90a.test.)
 
 // f32 (the scalar lowering), GPT-NeoX halves, partial rotary (24 of 32),
 // GQA 4/2, f32 tables of 2100 rows, positions near their end.

@@ -171,7 +171,9 @@
 // TC:           gpu.shuffle  xor
 // TC:           %[[GROW:.*]] = arith.subf %[[NEW:.*]], %[[OLD:.*]] : f32
 // TC:           %[[GROW2:.*]] = arith.mulf %[[GROW]], %[[F]] : f32
-// TC:           %[[KEEP:.*]] = arith.cmpf ole, %[[GROW2]], %{{.*}} : f32
+// TC:           %[[SMALL:.*]] = arith.cmpf ole, %[[GROW2]], %{{.*}} : f32
+// TC:           %[[SAME:.*]] = arith.cmpf oeq, %[[NEW]], %[[OLD]] : f32
+// TC:           %[[KEEP:.*]] = arith.ori %[[SMALL]], %[[SAME]] : i1
 // TC:           arith.select %[[KEEP]], %[[OLD]], %[[NEW]] : f32
 // TC:           %[[OFF:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
 // TC:           %[[NEG:.*]] = arith.negf %[[OFF]] : f32

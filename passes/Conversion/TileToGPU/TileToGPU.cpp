@@ -407,12 +407,18 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     // factor exactly 1 (softmax is shift-invariant: the sum and the
     // accumulator share the stale maximum, and out = acc / sum and
     // lse = max + log(sum) are unchanged). A first finite maximum
-    // (growth +inf), NaN and -inf rows compare false and take the update.
+    // (growth +inf) and a NaN take the update; a row whose maximum did not
+    // move keeps it, -inf included (padding rows and rows with nothing
+    // allowed yet, whose accumulator is zero: they would otherwise make
+    // their warp rescale in every block).
     Value keep;
     if (lazyRescale) {
       Value growth = e.mulf(arith::SubFOp::create(e.b, newMax, oldMax), f);
-      keep = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OLE, growth,
-                                   e.f32(kLazyRescaleLog2));
+      Value small = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OLE,
+                                          growth, e.f32(kLazyRescaleLog2));
+      Value same = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
+                                         newMax, oldMax);
+      keep = arith::OrIOp::create(e.b, small, same);
       newMax = arith::SelectOp::create(e.b, keep, oldMax, newMax);
     }
     // The row's offset max * f; 0 while nothing is allowed (max = -inf), so

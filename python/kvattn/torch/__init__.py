@@ -631,20 +631,26 @@ def _attention_into(query, key, value, q_offset, kv_len, mask, causal,
                            kv_fp8, dict(scales + tables))
 
 
-def _check_out(out, query, want):
-    _tensor("out", out)
-    if out.dtype != query.dtype:
-        raise KVAttnTypeError(f"out has dtype {out.dtype}, query "
-                              f"{query.dtype}")
-    if out.device != query.device:
-        raise KVAttnValueError(f"out is on {out.device}, query on "
+def _check_result(what, t, query, dtype, shape):
+    """A caller's result tensor (out=, lse=): `dtype`, the query's device,
+    exactly `shape`, its last dim contiguous."""
+    _tensor(what, t)
+    if t.dtype != dtype:
+        raise KVAttnTypeError(f"{what} has dtype {t.dtype}; it must be "
+                              f"{dtype}")
+    if t.device != query.device:
+        raise KVAttnValueError(f"{what} is on {t.device}, query on "
                                f"{query.device}")
-    if tuple(out.shape) != tuple(want):
-        raise KVAttnValueError(f"out has shape {tuple(out.shape)}, the "
-                               f"attention writes {tuple(want)}")
-    if out.numel() and out.stride(-1) != 1:
-        raise KVAttnValueError(f"out: the head dim is not contiguous "
-                               f"(strides {tuple(out.stride())})")
+    if tuple(t.shape) != tuple(shape):
+        raise KVAttnValueError(f"{what} has shape {tuple(t.shape)}, the "
+                               f"attention writes {tuple(shape)}")
+    if t.numel() and t.stride(-1) != 1:
+        raise KVAttnValueError(f"{what}: the last dim is not contiguous "
+                               f"(strides {tuple(t.stride())})")
+
+
+def _check_out(out, query, want):
+    _check_result("out", out, query, query.dtype, want)
 
 
 # --- the CUDA kernels: the kvattn runtime on torch's current stream ----------

@@ -24,9 +24,9 @@ from typing import Optional, Tuple
 import torch
 
 from ..capi import KVAttnTypeError, KVAttnValueError
-from . import (_FP8, _check_options, _cpu_program, _cpu_run, _cuda_runtime,
-               _dense, _float_tensor, _layout, _positions, _program,
-               _program_stats, _tensor, _to_bhsd, _ty)
+from . import (_FP8, _check_options, _check_result, _cpu_program,
+               _cpu_run, _cuda_runtime, _dense, _float_tensor, _layout,
+               _positions, _program, _program_stats, _tensor, _to_bhsd, _ty)
 
 __all__ = ["mla_attention", "mla_attention_split", "mla_attention_ir",
            "MAX_HEAD_DIM"]
@@ -214,22 +214,6 @@ def _out_shapes(query, head_dim_v, layout):
         return (B, L, Hq, head_dim_v), (B, Hq, L)
     B, Hq, L, _ = query.shape
     return (B, Hq, L, head_dim_v), (B, Hq, L)
-
-
-def _check_result(what, t, query, dtype, shape):
-    _tensor(what, t)
-    if t.dtype != dtype:
-        raise KVAttnTypeError(f"{what} has dtype {t.dtype}; it must be "
-                              f"{dtype}")
-    if t.device != query.device:
-        raise KVAttnValueError(f"{what} is on {t.device}, query on "
-                               f"{query.device}")
-    if tuple(t.shape) != tuple(shape):
-        raise KVAttnValueError(f"{what} has shape {tuple(t.shape)}, the "
-                               f"attention writes {tuple(shape)}")
-    if t.numel() and t.stride(-1) != 1:
-        raise KVAttnValueError(f"{what}: the last dim is not contiguous "
-                               f"(strides {tuple(t.stride())})")
 
 
 def _mla_into(query, kv_cache, q_offset, kv_len, block_table, head_dim_v,
