@@ -27,6 +27,13 @@ namespace kvattn {
 #define GEN_PASS_DECL
 #include "kvattn/Passes/Passes.h.inc"
 
+/// The discardable attribute of an scf.for that carries its
+/// #llvm.loop_annotation (e.g. unroll disable) to LLVM IR:
+/// -convert-scf-to-cf copies it to the latch's branch and
+/// -kvattn-gpu-to-nvvm makes it that llvm.br's `loop_annotation`.
+inline constexpr llvm::StringLiteral kLoopAnnotationAttr =
+    "llvm.loop_annotation";
+
 /// Where -kvattn-gpu-module-to-ptx spent its time, in milliseconds summed
 /// over the gpu.modules it compiled: translation to LLVM IR, libdevice
 /// linking, LLVM's optimiser, the NVPTX back end (PTX printing included).

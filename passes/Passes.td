@@ -236,9 +236,10 @@ def TilePass : Pass<"kvattn-tile", "::mlir::ModuleOp"> {
            "(and 1 KB reserved each) fit">,
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
            "sm_90a's wgmma lowering (the GPU pipeline for chip=sm_90a on "
-           "tensor cores): with block-n = 0, programs of whole warpgroups "
-           "(a multiple of 64 rows on 16-row warps) at D = Dv = 64 with "
-           "16-bit K/V in Q's type take 128-key blocks">,
+           "tensor cores): automatic programs of up to two warpgroups "
+           "(128 rows on 16-row warps) at D and Dv multiples of 64 up to "
+           "256 with 16-bit K/V in Q's type, and with block-n = 0 128-key "
+           "blocks at D, Dv <= 128, 96 or 64 above">,
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"false",
            "The GPU's tensor-core lowering runs the programs (the GPU "
            "pipeline sets it with its tensor-cores): automatic blocks of "
@@ -360,7 +361,8 @@ def OutlineTileProgramsPass
     tensor cores with the scores in registers, which is why the decision,
     and the shared memory it implies, is taken here. With `wgmma` (the
     sm_90a pipeline) such a program that fits the wgmma lowering (whole
-    warpgroups of 16-row warps, D and Dv 64 or 128, scores in registers;
+    warpgroups of 16-row warps, D and Dv multiples of 64 up to 256, scores
+    in registers;
     `canUseWgmma`) is also marked `kvattn.wgmma`: Q.K^T and P.V become
     warpgroup `wgmma.mma_async`; other programs keep `mma.sync`.
   }];
@@ -627,6 +629,12 @@ def GpuToNVVMPass : Pass<"kvattn-gpu-to-nvvm", "::mlir::ModuleOp"> {
     the element size, so the byte offset cannot overflow; the element
     offsets are exact when every buffer has fewer than 2^31 elements, which
     the runtime checks before launching a 32-bit kernel.
+
+    A loop's `#llvm.loop_annotation` survives: -convert-scf-to-cf carries an
+    scf.for's `llvm.loop_annotation` (kvattn::kLoopAnnotationAttr) to the
+    latch's cf.br, which the cf lowering leaves on llvm.br as a discardable
+    attribute that the translation to LLVM IR ignores; the pass makes it
+    the branch's `loop_annotation` (`!llvm.loop` metadata).
   }];
   let options = [
     Option<"indexBitwidth", "index-bitwidth", "unsigned", /*default=*/"32",

@@ -62,8 +62,8 @@ struct TileConfig {
   /// The most query rows per warp of the automatic choice (16 or 32), and
   /// the shared memory per multiprocessor two 128-row programs must fit.
   int64_t maxWarpRows, sharedMemoryPerSm;
-  /// sm_90a's wgmma lowering: 128-key blocks for whole warpgroups at
-  /// D = Dv = 64 (schedule::wgmmaBlockN).
+  /// sm_90a's wgmma lowering: up to 128 rows and 128 keys for whole
+  /// warpgroups (schedule::wgmmaFits, wgmmaBlockN).
   bool wgmma;
   /// The tensor-core lowering: 64-key blocks for 128 < D <= 256
   /// (schedule::largeHeadDimBlocks).

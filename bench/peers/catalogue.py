@@ -57,8 +57,8 @@ FA2 = {
 # Element, Accum, Arch, Is_causal, Is_local, Has_softcap, Varlen,
 # PagedKVNonTMA, AppendKV, HasQv, MmaPV_is_RS, IntraWGOverlap, PackGQA,
 # Split, V_colmajor>.  tile_size_fwd_sm90: hd128 causal 128 x 128,
-# non-causal 128 x 176; hd64 192 x 128; one producer warpgroup and
-# kBlockM / 64 consumer warpgroups.
+# non-causal 128 x 176; hd64 192 x 128; hd256 128 x 80; one producer
+# warpgroup and kBlockM / 64 consumer warpgroups.
 def fa3_pattern(m, n, d, causal, decode=False):
     # After Is_causal: Is_local, Has_softcap, Varlen, PagedKVNonTMA,
     # AppendKV, HasQv, MmaPV_is_RS, IntraWGOverlap, PackGQA, Split,
@@ -79,6 +79,9 @@ FA3 = {
     "fwd-hd128-causal": (fa3_pattern(128, 128, 128, True), 128, 128, 8),
     "fwd-hd128": (fa3_pattern(128, 176, 128, False), 128, 176, 8),
     "fwd-hd64-causal": (fa3_pattern(192, 128, 64, True), 192, 128, 12),
+    # tile_size_fwd_sm90 at hd256: 128 x 80, two consumer warpgroups.
+    "fwd-hd256-causal": (fa3_pattern(128, 80, 256, True), 128, 80, 8),
+    "fwd-hd256": (fa3_pattern(128, 80, 256, False), 128, 80, 8),
     "decode-hd128": (fa3_pattern(128, 128, 128, False, True), 128, 128, 8),
     "decode-hd64": (fa3_pattern(192, 128, 64, False, True), 192, 128, 12),
 }

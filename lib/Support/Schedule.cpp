@@ -134,14 +134,34 @@ LatentBlocks latentBlocks(const Problem &p, int64_t rows,
 
 bool wgmmaFits(const Problem &p) {
   const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
-  auto panelled = [](int64_t cols) { return cols == 64 || cols == 128; };
+  // 64-column panels; P.V's N (Dv) and the Q.K^T steps at most 256.
+  auto panelled = [](int64_t cols) {
+    return cols > 0 && cols % 64 == 0 && cols <= 256;
+  };
   return panelled(p.headDim) && panelled(dv) && p.kvElementBits == 16 &&
          p.queryInKvType;
 }
 
 int64_t wgmmaBlockN(const Problem &p, int64_t bm, int64_t numWarps) {
-  if (wgmmaFits(p) && numWarps > 0 && numWarps % 4 == 0 && bm == 16 * numWarps)
+  if (!wgmmaFits(p) || numWarps <= 0 || numWarps % 4 != 0 ||
+      bm != 16 * numWarps)
+    return 0;
+  const int64_t d = p.headDim, dv = p.valueHeadDim ? p.valueHeadDim : d;
+  if (d <= 128 && dv <= 128)
     return 128;
+  // Wider heads: the most keys (a multiple of 32) whose two K/V stages fit
+  // beside the query tile in a CTA's shared memory and whose scores fit
+  // beside the accumulator in a consumer's data registers: 64 at hd 256,
+  // 96 at hd 192. (FlashAttention-3 takes 80 and 112 there; with ptxas
+  // 13.0 kvattn's consumers spilled 32-112 bytes at 80 keys and hd 256 and
+  // 8-12 at 112 keys and hd 192 on paged or dynamic caches, none at 64 and
+  // 96: docs/gpu-lowering.md, "Hopper (sm_90a)".)
+  for (int64_t bn = 128; bn >= 32; bn -= 32) {
+    const int64_t shared = 2 * (bm * d + 2 * bn * (d + dv)) + 1024;
+    if (shared <= kWgmmaSharedMemoryBytes &&
+        bn / 2 + dv / 2 <= kWgmmaDataRegisters)
+      return bn;
+  }
   return 0;
 }
 

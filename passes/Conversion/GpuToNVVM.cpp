@@ -190,6 +190,17 @@ struct GpuToNVVMPass : mlir::kvattn::impl::GpuToNVVMPassBase<GpuToNVVMPass> {
         op->erase();
       }
     });
+    // A loop's LLVM annotation (scf.for's `llvm.loop_annotation`, which
+    // -convert-scf-to-cf carries to the latch's cf.br) arrives on llvm.br
+    // as a discardable attribute that the translation ignores: make it the
+    // branch's `loop_annotation`.
+    m.walk([](LLVM::BrOp br) {
+      if (auto annotation = br->getAttrOfType<LLVM::LoopAnnotationAttr>(
+              kvattn::kLoopAnnotationAttr)) {
+        br.setLoopAnnotationAttr(annotation);
+        br->removeAttr(kvattn::kLoopAnnotationAttr);
+      }
+    });
     return success();
   }
 };

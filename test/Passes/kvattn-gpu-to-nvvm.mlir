@@ -113,3 +113,35 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// A loop's #llvm.loop_annotation (an scf.for's `llvm.loop_annotation`, which
+// -convert-scf-to-cf carries to the latch's cf.br) becomes the llvm.br's own
+// `loop_annotation`, which the translation to LLVM IR emits as !llvm.loop
+// (the TMA producer's loop over a block's pages keeps its unroll-disable).
+// CHECK-LABEL: llvm.func @pages(
+// CHECK:         llvm.br ^{{.*}} {loop_annotation = #[[ANNOTATION:.*]]}
+// CHECK-NOT:     llvm.loop_annotation
+// I64-LABEL: llvm.func @pages(
+#pages_unroll = #llvm.loop_unroll<disable = true>
+#pages_loop = #llvm.loop_annotation<unroll = #pages_unroll>
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @pages(%out: memref<8xi32, #gpu.address_space<global>>, %n: index) kernel {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      cf.br ^header(%c0 : index)
+    ^header(%i: index):
+      %more = arith.cmpi slt, %i, %n : index
+      cf.cond_br %more, ^body, ^done
+    ^body:
+      %v = arith.index_cast %i : index to i32
+      memref.store %v, %out[%i] : memref<8xi32, #gpu.address_space<global>>
+      %next = arith.addi %i, %c1 : index
+      cf.br ^header(%next : index) {llvm.loop_annotation = #pages_loop}
+    ^done:
+      gpu.return
+    }
+  }
+}

@@ -418,12 +418,42 @@ TEST(Schedule, ChooseWgmmaBlockN) {
   EXPECT_EQ(choose(p, o).bn, 128);
   p.valueHeadDim = 64; // Dv = D given explicitly
   EXPECT_EQ(choose(p, o).bn, 128);
-  // D = 256, f32 K/V, Q in another type: not wgmma (mma.sync's 64 rows
-  // and 64 or 32 keys).
+  // Wider heads: the most keys, a multiple of 32, whose two K/V stages
+  // fit beside the query tile in 227 KB and whose scores fit beside the
+  // accumulator in 160 registers: 64 at D = Dv = 256 (32 + 128 registers;
+  // 96 keys would be 48 + 128), 96 at 192 (128 keys: 241 KB of shared
+  // memory), 96 at D = 256, Dv = 128 (128 keys: 225 KB + the query's
+  // 64 KB), 64 at D = 128, Dv = 256.
   p.headDim = p.valueHeadDim = 256;
+  s = choose(p, o);
+  EXPECT_EQ(s.bm, 128);
+  EXPECT_EQ(s.numWarps, 8);
+  EXPECT_EQ(s.bn, 64);
+  EXPECT_EQ(wgmmaBlockN(p, 128, 8), 64);
+  EXPECT_EQ(wgmmaBlockN(p, 64, 4), 64);
+  p.headDim = p.valueHeadDim = 192;
+  EXPECT_EQ(choose(p, o).bn, 96);
+  p.headDim = 256;
+  p.valueHeadDim = 128;
+  EXPECT_EQ(choose(p, o).bn, 96);
+  p.headDim = 128;
+  p.valueHeadDim = 256;
+  EXPECT_EQ(choose(p, o).bn, 64);
+  // Beyond 256 columns (P.V's N, four 64-column panels), or not a multiple
+  // of 64: not wgmma (mma.sync's 64 rows and 32 keys).
+  p.headDim = p.valueHeadDim = 320;
+  EXPECT_FALSE(wgmmaFits(p));
+  EXPECT_EQ(wgmmaBlockN(p, 128, 8), 0);
+  p.headDim = p.valueHeadDim = 160;
+  EXPECT_FALSE(wgmmaFits(p));
+  p.headDim = p.valueHeadDim = 96;
+  EXPECT_FALSE(wgmmaFits(p));
+  p.headDim = p.valueHeadDim = 256;
+  p.queryInKvType = false;
   s = choose(p, o);
   EXPECT_EQ(s.bm, 64);
   EXPECT_EQ(s.bn, 32);
+  p.queryInKvType = true;
   p.headDim = p.valueHeadDim = 64;
   p.kvElementBits = 32;
   s = choose(p, o);

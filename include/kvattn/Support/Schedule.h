@@ -54,9 +54,9 @@ struct Options {
   int64_t maxWarpRows = 16;
   int64_t sharedMemoryPerSm = 0;
   /// sm_90a's wgmma lowering: automatic blocks of up to two warpgroups
-  /// (128 rows on 8 warps of 16 rows) at D and Dv 64 or 128 with 16-bit
-  /// K/V and Q in the K/V type (wgmmaFits); whole warpgroups take 128 keys
-  /// (wgmmaBlockN).
+  /// (128 rows on 8 warps of 16 rows) at D and Dv multiples of 64 up to
+  /// 256 with 16-bit K/V and Q in the K/V type (wgmmaFits); whole
+  /// warpgroups take 128 keys at D, Dv <= 128, fewer above (wgmmaBlockN).
   bool wgmma = false;
   /// The GPU's tensor-core lowering runs the programs: automatic blocks of
   /// 16-bit K/V with 128 < D <= 256 take 64 keys and, where one fits
@@ -185,19 +185,28 @@ int64_t automaticBlockM(int64_t rows, int64_t maxBlockM = kMaxAutoBlockM);
 /// one-warp programs (block-m = 16) with D > 64.
 int64_t automaticBlockN(int64_t headDim, int64_t bm);
 
-/// Whether sm_90a's wgmma lowering takes the problem's tiles: D and Dv 64
-/// or 128 (64-column panels), 16-bit K/V in Q's type. With Options::wgmma
-/// and no explicit block-m or num-warps, such problems take up to 128 rows
-/// per program: two warpgroups of 64 rows (8 warps of 16 rows).
+/// Whether sm_90a's wgmma lowering takes the problem's tiles: D and Dv 64,
+/// 128, 192 or 256 (64-column panels), 16-bit K/V in Q's type. With
+/// Options::wgmma and no explicit block-m or num-warps, such problems take up
+/// to 128 rows per program: two warpgroups of 64 rows (8 warps of 16 rows).
 bool wgmmaFits(const Problem &problem);
 
-/// block-n = 0 with Options::wgmma: 128 keys for a program of whole
-/// warpgroups (`numWarps` a multiple of 4, `bm` = 16 x numWarps) whose
-/// tiles wgmma takes (wgmmaFits): 64 score and up to 64 accumulator
-/// registers per thread in the wgmma lowering, which reads the query from
-/// shared memory (204-246 per thread, no spill; docs/gpu-lowering.md,
-/// "Hopper (sm_90a)"), half the KV iterations and their waits of 64-key
-/// blocks. 0 where that does not apply.
+/// The shared memory a CTA may use on sm_90 (227 KB) and the data
+/// registers (scores and output accumulator, f32) a consumer thread of the
+/// wgmma lowering keeps (of the 240 setmaxnreg gives it).
+inline constexpr int64_t kWgmmaSharedMemoryBytes = 227 * 1024;
+inline constexpr int64_t kWgmmaDataRegisters = 160;
+
+/// block-n = 0 with Options::wgmma, for a program of whole warpgroups
+/// (`numWarps` a multiple of 4, `bm` = 16 x numWarps) whose tiles wgmma
+/// takes (wgmmaFits): 128 keys at D, Dv <= 128 (64 score and up to 64
+/// accumulator registers per thread in the wgmma lowering, which reads the
+/// query from shared memory: 204-246 per thread, no spill;
+/// docs/gpu-lowering.md, "Hopper (sm_90a)"), half the KV iterations and
+/// their waits of 64-key blocks; wider heads the most keys whose two K/V
+/// stages fit beside the query tile (kWgmmaSharedMemoryBytes) and whose
+/// scores fit beside the accumulator (kWgmmaDataRegisters), a multiple of
+/// 32: 64 at 256, 96 at 192. 0 where that does not apply.
 int64_t wgmmaBlockN(const Problem &problem, int64_t bm, int64_t numWarps);
 
 /// The programs per multiprocessor split-kv = 0 aims at: enough for

@@ -14,6 +14,7 @@
 
 #include "kvattn/Dialect/KVAttnAttrs.h"
 #include "kvattn/Dialect/KVAttnOps.h"
+#include "kvattn/Support/Schedule.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -277,7 +278,11 @@ inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
     return false;
   const int64_t query =
       keepQueryInRegisters(layout) ? layout.mmaTiles * layout.keyCols / 4 : 0;
-  const int64_t budget = layout.mmaTiles == 1 ? (query ? 128 : 160) : 192;
+  // (wgmma: the consumers' 240 registers, no query fragments, no ldmatrix
+  // addresses; schedule::kWgmmaDataRegisters.)
+  const int64_t budget = layout.wgmma           ? schedule::kWgmmaDataRegisters
+                         : layout.mmaTiles == 1 ? (query ? 128 : 160)
+                                                : 192;
   return canUseTensorCores(layout) &&
          layout.mmaTiles * (layout.stageRows / 2 + layout.valueCols / 2) +
                  query <=
@@ -318,15 +323,17 @@ inline constexpr llvm::StringLiteral kWgmmaAttr = "kvattn.wgmma";
 
 /// Whether the wgmma lowering takes a tensor-core program with this layout
 /// and `numWarps` 16-row warps: whole warpgroups (a multiple of 4 warps of
-/// 16 rows: m64 per warpgroup), D and Dv 64 or 128 (64-column panels, N of
-/// P.V), block-n a multiple of 16 up to 256 (N of Q.K^T), the scores in
-/// registers (the accumulator of Q.K^T is the A operand of P.V), and the
-/// query tile and both stages 1024-byte aligned (the 128-byte swizzle's
-/// pattern; the dynamic shared memory is 1024-aligned on sm_90a). Other
-/// programs keep mma.sync, assembled for sm_90a.
+/// 16 rows: m64 per warpgroup), D and Dv multiples of 64 up to 256
+/// (64-column panels, N of P.V), block-n a multiple of 16 up to 256 (N of
+/// Q.K^T), the scores in registers (the accumulator of Q.K^T is the A operand
+/// of P.V), and the query tile and both stages 1024-byte aligned (the 128-byte
+/// swizzle's pattern; the dynamic shared memory is 1024-aligned on sm_90a).
+/// Other programs keep mma.sync, assembled for sm_90a.
 inline bool canUseWgmma(const SharedMemoryLayout &layout, int64_t numWarps,
                         TileRoleFn roleOf = inferTileRole) {
-  auto panelled = [](int64_t cols) { return cols == 64 || cols == 128; };
+  auto panelled = [](int64_t cols) {
+    return cols > 0 && cols % 64 == 0 && cols <= 256;
+  };
   // (The latent form runs the mma.sync kernel: its one K stage is read for
   // both products, which the wgmma lowering's stages are not.)
   if (layout.latent || !canUseTensorCores(layout) || layout.mmaTiles != 1 ||

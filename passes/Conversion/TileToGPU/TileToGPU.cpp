@@ -1119,8 +1119,9 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: marked " << kWgmmaAttr
            << " but the program does not fit the wgmma lowering (whole "
-              "warpgroups of 16-row warps, D and Dv 64 or 128, block-n a "
-              "multiple of 16 up to 256, scores in registers)";
+              "warpgroups of 16-row warps, D and Dv multiples of 64 up to "
+              "256, block-n a multiple of 16 up to 256, scores in "
+              "registers)";
   int64_t bm = config.getBlockM();
   int64_t bn = config.getBlockN();
   // A latent program's value split: valueSplit warps per 16 rows.

@@ -38,6 +38,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvattn/Passes/Passes.h"
 #include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 #include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
 #include "passes/Conversion/TileToGPU/WgmmaLayout.h"
@@ -446,6 +447,18 @@ void mlir::kvattn::emitTmaIssue(GpuEmitter &e, int ring, Value source,
             e.mulIdx(c, boxRows * wgmma::kPanelRowBytes));
         issue(offset, {i32Of(e, head), zero, pageAt(column)});
       });
+      // Kept a loop: unrolled, its pages' coordinates and addresses outgrow
+      // the producer's 24 registers at D > 128 (ptxas spilled 16-108 bytes).
+      auto pages = cast<scf::ForOp>(&*std::prev(e.b.getInsertionPoint()));
+      MLIRContext *ctx = e.b.getContext();
+      auto noUnroll = LLVM::LoopUnrollAttr::get(
+          ctx, /*disable=*/e.b.getBoolAttr(true), /*count=*/{},
+          /*runtimeDisable=*/{}, /*full=*/{}, /*followupUnrolled=*/{},
+          /*followupRemainder=*/{}, /*followupAll=*/{});
+      pages->setAttr(kLoopAnnotationAttr,
+                     LLVM::LoopAnnotationAttr::get(ctx, {}, {}, {}, noUnroll,
+                                                   {}, {}, {}, {}, {}, {}, {},
+                                                   {}, {}, {}, {}));
     };
     // The producer's issuing thread runs this alone; without a producer
     // warpgroup thread 0 issues.
