@@ -78,6 +78,12 @@ cases=(
   "wg2-gqa-packed-128|--B 2 --Hq 8 --Hkv 2 --D 128 --L 32 --S 300 --q-offset 200,250 --kv-len 240,290 --causal --lse"
   "wg2-paged-p16|--B 2 --Hq 4 --Hkv 2 --D 128 --L 130 --S 400 --page-size 16 --q-offset 260,0 --kv-len 390,130 --causal"
   "wg2-paged-p32|--B 3 --Hq 8 --Hkv 2 --D 128 --L 70 --S 320 --page-size 32 --q-offset 230,100,0 --kv-len 300,170,61 --causal --extra-pages 1"
+  # sm_90a: wgmma at head dims 256 and 192 (64- and 96-key blocks), paged
+  # with one TMA box per page, Dv != D.
+  "wg2-d256-kvlen|--D 256 --L 128 --S 300 --q-offset 172 --kv-len 290 --causal --lse"
+  "wg2-d192|--D 192 --L 128 --S 300 --q-offset 172 --causal --lse"
+  "wg2-d256-paged-p16|--B 2 --Hq 8 --Hkv 2 --D 256 --L 100 --S 336 --page-size 16 --q-offset 200,150 --kv-len 300,250 --causal"
+  "wg2-d256-dv128|--D 256 --Dv 128 --L 128 --S 300 --q-offset 172 --causal"
 )
 
 # sm_90a (wgmma) variants on a compute capability 9.0 device.
