@@ -128,10 +128,12 @@ def estimate(row, device, batch=1, simple=False):
     kv_blocks = int(row["kv_blocks"]) * batch
     # Kernel totals. The emulator's `kv_blocks` is the KV-loop iterations
     # summed over CTAs, and each `..._per_kv_block` counter is the count
-    # inside the KV loop divided by kv_blocks x warps_per_cta (per warp per
-    # KV block; LaunchCounters::line in lib/GpuEmu/Emulator.cpp, "Counters"
-    # in docs/gpu-emulator.md). Every warp of a CTA runs every iteration of
-    # its CTA, so a total is per_warp_per_block x kv_blocks x warps_per_cta.
+    # inside the KV loop divided by kv_blocks x kv_warps (per warp per KV
+    # block; LaunchCounters::line in lib/GpuEmu/Emulator.cpp, "Counters" in
+    # docs/gpu-emulator.md; kv_warps = warps_per_cta in the mma.sync kernels
+    # emu_table.py runs, which have no producer warpgroup). Every warp of a
+    # CTA runs every iteration of its CTA, so a total is per_warp_per_block
+    # x kv_blocks x warps_per_cta.
     # Work outside the KV loop (prologue, epilogue) and the split-KV merge
     # kernel is not counted: the totals are lower bounds, the estimate an
     # upper bound on speed. (--batch N: N times the CTAs and KV blocks, with

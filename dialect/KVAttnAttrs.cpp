@@ -309,7 +309,8 @@ LogicalResult
 GpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         TensorCoreMode mode, int64_t pipelineDepth,
                         int64_t tmaKeyStages, int64_t tmaValueStages,
-                        bool scoresInRegisters, bool queryInRegisters) {
+                        bool scoresInRegisters, bool queryInRegisters,
+                        int64_t producerWarps, bool lazyRescale) {
   if (pipelineDepth != 1 && pipelineDepth != 2)
     return emitError() << "pipeline_depth is 1 (each tile.qk loads its K "
                           "block) or 2 (one block ahead), got "
@@ -331,6 +332,14 @@ GpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "query_in_registers holds mma.sync A fragments: "
                           "mode "
                        << stringifyTensorCoreMode(mode) << " has none";
+  if (producerWarps != 0 && (producerWarps != 4 || tmaKeyStages == 0))
+    return emitError() << "producer_warps is 0 or, on a kernel with TMA "
+                          "rings, one warpgroup (4): got "
+                       << producerWarps << " with "
+                       << (tmaKeyStages ? "" : "no ") << "TMA rings";
+  if (lazyRescale && mode == TensorCoreMode::scalar)
+    return emitError() << "lazy_rescale needs tensor cores (the scalar "
+                          "lowering rescales every block)";
   return success();
 }
 

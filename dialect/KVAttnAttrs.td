@@ -433,7 +433,13 @@ def KVAttn_GpuScheduleAttr : KVAttn_Attr<"GpuSchedule", "gpu_schedule"> {
     `scores_in_registers`: the lanes keep their scores and probabilities in
     registers (the score tile gets no shared memory; tensor cores only).
     `query_in_registers`: each warp keeps its query A fragments in registers
-    across the KV loop (mma.sync only).
+    across the KV loop (mma.sync only). `producer_warps`: the warps of a
+    producer warpgroup after the consumers' (0, or 4 on a TMA kernel: it
+    issues every K/V box, docs/gpu-lowering.md "The producer warpgroup as
+    built"). `lazy_rescale`: a row keeps its running maximum while a block
+    raises it by at most 2^8, and a warp rescales its accumulator only when
+    one of its rows took a new one (tensor cores only; docs/gpu-lowering.md
+    "Lazy rescaling").
   }];
   let parameters = (ins
     EnumParameter<KVAttn_TensorCoreMode>:$mode,
@@ -441,7 +447,9 @@ def KVAttn_GpuScheduleAttr : KVAttn_Attr<"GpuSchedule", "gpu_schedule"> {
     DefaultValuedParameter<"int64_t", "0">:$tma_key_stages,
     DefaultValuedParameter<"int64_t", "0">:$tma_value_stages,
     DefaultValuedParameter<"bool", "false">:$scores_in_registers,
-    DefaultValuedParameter<"bool", "false">:$query_in_registers);
+    DefaultValuedParameter<"bool", "false">:$query_in_registers,
+    DefaultValuedParameter<"int64_t", "0">:$producer_warps,
+    DefaultValuedParameter<"bool", "false">:$lazy_rescale);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

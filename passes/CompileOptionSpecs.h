@@ -6,7 +6,9 @@
 // kvattn-compile through tools/common/CompileFlags). The ranges are
 // kvattn/Support/Limits.h's, which -kvattn-tile enforces; the tools check
 // them by name before compiling. The C API's kvattn_compile_options has the
-// same fields (docs/runtime.md).
+// same fields (docs/runtime.md) but for the two GPU schedule switches
+// producer-warpgroup and lazy-rescale (measurement switches: their defaults
+// are the kernels kvattn ships).
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,6 +60,16 @@ inline constexpr CompileOptionSpec kTensorCores{
     "tensor-cores",
     "GPU: mma.sync, ldmatrix and cp.async for f16/bf16 where the head dims "
     "allow (false: the scalar lowering)",
+    0, 1};
+inline constexpr CompileOptionSpec kProducerWarpgroup{
+    "producer-warpgroup",
+    "GPU, sm_90a: a producer warpgroup issues the TMA boxes of the K/V rings "
+    "(false: the consumers' thread 0 does, no register reallocation)",
+    0, 1};
+inline constexpr CompileOptionSpec kLazyRescale{
+    "lazy-rescale",
+    "GPU, tensor cores: a warp rescales its accumulator only when one of its "
+    "rows took a new maximum, where the registers allow (false: every block)",
     0, 1};
 inline constexpr CompileOptionSpec kIndexBitwidth{
     "index-bitwidth",

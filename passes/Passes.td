@@ -379,6 +379,11 @@ def OutlineTileProgramsPass
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
            "Lower the tensor-core programs that fit it with sm_90a's "
            "wgmma.mma_async (kvattn.wgmma)">,
+    Option<"producerWarpgroup", "producer-warpgroup", "bool",
+           /*default=*/"true",
+           "Give the kernels whose K/V arrive by TMA a producer warpgroup "
+           "that issues every box (false: the consumers' thread 0 issues "
+           "them, no register reallocation)">,
   ];
 }
 
@@ -458,8 +463,10 @@ def AssignTileLayoutsPass : Pass<"kvattn-assign-tile-layouts"> {
     tensor-core mode (`scalar`, `mma_sync`, `wgmma`: the outlining's
     `kvattn.tensor_cores` / `kvattn.wgmma`), the pipeline depth (2: each K
     block issued one step ahead by the program's `tile.prefetch`, on tensor
-    cores), the TMA rings' stages (`kvattn.tma` kernels), and whether the
-    scores and the query fragments stay in registers; and on the tile ops
+    cores), the TMA rings' stages (`kvattn.tma` kernels), whether the
+    scores and the query fragments stay in registers, the producer
+    warpgroup's warps (the outlining's block past num_warps) and whether the
+    softmax rescales lazily (`lazy-rescale` and the lane's data registers); and on the tile ops
     which op issues which copy: `kvattn.value_prefetch = id` on a `tile.qk`
     and the `tile.softmax_update` of the same KV block (the qk issues its V
     block after its barrier), `kvattn.key_prefetch = id` on a
@@ -480,6 +487,10 @@ def AssignTileLayoutsPass : Pass<"kvattn-assign-tile-layouts"> {
            /*default=*/"true",
            "On mma.sync, keep each warp's query A fragments in registers "
            "where they fit (false: read from the query tile per k step)">,
+    Option<"lazyRescale", "lazy-rescale", "bool", /*default=*/"true",
+           "On tensor cores, rescale a warp's accumulator only when one of "
+           "its rows took a new maximum, where the lane's data registers "
+           "leave room (lazy_rescale; false: every block)">,
   ];
   let dependentDialects = ["::mlir::kvattn::KVAttnDialect"];
 }

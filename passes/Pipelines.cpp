@@ -233,6 +233,14 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
       *this, compile_options::kTensorCores.name,
       llvm::cl::desc(compile_options::kTensorCores.description),
       llvm::cl::init(true)};
+  Option<bool> producerWarpgroup{
+      *this, compile_options::kProducerWarpgroup.name,
+      llvm::cl::desc(compile_options::kProducerWarpgroup.description),
+      llvm::cl::init(true)};
+  Option<bool> lazyRescale{
+      *this, compile_options::kLazyRescale.name,
+      llvm::cl::desc(compile_options::kLazyRescale.description),
+      llvm::cl::init(true)};
   Option<unsigned> indexBitwidth{
       *this, compile_options::kIndexBitwidth.name,
       llvm::cl::desc(compile_options::kIndexBitwidth.description),
@@ -268,6 +276,8 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.splitKv = splitKv;
     o.numSms = numSms;
     o.tensorCores = tensorCores;
+    o.producerWarpgroup = producerWarpgroup;
+    o.lazyRescale = lazyRescale;
     o.indexBitwidth = indexBitwidth;
     o.fixUpperLeftAppends = fixUpperLeftAppends;
     if (deviceIR)
@@ -366,6 +376,7 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   OutlineTileProgramsPassOptions outline;
   outline.tensorCores = options.tensorCores;
   outline.wgmma = options.tensorCores && hopper;
+  outline.producerWarpgroup = options.producerWarpgroup;
   pm.addPass(createOutlineTileProgramsPass(outline));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   // sm_90's mma.sync kernels: ptxas spills the 128-row D = 128 program with
@@ -377,7 +388,9 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   // FP8 K/V with cvt.rn.f16x2.{e4m3x2,e5m2x2}: the software decode where
   // the chip has no conversion (hasHardwareFp8).
   lower.hardwareFp8 = hasHardwareFp8(options);
-  kernels.addPass(createAssignTileLayoutsPass());
+  AssignTileLayoutsPassOptions assign;
+  assign.lazyRescale = options.lazyRescale;
+  kernels.addPass(createAssignTileLayoutsPass(assign));
   kernels.addPass(createLowerTileToGPUPass(lower));
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());

@@ -56,6 +56,13 @@ struct PtxOptions {
   /// Tensor cores (mma.sync, ldmatrix, cp.async) for f16/bf16 where the
   /// head dims allow; false: the scalar lowering.
   bool tensorCores = true;
+  /// sm_90a: the TMA kernels' producer warpgroup (false: the consumers'
+  /// thread 0 issues the boxes; -kvattn-outline-tile-programs'
+  /// producer-warpgroup).
+  bool producerWarpgroup = true;
+  /// Tensor cores: lazy rescaling where the registers allow
+  /// (-kvattn-assign-tile-layouts' lazy-rescale).
+  bool lazyRescale = true;
   DeviceImage image = DeviceImage::Ptx;
   /// Bits of the kernels' index arithmetic (-kvattn-gpu-to-nvvm,
   /// docs/gpu-lowering.md "Index width"): 32, the default, for buffers of

@@ -16,8 +16,8 @@
 //     kvemu_access first (memcheck, racecheck, coalescing and bank
 //     counters); accesses to the thread's own stack are left alone;
 //   - each basic block adds its instruction count to kvemu_counters, and the
-//     kernel's KV loop (its largest top-level loop with a barrier) counts
-//     its instructions and iterations apart;
+//     kernel's KV loop (its largest top-level loop with a barrier or an
+//     mbarrier wait) counts its instructions and iterations apart;
 //   - one entry function per kernel unpacks cuLaunchKernel's parameter
 //     array.
 // Nothing is guessed: an intrinsic without an implementation is an error
@@ -614,6 +614,22 @@ bool isBarrierCall(const Instruction &inst) {
   return name.starts_with("llvm.nvvm.barrier");
 }
 
+/// An mbarrier wait: the intrinsics' try/test wait, or the blocking
+/// `mbarrier.try_wait.parity` loop written as inline PTX.
+bool isMbarrierWait(const Instruction &inst) {
+  auto *call = dyn_cast<CallInst>(&inst);
+  if (!call)
+    return false;
+  if (call->isInlineAsm())
+    return StringRef(cast<InlineAsm>(call->getCalledOperand())->getAsmString())
+        .contains("mbarrier.try_wait.parity");
+  if (!call->getCalledFunction())
+    return false;
+  StringRef name = call->getCalledFunction()->getName();
+  return name.starts_with("llvm.nvvm.mbarrier.try.wait.") ||
+         name.starts_with("llvm.nvvm.mbarrier.test.wait.");
+}
+
 std::string printed(const Instruction &inst, ModuleSlotTracker &slots) {
   std::string text;
   raw_string_ostream os(text);
@@ -747,13 +763,7 @@ Status Rewriter::injectFault() {
         }
         break;
       case FaultInjection::DropMbarrierWait: {
-        bool waitAsm =
-            call && call->isInlineAsm() &&
-            StringRef(cast<InlineAsm>(call->getCalledOperand())->getAsmString())
-                .contains("mbarrier.try_wait.parity");
-        bool wait = callee.starts_with("llvm.nvvm.mbarrier.try.wait.") ||
-                    callee.starts_with("llvm.nvvm.mbarrier.test.wait.");
-        if ((wait || waitAsm) && seen++ == fault_.index) {
+        if (isMbarrierWait(inst) && seen++ == fault_.index) {
           if (!call->getType()->isVoidTy())
             call->replaceAllUsesWith(ConstantInt::getTrue(call->getType()));
           call->eraseFromParent();
@@ -804,10 +814,12 @@ void Rewriter::analyseKvLoops() {
     for (Loop *loop : li) {
       bool barrier = false;
       size_t size = 0;
+      // The KV loop synchronises its warps every block: a CTA or named
+      // barrier, or (sm_90a's TMA ring) an mbarrier wait.
       for (BasicBlock *bb : loop->blocks()) {
         size += bb->size();
         for (Instruction &inst : *bb)
-          barrier |= isBarrierCall(inst);
+          barrier |= isBarrierCall(inst) || isMbarrierWait(inst);
       }
       if (barrier && size > bestSize) {
         best = loop;

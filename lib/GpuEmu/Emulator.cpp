@@ -80,17 +80,18 @@ std::string LaunchCounters::line() const {
       os << llvm::format("%.2f", double(count) / double(kvBlocks));
   };
   auto perWarpKv = [&](uint64_t count) {
-    if (!kvBlocks)
+    if (!kvBlocks || !kvWarpsPerCta)
       os << "n/a";
     else
       os << llvm::format("%.2f",
-                         double(count) / double(kvBlocks * warpsPerCta));
+                         double(count) / double(kvBlocks * kvWarpsPerCta));
   };
   os << "emu: kernel=" << kernel << " grid=" << grid.x << "x" << grid.y << "x"
      << grid.z << " block=" << block.x * block.y * block.z
      << " smem=" << sharedBytes << " ctas=" << ctas
      << " warps_per_cta=" << warpsPerCta << " kv_blocks=" << kvBlocks
-     << " warp_insts=" << threadInsts / 32 << " warp_insts_per_kv_block=";
+     << " kv_warps=" << kvWarpsPerCta << " warp_insts=" << threadInsts / 32
+     << " warp_insts_per_kv_block=";
   perWarpKv(kvThreadInsts / 32);
   os << " mma=" << mma << " mma_per_kv_block=";
   perWarpKv(kvMma);

@@ -700,6 +700,10 @@ void Launch::hopperOp(Thread &t, const Site &site, uint32_t siteId,
     if (site.barrierSync)
       b.waiters.push_back(t.index);
     if (b.arrived == b.expected) {
+      // One completion (counted as the CTA barriers are).
+      ++counters_.barriers;
+      if (site.inKvLoop)
+        ++counters_.kvBarriers;
       std::vector<uint32_t> clock = std::move(b.clock);
       std::vector<uint32_t> waiters = std::move(b.waiters);
       namedBarriers_.erase(id);

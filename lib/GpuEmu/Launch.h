@@ -131,6 +131,9 @@ struct Thread {
   /// The latest instance of each wgmma site this thread issued.
   std::vector<std::pair<uint32_t, uint64_t>> wgmmaLatest;
   std::vector<TmaOp> bulkStores; ///< TMA stores not yet waited for
+  /// The KV loop's latches this thread executed in its CTA (the emulated
+  /// code's count during the thread's slices; LaunchCounters::kvBlocks).
+  uint64_t kvLatches = 0;
   uintptr_t stackLo = 0, stackHi = 0;
 };
 
@@ -229,6 +232,9 @@ private:
   friend void fiberMain(fctx::transfer_t from);
 
   Status runCta();
+  /// Adds this CTA's KV-loop trips to the counters (kvBlocks,
+  /// kvWarpsPerCta) from the threads' latch counts.
+  void countKvBlocks();
   void resume(Thread &t);
   /// Leaves the fiber until the scheduler resumes it.
   void wait(Thread &t) {

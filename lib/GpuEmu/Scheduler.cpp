@@ -86,8 +86,12 @@ void fiberMain(fctx::transfer_t from) {
 
 void Launch::resume(Thread &t) {
   running_ = &t;
+  // Only this thread runs until it yields: the latches counted meanwhile
+  // are its own.
+  const uint64_t latches = kvemu_counters[2];
   fctx::transfer_t back = fctx::jump_fcontext(t.fiber, &t);
   t.fiber = back.fctx;
+  t.kvLatches += kvemu_counters[2] - latches;
   running_ = nullptr;
 }
 
@@ -136,8 +140,8 @@ Status Launch::run() {
   current = nullptr;
   counters_.threadInsts = kvemu_counters[0];
   counters_.kvThreadInsts = kvemu_counters[1];
-  counters_.kvBlocks =
-      kernel_.hasKvLoop ? kvemu_counters[2] / threadsPerCta_ : 0;
+  if (!kernel_.hasKvLoop)
+    counters_.kvBlocks = counters_.kvWarpsPerCta = 0;
   if (hazardsNotShown_)
     reports_.push_back("racecheck: " + kernelName() + ": " +
                        std::to_string(hazardsNotShown_) +
@@ -162,6 +166,26 @@ Status Launch::run() {
                          ":" + all);
   }
   return Status::ok();
+}
+
+void Launch::countKvBlocks() {
+  // The KV loop's trips in this CTA: its latch executions over the threads
+  // that ran it (the consumers; a producer warpgroup runs its own copy of
+  // the block loop, which is not the KV loop), and the warps they are in.
+  uint64_t latches = 0, threads = 0, warps = 0;
+  for (size_t w = 0; w * 32 < threads_.size(); ++w) {
+    bool ran = false;
+    for (size_t i = 32 * w; i < std::min(threads_.size(), 32 * w + 32); ++i)
+      if (threads_[i].kvLatches) {
+        latches += threads_[i].kvLatches;
+        ++threads;
+        ran = true;
+      }
+    warps += ran;
+  }
+  if (threads)
+    counters_.kvBlocks += latches / threads;
+  counters_.kvWarpsPerCta = std::max(counters_.kvWarpsPerCta, warps);
 }
 
 Status Launch::runCta() {
@@ -193,6 +217,7 @@ Status Launch::runCta() {
     t.bulkGroup = 0;
     t.bulkStores.clear();
     t.wgmmaLatest.clear();
+    t.kvLatches = 0;
     t.fiber = fctx::make_fcontext(reinterpret_cast<void *>(t.stackHi),
                                   kStackBytes, fiberMain);
   }
@@ -238,6 +263,7 @@ Status Launch::runCta() {
           std::to_string(cta_.z) + ") can continue:" + whereThreadsWait());
   }
   flushAll();
+  countKvBlocks();
   return endOfCta();
 }
 

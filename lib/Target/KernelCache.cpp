@@ -272,6 +272,8 @@ std::string KernelCache::key(mlir::ModuleOp module, const PtxOptions &options) {
      << "pack-gqa " << options.packGqa << "\n"
      << "split " << options.splitKv << " " << options.numSms << "\n"
      << "tensor-cores " << options.tensorCores << "\n"
+     << "producer-warpgroup " << options.producerWarpgroup << "\n"
+     << "lazy-rescale " << options.lazyRescale << "\n"
      << "device-validation " << options.deviceValidation << "\n"
      << "fix-upper-left-appends " << options.fixUpperLeftAppends << "\n"
      << "index-bits " << options.indexBitwidth << "\n"

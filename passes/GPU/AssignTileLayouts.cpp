@@ -158,7 +158,8 @@ TileSoftmaxOp findSoftmaxOfBlock(TileQKOp qk) {
 /// The schedule of a kernel whose tiles have their roles: the decisions the
 /// GPU lowering used to take itself, from the same rules.
 LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
-                             bool keyPrefetch, bool queryInRegisters) {
+                             bool keyPrefetch, bool queryInRegisters,
+                             bool lazyRescale) {
   MLIRContext *ctx = kernel.getContext();
   TileConfigAttr config = getTileConfig(kernel);
   // Tensor cores, wgmma and TMA as decided by the outlining (the shared
@@ -170,7 +171,7 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
                               : tensorCores ? TensorCoreMode::mma_sync
                                             : TensorCoreMode::scalar;
   const int64_t mmaTiles = mmaTilesPerWarp(config);
-  bool scores = false, query = false;
+  bool scores = false, query = false, lazy = false;
   int64_t keyStages = 0, valueStages = 0;
   FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(
       kernel, /*privateScores=*/false, /*query16=*/false, tileRoleAttrOf);
@@ -190,12 +191,22 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
     });
     query = queryInRegisters && !wgmma && hasQuery && sameType &&
             keepQueryInRegisters(*layout);
+    // Lazy rescaling where the lane's data registers leave room for its
+    // per-row flags and branch (kLazyRescaleRegisters).
+    lazy = lazyRescale &&
+           laneDataRegisters(*layout, scores, query) <= kLazyRescaleRegisters;
     if (tma) {
       addTmaRing(*layout);
       keyStages = kTmaStages;
       valueStages = layout->tmaValueStages;
     }
   }
+  // A producer warpgroup: the warps of the outlining's block past
+  // num_warps (it sized the block; TMA kernels only, which the verifier
+  // checks).
+  int64_t producerWarps = 0;
+  if (std::optional<ArrayRef<int32_t>> block = kernel.getKnownBlockSize())
+    producerWarps = (*block)[0] / 32 - config.getNumWarps();
   // K one block ahead where the program announces it (tile.prefetch) and
   // the lowering stages asynchronously (tensor cores).
   bool hasPrefetch = false;
@@ -211,7 +222,8 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
         return kernel.emitOpError()
                << "kvattn-assign-tile-layouts: no schedule for this kernel: ";
       },
-      ctx, mode, depth, keyStages, valueStages, scores, query);
+      ctx, mode, depth, keyStages, valueStages, scores, query, producerWarps,
+      lazy);
   if (!schedule)
     return failure();
   setGpuSchedule(kernel, schedule);
@@ -263,7 +275,7 @@ struct AssignTileLayoutsPass
     for (gpu::GPUFuncOp kernel : kernels)
       if (failed(assignTileLayouts(kernel)) ||
           failed(scheduleKernel(kernel, valuePrefetch, keyPrefetch,
-                                queryInRegisters)))
+                                queryInRegisters, lazyRescale)))
         return signalPassFailure();
   }
 };

@@ -156,7 +156,7 @@ static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
 static LogicalResult outlineProgram(scf::ForallOp forall,
                                     gpu::GPUModuleOp gpuModule,
                                     StringRef kernelName, bool tensorCores,
-                                    bool wgmma) {
+                                    bool wgmma, bool producerWarpgroup) {
   TileConfigAttr config = getTileConfig(forall);
   MLIRContext *ctx = forall.getContext();
   // An attention program (grid: programs x query blocks [x KV chunks]) or
@@ -402,7 +402,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   // The TMA ring's copies from a producer warpgroup after the consumers'
   // warps (docs/gpu-lowering.md, "Hopper (sm_90a)"): the block grows by 128
   // threads.
-  const int64_t producerWarps = useTma ? kProducerWarps : 0;
+  const int64_t producerWarps =
+      useTma && producerWarpgroup ? kProducerWarps : 0;
   gpu::GPUFuncOp kernel =
       createKernel(gpuModule, forall.getLoc(), kernelName, signature, config,
                    sharedMemoryBytes, producerWarps);
@@ -535,7 +536,8 @@ struct OutlineTileProgramsPass
     llvm::StringMap<unsigned> counts;
     for (scf::ForallOp forall : programs) {
       std::string name = uniqueKernelName(counts, forall, "kvattn");
-      if (failed(outlineProgram(forall, gpuModule, name, tensorCores, wgmma)))
+      if (failed(outlineProgram(forall, gpuModule, name, tensorCores, wgmma,
+                                producerWarpgroup)))
         return signalPassFailure();
     }
   }

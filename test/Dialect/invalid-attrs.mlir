@@ -364,6 +364,27 @@ func.func @schedule_wgmma_query() attributes {kvattn.gpu_schedule = #kvattn.gpu_
 
 // -----
 
+// expected-error @+1 {{producer_warps is 0 or, on a kernel with TMA rings, one warpgroup (4): got 4 with no TMA rings}}
+func.func @schedule_producer_without_tma() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, producer_warps = 4>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{producer_warps is 0 or, on a kernel with TMA rings, one warpgroup (4): got 2 with TMA rings}}
+func.func @schedule_producer_two_warps() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 2, producer_warps = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{lazy_rescale needs tensor cores (the scalar lowering rescales every block)}}
+func.func @schedule_scalar_lazy() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1, lazy_rescale = true>} {
+  return
+}
+
+// -----
+
 func.func @schedule_not_on_a_function(%i: index) {
   // expected-error @+1 {{'kvattn.gpu_schedule' belongs on a kernel function}}
   %0 = arith.addi %i, %i {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>} : index

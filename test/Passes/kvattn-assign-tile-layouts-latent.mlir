@@ -8,7 +8,7 @@
 // in shared memory (the warps of a row group exchange their keys' scores
 // there), 4 warps sharing the 16 rows.
 // LATENT-LABEL: gpu.func @latent_kvattn_0
-// LATENT-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 1>
+// LATENT-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 1, lazy_rescale = true>
 // LATENT-SAME:    kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 16, block_n = 32, num_warps = 4, num_stages = 2, group = 16>
 // LATENT-NOT:     kvattn.value_prefetch
 // LATENT-NOT:     kvattn.key_prefetch

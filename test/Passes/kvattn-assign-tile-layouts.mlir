@@ -2,7 +2,8 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs="tensor-cores=false" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=SCALAR
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=WIDE
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=WGMMA
-// RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts="value-prefetch=false key-prefetch=false query-in-registers=false" | FileCheck %s --check-prefix=OPTS
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs="wgmma=true producer-warpgroup=false" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=NOPRODUCER
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts="value-prefetch=false key-prefetch=false query-in-registers=false lazy-rescale=false" | FileCheck %s --check-prefix=OPTS
 
 // Every scratch tile of an outlined attention program gets its role; the
 // accumulator and the scores the accumulator fragment they live in, the
@@ -14,7 +15,7 @@
 
 // mma.sync (f16, 64 x 64 blocks: 16-row warps, one m16 tile each).
 // MMA-LABEL: gpu.func @prefill_kvattn_0
-// MMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 2, scores_in_registers = true, query_in_registers = true>
+// MMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 2, scores_in_registers = true, query_in_registers = true, lazy_rescale = true>
 // MMA-SAME:    kvattn.tensor_cores
 // MMA:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, a_operand>, kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
 // MMA-NEXT:    memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
@@ -34,6 +35,7 @@
 // shared memory.
 // OPTS-LABEL: gpu.func @prefill_kvattn_0
 // OPTS-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 1, scores_in_registers = true>
+// (lazy-rescale=false: no lazy_rescale either.)
 // OPTS-NOT:     kvattn.value_prefetch
 // OPTS-NOT:     kvattn.key_prefetch
 // OPTS:         gpu.return
@@ -51,7 +53,7 @@
 
 // block-m = 32 x num-warps: two m16 tiles per warp, four rows per lane.
 // WIDE-LABEL: gpu.func @prefill_kvattn_0
-// WIDE-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 2, scores_in_registers = true, query_in_registers = true>
+// WIDE-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 2, scores_in_registers = true, query_in_registers = true, lazy_rescale = true>
 // WIDE:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, a_operand>, kvattn.tile_role = #kvattn.tile_role<query>} : memref<128x64xf32>
 // WIDE:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, accumulator>, kvattn.tile_role = #kvattn.tile_role<accumulator>} : memref<128x64xf32>
 
@@ -60,8 +62,14 @@
 // sm_90a with the TMA ring (a contiguous cache): the K ring issues each
 // block where its tile.prefetch stands (no key_prefetch pairing).
 // WGMMA-LABEL: gpu.func @prefill_kvattn_0
-// WGMMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true>
+// WGMMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, producer_warps = 4, lazy_rescale = true>
 // WGMMA-SAME:    kvattn.wgmma
+// Without the producer warpgroup (producer-warpgroup=false) the block is
+// the consumers' 4 warps and the schedule says so (the consumers' thread 0
+// issues the boxes).
+// NOPRODUCER-LABEL: gpu.func @prefill_kvattn_0
+// NOPRODUCER-SAME:    known_block_size = array<i32: 128, 1, 1>
+// NOPRODUCER-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, lazy_rescale = true>
 // WGMMA:         memref.alloca() {kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
 // WGMMA-NEXT:    memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<wgmma_m64nNk16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
 // WGMMA:         kvattn.tile.qk {{.*}}{kvattn.value_prefetch = 0 : i64}

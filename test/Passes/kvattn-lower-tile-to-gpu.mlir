@@ -9,7 +9,7 @@
 // The lowering reads the kernel's schedule and the tiles' roles and
 // layouts; without -kvattn-assign-tile-layouts it refuses the kernel by name.
 // UNASSIGNED: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the kernel needs a kvattn.gpu_schedule (run -kvattn-assign-tile-layouts before the lowering)
-// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts="value-prefetch=false key-prefetch=false query-in-registers=false" -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=OBEY
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts="value-prefetch=false key-prefetch=false query-in-registers=false lazy-rescale=false" -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=OBEY
 // RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | sed -e 's/scores_in_registers = true, //' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=DISAGREE
 // The lowering obeys the schedule where it is a free choice: without the
 // pairings each tile.qk loads its own K block (no cp.async before the KV
@@ -20,6 +20,7 @@
 // OBEY-LABEL: gpu.func @f_kvattn_0
 // OBEY-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 1, scores_in_registers = true>
 // OBEY-NOT:     memref<4x4xvector<2xf16>>
+// OBEY-NOT:     llvm.nvvm.vote.any.sync
 // OBEY-NOT:     nvgpu.device_async_copy
 // OBEY:         scf.for
 // OBEY:           nvgpu.device_async_copy

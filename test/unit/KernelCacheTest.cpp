@@ -150,6 +150,13 @@ TEST_F(KernelCacheTest, KeyFollowsOptionsAndIrNotLocations) {
   mlir::kvattn::PtxOptions pipeline = base;
   pipeline.llvmPipeline = mlir::kvattn::LlvmPipeline::Standard;
   EXPECT_NE(mlir::kvattn::KernelCache::key(*module, pipeline), key);
+  // So do the GPU schedule switches.
+  mlir::kvattn::PtxOptions noProducer = base;
+  noProducer.producerWarpgroup = false;
+  EXPECT_NE(mlir::kvattn::KernelCache::key(*module, noProducer), key);
+  mlir::kvattn::PtxOptions eager = base;
+  eager.lazyRescale = false;
+  EXPECT_NE(mlir::kvattn::KernelCache::key(*module, eager), key);
   // The same IR parsed again (other locations): the same key.
   mlir::MLIRContext other;
   mlir::OwningOpRef<mlir::ModuleOp> again = parse(other);

@@ -36,6 +36,7 @@ struct CompileFlags::Options {
   unsigned which;
   std::unique_ptr<cl::opt<int64_t>> ints[std::size(kIntSpecs)];
   std::unique_ptr<cl::opt<bool>> packGqa, tensorCores, vectorize;
+  std::unique_ptr<cl::opt<bool>> producerWarpgroup, lazyRescale;
   std::unique_ptr<cl::opt<unsigned>> indexBitwidth, optLevel;
 
   const cl::opt<int64_t> &integer(CompileFlag flag) const {
@@ -76,6 +77,11 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, unsigned which,
       flag(kTensorCores, compile_options::kTensorCores, defaults.tensorCores);
   options->vectorize =
       flag(kVectorize, compile_options::kVectorize, defaults.vectorize);
+  options->producerWarpgroup =
+      flag(kGpuSchedule, compile_options::kProducerWarpgroup,
+           defaults.producerWarpgroup);
+  options->lazyRescale =
+      flag(kGpuSchedule, compile_options::kLazyRescale, defaults.lazyRescale);
   auto unsignedFlag = [&](CompileFlag f, const CompileOptionSpec &spec,
                           unsigned init) -> std::unique_ptr<cl::opt<unsigned>> {
     if (!(which & f))
@@ -151,5 +157,11 @@ int64_t CompileFlags::numThreads() const {
 bool CompileFlags::packGqa() const { return *options->packGqa; }
 bool CompileFlags::tensorCores() const { return *options->tensorCores; }
 bool CompileFlags::vectorize() const { return *options->vectorize; }
+bool CompileFlags::producerWarpgroup() const {
+  return !options->producerWarpgroup || *options->producerWarpgroup;
+}
+bool CompileFlags::lazyRescale() const {
+  return !options->lazyRescale || *options->lazyRescale;
+}
 unsigned CompileFlags::indexBitwidth() const { return *options->indexBitwidth; }
 unsigned CompileFlags::optLevel() const { return *options->optLevel; }

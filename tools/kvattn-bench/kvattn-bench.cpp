@@ -101,8 +101,9 @@ mlir::kvattn::tools::CompileFlagDefaults benchDefaults() {
 namespace flag = mlir::kvattn::tools;
 flag::CompileFlags flags(benchCategory,
                          flag::kBlockM | flag::kBlockN | flag::kSplitKv |
-                             flag::kTensorCores | flag::kIndexBitwidth |
-                             flag::kNumThreads | flag::kVectorize,
+                             flag::kTensorCores | flag::kGpuSchedule |
+                             flag::kIndexBitwidth | flag::kNumThreads |
+                             flag::kVectorize,
                          benchDefaults());
 
 // --target=cpu
@@ -800,6 +801,8 @@ int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
   double memoryBytes = 0;
   options.splitKv = flags.splitKv();
   options.tensorCores = flags.tensorCores();
+  options.producerWarpgroup = flags.producerWarpgroup();
+  options.lazyRescale = flags.lazyRescale();
   options.indexBitwidth = flags.indexBitwidth();
   // compile_ms is the compiler's time, never a cache lookup.
   options.useKernelCache = false;

@@ -59,6 +59,7 @@ static mlir::kvattn::tools::CompileFlags
               mlir::kvattn::tools::kSplitKv | mlir::kvattn::tools::kNumSms |
               mlir::kvattn::tools::kPackGqa |
               mlir::kvattn::tools::kTensorCores |
+              mlir::kvattn::tools::kGpuSchedule |
               mlir::kvattn::tools::kIndexBitwidth);
 static cl::opt<unsigned>
     llvmOptLevel("llvm-opt-level",
@@ -153,6 +154,8 @@ static int runTool(int argc, char **argv) {
   options.numSms = flags.numSms();
   options.packGqa = flags.packGqa();
   options.tensorCores = flags.tensorCores();
+  options.producerWarpgroup = flags.producerWarpgroup();
+  options.lazyRescale = flags.lazyRescale();
   options.indexBitwidth = flags.indexBitwidth();
   if (llvmOptLevel > 3)
     return fail("--llvm-opt-level must be 0 to 3, not " +

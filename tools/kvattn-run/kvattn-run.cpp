@@ -153,9 +153,10 @@ namespace flag = mlir::kvattn::tools;
 flag::CompileFlags flags(runCategory,
                          flag::kBlockM | flag::kBlockN | flag::kNumWarps |
                              flag::kSplitKv | flag::kPackGqa |
-                             flag::kTensorCores | flag::kIndexBitwidth |
-                             flag::kVectorize | flag::kVectorWidth |
-                             flag::kNumThreads | flag::kOptLevel,
+                             flag::kTensorCores | flag::kGpuSchedule |
+                             flag::kIndexBitwidth | flag::kVectorize |
+                             flag::kVectorWidth | flag::kNumThreads |
+                             flag::kOptLevel,
                          runDefaults());
 cl::opt<bool> fixUpperLeftAppends(
     "fix-upper-left-appends",
@@ -525,6 +526,8 @@ static int runTool(int argc, char **argv) {
     if (flags.given(flag::kSplitKv))
       options.splitKv = flags.splitKv();
     options.tensorCores = flags.tensorCores();
+    options.producerWarpgroup = flags.producerWarpgroup();
+    options.lazyRescale = flags.lazyRescale();
     options.indexBitwidth = flags.indexBitwidth();
     options.configurePassManager = ::mlir::kvattn::mlirFlagsPassManagerHook();
     if (!chip.empty())

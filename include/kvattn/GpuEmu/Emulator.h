@@ -50,11 +50,18 @@ struct LaunchCounters {
   Dim3 grid, block;
   uint64_t sharedBytes = 0; ///< static + dynamic shared memory per CTA
   uint64_t ctas = 0, warpsPerCta = 0;
-  /// KV-loop iterations, summed over CTAs (0: the kernel has no KV loop).
+  /// KV-loop iterations, summed over CTAs (0: the kernel has no KV loop):
+  /// per CTA, the loop's latch executions over the threads that ran it
+  /// (a producer warpgroup, which never does, is not counted).
   uint64_t kvBlocks = 0;
+  /// The warps of a CTA that ran the KV loop (all of them but a producer
+  /// warpgroup's; the most over CTAs): the per-warp figures divide by it.
+  uint64_t kvWarpsPerCta = 0;
   /// LLVM IR instructions executed, summed over threads.
   uint64_t threadInsts = 0, kvThreadInsts = 0;
-  uint64_t barriers = 0, kvBarriers = 0; ///< CTA barriers completed
+  /// Barriers completed: the CTA's (bar.sync 0) and named ones
+  /// (bar.sync id, n), each completion once.
+  uint64_t barriers = 0, kvBarriers = 0;
   uint64_t mma = 0, kvMma = 0;
   uint64_t ldmatrix = 0, kvLdmatrix = 0;
   uint64_t shfl = 0, kvShfl = 0;

@@ -171,9 +171,6 @@ struct Threads {
 /// The largest growth of a row's maximum, in exp2 units, that leaves the
 /// running maximum as it is (lazy rescaling): probabilities stay <= 2^8.
 inline constexpr double kLazyRescaleLog2 = 8.0;
-/// Lazy rescaling only where a lane's accumulator, private scores and query
-/// fragments take at most this many registers (Threads::lazyRescale).
-inline constexpr int64_t kLazyRescaleRegisters = 160;
 
 /// Loop vocabulary plus the thread mapping.
 struct GpuEmitter : Emitter {

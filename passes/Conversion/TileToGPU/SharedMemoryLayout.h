@@ -289,6 +289,28 @@ inline bool keepScoresInRegisters(const SharedMemoryLayout &layout) {
              budget;
 }
 
+/// The data registers a lane of a tensor-core program keeps across the KV
+/// loop: its accumulator (Dv / valueSplit / 2 per m16 tile, or per wgmma
+/// warpgroup's 64 rows), its private scores (block-n / 2: `scores`, or a
+/// value split's exchanged scores) and its query fragments (D / 4 per m16
+/// tile: `query`).
+inline int64_t laneDataRegisters(const SharedMemoryLayout &layout, bool scores,
+                                 bool query) {
+  const int64_t valueSplit = std::max<int64_t>(layout.valueSplit, 1);
+  int64_t registers = layout.mmaTiles * (layout.valueCols / valueSplit / 2);
+  if (scores || valueSplit > 1)
+    registers += layout.mmaTiles * (layout.stageRows / 2);
+  if (query)
+    registers += layout.mmaTiles * (layout.keyCols / 4);
+  return registers;
+}
+
+/// Lazy rescaling (docs/gpu-lowering.md) only where a lane's data
+/// registers (laneDataRegisters) are at most this many: it adds per-row
+/// flags and a branch, which ptxas spilled in the 128-row D = 128 kernels
+/// of 64-key blocks (192 data registers) on sm_80 and sm_90.
+inline constexpr int64_t kLazyRescaleRegisters = 160;
+
 /// The layout of a program lowered on tensor cores (canUseTensorCores of
 /// its generic layout) with `mmaTiles` m16 tiles per warp: the query tile
 /// in 16 bits, no row statistics and, where keepScoresInRegisters allows,

@@ -1222,6 +1222,12 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
            << " warps, nor (with the TMA rings) those and a producer "
               "warpgroup of "
            << kProducerWarps << " warps";
+  if (t.producerWarps != schedule.getProducerWarps())
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: the kernel's block (" << threads
+           << " threads) has " << t.producerWarps
+           << " warps past its num_warps = " << numWarps
+           << ", its schedule producer_warps = " << schedule.getProducerWarps();
   t.layout = fragmentLayoutOf(fragments);
   t.wgmma = wgmma;
   // The accumulator: each lane's entries in private memory indexed by
@@ -1282,20 +1288,9 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
     t.rowStats = memref::AllocaOp::create(
         b, MemRefType::get({2, t.layout.rowsPerLane}, b.getF32Type()));
   t.tensorCores = tensorCores;
-  // Lazy rescaling where the lane's data registers (accumulator, private
-  // scores, query fragments) leave room for its per-row flags and the
-  // branch: not in the 128-row D = 128 kernels of 64-key blocks (192 data
-  // registers per lane), which ptxas spilled with it on sm_80 and sm_90.
-  auto privateRegisters = [](Value v) -> int64_t {
-    if (!v)
-      return 0;
-    auto type = cast<MemRefType>(v.getType());
-    return type.hasStaticShape() ? type.getNumElements() : 0;
-  };
-  t.lazyRescale = tensorCores && privateRegisters(t.acc) +
-                                         privateRegisters(t.scores) +
-                                         privateRegisters(t.qFragments) <=
-                                     kLazyRescaleRegisters;
+  // Lazy rescaling as the schedule says (-kvattn-assign-tile-layouts:
+  // where the lane's data registers leave room for it).
+  t.lazyRescale = tensorCores && schedule.getLazyRescale();
   // Softmax in FMA form: on tensor cores the scores stay bare dot products
   // and the scale goes into the softmax's FFMA, where it is one constant
   // (no softcap, whose tanh needs the scaled score) and a positive one
