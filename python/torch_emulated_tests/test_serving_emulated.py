@@ -379,6 +379,49 @@ def test_latent_plan_with_append_matches_the_cpu_plan(rt, kv_dtype):
     cpu.close()
 
 
+def test_concat_and_cache_mla_device_kernel(rt):
+    """What the CUDA kernel of kvattn::concat_and_cache_mla runs after
+    taking the tensors' pointers: a plan of mla_cache_write_ir (kvattn's
+    append kernel, T one-row "sequences" through a one-column block table)
+    with the slots split into block and row on the device; an e4m3 cache
+    with one scale: the codes equal the CPU op's byte for byte. A slot past
+    the cache is recorded on the device and raised by kt.check(), the cache
+    untouched."""
+    from kvattn.torch import mla
+    g = torch.Generator().manual_seed(43)
+    T, D, page, fmt = 5, 576, 64, torch.float8_e4m3fn
+    kv_c = torch.randn(T, 512, generator=g).to(torch.bfloat16)
+    k_pe = torch.randn(T, 64, generator=g).to(torch.bfloat16)
+    cache = torch.zeros(3, page, 1, D, dtype=fmt)
+    scale = torch.tensor([0.5])
+    slots = torch.tensor([130, 64, 65, 3, 131])
+    want = cache.clone()
+    kt.concat_and_cache_mla(kv_c, k_pe, want, slots, "fp8", scale)
+    dc = kvattn.to_device(cache.view(torch.uint8).numpy(), rt, "f8E4M3FN")
+    upd = dev(rt, torch.cat([kv_c, k_pe], -1).reshape(T, 1, 1, D))
+    ds = dev(rt, scale)
+
+    def run(s):
+        d = {"pos": dev(rt, s % page),
+             "block_table": dev(rt, (s // page).to(I32).reshape(T, 1))}
+        serving.device_run(
+            rt, ("concat_and_cache_mla-test",),
+            lambda: mla.mla_cache_write_ir("bf16", page, D, "f8E4M3FN"),
+            {"update": upd.ptr, "cache": dc.ptr, "k_scale": ds.ptr,
+             **{n: a.ptr for n, a in d.items()}},
+            {"B": T, "Hkv": 1, "L": 1, "num_pages": 3, "page_size": page,
+             "max_pages": 1, "S": page}, kvattn.capi.CURRENT_STREAM)
+
+    run(slots)
+    kt.check()
+    assert np.array_equal(dc.numpy(), want.view(torch.uint8).numpy())
+    run(torch.tensor([130, 64, 65, 3, 200]))
+    with pytest.raises(kvattn.KVAttnError, match=r"block_table\[4\]\[0\] = "
+                       "3: page id out of range"):
+        kt.check()
+    assert np.array_equal(dc.numpy(), want.view(torch.uint8).numpy())
+
+
 @pytest.mark.parametrize("Hq", [16, 128])
 def test_mla_op_device_run(rt, Hq):
     """What the CUDA kernel of kvattn::mla_attention runs after taking the

@@ -218,3 +218,128 @@ def _latent_with(change, **fields):
 def test_latent_plan_misuse_is_a_kvattn_error(call, message):
     with pytest.raises(kvattn.KVAttnError, match=message):
         call()
+
+
+# --- kt.concat_and_cache_mla: vLLM's latent cache write ----------------------
+
+@pytest.mark.parametrize("dtype, layout", [(torch.float32, "vllm"),
+                                           (torch.bfloat16, "flashmla")])
+def test_concat_and_cache_mla_then_attend(dtype, layout):
+    """T = 5 tokens of 3 sequences written at their slots (in two blocks,
+    one token per block row, out of order) into a NaN-filled cache
+    ([num_blocks, 64, 576] as vLLM's, or FlashMLA's [.., 1, 576]): each
+    slot holds [kv_c, k_pe] exactly and nothing else is touched; then
+    mla_attention over the cache sees them (float64 reference; the new rows
+    are the only keys of their sequences' last positions)."""
+    g = torch.Generator().manual_seed(17)
+    T, blocks = 5, 4
+    kv_c = torch.randn(T, DV, generator=g).to(dtype)
+    k_pe = torch.randn(T, D - DV, generator=g).to(dtype)
+    shape = (blocks, PAGE, D) if layout == "vllm" else (blocks, PAGE, 1, D)
+    cache = torch.full(shape, float("nan"), dtype=dtype)
+    slots = torch.tensor([130, 64, 65, 3, 131], dtype=torch.int64)
+    kt.concat_and_cache_mla(kv_c, k_pe, cache, slots)
+    flat = cache.reshape(-1, D)
+    for t, s in enumerate(slots.tolist()):
+        assert torch.equal(flat[s], torch.cat([kv_c[t], k_pe[t]]))
+    written = torch.zeros(flat.shape[0], dtype=torch.bool)
+    written[slots] = True
+    assert torch.isnan(flat[~written].float()).all()
+    # Sequence 0: slots 64, 65 (block 1); sequence 1: 130, 131 (block 2);
+    # sequence 2: slot 3 (block 0).
+    table = torch.tensor([[1], [2], [0]], dtype=I32)
+    kv_len = torch.tensor([2, 4, 4], dtype=I32)
+    flat[128:130] = torch.randn(2, D, generator=g).to(dtype)  # seq 1 rows
+    flat[0:3] = torch.randn(3, D, generator=g).to(dtype)      # seq 2 rows
+    q = torch.randn(3, 16, 1, D, generator=g).to(dtype)
+    pool = cache.reshape(blocks, PAGE, 1, D)
+    out = kt.mla_attention(q, pool, block_table=table, kv_len=kv_len,
+                           scale=SCALE)
+    caches = [logical(pool, table[b], int(kv_len[b])) for b in range(3)]
+    want, _ = reference(q.double().numpy(), caches, (kv_len - 1).numpy())
+    tol = 2e-5 if dtype == torch.float32 else 2e-2
+    assert np.abs(out.double().numpy() - want).max() < tol
+
+
+@pytest.mark.parametrize("fmt, name", [(torch.float8_e4m3fn, "fp8"),
+                                       (torch.float8_e5m2, "fp8_e5m2")])
+def test_concat_and_cache_mla_fp8(fmt, name):
+    """An FP8 latent cache with vLLM's one scale: each slot holds
+    RN(row / scale), the codes torch's own conversion gives (rows inside the
+    format's range), slot_mapping int32."""
+    g = torch.Generator().manual_seed(19)
+    T = 4
+    kv_c, k_pe = torch.randn(T, DV, generator=g), torch.randn(T, 64,
+                                                                generator=g)
+    cache = torch.zeros(2, PAGE, D, dtype=fmt)
+    scale = torch.tensor([0.375])
+    slots = torch.tensor([5, 70, 6, 127], dtype=I32)
+    kt.concat_and_cache_mla(kv_c, k_pe, cache, slots, name, scale)
+    flat = cache.reshape(-1, D).view(torch.uint8)
+    for t, s in enumerate(slots.tolist()):
+        want = (torch.cat([kv_c[t], k_pe[t]]) / 0.375).to(fmt)
+        assert torch.equal(flat[s], want.view(torch.uint8))
+
+
+def test_concat_and_cache_mla_compile_and_opcheck():
+    g = torch.Generator().manual_seed(2)
+    kv_c, k_pe = torch.randn(3, DV, generator=g), torch.randn(3, 64,
+                                                                generator=g)
+    slots = torch.tensor([1, 9, 64])
+
+    def write(kv_c, k_pe, cache, slots):
+        kt.concat_and_cache_mla(kv_c * 2, k_pe, cache, slots)
+        return cache.sum()
+
+    compiled = torch.compile(write, fullgraph=True, backend="aot_eager")
+    a, b = torch.zeros(2, PAGE, D), torch.zeros(2, PAGE, D)
+    assert torch.equal(compiled(kv_c, k_pe, a, slots),
+                       write(kv_c, k_pe, b, slots))
+    assert torch.equal(a, b)
+    torch.library.opcheck(torch.ops.kvattn.concat_and_cache_mla.default,
+                          (kv_c, k_pe, torch.zeros(2, PAGE, D), slots,
+                           "auto", None))
+
+
+def _write_with(**changes):
+    def call():
+        args = dict(kv_c=torch.randn(3, DV), k_pe=torch.randn(3, 64),
+                    kv_cache=torch.zeros(2, PAGE, D),
+                    slot_mapping=torch.tensor([0, 1, 2]))
+        args.update(changes)
+        return kt.concat_and_cache_mla(**args)
+    return call
+
+
+@pytest.mark.parametrize("call, message", [
+    (_write_with(slot_mapping=torch.tensor([0, -1, 2])),
+     r"slot_mapping\[1\] = -1 is outside the cache's 128 slots \(2 blocks "
+     r"of 64\): kvattn has no padding slot"),
+    (_write_with(slot_mapping=torch.tensor([0, 1, 128])),
+     r"slot_mapping\[2\] = 128 is outside the cache's 128 slots"),
+    (_write_with(slot_mapping=torch.tensor([0, 1])),
+     r"slot_mapping has dtype torch.int64 and shape \(2,\); it must be "
+     r"int32 or int64 \[num_tokens\] = \[3\]"),
+    (_write_with(k_pe=torch.randn(3, 32)),
+     "kv_cache rows are 576 wide, kv_c \\+ k_pe 512 \\+ 32 = 544"),
+    (_write_with(k_pe=torch.randn(3, 64).double()),
+     "k_pe has dtype torch.float64, kv_c torch.float32"),
+    (_write_with(kv_cache=torch.zeros(2, PAGE, 2, D)),
+     r"kv_cache has shape \(2, 64, 2, 576\): a latent cache is"),
+    (_write_with(kv_cache=torch.zeros(2, PAGE, D).to(torch.bfloat16)),
+     "kv_cache has dtype torch.bfloat16, kv_c torch.float32"),
+    (_write_with(kv_cache=torch.zeros(2, PAGE, D).to(torch.float8_e4m3fn)),
+     r"an FP8 latent cache \(torch.float8_e4m3fn\) needs scale"),
+    (_write_with(kv_cache=torch.zeros(2, PAGE, D).to(torch.float8_e4m3fn),
+                 kv_cache_dtype="fp8_e5m2", scale=torch.ones(1)),
+     "kv_cache_dtype='fp8_e5m2' needs a torch.float8_e5m2 kv_cache"),
+    (_write_with(scale=torch.ones(1)),
+     "scale quantises into an FP8 latent cache, but kv_cache is "
+     "torch.float32"),
+    (_write_with(kv_cache_dtype="int8"), "kv_cache_dtype 'int8'"),
+    (_write_with(kv_cache=torch.zeros(2, D, PAGE).transpose(1, 2)),
+     "kv_cache is not contiguous"),
+])
+def test_concat_and_cache_mla_misuse(call, message):
+    with pytest.raises(kvattn.KVAttnError, match=message):
+        call()
