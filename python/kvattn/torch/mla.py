@@ -627,15 +627,22 @@ def _cache_write_op(kv_c: torch.Tensor, k_pe: torch.Tensor,
     if kv_c.device.type != "cuda":
         raise KVAttnValueError(f"kv_c is on {kv_c.device}: kvattn runs on "
                                "the CPU and CUDA devices")
+    _cuda_cache_write(kv_c.device, key, make_ir, dict(inputs), pool)
+
+
+def _cuda_cache_write(device, key, make_ir, tensors, pool):
+    """The runtime's append kernel (a plan of mla_cache_write_ir) on
+    torch's current stream: every tensor, the slots' rows and blocks
+    included, by device pointer; a slot outside the cache is recorded on
+    the device (kt.check())."""
     from .serving import device_run
-    rt = _cuda_runtime(kv_c.device)
-    tensors = dict(inputs)
+    T, page = tensors["update"].shape[0], pool.shape[1]
     sizes = {"B": T, "Hkv": 1, "L": 1, "num_pages": pool.shape[0],
              "page_size": page, "max_pages": 1, "S": page}
     with _program_stats(key):
-        device_run(rt, key, make_ir,
+        device_run(_cuda_runtime(device), key, make_ir,
                    {n: t.data_ptr() for n, t in tensors.items()}, sizes,
-                   torch.cuda.current_stream(kv_c.device).cuda_stream)
+                   torch.cuda.current_stream(device).cuda_stream)
 
 
 @_cache_write_op.register_fake
