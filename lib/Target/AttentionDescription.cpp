@@ -390,17 +390,13 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
       ropeRecord = kAppend.getRopePosResult();
     // The latent cache is the key: its one append writes the whole rows
     // (quantised with k_scale, the scale the attention reads K and V with).
-    Value v = d.latent
-                  ? Value()
-                  : AppendOp::create(b, loc, updateV, value, qOffset,
-                                     blockTable,
-                                     /*rope_pos=*/Value(), /*rope=*/RopeAttr(),
-                                     /*kv_scale=*/vScale,
-                                     /*rotary_cos=*/Value(),
-                                     /*rotary_sin=*/Value())
-                        .getResult();
+    if (!d.latent)
+      value = AppendOp::create(b, loc, updateV, value, qOffset, blockTable,
+                               /*rope_pos=*/Value(), /*rope=*/RopeAttr(),
+                               /*kv_scale=*/vScale, /*rotary_cos=*/Value(),
+                               /*rotary_sin=*/Value())
+                  .getResult();
     key = k;
-    value = v;
   }
   AttentionExtras extras;
   extras.qStart = qStart;
