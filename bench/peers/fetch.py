@@ -291,7 +291,9 @@ class Cache:
         return cubin, name
 
     # ---- FlashInfer: its headers (flashinfer-python) compiled with nvcc ---
-    def flashinfer_cubin(self, name, source, arch):
+    def flashinfer_cubin(self, name, source, arch, cutlass=False):
+        """cutlass: the kernel includes its bundled CUTLASS/CuTe too (the
+        Hopper kernels: wgmma descriptors, TMA, pipelines)."""
         out = self.path("flashinfer", "%s.%s.cubin" % (name, arch))
         if os.path.exists(out):
             return out
@@ -304,6 +306,12 @@ class Cache:
         # is newer than CUDA 13.0's).
         incs = ["-I" + os.path.join(data, p) for p in (
             "cccl/libcudacxx/include", "cccl/cub", "cccl/thrust", "include")]
+        if cutlass:
+            c = self.extract("flashinfer-python",
+                             [r"^flashinfer/data/cutlass/include/"],
+                             sub="flashinfer-cutlass")
+            incs.append("-I" + os.path.join(c, "flashinfer", "data",
+                                            "cutlass", "include"))
         cu = self.path("flashinfer", name + ".cu")
         open(cu, "w").write(source)
         log("nvcc FlashInfer %s for %s" % (name, arch))

@@ -537,9 +537,45 @@ def flashmla_kernel(cache, shape):
     return k
 
 
+def flashinfer_mla_hopper_kernel(cache, shape):
+    """FlashInfer's MLA decode on sm_90a, its fa3 backend (mla_hopper.cuh,
+    what backend="auto" picks on Hopper): 2 warpgroups of different roles
+    over one 64-key block per trip: warpgroup 0 computes Q.K^T (36
+    HGMMA.64x64x16 over D 576) and its half of O (4 HGMMA.64x256x16),
+    warpgroup 1 loads the next block (cp.async) and computes the other half
+    of O (4 HGMMA.64x256x16); per warp the mean of the two is the tile's
+    work.  Warpgroup 0 has three loops of the same tensor work (the
+    analyser's rule: the shortest, the second by address), warpgroup 1 one
+    (the fourth)."""
+    src, meta = C.flashinfer_mla_hopper_source()
+    cubin = cache.flashinfer_cubin("mla-decode-hopper", src, "sm_90a",
+                                   cutlass=True)
+    ins, fn = load_sass(cache, cubin)
+    res = res_of(cache, cubin, fn)
+    bm, bn, warps = meta["block_m"], meta["block_n"], meta["warps"]
+    counts = mean_counts([counts_of(ins, 1), counts_of(ins, 3)])
+    expect = bm * bn * shape.flops_per_key() // warps
+    if counts["mma_flops"] != expect:
+        raise SystemExit("error: FlashInfer's Hopper MLA loops do %d tensor "
+                         "FLOPs per warp, the tile %d" % (
+                             counts["mma_flops"], expect))
+    sms = M.CHIPS["sm_90a"]["sms"]
+    # HopperSharedStorageQKVO: Q, the stages of the latent block (the O
+    # tile aliases them) and the m/d/o_scale rows.
+    smem = bm * shape.d * 2 + meta["stages"] * bn * shape.d * 2 + \
+        bm * bn * 2 + 3 * bm * 4
+    k = Kernel("flashinfer", "sm_90a", "FlashInfer MLA (fa3) %dx%d 2wg" % (
+        bm, bn), [counts], [None], bm, bn, warps, warps * 32,
+        res.get("REG", 0), smem, True, 1, res.get("STACK", 0),
+        schedule=lambda s: persistent_iterations(s, bm, bn, sms))
+    k.fixed_occ = 1  # a cooperative launch of one CTA per SM
+    return k
+
+
 def flashinfer_mla_kernel(cache, shape, chip):
     """FlashInfer's MLA decode, its fa2 backend (mla.cuh, mma.sync), as its
-    dispatch picks the tile from the chip's shared memory per SM."""
+    dispatch picks the tile from the chip's shared memory per SM (sm_80,
+    sm_89; on sm_90a its fa3 backend: flashinfer_mla_hopper_kernel)."""
     arch = {"sm_90a": "sm_90"}.get(chip, chip)
     src, meta = C.flashinfer_mla_source(arch)
     cubin = cache.flashinfer_cubin("mla-decode", src, arch)
@@ -568,7 +604,9 @@ def peer_kernels(cache, shape, chip, peers):
         out = []
         if "flashmla" in peers and chip == "sm_90a":
             out.append(flashmla_kernel(cache, shape))
-        if "flashinfer" in peers:
+        if "flashinfer" in peers and chip == "sm_90a":
+            out.append(flashinfer_mla_hopper_kernel(cache, shape))
+        elif "flashinfer" in peers:
             out.append(flashinfer_mla_kernel(cache, shape, chip))
         return out
     if shape.kv_dtype or shape.latent:
