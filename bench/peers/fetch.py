@@ -248,8 +248,52 @@ class Cache:
                  so], cwd=d, capture_output=True)
         return cubin, name
 
+    # ---- FlashMLA: sgl-kernel's compiled sm_90a kernels ------------------
+    def flashmla_cubin(self, pattern):
+        """The sm_90a cubin of sgl-kernel's flashmla_ops holding the kernel
+        whose demangled name matches `pattern` (a regex); returns
+        (cubin, mangled name).  The library bundles FlashMLA's kernels
+        (csrc/sm90/decode/dense/splitkv_mla.cu for the bf16 decode) for
+        sm_90a and sm_100a."""
+        d = self.extract("sgl-kernel", [r"sgl_kernel/flashmla_ops\.abi3\.so$"],
+                         sub="flashmla")
+        so = os.path.join(d, "sgl_kernel", "flashmla_ops.abi3.so")
+        index = os.path.join(d, "kernels.txt")
+        if not os.path.exists(index):
+            log("index the sm_90a kernels of sgl-kernel's flashmla_ops")
+            r = run([self.tool("cuobjdump"), "-res-usage", so],
+                    capture_output=True, text=True)
+            rows = []
+            for n, block in enumerate(r.stdout.split("Fatbin elf code:")[1:]):
+                arch = re.search(r"arch = (\S+)", block).group(1)
+                for m in re.finditer(r"Function (\S+):", block):
+                    if arch == "sm_90a":
+                        rows.append((n + 1, m.group(1)))
+            dem = run(["c++filt"], input="\n".join(r[1] for r in rows),
+                      capture_output=True, text=True).stdout.splitlines()
+            with open(index + ".part", "w") as f:
+                for (n, name), pretty in zip(rows, dem):
+                    f.write("%d\t%s\t%s\n" % (n, name, pretty))
+            os.replace(index + ".part", index)
+        hits = []
+        for line in open(index):
+            n, name, pretty = line.rstrip("\n").split("\t")
+            if re.search(pattern, pretty):
+                hits.append((int(n), name))
+        if len(hits) != 1:
+            raise SystemExit("error: %d sgl-kernel FlashMLA kernels match %r" %
+                             (len(hits), pattern))
+        n, name = hits[0]
+        cubin = os.path.join(d, "flashmla_ops.abi3.%d.sm_90a.cubin" % n)
+        if not os.path.exists(cubin):
+            run([self.tool("cuobjdump"), "-xelf", os.path.basename(cubin),
+                 so], cwd=d, capture_output=True)
+        return cubin, name
+
     # ---- FlashInfer: its headers (flashinfer-python) compiled with nvcc ---
-    def flashinfer_cubin(self, name, source, arch):
+    def flashinfer_cubin(self, name, source, arch, cutlass=False):
+        """cutlass: the kernel includes its bundled CUTLASS/CuTe too (the
+        Hopper kernels: wgmma descriptors, TMA, pipelines)."""
         out = self.path("flashinfer", "%s.%s.cubin" % (name, arch))
         if os.path.exists(out):
             return out
@@ -262,6 +306,12 @@ class Cache:
         # is newer than CUDA 13.0's).
         incs = ["-I" + os.path.join(data, p) for p in (
             "cccl/libcudacxx/include", "cccl/cub", "cccl/thrust", "include")]
+        if cutlass:
+            c = self.extract("flashinfer-python",
+                             [r"^flashinfer/data/cutlass/include/"],
+                             sub="flashinfer-cutlass")
+            incs.append("-I" + os.path.join(c, "flashinfer", "data",
+                                            "cutlass", "include"))
         cu = self.path("flashinfer", name + ".cu")
         open(cu, "w").write(source)
         log("nvcc FlashInfer %s for %s" % (name, arch))

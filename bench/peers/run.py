@@ -4,7 +4,8 @@
 One command: downloads the peers (pinned registry packages, cached under
 BUILD/peers/), compiles what must be compiled (FlashAttention-2 from its
 sdist, FlashInfer from its headers, SGLang's Triton kernels with triton's
-ahead-of-time compiler; FlashAttention-3 is taken as compiled in sgl-kernel),
+ahead-of-time compiler; FlashAttention-3 and FlashMLA are taken as compiled
+in sgl-kernel),
 compiles kvattn's kernels for the same shapes (kvattn-compile -> ptxas),
 disassembles everything with the same cuobjdump/nvdisasm, counts each main
 KV loop with one analyser (sass.py) and turns the counts into estimates with
@@ -19,7 +20,8 @@ estimate; bench/run-gpu-bench.sh is the measurement.
 Prints a table, then one `ratio SHAPE CHIP PEER X.XX` line per shape, chip
 and peer (kvattn estimate / peer estimate; > 1: kvattn faster) and one
 `calibration PEER SHAPE CHIP estimate=E published=P` line per peer kernel
-with a published figure (TFLOP/s; P = NA where none could be cited).
+with a published figure (TFLOP/s; P = NA where none could be cited;
+FlashMLA's lines end with their unit, GB/s or TFLOP/s).
 `--sass FILE` analyses one SASS file and prints its counts (the lit test).
 """
 
@@ -58,6 +60,19 @@ PUBLISHED = {
     # from a stored source (docs/benchmarks.md).
     ("flashinfer", "decode-hd128", "sm_80"): None,
     ("flashinfer", "decode-hd128", "sm_90a"): None,
+}
+
+# FlashMLA's published decode figures (README of deepseek-ai/FlashMLA, first
+# release, February 2025: H800 SXM5, CUDA 12.6, bf16, paged 64): "up to
+# 3000 GB/s in memory-bound configuration and 580 TFLOPS in
+# computation-bound configuration".  Its benchmark's shapes: 1 latent KV
+# head, D 576, Dv 512, 4096 keys and more, 16 to 128 query heads; here the
+# 16-head decode stands for the memory-bound case (GB/s) and the 128-head
+# one for the compute-bound case (TFLOP/s).  The H800 has the H100 SXM's
+# SMs, clocks and HBM3 (3.35 TB/s): the model's sm_90a row.
+PUBLISHED_MLA = {
+    ("flashmla", "mla-decode-h16", "sm_90a"): (3000, "GB/s"),
+    ("flashmla", "mla-decode-h128", "sm_90a"): (580, "TFLOP/s"),
 }
 
 
@@ -132,9 +147,10 @@ def shapes(kinds, hds):
             out.append(Shape("decode-fp8-hd%d" % d, "decode", d, 1,
                              DECODE_S - 1, kv_dtype="f8E4M3FN"))
     if "mla-decode" in kinds:
-        # DeepSeek MLA decode (kvattn alone: no MLA peer kernel is built
-        # here): D = 576 = 512 + 64 over one latent KV head, paged 64,
-        # 16 and 128 query heads, B = 64 sequences of 4096 keys.
+        # DeepSeek MLA decode against FlashMLA (sm_90a) and FlashInfer's
+        # MLA kernel: D = 576 = 512 + 64 over one latent KV head, paged 64,
+        # 16 and 128 query heads (FlashMLA's benchmark range), B = 64
+        # sequences of 4096 keys.
         for hq in (16, 128):
             out.append(Shape("mla-decode-h%d" % hq, "decode", 576, 1,
                              MLA_S - 1, B=MLA_B, hq=hq, hkv=1,
@@ -211,25 +227,56 @@ def fa2_num_splits(batch_nheads_mblocks, num_sms, num_n_blocks,
     return 1
 
 
+def persistent_iterations(shape, block_m, block_n, ctas):
+    """Loop trips of each CTA of a persistent decode kernel (FlashMLA's
+    tile scheduler, FlashInfer's MLA planner): the packed query rows of a KV
+    head (G heads x positions) make ceil(rows / block_m) row blocks; each
+    row block's KV blocks of the whole batch are split evenly over
+    ctas / row blocks CTAs.  Sequence boundaries inside a CTA's share and
+    the fix-up work at them are not costed."""
+    mblocks = -(-shape.L * shape.group() // block_m)
+    parts = max(1, ctas // (mblocks * shape.hkv))
+    trips = shape.B * -(-shape.S // block_n)
+    return [-(-trips // parts)] * (parts * mblocks * shape.hkv)
+
+
+def mean_counts(counts):
+    """The per-warp counts of a kernel whose warpgroups run different loops
+    of equal tensor work: their mean (each is run by the same number of
+    warps)."""
+    out = dict(counts[0])
+    for k, v in counts[0].items():
+        if isinstance(v, (int, float)):
+            out[k] = sum(c[k] for c in counts) / len(counts)
+    return out
+
+
 # --- Kernels -----------------------------------------------------------------
 class Kernel:
     """One compiled kernel on one shape: its SASS counts and its tiling."""
 
     def __init__(self, peer, chip, label, counts_phases, phases, block_m,
                  block_n, warps, threads, regs, smem, pack, splits=1,
-                 spills=0):
+                 spills=0, schedule=None):
         self.peer, self.chip, self.label = peer, chip, label
         self.counts_phases, self.phases = counts_phases, phases
         self.block_m, self.block_n, self.warps = block_m, block_n, warps
         self.threads, self.regs, self.smem = threads, regs, smem
         self.pack, self.splits, self.spills = pack, splits, spills
+        # schedule(shape) -> trips of each CTA, for a persistent kernel whose
+        # CTAs share the batch's KV blocks evenly (else cta_iterations).
+        self.schedule = schedule
 
     def evaluate(self, shape, occupancy=None):
         occ = occupancy or M.occupancy(self.chip, self.regs, self.smem,
                                        self.threads // 32)
         self.occ = occ
-        iters = [cta_iterations(shape, self.block_m, self.block_n, self.pack,
-                                self.splits, ph) for ph in self.phases]
+        if self.schedule:
+            iters = [self.schedule(shape) for _ in self.phases]
+        else:
+            iters = [cta_iterations(shape, self.block_m, self.block_n,
+                                    self.pack, self.splits, ph)
+                     for ph in self.phases]
         useful = shape.useful_flops()
         hbm_bytes = shape.hbm_bytes()
         r = M.estimate(self.chip, self.counts_phases, self.warps, occ, iters,
@@ -458,10 +505,112 @@ def triton_kernel(cache, shape, chip, kernel):
         res.get("REG", 0), meta["shared"], True, 8, res.get("STACK", 0))
 
 
+# FlashMLA's dense bf16 decode (sm90::flash_fwd_splitkv_mla_kernel, csrc/
+# sm90/decode/dense/splitkv_mla.cu, as sgl-kernel 0.3.21 ships it): 64 packed
+# query rows, 2 warpgroups, no producer warpgroup (TMA issued from a
+# consumer), pages of 64 keys.  Its loop takes two KV blocks per trip: each
+# warpgroup computes Q.K^T of one block (36 HGMMA.64x64x16 over D 576) and
+# its half of O (256 of the 512 columns) for both (8 HGMMA.64x256x16); the
+# two warpgroups' loops are different code of equal tensor work, so the
+# counts are their mean.  Persistent: get_mla_metadata gives each row block
+# SMs / row blocks CTAs that share the batch's KV blocks.
+FLASHMLA_DECODE = (r"sm90::flash_fwd_splitkv_mla_kernel<Traits<"
+                   r"cutlass::bfloat16_t>", 64, 128, 8)
+
+
+def flashmla_kernel(cache, shape):
+    pat, bm, bn, warps = FLASHMLA_DECODE
+    cubin, fn = cache.flashmla_cubin(pat)
+    ins, fn = load_sass(cache, cubin, fn)
+    res = res_of(cache, cubin, fn)
+    expect = bm * bn * shape.flops_per_key() // warps
+    counts = mean_counts([counts_of(ins, w, expect) for w in (0, 1)])
+    sms = M.CHIPS["sm_90a"]["sms"]
+    # Shared memory: Q and two 64-key latent blocks, 576 bf16 wide (one CTA
+    # per SM whatever the exact figure).
+    smem = (bm + bn) * shape.d * 2
+    k = Kernel("flashmla", "sm_90a", "FlashMLA %dx%d 2wg" % (bm, bn),
+               [counts], [None], bm, bn, warps, warps * 32, res.get("REG", 0),
+               smem, True, 1, res.get("STACK", 0),
+               schedule=lambda s: persistent_iterations(s, bm, bn, sms))
+    k.fixed_occ = 1
+    return k
+
+
+def flashinfer_mla_hopper_kernel(cache, shape):
+    """FlashInfer's MLA decode on sm_90a, its fa3 backend (mla_hopper.cuh,
+    what backend="auto" picks on Hopper): 2 warpgroups of different roles
+    over one 64-key block per trip: warpgroup 0 computes Q.K^T (36
+    HGMMA.64x64x16 over D 576) and its half of O (4 HGMMA.64x256x16),
+    warpgroup 1 loads the next block (cp.async) and computes the other half
+    of O (4 HGMMA.64x256x16); per warp the mean of the two is the tile's
+    work.  Warpgroup 0 has three loops of the same tensor work (the
+    analyser's rule: the shortest, the second by address), warpgroup 1 one
+    (the fourth)."""
+    src, meta = C.flashinfer_mla_hopper_source()
+    cubin = cache.flashinfer_cubin("mla-decode-hopper", src, "sm_90a",
+                                   cutlass=True)
+    ins, fn = load_sass(cache, cubin)
+    res = res_of(cache, cubin, fn)
+    bm, bn, warps = meta["block_m"], meta["block_n"], meta["warps"]
+    counts = mean_counts([counts_of(ins, 1), counts_of(ins, 3)])
+    expect = bm * bn * shape.flops_per_key() // warps
+    if counts["mma_flops"] != expect:
+        raise SystemExit("error: FlashInfer's Hopper MLA loops do %d tensor "
+                         "FLOPs per warp, the tile %d" % (
+                             counts["mma_flops"], expect))
+    sms = M.CHIPS["sm_90a"]["sms"]
+    # HopperSharedStorageQKVO: Q, the stages of the latent block (the O
+    # tile aliases them) and the m/d/o_scale rows.
+    smem = bm * shape.d * 2 + meta["stages"] * bn * shape.d * 2 + \
+        bm * bn * 2 + 3 * bm * 4
+    k = Kernel("flashinfer", "sm_90a", "FlashInfer MLA (fa3) %dx%d 2wg" % (
+        bm, bn), [counts], [None], bm, bn, warps, warps * 32,
+        res.get("REG", 0), smem, True, 1, res.get("STACK", 0),
+        schedule=lambda s: persistent_iterations(s, bm, bn, sms))
+    k.fixed_occ = 1  # a cooperative launch of one CTA per SM
+    return k
+
+
+def flashinfer_mla_kernel(cache, shape, chip):
+    """FlashInfer's MLA decode, its fa2 backend (mla.cuh, mma.sync), as its
+    dispatch picks the tile from the chip's shared memory per SM (sm_80,
+    sm_89; on sm_90a its fa3 backend: flashinfer_mla_hopper_kernel)."""
+    arch = {"sm_90a": "sm_90"}.get(chip, chip)
+    src, meta = C.flashinfer_mla_source(arch)
+    cubin = cache.flashinfer_cubin("mla-decode", src, arch)
+    ins, fn = load_sass(cache, cubin)
+    res = res_of(cache, cubin, fn)
+    bm, bn, warps = meta["block_m"], meta["block_n"], meta["warps"]
+    # Three KV loops in source order: the masked tiles, the unmasked ones
+    # (the steady state: it prefetches the next tile) and the last
+    # NUM_STAGES tiles.  Without QK_SHARD both warpgroups compute the whole
+    # Q.K^T of the tile (its tensor work twice).
+    qk = shape.d * (1 if meta["shard"] else 2)
+    counts = counts_of(ins, 1, bm * bn * 2 * (qk + shape.dv) // warps)
+    sms = M.CHIPS[chip]["sms"]
+    k = Kernel("flashinfer", chip, "FlashInfer MLA %dx%d w%d st%d%s" % (
+        bm, bn, warps, meta["stages"], " shard" if meta["shard"] else ""),
+        [counts], [None], bm, bn, warps, warps * 32, res.get("REG", 0),
+        meta["smem"], True, 1, res.get("STACK", 0),
+        schedule=lambda s: persistent_iterations(s, bm, bn, sms))
+    k.fixed_occ = 1  # a cooperative launch of one CTA per SM
+    return k
+
+
 def peer_kernels(cache, shape, chip, peers):
-    if shape.kv_dtype or shape.latent:
-        return []  # no FP8 or MLA peer kernel is built here
     """The kernel each peer's dispatch selects for the shape on the chip."""
+    if shape.latent and not shape.kv_dtype:
+        out = []
+        if "flashmla" in peers and chip == "sm_90a":
+            out.append(flashmla_kernel(cache, shape))
+        if "flashinfer" in peers and chip == "sm_90a":
+            out.append(flashinfer_mla_hopper_kernel(cache, shape))
+        elif "flashinfer" in peers:
+            out.append(flashinfer_mla_kernel(cache, shape, chip))
+        return out
+    if shape.kv_dtype or shape.latent:
+        return []  # no FP8 peer kernel is built here
     out = []
     d, kind = shape.d, shape.kind
     causal = "-causal" if shape.causal else ""
@@ -603,15 +752,16 @@ def print_report(rows, ratios, cals):
         if s.startswith("append-"):
             key = ("-".join(s.split("-")[:2]), ch, pe)
             agg.setdefault(key, []).append(x)
-    if any(pub for *_, pub, _b in cals):
+    if any(c[4] for c in cals):
         print()
         print("| calibration | chip | estimate | bound | published | "
               "estimate error | bound error |")
         print("|---|---|---|---|---|---|---|")
-        for peer, sname, chip, est, pub, bound in cals:
+        for peer, sname, chip, est, pub, bound, *unit in cals:
             if pub:
-                print("| %s %s | %s | %.0f | %.0f | %d | %+.0f %% | %+.0f %% |"
+                print("| %s %s | %s | %.0f | %.0f | %d%s | %+.0f %% | %+.0f %% |"
                       % (peer, sname, chip, est, bound, pub,
+                         " " + unit[0] if unit else "",
                          100 * (est / pub - 1), 100 * (bound / pub - 1)))
     print()
     for s, ch, pe, x in ratios:
@@ -619,9 +769,10 @@ def print_report(rows, ratios, cals):
     for (s, ch, pe), xs in sorted(agg.items()):
         print("ratio %s %s %s %.2f" % (s, ch, pe, math.exp(
             sum(map(math.log, xs)) / len(xs))))
-    for peer, sname, chip, est, pub, _ in cals:
-        print("calibration %s %s %s estimate=%.0f published=%s" % (
-            peer, sname, chip, est, "NA" if pub is None else "%d" % pub))
+    for peer, sname, chip, est, pub, _, *unit in cals:
+        print("calibration %s %s %s estimate=%.0f published=%s%s" % (
+            peer, sname, chip, est, "NA" if pub is None else "%d" % pub,
+            " " + unit[0] if unit else ""))
 
 
 def main():
@@ -635,7 +786,7 @@ def main():
                    help="of %s" % ", ".join(M.CHIPS))
     p.add_argument("--shapes", default="prefill,append,decode")
     p.add_argument("--hd", default="128,64")
-    p.add_argument("--peers", default="fa2,fa3,flashinfer,triton",
+    p.add_argument("--peers", default="fa2,fa3,flashinfer,triton,flashmla",
                    help="'none': kvattn's kernels alone (before/after a "
                    "kernel change; only the disassembler is downloaded)")
     p.add_argument("--kvattn-sm90", default="sm_90a",
@@ -665,9 +816,9 @@ def main():
                 ch, ", ".join(M.CHIPS)))
     peers = [] if a.peers == "none" else a.peers.split(",")
     for pe in peers:
-        if pe not in ("fa2", "fa3", "flashinfer", "triton"):
+        if pe not in ("fa2", "fa3", "flashinfer", "triton", "flashmla"):
             raise SystemExit("run.py: unknown peer %s (fa2, fa3, flashinfer, "
-                             "triton, or none)" % pe)
+                             "triton, flashmla, or none)" % pe)
     import fetch
     build = os.path.abspath(a.build)
     cache = fetch.Cache(a.cache or os.path.join(build, "peers"))
@@ -702,6 +853,17 @@ def main():
                 if r:
                     cals.append((peer, sname, chip, r["gbs"], None,
                                  r["gbs_bound"]))
+        # FlashMLA on the MLA decode shapes of this run (GB/s for the
+        # memory-bound case, TFLOP/s for the compute-bound one).
+        for (peer, sname, chip), (pub, unit) in PUBLISHED_MLA.items():
+            r = next((r for s, k, r in rows if s.name == sname and
+                      k.chip == chip and k.peer == peer), None)
+            if r:
+                gbs = unit == "GB/s"
+                cals.append((peer, sname, chip,
+                             r["gbs"] if gbs else r["rate"] / 1e12, pub,
+                             r["gbs_bound"] if gbs else
+                             r["rate_bound"] / 1e12, unit))
 
     print_report(rows, ratios, cals)
     # FP8 decode: the same step over a cache of half the bytes, as tokens
@@ -719,16 +881,18 @@ def main():
             line += ", %.2fx the tokens/s of the bf16 decode (%.0f GB/s)" % (
                 base["time"] / r["time"], base["gbs"])
         print(line)
-    # MLA decode: kvattn alone; bytes and FLOPs per cached token, and the
-    # model's rate as a fraction of the chip's HBM bandwidth (estimates).
+    # MLA decode: bytes and FLOPs per cached token, and the model's rate as
+    # a fraction of the chip's HBM bandwidth (estimates); the peers' lines
+    # name the peer.
     for shape, k, r in rows:
-        if not shape.latent:
+        if not shape.latent or (shape.kv_dtype and k.peer != "kvattn"):
             continue
         hbm = M.CHIPS[k.chip]["hbm"]
-        print("mla %s %s: %d bytes and %d FLOPs per cached token, %.0f GB/s "
+        print("mla %s %s%s: %d bytes and %d FLOPs per cached token, %.0f GB/s "
               "(estimate) = %.2f of HBM (%.0f GB/s), %.1f TFLOP/s (estimate), "
               "binding %s" % (
-                  shape.name, k.chip, shape.d * shape.kv_elt_bytes,
+                  shape.name, k.chip, "" if k.peer == "kvattn" else
+                  " " + k.peer, shape.d * shape.kv_elt_bytes,
                   shape.flops_per_key() * shape.hq, r["gbs"],
                   r["gbs"] * 1e9 / hbm, hbm / 1e9, r["rate"] / 1e12,
                   r["binding"]))

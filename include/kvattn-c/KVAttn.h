@@ -430,7 +430,9 @@ typedef struct {
   /* 0/1: the step first writes its L new tokens (update_k, update_v) into
    * the caches at q_offset (kvattn.append, K then V), as
    * examples/decode-step.mlir; the plan's buffers are then "update_k",
-   * "update_v", "key", "value" (the caches, written in place), ... */
+   * "update_v", "key", "value" (the caches, written in place), ...; with
+   * latent, "update_k" [B, Hkv, L, D] (the new tokens' whole latent rows)
+   * and "key" alone. */
   int32_t append;
   int32_t reserved0; /* zero */
   /* Fields added later (the struct_size rule gives older callers the
@@ -487,9 +489,11 @@ typedef struct {
    * value buffer; V is the first value_head_dim columns (0: all) of the key
    * cache, whose head dim may reach 576 (512 latent + 64 rotary). The IR
    * runs on the CPU and GPU targets (docs/gpu-lowering.md, "The latent
-   * form"). Not with append. With kv_dtype the latent cache is FP8 and
-   * the plan's buffer "k_scale" alone dequantises it (K and the V inside
-   * it; no "v_scale"). */
+   * form"). With append one K append writes the new tokens' rows
+   * ("update_k" [B, Hkv, L, D]; no "update_v") into the latent cache before
+   * the attention reads it. With kv_dtype the latent cache is FP8 and the
+   * plan's buffer "k_scale" alone dequantises it (K and the V inside it; no
+   * "v_scale"); with append the new rows are quantised with it. */
   int32_t latent;
   int64_t prefix_len; /* with cascade */
   /* RoPE (docs/semantics.md, "Rotary embedding"): rotary_dim > 0 (even, at
@@ -528,7 +532,8 @@ void kvattn_attention_desc_init(kvattn_attention_desc *desc);
  * [update_k, update_v], [q_start],
  * q_offset, kv_len, [block_table], [sinks], [alibi_slopes], [tree_parents],
  * [k_start], [cache_batch_idx], [k_scale, v_scale], [k_rope_pos])
- * returning out, [lse], [key, value], [k_rope_pos (with append)].
+ * returning out, [lse], [key, value], [k_rope_pos (with append)]; latent:
+ * no value, update_v or v_scale, and key alone among the results.
  * Errors name the field: "attention description: query heads Hq = 8 must
  * be a multiple of kv heads Hkv = 3". */
 int kvattn_attention_desc_to_ir(const kvattn_attention_desc *desc, char **ir,

@@ -78,9 +78,6 @@ Status checkAttentionDescription(const AttentionDescription &d) {
                            "columns of the key (Dv <= D)");
     if (d.valueHeadDim != 0)
       KVATTN_RETURN_IF_ERROR(latentHeadDim("value_head_dim", d.valueHeadDim));
-    if (d.append)
-      return Status::error(where + "latent with append: the latent cache "
-                                   "has no V append (write the cache first)");
   } else {
     KVATTN_RETURN_IF_ERROR(headDim("head_dim", d.headDim));
     if (d.valueHeadDim != 0)
@@ -262,9 +259,10 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   Type kvElt = d.kvDtype == "f8E4M3FN" ? Type(b.getType<Float8E4M3FNType>())
                : d.kvDtype == "f8E5M2" ? Type(b.getType<Float8E5M2Type>())
                                        : elt;
-  // The signature: query, key, value (none when latent), [update_k, update_v],
-  // [q_start], q_offset (the append's pos too), kv_len, [block_table], [sinks],
-  // [alibi_slopes], ..., [k_scale, v_scale].
+  // The signature: query, key, value (none when latent), [update_k, update_v
+  // (none when latent)], [q_start], q_offset (the append's pos too), kv_len,
+  // [block_table], [sinks], [alibi_slopes], ..., [k_scale, v_scale (none when
+  // latent)].
   SmallVector<Type> inputs = {tensor({d.varlen ? 1 : B, Hq, L, D}, elt)};
   if (d.cascade) { // prefix_key, prefix_value
     inputs.push_back(tensor({1, Hkv, dim(d.prefixLen), D}, elt));
@@ -289,8 +287,11 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
       inputs.push_back(tensor({rows, Hkv, dim(d.keyLen), Dv}, kvElt));
   }
   if (d.append) {
+    // The latent form appends the new tokens' whole rows (their first Dv
+    // columns are their V): update_k alone.
     inputs.push_back(tensor({B, Hkv, L, D}, elt));
-    inputs.push_back(tensor({B, Hkv, L, Dv}, elt));
+    if (!d.latent)
+      inputs.push_back(tensor({B, Hkv, L, Dv}, elt));
   }
   if (d.varlen)
     inputs.push_back(
@@ -345,7 +346,7 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   Value updateK, updateV, qStart;
   if (d.append) {
     updateK = body->getArgument(next++);
-    updateV = body->getArgument(next++);
+    updateV = d.latent ? Value() : body->getArgument(next++);
   }
   if (d.varlen)
     qStart = body->getArgument(next++);
@@ -387,13 +388,15 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
     Value k = kAppend.getResult();
     if (ropeRecord)
       ropeRecord = kAppend.getRopePosResult();
-    Value v = AppendOp::create(b, loc, updateV, value, qOffset, blockTable,
+    // The latent cache is the key: its one append writes the whole rows
+    // (quantised with k_scale, the scale the attention reads K and V with).
+    if (!d.latent)
+      value = AppendOp::create(b, loc, updateV, value, qOffset, blockTable,
                                /*rope_pos=*/Value(), /*rope=*/RopeAttr(),
                                /*kv_scale=*/vScale, /*rotary_cos=*/Value(),
                                /*rotary_sin=*/Value())
                   .getResult();
     key = k;
-    value = v;
   }
   AttentionExtras extras;
   extras.qStart = qStart;
@@ -445,7 +448,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   }
   if (d.append) {
     results.push_back(key);
-    results.push_back(value);
+    if (value)
+      results.push_back(value);
     if (ropeRecord)
       results.push_back(ropeRecord);
   }

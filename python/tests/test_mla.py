@@ -230,6 +230,82 @@ def test_mla_description_emulated_gpu(emulated_runtime):
     np.testing.assert_allclose(lse, want_lse, atol=1e-3, rtol=1e-3)
 
 
+def append_case(B, Hq, kv_len, seed):
+    """A decode step that appends: the pages own kv_len keys, the last one
+    (at q_offset = kv_len - 1) NaN in the pool and given as update_k [B,
+    1, 1, 576]; returns q, pool, update, table, kv_len, q_offset and the
+    logical caches with the new rows in place (float64)."""
+    q, pool, table, kv_len = paged_case(B, Hq, 1, kv_len, seed)
+    update = distinct((B, 1, 1, D), seed + 3)
+    qo = kv_len - 1
+    for b in range(B):
+        pool[table[b, qo[b] // PAGE], qo[b] % PAGE, 0] = np.nan
+    full = pool.copy()
+    for b in range(B):
+        full[table[b, qo[b] // PAGE], qo[b] % PAGE, 0] = update[b, 0, 0]
+    return q, pool, update, table, kv_len, qo, gather(full, table, kv_len)
+
+
+def latent_append_ir(dtype):
+    return kvattn.attention_ir(dtype=dtype, num_query_heads=16,
+                               num_kv_heads=1, head_dim=D, value_head_dim=DV,
+                               paged=True, page_size=PAGE, causal=True,
+                               with_lse=True, scale=SCALE, latent=True,
+                               append=True)
+
+
+def test_mla_description_append_cpu():
+    """latent = 1 with append: one kvattn.append writes the new tokens'
+    whole 576-wide rows (update_k; no update_v) into the latent cache, then
+    the attention reads them, V included (f32 against float64: 2e-5). The
+    slot is NaN before the step: a missed write cannot pass."""
+    text = latent_append_ir("f32")
+    assert text.count("kvattn.append") == 1
+    q, pool, update, table, kv_len, qo, caches = append_case(
+        2, 16, [70, 128], seed=52)
+    out, lse, cache = kvattn.compile(text).run(q, pool, update, qo, kv_len,
+                                               table)
+    want, want_lse = reference(q, caches, qo)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
+    for b in range(2):
+        np.testing.assert_array_equal(
+            cache[table[b, qo[b] // PAGE], qo[b] % PAGE, 0], update[b, 0, 0])
+    check_wrong_values_differ(q, caches, qo, want)
+
+
+def test_mla_description_append_emulated_gpu(emulated_runtime):
+    """The same step on the emulated GPU (bf16): the append kernel writes
+    the rows bit for bit, the latent kernel attends over them (bf16 out
+    2e-2, lse 1e-3)."""
+    q, pool, update, table, kv_len, qo, _ = append_case(2, 16, [70, 128],
+                                                        seed=53)
+    qb, pb, ub = kvattn.to_bf16(q), kvattn.to_bf16(pool), \
+        kvattn.to_bf16(update)
+    rt = emulated_runtime
+    plan = kvattn.plan(latent_append_ir("bf16"), runtime=rt,
+                       max_sizes={"B": 2, "L": 1})
+    dev = {n: kvattn.to_device(x, rt, "bf16")
+           for n, x in (("query", qb), ("key", pb), ("update_k", ub))}
+    meta = {n: kvattn.to_device(np.asarray(x, np.int32), rt)
+            for n, x in (("q_offset", qo), ("pos", qo), ("kv_len", kv_len),
+                         ("block_table", table))}
+    dout = rt.empty((2, 16, 1, DV), "bf16")
+    dlse = rt.empty((2, 16, 1), "f32")
+    plan.run(out=dout, lse=dlse, **dev, **meta)
+    out, lse, cache = dout.numpy(), dlse.numpy(), dev["key"].numpy()
+    plan.close()
+    for b in range(2):
+        np.testing.assert_array_equal(
+            cache[table[b, qo[b] // PAGE], qo[b] % PAGE, 0], ub[b, 0, 0])
+    caches = gather(kvattn.from_bf16(cache), table, kv_len)
+    want, want_lse = reference(kvattn.from_bf16(qb).astype(np.float64),
+                               caches, qo)
+    np.testing.assert_allclose(kvattn.from_bf16(out), want, atol=2e-2,
+                               rtol=2e-2)
+    np.testing.assert_allclose(lse, want_lse, atol=1e-3, rtol=1e-3)
+
+
 def test_mla_errors():
     base = dict(dtype="bf16", num_query_heads=16, num_kv_heads=1,
                 head_dim=D, paged=True, page_size=PAGE, latent=True)
@@ -237,8 +313,6 @@ def test_mla_errors():
                        match=r"value_head_dim = 640 exceeds head_dim = 576 "
                              r"with latent"):
         kvattn.attention_ir(value_head_dim=640, **base)
-    with pytest.raises(kvattn.KVAttnError, match=r"latent with append"):
-        kvattn.attention_ir(value_head_dim=DV, append=True, **base)
     # An FP8 latent cache takes k_scale alone (no v_scale argument).
     text = kvattn.attention_ir(value_head_dim=DV, kv_dtype="f8E4M3FN",
                                **base)

@@ -322,6 +322,106 @@ def test_fp8_plan_with_append_matches_the_cpu_plan(rt):
     cpu.close()
 
 
+@pytest.mark.parametrize("kv_dtype", [None, torch.float8_e4m3fn])
+def test_latent_plan_with_append_matches_the_cpu_plan(rt, kv_dtype):
+    """kt.Plan(latent=True, append=True) on the emulated GPU (bf16 query,
+    16 heads, D = 576, Dv = 512, paged 64; the latent cache in bf16 or e4m3
+    with per-token k_scale): the K append kernel writes each new token's
+    576-wide row into the device pages (quantised with its slot's scale) byte
+    for byte as the CPU plan does, before the latent kernel attends over it
+    (its own row included); out against the CPU plan within kvattn's bf16
+    tolerance, 2e-2 + 2e-2 |ref|. No synchronisation, allocation or copy."""
+    g = torch.Generator().manual_seed(41)
+    B, Hq, D, Dv, page = 2, 16, 576, 512, 64
+    dtype = torch.bfloat16
+    table = torch.tensor([[2, 0], [1, -1]], dtype=I32)
+    pos = torch.tensor([70, 12], dtype=I32)
+    kv = pos + 1
+    q = torch.randn(B, Hq, 1, D, generator=g).to(dtype)
+    new = (torch.randn(B, 1, 1, D, generator=g) * 2).to(dtype)
+    fields = dict(dtype=dtype, num_query_heads=Hq, num_kv_heads=1,
+                  head_dim=D, value_head_dim=Dv, page_size=page, latent=True,
+                  append=True, scale=1 / 192 ** 0.5)
+    extra = {}
+    if kv_dtype is None:
+        pool = torch.randn(3, page, 1, D, generator=g).to(dtype)
+    else:
+        pool = torch.randn(3, page, 1, D, generator=g).to(kv_dtype)
+        fields.update(kv_dtype=kv_dtype, kv_scales="token")
+        extra["k_scale"] = torch.rand(3, page, 1, generator=g) + 0.25
+    cpu = kt.Plan(**fields)
+    cache = pool.clone()
+    want = cpu.run(q, cache, q_offset=pos, kv_len=kv, block_table=table,
+                   update_k=new, **extra)
+    plan = kt.Plan(**fields, runtime=rt, max_batch=2, max_query_len=1)
+    if kv_dtype is None:
+        dcache = dev(rt, pool)
+    else:
+        dcache = kvattn.to_device(pool.view(torch.uint8).numpy(), rt,
+                                  "f8E4M3FN")
+    out = rt.empty((B, Hq, 1, Dv), "bf16")
+    d = {n: dev(rt, t) for n, t in dict(extra, query=q, q_offset=pos,
+                                        kv_len=kv, block_table=table,
+                                        update_k=new).items()}
+    kvattn.capi.call_counts(rt.rt, True)
+    plan.run(d.pop("query"), dcache, out=out, **d)
+    counts = kvattn.capi.call_counts(rt.rt, True)
+    assert counts["synchronizations"] == 0 and counts["allocations"] == 0
+    assert counts["synchronous_copies"] == 0 and counts["async_copies"] == 0
+    assert plan.status() is None
+    if kv_dtype is None:
+        assert torch.equal(host(dcache, dtype), cache)
+    else:
+        assert np.array_equal(dcache.numpy(), cache.view(torch.uint8).numpy())
+    got, ref = host(out, dtype).double(), want.double()
+    assert ((got - ref).abs() <= 2e-2 + 2e-2 * ref.abs()).all()
+    plan.close()
+    cpu.close()
+
+
+def test_concat_and_cache_mla_device_kernel(rt):
+    """What the CUDA kernel of kvattn::concat_and_cache_mla runs after
+    taking the tensors' pointers: a plan of mla_cache_write_ir (kvattn's
+    append kernel, T one-row "sequences" through a one-column block table)
+    with the slots split into block and row on the device; an e4m3 cache
+    with one scale: the codes equal the CPU op's byte for byte. A slot past
+    the cache is recorded on the device and raised by kt.check(), the cache
+    untouched."""
+    from kvattn.torch import mla
+    g = torch.Generator().manual_seed(43)
+    T, D, page, fmt = 5, 576, 64, torch.float8_e4m3fn
+    kv_c = torch.randn(T, 512, generator=g).to(torch.bfloat16)
+    k_pe = torch.randn(T, 64, generator=g).to(torch.bfloat16)
+    cache = torch.zeros(3, page, 1, D, dtype=fmt)
+    scale = torch.tensor([0.5])
+    slots = torch.tensor([130, 64, 65, 3, 131])
+    want = cache.clone()
+    kt.concat_and_cache_mla(kv_c, k_pe, want, slots, "fp8", scale)
+    dc = kvattn.to_device(cache.view(torch.uint8).numpy(), rt, "f8E4M3FN")
+    upd = dev(rt, torch.cat([kv_c, k_pe], -1).reshape(T, 1, 1, D))
+    ds = dev(rt, scale)
+
+    def run(s):
+        d = {"pos": dev(rt, s % page),
+             "block_table": dev(rt, (s // page).to(I32).reshape(T, 1))}
+        serving.device_run(
+            rt, ("concat_and_cache_mla-test",),
+            lambda: mla.mla_cache_write_ir("bf16", page, D, "f8E4M3FN"),
+            {"update": upd.ptr, "cache": dc.ptr, "k_scale": ds.ptr,
+             **{n: a.ptr for n, a in d.items()}},
+            {"B": T, "Hkv": 1, "L": 1, "num_pages": 3, "page_size": page,
+             "max_pages": 1, "S": page}, kvattn.capi.CURRENT_STREAM)
+
+    run(slots)
+    kt.check()
+    assert np.array_equal(dc.numpy(), want.view(torch.uint8).numpy())
+    run(torch.tensor([130, 64, 65, 3, 200]))
+    with pytest.raises(kvattn.KVAttnError, match=r"block_table\[4\]\[0\] = "
+                       "3: page id out of range"):
+        kt.check()
+    assert np.array_equal(dc.numpy(), want.view(torch.uint8).numpy())
+
+
 @pytest.mark.parametrize("Hq", [16, 128])
 def test_mla_op_device_run(rt, Hq):
     """What the CUDA kernel of kvattn::mla_attention runs after taking the

@@ -298,9 +298,10 @@ def test_the_device_paths_read_nothing_back():
     of a device value: a guard against reintroducing the per-call copy of
     q_offset/kv_len (it was `.cpu().tolist()`)."""
     import inspect
-    from kvattn.torch import serving
+    from kvattn.torch import mla, serving
     for fn in (kt._cuda_attention, kt._cuda_append, serving.device_run,
-               serving.Plan._run, serving.Plan._check, serving._Buf.__init__):
+               serving.Plan._run, serving.Plan._check, serving._Buf.__init__,
+               mla._cuda_mla, mla._cuda_cache_write):
         src = inspect.getsource(fn)
         for call in (".cpu(", ".tolist(", ".item(", ".numpy(",
                      "synchronize(", "host_view("):

@@ -26,7 +26,7 @@ from .._device import device_view, host_view
 from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
 
 __all__ = ["attention", "append", "tree_attention", "cascade_attention",
-           "mla_attention", "mla_attention_split",
+           "mla_attention", "mla_attention_split", "concat_and_cache_mla",
            "lint", "fix", "Finding", "KVAttnError", "KVAttnTypeError",
            "KVAttnValueError", "program_cache_info", "clear_program_cache",
            "Plan", "check"]
@@ -1396,7 +1396,8 @@ def cascade_attention(query: torch.Tensor, prefix_key: torch.Tensor,
 
 from .lint import Finding, fix, lint  # noqa: E402 (needs the ops above)
 from .serving import Plan  # noqa: E402 (the serving plan's ops)
-from .mla import mla_attention, mla_attention_split  # noqa: E402
+from .mla import (concat_and_cache_mla, mla_attention,  # noqa: E402
+                  mla_attention_split)
 
 from . import hf as _hf  # noqa: E402
 

@@ -24,12 +24,12 @@ from typing import Optional, Tuple
 import torch
 
 from ..capi import KVAttnTypeError, KVAttnValueError
-from . import (_FP8, _check_options, _check_result, _cpu_program,
+from . import (_DTYPES, _FP8, _check_options, _check_result, _cpu_program,
                _cpu_run, _cuda_runtime, _dense, _float_tensor, _layout,
                _positions, _program, _program_stats, _tensor, _to_bhsd, _ty)
 
 __all__ = ["mla_attention", "mla_attention_split", "mla_attention_ir",
-           "MAX_HEAD_DIM"]
+           "concat_and_cache_mla", "mla_cache_write_ir", "MAX_HEAD_DIM"]
 
 # The latent form's widest head (512 latent + 64 rotary): kvattn's
 # limits::kMaxHeadDim.
@@ -467,3 +467,209 @@ def _joined(a, b):
     return torch.as_strided(a, tuple(a.shape[:-1]) + (a.shape[-1] +
                                                       b.shape[-1],),
                             a.stride(), a.storage_offset())
+
+
+# --- writing the latent cache: concat_and_cache_mla --------------------------
+
+def mla_cache_write_ir(dtype, page_size, D, kv=None):
+    """kvattn IR that writes T new latent rows (update [T, 1, 1, D]) into a
+    paged latent cache [num_pages, page_size, 1, D]: token t is "sequence" t
+    of one row at position pos[t] (i64 [T]) through the one-column
+    block_table[t] (i32 [T, 1]), i.e. slot block_table[t][0] * page_size +
+    pos[t]. With `kv` (an FP8 format) the cache holds its codes and the rows
+    are quantised with kv_scale (f32 [1], the last argument)."""
+    u = _ty(["?", "1", "1", str(D)], dtype)
+    c = _ty(["?", str(page_size), "1", str(D)], kv or dtype)
+    bt = "tensor<?x1xi32>"
+    args, use = "", ""
+    if kv:
+        args, use = ", %s: tensor<1xf32>", " kv_scale(%s : tensor<1xf32>)"
+    return (f"func.func @mla_cache_write(%u: {u}, %c: {c}, "
+            f"%p: tensor<?xi64>, %bt: {bt}{args}) -> {c} {{\n"
+            f"  %r = kvattn.append %u into %c at %p block_table(%bt : {bt})"
+            f"{use} : {u} into {c}, tensor<?xi64>\n"
+            f"  return %r : {c}\n}}\n")
+
+
+# vLLM's kv_cache_dtype strings and the cache dtype each one needs.
+_KV_CACHE_DTYPES = {"fp8": torch.float8_e4m3fn,
+                    "fp8_e4m3": torch.float8_e4m3fn,
+                    "fp8_e5m2": torch.float8_e5m2}
+
+
+def _check_cache_write(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
+                       scale):
+    """Returns (dtype name, pool view [num_pages, page, 1, D], T, FP8
+    format or None)."""
+    for what, t in (("kv_c", kv_c), ("k_pe", k_pe), ("kv_cache", kv_cache),
+                    ("slot_mapping", slot_mapping)):
+        _tensor(what, t)
+    if kv_c.dtype not in _DTYPES:
+        raise KVAttnTypeError(
+            f"kv_c has dtype {kv_c.dtype}; kvattn takes torch.float32, "
+            "torch.float16 and torch.bfloat16")
+    dtype = _DTYPES[kv_c.dtype]
+    if k_pe.dtype != kv_c.dtype:
+        raise KVAttnTypeError(f"k_pe has dtype {k_pe.dtype}, kv_c "
+                              f"{kv_c.dtype}")
+    if kv_c.dim() != 2 or k_pe.dim() != 2 or \
+            k_pe.shape[0] != kv_c.shape[0]:
+        raise KVAttnValueError(
+            f"kv_c {tuple(kv_c.shape)} and k_pe {tuple(k_pe.shape)} must be "
+            "[num_tokens, kv_lora_rank] and [num_tokens, rope_dim]")
+    T, D = kv_c.shape[0], kv_c.shape[1] + k_pe.shape[1]
+    if kv_cache.dim() == 3:
+        pool = kv_cache.unsqueeze(2)  # vLLM's [num_blocks, block_size, D]
+    elif kv_cache.dim() == 4 and kv_cache.shape[2] == 1:
+        pool = kv_cache  # FlashMLA's [num_blocks, block_size, 1, D]
+    else:
+        raise KVAttnValueError(
+            f"kv_cache has shape {tuple(kv_cache.shape)}: a latent cache is "
+            "[num_blocks, block_size, D] (vLLM) or [num_blocks, block_size, "
+            "1, D] (FlashMLA)")
+    if pool.shape[-1] != D:
+        raise KVAttnValueError(
+            f"kv_cache rows are {pool.shape[-1]} wide, kv_c + k_pe "
+            f"{kv_c.shape[1]} + {k_pe.shape[1]} = {D}")
+    if not 1 <= D <= MAX_HEAD_DIM:
+        raise KVAttnValueError(f"the latent row's width D = {D} must be in "
+                               f"[1, {MAX_HEAD_DIM}]")
+    if not kv_cache.is_contiguous():
+        raise KVAttnValueError(
+            f"kv_cache is not contiguous (strides {tuple(kv_cache.stride())})"
+            ": it is written in place")
+    fmt = _FP8.get(kv_cache.dtype)
+    if kv_cache_dtype == "auto":
+        if fmt is None and kv_cache.dtype != kv_c.dtype:
+            raise KVAttnTypeError(
+                f"kv_cache has dtype {kv_cache.dtype}, kv_c {kv_c.dtype}: "
+                "with kv_cache_dtype='auto' the cache is in kv_c's dtype (or "
+                "torch.float8_e4m3fn / float8_e5m2 codes, with scale)")
+    elif kv_cache_dtype in _KV_CACHE_DTYPES:
+        if kv_cache.dtype != _KV_CACHE_DTYPES[kv_cache_dtype]:
+            raise KVAttnTypeError(
+                f"kv_cache_dtype={kv_cache_dtype!r} needs a "
+                f"{_KV_CACHE_DTYPES[kv_cache_dtype]} kv_cache, got "
+                f"{kv_cache.dtype}")
+    else:
+        raise KVAttnValueError(
+            f"kv_cache_dtype {kv_cache_dtype!r}: 'auto', 'fp8', 'fp8_e4m3' "
+            "or 'fp8_e5m2'")
+    if fmt is not None:
+        if scale is None:
+            raise KVAttnValueError(
+                f"an FP8 latent cache ({kv_cache.dtype}) needs scale "
+                "(torch.float32 [1]: the rows are written as RN(row / "
+                "scale))")
+        _tensor("scale", scale)
+        if scale.dtype != torch.float32 or tuple(scale.shape) not in \
+                ((), (1,)):
+            raise KVAttnValueError(
+                f"scale has dtype {scale.dtype} and shape "
+                f"{tuple(scale.shape)}; it must be torch.float32 [1] (one "
+                "scale for the cache)")
+    elif scale is not None:
+        raise KVAttnValueError(
+            f"scale quantises into an FP8 latent cache, but kv_cache is "
+            f"{kv_cache.dtype}: drop it")
+    if slot_mapping.dtype not in (torch.int32, torch.int64) or \
+            tuple(slot_mapping.shape) != (T,):
+        raise KVAttnValueError(
+            f"slot_mapping has dtype {slot_mapping.dtype} and shape "
+            f"{tuple(slot_mapping.shape)}; it must be int32 or int64 "
+            f"[num_tokens] = [{T}]")
+    for what, t in (("k_pe", k_pe), ("kv_cache", kv_cache),
+                    ("slot_mapping", slot_mapping)) + \
+            ((("scale", scale),) if scale is not None else ()):
+        if t.device != kv_c.device:
+            raise KVAttnValueError(f"{what} is on {t.device}, kv_c on "
+                                   f"{kv_c.device}")
+    return dtype, pool, T, fmt
+
+
+@torch.library.custom_op("kvattn::concat_and_cache_mla",
+                         mutates_args=("kv_cache",))
+def _cache_write_op(kv_c: torch.Tensor, k_pe: torch.Tensor,
+                    kv_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                    kv_cache_dtype: str,
+                    scale: Optional[torch.Tensor]) -> None:
+    dtype, pool, T, fmt = _check_cache_write(kv_c, k_pe, kv_cache,
+                                             slot_mapping, kv_cache_dtype,
+                                             scale)
+    if T == 0:
+        return
+    page, D = pool.shape[1], pool.shape[3]
+    update = torch.cat([kv_c, k_pe], dim=-1).reshape(T, 1, 1, D)
+    slots = slot_mapping.to(torch.int64)
+    pos = (slots % page).contiguous()
+    table = (slots // page).to(torch.int32).reshape(T, 1)
+    inputs = [("update", update), ("cache", pool), ("pos", pos),
+              ("block_table", table)]
+    if fmt:
+        inputs.append(("k_scale", scale.detach().reshape(1)))
+    key = ("concat_and_cache_mla", dtype, page, D, fmt,
+           str(kv_c.device))
+    make_ir = (lambda: mla_cache_write_ir(dtype, page, D, fmt))
+    if kv_c.device.type == "cpu":
+        # The slots by name here (the append would name the page and row
+        # they become); the C API checks them again before writing.
+        capacity = pool.shape[0] * page
+        bad = ((slots < 0) | (slots >= capacity)).nonzero()
+        if bad.numel():
+            t = int(bad[0, 0])
+            raise KVAttnValueError(
+                f"slot_mapping[{t}] = {int(slots[t])} is outside the cache's "
+                f"{capacity} slots ({pool.shape[0]} blocks of {page}): "
+                "kvattn has no padding slot, pass the real tokens' slots")
+        program = _program(key, lambda: _cpu_program(make_ir()))
+        _cpu_run(program, inputs, pool, "kvattn::concat_and_cache_mla")
+        return
+    if kv_c.device.type != "cuda":
+        raise KVAttnValueError(f"kv_c is on {kv_c.device}: kvattn runs on "
+                               "the CPU and CUDA devices")
+    _cuda_cache_write(kv_c.device, key, make_ir, dict(inputs), pool)
+
+
+def _cuda_cache_write(device, key, make_ir, tensors, pool):
+    """The runtime's append kernel (a plan of mla_cache_write_ir) on
+    torch's current stream: every tensor, the slots' rows and blocks
+    included, by device pointer; a slot outside the cache is recorded on
+    the device (kt.check())."""
+    from .serving import device_run
+    T, page = tensors["update"].shape[0], pool.shape[1]
+    sizes = {"B": T, "Hkv": 1, "L": 1, "num_pages": pool.shape[0],
+             "page_size": page, "max_pages": 1, "S": page}
+    with _program_stats(key):
+        device_run(_cuda_runtime(device), key, make_ir,
+                   {n: t.data_ptr() for n, t in tensors.items()}, sizes,
+                   torch.cuda.current_stream(device).cuda_stream)
+
+
+@_cache_write_op.register_fake
+def _(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, scale):
+    return None
+
+
+def concat_and_cache_mla(kv_c: torch.Tensor, k_pe: torch.Tensor,
+                         kv_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                         kv_cache_dtype: str = "auto",
+                         scale: Optional[torch.Tensor] = None) -> None:
+    """Writes each new token's latent row [kv_c (kv_lora_rank, 512), k_pe
+    (rope_dim, 64)] into the paged latent cache at its slot, as vLLM's
+    `concat_and_cache_mla` (docs/torch.md "Writing the latent cache"):
+    kv_c [T, Dc], k_pe [T, Dr], kv_cache [num_blocks, block_size, Dc + Dr]
+    (vLLM) or [num_blocks, block_size, 1, Dc + Dr] (FlashMLA; what
+    mla_attention and kt.Plan(latent=True) read), slot_mapping int32/int64
+    [T] (token t goes to row slot % block_size of block slot // block_size;
+    a slot past the cache or negative is an error: kvattn has no padding
+    slot, pass the real tokens' slots). kv_cache_dtype "auto" (the cache in
+    kv_c's dtype, or FP8 codes), "fp8" / "fp8_e4m3" / "fp8_e5m2" (the
+    cache's FP8 dtype checked); an FP8 cache takes scale (f32 [1]) and
+    stores RN_satfinite(row / scale). kvattn's append kernel (a
+    `kvattn.append` of T one-row sequences through a one-column block
+    table); on CUDA the slots are validated on the device (kt.check())."""
+    _check_cache_write(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
+                       scale)
+    torch.ops.kvattn.concat_and_cache_mla(kv_c, k_pe, kv_cache,
+                                          slot_mapping, kv_cache_dtype,
+                                          scale)

@@ -8,6 +8,17 @@
                  block_table=table, update_k=k_new, update_v=v_new, out=o)
     plan.check()      # waits for the stream: raises the first violation
 
+A latent plan (DeepSeek MLA's absorbed form, `latent=True`) reads one cache
+of 576-wide rows whose first value_head_dim columns are V, and with append
+writes the new tokens' whole rows into it first:
+
+    plan = kt.Plan(dtype=torch.bfloat16, num_query_heads=128,
+                   num_kv_heads=1, head_dim=576, value_head_dim=512,
+                   page_size=64, latent=True, append=True, device="cuda",
+                   max_batch=64, max_query_len=1, scale=1 / 192 ** 0.5)
+    plan.run(q, cache, q_offset=pos, kv_len=pos + 1, block_table=table,
+             update_k=new_rows, out=o)   # torch.ops.kvattn.plan_latent_run
+
 A Plan is built once (the attention described by its fields, compiled for
 the device with device validation, loaded, its status word and split-KV
 workspaces allocated for the bounds: kvattn.plan, docs/runtime.md "Plan and
@@ -97,7 +108,13 @@ class Plan:
     cache: torch.float8_e4m3fn / float8_e5m2 key and value, the run takes
     f32 k_scale / v_scale of granularity kv_scales: "tensor" [1], "head"
     [Hkv] or "token", the cache's shape without D; with append the new
-    tokens are quantised with them).
+    tokens are quantised with them); latent (DeepSeek MLA's absorbed form,
+    docs/semantics.md "Latent KV": the cache `key` alone, [B, Hkv, S, D]
+    or paged [num_pages, page_size, Hkv, D] with D up to 576, V its first
+    value_head_dim columns; no value / update_v / v_scale: with append
+    update_k [B, Hkv, L, D] holds the new tokens' whole rows, with kv_dtype
+    k_scale alone dequantises K and the V inside it and quantises the new
+    rows).
 
     device: "cpu" (kvattn's JIT CPU path) or a CUDA device (the kvattn
     runtime on torch's current stream); runtime: a kvattn.Runtime of the
@@ -116,7 +133,8 @@ class Plan:
                  alibi: bool = False, device="cpu", max_batch: int = 0,
                  max_query_len: int = 0, max_kv_len: int = 0,
                  max_pages: int = 0, runtime=None, kv_dtype=None,
-                 kv_scales: str = "tensor", **compile_options):
+                 kv_scales: str = "tensor", latent: bool = False,
+                 **compile_options):
         import kvattn
         from . import _check_options, _cuda_runtime
         self.handle = self.program = None
@@ -126,7 +144,7 @@ class Plan:
                                   "torch.bfloat16")
         for what, flag in (("varlen", varlen), ("append", append),
                            ("causal", causal), ("sinks", sinks),
-                           ("alibi", alibi)):
+                           ("alibi", alibi), ("latent", latent)):
             if not isinstance(flag, bool):
                 raise KVAttnTypeError(f"{what} must be a bool, got {flag!r}")
         self.dtype = dtype
@@ -147,7 +165,7 @@ class Plan:
         self.Dv = _int("value_head_dim", value_head_dim) or self.D
         self.page_size = _int("page_size", page_size)
         self.paged, self.varlen, self.append = bool(page_size), varlen, append
-        self.sinks, self.alibi = sinks, alibi
+        self.sinks, self.alibi, self.latent = sinks, alibi, latent
         window, softcap, scale = _check_options(causal, window, softcap,
                                                 scale)
         self.bounds = {"B": _int("max_batch", max_batch),
@@ -164,6 +182,8 @@ class Plan:
             fields.update(paged=1, page_size=self.page_size)
         if kv_dtype is not None:
             fields.update(kv_dtype=_FP8_NAMES[kv_dtype], kv_scales=kv_scales)
+        if latent:
+            fields.update(latent=1)
         # The description is checked by the C API, naming the field.
         self.ir = kvattn.attention_ir(**fields)
         if runtime is not None:
@@ -210,16 +230,22 @@ class Plan:
 
     def _check(self, t):
         """t: {name: tensor or None}; returns (sizes, {name: _Buf})."""
-        wants = ["query", "key", "value", "q_offset", "kv_len", "out"]
-        fp8 = self.kv_dtype is not None
-        for what, on in (("block_table", self.paged),
+        wants = ["query", "key", "q_offset", "kv_len", "out"]
+        fp8, latent = self.kv_dtype is not None, self.latent
+        for what, on in (("value", not latent),
+                         ("block_table", self.paged),
                          ("q_start", self.varlen), ("update_k", self.append),
-                         ("update_v", self.append), ("sinks", self.sinks),
+                         ("update_v", self.append and not latent),
+                         ("sinks", self.sinks),
                          ("alibi_slopes", self.alibi), ("k_scale", fp8),
-                         ("v_scale", fp8)):
+                         ("v_scale", fp8 and not latent)):
             if on:
                 wants.append(what)
             elif t.get(what) is not None:
+                if latent and what in _LATENT_NONE:
+                    raise KVAttnValueError(
+                        f"{what} is given, but a latent plan takes none: "
+                        f"{_LATENT_NONE[what]}")
                 raise KVAttnValueError(
                     f"{what} is given, but the plan takes none (plan it "
                     f"with {_FLAG[what]})")
@@ -270,6 +296,8 @@ class Plan:
         L = q[2]
         sizes = {"B": B, "Hq": self.Hq, "Hkv": self.Hkv, "L": L}
         for what, dim in (("key", self.D), ("value", self.Dv)):
+            if what not in bufs:  # latent: V is inside the key cache
+                continue
             s = bufs[what].shape
             if self.paged:
                 ok = len(s) == 4 and s[1:] == (self.page_size, self.Hkv, dim)
@@ -281,7 +309,7 @@ class Plan:
             if not ok:
                 raise _shape_error(what, s, want)
         if self.paged:
-            if bufs["value"].shape[0] != k[0]:
+            if not latent and bufs["value"].shape[0] != k[0]:
                 raise KVAttnValueError(f"value has {bufs['value'].shape[0]}"
                                        f" pages, key {k[0]}")
             bt = bufs["block_table"].shape
@@ -290,7 +318,7 @@ class Plan:
             sizes.update(num_pages=k[0], page_size=self.page_size,
                          max_pages=bt[1], S=bt[1] * self.page_size)
         else:
-            if bufs["value"].shape[2] != k[2]:
+            if not latent and bufs["value"].shape[2] != k[2]:
                 raise KVAttnValueError(f"value has S = "
                                        f"{bufs['value'].shape[2]} rows, key "
                                        f"{k[2]}")
@@ -300,7 +328,7 @@ class Plan:
             want = {"tensor": [(1,)], "head": [(self.Hkv,)],
                     "token": [rows]}[self.kv_scales]
             for what in ("k_scale", "v_scale"):
-                if bufs[what].shape not in want:
+                if what in bufs and bufs[what].shape not in want:
                     raise _shape_error(what, bufs[what].shape,
                                        list(want[0]))
         expect = {"q_offset": (B,), "q_start": (B + 1,),
@@ -352,9 +380,10 @@ class Plan:
         self.handle.run(s, buffers, stream)
 
     def _run_cpu(self, bufs):
-        order = ["query", "key", "value"]
+        latent = self.latent
+        order = ["query", "key"] + ([] if latent else ["value"])
         if self.append:
-            order += ["update_k", "update_v"]
+            order += ["update_k"] + ([] if latent else ["update_v"])
         if self.varlen:
             order.append("q_start")
         order += ["q_offset", "kv_len"]
@@ -365,8 +394,9 @@ class Plan:
         if self.alibi:
             order.append("alibi_slopes")
         if self.kv_dtype is not None:
-            order += ["k_scale", "v_scale"]
-        results = ["out"] + (["key", "value"] if self.append else [])
+            order += ["k_scale"] + ([] if latent else ["v_scale"])
+        results = ["out"] + ((["key"] if latent else ["key", "value"])
+                             if self.append else [])
         keep = []
         inputs = [_host_tensor(bufs[n].obj, keep) for n in order]
         outputs = [_host_tensor(bufs[n].obj, keep) for n in results]
@@ -380,9 +410,10 @@ class Plan:
 
     # --- the front door ----------------------------------------------------
 
-    def run(self, query, key, value, q_offset, kv_len, *, block_table=None,
-            q_start=None, update_k=None, update_v=None, sinks=None,
-            alibi_slopes=None, out=None, k_scale=None, v_scale=None):
+    def run(self, query, key, value=None, q_offset=None, kv_len=None, *,
+            block_table=None, q_start=None, update_k=None, update_v=None,
+            sinks=None, alibi_slopes=None, out=None, k_scale=None,
+            v_scale=None):
         """One step: query [B, Hq, L, D] (varlen: [1, Hq, T, D]), key/value
         the caches (paged: [num_pages, page_size, Hkv, D]; else [B, Hkv, S,
         D]), q_offset and kv_len int32 [B] (query row i of batch b at
@@ -391,8 +422,10 @@ class Plan:
         [B + 1], update_k/update_v [B, Hkv, L, D], sinks/alibi_slopes f32
         [Hq]; with kv_dtype (an FP8 cache) k_scale/v_scale f32 (the
         plan's kv_scales granularity; with append the new tokens are
-        quantised with them); everything on the plan's device. Writes and
-        returns `out`
+        quantised with them); a latent plan takes the cache as key, no value
+        (pass q_offset and kv_len by name), update_k [B, Hkv, L, D] (the new
+        rows, with append) and k_scale alone; everything on the plan's
+        device. Writes and returns `out`
         (allocated by torch when not given). No host synchronisation on a
         device: a bad metadata value is recorded on the device (status(),
         check())."""
@@ -414,7 +447,11 @@ class Plan:
         if self.handle is None and self.program is None:
             raise KVAttnValueError(f"no kvattn plan {self.id!r} (closed)")
         self._check(t)
-        if self.append:
+        if self.latent:
+            torch.ops.kvattn.plan_latent_run(
+                self.id, query, key, update_k, q_offset, kv_len, block_table,
+                q_start, sinks, alibi_slopes, out, k_scale)
+        elif self.append:
             torch.ops.kvattn.plan_append_run(
                 self.id, query, key, value, update_k, update_v, q_offset,
                 kv_len, block_table, q_start, sinks, alibi_slopes, out,
@@ -465,7 +502,8 @@ class Plan:
         return (f"kvattn.torch.Plan({self.id}, {_FLOAT_NAMES[self.dtype]}, "
                 f"Hq={self.Hq}, Hkv={self.Hkv}, D={self.D}, "
                 f"paged={self.page_size or False}, varlen={self.varlen}, "
-                f"append={self.append}, device={self.device})")
+                f"append={self.append}, latent={self.latent}, "
+                f"device={self.device})")
 
 
 _METADATA = ("q_offset", "kv_len", "block_table", "q_start")
@@ -478,6 +516,13 @@ _FLAG = {"block_table": "page_size > 0", "q_start": "varlen=True",
          "sinks": "sinks=True", "alibi_slopes": "alibi=True",
          "k_scale": "kv_dtype=torch.float8_e4m3fn or float8_e5m2",
          "v_scale": "kv_dtype=torch.float8_e4m3fn or float8_e5m2"}
+# What a latent plan refuses, and why.
+_LATENT_NONE = {
+    "value": "V is the first value_head_dim columns of the latent cache "
+             "(key); pass q_offset and kv_len by name",
+    "update_v": "update_k holds the new tokens' whole latent rows (their "
+                "first value_head_dim columns are their V)",
+    "v_scale": "k_scale dequantises the latent cache, K and the V inside it"}
 
 
 def _host_tensor(t, keep):
@@ -545,6 +590,32 @@ def _plan_append_run_op(plan: str, query: torch.Tensor, key: torch.Tensor,
 def _(plan, query, key, value, update_k, update_v, q_offset, kv_len,
       block_table, q_start, sinks, alibi_slopes, out, k_scale=None,
       v_scale=None):
+    return None
+
+
+@torch.library.custom_op("kvattn::plan_latent_run",
+                         mutates_args=("cache", "out"))
+def _plan_latent_run_op(plan: str, query: torch.Tensor, cache: torch.Tensor,
+                        update: Optional[torch.Tensor],
+                        q_offset: torch.Tensor, kv_len: torch.Tensor,
+                        block_table: Optional[torch.Tensor],
+                        q_start: Optional[torch.Tensor],
+                        sinks: Optional[torch.Tensor],
+                        alibi_slopes: Optional[torch.Tensor],
+                        out: torch.Tensor,
+                        k_scale: Optional[torch.Tensor] = None) -> None:
+    """A latent plan's run: one cache (written in place from `update` when
+    the plan appends), V inside it."""
+    _plan(plan)._run(dict(query=query, key=cache, update_k=update,
+                          q_offset=q_offset, kv_len=kv_len,
+                          block_table=block_table, q_start=q_start,
+                          sinks=sinks, alibi_slopes=alibi_slopes, out=out,
+                          k_scale=k_scale))
+
+
+@_plan_latent_run_op.register_fake
+def _(plan, query, cache, update, q_offset, kv_len, block_table, q_start,
+      sinks, alibi_slopes, out, k_scale=None):
     return None
 
 
