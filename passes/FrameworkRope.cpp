@@ -175,7 +175,12 @@ public:
       this->sizes[d] = s;
   }
 
-  ExprRef dim(unsigned d) { return makeIndex(getAffineDimExpr(d, ctx)); }
+  /// Index d (0 for a dimension of size 1, so that every path that reaches
+  /// it, a reshape dropping it included, says the same).
+  ExprRef dim(unsigned d) {
+    return makeIndex(sizes[d] == 1 ? getAffineConstantExpr(0, ctx)
+                                   : getAffineDimExpr(d, ctx));
+  }
 
   ExprRef at(Value v, ArrayRef<ExprRef> idx);
 
@@ -370,6 +375,10 @@ ExprRef Evaluator::at(Value v, ArrayRef<ExprRef> idx) {
           single = idx[r];
         }
       }
+      if (group.size() == 1) {
+        src.push_back(idx[group[0]]);
+        continue;
+      }
       if (nonUnit <= 1) {
         src.push_back(single ? single
                              : makeIndex(getAffineConstantExpr(0, ctx)));
@@ -392,6 +401,10 @@ ExprRef Evaluator::at(Value v, ArrayRef<ExprRef> idx) {
     RankedTensorType srcType = collapse.getSrcType();
     SmallVector<ExprRef> src(srcType.getRank());
     for (auto [r, group] : llvm::enumerate(collapse.getReassociationIndices())) {
+      if (group.size() == 1) {
+        src[group[0]] = idx[r];
+        continue;
+      }
       SmallVector<int64_t> nonUnit;
       for (int64_t s : group) {
         src[s] = makeIndex(getAffineConstantExpr(0, ctx));
@@ -682,8 +695,12 @@ bool isInput(Candidate &c, ExprRef e, const ExprRef &pos, Evaluator &ev) {
     return false;
   if (e->tensor.getType() != c.type)
     return false;
+  // A unit dimension's index may have become the constant 0.
   for (unsigned d = 0; d < 3; ++d)
-    if (!equal(e->operands[d], ev.dim(d)))
+    if (!equal(e->operands[d], ev.dim(d)) &&
+        !(c.type.getDimSize(d) == 1 &&
+          equal(e->operands[d],
+                makeIndex(getAffineConstantExpr(0, c.type.getContext())))))
       return false;
   if (!equal(e->operands[3], pos))
     return false;
@@ -760,7 +777,7 @@ std::optional<RopeMatch> matchWith(Value rotated, int64_t rotaryDim,
   const int64_t half = rotaryDim / 2, d = c.type.getDimSize(3);
   Evaluator ev(ctx, {c.type.getDimSize(0), c.type.getDimSize(1),
                      c.type.getDimSize(2), half});
-  AffineExpr k = getAffineDimExpr(3, ctx);
+  AffineExpr k = ev.dim(3)->index;
   ExprRef first = makeIndex(interleaved ? k * 2 : k);
   ExprRef second = makeIndex(interleaved ? k * 2 + 1 : k + half);
   ExprRef e1 = ev.at(rotated, {ev.dim(0), ev.dim(1), ev.dim(2), first});
@@ -818,7 +835,7 @@ std::optional<RopeMatch> matchWith(Value rotated, int64_t rotaryDim,
   if (rotaryDim < d) {
     Evaluator rest(ctx, {c.type.getDimSize(0), c.type.getDimSize(1),
                          c.type.getDimSize(2), d - rotaryDim});
-    ExprRef pos = makeIndex(k + rotaryDim);
+    ExprRef pos = makeIndex(rest.dim(3)->index + rotaryDim);
     ExprRef e3 =
         rest.at(rotated, {rest.dim(0), rest.dim(1), rest.dim(2), pos});
     if (c.narrow && isOp(e3, "arith.truncf") &&
@@ -899,8 +916,16 @@ std::optional<RopeMatch> framework_rope::matchRope(Value rotated) {
       !isa<Float32Type, Float16Type, BFloat16Type>(type.getElementType()))
     return std::nullopt;
   int64_t rotaryDim = type.getDimSize(3);
-  // Partial rotary: concat(rope(x[..., :R]), x[..., R:]).
-  if (auto concat = rotated.getDefiningOp<tensor::ConcatOp>();
+  // Partial rotary: concat(rope(x[..., :R]), x[..., R:]), possibly under
+  // elementwise casts (a 16-bit x: truncf of the f32 rotation).
+  Value v = rotated;
+  while (auto op = v.getDefiningOp<linalg::LinalgOp>()) {
+    if (op.getNumDpsInputs() != 1 || op->getNumResults() != 1 ||
+        !op.getMatchingIndexingMap(op.getDpsInputOperand(0)).isIdentity())
+      break;
+    v = op.getDpsInputOperand(0)->get();
+  }
+  if (auto concat = v.getDefiningOp<tensor::ConcatOp>();
       concat && concat.getDim() == 3 && concat.getInputs().size() == 2)
     rotaryDim = cast<RankedTensorType>(concat.getInputs()[0].getType())
                     .getDimSize(3);
@@ -912,8 +937,9 @@ std::optional<RopeMatch> framework_rope::matchRope(Value rotated) {
   return std::nullopt;
 }
 
-ExprRef framework_rope::offsetPosition(MLIRContext *ctx, Value offset) {
-  Evaluator ev(ctx, {1, 1, 1, 1});
+ExprRef framework_rope::offsetPosition(MLIRContext *ctx, Value offset,
+                                       int64_t batch, int64_t rows) {
+  Evaluator ev(ctx, {batch, 1, rows, 1});
   if (!offset)
     return ev.dim(2);
   ExprRef o = ev.at(offset, {ev.dim(0)});

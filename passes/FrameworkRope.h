@@ -59,8 +59,9 @@ struct RopeMatch {
 std::optional<RopeMatch> matchRope(Value rotated);
 
 /// The expression `offset[b] + i` (offset a [B] tensor; null: `i`), the
-/// position of row i of batch b under the offset form.
-ExprRef offsetPosition(MLIRContext *ctx, Value offset);
+/// position of row i < rows of batch b < batch under the offset form.
+ExprRef offsetPosition(MLIRContext *ctx, Value offset, int64_t batch,
+                       int64_t rows);
 
 /// How two position expressions relate over b < batch, i < rows.
 struct PositionComparison {

@@ -324,7 +324,9 @@ bool positionsAgree(Operation *at, const framework_rope::RopeMatch &m,
                     Value offset, StringRef what, StringRef resolvedAs) {
   auto type = cast<RankedTensorType>(m.input.getType());
   framework_rope::PositionComparison cmp = framework_rope::comparePositions(
-      m.position, framework_rope::offsetPosition(at->getContext(), offset),
+      m.position,
+      framework_rope::offsetPosition(at->getContext(), offset,
+                                     type.getDimSize(0), type.getDimSize(2)),
       type.getDimSize(0), type.getDimSize(2));
   if (cmp.kind == framework_rope::PositionComparison::Different) {
     InFlightDiagnostic diag = at->emitWarning()
