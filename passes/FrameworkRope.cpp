@@ -199,6 +199,10 @@ private:
   /// Inclusive bounds of an index expression.
   std::optional<std::pair<int64_t, int64_t>> bounds(const ExprRef &e);
 
+  /// Expressions visited, at most: the analysis gives up on anything
+  /// larger than a rotation (HF's takes about 150).
+  static constexpr int kWorkLimit = 4096;
+
   MLIRContext *ctx;
   int64_t sizes[4] = {1, 1, 1, 1};
   int depth = 0;
@@ -285,7 +289,7 @@ std::optional<SmallVector<ExprRef>> Evaluator::apply(AffineMap map,
 }
 
 ExprRef Evaluator::at(Value v, ArrayRef<ExprRef> idx) {
-  if (++depth > 512)
+  if (++depth > kWorkLimit)
     return nullptr;
   auto type = dyn_cast<RankedTensorType>(v.getType());
   if (!type)
@@ -478,7 +482,7 @@ ExprRef Evaluator::atLinalg(linalg::LinalgOp op, unsigned result,
 }
 
 ExprRef Evaluator::scalar(Value s, Body *body) {
-  if (++depth > 512)
+  if (++depth > kWorkLimit)
     return nullptr;
   if (auto arg = dyn_cast<BlockArgument>(s)) {
     if (body && arg.getOwner() == body->op.getBlock()) {

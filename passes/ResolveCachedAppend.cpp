@@ -353,11 +353,15 @@ RopeResolution resolveRope(SdpaOp op, Value qOffset, bool fuse) {
   if (append && !append.getRopeAttr() && !append.isPaged()) {
     std::optional<framework_rope::RopeMatch> m =
         framework_rope::matchRope(append.getUpdate());
-    // An FP8 cache quantises the fused rotation in f32; the framework
-    // rounded it to the 16-bit update first.
-    if (m && append.getKvScale() &&
-        !getElementTypeOrSelf(m->input.getType()).isF32())
-      m.reset();
+    // The fused append casts the f32 rotation to the cache's type once;
+    // the framework rounded it to the update's type first. The same only
+    // when that rounding is exact (f32) or the types are one.
+    if (m) {
+      Type updateType = getElementTypeOrSelf(m->input.getType());
+      if (!updateType.isF32() &&
+          updateType != append.getCache().getType().getElementType())
+        m.reset();
+    }
     if (m && positionsAgree(append, *m, append.getPos(), "the new keys are",
                             "written to the cache at") &&
         fuse)
