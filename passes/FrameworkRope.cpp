@@ -74,9 +74,8 @@ ExprRef makeElem(Value tensor, ArrayRef<ExprRef> indices) {
 }
 
 bool isCommutative(StringRef name) {
-  return name == "arith.addf" || name == "arith.mulf" ||
-         name == "arith.addi" || name == "arith.muli" ||
-         name == "arith.maxsi" || name == "arith.minsi";
+  return name == "arith.addf" || name == "arith.mulf" || name == "arith.addi" ||
+         name == "arith.muli" || name == "arith.maxsi" || name == "arith.minsi";
 }
 
 bool equal(const ExprRef &a, const ExprRef &b) {
@@ -208,8 +207,7 @@ private:
   int depth = 0;
 };
 
-std::optional<std::pair<int64_t, int64_t>>
-Evaluator::bounds(const ExprRef &e) {
+std::optional<std::pair<int64_t, int64_t>> Evaluator::bounds(const ExprRef &e) {
   if (!e || e->kind != Expr::Index)
     return std::nullopt;
   std::optional<AffineLinear> l = linearize(e->index);
@@ -242,8 +240,9 @@ ExprRef Evaluator::makeOp(StringRef name, Type type,
     };
     std::optional<AffineExpr> x = asAffine(operands[0]),
                               y = asAffine(operands[1]);
-    if (x && y && (operands[0]->kind == Expr::Index ||
-                   operands[1]->kind == Expr::Index)) {
+    if (x && y &&
+        (operands[0]->kind == Expr::Index ||
+         operands[1]->kind == Expr::Index)) {
       if (name == "arith.addi")
         return makeIndex(*x + *y);
       if (name == "arith.subi")
@@ -304,11 +303,10 @@ ExprRef Evaluator::at(Value v, ArrayRef<ExprRef> idx) {
     if (auto splat = dyn_cast<SplatElementsAttr>(cst.getValue())) {
       Type elt = type.getElementType();
       if (isa<FloatType>(elt))
-        return makeConst(
-            splat.getSplatValue<APFloat>().convertToDouble(), elt);
-      return makeConst(static_cast<double>(
-                           splat.getSplatValue<APInt>().getSExtValue()),
-                       elt);
+        return makeConst(splat.getSplatValue<APFloat>().convertToDouble(), elt);
+      return makeConst(
+          static_cast<double>(splat.getSplatValue<APInt>().getSExtValue()),
+          elt);
     }
     return makeElem(v, idx);
   }
@@ -365,8 +363,7 @@ ExprRef Evaluator::at(Value v, ArrayRef<ExprRef> idx) {
     // Each group of result dims is one source dim: its index is the
     // row-major linearisation (static sizes).
     SmallVector<ExprRef> src;
-    for (const ReassociationIndices &group :
-         expand.getReassociationIndices()) {
+    for (const ReassociationIndices &group : expand.getReassociationIndices()) {
       AffineExpr lin = getAffineConstantExpr(0, ctx);
       ExprRef single;
       int nonUnit = 0;
@@ -404,7 +401,8 @@ ExprRef Evaluator::at(Value v, ArrayRef<ExprRef> idx) {
     // m * k + c, 0 <= c < m).
     RankedTensorType srcType = collapse.getSrcType();
     SmallVector<ExprRef> src(srcType.getRank());
-    for (auto [r, group] : llvm::enumerate(collapse.getReassociationIndices())) {
+    for (auto [r, group] :
+         llvm::enumerate(collapse.getReassociationIndices())) {
       if (group.size() == 1) {
         src[group[0]] = idx[r];
         continue;
@@ -442,8 +440,7 @@ ExprRef Evaluator::at(Value v, ArrayRef<ExprRef> idx) {
     return scalar(splat.getInput(), nullptr);
 
   // Elementwise arith / math on tensors.
-  if (def->getNumResults() == 1 &&
-      def->hasTrait<OpTrait::Elementwise>() &&
+  if (def->getNumResults() == 1 && def->hasTrait<OpTrait::Elementwise>() &&
       isa<arith::ArithDialect, math::MathDialect>(def->getDialect())) {
     SmallVector<ExprRef> operands;
     for (Value o : def->getOperands())
@@ -790,8 +787,7 @@ std::optional<RopeMatch> matchWith(Value rotated, int64_t rotaryDim,
     return std::nullopt;
   if (c.narrow) {
     for (ExprRef *e : {&e1, &e2}) {
-      if (!isOp(*e, "arith.truncf") ||
-          (*e)->type != c.type.getElementType())
+      if (!isOp(*e, "arith.truncf") || (*e)->type != c.type.getElementType())
         return std::nullopt;
       *e = (*e)->operands[0];
     }
@@ -840,8 +836,7 @@ std::optional<RopeMatch> matchWith(Value rotated, int64_t rotaryDim,
     Evaluator rest(ctx, {c.type.getDimSize(0), c.type.getDimSize(1),
                          c.type.getDimSize(2), d - rotaryDim});
     ExprRef pos = makeIndex(rest.dim(3)->index + rotaryDim);
-    ExprRef e3 =
-        rest.at(rotated, {rest.dim(0), rest.dim(1), rest.dim(2), pos});
+    ExprRef e3 = rest.at(rotated, {rest.dim(0), rest.dim(1), rest.dim(2), pos});
     if (c.narrow && isOp(e3, "arith.truncf") &&
         isOp(e3->operands[0], "arith.extf"))
       e3 = e3->operands[0]->operands[0];
@@ -931,8 +926,8 @@ std::optional<RopeMatch> framework_rope::matchRope(Value rotated) {
   }
   if (auto concat = v.getDefiningOp<tensor::ConcatOp>();
       concat && concat.getDim() == 3 && concat.getInputs().size() == 2)
-    rotaryDim = cast<RankedTensorType>(concat.getInputs()[0].getType())
-                    .getDimSize(3);
+    rotaryDim =
+        cast<RankedTensorType>(concat.getInputs()[0].getType()).getDimSize(3);
   if (rotaryDim < 2 || rotaryDim % 2)
     return std::nullopt;
   for (bool interleaved : {false, true})

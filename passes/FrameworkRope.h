@@ -10,9 +10,9 @@
 // and size-1 contractions, and that expression is compared with RoPE's
 // formula (docs/passes.md, "RoPE applied by the framework"):
 //
-//   out[.., first(k)]  = x[.., first(k)]  * c(b, i, k) - x[.., second(k)] * s(b, i, k)
-//   out[.., second(k)] = x[.., second(k)] * c(b, i, k) + x[.., first(k)]  * s(b, i, k)
-//   out[.., R + j]     = x[.., R + j]
+//   out[.., first(k)]  = x[.., first(k)]  * c(b, i, k) - x[.., second(k)] *
+//   s(b, i, k) out[.., second(k)] = x[.., second(k)] * c(b, i, k) + x[..,
+//   first(k)]  * s(b, i, k) out[.., R + j]     = x[.., R + j]
 //
 // with (first, second) = (k, k + R/2) (GPT-NeoX's rotate_half) or
 // (2k, 2k + 1) (GPT-J's rotate_every_two), and c, s either

@@ -304,7 +304,6 @@ Value asKeyValidity(OpBuilder &b, Location loc, Value mask, Value query) {
 
 } // namespace
 
-
 namespace {
 
 /// The framework's RoPE, bound to the resolved ops' positions.
@@ -333,9 +332,8 @@ bool positionsAgree(Operation *at, const framework_rope::RopeMatch &m,
                               << "RoPE/cache position mismatch: " << what
                               << " rotated (RoPE) ";
     if (cmp.batch >= 0)
-      diag << "at position " << cmp.lhs << " but " << resolvedAs
-           << " position " << cmp.rhs << " (batch " << cmp.batch << ", row "
-           << cmp.row << ")";
+      diag << "at position " << cmp.lhs << " but " << resolvedAs << " position "
+           << cmp.rhs << " (batch " << cmp.batch << ", row " << cmp.row << ")";
     else
       diag << "at positions " << *cmp.difference << " off those it is "
            << resolvedAs;
@@ -362,21 +360,21 @@ RopeResolution resolveRope(SdpaOp op, Value qOffset, bool fuse) {
           updateType != append.getCache().getType().getElementType())
         m.reset();
     }
-    if (m && positionsAgree(append, *m, append.getPos(), "the new keys are",
-                            "written to the cache at") &&
+    if (m &&
+        positionsAgree(append, *m, append.getPos(), "the new keys are",
+                       "written to the cache at") &&
         fuse)
       r.keys = m;
   }
   if (std::optional<framework_rope::RopeMatch> m =
           framework_rope::matchRope(op.getQuery()))
-    if (positionsAgree(op, *m, qOffset, "the query is", "attended at") &&
-        fuse)
+    if (positionsAgree(op, *m, qOffset, "the query is", "attended at") && fuse)
       r.query = m;
 
   // Keys rotated by an append meet a query rotated the same way, or one
   // used as it is.
-  RopeAttr keyRope = r.keys ? r.keys->rope
-                            : (append ? append.getRopeAttr() : RopeAttr());
+  RopeAttr keyRope =
+      r.keys ? r.keys->rope : (append ? append.getRopeAttr() : RopeAttr());
   if (keyRope) {
     Value cos = r.keys ? r.keys->cos : append.getRotaryCos();
     Value sin = r.keys ? r.keys->sin : append.getRotarySin();
@@ -568,14 +566,15 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
   Value lse = op.getLse();
   auto attention = AttentionOp::create(
       rewriter, loc, op.getOut().getType(), lse ? lse.getType() : Type(),
-      attentionQuery, key, op.getValue(), pos.qOffset, pos.kOffset, /*q_pos=*/Value(),
+      attentionQuery, key, op.getValue(), pos.qOffset, pos.kOffset,
+      /*q_pos=*/Value(),
       /*k_pos=*/Value(), pos.kvLen, keyValid, mask, /*block_table=*/Value(),
       /*q_start=*/Value(), /*sinks=*/Value(), /*alibi_slopes=*/Value(),
       /*k_rope_pos=*/Value(), /*k_start=*/Value(),
       /*cache_batch_idx=*/Value(), /*causal=*/causal.has_value(),
       op.getWindowAttr(), op.getSoftcapAttr(), op.getScaleAttr(),
-      /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
-      ropeAttr, rope.queryRotated, /*k_scale=*/Value(),
+      /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(), ropeAttr,
+      rope.queryRotated, /*k_scale=*/Value(),
       /*v_scale=*/Value(), /*value_dim=*/IntegerAttr(), rotaryCos, rotarySin);
   rewriter.replaceOp(op, attention->getResults());
   if (rope.query)
@@ -589,8 +588,8 @@ namespace {
 struct SdpaToAttentionPattern : OpRewritePattern<SdpaOp> {
   SdpaToAttentionPattern(MLIRContext *ctx, bool fixUpperLeftAppends,
                          bool fuseRope)
-      : OpRewritePattern<SdpaOp>(ctx),
-        fixUpperLeftAppends(fixUpperLeftAppends), fuseRope(fuseRope) {}
+      : OpRewritePattern<SdpaOp>(ctx), fixUpperLeftAppends(fixUpperLeftAppends),
+        fuseRope(fuseRope) {}
 
   LogicalResult matchAndRewrite(SdpaOp op,
                                 PatternRewriter &rewriter) const override {

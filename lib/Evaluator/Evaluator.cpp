@@ -534,9 +534,7 @@ Status Interpreter::evalLinalg(linalg::LinalgOp op) {
           .Case([&](arith::MinSIOp) { r.i = std::min(in(0).i, in(1).i); })
           .Case<arith::IndexCastOp, arith::ExtSIOp, arith::TruncIOp>(
               [&](Operation *) { r.i = in(0).i; })
-          .Case([&](arith::SelectOp) {
-            r = (in(0).i & 1) ? in(1) : in(2);
-          })
+          .Case([&](arith::SelectOp) { r = (in(0).i & 1) ? in(1) : in(2); })
           // Transcendentals in double, rounded to the type: what the
           // reference's RoPE computes (f32(cos(f64(angle)))).
           .Case([&](math::CosOp) { r.f = std::cos(in(0).f); })
