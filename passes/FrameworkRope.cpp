@@ -871,11 +871,16 @@ std::optional<RopeMatch> matchWith(Value rotated, int64_t rotaryDim,
         continue;
       std::optional<double> theta =
           recoverTheta(ctx, invFreq, rotaryDim, interleaved);
-      if (!theta)
-        continue;
-      m.rope = RopeAttr::get(ctx, rotaryDim,
-                             FloatAttr::get(Float64Type::get(ctx), *theta),
-                             interleaved, false);
+      if (theta) {
+        m.rope = RopeAttr::get(ctx, rotaryDim,
+                               FloatAttr::get(Float64Type::get(ctx), *theta),
+                               interleaved, false);
+      } else {
+        // No theta says these constants: tables of the same angles.
+        m.rope = RopeAttr::get(ctx, rotaryDim, FloatAttr(), interleaved, false);
+        for (double v : invFreq)
+          m.invFreq.push_back(static_cast<float>(v));
+      }
       m.position = p->operands[0];
     }
   } else {
@@ -991,4 +996,26 @@ PositionComparison framework_rope::comparePositions(const ExprRef &lhs,
     }
   result.kind = PositionComparison::Equal;
   return result;
+}
+
+std::pair<Value, Value> framework_rope::makeTables(OpBuilder &b, Location loc,
+                                                   ArrayRef<float> invFreq,
+                                                   int64_t rows) {
+  const int64_t half = invFreq.size();
+  SmallVector<float> cos, sin;
+  cos.reserve(rows * half);
+  sin.reserve(rows * half);
+  for (int64_t p = 0; p < rows; ++p)
+    for (float f : invFreq) {
+      const float angle = static_cast<float>(p) * f;
+      cos.push_back(static_cast<float>(std::cos(static_cast<double>(angle))));
+      sin.push_back(static_cast<float>(std::sin(static_cast<double>(angle))));
+    }
+  auto type = RankedTensorType::get({rows, half}, b.getF32Type());
+  auto make = [&](ArrayRef<float> values) {
+    return arith::ConstantOp::create(b, loc,
+                                     DenseElementsAttr::get(type, values))
+        .getResult();
+  };
+  return {make(cos), make(sin)};
 }

@@ -50,9 +50,24 @@ struct RopeMatch {
   RopeAttr rope;
   /// With tables: rotary_cos / rotary_sin, [P, R / 2].
   Value cos, sin;
+  /// A constant inv_freq that no theta gives exactly (torch's own f32
+  /// computation, say): `rope` has no theta and the caller builds the
+  /// tables (makeTables) for the positions it can bound.
+  SmallVector<float> invFreq;
+  /// The inv_freq that built `cos` / `sin` (then `invFreq` is empty).
+  SmallVector<float> builtFrom;
   /// The position of row (b = d0, i = d2), an integer expression.
   ExprRef position;
+
+  /// True when the tables still have to be built.
+  bool needsTables() const { return !invFreq.empty(); }
 };
+
+/// cos and sin of f32(f32(p) * inv_freq[k]) for p < rows, as [rows, R/2]
+/// f32 constants: the framework's angles, cos/sin rounded from f64 (what
+/// the reference computes for math.cos/sin and for #kvattn.rope).
+std::pair<Value, Value> makeTables(OpBuilder &b, Location loc,
+                                   ArrayRef<float> invFreq, int64_t rows);
 
 /// Recognises `rotated` ([B, H, L, D], static) as RoPE applied to another
 /// tensor. Creates no IR.

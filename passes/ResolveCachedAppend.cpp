@@ -342,12 +342,41 @@ bool positionsAgree(Operation *at, const framework_rope::RopeMatch &m,
   return cmp.kind == framework_rope::PositionComparison::Equal;
 }
 
+/// Tables built for an inv_freq that no theta gives hold at most this many
+/// values each ([C, R/2] for a cache of C slots: 4 MiB of f32).
+constexpr int64_t kMaxTableElements = int64_t{1} << 20;
+
+/// Builds the tables of a match whose inv_freq no theta gives, for the
+/// positions below `rows` (a static cache capacity), before `at`. False
+/// when there is no bound or the tables would be too large.
+bool buildTables(RewriterBase &rewriter, Operation *at,
+                 framework_rope::RopeMatch &m, int64_t rows) {
+  if (!m.needsTables())
+    return true;
+  if (ShapedType::isDynamic(rows) ||
+      rows * static_cast<int64_t>(m.invFreq.size()) > kMaxTableElements)
+    return false;
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(at);
+  std::tie(m.cos, m.sin) =
+      framework_rope::makeTables(rewriter, at->getLoc(), m.invFreq, rows);
+  m.builtFrom = std::move(m.invFreq);
+  m.invFreq.clear();
+  return true;
+}
+
 /// Recognises the framework's RoPE on the SDPA's query and on the new keys
 /// of the append that produced its keys, and decides what is fused.
-/// `qOffset` is the query offset the attention will have (null: 0).
-RopeResolution resolveRope(SdpaOp op, Value qOffset, bool fuse) {
+/// `qOffset` is the query offset the attention will have (null: 0);
+/// `queryAtAppend`: the query rows are the appended tokens, at their
+/// positions (so below the cache's capacity).
+RopeResolution resolveRope(RewriterBase &rewriter, SdpaOp op, Value qOffset,
+                           bool queryAtAppend, bool fuse) {
   RopeResolution r;
   auto append = op.getKey().getDefiningOp<AppendOp>();
+  const int64_t capacity = append && !append.isPaged()
+                               ? append.getCache().getType().getDimSize(2)
+                               : ShapedType::kDynamic;
   if (append && !append.getRopeAttr() && !append.isPaged()) {
     std::optional<framework_rope::RopeMatch> m =
         framework_rope::matchRope(append.getUpdate());
@@ -360,16 +389,31 @@ RopeResolution resolveRope(SdpaOp op, Value qOffset, bool fuse) {
           updateType != append.getCache().getType().getElementType())
         m.reset();
     }
+    // The written tokens sit below the capacity (the append's contract):
+    // tables of `capacity` rows hold every position.
     if (m &&
         positionsAgree(append, *m, append.getPos(), "the new keys are",
                        "written to the cache at") &&
-        fuse)
+        fuse && buildTables(rewriter, append, *m, capacity))
       r.keys = m;
   }
   if (std::optional<framework_rope::RopeMatch> m =
-          framework_rope::matchRope(op.getQuery()))
-    if (positionsAgree(op, *m, qOffset, "the query is", "attended at") && fuse)
-      r.query = m;
+          framework_rope::matchRope(op.getQuery())) {
+    if (positionsAgree(op, *m, qOffset, "the query is", "attended at") &&
+        fuse) {
+      // The keys' tables when they are the same angles, else tables of
+      // its own when the query rows are the appended tokens.
+      if (m->needsTables() && r.keys && r.keys->rope == m->rope &&
+          r.keys->builtFrom == m->invFreq) {
+        m->cos = r.keys->cos;
+        m->sin = r.keys->sin;
+        m->invFreq.clear();
+      }
+      if (!m->needsTables() ||
+          (queryAtAppend && buildTables(rewriter, op, *m, capacity)))
+        r.query = m;
+    }
+  }
 
   // Keys rotated by an append meet a query rotated the same way, or one
   // used as it is.
@@ -522,7 +566,10 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
   if (!causal && !op.getWindowAttr() && !pos.qOffset && !pos.kOffset &&
       rel.kind == CacheKind::Append && rel.newRows.provablyEquals(queryRows))
     ropeOffset = rel.appendPos;
-  RopeResolution rope = resolveRope(op, ropeOffset, fuseRope);
+  bool queryAtAppend = ropeOffset && rel.kind == CacheKind::Append &&
+                       ropeOffset == rel.appendPos;
+  RopeResolution rope =
+      resolveRope(rewriter, op, ropeOffset, queryAtAppend, fuseRope);
   Value attentionQuery = query;
   RopeAttr ropeAttr;
   Value rotaryCos, rotarySin;

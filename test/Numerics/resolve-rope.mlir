@@ -36,6 +36,15 @@
 // RUN: cmp %t/tb0/out0.npy %t/tb2/out0.npy
 // RUN: kvattn-run %s --target=cpu --check --entry=tables_decode --input 5=15,6 | FileCheck %s --check-prefix=PASS
 //
+// torch's f32 inv_freq (not theta's in the last bit of three values): the
+// framework's angles as [16, 8] tables of the cache's 16 positions.
+// RUN: kvattn-run %s --entry=hf_inv_freq --input 5=3,9 --dump-outputs %t/if0
+// RUN: kvattn-run %t/unfused.mlir --entry=hf_inv_freq --input 5=3,9 --dump-outputs %t/if1
+// RUN: kvattn-run %t/fused.mlir --entry=hf_inv_freq --input 5=3,9 --dump-outputs %t/if2
+// RUN: cmp %t/if0/out0.npy %t/if1/out0.npy
+// RUN: cmp %t/if0/out0.npy %t/if2/out0.npy
+// RUN: kvattn-run %s --target=cpu --check --entry=hf_inv_freq --input 5=3,9 | FileCheck %s --check-prefix=PASS
+//
 // GPT-J: interleaved pairs (rotate_every_two, repeat_interleave'd cos/sin).
 // RUN: kvattn-run %s --entry=gptj_append --input 5=4 --dump-outputs %t/gj0
 // RUN: kvattn-run %t/unfused.mlir --entry=gptj_append --input 5=4 --dump-outputs %t/gj1
@@ -60,6 +69,10 @@
 // CHECK-LABEL: func.func @gptj_append
 // CHECK:         kvattn.append %arg3 into %arg1 at %arg5 rope = <rotary_dim = 8, theta = 1.000000e+04, interleaved>
 // CHECK:         kvattn.attention %arg0, {{.*}} rope = <rotary_dim = 8, theta = 1.000000e+04, interleaved>
+// CHECK-LABEL: func.func @hf_inv_freq
+// CHECK:         %[[COS:.*]] = arith.constant dense<{{.*}}> : tensor<16x8xf32>
+// CHECK:         kvattn.append %arg3 into %arg1 at %arg5 rope = <rotary_dim = 16> rotary_cos(%[[COS]]
+// CHECK:         kvattn.attention %arg0, {{.*}} rope = <rotary_dim = 16> rotary_cos(%[[COS]]
 
 func.func @hf_append(%q: tensor<2x4x3x16xf32>, %kcache: tensor<2x2x16x16xf32>,
     %vcache: tensor<2x2x16x16xf32>, %knew: tensor<2x2x3x16xf32>, %vn: tensor<2x2x3x16xf32>,
@@ -353,5 +366,94 @@ func.func @gptj_append(%q: tensor<1x2x2x8xf32>, %kcache: tensor<1x2x8x8xf32>,
   %o = kvattn.sdpa %qr, %k, %v causal = lower_right
       : tensor<1x2x2x8xf32>, tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32> -> tensor<1x2x2x8xf32>
   return %o : tensor<1x2x2x8xf32>
+}
+
+func.func @hf_inv_freq(%q: tensor<2x4x3x16xf32>, %kcache: tensor<2x2x16x16xf32>,
+    %vcache: tensor<2x2x16x16xf32>, %knew: tensor<2x2x3x16xf32>, %vn: tensor<2x2x3x16xf32>,
+    %pos: tensor<2xi64>) -> tensor<2x4x3x16xf32> {
+  %pidse = tensor.empty() : tensor<2x3xi64>
+  %pids = linalg.generic {indexing_maps = [affine_map<(b, i) -> (b)>, affine_map<(b, i) -> (b, i)>], iterator_types = ["parallel", "parallel"]}
+      ins(%pos : tensor<2xi64>) outs(%pidse : tensor<2x3xi64>) {
+  ^bb0(%p: i64, %o: i64):
+    %i = linalg.index 1 : index
+    %ii = arith.index_cast %i : index to i64
+    %r = arith.addi %p, %ii : i64
+    linalg.yield %r : i64
+  } -> tensor<2x3xi64>
+  %inv = arith.constant dense<[1.0, 0.3162277638912201, 0.10000000149011612, 0.03162277862429619, 0.009999999776482582, 0.003162277862429619, 0.0010000000474974513, 0.0003162277862429619]> : tensor<8xf32>
+  %invb0 = tensor.empty() : tensor<2x8x1xf32>
+  %invb = linalg.broadcast ins(%inv : tensor<8xf32>) outs(%invb0 : tensor<2x8x1xf32>) dimensions = [0, 2]
+  %pf0 = tensor.empty() : tensor<2x1x3xf32>
+  %pf = linalg.generic {indexing_maps = [affine_map<(b, o, i) -> (b, i)>, affine_map<(b, o, i) -> (b, o, i)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%pids : tensor<2x3xi64>) outs(%pf0 : tensor<2x1x3xf32>) {
+  ^bb0(%p: i64, %o: f32):
+    %f = arith.sitofp %p : i64 to f32
+    linalg.yield %f : f32
+  } -> tensor<2x1x3xf32>
+  %zero = arith.constant 0.0 : f32
+  %fr0 = tensor.empty() : tensor<2x8x3xf32>
+  %fr1 = linalg.fill ins(%zero : f32) outs(%fr0 : tensor<2x8x3xf32>) -> tensor<2x8x3xf32>
+  %fr2 = linalg.batch_matmul ins(%invb, %pf : tensor<2x8x1xf32>, tensor<2x1x3xf32>) outs(%fr1 : tensor<2x8x3xf32>) -> tensor<2x8x3xf32>
+  %fr3 = tensor.empty() : tensor<2x3x8xf32>
+  %freqs = linalg.transpose ins(%fr2 : tensor<2x8x3xf32>) outs(%fr3 : tensor<2x3x8xf32>) permutation = [0, 2, 1]
+  %emb = tensor.concat dim(2) %freqs, %freqs : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x16xf32>
+  %cs0 = tensor.empty() : tensor<2x3x16xf32>
+  %cos3 = linalg.generic {indexing_maps = [affine_map<(b, i, k) -> (b, i, k)>, affine_map<(b, i, k) -> (b, i, k)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%emb : tensor<2x3x16xf32>) outs(%cs0 : tensor<2x3x16xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %c = math.cos %a : f32
+    linalg.yield %c : f32
+  } -> tensor<2x3x16xf32>
+  %sin3 = linalg.generic {indexing_maps = [affine_map<(b, i, k) -> (b, i, k)>, affine_map<(b, i, k) -> (b, i, k)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%emb : tensor<2x3x16xf32>) outs(%cs0 : tensor<2x3x16xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = math.sin %a : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x16xf32>
+  %cos = tensor.expand_shape %cos3 [[0], [1, 2], [3]] output_shape [2, 1, 3, 16] : tensor<2x3x16xf32> into tensor<2x1x3x16xf32>
+  %sin = tensor.expand_shape %sin3 [[0], [1, 2], [3]] output_shape [2, 1, 3, 16] : tensor<2x3x16xf32> into tensor<2x1x3x16xf32>
+  %q1 = tensor.extract_slice %q[0, 0, 0, 0] [2, 4, 3, 8] [1, 1, 1, 1] : tensor<2x4x3x16xf32> to tensor<2x4x3x8xf32>
+  %q2 = tensor.extract_slice %q[0, 0, 0, 8] [2, 4, 3, 8] [1, 1, 1, 1] : tensor<2x4x3x16xf32> to tensor<2x4x3x8xf32>
+  %qe = tensor.empty() : tensor<2x4x3x8xf32>
+  %qn = linalg.negf ins(%q2 : tensor<2x4x3x8xf32>) outs(%qe : tensor<2x4x3x8xf32>) -> tensor<2x4x3x8xf32>
+  %qrh = tensor.concat dim(3) %qn, %q1 : (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>) -> tensor<2x4x3x16xf32>
+  %qcE = tensor.empty() : tensor<2x4x3x16xf32>
+  %qc = linalg.generic {indexing_maps = [affine_map<(b, h, i, k) -> (b, h, i, k)>, affine_map<(b, h, i, k) -> (b, 0, i, k)>, affine_map<(b, h, i, k) -> (b, h, i, k)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%q, %cos : tensor<2x4x3x16xf32>, tensor<2x1x3x16xf32>) outs(%qcE : tensor<2x4x3x16xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %m = arith.mulf %a, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<2x4x3x16xf32>
+  %qs = linalg.generic {indexing_maps = [affine_map<(b, h, i, k) -> (b, h, i, k)>, affine_map<(b, h, i, k) -> (b, 0, i, k)>, affine_map<(b, h, i, k) -> (b, h, i, k)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%qrh, %sin : tensor<2x4x3x16xf32>, tensor<2x1x3x16xf32>) outs(%qcE : tensor<2x4x3x16xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %m = arith.mulf %a, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<2x4x3x16xf32>
+  %qr = linalg.add ins(%qc, %qs : tensor<2x4x3x16xf32>, tensor<2x4x3x16xf32>) outs(%qcE : tensor<2x4x3x16xf32>) -> tensor<2x4x3x16xf32>
+  %k1 = tensor.extract_slice %knew[0, 0, 0, 0] [2, 2, 3, 8] [1, 1, 1, 1] : tensor<2x2x3x16xf32> to tensor<2x2x3x8xf32>
+  %k2 = tensor.extract_slice %knew[0, 0, 0, 8] [2, 2, 3, 8] [1, 1, 1, 1] : tensor<2x2x3x16xf32> to tensor<2x2x3x8xf32>
+  %ke = tensor.empty() : tensor<2x2x3x8xf32>
+  %kn = linalg.negf ins(%k2 : tensor<2x2x3x8xf32>) outs(%ke : tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32>
+  %krh = tensor.concat dim(3) %kn, %k1 : (tensor<2x2x3x8xf32>, tensor<2x2x3x8xf32>) -> tensor<2x2x3x16xf32>
+  %kcE = tensor.empty() : tensor<2x2x3x16xf32>
+  %kc = linalg.generic {indexing_maps = [affine_map<(b, h, i, k) -> (b, h, i, k)>, affine_map<(b, h, i, k) -> (b, 0, i, k)>, affine_map<(b, h, i, k) -> (b, h, i, k)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%knew, %cos : tensor<2x2x3x16xf32>, tensor<2x1x3x16xf32>) outs(%kcE : tensor<2x2x3x16xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %m = arith.mulf %a, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x3x16xf32>
+  %ks = linalg.generic {indexing_maps = [affine_map<(b, h, i, k) -> (b, h, i, k)>, affine_map<(b, h, i, k) -> (b, 0, i, k)>, affine_map<(b, h, i, k) -> (b, h, i, k)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%krh, %sin : tensor<2x2x3x16xf32>, tensor<2x1x3x16xf32>) outs(%kcE : tensor<2x2x3x16xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %m = arith.mulf %a, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x3x16xf32>
+  %kr = linalg.add ins(%kc, %ks : tensor<2x2x3x16xf32>, tensor<2x2x3x16xf32>) outs(%kcE : tensor<2x2x3x16xf32>) -> tensor<2x2x3x16xf32>
+  %k = kvattn.append %kr into %kcache at %pos : tensor<2x2x3x16xf32> into tensor<2x2x16x16xf32>, tensor<2xi64>
+  %v = kvattn.append %vn into %vcache at %pos : tensor<2x2x3x16xf32> into tensor<2x2x16x16xf32>, tensor<2xi64>
+  %o = kvattn.sdpa %qr, %k, %v causal = lower_right
+      : tensor<2x4x3x16xf32>, tensor<2x2x16x16xf32>, tensor<2x2x16x16xf32> -> tensor<2x4x3x16xf32>
+  return %o : tensor<2x4x3x16xf32>
 }
 
