@@ -107,6 +107,12 @@ bool equal(const ExprRef &a, const ExprRef &b) {
   return false;
 }
 
+/// An op of arith or math (an unregistered op has no dialect).
+bool isArithOrMath(Operation *op) {
+  return isa_and_nonnull<arith::ArithDialect, math::MathDialect>(
+      op->getDialect());
+}
+
 bool isOp(const ExprRef &e, StringRef name) {
   return e && e->kind == Expr::Op && e->name == name;
 }
@@ -441,7 +447,7 @@ ExprRef Evaluator::at(Value v, ArrayRef<ExprRef> idx) {
 
   // Elementwise arith / math on tensors.
   if (def->getNumResults() == 1 && def->hasTrait<OpTrait::Elementwise>() &&
-      isa<arith::ArithDialect, math::MathDialect>(def->getDialect())) {
+      isArithOrMath(def)) {
     SmallVector<ExprRef> operands;
     for (Value o : def->getOperands())
       operands.push_back(at(o, idx));
@@ -518,8 +524,7 @@ ExprRef Evaluator::scalar(Value s, Body *body) {
     }
     return nullptr;
   }
-  if (def->getNumResults() == 1 &&
-      isa<arith::ArithDialect, math::MathDialect>(def->getDialect())) {
+  if (def->getNumResults() == 1 && isArithOrMath(def)) {
     SmallVector<ExprRef> operands;
     for (Value o : def->getOperands())
       operands.push_back(scalar(o, inBody ? body : nullptr));
