@@ -173,9 +173,9 @@ std::optional<AffineLinear> linearize(AffineExpr e) {
 
 /// Walks a tensor value back to a scalar expression of its element at
 /// symbolic indices. Returns null where it cannot say.
-class Evaluator {
+class ElementReader {
 public:
-  Evaluator(MLIRContext *ctx, ArrayRef<int64_t> sizes) : ctx(ctx) {
+  ElementReader(MLIRContext *ctx, ArrayRef<int64_t> sizes) : ctx(ctx) {
     for (auto [d, s] : llvm::enumerate(sizes))
       this->sizes[d] = s;
   }
@@ -213,7 +213,8 @@ private:
   int depth = 0;
 };
 
-std::optional<std::pair<int64_t, int64_t>> Evaluator::bounds(const ExprRef &e) {
+std::optional<std::pair<int64_t, int64_t>>
+ElementReader::bounds(const ExprRef &e) {
   if (!e || e->kind != Expr::Index)
     return std::nullopt;
   std::optional<AffineLinear> l = linearize(e->index);
@@ -227,8 +228,8 @@ std::optional<std::pair<int64_t, int64_t>> Evaluator::bounds(const ExprRef &e) {
   return std::make_pair(lo, hi);
 }
 
-ExprRef Evaluator::makeOp(StringRef name, Type type,
-                          ArrayRef<ExprRef> operands) {
+ExprRef ElementReader::makeOp(StringRef name, Type type,
+                              ArrayRef<ExprRef> operands) {
   if (llvm::any_of(operands, [](const ExprRef &o) { return !o; }))
     return nullptr;
   // Casts and sums of indices stay indices.
@@ -272,8 +273,8 @@ ExprRef Evaluator::makeOp(StringRef name, Type type,
   return e;
 }
 
-std::optional<SmallVector<ExprRef>> Evaluator::apply(AffineMap map,
-                                                     ArrayRef<ExprRef> loops) {
+std::optional<SmallVector<ExprRef>>
+ElementReader::apply(AffineMap map, ArrayRef<ExprRef> loops) {
   SmallVector<ExprRef> out;
   for (AffineExpr r : map.getResults()) {
     if (auto d = dyn_cast<AffineDimExpr>(r)) {
@@ -293,7 +294,7 @@ std::optional<SmallVector<ExprRef>> Evaluator::apply(AffineMap map,
   return out;
 }
 
-ExprRef Evaluator::at(Value v, ArrayRef<ExprRef> idx) {
+ExprRef ElementReader::at(Value v, ArrayRef<ExprRef> idx) {
   if (++depth > kWorkLimit)
     return nullptr;
   auto type = dyn_cast<RankedTensorType>(v.getType());
@@ -457,8 +458,8 @@ ExprRef Evaluator::at(Value v, ArrayRef<ExprRef> idx) {
   return makeElem(v, idx);
 }
 
-ExprRef Evaluator::atLinalg(linalg::LinalgOp op, unsigned result,
-                            ArrayRef<ExprRef> idx) {
+ExprRef ElementReader::atLinalg(linalg::LinalgOp op, unsigned result,
+                                ArrayRef<ExprRef> idx) {
   if (!op.hasPureTensorSemantics() || !op.getBlock())
     return nullptr;
   AffineMap outMap = op.getMatchingIndexingMap(op.getDpsInitOperand(result));
@@ -484,7 +485,7 @@ ExprRef Evaluator::atLinalg(linalg::LinalgOp op, unsigned result,
   return scalar(yield.getOperand(result), &body);
 }
 
-ExprRef Evaluator::scalar(Value s, Body *body) {
+ExprRef ElementReader::scalar(Value s, Body *body) {
   if (++depth > kWorkLimit)
     return nullptr;
   if (auto arg = dyn_cast<BlockArgument>(s)) {
@@ -691,7 +692,7 @@ struct Candidate {
 };
 
 /// e is x[d0, d1, d2, pos] (or extf of it for a 16-bit x).
-bool isInput(Candidate &c, ExprRef e, const ExprRef &pos, Evaluator &ev) {
+bool isInput(Candidate &c, ExprRef e, const ExprRef &pos, ElementReader &ev) {
   if (c.narrow) {
     if (!isOp(e, "arith.extf") || !e->type.isF32())
       return false;
@@ -718,7 +719,7 @@ bool isInput(Candidate &c, ExprRef e, const ExprRef &pos, Evaluator &ev) {
 
 /// e = x[.., pos] * coef (either order): returns coef.
 ExprRef splitProduct(Candidate &c, const ExprRef &e, const ExprRef &pos,
-                     Evaluator &ev) {
+                     ElementReader &ev) {
   if (!isOp(e, "arith.mulf") || !e->type.isF32())
     return nullptr;
   for (int n = 0; n < 2; ++n)
@@ -729,7 +730,7 @@ ExprRef splitProduct(Candidate &c, const ExprRef &e, const ExprRef &pos,
 
 /// e = x[.., pos] * coef with x negated (either the product or the input).
 ExprRef splitNegatedProduct(Candidate &c, const ExprRef &e, const ExprRef &pos,
-                            Evaluator &ev) {
+                            ElementReader &ev) {
   if (isOp(e, "arith.negf"))
     return splitProduct(c, e->operands[0], pos, ev);
   if (!isOp(e, "arith.mulf") || !e->type.isF32())
@@ -781,8 +782,8 @@ std::optional<RopeMatch> matchWith(Value rotated, int64_t rotaryDim,
   c.type = cast<RankedTensorType>(rotated.getType());
   c.narrow = !c.type.getElementType().isF32();
   const int64_t half = rotaryDim / 2, d = c.type.getDimSize(3);
-  Evaluator ev(ctx, {c.type.getDimSize(0), c.type.getDimSize(1),
-                     c.type.getDimSize(2), half});
+  ElementReader ev(ctx, {c.type.getDimSize(0), c.type.getDimSize(1),
+                         c.type.getDimSize(2), half});
   AffineExpr k = ev.dim(3)->index;
   ExprRef first = makeIndex(interleaved ? k * 2 : k);
   ExprRef second = makeIndex(interleaved ? k * 2 + 1 : k + half);
@@ -838,8 +839,8 @@ std::optional<RopeMatch> matchWith(Value rotated, int64_t rotaryDim,
 
   // Partial rotary: the rest passes through.
   if (rotaryDim < d) {
-    Evaluator rest(ctx, {c.type.getDimSize(0), c.type.getDimSize(1),
-                         c.type.getDimSize(2), d - rotaryDim});
+    ElementReader rest(ctx, {c.type.getDimSize(0), c.type.getDimSize(1),
+                             c.type.getDimSize(2), d - rotaryDim});
     ExprRef pos = makeIndex(rest.dim(3)->index + rotaryDim);
     ExprRef e3 = rest.at(rotated, {rest.dim(0), rest.dim(1), rest.dim(2), pos});
     if (c.narrow && isOp(e3, "arith.truncf") &&
@@ -948,7 +949,7 @@ std::optional<RopeMatch> framework_rope::matchRope(Value rotated) {
 
 ExprRef framework_rope::offsetPosition(MLIRContext *ctx, Value offset,
                                        int64_t batch, int64_t rows) {
-  Evaluator ev(ctx, {batch, 1, rows, 1});
+  ElementReader ev(ctx, {batch, 1, rows, 1});
   if (!offset)
     return ev.dim(2);
   ExprRef o = ev.at(offset, {ev.dim(0)});

@@ -21,6 +21,8 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <cstdlib>
+
 namespace mlir {
 namespace kvattn {
 #define GEN_PASS_DEF_RESOLVECACHEDAPPENDPASS
@@ -318,9 +320,12 @@ struct RopeResolution {
 };
 
 /// Compares the positions the framework rotated at with those a resolved
-/// op uses; warns when they provably differ. True when they are equal.
+/// op uses; warns when they provably differ, naming both. True when they
+/// are equal. `what`: "the query is" / "the new keys are"; `pronoun`:
+/// "it is" / "they are"; `use`: "attended at" / "written to the cache at".
 bool positionsAgree(Operation *at, const framework_rope::RopeMatch &m,
-                    Value offset, StringRef what, StringRef resolvedAs) {
+                    Value offset, StringRef what, StringRef pronoun,
+                    StringRef use) {
   auto type = cast<RankedTensorType>(m.input.getType());
   framework_rope::PositionComparison cmp = framework_rope::comparePositions(
       m.position,
@@ -331,12 +336,15 @@ bool positionsAgree(Operation *at, const framework_rope::RopeMatch &m,
     InFlightDiagnostic diag = at->emitWarning()
                               << "RoPE/cache position mismatch: " << what
                               << " rotated (RoPE) ";
-    if (cmp.batch >= 0)
-      diag << "at position " << cmp.lhs << " but " << resolvedAs << " position "
+    if (cmp.batch >= 0) {
+      diag << "at position " << cmp.lhs << " but " << use << " position "
            << cmp.rhs << " (batch " << cmp.batch << ", row " << cmp.row << ")";
-    else
-      diag << "at positions " << *cmp.difference << " off those it is "
-           << resolvedAs;
+    } else {
+      int64_t d = *cmp.difference;
+      diag << std::abs(d) << (std::abs(d) == 1 ? " position " : " positions ")
+           << (d > 0 ? "after" : "before") << " the positions " << pronoun
+           << " " << use;
+    }
     diag << "; the rotation is kept as the framework applied it (unfused)";
   }
   return cmp.kind == framework_rope::PositionComparison::Equal;
@@ -393,13 +401,14 @@ RopeResolution resolveRope(RewriterBase &rewriter, SdpaOp op, Value qOffset,
     // tables of `capacity` rows hold every position.
     if (m &&
         positionsAgree(append, *m, append.getPos(), "the new keys are",
-                       "written to the cache at") &&
+                       "they are", "written to the cache at") &&
         fuse && buildTables(rewriter, append, *m, capacity))
       r.keys = m;
   }
   if (std::optional<framework_rope::RopeMatch> m =
           framework_rope::matchRope(op.getQuery())) {
-    if (positionsAgree(op, *m, qOffset, "the query is", "attended at") &&
+    if (positionsAgree(op, *m, qOffset, "the query is", "it is",
+                       "attended at") &&
         fuse) {
       // The keys' tables when they are the same angles, else tables of
       // its own when the query rows are the appended tokens.

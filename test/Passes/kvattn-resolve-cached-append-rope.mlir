@@ -920,3 +920,104 @@ func.func @concat_inv_freq(%q: tensor<1x2x2x16xf32>, %kcache: tensor<1x2x8x16xf3
   return %o : tensor<1x2x2x16xf32>
 }
 
+
+// -----
+
+// position_ids = pos[b] + i + 1 (the position of the token after): one
+// position after the cache write's, whatever pos is. Named, and left as
+// written.
+
+// CHECK-LABEL: func @position_off_by_one
+// CHECK-NOT:     rope =
+func.func @position_off_by_one(%q: tensor<1x2x2x8xf32>, %kcache: tensor<1x2x8x8xf32>,
+    %vcache: tensor<1x2x8x8xf32>, %knew: tensor<1x2x2x8xf32>, %vnew: tensor<1x2x2x8xf32>,
+    %pos: tensor<1xi64>) -> tensor<1x2x2x8xf32> {
+  %pidse = tensor.empty() : tensor<1x2xi64>
+  %pids = linalg.generic {indexing_maps = [affine_map<(b, i) -> (b)>, affine_map<(b, i) -> (b, i)>], iterator_types = ["parallel", "parallel"]}
+      ins(%pos : tensor<1xi64>) outs(%pidse : tensor<1x2xi64>) {
+  ^bb0(%p: i64, %o: i64):
+    %i = linalg.index 1 : index
+    %ii = arith.index_cast %i : index to i64
+    %r0 = arith.addi %p, %ii : i64
+    %one = arith.constant 1 : i64
+    %r = arith.addi %r0, %one : i64
+    linalg.yield %r : i64
+  } -> tensor<1x2xi64>
+  %inv = arith.constant dense<[1.0, 0.10000000149011612, 0.009999999776482582, 0.0010000000474974513]> : tensor<4xf32>
+  %invb0 = tensor.empty() : tensor<1x4x1xf32>
+  %invb = linalg.broadcast ins(%inv : tensor<4xf32>) outs(%invb0 : tensor<1x4x1xf32>) dimensions = [0, 2]
+  %pf0 = tensor.empty() : tensor<1x1x2xf32>
+  %pf = linalg.generic {indexing_maps = [affine_map<(b, o, i) -> (b, i)>, affine_map<(b, o, i) -> (b, o, i)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%pids : tensor<1x2xi64>) outs(%pf0 : tensor<1x1x2xf32>) {
+  ^bb0(%p: i64, %o: f32):
+    %f = arith.sitofp %p : i64 to f32
+    linalg.yield %f : f32
+  } -> tensor<1x1x2xf32>
+  %zero = arith.constant 0.0 : f32
+  %fr0 = tensor.empty() : tensor<1x4x2xf32>
+  %fr1 = linalg.fill ins(%zero : f32) outs(%fr0 : tensor<1x4x2xf32>) -> tensor<1x4x2xf32>
+  %fr2 = linalg.batch_matmul ins(%invb, %pf : tensor<1x4x1xf32>, tensor<1x1x2xf32>) outs(%fr1 : tensor<1x4x2xf32>) -> tensor<1x4x2xf32>
+  %fr3 = tensor.empty() : tensor<1x2x4xf32>
+  %freqs = linalg.transpose ins(%fr2 : tensor<1x4x2xf32>) outs(%fr3 : tensor<1x2x4xf32>) permutation = [0, 2, 1]
+  %emb = tensor.concat dim(2) %freqs, %freqs : (tensor<1x2x4xf32>, tensor<1x2x4xf32>) -> tensor<1x2x8xf32>
+  %cs0 = tensor.empty() : tensor<1x2x8xf32>
+  %cos3 = linalg.generic {indexing_maps = [affine_map<(b, i, k) -> (b, i, k)>, affine_map<(b, i, k) -> (b, i, k)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%emb : tensor<1x2x8xf32>) outs(%cs0 : tensor<1x2x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %c = math.cos %a : f32
+    linalg.yield %c : f32
+  } -> tensor<1x2x8xf32>
+  %sin3 = linalg.generic {indexing_maps = [affine_map<(b, i, k) -> (b, i, k)>, affine_map<(b, i, k) -> (b, i, k)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%emb : tensor<1x2x8xf32>) outs(%cs0 : tensor<1x2x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = math.sin %a : f32
+    linalg.yield %s : f32
+  } -> tensor<1x2x8xf32>
+  %cos = tensor.expand_shape %cos3 [[0], [1, 2], [3]] output_shape [1, 1, 2, 8] : tensor<1x2x8xf32> into tensor<1x1x2x8xf32>
+  %sin = tensor.expand_shape %sin3 [[0], [1, 2], [3]] output_shape [1, 1, 2, 8] : tensor<1x2x8xf32> into tensor<1x1x2x8xf32>
+  %q1 = tensor.extract_slice %q[0, 0, 0, 0] [1, 2, 2, 4] [1, 1, 1, 1] : tensor<1x2x2x8xf32> to tensor<1x2x2x4xf32>
+  %q2 = tensor.extract_slice %q[0, 0, 0, 4] [1, 2, 2, 4] [1, 1, 1, 1] : tensor<1x2x2x8xf32> to tensor<1x2x2x4xf32>
+  %qe = tensor.empty() : tensor<1x2x2x4xf32>
+  %qn = linalg.negf ins(%q2 : tensor<1x2x2x4xf32>) outs(%qe : tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  %qrh = tensor.concat dim(3) %qn, %q1 : (tensor<1x2x2x4xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x8xf32>
+  %qcE = tensor.empty() : tensor<1x2x2x8xf32>
+  %qc = linalg.generic {indexing_maps = [affine_map<(b, h, i, k) -> (b, h, i, k)>, affine_map<(b, h, i, k) -> (b, 0, i, k)>, affine_map<(b, h, i, k) -> (b, h, i, k)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%q, %cos : tensor<1x2x2x8xf32>, tensor<1x1x2x8xf32>) outs(%qcE : tensor<1x2x2x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %m = arith.mulf %a, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<1x2x2x8xf32>
+  %qs = linalg.generic {indexing_maps = [affine_map<(b, h, i, k) -> (b, h, i, k)>, affine_map<(b, h, i, k) -> (b, 0, i, k)>, affine_map<(b, h, i, k) -> (b, h, i, k)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%qrh, %sin : tensor<1x2x2x8xf32>, tensor<1x1x2x8xf32>) outs(%qcE : tensor<1x2x2x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %m = arith.mulf %a, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<1x2x2x8xf32>
+  %qr = linalg.add ins(%qc, %qs : tensor<1x2x2x8xf32>, tensor<1x2x2x8xf32>) outs(%qcE : tensor<1x2x2x8xf32>) -> tensor<1x2x2x8xf32>
+  %k1 = tensor.extract_slice %knew[0, 0, 0, 0] [1, 2, 2, 4] [1, 1, 1, 1] : tensor<1x2x2x8xf32> to tensor<1x2x2x4xf32>
+  %k2 = tensor.extract_slice %knew[0, 0, 0, 4] [1, 2, 2, 4] [1, 1, 1, 1] : tensor<1x2x2x8xf32> to tensor<1x2x2x4xf32>
+  %ke = tensor.empty() : tensor<1x2x2x4xf32>
+  %kn = linalg.negf ins(%k2 : tensor<1x2x2x4xf32>) outs(%ke : tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  %krh = tensor.concat dim(3) %kn, %k1 : (tensor<1x2x2x4xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x8xf32>
+  %kcE = tensor.empty() : tensor<1x2x2x8xf32>
+  %kc = linalg.generic {indexing_maps = [affine_map<(b, h, i, k) -> (b, h, i, k)>, affine_map<(b, h, i, k) -> (b, 0, i, k)>, affine_map<(b, h, i, k) -> (b, h, i, k)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%knew, %cos : tensor<1x2x2x8xf32>, tensor<1x1x2x8xf32>) outs(%kcE : tensor<1x2x2x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %m = arith.mulf %a, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<1x2x2x8xf32>
+  %ks = linalg.generic {indexing_maps = [affine_map<(b, h, i, k) -> (b, h, i, k)>, affine_map<(b, h, i, k) -> (b, 0, i, k)>, affine_map<(b, h, i, k) -> (b, h, i, k)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%krh, %sin : tensor<1x2x2x8xf32>, tensor<1x1x2x8xf32>) outs(%kcE : tensor<1x2x2x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %m = arith.mulf %a, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<1x2x2x8xf32>
+  %kr = linalg.add ins(%kc, %ks : tensor<1x2x2x8xf32>, tensor<1x2x2x8xf32>) outs(%kcE : tensor<1x2x2x8xf32>) -> tensor<1x2x2x8xf32>
+  // expected-warning @+1 {{RoPE/cache position mismatch: the new keys are rotated (RoPE) 1 position after the positions they are written to the cache at; the rotation is kept as the framework applied it (unfused)}}
+  %k = kvattn.append %kr into %kcache at %pos : tensor<1x2x2x8xf32> into tensor<1x2x8x8xf32>, tensor<1xi64>
+  %v = kvattn.append %vnew into %vcache at %pos : tensor<1x2x2x8xf32> into tensor<1x2x8x8xf32>, tensor<1xi64>
+  // expected-warning @+1 {{RoPE/cache position mismatch: the query is rotated (RoPE) 1 position after the positions it is attended at}}
+  %o = kvattn.sdpa %qr, %k, %v causal = lower_right
+      : tensor<1x2x2x8xf32>, tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32> -> tensor<1x2x2x8xf32>
+  return %o : tensor<1x2x2x8xf32>
+}
