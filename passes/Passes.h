@@ -45,9 +45,11 @@ std::unique_ptr<Pass>
 createGpuModuleToPtxPass(const GpuModuleToPtxPassOptions &options,
                          DeviceCodegenTimes *times);
 
-/// Patterns of -kvattn-resolve-cached-append, usable without the pass.
+/// Patterns of -kvattn-resolve-cached-append, usable without the pass
+/// (`fuseRope`: the pass's fuse-rope option).
 void populateResolveCachedAppendPatterns(RewritePatternSet &patterns,
-                                         bool fixUpperLeftAppends);
+                                         bool fixUpperLeftAppends,
+                                         bool fuseRope = true);
 
 /// Patterns of -kvattn-raise-sdpa (linalg and TOSA SDPA to kvattn.sdpa);
 /// as patterns they emit no remarks.

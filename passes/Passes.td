@@ -33,6 +33,19 @@ def ResolveCachedAppendPass : Pass<"kvattn-resolve-cached-append"> {
     faithful (upper-left) meaning and emits a warning that says so and how
     to fix it. With `fix-upper-left-appends=true` it rewrites the op to the
     lower-right positions instead and emits a remark.
+
+    RoPE applied by the framework (HF transformers' `apply_rotary_pos_emb`,
+    GPT-J's interleaved form, partial rotary; cos/sin from positions and a
+    constant inv_freq, or gathered from tables at the positions) on the
+    query, and on the new keys of the `kvattn.append` that feeds the SDPA,
+    becomes `rope = #kvattn.rope<...>` on `kvattn.attention` (the
+    un-rotated query, at its own positions) and on the append (the
+    un-rotated keys, at theirs) when the positions the framework rotated at
+    provably equal those of the resolved ops (`fuse-rope`, default on).
+    When they provably differ the pass warns, naming both (a RoPE/cache
+    position mismatch), and leaves the rotation as written; when unknown it
+    leaves it silently. The meaning is the same in every case
+    (docs/passes.md).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -44,6 +57,11 @@ def ResolveCachedAppendPass : Pass<"kvattn-resolve-cached-append"> {
            "Rewrite upper-left causal SDPA over a cache append to lower-right "
            "positions (and emit a remark) instead of keeping the upper-left "
            "meaning with a warning">,
+    Option<"fuseRope", "fuse-rope", "bool", /*default=*/"true",
+           "Move RoPE that the framework applied to the query and to the "
+           "appended keys into kvattn.attention and kvattn.append "
+           "(#kvattn.rope), where the positions it was applied at provably "
+           "are the positions the resolved ops use">,
   ];
 }
 

@@ -11,6 +11,7 @@
 
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
+#include "passes/FrameworkRope.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -18,6 +19,9 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <cstdlib>
 
 namespace mlir {
 namespace kvattn {
@@ -302,9 +306,169 @@ Value asKeyValidity(OpBuilder &b, Location loc, Value mask, Value query) {
 
 } // namespace
 
+namespace {
+
+/// The framework's RoPE, bound to the resolved ops' positions.
+struct RopeResolution {
+  /// The query's rotation, fused into the attention.
+  std::optional<framework_rope::RopeMatch> query;
+  /// The appended keys' rotation, fused into the key append.
+  std::optional<framework_rope::RopeMatch> keys;
+  /// The keys arrive rotated by a kvattn.append and the query is used as
+  /// it is (rotated by the framework, or not at all).
+  bool queryRotated = false;
+};
+
+/// Compares the positions the framework rotated at with those a resolved
+/// op uses; warns when they provably differ, naming both. True when they
+/// are equal. `what`: "the query is" / "the new keys are"; `pronoun`:
+/// "it is" / "they are"; `use`: "attended at" / "written to the cache at".
+bool positionsAgree(Operation *at, const framework_rope::RopeMatch &m,
+                    Value offset, StringRef what, StringRef pronoun,
+                    StringRef use) {
+  auto type = cast<RankedTensorType>(m.input.getType());
+  framework_rope::PositionComparison cmp = framework_rope::comparePositions(
+      m.position,
+      framework_rope::offsetPosition(at->getContext(), offset,
+                                     type.getDimSize(0), type.getDimSize(2)),
+      type.getDimSize(0), type.getDimSize(2));
+  if (cmp.kind == framework_rope::PositionComparison::Different) {
+    InFlightDiagnostic diag = at->emitWarning()
+                              << "RoPE/cache position mismatch: " << what
+                              << " rotated (RoPE) ";
+    if (cmp.batch >= 0) {
+      diag << "at position " << cmp.lhs << " but " << use << " position "
+           << cmp.rhs << " (batch " << cmp.batch << ", row " << cmp.row << ")";
+    } else {
+      int64_t d = *cmp.difference;
+      diag << std::abs(d) << (std::abs(d) == 1 ? " position " : " positions ")
+           << (d > 0 ? "after" : "before") << " the positions " << pronoun
+           << " " << use;
+    }
+    diag << "; the rotation is kept as the framework applied it (unfused)";
+  }
+  return cmp.kind == framework_rope::PositionComparison::Equal;
+}
+
+/// Tables built for an inv_freq that no theta gives hold at most this many
+/// values each ([C, R/2] for a cache of C slots: 4 MiB of f32).
+constexpr int64_t kMaxTableElements = int64_t{1} << 20;
+
+/// Builds the tables of a match whose inv_freq no theta gives, for the
+/// positions below `rows` (a static cache capacity), before `at`. False
+/// when there is no bound or the tables would be too large.
+bool buildTables(RewriterBase &rewriter, Operation *at,
+                 framework_rope::RopeMatch &m, int64_t rows) {
+  if (!m.needsTables())
+    return true;
+  if (ShapedType::isDynamic(rows) ||
+      rows * static_cast<int64_t>(m.invFreq.size()) > kMaxTableElements)
+    return false;
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(at);
+  std::tie(m.cos, m.sin) =
+      framework_rope::makeTables(rewriter, at->getLoc(), m.invFreq, rows);
+  m.builtFrom = std::move(m.invFreq);
+  m.invFreq.clear();
+  return true;
+}
+
+/// Recognises the framework's RoPE on the SDPA's query and on the new keys
+/// of the append that produced its keys, and decides what is fused.
+/// `qOffset` is the query offset the attention will have (null: 0);
+/// `queryAtAppend`: the query rows are the appended tokens, at their
+/// positions (so below the cache's capacity).
+RopeResolution resolveRope(RewriterBase &rewriter, SdpaOp op, Value qOffset,
+                           bool queryAtAppend, bool fuse) {
+  RopeResolution r;
+  auto append = op.getKey().getDefiningOp<AppendOp>();
+  const int64_t capacity = append && !append.isPaged()
+                               ? append.getCache().getType().getDimSize(2)
+                               : ShapedType::kDynamic;
+  if (append && !append.getRopeAttr() && !append.isPaged()) {
+    std::optional<framework_rope::RopeMatch> m =
+        framework_rope::matchRope(append.getUpdate());
+    // The fused append casts the f32 rotation to the cache's type once;
+    // the framework rounded it to the update's type first. The same only
+    // when that rounding is exact (f32) or the types are one.
+    if (m) {
+      Type updateType = getElementTypeOrSelf(m->input.getType());
+      if (!updateType.isF32() &&
+          updateType != append.getCache().getType().getElementType())
+        m.reset();
+    }
+    // The written tokens sit below the capacity (the append's contract):
+    // tables of `capacity` rows hold every position.
+    if (m &&
+        positionsAgree(append, *m, append.getPos(), "the new keys are",
+                       "they are", "written to the cache at") &&
+        fuse && buildTables(rewriter, append, *m, capacity))
+      r.keys = m;
+  }
+  if (std::optional<framework_rope::RopeMatch> m =
+          framework_rope::matchRope(op.getQuery())) {
+    if (positionsAgree(op, *m, qOffset, "the query is", "it is",
+                       "attended at") &&
+        fuse) {
+      // The keys' tables when they are the same angles, else tables of
+      // its own when the query rows are the appended tokens.
+      if (m->needsTables() && r.keys && r.keys->rope == m->rope &&
+          r.keys->builtFrom == m->invFreq) {
+        m->cos = r.keys->cos;
+        m->sin = r.keys->sin;
+        m->invFreq.clear();
+      }
+      if (!m->needsTables() ||
+          (queryAtAppend && buildTables(rewriter, op, *m, capacity)))
+        r.query = m;
+    }
+  }
+
+  // Keys rotated by an append meet a query rotated the same way, or one
+  // used as it is.
+  RopeAttr keyRope =
+      r.keys ? r.keys->rope : (append ? append.getRopeAttr() : RopeAttr());
+  if (keyRope) {
+    Value cos = r.keys ? r.keys->cos : append.getRotaryCos();
+    Value sin = r.keys ? r.keys->sin : append.getRotarySin();
+    if (r.query && (r.query->rope != keyRope || r.query->cos != cos ||
+                    r.query->sin != sin))
+      r.query.reset();
+    r.queryRotated = !r.query;
+  }
+  return r;
+}
+
+/// Erases the framework's rotation once nothing reads it.
+void eraseDeadRotation(RewriterBase &rewriter, Value root) {
+  SmallVector<Operation *> worklist;
+  if (Operation *def = root.getDefiningOp())
+    worklist.push_back(def);
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (isa<KVAttnDialect>(op->getDialect()) || !isOpTriviallyDead(op))
+      continue;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        worklist.push_back(def);
+    for (Region &region : op->getRegions())
+      region.walk([&](Operation *inner) {
+        for (Value operand : inner->getOperands())
+          if (Operation *def = operand.getDefiningOp();
+              def && !op->isAncestor(def))
+            worklist.push_back(def);
+      });
+    rewriter.eraseOp(op);
+    // The same op may be queued twice: drop the erased one.
+    llvm::erase(worklist, op);
+  }
+}
+
+} // namespace
+
 /// Rewrites one kvattn.sdpa; emits the lint diagnostics.
 static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
-                        bool fixUpperLeftAppends) {
+                        bool fixUpperLeftAppends, bool fuseRope) {
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
   Value query = op.getQuery(), key = op.getKey();
@@ -404,6 +568,44 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
     }
   }
 
+  // RoPE applied by the framework. Without a causal rule or a window the
+  // query positions change no mask: an append's queries are then placed at
+  // its positions, where the framework rotated them.
+  Value ropeOffset = pos.qOffset;
+  if (!causal && !op.getWindowAttr() && !pos.qOffset && !pos.kOffset &&
+      rel.kind == CacheKind::Append && rel.newRows.provablyEquals(queryRows))
+    ropeOffset = rel.appendPos;
+  bool queryAtAppend = ropeOffset && rel.kind == CacheKind::Append &&
+                       ropeOffset == rel.appendPos;
+  RopeResolution rope =
+      resolveRope(rewriter, op, ropeOffset, queryAtAppend, fuseRope);
+  Value attentionQuery = query;
+  RopeAttr ropeAttr;
+  Value rotaryCos, rotarySin;
+  if (rope.query) {
+    attentionQuery = rope.query->input;
+    ropeAttr = rope.query->rope;
+    rotaryCos = rope.query->cos;
+    rotarySin = rope.query->sin;
+    // rope rotates at q_offset + i: it needs the offset form.
+    pos.qOffset = ropeOffset ? ropeOffset
+                             : splatBatch(rewriter, loc, query,
+                                          rewriter.getIndexAttr(0), i64);
+  }
+  Value rotatedKeys;
+  if (rope.keys) {
+    auto append = key.getDefiningOp<AppendOp>();
+    rotatedKeys = append.getUpdate();
+    rewriter.modifyOpInPlace(append, [&] {
+      append.getUpdateMutable().assign(rope.keys->input);
+      append.setRopeAttr(rope.keys->rope);
+      if (rope.keys->cos) {
+        append.getRotaryCosMutable().assign(rope.keys->cos);
+        append.getRotarySinMutable().assign(rope.keys->sin);
+      }
+    });
+  }
+
   // Masks: a boolean mask over keys alone is key validity; any other mask
   // is carried as the general mask operand (a float mask's finite values
   // are biases, so it stays additive).
@@ -419,34 +621,39 @@ static void resolveSdpa(RewriterBase &rewriter, SdpaOp op,
   // SDPA's window.
   Value lse = op.getLse();
   auto attention = AttentionOp::create(
-      rewriter, loc, op.getOut().getType(), lse ? lse.getType() : Type(), query,
-      key, op.getValue(), pos.qOffset, pos.kOffset, /*q_pos=*/Value(),
+      rewriter, loc, op.getOut().getType(), lse ? lse.getType() : Type(),
+      attentionQuery, key, op.getValue(), pos.qOffset, pos.kOffset,
+      /*q_pos=*/Value(),
       /*k_pos=*/Value(), pos.kvLen, keyValid, mask, /*block_table=*/Value(),
       /*q_start=*/Value(), /*sinks=*/Value(), /*alibi_slopes=*/Value(),
       /*k_rope_pos=*/Value(), /*k_start=*/Value(),
       /*cache_batch_idx=*/Value(), /*causal=*/causal.has_value(),
       op.getWindowAttr(), op.getSoftcapAttr(), op.getScaleAttr(),
-      /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
-      /*rope=*/RopeAttr(), /*query_rotated=*/false, /*k_scale=*/Value(),
-      /*v_scale=*/Value(), /*value_dim=*/IntegerAttr(),
-      /*rotary_cos=*/Value(), /*rotary_sin=*/Value());
+      /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(), ropeAttr,
+      rope.queryRotated, /*k_scale=*/Value(),
+      /*v_scale=*/Value(), /*value_dim=*/IntegerAttr(), rotaryCos, rotarySin);
   rewriter.replaceOp(op, attention->getResults());
+  if (rope.query)
+    eraseDeadRotation(rewriter, query);
+  if (rotatedKeys)
+    eraseDeadRotation(rewriter, rotatedKeys);
 }
 
 namespace {
 
 struct SdpaToAttentionPattern : OpRewritePattern<SdpaOp> {
-  SdpaToAttentionPattern(MLIRContext *ctx, bool fixUpperLeftAppends)
-      : OpRewritePattern<SdpaOp>(ctx),
-        fixUpperLeftAppends(fixUpperLeftAppends) {}
+  SdpaToAttentionPattern(MLIRContext *ctx, bool fixUpperLeftAppends,
+                         bool fuseRope)
+      : OpRewritePattern<SdpaOp>(ctx), fixUpperLeftAppends(fixUpperLeftAppends),
+        fuseRope(fuseRope) {}
 
   LogicalResult matchAndRewrite(SdpaOp op,
                                 PatternRewriter &rewriter) const override {
-    resolveSdpa(rewriter, op, fixUpperLeftAppends);
+    resolveSdpa(rewriter, op, fixUpperLeftAppends, fuseRope);
     return success();
   }
 
-  bool fixUpperLeftAppends;
+  bool fixUpperLeftAppends, fuseRope;
 };
 
 struct ResolveCachedAppendPass
@@ -479,14 +686,14 @@ struct ResolveCachedAppendPass
       return signalPassFailure();
     IRRewriter rewriter(&getContext());
     for (SdpaOp op : ops)
-      resolveSdpa(rewriter, op, fixUpperLeftAppends);
+      resolveSdpa(rewriter, op, fixUpperLeftAppends, fuseRope);
   }
 };
 
 } // namespace
 
 void mlir::kvattn::populateResolveCachedAppendPatterns(
-    RewritePatternSet &patterns, bool fixUpperLeftAppends) {
+    RewritePatternSet &patterns, bool fixUpperLeftAppends, bool fuseRope) {
   patterns.add<SdpaToAttentionPattern>(patterns.getContext(),
-                                       fixUpperLeftAppends);
+                                       fixUpperLeftAppends, fuseRope);
 }

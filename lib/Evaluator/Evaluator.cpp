@@ -5,12 +5,14 @@
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Reference/Fp8KvCache.h"
 #include "kvattn/Reference/Reference.h"
+#include "kvattn/Support/Float16.h"
 #include "kvattn/Support/TensorCheck.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -131,6 +133,7 @@ private:
   Status evalInsertSlice(tensor::InsertSliceOp op);
   Status evalExtractSlice(tensor::ExtractSliceOp op);
   Status evalConcat(tensor::ConcatOp op);
+  Status evalLinalg(linalg::LinalgOp op);
   Status evalForall(scf::ForallOp op);
   Status evalAffineMap(Operation *op, AffineMap map, ValueRange operands,
                        int kind);
@@ -390,9 +393,189 @@ Status Interpreter::eval(Operation *op) {
         set(o->getResult(0), std::move(t));
         return Status::ok();
       })
+      // Elementwise and contraction ops on tensors as front ends emit them
+      // (RoPE, position arithmetic): each loop point, the body in scalars.
+      .Case([&](linalg::LinalgOp o) { return evalLinalg(o); })
       .Default([&](Operation *o) {
         return fail(o, "not supported by the reference evaluator");
       });
+}
+
+namespace {
+/// A scalar of a linalg body: a float (any float type, rounded to it) or an
+/// integer (i1 .. i64, index).
+struct Scalar {
+  double f = 0;
+  int64_t i = 0;
+};
+
+/// `v` rounded to the float type `type`.
+double roundTo(Type type, double v) {
+  if (type.isF32())
+    return static_cast<double>(static_cast<float>(v));
+  if (type.isF16())
+    return static_cast<double>(roundToHalf(static_cast<float>(v)));
+  if (type.isBF16())
+    return static_cast<double>(roundToBFloat16(static_cast<float>(v)));
+  return v;
+}
+
+/// `v` wrapped to the integer type `type` (sign-extended).
+int64_t wrapTo(Type type, int64_t v) {
+  unsigned width = type.isIndex() ? 64 : type.getIntOrFloatBitWidth();
+  if (width >= 64)
+    return v;
+  uint64_t mask = (uint64_t{1} << width) - 1;
+  uint64_t u = static_cast<uint64_t>(v) & mask;
+  if (width > 1 && (u >> (width - 1)))
+    u |= ~mask;
+  return static_cast<int64_t>(u);
+}
+} // namespace
+
+Status Interpreter::evalLinalg(linalg::LinalgOp op) {
+  if (!op.hasPureTensorSemantics())
+    return fail(op, "linalg ops on buffers are not supported");
+  // Loop ranges from the operands' run-time shapes.
+  SmallVector<int64_t> shapes;
+  for (OpOperand &operand : op->getOpOperands())
+    if (isa<RankedTensorType>(operand.get().getType())) {
+      const HostTensor &t = tensor(operand.get());
+      for (int64_t d = 0; d < t.rank(); ++d)
+        shapes.push_back(t.dim(d));
+    } else {
+      // A scalar input has no dimensions in the shapes map.
+    }
+  AffineMap shapesToLoops = op.getShapesToLoopsMap();
+  if (!shapesToLoops)
+    return fail(op, "its loop ranges do not follow from its operands");
+  SmallVector<int64_t> ranges = shapesToLoops.compose(shapes);
+  std::vector<HostTensor> outs;
+  for (OpOperand &init : op.getDpsInitsMutable())
+    outs.push_back(tensor(init.get()));
+
+  Block *body = op.getBlock();
+  llvm::DenseMap<Value, Scalar> scalars;
+  SmallVector<int64_t> point(ranges.size(), 0);
+  int64_t total = 1;
+  for (int64_t r : ranges)
+    total *= r;
+  auto indexOf = [&](OpOperand &operand, const HostTensor &t) {
+    SmallVector<int64_t> at =
+        op.getMatchingIndexingMap(&operand).compose(point);
+    return t.flatIndex(std::vector<int64_t>(at.begin(), at.end()));
+  };
+  auto read = [&](const HostTensor &t, int64_t flat, Type type) {
+    Scalar v;
+    if (isa<FloatType>(type))
+      v.f = t.getDouble(flat);
+    else
+      v.i = t.getInt(flat);
+    return v;
+  };
+  for (int64_t n = 0; n < total; ++n) {
+    int64_t rest = n;
+    for (int64_t d = static_cast<int64_t>(ranges.size()) - 1; d >= 0; --d) {
+      point[d] = rest % ranges[d];
+      rest /= ranges[d];
+    }
+    scalars.clear();
+    for (OpOperand &operand : op->getOpOperands()) {
+      BlockArgument arg = body->getArgument(operand.getOperandNumber());
+      Value v = operand.get();
+      if (!isa<RankedTensorType>(v.getType())) {
+        scalars[arg] = read(tensor(v), 0, arg.getType());
+        continue;
+      }
+      bool isInit = op.isDpsInit(&operand);
+      const HostTensor &t =
+          isInit ? outs[operand.getOperandNumber() - op.getNumDpsInputs()]
+                 : tensor(v);
+      scalars[arg] = read(t, indexOf(operand, t), arg.getType());
+    }
+    for (Operation &inner : body->without_terminator()) {
+      auto in = [&](unsigned k) { return scalars[inner.getOperand(k)]; };
+      Type type =
+          inner.getNumResults() == 1 ? inner.getResult(0).getType() : Type();
+      Scalar r;
+      bool ok = true;
+      llvm::TypeSwitch<Operation *>(&inner)
+          .Case([&](linalg::IndexOp o) { r.i = point[o.getDim()]; })
+          .Case([&](arith::ConstantOp o) {
+            if (auto f = dyn_cast<FloatAttr>(o.getValue()))
+              r.f = f.getValueAsDouble();
+            else if (auto i = dyn_cast<IntegerAttr>(o.getValue()))
+              r.i = i.getType().isInteger(1) ? i.getValue().getZExtValue()
+                                             : i.getInt();
+            else
+              ok = false;
+          })
+          .Case([&](arith::AddFOp) { r.f = in(0).f + in(1).f; })
+          .Case([&](arith::SubFOp) { r.f = in(0).f - in(1).f; })
+          .Case([&](arith::MulFOp) { r.f = in(0).f * in(1).f; })
+          .Case([&](arith::DivFOp) { r.f = in(0).f / in(1).f; })
+          .Case([&](arith::NegFOp) { r.f = -in(0).f; })
+          .Case([&](arith::MaxNumFOp) { r.f = std::fmax(in(0).f, in(1).f); })
+          .Case([&](arith::MinNumFOp) { r.f = std::fmin(in(0).f, in(1).f); })
+          .Case([&](arith::ExtFOp) { r.f = in(0).f; })
+          .Case([&](arith::TruncFOp) { r.f = in(0).f; })
+          .Case([&](arith::SIToFPOp) { r.f = static_cast<double>(in(0).i); })
+          .Case([&](arith::UIToFPOp o) {
+            unsigned w = o.getIn().getType().getIntOrFloatBitWidth();
+            uint64_t u = static_cast<uint64_t>(in(0).i);
+            if (w < 64)
+              u &= (uint64_t{1} << w) - 1;
+            r.f = static_cast<double>(u);
+          })
+          .Case([&](arith::AddIOp) { r.i = in(0).i + in(1).i; })
+          .Case([&](arith::SubIOp) { r.i = in(0).i - in(1).i; })
+          .Case([&](arith::MulIOp) { r.i = in(0).i * in(1).i; })
+          .Case([&](arith::MaxSIOp) { r.i = std::max(in(0).i, in(1).i); })
+          .Case([&](arith::MinSIOp) { r.i = std::min(in(0).i, in(1).i); })
+          .Case<arith::IndexCastOp, arith::ExtSIOp, arith::TruncIOp>(
+              [&](Operation *) { r.i = in(0).i; })
+          .Case([&](arith::SelectOp) { r = (in(0).i & 1) ? in(1) : in(2); })
+          // Transcendentals in double, rounded to the type: what the
+          // reference's RoPE computes (f32(cos(f64(angle)))).
+          .Case([&](math::CosOp) { r.f = std::cos(in(0).f); })
+          .Case([&](math::SinOp) { r.f = std::sin(in(0).f); })
+          .Case([&](math::ExpOp) { r.f = std::exp(in(0).f); })
+          .Case([&](tensor::ExtractOp o) {
+            const HostTensor &t = tensor(o.getTensor());
+            std::vector<int64_t> at;
+            for (auto [d, v] : llvm::enumerate(o.getIndices())) {
+              int64_t i = scalars[v].i;
+              if (i < 0 || i >= t.dim(d))
+                ok = false;
+              at.push_back(i);
+            }
+            if (ok)
+              r = read(t, t.flatIndex(at), type);
+          })
+          .Default([&](Operation *) { ok = false; });
+      if (!ok)
+        return fail(op, "its body's '" + inner.getName().getStringRef().str() +
+                            "' is not supported by the reference evaluator "
+                            "(or reads out of bounds)");
+      if (type && isa<FloatType>(type))
+        r.f = roundTo(type, r.f);
+      else if (type && type.isIntOrIndex())
+        r.i = wrapTo(type, r.i);
+      scalars[inner.getResult(0)] = r;
+    }
+    auto yield = cast<linalg::YieldOp>(body->getTerminator());
+    for (auto [k, v] : llvm::enumerate(yield.getValues())) {
+      HostTensor &out = outs[k];
+      int64_t flat = indexOf(*op.getDpsInitOperand(k), out);
+      if (isa<FloatType>(v.getType()))
+        out.setDouble(flat, scalars[v].f);
+      else
+        out.setInt(flat, scalars[v].i);
+    }
+  }
+  for (auto [result, out] : llvm::zip(op->getResults(), outs))
+    set(result, std::move(out));
+  return Status::ok();
 }
 
 Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
