@@ -10,14 +10,14 @@
 // and size-1 contractions, and that expression is compared with RoPE's
 // formula (docs/passes.md, "RoPE applied by the framework"):
 //
-//   out[.., first(k)]  = x[.., first(k)]  * c(b, i, k) - x[.., second(k)] *
-//   s(b, i, k) out[.., second(k)] = x[.., second(k)] * c(b, i, k) + x[..,
-//   first(k)]  * s(b, i, k) out[.., R + j]     = x[.., R + j]
+//   out[.., first(k)]  = x[.., first(k)] * c - x[.., second(k)] * s
+//   out[.., second(k)] = x[.., second(k)] * c + x[.., first(k)] * s
+//   out[.., R + j]     = x[.., R + j]
 //
-// with (first, second) = (k, k + R/2) (GPT-NeoX's rotate_half) or
-// (2k, 2k + 1) (GPT-J's rotate_every_two), and c, s either
-// cos/sin(f32(pos(b, i)) * inv_freq[k]) with inv_freq a constant equal to
-// #kvattn.rope's f32(theta^(-2k/R)), or tables read at [pos(b, i), k].
+// with c = c(b, i, k), s = s(b, i, k), (first, second) = (k, k + R/2)
+// (GPT-NeoX's rotate_half) or (2k, 2k + 1) (GPT-J's rotate_every_two), and c, s
+// either cos/sin(f32(pos(b, i)) * inv_freq[k]) with inv_freq a constant equal
+// to #kvattn.rope's f32(theta^(-2k/R)), or tables read at [pos(b, i), k].
 //
 // The same machinery compares integer position expressions (the positions
 // the framework rotated at against those the resolved ops will use).

@@ -209,23 +209,29 @@ class Cache:
                                re.findall(r"(\w+):(\d+)", m.group(2))}
         return out
 
-    # ---- FlashAttention-3: sgl-kernel's compiled sm_90a kernels -----------
-    def fa3_cubin(self, pattern):
-        """The sm_90a cubin of sgl-kernel's flash_ops holding the kernel
-        whose demangled name matches `pattern` (a regex); returns
-        (cubin, mangled name)."""
-        d = self.extract("sgl-kernel", [r"sgl_kernel/flash_ops\.abi3\.so$"])
-        so = os.path.join(d, "sgl_kernel", "flash_ops.abi3.so")
-        index = os.path.join(d, "fwd-kernels.txt")
+    # ---- sgl-kernel's compiled sm_90a kernels (FlashAttention-3, FlashMLA) --
+    def sgl_cubin(self, library, pattern, what, sub=None, index_name=None,
+                  keep=lambda mangled: True):
+        """The sm_90a cubin of sgl-kernel's `library` (e.g. flash_ops)
+        holding the kernel whose demangled name matches `pattern` (a regex);
+        returns (cubin, mangled name).  The library's sm_90a functions that
+        `keep` accepts are indexed once (index_name, in the extraction
+        directory); `what` names the kernels in errors."""
+        d = self.extract("sgl-kernel",
+                         [r"sgl_kernel/%s\.abi3\.so$" % re.escape(library)],
+                         sub=sub)
+        so = os.path.join(d, "sgl_kernel", "%s.abi3.so" % library)
+        index = os.path.join(d, index_name or "%s-kernels.txt" % library)
         if not os.path.exists(index):
-            log("index the sm_90a kernels of sgl-kernel's flash_ops.abi3.so")
+            log("index the sm_90a kernels of sgl-kernel's %s.abi3.so" %
+                library)
             r = run([self.tool("cuobjdump"), "-res-usage", so],
                     capture_output=True, text=True)
             rows = []
             for n, block in enumerate(r.stdout.split("Fatbin elf code:")[1:]):
                 arch = re.search(r"arch = (\S+)", block).group(1)
                 for m in re.finditer(r"Function (\S+):", block):
-                    if arch == "sm_90a" and "FlashAttnFwdSm90" in m.group(1):
+                    if arch == "sm_90a" and keep(m.group(1)):
                         rows.append((n + 1, m.group(1)))
             dem = run(["c++filt"], input="\n".join(r[1] for r in rows),
                       capture_output=True, text=True).stdout.splitlines()
@@ -239,56 +245,27 @@ class Cache:
             if re.search(pattern, pretty):
                 hits.append((int(n), name))
         if len(hits) != 1:
-            raise SystemExit("error: %d sgl-kernel FA3 kernels match %r" %
-                             (len(hits), pattern))
+            raise SystemExit("error: %d sgl-kernel %s kernels match %r" %
+                             (len(hits), what, pattern))
         n, name = hits[0]
-        cubin = os.path.join(d, "flash_ops.abi3.%d.sm_90a.cubin" % n)
+        cubin = os.path.join(d, "%s.abi3.%d.sm_90a.cubin" % (library, n))
         if not os.path.exists(cubin):
             run([self.tool("cuobjdump"), "-xelf", os.path.basename(cubin),
                  so], cwd=d, capture_output=True)
         return cubin, name
 
-    # ---- FlashMLA: sgl-kernel's compiled sm_90a kernels ------------------
+    def fa3_cubin(self, pattern):
+        """FlashAttention-3's forward kernels in sgl-kernel's flash_ops."""
+        return self.sgl_cubin("flash_ops", pattern, "FA3",
+                              index_name="fwd-kernels.txt",
+                              keep=lambda m: "FlashAttnFwdSm90" in m)
+
     def flashmla_cubin(self, pattern):
-        """The sm_90a cubin of sgl-kernel's flashmla_ops holding the kernel
-        whose demangled name matches `pattern` (a regex); returns
-        (cubin, mangled name).  The library bundles FlashMLA's kernels
-        (csrc/sm90/decode/dense/splitkv_mla.cu for the bf16 decode) for
-        sm_90a and sm_100a."""
-        d = self.extract("sgl-kernel", [r"sgl_kernel/flashmla_ops\.abi3\.so$"],
-                         sub="flashmla")
-        so = os.path.join(d, "sgl_kernel", "flashmla_ops.abi3.so")
-        index = os.path.join(d, "kernels.txt")
-        if not os.path.exists(index):
-            log("index the sm_90a kernels of sgl-kernel's flashmla_ops")
-            r = run([self.tool("cuobjdump"), "-res-usage", so],
-                    capture_output=True, text=True)
-            rows = []
-            for n, block in enumerate(r.stdout.split("Fatbin elf code:")[1:]):
-                arch = re.search(r"arch = (\S+)", block).group(1)
-                for m in re.finditer(r"Function (\S+):", block):
-                    if arch == "sm_90a":
-                        rows.append((n + 1, m.group(1)))
-            dem = run(["c++filt"], input="\n".join(r[1] for r in rows),
-                      capture_output=True, text=True).stdout.splitlines()
-            with open(index + ".part", "w") as f:
-                for (n, name), pretty in zip(rows, dem):
-                    f.write("%d\t%s\t%s\n" % (n, name, pretty))
-            os.replace(index + ".part", index)
-        hits = []
-        for line in open(index):
-            n, name, pretty = line.rstrip("\n").split("\t")
-            if re.search(pattern, pretty):
-                hits.append((int(n), name))
-        if len(hits) != 1:
-            raise SystemExit("error: %d sgl-kernel FlashMLA kernels match %r" %
-                             (len(hits), pattern))
-        n, name = hits[0]
-        cubin = os.path.join(d, "flashmla_ops.abi3.%d.sm_90a.cubin" % n)
-        if not os.path.exists(cubin):
-            run([self.tool("cuobjdump"), "-xelf", os.path.basename(cubin),
-                 so], cwd=d, capture_output=True)
-        return cubin, name
+        """FlashMLA's kernels in sgl-kernel's flashmla_ops, which bundles
+        them (csrc/sm90/decode/dense/splitkv_mla.cu for the bf16 decode)
+        for sm_90a and sm_100a."""
+        return self.sgl_cubin("flashmla_ops", pattern, "FlashMLA",
+                              sub="flashmla", index_name="kernels.txt")
 
     # ---- FlashInfer: its headers (flashinfer-python) compiled with nvcc ---
     def flashinfer_cubin(self, name, source, arch, cutlass=False):

@@ -49,11 +49,17 @@ def _tensor(what: str, value) -> torch.Tensor:
     return value
 
 
-def _float_tensor(what: str, t: torch.Tensor) -> str:
+def _float_dtype(what: str, t: torch.Tensor) -> str:
+    """The kvattn dtype name of a float32/float16/bfloat16 tensor."""
     if t.dtype not in _DTYPES:
         raise KVAttnTypeError(
             f"{what} has dtype {t.dtype}; kvattn takes torch.float32, "
             "torch.float16 and torch.bfloat16")
+    return _DTYPES[t.dtype]
+
+
+def _float_tensor(what: str, t: torch.Tensor) -> str:
+    _float_dtype(what, t)
     if t.dim() != 4:
         raise KVAttnValueError(f"{what} must have 4 dims, got "
                                f"{tuple(t.shape)}")
@@ -420,11 +426,7 @@ def _check_rotary_tables(rotary_cos, rotary_sin, rotary_theta, rotary_dim,
         if t.device != device:
             raise KVAttnValueError(f"{name} is on {t.device}, the "
                                    f"attention's tensors on {device}")
-    if rotary_cos.dtype not in _DTYPES:
-        raise KVAttnTypeError(
-            f"rotary_cos has dtype {rotary_cos.dtype}; kvattn takes "
-            "torch.float32, torch.float16 and torch.bfloat16")
-    dtype = _DTYPES[rotary_cos.dtype]
+    dtype = _float_dtype("rotary_cos", rotary_cos)
     if rotary_sin.dtype != rotary_cos.dtype:
         raise KVAttnTypeError(f"rotary_sin has dtype {rotary_sin.dtype}, "
                               f"rotary_cos {rotary_cos.dtype}")

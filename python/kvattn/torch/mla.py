@@ -24,8 +24,8 @@ from typing import Optional, Tuple
 import torch
 
 from ..capi import KVAttnTypeError, KVAttnValueError
-from . import (_DTYPES, _FP8, _check_options, _check_result, _cpu_program,
-               _cpu_run, _cuda_runtime, _dense, _float_tensor, _layout,
+from . import (_FP8, _check_options, _check_result, _cpu_program, _cpu_run,
+               _cuda_runtime, _dense, _float_dtype, _float_tensor, _layout,
                _positions, _program, _program_stats, _tensor, _to_bhsd, _ty)
 
 __all__ = ["mla_attention", "mla_attention_split", "mla_attention_ir",
@@ -504,11 +504,7 @@ def _check_cache_write(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
     for what, t in (("kv_c", kv_c), ("k_pe", k_pe), ("kv_cache", kv_cache),
                     ("slot_mapping", slot_mapping)):
         _tensor(what, t)
-    if kv_c.dtype not in _DTYPES:
-        raise KVAttnTypeError(
-            f"kv_c has dtype {kv_c.dtype}; kvattn takes torch.float32, "
-            "torch.float16 and torch.bfloat16")
-    dtype = _DTYPES[kv_c.dtype]
+    dtype = _float_dtype("kv_c", kv_c)
     if k_pe.dtype != kv_c.dtype:
         raise KVAttnTypeError(f"k_pe has dtype {k_pe.dtype}, kv_c "
                               f"{kv_c.dtype}")
