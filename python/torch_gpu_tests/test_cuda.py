@@ -110,3 +110,93 @@ def test_cuda_plan_decode_step_matches_the_cpu_plan():
              update_k=c(uk), update_v=c(uv))
     with pytest.raises(kt.KVAttnError, match=r"block_table\[1\]\[1\] = 9"):
         plan.check()
+
+
+# --- the ops added after the first version of this file: MLA, its cache
+# write, tree attention, RoPE tables. Each against the op's CPU path (which
+# the CPU suite checks against float64 references); the same code runs on
+# the emulated GPU in python/torch_emulated_tests.
+
+def test_cuda_mla_attention_paged_matches_the_cpu_op():
+    """DeepSeek's latent decode: 128 query heads of 576 over one paged
+    576-wide cache row per token (Dv = 512), bf16, NaN in the unused
+    slots; out and lse."""
+    g = torch.Generator().manual_seed(11)
+    B, Hq, D, page = 3, 128, 576, 64
+    kv_len = torch.tensor([150, 64, 7], dtype=torch.int32)
+    pool = torch.full((8, page, 1, D), float("nan"))
+    table = torch.tensor([[5, 2, 7], [0, -1, -1], [3, -1, -1]],
+                         dtype=torch.int32)
+    for b in range(B):
+        for p in range((int(kv_len[b]) + page - 1) // page):
+            rows = min(page, int(kv_len[b]) - p * page)
+            pool[table[b, p], :rows] = torch.randn(rows, 1, D, generator=g)
+    pool = pool.bfloat16()
+    q = torch.randn(B, Hq, 1, D, generator=g).bfloat16()
+    scale = 1.0 / 192 ** 0.5
+    want, want_lse = kt.mla_attention(q, pool, block_table=table,
+                                      kv_len=kv_len, scale=scale,
+                                      return_lse=True)
+    got, lse = kt.mla_attention(q.cuda(), pool.cuda(),
+                                block_table=table.cuda(),
+                                kv_len=kv_len.cuda(), scale=scale,
+                                return_lse=True)
+    kt.check()
+    assert (got.cpu().float() - want.float()).abs().max() < 2e-2
+    assert (lse.cpu() - want_lse).abs().max() < 1e-3 * (1 + want_lse.abs()
+                                                         .max())
+
+
+def test_cuda_concat_and_cache_mla_writes_the_slots():
+    """vLLM's cache write: each token's [kv_c, k_pe] at its slot, nothing
+    else touched; a slot past the cache is recorded on the device."""
+    g = torch.Generator().manual_seed(12)
+    kv_c = torch.randn(5, 512, generator=g).bfloat16()
+    k_pe = torch.randn(5, 64, generator=g).bfloat16()
+    slots = torch.tensor([130, 64, 65, 3, 131])
+    cache = torch.full((4, 64, 576), float("nan")).bfloat16()
+    want = cache.clone()
+    kt.concat_and_cache_mla(kv_c, k_pe, want, slots)
+    got = cache.cuda()
+    kt.concat_and_cache_mla(kv_c.cuda(), k_pe.cuda(), got, slots.cuda())
+    kt.check()
+    assert torch.equal(got.cpu().view(torch.int16),
+                       want.view(torch.int16))  # NaN rows bit for bit
+    with pytest.raises(kt.KVAttnError):
+        kt.concat_and_cache_mla(kv_c.cuda(), k_pe.cuda(), got,
+                                torch.tensor([1, 2, 3, 4, 256]).cuda())
+        kt.check()
+
+
+def test_cuda_tree_attention_matches_the_cpu_op():
+    """A ragged batch of a decode row, a draft tree of depth 4 and
+    branching 3, and another decode row, bf16."""
+    from kvattn import tree as ktree
+    g = torch.Generator().manual_seed(13)
+    parents = torch.tensor([-1] + ktree.complete_tree(4, 3) + [-1])
+    cu = torch.tensor([0, 1, 122, 123])
+    kv = torch.tensor([300, 380, 77])
+    T, Hq, Hkv, S, D = 123, 4, 2, 400, 64
+    q = torch.randn(T, Hq, D, generator=g).bfloat16()
+    k = torch.randn(3, Hkv, S, D, generator=g).bfloat16()
+    v = torch.randn(3, Hkv, S, D, generator=g).bfloat16()
+    want = kt.tree_attention(q, k, v, cu, kv, tree_parents=parents)
+    got = kt.tree_attention(q.cuda(), k.cuda(), v.cuda(), cu, kv,
+                            tree_parents=parents)
+    kt.check()
+    assert (got.cpu().float() - want.float()).abs().max() < 2e-2
+
+
+def test_cuda_rope_tables_match_the_cpu_op():
+    """RoPE from cos/sin tables (Llama 3 scaling, any frequencies) applied to
+    the query at its positions, bf16."""
+    g = torch.Generator().manual_seed(14)
+    q, k, v = make(torch.bfloat16, D=64, seed=14)
+    angles = torch.rand(128, 32, generator=g) * 6.283
+    cos, sin = angles.cos(), angles.sin()
+    kw = dict(q_offset=[65, 30], kv_len=[70, 35])
+    want = kt.attention(q, k, v, rotary_cos=cos, rotary_sin=sin, **kw)
+    got = kt.attention(q.cuda(), k.cuda(), v.cuda(), rotary_cos=cos.cuda(),
+                       rotary_sin=sin.cuda(), **kw)
+    kt.check()
+    assert (got.cpu().float() - want.float()).abs().max() < 2e-2
