@@ -82,10 +82,10 @@
 // A block that is neither the program's warps nor those and a producer
 // warpgroup is refused by name.
 // BLOCK: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the kernel's block (160 threads) is not its 4 warps, nor (with the TMA rings) those and a producer warpgroup of 4 warps
-// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | sed -e 's/producer_warps = 4, //' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=PRODUCER
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | sed -e 's/producer_warps = 4, //' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=UNRECORDED
 // A block with a producer warpgroup that the schedule does not record is
 // refused by name (the schedule says how the kernel is built).
-// PRODUCER: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the kernel's block (256 threads) has 4 warps past its num_warps = 4, its schedule producer_warps = 0
+// UNRECORDED: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the kernel's block (256 threads) has 4 warps past its num_warps = 4, its schedule producer_warps = 0
 
 // The tiles move to dynamic shared memory; each tile op becomes the
 // thread-mapped code of docs/gpu-lowering.md. Prefix CHECK is the scalar
