@@ -59,7 +59,7 @@ FA2 = {
 # Split, V_colmajor>.  tile_size_fwd_sm90: hd128 causal 128 x 128,
 # non-causal 128 x 176; hd64 192 x 128; hd256 128 x 80; one producer
 # warpgroup and kBlockM / 64 consumer warpgroups.
-def fa3_pattern(m, n, d, causal, decode=False):
+def fa3_pattern(m, n, d, causal, decode=False, dv=None):
     # After Is_causal: Is_local, Has_softcap, Varlen, PagedKVNonTMA,
     # AppendKV, HasQv, MmaPV_is_RS, IntraWGOverlap, PackGQA, Split,
     # V_colmajor.  Decode as SGLang's FA3 backend calls it (page size 1:
@@ -72,7 +72,7 @@ def fa3_pattern(m, n, d, causal, decode=False):
     return (r"CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>,"
             r" cute::C<1> >, cute::tuple<cute::C<%d>, cute::C<%d>, cute::C<%d>"
             r" >, %d, cutlass::bfloat16_t, float, cutlass::arch::Sm90, %s, %s"
-            r"," % (m, n, d, d, "true" if causal else "false", flags))
+            r"," % (m, n, d, dv or d, "true" if causal else "false", flags))
 
 
 FA3 = {
@@ -82,6 +82,10 @@ FA3 = {
     # tile_size_fwd_sm90 at hd256: 128 x 80, two consumer warpgroups.
     "fwd-hd256-causal": (fa3_pattern(128, 80, 256, True), 128, 80, 8),
     "fwd-hd256": (fa3_pattern(128, 80, 256, False), 128, 80, 8),
+    # DeepSeek-V3's MHA prefill (D = 192 = 128 + 64 rotary, Dv = 128):
+    # tile_size_fwd_sm90 gives 128 x 128 at hd 192 with Dv <= 128.
+    "fwd-hd192-dv128-causal": (fa3_pattern(128, 128, 192, True, dv=128), 128,
+                               128, 8),
     "decode-hd128": (fa3_pattern(128, 128, 128, False, True), 128, 128, 8),
     "decode-hd64": (fa3_pattern(192, 128, 64, False, True), 192, 128, 12),
 }

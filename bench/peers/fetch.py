@@ -242,7 +242,8 @@ class Cache:
         hits = []
         for line in open(index):
             n, name, pretty = line.rstrip("\n").split("\t")
-            if re.search(pattern, pretty):
+            # (One kernel may sit in two of the library's cubins: the first.)
+            if re.search(pattern, pretty) and name not in (h[1] for h in hits):
                 hits.append((int(n), name))
         if len(hits) != 1:
             raise SystemExit("error: %d sgl-kernel %s kernels match %r" %

@@ -13,7 +13,8 @@ one throughput model (model.py).  No GPU is used: every figure is an
 estimate; bench/run-gpu-bench.sh is the measurement.
 
     python3 bench/peers/run.py [--build build] [--chips sm_80,sm_89,sm_90a]
-        [--shapes prefill,append,decode,decode-fp8,mla-decode,mla-decode-fp8]
+        [--shapes prefill,append,decode,decode-fp8,mla-decode,mla-decode-fp8,
+                  prefill-dsv3]
         [--hd 128,64]
         [--peers fa2,...]
 
@@ -78,7 +79,7 @@ PUBLISHED_MLA = {
 
 class Shape:
     def __init__(self, name, kind, d, L, P, causal=True, B=1, hq=HQ,
-                 hkv=HKV, kv_dtype=None, latent_dv=None):
+                 hkv=HKV, kv_dtype=None, latent_dv=None, dv=None):
         self.name, self.kind, self.d = name, kind, d
         self.L, self.P, self.causal, self.B = L, P, causal, B
         self.hq, self.hkv = hq, hkv
@@ -89,7 +90,7 @@ class Shape:
         # DeepSeek MLA's latent form: one cache of D columns per token whose
         # first dv are V (read once: FlashMLA's accounting), out dv wide.
         self.latent = latent_dv is not None
-        self.dv = latent_dv if self.latent else d
+        self.dv = latent_dv if self.latent else (dv or d)
 
     def flops_per_key(self):
         """Q.K^T and P.V of one query row and key."""
@@ -108,7 +109,7 @@ class Shape:
         return self.flops_per_key() * keys * self.hq * self.B
 
     def kv_bytes(self):
-        per_token = self.d if self.latent else 2 * self.d
+        per_token = self.d if self.latent else self.d + self.dv
         return self.S * self.hkv * per_token * self.kv_elt_bytes * self.B
 
     def hbm_bytes(self):
@@ -120,6 +121,8 @@ class Shape:
             self.B, self.L, self.S, self.d, ",".join([str(self.P)] * self.B))
         if self.kv_dtype:
             flags += " --kv-dtype %s --kv-scales tensor" % self.kv_dtype
+        if not self.latent and self.dv != self.d:
+            flags += " --Dv %d" % self.dv
         if self.latent:
             flags += (" --latent --Dv %d --Hq %d --Hkv %d --page-size 64 "
                       "--kv-len %s --scale 0.0721687836" % (
@@ -146,6 +149,11 @@ def shapes(kinds, hds):
             # ratio is to kvattn's bf16 decode in tokens per second.
             out.append(Shape("decode-fp8-hd%d" % d, "decode", d, 1,
                              DECODE_S - 1, kv_dtype="f8E4M3FN"))
+    if "prefill-dsv3" in kinds:
+        # DeepSeek-V3's MHA prefill (its MLA expanded: D = 192 = 128 + 64
+        # rotary, Dv = 128, as many KV heads as query heads), against FA3.
+        out.append(Shape("prefill-hd192-dv128-causal", "prefill", 192,
+                         PREFILL_L, 0, hq=HQ, hkv=HQ, dv=128))
     if "mla-decode" in kinds:
         # DeepSeek MLA decode against FlashMLA (sm_90a) and FlashInfer's
         # MLA kernel: D = 576 = 512 + 64 over one latent KV head, paged 64,
@@ -416,7 +424,7 @@ def fa3_kernel(cache, shape, name):
     k = Kernel("fa3", "sm_90a", "FA3 %dx%d %dwg+1%s%s" % (
         bm, bn, warps // 4, " pack" if pack else "",
         " s%d" % splits if splits > 1 else ""),
-        [counts_of(ins, expect=bm * bn * 4 * shape.d // warps)],
+        [counts_of(ins, expect=bm * bn * shape.flops_per_key() // warps)],
         [None], bm, bn, warps, warps * 32 + 128,
         res.get("REG", 0), 0, pack, splits, res.get("STACK", 0))
     k.fixed_occ = 1
@@ -611,9 +619,15 @@ def peer_kernels(cache, shape, chip, peers):
         return out
     if shape.kv_dtype or shape.latent:
         return []  # no FP8 peer kernel is built here
-    out = []
     d, kind = shape.d, shape.kind
     causal = "-causal" if shape.causal else ""
+    if shape.dv != d:
+        # Dv != D (DeepSeek's MHA prefill): FA3's kernel alone is built.
+        if "fa3" in peers and chip == "sm_90a" and kind == "prefill":
+            return [fa3_kernel(cache, shape, "fwd-hd%d-dv%d%s" % (
+                d, shape.dv, causal))]
+        return []
+    out = []
     if "fa2" in peers and (chip in ("sm_80", "sm_86", "sm_89") or
                            (kind == "cal" and d == 128)):
         if kind in ("prefill", "cal"):
