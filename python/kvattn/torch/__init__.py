@@ -49,6 +49,12 @@ def _tensor(what: str, value) -> torch.Tensor:
     return value
 
 
+def _on_query_device(what: str, t: torch.Tensor, query: torch.Tensor) -> None:
+    if t.device != query.device:
+        raise KVAttnValueError(f"{what} is on {t.device}, query on "
+                               f"{query.device}")
+
+
 def _float_dtype(what: str, t: torch.Tensor) -> str:
     """The kvattn dtype name of a float32/float16/bfloat16 tensor."""
     if t.dtype not in _DTYPES:
@@ -58,8 +64,9 @@ def _float_dtype(what: str, t: torch.Tensor) -> str:
     return _DTYPES[t.dtype]
 
 
-def _float_tensor(what: str, t: torch.Tensor) -> str:
-    _float_dtype(what, t)
+def _four_dims(what: str, t: torch.Tensor) -> None:
+    """4 dims, the head dim contiguous (every query, cache and output
+    tensor; alone for an FP8 cache, whose dtype is checked elsewhere)."""
     if t.dim() != 4:
         raise KVAttnValueError(f"{what} must have 4 dims, got "
                                f"{tuple(t.shape)}")
@@ -68,20 +75,40 @@ def _float_tensor(what: str, t: torch.Tensor) -> str:
             f"{what}: the head dim is not contiguous (strides "
             f"{tuple(t.stride())}): kvattn reads each head's D values "
             "from consecutive memory (pass .contiguous())")
-    return _DTYPES[t.dtype]
+
+
+def _float_tensor(what: str, t: torch.Tensor) -> str:
+    dtype = _float_dtype(what, t)
+    _four_dims(what, t)
+    return dtype
+
+
+def _scale_granularity(what: str, t: torch.Tensor, query: torch.Tensor,
+                       Hkv: int, rows: tuple, shape_error) -> str:
+    """An FP8 cache's scale tensor: float32 on the query's device, per
+    tensor ([1] or 0-d: "tensor"), per KV head ([Hkv]: "head") or per
+    token (`rows`, the cache's shape without D: "token"); another shape
+    raises shape_error(shape)."""
+    _tensor(what, t)
+    if t.dtype != torch.float32:
+        raise KVAttnTypeError(f"{what} has dtype {t.dtype}; it must be "
+                              "torch.float32")
+    _on_query_device(what, t, query)
+    shape = tuple(t.shape)
+    if shape in ((), (1,)):
+        return "tensor"
+    if shape == (Hkv,):
+        return "head"
+    if shape == rows:
+        return "token"
+    raise KVAttnValueError(shape_error(shape))
 
 
 def _kv_tensor(what: str, t: torch.Tensor, dtype: str) -> None:
     """key / value: `dtype` (the query's), or FP8 codes (both of one
     format: torch.float8_e4m3fn or float8_e5m2)."""
     if t.dtype in _FP8:
-        if t.dim() != 4:
-            raise KVAttnValueError(f"{what} must have 4 dims, got "
-                                   f"{tuple(t.shape)}")
-        if t.shape[-1] > 1 and t.stride(-1) != 1:
-            raise KVAttnValueError(
-                f"{what}: the head dim is not contiguous (strides "
-                f"{tuple(t.stride())}): pass .contiguous()")
+        _four_dims(what, t)
         return
     if _float_tensor(what, t) != dtype:
         raise KVAttnTypeError(f"{what} has dtype {t.dtype}, query "
@@ -142,9 +169,7 @@ def _check_attention(query, key, value, layout, key_rows=None):
                               "value in one FP8 dtype")
     for what, t in (("key", key), ("value", value)):
         _kv_tensor(what, t, dtype)
-        if t.device != query.device:
-            raise KVAttnValueError(f"{what} is on {t.device}, query on "
-                                   f"{query.device}")
+        _on_query_device(what, t, query)
     if query.device.type not in ("cpu", "cuda", "meta"):
         raise KVAttnValueError(f"query is on {query.device}: kvattn runs on "
                                "the CPU and CUDA devices")
@@ -487,25 +512,11 @@ def _check_kv_scales(key, k_scale, v_scale, query, dims, layout):
                 f"an FP8 KV cache ({key.dtype}) needs k_scale and v_scale "
                 "(torch.float32: per tensor [1], per KV head [Hkv] or per "
                 "token and head, the cache's shape without D)")
-        _tensor(what, t)
-        if t.dtype != torch.float32:
-            raise KVAttnTypeError(f"{what} has dtype {t.dtype}; it must be "
-                                  "torch.float32")
-        if t.device != query.device:
-            raise KVAttnValueError(f"{what} is on {t.device}, query on "
-                                   f"{query.device}")
-        shape = tuple(t.shape)
-        if shape in ((), (1,)):
-            grans.append("tensor")
-        elif shape == (Hkv,):
-            grans.append("head")
-        elif shape == rows:
-            grans.append("token")
-        else:
-            raise KVAttnValueError(
+        grans.append(_scale_granularity(
+            what, t, query, Hkv, rows, lambda shape, what=what: (
                 f"{what} has shape {shape}: a KV scale is per tensor [1], "
                 f"per KV head [Hkv] = [{Hkv}] or per token and head "
-                f"{list(rows)} (the cache's shape without D, {layout})")
+                f"{list(rows)} (the cache's shape without D, {layout})")))
     return (fmt, grans[0], grans[1])
 
 
@@ -528,9 +539,7 @@ def _check_per_head(what, t, query, dims):
     if t.dtype != torch.float32:
         raise KVAttnTypeError(f"{what} has dtype {t.dtype}; it must be "
                               "torch.float32 (one value per query head)")
-    if t.device != query.device:
-        raise KVAttnValueError(f"{what} is on {t.device}, query on "
-                               f"{query.device}")
+    _on_query_device(what, t, query)
     if t.dim() != 1 or t.shape[0] != Hq:
         raise KVAttnValueError(f"{what} has shape {tuple(t.shape)}; it must "
                                f"be [Hq] = [{Hq}] (one value per query head)")
@@ -547,9 +556,7 @@ def _check_mask(mask, query, dims):
     if mask.dtype != torch.bool:
         raise KVAttnTypeError(f"mask has dtype {mask.dtype}; it must be "
                               "torch.bool (True: the key is allowed)")
-    if mask.device != query.device:
-        raise KVAttnValueError(f"mask is on {mask.device}, query on "
-                               f"{query.device}")
+    _on_query_device("mask", mask, query)
     if mask.dim() != 4 or mask.shape[0] not in (1, B) or \
             mask.shape[1] not in (1, Hq) or tuple(mask.shape[2:]) != (L, S):
         raise KVAttnValueError(
@@ -640,9 +647,7 @@ def _check_result(what, t, query, dtype, shape):
     if t.dtype != dtype:
         raise KVAttnTypeError(f"{what} has dtype {t.dtype}; it must be "
                               f"{dtype}")
-    if t.device != query.device:
-        raise KVAttnValueError(f"{what} is on {t.device}, query on "
-                               f"{query.device}")
+    _on_query_device(what, t, query)
     if tuple(t.shape) != tuple(shape):
         raise KVAttnValueError(f"{what} has shape {tuple(t.shape)}, the "
                                f"attention writes {tuple(shape)}")
@@ -1104,9 +1109,7 @@ def _tree_attention_impl(query, key, value, cu_seqlens_q, kv_len,
                                "kvattn.torch.tree_attention runs on the CPU "
                                "and CUDA devices")
     for what, t in (("key", key), ("value", value)):
-        if t.device != query.device:
-            raise KVAttnValueError(f"{what} is on {t.device}, query on "
-                                   f"{query.device}")
+        _on_query_device(what, t, query)
     q4 = query.permute(1, 0, 2).unsqueeze(0)  # [1, Hq, T, D]
     dtype = _float_tensor("query", q4)
     _float_tensor("key", key)

@@ -25,7 +25,8 @@ import torch
 
 from ..capi import KVAttnTypeError, KVAttnValueError
 from . import (_FP8, _check_options, _check_result, _cpu_program, _cpu_run,
-               _cuda_runtime, _dense, _float_dtype, _float_tensor, _layout,
+               _cuda_runtime, _dense, _float_dtype, _float_tensor,
+               _four_dims, _layout, _on_query_device, _scale_granularity,
                _positions, _program, _program_stats, _tensor, _to_bhsd, _ty)
 
 __all__ = ["mla_attention", "mla_attention_split", "mla_attention_ir",
@@ -86,21 +87,13 @@ def _check_mla(query, kv_cache, block_table, head_dim_v, layout):
     _tensor("kv_cache", kv_cache)
     dtype = _float_tensor("query", query)
     if kv_cache.dtype in _FP8:
-        if kv_cache.dim() != 4:
-            raise KVAttnValueError(f"kv_cache must have 4 dims, got "
-                                   f"{tuple(kv_cache.shape)}")
-        if kv_cache.shape[-1] > 1 and kv_cache.stride(-1) != 1:
-            raise KVAttnValueError(
-                f"kv_cache: the head dim is not contiguous (strides "
-                f"{tuple(kv_cache.stride())}): pass .contiguous()")
+        _four_dims("kv_cache", kv_cache)
     elif _float_tensor("kv_cache", kv_cache) != dtype:
         raise KVAttnTypeError(
             f"kv_cache has dtype {kv_cache.dtype}, query {query.dtype}: the "
             "latent cache is in the query's dtype (or FP8: "
             "torch.float8_e4m3fn / float8_e5m2 with kv_scale)")
-    if kv_cache.device != query.device:
-        raise KVAttnValueError(f"kv_cache is on {kv_cache.device}, query on "
-                               f"{query.device}")
+    _on_query_device("kv_cache", kv_cache, query)
     if query.device.type not in ("cpu", "cuda", "meta"):
         raise KVAttnValueError(f"query is on {query.device}: kvattn runs on "
                                "the CPU and CUDA devices")
@@ -177,25 +170,12 @@ def _check_kv_scale(kv_cache, kv_scale, query, dims, page_size, layout):
             f"an FP8 latent cache ({kv_cache.dtype}) needs kv_scale "
             "(torch.float32: per tensor [1], per KV head [Hkv] or per token, "
             "the cache's shape without D)")
-    _tensor("kv_scale", kv_scale)
-    if kv_scale.dtype != torch.float32:
-        raise KVAttnTypeError(f"kv_scale has dtype {kv_scale.dtype}; it must "
-                              "be torch.float32")
-    if kv_scale.device != query.device:
-        raise KVAttnValueError(f"kv_scale is on {kv_scale.device}, query on "
-                               f"{query.device}")
-    shape = tuple(kv_scale.shape)
-    if shape in ((), (1,)):
-        return fmt, "tensor"
-    if shape == (Hkv,):
-        return fmt, "head"
-    if shape == rows:
-        return fmt, "token"
     where = "paged" if page_size else layout
-    raise KVAttnValueError(
-        f"kv_scale has shape {shape}: a latent cache's scale is per tensor "
-        f"[1], per KV head [Hkv] = [{Hkv}] or per token {list(rows)} (the "
-        f"cache's shape without D, {where})")
+    return fmt, _scale_granularity(
+        "kv_scale", kv_scale, query, Hkv, rows, lambda shape: (
+            f"kv_scale has shape {shape}: a latent cache's scale is per "
+            f"tensor [1], per KV head [Hkv] = [{Hkv}] or per token "
+            f"{list(rows)} (the cache's shape without D, {where})"))
 
 
 def _scale_tensor(t, gran, paged, layout):
