@@ -315,14 +315,16 @@ GpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "pipeline_depth is 1 (each tile.qk loads its K "
                           "block) or 2 (one block ahead), got "
                        << pipelineDepth;
-  if ((tmaKeyStages == 0) != (tmaValueStages == 0))
-    return emitError() << "a TMA ring has K and V stages, or neither: got "
+  if (tmaKeyStages == 0 && tmaValueStages != 0)
+    return emitError() << "a TMA ring has K stages, and V stages only beside "
+                          "them: got "
                        << tmaKeyStages << " and " << tmaValueStages;
+  // (0 V stages: the latent form, whose V is the K stage.)
   if (tmaKeyStages != 0 &&
       (mode != TensorCoreMode::wgmma || tmaKeyStages != 2 ||
-       tmaValueStages < 1 || tmaValueStages > 2))
+       tmaValueStages < 0 || tmaValueStages > 2))
     return emitError() << "the TMA rings are a wgmma kernel's, 2 K stages and "
-                          "1 or 2 V stages: got "
+                          "0 (the latent form), 1 or 2 V stages: got "
                        << tmaKeyStages << " and " << tmaValueStages
                        << " with mode " << stringifyTensorCoreMode(mode);
   if (scoresInRegisters && mode == TensorCoreMode::scalar)

@@ -429,7 +429,8 @@ def KVAttn_GpuScheduleAttr : KVAttn_Attr<"GpuSchedule", "gpu_schedule"> {
     m16n8k16, `wgmma` m64nNk16). `pipeline_depth`: K blocks in flight, 1
     (each `tile.qk` loads its own) or 2 (each `tile.prefetch` issues the
     next block one step ahead). `tma_key_stages` / `tma_value_stages`: the
-    stages of the K and V rings of TMA (0: no TMA; wgmma kernels only).
+    stages of the K and V rings of TMA (0: no TMA; wgmma kernels only; a
+    K ring without a V ring is the latent form's, whose V is the K stage).
     `scores_in_registers`: the lanes keep their scores and probabilities in
     registers (the score tile gets no shared memory; tensor cores only).
     `query_in_registers`: each warp keeps its query A fragments in registers

@@ -371,12 +371,16 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   // The TMA ring's tensor maps (docs/kernel-abi.md, "Tensor maps"): K and
   // V as {D, S, Hkv, B} (buffer dims 3, 2, 1, 0), boxes of 64 columns
   // (128 bytes: the 128-byte swizzle's span, the wgmma panels) by block-n
-  // rows; rows past the cache read as zeros.
+  // rows; rows past the cache read as zeros. The latent form has K only
+  // (its V is the K stage).
   const bool tensorMaps = useTma;
   if (tensorMaps) {
     SmallVector<Attribute> maps;
     Builder mb(ctx);
-    for (StringRef role : {"key", "value"}) {
+    SmallVector<StringRef, 2> mapped = {"key"};
+    if (!latent)
+      mapped.push_back("value");
+    for (StringRef role : mapped) {
       auto type = cast<MemRefType>(buffers[role].getType());
       NamedAttrList map;
       map.append("name", mb.getStringAttr(role == "key" ? "k_load" : "v_load"));

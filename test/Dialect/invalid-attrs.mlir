@@ -336,15 +336,22 @@ func.func @schedule_depth() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedu
 
 // -----
 
-// expected-error @+1 {{the TMA rings are a wgmma kernel's, 2 K stages and 1 or 2 V stages: got 2 and 2 with mode mma_sync}}
+// expected-error @+1 {{the TMA rings are a wgmma kernel's, 2 K stages and 0 (the latent form), 1 or 2 V stages: got 2 and 2 with mode mma_sync}}
 func.func @schedule_tma_mode() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 2>} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{a TMA ring has K and V stages, or neither: got 2 and 0}}
-func.func @schedule_tma_half() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2>} {
+// expected-error @+1 {{a TMA ring has K stages, and V stages only beside them: got 0 and 2}}
+func.func @schedule_tma_half() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_value_stages = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{the TMA rings are a wgmma kernel's, 2 K stages and 0 (the latent form), 1 or 2 V stages: got 2 and 3 with mode wgmma}}
+func.func @schedule_tma_value_stages() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 1, tma_key_stages = 2, tma_value_stages = 3>} {
   return
 }
 

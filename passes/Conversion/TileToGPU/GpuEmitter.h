@@ -66,14 +66,22 @@ struct Threads {
   /// first Dv columns of the K stage, which P.V reads where Q.K^T did; no
   /// V block is copied.
   bool latent = false;
+  int64_t latentValueCols = 0; ///< the latent form's Dv
   /// Warps that share each warp's query rows (SharedMemoryLayout::
   /// valueSplit; the latent form's Dv = 512): `warp` is then the row group
   /// (tid / 32 / valueSplit) and `valueSlice` (tid / 32 % valueSplit) the
   /// warp's share: output columns [valueSlice * Dv / valueSplit, ...) of the
   /// group's rows, and the same share of each block's 8-key slices in
-  /// Q.K^T. 1 and null otherwise.
+  /// Q.K^T. 1 and null otherwise. On wgmma the sharing warps are whole
+  /// warpgroups: warpgroup g takes slice g % valueSplit of row group
+  /// g / valueSplit, and `warp` is the warp's index among its row group's
+  /// 16-row warps (4 (g / valueSplit) + tid / 32 % 4).
   int64_t valueSplit = 1;
   Value valueSlice;
+  /// A wgmma value split: the two copies of the score tile, one above the
+  /// other ([2 BM, BN] f32; block n exchanges its scores in copy n % 2:
+  /// SharedMemoryLayout::scoreCopies).
+  Value scoreExchange;
   /// Whether tile.qk and the P.V product of tile.softmax_update run on
   /// tensor cores (mma.sync m16n8k16, operands through ldmatrix).
   bool tensorCores = false;

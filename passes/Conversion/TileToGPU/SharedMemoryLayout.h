@@ -49,7 +49,8 @@ struct SharedMemoryLayout {
   bool tmaRing = false;
   int64_t keyStage1Offset = 0, valueStage1Offset = 0, barrierOffset = 0;
   /// Stages of the V ring: 2, or 1 where a second V stage would cost a
-  /// resident program per multiprocessor (addTmaRing).
+  /// resident program per multiprocessor (addTmaRing); 0 in the latent
+  /// form, whose V is the K stage.
   int64_t tmaValueStages = 2;
   /// The latent form (DeepSeek MLA, tile.softmax_update latent): V is the
   /// first Dv columns of the K stage, which has no V stage beside it;
@@ -59,7 +60,16 @@ struct SharedMemoryLayout {
   /// The warps that share each warp's rows (latentValueSplit): each owns
   /// valueCols / valueSplit output columns; the score tile then stays in
   /// shared memory, where the warps of a row group exchange their scores.
+  /// On wgmma the sharing warps are whole warpgroups (warpgroup g owns
+  /// slice g % valueSplit of row group g / valueSplit).
   int64_t valueSplit = 1;
+  /// Copies of the score tile back to back (scoreOffset): 2 where the
+  /// warpgroups of a wgmma value split exchange their scores with one
+  /// barrier per block (block n in copy n % 2: a warpgroup writing block
+  /// n + 1's scores has passed block n's barrier, which every reader of
+  /// the other copy reached after reading it).
+  int64_t scoreCopies = 1;
+  int64_t scoreOffset = 0;
 };
 
 /// Stages per ring of the TMA lowering and its mbarriers.
@@ -152,8 +162,10 @@ inline std::optional<TileRole> tileRoleAttrOf(memref::AllocaOp alloca) {
 inline FailureOr<SharedMemoryLayout>
 computeSharedMemoryLayout(Operation *root, bool privateScores = false,
                           bool query16 = false,
-                          TileRoleFn roleOf = inferTileRole) {
+                          TileRoleFn roleOf = inferTileRole,
+                          int64_t scoreCopies = 1) {
   SharedMemoryLayout layout;
+  layout.scoreCopies = scoreCopies;
   int64_t offset = 0;
   bool ok = true;
   int64_t rows = 0, keyCols = 0, valueCols = 0;
@@ -200,7 +212,10 @@ computeSharedMemoryLayout(Operation *root, bool privateScores = false,
                              : type.getElementType().getIntOrFloatBitWidth();
     layout.tiles.push_back(alloca);
     layout.offsets.push_back(offset);
-    offset += alignTo16(type.getNumElements() * bits / 8);
+    const int64_t copies = role == TileRole::scores ? scoreCopies : 1;
+    if (role == TileRole::scores)
+      layout.scoreOffset = offset;
+    offset += copies * alignTo16(type.getNumElements() * bits / 8);
   });
   if (!ok)
     return failure();
@@ -326,6 +341,16 @@ computeTensorCoreLayout(Operation *root, int64_t mmaTiles = 1,
     return layout;
   layout->mmaTiles = mmaTiles;
   layout->wgmma = wgmma;
+  // The warpgroups of a wgmma value split exchange their scores through
+  // two copies of the score tile (SharedMemoryLayout::scoreCopies).
+  if (wgmma && layout->valueSplit > 1) {
+    layout = computeSharedMemoryLayout(root, /*privateScores=*/false,
+                                       /*query16=*/true, roleOf,
+                                       /*scoreCopies=*/2);
+    layout->mmaTiles = mmaTiles;
+    layout->wgmma = wgmma;
+    return layout;
+  }
   if (keepScoresInRegisters(*layout)) {
     layout = computeSharedMemoryLayout(root, /*privateScores=*/true,
                                        /*query16=*/true, roleOf);
@@ -356,13 +381,28 @@ inline bool canUseWgmma(const SharedMemoryLayout &layout, int64_t numWarps,
   auto panelled = [](int64_t cols) {
     return cols > 0 && cols % 64 == 0 && cols <= 256;
   };
-  // (The latent form runs the mma.sync kernel: its one K stage is read for
-  // both products, which the wgmma lowering's stages are not.)
-  if (layout.latent || !canUseTensorCores(layout) || layout.mmaTiles != 1 ||
-      numWarps <= 0 || numWarps % 4 != 0 || !panelled(layout.keyCols) ||
-      !panelled(layout.valueCols) || layout.stageRows % 16 != 0 ||
-      layout.stageRows > 256 || !keepScoresInRegisters(layout) ||
-      layout.stageOffset % 1024 != 0 || layout.valueStageOffset % 1024 != 0)
+  // The latent form (V = the K stage's first Dv columns): any D of whole
+  // panels (Q.K^T chains D / 16 steps), each warpgroup's Dv / valueSplit
+  // columns one P.V's N, its share of the keys whole 8-row swizzle atoms
+  // of the stage (the descriptor's start stays 1024-byte aligned), and
+  // whole warpgroups per share (numWarps = 4 x row groups x valueSplit).
+  const int64_t split = std::max<int64_t>(layout.valueSplit, 1);
+  const bool columns =
+      layout.latent
+          ? layout.keyCols % 64 == 0 && layout.keyCols > 0 &&
+                layout.valueCols % split == 0 &&
+                panelled(layout.valueCols / split) &&
+                layout.stageRows % (8 * split) == 0 &&
+                numWarps % (4 * split) == 0 && layout.latentStage
+          : panelled(layout.keyCols) && panelled(layout.valueCols);
+  // The scores in registers (the accumulator of Q.K^T is the A operand of
+  // P.V); a value split gathers them there from the shared copies.
+  const bool scores = split > 1 ? layout.scoreCopies == 2
+                                : keepScoresInRegisters(layout);
+  if (!columns || !canUseTensorCores(layout) || layout.mmaTiles != 1 ||
+      numWarps <= 0 || numWarps % 4 != 0 || layout.stageRows % 16 != 0 ||
+      layout.stageRows > 256 || !scores || layout.stageOffset % 1024 != 0 ||
+      layout.valueStageOffset % 1024 != 0)
     return false;
   for (auto [alloca, offset] : llvm::zip(layout.tiles, layout.offsets))
     if (roleOf(alloca) == TileRole::query && offset % 1024 != 0)
@@ -385,6 +425,15 @@ inline void addTmaRing(SharedMemoryLayout &layout) {
   auto align1024 = [](int64_t v) { return (v + 1023) / 1024 * 1024; };
   layout.tmaRing = true;
   layout.keyStage1Offset = align1024(layout.totalBytes);
+  // The latent form's V is the K stage: a K ring only.
+  if (layout.latent) {
+    layout.tmaValueStages = 0;
+    layout.valueStage1Offset = layout.keyStage1Offset;
+    layout.barrierOffset = align1024(
+        layout.keyStage1Offset + layout.stageRows * layout.keyCols * eltBytes);
+    layout.totalBytes = layout.barrierOffset + 8 * kTmaBarriers;
+    return;
+  }
   layout.valueStage1Offset = align1024(
       layout.keyStage1Offset + layout.stageRows * layout.keyCols * eltBytes);
   layout.barrierOffset =

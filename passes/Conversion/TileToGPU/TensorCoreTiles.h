@@ -96,7 +96,10 @@ void emitProxyFence(GpuEmitter &e);
 
 /// tile.qk on sm_90a: the K block staged as on mma.sync (cp.async, one
 /// step ahead), then D / 16 wgmma.mma_async m64n{BN}k16 SS per warpgroup
-/// (Q and K from shared memory), into the lane's score registers.
+/// (Q and K from shared memory), into the lane's score registers. With a
+/// value split (the latent form) each warpgroup of a row group computes
+/// its share of the keys (N = BN / valueSplit) and the shares meet in the
+/// lanes' registers through the shared score copies, one barrier apart.
 void lowerQKWithWgmma(GpuEmitter &e, TileQKOp op, TileSoftmaxOp prefetch);
 
 /// The P.V update of tile.softmax_update on sm_90a: BN / 16
@@ -126,12 +129,15 @@ Value tmaStageAddress(GpuEmitter &e, int ring, Value stage);
 /// After the wgmma reads of the acquired stage retired (wait_group 0):
 /// lane 0 of each warp arrives on its empty barrier; every thread counts it.
 void emitTmaRelease(GpuEmitter &e, int ring, Value start);
-/// Zeroes rows [cols, block-n) of V stage `stage` (generic stores, then
-/// fence.proxy.async and a CTA barrier), when cols < block-n: the slots
-/// past a block's keys may hold NaN or Inf, which a zero probability would
-/// not cancel in P.V.
-void emitZeroValueTail(GpuEmitter &e, Value stage, Value cols, int64_t bn,
-                       int64_t dv);
+/// The stage (index) of `ring` that holds the block at key `start`.
+Value tmaBlockStage(GpuEmitter &e, int ring, Value start);
+/// Zeroes the first `dv` columns of rows [cols, block-n) of stage `stage`
+/// of `ring` (the V ring, or the latent form's K ring: its V columns)
+/// with generic stores, then fence.proxy.async and a CTA barrier, when
+/// cols < block-n: the slots past a block's keys may hold NaN or Inf,
+/// which a zero probability would not cancel in P.V.
+void emitZeroValueTail(GpuEmitter &e, int ring, Value stage, Value cols,
+                       int64_t bn, int64_t dv);
 
 } // namespace kvattn
 } // namespace mlir

@@ -337,7 +337,7 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
   Value stage = e.t.stageV ? e.t.stageV : e.t.stage;
   if (e.t.tma) {
-    if (!valuePrefetched && !e.t.producerWarps)
+    if (!valuePrefetched && !e.t.producerWarps && !e.t.latent)
       emitTmaIssue(e, 1, op.getValue(), op.getBlockTable(), op.getBatch(),
                    op.getKvHead(), op.getStart(), op.getCols());
     // No CTA barrier tells ptxas that the warp is converged before the quad
@@ -452,9 +452,14 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   // rows past the block's keys zeroed if it is short; no CTA barrier.
   Value vAddress;
   if (e.t.tma) {
-    Value vStage = emitTmaAcquire(e, 1, op.getStart());
-    emitZeroValueTail(e, vStage, op.getCols(), bn, dv);
-    vAddress = tmaStageAddress(e, 1, vStage);
+    if (e.t.latent) {
+      // V is the K stage tile.qk acquired (and zeroed past the keys).
+      vAddress = tmaStageAddress(e, 0, tmaBlockStage(e, 0, op.getStart()));
+    } else {
+      Value vStage = emitTmaAcquire(e, 1, op.getStart());
+      emitZeroValueTail(e, 1, vStage, op.getCols(), bn, dv);
+      vAddress = tmaStageAddress(e, 1, vStage);
+    }
   } else if (!(e.t.tensorCores && e.t.latent)) {
     if (e.t.tensorCores)
       emitAsyncWait(e, 0);
@@ -989,7 +994,8 @@ void specializeProducerWarps(GpuTileLowering &state, ImplicitLocOpBuilder &b) {
     if (auto qk = dyn_cast<TileQKOp>(op))
       emitTmaIssue(e, 0, qk.getKey(), qk.getBlockTable(), qk.getBatch(),
                    qk.getKvHead(), qk.getStart(), qk.getCols());
-    else if (auto softmax = dyn_cast<TileSoftmaxOp>(op))
+    else if (auto softmax = dyn_cast<TileSoftmaxOp>(op);
+             softmax && !pt.latent) // (the latent form's V is the K stage)
       emitTmaIssue(e, 1, softmax.getValue(), softmax.getBlockTable(),
                    softmax.getBatch(), softmax.getKvHead(), softmax.getStart(),
                    softmax.getCols());
@@ -1254,7 +1260,17 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
     t.scores = memref::AllocaOp::create(
         b, privateTileType(t.layout, bn, b.getF32Type()));
   t.latent = layout->latent;
+  t.latentValueCols = layout->latent ? layout->valueCols : 0;
   t.valueSplit = valueSplit;
+  // A wgmma value split: the score tile's two copies as one tile.
+  if (wgmma && valueSplit > 1) {
+    if (layout->scoreCopies != 2)
+      return kernel.emitOpError()
+             << "kvattn-lower-tile-to-gpu: a wgmma value split exchanges "
+                "the scores through two copies of the score tile";
+    t.scoreExchange =
+        view(layout->scoreOffset, {2 * bm, bn}, b.getF32Type());
+  }
   t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
                  layout->stageElementType);
   if (layout->separateValueStage)
@@ -1326,7 +1342,18 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
   t.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value c32 = arith::ConstantIndexOp::create(b, 32);
   t.warp = arith::DivUIOp::create(b, t.tid, c32);
-  if (valueSplit > 1) {
+  if (valueSplit > 1 && wgmma) {
+    // Whole warpgroups share rows: warpgroup g takes slice g % split of
+    // row group g / split (Threads::valueSplit).
+    Value c4 = arith::ConstantIndexOp::create(b, 4);
+    Value split = arith::ConstantIndexOp::create(b, valueSplit);
+    Value group = arith::DivUIOp::create(b, t.warp, c4);
+    t.valueSlice = arith::RemUIOp::create(b, group, split);
+    t.warp = arith::AddIOp::create(
+        b,
+        arith::MulIOp::create(b, arith::DivUIOp::create(b, group, split), c4),
+        arith::RemUIOp::create(b, t.warp, c4));
+  } else if (valueSplit > 1) {
     Value split = arith::ConstantIndexOp::create(b, valueSplit);
     t.valueSlice = arith::RemUIOp::create(b, t.warp, split);
     t.warp = arith::DivUIOp::create(b, t.warp, split);
@@ -1370,7 +1397,7 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
     t.ringStage[1][0] = layout->valueStageOffset;
     t.ringStage[1][1] = layout->valueStage1Offset;
     t.barrierOffset = layout->barrierOffset;
-    t.ringStages[1] = layout->tmaValueStages;
+    t.ringStages[1] = layout->tmaValueStages; // 0: the latent form
     t.ringCounters =
         memref::AllocaOp::create(b, MemRefType::get({4}, b.getIndexType()));
     Value zero = arith::ConstantIndexOp::create(b, 0);

@@ -339,6 +339,13 @@ RingSlot ringSlot(GpuEmitter &e, int64_t i, Value start) {
 
 } // namespace
 
+Value mlir::kvattn::tmaBlockStage(GpuEmitter &e, int ring, Value start) {
+  const int64_t stages = e.t.ringStages[ring];
+  return stages == 1 ? e.idx(0)
+                     : e.remIdx(e.divIdx(start, e.idx(ringRows(e))),
+                                e.idx(stages));
+}
+
 void mlir::kvattn::emitTmaRingInit(GpuEmitter &e) {
   Value leader =
       arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.tid, e.idx(0));
@@ -494,14 +501,15 @@ void mlir::kvattn::emitTmaRelease(GpuEmitter &e, int ring, Value start) {
   e.store(e.add(slot.count, e.idx(1)), e.t.ringCounters, {e.idx(2 * ring + 1)});
 }
 
-void mlir::kvattn::emitZeroValueTail(GpuEmitter &e, Value stage, Value cols,
-                                     int64_t bn, int64_t dv) {
+void mlir::kvattn::emitZeroValueTail(GpuEmitter &e, int ring, Value stage,
+                                     Value cols, int64_t bn, int64_t dv) {
   e.when(e.lt(cols, e.idx(bn)), [&] {
     auto flatType = cast<MemRefType>(e.t.smemFlat.getType());
     Type elt = flatType.getElementType();
     const int64_t eltBytes = elt.getIntOrFloatBitWidth() / 8;
-    const int64_t first = e.t.ringStage[1][0] / eltBytes;
-    const int64_t step = (e.t.ringStage[1][1] - e.t.ringStage[1][0]) / eltBytes;
+    const int64_t first = e.t.ringStage[ring][0] / eltBytes;
+    const int64_t step =
+        (e.t.ringStage[ring][1] - e.t.ringStage[ring][0]) / eltBytes;
     Value base = e.add(e.idx(first), e.mulIdx(stage, step));
     constexpr int64_t kChunk = 8;
     const int64_t perRow = dv / kChunk, panel = wgmma::kPanelColumns;
@@ -549,16 +557,25 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
       emitTmaIssue(e, 1, prefetch.getValue(), prefetch.getBlockTable(),
                    prefetch.getBatch(), prefetch.getKvHead(),
                    prefetch.getStart(), prefetch.getCols());
-    kAddress = tmaStageAddress(e, 0, emitTmaAcquire(e, 0, op.getStart()));
+    Value kStage = emitTmaAcquire(e, 0, op.getStart());
+    kAddress = tmaStageAddress(e, 0, kStage);
+    // The latent form's V (the stage's first Dv columns) past the block's
+    // keys, zeroed before any warpgroup's wgmma reads the stage.
+    if (e.t.latent)
+      emitZeroValueTail(e, 0, kStage, op.getCols(), bn, e.t.latentValueCols);
   }
   // The copy groups as on mma.sync (lowerQKOnTensorCores): K of this block
   // was issued one step ahead (or here), V of this block is issued after
   // the barrier that says K has landed and every warpgroup has finished the
-  // previous P.V.
+  // previous P.V. The latent form's one K stage is also its V: every
+  // warpgroup's previous P.V must be done before the copies overwrite it.
   if (e.t.tma) {
-  } else if (!e.t.prefetchKeys)
+  } else if (!e.t.prefetchKeys) {
+    if (e.t.latent)
+      e.barrier();
     emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
                    op.getKvHead(), op.getStart(), op.getCols(), e.t.stage);
+  }
   if (!e.t.tma) {
     emitAsyncWait(e, 0);
     emitProxyFence(e); // this thread's K copies, before wgmma reads them
@@ -573,6 +590,18 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
 
   Value qAddress = sharedAddress(e, q16);
   Value groupRows = warpgroupRowBytes(e);
+  // A value split: this warpgroup's share of the block's keys, N = n rows
+  // of the stage from row `keyBase` (whole swizzle atoms: canUseWgmma).
+  const int64_t split = e.t.valueSplit;
+  const int64_t n = bn / split;
+  Value keyBase, keyBytes;
+  if (split > 1) {
+    keyBase = e.threadConstant("wgmma:keys", [&](GpuEmitter &h) {
+      return h.mulIdx(h.t.valueSlice, n);
+    });
+    keyBytes = arith::IndexCastUIOp::create(
+        e.b, e.b.getI64Type(), e.mulIdx(keyBase, wgmma::kPanelRowBytes));
+  }
   // (The descriptors before the fence, as for P.V.)
   SmallVector<wgmma::StepDescriptor> qSteps, kSteps;
   for (int64_t kk = 0; kk < d / 16; ++kk) {
@@ -580,20 +609,51 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
     kSteps.push_back(wgmma::kMajorStep(bn, 0, kk));
   }
   SmallVector<Value> descAs = stepDescriptors(e, qAddress, groupRows, qSteps);
-  SmallVector<Value> descBs = stepDescriptors(e, kAddress, Value(), kSteps);
+  SmallVector<Value> descBs = stepDescriptors(e, kAddress, keyBytes, kSteps);
   wgmmaFence(e);
-  SmallVector<Value> acc(bn / 2, e.f32(0));
+  SmallVector<Value> acc(n / 2, e.f32(0));
   for (int64_t kk = 0; kk < d / 16; ++kk)
-    acc = emitWgmma(e, elt, bn, acc, descAs[kk], {}, descBs[kk],
+    acc = emitWgmma(e, elt, n, acc, descAs[kk], {}, descBs[kk],
                     /*transB=*/false);
   wgmmaCommitAndWait(e);
-  if (e.t.tma)
-    emitTmaRelease(e, 0, op.getStart()); // the K stage may be refilled
+  // The K stage may be refilled (the latent form's, whose V it is, after
+  // P.V).
+  if (e.t.tma && !e.t.latent)
+    emitTmaRelease(e, 0, op.getStart());
   const FragmentLayout &layout = e.t.layout;
-  for (int64_t i = 0; i < bn / 2; ++i) {
-    FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
-    Value s = e.t.rawScores ? acc[i] : emitScaledScore(e, op, acc[i], kLog2E);
-    e.storeScore(s, entry.k, entry.slice, entry.el);
+  if (split > 1) {
+    // The share into this block's copy of the score tile (copy n % 2 for
+    // block n: Threads::scoreExchange), one barrier over the consumers,
+    // then every score of the lane's rows into its registers; the row
+    // group's warpgroups then compute the same statistics.
+    Value copyRows = e.mulIdx(
+        e.remIdx(e.divIdx(op.getStart(), e.idx(bn)), e.idx(2)), bm);
+    for (int64_t i = 0; i < n / 2; ++i) {
+      FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
+      Value s =
+          e.t.rawScores ? acc[i] : emitScaledScore(e, op, acc[i], kLog2E);
+      Value r = e.ownedRow(entry.k);
+      Value c = e.add(keyBase, e.accColumn(entry.slice, entry.el));
+      e.store(s, e.t.scoreExchange,
+              {e.add(copyRows, r), e.scoreColumn(r, c)});
+    }
+    e.barrier();
+    for (int k = 0; k < layout.rowsPerLane; ++k) {
+      Value r = e.ownedRow(k);
+      Value at = e.add(copyRows, r);
+      for (int64_t j = 0; j < layout.slices(bn); ++j)
+        for (int el = 0; el < layout.elementsPerRow; ++el)
+          e.storeScore(e.load(e.t.scoreExchange,
+                              {at, e.scoreColumn(r, e.accColumn(j, el))}),
+                       k, j, el);
+    }
+  } else {
+    for (int64_t i = 0; i < bn / 2; ++i) {
+      FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
+      Value s =
+          e.t.rawScores ? acc[i] : emitScaledScore(e, op, acc[i], kLog2E);
+      e.storeScore(s, entry.k, entry.slice, entry.el);
+    }
   }
   // -inf past the block's keys, only in a block shorter than block-n.
   e.when(e.lt(op.getCols(), e.idx(bn)), [&] {
@@ -612,7 +672,10 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
                                    ArrayRef<Value> alpha, Value vAddress) {
   Type elt = cast<MemRefType>(op.getValue().getType()).getElementType();
   const int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
-  const int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
+  // A value split: the warpgroup's Dv / valueSplit columns of V, panels
+  // valueSlice * Dv / valueSplit / 64 on.
+  const int64_t dv =
+      cast<MemRefType>(op.getAcc().getType()).getDimSize(1) / e.t.valueSplit;
   const FragmentLayout &layout = e.t.layout;
   SmallVector<Value> acc;
   for (int64_t i = 0; i < dv / 2; ++i) {
@@ -622,6 +685,15 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
   }
   if (!vAddress)
     vAddress = sharedAddress(e, stage);
+  if (e.t.valueSplit > 1) {
+    Value panels = e.threadConstant("wgmma:values", [&](GpuEmitter &h) {
+      return h.mulIdx(h.t.valueSlice,
+                      dv / wgmma::kPanelColumns * bn * wgmma::kPanelRowBytes);
+    });
+    vAddress = arith::AddIOp::create(
+        e.b, vAddress,
+        arith::IndexCastUIOp::create(e.b, e.b.getI64Type(), panels));
+  }
   // Every A operand (P as 16-bit pairs) and B descriptor before the fence:
   // a register written between wgmma.fence and the wgmma that reads it
   // makes ptxas inject a warpgroup.arrive before that wgmma (C7519).
@@ -641,8 +713,9 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
     acc = emitWgmma(e, elt, dv, acc, Value(), as[kk], descs[kk],
                     /*transB=*/true);
   wgmmaCommitAndWait(e);
+  // The V stage may be refilled (the latent form's: the K stage).
   if (e.t.tma)
-    emitTmaRelease(e, 1, op.getStart()); // the V stage may be refilled
+    emitTmaRelease(e, e.t.latent ? 0 : 1, op.getStart());
   for (int64_t i = 0; i < dv / 2; ++i) {
     FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
     e.storeAcc(acc[i], entry.k, entry.slice, entry.el);
