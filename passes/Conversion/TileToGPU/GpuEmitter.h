@@ -78,6 +78,9 @@ struct Threads {
   /// 16-row warps (4 (g / valueSplit) + tid / 32 % 4).
   int64_t valueSplit = 1;
   Value valueSlice;
+  /// wgmma: the warpgroup's row group (64 rows each), warp-uniform to
+  /// ptxas (a shuffle from lane 0); valueSlice derives from it too.
+  Value rowGroup;
   /// A wgmma value split: the two copies of the score tile, one above the
   /// other ([2 BM, BN] f32; block n exchanges its scores in copy n % 2:
   /// SharedMemoryLayout::scoreCopies).

@@ -1342,17 +1342,30 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
   t.tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value c32 = arith::ConstantIndexOp::create(b, 32);
   t.warp = arith::DivUIOp::create(b, t.tid, c32);
-  if (valueSplit > 1 && wgmma) {
-    // Whole warpgroups share rows: warpgroup g takes slice g % split of
-    // row group g / split (Threads::valueSplit).
+  if (wgmma) {
+    // The warpgroup, shuffled from lane 0 (CUTLASS's
+    // canonical_warp_group_idx): ptxas then knows it is warp-uniform and
+    // keeps what derives from it — the wgmma descriptors of the
+    // warpgroup's rows, keys and V columns — in uniform registers.
     Value c4 = arith::ConstantIndexOp::create(b, 4);
-    Value split = arith::ConstantIndexOp::create(b, valueSplit);
-    Value group = arith::DivUIOp::create(b, t.warp, c4);
-    t.valueSlice = arith::RemUIOp::create(b, group, split);
-    t.warp = arith::AddIOp::create(
-        b,
-        arith::MulIOp::create(b, arith::DivUIOp::create(b, group, split), c4),
-        arith::RemUIOp::create(b, t.warp, c4));
+    Value group = arith::IndexCastUIOp::create(
+        b, b.getI32Type(), arith::DivUIOp::create(b, t.warp, c4));
+    group = gpu::ShuffleOp::create(
+                b, group, arith::ConstantIntOp::create(b, b.getI32Type(), 0),
+                arith::ConstantIntOp::create(b, b.getI32Type(), 32),
+                gpu::ShuffleMode::IDX)
+                .getShuffleResult();
+    group = arith::IndexCastUIOp::create(b, b.getIndexType(), group);
+    t.rowGroup = group;
+    if (valueSplit > 1) {
+      // Whole warpgroups share rows: warpgroup g takes slice g % split of
+      // row group g / split (Threads::valueSplit).
+      Value split = arith::ConstantIndexOp::create(b, valueSplit);
+      t.valueSlice = arith::RemUIOp::create(b, group, split);
+      t.rowGroup = arith::DivUIOp::create(b, group, split);
+      t.warp = arith::AddIOp::create(b, arith::MulIOp::create(b, t.rowGroup, c4),
+                                     arith::RemUIOp::create(b, t.warp, c4));
+    }
   } else if (valueSplit > 1) {
     Value split = arith::ConstantIndexOp::create(b, valueSplit);
     t.valueSlice = arith::RemUIOp::create(b, t.warp, split);

@@ -190,7 +190,8 @@ void wgmmaCommitAndWait(GpuEmitter &e) {
 /// rows of 128 bytes per warpgroup), as i64.
 Value warpgroupRowBytes(GpuEmitter &e) {
   const FragmentLayout &layout = e.t.layout;
-  Value group = e.divIdx(e.t.warp, e.idx(layout.warpsPerMma));
+  Value group = e.t.rowGroup ? e.t.rowGroup
+                             : e.divIdx(e.t.warp, e.idx(layout.warpsPerMma));
   Value bytes = e.mulIdx(group, layout.mmaRows() * wgmma::kPanelRowBytes);
   return arith::IndexCastUIOp::create(e.b, e.b.getI64Type(), bytes);
 }
