@@ -268,17 +268,13 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
         sameType &= getElementTypeOrSelf(load.getQuery().getType()) ==
                     layout->stageElementType;
       });
-      // An FP8 cache runs the mma.sync kernel (its K/V are converted while
-      // staged; the wgmma kernels stage with cp.async only).
-      bool fp8 = false;
-      forall.walk(
-          [&](TileQKOp qk) { fp8 |= static_cast<bool>(qk.getKvScale()); });
-      // (The query stays in shared memory: the scores may take its
-      // registers, e.g. 128-key blocks at D = 128.)
+      // (An FP8 cache is converted into the 16-bit stages by plain loads,
+      // as on mma.sync, and keeps that staging: canUseTmaRing. The query
+      // stays in shared memory: the scores may take its registers, e.g.
+      // 128-key blocks at D = 128.)
       FailureOr<SharedMemoryLayout> wgmmaLayout = computeTensorCoreLayout(
           forall, mmaTilesPerWarp(config), /*wgmma=*/true);
-      useWgmma =
-          sameType && !fp8 && canUseWgmma(*wgmmaLayout, config.getNumWarps());
+      useWgmma = sameType && canUseWgmma(*wgmmaLayout, config.getNumWarps());
       if (useWgmma)
         layout = wgmmaLayout;
     }

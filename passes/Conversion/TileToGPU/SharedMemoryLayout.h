@@ -469,7 +469,7 @@ inline int64_t tmaPageBoxRows(int64_t pageSize, int64_t bn) {
 }
 
 /// Whether the K and V of a wgmma program (its tile ops under `root`) can
-/// arrive by TMA: contiguous [B, Hkv, S, D] caches (also the ragged
+/// arrive by TMA: contiguous 16-bit [B, Hkv, S, D] caches (also the ragged
 /// [1, Hkv, N, D] and cache_batch_idx [C, Hkv, S, D] ones: one box of
 /// block-n rows per 64 columns at (x, row, head, batch)), no key-validity
 /// flags (an invalid key's V row must be zero, which cp.async's src-size 0
@@ -486,8 +486,10 @@ inline bool canUseTmaRing(Operation *root,
   bool ok = true;
   auto contiguous = [&](Value cache, Value blockTable) {
     auto type = cast<MemRefType>(cache.getType());
+    // (An FP8 cache is converted while staged: no TMA.)
     if (type.getRank() != 4 || !type.getLayout().isIdentity() ||
-        ShapedType::isDynamic(type.getDimSize(3)))
+        ShapedType::isDynamic(type.getDimSize(3)) ||
+        type.getElementType() != layoutWithRing.stageElementType)
       ok = false;
     else if (blockTable) // [pages, page_size, Hkv, D]
       ok &= tmaPageBoxRows(type.getDimSize(1), bn) > 0;

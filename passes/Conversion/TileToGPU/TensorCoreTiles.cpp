@@ -387,8 +387,11 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
                      : arith::TruncFOp::create(e.b, stagedType, f).getResult();
         },
         e.zeroOf(stagedType));
-    vector::StoreOp::create(e.b, v, stage,
-                            ValueRange{c, swizzledCol(e, stage, c, x)});
+    // (The wgmma kernels' stages are 64-column panels: WgmmaLayout.h.)
+    SmallVector<Value, 2> at =
+        e.t.wgmma ? panelIndices(e, stage, c, x)
+                  : SmallVector<Value, 2>{c, swizzledCol(e, stage, c, x)};
+    vector::StoreOp::create(e.b, v, stage, at);
   });
 }
 

@@ -540,7 +540,8 @@ void mlir::kvattn::emitZeroValueTail(GpuEmitter &e, int ring, Value stage,
 
 void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
                                     TileSoftmaxOp prefetch) {
-  Type elt = cast<MemRefType>(op.getKey().getType()).getElementType();
+  // The staged type (an FP8 cache's K is converted to the query's).
+  Type elt = cast<MemRefType>(e.t.stage.getType()).getElementType();
   const int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
   Value q16 = halfView(e, op.getQTile(), elt);
   auto qType = cast<MemRefType>(q16.getType());
@@ -575,7 +576,8 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
     if (e.t.latent)
       e.barrier();
     emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
-                   op.getKvHead(), op.getStart(), op.getCols(), e.t.stage);
+                   op.getKvHead(), op.getStart(), op.getCols(), e.t.stage,
+                   /*commit=*/true, Value(), op.getKvScale());
   }
   if (!e.t.tma) {
     emitAsyncWait(e, 0);
@@ -585,7 +587,8 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
       emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
                      prefetch.getBatch(), prefetch.getKvHead(),
                      prefetch.getStart(), prefetch.getCols(), e.t.stageV,
-                     /*commit=*/true, prefetch.getKeyValid());
+                     /*commit=*/true, prefetch.getKeyValid(),
+                     prefetch.getKvScale());
     kAddress = sharedAddress(e, e.t.stage);
   }
 
@@ -671,7 +674,8 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
 
 void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
                                    ArrayRef<Value> alpha, Value vAddress) {
-  Type elt = cast<MemRefType>(op.getValue().getType()).getElementType();
+  // The staged type (an FP8 cache's V is converted to the query's).
+  Type elt = cast<MemRefType>(e.t.stage.getType()).getElementType();
   const int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
   // A value split: the warpgroup's Dv / valueSplit columns of V, panels
   // valueSlice * Dv / valueSplit / 64 on.
