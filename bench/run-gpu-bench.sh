@@ -55,6 +55,22 @@ if [[ $cc == 9.0 ]]; then
   [[ $rc != 0 ]] && status=1
 fi
 
+# DeepSeek MLA decode (the latent form, paged 64, 16 and 128 heads) on the
+# device's chip, and on an H100/H200 again with --chip=sm_90a (the wgmma
+# latent kernel at 128 heads): GB/s and TFLOP/s beside FlashMLA's published
+# figures (docs/benchmarks.md, "MLA decode on Hopper").
+mla_chips=("")
+[[ $cc == 9.0 ]] && mla_chips+=("--chip=sm_90a")
+for chipflag in "${mla_chips[@]}"; do
+  echo
+  echo "== kvattn-bench --target=gpu --mla $chipflag ${quick[*]}"
+  timeout "$limit" "$build/bin/kvattn-bench" --target=gpu --mla $chipflag \
+    "${quick[@]}" 2>&1 | tee "$out/kvattn-bench-mla${chipflag:+-sm90a}.txt"
+  rc=${PIPESTATUS[0]}
+  [[ $rc == 124 ]] && echo "kvattn-bench --mla $chipflag: cut after $limit s"
+  [[ $rc != 0 ]] && status=1
+done
+
 echo
 if python3 -c 'import torch' > /dev/null 2>&1; then
   echo "== bench/compare_torch.py ${quick[*]}"

@@ -19,6 +19,14 @@ std::string emulatedDriverPath() {
   if (dladdr(reinterpret_cast<void *>(&emulatedDriverPath), &info) &&
       info.dli_fname)
     self = info.dli_fname;
+  // Linked into an executable run through PATH, dladdr names the
+  // executable as it was typed ("kvattn-bench"): its real path then.
+  if (self.find('/') == std::string::npos) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0)
+      self.assign(exe, static_cast<size_t>(n));
+  }
   std::string dir = self.substr(0, self.find_last_of('/') + 1);
   if (dir.empty())
     dir = "./";

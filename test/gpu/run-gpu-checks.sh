@@ -113,6 +113,39 @@ for variant in "${variants[@]}"; do
   done
 done
 
+# DeepSeek MLA (the latent form: D = 576, V = the cache's first 512
+# columns), bf16 and FP8 latent caches, 16 and 128 heads, paged 64, NaN in
+# the unowned slots; on a compute capability 9.0 device again with
+# --chip=sm_90a (128 heads: the wgmma latent kernel).
+mla_cases=(
+  "mla-h16|--B 4 --Hq 16 --L 1 --S 512 --page-size 64 --q-offset 500,63,64,7 --kv-len 501,64,65,8 --causal --lse --poison nan"
+  "mla-h128|--B 4 --Hq 128 --L 1 --S 512 --page-size 64 --q-offset 500,63,64,7 --kv-len 501,64,65,8 --causal --lse --poison nan"
+  "mla-h128-mtp|--B 2 --Hq 128 --L 2 --S 256 --page-size 64 --q-offset 200,30 --kv-len 202,32 --causal --lse --poison inf"
+  "mla-h128-split|--B 1 --Hq 128 --L 1 --S 2048 --page-size 64 --kv-len 2000 --lse --poison nan|--split-kv 4"
+  "mla-h128-p16|--B 2 --Hq 128 --L 1 --S 320 --page-size 16 --kv-len 300,33 --lse --poison nan"
+  "mla-h128-fp8|--B 2 --Hq 128 --L 1 --S 512 --page-size 64 --kv-len 500,77 --kv-dtype f8E4M3FN --kv-scales token --lse --poison nan"
+)
+mla_variants=(bf16)
+[[ $cc == 9.0 ]] && mla_variants+=(bf16-sm90a)
+for variant in "${mla_variants[@]}"; do
+  pathflags=""
+  [[ $variant == *-sm90a ]] && pathflags="--chip=sm_90a"
+  for entry in "${mla_cases[@]}"; do
+    name=${entry%%|*}; rest=${entry#*|}
+    flags=${rest%%|*}; runflags=""
+    [[ $rest == *"|"* ]] && runflags=${rest#*|}
+    log="$out/$name-$variant.log"
+    if $run --latent --D 576 --Dv 512 --scale 0.0721687836 --dtype bf16 \
+         $flags -- --target=gpu --check $runflags $pathflags > "$log" 2>&1; then
+      result=PASS; pass=$((pass + 1))
+    else
+      result=FAIL; fail=$((fail + 1))
+    fi
+    err=$(grep -o 'max_abs_err=[^ ]*' "$log" | head -1 | cut -d= -f2)
+    printf '%-22s %-11s %-6s %s\n' "$name" "$variant" "$result" "${err:--}" >> "$out/summary.txt"
+  done
+done
+
 sanitizer=${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer
 command -v compute-sanitizer >/dev/null && sanitizer=$(command -v compute-sanitizer)
 echo >> "$out/summary.txt"

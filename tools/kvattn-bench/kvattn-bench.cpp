@@ -190,10 +190,12 @@ cl::opt<bool> checkedRuns(
 
 cl::opt<bool> mla(
     "mla",
-    cl::desc("CPU: DeepSeek MLA decode (the latent form: D = 576, Dv = 512, "
+    cl::desc("DeepSeek MLA decode (the latent form: D = 576, Dv = 512, "
              "one KV head, paged 64) for --batch (default 1,16,64), 16 and "
              "128 query heads and --prefixes cache lengths (default "
-             "1024,4096); GB/s of cache read and GFLOP/s, beside FlashMLA's "
+             "1024,4096); GB/s of cache read and GFLOP/s (CPU) or TFLOP/s "
+             "(--target=gpu, on the device's chip or --chip; gpu-emu: B 1, "
+             "S 256 and the emulator's counters), beside FlashMLA's "
              "published H800 figures"),
     cl::init(false), cl::cat(benchCategory));
 
@@ -745,6 +747,342 @@ private:
   std::vector<mlir::kvattn::rt::DevicePtr> ptrs_;
 };
 
+
+/// The device a GPU benchmark runs on: the runtime (none with
+/// --compile-only), the compile options for its chip, its SMs and the
+/// memory a benchmark's buffers may take.
+struct GpuDevice {
+  std::unique_ptr<mlir::kvattn::rt::Runtime> runtime;
+  mlir::kvattn::EmulatedGpu emu;
+  mlir::kvattn::PtxOptions options;
+  int sms = 0;
+  double memoryBytes = 0;
+};
+
+/// Opens the GPU (the emulated one with `emulated`; with --compile-only
+/// none, sm_90 and an H200's memory assumed) and sets the compile options
+/// from the tool's flags and the device's chip (--chip overrides it).
+mlir::kvattn::Status openGpu(bool emulated, GpuDevice &d) {
+  using mlir::kvattn::Status;
+  namespace rt = mlir::kvattn::rt;
+  mlir::kvattn::PtxOptions &options = d.options;
+  if (flags.given(flag::kBlockM))
+    options.blockM = flags.blockM();
+  if (flags.given(flag::kBlockN))
+    options.blockN = flags.blockN();
+  d.sms = assumedSms;
+  options.splitKv = flags.splitKv();
+  options.tensorCores = flags.tensorCores();
+  options.producerWarpgroup = flags.producerWarpgroup();
+  options.lazyRescale = flags.lazyRescale();
+  options.indexBitwidth = flags.indexBitwidth();
+  // compile_ms is the compiler's time, never a cache lookup.
+  options.useKernelCache = false;
+  if (emulated) {
+    options.image = mlir::kvattn::DeviceImage::LlvmIR;
+    rt::RuntimeOptions runtimeOptions;
+    runtimeOptions.libraryPath = mlir::kvattn::emulatedDriverPath();
+    KVATTN_RETURN_IF_ERROR(rt::Runtime::create(d.runtime, runtimeOptions));
+    KVATTN_RETURN_IF_ERROR(
+        mlir::kvattn::EmulatedGpu::open(runtimeOptions.libraryPath, d.emu));
+    options.chip = chip.empty()
+                       ? "sm_" + std::to_string(d.runtime->computeCapability())
+                       : chip.getValue();
+    d.sms = d.runtime->multiprocessorCount();
+    options.numSms = d.sms;
+    return Status::ok();
+  }
+  if (compileOnly) {
+    options.chip = chip.empty() ? "sm_90" : chip.getValue();
+    d.memoryBytes = 0.4 * 141e9; // as on an H200
+    return Status::ok();
+  }
+  KVATTN_RETURN_IF_ERROR(rt::Runtime::create(d.runtime));
+  options.chip = chip.empty()
+                     ? "sm_" + std::to_string(d.runtime->computeCapability())
+                     : chip.getValue();
+  d.sms = d.runtime->multiprocessorCount();
+  options.numSms = d.sms;
+  size_t freeBytes = 0, totalBytes = 0;
+  KVATTN_RETURN_IF_ERROR(d.runtime->memoryInfo(freeBytes, totalBytes));
+  d.memoryBytes = 0.4 * static_cast<double>(freeBytes);
+  return Status::ok();
+}
+
+/// The reference bandwidth of a real GPU: a device-to-device copy of
+/// --copy-mib, 2 x bytes / time (printed).
+mlir::kvattn::Status measureCopy(mlir::kvattn::rt::Runtime &runtime, int reps,
+                                 double &copyGBs) {
+  namespace rt = mlir::kvattn::rt;
+  llvm::outs() << llvm::formatv(
+      "timing: CUDA events, median of {0} calls after {1} warm-up calls, "
+      "{2} MiB filled before each call (L2 flush)\n",
+      reps, warmup.getValue(), flushMiB.getValue());
+  size_t bytes = static_cast<size_t>(copyMiB) << 20;
+  DeviceBuffers copyBuffers(&runtime);
+  rt::DevicePtr src = 0, dst = 0;
+  std::vector<float> ms;
+  KVATTN_RETURN_IF_ERROR(copyBuffers.allocate(bytes, src));
+  KVATTN_RETURN_IF_ERROR(copyBuffers.allocate(bytes, dst));
+  KVATTN_RETURN_IF_ERROR(runtime.fill(src, 1, bytes));
+  KVATTN_RETURN_IF_ERROR(runtime.timeOnStream(
+      [&] { return runtime.copyDeviceToDevice(dst, src, bytes); }, warmup,
+      reps, ms));
+  double t = median(ms);
+  copyGBs = t > 0 ? 2.0 * static_cast<double>(bytes) / (t * 1e6) : 0;
+  llvm::outs() << llvm::formatv("copy: device-to-device {0} MiB in {1:F3} "
+                                "ms: {2} GB/s (2 x bytes / time)\n",
+                                copyMiB.getValue(), t, rate(copyGBs));
+  return mlir::kvattn::Status::ok();
+}
+
+/// Random inputs generated on the host once: a 16 MiB pool copied to the
+/// device once, then tiled into every input buffer on the device.
+class RandomPool {
+public:
+  mlir::kvattn::Status upload(mlir::kvattn::rt::Runtime &runtime,
+                              DeviceBuffers &buffers,
+                              mlir::kvattn::ElementType elt) {
+    const size_t eltBytes = mlir::kvattn::elementTypeSize(elt);
+    mlir::kvattn::HostTensor host =
+        random(elt, {static_cast<int64_t>(kBytes / eltBytes)}, 7);
+    KVATTN_RETURN_IF_ERROR(buffers.allocate(kBytes, pool_));
+    return runtime.copyToDevice(pool_, host.data(), kBytes);
+  }
+  mlir::kvattn::Status fill(mlir::kvattn::rt::Runtime &runtime,
+                            mlir::kvattn::rt::DevicePtr dst,
+                            size_t bytes) const {
+    for (size_t at = 0; at < bytes; at += kBytes)
+      KVATTN_RETURN_IF_ERROR(runtime.copyDeviceToDevice(
+          dst + at, pool_, std::min(kBytes, bytes - at)));
+    return mlir::kvattn::Status::ok();
+  }
+
+private:
+  static constexpr size_t kBytes = size_t(16) << 20;
+  mlir::kvattn::rt::DevicePtr pool_ = 0;
+};
+
+
+/// DeepSeek MLA decode on the GPU (--mla --target=gpu, or gpu-emu for the
+/// counters): the latent form of buildMlaIR (paged 64, the pages in reverse
+/// order over the pool, one new token per sequence), 16 and 128 query heads
+/// for --batch (default 1, 16, 64; the emulated GPU 1) and --prefixes cache
+/// lengths (default 1024, 4096; emulated 256), on the device's chip or
+/// --chip (sm_90a: the wgmma latent kernel at 128 heads). Time: CUDA
+/// events, median after warm-up, the L2 flushed; GB/s of cache read
+/// (FlashMLA's accounting, the latent row once: B S 576 elements) and
+/// TFLOP/s (2 (D + Dv) per head and key), beside FlashMLA's published H800
+/// figures (a stated comparison, not measured here).
+int runMlaGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
+              mlir::MLIRContext &context, bool emulated) {
+  using mlir::kvattn::Status;
+  namespace rt = mlir::kvattn::rt;
+  constexpr int64_t kPage = 64, kD = 576, kDv = 512;
+  if (elt == mlir::kvattn::ElementType::F32)
+    return gpuError("--mla on the GPU takes --dtype bf16 or f16");
+  if (compileOnly)
+    return gpuError("--mla does not take --compile-only (kvattn-compile the "
+                    "latent form: bench/peers/run.py --shapes mla-decode)");
+  const int reps = repeats.getNumOccurrences() ? repeats.getValue() : 20;
+  std::vector<int64_t> batches = {1, 16, 64}, lens = {1024, 4096};
+  if (emulated)
+    batches = {1}, lens = {256};
+  if (batch)
+    batches = {batch};
+  else if (quick && !emulated)
+    batches = {1, 64};
+  if (!prefixes.empty())
+    lens.assign(prefixes.begin(), prefixes.end());
+  else if (quick && !emulated)
+    lens = {4096};
+  for (int64_t s : lens)
+    if (s < 1)
+      return gpuError("--mla needs cache lengths (--prefixes) >= 1");
+  GpuDevice device;
+  if (Status s = openGpu(emulated, device); s.isError())
+    return gpuError(s.message());
+  rt::Runtime &runtime = *device.runtime;
+  const size_t eltBytes = mlir::kvattn::elementTypeSize(elt);
+  llvm::outs() << llvm::formatv(
+      "kvattn-bench --mla --target={0}: {1}, {2} SMs; {3}, DeepSeek MLA "
+      "decode (D = 576, Dv = 512, one latent KV head, paged 64)\n",
+      target.getValue(), device.options.chip, device.sms, eltName);
+  double copyGBs = 0;
+  if (emulated)
+    llvm::outs() << "emulated: one launch per shape; emu_s is the host's "
+                    "time to emulate it (not a GPU time); the counters follow "
+                    "each row (docs/gpu-emulator.md)\n";
+  else if (Status s = measureCopy(runtime, reps, copyGBs); s.isError())
+    return gpuError("measuring the copy bandwidth: " + s.message());
+  DeviceBuffers poolBuffer(&runtime);
+  RandomPool pool;
+  if (Status s = pool.upload(runtime, poolBuffer, elt); s.isError())
+    return gpuError("uploading the random inputs: " + s.message());
+  if (emulated)
+    llvm::outs() << llvm::formatv("{0,-10} {1,3} {2,4} {3,6} {4,-12} {5,11} "
+                                  "{6,8}\n",
+                                  "shape", "B", "Hq", "S", "tile",
+                                  "compile_ms", "emu_s");
+  else
+    llvm::outs() << llvm::formatv("{0,-10} {1,3} {2,4} {3,6} {4,-12} {5,11} "
+                                  "{6,9} {7,8} {8,8} {9,6}\n",
+                                  "shape", "B", "Hq", "S", "tile",
+                                  "compile_ms", "time_ms", "GB/s", "TFLOP/s",
+                                  "%copy");
+  int status = 0;
+  double bestGBs = 0, bestTflops = 0;
+  for (int64_t b : batches)
+    for (int64_t hq : {16, 128})
+      for (int64_t s : lens) {
+        auto rowError = [&](const std::string &message) {
+          llvm::outs() << llvm::formatv("{0,-10} {1,3} {2,4} {3,6} error: "
+                                        "{4}\n",
+                                        "mla-decode", b, hq, s, message);
+          llvm::outs().flush();
+          status = 1;
+        };
+        mlir::OwningOpRef<mlir::ModuleOp> module =
+            mlir::parseSourceString<mlir::ModuleOp>(
+                buildMlaIR(b, hq, s, eltName), &context);
+        mlir::kvattn::PtxModule ptx;
+        Status st = module ? mlir::kvattn::compileToPtx(*module,
+                                                        device.options, ptx)
+                           : Status::error("the benchmark's IR does not parse");
+        if (st.isError()) {
+          rowError(st.message());
+          continue;
+        }
+        const mlir::kvattn::KernelManifest &km = ptx.kernels.at(0);
+        std::string tile = llvm::formatv("{0}x{1}/{2}w", km.blockM, km.blockN,
+                                         km.numWarps)
+                               .str();
+        if (km.splitKv > 1)
+          tile += "/s" + std::to_string(km.splitKv);
+        rt::Manifest manifest;
+        const rt::Module *loaded = nullptr;
+        st = rt::parseManifest(mlir::kvattn::manifestToJson(ptx, "mla.ptx"),
+                               manifest);
+        if (st.isOk())
+          st = runtime.loadModule(ptx.ptx, loaded);
+        const int64_t maxPages = (s + kPage - 1) / kPage;
+        const size_t qBytes = eltBytes * b * hq * kD,
+                     cacheBytes = eltBytes * b * maxPages * kPage * kD;
+        DeviceBuffers buffers(&runtime);
+        rt::LaunchArgs args;
+        args.sizes.B = b;
+        args.sizes.Hq = hq;
+        args.sizes.Hkv = 1;
+        args.sizes.L = 1;
+        args.sizes.S = maxPages * kPage;
+        args.sizes.numPages = b * maxPages;
+        args.sizes.pageSize = kPage;
+        args.sizes.maxPages = maxPages;
+        std::vector<int64_t> table(b * maxPages);
+        for (int64_t i = 0; i < b * maxPages; ++i)
+          table[i] = b * maxPages - 1 - i; // the pages in reverse order
+        args.metadata["block_table"] = table;
+        args.metadata["kv_len"] = std::vector<int64_t>(b, s);
+        const std::pair<const char *, size_t> inputs[] = {
+            {"query", qBytes}, {"key", cacheBytes}};
+        for (const auto &[name, bytes] : inputs) {
+          if (st.isOk())
+            st = buffers.allocate(bytes, args.buffers[name]);
+          if (st.isOk())
+            st = pool.fill(runtime, args.buffers[name], bytes);
+        }
+        if (st.isOk())
+          st = buffers.allocate(eltBytes * b * hq * kDv, args.buffers["out"]);
+        const int64_t chunks = km.splitKv;
+        if (st.isOk() && chunks > 1)
+          st = buffers.allocate(4 * chunks * b * hq * kDv,
+                                args.buffers["out_parts"]);
+        if (st.isOk() && chunks > 1)
+          st = buffers.allocate(4 * chunks * b * hq, args.buffers["lse_parts"]);
+        std::vector<rt::LaunchArgs> kernelArgs;
+        for (const rt::KernelInfo &k : manifest.kernels) {
+          rt::LaunchArgs a;
+          a.sizes = args.sizes;
+          for (const rt::ParamInfo &param : k.params) {
+            if (auto m = args.metadata.find(param.name);
+                m != args.metadata.end())
+              a.metadata.insert(*m);
+            if (auto buf = args.buffers.find(param.name);
+                buf != args.buffers.end())
+              a.buffers.insert(*buf);
+          }
+          kernelArgs.push_back(std::move(a));
+        }
+        if (st.isOk())
+          st = runtime.synchronize();
+        auto launchAll = [&] {
+          for (size_t k = 0; k < manifest.kernels.size(); ++k)
+            KVATTN_RETURN_IF_ERROR(runtime.launch(
+                *loaded, manifest.kernels[k], kernelArgs[k]));
+          return Status::ok();
+        };
+        if (emulated) {
+          (void)device.emu.takeCounters();
+          auto start = std::chrono::steady_clock::now();
+          if (st.isOk())
+            st = launchAll();
+          if (st.isOk())
+            st = runtime.synchronize();
+          if (st.isError()) {
+            rowError(st.message());
+            continue;
+          }
+          double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+          llvm::outs() << llvm::formatv("{0,-10} {1,3} {2,4} {3,6} {4,-12} "
+                                        "{5,11:F1} {6,8:F1}\n",
+                                        "mla-decode", b, hq, s, tile,
+                                        ptx.compileMs, seconds);
+          std::string counters = device.emu.takeCounters();
+          for (llvm::StringRef line : llvm::split(counters, '\n'))
+            if (!line.empty())
+              llvm::outs() << "      " << line << "\n";
+          llvm::outs().flush();
+          continue;
+        }
+        std::vector<float> ms;
+        if (st.isOk())
+          st = runtime.timeOnStream(launchAll, warmup, reps, ms,
+                                    static_cast<size_t>(flushMiB) << 20);
+        if (st.isError()) {
+          rowError(st.message());
+          continue;
+        }
+        const double t = median(ms);
+        // FlashMLA's accounting: the latent cache read once (B S 576
+        // elements), 2 (D + Dv) FLOPs per query head and key.
+        const double gbs = t > 0 ? b * s * kD * eltBytes / (t * 1e6) : 0;
+        const double tflops =
+            t > 0 ? 2.0 * (kD + kDv) * hq * s * b / (t * 1e9) : 0;
+        bestGBs = std::max(bestGBs, gbs);
+        bestTflops = std::max(bestTflops, tflops);
+        std::string share =
+            copyGBs > 0 ? llvm::formatv("{0:F0}%", 100.0 * gbs / copyGBs).str()
+                        : "-";
+        llvm::outs() << llvm::formatv(
+            "{0,-10} {1,3} {2,4} {3,6} {4,-12} {5,11:F1} {6,9:F4} {7,8} "
+            "{8,8} {9,6}\n",
+            "mla-decode", b, hq, s, tile, ptx.compileMs, t, rate(gbs),
+            rate(tflops), share);
+        llvm::outs().flush();
+      }
+  if (!emulated)
+    // A stated comparison only: FlashMLA's published H800 SXM5 figures
+    // (github.com/deepseek-ai/FlashMLA README), not measured here.
+    llvm::outs() << llvm::formatv(
+        "stated comparison (not measured here, an H800): FlashMLA publishes "
+        "3000 GB/s memory-bound and 580 TFLOP/s compute-bound decode; the "
+        "best figures above are {0} GB/s and {1} TFLOP/s\n",
+        rate(bestGBs), rate(bestTflops));
+  return status;
+}
+
 int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
            mlir::MLIRContext &context, bool emulated) {
   using mlir::kvattn::Status;
@@ -790,52 +1128,14 @@ int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
     return gpuError("--repeats must be >= 1 and --warmup >= 0");
   const size_t eltBytes = elt == mlir::kvattn::ElementType::F32 ? 4 : 2;
 
-  mlir::kvattn::PtxOptions options;
-  if (flags.given(flag::kBlockM))
-    options.blockM = flags.blockM();
-  if (flags.given(flag::kBlockN))
-    options.blockN = flags.blockN();
-
-  std::unique_ptr<rt::Runtime> runtime;
-  int sms = assumedSms;
-  double memoryBytes = 0;
-  options.splitKv = flags.splitKv();
-  options.tensorCores = flags.tensorCores();
-  options.producerWarpgroup = flags.producerWarpgroup();
-  options.lazyRescale = flags.lazyRescale();
-  options.indexBitwidth = flags.indexBitwidth();
-  // compile_ms is the compiler's time, never a cache lookup.
-  options.useKernelCache = false;
-  mlir::kvattn::EmulatedGpu emu;
-  if (emulated) {
-    options.image = mlir::kvattn::DeviceImage::LlvmIR;
-    rt::RuntimeOptions runtimeOptions;
-    runtimeOptions.libraryPath = mlir::kvattn::emulatedDriverPath();
-    if (Status s = rt::Runtime::create(runtime, runtimeOptions); s.isError())
-      return gpuError(s.message());
-    if (Status s =
-            mlir::kvattn::EmulatedGpu::open(runtimeOptions.libraryPath, emu);
-        s.isError())
-      return gpuError(s.message());
-    options.chip = "sm_" + std::to_string(runtime->computeCapability());
-    sms = runtime->multiprocessorCount();
-    options.numSms = sms;
-  } else if (compileOnly) {
-    options.chip = chip.empty() ? "sm_90" : chip.getValue();
-    memoryBytes = 0.4 * 141e9; // as on an H200
-  } else {
-    if (Status s = rt::Runtime::create(runtime); s.isError())
-      return gpuError(s.message());
-    options.chip = chip.empty()
-                       ? "sm_" + std::to_string(runtime->computeCapability())
-                       : chip.getValue();
-    sms = runtime->multiprocessorCount();
-    options.numSms = sms;
-    size_t freeBytes = 0, totalBytes = 0;
-    if (Status s = runtime->memoryInfo(freeBytes, totalBytes); s.isError())
-      return gpuError(s.message());
-    memoryBytes = 0.4 * static_cast<double>(freeBytes);
-  }
+  GpuDevice device;
+  if (Status s = openGpu(emulated, device); s.isError())
+    return gpuError(s.message());
+  mlir::kvattn::PtxOptions &options = device.options;
+  std::unique_ptr<rt::Runtime> &runtime = device.runtime;
+  mlir::kvattn::EmulatedGpu &emu = device.emu;
+  const int sms = device.sms;
+  const double memoryBytes = device.memoryBytes;
 
   llvm::outs() << llvm::formatv(
       "kvattn-bench --target={0}{1}: {2}, {3} SMs{4}; {5}, Hq/Hkv = {6}/{7}, "
@@ -849,52 +1149,19 @@ int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
     llvm::outs() << "emulated: one launch per shape, batch 1; emu_s is the "
                     "host's time to emulate it (not a GPU time); the counters "
                     "follow each row (docs/gpu-emulator.md)\n";
-  if (!compileOnly && !emulated) {
-    llvm::outs() << llvm::formatv(
-        "timing: CUDA events, median of {0} calls after {1} warm-up calls, "
-        "{2} MiB filled before each call (L2 flush)\n",
-        reps, warmup.getValue(), flushMiB.getValue());
-    size_t bytes = static_cast<size_t>(copyMiB) << 20;
-    DeviceBuffers copyBuffers(runtime.get());
-    rt::DevicePtr src = 0, dst = 0;
-    std::vector<float> ms;
-    Status s = copyBuffers.allocate(bytes, src);
-    if (s.isOk())
-      s = copyBuffers.allocate(bytes, dst);
-    if (s.isOk())
-      s = runtime->fill(src, 1, bytes);
-    if (s.isOk())
-      s = runtime->timeOnStream(
-          [&] { return runtime->copyDeviceToDevice(dst, src, bytes); }, warmup,
-          reps, ms);
-    if (s.isError())
+  if (!compileOnly && !emulated)
+    if (Status s = measureCopy(*runtime, reps, copyGBs); s.isError())
       return gpuError("measuring the copy bandwidth: " + s.message());
-    double t = median(ms);
-    copyGBs = t > 0 ? 2.0 * static_cast<double>(bytes) / (t * 1e6) : 0;
-    llvm::outs() << llvm::formatv("copy: device-to-device {0} MiB in {1:F3} "
-                                  "ms: {2} GB/s (2 x bytes / time)\n",
-                                  copyMiB.getValue(), t, rate(copyGBs));
-  }
 
   // Random inputs, generated on the host once: a pool copied to the device
   // once, then tiled into every input buffer on the device.
-  const size_t poolBytes = size_t(16) << 20;
   DeviceBuffers poolBuffer(runtime.get());
-  rt::DevicePtr pool = 0;
-  if (!compileOnly) {
-    mlir::kvattn::HostTensor host =
-        random(elt, {static_cast<int64_t>(poolBytes / eltBytes)}, 7);
-    Status s = poolBuffer.allocate(poolBytes, pool);
-    if (s.isOk())
-      s = runtime->copyToDevice(pool, host.data(), poolBytes);
-    if (s.isError())
+  RandomPool pool;
+  if (!compileOnly)
+    if (Status s = pool.upload(*runtime, poolBuffer, elt); s.isError())
       return gpuError("uploading the random inputs: " + s.message());
-  }
-  auto fillRandom = [&](rt::DevicePtr dst, size_t bytes) -> Status {
-    for (size_t at = 0; at < bytes; at += poolBytes)
-      KVATTN_RETURN_IF_ERROR(runtime->copyDeviceToDevice(
-          dst + at, pool, std::min(poolBytes, bytes - at)));
-    return Status::ok();
+  auto fillRandom = [&](rt::DevicePtr dst, size_t bytes) {
+    return pool.fill(*runtime, dst, bytes);
   };
 
   if (compileOnly)
@@ -1147,12 +1414,6 @@ static int runTool(int argc, char **argv) {
     llvm::errs() << "kvattn-bench: error: --compile-only needs --target=gpu\n";
     return 1;
   }
-  if (mla && target != "cpu") {
-    llvm::errs() << "kvattn-bench: error: --mla needs --target=cpu (the "
-                    "latent form's GPU kernel: kvattn-run --target=gpu-emu, "
-                    "bench/peers/run.py --shapes mla-decode)\n";
-    return 1;
-  }
   if (feature != "none" && target != "cpu") {
     llvm::errs() << "kvattn-bench: error: --feature needs --target=cpu (the "
                     "emulated GPU's counters of a feature: kvattn-run "
@@ -1175,6 +1436,8 @@ static int runTool(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::kvattn::registerAllKVAttnDialects(registry);
   mlir::MLIRContext context(registry);
+  if (target != "cpu" && mla)
+    return runMlaGpu(*elt, eltName, context, target == "gpu-emu");
   if (target != "cpu")
     return runGpu(*elt, eltName, context, target == "gpu-emu");
   return runCpu(*elt, context);
