@@ -188,16 +188,16 @@ cl::opt<bool> checkedRuns(
              "argument checks, then the kernel) instead of the kernel alone"),
     cl::init(false), cl::cat(benchCategory));
 
-cl::opt<bool> mla(
-    "mla",
-    cl::desc("DeepSeek MLA decode (the latent form: D = 576, Dv = 512, "
-             "one KV head, paged 64) for --batch (default 1,16,64), 16 and "
-             "128 query heads and --prefixes cache lengths (default "
-             "1024,4096); GB/s of cache read and GFLOP/s (CPU) or TFLOP/s "
-             "(--target=gpu, on the device's chip or --chip; gpu-emu: B 1, "
-             "S 256 and the emulator's counters), beside FlashMLA's "
-             "published H800 figures"),
-    cl::init(false), cl::cat(benchCategory));
+cl::opt<bool>
+    mla("mla",
+        cl::desc("DeepSeek MLA decode (the latent form: D = 576, Dv = 512, "
+                 "one KV head, paged 64) for --batch (default 1,16,64), 16 and "
+                 "128 query heads and --prefixes cache lengths (default "
+                 "1024,4096); GB/s of cache read and GFLOP/s (CPU) or TFLOP/s "
+                 "(--target=gpu, on the device's chip or --chip; gpu-emu: B 1, "
+                 "S 256 and the emulator's counters), beside FlashMLA's "
+                 "published H800 figures"),
+        cl::init(false), cl::cat(benchCategory));
 
 struct Shape {
   const char *name;
@@ -747,7 +747,6 @@ private:
   std::vector<mlir::kvattn::rt::DevicePtr> ptrs_;
 };
 
-
 /// The device a GPU benchmark runs on: the runtime (none with
 /// --compile-only), the compile options for its chip, its SMs and the
 /// memory a benchmark's buffers may take.
@@ -826,8 +825,8 @@ mlir::kvattn::Status measureCopy(mlir::kvattn::rt::Runtime &runtime, int reps,
   KVATTN_RETURN_IF_ERROR(copyBuffers.allocate(bytes, dst));
   KVATTN_RETURN_IF_ERROR(runtime.fill(src, 1, bytes));
   KVATTN_RETURN_IF_ERROR(runtime.timeOnStream(
-      [&] { return runtime.copyDeviceToDevice(dst, src, bytes); }, warmup,
-      reps, ms));
+      [&] { return runtime.copyDeviceToDevice(dst, src, bytes); }, warmup, reps,
+      ms));
   double t = median(ms);
   copyGBs = t > 0 ? 2.0 * static_cast<double>(bytes) / (t * 1e6) : 0;
   llvm::outs() << llvm::formatv("copy: device-to-device {0} MiB in {1:F3} "
@@ -862,7 +861,6 @@ private:
   static constexpr size_t kBytes = size_t(16) << 20;
   mlir::kvattn::rt::DevicePtr pool_ = 0;
 };
-
 
 /// DeepSeek MLA decode on the GPU (--mla --target=gpu, or gpu-emu for the
 /// counters): the latent form of buildMlaIR (paged 64, the pages in reverse
@@ -922,14 +920,13 @@ int runMlaGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
   if (emulated)
     llvm::outs() << llvm::formatv("{0,-10} {1,3} {2,4} {3,6} {4,-12} {5,11} "
                                   "{6,8}\n",
-                                  "shape", "B", "Hq", "S", "tile",
-                                  "compile_ms", "emu_s");
+                                  "shape", "B", "Hq", "S", "tile", "compile_ms",
+                                  "emu_s");
   else
     llvm::outs() << llvm::formatv("{0,-10} {1,3} {2,4} {3,6} {4,-12} {5,11} "
                                   "{6,9} {7,8} {8,8} {9,6}\n",
-                                  "shape", "B", "Hq", "S", "tile",
-                                  "compile_ms", "time_ms", "GB/s", "TFLOP/s",
-                                  "%copy");
+                                  "shape", "B", "Hq", "S", "tile", "compile_ms",
+                                  "time_ms", "GB/s", "TFLOP/s", "%copy");
   int status = 0;
   double bestGBs = 0, bestTflops = 0;
   for (int64_t b : batches)
@@ -946,17 +943,17 @@ int runMlaGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
             mlir::parseSourceString<mlir::ModuleOp>(
                 buildMlaIR(b, hq, s, eltName), &context);
         mlir::kvattn::PtxModule ptx;
-        Status st = module ? mlir::kvattn::compileToPtx(*module,
-                                                        device.options, ptx)
-                           : Status::error("the benchmark's IR does not parse");
+        Status st =
+            module ? mlir::kvattn::compileToPtx(*module, device.options, ptx)
+                   : Status::error("the benchmark's IR does not parse");
         if (st.isError()) {
           rowError(st.message());
           continue;
         }
         const mlir::kvattn::KernelManifest &km = ptx.kernels.at(0);
-        std::string tile = llvm::formatv("{0}x{1}/{2}w", km.blockM, km.blockN,
-                                         km.numWarps)
-                               .str();
+        std::string tile =
+            llvm::formatv("{0}x{1}/{2}w", km.blockM, km.blockN, km.numWarps)
+                .str();
         if (km.splitKv > 1)
           tile += "/s" + std::to_string(km.splitKv);
         rt::Manifest manifest;
@@ -983,8 +980,8 @@ int runMlaGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
           table[i] = b * maxPages - 1 - i; // the pages in reverse order
         args.metadata["block_table"] = table;
         args.metadata["kv_len"] = std::vector<int64_t>(b, s);
-        const std::pair<const char *, size_t> inputs[] = {
-            {"query", qBytes}, {"key", cacheBytes}};
+        const std::pair<const char *, size_t> inputs[] = {{"query", qBytes},
+                                                          {"key", cacheBytes}};
         for (const auto &[name, bytes] : inputs) {
           if (st.isOk())
             st = buffers.allocate(bytes, args.buffers[name]);
@@ -1017,8 +1014,8 @@ int runMlaGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
           st = runtime.synchronize();
         auto launchAll = [&] {
           for (size_t k = 0; k < manifest.kernels.size(); ++k)
-            KVATTN_RETURN_IF_ERROR(runtime.launch(
-                *loaded, manifest.kernels[k], kernelArgs[k]));
+            KVATTN_RETURN_IF_ERROR(
+                runtime.launch(*loaded, manifest.kernels[k], kernelArgs[k]));
           return Status::ok();
         };
         if (emulated) {

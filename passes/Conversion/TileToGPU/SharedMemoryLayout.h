@@ -159,11 +159,9 @@ inline std::optional<TileRole> tileRoleAttrOf(memref::AllocaOp alloca) {
 /// shared memory either; with `query16` (tensor cores) the query tile
 /// takes the bytes of its rows in the 16-bit K/V type, not in f32, and the
 /// row statistics (registers on tensor cores) none.
-inline FailureOr<SharedMemoryLayout>
-computeSharedMemoryLayout(Operation *root, bool privateScores = false,
-                          bool query16 = false,
-                          TileRoleFn roleOf = inferTileRole,
-                          int64_t scoreCopies = 1) {
+inline FailureOr<SharedMemoryLayout> computeSharedMemoryLayout(
+    Operation *root, bool privateScores = false, bool query16 = false,
+    TileRoleFn roleOf = inferTileRole, int64_t scoreCopies = 1) {
   SharedMemoryLayout layout;
   layout.scoreCopies = scoreCopies;
   int64_t offset = 0;
@@ -388,17 +386,16 @@ inline bool canUseWgmma(const SharedMemoryLayout &layout, int64_t numWarps,
   // whole warpgroups per share (numWarps = 4 x row groups x valueSplit).
   const int64_t split = std::max<int64_t>(layout.valueSplit, 1);
   const bool columns =
-      layout.latent
-          ? layout.keyCols % 64 == 0 && layout.keyCols > 0 &&
-                layout.valueCols % split == 0 &&
-                panelled(layout.valueCols / split) &&
-                layout.stageRows % (8 * split) == 0 &&
-                numWarps % (4 * split) == 0 && layout.latentStage
-          : panelled(layout.keyCols) && panelled(layout.valueCols);
+      layout.latent ? layout.keyCols % 64 == 0 && layout.keyCols > 0 &&
+                          layout.valueCols % split == 0 &&
+                          panelled(layout.valueCols / split) &&
+                          layout.stageRows % (8 * split) == 0 &&
+                          numWarps % (4 * split) == 0 && layout.latentStage
+                    : panelled(layout.keyCols) && panelled(layout.valueCols);
   // The scores in registers (the accumulator of Q.K^T is the A operand of
   // P.V); a value split gathers them there from the shared copies.
-  const bool scores = split > 1 ? layout.scoreCopies == 2
-                                : keepScoresInRegisters(layout);
+  const bool scores =
+      split > 1 ? layout.scoreCopies == 2 : keepScoresInRegisters(layout);
   if (!columns || !canUseTensorCores(layout) || layout.mmaTiles != 1 ||
       numWarps <= 0 || numWarps % 4 != 0 || layout.stageRows % 16 != 0 ||
       layout.stageRows > 256 || !scores || layout.stageOffset % 1024 != 0 ||

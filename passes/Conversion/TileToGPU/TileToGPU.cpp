@@ -1268,8 +1268,7 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
       return kernel.emitOpError()
              << "kvattn-lower-tile-to-gpu: a wgmma value split exchanges "
                 "the scores through two copies of the score tile";
-    t.scoreExchange =
-        view(layout->scoreOffset, {2 * bm, bn}, b.getF32Type());
+    t.scoreExchange = view(layout->scoreOffset, {2 * bm, bn}, b.getF32Type());
   }
   t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
                  layout->stageElementType);
@@ -1363,8 +1362,9 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
       Value split = arith::ConstantIndexOp::create(b, valueSplit);
       t.valueSlice = arith::RemUIOp::create(b, group, split);
       t.rowGroup = arith::DivUIOp::create(b, group, split);
-      t.warp = arith::AddIOp::create(b, arith::MulIOp::create(b, t.rowGroup, c4),
-                                     arith::RemUIOp::create(b, t.warp, c4));
+      t.warp =
+          arith::AddIOp::create(b, arith::MulIOp::create(b, t.rowGroup, c4),
+                                arith::RemUIOp::create(b, t.warp, c4));
     }
   } else if (valueSplit > 1) {
     Value split = arith::ConstantIndexOp::create(b, valueSplit);

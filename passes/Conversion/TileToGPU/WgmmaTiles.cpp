@@ -342,9 +342,9 @@ RingSlot ringSlot(GpuEmitter &e, int64_t i, Value start) {
 
 Value mlir::kvattn::tmaBlockStage(GpuEmitter &e, int ring, Value start) {
   const int64_t stages = e.t.ringStages[ring];
-  return stages == 1 ? e.idx(0)
-                     : e.remIdx(e.divIdx(start, e.idx(ringRows(e))),
-                                e.idx(stages));
+  return stages == 1
+             ? e.idx(0)
+             : e.remIdx(e.divIdx(start, e.idx(ringRows(e))), e.idx(stages));
 }
 
 void mlir::kvattn::emitTmaRingInit(GpuEmitter &e) {
@@ -630,16 +630,14 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
     // block n: Threads::scoreExchange), one barrier over the consumers,
     // then every score of the lane's rows into its registers; the row
     // group's warpgroups then compute the same statistics.
-    Value copyRows = e.mulIdx(
-        e.remIdx(e.divIdx(op.getStart(), e.idx(bn)), e.idx(2)), bm);
+    Value copyRows =
+        e.mulIdx(e.remIdx(e.divIdx(op.getStart(), e.idx(bn)), e.idx(2)), bm);
     for (int64_t i = 0; i < n / 2; ++i) {
       FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
-      Value s =
-          e.t.rawScores ? acc[i] : emitScaledScore(e, op, acc[i], kLog2E);
+      Value s = e.t.rawScores ? acc[i] : emitScaledScore(e, op, acc[i], kLog2E);
       Value r = e.ownedRow(entry.k);
       Value c = e.add(keyBase, e.accColumn(entry.slice, entry.el));
-      e.store(s, e.t.scoreExchange,
-              {e.add(copyRows, r), e.scoreColumn(r, c)});
+      e.store(s, e.t.scoreExchange, {e.add(copyRows, r), e.scoreColumn(r, c)});
     }
     e.barrier();
     for (int k = 0; k < layout.rowsPerLane; ++k) {
@@ -654,8 +652,7 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   } else {
     for (int64_t i = 0; i < bn / 2; ++i) {
       FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
-      Value s =
-          e.t.rawScores ? acc[i] : emitScaledScore(e, op, acc[i], kLog2E);
+      Value s = e.t.rawScores ? acc[i] : emitScaledScore(e, op, acc[i], kLog2E);
       e.storeScore(s, entry.k, entry.slice, entry.el);
     }
   }
