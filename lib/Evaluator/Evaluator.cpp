@@ -773,7 +773,7 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
     Status s = reference::appendQuantized(
         tensor(op.getCache()), update, pos, optional(op.getBlockTable()),
         tensor(scale), rope ? &*rope : nullptr, optional(op.getRopePos()),
-        result, op.getRopePos() ? &record : nullptr);
+        result, op.getRopePos() ? &record : nullptr, op.getSkipPadding());
     if (s.isError())
       return fail(op, s.message());
     if (Value recordValue = op.getRopePosResult())
@@ -806,7 +806,8 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
       written = &rotated;
     }
     Status s = reference::appendPaged(tensor(op.getCache()), *written, pos,
-                                      tensor(table), result);
+                                      tensor(table), result,
+                                      op.getSkipPadding());
     if (s.isError())
       return fail(op, s.message());
     set(op.getResult(), std::move(result));
