@@ -805,9 +805,9 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
         return fail(op, s.message());
       written = &rotated;
     }
-    Status s = reference::appendPaged(tensor(op.getCache()), *written, pos,
-                                      tensor(table), result,
-                                      op.getSkipPadding());
+    Status s =
+        reference::appendPaged(tensor(op.getCache()), *written, pos,
+                               tensor(table), result, op.getSkipPadding());
     if (s.isError())
       return fail(op, s.message());
     set(op.getResult(), std::move(result));
