@@ -20,21 +20,21 @@
 //
 // Run-time positions and table: the padding rows [-1] pass, every other
 // rule still holds, each error naming the token (batch), slot and value.
-// RUN: kvattn-run %s --entry=write --target=cpu --check --input 2=3,0,5,0 --input 3=0,-1,2,-1 | FileCheck %s --check-prefix=WRITE
-// RUN: kvattn-run %s --entry=write --target=gpu-emu --check --input 2=3,0,5,0 --input 3=0,-1,2,-1 | FileCheck %s --check-prefix=WRITE
+// RUN: kvattn-run %s --entry=write --target=cpu --check --input 2=3,0,1,0 --input 3=0,-1,2,-1 | FileCheck %s --check-prefix=WRITE
+// RUN: kvattn-run %s --entry=write --target=gpu-emu --check --input 2=3,0,1,0 --input 3=0,-1,2,-1 | FileCheck %s --check-prefix=WRITE
 // WRITE: {{^PASS$}}
 // A padding-only batch writes nothing (and is no error).
 // RUN: kvattn-run %s --entry=write --target=cpu --check --input 2=0,0,0,0 --input 3=-1,-1,-1,-1 | FileCheck %s --check-prefix=WRITE
 // A negative position (what concat_and_cache_mla makes of a slot -2).
-// RUN: not kvattn-run %s --entry=write --target=cpu --input 2=3,-2,5,0 --input 3=0,-1,2,-1 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: not kvattn-run %s --entry=write --target=cpu --input 2=3,-2,1,0 --input 3=0,-1,2,-1 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: 'kvattn.append': pos[1] = -2 is negative (batch 1)
 // A page past the pool is still out of range (only -1 is padding).
-// RUN: not kvattn-run %s --entry=write --target=cpu --input 2=3,0,5,0 --input 3=0,-1,3,-1 2>&1 | FileCheck %s --check-prefix=RANGE
+// RUN: not kvattn-run %s --entry=write --target=cpu --input 2=3,0,1,0 --input 3=0,-1,3,-1 2>&1 | FileCheck %s --check-prefix=RANGE
 // RANGE: 'kvattn.append': block_table[2][0] = 3: page id out of range [0, 3) (batch 2)
-// RUN: not kvattn-run %s --entry=write --target=cpu --input 2=3,0,5,0 --input 3=0,-2,2,-1 2>&1 | FileCheck %s --check-prefix=MINUS2
+// RUN: not kvattn-run %s --entry=write --target=cpu --input 2=3,0,1,0 --input 3=0,-2,2,-1 2>&1 | FileCheck %s --check-prefix=MINUS2
 // MINUS2: 'kvattn.append': block_table[1][0] = -2: page id out of range [0, 3) (batch 1)
 // A token past the table's slots (one page of 4 rows) is still refused.
-// RUN: not kvattn-run %s --entry=write --target=cpu --input 2=3,4,5,0 --input 3=0,-1,2,-1 2>&1 | FileCheck %s --check-prefix=PAST
+// RUN: not kvattn-run %s --entry=write --target=cpu --input 2=3,4,1,0 --input 3=0,-1,2,-1 2>&1 | FileCheck %s --check-prefix=PAST
 // PAST: 'kvattn.append': pos[1] = 4 with L = 1 does not fit the 1 page(s) of block_table[1] (page_size 4, at most 4 tokens): token 4 falls in slot 1 (batch 1)
 // Padding tokens take no part in the shared-row rule; real ones do.
 // RUN: not kvattn-run %s --entry=write --target=cpu --input 2=3,0,3,0 --input 3=0,-1,0,-1 2>&1 | FileCheck %s --check-prefix=SHARED
