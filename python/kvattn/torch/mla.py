@@ -662,10 +662,10 @@ def concat_and_cache_mla(kv_c: torch.Tensor, k_pe: torch.Tensor,
     mla_attention and kt.Plan(latent=True) read), slot_mapping int32/int64
     [T] (token t goes to row slot % block_size of block slot // block_size;
     slot -1 is vLLM's padding slot: that token writes nothing; any other
-    negative slot or one past the cache is an error). kv_cache_dtype "auto" (the cache in
-    kv_c's dtype, or FP8 codes), "fp8" / "fp8_e4m3" / "fp8_e5m2" (the
-    cache's FP8 dtype checked); an FP8 cache takes scale (f32 [1]) and
-    stores RN_satfinite(row / scale). kvattn's append kernel (a
+    negative slot or one past the cache is an error). kv_cache_dtype
+    "auto" (the cache in kv_c's dtype, or FP8 codes), "fp8" / "fp8_e4m3" /
+    "fp8_e5m2" (the cache's FP8 dtype checked); an FP8 cache takes scale
+    (f32 [1]) and stores RN_satfinite(row / scale). kvattn's append kernel (a
     `kvattn.append` of T one-row sequences through a one-column block
     table); on CUDA the slots are validated on the device (kt.check())."""
     _check_cache_write(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
