@@ -184,8 +184,7 @@ def count(ins):
     """Counts of one warp executing the instructions once."""
     c = {k: 0 for k in (
         "insts", "hmma", "hgmma", "mma_flops", "mma_flops_fp8", "ldsm", "lds",
-        "sts",
-        "smem_bytes", "ldgsts", "ldgsts_bytes", "tma", "ldg", "stg",
+        "sts", "smem_bytes", "ldgsts", "ldgsts_bytes", "tma", "ldg", "stg",
         "gmem_bytes", "bar", "named_bar", "mbar", "sync", "mufu", "ex2",
         "ffma", "fmul", "fadd", "fp_other", "cvt", "int", "move", "shfl",
         "spill", "spill_bytes", "control", "other")}
