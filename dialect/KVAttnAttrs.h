@@ -51,6 +51,11 @@ inline constexpr llvm::StringLiteral kKeyPrefetchAttrName =
 /// "merge", the merge of the prefix and suffix parts); the launch manifest
 /// gives it the kind "cascade_prefix" or "cascade_merge".
 inline constexpr llvm::StringLiteral kCascadeAttr = "kvattn.cascade";
+/// An append kernel of a `kvattn.append ... skip_padding` (a unit
+/// attribute): a token whose block-table entry is -1 is padding, which the
+/// kernel skips and the validation accepts; the launch manifest records it
+/// as the kernel's `"skip_padding": true`.
+inline constexpr llvm::StringLiteral kSkipPaddingAttr = "kvattn.skip_padding";
 
 /// The role of the buffer `op` defines; none when it is not a program's
 /// buffer.

@@ -1094,6 +1094,10 @@ LogicalResult AppendOp::verify() {
       (paged && failed(checkRank(op, "block_table", getBlockTable(), 2,
                                  "[B, max_pages]"))))
     return failure();
+  if (getSkipPadding() && !paged)
+    return emitOpError() << "skip_padding skips the tokens whose block-table "
+                            "entry is -1: it needs block_table (a paged "
+                            "cache)";
   auto cacheType = cast<ShapedType>(getCache().getType());
   auto updateType = cast<ShapedType>(getUpdate().getType());
   if (failed(verifyKvScale()))
@@ -1240,7 +1244,7 @@ LogicalResult AppendOp::verifyConstantBlockTable() {
     return success();
   status = ::mlir::kvattn::checkPagedWrite(
       view, [&](int64_t b) -> std::optional<int64_t> { return positions[b]; },
-      l, pageSize);
+      l, pageSize, getSkipPadding());
   if (!status)
     return emitOpError() << "invalid paged write: " << status.message();
   return success();

@@ -506,6 +506,22 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
     the reference (and kvattn-run before compiled code) checks them, each
     error naming the batch, the slot and the value.
 
+    **Padding tokens.** With `skip_padding` (paged only) a token whose
+    table entry is `-1` is a padding token: it writes nothing and is not an
+    error (vLLM's slot `-1`, the tokens a CUDA graph pads a batch with). The
+    written tokens must then lie in the table's slots, `pos[b] + L <=
+    max_pages * page_size`, and padding tokens take no part in the
+    shared-row rule; every other rule is unchanged (a page id outside
+    `[0, num_pages)` other than `-1`, or a negative `pos`, is still an
+    error). One token per sequence through a one-column table is how
+    `kvattn.torch.concat_and_cache_mla` writes a padded batch:
+
+    ```mlir
+    %c2 = kvattn.append %rows into %cache at %pos
+        block_table(%bt : tensor<?x1xi32>) skip_padding
+        : tensor<?x1x1x576xbf16> into tensor<?x64x1x576xbf16>, tensor<?xi64>
+    ```
+
     **Rotary embedding (RoPE).** With `rope = #kvattn.rope<...>` the
     update is rotated in f32 before the write, token `t` of batch `b` at its
     position `pos[b] + t`, and cast to the cache's element type at the write
@@ -568,7 +584,9 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
     Optional<AnyRankedTensor>:$kv_scale,
     // RoPE from tables: [P, rotary_dim / 2] f32/f16/bf16, row = position.
     Optional<AnyRankedTensor>:$rotary_cos,
-    Optional<AnyRankedTensor>:$rotary_sin
+    Optional<AnyRankedTensor>:$rotary_sin,
+    // Paged: a token whose block-table entry is -1 is padding, not written.
+    UnitAttr:$skip_padding
   );
   let results = (outs KVAttn_KvTensor:$result,
                       Optional<KVAttn_IndexTensor>:$rope_pos_result);
@@ -576,6 +594,7 @@ def KVAttn_AppendOp : KVAttn_Op<"append",
   let assemblyFormat = [{
     $update `into` $cache `at` $pos
     (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
+    (`skip_padding` $skip_padding^)?
     (`rope` `=` $rope^)?
     (`rotary_cos` `(` $rotary_cos^ `:` type($rotary_cos) `)`)?
     (`rotary_sin` `(` $rotary_sin^ `:` type($rotary_sin) `)`)?

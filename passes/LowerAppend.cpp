@@ -148,6 +148,14 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
               Value page = tensor::ExtractOp::create(b, l, table,
                                                      ValueRange{ix[0], slot});
               page = arith::IndexCastOp::create(b, l, b.getIndexType(), page);
+              // A padding token (skip_padding, page -1) is not written: its
+              // code is computed with page 0's scale and never stored.
+              if (op.getSkipPadding()) {
+                Value zero = arith::ConstantIndexOp::create(b, l, 0);
+                Value isPage = arith::CmpIOp::create(
+                    b, l, arith::CmpIPredicate::sge, page, zero);
+                page = arith::SelectOp::create(b, l, isPage, page, zero);
+              }
               s = tensor::ExtractOp::create(b, l, scale,
                                             ValueRange{page, row, ix[1]});
             }
@@ -284,11 +292,29 @@ struct LowerAppendPattern : OpRewritePattern<AppendOp> {
                                                      b.getIndexAttr(0)};
                 SmallVector<OpFoldResult> dstOffsets{
                     page, row, b.getIndexAttr(0), b.getIndexAttr(0)};
-                Value slice = tensor::ExtractSliceOp::create(
-                    b, l, rowType, update, srcOffsets, srcSizes, strides);
-                Value inserted = tensor::InsertSliceOp::create(
-                    b, l, slice, iter[0], dstOffsets, sizes, strides);
-                scf::YieldOp::create(b, l, inserted);
+                auto insert = [&](OpBuilder &b, Location l) -> Value {
+                  Value slice = tensor::ExtractSliceOp::create(
+                      b, l, rowType, update, srcOffsets, srcSizes, strides);
+                  return tensor::InsertSliceOp::create(
+                      b, l, slice, iter[0], dstOffsets, sizes, strides);
+                };
+                if (!op.getSkipPadding()) {
+                  scf::YieldOp::create(b, l, insert(b, l));
+                  return;
+                }
+                // skip_padding: a token whose table entry is -1 keeps the
+                // pages as they are.
+                Value isPage = arith::CmpIOp::create(
+                    b, l, arith::CmpIPredicate::sge, page, zero);
+                auto write = scf::IfOp::create(
+                    b, l, isPage,
+                    [&](OpBuilder &b, Location l) {
+                      scf::YieldOp::create(b, l, insert(b, l));
+                    },
+                    [&](OpBuilder &b, Location l) {
+                      scf::YieldOp::create(b, l, iter[0]);
+                    });
+                scf::YieldOp::create(b, l, write.getResult(0));
               });
           scf::YieldOp::create(b, l, inner.getResult(0));
         });

@@ -308,6 +308,14 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
         return Status::error("manifest: " + where +
                              " has a split rule but no scalar 'N'");
     }
+    // Optional: an append whose -1 pages are padding.
+    if (const JsonValue *skip = kj.get("skip_padding")) {
+      if (skip->kind != JsonValue::Kind::Bool || info.kind != "append")
+        return Status::error("manifest: " + where +
+                             " has a 'skip_padding' that is not a boolean of "
+                             "an \"append\" kernel");
+      info.skipPadding = skip->boolean;
+    }
     if (info.splitKv == 0 && info.splitRule.maxSplits == 0)
       return Status::error("manifest: " + where +
                            " has split_kv 0 (chosen at run time) but no "

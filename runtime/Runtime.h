@@ -123,6 +123,10 @@ struct KernelInfo {
   /// `block_table`; grid ceil(B * L / blockM), one warp per new token).
   /// Launch the kernels of a manifest in order, on one stream.
   std::string kind = "attention";
+  /// An append whose tokens on a -1 block-table entry are padding: skipped
+  /// by the kernel and accepted by the validation (the manifest's
+  /// `"skip_padding": true`; `kvattn.append ... skip_padding`).
+  bool skipPadding = false;
   int64_t dynamicSharedMemoryBytes = 0;
   /// Bits of the kernel's index arithmetic (the manifest's `index_bits`):
   /// a 32-bit kernel refuses a launch with a buffer of 2^31 elements or

@@ -161,9 +161,10 @@ static Status validateRotaryRows(const std::string &where,
 /// The write rules of an append kernel, with the reference's messages
 /// (reference::append, reference::appendPaged): plain, every batch writes
 /// rows [pos, pos + L) inside the capacity S; paged, the table rules, then
-/// the write rules of kvattn/Support/BlockTable.h.
+/// the write rules of kvattn/Support/BlockTable.h (`skipPadding`: a token on
+/// a -1 entry is padding, the tokens within the table's slots).
 static Status validateAppend(const std::string &where, const LaunchArgs &args,
-                             bool paged) {
+                             bool paged, bool skipPadding) {
   const Sizes &s = args.sizes;
   const std::vector<int64_t> &pos = args.metadata.at("pos");
   if (!paged) {
@@ -188,7 +189,7 @@ static Status validateAppend(const std::string &where, const LaunchArgs &args,
     return Status::error(where + st.message());
   if (Status st = checkPagedWrite(
           view, [&](int64_t b) -> std::optional<int64_t> { return pos[b]; },
-          s.L, s.pageSize);
+          s.L, s.pageSize, skipPadding);
       !st)
     return Status::error(where + st.message());
   return Status::ok();
@@ -481,7 +482,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
     return Status::ok();
   };
   if (append) {
-    KVATTN_RETURN_IF_ERROR(validateAppend(where, args, paged));
+    KVATTN_RETURN_IF_ERROR(
+        validateAppend(where, args, paged, kernel.skipPadding));
     return rotaryRows();
   }
   auto perBatch =

@@ -15,6 +15,8 @@ Device figures (per SM per cycle unless said):
 - H100 SXM5 (sm_90a): 132 SMs; dense BF16 wgmma 989.4 TFLOP/s = 132 x 4096
   FLOP/cycle x 1.83 GHz (the clock the datasheet peak implies); HBM3
   3,350 GB/s (H100 datasheet, Hopper whitepaper).  128 FP32 lanes.
+  Dense FP8 (e4m3/e5m2) wgmma (QGMMA) 1,979 TFLOP/s, twice the BF16 rate
+  (H100 datasheet): an FP8 FLOP costs half a BF16 one of the tensor pipe.
 - H200 SXM (sm_90a): the same GH100 and clocks, HBM3e 4,800 GB/s (H200
   datasheet).
 - A10 (sm_86, GA102): 72 SMs, 1.695 GHz boost; dense BF16 mma.sync with
@@ -84,7 +86,9 @@ def per_iter_demands(chip, counts, warps):
     n = warps
     tensor = 0.0
     if counts["hgmma"]:
-        tensor = counts["mma_flops"] * n / c["wgmma"]
+        # FP8 wgmma (QGMMA) runs at twice the BF16 rate.
+        fp8 = counts.get("mma_flops_fp8", 0)
+        tensor = (counts["mma_flops"] - fp8 / 2) * n / c["wgmma"]
     elif counts["hmma"]:
         tensor = counts["mma_flops"] * n / c["mma"]
     fma = counts["ffma"] + counts["fmul"] + counts["fadd"]

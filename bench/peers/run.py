@@ -164,8 +164,9 @@ def shapes(kinds, hds):
                              MLA_S - 1, B=MLA_B, hq=hq, hkv=1,
                              latent_dv=512))
     if "mla-decode-fp8" in kinds:
-        # The same over an e4m3 latent cache (k_scale per tensor): its ratio
-        # is to the bf16 latent cache's decode in tokens per second.
+        # The same over an e4m3 latent cache (k_scale per tensor), against
+        # FlashMLA's FP8 decode (sm_90a; it also quantises Q to e4m3), and
+        # as tokens per second relative to the bf16 latent cache's decode.
         for hq in (16, 128):
             out.append(Shape("mla-decode-fp8-h%d" % hq, "decode", 576, 1,
                              MLA_S - 1, B=MLA_B, hq=hq, hkv=1,
@@ -545,6 +546,48 @@ def flashmla_kernel(cache, shape):
     return k
 
 
+# FlashMLA's dense FP8 decode as sgl-kernel 0.3.21's flashmla_ops ships it
+# (flash::flash_fwd_splitkv_mla_kernel<Flash_fwd_kernel_traits_mla<576, 64,
+# 64, 8, cutlass::float_e4m3_t, cutlass::bfloat16_t, 512>, Is_causal>, with
+# DecodingParams_fp8: FlashMLA's e4m3 KV path with one descale for the
+# cache): 64 packed query rows, 8 warps in 2 warpgroups, one 64-key block
+# per trip (cp.async), Q and the cache as e4m3 into FP8 wgmma.  Warpgroup 0
+# computes Q.K^T (18 QGMMA.64x64x32 over D 576) and half of O (2
+# QGMMA.64x256x32), warpgroup 1 the other half of O (2 QGMMA.64x256x32,
+# after transposing V in shared memory: FP8 wgmma takes B K-major only).
+# The tensor work of the two loops is unequal (1.53x the mean on warpgroup
+# 0); the model takes their mean, i.e. the SM's total, as for every
+# two-warpgroup peer.  A decode step (one query row per sequence) runs the
+# Is_causal = false instance: FlashMLA drops causality when seqlen_q is 1.
+FLASHMLA_FP8_DECODE = (r"flash::flash_fwd_splitkv_mla_kernel<"
+                       r"Flash_fwd_kernel_traits_mla<576, 64, 64, 8, "
+                       r"cutlass::float_e4m3_t, cutlass::bfloat16_t, 512>, "
+                       r"false,", 64, 64, 8)
+
+
+def flashmla_fp8_kernel(cache, shape):
+    pat, bm, bn, warps = FLASHMLA_FP8_DECODE
+    cubin, fn = cache.flashmla_cubin(pat)
+    ins, fn = load_sass(cache, cubin, fn)
+    res = res_of(cache, cubin, fn)
+    counts = [counts_of(ins, w) for w in (0, 1)]
+    expect = bm * bn * shape.flops_per_key() // warps
+    if sum(c["mma_flops"] for c in counts) != 2 * expect:
+        raise SystemExit("error: FlashMLA's FP8 loops do %s tensor FLOPs per "
+                         "warp, the tile %d on average" % (
+                             [c["mma_flops"] for c in counts], expect))
+    sms = M.CHIPS["sm_90a"]["sms"]
+    # Shared memory: Q and two stages of the latent block in e4m3, and the
+    # transposed V block (one CTA per SM whatever the exact figure).
+    smem = (bm + 2 * bn) * shape.d + bn * shape.dv
+    k = Kernel("flashmla", "sm_90a", "FlashMLA fp8 %dx%d 2wg" % (bm, bn),
+               [mean_counts(counts)], [None], bm, bn, warps, warps * 32,
+               res.get("REG", 0), smem, True, 1, res.get("STACK", 0),
+               schedule=lambda s: persistent_iterations(s, bm, bn, sms))
+    k.fixed_occ = 1
+    return k
+
+
 def flashinfer_mla_hopper_kernel(cache, shape):
     """FlashInfer's MLA decode on sm_90a, its fa3 backend (mla_hopper.cuh,
     what backend="auto" picks on Hopper): 2 warpgroups of different roles
@@ -617,8 +660,14 @@ def peer_kernels(cache, shape, chip, peers):
         elif "flashinfer" in peers:
             out.append(flashinfer_mla_kernel(cache, shape, chip))
         return out
-    if shape.kv_dtype or shape.latent:
-        return []  # no FP8 peer kernel is built here
+    if shape.latent:
+        # The FP8 latent cache: FlashMLA's FP8 decode (sm_90a); FlashInfer's
+        # MLA kernels are not built for an FP8 cache here.
+        if "flashmla" in peers and chip == "sm_90a":
+            return [flashmla_fp8_kernel(cache, shape)]
+        return []
+    if shape.kv_dtype:
+        return []  # no FP8 peer kernel of a non-latent cache is built here
     d, kind = shape.d, shape.kind
     causal = "-causal" if shape.causal else ""
     if shape.dv != d:
@@ -883,7 +932,7 @@ def main():
     # FP8 decode: the same step over a cache of half the bytes, as tokens
     # per second relative to kvattn's bf16 decode (a model estimate).
     for shape, k, r in rows:
-        if not shape.kv_dtype:
+        if not shape.kv_dtype or k.peer != "kvattn":
             continue
         base = next((rb for sb, kb, rb in rows if sb.kind == "decode" and
                      not sb.kv_dtype and sb.d == shape.d and
@@ -899,7 +948,7 @@ def main():
     # a fraction of the chip's HBM bandwidth (estimates); the peers' lines
     # name the peer.
     for shape, k, r in rows:
-        if not shape.latent or (shape.kv_dtype and k.peer != "kvattn"):
+        if not shape.latent:
             continue
         hbm = M.CHIPS[k.chip]["hbm"]
         print("mla %s %s%s: %d bytes and %d FLOPs per cached token, %.0f GB/s "

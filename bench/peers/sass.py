@@ -183,8 +183,8 @@ def access_bytes(i, default=4):
 def count(ins):
     """Counts of one warp executing the instructions once."""
     c = {k: 0 for k in (
-        "insts", "hmma", "hgmma", "mma_flops", "ldsm", "lds", "sts",
-        "smem_bytes", "ldgsts", "ldgsts_bytes", "tma", "ldg", "stg",
+        "insts", "hmma", "hgmma", "mma_flops", "mma_flops_fp8", "ldsm", "lds",
+        "sts", "smem_bytes", "ldgsts", "ldgsts_bytes", "tma", "ldg", "stg",
         "gmem_bytes", "bar", "named_bar", "mbar", "sync", "mufu", "ex2",
         "ffma", "fmul", "fadd", "fp_other", "cvt", "int", "move", "shfl",
         "spill", "spill_bytes", "control", "other")}
@@ -195,6 +195,8 @@ def count(ins):
         f = mma_flops(i)
         if f:
             c["mma_flops"] += f
+            if b == "QGMMA":  # FP8 operands: twice the BF16 rate
+                c["mma_flops_fp8"] += f
             key = "hgmma" if b != "HMMA" else "hmma"
             c[key] += 1
             shape = next((m for m in i.mods if re.match(r"\d", m)), "?")

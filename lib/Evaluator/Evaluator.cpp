@@ -773,7 +773,7 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
     Status s = reference::appendQuantized(
         tensor(op.getCache()), update, pos, optional(op.getBlockTable()),
         tensor(scale), rope ? &*rope : nullptr, optional(op.getRopePos()),
-        result, op.getRopePos() ? &record : nullptr);
+        result, op.getRopePos() ? &record : nullptr, op.getSkipPadding());
     if (s.isError())
       return fail(op, s.message());
     if (Value recordValue = op.getRopePosResult())
@@ -805,8 +805,9 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
         return fail(op, s.message());
       written = &rotated;
     }
-    Status s = reference::appendPaged(tensor(op.getCache()), *written, pos,
-                                      tensor(table), result);
+    Status s =
+        reference::appendPaged(tensor(op.getCache()), *written, pos,
+                               tensor(table), result, op.getSkipPadding());
     if (s.isError())
       return fail(op, s.message());
     set(op.getResult(), std::move(result));

@@ -239,7 +239,7 @@ Status appendQuantized(const HostTensor &cache, const HostTensor &update,
                        const HostTensor &pos, const HostTensor *blockTable,
                        const HostTensor &scale, const Rope *rope,
                        const HostTensor *ropePos, HostTensor &result,
-                       HostTensor *ropePosResult) {
+                       HostTensor *ropePosResult, bool skipPadding) {
   if (!isFp8Type(cache.elementType()))
     return Status::error(std::string("kv_scale quantises into an FP8 cache "
                                      "(f8E4M3FN or f8E5M2), not ") +
@@ -326,7 +326,7 @@ Status appendQuantized(const HostTensor &cache, const HostTensor &update,
         }
       }
   if (paged)
-    return appendPaged(cache, codes, pos, *blockTable, result);
+    return appendPaged(cache, codes, pos, *blockTable, result, skipPadding);
   KVATTN_RETURN_IF_ERROR(append(cache, codes, pos, result));
   if (!ropePos || !ropePosResult)
     return Status::ok();

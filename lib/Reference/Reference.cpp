@@ -1126,7 +1126,7 @@ Status appendRotated(const HostTensor &cache, const HostTensor &update,
 
 Status appendPaged(const HostTensor &pages, const HostTensor &update,
                    const HostTensor &pos, const HostTensor &blockTable,
-                   HostTensor &result) {
+                   HostTensor &result, bool skipPadding) {
   KVATTN_RETURN_IF_ERROR(checkFloat("pages", pages));
   if (pages.rank() != 4)
     return Status::error(
@@ -1157,7 +1157,7 @@ Status appendPaged(const HostTensor &pages, const HostTensor &update,
   KVATTN_RETURN_IF_ERROR(checkPagedWrite(
       view,
       [&](int64_t bi) -> std::optional<int64_t> { return pos.getInt(bi); }, l,
-      pageSize));
+      pageSize, skipPadding));
 
   result = pages; // A copy: the op has value semantics.
   const size_t eltSize = elementTypeSize(pages.elementType());
@@ -1165,6 +1165,8 @@ Status appendPaged(const HostTensor &pages, const HostTensor &update,
     for (int64_t t = 0; t < l; ++t) {
       const int64_t p = pos.getInt(bi) + t;
       const int64_t page = blockTable.getInt(bi * maxPages + p / pageSize);
+      if (page == -1)
+        continue; // padding (skipPadding; checkPagedWrite refused it else)
       for (int64_t hi = 0; hi < h; ++hi)
         std::copy_n(update.data() + update.flatIndex({bi, hi, t, 0}) * eltSize,
                     d * eltSize,

@@ -59,7 +59,7 @@ Status checkBlockTable(const BlockTableView &table, int64_t numPages,
 Status
 checkPagedWrite(const BlockTableView &table,
                 const std::function<std::optional<int64_t>(int64_t b)> &pos,
-                int64_t length, int64_t pageSize) {
+                int64_t length, int64_t pageSize, bool skipPadding) {
   if (pageSize <= 0)
     return Status::error("page_size must be positive, got " + str(pageSize));
   // (page, row) -> the batch that writes it, to reject two sequences writing
@@ -72,8 +72,12 @@ checkPagedWrite(const BlockTableView &table,
     if (*p < 0)
       return Status::error("pos[" + str(b) + "] = " + str(*p) +
                            " is negative (batch " + str(b) + ")");
+    // The pages the tokens may fall in: the sequence's (the entries before
+    // its -1 tail), or with skipPadding every slot of the table (a token in
+    // a -1 slot is skipped).
     int64_t active = 0;
-    while (active < table.maxPages && table.page(b, active) != -1)
+    while (active < table.maxPages &&
+           (skipPadding || table.page(b, active) != -1))
       ++active;
     const int64_t end = *p + length;
     if (end > active * pageSize)
@@ -87,6 +91,8 @@ checkPagedWrite(const BlockTableView &table,
           str(b) + ")");
     for (int64_t t = *p; t < end; ++t) {
       const int64_t slot = t / pageSize, page = table.page(b, slot);
+      if (skipPadding && page == -1)
+        continue; // a padding token: it writes nothing
       auto [it, fresh] = writer.try_emplace({page, t % pageSize}, b);
       if (!fresh)
         return Status::error("block_table[" + str(b) + "][" + str(slot) +

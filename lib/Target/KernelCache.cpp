@@ -115,6 +115,8 @@ std::string serialize(const PtxModule &m) {
       os << "split " << r.maxSplits << " " << r.blockM << " " << r.blockN << " "
          << r.group << " " << r.programsPerSm << " " << r.minKeys << " "
          << r.numSms << "\n";
+    if (k.skipPadding) // an append whose -1 pages are padding
+      os << "skip-padding\n";
     for (const KernelParam &p : k.params) {
       os << "param " << p.name << " " << p.kind << " " << p.elementType << " "
          << (p.access.empty() ? "-" : p.access) << " " << p.shape.size();
@@ -188,6 +190,11 @@ bool deserialize(llvm::StringRef text, PtxModule &m) {
           !number(f[6], r.minKeys) || !number(f[7], r.numSms) ||
           r.maxSplits < 1)
         return false;
+    }
+    if (text.starts_with("skip-padding\n")) {
+      if (!line(f, "skip-padding") || f.size() != 1)
+        return false;
+      k.skipPadding = true;
     }
     k.params.assign(params, KernelParam());
     for (KernelParam &p : k.params) {

@@ -49,6 +49,7 @@ static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
   // A cascade's B = 1 kernels (docs/kernel-abi.md, "Cascade kernels").
   if (auto cascade = kernel->getAttrOfType<StringAttr>(kCascadeAttr))
     m.kind = "cascade_" + cascade.str();
+  m.skipPadding = kernel->hasAttr(kSkipPaddingAttr);
   if (SplitRuleAttr rule = config.getSplitRule())
     m.splitRule = {rule.getMax(),   rule.getBlockM(),        rule.getBlockN(),
                    rule.getGroup(), rule.getProgramsPerSm(), rule.getMinKeys(),
@@ -411,6 +412,8 @@ std::string manifestToJson(const PtxModule &module,
          << ", \"programs_per_sm\": " << r.programsPerSm
          << ", \"min_keys\": " << r.minKeys << ", \"num_sms\": " << r.numSms
          << "},\n";
+    if (m.skipPadding)
+      os << "      \"skip_padding\": true,\n";
     os << "      \"kind\": " << quoted(m.kind) << "\n"
        << "    }";
   }

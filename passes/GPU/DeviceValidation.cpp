@@ -202,6 +202,8 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
   MLIRContext *ctx = kernel.getContext();
   std::vector<Param> params = readParams(kernel);
   const bool append = getTileConfig(kernel).getKind() == KernelKind::append;
+  // An append whose -1 pages are padding (checkPagedWrite's skipPadding).
+  const bool skipPadding = append && kernel->hasAttr(kSkipPaddingAttr);
 
   // Signature: the checked metadata pointers (their entries as the kernel
   // has them), status, the sizes, phase. key_valid (i1) is read as the bytes
@@ -941,15 +943,16 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       });
     } else {
       tableRules(1);
-      // checkPagedWrite: pos >= 0, the tokens in the pages, no row written by
-      // two sequences.
+      // checkPagedWrite: pos >= 0, the tokens in the pages (with skip_padding
+      // in the table's slots: a token on a -1 entry is padding), no row
+      // written by two sequences (a padding token writes none: page < 0).
       Value L = szI64("L");
       Value ps = szI64("page_size");
       Value one = e.i64(1);
       Value rowsPlusOne = e.add(L, one);
       Value base = e.mul(bi, rowsPlusOne);
       e.ifThen(first, [&] {
-        Value active = pageCount(bid);
+        Value active = skipPadding ? szI64("max_pages") : pageCount(bid);
         Value p = load("pos", bid);
         Value capacity = e.mul(active, ps);
         Value negative = e.cmp(CmpIPredicate::slt, p, z);

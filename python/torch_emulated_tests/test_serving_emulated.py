@@ -383,9 +383,13 @@ def test_concat_and_cache_mla_device_kernel(rt):
     """What the CUDA kernel of kvattn::concat_and_cache_mla runs after
     taking the tensors' pointers: a plan of mla_cache_write_ir (kvattn's
     append kernel, T one-row "sequences" through a one-column block table)
-    with the slots split into block and row on the device; an e4m3 cache
-    with one scale: the codes equal the CPU op's byte for byte. A slot past
-    the cache is recorded on the device and raised by kt.check(), the cache
+    with the slots split into block and row on the device (mla._slot_rows,
+    what the op runs on the slots' device); an e4m3 cache with one scale:
+    the codes equal the CPU op's byte for byte, with vLLM's padding slots
+    (-1) among the tokens: nothing written for them and nothing reported
+    by the device validation. A slot past the cache, and a negative slot
+    other than -1, are recorded on the device and raised by kt.check()
+    (the block out of range; the token's negative position), the cache
     untouched."""
     from kvattn.torch import mla
     g = torch.Generator().manual_seed(43)
@@ -394,16 +398,24 @@ def test_concat_and_cache_mla_device_kernel(rt):
     k_pe = torch.randn(T, 64, generator=g).to(torch.bfloat16)
     cache = torch.zeros(3, page, 1, D, dtype=fmt)
     scale = torch.tensor([0.5])
-    slots = torch.tensor([130, 64, 65, 3, 131])
+    slots = torch.tensor([130, -1, 65, 3, -1])
+    # Every byte set (what a padding token wrote anywhere would change).
+    cache = torch.randint(0, 256, cache.shape, dtype=torch.uint8,
+                          generator=g).view(fmt)
     want = cache.clone()
     kt.concat_and_cache_mla(kv_c, k_pe, want, slots, "fp8", scale)
+    # The CPU op itself: the real tokens' rows, nothing else.
+    untouched = torch.ones(3 * page, dtype=torch.bool)
+    untouched[[130, 65, 3]] = False
+    assert torch.equal(want.view(torch.uint8).reshape(3 * page, D)[untouched],
+                       cache.view(torch.uint8).reshape(3 * page, D)[untouched])
     dc = kvattn.to_device(cache.view(torch.uint8).numpy(), rt, "f8E4M3FN")
     upd = dev(rt, torch.cat([kv_c, k_pe], -1).reshape(T, 1, 1, D))
     ds = dev(rt, scale)
 
     def run(s):
-        d = {"pos": dev(rt, s % page),
-             "block_table": dev(rt, (s // page).to(I32).reshape(T, 1))}
+        pos, table = mla._slot_rows(s, page)
+        d = {"pos": dev(rt, pos), "block_table": dev(rt, table)}
         serving.device_run(
             rt, ("concat_and_cache_mla-test",),
             lambda: mla.mla_cache_write_ir("bf16", page, D, "f8E4M3FN"),
@@ -418,6 +430,11 @@ def test_concat_and_cache_mla_device_kernel(rt):
     run(torch.tensor([130, 64, 65, 3, 200]))
     with pytest.raises(kvattn.KVAttnError, match=r"block_table\[4\]\[0\] = "
                        "3: page id out of range"):
+        kt.check()
+    assert np.array_equal(dc.numpy(), want.view(torch.uint8).numpy())
+    run(torch.tensor([130, -1, -2, 3, -1]))
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"pos\[2\] = -2 is negative \(batch 2\)"):
         kt.check()
     assert np.array_equal(dc.numpy(), want.view(torch.uint8).numpy())
 

@@ -168,6 +168,29 @@ def test_cuda_concat_and_cache_mla_writes_the_slots():
         kt.check()
 
 
+def test_cuda_concat_and_cache_mla_skips_padding_slots():
+    """vLLM's padded batch on CUDA: slot -1 writes nothing and is not
+    reported (the same bytes as the CPU op's, in a cache of random bytes);
+    slot -2 is recorded on the device as its token's negative position."""
+    g = torch.Generator().manual_seed(13)
+    kv_c = torch.randn(6, 512, generator=g).bfloat16()
+    k_pe = torch.randn(6, 64, generator=g).bfloat16()
+    slots = torch.tensor([-1, 130, -1, 3, 255, -1], dtype=torch.int32)
+    cache = torch.randint(0, 256, (4, 64, 576 * 2), dtype=torch.uint8,
+                          generator=g).view(torch.bfloat16)
+    want = cache.clone()
+    kt.concat_and_cache_mla(kv_c, k_pe, want, slots)
+    got = cache.cuda()
+    kt.concat_and_cache_mla(kv_c.cuda(), k_pe.cuda(), got, slots.cuda())
+    kt.check()
+    assert torch.equal(got.cpu().view(torch.int16), want.view(torch.int16))
+    with pytest.raises(kt.KVAttnError, match=r"pos\[1\] = -2 is negative"):
+        kt.concat_and_cache_mla(kv_c.cuda(), k_pe.cuda(), got,
+                                torch.tensor([3, -2, 4, -1, 5, 6]).cuda())
+        kt.check()
+    assert torch.equal(got.cpu().view(torch.int16), want.view(torch.int16))
+
+
 def test_cuda_tree_attention_matches_the_cpu_op():
     """A ragged batch of a decode row, a draft tree of depth 4 and
     branching 3, and another decode row, bf16."""

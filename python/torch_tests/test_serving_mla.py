@@ -281,11 +281,78 @@ def test_concat_and_cache_mla_fp8(fmt, name):
         assert torch.equal(flat[s], want.view(torch.uint8))
 
 
+def _random_cache(shape, dtype, g):
+    """A cache whose every byte is set (random bit patterns, NaN codes
+    included), so that any stray write shows."""
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    raw = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=g)
+    return raw.view(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype, name, layout", [
+    (torch.bfloat16, "auto", "vllm"), (torch.float32, "auto", "flashmla"),
+    (torch.float8_e4m3fn, "fp8", "vllm"),
+    (torch.float8_e5m2, "fp8_e5m2", "flashmla")])
+@pytest.mark.parametrize("slot_dtype", [torch.int32, torch.int64])
+def test_concat_and_cache_mla_padding_slots(dtype, name, layout, slot_dtype):
+    """vLLM's padded batch: slot -1 (CUDA graphs pad the batch with such
+    tokens) writes nothing, the real tokens among them their rows. The
+    cache is random bytes everywhere; afterwards it equals, byte for byte,
+    the cache with only the real tokens' rows replaced (kv_c/k_pe in the
+    cache's dtype, or RN(row / scale) for FP8): the padding tokens' rows
+    and what slot -1 would wrap to (the last row of the last block, row 0
+    of block 0) untouched."""
+    g = torch.Generator().manual_seed(23)
+    T, blocks = 7, 3
+    src = torch.bfloat16 if dtype in (torch.bfloat16,) else torch.float32
+    kv_c = torch.randn(T, DV, generator=g).to(src)
+    k_pe = torch.randn(T, D - DV, generator=g).to(src)
+    shape = (blocks, PAGE, D) if layout == "vllm" else (blocks, PAGE, 1, D)
+    cache = _random_cache(shape, dtype, g)
+    scale = torch.tensor([0.25]) if name != "auto" else None
+    slots = torch.tensor([-1, 130, -1, 0, 191, -1, 64], dtype=slot_dtype)
+    want = cache.clone()
+    flat_want = want.view(-1).view(torch.uint8).reshape(blocks * PAGE, -1)
+    for t, s in enumerate(slots.tolist()):
+        if s == -1:
+            continue
+        row = torch.cat([kv_c[t], k_pe[t]])
+        row = (row.float() / 0.25).to(dtype) if scale is not None else row
+        flat_want[s] = row.view(torch.uint8)
+    kt.concat_and_cache_mla(kv_c, k_pe, cache, slots, name, scale)
+    assert torch.equal(cache.view(torch.uint8), want.view(torch.uint8))
+    # All padding: nothing at all is written.
+    before = cache.clone()
+    kt.concat_and_cache_mla(kv_c[:3], k_pe[:3], cache,
+                            torch.full((3,), -1, dtype=slot_dtype), name,
+                            scale)
+    assert torch.equal(cache.view(torch.uint8), before.view(torch.uint8))
+
+
+@pytest.mark.parametrize("slots, message", [
+    ([0, -2, 2], r"slot_mapping\[1\] = -2 is outside the cache's 128 slots "
+     r"\(2 blocks of 64\): a slot is in \[0, 128\), or -1 for a padding "
+     r"token"),
+    ([-1, -65, 2], r"slot_mapping\[1\] = -65 is outside"),
+    ([-1, 1, 128], r"slot_mapping\[2\] = 128 is outside the cache's 128 "
+     "slots"),
+])
+def test_concat_and_cache_mla_bad_slot_untouched(slots, message):
+    """Only -1 is the padding slot: any other negative slot, or one past
+    the cache, raises naming the token and the slot, before anything is
+    written."""
+    cache = torch.full((2, PAGE, D), float("nan"))
+    with pytest.raises(kvattn.KVAttnError, match=message):
+        kt.concat_and_cache_mla(torch.randn(3, DV), torch.randn(3, 64), cache,
+                                torch.tensor(slots))
+    assert torch.isnan(cache).all()
+
+
 def test_concat_and_cache_mla_compile_and_opcheck():
     g = torch.Generator().manual_seed(2)
     kv_c, k_pe = torch.randn(3, DV, generator=g), torch.randn(3, 64,
                                                                 generator=g)
-    slots = torch.tensor([1, 9, 64])
+    slots = torch.tensor([1, -1, 64])  # a padding token among them
 
     def write(kv_c, k_pe, cache, slots):
         kt.concat_and_cache_mla(kv_c * 2, k_pe, cache, slots)
@@ -312,9 +379,9 @@ def _write_with(**changes):
 
 
 @pytest.mark.parametrize("call, message", [
-    (_write_with(slot_mapping=torch.tensor([0, -1, 2])),
-     r"slot_mapping\[1\] = -1 is outside the cache's 128 slots \(2 blocks "
-     r"of 64\): kvattn has no padding slot"),
+    (_write_with(slot_mapping=torch.tensor([0, -2, 2])),
+     r"slot_mapping\[1\] = -2 is outside the cache's 128 slots \(2 blocks "
+     r"of 64\): a slot is in \[0, 128\), or -1 for a padding token"),
     (_write_with(slot_mapping=torch.tensor([0, 1, 128])),
      r"slot_mapping\[2\] = 128 is outside the cache's 128 slots"),
     (_write_with(slot_mapping=torch.tensor([0, 1])),

@@ -554,6 +554,37 @@ func.func @append_paged_negative_pos(%new: tensor<2x2x4x64xf16>, %pages: tensor<
 
 // -----
 
+func.func @append_skip_padding_needs_pages(%new: tensor<2x2x4x64xf16>, %cache: tensor<2x2x16x64xf16>, %pos: tensor<2xi32>) {
+  // expected-error @+1 {{skip_padding skips the tokens whose block-table entry is -1: it needs block_table (a paged cache)}}
+  %c = kvattn.append %new into %cache at %pos skip_padding : tensor<2x2x4x64xf16> into tensor<2x2x16x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+// With skip_padding the tokens on -1 entries are padding (no error), but
+// the tokens must still lie in the table's slots.
+func.func @append_skip_padding_past_table(%new: tensor<3x1x1x64xf16>, %pages: tensor<4x16x1x64xf16>) {
+  %bt = arith.constant dense<[[0], [-1], [-1]]> : tensor<3x1xi32>
+  %pos = arith.constant dense<[3, 15, 16]> : tensor<3xi32>
+  // expected-error @+1 {{invalid paged write: pos[2] = 16 with L = 1 does not fit the 1 page(s) of block_table[2] (page_size 16, at most 16 tokens): token 16 falls in slot 1 (batch 2)}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<3x1xi32>) skip_padding : tensor<3x1x1x64xf16> into tensor<4x16x1x64xf16>, tensor<3xi32>
+  return
+}
+
+// -----
+
+// Only -1 is padding: -2 stays a page id out of range.
+func.func @append_skip_padding_minus_two(%new: tensor<2x1x1x64xf16>, %pages: tensor<4x16x1x64xf16>) {
+  %bt = arith.constant dense<[[0], [-2]]> : tensor<2x1xi32>
+  %pos = arith.constant dense<[3, 0]> : tensor<2xi32>
+  // expected-error @+1 {{invalid block table: block_table[1][0] = -2: page id out of range [0, 4) (batch 1)}}
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<2x1xi32>) skip_padding : tensor<2x1x1x64xf16> into tensor<4x16x1x64xf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
 func.func @append_paged_shared_row(%new: tensor<2x2x4x64xf16>, %pages: tensor<4x16x2x64xf16>) {
   // Sequences 0 and 1 share page 1 (a shared prefix) and both write row 3.
   %bt = arith.constant dense<[[1, -1], [1, 2]]> : tensor<2x2xi32>

@@ -113,6 +113,17 @@ func.func @append_paged(%new: tensor<2x2x1x64xf16>, %pages: tensor<64x16x2x64xf1
   return %a, %b : tensor<64x16x2x64xf16>, tensor<?x?x2x64xf32>
 }
 
+// Padding tokens: a -1 table entry skips the token (vLLM's slot -1).
+// CHECK-LABEL: func @append_skip_padding
+func.func @append_skip_padding(%new: tensor<?x1x1x576xbf16>, %pages: tensor<?x64x1x576xbf16>,
+                               %pos: tensor<?xi64>, %bt: tensor<?x1xi32>)
+    -> tensor<?x64x1x576xbf16> {
+  // CHECK: kvattn.append %{{.*}} into %{{.*}} at %{{.*}} block_table(%{{.*}} : tensor<?x1xi32>) skip_padding : tensor<?x1x1x576xbf16> into tensor<?x64x1x576xbf16>, tensor<?xi64>
+  %a = kvattn.append %new into %pages at %pos block_table(%bt : tensor<?x1xi32>) skip_padding
+      : tensor<?x1x1x576xbf16> into tensor<?x64x1x576xbf16>, tensor<?xi64>
+  return %a : tensor<?x64x1x576xbf16>
+}
+
 // The tile ops of the tile program.
 // CHECK-LABEL: func @tile_ops
 // CHECK: kvattn.tile.init %{{.*}}, %{{.*}}, %{{.*}} : memref<16xf32>, memref<16xf32>, memref<16x8xf32>

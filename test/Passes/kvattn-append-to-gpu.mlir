@@ -83,6 +83,21 @@ func.func @paged_bf16(%u: tensor<?x2x?x64xbf16>, %c: tensor<?x16x2x64xbf16>, %po
 
 // -----
 
+// skip_padding: the same kernel (its page guard already writes nothing for
+// a -1 page), marked kvattn.skip_padding so that its validation and the
+// manifest treat a -1 entry as padding, not as an error.
+// CHECK-LABEL: func.func @paged_skip_padding(
+// CHECK: gpu.func @paged_skip_padding_kvattn_append_0(
+// CHECK-SAME: kvattn.skip_padding
+// CHECK: arith.cmpi slt, %{{.*}}, %{{.*}} : index
+// CHECK: arith.cmpi sge, %{{.*}}, %c0
+func.func @paged_skip_padding(%u: tensor<?x1x1x576xbf16>, %c: tensor<?x64x1x576xbf16>, %pos: tensor<?xi64>, %bt: tensor<?x1xi32>) -> tensor<?x64x1x576xbf16> {
+  %r = kvattn.append %u into %c at %pos block_table(%bt : tensor<?x1xi32>) skip_padding : tensor<?x1x1x576xbf16> into tensor<?x64x1x576xbf16>, tensor<?xi64>
+  return %r : tensor<?x64x1x576xbf16>
+}
+
+// -----
+
 // f32: 4 elements (16 bytes) per copy; D = 6 in f16: 2 (4 bytes, the
 // widest that divides D).
 // CHECK-LABEL: func.func @widths(

@@ -114,3 +114,28 @@ func.func @rope(%u: tensor<2x2x3x64xf16>, %c: tensor<2x2x16x64xf16>, %p: tensor<
       : tensor<2x2x3x64xf16> into tensor<2x2x16x64xf16>, tensor<2xi32>
   return %k, %rec : tensor<2x2x16x64xf16>, tensor<2x16xi32>
 }
+
+// -----
+
+// skip_padding: the token's page is read as before, and a -1 page (a
+// padding token) yields the pages unchanged instead of inserting its row.
+// CHECK-LABEL: func @append_skip_padding
+// CHECK-SAME:    %[[NEW:[^:]+]]: tensor<?x1x1x8xf32>
+// CHECK-SAME:    %[[PAGES:[^:]+]]: tensor<?x4x1x8xf32>
+// CHECK:         scf.for {{.*}} iter_args(%[[ACC:.*]] = %[[PAGES]])
+// CHECK:           scf.for {{.*}} iter_args(%[[ACC2:.*]] = %[[ACC]])
+// CHECK:             %[[PG:.*]] = tensor.extract %{{.*}} : tensor<?x1xi32>
+// CHECK:             %[[PAGE:.*]] = arith.index_cast %[[PG]] : i32 to index
+// CHECK:             %[[IS:.*]] = arith.cmpi sge, %[[PAGE]], %{{.*}} : index
+// CHECK:             %[[W:.*]] = scf.if %[[IS]]
+// CHECK:               %[[ROW:.*]] = tensor.extract_slice %[[NEW]]
+// CHECK:               %[[INS:.*]] = tensor.insert_slice %[[ROW]] into %[[ACC2]][%[[PAGE]],
+// CHECK:               scf.yield %[[INS]]
+// CHECK:             } else {
+// CHECK:               scf.yield %[[ACC2]]
+// CHECK:             scf.yield %[[W]]
+func.func @append_skip_padding(%new: tensor<?x1x1x8xf32>, %pages: tensor<?x4x1x8xf32>,
+                               %pos: tensor<?xi64>, %bt: tensor<?x1xi32>) -> tensor<?x4x1x8xf32> {
+  %c = kvattn.append %new into %pages at %pos block_table(%bt : tensor<?x1xi32>) skip_padding : tensor<?x1x1x8xf32> into tensor<?x4x1x8xf32>, tensor<?xi64>
+  return %c : tensor<?x4x1x8xf32>
+}

@@ -409,3 +409,35 @@ TEST(KernelCacheEntries, TensorMapsReadBack) {
                       "[{\"name\": \"k_load\""),
             std::string::npos);
 }
+
+// An append kernel of `kvattn.append ... skip_padding`: the flag is part of
+// the entry, so that a cache hit's manifest still lets the validation take
+// a -1 page as padding (a hit without it refused every padded write).
+TEST(KernelCacheEntries, SkipPaddingReadsBack) {
+  CacheDirectory d;
+  mlir::kvattn::KernelCache cache(d.dir);
+  mlir::kvattn::PtxModule m;
+  m.chip = "sm_90";
+  m.ptx = "// ptx\n";
+  mlir::kvattn::KernelManifest padded, plain;
+  for (mlir::kvattn::KernelManifest *k : {&padded, &plain}) {
+    k->kind = "append";
+    k->blockM = k->numWarps = 4;
+    k->numStages = 1;
+    k->threadsPerBlock = 128;
+  }
+  padded.name = "write_kvattn_append_0";
+  padded.skipPadding = true;
+  plain.name = "write_kvattn_append_1";
+  m.kernels = {padded, plain};
+  ASSERT_TRUE(cache.store(kSomeKey, m).isOk());
+  mlir::kvattn::PtxModule back;
+  ASSERT_EQ(cache.lookup(kSomeKey, back),
+            mlir::kvattn::KernelCache::Lookup::Hit);
+  ASSERT_EQ(back.kernels.size(), 2u);
+  EXPECT_TRUE(back.kernels[0].skipPadding);
+  EXPECT_FALSE(back.kernels[1].skipPadding);
+  const std::string json = mlir::kvattn::manifestToJson(back, "k.ptx");
+  EXPECT_EQ(json, mlir::kvattn::manifestToJson(m, "k.ptx"));
+  EXPECT_NE(json.find("\"skip_padding\": true"), std::string::npos);
+}

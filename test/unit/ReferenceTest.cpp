@@ -776,6 +776,55 @@ TEST(PagedKV, BadPagedAppendsNameBatchSlotAndValue) {
   EXPECT_TRUE(s.isOk()) << s.message();
 }
 
+// skip_padding (vLLM's slot -1): a token whose table entry is -1 writes
+// nothing; every other rule still holds.
+TEST(PagedKV, SkipPaddingSkipsTokensOnMinusOneEntries) {
+  HostTensor pages = seeded({3, 4, 1, 2}, 1), update = seeded({4, 1, 1, 2}, 2);
+  // Tokens 0 and 2 write slot 3 of page 0 and slot 1 of page 2; tokens 1
+  // and 3 are padding.
+  HostTensor table = ints({4, 1}, {0, -1, 2, -1});
+  HostTensor written;
+  Status s = appendPaged(pages, update, ints({4}, {3, 0, 1, 3}), table, written,
+                         /*skipPadding=*/true);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  // Exactly the rows of the two real tokens changed, to their update rows.
+  for (int64_t page = 0; page < 3; ++page)
+    for (int64_t row = 0; row < 4; ++row)
+      for (int64_t x = 0; x < 2; ++x) {
+        const int64_t at = (page * 4 + row) * 2 + x;
+        double want = pages.getDouble(at);
+        if (page == 0 && row == 3)
+          want = update.getDouble(0 * 2 + x);
+        if (page == 2 && row == 1)
+          want = update.getDouble(2 * 2 + x);
+        EXPECT_EQ(written.getDouble(at), want)
+            << "page " << page << " row " << row;
+      }
+  // Without the flag the padding tokens are refused, as before.
+  s = appendPaged(pages, update, ints({4}, {3, 0, 1, 3}), table, written);
+  EXPECT_EQ(s.message(), "pos[1] = 0 with L = 1 does not fit the 0 page(s) "
+                         "of block_table[1] (page_size 4, at most 0 tokens): "
+                         "token 0 falls in slot 0 (batch 1)");
+  auto message = [&](std::vector<int64_t> tbl, std::vector<int64_t> pos) {
+    HostTensor result;
+    Status st = appendPaged(pages, update, ints({4}, pos), ints({4, 1}, tbl),
+                            result, /*skipPadding=*/true);
+    EXPECT_TRUE(st.isError()) << "the padded append was accepted";
+    return st.isError() ? st.message() : "";
+  };
+  EXPECT_EQ(message({0, -2, 2, -1}, {3, 0, 1, 3}),
+            "block_table[1][0] = -2: page id out of range [0, 3) (batch 1)");
+  EXPECT_EQ(message({0, -1, 2, -1}, {3, -2, 1, 3}),
+            "pos[1] = -2 is negative (batch 1)");
+  EXPECT_EQ(message({0, -1, 2, -1}, {3, 4, 1, 3}),
+            "pos[1] = 4 with L = 1 does not fit the 1 page(s) of "
+            "block_table[1] (page_size 4, at most 4 tokens): token 4 falls in "
+            "slot 1 (batch 1)");
+  EXPECT_EQ(message({0, -1, 0, -1}, {3, 3, 3, 3}),
+            "block_table[2][0] = 0: token 3 writes row 3 of page 0, which "
+            "batch 0 also writes (batch 2)");
+}
+
 // The checks of a paged cache read the pages in place (the CPU path's
 // check-only run, every call): the table's errors, and the f32 range over
 // the rows keys own only (not the rest of a last page, not unused pages),

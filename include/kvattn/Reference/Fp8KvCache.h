@@ -101,7 +101,7 @@ Status appendQuantized(const HostTensor &cache, const HostTensor &update,
                        const HostTensor &pos, const HostTensor *blockTable,
                        const HostTensor &scale, const Rope *rope,
                        const HostTensor *ropePos, HostTensor &result,
-                       HostTensor *ropePosResult);
+                       HostTensor *ropePosResult, bool skipPadding = false);
 
 } // namespace reference
 } // namespace kvattn

@@ -201,10 +201,13 @@ Status appendRotated(const HostTensor &cache, const HostTensor &update,
 /// slot and the value: the table rules of validateBlockTable (without
 /// lengths), `pos[b] >= 0`, the written tokens inside the sequence's pages
 /// (`pos[b] + L <= pages(b) * page_size`), and no row of a shared page
-/// written by two sequences. `result` has the pages' element type.
+/// written by two sequences. `result` has the pages' element type. With
+/// `skipPadding` (`kvattn.append ... skip_padding`) a token whose table
+/// entry is `-1` is padding and writes nothing; the tokens must then lie in
+/// the table's `max_pages` slots (checkPagedWrite).
 Status appendPaged(const HostTensor &pages, const HostTensor &update,
                    const HostTensor &pos, const HostTensor &blockTable,
-                   HostTensor &result);
+                   HostTensor &result, bool skipPadding = false);
 
 /// Evaluates `kvattn.merge`: parts `outParts [N, B, Hq, L, Dv]` and
 /// `lseParts [N, B, Hq, L]` combined in index order into `out` and `lse`

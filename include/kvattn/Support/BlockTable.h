@@ -50,10 +50,14 @@ Status checkBlockTable(const BlockTableView &table, int64_t numPages,
 /// same row of a shared page. Errors name the batch, the slot and the value,
 /// e.g. `pos[1] = 14 with L = 4 does not fit the 1 page(s) of block_table[1]
 /// (page_size 16, at most 16 tokens): token 16 falls in slot 1 (batch 1)`.
+/// With `skipPadding` (`kvattn.append ... skip_padding`) a token whose table
+/// entry is `-1` is a padding token that writes nothing: the tokens must lie
+/// in the table's `max_pages` slots instead of the sequence's pages, and
+/// padding tokens take no part in the shared-row rule.
 Status
 checkPagedWrite(const BlockTableView &table,
                 const std::function<std::optional<int64_t>(int64_t b)> &pos,
-                int64_t length, int64_t pageSize);
+                int64_t length, int64_t pageSize, bool skipPadding = false);
 
 } // namespace kvattn
 } // namespace mlir

@@ -60,6 +60,8 @@ struct KernelManifest {
   } splitRule;
   /// "attention", or "merge" for the kernel that merges a split's parts.
   std::string kind = "attention";
+  /// An append kernel whose -1 pages are padding (kSkipPaddingAttr).
+  bool skipPadding = false;
   int64_t threadsPerBlock = 0;
   int64_t dynamicSharedMemoryBytes = 0;
 };

@@ -357,6 +357,11 @@ LogicalResult lowerAppend(AppendOp op, gpu::GPUModuleOp gpuModule,
                           /*group=*/1, vectorWidth(elt, headDim),
                           SplitRuleAttr(), FlatSymbolRefAttr()),
       /*dynamicSharedMemoryBytes=*/0);
+  // The kernel already writes nothing for a page outside [0, num_pages);
+  // the attribute tells the validation (and the manifest) that a -1 page
+  // is padding rather than an error.
+  if (op.getSkipPadding())
+    kernel->setAttr(kSkipPaddingAttr, UnitAttr::get(ctx));
   const int32_t threads = threadsPerBlock(getTileConfig(kernel));
 
   Block &entry = kernel.getBody().front();

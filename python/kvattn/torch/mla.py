@@ -456,8 +456,10 @@ def mla_cache_write_ir(dtype, page_size, D, kv=None):
     paged latent cache [num_pages, page_size, 1, D]: token t is "sequence" t
     of one row at position pos[t] (i64 [T]) through the one-column
     block_table[t] (i32 [T, 1]), i.e. slot block_table[t][0] * page_size +
-    pos[t]. With `kv` (an FP8 format) the cache holds its codes and the rows
-    are quantised with kv_scale (f32 [1], the last argument)."""
+    pos[t]; `skip_padding`: a token whose block_table[t][0] is -1 is a
+    padding token and writes nothing (vLLM's slot -1). With `kv` (an FP8
+    format) the cache holds its codes and the rows are quantised with
+    kv_scale (f32 [1], the last argument)."""
     u = _ty(["?", "1", "1", str(D)], dtype)
     c = _ty(["?", str(page_size), "1", str(D)], kv or dtype)
     bt = "tensor<?x1xi32>"
@@ -467,9 +469,13 @@ def mla_cache_write_ir(dtype, page_size, D, kv=None):
     return (f"func.func @mla_cache_write(%u: {u}, %c: {c}, "
             f"%p: tensor<?xi64>, %bt: {bt}{args}) -> {c} {{\n"
             f"  %r = kvattn.append %u into %c at %p block_table(%bt : {bt})"
-            f"{use} : {u} into {c}, tensor<?xi64>\n"
+            f" skip_padding{use} : {u} into {c}, tensor<?xi64>\n"
             f"  return %r : {c}\n}}\n")
 
+
+# vLLM's padding slot: a token at slot -1 (CUDA graphs pad a batch with
+# such tokens) is skipped by its cache-write kernels, and by kvattn's.
+_PADDING_SLOT = -1
 
 # vLLM's kv_cache_dtype strings and the cache dtype each one needs.
 _KV_CACHE_DTYPES = {"fp8": torch.float8_e4m3fn,
@@ -563,6 +569,21 @@ def _check_cache_write(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
     return dtype, pool, T, fmt
 
 
+def _slot_rows(slots, page):
+    """vLLM's slots (int64 [T]) as mla_cache_write_ir's pos (i64 [T]) and
+    one-column block table (i32 [T, 1]): token t is a one-row sequence at
+    row slot % page of block slot // page. A padding token (slot -1) gets
+    the table row [-1], which the append's skip_padding skips; any other
+    negative slot becomes its pos, which the append refuses by name
+    ("pos[t] = -2 is negative"). Elementwise on the slots' device: no copy
+    to the host, no synchronisation."""
+    real = slots >= 0
+    pos = torch.where(real, slots % page,
+                      torch.where(slots == _PADDING_SLOT, 0, slots))
+    table = torch.where(real, slots // page, -1).to(torch.int32)
+    return pos.contiguous(), table.reshape(-1, 1)
+
+
 @torch.library.custom_op("kvattn::concat_and_cache_mla",
                          mutates_args=("kv_cache",))
 def _cache_write_op(kv_c: torch.Tensor, k_pe: torch.Tensor,
@@ -577,8 +598,7 @@ def _cache_write_op(kv_c: torch.Tensor, k_pe: torch.Tensor,
     page, D = pool.shape[1], pool.shape[3]
     update = torch.cat([kv_c, k_pe], dim=-1).reshape(T, 1, 1, D)
     slots = slot_mapping.to(torch.int64)
-    pos = (slots % page).contiguous()
-    table = (slots // page).to(torch.int32).reshape(T, 1)
+    pos, table = _slot_rows(slots, page)
     inputs = [("update", update), ("cache", pool), ("pos", pos),
               ("block_table", table)]
     if fmt:
@@ -590,13 +610,15 @@ def _cache_write_op(kv_c: torch.Tensor, k_pe: torch.Tensor,
         # The slots by name here (the append would name the page and row
         # they become); the C API checks them again before writing.
         capacity = pool.shape[0] * page
-        bad = ((slots < 0) | (slots >= capacity)).nonzero()
+        bad = (((slots < 0) & (slots != _PADDING_SLOT)) |
+               (slots >= capacity)).nonzero()
         if bad.numel():
             t = int(bad[0, 0])
             raise KVAttnValueError(
                 f"slot_mapping[{t}] = {int(slots[t])} is outside the cache's "
-                f"{capacity} slots ({pool.shape[0]} blocks of {page}): "
-                "kvattn has no padding slot, pass the real tokens' slots")
+                f"{capacity} slots ({pool.shape[0]} blocks of {page}): a "
+                f"slot is in [0, {capacity}), or {_PADDING_SLOT} for a "
+                "padding token (not written)")
         program = _program(key, lambda: _cpu_program(make_ir()))
         _cpu_run(program, inputs, pool, "kvattn::concat_and_cache_mla")
         return
@@ -609,8 +631,10 @@ def _cache_write_op(kv_c: torch.Tensor, k_pe: torch.Tensor,
 def _cuda_cache_write(device, key, make_ir, tensors, pool):
     """The runtime's append kernel (a plan of mla_cache_write_ir) on
     torch's current stream: every tensor, the slots' rows and blocks
-    included, by device pointer; a slot outside the cache is recorded on
-    the device (kt.check())."""
+    included, by device pointer; a padding slot (-1) writes nothing and a
+    slot outside the cache is recorded on the device (kt.check()): a
+    negative one as its token's negative pos, one past the cache as its
+    block out of range."""
     from .serving import device_run
     T, page = tensors["update"].shape[0], pool.shape[1]
     sizes = {"B": T, "Hkv": 1, "L": 1, "num_pages": pool.shape[0],
@@ -637,11 +661,11 @@ def concat_and_cache_mla(kv_c: torch.Tensor, k_pe: torch.Tensor,
     (vLLM) or [num_blocks, block_size, 1, Dc + Dr] (FlashMLA; what
     mla_attention and kt.Plan(latent=True) read), slot_mapping int32/int64
     [T] (token t goes to row slot % block_size of block slot // block_size;
-    a slot past the cache or negative is an error: kvattn has no padding
-    slot, pass the real tokens' slots). kv_cache_dtype "auto" (the cache in
-    kv_c's dtype, or FP8 codes), "fp8" / "fp8_e4m3" / "fp8_e5m2" (the
-    cache's FP8 dtype checked); an FP8 cache takes scale (f32 [1]) and
-    stores RN_satfinite(row / scale). kvattn's append kernel (a
+    slot -1 is vLLM's padding slot: that token writes nothing; any other
+    negative slot or one past the cache is an error). kv_cache_dtype
+    "auto" (the cache in kv_c's dtype, or FP8 codes), "fp8" / "fp8_e4m3" /
+    "fp8_e5m2" (the cache's FP8 dtype checked); an FP8 cache takes scale
+    (f32 [1]) and stores RN_satfinite(row / scale). kvattn's append kernel (a
     `kvattn.append` of T one-row sequences through a one-column block
     table); on CUDA the slots are validated on the device (kt.check())."""
     _check_cache_write(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
