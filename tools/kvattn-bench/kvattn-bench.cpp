@@ -747,6 +747,36 @@ private:
   std::vector<mlir::kvattn::rt::DevicePtr> ptrs_;
 };
 
+/// Each kernel of `manifest`, in order, with the arguments of `args` it
+/// names (the sizes: all of them).
+std::vector<mlir::kvattn::rt::LaunchArgs>
+argsPerKernel(const mlir::kvattn::rt::Manifest &manifest,
+              const mlir::kvattn::rt::LaunchArgs &args) {
+  std::vector<mlir::kvattn::rt::LaunchArgs> out;
+  for (const mlir::kvattn::rt::KernelInfo &k : manifest.kernels) {
+    mlir::kvattn::rt::LaunchArgs a;
+    a.sizes = args.sizes;
+    for (const mlir::kvattn::rt::ParamInfo &param : k.params) {
+      if (auto m = args.metadata.find(param.name); m != args.metadata.end())
+        a.metadata.insert(*m);
+      if (auto buf = args.buffers.find(param.name); buf != args.buffers.end())
+        a.buffers.insert(*buf);
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+/// The emulated GPU's counters of the launches since the last call, one
+/// indented line per kernel.
+void printCounters(mlir::kvattn::EmulatedGpu &emu) {
+  std::string counters = emu.takeCounters();
+  for (llvm::StringRef line : llvm::split(counters, '\n'))
+    if (!line.empty())
+      llvm::outs() << "      " << line << "\n";
+  llvm::outs().flush();
+}
+
 /// The device a GPU benchmark runs on: the runtime (none with
 /// --compile-only), the compile options for its chip, its SMs and the
 /// memory a benchmark's buffers may take.
@@ -996,20 +1026,7 @@ int runMlaGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
                                 args.buffers["out_parts"]);
         if (st.isOk() && chunks > 1)
           st = buffers.allocate(4 * chunks * b * hq, args.buffers["lse_parts"]);
-        std::vector<rt::LaunchArgs> kernelArgs;
-        for (const rt::KernelInfo &k : manifest.kernels) {
-          rt::LaunchArgs a;
-          a.sizes = args.sizes;
-          for (const rt::ParamInfo &param : k.params) {
-            if (auto m = args.metadata.find(param.name);
-                m != args.metadata.end())
-              a.metadata.insert(*m);
-            if (auto buf = args.buffers.find(param.name);
-                buf != args.buffers.end())
-              a.buffers.insert(*buf);
-          }
-          kernelArgs.push_back(std::move(a));
-        }
+        std::vector<rt::LaunchArgs> kernelArgs = argsPerKernel(manifest, args);
         if (st.isOk())
           st = runtime.synchronize();
         auto launchAll = [&] {
@@ -1036,11 +1053,7 @@ int runMlaGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
                                         "{5,11:F1} {6,8:F1}\n",
                                         "mla-decode", b, hq, s, tile,
                                         ptx.compileMs, seconds);
-          std::string counters = device.emu.takeCounters();
-          for (llvm::StringRef line : llvm::split(counters, '\n'))
-            if (!line.empty())
-              llvm::outs() << "      " << line << "\n";
-          llvm::outs().flush();
+          printCounters(device.emu);
           continue;
         }
         std::vector<float> ms;
@@ -1290,21 +1303,7 @@ int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
         if (s.isOk() && chunks > 1)
           s = buffers.allocate(4 * chunks * b * kHq * l,
                                args.buffers["lse_parts"]);
-        // Each kernel of the manifest, in order, with the arguments it names.
-        std::vector<rt::LaunchArgs> kernelArgs;
-        for (const rt::KernelInfo &k : manifest.kernels) {
-          rt::LaunchArgs a;
-          a.sizes = args.sizes;
-          for (const rt::ParamInfo &param : k.params) {
-            if (auto m = args.metadata.find(param.name);
-                m != args.metadata.end())
-              a.metadata.insert(*m);
-            if (auto buf = args.buffers.find(param.name);
-                buf != args.buffers.end())
-              a.buffers.insert(*buf);
-          }
-          kernelArgs.push_back(std::move(a));
-        }
+        std::vector<rt::LaunchArgs> kernelArgs = argsPerKernel(manifest, args);
         if (s.isOk())
           s = runtime->synchronize();
         if (emulated) {
@@ -1325,11 +1324,7 @@ int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
           llvm::outs() << llvm::formatv(
               "{0,5} {1,6} {2,5} {3,4} {4,-10} {5,11:F1} {6,8:F1}\n", b, p, l,
               d, tile, ptx.compileMs, seconds);
-          std::string counters = emu.takeCounters();
-          for (llvm::StringRef line : llvm::split(counters, '\n'))
-            if (!line.empty())
-              llvm::outs() << "      " << line << "\n";
-          llvm::outs().flush();
+          printCounters(emu);
           continue;
         }
         std::vector<float> ms;
