@@ -93,23 +93,28 @@ cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head
 
 pass=0; fail=0
 printf '%-22s %-11s %-6s %s\n' case dtype result "max_abs_err" > "$out/summary.txt"
-for variant in "${variants[@]}"; do
-  dtype=${variant%%-*}; pathflags=""
+# One case of a matrix: run_case VARIANT ENTRY CASE-FLAGS... with ENTRY
+# "name|case flags[|kvattn-run flags]"; a summary line, the log beside it.
+run_case() {
+  local variant=$1 entry=$2; shift 2
+  local pathflags=""
   [[ $variant == *-scalar ]] && pathflags="--tensor-cores=false"
   [[ $variant == *-sm90a ]] && pathflags="--chip=sm_90a"
+  local name=${entry%%|*} rest=${entry#*|}
+  local flags=${rest%%|*} runflags=""
+  [[ $rest == *"|"* ]] && runflags=${rest#*|}
+  local log="$out/$name-$variant.log" result err
+  if $run "$@" $flags -- --target=gpu --check $runflags $pathflags > "$log" 2>&1; then
+    result=PASS; pass=$((pass + 1))
+  else
+    result=FAIL; fail=$((fail + 1))
+  fi
+  err=$(grep -o 'max_abs_err=[^ ]*' "$log" | head -1 | cut -d= -f2)
+  printf '%-22s %-11s %-6s %s\n' "$name" "$variant" "$result" "${err:--}" >> "$out/summary.txt"
+}
+for variant in "${variants[@]}"; do
   for entry in "${cases[@]}"; do
-    # name|case flags[|kvattn-run flags]
-    name=${entry%%|*}; rest=${entry#*|}
-    flags=${rest%%|*}; runflags=""
-    [[ $rest == *"|"* ]] && runflags=${rest#*|}
-    log="$out/$name-$variant.log"
-    if $run --dtype "$dtype" $flags -- --target=gpu --check $runflags $pathflags > "$log" 2>&1; then
-      result=PASS; pass=$((pass + 1))
-    else
-      result=FAIL; fail=$((fail + 1))
-    fi
-    err=$(grep -o 'max_abs_err=[^ ]*' "$log" | head -1 | cut -d= -f2)
-    printf '%-22s %-11s %-6s %s\n' "$name" "$variant" "$result" "${err:--}" >> "$out/summary.txt"
+    run_case "$variant" "$entry" --dtype "${variant%%-*}"
   done
 done
 
@@ -128,21 +133,9 @@ mla_cases=(
 mla_variants=(bf16)
 [[ $cc == 9.0 ]] && mla_variants+=(bf16-sm90a)
 for variant in "${mla_variants[@]}"; do
-  pathflags=""
-  [[ $variant == *-sm90a ]] && pathflags="--chip=sm_90a"
   for entry in "${mla_cases[@]}"; do
-    name=${entry%%|*}; rest=${entry#*|}
-    flags=${rest%%|*}; runflags=""
-    [[ $rest == *"|"* ]] && runflags=${rest#*|}
-    log="$out/$name-$variant.log"
-    if $run --latent --D 576 --Dv 512 --scale 0.0721687836 --dtype bf16 \
-         $flags -- --target=gpu --check $runflags $pathflags > "$log" 2>&1; then
-      result=PASS; pass=$((pass + 1))
-    else
-      result=FAIL; fail=$((fail + 1))
-    fi
-    err=$(grep -o 'max_abs_err=[^ ]*' "$log" | head -1 | cut -d= -f2)
-    printf '%-22s %-11s %-6s %s\n' "$name" "$variant" "$result" "${err:--}" >> "$out/summary.txt"
+    run_case "$variant" "$entry" --latent --D 576 --Dv 512 \
+      --scale 0.0721687836 --dtype bf16
   done
 done
 
