@@ -51,6 +51,11 @@ inline constexpr llvm::StringLiteral kKeyPrefetchAttrName =
 /// "merge", the merge of the prefix and suffix parts); the launch manifest
 /// gives it the kind "cascade_prefix" or "cascade_merge".
 inline constexpr llvm::StringLiteral kCascadeAttr = "kvattn.cascade";
+/// The merge program or kernel of a ragged batch's split (a unit
+/// attribute): it merges the packed rows [1, Hq, T] (its grid and buffers
+/// have B = 1, while the split rule's programs count the sequences); the
+/// launch manifest gives it the kind "merge_varlen".
+inline constexpr llvm::StringLiteral kVarlenMergeAttr = "kvattn.varlen_merge";
 
 /// The role of the buffer `op` defines; none when it is not a program's
 /// buffer.

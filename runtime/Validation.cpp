@@ -56,7 +56,8 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
     return {"", "Hq", "L", ""};
   if (varlen && role == "lse")
     return {"", "Hq", "L"};
-  // A cascade's suffix kernel writes the packed rows' part [2, 1, Hq, T].
+  // A cascade's suffix kernel writes the packed rows' part [2, 1, Hq, T],
+  // a ragged batch's split its chunks' [N, 1, Hq, T].
   if (varlen && role == "out_parts")
     return {"", "", "Hq", "L", ""};
   if (varlen && role == "lse_parts")
@@ -247,6 +248,13 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
   // The sizes are the caller's and the rule the manifest's (any int64, not
   // yet checked against the buffers): saturate instead of overflowing.
   using schedule::saturatingMul;
+  // A ragged batch (its attention and its merge): the grid's programs,
+  // (Hq / G) x (floor(G * T / BM) + B) with L = T and B the sequences.
+  if (kernel.kind == "attention_varlen" || kernel.kind == "merge_varlen")
+    return schedule::splitRule(
+        schedule::varlenPrograms(s.Hq, g, s.L, bm, s.B),
+        std::max<int64_t>(s.S, 0), r.blockN, r.programsPerSm, numSms,
+        r.minKeys, r.maxSplits);
   const int64_t rows = saturatingMul(g, std::max<int64_t>(s.L, 0));
   const int64_t blocks = rows / bm + (rows % bm != 0);
   const int64_t programs = saturatingMul(
@@ -259,7 +267,9 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   const Sizes &s = args.sizes;
   const std::string where = "launch of '" + kernel.name + "': ";
-  bool paged = false, varlen = false, packedKeys = false, cacheRows = false;
+  // A ragged batch's merge takes no q_start but its packed rows.
+  bool paged = false, varlen = kernel.kind == "merge_varlen",
+       packedKeys = false, cacheRows = false;
   for (const ParamInfo &p : kernel.params) {
     paged |= p.name == "block_table";
     varlen |= p.name == "q_start";
@@ -378,7 +388,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
       // A run-time split of one chunk writes out itself: its attention
       // kernel does not touch the parts, which may be absent.
       const bool unusedParts = kernel.splitRule.maxSplits > 0 &&
-                               kernel.kind != "merge" && s.N == 1 &&
+                               kernel.kind != "merge" &&
+                               kernel.kind != "merge_varlen" && s.N == 1 &&
                                (p.name == "out_parts" || p.name == "lse_parts");
       if (unusedParts && it == args.buffers.end())
         continue;
