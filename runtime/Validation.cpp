@@ -267,9 +267,7 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   const Sizes &s = args.sizes;
   const std::string where = "launch of '" + kernel.name + "': ";
-  // A ragged batch's merge takes no q_start but its packed rows.
-  bool paged = false, varlen = kernel.kind == "merge_varlen",
-       packedKeys = false, cacheRows = false;
+  bool paged = false, varlen = false, packedKeys = false, cacheRows = false;
   for (const ParamInfo &p : kernel.params) {
     paged |= p.name == "block_table";
     varlen |= p.name == "q_start";
@@ -317,8 +315,10 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
     known.insert(p.name);
     if (p.kind != "pointer")
       continue;
+    // A ragged batch's merge takes no q_start but its packed rows.
     std::vector<std::string> symbolic = symbolicShape(
-        p.name, p.shape.size(), paged, varlen, packedKeys, cacheRows);
+        p.name, p.shape.size(), paged,
+        varlen || kernel.kind == "merge_varlen", packedKeys, cacheRows);
     if (symbolic.size() != p.shape.size())
       return Status::error(where + "the manifest gives '" + p.name + "' " +
                            str(p.shape.size()) + " dimensions");
