@@ -385,8 +385,7 @@ private:
         qType.getElementType() == op.getKey().getType().getElementType();
     problem.varlen = s.varlen;
     if (s.varlen) {
-      int64_t starts =
-          cast<ShapedType>(op.getQStart().getType()).getDimSize(0);
+      int64_t starts = cast<ShapedType>(op.getQStart().getType()).getDimSize(0);
       problem.sequences =
           ShapedType::isDynamic(starts) ? schedule::kDynamic : starts - 1;
     }

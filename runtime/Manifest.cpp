@@ -270,8 +270,7 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
           (kind->string != "attention" && kind->string != "merge" &&
            kind->string != "append" && kind->string != "attention_varlen" &&
            kind->string != "validate" && kind->string != "cascade_prefix" &&
-           kind->string != "cascade_merge" &&
-           kind->string != "merge_varlen"))
+           kind->string != "cascade_merge" && kind->string != "merge_varlen"))
         return Status::error("manifest: " + where +
                              " has a kind other than \"attention\", "
                              "\"attention_varlen\", \"merge\", "

@@ -808,9 +808,9 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
                          ", Hq = " + std::to_string(sizes.Hq) +
                          ", L = " + std::to_string(sizes.L) +
                          " overflows 64 bits (beyond the CUDA limits)");
-  const int64_t gridX = validate ? sizes.B
-                        : append ? (bl + kernel.blockM - 1) / kernel.blockM
-                        : varlen ? sizes.Hq / kernel.group
+  const int64_t gridX = validate      ? sizes.B
+                        : append      ? (bl + kernel.blockM - 1) / kernel.blockM
+                        : varlen      ? sizes.Hq / kernel.group
                         : varlenMerge ? sizes.Hq
                                       : bh / kernel.group;
   const int64_t gridY = append || validate ? 1

@@ -251,10 +251,9 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
   // A ragged batch (its attention and its merge): the grid's programs,
   // (Hq / G) x (floor(G * T / BM) + B) with L = T and B the sequences.
   if (kernel.kind == "attention_varlen" || kernel.kind == "merge_varlen")
-    return schedule::splitRule(
-        schedule::varlenPrograms(s.Hq, g, s.L, bm, s.B),
-        std::max<int64_t>(s.S, 0), r.blockN, r.programsPerSm, numSms,
-        r.minKeys, r.maxSplits);
+    return schedule::splitRule(schedule::varlenPrograms(s.Hq, g, s.L, bm, s.B),
+                               std::max<int64_t>(s.S, 0), r.blockN,
+                               r.programsPerSm, numSms, r.minKeys, r.maxSplits);
   const int64_t rows = saturatingMul(g, std::max<int64_t>(s.L, 0));
   const int64_t blocks = rows / bm + (rows % bm != 0);
   const int64_t programs = saturatingMul(
@@ -317,8 +316,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
       continue;
     // A ragged batch's merge takes no q_start but its packed rows.
     std::vector<std::string> symbolic = symbolicShape(
-        p.name, p.shape.size(), paged,
-        varlen || kernel.kind == "merge_varlen", packedKeys, cacheRows);
+        p.name, p.shape.size(), paged, varlen || kernel.kind == "merge_varlen",
+        packedKeys, cacheRows);
     if (symbolic.size() != p.shape.size())
       return Status::error(where + "the manifest gives '" + p.name + "' " +
                            str(p.shape.size()) + " dimensions");

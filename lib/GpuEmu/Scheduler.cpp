@@ -141,8 +141,7 @@ Status Launch::run() {
   counters_.threadInsts = kvemu_counters[0];
   counters_.kvThreadInsts = kvemu_counters[1];
   if (!kernel_.hasKvLoop)
-    counters_.kvBlocks = counters_.kvBlocksMaxCta =
-        counters_.kvWarpsPerCta = 0;
+    counters_.kvBlocks = counters_.kvBlocksMaxCta = counters_.kvWarpsPerCta = 0;
   if (hazardsNotShown_)
     reports_.push_back("racecheck: " + kernelName() + ": " +
                        std::to_string(hazardsNotShown_) +

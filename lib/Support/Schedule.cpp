@@ -193,8 +193,8 @@ int64_t splitRule(int64_t programs, int64_t keys, int64_t bn, int64_t perSm,
                              std::max<int64_t>(maxSplits, 1));
 }
 
-int64_t varlenPrograms(int64_t qHeads, int64_t group, int64_t rows,
-                       int64_t bm, int64_t sequences) {
+int64_t varlenPrograms(int64_t qHeads, int64_t group, int64_t rows, int64_t bm,
+                       int64_t sequences) {
   const int64_t g = std::max<int64_t>(group, 1);
   const int64_t packedRows = saturatingMul(g, std::max<int64_t>(rows, 0));
   const int64_t blocks = packedRows / std::max<int64_t>(bm, 1);

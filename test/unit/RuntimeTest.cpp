@@ -1171,9 +1171,8 @@ TEST(RuntimeSplit, RaggedBatchGridAndN) {
   // prefill chunk (T = 34) over 32768 keys: P = 8 x (floor(136 / 16) + 5)
   // = 104, min(ceil(1056 / 104) = 11, 64) = 11; 1000 keys: floor(1000 /
   // 512) = 1, no split (and no merge launch).
-  const Case cases[] = {{{1}, 4096, 8},
-                        {{1, 1, 30, 1, 1}, 32768, 11},
-                        {{1, 1, 1}, 1000, 1}};
+  const Case cases[] = {
+      {{1}, 4096, 8}, {{1, 1, 30, 1, 1}, 32768, 11}, {{1, 1, 1}, 1000, 1}};
   fakecuda_reset();
   std::unique_ptr<Runtime> runtime;
   RuntimeOptions options;

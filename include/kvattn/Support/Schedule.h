@@ -234,8 +234,8 @@ int64_t splitRule(int64_t programs, int64_t keys, int64_t bn, int64_t perSm,
 /// empty one, so this is the most programs that can have rows, a bound the
 /// host knows without reading q_start (the split rule's P for a ragged
 /// batch). Saturates at INT64_MAX; negative sizes count as 0.
-int64_t varlenPrograms(int64_t qHeads, int64_t group, int64_t rows,
-                       int64_t bm, int64_t sequences);
+int64_t varlenPrograms(int64_t qHeads, int64_t group, int64_t rows, int64_t bm,
+                       int64_t sequences);
 
 /// The bound N_max of a run-time split: kMaxAutomaticSplit, or fewer when
 /// the keys are static.
