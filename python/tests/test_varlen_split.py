@@ -132,3 +132,46 @@ def test_emulated_gpu_run_time_split(emulated_runtime):
     np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
     np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
     prog.close()
+
+
+def test_plan_run_time_split_workspaces_from_t(emulated_runtime):
+    """A serving plan of the ragged attention (dynamic T and B, split-kv = 0
+    on the GPU): its split workspaces are sized at plan time from the bound
+    on the packed rows T (max_sizes' L), N_max parts, and each run picks
+    its n from the ragged grid; two steps of different T and B run on the
+    same plan against the reference."""
+    rt = emulated_runtime
+    desc = dict(dtype="f32", num_query_heads=HQ, num_kv_heads=HKV,
+                head_dim=D, causal=True, varlen=True)
+    t_max = 16
+    plan = kvattn.plan(desc, runtime=rt,
+                       max_sizes={"B": 8, "L": t_max, "S": S})
+    # out_parts [N_max, 1, Hq, T_max, D] + lse_parts [N_max, 1, Hq, T_max]
+    # in f32 (N_max = 64: S is dynamic), besides the status words: bounded
+    # by T, not by B x max L (a bound of 64 sequences needs no more).
+    parts = 64 * HQ * t_max * (D + 1) * 4
+    assert parts <= plan.workspace_bytes < parts + 4096
+    wide = kvattn.plan(desc, runtime=rt,
+                       max_sizes={"B": 64, "L": t_max, "S": S})
+    assert wide.workspace_bytes == plan.workspace_bytes
+    wide.close()
+    args, (want, _) = case()
+    q, k, v, qs, qo, kvl = args
+    k, v = np.nan_to_num(k), np.nan_to_num(v)
+    i32 = lambda x: kvattn.to_device(np.asarray(x, np.int32), rt)
+    # The second step drops the first sequence (its row) and keeps 3.
+    for b0 in (0, 1):
+        sub_qs = qs[b0:] - qs[b0]
+        t = int(sub_qs[-1])
+        sub_q = q[:, :, qs[b0]:]
+        dq = kvattn.to_device(np.ascontiguousarray(sub_q), rt)
+        dout = rt.empty(sub_q.shape, "f32")
+        plan.run(query=dq, key=kvattn.to_device(k[b0:], rt),
+                 value=kvattn.to_device(v[b0:], rt), out=dout,
+                 q_start=i32(sub_qs), q_offset=i32(qo[b0:]),
+                 kv_len=i32(kvl[b0:]))
+        assert plan.status() is None
+        np.testing.assert_allclose(dout.numpy(), want[:, :, qs[b0]:],
+                                   rtol=2e-5, atol=2e-5)
+        assert t <= t_max
+    plan.close()
