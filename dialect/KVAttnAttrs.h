@@ -56,6 +56,11 @@ inline constexpr llvm::StringLiteral kCascadeAttr = "kvattn.cascade";
 /// kernel skips and the validation accepts; the launch manifest records it
 /// as the kernel's `"skip_padding": true`.
 inline constexpr llvm::StringLiteral kSkipPaddingAttr = "kvattn.skip_padding";
+/// The merge program or kernel of a ragged batch's split (a unit
+/// attribute): it merges the packed rows [1, Hq, T] (its grid and buffers
+/// have B = 1, while the split rule's programs count the sequences); the
+/// launch manifest gives it the kind "merge_varlen".
+inline constexpr llvm::StringLiteral kVarlenMergeAttr = "kvattn.varlen_merge";
 
 /// The role of the buffer `op` defines; none when it is not a program's
 /// buffer.

@@ -384,6 +384,11 @@ private:
     problem.queryInKvType =
         qType.getElementType() == op.getKey().getType().getElementType();
     problem.varlen = s.varlen;
+    if (s.varlen) {
+      int64_t starts = cast<ShapedType>(op.getQStart().getType()).getDimSize(0);
+      problem.sequences =
+          ShapedType::isDynamic(starts) ? schedule::kDynamic : starts - 1;
+    }
     problem.tree = s.tree;
     problem.latent = op.isLatent();
     problem.queryElementBits = qType.getElementType().getIntOrFloatBitWidth();
@@ -396,8 +401,8 @@ private:
     s.splits = blocks.splits;
     s.runTimeSplit = blocks.runTimeSplit;
     // ALiBi's constant joins in the merge from the batch of the merged rows;
-    // a ragged batch's merge rows are packed, of several sequences: no
-    // split there.
+    // a ragged batch's merge rows are packed, of several sequences (the
+    // merge does not look a row's sequence up): no split there.
     if (s.varlen && op.getAlibiSlopes()) {
       s.splits = 1;
       s.runTimeSplit = false;
@@ -698,11 +703,14 @@ private:
     keyRows(p, r, kLen);
     visibleRange(pb, p, r, kLen, ivs);
     // An empty program (the spare block of a sequence, or a sequence
-    // without rows) visits no KV block.
+    // without rows) visits no KV block: with a split, none of its chunks
+    // (each stores the identity (0, -inf) for rows it does not have: none).
     Value empty =
         pb.createOrFold<arith::CmpIOp>(arith::CmpIPredicate::eq, r.rows, zero);
     Value nHi = arith::SelectOp::create(pb, empty, r.nLo, r.nHi);
-    r.loopHi = r.nHi = nHi;
+    r.nHi = nHi;
+    r.loopLo = p.min(r.loopLo, nHi);
+    r.loopHi = p.min(r.loopHi, nHi);
     return r;
   }
 
@@ -1010,10 +1018,12 @@ private:
     }
     auto part = [&](Value parts) { return partView(pb, p, parts, ivs[2]); };
     // The chunks' raw states: a sink joins once, in the merge, and so does
-    // ALiBi's constant (the parts stay relative to it).
+    // ALiBi's constant (the parts stay relative to it). The parts are
+    // indexed like out: a ragged batch's at its packed rows (batch 0, row
+    // q_start[b] + i), which the merge reads back as rows of one batch.
     auto storeParts = [&] {
       TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, part(outParts),
-                          part(lseParts), r.bIdx, r.head, r.qStart, r.rows,
+                          part(lseParts), r.qBatch, r.head, r.qRowStart, r.rows,
                           groupAttr, /*sinks=*/Value(),
                           /*alibi_slopes=*/Value(), /*alibi_ref=*/Value());
     };
@@ -1122,6 +1132,10 @@ private:
           scf::InParallelOp::create(pb);
         });
     setTileConfig(merge, tileConfig(b, 1, 1, KernelKind::merge));
+    // A ragged batch's merge: its rows are the packed ones (B = 1 in the
+    // grid and the buffers, the sequence count only in the split rule).
+    if (s.varlen)
+      merge->setAttr(kVarlenMergeAttr, b.getUnitAttr());
     guard.reset();
     memref::DeallocOp::create(b, outParts);
     memref::DeallocOp::create(b, lseParts);

@@ -270,12 +270,12 @@ Status parseManifest(const std::string &json, Manifest &manifest) {
           (kind->string != "attention" && kind->string != "merge" &&
            kind->string != "append" && kind->string != "attention_varlen" &&
            kind->string != "validate" && kind->string != "cascade_prefix" &&
-           kind->string != "cascade_merge"))
+           kind->string != "cascade_merge" && kind->string != "merge_varlen"))
         return Status::error("manifest: " + where +
                              " has a kind other than \"attention\", "
-                             "\"attention_varlen\", \"merge\", \"append\", "
-                             "\"validate\", \"cascade_prefix\" or "
-                             "\"cascade_merge\"");
+                             "\"attention_varlen\", \"merge\", "
+                             "\"merge_varlen\", \"append\", \"validate\", "
+                             "\"cascade_prefix\" or \"cascade_merge\"");
       info.kind = kind->string;
     }
     // Version 2: a run-time split's rule (split_kv 0 on its attention

@@ -788,6 +788,9 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
   const bool append = kernel.kind == "append";
   const bool validate = kernel.kind == "validate";
   const bool varlen = kernel.kind == "attention_varlen";
+  // A ragged batch's merge: x = Hq, y = ceil(L / block_m) over the packed
+  // rows (B = 1).
+  const bool varlenMerge = kernel.kind == "merge_varlen";
   if (sizes.B < 0 || sizes.Hq < 0 || sizes.L < 0 || kernel.blockM <= 0 ||
       kernel.group <= 0)
     return Status::error(doing + ": negative sizes or a tile without rows");
@@ -805,10 +808,11 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
                          ", Hq = " + std::to_string(sizes.Hq) +
                          ", L = " + std::to_string(sizes.L) +
                          " overflows 64 bits (beyond the CUDA limits)");
-  const int64_t gridX = validate ? sizes.B
-                        : append ? (bl + kernel.blockM - 1) / kernel.blockM
-                        : varlen ? sizes.Hq / kernel.group
-                                 : bh / kernel.group;
+  const int64_t gridX = validate      ? sizes.B
+                        : append      ? (bl + kernel.blockM - 1) / kernel.blockM
+                        : varlen      ? sizes.Hq / kernel.group
+                        : varlenMerge ? sizes.Hq
+                                      : bh / kernel.group;
   const int64_t gridY = append || validate ? 1
                         : varlen           ? gl / kernel.blockM + sizes.B
                                  : (gl + kernel.blockM - 1) / kernel.blockM;
@@ -821,7 +825,8 @@ Status Runtime::launchPacked(const Module &module, const KernelInfo &kernel,
                             : splitCount(kernel, sizes, multiprocessorCount_);
   // A run-time split of one chunk: the attention kernel stored out itself,
   // there is nothing to merge.
-  if (kernel.kind == "merge" && kernel.splitRule.maxSplits > 0 &&
+  if ((kernel.kind == "merge" || varlenMerge) &&
+      kernel.splitRule.maxSplits > 0 &&
       splitCount(kernel, sizes, multiprocessorCount_) == 1)
     return Status::ok();
   if (gridX > 0x7fffffff || gridY > 65535 || gridZ > 65535)

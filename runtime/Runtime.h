@@ -118,7 +118,10 @@ struct KernelInfo {
   /// packed row over the prefix (its keys P) and the merge of the prefix
   /// and suffix parts (docs/kernel-abi.md, "Cascade kernels").
   /// "attention", or "merge": the kernel that merges the partial states
-  /// (`out_parts`, `lse_parts`) a split-KV attention kernel wrote, or
+  /// (`out_parts`, `lse_parts`) a split-KV attention kernel wrote,
+  /// "merge_varlen": that of a ragged batch ("attention_varlen"), over the
+  /// packed rows (grid Hq x ceil(L / blockM); its split rule counts the
+  /// ragged grid's programs, splitCount), or
   /// "append": a cache write (`update`, `cache` written in place, `pos`,
   /// `block_table`; grid ceil(B * L / blockM), one warp per new token).
   /// Launch the kernels of a manifest in order, on one stream.

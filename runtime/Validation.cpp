@@ -56,7 +56,8 @@ std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
     return {"", "Hq", "L", ""};
   if (varlen && role == "lse")
     return {"", "Hq", "L"};
-  // A cascade's suffix kernel writes the packed rows' part [2, 1, Hq, T].
+  // A cascade's suffix kernel writes the packed rows' part [2, 1, Hq, T],
+  // a ragged batch's split its chunks' [N, 1, Hq, T].
   if (varlen && role == "out_parts")
     return {"", "", "Hq", "L", ""};
   if (varlen && role == "lse_parts")
@@ -248,6 +249,12 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
   // The sizes are the caller's and the rule the manifest's (any int64, not
   // yet checked against the buffers): saturate instead of overflowing.
   using schedule::saturatingMul;
+  // A ragged batch (its attention and its merge): the grid's programs,
+  // (Hq / G) x (floor(G * T / BM) + B) with L = T and B the sequences.
+  if (kernel.kind == "attention_varlen" || kernel.kind == "merge_varlen")
+    return schedule::splitRule(schedule::varlenPrograms(s.Hq, g, s.L, bm, s.B),
+                               std::max<int64_t>(s.S, 0), r.blockN,
+                               r.programsPerSm, numSms, r.minKeys, r.maxSplits);
   const int64_t rows = saturatingMul(g, std::max<int64_t>(s.L, 0));
   const int64_t blocks = rows / bm + (rows % bm != 0);
   const int64_t programs = saturatingMul(
@@ -308,8 +315,10 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
     known.insert(p.name);
     if (p.kind != "pointer")
       continue;
+    // A ragged batch's merge takes no q_start but its packed rows.
     std::vector<std::string> symbolic = symbolicShape(
-        p.name, p.shape.size(), paged, varlen, packedKeys, cacheRows);
+        p.name, p.shape.size(), paged, varlen || kernel.kind == "merge_varlen",
+        packedKeys, cacheRows);
     if (symbolic.size() != p.shape.size())
       return Status::error(where + "the manifest gives '" + p.name + "' " +
                            str(p.shape.size()) + " dimensions");
@@ -379,7 +388,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
       // A run-time split of one chunk writes out itself: its attention
       // kernel does not touch the parts, which may be absent.
       const bool unusedParts = kernel.splitRule.maxSplits > 0 &&
-                               kernel.kind != "merge" && s.N == 1 &&
+                               kernel.kind != "merge" &&
+                               kernel.kind != "merge_varlen" && s.N == 1 &&
                                (p.name == "out_parts" || p.name == "lse_parts");
       if (unusedParts && it == args.buffers.end())
         continue;

@@ -326,7 +326,9 @@ typedef struct {
 /* A device buffer by parameter name: "query", "key", "value", "mask",
  * "out", "lse"; split-KV kernels (manifest "split_kv" > 1) write and their
  * merge kernel reads the f32 workspaces "out_parts" [N, B, Hq, L, Dv] and
- * "lse_parts" [N, B, Hq, L], which the caller allocates. */
+ * "lse_parts" [N, B, Hq, L], which the caller allocates (a ragged batch's:
+ * [N, 1, Hq, T, Dv] and [N, 1, Hq, T] at the packed rows, merged by a
+ * kernel of kind "merge_varlen"). */
 typedef struct {
   const char *name;
   uint64_t device_ptr;

@@ -90,8 +90,8 @@ std::string LaunchCounters::line() const {
      << grid.z << " block=" << block.x * block.y * block.z
      << " smem=" << sharedBytes << " ctas=" << ctas
      << " warps_per_cta=" << warpsPerCta << " kv_blocks=" << kvBlocks
-     << " kv_warps=" << kvWarpsPerCta << " warp_insts=" << threadInsts / 32
-     << " warp_insts_per_kv_block=";
+     << " kv_warps=" << kvWarpsPerCta << " kv_blocks_max_cta=" << kvBlocksMaxCta
+     << " warp_insts=" << threadInsts / 32 << " warp_insts_per_kv_block=";
   perWarpKv(kvThreadInsts / 32);
   os << " mma=" << mma << " mma_per_kv_block=";
   perWarpKv(kvMma);

@@ -141,7 +141,7 @@ Status Launch::run() {
   counters_.threadInsts = kvemu_counters[0];
   counters_.kvThreadInsts = kvemu_counters[1];
   if (!kernel_.hasKvLoop)
-    counters_.kvBlocks = counters_.kvWarpsPerCta = 0;
+    counters_.kvBlocks = counters_.kvBlocksMaxCta = counters_.kvWarpsPerCta = 0;
   if (hazardsNotShown_)
     reports_.push_back("racecheck: " + kernelName() + ": " +
                        std::to_string(hazardsNotShown_) +
@@ -183,8 +183,11 @@ void Launch::countKvBlocks() {
       }
     warps += ran;
   }
-  if (threads)
+  if (threads) {
     counters_.kvBlocks += latches / threads;
+    counters_.kvBlocksMaxCta =
+        std::max(counters_.kvBlocksMaxCta, latches / threads);
+  }
   counters_.kvWarpsPerCta = std::max(counters_.kvWarpsPerCta, warps);
 }
 

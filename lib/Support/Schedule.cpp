@@ -193,6 +193,16 @@ int64_t splitRule(int64_t programs, int64_t keys, int64_t bn, int64_t perSm,
                              std::max<int64_t>(maxSplits, 1));
 }
 
+int64_t varlenPrograms(int64_t qHeads, int64_t group, int64_t rows, int64_t bm,
+                       int64_t sequences) {
+  const int64_t g = std::max<int64_t>(group, 1);
+  const int64_t packedRows = saturatingMul(g, std::max<int64_t>(rows, 0));
+  const int64_t blocks = packedRows / std::max<int64_t>(bm, 1);
+  const int64_t seqs = std::max<int64_t>(sequences, 0);
+  const int64_t perHead = blocks > INT64_MAX - seqs ? INT64_MAX : blocks + seqs;
+  return saturatingMul(std::max<int64_t>(qHeads, 0) / g, perHead);
+}
+
 int64_t runTimeSplitMax(int64_t logicalKeys, int64_t bn, int64_t minKeys) {
   if (isDynamic(logicalKeys))
     return kMaxAutomaticSplit;
@@ -274,10 +284,11 @@ Blocks choose(const Problem &p, const Options &o) {
   s.numStages = o.numStages;
   // Split-KV: each program's visible range is cut into `splits` chunks,
   // merged afterwards in chunk order. With a statically empty B, Hq or L
-  // there is no program and no part buffer to index, and a ragged batch is
-  // not split (docs/tile-program.md): no split.
-  const bool emptyGrid = p.batch == 0 || p.qHeads == 0 || p.qLen == 0;
-  if (emptyGrid || p.varlen) {
+  // (a ragged batch: no packed row) there is no row to merge and no part
+  // buffer to index: no split.
+  const bool emptyGrid =
+      (!p.varlen && p.batch == 0) || p.qHeads == 0 || p.qLen == 0;
+  if (emptyGrid) {
     s.splits = 1;
     return s;
   }
@@ -286,8 +297,18 @@ Blocks choose(const Problem &p, const Options &o) {
     return s;
   }
   const int64_t perSm = programsPerSm(s.numWarps, o.splitWarpsPerSm);
-  if (!isDynamic(p.batch) && !isDynamic(p.qHeads) && !isDynamic(p.qLen) &&
-      !isDynamic(p.logicalKeys)) {
+  // A ragged batch: P is its grid, (Hq / G) x (floor(G * T / BM) + B),
+  // static when Hq, T and the sequence count B are.
+  if (p.varlen && !isDynamic(p.qHeads) && !isDynamic(p.qLen) &&
+      !isDynamic(p.sequences) && !isDynamic(p.logicalKeys)) {
+    const int64_t programs =
+        varlenPrograms(p.qHeads, s.group, p.qLen, s.bm, p.sequences);
+    s.splits = splitRule(programs, p.logicalKeys, s.bn, perSm, o.numSms,
+                         o.splitMinKeys, kMaxAutomaticSplit);
+    return s;
+  }
+  if (!p.varlen && !isDynamic(p.batch) && !isDynamic(p.qHeads) &&
+      !isDynamic(p.qLen) && !isDynamic(p.logicalKeys)) {
     // With GQA packing a program takes `group` heads' rows.
     const int64_t heads = p.qHeads / s.group, rows = p.qLen * s.group;
     const int64_t programs = p.batch * heads * ((rows + s.bm - 1) / s.bm);

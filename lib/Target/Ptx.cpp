@@ -50,6 +50,9 @@ static KernelManifest readManifest(gpu::GPUFuncOp kernel) {
   if (auto cascade = kernel->getAttrOfType<StringAttr>(kCascadeAttr))
     m.kind = "cascade_" + cascade.str();
   m.skipPadding = kernel->hasAttr(kSkipPaddingAttr);
+  // A ragged batch's split merges packed rows (B = 1).
+  if (kernel->hasAttr(kVarlenMergeAttr))
+    m.kind = "merge_varlen";
   if (SplitRuleAttr rule = config.getSplitRule())
     m.splitRule = {rule.getMax(),   rule.getBlockM(),        rule.getBlockN(),
                    rule.getGroup(), rule.getProgramsPerSm(), rule.getMinKeys(),
@@ -378,7 +381,8 @@ std::string manifestToJson(const PtxModule &module,
          << "\", \"y\": \"ceil("
          << (m.group > 1 ? std::to_string(m.group) + " * L" : "L") << " / "
          << m.blockM << ")\", \"z\": 1},\n";
-    else if (m.kind == "cascade_merge")
+    else if (m.kind == "cascade_merge" || m.kind == "merge_varlen")
+      // B = 1: the packed rows.
       os << "{\"x\": \"Hq\", \"y\": \"ceil(L / " << m.blockM
          << ")\", \"z\": 1},\n";
     else if (m.kind == "attention_varlen")
@@ -388,7 +392,9 @@ std::string manifestToJson(const PtxModule &module,
          << (m.group > 1 ? "Hq / " + std::to_string(m.group) : "Hq")
          << "\", \"y\": \"floor("
          << (m.group > 1 ? std::to_string(m.group) + " * L" : "L") << " / "
-         << m.blockM << ") + B\", \"z\": 1},\n";
+         << m.blockM << ") + B\", \"z\": "
+         << (m.splitKv == 0 ? std::string("\"N\"") : std::to_string(m.splitKv))
+         << "},\n";
     else
       os << "{\"x\": \""
          << (m.group > 1 ? "B * Hq / " + std::to_string(m.group) : "B * Hq")

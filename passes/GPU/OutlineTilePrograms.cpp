@@ -416,6 +416,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     kernel->setAttr(kTmaAttr, UnitAttr::get(ctx));
   if (cascade)
     kernel->setAttr(kCascadeAttr, cascade);
+  if (forall->hasAttr(kVarlenMergeAttr))
+    kernel->setAttr(kVarlenMergeAttr, UnitAttr::get(ctx));
 
   // The kernel body: views from the parameters, the program's ids from the
   // block ids, then the program itself.

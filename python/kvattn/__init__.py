@@ -666,7 +666,7 @@ class GpuProgram:
         writes = [f"{k['name']} ({k.get('kind')})" for k in self.kernels_info
                   if k.get("kind", "attention") not in (
                       "attention", "attention_varlen", "merge",
-                      "cascade_prefix", "cascade_merge")]
+                      "merge_varlen", "cascade_prefix", "cascade_merge")]
         if writes:
             raise KVAttnValueError(
                 "GpuProgram runs one attention (and its split-KV merge); the "

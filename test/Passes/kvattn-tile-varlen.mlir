@@ -1,5 +1,6 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile -cse | FileCheck %s --enable-var-scope
-// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=16 split-kv=4" -cse | FileCheck %s --check-prefix=BM16
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=16 split-kv=4" -cse | FileCheck %s --check-prefix=BM16 --enable-var-scope
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="split-kv=0" -cse | FileCheck %s --check-prefix=RT --enable-var-scope
 
 // A ragged batch: 3 sequences, T = 19 packed rows, GQA 8/2 packed (G = 4),
 // paged. Sequence b owns the query blocks [P(b), P(b+1)) with
@@ -23,11 +24,21 @@
 // CHECK: kvattn.tile.mask %{{.*}}[%[[SEQ]]#0, {{.*}}] size(%[[ROWS]], %{{.*}}) kv_len(%{{.*}}) offsets({{.*}}) causal group = 4
 // CHECK: kvattn.tile.store {{.*}} [%c0, %{{.*}}, %[[ROW]]] rows(%[[ROWS]]) group = 4
 // CHECK: #kvattn.tile_config<kind = attention_varlen, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, group = 4>
-// A ragged batch is not split: split-kv is ignored for it.
+// Split (docs/tile-program.md, "Split-KV of a ragged batch"): the grid's
+// third dimension is the chunk; the parts [4, 1, Hq, T] are indexed like
+// out, at batch 0 and the packed row; the merge runs over the packed rows
+// (Hq = 8 x ceil(19 / 16) = 2, B = 1) and is marked kvattn.varlen_merge.
 // BM16-LABEL: func @varlen_paged_gqa
-// BM16: scf.forall ({{.*}}) in (2, 7)
-// BM16-NOT: kvattn.tile.merge
-// BM16: #kvattn.tile_config<kind = attention_varlen, block_m = 16, block_n = 64, num_warps = 1, num_stages = 2, group = 4>
+// BM16: %[[OUTP:.*]] = memref.alloc() {kvattn.role = #kvattn.role<out_parts>} : memref<4x1x8x19x64xf32>
+// BM16: %[[LSEP:.*]] = memref.alloc() {kvattn.role = #kvattn.role<lse_parts>} : memref<4x1x8x19xf32>
+// BM16: scf.forall ({{.*}}, %[[CHUNK:.*]]) in (2, 7, 4)
+// BM16: memref.subview %[[LSEP]][%[[CHUNK]], 0, 0, 0]
+// BM16: memref.subview %[[OUTP]][%[[CHUNK]], 0, 0, 0, 0]
+// BM16: kvattn.tile.store {{.*}} [%c0, %{{.*}}, %{{.*}}] rows(%{{.*}}) group = 4
+// BM16: #kvattn.tile_config<kind = attention_varlen, block_m = 16, block_n = 64, num_warps = 1, num_stages = 2, split_kv = 4, group = 4>
+// BM16: scf.forall ({{.*}}) in (8, 2)
+// BM16: kvattn.tile.merge %[[OUTP]], %[[LSEP]][%{{.*}}] rows(%{{.*}}) into %{{.*}} : memref<4x1x8x19x64xf32>, memref<4x1x8x19xf32>, memref<1x8x19x64xf16>
+// BM16: kind = merge, {{.*}}kvattn.varlen_merge
 func.func @varlen_paged_gqa(%q: tensor<1x8x19x64xf16>, %pages: tensor<64x16x2x64xf16>, %cu: tensor<4xi32>, %pos: tensor<3xi32>, %len: tensor<3xi32>, %bt: tensor<3x8xi32>) -> tensor<1x8x19x64xf16> {
   %o = kvattn.attention %q, %pages, %pages q_start(%cu : tensor<4xi32>) q_offset(%pos : tensor<3xi32>) kv_len(%len : tensor<3xi32>) block_table(%bt : tensor<3x8xi32>) causal
       : tensor<1x8x19x64xf16>, tensor<64x16x2x64xf16>, tensor<64x16x2x64xf16> -> tensor<1x8x19x64xf16>
@@ -47,6 +58,23 @@ func.func @varlen_paged_gqa(%q: tensor<1x8x19x64xf16>, %pages: tensor<64x16x2x64
 // CHECK: scf.forall ({{.*}}) in (2, %[[Y]])
 // CHECK: scf.while
 // CHECK: #kvattn.tile_config<kind = attention_varlen,
+// A run-time split: n from the ragged grid, P = 2 x (floor(T / 64) + B),
+// n = clamp(min(ceil(2 x 132 / P), ceil(S / 64)), 1, 64); the parts
+// [n, 1, Hq, T] and the grid's third dimension.
+// RT-LABEL: func @varlen_dynamic
+// RT: %[[T:.*]] = memref.dim %{{.*}}, %c2 : memref<1x2x?x16xf32>
+// RT: %[[Y:.*]] = arith.addi
+// RT: %[[P:.*]] = arith.muli %[[Y]], %c2
+// RT: %[[PP:.*]] = arith.maxsi %[[P]], %c1
+// RT: %[[WANT:.*]] = arith.ceildivsi %c264, %[[PP]]
+// RT: %[[N:.*]] = arith.maxsi
+// RT: memref.alloc(%[[N]], %[[T]]) {kvattn.role = #kvattn.role<out_parts>} : memref<?x1x2x?x16xf32>
+// RT: scf.forall ({{.*}}) in (2, %[[Y]], %[[N]])
+// RT: kind = attention_varlen, {{.*}}split_kv = 0, split_rule = <max = 64
+// RT: scf.if
+// RT: scf.forall ({{.*}}) in (2, %{{.*}})
+// RT: kvattn.tile.merge
+// RT: kvattn.varlen_merge
 func.func @varlen_dynamic(%q: tensor<1x2x?x16xf32>, %k: tensor<?x2x?x16xf32>, %cu: tensor<?xi64>, %len: tensor<?xi64>) -> tensor<1x2x?x16xf32> {
   %o = kvattn.attention %q, %k, %k q_start(%cu : tensor<?xi64>) kv_len(%len : tensor<?xi64>)
       : tensor<1x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32> -> tensor<1x2x?x16xf32>

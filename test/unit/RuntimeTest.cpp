@@ -1107,6 +1107,132 @@ TEST(RuntimeSplit, GridZAndNFollowTheFormula) {
   }
 }
 
+/// A ragged batch's run-time split (docs/tile-program.md, "Split-KV of a
+/// ragged batch"): the attention_varlen kernel over the packed rows and
+/// its merge_varlen kernel, GQA 32/8 packed in 16-row blocks.
+const char *kVarlenSplitManifest = R"json({
+  "format": "kvattn-launch-manifest", "version": 2, "chip": "sm_90",
+  "ptx_file": "v.ptx",
+  "kernels": [
+    {
+      "name": "a",
+      "params": [
+        {"index": 0, "name": "query", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": [1, 32, "L", 128], "access": "read"},
+        {"index": 1, "name": "key", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, "S", 128], "access": "read"},
+        {"index": 2, "name": "value", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": ["B", 8, "S", 128], "access": "read"},
+        {"index": 3, "name": "kv_len", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B"], "access": "read"},
+        {"index": 4, "name": "q_start", "kind": "pointer", "type": "u64", "element_type": "i32", "shape": ["B+1"], "access": "read"},
+        {"index": 5, "name": "out", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": [1, 32, "L", 128], "access": "write"},
+        {"index": 6, "name": "out_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", 1, 32, "L", 128], "access": "write"},
+        {"index": 7, "name": "lse_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", 1, 32, "L"], "access": "write"},
+        {"index": 8, "name": "B", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 9, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 10, "name": "S", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 11, "name": "N", "kind": "scalar", "type": "i64", "element_type": "i64"}
+      ],
+      "grid": {"x": "Hq / 4", "y": "floor(4 * L / 16) + B", "z": "N"},
+      "block": {"x": 32, "y": 1, "z": 1},
+      "dynamic_shared_memory_bytes": 26752,
+      "tile": {"block_m": 16, "block_n": 32, "num_warps": 1, "num_stages": 2, "group": 4, "split_kv": 0},
+      "split": {"max": 64, "block_m": 16, "block_n": 32, "group": 4, "programs_per_sm": 8, "min_keys": 512, "num_sms": 132},
+      "kind": "attention_varlen"
+    },
+    {
+      "name": "m",
+      "params": [
+        {"index": 0, "name": "out", "kind": "pointer", "type": "u64", "element_type": "bf16", "shape": [1, 32, "L", 128], "access": "write"},
+        {"index": 1, "name": "out_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", 1, 32, "L", 128], "access": "read"},
+        {"index": 2, "name": "lse_parts", "kind": "pointer", "type": "u64", "element_type": "f32", "shape": ["N", 1, 32, "L"], "access": "read"},
+        {"index": 3, "name": "L", "kind": "scalar", "type": "i64", "element_type": "i64"},
+        {"index": 4, "name": "N", "kind": "scalar", "type": "i64", "element_type": "i64"}
+      ],
+      "grid": {"x": "Hq", "y": "ceil(L / 16)", "z": 1},
+      "block": {"x": 32, "y": 1, "z": 1},
+      "dynamic_shared_memory_bytes": 0,
+      "tile": {"block_m": 16, "block_n": 32, "num_warps": 1, "num_stages": 2, "group": 1, "split_kv": 1},
+      "split": {"max": 64, "block_m": 16, "block_n": 32, "group": 4, "programs_per_sm": 8, "min_keys": 512, "num_sms": 132},
+      "kind": "merge_varlen"
+    }
+  ]
+})json";
+
+// A ragged batch: the rule's P is the ragged grid, (Hq / G) x (floor(G * T
+// / BM) + B) with B the sequences and T the packed rows; the attention's
+// grid is (Hq / G, floor(G * T / BM) + B, n), the merge's (Hq, ceil(T /
+// BM), 1) over the packed rows whatever B is, and with n = 1 the merge is
+// not launched.
+TEST(RuntimeSplit, RaggedBatchGridAndN) {
+  struct Case {
+    std::vector<int64_t> qLens;
+    int64_t s, expected;
+  };
+  // 132 SMs, 8 programs per SM: one decode row over 4096 keys: P = 8 x (0
+  // + 1) = 8, min(132, 128, 8) = 8; four decode rows beside a 30-row
+  // prefill chunk (T = 34) over 32768 keys: P = 8 x (floor(136 / 16) + 5)
+  // = 104, min(ceil(1056 / 104) = 11, 64) = 11; 1000 keys: floor(1000 /
+  // 512) = 1, no split (and no merge launch).
+  const Case cases[] = {
+      {{1}, 4096, 8}, {{1, 1, 30, 1, 1}, 32768, 11}, {{1, 1, 1}, 1000, 1}};
+  fakecuda_reset();
+  std::unique_ptr<Runtime> runtime;
+  RuntimeOptions options;
+  options.libraryPath = KVATTN_FAKE_CUDA;
+  ASSERT_TRUE(Runtime::create(runtime, options).isOk());
+  ASSERT_EQ(runtime->multiprocessorCount(), 132);
+  Manifest manifest;
+  Status ps = parseManifest(kVarlenSplitManifest, manifest);
+  ASSERT_TRUE(ps.isOk()) << ps.message();
+  ASSERT_EQ(manifest.kernels[1].kind, "merge_varlen");
+  const Module *module;
+  ASSERT_TRUE(
+      runtime->loadModule(entryOf("a", 12) + entryOf("m", 5), module).isOk());
+  for (const Case &c : cases) {
+    FakeCudaState &st = *fakecuda_state();
+    st.launches.clear();
+    const int64_t b = static_cast<int64_t>(c.qLens.size());
+    std::vector<int64_t> qStart = {0};
+    for (int64_t l : c.qLens)
+      qStart.push_back(qStart.back() + l);
+    const int64_t t = qStart.back();
+    LaunchArgs args;
+    args.sizes = {b, 32, 8, t, c.s};
+    args.buffers = {{"query", 0x1000},     {"key", 0x2000},
+                    {"value", 0x3000},     {"out", 0x4000},
+                    {"out_parts", 0x5000}, {"lse_parts", 0x6000}};
+    args.metadata["kv_len"] = std::vector<int64_t>(b, c.s);
+    args.metadata["q_start"] = qStart;
+    for (const KernelInfo &k : manifest.kernels) {
+      LaunchArgs own;
+      own.sizes = args.sizes;
+      for (const ParamInfo &p : k.params) {
+        if (args.buffers.count(p.name))
+          own.buffers[p.name] = args.buffers.at(p.name);
+        if (args.metadata.count(p.name))
+          own.metadata[p.name] = args.metadata.at(p.name);
+      }
+      Status s = runtime->launch(*module, k, own);
+      ASSERT_TRUE(s.isOk()) << s.message();
+    }
+    const int64_t n = c.expected;
+    EXPECT_EQ(splitCount(manifest.kernels[0], args.sizes, 132), n);
+    EXPECT_EQ(splitCount(manifest.kernels[1], args.sizes, 132), n);
+    ASSERT_EQ(st.launches.size(), n > 1 ? 2u : 1u) << "T " << t;
+    const FakeLaunch &a = st.launches[0];
+    EXPECT_EQ(a.grid[0], 8u);
+    EXPECT_EQ(a.grid[1], static_cast<unsigned>(4 * t / 16 + b));
+    EXPECT_EQ(a.grid[2], static_cast<unsigned>(n));
+    EXPECT_EQ(a.params[11], static_cast<uint64_t>(n));
+    if (n == 1)
+      continue;
+    const FakeLaunch &m = st.launches[1];
+    EXPECT_EQ(m.grid[0], 32u);
+    EXPECT_EQ(m.grid[1], static_cast<unsigned>((t + 15) / 16));
+    EXPECT_EQ(m.grid[2], 1u);
+    EXPECT_EQ(m.params[3], static_cast<uint64_t>(t));
+    EXPECT_EQ(m.params[4], static_cast<uint64_t>(n));
+  }
+}
+
 TEST(RuntimeSplit, ManifestRulesAreChecked) {
   Manifest m;
   // A split rule in a version 1 manifest.

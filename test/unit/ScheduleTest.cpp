@@ -466,17 +466,76 @@ TEST(Schedule, ChooseWgmmaBlockN) {
   EXPECT_EQ(s.bn, 64);
 }
 
+TEST(Schedule, VarlenPrograms) {
+  // (Hq / G) x (floor(G * T / BM) + B): GQA 32/8 over T = 37 packed rows
+  // of 3 sequences in 16-row blocks: 8 x (floor(148 / 16) + 3) = 96.
+  EXPECT_EQ(varlenPrograms(32, 4, 37, 16, 3), 96);
+  // Unpacked: 32 x (floor(37 / 16) + 3) = 160.
+  EXPECT_EQ(varlenPrograms(32, 1, 37, 16, 3), 160);
+  // Decode rows only (T = B = 8, G = 4, BM = 32): 8 x (1 + 8) = 72.
+  EXPECT_EQ(varlenPrograms(32, 4, 8, 32, 8), 72);
+  // No row: one (empty) block per sequence.
+  EXPECT_EQ(varlenPrograms(8, 1, 0, 16, 5), 40);
+  // Saturating, never wrapping; negative sizes count as 0.
+  EXPECT_EQ(varlenPrograms(INT64_MAX, 1, INT64_MAX, 1, INT64_MAX), INT64_MAX);
+  EXPECT_EQ(varlenPrograms(8, 1, -4, 16, -1), 0);
+}
+
 TEST(Schedule, ChooseRaggedAndEmpty) {
   Options o;
   o.splitKv = 0;
-  // A ragged batch packs (its query lengths are run-time values) and is
-  // never split.
+  // A ragged decode step of one sequence over 32768 keys: 4 heads packed
+  // into a 16-row block, P = 8 x (floor(4 / 16) + 1) = 8 programs, so the
+  // same 33 chunks as the non-ragged decode (ChooseStaticDecode).
   Problem p = gqaDecode();
   p.varlen = true;
-  p.qLen = 300;
+  p.qLen = 1;
+  p.sequences = 1;
   Blocks s = choose(p, o);
   EXPECT_EQ(s.group, 4);
+  EXPECT_EQ(s.bm, 16);
+  EXPECT_EQ(s.bn, 32);
+  EXPECT_EQ(s.splits, 33);
+  EXPECT_FALSE(s.runTimeSplit);
+  // Eight decode rows of eight sequences: 32 packed rows take 32-row
+  // blocks of 64 keys, P = 8 x (1 + 8) = 72 (the grid, spare blocks
+  // included): ceil(2 x 132 / 72) = 4 chunks.
+  p.qLen = 8;
+  p.sequences = 8;
+  s = choose(p, o);
+  EXPECT_EQ(s.bm, 32);
+  EXPECT_EQ(s.bn, 64);
+  EXPECT_EQ(s.splits, 4);
+  // The GPU pipeline's rule (8 warps per SM: 4 two-warp programs, chunks
+  // of at least 512 keys): ceil(4 x 132 / 72) = 8.
+  Options gpu = o;
+  gpu.splitWarpsPerSm = 8;
+  gpu.splitMinKeys = 512;
+  EXPECT_EQ(choose(p, gpu).splits, 8);
+  // A prefill-sized step (T = 4096 of 2 sequences): 8 x (256 + 2) = 2064
+  // programs fill the SMs, no split.
+  p.qLen = 4096;
+  p.sequences = 2;
+  EXPECT_EQ(choose(p, o).splits, 1);
+  // Run-time T or B (a serving engine's compile): a run-time split bounded
+  // by 64 chunks (1024 blocks of 32768 keys).
+  p.qLen = kDynamic;
+  s = choose(p, o);
+  EXPECT_TRUE(s.runTimeSplit);
+  EXPECT_EQ(s.splits, 64);
+  p.qLen = 8;
+  p.sequences = kDynamic;
+  EXPECT_TRUE(choose(p, o).runTimeSplit);
+  // An explicit split-kv applies as it does to other batches.
+  Options fixed = o;
+  fixed.splitKv = 3;
+  EXPECT_EQ(choose(p, fixed).splits, 3);
+  // No packed row at all: nothing to merge, no split.
+  p.qLen = 0;
+  p.sequences = 4;
+  s = choose(p, o);
   EXPECT_EQ(s.splits, 1);
+  EXPECT_FALSE(s.runTimeSplit);
   // A statically empty grid: no split.
   p = gqaDecode();
   p.batch = 0;

@@ -54,6 +54,10 @@ struct LaunchCounters {
   /// per CTA, the loop's latch executions over the threads that ran it
   /// (a producer warpgroup, which never does, is not counted).
   uint64_t kvBlocks = 0;
+  /// The most KV-loop iterations of one CTA: the launch's longest program
+  /// (with split-KV, its longest chunk), which bounds its time when the
+  /// CTAs run side by side.
+  uint64_t kvBlocksMaxCta = 0;
   /// The warps of a CTA that ran the KV loop (all of them but a producer
   /// warpgroup's; the most over CTAs): the per-warp figures divide by it.
   uint64_t kvWarpsPerCta = 0;

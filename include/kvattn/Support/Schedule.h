@@ -71,8 +71,11 @@ struct Problem {
   /// The keys a program may visit: S, or max_pages x page_size when paged.
   int64_t logicalKeys = 0;
   int64_t headDim = 0;
-  /// A ragged batch (q_start): always packed, never split.
+  /// A ragged batch (q_start): always packed where the head counts allow;
+  /// `batch` is 1 (the packed query) and `sequences` the sequence count B
+  /// (q_start's length - 1), `qLen` the packed rows T.
   bool varlen = false;
+  int64_t sequences = 0;
   /// Draft-token trees (tree_parents): the mask's walks need registers, so
   /// wideWarpsFit leaves them more.
   bool tree = false;
@@ -223,6 +226,16 @@ int64_t saturatingMul(int64_t a, int64_t b);
 /// non-negative sizes.
 int64_t splitRule(int64_t programs, int64_t keys, int64_t bn, int64_t perSm,
                   int64_t numSms, int64_t minKeys, int64_t maxSplits);
+
+/// The programs of a ragged batch's grid (docs/tile-program.md, "Ragged
+/// batches"): (qHeads / group) x (floor(group x rows / bm) + sequences),
+/// with `rows` the packed query rows T and `sequences` the sequence count B.
+/// Each sequence takes its ceil(G * L_b / BM) query blocks and at most one
+/// empty one, so this is the most programs that can have rows, a bound the
+/// host knows without reading q_start (the split rule's P for a ragged
+/// batch). Saturates at INT64_MAX; negative sizes count as 0.
+int64_t varlenPrograms(int64_t qHeads, int64_t group, int64_t rows, int64_t bm,
+                       int64_t sequences);
 
 /// The bound N_max of a run-time split: kMaxAutomaticSplit, or fewer when
 /// the keys are static.

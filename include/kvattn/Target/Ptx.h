@@ -58,7 +58,8 @@ struct KernelManifest {
     int64_t maxSplits = 0, blockM = 0, blockN = 0, group = 1, programsPerSm = 0,
             minKeys = 0, numSms = 0;
   } splitRule;
-  /// "attention", or "merge" for the kernel that merges a split's parts.
+  /// "attention", or "merge" for the kernel that merges a split's parts
+  /// ("merge_varlen" for a ragged batch's; docs/kernel-abi.md lists all).
   std::string kind = "attention";
   /// An append kernel whose -1 pages are padding (kSkipPaddingAttr).
   bool skipPadding = false;
