@@ -777,6 +777,15 @@ void printCounters(mlir::kvattn::EmulatedGpu &emu) {
   llvm::outs().flush();
 }
 
+/// A kernel's tile as the tables print it: BMxBN/Ww[/sN].
+std::string tileName(const mlir::kvattn::KernelManifest &km) {
+  std::string tile =
+      llvm::formatv("{0}x{1}/{2}w", km.blockM, km.blockN, km.numWarps).str();
+  if (km.splitKv > 1)
+    tile += "/s" + std::to_string(km.splitKv);
+  return tile;
+}
+
 /// The device a GPU benchmark runs on: the runtime (none with
 /// --compile-only), the compile options for its chip, its SMs and the
 /// memory a benchmark's buffers may take.
@@ -981,11 +990,7 @@ int runMlaGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
           continue;
         }
         const mlir::kvattn::KernelManifest &km = ptx.kernels.at(0);
-        std::string tile =
-            llvm::formatv("{0}x{1}/{2}w", km.blockM, km.blockN, km.numWarps)
-                .str();
-        if (km.splitKv > 1)
-          tile += "/s" + std::to_string(km.splitKv);
+        std::string tile = tileName(km);
         rt::Manifest manifest;
         const rt::Module *loaded = nullptr;
         st = rt::parseManifest(mlir::kvattn::manifestToJson(ptx, "mla.ptx"),
@@ -1231,11 +1236,7 @@ int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
           }
         }
         const mlir::kvattn::KernelManifest &km = ptx.kernels.at(0);
-        std::string tile =
-            llvm::formatv("{0}x{1}/{2}w", km.blockM, km.blockN, km.numWarps)
-                .str();
-        if (km.splitKv > 1)
-          tile += "/s" + std::to_string(km.splitKv);
+        std::string tile = tileName(km);
         if (compileOnly) {
           // The cold figure: the fastest of a few compiles (this machine
           // may be shared).
