@@ -1002,10 +1002,12 @@ private:
       // The part's final state (no sink, no ALiBi in a cascade) at the
       // rows out would have: [1, Hq, T] indexed like out.
       Value index = p.c(cascade->index);
-      TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc,
-                          partView(pb, p, cascade->outParts, index),
-                          partView(pb, p, cascade->lseParts, index), r.qBatch,
-                          r.head, r.qRowStart, r.rows, groupAttr,
+      // (One view per statement: the IR's order must not depend on the
+      // C++ compiler's order of evaluating arguments.)
+      Value outPart = partView(pb, p, cascade->outParts, index);
+      Value lsePart = partView(pb, p, cascade->lseParts, index);
+      TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, outPart, lsePart,
+                          r.qBatch, r.head, r.qRowStart, r.rows, groupAttr,
                           /*sinks=*/Value(), /*alibi_slopes=*/Value(),
                           /*alibi_ref=*/Value());
       return;
@@ -1022,9 +1024,11 @@ private:
     // indexed like out: a ragged batch's at its packed rows (batch 0, row
     // q_start[b] + i), which the merge reads back as rows of one batch.
     auto storeParts = [&] {
-      TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, part(outParts),
-                          part(lseParts), r.qBatch, r.head, r.qRowStart, r.rows,
-                          groupAttr, /*sinks=*/Value(),
+      Value outPart = part(outParts);
+      Value lsePart = part(lseParts);
+      TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, outPart, lsePart,
+                          r.qBatch, r.head, r.qRowStart, r.rows, groupAttr,
+                          /*sinks=*/Value(),
                           /*alibi_slopes=*/Value(), /*alibi_ref=*/Value());
     };
     if (!s.runTimeSplit) {

@@ -32,8 +32,8 @@
 // BM16: %[[OUTP:.*]] = memref.alloc() {kvattn.role = #kvattn.role<out_parts>} : memref<4x1x8x19x64xf32>
 // BM16: %[[LSEP:.*]] = memref.alloc() {kvattn.role = #kvattn.role<lse_parts>} : memref<4x1x8x19xf32>
 // BM16: scf.forall ({{.*}}, %[[CHUNK:.*]]) in (2, 7, 4)
-// BM16: memref.subview %[[LSEP]][%[[CHUNK]], 0, 0, 0]
 // BM16: memref.subview %[[OUTP]][%[[CHUNK]], 0, 0, 0, 0]
+// BM16: memref.subview %[[LSEP]][%[[CHUNK]], 0, 0, 0]
 // BM16: kvattn.tile.store {{.*}} [%c0, %{{.*}}, %{{.*}}] rows(%{{.*}}) group = 4
 // BM16: #kvattn.tile_config<kind = attention_varlen, block_m = 16, block_n = 64, num_warps = 1, num_stages = 2, split_kv = 4, group = 4>
 // BM16: scf.forall ({{.*}}) in (8, 2)
