@@ -108,8 +108,17 @@ int64_t latentProgramSharedBytes(const Problem &p, int64_t bm, int64_t bn) {
   return 2 * (bm * p.headDim + bn * p.headDim) + scores;
 }
 
+int64_t latentWgmmaSharedBytes(const Problem &p, int64_t bm, int64_t bn,
+                               int64_t split) {
+  auto align = [](int64_t v, int64_t a) { return (v + a - 1) / a * a; };
+  const int64_t exchange = align(align(split * bm * 4, 16) + bm * bn * 2, 1024);
+  const int64_t ringBarriers = 8 * 8;
+  return align(2 * bm * p.headDim, 1024) + exchange +
+         2 * align(2 * bn * p.headDim, 1024) + ringBarriers;
+}
+
 LatentBlocks latentBlocks(const Problem &p, int64_t rows,
-                          int64_t sharedMemoryPerSm) {
+                          int64_t sharedMemoryPerSm, bool wgmma) {
   const int64_t dv = p.valueHeadDim ? p.valueHeadDim : p.headDim;
   // The K stage's element width: an FP8 cache is staged in the query's type.
   const int64_t stageBits =
@@ -129,6 +138,14 @@ LatentBlocks latentBlocks(const Problem &p, int64_t rows,
   int64_t split = latentValueSplit(dv);
   while (split > 1 && bm / 16 * split > 8 && dv / (split / 2) <= 256)
     split /= 2;
+  // sm_90a: whole warpgroups sharing each 64 rows (split > 1) exchange
+  // maxima and 16-bit probabilities instead of f32 scores, which leaves
+  // room for two stages of 64 keys: half the blocks, so half the
+  // accumulator rescales and per-block softmax work (docs/gpu-lowering.md,
+  // "The latent form on wgmma").
+  if (wgmma && split > 1 && bm % 64 == 0 && p.headDim % 64 == 0 &&
+      latentWgmmaSharedBytes(p, bm, 2 * bn, split) <= kWgmmaSharedMemoryBytes)
+    return {bm, 2 * bn, bm / 16 * split};
   return {bm, bn, bm / 16 * split};
 }
 
@@ -268,7 +285,7 @@ Blocks choose(const Problem &p, const Options &o) {
   LatentBlocks latent;
   if (o.tensorCores && p.latent && !o.blockM && !o.numWarps) {
     latent = latentBlocks(p, isDynamic(p.qLen) ? kDynamic : p.qLen * s.group,
-                          o.sharedMemoryPerSm);
+                          o.sharedMemoryPerSm, o.wgmma);
     if (latent.bm) {
       s.bm = latent.bm;
       s.numWarps = latent.numWarps;

@@ -276,6 +276,21 @@ TEST(Schedule, LatentBlocks) {
   b = latentBlocks(p, 128, 228 * 1024);
   EXPECT_EQ(b.bm, 64);
   EXPECT_EQ(b.numWarps, 8);
+  // sm_90a (wgmma): the two warpgroups of the 64 rows exchange maxima and
+  // 16-bit probabilities instead of f32 scores, which leaves room for two
+  // 64-key K stages: 72 KB query tile + 9 KB exchange + 2 x 72 KB stages +
+  // the ring's barriers = 230,464 bytes (the kernel's dynamic shared
+  // memory, test/Target/ptxas-mla.test) within 227 KB. 16 heads (16 rows:
+  // no whole warpgroup) keep 32 keys.
+  EXPECT_EQ(latentWgmmaSharedBytes(p, 64, 64, 2), 230464);
+  b = latentBlocks(p, 128, 228 * 1024, /*wgmma=*/true);
+  EXPECT_EQ(b.bm, 64);
+  EXPECT_EQ(b.bn, 64);
+  EXPECT_EQ(b.numWarps, 8);
+  b = latentBlocks(p, 16, 228 * 1024, /*wgmma=*/true);
+  EXPECT_EQ(b.bn, 32);
+  // 128-key blocks would not fit: 64 stay.
+  EXPECT_GT(latentWgmmaSharedBytes(p, 64, 128, 2), kWgmmaSharedMemoryBytes);
   // An FP8 cache is staged in the query's type: a 16-bit query gives the
   // same 16-bit K stage and the same tiles; an f32 query none (no tensor
   // cores), nor an unknown one.
@@ -285,6 +300,7 @@ TEST(Schedule, LatentBlocks) {
   EXPECT_EQ(b.bm, 64);
   EXPECT_EQ(b.bn, 32);
   EXPECT_EQ(b.numWarps, 8);
+  EXPECT_EQ(latentBlocks(p, 128, 228 * 1024, /*wgmma=*/true).bn, 64);
   p.queryElementBits = 32;
   EXPECT_EQ(latentBlocks(p, 128, 228 * 1024).bm, 0);
   p.queryElementBits = 0;

@@ -159,11 +159,26 @@ int64_t latentProgramSharedBytes(const Problem &problem, int64_t bm,
 /// 256 columns) where the program would have more than 8 warps: a thread of
 /// 16 warps has 128 registers, and ptxas spilled there (64 rows: 8 warps of
 /// 256 columns, hd 256's budget). {0, 0, 0} where this does not apply.
+///
+/// With `wgmma` (sm_90a) a program of whole warpgroups whose value split
+/// exchanges row maxima and probabilities (SharedMemoryLayout's
+/// shareExchange) takes 64-key blocks where the TMA ring of two such K
+/// stages fits beside the query tile (latentWgmmaSharedBytes within
+/// kWgmmaSharedMemoryBytes): DeepSeek MLA's 128 heads, 64 rows of two
+/// warpgroups, as FlashMLA's 64 x 64 tile.
 struct LatentBlocks {
   int64_t bm = 0, bn = 0, numWarps = 0;
 };
 LatentBlocks latentBlocks(const Problem &problem, int64_t rows,
-                          int64_t sharedMemoryPerSm);
+                          int64_t sharedMemoryPerSm, bool wgmma = false);
+
+/// The shared memory of a latent wgmma program of `bm` rows, `bn`-key
+/// blocks and a value split of `split` with its TMA ring: the query tile,
+/// the share exchange (the rows' maxima per slice and the bm x bn 16-bit
+/// probabilities, padded to 1024 bytes so that the stages after it keep the
+/// 128-byte swizzle's alignment), two K stages and the ring's mbarriers.
+int64_t latentWgmmaSharedBytes(const Problem &problem, int64_t bm, int64_t bn,
+                               int64_t split);
 
 /// What the policy chose.
 struct Blocks {

@@ -81,10 +81,15 @@ struct Threads {
   /// wgmma: the warpgroup's row group (64 rows each), warp-uniform to
   /// ptxas (a shuffle from lane 0); valueSlice derives from it too.
   Value rowGroup;
-  /// A wgmma value split: the two copies of the score tile, one above the
-  /// other ([2 BM, BN] f32; block n exchanges its scores in copy n % 2:
-  /// SharedMemoryLayout::scoreCopies).
-  Value scoreExchange;
+  /// A wgmma value split (SharedMemoryLayout::shareExchange): the lane's
+  /// score registers hold its warpgroup's share of the block's keys, block-n
+  /// / valueSplit from shareKeyBase() on; the warpgroups of a row group
+  /// exchange the rows' maxima through `shareMax` ([valueSplit, BM] f32,
+  /// by value slice; the row sums at the store) and the probabilities,
+  /// as P.V's A registers, through `shareProbs` (i32 words: one 16-byte
+  /// vector per thread and k16 step, [row group][slice][step][128 threads]).
+  bool scoreShares = false;
+  Value shareMax, shareProbs;
   /// Whether tile.qk and the P.V product of tile.softmax_update run on
   /// tensor cores (mma.sync m16n8k16, operands through ldmatrix).
   bool tensorCores = false;
@@ -333,6 +338,28 @@ struct GpuEmitter : Emitter {
         "valuebase:" + std::to_string(dv), [&](GpuEmitter &h) {
           return h.mulIdx(h.t.valueSlice, dv / h.t.valueSplit);
         });
+  }
+
+  /// The keys of a block whose scores a lane keeps: its warpgroup's share
+  /// (bn / valueSplit) with Threads::scoreShares, else all `bn`.
+  int64_t scoreKeys(int64_t bn) const {
+    return t.scoreShares ? bn / t.valueSplit : bn;
+  }
+  /// The first key of the warpgroup's share (valueSlice x its keys; 0
+  /// without shares), a thread constant.
+  Value shareKeyBase(int64_t bn) {
+    if (!t.scoreShares)
+      return idx(0);
+    return threadConstant(
+        "sharekeys:" + std::to_string(bn), [&](GpuEmitter &h) {
+          return h.mulIdx(h.t.valueSlice, bn / h.t.valueSplit);
+        });
+  }
+  /// The key (block column) of the lane's score register (slice j,
+  /// element el) in a block of `bn` keys.
+  Value scoreKey(int64_t bn, int64_t j, int el) {
+    return t.scoreShares ? add(shareKeyBase(bn), accColumn(j, el))
+                         : accColumn(j, el);
   }
 
   /// Column `8j + 2q + el` of the lane's accumulator entries.

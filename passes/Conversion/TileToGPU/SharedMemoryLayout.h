@@ -63,14 +63,25 @@ struct SharedMemoryLayout {
   /// On wgmma the sharing warps are whole warpgroups (warpgroup g owns
   /// slice g % valueSplit of row group g / valueSplit).
   int64_t valueSplit = 1;
-  /// Copies of the score tile back to back (scoreOffset): 2 where the
-  /// warpgroups of a wgmma value split exchange their scores with one
-  /// barrier per block (block n in copy n % 2: a warpgroup writing block
-  /// n + 1's scores has passed block n's barrier, which every reader of
-  /// the other copy reached after reading it).
-  int64_t scoreCopies = 1;
-  int64_t scoreOffset = 0;
+  /// The warpgroups of a wgmma value split (each computes the scores of
+  /// its share of a block's keys) exchange, in place of the score tile,
+  /// their row maxima ([valueSplit, block-m] f32 at `exchangeOffset`; the
+  /// row sums at the store) and their probabilities rounded to the 16-bit
+  /// operand type (block-m x block-n of them, as the A fragments of P.V, at
+  /// `exchangeProbsOffset`): docs/gpu-lowering.md, "The latent form on
+  /// wgmma".
+  bool shareExchange = false;
+  int64_t exchangeOffset = 0, exchangeProbsOffset = 0;
 };
+
+/// The bytes of a share exchange (SharedMemoryLayout::shareExchange) for
+/// `bm` rows, `bn` keys and a value split of `split`: the maxima, 16-byte
+/// aligned, then the probabilities, padded to 1024 bytes (the K stage
+/// after it keeps the 128-byte swizzle's alignment;
+/// schedule::latentWgmmaSharedBytes counts the same).
+inline int64_t shareExchangeBytes(int64_t bm, int64_t bn, int64_t split) {
+  return ((split * bm * 4 + 15) / 16 * 16 + bm * bn * 2 + 1023) / 1024 * 1024;
+}
 
 /// Stages per ring of the TMA lowering and its mbarriers.
 inline constexpr int64_t kTmaStages = 2;
@@ -161,9 +172,9 @@ inline std::optional<TileRole> tileRoleAttrOf(memref::AllocaOp alloca) {
 /// row statistics (registers on tensor cores) none.
 inline FailureOr<SharedMemoryLayout> computeSharedMemoryLayout(
     Operation *root, bool privateScores = false, bool query16 = false,
-    TileRoleFn roleOf = inferTileRole, int64_t scoreCopies = 1) {
+    TileRoleFn roleOf = inferTileRole, bool shareExchange = false) {
   SharedMemoryLayout layout;
-  layout.scoreCopies = scoreCopies;
+  layout.shareExchange = shareExchange;
   int64_t offset = 0;
   bool ok = true;
   int64_t rows = 0, keyCols = 0, valueCols = 0;
@@ -208,12 +219,20 @@ inline FailureOr<SharedMemoryLayout> computeSharedMemoryLayout(
     const int64_t bits = query16 && eltBytes == 2 && role == TileRole::query
                              ? 16
                              : type.getElementType().getIntOrFloatBitWidth();
+    if (shareExchange && role == TileRole::scores) {
+      // The share exchange replaces the [block-m, block-n] f32 score tile
+      // (which gets no shared memory: the lowering erases it).
+      const int64_t split = valueSplitOf(getTileConfig(root), latent);
+      layout.exchangeOffset = offset;
+      layout.exchangeProbsOffset =
+          offset + alignTo16(split * type.getDimSize(0) * 4);
+      offset +=
+          shareExchangeBytes(type.getDimSize(0), type.getDimSize(1), split);
+      return;
+    }
     layout.tiles.push_back(alloca);
     layout.offsets.push_back(offset);
-    const int64_t copies = role == TileRole::scores ? scoreCopies : 1;
-    if (role == TileRole::scores)
-      layout.scoreOffset = offset;
-    offset += copies * alignTo16(type.getNumElements() * bits / 8);
+    offset += alignTo16(type.getNumElements() * bits / 8);
   });
   if (!ok)
     return failure();
@@ -339,12 +358,13 @@ computeTensorCoreLayout(Operation *root, int64_t mmaTiles = 1,
     return layout;
   layout->mmaTiles = mmaTiles;
   layout->wgmma = wgmma;
-  // The warpgroups of a wgmma value split exchange their scores through
-  // two copies of the score tile (SharedMemoryLayout::scoreCopies).
+  // The warpgroups of a wgmma value split exchange row maxima and
+  // probabilities instead of keeping a score tile
+  // (SharedMemoryLayout::shareExchange).
   if (wgmma && layout->valueSplit > 1) {
     layout = computeSharedMemoryLayout(root, /*privateScores=*/false,
                                        /*query16=*/true, roleOf,
-                                       /*scoreCopies=*/2);
+                                       /*shareExchange=*/true);
     layout->mmaTiles = mmaTiles;
     layout->wgmma = wgmma;
     return layout;
@@ -381,21 +401,22 @@ inline bool canUseWgmma(const SharedMemoryLayout &layout, int64_t numWarps,
   };
   // The latent form (V = the K stage's first Dv columns): any D of whole
   // panels (Q.K^T chains D / 16 steps), each warpgroup's Dv / valueSplit
-  // columns one P.V's N, its share of the keys whole 8-row swizzle atoms
-  // of the stage (the descriptor's start stays 1024-byte aligned), and
-  // whole warpgroups per share (numWarps = 4 x row groups x valueSplit).
+  // columns one P.V's N, its share of the keys whole k16 steps of P.V (so
+  // also whole 8-row swizzle atoms of the stage: the descriptors' starts
+  // stay 1024-byte aligned), and whole warpgroups per share (numWarps = 4 x
+  // row groups x valueSplit).
   const int64_t split = std::max<int64_t>(layout.valueSplit, 1);
   const bool columns =
       layout.latent ? layout.keyCols % 64 == 0 && layout.keyCols > 0 &&
                           layout.valueCols % split == 0 &&
                           panelled(layout.valueCols / split) &&
-                          layout.stageRows % (8 * split) == 0 &&
+                          layout.stageRows % (16 * split) == 0 &&
                           numWarps % (4 * split) == 0 && layout.latentStage
                     : panelled(layout.keyCols) && panelled(layout.valueCols);
   // The scores in registers (the accumulator of Q.K^T is the A operand of
-  // P.V); a value split gathers them there from the shared copies.
+  // P.V); a value split keeps its share there and exchanges the rest.
   const bool scores =
-      split > 1 ? layout.scoreCopies == 2 : keepScoresInRegisters(layout);
+      split > 1 ? layout.shareExchange : keepScoresInRegisters(layout);
   if (!columns || !canUseTensorCores(layout) || layout.mmaTiles != 1 ||
       numWarps <= 0 || numWarps % 4 != 0 || layout.stageRows % 16 != 0 ||
       layout.stageRows > 256 || !scores || layout.stageOffset % 1024 != 0 ||

@@ -310,8 +310,11 @@ void lowerMask(GpuEmitter &e, TileMaskOp op) {
     e.when(e.lt(r, op.getRows()), [&] {
       Value qp = emitQueryPosition(e, op, r);
       if (e.t.scores) {
-        // The lane's score registers: every (slice, element), unrolled.
-        e.forAccColumns(bn, [&](int64_t j, int el, Value c) {
+        // The lane's score registers: every (slice, element), unrolled
+        // (with Threads::scoreShares its warpgroup's keys).
+        e.forAccColumns(e.scoreKeys(bn), [&](int64_t j, int el, Value c) {
+          if (e.t.scoreShares)
+            c = e.scoreKey(bn, j, el);
           e.when(e.lt(c, op.getCols()), [&] {
             e.storeScore(emitMaskedScore(e, op, r, qp, c, e.t.maskUnit,
                                          e.loadScore(k, j, el)),
@@ -328,6 +331,35 @@ void lowerMask(GpuEmitter &e, TileMaskOp op) {
       });
     });
   }
+}
+
+/// Threads::scoreShares: `values[k]` (the lane's row k's statistic over
+/// its warpgroup's keys, the same in every lane of the quad) combined over
+/// the row's warpgroups, by maximum (`isMax`) or sum, in value-slice order
+/// (so every warpgroup gets the same bits). One barrier; the slots are
+/// rewritten only after the next exchange's barrier, which every reader
+/// reaches after reading them.
+SmallVector<Value, 4> exchangeShareStats(GpuEmitter &e, ArrayRef<Value> values,
+                                         bool isMax) {
+  Value leader =
+      arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.quad, e.idx(0));
+  for (auto [k, v] : llvm::enumerate(values)) {
+    Value r = e.ownedRow(static_cast<int>(k));
+    e.when(leader, [&] { e.store(v, e.t.shareMax, {e.t.valueSlice, r}); });
+  }
+  e.barrier();
+  SmallVector<Value, 4> out;
+  for (size_t k = 0; k < values.size(); ++k) {
+    Value r = e.ownedRow(static_cast<int>(k));
+    Value all = e.load(e.t.shareMax, {e.idx(0), r});
+    for (int64_t s = 1; s < e.t.valueSplit; ++s) {
+      Value v = e.load(e.t.shareMax, {e.idx(s), r});
+      all = isMax ? arith::MaximumFOp::create(e.b, all, v).getResult()
+                  : e.addf(all, v);
+    }
+    out.push_back(all);
+  }
+  return out;
 }
 
 void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
@@ -383,23 +415,35 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
             });
           });
         Value acc = init;
-        for (int64_t j = 0; j < bn / e.t.layout.sliceColumns; ++j)
+        for (int64_t j = 0; j < e.scoreKeys(bn) / e.t.layout.sliceColumns; ++j)
           for (int el = 0; el < e.t.layout.elementsPerRow; ++el)
             acc = body(e.loadScore(k, j, el), acc,
                        [&](Value p) { e.storeScore(p, k, j, el); });
         return acc;
       };
   Value f = e.f32(e.t.expScale);
-  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
-    Value r = e.ownedRow(k);
-    Value oldMax = e.loadRowStat(op.getMax(), 0, k, r);
-    Value oldSum = e.loadRowStat(op.getSum(), 1, k, r);
-    Value blockMax = e.quadReduce(
+  auto laneMax = [&](int k, Value r) {
+    return e.quadReduce(
         reduceScores(k, r, e.negInf(),
                      [&](Value s, Value m, function_ref<void(Value)>) {
                        return arith::MaximumFOp::create(e.b, m, s).getResult();
                      }),
         /*isMax=*/true);
+  };
+  // Score shares: the rows' maxima over the warpgroup's keys, then over
+  // the row group's (one exchange for all of the lane's rows); the
+  // warpgroups then compute the same maxima and rescale factors.
+  SmallVector<Value, 4> shareMaxima;
+  if (e.t.scoreShares) {
+    for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
+      shareMaxima.push_back(laneMax(k, e.ownedRow(k)));
+    shareMaxima = exchangeShareStats(e, shareMaxima, /*isMax=*/true);
+  }
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
+    Value r = e.ownedRow(k);
+    Value oldMax = e.loadRowStat(op.getMax(), 0, k, r);
+    Value oldSum = e.loadRowStat(op.getSum(), 1, k, r);
+    Value blockMax = e.t.scoreShares ? shareMaxima[k] : laneMax(k, r);
     Value newMax = arith::MaximumFOp::create(e.b, oldMax, blockMax);
     // Lazy rescaling: the row keeps its old maximum while the block raises
     // it by at most kLazyRescaleLog2 in exp2 units; the row's
@@ -662,11 +706,23 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
 void lowerStore(GpuEmitter &e, TileStoreOp op) {
   // Tensor cores: each lane's sums are its own columns' (tile.softmax_update);
   // the row's is the quad's, combined here once (the whole warp is here).
-  if (e.t.rowStats)
-    for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
-      e.store(e.quadReduce(e.load(e.t.rowStats, {e.idx(1), e.idx(k)}),
-                           /*isMax=*/false),
-              e.t.rowStats, {e.idx(1), e.idx(k)});
+  // Score shares: each warpgroup summed its own keys' probabilities; the
+  // row's sum is theirs together.
+  if (e.t.rowStats) {
+    SmallVector<Value, 4> sums;
+    for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
+      Value sum = e.quadReduce(e.load(e.t.rowStats, {e.idx(1), e.idx(k)}),
+                               /*isMax=*/false);
+      if (e.t.scoreShares)
+        sums.push_back(sum);
+      else
+        e.store(sum, e.t.rowStats, {e.idx(1), e.idx(k)});
+    }
+    if (e.t.scoreShares)
+      for (auto [k, sum] :
+           llvm::enumerate(exchangeShareStats(e, sums, /*isMax=*/false)))
+        e.store(sum, e.t.rowStats, {e.idx(1), e.idx(k)});
+  }
   Value out = op.getOut();
   Type outType = cast<MemRefType>(out.getType()).getElementType();
   const int64_t fullDv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
@@ -1245,7 +1301,8 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
         b, privateTileType(t.layout, dv / valueSplit, b.getF32Type()));
   }
   // On tensor cores, small tiles: the scores too, [2][BN / 8][2] per lane.
-  if (!privateScores)
+  // (A share exchange has no score tile: erased with the private ones.)
+  if (!privateScores && !layout->shareExchange)
     scoreTile = {}; // a tile in shared memory: replaced by its view above
   if (privateScores) {
     if (scoreTile)
@@ -1254,21 +1311,28 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
                              b.getF32Type()));
   }
   // A value split: the warps of a row group compute a share of the keys
-  // each and exchange them through the shared score tile; then every lane
-  // holds all of its rows' scores in registers, as above.
+  // each. On mma.sync they exchange the scores through the shared score
+  // tile; then every lane holds all of its rows' scores in registers, as
+  // above. On wgmma each lane keeps its warpgroup's share
+  // (Threads::scoreShares).
+  const bool scoreShares = wgmma && valueSplit > 1;
   if (tensorCores && valueSplit > 1)
     t.scores = memref::AllocaOp::create(
-        b, privateTileType(t.layout, bn, b.getF32Type()));
+        b, privateTileType(t.layout, scoreShares ? bn / valueSplit : bn,
+                           b.getF32Type()));
   t.latent = layout->latent;
   t.latentValueCols = layout->latent ? layout->valueCols : 0;
   t.valueSplit = valueSplit;
-  // A wgmma value split: the score tile's two copies as one tile.
-  if (wgmma && valueSplit > 1) {
-    if (layout->scoreCopies != 2)
+  if (scoreShares) {
+    if (!layout->shareExchange || bn % (16 * valueSplit) != 0)
       return kernel.emitOpError()
              << "kvattn-lower-tile-to-gpu: a wgmma value split exchanges "
-                "the scores through two copies of the score tile";
-    t.scoreExchange = view(layout->scoreOffset, {2 * bm, bn}, b.getF32Type());
+                "row maxima and probabilities in whole k16 steps (block-n = "
+             << bn << ", value split " << valueSplit << ")";
+    t.scoreShares = true;
+    t.shareMax = view(layout->exchangeOffset, {valueSplit, bm}, b.getF32Type());
+    t.shareProbs =
+        view(layout->exchangeProbsOffset, {bm * bn / 2}, b.getI32Type());
   }
   t.stage = view(layout->stageOffset, {layout->stageRows, layout->stageCols},
                  layout->stageElementType);

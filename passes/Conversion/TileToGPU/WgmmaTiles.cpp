@@ -600,18 +600,14 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
 
   Value qAddress = sharedAddress(e, q16);
   Value groupRows = warpgroupRowBytes(e);
-  // A value split: this warpgroup's share of the block's keys, N = n rows
-  // of the stage from row `keyBase` (whole swizzle atoms: canUseWgmma).
-  const int64_t split = e.t.valueSplit;
-  const int64_t n = bn / split;
-  Value keyBase, keyBytes;
-  if (split > 1) {
-    keyBase = e.threadConstant("wgmma:keys", [&](GpuEmitter &h) {
-      return h.mulIdx(h.t.valueSlice, n);
-    });
+  // Score shares (a value split): this warpgroup's keys, N = n rows of the
+  // stage from its share's first (whole k16 steps: canUseWgmma).
+  const int64_t n = e.scoreKeys(bn);
+  Value keyBytes;
+  if (e.t.scoreShares)
     keyBytes = arith::IndexCastUIOp::create(
-        e.b, e.b.getI64Type(), e.mulIdx(keyBase, wgmma::kPanelRowBytes));
-  }
+        e.b, e.b.getI64Type(),
+        e.mulIdx(e.shareKeyBase(bn), wgmma::kPanelRowBytes));
   // (The descriptors before the fence, as for P.V.)
   SmallVector<wgmma::StepDescriptor> qSteps, kSteps;
   for (int64_t kk = 0; kk < d / 16; ++kk) {
@@ -631,43 +627,17 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   if (e.t.tma && !e.t.latent)
     emitTmaRelease(e, 0, op.getStart());
   const FragmentLayout &layout = e.t.layout;
-  if (split > 1) {
-    // The share into this block's copy of the score tile (copy n % 2 for
-    // block n: Threads::scoreExchange), one barrier over the consumers,
-    // then every score of the lane's rows into its registers; the row
-    // group's warpgroups then compute the same statistics.
-    Value copyRows =
-        e.mulIdx(e.remIdx(e.divIdx(op.getStart(), e.idx(bn)), e.idx(2)), bm);
-    for (int64_t i = 0; i < n / 2; ++i) {
-      FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
-      Value s = e.t.rawScores ? acc[i] : emitScaledScore(e, op, acc[i], kLog2E);
-      Value r = e.ownedRow(entry.k);
-      Value c = e.add(keyBase, e.accColumn(entry.slice, entry.el));
-      e.store(s, e.t.scoreExchange, {e.add(copyRows, r), e.scoreColumn(r, c)});
-    }
-    e.barrier();
-    for (int k = 0; k < layout.rowsPerLane; ++k) {
-      Value r = e.ownedRow(k);
-      Value at = e.add(copyRows, r);
-      for (int64_t j = 0; j < layout.slices(bn); ++j)
-        for (int el = 0; el < layout.elementsPerRow; ++el)
-          e.storeScore(e.load(e.t.scoreExchange,
-                              {at, e.scoreColumn(r, e.accColumn(j, el))}),
-                       k, j, el);
-    }
-  } else {
-    for (int64_t i = 0; i < bn / 2; ++i) {
-      FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
-      Value s = e.t.rawScores ? acc[i] : emitScaledScore(e, op, acc[i], kLog2E);
-      e.storeScore(s, entry.k, entry.slice, entry.el);
-    }
+  for (int64_t i = 0; i < n / 2; ++i) {
+    FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
+    Value s = e.t.rawScores ? acc[i] : emitScaledScore(e, op, acc[i], kLog2E);
+    e.storeScore(s, entry.k, entry.slice, entry.el);
   }
   // -inf past the block's keys, only in a block shorter than block-n.
   e.when(e.lt(op.getCols(), e.idx(bn)), [&] {
-    for (int64_t j = 0; j < layout.slices(bn); ++j)
+    for (int64_t j = 0; j < layout.slices(n); ++j)
       for (int k = 0; k < layout.rowsPerLane; ++k)
         for (int el = 0; el < layout.elementsPerRow; ++el) {
-          Value inside = e.lt(e.accColumn(j, el), op.getCols());
+          Value inside = e.lt(e.scoreKey(bn, j, el), op.getCols());
           e.storeScore(arith::SelectOp::create(
                            e.b, inside, e.loadScore(k, j, el), e.negInf()),
                        k, j, el);
@@ -705,9 +675,12 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
   // Every A operand (P as 16-bit pairs) and B descriptor before the fence:
   // a register written between wgmma.fence and the wgmma that reads it
   // makes ptxas inject a warpgroup.arrive before that wgmma (C7519).
+  // The lane's own keys first: all of the block's, or its warpgroup's
+  // share (Threads::scoreShares), k16 steps from the share's first key.
+  const int64_t n = e.scoreKeys(bn), steps = n / 16;
   SmallVector<SmallVector<Value, 4>> as;
   SmallVector<wgmma::StepDescriptor> vSteps;
-  for (int64_t kk = 0; kk < bn / 16; ++kk) {
+  for (int64_t kk = 0; kk < steps; ++kk) {
     SmallVector<Value, 4> a;
     for (FragmentLayout::Entry entry : layout.aOperandEntries(kk))
       a.push_back(packPair(e, elt, e.loadScore(entry.k, entry.slice, 0),
@@ -715,9 +688,56 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
     as.push_back(a);
     vSteps.push_back(wgmma::mnMajorStep(bn, kk));
   }
-  SmallVector<Value> descs = stepDescriptors(e, vAddress, Value(), vSteps);
+  auto shareBytes = [&](Value firstKey) -> Value {
+    return arith::IndexCastUIOp::create(
+        e.b, e.b.getI64Type(), e.mulIdx(firstKey, wgmma::kPanelRowBytes));
+  };
+  SmallVector<Value> descs;
+  if (!e.t.scoreShares) {
+    descs = stepDescriptors(e, vAddress, Value(), vSteps);
+  } else {
+    descs =
+        stepDescriptors(e, vAddress, shareBytes(e.shareKeyBase(bn)), vSteps);
+    // The other shares' probabilities: thread t of each warpgroup holds
+    // the A registers of the same rows over its keys, so every thread
+    // publishes its own (one 16-byte vector per k16 step) and reads
+    // thread t's of the others; their V rows are the shares' keys. The
+    // words are rewritten only after the next block's maxima exchange,
+    // which every reader reaches after this P.V.
+    auto words = VectorType::get({4}, e.b.getI32Type());
+    Value thread = e.threadConstant("sharethread", [](GpuEmitter &h) {
+      return h.remIdx(h.t.tid, h.idx(128));
+    });
+    auto slot = [&](Value slice, int64_t kk) {
+      Value share = e.add(e.mulIdx(e.t.rowGroup, e.t.valueSplit), slice);
+      Value step = e.add(e.mulIdx(share, steps), e.idx(kk));
+      return e.mulIdx(e.add(e.mulIdx(step, 128), thread), 4);
+    };
+    for (int64_t kk = 0; kk < steps; ++kk)
+      vector::StoreOp::create(
+          e.b, vector::FromElementsOp::create(e.b, words, as[kk]),
+          e.t.shareProbs, ValueRange{slot(e.t.valueSlice, kk)},
+          /*nontemporal=*/false, llvm::Align(16));
+    e.barrier();
+    for (int64_t other = 1; other < e.t.valueSplit; ++other) {
+      Value slice =
+          e.remIdx(e.add(e.t.valueSlice, e.idx(other)), e.idx(e.t.valueSplit));
+      for (int64_t kk = 0; kk < steps; ++kk) {
+        Value w = vector::LoadOp::create(
+            e.b, words, e.t.shareProbs, ValueRange{slot(slice, kk)},
+            /*nontemporal=*/false, llvm::Align(16));
+        SmallVector<Value, 4> a;
+        for (int64_t i = 0; i < 4; ++i)
+          a.push_back(vector::ExtractOp::create(e.b, w, ArrayRef<int64_t>{i}));
+        as.push_back(a);
+      }
+      llvm::append_range(
+          descs,
+          stepDescriptors(e, vAddress, shareBytes(e.mulIdx(slice, n)), vSteps));
+    }
+  }
   wgmmaFence(e);
-  for (int64_t kk = 0; kk < bn / 16; ++kk)
+  for (int64_t kk = 0; kk < static_cast<int64_t>(as.size()); ++kk)
     acc = emitWgmma(e, elt, dv, acc, Value(), as[kk], descs[kk],
                     /*transB=*/true);
   wgmmaCommitAndWait(e);
