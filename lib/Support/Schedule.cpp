@@ -142,10 +142,21 @@ LatentBlocks latentBlocks(const Problem &p, int64_t rows,
   // maxima and 16-bit probabilities instead of f32 scores, which leaves
   // room for two stages of 64 keys: half the blocks, so half the
   // accumulator rescales and per-block softmax work (docs/gpu-lowering.md,
-  // "The latent form on wgmma").
-  if (wgmma && split > 1 && bm % 64 == 0 && p.headDim % 64 == 0 &&
-      latentWgmmaSharedBytes(p, bm, 2 * bn, split) <= kWgmmaSharedMemoryBytes)
-    return {bm, 2 * bn, bm / 16 * split};
+  // "The latent form on wgmma"). Fewer rows (16 heads) are padded to the
+  // warpgroup's 64, FlashMLA's tile at every head count: wgmma reads each
+  // K block from shared memory once per warpgroup, where a 16-row program
+  // reads it through ldmatrix for every 16 rows, and the padding's tensor
+  // work is what a decode has to spare.
+  if (wgmma) {
+    const int64_t rowsW = std::max<int64_t>(bm, 64);
+    int64_t splitW = latentValueSplit(dv);
+    while (splitW > 1 && rowsW / 16 * splitW > 8 && dv / (splitW / 2) <= 256)
+      splitW /= 2;
+    if (splitW > 1 && rowsW % 64 == 0 && p.headDim % 64 == 0 &&
+        latentWgmmaSharedBytes(p, rowsW, 2 * bn, splitW) <=
+            kWgmmaSharedMemoryBytes)
+      return {rowsW, 2 * bn, rowsW / 16 * splitW};
+  }
   return {bm, bn, bm / 16 * split};
 }
 

@@ -280,14 +280,23 @@ TEST(Schedule, LatentBlocks) {
   // 16-bit probabilities instead of f32 scores, which leaves room for two
   // 64-key K stages: 72 KB query tile + 9 KB exchange + 2 x 72 KB stages +
   // the ring's barriers = 230,464 bytes (the kernel's dynamic shared
-  // memory, test/Target/ptxas-mla.test) within 227 KB. 16 heads (16 rows:
-  // no whole warpgroup) keep 32 keys.
+  // memory, test/Target/ptxas-mla.test) within 227 KB. 16 heads (16 rows)
+  // are padded to the same 64-row tile (FlashMLA's).
   EXPECT_EQ(latentWgmmaSharedBytes(p, 64, 64, 2), 230464);
   b = latentBlocks(p, 128, 228 * 1024, /*wgmma=*/true);
   EXPECT_EQ(b.bm, 64);
   EXPECT_EQ(b.bn, 64);
   EXPECT_EQ(b.numWarps, 8);
   b = latentBlocks(p, 16, 228 * 1024, /*wgmma=*/true);
+  EXPECT_EQ(b.bm, 64);
+  EXPECT_EQ(b.bn, 64);
+  EXPECT_EQ(b.numWarps, 8);
+  // Without a value split (Dv <= 128) the mma.sync tiles stay.
+  Problem small = p;
+  small.headDim = 128;
+  small.valueHeadDim = 64;
+  b = latentBlocks(small, 16, 228 * 1024, /*wgmma=*/true);
+  EXPECT_EQ(b.bm, 16);
   EXPECT_EQ(b.bn, 32);
   // 128-key blocks would not fit: 64 stay.
   EXPECT_GT(latentWgmmaSharedBytes(p, 64, 128, 2), kWgmmaSharedMemoryBytes);
