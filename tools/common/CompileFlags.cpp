@@ -3,6 +3,8 @@
 #include "CompileFlags.h"
 
 #include "kvattn/Passes/CompileOptionSpecs.h"
+#include "kvattn/Passes/CpuOptions.h"
+#include "kvattn/Passes/PtxOptions.h"
 
 #include <cassert>
 
@@ -139,7 +141,57 @@ bool CompileFlags::given(CompileFlag flag) const {
     option = options->indexBitwidth.get();
   else if (flag == kOptLevel)
     option = options->optLevel.get();
+  else if (flag == kGpuSchedule)
+    return (options->producerWarpgroup &&
+            options->producerWarpgroup->getNumOccurrences()) ||
+           (options->lazyRescale && options->lazyRescale->getNumOccurrences());
   return option && option->getNumOccurrences();
+}
+
+void CompileFlags::applyGiven(PtxOptions &o) const {
+  if (given(kBlockM))
+    o.blockM = blockM();
+  if (given(kBlockN))
+    o.blockN = blockN();
+  if (given(kNumWarps))
+    o.numWarps = numWarps();
+  if (given(kNumStages))
+    o.numStages = numStages();
+  if (given(kSplitKv))
+    o.splitKv = splitKv();
+  if (given(kNumSms))
+    o.numSms = numSms();
+  if (given(kPackGqa))
+    o.packGqa = packGqa();
+  if (given(kTensorCores))
+    o.tensorCores = tensorCores();
+  if (options->producerWarpgroup &&
+      options->producerWarpgroup->getNumOccurrences())
+    o.producerWarpgroup = producerWarpgroup();
+  if (options->lazyRescale && options->lazyRescale->getNumOccurrences())
+    o.lazyRescale = lazyRescale();
+  if (given(kIndexBitwidth))
+    o.indexBitwidth = indexBitwidth();
+}
+
+void CompileFlags::apply(CpuCompileOptions &o) const {
+  const unsigned which = options->which;
+  if (which & kBlockM)
+    o.blockM = blockM();
+  if (which & kBlockN)
+    o.blockN = blockN();
+  if (which & kSplitKv)
+    o.splitKv = splitKv();
+  if (which & kPackGqa)
+    o.packGqa = packGqa();
+  if (which & kOptLevel)
+    o.optLevel = optLevel();
+  if (which & kVectorize)
+    o.vectorize = vectorize();
+  if (which & kVectorWidth)
+    o.vectorWidth = vectorWidth();
+  if (which & kNumThreads)
+    o.threads = numThreads();
 }
 
 int64_t CompileFlags::blockM() const { return options->integer(kBlockM); }

@@ -3,16 +3,18 @@
 // The compile options kvattn-run, kvattn-bench and kvattn-compile share
 // with each other and with kvattn-opt's pipelines: each flag's name,
 // description and range come from kvattn/Passes/CompileOptionSpecs.h, where
-// they are declared once. A tool names the flags it takes and its defaults; they become llvm::cl options of its
-// category, checked with one message per flag ("--block-m=-1 is negative",
+// they are declared once. A tool names the flags it takes and its defaults;
+// they become llvm::cl options of its category, checked with one message per
+// flag ("--block-m=-1 is negative",
 // "--opt-level=9 is outside [0, 3]") and applied to the compilers' option
-// structs by the tool (which flag wins over the compiler's own choice is
-// the tool's).
+// structs in one place: on the GPU a flag overrides the compiler's own
+// choice only when given (applyGiven), on the CPU every flag the tool takes
+// applies, its default included (apply).
 //
-//   static tools::CompileFlags flags(category, tools::kGpuFlags, defaults);
+//   static tools::CompileFlags flags(category, kBlockM | kSplitKv, defaults);
 //   ...
 //   if (std::optional<std::string> bad = flags.outOfRange()) fail(*bad);
-//   options.blockM = flags.blockM();
+//   flags.applyGiven(ptxOptions);
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +27,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+
+namespace mlir::kvattn {
+struct PtxOptions;
+struct CpuCompileOptions;
+} // namespace mlir::kvattn
 
 namespace mlir::kvattn::tools {
 
@@ -71,6 +78,16 @@ public:
   /// Whether the command line gave `flag` (the tool then overrides the
   /// compiler's own choice).
   bool given(CompileFlag flag) const;
+
+  /// The GPU compile options of the flags the command line gave (block
+  /// sizes, warps, stages, split, SMs, GQA packing, tensor cores, the GPU
+  /// schedule switches, index width); the others keep `options`' values,
+  /// the compiler's choices unless the tool set them.
+  void applyGiven(PtxOptions &options) const;
+  /// The CPU compile options of every flag the tool takes (block sizes,
+  /// split, GQA packing, opt level, vectorisation, vector width, threads),
+  /// from the command line or the tool's defaults.
+  void apply(CpuCompileOptions &options) const;
 
   int64_t blockM() const;
   int64_t blockN() const;

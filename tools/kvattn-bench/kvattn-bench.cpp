@@ -299,10 +299,7 @@ compileCpu(const std::string &ir, mlir::MLIRContext &context) {
   if (!module)
     return nullptr;
   mlir::kvattn::CpuCompileOptions options;
-  options.blockM = flags.blockM();
-  options.blockN = flags.blockN();
-  options.threads = flags.numThreads();
-  options.vectorize = flags.vectorize();
+  flags.apply(options);
   std::unique_ptr<mlir::kvattn::CpuProgram> program;
   if (mlir::kvattn::Status st =
           mlir::kvattn::CpuProgram::compile(*module, "main", options, program);
@@ -613,10 +610,7 @@ int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
     if (!module)
       return 1;
     mlir::kvattn::CpuCompileOptions options;
-    options.blockM = flags.blockM();
-    options.blockN = flags.blockN();
-    options.threads = flags.numThreads();
-    options.vectorize = flags.vectorize();
+    flags.apply(options);
     std::unique_ptr<mlir::kvattn::CpuProgram> program;
     if (mlir::kvattn::Status st = mlir::kvattn::CpuProgram::compile(
             *module, "main", options, program);
@@ -804,16 +798,8 @@ mlir::kvattn::Status openGpu(bool emulated, GpuDevice &d) {
   using mlir::kvattn::Status;
   namespace rt = mlir::kvattn::rt;
   mlir::kvattn::PtxOptions &options = d.options;
-  if (flags.given(flag::kBlockM))
-    options.blockM = flags.blockM();
-  if (flags.given(flag::kBlockN))
-    options.blockN = flags.blockN();
+  flags.applyGiven(options);
   d.sms = assumedSms;
-  options.splitKv = flags.splitKv();
-  options.tensorCores = flags.tensorCores();
-  options.producerWarpgroup = flags.producerWarpgroup();
-  options.lazyRescale = flags.lazyRescale();
-  options.indexBitwidth = flags.indexBitwidth();
   // compile_ms is the compiler's time, never a cache lookup.
   options.useKernelCache = false;
   if (emulated) {

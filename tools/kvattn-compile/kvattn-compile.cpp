@@ -146,17 +146,7 @@ static int runTool(int argc, char **argv) {
   options.chip = chip;
   options.features = features;
   options.libdevice = libdevice;
-  options.blockM = flags.blockM();
-  options.blockN = flags.blockN();
-  options.numWarps = flags.numWarps();
-  options.numStages = flags.numStages();
-  options.splitKv = flags.splitKv();
-  options.numSms = flags.numSms();
-  options.packGqa = flags.packGqa();
-  options.tensorCores = flags.tensorCores();
-  options.producerWarpgroup = flags.producerWarpgroup();
-  options.lazyRescale = flags.lazyRescale();
-  options.indexBitwidth = flags.indexBitwidth();
+  flags.applyGiven(options);
   if (llvmOptLevel > 3)
     return fail("--llvm-opt-level must be 0 to 3, not " +
                 std::to_string(llvmOptLevel));

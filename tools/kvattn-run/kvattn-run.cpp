@@ -514,21 +514,9 @@ static int runTool(int argc, char **argv) {
     const std::string targetFlag =
         emulated ? "--target=gpu-emu: " : "--target=gpu: ";
     // The GPU's defaults are the compiler's choices (block-n and split-kv
-    // 0), as for kvattn-compile; the flags override them.
+    // 0), as for kvattn-compile; the flags given override them.
     ::mlir::kvattn::PtxOptions options;
-    if (flags.given(flag::kBlockM))
-      options.blockM = flags.blockM();
-    if (flags.given(flag::kBlockN))
-      options.blockN = flags.blockN();
-    if (flags.given(flag::kNumWarps))
-      options.numWarps = flags.numWarps();
-    options.packGqa = flags.packGqa();
-    if (flags.given(flag::kSplitKv))
-      options.splitKv = flags.splitKv();
-    options.tensorCores = flags.tensorCores();
-    options.producerWarpgroup = flags.producerWarpgroup();
-    options.lazyRescale = flags.lazyRescale();
-    options.indexBitwidth = flags.indexBitwidth();
+    flags.applyGiven(options);
     options.configurePassManager = ::mlir::kvattn::mlirFlagsPassManagerHook();
     if (!chip.empty())
       options.chip = chip;
@@ -595,15 +583,8 @@ static int runTool(int argc, char **argv) {
     }
   } else {
     ::mlir::kvattn::CpuCompileOptions options;
-    options.blockM = flags.blockM();
-    options.blockN = flags.blockN();
+    flags.apply(options);
     options.stats = printStats;
-    options.splitKv = flags.splitKv();
-    options.packGqa = flags.packGqa();
-    options.optLevel = flags.optLevel();
-    options.vectorize = flags.vectorize();
-    options.vectorWidth = flags.vectorWidth();
-    options.threads = flags.numThreads();
     options.configurePassManager = ::mlir::kvattn::mlirFlagsPassManagerHook();
     if (::mlir::kvattn::Status s = ::mlir::kvattn::CpuProgram::compile(
             *module, func.getName().str(), options, program);
