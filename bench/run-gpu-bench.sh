@@ -53,6 +53,15 @@ if [[ $cc == 9.0 ]]; then
   rc=${PIPESTATUS[0]}
   [[ $rc == 124 ]] && echo "kvattn-bench --chip=sm_90a: cut after $limit s"
   [[ $rc != 0 ]] && status=1
+  # The same without the consumers' ping-pong (docs/gpu-lowering.md,
+  # "Ping-pong"): the A/B that measures it.
+  echo
+  echo "== kvattn-bench --target=gpu --chip=sm_90a --ping-pong=false ${quick[*]}"
+  timeout "$limit" "$build/bin/kvattn-bench" --target=gpu --chip=sm_90a \
+    --ping-pong=false "${quick[@]}" 2>&1 | tee "$out/kvattn-bench-sm90a-nopp.txt"
+  rc=${PIPESTATUS[0]}
+  [[ $rc == 124 ]] && echo "kvattn-bench --ping-pong=false: cut after $limit s"
+  [[ $rc != 0 ]] && status=1
 fi
 
 # DeepSeek MLA decode (the latent form, paged 64, 16 and 128 heads) on the

@@ -305,12 +305,11 @@ FragmentLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 // GpuScheduleAttr
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-GpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                        TensorCoreMode mode, int64_t pipelineDepth,
-                        int64_t tmaKeyStages, int64_t tmaValueStages,
-                        bool scoresInRegisters, bool queryInRegisters,
-                        int64_t producerWarps, bool lazyRescale) {
+LogicalResult GpuScheduleAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, TensorCoreMode mode,
+    int64_t pipelineDepth, int64_t tmaKeyStages, int64_t tmaValueStages,
+    bool scoresInRegisters, bool queryInRegisters, int64_t producerWarps,
+    bool lazyRescale, bool pingPong) {
   if (pipelineDepth != 1 && pipelineDepth != 2)
     return emitError() << "pipeline_depth is 1 (each tile.qk loads its K "
                           "block) or 2 (one block ahead), got "
@@ -342,6 +341,10 @@ GpuScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (lazyRescale && mode == TensorCoreMode::scalar)
     return emitError() << "lazy_rescale needs tensor cores (the scalar "
                           "lowering rescales every block)";
+  if (pingPong && producerWarps == 0)
+    return emitError() << "ping_pong alternates the consumer warpgroups of a "
+                          "kernel with a producer warpgroup: producer_warps "
+                          "is 0";
   return success();
 }
 

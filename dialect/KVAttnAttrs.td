@@ -440,7 +440,10 @@ def KVAttn_GpuScheduleAttr : KVAttn_Attr<"GpuSchedule", "gpu_schedule"> {
     built"). `lazy_rescale`: a row keeps its running maximum while a block
     raises it by at most 2^8, and a warp rescales its accumulator only when
     one of its rows took a new one (tensor cores only; docs/gpu-lowering.md
-    "Lazy rescaling").
+    "Lazy rescaling"). `ping_pong`: the two consumer warpgroups of a TMA
+    kernel take turns at the tensor cores (named barriers: one's `P.V` and
+    next `Q.K^T` while the other computes its softmax; wgmma kernels with a
+    producer warpgroup only; docs/gpu-lowering.md "Ping-pong").
   }];
   let parameters = (ins
     EnumParameter<KVAttn_TensorCoreMode>:$mode,
@@ -450,7 +453,8 @@ def KVAttn_GpuScheduleAttr : KVAttn_Attr<"GpuSchedule", "gpu_schedule"> {
     DefaultValuedParameter<"bool", "false">:$scores_in_registers,
     DefaultValuedParameter<"bool", "false">:$query_in_registers,
     DefaultValuedParameter<"int64_t", "0">:$producer_warps,
-    DefaultValuedParameter<"bool", "false">:$lazy_rescale);
+    DefaultValuedParameter<"bool", "false">:$lazy_rescale,
+    DefaultValuedParameter<"bool", "false">:$ping_pong);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

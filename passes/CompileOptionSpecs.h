@@ -71,6 +71,12 @@ inline constexpr CompileOptionSpec kLazyRescale{
     "GPU, tensor cores: a warp rescales its accumulator only when one of its "
     "rows took a new maximum, where the registers allow (false: every block)",
     0, 1};
+inline constexpr CompileOptionSpec kPingPong{
+    "ping-pong",
+    "GPU, sm_90a: the two consumer warpgroups of a kernel with a producer "
+    "warpgroup take turns at the tensor cores (false: each issues its wgmma "
+    "when ready)",
+    0, 1};
 inline constexpr CompileOptionSpec kIndexBitwidth{
     "index-bitwidth",
     "GPU: bits of the kernels' index arithmetic: 32 (every buffer under 2^31 "

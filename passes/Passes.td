@@ -509,6 +509,10 @@ def AssignTileLayoutsPass : Pass<"kvattn-assign-tile-layouts"> {
            "On tensor cores, rescale a warp's accumulator only when one of "
            "its rows took a new maximum, where the lane's data registers "
            "leave room (lazy_rescale; false: every block)">,
+    Option<"pingPong", "ping-pong", "bool", /*default=*/"true",
+           "On sm_90a, let the two consumer warpgroups of a kernel with a "
+           "producer warpgroup take turns at the tensor cores (ping_pong; "
+           "false: each issues its wgmma when ready)">,
   ];
   let dependentDialects = ["::mlir::kvattn::KVAttnDialect"];
 }

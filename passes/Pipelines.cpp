@@ -241,6 +241,9 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
       *this, compile_options::kLazyRescale.name,
       llvm::cl::desc(compile_options::kLazyRescale.description),
       llvm::cl::init(true)};
+  Option<bool> pingPong{*this, compile_options::kPingPong.name,
+                        llvm::cl::desc(compile_options::kPingPong.description),
+                        llvm::cl::init(true)};
   Option<unsigned> indexBitwidth{
       *this, compile_options::kIndexBitwidth.name,
       llvm::cl::desc(compile_options::kIndexBitwidth.description),
@@ -278,6 +281,7 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.tensorCores = tensorCores;
     o.producerWarpgroup = producerWarpgroup;
     o.lazyRescale = lazyRescale;
+    o.pingPong = pingPong;
     o.indexBitwidth = indexBitwidth;
     o.fixUpperLeftAppends = fixUpperLeftAppends;
     if (deviceIR)
@@ -390,6 +394,7 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   lower.hardwareFp8 = hasHardwareFp8(options);
   AssignTileLayoutsPassOptions assign;
   assign.lazyRescale = options.lazyRescale;
+  assign.pingPong = options.pingPong;
   kernels.addPass(createAssignTileLayoutsPass(assign));
   kernels.addPass(createLowerTileToGPUPass(lower));
   kernels.addPass(createCanonicalizerPass());

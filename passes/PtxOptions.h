@@ -63,6 +63,10 @@ struct PtxOptions {
   /// Tensor cores: lazy rescaling where the registers allow
   /// (-kvattn-assign-tile-layouts' lazy-rescale).
   bool lazyRescale = true;
+  /// sm_90a: the two consumer warpgroups of a kernel with a producer
+  /// warpgroup take turns at the tensor cores (-kvattn-assign-tile-layouts'
+  /// ping-pong).
+  bool pingPong = true;
   DeviceImage image = DeviceImage::Ptx;
   /// Bits of the kernels' index arithmetic (-kvattn-gpu-to-nvvm,
   /// docs/gpu-lowering.md "Index width"): 32, the default, for buffers of

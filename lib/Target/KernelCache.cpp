@@ -281,6 +281,7 @@ std::string KernelCache::key(mlir::ModuleOp module, const PtxOptions &options) {
      << "tensor-cores " << options.tensorCores << "\n"
      << "producer-warpgroup " << options.producerWarpgroup << "\n"
      << "lazy-rescale " << options.lazyRescale << "\n"
+     << "ping-pong " << options.pingPong << "\n"
      << "device-validation " << options.deviceValidation << "\n"
      << "fix-upper-left-appends " << options.fixUpperLeftAppends << "\n"
      << "index-bits " << options.indexBitwidth << "\n"

@@ -159,7 +159,7 @@ TileSoftmaxOp findSoftmaxOfBlock(TileQKOp qk) {
 /// GPU lowering used to take itself, from the same rules.
 LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
                              bool keyPrefetch, bool queryInRegisters,
-                             bool lazyRescale) {
+                             bool lazyRescale, bool pingPong) {
   MLIRContext *ctx = kernel.getContext();
   TileConfigAttr config = getTileConfig(kernel);
   // Tensor cores, wgmma and TMA as decided by the outlining (the shared
@@ -217,13 +217,19 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
   const bool latent = isLatentProgram(kernel);
   const int64_t depth =
       tensorCores && hasPrefetch && keyPrefetch && !latent ? 2 : 1;
+  // Ping-pong between two consumer warpgroups with their own rows, whose
+  // blocks arrive by TMA (no CTA barrier before a Q.K^T: docs/gpu-lowering.md
+  // "Ping-pong"); not the latent form, whose warpgroups share their rows
+  // and meet at every block anyway.
+  const bool alternate = pingPong && producerWarps == kProducerWarps &&
+                         config.getNumWarps() == 8 && !latent;
   auto schedule = GpuScheduleAttr::getChecked(
       [&] {
         return kernel.emitOpError()
                << "kvattn-assign-tile-layouts: no schedule for this kernel: ";
       },
       ctx, mode, depth, keyStages, valueStages, scores, query, producerWarps,
-      lazy);
+      lazy, alternate);
   if (!schedule)
     return failure();
   setGpuSchedule(kernel, schedule);
@@ -275,7 +281,7 @@ struct AssignTileLayoutsPass
     for (gpu::GPUFuncOp kernel : kernels)
       if (failed(assignTileLayouts(kernel)) ||
           failed(scheduleKernel(kernel, valuePrefetch, keyPrefetch,
-                                queryInRegisters, lazyRescale)))
+                                queryInRegisters, lazyRescale, pingPong)))
         return signalPassFailure();
   }
 };

@@ -91,10 +91,10 @@ func.func @tile_layouts() {
 // A GPU kernel's schedule; the stages and flags at their defaults (0,
 // false) are not printed.
 // CHECK-LABEL: func @schedules
-// CHECK-SAME: kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, producer_warps = 4, lazy_rescale = true>
+// CHECK-SAME: kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, producer_warps = 4, lazy_rescale = true, ping_pong = true>
 // CHECK-LABEL: func @scalar_schedule
 // CHECK-SAME: kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>
-func.func @schedules() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, query_in_registers = false, producer_warps = 4, lazy_rescale = true>} {
+func.func @schedules() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, query_in_registers = false, producer_warps = 4, lazy_rescale = true, ping_pong = true>} {
   return
 }
 func.func @scalar_schedule() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>} {

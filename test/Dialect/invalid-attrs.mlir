@@ -385,6 +385,13 @@ func.func @schedule_producer_two_warps() attributes {kvattn.gpu_schedule = #kvat
 
 // -----
 
+// expected-error @+1 {{ping_pong alternates the consumer warpgroups of a kernel with a producer warpgroup: producer_warps is 0}}
+func.func @schedule_ping_pong_without_producer() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, ping_pong = true>} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{lazy_rescale needs tensor cores (the scalar lowering rescales every block)}}
 func.func @schedule_scalar_lazy() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1, lazy_rescale = true>} {
   return

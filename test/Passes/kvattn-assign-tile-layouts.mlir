@@ -3,6 +3,8 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 num-warps=4" -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=WIDE
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=WGMMA
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs="wgmma=true producer-warpgroup=false" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=NOPRODUCER
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 num-warps=8" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=PINGPONG
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 num-warps=8" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts="ping-pong=false" | FileCheck %s --check-prefix=NOPINGPONG
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts="value-prefetch=false key-prefetch=false query-in-registers=false lazy-rescale=false" | FileCheck %s --check-prefix=OPTS
 
 // Every scratch tile of an outlined attention program gets its role; the
@@ -70,6 +72,14 @@
 // NOPRODUCER-LABEL: gpu.func @prefill_kvattn_0
 // NOPRODUCER-SAME:    known_block_size = array<i32: 128, 1, 1>
 // NOPRODUCER-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, lazy_rescale = true>
+// Two consumer warpgroups (128 rows) with the producer take turns at the
+// tensor cores (ping_pong; docs/gpu-lowering.md "Ping-pong"), unless the
+// pass is told not to.
+// PINGPONG-LABEL: gpu.func @prefill_kvattn_0
+// PINGPONG-SAME:    known_block_size = array<i32: 384, 1, 1>
+// PINGPONG-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, producer_warps = 4, lazy_rescale = true, ping_pong = true>
+// NOPINGPONG-LABEL: gpu.func @prefill_kvattn_0
+// NOPINGPONG-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, producer_warps = 4, lazy_rescale = true>
 // WGMMA:         memref.alloca() {kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
 // WGMMA-NEXT:    memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<wgmma_m64nNk16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
 // WGMMA:         kvattn.tile.qk {{.*}}{kvattn.value_prefetch = 0 : i64}

@@ -86,6 +86,10 @@
 // A block with a producer warpgroup that the schedule does not record is
 // refused by name (the schedule says how the kernel is built).
 // UNRECORDED: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the kernel's block (256 threads) has 4 warps past its num_warps = 4, its schedule producer_warps = 0
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | sed -e 's/lazy_rescale = true>/lazy_rescale = true, ping_pong = true>/' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=PINGPONG
+// Ping-pong on one consumer warpgroup (whose turns nobody would pass) is
+// refused by name.
+// PINGPONG: error: 'gpu.func' op kvattn-lower-tile-to-gpu: ping_pong alternates two consumer warpgroups of their own rows fed by TMA rings (got 4 warps)
 
 // The tiles move to dynamic shared memory; each tile op becomes the
 // thread-mapped code of docs/gpu-lowering.md. Prefix CHECK is the scalar

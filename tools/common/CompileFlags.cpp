@@ -38,7 +38,7 @@ struct CompileFlags::Options {
   unsigned which;
   std::unique_ptr<cl::opt<int64_t>> ints[std::size(kIntSpecs)];
   std::unique_ptr<cl::opt<bool>> packGqa, tensorCores, vectorize;
-  std::unique_ptr<cl::opt<bool>> producerWarpgroup, lazyRescale;
+  std::unique_ptr<cl::opt<bool>> producerWarpgroup, lazyRescale, pingPong;
   std::unique_ptr<cl::opt<unsigned>> indexBitwidth, optLevel;
 
   const cl::opt<int64_t> &integer(CompileFlag flag) const {
@@ -84,6 +84,8 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, unsigned which,
            defaults.producerWarpgroup);
   options->lazyRescale =
       flag(kGpuSchedule, compile_options::kLazyRescale, defaults.lazyRescale);
+  options->pingPong =
+      flag(kGpuSchedule, compile_options::kPingPong, defaults.pingPong);
   auto unsignedFlag = [&](CompileFlag f, const CompileOptionSpec &spec,
                           unsigned init) -> std::unique_ptr<cl::opt<unsigned>> {
     if (!(which & f))
@@ -142,9 +144,11 @@ bool CompileFlags::given(CompileFlag flag) const {
   else if (flag == kOptLevel)
     option = options->optLevel.get();
   else if (flag == kGpuSchedule)
-    return (options->producerWarpgroup &&
-            options->producerWarpgroup->getNumOccurrences()) ||
-           (options->lazyRescale && options->lazyRescale->getNumOccurrences());
+    return llvm::any_of(
+        std::initializer_list<const cl::opt<bool> *>{
+            options->producerWarpgroup.get(), options->lazyRescale.get(),
+            options->pingPong.get()},
+        [](const cl::opt<bool> *o) { return o && o->getNumOccurrences(); });
   return option && option->getNumOccurrences();
 }
 
@@ -170,6 +174,8 @@ void CompileFlags::applyGiven(PtxOptions &o) const {
     o.producerWarpgroup = producerWarpgroup();
   if (options->lazyRescale && options->lazyRescale->getNumOccurrences())
     o.lazyRescale = lazyRescale();
+  if (options->pingPong && options->pingPong->getNumOccurrences())
+    o.pingPong = pingPong();
   if (given(kIndexBitwidth))
     o.indexBitwidth = indexBitwidth();
 }
@@ -214,6 +220,9 @@ bool CompileFlags::producerWarpgroup() const {
 }
 bool CompileFlags::lazyRescale() const {
   return !options->lazyRescale || *options->lazyRescale;
+}
+bool CompileFlags::pingPong() const {
+  return !options->pingPong || *options->pingPong;
 }
 unsigned CompileFlags::indexBitwidth() const { return *options->indexBitwidth; }
 unsigned CompileFlags::optLevel() const { return *options->optLevel; }

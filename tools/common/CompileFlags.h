@@ -50,7 +50,8 @@ enum CompileFlag : unsigned {
   kVectorWidth = 1u << 10,  ///< --vector-width (CPU)
   kNumThreads = 1u << 11,   ///< --num-threads (CPU)
   kOptLevel = 1u << 12,     ///< --opt-level (CPU JIT)
-  /// --producer-warpgroup and --lazy-rescale (GPU schedule switches)
+  /// --producer-warpgroup, --lazy-rescale and --ping-pong (GPU schedule
+  /// switches)
   kGpuSchedule = 1u << 13,
 };
 
@@ -60,7 +61,7 @@ struct CompileFlagDefaults {
   int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 2, splitKv = 0,
           numSms = 132, vectorWidth = 0, numThreads = 0;
   bool packGqa = true, tensorCores = true, vectorize = true;
-  bool producerWarpgroup = true, lazyRescale = true;
+  bool producerWarpgroup = true, lazyRescale = true, pingPong = true;
   unsigned indexBitwidth = 32, optLevel = 3;
 };
 
@@ -100,6 +101,7 @@ public:
   /// kGpuSchedule: true (the default) where the tool does not take them.
   bool producerWarpgroup() const;
   bool lazyRescale() const;
+  bool pingPong() const;
   unsigned indexBitwidth() const;
   bool vectorize() const;
   int64_t vectorWidth() const;

@@ -182,6 +182,10 @@ struct Threads {
   /// keep it skips the accumulator's rescale (docs/gpu-lowering.md, "Lazy
   /// rescaling").
   bool lazyRescale = false;
+  /// sm_90a, two consumer warpgroups with a producer (kvattn.gpu_schedule's
+  /// ping_pong): they take turns at the tensor cores (emitPingPongWait /
+  /// emitPingPongPass, TensorCoreTiles.h).
+  bool pingPong = false;
 };
 
 /// The largest growth of a row's maximum, in exp2 units, that leaves the

@@ -98,16 +98,32 @@ void emitProxyFence(GpuEmitter &e);
 /// step ahead), then D / 16 wgmma.mma_async m64n{BN}k16 SS per warpgroup
 /// (Q and K from shared memory), into the lane's score registers. With a
 /// value split (the latent form) each warpgroup of a row group computes
-/// its share of the keys (N = BN / valueSplit) and the shares meet in the
-/// lanes' registers through the shared score copies, one barrier apart.
+/// and keeps its share of the keys (N = BN / valueSplit,
+/// Threads::scoreShares).
 void lowerQKWithWgmma(GpuEmitter &e, TileQKOp op, TileSoftmaxOp prefetch);
 
 /// The P.V update of tile.softmax_update on sm_90a: BN / 16
 /// wgmma.mma_async m64n{Dv}k16 RS (P from the lane's probability
 /// registers, V from the stage, or from the shared address `vAddress` (i64)
 /// when given: the TMA ring's stage) on the rescaled accumulator registers.
+/// With score shares the other warpgroups' probabilities come through the
+/// shared exchange, one barrier after this warpgroup published its own.
 void emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
                      ArrayRef<Value> alpha, Value vAddress = Value());
+
+/// Ping-pong (Threads::pingPong, docs/gpu-lowering.md "Ping-pong"): the two
+/// consumer warpgroups pass a turn at the tensor cores through named
+/// barriers 2 and 3 (warpgroup g waits on 2 + g, the other arrives there).
+/// A turn is one warpgroup's P.V of a block and its Q.K^T of the next:
+/// emitPingPongWait before a P.V's wgmma, emitPingPongPass after a Q.K^T's
+/// are issued. emitPingPongStart (after the query tile's barrier) makes
+/// warpgroup 1 wait for warpgroup 0's first Q.K^T; emitPingPongEnd (before
+/// the store) gives warpgroup 1 its last turn. Every wait then meets
+/// exactly one arrival.
+void emitPingPongStart(GpuEmitter &e);
+void emitPingPongWait(GpuEmitter &e);
+void emitPingPongPass(GpuEmitter &e);
+void emitPingPongEnd(GpuEmitter &e);
 
 /// The TMA ring (kvattn.tma; docs/gpu-lowering.md, "Hopper (sm_90a)"):
 /// thread 0 initialises the mbarriers (full: count 1; empty: one arrival

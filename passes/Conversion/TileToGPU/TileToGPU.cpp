@@ -150,6 +150,7 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
     e.barrier();
     if (e.t.qFragments)
       emitLoadQueryFragments(e, tile);
+    emitPingPongStart(e);
     return;
   }
   Value d = e.idx(type.getDimSize(1));
@@ -181,6 +182,7 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
   e.barrier();
   if (e.t.qFragments)
     emitLoadQueryFragments(e, tile);
+  emitPingPongStart(e);
 }
 
 /// Stages rows [start, start + cols) of `source[batch, head]` (through
@@ -704,6 +706,9 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
 }
 
 void lowerStore(GpuEmitter &e, TileStoreOp op) {
+  // Ping-pong: warpgroup 0's last turn is over (warpgroup 1's last P.V may
+  // start).
+  emitPingPongEnd(e);
   // Tensor cores: each lane's sums are its own columns' (tile.softmax_update);
   // the row's is the quad's, combined here once (the whole warp is here).
   // Score shares: each warpgroup summed its own keys' probabilities; the
@@ -1370,6 +1375,16 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
   // Lazy rescaling as the schedule says (-kvattn-assign-tile-layouts:
   // where the lane's data registers leave room for it).
   t.lazyRescale = tensorCores && schedule.getLazyRescale();
+  // Ping-pong needs two consumer warpgroups with their own rows and no
+  // consumer barrier before a Q.K^T (the TMA rings; docs/gpu-lowering.md
+  // "Ping-pong").
+  t.pingPong = schedule.getPingPong();
+  if (t.pingPong && (!tma || numWarps != 8 || layout->latent))
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: ping_pong alternates two consumer "
+              "warpgroups of their own rows fed by TMA rings (got "
+           << numWarps << " warps" << (tma ? "" : ", no TMA rings")
+           << (layout->latent ? ", the latent form" : "") << ")";
   // Softmax in FMA form: on tensor cores the scores stay bare dot products
   // and the scale goes into the softmax's FFMA, where it is one constant
   // (no softcap, whose tanh needs the scaled score) and a positive one

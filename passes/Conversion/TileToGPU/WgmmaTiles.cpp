@@ -204,6 +204,64 @@ Value warpgroupRowBytes(GpuEmitter &e) {
 
 } // namespace
 
+namespace {
+
+/// The named barrier of warpgroup `group`'s turns (2 + group; 0 is the
+/// CTA's, 1 the consumers').
+constexpr int32_t kPingPongBarrier = 2;
+constexpr int32_t kPingPongThreads = 2 * 128;
+
+Value pingPongBarrier(GpuEmitter &e, bool other) {
+  Value group = e.t.rowGroup;
+  if (other)
+    group = e.sub(e.idx(1), group);
+  return arith::IndexCastUIOp::create(e.b, e.b.getI32Type(),
+                                      e.add(group, e.idx(kPingPongBarrier)));
+}
+
+void namedBarrier(GpuEmitter &e, StringRef intrinsic, Value id) {
+  LLVM::CallIntrinsicOp::create(
+      e.b, e.b.getStringAttr(intrinsic),
+      ValueRange{id, arith::ConstantIntOp::create(e.b, e.b.getI32Type(),
+                                                  kPingPongThreads)});
+}
+
+} // namespace
+
+void mlir::kvattn::emitPingPongStart(GpuEmitter &e) {
+  if (!e.t.pingPong)
+    return;
+  Value second = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
+                                       e.t.rowGroup, e.idx(1));
+  e.when(second, [&] {
+    namedBarrier(e, "llvm.nvvm.barrier.cta.sync.aligned.count",
+                 pingPongBarrier(e, /*other=*/false));
+  });
+}
+
+void mlir::kvattn::emitPingPongWait(GpuEmitter &e) {
+  if (e.t.pingPong)
+    namedBarrier(e, "llvm.nvvm.barrier.cta.sync.aligned.count",
+                 pingPongBarrier(e, /*other=*/false));
+}
+
+void mlir::kvattn::emitPingPongPass(GpuEmitter &e) {
+  if (e.t.pingPong)
+    namedBarrier(e, "llvm.nvvm.barrier.cta.arrive.aligned.count",
+                 pingPongBarrier(e, /*other=*/true));
+}
+
+void mlir::kvattn::emitPingPongEnd(GpuEmitter &e) {
+  if (!e.t.pingPong)
+    return;
+  Value first = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
+                                      e.t.rowGroup, e.idx(0));
+  e.when(first, [&] {
+    namedBarrier(e, "llvm.nvvm.barrier.cta.arrive.aligned.count",
+                 pingPongBarrier(e, /*other=*/true));
+  });
+}
+
 void mlir::kvattn::emitProxyFence(GpuEmitter &e) {
   NVVM::FenceProxyOp::create(
       e.b, NVVM::ProxyKind::async_shared,
@@ -621,7 +679,11 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   for (int64_t kk = 0; kk < d / 16; ++kk)
     acc = emitWgmma(e, elt, n, acc, descAs[kk], {}, descBs[kk],
                     /*transB=*/false);
-  wgmmaCommitAndWait(e);
+  // Ping-pong: this warpgroup's turn (the previous P.V and this Q.K^T)
+  // ends with the issue; the other's softmax is done, its turn begins.
+  NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
+  emitPingPongPass(e);
+  NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
   // The K stage may be refilled (the latent form's, whose V it is, after
   // P.V).
   if (e.t.tma && !e.t.latent)
@@ -736,6 +798,8 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
           stepDescriptors(e, vAddress, shareBytes(e.mulIdx(slice, n)), vSteps));
     }
   }
+  // Ping-pong: this warpgroup's turn begins with its P.V.
+  emitPingPongWait(e);
   wgmmaFence(e);
   for (int64_t kk = 0; kk < static_cast<int64_t>(as.size()); ++kk)
     acc = emitWgmma(e, elt, dv, acc, Value(), as[kk], descs[kk],
