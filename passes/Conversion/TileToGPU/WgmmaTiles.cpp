@@ -54,6 +54,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <optional>
 #include <string>
 
 using namespace mlir;
@@ -228,38 +229,42 @@ void namedBarrier(GpuEmitter &e, StringRef intrinsic, Value id) {
 
 } // namespace
 
-void mlir::kvattn::emitPingPongStart(GpuEmitter &e) {
+namespace {
+
+constexpr llvm::StringLiteral kBarSync =
+    "llvm.nvvm.barrier.cta.sync.aligned.count";
+constexpr llvm::StringLiteral kBarArrive =
+    "llvm.nvvm.barrier.cta.arrive.aligned.count";
+
+/// `intrinsic` on this warpgroup's turn barrier (or the other's), by the
+/// threads of warpgroup `only` alone when given.
+void pingPongBarrierOp(GpuEmitter &e, StringRef intrinsic, bool other,
+                       std::optional<int64_t> only = std::nullopt) {
   if (!e.t.pingPong)
     return;
-  Value second = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
-                                       e.t.rowGroup, e.idx(1));
-  e.when(second, [&] {
-    namedBarrier(e, "llvm.nvvm.barrier.cta.sync.aligned.count",
-                 pingPongBarrier(e, /*other=*/false));
-  });
+  if (!only)
+    return namedBarrier(e, intrinsic, pingPongBarrier(e, other));
+  e.when(arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.rowGroup,
+                               e.idx(*only)),
+         [&] { namedBarrier(e, intrinsic, pingPongBarrier(e, other)); });
+}
+
+} // namespace
+
+void mlir::kvattn::emitPingPongStart(GpuEmitter &e) {
+  pingPongBarrierOp(e, kBarSync, /*other=*/false, /*only=*/1);
 }
 
 void mlir::kvattn::emitPingPongWait(GpuEmitter &e) {
-  if (e.t.pingPong)
-    namedBarrier(e, "llvm.nvvm.barrier.cta.sync.aligned.count",
-                 pingPongBarrier(e, /*other=*/false));
+  pingPongBarrierOp(e, kBarSync, /*other=*/false);
 }
 
 void mlir::kvattn::emitPingPongPass(GpuEmitter &e) {
-  if (e.t.pingPong)
-    namedBarrier(e, "llvm.nvvm.barrier.cta.arrive.aligned.count",
-                 pingPongBarrier(e, /*other=*/true));
+  pingPongBarrierOp(e, kBarArrive, /*other=*/true);
 }
 
 void mlir::kvattn::emitPingPongEnd(GpuEmitter &e) {
-  if (!e.t.pingPong)
-    return;
-  Value first = arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
-                                      e.t.rowGroup, e.idx(0));
-  e.when(first, [&] {
-    namedBarrier(e, "llvm.nvvm.barrier.cta.arrive.aligned.count",
-                 pingPongBarrier(e, /*other=*/true));
-  });
+  pingPongBarrierOp(e, kBarArrive, /*other=*/true, /*only=*/0);
 }
 
 void mlir::kvattn::emitProxyFence(GpuEmitter &e) {
