@@ -14,7 +14,7 @@ estimate; bench/run-gpu-bench.sh is the measurement.
 
     python3 bench/peers/run.py [--build build] [--chips sm_80,sm_89,sm_90a]
         [--shapes prefill,append,decode,decode-fp8,mla-decode,mla-decode-fp8,
-                  prefill-dsv3]
+                  prefill-dsv3,paged]
         [--hd 128,64]
         [--peers fa2,...]
 
@@ -79,7 +79,8 @@ PUBLISHED_MLA = {
 
 class Shape:
     def __init__(self, name, kind, d, L, P, causal=True, B=1, hq=HQ,
-                 hkv=HKV, kv_dtype=None, latent_dv=None, dv=None):
+                 hkv=HKV, kv_dtype=None, latent_dv=None, dv=None,
+                 page_size=None):
         self.name, self.kind, self.d = name, kind, d
         self.L, self.P, self.causal, self.B = L, P, causal, B
         self.hq, self.hkv = hq, hkv
@@ -91,6 +92,12 @@ class Shape:
         # first dv are V (read once: FlashMLA's accounting), out dv wide.
         self.latent = latent_dv is not None
         self.dv = latent_dv if self.latent else (dv or d)
+        # A paged cache: [pages, page_size, Hkv, D] through a block table,
+        # with the per-sequence kv_len a serving engine passes (the pages in
+        # a random order). The peers' kernels are the same either way
+        # (FlashInfer's are paged kernels, FA2's and FA3's take the page
+        # table at run time), so their rows stand for paged caches too.
+        self.page_size = page_size
 
     def flops_per_key(self):
         """Q.K^T and P.V of one query row and key."""
@@ -123,6 +130,9 @@ class Shape:
             flags += " --kv-dtype %s --kv-scales tensor" % self.kv_dtype
         if not self.latent and self.dv != self.d:
             flags += " --Dv %d" % self.dv
+        if self.page_size:
+            flags += " --page-size %d --kv-len %s" % (
+                self.page_size, ",".join([str(self.S)] * self.B))
         if self.latent:
             flags += (" --latent --Dv %d --Hq %d --Hkv %d --page-size 64 "
                       "--kv-len %s --scale 0.0721687836" % (
@@ -149,6 +159,19 @@ def shapes(kinds, hds):
             # ratio is to kvattn's bf16 decode in tokens per second.
             out.append(Shape("decode-fp8-hd%d" % d, "decode", d, 1,
                              DECODE_S - 1, kv_dtype="f8E4M3FN"))
+    if "paged" in kinds:
+        # Each kind's shape again over a cache paged by 16 tokens, as
+        # serving engines keep it (vLLM's and SGLang's default block size):
+        # issue 32's "paged (page 16) within 10 % of contiguous". The report
+        # adds one `paged` line per shape: the estimate over the contiguous
+        # cache's (docs/benchmarks.md).
+        for d in hds:
+            out.append(Shape("prefill-hd%d-causal-paged16" % d, "prefill", d,
+                             PREFILL_L, 0, page_size=16))
+            out.append(Shape("append-hd%d-L512-paged16" % d, "append", d,
+                             512, APPEND_P, page_size=16))
+            out.append(Shape("decode-hd%d-paged16" % d, "decode", d, 1,
+                             DECODE_S - 1, page_size=16))
     if "prefill-dsv3" in kinds:
         # DeepSeek-V3's MHA prefill (its MLA expanded: D = 192 = 128 + 64
         # rotary, Dv = 128, as many KV heads as query heads), against FA3.
@@ -813,7 +836,9 @@ def print_report(rows, ratios, cals):
     agg = {}
     for s, ch, pe, x in ratios:
         if s.startswith("append-"):
-            key = ("-".join(s.split("-")[:2]), ch, pe)
+            # (A paged shape's mean is its own: append-hd128-paged16.)
+            paged = [w for w in s.split("-") if w.startswith("paged")]
+            key = ("-".join(s.split("-")[:2] + paged), ch, pe)
             agg.setdefault(key, []).append(x)
     if any(c[4] for c in cals):
         print()
@@ -929,6 +954,23 @@ def main():
                              r["rate_bound"] / 1e12, unit))
 
     print_report(rows, ratios, cals)
+    # Paged caches: kvattn's estimate over a paged cache as a fraction of
+    # the same shape's over a contiguous one (compiled here if the run did
+    # not have it).
+    for shape, k, r in rows:
+        if not shape.page_size or k.peer != "kvattn":
+            continue
+        base_name = shape.name.replace("-paged%d" % shape.page_size, "")
+        base = next((rb for sb, kb, rb in rows if sb.name == base_name and
+                     kb.chip == k.chip and kb.peer == "kvattn"), None)
+        if base is None:
+            bs = next(s for s in shapes([shape.kind], [shape.d])
+                      if s.name == base_name)
+            base = kvattn_kernel(cache, build, bs, k.chip).evaluate(bs)
+        print("paged %s %s %s: %.2f of the contiguous cache's estimate "
+              "(%s against %s)" % (shape.name, k.chip, k.label,
+                                   base["time"] / r["time"],
+                                   fmt_rate(shape, r), fmt_rate(shape, base)))
     # FP8 decode: the same step over a cache of half the bytes, as tokens
     # per second relative to kvattn's bf16 decode (a model estimate).
     for shape, k, r in rows:

@@ -557,7 +557,87 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
                  ArrayRef<OpFoldResult>{e.b.getIndexAttr(1)})
           .getResult();
     };
-    if (pagedFlat) {
+    // A block over several pages (page size P < BN, dividing it, and a
+    // multiple of `rowStep`, as vLLM's and SGLang's 16-token pages under
+    // 32- and 64-key blocks): when the block starts on a page boundary
+    // (every block but one after an unaligned start), copy k's row
+    // r0 + k * rowStep lies in the block's page (k * rowStep) / P, a
+    // constant per copy since r0 < rowStep. The block loads its BN / P
+    // table entries first, all independent, then issues its copies with no
+    // lookup among them: the per-copy path's loop-carried lookup waited for
+    // each new page's entry before its copies (a global load's latency
+    // per page) and kept the copies in a loop LLVM did not unroll.
+    // Entries of pages past the block's keys are not read (they can lie
+    // past the table's row): those pages repeat the first, whose rows
+    // their copies (src-size 0) never read. At most kMaxBlockPages
+    // entries live in registers.
+    constexpr int64_t kMaxBlockPages = 4;
+    const int64_t pageRows = pagedFlat ? sourceType.getDimSize(1) : 0;
+    const bool multiPage = pagedFlat && pageRows < bn && bn % pageRows == 0 &&
+                           pageRows % rowStep == 0 &&
+                           bn / pageRows <= kMaxBlockPages;
+    if (multiPage) {
+      const int64_t rowStride =
+          sourceType.getDimSize(2) * sourceType.getDimSize(3);
+      Value aligned =
+          arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq,
+                                e.remIdx(start, e.idx(pageRows)), e.idx(0));
+      auto ifOp = scf::IfOp::create(e.b, TypeRange{}, aligned,
+                                    /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(e.b);
+        e.b.setInsertionPointToStart(ifOp.thenBlock());
+        Value flatSource = flatView();
+        Value threadPart = e.addOffset(e.mulOffset(r0, rowStride), x);
+        Value headPart = e.addOffset(
+            e.mulOffset(head, sourceType.getDimSize(3)), threadPart);
+        Value firstSlot = e.divIdx(start, e.idx(pageRows));
+        SmallVector<Value, kMaxBlockPages> pageBases;
+        for (int64_t j = 0; j < bn / pageRows; ++j) {
+          Value slot = firstSlot;
+          if (j > 0)
+            slot =
+                arith::SelectOp::create(e.b, e.lt(e.idx(j * pageRows), cols),
+                                        e.addOffset(firstSlot, j), firstSlot);
+          Value page = arith::IndexCastOp::create(
+              e.b, e.b.getIndexType(),
+              e.load(blockTable, ValueRange{batch, slot}));
+          pageBases.push_back(
+              e.addOffset(e.mulOffset(page, pageRows * rowStride), headPart));
+        }
+        copyLoop(
+            [&](Value k, Value c, PageLookup *) {
+              auto [dst, at] = destination(k, c);
+              SmallVector<Value, 2> dstIndices =
+                  flat ? SmallVector<Value, 2>{at}
+                       : SmallVector<Value, 2>{c, at};
+              // The copy's page and row in it: constants once unrolled.
+              Value blockRow = e.mulOffset(k, rowStep);
+              Value j = e.divIdx(blockRow, e.idx(pageRows));
+              Value base = pageBases[0];
+              for (int64_t i = 1; i < static_cast<int64_t>(pageBases.size());
+                   ++i)
+                base = arith::SelectOp::create(
+                    e.b,
+                    arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, j,
+                                          e.idx(i)),
+                    pageBases[i], base);
+              Value inPageRow = e.remIdx(blockRow, e.idx(pageRows));
+              Value srcElements = arith::SelectOp::create(
+                  e.b, e.lt(c, cols), e.idx(kChunk), e.idx(0));
+              nvgpu::DeviceAsyncCopyOp::create(
+                  e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), dst,
+                  dstIndices, flatSource,
+                  ValueRange{
+                      e.addOffset(base, e.mulOffset(inPageRow, rowStride))},
+                  e.b.getIndexAttr(kChunk), srcElements,
+                  /*bypassL1=*/UnitAttr());
+            },
+            /*lookUp=*/false);
+        e.b.setInsertionPointToStart(ifOp.elseBlock());
+        perCopy();
+      }
+    } else if (pagedFlat) {
       const int64_t pageSize = sourceType.getDimSize(1);
       const int64_t rowStride =
           sourceType.getDimSize(2) * sourceType.getDimSize(3);
