@@ -954,6 +954,16 @@ def main():
                              r["rate_bound"] / 1e12, unit))
 
     print_report(rows, ratios, cals)
+    # Copy loops the analyser cannot trip (sass.main_loop): the kernel's
+    # per-unit counts are a lower bound.
+    for shape, k, r in rows:
+        c = k.counts_phases[0]
+        if c.get("rolled_loops"):
+            print("note %s %s %s: %d loop(s) without tensor work nested in "
+                  "the KV loop (%d instructions) counted once per KV block: "
+                  "its counts are a lower bound" % (
+                      shape.name, k.chip, k.peer, c["rolled_loops"],
+                      c["rolled_insts"]))
     # Paged caches: kvattn's estimate over a paged cache as a fraction of
     # the same shape's over a contiguous one (compiled here if the run did
     # not have it).

@@ -343,11 +343,73 @@ def main_loop(ins, which=None, expect=None):
         parts.append((steady_state(o_ins), t))
     own = [i for i in body_ins if i.addr not in nested_addrs]
     parts.insert(0, (steady_state(own), 1))
-    return body_ins[0].addr, body_ins[-1].addr, parts
+    # Loops nested in it without tensor work that move data (a copy loop
+    # LLVM left rolled; not a spin wait on an mbarrier) count once per trip
+    # of the main loop above; a counted loop (counted_trips) adds its other
+    # trips here. One whose trips cannot be read stays counted once: the
+    # counts are then a lower bound (`rolled_*`).
+    rolled = [o for o in cands
+              if o[1] < best[1] and work(o)[0] == 0 and any(
+                  i.base in DATA_OPS and i.base != "SYNCS" for i in o[2])
+              # (An ELECT loop runs once a warp: one elected lane's issue.)
+              and not any(i.base == "ELECT" for i in o[2])]
+    # Innermost first does not matter: these loops hold no tensor loop.
+    untripped, extra = [], []
+    for o in rolled:
+        o_ins = sorted(o[2], key=lambda i: i.addr)
+        t = counted_trips(o_ins)
+        if t is None:
+            untripped.append(o)
+        elif t > 1:
+            extra.append((o_ins, t - 1))
+    rolled_insts = len(set(i.addr for o in untripped for i in o[2]))
+    return (body_ins[0].addr, body_ins[-1].addr, parts, extra,
+            (len(untripped), rolled_insts))
 
 
 DATA_OPS = {"HMMA", "HGMMA", "LDGSTS", "LDG", "STG", "UTMALDG", "UBLKCP",
             "LDSM", "SYNCS"}
+
+
+def counted_trips(body):
+    """The trips of a counted loop (`body` in address order, its back edge
+    last): a counter register compared with an immediate bound by the
+    ISETP that sets the back edge's predicate and stepped by an immediate
+    add in the body, from a start below one step (a thread's first element
+    of a cooperative loop, or 0). None when the loop is not of that form.
+    """
+    back = body[-1]
+    if back.base != "BRA" or not back.pred:
+        return None
+    pred = back.pred.lstrip("@!")
+    cmp = next((i for i in reversed(body[:-1]) if i.base == "ISETP" and
+                i.args.split(",")[0].strip() == pred), None)
+    if cmp is None:
+        return None
+    args = [a.strip() for a in cmp.args.split(",")]
+    if len(args) < 4 or not re.match(r"^R\d+(\.reuse)?$", args[2]) or \
+            not re.match(r"^(0x[0-9a-f]+|\d+)$", args[3]):
+        return None
+    reg, bound = args[2].split(".")[0], int(args[3], 0)
+    # The step: an add of an immediate that writes the counter (from
+    # itself, or from the register ptxas rotates it through), the carry
+    # form (IADD3 R, P, R, imm) included.
+    step, step_at = None, None
+    for i in body:
+        a = [x.strip() for x in i.args.split(",")]
+        if i.base not in ("IADD3", "VIADD", "IADD") or len(a) < 3 or \
+                a[0] != reg:
+            continue
+        srcs = a[2:] if re.match(r"^!?P\d$", a[1]) else a[1:]
+        imm = [x for x in srcs[:2] if re.match(r"^(0x[0-9a-f]+|\d+)$", x)]
+        if imm and re.match(r"^R\d+", srcs[0]):
+            step, step_at = int(imm[0], 0), i.addr
+    if not step or step <= 0 or bound <= 0:
+        return None
+    # The compare reads the counter before or after this trip's step.
+    before = cmp.addr < step_at
+    trips = bound // step + 1 if before else -(-bound // step)
+    return trips if 1 <= trips <= 4096 else None
 
 
 def steady_state(body):
@@ -375,9 +437,9 @@ def analyse(ins, which=None, expect=None):
     ml = main_loop(ins, which, expect)
     if ml is None:
         return None
-    lo, hi, parts = ml
+    lo, hi, parts, extra, (rolled_loops, rolled_insts) = ml
     c = None
-    for body, trips in parts:
+    for body, trips in parts + extra:
         cc = count(body)
         if c is None:
             c = cc
@@ -389,6 +451,8 @@ def analyse(ins, which=None, expect=None):
             else:
                 c[k] += v * trips
     c["nested_trips"] = sum(t for _, t in parts[1:])
+    c["rolled_trips"] = sum(t for _, t in extra)
+    c["rolled_loops"], c["rolled_insts"] = rolled_loops, rolled_insts
     c["loop"] = "0x%x-0x%x" % (lo, hi)
     c["kernel_insts"] = len(ins)
     return c
