@@ -335,6 +335,31 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
   auto f32Type = VectorType::get({kChunk}, e.b.getF32Type());
   auto stagedType = VectorType::get({kChunk}, elt);
   Value chunks = e.idx(perRow);
+  // A chunk's 8 codes in one 8-byte load where the cache's rows keep them
+  // 8-byte aligned (an identity layout whose rows are whole chunks: every
+  // chunk starts at a multiple of 8 elements; the runtime passes 16-byte
+  // aligned buffers); otherwise byte loads. A scale per tensor or per KV
+  // head is the block's: loaded once, not per chunk.
+  const int64_t inner = sourceType.getShape().back();
+  const bool alignedChunks = sourceType.getLayout().isIdentity() &&
+                             ShapedType::isStatic(inner) && inner % kChunk == 0;
+  Value blockScale;
+  if (scale && cast<MemRefType>(scale.getType()).getRank() <= 1)
+    blockScale = loadKvScale(e.b, e.b.getLoc(), scale, head, ValueRange{});
+  // A paged cache: the block's first page read once; a block that lies in
+  // that page (start mod P + BN <= P: every block when P is a multiple of
+  // BN, as DeepSeek's 64-token pages under 64-key blocks) looks nothing up
+  // per chunk; one that crosses pages looks each chunk's row up.
+  Value pageSize, blockPage, crossesPages;
+  if (blockTable) {
+    pageSize = e.dimOf(source, 1);
+    blockPage = arith::IndexCastOp::create(
+        e.b, e.b.getIndexType(),
+        e.load(blockTable, ValueRange{batch, e.divIdx(start, pageSize)}));
+    crossesPages = arith::CmpIOp::create(
+        e.b, arith::CmpIPredicate::ugt,
+        e.addOffset(e.remIdx(start, pageSize), bn), pageSize);
+  }
   e.cooperative(e.idx(bn * perRow), [&](Value i) {
     Value c = e.divIdx(i, chunks);
     Value x = e.mulIdx(e.remIdx(i, chunks), kChunk);
@@ -347,9 +372,29 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
     Value v = e.ifElse(
         inside,
         [&] {
-          SmallVector<Value, 4> at =
-              e.kvIndices(source, blockTable, batch, head, row, x);
-          Value codes = vector::LoadOp::create(e.b, codesType, source, at);
+          SmallVector<Value, 4> at;
+          if (blockTable) {
+            Value page = e.ifElse(
+                crossesPages,
+                [&] {
+                  return arith::IndexCastOp::create(
+                             e.b, e.b.getIndexType(),
+                             e.load(blockTable,
+                                    ValueRange{batch, e.divIdx(row, pageSize)}))
+                      .getResult();
+                },
+                blockPage);
+            at = {page, e.remIdx(row, pageSize), head, x};
+          } else {
+            at = e.kvIndices(source, blockTable, batch, head, row, x);
+          }
+          Value codes = alignedChunks
+                            ? vector::LoadOp::create(e.b, codesType, source, at,
+                                                     /*nontemporal=*/false,
+                                                     llvm::Align(kChunk))
+                                  .getResult()
+                            : vector::LoadOp::create(e.b, codesType, source, at)
+                                  .getResult();
           Value f;
           if (e.t.hardwareFp8) {
             // sm_89+: cvt.rn.f16x2.{e4m3x2,e5m2x2}, two codes a convert
@@ -381,7 +426,9 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
                 e.b, f,
                 vector::BroadcastOp::create(
                     e.b, f32Type,
-                    loadKvScale(e.b, e.b.getLoc(), scale, head, at)));
+                    blockScale
+                        ? blockScale
+                        : loadKvScale(e.b, e.b.getLoc(), scale, head, at)));
           return elt.isF32()
                      ? f
                      : arith::TruncFOp::create(e.b, stagedType, f).getResult();
@@ -391,7 +438,9 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
     SmallVector<Value, 2> at =
         e.t.wgmma ? panelIndices(e, stage, c, x)
                   : SmallVector<Value, 2>{c, swizzledCol(e, stage, c, x)};
-    vector::StoreOp::create(e.b, v, stage, at);
+    // 16 bytes at a multiple of 16: the stages' rows are whole chunks.
+    vector::StoreOp::create(e.b, v, stage, at, /*nontemporal=*/false,
+                            llvm::Align(16));
   });
 }
 
