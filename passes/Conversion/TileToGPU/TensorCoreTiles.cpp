@@ -23,6 +23,7 @@
 
 #include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
 #include "passes/Conversion/Fp8.h"
+#include "passes/Conversion/TileToGPU/WgmmaLayout.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -360,9 +361,10 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
         e.b, arith::CmpIPredicate::ugt,
         e.addOffset(e.remIdx(start, pageSize), bn), pageSize);
   }
-  e.cooperative(e.idx(bn * perRow), [&](Value i) {
-    Value c = e.divIdx(i, chunks);
-    Value x = e.mulIdx(e.remIdx(i, chunks), kChunk);
+  // Chunk (c, x): row c of the block, columns x .. x + 7, stored at `dst`
+  // (the stage's indices of the chunk when not given).
+  auto stageChunk = [&](Value c, Value x, Value dstView = Value(),
+                        Value dstOffset = Value()) {
     Value inside = e.lt(c, cols);
     Value row = arith::SelectOp::create(e.b, inside, e.add(start, c), start);
     if (keyValid)
@@ -434,13 +436,71 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
                      : arith::TruncFOp::create(e.b, stagedType, f).getResult();
         },
         e.zeroOf(stagedType));
+    // 16 bytes at a multiple of 16: the stages' rows are whole chunks.
+    if (dstView) {
+      vector::StoreOp::create(e.b, v, dstView, ValueRange{dstOffset},
+                              /*nontemporal=*/false, llvm::Align(16));
+      return;
+    }
     // (The wgmma kernels' stages are 64-column panels: WgmmaLayout.h.)
     SmallVector<Value, 2> at =
         e.t.wgmma ? panelIndices(e, stage, c, x)
                   : SmallVector<Value, 2>{c, swizzledCol(e, stage, c, x)};
-    // 16 bytes at a multiple of 16: the stages' rows are whole chunks.
     vector::StoreOp::create(e.b, v, stage, at, /*nontemporal=*/false,
                             llvm::Align(16));
+  };
+  // The wgmma kernels' panel stages, fixed column groups: thread t takes
+  // the chunk columns t mod 8 + 8m (one 16-byte column of every 128-byte
+  // panel row) of rows t / 8 + k * count / 8. Its row modulo 8 (the
+  // swizzle's period) and its column within a panel are thread constants,
+  // so chunk (k, m) sits at a thread constant plus k and m times constants
+  // in the cache and in the flat stage: no division by the row's chunk
+  // count (72 at DeepSeek's 576 columns) and no panel or swizzle arithmetic
+  // per chunk. Otherwise the cooperative loop over all chunks.
+  constexpr int64_t kGroup = 8;
+  const int64_t count = e.t.count;
+  const int64_t rowsPerPass = count % kGroup == 0 ? count / kGroup : 0;
+  FlatTile flat = e.t.wgmma ? flatTile(e, stage) : FlatTile();
+  if (flat && perRow % kGroup == 0 && rowsPerPass && rowsPerPass % 8 == 0 &&
+      bn % rowsPerPass == 0) {
+    const int64_t perThread = perRow / kGroup, passes = bn / rowsPerPass;
+    const int64_t panel = wgmma::kPanelColumns;
+    Value r0 = e.threadConstant("fp8:r0", [&](GpuEmitter &h) {
+      return h.divIdx(h.t.tid, h.idx(kGroup));
+    });
+    Value x0 = e.threadConstant("fp8:x0", [&](GpuEmitter &h) {
+      return h.mulIdx(h.remIdx(h.t.tid, h.idx(kGroup)), kChunk);
+    });
+    // panelIndices' offset of (r0, x0): r0 * 64 + (x0 ^ 8 (r0 mod 8)).
+    Value base = e.threadConstant("fp8:panel", [&](GpuEmitter &h) {
+      Value r = h.divIdx(h.t.tid, h.idx(kGroup));
+      Value x = h.mulIdx(h.remIdx(h.t.tid, h.idx(kGroup)), kChunk);
+      Value swizzled =
+          arith::XOrIOp::create(h.b, x, h.mulIdx(h.remIdx(r, h.idx(8)), 8));
+      return h.add(h.mulIdx(r, panel), swizzled);
+    });
+    Value first = e.addOffset(base, flat.first);
+    auto forRange = [&](int64_t n, function_ref<void(Value)> body) {
+      scf::ForOp::create(
+          e.b, e.idx(0), e.idx(n), e.idx(1), ValueRange{},
+          [&](OpBuilder &nested, Location loc, Value iv, ValueRange) {
+            OpBuilder::InsertionGuard guard(e.b);
+            e.b.setInsertionPoint(scf::YieldOp::create(nested, loc));
+            body(iv);
+          });
+    };
+    forRange(passes, [&](Value k) {
+      Value c = e.addOffset(r0, e.mulOffset(k, rowsPerPass));
+      Value rowPart = e.addOffset(first, e.mulOffset(k, rowsPerPass * panel));
+      forRange(perThread, [&](Value m) {
+        stageChunk(c, e.addOffset(x0, e.mulOffset(m, panel)), flat.view,
+                   e.addOffset(rowPart, e.mulOffset(m, bn * panel)));
+      });
+    });
+    return;
+  }
+  e.cooperative(e.idx(bn * perRow), [&](Value i) {
+    stageChunk(e.divIdx(i, chunks), e.mulIdx(e.remIdx(i, chunks), kChunk));
   });
 }
 
