@@ -473,11 +473,9 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
     });
     // panelIndices' offset of (r0, x0): r0 * 64 + (x0 ^ 8 (r0 mod 8)).
     Value base = e.threadConstant("fp8:panel", [&](GpuEmitter &h) {
-      Value r = h.divIdx(h.t.tid, h.idx(kGroup));
-      Value x = h.mulIdx(h.remIdx(h.t.tid, h.idx(kGroup)), kChunk);
       Value swizzled =
-          arith::XOrIOp::create(h.b, x, h.mulIdx(h.remIdx(r, h.idx(8)), 8));
-      return h.add(h.mulIdx(r, panel), swizzled);
+          arith::XOrIOp::create(h.b, x0, h.mulIdx(h.remIdx(r0, h.idx(8)), 8));
+      return h.add(h.mulIdx(r0, panel), swizzled);
     });
     Value first = e.addOffset(base, flat.first);
     auto forRange = [&](int64_t n, function_ref<void(Value)> body) {
