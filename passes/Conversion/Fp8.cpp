@@ -99,6 +99,50 @@ Value mlir::kvattn::castKvToF32(OpBuilder &b, Location loc, Value value) {
                                   arith::OrIOp::create(b, loc, result, sign));
 }
 
+Value mlir::kvattn::castFp8ToF32ThroughF16(OpBuilder &b, Location loc,
+                                           Value codes) {
+  auto type = cast<VectorType>(codes.getType());
+  const bool e4m3 = isa<Float8E4M3FNType>(type.getElementType());
+  auto i16 = VectorType::get(type.getShape(), b.getI16Type());
+  auto f16 = VectorType::get(type.getShape(), b.getF16Type());
+  auto c = [&](int64_t v) -> Value {
+    return arith::ConstantOp::create(
+        b, loc, i16, DenseElementsAttr::get(i16, b.getI16IntegerAttr(v)));
+  };
+  Value bits = arith::ExtUIOp::create(
+      b, loc, i16,
+      arith::BitcastOp::create(
+          b, loc, VectorType::get(type.getShape(), b.getI8Type()), codes));
+  if (!e4m3) {
+    // S.EEEEE.MM is the upper byte of the f16 S.EEEEE.MM00000000.
+    Value half = arith::BitcastOp::create(
+        b, loc, f16, arith::ShLIOp::create(b, loc, bits, c(8)));
+    return arith::ExtFOp::create(
+        b, loc, VectorType::get(type.getShape(), b.getF32Type()), half);
+  }
+  // S.EEEE.MMM -> the f16 S.0EEEE.MMM0000000 = value / 2^8, then f32
+  // (exact, f16 subnormals included) times 2^8 (exact).
+  auto f32 = VectorType::get(type.getShape(), b.getF32Type());
+  Value magnitude = arith::AndIOp::create(b, loc, bits, c(0x7f));
+  Value sign = arith::ShLIOp::create(
+      b, loc, arith::AndIOp::create(b, loc, bits, c(0x80)), c(8));
+  Value half = arith::BitcastOp::create(
+      b, loc, f16,
+      arith::OrIOp::create(b, loc, sign,
+                           arith::ShLIOp::create(b, loc, magnitude, c(7))));
+  Value scaled = arith::ExtFOp::create(b, loc, f32, half);
+  Value value = arith::MulFOp::create(
+      b, loc, scaled,
+      arith::ConstantOp::create(
+          b, loc, f32, DenseElementsAttr::get(f32, b.getF32FloatAttr(256.0))));
+  Value isNan = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                      magnitude, c(0x7f));
+  Value nan = arith::ConstantOp::create(
+      b, loc, f32,
+      DenseElementsAttr::get(f32, b.getF32FloatAttr(std::nanf(""))));
+  return arith::SelectOp::create(b, loc, isNan, nan, value);
+}
+
 Value mlir::kvattn::castF32ToFp8(OpBuilder &b, Location loc, Value value,
                                  Type fp8) {
   Type type = value.getType();

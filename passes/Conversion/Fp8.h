@@ -26,6 +26,17 @@ bool isFp8(Type type);
 /// give NaN, e5m2's infinities infinity).
 Value castKvToF32(OpBuilder &b, Location loc, Value value);
 
+/// FP8 codes (a vector of f8E4M3FN or f8E5M2) as f32 through f16, for a
+/// GPU without FP8 conversions (sm_80, sm_86): castKvToF32's values exactly
+/// (a NaN code gives a NaN, e5m2's infinities infinity) in a few bit
+/// operations and conversions a code instead of the integer decode. f16
+/// holds both formats: an e5m2 code is the upper byte of its f16
+/// (infinities and NaNs included); an e4m3 code's sign, exponent and
+/// fraction placed in an f16 are its value / 2^8 (the biases are 7 and 15;
+/// subnormals too, as f16 subnormals), converted to f32 and multiplied by
+/// 2^8, both exact; magnitude 0x7F is NaN. No f16 arithmetic.
+Value castFp8ToF32ThroughF16(OpBuilder &b, Location loc, Value codes);
+
 /// `value` (f32, scalar or vector) as FP8 codes of `fp8` (f8E4M3FN or
 /// f8E5M2), the quantisation of the reference (kvattn/Support/Float8.h) in
 /// integer arithmetic: round to nearest even, finite values beyond the

@@ -421,7 +421,7 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
             }
             f = vector::FromElementsOp::create(e.b, f32Type, lanes);
           } else {
-            f = castKvToF32(e.b, e.b.getLoc(), codes);
+            f = castFp8ToF32ThroughF16(e.b, e.b.getLoc(), codes);
           }
           if (scale)
             f = arith::MulFOp::create(
