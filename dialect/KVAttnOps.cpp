@@ -1289,23 +1289,50 @@ LogicalResult CascadeOp::verify() {
   Operation *op = getOperation();
   Value q = getQuery(), pk = getPrefixKey(), pv = getPrefixValue(),
         k = getKey(), v = getValue();
+  const bool prefixPaged = isPrefixPaged(), paged = isPaged();
+  if (static_cast<bool>(getPrefixPages()) != static_cast<bool>(getPrefixLen()))
+    return emitOpError() << "prefix_pages and prefix_len go together: a "
+                            "paged prefix is the first prefix_len keys of "
+                            "its pages";
   if (failed(checkRank(op, "query", q, 4, "[1, Hq, T, D]")) ||
-      failed(checkRank(op, "prefix_key", pk, 4, "[1, Hkv, P, D]")) ||
-      failed(checkRank(op, "prefix_value", pv, 4, "[1, Hkv, P, Dv]")) ||
-      failed(checkRank(op, "key", k, 4, "[B, Hkv, S, D]")) ||
-      failed(checkRank(op, "value", v, 4, "[B, Hkv, S, Dv]")) ||
+      failed(checkRank(op, "prefix_key", pk, 4,
+                       prefixPaged ? "[num_pages, page_size, Hkv, D]"
+                                   : "[1, Hkv, P, D]")) ||
+      failed(checkRank(op, "prefix_value", pv, 4,
+                       prefixPaged ? "[num_pages, page_size, Hkv, Dv]"
+                                   : "[1, Hkv, P, Dv]")) ||
+      failed(checkRank(op, "key", k, 4,
+                       paged ? "[num_pages, page_size, Hkv, D]"
+                             : "[B, Hkv, S, D]")) ||
+      failed(checkRank(op, "value", v, 4,
+                       paged ? "[num_pages, page_size, Hkv, Dv]"
+                             : "[B, Hkv, S, Dv]")) ||
       failed(checkRank(op, "out", getOut(), 4, "[1, Hq, T, Dv]")) ||
       failed(checkRank(op, "q_start", getQStart(), 1, "[B + 1]")) ||
       failed(checkRank(op, "q_offset", getQOffset(), 1, "[B]")) ||
-      failed(checkRank(op, "kv_len", getKvLen(), 1, "[B]")))
+      failed(checkRank(op, "kv_len", getKvLen(), 1, "[B]")) ||
+      (prefixPaged &&
+       (failed(checkRank(op, "prefix_pages", getPrefixPages(), 1,
+                         "[prefix_max_pages]")) ||
+        failed(checkRank(op, "prefix_len", getPrefixLen(), 1, "[1]")))) ||
+      (paged && failed(checkRank(op, "block_table", getBlockTable(), 2,
+                                 "[B, max_pages]"))))
     return failure();
-  for (auto [name, value] : {std::pair<StringRef, Value>{"query", q},
-                             {"prefix_key", pk},
-                             {"prefix_value", pv}}) {
+  SmallVector<std::pair<StringRef, Value>> ones = {{"query", q}};
+  if (!prefixPaged)
+    ones.append({{"prefix_key", pk}, {"prefix_value", pv}});
+  for (auto [name, value] : ones) {
     int64_t d0 = cast<ShapedType>(value.getType()).getDimSize(0);
     if (!isCompatible(d0, 1))
       return emitOpError() << name << " dim 0 must be 1 (the packed rows "
                            << "share one prefix), got " << d0;
+  }
+  if (prefixPaged) {
+    int64_t n = cast<ShapedType>(getPrefixLen().getType()).getDimSize(0);
+    if (!isCompatible(n, 1))
+      return emitOpError() << "prefix_len must have 1 entry (the prefix "
+                              "keys), got "
+                           << n;
   }
   Type elt = getElementTypeOrSelf(q.getType());
   for (auto [name, value] : {std::pair<StringRef, Value>{"prefix_key", pk},
@@ -1317,7 +1344,11 @@ LogicalResult CascadeOp::verify() {
       return emitOpError() << name << " element type "
                            << getElementTypeOrSelf(value.getType())
                            << " must match the query element type " << elt;
-  // Heads, head dims and the prefix length P.
+  // Heads (dim 2 of a page pool), head dims, the prefix length P (or the
+  // pools' pages) and the batch B (of the block table when paged).
+  const unsigned prefixHeads = prefixPaged ? 2 : 1, heads = paged ? 2 : 1;
+  const NamedDim batch =
+      paged ? dimOf("block_table", getBlockTable(), 0) : dimOf("key", k, 0);
   if (failed(checkSameDim(op, "head dim D", dimOf("prefix_key", pk, 3),
                           dimOf("query", q, 3))) ||
       failed(checkSameDim(op, "head dim D", dimOf("key", k, 3),
@@ -1326,36 +1357,53 @@ LogicalResult CascadeOp::verify() {
                           dimOf("prefix_value", pv, 3))) ||
       failed(checkSameDim(op, "value head dim Dv", dimOf("out", getOut(), 3),
                           dimOf("prefix_value", pv, 3))) ||
-      failed(checkSameDim(op, "kv heads Hkv", dimOf("prefix_value", pv, 1),
-                          dimOf("prefix_key", pk, 1))) ||
-      failed(checkSameDim(op, "kv heads Hkv", dimOf("key", k, 1),
-                          dimOf("prefix_key", pk, 1))) ||
-      failed(checkSameDim(op, "kv heads Hkv", dimOf("value", v, 1),
-                          dimOf("prefix_key", pk, 1))) ||
-      failed(checkSameDim(op, "prefix length P", dimOf("prefix_value", pv, 2),
-                          dimOf("prefix_key", pk, 2))) ||
-      failed(checkSameDim(op, "batch size B", dimOf("value", v, 0),
-                          dimOf("key", k, 0))) ||
-      failed(checkSameDim(op, "key length S", dimOf("value", v, 2),
-                          dimOf("key", k, 2))) ||
+      failed(checkSameDim(op, "kv heads Hkv",
+                          dimOf("prefix_value", pv, prefixHeads),
+                          dimOf("prefix_key", pk, prefixHeads))) ||
+      failed(checkSameDim(op, "kv heads Hkv", dimOf("key", k, heads),
+                          dimOf("prefix_key", pk, prefixHeads))) ||
+      failed(checkSameDim(op, "kv heads Hkv", dimOf("value", v, heads),
+                          dimOf("prefix_key", pk, prefixHeads))) ||
       failed(checkSameDim(op, "batch size B",
-                          dimOf("q_offset", getQOffset(), 0),
-                          dimOf("key", k, 0))) ||
+                          dimOf("q_offset", getQOffset(), 0), batch)) ||
       failed(checkSameDim(op, "batch size B", dimOf("kv_len", getKvLen(), 0),
-                          dimOf("key", k, 0))))
+                          batch)))
     return failure();
+  // The prefix K and V pools (or P), and the suffix K and V pools (or B
+  // and S), agree.
+  auto sameDims = [&](StringRef key, Value kv, StringRef value, Value vv,
+                      ArrayRef<std::pair<unsigned, StringRef>> dims) {
+    for (auto [d, what] : dims)
+      if (failed(
+              checkSameDim(op, what, dimOf(value, vv, d), dimOf(key, kv, d))))
+        return failure();
+    return success();
+  };
+  using Dims = SmallVector<std::pair<unsigned, StringRef>>;
+  const Dims pool = {{0, "pages num_pages"}, {1, "page size page_size"}};
+  if (failed(sameDims("prefix_key", pk, "prefix_value", pv,
+                      prefixPaged ? pool : Dims{{2, "prefix length P"}})) ||
+      failed(sameDims("key", k, "value", v,
+                      paged ? pool
+                            : Dims{{0, "batch size B"}, {2, "key length S"}})))
+    return failure();
+  for (auto [name, value, paged] :
+       {std::tuple<StringRef, Value, bool>{"prefix_key", pk, prefixPaged},
+        {"key", k, paged}})
+    if (paged && cast<ShapedType>(value.getType()).getDimSize(1) == 0)
+      return emitOpError() << name << " page_size must be positive, got 0";
   for (unsigned d = 0; d < 3; ++d)
     if (failed(checkSameDim(op, "out shape", dimOf("out", getOut(), d),
                             dimOf("query", q, d))))
       return failure();
-  int64_t b = cast<ShapedType>(k.getType()).getDimSize(0);
+  int64_t b = batch.size;
   int64_t starts = cast<ShapedType>(getQStart().getType()).getDimSize(0);
   if (!ShapedType::isDynamic(b) && !ShapedType::isDynamic(starts) &&
       starts != b + 1)
     return emitOpError() << "q_start must have B + 1 = " << b + 1
                          << " entries, got " << starts;
   int64_t hq = cast<ShapedType>(q.getType()).getDimSize(1);
-  int64_t hkv = cast<ShapedType>(pk.getType()).getDimSize(1);
+  int64_t hkv = cast<ShapedType>(pk.getType()).getDimSize(prefixHeads);
   if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) &&
       (hkv == 0 || hq % hkv != 0))
     return emitOpError() << "query heads Hq = " << hq
@@ -1368,9 +1416,55 @@ LogicalResult CascadeOp::verify() {
                               dimOf("query", q, d))))
         return failure();
   }
-  if (failed(verifyWindowAndSoftcap(op, std::nullopt, getSoftcap())))
+  if (failed(verifyWindowAndSoftcap(op, std::nullopt, getSoftcap())) ||
+      failed(verifyScale(op, getScale())))
     return failure();
-  return verifyScale(op, getScale());
+  return verifyConstantTables();
+}
+
+/// The block-table rules (kvattn/Support/BlockTable.h) of the constant
+/// tables: prefix_pages as the table of one sequence of prefix_len keys,
+/// block_table with kv_len (the lengths where they are constant too).
+LogicalResult CascadeOp::verifyConstantTables() {
+  auto check = [&](StringRef what, Value tableValue, Value lengthValue,
+                   Value pool, bool oneRow) -> LogicalResult {
+    DenseIntElementsAttr table;
+    if (!tableValue || !matchPattern(tableValue, m_Constant(&table)))
+      return success();
+    auto poolType = cast<ShapedType>(pool.getType());
+    if (ShapedType::isDynamic(poolType.getDimSize(1)))
+      return success(); // the page size is needed for every rule but range
+    SmallVector<int64_t> entries = constantInts(tableValue),
+                         lengths = constantInts(lengthValue);
+    auto tableType = cast<ShapedType>(table.getType());
+    ::mlir::kvattn::BlockTableView view;
+    if (oneRow) {
+      view.name = "prefix_pages";
+      view.lengthName = "prefix_len";
+      view.flat = true;
+    }
+    view.batch = oneRow ? 1 : tableType.getDimSize(0);
+    view.maxPages = tableType.getDimSize(oneRow ? 0 : 1);
+    view.page = [&](int64_t b, int64_t slot) {
+      return entries[b * view.maxPages + slot];
+    };
+    if (static_cast<int64_t>(lengths.size()) == view.batch)
+      view.kvLen = [&](int64_t b) -> std::optional<int64_t> {
+        return lengths[b];
+      };
+    int64_t numPages = poolType.getDimSize(0);
+    ::mlir::kvattn::Status status = ::mlir::kvattn::checkBlockTable(
+        view, ShapedType::isDynamic(numPages) ? -1 : numPages,
+        poolType.getDimSize(1));
+    if (!status)
+      return emitOpError() << "invalid " << what << ": " << status.message();
+    return success();
+  };
+  if (failed(check("prefix_pages", getPrefixPages(), getPrefixLen(),
+                   getPrefixKey(), /*oneRow=*/true)))
+    return failure();
+  return check("block table", getBlockTable(), getKvLen(), getKey(),
+               /*oneRow=*/false);
 }
 
 #define GET_OP_CLASSES

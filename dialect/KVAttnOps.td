@@ -671,7 +671,7 @@ def KVAttn_MergeOp : KVAttn_Op<"merge",
 // kvattn.cascade
 //===----------------------------------------------------------------------===//
 
-def KVAttn_CascadeOp : KVAttn_Op<"cascade", [Pure]> {
+def KVAttn_CascadeOp : KVAttn_Op<"cascade", [Pure, AttrSizedOperandSegments]> {
   let summary = "shared-prefix (cascade) attention of a ragged batch";
   let description = [{
     Attention of `B` sequences that share a prefix (a system prompt, beam
@@ -702,6 +702,20 @@ def KVAttn_CascadeOp : KVAttn_Op<"cascade", [Pure]> {
     element type. A sliding window would cut the prefix row by row (no
     longer one mask-free attention for all rows): there is none.
 
+    Paged K/V (docs/semantics.md, "Paged KV"), each level on its own:
+    with `prefix_pages(%pp)` (`[prefix_max_pages]` i32/i64) and
+    `prefix_len(%n)` (`[1]`) the prefix caches are page pools
+    `prefix_key [num_pages, page_size, Hkv, D]` /
+    `prefix_value [num_pages, page_size, Hkv, Dv]` and the prefix is the
+    `P = prefix_len[0]` keys of pages `prefix_pages[0], [1], ...` (the
+    block table of one sequence: ids in `[0, num_pages)`, a `-1` tail, no
+    page twice, `P <= pages * page_size`); with `block_table(%bt)`
+    (`[B, max_pages]`) the suffix caches are page pools
+    `key`/`value [num_pages, page_size, Hkv, D|Dv]` mapped per sequence as
+    in `kvattn.attention` (`kv_len[b] <= pages(b) * page_size`). Both may
+    name the same pool (a prefix cached once in the serving engine's
+    pages). Constant tables are checked by the verifier.
+
     ```mlir
     %o, %lse = kvattn.cascade %q, %pk, %pv, %k, %v q_start(%qs : tensor<17xi32>)
         q_offset(%qo : tensor<16xi32>) kv_len(%kl : tensor<16xi32>) causal
@@ -720,6 +734,9 @@ def KVAttn_CascadeOp : KVAttn_Op<"cascade", [Pure]> {
     KVAttn_IndexTensor:$q_start,
     KVAttn_IndexTensor:$q_offset,
     KVAttn_IndexTensor:$kv_len,
+    Optional<KVAttn_IndexTensor>:$prefix_pages,
+    Optional<KVAttn_IndexTensor>:$prefix_len,
+    Optional<KVAttn_IndexTensor>:$block_table,
     UnitAttr:$causal,
     OptionalAttr<F32Attr>:$softcap,
     OptionalAttr<F32Attr>:$scale
@@ -733,6 +750,9 @@ def KVAttn_CascadeOp : KVAttn_Op<"cascade", [Pure]> {
     `q_start` `(` $q_start `:` type($q_start) `)`
     `q_offset` `(` $q_offset `:` type($q_offset) `)`
     `kv_len` `(` $kv_len `:` type($kv_len) `)`
+    (`prefix_pages` `(` $prefix_pages^ `:` type($prefix_pages) `)`)?
+    (`prefix_len` `(` $prefix_len^ `:` type($prefix_len) `)`)?
+    (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
     (`causal` $causal^)?
     (`softcap` `=` $softcap^)?
     (`scale` `=` $scale^)?
@@ -741,6 +761,15 @@ def KVAttn_CascadeOp : KVAttn_Op<"cascade", [Pure]> {
     `->` type($out) (`,` type($lse)^)?
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The shared prefix is paged (prefix_pages, prefix_len).
+    bool isPrefixPaged() { return static_cast<bool>(getPrefixPages()); }
+    /// The suffixes are paged (block_table).
+    bool isPaged() { return static_cast<bool>(getBlockTable()); }
+  private:
+    ::mlir::LogicalResult verifyConstantTables();
+  public:
+  }];
 }
 
 include "kvattn/Dialect/KVAttnTileOps.td"

@@ -313,7 +313,9 @@ def KVAttn_TileStoreOp : KVAttn_Op<"tile.store", [AttrSizedOperandSegments]> {
     `lse = hi + log(1 + exp(lo - hi))` for `hi`, `lo` the larger and the
     smaller of `z` and `lse_keys` (so that a large `c` does not round the
     sink's own logit away). A split-KV chunk (no sinks) stores its raw,
-    relative state without it; `tile.merge` adds it.
+    relative state without it, and `tile.merge` adds it; a chunk of a
+    ragged batch, whose merge does not know a row's sequence, stores its
+    part with it (`lse_keys`, absolute) and its merge takes no `alibi`.
   }];
   let arguments = (ins
     Arg<KVAttn_F32Row, "", [MemRead]>:$max,

@@ -36,12 +36,12 @@ mlir::kvattn::createCascadeAttentions(OpBuilder &builder, CascadeOp op) {
   auto lseType = RankedTensorType::get(outType.getShape().drop_back(),
                                        builder.getF32Type());
   auto attention = [&](Value key, Value value, Value qStart, Value qOffset,
-                       Value kvLen, bool causal) {
+                       Value kvLen, Value blockTable, bool causal) {
     return AttentionOp::create(
         builder, loc, outType, lseType, op.getQuery(), key, value, qOffset,
         /*k_offset=*/Value(), /*q_pos=*/Value(), /*k_pos=*/Value(), kvLen,
-        /*key_valid=*/Value(), /*mask=*/Value(), /*block_table=*/Value(),
-        qStart, /*sinks=*/Value(), /*alibi_slopes=*/Value(),
+        /*key_valid=*/Value(), /*mask=*/Value(), blockTable, qStart,
+        /*sinks=*/Value(), /*alibi_slopes=*/Value(),
         /*k_rope_pos=*/Value(), /*k_start=*/Value(),
         /*cache_batch_idx=*/Value(), causal, /*window=*/IntegerAttr(),
         op.getSoftcapAttr(), op.getScaleAttr(),
@@ -50,13 +50,28 @@ mlir::kvattn::createCascadeAttentions(OpBuilder &builder, CascadeOp op) {
         /*v_scale=*/Value(), /*value_dim=*/IntegerAttr(),
         /*rotary_cos=*/Value(), /*rotary_sin=*/Value());
   };
-  // (a) Every row over the prefix: mask-free, no positions.
-  AttentionOp prefix = attention(op.getPrefixKey(), op.getPrefixValue(),
-                                 Value(), Value(), Value(), false);
+  // (a) Every row over the prefix: mask-free, no positions. A paged prefix
+  // is one sequence of prefix_len keys through the block table
+  // [1, prefix_max_pages] of its pages.
+  Value prefixTable, prefixLen;
+  if (op.isPrefixPaged()) {
+    auto pagesType = cast<RankedTensorType>(op.getPrefixPages().getType());
+    SmallVector<int64_t> shape = {1, pagesType.getDimSize(0)};
+    SmallVector<OpFoldResult> sizes = {
+        builder.getIndexAttr(1),
+        tensor::getMixedSize(builder, loc, op.getPrefixPages(), 0)};
+    prefixTable = tensor::ExpandShapeOp::create(
+        builder, loc, RankedTensorType::get(shape, pagesType.getElementType()),
+        op.getPrefixPages(), ArrayRef<ReassociationIndices>{{0, 1}}, sizes);
+    prefixLen = op.getPrefixLen();
+  }
+  AttentionOp prefix =
+      attention(op.getPrefixKey(), op.getPrefixValue(), Value(), Value(),
+                prefixLen, prefixTable, false);
   // (b) Each sequence's rows over its suffix.
   AttentionOp suffix =
       attention(op.getKey(), op.getValue(), op.getQStart(), op.getQOffset(),
-                op.getKvLen(), op.getCausal());
+                op.getKvLen(), op.getBlockTable(), op.getCausal());
   return {prefix, suffix};
 }
 

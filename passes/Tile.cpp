@@ -400,13 +400,6 @@ private:
     s.numStages = blocks.numStages;
     s.splits = blocks.splits;
     s.runTimeSplit = blocks.runTimeSplit;
-    // ALiBi's constant joins in the merge from the batch of the merged rows;
-    // a ragged batch's merge rows are packed, of several sequences (the
-    // merge does not look a row's sequence up): no split there.
-    if (s.varlen && op.getAlibiSlopes()) {
-      s.splits = 1;
-      s.runTimeSplit = false;
-    }
     // A cascade part is itself one part of a merge: no split inside it.
     if (cascade) {
       s.splits = 1;
@@ -1023,13 +1016,18 @@ private:
     // ALiBi's constant (the parts stay relative to it). The parts are
     // indexed like out: a ragged batch's at its packed rows (batch 0, row
     // q_start[b] + i), which the merge reads back as rows of one batch.
+    // That merge does not know a row's sequence, so a ragged batch's chunk,
+    // which does, adds its sequence's ALiBi constant to the lse it stores
+    // (absolute parts; the merge takes no ALiBi).
+    const bool absoluteParts = s.varlen && buf.alibiSlopes;
     auto storeParts = [&] {
       Value outPart = part(outParts);
       Value lsePart = part(lseParts);
       TileStoreOp::create(pb, t.rowMax, t.rowSum, t.acc, outPart, lsePart,
                           r.qBatch, r.head, r.qRowStart, r.rows, groupAttr,
                           /*sinks=*/Value(),
-                          /*alibi_slopes=*/Value(), /*alibi_ref=*/Value());
+                          absoluteParts ? buf.alibiSlopes : Value(),
+                          absoluteParts ? r.alibiRef : Value());
     };
     if (!s.runTimeSplit) {
       storeParts();
@@ -1118,9 +1116,11 @@ private:
           Value head = pb.createOrFold<arith::RemUIOp>(ivs[0], qHeads);
           Value qStart = p.mul(ivs[1], p.c(s.bm));
           Value rows = p.min(p.c(s.bm), p.sub(qLen, qStart));
-          // ALiBi: the batch's reference distance, as its programs had it.
-          Value alibiRef;
-          if (buf.alibiSlopes) {
+          // ALiBi: the batch's reference distance, as its programs had it
+          // (a ragged batch's parts are absolute: none).
+          Value alibiRef, alibiSlopes;
+          if (buf.alibiSlopes && !s.varlen) {
+            alibiSlopes = buf.alibiSlopes;
             ProgramRange r;
             r.bIdx = bIdx;
             Value kLen = s.paged
@@ -1131,7 +1131,7 @@ private:
             alibiRef = alibiReference(p, bIdx, r.kvLen);
           }
           TileMergeOp::create(pb, outParts, lseParts, buf.out, buf.lse, bIdx,
-                              head, qStart, rows, buf.sinks, buf.alibiSlopes,
+                              head, qStart, rows, buf.sinks, alibiSlopes,
                               alibiRef);
           scf::InParallelOp::create(pb);
         });
@@ -1190,6 +1190,13 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
 /// into out and lse: the split merge's tile.merge, with N = 2.
 static LogicalResult tileCascade(RewriterBase &rewriter, CascadeOp op,
                                  const TileConfig &cfg) {
+  // (The three kernels' ABI names one pool and one set of page sizes per
+  // kernel kind; a paged level has no kernels yet.)
+  if (op.isPrefixPaged() || op.isPaged())
+    return op.emitOpError()
+           << "kvattn-tile: a paged cascade (prefix_pages, block_table) has "
+              "no GPU kernels yet; kvattn-to-cpu runs it "
+              "(-kvattn-expand-cascade)";
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   b.setInsertionPoint(op);
   IndexMath m{b};

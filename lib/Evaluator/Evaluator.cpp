@@ -232,6 +232,12 @@ Status Interpreter::eval(Operation *op) {
         ops.qStart = &tensor(o.getQStart());
         ops.qOffset = &tensor(o.getQOffset());
         ops.kvLen = &tensor(o.getKvLen());
+        if (Value pages = o.getPrefixPages())
+          ops.prefixPages = &tensor(pages);
+        if (Value len = o.getPrefixLen())
+          ops.prefixLen = &tensor(len);
+        if (Value table = o.getBlockTable())
+          ops.blockTable = &tensor(table);
         reference::AttentionAttributes attrs;
         attrs.causal = o.getCausal();
         if (std::optional<APFloat> cap = o.getSoftcap())

@@ -1177,8 +1177,86 @@ Status appendPaged(const HostTensor &pages, const HostTensor &update,
   return Status::ok();
 }
 
+static Status cascadeContiguous(const CascadeOperands &ops,
+                                const AttentionAttributes &attrs,
+                                AttentionResult &result, Compute compute);
+
 Status cascade(const CascadeOperands &ops, const AttentionAttributes &attrs,
                AttentionResult &result, Compute compute) {
+  if (!ops.prefixPages && !ops.prefixLen && !ops.blockTable)
+    return cascadeContiguous(ops, attrs, result, compute);
+  CascadeOperands plain = ops;
+  plain.prefixPages = plain.prefixLen = plain.blockTable = nullptr;
+  HostTensor prefixKey, prefixValue, key, value;
+  if (ops.prefixPages || ops.prefixLen) {
+    if (!ops.prefixPages || !ops.prefixLen)
+      return Status::error("cascade: prefix_pages and prefix_len go together");
+    const HostTensor &pages = *ops.prefixPages, &len = *ops.prefixLen;
+    KVATTN_RETURN_IF_ERROR(checkInteger("prefix_pages", pages));
+    KVATTN_RETURN_IF_ERROR(checkInteger("prefix_len", len));
+    if (pages.rank() != 1 || len.rank() != 1 || len.dim(0) != 1)
+      return Status::error("cascade: prefix_pages must be [prefix_max_pages] "
+                           "and prefix_len [1], got " +
+                           pages.shapeString() + " and " + len.shapeString());
+    for (auto [name, pool] : {std::pair<const char *, const HostTensor *>{
+                                  "prefix_key", ops.prefixKey},
+                              {"prefix_value", ops.prefixValue}})
+      if (pool->rank() != 4 || pool->dim(0) != ops.prefixKey->dim(0) ||
+          pool->dim(1) != ops.prefixKey->dim(1))
+        return Status::error(std::string("cascade: ") + name +
+                             " must be a page pool [num_pages, page_size, "
+                             "Hkv, D], the prefix key's, got " +
+                             pool->shapeString());
+    // The prefix as the one-sequence table [1, prefix_max_pages], checked
+    // under its own names.
+    const int64_t maxPages = pages.dim(0), p = len.getInt(0);
+    BlockTableView view;
+    view.batch = 1;
+    view.maxPages = maxPages;
+    view.page = [&](int64_t, int64_t slot) { return pages.getInt(slot); };
+    view.kvLen = [&](int64_t) -> std::optional<int64_t> { return p; };
+    view.name = "prefix_pages";
+    view.lengthName = "prefix_len";
+    view.flat = true;
+    KVATTN_RETURN_IF_ERROR(
+        checkBlockTable(view, ops.prefixKey->dim(0), ops.prefixKey->dim(1)));
+    HostTensor table(ElementType::I64, {1, maxPages}),
+        length(ElementType::I64, {1});
+    for (int64_t slot = 0; slot < maxPages; ++slot)
+      table.setInt(slot, pages.getInt(slot));
+    length.setInt(0, p);
+    // The gathered [1, Hkv, max_pages * page_size, D], cut to its P keys.
+    auto gather = [&](const HostTensor &pool, HostTensor &out) -> Status {
+      HostTensor full;
+      KVATTN_RETURN_IF_ERROR(gatherPages(pool, table, length, full));
+      const int64_t h = full.dim(1), n = full.dim(2), d = full.dim(3);
+      KVATTN_RETURN_IF_ERROR(
+          HostTensor::make(full.elementType(), {1, h, p, d}, out));
+      const size_t eltSize = elementTypeSize(full.elementType());
+      for (int64_t g = 0; g < h; ++g)
+        std::copy_n(full.data() + g * n * d * eltSize, p * d * eltSize,
+                    out.data() + g * p * d * eltSize);
+      return Status::ok();
+    };
+    KVATTN_RETURN_IF_ERROR(gather(*ops.prefixKey, prefixKey));
+    KVATTN_RETURN_IF_ERROR(gather(*ops.prefixValue, prefixValue));
+    plain.prefixKey = &prefixKey;
+    plain.prefixValue = &prefixValue;
+  }
+  if (ops.blockTable) {
+    KVATTN_RETURN_IF_ERROR(
+        gatherPages(*ops.key, *ops.blockTable, *ops.kvLen, key));
+    KVATTN_RETURN_IF_ERROR(
+        gatherPages(*ops.value, *ops.blockTable, *ops.kvLen, value));
+    plain.key = &key;
+    plain.value = &value;
+  }
+  return cascadeContiguous(plain, attrs, result, compute);
+}
+
+static Status cascadeContiguous(const CascadeOperands &ops,
+                                const AttentionAttributes &attrs,
+                                AttentionResult &result, Compute compute) {
   const HostTensor &q = *ops.query, &pk = *ops.prefixKey,
                    &pv = *ops.prefixValue, &k = *ops.key, &v = *ops.value;
   for (auto [name, t] :

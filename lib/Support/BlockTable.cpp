@@ -19,13 +19,20 @@ Status checkBlockTable(const BlockTableView &table, int64_t numPages,
     return Status::error("page_size must be positive, got " + str(pageSize));
   const std::string range = numPages < 0 ? std::string("[0, num_pages)")
                                          : "[0, " + str(numPages) + ")";
+  const std::string name = table.name;
+  // Sequence b's table, entry `slot` of it, and the batch suffix.
+  auto row = [&](int64_t b) {
+    return table.flat ? name : name + "[" + str(b) + "]";
+  };
+  auto batchOf = [&](int64_t b) {
+    return table.flat ? std::string() : " (batch " + str(b) + ")";
+  };
   for (int64_t b = 0; b < table.batch; ++b) {
     std::unordered_map<int64_t, int64_t> slotOfPage; // this sequence's pages
     int64_t active = 0, firstEmpty = -1;
     for (int64_t slot = 0; slot < table.maxPages; ++slot) {
       const int64_t page = table.page(b, slot);
-      const std::string at =
-          "block_table[" + str(b) + "][" + str(slot) + "] = " + str(page);
+      const std::string at = row(b) + "[" + str(slot) + "] = " + str(page);
       if (page == -1) {
         if (firstEmpty < 0)
           firstEmpty = slot;
@@ -33,25 +40,24 @@ Status checkBlockTable(const BlockTableView &table, int64_t numPages,
       }
       if (page < 0 || (numPages >= 0 && page >= numPages))
         return Status::error(at + ": page id out of range " + range +
-                             " (batch " + str(b) + ")");
+                             batchOf(b));
       if (firstEmpty >= 0)
         return Status::error(at + " follows the -1 at slot " + str(firstEmpty) +
-                             ": the -1 tail must be canonical (batch " +
-                             str(b) + ")");
+                             ": the -1 tail must be canonical" + batchOf(b));
       auto [it, fresh] = slotOfPage.try_emplace(page, slot);
       if (!fresh)
         return Status::error(at + ": page " + str(page) +
                              " is already used at slot " + str(it->second) +
-                             " of the same sequence (batch " + str(b) + ")");
+                             " of the same sequence" + batchOf(b));
       ++active;
     }
     std::optional<int64_t> len = table.kvLen ? table.kvLen(b) : std::nullopt;
     if (len && (*len < 0 || *len > active * pageSize))
-      return Status::error(
-          "kv_len[" + str(b) + "] = " + str(*len) + " does not fit the " +
-          str(active) + " page(s) of block_table[" + str(b) + "] (page_size " +
-          str(pageSize) + ", at most " + str(active * pageSize) +
-          " tokens) (batch " + str(b) + ")");
+      return Status::error(std::string(table.lengthName) + "[" + str(b) +
+                           "] = " + str(*len) + " does not fit the " +
+                           str(active) + " page(s) of " + row(b) +
+                           " (page_size " + str(pageSize) + ", at most " +
+                           str(active * pageSize) + " tokens)" + batchOf(b));
   }
   return Status::ok();
 }

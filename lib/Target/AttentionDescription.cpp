@@ -421,21 +421,14 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   extras.scale = d.scale;
   if (d.cascade) {
     // out [1, Hq, T, Dv] in the query's type, lse [1, Hq, T] f32.
-    SmallVector<Type> types = {tensor({1, Hq, L, Dv}, elt)};
-    if (d.withLse)
-      types.push_back(tensor({1, Hq, L}, b.getF32Type()));
-    SmallVector<NamedAttribute> attrs;
-    if (d.causal)
-      attrs.push_back(b.getNamedAttr("causal", b.getUnitAttr()));
-    if (d.softcap)
-      attrs.push_back(b.getNamedAttr("softcap", b.getF32FloatAttr(*d.softcap)));
-    if (d.scale)
-      attrs.push_back(b.getNamedAttr("scale", b.getF32FloatAttr(*d.scale)));
-    auto cascade =
-        CascadeOp::create(b, loc, types,
-                          ValueRange{query, prefixKey, prefixValue, key, value,
-                                     qStart, qOffset, kvLen},
-                          attrs);
+    auto cascade = CascadeOp::create(
+        b, loc, tensor({1, Hq, L, Dv}, elt),
+        d.withLse ? Type(tensor({1, Hq, L}, b.getF32Type())) : Type(), query,
+        prefixKey, prefixValue, key, value, qStart, qOffset, kvLen,
+        /*prefix_pages=*/Value(), /*prefix_len=*/Value(),
+        /*block_table=*/Value(), d.causal ? b.getUnitAttr() : UnitAttr(),
+        d.softcap ? b.getF32FloatAttr(*d.softcap) : FloatAttr(),
+        d.scale ? b.getF32FloatAttr(*d.scale) : FloatAttr());
     for (Value r : cascade->getResults())
       results.push_back(r);
   } else {

@@ -86,6 +86,27 @@ func.func @cascade(%q: tensor<1x{hq}x{t}x{d}x{ty}>,
 }}
 """
 
+_PAGED = """
+func.func @cascade(%q: tensor<1x{hq}x{t}x{d}x{ty}>,
+                   %k: tensor<{n}x{ps}x{hkv}x{d}x{ty}>,
+                   %v: tensor<{n}x{ps}x{hkv}x{dv}x{ty}>,
+                   %qs: tensor<{b1}xi64>, %qo: tensor<{b}xi64>,
+                   %kl: tensor<{b}xi64>, %pp: tensor<{pm}xi64>,
+                   %pl: tensor<1xi64>, %bt: tensor<{b}x{m}xi64>)
+    -> (tensor<1x{hq}x{t}x{dv}x{ty}>, tensor<1x{hq}x{t}xf32>) {{
+  %o, %lse = kvattn.cascade %q, %k, %v, %k, %v
+      q_start(%qs : tensor<{b1}xi64>) q_offset(%qo : tensor<{b}xi64>)
+      kv_len(%kl : tensor<{b}xi64>) prefix_pages(%pp : tensor<{pm}xi64>)
+      prefix_len(%pl : tensor<1xi64>) block_table(%bt : tensor<{b}x{m}xi64>)
+      {causal} scale = {scale:.17e}
+      : tensor<1x{hq}x{t}x{d}x{ty}>, tensor<{n}x{ps}x{hkv}x{d}x{ty}>,
+        tensor<{n}x{ps}x{hkv}x{dv}x{ty}>, tensor<{n}x{ps}x{hkv}x{d}x{ty}>,
+        tensor<{n}x{ps}x{hkv}x{dv}x{ty}>
+      -> tensor<1x{hq}x{t}x{dv}x{ty}>, tensor<1x{hq}x{t}xf32>
+  return %o, %lse : tensor<1x{hq}x{t}x{dv}x{ty}>, tensor<1x{hq}x{t}xf32>
+}}
+"""
+
 _MERGE = """
 func.func @merge(%o: tensor<2x1x{hq}x{t}x{dv}xf32>,
                  %lse: tensor<2x1x{hq}x{t}xf32>)
@@ -119,6 +140,17 @@ def cascade_ir(dtype, hq, hkv, t, p, b, s, d, dv, scale, causal=True):
     return _CASCADE.format(hq=hq, hkv=hkv, t=t, p=p, b=b, b1=b + 1, s=s, d=d,
                            dv=dv, ty=dtype, scale=scale,
                            causal=" causal" if causal else "")
+
+
+def paged_cascade_ir(dtype, hq, hkv, t, b, num_pages, page_size,
+                     prefix_max_pages, max_pages, d, dv, scale, causal=True):
+    """A paged kvattn.cascade: the prefix (prefix_pages, prefix_len) and the
+    suffixes (block_table) in one page pool [num_pages, page_size, Hkv,
+    D|Dv]."""
+    return _PAGED.format(hq=hq, hkv=hkv, t=t, b=b, b1=b + 1, n=num_pages,
+                         ps=page_size, pm=prefix_max_pages, m=max_pages, d=d,
+                         dv=dv, ty=dtype, scale=scale,
+                         causal="causal" if causal else "")
 
 
 def merge_state(out_a, lse_a, out_b, lse_b):
@@ -236,6 +268,79 @@ def cascade_attention(query, q_start, prefix_key, prefix_value, suffix_key,
             np.asarray(out, np.float32)), lse
 
 
-__all__ = ["cascade_attention", "cascade_ir", "merge_state", "prefix_ir",
+def paged_cascade_attention(query, q_start, key_pages, value_pages,
+                            prefix_pages, prefix_len, block_table, suffix_len,
+                            causal=True, scale=None, target="cpu"):
+    """Shared-prefix attention over a paged KV cache (kvattn.cascade with
+    prefix_pages, prefix_len and block_table, docs/semantics.md): one page
+    pool key_pages/value_pages [num_pages, page_size, Hkv, D|Dv] holds the
+    shared prefix, the first prefix_len keys of pages prefix_pages
+    [prefix_max_pages] (-1 tail), and each sequence's suffix of
+    suffix_len[b] keys through block_table [B, max_pages]. query [1, Hq, T,
+    D] packed rows of B sequences (q_start [B + 1]), the last tokens of
+    their suffixes. dtypes as cascade_attention. The tables are checked
+    before anything runs (ids in range, a -1 tail, no page twice, the
+    lengths within the pages; errors name the table, the slot and the
+    value). target "cpu" only: the paged cascade has no GPU kernels yet.
+    Returns (out [1, Hq, T, Dv] f32, lse [1, Hq, T] f32)."""
+    np = _np()
+    if target != "cpu":
+        raise KVAttnValueError(
+            "paged_cascade_attention: the paged cascade runs on the CPU "
+            "only (its GPU kernels are not written yet), got target "
+            f"{target!r}")
+    q, kp, vp = (np.asarray(x) for x in (query, key_pages, value_pages))
+    dtypes = {x.dtype.name for x in (q, kp, vp)}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in _TYPES:
+        raise KVAttnValueError(
+            f"paged_cascade_attention: query and K/V pages share one dtype "
+            f"of {sorted(_TYPES)} (uint16: bf16 bits), got {sorted(dtypes)}")
+    ty = _TYPES[q.dtype.name]
+    if q.ndim != 4 or q.shape[0] != 1:
+        raise KVAttnValueError(f"query must be [1, Hq, T, D] (packed rows), "
+                               f"got {q.shape}")
+    _, hq, t, d = q.shape
+    if kp.ndim != 4 or kp.shape[3] != d or vp.ndim != 4 or \
+            vp.shape[:3] != kp.shape[:3]:
+        raise KVAttnValueError(
+            f"key/value pages must be [num_pages, page_size, Hkv, D|Dv] with "
+            f"D = {d}, got {kp.shape}, {vp.shape}")
+    num_pages, page_size, hkv, _ = kp.shape
+    dv = vp.shape[3]
+    qs = np.asarray(q_start, np.int64)
+    lens = np.asarray(suffix_len, np.int64)
+    pages = np.asarray(prefix_pages, np.int64)
+    plen = np.asarray(prefix_len, np.int64).reshape(1)
+    table = np.asarray(block_table, np.int64)
+    b = len(qs) - 1
+    if pages.ndim != 1 or table.ndim != 2 or table.shape[0] != b or \
+            lens.shape != (b,):
+        raise KVAttnValueError(
+            f"prefix_pages must be [prefix_max_pages], block_table [B = {b}, "
+            f"max_pages] and suffix_len [B], got {pages.shape}, "
+            f"{table.shape}, {lens.shape}")
+    rows = np.diff(qs)
+    short = np.nonzero(lens < rows)[0]
+    if short.size:
+        i = int(short[0])
+        raise KVAttnValueError(
+            f"suffix_len[{i}] = {lens[i]} is below the {rows[i]} query "
+            f"row(s) of sequence {i}: the queries are the last tokens of "
+            f"the suffix (batch {i})")
+    scale = float(scale) if scale is not None else 1.0 / float(np.sqrt(d))
+    qo = lens - rows
+    key = ("paged", ty, hq, hkv, t, b, num_pages, page_size, pages.shape[0],
+           table.shape[1], d, dv, scale, causal)
+    whole = _program(key, lambda: _compile(paged_cascade_ir(
+        ty, hq, hkv, t, b, num_pages, page_size, pages.shape[0],
+        table.shape[1], d, dv, scale, causal)))
+    out, lse = whole.run(q, kp, vp, qs, qo, lens, pages, plen, table)
+    from . import from_bf16
+    return (from_bf16(out) if ty == "bf16" else
+            np.asarray(out, np.float32)), lse
+
+
+__all__ = ["cascade_attention", "cascade_ir", "merge_state",
+           "paged_cascade_attention", "paged_cascade_ir", "prefix_ir",
            "suffix_ir",
            "KVAttnError"]

@@ -193,3 +193,76 @@ def test_cascade_errors(change, message):
     kwargs.update(change)
     with pytest.raises(kvattn.KVAttnValueError, match=message):
         cascade.cascade_attention(**kwargs)
+
+
+def paged_case(lens, rows, p, page_size=16, seed=0):
+    """case() with the prefix and the suffixes scattered over one pool of
+    permuted pages (the prefix's pages first in the table order, then each
+    sequence's); every slot no key owns, and spare pages, hold NaN (K) and
+    +inf (V)."""
+    args, want = case(lens, rows, p=p, seed=seed)
+    q, qs, pk, pv, sk, sv, n = args
+    hkv, d = pk.shape[1], pk.shape[3]
+    per = [-(-p // page_size)] + [-(-x // page_size) for x in lens]
+    total = sum(per) + 3  # three spare pages
+    order = np.random.default_rng(seed + 35).permutation(total)
+    kp = np.full((total, page_size, hkv, d), np.nan, np.float32)
+    vp = np.full((total, page_size, hkv, d), np.inf, np.float32)
+    used = iter(order)
+
+    def place(k, v, count):
+        pages = [int(next(used)) for _ in range(-(-count // page_size))]
+        for j in range(count):
+            kp[pages[j // page_size], j % page_size] = k[:, j]
+            vp[pages[j // page_size], j % page_size] = v[:, j]
+        return pages
+
+    prefix_pages = place(pk[0], pv[0], p) + [-1]
+    width = max(per[1:]) + 1
+    table = np.full((len(lens), width), -1, np.int64)
+    for b, x in enumerate(lens):
+        pages = place(sk[b], sv[b], x)
+        table[b, :len(pages)] = pages
+    return (q, qs, kp, vp, np.asarray(prefix_pages, np.int64), p, table,
+            n), want
+
+
+def test_paged_cascade_cpu():
+    """A paged cascade (kvattn.cascade with prefix_pages, prefix_len and
+    block_table) on the CPU: the prefix of 70 keys and suffixes of 1 ... 37
+    keys in one pool of permuted pages, NaN/inf where no key lives,
+    against the NumPy float64 reference of plain attention over prefix +
+    suffix; a prefix read from the wrong pages is far off."""
+    args, (want, want_lse) = paged_case([1, 37, 20, 16], [1, 5, 2, 3], p=70)
+    out, lse = cascade.paged_cascade_attention(*args)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
+    q, qs, kp, vp, pages, p, table, n = args
+    # The prefix's first page traded with sequence 1's first suffix page:
+    # every other sequence then sees that suffix's keys in its prefix.
+    swapped_pages, swapped_table = pages.copy(), table.copy()
+    swapped_pages[0], swapped_table[1, 0] = table[1, 0], pages[0]
+    wrong, _ = cascade.paged_cascade_attention(q, qs, kp, vp, swapped_pages,
+                                               p, swapped_table, n)
+    assert np.abs(wrong - want).max() > 0.05
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(prefix_len=81), r"prefix_len\[0\] = 81 does not fit the 5 "
+     r"page\(s\) of prefix_pages \(page_size 16, at most 80 tokens\)"),
+    (dict(prefix_pages="out_of_range"),
+     r"prefix_pages\[1\] = 99: page id out of range"),
+])
+def test_paged_cascade_errors(change, message):
+    args, _ = paged_case([5, 9], [1, 2], p=70)
+    names = ("query", "q_start", "key_pages", "value_pages", "prefix_pages",
+             "prefix_len", "block_table", "suffix_len")
+    kwargs = dict(zip(names, args))
+    if change.get("prefix_pages") == "out_of_range":
+        change = dict(prefix_pages=kwargs["prefix_pages"].copy())
+        change["prefix_pages"][1] = 99
+    kwargs.update(change)
+    with pytest.raises(kvattn.KVAttnError, match=message):
+        cascade.paged_cascade_attention(**kwargs)
+    with pytest.raises(kvattn.KVAttnValueError, match=r"CPU only"):
+        cascade.paged_cascade_attention(**dict(kwargs, target="gpu"))

@@ -80,3 +80,31 @@ func.func @varlen_dynamic(%q: tensor<1x2x?x16xf32>, %k: tensor<?x2x?x16xf32>, %c
       : tensor<1x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32> -> tensor<1x2x?x16xf32>
   return %o : tensor<1x2x?x16xf32>
 }
+
+// -----
+
+// ALiBi in a ragged split: each chunk knows its sequence, so it stores its
+// part with the sequence's ALiBi constant added to the lse (tile.store with
+// alibi(slopes, that sequence's reference distance)); the merge over the
+// packed rows, which does not look a row's sequence up, takes the parts as
+// they are (no alibi).
+// BM16-LABEL: func @varlen_alibi
+// BM16: %[[SLOPES:.*]] = bufferization.to_buffer %arg5 read_only {kvattn.role = #kvattn.role<alibi_slopes>}
+// BM16: %[[OUTP:.*]] = memref.alloc() {kvattn.role = #kvattn.role<out_parts>} : memref<4x1x4x19x64xf32>
+// BM16: %[[LSEP:.*]] = memref.alloc() {kvattn.role = #kvattn.role<lse_parts>} : memref<4x1x4x19xf32>
+// BM16: scf.forall ({{.*}}, %[[CHUNK:.*]]) in (2, 5, 4)
+// BM16: %[[SEQ:.*]]:2 = scf.while
+// BM16: kvattn.tile.mask %{{.*}}[%[[SEQ]]#0, {{.*}}] size({{.*}}) kv_len({{.*}}) offsets({{.*}}) alibi(%[[SLOPES]], %[[REF:.*]] : memref<4xf32>) causal group = 2
+// BM16: %[[OPART:.*]] = memref.subview %[[OUTP]][%[[CHUNK]], 0, 0, 0, 0]
+// BM16: %[[LPART:.*]] = memref.subview %[[LSEP]][%[[CHUNK]], 0, 0, 0]
+// BM16: kvattn.tile.store state({{.*}}) into %[[OPART]] lse(%[[LPART]] : {{.*}}) alibi(%[[SLOPES]], %[[REF]] : memref<4xf32>) [%c0, {{.*}}] rows({{.*}}) group = 2
+// BM16: #kvattn.tile_config<kind = attention_varlen, block_m = 16, block_n = 64, num_warps = 1, num_stages = 2, split_kv = 4, group = 2>
+// BM16: scf.forall ({{.*}}) in (4, 2)
+// BM16: kvattn.tile.merge %[[OUTP]], %[[LSEP]][%{{.*}}] rows(%{{.*}}) into %{{.*}} lse(%{{.*}} : memref<1x4x19xf32>) : memref<4x1x4x19x64xf32>, memref<4x1x4x19xf32>, memref<1x4x19x64xf16>
+// BM16-NOT: alibi
+// BM16: kind = merge, {{.*}}kvattn.varlen_merge
+func.func @varlen_alibi(%q: tensor<1x4x19x64xf16>, %k: tensor<3x2x512x64xf16>, %cu: tensor<4xi32>, %pos: tensor<3xi32>, %len: tensor<3xi32>, %slopes: tensor<4xf32>) -> (tensor<1x4x19x64xf16>, tensor<1x4x19xf32>) {
+  %o, %lse = kvattn.attention %q, %k, %k q_start(%cu : tensor<4xi32>) q_offset(%pos : tensor<3xi32>) kv_len(%len : tensor<3xi32>) alibi_slopes(%slopes : tensor<4xf32>) causal
+      : tensor<1x4x19x64xf16>, tensor<3x2x512x64xf16>, tensor<3x2x512x64xf16> -> tensor<1x4x19x64xf16>, tensor<1x4x19xf32>
+  return %o, %lse : tensor<1x4x19x64xf16>, tensor<1x4x19xf32>
+}

@@ -942,3 +942,117 @@ TEST(Reference, RangeCheckOverBitPatterns) {
   Status s = HostTensor::view(ElementType::F32, {2}, nullptr, none);
   EXPECT_EQ(s.message(), "a view of a 2xf32 tensor over a null pointer");
 }
+
+// A paged cascade (prefix_pages + prefix_len, block_table) is the cascade
+// of the gathered caches: the prefix's 21 keys in 3 pages of 8 (the last
+// partly used), the suffixes of 5 and 12 keys in 1 and 2 pages, all in one
+// pool of permuted pages whose unowned slots hold NaN. Errors of the
+// prefix's table name prefix_pages and prefix_len.
+TEST(PagedKV, CascadeOverPagesEqualsTheContiguousCascade) {
+  const int64_t hq = 4, hkv = 2, d = 4, ps = 8, p = 21, s = 12;
+  std::mt19937 rng(35);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  auto random = [&](std::vector<int64_t> shape) {
+    HostTensor t(ElementType::F32, std::move(shape));
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.setDouble(i, uniform(rng));
+    return t;
+  };
+  HostTensor q = random({1, hq, 4, d});
+  HostTensor pk = random({1, hkv, p, d}), pv = random({1, hkv, p, d});
+  HostTensor k = random({2, hkv, s, d}), v = random({2, hkv, s, d});
+  HostTensor qStart = ints({3}, {0, 1, 4}), qOffset = ints({2}, {4, 9}),
+             kvLen = ints({2}, {5, 12});
+  // The pool: NaN wherever no key lives.
+  const int64_t pages = 8;
+  HostTensor kPool(ElementType::F32, {pages, ps, hkv, d}),
+      vPool(ElementType::F32, {pages, ps, hkv, d});
+  for (int64_t i = 0; i < kPool.numElements(); ++i) {
+    kPool.setDouble(i, std::nan(""));
+    vPool.setDouble(i, std::nan(""));
+  }
+  // Key j of batch b of `from` into row j % ps of page `page`.
+  auto place = [&](const HostTensor &from, int64_t b, int64_t j,
+                   HostTensor &pool, int64_t page) {
+    for (int64_t g = 0; g < hkv; ++g)
+      for (int64_t x = 0; x < d; ++x)
+        pool.setDouble(pool.flatIndex({page, j % ps, g, x}),
+                       from.getDouble(from.flatIndex({b, g, j, x})));
+  };
+  HostTensor prefixPages = ints({4}, {6, 2, 5, -1}), prefixLen = ints({1}, {p});
+  HostTensor table = ints({2, 2}, {0, -1, 7, 3});
+  for (int64_t j = 0; j < p; ++j) {
+    place(pk, 0, j, kPool, prefixPages.getInt(j / ps));
+    place(pv, 0, j, vPool, prefixPages.getInt(j / ps));
+  }
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t j = 0; j < kvLen.getInt(b); ++j) {
+      place(k, b, j, kPool, table.getInt(b * 2 + j / ps));
+      place(v, b, j, vPool, table.getInt(b * 2 + j / ps));
+    }
+  CascadeOperands plain;
+  plain.query = &q;
+  plain.prefixKey = &pk;
+  plain.prefixValue = &pv;
+  plain.key = &k;
+  plain.value = &v;
+  plain.qStart = &qStart;
+  plain.qOffset = &qOffset;
+  plain.kvLen = &kvLen;
+  AttentionAttributes attrs;
+  attrs.causal = true;
+  AttentionResult want, got;
+  ASSERT_TRUE(cascade(plain, attrs, want).isOk());
+  CascadeOperands paged = plain;
+  paged.prefixKey = &kPool;
+  paged.prefixValue = &vPool;
+  paged.key = &kPool;
+  paged.value = &vPool;
+  paged.prefixPages = &prefixPages;
+  paged.prefixLen = &prefixLen;
+  paged.blockTable = &table;
+  Status status = cascade(paged, attrs, got);
+  ASSERT_TRUE(status.isOk()) << status.message();
+  EXPECT_EQ(values(got.out), values(want.out));
+  EXPECT_EQ(values(got.lse), values(want.lse));
+  for (double x : values(got.out))
+    EXPECT_FALSE(std::isnan(x));
+  // Each level alone.
+  for (bool prefixPaged : {true, false}) {
+    CascadeOperands one = plain;
+    if (prefixPaged) {
+      one.prefixKey = &kPool;
+      one.prefixValue = &vPool;
+      one.prefixPages = &prefixPages;
+      one.prefixLen = &prefixLen;
+    } else {
+      one.key = &kPool;
+      one.value = &vPool;
+      one.blockTable = &table;
+    }
+    AttentionResult r;
+    ASSERT_TRUE(cascade(one, attrs, r).isOk());
+    EXPECT_EQ(values(r.out), values(want.out));
+  }
+  // The prefix's table under its own names.
+  HostTensor tooLong = ints({1}, {25});
+  paged.prefixLen = &tooLong;
+  status = cascade(paged, attrs, got);
+  ASSERT_TRUE(status.isError());
+  EXPECT_EQ(status.message(), "prefix_len[0] = 25 does not fit the 3 page(s) "
+                              "of prefix_pages (page_size 8, at most 24 "
+                              "tokens)");
+  HostTensor twice = ints({4}, {6, 2, 6, -1});
+  paged.prefixLen = &prefixLen;
+  paged.prefixPages = &twice;
+  status = cascade(paged, attrs, got);
+  ASSERT_TRUE(status.isError());
+  EXPECT_EQ(status.message(), "prefix_pages[2] = 6: page 6 is already used "
+                              "at slot 0 of the same sequence");
+  paged.prefixPages = &prefixPages;
+  paged.prefixLen = nullptr;
+  status = cascade(paged, attrs, got);
+  ASSERT_TRUE(status.isError());
+  EXPECT_EQ(status.message(),
+            "cascade: prefix_pages and prefix_len go together");
+}

@@ -226,6 +226,13 @@ struct CascadeOperands {
   const HostTensor *qStart = nullptr;      ///< [B + 1]
   const HostTensor *qOffset = nullptr;     ///< [B], from the prefix's end
   const HostTensor *kvLen = nullptr;       ///< [B], the suffix keys
+  /// A paged prefix: prefix_key/prefix_value are page pools
+  /// [num_pages, page_size, Hkv, D|Dv], the prefix the first prefix_len[0]
+  /// keys of pages prefix_pages[0], [1], ... (null: contiguous).
+  const HostTensor *prefixPages = nullptr; ///< [prefix_max_pages]
+  const HostTensor *prefixLen = nullptr;   ///< [1]
+  /// Paged suffixes: key/value are page pools, mapped per sequence.
+  const HostTensor *blockTable = nullptr; ///< [B, max_pages]
 };
 
 /// Evaluates `kvattn.cascade` by its definition: plain attention of each
@@ -233,7 +240,10 @@ struct CascadeOperands {
 /// 0 .. P - 1, suffix key j at P + j, row i at P + q_offset[b] + i), as
 /// attention() of the concatenated caches. `attributes` takes causal,
 /// softcap and scale. Fails, naming the operand and batch, on a negative
-/// q_offset, kv_len outside [0, S] or inconsistent shapes.
+/// q_offset, kv_len outside [0, S] or inconsistent shapes. Paged levels are
+/// gathered first (gatherPages), after their tables are validated
+/// (checkBlockTable: for the prefix, messages name prefix_pages and
+/// prefix_len).
 Status cascade(const CascadeOperands &operands,
                const AttentionAttributes &attributes, AttentionResult &result,
                Compute compute = Compute::Values);

@@ -30,6 +30,13 @@ struct BlockTableView {
   /// `kv_len[b]`; std::nullopt when the lengths are not known (a verifier
   /// with a constant table but run-time lengths).
   std::function<std::optional<int64_t>(int64_t b)> kvLen;
+  /// The names in messages: the table and the lengths. With `flat` the
+  /// table is one sequence's list of pages (`batch` 1; a cascade's
+  /// `prefix_pages [max_pages]` of `prefix_len [1]` keys): its entries are
+  /// named `name[slot]`, without a batch.
+  const char *name = "block_table";
+  const char *lengthName = "kv_len";
+  bool flat = false;
 };
 
 /// Checks, for every sequence: each entry is `-1` or a page id in
