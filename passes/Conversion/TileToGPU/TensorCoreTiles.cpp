@@ -449,34 +449,45 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
     vector::StoreOp::create(e.b, v, stage, at, /*nontemporal=*/false,
                             llvm::Align(16));
   };
-  // The wgmma kernels' panel stages, fixed column groups: thread t takes
-  // the chunk columns t mod 8 + 8m (one 16-byte column of every 128-byte
-  // panel row) of rows t / 8 + k * count / 8. Its row modulo 8 (the
-  // swizzle's period) and its column within a panel are thread constants,
-  // so chunk (k, m) sits at a thread constant plus k and m times constants
-  // in the cache and in the flat stage: no division by the row's chunk
-  // count (72 at DeepSeek's 576 columns) and no panel or swizzle arithmetic
-  // per chunk. Otherwise the cooperative loop over all chunks.
+  // Fixed column groups: thread t takes the chunk columns t mod 8 + 8m (one
+  // 16-byte column of every 64 columns: of every 128-byte panel row on the
+  // wgmma kernels' panel stages, of every swizzle group of the mma.sync
+  // stages) of rows t / 8 + k * count / 8. Its row modulo 8 (the swizzle's
+  // period) and its column within 64 are thread constants, so chunk (k, m)
+  // sits at a thread constant plus k and m times constants in the cache
+  // and in the flat stage: no division by the row's chunk count (72 at
+  // DeepSeek's 576 columns) and no panel or swizzle arithmetic per chunk.
+  // Otherwise (rows per pass no multiple of 8 or not dividing the block,
+  // an mma.sync stage of fewer than 64 columns or not swizzled by 8-chunk
+  // groups) the cooperative loop over all chunks.
   constexpr int64_t kGroup = 8;
   const int64_t count = e.t.count;
   const int64_t rowsPerPass = count % kGroup == 0 ? count / kGroup : 0;
-  FlatTile flat = e.t.wgmma ? flatTile(e, stage) : FlatTile();
-  if (flat && perRow % kGroup == 0 && rowsPerPass && rowsPerPass % 8 == 0 &&
-      bn % rowsPerPass == 0) {
+  FlatTile flat = flatTile(e, stage);
+  const bool groupsSwizzle =
+      e.t.wgmma || (swizzleOf(stage).period == 8 && width % 64 == 0);
+  if (flat && groupsSwizzle && perRow % kGroup == 0 && rowsPerPass &&
+      rowsPerPass % 8 == 0 && bn % rowsPerPass == 0) {
     const int64_t perThread = perRow / kGroup, passes = bn / rowsPerPass;
     const int64_t panel = wgmma::kPanelColumns;
+    // A row's and a 64-column step's elements in the flat stage: panels of
+    // 64 columns (bn rows each) on wgmma, rows of `width` on mma.sync.
+    const int64_t rowStride = e.t.wgmma ? panel : width;
+    const int64_t columnStep = e.t.wgmma ? bn * panel : panel;
     Value r0 = e.threadConstant("fp8:r0", [&](GpuEmitter &h) {
       return h.divIdx(h.t.tid, h.idx(kGroup));
     });
     Value x0 = e.threadConstant("fp8:x0", [&](GpuEmitter &h) {
       return h.mulIdx(h.remIdx(h.t.tid, h.idx(kGroup)), kChunk);
     });
-    // panelIndices' offset of (r0, x0): r0 * 64 + (x0 ^ 8 (r0 mod 8)).
-    Value base = e.threadConstant("fp8:panel", [&](GpuEmitter &h) {
-      Value swizzled =
-          arith::XOrIOp::create(h.b, x0, h.mulIdx(h.remIdx(r0, h.idx(8)), 8));
-      return h.add(h.mulIdx(r0, panel), swizzled);
-    });
+    // The offset of (r0, x0): r0 * rowStride + (x0 ^ 8 (r0 mod 8)) (the
+    // XOR of panelIndices and of swizzledCol, within 64 columns both).
+    Value base = e.threadConstant(
+        "fp8:base:" + std::to_string(rowStride), [&](GpuEmitter &h) {
+          Value swizzled = arith::XOrIOp::create(
+              h.b, x0, h.mulIdx(h.remIdx(r0, h.idx(8)), 8));
+          return h.add(h.mulIdx(r0, rowStride), swizzled);
+        });
     Value first = e.addOffset(base, flat.first);
     auto forRange = [&](int64_t n, function_ref<void(Value)> body) {
       scf::ForOp::create(
@@ -489,10 +500,11 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
     };
     forRange(passes, [&](Value k) {
       Value c = e.addOffset(r0, e.mulOffset(k, rowsPerPass));
-      Value rowPart = e.addOffset(first, e.mulOffset(k, rowsPerPass * panel));
+      Value rowPart =
+          e.addOffset(first, e.mulOffset(k, rowsPerPass * rowStride));
       forRange(perThread, [&](Value m) {
         stageChunk(c, e.addOffset(x0, e.mulOffset(m, panel)), flat.view,
-                   e.addOffset(rowPart, e.mulOffset(m, bn * panel)));
+                   e.addOffset(rowPart, e.mulOffset(m, columnStep)));
       });
     });
     return;
