@@ -304,9 +304,70 @@ void lowerQKScalar(GpuEmitter &e, TileQKOp op) {
   e.barrier();
 }
 
+/// tile.mask on the lane's score registers in the offset form, without
+/// GQA packing, key-validity flags, masks, ALiBi or trees: every rule is a
+/// compare of one per-block value with an immediate. Lane row k and
+/// element (j, el) are row0 + rowOffset(k) and col0 + columnOffset(j, el)
+/// (row0, col0 the lane's first), so with diff = (q_base + row0) -
+/// (k_base + col0) and cc = columnOffset(j, el), off = rowOffset(k):
+///   kp <= qp              <=>  diff >= cc - off
+///   qp - kp < window      <=>  diff < window + cc - off
+///   kp - qp <= right      <=>  diff >= cc - off - right
+///   j < kv_len, c < cols  <=>  cc < min(kv_len - k_start, cols) - col0.
+/// One value per row (qp, kept live across the KV loop for each of the
+/// lane's 2 or 4 rows) took registers the 128-row D = 128 kernels do not
+/// have. The padding rows past `rows` are masked by the same rule (their
+/// scores are never stored), without a branch per row. No overflow: a
+/// lane whose row0 is a padding row has only padding rows, one whose
+/// k_base + col0 is past kv_len only rejected keys, and the positions of
+/// real rows and keys are in [0, maxPosition].
+static bool lowerMaskByDistance(GpuEmitter &e, TileMaskOp op, int64_t bn) {
+  std::optional<int64_t> group = op.getGroup();
+  if (!e.t.scores || e.t.scoreShares || e.t.wgmma || !op.getQBase() ||
+      !op.getKBase() || op.getKeyValid() || op.getMask() ||
+      op.getAlibiSlopes() || op.getTreeParents() || (group && *group != 1))
+    return false;
+  // The immediates window + cc - off stay within a 32-bit index (a window
+  // of 2^31, which every pair satisfies there, takes the general path).
+  std::optional<int64_t> window = op.getWindow();
+  std::optional<int64_t> right = op.getWindowRight();
+  constexpr int64_t kLargest = int64_t(1) << 30;
+  if ((window && *window > kLargest) || (right && *right > kLargest))
+    return false;
+  using P = arith::CmpIPredicate;
+  const FragmentLayout &l = e.t.layout;
+  Value col0 = e.mulIdx(e.t.quad, l.elementsPerRow);
+  Value qp0 = e.add(op.getQBase(), e.ownedRow(0));
+  Value kp0 = e.add(op.getKBase(), col0);
+  Value diff = e.sub(qp0, kp0);
+  Value keys = arith::MinSIOp::create(e.b, e.sub(op.getKvLen(), op.getKStart()),
+                                      op.getCols());
+  Value left = e.sub(keys, col0);
+  for (int k = 0; k < l.rowsPerLane; ++k)
+    for (int64_t j = 0; j < l.slices(bn); ++j)
+      for (int el = 0; el < l.elementsPerRow; ++el) {
+        const int64_t cc = l.columnOffset(j, el), off = l.rowOffset(k);
+        Value allowed = e.cmpi(P::sgt, left, e.idx(cc));
+        if (op.getCausal())
+          allowed = e.andi(allowed, e.cmpi(P::sge, diff, e.idx(cc - off)));
+        if (window)
+          allowed =
+              e.andi(allowed, e.cmpi(P::slt, diff, e.idx(*window + cc - off)));
+        if (right)
+          allowed =
+              e.andi(allowed, e.cmpi(P::sge, diff, e.idx(cc - off - *right)));
+        e.storeScore(arith::SelectOp::create(e.b, allowed,
+                                             e.loadScore(k, j, el), e.negInf()),
+                     k, j, el);
+      }
+  return true;
+}
+
 void lowerMask(GpuEmitter &e, TileMaskOp op) {
   // Same ownership as tile.qk and tile.softmax_update: no barrier needed.
   int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
+  if (lowerMaskByDistance(e, op, bn))
+    return;
   for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
