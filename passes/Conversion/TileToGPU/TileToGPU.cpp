@@ -656,8 +656,10 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
 }
 
 /// The LSE of owned row `r` (below the program's rows), by the quad's
-/// leader: -inf for a row without any allowed key.
-void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r) {
+/// leader: -inf for a row without any allowed key. `given`: the row's
+/// normalisation where the caller has it (else computed here).
+void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r,
+                 const RowNormalisation *given = nullptr) {
   Value lse = op.getLse();
   if (!lse)
     return;
@@ -672,6 +674,10 @@ void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r) {
                               e.idx(0)));
   e.when(leader, [&] {
     QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+    if (given) {
+      e.store(emitRowLse(e, *given), lse, {op.getBatch(), q.head, q.row});
+      return;
+    }
     // The running max is in base-2 units.
     Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
     Value sum = e.loadRowStat(op.getSum(), 1, k, r);
@@ -722,6 +728,11 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
     RowNormalisation n = emitRowNormalisation(
         e, e.loadRowStat(op.getMax(), 0, k, r),
         e.loadRowStat(op.getSum(), 1, k, r), sink, e.t.lseUnit, shift);
+    // The row's lse from the same normalisation, right away: the row's
+    // statistics die here rather than after every row's output (with them
+    // live to the end, ptxas spilled the 128-row D = 128 kernels).
+    if (op.getLse())
+      e.when(e.lt(r, op.getRows()), [&] { storeRowLse(e, op, k, r, &n); });
     Value empty = n.noKey, inv = n.inv;
     for (int64_t j = 0; j < e.t.layout.slices(dv); ++j) {
       SmallVector<Value, 2> pair;
@@ -802,11 +813,8 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
       dv % 8 == 0) {
     Value staging = halfView(e, e.t.qTile, outType);
     if (fullDv <= cast<MemRefType>(staging.getType()).getDimSize(1)) {
+      // (The lse too.)
       storeRowsVectorized(e, op, staging, dv, base);
-      for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
-        Value r = e.ownedRow(k);
-        e.when(e.lt(r, op.getRows()), [&] { storeRowLse(e, op, k, r); });
-      }
       return;
     }
   }
