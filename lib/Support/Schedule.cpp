@@ -30,8 +30,10 @@ bool wideWarpsFit(const Problem &p) {
   const int64_t query = 2 * d / 4 <= 32 ? 2 * d / 4 : 0;
   // A tree's mask walks each draft token's ancestry with the scores live:
   // 32 registers fewer (at hd128 the 128-row program spilled 172 bytes on
-  // sm_80; hd64 fits).
-  return 2 * (64 / 2 + dv / 2) + query <= (p.tree ? 160 : 192);
+  // sm_80; hd64 fits). So does ALiBi's bias, converted to f32 per score
+  // with the row's slope live (at hd128 the 128-row program kept a 16-32
+  // byte stack frame on sm_80; hd64 fits).
+  return 2 * (64 / 2 + dv / 2) + query <= (p.tree || p.alibi ? 160 : 192);
 }
 
 int64_t wideProgramSharedBytes(const Problem &p, int64_t blockN) {

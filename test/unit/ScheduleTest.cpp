@@ -179,6 +179,13 @@ TEST(Schedule, WideWarps) {
   p.headDim = 64;
   EXPECT_TRUE(wideWarpsFit(p)); // 160
   p.tree = false;
+  // So does ALiBi's bias (the hd128 128-row program kept a stack frame).
+  p.alibi = true;
+  EXPECT_TRUE(wideWarpsFit(p)); // 160
+  p.headDim = 128;
+  EXPECT_FALSE(wideWarpsFit(p)); // 192 > 160
+  p.headDim = 64;
+  p.alibi = false;
   // A 4096-row bf16 prefill with max-warp-rows = 32: 128 rows on 4 warps,
   // 64 keys; with 16 (the default, and the 100 KB chips) 64 rows on 4.
   Problem prefill;
