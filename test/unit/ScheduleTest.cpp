@@ -254,6 +254,14 @@ TEST(Schedule, WideWarps) {
   EXPECT_EQ(wideBlockN(prefill, 100 * 1024), 0);
   EXPECT_EQ(choose(prefill, o).bm, 64);
   prefill.tree = false;
+  // ALiBi's hd128 program: 64-row programs where 128 x 64 would fit the
+  // shared memory (sm_80, sm_90), 128 x 32 on the 100 KB chips (32 score
+  // registers fewer per lane).
+  prefill.alibi = true;
+  EXPECT_EQ(wideBlockN(prefill, 100 * 1024), 32);
+  EXPECT_EQ(choose(prefill, o).bm, 128);
+  EXPECT_EQ(wideBlockN(prefill, 164 * 1024), 0);
+  prefill.alibi = false;
   o.maxWarpRows = 16;
   s = choose(prefill, o);
   EXPECT_EQ(s.bm, 64);

@@ -113,7 +113,8 @@ int64_t wideProgramSharedBytes(const Problem &problem, int64_t blockN = 64);
 /// they are not taken: 64 where two such programs fit `sharedMemoryPerSm`
 /// (0: no limit; 1 KB reserved per program), else 32 where two of those fit
 /// (D = 128 on the 100 KB sm_86/sm_89: 2 x 48 KB), else 0; and 0 unless
-/// wideWarpsFit.
+/// wideWarpsFit, except ALiBi's D = 128 where only 32-key blocks fit (32
+/// where the problem without ALiBi fits, its 32 scores per lane fewer).
 int64_t wideBlockN(const Problem &problem, int64_t sharedMemoryPerSm);
 
 /// The shared memory of a tensor-core program of 16-row warps with the
