@@ -305,14 +305,12 @@ void lowerQKScalar(GpuEmitter &e, TileQKOp op) {
 }
 
 /// tile.mask on the lane's score registers in the offset form, without
-/// GQA packing, key-validity flags, masks, ALiBi or trees: every rule is a
-/// compare of one per-block value with an immediate. Lane row k and
-/// element (j, el) are row0 + rowOffset(k) and col0 + columnOffset(j, el)
-/// (row0, col0 the lane's first), so with diff = (q_base + row0) -
+/// GQA packing, key-validity flags, masks, windows, ALiBi or trees: every
+/// rule is a compare of one per-block value with an immediate. Lane row k
+/// and element (j, el) are row0 + rowOffset(k) and col0 + columnOffset(j,
+/// el) (row0, col0 the lane's first), so with diff = (q_base + row0) -
 /// (k_base + col0) and cc = columnOffset(j, el), off = rowOffset(k):
 ///   kp <= qp              <=>  diff >= cc - off
-///   qp - kp < window      <=>  diff < window + cc - off
-///   kp - qp <= right      <=>  diff >= cc - off - right
 ///   j < kv_len, c < cols  <=>  cc < min(kv_len - k_start, cols) - col0.
 /// One value per row (qp, kept live across the KV loop for each of the
 /// lane's 2 or 4 rows) took registers the 128-row D = 128 kernels do not
@@ -322,17 +320,14 @@ void lowerQKScalar(GpuEmitter &e, TileQKOp op) {
 /// k_base + col0 is past kv_len only rejected keys, and the positions of
 /// real rows and keys are in [0, maxPosition].
 static bool lowerMaskByDistance(GpuEmitter &e, TileMaskOp op, int64_t bn) {
+  // Windows keep the general path: with their second compare per score
+  // ptxas gave the sm_80 and sm_90 128-row D = 128 append over pages or
+  // with kv_len 32-48 bytes of stack frame (the general path 0-16).
   std::optional<int64_t> group = op.getGroup();
   if (!e.t.scores || e.t.scoreShares || e.t.wgmma || !op.getQBase() ||
       !op.getKBase() || op.getKeyValid() || op.getMask() ||
-      op.getAlibiSlopes() || op.getTreeParents() || (group && *group != 1))
-    return false;
-  // The immediates window + cc - off stay within a 32-bit index (a window
-  // of 2^31, which every pair satisfies there, takes the general path).
-  std::optional<int64_t> window = op.getWindow();
-  std::optional<int64_t> right = op.getWindowRight();
-  constexpr int64_t kLargest = int64_t(1) << 30;
-  if ((window && *window > kLargest) || (right && *right > kLargest))
+      op.getAlibiSlopes() || op.getTreeParents() || op.getWindow() ||
+      op.getWindowRight() || (group && *group != 1))
     return false;
   using P = arith::CmpIPredicate;
   const FragmentLayout &l = e.t.layout;
@@ -350,12 +345,6 @@ static bool lowerMaskByDistance(GpuEmitter &e, TileMaskOp op, int64_t bn) {
         Value allowed = e.cmpi(P::sgt, left, e.idx(cc));
         if (op.getCausal())
           allowed = e.andi(allowed, e.cmpi(P::sge, diff, e.idx(cc - off)));
-        if (window)
-          allowed =
-              e.andi(allowed, e.cmpi(P::slt, diff, e.idx(*window + cc - off)));
-        if (right)
-          allowed =
-              e.andi(allowed, e.cmpi(P::sge, diff, e.idx(cc - off - *right)));
         e.storeScore(arith::SelectOp::create(e.b, allowed,
                                              e.loadScore(k, j, el), e.negInf()),
                      k, j, el);
