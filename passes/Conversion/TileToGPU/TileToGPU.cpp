@@ -322,10 +322,13 @@ void lowerQKScalar(GpuEmitter &e, TileQKOp op) {
 static bool lowerMaskByDistance(GpuEmitter &e, TileMaskOp op, int64_t bn) {
   // Windows keep the general path: with their second compare per score
   // ptxas gave the sm_80 and sm_90 128-row D = 128 append over pages or
-  // with kv_len 32-48 bytes of stack frame (the general path 0-16).
+  // with kv_len 32-48 bytes of stack frame (the general path 0-16). So
+  // does the sm_90 128-row kernel on per-access addresses (no
+  // leanAddresses): over 16-key pages it took 40-48 bytes of stack frame
+  // with this form, 0-8 with the general one.
   std::optional<int64_t> group = op.getGroup();
-  if (!e.t.scores || e.t.scoreShares || e.t.wgmma || !op.getQBase() ||
-      !op.getKBase() || op.getKeyValid() || op.getMask() ||
+  if (!e.t.scores || e.t.scoreShares || e.t.wgmma || !e.t.leanAddresses ||
+      !op.getQBase() || !op.getKBase() || op.getKeyValid() || op.getMask() ||
       op.getAlibiSlopes() || op.getTreeParents() || op.getWindow() ||
       op.getWindowRight() || (group && *group != 1))
     return false;
