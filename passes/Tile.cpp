@@ -390,6 +390,7 @@ private:
           ShapedType::isDynamic(starts) ? schedule::kDynamic : starts - 1;
     }
     problem.tree = s.tree;
+    problem.alibi = static_cast<bool>(op.getAlibiSlopes());
     problem.latent = op.isLatent();
     problem.queryElementBits = qType.getElementType().getIntOrFloatBitWidth();
     schedule::Blocks blocks = schedule::choose(problem, cfg.scheduleOptions());

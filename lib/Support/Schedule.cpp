@@ -30,8 +30,10 @@ bool wideWarpsFit(const Problem &p) {
   const int64_t query = 2 * d / 4 <= 32 ? 2 * d / 4 : 0;
   // A tree's mask walks each draft token's ancestry with the scores live:
   // 32 registers fewer (at hd128 the 128-row program spilled 172 bytes on
-  // sm_80; hd64 fits).
-  return 2 * (64 / 2 + dv / 2) + query <= (p.tree ? 160 : 192);
+  // sm_80; hd64 fits). So does ALiBi's bias, converted to f32 per score
+  // with the row's slope live (at hd128 the 128-row program kept a 16-32
+  // byte stack frame on sm_80; hd64 fits).
+  return 2 * (64 / 2 + dv / 2) + query <= (p.tree || p.alibi ? 160 : 192);
 }
 
 int64_t wideProgramSharedBytes(const Problem &p, int64_t blockN) {
@@ -40,12 +42,21 @@ int64_t wideProgramSharedBytes(const Problem &p, int64_t blockN) {
 }
 
 int64_t wideBlockN(const Problem &p, int64_t sharedMemoryPerSm) {
-  if (!wideWarpsFit(p))
-    return 0;
   auto twoFit = [&](int64_t blockN) {
     return sharedMemoryPerSm == 0 ||
            2 * (wideProgramSharedBytes(p, blockN) + 1024) <= sharedMemoryPerSm;
   };
+  if (!wideWarpsFit(p)) {
+    // ALiBi where two 64-key programs do not fit anyway (D = 128 on the
+    // 100 KB chips): 128 x 32 keeps 32 score registers fewer per lane than
+    // wideWarpsFit counts, and assembles without a stack frame.
+    Problem withoutBias = p;
+    withoutBias.alibi = false;
+    if (!p.alibi || p.tree || !wideWarpsFit(withoutBias) || twoFit(64) ||
+        !twoFit(32))
+      return 0;
+    return 32;
+  }
   if (twoFit(64))
     return 64;
   // The 100 KB chips (sm_86, sm_89) at D = 128: 128 x 64 takes 64 KB, one

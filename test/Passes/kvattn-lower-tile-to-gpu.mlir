@@ -117,10 +117,17 @@
 // The query tile is written in f16, then each warp reads its A fragments
 // of every k step once (ldmatrix.x4 at the swizzled column: the 16-byte
 // chunks of each 16-bit tile row are XOR-swizzled with the row) and keeps
-// them for the whole KV loop.
+// them for the whole KV loop. The reads go through the flat view from one
+// thread-constant base, the k step's swizzled column bits XORed in.
 // TC:         vector.store %{{.*}}, %[[Q16]][
 // TC:         gpu.barrier
-// TC-COUNT-4: nvgpu.ldmatrix %[[Q16]][%{{.*}}, %{{.*}}] {numTiles = 4 : i32, transpose = false}
+// TC:         nvgpu.ldmatrix %[[FLAT]]{{\[}}[[QBASE:%[0-9]+]]] {numTiles = 4 : i32, transpose = false}
+// TC:         %[[Q1:.*]] = arith.xori [[QBASE]], %c16 : index
+// TC-NEXT:    nvgpu.ldmatrix %[[FLAT]][%[[Q1]]] {numTiles = 4 : i32, transpose = false}
+// TC:         %[[Q2:.*]] = arith.xori [[QBASE]], %c32 : index
+// TC-NEXT:    nvgpu.ldmatrix %[[FLAT]][%[[Q2]]] {numTiles = 4 : i32, transpose = false}
+// TC:         %[[Q3:.*]] = arith.xori [[QBASE]], %c48 : index
+// TC-NEXT:    nvgpu.ldmatrix %[[FLAT]][%[[Q3]]] {numTiles = 4 : i32, transpose = false}
 // TC:         memref.store %{{.*}}, %[[QF]][%c3, %c3] : memref<4x4xvector<2xf16>>
 // num-stages = 2 (the default): the first K block starts loading before the
 // KV loop (tile.prefetch), each next one after the softmax's barrier of the
@@ -149,7 +156,7 @@
 // ldmatrix.x4 of K (swizzled like Q) and two mmas. No shared-memory read of
 // Q.
 // TC-NOT:       scf.for
-// TC-NOT:       nvgpu.ldmatrix %[[Q16]][
+// TC-NOT:       arith.xori [[QBASE]],
 // TC:           memref.load %[[QF]][%c0, %c0]
 // TC:           %[[KAT:.*]] = arith.addi %{{.*}}, %c4096 overflow<nsw, nuw> : index
 // TC-NEXT:      nvgpu.ldmatrix %[[FLAT]][%[[KAT]]] {numTiles = 4 : i32, transpose = false}
@@ -157,7 +164,7 @@
 // TC-NEXT:      llvm.extractvalue
 // TC-COUNT-3:   llvm.extractvalue
 // TC-NEXT:      nvvm.mma.sync
-// TC-NOT:       nvgpu.ldmatrix %[[Q16]][
+// TC-NOT:       arith.xori [[QBASE]],
 // TC:           memref.load %[[QF]][%c3, %c3]
 // The scores stay bare dot products (no multiply by the scale after the
 // mma); only a block shorter than block-n sets -inf past its keys, under

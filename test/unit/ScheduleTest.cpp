@@ -179,6 +179,13 @@ TEST(Schedule, WideWarps) {
   p.headDim = 64;
   EXPECT_TRUE(wideWarpsFit(p)); // 160
   p.tree = false;
+  // So does ALiBi's bias (the hd128 128-row program kept a stack frame).
+  p.alibi = true;
+  EXPECT_TRUE(wideWarpsFit(p)); // 160
+  p.headDim = 128;
+  EXPECT_FALSE(wideWarpsFit(p)); // 192 > 160
+  p.headDim = 64;
+  p.alibi = false;
   // A 4096-row bf16 prefill with max-warp-rows = 32: 128 rows on 4 warps,
   // 64 keys; with 16 (the default, and the 100 KB chips) 64 rows on 4.
   Problem prefill;
@@ -247,6 +254,14 @@ TEST(Schedule, WideWarps) {
   EXPECT_EQ(wideBlockN(prefill, 100 * 1024), 0);
   EXPECT_EQ(choose(prefill, o).bm, 64);
   prefill.tree = false;
+  // ALiBi's hd128 program: 64-row programs where 128 x 64 would fit the
+  // shared memory (sm_80, sm_90), 128 x 32 on the 100 KB chips (32 score
+  // registers fewer per lane).
+  prefill.alibi = true;
+  EXPECT_EQ(wideBlockN(prefill, 100 * 1024), 32);
+  EXPECT_EQ(choose(prefill, o).bm, 128);
+  EXPECT_EQ(wideBlockN(prefill, 164 * 1024), 0);
+  prefill.alibi = false;
   o.maxWarpRows = 16;
   s = choose(prefill, o);
   EXPECT_EQ(s.bm, 64);

@@ -79,6 +79,8 @@ struct Problem {
   /// Draft-token trees (tree_parents): the mask's walks need registers, so
   /// wideWarpsFit leaves them more.
   bool tree = false;
+  /// ALiBi: the bias of every score needs registers too (wideWarpsFit).
+  bool alibi = false;
   /// The value head dim (0: D) and the K/V element width in bits (0:
   /// unknown), for wideWarpsFit.
   int64_t valueHeadDim = 0, kvElementBits = 0;
@@ -99,7 +101,8 @@ struct Problem {
 /// of 8, and the lane's scores and accumulator of both tiles plus the query
 /// fragments where they are kept (up to 32 registers) within 192
 /// (passes/Conversion/TileToGPU/SharedMemoryLayout.h,
-/// keepScoresInRegisters, with mmaTiles = 2): D = Dv up to 128.
+/// keepScoresInRegisters, with mmaTiles = 2): D = Dv up to 128; within 160
+/// for trees and ALiBi (D = Dv up to 64).
 bool wideWarpsFit(const Problem &problem);
 
 /// The shared memory of a 128-row tensor-core program with `blockN`-key
@@ -110,7 +113,8 @@ int64_t wideProgramSharedBytes(const Problem &problem, int64_t blockN = 64);
 /// they are not taken: 64 where two such programs fit `sharedMemoryPerSm`
 /// (0: no limit; 1 KB reserved per program), else 32 where two of those fit
 /// (D = 128 on the 100 KB sm_86/sm_89: 2 x 48 KB), else 0; and 0 unless
-/// wideWarpsFit.
+/// wideWarpsFit, except ALiBi's D = 128 where only 32-key blocks fit (32
+/// where the problem without ALiBi fits, its 32 scores per lane fewer).
 int64_t wideBlockN(const Problem &problem, int64_t sharedMemoryPerSm);
 
 /// The shared memory of a tensor-core program of 16-row warps with the

@@ -909,9 +909,44 @@ SmallVector<Value> loadQueryFragment(GpuEmitter &e, Value q16,
                                      const QueryAddress &at, int64_t k0,
                                      Value dynamicK0 = Value()) {
   Type elt = cast<MemRefType>(q16.getType()).getElementType();
-  Value a = ldmatrixAt(e, VectorType::get({4, 2}, elt), q16, at.row, at.col,
-                       at.rowC, k0, /*transpose=*/false, /*numTiles=*/4,
-                       dynamicK0 ? dynamicK0 : e.idx(0), at.warpRow);
+  Type type = VectorType::get({4, 2}, elt);
+  FlatTile flat =
+      dynamicK0 || !e.t.leanAddresses ? FlatTile() : flatTile(e, q16);
+  Swizzle s = swizzleOf(q16);
+  if (flat && k0 % 16 == 0 && s.width % s.group == 0) {
+    // One thread-constant base for every fragment of the warp's rows:
+    // (warpRow + lane % 16) * width + ((lane / 16) * 8 ^ key), the key
+    // 8 * (row % period) the same for every tile (16 rows apart). The k
+    // step's column bits below the group (multiples of 16) are disjoint
+    // from the lane's (8), so (8 * hi + colLow) ^ key = (8 * hi ^ key) ^
+    // colLow: an XOR with an immediate, then an immediate (the tile's rows,
+    // the k step's multiples of the group, the tile's place in the view).
+    // With the 2-D indices (ldmatrixAt's swizzledCol per fragment) LLVM
+    // hoisted one address per k step out of the KV loop, and ptxas gave the
+    // 128-row D = 128 kernels a stack frame for them.
+    Value base = e.threadConstant(
+        "qbase:" + nameOf(flat.view) + ":" + std::to_string(s.width) + ":" +
+            std::to_string(s.period),
+        [&](GpuEmitter &h) -> Value {
+          Value row = h.addOffset(at.warpRow, at.row);
+          Value col = at.col;
+          if (s.period > 1)
+            col = arith::XOrIOp::create(
+                h.b, col, h.mulIdx(h.remIdx(at.row, h.idx(s.period)), 8));
+          return h.addOffset(h.mulOffset(row, s.width), col);
+        });
+    const int64_t colLow = k0 % s.group;
+    Value addr = base;
+    if (colLow)
+      addr = arith::XOrIOp::create(e.b, addr, e.idx(colLow));
+    addr = e.addOffset(addr, flat.first + at.rowC * s.width + (k0 - colLow));
+    Value a = nvgpu::LdMatrixOp::create(e.b, type, flat.view, ValueRange{addr},
+                                        /*transpose=*/false, /*numTiles=*/4);
+    return operandRegisters(e, a);
+  }
+  Value a =
+      ldmatrixAt(e, type, q16, at.row, at.col, at.rowC, k0, /*transpose=*/false,
+                 /*numTiles=*/4, dynamicK0 ? dynamicK0 : e.idx(0), at.warpRow);
   return operandRegisters(e, a);
 }
 } // namespace

@@ -304,9 +304,62 @@ void lowerQKScalar(GpuEmitter &e, TileQKOp op) {
   e.barrier();
 }
 
+/// tile.mask on the lane's score registers in the offset form, without
+/// GQA packing, key-validity flags, masks, windows, ALiBi or trees: every
+/// rule is a compare of one per-block value with an immediate. Lane row k
+/// and element (j, el) are row0 + rowOffset(k) and col0 + columnOffset(j,
+/// el) (row0, col0 the lane's first), so with diff = (q_base + row0) -
+/// (k_base + col0) and cc = columnOffset(j, el), off = rowOffset(k):
+///   kp <= qp              <=>  diff >= cc - off
+///   j < kv_len, c < cols  <=>  cc < min(kv_len - k_start, cols) - col0.
+/// One value per row (qp, kept live across the KV loop for each of the
+/// lane's 2 or 4 rows) took registers the 128-row D = 128 kernels do not
+/// have. The padding rows past `rows` are masked by the same rule (their
+/// scores are never stored), without a branch per row. No overflow: a
+/// lane whose row0 is a padding row has only padding rows, one whose
+/// k_base + col0 is past kv_len only rejected keys, and the positions of
+/// real rows and keys are in [0, maxPosition].
+static bool lowerMaskByDistance(GpuEmitter &e, TileMaskOp op, int64_t bn) {
+  // Windows keep the general path: with their second compare per score
+  // ptxas gave the sm_80 and sm_90 128-row D = 128 append over pages or
+  // with kv_len 32-48 bytes of stack frame (the general path 0-16). So
+  // does the sm_90 128-row kernel on per-access addresses (no
+  // leanAddresses): over 16-key pages it took 40-48 bytes of stack frame
+  // with this form, 0-8 with the general one.
+  std::optional<int64_t> group = op.getGroup();
+  if (!e.t.scores || e.t.scoreShares || e.t.wgmma || !e.t.leanAddresses ||
+      !op.getQBase() || !op.getKBase() || op.getKeyValid() || op.getMask() ||
+      op.getAlibiSlopes() || op.getTreeParents() || op.getWindow() ||
+      op.getWindowRight() || (group && *group != 1))
+    return false;
+  using P = arith::CmpIPredicate;
+  const FragmentLayout &l = e.t.layout;
+  Value col0 = e.mulIdx(e.t.quad, l.elementsPerRow);
+  Value qp0 = e.add(op.getQBase(), e.ownedRow(0));
+  Value kp0 = e.add(op.getKBase(), col0);
+  Value diff = e.sub(qp0, kp0);
+  Value keys = arith::MinSIOp::create(e.b, e.sub(op.getKvLen(), op.getKStart()),
+                                      op.getCols());
+  Value left = e.sub(keys, col0);
+  for (int k = 0; k < l.rowsPerLane; ++k)
+    for (int64_t j = 0; j < l.slices(bn); ++j)
+      for (int el = 0; el < l.elementsPerRow; ++el) {
+        const int64_t cc = l.columnOffset(j, el), off = l.rowOffset(k);
+        Value allowed = e.cmpi(P::sgt, left, e.idx(cc));
+        if (op.getCausal())
+          allowed = e.andi(allowed, e.cmpi(P::sge, diff, e.idx(cc - off)));
+        e.storeScore(arith::SelectOp::create(e.b, allowed,
+                                             e.loadScore(k, j, el), e.negInf()),
+                     k, j, el);
+      }
+  return true;
+}
+
 void lowerMask(GpuEmitter &e, TileMaskOp op) {
   // Same ownership as tile.qk and tile.softmax_update: no barrier needed.
   int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
+  if (lowerMaskByDistance(e, op, bn))
+    return;
   for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
@@ -595,8 +648,10 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
 }
 
 /// The LSE of owned row `r` (below the program's rows), by the quad's
-/// leader: -inf for a row without any allowed key.
-void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r) {
+/// leader: -inf for a row without any allowed key. `given`: the row's
+/// normalisation where the caller has it (else computed here).
+void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r,
+                 const RowNormalisation *given = nullptr) {
   Value lse = op.getLse();
   if (!lse)
     return;
@@ -611,6 +666,10 @@ void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r) {
                               e.idx(0)));
   e.when(leader, [&] {
     QueryRow q = queryRowOf(e, op.getHead(), op.getStart(), op.getGroup(), r);
+    if (given) {
+      e.store(emitRowLse(e, *given), lse, {op.getBatch(), q.head, q.row});
+      return;
+    }
     // The running max is in base-2 units.
     Value rowMax = e.loadRowStat(op.getMax(), 0, k, r);
     Value sum = e.loadRowStat(op.getSum(), 1, k, r);
@@ -661,6 +720,11 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
     RowNormalisation n = emitRowNormalisation(
         e, e.loadRowStat(op.getMax(), 0, k, r),
         e.loadRowStat(op.getSum(), 1, k, r), sink, e.t.lseUnit, shift);
+    // The row's lse from the same normalisation, right away: the row's
+    // statistics die here rather than after every row's output (with them
+    // live to the end, ptxas spilled the 128-row D = 128 kernels).
+    if (op.getLse())
+      e.when(e.lt(r, op.getRows()), [&] { storeRowLse(e, op, k, r, &n); });
     Value empty = n.noKey, inv = n.inv;
     for (int64_t j = 0; j < e.t.layout.slices(dv); ++j) {
       SmallVector<Value, 2> pair;
@@ -741,11 +805,8 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
       dv % 8 == 0) {
     Value staging = halfView(e, e.t.qTile, outType);
     if (fullDv <= cast<MemRefType>(staging.getType()).getDimSize(1)) {
+      // (The lse too.)
       storeRowsVectorized(e, op, staging, dv, base);
-      for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
-        Value r = e.ownedRow(k);
-        e.when(e.lt(r, op.getRows()), [&] { storeRowLse(e, op, k, r); });
-      }
       return;
     }
   }

@@ -12,7 +12,8 @@
    spill stores and loads for every kernel.
 The manifest line names the kernel's tile (block-m x block-n, warps) where
 the manifest has one. Prints one line per kernel and chip: registers and spills ("sm_80: ..." for
-a single kernel, "sm_80 NAME: ..." when a split adds the merge kernel).
+a single kernel, "sm_80 NAME: ..." when a split adds the merge kernel), then
+the stack frame (ptxas "bytes stack frame": local memory, spilled or not).
 """
 
 import argparse
@@ -57,7 +58,8 @@ def main():
 
         # The manifest against the PTX entry.
         assert manifest["format"] == "kvattn-launch-manifest", manifest
-        assert manifest["version"] == 1, manifest
+        # (Version 2: a run-time split, dynamic shapes; docs/kernel-abi.md.)
+        assert manifest["version"] in (1, 2), manifest
         kernels = manifest["kernels"]
         entries = list(re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\)", ptx, re.S))
         if len(entries) != len(kernels):
@@ -107,15 +109,18 @@ def main():
             spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes "
                                 r"spill loads", info)
             regs = re.findall(r"Used (\d+) registers", info)
+            stacks = re.findall(r"(\d+) bytes stack frame", info)
             funcs = re.findall(r"Compiling entry function '(\w+)'", info)
-            assert len(spills) == len(regs) == len(funcs) == len(kernels), info
-            report = dict(zip(funcs, zip(spills, regs)))
+            assert len(spills) == len(regs) == len(stacks) == len(funcs) == \
+                len(kernels), info
+            report = dict(zip(funcs, zip(spills, regs, stacks)))
             for kernel in kernels:  # in manifest order
                 func = kernel["name"]
-                (stores, loads), reg = report[func]
+                (stores, loads), reg, stack = report[func]
                 label = chip if len(kernels) == 1 else f"{chip} {func}"
                 print(f"{label}: {reg} registers, {stores} bytes spill "
-                      f"stores, {loads} bytes spill loads")
+                      f"stores, {loads} bytes spill loads, {stack} bytes "
+                      f"stack frame")
     return 0
 
 
