@@ -806,6 +806,48 @@ static SmallVector<int64_t> constantInts(Value v) {
   return values;
 }
 
+/// The block-table rules (kvattn/Support/BlockTable.h) of `tableValue` over
+/// the paged cache `pool` when the table is a constant, with the lengths of
+/// `lengthValue` where they are constant too. `prefix`: the table is one
+/// sequence's pages (a cascade's `prefix_pages`, length `prefix_len`).
+/// Errors read "invalid <what>: ...".
+static LogicalResult checkConstantBlockTable(Operation *op, StringRef what,
+                                             Value tableValue,
+                                             Value lengthValue, Value pool,
+                                             bool prefix) {
+  DenseIntElementsAttr table;
+  if (!tableValue || !matchPattern(tableValue, m_Constant(&table)))
+    return success();
+  auto poolType = cast<ShapedType>(pool.getType());
+  if (ShapedType::isDynamic(poolType.getDimSize(1)))
+    return success(); // the page size is needed for every rule but range
+  SmallVector<int64_t> entries = constantInts(tableValue),
+                       lengths = constantInts(lengthValue);
+  auto tableType = cast<ShapedType>(table.getType());
+  ::mlir::kvattn::BlockTableView view;
+  if (prefix) {
+    view.name = "prefix_pages";
+    view.lengthName = "prefix_len";
+    view.flat = true;
+  }
+  view.batch = prefix ? 1 : tableType.getDimSize(0);
+  view.maxPages = tableType.getDimSize(prefix ? 0 : 1);
+  view.page = [&](int64_t b, int64_t slot) {
+    return entries[b * view.maxPages + slot];
+  };
+  if (static_cast<int64_t>(lengths.size()) == view.batch)
+    view.kvLen = [&](int64_t b) -> std::optional<int64_t> {
+      return lengths[b];
+    };
+  int64_t numPages = poolType.getDimSize(0);
+  ::mlir::kvattn::Status status = ::mlir::kvattn::checkBlockTable(
+      view, ShapedType::isDynamic(numPages) ? -1 : numPages,
+      poolType.getDimSize(1));
+  if (!status)
+    return op->emitOpError() << "invalid " << what << ": " << status.message();
+  return success();
+}
+
 /// Position `p` of batch `b`, row `i` within RoPE's tables of `rows` rows.
 static LogicalResult checkTableRow(Operation *op, int64_t rows, int64_t b,
                                    int64_t i, int64_t p) {
@@ -995,39 +1037,9 @@ LogicalResult AttentionOp::verifyConstantQueryStarts() {
 /// table is a constant; with a constant kv_len too, also that the lengths
 /// fit the pages.
 LogicalResult AttentionOp::verifyConstantBlockTable() {
-  DenseIntElementsAttr table;
-  if (!matchPattern(getBlockTable(), m_Constant(&table)))
-    return success();
-  auto tableType = cast<ShapedType>(table.getType());
-  auto values = [](DenseIntElementsAttr attr) {
-    return llvm::to_vector(
-        llvm::map_range(attr.getValues<APInt>(),
-                        [](const APInt &v) { return v.getSExtValue(); }));
-  };
-  SmallVector<int64_t> entries = values(table), lengths;
-  DenseIntElementsAttr kvLen;
-  if (matchPattern(getKvLen(), m_Constant(&kvLen)))
-    lengths = values(kvLen);
-  auto keyType = getKey().getType();
-  if (ShapedType::isDynamic(keyType.getDimSize(1)))
-    return success(); // the page size is needed for every rule but range
-  ::mlir::kvattn::BlockTableView view;
-  view.batch = tableType.getDimSize(0);
-  view.maxPages = tableType.getDimSize(1);
-  view.page = [&](int64_t b, int64_t slot) {
-    return entries[b * view.maxPages + slot];
-  };
-  if (static_cast<int64_t>(lengths.size()) == view.batch)
-    view.kvLen = [&](int64_t b) -> std::optional<int64_t> {
-      return lengths[b];
-    };
-  int64_t numPages = keyType.getDimSize(0);
-  ::mlir::kvattn::Status status = ::mlir::kvattn::checkBlockTable(
-      view, ShapedType::isDynamic(numPages) ? -1 : numPages,
-      keyType.getDimSize(1));
-  if (!status)
-    return emitOpError() << "invalid block table: " << status.message();
-  return success();
+  return checkConstantBlockTable(getOperation(), "block table", getBlockTable(),
+                                 getKvLen(), getKey(),
+                                 /*prefix=*/false);
 }
 
 int64_t AttentionOp::getLogicalKeyLength() {
@@ -1426,45 +1438,13 @@ LogicalResult CascadeOp::verify() {
 /// tables: prefix_pages as the table of one sequence of prefix_len keys,
 /// block_table with kv_len (the lengths where they are constant too).
 LogicalResult CascadeOp::verifyConstantTables() {
-  auto check = [&](StringRef what, Value tableValue, Value lengthValue,
-                   Value pool, bool oneRow) -> LogicalResult {
-    DenseIntElementsAttr table;
-    if (!tableValue || !matchPattern(tableValue, m_Constant(&table)))
-      return success();
-    auto poolType = cast<ShapedType>(pool.getType());
-    if (ShapedType::isDynamic(poolType.getDimSize(1)))
-      return success(); // the page size is needed for every rule but range
-    SmallVector<int64_t> entries = constantInts(tableValue),
-                         lengths = constantInts(lengthValue);
-    auto tableType = cast<ShapedType>(table.getType());
-    ::mlir::kvattn::BlockTableView view;
-    if (oneRow) {
-      view.name = "prefix_pages";
-      view.lengthName = "prefix_len";
-      view.flat = true;
-    }
-    view.batch = oneRow ? 1 : tableType.getDimSize(0);
-    view.maxPages = tableType.getDimSize(oneRow ? 0 : 1);
-    view.page = [&](int64_t b, int64_t slot) {
-      return entries[b * view.maxPages + slot];
-    };
-    if (static_cast<int64_t>(lengths.size()) == view.batch)
-      view.kvLen = [&](int64_t b) -> std::optional<int64_t> {
-        return lengths[b];
-      };
-    int64_t numPages = poolType.getDimSize(0);
-    ::mlir::kvattn::Status status = ::mlir::kvattn::checkBlockTable(
-        view, ShapedType::isDynamic(numPages) ? -1 : numPages,
-        poolType.getDimSize(1));
-    if (!status)
-      return emitOpError() << "invalid " << what << ": " << status.message();
-    return success();
-  };
-  if (failed(check("prefix_pages", getPrefixPages(), getPrefixLen(),
-                   getPrefixKey(), /*oneRow=*/true)))
+  if (failed(checkConstantBlockTable(getOperation(), "prefix_pages",
+                                     getPrefixPages(), getPrefixLen(),
+                                     getPrefixKey(), /*prefix=*/true)))
     return failure();
-  return check("block table", getBlockTable(), getKvLen(), getKey(),
-               /*oneRow=*/false);
+  return checkConstantBlockTable(getOperation(), "block table", getBlockTable(),
+                                 getKvLen(), getKey(),
+                                 /*prefix=*/false);
 }
 
 #define GET_OP_CLASSES
