@@ -676,6 +676,19 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
                  ArrayRef<OpFoldResult>{e.b.getIndexAttr(1)})
           .getResult();
     };
+    // Copy k (block row c) from element `offset` of the flat cache
+    // `flatSource`; a row past `cols` reads nothing (src-size 0).
+    auto copyFromFlat = [&](Value k, Value c, Value flatSource, Value offset) {
+      auto [dst, at] = destination(k, c);
+      SmallVector<Value, 2> dstIndices =
+          flat ? SmallVector<Value, 2>{at} : SmallVector<Value, 2>{c, at};
+      Value srcElements =
+          arith::SelectOp::create(e.b, e.lt(c, cols), e.idx(kChunk), e.idx(0));
+      nvgpu::DeviceAsyncCopyOp::create(
+          e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), dst,
+          dstIndices, flatSource, ValueRange{offset}, e.b.getIndexAttr(kChunk),
+          srcElements, /*bypassL1=*/UnitAttr());
+    };
     // A block over several pages (page size P < BN, dividing it, and a
     // multiple of `rowStep`, as vLLM's and SGLang's 16-token pages under
     // 32- and 64-key blocks): when the block starts on a page boundary
@@ -726,10 +739,6 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
         }
         copyLoop(
             [&](Value k, Value c, PageLookup *) {
-              auto [dst, at] = destination(k, c);
-              SmallVector<Value, 2> dstIndices =
-                  flat ? SmallVector<Value, 2>{at}
-                       : SmallVector<Value, 2>{c, at};
               // The copy's page and row in it: constants once unrolled.
               Value blockRow = e.mulOffset(k, rowStep);
               Value j = e.divIdx(blockRow, e.idx(pageRows));
@@ -742,15 +751,9 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
                                           e.idx(i)),
                     pageBases[i], base);
               Value inPageRow = e.remIdx(blockRow, e.idx(pageRows));
-              Value srcElements = arith::SelectOp::create(
-                  e.b, e.lt(c, cols), e.idx(kChunk), e.idx(0));
-              nvgpu::DeviceAsyncCopyOp::create(
-                  e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), dst,
-                  dstIndices, flatSource,
-                  ValueRange{
-                      e.addOffset(base, e.mulOffset(inPageRow, rowStride))},
-                  e.b.getIndexAttr(kChunk), srcElements,
-                  /*bypassL1=*/UnitAttr());
+              copyFromFlat(
+                  k, c, flatSource,
+                  e.addOffset(base, e.mulOffset(inPageRow, rowStride)));
             },
             /*lookUp=*/false);
         e.b.setInsertionPointToStart(ifOp.elseBlock());
@@ -784,19 +787,9 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
         Value base = e.addOffset(headRow, threadPart);
         copyLoop(
             [&](Value k, Value c, PageLookup *) {
-              auto [dst, at] = destination(k, c);
-              SmallVector<Value, 2> dstIndices =
-                  flat ? SmallVector<Value, 2>{at}
-                       : SmallVector<Value, 2>{c, at};
-              Value srcElements = arith::SelectOp::create(
-                  e.b, e.lt(c, cols), e.idx(kChunk), e.idx(0));
-              nvgpu::DeviceAsyncCopyOp::create(
-                  e.b, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()), dst,
-                  dstIndices, flatSource,
-                  ValueRange{
-                      e.addOffset(base, e.mulOffset(k, rowStep * rowStride))},
-                  e.b.getIndexAttr(kChunk), srcElements,
-                  /*bypassL1=*/UnitAttr());
+              copyFromFlat(
+                  k, c, flatSource,
+                  e.addOffset(base, e.mulOffset(k, rowStep * rowStride)));
             },
             /*lookUp=*/false);
         e.b.setInsertionPointToStart(ifOp.elseBlock());
