@@ -181,6 +181,25 @@ def _program(key, build):
     return _programs[key]
 
 
+
+def _shared_type(fn, what, arrays):
+    """The MLIR element type of the query and the caches, which share one
+    dtype of _TYPES."""
+    dtypes = {x.dtype.name for x in arrays}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in _TYPES:
+        raise KVAttnValueError(
+            f"{fn}: query and {what} share one dtype of {sorted(_TYPES)} "
+            f"(uint16: bf16 bits), got {sorted(dtypes)}")
+    return _TYPES[arrays[0].dtype.name]
+
+
+def _packed_query_shape(q):
+    """[1, Hq, T, D]: the packed rows of a cascade's sequences."""
+    if q.ndim != 4 or q.shape[0] != 1:
+        raise KVAttnValueError(f"query must be [1, Hq, T, D] (packed rows), "
+                               f"got {q.shape}")
+    return q.shape
+
 def cascade_attention(query, q_start, prefix_key, prefix_value, suffix_key,
                       suffix_value, suffix_len, causal=True, window=None,
                       scale=None, target="cpu", runtime=None):
@@ -203,16 +222,8 @@ def cascade_attention(query, q_start, prefix_key, prefix_value, suffix_key,
     q, pk, pv, sk, sv = (np.asarray(x) for x in (query, prefix_key,
                                                  prefix_value, suffix_key,
                                                  suffix_value))
-    dtypes = {x.dtype.name for x in (q, pk, pv, sk, sv)}
-    if len(dtypes) != 1 or next(iter(dtypes)) not in _TYPES:
-        raise KVAttnValueError(
-            f"cascade_attention: query and K/V share one dtype of "
-            f"{sorted(_TYPES)} (uint16: bf16 bits), got {sorted(dtypes)}")
-    ty = _TYPES[q.dtype.name]
-    if q.ndim != 4 or q.shape[0] != 1:
-        raise KVAttnValueError(f"query must be [1, Hq, T, D] (packed rows), "
-                               f"got {q.shape}")
-    _, hq, t, d = q.shape
+    ty = _shared_type("cascade_attention", "K/V", (q, pk, pv, sk, sv))
+    _, hq, t, d = _packed_query_shape(q)
     if pk.ndim != 4 or pk.shape[0] != 1 or pk.shape[3] != d or \
             pv.shape[:3] != pk.shape[:3]:
         raise KVAttnValueError(f"prefix key/value must be [1, Hkv, P, D|Dv] "
@@ -290,16 +301,8 @@ def paged_cascade_attention(query, q_start, key_pages, value_pages,
             "only (its GPU kernels are not written yet), got target "
             f"{target!r}")
     q, kp, vp = (np.asarray(x) for x in (query, key_pages, value_pages))
-    dtypes = {x.dtype.name for x in (q, kp, vp)}
-    if len(dtypes) != 1 or next(iter(dtypes)) not in _TYPES:
-        raise KVAttnValueError(
-            f"paged_cascade_attention: query and K/V pages share one dtype "
-            f"of {sorted(_TYPES)} (uint16: bf16 bits), got {sorted(dtypes)}")
-    ty = _TYPES[q.dtype.name]
-    if q.ndim != 4 or q.shape[0] != 1:
-        raise KVAttnValueError(f"query must be [1, Hq, T, D] (packed rows), "
-                               f"got {q.shape}")
-    _, hq, t, d = q.shape
+    ty = _shared_type("paged_cascade_attention", "K/V pages", (q, kp, vp))
+    _, hq, t, d = _packed_query_shape(q)
     if kp.ndim != 4 or kp.shape[3] != d or vp.ndim != 4 or \
             vp.shape[:3] != kp.shape[:3]:
         raise KVAttnValueError(
