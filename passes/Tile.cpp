@@ -1191,13 +1191,6 @@ static LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
 /// into out and lse: the split merge's tile.merge, with N = 2.
 static LogicalResult tileCascade(RewriterBase &rewriter, CascadeOp op,
                                  const TileConfig &cfg) {
-  // (The three kernels' ABI names one pool and one set of page sizes per
-  // kernel kind; a paged level has no kernels yet.)
-  if (op.isPrefixPaged() || op.isPaged())
-    return op.emitOpError()
-           << "kvattn-tile: a paged cascade (prefix_pages, block_table) has "
-              "no GPU kernels yet; kvattn-to-cpu runs it "
-              "(-kvattn-expand-cascade)";
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   b.setInsertionPoint(op);
   IndexMath m{b};

@@ -99,6 +99,10 @@ const char *paramName(int64_t id) {
     return "rotary_cos";
   case kParamRotarySin:
     return "rotary_sin";
+  case kParamPrefixPages:
+    return "prefix_pages";
+  case kParamPrefixLen:
+    return "prefix_len";
   default:
     return "block_table";
   }
@@ -128,9 +132,13 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
   const bool perKey = name == "q_pos" || name == "k_pos" || name == "key_valid";
   const std::string at = name + (perKey ? "[" + str(b) + ", " + str(index) + "]"
                                         : "[" + str(b) + "]");
-  const std::string batch = " (batch " + str(b) + ")";
-  const std::string slot =
-      "block_table[" + str(b) + "][" + str(index) + "] = " + str(v);
+  // A cascade's paged prefix: one sequence's table, named without a batch
+  // (checkBlockTable's flat view).
+  const bool prefixTable = name == "prefix_pages" || name == "prefix_len";
+  const std::string batch = prefixTable ? "" : " (batch " + str(b) + ")";
+  const std::string table =
+      prefixTable ? std::string("prefix_pages") : "block_table[" + str(b) + "]";
+  const std::string slot = table + "[" + str(index) + "] = " + str(v);
   switch (w[kStatusRule]) {
   case kRuleKvLenRange:
     return where + at + " = " + str(v) + " is outside [0, S = " + str(size) +
@@ -159,9 +167,10 @@ std::string describeViolation(const std::array<int64_t, 16> &w,
     return where + slot + ": page " + str(v) + " is already used at slot " +
            str(aux) + " of the same sequence" + batch;
   case kRuleKvLenPages:
-    return where + "kv_len[" + str(b) + "] = " + str(v) + " does not fit the " +
-           str(aux) + " page(s) of block_table[" + str(b) + "] (page_size " +
-           str(size) + ", at most " + str(aux * size) + " tokens)" + batch;
+    return where + name + "[" + str(b) + "] = " + str(v) +
+           " does not fit the " + str(aux) + " page(s) of " + table +
+           " (page_size " + str(size) + ", at most " + str(aux * size) +
+           " tokens)" + batch;
   case kRuleAppendRange:
     return where + "pos[" + str(b) + "] = " + str(v) + " writes rows [" +
            str(v) + ", " + str(v + aux) +
@@ -478,7 +487,8 @@ Plan::mapBuffers(size_t index,
 
 static Status checkBounds(const Sizes &sizes, const Sizes &bounds) {
   for (const char *name : {"B", "Hq", "Hkv", "L", "S", "num_pages", "page_size",
-                           "max_pages", "cache_rows"}) {
+                           "max_pages", "cache_rows", "P", "prefix_num_pages",
+                           "prefix_page_size", "prefix_max_pages"}) {
     int64_t v = sizeByName(sizes, name), bound = sizeByName(bounds, name);
     if (bound > 0 && v > bound)
       return Status::error("plan run: " + std::string(name) + " = " + str(v) +

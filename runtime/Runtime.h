@@ -169,13 +169,23 @@ struct Sizes {
   int64_t cacheRows = 0;
   /// Shared-prefix (cascade) kernels: the keys P of the shared prefix
   /// (the size `P` of the kind "cascade_prefix"; 0 with a static prefix:
-  /// the manifest's number).
+  /// the manifest's number; a paged prefix: 0 or
+  /// prefixMaxPages * prefixPageSize).
   int64_t P = 0;
+  /// A paged shared prefix (a "prefix_pages" parameter): its pool
+  /// `prefix_key`/`prefix_value` `[prefixNumPages, prefixPageSize, Hkv,
+  /// D]` and its table `prefix_pages [prefixMaxPages]` of `prefix_len [1]`
+  /// keys (the sizes `prefix_num_pages`, `prefix_page_size`,
+  /// `prefix_max_pages`). The same pool as the suffixes' takes the same
+  /// numbers.
+  int64_t prefixNumPages = 0, prefixPageSize = 0, prefixMaxPages = 0;
 };
 
 /// The sizes kernel `kernel` runs with: `sizes`, except for a cascade's
-/// B = 1 kernels ("cascade_prefix", "cascade_merge": B = 1, and a static
-/// prefix length P from the manifest when `sizes.P` is 0). Every launch
+/// B = 1 kernels ("cascade_prefix", "cascade_merge", and the validation
+/// kernel of a paged prefix's prefix_pages: B = 1, and when
+/// `sizes.P` is 0 a static prefix length P from the manifest, a paged
+/// prefix's prefixMaxPages * prefixPageSize). Every launch
 /// (Runtime::launch, Plan) applies it.
 Sizes kernelSizes(const KernelInfo &kernel, const Sizes &sizes);
 
@@ -191,8 +201,8 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &sizes,
                    int64_t numSms);
 
 /// The size a manifest names ("B", "Hq", "Hkv", "L", "S", "num_pages",
-/// "page_size", "max_pages", "N", "cache_rows", "P"); -1 for an unknown
-/// name.
+/// "page_size", "max_pages", "N", "cache_rows", "P", "prefix_num_pages",
+/// "prefix_page_size", "prefix_max_pages"); -1 for an unknown name.
 int64_t sizeByName(const Sizes &sizes, const std::string &name);
 
 struct LaunchArgs {

@@ -36,16 +36,25 @@ constexpr int64_t kIndex32Limit = int64_t(1) << 31;
 std::vector<std::string> symbolicShape(const std::string &role, size_t rank,
                                        bool paged, bool varlen = false,
                                        bool packedKeys = false,
-                                       bool cacheRows = false) {
+                                       bool cacheRows = false,
+                                       bool prefixPaged = false) {
   // Ragged keys: K and V are one packed buffer [1, Hkv, N, D] (S = N); a
   // batch-to-cache map: [cache_rows, Hkv, S, D].
   if (packedKeys && (role == "key" || role == "value"))
     return {"", "Hkv", "S", ""};
   if (cacheRows && (role == "key" || role == "value"))
     return {"cache_rows", "Hkv", "S", ""};
-  // A cascade's shared prefix [1, Hkv, P, D] (kind "cascade_prefix").
+  // A cascade's shared prefix [1, Hkv, P, D] (kind "cascade_prefix"), or
+  // its pool read through the one-sequence table [1, prefix_max_pages] of
+  // prefix_len [1] keys.
   if (role == "prefix_key" || role == "prefix_value")
-    return {"", "Hkv", "P", ""};
+    return prefixPaged ? std::vector<std::string>{"prefix_num_pages",
+                                                  "prefix_page_size", "Hkv", ""}
+                       : std::vector<std::string>{"", "Hkv", "P", ""};
+  if (role == "prefix_pages")
+    return {"prefix_max_pages"};
+  if (role == "prefix_len")
+    return {""};
   if (role == "k_start")
     return {"B+1"};
   if (role == "cache_batch_idx")
@@ -126,7 +135,8 @@ bool isMetadata(const std::string &name, bool append) {
          name == "k_pos" || name == "kv_len" || name == "key_valid" ||
          name == "block_table" || name == "pos" || name == "q_start" ||
          name == "k_start" || name == "cache_batch_idx" ||
-         name == "tree_parents" || (!append && name == "k_rope_pos");
+         name == "tree_parents" || name == "prefix_pages" ||
+         name == "prefix_len" || (!append && name == "k_rope_pos");
 }
 
 } // namespace
@@ -221,22 +231,43 @@ int64_t sizeByName(const Sizes &s, const std::string &name) {
     return s.cacheRows;
   if (name == "P") // a cascade's shared prefix keys
     return s.P;
+  if (name == "prefix_num_pages") // a paged prefix's pool and table
+    return s.prefixNumPages;
+  if (name == "prefix_page_size")
+    return s.prefixPageSize;
+  if (name == "prefix_max_pages")
+    return s.prefixMaxPages;
   return -1;
 }
 
 Sizes kernelSizes(const KernelInfo &kernel, const Sizes &sizes) {
-  const bool prefix = kernel.kind == "cascade_prefix";
+  // The prefix kernel, or the validation kernel of a paged prefix's (the
+  // only kernels with a prefix_pages parameter): B = 1.
+  const bool prefix = kernel.kind == "cascade_prefix" ||
+                      (kernel.kind == "validate" &&
+                       std::any_of(kernel.params.begin(), kernel.params.end(),
+                                   [](const ParamInfo &p) {
+                                     return p.name == "prefix_pages";
+                                   }));
   if (!prefix && kernel.kind != "cascade_merge")
     return sizes;
   Sizes s = sizes;
   s.B = 1;
-  // A static prefix: its length is the manifest's.
-  if (prefix && s.P == 0)
-    for (const ParamInfo &p : kernel.params)
-      if (p.kind == "pointer" && p.name == "prefix_key" &&
-          p.shape.size() == 4 && !p.shape[2].empty() &&
-          std::isdigit(p.shape[2][0]))
-        s.P = std::stoll(p.shape[2]);
+  if (!prefix || s.P != 0)
+    return s;
+  // A paged prefix: the logical keys of its table (validateLaunch checks
+  // the sizes; saturated here, refused there).
+  for (const ParamInfo &p : kernel.params)
+    if (p.name == "prefix_pages") {
+      if (__builtin_mul_overflow(s.prefixMaxPages, s.prefixPageSize, &s.P))
+        s.P = INT64_MAX;
+      return s;
+    }
+  // A static prefix [1, Hkv, P, D]: its length is the manifest's.
+  for (const ParamInfo &p : kernel.params)
+    if (p.kind == "pointer" && p.name == "prefix_key" && p.shape.size() == 4 &&
+        !p.shape[2].empty() && std::isdigit(p.shape[2][0]))
+      s.P = std::stoll(p.shape[2]);
   return s;
 }
 
@@ -267,9 +298,11 @@ int64_t splitCount(const KernelInfo &kernel, const Sizes &s, int64_t numSms) {
 Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   const Sizes &s = args.sizes;
   const std::string where = "launch of '" + kernel.name + "': ";
-  bool paged = false, varlen = false, packedKeys = false, cacheRows = false;
+  bool paged = false, varlen = false, packedKeys = false, cacheRows = false,
+       prefixPaged = false;
   for (const ParamInfo &p : kernel.params) {
     paged |= p.name == "block_table";
+    prefixPaged |= p.name == "prefix_pages";
     varlen |= p.name == "q_start";
     packedKeys |= p.name == "k_start";
     cacheRows |= p.name == "cache_batch_idx";
@@ -298,10 +331,32 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
                            " must be max_pages * page_size = " + str(logical) +
                            " (the logical key count of a paged cache)");
   }
+  if (prefixPaged) {
+    // A cascade's paged prefix: one sequence of prefix_len keys.
+    if (s.prefixNumPages < 0 || s.prefixPageSize <= 0 || s.prefixMaxPages < 0)
+      return Status::error(
+          where +
+          "paged prefix sizes prefix_num_pages = " + str(s.prefixNumPages) +
+          ", prefix_page_size = " + str(s.prefixPageSize) +
+          ", prefix_max_pages = " + str(s.prefixMaxPages) +
+          " (prefix_page_size must be positive, the others non-negative)");
+    int64_t logical = 0;
+    if (__builtin_mul_overflow(s.prefixMaxPages, s.prefixPageSize, &logical))
+      return Status::error(where + "prefix_max_pages * prefix_page_size = " +
+                           str(s.prefixMaxPages) + " * " +
+                           str(s.prefixPageSize) + " overflows 64 bits");
+    if (s.P != logical)
+      return Status::error(
+          where + "P = " + str(s.P) +
+          " must be prefix_max_pages * prefix_page_size = " + str(logical) +
+          " (the logical key count of a paged prefix)");
+  }
   const bool index32 = kernel.indexBits == 32;
   if (index32)
-    for (const char *name : {"B", "Hq", "Hkv", "L", "S", "num_pages",
-                             "page_size", "max_pages", "cache_rows"})
+    for (const char *name :
+         {"B", "Hq", "Hkv", "L", "S", "num_pages", "page_size", "max_pages",
+          "cache_rows", "P", "prefix_num_pages", "prefix_page_size",
+          "prefix_max_pages"})
       if (sizeByName(s, name) >= kIndex32Limit)
         return Status::error(where + "size " + name + " = " +
                              str(sizeByName(s, name)) + " is 2^31 or more" +
@@ -318,7 +373,7 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
     // A ragged batch's merge takes no q_start but its packed rows.
     std::vector<std::string> symbolic = symbolicShape(
         p.name, p.shape.size(), paged, varlen || kernel.kind == "merge_varlen",
-        packedKeys, cacheRows);
+        packedKeys, cacheRows, prefixPaged);
     if (symbolic.size() != p.shape.size())
       return Status::error(where + "the manifest gives '" + p.name + "' " +
                            str(p.shape.size()) + " dimensions");
@@ -422,7 +477,8 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
   for (const auto &[name, values] : args.metadata) {
     if (name == "block_table" || name == "q_start" || name == "k_start" ||
         name == "cache_batch_idx" || name == "tree_parents" ||
-        name == "k_rope_pos" || (append && name == "pos"))
+        name == "k_rope_pos" || name == "prefix_pages" ||
+        name == "prefix_len" || (append && name == "pos"))
       continue; // below, with kv_len; an append's positions and the
                 // starts of a ragged batch below too
     const int64_t rowLength = name == "q_pos"                            ? s.L
@@ -575,6 +631,23 @@ Status validateLaunch(const KernelInfo &kernel, const LaunchArgs &args) {
       return kvLen->second[b];
     };
     if (Status st = checkBlockTable(view, s.numPages, s.pageSize); !st)
+      return Status::error(where + st.message());
+  }
+  if (prefixPaged) {
+    // The reference's rules and messages for the prefix's pages (one
+    // sequence; prefix_len within its pages).
+    const std::vector<int64_t> &pages = args.metadata.at("prefix_pages");
+    const std::vector<int64_t> &length = args.metadata.at("prefix_len");
+    BlockTableView view;
+    view.batch = 1;
+    view.maxPages = s.prefixMaxPages;
+    view.page = [&](int64_t, int64_t slot) { return pages[slot]; };
+    view.kvLen = [&](int64_t) -> std::optional<int64_t> { return length[0]; };
+    view.name = "prefix_pages";
+    view.lengthName = "prefix_len";
+    view.flat = true;
+    if (Status st = checkBlockTable(view, s.prefixNumPages, s.prefixPageSize);
+        !st)
       return Status::error(where + st.message());
   }
   // RoPE's record (the reference's check, last): every valid key attended

@@ -319,8 +319,16 @@ typedef struct {
    * "cascade_prefix" and "cascade_merge", which run with B = 1): the keys
    * P of the shared prefix (prefix_key/prefix_value [1, Hkv, P, D]); 0 when
    * the prefix length is static (the manifest's number). The others ignore
-   * it. (Added after cache_rows: zero-initialise the struct.) */
+   * it. (Added after cache_rows: zero-initialise the struct.) With a
+   * paged prefix (a "prefix_pages" parameter) P is
+   * prefix_max_pages * prefix_page_size, or 0 for that. */
   int64_t P;
+  /* A cascade's paged prefix (kernels with a "prefix_pages" parameter):
+   * its pool prefix_key/prefix_value [prefix_num_pages, prefix_page_size,
+   * Hkv, D] and its table prefix_pages [prefix_max_pages] of prefix_len [1]
+   * keys; the same pool as the suffixes' takes their numbers. The others
+   * ignore them. (Added after P: zero-initialise the struct.) */
+  int64_t prefix_num_pages, prefix_page_size, prefix_max_pages;
 } kvattn_sizes;
 
 /* A device buffer by parameter name: "query", "key", "value", "mask",
@@ -484,7 +492,8 @@ typedef struct {
    * (-1, default: dynamic, the run's kvattn_sizes.P), the plan's buffers
    * "prefix_key" [1, Hkv, P, D] and "prefix_value" [1, Hkv, P, Dv] beside
    * the per-sequence suffixes key/value [B, Hkv, key_len, D]; q_offset
-   * counts from the prefix's end. Not with paged, append, a window,
+   * counts from the prefix's end (prefix_paged: a paged prefix; paged:
+   * paged suffixes). Not with append, a window,
    * sinks, alibi, tree, ragged_keys, cache_batch_idx or kv_dtype. */
   int32_t cascade;
   /* 0/1: the latent form (DeepSeek MLA, docs/semantics.md "Latent KV"): no
@@ -524,6 +533,17 @@ typedef struct {
    * after rope_record: kvattn_attention_desc_init sets them.) */
   int64_t rotary_rows;
   kvattn_dtype rotary_dtype;
+  /* 0/1: a paged shared prefix (needs cascade; docs/semantics.md, "Paged
+   * KV"): "prefix_key"/"prefix_value" are a page pool [prefix_num_pages,
+   * prefix_page_size, Hkv, D|Dv] (the suffixes' pool may be bound to them:
+   * a prefix cached once in the engine's pages), read through the plan's
+   * metadata "prefix_pages" (i32 [prefix_max_pages], one sequence's block
+   * table) of "prefix_len" (i32 [1]) keys; prefix_len above stays -1.
+   * prefix_page_size > 0; prefix_num_pages, prefix_max_pages: -1 dynamic
+   * (the run's kvattn_sizes). With paged the suffixes are pages too.
+   * (Added after rotary_dtype: kvattn_attention_desc_init sets them.) */
+  int32_t prefix_paged;
+  int64_t prefix_page_size, prefix_num_pages, prefix_max_pages;
 } kvattn_attention_desc;
 
 /* The defaults (bf16, every size dynamic, nothing optional), struct_size
@@ -531,8 +551,9 @@ typedef struct {
 void kvattn_attention_desc_init(kvattn_attention_desc *desc);
 /* The IR kvattn_plan_create_from_desc plans (free with kvattn_free): one
  * function @attention(query, [prefix_key, prefix_value], key, value,
- * [update_k, update_v], [q_start],
- * q_offset, kv_len, [block_table], [sinks], [alibi_slopes], [tree_parents],
+ * [update_k, update_v], [q_start], q_offset, kv_len,
+ * [prefix_pages, prefix_len], [block_table], [sinks], [alibi_slopes],
+ * [tree_parents],
  * [k_start], [cache_batch_idx], [k_scale, v_scale], [k_rope_pos])
  * returning out, [lse], [key, value], [k_rope_pos (with append)]; latent:
  * no value, update_v or v_scale, and key alone among the results.

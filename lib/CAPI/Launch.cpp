@@ -24,6 +24,9 @@ rt::Sizes capi::toSizes(const kvattn_sizes &s) {
   sizes.maxPages = s.max_pages;
   sizes.cacheRows = s.cache_rows;
   sizes.P = s.P;
+  sizes.prefixNumPages = s.prefix_num_pages;
+  sizes.prefixPageSize = s.prefix_page_size;
+  sizes.prefixMaxPages = s.prefix_max_pages;
   return sizes;
 }
 

@@ -139,6 +139,11 @@ static Status readDescription(const char *what,
   KVATTN_RETURN_IF_ERROR(boolean("cascade", c.cascade));
   d.cascade = c.cascade;
   d.prefixLen = c.prefix_len;
+  KVATTN_RETURN_IF_ERROR(boolean("prefix_paged", c.prefix_paged));
+  d.prefixPaged = c.prefix_paged;
+  d.prefixPageSize = c.prefix_page_size;
+  d.prefixNumPages = c.prefix_num_pages;
+  d.prefixMaxPages = c.prefix_max_pages;
   KVATTN_RETURN_IF_ERROR(boolean("latent", c.latent));
   d.latent = c.latent;
   d.rotaryDim = c.rotary_dim;
@@ -208,6 +213,7 @@ void kvattn_attention_desc_init(kvattn_attention_desc *desc) {
   desc->prefix_len = -1;
   desc->rope_theta = 10000.0;
   desc->rotary_dtype = KVATTN_F32;
+  desc->prefix_num_pages = desc->prefix_max_pages = -1;
 }
 
 int kvattn_attention_desc_to_ir(const kvattn_attention_desc *desc, char **ir,

@@ -58,7 +58,8 @@ bool isMetadata(const std::string &role) {
          role == "k_pos" || role == "kv_len" || role == "key_valid" ||
          role == "block_table" || role == "pos" || role == "q_start" ||
          role == "k_start" || role == "cache_batch_idx" ||
-         role == "tree_parents";
+         role == "tree_parents" || role == "prefix_pages" ||
+         role == "prefix_len";
 }
 
 /// The roles of a kvattn.append's operands, in operand order.
@@ -102,10 +103,17 @@ void addApplyingFunc(OpBuilder &b, Operation *op, TypeRange argTypes,
 }
 
 /// The roles of a kvattn.cascade's operands (its prefix kernel's K/V are
-/// prefix_key/prefix_value).
-std::vector<std::string> cascadeRoles() {
-  return {"query", "prefix_key", "prefix_value", "key",
-          "value", "q_start",    "q_offset",     "kv_len"};
+/// prefix_key/prefix_value, a paged prefix's table and length
+/// prefix_pages/prefix_len).
+std::vector<std::string> cascadeRoles(mlir::kvattn::CascadeOp op) {
+  std::vector<std::string> roles = {"query",    "prefix_key", "prefix_value",
+                                    "key",      "value",      "q_start",
+                                    "q_offset", "kv_len"};
+  if (op.isPrefixPaged())
+    roles.insert(roles.end(), {"prefix_pages", "prefix_len"});
+  if (op.isPaged())
+    roles.push_back("block_table");
+  return roles;
 }
 
 /// A module with one function that applies a copy of `op` (a
@@ -315,7 +323,7 @@ Status GpuExecutor::run(Operation *op,
   };
 
   std::vector<std::string> roles = attention ? operandRoles(attention)
-                                   : cascade ? cascadeRoles()
+                                   : cascade ? cascadeRoles(cascade)
                                              : appendRoles(append);
   rt::LaunchArgs args;
   auto shapeOf = [&](const char *role) -> const std::vector<int64_t> & {
@@ -337,10 +345,30 @@ Status GpuExecutor::run(Operation *op,
     }
   } else if (cascade) {
     // A ragged batch of B sequences (L: the packed rows T) over suffixes
-    // [B, Hkv, S, D]; the prefix kernel's P keys.
+    // [B, Hkv, S, D] or pages [num_pages, page_size, Hkv, D] through the
+    // table [B, max_pages]; the prefix kernel's P keys, or its pool
+    // [prefix_num_pages, prefix_page_size, Hkv, D] through prefix_pages
+    // [prefix_max_pages] (P = prefix_max_pages * prefix_page_size).
     const auto &q = shapeOf("query"), &k = shapeOf("key");
-    args.sizes = {shapeOf("q_start")[0] - 1, q[1], k[1], q[2], k[2]};
-    args.sizes.P = shapeOf("prefix_key")[2];
+    const int64_t batch = shapeOf("q_start")[0] - 1;
+    if (cascade.isPaged()) {
+      const int64_t maxPages = shapeOf("block_table")[1];
+      args.sizes = {batch, q[1], k[2], q[2], maxPages * k[1]};
+      args.sizes.numPages = k[0];
+      args.sizes.pageSize = k[1];
+      args.sizes.maxPages = maxPages;
+    } else {
+      args.sizes = {batch, q[1], k[1], q[2], k[2]};
+    }
+    const auto &pk = shapeOf("prefix_key");
+    if (cascade.isPrefixPaged()) {
+      args.sizes.prefixNumPages = pk[0];
+      args.sizes.prefixPageSize = pk[1];
+      args.sizes.prefixMaxPages = shapeOf("prefix_pages")[0];
+      args.sizes.P = args.sizes.prefixMaxPages * pk[1];
+    } else {
+      args.sizes.P = pk[2];
+    }
   } else if (attention.isPaged()) {
     // Pages [num_pages, page_size, Hkv, D], table [B, max_pages].
     const auto &q = shapeOf("query"), &k = shapeOf("key");

@@ -159,8 +159,7 @@ Status checkAttentionDescription(const AttentionDescription &d) {
       return Status::error(where + "cascade without varlen: the sequences "
                                    "sharing the prefix are the packed rows "
                                    "of a ragged batch (set varlen)");
-    const char *other = d.paged              ? "paged"
-                        : d.append           ? "append"
+    const char *other = d.append             ? "append"
                         : d.window           ? "window"
                         : d.windowRight      ? "window_right"
                         : d.sinks            ? "sinks"
@@ -173,12 +172,31 @@ Status checkAttentionDescription(const AttentionDescription &d) {
                                              : nullptr;
     if (other)
       return Status::error(where + "cascade with " + other +
-                           ": kvattn.cascade takes a plain prefix and "
-                           "suffixes, causal or not, softcap and scale");
+                           ": kvattn.cascade takes a prefix and suffixes "
+                           "(each plain or paged), causal or not, softcap "
+                           "and scale");
     KVATTN_RETURN_IF_ERROR(size("prefix_len", d.prefixLen));
   } else if (d.prefixLen != AttentionDescription::kDynamic) {
     return Status::error(where + "prefix_len = " + str(d.prefixLen) +
                          " is given without cascade");
+  }
+  if (d.prefixPaged) {
+    if (!d.cascade)
+      return Status::error(where + "prefix_paged without cascade: only a "
+                                   "shared prefix has prefix pages");
+    if (d.prefixLen != AttentionDescription::kDynamic)
+      return Status::error(where + "prefix_len = " + str(d.prefixLen) +
+                           " with prefix_paged: a paged prefix's length is "
+                           "the run's prefix_len argument");
+    if (d.prefixPageSize <= 0)
+      return Status::error(where +
+                           "prefix_page_size = " + str(d.prefixPageSize) +
+                           " must be positive for a paged prefix");
+    KVATTN_RETURN_IF_ERROR(size("prefix_num_pages", d.prefixNumPages));
+    KVATTN_RETURN_IF_ERROR(size("prefix_max_pages", d.prefixMaxPages));
+  } else if (d.prefixPageSize != 0) {
+    return Status::error(where + "prefix_page_size = " + str(d.prefixPageSize) +
+                         " is given for a prefix that is not paged");
   }
   if (d.varlen && d.append)
     return Status::error(where +
@@ -264,7 +282,11 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
   // [block_table], [sinks], [alibi_slopes], ..., [k_scale, v_scale (none when
   // latent)].
   SmallVector<Type> inputs = {tensor({d.varlen ? 1 : B, Hq, L, D}, elt)};
-  if (d.cascade) { // prefix_key, prefix_value
+  if (d.cascade && d.prefixPaged) { // prefix_key, prefix_value: a pool
+    const int64_t pages = dim(d.prefixNumPages), rows = d.prefixPageSize;
+    inputs.push_back(tensor({pages, rows, Hkv, D}, elt));
+    inputs.push_back(tensor({pages, rows, Hkv, Dv}, elt));
+  } else if (d.cascade) { // prefix_key, prefix_value
     inputs.push_back(tensor({1, Hkv, dim(d.prefixLen), D}, elt));
     inputs.push_back(tensor({1, Hkv, dim(d.prefixLen), Dv}, elt));
   }
@@ -298,6 +320,10 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
         tensor({B == ShapedType::kDynamic ? B : B + 1}, index)); // q_start
   inputs.push_back(tensor({B}, index));                          // q_offset
   inputs.push_back(tensor({B}, index));                          // kv_len
+  if (d.prefixPaged) {
+    inputs.push_back(tensor({dim(d.prefixMaxPages)}, index)); // prefix_pages
+    inputs.push_back(tensor({1}, index));                     // prefix_len
+  }
   if (d.paged)
     inputs.push_back(tensor({B, dim(d.maxPages)}, index)); // block_table
   if (d.sinks)
@@ -352,6 +378,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
     qStart = body->getArgument(next++);
   Value qOffset = body->getArgument(next++);
   Value kvLen = body->getArgument(next++);
+  Value prefixPages = d.prefixPaged ? body->getArgument(next++) : Value();
+  Value prefixLen = d.prefixPaged ? body->getArgument(next++) : Value();
   Value blockTable = d.paged ? body->getArgument(next++) : Value();
   Value sinks = d.sinks ? body->getArgument(next++) : Value();
   Value alibiSlopes = d.alibi ? body->getArgument(next++) : Value();
@@ -424,9 +452,8 @@ Status buildAttentionModule(const AttentionDescription &d, MLIRContext &ctx,
     auto cascade = CascadeOp::create(
         b, loc, tensor({1, Hq, L, Dv}, elt),
         d.withLse ? Type(tensor({1, Hq, L}, b.getF32Type())) : Type(), query,
-        prefixKey, prefixValue, key, value, qStart, qOffset, kvLen,
-        /*prefix_pages=*/Value(), /*prefix_len=*/Value(),
-        /*block_table=*/Value(), d.causal ? b.getUnitAttr() : UnitAttr(),
+        prefixKey, prefixValue, key, value, qStart, qOffset, kvLen, prefixPages,
+        prefixLen, blockTable, d.causal ? b.getUnitAttr() : UnitAttr(),
         d.softcap ? b.getF32FloatAttr(*d.softcap) : FloatAttr(),
         d.scale ? b.getF32FloatAttr(*d.scale) : FloatAttr());
     for (Value r : cascade->getResults())

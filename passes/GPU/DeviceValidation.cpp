@@ -104,7 +104,9 @@ int paramId(const std::string &name) {
       {"k_scale", kParamKScale},
       {"v_scale", kParamVScale},
       {"tree_parents", kParamTreeParents},
-      {"k_rope_pos", kParamKRopePos}};
+      {"k_rope_pos", kParamKRopePos},
+      {"prefix_pages", kParamPrefixPages},
+      {"prefix_len", kParamPrefixLen}};
   auto it = ids.find(name);
   return it == ids.end() ? -1 : it->second;
 }
@@ -271,6 +273,19 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
     size[n] = entry.getArgument(metadata.size() + 1 + i);
   const Value phase = entry.getArguments().back();
   const bool paged = arg.count("block_table");
+  // The names of a page table's parameters and sizes: a paged cache's, or
+  // a cascade's paged prefix's (checkBlockTable's rules, the same codes).
+  struct PageTable {
+    const char *table, *length, *maxPages, *numPages, *pageSize;
+    int tableParam, lengthParam;
+  };
+  const PageTable cacheTable = {"block_table", "kv_len",    "max_pages",
+                                "num_pages",   "page_size", kParamBlockTable,
+                                kParamKvLen};
+  const PageTable prefixTable = {"prefix_pages",     "prefix_len",
+                                 "prefix_max_pages", "prefix_num_pages",
+                                 "prefix_page_size", kParamPrefixPages,
+                                 kParamPrefixLen};
 
   ImplicitLocOpBuilder b(kernel.getLoc(), ctx);
   b.setInsertionPointToStart(&entry);
@@ -397,12 +412,12 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       return e.sel(violated, code, otherwise);
     };
     // The number of pages of sequence `bIdx` (entries other than -1).
-    auto pageCount = [&](Value bIdx) {
-      Value row = e.mul(bIdx, sz("max_pages"));
-      return e.loop(c0, sz("max_pages"), c1, ValueRange{z},
+    auto pageCount = [&](Value bIdx, const PageTable &t) {
+      Value row = e.mul(bIdx, sz(t.maxPages));
+      return e.loop(c0, sz(t.maxPages), c1, ValueRange{z},
                     [&](Value j, ValueRange count) -> SmallVector<Value> {
                       Value at = e.add(row, j);
-                      Value entry = load("block_table", at);
+                      Value entry = load(t.table, at);
                       Value isPage = e.cmp(CmpIPredicate::ne, entry, m1);
                       Value used =
                           arith::ExtUIOp::create(b, b.getI64Type(), isPage);
@@ -410,19 +425,19 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
                     })[0];
     };
     // The block-table rules of checkBlockTable, one thread per slot.
-    auto tableRules = [&](int group) {
-      Value slots = sz("max_pages");
+    auto tableRules = [&](int group, const PageTable &t) {
+      Value slots = sz(t.maxPages);
       Value row = e.mul(bid, slots);
       e.loop(
           tid, slots, cT, {}, [&](Value s, ValueRange) -> SmallVector<Value> {
             Value at = e.add(row, s);
-            Value page = load("block_table", at);
+            Value page = load(t.table, at);
             // The first -1 and the first repeat of `page` before slot s.
             ValueRange scan = e.loop(
                 c0, s, c1, ValueRange{m1, m1},
                 [&](Value j, ValueRange firsts) -> SmallVector<Value> {
                   Value atJ = e.add(row, j);
-                  Value pj = load("block_table", atJ);
+                  Value pj = load(t.table, atJ);
                   Value ji = e.toI64(j);
                   Value noEmptyYet = e.cmp(CmpIPredicate::slt, firsts[0], z);
                   Value isEmpty = e.cmp(CmpIPredicate::eq, pj, m1);
@@ -435,7 +450,7 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
                   return {firstEmpty, firstSame};
                 });
             Value firstEmpty = scan[0], firstSame = scan[1];
-            Value np = szI64("num_pages");
+            Value np = szI64(t.numPages);
             Value negative = e.cmp(CmpIPredicate::slt, page, z);
             Value tooLarge = e.cmp(CmpIPredicate::sge, page, np);
             Value outside = e.either(negative, tooLarge);
@@ -448,13 +463,13 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
             Value rule = e.sel(unused, z, ruleRange);
             Value aux = e.sel(afterEmpty, firstEmpty, firstSame);
             Value si = e.toI64(s);
-            Value maxPages = szI64("max_pages");
+            Value maxPages = szI64(t.maxPages);
             Value one = e.i64(1);
             Value stride = e.add(maxPages, one);
             Value rowKey = e.mul(bi, stride);
             Value position = e.add(rowKey, si);
             Value key = groupKey(group, position);
-            report(rule, key, si, page, aux, np, z, kParamBlockTable);
+            report(rule, key, si, page, aux, np, z, t.tableParam);
             return {};
           });
     };
@@ -877,8 +892,9 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       std::vector<std::string> names;
       for (const std::string &m : metadata)
         if (m != "block_table" && m != "q_start" && m != "k_start" &&
-            m != "cache_batch_idx" && m != "tree_parents" &&
-            m != "k_scale" && m != "v_scale" && m != "k_rope_pos" &&
+            m != "prefix_pages" && m != "prefix_len" &&
+            m != "cache_batch_idx" && m != "tree_parents" && m != "k_scale" &&
+            m != "v_scale" && m != "k_rope_pos" &&
             m != "pos") // (an append's pos: its own validation checks it)
           names.push_back(m);
       std::sort(names.begin(), names.end());
@@ -904,28 +920,31 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
         queryStartRules(14);
       if (arg.count("tree_parents"))
         treeRules(14);
-      if (paged) {
-        tableRules(15);
-        if (arg.count("kv_len")) {
-          // checkBlockTable's kv_len rule: the tokens within the pages.
-          e.ifThen(first, [&] {
-            Value active = pageCount(bid);
-            Value len = load("kv_len", bid);
-            Value ps = szI64("page_size");
-            Value capacity = e.mul(active, ps);
-            Value negative = e.cmp(CmpIPredicate::slt, len, z);
-            Value pastPages = e.cmp(CmpIPredicate::sgt, len, capacity);
-            Value outside = e.either(negative, pastPages);
-            Value rule = ruleIf(outside, kRuleKvLenPages, z);
-            Value maxPages = szI64("max_pages");
-            Value one = e.i64(1);
-            Value stride = e.add(maxPages, one);
-            Value rowKey = e.mul(bi, stride);
-            Value position = e.add(rowKey, maxPages);
-            Value key = groupKey(15, position);
-            report(rule, key, z, len, active, ps, z, kParamKvLen);
-          });
-        }
+      // The table (a cascade's prefix kernel has its prefix's alone).
+      for (const PageTable *t : {&cacheTable, &prefixTable}) {
+        if (!arg.count(t->table))
+          continue;
+        tableRules(15, *t);
+        if (!arg.count(t->length))
+          continue;
+        // checkBlockTable's kv_len rule: the tokens within the pages.
+        e.ifThen(first, [&] {
+          Value active = pageCount(bid, *t);
+          Value len = load(t->length, bid);
+          Value ps = szI64(t->pageSize);
+          Value capacity = e.mul(active, ps);
+          Value negative = e.cmp(CmpIPredicate::slt, len, z);
+          Value pastPages = e.cmp(CmpIPredicate::sgt, len, capacity);
+          Value outside = e.either(negative, pastPages);
+          Value rule = ruleIf(outside, kRuleKvLenPages, z);
+          Value maxPages = szI64(t->maxPages);
+          Value one = e.i64(1);
+          Value stride = e.add(maxPages, one);
+          Value rowKey = e.mul(bi, stride);
+          Value position = e.add(rowKey, maxPages);
+          Value key = groupKey(15, position);
+          report(rule, key, z, len, active, ps, z, t->lengthParam);
+        });
       }
     } else if (!paged) {
       // reference::append: rows [pos, pos + L) inside the capacity S.
@@ -942,7 +961,7 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
         report(rule, key, z, p, L, S, z, kParamPos);
       });
     } else {
-      tableRules(1);
+      tableRules(1, cacheTable);
       // checkPagedWrite: pos >= 0, the tokens in the pages (with skip_padding
       // in the table's slots: a token on a -1 entry is padding), no row
       // written by two sequences (a padding token writes none: page < 0).
@@ -952,7 +971,8 @@ gpu::GPUFuncOp buildValidationKernel(gpu::GPUModuleOp gpuModule,
       Value rowsPlusOne = e.add(L, one);
       Value base = e.mul(bi, rowsPlusOne);
       e.ifThen(first, [&] {
-        Value active = skipPadding ? szI64("max_pages") : pageCount(bid);
+        Value active =
+            skipPadding ? szI64("max_pages") : pageCount(bid, cacheTable);
         Value p = load("pos", bid);
         Value capacity = e.mul(active, ps);
         Value negative = e.cmp(CmpIPredicate::slt, p, z);

@@ -22,6 +22,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/StringSwitch.h"
 
 namespace mlir {
 namespace kvattn {
@@ -42,9 +43,21 @@ static const char *const kRoles[] = {
     "tree_parents", "k_scale", "v_scale",      "k_rope_pos", "rotary_cos",
     "rotary_sin"};
 /// The sizes a kernel may take after its pointers.
-static const char *const kSizes[] = {
-    "B",         "Hq",        "Hkv", "L", "S",          "num_pages",
-    "page_size", "max_pages", "B+1", "N", "cache_rows", "P"};
+static const char *const kSizes[] = {"B",
+                                     "Hq",
+                                     "Hkv",
+                                     "L",
+                                     "S",
+                                     "num_pages",
+                                     "page_size",
+                                     "max_pages",
+                                     "B+1",
+                                     "N",
+                                     "cache_rows",
+                                     "P",
+                                     "prefix_num_pages",
+                                     "prefix_page_size",
+                                     "prefix_max_pages"};
 /// kBPlus1 is no parameter: the length of q_start, named in the manifest.
 /// kN: a run-time split's chunk count (the part buffers' leading dim).
 enum SizeIndex {
@@ -60,7 +73,12 @@ enum SizeIndex {
   kN,
   kCacheRows,
   /// A cascade's shared prefix keys (its prefix kernel's S).
-  kP
+  kP,
+  /// A paged prefix (prefix_pages): its pool [prefix_num_pages,
+  /// prefix_page_size, Hkv, D] and its table [1, prefix_max_pages].
+  kPrefixNumPages,
+  kPrefixPageSize,
+  kPrefixMaxPages
 };
 
 /// Where K and V hold a batch's keys: [B, Hkv, S, D] (or pages), packed
@@ -82,9 +100,17 @@ static KeyLayout keyLayoutOf(const llvm::StringMap<Value> &buffers) {
 static SmallVector<int> symbolicShape(StringRef role, int64_t rank, bool paged,
                                       KeyLayout keys = KeyLayout::plain,
                                       bool prefix = false) {
-  // A cascade's prefix kernel: the shared prefix [1, Hkv, P, D].
+  // A cascade's prefix kernel: the shared prefix [1, Hkv, P, D], or its
+  // pool [prefix_num_pages, prefix_page_size, Hkv, D] read through the
+  // one-sequence table [1, prefix_max_pages] (prefix_pages) of prefix_len
+  // [1] keys.
   if (prefix && (role == "key" || role == "value"))
-    return {-1, kHkv, kP, -1};
+    return paged ? SmallVector<int>{kPrefixNumPages, kPrefixPageSize, kHkv, -1}
+                 : SmallVector<int>{-1, kHkv, kP, -1};
+  if (prefix && role == "block_table")
+    return {-1, kPrefixMaxPages};
+  if (prefix && role == "kv_len")
+    return {-1};
   if (role == "query")
     return {kB, kHq, kL, -1};
   if (role == "key" || role == "value") {
@@ -135,6 +161,18 @@ static SmallVector<int> symbolicShape(StringRef role, int64_t rank, bool paged,
   // mask: right-aligned against [B, Hq, L, S].
   SmallVector<int> full = {kB, kHq, kL, kS};
   return SmallVector<int>(full.end() - rank, full.end());
+}
+
+/// The kernel-parameter name of a cascade's prefix kernel's operand `role`:
+/// its K/V and a paged prefix's table and length are the cascade's own
+/// operands (docs/kernel-abi.md, "Cascade kernels").
+static StringRef prefixParameterName(StringRef role) {
+  return llvm::StringSwitch<StringRef>(role)
+      .Case("key", "prefix_key")
+      .Case("value", "prefix_value")
+      .Case("block_table", "prefix_pages")
+      .Case("kv_len", "prefix_len")
+      .Default(role);
 }
 
 /// A row-major view of `ptr` (memref<1xT>) with the operand's shape.
@@ -297,7 +335,9 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   SmallVector<int> sizeIds = isMerge  ? SmallVector<int>{kB, kHq, kL}
                              : prefix ? SmallVector<int>{kB, kHq, kHkv, kL, kP}
                                       : SmallVector<int>{kB, kHq, kHkv, kL, kS};
-  if (paged)
+  if (paged && prefix)
+    sizeIds.append({kPrefixNumPages, kPrefixPageSize, kPrefixMaxPages});
+  else if (paged)
     sizeIds.append({kNumPages, kPageSize, kMaxPages});
   const KeyLayout keys = keyLayoutOf(buffers);
   // Every size a dynamic dimension of a buffer needs, also where the kind's
@@ -357,12 +397,19 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     StringRef name(role);
     bool parts = name == "out_parts" || name == "lse_parts";
     bool written = name == "out" || name == "lse" || (parts && !isMerge);
-    // The prefix kernel's K/V are the cascade's prefix_key/prefix_value:
-    // one plan binds them beside the suffix's key/value.
-    signature.addBuffer(prefix && (name == "key" || name == "value")
-                            ? (name == "key" ? "prefix_key" : "prefix_value")
-                            : name,
-                        type, symbolic, kSizes, written);
+    // The prefix kernel's K/V are the cascade's prefix_key/prefix_value,
+    // and a paged prefix's table and length its prefix_pages/prefix_len:
+    // one plan binds them beside the suffix's key/value, block_table and
+    // kv_len.
+    if (prefix && name == "block_table") {
+      // prefix_pages [prefix_max_pages]: the cascade's operand, which the
+      // kernel views as the one-sequence table [1, prefix_max_pages].
+      type =
+          MemRefType::get(type.getShape().drop_front(), type.getElementType());
+      symbolic.erase(symbolic.begin());
+    }
+    signature.addBuffer(prefix ? prefixParameterName(name) : name, type,
+                        symbolic, kSizes, written);
   }
   // The TMA ring's tensor maps (docs/kernel-abi.md, "Tensor maps"): K and
   // V as {D, S, Hkv, B} (buffer dims 3, 2, 1, 0), boxes of 64 columns
@@ -380,10 +427,8 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
       auto type = cast<MemRefType>(buffers[role].getType());
       NamedAttrList map;
       map.append("name", mb.getStringAttr(role == "key" ? "k_load" : "v_load"));
-      map.append(
-          "buffer",
-          mb.getStringAttr(
-              prefix ? (role == "key" ? "prefix_key" : "prefix_value") : role));
+      map.append("buffer",
+                 mb.getStringAttr(prefix ? prefixParameterName(role) : role));
       map.append("dims", mb.getI64ArrayAttr({3, 2, 1, 0}));
       // (Paged [pages, page_size, Hkv, D]: {D, Hkv, page_size, pages}, the
       // box {64, 1, block-n, 1}.)

@@ -54,9 +54,10 @@ _runtime = None
 # device buffer, written in place).
 METADATA = ("q_offset", "k_offset", "q_pos", "k_pos", "kv_len", "key_valid",
             "block_table", "q_start", "pos", "k_start", "cache_batch_idx",
-            "tree_parents", "k_rope_pos")
+            "tree_parents", "k_rope_pos", "prefix_pages", "prefix_len")
 SIZE_NAMES = ("B", "Hq", "Hkv", "L", "S", "num_pages", "page_size",
-              "max_pages", "cache_rows", "P")
+              "max_pages", "cache_rows", "P", "prefix_num_pages",
+              "prefix_page_size", "prefix_max_pages")
 _WORKSPACES = ("out_parts", "lse_parts")
 # The size each dim of a parameter is (docs/kernel-abi.md), for the dims a
 # manifest gives as numbers (static shapes): the kernel still takes the
@@ -75,7 +76,13 @@ _ROLES = {"query": ("B", "Hq", "L", None), "key": ("B", "Hkv", "S", None),
           "lse_parts": (None, "B", "Hq", "L"),
           # A cascade's shared prefix (its prefix kernel's P keys).
           "prefix_key": (None, "Hkv", "P", None),
-          "prefix_value": (None, "Hkv", "P", None)}
+          "prefix_value": (None, "Hkv", "P", None),
+          # A paged prefix's one-sequence table and its length.
+          "prefix_pages": ("prefix_max_pages",), "prefix_len": (None,)}
+# A cascade's paged prefix (prefix_pages): its pool.
+_PAGED_PREFIX_ROLES = {
+    "prefix_key": ("prefix_num_pages", "prefix_page_size", "Hkv", None),
+    "prefix_value": ("prefix_num_pages", "prefix_page_size", "Hkv", None)}
 _PAGED_ROLES = {"key": ("num_pages", "page_size", "Hkv", None),
                 "value": ("num_pages", "page_size", "Hkv", None)}
 # Ragged keys (k_start): K/V are one packed buffer [1, Hkv, S, D]; a
@@ -726,6 +733,8 @@ class GpuProgram:
                    {})
         if "q_start" in self.params and name in _VARLEN_ROLES:
             special = _VARLEN_ROLES  # packed rows: dim 0 is 1, not B
+        if "prefix_pages" in self.params and name in _PAGED_PREFIX_ROLES:
+            special = _PAGED_PREFIX_ROLES
         roles = special.get(name) or _ROLES.get(name, ())
         for d, (got, w) in enumerate(zip(shape, want)):
             if isinstance(w, int) or str(w).isdigit():

@@ -75,7 +75,9 @@ class _Sizes(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in ("B", "Hq", "Hkv", "L", "S",
                                               "num_pages", "page_size",
                                               "max_pages", "cache_rows",
-                                              "P")]
+                                              "P", "prefix_num_pages",
+                                              "prefix_page_size",
+                                              "prefix_max_pages")]
 
 
 class _Buffer(ctypes.Structure):
@@ -165,7 +167,11 @@ class AttentionDesc(ctypes.Structure):
                 ("rope_interleaved", ctypes.c_int32),
                 ("rope_record", ctypes.c_int32),
                 ("rotary_rows", ctypes.c_int64),
-                ("rotary_dtype", ctypes.c_int)]
+                ("rotary_dtype", ctypes.c_int),
+                ("prefix_paged", ctypes.c_int32),
+                ("prefix_page_size", ctypes.c_int64),
+                ("prefix_num_pages", ctypes.c_int64),
+                ("prefix_max_pages", ctypes.c_int64)]
 
 
 # The fields of a description (kvattn.attention_ir's keywords), flags apart.

@@ -281,7 +281,8 @@ def cascade_attention(query, q_start, prefix_key, prefix_value, suffix_key,
 
 def paged_cascade_attention(query, q_start, key_pages, value_pages,
                             prefix_pages, prefix_len, block_table, suffix_len,
-                            causal=True, scale=None, target="cpu"):
+                            causal=True, scale=None, target="cpu",
+                            runtime=None):
     """Shared-prefix attention over a paged KV cache (kvattn.cascade with
     prefix_pages, prefix_len and block_table, docs/semantics.md): one page
     pool key_pages/value_pages [num_pages, page_size, Hkv, D|Dv] holds the
@@ -292,14 +293,12 @@ def paged_cascade_attention(query, q_start, key_pages, value_pages,
     their suffixes. dtypes as cascade_attention. The tables are checked
     before anything runs (ids in range, a -1 tail, no page twice, the
     lengths within the pages; errors name the table, the slot and the
-    value). target "cpu" only: the paged cascade has no GPU kernels yet.
-    Returns (out [1, Hq, T, Dv] f32, lse [1, Hq, T] f32)."""
+    value). target "cpu" or "gpu" (runtime: an emulated or real one; the
+    prefix kernel reads the pool through prefix_pages, the suffix kernel
+    through block_table, the merge runs on the device; the tables are
+    checked by the runtime before the launch). Returns (out [1, Hq, T, Dv]
+    f32, lse [1, Hq, T] f32)."""
     np = _np()
-    if target != "cpu":
-        raise KVAttnValueError(
-            "paged_cascade_attention: the paged cascade runs on the CPU "
-            "only (its GPU kernels are not written yet), got target "
-            f"{target!r}")
     q, kp, vp = (np.asarray(x) for x in (query, key_pages, value_pages))
     ty = _shared_type("paged_cascade_attention", "K/V pages", (q, kp, vp))
     _, hq, t, d = _packed_query_shape(q)
@@ -333,11 +332,21 @@ def paged_cascade_attention(query, q_start, key_pages, value_pages,
     scale = float(scale) if scale is not None else 1.0 / float(np.sqrt(d))
     qo = lens - rows
     key = ("paged", ty, hq, hkv, t, b, num_pages, page_size, pages.shape[0],
-           table.shape[1], d, dv, scale, causal)
-    whole = _program(key, lambda: _compile(paged_cascade_ir(
-        ty, hq, hkv, t, b, num_pages, page_size, pages.shape[0],
-        table.shape[1], d, dv, scale, causal)))
-    out, lse = whole.run(q, kp, vp, qs, qo, lens, pages, plen, table)
+           table.shape[1], d, dv, scale, causal, target, id(runtime))
+    ir = paged_cascade_ir(ty, hq, hkv, t, b, num_pages, page_size,
+                          pages.shape[0], table.shape[1], d, dv, scale, causal)
+    if target == "cpu":
+        whole = _program(key, lambda: _compile(ir))
+        out, lse = whole.run(q, kp, vp, qs, qo, lens, pages, plen, table)
+    else:
+        # kvattn-to-ptx's three kernels; the one pool is bound as the
+        # prefix's and the suffixes'.
+        whole = _program(key, lambda: _compile(ir, target=target,
+                                               runtime=runtime))
+        out, lse = whole.run(query=q, prefix_key=kp, prefix_value=vp,
+                             key=kp, value=vp, q_start=qs, q_offset=qo,
+                             kv_len=lens, prefix_pages=pages,
+                             prefix_len=plen, block_table=table)
     from . import from_bf16
     return (from_bf16(out) if ty == "bf16" else
             np.asarray(out, np.float32)), lse

@@ -247,13 +247,56 @@ def test_paged_cascade_cpu():
     assert np.abs(wrong - want).max() > 0.05
 
 
+def test_paged_cascade_emulated_gpu(emulated_runtime):
+    """The paged cascade's GPU kernels on the emulated GPU (memcheck and
+    racecheck on): the prefix kernel reads the pool through prefix_pages
+    (B = 1), the ragged suffix kernel through block_table, the merge runs on
+    the device; f32 (scalar lowering) and bf16 (tensor cores) against the
+    float64 reference, NaN/inf in every slot no key owns; a swapped page
+    changes the answer."""
+    args, (want, want_lse) = paged_case([1, 37, 20, 16], [1, 5, 2, 3], p=70)
+    out, lse = cascade.paged_cascade_attention(*args, target="gpu",
+                                               runtime=emulated_runtime)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=2e-5, atol=2e-5)
+    q, qs, kp, vp, pages, p, table, n = args
+    swapped_pages, swapped_table = pages.copy(), table.copy()
+    swapped_pages[0], swapped_table[1, 0] = table[1, 0], pages[0]
+    wrong, _ = cascade.paged_cascade_attention(
+        q, qs, kp, vp, swapped_pages, p, swapped_table, n, target="gpu",
+        runtime=emulated_runtime)
+    assert np.abs(wrong - want).max() > 0.05
+    # bf16: the reference of the rounded inputs (unowned slots are never
+    # read, so their NaN/inf stay out of it).
+    bq, bkp, bvp = (kvattn.to_bf16(x) for x in (q, kp, vp))
+    wq = kvattn.from_bf16(bq)
+    pk = np.stack([kvattn.from_bf16(bkp)[pages[j // 16], j % 16]
+                   for j in range(p)], axis=1)[None]
+    pv = np.stack([kvattn.from_bf16(bvp)[pages[j // 16], j % 16]
+                   for j in range(p)], axis=1)[None]
+    s = table.shape[1] * 16
+    sk = np.zeros((len(n), pk.shape[1], s, pk.shape[3]), np.float32)
+    sv = np.zeros_like(sk)
+    for b, x in enumerate(n):
+        for j in range(x):
+            sk[b, :, j] = kvattn.from_bf16(bkp)[table[b, j // 16], j % 16]
+            sv[b, :, j] = kvattn.from_bf16(bvp)[table[b, j // 16], j % 16]
+    want16, _ = reference(wq, qs, pk, pv, sk, sv, n)
+    out16, _ = cascade.paged_cascade_attention(
+        bq, qs, bkp, bvp, pages, p, table, n, target="gpu",
+        runtime=emulated_runtime)
+    np.testing.assert_allclose(out16, want16, rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(prefix_len=81), r"prefix_len\[0\] = 81 does not fit the 5 "
      r"page\(s\) of prefix_pages \(page_size 16, at most 80 tokens\)"),
     (dict(prefix_pages="out_of_range"),
      r"prefix_pages\[1\] = 99: page id out of range"),
 ])
-def test_paged_cascade_errors(change, message):
+def test_paged_cascade_errors(emulated_runtime, change, message):
+    """Tables that break the rules are refused by name: by the reference's
+    checks on the CPU, by the runtime's before the GPU launch."""
     args, _ = paged_case([5, 9], [1, 2], p=70)
     names = ("query", "q_start", "key_pages", "value_pages", "prefix_pages",
              "prefix_len", "block_table", "suffix_len")
@@ -264,5 +307,77 @@ def test_paged_cascade_errors(change, message):
     kwargs.update(change)
     with pytest.raises(kvattn.KVAttnError, match=message):
         cascade.paged_cascade_attention(**kwargs)
-    with pytest.raises(kvattn.KVAttnValueError, match=r"CPU only"):
-        cascade.paged_cascade_attention(**dict(kwargs, target="gpu"))
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"launch of '[a-z_0-9]+': " + message):
+        cascade.paged_cascade_attention(**dict(kwargs, target="gpu",
+                                               runtime=emulated_runtime))
+
+
+def test_paged_cascade_plan(emulated_runtime):
+    """kvattn.plan of a paged cascade from a description (cascade, paged
+    suffixes, prefix_paged): the pool bound as the prefix's and the
+    suffixes', device metadata validated on the device; float64 reference;
+    then a prefix table with a repeated page is reported by the status
+    word under its own name."""
+    args, (want, want_lse) = paged_case([1, 37, 20, 16], [1, 5, 2, 3], p=70)
+    q, qs, kp, vp, pages, p, table, n = args
+    ir = dict(dtype="f32", batch=4, query_len=11, num_query_heads=4,
+              num_kv_heads=2, head_dim=16, causal=1, with_lse=1, varlen=1,
+              cascade=1, paged=1, page_size=16, prefix_paged=1,
+              prefix_page_size=16)
+    assert "prefix_pages(" in kvattn.attention_ir(**ir)
+    plan = kvattn.plan(ir, runtime=emulated_runtime,
+                       max_sizes={"B": 4, "L": 11, "num_pages": kp.shape[0],
+                                  "max_pages": table.shape[1],
+                                  "prefix_num_pages": kp.shape[0],
+                                  "prefix_max_pages": len(pages)})
+    dev = {name: kvattn.to_device(x, runtime=emulated_runtime)
+           for name, x in (("query", q), ("prefix_key", kp),
+                           ("prefix_value", vp), ("key", kp), ("value", vp))}
+
+    def meta(prefix_pages):
+        return {name: kvattn.to_device(np.asarray(x, np.int32),
+                                       runtime=emulated_runtime)
+                for name, x in (("q_start", qs), ("q_offset", n - np.diff(qs)),
+                                ("kv_len", n), ("prefix_pages", prefix_pages),
+                                ("prefix_len", [p]), ("block_table", table))}
+    out = kvattn.to_device(np.zeros((1, 4, 11, 16), np.float32),
+                           runtime=emulated_runtime)
+    lse = kvattn.to_device(np.zeros((1, 4, 11), np.float32),
+                           runtime=emulated_runtime)
+    plan.run(out=out, lse=lse, **dev, **meta(pages))
+    plan.check()
+    np.testing.assert_allclose(out.numpy(), want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(lse.numpy(), want_lse, rtol=2e-5, atol=2e-5)
+    twice = pages.copy()
+    twice[2] = twice[0]
+    plan.run(out=out, lse=lse, **dev, **meta(twice))
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"prefix_pages\[2\] = %d: page %d is already "
+                       r"used at slot 0 of the same sequence$" %
+                       (pages[0], pages[0])):
+        plan.check()
+    plan.close()
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(cascade=0, varlen=1),
+     r"prefix_paged without cascade: only a shared prefix has prefix pages"),
+    (dict(prefix_page_size=0),
+     r"prefix_page_size = 0 must be positive for a paged prefix"),
+    (dict(prefix_len=64),
+     r"prefix_len = 64 with prefix_paged: a paged prefix's length is the "
+     r"run's prefix_len argument"),
+    (dict(prefix_paged=0),
+     r"prefix_page_size = 16 is given for a prefix that is not paged"),
+    (dict(prefix_max_pages=-2), r"prefix_max_pages = -2"),
+])
+def test_paged_cascade_description_errors(change, message):
+    """The description's paged-prefix fields are checked by name."""
+    desc = dict(dtype="f32", batch=4, query_len=11, num_query_heads=4,
+                num_kv_heads=2, head_dim=16, causal=1, varlen=1, cascade=1,
+                paged=1, page_size=16, prefix_paged=1, prefix_page_size=16)
+    desc.update(change)
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"attention description: " + message):
+        kvattn.attention_ir(**desc)

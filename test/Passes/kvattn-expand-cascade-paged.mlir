@@ -1,5 +1,4 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-expand-cascade | FileCheck %s --enable-var-scope
-// RUN: not kvattn-opt %s -split-input-file -kvattn-tile 2>&1 | FileCheck %s --check-prefix=TILE
 
 // A paged cascade: (a) the prefix attention reads the pool through the
 // one-sequence block table [1, prefix_max_pages] (prefix_pages expanded)
@@ -11,7 +10,6 @@
 // CHECK: %[[PO:.*]], %[[PL:.*]] = kvattn.attention %[[Q]], %[[K]], %[[V]] kv_len(%[[PLEN]] : tensor<1xi32>) block_table(%[[T]] : tensor<1x6xi32>) : tensor<1x4x5x16xf32>, tensor<32x16x2x16xf32>, tensor<32x16x2x8xf32> -> tensor<1x4x5x8xf32>, tensor<1x4x5xf32>
 // CHECK: %[[SO:.*]], %[[SL:.*]] = kvattn.attention %[[Q]], %[[K]], %[[V]] q_start(%[[QS]] : tensor<4xi32>) q_offset(%[[QO]] : tensor<3xi32>) kv_len(%[[KL]] : tensor<3xi32>) block_table(%[[BT]] : tensor<3x2xi32>) causal
 // CHECK: kvattn.merge
-// TILE: error: 'kvattn.cascade' op kvattn-tile: a paged cascade (prefix_pages, block_table) has no GPU kernels yet; kvattn-to-cpu runs it (-kvattn-expand-cascade)
 func.func @paged(%q: tensor<1x4x5x16xf32>, %k: tensor<32x16x2x16xf32>, %v: tensor<32x16x2x8xf32>, %qs: tensor<4xi32>, %qo: tensor<3xi32>, %kl: tensor<3xi32>, %pp: tensor<6xi32>, %pl: tensor<1xi32>, %bt: tensor<3x2xi32>) -> (tensor<1x4x5x8xf32>, tensor<1x4x5xf32>) {
   %o, %lse = kvattn.cascade %q, %k, %v, %k, %v q_start(%qs : tensor<4xi32>) q_offset(%qo : tensor<3xi32>) kv_len(%kl : tensor<3xi32>) prefix_pages(%pp : tensor<6xi32>) prefix_len(%pl : tensor<1xi32>) block_table(%bt : tensor<3x2xi32>) causal : tensor<1x4x5x16xf32>, tensor<32x16x2x16xf32>, tensor<32x16x2x8xf32>, tensor<32x16x2x16xf32>, tensor<32x16x2x8xf32> -> tensor<1x4x5x8xf32>, tensor<1x4x5xf32>
   return %o, %lse : tensor<1x4x5x8xf32>, tensor<1x4x5xf32>

@@ -669,6 +669,86 @@ TEST(RuntimeValidation, PagedBlockTablesAreCheckedBeforeLaunch) {
                          "1099511627776 * 1099511627776 overflows 64 bits");
 }
 
+/// A cascade's prefix kernel over a paged prefix: the pool
+/// [prefix_num_pages, prefix_page_size, Hkv, 64] through prefix_pages
+/// [prefix_max_pages] of prefix_len [1] keys; it runs with B = 1.
+static KernelInfo pagedPrefixKernel() {
+  KernelInfo kernel;
+  kernel.name = "prefix";
+  kernel.kind = "cascade_prefix";
+  kernel.blockM = 64;
+  kernel.blockX = 128;
+  kernel.params = {
+      {"prefix_key",
+       "pointer",
+       "bf16",
+       {"prefix_num_pages", "prefix_page_size", "Hkv", "64"},
+       "read"},
+      {"prefix_len", "pointer", "i32", {"1"}, "read"},
+      {"prefix_pages", "pointer", "i32", {"prefix_max_pages"}, "read"},
+      {"P", "scalar", "i64", {}, ""},
+      {"prefix_num_pages", "scalar", "i64", {}, ""},
+      {"prefix_page_size", "scalar", "i64", {}, ""},
+      {"prefix_max_pages", "scalar", "i64", {}, ""}};
+  return kernel;
+}
+
+TEST(RuntimeValidation, PagedPrefixTableIsCheckedBeforeLaunch) {
+  KernelInfo kernel = pagedPrefixKernel();
+  LaunchArgs args;
+  // The run's sizes (B = 3 sequences); the prefix kernel's are B = 1 and
+  // P = prefix_max_pages * prefix_page_size (kernelSizes).
+  Sizes sizes = {3, 4, 2, 5, 40};
+  sizes.prefixNumPages = 6;
+  sizes.prefixPageSize = 16;
+  sizes.prefixMaxPages = 3;
+  args.sizes = kernelSizes(kernel, sizes);
+  EXPECT_EQ(args.sizes.B, 1);
+  EXPECT_EQ(args.sizes.P, 48);
+  args.buffers = {{"prefix_key", 0x1000}};
+  args.metadata = {{"prefix_len", {40}}, {"prefix_pages", {5, 0, 2}}};
+  EXPECT_TRUE(validateLaunch(kernel, args).isOk());
+
+  auto expectError = [&](std::vector<int64_t> pages, int64_t len,
+                         const std::string &message) {
+    args.metadata["prefix_pages"] = std::move(pages);
+    args.metadata["prefix_len"] = {len};
+    Status s = validateLaunch(kernel, args);
+    ASSERT_TRUE(s.isError()) << message;
+    EXPECT_EQ(s.message(), "launch of 'prefix': " + message);
+  };
+  expectError({5, 6, 2}, 40,
+              "prefix_pages[1] = 6: page id out of range [0, 6)");
+  expectError({5, -1, 2}, 16,
+              "prefix_pages[2] = 2 follows the -1 at slot 1: the -1 tail "
+              "must be canonical");
+  expectError({5, 0, 5}, 40,
+              "prefix_pages[2] = 5: page 5 is already used at slot 0 of the "
+              "same sequence");
+  expectError({5, 0, -1}, 33,
+              "prefix_len[0] = 33 does not fit the 2 page(s) of prefix_pages "
+              "(page_size 16, at most 32 tokens)");
+  expectError({5, 0, 2}, -1,
+              "prefix_len[0] = -1 does not fit the 3 page(s) of prefix_pages "
+              "(page_size 16, at most 48 tokens)");
+  expectError({5, 0}, 16, "'prefix_pages' has 2 values, expected 3");
+
+  // A P that is not the table's keys, and sizes out of range.
+  args.metadata = {{"prefix_len", {40}}, {"prefix_pages", {5, 0, 2}}};
+  args.sizes.P = 64;
+  Status s = validateLaunch(kernel, args);
+  EXPECT_EQ(s.message(), "launch of 'prefix': P = 64 must be "
+                         "prefix_max_pages * prefix_page_size = 48 (the "
+                         "logical key count of a paged prefix)");
+  sizes.prefixPageSize = 0;
+  args.sizes = kernelSizes(kernel, sizes);
+  s = validateLaunch(kernel, args);
+  EXPECT_EQ(s.message(),
+            "launch of 'prefix': paged prefix sizes prefix_num_pages = 6, "
+            "prefix_page_size = 0, prefix_max_pages = 3 (prefix_page_size "
+            "must be positive, the others non-negative)");
+}
+
 /// An append kernel (-kvattn-append-to-gpu): update [B, Hkv, L, 64] into
 /// the cache at pos, plain or paged.
 static KernelInfo appendKernel(bool paged) {

@@ -123,6 +123,9 @@ enum ValidatedParam : int {
   kParamRotaryCos = 14,
   kParamRotarySin = 15,
   kParamTreeParents = 16,
+  /// A cascade's paged prefix: its one-sequence table and length.
+  kParamPrefixPages = 17,
+  kParamPrefixLen = 18,
 };
 
 /// What rules 25-27 say after "k_scale[i] = v" (the reference, the host

@@ -81,9 +81,18 @@ struct AttentionDescription {
   int kvScales = 0;
   /// Shared-prefix (cascade) attention (needs varlen): kvattn.cascade with
   /// the arguments prefix_key [1, Hkv, P, D] and prefix_value [1, Hkv, P,
-  /// Dv] after value; prefixLen P (kDynamic: dynamic).
+  /// Dv] after the query; prefixLen P (kDynamic: dynamic). With paged the
+  /// suffixes are pages (key/value, block_table as for attention).
   bool cascade = false;
   int64_t prefixLen = kDynamic;
+  /// A paged shared prefix (needs cascade): prefix_key/prefix_value are a
+  /// page pool [prefixNumPages, prefixPageSize, Hkv, D|Dv] (the suffixes'
+  /// pool may be passed for it), and the arguments prefix_pages
+  /// [prefixMaxPages] and prefix_len [1] follow kv_len; prefixLen is not
+  /// used. prefixNumPages / prefixMaxPages may be kDynamic.
+  bool prefixPaged = false;
+  int64_t prefixPageSize = 0, prefixNumPages = kDynamic,
+          prefixMaxPages = kDynamic;
   /// The latent form (DeepSeek MLA): no value argument, V is the first
   /// valueHeadDim columns (0: all D) of the key; D and Dv up to
   /// limits::kMaxHeadDim (the CPU target's; GPU plans refuse the form).
