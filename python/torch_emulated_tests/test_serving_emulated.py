@@ -671,3 +671,96 @@ def test_tree_attention_device_run(rt):
     with pytest.raises(kvattn.KVAttnError, match=r"tree_parents\[7\] = 9 is "
                        r"not a row before local row 6 of its sequence"):
         kt.check()
+
+
+def test_cascade_device_run(rt):
+    """What cascade_attention's and paged_cascade_attention's CUDA paths
+    run (kt.cascade_device_call / paged_cascade_device_call through
+    serving.device_run), every tensor on the device: the prefix kernel, the
+    ragged suffix kernel and the merge kernel, bf16 on tensor cores, a
+    96-key prefix shared by a decode row and chunks of 5 and 2 rows, NaN in
+    every slot no key owns, against the ops' CPU path (2e-2). The paged
+    case holds the prefix and the suffixes in one pool of permuted 16-token
+    pages; a prefix table with a page twice is recorded on the device and
+    raised by kt.check() with the CPU path's message."""
+    g = torch.Generator().manual_seed(5)
+    B, Hq, Hkv, D, S, P, ps = 3, 4, 2, 64, 48, 96, 16
+    cu = torch.tensor([0, 1, 6, 8])
+    kv = torch.tensor([17, 40, 30])
+    T = int(cu[-1])
+    q = torch.randn(T, Hq, D, generator=g).to(torch.bfloat16)
+    pk = torch.randn(1, Hkv, P, D, generator=g).to(torch.bfloat16)
+    pv = torch.randn(1, Hkv, P, D, generator=g).to(torch.bfloat16)
+    k = torch.randn(B, Hkv, S, D, generator=g)
+    v = torch.randn(B, Hkv, S, D, generator=g)
+    for b in range(B):
+        k[b, :, int(kv[b]):] = float("nan")
+        v[b, :, int(kv[b]):] = float("nan")
+    k, v = k.to(torch.bfloat16), v.to(torch.bfloat16)
+    want = kt.cascade_attention(q, pk, pv, k, v, cu, kv)
+    q4 = q.permute(1, 0, 2).unsqueeze(0).contiguous()
+    meta = {"q_start": dev(rt, cu), "q_offset": dev(rt, kv - cu.diff()),
+            "kv_len": dev(rt, kv)}
+
+    def run(sig, make_ir, sizes, buffers):
+        out = kvattn.to_device(np.zeros((1, Hq, T, D), np.uint16), rt,
+                               "bf16")
+        buffers = dict(buffers, out=out, **meta)
+        serving.device_run(rt, sig, make_ir,
+                           {n: a.ptr for n, a in buffers.items()}, sizes,
+                           kvattn.capi.CURRENT_STREAM)
+        return host(out, torch.bfloat16)[0].permute(1, 0, 2)
+
+    out = run(*kt.cascade_device_call("bf16", (B, Hq, Hkv, T, S, P, D, D),
+                                      True, 0.0, None, "emulated"),
+              {"query": dev(rt, q4), "prefix_key": dev(rt, pk),
+               "prefix_value": dev(rt, pv), "key": dev(rt, k),
+               "value": dev(rt, v)})
+    kt.check()
+    assert not torch.isnan(out).any()
+    assert (out.double() - want.double()).abs().max() < 2e-2
+
+    # The same keys in one pool of pages (the prefix's 6 pages, then each
+    # suffix's), NaN where no key lives.
+    order = iter(torch.randperm(16, generator=g).tolist())
+    kc = torch.full((16, ps, Hkv, D), float("nan")).to(torch.bfloat16)
+    vc = torch.full((16, ps, Hkv, D), float("nan")).to(torch.bfloat16)
+
+    def place(keys, values, n):
+        ids = [next(order) for _ in range(-(-n // ps))]
+        for j in range(n):
+            kc[ids[j // ps], j % ps] = keys[:, j]
+            vc[ids[j // ps], j % ps] = values[:, j]
+        return ids
+
+    pages = torch.tensor(place(pk[0], pv[0], P) + [-1])
+    table = torch.full((B, 4), -1, dtype=torch.int64)
+    for b in range(B):
+        ids = place(k[b], v[b], int(kv[b]))
+        table[b, :len(ids)] = torch.tensor(ids)
+    paged_want = kt.paged_cascade_attention(q, kc, vc, pages, P, table, cu,
+                                            kv)
+    assert (paged_want.double() - want.double()).abs().max() < 2e-2
+    dims = (B, Hq, Hkv, T, 16, ps, 4, len(pages), D, D)
+    call = kt.paged_cascade_device_call("bf16", dims, True, 0.0, None,
+                                        "emulated")
+    dkc, dvc = dev(rt, kc), dev(rt, vc)
+
+    def run_paged(prefix_pages):
+        return run(*call, {"query": dev(rt, q4), "prefix_key": dkc,
+                           "prefix_value": dvc, "key": dkc, "value": dvc,
+                           "prefix_pages": dev(rt, prefix_pages),
+                           "prefix_len": dev(rt, torch.tensor([P])),
+                           "block_table": dev(rt, table)})
+
+    out = run_paged(pages)
+    kt.check()
+    assert not torch.isnan(out).any()
+    assert (out.double() - paged_want.double()).abs().max() < 2e-2
+    twice = pages.clone()
+    twice[3] = twice[1]
+    run_paged(twice)
+    with pytest.raises(kvattn.KVAttnError, match=r"prefix_pages\[3\] = %d: "
+                       r"page %d is already used at slot 1 of the same "
+                       r"sequence$" % (pages[1], pages[1])):
+        kt.check()

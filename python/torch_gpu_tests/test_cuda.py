@@ -210,6 +210,33 @@ def test_cuda_tree_attention_matches_the_cpu_op():
     assert (got.cpu().float() - want.float()).abs().max() < 2e-2
 
 
+def test_cuda_cascades_match_the_cpu_ops():
+    """Shared-prefix attention on CUDA (the prefix, suffix and merge
+    kernels), contiguous and over one pool of 16-token pages, bf16."""
+    g = torch.Generator().manual_seed(15)
+    cu, kv = torch.tensor([0, 1, 6, 8]), torch.tensor([17, 40, 30])
+    q = torch.randn(8, 4, 64, generator=g).bfloat16()
+    pk, pv = (torch.randn(1, 2, 96, 64, generator=g).bfloat16()
+              for _ in range(2))
+    k, v = (torch.randn(3, 2, 48, 64, generator=g).bfloat16()
+            for _ in range(2))
+    want = kt.cascade_attention(q, pk, pv, k, v, cu, kv)
+    got = kt.cascade_attention(q.cuda(), pk.cuda(), pv.cuda(), k.cuda(),
+                               v.cuda(), cu.cuda(), kv.cuda())
+    kt.check()
+    assert (got.cpu().float() - want.float()).abs().max() < 2e-2
+    kc = torch.randn(16, 16, 2, 64, generator=g).bfloat16()
+    vc = torch.randn(16, 16, 2, 64, generator=g).bfloat16()
+    pages = torch.tensor([9, 2, 14, 5, 11, 0, -1])
+    table = torch.tensor([[3, 4, -1], [6, 7, 8], [10, 12, -1]])
+    want = kt.paged_cascade_attention(q, kc, vc, pages, 96, table, cu, kv)
+    got = kt.paged_cascade_attention(q.cuda(), kc.cuda(), vc.cuda(),
+                                     pages.cuda(), 96, table.cuda(),
+                                     cu.cuda(), kv.cuda())
+    kt.check()
+    assert (got.cpu().float() - want.float()).abs().max() < 2e-2
+
+
 def test_cuda_rope_tables_match_the_cpu_op():
     """RoPE from cos/sin tables (Llama 3 scaling, any frequencies) applied to
     the query at its positions, bf16."""

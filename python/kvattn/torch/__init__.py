@@ -26,6 +26,7 @@ from .._device import device_view, host_view
 from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
 
 __all__ = ["attention", "append", "tree_attention", "cascade_attention",
+           "paged_cascade_attention",
            "mla_attention", "mla_attention_split", "concat_and_cache_mla",
            "lint", "fix", "Finding", "KVAttnError", "KVAttnTypeError",
            "KVAttnValueError", "program_cache_info", "clear_program_cache",
@@ -1304,6 +1305,12 @@ def _cuda_tree_attention(q4, key, value, cu, qo, kv, parents, dims, dtype,
 
 # --- shared-prefix (cascade) attention -------------------------------------
 
+def _cascade_attrs(causal, softcap, scale):
+    return (" causal" if causal else "") + \
+        (f" softcap = {softcap!r}" if softcap else "") + \
+        (f" scale = {scale!r}" if scale is not None else "")
+
+
 def cascade_attention_ir(dtype, Hq, Hkv, D, Dv, causal, softcap, scale):
     """kvattn IR of shared-prefix attention (kvattn.cascade): query [1, Hq,
     T, D] (packed rows), prefix key/value [1, Hkv, P, D|Dv], suffix
@@ -1315,9 +1322,7 @@ def cascade_attention_ir(dtype, Hq, Hkv, D, Dv, causal, softcap, scale):
     k = _ty(["?", str(Hkv), "?", str(D)], dtype)
     v = _ty(["?", str(Hkv), "?", str(Dv)], dtype)
     o = _ty(["1", str(Hq), "?", str(Dv)], dtype)
-    attrs = (" causal" if causal else "") + \
-        (f" softcap = {softcap!r}" if softcap else "") + \
-        (f" scale = {scale!r}" if scale is not None else "")
+    attrs = _cascade_attrs(causal, softcap, scale)
     i64 = "tensor<?xi64>"
     return (f"func.func @cascade(%q: {q}, %pk: {pk}, %pv: {pv}, %k: {k}, "
             f"%v: {v},\n    %qs: {i64}, %qo: {i64}, %kl: {i64}) -> {o} {{\n"
@@ -1327,45 +1332,121 @@ def cascade_attention_ir(dtype, Hq, Hkv, D, Dv, causal, softcap, scale):
             f"  return %o : {o}\n}}\n")
 
 
-def cascade_attention(query: torch.Tensor, prefix_key: torch.Tensor,
-                      prefix_value: torch.Tensor, key: torch.Tensor,
-                      value: torch.Tensor, cu_seqlens_q, kv_len,
-                      q_offset=None, causal: bool = True,
-                      softcap: Optional[float] = None,
-                      scale: Optional[float] = None) -> torch.Tensor:
-    """Shared-prefix (cascade) attention (docs/torch.md "Cascade
-    attention"): B sequences share the prefix prefix_key/prefix_value [1,
-    Hkv, P, D|Dv]; sequence b's own suffix is key/value[b] [Hkv, S, D|Dv]
-    with kv_len[b] keys; its query rows are query[cu_seqlens_q[b] ..
-    cu_seqlens_q[b+1]] of query [T, Hq, D], at positions P + q_offset[b] +
-    i (default q_offset = kv_len - L_b: the rows are the last tokens of the
-    suffix). The prefix is attended once for all rows, each suffix on its
-    own, the two merged by LSE (kvattn.cascade / -kvattn-expand-cascade);
-    the result equals attention over prefix + suffix. No window (it would
-    cut the prefix row by row). Returns out [T, Hq, Dv]. CPU tensors only
-    (the GPU kernels are reached through kvattn.cascade.cascade_attention
-    and kvattn.plan; this op does not route CUDA tensors to them yet)."""
-    for what, t in (("query", query), ("prefix_key", prefix_key),
-                    ("prefix_value", prefix_value), ("key", key),
-                    ("value", value)):
+def paged_cascade_attention_ir(dtype, Hq, Hkv, D, Dv, page_size, causal,
+                               softcap, scale):
+    """kvattn IR of shared-prefix attention over one page pool (a paged
+    kvattn.cascade): query [1, Hq, T, D], k_cache/v_cache [num_pages,
+    page_size, Hkv, D|Dv] holding the prefix (prefix_pages [M] of
+    prefix_len [1] keys) and the suffixes (block_table [B, max_pages]),
+    q_start, q_offset, kv_len (i64); result out [1, Hq, T, Dv]."""
+    ps = str(page_size)
+    q = _ty(["1", str(Hq), "?", str(D)], dtype)
+    k = _ty(["?", ps, str(Hkv), str(D)], dtype)
+    v = _ty(["?", ps, str(Hkv), str(Dv)], dtype)
+    o = _ty(["1", str(Hq), "?", str(Dv)], dtype)
+    attrs = _cascade_attrs(causal, softcap, scale)
+    i64, one, table = "tensor<?xi64>", "tensor<1xi64>", "tensor<?x?xi64>"
+    return (f"func.func @cascade(%q: {q}, %k: {k}, %v: {v}, %qs: {i64}, "
+            f"%qo: {i64}, %kl: {i64},\n    %pp: {i64}, %pl: {one}, "
+            f"%bt: {table}) -> {o} {{\n"
+            f"  %o = kvattn.cascade %q, %k, %v, %k, %v q_start(%qs : {i64})"
+            f" q_offset(%qo : {i64}) kv_len(%kl : {i64})\n"
+            f"      prefix_pages(%pp : {i64}) prefix_len(%pl : {one})"
+            f" block_table(%bt : {table}){attrs}\n"
+            f"      : {q}, {k}, {v}, {k}, {v} -> {o}\n"
+            f"  return %o : {o}\n}}\n")
+
+
+def _cascade_query(query, caches):
+    """The checks both cascade ops share: query [T, Hq, D] and the caches
+    (name, tensor) on its device, of its float dtype. Returns (q4 [1, Hq,
+    T, D], dtype)."""
+    for what, t in [("query", query)] + caches:
         _tensor(what, t)
     if query.dim() != 3:
         raise KVAttnValueError(f"query must have shape [T, Hq, D] (the "
                                f"packed rows), got {tuple(query.shape)}")
-    if query.device.type != "cpu":
-        raise KVAttnError(
-            "kvattn.torch.cascade_attention runs on the CPU path only: it "
-            "does not route CUDA tensors to the GPU cascade kernels yet (use "
-            "kvattn.plan with a kvattn.cascade; query is on "
-            f"{query.device})")
+    if query.device.type not in ("cpu", "cuda"):
+        raise KVAttnValueError(f"query is on {query.device}: kvattn's "
+                               "cascade runs on the CPU and CUDA devices")
     q4 = query.permute(1, 0, 2).unsqueeze(0)  # [1, Hq, T, D]
     dtype = _float_tensor("query", q4)
-    for what, t in (("prefix_key", prefix_key), ("prefix_value", prefix_value),
-                    ("key", key), ("value", value)):
+    for what, t in caches:
+        _on_query_device(what, t, query)
         _float_tensor(what, t)
         if t.dtype != query.dtype:
             raise KVAttnTypeError(f"{what} has dtype {t.dtype}, query "
                                   f"{query.dtype}: they must share one")
+    return q4, dtype
+
+
+def _cascade_rows(cu_seqlens_q, kv_len, q_offset, B, device):
+    """cu_seqlens_q [B + 1], kv_len [B] and q_offset [B] (default kv_len -
+    L_b: the rows are the suffix's last tokens), int64."""
+    cu = _index_vector("cu_seqlens_q", cu_seqlens_q, B + 1, device)
+    kv = _index_vector("kv_len", kv_len, B, device)
+    qo = kv - (cu[1:] - cu[:-1]) if q_offset is None else \
+        _index_vector("q_offset", q_offset, B, device)
+    return cu, kv, qo
+
+
+def cascade_device_call(dtype, dims, causal, softcap, scale, device):
+    """What cascade_attention's CUDA path hands serving.device_run: the
+    program's signature, its IR (cascade_attention_ir) and the sizes for
+    dims (B, Hq, Hkv, T, S, P, D, Dv); the buffers are query [1, Hq, T, D],
+    prefix_key, prefix_value, key, value, out [1, Hq, T, Dv], q_start,
+    q_offset, kv_len (int64). (The emulated-GPU tests run it with device
+    arrays.)"""
+    B, Hq, Hkv, T, S, P, D, Dv = dims
+    signature = ("cascade_attention", dtype, Hq, Hkv, D, Dv, causal,
+                 softcap, scale, str(device))
+    return (signature,
+            lambda: cascade_attention_ir(dtype, Hq, Hkv, D, Dv, causal,
+                                         softcap, scale),
+            {"B": B, "Hq": Hq, "Hkv": Hkv, "L": T, "S": S, "P": P})
+
+
+def paged_cascade_device_call(dtype, dims, causal, softcap, scale, device):
+    """paged_cascade_attention's counterpart of cascade_device_call, dims
+    (B, Hq, Hkv, T, num_pages, page_size, max_pages, prefix_max_pages, D,
+    Dv); the buffers are query, prefix_key and key (the k_cache),
+    prefix_value and value (the v_cache), out, q_start, q_offset, kv_len,
+    prefix_pages, prefix_len [1], block_table (int64)."""
+    B, Hq, Hkv, T, N, ps, M, PM, D, Dv = dims
+    signature = ("paged_cascade_attention", dtype, Hq, Hkv, D, Dv, ps,
+                 causal, softcap, scale, str(device))
+    return (signature,
+            lambda: paged_cascade_attention_ir(dtype, Hq, Hkv, D, Dv, ps,
+                                               causal, softcap, scale),
+            {"B": B, "Hq": Hq, "Hkv": Hkv, "L": T, "S": M * ps,
+             "num_pages": N, "page_size": ps, "max_pages": M,
+             "prefix_num_pages": N, "prefix_page_size": ps,
+             "prefix_max_pages": PM, "P": PM * ps})
+
+
+def _cuda_cascade(signature, make_ir, sizes, tensors, q4, Dv):
+    """The GPU kernels of a cascade (a plan per signature), every tensor by
+    pointer, queued on torch's current stream; returns out [T, Hq, Dv]."""
+    from .serving import device_run
+    device = q4.device
+    rt = _cuda_runtime(device)
+    out = torch.empty((1, q4.shape[1], q4.shape[2], Dv), dtype=q4.dtype,
+                      device=device)
+    tensors = dict(tensors, out=out)
+    with _program_stats(signature):
+        device_run(rt, signature, make_ir,
+                   {n: t.data_ptr() for n, t in tensors.items()}, sizes,
+                   torch.cuda.current_stream(device).cuda_stream)
+    return out[0].permute(1, 0, 2).contiguous()
+
+
+def _cascade_attention_impl(query, prefix_key, prefix_value, key, value,
+                            cu_seqlens_q, kv_len, q_offset, causal, softcap,
+                            scale):
+    """cascade_attention's work (the op's CPU and CUDA kernels)."""
+    q4, dtype = _cascade_query(query, [
+        ("prefix_key", prefix_key), ("prefix_value", prefix_value),
+        ("key", key), ("value", value)])
     T, Hq, D = query.shape
     B, Hkv, S, Dk = key.shape
     Dv = value.shape[3]
@@ -1383,20 +1464,191 @@ def cascade_attention(query: torch.Tensor, prefix_key: torch.Tensor,
         raise KVAttnValueError(f"query heads Hq = {Hq} must be a multiple of "
                                f"kv heads Hkv = {Hkv}")
     _, softcap, scale = _check_options(causal, 0, softcap, scale)
-    cu = _index_vector("cu_seqlens_q", cu_seqlens_q, B + 1, query.device)
-    kv = _index_vector("kv_len", kv_len, B, query.device)
-    qo = kv - (cu[1:] - cu[:-1]) if q_offset is None else \
-        _index_vector("q_offset", q_offset, B, query.device)
+    cu, kv, qo = _cascade_rows(cu_seqlens_q, kv_len, q_offset, B,
+                               query.device)
+    tensors = {"query": _dense(q4), "prefix_key": _dense(prefix_key),
+               "prefix_value": _dense(prefix_value), "key": _dense(key),
+               "value": _dense(value), "q_start": cu.contiguous(),
+               "q_offset": qo.contiguous(), "kv_len": kv.contiguous()}
+    if query.device.type == "cuda":
+        dims = (B, Hq, Hkv, T, S, prefix_key.shape[2], D, Dv)
+        return _cuda_cascade(*cascade_device_call(
+            dtype, dims, causal, softcap, scale, query.device), tensors,
+            q4, Dv)
     key_ = ("cascade", dtype, Hq, Hkv, D, Dv, causal, softcap, scale)
     program = _program(key_, lambda: _cpu_program(cascade_attention_ir(
         dtype, Hq, Hkv, D, Dv, causal, softcap, scale)))
     out = torch.empty((1, Hq, T, Dv), dtype=query.dtype)
-    inputs = [("query", _dense(q4)), ("prefix_key", _dense(prefix_key)),
-              ("prefix_value", _dense(prefix_value)), ("key", _dense(key)),
-              ("value", _dense(value)), ("q_start", cu.contiguous()),
-              ("q_offset", qo.contiguous()), ("kv_len", kv.contiguous())]
-    _cpu_run(program, inputs, out, "kvattn.torch.cascade_attention")
+    _cpu_run(program, list(tensors.items()), out,
+             "kvattn.torch.cascade_attention")
     return out[0].permute(1, 0, 2).contiguous()
+
+
+def _paged_cascade_attention_impl(query, k_cache, v_cache, prefix_pages,
+                                  prefix_len, block_table, cu_seqlens_q,
+                                  kv_len, q_offset, causal, softcap, scale):
+    """paged_cascade_attention's work (the op's CPU and CUDA kernels)."""
+    q4, dtype = _cascade_query(query, [("k_cache", k_cache),
+                                       ("v_cache", v_cache)])
+    T, Hq, D = query.shape
+    N, ps, Hkv, Dk = k_cache.shape
+    Dv = v_cache.shape[3]
+    if Dk != D or tuple(v_cache.shape[:3]) != (N, ps, Hkv):
+        raise KVAttnValueError(
+            f"k_cache/v_cache must be pages [num_pages, page_size, Hkv, "
+            f"D|Dv] with D = {D}, got {tuple(k_cache.shape)} and "
+            f"{tuple(v_cache.shape)}")
+    if ps == 0:
+        raise KVAttnValueError("k_cache has page_size 0")
+    if Hkv == 0 or Hq % Hkv:
+        raise KVAttnValueError(f"query heads Hq = {Hq} must be a multiple of "
+                               f"kv heads Hkv = {Hkv}")
+    _, softcap, scale = _check_options(causal, 0, softcap, scale)
+    for what, t, shape in (("prefix_pages", prefix_pages,
+                            "[prefix_max_pages]"),
+                           ("prefix_len", prefix_len, "[1]"),
+                           ("block_table", block_table, "[B, max_pages]")):
+        _tensor(what, t)
+        if t.dtype not in _INDEX_DTYPES:
+            raise KVAttnTypeError(f"{what} has dtype {t.dtype}; it must be "
+                                  "torch.int32 or torch.int64")
+        if t.dim() != shape.count(",") + 1 or \
+                (what == "prefix_len" and t.shape[0] != 1):
+            raise KVAttnValueError(f"{what} must have shape {shape}, got "
+                                   f"{tuple(t.shape)}")
+        _on_query_device(what, t, query)
+    B, M = block_table.shape
+    cu, kv, qo = _cascade_rows(cu_seqlens_q, kv_len, q_offset, B,
+                               query.device)
+    index = lambda t: t.to(torch.int64).contiguous()  # noqa: E731
+    tensors = {"query": _dense(q4), "key": _dense(k_cache),
+               "value": _dense(v_cache), "q_start": cu.contiguous(),
+               "q_offset": qo.contiguous(), "kv_len": kv.contiguous(),
+               "prefix_pages": index(prefix_pages),
+               "prefix_len": index(prefix_len),
+               "block_table": index(block_table)}
+    if query.device.type == "cuda":
+        dims = (B, Hq, Hkv, T, N, ps, M, prefix_pages.shape[0], D, Dv)
+        tensors.update(prefix_key=tensors["key"],
+                       prefix_value=tensors["value"])
+        return _cuda_cascade(*paged_cascade_device_call(
+            dtype, dims, causal, softcap, scale, query.device), tensors,
+            q4, Dv)
+    key_ = ("paged_cascade", dtype, Hq, Hkv, D, Dv, ps, causal, softcap,
+            scale)
+    program = _program(key_, lambda: _cpu_program(paged_cascade_attention_ir(
+        dtype, Hq, Hkv, D, Dv, ps, causal, softcap, scale)))
+    out = torch.empty((1, Hq, T, Dv), dtype=query.dtype)
+    _cpu_run(program, list(tensors.items()), out,
+             "kvattn.torch.paged_cascade_attention")
+    return out[0].permute(1, 0, 2).contiguous()
+
+
+@torch.library.custom_op("kvattn::cascade_attention", mutates_args=())
+def _cascade_attention_op(query: torch.Tensor, prefix_key: torch.Tensor,
+                          prefix_value: torch.Tensor, key: torch.Tensor,
+                          value: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                          kv_len: torch.Tensor,
+                          q_offset: Optional[torch.Tensor], causal: bool,
+                          softcap: Optional[float],
+                          scale: Optional[float]) -> torch.Tensor:
+    return _cascade_attention_impl(query, prefix_key, prefix_value, key,
+                                   value, cu_seqlens_q, kv_len, q_offset,
+                                   causal, softcap, scale)
+
+
+@_cascade_attention_op.register_fake
+def _(query, prefix_key, prefix_value, key, value, cu_seqlens_q, kv_len,
+      q_offset, causal, softcap, scale):
+    if query.dim() != 3 or value.dim() != 4:
+        raise KVAttnValueError("cascade_attention: query [T, Hq, D] and "
+                               "value [B, Hkv, S, Dv]")
+    return query.new_empty((query.shape[0], query.shape[1], value.shape[3]))
+
+
+@torch.library.custom_op("kvattn::paged_cascade_attention", mutates_args=())
+def _paged_cascade_attention_op(query: torch.Tensor, k_cache: torch.Tensor,
+                                v_cache: torch.Tensor,
+                                prefix_pages: torch.Tensor,
+                                prefix_len: torch.Tensor,
+                                block_table: torch.Tensor,
+                                cu_seqlens_q: torch.Tensor,
+                                kv_len: torch.Tensor,
+                                q_offset: Optional[torch.Tensor],
+                                causal: bool, softcap: Optional[float],
+                                scale: Optional[float]) -> torch.Tensor:
+    return _paged_cascade_attention_impl(
+        query, k_cache, v_cache, prefix_pages, prefix_len, block_table,
+        cu_seqlens_q, kv_len, q_offset, causal, softcap, scale)
+
+
+@_paged_cascade_attention_op.register_fake
+def _(query, k_cache, v_cache, prefix_pages, prefix_len, block_table,
+      cu_seqlens_q, kv_len, q_offset, causal, softcap, scale):
+    if query.dim() != 3 or v_cache.dim() != 4:
+        raise KVAttnValueError("paged_cascade_attention: query [T, Hq, D] "
+                               "and v_cache [num_pages, page_size, Hkv, Dv]")
+    return query.new_empty((query.shape[0], query.shape[1],
+                            v_cache.shape[3]))
+
+
+def cascade_attention(query: torch.Tensor, prefix_key: torch.Tensor,
+                      prefix_value: torch.Tensor, key: torch.Tensor,
+                      value: torch.Tensor, cu_seqlens_q, kv_len,
+                      q_offset=None, causal: bool = True,
+                      softcap: Optional[float] = None,
+                      scale: Optional[float] = None) -> torch.Tensor:
+    """Shared-prefix (cascade) attention (docs/torch.md "Cascade
+    attention"), the op kvattn::cascade_attention: B sequences share the
+    prefix prefix_key/prefix_value [1, Hkv, P, D|Dv]; sequence b's own
+    suffix is key/value[b] [Hkv, S, D|Dv] with kv_len[b] keys; its query
+    rows are query[cu_seqlens_q[b] .. cu_seqlens_q[b+1]] of query [T, Hq,
+    D], at positions P + q_offset[b] + i (default q_offset = kv_len - L_b:
+    the rows are the last tokens of the suffix). The prefix is attended
+    once for all rows, each suffix on its own, the two merged by LSE
+    (kvattn.cascade); the result equals attention over prefix + suffix. No
+    window (it would cut the prefix row by row). Returns out [T, Hq, Dv].
+    CPU tensors run the CPU program; CUDA tensors the GPU kernels on
+    torch's current stream (the prefix kernel, the ragged suffix kernel,
+    the merge kernel), the metadata validated on the device
+    (kvattn.torch.check() raises what it recorded)."""
+    _tensor("query", query)
+    device = query.device
+    return torch.ops.kvattn.cascade_attention(
+        query, prefix_key, prefix_value, key, value,
+        _index_tensor("cu_seqlens_q", cu_seqlens_q, device),
+        _index_tensor("kv_len", kv_len, device),
+        _index_tensor("q_offset", q_offset, device), causal, softcap, scale)
+
+
+def paged_cascade_attention(query: torch.Tensor, k_cache: torch.Tensor,
+                            v_cache: torch.Tensor, prefix_pages, prefix_len,
+                            block_table, cu_seqlens_q, kv_len, q_offset=None,
+                            causal: bool = True,
+                            softcap: Optional[float] = None,
+                            scale: Optional[float] = None) -> torch.Tensor:
+    """Shared-prefix attention over a paged KV cache (docs/torch.md
+    "Cascade attention"), the op kvattn::paged_cascade_attention: one page
+    pool k_cache/v_cache [num_pages, page_size, Hkv, D|Dv] (vLLM's and
+    FlashInfer's NHD pages) holds the shared prefix, the first prefix_len
+    keys (an int or a [1] tensor) of pages prefix_pages [prefix_max_pages]
+    (-1 tail), and each sequence's suffix of kv_len[b] keys through
+    block_table [B, max_pages]; query [T, Hq, D] packs the sequences' rows
+    (cu_seqlens_q), the last tokens of their suffixes unless q_offset says
+    otherwise. The prefix's pages are read once for all rows. Tables that
+    break the block-table rules are refused by name (on CUDA: recorded on
+    the device, kvattn.torch.check()). Returns out [T, Hq, Dv]."""
+    _tensor("query", query)
+    device = query.device
+    if not isinstance(prefix_len, torch.Tensor):
+        prefix_len = _index_tensor("prefix_len", [prefix_len], device)
+    return torch.ops.kvattn.paged_cascade_attention(
+        query, k_cache, v_cache,
+        _index_tensor("prefix_pages", prefix_pages, device), prefix_len,
+        _index_tensor("block_table", block_table, device),
+        _index_tensor("cu_seqlens_q", cu_seqlens_q, device),
+        _index_tensor("kv_len", kv_len, device),
+        _index_tensor("q_offset", q_offset, device), causal, softcap, scale)
 
 
 from .lint import Finding, fix, lint  # noqa: E402 (needs the ops above)

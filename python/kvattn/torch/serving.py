@@ -508,7 +508,8 @@ class Plan:
 
 _METADATA = ("q_offset", "kv_len", "block_table", "q_start")
 _SIZE_NAMES = ("B", "Hq", "Hkv", "L", "S", "num_pages", "page_size",
-               "max_pages", "cache_rows")
+               "max_pages", "cache_rows", "P", "prefix_num_pages",
+               "prefix_page_size", "prefix_max_pages")
 _SIZE_WHAT = {"B": "the batch B", "L": "the query length L",
               "max_pages": "the block table's max_pages"}
 _FLAG = {"block_table": "page_size > 0", "q_start": "varlen=True",
