@@ -204,8 +204,10 @@ def test_cuda_tree_attention_matches_the_cpu_op():
     k = torch.randn(3, Hkv, S, D, generator=g).bfloat16()
     v = torch.randn(3, Hkv, S, D, generator=g).bfloat16()
     want = kt.tree_attention(q, k, v, cu, kv, tree_parents=parents)
-    got = kt.tree_attention(q.cuda(), k.cuda(), v.cuda(), cu, kv,
-                            tree_parents=parents)
+    # (Index tensors live on the query's device: CPU ones are refused by
+    # name.)
+    got = kt.tree_attention(q.cuda(), k.cuda(), v.cuda(), cu.cuda(),
+                            kv.cuda(), tree_parents=parents.cuda())
     kt.check()
     assert (got.cpu().float() - want.float()).abs().max() < 2e-2
 
