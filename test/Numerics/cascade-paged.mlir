@@ -26,6 +26,17 @@
 // (the scalar lowering), bf16 (tensor cores), and each level paged alone.
 // RUN: kvattn-run %s --entry=paged --target=gpu-emu --check %{meta} %{poison} | FileCheck %s
 // RUN: kvattn-run %s --entry=paged_bf16 --target=gpu-emu --check %{meta} %{poison} | FileCheck %s
+//
+// sm_90a's kernels (wgmma, K/V by TMA per 64-token page through both tables,
+// a producer warpgroup): GQA 8/1, D = 128, a 500-key prefix in 8 pages of
+// 24 shared by a decode pair and a 128-row chunk over 100 and 200 suffix
+// keys, NaN in the ten unused pages and past each sequence's last key.
+// DEFINE: %{meta90} = --input 3=0,2,130 --input 4=98,72 --input 5=100,200 --input 6=10,12,14,16,18,0,2,4,-1 --input 7=500 --input 8=20,21,-1,-1,1,3,5,7
+// DEFINE: %{poison90} = --fill=1=49152:8192:nan --fill=1=65536:8192:nan --fill=1=73728:8192:nan --fill=1=90112:8192:nan --fill=1=106496:8192:nan --fill=1=122880:8192:nan --fill=1=139264:8192:nan --fill=1=155648:8192:nan --fill=1=180224:8192:nan --fill=1=188416:8192:nan --fill=1=39424:1536:nan --fill=1=176640:3584:nan --fill=1=58368:7168:nan --fill=2=49152:8192:nan --fill=2=65536:8192:nan --fill=2=73728:8192:nan --fill=2=90112:8192:nan --fill=2=106496:8192:nan --fill=2=122880:8192:nan --fill=2=139264:8192:nan --fill=2=155648:8192:nan --fill=2=180224:8192:nan --fill=2=188416:8192:nan --fill=2=39424:1536:nan --fill=2=176640:3584:nan --fill=2=58368:7168:nan
+// RUN: kvattn-run %s --entry=paged_sm90 --target=gpu-emu --chip=sm_90a --stats --check %{meta90} %{poison90} | FileCheck %s --check-prefix=SM90
+// SM90: emu: kernel=kvattn_gpu_kvattn_0 {{.*}} block=384 {{.*}} wgmma_per_wg=1024/1024/0 tma_load_bytes_per_wg=0/0/4194304
+// SM90: emu: kernel=kvattn_gpu_kvattn_1 {{.*}} block=384 {{.*}} tma_load_bytes_per_wg=0/0/{{[1-9][0-9]*}}
+// SM90: {{^PASS$}}
 // CHECK: {{^PASS$}}
 //
 // A paged prefix over contiguous suffixes (NaN in the pool's pages other
@@ -69,4 +80,11 @@ func.func @paged_prefix(%q: tensor<1x4x8x32xf32>, %pk: tensor<16x16x2x32xf32>, %
 func.func @paged_suffix(%q: tensor<1x4x8x32xf32>, %k: tensor<16x16x2x32xf32>, %v: tensor<16x16x2x32xf32>, %pk: tensor<1x2x70x32xf32>, %pv: tensor<1x2x70x32xf32>, %qs: tensor<4xi32>, %qo: tensor<3xi32>, %kl: tensor<3xi32>, %bt: tensor<3x3xi32>) -> (tensor<1x4x8x32xf32>, tensor<1x4x8xf32>) {
   %o, %lse = kvattn.cascade %q, %pk, %pv, %k, %v q_start(%qs : tensor<4xi32>) q_offset(%qo : tensor<3xi32>) kv_len(%kl : tensor<3xi32>) block_table(%bt : tensor<3x3xi32>) causal : tensor<1x4x8x32xf32>, tensor<1x2x70x32xf32>, tensor<1x2x70x32xf32>, tensor<16x16x2x32xf32>, tensor<16x16x2x32xf32> -> tensor<1x4x8x32xf32>, tensor<1x4x8xf32>
   return %o, %lse : tensor<1x4x8x32xf32>, tensor<1x4x8xf32>
+}
+
+// Arguments as @paged: 0 q, 1 and 2 the pool, 3 q_start, 4 q_offset,
+// 5 kv_len, 6 prefix_pages, 7 prefix_len, 8 block_table.
+func.func @paged_sm90(%q: tensor<1x8x130x128xbf16>, %k: tensor<24x64x1x128xbf16>, %v: tensor<24x64x1x128xbf16>, %qs: tensor<3xi32>, %qo: tensor<2xi32>, %kl: tensor<2xi32>, %pp: tensor<9xi32>, %pl: tensor<1xi32>, %bt: tensor<2x4xi32>) -> (tensor<1x8x130x128xbf16>, tensor<1x8x130xf32>) {
+  %o, %lse = kvattn.cascade %q, %k, %v, %k, %v q_start(%qs : tensor<3xi32>) q_offset(%qo : tensor<2xi32>) kv_len(%kl : tensor<2xi32>) prefix_pages(%pp : tensor<9xi32>) prefix_len(%pl : tensor<1xi32>) block_table(%bt : tensor<2x4xi32>) causal : tensor<1x8x130x128xbf16>, tensor<24x64x1x128xbf16>, tensor<24x64x1x128xbf16>, tensor<24x64x1x128xbf16>, tensor<24x64x1x128xbf16> -> tensor<1x8x130x128xbf16>, tensor<1x8x130xf32>
+  return %o, %lse : tensor<1x8x130x128xbf16>, tensor<1x8x130xf32>
 }
