@@ -110,6 +110,8 @@ const ScalarIntrinsic kScalarIntrinsics[] = {
     {"llvm.nvvm.e5m2x2.to.f16x2.rn", "h(s)", "kvemu_e5m2x2_to_f16x2_rn"},
     {"llvm.nvvm.e5m2x2.to.f16x2.rn.relu", "h(s)",
      "kvemu_e5m2x2_to_f16x2_rn_relu"},
+    // Byte permute (prmt.b32, the default mode).
+    {"llvm.nvvm.prmt", "i(iii)", "kvemu_prmt"},
 };
 
 /// Inline PTX that libdevice uses, as (assembly, constraints): each is one
@@ -166,6 +168,7 @@ const HostSymbol kHostSymbols[] = {
      reinterpret_cast<void *>(&kvemu_ff_to_e5m2x2_rn_relu)},
     {"kvemu_e4m3x2_to_f16x2_rn",
      reinterpret_cast<void *>(&kvemu_e4m3x2_to_f16x2_rn)},
+    {"kvemu_prmt", reinterpret_cast<void *>(&kvemu_prmt)},
     {"kvemu_e4m3x2_to_f16x2_rn_relu",
      reinterpret_cast<void *>(&kvemu_e4m3x2_to_f16x2_rn_relu)},
     {"kvemu_e5m2x2_to_f16x2_rn",

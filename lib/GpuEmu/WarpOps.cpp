@@ -352,6 +352,19 @@ uint16_t kvemu_ff_to_e5m2x2_rn(float a, float b) {
 uint16_t kvemu_ff_to_e5m2x2_rn_relu(float a, float b) {
   return packFloat8(a, b, Float8Format::E5M2, true);
 }
+uint32_t kvemu_prmt(uint32_t a, uint32_t b, uint32_t c) {
+  const uint64_t pool = uint64_t(b) << 32 | a;
+  uint32_t d = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t select = c >> (4 * i) & 0xf;
+    uint32_t byte = pool >> (8 * (select & 7)) & 0xff;
+    if (select & 8)
+      byte = byte & 0x80 ? 0xff : 0;
+    d |= byte << (8 * i);
+  }
+  return d;
+}
+
 uint32_t kvemu_e4m3x2_to_f16x2_rn(uint16_t pair) {
   return unpackFloat8(pair, Float8Format::E4M3FN, false);
 }

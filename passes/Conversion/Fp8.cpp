@@ -3,10 +3,15 @@
 #include "passes/Conversion/Fp8.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/TypeUtilities.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::kvattn;
@@ -99,48 +104,99 @@ Value mlir::kvattn::castKvToF32(OpBuilder &b, Location loc, Value value) {
                                   arith::OrIOp::create(b, loc, result, sign));
 }
 
-Value mlir::kvattn::castFp8ToF32ThroughF16(OpBuilder &b, Location loc,
-                                           Value codes) {
+Value mlir::kvattn::dequantizeFp8Packed(OpBuilder &b, Location loc, Value codes,
+                                        Value scale) {
   auto type = cast<VectorType>(codes.getType());
+  const int64_t n = type.getNumElements();
+  assert(n % 4 == 0 && "codes come in 32-bit words");
   const bool e4m3 = isa<Float8E4M3FNType>(type.getElementType());
-  auto i16 = VectorType::get(type.getShape(), b.getI16Type());
-  auto f16 = VectorType::get(type.getShape(), b.getF16Type());
-  auto c = [&](int64_t v) -> Value {
-    return arith::ConstantOp::create(
-        b, loc, i16, DenseElementsAttr::get(i16, b.getI16IntegerAttr(v)));
+  auto i8 = VectorType::get({n}, b.getI8Type());
+  auto pairs = VectorType::get({n / 2}, b.getI32Type());
+  auto quads = VectorType::get({n / 4}, b.getI32Type());
+  auto f16 = VectorType::get({n}, b.getF16Type());
+  auto f32 = VectorType::get({n}, b.getF32Type());
+  auto splat = [&](VectorType t, Attribute v) -> Value {
+    return arith::ConstantOp::create(b, loc, t, DenseElementsAttr::get(t, v));
   };
-  Value bits = arith::ExtUIOp::create(
-      b, loc, i16,
-      arith::BitcastOp::create(
-          b, loc, VectorType::get(type.getShape(), b.getI8Type()), codes));
-  if (!e4m3) {
-    // S.EEEEE.MM is the upper byte of the f16 S.EEEEE.MM00000000.
-    Value half = arith::BitcastOp::create(
-        b, loc, f16, arith::ShLIOp::create(b, loc, bits, c(8)));
-    return arith::ExtFOp::create(
-        b, loc, VectorType::get(type.getShape(), b.getF32Type()), half);
+  auto word = [&](uint32_t v, VectorType t) {
+    return splat(t, b.getI32IntegerAttr(static_cast<int32_t>(v)));
+  };
+  auto f32Constant = [&](float v) -> Value {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  };
+  auto times = [&](Value v, Value factor) -> Value {
+    return arith::MulFOp::create(
+        b, loc, v, vector::BroadcastOp::create(b, loc, f32, factor));
+  };
+  Value bytes = arith::BitcastOp::create(b, loc, i8, codes);
+  Value words = vector::BitCastOp::create(b, loc, quads, bytes);
+  // Each code the upper byte of a 16-bit lane, two codes a prmt ({c1, 0,
+  // c0, 0} and {c3, 0, c2, 0} of a word {c3, c2, c1, c0}; selector byte 4
+  // is the zero word's): an e5m2 code's f16; an e4m3 code's S.EEEE.MMM moved
+  // to S.0EEEE.MMM below, the f16 of its value / 2^8 (subnormals too).
+  Value zero = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+  SmallVector<Value> spread;
+  for (int64_t q = 0; q < n / 4; ++q) {
+    Value w = vector::ExtractOp::create(b, loc, words, q);
+    for (int32_t selector : {0x1404, 0x3424})
+      spread.push_back(NVVM::PermuteOp::create(
+          b, loc, b.getI32Type(), w, zero,
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(selector)),
+          NVVM::PermuteMode::DEFAULT));
   }
-  // S.EEEE.MMM -> the f16 S.0EEEE.MMM0000000 = value / 2^8, then f32
-  // (exact, f16 subnormals included) times 2^8 (exact).
-  auto f32 = VectorType::get(type.getShape(), b.getF32Type());
-  Value magnitude = arith::AndIOp::create(b, loc, bits, c(0x7f));
-  Value sign = arith::ShLIOp::create(
-      b, loc, arith::AndIOp::create(b, loc, bits, c(0x80)), c(8));
-  Value half = arith::BitcastOp::create(
-      b, loc, f16,
-      arith::OrIOp::create(b, loc, sign,
-                           arith::ShLIOp::create(b, loc, magnitude, c(7))));
-  Value scaled = arith::ExtFOp::create(b, loc, f32, half);
-  Value value = arith::MulFOp::create(
-      b, loc, scaled,
-      arith::ConstantOp::create(
-          b, loc, f32, DenseElementsAttr::get(f32, b.getF32FloatAttr(256.0))));
-  Value isNan = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                      magnitude, c(0x7f));
-  Value nan = arith::ConstantOp::create(
-      b, loc, f32,
-      DenseElementsAttr::get(f32, b.getF32FloatAttr(std::nanf(""))));
-  return arith::SelectOp::create(b, loc, isNan, nan, value);
+  Value bits = vector::FromElementsOp::create(b, loc, pairs, spread);
+  if (e4m3)
+    bits = arith::OrIOp::create(
+        b, loc, arith::AndIOp::create(b, loc, bits, word(0x80008000u, pairs)),
+        arith::AndIOp::create(
+            b, loc, arith::ShRUIOp::create(b, loc, bits, word(1, pairs)),
+            word(0x3f803f80u, pairs)));
+  Value halves = arith::ExtFOp::create(
+      b, loc, f32, vector::BitCastOp::create(b, loc, f16, bits).getResult());
+  if (!e4m3) // exact, infinities and NaNs included
+    return scale ? times(halves, scale) : halves;
+  // e4m3: value * scale = (value / 2^8) * (scale * 2^8), both factors exact
+  // and so the product's rounding (value / 2^8 is an f32 normal), unless
+  // scale * 2^8 overflows (scale >= 2^120) or a code is NaN (magnitude
+  // 0x7F, read as 480 / 2^8 here): adding 1 to each byte's magnitude carries
+  // into its top bit only there. Such a chunk (never, in practice) takes
+  // the two products apart and puts the NaNs back.
+  Value scaled = scale
+                     ? arith::MulFOp::create(b, loc, scale, f32Constant(256.0f))
+                           .getResult()
+                     : f32Constant(256.0f);
+  Value carried = arith::AndIOp::create(
+      b, loc,
+      arith::AddIOp::create(
+          b, loc,
+          arith::AndIOp::create(b, loc, words, word(0x7f7f7f7fu, quads)),
+          word(0x01010101u, quads)),
+      word(0x80808080u, quads));
+  Value any =
+      vector::ReductionOp::create(b, loc, vector::CombiningKind::OR, carried);
+  Value slow = arith::OrIOp::create(
+      b, loc,
+      arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::ne, any,
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0))),
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UGT, scaled,
+                            f32Constant(std::numeric_limits<float>::max())));
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32}, slow,
+                                /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value value = times(halves, f32Constant(256.0f));
+    Value isNan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                        math::AbsFOp::create(b, loc, value),
+                                        splat(f32, b.getF32FloatAttr(480.0f)));
+    value = arith::SelectOp::create(
+        b, loc, isNan, splat(f32, b.getF32FloatAttr(std::nanf(""))), value);
+    scf::YieldOp::create(b, loc, scale ? times(value, scale) : value);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    scf::YieldOp::create(b, loc, times(halves, scaled));
+  }
+  return ifOp.getResult(0);
 }
 
 Value mlir::kvattn::castF32ToFp8(OpBuilder &b, Location loc, Value value,

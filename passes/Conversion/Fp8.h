@@ -26,16 +26,17 @@ bool isFp8(Type type);
 /// give NaN, e5m2's infinities infinity).
 Value castKvToF32(OpBuilder &b, Location loc, Value value);
 
-/// FP8 codes (a vector of f8E4M3FN or f8E5M2) as f32 through f16, for a
-/// GPU without FP8 conversions (sm_80, sm_86): castKvToF32's values exactly
-/// (a NaN code gives a NaN, e5m2's infinities infinity) in a few bit
-/// operations and conversions a code instead of the integer decode. f16
-/// holds both formats: an e5m2 code is the upper byte of its f16
-/// (infinities and NaNs included); an e4m3 code's sign, exponent and
-/// fraction placed in an f16 are its value / 2^8 (the biases are 7 and 15;
-/// subnormals too, as f16 subnormals), converted to f32 and multiplied by
-/// 2^8, both exact; magnitude 0x7F is NaN. No f16 arithmetic.
-Value castFp8ToF32ThroughF16(OpBuilder &b, Location loc, Value codes);
+/// FP8 codes (a vector of a multiple of 4) times `scale` (an f32 scalar;
+/// null: 1) in f32, bit for bit castKvToF32(codes) * scale, from packed
+/// 32-bit work for the GPU kernels' staging on sm_80/sm_86: one prmt puts
+/// two codes in the upper bytes of two 16-bit lanes, an e5m2 code's f16;
+/// an e4m3 code's f16 of value / 2^8 takes one shift and two masks per two
+/// codes; one conversion to f32 a code, then one multiply by scale (e4m3:
+/// by scale * 2^8, the same product). No f16 arithmetic (the emulated GPU
+/// has none). A chunk of e4m3 codes with a NaN (magnitude 0x7F, which the
+/// f16 reads as 480), or a scale of 2^120 or more, branches to the two
+/// products apart with the NaNs put back, behind one test per chunk.
+Value dequantizeFp8Packed(OpBuilder &b, Location loc, Value codes, Value scale);
 
 /// `value` (f32, scalar or vector) as FP8 codes of `fp8` (f8E4M3FN or
 /// f8E5M2), the quantisation of the reference (kvattn/Support/Float8.h) in

@@ -379,6 +379,57 @@ define ptx_kernel void @fp8(ptr %in, ptr %out) {
   d.cuMemFree(dOut);
 }
 
+// prmt.b32 (the default mode) picks each result byte from the pool {b, a}
+// by a selector nibble, or replicates its sign when the nibble's top bit is
+// set: the sm_80 FP8 staging's {c1, 0, c0, 0} (0x1404) among others.
+TEST(GpuEmuTest, PrmtFollowsTheIsa) {
+  REQUIRE_DRIVER();
+  std::string ir = std::string(kHeader) + R"(
+declare i32 @llvm.nvvm.prmt(i32, i32, i32)
+define ptx_kernel void @prmt(ptr %in, ptr %out) {
+  %l = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %l64 = zext i32 %l to i64
+  %p = getelementptr [3 x i32], ptr %in, i64 %l64
+  %a = load i32, ptr %p
+  %pb = getelementptr i32, ptr %p, i64 1
+  %b = load i32, ptr %pb
+  %pc = getelementptr i32, ptr %p, i64 2
+  %c = load i32, ptr %pc
+  %d = call i32 @llvm.nvvm.prmt(i32 %a, i32 %b, i32 %c)
+  %o = getelementptr i32, ptr %out, i64 %l64
+  store i32 %d, ptr %o
+  ret void
+}
+)";
+  // (a, b, selector, expected).
+  const uint32_t cases[][4] = {
+      {0x44332211u, 0x88776655u, 0x3210u, 0x44332211u},
+      {0x44332211u, 0x88776655u, 0x7654u, 0x88776655u},
+      {0x44332211u, 0x88776655u, 0x0123u, 0x11223344u},
+      {0xa3b2c1d0u, 0, 0x1404u, 0xc100d000u},
+      {0xa3b2c1d0u, 0, 0x3424u, 0xa300b200u},
+      {0x0080017fu, 0, 0x0a0au, 0x7fff7fffu},
+      {0x44332211u, 0x88776655u, 0xf0f7u, 0xff11ff88u},
+  };
+  std::vector<uint32_t> in;
+  for (const auto &c : cases)
+    in.insert(in.end(), {c[0], c[1], c[2]});
+  EmuDriver &d = driver();
+  std::string error;
+  CUmodule m = d.load(ir, error);
+  ASSERT_TRUE(m) << error;
+  const unsigned n = std::size(cases);
+  uint64_t dIn = d.upload(in.data(), in.size() * 4);
+  uint64_t dOut = d.upload(nullptr, n * 4);
+  ASSERT_EQ(d.launch(m, "prmt", 1, n, 0, {dIn, dOut}), "");
+  std::vector<uint32_t> r = d.download<uint32_t>(dOut, n);
+  for (unsigned i = 0; i < n; ++i)
+    EXPECT_EQ(r[i], cases[i][3])
+        << "case " << i << std::hex << ": selector 0x" << cases[i][2];
+  d.cuMemFree(dIn);
+  d.cuMemFree(dOut);
+}
+
 // A cp.async lands at the wait_group that completes it, zero-filling past
 // its src-size; reading the destination before is a reported hazard.
 TEST(GpuEmuTest, CpAsyncLandsAtItsWaitAndZeroFills) {

@@ -397,6 +397,11 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
                                   .getResult()
                             : vector::LoadOp::create(e.b, codesType, source, at)
                                   .getResult();
+          // The row's scale: the block's, or the chunk row's.
+          Value rowScale =
+              !scale       ? Value()
+              : blockScale ? blockScale
+                           : loadKvScale(e.b, e.b.getLoc(), scale, head, at);
           Value f;
           if (e.t.hardwareFp8) {
             // sm_89+: cvt.rn.f16x2.{e4m3x2,e5m2x2}, two codes a convert
@@ -420,17 +425,12 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
               }
             }
             f = vector::FromElementsOp::create(e.b, f32Type, lanes);
+            if (rowScale)
+              f = arith::MulFOp::create(
+                  e.b, f, vector::BroadcastOp::create(e.b, f32Type, rowScale));
           } else {
-            f = castFp8ToF32ThroughF16(e.b, e.b.getLoc(), codes);
+            f = dequantizeFp8Packed(e.b, e.b.getLoc(), codes, rowScale);
           }
-          if (scale)
-            f = arith::MulFOp::create(
-                e.b, f,
-                vector::BroadcastOp::create(
-                    e.b, f32Type,
-                    blockScale
-                        ? blockScale
-                        : loadKvScale(e.b, e.b.getLoc(), scale, head, at)));
           return elt.isF32()
                      ? f
                      : arith::TruncFOp::create(e.b, stagedType, f).getResult();
