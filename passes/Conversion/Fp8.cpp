@@ -269,6 +269,17 @@ Value mlir::kvattn::castF32ToFp8(OpBuilder &b, Location loc, Value value,
   return arith::BitcastOp::create(b, loc, like(type, fp8), byte);
 }
 
+bool mlir::kvattn::isUniformKvScale(Value scale) {
+  return scale && cast<MemRefType>(scale.getType()).getRank() <= 1;
+}
+
+Value mlir::kvattn::foldedKvScale(OpBuilder &b, Location loc, Value cache,
+                                  Value scale, Value kvHead) {
+  if (!isFp8(cache.getType()) || !isUniformKvScale(scale))
+    return {};
+  return loadKvScale(b, loc, scale, kvHead, ValueRange{});
+}
+
 Value mlir::kvattn::loadKvScale(OpBuilder &b, Location loc, Value scale,
                                 Value kvHead, ValueRange rowIndices) {
   auto type = cast<MemRefType>(scale.getType());

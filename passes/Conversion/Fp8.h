@@ -46,6 +46,19 @@ Value dequantizeFp8Packed(OpBuilder &b, Location loc, Value codes, Value scale);
 /// the floating-point rounding mode.
 Value castF32ToFp8(OpBuilder &b, Location loc, Value value, Type fp8);
 
+/// Whether an FP8 cache's `scale` memref holds one scale per program (per
+/// tensor: rank 0 or [1]; per KV head: [Hkv]): the tensor-core kernels
+/// then stage the exact codes and apply the scale to the scores (K) and the
+/// probabilities (V) instead (foldedKvScale). Null: no scale.
+bool isUniformKvScale(Value scale);
+
+/// The scale a tensor-core kernel applies outside the stage for an FP8
+/// `cache` (its element type decides) read with `scale` at KV head `kvHead`:
+/// the scale when it is uniform (isUniformKvScale), else null (none, or
+/// per token: applied while staging).
+Value foldedKvScale(OpBuilder &b, Location loc, Value cache, Value scale,
+                    Value kvHead);
+
 /// The f32 scale of one cache row of an FP8 cache from its `scale` memref:
 /// rank 0 or [1] per tensor, [Hkv] per KV head (`kvHead`; a size-1 scale is
 /// read at 0 whatever the head), rank 3 per token and head at

@@ -320,9 +320,11 @@ PageLookup lookUpPage(GpuEmitter &e, Value cache, Value blockTable, Value batch,
 } // namespace
 
 /// emitAsyncStage for an FP8 cache: each thread loads 8 codes of a row (8
-/// bytes), decodes them (Fp8.h), multiplies by the row's scale in f32 and
-/// stores them rounded to the stage's 16-bit type at the swizzled column;
-/// rows past `cols` and invalid keys' rows become zeros.
+/// bytes), decodes them (Fp8.h) and stores them in the stage's 16-bit type
+/// at the swizzled column: exact with a scale per tensor or per KV head
+/// (foldedKvScale applies it to the scores and probabilities), multiplied by
+/// the row's scale in f32 and rounded with a per-token one; rows past
+/// `cols` and invalid keys' rows become zeros.
 static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
                          Value batch, Value head, Value start, Value cols,
                          Value stage, Value keyValid, Value scale) {
@@ -344,9 +346,11 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
   const int64_t inner = sourceType.getShape().back();
   const bool alignedChunks = sourceType.getLayout().isIdentity() &&
                              ShapedType::isStatic(inner) && inner % kChunk == 0;
-  Value blockScale;
-  if (scale && cast<MemRefType>(scale.getType()).getRank() <= 1)
-    blockScale = loadKvScale(e.b, e.b.getLoc(), scale, head, ValueRange{});
+  // A scale per tensor or per KV head is applied outside the stage, which
+  // then holds the exact codes (every FP8 value is an f16 and a bf16): to
+  // the scores of tile.qk and the probabilities of tile.softmax_update
+  // (foldedKvScale). A per-token scale multiplies each chunk here.
+  const bool perRowScale = scale && !isUniformKvScale(scale);
   // A paged cache: the block's first page read once; a block that lies in
   // that page (start mod P + BN <= P: every block when P is a multiple of
   // BN, as DeepSeek's 64-token pages under 64-key blocks) looks nothing up
@@ -397,15 +401,14 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
                                   .getResult()
                             : vector::LoadOp::create(e.b, codesType, source, at)
                                   .getResult();
-          // The row's scale: the block's, or the chunk row's.
-          Value rowScale =
-              !scale       ? Value()
-              : blockScale ? blockScale
-                           : loadKvScale(e.b, e.b.getLoc(), scale, head, at);
+          Value rowScale = perRowScale
+                               ? loadKvScale(e.b, e.b.getLoc(), scale, head, at)
+                               : Value();
           Value f;
           if (e.t.hardwareFp8) {
             // sm_89+: cvt.rn.f16x2.{e4m3x2,e5m2x2}, two codes a convert
-            // (exact: every FP8 value is an f16), then f32.
+            // (exact: every FP8 value is an f16): an f16 stage of exact
+            // codes takes them as they are, the others through f32.
             Value bytes = arith::BitcastOp::create(
                 e.b, VectorType::get({kChunk}, e.b.getI8Type()), codes);
             SmallVector<Value> lanes;
@@ -418,13 +421,14 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
               Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
                   e.b, VectorType::get({2}, e.b.getF16Type()), pair,
                   /*relu=*/false, sourceType.getElementType());
-              for (int64_t i = 0; i < 2; ++i) {
-                Value h = vector::ExtractOp::create(e.b, halves, i);
-                lanes.push_back(
-                    arith::ExtFOp::create(e.b, e.b.getF32Type(), h));
-              }
+              for (int64_t i = 0; i < 2; ++i)
+                lanes.push_back(vector::ExtractOp::create(e.b, halves, i));
             }
-            f = vector::FromElementsOp::create(e.b, f32Type, lanes);
+            Value h = vector::FromElementsOp::create(
+                e.b, VectorType::get({kChunk}, e.b.getF16Type()), lanes);
+            if (!rowScale && elt.isF16())
+              return h;
+            f = arith::ExtFOp::create(e.b, f32Type, h);
             if (rowScale)
               f = arith::MulFOp::create(
                   e.b, f, vector::BroadcastOp::create(e.b, f32Type, rowScale));
@@ -968,6 +972,9 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
                                         TileSoftmaxOp prefetch) {
   // The staged type (an FP8 cache's K is converted to the query's).
   Type elt = cast<MemRefType>(e.t.stage.getType()).getElementType();
+  // An FP8 K's scale per tensor or per KV head, on the dot products.
+  Value keyScale = foldedKvScale(e.b, e.b.getLoc(), op.getKey(),
+                                 op.getKvScale(), op.getKvHead());
   auto scoresType = cast<MemRefType>(op.getScores().getType());
   int64_t bn = scoresType.getDimSize(1);
   int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
@@ -1122,6 +1129,8 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
       for (int64_t j = 0; j < width; ++j)
         for (int i = 0; i < regs; ++i) {
           Value dot = acc[regs * (tile * width + j) + i];
+          if (keyScale) // the FP8 K stage's exact codes (foldedKvScale)
+            dot = e.mulf(dot, keyScale);
           Value s = e.t.rawScores ? dot : emitScaledScore(e, op, dot, kLog2E);
           if (split > 1) {
             // Into the shared score tile, at the warp's keys.

@@ -477,6 +477,13 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
         return acc;
       };
   Value f = e.f32(e.t.expScale);
+  // An FP8 V's scale per tensor or per KV head (the latent form's: K's) on
+  // the probabilities P.V reads, not on the sum: the tensor-core stages hold
+  // the exact codes (foldedKvScale).
+  Value valueScale = e.t.tensorCores
+                         ? foldedKvScale(e.b, e.b.getLoc(), op.getValue(),
+                                         op.getKvScale(), op.getKvHead())
+                         : Value();
   auto laneMax = [&](int k, Value r) {
     return e.quadReduce(
         reduceScores(k, r, e.negInf(),
@@ -536,7 +543,7 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     Value blockSum = reduceScores(
         k, r, e.f32(0), [&](Value s, Value sum, function_ref<void(Value)> set) {
           Value p = e.exp2(e.fma(s, f, negOffset));
-          set(p);
+          set(valueScale ? e.mulf(p, valueScale) : p);
           return e.addf(sum, p);
         });
     if (!e.t.rowStats)

@@ -45,6 +45,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Passes/Passes.h"
+#include "passes/Conversion/Fp8.h"
 #include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 #include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
 #include "passes/Conversion/TileToGPU/WgmmaLayout.h"
@@ -694,9 +695,14 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   if (e.t.tma && !e.t.latent)
     emitTmaRelease(e, 0, op.getStart());
   const FragmentLayout &layout = e.t.layout;
+  // An FP8 K's scale per tensor or per KV head, on the dot products (the
+  // stage holds the exact codes: foldedKvScale).
+  Value keyScale = foldedKvScale(e.b, e.b.getLoc(), op.getKey(),
+                                 op.getKvScale(), op.getKvHead());
   for (int64_t i = 0; i < n / 2; ++i) {
     FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
-    Value s = e.t.rawScores ? acc[i] : emitScaledScore(e, op, acc[i], kLog2E);
+    Value dot = keyScale ? e.mulf(acc[i], keyScale) : acc[i];
+    Value s = e.t.rawScores ? dot : emitScaledScore(e, op, dot, kLog2E);
     e.storeScore(s, entry.k, entry.slice, entry.el);
   }
   // -inf past the block's keys, only in a block shorter than block-n.
