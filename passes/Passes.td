@@ -543,8 +543,8 @@ def LowerTileToGPUPass : Pass<"kvattn-lower-tile-to-gpu"> {
            /*default=*/"true",
            "Address the K/V operands of the 128-row D = 128 programs (32-row "
            "warps, the query read per block) through thread-constant bases "
-           "too; false keeps the per-access address arithmetic there "
-           "(kvattn-to-ptx: false for sm_90, where ptxas would spill)">,
+           "too (kvattn-to-ptx, every chip); false keeps the per-access "
+           "address arithmetic there">,
     Option<"hardwareFp8", "hardware-fp8", "bool", /*default=*/"false",
            "Convert FP8 K/V codes with cvt.rn.f16x2.{e4m3x2,e5m2x2} (sm_89 "
            "and later; kvattn-to-ptx sets it from the chip) instead of the "

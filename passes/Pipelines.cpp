@@ -383,12 +383,13 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   outline.producerWarpgroup = options.producerWarpgroup;
   pm.addPass(createOutlineTileProgramsPass(outline));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
-  // sm_90's mma.sync kernels: ptxas spills the 128-row D = 128 program with
-  // thread-constant K/V bases (docs/gpu-lowering.md, "Address arithmetic").
+  // Thread-constant K/V bases on every chip: sm_90's 128-row D = 128
+  // mma.sync programs kept per-access addresses while ptxas spilled them
+  // with those bases, until tile.mask took per-row key intervals
+  // (lowerMaskByDistance); with both they assemble without local memory
+  // (docs/gpu-lowering.md, "Registers").
   LowerTileToGPUPassOptions lower;
-  lower.wideTileAddressBases =
-      !llvm::StringRef(options.chip).starts_with("sm_9") &&
-      !llvm::StringRef(options.chip).starts_with("sm_1");
+  lower.wideTileAddressBases = true;
   // FP8 K/V with cvt.rn.f16x2.{e4m3x2,e5m2x2}: the software decode where
   // the chip has no conversion (hasHardwareFp8).
   lower.hardwareFp8 = hasHardwareFp8(options);

@@ -5,7 +5,8 @@
 // by default its K and V operands are read through the flat f16 view of
 // the shared memory at a thread-constant base plus a constant
 // (docs/gpu-lowering.md, "Address arithmetic"); with
-// wide-tile-address-bases=false (kvattn-to-ptx on sm_90 and newer) at 2-D
+// wide-tile-address-bases=false (kvattn-to-ptx's choice for sm_90 and newer
+// before issue 31's second round; every chip takes the bases now) at 2-D
 // indices of the K and V stages, swizzled at each access.
 // BASES-LABEL: gpu.func @f_kvattn_0
 // BASES:         scf.for

@@ -305,53 +305,94 @@ void lowerQKScalar(GpuEmitter &e, TileQKOp op) {
 }
 
 /// tile.mask on the lane's score registers in the offset form, without
-/// GQA packing, key-validity flags, masks, windows, ALiBi or trees: every
-/// rule is a compare of one per-block value with an immediate. Lane row k
-/// and element (j, el) are row0 + rowOffset(k) and col0 + columnOffset(j,
-/// el) (row0, col0 the lane's first), so with diff = (q_base + row0) -
-/// (k_base + col0) and cc = columnOffset(j, el), off = rowOffset(k):
-///   kp <= qp              <=>  diff >= cc - off
+/// key-validity flags, masks, ALiBi or trees, and GQA-packed only by a
+/// group g that divides the lane's row offsets: every rule is a compare of
+/// the element's compile-time column with a value computed once per block,
+/// or once per row and block. Lane row k and element (j, el) are
+/// row0 + rowOffset(k) and col0 + columnOffset(j, el) (row0, col0 the
+/// lane's first; packed, tile row r is query row (q_start + r) / g), so
+/// with cc = columnOffset(j, el) and the row's distance
+/// d_k = qp(row0 + rowOffset(k)) - (k_base + col0) = d_0 + rowOffset(k) / g:
+///   kp <= qp              <=>  cc < d_k + 1
+///   kp - qp <= right      <=>  cc < d_k + right + 1
+///   qp - kp < window      <=>  cc >= d_k - window + 1
 ///   j < kv_len, c < cols  <=>  cc < min(kv_len - k_start, cols) - col0.
-/// One value per row (qp, kept live across the KV loop for each of the
-/// lane's 2 or 4 rows) took registers the 128-row D = 128 kernels do not
-/// have. The padding rows past `rows` are masked by the same rule (their
-/// scores are never stored), without a branch per row. No overflow: a
-/// lane whose row0 is a padding row has only padding rows, one whose
-/// k_base + col0 is past kv_len only rejected keys, and the positions of
-/// real rows and keys are in [0, maxPosition].
+/// With a window the upper bounds are one per row (their minimum, hi_k),
+/// so each score takes two compares. One query position per row, kept
+/// live across the KV loop for each of the lane's 2 or 4 rows (the general
+/// path), took registers the 128-row D = 128 kernels do not have; so did
+/// windows as compares of one per-block distance with immediates cc - off
+/// (an earlier form): LLVM shares each compare among the rows and elements
+/// with the same immediate and ptxas kept those predicates live through
+/// the mask (8-56 bytes of stack frame on sm_80 and sm_90). Without a
+/// window the causal bound stays a compare of its own beside the kv_len
+/// one (with their minimum ptxas put the sm_80 append's bound in local
+/// memory). The padding rows past `rows` are masked by the same rule
+/// (their scores are never stored), without a branch per row. No
+/// overflow: a lane whose row0 is a padding row has only padding rows,
+/// one whose k_base + col0 is past kv_len only rejected keys (cc is never
+/// below the bound), and the positions of real rows and keys are in
+/// [0, maxPosition], so d_k + 1 fits; with a window, d_k is clamped to
+/// [-2^30, 2^30] first, which for windows up to 2^29 and cc < block-n
+/// changes no result and keeps d_k - window + 1 and d_k + right + 1 in 32
+/// bits.
 static bool lowerMaskByDistance(GpuEmitter &e, TileMaskOp op, int64_t bn) {
-  // Windows keep the general path: with their second compare per score
-  // ptxas gave the sm_80 and sm_90 128-row D = 128 append over pages or
-  // with kv_len 32-48 bytes of stack frame (the general path 0-16). So
-  // does the sm_90 128-row kernel on per-access addresses (no
-  // leanAddresses): over 16-key pages it took 40-48 bytes of stack frame
-  // with this form, 0-8 with the general one.
-  std::optional<int64_t> group = op.getGroup();
-  if (!e.t.scores || e.t.scoreShares || e.t.wgmma || !e.t.leanAddresses ||
-      !op.getQBase() || !op.getKBase() || op.getKeyValid() || op.getMask() ||
-      op.getAlibiSlopes() || op.getTreeParents() || op.getWindow() ||
-      op.getWindowRight() || (group && *group != 1))
+  constexpr int64_t kLargestWindow = int64_t(1) << 29;
+  constexpr int64_t kClamp = int64_t(1) << 30;
+  const int64_t window = op.getWindow().value_or(0);
+  const int64_t right = op.getWindowRight().value_or(-1);
+  const bool hasWindow = op.getWindow().has_value();
+  const bool hasRight = op.getWindowRight().has_value();
+  if (!e.t.scores || e.t.scoreShares || e.t.wgmma || !op.getQBase() ||
+      !op.getKBase() || op.getKeyValid() || op.getMask() ||
+      op.getAlibiSlopes() || op.getTreeParents() || window > kLargestWindow ||
+      right > kLargestWindow)
     return false;
-  using P = arith::CmpIPredicate;
   const FragmentLayout &l = e.t.layout;
+  const int64_t g = op.getGroup().value_or(1);
+  for (int k = 0; k < l.rowsPerLane; ++k)
+    if (l.rowOffset(k) % g != 0)
+      return false;
+  using P = arith::CmpIPredicate;
   Value col0 = e.mulIdx(e.t.quad, l.elementsPerRow);
-  Value qp0 = e.add(op.getQBase(), e.ownedRow(0));
+  Value row0 = e.ownedRow(0);
+  // (Packed, q_base is the position of query row 0, as in
+  // emitQueryPosition.)
+  Value qp0 = g == 1 ? e.add(op.getQBase(), row0)
+                     : e.add(op.getQBase(),
+                             e.divIdx(e.add(op.getQStart(), row0), e.idx(g)));
   Value kp0 = e.add(op.getKBase(), col0);
   Value diff = e.sub(qp0, kp0);
   Value keys = arith::MinSIOp::create(e.b, e.sub(op.getKvLen(), op.getKStart()),
                                       op.getCols());
   Value left = e.sub(keys, col0);
-  for (int k = 0; k < l.rowsPerLane; ++k)
+  for (int k = 0; k < l.rowsPerLane; ++k) {
+    Value d = e.add(diff, e.idx(l.rowOffset(k) / g));
+    if (hasWindow || hasRight)
+      d = arith::MaxSIOp::create(
+          e.b, arith::MinSIOp::create(e.b, d, e.idx(kClamp)), e.idx(-kClamp));
+    Value hi = left, causalHi, lo;
+    if (op.getCausal() && !hasWindow && !hasRight)
+      causalHi = e.add(d, e.idx(1));
+    else if (op.getCausal())
+      hi = arith::MinSIOp::create(e.b, hi, e.add(d, e.idx(1)));
+    if (hasRight)
+      hi = arith::MinSIOp::create(e.b, hi, e.add(d, e.idx(right + 1)));
+    if (hasWindow)
+      lo = e.sub(d, e.idx(window - 1));
     for (int64_t j = 0; j < l.slices(bn); ++j)
       for (int el = 0; el < l.elementsPerRow; ++el) {
-        const int64_t cc = l.columnOffset(j, el), off = l.rowOffset(k);
-        Value allowed = e.cmpi(P::sgt, left, e.idx(cc));
-        if (op.getCausal())
-          allowed = e.andi(allowed, e.cmpi(P::sge, diff, e.idx(cc - off)));
+        Value cc = e.idx(l.columnOffset(j, el));
+        Value allowed = e.cmpi(P::slt, cc, hi);
+        if (causalHi)
+          allowed = e.andi(allowed, e.cmpi(P::slt, cc, causalHi));
+        if (lo)
+          allowed = e.andi(allowed, e.cmpi(P::sge, cc, lo));
         e.storeScore(arith::SelectOp::create(e.b, allowed,
                                              e.loadScore(k, j, el), e.negInf()),
                      k, j, el);
       }
+  }
   return true;
 }
 
