@@ -102,6 +102,88 @@ std::optional<int64_t> raise::constantCausalOffset(DenseElementsAttr mask) {
   return c;
 }
 
+std::optional<AlibiBias> raise::constantAlibi(DenseElementsAttr mask,
+                                              int64_t rows, int64_t cols) {
+  auto type = cast<ShapedType>(mask.getType());
+  const int64_t rank = type.getRank();
+  if (rank < 2 || !type.hasStaticShape() ||
+      !isa<FloatType>(type.getElementType()) ||
+      type.getDimSize(rank - 2) != rows || type.getDimSize(rank - 1) != cols ||
+      rows == 0 || cols < 2)
+    return std::nullopt;
+  const int64_t heads = rank >= 3 ? type.getDimSize(rank - 3) : 1;
+  for (int64_t d = 0; d + 3 < rank; ++d)
+    if (type.getDimSize(d) != 1)
+      return std::nullopt;
+  SmallVector<double> v;
+  v.reserve(type.getNumElements());
+  for (APFloat f : mask.getValues<APFloat>()) {
+    if (f.isNaN() || (f.isInfinity() && !f.isNegative()))
+      return std::nullopt;
+    v.push_back(f.isInfinity() ? -INFINITY : f.convertToDouble());
+  }
+  auto at = [&](int64_t h, int64_t i, int64_t j) {
+    return v[(h * rows + i) * cols + j];
+  };
+  AlibiBias bias;
+  bias.causal = llvm::any_of(v, [](double x) { return std::isinf(x); });
+  // The offset: the causal part's (row 0 allows keys 0 .. c), or the key of
+  // row 0 whose bias is 0 in a head with a nonzero slope.
+  std::optional<int64_t> offset;
+  if (bias.causal) {
+    int64_t allowed = 0;
+    while (allowed < cols && !std::isinf(at(0, 0, allowed)))
+      ++allowed;
+    offset = allowed - 1;
+  } else {
+    for (int64_t h = 0; h < heads && !offset; ++h) {
+      if (llvm::all_of(llvm::seq<int64_t>(0, cols),
+                       [&](int64_t j) { return at(h, 0, j) == 0; }))
+        continue;
+      for (int64_t j = 0; j < cols; ++j)
+        if (at(h, 0, j) == 0)
+          offset = j;
+    }
+  }
+  if (!offset || *offset < 0)
+    return std::nullopt;
+  bias.offset = *offset;
+  bool anySlope = false;
+  for (int64_t h = 0; h < heads; ++h) {
+    // The slope from the allowed entry farthest from its row's position,
+    // then every entry checked against it (3 ulps of f32).
+    double slope = 0;
+    int64_t farthest = 0;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t d = std::abs(i + bias.offset - j);
+        const bool allowed = !bias.causal || j <= i + bias.offset;
+        if (std::isinf(at(h, i, j)) == allowed)
+          return std::nullopt;
+        if (allowed && d > farthest) {
+          farthest = d;
+          slope = -at(h, i, j) / static_cast<double>(d);
+        }
+      }
+    if (farthest == 0)
+      return std::nullopt;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const double x = at(h, i, j);
+        if (std::isinf(x))
+          continue;
+        const double want = -slope * std::abs(i + bias.offset - j);
+        if (std::abs(x - want) > 4e-7 * std::max(std::abs(x), std::abs(want)))
+          return std::nullopt;
+      }
+    anySlope |= slope != 0;
+    bias.slopes.push_back(static_cast<float>(slope));
+  }
+  if (!anySlope)
+    return std::nullopt;
+  return bias;
+}
+
 void raise::eraseDeadProducers(RewriterBase &rewriter, ValueRange roots) {
   SmallVector<Operation *> worklist;
   for (Value v : roots)
@@ -328,7 +410,27 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
   query = prependUnitDims(rewriter, loc, query, 4);
   key = prependUnitDims(rewriter, loc, key, 4);
   value = prependUnitDims(rewriter, loc, value, 4);
-  Value mask = match.mask;
+  // A constant ALiBi bias (slopes times the position distance, as HF's and
+  // FlashAttention's ALiBi) becomes alibi_slopes with the positions it
+  // implies; a causal part of its own, or one proven apart from it with the
+  // same offset, stays causal.
+  std::optional<AlibiBias> alibi;
+  DenseElementsAttr maskValues;
+  const int64_t rows = resultType.getDimSize(rank - 2);
+  const int64_t cols = cast<RankedTensorType>(key.getType()).getDimSize(2);
+  const int64_t heads = cast<RankedTensorType>(query.getType()).getDimSize(1);
+  if (match.mask && matchPattern(match.mask, m_Constant(&maskValues)) &&
+      !ShapedType::isDynamic(rows) && !ShapedType::isDynamic(cols) &&
+      !ShapedType::isDynamic(heads))
+    alibi = constantAlibi(maskValues, rows, cols);
+  if (alibi && alibi->slopes.size() != 1 &&
+      static_cast<int64_t>(alibi->slopes.size()) != heads)
+    alibi.reset();
+  if (alibi && match.causal &&
+      !(match.causal->isStatic() && !alibi->causal &&
+        match.causal->constant == alibi->offset))
+    alibi.reset();
+  Value mask = alibi ? Value() : match.mask;
   if (mask)
     mask = prependUnitDims(rewriter, loc, mask, 2);
 
@@ -352,7 +454,33 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
 
   Operation *raised;
   Value out;
-  if (match.causal && !alignment) {
+  if (alibi) {
+    CausalOffset positions;
+    positions.constant = alibi->offset;
+    auto [qOffset, kOffset] = buildOffsets(rewriter, loc, positions, query);
+    SmallVector<float> slopes(alibi->slopes);
+    if (slopes.size() == 1)
+      slopes.assign(heads, slopes.front());
+    auto slopesType = RankedTensorType::get({heads}, rewriter.getF32Type());
+    Value slopesValue = arith::ConstantOp::create(
+        rewriter, loc, slopesType,
+        DenseElementsAttr::get(slopesType, ArrayRef<float>(slopes)));
+    auto attention = AttentionOp::create(
+        rewriter, loc, outType, /*lse=*/Type(), query, key, value, qOffset,
+        kOffset, /*q_pos=*/Value(), /*k_pos=*/Value(),
+        /*kv_len=*/Value(), /*key_valid=*/Value(), /*mask=*/Value(),
+        /*block_table=*/Value(), /*q_start=*/Value(),
+        /*sinks=*/Value(), slopesValue, /*k_rope_pos=*/Value(),
+        /*k_start=*/Value(), /*cache_batch_idx=*/Value(),
+        /*causal=*/alibi->causal || match.causal.has_value(),
+        /*window=*/IntegerAttr(), /*softcap=*/FloatAttr(), scale,
+        /*window_right=*/IntegerAttr(), /*tree_parents=*/Value(),
+        /*rope=*/RopeAttr(), /*query_rotated=*/false, /*k_scale=*/Value(),
+        /*v_scale=*/Value(), /*value_dim=*/IntegerAttr(),
+        /*rotary_cos=*/Value(), /*rotary_sin=*/Value());
+    raised = attention;
+    out = attention.getOut();
+  } else if (match.causal && !alignment) {
     auto [qOffset, kOffset] = buildOffsets(rewriter, loc, *match.causal, query);
     auto attention = AttentionOp::create(
         rewriter, loc, outType, /*lse=*/Type(), query, key, value, qOffset,

@@ -113,6 +113,23 @@ Operation *buildRaisedSdpa(RewriterBase &rewriter, const SdpaMatch &match);
 /// (then c is not determined by the mask).
 std::optional<int64_t> constantCausalOffset(DenseElementsAttr mask);
 
+/// An ALiBi bias as a constant float mask (`[..., H | 1, L, S]`, every
+/// dimension before the head one of size 1): `-slopes[h] * |i + offset - j|`
+/// on every finite entry of head h (query row i, key column j), within f32
+/// rounding, and -inf exactly where `j > i + offset` when `causal` (else
+/// nowhere). `slopes` has one entry per head of the mask (1: every head).
+struct AlibiBias {
+  SmallVector<float> slopes;
+  int64_t offset = 0;
+  bool causal = false;
+};
+
+/// The ALiBi bias a constant mask of `rows` x `cols` scores is, or nullopt:
+/// not one, every slope 0 (a zero mask), or an offset the mask does not pin
+/// down (no zero bias in row 0 without the causal part, or a negative one).
+std::optional<AlibiBias> constantAlibi(DenseElementsAttr mask, int64_t rows,
+                                       int64_t cols);
+
 /// The value of a float constant: a scalar, or a splat tensor.
 std::optional<double> getFloatSplat(Value v);
 

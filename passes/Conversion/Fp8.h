@@ -4,7 +4,9 @@
 // cache (docs/semantics.md, "FP8 KV caches"): a code becomes f32 exactly,
 // in integer arithmetic (no FP8 type reaches LLVM: a software conversion
 // that every target runs, the CPU and sm_80 alike), and is multiplied by its
-// row's scale in f32, as the reference dequantises.
+// row's scale in f32, as the reference dequantises; the GPU's tensor-core
+// kernels stage the exact codes and apply a scale per tensor or per KV head
+// to the dot products and the probabilities instead (foldedKvScale).
 //
 //===----------------------------------------------------------------------===//
 

@@ -905,3 +905,193 @@ func.func @tosa_wrong_sum_axis(%q: tensor<2x2x4xf32>, %k: tensor<2x5x4xf32>, %v:
   %o = tosa.matmul %p, %v, %zp, %zp : (tensor<2x2x5xf32>, tensor<2x5x4xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<2x2x4xf32>
   return %o : tensor<2x2x4xf32>
 }
+
+// -----
+
+// A constant ALiBi bias (issue 35): -slope_h * |i + 3 - j| per head h (the
+// batch dim: slopes 0.5 and 0.25) with -inf past the lower-right causal
+// bound becomes kvattn.attention with alibi_slopes, q_offset = 3 and causal,
+// without the mask (test/Numerics/raise-sdpa-linalg.mlir compares the
+// numerics with upstream MLIR).
+// CHECK-LABEL: func.func @alibi_causal
+// CHECK: %[[THREE:.*]] = arith.constant 3 : i64
+// CHECK: %[[QO:.*]] = tensor.splat %[[THREE]] : tensor<1xi64>
+// CHECK: %[[SLOPES:.*]] = arith.constant dense<[5.000000e-01, 2.500000e-01]> : tensor<2xf32>
+// CHECK: kvattn.attention %{{.*}}, %{{.*}}, %{{.*}} q_offset(%[[QO]] : tensor<1xi64>) alibi_slopes(%[[SLOPES]] : tensor<2xf32>) causal scale = 5.000000e-01
+// CHECK-NOT: linalg.generic
+func.func @alibi_causal(%q: tensor<2x2x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x4xf32>) -> tensor<2x2x4xf32> {
+  %mask = arith.constant dense<[[[-1.5, -1.0, -0.5, -0.0, 0xFF800000], [-2.0, -1.5, -1.0, -0.5, -0.0]], [[-0.75, -0.5, -0.25, -0.0, 0xFF800000], [-1.0, -0.75, -0.5, -0.25, -0.0]]]> : tensor<2x2x5xf32>
+  %t1 = arith.constant 0.0 : f32
+  %t2 = tensor.empty() : tensor<2x2x5xf32>
+  %t3 = linalg.fill ins(%t1 : f32) outs(%t2 : tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+  %t4 = linalg.batch_matmul indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (b, n, k)>, affine_map<(b, m, n, k) -> (b, m, n)>] ins(%q, %k : tensor<2x2x4xf32>, tensor<2x5x4xf32>) outs(%t3 : tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+  %t5 = tensor.empty() : tensor<2x2x5xf32>
+  %t6 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t4 : tensor<2x2x5xf32>) outs(%t5 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %c = arith.constant 2.0 : f32
+    %m = arith.divf %x, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x5xf32>
+  %t7 = tensor.empty() : tensor<2x2x5xf32>
+  %t8 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t6, %mask : tensor<2x2x5xf32>, tensor<2x2x5xf32>) outs(%t7 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %mk: f32, %o: f32):
+    %r = arith.addf %x, %mk : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x5xf32>
+  %t9 = arith.constant 0xFF800000 : f32
+  %t10 = tensor.empty() : tensor<2x2xf32>
+  %t11 = linalg.fill ins(%t9 : f32) outs(%t10 : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %t12 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%t8 : tensor<2x2x5xf32>) outs(%t11 : tensor<2x2xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.maxnumf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2xf32>
+  %t13 = tensor.empty() : tensor<2x2x5xf32>
+  %t14 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t8, %t12 : tensor<2x2x5xf32>, tensor<2x2xf32>) outs(%t13 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %mx: f32, %o: f32):
+    %d = arith.subf %x, %mx : f32
+    %e = math.exp %d : f32
+    linalg.yield %e : f32
+  } -> tensor<2x2x5xf32>
+  %t15 = arith.constant 0.0 : f32
+  %t16 = tensor.empty() : tensor<2x2xf32>
+  %t17 = linalg.fill ins(%t15 : f32) outs(%t16 : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %t18 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%t14 : tensor<2x2x5xf32>) outs(%t17 : tensor<2x2xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.addf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2xf32>
+  %t19 = tensor.empty() : tensor<2x2x5xf32>
+  %t20 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t14, %t18 : tensor<2x2x5xf32>, tensor<2x2xf32>) outs(%t19 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %sx: f32, %o: f32):
+    %d = arith.divf %x, %sx : f32
+    linalg.yield %d : f32
+  } -> tensor<2x2x5xf32>
+  %t21 = arith.constant 0.0 : f32
+  %t22 = tensor.empty() : tensor<2x2x4xf32>
+  %t23 = linalg.fill ins(%t21 : f32) outs(%t22 : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %t24 = linalg.batch_matmul ins(%t20, %v : tensor<2x2x5xf32>, tensor<2x5x4xf32>) outs(%t23 : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  return %t24 : tensor<2x2x4xf32>
+}
+
+// -----
+
+// Without the causal part: the two-sided distance, not causal.
+// CHECK-LABEL: func.func @alibi_bidirectional
+// CHECK: kvattn.attention {{.*}} q_offset(%{{.*}} : tensor<1xi64>) alibi_slopes(%{{.*}} : tensor<2xf32>) scale = 5.000000e-01 : tensor<1x2x2x4xf32>
+func.func @alibi_bidirectional(%q: tensor<2x2x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x4xf32>) -> tensor<2x2x4xf32> {
+  %mask = arith.constant dense<[[[-1.5, -1.0, -0.5, -0.0, -0.5], [-2.0, -1.5, -1.0, -0.5, -0.0]], [[-0.75, -0.5, -0.25, -0.0, -0.25], [-1.0, -0.75, -0.5, -0.25, -0.0]]]> : tensor<2x2x5xf32>
+  %t1 = arith.constant 0.0 : f32
+  %t2 = tensor.empty() : tensor<2x2x5xf32>
+  %t3 = linalg.fill ins(%t1 : f32) outs(%t2 : tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+  %t4 = linalg.batch_matmul indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (b, n, k)>, affine_map<(b, m, n, k) -> (b, m, n)>] ins(%q, %k : tensor<2x2x4xf32>, tensor<2x5x4xf32>) outs(%t3 : tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+  %t5 = tensor.empty() : tensor<2x2x5xf32>
+  %t6 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t4 : tensor<2x2x5xf32>) outs(%t5 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %c = arith.constant 2.0 : f32
+    %m = arith.divf %x, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x5xf32>
+  %t7 = tensor.empty() : tensor<2x2x5xf32>
+  %t8 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t6, %mask : tensor<2x2x5xf32>, tensor<2x2x5xf32>) outs(%t7 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %mk: f32, %o: f32):
+    %r = arith.addf %x, %mk : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x5xf32>
+  %t9 = arith.constant 0xFF800000 : f32
+  %t10 = tensor.empty() : tensor<2x2xf32>
+  %t11 = linalg.fill ins(%t9 : f32) outs(%t10 : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %t12 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%t8 : tensor<2x2x5xf32>) outs(%t11 : tensor<2x2xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.maxnumf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2xf32>
+  %t13 = tensor.empty() : tensor<2x2x5xf32>
+  %t14 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t8, %t12 : tensor<2x2x5xf32>, tensor<2x2xf32>) outs(%t13 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %mx: f32, %o: f32):
+    %d = arith.subf %x, %mx : f32
+    %e = math.exp %d : f32
+    linalg.yield %e : f32
+  } -> tensor<2x2x5xf32>
+  %t15 = arith.constant 0.0 : f32
+  %t16 = tensor.empty() : tensor<2x2xf32>
+  %t17 = linalg.fill ins(%t15 : f32) outs(%t16 : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %t18 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%t14 : tensor<2x2x5xf32>) outs(%t17 : tensor<2x2xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.addf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2xf32>
+  %t19 = tensor.empty() : tensor<2x2x5xf32>
+  %t20 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t14, %t18 : tensor<2x2x5xf32>, tensor<2x2xf32>) outs(%t19 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %sx: f32, %o: f32):
+    %d = arith.divf %x, %sx : f32
+    linalg.yield %d : f32
+  } -> tensor<2x2x5xf32>
+  %t21 = arith.constant 0.0 : f32
+  %t22 = tensor.empty() : tensor<2x2x4xf32>
+  %t23 = linalg.fill ins(%t21 : f32) outs(%t22 : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %t24 = linalg.batch_matmul ins(%t20, %v : tensor<2x2x5xf32>, tensor<2x5x4xf32>) outs(%t23 : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  return %t24 : tensor<2x2x4xf32>
+}
+
+// -----
+
+// One entry off the distance line (-0.4 where ALiBi says -0.5): a general
+// additive mask, raised as such.
+// CHECK-LABEL: func.func @alibi_not_linear
+// CHECK: kvattn.sdpa %{{.*}}, %{{.*}}, %{{.*}} mask(%{{.*}} : tensor<2x2x5xf32>)
+// CHECK-NOT: alibi_slopes
+func.func @alibi_not_linear(%q: tensor<2x2x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x4xf32>) -> tensor<2x2x4xf32> {
+  %mask = arith.constant dense<[[[-1.5, -1.0, -0.5, -0.0, -0.5], [-2.0, -1.5, -1.0, -0.5, -0.0]], [[-0.75, -0.4, -0.25, -0.0, -0.25], [-1.0, -0.75, -0.5, -0.25, -0.0]]]> : tensor<2x2x5xf32>
+  %t1 = arith.constant 0.0 : f32
+  %t2 = tensor.empty() : tensor<2x2x5xf32>
+  %t3 = linalg.fill ins(%t1 : f32) outs(%t2 : tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+  %t4 = linalg.batch_matmul indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (b, n, k)>, affine_map<(b, m, n, k) -> (b, m, n)>] ins(%q, %k : tensor<2x2x4xf32>, tensor<2x5x4xf32>) outs(%t3 : tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+  %t5 = tensor.empty() : tensor<2x2x5xf32>
+  %t6 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t4 : tensor<2x2x5xf32>) outs(%t5 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %c = arith.constant 2.0 : f32
+    %m = arith.divf %x, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x5xf32>
+  %t7 = tensor.empty() : tensor<2x2x5xf32>
+  %t8 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t6, %mask : tensor<2x2x5xf32>, tensor<2x2x5xf32>) outs(%t7 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %mk: f32, %o: f32):
+    %r = arith.addf %x, %mk : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x5xf32>
+  %t9 = arith.constant 0xFF800000 : f32
+  %t10 = tensor.empty() : tensor<2x2xf32>
+  %t11 = linalg.fill ins(%t9 : f32) outs(%t10 : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %t12 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%t8 : tensor<2x2x5xf32>) outs(%t11 : tensor<2x2xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.maxnumf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2xf32>
+  %t13 = tensor.empty() : tensor<2x2x5xf32>
+  %t14 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t8, %t12 : tensor<2x2x5xf32>, tensor<2x2xf32>) outs(%t13 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %mx: f32, %o: f32):
+    %d = arith.subf %x, %mx : f32
+    %e = math.exp %d : f32
+    linalg.yield %e : f32
+  } -> tensor<2x2x5xf32>
+  %t15 = arith.constant 0.0 : f32
+  %t16 = tensor.empty() : tensor<2x2xf32>
+  %t17 = linalg.fill ins(%t15 : f32) outs(%t16 : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %t18 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%t14 : tensor<2x2x5xf32>) outs(%t17 : tensor<2x2xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.addf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2xf32>
+  %t19 = tensor.empty() : tensor<2x2x5xf32>
+  %t20 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t14, %t18 : tensor<2x2x5xf32>, tensor<2x2xf32>) outs(%t19 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %sx: f32, %o: f32):
+    %d = arith.divf %x, %sx : f32
+    linalg.yield %d : f32
+  } -> tensor<2x2x5xf32>
+  %t21 = arith.constant 0.0 : f32
+  %t22 = tensor.empty() : tensor<2x2x4xf32>
+  %t23 = linalg.fill ins(%t21 : f32) outs(%t22 : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %t24 = linalg.batch_matmul ins(%t20, %v : tensor<2x2x5xf32>, tensor<2x5x4xf32>) outs(%t23 : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  return %t24 : tensor<2x2x4xf32>
+}
