@@ -212,6 +212,17 @@ def test_cuda_tree_attention_matches_the_cpu_op():
     assert (got.cpu().float() - want.float()).abs().max() < 2e-2
 
 
+def test_cuda_two_sided_window_matches_the_cpu_op():
+    """window_size = (left, right) without causal (a two-sided window), bf16."""
+    q, k, v = make(torch.bfloat16, seed=16)
+    kw = dict(causal=False, window_size=(8, 4), q_offset=[30, 10],
+              kv_len=[70, 41])
+    want = kt.attention(q, k, v, **kw)
+    got = kt.attention(q.cuda(), k.cuda(), v.cuda(), **kw)
+    kt.check()
+    assert (got.cpu().float() - want.float()).abs().max() < 2e-2
+
+
 def test_cuda_cascades_match_the_cpu_ops():
     """Shared-prefix attention on CUDA (the prefix, suffix and merge
     kernels), contiguous and over one pool of 16-token pages, bf16."""

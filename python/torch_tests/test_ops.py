@@ -19,7 +19,7 @@ TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
 
 
 def reference(q, k, v, q_offset, kv_len, causal=True, window=0, softcap=0.0,
-              scale=None, sinks=None, alibi_slopes=None):
+              scale=None, sinks=None, alibi_slopes=None, window_right=None):
     """float64 attention over [B, H, S, D] tensors with explicit positions:
     row i of batch b at q_offset[b] + i; keys j < kv_len[b] valid. ALiBi
     adds -slope[h] * |qp - kp| to the scores; with sinks, the row's
@@ -45,6 +45,8 @@ def reference(q, k, v, q_offset, kv_len, causal=True, window=0, softcap=0.0,
             allowed = allowed & (kp <= qp)
         if window:
             allowed = allowed & (qp - kp < window)
+        if window_right is not None:
+            allowed = allowed & (kp - qp <= window_right)
         s = s.masked_fill(~allowed, -math.inf)
         if sinks is not None:
             z = sinks.double()[:, None, None].expand(Hq, L, 1)
@@ -89,6 +91,48 @@ def test_explicit_offsets_window_softcap_scale_dv():
     assert (out.double() - want).abs().max() < 1e-5
     nowin = reference(q, k, v, [5, 9], [9, 13], softcap=2.5, scale=0.3)
     assert (out.double() - nowin).abs().max() > 0.05
+
+
+def test_window_size_as_flash_attention():
+    """window_size = (left, right), FlashAttention's: a two-sided window
+    around each query position (not causal), a right bound alone, and the
+    causal (left, 0); f32 against the float64 reference, each far from the
+    answer without its bound. torch.compile sees the op's window_right."""
+    q, k, v = make(L=4, S=13, D=16, seed=3)
+    kw = dict(q_offset=[5, 2], kv_len=[12, 13])
+    out = kt.attention(q, k, v, causal=False, window_size=(2, 3), **kw)
+    want = reference(q, k, v, [5, 2], [12, 13], causal=False, window=3,
+                     window_right=3)
+    assert (out.double() - want).abs().max() < 1e-5
+    left_only = reference(q, k, v, [5, 2], [12, 13], causal=False, window=3,
+                          window_right=100)
+    assert (out.double() - left_only).abs().max() > 0.05
+    out = kt.attention(q, k, v, causal=False, window_size=(-1, 1), **kw)
+    want = reference(q, k, v, [5, 2], [12, 13], causal=False,
+                     window_right=1)
+    assert (out.double() - want).abs().max() < 1e-5
+    out = kt.attention(q, k, v, window_size=(3, 0), **kw)
+    want = reference(q, k, v, [5, 2], [12, 13], window=4)
+    assert (out.double() - want).abs().max() < 1e-5
+    f = torch.compile(lambda q, k, v: kt.attention(
+        q, k, v, causal=False, window_size=(2, 3), **kw), fullgraph=True)
+    want = reference(q, k, v, [5, 2], [12, 13], causal=False, window=3,
+                     window_right=3)
+    assert (f(q, k, v).double() - want).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(window_size=(2, 3)), r"window_size = \(2, 3\) with causal=True"),
+    (dict(causal=False, window_size=(2, -1)),
+     r"window_size = \(2, -1\) without causal"),
+    (dict(window=4, window_size=(3, 0)), r"give window or window_size"),
+    (dict(window_size=(2,)), r"window_size must be \(left, right\)"),
+    (dict(causal=False, window_size=(-2, 1)), r"window_size\[0\]"),
+])
+def test_window_size_misuse(kw, message):
+    q, k, v = make(seed=4)
+    with pytest.raises(kvattn.KVAttnError, match=message):
+        kt.attention(q, k, v, **kw)
 
 
 def test_not_causal_and_all_masked_row():

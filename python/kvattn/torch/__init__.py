@@ -206,11 +206,25 @@ def _check_attention(query, key, value, layout, key_rows=None):
 
 
 def _check_options(causal, window, softcap, scale):
+    """The options, checked; `window` is W (keys before the query) or
+    (W, R) with R the keys after it (window_right; W 0: no bound
+    before)."""
     if not isinstance(causal, bool):
         raise KVAttnTypeError(f"causal must be a bool, got {causal!r}")
+    if isinstance(window, tuple):
+        left = capi.check_int("window", window[0], 0)
+        right = capi.check_int("window_right", window[1], 0)
+        if causal:
+            raise KVAttnValueError(
+                f"window_right = {right} with causal=True: causal allows no "
+                "key after the query (FlashAttention's window_size = (left, "
+                "0) is the causal window)")
+        return (left, right), float(softcap or 0.0), (
+            None if scale is None else float(scale))
     window = capi.check_int("window", window, 0)
     if window and not causal:
-        raise KVAttnValueError("a sliding window needs causal=True")
+        raise KVAttnValueError("a sliding window needs causal=True (or "
+                               "window_size with a right bound)")
     for what, x in (("softcap", softcap), ("scale", scale)):
         if x is not None and (isinstance(x, bool) or
                               not isinstance(x, (int, float))):
@@ -275,8 +289,10 @@ def attention_ir(dtype, Hq, Hkv, D, Dv, causal, window, softcap, scale,
     k = _ty([rows, str(Hkv), "?", str(D)], kv_elt)
     v = _ty([rows, str(Hkv), "?", str(Dv)], kv_elt)
     o = _ty(["?", str(Hq), "?", str(Dv)], dtype)
+    left, right = window if isinstance(window, tuple) else (window, None)
     attrs = (" causal" if causal else "") + \
-        (f" window = {window}" if window else "") + \
+        (f" window = {left}" if left else "") + \
+        (f" window_right = {right}" if right is not None else "") + \
         (f" softcap = {softcap!r}" if softcap else "") + \
         (f" scale = {scale!r}" if scale is not None else "")
     tables = ""
@@ -763,6 +779,12 @@ def _out_shape(query, value, layout):
     return (B, Hq, L, value.shape[3])
 
 
+def _window(window, window_right):
+    """The ops' window and window_right (-1: none) as _check_options takes
+    them."""
+    return window if window_right == -1 else (window, window_right)
+
+
 @torch.library.custom_op("kvattn::attention", mutates_args=())
 def _attention_op(query: torch.Tensor, key: torch.Tensor,
                   value: torch.Tensor, q_offset: Optional[torch.Tensor],
@@ -778,11 +800,12 @@ def _attention_op(query: torch.Tensor, key: torch.Tensor,
                   k_scale: Optional[torch.Tensor] = None,
                   v_scale: Optional[torch.Tensor] = None,
                   rotary_cos: Optional[torch.Tensor] = None,
-                  rotary_sin: Optional[torch.Tensor] = None
-                  ) -> torch.Tensor:
+                  rotary_sin: Optional[torch.Tensor] = None,
+                  window_right: int = -1) -> torch.Tensor:
     out = query.new_empty(_out_shape(query, value, _layout(layout)))
     return _attention_into(query, key, value, q_offset, kv_len, mask, causal,
-                           window, softcap, scale, layout, out, sinks,
+                           _window(window, window_right), softcap, scale,
+                           layout, out, sinks,
                            alibi_slopes, k_start, cache_batch_idx,
                            rotary_theta, rotary_dim, rotary_interleaved,
                            k_scale, v_scale, rotary_cos, rotary_sin)
@@ -793,7 +816,7 @@ def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
       scale, layout, sinks=None, alibi_slopes=None, k_start=None,
       cache_batch_idx=None, rotary_theta=0.0, rotary_dim=0,
       rotary_interleaved=False, k_scale=None, v_scale=None, rotary_cos=None,
-      rotary_sin=None):
+      rotary_sin=None, window_right=-1):
     return query.new_empty(_out_shape(query, value, layout))
 
 
@@ -813,9 +836,11 @@ def _attention_out_op(query: torch.Tensor, key: torch.Tensor,
                       k_scale: Optional[torch.Tensor] = None,
                       v_scale: Optional[torch.Tensor] = None,
                       rotary_cos: Optional[torch.Tensor] = None,
-                      rotary_sin: Optional[torch.Tensor] = None) -> None:
+                      rotary_sin: Optional[torch.Tensor] = None,
+                      window_right: int = -1) -> None:
     _attention_into(query, key, value, q_offset, kv_len, mask, causal,
-                    window, softcap, scale, layout, out, sinks, alibi_slopes,
+                    _window(window, window_right), softcap, scale, layout,
+                    out, sinks, alibi_slopes,
                     k_start, cache_batch_idx, rotary_theta, rotary_dim,
                     rotary_interleaved, k_scale, v_scale, rotary_cos,
                     rotary_sin)
@@ -826,7 +851,7 @@ def _(query, key, value, q_offset, kv_len, mask, causal, window, softcap,
       scale, layout, out, sinks=None, alibi_slopes=None, k_start=None,
       cache_batch_idx=None, rotary_theta=0.0, rotary_dim=0,
       rotary_interleaved=False, k_scale=None, v_scale=None, rotary_cos=None,
-      rotary_sin=None):
+      rotary_sin=None, window_right=-1):
     return None
 
 
@@ -846,12 +871,18 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               k_scale: Optional[torch.Tensor] = None,
               v_scale: Optional[torch.Tensor] = None,
               rotary_cos: Optional[torch.Tensor] = None,
-              rotary_sin: Optional[torch.Tensor] = None) -> torch.Tensor:
+              rotary_sin: Optional[torch.Tensor] = None,
+              window_size: Optional[Tuple[int, int]] = None
+              ) -> torch.Tensor:
     """Attention with explicit positions (docs/semantics.md): query row i of
     batch b sits at position q_offset[b] + i, key j at j; key j is valid
     when j < kv_len[b] (default: S); causal: key j is seen when j <=
     q_offset[b] + i; window W: and q_offset[b] + i - j < W; softcap c:
-    scores c * tanh(s / c); scale default 1/sqrt(D); a boolean `mask`
+    scores c * tanh(s / c); window_size (left, right), FlashAttention's
+    (instead of `window`; -1: unbounded): key j is seen when
+    qp - left <= j (window W = left + 1) and, without causal, j <= qp +
+    right (a two-sided window; with causal, right must be 0 or -1); scale
+    default 1/sqrt(D); a boolean `mask`
     [B | 1, Hq | 1, L, S] also excludes the keys where it is False. q_offset defaults to
     kv_len - L: the queries are the last L tokens (a cached append, decode).
     sinks (float32 [Hq], gpt-oss's attention sinks): a logit per query head
@@ -909,7 +940,10 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     k_start = rows if key_rows == "k_start" else None
     cache_batch_idx = rows if key_rows == "cache_batch_idx" else None
     _check_attention(query, key, value, layout, key_rows)
-    window, softcap, scale = _check_options(causal, window, softcap, scale)
+    window, window_right = _window_size(window, window_size, causal)
+    window, softcap, scale = _check_options(
+        causal, _window(window, window_right), softcap, scale)
+    window = window[0] if isinstance(window, tuple) else window
     dims = _check_attention(query, key, value, layout, key_rows)[1]
     _check_per_head("sinks", sinks, query, dims)
     _check_per_head("alibi_slopes", alibi_slopes, query, dims)
@@ -926,14 +960,41 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                                           k_start, cache_batch_idx, theta,
                                           rotary_dim, rotary_interleaved,
                                           k_scale, v_scale, rotary_cos,
-                                          rotary_sin)
+                                          rotary_sin, window_right)
     torch.ops.kvattn.attention_out(query, key, value, q_offset, kv_len, mask,
                                    causal, window, softcap, scale, layout,
                                    out, sinks, alibi_slopes, k_start,
                                    cache_batch_idx, theta, rotary_dim,
                                    rotary_interleaved, k_scale, v_scale,
-                                   rotary_cos, rotary_sin)
+                                   rotary_cos, rotary_sin, window_right)
     return out
+
+
+def _window_size(window, window_size, causal):
+    """`window` or FlashAttention's `window_size` (left, right; -1:
+    unbounded) as the ops' window W (keys before the query, 0: none) and
+    window_right (-1: none)."""
+    if window_size is None:
+        return window, -1
+    if window:
+        raise KVAttnValueError("give window or window_size, not both")
+    if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
+        raise KVAttnTypeError(f"window_size must be (left, right), got "
+                              f"{window_size!r}")
+    left = capi.check_int("window_size[0]", window_size[0], -1)
+    right = capi.check_int("window_size[1]", window_size[1], -1)
+    if causal:
+        if right not in (-1, 0):
+            raise KVAttnValueError(
+                f"window_size = ({left}, {right}) with causal=True: causal "
+                "allows no key after the query (right must be 0 or -1)")
+        right = -1
+    elif left >= 0 and right == -1:
+        raise KVAttnValueError(
+            f"window_size = ({left}, -1) without causal: keys before the "
+            "query bounded and none after it is not a window kvattn takes "
+            "(give a right bound, or causal=True)")
+    return left + 1, right
 
 
 def _append_into(cache, update, pos, layout, rotary_cos=None,
