@@ -86,8 +86,10 @@ def RaiseSdpaPass : Pass<"kvattn-raise-sdpa"> {
       causal condition `key <= query + c` computed from `linalg.index` /
       `tensor.generate` indices or given as a constant triangle, or a
       constant ALiBi bias `-slope_h * |i + c - j|` per head (with or without
-      `-inf` where `j > i + c`), which becomes `kvattn.attention ...
-      q_offset(c) alibi_slopes(...)` (causal with the `-inf` part);
+      `-inf` where `j > i + c`; a constant, or computed from `linalg.index`
+      and constants alone, evaluated at compile time), which becomes
+      `kvattn.attention ... q_offset(c) alibi_slopes(...)` (causal with the
+      `-inf` part);
     * optional constant splat scales, on the scores or on Q (their product
       becomes `scale`; no scale means `scale = 1.0`, never the default
       `1 / sqrt(D)`);

@@ -21,6 +21,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tosa/IR/TosaOps.h"
 #include "mlir/IR/Matchers.h"
@@ -182,6 +183,332 @@ std::optional<AlibiBias> raise::constantAlibi(DenseElementsAttr mask,
   if (!anySlope)
     return std::nullopt;
   return bias;
+}
+
+namespace {
+
+/// A tensor evaluated at compile time: its row-major values (integers, i1
+/// and floats alike as doubles; f32 results rounded to f32 as computed).
+struct FoldedTensor {
+  SmallVector<int64_t> shape;
+  std::vector<double> data;
+};
+
+constexpr int64_t kMaxFoldedElements = int64_t(1) << 16;
+constexpr int kMaxFoldDepth = 32;
+
+std::optional<FoldedTensor> foldTensor(Value v, int depth);
+
+/// One scalar op of a linalg.generic body, from the values of its operands
+/// (`env`); nullopt for an op this evaluator does not know.
+std::optional<double> evaluateScalar(Operation *op, ArrayRef<double> args,
+                                     ArrayRef<int64_t> index,
+                                     const DenseMap<Value, FoldedTensor> &cache,
+                                     int depth) {
+  auto f32Result = [&](double x) {
+    Type t = op->getResult(0).getType();
+    return t.isF32() ? static_cast<double>(static_cast<float>(x)) : x;
+  };
+  auto integral = [](double x) { return std::trunc(x) == x; };
+  if (auto idx = dyn_cast<linalg::IndexOp>(op))
+    return static_cast<double>(index[idx.getDim()]);
+  if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+    if (auto f = dyn_cast<FloatAttr>(c.getValue()))
+      return f.getValueAsDouble();
+    if (auto i = dyn_cast<IntegerAttr>(c.getValue()))
+      return i.getType().isInteger(1)
+                 ? static_cast<double>(i.getValue().getZExtValue())
+                 : static_cast<double>(i.getValue().getSExtValue());
+    return std::nullopt;
+  }
+  if (isa<arith::AddIOp>(op))
+    return args[0] + args[1];
+  if (isa<arith::SubIOp>(op))
+    return args[0] - args[1];
+  if (isa<arith::MulIOp>(op))
+    return args[0] * args[1];
+  if (isa<arith::DivSIOp>(op))
+    return args[1] == 0 ? std::optional<double>()
+                        : std::trunc(args[0] / args[1]);
+  if (isa<arith::RemSIOp>(op))
+    return args[1] == 0 ? std::optional<double>() : std::fmod(args[0], args[1]);
+  if (isa<arith::MaxSIOp>(op))
+    return std::max(args[0], args[1]);
+  if (isa<arith::MinSIOp>(op))
+    return std::min(args[0], args[1]);
+  if (isa<arith::AndIOp>(op) && integral(args[0]))
+    return static_cast<double>(static_cast<int64_t>(args[0]) &
+                               static_cast<int64_t>(args[1]));
+  if (isa<arith::OrIOp>(op))
+    return static_cast<double>(static_cast<int64_t>(args[0]) |
+                               static_cast<int64_t>(args[1]));
+  if (isa<arith::XOrIOp>(op))
+    return static_cast<double>(static_cast<int64_t>(args[0]) ^
+                               static_cast<int64_t>(args[1]));
+  if (isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp,
+          arith::ExtUIOp, arith::TruncIOp, arith::SIToFPOp, arith::UIToFPOp,
+          arith::ExtFOp>(op))
+    return f32Result(args[0]);
+  if (isa<arith::FPToSIOp>(op))
+    return std::trunc(args[0]);
+  if (isa<arith::AddFOp>(op))
+    return f32Result(args[0] + args[1]);
+  if (isa<arith::SubFOp>(op))
+    return f32Result(args[0] - args[1]);
+  if (isa<arith::MulFOp>(op))
+    return f32Result(args[0] * args[1]);
+  if (isa<arith::DivFOp>(op))
+    return f32Result(args[0] / args[1]);
+  if (isa<arith::NegFOp>(op))
+    return -args[0];
+  if (isa<arith::MaximumFOp, arith::MaxNumFOp>(op))
+    return std::max(args[0], args[1]);
+  if (isa<arith::MinimumFOp, arith::MinNumFOp>(op))
+    return std::min(args[0], args[1]);
+  if (isa<math::AbsFOp, math::AbsIOp>(op))
+    return std::abs(args[0]);
+  if (auto cmp = dyn_cast<arith::CmpIOp>(op)) {
+    using P = arith::CmpIPredicate;
+    const double a = args[0], b = args[1];
+    switch (cmp.getPredicate()) {
+    case P::eq:
+      return a == b;
+    case P::ne:
+      return a != b;
+    case P::slt:
+    case P::ult:
+      return a < b;
+    case P::sle:
+    case P::ule:
+      return a <= b;
+    case P::sgt:
+    case P::ugt:
+      return a > b;
+    case P::sge:
+    case P::uge:
+      return a >= b;
+    }
+    return std::nullopt;
+  }
+  if (auto cmp = dyn_cast<arith::CmpFOp>(op)) {
+    using P = arith::CmpFPredicate;
+    const double a = args[0], b = args[1];
+    switch (cmp.getPredicate()) {
+    case P::OEQ:
+    case P::UEQ:
+      return a == b;
+    case P::ONE:
+    case P::UNE:
+      return a != b;
+    case P::OLT:
+    case P::ULT:
+      return a < b;
+    case P::OLE:
+    case P::ULE:
+      return a <= b;
+    case P::OGT:
+    case P::UGT:
+      return a > b;
+    case P::OGE:
+    case P::UGE:
+      return a >= b;
+    default:
+      return std::nullopt;
+    }
+  }
+  if (isa<arith::SelectOp>(op))
+    return args[0] != 0 ? args[1] : args[2];
+  if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
+    auto it = cache.find(extract.getTensor());
+    if (it == cache.end())
+      return std::nullopt;
+    const FoldedTensor &t = it->second;
+    int64_t flat = 0;
+    for (auto [d, size] : llvm::enumerate(t.shape)) {
+      const double x = args[d + 1];
+      if (x < 0 || x >= size)
+        return std::nullopt;
+      flat = flat * size + static_cast<int64_t>(x);
+    }
+    return t.data[flat];
+  }
+  return std::nullopt;
+}
+
+std::optional<FoldedTensor> foldGeneric(linalg::GenericOp g, int depth) {
+  if (g.getNumDpsInits() != 1 || g->getNumResults() != 1 ||
+      llvm::any_of(g.getIteratorTypesArray(), [](utils::IteratorType t) {
+        return t != utils::IteratorType::parallel;
+      }))
+    return std::nullopt;
+  AffineMap outMap = g.getIndexingMapsArray().back();
+  if (!outMap.isIdentity())
+    return std::nullopt;
+  auto type = cast<RankedTensorType>(g->getResult(0).getType());
+  FoldedTensor out{llvm::to_vector(type.getShape()), {}};
+  // The inputs (and the init, when the body reads it).
+  Block &body = g.getRegion().front();
+  SmallVector<std::optional<FoldedTensor>> operands;
+  for (OpOperand &operand : g->getOpOperands()) {
+    BlockArgument arg = body.getArgument(operand.getOperandNumber());
+    if (arg.use_empty()) {
+      operands.push_back(FoldedTensor());
+      continue;
+    }
+    std::optional<FoldedTensor> t = foldTensor(operand.get(), depth + 1);
+    if (!t)
+      return std::nullopt;
+    operands.push_back(std::move(t));
+  }
+  // Tensors the body extracts from.
+  DenseMap<Value, FoldedTensor> cache;
+  for (Operation &op : body.without_terminator())
+    if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
+      if (extract.getTensor().getParentRegion() == &g.getRegion())
+        return std::nullopt;
+      if (!cache.count(extract.getTensor())) {
+        std::optional<FoldedTensor> t =
+            foldTensor(extract.getTensor(), depth + 1);
+        if (!t)
+          return std::nullopt;
+        cache[extract.getTensor()] = std::move(*t);
+      }
+    }
+  const int64_t n = type.getNumElements();
+  out.data.resize(n);
+  SmallVector<int64_t> index(out.shape.size(), 0);
+  SmallVector<AffineMap> maps = g.getIndexingMapsArray();
+  DenseMap<Value, double> env;
+  for (int64_t flat = 0; flat < n; ++flat) {
+    env.clear();
+    for (auto [k, operand] : llvm::enumerate(operands)) {
+      BlockArgument arg = body.getArgument(k);
+      if (arg.use_empty())
+        continue;
+      AffineMap map = maps[k];
+      if (!map.isProjectedPermutation())
+        return std::nullopt;
+      int64_t at = 0;
+      for (auto [d, e] : llvm::enumerate(map.getResults()))
+        at = at * operand->shape[d] +
+             index[cast<AffineDimExpr>(e).getPosition()];
+      env[arg] = operand->data[at];
+    }
+    for (Operation &op : body.without_terminator()) {
+      if (op.getNumResults() != 1)
+        return std::nullopt;
+      SmallVector<double> args;
+      for (Value operand : op.getOperands()) {
+        auto it = env.find(operand);
+        if (it != env.end()) {
+          args.push_back(it->second);
+          continue;
+        }
+        // A tensor operand (tensor.extract's source) or a value defined
+        // above the body: constants only.
+        if (isa<TensorType>(operand.getType())) {
+          args.push_back(0);
+          continue;
+        }
+        Attribute attr;
+        if (!matchPattern(operand, m_Constant(&attr)))
+          return std::nullopt;
+        if (auto f = dyn_cast<FloatAttr>(attr))
+          args.push_back(f.getValueAsDouble());
+        else if (auto i = dyn_cast<IntegerAttr>(attr))
+          args.push_back(static_cast<double>(i.getValue().getSExtValue()));
+        else
+          return std::nullopt;
+      }
+      std::optional<double> r = evaluateScalar(&op, args, index, cache, depth);
+      if (!r)
+        return std::nullopt;
+      env[op.getResult(0)] = *r;
+    }
+    auto yield = cast<linalg::YieldOp>(body.getTerminator());
+    auto it = env.find(yield.getOperand(0));
+    if (it == env.end())
+      return std::nullopt;
+    out.data[flat] = it->second;
+    // The next index, row-major.
+    for (int64_t d = static_cast<int64_t>(index.size()) - 1; d >= 0; --d) {
+      if (++index[d] < out.shape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+std::optional<FoldedTensor> foldTensor(Value v, int depth) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (depth > kMaxFoldDepth || !type || !type.hasStaticShape() ||
+      type.getNumElements() > kMaxFoldedElements)
+    return std::nullopt;
+  FoldedTensor out{llvm::to_vector(type.getShape()), {}};
+  DenseElementsAttr dense;
+  if (matchPattern(v, m_Constant(&dense))) {
+    if (isa<FloatType>(type.getElementType())) {
+      for (APFloat f : dense.getValues<APFloat>())
+        out.data.push_back(f.convertToDouble());
+    } else if (type.getElementType().isInteger(1)) {
+      for (bool b : dense.getValues<bool>())
+        out.data.push_back(b);
+    } else if (type.getElementType().isIntOrIndex()) {
+      for (APInt i : dense.getValues<APInt>())
+        out.data.push_back(static_cast<double>(i.getSExtValue()));
+    } else {
+      return std::nullopt;
+    }
+    return out;
+  }
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return std::nullopt;
+  if (auto fill = dyn_cast<linalg::FillOp>(def)) {
+    Attribute attr;
+    if (!matchPattern(fill.value(), m_Constant(&attr)))
+      return std::nullopt;
+    double x;
+    if (auto f = dyn_cast<FloatAttr>(attr))
+      x = f.getValueAsDouble();
+    else if (auto i = dyn_cast<IntegerAttr>(attr))
+      x = static_cast<double>(i.getValue().getSExtValue());
+    else
+      return std::nullopt;
+    out.data.assign(type.getNumElements(), x);
+    return out;
+  }
+  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) {
+    std::optional<FoldedTensor> source =
+        foldTensor(def->getOperand(0), depth + 1);
+    if (!source)
+      return std::nullopt;
+    out.data = std::move(source->data);
+    return out;
+  }
+  if (auto g = dyn_cast<linalg::GenericOp>(def))
+    return foldGeneric(g, depth);
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<DenseElementsAttr> raise::evaluateConstantMask(Value mask) {
+  auto type = dyn_cast<RankedTensorType>(mask.getType());
+  if (!type || !type.getElementType().isF32())
+    return std::nullopt;
+  DenseElementsAttr dense;
+  if (matchPattern(mask, m_Constant(&dense)))
+    return dense;
+  std::optional<FoldedTensor> folded = foldTensor(mask, 0);
+  if (!folded)
+    return std::nullopt;
+  SmallVector<float> values;
+  values.reserve(folded->data.size());
+  for (double x : folded->data)
+    values.push_back(static_cast<float>(x));
+  return DenseElementsAttr::get(type, ArrayRef<float>(values));
 }
 
 void raise::eraseDeadProducers(RewriterBase &rewriter, ValueRange roots) {
@@ -415,14 +742,14 @@ Operation *raise::buildRaisedSdpa(RewriterBase &rewriter,
   // implies; a causal part of its own, or one proven apart from it with the
   // same offset, stays causal.
   std::optional<AlibiBias> alibi;
-  DenseElementsAttr maskValues;
   const int64_t rows = resultType.getDimSize(rank - 2);
   const int64_t cols = cast<RankedTensorType>(key.getType()).getDimSize(2);
   const int64_t heads = cast<RankedTensorType>(query.getType()).getDimSize(1);
-  if (match.mask && matchPattern(match.mask, m_Constant(&maskValues)) &&
-      !ShapedType::isDynamic(rows) && !ShapedType::isDynamic(cols) &&
-      !ShapedType::isDynamic(heads))
-    alibi = constantAlibi(maskValues, rows, cols);
+  if (match.mask && !ShapedType::isDynamic(rows) &&
+      !ShapedType::isDynamic(cols) && !ShapedType::isDynamic(heads))
+    if (std::optional<DenseElementsAttr> values =
+            evaluateConstantMask(match.mask))
+      alibi = constantAlibi(*values, rows, cols);
   if (alibi && alibi->slopes.size() != 1 &&
       static_cast<int64_t>(alibi->slopes.size()) != heads)
     alibi.reset();

@@ -130,6 +130,14 @@ struct AlibiBias {
 std::optional<AlibiBias> constantAlibi(DenseElementsAttr mask, int64_t rows,
                                        int64_t cols);
 
+/// The values of a float mask tensor computed without run-time inputs: a
+/// constant, or a DAG of elementwise linalg.generic ops (parallel loops,
+/// projected-permutation maps, static shapes, at most 2^16 elements) over
+/// linalg.index, constants, tensor.extract of constants and the results of
+/// such ops, linalg.fill of a constant and reshapes — as exporters write an
+/// ALiBi bias from `arange`. nullopt for anything else.
+std::optional<DenseElementsAttr> evaluateConstantMask(Value mask);
+
 /// The value of a float constant: a scalar, or a splat tensor.
 std::optional<double> getFloatSplat(Value v);
 

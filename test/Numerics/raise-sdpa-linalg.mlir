@@ -32,6 +32,7 @@
 
 // RUN: %raise-compare %s --entry=alibi_causal | FileCheck %s
 // RUN: %raise-compare %s --entry=alibi_bidirectional | FileCheck %s
+// RUN: %raise-compare %s --entry=alibi_from_positions | FileCheck %s
 
 // CHECK: raise_compare: @{{.*}} 16 elements {{.*}} PASS
 // WRONG: raise_compare: @{{.*}} FAIL
@@ -308,6 +309,90 @@ func.func @alibi_causal(%q: tensor<2x2x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor
 
 func.func @alibi_bidirectional(%q: tensor<2x2x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x4xf32>) -> tensor<2x2x4xf32> {
   %mask = arith.constant dense<[[[-1.5, -1.0, -0.5, -0.0, -0.5], [-2.0, -1.5, -1.0, -0.5, -0.0]], [[-0.75, -0.5, -0.25, -0.0, -0.25], [-1.0, -0.75, -0.5, -0.25, -0.0]]]> : tensor<2x2x5xf32>
+  %t1 = arith.constant 0.0 : f32
+  %t2 = tensor.empty() : tensor<2x2x5xf32>
+  %t3 = linalg.fill ins(%t1 : f32) outs(%t2 : tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+  %t4 = linalg.batch_matmul indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (b, n, k)>, affine_map<(b, m, n, k) -> (b, m, n)>] ins(%q, %k : tensor<2x2x4xf32>, tensor<2x5x4xf32>) outs(%t3 : tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+  %t5 = tensor.empty() : tensor<2x2x5xf32>
+  %t6 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t4 : tensor<2x2x5xf32>) outs(%t5 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %c = arith.constant 2.0 : f32
+    %m = arith.divf %x, %c : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x5xf32>
+  %t7 = tensor.empty() : tensor<2x2x5xf32>
+  %t8 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t6, %mask : tensor<2x2x5xf32>, tensor<2x2x5xf32>) outs(%t7 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %mk: f32, %o: f32):
+    %r = arith.addf %x, %mk : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x5xf32>
+  %t9 = arith.constant 0xFF800000 : f32
+  %t10 = tensor.empty() : tensor<2x2xf32>
+  %t11 = linalg.fill ins(%t9 : f32) outs(%t10 : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %t12 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%t8 : tensor<2x2x5xf32>) outs(%t11 : tensor<2x2xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.maxnumf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2xf32>
+  %t13 = tensor.empty() : tensor<2x2x5xf32>
+  %t14 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t8, %t12 : tensor<2x2x5xf32>, tensor<2x2xf32>) outs(%t13 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %mx: f32, %o: f32):
+    %d = arith.subf %x, %mx : f32
+    %e = math.exp %d : f32
+    linalg.yield %e : f32
+  } -> tensor<2x2x5xf32>
+  %t15 = arith.constant 0.0 : f32
+  %t16 = tensor.empty() : tensor<2x2xf32>
+  %t17 = linalg.fill ins(%t15 : f32) outs(%t16 : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %t18 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%t14 : tensor<2x2x5xf32>) outs(%t17 : tensor<2x2xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.addf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2xf32>
+  %t19 = tensor.empty() : tensor<2x2x5xf32>
+  %t20 = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t14, %t18 : tensor<2x2x5xf32>, tensor<2x2xf32>) outs(%t19 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %sx: f32, %o: f32):
+    %d = arith.divf %x, %sx : f32
+    linalg.yield %d : f32
+  } -> tensor<2x2x5xf32>
+  %t21 = arith.constant 0.0 : f32
+  %t22 = tensor.empty() : tensor<2x2x4xf32>
+  %t23 = linalg.fill ins(%t21 : f32) outs(%t22 : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %t24 = linalg.batch_matmul ins(%t20, %v : tensor<2x2x5xf32>, tensor<2x5x4xf32>) outs(%t23 : tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  return %t24 : tensor<2x2x4xf32>
+}
+
+// The same bias computed from the positions (linalg.index), the distance
+// times the slopes per head: evaluated at compile time, it is ALiBi.
+func.func @alibi_from_positions(%q: tensor<2x2x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x4xf32>) -> tensor<2x2x4xf32> {
+  %slopes = arith.constant dense<[0.5, 0.25]> : tensor<2xf32>
+  %e0 = tensor.empty() : tensor<2x2x5xf32>
+  %dist = linalg.generic {indexing_maps = [affine_map<(h, i, j) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} outs(%e0 : tensor<2x2x5xf32>) {
+  ^bb0(%o: f32):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %ii = arith.index_cast %i : index to i64
+    %jj = arith.index_cast %j : index to i64
+    %three = arith.constant 3 : i64
+    %qp = arith.addi %ii, %three : i64
+    %d = arith.subi %qp, %jj : i64
+    %ad = math.absi %d : i64
+    %fd = arith.sitofp %ad : i64 to f32
+    %ok = arith.cmpi sle, %jj, %qp : i64
+    %ninf = arith.constant 0xFF800000 : f32
+    %r = arith.select %ok, %fd, %ninf : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x5xf32>
+  %e1 = tensor.empty() : tensor<2x2x5xf32>
+  %mask = linalg.generic {indexing_maps = [affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h)>, affine_map<(h, i, j) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%dist, %slopes : tensor<2x2x5xf32>, tensor<2xf32>) outs(%e1 : tensor<2x2x5xf32>) {
+  ^bb0(%x: f32, %sl: f32, %o: f32):
+    %neg = arith.negf %sl : f32
+    %b = arith.mulf %neg, %x : f32
+    %ninf = arith.constant 0xFF800000 : f32
+    %isinf = arith.cmpf oeq, %x, %ninf : f32
+    %r = arith.select %isinf, %ninf, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x5xf32>
   %t1 = arith.constant 0.0 : f32
   %t2 = tensor.empty() : tensor<2x2x5xf32>
   %t3 = linalg.fill ins(%t1 : f32) outs(%t2 : tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
