@@ -764,3 +764,37 @@ def test_cascade_device_run(rt):
                        r"page %d is already used at slot 1 of the same "
                        r"sequence$" % (pages[1], pages[1])):
         kt.check()
+
+
+def test_op_device_run_two_sided_window(rt):
+    """What kt.attention(window_size=(left, right)) runs on CUDA without
+    causal: attention_ir with (W, R) = (left + 1, right), i.e. the
+    attention's window and window_right, through serving.device_run on the
+    device (bf16 tensor cores, q_offset and kv_len on the device); against
+    the op's CPU path (2e-2) and far from the answer without the right
+    bound."""
+    g = torch.Generator().manual_seed(23)
+    B, Hq, Hkv, L, S, D = 2, 4, 2, 16, 80, 64
+    q = torch.randn(B, Hq, L, D, generator=g).to(torch.bfloat16)
+    k = torch.randn(B, Hkv, S, D, generator=g).to(torch.bfloat16)
+    v = torch.randn(B, Hkv, S, D, generator=g).to(torch.bfloat16)
+    qo, kv = torch.tensor([30, 50]), torch.tensor([70, 80])
+    want = kt.attention(q, k, v, q_offset=qo, kv_len=kv, causal=False,
+                        window_size=(7, 5))
+    left_only = kt.attention(q, k, v, q_offset=qo, kv_len=kv,
+                             window_size=(7, 0))
+    d = {"query": dev(rt, q), "key": dev(rt, k), "value": dev(rt, v),
+         "q_offset": dev(rt, qo), "kv_len": dev(rt, kv),
+         "out": kvattn.to_device(np.zeros((B, Hq, L, D), np.uint16), rt,
+                                 "bf16")}
+    sig = ("attention-window-test", "bf16", Hq, Hkv, D)
+    serving.device_run(
+        rt, sig, lambda: kt.attention_ir("bf16", Hq, Hkv, D, D, False,
+                                         (8, 5), 0.0, None),
+        {n: a.ptr for n, a in d.items()},
+        {"B": B, "Hq": Hq, "Hkv": Hkv, "L": L, "S": S},
+        kvattn.capi.CURRENT_STREAM)
+    kt.check()
+    out = host(d["out"], torch.bfloat16)
+    assert (out.double() - want.double()).abs().max() < 2e-2
+    assert (out.double() - left_only.double()).abs().max() > 0.1
