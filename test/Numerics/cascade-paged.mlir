@@ -37,6 +37,17 @@
 // SM90: emu: kernel=kvattn_gpu_kvattn_0 {{.*}} block=384 {{.*}} wgmma_per_wg=1024/1024/0 tma_load_bytes_per_wg=0/0/4194304
 // SM90: emu: kernel=kvattn_gpu_kvattn_1 {{.*}} block=384 {{.*}} tma_load_bytes_per_wg=0/0/{{[1-9][0-9]*}}
 // SM90: {{^PASS$}}
+//
+// Two pools of different page sizes: the prefix's 53 keys in 8-token pages
+// of its own pool (its kernel's prefix_page_size), the suffixes in the
+// 16-token pages of another (the suffix kernel's page_size), bf16, on the
+// CPU and both GPU kernels' chips. Arguments: 0 q, 1 and 2 the prefix pool,
+// 3 and 4 the suffix pool, 5 q_start, 6 q_offset, 7 kv_len, 8
+// prefix_pages, 9 prefix_len, 10 block_table.
+// DEFINE: %{meta2} = --input 5=0,1,6,8 --input 6=0,32,18 --input 7=1,37,20 --input 8=3,7,1,11,0,9,5,-1,-1,-1 --input 9=53 --input 10=0,-1,-1,7,3,12,4,15,-1
+// RUN: kvattn-run %s --entry=two_pools --target=cpu --check %{meta2} | FileCheck %s
+// RUN: kvattn-run %s --entry=two_pools --target=gpu-emu --check %{meta2} | FileCheck %s
+// RUN: kvattn-run %s --entry=two_pools --target=gpu-emu --chip=sm_90a --check %{meta2} | FileCheck %s
 // CHECK: {{^PASS$}}
 //
 // A paged prefix over contiguous suffixes (NaN in the pool's pages other
@@ -87,4 +98,9 @@ func.func @paged_suffix(%q: tensor<1x4x8x32xf32>, %k: tensor<16x16x2x32xf32>, %v
 func.func @paged_sm90(%q: tensor<1x8x130x128xbf16>, %k: tensor<24x64x1x128xbf16>, %v: tensor<24x64x1x128xbf16>, %qs: tensor<3xi32>, %qo: tensor<2xi32>, %kl: tensor<2xi32>, %pp: tensor<9xi32>, %pl: tensor<1xi32>, %bt: tensor<2x4xi32>) -> (tensor<1x8x130x128xbf16>, tensor<1x8x130xf32>) {
   %o, %lse = kvattn.cascade %q, %k, %v, %k, %v q_start(%qs : tensor<3xi32>) q_offset(%qo : tensor<2xi32>) kv_len(%kl : tensor<2xi32>) prefix_pages(%pp : tensor<9xi32>) prefix_len(%pl : tensor<1xi32>) block_table(%bt : tensor<2x4xi32>) causal : tensor<1x8x130x128xbf16>, tensor<24x64x1x128xbf16>, tensor<24x64x1x128xbf16>, tensor<24x64x1x128xbf16>, tensor<24x64x1x128xbf16> -> tensor<1x8x130x128xbf16>, tensor<1x8x130xf32>
   return %o, %lse : tensor<1x8x130x128xbf16>, tensor<1x8x130xf32>
+}
+
+func.func @two_pools(%q: tensor<1x4x8x32xbf16>, %pk: tensor<12x8x2x32xbf16>, %pv: tensor<12x8x2x32xbf16>, %k: tensor<16x16x2x32xbf16>, %v: tensor<16x16x2x32xbf16>, %qs: tensor<4xi32>, %qo: tensor<3xi32>, %kl: tensor<3xi32>, %pp: tensor<10xi32>, %pl: tensor<1xi32>, %bt: tensor<3x3xi32>) -> (tensor<1x4x8x32xbf16>, tensor<1x4x8xf32>) {
+  %o, %lse = kvattn.cascade %q, %pk, %pv, %k, %v q_start(%qs : tensor<4xi32>) q_offset(%qo : tensor<3xi32>) kv_len(%kl : tensor<3xi32>) prefix_pages(%pp : tensor<10xi32>) prefix_len(%pl : tensor<1xi32>) block_table(%bt : tensor<3x3xi32>) causal : tensor<1x4x8x32xbf16>, tensor<12x8x2x32xbf16>, tensor<12x8x2x32xbf16>, tensor<16x16x2x32xbf16>, tensor<16x16x2x32xbf16> -> tensor<1x4x8x32xbf16>, tensor<1x4x8xf32>
+  return %o, %lse : tensor<1x4x8x32xbf16>, tensor<1x4x8xf32>
 }
