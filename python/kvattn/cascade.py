@@ -193,6 +193,23 @@ def _shared_type(fn, what, arrays):
     return _TYPES[arrays[0].dtype.name]
 
 
+def _suffix_offsets(q_start, suffix_len):
+    """Each sequence's q_offset from the end of the prefix: its rows are the
+    last tokens of its suffix (suffix_len - L_b), refused by name where the
+    suffix is shorter than the rows."""
+    np = _np()
+    rows = np.diff(q_start)
+    short = np.nonzero(suffix_len < rows)[0]
+    if short.size:
+        i = int(short[0])
+        raise KVAttnValueError(
+            f"suffix_len[{i}] = {suffix_len[i]} is below the {rows[i]} query "
+            f"row(s) of sequence {i}: the queries are the last tokens of "
+            "the suffix, so the prefix lies before every query (batch "
+            f"{i})")
+    return suffix_len - rows
+
+
 def _packed_query_shape(q):
     """[1, Hq, T, D]: the packed rows of a cascade's sequences."""
     if q.ndim != 4 or q.shape[0] != 1:
@@ -241,18 +258,9 @@ def cascade_attention(query, q_start, prefix_key, prefix_value, suffix_key,
     if lens.shape != (b,):
         raise KVAttnValueError(f"suffix_len must have B = {b} entries, got "
                                f"{lens.shape}")
-    rows = np.diff(qs)
-    short = np.nonzero(lens < rows)[0]
-    if short.size:
-        i = int(short[0])
-        raise KVAttnValueError(
-            f"suffix_len[{i}] = {lens[i]} is below the {rows[i]} query "
-            f"row(s) of sequence {i}: the queries are the last tokens of "
-            "the suffix, so the prefix lies before every query (batch "
-            f"{i})")
+    qo = _suffix_offsets(qs, lens)
     s = sk.shape[2]
     scale = float(scale) if scale is not None else 1.0 / float(np.sqrt(d))
-    qo = lens - rows  # the rows are the last tokens of each suffix
     if target == "cpu":
         # kvattn.cascade compiled whole by kvattn-to-cpu.
         whole = _program(("cascade", ty, hq, hkv, t, p, b, s, d, dv, scale,
@@ -321,16 +329,8 @@ def paged_cascade_attention(query, q_start, key_pages, value_pages,
             f"prefix_pages must be [prefix_max_pages], block_table [B = {b}, "
             f"max_pages] and suffix_len [B], got {pages.shape}, "
             f"{table.shape}, {lens.shape}")
-    rows = np.diff(qs)
-    short = np.nonzero(lens < rows)[0]
-    if short.size:
-        i = int(short[0])
-        raise KVAttnValueError(
-            f"suffix_len[{i}] = {lens[i]} is below the {rows[i]} query "
-            f"row(s) of sequence {i}: the queries are the last tokens of "
-            f"the suffix (batch {i})")
+    qo = _suffix_offsets(qs, lens)
     scale = float(scale) if scale is not None else 1.0 / float(np.sqrt(d))
-    qo = lens - rows
     key = ("paged", ty, hq, hkv, t, b, num_pages, page_size, pages.shape[0],
            table.shape[1], d, dv, scale, causal, target, id(runtime))
     ir = paged_cascade_ir(ty, hq, hkv, t, b, num_pages, page_size,

@@ -10,6 +10,9 @@
 // infinity in a valid K slot makes its rows NaN there too.
 //
 // REQUIRES: libdevice
+// The emulator is built without sanitizers, so under ASan the emulated
+// kernels run exactly as in the normal build, which runs this file (with
+// memcheck and racecheck): the sanitizer run would only repeat it, slower.
 // UNSUPPORTED: sanitizers
 // RUN: env KVATTN_EMU_SM=80 kvattn-run %s --entry=e4m3 --target=gpu-emu --check --input 3=0.5,3 --input 4=0.25,3 --fill=1=700:1:nan --fill=2=4200:1:nan | FileCheck %s
 // RUN: env KVATTN_EMU_SM=80 kvattn-run %s --entry=e4m3_f16 --target=gpu-emu --check --input 3=0.5,3 --input 4=0.25,3 --fill=1=700:1:nan --fill=2=4200:1:nan | FileCheck %s
