@@ -29,6 +29,9 @@ packages=(
   libboost-context-dev
   # The CPU target's threads: LLVM's OpenMP runtime, loaded by the JIT.
   libomp-22-dev
+  # MLIR/LLVM linked from their archives (KVATTN_STATIC_LLVM, the bundle of
+  # scripts/device-bundle.sh): LLVM's CMake exports name libzstd's files.
+  libzstd-dev xz-utils
 )
 
 missing=()

@@ -17,6 +17,12 @@
 # 5. prints one summary table and exits non-zero if anything failed.
 # Budget: a few minutes (each case compiles one kernel, ~0.1 s, and runs the
 # reference on the host).
+#
+# Environment: KVATTN_BUILD_DIR (default build/); KVATTN_SKIP_SETUP=1 uses
+# the tools already in it (a GPU machine that cannot build: one prepared by
+# scripts/device-bundle.sh, see scripts/device-run.sh); KVATTN_TORCH_PYTHON,
+# the python that has PyTorch (default: build/torch-venv/bin/python);
+# KVATTN_GPU_JOBS, cases run at once (default 1).
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -26,8 +32,14 @@ mkdir -p "$out"
 export KVATTN_BUILD_TYPE=Release
 
 start=$(date +%s)
+max_jobs=${KVATTN_GPU_JOBS:-1}
+torch_python=${KVATTN_TORCH_PYTHON:-$build/torch-venv/bin/python}
+
 echo "== kvattn GPU checks; logs in $out"
-if ! bash "$root/scripts/setup.sh" > "$out/setup.log" 2>&1; then
+if [[ ${KVATTN_SKIP_SETUP:-0} == 1 ]]; then
+  [[ -x $build/bin/kvattn-run ]] ||
+    { echo "KVATTN_SKIP_SETUP=1 but $build/bin/kvattn-run is missing"; exit 1; }
+elif ! bash "$root/scripts/setup.sh" > "$out/setup.log" 2>&1; then
   echo "setup/build failed:"; tail -20 "$out/setup.log"; exit 1
 fi
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || echo "warning: nvidia-smi failed" >&2
@@ -94,7 +106,9 @@ cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head
 pass=0; fail=0
 printf '%-22s %-11s %-6s %s\n' case dtype result "max_abs_err" > "$out/summary.txt"
 # One case of a matrix: run_case VARIANT ENTRY CASE-FLAGS... with ENTRY
-# "name|case flags[|kvattn-run flags]"; a summary line, the log beside it.
+# "name|case flags[|kvattn-run flags]"; its summary line goes to
+# <log>.result, the log beside it. start_case runs it with at most $max_jobs at
+# once; the summary keeps the order the cases were started in.
 run_case() {
   local variant=$1 entry=$2; shift 2
   local pathflags=""
@@ -105,16 +119,23 @@ run_case() {
   [[ $rest == *"|"* ]] && runflags=${rest#*|}
   local log="$out/$name-$variant.log" result err
   if $run "$@" $flags -- --target=gpu --check $runflags $pathflags > "$log" 2>&1; then
-    result=PASS; pass=$((pass + 1))
+    result=PASS
   else
-    result=FAIL; fail=$((fail + 1))
+    result=FAIL
   fi
   err=$(grep -o 'max_abs_err=[^ ]*' "$log" | head -1 | cut -d= -f2)
-  printf '%-22s %-11s %-6s %s\n' "$name" "$variant" "$result" "${err:--}" >> "$out/summary.txt"
+  printf '%-22s %-11s %-6s %s\n' "$name" "$variant" "$result" "${err:--}" > "$log.result"
+}
+results=()
+start_case() {
+  local entry=$2
+  results+=("$out/${entry%%|*}-$1.log.result")
+  while (( $(jobs -rp | wc -l) >= max_jobs )); do wait -n; done
+  run_case "$@" &
 }
 for variant in "${variants[@]}"; do
   for entry in "${cases[@]}"; do
-    run_case "$variant" "$entry" --dtype "${variant%%-*}"
+    start_case "$variant" "$entry" --dtype "${variant%%-*}"
   done
 done
 
@@ -134,10 +155,16 @@ mla_variants=(bf16)
 [[ $cc == 9.0 ]] && mla_variants+=(bf16-sm90a)
 for variant in "${mla_variants[@]}"; do
   for entry in "${mla_cases[@]}"; do
-    run_case "$variant" "$entry" --latent --D 576 --Dv 512 \
+    start_case "$variant" "$entry" --latent --D 576 --Dv 512 \
       --scale 0.0721687836 --dtype bf16
   done
 done
+wait
+for r in "${results[@]}"; do
+  if [[ -f $r ]]; then cat "$r"; else echo "${r##*/} FAIL (no result)"; fi
+done >> "$out/summary.txt"
+pass=$(grep -c ' PASS ' "$out/summary.txt")
+fail=$(( ${#results[@]} - pass ))
 
 sanitizer=${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer
 command -v compute-sanitizer >/dev/null && sanitizer=$(command -v compute-sanitizer)
@@ -184,7 +211,7 @@ done
 # torch.compile), with the PyTorch environment of scripts/setup.sh.
 log="$out/torch-cuda.log"
 if KVATTN_LIBRARY=$build/lib/libkvattn_c.so PYTHONPATH=$root/python \
-     "$build/torch-venv/bin/python" -B -m pytest -q -p no:cacheprovider \
+     "$torch_python" -B -m pytest -q -p no:cacheprovider \
      "$root/python/torch_gpu_tests" > "$log" 2>&1; then
   result=PASS; pass=$((pass + 1))
 else
