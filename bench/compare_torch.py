@@ -28,7 +28,8 @@ import sys
 # The kvattn package of this checkout (python/kvattn), else an installed one.
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "python"))
-from kvattn import capi as kvattn_capi  # noqa: E402  (ctypes only, no torch)
+import kvattn  # noqa: E402  (ctypes and NumPy, no torch)
+from kvattn import capi as kvattn_capi  # noqa: E402
 
 HQ, HKV = 32, 8
 LENGTHS = [1, 8, 64, 512, 2048]
@@ -59,6 +60,9 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, default=0,
                    help="batch size (default 0: sized to fill the GPU like "
                         "kvattn-bench)")
+    p.add_argument("--chip", default=None,
+                   help="kvattn's chip (default: the device's own, sm_90 on "
+                        "an H100/H200; sm_90a: the wgmma kernels)")
     p.add_argument("--block-m", type=int, default=0,
                    help="query rows per kvattn program, for the batch size "
                         "(default 0: the compiler's choice per shape)")
@@ -105,7 +109,10 @@ def batch_to_fill(p, l, d, sms, block_m, memory_bytes):
     programs = max(1, programs_per_batch(l, block_m))
     b = max(1, math.ceil(4 * sms / programs))
     per_batch = 2 * d * (2 * HQ * l + 2 * HKV * (p + l) * 5)
-    return max(1, min(b, int(memory_bytes // per_batch)))
+    # kvattn's kernels index with 32 bits (the manifest's index_bits): each
+    # tensor below 2^31 elements.
+    index_cap = ((1 << 31) - 1) // (HKV * (p + l) * d)
+    return max(1, min(b, int(memory_bytes // per_batch), index_cap))
 
 
 def backend_of(torch, fn):
@@ -225,13 +232,16 @@ def main(argv=None):
     sms = props.multi_processor_count
     free, _ = torch.cuda.mem_get_info(dev)
 
-    library = kvattn_capi.Library(
-        args.lib or kvattn_capi.default_library(args.build_dir))
-    rt = kvattn_capi.Runtime(library)
+    lib = args.lib or (kvattn_capi.default_library(args.build_dir)
+                       if args.build_dir else None)
+    if lib:
+        os.environ["KVATTN_LIBRARY"] = lib
+    rt = kvattn.Runtime(driver="cuda")
     stream = torch.cuda.current_stream(dev)
     rt.set_stream(stream.cuda_stream)
+    chip = args.chip or rt.chip
 
-    print(f"compare_torch.py: {props.name}, {chip}, {sms} SMs, torch "
+    print(f"compare_torch.py: {props.name}, kvattn for {chip}, {sms} SMs, torch "
           f"{torch.__version__}; bf16, Hq/Hkv = {HQ}/{HKV}, lower-right causal")
     print(f"timing: torch.cuda.Event, median of {args.repeats} after "
           f"{args.warmup} warm-up calls, {args.flush_mib} MiB zeroed before "
@@ -275,23 +285,24 @@ def main(argv=None):
                     ref_fn, backend = torch_attention(torch, q, k, v, l, s)
                     ref = ref_fn()
 
-                    ptx, manifest = library.compile_to_ptx(
-                        build_ir(b, p, l, d), chip)
-                    kernel = rt.load(ptx, manifest)
-                    kernel.bind((b, HQ, HKV, l, s),
-                                {"query": q.data_ptr(), "key": k.data_ptr(),
-                                 "value": v.data_ptr(),
-                                 "out": out.data_ptr()},
-                                {"q_offset": [p] * b})
-                    kernel.launch()
+                    # Every kernel of the manifest (a split-KV decode's
+                    # merge too) with its workspaces, bound once.
+                    program = kvattn.GpuProgram(build_ir(b, p, l, d),
+                                                runtime=rt, chip=chip)
+                    launch = program.bound_launch(
+                        dict(B=b, Hq=HQ, Hkv=HKV, L=l, S=s),
+                        {"query": q.data_ptr(), "key": k.data_ptr(),
+                         "value": v.data_ptr(), "out": out.data_ptr()},
+                        {"q_offset": [p] * b})
+                    launch()
                     torch.cuda.synchronize()
                     err = (out.float() - ref.float()).abs().max().item()
 
                     t_torch = time_ms(torch, ref_fn, args.warmup,
                                       args.repeats, flush)
-                    t_kv = time_ms(torch, kernel.launch, args.warmup,
+                    t_kv = time_ms(torch, launch, args.warmup,
                                    args.repeats, flush)
-                    kernel.close()
+                    program.close()
                 except (RuntimeError, kvattn_capi.KVAttnError) as e:
                     print(row + f"error: {str(e).splitlines()[0]}",
                           flush=True)

@@ -12,11 +12,14 @@
 # 2. lays DEST out as a build tree the GPU scripts accept (bin/, lib/):
 #    the tools and the library stripped, the library xz-compressed (it is
 #    ~165 MB stripped, ~30 MB compressed; scripts/device-run.sh unpacks it),
-#    and libdevice.10.bc for a machine whose CUDA lacks it.
+#    LLVM's OpenMP runtime beside it (the CPU target's threads; the JIT looks
+#    there when the build's path is missing) and libdevice.10.bc for a
+#    machine whose CUDA lacks it.
 #
 # DEST is ignored by git (build*/); carry it to the machine with the
 # checkout, then run scripts/device-run.sh there. It needs only glibc 2.36+,
-# libstdc++, libz and libzstd from that machine.
+# libstdc++, libz and libzstd from that machine (and, for the GPU, its
+# driver).
 #
 # Environment: KVATTN_STATIC_BUILD_DIR (default build-static/; the first
 # build compiles kvattn once more, ~30 min on 2 cores; later ones relink).
@@ -51,6 +54,8 @@ done
 strip --strip-unneeded -o "$dest/lib/libkvattn_c.so" "$static/lib/libkvattn_c.so"
 xz -T0 -6 "$dest/lib/libkvattn_c.so"
 cp "$libdevice" "$dest/cuda/nvvm/libdevice/"
+libomp=$(sed -n 's/^KVATTN_LIBOMP:FILEPATH=//p' "$static/CMakeCache.txt")
+cp -L "$libomp" "$dest/lib/"
 # The tools must not need anything the bundle lacks beyond the C/C++
 # runtime, libz and libzstd.
 needed=$(readelf -d "$static/lib/libkvattn_c.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u | tr '\n' ' ')

@@ -3,13 +3,16 @@
 # kvattn, from the bundle scripts/device-bundle.sh made (build-device/ in
 # the checkout). Run from anywhere on that machine:
 #
-#   bash scripts/device-run.sh [checks] [bench] [compare] [bench-full]
+#   bash scripts/device-run.sh [checks] [torch] [bench] [compare]
+#                              [compare-sm90a] [bench-full]
 #
 # (default: checks bench compare). checks: test/gpu/run-gpu-checks.sh with
 # KVATTN_GPU_JOBS cases at once (default: the machine's cores, up to 16);
 # bench: bench/run-gpu-bench.sh --quick (kvattn-bench's shapes, MLA, and
-# compare_torch.py's two quick shapes); compare: bench/compare_torch.py on
-# all its shapes; bench-full: bench/run-gpu-bench.sh without --quick.
+# compare_torch.py's two quick shapes); torch: kvattn.torch's CUDA tests
+# alone (python/torch_gpu_tests, also part of checks); compare:
+# bench/compare_torch.py on all its shapes, compare-sm90a the same with
+# kvattn's wgmma kernels; bench-full: bench/run-gpu-bench.sh without --quick.
 # Each stage is cut at KVATTN_STAGE_TIMEOUT seconds (default: 240 for
 # checks, 180 for bench, 120 for compare, 600 for bench-full). The
 # summaries are printed; each stage's logs come back as one tarball in $OUT
@@ -74,10 +77,18 @@ for s in "${stages[@]}"; do
     bench)
       stage gpu-bench 180 bash "$root/bench/run-gpu-bench.sh" --quick
       grep -v '^\[' "$work/gpu-bench.log" | tail -150 ;;
+    torch)
+      stage torch-cuda 120 env KVATTN_LIBRARY="$lib" PYTHONPATH="$root/python" \
+        python3 -B -m pytest -q -p no:cacheprovider "$root/python/torch_gpu_tests"
+      tail -25 "$work/torch-cuda.log" ;;
     compare)
       stage compare-torch 120 python3 "$root/bench/compare_torch.py" \
         --build-dir "$bundle"
-      tail -60 "$work/compare-torch.log" ;;
+      tail -40 "$work/compare-torch.log" ;;
+    compare-sm90a)
+      stage compare-torch-sm90a 120 python3 "$root/bench/compare_torch.py" \
+        --build-dir "$bundle" --chip sm_90a
+      tail -40 "$work/compare-torch-sm90a.log" ;;
     bench-full)
       stage gpu-bench-full 600 bash "$root/bench/run-gpu-bench.sh"
       grep -v '^\[' "$work/gpu-bench-full.log" | tail -160 ;;

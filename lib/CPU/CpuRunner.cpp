@@ -22,6 +22,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
+#include <unistd.h>
 #include <mutex>
 #include <set>
 
@@ -52,6 +54,79 @@ std::string errorToString(llvm::Error error) {
   llvm::raw_string_ostream os(s);
   os << error;
   return s;
+}
+
+/// An unranked memref as the LLVM lowering passes it: the rank and a pointer
+/// to the ranked descriptor.
+struct UnrankedDescriptor {
+  int64_t rank;
+  int64_t *descriptor;
+};
+
+/// `memrefCopy(elementSize, src, dst)`, the function the MemRef-to-LLVM
+/// lowering calls for a memref.copy between views that are not both
+/// contiguous: copies every element of `src` into `dst` (same shape, any
+/// strides). Defined here and given to the JIT, so the CPU target needs no
+/// library of MLIR's at run time (MLIR's c_runner_utils, on Debian, needs
+/// libMLIR.so itself).
+extern "C" void kvattnMemrefCopy(int64_t elementSize, UnrankedDescriptor *src,
+                                 UnrankedDescriptor *dst) {
+  const int64_t rank = src->rank;
+  auto *srcBase = reinterpret_cast<char *>(src->descriptor[1]);
+  auto *dstBase = reinterpret_cast<char *>(dst->descriptor[1]);
+  const int64_t srcOffset = src->descriptor[2], dstOffset = dst->descriptor[2];
+  const int64_t *sizes = src->descriptor + 3;
+  const int64_t *srcStrides = src->descriptor + 3 + rank;
+  const int64_t *dstStrides = dst->descriptor + 3 + rank;
+  for (int64_t d = 0; d < rank; ++d)
+    if (sizes[d] == 0)
+      return;
+  // The innermost run both views store contiguously is copied as one block.
+  int64_t inner = 1, dims = rank;
+  while (dims > 0 && srcStrides[dims - 1] == inner &&
+         dstStrides[dims - 1] == inner) {
+    inner *= sizes[dims - 1];
+    --dims;
+  }
+  const int64_t blockBytes = inner * elementSize;
+  llvm::SmallVector<int64_t, 8> index(dims, 0);
+  int64_t srcAt = srcOffset, dstAt = dstOffset;
+  while (true) {
+    std::memcpy(dstBase + dstAt * elementSize, srcBase + srcAt * elementSize,
+                blockBytes);
+    int64_t d = dims - 1;
+    for (; d >= 0; --d) {
+      srcAt += srcStrides[d];
+      dstAt += dstStrides[d];
+      if (++index[d] < sizes[d])
+        break;
+      srcAt -= srcStrides[d] * sizes[d];
+      dstAt -= dstStrides[d] * sizes[d];
+      index[d] = 0;
+    }
+    if (d < 0)
+      return;
+  }
+}
+
+/// A run-time library the JIT loads: the path the build found, else the same
+/// file beside the binary that holds this code or in its ../lib (a
+/// relocated install, or the bundle of scripts/device-bundle.sh).
+std::string jitLibrary(llvm::StringRef configured) {
+  if (::access(configured.str().c_str(), R_OK) == 0)
+    return configured.str();
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void *>(&kvattnMemrefCopy), &info) &&
+      info.dli_fname) {
+    llvm::StringRef self(info.dli_fname);
+    llvm::StringRef dir = self.rsplit('/').first;
+    llvm::StringRef name = configured.rsplit('/').second;
+    for (std::string candidate :
+         {(dir + "/" + name).str(), (dir + "/../lib/" + name).str()})
+      if (::access(candidate.c_str(), R_OK) == 0)
+        return candidate;
+  }
+  return configured.str();
 }
 
 } // namespace
@@ -158,11 +233,11 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
       options.optLevel, /*sizeLevel=*/0, targetMachine->get());
   ExecutionEngineOptions engineOptions;
   engineOptions.transformer = transformer;
-  // memrefCopy and friends for copies between strided views; the OpenMP
-  // runtime for the threaded grid.
-  llvm::SmallVector<llvm::StringRef, 2> libraries = {KVATTN_C_RUNNER_UTILS};
+  // The OpenMP runtime for the threaded grid (memrefCopy is ours, below).
+  std::string libomp = jitLibrary(KVATTN_LIBOMP);
+  llvm::SmallVector<llvm::StringRef, 1> libraries;
   if (options.threads != 1)
-    libraries.push_back(KVATTN_LIBOMP);
+    libraries.push_back(libomp);
   engineOptions.sharedLibPaths = libraries;
   engineOptions.jitCodeGenOptLevel =
       options.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
@@ -173,6 +248,14 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
     return Status::error("JIT compilation failed: " +
                          errorToString(engine.takeError()));
   result->engine_ = std::move(*engine);
+  result->engine_->registerSymbols(
+      [](llvm::orc::MangleAndInterner interner) {
+        llvm::orc::SymbolMap symbols;
+        symbols[interner("memrefCopy")] = {
+            llvm::orc::ExecutorAddr::fromPtr(&kvattnMemrefCopy),
+            llvm::JITSymbolFlags::Exported};
+        return symbols;
+      });
   result->jitMs_ = msSince(start);
 
   if (options.stats) {

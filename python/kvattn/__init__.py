@@ -849,7 +849,7 @@ class GpuProgram:
             out[name] = have.ptr
         return out
 
-    def _launch(self, sizes, buffers, metadata):
+    def _bind(self, sizes, buffers, metadata):
         s = [sizes.get(n, 0) for n in SIZE_NAMES]
         if "S" not in sizes and sizes.get("max_pages") and \
                 sizes.get("page_size"):
@@ -860,7 +860,35 @@ class GpuProgram:
             names = {p["name"] for p in info["params"]}
             kernel.bind(s, {n: p for n, p in buffers.items() if n in names},
                         {n: v for n, v in metadata.items() if n in names})
+
+    def _launch(self, sizes, buffers, metadata):
+        self._bind(sizes, buffers, metadata)
+        for kernel in self.kernels:
             kernel.launch()
+
+    def bound_launch(self, sizes, buffers, metadata=None):
+        """Binds every kernel (the split-KV merge and the workspaces
+        included) to `sizes` ({"B": .., "Hq": .., ...}), `buffers` ({name:
+        device pointer}) and `metadata` ({name: [ints]}) once, and returns a
+        function that launches them in order on the runtime's stream with
+        those arguments: no conversion, copy or synchronisation per call,
+        only the C API's launch checks (a timing loop, a graph capture).
+        The pointers must stay valid while it is used; a later run() or
+        bound_launch() rebinds the kernels."""
+        if not isinstance(sizes, dict) or not isinstance(buffers, dict):
+            raise KVAttnTypeError("bound_launch takes dicts: sizes {name: "
+                                  "int}, buffers {name: device pointer}")
+        unknown = [n for n in sizes if n not in SIZE_NAMES]
+        if unknown:
+            raise KVAttnValueError(f"unknown size '{unknown[0]}' (sizes: "
+                                   f"{', '.join(SIZE_NAMES)})")
+        self._bind(sizes, buffers, dict(metadata or {}))
+        kernels = list(self.kernels)
+
+        def launch():
+            for kernel in kernels:
+                kernel.launch()
+        return launch
 
     def run(self, *args, sizes=None, **named):
         """Runs the attention. Arguments by name (or positionally in the

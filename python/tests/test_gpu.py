@@ -89,6 +89,23 @@ def test_emulated_f32_options_and_split(emulated_runtime):
         filled = np.zeros_like(q)
         assert prog.run(q, k, v, pos, out=filled) is filled
         np.testing.assert_allclose(filled, want, atol=1e-4)
+        # Bound once, launched twice (both kernels of the split, with the
+        # workspaces): the second launch writes the same into a cleared out.
+        dq, dk, dv = (kvattn.to_device(a, rt) for a in (q, k, v))
+        dout = kvattn.to_device(np.full_like(q, np.nan), rt)
+        launch = prog.bound_launch(
+            dict(B=2, Hq=2, Hkv=1, L=3, S=10),
+            {"query": dq.ptr, "key": dk.ptr, "value": dv.ptr,
+             "out": dout.ptr}, {"q_offset": pos.tolist()})
+        launch()
+        rt.synchronize()
+        np.testing.assert_allclose(dout.numpy(), want, atol=1e-4)
+        rt.rt.upload(dout.ptr, np.full_like(q, np.nan).tobytes())
+        launch()
+        rt.synchronize()
+        np.testing.assert_allclose(dout.numpy(), want, atol=1e-4)
+        with pytest.raises(kvattn.KVAttnValueError, match="unknown size 'N'"):
+            prog.bound_launch(dict(N=1), {})
         prog.close()
 
 
