@@ -61,8 +61,9 @@ def parse_args(argv=None):
                    help="batch size (default 0: sized to fill the GPU like "
                         "kvattn-bench)")
     p.add_argument("--chip", default=None,
-                   help="kvattn's chip (default: the device's own, sm_90 on "
-                        "an H100/H200; sm_90a: the wgmma kernels)")
+                   help="kvattn's chip (default: the device's default, sm_90a "
+                        "on an H100/H200, the wgmma kernels; sm_90 there: the "
+                        "mma.sync kernels)")
     p.add_argument("--block-m", type=int, default=0,
                    help="query rows per kvattn program, for the batch size "
                         "(default 0: the compiler's choice per shape)")
@@ -208,6 +209,30 @@ def torch_attention(torch, q, k, v, l, s):
     return first[0], first[1]
 
 
+def cudnn_attention(torch, q, k, v, l, s):
+    """torch's cuDNN SDPA backend (cuDNN's fused flash attention, Hopper
+    kernels on an H100/H200) where it computes the same thing: L == S (no
+    cached prefix), where is_causal's upper-left triangle is the lower-right
+    one. K/V expanded to Hq heads outside the timing (native GQA is not
+    taken by that backend everywhere). None where it does not run."""
+    if l != s:
+        return None
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    ke = k.repeat_interleave(HQ // HKV, dim=1)
+    ve = v.repeat_interleave(HQ // HKV, dim=1)
+
+    def fn():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(q, ke, ve, is_causal=True)
+    try:
+        fn()
+        torch.cuda.synchronize()
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    return fn if backend_of(torch, fn) == "cudnn" else None
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
@@ -258,10 +283,12 @@ def main(argv=None):
     print(f"copy: device-to-device {args.copy_mib} MiB in {copy_ms:.3f} ms: "
           f"{copy_gbs:.1f} GB/s (2 x bytes / time)")
     print("ratio = torch_ms / kvattn_ms (speed): > 1 means kvattn is faster")
+    print("cudnn: torch's cuDNN backend where L == S (is_causal), its time and "
+          "cudnn_ms / kvattn_ms; '-' elsewhere")
     header = (f"{'B':>4} {'P':>6} {'L':>5} {'D':>4} {'torch backend':<16} "
               f"{'torch_ms':>9} {'kvattn_ms':>9} {'ratio':>6} "
               f"{'TF/s torch':>10} {'TF/s kvattn':>11} {'kvattn GB/s':>11} "
-              f"{'%copy':>5} {'max_err':>8}")
+              f"{'%copy':>5} {'max_err':>8} {'cudnn_ms':>9} {'ratio':>6}")
     print(header)
     status = 0
     for d in head_dims:
@@ -303,6 +330,11 @@ def main(argv=None):
                     t_kv = time_ms(torch, launch, args.warmup,
                                    args.repeats, flush)
                     program.close()
+                    cudnn_fn = cudnn_attention(torch, q, k, v, l, s)
+                    t_cudnn = (time_ms(torch, cudnn_fn, args.warmup,
+                                       args.repeats, flush)
+                               if cudnn_fn else None)
+                    cudnn_fn = None
                 except (RuntimeError, kvattn_capi.KVAttnError) as e:
                     print(row + f"error: {str(e).splitlines()[0]}",
                           flush=True)
@@ -315,7 +347,9 @@ def main(argv=None):
                 print(row + f"{backend:<16} {t_torch:>9.4f} {t_kv:>9.4f} "
                       f"{t_torch / t_kv:>6.2f} {flops / (t_torch * 1e9):>10.1f} "
                       f"{flops / (t_kv * 1e9):>11.1f} {kv_gbs:>11.1f} "
-                      f"{share:>5} {err:>8.2e}", flush=True)
+                      f"{share:>5} {err:>8.2e} " +
+                      (f"{t_cudnn:>9.4f} {t_cudnn / t_kv:>6.2f}" if t_cudnn
+                       else f"{'-':>9} {'-':>6}"), flush=True)
                 del q, k, v, out, ref, ref_fn
                 torch.cuda.empty_cache()
     rt.close()

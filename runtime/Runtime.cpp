@@ -31,6 +31,7 @@ public:
 #define KVATTN_DECLARE(name, symbol, ret, params) ret(*name) params = nullptr;
   KVATTN_CUDA_ENTRY_POINTS(KVATTN_DECLARE)
 #undef KVATTN_DECLARE
+  bool emulated = false; ///< the driver is kvattn's emulated GPU
 
   static Status open(const std::string &path, std::unique_ptr<Driver> &out) {
     std::unique_ptr<Driver> d(new Driver());
@@ -51,6 +52,8 @@ public:
                          "'" symbol "'");
     KVATTN_CUDA_ENTRY_POINTS(KVATTN_RESOLVE)
 #undef KVATTN_RESOLVE
+    // kvattn's emulated GPU (lib/GpuEmu) exports its own configuration hook.
+    d->emulated = dlsym(d->handle_, "kvattn_emu_configure") != nullptr;
     out = std::move(d);
     return Status::ok();
   }
@@ -232,6 +235,7 @@ Status Runtime::create(std::unique_ptr<Runtime> &runtime,
           &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, impl.device),
       "reading the compute capability"));
   rt->computeCapability_ = major * 10 + minor;
+  rt->emulated_ = d.emulated;
   KVATTN_RETURN_IF_ERROR(
       d.check(d.cuDeviceGetAttribute(&rt->multiprocessorCount_,
                                      CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,

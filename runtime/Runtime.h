@@ -303,6 +303,19 @@ public:
 
   /// The device's compute capability, e.g. 90 for sm_90.
   int computeCapability() const { return computeCapability_; }
+  /// Whether the driver is kvattn's emulated GPU (lib/GpuEmu).
+  bool emulated() const { return emulated_; }
+  /// The chip kvattn compiles for on this device when the caller names
+  /// none: the device's own (sm_<capability>), except on a compute
+  /// capability 9.0 GPU (H100/H200), where it is the architecture-specific
+  /// sm_90a, whose wgmma and TMA kernels ran 1.3-2.4x the sm_90 (mma.sync)
+  /// ones on an H200 (docs/benchmarks.md, "Measured on an H200"). The
+  /// emulated GPU keeps its own chip (its tests name sm_90a where they run
+  /// the wgmma kernels).
+  std::string defaultChip() const {
+    return "sm_" + std::to_string(computeCapability_) +
+           (computeCapability_ == 90 && !emulated_ ? "a" : "");
+  }
 
   /// Loads PTX (cuModuleLoadDataEx, with the JIT logs). Loads are cached
   /// by PTX content: the same text loads once. The module lives as long as
@@ -448,6 +461,7 @@ private:
   std::unique_ptr<Impl> impl_;
   int computeCapability_ = 0;
   int multiprocessorCount_ = 0;
+  bool emulated_ = false;
 };
 
 /// Encoded tensor maps a plan keeps (Runtime::createTensorMapSlots); they

@@ -4,15 +4,18 @@
 # the checkout). Run from anywhere on that machine:
 #
 #   bash scripts/device-run.sh [checks] [torch] [bench] [compare]
-#                              [compare-sm90a] [bench-full]
+#                              [compare-sm90] [bench-full] [profile-mla]
 #
 # (default: checks bench compare). checks: test/gpu/run-gpu-checks.sh with
 # KVATTN_GPU_JOBS cases at once (default: the machine's cores, up to 16);
 # bench: bench/run-gpu-bench.sh --quick (kvattn-bench's shapes, MLA, and
 # compare_torch.py's two quick shapes); torch: kvattn.torch's CUDA tests
 # alone (python/torch_gpu_tests, also part of checks); compare:
-# bench/compare_torch.py on all its shapes, compare-sm90a the same with
-# kvattn's wgmma kernels; bench-full: bench/run-gpu-bench.sh without --quick.
+# bench/compare_torch.py on all its shapes, compare-sm90 the same with
+# kvattn's mma.sync kernels on an H100/H200 (whose default is sm_90a);
+# bench-full: bench/run-gpu-bench.sh without --quick; profile-mla: Nsight
+# Compute (ncu, clocks left alone) on the MLA decode kernels, B = 64,
+# 4,096 keys, 16 and 128 heads, sm_90a and sm_90 (a text report).
 # Each stage is cut at KVATTN_STAGE_TIMEOUT seconds (default: 240 for
 # checks, 180 for bench, 120 for compare, 600 for bench-full). The
 # summaries are printed; each stage's logs come back as one tarball in $OUT
@@ -85,10 +88,24 @@ for s in "${stages[@]}"; do
       stage compare-torch 120 python3 "$root/bench/compare_torch.py" \
         --build-dir "$bundle"
       tail -40 "$work/compare-torch.log" ;;
-    compare-sm90a)
-      stage compare-torch-sm90a 120 python3 "$root/bench/compare_torch.py" \
-        --build-dir "$bundle" --chip sm_90a
-      tail -40 "$work/compare-torch-sm90a.log" ;;
+    compare-sm90)
+      stage compare-torch-sm90 120 python3 "$root/bench/compare_torch.py" \
+        --build-dir "$bundle" --chip sm_90
+      tail -40 "$work/compare-torch-sm90.log" ;;
+    profile-mla)
+      ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+      [[ -x $ncu ]] || { echo "profile-mla: no ncu"; status=1; continue; }
+      stage profile-mla 240 bash -c '
+        for chip in sm_90a sm_90; do
+          "$0" --clock-control none -k regex:kvattn -c 8 \
+            --section SpeedOfLight --section MemoryWorkloadAnalysis \
+            --section LaunchStats --section Occupancy \
+            --section WarpStateStats --section SchedulerStats \
+            "$1/bin/kvattn-bench" --target=gpu --mla --chip=$chip --batch=64 \
+            --prefixes=4096 --warmup=0 --repeats=1 --flush-mib=1 --copy-mib=1
+        done' "$ncu" "$bundle"
+      grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers Per|Block Size|Grid Size|Shared Memory Config|Warp Cycles Per Issued|Issued Warp|No Eligible" \
+        "$work/profile-mla.log" | head -120 ;;
     bench-full)
       stage gpu-bench-full 600 bash "$root/bench/run-gpu-bench.sh"
       grep -v '^\[' "$work/gpu-bench-full.log" | tail -160 ;;

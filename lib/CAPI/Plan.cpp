@@ -34,7 +34,7 @@ static Status planOptions(const char *what, kvattn_runtime *runtime,
   kvattn_compile_options o;
   KVATTN_RETURN_IF_ERROR(readOptions(what, options, o));
   mlir::kvattn::rt::Runtime &rt = *runtime->runtime;
-  const std::string chip = "sm_" + std::to_string(rt.computeCapability());
+  const std::string chip = rt.defaultChip();
   if (!o.chip)
     o.chip = chip.c_str();
   if (!options)

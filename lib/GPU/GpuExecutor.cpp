@@ -236,13 +236,16 @@ Status GpuExecutor::create(const PtxOptions &options,
       runtimeOptions.libraryPath.empty())
     runtimeOptions.libraryPath = emulatedDriverPath();
   KVATTN_RETURN_IF_ERROR(rt::Runtime::create(e->runtime_, runtimeOptions));
-  // The manifest names a chip; compile for the device's own, and choose
-  // split-KV (split-kv = 0) for its multiprocessors. The architecture-
-  // specific variant of the device's chip (sm_90a on a 9.0 device: the
-  // wgmma kernels) is kept when asked for.
+  // The manifest names a chip; compile for the device's (its default chip,
+  // Runtime::defaultChip: sm_90a on a 9.0 device), and choose split-KV
+  // (split-kv = 0) for its multiprocessors. The device's plain chip or its
+  // architecture-specific variant is kept when asked for (sm_90 on a 9.0
+  // device: the mma.sync kernels).
   const std::string device =
       "sm_" + std::to_string(e->runtime_->computeCapability());
-  e->options_.chip = options.chip == device + "a" ? options.chip : device;
+  e->options_.chip = options.chip == device || options.chip == device + "a"
+                         ? options.chip
+                         : e->runtime_->defaultChip();
   if (int sms = e->runtime_->multiprocessorCount(); sms > 0)
     e->options_.numSms = sms;
   executor = std::move(e);

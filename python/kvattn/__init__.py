@@ -465,7 +465,11 @@ class Runtime:
         self.rt = capi.Runtime(self.api, device=device, driver_library=path)
         self.device, cc, self.multiprocessor_count = self.rt.device_info()
         self.compute_capability = cc
-        self.chip = f"sm_{cc}"
+        # The chip compiled for when none is named (Runtime::defaultChip):
+        # sm_90a on a 9.0 GPU (the wgmma kernels), else (and on the emulated
+        # GPU) the device's own.
+        self.chip = f"sm_{cc}" + ("a" if cc == 90 and not self.emulated
+                                  else "")
         self.stream = None
 
     @property

@@ -5,12 +5,14 @@
 #
 # 1. builds kvattn in Release (scripts/setup.sh; reuses an existing build);
 # 2. runs the case matrix of DESIGN §4 through kvattn-run --target=gpu --check
-#    in f32, f16 and bf16 (each kvattn.attention compiled for the device's own
-#    chip, launched through the runtime, compared with the scalar reference);
-#    f16/bf16 with 16-aligned head dims run on tensor cores, so bf16 runs a
-#    second time with --tensor-cores=false (the scalar lowering); on a compute
-#    capability 9.0 GPU (H100/H200) bf16 and f16 run again with --chip=sm_90a
-#    (the wgmma kernels where a program fits them, docs/gpu-lowering.md);
+#    in f32, f16 and bf16 (each kvattn.attention compiled for the device's
+#    default chip, launched through the runtime, compared with the scalar
+#    reference); f16/bf16 with 16-aligned head dims run on tensor cores, so
+#    bf16 runs a second time with --tensor-cores=false (the scalar lowering);
+#    on a compute capability 9.0 GPU (H100/H200), whose default chip is
+#    sm_90a (the wgmma kernels where a program fits them,
+#    docs/gpu-lowering.md), bf16 and f16 run again with --chip=sm_90 (the
+#    mma.sync kernels);
 # 3. runs compute-sanitizer memcheck on four cases and racecheck/synccheck on
 #    a tensor-core kernel (cp.async, ldmatrix and the barriers between them);
 # 4. runs kvattn.torch's CUDA tests (python/torch_gpu_tests);
@@ -98,10 +100,12 @@ cases=(
   "wg2-d256-dv128|--D 256 --Dv 128 --L 128 --S 300 --q-offset 172 --causal"
 )
 
-# sm_90a (wgmma) variants on a compute capability 9.0 device.
+# On a compute capability 9.0 device the default chip is sm_90a (the wgmma
+# kernels, runtime/Runtime.h defaultChip): the mma.sync kernels of sm_90 run
+# as variants of their own.
 variants=(f32 f16 bf16 bf16-scalar)
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)
-[[ $cc == 9.0 ]] && variants+=(bf16-sm90a f16-sm90a)
+[[ $cc == 9.0 ]] && variants+=(bf16-sm90 f16-sm90)
 
 pass=0; fail=0
 printf '%-22s %-11s %-6s %s\n' case dtype result "max_abs_err" > "$out/summary.txt"
@@ -114,6 +118,7 @@ run_case() {
   local pathflags=""
   [[ $variant == *-scalar ]] && pathflags="--tensor-cores=false"
   [[ $variant == *-sm90a ]] && pathflags="--chip=sm_90a"
+  [[ $variant == *-sm90 ]] && pathflags="--chip=sm_90"
   local name=${entry%%|*} rest=${entry#*|}
   local flags=${rest%%|*} runflags=""
   [[ $rest == *"|"* ]] && runflags=${rest#*|}
@@ -141,8 +146,8 @@ done
 
 # DeepSeek MLA (the latent form: D = 576, V = the cache's first 512
 # columns), bf16 and FP8 latent caches, 16 and 128 heads, paged 64, NaN in
-# the unowned slots; on a compute capability 9.0 device again with
-# --chip=sm_90a (128 heads: the wgmma latent kernel).
+# the unowned slots (on a compute capability 9.0 device the 128-head ones on
+# the wgmma latent kernel of sm_90a), and there again with --chip=sm_90.
 mla_cases=(
   "mla-h16|--B 4 --Hq 16 --L 1 --S 512 --page-size 64 --q-offset 500,63,64,7 --kv-len 501,64,65,8 --causal --lse --poison nan"
   "mla-h128|--B 4 --Hq 128 --L 1 --S 512 --page-size 64 --q-offset 500,63,64,7 --kv-len 501,64,65,8 --causal --lse --poison nan"
@@ -152,7 +157,7 @@ mla_cases=(
   "mla-h128-fp8|--B 2 --Hq 128 --L 1 --S 512 --page-size 64 --kv-len 500,77 --kv-dtype f8E4M3FN --kv-scales token --lse --poison nan"
 )
 mla_variants=(bf16)
-[[ $cc == 9.0 ]] && mla_variants+=(bf16-sm90a)
+[[ $cc == 9.0 ]] && mla_variants+=(bf16-sm90)
 for variant in "${mla_variants[@]}"; do
   for entry in "${mla_cases[@]}"; do
     start_case "$variant" "$entry" --latent --D 576 --Dv 512 \
@@ -190,10 +195,10 @@ for entry in "gqa-batch-kvlen-lse|--dtype bf16 --B 2 --Hq 8 --Hkv 2 --L 4 --S 40
 done
 
 chips=("")
-[[ $cc == 9.0 ]] && chips+=("--chip=sm_90a") # the wgmma kernel too
+[[ $cc == 9.0 ]] && chips+=("--chip=sm_90") # the mma.sync kernel too
 for chipflag in "${chips[@]}"; do
 for tool in racecheck synccheck; do
-  log="$out/$tool${chipflag:+-sm90a}.log"
+  log="$out/$tool${chipflag:+-${chipflag#--chip=}}.log"
   flags="--dtype bf16 --B 2 --Hq 8 --Hkv 2 --D 64 --L 64 --S 200 --q-offset 136,100 --kv-len 200,164 --causal"
   if "$sanitizer" --tool $tool --error-exitcode 7 \
        $run $flags -- --target=gpu --check $chipflag > "$log" 2>&1; then
@@ -202,7 +207,7 @@ for tool in racecheck synccheck; do
     result=FAIL; fail=$((fail + 1))
   fi
   errors=$(grep -o 'ERROR SUMMARY: [0-9]* error\|RACECHECK SUMMARY: [0-9]* hazard' "$log" | tail -1)
-  printf '%-22s %-9s %-6s %s\n' "tensor-cores${chipflag:+ sm_90a}" "$tool" "$result" "${errors:-see log}" >> "$out/summary.txt"
+  printf '%-22s %-9s %-6s %s\n' "tensor-cores${chipflag:+ ${chipflag#--chip=}}" "$tool" "$result" "${errors:-see log}" >> "$out/summary.txt"
 done
 done
 

@@ -694,14 +694,18 @@ double bytesPerBatch(int64_t p, int64_t l, int64_t d, size_t eltBytes) {
 
 /// The smallest batch with at least 4 programs per multiprocessor (two
 /// waves of two resident programs), capped so that its buffers fit in
-/// `memoryBytes`. `programs` is the number of programs per batch entry of
-/// the compiled kernel.
+/// `memoryBytes` and, with 32-bit index arithmetic (`indexBits`), that
+/// each cache tensor stays below 2^31 elements (the runtime refuses a
+/// larger one at launch). `programs` is the number of programs per batch
+/// entry of the compiled kernel.
 int64_t batchToFill(int64_t p, int64_t l, int64_t d, size_t eltBytes, int sms,
-                    int64_t programs, double memoryBytes) {
+                    int64_t programs, double memoryBytes, unsigned indexBits) {
   programs = std::max<int64_t>(programs, 1);
   int64_t b = std::max<int64_t>(1, (4 * sms + programs - 1) / programs);
   auto fits =
       static_cast<int64_t>(memoryBytes / bytesPerBatch(p, l, d, eltBytes));
+  if (indexBits < 64)
+    fits = std::min(fits, ((int64_t(1) << 31) - 1) / (kHkv * (p + l) * d));
   return std::max<int64_t>(1, std::min(b, fits));
 }
 
@@ -750,6 +754,7 @@ argsPerKernel(const mlir::kvattn::rt::Manifest &manifest,
   for (const mlir::kvattn::rt::KernelInfo &k : manifest.kernels) {
     mlir::kvattn::rt::LaunchArgs a;
     a.sizes = args.sizes;
+    a.metadataOnDevice = args.metadataOnDevice;
     for (const mlir::kvattn::rt::ParamInfo &param : k.params) {
       if (auto m = args.metadata.find(param.name); m != args.metadata.end())
         a.metadata.insert(*m);
@@ -809,22 +814,18 @@ mlir::kvattn::Status openGpu(bool emulated, GpuDevice &d) {
     KVATTN_RETURN_IF_ERROR(rt::Runtime::create(d.runtime, runtimeOptions));
     KVATTN_RETURN_IF_ERROR(
         mlir::kvattn::EmulatedGpu::open(runtimeOptions.libraryPath, d.emu));
-    options.chip = chip.empty()
-                       ? "sm_" + std::to_string(d.runtime->computeCapability())
-                       : chip.getValue();
+    options.chip = chip.empty() ? d.runtime->defaultChip() : chip.getValue();
     d.sms = d.runtime->multiprocessorCount();
     options.numSms = d.sms;
     return Status::ok();
   }
   if (compileOnly) {
-    options.chip = chip.empty() ? "sm_90" : chip.getValue();
+    options.chip = chip.empty() ? "sm_90a" : chip.getValue();
     d.memoryBytes = 0.4 * 141e9; // as on an H200
     return Status::ok();
   }
   KVATTN_RETURN_IF_ERROR(rt::Runtime::create(d.runtime));
-  options.chip = chip.empty()
-                     ? "sm_" + std::to_string(d.runtime->computeCapability())
-                     : chip.getValue();
+  options.chip = chip.empty() ? d.runtime->defaultChip() : chip.getValue();
   d.sms = d.runtime->multiprocessorCount();
   options.numSms = d.sms;
   size_t freeBytes = 0, totalBytes = 0;
@@ -996,11 +997,22 @@ int runMlaGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
         args.sizes.numPages = b * maxPages;
         args.sizes.pageSize = kPage;
         args.sizes.maxPages = maxPages;
-        std::vector<int64_t> table(b * maxPages);
+        std::vector<int32_t> table(b * maxPages);
         for (int64_t i = 0; i < b * maxPages; ++i)
           table[i] = b * maxPages - 1 - i; // the pages in reverse order
-        args.metadata["block_table"] = table;
-        args.metadata["kv_len"] = std::vector<int64_t>(b, s);
+        const std::vector<int32_t> kvLen(b, s);
+        // The metadata on the device, uploaded once, as a serving engine's
+        // plan keeps it (no host validation or copy in the timed calls).
+        args.metadataOnDevice = true;
+        using Metadata = std::pair<const char *, const std::vector<int32_t> *>;
+        for (const auto &[name, values] :
+             {Metadata{"block_table", &table}, Metadata{"kv_len", &kvLen}}) {
+          if (st.isOk())
+            st = buffers.allocate(4 * values->size(), args.buffers[name]);
+          if (st.isOk())
+            st = runtime.copyToDevice(args.buffers[name], values->data(),
+                                      4 * values->size());
+        }
         const std::pair<const char *, size_t> inputs[] = {{"query", qBytes},
                                                           {"key", cacheBytes}};
         for (const auto &[name, bytes] : inputs) {
@@ -1213,7 +1225,8 @@ int runGpu(mlir::kvattn::ElementType elt, const std::string &eltName,
           int64_t programs =
               kHq / probe.group *
               ((probe.group * l + probe.blockM - 1) / probe.blockM);
-          b = batchToFill(p, l, d, eltBytes, sms, programs, memoryBytes);
+          b = batchToFill(p, l, d, eltBytes, sms, programs, memoryBytes,
+                          options.indexBitwidth);
           if (b != 1) {
             if (Status s = compile(b, ptx); s.isError()) {
               rowError(s.message());

@@ -127,10 +127,11 @@ cl::opt<bool> specializeShapes(
     cl::init(true), cl::cat(runCategory));
 cl::opt<std::string>
     chip("chip",
-         cl::desc("gpu targets: the architecture-specific variant of the "
-                  "device's chip to compile for (sm_90a on a compute "
-                  "capability 9.0 device, the emulated one included: the "
-                  "wgmma kernels); default the device's own chip"),
+         cl::desc("gpu targets: the device's chip or its architecture-"
+                  "specific variant to compile for; default sm_90a on a "
+                  "compute capability 9.0 GPU (the wgmma kernels; sm_90: "
+                  "the mma.sync ones), else, and on the emulated GPU, the "
+                  "device's own chip (sm_90a runs the wgmma kernels there)"),
          cl::cat(runCategory));
 cl::opt<std::string>
     emuFault("emu-fault",
