@@ -77,6 +77,11 @@ inline constexpr CompileOptionSpec kPingPong{
     "warpgroup take turns at the tensor cores (false: each issues its wgmma "
     "when ready)",
     0, 1};
+inline constexpr CompileOptionSpec kHeaviestFirst{
+    "heaviest-first",
+    "GPU: start an attention's last query blocks first (under a causal mask "
+    "they read the most keys; false: in increasing order)",
+    0, 1};
 inline constexpr CompileOptionSpec kIndexBitwidth{
     "index-bitwidth",
     "GPU: bits of the kernels' index arithmetic: 32 (every buffer under 2^31 "

@@ -388,6 +388,12 @@ def OutlineTileProgramsPass
     in registers;
     `canUseWgmma`) is also marked `kvattn.wgmma`: Q.K^T and P.V become
     warpgroup `wgmma.mma_async`; other programs keep `mma.sync`.
+
+    With `heaviest-first` (default) a wgmma attention kernel's query blocks
+    are numbered from the last (`gridDim.y - 1 - blockIdx.y`): a longest-
+    processing-time-first order for causal prefill, whose last query blocks
+    read the most keys (docs/gpu-lowering.md, "Program order"). Any order
+    computes the same result; merge and mma.sync kernels keep theirs.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -407,6 +413,12 @@ def OutlineTileProgramsPass
            "Give the kernels whose K/V arrive by TMA a producer warpgroup "
            "that issues every box (false: the consumers' thread 0 issues "
            "them, no register reallocation)">,
+    Option<"heaviestFirst", "heaviest-first", "bool", /*default=*/"true",
+           "Number a wgmma attention kernel's query blocks from the last "
+           "(program y = gridDim.y - 1 - blockIdx.y): under a lower-right "
+           "causal mask the last blocks see the most keys, and the GPU "
+           "starts blocks in increasing blockIdx, so the longest programs "
+           "start first and the launch's tail is shorter">,
   ];
 }
 

@@ -244,6 +244,10 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
   Option<bool> pingPong{*this, compile_options::kPingPong.name,
                         llvm::cl::desc(compile_options::kPingPong.description),
                         llvm::cl::init(true)};
+  Option<bool> heaviestFirst{
+      *this, compile_options::kHeaviestFirst.name,
+      llvm::cl::desc(compile_options::kHeaviestFirst.description),
+      llvm::cl::init(true)};
   Option<unsigned> indexBitwidth{
       *this, compile_options::kIndexBitwidth.name,
       llvm::cl::desc(compile_options::kIndexBitwidth.description),
@@ -282,6 +286,7 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.producerWarpgroup = producerWarpgroup;
     o.lazyRescale = lazyRescale;
     o.pingPong = pingPong;
+    o.heaviestFirst = heaviestFirst;
     o.indexBitwidth = indexBitwidth;
     o.fixUpperLeftAppends = fixUpperLeftAppends;
     if (deviceIR)
@@ -381,6 +386,7 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   outline.tensorCores = options.tensorCores;
   outline.wgmma = options.tensorCores && hopper;
   outline.producerWarpgroup = options.producerWarpgroup;
+  outline.heaviestFirst = options.heaviestFirst;
   pm.addPass(createOutlineTileProgramsPass(outline));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   // Thread-constant K/V bases on every chip: sm_90's 128-row D = 128

@@ -67,6 +67,10 @@ struct PtxOptions {
   /// warpgroup take turns at the tensor cores (-kvattn-assign-tile-layouts'
   /// ping-pong).
   bool pingPong = true;
+  /// An attention's query blocks numbered from the last, so a causal
+  /// launch starts its longest programs first
+  /// (-kvattn-outline-tile-programs' heaviest-first).
+  bool heaviestFirst = true;
   DeviceImage image = DeviceImage::Ptx;
   /// Bits of the kernels' index arithmetic (-kvattn-gpu-to-nvvm,
   /// docs/gpu-lowering.md "Index width"): 32, the default, for buffers of

@@ -112,6 +112,12 @@ typedef struct {
    * positions (the queries after the cached keys) and a remark says so. */
   int32_t fix_upper_left_appends;
   int32_t reserved2; /* zero */
+  /* GPU: bits of the kernels' index arithmetic, 32 (default) or 64. A
+   * 32-bit kernel is refused at launch for a tensor of 2^31 elements or more
+   * (the message names this option); 64 costs some address arithmetic.
+   * Ignored by the CPU. */
+  int32_t index_bitwidth;
+  int32_t reserved3; /* zero */
 } kvattn_compile_options;
 
 /* The defaults, with struct_size set. */

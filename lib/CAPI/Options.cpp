@@ -54,6 +54,12 @@ Status capi::readOptions(const char *what, const kvattn_compile_options *given,
       boolean("fix_upper_left_appends", options.fix_upper_left_appends));
   if (options.reserved2)
     return Status::error(prefix + "options.reserved2 must be 0");
+  if (options.index_bitwidth != 32 && options.index_bitwidth != 64)
+    return Status::error(prefix + "options.index_bitwidth = " +
+                         std::to_string(options.index_bitwidth) +
+                         " must be 32 or 64");
+  if (options.reserved3)
+    return Status::error(prefix + "options.reserved3 must be 0");
   return Status::ok();
 }
 
@@ -73,6 +79,7 @@ PtxOptions capi::toPtxOptions(const kvattn_compile_options &o,
   options.useKernelCache = o.use_kernel_cache;
   options.deviceValidation = o.device_validation;
   options.fixUpperLeftAppends = o.fix_upper_left_appends;
+  options.indexBitwidth = static_cast<unsigned>(o.index_bitwidth);
   options.image = image;
   return options;
 }
@@ -117,6 +124,7 @@ void kvattn_compile_options_init(kvattn_compile_options *options) {
   options->opt_level = static_cast<int32_t>(cpu.optLevel);
   options->device_validation = gpu.deviceValidation;
   options->fix_upper_left_appends = gpu.fixUpperLeftAppends;
+  options->index_bitwidth = static_cast<int32_t>(gpu.indexBitwidth);
 }
 
 } // extern "C"

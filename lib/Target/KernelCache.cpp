@@ -282,6 +282,7 @@ std::string KernelCache::key(mlir::ModuleOp module, const PtxOptions &options) {
      << "producer-warpgroup " << options.producerWarpgroup << "\n"
      << "lazy-rescale " << options.lazyRescale << "\n"
      << "ping-pong " << options.pingPong << "\n"
+     << "heaviest-first " << options.heaviestFirst << "\n"
      << "device-validation " << options.deviceValidation << "\n"
      << "fix-upper-left-appends " << options.fixUpperLeftAppends << "\n"
      << "index-bits " << options.indexBitwidth << "\n"

@@ -194,7 +194,8 @@ static Value rebuildView(ImplicitLocOpBuilder &b, Value ptr, MemRefType type,
 static LogicalResult outlineProgram(scf::ForallOp forall,
                                     gpu::GPUModuleOp gpuModule,
                                     StringRef kernelName, bool tensorCores,
-                                    bool wgmma, bool producerWarpgroup) {
+                                    bool wgmma, bool producerWarpgroup,
+                                    bool heaviestFirst) {
   TileConfigAttr config = getTileConfig(forall);
   MLIRContext *ctx = forall.getContext();
   // An attention program (grid: programs x query blocks [x KV chunks]) or
@@ -485,8 +486,21 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
   SmallVector<Value> ivs = forall.getInductionVars();
   const gpu::Dimension dims[] = {gpu::Dimension::x, gpu::Dimension::y,
                                  gpu::Dimension::z};
-  for (auto [iv, dim] : llvm::zip(ivs, dims))
-    mapping.map(iv, gpu::BlockIdOp::create(kb, dim));
+  for (auto [iv, dim] : llvm::zip(ivs, dims)) {
+    Value id = gpu::BlockIdOp::create(kb, dim);
+    // The query blocks from the last (the option's description): the
+    // heaviest programs of a causal launch are started first. The wgmma
+    // kernels only: the mma.sync ones keep blockIdx.y, a special register
+    // ptxas rereads for free, where the computed id would stay live in a
+    // register (sm_90's 128-row hd 128 program, at 254 registers, spilled).
+    if (heaviestFirst && useWgmma && !isMerge && dim == gpu::Dimension::y) {
+      Value count = gpu::GridDimOp::create(kb, dim);
+      Value one = arith::ConstantIndexOp::create(kb, 1);
+      id = arith::SubIOp::create(kb, arith::SubIOp::create(kb, count, one),
+                                 id);
+    }
+    mapping.map(iv, id);
+  }
   for (Operation &op : forall.getBody()->without_terminator())
     kb.clone(op, mapping);
   gpu::ReturnOp::create(kb);
@@ -584,7 +598,7 @@ struct OutlineTileProgramsPass
     for (scf::ForallOp forall : programs) {
       std::string name = uniqueKernelName(counts, forall, "kvattn");
       if (failed(outlineProgram(forall, gpuModule, name, tensorCores, wgmma,
-                                producerWarpgroup)))
+                                producerWarpgroup, heaviestFirst)))
         return signalPassFailure();
     }
   }

@@ -111,7 +111,9 @@ class CompileOptions(ctypes.Structure):
                 ("device_validation", ctypes.c_int32),
                 ("reserved1", ctypes.c_int32),
                 ("fix_upper_left_appends", ctypes.c_int32),
-                ("reserved2", ctypes.c_int32)]
+                ("reserved2", ctypes.c_int32),
+                ("index_bitwidth", ctypes.c_int32),
+                ("reserved3", ctypes.c_int32)]
 
 
 # The options each target takes (keyword arguments of kvattn.compile), with
@@ -119,7 +121,7 @@ class CompileOptions(ctypes.Structure):
 GPU_OPTIONS = ("chip", "block_m", "block_n", "num_warps", "num_stages",
                "split_kv", "num_sms", "pack_gqa", "tensor_cores",
                "use_kernel_cache", "device_validation",
-               "fix_upper_left_appends")
+               "fix_upper_left_appends", "index_bitwidth")
 CPU_OPTIONS = ("block_m", "block_n", "split_kv", "pack_gqa", "vectorize",
                "vector_width", "threads", "opt_level",
                "fix_upper_left_appends")

@@ -109,6 +109,25 @@ def test_emulated_f32_options_and_split(emulated_runtime):
         prog.close()
 
 
+def test_index_bitwidth_option(emulated_runtime):
+    """64-bit index arithmetic (for tensors of 2^31 elements or more): the
+    manifest records it and the kernels compute the same; other widths are
+    refused by name."""
+    q, k, v = distinct((2, 2, 3, 32), 4), distinct((2, 1, 10, 32), 5), \
+        distinct((2, 1, 10, 32), 6)
+    pos = np.array([7, 3], np.int32)
+    want = attention_reference(q, k, v, q_offset=pos)
+    prog = kvattn.compile(APPEND_F32, target="gpu", runtime=emulated_runtime,
+                          index_bitwidth=64)
+    assert prog.manifest["index_bits"] == 64
+    np.testing.assert_allclose(prog.run(q, k, v, pos), want, atol=1e-4)
+    prog.close()
+    with pytest.raises(kvattn.KVAttnError,
+                       match="options.index_bitwidth = 48 must be 32 or 64"):
+        kvattn.compile(APPEND_F32, target="gpu", runtime=emulated_runtime,
+                       index_bitwidth=48)
+
+
 def test_device_validation_option(emulated_runtime):
     """kvattn_compile_options.device_validation through the binding: the
     status word in every kernel, a validation kernel for the metadata."""

@@ -331,6 +331,19 @@ static int gpuOptions(void) {
   kvattn_free(image);
   kvattn_free(manifest);
 
+  /* 64-bit index arithmetic, for tensors of 2^31 elements or more: the
+   * manifest records it (the runtime then accepts such sizes). */
+  kvattn_compile_options wide = options;
+  wide.index_bitwidth = 64;
+  if (kvattn_compile(kGpuIR, &wide, KVATTN_IMAGE_PTX, &image, &manifest,
+                     &error))
+    return fail("compile (index_bitwidth 64)", error);
+  printf("index_bitwidth 64: %s\n", strstr(manifest, "\"index_bits\": 64")
+                                        ? "manifest index_bits 64"
+                                        : "no index_bits 64 (WRONG)");
+  kvattn_free(image);
+  kvattn_free(manifest);
+
   kvattn_compile_options bad = options;
   bad.device_validation = 2;
   refused(
@@ -339,6 +352,12 @@ static int gpuOptions(void) {
       &error);
   bad = options;
   bad.reserved1 = 5;
+  refused(
+      "compile",
+      kvattn_compile(kGpuIR, &bad, KVATTN_IMAGE_PTX, &image, &manifest, &error),
+      &error);
+  bad = options;
+  bad.index_bitwidth = 48;
   refused(
       "compile",
       kvattn_compile(kGpuIR, &bad, KVATTN_IMAGE_PTX, &image, &manifest, &error),

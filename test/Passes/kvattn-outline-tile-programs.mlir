@@ -11,7 +11,19 @@
 // WGMMA-SAME: kvattn.dynamic_smem_bytes = 32832 : i64
 // WGMMA-SAME: #kvattn.param<name = "tensor_maps", kind = tensor_maps, element_type = i64, maps = [{box = [64, 64, 1, 1], buffer = "key", dims = [3, 2, 1, 0], element_type = f16, name = "k_load", oob_fill = "zero", swizzle = "128B"}, {box = [64, 64, 1, 1], buffer = "value", dims = [3, 2, 1, 0], element_type = f16, name = "v_load", oob_fill = "zero", swizzle = "128B"}]>
 // WGMMA-SAME: kvattn.tensor_cores, kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, group = 4>, kvattn.tma, kvattn.wgmma}
+// Its query blocks from the last (heaviest-first, the default): program y
+// is gridDim.y - 1 - blockIdx.y.
+// WGMMA:      %[[WBY:.*]] = gpu.block_id  y
+// WGMMA-NEXT: %[[WNY:.*]] = gpu.grid_dim  y
+// WGMMA-NEXT: %[[WONE:.*]] = arith.constant 1 : index
+// WGMMA-NEXT: %[[WLAST:.*]] = arith.subi %[[WNY]], %[[WONE]]
+// WGMMA-NEXT: arith.subi %[[WLAST]], %[[WBY]]
 // RUN: kvattn-opt %s -kvattn-tile="block-m=16" -kvattn-outline-tile-programs="wgmma=true" | FileCheck %s --check-prefix=ONEWARP
+// Without heaviest-first the program ids are the block ids.
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="wgmma=true heaviest-first=false" | FileCheck %s --check-prefix=INORDER
+// INORDER: gpu.block_id  y
+// INORDER-NOT: gpu.grid_dim
+// INORDER: gpu.return
 // ONEWARP: gpu.func @f_kvattn_0
 // ONEWARP-SAME: kvattn.tensor_cores
 // ONEWARP-NOT: kvattn.wgmma
@@ -42,8 +54,11 @@
 // CHECK-SAME:      #kvattn.param<name = "S", kind = scalar, element_type = i64>]
 // CHECK-SAME:      kvattn.tensor_cores, kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, group = 4>}
 // CHECK:           %[[VQ:.*]] = memref.reinterpret_cast %[[AQ]] to offset: [0], sizes: [%[[AB]], 8, %[[AL]], 64], strides: [%{{.*}}, %{{.*}}, 64, 1] : memref<1xf16> to memref<?x8x?x64xf16>
+// (An mma.sync kernel's program ids are its block ids: heaviest-first is
+// for the wgmma kernels, WGMMA below.)
 // CHECK:           %[[BX:.*]] = gpu.block_id  x
 // CHECK:           %[[BY:.*]] = gpu.block_id  y
+// CHECK-NOT:       gpu.grid_dim
 // CHECK:           memref.alloca_scope
 // CHECK:             kvattn.tile.load_q %[[VQ]]
 // CHECK:             scf.for

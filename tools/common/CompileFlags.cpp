@@ -38,7 +38,8 @@ struct CompileFlags::Options {
   unsigned which;
   std::unique_ptr<cl::opt<int64_t>> ints[std::size(kIntSpecs)];
   std::unique_ptr<cl::opt<bool>> packGqa, tensorCores, vectorize;
-  std::unique_ptr<cl::opt<bool>> producerWarpgroup, lazyRescale, pingPong;
+  std::unique_ptr<cl::opt<bool>> producerWarpgroup, lazyRescale, pingPong,
+      heaviestFirst;
   std::unique_ptr<cl::opt<unsigned>> indexBitwidth, optLevel;
 
   const cl::opt<int64_t> &integer(CompileFlag flag) const {
@@ -86,6 +87,8 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, unsigned which,
       flag(kGpuSchedule, compile_options::kLazyRescale, defaults.lazyRescale);
   options->pingPong =
       flag(kGpuSchedule, compile_options::kPingPong, defaults.pingPong);
+  options->heaviestFirst = flag(kGpuSchedule, compile_options::kHeaviestFirst,
+                                defaults.heaviestFirst);
   auto unsignedFlag = [&](CompileFlag f, const CompileOptionSpec &spec,
                           unsigned init) -> std::unique_ptr<cl::opt<unsigned>> {
     if (!(which & f))
@@ -147,7 +150,7 @@ bool CompileFlags::given(CompileFlag flag) const {
     return llvm::any_of(
         std::initializer_list<const cl::opt<bool> *>{
             options->producerWarpgroup.get(), options->lazyRescale.get(),
-            options->pingPong.get()},
+            options->pingPong.get(), options->heaviestFirst.get()},
         [](const cl::opt<bool> *o) { return o && o->getNumOccurrences(); });
   return option && option->getNumOccurrences();
 }
@@ -176,6 +179,8 @@ void CompileFlags::applyGiven(PtxOptions &o) const {
     o.lazyRescale = lazyRescale();
   if (options->pingPong && options->pingPong->getNumOccurrences())
     o.pingPong = pingPong();
+  if (options->heaviestFirst && options->heaviestFirst->getNumOccurrences())
+    o.heaviestFirst = heaviestFirst();
   if (given(kIndexBitwidth))
     o.indexBitwidth = indexBitwidth();
 }
@@ -223,6 +228,9 @@ bool CompileFlags::lazyRescale() const {
 }
 bool CompileFlags::pingPong() const {
   return !options->pingPong || *options->pingPong;
+}
+bool CompileFlags::heaviestFirst() const {
+  return !options->heaviestFirst || *options->heaviestFirst;
 }
 unsigned CompileFlags::indexBitwidth() const { return *options->indexBitwidth; }
 unsigned CompileFlags::optLevel() const { return *options->optLevel; }

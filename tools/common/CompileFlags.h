@@ -50,8 +50,8 @@ enum CompileFlag : unsigned {
   kVectorWidth = 1u << 10,  ///< --vector-width (CPU)
   kNumThreads = 1u << 11,   ///< --num-threads (CPU)
   kOptLevel = 1u << 12,     ///< --opt-level (CPU JIT)
-  /// --producer-warpgroup, --lazy-rescale and --ping-pong (GPU schedule
-  /// switches)
+  /// --producer-warpgroup, --lazy-rescale, --ping-pong and --heaviest-first
+  /// (GPU schedule switches)
   kGpuSchedule = 1u << 13,
 };
 
@@ -61,7 +61,8 @@ struct CompileFlagDefaults {
   int64_t blockM = 0, blockN = 0, numWarps = 0, numStages = 2, splitKv = 0,
           numSms = 132, vectorWidth = 0, numThreads = 0;
   bool packGqa = true, tensorCores = true, vectorize = true;
-  bool producerWarpgroup = true, lazyRescale = true, pingPong = true;
+  bool producerWarpgroup = true, lazyRescale = true, pingPong = true,
+       heaviestFirst = true;
   unsigned indexBitwidth = 32, optLevel = 3;
 };
 
@@ -102,6 +103,7 @@ public:
   bool producerWarpgroup() const;
   bool lazyRescale() const;
   bool pingPong() const;
+  bool heaviestFirst() const;
   unsigned indexBitwidth() const;
   bool vectorize() const;
   int64_t vectorWidth() const;
