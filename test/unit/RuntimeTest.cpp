@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -1101,9 +1102,22 @@ std::string entryOf(const std::string &name, int params) {
 /// 32), floor(S / 512)), 1, 64).
 int64_t documentedSplit(int64_t b, int64_t l, int64_t s, int64_t sms) {
   int64_t programs = std::max<int64_t>(b * 8 * ((4 * l + 15) / 16), 1);
-  int64_t wanted = (8 * sms + programs - 1) / programs;
+  int64_t slots = 8 * sms;
+  int64_t wanted = (slots + programs - 1) / programs;
   int64_t chunks = std::min((s + 31) / 32, s / 512);
-  return std::clamp<int64_t>(std::min(wanted, chunks), 1, 64);
+  int64_t cap = std::clamp<int64_t>(chunks, 1, 64);
+  int64_t n = std::clamp<int64_t>(std::min(wanted, cap), 1, 64);
+  if (n == 1 || programs * n <= slots)
+    return n;
+  // Waves (docs/tile-program.md): the least ceil(P n / slots) / n for n up
+  // to twice that, a larger n only where it is 5 % less.
+  double best = 1, bestTime = std::ceil(double(programs) / slots);
+  for (int64_t m = 2; m <= std::min(cap, 2 * n); ++m) {
+    double time = std::ceil(double(programs) * m / slots) / m;
+    if (time < 0.95 * bestTime)
+      best = m, bestTime = time;
+  }
+  return static_cast<int64_t>(best);
 }
 
 } // namespace
@@ -1116,12 +1130,14 @@ TEST(RuntimeSplit, GridZAndNFollowTheFormula) {
   };
   // 132 SMs (H100/H200), figures worked out in docs/tile-program.md: B = 1
   // over 4096 keys: min(132, 8) = 8; over 32768: min(132, 64) = 64; B = 8
-  // over 4096: min(17, 8) = 8; B = 64 over 32768: ceil(1056 / 512) = 3;
-  // under 1024 keys: floor(S / 512) <= 1, no split; L = 5 (2 query blocks
-  // of 4 x 5 packed rows) halves the wanted count.
+  // over 4096: min(17, 8) = 8; B = 64 over 32768: ceil(1056 / 512) = 3
+  // chunks would be two waves of thirds, 2 are one of halves; under 1024
+  // keys: floor(S / 512) <= 1, no split; L = 5 (2 query blocks of 4 x 5
+  // packed rows, 64 programs): 17 chunks overshoot 1056 slots, 16 are one
+  // wave.
   const Case h200[] = {{1, 1, 4096, 8},   {1, 1, 32768, 64}, {8, 1, 4096, 8},
-                       {64, 1, 32768, 3}, {3, 1, 1000, 1},   {2, 1, 1100, 2},
-                       {4, 5, 32768, 17}};
+                       {64, 1, 32768, 2}, {3, 1, 1000, 1},   {2, 1, 1100, 2},
+                       {4, 5, 32768, 16}};
   for (int sms : {132, 108, 16}) {
     fakecuda_reset();
     fakecuda_state()->multiprocessorCount = sms;
@@ -1249,10 +1265,11 @@ TEST(RuntimeSplit, RaggedBatchGridAndN) {
   // 132 SMs, 8 programs per SM: one decode row over 4096 keys: P = 8 x (0
   // + 1) = 8, min(132, 128, 8) = 8; four decode rows beside a 30-row
   // prefill chunk (T = 34) over 32768 keys: P = 8 x (floor(136 / 16) + 5)
-  // = 104, min(ceil(1056 / 104) = 11, 64) = 11; 1000 keys: floor(1000 /
-  // 512) = 1, no split (and no merge launch).
+  // = 104, min(ceil(1056 / 104) = 11, 64) = 11 chunks would overshoot the
+  // 1056 slots (two waves of elevenths), 10 are one wave of tenths; 1000
+  // keys: floor(1000 / 512) = 1, no split (and no merge launch).
   const Case cases[] = {
-      {{1}, 4096, 8}, {{1, 1, 30, 1, 1}, 32768, 11}, {{1, 1, 1}, 1000, 1}};
+      {{1}, 4096, 8}, {{1, 1, 30, 1, 1}, 32768, 10}, {{1, 1, 1}, 1000, 1}};
   fakecuda_reset();
   std::unique_ptr<Runtime> runtime;
   RuntimeOptions options;

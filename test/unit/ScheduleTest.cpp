@@ -100,11 +100,32 @@ TEST(Schedule, ChooseStaticDecode) {
   EXPECT_EQ(s.numWarps, 1);
   EXPECT_EQ(s.splits, 33);
   EXPECT_FALSE(s.runTimeSplit);
-  // Without packing: 32 programs of one row, 264 / 32 -> 9 chunks.
+  // Without packing: 32 programs of one row; 264 / 32 -> 9 chunks would
+  // make 288 programs on 264 slots, two waves of ninths: 8 chunks make one
+  // wave of eighths.
   o.packGqa = false;
   s = choose(gqaDecode(), o);
   EXPECT_EQ(s.group, 1);
-  EXPECT_EQ(s.splits, 9);
+  EXPECT_EQ(s.splits, 8);
+}
+
+TEST(Schedule, SplitRuleWaves) {
+  // DeepSeek MLA decode, 64 sequences at 16 heads: 64 programs of one per
+  // SM on 132 SMs, 4096 keys in 64-key blocks, chunks of >= 512 keys.
+  // ceil(132 / 64) = 3 chunks run two waves of thirds (the second 45 %
+  // busy); 2 chunks run one wave of halves.
+  EXPECT_EQ(splitRule(64, 4096, 64, 1, 132, 512, 64), 2);
+  // At 128 heads (128 programs): 2 chunks, 256 programs, two waves of
+  // halves; 1 chunk is one wave of wholes, the same time: the fewer.
+  EXPECT_EQ(splitRule(128, 4096, 64, 1, 132, 512, 64), 1);
+  // A whole number of waves keeps the fill count: 528 one-warp decode
+  // programs on 8 x 132 slots take 2 chunks.
+  EXPECT_EQ(splitRule(528, 4096, 32, 8, 132, 512, 64), 2);
+  // Less than one wave even at the cap: the cap (8 programs, 8 chunks of
+  // 512 keys).
+  EXPECT_EQ(splitRule(8, 4096, 32, 8, 132, 512, 64), 8);
+  // Enough programs: no split.
+  EXPECT_EQ(splitRule(2000, 4096, 64, 2, 132, 0, 64), 1);
 }
 
 TEST(Schedule, ChooseRunTimeSplit) {
@@ -539,19 +560,21 @@ TEST(Schedule, ChooseRaggedAndEmpty) {
   EXPECT_FALSE(s.runTimeSplit);
   // Eight decode rows of eight sequences: 32 packed rows take 32-row
   // blocks of 64 keys, P = 8 x (1 + 8) = 72 (the grid, spare blocks
-  // included): ceil(2 x 132 / 72) = 4 chunks.
+  // included): ceil(2 x 132 / 72) = 4 chunks would make 288 programs on
+  // 264 slots, two waves of quarters; 7 make two waves of sevenths.
   p.qLen = 8;
   p.sequences = 8;
   s = choose(p, o);
   EXPECT_EQ(s.bm, 32);
   EXPECT_EQ(s.bn, 64);
-  EXPECT_EQ(s.splits, 4);
+  EXPECT_EQ(s.splits, 7);
   // The GPU pipeline's rule (8 warps per SM: 4 two-warp programs, chunks
-  // of at least 512 keys): ceil(4 x 132 / 72) = 8.
+  // of at least 512 keys): ceil(4 x 132 / 72) = 8 chunks would make 576
+  // programs on 528 slots, two waves of eighths; 7 make one of sevenths.
   Options gpu = o;
   gpu.splitWarpsPerSm = 8;
   gpu.splitMinKeys = 512;
-  EXPECT_EQ(choose(p, gpu).splits, 8);
+  EXPECT_EQ(choose(p, gpu).splits, 7);
   // A prefill-sized step (T = 4096 of 2 sequences): 8 x (256 + 2) = 2064
   // programs fill the SMs, no split.
   p.qLen = 4096;

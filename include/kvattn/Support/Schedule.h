@@ -241,7 +241,11 @@ int64_t saturatingMul(int64_t a, int64_t b);
 /// The split rule: `programs` program instances over `keys` keys in blocks
 /// of `bn`, `perSm` programs per multiprocessor on `numSms` of them, chunks
 /// of at least `minKeys` keys (0: one block), at most `maxSplits` chunks.
-/// The chunk count is in [1, maxSplits]; no intermediate overflows for any
+/// It is the fewest chunks that give every slot (perSm x numSms) a program,
+/// unless that overshoots into a partial last wave: then, up to twice that,
+/// the count n with the least ceil(programs * n / slots) / n (waves of 1/n
+/// of the keys each), a larger n only where that is at least 5 % less. The
+/// chunk count is in [1, maxSplits]; no intermediate overflows for any
 /// non-negative sizes.
 int64_t splitRule(int64_t programs, int64_t keys, int64_t bn, int64_t perSm,
                   int64_t numSms, int64_t minKeys, int64_t maxSplits);
