@@ -1,4 +1,5 @@
-//===- StaticLLVMTargets.cpp - LLVM targets kvattn does not generate for ---===//
+//===- StaticLLVMTargets.cpp - LLVM targets kvattn does not generate for
+//---===//
 //
 // Only in a KVATTN_STATIC_LLVM build (CMakeLists.txt). MLIR's
 // registerAllPasses reaches llvm::InitializeAllTargets, which names every
@@ -13,11 +14,11 @@
 //===----------------------------------------------------------------------===//
 
 #define KVATTN_UNUSED_TARGET(T)                                                \
-  extern "C" void LLVMInitialize##T##TargetInfo() {}                          \
-  extern "C" void LLVMInitialize##T##Target() {}                              \
-  extern "C" void LLVMInitialize##T##TargetMC() {}                            \
-  extern "C" void LLVMInitialize##T##AsmParser() {}                           \
-  extern "C" void LLVMInitialize##T##AsmPrinter() {}                          \
+  extern "C" void LLVMInitialize##T##TargetInfo() {}                           \
+  extern "C" void LLVMInitialize##T##Target() {}                               \
+  extern "C" void LLVMInitialize##T##TargetMC() {}                             \
+  extern "C" void LLVMInitialize##T##AsmParser() {}                            \
+  extern "C" void LLVMInitialize##T##AsmPrinter() {}                           \
   extern "C" void LLVMInitialize##T##Disassembler() {}
 
 KVATTN_UNUSED_TARGET(AArch64)

@@ -23,9 +23,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
-#include <unistd.h>
 #include <mutex>
 #include <set>
+#include <unistd.h>
 
 using namespace mlir;
 
@@ -69,8 +69,8 @@ struct UnrankedDescriptor {
 /// strides). Defined here and given to the JIT, so the CPU target needs no
 /// library of MLIR's at run time (MLIR's c_runner_utils, on Debian, needs
 /// libMLIR.so itself).
-extern "C" void kvattnMemrefCopy(int64_t elementSize, UnrankedDescriptor *src,
-                                 UnrankedDescriptor *dst) {
+void kvattnMemrefCopy(int64_t elementSize, UnrankedDescriptor *src,
+                      UnrankedDescriptor *dst) {
   const int64_t rank = src->rank;
   auto *srcBase = reinterpret_cast<char *>(src->descriptor[1]);
   auto *dstBase = reinterpret_cast<char *>(dst->descriptor[1]);
@@ -248,14 +248,13 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
     return Status::error("JIT compilation failed: " +
                          errorToString(engine.takeError()));
   result->engine_ = std::move(*engine);
-  result->engine_->registerSymbols(
-      [](llvm::orc::MangleAndInterner interner) {
-        llvm::orc::SymbolMap symbols;
-        symbols[interner("memrefCopy")] = {
-            llvm::orc::ExecutorAddr::fromPtr(&kvattnMemrefCopy),
-            llvm::JITSymbolFlags::Exported};
-        return symbols;
-      });
+  result->engine_->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    symbols[interner("memrefCopy")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&kvattnMemrefCopy),
+        llvm::JITSymbolFlags::Exported};
+    return symbols;
+  });
   result->jitMs_ = msSince(start);
 
   if (options.stats) {

@@ -38,8 +38,8 @@ static bool blockTableIsValid(const BlockTableView &table, int64_t numPages,
     if (std::adjacent_find(pages.begin(), pages.end()) != pages.end())
       return false;
     std::optional<int64_t> len = table.kvLen ? table.kvLen(b) : std::nullopt;
-    if (len && (*len < 0 || *len > static_cast<int64_t>(pages.size()) *
-                                       pageSize))
+    if (len &&
+        (*len < 0 || *len > static_cast<int64_t>(pages.size()) * pageSize))
       return false;
   }
   return true;

@@ -496,8 +496,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     if (heaviestFirst && useWgmma && !isMerge && dim == gpu::Dimension::y) {
       Value count = gpu::GridDimOp::create(kb, dim);
       Value one = arith::ConstantIndexOp::create(kb, 1);
-      id = arith::SubIOp::create(kb, arith::SubIOp::create(kb, count, one),
-                                 id);
+      id = arith::SubIOp::create(kb, arith::SubIOp::create(kb, count, one), id);
     }
     mapping.map(iv, id);
   }
