@@ -1,5 +1,4 @@
-//===- StaticLLVMTargets.cpp - LLVM targets kvattn does not generate for
-//---===//
+//===- StaticLLVMTargets.cpp - the LLVM targets kvattn does not use -------===//
 //
 // Only in a KVATTN_STATIC_LLVM build (CMakeLists.txt). MLIR's
 // registerAllPasses reaches llvm::InitializeAllTargets, which names every
