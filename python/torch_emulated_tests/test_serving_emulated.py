@@ -798,3 +798,48 @@ def test_op_device_run_two_sided_window(rt):
     out = host(d["out"], torch.bfloat16)
     assert (out.double() - want.double()).abs().max() < 2e-2
     assert (out.double() - left_only.double()).abs().max() > 0.1
+
+
+HUGE_DECODE = """
+func.func @decode(%q: tensor<?x4x1x64xbf16>, %k: tensor<?x1x?x64xbf16>,
+                  %v: tensor<?x1x?x64xbf16>, %pos: tensor<?xi32>,
+                  %len: tensor<?xi32>) -> tensor<?x4x1x64xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<?xi32>)
+      kv_len(%len : tensor<?xi32>) causal
+      : tensor<?x4x1x64xbf16>, tensor<?x1x?x64xbf16>,
+        tensor<?x1x?x64xbf16> -> tensor<?x4x1x64xbf16>
+  return %o : tensor<?x4x1x64xbf16>
+}
+"""
+
+
+def test_device_run_goes_64_bit_for_a_cache_of_2_31_elements():
+    """A cache tensor of 2^31 elements: the signature's 32-bit plan refuses
+    it on the host before any launch, and device_run compiles the plans
+    again with 64-bit index arithmetic and runs (on the fake driver of the
+    runtime tests, which runs no kernel: 4 GiB of cache are not needed),
+    once; the next call uses the 64-bit plan directly."""
+    import os
+    path = os.environ.get("KVATTN_TEST_FAKECUDA")
+    if not path or not os.path.exists(path):
+        pytest.skip("KVATTN_TEST_FAKECUDA does not name the fake driver "
+                    "(lit's torch-emulated.test sets it)")
+    rt = kvattn.Runtime(driver=path)
+    base = 0x7f0000000000
+    buffers = {name: base + i * 0x10000 for i, name in enumerate(
+        ("query", "key", "value", "out", "q_offset", "kv_len"))}
+    sizes = dict(B=1, Hq=4, Hkv=1, L=1, S=1 << 25)  # key: 2^25 x 64
+    signature = ("test-huge-decode", rt.chip)
+    for _ in range(2):
+        serving.device_run(rt, signature, lambda: HUGE_DECODE, buffers,
+                           sizes, kvattn.capi.CURRENT_STREAM)
+    plans = [p for s, p in serving.op_plans() if s == signature]
+    assert plans and all(p.manifest["index_bits"] == 64 for p in plans)
+    # Within 32 bits the same signature of a new runtime stays 32-bit.
+    rt2 = kvattn.Runtime(driver=path)
+    small = dict(sizes, S=4096)
+    serving.device_run(rt2, signature, lambda: HUGE_DECODE, buffers, small,
+                       kvattn.capi.CURRENT_STREAM)
+    entries = [e for (s, rid), e in serving._op_plans.items()
+               if s == signature and rid == id(rt2)]
+    assert entries and not entries[0].get("wide")

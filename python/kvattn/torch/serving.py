@@ -652,11 +652,36 @@ def device_run(runtime, signature, make_ir, buffers, sizes, stream):
     Hkv, L, S, cache_rows}, queued on `stream`. The CUDA kernels of the ops
     call it with torch tensors' pointers; the tests with the emulated GPU's
     DeviceArrays."""
-    import kvattn
-    B, L = max(sizes.get("B", 1), 1), max(sizes.get("L", 1), 1)
     key = (signature, id(runtime))
     with _op_lock:
         entry = _op_plans.setdefault(key, {"runtime": runtime})
+    s = [sizes.get(n, 0) for n in _SIZE_NAMES]
+    try:
+        _device_plan(entry, make_ir, sizes).handle.run(s, buffers, stream)
+    except KVAttnError as e:
+        # A tensor of 2^31 elements or more: the 32-bit kernels refuse it on
+        # the host before their launch. The signature's plans are compiled
+        # again, once, with 64-bit index arithmetic, and kept.
+        if entry.get("wide") or "index_bits 32" not in str(e):
+            raise
+        with _op_lock:
+            entry["wide"] = True
+            for k in ("split", "nosplit"):
+                old = entry.pop(k, None)
+                if old is not None:
+                    _retired.append(old[0] if k == "split" else old)
+            entry.pop("unit", None)
+        _device_plan(entry, make_ir, sizes).handle.run(s, buffers, stream)
+
+
+def _device_plan(entry, make_ir, sizes):
+    """The plan of a device_run entry for these sizes: the split one while
+    its workspace bound allows (grown in powers of two), else one without
+    split; with 64-bit index arithmetic once the entry is "wide"."""
+    import kvattn
+    runtime = entry["runtime"]
+    wide = {"index_bitwidth": 64} if entry.get("wide") else {}
+    B, L = max(sizes.get("B", 1), 1), max(sizes.get("L", 1), 1)
     plan = None
     split = entry.get("split")
     if split and B <= split[1] and L <= split[2]:
@@ -668,7 +693,7 @@ def device_run(runtime, signature, make_ir, buffers, sizes, stream):
         unit = entry.get("unit")
         if unit is None or unit * nb * nl <= WORKSPACE_BUDGET:
             new = kvattn.Plan(make_ir(), runtime=runtime,
-                              max_sizes={"B": nb, "L": nl})
+                              max_sizes={"B": nb, "L": nl}, **wide)
             unit = max(new.workspace_bytes - 128, 0) / (nb * nl)
             with _op_lock:
                 entry["unit"] = unit
@@ -682,11 +707,11 @@ def device_run(runtime, signature, make_ir, buffers, sizes, stream):
         if plan is None:
             plan = entry.get("nosplit")
             if plan is None:
-                plan = kvattn.Plan(make_ir(), runtime=runtime, split_kv=1)
+                plan = kvattn.Plan(make_ir(), runtime=runtime, split_kv=1,
+                                   **wide)
                 with _op_lock:
                     entry["nosplit"] = plan
-    s = [sizes.get(n, 0) for n in _SIZE_NAMES]
-    plan.handle.run(s, buffers, stream)
+    return plan
 
 
 def op_plans():
