@@ -144,9 +144,30 @@ static Status dump(llvm::StringRef file,
   return Status::ok();
 }
 
-Status compileToPtx(ModuleOp module, const PtxOptions &options,
+/// Whether a value of the module is a static tensor of 2^31 elements or
+/// more, which 32-bit kernels cannot index (the runtime would refuse every
+/// launch).
+static bool hasTensorOf2To31Elements(ModuleOp module) {
+  bool found = false;
+  module.walk([&](Operation *op) {
+    for (Type type : op->getOperandTypes())
+      if (auto tensor = dyn_cast<RankedTensorType>(type);
+          tensor && tensor.hasStaticShape() &&
+          tensor.getNumElements() >= (int64_t(1) << 31))
+        found = true;
+    return found ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return found;
+}
+
+Status compileToPtx(ModuleOp module, const PtxOptions &givenOptions,
                     PtxModule &result) {
   auto start = std::chrono::steady_clock::now();
+  // Static shapes too large for 32-bit index arithmetic get 64 bits by
+  // themselves (dynamic ones are checked per launch, naming the option).
+  PtxOptions options = givenOptions;
+  if (options.indexBitwidth == 32 && hasTensorOf2To31Elements(module))
+    options.indexBitwidth = 64;
   if (std::string why = mlir::kvattn::unsupportedChipReason(options.chip);
       !why.empty())
     return Status::error("cannot generate code for chip '" + options.chip +
