@@ -17,7 +17,8 @@
 # Compute (ncu, clocks left alone) on the MLA decode kernels, B = 64,
 # 4,096 keys, 16 and 128 heads, sm_90a and sm_90 (a text report).
 # Each stage is cut at KVATTN_STAGE_TIMEOUT seconds (default: 240 for
-# checks, 180 for bench, 120 for compare, 600 for bench-full). The
+# checks, 180 for bench, 120 for compare and torch, 600 for bench-full,
+# 240 for profile-mla). The
 # summaries are printed; each stage's logs come back as one tarball in $OUT
 # (default: build-device/out), so a caller that returns few files gets all.
 # Exits non-zero if a stage failed.
