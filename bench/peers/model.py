@@ -43,6 +43,8 @@ Device figures (per SM per cycle unless said):
   fraction).
 """
 
+import heapq
+
 CHIPS = {
     "sm_80": dict(gpu="A100", sms=108, clock=1.41e9, mma=2048.0, wgmma=None,
                   hbm=2.039e12, fma_lanes=64, smem_per_sm=167936,
@@ -115,6 +117,7 @@ def estimate(chip, phases, warps, ctas_per_sm, cta_iters, useful, hbm_bytes,
     resident = max(1, min(ctas_per_sm, -(-n_ctas // active)))
     issue_rate = min(ISSUE, resident * warps) / ISSUE
     totals, longest, serial, longest_serial = {}, 0.0, 0.0, 0.0
+    cta_serial = [0.0] * n_ctas  # each CTA's own serial time, alone
     for (counts, iters) in zip(phases, cta_iters):
         d = per_iter_demands(chip, counts, warps)
         d["issue"] /= issue_rate
@@ -128,8 +131,21 @@ def estimate(chip, phases, warps, ctas_per_sm, cta_iters, useful, hbm_bytes,
         alone = dict(d)
         alone["issue"] = counts["insts"] * warps / min(ISSUE, warps)
         longest += max(alone.values()) * max(iters)
-        longest_serial += (alone["tensor"] + max(
-            v for k, v in alone.items() if k != "tensor")) * max(iters)
+        per_iter = alone["tensor"] + max(
+            v for k, v in alone.items() if k != "tensor")
+        longest_serial += per_iter * max(iters)
+        for i, n in enumerate(iters):
+            cta_serial[i] += per_iter * n
+    # Discrete CTAs: each holds one of the active x resident slots from its
+    # start to its end, started in launch order as slots free (list
+    # scheduling). With one CTA per SM this is the wave quantization the
+    # fluid limits cannot see: 160 equal CTAs on 132 SMs take two CTA
+    # times, 128 take one.
+    slots = [0.0] * max(1, min(active * resident, n_ctas))
+    heapq.heapify(slots)
+    for t in cta_serial:
+        heapq.heappush(slots, heapq.heappop(slots) + t)
+    makespan = max(slots)
     limits = {k: v / active / c["clock"] for k, v in totals.items()}
     limits["tail"] = longest / c["clock"]
     bw = (hbm or c["hbm"]) * active / c["sms"]
@@ -141,7 +157,7 @@ def estimate(chip, phases, warps, ctas_per_sm, cta_iters, useful, hbm_bytes,
     # other limit.  It matches the published figures far better than the
     # bound (docs/benchmarks.md, calibration).
     serial_limits = {"sm": serial / active / c["clock"],
-                     "tail": longest_serial / c["clock"],
+                     "tail": max(longest_serial, makespan) / c["clock"],
                      "hbm": limits["hbm"]}
     s_bind = max(serial_limits, key=serial_limits.get)
     t_serial = serial_limits[s_bind]
