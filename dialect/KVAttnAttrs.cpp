@@ -302,6 +302,26 @@ FragmentLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 //===----------------------------------------------------------------------===//
+// VectorLayoutAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+VectorLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                         VectorAxis axis, int64_t width, int64_t fewRows) {
+  if (width < 1 || width > 16 || (width & (width - 1)))
+    return emitError() << "vector_layout width is a power of two from 1 to "
+                          "16 (f32 lanes), got "
+                       << width;
+  if (fewRows < 0 || fewRows > 64)
+    return emitError() << "vector_layout few_rows is 0 to 64, got " << fewRows;
+  if (axis == VectorAxis::columns && fewRows != 0)
+    return emitError() << "vector_layout few_rows belongs on a rows layout "
+                          "(a columns tile has no few-rows form), got "
+                       << fewRows;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // GpuScheduleAttr
 //===----------------------------------------------------------------------===//
 
@@ -386,6 +406,33 @@ FragmentLayoutAttr mlir::kvattn::getFragmentLayout(Operation *op) {
 
 void mlir::kvattn::setFragmentLayout(Operation *op, FragmentLayoutAttr layout) {
   op->setAttr(kFragmentLayoutAttrName, layout);
+}
+
+VectorLayoutAttr mlir::kvattn::getVectorLayout(Value tile) {
+  if (Operation *def = tile.getDefiningOp())
+    return def->getAttrOfType<VectorLayoutAttr>(kVectorLayoutAttrName);
+  auto arg = cast<BlockArgument>(tile);
+  auto function =
+      dyn_cast_or_null<FunctionOpInterface>(arg.getOwner()->getParentOp());
+  if (!function || arg.getOwner() != &function.getFunctionBody().front())
+    return {};
+  return function.getArgAttrOfType<VectorLayoutAttr>(arg.getArgNumber(),
+                                                     kVectorLayoutAttrName);
+}
+
+LogicalResult mlir::kvattn::setVectorLayout(Value tile,
+                                            VectorLayoutAttr layout) {
+  if (Operation *def = tile.getDefiningOp()) {
+    def->setAttr(kVectorLayoutAttrName, layout);
+    return success();
+  }
+  auto arg = cast<BlockArgument>(tile);
+  auto function =
+      dyn_cast_or_null<FunctionOpInterface>(arg.getOwner()->getParentOp());
+  if (!function || arg.getOwner() != &function.getFunctionBody().front())
+    return failure();
+  function.setArgAttr(arg.getArgNumber(), kVectorLayoutAttrName, layout);
+  return success();
 }
 
 GpuScheduleAttr mlir::kvattn::getGpuSchedule(Operation *op) {
@@ -518,6 +565,15 @@ LogicalResult KVAttnDialect::verifyOperationAttribute(Operation *op,
                                 "shaped tile";
     return success();
   }
+  if (name == kVectorLayoutAttrName) {
+    if (!isa<VectorLayoutAttr>(value))
+      return op->emitError() << "'" << kVectorLayoutAttrName
+                             << "' is not a #kvattn.vector_layout: " << value;
+    if (op->getNumResults() != 1 || !isa<MemRefType>(op->getResultTypes()[0]))
+      return op->emitError() << "'" << kVectorLayoutAttrName
+                             << "' belongs on an op defining one tile";
+    return success();
+  }
   if (name == kGpuScheduleAttrName) {
     if (!isa<GpuScheduleAttr>(value))
       return op->emitError() << "'" << kGpuScheduleAttrName
@@ -546,5 +602,26 @@ LogicalResult KVAttnDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kKernelParamsAttrName)
     return verifyKernelParams(op, value);
+  return success();
+}
+
+LogicalResult KVAttnDialect::verifyRegionArgAttribute(Operation *op,
+                                                      unsigned regionIndex,
+                                                      unsigned argIndex,
+                                                      NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  if (name != kVectorLayoutAttrName)
+    return op->emitError() << "'" << name
+                           << "' is not a kvattn argument attribute (only '"
+                           << kVectorLayoutAttrName << "' is)";
+  if (!isa<VectorLayoutAttr>(attr.getValue()))
+    return op->emitError() << "'" << kVectorLayoutAttrName
+                           << "' is not a #kvattn.vector_layout: "
+                           << attr.getValue();
+  Region &region = op->getRegion(regionIndex);
+  if (region.empty() || argIndex >= region.front().getNumArguments() ||
+      !isa<MemRefType>(region.front().getArgument(argIndex).getType()))
+    return op->emitError() << "'" << kVectorLayoutAttrName
+                           << "' belongs on a memref argument";
   return success();
 }

@@ -8,6 +8,7 @@
 //   kvattn.params       getKernelParams / setKernelParams
 //   kvattn.tile_role    getTileRole / setTileRole
 //   kvattn.fragment_layout getFragmentLayout / setFragmentLayout
+//   kvattn.vector_layout getVectorLayout / setVectorLayout
 //   kvattn.gpu_schedule getGpuSchedule / setGpuSchedule
 //   kvattn.value_prefetch getValuePrefetchId / setValuePrefetchId
 //   kvattn.key_prefetch getKeyPrefetchId / setKeyPrefetchId
@@ -40,6 +41,8 @@ inline constexpr llvm::StringLiteral kKernelParamsAttrName = "kvattn.params";
 inline constexpr llvm::StringLiteral kTileRoleAttrName = "kvattn.tile_role";
 inline constexpr llvm::StringLiteral kFragmentLayoutAttrName =
     "kvattn.fragment_layout";
+inline constexpr llvm::StringLiteral kVectorLayoutAttrName =
+    "kvattn.vector_layout";
 inline constexpr llvm::StringLiteral kGpuScheduleAttrName =
     "kvattn.gpu_schedule";
 inline constexpr llvm::StringLiteral kValuePrefetchAttrName =
@@ -85,6 +88,14 @@ void setTileRole(Operation *op, TileRole role);
 /// The fragment layout of the tile `op` defines; null when it has none.
 FragmentLayoutAttr getFragmentLayout(Operation *op);
 void setFragmentLayout(Operation *op, FragmentLayoutAttr layout);
+
+/// The CPU vector layout of `tile` (-kvattn-assign-vector-layouts): the
+/// attribute of its defining op, or of the function argument it is; null
+/// when it has none.
+VectorLayoutAttr getVectorLayout(Value tile);
+/// Sets it there; fails (writing nothing) when `tile` is neither defined by
+/// an op nor an argument of a function's entry block.
+LogicalResult setVectorLayout(Value tile, VectorLayoutAttr layout);
 
 /// The schedule of a GPU attention kernel; null when it has none.
 GpuScheduleAttr getGpuSchedule(Operation *op);

@@ -117,6 +117,14 @@ def KVAttn_FragmentOperand : I32EnumAttr<"FragmentOperand",
   let genSpecializedAttr = 0;
 }
 
+def KVAttn_VectorAxis : I32EnumAttr<"VectorAxis",
+    "the tile dimension a CPU vector runs along", [
+      I32EnumAttrCase<"rows", 0>,
+      I32EnumAttrCase<"columns", 1>]> {
+  let cppNamespace = "::mlir::kvattn";
+  let genSpecializedAttr = 0;
+}
+
 def KVAttn_TensorCoreMode : I32EnumAttr<"TensorCoreMode",
     "how a GPU kernel computes Q.K^T and P.V", [
       I32EnumAttrCase<"scalar", 0>,
@@ -404,6 +412,49 @@ def KVAttn_FragmentLayoutAttr
   let assemblyFormat = [{
     `<` $shape `,` `rows_per_lane` `=` $rows_per_lane `,`
         `tiles_per_warp` `=` $tiles_per_warp `,` $operand `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
+def KVAttn_VectorLayoutAttr : KVAttn_Attr<"VectorLayout", "vector_layout"> {
+  let summary = "which vector lane of a CPU program holds which element of a tile";
+  let description = [{
+    The CPU's counterpart of `#kvattn.fragment_layout`: how the vectorised
+    CPU lowering (-kvattn-lower-tile-to-vectors) stores a scratch tile and
+    which lane of which vector register holds each element. Written by
+    -kvattn-assign-vector-layouts on each tile of a program (the defining
+    `memref.alloca`, or a function argument's attribute), read by the
+    lowering, which refuses a tile without one:
+
+    ```mlir
+    %q = memref.alloca() {kvattn.vector_layout =
+        #kvattn.vector_layout<rows, width = 16, few_rows = 8>} : memref<64x128xf32>
+    %acc = memref.alloca() {kvattn.vector_layout =
+        #kvattn.vector_layout<columns, width = 16>} : memref<64x128xf32>
+    ```
+
+    * `rows`: vectors run over the tile's rows (query rows). The tile
+      `[R, C]` is stored transposed (`[C][R]` in its buffer), and element
+      `(r, c)` is lane `r % width` of the vector `(c, r / width)`: Q.K^T is
+      a sum of outer products with one broadcast key element per FMA, the
+      online softmax of `width` rows is vertical. A 1-D row tile (the
+      running maximum and sum) has lane `r % width` of vector `r / width`.
+      `few_rows = n` (> 0): a program of at most `n` rows (tested at run
+      time, the same test in every op of the program) holds the tile
+      row-major instead, with vectors of 16 lanes along its columns (the
+      few-rows form of a decode step's GQA group).
+    * `columns`: the tile is row-major and vectors run along a row: element
+      `(r, c)` is lane `c % width` of the vector `(r, c / width)` (the P.V
+      accumulator: vectors over the value dimension).
+
+    `width` is a power of two from 1 to 16 (f32 lanes); `few_rows` is 0 to
+    64, and 0 on a `columns` layout.
+  }];
+  let parameters = (ins EnumParameter<KVAttn_VectorAxis>:$axis,
+                        "int64_t":$width,
+                        DefaultValuedParameter<"int64_t", "0">:$few_rows);
+  let assemblyFormat = [{
+    `<` $axis `,` `width` `=` $width (`,` `few_rows` `=` $few_rows^)? `>`
   }];
   let genVerifyDecl = 1;
 }

@@ -24,6 +24,8 @@ def KVAttn_Dialect : Dialect {
   // kvattn.params).
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
+  // kvattn.vector_layout on a function argument (a CPU tile passed in).
+  let hasRegionArgAttrVerify = 1;
   let extraClassDeclaration = [{
     /// The attributes of KVAttnAttrs.td (KVAttnAttrs.cpp).
     void registerAttributes();

@@ -79,15 +79,21 @@ void populateLowerTileToLoopsPatterns(RewritePatternSet &patterns);
 /// The scalar lowerings of the tile ops that do not depend on the layout of
 /// the scratch tiles (init, merge, prefetch): shared by both CPU lowerings.
 void populateLowerTileStateToLoopsPatterns(RewritePatternSet &patterns);
-/// Patterns of -kvattn-lower-tile-to-vectors with vectors of `width` f32
-/// lanes at most (a power of two); the math they create is expanded by
-/// the pass itself.
-/// Programs of at most `fewRows` rows run the few-rows form (0: none).
-/// With `pagedBlocks`, paged blocks that a loop re-reads are read from a
+/// Patterns of -kvattn-lower-tile-to-vectors: each tile op in its tiles'
+/// #kvattn.vector_layout (assignVectorLayouts, which the caller runs first;
+/// the pass checks the layouts before applying these, an embedder should
+/// too); the math they create is expanded by the pass itself. With
+/// `pagedBlocks`, paged blocks that a loop re-reads are read from a
 /// contiguous copy and tile.prefetch of a paged cache prefetches its rows.
 void populateLowerTileToVectorsPatterns(RewritePatternSet &patterns,
-                                        int64_t width, int64_t fewRows = 8,
                                         bool pagedBlocks = true);
+/// -kvattn-assign-vector-layouts on `root`: a #kvattn.vector_layout on every
+/// tile of its CPU tile ops that has none, vectors of at most `maxWidth`
+/// f32 lanes (a power of two up to 16), programs of at most `fewRows` rows
+/// in the few-rows form (0: none). Emits an error and fails on a tile two
+/// uses give different layouts.
+LogicalResult assignVectorLayouts(Operation *root, int64_t maxWidth,
+                                  int64_t fewRows = 8);
 /// The widest f32 vector of the host: 16 with AVX-512, 8 with AVX, else 4.
 int64_t hostVectorWidth();
 

@@ -290,6 +290,42 @@ def LowerTileToLoopsPass : Pass<"kvattn-lower-tile-to-loops"> {
 }
 
 
+def AssignVectorLayoutsPass : Pass<"kvattn-assign-vector-layouts"> {
+  let summary = "Write the vector layouts of the CPU tile programs' tiles";
+  let description = [{
+    Tags every tile of the CPU tile programs (the `memref.alloca` defining
+    it, or the function argument it is) with the `#kvattn.vector_layout`
+    -kvattn-lower-tile-to-vectors lowers it in, from the tile ops that use
+    it:
+
+    * the query tile (`tile.load_q`, `tile.qk`), the scores (`tile.qk`,
+      `tile.mask`, `tile.softmax_update`) and the running maximum and sum
+      (`tile.init`, `tile.softmax_update`): `rows`, stored transposed with
+      vectors of `width` query rows, the widest power of two up to
+      `vector-width` that divides the tile's rows; with `few_rows =
+      few-rows` (programs of at most that many rows hold them row-major,
+      decided at run time);
+    * the accumulator (`tile.init`, `tile.softmax_update`, `tile.store`):
+      `columns`, vectors over the value dimension of the widest power of
+      two up to `vector-width` that divides it.
+
+    A tile that two uses give different layouts is an error by name; so is a
+    tile that is neither an op's result nor a function's argument.
+    Tiles that already have a layout keep it (an embedder's choice, which
+    the lowering checks).
+  }];
+  let options = [
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
+           "f32 lanes per vector at most: 1, 2, 4, 8 or 16 (0: the host's "
+           "widest, 16 with AVX-512)">,
+    Option<"fewRows", "few-rows", "int64_t", /*default=*/"8",
+           "Programs of at most this many rows run the few-rows form (dot "
+           "products along D); 0: every program runs the column form; at "
+           "most 64">,
+  ];
+  let dependentDialects = ["::mlir::kvattn::KVAttnDialect"];
+}
+
 def LowerTileToVectorsPass : Pass<"kvattn-lower-tile-to-vectors"> {
   let summary = "Lower the tile ops to register-tiled vector code (the fast "
                 "CPU lowering)";
@@ -331,15 +367,17 @@ def LowerTileToVectorsPass : Pass<"kvattn-lower-tile-to-vectors"> {
     vector width. `math.exp` and `math.tanh` are expanded into polynomial
     approximations (MLIR's), which vectorise. Init, merge and prefetch use
     the scalar lowering (their tiles' layout does not matter).
+
+    The layouts and widths are not chosen here: each tile's
+    `#kvattn.vector_layout` (-kvattn-assign-vector-layouts, which the
+    kvattn-to-cpu pipeline runs just before) says which form and width
+    (`W`, `V`) it is lowered in. A tile op whose tile has no layout, or whose
+    tiles' layouts disagree (the query, scores, maximum and sum of a program
+    share one `rows` layout; the accumulator is `columns`; a width divides
+    the dimension its vectors run along) is refused by name before anything
+    is rewritten.
   }];
   let options = [
-    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
-           "f32 lanes per vector at most: 1, 2, 4, 8 or 16 (0: the host's "
-           "widest, 16 with AVX-512)">,
-    Option<"fewRows", "few-rows", "int64_t", /*default=*/"8",
-           "Programs of at most this many rows run the few-rows form (dot "
-           "products along D); 0: every program runs the column form; at "
-           "most 64">,
     Option<"pagedBlocks", "paged-blocks", "bool", /*default=*/"true",
            "Paged caches: a block that a loop reads more than once (P.V "
            "over several row tiles, Q.K^T over several row groups) is first "

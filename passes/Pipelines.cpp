@@ -142,9 +142,10 @@ void mlir::kvattn::buildKVAttnToCpuPipeline(
   // run to run in a module of several functions: one order for the output.
   pm.addPass(mlir::kvattn::createOrderConstantGlobalsPass());
   if (options.vectorize) {
-    LowerTileToVectorsPassOptions vectors;
-    vectors.vectorWidth = options.vectorWidth;
-    pm.addPass(mlir::kvattn::createLowerTileToVectorsPass(vectors));
+    AssignVectorLayoutsPassOptions layouts;
+    layouts.vectorWidth = options.vectorWidth;
+    pm.addPass(mlir::kvattn::createAssignVectorLayoutsPass(layouts));
+    pm.addPass(mlir::kvattn::createLowerTileToVectorsPass());
   } else {
     pm.addPass(mlir::kvattn::createLowerTileToLoopsPass());
   }

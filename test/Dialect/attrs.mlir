@@ -88,6 +88,20 @@ func.func @tile_layouts() {
 
 // -----
 
+// The CPU vector layouts of -kvattn-assign-vector-layouts, on a scratch
+// tile and on a tile argument; few_rows = 0 is not printed.
+// CHECK-LABEL: func @vector_layouts
+// CHECK-SAME: memref<16x8xf32> {kvattn.vector_layout = #kvattn.vector_layout<columns, width = 8>}
+// CHECK: memref.alloca() {kvattn.vector_layout = #kvattn.vector_layout<rows, width = 16, few_rows = 8>} : memref<64x32xf32>
+// CHECK: memref.alloca() {kvattn.vector_layout = #kvattn.vector_layout<rows, width = 4>} : memref<64xf32>
+func.func @vector_layouts(%acc: memref<16x8xf32> {kvattn.vector_layout = #kvattn.vector_layout<columns, width = 8, few_rows = 0>}) {
+  %0 = memref.alloca() {kvattn.vector_layout = #kvattn.vector_layout<rows, width = 16, few_rows = 8>} : memref<64x32xf32>
+  %1 = memref.alloca() {kvattn.vector_layout = #kvattn.vector_layout<rows, width = 4>} : memref<64xf32>
+  return
+}
+
+// -----
+
 // A GPU kernel's schedule; the stages and flags at their defaults (0,
 // false) are not printed.
 // CHECK-LABEL: func @schedules

@@ -420,3 +420,57 @@ func.func @prefetch_id_op(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<1
   kvattn.tile.init %m, %l, %acc {kvattn.key_prefetch = 0 : i64} : memref<16xf32>, memref<16xf32>, memref<16x8xf32>
   return
 }
+
+// -----
+
+func.func @vector_layout_width() {
+  // expected-error @+1 {{vector_layout width is a power of two from 1 to 16 (f32 lanes), got 12}}
+  %0 = memref.alloca() {kvattn.vector_layout = #kvattn.vector_layout<rows, width = 12>} : memref<48x8xf32>
+  return
+}
+
+// -----
+
+func.func @vector_layout_few_rows() {
+  // expected-error @+1 {{vector_layout few_rows is 0 to 64, got 65}}
+  %0 = memref.alloca() {kvattn.vector_layout = #kvattn.vector_layout<rows, width = 16, few_rows = 65>} : memref<64x8xf32>
+  return
+}
+
+// -----
+
+func.func @vector_layout_columns_few_rows() {
+  // expected-error @+1 {{vector_layout few_rows belongs on a rows layout (a columns tile has no few-rows form), got 8}}
+  %0 = memref.alloca() {kvattn.vector_layout = #kvattn.vector_layout<columns, width = 16, few_rows = 8>} : memref<64x16xf32>
+  return
+}
+
+// -----
+
+func.func @vector_layout_not_a_layout() {
+  // expected-error @+1 {{'kvattn.vector_layout' is not a #kvattn.vector_layout: 16 : i64}}
+  %0 = memref.alloca() {kvattn.vector_layout = 16 : i64} : memref<64x16xf32>
+  return
+}
+
+// -----
+
+func.func @vector_layout_not_a_tile(%a: index) -> index {
+  // expected-error @+1 {{'kvattn.vector_layout' belongs on an op defining one tile}}
+  %0 = arith.addi %a, %a {kvattn.vector_layout = #kvattn.vector_layout<rows, width = 16>} : index
+  return %0 : index
+}
+
+// -----
+
+// expected-error @+1 {{'kvattn.vector_layout' belongs on a memref argument}}
+func.func @vector_layout_scalar_argument(%a: index {kvattn.vector_layout = #kvattn.vector_layout<rows, width = 16>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'kvattn.tile_role' is not a kvattn argument attribute (only 'kvattn.vector_layout' is)}}
+func.func @unknown_argument_attribute(%a: memref<16x8xf32> {kvattn.tile_role = #kvattn.tile_role<query>}) {
+  return
+}

@@ -1,12 +1,8 @@
-// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors=vector-width=16 -verify-diagnostics
-// RUN: not kvattn-opt %s -kvattn-lower-tile-to-vectors=vector-width=3 -o /dev/null 2>&1 | FileCheck %s --check-prefix=WIDTH
-// RUN: not kvattn-opt %s -kvattn-lower-tile-to-vectors=vector-width=32 -o /dev/null 2>&1 | FileCheck %s --check-prefix=WIDTH
+// RUN: kvattn-opt %s -split-input-file -kvattn-assign-vector-layouts=vector-width=16 -kvattn-lower-tile-to-vectors -verify-diagnostics
 
-// RUN: not kvattn-opt %s -kvattn-lower-tile-to-vectors=few-rows=65 -o /dev/null 2>&1 | FileCheck %s --check-prefix=FEW
-// RUN: not kvattn-opt %s -kvattn-lower-tile-to-vectors=few-rows=-1 -o /dev/null 2>&1 | FileCheck %s --check-prefix=FEW
-
-// WIDTH: vector-width must be 0 (the host's) or a power of two from 1 to 16, got {{3|32}}
-// FEW: few-rows must be 0 to 64, got {{65|-1}}
+// The layouts' own errors (a tile without one, layouts that disagree):
+// kvattn-lower-tile-to-vectors-layout-errors.mlir; the width and few-rows
+// options: kvattn-assign-vector-layouts-errors.mlir.
 
 // Tiles are addressed through transposed views: a strided tile is refused
 // by name before anything is rewritten.

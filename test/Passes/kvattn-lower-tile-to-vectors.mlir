@@ -1,11 +1,11 @@
 // The column form (few-rows=0: every program, whatever its row count):
-// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors="vector-width=16 few-rows=0" -cse | FileCheck %s --enable-var-scope
-// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors="vector-width=4 few-rows=0" -cse | FileCheck %s --check-prefix=W4
+// RUN: kvattn-opt %s -split-input-file -kvattn-assign-vector-layouts="vector-width=16 few-rows=0" -kvattn-lower-tile-to-vectors -cse | FileCheck %s --enable-var-scope
+// RUN: kvattn-opt %s -split-input-file -kvattn-assign-vector-layouts="vector-width=4 few-rows=0" -kvattn-lower-tile-to-vectors -cse | FileCheck %s --check-prefix=W4
 // The default: programs of at most 8 rows run the few-rows form, the others
 // the column form, chosen at run time from the row count.
-// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors=vector-width=16 -cse | FileCheck %s --check-prefix=FEW --enable-var-scope
+// RUN: kvattn-opt %s -split-input-file -kvattn-assign-vector-layouts=vector-width=16 -kvattn-lower-tile-to-vectors -cse | FileCheck %s --check-prefix=FEW --enable-var-scope
 // Paged caches read through the table everywhere, prefetch dropped:
-// RUN: kvattn-opt %s -split-input-file -kvattn-lower-tile-to-vectors="vector-width=16 few-rows=0 paged-blocks=false" -cse | FileCheck %s --check-prefix=OFF
+// RUN: kvattn-opt %s -split-input-file -kvattn-assign-vector-layouts="vector-width=16 few-rows=0" -kvattn-lower-tile-to-vectors=paged-blocks=false -cse | FileCheck %s --check-prefix=OFF
 
 // Q.K^T as outer products over the transposed tiles: 64 rows are four row
 // vectors of 16, six keys per register tile (24 accumulators), one

@@ -17,6 +17,7 @@
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
 #include "passes/Conversion/TileToCPU/VectorEmitter.h"
+#include "passes/Conversion/TileToCPU/VectorLayouts.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -27,7 +28,6 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
-#include "llvm/TargetParser/Host.h"
 
 namespace mlir {
 namespace kvattn {
@@ -39,25 +39,7 @@ namespace kvattn {
 using namespace mlir;
 using namespace mlir::kvattn;
 
-int64_t mlir::kvattn::hostVectorWidth() {
-  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-  if (features.lookup("avx512f"))
-    return 16;
-  if (features.lookup("avx"))
-    return 8;
-  return 4;
-}
-
 namespace {
-
-/// The vector width for a tile of `bm` rows: the widest power of two up to
-/// `maxWidth` that divides `bm`.
-int64_t rowVectorWidth(int64_t bm, int64_t maxWidth) {
-  int64_t w = 1;
-  while (w * 2 <= maxWidth && bm % (w * 2) == 0)
-    w *= 2;
-  return w;
-}
 
 /// Row vectors per register tile: the most, up to 4, that divide the
 /// tile's `rowVectors`.
@@ -68,41 +50,46 @@ int64_t rowVectorsPerTile(int64_t rowVectors) {
   return 1;
 }
 
-/// The lowering of one op at one maximum vector width.
+/// The lowering's own options; the layouts and widths are the tiles'
+/// (#kvattn.vector_layout).
 struct Lowering {
-  int64_t maxWidth;
-  /// The most rows of a program that runs the few-rows form (0: none).
-  int64_t fewRows;
   /// Paged caches: re-read blocks from a contiguous copy, and the next
   /// block's rows prefetched (the pass's paged-blocks).
   bool pagedBlocks = true;
-
-  int64_t widthFor(Value tile) const {
-    return rowVectorWidth(cast<MemRefType>(tile.getType()).getDimSize(0),
-                          maxWidth);
-  }
 };
+
+/// The vector width of a tile's layout (checked by checkVectorLayouts
+/// before any op is rewritten).
+int64_t widthOf(Value tile) { return getVectorLayout(tile).getWidth(); }
+
+/// The few-rows bound of the program a tile op belongs to: its row tiles'
+/// `few_rows`.
+int64_t fewRowsOf(Value rowTile) {
+  return getVectorLayout(rowTile).getFewRows();
+}
 
 //===----------------------------------------------------------------------===//
 // tile.load_q, tile.store: once per program, element by element
 //===----------------------------------------------------------------------===//
 
-/// The few-rows form where the program has at most `l.fewRows` rows, the
-/// column form elsewhere (a test of the row count, the same in every op of
-/// a program); the column form only when `l.fewRows` is 0.
-void byRowCount(Emitter &e, const Lowering &l, Value rows,
+/// The few-rows form where the program has at most `bound` rows (the
+/// `few_rows` of its row tiles' layout), the column form elsewhere (a test
+/// of the row count, the same in every op of a program); the column form
+/// only when `bound` is 0.
+void byRowCount(Emitter &e, int64_t bound, Value rows,
                 function_ref<void()> fewRows, function_ref<void()> column) {
-  if (l.fewRows == 0)
+  if (bound == 0)
     return column();
-  e.ifElse(few_rows::isFewRows(e, rows, l.fewRows), fewRows, column);
+  e.ifElse(few_rows::isFewRows(e, rows, bound), fewRows, column);
 }
 
 LogicalResult lowerLoadQ(TileLoadQOp op, PatternRewriter &rewriter,
-                         const Lowering &l) {
+                         const Lowering &) {
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   Emitter e{b};
   byRowCount(
-      e, l, op.getRows(), [&] { few_rows::emitLoadQ(e, op); },
+      e, fewRowsOf(op.getQTile()), op.getRows(),
+      [&] { few_rows::emitLoadQ(e, op); },
       [&] { emitLoadQ(e, op, TileRef::transposedOf(b, op.getQTile())); });
   rewriter.eraseOp(op);
   return success();
@@ -287,7 +274,7 @@ Value roundUpRows(Emitter &e, Value rows, int64_t step) {
 
 /// tile.qk in the column form: outer products over the transposed tiles.
 void emitColumnQK(TileQKOp op, ImplicitLocOpBuilder &b, const Lowering &l) {
-  VectorEmitter e(b, l.widthFor(op.getScores()));
+  VectorEmitter e(b, widthOf(op.getScores()));
   Value qT = TileRef::transposedOf(b, op.getQTile()).view;
   Value sT = TileRef::transposedOf(b, op.getScores()).view;
   auto sType = cast<MemRefType>(op.getScores().getType());
@@ -347,8 +334,8 @@ LogicalResult lowerQK(TileQKOp op, PatternRewriter &rewriter,
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   Emitter e{b};
   byRowCount(
-      e, l, op.getRows(), [&] { few_rows::emitQK(e, op); },
-      [&] { emitColumnQK(op, b, l); });
+      e, fewRowsOf(op.getScores()), op.getRows(),
+      [&] { few_rows::emitQK(e, op); }, [&] { emitColumnQK(op, b, l); });
   rewriter.eraseOp(op);
   return success();
 }
@@ -367,7 +354,7 @@ bool isVectorMask(TileMaskOp op) {
 
 /// tile.mask in the column form, on the transposed scores.
 void emitColumnMask(TileMaskOp op, ImplicitLocOpBuilder &b, const Lowering &l) {
-  VectorEmitter e(b, l.widthFor(op.getScores()));
+  VectorEmitter e(b, widthOf(op.getScores()));
   Value sT = TileRef::transposedOf(b, op.getScores()).view;
 
   if (!isVectorMask(op)) {
@@ -461,8 +448,8 @@ LogicalResult lowerMask(TileMaskOp op, PatternRewriter &rewriter,
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   Emitter e{b};
   byRowCount(
-      e, l, op.getRows(), [&] { few_rows::emitMask(e, op); },
-      [&] { emitColumnMask(op, b, l); });
+      e, fewRowsOf(op.getScores()), op.getRows(),
+      [&] { few_rows::emitMask(e, op); }, [&] { emitColumnMask(op, b, l); });
   rewriter.eraseOp(op);
   return success();
 }
@@ -542,7 +529,7 @@ Value scratchRowLike(ImplicitLocOpBuilder &b, Value like) {
 /// goes to `alphas`.
 void emitColumnSoftmaxStats(TileSoftmaxOp op, ImplicitLocOpBuilder &b,
                             const Lowering &l, Value alphas) {
-  VectorEmitter e(b, l.widthFor(op.getScores()));
+  VectorEmitter e(b, widthOf(op.getScores()));
   Value sT = TileRef::transposedOf(b, op.getScores()).view;
   Value cols = op.getCols();
   Value negInf = e.splat(e.negInf()), zero = e.splat(0.0), one = e.splat(1.0);
@@ -601,13 +588,13 @@ void emitColumnSoftmaxStats(TileSoftmaxOp op, ImplicitLocOpBuilder &b,
 void emitValueBlock(TileSoftmaxOp op, ImplicitLocOpBuilder &b,
                     const Lowering &l, const TileRef &pT, Value alphas,
                     bool columnForm) {
-  VectorEmitter e(b, l.widthFor(op.getScores()));
+  VectorEmitter e(b, widthOf(op.getScores()));
   int64_t dv = cast<MemRefType>(op.getAcc().getType()).getDimSize(1);
   int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
   // P.V on the row-major accumulator, vectors over the value dimension
   // (full vectors however few rows the tile has, e.g. decode), register-
   // tiled over rows x value chunks, only over the op's rows.
-  VectorEmitter ve(b, rowVectorWidth(dv, l.maxWidth));
+  VectorEmitter ve(b, widthOf(op.getAcc()));
   const int64_t chunks = dv / ve.width;
   const int64_t tileRows = std::min<int64_t>(
       4, std::max<int64_t>(1, ve.accumulators / std::min<int64_t>(chunks, 6)));
@@ -669,7 +656,7 @@ LogicalResult lowerSoftmax(TileSoftmaxOp op, PatternRewriter &rewriter,
   // Each row's rescale factor, for P.V.
   Value alphas = scratchRowLike(b, op.getMax());
   byRowCount(
-      e, l, op.getRows(),
+      e, fewRowsOf(op.getScores()), op.getRows(),
       [&] {
         few_rows::emitSoftmaxStats(e, op, alphas);
         emitValueBlock(op, b, l, TileRef::rowMajor(op.getScores()), alphas,
@@ -719,7 +706,51 @@ LogicalResult lowerPrefetch(TilePrefetchOp op, PatternRewriter &rewriter,
   return success();
 }
 
-/// A lowering at the pass's vector width.
+/// Whether `op`'s tiles can be lowered in their layouts: static identity
+/// tiles, each with a #kvattn.vector_layout along the axis the op uses it,
+/// whose width divides that extent, the row tiles sharing one layout.
+LogicalResult checkVectorLayouts(Operation *op) {
+  VectorLayoutAttr rowLayout;
+  StringRef rowRole;
+  for (const VectorTileUse &use : vectorTileUses(op)) {
+    auto type = cast<MemRefType>(use.tile.getType());
+    if (!type.hasStaticShape() || !type.getLayout().isIdentity())
+      return op->emitOpError() << "kvattn-lower-tile-to-vectors needs tiles "
+                                  "of static shape and identity layout, got "
+                               << type;
+    VectorLayoutAttr layout = getVectorLayout(use.tile);
+    if (!layout)
+      return op->emitOpError()
+             << "kvattn-lower-tile-to-vectors: the " << use.role
+             << " tile has no #kvattn.vector_layout (run "
+                "-kvattn-assign-vector-layouts before the lowering)";
+    if (layout.getAxis() != use.axis)
+      return op->emitOpError()
+             << "kvattn-lower-tile-to-vectors vectorises the " << use.role
+             << " tile along its " << stringifyVectorAxis(use.axis)
+             << ", its layout is " << layout;
+    int64_t extent = vectorAxisExtent(use.tile, use.axis);
+    if (extent % layout.getWidth())
+      return op->emitOpError()
+             << "kvattn-lower-tile-to-vectors: the " << use.role
+             << " tile's layout " << layout << " does not divide its " << extent
+             << " " << stringifyVectorAxis(use.axis);
+    if (use.axis != VectorAxis::rows)
+      continue;
+    if (!rowLayout) {
+      rowLayout = layout;
+      rowRole = use.role;
+    } else if (layout != rowLayout) {
+      return op->emitOpError()
+             << "kvattn-lower-tile-to-vectors: the " << rowRole << " and "
+             << use.role << " tiles hold the same rows in one layout, got "
+             << rowLayout << " and " << layout;
+    }
+  }
+  return success();
+}
+
+/// A lowering with the pass's options.
 template <typename OpTy,
           LogicalResult (*lower)(OpTy, PatternRewriter &, const Lowering &)>
 struct VectorPattern : OpRewritePattern<OpTy> {
@@ -737,38 +768,14 @@ struct LowerTileToVectorsPass
     : mlir::kvattn::impl::LowerTileToVectorsPassBase<LowerTileToVectorsPass> {
   using Base::Base;
   void runOnOperation() override {
-    int64_t width = vectorWidth;
-    if (width == 0)
-      width = hostVectorWidth();
-    if (width < 1 || width > 16 || (width & (width - 1))) {
-      getOperation()->emitError()
-          << "kvattn-lower-tile-to-vectors: vector-width must be 0 (the "
-             "host's) or a power of two from 1 to 16, got "
-          << vectorWidth.getValue();
-      return signalPassFailure();
-    }
-    if (fewRows < 0 || fewRows > 64) {
-      getOperation()->emitError()
-          << "kvattn-lower-tile-to-vectors: few-rows must be 0 to 64, got "
-          << fewRows.getValue();
-      return signalPassFailure();
-    }
     // The transposed views need static identity-layout tiles, which is
-    // what -kvattn-tile allocates; anything else is refused before a
+    // what -kvattn-tile allocates, and every op's tiles must agree on the
+    // layouts they are lowered in; anything else is refused before a
     // single op is rewritten (a mix of layouts would be silent garbage).
     WalkResult walk = getOperation()->walk([&](Operation *op) {
-      SmallVector<Value, 4> tiles;
-      if (auto loadQ = dyn_cast<TileLoadQOp>(op))
-        tiles = {loadQ.getQTile()};
-      else if (auto qk = dyn_cast<TileQKOp>(op))
-        tiles = {qk.getQTile(), qk.getScores()};
-      else if (auto mask = dyn_cast<TileMaskOp>(op))
-        tiles = {mask.getScores()};
-      else if (auto softmax = dyn_cast<TileSoftmaxOp>(op))
-        tiles = {softmax.getScores(), softmax.getAcc(), softmax.getMax(),
-                 softmax.getSum()};
-      else if (auto store = dyn_cast<TileStoreOp>(op))
-        tiles = {store.getAcc()};
+      // tile.init's lowering is the scalar one, whatever the layout.
+      if (isa<TileInitOp>(op))
+        return WalkResult::advance();
       // P.V loads value rows as vectors: their elements must be adjacent.
       if (auto softmax = dyn_cast<TileSoftmaxOp>(op)) {
         auto type = cast<MemRefType>(softmax.getValue().getType());
@@ -782,22 +789,15 @@ struct LowerTileToVectorsPass
           return WalkResult::interrupt();
         }
       }
-      for (Value tile : tiles) {
-        auto type = cast<MemRefType>(tile.getType());
-        if (!type.hasStaticShape() || !type.getLayout().isIdentity()) {
-          op->emitOpError() << "kvattn-lower-tile-to-vectors needs tiles of "
-                               "static shape and identity layout, got "
-                            << type;
-          return WalkResult::interrupt();
-        }
-      }
+      if (failed(checkVectorLayouts(op)))
+        return WalkResult::interrupt();
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())
       return signalPassFailure();
 
     RewritePatternSet patterns(&getContext());
-    populateLowerTileToVectorsPatterns(patterns, width, fewRows, pagedBlocks);
+    populateLowerTileToVectorsPatterns(patterns, pagedBlocks);
     if (failed(applyLoopLoweringPatterns(getOperation(), std::move(patterns))))
       return signalPassFailure();
 
@@ -825,17 +825,16 @@ struct LowerTileToVectorsPass
 } // namespace
 
 void mlir::kvattn::populateLowerTileToVectorsPatterns(
-    RewritePatternSet &patterns, int64_t width, int64_t fewRows,
-    bool pagedBlocks) {
+    RewritePatternSet &patterns, bool pagedBlocks) {
   populateLowerTileStateToLoopsPatterns(patterns);
   patterns.add(lowerStore);
   // Before the scalar lowering's (which drops the op).
   patterns.add<VectorPattern<TilePrefetchOp, lowerPrefetch>>(
-      patterns.getContext(), Lowering{width, fewRows, pagedBlocks},
+      patterns.getContext(), Lowering{pagedBlocks},
       /*benefit=*/2);
   patterns.add<VectorPattern<TileLoadQOp, lowerLoadQ>,
                VectorPattern<TileQKOp, lowerQK>,
                VectorPattern<TileMaskOp, lowerMask>,
                VectorPattern<TileSoftmaxOp, lowerSoftmax>>(
-      patterns.getContext(), Lowering{width, fewRows, pagedBlocks});
+      patterns.getContext(), Lowering{pagedBlocks});
 }
