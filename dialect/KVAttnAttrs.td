@@ -365,8 +365,8 @@ def KVAttn_TileRoleAttr
             rows_per_lane = 2, tiles_per_warp = 1, accumulator>} : memref<64x64xf32>
     ```
 
-    `query`: the tile of `tile.load_q` (on tensor cores it holds the query
-    in its 16-bit type); `accumulator`: the `acc` of `tile.init` (each lane's
+    `query`: the tile of `tile.load_q` (on tensor cores the pass retypes it
+    to the query's 16-bit type, the mma's operand); `accumulator`: the `acc` of `tile.init` (each lane's
     entries in registers); `scores`: the scores of `tile.qk` (registers when
     the schedule keeps them there); `row_stats`: the running max and sum of
     `tile.init` (registers on tensor cores); `stage`: a K/V staging tile (the

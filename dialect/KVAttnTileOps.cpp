@@ -82,6 +82,20 @@ LogicalResult TileLoadQOp::verify() {
     return emitOpError() << "pos_row, q_base and q_pos position the rows "
                             "for rope: they need rope";
   }
+  // A 16-bit query tile (the tensor-core kernels') holds the query as it
+  // is: its own type, and a rotated query rounded to it.
+  Type tileType = cast<MemRefType>(getQTile().getType()).getElementType();
+  Type queryType = cast<MemRefType>(getQuery().getType()).getElementType();
+  if (!tileType.isF32()) {
+    if (tileType != queryType)
+      return emitOpError() << "a 16-bit q_tile holds the query in its own "
+                              "type: the query is "
+                           << queryType << ", the tile " << tileType;
+    if (RopeAttr rope = getRopeAttr(); rope && rope.getF32Query())
+      return emitOpError() << "rope with f32_query keeps the rotated query "
+                              "in f32: the q_tile must be f32, got "
+                           << tileType;
+  }
   return checkMatch(*this, "head dim D", getQTile(), "q_tile", 1, getQuery(),
                     "query", 3);
 }
@@ -130,6 +144,17 @@ LogicalResult TileQKOp::verify() {
                         getQTile(), "q_tile", 0)) ||
       failed(checkKvScale(*this, "key", getKey(), getKvScale())))
     return failure();
+  // A 16-bit query tile is the tensor cores' A operand: the key is the B
+  // operand in the same type (an FP8 key is converted to it as it is
+  // staged).
+  Type tileType = cast<MemRefType>(getQTile().getType()).getElementType();
+  Type keyType = cast<MemRefType>(getKey().getType()).getElementType();
+  if (!tileType.isF32() && tileType != keyType &&
+      !isa<Float8E4M3FNType, Float8E5M2Type>(keyType))
+    return emitOpError() << "a 16-bit q_tile (" << tileType
+                         << ") multiplies a key of its own type or an FP8 "
+                            "one, got "
+                         << keyType;
   if (std::optional<APFloat> cap = getSoftcap())
     if (!cap->isFinite() || cap->isNegative() || cap->isZero())
       return emitOpError() << "softcap must be positive and finite";

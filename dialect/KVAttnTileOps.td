@@ -20,6 +20,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def KVAttn_F32Tile : MemRefRankOf<[F32], [2]>;
 def KVAttn_F32Row : MemRefRankOf<[F32], [1]>;
+// The query tile: f32, or the query's 16-bit type where the tensor-core GPU
+// kernels keep it as the mma operand (-kvattn-assign-tile-layouts).
+def KVAttn_QueryTile : MemRefRankOf<[F32, F16, BF16], [2]>;
 def KVAttn_GlobalTensor : MemRefRankOf<[F32, F16, BF16], [4]>;
 // K and V in global layout: those types, or an FP8 cache read with a scale.
 def KVAttn_KvGlobalTensor
@@ -49,10 +52,12 @@ def KVAttn_TileInitOp : KVAttn_Op<"tile.init"> {
 }
 
 def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q", [AttrSizedOperandSegments]> {
-  let summary = "load a block of query rows into an f32 tile";
+  let summary = "load a block of query rows into the query tile";
   let description = [{
     `q_tile[r, d] = f32(query[batch, head, start + r, d])` for `r < rows`;
-    rows `rows <= r < BM` are set to 0. `q_tile` is `[BM, D]`.
+    rows `rows <= r < BM` are set to 0. `q_tile` is `[BM, D]`, in f32, or in
+    the query's own 16-bit type (the tensor-core GPU kernels, whose tile
+    holds the mma's A operand: -kvattn-assign-tile-layouts retypes it).
 
     With `group = G` the tile packs the `G` query heads that share one kv
     head (GQA packing): `start` counts packed rows, and tile row `r` is
@@ -73,7 +78,7 @@ def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q", [AttrSizedOperandSegments]> {
   let arguments = (ins
     Arg<KVAttn_GlobalTensor, "", [MemRead]>:$query,
     Index:$batch, Index:$head, Index:$start, Index:$rows,
-    Arg<KVAttn_F32Tile, "", [MemWrite]>:$q_tile,
+    Arg<KVAttn_QueryTile, "", [MemWrite]>:$q_tile,
     Optional<Index>:$pos_row, Optional<Index>:$q_base,
     Arg<Optional<KVAttn_IndexMemRef>, "", [MemRead]>:$q_pos,
     OptionalAttr<I64Attr>:$group,
@@ -119,7 +124,7 @@ def KVAttn_TileQKOp : KVAttn_Op<"tile.qk", [AttrSizedOperandSegments]> {
     last (`[B, Hkv, S]`, paged `[num_pages, page_size, Hkv]`).
   }];
   let arguments = (ins
-    Arg<KVAttn_F32Tile, "", [MemRead]>:$q_tile,
+    Arg<KVAttn_QueryTile, "", [MemRead]>:$q_tile,
     Arg<KVAttn_KvGlobalTensor, "", [MemRead]>:$key,
     Index:$batch, Index:$kv_head, Index:$start, Index:$rows, Index:$cols,
     Arg<KVAttn_F32Tile, "", [MemWrite]>:$scores,

@@ -197,7 +197,10 @@ def main():
     seen = set()
 
     def add(ir_cmd, src, flags):
-        key = " ".join(ir_cmd or [src]) + " :: " + " ".join(flags)
+        # The temporary directory (tree-parent files) is left out of the
+        # key, so that two runs name the same case alike (diff -r).
+        key = (" ".join(ir_cmd or [src]) + " :: " + " ".join(flags)).replace(
+            tmp, "$TMP")
         if key in seen:
             return
         seen.add(key)

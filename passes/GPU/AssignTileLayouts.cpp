@@ -74,6 +74,34 @@ SmallVector<TileRole, 2> rolesOf(memref::AllocaOp alloca) {
   return roles;
 }
 
+/// On tensor cores the query tile holds the query as the mma reads it: in
+/// its own 16-bit type, not f32 (the bytes the outlining's shared memory
+/// layout gave it). A rotated query kept in f32 (rope f32_query) cannot be.
+LogicalResult retypeQueryTile(memref::AllocaOp alloca) {
+  Type queryType;
+  for (Operation *user : alloca->getUsers())
+    if (auto load = dyn_cast<TileLoadQOp>(user)) {
+      queryType = getElementTypeOrSelf(load.getQuery().getType());
+      if (RopeAttr rope = load.getRopeAttr(); rope && rope.getF32Query())
+        return load.emitOpError()
+               << "kvattn-assign-tile-layouts: rope with f32_query keeps the "
+                  "rotated query in f32, but tensor cores read it in its "
+                  "16-bit type: drop f32_query, or compile without tensor "
+                  "cores";
+    }
+  MemRefType type = alloca.getType();
+  if (!queryType || type.getElementType() == queryType)
+    return success();
+  if (!queryType.isF16() && !queryType.isBF16())
+    return alloca.emitOpError()
+           << "kvattn-assign-tile-layouts: a tensor-core kernel's query is "
+              "f16 or bf16, got "
+           << queryType;
+  alloca.getResult().setType(MemRefType::get(
+      type.getShape(), queryType, type.getLayout(), type.getMemorySpace()));
+  return success();
+}
+
 /// The tensor-core instruction whose fragments a kernel's tiles follow:
 /// wgmma's m64nNk16 on kernels the outlining marked kvattn.wgmma, else
 /// mma.sync's m16n8k16 (the scalar lowering owns its entries that way too).
@@ -116,6 +144,11 @@ LogicalResult assignTileLayouts(gpu::GPUFuncOp kernel) {
     }
     TileRole role = roles.front();
     setTileRole(alloca, role);
+    // Tensor cores: the query tile holds the mma's operand, the query in its
+    // own 16-bit type (the K/V type; an FP8 cache's stages take it too).
+    if (role == TileRole::query && tensorCores &&
+        failed(retypeQueryTile(alloca)))
+      return WalkResult::interrupt();
     // Registers in lanes: the accumulator always, the scores on the lane's
     // fragment (scalar or tensor cores: the same ownership), the query as
     // mma.sync's A operand (wgmma reads it from shared memory).

@@ -129,3 +129,31 @@ func.func @mask_tree_positions(%s: memref<16x32xf32>, %i: index, %p: memref<?xi3
   kvattn.tile.mask %s[%i, %i, %i, %i] size(%i, %i) kv_len(%i) tree(%p, %i, %i : memref<?xi32>) : memref<16x32xf32>
   return
 }
+
+// -----
+
+// A 16-bit query tile (the tensor-core kernels') holds the query in its own
+// type.
+func.func @load_q_tile_type(%q: memref<1x1x64x64xf16>, %t: memref<64x64xbf16>, %i: index) {
+  // expected-error @+1 {{a 16-bit q_tile holds the query in its own type: the query is 'f16', the tile 'bf16'}}
+  kvattn.tile.load_q %q[%i, %i, %i] rows(%i) into %t : memref<1x1x64x64xf16>, memref<64x64xbf16>
+  return
+}
+
+// -----
+
+func.func @load_q_tile_f32_query(%q: memref<1x1x64x64xbf16>, %t: memref<64x64xbf16>, %i: index) {
+  // expected-error @+1 {{rope with f32_query keeps the rotated query in f32: the q_tile must be f32, got 'bf16'}}
+  kvattn.tile.load_q %q[%i, %i, %i] rows(%i) rope = <rotary_dim = 64, theta = 1.000000e+04, f32_query> pos_row(%i) q_base(%i)
+      into %t : memref<1x1x64x64xbf16>, memref<64x64xbf16>
+  return
+}
+
+// -----
+
+func.func @qk_tile_type(%q: memref<64x64xbf16>, %k: memref<1x1x64x64xf16>, %s: memref<64x64xf32>, %i: index) {
+  // expected-error @+1 {{a 16-bit q_tile ('bf16') multiplies a key of its own type or an FP8 one, got 'f16'}}
+  kvattn.tile.qk %q, %k[%i, %i, %i] size(%i, %i) into %s scale = 0.125
+      : memref<64x64xbf16>, memref<1x1x64x64xf16>, memref<64x64xf32>
+  return
+}

@@ -38,3 +38,17 @@ gpu.module @kvattn_kernels {
     gpu.return
   }
 }
+
+// -----
+
+// Tensor cores read the query tile as the mma's 16-bit operand: a rotated
+// query kept in f32 (rope f32_query) cannot be that tile.
+gpu.module @kvattn_kernels {
+  gpu.func @f32_query_on_tensor_cores(%q: memref<1x1x64x64xbf16>, %i: index) kernel attributes {kvattn.tensor_cores, kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 1>} {
+    %t = memref.alloca() : memref<64x64xf32>
+    // expected-error @+1 {{kvattn-assign-tile-layouts: rope with f32_query keeps the rotated query in f32, but tensor cores read it in its 16-bit type: drop f32_query, or compile without tensor cores}}
+    kvattn.tile.load_q %q[%i, %i, %i] rows(%i) rope = <rotary_dim = 64, theta = 1.000000e+04, f32_query> pos_row(%i) q_base(%i)
+        into %t : memref<1x1x64x64xbf16>, memref<64x64xf32>
+    gpu.return
+  }
+}

@@ -9,7 +9,8 @@
 
 // Every scratch tile of an outlined attention program gets its role; the
 // accumulator and the scores the accumulator fragment they live in, the
-// query on mma.sync kernels the A operand's. The kernel gets its schedule,
+// query on mma.sync kernels the A operand's. On tensor cores the query tile
+// holds the query in its own 16-bit type (f16 here), not f32. The kernel gets its schedule,
 // the tile ops the pairings of their copies: the tile.qk issues the V block
 // of its block's tile.softmax_update (value_prefetch), which issues the
 // next K block announced by the tile.prefetch in the loop (key_prefetch);
@@ -19,7 +20,7 @@
 // MMA-LABEL: gpu.func @prefill_kvattn_0
 // MMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 2, scores_in_registers = true, query_in_registers = true, lazy_rescale = true>
 // MMA-SAME:    kvattn.tensor_cores
-// MMA:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, a_operand>, kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
+// MMA:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, a_operand>, kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf16>
 // MMA-NEXT:    memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
 // MMA-NEXT:    memref.alloca() {kvattn.tile_role = #kvattn.tile_role<row_stats>} : memref<64xf32>
 // MMA-NEXT:    memref.alloca() {kvattn.tile_role = #kvattn.tile_role<row_stats>} : memref<64xf32>
@@ -56,7 +57,7 @@
 // block-m = 32 x num-warps: two m16 tiles per warp, four rows per lane.
 // WIDE-LABEL: gpu.func @prefill_kvattn_0
 // WIDE-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 2, scores_in_registers = true, query_in_registers = true, lazy_rescale = true>
-// WIDE:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, a_operand>, kvattn.tile_role = #kvattn.tile_role<query>} : memref<128x64xf32>
+// WIDE:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, a_operand>, kvattn.tile_role = #kvattn.tile_role<query>} : memref<128x64xf16>
 // WIDE:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, accumulator>, kvattn.tile_role = #kvattn.tile_role<accumulator>} : memref<128x64xf32>
 
 // sm_90a: wgmma's m64nNk16 accumulator; the query is read from shared
@@ -80,7 +81,7 @@
 // PINGPONG-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, producer_warps = 4, lazy_rescale = true, ping_pong = true>
 // NOPINGPONG-LABEL: gpu.func @prefill_kvattn_0
 // NOPINGPONG-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, producer_warps = 4, lazy_rescale = true>
-// WGMMA:         memref.alloca() {kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
+// WGMMA:         memref.alloca() {kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf16>
 // WGMMA-NEXT:    memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<wgmma_m64nNk16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
 // WGMMA:         kvattn.tile.qk {{.*}}{kvattn.value_prefetch = 0 : i64}
 // WGMMA-NOT:     kvattn.key_prefetch

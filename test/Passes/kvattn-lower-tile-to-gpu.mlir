@@ -9,6 +9,10 @@
 // The lowering reads the kernel's schedule and the tiles' roles and
 // layouts; without -kvattn-assign-tile-layouts it refuses the kernel by name.
 // UNASSIGNED: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the kernel needs a kvattn.gpu_schedule (run -kvattn-assign-tile-layouts before the lowering)
+// A tensor-core kernel whose query tile is f32 again (the assignment gave
+// it the query's f16):
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | sed 's/memref<64x64xf16>/memref<64x64xf32>/g' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=F32QUERY
+// F32QUERY: error: 'gpu.func' op kvattn-lower-tile-to-gpu: a tensor-core kernel's query tile holds the query in its 16-bit type, this one is f32 (run -kvattn-assign-tile-layouts before the lowering)
 // RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts="value-prefetch=false key-prefetch=false query-in-registers=false lazy-rescale=false" -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=OBEY
 // RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | sed -e 's/scores_in_registers = true, //' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=DISAGREE
 // The lowering obeys the schedule where it is a free choice: without the

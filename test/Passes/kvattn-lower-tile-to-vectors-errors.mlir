@@ -33,3 +33,15 @@ func.func @strided_values(%s: memref<16x32xf32>, %v: memref<1x2x64x8xf32, stride
       : memref<16x32xf32>, memref<1x2x64x8xf32, strided<[1024, 512, 8, 2]>>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
   return
 }
+
+// -----
+
+// A 16-bit query tile is the tensor-core GPU kernels' form: the CPU
+// lowerings read the query tile in f32.
+
+func.func @query_tile_16(%q: memref<16x8xbf16>, %k: memref<1x2x?x8xbf16>, %s: memref<16x32xf32>, %b: index, %g: index, %start: index, %rows: index, %cols: index) {
+  // expected-error @+1 {{kvattn-lower-tile-to-vectors reads the query tile in f32 (16-bit query tiles are the tensor-core GPU kernels'), got 'memref<16x8xbf16>'}}
+  kvattn.tile.qk %q, %k[%b, %g, %start] size(%rows, %cols) into %s scale = 0.5
+      : memref<16x8xbf16>, memref<1x2x?x8xbf16>, memref<16x32xf32>
+  return
+}

@@ -314,6 +314,27 @@ void emitLoadQ(Emitter &e, TileLoadQOp op, const TileRef &qTile);
 /// tile.store from `acc` (the op's accumulator, in either layout).
 void emitStore(Emitter &e, TileStoreOp op, const TileRef &acc);
 
+/// The CPU lowerings compute in f32 and read the query tile as f32: a
+/// 16-bit query tile (the tensor-core GPU kernels' form) is refused by
+/// name, naming `pass`, before anything is rewritten.
+inline LogicalResult checkF32QueryTiles(Operation *root, StringRef pass) {
+  WalkResult walk = root->walk([&](Operation *op) {
+    Value qTile;
+    if (auto load = dyn_cast<TileLoadQOp>(op))
+      qTile = load.getQTile();
+    else if (auto qk = dyn_cast<TileQKOp>(op))
+      qTile = qk.getQTile();
+    if (!qTile || cast<MemRefType>(qTile.getType()).getElementType().isF32())
+      return WalkResult::advance();
+    op->emitOpError() << pass
+                      << " reads the query tile in f32 (16-bit query tiles "
+                         "are the tensor-core GPU kernels'), got "
+                      << qTile.getType();
+    return WalkResult::interrupt();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 /// Runs the patterns of a lowering to loops over `root`. Region
 /// simplification is off: these lowerings only replace ops, one by one, and
 /// leave every clean-up to the pipelines' canonicalize, which runs only

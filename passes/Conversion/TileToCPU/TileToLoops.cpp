@@ -204,6 +204,9 @@ LogicalResult lowerKeyRecord(TileKeyRecordOp op, PatternRewriter &rewriter) {
 struct LowerTileToLoopsPass
     : mlir::kvattn::impl::LowerTileToLoopsPassBase<LowerTileToLoopsPass> {
   void runOnOperation() override {
+    if (failed(
+            checkF32QueryTiles(getOperation(), "kvattn-lower-tile-to-loops")))
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     populateLowerTileToLoopsPatterns(patterns);
     if (failed(applyLoopLoweringPatterns(getOperation(), std::move(patterns))))

@@ -768,6 +768,9 @@ struct LowerTileToVectorsPass
     : mlir::kvattn::impl::LowerTileToVectorsPassBase<LowerTileToVectorsPass> {
   using Base::Base;
   void runOnOperation() override {
+    if (failed(
+            checkF32QueryTiles(getOperation(), "kvattn-lower-tile-to-vectors")))
+      return signalPassFailure();
     // The transposed views need static identity-layout tiles, which is
     // what -kvattn-tile allocates, and every op's tiles must agree on the
     // layouts they are lowered in; anything else is refused before a

@@ -116,15 +116,14 @@ Lane laneOf(GpuEmitter &e) {
 
 } // namespace
 
-/// A 16-bit view of the storage of an f32 tile in shared memory (the tile
-/// is a memref.view of the dynamic shared memory; the 16-bit tile needs
-/// half of its bytes).
+/// A view of a shared tile's storage in the 16-bit type `elt` (the tile is
+/// a memref.view of the dynamic shared memory, with at least the bytes).
 Value mlir::kvattn::halfView(GpuEmitter &e, Value f32Tile, Type elt) {
   auto view = f32Tile.getDefiningOp<memref::ViewOp>();
   assert(view && "tiles are views of the dynamic shared memory");
   auto type = cast<MemRefType>(f32Tile.getType());
   if (type.getElementType() == elt)
-    return f32Tile; // already the 16-bit tile (the tensor-core query tile)
+    return f32Tile; // already that tile (the tensor-core query tile)
   return memref::ViewOp::create(
       e.b,
       MemRefType::get(type.getShape(), elt, MemRefLayoutAttrInterface(),
@@ -1093,7 +1092,7 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
         acc = kStep(j0, width, 16 * kk, Value(), aRegs, acc);
       }
     } else {
-      Value q16 = halfView(e, op.getQTile(), elt);
+      Value q16 = op.getQTile(); // in the operand type (assign-tile-layouts)
       SmallVector<QueryAddress, 2> qAt;
       for (int64_t tile = 0; tile < tiles; ++tile)
         qAt.push_back(queryAddress(e, tile));

@@ -36,9 +36,9 @@ void emitAsyncStage(GpuEmitter &e, Value source, Value blockTable, Value batch,
 void emitAsyncWait(GpuEmitter &e, int32_t pending);
 
 /// A 16-bit view of a tile in shared memory: the tile itself when it has
-/// that type already (the tensor-core query tile, computeTensorCoreLayout),
-/// else a view of the same bytes (the output staged through the query
-/// tile in another 16-bit type).
+/// that type already, else a view of the same bytes (the output staged
+/// through the tensor-core query tile, which -kvattn-assign-tile-layouts
+/// typed as the query: the output's type too, by the op's verifier).
 Value halfView(GpuEmitter &e, Value f32Tile, Type elt);
 
 /// The column at which element (row, col) of a 16-bit shared tile

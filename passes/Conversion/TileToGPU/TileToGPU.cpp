@@ -104,11 +104,9 @@ Value rotatedQueryElement(GpuEmitter &e, TileLoadQOp op, RopeAttr rope, Value r,
 }
 
 void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
-  // Tensor cores: the query rows in their own 16-bit type, swizzled, in
-  // the storage of the f32 tile (ldmatrix reads them); otherwise f32.
+  // Tensor cores: the query rows in their own 16-bit type (the tile's),
+  // swizzled (ldmatrix reads them); otherwise f32.
   Value tile = op.getQTile();
-  if (e.t.tensorCores)
-    tile = halfView(e, tile, getElementTypeOrSelf(op.getQuery().getType()));
   auto type = cast<MemRefType>(tile.getType());
   Type elt = type.getElementType();
   RopeAttr rope = op.getRopeAttr();
@@ -1259,18 +1257,20 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
     return kernel.emitOpError()
            << "kvattn-lower-tile-to-gpu: marked " << kTensorCoresAttr
            << " but its types or shapes do not allow tensor cores";
-  // Tensor cores read the query in its 16-bit type: a rotated query that
-  // must stay f32 cannot be kept.
+  // Tensor cores read the query tile as the mma's 16-bit operand, which
+  // -kvattn-assign-tile-layouts made it (and refused a rotated query kept
+  // in f32).
   WalkResult f32Query = kernel.walk([&](TileLoadQOp load) {
-    RopeAttr rope = load.getRopeAttr();
-    return tensorCores && rope && rope.getF32Query() ? WalkResult::interrupt()
-                                                     : WalkResult::advance();
+    return tensorCores &&
+                   getElementTypeOrSelf(load.getQTile().getType()).isF32()
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
   });
   if (f32Query.wasInterrupted())
     return kernel.emitOpError()
-           << "kvattn-lower-tile-to-gpu: rope with f32_query keeps the "
-              "rotated query in f32, but tensor cores read it in its 16-bit "
-              "type: drop f32_query, or compile without tensor cores";
+           << "kvattn-lower-tile-to-gpu: a tensor-core kernel's query tile "
+              "holds the query in its 16-bit type, this one is f32 (run "
+              "-kvattn-assign-tile-layouts before the lowering)";
   // 32-row warps (two m16 tiles): block-m = 32 x num-warps.
   const int64_t mmaTiles = mmaTilesPerWarp(config);
   layout->mmaTiles = mmaTiles;
@@ -1373,13 +1373,8 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
       statTiles.push_back(alloca);
   for (auto [alloca, offset] : llvm::zip(layout->tiles, layout->offsets)) {
     MemRefType type = alloca.getType();
-    // Tensor cores: the query tile holds the rows in the 16-bit operand
-    // type (computeTensorCoreLayout gave it half the f32 bytes); the tile
-    // ops that use it are lowered below and read it as such (halfView).
-    Type elt = tensorCores && getTileRole(alloca) == TileRole::query
-                   ? layout->stageElementType
-                   : type.getElementType();
-    alloca.getResult().replaceAllUsesWith(view(offset, type.getShape(), elt));
+    alloca.getResult().replaceAllUsesWith(
+        view(offset, type.getShape(), type.getElementType()));
     alloca.erase();
   }
   state->mode = schedule.getMode();

@@ -613,7 +613,7 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   // The staged type (an FP8 cache's K is converted to the query's).
   Type elt = cast<MemRefType>(e.t.stage.getType()).getElementType();
   const int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
-  Value q16 = halfView(e, op.getQTile(), elt);
+  Value q16 = op.getQTile(); // in the operand type (assign-tile-layouts)
   auto qType = cast<MemRefType>(q16.getType());
   const int64_t bm = qType.getDimSize(0), d = qType.getDimSize(1);
   // The TMA ring: K of this block was issued one step ahead (or here), V
