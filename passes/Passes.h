@@ -81,8 +81,9 @@ void populateLowerTileToLoopsPatterns(RewritePatternSet &patterns);
 void populateLowerTileStateToLoopsPatterns(RewritePatternSet &patterns);
 /// Patterns of -kvattn-lower-tile-to-vectors: each tile op in its tiles'
 /// #kvattn.vector_layout (assignVectorLayouts, which the caller runs first;
-/// the pass checks the layouts before applying these, an embedder should
-/// too); the math they create is expanded by the pass itself. With
+/// an op whose layouts are missing or disagree is left in place, and the
+/// pass refuses it by name before applying these); the math they create is
+/// expanded by the pass itself. With
 /// `pagedBlocks`, paged blocks that a loop re-reads are read from a
 /// contiguous copy and tile.prefetch of a paged cache prefetches its rows.
 void populateLowerTileToVectorsPatterns(RewritePatternSet &patterns,

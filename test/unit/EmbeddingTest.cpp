@@ -7,12 +7,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/CPU/CpuRunner.h"
+#include "kvattn/Dialect/KVAttnAttrs.h"
 #include "kvattn/Passes/Passes.h"
 #include "kvattn/Passes/TileToGPU.h"
 #include "kvattn/Registration/Registration.h"
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Target/Ptx.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -21,6 +23,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <gtest/gtest.h>
 
@@ -251,3 +254,54 @@ TEST_F(Embedding, MmaSyncPatternSetOnItsOwn) {
 }
 
 } // namespace
+
+// The CPU's vector patterns on their own (kvattn/Passes/Passes.h): they
+// lower a tile op only in its tiles' #kvattn.vector_layout, which
+// assignVectorLayouts writes; without one the op is left in place (the
+// pass refuses it by name), never lowered at a guessed width.
+TEST_F(Embedding, VectorPatternsObeyTheLayouts) {
+  constexpr const char *kTileQK = R"mlir(
+func.func @qk(%q: memref<16x8xf32>, %k: memref<1x2x?x8xf32>,
+              %s: memref<16x32xf32>, %b: index, %g: index, %start: index,
+              %rows: index, %cols: index) {
+  kvattn.tile.qk %q, %k[%b, %g, %start] size(%rows, %cols) into %s scale = 0.5
+      : memref<16x8xf32>, memref<1x2x?x8xf32>, memref<16x32xf32>
+  return
+}
+)mlir";
+  auto countTileOps = [](mlir::ModuleOp m) {
+    int n = 0;
+    m.walk([&](mlir::Operation *op) {
+      n += op->getName().getStringRef().starts_with("kvattn.tile.");
+    });
+    return n;
+  };
+  // Patterns applied outside a pass create ops of dialects the pass would
+  // have declared as dependent: the embedder loads them.
+  context->loadAllAvailableDialects();
+  auto lower = [&](mlir::ModuleOp m) {
+    mlir::RewritePatternSet patterns(context.get());
+    mlir::kvattn::populateLowerTileToVectorsPatterns(patterns);
+    (void)mlir::applyPatternsGreedily(m, std::move(patterns));
+  };
+  mlir::OwningOpRef<mlir::ModuleOp> bare =
+      mlir::parseSourceString<mlir::ModuleOp>(kTileQK, context.get());
+  ASSERT_TRUE(bare);
+  lower(*bare);
+  EXPECT_EQ(countTileOps(*bare), 1);
+
+  mlir::OwningOpRef<mlir::ModuleOp> laid =
+      mlir::parseSourceString<mlir::ModuleOp>(kTileQK, context.get());
+  ASSERT_TRUE(laid);
+  ASSERT_TRUE(mlir::succeeded(
+      mlir::kvattn::assignVectorLayouts(*laid, /*maxWidth=*/4, /*fewRows=*/0)));
+  auto fn = *laid->getOps<mlir::func::FuncOp>().begin();
+  auto layout = fn.getArgAttrOfType<mlir::kvattn::VectorLayoutAttr>(
+      0, mlir::kvattn::kVectorLayoutAttrName);
+  ASSERT_TRUE(layout);
+  EXPECT_EQ(layout.getAxis(), mlir::kvattn::VectorAxis::rows);
+  EXPECT_EQ(layout.getWidth(), 4);
+  lower(*laid);
+  EXPECT_EQ(countTileOps(*laid), 0);
+  EXPECT_TRUE(mlir::succeeded(mlir::verify(*laid)));
+}

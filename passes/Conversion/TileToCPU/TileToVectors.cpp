@@ -58,8 +58,8 @@ struct Lowering {
   bool pagedBlocks = true;
 };
 
-/// The vector width of a tile's layout (checked by checkVectorLayouts
-/// before any op is rewritten).
+/// The vector width of a tile's layout (vectorLayoutProblem has checked
+/// it before the op is rewritten).
 int64_t widthOf(Value tile) { return getVectorLayout(tile).getWidth(); }
 
 /// The few-rows bound of the program a tile op belongs to: its row tiles'
@@ -706,48 +706,56 @@ LogicalResult lowerPrefetch(TilePrefetchOp op, PatternRewriter &rewriter,
   return success();
 }
 
-/// Whether `op`'s tiles can be lowered in their layouts: static identity
-/// tiles, each with a #kvattn.vector_layout along the axis the op uses it,
-/// whose width divides that extent, the row tiles sharing one layout.
-LogicalResult checkVectorLayouts(Operation *op) {
+/// What keeps `op`'s tiles from being lowered in their layouts (empty when
+/// nothing does): static identity tiles, each with a #kvattn.vector_layout
+/// along the axis the op uses it, whose width divides that extent, the row
+/// tiles sharing one layout.
+std::string vectorLayoutProblem(Operation *op) {
+  std::string problem;
+  llvm::raw_string_ostream os(problem);
   VectorLayoutAttr rowLayout;
   StringRef rowRole;
   for (const VectorTileUse &use : vectorTileUses(op)) {
     auto type = cast<MemRefType>(use.tile.getType());
-    if (!type.hasStaticShape() || !type.getLayout().isIdentity())
-      return op->emitOpError() << "kvattn-lower-tile-to-vectors needs tiles "
-                                  "of static shape and identity layout, got "
-                               << type;
+    if (!type.hasStaticShape() || !type.getLayout().isIdentity()) {
+      os << "kvattn-lower-tile-to-vectors needs tiles of static shape and "
+            "identity layout, got '"
+         << type << "'";
+      return problem;
+    }
     VectorLayoutAttr layout = getVectorLayout(use.tile);
-    if (!layout)
-      return op->emitOpError()
-             << "kvattn-lower-tile-to-vectors: the " << use.role
-             << " tile has no #kvattn.vector_layout (run "
-                "-kvattn-assign-vector-layouts before the lowering)";
-    if (layout.getAxis() != use.axis)
-      return op->emitOpError()
-             << "kvattn-lower-tile-to-vectors vectorises the " << use.role
-             << " tile along its " << stringifyVectorAxis(use.axis)
-             << ", its layout is " << layout;
+    if (!layout) {
+      os << "kvattn-lower-tile-to-vectors: the " << use.role
+         << " tile has no #kvattn.vector_layout (run "
+            "-kvattn-assign-vector-layouts before the lowering)";
+      return problem;
+    }
+    if (layout.getAxis() != use.axis) {
+      os << "kvattn-lower-tile-to-vectors vectorises the " << use.role
+         << " tile along its " << stringifyVectorAxis(use.axis)
+         << ", its layout is " << layout;
+      return problem;
+    }
     int64_t extent = vectorAxisExtent(use.tile, use.axis);
-    if (extent % layout.getWidth())
-      return op->emitOpError()
-             << "kvattn-lower-tile-to-vectors: the " << use.role
-             << " tile's layout " << layout << " does not divide its " << extent
-             << " " << stringifyVectorAxis(use.axis);
+    if (extent % layout.getWidth()) {
+      os << "kvattn-lower-tile-to-vectors: the " << use.role
+         << " tile's layout " << layout << " does not divide its " << extent
+         << " " << stringifyVectorAxis(use.axis);
+      return problem;
+    }
     if (use.axis != VectorAxis::rows)
       continue;
     if (!rowLayout) {
       rowLayout = layout;
       rowRole = use.role;
     } else if (layout != rowLayout) {
-      return op->emitOpError()
-             << "kvattn-lower-tile-to-vectors: the " << rowRole << " and "
-             << use.role << " tiles hold the same rows in one layout, got "
-             << rowLayout << " and " << layout;
+      os << "kvattn-lower-tile-to-vectors: the " << rowRole << " and "
+         << use.role << " tiles hold the same rows in one layout, got "
+         << rowLayout << " and " << layout;
+      return problem;
     }
   }
-  return success();
+  return problem;
 }
 
 /// A lowering with the pass's options.
@@ -759,6 +767,11 @@ struct VectorPattern : OpRewritePattern<OpTy> {
       : OpRewritePattern<OpTy>(context, benefit), lowering(lowering) {}
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
+    // (The pass refuses such ops by name first; an embedder applying the
+    // patterns alone gets them left in place.)
+    std::string problem = vectorLayoutProblem(op);
+    if (!problem.empty())
+      return rewriter.notifyMatchFailure(op, problem);
     return lower(op, rewriter, lowering);
   }
   Lowering lowering;
@@ -792,8 +805,10 @@ struct LowerTileToVectorsPass
           return WalkResult::interrupt();
         }
       }
-      if (failed(checkVectorLayouts(op)))
+      if (std::string problem = vectorLayoutProblem(op); !problem.empty()) {
+        op->emitOpError() << problem;
         return WalkResult::interrupt();
+      }
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())
