@@ -366,11 +366,12 @@ def KVAttn_TileRoleAttr
     ```
 
     `query`: the tile of `tile.load_q` (on tensor cores the pass retypes it
-    to the query's 16-bit type, the mma's operand); `accumulator`: the `acc` of `tile.init` (each lane's
-    entries in registers); `scores`: the scores of `tile.qk` (registers when
-    the schedule keeps them there); `row_stats`: the running max and sum of
-    `tile.init` (registers on tensor cores); `stage`: a K/V staging tile (the
-    lowering creates today's stages itself, from the shared memory layout).
+    to the query's 16-bit type, the mma's operand); `accumulator`: the `acc`
+    of `tile.init` (each lane's entries in registers); `scores`: the scores
+    of `tile.qk` (registers when the schedule keeps them there);
+    `row_stats`: the running max and sum of `tile.init` (registers on tensor
+    cores); `stage`: a K/V staging tile (the lowering creates today's stages
+    itself, from the shared memory layout).
   }];
   let assemblyFormat = "`<` $value `>`";
 }
