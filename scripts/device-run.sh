@@ -4,7 +4,7 @@
 # the checkout). Run from anywhere on that machine:
 #
 #   bash scripts/device-run.sh [checks] [torch] [bench] [compare]
-#                              [compare-sm90] [bench-full] [profile-mla]
+#                              [compare-sm90] [bench-full] [profile-mla] [ab]
 #
 # (default: checks bench compare). checks: test/gpu/run-gpu-checks.sh with
 # KVATTN_GPU_JOBS cases at once (default: the machine's cores, up to 16);
@@ -15,10 +15,13 @@
 # kvattn's mma.sync kernels on an H100/H200 (whose default is sm_90a);
 # bench-full: bench/run-gpu-bench.sh without --quick; profile-mla: Nsight
 # Compute (ncu, clocks left alone) on the MLA decode kernels, B = 64,
-# 4,096 keys, 16 and 128 heads, sm_90a and sm_90 (a text report).
+# 4,096 keys, 16 and 128 heads, sm_90a and sm_90 (a text report); ab:
+# bench/schedule_ab.py, each schedule switch no GPU has timed (heaviest-
+# first, ping-pong, lazy rescaling, the producer warpgroup, the split rule)
+# off against the default, with its speedup per shape.
 # Each stage is cut at KVATTN_STAGE_TIMEOUT seconds (default: 240 for
 # checks, 180 for bench, 120 for compare and torch, 600 for bench-full,
-# 240 for profile-mla). The
+# 240 for profile-mla and ab). The
 # summaries are printed; each stage's logs come back as one tarball in $OUT
 # (default: build-device/out), so a caller that returns few files gets all.
 # Exits non-zero if a stage failed.
@@ -107,6 +110,10 @@ for s in "${stages[@]}"; do
         done' "$ncu" "$bundle"
       grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers Per|Block Size|Grid Size|Shared Memory Config|Warp Cycles Per Issued|Issued Warp|No Eligible" \
         "$work/profile-mla.log" | head -120 ;;
+    ab)
+      stage schedule-ab 240 python3 "$root/bench/schedule_ab.py" \
+        --build "$bundle"
+      grep -E '^(ratio|==)' "$work/schedule-ab.log" | head -120 ;;
     bench-full)
       stage gpu-bench-full 600 bash "$root/bench/run-gpu-bench.sh"
       grep -v '^\[' "$work/gpu-bench-full.log" | tail -160 ;;
