@@ -92,7 +92,7 @@ void populateLowerTileToVectorsPatterns(RewritePatternSet &patterns,
 /// tile of its CPU tile ops that has none, vectors of at most `maxWidth`
 /// f32 lanes (a power of two up to 16), programs of at most `fewRows` rows
 /// in the few-rows form (0: none). Emits an error and fails on a tile two
-/// uses give different layouts.
+/// uses give different layouts, and on a width or bound out of range.
 LogicalResult assignVectorLayouts(Operation *root, int64_t maxWidth,
                                   int64_t fewRows = 8);
 /// The widest f32 vector of the host: 16 with AVX-512, 8 with AVX, else 4.

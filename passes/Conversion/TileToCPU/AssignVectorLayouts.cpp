@@ -44,6 +44,15 @@ static int64_t widestDividing(int64_t extent, int64_t maxWidth) {
 LogicalResult mlir::kvattn::assignVectorLayouts(Operation *root,
                                                 int64_t maxWidth,
                                                 int64_t fewRows) {
+  if (maxWidth < 1 || maxWidth > 16 || (maxWidth & (maxWidth - 1)))
+    return root->emitError()
+           << "kvattn-assign-vector-layouts: vector-width must be 0 (the "
+              "host's) or a power of two from 1 to 16, got "
+           << maxWidth;
+  if (fewRows < 0 || fewRows > 64)
+    return root->emitError()
+           << "kvattn-assign-vector-layouts: few-rows must be 0 to 64, got "
+           << fewRows;
   MLIRContext *ctx = root->getContext();
   // Every tile's layout from its first use; later uses must agree.
   llvm::MapVector<Value, std::pair<VectorLayoutAttr, Operation *>> chosen;
@@ -88,22 +97,8 @@ struct AssignVectorLayoutsPass
     : mlir::kvattn::impl::AssignVectorLayoutsPassBase<AssignVectorLayoutsPass> {
   using Base::Base;
   void runOnOperation() override {
-    int64_t width = vectorWidth;
-    if (width == 0)
-      width = hostVectorWidth();
-    if (width < 1 || width > 16 || (width & (width - 1))) {
-      getOperation()->emitError()
-          << "kvattn-assign-vector-layouts: vector-width must be 0 (the "
-             "host's) or a power of two from 1 to 16, got "
-          << vectorWidth.getValue();
-      return signalPassFailure();
-    }
-    if (fewRows < 0 || fewRows > 64) {
-      getOperation()->emitError()
-          << "kvattn-assign-vector-layouts: few-rows must be 0 to 64, got "
-          << fewRows.getValue();
-      return signalPassFailure();
-    }
+    // 0: the host's widest (the other values are checked with the rest).
+    const int64_t width = vectorWidth == 0 ? hostVectorWidth() : vectorWidth;
     if (failed(assignVectorLayouts(getOperation(), width, fewRows)))
       signalPassFailure();
   }
