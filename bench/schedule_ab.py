@@ -9,7 +9,7 @@ shape back to back:
   heaviest-first      causal prefill L = S = 512 / 2048 with few programs
                       per SM (B = 1, 3, 8), where the order of the query
                       blocks decides the tail;
-  ping-pong, lazy-rescale, producer-warpgroup
+  ping-pong, intra-warpgroup-overlap, lazy-rescale, producer-warpgroup
                       the same prefills and an append over 4,096 keys;
   split rule          MLA decode (B = 64, 4,096 keys): the automatic split
                       (the wave-counting rule: 2 chunks at 16 heads, 1 at
@@ -60,8 +60,9 @@ def main():
     p.add_argument("--repeats", default="20")
     p.add_argument("--cases", default="",
                    help="comma-separated switches to run (default: all): "
-                   "heaviest-first, ping-pong, lazy-rescale, "
-                   "producer-warpgroup, split-rule-s3, split-rule-s2")
+                   "heaviest-first, ping-pong, intra-warpgroup-overlap, "
+                   "lazy-rescale, producer-warpgroup, split-rule-s3, "
+                   "split-rule-s2")
     p.add_argument("--bench-args", default="",
                    help="more kvattn-bench flags, space-separated")
     a = p.parse_args()
@@ -74,7 +75,8 @@ def main():
     for b in ("1", "3", "8"):
         cases.append(("heaviest-first", prefill + ["--batch=" + b],
                       ["--heaviest-first=false"]))
-    for switch in ("ping-pong", "lazy-rescale", "producer-warpgroup"):
+    for switch in ("ping-pong", "intra-warpgroup-overlap", "lazy-rescale",
+                   "producer-warpgroup"):
         for shapes in (prefill + ["--batch=8"], append):
             cases.append((switch, shapes, ["--" + switch + "=false"]))
     # The rule before chose 3 chunks at 16 heads and 2 at 128 (now 2 and 1).

@@ -329,7 +329,7 @@ LogicalResult GpuScheduleAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, TensorCoreMode mode,
     int64_t pipelineDepth, int64_t tmaKeyStages, int64_t tmaValueStages,
     bool scoresInRegisters, bool queryInRegisters, int64_t producerWarps,
-    bool lazyRescale, bool pingPong) {
+    bool lazyRescale, bool pingPong, bool intraWarpgroupOverlap) {
   if (pipelineDepth != 1 && pipelineDepth != 2)
     return emitError() << "pipeline_depth is 1 (each tile.qk loads its K "
                           "block) or 2 (one block ahead), got "
@@ -365,6 +365,14 @@ LogicalResult GpuScheduleAttr::verify(
     return emitError() << "ping_pong alternates the consumer warpgroups of a "
                           "kernel with a producer warpgroup: producer_warps "
                           "is 0";
+  // The deferred P.V reads its V stage while the producer refills the
+  // other: two V stages (none: the latent form, whose V is the K stage).
+  if (intraWarpgroupOverlap && (producerWarps == 0 || tmaValueStages != 2))
+    return emitError() << "intra_warpgroup_overlap defers each P.V past the "
+                          "next Q.K^T of a wgmma kernel with a producer "
+                          "warpgroup and two TMA V stages: got producer_warps "
+                       << producerWarps << " and " << tmaValueStages
+                       << " V stages";
   return success();
 }
 
@@ -465,6 +473,14 @@ std::optional<int64_t> mlir::kvattn::getKeyPrefetchId(Operation *op) {
 void mlir::kvattn::setKeyPrefetchId(Operation *op, int64_t id) {
   op->setAttr(kKeyPrefetchAttrName,
               IntegerAttr::get(IntegerType::get(op->getContext(), 64), id));
+}
+
+bool mlir::kvattn::issuesPendingPV(Operation *op) {
+  return op->hasAttrOfType<UnitAttr>(kPendingPVAttrName);
+}
+
+void mlir::kvattn::setIssuesPendingPV(Operation *op) {
+  op->setAttr(kPendingPVAttrName, UnitAttr::get(op->getContext()));
 }
 
 bool mlir::kvattn::hasKernelParams(Operation *kernel) {
@@ -598,6 +614,13 @@ LogicalResult KVAttnDialect::verifyOperationAttribute(Operation *op,
     if (opName != issuer && opName != "kvattn.tile.softmax_update")
       return op->emitError() << "'" << name << "' belongs on a " << issuer
                              << " or a kvattn.tile.softmax_update";
+    return success();
+  }
+  if (name == kPendingPVAttrName) {
+    if (!isa<UnitAttr>(value) ||
+        op->getName().getStringRef() != "kvattn.tile.qk")
+      return op->emitError() << "'" << kPendingPVAttrName
+                             << "' is a unit attribute of a kvattn.tile.qk";
     return success();
   }
   if (name == kKernelParamsAttrName)

@@ -12,6 +12,7 @@
 //   kvattn.gpu_schedule getGpuSchedule / setGpuSchedule
 //   kvattn.value_prefetch getValuePrefetchId / setValuePrefetchId
 //   kvattn.key_prefetch getKeyPrefetchId / setKeyPrefetchId
+//   kvattn.pending_pv   issuesPendingPV / setIssuesPendingPV
 //   kvattn.cascade      (a string: a cascade's B = 1 programs)
 //
 //===----------------------------------------------------------------------===//
@@ -49,6 +50,7 @@ inline constexpr llvm::StringLiteral kValuePrefetchAttrName =
     "kvattn.value_prefetch";
 inline constexpr llvm::StringLiteral kKeyPrefetchAttrName =
     "kvattn.key_prefetch";
+inline constexpr llvm::StringLiteral kPendingPVAttrName = "kvattn.pending_pv";
 /// A program or kernel of a shared-prefix (cascade) attention that runs with
 /// B = 1 (a string: "prefix", the attention over the shared prefix, or
 /// "merge", the merge of the prefix and suffix parts); the launch manifest
@@ -110,6 +112,11 @@ void setValuePrefetchId(Operation *op, int64_t id);
 /// issues it after its barrier (kvattn.key_prefetch); none when unpaired.
 std::optional<int64_t> getKeyPrefetchId(Operation *op);
 void setKeyPrefetchId(Operation *op, int64_t id);
+/// Whether the tile.qk `op` issues the P.V its previous KV block's
+/// tile.softmax_update deferred (kvattn.pending_pv, a unit attribute; the
+/// schedule's intra_warpgroup_overlap).
+bool issuesPendingPV(Operation *op);
+void setIssuesPendingPV(Operation *op);
 
 } // namespace kvattn
 } // namespace mlir

@@ -496,6 +496,12 @@ def KVAttn_GpuScheduleAttr : KVAttn_Attr<"GpuSchedule", "gpu_schedule"> {
     kernel take turns at the tensor cores (named barriers: one's `P.V` and
     next `Q.K^T` while the other computes its softmax; wgmma kernels with a
     producer warpgroup only; docs/gpu-lowering.md "Ping-pong").
+    `intra_warpgroup_overlap`: a block's `P.V` is issued after the next
+    block's `Q.K^T` and runs during that block's softmax (the tile program's
+    first KV block peeled off its loop; `kvattn.pending_pv` on the `tile.qk`
+    ops that issue the previous block's `P.V`; wgmma kernels with a producer
+    warpgroup and two V stages, not the latent form; docs/gpu-lowering.md
+    "Intra-warpgroup overlap").
   }];
   let parameters = (ins
     EnumParameter<KVAttn_TensorCoreMode>:$mode,
@@ -506,7 +512,8 @@ def KVAttn_GpuScheduleAttr : KVAttn_Attr<"GpuSchedule", "gpu_schedule"> {
     DefaultValuedParameter<"bool", "false">:$query_in_registers,
     DefaultValuedParameter<"int64_t", "0">:$producer_warps,
     DefaultValuedParameter<"bool", "false">:$lazy_rescale,
-    DefaultValuedParameter<"bool", "false">:$ping_pong);
+    DefaultValuedParameter<"bool", "false">:$ping_pong,
+    DefaultValuedParameter<"bool", "false">:$intra_warpgroup_overlap);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

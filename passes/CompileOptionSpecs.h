@@ -77,6 +77,12 @@ inline constexpr CompileOptionSpec kPingPong{
     "warpgroup take turns at the tensor cores (false: each issues its wgmma "
     "when ready)",
     0, 1};
+inline constexpr CompileOptionSpec kIntraWarpgroupOverlap{
+    "intra-warpgroup-overlap",
+    "GPU, sm_90a: issue each block's P.V after the next block's Q.K^T so "
+    "that it runs during that block's softmax (kernels with a producer "
+    "warpgroup and two V stages; false: P.V right after its softmax)",
+    0, 1};
 inline constexpr CompileOptionSpec kHeaviestFirst{
     "heaviest-first",
     "GPU: start an attention's last query blocks first (under a causal mask "

@@ -568,8 +568,16 @@ def AssignTileLayoutsPass : Pass<"kvattn-assign-tile-layouts"> {
            "On sm_90a, let the two consumer warpgroups of a kernel with a "
            "producer warpgroup take turns at the tensor cores (ping_pong; "
            "false: each issues its wgmma when ready)">,
+    Option<"intraWarpgroupOverlap", "intra-warpgroup-overlap", "bool",
+           /*default=*/"true",
+           "On sm_90a, issue each block's P.V after the next block's Q.K^T "
+           "so that it runs during that block's softmax, in kernels with a "
+           "producer warpgroup and two V stages (intra_warpgroup_overlap; "
+           "peels the KV loop's first block; false: P.V after its softmax)">,
   ];
-  let dependentDialects = ["::mlir::kvattn::KVAttnDialect"];
+  let dependentDialects = ["::mlir::kvattn::KVAttnDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 def LowerTileToGPUPass : Pass<"kvattn-lower-tile-to-gpu"> {

@@ -245,6 +245,10 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
   Option<bool> pingPong{*this, compile_options::kPingPong.name,
                         llvm::cl::desc(compile_options::kPingPong.description),
                         llvm::cl::init(true)};
+  Option<bool> intraWarpgroupOverlap{
+      *this, compile_options::kIntraWarpgroupOverlap.name,
+      llvm::cl::desc(compile_options::kIntraWarpgroupOverlap.description),
+      llvm::cl::init(true)};
   Option<bool> heaviestFirst{
       *this, compile_options::kHeaviestFirst.name,
       llvm::cl::desc(compile_options::kHeaviestFirst.description),
@@ -287,6 +291,7 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.producerWarpgroup = producerWarpgroup;
     o.lazyRescale = lazyRescale;
     o.pingPong = pingPong;
+    o.intraWarpgroupOverlap = intraWarpgroupOverlap;
     o.heaviestFirst = heaviestFirst;
     o.indexBitwidth = indexBitwidth;
     o.fixUpperLeftAppends = fixUpperLeftAppends;
@@ -403,6 +408,7 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   AssignTileLayoutsPassOptions assign;
   assign.lazyRescale = options.lazyRescale;
   assign.pingPong = options.pingPong;
+  assign.intraWarpgroupOverlap = options.intraWarpgroupOverlap;
   kernels.addPass(createAssignTileLayoutsPass(assign));
   kernels.addPass(createLowerTileToGPUPass(lower));
   kernels.addPass(createCanonicalizerPass());

@@ -67,6 +67,10 @@ struct PtxOptions {
   /// warpgroup take turns at the tensor cores (-kvattn-assign-tile-layouts'
   /// ping-pong).
   bool pingPong = true;
+  /// sm_90a: each block's P.V issued after the next block's Q.K^T, running
+  /// during that block's softmax (-kvattn-assign-tile-layouts'
+  /// intra-warpgroup-overlap).
+  bool intraWarpgroupOverlap = true;
   /// An attention's query blocks numbered from the last, so a causal
   /// launch starts its longest programs first
   /// (-kvattn-outline-tile-programs' heaviest-first).

@@ -27,6 +27,8 @@
 
 #include "Internal.h"
 
+#include "kvattn/Support/KernelMarkers.h"
+
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Analysis/LoopInfo.h"
@@ -419,6 +421,30 @@ std::optional<Site> opSiteOf(CallInst &call) {
     return s;
   }
   return std::nullopt;
+}
+
+/// An operand fence (CUTLASS's warpgroup_fence_operand; the wgmma
+/// lowering's fenceAccumulator): an empty asm whose every output is tied to
+/// the input of its index ("=f,...,0,1,..."). It emits nothing; it only
+/// keeps the compiler from moving the registers' uses across it. The
+/// emulated GPU runs it as the identity.
+bool isOperandFence(CallInst &call) {
+  auto *assembly = cast<InlineAsm>(call.getCalledOperand());
+  if (!StringRef(assembly->getAsmString()).trim().empty())
+    return false;
+  SmallVector<StringRef> constraints;
+  StringRef(assembly->getConstraintString()).split(constraints, ',');
+  const size_t n = call.arg_size();
+  auto *type = dyn_cast<StructType>(call.getType());
+  if (n == 0 || constraints.size() != 2 * n || !type ||
+      type->getNumElements() != n)
+    return false;
+  for (size_t i = 0; i < n; ++i)
+    if (!constraints[i].starts_with("=") ||
+        constraints[n + i] != std::to_string(i) ||
+        type->getElementType(i) != call.getArgOperand(i)->getType())
+      return false;
+  return true;
 }
 
 /// Inline PTX of the sm_90a lowering that has no LLVM intrinsic: the forms
@@ -838,6 +864,26 @@ void Rewriter::analyseKvLoops() {
     best->getLoopLatches(latches);
     for (BasicBlock *bb : latches)
       kvLatches_.insert(bb);
+    // A KV block peeled off the loop (the intra-warpgroup overlap) starts
+    // with the lowering's marker: each execution of its basic block is one
+    // trip, and the code that block dominates (that trip's, up to the
+    // merge before the loop) counts as the KV loop's. The marker itself
+    // emits nothing: it is removed.
+    SmallVector<CallInst *> markers;
+    for (Instruction &inst : instructions(*kernel))
+      if (auto *call = dyn_cast<CallInst>(&inst))
+        if (call->isInlineAsm() && call->arg_empty() &&
+            cast<InlineAsm>(call->getCalledOperand())->getAsmString() ==
+                kPeeledKvBlockMarker)
+          markers.push_back(call);
+    for (CallInst *marker : markers) {
+      BasicBlock *entry = marker->getParent();
+      for (BasicBlock &bb : *kernel)
+        if (dt.dominates(entry, &bb))
+          kvBlocks_.insert(&bb);
+      kvLatches_.insert(entry);
+      marker->eraseFromParent();
+    }
   }
 }
 
@@ -1000,6 +1046,7 @@ Status Rewriter::redirectIntrinsics() {
     SmallVector<Value *> operands;
   };
   std::vector<HopperAsm> hopperAsm;
+  std::vector<CallInst *> operandFences;
   for (Function &f : m_)
     for (Instruction &inst : instructions(f))
       if (auto *call = dyn_cast<CallInst>(&inst)) {
@@ -1007,6 +1054,10 @@ Status Rewriter::redirectIntrinsics() {
         if (!callee && !call->isInlineAsm())
           continue;
         if (call->isInlineAsm()) {
+          if (isOperandFence(*call)) {
+            operandFences.push_back(call);
+            continue;
+          }
           auto *assembly = cast<InlineAsm>(call->getCalledOperand());
           const InlinePtx *known = nullptr;
           for (const InlinePtx &candidate : kInlinePtx)
@@ -1036,6 +1087,16 @@ Status Rewriter::redirectIntrinsics() {
             callee->getName().starts_with("llvm.nvptx."))
           calls.push_back(call);
       }
+  // The fences' values are their inputs (a wgmma result read through one
+  // is then read where the fence stands: the check below applies).
+  for (CallInst *call : operandFences) {
+    IRBuilder<> b(call);
+    Value *same = PoisonValue::get(call->getType());
+    for (unsigned i = 0; i < call->arg_size(); ++i)
+      same = b.CreateInsertValue(same, call->getArgOperand(i), {i});
+    call->replaceAllUsesWith(same);
+    call->eraseFromParent();
+  }
   for (auto [call, known] : inlinePtx) {
     FunctionCallee host =
         m_.getOrInsertFunction(known->symbol, call->getFunctionType());

@@ -282,6 +282,7 @@ std::string KernelCache::key(mlir::ModuleOp module, const PtxOptions &options) {
      << "producer-warpgroup " << options.producerWarpgroup << "\n"
      << "lazy-rescale " << options.lazyRescale << "\n"
      << "ping-pong " << options.pingPong << "\n"
+     << "intra-warpgroup-overlap " << options.intraWarpgroupOverlap << "\n"
      << "heaviest-first " << options.heaviestFirst << "\n"
      << "device-validation " << options.deviceValidation << "\n"
      << "fix-upper-left-appends " << options.fixUpperLeftAppends << "\n"

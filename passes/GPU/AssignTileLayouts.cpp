@@ -8,7 +8,10 @@
 // instruction they follow (kvattn.fragment_layout); the kernel gets its
 // schedule (kvattn.gpu_schedule: tensor-core mode, pipeline depth, TMA
 // rings, what stays in registers) and the tile ops the pairings of their
-// copies (kvattn.value_prefetch, kvattn.key_prefetch).
+// copies (kvattn.value_prefetch, kvattn.key_prefetch). With the schedule's
+// intra_warpgroup_overlap the KV loop's first block is peeled off the loop
+// and the loop's tile.qk marked to issue the previous block's P.V
+// (kvattn.pending_pv).
 // -kvattn-lower-tile-to-gpu reads them instead of deciding itself.
 //
 //===----------------------------------------------------------------------===//
@@ -17,8 +20,11 @@
 #include "kvattn/Passes/Passes.h"
 #include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace mlir {
 namespace kvattn {
@@ -188,11 +194,49 @@ TileSoftmaxOp findSoftmaxOfBlock(TileQKOp qk) {
   return {};
 }
 
+/// The KV loop of a program whose P.V can be deferred past the next block's
+/// Q.K^T: the scf.for (no results) holding its one tile.qk and one
+/// tile.softmax_update, in that order, directly in its body; null otherwise.
+scf::ForOp deferrableKvLoop(gpu::GPUFuncOp kernel) {
+  SmallVector<TileQKOp> qks;
+  SmallVector<TileSoftmaxOp> softmaxes;
+  kernel.walk([&](TileQKOp qk) { qks.push_back(qk); });
+  kernel.walk([&](TileSoftmaxOp softmax) { softmaxes.push_back(softmax); });
+  if (qks.size() != 1 || softmaxes.size() != 1)
+    return {};
+  auto loop = dyn_cast<scf::ForOp>(qks[0]->getParentOp());
+  if (!loop || loop->getNumResults() != 0 ||
+      softmaxes[0]->getParentOp() != loop ||
+      !qks[0]->isBeforeInBlock(softmaxes[0]))
+    return {};
+  return loop;
+}
+
+/// Intra-warpgroup overlap: the first iteration of the KV loop `loop` runs
+/// before it, under `lb < ub` (so that every block's tile.qk knows
+/// statically whether a P.V is pending: none before the first), and the
+/// loop's tile.qk issues the previous block's deferred P.V.
+void peelFirstKvBlock(scf::ForOp loop) {
+  ImplicitLocOpBuilder b(loop.getLoc(), loop);
+  Value lb = loop.getLowerBound(), ub = loop.getUpperBound();
+  Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, lb, ub);
+  auto first = scf::IfOp::create(b, any, /*withElseRegion=*/false);
+  OpBuilder inner = first.getThenBodyBuilder();
+  IRMapping map;
+  map.map(loop.getInductionVar(), lb);
+  for (Operation &op : loop.getBody()->without_terminator())
+    inner.clone(op, map);
+  Value rest = arith::AddIOp::create(b, lb, loop.getStep());
+  loop.getLowerBoundMutable().assign(rest);
+  loop.walk([](TileQKOp qk) { setIssuesPendingPV(qk); });
+}
+
 /// The schedule of a kernel whose tiles have their roles: the decisions the
 /// GPU lowering used to take itself, from the same rules.
 LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
                              bool keyPrefetch, bool queryInRegisters,
-                             bool lazyRescale, bool pingPong) {
+                             bool lazyRescale, bool pingPong,
+                             bool intraWarpgroupOverlap) {
   MLIRContext *ctx = kernel.getContext();
   TileConfigAttr config = getTileConfig(kernel);
   // Tensor cores, wgmma and TMA as decided by the outlining (the shared
@@ -204,7 +248,7 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
                               : tensorCores ? TensorCoreMode::mma_sync
                                             : TensorCoreMode::scalar;
   const int64_t mmaTiles = mmaTilesPerWarp(config);
-  bool scores = false, query = false, lazy = false;
+  bool scores = false, query = false, lazy = false, deferPV = false;
   int64_t keyStages = 0, valueStages = 0;
   FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(
       kernel, /*privateScores=*/false, /*query16=*/false, tileRoleAttrOf);
@@ -228,6 +272,7 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
     // per-row flags and branch (kLazyRescaleRegisters).
     lazy = lazyRescale &&
            laneDataRegisters(*layout, scores, query) <= kLazyRescaleRegisters;
+    deferPV = fitsDeferredPV(*layout, scores);
     if (tma) {
       addTmaRing(*layout);
       keyStages = kTmaStages;
@@ -256,16 +301,27 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
   // and meet at every block anyway.
   const bool alternate = pingPong && producerWarps == kProducerWarps &&
                          config.getNumWarps() == 8 && !latent;
+  // Intra-warpgroup overlap (FlashAttention-3's): each block's P.V runs
+  // during the next block's softmax, reading its V stage while the
+  // producer fills the other (two V stages), where the deferred
+  // probabilities fit the registers (fitsDeferredPV); not the latent form,
+  // whose warpgroups exchange their probabilities at every block.
+  scf::ForOp kvLoop;
+  if (intraWarpgroupOverlap && deferPV && tma &&
+      producerWarps == kProducerWarps && valueStages == 2 && !latent)
+    kvLoop = deferrableKvLoop(kernel);
   auto schedule = GpuScheduleAttr::getChecked(
       [&] {
         return kernel.emitOpError()
                << "kvattn-assign-tile-layouts: no schedule for this kernel: ";
       },
       ctx, mode, depth, keyStages, valueStages, scores, query, producerWarps,
-      lazy, alternate);
+      lazy, alternate, static_cast<bool>(kvLoop));
   if (!schedule)
     return failure();
   setGpuSchedule(kernel, schedule);
+  if (kvLoop)
+    peelFirstKvBlock(kvLoop);
   if (!tensorCores)
     return success();
   // Which op issues which copy. V: the tile.qk of a block issues the V
@@ -314,7 +370,8 @@ struct AssignTileLayoutsPass
     for (gpu::GPUFuncOp kernel : kernels)
       if (failed(assignTileLayouts(kernel)) ||
           failed(scheduleKernel(kernel, valuePrefetch, keyPrefetch,
-                                queryInRegisters, lazyRescale, pingPong)))
+                                queryInRegisters, lazyRescale, pingPong,
+                                intraWarpgroupOverlap)))
         return signalPassFailure();
   }
 };

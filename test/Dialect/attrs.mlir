@@ -106,9 +106,14 @@ func.func @vector_layouts(%acc: memref<16x8xf32> {kvattn.vector_layout = #kvattn
 // false) are not printed.
 // CHECK-LABEL: func @schedules
 // CHECK-SAME: kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, producer_warps = 4, lazy_rescale = true, ping_pong = true>
+// CHECK-LABEL: func @overlap_schedule
+// CHECK-SAME: kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 2, scores_in_registers = true, producer_warps = 4, intra_warpgroup_overlap = true>
 // CHECK-LABEL: func @scalar_schedule
 // CHECK-SAME: kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>
 func.func @schedules() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, query_in_registers = false, producer_warps = 4, lazy_rescale = true, ping_pong = true>} {
+  return
+}
+func.func @overlap_schedule() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 2, scores_in_registers = true, producer_warps = 4, intra_warpgroup_overlap = true>} {
   return
 }
 func.func @scalar_schedule() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>} {

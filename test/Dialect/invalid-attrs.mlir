@@ -392,6 +392,20 @@ func.func @schedule_ping_pong_without_producer() attributes {kvattn.gpu_schedule
 
 // -----
 
+// expected-error @+1 {{intra_warpgroup_overlap defers each P.V past the next Q.K^T of a wgmma kernel with a producer warpgroup and two TMA V stages: got producer_warps 4 and 1 V stages}}
+func.func @schedule_overlap_one_value_stage() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, producer_warps = 4, intra_warpgroup_overlap = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{intra_warpgroup_overlap defers each P.V past the next Q.K^T of a wgmma kernel with a producer warpgroup and two TMA V stages: got producer_warps 0 and 2 V stages}}
+func.func @schedule_overlap_without_producer() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 2, intra_warpgroup_overlap = true>} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{lazy_rescale needs tensor cores (the scalar lowering rescales every block)}}
 func.func @schedule_scalar_lazy() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1, lazy_rescale = true>} {
   return
@@ -410,6 +424,14 @@ func.func @schedule_not_on_a_function(%i: index) {
 func.func @prefetch_id_type(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
   // expected-error @+1 {{'kvattn.value_prefetch' is a non-negative i64 pairing id, got -1 : i64}}
   kvattn.tile.init %m, %l, %acc {kvattn.value_prefetch = -1 : i64} : memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @pending_pv_op(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  // expected-error @+1 {{'kvattn.pending_pv' is a unit attribute of a kvattn.tile.qk}}
+  kvattn.tile.init %m, %l, %acc {kvattn.pending_pv} : memref<16xf32>, memref<16xf32>, memref<16x8xf32>
   return
 }
 

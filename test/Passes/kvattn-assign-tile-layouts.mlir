@@ -5,6 +5,8 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs="wgmma=true producer-warpgroup=false" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=NOPRODUCER
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 num-warps=8" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=PINGPONG
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 num-warps=8" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts="ping-pong=false" | FileCheck %s --check-prefix=NOPINGPONG
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 block-n=128 num-warps=8 pack-gqa=false" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=OVERLAP
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 block-n=128 num-warps=8 pack-gqa=false" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts="intra-warpgroup-overlap=false" | FileCheck %s --check-prefix=NOOVERLAP
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts="value-prefetch=false key-prefetch=false query-in-registers=false lazy-rescale=false" | FileCheck %s --check-prefix=OPTS
 
 // Every scratch tile of an outlined attention program gets its role; the
@@ -108,3 +110,44 @@ func.func @f32(%q: tensor<1x8x100x64xf32>, %k: tensor<1x2x300x64xf32>, %v: tenso
   return %o : tensor<1x8x100x64xf32>
 }
 
+// -----
+
+// Intra-warpgroup overlap (docs/gpu-lowering.md): two consumer warpgroups,
+// the producer, two V stages (hd 128, 128 x 128) and the deferred
+// probabilities (32 registers) beside the scores and accumulator (64 + 64):
+// the schedule says intra_warpgroup_overlap, the KV loop's first block runs
+// before it under `lb < ub` (its tile.qk issues no pending P.V), the loop
+// starts one block later and its tile.qk issues the previous block's
+// (kvattn.pending_pv); each copy has its own V pairing. Unless the pass is
+// told not to.
+// OVERLAP-LABEL: gpu.func @overlap_kvattn_0
+// OVERLAP-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 2, scores_in_registers = true, producer_warps = 4, lazy_rescale = true, ping_pong = true, intra_warpgroup_overlap = true>
+// OVERLAP:         kvattn.tile.load_q
+// OVERLAP:         %[[ANY:.*]] = arith.cmpi slt, %[[LB:.*]], %[[UB:.*]] : index
+// OVERLAP-NEXT:    scf.if %[[ANY]] {
+// OVERLAP:           kvattn.tile.qk
+// OVERLAP-NOT:         kvattn.pending_pv
+// OVERLAP-SAME:        {kvattn.value_prefetch = 0 : i64}
+// OVERLAP:           kvattn.tile.softmax_update {{.*}}{kvattn.value_prefetch = 0 : i64}
+// OVERLAP-NEXT:    }
+// OVERLAP-NEXT:    %[[NEXT:.*]] = arith.addi %[[LB]], %{{.*}} : index
+// OVERLAP-NEXT:    scf.for %{{.*}} = %[[NEXT]] to %[[UB]]
+// OVERLAP:           kvattn.tile.qk {{.*}}{kvattn.pending_pv, kvattn.value_prefetch = 1 : i64}
+// OVERLAP:           kvattn.tile.softmax_update {{.*}}{kvattn.value_prefetch = 1 : i64}
+// OVERLAP-NEXT:    }
+// OVERLAP-NEXT:    kvattn.tile.store
+// NOOVERLAP-LABEL: gpu.func @overlap_kvattn_0
+// NOOVERLAP-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 2, scores_in_registers = true, producer_warps = 4, lazy_rescale = true, ping_pong = true>
+// NOOVERLAP:         kvattn.tile.load_q
+// NOOVERLAP-NOT:     kvattn.tile.qk
+// NOOVERLAP:         scf.for
+// NOOVERLAP-NOT:       kvattn.pending_pv
+// NOOVERLAP:           kvattn.tile.qk
+// NOOVERLAP-NOT:     kvattn.tile.qk
+// NOOVERLAP:         gpu.return
+func.func @overlap(%q: tensor<1x4x256x128xbf16>, %k: tensor<1x2x1024x128xbf16>, %v: tensor<1x2x1024x128xbf16>,
+                   %pos: tensor<1xi32>) -> tensor<1x4x256x128xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
+      : tensor<1x4x256x128xbf16>, tensor<1x2x1024x128xbf16>, tensor<1x2x1024x128xbf16> -> tensor<1x4x256x128xbf16>
+  return %o : tensor<1x4x256x128xbf16>
+}

@@ -94,6 +94,10 @@
 // Ping-pong on one consumer warpgroup (whose turns nobody would pass) is
 // refused by name.
 // PINGPONG: error: 'gpu.func' op kvattn-lower-tile-to-gpu: ping_pong alternates two consumer warpgroups of their own rows fed by TMA rings (got 4 warps)
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | sed -e 's/kvattn.value_prefetch = 0 : i64} : memref<64x64xf16>/kvattn.pending_pv, kvattn.value_prefetch = 0 : i64} : memref<64x64xf16>/' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=PENDING
+// A tile.qk that would issue a pending P.V in a kernel whose schedule
+// defers none is refused by name.
+// PENDING: error: 'gpu.func' op kvattn-lower-tile-to-gpu: a tile.qk issues a pending P.V (kvattn.pending_pv) in a kernel whose schedule defers none (intra_warpgroup_overlap)
 
 // The tiles move to dynamic shared memory; each tile op becomes the
 // thread-mapped code of docs/gpu-lowering.md. Prefix CHECK is the scalar

@@ -39,7 +39,7 @@ struct CompileFlags::Options {
   std::unique_ptr<cl::opt<int64_t>> ints[std::size(kIntSpecs)];
   std::unique_ptr<cl::opt<bool>> packGqa, tensorCores, vectorize;
   std::unique_ptr<cl::opt<bool>> producerWarpgroup, lazyRescale, pingPong,
-      heaviestFirst;
+      intraWarpgroupOverlap, heaviestFirst;
   std::unique_ptr<cl::opt<unsigned>> indexBitwidth, optLevel;
 
   const cl::opt<int64_t> &integer(CompileFlag flag) const {
@@ -87,6 +87,9 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, unsigned which,
       flag(kGpuSchedule, compile_options::kLazyRescale, defaults.lazyRescale);
   options->pingPong =
       flag(kGpuSchedule, compile_options::kPingPong, defaults.pingPong);
+  options->intraWarpgroupOverlap =
+      flag(kGpuSchedule, compile_options::kIntraWarpgroupOverlap,
+           defaults.intraWarpgroupOverlap);
   options->heaviestFirst = flag(kGpuSchedule, compile_options::kHeaviestFirst,
                                 defaults.heaviestFirst);
   auto unsignedFlag = [&](CompileFlag f, const CompileOptionSpec &spec,
@@ -150,7 +153,8 @@ bool CompileFlags::given(CompileFlag flag) const {
     return llvm::any_of(
         std::initializer_list<const cl::opt<bool> *>{
             options->producerWarpgroup.get(), options->lazyRescale.get(),
-            options->pingPong.get(), options->heaviestFirst.get()},
+            options->pingPong.get(), options->intraWarpgroupOverlap.get(),
+            options->heaviestFirst.get()},
         [](const cl::opt<bool> *o) { return o && o->getNumOccurrences(); });
   return option && option->getNumOccurrences();
 }
@@ -179,6 +183,9 @@ void CompileFlags::applyGiven(PtxOptions &o) const {
     o.lazyRescale = lazyRescale();
   if (options->pingPong && options->pingPong->getNumOccurrences())
     o.pingPong = pingPong();
+  if (options->intraWarpgroupOverlap &&
+      options->intraWarpgroupOverlap->getNumOccurrences())
+    o.intraWarpgroupOverlap = intraWarpgroupOverlap();
   if (options->heaviestFirst && options->heaviestFirst->getNumOccurrences())
     o.heaviestFirst = heaviestFirst();
   if (given(kIndexBitwidth))
@@ -228,6 +235,9 @@ bool CompileFlags::lazyRescale() const {
 }
 bool CompileFlags::pingPong() const {
   return !options->pingPong || *options->pingPong;
+}
+bool CompileFlags::intraWarpgroupOverlap() const {
+  return !options->intraWarpgroupOverlap || *options->intraWarpgroupOverlap;
 }
 bool CompileFlags::heaviestFirst() const {
   return !options->heaviestFirst || *options->heaviestFirst;

@@ -50,8 +50,8 @@ enum CompileFlag : unsigned {
   kVectorWidth = 1u << 10,  ///< --vector-width (CPU)
   kNumThreads = 1u << 11,   ///< --num-threads (CPU)
   kOptLevel = 1u << 12,     ///< --opt-level (CPU JIT)
-  /// --producer-warpgroup, --lazy-rescale, --ping-pong and --heaviest-first
-  /// (GPU schedule switches)
+  /// --producer-warpgroup, --lazy-rescale, --ping-pong,
+  /// --intra-warpgroup-overlap and --heaviest-first (GPU schedule switches)
   kGpuSchedule = 1u << 13,
 };
 
@@ -62,7 +62,7 @@ struct CompileFlagDefaults {
           numSms = 132, vectorWidth = 0, numThreads = 0;
   bool packGqa = true, tensorCores = true, vectorize = true;
   bool producerWarpgroup = true, lazyRescale = true, pingPong = true,
-       heaviestFirst = true;
+       intraWarpgroupOverlap = true, heaviestFirst = true;
   unsigned indexBitwidth = 32, optLevel = 3;
 };
 
@@ -103,6 +103,7 @@ public:
   bool producerWarpgroup() const;
   bool lazyRescale() const;
   bool pingPong() const;
+  bool intraWarpgroupOverlap() const;
   bool heaviestFirst() const;
   unsigned indexBitwidth() const;
   bool vectorize() const;

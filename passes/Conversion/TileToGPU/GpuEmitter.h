@@ -186,6 +186,15 @@ struct Threads {
   /// ping_pong): they take turns at the tensor cores (emitPingPongWait /
   /// emitPingPongPass, TensorCoreTiles.h).
   bool pingPong = false;
+  /// sm_90a, kvattn.gpu_schedule's intra_warpgroup_overlap: a
+  /// tile.softmax_update leaves its P.V to the next tile.qk (marked
+  /// kvattn.pending_pv), which issues it after its own Q.K^T, or to the
+  /// tile.store; the next softmax waits for it. `pendingProbs` holds the
+  /// deferred probabilities as the RS wgmma's A registers ([BN / 16 * 4]
+  /// i32), `pendingBlock` the deferred block's first key and whether one is
+  /// pending ([2] index); constant indices only: registers.
+  bool overlapPV = false;
+  Value pendingProbs, pendingBlock;
 };
 
 /// The largest growth of a row's maximum, in exp2 units, that leaves the

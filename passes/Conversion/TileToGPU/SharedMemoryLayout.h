@@ -337,6 +337,20 @@ inline int64_t laneDataRegisters(const SharedMemoryLayout &layout, bool scores,
   return registers;
 }
 
+/// Intra-warpgroup overlap (docs/gpu-lowering.md) keeps a block's
+/// probabilities, packed to 16-bit pairs (block-n / 4 registers), beside the
+/// next block's scores and the accumulator: only on wgmma programs with
+/// their scores in registers where the three fit the consumers' data
+/// registers (schedule::kWgmmaDataRegisters): hd 64 and 128 with 128-key
+/// blocks (128 and 160), not hd 192 or 256 (168-176: ptxas spilled 4 bytes
+/// at hd 256, test/Target/ptxas-hd256.test).
+inline bool fitsDeferredPV(const SharedMemoryLayout &layout, bool scores) {
+  return layout.wgmma && scores &&
+         laneDataRegisters(layout, scores, /*query=*/false) +
+                 layout.stageRows / 4 <=
+             schedule::kWgmmaDataRegisters;
+}
+
 /// Lazy rescaling (docs/gpu-lowering.md) only where a lane's data
 /// registers (laneDataRegisters) are at most this many: it adds per-row
 /// flags and a branch, which ptxas spilled in the 128-row D = 128 kernels

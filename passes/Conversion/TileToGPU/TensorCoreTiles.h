@@ -111,6 +111,17 @@ void lowerQKWithWgmma(GpuEmitter &e, TileQKOp op, TileSoftmaxOp prefetch);
 void emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
                      ArrayRef<Value> alpha, Value vAddress = Value());
 
+/// Intra-warpgroup overlap (Threads::overlapPV, docs/gpu-lowering.md
+/// "Intra-warpgroup overlap"). emitDeferPV: the tile.softmax_update's
+/// probabilities, packed as the RS wgmma's A registers, and its block start
+/// kept for the next tile.qk (which issues the P.V after its Q.K^T) or the
+/// tile.store. emitWaitForDeferredPV: in the next softmax, the P.V retired
+/// (wgmma.wait_group 0), the accumulator fenced, its V stage released.
+/// emitFlushDeferredPV: the tile.store's P.V of the last block, if any.
+void emitDeferPV(GpuEmitter &e, TileSoftmaxOp op);
+void emitWaitForDeferredPV(GpuEmitter &e);
+void emitFlushDeferredPV(GpuEmitter &e);
+
 /// Ping-pong (Threads::pingPong, docs/gpu-lowering.md "Ping-pong"): the two
 /// consumer warpgroups pass a turn at the tensor cores through named
 /// barriers 2 and 3 (warpgroup g waits on 2 + g, the other arrives there).

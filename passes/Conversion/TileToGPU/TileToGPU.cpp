@@ -457,7 +457,7 @@ SmallVector<Value, 4> exchangeShareStats(GpuEmitter &e, ArrayRef<Value> values,
 }
 
 void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
-                  TilePrefetchOp deferredPrefetch) {
+                  TilePrefetchOp deferredPrefetch, bool pvPending) {
   Value scores = op.getScores(), acc = op.getAcc();
   int64_t bn = cast<MemRefType>(scores.getType()).getDimSize(1);
   int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
@@ -601,6 +601,12 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
       // V is the K stage tile.qk acquired (and zeroed past the keys).
       vAddress = tmaStageAddress(e, 0, tmaBlockStage(e, 0, op.getStart()));
     } else {
+      // Intra-warpgroup overlap: the previous block's P.V (issued by this
+      // block's tile.qk) ran during the softmax above; it is retired before
+      // the accumulator is rescaled, and its V stage released before this
+      // block's is acquired (the ring's consumed count).
+      if (pvPending)
+        emitWaitForDeferredPV(e);
       Value vStage = emitTmaAcquire(e, 1, op.getStart());
       emitZeroValueTail(e, 1, vStage, op.getCols(), bn, dv);
       vAddress = tmaStageAddress(e, 1, vStage);
@@ -647,7 +653,18 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
       });
       std::fill(alphas.begin(), alphas.end(), e.f32(1));
     }
-    if (e.t.wgmma)
+    if (e.t.overlapPV) {
+      // The P.V waits for the next tile.qk (or the store): the accumulator
+      // is rescaled now, the probabilities kept in registers.
+      if (!lazyRescale) {
+        auto accType = cast<MemRefType>(e.t.acc.getType());
+        for (int k = 0; k < accType.getDimSize(0); ++k)
+          for (int64_t j = 0; j < accType.getDimSize(1); ++j)
+            for (int el = 0; el < accType.getDimSize(2); ++el)
+              e.storeAcc(e.mulf(alphas[k], e.loadAcc(k, j, el)), k, j, el);
+      }
+      emitDeferPV(e, op);
+    } else if (e.t.wgmma)
       emitPVWithWgmma(e, op, stage, alphas, vAddress);
     else
       emitPVOnTensorCores(e, op, stage, alphas);
@@ -816,6 +833,9 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
 }
 
 void lowerStore(GpuEmitter &e, TileStoreOp op) {
+  // Intra-warpgroup overlap: the last block's P.V.
+  if (e.t.overlapPV)
+    emitFlushDeferredPV(e);
   // Ping-pong: warpgroup 0's last turn is over (warpgroup 1's last P.V may
   // start).
   emitPingPongEnd(e);
@@ -1060,6 +1080,9 @@ public:
   llvm::DenseMap<Operation *, TileSoftmaxOp> valuePrefetch;
   llvm::SmallPtrSet<Operation *, 4> valuePrefetched;
   llvm::DenseMap<Operation *, TilePrefetchOp> deferredPrefetch;
+  /// Intra-warpgroup overlap: the tile.softmax_update ops that run while the
+  /// previous block's P.V is in flight (their tile.qk issued it).
+  llvm::SmallPtrSet<Operation *, 4> pvPending;
 
   /// The tile.softmax_update whose V block `qk` issues, recorded as issued;
   /// null where the schedule pairs none.
@@ -1600,8 +1623,56 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
     for (int64_t i = 0; i < 4; ++i)
       memref::StoreOp::create(b, zero, t.ringCounters,
                               ValueRange{arith::ConstantIndexOp::create(b, i)});
+    // The deferred P.V's registers (intra-warpgroup overlap, checked
+    // below), in the entry block like every private array (LLVM promotes
+    // only those to registers): before the ring's initialisation branches.
+    if (schedule.getIntraWarpgroupOverlap()) {
+      const int64_t bn = layout->stageRows;
+      t.pendingProbs = memref::AllocaOp::create(
+          b, MemRefType::get({bn / 16 * 4}, b.getI32Type()));
+      t.pendingBlock =
+          memref::AllocaOp::create(b, MemRefType::get({2}, b.getIndexType()));
+      for (int64_t i = 0; i < 2; ++i)
+        memref::StoreOp::create(
+            b, zero, t.pendingBlock,
+            ValueRange{arith::ConstantIndexOp::create(b, i)});
+    }
     GpuEmitter e(b, t);
     emitTmaRingInit(e);
+  }
+  // Intra-warpgroup overlap: the deferred P.V reads its V stage while the
+  // producer refills the other one (docs/gpu-lowering.md, "Intra-warpgroup
+  // overlap").
+  t.overlapPV = schedule.getIntraWarpgroupOverlap();
+  if (t.overlapPV) {
+    if (!tma || !t.producerWarps || t.ringStages[1] != 2 || layout->latent)
+      return kernel.emitOpError()
+             << "kvattn-lower-tile-to-gpu: intra_warpgroup_overlap defers "
+                "P.V on TMA rings with two V stages and a producer warpgroup, "
+                "not the latent form";
+    // Each tile.softmax_update after a tile.qk that issues a pending P.V
+    // waits for it; a kernel without such a tile.qk has no KV loop to
+    // overlap (its one block's P.V is the store's).
+    kernel.walk([&](TileQKOp qk) {
+      if (!issuesPendingPV(qk))
+        return;
+      for (Operation *next = qk->getNextNode(); next;
+           next = next->getNextNode())
+        if (isa<TileSoftmaxOp>(next)) {
+          state->pvPending.insert(next);
+          break;
+        }
+    });
+  } else {
+    WalkResult marked = kernel.walk([](TileQKOp qk) {
+      return issuesPendingPV(qk) ? WalkResult::interrupt()
+                                 : WalkResult::advance();
+    });
+    if (marked.wasInterrupted())
+      return kernel.emitOpError()
+             << "kvattn-lower-tile-to-gpu: a tile.qk issues a pending P.V "
+                "(kvattn.pending_pv) in a kernel whose schedule defers none "
+                "(intra_warpgroup_overlap)";
   }
 
   SmallVector<Operation *> tileOps;
@@ -1731,7 +1802,8 @@ struct SoftmaxLowering : TileOpLowering<TileSoftmaxOp> {
   void lower(GpuEmitter &e, TileSoftmaxOp op,
              PatternRewriter &rewriter) const override {
     TilePrefetchOp deferred = state.deferredPrefetch.lookup(op);
-    lowerSoftmax(e, op, state.valuePrefetched.contains(op), deferred);
+    lowerSoftmax(e, op, state.valuePrefetched.contains(op), deferred,
+                 state.pvPending.contains(op));
     if (deferred)
       rewriter.eraseOp(deferred);
   }

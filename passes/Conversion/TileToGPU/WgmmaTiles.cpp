@@ -45,6 +45,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Passes/Passes.h"
+#include "kvattn/Support/KernelMarkers.h"
 #include "passes/Conversion/Fp8.h"
 #include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 #include "passes/Conversion/TileToGPU/TensorCoreTiles.h"
@@ -252,8 +253,17 @@ void pingPongBarrierOp(GpuEmitter &e, StringRef intrinsic, bool other,
 
 } // namespace
 
+// A turn begins with a wait on the warpgroup's own barrier and ends with an
+// arrival on the other's. Without the overlap, warpgroup 0's first Q.K^T
+// needs no turn (warpgroup 1 waits for it first) and its last turn is given
+// back before the store; with it, every tile.qk takes a turn (its Q.K^T and
+// the pending P.V), so warpgroup 1 gives warpgroup 0 the first one and
+// warpgroup 0 takes warpgroup 1's last one before the store.
 void mlir::kvattn::emitPingPongStart(GpuEmitter &e) {
-  pingPongBarrierOp(e, kBarSync, /*other=*/false, /*only=*/1);
+  if (e.t.overlapPV)
+    pingPongBarrierOp(e, kBarArrive, /*other=*/true, /*only=*/1);
+  else
+    pingPongBarrierOp(e, kBarSync, /*other=*/false, /*only=*/1);
 }
 
 void mlir::kvattn::emitPingPongWait(GpuEmitter &e) {
@@ -265,7 +275,10 @@ void mlir::kvattn::emitPingPongPass(GpuEmitter &e) {
 }
 
 void mlir::kvattn::emitPingPongEnd(GpuEmitter &e) {
-  pingPongBarrierOp(e, kBarArrive, /*other=*/true, /*only=*/0);
+  if (e.t.overlapPV)
+    pingPongBarrierOp(e, kBarSync, /*other=*/false, /*only=*/0);
+  else
+    pingPongBarrierOp(e, kBarArrive, /*other=*/true, /*only=*/0);
 }
 
 void mlir::kvattn::emitProxyFence(GpuEmitter &e) {
@@ -608,8 +621,139 @@ void mlir::kvattn::emitZeroValueTail(GpuEmitter &e, int ring, Value stage,
   });
 }
 
+namespace {
+
+/// The accumulator's values, one per register of the lane
+/// (FragmentLayout::registerOfWgmma order: Dv / 2 of them).
+SmallVector<Value> loadAccumulator(GpuEmitter &e) {
+  const FragmentLayout &layout = e.t.layout;
+  const int64_t regs = cast<MemRefType>(e.t.acc.getType()).getNumElements();
+  SmallVector<Value> acc;
+  for (int64_t i = 0; i < regs; ++i) {
+    FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
+    acc.push_back(e.loadAcc(entry.k, entry.slice, entry.el));
+  }
+  return acc;
+}
+
+void storeAccumulator(GpuEmitter &e, ArrayRef<Value> acc) {
+  const FragmentLayout &layout = e.t.layout;
+  for (auto [i, v] : llvm::enumerate(acc)) {
+    FragmentLayout::WgmmaEntry entry =
+        layout.registerOfWgmma(static_cast<int64_t>(i));
+    e.storeAcc(v, entry.k, entry.slice, entry.el);
+  }
+}
+
+/// The deferred P.V's operands (intra-warpgroup overlap), formed before
+/// the wgmma.fence: the stashed probabilities as A registers and the
+/// descriptors of the V stage of the block at key `start`.
+struct DeferredPV {
+  SmallVector<SmallVector<Value, 4>> as;
+  SmallVector<Value> descs;
+};
+
+DeferredPV loadDeferredPV(GpuEmitter &e, int64_t bn) {
+  DeferredPV pv;
+  Value start = e.load(e.t.pendingBlock, {e.idx(0)});
+  Value vAddress = tmaStageAddress(e, 1, tmaBlockStage(e, 1, start));
+  SmallVector<wgmma::StepDescriptor> vSteps;
+  for (int64_t kk = 0; kk < bn / 16; ++kk) {
+    SmallVector<Value, 4> a;
+    for (int64_t i = 0; i < 4; ++i)
+      a.push_back(e.load(e.t.pendingProbs, {e.idx(4 * kk + i)}));
+    pv.as.push_back(a);
+    vSteps.push_back(wgmma::mnMajorStep(bn, kk));
+  }
+  pv.descs = stepDescriptors(e, vAddress, Value(), vSteps);
+  return pv;
+}
+
+/// acc += P . V of the deferred block: BN / 16 RS wgmmas on the
+/// accumulator registers as they are (rescaled by the softmax that
+/// deferred it); the caller fences before and commits after.
+void issueDeferredPV(GpuEmitter &e, const DeferredPV &pv) {
+  Type elt = cast<MemRefType>(e.t.stage.getType()).getElementType();
+  SmallVector<Value> acc = loadAccumulator(e);
+  const int64_t dv = 2 * static_cast<int64_t>(acc.size());
+  for (auto [a, desc] : llvm::zip_equal(pv.as, pv.descs))
+    acc = emitWgmma(e, elt, dv, acc, Value(), a, desc, /*transB=*/true);
+  storeAccumulator(e, acc);
+}
+
+/// Ties the accumulator registers to this point, after the wgmma.wait_group
+/// that retired their last wgmma (an empty asm that reads and rewrites them,
+/// as CUTLASS's warpgroup_fence_operand): LLVM cannot move a use of them
+/// above the wait.
+void fenceAccumulator(GpuEmitter &e) {
+  SmallVector<Value> acc = loadAccumulator(e);
+  std::string constraints;
+  for (size_t i = 0; i < acc.size(); ++i)
+    constraints += (i ? ",=f" : "=f");
+  for (size_t i = 0; i < acc.size(); ++i)
+    constraints += "," + std::to_string(i);
+  MLIRContext *ctx = e.b.getContext();
+  SmallVector<Type> fields(acc.size(), e.b.getF32Type());
+  auto asmOp = LLVM::InlineAsmOp::create(
+      e.b, LLVM::LLVMStructType::getLiteral(ctx, fields), acc, "", constraints,
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT),
+      /*operand_attrs=*/ArrayAttr());
+  for (size_t i = 0; i < acc.size(); ++i)
+    acc[i] = LLVM::ExtractValueOp::create(
+        e.b, asmOp.getResult(0), ArrayRef<int64_t>{static_cast<int64_t>(i)});
+  storeAccumulator(e, acc);
+}
+
+} // namespace
+
+void mlir::kvattn::emitDeferPV(GpuEmitter &e, TileSoftmaxOp op) {
+  Type elt = cast<MemRefType>(e.t.stage.getType()).getElementType();
+  const int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
+  for (int64_t kk = 0; kk < bn / 16; ++kk)
+    for (auto [i, entry] : llvm::enumerate(e.t.layout.aOperandEntries(kk)))
+      e.store(packPair(e, elt, e.loadScore(entry.k, entry.slice, 0),
+                       e.loadScore(entry.k, entry.slice, 1)),
+              e.t.pendingProbs, {e.idx(4 * kk + static_cast<int64_t>(i))});
+  e.store(op.getStart(), e.t.pendingBlock, {e.idx(0)});
+  e.store(e.idx(1), e.t.pendingBlock, {e.idx(1)});
+}
+
+void mlir::kvattn::emitWaitForDeferredPV(GpuEmitter &e) {
+  NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
+  fenceAccumulator(e);
+  emitTmaRelease(e, 1, e.load(e.t.pendingBlock, {e.idx(0)}));
+}
+
+void mlir::kvattn::emitFlushDeferredPV(GpuEmitter &e) {
+  Value pending = e.load(e.t.pendingBlock, {e.idx(1)});
+  e.when(
+      arith::CmpIOp::create(e.b, arith::CmpIPredicate::ne, pending, e.idx(0)),
+      [&] {
+        DeferredPV pv = loadDeferredPV(e, ringRows(e));
+        wgmmaFence(e);
+        issueDeferredPV(e, pv);
+        wgmmaCommitAndWait(e);
+        emitTmaRelease(e, 1, e.load(e.t.pendingBlock, {e.idx(0)}));
+      });
+}
+
 void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
                                     TileSoftmaxOp prefetch) {
+  // Intra-warpgroup overlap: the KV block peeled off the loop (its tile.qk
+  // issues no pending P.V) starts with a PTX comment, which emits nothing
+  // but tells the emulated GPU where that trip's code begins (its counters
+  // count it as a KV block; gpu-emulator.md).
+  if (e.t.overlapPV && !issuesPendingPV(op)) {
+    MLIRContext *ctx = e.b.getContext();
+    LLVM::InlineAsmOp::create(
+        e.b, /*res=*/Type(), ValueRange(), kPeeledKvBlockMarker, "",
+        /*has_side_effects=*/true, /*is_align_stack=*/false,
+        LLVM::tailcallkind::TailCallKind::None,
+        LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT),
+        /*operand_attrs=*/ArrayAttr());
+  }
   // The staged type (an FP8 cache's K is converted to the query's).
   Type elt = cast<MemRefType>(e.t.stage.getType()).getElementType();
   const int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
@@ -680,16 +824,31 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   }
   SmallVector<Value> descAs = stepDescriptors(e, qAddress, groupRows, qSteps);
   SmallVector<Value> descBs = stepDescriptors(e, kAddress, keyBytes, kSteps);
+  // Intra-warpgroup overlap: the previous block's P.V, deferred by its
+  // softmax, is issued right after this Q.K^T and runs during this block's
+  // mask and softmax (which waits for it before rescaling).
+  const bool pending = e.t.overlapPV && issuesPendingPV(op);
+  DeferredPV pv;
+  if (pending)
+    pv = loadDeferredPV(e, bn);
+  // Ping-pong with the overlap: the turn is this tile.qk's two GEMMs.
+  if (e.t.overlapPV)
+    emitPingPongWait(e);
   wgmmaFence(e);
   SmallVector<Value> acc(n / 2, e.f32(0));
   for (int64_t kk = 0; kk < d / 16; ++kk)
     acc = emitWgmma(e, elt, n, acc, descAs[kk], {}, descBs[kk],
                     /*transB=*/false);
+  NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
+  if (pending) {
+    issueDeferredPV(e, pv);
+    NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
+  }
   // Ping-pong: this warpgroup's turn (the previous P.V and this Q.K^T)
   // ends with the issue; the other's softmax is done, its turn begins.
-  NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
   emitPingPongPass(e);
-  NVVM::WgmmaWaitGroupSyncOp::create(e.b, 0);
+  // The Q.K^T's group (the older one when a P.V follows it).
+  NVVM::WgmmaWaitGroupSyncOp::create(e.b, pending ? 1 : 0);
   // The K stage may be refilled (the latent form's, whose V it is, after
   // P.V).
   if (e.t.tma && !e.t.latent)

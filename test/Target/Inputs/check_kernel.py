@@ -106,6 +106,14 @@ def main():
             # ptxas -v reports each function: its spills, then its
             # registers.
             info = r.stderr
+            # A wgmma pipeline ptxas had to serialize (an accumulator
+            # touched in flight, a fence missing, too few registers) is a
+            # kernel bug: fail with ptxas's words.
+            loss = [line for line in info.splitlines()
+                    if "Potential Performance Loss" in line]
+            if loss:
+                sys.stderr.write("\n".join(loss) + "\n")
+                sys.exit(f"ptxas -arch={chip}: wgmma.mma_async serialized")
             spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes "
                                 r"spill loads", info)
             regs = re.findall(r"Used (\d+) registers", info)
