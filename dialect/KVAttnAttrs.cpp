@@ -376,6 +376,41 @@ LogicalResult GpuScheduleAttr::verify(
   return success();
 }
 
+LogicalResult
+SharedMemoryAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                         int64_t bytes, int64_t keyStage, int64_t valueStage,
+                         int64_t keyStage1, int64_t valueStage1,
+                         int64_t barriers, int64_t exchange,
+                         int64_t exchangeProbs) {
+  if (bytes <= 0)
+    return emitError() << "bytes is the kernel's dynamic shared memory, a "
+                          "positive count: got "
+                       << bytes;
+  auto inside = [&](StringRef name, int64_t offset,
+                    bool optional) -> LogicalResult {
+    if ((optional && offset == -1) || (offset >= 0 && offset < bytes))
+      return success();
+    return emitError() << name << " = " << offset << " is not a byte offset in "
+                       << "the kernel's " << bytes << " bytes";
+  };
+  if (failed(inside("key_stage", keyStage, false)) ||
+      failed(inside("value_stage", valueStage, true)) ||
+      failed(inside("key_stage1", keyStage1, true)) ||
+      failed(inside("value_stage1", valueStage1, true)) ||
+      failed(inside("barriers", barriers, true)) ||
+      failed(inside("exchange", exchange, true)) ||
+      failed(inside("exchange_probs", exchangeProbs, true)))
+    return failure();
+  if ((keyStage1 == -1) != (barriers == -1) ||
+      (keyStage1 == -1) != (valueStage1 == -1))
+    return emitError() << "a TMA ring has key_stage1, value_stage1 and "
+                          "barriers, or none of them";
+  if ((exchange == -1) != (exchangeProbs == -1))
+    return emitError() << "a share exchange has exchange and exchange_probs, "
+                          "or neither";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Accessors
 //===----------------------------------------------------------------------===//
@@ -473,6 +508,25 @@ std::optional<int64_t> mlir::kvattn::getKeyPrefetchId(Operation *op) {
 void mlir::kvattn::setKeyPrefetchId(Operation *op, int64_t id) {
   op->setAttr(kKeyPrefetchAttrName,
               IntegerAttr::get(IntegerType::get(op->getContext(), 64), id));
+}
+
+SharedMemoryAttr mlir::kvattn::getSharedMemory(Operation *op) {
+  return op->getAttrOfType<SharedMemoryAttr>(kSharedMemoryAttrName);
+}
+
+void mlir::kvattn::setSharedMemory(Operation *op, SharedMemoryAttr memory) {
+  op->setAttr(kSharedMemoryAttrName, memory);
+}
+
+std::optional<int64_t> mlir::kvattn::getSharedOffset(Operation *op) {
+  if (auto offset = op->getAttrOfType<IntegerAttr>(kSharedOffsetAttrName))
+    return offset.getInt();
+  return std::nullopt;
+}
+
+void mlir::kvattn::setSharedOffset(Operation *op, int64_t offset) {
+  op->setAttr(kSharedOffsetAttrName,
+              IntegerAttr::get(IntegerType::get(op->getContext(), 64), offset));
 }
 
 bool mlir::kvattn::issuesPendingPV(Operation *op) {
@@ -614,6 +668,26 @@ LogicalResult KVAttnDialect::verifyOperationAttribute(Operation *op,
     if (opName != issuer && opName != "kvattn.tile.softmax_update")
       return op->emitError() << "'" << name << "' belongs on a " << issuer
                              << " or a kvattn.tile.softmax_update";
+    return success();
+  }
+  if (name == kSharedMemoryAttrName) {
+    if (!isa<SharedMemoryAttr>(value))
+      return op->emitError() << "'" << kSharedMemoryAttrName
+                             << "' is not a #kvattn.shared_memory: " << value;
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << kSharedMemoryAttrName
+                             << "' belongs on a kernel function";
+    return success();
+  }
+  if (name == kSharedOffsetAttrName) {
+    auto offset = dyn_cast<IntegerAttr>(value);
+    if (!offset || !offset.getType().isInteger(64) || offset.getInt() < 0)
+      return op->emitError()
+             << "'" << kSharedOffsetAttrName
+             << "' is a non-negative i64 byte offset, got " << value;
+    if (op->getNumResults() != 1 || !isa<MemRefType>(op->getResultTypes()[0]))
+      return op->emitError() << "'" << kSharedOffsetAttrName
+                             << "' belongs on an op defining one tile";
     return success();
   }
   if (name == kPendingPVAttrName) {

@@ -13,6 +13,8 @@
 //   kvattn.value_prefetch getValuePrefetchId / setValuePrefetchId
 //   kvattn.key_prefetch getKeyPrefetchId / setKeyPrefetchId
 //   kvattn.pending_pv   issuesPendingPV / setIssuesPendingPV
+//   kvattn.shared_memory getSharedMemory / setSharedMemory
+//   kvattn.shared_offset getSharedOffset / setSharedOffset
 //   kvattn.cascade      (a string: a cascade's B = 1 programs)
 //
 //===----------------------------------------------------------------------===//
@@ -51,6 +53,10 @@ inline constexpr llvm::StringLiteral kValuePrefetchAttrName =
 inline constexpr llvm::StringLiteral kKeyPrefetchAttrName =
     "kvattn.key_prefetch";
 inline constexpr llvm::StringLiteral kPendingPVAttrName = "kvattn.pending_pv";
+inline constexpr llvm::StringLiteral kSharedMemoryAttrName =
+    "kvattn.shared_memory";
+inline constexpr llvm::StringLiteral kSharedOffsetAttrName =
+    "kvattn.shared_offset";
 /// A program or kernel of a shared-prefix (cascade) attention that runs with
 /// B = 1 (a string: "prefix", the attention over the shared prefix, or
 /// "merge", the merge of the prefix and suffix parts); the launch manifest
@@ -117,6 +123,16 @@ void setKeyPrefetchId(Operation *op, int64_t id);
 /// schedule's intra_warpgroup_overlap).
 bool issuesPendingPV(Operation *op);
 void setIssuesPendingPV(Operation *op);
+
+/// The shared memory of a GPU attention kernel (kvattn.shared_memory: the
+/// staging blocks, the TMA ring's stages and barriers, the share exchange);
+/// null when it has none.
+SharedMemoryAttr getSharedMemory(Operation *op);
+void setSharedMemory(Operation *op, SharedMemoryAttr memory);
+/// The byte offset of the scratch tile `op` defines in the kernel's shared
+/// memory (kvattn.shared_offset); none when it is not in shared memory.
+std::optional<int64_t> getSharedOffset(Operation *op);
+void setSharedOffset(Operation *op, int64_t offset);
 
 } // namespace kvattn
 } // namespace mlir

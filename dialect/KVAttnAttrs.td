@@ -518,4 +518,46 @@ def KVAttn_GpuScheduleAttr : KVAttn_Attr<"GpuSchedule", "gpu_schedule"> {
   let genVerifyDecl = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// kvattn.shared_memory, kvattn.shared_offset
+//===----------------------------------------------------------------------===//
+
+def KVAttn_SharedMemoryAttr : KVAttn_Attr<"SharedMemory", "shared_memory"> {
+  let summary = "a GPU attention kernel's shared memory "
+                "(kvattn.shared_memory)";
+  let description = [{
+    Written by -kvattn-assign-tile-layouts on each outlined attention kernel
+    beside `kvattn.shared_offset` on each scratch tile it places in shared
+    memory; -kvattn-lower-tile-to-gpu builds its views at these byte offsets
+    (docs/gpu-lowering.md, "Shared memory"):
+
+    ```mlir
+    kvattn.shared_memory = #kvattn.shared_memory<bytes = 163904,
+        key_stage = 32768, value_stage = 65536, key_stage1 = 98304,
+        value_stage1 = 131072, barriers = 163840>
+    ```
+
+    `bytes`: the kernel's dynamic shared memory (its
+    `kvattn.dynamic_smem_bytes`). `key_stage`: the K staging block (the one
+    K/V block of the scalar lowering). `value_stage`: V's own staging block
+    (16-bit K/V with 16-byte rows). `key_stage1`, `value_stage1`,
+    `barriers`: the TMA ring's second stages and its eight mbarriers
+    (`value_stage1` equals `value_stage` with one V stage, `key_stage1` in
+    the latent form). `exchange`, `exchange_probs`: a wgmma value split's
+    row maxima and probabilities (the latent form). Absent fields print
+    nothing (-1). The verifier checks every offset lies in `bytes`.
+  }];
+  let parameters = (ins
+    "int64_t":$bytes,
+    "int64_t":$key_stage,
+    DefaultValuedParameter<"int64_t", "-1">:$value_stage,
+    DefaultValuedParameter<"int64_t", "-1">:$key_stage1,
+    DefaultValuedParameter<"int64_t", "-1">:$value_stage1,
+    DefaultValuedParameter<"int64_t", "-1">:$barriers,
+    DefaultValuedParameter<"int64_t", "-1">:$exchange,
+    DefaultValuedParameter<"int64_t", "-1">:$exchange_probs);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // KVATTN_DIALECT_KVATTNATTRS_TD

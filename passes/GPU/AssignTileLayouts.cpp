@@ -231,6 +231,39 @@ void peelFirstKvBlock(scf::ForOp loop) {
   loop.walk([](TileQKOp qk) { setIssuesPendingPV(qk); });
 }
 
+/// Records the kernel's shared memory as `layout` places it: each scratch
+/// tile's byte offset (kvattn.shared_offset; removed from the tiles it no
+/// longer places), the staging blocks, the TMA ring and the share exchange
+/// (kvattn.shared_memory). -kvattn-lower-tile-to-gpu builds its views there.
+LogicalResult recordSharedMemory(gpu::GPUFuncOp kernel,
+                                 const SharedMemoryLayout &layout) {
+  kernel.walk([&](memref::AllocaOp alloca) {
+    if (!llvm::is_contained(layout.tiles, alloca))
+      alloca->removeAttr(kSharedOffsetAttrName);
+  });
+  for (auto [alloca, offset] : llvm::zip(layout.tiles, layout.offsets))
+    setSharedOffset(alloca, offset);
+  auto when = [](bool has, int64_t offset) -> int64_t {
+    return has ? offset : -1;
+  };
+  auto memory = SharedMemoryAttr::getChecked(
+      [&] {
+        return kernel.emitOpError() << "kvattn-assign-tile-layouts: no shared "
+                                       "memory allocation for this kernel: ";
+      },
+      kernel.getContext(), layout.totalBytes, layout.stageOffset,
+      when(layout.separateValueStage, layout.valueStageOffset),
+      when(layout.tmaRing, layout.keyStage1Offset),
+      when(layout.tmaRing, layout.valueStage1Offset),
+      when(layout.tmaRing, layout.barrierOffset),
+      when(layout.shareExchange, layout.exchangeOffset),
+      when(layout.shareExchange, layout.exchangeProbsOffset));
+  if (!memory)
+    return failure();
+  setSharedMemory(kernel, memory);
+  return success();
+}
+
 /// The schedule of a kernel whose tiles have their roles: the decisions the
 /// GPU lowering used to take itself, from the same rules.
 LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
@@ -306,9 +339,21 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
   // producer fills the other (two V stages), where the deferred
   // probabilities fit the registers (fitsDeferredPV); not the latent form,
   // whose warpgroups exchange their probabilities at every block.
+  // A program this pass peeled already (kvattn.pending_pv on its loop's
+  // tile.qk: the pass runs again) keeps the overlap; the option only
+  // decides whether to peel.
+  const bool canDefer = deferPV && tma && producerWarps == kProducerWarps &&
+                        valueStages == 2 && !latent;
+  bool peeled = false;
+  kernel.walk([&](TileQKOp qk) { peeled |= issuesPendingPV(qk); });
+  if (peeled && !canDefer)
+    return kernel.emitOpError()
+           << "kvattn-assign-tile-layouts: a tile.qk issues a pending P.V "
+              "(kvattn.pending_pv), but this kernel cannot defer P.V (it "
+              "needs wgmma, a producer warpgroup, two TMA V stages and the "
+              "registers for the deferred probabilities)";
   scf::ForOp kvLoop;
-  if (intraWarpgroupOverlap && deferPV && tma &&
-      producerWarps == kProducerWarps && valueStages == 2 && !latent)
+  if (!peeled && intraWarpgroupOverlap && canDefer)
     kvLoop = deferrableKvLoop(kernel);
   auto schedule = GpuScheduleAttr::getChecked(
       [&] {
@@ -316,10 +361,14 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
                << "kvattn-assign-tile-layouts: no schedule for this kernel: ";
       },
       ctx, mode, depth, keyStages, valueStages, scores, query, producerWarps,
-      lazy, alternate, static_cast<bool>(kvLoop));
+      lazy, alternate, peeled || kvLoop);
   if (!schedule)
     return failure();
   setGpuSchedule(kernel, schedule);
+  // The shared memory as the lowering lays it out (a program it cannot lay
+  // out is refused there, by name).
+  if (succeeded(layout) && failed(recordSharedMemory(kernel, *layout)))
+    return failure();
   if (kvLoop)
     peelFirstKvBlock(kvLoop);
   if (!tensorCores)

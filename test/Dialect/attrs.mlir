@@ -119,3 +119,12 @@ func.func @overlap_schedule() attributes {kvattn.gpu_schedule = #kvattn.gpu_sche
 func.func @scalar_schedule() attributes {kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>} {
   return
 }
+// A kernel's shared memory: absent offsets (-1) are not printed; a tile's
+// byte offset on its alloca.
+// CHECK-LABEL: func @shared_memory
+// CHECK-SAME: kvattn.shared_memory = #kvattn.shared_memory<bytes = 32832, key_stage = 8192, value_stage = 16384, key_stage1 = 24576, value_stage1 = 16384, barriers = 32768>
+// CHECK: memref.alloca() {kvattn.shared_offset = 0 : i64} : memref<64x64xf16>
+func.func @shared_memory() attributes {kvattn.shared_memory = #kvattn.shared_memory<bytes = 32832, key_stage = 8192, value_stage = 16384, key_stage1 = 24576, value_stage1 = 16384, barriers = 32768, exchange = -1>} {
+  %q = memref.alloca() {kvattn.shared_offset = 0 : i64} : memref<64x64xf16>
+  return
+}

@@ -496,3 +496,41 @@ func.func @vector_layout_scalar_argument(%a: index {kvattn.vector_layout = #kvat
 func.func @unknown_argument_attribute(%a: memref<16x8xf32> {kvattn.tile_role = #kvattn.tile_role<query>}) {
   return
 }
+
+// -----
+
+// expected-error @+1 {{value_stage = 40000 is not a byte offset in the kernel's 32768 bytes}}
+func.func @shared_memory_outside() attributes {kvattn.shared_memory = #kvattn.shared_memory<bytes = 32768, key_stage = 8192, value_stage = 40000>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{a TMA ring has key_stage1, value_stage1 and barriers, or none of them}}
+func.func @shared_memory_half_ring() attributes {kvattn.shared_memory = #kvattn.shared_memory<bytes = 32768, key_stage = 8192, key_stage1 = 16384, barriers = 32000>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{a share exchange has exchange and exchange_probs, or neither}}
+func.func @shared_memory_half_exchange() attributes {kvattn.shared_memory = #kvattn.shared_memory<bytes = 32768, key_stage = 8192, exchange = 0>} {
+  return
+}
+
+// -----
+
+func.func @shared_memory_not_on_a_function(%i: index) {
+  // expected-error @+1 {{'kvattn.shared_memory' belongs on a kernel function}}
+  %0 = arith.addi %i, %i {kvattn.shared_memory = #kvattn.shared_memory<bytes = 32768, key_stage = 0>} : index
+  return
+}
+
+// -----
+
+func.func @shared_offset_negative() {
+  // expected-error @+1 {{'kvattn.shared_offset' is a non-negative i64 byte offset, got -16 : i64}}
+  %q = memref.alloca() {kvattn.shared_offset = -16 : i64} : memref<64x64xf16>
+  return
+}
+

@@ -52,3 +52,17 @@ gpu.module @kvattn_kernels {
     gpu.return
   }
 }
+
+// -----
+
+// kvattn.pending_pv (the intra-warpgroup overlap's peeled program) on a
+// kernel that cannot defer P.V (mma.sync: no wgmma, no TMA rings).
+gpu.module @kvattn_kernels {
+  // expected-error @+1 {{kvattn-assign-tile-layouts: a tile.qk issues a pending P.V (kvattn.pending_pv), but this kernel cannot defer P.V (it needs wgmma, a producer warpgroup, two TMA V stages and the registers for the deferred probabilities)}}
+  gpu.func @pending_pv_on_mma_sync(%k: memref<1x1x64x64xf16>, %i: index) kernel attributes {kvattn.tensor_cores, kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 64, block_n = 64, num_warps = 4, num_stages = 1>} {
+    %q = memref.alloca() : memref<64x64xf16>
+    %s = memref.alloca() : memref<64x64xf32>
+    kvattn.tile.qk %q, %k[%i, %i, %i] size(%i, %i) into %s scale = 1.250000e-01 {kvattn.pending_pv} : memref<64x64xf16>, memref<1x1x64x64xf16>, memref<64x64xf32>
+    gpu.return
+  }
+}

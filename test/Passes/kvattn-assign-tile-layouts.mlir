@@ -6,14 +6,19 @@
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 num-warps=8" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=PINGPONG
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 num-warps=8" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts="ping-pong=false" | FileCheck %s --check-prefix=NOPINGPONG
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 block-n=128 num-warps=8 pack-gqa=false" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | FileCheck %s --check-prefix=OVERLAP
+// RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 block-n=128 num-warps=8 pack-gqa=false" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts -kvattn-assign-tile-layouts="intra-warpgroup-overlap=false" | FileCheck %s --check-prefix=OVERLAP
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile="block-m=128 block-n=128 num-warps=8 pack-gqa=false" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts="intra-warpgroup-overlap=false" | FileCheck %s --check-prefix=NOOVERLAP
 // RUN: kvattn-opt %s -split-input-file -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts="value-prefetch=false key-prefetch=false query-in-registers=false lazy-rescale=false" | FileCheck %s --check-prefix=OPTS
 
 // Every scratch tile of an outlined attention program gets its role; the
 // accumulator and the scores the accumulator fragment they live in, the
 // query on mma.sync kernels the A operand's. On tensor cores the query tile
-// holds the query in its own 16-bit type (f16 here), not f32. The kernel gets its schedule,
-// the tile ops the pairings of their copies: the tile.qk issues the V block
+// holds the query in its own 16-bit type (f16 here), not f32. The kernel
+// gets its schedule and its shared memory (kvattn.shared_memory: the K and V
+// staging blocks, TMA's second stages and barriers; each tile the
+// allocation places there its kvattn.shared_offset: the scores and row
+// statistics that live in registers get none), the tile ops the pairings of
+// their copies: the tile.qk issues the V block
 // of its block's tile.softmax_update (value_prefetch), which issues the
 // next K block announced by the tile.prefetch in the loop (key_prefetch);
 // the tile.prefetch before the loop is issued where it stands.
@@ -21,8 +26,9 @@
 // mma.sync (f16, 64 x 64 blocks: 16-row warps, one m16 tile each).
 // MMA-LABEL: gpu.func @prefill_kvattn_0
 // MMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 2, scores_in_registers = true, query_in_registers = true, lazy_rescale = true>
+// MMA-SAME:    kvattn.shared_memory = #kvattn.shared_memory<bytes = 24576, key_stage = 8192, value_stage = 16384>
 // MMA-SAME:    kvattn.tensor_cores
-// MMA:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, a_operand>, kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf16>
+// MMA:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, a_operand>, kvattn.shared_offset = 0 : i64, kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf16>
 // MMA-NEXT:    memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
 // MMA-NEXT:    memref.alloca() {kvattn.tile_role = #kvattn.tile_role<row_stats>} : memref<64xf32>
 // MMA-NEXT:    memref.alloca() {kvattn.tile_role = #kvattn.tile_role<row_stats>} : memref<64xf32>
@@ -50,8 +56,8 @@
 // SCALAR-LABEL: gpu.func @prefill_kvattn_0
 // SCALAR-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>
 // SCALAR-NOT:    kvattn.tensor_cores
-// SCALAR:        memref.alloca() {kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
-// SCALAR-NEXT:   memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
+// SCALAR:        memref.alloca() {kvattn.shared_offset = 0 : i64, kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
+// SCALAR-NEXT:   memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.shared_offset = 16384 : i64, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
 // SCALAR-NOT:    kvattn.value_prefetch
 // SCALAR-NOT:    kvattn.key_prefetch
 // SCALAR:        gpu.return
@@ -59,7 +65,7 @@
 // block-m = 32 x num-warps: two m16 tiles per warp, four rows per lane.
 // WIDE-LABEL: gpu.func @prefill_kvattn_0
 // WIDE-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 2, scores_in_registers = true, query_in_registers = true, lazy_rescale = true>
-// WIDE:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, a_operand>, kvattn.tile_role = #kvattn.tile_role<query>} : memref<128x64xf16>
+// WIDE:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, a_operand>, kvattn.shared_offset = 0 : i64, kvattn.tile_role = #kvattn.tile_role<query>} : memref<128x64xf16>
 // WIDE:         memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 4, tiles_per_warp = 2, accumulator>, kvattn.tile_role = #kvattn.tile_role<accumulator>} : memref<128x64xf32>
 
 // sm_90a: wgmma's m64nNk16 accumulator; the query is read from shared
@@ -68,6 +74,7 @@
 // block where its tile.prefetch stands (no key_prefetch pairing).
 // WGMMA-LABEL: gpu.func @prefill_kvattn_0
 // WGMMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, producer_warps = 4, lazy_rescale = true>
+// WGMMA-SAME:    kvattn.shared_memory = #kvattn.shared_memory<bytes = 32832, key_stage = 8192, value_stage = 16384, key_stage1 = 24576, value_stage1 = 16384, barriers = 32768>
 // WGMMA-SAME:    kvattn.wgmma
 // Without the producer warpgroup (producer-warpgroup=false) the block is
 // the consumers' 4 warps and the schedule says so (the consumers' thread 0
@@ -83,7 +90,7 @@
 // PINGPONG-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, producer_warps = 4, lazy_rescale = true, ping_pong = true>
 // NOPINGPONG-LABEL: gpu.func @prefill_kvattn_0
 // NOPINGPONG-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 1, scores_in_registers = true, producer_warps = 4, lazy_rescale = true>
-// WGMMA:         memref.alloca() {kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf16>
+// WGMMA:         memref.alloca() {kvattn.shared_offset = 0 : i64, kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf16>
 // WGMMA-NEXT:    memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<wgmma_m64nNk16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
 // WGMMA:         kvattn.tile.qk {{.*}}{kvattn.value_prefetch = 0 : i64}
 // WGMMA-NOT:     kvattn.key_prefetch
@@ -101,7 +108,7 @@ func.func @prefill(%q: tensor<1x8x100x64xf16>, %k: tensor<1x2x300x64xf16>, %v: t
 // MMA-LABEL: gpu.func @f32_kvattn_0
 // MMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = scalar, pipeline_depth = 1>
 // MMA-NOT:     kvattn.tensor_cores
-// MMA:         memref.alloca() {kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
+// MMA:         memref.alloca() {kvattn.shared_offset = 0 : i64, kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf32>
 // MMA:         kvattn.tile_role = #kvattn.tile_role<accumulator>
 func.func @f32(%q: tensor<1x8x100x64xf32>, %k: tensor<1x2x300x64xf32>, %v: tensor<1x2x300x64xf32>,
                %pos: tensor<1xi32>) -> tensor<1x8x100x64xf32> {
@@ -119,7 +126,8 @@ func.func @f32(%q: tensor<1x8x100x64xf32>, %k: tensor<1x2x300x64xf32>, %v: tenso
 // before it under `lb < ub` (its tile.qk issues no pending P.V), the loop
 // starts one block later and its tile.qk issues the previous block's
 // (kvattn.pending_pv); each copy has its own V pairing. Unless the pass is
-// told not to.
+// told not to. Run again (whatever its option), the pass keeps a peeled
+// program as it is, and its schedule.
 // OVERLAP-LABEL: gpu.func @overlap_kvattn_0
 // OVERLAP-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 2, tma_key_stages = 2, tma_value_stages = 2, scores_in_registers = true, producer_warps = 4, lazy_rescale = true, ping_pong = true, intra_warpgroup_overlap = true>
 // OVERLAP:         kvattn.tile.load_q

@@ -98,6 +98,19 @@
 // A tile.qk that would issue a pending P.V in a kernel whose schedule
 // defers none is refused by name.
 // PENDING: error: 'gpu.func' op kvattn-lower-tile-to-gpu: a tile.qk issues a pending P.V (kvattn.pending_pv) in a kernel whose schedule defers none (intra_warpgroup_overlap)
+// The shared memory is the allocation -kvattn-assign-tile-layouts recorded:
+// without it, without a tile's offset, with a region out of place or bytes
+// other than the launch's, the kernel is refused by name.
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | sed -e 's/kvattn.shared_memory = #kvattn.shared_memory<[^>]*>, //' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=NOSMEM
+// NOSMEM: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the kernel needs its kvattn.shared_memory (run -kvattn-assign-tile-layouts before the lowering)
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | sed -e 's/kvattn.shared_offset = 0 : i64, //' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=NOOFFSET
+// NOOFFSET: error: 'memref.alloca' op kvattn-lower-tile-to-gpu: a scratch tile in shared memory needs its kvattn.shared_offset (run -kvattn-assign-tile-layouts before the lowering)
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | sed -e 's/value_stage = 16384/value_stage = 16392/' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=MISALIGNED
+// MISALIGNED: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the V stage at byte 16392 (8192 bytes) is not a 16-byte aligned region of the kernel's 24576 bytes of shared memory
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | sed -e 's/value_stage = 16384/value_stage = 20480/' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=OUTSIDE
+// OUTSIDE: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the V stage at byte 20480 (8192 bytes) is not a 16-byte aligned region of the kernel's 24576 bytes of shared memory
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | sed -e 's/shared_memory<bytes = 24576/shared_memory<bytes = 32768/' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=BYTES
+// BYTES: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the kernel launches with 24576 bytes of dynamic shared memory, its kvattn.shared_memory has 32768
 
 // The tiles move to dynamic shared memory; each tile op becomes the
 // thread-mapped code of docs/gpu-lowering.md. Prefix CHECK is the scalar

@@ -1209,6 +1209,115 @@ void specializeProducerWarps(GpuTileLowering &state, ImplicitLocOpBuilder &b) {
 
 } // namespace
 
+/// The shared memory -kvattn-assign-tile-layouts allocated
+/// (kvattn.shared_memory, kvattn.shared_offset), checked and put in
+/// `layout` in place of its own placement: every region the program needs
+/// is recorded, lies within the kernel's bytes (its dynamic shared memory)
+/// and has the alignment its accesses need (1024 bytes for wgmma's
+/// descriptors and TMA's 128-byte swizzle, 16 for 16-byte copies, 8 for
+/// the mbarriers). Which regions may share bytes (the query tile staging
+/// the output) is the allocation's: the lowering does not check it.
+static LogicalResult applySharedMemory(gpu::GPUFuncOp kernel,
+                                       SharedMemoryLayout &layout) {
+  SharedMemoryAttr memory = getSharedMemory(kernel);
+  if (!memory)
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: the kernel needs its "
+           << kSharedMemoryAttrName
+           << " (run -kvattn-assign-tile-layouts before the lowering)";
+  const int64_t bytes = memory.getBytes();
+  if (auto dynamic =
+          kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes");
+      dynamic && dynamic.getInt() != bytes)
+    return kernel.emitOpError()
+           << "kvattn-lower-tile-to-gpu: the kernel launches with "
+           << dynamic.getInt() << " bytes of dynamic shared memory, its "
+           << kSharedMemoryAttrName << " has " << bytes;
+  auto region = [&](Operation *at, StringRef what, int64_t offset, int64_t size,
+                    int64_t alignment) -> LogicalResult {
+    if (offset >= 0 && offset % alignment == 0 && offset + size <= bytes)
+      return success();
+    return at->emitOpError()
+           << "kvattn-lower-tile-to-gpu: " << what << " at byte " << offset
+           << " (" << size << " bytes) is not a " << alignment
+           << "-byte aligned region of the kernel's " << bytes
+           << " bytes of shared memory";
+  };
+  auto present = [&](StringRef what, bool needed,
+                     int64_t offset) -> LogicalResult {
+    if (needed == (offset >= 0))
+      return success();
+    return kernel.emitOpError() << "kvattn-lower-tile-to-gpu: the program "
+                                << (needed ? "needs " : "has no ") << what
+                                << ", its " << kSharedMemoryAttrName
+                                << (needed ? " places none" : " places one");
+  };
+  const int64_t stageAlign = layout.wgmma ? 1024 : 16;
+  for (auto [i, alloca] : llvm::enumerate(layout.tiles)) {
+    std::optional<int64_t> offset = getSharedOffset(alloca);
+    if (!offset)
+      return alloca.emitOpError()
+             << "kvattn-lower-tile-to-gpu: a scratch tile in shared memory "
+                "needs its "
+             << kSharedOffsetAttrName
+             << " (run -kvattn-assign-tile-layouts before the lowering)";
+    MemRefType type = alloca.getType();
+    const int64_t size = type.getNumElements() *
+                         type.getElementType().getIntOrFloatBitWidth() / 8;
+    // wgmma reads the query tile through 128-byte-swizzle descriptors.
+    const int64_t alignment =
+        layout.wgmma && getTileRole(alloca) == TileRole::query ? 1024 : 16;
+    if (failed(region(alloca, "the tile", *offset, size, alignment)))
+      return failure();
+    layout.offsets[i] = *offset;
+  }
+  const int64_t eltBytes = layout.stageElementType.getIntOrFloatBitWidth() / 8;
+  const int64_t keyBytes = layout.stageRows * layout.stageCols * eltBytes;
+  const int64_t valueBytes = layout.stageRows * layout.valueCols * eltBytes;
+  Operation *k = kernel;
+  if (failed(region(k, "the K stage", memory.getKeyStage(), keyBytes,
+                    stageAlign)) ||
+      failed(present("a V stage", layout.separateValueStage,
+                     memory.getValueStage())) ||
+      (layout.separateValueStage &&
+       failed(region(k, "the V stage", memory.getValueStage(), valueBytes,
+                     stageAlign))) ||
+      failed(present("TMA rings", layout.tmaRing, memory.getBarriers())) ||
+      failed(present("a share exchange", layout.shareExchange,
+                     memory.getExchange())))
+    return failure();
+  layout.stageOffset = memory.getKeyStage();
+  if (layout.separateValueStage)
+    layout.valueStageOffset = memory.getValueStage();
+  if (layout.tmaRing) {
+    // (The latent form's V is the K stage: its second V stage is K's.)
+    const int64_t value1Bytes = layout.latent ? keyBytes : valueBytes;
+    if (failed(region(k, "the second K stage", memory.getKeyStage1(), keyBytes,
+                      1024)) ||
+        failed(region(k, "the second V stage", memory.getValueStage1(),
+                      value1Bytes, 1024)) ||
+        failed(region(k, "the mbarriers", memory.getBarriers(),
+                      8 * kTmaBarriers, 8)))
+      return failure();
+    layout.keyStage1Offset = memory.getKeyStage1();
+    layout.valueStage1Offset = memory.getValueStage1();
+    layout.barrierOffset = memory.getBarriers();
+  }
+  if (layout.shareExchange) {
+    TileConfigAttr config = getTileConfig(kernel);
+    const int64_t bm = config.getBlockM(), bn = config.getBlockN();
+    if (failed(region(k, "the share exchange's maxima", memory.getExchange(),
+                      layout.valueSplit * bm * 4, 16)) ||
+        failed(region(k, "the share exchange's probabilities",
+                      memory.getExchangeProbs(), bm * bn * 2, 16)))
+      return failure();
+    layout.exchangeOffset = memory.getExchange();
+    layout.exchangeProbsOffset = memory.getExchangeProbs();
+  }
+  layout.totalBytes = bytes;
+  return success();
+}
+
 FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
     gpu::GPUFuncOp kernel, bool wideTileAddressBases, bool hardwareFp8) {
   TileConfigAttr config = getTileConfig(kernel);
@@ -1363,12 +1472,10 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
              << " V stages) are not the shared memory layout's (" << kTmaStages
              << ", " << layout->tmaValueStages << ")";
   }
-  if (auto bytes =
-          kernel->getAttrOfType<IntegerAttr>("kvattn.dynamic_smem_bytes");
-      bytes && bytes.getInt() != layout->totalBytes)
-    return kernel.emitOpError()
-           << "shared memory layout changed after outlining (" << bytes.getInt()
-           << " vs " << layout->totalBytes << " bytes)";
+  // Where the tiles and stages go: the allocation the schedule's pass
+  // recorded.
+  if (failed(applySharedMemory(kernel, *layout)))
+    return failure();
 
   MLIRContext *ctx = kernel.getContext();
   // One resident block per SM is all we ask of the register allocator:
