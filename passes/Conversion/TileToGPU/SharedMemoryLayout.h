@@ -342,8 +342,8 @@ inline int64_t laneDataRegisters(const SharedMemoryLayout &layout, bool scores,
 /// next block's scores and the accumulator: only on wgmma programs with
 /// their scores in registers where the three fit the consumers' data
 /// registers (schedule::kWgmmaDataRegisters): hd 64 and 128 with 128-key
-/// blocks (128 and 160), not hd 192 or 256 (168-176: ptxas spilled 4 bytes
-/// at hd 256, test/Target/ptxas-hd256.test).
+/// blocks (128 and 160), not hd 192 or 256 (168 and 176: ptxas spilled 4
+/// bytes at hd 256, test/Target/ptxas-hd256.test).
 inline bool fitsDeferredPV(const SharedMemoryLayout &layout, bool scores) {
   return layout.wgmma && scores &&
          laneDataRegisters(layout, scores, /*query=*/false) +
