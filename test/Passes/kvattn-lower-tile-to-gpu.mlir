@@ -98,6 +98,16 @@
 // A tile.qk that would issue a pending P.V in a kernel whose schedule
 // defers none is refused by name.
 // PENDING: error: 'gpu.func' op kvattn-lower-tile-to-gpu: a tile.qk issues a pending P.V (kvattn.pending_pv) in a kernel whose schedule defers none (intra_warpgroup_overlap)
+// An intra_warpgroup_overlap schedule whose program was not peeled (no
+// tile.qk issues the pending P.V) would drop every block's P.V but the
+// last: refused by name.
+// RUN: kvattn-opt %S/Inputs/overlap-attention.mlir -kvattn-tile="block-m=128 block-n=128 num-warps=8 pack-gqa=false" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | sed -e 's/kvattn.pending_pv, //' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=UNPEELED
+// UNPEELED: error: 'kvattn.tile.softmax_update' op kvattn-lower-tile-to-gpu: with intra_warpgroup_overlap every tile.softmax_update but the program's first follows a tile.qk that issues the pending P.V (kvattn.pending_pv) and the first does not; this one's tile.qk issues none (run -kvattn-assign-tile-layouts, which peels the KV loop's first block)
+// RUN: kvattn-opt %S/Inputs/overlap-attention.mlir -kvattn-tile="block-m=128 block-n=128 num-warps=8 pack-gqa=false" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts="intra-warpgroup-overlap=false" | sed -e 's/ping_pong = true>/ping_pong = true, intra_warpgroup_overlap = true>/' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=UNPEELED2
+// UNPEELED2: error: 'kvattn.tile.softmax_update' op kvattn-lower-tile-to-gpu: with intra_warpgroup_overlap {{.*}}; the first one runs in a loop, or its tile.qk issues one
+// The same kernel as assigned lowers.
+// RUN: kvattn-opt %S/Inputs/overlap-attention.mlir -kvattn-tile="block-m=128 block-n=128 num-warps=8 pack-gqa=false" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts -kvattn-lower-tile-to-gpu | FileCheck %s --check-prefix=PEELED
+// PEELED: nvvm.wgmma.wait.group.sync.aligned 1
 // The shared memory is the allocation -kvattn-assign-tile-layouts recorded:
 // without it, without a tile's offset, with a region out of place or bytes
 // other than the launch's, the kernel is refused by name.

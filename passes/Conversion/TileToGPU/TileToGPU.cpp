@@ -39,6 +39,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/Iterators.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Rewrite/PatternApplicator.h"
 
@@ -1770,6 +1771,26 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
           break;
         }
     });
+    // Each softmax leaves its P.V in the pending registers, which the next
+    // one overwrites: every tile.softmax_update but the program's first must
+    // follow a tile.qk that issues the pending P.V, and the first (nothing
+    // is pending before it) must not. A schedule without the peeled program
+    // would otherwise drop the P.V of every block but the last. The first
+    // runs once: not in a loop.
+    SmallVector<TileSoftmaxOp> softmaxes;
+    kernel.walk([&](TileSoftmaxOp softmax) { softmaxes.push_back(softmax); });
+    for (auto [i, softmax] : llvm::enumerate(softmaxes))
+      if ((i > 0) != state->pvPending.contains(softmax) ||
+          (i == 0 && softmax->getParentOfType<LoopLikeOpInterface>()))
+        return softmax.emitOpError()
+               << "kvattn-lower-tile-to-gpu: with intra_warpgroup_overlap "
+                  "every tile.softmax_update but the program's first follows "
+                  "a tile.qk that issues the pending P.V ("
+               << kPendingPVAttrName << ") and the first does not; "
+               << (i ? "this one's tile.qk issues none"
+                     : "the first one runs in a loop, or its tile.qk issues one")
+               << " (run -kvattn-assign-tile-layouts, which peels the KV "
+                  "loop's first block)";
   } else {
     WalkResult marked = kernel.walk([](TileQKOp qk) {
       return issuesPendingPV(qk) ? WalkResult::interrupt()
