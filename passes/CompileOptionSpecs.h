@@ -83,6 +83,14 @@ inline constexpr CompileOptionSpec kIntraWarpgroupOverlap{
     "that it runs during that block's softmax (kernels with a producer "
     "warpgroup and two V stages; false: P.V right after its softmax)",
     0, 1};
+inline constexpr CompileOptionSpec kTwoValueStages{
+    "two-value-stages",
+    "GPU, sm_90a: kernels with a producer warpgroup keep two V stages "
+    "wherever they fit (one CTA per SM either way: their registers bind "
+    "them), so that the 64-row and hd 64 programs take the intra-warpgroup "
+    "overlap too (false: one V stage where two fit fewer programs by shared "
+    "memory)",
+    0, 1};
 inline constexpr CompileOptionSpec kHeaviestFirst{
     "heaviest-first",
     "GPU: start an attention's last query blocks first (under a causal mask "

@@ -457,6 +457,12 @@ def OutlineTileProgramsPass
            "causal mask the last blocks see the most keys, and the GPU "
            "starts blocks in increasing blockIdx, so the longest programs "
            "start first and the launch's tail is shorter">,
+    Option<"twoValueStages", "two-value-stages", "bool", /*default=*/"false",
+           "Give the TMA kernels with a producer warpgroup two V stages "
+           "wherever they fit in 227 KB (their registers bind them to one "
+           "CTA per multiprocessor: the second V stage costs no occupancy "
+           "and lets them take the intra-warpgroup overlap; false: one V "
+           "stage where two would fit fewer programs by shared memory)">,
   ];
 }
 
@@ -574,6 +580,10 @@ def AssignTileLayoutsPass : Pass<"kvattn-assign-tile-layouts"> {
            "so that it runs during that block's softmax, in kernels with a "
            "producer warpgroup and two V stages (intra_warpgroup_overlap; "
            "peels the KV loop's first block; false: P.V after its softmax)">,
+  Option<"twoValueStages", "two-value-stages", "bool", /*default=*/"false",
+           "As -kvattn-outline-tile-programs' two-value-stages (the two "
+           "passes must agree: the lowering refuses shared memory other than "
+           "the launch's)">,
   ];
   let dependentDialects = ["::mlir::kvattn::KVAttnDialect",
                            "::mlir::arith::ArithDialect",

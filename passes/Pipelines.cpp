@@ -249,6 +249,10 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
       *this, compile_options::kIntraWarpgroupOverlap.name,
       llvm::cl::desc(compile_options::kIntraWarpgroupOverlap.description),
       llvm::cl::init(true)};
+  Option<bool> twoValueStages{
+      *this, compile_options::kTwoValueStages.name,
+      llvm::cl::desc(compile_options::kTwoValueStages.description),
+      llvm::cl::init(false)};
   Option<bool> heaviestFirst{
       *this, compile_options::kHeaviestFirst.name,
       llvm::cl::desc(compile_options::kHeaviestFirst.description),
@@ -292,6 +296,7 @@ struct PtxPipelineOptionsCL : public PassPipelineOptions<PtxPipelineOptionsCL> {
     o.lazyRescale = lazyRescale;
     o.pingPong = pingPong;
     o.intraWarpgroupOverlap = intraWarpgroupOverlap;
+    o.twoValueStages = twoValueStages;
     o.heaviestFirst = heaviestFirst;
     o.indexBitwidth = indexBitwidth;
     o.fixUpperLeftAppends = fixUpperLeftAppends;
@@ -393,6 +398,7 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   outline.wgmma = options.tensorCores && hopper;
   outline.producerWarpgroup = options.producerWarpgroup;
   outline.heaviestFirst = options.heaviestFirst;
+  outline.twoValueStages = options.twoValueStages;
   pm.addPass(createOutlineTileProgramsPass(outline));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   // Thread-constant K/V bases on every chip: sm_90's 128-row D = 128
@@ -409,6 +415,7 @@ void mlir::kvattn::buildKVAttnToGpuKernelsPipeline(
   assign.lazyRescale = options.lazyRescale;
   assign.pingPong = options.pingPong;
   assign.intraWarpgroupOverlap = options.intraWarpgroupOverlap;
+  assign.twoValueStages = options.twoValueStages;
   kernels.addPass(createAssignTileLayoutsPass(assign));
   kernels.addPass(createLowerTileToGPUPass(lower));
   kernels.addPass(createCanonicalizerPass());

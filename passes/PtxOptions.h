@@ -71,6 +71,10 @@ struct PtxOptions {
   /// during that block's softmax (-kvattn-assign-tile-layouts'
   /// intra-warpgroup-overlap).
   bool intraWarpgroupOverlap = true;
+  /// sm_90a: TMA kernels with a producer warpgroup keep two V stages
+  /// wherever they fit (-kvattn-outline-tile-programs' and
+  /// -kvattn-assign-tile-layouts' two-value-stages).
+  bool twoValueStages = false;
   /// An attention's query blocks numbered from the last, so a causal
   /// launch starts its longest programs first
   /// (-kvattn-outline-tile-programs' heaviest-first).

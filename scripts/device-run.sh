@@ -18,8 +18,8 @@
 # 4,096 keys, 16 and 128 heads, sm_90a and sm_90 (a text report); ab:
 # bench/schedule_ab.py, each schedule switch no GPU has timed (heaviest-
 # first, ping-pong, the intra-warpgroup overlap, lazy rescaling, the
-# producer warpgroup, the split rule) off against the default, with its
-# speedup per shape.
+# producer warpgroup, two V stages, the split rule) against the default,
+# with its speedup per shape.
 # Each stage is cut at KVATTN_STAGE_TIMEOUT seconds (default: 240 for
 # checks, 180 for bench, 120 for compare and torch, 600 for bench-full,
 # 240 for profile-mla and ab). The

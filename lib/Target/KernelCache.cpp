@@ -283,6 +283,7 @@ std::string KernelCache::key(mlir::ModuleOp module, const PtxOptions &options) {
      << "lazy-rescale " << options.lazyRescale << "\n"
      << "ping-pong " << options.pingPong << "\n"
      << "intra-warpgroup-overlap " << options.intraWarpgroupOverlap << "\n"
+     << "two-value-stages " << options.twoValueStages << "\n"
      << "heaviest-first " << options.heaviestFirst << "\n"
      << "device-validation " << options.deviceValidation << "\n"
      << "fix-upper-left-appends " << options.fixUpperLeftAppends << "\n"

@@ -269,7 +269,7 @@ LogicalResult recordSharedMemory(gpu::GPUFuncOp kernel,
 LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
                              bool keyPrefetch, bool queryInRegisters,
                              bool lazyRescale, bool pingPong,
-                             bool intraWarpgroupOverlap) {
+                             bool intraWarpgroupOverlap, bool twoValueStages) {
   MLIRContext *ctx = kernel.getContext();
   TileConfigAttr config = getTileConfig(kernel);
   // Tensor cores, wgmma and TMA as decided by the outlining (the shared
@@ -307,7 +307,9 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
            laneDataRegisters(*layout, scores, query) <= kLazyRescaleRegisters;
     deferPV = fitsDeferredPV(*layout, scores);
     if (tma) {
-      addTmaRing(*layout);
+      std::optional<ArrayRef<int32_t>> block = kernel.getKnownBlockSize();
+      addTmaRing(*layout, twoValueStages && block &&
+                              (*block)[0] / 32 > config.getNumWarps());
       keyStages = kTmaStages;
       valueStages = layout->tmaValueStages;
     }
@@ -420,7 +422,7 @@ struct AssignTileLayoutsPass
       if (failed(assignTileLayouts(kernel)) ||
           failed(scheduleKernel(kernel, valuePrefetch, keyPrefetch,
                                 queryInRegisters, lazyRescale, pingPong,
-                                intraWarpgroupOverlap)))
+                                intraWarpgroupOverlap, twoValueStages)))
         return signalPassFailure();
   }
 };

@@ -195,7 +195,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
                                     gpu::GPUModuleOp gpuModule,
                                     StringRef kernelName, bool tensorCores,
                                     bool wgmma, bool producerWarpgroup,
-                                    bool heaviestFirst) {
+                                    bool heaviestFirst, bool twoValueStages) {
   TileConfigAttr config = getTileConfig(forall);
   MLIRContext *ctx = forall.getContext();
   // An attention program (grid: programs x query blocks [x KV chunks]) or
@@ -320,7 +320,7 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     // ... and K/V by TMA through an mbarrier ring where the caches allow.
     if (useWgmma) {
       SharedMemoryLayout ring = *layout;
-      addTmaRing(ring);
+      addTmaRing(ring, twoValueStages && producerWarpgroup);
       if (canUseTmaRing(forall, ring)) {
         useTma = true;
         tmaBlockN = ring.stageRows;
@@ -597,7 +597,8 @@ struct OutlineTileProgramsPass
     for (scf::ForallOp forall : programs) {
       std::string name = uniqueKernelName(counts, forall, "kvattn");
       if (failed(outlineProgram(forall, gpuModule, name, tensorCores, wgmma,
-                                producerWarpgroup, heaviestFirst)))
+                                producerWarpgroup, heaviestFirst,
+                                twoValueStages)))
         return signalPassFailure();
     }
   }

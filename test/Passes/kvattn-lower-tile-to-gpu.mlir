@@ -105,6 +105,10 @@
 // UNPEELED: error: 'kvattn.tile.softmax_update' op kvattn-lower-tile-to-gpu: with intra_warpgroup_overlap every tile.softmax_update but the program's first follows a tile.qk that issues the pending P.V (kvattn.pending_pv) and the first does not; this one's tile.qk issues none (run -kvattn-assign-tile-layouts, which peels the KV loop's first block)
 // RUN: kvattn-opt %S/Inputs/overlap-attention.mlir -kvattn-tile="block-m=128 block-n=128 num-warps=8 pack-gqa=false" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts="intra-warpgroup-overlap=false" | sed -e 's/ping_pong = true>/ping_pong = true, intra_warpgroup_overlap = true>/' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=UNPEELED2
 // UNPEELED2: error: 'kvattn.tile.softmax_update' op kvattn-lower-tile-to-gpu: with intra_warpgroup_overlap {{.*}}; the first one runs in a loop, or its tile.qk issues one
+// Two stages of a TMA ring in the same bytes (value_stage1 = value_stage
+// with two V stages) are refused by name.
+// RUN: kvattn-opt %S/Inputs/overlap-attention.mlir -kvattn-tile="block-m=128 block-n=128 num-warps=8 pack-gqa=false" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts | sed -e 's/value_stage1 = 131072/value_stage1 = 65536/' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=RING
+// RING: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the TMA ring's two V stages share bytes in its kvattn.shared_memory
 // The same kernel as assigned lowers.
 // RUN: kvattn-opt %S/Inputs/overlap-attention.mlir -kvattn-tile="block-m=128 block-n=128 num-warps=8 pack-gqa=false" -kvattn-outline-tile-programs="wgmma=true" -kvattn-assign-tile-layouts -kvattn-lower-tile-to-gpu | FileCheck %s --check-prefix=PEELED
 // PEELED: nvvm.wgmma.wait.group.sync.aligned 1

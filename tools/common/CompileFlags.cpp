@@ -39,7 +39,7 @@ struct CompileFlags::Options {
   std::unique_ptr<cl::opt<int64_t>> ints[std::size(kIntSpecs)];
   std::unique_ptr<cl::opt<bool>> packGqa, tensorCores, vectorize;
   std::unique_ptr<cl::opt<bool>> producerWarpgroup, lazyRescale, pingPong,
-      intraWarpgroupOverlap, heaviestFirst;
+      intraWarpgroupOverlap, twoValueStages, heaviestFirst;
   std::unique_ptr<cl::opt<unsigned>> indexBitwidth, optLevel;
 
   const cl::opt<int64_t> &integer(CompileFlag flag) const {
@@ -90,6 +90,8 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, unsigned which,
   options->intraWarpgroupOverlap =
       flag(kGpuSchedule, compile_options::kIntraWarpgroupOverlap,
            defaults.intraWarpgroupOverlap);
+  options->twoValueStages = flag(kGpuSchedule, compile_options::kTwoValueStages,
+                                 defaults.twoValueStages);
   options->heaviestFirst = flag(kGpuSchedule, compile_options::kHeaviestFirst,
                                 defaults.heaviestFirst);
   auto unsignedFlag = [&](CompileFlag f, const CompileOptionSpec &spec,
@@ -154,7 +156,7 @@ bool CompileFlags::given(CompileFlag flag) const {
         std::initializer_list<const cl::opt<bool> *>{
             options->producerWarpgroup.get(), options->lazyRescale.get(),
             options->pingPong.get(), options->intraWarpgroupOverlap.get(),
-            options->heaviestFirst.get()},
+            options->twoValueStages.get(), options->heaviestFirst.get()},
         [](const cl::opt<bool> *o) { return o && o->getNumOccurrences(); });
   return option && option->getNumOccurrences();
 }
@@ -186,6 +188,8 @@ void CompileFlags::applyGiven(PtxOptions &o) const {
   if (options->intraWarpgroupOverlap &&
       options->intraWarpgroupOverlap->getNumOccurrences())
     o.intraWarpgroupOverlap = intraWarpgroupOverlap();
+  if (options->twoValueStages && options->twoValueStages->getNumOccurrences())
+    o.twoValueStages = twoValueStages();
   if (options->heaviestFirst && options->heaviestFirst->getNumOccurrences())
     o.heaviestFirst = heaviestFirst();
   if (given(kIndexBitwidth))
@@ -238,6 +242,9 @@ bool CompileFlags::pingPong() const {
 }
 bool CompileFlags::intraWarpgroupOverlap() const {
   return !options->intraWarpgroupOverlap || *options->intraWarpgroupOverlap;
+}
+bool CompileFlags::twoValueStages() const {
+  return options->twoValueStages && *options->twoValueStages;
 }
 bool CompileFlags::heaviestFirst() const {
   return !options->heaviestFirst || *options->heaviestFirst;

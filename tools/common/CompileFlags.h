@@ -51,7 +51,8 @@ enum CompileFlag : unsigned {
   kNumThreads = 1u << 11,   ///< --num-threads (CPU)
   kOptLevel = 1u << 12,     ///< --opt-level (CPU JIT)
   /// --producer-warpgroup, --lazy-rescale, --ping-pong,
-  /// --intra-warpgroup-overlap and --heaviest-first (GPU schedule switches)
+  /// --intra-warpgroup-overlap, --two-value-stages and --heaviest-first (GPU
+  /// schedule switches)
   kGpuSchedule = 1u << 13,
 };
 
@@ -62,7 +63,8 @@ struct CompileFlagDefaults {
           numSms = 132, vectorWidth = 0, numThreads = 0;
   bool packGqa = true, tensorCores = true, vectorize = true;
   bool producerWarpgroup = true, lazyRescale = true, pingPong = true,
-       intraWarpgroupOverlap = true, heaviestFirst = true;
+       intraWarpgroupOverlap = true, twoValueStages = false,
+       heaviestFirst = true;
   unsigned indexBitwidth = 32, optLevel = 3;
 };
 
@@ -104,6 +106,8 @@ public:
   bool lazyRescale() const;
   bool pingPong() const;
   bool intraWarpgroupOverlap() const;
+  /// false (the default) where the tool does not take it.
+  bool twoValueStages() const;
   bool heaviestFirst() const;
   unsigned indexBitwidth() const;
   bool vectorize() const;

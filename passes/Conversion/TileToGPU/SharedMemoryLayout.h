@@ -451,8 +451,12 @@ inline constexpr llvm::StringLiteral kTmaAttr = "kvattn.tma";
 inline constexpr int64_t kHopperSharedMemoryBytes = 227 * 1024;
 
 /// Adds the TMA ring's second K and V stages and its mbarriers after the
-/// tiles of a wgmma layout.
-inline void addTmaRing(SharedMemoryLayout &layout) {
+/// tiles of a wgmma layout. `twoValueStages`: keep two V stages wherever
+/// they fit in 227 KB (the schedule's two-value-stages, for kernels with a
+/// producer warpgroup, which are bound to one CTA per multiprocessor by
+/// their registers: docs/gpu-lowering.md, "The TMA ring as built").
+inline void addTmaRing(SharedMemoryLayout &layout,
+                       bool twoValueStages = false) {
   const int64_t eltBytes = layout.stageElementType.getIntOrFloatBitWidth() / 8;
   auto align1024 = [](int64_t v) { return (v + 1023) / 1024 * 1024; };
   layout.tmaRing = true;
@@ -477,8 +481,10 @@ inline void addTmaRing(SharedMemoryLayout &layout) {
   // V block is issued at its Q.K^T, after every warp released the previous
   // one, so a second V stage buys no overlap.
   const int64_t oneValueStage = layout.valueStage1Offset + 8 * kTmaBarriers;
-  if (kHopperSharedMemoryBytes / layout.totalBytes <
-      kHopperSharedMemoryBytes / oneValueStage) {
+  const bool fewerPrograms = kHopperSharedMemoryBytes / layout.totalBytes <
+                             kHopperSharedMemoryBytes / oneValueStage;
+  if (layout.totalBytes > kHopperSharedMemoryBytes ||
+      (fewerPrograms && !twoValueStages)) {
     layout.tmaValueStages = 1;
     layout.barrierOffset = layout.valueStage1Offset;
     layout.valueStage1Offset = layout.valueStageOffset;

@@ -1300,6 +1300,19 @@ static LogicalResult applySharedMemory(gpu::GPUFuncOp kernel,
         failed(region(k, "the mbarriers", memory.getBarriers(),
                       8 * kTmaBarriers, 8)))
       return failure();
+    // Two stages of a ring are two regions.
+    auto apart = [](int64_t a, int64_t b, int64_t size) {
+      return a + size <= b || b + size <= a;
+    };
+    if (!apart(memory.getKeyStage(), memory.getKeyStage1(), keyBytes) ||
+        (!layout.latent && layout.tmaValueStages == 2 &&
+         !apart(memory.getValueStage(), memory.getValueStage1(), valueBytes)))
+      return kernel.emitOpError()
+             << "kvattn-lower-tile-to-gpu: the TMA ring's two "
+             << (apart(memory.getKeyStage(), memory.getKeyStage1(), keyBytes)
+                     ? "V"
+                     : "K")
+             << " stages share bytes in its " << kSharedMemoryAttrName;
     layout.keyStage1Offset = memory.getKeyStage1();
     layout.valueStage1Offset = memory.getValueStage1();
     layout.barrierOffset = memory.getBarriers();
@@ -1463,7 +1476,9 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
            << "kvattn-lower-tile-to-gpu: a TMA schedule and a tensor_maps "
               "parameter go together (a wgmma kernel)";
   if (tma) {
-    addTmaRing(*layout);
+    // (Two V stages where the schedule has them and they fit: the
+    // two-value-stages choice of the outlining and the schedule.)
+    addTmaRing(*layout, schedule.getTmaValueStages() == 2);
     if (schedule.getTmaKeyStages() != kTmaStages ||
         schedule.getTmaValueStages() != layout->tmaValueStages)
       return kernel.emitOpError()

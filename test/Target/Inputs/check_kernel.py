@@ -40,6 +40,10 @@ def main():
     p.add_argument("--block-n")
     p.add_argument("--num-warps")
     p.add_argument("--split-kv")
+    # The GPU schedule switches, passed on (kvattn-compile --help).
+    p.add_argument("--schedule", action="append", default=[],
+                   help="a kvattn-compile schedule flag, e.g. "
+                   "--schedule=--two-value-stages")
     a = p.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -52,6 +56,7 @@ def main():
         for opt in ("block_m", "block_n", "num_warps", "split_kv"):
             if getattr(a, opt):
                 cmd += ["--" + opt.replace("_", "-"), getattr(a, opt)]
+        cmd += a.schedule
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         ptx = open(out + ".ptx").read()
         manifest = json.load(open(out + ".json"))
