@@ -486,28 +486,33 @@ void mlir::kvattn::setGpuSchedule(Operation *op, GpuScheduleAttr schedule) {
   op->setAttr(kGpuScheduleAttrName, schedule);
 }
 
-static std::optional<int64_t> getPrefetchId(Operation *op, StringRef name) {
-  if (auto id = op->getAttrOfType<IntegerAttr>(name))
-    return id.getInt();
+/// The i64 of the discardable attribute `name` of `op` (the pairing ids, a
+/// tile's shared-memory offset); none when absent.
+static std::optional<int64_t> getI64Attr(Operation *op, StringRef name) {
+  if (auto value = op->getAttrOfType<IntegerAttr>(name))
+    return value.getInt();
   return std::nullopt;
 }
 
+static void setI64Attr(Operation *op, StringRef name, int64_t value) {
+  op->setAttr(name,
+              IntegerAttr::get(IntegerType::get(op->getContext(), 64), value));
+}
+
 std::optional<int64_t> mlir::kvattn::getValuePrefetchId(Operation *op) {
-  return getPrefetchId(op, kValuePrefetchAttrName);
+  return getI64Attr(op, kValuePrefetchAttrName);
 }
 
 void mlir::kvattn::setValuePrefetchId(Operation *op, int64_t id) {
-  op->setAttr(kValuePrefetchAttrName,
-              IntegerAttr::get(IntegerType::get(op->getContext(), 64), id));
+  setI64Attr(op, kValuePrefetchAttrName, id);
 }
 
 std::optional<int64_t> mlir::kvattn::getKeyPrefetchId(Operation *op) {
-  return getPrefetchId(op, kKeyPrefetchAttrName);
+  return getI64Attr(op, kKeyPrefetchAttrName);
 }
 
 void mlir::kvattn::setKeyPrefetchId(Operation *op, int64_t id) {
-  op->setAttr(kKeyPrefetchAttrName,
-              IntegerAttr::get(IntegerType::get(op->getContext(), 64), id));
+  setI64Attr(op, kKeyPrefetchAttrName, id);
 }
 
 SharedMemoryAttr mlir::kvattn::getSharedMemory(Operation *op) {
@@ -519,14 +524,11 @@ void mlir::kvattn::setSharedMemory(Operation *op, SharedMemoryAttr memory) {
 }
 
 std::optional<int64_t> mlir::kvattn::getSharedOffset(Operation *op) {
-  if (auto offset = op->getAttrOfType<IntegerAttr>(kSharedOffsetAttrName))
-    return offset.getInt();
-  return std::nullopt;
+  return getI64Attr(op, kSharedOffsetAttrName);
 }
 
 void mlir::kvattn::setSharedOffset(Operation *op, int64_t offset) {
-  op->setAttr(kSharedOffsetAttrName,
-              IntegerAttr::get(IntegerType::get(op->getContext(), 64), offset));
+  setI64Attr(op, kSharedOffsetAttrName, offset);
 }
 
 bool mlir::kvattn::issuesPendingPV(Operation *op) {

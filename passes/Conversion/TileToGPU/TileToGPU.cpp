@@ -635,6 +635,14 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     SmallVector<Value, 4> alphas;
     for (const RowUpdate &u : rows)
       alphas.push_back(u.alpha);
+    // acc *= alpha, row by row, on the lane's accumulator registers.
+    auto rescaleAcc = [&] {
+      auto accType = cast<MemRefType>(e.t.acc.getType());
+      for (int k = 0; k < accType.getDimSize(0); ++k)
+        for (int64_t j = 0; j < accType.getDimSize(1); ++j)
+          for (int el = 0; el < accType.getDimSize(2); ++el)
+            e.storeAcc(e.mulf(alphas[k], e.loadAcc(k, j, el)), k, j, el);
+    };
     if (lazyRescale) {
       // The accumulator is rescaled only when a row of the warp took a new
       // maximum (a warp-uniform branch: vote.any); the P.V then starts
@@ -645,25 +653,15 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
             e.b, update,
             arith::XOrIOp::create(e.b, u.keep,
                                   arith::ConstantIntOp::create(e.b, 1, 1)));
-      auto accType = cast<MemRefType>(e.t.acc.getType());
-      e.when(e.warpAny(update), [&] {
-        for (int k = 0; k < accType.getDimSize(0); ++k)
-          for (int64_t j = 0; j < accType.getDimSize(1); ++j)
-            for (int el = 0; el < accType.getDimSize(2); ++el)
-              e.storeAcc(e.mulf(alphas[k], e.loadAcc(k, j, el)), k, j, el);
-      });
+      e.when(e.warpAny(update), [&] { rescaleAcc(); });
       std::fill(alphas.begin(), alphas.end(), e.f32(1));
     }
     if (e.t.overlapPV) {
       // The P.V waits for the next tile.qk (or the store): the accumulator
-      // is rescaled now, the probabilities kept in registers.
-      if (!lazyRescale) {
-        auto accType = cast<MemRefType>(e.t.acc.getType());
-        for (int k = 0; k < accType.getDimSize(0); ++k)
-          for (int64_t j = 0; j < accType.getDimSize(1); ++j)
-            for (int el = 0; el < accType.getDimSize(2); ++el)
-              e.storeAcc(e.mulf(alphas[k], e.loadAcc(k, j, el)), k, j, el);
-      }
+      // is rescaled now (lazily: done above), the probabilities kept in
+      // registers.
+      if (!lazyRescale)
+        rescaleAcc();
       emitDeferPV(e, op);
     } else if (e.t.wgmma)
       emitPVWithWgmma(e, op, stage, alphas, vAddress);
@@ -1740,12 +1738,17 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
     t.ringStage[1][1] = layout->valueStage1Offset;
     t.barrierOffset = layout->barrierOffset;
     t.ringStages[1] = layout->tmaValueStages; // 0: the latent form
-    t.ringCounters =
-        memref::AllocaOp::create(b, MemRefType::get({4}, b.getIndexType()));
+    // Private index registers, zeroed (constant indices only).
     Value zero = arith::ConstantIndexOp::create(b, 0);
-    for (int64_t i = 0; i < 4; ++i)
-      memref::StoreOp::create(b, zero, t.ringCounters,
-                              ValueRange{arith::ConstantIndexOp::create(b, i)});
+    auto zeroedIndices = [&](int64_t n) -> Value {
+      Value regs =
+          memref::AllocaOp::create(b, MemRefType::get({n}, b.getIndexType()));
+      for (int64_t i = 0; i < n; ++i)
+        memref::StoreOp::create(
+            b, zero, regs, ValueRange{arith::ConstantIndexOp::create(b, i)});
+      return regs;
+    };
+    t.ringCounters = zeroedIndices(4);
     // The deferred P.V's registers (intra-warpgroup overlap, checked
     // below), in the entry block like every private array (LLVM promotes
     // only those to registers): before the ring's initialisation branches.
@@ -1753,12 +1756,7 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
       const int64_t bn = layout->stageRows;
       t.pendingProbs = memref::AllocaOp::create(
           b, MemRefType::get({bn / 16 * 4}, b.getI32Type()));
-      t.pendingBlock =
-          memref::AllocaOp::create(b, MemRefType::get({2}, b.getIndexType()));
-      for (int64_t i = 0; i < 2; ++i)
-        memref::StoreOp::create(
-            b, zero, t.pendingBlock,
-            ValueRange{arith::ConstantIndexOp::create(b, i)});
+      t.pendingBlock = zeroedIndices(2);
     }
     GpuEmitter e(b, t);
     emitTmaRingInit(e);

@@ -978,8 +978,5 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
   // The V stage may be refilled (the latent form's: the K stage).
   if (e.t.tma)
     emitTmaRelease(e, e.t.latent ? 0 : 1, op.getStart());
-  for (int64_t i = 0; i < dv / 2; ++i) {
-    FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
-    e.storeAcc(acc[i], entry.k, entry.slice, entry.el);
-  }
+  storeAccumulator(e, acc);
 }
