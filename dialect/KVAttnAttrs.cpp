@@ -411,6 +411,20 @@ SharedMemoryAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult
+StageSyncAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      bool barrierBeforeCopies, int64_t waitCopies,
+                      bool proxyFence, bool barrier) {
+  if (waitCopies < -1)
+    return emitError() << "wait_copies is a count of copy groups left in "
+                          "flight (or absent): got "
+                       << waitCopies;
+  if (proxyFence && waitCopies < 0)
+    return emitError() << "proxy_fence orders the copies a wait retired: it "
+                          "needs wait_copies";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Accessors
 //===----------------------------------------------------------------------===//
@@ -529,6 +543,14 @@ std::optional<int64_t> mlir::kvattn::getSharedOffset(Operation *op) {
 
 void mlir::kvattn::setSharedOffset(Operation *op, int64_t offset) {
   setI64Attr(op, kSharedOffsetAttrName, offset);
+}
+
+StageSyncAttr mlir::kvattn::getStageSync(Operation *op) {
+  return op->getAttrOfType<StageSyncAttr>(kStageSyncAttrName);
+}
+
+void mlir::kvattn::setStageSync(Operation *op, StageSyncAttr sync) {
+  op->setAttr(kStageSyncAttrName, sync);
 }
 
 bool mlir::kvattn::issuesPendingPV(Operation *op) {
@@ -690,6 +712,17 @@ LogicalResult KVAttnDialect::verifyOperationAttribute(Operation *op,
     if (op->getNumResults() != 1 || !isa<MemRefType>(op->getResultTypes()[0]))
       return op->emitError() << "'" << kSharedOffsetAttrName
                              << "' belongs on an op defining one tile";
+    return success();
+  }
+  if (name == kStageSyncAttrName) {
+    if (!isa<StageSyncAttr>(value))
+      return op->emitError() << "'" << kStageSyncAttrName
+                             << "' is not a #kvattn.stage_sync: " << value;
+    StringRef opName = op->getName().getStringRef();
+    if (opName != "kvattn.tile.qk" && opName != "kvattn.tile.softmax_update")
+      return op->emitError()
+             << "'" << kStageSyncAttrName
+             << "' belongs on a kvattn.tile.qk or a kvattn.tile.softmax_update";
     return success();
   }
   if (name == kPendingPVAttrName) {

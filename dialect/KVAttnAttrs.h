@@ -15,6 +15,7 @@
 //   kvattn.pending_pv   issuesPendingPV / setIssuesPendingPV
 //   kvattn.shared_memory getSharedMemory / setSharedMemory
 //   kvattn.shared_offset getSharedOffset / setSharedOffset
+//   kvattn.stage_sync   getStageSync / setStageSync
 //   kvattn.cascade      (a string: a cascade's B = 1 programs)
 //
 //===----------------------------------------------------------------------===//
@@ -57,6 +58,7 @@ inline constexpr llvm::StringLiteral kSharedMemoryAttrName =
     "kvattn.shared_memory";
 inline constexpr llvm::StringLiteral kSharedOffsetAttrName =
     "kvattn.shared_offset";
+inline constexpr llvm::StringLiteral kStageSyncAttrName = "kvattn.stage_sync";
 /// A program or kernel of a shared-prefix (cascade) attention that runs with
 /// B = 1 (a string: "prefix", the attention over the shared prefix, or
 /// "merge", the merge of the prefix and suffix parts); the launch manifest
@@ -133,6 +135,11 @@ void setSharedMemory(Operation *op, SharedMemoryAttr memory);
 /// memory (kvattn.shared_offset); none when it is not in shared memory.
 std::optional<int64_t> getSharedOffset(Operation *op);
 void setSharedOffset(Operation *op, int64_t offset);
+/// Where the tile.qk or tile.softmax_update `op` waits for the K/V stage it
+/// reads (kvattn.stage_sync: its barriers, cp.async wait and proxy fence);
+/// null when it has none.
+StageSyncAttr getStageSync(Operation *op);
+void setStageSync(Operation *op, StageSyncAttr sync);
 
 } // namespace kvattn
 } // namespace mlir

@@ -560,4 +560,45 @@ def KVAttn_SharedMemoryAttr : KVAttn_Attr<"SharedMemory", "shared_memory"> {
   let genVerifyDecl = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// kvattn.stage_sync
+//===----------------------------------------------------------------------===//
+
+def KVAttn_StageSyncAttr : KVAttn_Attr<"StageSync", "stage_sync"> {
+  let summary = "where a tile op waits for the K/V stage it reads "
+                "(kvattn.stage_sync)";
+  let description = [{
+    Written by -kvattn-assign-tile-layouts on each `tile.qk` and
+    `tile.softmax_update` of a tensor-core kernel whose K/V blocks arrive by
+    `cp.async` (mma.sync, and wgmma without the TMA ring), from an analysis
+    of the program's stage reads and copies (docs/gpu-lowering.md, "Stage
+    synchronisation"); -kvattn-lower-tile-to-gpu emits what it says at the
+    op's sync point: before the op reads its stage and issues the copies
+    the schedule pairs with it (`kvattn.value_prefetch`,
+    `kvattn.key_prefetch`), after the copies it issues itself.
+
+    ```mlir
+    kvattn.tile.qk ... {kvattn.stage_sync = #kvattn.stage_sync<wait_copies = 0, barrier = true>}
+    ```
+
+    `barrier_before_copies`: a CTA barrier before the op's own copies (a
+    stage they overwrite was read by other threads since the last barrier).
+    `wait_copies = N`: `cp.async.wait_group N`, the copy groups that may
+    still be in flight (the stage's group is older); absent (-1): no wait.
+    `proxy_fence`: `fence.proxy.async` after the wait (wgmma reads the
+    stage through the async proxy). `barrier`: a CTA barrier after them
+    (the stage, copied by every thread, is visible to every thread; the
+    reads before it are done before the copies issued after it). An op
+    whose stage is already waited for and published has none
+    (`#kvattn.stage_sync<>`).
+  }];
+  let parameters = (ins
+    DefaultValuedParameter<"bool", "false">:$barrier_before_copies,
+    DefaultValuedParameter<"int64_t", "-1">:$wait_copies,
+    DefaultValuedParameter<"bool", "false">:$proxy_fence,
+    DefaultValuedParameter<"bool", "false">:$barrier);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // KVATTN_DIALECT_KVATTNATTRS_TD

@@ -550,9 +550,14 @@ def AssignTileLayoutsPass : Pass<"kvattn-assign-tile-layouts"> {
     and the `tile.softmax_update` of the same KV block (the qk issues its V
     block after its barrier), `kvattn.key_prefetch = id` on a
     `tile.prefetch` and the `tile.softmax_update` that issues it after its
-    own barrier (tensor cores without TMA). -kvattn-lower-tile-to-gpu reads
-    these attributes, obeys them, and refuses a kernel without them
-    (docs/gpu-lowering.md, "Tile roles, fragment layouts and the schedule").
+    own barrier (tensor cores without TMA). Last, where the K/V blocks
+    arrive by cp.async (tensor cores without the TMA ring), an analysis of
+    the program's copies, stage reads and barriers gives each `tile.qk` and
+    `tile.softmax_update` the waits and barriers its stage needs,
+    `kvattn.stage_sync` (docs/gpu-lowering.md, "Stage synchronisation").
+    -kvattn-lower-tile-to-gpu reads these attributes, obeys them, and
+    refuses a kernel without them (docs/gpu-lowering.md, "Tile roles,
+    fragment layouts and the schedule").
   }];
   let options = [
     Option<"valuePrefetch", "value-prefetch", "bool", /*default=*/"true",

@@ -11,7 +11,9 @@
 // copies (kvattn.value_prefetch, kvattn.key_prefetch). With the schedule's
 // intra_warpgroup_overlap the KV loop's first block is peeled off the loop
 // and the loop's tile.qk marked to issue the previous block's P.V
-// (kvattn.pending_pv).
+// (kvattn.pending_pv). Last, where K/V blocks arrive by cp.async, each
+// tile.qk and tile.softmax_update gets the waits and barriers its stage
+// needs (kvattn.stage_sync, StageSync.cpp's analysis).
 // -kvattn-lower-tile-to-gpu reads them instead of deciding itself.
 //
 //===----------------------------------------------------------------------===//
@@ -19,6 +21,7 @@
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Passes/Passes.h"
 #include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
+#include "passes/GPU/StageSync.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -422,7 +425,8 @@ struct AssignTileLayoutsPass
       if (failed(assignTileLayouts(kernel)) ||
           failed(scheduleKernel(kernel, valuePrefetch, keyPrefetch,
                                 queryInRegisters, lazyRescale, pingPong,
-                                intraWarpgroupOverlap, twoValueStages)))
+                                intraWarpgroupOverlap, twoValueStages)) ||
+          failed(placeStageSyncs(kernel)))
         return signalPassFailure();
   }
 };

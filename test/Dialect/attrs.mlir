@@ -128,3 +128,24 @@ func.func @shared_memory() attributes {kvattn.shared_memory = #kvattn.shared_mem
   %q = memref.alloca() {kvattn.shared_offset = 0 : i64} : memref<64x64xf16>
   return
 }
+// Where a tile op waits for its cp.async stage: absent fields (false, -1)
+// are not printed, in any order when parsed; an op that needs nothing has
+// an empty one.
+// CHECK-LABEL: func @stage_sync
+// CHECK: kvattn.tile.qk {{.*}} {kvattn.stage_sync = #kvattn.stage_sync<barrier_before_copies = true, wait_copies = 0, barrier = true>}
+// CHECK: kvattn.tile.qk {{.*}} {kvattn.stage_sync = #kvattn.stage_sync<wait_copies = 1, proxy_fence = true, barrier = true>}
+// CHECK: kvattn.tile.softmax_update {{.*}} {kvattn.stage_sync = #kvattn.stage_sync<>}
+func.func @stage_sync(%qt: memref<16x8xf16>, %k: memref<1x2x?x8xf16>, %v: memref<1x2x?x8xf16>,
+                      %s: memref<16x32xf32>, %m: memref<16xf32>, %l: memref<16xf32>,
+                      %acc: memref<16x8xf32>, %i: index, %n: index) {
+  kvattn.tile.qk %qt, %k[%i, %i, %i] size(%n, %n) into %s scale = 0.5
+      {kvattn.stage_sync = #kvattn.stage_sync<barrier_before_copies = true, wait_copies = 0, barrier = true>}
+      : memref<16x8xf16>, memref<1x2x?x8xf16>, memref<16x32xf32>
+  kvattn.tile.qk %qt, %k[%i, %i, %i] size(%n, %n) into %s scale = 0.5
+      {kvattn.stage_sync = #kvattn.stage_sync<proxy_fence = true, wait_copies = 1, barrier = true, barrier_before_copies = false>}
+      : memref<16x8xf16>, memref<1x2x?x8xf16>, memref<16x32xf32>
+  kvattn.tile.softmax_update %s, %v[%i, %i, %i] size(%n, %n) state(%m, %l, %acc)
+      {kvattn.stage_sync = #kvattn.stage_sync<wait_copies = -1>}
+      : memref<16x32xf32>, memref<1x2x?x8xf16>, memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}

@@ -534,3 +534,33 @@ func.func @shared_offset_negative() {
   return
 }
 
+
+// -----
+
+func.func @stage_sync_op(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  // expected-error @+1 {{'kvattn.stage_sync' belongs on a kvattn.tile.qk or a kvattn.tile.softmax_update}}
+  kvattn.tile.init %m, %l, %acc {kvattn.stage_sync = #kvattn.stage_sync<barrier = true>} : memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{wait_copies is a count of copy groups left in flight (or absent): got -2}}
+func.func @stage_sync_wait() attributes {kvattn.x = #kvattn.stage_sync<wait_copies = -2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{proxy_fence orders the copies a wait retired: it needs wait_copies}}
+func.func @stage_sync_fence() attributes {kvattn.x = #kvattn.stage_sync<proxy_fence = true, barrier = true>} {
+  return
+}
+
+// -----
+
+func.func @stage_sync_not_a_sync(%m: memref<16xf32>, %l: memref<16xf32>, %acc: memref<16x8xf32>) {
+  // expected-error @+1 {{'kvattn.stage_sync' is not a #kvattn.stage_sync: 0 : i64}}
+  kvattn.tile.init %m, %l, %acc {kvattn.stage_sync = 0 : i64} : memref<16xf32>, memref<16xf32>, memref<16x8xf32>
+  return
+}

@@ -10,9 +10,14 @@
 // LATENT-LABEL: gpu.func @latent_kvattn_0
 // LATENT-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = mma_sync, pipeline_depth = 1, lazy_rescale = true>
 // LATENT-SAME:    kvattn.tile_config = #kvattn.tile_config<kind = attention, block_m = 16, block_n = 32, num_warps = 4, num_stages = 2, group = 16>
+// The stage synchronisation (kvattn.stage_sync): tile.qk's K copies
+// overwrite the stage the previous block's P.V read, so a barrier goes
+// before them; the softmax reads V from the stage tile.qk waited for and
+// published, and needs nothing.
 // LATENT-NOT:     kvattn.value_prefetch
 // LATENT-NOT:     kvattn.key_prefetch
-// LATENT:         kvattn.tile.softmax_update {{.*}} latent
+// LATENT:         kvattn.tile.qk {{.*}}{kvattn.stage_sync = #kvattn.stage_sync<barrier_before_copies = true, wait_copies = 0, barrier = true>}
+// LATENT:         kvattn.tile.softmax_update {{.*}} latent {{.*}}{kvattn.stage_sync = #kvattn.stage_sync<>}
 // LATENT-NOT:     kvattn.value_prefetch
 // LATENT:         gpu.return
 func.func @latent(%q: tensor<2x16x1x576xbf16>, %ckv: tensor<8x64x1x576xbf16>,

@@ -38,9 +38,19 @@
 // MMA-NOT:       kvattn.key_prefetch
 // MMA-SAME:      : memref<1x2x300x64xf16>
 // MMA:         scf.for
-// MMA:           kvattn.tile.qk {{.*}}{kvattn.value_prefetch = 0 : i64}
+// MMA:           kvattn.tile.qk {{.*}}{kvattn.stage_sync = #kvattn.stage_sync<wait_copies = 0, barrier = true>, kvattn.value_prefetch = 0 : i64}
 // MMA:           kvattn.tile.prefetch {{.*}}{kvattn.key_prefetch = 0 : i64}
-// MMA:           kvattn.tile.softmax_update {{.*}}{kvattn.key_prefetch = 0 : i64, kvattn.value_prefetch = 0 : i64}
+// MMA:           kvattn.tile.softmax_update {{.*}}{kvattn.key_prefetch = 0 : i64, kvattn.stage_sync = #kvattn.stage_sync<wait_copies = 0, barrier = true>, kvattn.value_prefetch = 0 : i64}
+
+// The stage synchronisation (kvattn.stage_sync, docs/gpu-lowering.md
+// "Stage synchronisation"): each op waits for the one copy group in
+// flight, its stage's (wait_copies = 0: the K block the previous softmax
+// issued; the V block its tile.qk issued), then a barrier; the copies it
+// issues after that barrier overwrite a stage every thread has finished
+// reading. Without the pairings (OPTS, below) each op issues its own
+// block first, with the same synchronisation. The scalar lowering's stages
+// and the TMA ring have none (the ops stage their own blocks; the ring has
+// its mbarriers).
 
 // The options: no pairings, one K block in flight, the query fragments in
 // shared memory.
@@ -49,6 +59,10 @@
 // (lazy-rescale=false: no lazy_rescale either.)
 // OPTS-NOT:     kvattn.value_prefetch
 // OPTS-NOT:     kvattn.key_prefetch
+// OPTS:         kvattn.tile.qk {{.*}}{kvattn.stage_sync = #kvattn.stage_sync<wait_copies = 0, barrier = true>}
+// OPTS-NOT:     kvattn.value_prefetch
+// OPTS-NOT:     kvattn.key_prefetch
+// OPTS:         kvattn.tile.softmax_update {{.*}}{kvattn.stage_sync = #kvattn.stage_sync<wait_copies = 0, barrier = true>}
 // OPTS:         gpu.return
 
 // The scalar lowering owns scores and accumulator as the mma.sync
@@ -60,6 +74,7 @@
 // SCALAR-NEXT:   memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<mma_m16n8k16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.shared_offset = 16384 : i64, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
 // SCALAR-NOT:    kvattn.value_prefetch
 // SCALAR-NOT:    kvattn.key_prefetch
+// SCALAR-NOT:    kvattn.stage_sync
 // SCALAR:        gpu.return
 
 // block-m = 32 x num-warps: two m16 tiles per warp, four rows per lane.
@@ -94,6 +109,7 @@
 // WGMMA-NEXT:    memref.alloca() {kvattn.fragment_layout = #kvattn.fragment_layout<wgmma_m64nNk16, rows_per_lane = 2, tiles_per_warp = 1, accumulator>, kvattn.tile_role = #kvattn.tile_role<scores>} : memref<64x64xf32>
 // WGMMA:         kvattn.tile.qk {{.*}}{kvattn.value_prefetch = 0 : i64}
 // WGMMA-NOT:     kvattn.key_prefetch
+// WGMMA-NOT:     kvattn.stage_sync
 // WGMMA:         kvattn.tile.softmax_update {{.*}}{kvattn.value_prefetch = 0 : i64}
 func.func @prefill(%q: tensor<1x8x100x64xf16>, %k: tensor<1x2x300x64xf16>, %v: tensor<1x2x300x64xf16>,
                    %pos: tensor<1xi32>) -> tensor<1x8x100x64xf16> {
@@ -158,4 +174,21 @@ func.func @overlap(%q: tensor<1x4x256x128xbf16>, %k: tensor<1x2x1024x128xbf16>, 
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) causal
       : tensor<1x4x256x128xbf16>, tensor<1x2x1024x128xbf16>, tensor<1x2x1024x128xbf16> -> tensor<1x4x256x128xbf16>
   return %o : tensor<1x4x256x128xbf16>
+}
+
+// -----
+
+// An FP8 cache on sm_90a: converted into the 16-bit stages by plain loads
+// and stores (no TMA ring; pipeline_depth = 1: each tile.qk stages its K
+// block, and V as paired); wgmma reads the stages through the async proxy,
+// so each sync point fences this thread's copies before the barrier.
+// WGMMA-LABEL: gpu.func @fp8_kvattn_0
+// WGMMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 1, scores_in_registers = true, lazy_rescale = true>
+// WGMMA:         kvattn.tile.qk {{.*}}{kvattn.stage_sync = #kvattn.stage_sync<wait_copies = 0, proxy_fence = true, barrier = true>, kvattn.value_prefetch = 0 : i64}
+// WGMMA:         kvattn.tile.softmax_update {{.*}}{kvattn.stage_sync = #kvattn.stage_sync<wait_copies = 0, proxy_fence = true, barrier = true>, kvattn.value_prefetch = 0 : i64}
+func.func @fp8(%q: tensor<1x8x100x64xbf16>, %k: tensor<1x2x300x64xf8E4M3FN>, %v: tensor<1x2x300x64xf8E4M3FN>,
+               %pos: tensor<1xi32>, %ks: tensor<1xf32>, %vs: tensor<1xf32>) -> tensor<1x8x100x64xbf16> {
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) k_scale(%ks : tensor<1xf32>) v_scale(%vs : tensor<1xf32>) causal
+      : tensor<1x8x100x64xbf16>, tensor<1x2x300x64xf8E4M3FN>, tensor<1x2x300x64xf8E4M3FN> -> tensor<1x8x100x64xbf16>
+  return %o : tensor<1x8x100x64xbf16>
 }

@@ -35,6 +35,25 @@
 // OBEY:           nvvm.cp.async.wait.group 0
 // OBEY:           gpu.barrier
 // DISAGREE: error: 'gpu.func' op kvattn-lower-tile-to-gpu: the schedule keeps the scores in shared memory, the kernel's shared memory layout the other way
+// Where an op waits for its cp.async stage is its kvattn.stage_sync
+// (-kvattn-assign-tile-layouts' analysis): the lowering emits what it says
+// (here a tile.qk told to leave one group in flight and to meet the other
+// threads before its own copies too), and refuses an op without one.
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts="value-prefetch=false key-prefetch=false" | sed -E '/kvattn.tile.qk/s/#kvattn.stage_sync<[^>]*>/#kvattn.stage_sync<barrier_before_copies = true, wait_copies = 1, barrier = true>/' | kvattn-opt -kvattn-lower-tile-to-gpu -cse | FileCheck %s --check-prefix=SYNC
+// SYNC-LABEL: gpu.func @f_kvattn_0
+// SYNC:         scf.for %{{.*}} = %c0 to
+// SYNC-NOT:       nvgpu.device_async_copy
+// SYNC:           gpu.barrier
+// SYNC-NOT:       nvvm.cp.async.wait.group
+// SYNC:           nvgpu.device_async_copy
+// SYNC:           nvvm.cp.async.commit.group
+// SYNC-NEXT:      nvvm.cp.async.wait.group 1
+// SYNC-NEXT:      gpu.barrier
+// SYNC:           nvvm.mma.sync
+// SYNC:           nvvm.cp.async.wait.group 0
+// SYNC-NEXT:      gpu.barrier
+// RUN: kvattn-opt %s -kvattn-tile -kvattn-outline-tile-programs -kvattn-assign-tile-layouts | sed -E 's/kvattn\.stage_sync = #kvattn\.stage_sync<[^>]*>, //' | not kvattn-opt -kvattn-lower-tile-to-gpu 2>&1 | FileCheck %s --check-prefix=NOSYNC
+// NOSYNC: error: 'kvattn.tile.qk' op kvattn-lower-tile-to-gpu: the K/V blocks of this kernel arrive by cp.async, and every tile.qk and tile.softmax_update needs its kvattn.stage_sync (run -kvattn-assign-tile-layouts before the lowering)
 // The sm_90a lowering (kvattn.wgmma; WgmmaTiles.cpp) with the TMA ring
 // (kvattn.tma: a contiguous cache): thread 0 initialises the mbarriers,
 // then per KV block the producer's empty-barrier wait, arrive.expect_tx and

@@ -855,6 +855,15 @@ void mlir::kvattn::emitAsyncWait(GpuEmitter &e, int32_t pending) {
   NVVM::CpAsyncWaitGroupOp::create(e.b, pending);
 }
 
+void mlir::kvattn::emitStageSync(GpuEmitter &e, StageSyncAttr sync) {
+  if (sync.getWaitCopies() >= 0)
+    emitAsyncWait(e, static_cast<int32_t>(sync.getWaitCopies()));
+  if (sync.getProxyFence())
+    emitProxyFence(e);
+  if (sync.getBarrier())
+    e.barrier();
+}
+
 void mlir::kvattn::lowerPrefetchOnTensorCores(GpuEmitter &e,
                                               TilePrefetchOp op) {
   if (e.t.tma && e.t.producerWarps) // the producer warpgroup issues it
@@ -983,18 +992,19 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   // issued here right after that barrier (when its softmax is known) and
   // waited for by the softmax; K of the next block, issued by the softmax
   // after its barrier. Two barriers per block (FlashAttention-2's count).
-  // The latent form reads V from the K stage: every warp's P.V of the
-  // previous block must be done before this block's copies overwrite it.
-  if (e.t.latent)
+  // The waits and barriers are the op's kvattn.stage_sync (StageSync.cpp):
+  // wait_group 0 and a barrier here (K visible to every thread, every
+  // warp's previous P.V done: the V stage is free); in the latent form,
+  // which reads V from the K stage, also a barrier before this block's K
+  // copies (every warp's previous P.V has read the stage).
+  StageSyncAttr sync = getStageSync(op);
+  if (sync.getBarrierBeforeCopies())
     e.barrier();
   if (!e.t.prefetchKeys)
     emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
                    op.getKvHead(), op.getStart(), op.getCols(), e.t.stage,
                    /*commit=*/true, Value(), op.getKvScale());
-  emitAsyncWait(e, 0); // K has landed (the only group in flight)
-  // K is visible to every thread, and every warp has finished the previous
-  // block's P.V: the V stage is free.
-  e.barrier();
+  emitStageSync(e, sync);
   if (prefetch)
     emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
                    prefetch.getBatch(), prefetch.getKvHead(),

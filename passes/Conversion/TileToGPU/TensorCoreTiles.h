@@ -34,6 +34,10 @@ void emitAsyncStage(GpuEmitter &e, Value source, Value blockTable, Value batch,
 /// Waits until at most `pending` committed groups of this thread are in
 /// flight.
 void emitAsyncWait(GpuEmitter &e, int32_t pending);
+/// The sync point of a tile.qk or tile.softmax_update whose stage arrives
+/// by cp.async, as its kvattn.stage_sync says (-kvattn-assign-tile-layouts,
+/// StageSync.cpp): the wait, the proxy fence, the barrier.
+void emitStageSync(GpuEmitter &e, StageSyncAttr sync);
 
 /// A 16-bit view of a tile in shared memory: the tile itself when it has
 /// that type already, else a view of the same bytes (the output staged

@@ -612,17 +612,17 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
       emitZeroValueTail(e, 1, vStage, op.getCols(), bn, dv);
       vAddress = tmaStageAddress(e, 1, vStage);
     }
-  } else if (!(e.t.tensorCores && e.t.latent)) {
-    if (e.t.tensorCores)
-      emitAsyncWait(e, 0);
-    if (e.t.wgmma)
-      emitProxyFence(e); // this thread's V copies, before wgmma reads them
-    e.barrier();
+  } else if (e.t.tensorCores) {
+    // cp.async stages: the op's kvattn.stage_sync (StageSync.cpp). V has
+    // landed (wait_group 0: the next K block is announced below), wgmma's
+    // proxy fence, the barrier. The latent form has none: V is the K
+    // stage, landed and published by tile.qk's barrier, and the scores and
+    // statistics are the lane's own; tile.qk's next barrier keeps the next
+    // K block out of the stage until every warp's P.V has read it.
+    emitStageSync(e, getStageSync(op));
+  } else {
+    e.barrier(); // the V block this op staged, for every thread
   }
-  // The latent form on tensor cores needs no barrier here: V is the K
-  // stage, landed and published by tile.qk's barrier, and the scores and
-  // statistics are the lane's own; tile.qk's next barrier keeps the next
-  // K block out of the stage until every warp's P.V has read it.
   // Tensor cores: the next K block's copies start here, after the barrier
   // that follows every warp's Q.K^T of this block (the K stage is free),
   // and load while P.V and the next V block's copies run. One barrier per
@@ -1822,6 +1822,17 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
             TileStoreOp, TilePrefetchOp>(op))
       tileOps.push_back(op);
   });
+  // cp.async stages: where each op waits for its stage and meets the other
+  // threads is the schedule's (kvattn.stage_sync), not the lowering's.
+  if (tensorCores && !tma)
+    for (Operation *op : tileOps)
+      if (isa<TileQKOp, TileSoftmaxOp>(op) && !getStageSync(op))
+        return op->emitOpError()
+               << "kvattn-lower-tile-to-gpu: the K/V blocks of this kernel "
+                  "arrive by cp.async, and every tile.qk and "
+                  "tile.softmax_update needs its "
+               << kStageSyncAttrName
+               << " (run -kvattn-assign-tile-layouts before the lowering)";
   // Which op issues which copy (the schedule's pairings): a tile.qk the V
   // block of its tile.softmax_update (kvattn.value_prefetch), a
   // tile.softmax_update the tile.prefetch before it (kvattn.key_prefetch).

@@ -785,18 +785,17 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   // the barrier that says K has landed and every warpgroup has finished the
   // previous P.V. The latent form's one K stage is also its V: every
   // warpgroup's previous P.V must be done before the copies overwrite it.
-  if (e.t.tma) {
-  } else if (!e.t.prefetchKeys) {
-    if (e.t.latent)
-      e.barrier();
-    emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
-                   op.getKvHead(), op.getStart(), op.getCols(), e.t.stage,
-                   /*commit=*/true, Value(), op.getKvScale());
-  }
+  // The waits, barriers and the proxy fence (this thread's K copies before
+  // wgmma reads them) are the op's kvattn.stage_sync (StageSync.cpp).
   if (!e.t.tma) {
-    emitAsyncWait(e, 0);
-    emitProxyFence(e); // this thread's K copies, before wgmma reads them
-    e.barrier();
+    StageSyncAttr sync = getStageSync(op);
+    if (sync.getBarrierBeforeCopies())
+      e.barrier();
+    if (!e.t.prefetchKeys)
+      emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
+                     op.getKvHead(), op.getStart(), op.getCols(), e.t.stage,
+                     /*commit=*/true, Value(), op.getKvScale());
+    emitStageSync(e, sync);
     if (prefetch)
       emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
                      prefetch.getBatch(), prefetch.getKvHead(),
