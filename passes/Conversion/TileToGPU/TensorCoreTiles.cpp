@@ -864,6 +864,24 @@ void mlir::kvattn::emitStageSync(GpuEmitter &e, StageSyncAttr sync) {
     e.barrier();
 }
 
+void mlir::kvattn::emitQKStageCopies(GpuEmitter &e, TileQKOp op,
+                                     TileSoftmaxOp prefetch) {
+  StageSyncAttr sync = getStageSync(op);
+  if (sync.getBarrierBeforeCopies())
+    e.barrier();
+  if (!e.t.prefetchKeys)
+    emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
+                   op.getKvHead(), op.getStart(), op.getCols(), e.t.stage,
+                   /*commit=*/true, Value(), op.getKvScale());
+  emitStageSync(e, sync);
+  if (prefetch)
+    emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
+                   prefetch.getBatch(), prefetch.getKvHead(),
+                   prefetch.getStart(), prefetch.getCols(), e.t.stageV,
+                   /*commit=*/true, prefetch.getKeyValid(),
+                   prefetch.getKvScale());
+}
+
 void mlir::kvattn::lowerPrefetchOnTensorCores(GpuEmitter &e,
                                               TilePrefetchOp op) {
   if (e.t.tma && e.t.producerWarps) // the producer warpgroup issues it
@@ -997,20 +1015,7 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
   // warp's previous P.V done: the V stage is free); in the latent form,
   // which reads V from the K stage, also a barrier before this block's K
   // copies (every warp's previous P.V has read the stage).
-  StageSyncAttr sync = getStageSync(op);
-  if (sync.getBarrierBeforeCopies())
-    e.barrier();
-  if (!e.t.prefetchKeys)
-    emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
-                   op.getKvHead(), op.getStart(), op.getCols(), e.t.stage,
-                   /*commit=*/true, Value(), op.getKvScale());
-  emitStageSync(e, sync);
-  if (prefetch)
-    emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
-                   prefetch.getBatch(), prefetch.getKvHead(),
-                   prefetch.getStart(), prefetch.getCols(), e.t.stageV,
-                   /*commit=*/true, prefetch.getKeyValid(),
-                   prefetch.getKvScale());
+  emitQKStageCopies(e, op, prefetch);
 
   // ldmatrix.x2 addresses of B (K rows are n): row l % 8, column
   // (l / 8 % 2) * 8 of the 8 x 16 slice.

@@ -38,6 +38,11 @@ void emitAsyncWait(GpuEmitter &e, int32_t pending);
 /// by cp.async, as its kvattn.stage_sync says (-kvattn-assign-tile-layouts,
 /// StageSync.cpp): the wait, the proxy fence, the barrier.
 void emitStageSync(GpuEmitter &e, StageSyncAttr sync);
+/// A tile.qk's copies and sync point on a kernel whose stages arrive by
+/// cp.async (its kvattn.stage_sync): the barrier before its copies, its own
+/// K block (pipeline_depth 1), the sync point, then the V block of the
+/// paired tile.softmax_update `prefetch` (null: none).
+void emitQKStageCopies(GpuEmitter &e, TileQKOp op, TileSoftmaxOp prefetch);
 
 /// A 16-bit view of a tile in shared memory: the tile itself when it has
 /// that type already, else a view of the same bytes (the output staged

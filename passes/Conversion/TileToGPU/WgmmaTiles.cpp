@@ -788,20 +788,7 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   // The waits, barriers and the proxy fence (this thread's K copies before
   // wgmma reads them) are the op's kvattn.stage_sync (StageSync.cpp).
   if (!e.t.tma) {
-    StageSyncAttr sync = getStageSync(op);
-    if (sync.getBarrierBeforeCopies())
-      e.barrier();
-    if (!e.t.prefetchKeys)
-      emitAsyncStage(e, op.getKey(), op.getBlockTable(), op.getBatch(),
-                     op.getKvHead(), op.getStart(), op.getCols(), e.t.stage,
-                     /*commit=*/true, Value(), op.getKvScale());
-    emitStageSync(e, sync);
-    if (prefetch)
-      emitAsyncStage(e, prefetch.getValue(), prefetch.getBlockTable(),
-                     prefetch.getBatch(), prefetch.getKvHead(),
-                     prefetch.getStart(), prefetch.getCols(), e.t.stageV,
-                     /*commit=*/true, prefetch.getKeyValid(),
-                     prefetch.getKvScale());
+    emitQKStageCopies(e, op, prefetch);
     kAddress = sharedAddress(e, e.t.stage);
   }
 
