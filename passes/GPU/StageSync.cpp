@@ -116,9 +116,8 @@ private:
   LogicalResult process(Operation &op) {
     if (auto loop = dyn_cast<scf::ForOp>(op)) {
       // Every iteration starts from the state before the loop or after an
-      // iteration: iterate from their join until it no longer changes (the
-      // lattice is finite: ages only matter up to the groups of one
-      // iteration, and the join takes the least).
+      // iteration: iterate from their join until it no longer changes (it
+      // settles: the join only lowers an age and moves each flag one way).
       const State before = state;
       State entry = before;
       for (int i = 0;; ++i) {
