@@ -109,8 +109,8 @@ for s in "${stages[@]}"; do
             "$1/bin/kvattn-bench" --target=gpu --mla --chip=$chip --batch=64 \
             --prefixes=4096 --warmup=0 --repeats=1 --flush-mib=1 --copy-mib=1
         done' "$ncu" "$bundle"
-      grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers Per|Block Size|Grid Size|Shared Memory Config|Warp Cycles Per Issued|Issued Warp|No Eligible" \
-        "$work/profile-mla.log" | head -120 ;;
+      grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers Per|Block Size|Grid Size|Shared Memory Config|Warp Cycles Per Issued|Issued Warp|No Eligible|Mem Busy|Max Bandwidth|Mem Pipes Busy|L1/TEX Cache Throughput" \
+        "$work/profile-mla.log" | head -160 ;;
     ab)
       stage schedule-ab 240 python3 "$root/bench/schedule_ab.py" \
         --build "$bundle"
