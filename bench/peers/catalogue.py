@@ -148,10 +148,11 @@ void *kvattn_peer_kernel() {
 # and whether the warpgroups shard Q.K^T over the keys chosen from the
 # shared memory per SM (DISPATCH_SMEM_CONFIG): >= 221,696 B (sm_90): 2
 # stages of 64 keys, sharded; >= 147,968 B (sm_80): 2 of 32, sharded; else
-# (sm_89, 100 KB): 1 stage of 16, not sharded.  A persistent cooperative
+# (sm_86, sm_89: 100 KB): 1 stage of 16, not sharded.  A persistent cooperative
 # launch of one CTA per SM (MLAPlan: clusters of 2 CTAs when the packed rows
 # exceed 64, the keys of the batch split evenly over the clusters).
-FLASHINFER_MLA_SMEM = {"sm_80": 167936, "sm_89": 102400, "sm_90": 233472}
+FLASHINFER_MLA_SMEM = {"sm_80": 167936, "sm_86": 102400, "sm_89": 102400,
+                       "sm_90": 233472}
 
 
 def flashinfer_mla_config(arch):

@@ -325,10 +325,12 @@ class Cache:
         return out + ".cubin", out + ".json"
 
 
-def kvattn_cubin(cache, build, case_flags, chip, tag):
+def kvattn_cubin(cache, build, case_flags, chip, tag, num_sms=None):
     """kvattn's kernels for one shape: attention_case.py -> IR,
-    kvattn-compile --chip -> PTX + manifest, ptxas -> cubin.  Rebuilt every
-    run (a few seconds) so a kernel change shows at once."""
+    kvattn-compile --chip [--num-sms] -> PTX + manifest, ptxas -> cubin.
+    Rebuilt every run (a few seconds) so a kernel change shows at once.
+    num_sms: the modelled GPU's multiprocessors, which a serving engine's
+    plan passes (the split-KV rule's), as the peers' splits use them."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))))
     case = os.path.join(root, "test", "Numerics", "Inputs",
@@ -347,12 +349,14 @@ def kvattn_cubin(cache, build, case_flags, chip, tag):
     base = os.path.join(d, "%s.%s" % (tag, chip))
     # Recompiled when the IR, the chip or the kvattn-compile binary changed.
     st = os.stat(comp)
-    key = hashlib.sha256(("%s|%s|%d|%d" % (r.stdout, chip, st.st_mtime_ns,
-                                           st.st_size)).encode()).hexdigest()
+    sms = ["--num-sms=%d" % num_sms] if num_sms else []
+    key = hashlib.sha256(("%s|%s|%s|%d|%d" % (
+        r.stdout, chip, " ".join(sms), st.st_mtime_ns,
+        st.st_size)).encode()).hexdigest()
     stamp = base + ".key"
     if not (os.path.exists(stamp) and open(stamp).read() == key and
             os.path.exists(base + ".cubin")):
-        r = run([comp, ir, "-o", base, "--chip=" + chip],
+        r = run([comp, ir, "-o", base, "--chip=" + chip] + sms,
                 capture_output=True, text=True, check=False)
         if r.returncode:
             raise SystemExit("error: kvattn-compile failed:\n" + r.stderr)

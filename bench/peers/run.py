@@ -370,8 +370,10 @@ KVATTN_SM90 = ["sm_90a"]
 def kvattn_kernel(cache, build, shape, chip):
     import fetch
     cc = {"sm_90a": KVATTN_SM90[0]}.get(chip, chip)
+    # Split-KV for the modelled GPU's multiprocessors (the runtime's plans
+    # pass the device's count; kvattn-compile's default is an H100's 132).
     cubin, man = fetch.kvattn_cubin(cache, build, shape.case_flags(), cc,
-                                    shape.name)
+                                    shape.name, M.CHIPS[chip]["sms"])
     k = next(k for k in man["kernels"] if k.get("kind", "attention") in
              ("attention", "attention_varlen"))
     ins, name = load_sass(cache, cubin, k["name"])

@@ -231,26 +231,38 @@ int64_t splitRule(int64_t programs, int64_t keys, int64_t bn, int64_t perSm,
   const int64_t limit =
       std::clamp<int64_t>(chunks, 1, std::max<int64_t>(maxSplits, 1));
   const int64_t fill = std::min(wanted, limit);
-  // Fewer programs than slots even at `fill` chunks: as many as allowed.
-  if (fill <= 1 || saturatingMul(programs, fill) <= slots)
+  // One wave holds every program at `fill` chunks: as many as allowed.
+  if (saturatingMul(programs, fill) <= slots)
     return std::max<int64_t>(fill, 1);
+  // Two waves or more of unsplit programs: the last one's idle share is at
+  // most a half and shrinks with their count, while every chunk's partial
+  // output is written and merged (a causal prefill's programs, unequal,
+  // fill the tail by their heaviest-first order anyway): no split.
+  if (fill == 1 && programs >= saturatingMul(slots, 2))
+    return 1;
   // The chunk count that fills every slot overshoots into a partial last
   // wave (64 MLA programs x 3 chunks on 132 one-program SMs: 1.45 waves,
-  // 73 % of the slots busy). A launch of n chunks takes about
-  // ceil(programs * n / slots) waves of 1/n of the keys each: take the n up
-  // to twice that count with the least ceil(programs * n / slots) / n, a
-  // larger n only where that is at least 5 % less (the merge reads every
-  // chunk): 2 there, one wave of halves.
-  const int64_t last = std::min(limit, saturatingMul(fill, 2));
+  // 73 % of the slots busy), or the programs alone do (128 MLA programs on
+  // an A100's 108: a second wave 19 % busy). A launch of n chunks takes
+  // about ceil(programs * n / slots) waves of 1/n of the keys each: take
+  // the n up to twice that count (at least 2) with the least
+  // ceil(programs * n / slots) / n, a larger n only where that is at least
+  // 5 % less (the merge reads every chunk): 2 in both examples, one wave
+  // of halves and three.
+  const int64_t last =
+      std::min(limit, std::max<int64_t>(2, saturatingMul(fill, 2)));
   auto waves = [&](int64_t n) {
     return ceilDiv(saturatingMul(programs, n), slots);
   };
   int64_t best = 1;
-  for (int64_t n = 2; n <= last; ++n)
+  for (int64_t n = 2; n <= last; ++n) {
+    if (saturatingMul(programs, n) == INT64_MAX)
+      break; // (a launch the grid limits refuse anyway)
     // waves(n) / n < 0.95 * waves(best) / best, without division.
     if (saturatingMul(saturatingMul(waves(n), best), 20) <
         saturatingMul(saturatingMul(waves(best), n), 19))
       best = n;
+  }
   return best;
 }
 

@@ -126,6 +126,17 @@ TEST(Schedule, SplitRuleWaves) {
   EXPECT_EQ(splitRule(8, 4096, 32, 8, 132, 512, 64), 8);
   // Enough programs: no split.
   EXPECT_EQ(splitRule(2000, 4096, 64, 2, 132, 0, 64), 1);
+  // More programs than slots, fewer than two waves' worth: 128 MLA
+  // programs (128 heads, one per SM) on an A100's 108 SMs run a second wave
+  // 19 % busy; 2 chunks run three waves of halves (1.5 against 2).
+  EXPECT_EQ(splitRule(128, 4096, 64, 1, 108, 512, 64), 2);
+  // ... but only where the keys allow two chunks of 512.
+  EXPECT_EQ(splitRule(128, 1000, 64, 1, 108, 512, 64), 1);
+  // Two whole waves stay unsplit (2 chunks: four waves of halves), and so
+  // do more: a causal prefill of 2048 programs on 284 slots (7.2 waves;
+  // halves would make 7.5 of 8, at the merge's cost).
+  EXPECT_EQ(splitRule(216, 4096, 64, 1, 108, 512, 64), 1);
+  EXPECT_EQ(splitRule(2048, 8192, 64, 2, 142, 512, 64), 1);
 }
 
 TEST(Schedule, ChooseRunTimeSplit) {
