@@ -225,9 +225,23 @@ CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
     *value = sm % 10;
     return CUDA_SUCCESS;
-  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
-    *value = 132;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: {
+    // An H100's 132, or $KVATTN_EMU_SMS: the count the split-KV and packing
+    // rules are given (a small one lets a test reach their many-program
+    // choices with a launch the emulator runs in seconds).
+    int sms = 132;
+    if (const char *env = std::getenv("KVATTN_EMU_SMS")) {
+      char *end = nullptr;
+      const long n = std::strtol(env, &end, 10);
+      if (end == env || *end != '\0' || n < 1 || n > 1024)
+        return fail(kInvalidValue,
+                    Status::error("$KVATTN_EMU_SMS must be a multiprocessor "
+                                  "count from 1 to 1024"));
+      sms = static_cast<int>(n);
+    }
+    *value = sms;
     return CUDA_SUCCESS;
+  }
   default:
     return kInvalidValue;
   }

@@ -287,17 +287,6 @@ int64_t runTimeSplitMax(int64_t logicalKeys, int64_t bn, int64_t minKeys) {
 
 Blocks choose(const Problem &p, const Options &o) {
   Blocks s;
-  // GQA packing needs only the head counts static: B and S may be dynamic,
-  // and so may L (a serving step's query length is known only at run time;
-  // packing never reads more K/V than the unpacked schedule, and G times
-  // less for few rows). A ragged batch packs whenever it can: its
-  // sequences' query lengths are known only at run time, and decode tokens
-  // (L = 1) are the common case of a serving step.
-  if (o.packGqa && !isDynamic(p.qHeads) && !isDynamic(p.kvHeads) &&
-      p.kvHeads > 0 &&
-      (p.varlen || isDynamic(p.qLen) ||
-       p.qLen < (o.blockM ? o.blockM : kMaxAutoBlockM)))
-    s.group = p.qHeads / p.kvHeads;
   // 32-row warps: 128-row programs on 4 warps where the chip's shared
   // memory and the tensor-core registers allow (blocks of up to 64 rows
   // keep 16-row warps: more warps for fewer rows).
@@ -314,11 +303,51 @@ Blocks choose(const Problem &p, const Options &o) {
   // 128-row tile).
   const bool twoWarpgroups =
       !o.blockM && !o.numWarps && o.wgmma && wgmmaFits(p);
+  // The largest block-m the automatic choice below takes.
+  const int64_t maxAutoBm =
+      wide || twoWarpgroups ? 2 * kMaxAutoBlockM : kMaxAutoBlockM;
+  // GQA packing needs only the head counts static: B and S may be dynamic,
+  // and so may L (a serving step's query length is known only at run time;
+  // packing never reads more K/V than the unpacked schedule, and G times
+  // less for few rows). A ragged batch packs whenever it can: its
+  // sequences' query lengths are known only at run time, and decode tokens
+  // (L = 1) are the common case of a serving step.
+  const bool packable = o.packGqa && !isDynamic(p.qHeads) &&
+                        !isDynamic(p.kvHeads) && p.kvHeads > 0;
+  if (packable && (p.varlen || isDynamic(p.qLen) ||
+                   p.qLen < (o.blockM ? o.blockM : kMaxAutoBlockM)))
+    s.group = p.qHeads / p.kvHeads;
+  // A static L from there up to below the 128 rows of a wide or
+  // two-warpgroup program (L = 64 at hd 128 on sm_80): one head's rows take
+  // a 64-row program of 16-row warps, G heads' rows fill 128-row ones,
+  // which read each K/V fragment for 32 rows (half the shared-memory
+  // traffic per unit of work) and K/V G times less. Unless the packed
+  // launch, split into as many chunks as allowed, leaves a multiprocessor
+  // without a program (B = 1 over 8 KV heads: 16 programs x 8 chunks of
+  // 512 keys = 128 on an L40S's 142), which the unpacked one, G times the
+  // programs, does not.
+  if (packable && s.group == 1 && !p.varlen && !o.blockM &&
+      maxAutoBm > kMaxAutoBlockM && !isDynamic(p.qLen) && p.qLen < maxAutoBm &&
+      !isDynamic(p.batch) && !isDynamic(p.logicalKeys) &&
+      p.qHeads / p.kvHeads > 1) {
+    const int64_t g = p.qHeads / p.kvHeads;
+    const int64_t programs =
+        saturatingMul(saturatingMul(p.batch, p.kvHeads),
+                      ceilDiv(saturatingMul(p.qLen, g), maxAutoBm));
+    int64_t chunks = o.splitKv;
+    if (chunks == 0) {
+      chunks = ceilDiv(std::max<int64_t>(p.logicalKeys, 1), kMaxAutoBlockM);
+      if (o.splitMinKeys > 0)
+        chunks = std::min(chunks, p.logicalKeys / o.splitMinKeys);
+      chunks = std::clamp<int64_t>(chunks, 1, kMaxAutomaticSplit);
+    }
+    if (saturatingMul(programs, chunks) >= o.numSms)
+      s.group = g;
+  }
   s.bm = o.blockM
              ? o.blockM
              : automaticBlockM(isDynamic(p.qLen) ? kDynamic : p.qLen * s.group,
-                               wide || twoWarpgroups ? 2 * kMaxAutoBlockM
-                                                     : kMaxAutoBlockM);
+                               maxAutoBm);
   s.numWarps = o.numWarps
                    ? o.numWarps
                    : (wide && s.bm > kMaxAutoBlockM ? s.bm / 32 : s.bm / 16);

@@ -139,6 +139,51 @@ TEST(Schedule, SplitRuleWaves) {
   EXPECT_EQ(splitRule(2048, 8192, 64, 2, 142, 512, 64), 1);
 }
 
+TEST(Schedule, ChoosePackedAppend) {
+  // GQA 32/8 append of 64 rows over 4096 keys at hd 128 on sm_80 (128-row
+  // programs of 32-row warps fit): 4 heads' rows packed into 128-row
+  // programs, 16 of them x 8 chunks of 512 keys = 128 >= 108 SMs.
+  Problem p = gqaDecode();
+  p.qLen = 64;
+  p.logicalKeys = 4160;
+  p.kvElementBits = 16;
+  Options o;
+  o.splitKv = 0;
+  o.splitMinKeys = 512;
+  o.splitWarpsPerSm = 8;
+  o.maxWarpRows = 32;
+  o.tensorCores = true;
+  o.sharedMemoryPerSm = 167936;
+  o.numSms = 108;
+  Blocks s = choose(p, o);
+  EXPECT_EQ(s.group, 4);
+  EXPECT_EQ(s.bm, 128);
+  EXPECT_EQ(s.numWarps, 4);
+  EXPECT_EQ(s.splits, 8);
+  // 142 SMs (an L40S's count; 100 KB chips take 128 x 32 programs): the
+  // 128 packed chunks would leave SMs idle, 32 unpacked 64-row programs
+  // do not.
+  o.numSms = 142;
+  o.sharedMemoryPerSm = 102400;
+  s = choose(p, o);
+  EXPECT_EQ(s.group, 1);
+  EXPECT_EQ(s.bm, 64);
+  // Two sequences: packed again.
+  p.batch = 2;
+  s = choose(p, o);
+  EXPECT_EQ(s.group, 4);
+  EXPECT_EQ(s.bm, 128);
+  // 128 rows: one full program a head either way, not packed.
+  p.qLen = 128;
+  s = choose(p, o);
+  EXPECT_EQ(s.group, 1);
+  // 16-row warps only (no 128-row program): the 64-row rule as before.
+  p.qLen = 64;
+  o.maxWarpRows = 16;
+  s = choose(p, o);
+  EXPECT_EQ(s.group, 1);
+}
+
 TEST(Schedule, ChooseRunTimeSplit) {
   // A dynamic batch: the split is chosen per launch, bounded by 64 (1024
   // KV blocks), two programs per SM.
