@@ -11,9 +11,10 @@ tests, and compiles each with kvattn-compile for the chips the test names
 (or sm_80 and sm_90a; one case in three also for sm_86, sm_89 and sm_90;
 FP8 cases also for sm_89 with PTX 8.1 and sm_90), with the compile options
 of the RUN line (tensor-cores, split-kv, block sizes, ...). Writes
-OUT_DIR/NNNN-<hash>.ptx and OUT_DIR/index.txt (name, command); the kernel
-cache is off. A kernel already in OUT_DIR is kept (an interrupted run
-resumes). Two corpora diff with `diff -r A B` (scripts/ptx-corpus.sh).
+OUT_DIR/<hash>.ptx (a hash of the case and its flags, independent of the
+checkout's path and of the other cases) and OUT_DIR/index.txt (name,
+command); the kernel cache is off. A kernel already in OUT_DIR is kept (an
+interrupted run resumes). Two corpora diff with `diff -r A B` (scripts/ptx-corpus.sh).
 A change that must not change the kernels leaves the diff empty.
 """
 
@@ -196,30 +197,38 @@ def main():
     jobs = []
     seen = set()
 
+    def stable(text):
+        # The temporary directory (tree-parent files), the checkout and the
+        # interpreter are left out, so that two runs name the same case
+        # alike, whatever tree or worktree they ran from (diff -r).
+        return (text.replace(tmp, "$TMP").replace(ROOT, "$ROOT")
+                .replace(sys.executable, "$PYTHON"))
+
     def add(ir_cmd, src, flags):
-        # The temporary directory (tree-parent files) is left out of the
-        # key, so that two runs name the same case alike (diff -r).
-        key = (" ".join(ir_cmd or [src]) + " :: " + " ".join(flags)).replace(
-            tmp, "$TMP")
+        key = stable(" ".join(ir_cmd or [src]) + " :: " + " ".join(flags))
         if key in seen:
             return
         seen.add(key)
-        name = "%04d-%s" % (len(jobs),
-                            hashlib.sha256(key.encode()).hexdigest()[:10])
+        # Named by the case alone (not its place in the list): a case a
+        # test adds or drops leaves the others' names as they were.
+        name = hashlib.sha256(key.encode()).hexdigest()[:16]
         ir_path = os.path.join(tmp, name + ".mlir") if ir_cmd else src
         cmd = [compiler, ir_path, "-o", os.path.join(a.out, name),
                "--kernel-cache=false"] + flags
         jobs.append((name, a.out, a.build, ir_cmd, ir_path, cmd, key))
 
     cases = collect(tmp)
-    for n, (case, flags) in enumerate(cases):
+    for case, flags in cases:
         case = drop_data_flags([w for w in case if w != "--ir-only"])
         ir_cmd = [sys.executable, case_py, "--ir-only"] + case
         chips = [f.split("=", 1)[1] for f in flags if f.startswith("--chip=")]
         rest = [f for f in flags if not f.startswith("--chip=")]
         if not chips:
             chips = list(DEFAULT_CHIPS)
-            if n % 3 == 0:
+            # One case in three, chosen by the case (not its place), also
+            # for the other chips.
+            which = stable(" ".join(case + rest))
+            if int(hashlib.sha256(which.encode()).hexdigest(), 16) % 3 == 0:
                 chips += EXTRA_CHIPS
         if "--kv-dtype" in case:
             chips += ["sm_90", "sm_89:+ptx81"]
