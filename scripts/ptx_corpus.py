@@ -256,6 +256,19 @@ def main():
                 failed += 1
                 with open(os.path.join(a.out, name + ".status"), "w") as f:
                     f.write(status + "\n")
+    # The manifests' diagnostics and the refusals name the source file: its
+    # path, too, is the checkout's or the temporary directory's.
+    for j in jobs:
+        for ext in (".json", ".err"):
+            path = os.path.join(a.out, j[0] + ext)
+            if not os.path.exists(path):
+                continue
+            with open(path) as f:
+                text = f.read()
+            fixed = text.replace(tmp, "$TMP").replace(ROOT, "$ROOT")
+            if fixed != text:
+                with open(path, "w") as f:
+                    f.write(fixed)
     print("%d kernels compiled, %d failed (see *.status, *.err) in %s" %
           (len(jobs) - failed, failed, a.out))
 
