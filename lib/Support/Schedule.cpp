@@ -218,18 +218,24 @@ int64_t saturatingMul(int64_t a, int64_t b) {
 /// ceil(a / b) for a >= 0, b > 0, without forming a + b - 1.
 static int64_t ceilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
-int64_t splitRule(int64_t programs, int64_t keys, int64_t bn, int64_t perSm,
-                  int64_t numSms, int64_t minKeys, int64_t maxSplits) {
-  programs = std::max<int64_t>(programs, 1);
+/// The most chunks `keys` split into: one per `bn`-key block, each of at
+/// least `minKeys` keys (0: no minimum), 1 to `maxSplits`.
+static int64_t chunkLimit(int64_t keys, int64_t bn, int64_t minKeys,
+                          int64_t maxSplits) {
   keys = std::max<int64_t>(keys, 0);
   int64_t chunks = ceilDiv(keys, std::max<int64_t>(bn, 1));
   if (minKeys > 0)
     chunks = std::min(chunks, keys / minKeys);
+  return std::clamp<int64_t>(chunks, 1, std::max<int64_t>(maxSplits, 1));
+}
+
+int64_t splitRule(int64_t programs, int64_t keys, int64_t bn, int64_t perSm,
+                  int64_t numSms, int64_t minKeys, int64_t maxSplits) {
+  programs = std::max<int64_t>(programs, 1);
   const int64_t slots =
       saturatingMul(std::max<int64_t>(perSm, 0), std::max<int64_t>(numSms, 1));
   const int64_t wanted = ceilDiv(slots, programs);
-  const int64_t limit =
-      std::clamp<int64_t>(chunks, 1, std::max<int64_t>(maxSplits, 1));
+  const int64_t limit = chunkLimit(keys, bn, minKeys, maxSplits);
   const int64_t fill = std::min(wanted, limit);
   // One wave holds every program at `fill` chunks: as many as allowed.
   if (saturatingMul(programs, fill) <= slots)
@@ -279,10 +285,7 @@ int64_t varlenPrograms(int64_t qHeads, int64_t group, int64_t rows, int64_t bm,
 int64_t runTimeSplitMax(int64_t logicalKeys, int64_t bn, int64_t minKeys) {
   if (isDynamic(logicalKeys))
     return kMaxAutomaticSplit;
-  int64_t chunks = (logicalKeys + bn - 1) / bn;
-  if (minKeys > 0)
-    chunks = std::min(chunks, logicalKeys / minKeys);
-  return std::clamp<int64_t>(chunks, 1, kMaxAutomaticSplit);
+  return chunkLimit(logicalKeys, bn, minKeys, kMaxAutomaticSplit);
 }
 
 Blocks choose(const Problem &p, const Options &o) {
@@ -334,13 +337,10 @@ Blocks choose(const Problem &p, const Options &o) {
     const int64_t programs =
         saturatingMul(saturatingMul(p.batch, p.kvHeads),
                       ceilDiv(saturatingMul(p.qLen, g), maxAutoBm));
-    int64_t chunks = o.splitKv;
-    if (chunks == 0) {
-      chunks = ceilDiv(std::max<int64_t>(p.logicalKeys, 1), kMaxAutoBlockM);
-      if (o.splitMinKeys > 0)
-        chunks = std::min(chunks, p.logicalKeys / o.splitMinKeys);
-      chunks = std::clamp<int64_t>(chunks, 1, kMaxAutomaticSplit);
-    }
+    const int64_t chunks = o.splitKv
+                               ? o.splitKv
+                               : chunkLimit(p.logicalKeys, kMaxAutoBlockM,
+                                            o.splitMinKeys, kMaxAutomaticSplit);
     if (saturatingMul(programs, chunks) >= o.numSms)
       s.group = g;
   }

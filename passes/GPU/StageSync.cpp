@@ -34,6 +34,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <optional>
+
 using namespace mlir;
 using namespace mlir::kvattn;
 
@@ -151,13 +153,10 @@ private:
       return success();
     }
     if (auto qk = dyn_cast<TileQKOp>(op)) {
-      needs[qk]; // every tile.qk gets its sync
-      if (!keysAhead)
-        issue(kKeyStage, qk, /*beforeSync=*/true);
-      sync(qk, kKeyStage);
-      if (valueIssuers.contains(qk))
-        issue(kValueStage, qk, /*beforeSync=*/false);
-      state.stages[kKeyStage].read = true;
+      stageOp(qk, keysAhead ? std::nullopt : std::optional(kKeyStage),
+              kKeyStage,
+              valueIssuers.contains(qk) ? std::optional(kValueStage)
+                                        : std::nullopt);
       return success();
     }
     if (auto prefetch = dyn_cast<TilePrefetchOp>(op)) {
@@ -173,17 +172,31 @@ private:
       return success();
     }
     if (auto softmax = dyn_cast<TileSoftmaxOp>(op)) {
-      needs[softmax];
-      const StageKind reads = latent ? kKeyStage : kValueStage;
-      if (!latent && !valueIssued.contains(softmax))
-        issue(kValueStage, softmax, /*beforeSync=*/true);
-      sync(softmax, reads);
-      if (keyIssuers.contains(softmax))
-        issue(kKeyStage, softmax, /*beforeSync=*/false);
-      state.stages[reads].read = true;
+      stageOp(softmax,
+              latent || valueIssued.contains(softmax)
+                  ? std::nullopt
+                  : std::optional(kValueStage),
+              latent ? kKeyStage : kValueStage,
+              keyIssuers.contains(softmax) ? std::optional(kKeyStage)
+                                           : std::nullopt);
       return success();
     }
     return success();
+  }
+
+  /// A tile.qk or tile.softmax_update (the table above): its own copies
+  /// into `own`, the sync point for the stage it `reads`, the copies the
+  /// schedule pairs with it into `paired`, the read. Every such op gets its
+  /// kvattn.stage_sync, an empty one where it needs nothing.
+  void stageOp(Operation *op, std::optional<StageKind> own, StageKind reads,
+               std::optional<StageKind> paired) {
+    needs[op];
+    if (own)
+      issue(*own, op, /*beforeSync=*/true);
+    sync(op, reads);
+    if (paired)
+      issue(*paired, op, /*beforeSync=*/false);
+    state.stages[reads].read = true;
   }
 
   /// A CTA barrier: every read before it is done, every copy waited for
