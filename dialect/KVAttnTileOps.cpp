@@ -83,13 +83,18 @@ LogicalResult TileLoadQOp::verify() {
                             "for rope: they need rope";
   }
   // A 16-bit query tile (the tensor-core kernels') holds the query as it
-  // is: its own type, and a rotated query rounded to it.
+  // is: its own type, and a rotated query rounded to it; or a bf16 query
+  // converted into f16 (an FP8 cache's f16 stage), rows scaled by powers
+  // of two where they would not be finite.
   Type tileType = cast<MemRefType>(getQTile().getType()).getElementType();
   Type queryType = cast<MemRefType>(getQuery().getType()).getElementType();
   if (!tileType.isF32()) {
-    if (tileType != queryType)
+    const bool converted =
+        queryType.isBF16() && tileType.isF16() && !getRopeAttr();
+    if (tileType != queryType && !converted)
       return emitOpError() << "a 16-bit q_tile holds the query in its own "
-                              "type: the query is "
+                              "type (or a bf16 query without rope in f16): "
+                              "the query is "
                            << queryType << ", the tile " << tileType;
     if (RopeAttr rope = getRopeAttr(); rope && rope.getF32Query())
       return emitOpError() << "rope with f32_query keeps the rotated query "

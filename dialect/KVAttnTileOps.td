@@ -57,7 +57,11 @@ def KVAttn_TileLoadQOp : KVAttn_Op<"tile.load_q", [AttrSizedOperandSegments]> {
     `q_tile[r, d] = f32(query[batch, head, start + r, d])` for `r < rows`;
     rows `rows <= r < BM` are set to 0. `q_tile` is `[BM, D]`, in f32, or in
     the query's own 16-bit type (the tensor-core GPU kernels, whose tile
-    holds the mma's A operand: -kvattn-assign-tile-layouts retypes it).
+    holds the mma's A operand: -kvattn-assign-tile-layouts retypes it), or
+    in f16 for a bf16 query without `rope` over an FP8 cache staged in f16:
+    row `r` then holds `f16(query row · 2^-s)`, `s = 0` unless a value of
+    the row would not be finite in f16, and the GPU lowering multiplies the
+    row's dot products in `tile.qk` by `2^s`.
 
     With `group = G` the tile packs the `G` query heads that share one kv
     head (GQA packing): `start` counts packed rows, and tile row `r` is

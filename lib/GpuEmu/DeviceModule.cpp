@@ -328,6 +328,20 @@ std::optional<Site> opSiteOf(CallInst &call) {
     s.op = Op::Barrier;
     return s;
   }
+  // barrier.cta.red.{popc,and,or}.aligned.all(i32 id, i1 predicate).
+  if (name.consume_front("llvm.nvvm.barrier.cta.red.") &&
+      name.consume_back(".aligned.all")) {
+    s.op = Op::Barrier;
+    if (name == "popc")
+      s.barrierReduction = Site::Popc;
+    else if (name == "and")
+      s.barrierReduction = Site::And;
+    else if (name == "or")
+      s.barrierReduction = Site::Or;
+    else
+      return std::nullopt;
+    return s;
+  }
   if (name == "llvm.nvvm.bar.warp.sync") {
     s.op = Op::WarpSync;
     return s;

@@ -333,6 +333,23 @@ Status Launch::completeBarrier() {
           whereThreadsWait());
     }
   }
+  // barrier.cta.red: every waiting thread's predicate (operand 1, an i1
+  // stored in its slot's low byte) reduced into each one's result.
+  if (const Site::BarrierReduction red = sites()[site].barrierReduction;
+      red != Site::NoReduction) {
+    uint64_t count = 0, waiting = 0;
+    for (const Thread &t : threads_)
+      if (t.state == State::AtBarrier) {
+        ++waiting;
+        count += t.args[1] & 1u;
+      }
+    const uint64_t value = red == Site::Popc  ? count
+                           : red == Site::And ? count == waiting
+                                              : count != 0;
+    for (Thread &t : threads_)
+      if (t.state == State::AtBarrier)
+        t.results[0] = value;
+  }
   flushAll();
   ++counters_.barriers;
   if (sites()[site].inKvLoop)
@@ -531,6 +548,8 @@ void Launch::op(uint32_t siteId, uint64_t *args, uint64_t *results) {
   case Op::Barrier:
     t.state = State::AtBarrier;
     t.site = siteId;
+    t.args = args;
+    t.results = results;
     wait(t);
     return;
   case Op::Shfl:

@@ -85,7 +85,8 @@ SmallVector<TileRole, 2> rolesOf(memref::AllocaOp alloca) {
 
 /// On tensor cores the query tile holds the query as the mma reads it: in
 /// its own 16-bit type, not f32 (the bytes the outlining's shared memory
-/// layout gave it). A rotated query kept in f32 (rope f32_query) cannot be.
+/// layout gave it), or in f16 for an FP8 cache's f16 stage. A rotated query
+/// kept in f32 (rope f32_query) cannot be.
 LogicalResult retypeQueryTile(memref::AllocaOp alloca) {
   Type queryType;
   for (Operation *user : alloca->getUsers())
@@ -98,8 +99,20 @@ LogicalResult retypeQueryTile(memref::AllocaOp alloca) {
                   "16-bit type: drop f32_query, or compile without tensor "
                   "cores";
     }
+  if (!queryType)
+    return success();
+  // A bf16 query over an FP8 cache staged in f16 is converted into f16
+  // (fp8StageType; tile.load_q's lowering keeps it finite).
+  auto kernel = alloca->getParentOfType<gpu::GPUFuncOp>();
+  bool fp8 = false;
+  kernel.walk([&](TileQKOp qk) {
+    fp8 |= isa<Float8E4M3FNType, Float8E5M2Type>(
+        getElementTypeOrSelf(qk.getKey().getType()));
+  });
+  if (fp8 && queryConvertsToF16(queryType, fp8StageType(kernel)))
+    queryType = fp8StageType(kernel);
   MemRefType type = alloca.getType();
-  if (!queryType || type.getElementType() == queryType)
+  if (type.getElementType() == queryType)
     return success();
   if (!queryType.isF16() && !queryType.isBF16())
     return alloca.emitOpError()
@@ -299,8 +312,9 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
     bool sameType = true, hasQuery = false;
     kernel.walk([&](TileLoadQOp load) {
       hasQuery = true;
-      sameType &= getElementTypeOrSelf(load.getQuery().getType()) ==
-                  layout->stageElementType;
+      sameType &= queryReachesStageType(
+          getElementTypeOrSelf(load.getQuery().getType()),
+          layout->stageElementType);
     });
     query = queryInRegisters && !wgmma && hasQuery && sameType &&
             keepQueryInRegisters(*layout);

@@ -304,8 +304,9 @@ static LogicalResult outlineProgram(scf::ForallOp forall,
     if (useTensorCores && wgmma) {
       bool sameType = true;
       forall.walk([&](TileLoadQOp load) {
-        sameType &= getElementTypeOrSelf(load.getQuery().getType()) ==
-                    layout->stageElementType;
+        sameType &= queryReachesStageType(
+            getElementTypeOrSelf(load.getQuery().getType()),
+            layout->stageElementType);
       });
       // (An FP8 cache is converted into the 16-bit stages by plain loads,
       // as on mma.sync, and keeps that staging: canUseTmaRing. The query

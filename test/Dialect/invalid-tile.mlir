@@ -133,10 +133,20 @@ func.func @mask_tree_positions(%s: memref<16x32xf32>, %i: index, %p: memref<?xi3
 // -----
 
 // A 16-bit query tile (the tensor-core kernels') holds the query in its own
-// type.
+// type, or a bf16 query converted into f16 (an FP8 cache's f16 stage).
 func.func @load_q_tile_type(%q: memref<1x1x64x64xf16>, %t: memref<64x64xbf16>, %i: index) {
-  // expected-error @+1 {{a 16-bit q_tile holds the query in its own type: the query is 'f16', the tile 'bf16'}}
+  // expected-error @+1 {{a 16-bit q_tile holds the query in its own type (or a bf16 query without rope in f16): the query is 'f16', the tile 'bf16'}}
   kvattn.tile.load_q %q[%i, %i, %i] rows(%i) into %t : memref<1x1x64x64xf16>, memref<64x64xbf16>
+  return
+}
+
+// -----
+
+// The conversion into f16 is not the rotation's (element by element).
+func.func @load_q_tile_converted_rope(%q: memref<1x1x64x64xbf16>, %t: memref<64x64xf16>, %i: index) {
+  // expected-error @+1 {{a 16-bit q_tile holds the query in its own type (or a bf16 query without rope in f16): the query is 'bf16', the tile 'f16'}}
+  kvattn.tile.load_q %q[%i, %i, %i] rows(%i) rope = <rotary_dim = 64, theta = 1.000000e+04> pos_row(%i) q_base(%i)
+      into %t : memref<1x1x64x64xbf16>, memref<64x64xf16>
   return
 }
 

@@ -226,6 +226,14 @@ func.func @tile_group(%q: memref<1x8x?x8xf16>, %qt: memref<16x8xf32>, %m: memref
   return
 }
 
+// A bf16 query into an f16 tile (an FP8 cache's f16 stage on tensor cores).
+// CHECK-LABEL: func @tile_load_q_converted
+// CHECK: kvattn.tile.load_q %{{.*}} into %{{.*}} : memref<1x8x?x64xbf16>, memref<64x64xf16>
+func.func @tile_load_q_converted(%q: memref<1x8x?x64xbf16>, %qt: memref<64x64xf16>, %i: index, %n: index) {
+  kvattn.tile.load_q %q[%i, %i, %i] rows(%n) into %qt : memref<1x8x?x64xbf16>, memref<64x64xf16>
+  return
+}
+
 // CHECK-LABEL: func @tile_prefetch
 // CHECK: kvattn.tile.prefetch %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] size(%{{.*}}) : memref<1x2x?x8xf16>
 // CHECK: kvattn.tile.prefetch %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] pages(%{{.*}} : memref<2x?xi32>) size(%{{.*}}) : memref<?x16x2x8xf16>

@@ -257,6 +257,58 @@ define ptx_kernel void @shfl(ptr %out) {
   d.cuMemFree(out);
 }
 
+// barrier.cta.red.{or,and,popc}: the CTA barrier reduces one predicate of
+// every thread (96 threads: three warps) and hands each thread the result.
+TEST(GpuEmuTest, BarrierReductionsReduceTheWholeCta) {
+  REQUIRE_DRIVER();
+  std::string ir = std::string(kHeader) + R"(
+declare i1 @llvm.nvvm.barrier.cta.red.or.aligned.all(i32, i1)
+declare i1 @llvm.nvvm.barrier.cta.red.and.aligned.all(i32, i1)
+declare i32 @llvm.nvvm.barrier.cta.red.popc.aligned.all(i32, i1)
+define ptx_kernel void @red(ptr %out, i32 %only) {
+  %l = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %one = icmp eq i32 %l, %only
+  %any = call i1 @llvm.nvvm.barrier.cta.red.or.aligned.all(i32 0, i1 %one)
+  %none = call i1 @llvm.nvvm.barrier.cta.red.or.aligned.all(i32 0, i1 false)
+  %notone = icmp ne i32 %l, %only
+  %all = call i1 @llvm.nvvm.barrier.cta.red.and.aligned.all(i32 0, i1 %notone)
+  %bit = and i32 %l, 1
+  %odd = icmp ne i32 %bit, 0
+  %n = call i32 @llvm.nvvm.barrier.cta.red.popc.aligned.all(i32 0, i1 %odd)
+  %l64 = zext i32 %l to i64
+  %o = getelementptr [4 x i32], ptr %out, i64 %l64
+  %a = zext i1 %any to i32
+  store i32 %a, ptr %o
+  %o1 = getelementptr i32, ptr %o, i64 1
+  %b = zext i1 %none to i32
+  store i32 %b, ptr %o1
+  %o2 = getelementptr i32, ptr %o, i64 2
+  %c = zext i1 %all to i32
+  store i32 %c, ptr %o2
+  %o3 = getelementptr i32, ptr %o, i64 3
+  store i32 %n, ptr %o3
+  ret void
+}
+)";
+  EmuDriver &d = driver();
+  std::string error;
+  CUmodule m = d.load(ir, error);
+  ASSERT_TRUE(m) << error;
+  uint64_t out = d.upload(nullptr, 96 * 16);
+  // Thread 70 alone holds the predicate; then none does.
+  for (uint32_t only : {70u, 1000u}) {
+    ASSERT_EQ(d.launch(m, "red", 1, 96, 0, {out, only}), "");
+    std::vector<int32_t> r = d.download<int32_t>(out, 96 * 4);
+    for (int t = 0; t < 96; ++t) {
+      EXPECT_EQ(r[4 * t], only < 96 ? 1 : 0) << "or, thread " << t;
+      EXPECT_EQ(r[4 * t + 1], 0) << "or of false, thread " << t;
+      EXPECT_EQ(r[4 * t + 2], only < 96 ? 0 : 1) << "and, thread " << t;
+      EXPECT_EQ(r[4 * t + 3], 48) << "popc, thread " << t;
+    }
+  }
+  d.cuMemFree(out);
+}
+
 // The FP8 conversions of the PTX ISA (cvt.rn.satfinite{.relu}.e4m3x2.f32 /
 // .e5m2x2.f32, cvt.rn{.relu}.f16x2.e4m3x2 / .e5m2x2): operand a in the upper
 // byte (half), round to nearest even, saturation to the largest finite value

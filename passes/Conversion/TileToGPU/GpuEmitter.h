@@ -100,6 +100,12 @@ struct Threads {
   /// FP8 K/V are converted with cvt.rn.f16x2.{e4m3x2,e5m2x2} (sm_89 and
   /// later) instead of the software decode (Fp8.h).
   bool hardwareFp8 = false;
+  /// A bf16 query converted into an FP8 cache's f16 stage
+  /// (queryConvertsToF16): the lane's private memref<rowsPerLane x f32>, for
+  /// each of its rows the power of two 2^s tile.load_q scaled the row down
+  /// by (1 unless a value of the row would not be finite in f16), which
+  /// tile.qk multiplies the row's dot products by. Null otherwise.
+  Value queryScale;
   /// Tensor cores with tile.prefetch in the program: each K block is
   /// already in flight when its tile.qk runs (issued one step ahead).
   bool prefetchKeys = false;
@@ -230,6 +236,39 @@ struct GpuEmitter : Emitter {
         b, b.getStringAttr("llvm.nvvm.barrier.cta.sync.aligned.count"),
         ValueRange{arith::ConstantIntOp::create(b, b.getI32Type(), 1),
                    arith::ConstantIntOp::create(b, b.getI32Type(), t.count)});
+  }
+  /// The factors tile.qk multiplies the dot products of the lane's rows
+  /// by (rowOfRegister's k): an FP8 K's scale outside the stage
+  /// (`keyScale`, or null) times the power of two the row of a query
+  /// converted into f16 was scaled down by (Threads::queryScale); empty
+  /// when neither applies.
+  SmallVector<Value> dotFactors(Value keyScale) {
+    SmallVector<Value> factors;
+    if (!t.queryScale) {
+      if (keyScale)
+        factors.assign(t.layout.rowsPerLane, keyScale);
+      return factors;
+    }
+    for (int64_t k = 0; k < t.layout.rowsPerLane; ++k) {
+      Value up = memref::LoadOp::create(
+          b, t.queryScale, ValueRange{arith::ConstantIndexOp::create(b, k)});
+      factors.push_back(
+          keyScale ? arith::MulFOp::create(b, keyScale, up).getResult() : up);
+    }
+    return factors;
+  }
+  /// Whether `pred` (i1) holds in any thread of the CTA: the CTA barrier
+  /// that reduces it (barrier.cta.red.or; every thread of the CTA takes
+  /// part, so not on kernels with producer warps), the same i1 in every
+  /// thread.
+  Value ctaBarrierAny(Value pred) {
+    assert(!t.producerWarps && "a CTA-wide reduction with producer warps");
+    return LLVM::CallIntrinsicOp::create(
+               b, b.getI1Type(),
+               b.getStringAttr("llvm.nvvm.barrier.cta.red.or.aligned.all"),
+               ValueRange{arith::ConstantIntOp::create(b, b.getI32Type(), 0),
+                          pred})
+        .getResult(0);
   }
   /// Whether `pred` holds in any lane of the warp (vote.any.sync over all
   /// lanes: the warp must be converged), the same i1 in every lane.

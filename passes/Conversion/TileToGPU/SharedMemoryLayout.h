@@ -15,6 +15,7 @@
 #include "kvattn/Dialect/KVAttnAttrs.h"
 #include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Support/Schedule.h"
+#include "passes/Conversion/Fp8.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -163,6 +164,45 @@ inline std::optional<TileRole> tileRoleAttrOf(memref::AllocaOp alloca) {
   return getTileRole(alloca);
 }
 
+/// The type an FP8 cache is staged in under `root`, converted by the
+/// hardware's cvt.rn.f16x2.{e4m3x2,e5m2x2} or the software decode: f16 where
+/// the stage holds the exact codes (no scale, or one per tensor or per KV
+/// head that foldedKvScale applies outside it; every FP8 value is an f16)
+/// and the query is f16, or bf16 without RoPE — tile.load_q's lowering
+/// then converts it into f16 for the tensor cores (queryConvertsToF16; the
+/// rotation's element-wise path does not) — else the query's type
+/// (per-token scales multiply each row before it is stored: bf16's range,
+/// not f16's). Null without a query.
+inline Type fp8StageType(Operation *root) {
+  Type query;
+  bool rope = false;
+  root->walk([&](TileLoadQOp op) {
+    query = cast<MemRefType>(op.getQuery().getType()).getElementType();
+    rope |= static_cast<bool>(op.getRopeAttr());
+  });
+  if (!query || !(query.isBF16() || query.isF16()) || (query.isBF16() && rope))
+    return query;
+  bool uniform = true;
+  root->walk([&](TileQKOp op) {
+    uniform &= !op.getKvScale() || isUniformKvScale(op.getKvScale());
+  });
+  root->walk([&](TileSoftmaxOp op) {
+    uniform &= !op.getKvScale() || isUniformKvScale(op.getKvScale());
+  });
+  return uniform ? FloatType(Float16Type::get(root->getContext())) : query;
+}
+
+/// Whether a tensor-core kernel's query of type `query` reaches its mma in
+/// the stage's type `stage`: its own, or a bf16 query converted into the
+/// f16 stage of an FP8 cache (fp8StageType; tile.load_q's lowering scales
+/// it by a power of two that keeps it finite in f16).
+inline bool queryConvertsToF16(Type query, Type stage) {
+  return query.isBF16() && stage.isF16();
+}
+inline bool queryReachesStageType(Type query, Type stage) {
+  return query == stage || queryConvertsToF16(query, stage);
+}
+
 /// Computes the layout of the program rooted at `root` (an scf.forall body
 /// or a kernel). Fails when the program has no tile.qk / softmax_update
 /// (nothing to stage) or a tile has a dynamic shape.
@@ -186,12 +226,9 @@ inline FailureOr<SharedMemoryLayout> computeSharedMemoryLayout(
     keyCols = std::max(keyCols, key.getDimSize(3));
     elementType = key.getElementType();
   });
-  // An FP8 cache is staged converted to the query's type (the mma's
-  // operand type on tensor cores), its scale applied.
+  // An FP8 cache is staged converted (fp8StageType).
   if (elementType && isa<Float8E4M3FNType, Float8E5M2Type>(elementType))
-    root->walk([&](TileLoadQOp op) {
-      elementType = cast<MemRefType>(op.getQuery().getType()).getElementType();
-    });
+    elementType = fp8StageType(root);
   // The latent form's V is the K stage's first Dv columns (the
   // accumulator's width): no V stage of its own.
   const bool latent = isLatentProgram(root);

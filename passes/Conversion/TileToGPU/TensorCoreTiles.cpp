@@ -998,9 +998,11 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
                                         TileSoftmaxOp prefetch) {
   // The staged type (an FP8 cache's K is converted to the query's).
   Type elt = cast<MemRefType>(e.t.stage.getType()).getElementType();
-  // An FP8 K's scale per tensor or per KV head, on the dot products.
-  Value keyScale = foldedKvScale(e.b, e.b.getLoc(), op.getKey(),
-                                 op.getKvScale(), op.getKvHead());
+  // An FP8 K's scale per tensor or per KV head, on the dot products, times
+  // the power of two each row of a query converted into f16 was scaled
+  // down by (dotFactors: one per row of the lane).
+  SmallVector<Value> dotFactors = e.dotFactors(foldedKvScale(
+      e.b, e.b.getLoc(), op.getKey(), op.getKvScale(), op.getKvHead()));
   auto scoresType = cast<MemRefType>(op.getScores().getType());
   int64_t bn = scoresType.getDimSize(1);
   int64_t d = cast<MemRefType>(op.getQTile().getType()).getDimSize(1);
@@ -1143,8 +1145,8 @@ void mlir::kvattn::lowerQKOnTensorCores(GpuEmitter &e, TileQKOp op,
       for (int64_t j = 0; j < width; ++j)
         for (int i = 0; i < regs; ++i) {
           Value dot = acc[regs * (tile * width + j) + i];
-          if (keyScale) // the FP8 K stage's exact codes (foldedKvScale)
-            dot = e.mulf(dot, keyScale);
+          if (!dotFactors.empty()) // the FP8 K stage's exact codes
+            dot = e.mulf(dot, dotFactors[layout.rowOfRegister(i, tile)]);
           Value s = e.t.rawScores ? dot : emitScaledScore(e, op, dot, kLog2E);
           if (split > 1) {
             // Into the shared score tile, at the warp's keys.

@@ -104,6 +104,128 @@ Value rotatedQueryElement(GpuEmitter &e, TileLoadQOp op, RopeAttr rope, Value r,
                             : emitRoundThrough(e.b, e.b.getLoc(), v, queryType);
 }
 
+/// The largest biased exponent field of the finite values of a bf16
+/// chunk (0 for zeros and subnormals; infinities and NaNs, 0xFF, left out).
+static Value maxFiniteExponent(GpuEmitter &e, Value chunk) {
+  auto chunkType = cast<VectorType>(chunk.getType());
+  auto intType = VectorType::get(chunkType.getShape(), e.b.getI16Type());
+  auto splat = [&](int64_t v) {
+    return arith::ConstantOp::create(
+        e.b, intType,
+        DenseElementsAttr::get(intType, Attribute(e.b.getI16IntegerAttr(v))));
+  };
+  Value bits = arith::BitcastOp::create(e.b, intType, chunk);
+  Value exponent = arith::AndIOp::create(
+      e.b, arith::ShRUIOp::create(e.b, bits, splat(7)), splat(0xFF));
+  Value finite = arith::CmpIOp::create(e.b, arith::CmpIPredicate::ne,
+                                       exponent, splat(0xFF));
+  exponent = arith::SelectOp::create(e.b, finite, exponent, splat(0));
+  Value m = vector::ReductionOp::create(e.b, vector::CombiningKind::MAXUI,
+                                        exponent);
+  return arith::ExtUIOp::create(e.b, e.b.getI32Type(), m);
+}
+
+/// ... and then each warp takes its rows one at a time (every row of the
+/// tile belongs to one warp; of warps that share rows, the first value
+/// slice's writes): its lanes' chunks of the row, the largest finite
+/// exponent E of the row (a warp reduction), the row rewritten scaled by
+/// 2^-s, s = max(E - 15, 0) — bf16's largest mantissa times 2^15 is
+/// 65,280, finite in f16; a row that did not overflow is stored as before
+/// — and each lane keeps 2^s of the rows it owns in the accumulator
+/// fragment (Threads::queryScale), which tile.qk multiplies their dot
+/// products by. A row's scale is its own: a row of huge values costs the
+/// others nothing, and a NaN or an infinity stays in its row.
+static SmallVector<Value> emitQueryRowScales(
+    GpuEmitter &e, TileLoadQOp op,
+    function_ref<std::tuple<Value, Value, Value>(Value)> loadChunk,
+    function_ref<void(Value, Value, Value)> storeChunk,
+    function_ref<std::pair<Value, Value>(Value, Value)> toF16) {
+  const FragmentLayout &layout = e.t.layout;
+  auto type = cast<MemRefType>(op.getQTile().getType());
+  constexpr int64_t kChunk = 8;
+  const int64_t chunksPerRow = type.getDimSize(1) / kChunk;
+  Type i32 = e.b.getI32Type();
+  auto c32 = [&](int64_t v) {
+    return arith::ConstantIntOp::create(e.b, i32, v).getResult();
+  };
+  auto eq = [&](Value x, Value y) {
+    return arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, x, y)
+        .getResult();
+  };
+  // The warp's rows from rowBase; chunk c of row r is loadChunk's
+  // r * chunksPerRow + c.
+  Value rowBase = e.mulIdx(e.t.warp, layout.warpRows);
+  // Only the first value slice's warps write the rows they share.
+  Value writes = e.t.valueSlice
+                     ? eq(e.t.valueSlice, e.idx(0))
+                     : arith::ConstantIntOp::create(e.b, e.b.getI1Type(), 1)
+                           .getResult();
+  Value laneRow = e.divIdx(e.t.lane, e.idx(layout.lanesPerRow));
+  SmallVector<Value> ones(layout.rowsPerLane, e.f32(1.0f));
+  auto rows = scf::ForOp::create(
+      e.b, e.idx(0), e.idx(layout.warpRows), e.idx(1), ones,
+      [&](OpBuilder &nested, Location loc, Value j, ValueRange scales) {
+        OpBuilder::InsertionGuard guard(e.b);
+        e.b.setInsertionPoint(nested.getInsertionBlock(),
+                              nested.getInsertionPoint());
+        Value first = e.mulIdx(e.add(rowBase, j), chunksPerRow);
+        auto eachOfRow = [&](Value carried,
+                             function_ref<Value(Value, Value)> step) {
+          auto loop = scf::ForOp::create(
+              e.b, e.t.lane, e.idx(chunksPerRow), e.idx(32),
+              carried ? ValueRange{carried} : ValueRange{},
+              [&](OpBuilder &inner, Location l, Value c, ValueRange args) {
+                OpBuilder::InsertionGuard g(e.b);
+                auto yield = scf::YieldOp::create(inner, l);
+                e.b.setInsertionPoint(yield);
+                Value next =
+                    step(e.add(first, c), args.empty() ? Value() : args[0]);
+                if (next)
+                  yield->setOperands(next);
+              });
+          return carried ? loop.getResult(0) : Value();
+        };
+        Value biased = eachOfRow(c32(0), [&](Value i, Value m) -> Value {
+          return arith::MaxUIOp::create(
+              e.b, m, maxFiniteExponent(e, std::get<2>(loadChunk(i))));
+        });
+        for (int32_t offset = 1; offset < 32; offset *= 2)
+          biased = arith::MaxUIOp::create(
+              e.b, biased,
+              gpu::ShuffleOp::create(e.b, biased, c32(offset), c32(32),
+                                     gpu::ShuffleMode::XOR)
+                  .getShuffleResult());
+        // s = max(E - 15, 0) = max(biased - 142, 0); 2^-s and 2^s by their
+        // f32 bit patterns (exponent fields 127 - s >= 15, 127 + s <= 239).
+        Value shift = arith::MaxSIOp::create(
+            e.b, arith::SubIOp::create(e.b, biased, c32(142)), c32(0));
+        auto power = [&](Value exponent) {
+          return arith::BitcastOp::create(
+              e.b, e.b.getF32Type(),
+              arith::ShLIOp::create(e.b, exponent, c32(23)));
+        };
+        Value down = power(arith::SubIOp::create(e.b, c32(127), shift));
+        Value up = power(arith::AddIOp::create(e.b, c32(127), shift));
+        e.when(writes, [&] {
+          eachOfRow(Value(), [&](Value i, Value) {
+            auto [r, x, v] = loadChunk(i);
+            storeChunk(r, x, toF16(v, down).second);
+            return Value();
+          });
+        });
+        SmallVector<Value> next;
+        for (int64_t k = 0; k < layout.rowsPerLane; ++k)
+          next.push_back(arith::SelectOp::create(
+              e.b,
+              eq(j, e.add(laneRow, e.idx(layout.rowOffset(
+                                        static_cast<int>(k))))),
+              up, scales[k]));
+        scf::YieldOp::create(e.b, next);
+      });
+  e.barrier();
+  return SmallVector<Value>(rows.getResults());
+}
+
 void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
   // Tensor cores: the query rows in their own 16-bit type (the tile's),
   // swizzled (ldmatrix reads them); otherwise f32.
@@ -117,9 +239,17 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
     // D * 2 bytes, D % 8 == 0, and the buffers 16-byte aligned: the ABI),
     // stored whole (the swizzle moves 16-byte chunks).
     constexpr int64_t kChunk = 8;
-    auto chunkType = VectorType::get({kChunk}, elt);
+    // A bf16 query into an FP8 cache's f16 stage (queryConvertsToF16):
+    // each chunk through f32 into f16, exact between 2^-14 and 65,504.
+    Type queryType = getElementTypeOrSelf(op.getQuery().getType());
+    const bool convert = queryConvertsToF16(queryType, elt);
+    auto chunkType = VectorType::get({kChunk}, queryType);
+    auto tileChunkType = VectorType::get({kChunk}, elt);
+    auto f32Chunk = VectorType::get({kChunk}, e.b.getF32Type());
     Value chunks = e.idx(type.getDimSize(1) / kChunk);
-    e.cooperative(e.idx(type.getNumElements() / kChunk), [&](Value i) {
+    // Chunk i of the tile: its row, its column and its query values
+    // (zeros past the program's rows).
+    auto loadChunk = [&](Value i) {
       Value r = e.divIdx(i, chunks), x = e.mulIdx(e.remIdx(i, chunks), kChunk);
       Value v = e.ifElse(
           e.lt(r, op.getRows()),
@@ -134,19 +264,103 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
           },
           arith::ConstantOp::create(e.b, chunkType,
                                     e.b.getZeroAttr(chunkType)));
+      return std::make_tuple(r, x, v);
+    };
+    auto storeChunk = [&](Value r, Value x, Value v) {
       SmallVector<Value, 2> at =
           e.t.wgmma ? panelIndices(e, tile, r, x)
                     : SmallVector<Value, 2>{r, swizzledCol(e, tile, r, x)};
       vector::StoreOp::create(e.b, v, tile, at,
                               /*nontemporal=*/false, llvm::Align(16));
-    });
+    };
+    // f16 of a bf16 chunk times `scale` (a power of two, or none).
+    auto toF16 = [&](Value v, Value scale) {
+      Value f = arith::ExtFOp::create(e.b, f32Chunk, v);
+      if (scale)
+        f = arith::MulFOp::create(
+            e.b, f, vector::BroadcastOp::create(e.b, f32Chunk, scale));
+      return std::make_pair(f, arith::TruncFOp::create(e.b, tileChunkType, f)
+                                   .getResult());
+    };
+    // The thread's chunks, `step` applied to each; with `carried`, the
+    // loop-carried value step folds into.
+    auto eachChunk = [&](Value carried,
+                         function_ref<Value(Value, Value)> step) -> Value {
+      auto loop = scf::ForOp::create(
+          e.b, e.t.tid, e.idx(type.getNumElements() / kChunk), e.idx(e.t.count),
+          carried ? ValueRange{carried} : ValueRange{},
+          [&](OpBuilder &nested, Location loc, Value i, ValueRange args) {
+            OpBuilder::InsertionGuard guard(e.b);
+            auto yield = scf::YieldOp::create(nested, loc);
+            e.b.setInsertionPoint(yield);
+            Value next = step(i, args.empty() ? Value() : args.front());
+            if (next)
+              yield->setOperands(next);
+          });
+      return carried ? loop.getResult(0) : Value();
+    };
+    Value overflow;
+    if (!convert) {
+      eachChunk(Value(), [&](Value i, Value) {
+        auto [r, x, v] = loadChunk(i);
+        storeChunk(r, x, v);
+        return Value();
+      });
+    } else {
+      // Whether a finite value of the thread's chunks became an infinity
+      // (|q| >= 65,520).
+      Value limit = e.f32(65520.0f), inf = e.f32(INFINITY);
+      overflow = eachChunk(
+          arith::ConstantIntOp::create(e.b, e.b.getI1Type(), 0),
+          [&](Value i, Value any) {
+            auto [r, x, v] = loadChunk(i);
+            auto [f, h] = toF16(v, Value());
+            storeChunk(r, x, h);
+            Value a = math::AbsFOp::create(e.b, f);
+            Value big = arith::AndIOp::create(
+                e.b,
+                arith::CmpFOp::create(
+                    e.b, arith::CmpFPredicate::OGE, a,
+                    vector::BroadcastOp::create(e.b, f32Chunk, limit)),
+                arith::CmpFOp::create(
+                    e.b, arith::CmpFPredicate::OLT, a,
+                    vector::BroadcastOp::create(e.b, f32Chunk, inf)));
+            return arith::OrIOp::create(
+                e.b, any,
+                vector::ReductionOp::create(e.b, vector::CombiningKind::OR,
+                                            big));
+          });
+    }
     // (sm_90a: wgmma reads the tile through the async proxy; the
     // fence.proxy.async each thread executes after its K copies land, before
     // the barrier of the first Q.K^T, orders these writes too. With the TMA
     // ring no thread copies K: each fences its query stores here.)
     if (e.t.tma)
       emitProxyFence(e);
-    e.barrier();
+    if (!convert) {
+      e.barrier();
+    } else {
+      // The barrier that publishes the tile also tells every thread whether
+      // any overflowed (queryRowScales: rarely, never for the activations
+      // of a model) ...
+      Value any = e.ctaBarrierAny(overflow);
+      const FragmentLayout &layout = e.t.layout;
+      auto ifOp = scf::IfOp::create(
+          e.b, SmallVector<Type>(layout.rowsPerLane, e.b.getF32Type()), any,
+          /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(e.b);
+        e.b.setInsertionPointToStart(ifOp.thenBlock());
+        scf::YieldOp::create(e.b, emitQueryRowScales(e, op, loadChunk,
+                                                     storeChunk, toF16));
+        e.b.setInsertionPointToStart(ifOp.elseBlock());
+        scf::YieldOp::create(
+            e.b, SmallVector<Value>(layout.rowsPerLane, e.f32(1.0f)));
+      }
+      for (int64_t k = 0; k < layout.rowsPerLane; ++k)
+        memref::StoreOp::create(e.b, ifOp.getResult(k), e.t.queryScale,
+                                ValueRange{e.idx(k)});
+    }
     if (e.t.qFragments)
       emitLoadQueryFragments(e, tile);
     emitPingPongStart(e);
@@ -1604,7 +1818,8 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
     Type qElt = layout->stageElementType; // the mma's operand type
     bool sameType = true;
     kernel.walk([&](TileLoadQOp load) {
-      sameType &= getElementTypeOrSelf(load.getQuery().getType()) == qElt;
+      sameType &= queryReachesStageType(
+          getElementTypeOrSelf(load.getQuery().getType()), qElt);
     });
     if (schedule.getQueryInRegisters()) {
       if (!sameType || !keepQueryInRegisters(*layout))
@@ -1615,6 +1830,24 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
       t.qFragments = memref::AllocaOp::create(
           b, queryFragmentsType(ctx, qType.getDimSize(1), qElt, mmaTiles));
     }
+  }
+  // A bf16 query converted into an FP8 cache's f16 stage: the powers of two
+  // its rows were scaled by (Threads::queryScale), written by tile.load_q.
+  if (tensorCores && t.qTile) {
+    bool convert = false;
+    kernel.walk([&](TileLoadQOp load) {
+      convert |= queryConvertsToF16(
+          getElementTypeOrSelf(load.getQuery().getType()),
+          getElementTypeOrSelf(t.qTile.getType()));
+    });
+    if (convert && t.producerWarps)
+      return kernel.emitOpError()
+             << "kvattn-lower-tile-to-gpu: a bf16 query converted into an "
+                "FP8 cache's f16 stage is checked for overflow by a barrier "
+                "of every thread, which a producer warpgroup does not reach";
+    if (convert)
+      t.queryScale = memref::AllocaOp::create(
+          b, MemRefType::get({t.layout.rowsPerLane}, b.getF32Type()));
   }
   if (tensorCores)
     t.rowStats = memref::AllocaOp::create(

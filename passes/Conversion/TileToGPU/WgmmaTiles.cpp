@@ -841,12 +841,15 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
     emitTmaRelease(e, 0, op.getStart());
   const FragmentLayout &layout = e.t.layout;
   // An FP8 K's scale per tensor or per KV head, on the dot products (the
-  // stage holds the exact codes: foldedKvScale).
-  Value keyScale = foldedKvScale(e.b, e.b.getLoc(), op.getKey(),
-                                 op.getKvScale(), op.getKvHead());
+  // stage holds the exact codes: foldedKvScale), times the power of two
+  // each row of a query converted into f16 was scaled down by (dotFactors:
+  // one per row of the lane).
+  SmallVector<Value> dotFactors = e.dotFactors(foldedKvScale(
+      e.b, e.b.getLoc(), op.getKey(), op.getKvScale(), op.getKvHead()));
   for (int64_t i = 0; i < n / 2; ++i) {
     FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
-    Value dot = keyScale ? e.mulf(acc[i], keyScale) : acc[i];
+    Value dot = dotFactors.empty() ? acc[i]
+                                   : e.mulf(acc[i], dotFactors[entry.k]);
     Value s = e.t.rawScores ? dot : emitScaledScore(e, op, dot, kLog2E);
     e.storeScore(s, entry.k, entry.slice, entry.el);
   }
