@@ -263,12 +263,24 @@ struct GpuEmitter : Emitter {
   /// thread.
   Value ctaBarrierAny(Value pred) {
     assert(!t.producerWarps && "a CTA-wide reduction with producer warps");
-    return LLVM::CallIntrinsicOp::create(
-               b, b.getI1Type(),
-               b.getStringAttr("llvm.nvvm.barrier.cta.red.or.aligned.all"),
-               ValueRange{arith::ConstantIntOp::create(b, b.getI32Type(), 0),
-                          pred})
-        .getResult(0);
+    Value any =
+        LLVM::CallIntrinsicOp::create(
+            b, b.getI1Type(),
+            b.getStringAttr("llvm.nvvm.barrier.cta.red.or.aligned.all"),
+            ValueRange{arith::ConstantIntOp::create(b, b.getI32Type(), 0),
+                       pred})
+            .getResult(0);
+    // The same in every thread, but ptxas does not know it of the
+    // barrier's result: shuffled from lane 0 (as Threads::rowGroup), a
+    // branch on it keeps the code after it on the uniform datapath (the
+    // wgmma descriptors in uniform registers).
+    Value i32 = arith::ExtUIOp::create(b, b.getI32Type(), any);
+    i32 = gpu::ShuffleOp::create(
+              b, i32, arith::ConstantIntOp::create(b, b.getI32Type(), 0),
+              arith::ConstantIntOp::create(b, b.getI32Type(), 32),
+              gpu::ShuffleMode::IDX)
+              .getShuffleResult();
+    return arith::TruncIOp::create(b, b.getI1Type(), i32);
   }
   /// Whether `pred` holds in any lane of the warp (vote.any.sync over all
   /// lanes: the warp must be converged), the same i1 in every lane.
