@@ -18,7 +18,9 @@ the SASS level"):
 - per trip, per warp: instructions by class, tensor FLOPs, shared-memory bytes
   (ldmatrix .xN = N x 128 B, LDS/STS width x 32 lanes), cp.async / TMA,
   barriers, MUFU, spills.  A loop nested in the main loop (a spin wait) is
-  counted once.
+  counted once; a rolled copy loop by its trips, each in its steady state
+  (steady_state: a cold branch, such as the FP8 decode's NaN fix-up, is
+  left out, as in the main loop).
 
     python3 bench/peers/sass.py FILE.sass [--function SUBSTRING] [--json]
 """
@@ -361,7 +363,7 @@ def main_loop(ins, which=None, expect=None):
         if t is None:
             untripped.append(o)
         elif t > 1:
-            extra.append((o_ins, t - 1))
+            extra.append((steady_state(o_ins), t - 1))
     rolled_insts = len(set(i.addr for o in untripped for i in o[2]))
     return (body_ins[0].addr, body_ins[-1].addr, parts, extra,
             (len(untripped), rolled_insts))

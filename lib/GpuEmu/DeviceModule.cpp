@@ -11,7 +11,9 @@
 //     warp collectives, barriers and cp.async to kvemu_op (8-byte argument
 //     and result slots, so aggregates never cross a C ABI);
 //   - conversions to and from f16/bf16 call the emulator's round-to-nearest
-//     -even conversions (cvt.rn), not the host's libcalls;
+//     -even conversions (cvt.rn), not the host's libcalls, and so does an
+//     f16 multiply (mul.rn.f16: exact in f32, rounded once); any other
+//     f16/bf16 arithmetic is refused;
 //   - loads and stores that may touch shared or global memory call
 //     kvemu_access first (memcheck, racecheck, coalescing and bank
 //     counters); accesses to the thread's own stack are left alone;
@@ -1286,6 +1288,14 @@ Status Rewriter::convertHalfPrecision() {
       }
       if (isa<FPExtInst>(inst))
         continue; // bf16 -> f32 is exact everywhere: a shift
+      // mul.rn.f16: the product of two f16 values is exact in f32, so the
+      // f32 product rounded once to f16 is the f16 product (subnormals
+      // kept, as PTX's f16 arithmetic without .ftz).
+      if (inst.getOpcode() == Instruction::FMul &&
+          inst.getType()->getScalarType()->isHalfTy()) {
+        work.push_back(&inst);
+        continue;
+      }
       bool arithmetic = isa<BinaryOperator>(inst) || isa<UnaryOperator>(inst) ||
                         isa<CmpInst>(inst) || isa<CastInst>(inst) ||
                         isa<IntrinsicInst>(inst);
@@ -1305,6 +1315,30 @@ Status Rewriter::convertHalfPrecision() {
     IRBuilder<> b(inst);
     Value *in = inst->getOperand(0);
     Type *outType = inst->getType();
+    if (inst->getOpcode() == Instruction::FMul) {
+      auto product = [&](Value *x, Value *y) -> Value * {
+        Value *p =
+            b.CreateFMul(b.CreateCall(fromHalf, {b.CreateBitCast(x, i16)}),
+                         b.CreateCall(fromHalf, {b.CreateBitCast(y, i16)}));
+        return b.CreateBitCast(b.CreateCall(toHalf, {p}),
+                               outType->getScalarType());
+      };
+      Value *x = inst->getOperand(0), *y = inst->getOperand(1);
+      Value *result;
+      if (auto *vector = dyn_cast<FixedVectorType>(outType)) {
+        result = PoisonValue::get(vector);
+        for (unsigned i = 0; i < vector->getNumElements(); ++i)
+          result = b.CreateInsertElement(result,
+                                         product(b.CreateExtractElement(x, i),
+                                                 b.CreateExtractElement(y, i)),
+                                         i);
+      } else {
+        result = product(x, y);
+      }
+      inst->replaceAllUsesWith(result);
+      inst->eraseFromParent();
+      continue;
+    }
     auto convert = [&](Value *scalar, Type *to) -> Value * {
       if (isa<FPTruncInst>(inst)) {
         Value *f = scalar->getType()->isFloatTy()

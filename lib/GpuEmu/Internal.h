@@ -109,9 +109,13 @@ struct Site {
   bool barrierSync = true; ///< named barrier: sync (else arrive)
   /// barrier.cta.red.{popc,and,or}: the CTA barrier that also reduces a
   /// predicate of every thread (operand 1) into each one's result.
-  enum BarrierReduction { NoReduction, Popc, And, Or } barrierReduction =
-      NoReduction;
-  uint32_t wgmmaSite = 0;  ///< WgmmaUse: the wgmma whose result is read
+  enum BarrierReduction {
+    NoReduction,
+    Popc,
+    And,
+    Or
+  } barrierReduction = NoReduction;
+  uint32_t wgmmaSite = 0; ///< WgmmaUse: the wgmma whose result is read
 
   std::string describe() const { return function + ": " + text; }
 };

@@ -104,8 +104,19 @@ Value mlir::kvattn::castKvToF32(OpBuilder &b, Location loc, Value value) {
                                   arith::OrIOp::create(b, loc, result, sign));
 }
 
-Value mlir::kvattn::dequantizeFp8Packed(OpBuilder &b, Location loc, Value codes,
-                                        Value scale) {
+namespace {
+/// The f16 bits of dequantizeFp8Packed's prmt (vector<n/2 x i32>: two
+/// codes a word) and the codes' 32-bit words (vector<n/4 x i32>).
+struct PackedCodes {
+  Value bits, words;
+};
+} // namespace
+
+/// Each code the upper byte of a 16-bit lane, two codes a prmt ({c1, 0, c0,
+/// 0} and {c3, 0, c2, 0} of a word {c3, c2, c1, c0}; selector byte 4 is the
+/// zero word's): an e5m2 code's f16; an e4m3 code's S.EEEE.MMM moved to
+/// S.0EEEE.MMM, the f16 of its value / 2^8 (subnormals too).
+static PackedCodes spreadFp8Codes(OpBuilder &b, Location loc, Value codes) {
   auto type = cast<VectorType>(codes.getType());
   const int64_t n = type.getNumElements();
   assert(n % 4 == 0 && "codes come in 32-bit words");
@@ -113,27 +124,14 @@ Value mlir::kvattn::dequantizeFp8Packed(OpBuilder &b, Location loc, Value codes,
   auto i8 = VectorType::get({n}, b.getI8Type());
   auto pairs = VectorType::get({n / 2}, b.getI32Type());
   auto quads = VectorType::get({n / 4}, b.getI32Type());
-  auto f16 = VectorType::get({n}, b.getF16Type());
-  auto f32 = VectorType::get({n}, b.getF32Type());
-  auto splat = [&](VectorType t, Attribute v) -> Value {
-    return arith::ConstantOp::create(b, loc, t, DenseElementsAttr::get(t, v));
-  };
-  auto word = [&](uint32_t v, VectorType t) {
-    return splat(t, b.getI32IntegerAttr(static_cast<int32_t>(v)));
-  };
-  auto f32Constant = [&](float v) -> Value {
-    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-  };
-  auto times = [&](Value v, Value factor) -> Value {
-    return arith::MulFOp::create(
-        b, loc, v, vector::BroadcastOp::create(b, loc, f32, factor));
+  auto word = [&](uint32_t v) -> Value {
+    return arith::ConstantOp::create(
+        b, loc, pairs,
+        DenseElementsAttr::get(
+            pairs, Attribute(b.getI32IntegerAttr(static_cast<int32_t>(v)))));
   };
   Value bytes = arith::BitcastOp::create(b, loc, i8, codes);
   Value words = vector::BitCastOp::create(b, loc, quads, bytes);
-  // Each code the upper byte of a 16-bit lane, two codes a prmt ({c1, 0,
-  // c0, 0} and {c3, 0, c2, 0} of a word {c3, c2, c1, c0}; selector byte 4
-  // is the zero word's): an e5m2 code's f16; an e4m3 code's S.EEEE.MMM moved
-  // to S.0EEEE.MMM below, the f16 of its value / 2^8 (subnormals too).
   Value zero = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
   SmallVector<Value> spread;
   for (int64_t q = 0; q < n / 4; ++q) {
@@ -147,10 +145,55 @@ Value mlir::kvattn::dequantizeFp8Packed(OpBuilder &b, Location loc, Value codes,
   Value bits = vector::FromElementsOp::create(b, loc, pairs, spread);
   if (e4m3)
     bits = arith::OrIOp::create(
-        b, loc, arith::AndIOp::create(b, loc, bits, word(0x80008000u, pairs)),
-        arith::AndIOp::create(
-            b, loc, arith::ShRUIOp::create(b, loc, bits, word(1, pairs)),
-            word(0x3f803f80u, pairs)));
+        b, loc, arith::AndIOp::create(b, loc, bits, word(0x80008000u)),
+        arith::AndIOp::create(b, loc,
+                              arith::ShRUIOp::create(b, loc, bits, word(1)),
+                              word(0x3f803f80u)));
+  return {bits, words};
+}
+
+/// Whether a chunk's e4m3 codes (their 32-bit words) hold a NaN (magnitude
+/// 0x7F): adding 1 to each byte's magnitude carries into its top bit only
+/// there.
+static Value hasE4m3Nan(OpBuilder &b, Location loc, Value words) {
+  auto quads = cast<VectorType>(words.getType());
+  auto word = [&](uint32_t v) -> Value {
+    return arith::ConstantOp::create(
+        b, loc, quads,
+        DenseElementsAttr::get(
+            quads, Attribute(b.getI32IntegerAttr(static_cast<int32_t>(v)))));
+  };
+  Value carried = arith::AndIOp::create(
+      b, loc,
+      arith::AddIOp::create(
+          b, loc, arith::AndIOp::create(b, loc, words, word(0x7f7f7f7fu)),
+          word(0x01010101u)),
+      word(0x80808080u));
+  Value any =
+      vector::ReductionOp::create(b, loc, vector::CombiningKind::OR, carried);
+  return arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ne, any,
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
+}
+
+Value mlir::kvattn::dequantizeFp8Packed(OpBuilder &b, Location loc, Value codes,
+                                        Value scale) {
+  auto type = cast<VectorType>(codes.getType());
+  const int64_t n = type.getNumElements();
+  const bool e4m3 = isa<Float8E4M3FNType>(type.getElementType());
+  auto f16 = VectorType::get({n}, b.getF16Type());
+  auto f32 = VectorType::get({n}, b.getF32Type());
+  auto splat = [&](VectorType t, Attribute v) -> Value {
+    return arith::ConstantOp::create(b, loc, t, DenseElementsAttr::get(t, v));
+  };
+  auto f32Constant = [&](float v) -> Value {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  };
+  auto times = [&](Value v, Value factor) -> Value {
+    return arith::MulFOp::create(
+        b, loc, v, vector::BroadcastOp::create(b, loc, f32, factor));
+  };
+  auto [bits, words] = spreadFp8Codes(b, loc, codes);
   Value halves = arith::ExtFOp::create(
       b, loc, f32, vector::BitCastOp::create(b, loc, f16, bits).getResult());
   if (!e4m3) // exact, infinities and NaNs included
@@ -158,27 +201,14 @@ Value mlir::kvattn::dequantizeFp8Packed(OpBuilder &b, Location loc, Value codes,
   // e4m3: value * scale = (value / 2^8) * (scale * 2^8), both factors exact
   // and so the product's rounding (value / 2^8 is an f32 normal), unless
   // scale * 2^8 overflows (scale >= 2^120) or a code is NaN (magnitude
-  // 0x7F, read as 480 / 2^8 here): adding 1 to each byte's magnitude carries
-  // into its top bit only there. Such a chunk (never, in practice) takes
-  // the two products apart and puts the NaNs back.
+  // 0x7F, read as 480 / 2^8 here: hasE4m3Nan). Such a chunk (never, in
+  // practice) takes the two products apart and puts the NaNs back.
   Value scaled = scale
                      ? arith::MulFOp::create(b, loc, scale, f32Constant(256.0f))
                            .getResult()
                      : f32Constant(256.0f);
-  Value carried = arith::AndIOp::create(
-      b, loc,
-      arith::AddIOp::create(
-          b, loc,
-          arith::AndIOp::create(b, loc, words, word(0x7f7f7f7fu, quads)),
-          word(0x01010101u, quads)),
-      word(0x80808080u, quads));
-  Value any =
-      vector::ReductionOp::create(b, loc, vector::CombiningKind::OR, carried);
   Value slow = arith::OrIOp::create(
-      b, loc,
-      arith::CmpIOp::create(
-          b, loc, arith::CmpIPredicate::ne, any,
-          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0))),
+      b, loc, hasE4m3Nan(b, loc, words),
       arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UGT, scaled,
                             f32Constant(std::numeric_limits<float>::max())));
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32}, slow,
@@ -195,6 +225,39 @@ Value mlir::kvattn::dequantizeFp8Packed(OpBuilder &b, Location loc, Value codes,
     scf::YieldOp::create(b, loc, scale ? times(value, scale) : value);
     b.setInsertionPointToStart(ifOp.elseBlock());
     scf::YieldOp::create(b, loc, times(halves, scaled));
+  }
+  return ifOp.getResult(0);
+}
+
+Value mlir::kvattn::decodeFp8ToF16Packed(OpBuilder &b, Location loc,
+                                         Value codes) {
+  auto type = cast<VectorType>(codes.getType());
+  const int64_t n = type.getNumElements();
+  auto f16 = VectorType::get({n}, b.getF16Type());
+  auto [bits, words] = spreadFp8Codes(b, loc, codes);
+  Value halves = vector::BitCastOp::create(b, loc, f16, bits);
+  // e5m2: exact, infinities and NaNs included.
+  if (!isa<Float8E4M3FNType>(type.getElementType()))
+    return halves;
+  // e4m3: (value / 2^8) * 2^8, exact in f16 (at most 448; subnormal codes
+  // are f16 subnormals, which f16 arithmetic keeps), unless the chunk has
+  // a NaN (read as 480 here): then dequantizeFp8Packed's route.
+  auto ifOp =
+      scf::IfOp::create(b, loc, TypeRange{f16}, hasE4m3Nan(b, loc, words),
+                        /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    scf::YieldOp::create(
+        b, loc,
+        arith::TruncFOp::create(b, loc, f16,
+                                dequantizeFp8Packed(b, loc, codes, Value()))
+            .getResult());
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    Value twoTo8 = arith::ConstantOp::create(
+        b, loc, f16, DenseElementsAttr::get(f16, b.getF16FloatAttr(256.0f)));
+    scf::YieldOp::create(
+        b, loc, arith::MulFOp::create(b, loc, halves, twoTo8).getResult());
   }
   return ifOp.getResult(0);
 }

@@ -34,11 +34,20 @@ Value castKvToF32(OpBuilder &b, Location loc, Value value);
 /// two codes in the upper bytes of two 16-bit lanes, an e5m2 code's f16;
 /// an e4m3 code's f16 of value / 2^8 takes one shift and two masks per two
 /// codes; one conversion to f32 a code, then one multiply by scale (e4m3:
-/// by scale * 2^8, the same product). No f16 arithmetic (the emulated GPU
-/// has none). A chunk of e4m3 codes with a NaN (magnitude 0x7F, which the
-/// f16 reads as 480), or a scale of 2^120 or more, branches to the two
-/// products apart with the NaNs put back, behind one test per chunk.
+/// by scale * 2^8, the same product). A chunk of e4m3 codes with a NaN
+/// (magnitude 0x7F, which the f16 reads as 480), or a scale of 2^120 or more,
+/// branches to the two products apart with the NaNs put back, behind one test
+/// per chunk.
 Value dequantizeFp8Packed(OpBuilder &b, Location loc, Value codes, Value scale);
+
+/// FP8 codes (a vector of a multiple of 4) as f16, exact (every FP8 value
+/// is an f16), for an f16 stage of exact codes on sm_80/sm_86: the halves
+/// of dequantizeFp8Packed's prmt, an e5m2 code's f16 as it is; an e4m3
+/// code's f16 of value / 2^8 times 2^8 in f16 (one mul.rn.f16x2 per two
+/// codes, exact; subnormal codes are f16 subnormals there). A chunk with an
+/// e4m3 NaN takes dequantizeFp8Packed's f32 route (behind the same one test
+/// per chunk).
+Value decodeFp8ToF16Packed(OpBuilder &b, Location loc, Value codes);
 
 /// `value` (f32, scalar or vector) as FP8 codes of `fp8` (f8E4M3FN or
 /// f8E5M2), the quantisation of the reference (kvattn/Support/Float8.h) in

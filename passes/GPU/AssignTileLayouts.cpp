@@ -312,9 +312,9 @@ LogicalResult scheduleKernel(gpu::GPUFuncOp kernel, bool valuePrefetch,
     bool sameType = true, hasQuery = false;
     kernel.walk([&](TileLoadQOp load) {
       hasQuery = true;
-      sameType &= queryReachesStageType(
-          getElementTypeOrSelf(load.getQuery().getType()),
-          layout->stageElementType);
+      sameType &=
+          queryReachesStageType(getElementTypeOrSelf(load.getQuery().getType()),
+                                layout->stageElementType);
     });
     query = queryInRegisters && !wgmma && hasQuery && sameType &&
             keepQueryInRegisters(*layout);

@@ -1,7 +1,8 @@
 // FP8 staging on the emulated GPU's tensor-core kernels. sm_80's (no FP8
 // conversions: dequantizeFp8Packed, Fp8.h) decodes packed codes in 32-bit
-// work and branches to separate products for a chunk with an e4m3 NaN,
-// which the packed form would read as 480. Decode rows over per-head
+// work — into the f16 stage of a per-head scale by one mul.rn.f16x2 per two
+// e4m3 codes (decodeFp8ToF16Packed) — and branches to separate products
+// for a chunk with an e4m3 NaN, which the packed form would read as 480. Decode rows over per-head
 // scales, with a NaN code in a valid K slot of KV head 0 (key 10) and in a
 // valid V slot of KV head 1 (key 1, column 40): every row of heads 0 and 1
 // and column 40 of heads 2 and 3 are NaN, as in the reference (the

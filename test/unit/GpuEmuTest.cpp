@@ -309,6 +309,69 @@ define ptx_kernel void @red(ptr %out, i32 %only) {
   d.cuMemFree(out);
 }
 
+// mul.rn.f16 (LLVM's fmul half, what mul.rn.f16x2 computes): the product
+// rounded once to nearest even, subnormals kept, NaN and infinities.
+TEST(GpuEmuTest, HalfMultiplyRoundsOnce) {
+  REQUIRE_DRIVER();
+  std::string ir = std::string(kHeader) + R"(
+define ptx_kernel void @mul(ptr %a, ptr %b, ptr %out) {
+  %l = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %l64 = zext i32 %l to i64
+  %pa = getelementptr <2 x half>, ptr %a, i64 %l64
+  %pb = getelementptr <2 x half>, ptr %b, i64 %l64
+  %po = getelementptr <2 x half>, ptr %out, i64 %l64
+  %x = load <2 x half>, ptr %pa
+  %y = load <2 x half>, ptr %pb
+  %p = fmul <2 x half> %x, %y
+  store <2 x half> %p, ptr %po
+  ret void
+}
+)";
+  using mlir::kvattn::floatToHalfBits;
+  using mlir::kvattn::halfBitsToFloat;
+  // (a, b) pairs: exact products, a tie to even, the smallest subnormal
+  // times 256, overflow to infinity, NaN, -0.
+  const float pairs[][2] = {{3.0f, 0.5f},       {1.0009765625f, 1.5f},
+                            {0x1p-24f, 256.0f}, {1.75f / 256.0f, 256.0f},
+                            {300.0f, 300.0f},   {NAN, 2.0f},
+                            {-0.0f, 5.0f},      {1.5f, 0x1p-20f}};
+  constexpr int n = sizeof pairs / sizeof pairs[0];
+  uint16_t a[n], b[n];
+  for (int i = 0; i < n; ++i) {
+    a[i] = floatToHalfBits(pairs[i][0]);
+    b[i] = floatToHalfBits(pairs[i][1]);
+  }
+  EmuDriver &d = driver();
+  std::string error;
+  CUmodule m = d.load(ir, error);
+  ASSERT_TRUE(m) << error;
+  uint64_t da = d.upload(a, sizeof a), db = d.upload(b, sizeof b),
+           dout = d.upload(nullptr, sizeof a);
+  ASSERT_EQ(d.launch(m, "mul", 1, n / 2, 0, {da, db, dout}), "");
+  std::vector<uint16_t> r = d.download<uint16_t>(dout, n);
+  for (int i = 0; i < n; ++i) {
+    const float want = halfBitsToFloat(
+        floatToHalfBits(halfBitsToFloat(a[i]) * halfBitsToFloat(b[i])));
+    const float got = halfBitsToFloat(r[i]);
+    if (std::isnan(want))
+      EXPECT_TRUE(std::isnan(got)) << "pair " << i;
+    else
+      EXPECT_EQ(floatToHalfBits(got), floatToHalfBits(want))
+          << "pair " << i << ": " << got << " against " << want;
+  }
+  // The tie: (1 + 2^-10) * 1.5 = 1.5 + 1.5 ulps (an ulp is 2^-10 there),
+  // halfway between mantissas 0x201 and 0x202: to even, 1.501953125;
+  // 2^-24 * 256 is 2^-16 (a subnormal in, a normal out); 300^2 overflows.
+  EXPECT_EQ(halfBitsToFloat(r[1]), 1.501953125f);
+  EXPECT_EQ(halfBitsToFloat(r[2]), 0x1p-16f);
+  EXPECT_EQ(halfBitsToFloat(r[3]), 1.75f);
+  EXPECT_TRUE(std::isinf(halfBitsToFloat(r[4])));
+  EXPECT_TRUE(std::signbit(halfBitsToFloat(r[6])));
+  d.cuMemFree(da);
+  d.cuMemFree(db);
+  d.cuMemFree(dout);
+}
+
 // The FP8 conversions of the PTX ISA (cvt.rn.satfinite{.relu}.e4m3x2.f32 /
 // .e5m2x2.f32, cvt.rn{.relu}.f16x2.e4m3x2 / .e5m2x2): operand a in the upper
 // byte (half), round to nearest even, saturation to the largest finite value

@@ -401,8 +401,7 @@ inline constexpr int64_t kLazyRescaleRegisters = 160;
 /// shared memory (SharedMemoryLayout::wgmma).
 inline FailureOr<SharedMemoryLayout>
 computeTensorCoreLayout(Operation *root, int64_t mmaTiles = 1,
-                        bool wgmma = false,
-                        TileRoleFn roleOf = inferTileRole) {
+                        bool wgmma = false, TileRoleFn roleOf = inferTileRole) {
   FailureOr<SharedMemoryLayout> layout = computeSharedMemoryLayout(
       root, /*privateScores=*/false, /*query16=*/true, roleOf);
   if (failed(layout))

@@ -431,6 +431,9 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
             if (rowScale)
               f = arith::MulFOp::create(
                   e.b, f, vector::BroadcastOp::create(e.b, f32Type, rowScale));
+          } else if (!rowScale && elt.isF16()) {
+            // sm_80/sm_86, an f16 stage of exact codes: decoded in f16.
+            return decodeFp8ToF16Packed(e.b, e.b.getLoc(), codes);
           } else {
             f = dequantizeFp8Packed(e.b, e.b.getLoc(), codes, rowScale);
           }

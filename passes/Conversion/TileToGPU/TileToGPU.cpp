@@ -117,11 +117,11 @@ static Value maxFiniteExponent(GpuEmitter &e, Value chunk) {
   Value bits = arith::BitcastOp::create(e.b, intType, chunk);
   Value exponent = arith::AndIOp::create(
       e.b, arith::ShRUIOp::create(e.b, bits, splat(7)), splat(0xFF));
-  Value finite = arith::CmpIOp::create(e.b, arith::CmpIPredicate::ne,
-                                       exponent, splat(0xFF));
+  Value finite = arith::CmpIOp::create(e.b, arith::CmpIPredicate::ne, exponent,
+                                       splat(0xFF));
   exponent = arith::SelectOp::create(e.b, finite, exponent, splat(0));
-  Value m = vector::ReductionOp::create(e.b, vector::CombiningKind::MAXUI,
-                                        exponent);
+  Value m =
+      vector::ReductionOp::create(e.b, vector::CombiningKind::MAXUI, exponent);
   return arith::ExtUIOp::create(e.b, e.b.getI32Type(), m);
 }
 
@@ -156,10 +156,10 @@ static SmallVector<Value> emitQueryRowScales(
   // r * chunksPerRow + c.
   Value rowBase = e.mulIdx(e.t.warp, layout.warpRows);
   // Only the first value slice's warps write the rows they share.
-  Value writes = e.t.valueSlice
-                     ? eq(e.t.valueSlice, e.idx(0))
-                     : arith::ConstantIntOp::create(e.b, e.b.getI1Type(), 1)
-                           .getResult();
+  Value writes =
+      e.t.valueSlice
+          ? eq(e.t.valueSlice, e.idx(0))
+          : arith::ConstantIntOp::create(e.b, e.b.getI1Type(), 1).getResult();
   Value laneRow = e.divIdx(e.t.lane, e.idx(layout.lanesPerRow));
   SmallVector<Value> ones(layout.rowsPerLane, e.f32(1.0f));
   auto rows = scf::ForOp::create(
@@ -217,8 +217,8 @@ static SmallVector<Value> emitQueryRowScales(
         for (int64_t k = 0; k < layout.rowsPerLane; ++k)
           next.push_back(arith::SelectOp::create(
               e.b,
-              eq(j, e.add(laneRow, e.idx(layout.rowOffset(
-                                        static_cast<int>(k))))),
+              eq(j,
+                 e.add(laneRow, e.idx(layout.rowOffset(static_cast<int>(k))))),
               up, scales[k]));
         scf::YieldOp::create(e.b, next);
       });
@@ -279,8 +279,8 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
       if (scale)
         f = arith::MulFOp::create(
             e.b, f, vector::BroadcastOp::create(e.b, f32Chunk, scale));
-      return std::make_pair(f, arith::TruncFOp::create(e.b, tileChunkType, f)
-                                   .getResult());
+      return std::make_pair(
+          f, arith::TruncFOp::create(e.b, tileChunkType, f).getResult());
     };
     // The thread's chunks, `step` applied to each; with `carried`, the
     // loop-carried value step folds into.
@@ -351,8 +351,8 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
       {
         OpBuilder::InsertionGuard guard(e.b);
         e.b.setInsertionPointToStart(ifOp.thenBlock());
-        scf::YieldOp::create(e.b, emitQueryRowScales(e, op, loadChunk,
-                                                     storeChunk, toF16));
+        scf::YieldOp::create(
+            e.b, emitQueryRowScales(e, op, loadChunk, storeChunk, toF16));
         e.b.setInsertionPointToStart(ifOp.elseBlock());
         scf::YieldOp::create(
             e.b, SmallVector<Value>(layout.rowsPerLane, e.f32(1.0f)));
@@ -776,8 +776,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
       Value growth = e.mulf(arith::SubFOp::create(e.b, newMax, oldMax), f);
       Value small = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OLE,
                                           growth, e.f32(kLazyRescaleLog2));
-      Value same = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ,
-                                         newMax, oldMax);
+      Value same =
+          arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, newMax, oldMax);
       keep = arith::OrIOp::create(e.b, small, same);
       newMax = arith::SelectOp::create(e.b, keep, oldMax, newMax);
     }
@@ -1836,9 +1836,9 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
   if (tensorCores && t.qTile) {
     bool convert = false;
     kernel.walk([&](TileLoadQOp load) {
-      convert |= queryConvertsToF16(
-          getElementTypeOrSelf(load.getQuery().getType()),
-          getElementTypeOrSelf(t.qTile.getType()));
+      convert |=
+          queryConvertsToF16(getElementTypeOrSelf(load.getQuery().getType()),
+                             getElementTypeOrSelf(t.qTile.getType()));
     });
     if (convert && t.producerWarps)
       return kernel.emitOpError()
@@ -2034,7 +2034,8 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
                   "a tile.qk that issues the pending P.V ("
                << kPendingPVAttrName << ") and the first does not; "
                << (i ? "this one's tile.qk issues none"
-                     : "the first one runs in a loop, or its tile.qk issues one")
+                     : "the first one runs in a loop, or its tile.qk issues "
+                       "one")
                << " (run -kvattn-assign-tile-layouts, which peels the KV "
                   "loop's first block)";
   } else {

@@ -10,9 +10,9 @@
 //   the query tile, B = the K stage, both K-major through 128-byte-swizzle
 //   matrix descriptors (WgmmaLayout.h), D / 16 steps chained on one
 //   accumulator, then one commit_group and wait_group 0. A step's
-//   descriptor is the tile's first one plus a constant (stepDescriptors). The accumulator
-//   d[4j + r] of a thread is its score entry (row r / 2, slice j, element
-//   r % 2): FragmentLayout::wgmmaM64NK16Accumulator, the 16-row warps'
+//   descriptor is the tile's first one plus a constant (stepDescriptors). The
+//   accumulator d[4j + r] of a thread is its score entry (row r / 2, slice j,
+//   element r % 2): FragmentLayout::wgmmaM64NK16Accumulator, the 16-row warps'
 //   ownership, so the mask and the softmax are the tensor-core lowering's.
 // - P.V: m64n{Dv}k16 with A from registers (RS): the lane's probabilities
 //   of slices 2kk, 2kk + 1 rounded to 16-bit pairs are the A fragment of
@@ -848,8 +848,8 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
       e.b, e.b.getLoc(), op.getKey(), op.getKvScale(), op.getKvHead()));
   for (int64_t i = 0; i < n / 2; ++i) {
     FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
-    Value dot = dotFactors.empty() ? acc[i]
-                                   : e.mulf(acc[i], dotFactors[entry.k]);
+    Value dot =
+        dotFactors.empty() ? acc[i] : e.mulf(acc[i], dotFactors[entry.k]);
     Value s = e.t.rawScores ? dot : emitScaledScore(e, op, dot, kLog2E);
     e.storeScore(s, entry.k, entry.slice, entry.el);
   }
