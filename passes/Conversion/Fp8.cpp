@@ -207,8 +207,9 @@ Value mlir::kvattn::dequantizeFp8Packed(OpBuilder &b, Location loc, Value codes,
                      ? arith::MulFOp::create(b, loc, scale, f32Constant(256.0f))
                            .getResult()
                      : f32Constant(256.0f);
+  Value nan = hasE4m3Nan(b, loc, words);
   Value slow = arith::OrIOp::create(
-      b, loc, hasE4m3Nan(b, loc, words),
+      b, loc, nan,
       arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UGT, scaled,
                             f32Constant(std::numeric_limits<float>::max())));
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32}, slow,
