@@ -125,16 +125,18 @@ static Value maxFiniteExponent(GpuEmitter &e, Value chunk) {
   return arith::ExtUIOp::create(e.b, e.b.getI32Type(), m);
 }
 
-/// ... and then each warp takes its rows one at a time (every row of the
+/// A converted query tile (lowerLoadQ) where some value would not be
+/// finite in f16: each warp takes its rows one at a time (every row of the
 /// tile belongs to one warp; of warps that share rows, the first value
 /// slice's writes): its lanes' chunks of the row, the largest finite
 /// exponent E of the row (a warp reduction), the row rewritten scaled by
 /// 2^-s, s = max(E - 15, 0) — bf16's largest mantissa times 2^15 is
-/// 65,280, finite in f16; a row that did not overflow is stored as before
-/// — and each lane keeps 2^s of the rows it owns in the accumulator
-/// fragment (Threads::queryScale), which tile.qk multiplies their dot
-/// products by. A row's scale is its own: a row of huge values costs the
-/// others nothing, and a NaN or an infinity stays in its row.
+/// 65,280, finite in f16; a row that did not overflow is stored as before.
+/// Returns 2^s of each row the lane owns in the accumulator fragment
+/// (rowOfRegister's k; the caller keeps them in Threads::queryScale), which
+/// tile.qk multiplies the row's dot products by. A row's scale is its own:
+/// a row of huge values costs the others nothing, and a NaN or an infinity
+/// stays in its row.
 static SmallVector<Value> emitQueryRowScales(
     GpuEmitter &e, TileLoadQOp op,
     function_ref<std::tuple<Value, Value, Value>(Value)> loadChunk,
@@ -341,8 +343,9 @@ void lowerLoadQ(GpuEmitter &e, TileLoadQOp op) {
       e.barrier();
     } else {
       // The barrier that publishes the tile also tells every thread whether
-      // any overflowed (queryRowScales: rarely, never for the activations
-      // of a model) ...
+      // any chunk overflowed; only then (never, for a model's activations)
+      // emitQueryRowScales rewrites the rows that need a scale. The lane's
+      // row scales (1 without) go to Threads::queryScale for tile.qk.
       Value any = e.ctaBarrierAny(overflow);
       const FragmentLayout &layout = e.t.layout;
       auto ifOp = scf::IfOp::create(
