@@ -192,13 +192,15 @@ inline Type fp8StageType(Operation *root) {
   return uniform ? FloatType(Float16Type::get(root->getContext())) : query;
 }
 
-/// Whether a tensor-core kernel's query of type `query` reaches its mma in
-/// the stage's type `stage`: its own, or a bf16 query converted into the
-/// f16 stage of an FP8 cache (fp8StageType; tile.load_q's lowering scales
-/// it by a power of two that keeps it finite in f16).
+/// Whether tile.load_q's lowering converts a tensor-core kernel's query of
+/// type `query` into the stage's type `stage`: a bf16 query and the f16
+/// stage of an FP8 cache (fp8StageType; its rows scaled by powers of two
+/// that keep them finite in f16).
 inline bool queryConvertsToF16(Type query, Type stage) {
   return query.isBF16() && stage.isF16();
 }
+/// Whether the query reaches the mma in the stage's type: its own, or
+/// converted (queryConvertsToF16).
 inline bool queryReachesStageType(Type query, Type stage) {
   return query == stage || queryConvertsToF16(query, stage);
 }
