@@ -109,8 +109,9 @@ LogicalResult retypeQueryTile(memref::AllocaOp alloca) {
     fp8 |= isa<Float8E4M3FNType, Float8E5M2Type>(
         getElementTypeOrSelf(qk.getKey().getType()));
   });
-  if (fp8 && queryConvertsToF16(queryType, fp8StageType(kernel)))
-    queryType = fp8StageType(kernel);
+  if (Type stage = fp8 ? fp8StageType(kernel) : Type();
+      stage && queryConvertsToF16(queryType, stage))
+    queryType = stage;
   MemRefType type = alloca.getType();
   if (type.getElementType() == queryType)
     return success();
