@@ -230,26 +230,41 @@
 // TC:             arith.select %{{.*}}, %{{.*}}, %cst{{.*}} : f32
 // No barrier after Q.K^T: the scores are the lane's own.
 // TC-NOT:       gpu.barrier
-// Softmax statistics, in FMA form: the maximum of the bare scores, its
-// offset max * scale * log2(e) (0 while the maximum is -inf) and each
-// probability exp2(s * scale * log2(e) - offset) as one fma and one
-// ex2.approx.ftz (scale 1/8 here: 0.125 * log2(e) = 0.180336878).
-// Lazy rescaling (this kernel's data fit the register budget): the row
-// keeps its old maximum while the block raises it by at most 8 in exp2
-// units, and its rescale factor is then exactly 1.
+// Softmax statistics, in FMA form: the maximum of the bare scores, the
+// row's old and new offsets round(max * scale * log2(e)) (mul.rn: never
+// contracted; the offset is 0 while the maximum is -inf), each probability
+// exp2(s * scale * log2(e) - offset) as one fma and one ex2.approx.ftz
+// (scale 1/8 here: 0.125 * log2(e) = 0.180336878), the rescale factor
+// exp2(old offset - offset). A warp with a row whose offset reaches 2^30
+// (vote.any) first rounds its scores, round(s * f), and the same fma
+// runs with a multiplier of 1 (the exact form). Lazy rescaling (this
+// kernel's data fit the register budget): the row keeps its old maximum
+// while the block raises its offset by at most 8, and its rescale factor
+// is then exp2(0) = 1.
 // TC:           %[[F:.*]] = arith.constant 0.180336878 : f32
 // TC:           gpu.shuffle  xor
-// TC:           %[[GROW:.*]] = arith.subf %[[NEW:.*]], %[[OLD:.*]] : f32
-// TC:           %[[GROW2:.*]] = arith.mulf %[[GROW]], %[[F]] : f32
-// TC:           %[[SMALL:.*]] = arith.cmpf ole, %[[GROW2]], %{{.*}} : f32
+// TC:           %[[NONE:.*]] = arith.cmpf oeq, %[[NEW:.*]], %cst{{.*}} : f32
+// TC-NEXT:      %[[OLDOFF:.*]] = llvm.call_intrinsic "llvm.nvvm.mul.rn.f"(%[[OLD:.*]], %[[F]])
+// TC-NEXT:      %[[NEWOFF:.*]] = llvm.call_intrinsic "llvm.nvvm.mul.rn.f"(%[[NEW]], %[[F]])
+// TC:           %[[SIZE:.*]] = math.absf %[[NEWOFF]] : f32
+// TC-NEXT:      arith.cmpf oge, %[[SIZE]], %{{.*}} : f32
+// TC:           %[[EXACT:.*]] = llvm.call_intrinsic "llvm.nvvm.vote.any.sync"
+// TC-NEXT:      scf.if %[[EXACT]] {
+// TC:             llvm.call_intrinsic "llvm.nvvm.mul.rn.f"(%{{.*}}, %[[F]])
+// TC:           }
+// TC:           %[[UNIT:.*]] = arith.select %[[EXACT]], %{{.*}}, %[[F]] : f32
+// TC:           %[[GROW:.*]] = arith.subf %[[NEWOFF]], %[[OLDOFF]] : f32
+// TC:           %[[SMALL:.*]] = arith.cmpf ole, %[[GROW]], %{{.*}} : f32
 // TC:           %[[SAME:.*]] = arith.cmpf oeq, %[[NEW]], %[[OLD]] : f32
 // TC:           %[[KEEP:.*]] = arith.ori %[[SMALL]], %[[SAME]] : i1
 // TC:           arith.select %[[KEEP]], %[[OLD]], %[[NEW]] : f32
-// TC:           %[[OFF:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
+// TC:           %[[KEPT:.*]] = arith.select %[[KEEP]], %[[OLDOFF]], %[[NEWOFF]] : f32
+// TC:           %[[OFF:.*]] = arith.select %[[NONE]], %{{.*}}, %[[KEPT]] : f32
 // TC:           %[[NEG:.*]] = arith.negf %[[OFF]] : f32
-// TC:           %[[ARG:.*]] = math.fma %{{.*}}, %[[F]], %[[NEG]] : f32
-// TC:           %[[EXP:.*]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[ARG]]) : (f32) -> f32
-// TC:           arith.select %[[KEEP]], %{{.*}}, %[[EXP]] : f32
+// TC:           %[[RESCALE:.*]] = arith.addf %[[OLDOFF]], %[[NEG]] : f32
+// TC:           llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[RESCALE]]) : (f32) -> f32
+// TC:           %[[ARG:.*]] = math.fma %{{.*}}, %[[UNIT]], %[[NEG]] : f32
+// TC-NEXT:      llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[ARG]]) : (f32) -> f32
 // TC:           llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // Then V waited for (it is the newest group), one barrier, and only then
 // the next K block, if any, into the K stage every warp's Q.K^T has

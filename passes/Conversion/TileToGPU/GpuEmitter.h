@@ -207,6 +207,12 @@ struct Threads {
 /// running maximum as it is (lazy rescaling): probabilities stay <= 2^8.
 inline constexpr double kLazyRescaleLog2 = 8.0;
 
+/// The row offset |max * expScale| from which a warp takes the softmax's
+/// exact form for a block (round(s * f) - round(max * f), one more
+/// instruction per score) instead of the FMA form, whose rounding of the
+/// offset reaches 2^(ulp / 2) there: 2^30, an ulp of 64 below it.
+inline constexpr double kExactSoftmaxOffset = 1073741824.0;
+
 /// Loop vocabulary plus the thread mapping.
 struct GpuEmitter : Emitter {
   const Threads &t;
@@ -514,6 +520,14 @@ struct GpuEmitter : Emitter {
     return LLVM::CallIntrinsicOp::create(
                b, b.getF32Type(),
                b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
+        .getResult(0);
+  }
+  /// x * y rounded to nearest, never contracted with an add into an FFMA
+  /// (mul.rn.f32: ptxas fuses a plain mul.f32 into a following add).
+  Value mulRn(Value x, Value y) {
+    return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
+                                         b.getStringAttr("llvm.nvvm.mul.rn.f"),
+                                         ValueRange{x, y})
         .getResult(0);
   }
   /// x * y + z, rounded once (FFMA).

@@ -44,6 +44,7 @@
 #include "mlir/Rewrite/PatternApplicator.h"
 
 #include <cmath>
+#include <limits>
 
 namespace mlir {
 namespace kvattn {
@@ -758,54 +759,126 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
       shareMaxima.push_back(laneMax(k, e.ownedRow(k)));
     shareMaxima = exchangeShareStats(e, shareMaxima, /*isMax=*/true);
   }
+  // Each row's offset is its maximum in exp2 units rounded once,
+  // round(max * f) (mul.rn: never contracted into an FFMA), and the
+  // rescale factor is taken between the offsets themselves,
+  // exp2(round(old * f) - round(new * f)), so that the blocks of a row
+  // weigh their scores against the same rounded offsets. The FMA form
+  // subtracts the offset from the exact s * f: the row's largest score gets
+  // exp2(max * f - round(max * f)), up to 2^(ulp / 2), infinite from
+  // |max * f| >= 2^31 (scaled scores of about 1.5e9). A warp with a row
+  // whose offset reaches kExactSoftmaxOffset takes the exact form for the
+  // block: its scores are first rounded as the offsets are, s = round(s *
+  // f), and the same FFMA then runs with a multiplier of 1, giving
+  // round(s * f) - round(max * f): 0 for the maximum, <= 0 for the others
+  // (rounding is monotone). Below that offset |max * f - round(max * f)|
+  // <= 32 (docs/gpu-lowering.md, "Softmax in FMA form").
+  const bool roundedOffsets = e.t.expScale != 1.0;
+  auto toOffset = [&](Value max) {
+    return roundedOffsets ? e.mulRn(max, f) : max;
+  };
+  // `none`: the row has nothing allowed yet (max = -inf). It is decided
+  // on the new maximum before lazy rescaling, which keeps a maximum only
+  // if it did not move or moved from a finite one: the same rows.
+  SmallVector<Value, 4> oldMaxima, newMaxima, oldOffsets, newOffsets, nones;
+  Value anyHuge;
   for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     Value oldMax = e.loadRowStat(op.getMax(), 0, k, r);
-    Value oldSum = e.loadRowStat(op.getSum(), 1, k, r);
     Value blockMax = e.t.scoreShares ? shareMaxima[k] : laneMax(k, r);
     Value newMax = arith::MaximumFOp::create(e.b, oldMax, blockMax);
+    Value none = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, newMax,
+                                       e.negInf());
+    oldMaxima.push_back(oldMax);
+    newMaxima.push_back(newMax);
+    oldOffsets.push_back(toOffset(oldMax));
+    newOffsets.push_back(toOffset(newMax));
+    nones.push_back(none);
+    if (!roundedOffsets)
+      continue;
+    // |offset| >= the limit, decided on the new maximum (lazy rescaling
+    // keeps an old one only within 8 of it: 2^30 leaves the FMA form room
+    // for that).
+    Value huge = arith::AndIOp::create(
+        e.b,
+        arith::CmpFOp::create(e.b, arith::CmpFPredicate::OGE,
+                              math::AbsFOp::create(e.b, newOffsets[k]),
+                              e.f32(kExactSoftmaxOffset)),
+        arith::XOrIOp::create(e.b, none,
+                              arith::ConstantIntOp::create(e.b, 1, 1)));
+    anyHuge =
+        anyHuge ? arith::OrIOp::create(e.b, anyHuge, huge).getResult() : huge;
+  }
+  // The exact form's rounding of the warp's scores, before anything else
+  // of the rows is computed (nothing but the scores lives across it).
+  Value scoreUnit = f;
+  if (anyHuge) {
+    anyHuge = e.warpAny(anyHuge);
+    e.when(anyHuge, [&] {
+      for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
+        reduceScores(k, e.ownedRow(k), e.f32(0),
+                     [&](Value s, Value acc, function_ref<void(Value)> set) {
+                       set(e.mulRn(s, f));
+                       return acc;
+                     });
+    });
+    scoreUnit = arith::SelectOp::create(e.b, anyHuge, e.f32(1), f);
+  }
+  SmallVector<Value, 4> negOffsets, keeps, alphaArgs;
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
+    Value oldMax = oldMaxima[k], oldOffset = oldOffsets[k];
+    Value &newMax = newMaxima[k];
+    Value newOffset = newOffsets[k];
     // Lazy rescaling: the row keeps its old maximum while the block raises
-    // it by at most kLazyRescaleLog2 in exp2 units; the row's
-    // probabilities are then at most 2^kLazyRescaleLog2 and its rescale
-    // factor exactly 1 (softmax is shift-invariant: the sum and the
-    // accumulator share the stale maximum, and out = acc / sum and
-    // lse = max + log(sum) are unchanged). A first finite maximum
-    // (growth +inf) and a NaN take the update; a row whose maximum did not
-    // move keeps it, -inf included (padding rows and rows with nothing
-    // allowed yet, whose accumulator is zero: they would otherwise make
-    // their warp rescale in every block).
+    // its offset by at most kLazyRescaleLog2; the row's probabilities are
+    // then at most 2^kLazyRescaleLog2 (times the FMA form's rounding) and
+    // its rescale factor exactly 1 (softmax is shift-invariant: the sum and
+    // the accumulator share the stale maximum, and out = acc / sum and
+    // lse = max + log(sum) are unchanged). A first finite maximum (growth
+    // +inf) and a NaN take the update; a row whose maximum did not move
+    // keeps it, -inf included (padding rows and rows with nothing allowed
+    // yet, whose accumulator is zero: they would otherwise make their warp
+    // rescale in every block).
     Value keep;
     if (lazyRescale) {
-      Value growth = e.mulf(arith::SubFOp::create(e.b, newMax, oldMax), f);
+      Value growth = arith::SubFOp::create(e.b, newOffset, oldOffset);
       Value small = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OLE,
                                           growth, e.f32(kLazyRescaleLog2));
       Value same =
           arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, newMax, oldMax);
       keep = arith::OrIOp::create(e.b, small, same);
       newMax = arith::SelectOp::create(e.b, keep, oldMax, newMax);
+      newOffset = arith::SelectOp::create(e.b, keep, oldOffset, newOffset);
     }
-    // The row's offset max * f; 0 while nothing is allowed (max = -inf), so
-    // that the probabilities of its -inf scores and the rescale factor are
+    // The offset is 0 while nothing is allowed (max = -inf), so that the
+    // probabilities of its -inf scores and the rescale factor are
     // exp2(-inf) = 0 rather than NaN.
-    Value none = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OEQ, newMax,
-                                       e.negInf());
-    Value offset =
-        arith::SelectOp::create(e.b, none, e.f32(0), e.mulf(newMax, f));
+    Value offset = arith::SelectOp::create(e.b, nones[k], e.f32(0), newOffset);
     Value negOffset = arith::NegFOp::create(e.b, offset);
-    Value alpha = e.exp2(e.fma(oldMax, f, negOffset));
-    if (keep) // exactly 1 (the FMA form leaves the rounding of max * f)
-      alpha = arith::SelectOp::create(e.b, keep, e.f32(1), alpha);
-    // On tensor cores each lane sums its own columns and the quad's sums
-    // are combined once, by tile.store (the rescale factor is the quad's).
+    negOffsets.push_back(negOffset);
+    keeps.push_back(keep);
+    alphaArgs.push_back(e.addf(oldOffset, negOffset));
+  }
+  // Each row's rescale factor and block sum; the probabilities written over
+  // the scores. On tensor cores each lane sums its own columns and the
+  // quad's sums are combined once, by tile.store (the rescale factor is
+  // the quad's).
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
+    Value r = e.ownedRow(k);
+    Value oldSum = e.loadRowStat(op.getSum(), 1, k, r);
+    // A kept maximum's factor is exp2(0) = 1 (a kept -inf's is 0 on a
+    // zero accumulator and sum).
+    Value alpha = e.exp2(alphaArgs[k]);
     Value blockSum = reduceScores(
         k, r, e.f32(0), [&](Value s, Value sum, function_ref<void(Value)> set) {
-          Value p = e.exp2(e.fma(s, f, negOffset));
+          Value p = e.exp2(e.fma(s, scoreUnit, negOffsets[k]));
           set(valueScale ? e.mulf(p, valueScale) : p);
           return e.addf(sum, p);
         });
     if (!e.t.rowStats)
       blockSum = e.quadReduce(blockSum, /*isMax=*/false);
-    rows[k] = {r, newMax, e.fma(alpha, oldSum, blockSum), alpha, keep};
+    rows[k] = {r, newMaxima[k], e.fma(alpha, oldSum, blockSum), alpha,
+               keeps[k]};
   }
   // Every probability and the V block are in shared memory; every lane has
   // read the old max and sum.
