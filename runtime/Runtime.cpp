@@ -573,7 +573,10 @@ Status Runtime::launch(const Module &module, const KernelInfo &kernel,
     values.push_back(0); // the slot's address, below
   }
   MetadataSlot *slot = nullptr;
-  if (!metadataAt.empty()) {
+  // Metadata of no bytes (a key_valid of [B, 0]) needs no slot: its
+  // pointers stay null and nothing reads them. (A zero-byte copy to a slot
+  // never grown is a copy to address 0, which a driver may refuse.)
+  if (!metadataAt.empty() && !packed.empty()) {
     // A captured launch would keep the slot's address, which later
     // launches rewrite: a replay would read another launch's metadata.
     bool capturing = false;
