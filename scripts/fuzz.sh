@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the three fuzzers:
+# Runs the three fuzzers (the differential one twice):
 #   kvattn-fuzz-ir    libFuzzer over mutated kvattn IR through the compiler
 #                     pipelines with drawn options and chips (ASan + UBSan),
 #                     seeded from test/fuzz/corpus;
@@ -8,9 +8,12 @@
 #                     metadata) included, against the fake driver (ASan +
 #                     UBSan);
 #   kvattn-fuzz-diff  random valid attention configurations through the CPU
-#                     path, compared with the reference, failures shrunk.
+#                     path, compared with the reference, failures shrunk;
+#                     then (--target=gpu-emu, from the normal build: the
+#                     emulator is not built with sanitizers) through the
+#                     GPU kernels of a drawn chip on the emulated GPU.
 #
-#   bash scripts/fuzz.sh [SECONDS]     # each fuzzer runs SECONDS (default 600)
+#   bash scripts/fuzz.sh [SECONDS]     # each run takes SECONDS (default 600)
 # KVATTN_FUZZ_SEED fixes the fuzzers' seeds (CI uses 1); by default each
 # run draws new ones.
 # Needs the sanitizer build (scripts/sanitize.sh builds it). Crashes are
@@ -58,5 +61,19 @@ echo "== kvattn-fuzz-diff for ${seconds}s"
   > "$work/diff.log" 2>&1 || status=1
 tail -6 "$work/diff.log"
 
-if [[ $status -eq 0 ]]; then echo "fuzz: 3 passed, 0 failed"; else echo "fuzz: failures above (logs in $work)"; fi
+echo "== kvattn-fuzz-diff --target=gpu-emu for ${seconds}s"
+gpu_build=${KVATTN_BUILD_DIR:-$root/build}
+if [[ -x $gpu_build/bin/kvattn-fuzz-diff ]]; then
+  "$gpu_build/bin/kvattn-fuzz-diff" --target=gpu-emu \
+    --seed "${KVATTN_FUZZ_SEED:-$RANDOM$RANDOM}" --iterations 100000000 \
+    --seconds "$seconds" --save "$work/diff" > "$work/diff-gpu.log" 2>&1 ||
+    status=1
+  tail -12 "$work/diff-gpu.log"
+else
+  echo "kvattn-fuzz-diff --target=gpu-emu: $gpu_build/bin/kvattn-fuzz-diff" \
+    "is not built (scripts/setup.sh builds it)"
+  status=1
+fi
+
+if [[ $status -eq 0 ]]; then echo "fuzz: 4 passed, 0 failed"; else echo "fuzz: failures above (logs in $work)"; fi
 exit $status
