@@ -120,6 +120,10 @@ struct Config {
     double value;
   };
   std::vector<Fill> fills;
+  /// An FP8 KV cache ("" or f8E4M3FN / f8E5M2) with k_scale and v_scale
+  /// per tensor, per KV head or per token ("tensor", "head", "token"),
+  /// their values attention_case.py's (kvScaleValues).
+  std::string kvDtype, kvScales = "tensor";
   /// --target=gpu-emu: the chip compiled for (the emulated device's
   /// capability follows it), the multiprocessors it reports (split-KV and
   /// packing decisions), split-KV (0: the compiler's choice), lazy
@@ -153,6 +157,26 @@ std::vector<Config::Fill> fillsOf(const Config &c) {
       out.push_back(f);
     }
   return out;
+}
+
+/// An FP8 cache's scale tensor: its shape for the granularity and
+/// attention_case.py's values, 0.25 + ((i * step + 1) % 8) * 0.25 (step 5
+/// for k_scale, 3 for v_scale): distinct, so that a path that ignored them
+/// or read the wrong one would answer differently.
+std::pair<std::vector<int64_t>, std::vector<double>>
+kvScaleValues(const Config &c, int step) {
+  std::vector<int64_t> shape =
+      c.kvScales == "tensor" ? std::vector<int64_t>{1}
+      : c.kvScales == "head" ? std::vector<int64_t>{c.Hkv}
+      : c.pageSize ? std::vector<int64_t>{c.numPages, c.pageSize, c.Hkv}
+                   : std::vector<int64_t>{c.B, c.Hkv, c.S};
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::vector<double> values;
+  for (int64_t i = 0; i < n; ++i)
+    values.push_back(0.25 + double((i * step + 1) % 8) * 0.25);
+  return {shape, values};
 }
 
 constexpr int64_t kLimit = int64_t(1) << 62;
@@ -216,6 +240,8 @@ std::string asFlags(const Config &c) {
     os << " --scale " << c.scale;
   if (c.lse)
     os << " --lse";
+  if (!c.kvDtype.empty())
+    os << " --kv-dtype " << c.kvDtype << " --kv-scales " << c.kvScales;
   if (c.chip.empty())
     os << " -- --target=cpu";
   else
@@ -360,7 +386,7 @@ Config draw(std::mt19937_64 &rng) {
   c.Hq = c.Hkv * pick({1, 2, 4});
   c.L = uniform(0, 9) == 0 ? 0 : uniform(1, 40);
   c.S = uniform(0, 9) == 0 ? 0 : uniform(1, 150);
-  c.D = pick({8, 16, 24, 40, 64});
+  c.D = pick({8, 16, 24, 40, 64, 64, 128});
   c.Dv = uniform(0, 2) ? c.D : pick({8, 16, 32});
   c.explicitPositions = uniform(0, 3) == 0;
   c.causal = uniform(0, 9) < 7;
@@ -400,6 +426,13 @@ Config draw(std::mt19937_64 &rng) {
   c.magnitude = pick({1, 1, 1, 2, 4});
   if (c.dtype != "f16" && uniform(0, 11) == 0) // f16 cannot hold them
     c.magnitude = uniform(0, 1) ? 1e19 : 1e30;
+  // One case in five: an FP8 KV cache (not with inputs of 1e19 and more,
+  // which FP8 cannot hold).
+  if (c.magnitude < 1e19 && uniform(0, 4) == 0) {
+    c.kvDtype = uniform(0, 1) ? "f8E4M3FN" : "f8E5M2";
+    const char *granularity[] = {"tensor", "head", "token"};
+    c.kvScales = granularity[uniform(0, 2)];
+  }
   c.nearLimit = uniform(0, 7) == 0;
   c.dynamicDims = uniform(0, 2) == 0 ? uniform(1, 7) : 0;
   // One case in six: a ragged batch of draft-token trees (offset form, no
@@ -445,7 +478,10 @@ Config draw(std::mt19937_64 &rng) {
           {0, static_cast<int64_t>(rng() >> 1),
            sign() * (half ? pick({300, 60000}) : queries[uniform(0, 3)])});
     if (uniform(0, 1)) {
-      const double key = half ? pick({300, 60000}) : keys[uniform(0, 1)];
+      // (e4m3 holds at most 448.)
+      const double key = !c.kvDtype.empty() ? 100
+                         : half             ? pick({300, 60000})
+                                            : keys[uniform(0, 1)];
       for (int64_t n = uniform(1, 2); n > 0; --n)
         c.fills.push_back({1, static_cast<int64_t>(rng() >> 1), key});
     }
@@ -479,9 +515,10 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
   };
   // A ragged batch packs its T rows into one [1, Hq, T, D] query.
   const int64_t qb = c.tree ? 1 : B, ql = c.tree ? packedRows(c) : L;
+  const std::string &cacheType = c.kvDtype.empty() ? c.dtype : c.kvDtype;
   std::string q = tensorType({qb, c.Hq, ql, c.D}, c.dtype),
-              k = tensorType(withDim(c.D), c.dtype),
-              v = tensorType(withDim(c.Dv), c.dtype),
+              k = tensorType(withDim(c.D), cacheType),
+              v = tensorType(withDim(c.Dv), cacheType),
               out = tensorType({qb, c.Hq, ql, c.Dv}, c.dtype),
               lse = tensorType({qb, c.Hq, ql}, "f32");
   std::string sig = "%q: " + q + ", %k: " + k + ", %v: " + v, groups;
@@ -547,6 +584,26 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
   addFloats("sinks", c.sinks);
   addFloats("alibi_slopes", c.alibi);
   add("tree_parents", c.tree, c.treeParents, {packedRows(c)}, "i32");
+  if (!c.kvDtype.empty())
+    for (auto [name, step] :
+         {std::pair<const char *, int>{"k_scale", 5}, {"v_scale", 3}}) {
+      auto [shape, values] = kvScaleValues(c, step);
+      std::vector<int64_t> typeShape = shape;
+      if (c.kvScales == "token" && !c.pageSize) {
+        if (B < 0)
+          typeShape[0] = -1;
+        if (S < 0)
+          typeShape[2] = -1;
+      }
+      std::string ty = tensorType(typeShape, "f32");
+      sig += std::string(", %") + name + ": " + ty;
+      groups += std::string(" ") + name + "(%" + name + " : " + ty + ")";
+      HostTensor t(ElementType::F32, shape);
+      for (size_t i = 0; i < values.size(); ++i)
+        t.setDouble(i, values[i]);
+      intArgs.push_back(std::move(t));
+      intArgIndex.push_back(arg++);
+    }
   std::string attrs;
   if (c.causal)
     attrs += " causal";
@@ -605,6 +662,10 @@ std::string compareConditioned(const Config &c,
     kMax = std::max(kMax, std::fabs(k.getDouble(i)));
   for (int64_t i = 0; i < v.numElements(); ++i)
     vMax = std::max(vMax, std::fabs(v.getDouble(i)));
+  if (!c.kvDtype.empty()) { // dequantised with scales of at most 2
+    kMax *= 2;
+    vMax *= 2;
+  }
   const double scale = c.scale ? c.scale : 1.0 / std::sqrt(double(c.D));
   const int64_t rows = q.numElements() / std::max<int64_t>(c.D, 1);
   std::vector<double> delta(rows);
@@ -890,7 +951,7 @@ int main(int argc, char **argv) {
   std::mt19937_64 rng(seed);
   struct {
     int64_t huge = 0, nearLimit = 0, dynamic = 0, overLimit = 0,
-            splitOrPaged = 0, trees = 0, fills = 0;
+            splitOrPaged = 0, trees = 0, fills = 0, fp8 = 0;
   } drawn;
   auto start = std::chrono::steady_clock::now();
   int64_t done = 0;
@@ -908,6 +969,7 @@ int main(int argc, char **argv) {
     drawn.splitOrPaged += c.splitKv > 1 || c.pageSize;
     drawn.trees += c.tree;
     drawn.fills += !c.fills.empty();
+    drawn.fp8 += !c.kvDtype.empty();
     if (failure.empty())
       continue;
     llvm::outs() << "MISMATCH (iteration " << done << "): " << failure
@@ -934,7 +996,8 @@ int main(int argc, char **argv) {
                << " with an option beyond its limit (refused), "
                << drawn.splitOrPaged << " split-KV or paged, " << drawn.trees
                << " ragged batches of draft-token trees, " << drawn.fills
-               << " with rows of one large value\n";
+               << " with rows of one large value, " << drawn.fp8
+               << " with an FP8 cache\n";
   if (target == Target::GpuEmu) {
     int64_t refused = 0;
     for (const auto &[message, n] : refusals)
