@@ -124,6 +124,9 @@ struct Config {
   /// per tensor, per KV head or per token ("tensor", "head", "token"),
   /// their values attention_case.py's (kvScaleValues).
   std::string kvDtype, kvScales = "tensor";
+  /// The latent form (DeepSeek MLA): no value operand, V the first Dv
+  /// columns of the key cache (value_dim = Dv <= D).
+  bool latent = false;
   /// --target=gpu-emu: the chip compiled for (the emulated device's
   /// capability follows it), the multiprocessors it reports (split-KV and
   /// packing decisions), split-KV (0: the compiler's choice), lazy
@@ -240,6 +243,8 @@ std::string asFlags(const Config &c) {
     os << " --scale " << c.scale;
   if (c.lse)
     os << " --lse";
+  if (c.latent)
+    os << " --latent";
   if (!c.kvDtype.empty())
     os << " --kv-dtype " << c.kvDtype << " --kv-scales " << c.kvScales;
   if (c.chip.empty())
@@ -388,6 +393,11 @@ Config draw(std::mt19937_64 &rng) {
   c.S = uniform(0, 9) == 0 ? 0 : uniform(1, 150);
   c.D = pick({8, 16, 24, 40, 64, 64, 128});
   c.Dv = uniform(0, 2) ? c.D : pick({8, 16, 32});
+  // One case in eight: the latent form, V the key's first Dv <= D columns.
+  if (uniform(0, 7) == 0) {
+    c.latent = true;
+    c.Dv = std::min(c.Dv, c.D);
+  }
   c.explicitPositions = uniform(0, 3) == 0;
   c.causal = uniform(0, 9) < 7;
   c.window = uniform(0, 3) == 0 ? uniform(1, c.S + 5) : 0;
@@ -521,8 +531,9 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
               v = tensorType(withDim(c.Dv), cacheType),
               out = tensorType({qb, c.Hq, ql, c.Dv}, c.dtype),
               lse = tensorType({qb, c.Hq, ql}, "f32");
-  std::string sig = "%q: " + q + ", %k: " + k + ", %v: " + v, groups;
-  int arg = 3;
+  std::string sig = "%q: " + q + ", %k: " + k + (c.latent ? "" : ", %v: " + v),
+              groups;
+  int arg = c.latent ? 2 : 3;
   auto add = [&](const char *name, bool present,
                  const std::vector<int64_t> &values, std::vector<int64_t> shape,
                  const char *elt) {
@@ -587,6 +598,8 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
   if (!c.kvDtype.empty())
     for (auto [name, step] :
          {std::pair<const char *, int>{"k_scale", 5}, {"v_scale", 3}}) {
+      if (c.latent && step == 3) // k_scale dequantises the latent cache
+        continue;
       auto [shape, values] = kvScaleValues(c, step);
       std::vector<int64_t> typeShape = shape;
       if (c.kvScales == "token" && !c.pageSize) {
@@ -617,10 +630,12 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
     attrs += " scale = " + std::to_string(c.scale);
   std::string results = out + (c.lse ? ", " + lse : "");
   std::string names = c.lse ? "%o, %l" : "%o";
+  const std::string operands =
+      c.latent ? "%q, %k value_dim = " + std::to_string(c.Dv) : "%q, %k, %v";
   return "func.func @main(" + sig + ") -> (" + results + ") {\n  " + names +
-         " = kvattn.attention %q, %k, %v" + groups + attrs + " : " + q + ", " +
-         k + ", " + v + " -> " + results + "\n  return " + names + " : " +
-         results + "\n}\n";
+         " = kvattn.attention " + operands + groups + attrs + " : " + q + ", " +
+         k + (c.latent ? "" : ", " + v) + " -> " + results + "\n  return " +
+         names + " : " + results + "\n}\n";
 }
 
 /// The results against the reference's, with --check's tolerances.
@@ -656,7 +671,8 @@ std::string compareConditioned(const Config &c,
   if (got.size() != expected.size())
     return std::to_string(got.size()) + " results, the reference has " +
            std::to_string(expected.size());
-  const HostTensor &q = args[0], &k = args[1], &v = args[2];
+  // (The latent form's V is columns of K: K's bound holds for it.)
+  const HostTensor &q = args[0], &k = args[1], &v = args[c.latent ? 1 : 2];
   double kMax = 0, vMax = 0;
   for (int64_t i = 0; i < k.numElements(); ++i)
     kMax = std::max(kMax, std::fabs(k.getDouble(i)));
@@ -787,15 +803,17 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
     std::vector<int64_t> kvShape = {c.B, c.Hkv, c.S};
     if (c.pageSize)
       kvShape = {c.numPages, c.pageSize, c.Hkv};
+    // q, k, v (no v in the latent form), then the mask.
+    const size_t tensors = c.latent ? 2 : 3;
     std::vector<int64_t> shape =
         i == 0 && c.tree ? std::vector<int64_t>{1, c.Hq, packedRows(c), c.D}
         : i == 0         ? std::vector<int64_t>{c.B, c.Hq, c.L, c.D}
-        : i >= 3         ? std::vector<int64_t>{c.B, 1, c.L, c.S}
+        : i >= tensors   ? std::vector<int64_t>{c.B, 1, c.L, c.S}
                          : kvShape;
-    if (i == 1 || i == 2)
+    if (i == 1 || (i == 2 && !c.latent))
       shape.push_back(i == 1 ? c.D : c.Dv);
     HostTensor t(*mlir::kvattn::toElementType(tensor.getElementType()), shape);
-    if (i < 3) {
+    if (i < tensors) {
       for (int64_t n = 0; n < t.numElements(); ++n)
         t.setDouble(n,
                     mlir::kvattn::seededValue(c.dataSeed, i, n) * c.magnitude);
@@ -951,7 +969,7 @@ int main(int argc, char **argv) {
   std::mt19937_64 rng(seed);
   struct {
     int64_t huge = 0, nearLimit = 0, dynamic = 0, overLimit = 0,
-            splitOrPaged = 0, trees = 0, fills = 0, fp8 = 0;
+            splitOrPaged = 0, trees = 0, fills = 0, fp8 = 0, latent = 0;
   } drawn;
   auto start = std::chrono::steady_clock::now();
   int64_t done = 0;
@@ -970,6 +988,7 @@ int main(int argc, char **argv) {
     drawn.trees += c.tree;
     drawn.fills += !c.fills.empty();
     drawn.fp8 += !c.kvDtype.empty();
+    drawn.latent += c.latent;
     if (failure.empty())
       continue;
     llvm::outs() << "MISMATCH (iteration " << done << "): " << failure
@@ -997,7 +1016,8 @@ int main(int argc, char **argv) {
                << drawn.splitOrPaged << " split-KV or paged, " << drawn.trees
                << " ragged batches of draft-token trees, " << drawn.fills
                << " with rows of one large value, " << drawn.fp8
-               << " with an FP8 cache\n";
+               << " with an FP8 cache, " << drawn.latent
+               << " in the latent form\n";
   if (target == Target::GpuEmu) {
     int64_t refused = 0;
     for (const auto &[message, n] : refusals)
