@@ -134,6 +134,10 @@ struct Config {
   std::string chip;
   int64_t sms = 132, gpuSplitKv = 0;
   bool lazyRescale = true;
+  /// Compiled once with the IR's dynamic dimensions, as a serving engine
+  /// does (kvattn-run --specialize-shapes=false: split-KV chosen at run
+  /// time), instead of for the inputs' shapes.
+  bool keepDynamicShapes = false;
 };
 
 int64_t packedRows(const Config &c) {
@@ -266,6 +270,8 @@ std::string asFlags(const Config &c) {
       os << " --lazy-rescale=false";
     if (c.nearLimit)
       os << " --index-bitwidth=64";
+    if (c.keepDynamicShapes)
+      os << " --specialize-shapes=false";
     os << "   (env KVATTN_EMU_SM=" << emuSm(c) << " KVATTN_EMU_SMS=" << c.sms
        << ")";
   } else {
@@ -472,6 +478,7 @@ Config draw(std::mt19937_64 &rng) {
     c.sms = pick({132, 132, 8, 1});
     c.gpuSplitKv = uniform(0, 3) == 0 ? uniform(1, 3) : 0;
     c.lazyRescale = uniform(0, 3) != 0;
+    c.keepDynamicShapes = uniform(0, 2) == 0;
     c.optionOverLimit = false; // the CPU path's options
   }
   c.dataSeed = rng();
@@ -754,6 +761,7 @@ std::string runOnEmulatedGpu(mlir::func::FuncOp func, const Config &c,
   if (mlir::kvattn::Status s = mlir::kvattn::GpuExecutor::create(options, gpu);
       s.isError())
     return "the emulated GPU: " + s.message();
+  gpu->setKeepDynamicShapes(c.keepDynamicShapes);
   mlir::kvattn::AttentionExecutor executor =
       [&](mlir::Operation *op, const std::vector<const HostTensor *> &in,
           std::vector<HostTensor> &out) { return gpu->run(op, in, out); };
