@@ -127,6 +127,17 @@ struct Config {
   /// The latent form (DeepSeek MLA): no value operand, V the first Dv
   /// columns of the key cache (value_dim = Dv <= D).
   bool latent = false;
+  /// Ragged keys (k_start, FlashAttention's cu_seqlens_k): K and V one
+  /// packed buffer [1, Hkv, N, D]; sequence b owns kLens[b] <= S rows
+  /// after kGap unowned ones (and kGap at the end).
+  bool packedKeys = false;
+  int64_t kGap = 0;
+  std::vector<int64_t> kLens, kStart;
+  /// A batch-to-cache map (cache_batch_idx): K and V [cacheRows, Hkv, S,
+  /// D], batch b reading row cacheBatchIdx[b] (repeats allowed).
+  bool cacheMap = false;
+  int64_t cacheRows = 0;
+  std::vector<int64_t> cacheBatchIdx;
   /// --target=gpu-emu: the chip compiled for (the emulated device's
   /// capability follows it), the multiprocessors it reports (split-KV and
   /// packing decisions), split-KV (0: the compiler's choice), lazy
@@ -147,12 +158,24 @@ int64_t packedRows(const Config &c) {
   return t;
 }
 
+/// K's shape without its head dim: [numPages, pageSize, Hkv] paged, else
+/// [rows, Hkv, keys] with one packed row of N keys (ragged keys), the
+/// cache map's rows, or B.
+std::vector<int64_t> cacheShape(const Config &c) {
+  if (c.pageSize)
+    return {c.numPages, c.pageSize, c.Hkv};
+  if (c.packedKeys)
+    return {1, c.Hkv, c.kStart.empty() ? 0 : c.kStart.back() + c.kGap};
+  return {c.cacheMap ? c.cacheRows : c.B, c.Hkv, c.S};
+}
+
 /// The rows of a Q (arg 0) or K (arg 1) tensor of the config (D elements
 /// each in both layouts).
 int64_t rowsOf(const Config &c, int arg) {
   if (arg == 0)
     return c.Hq * (c.tree ? packedRows(c) : c.B * c.L);
-  return c.Hkv * (c.pageSize ? c.numPages * c.pageSize : c.B * c.S);
+  std::vector<int64_t> shape = cacheShape(c);
+  return shape[0] * shape[1] * shape[2];
 }
 
 /// The config's fills on rows that exist (shrinking changes the sizes).
@@ -172,11 +195,10 @@ std::vector<Config::Fill> fillsOf(const Config &c) {
 /// or read the wrong one would answer differently.
 std::pair<std::vector<int64_t>, std::vector<double>>
 kvScaleValues(const Config &c, int step) {
-  std::vector<int64_t> shape =
-      c.kvScales == "tensor" ? std::vector<int64_t>{1}
-      : c.kvScales == "head" ? std::vector<int64_t>{c.Hkv}
-      : c.pageSize ? std::vector<int64_t>{c.numPages, c.pageSize, c.Hkv}
-                   : std::vector<int64_t>{c.B, c.Hkv, c.S};
+  std::vector<int64_t> shape = c.kvScales == "tensor" ? std::vector<int64_t>{1}
+                               : c.kvScales == "head"
+                                   ? std::vector<int64_t>{c.Hkv}
+                                   : cacheShape(c);
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
@@ -212,6 +234,11 @@ std::string asFlags(const Config &c) {
     if (!v.empty())
       os << " " << flag << " " << join(v);
   };
+  if (c.packedKeys)
+    os << " --k-lens " << join(c.kLens) << " --k-gap " << c.kGap;
+  if (c.cacheMap)
+    os << " --cache-batch-idx " << join(c.cacheBatchIdx) << " --cache-rows "
+       << c.cacheRows;
   list("--q-offset", c.qOffset);
   list("--k-offset", c.kOffset);
   list("--q-pos", c.qPos);
@@ -314,6 +341,9 @@ void drawOperands(Config &c, std::mt19937_64 &rng) {
   c.blockTable.clear();
   c.qLens.clear();
   c.treeParents.clear();
+  c.kLens.clear();
+  c.kStart.clear();
+  c.cacheBatchIdx.clear();
   if (c.tree) {
     // Each sequence's draft tokens are the last of its keys; the roots
     // follow the cached prefix (q_offset = k_offset + kv_len - L_b).
@@ -356,9 +386,33 @@ void drawOperands(Config &c, std::mt19937_64 &rng) {
         c.kOffset.push_back(base + uniform(0, 8));
     }
   }
-  if (c.hasKvLen)
+  if (c.packedKeys) {
+    // Sequence b owns kLens[b] <= S rows after kGap unowned ones; kv_len,
+    // if any, within them (with a gap, attention_case.py's default: the
+    // lengths themselves).
+    int64_t row = 0;
+    for (int64_t b = 0; b < c.B; ++b) {
+      c.kLens.push_back(uniform(0, c.S));
+      row += c.kGap;
+      c.kStart.push_back(row);
+      row += c.kLens.back();
+    }
+    c.kStart.push_back(row);
+    if (c.kGap)
+      c.hasKvLen = true;
+    if (c.hasKvLen)
+      for (int64_t b = 0; b < c.B; ++b)
+        c.kvLen.push_back(c.kGap && uniform(0, 1) ? c.kLens[b]
+                                                  : uniform(0, c.kLens[b]));
+  } else if (c.hasKvLen) {
     for (int64_t b = 0; b < c.B; ++b)
       c.kvLen.push_back(uniform(0, c.S));
+  }
+  if (c.cacheMap) {
+    c.cacheRows = c.B + uniform(0, 2);
+    for (int64_t b = 0; b < c.B; ++b)
+      c.cacheBatchIdx.push_back(uniform(0, c.cacheRows - 1));
+  }
   if (c.hasKeyValid)
     for (int64_t i = 0; i < c.B * c.S; ++i)
       c.keyValid.push_back(uniform(0, 4) != 0);
@@ -465,6 +519,20 @@ Config draw(std::mt19937_64 &rng) {
     if (c.alibi.empty() && uniform(0, 4) == 0)
       c.alibi.assign(c.Hq, 0.25);
   }
+  // One case in eight each, where they apply: ragged keys (no pages,
+  // trees, explicit positions, masks, key validity) and a batch-to-cache
+  // map (no pages, trees, key validity); both with static sizes.
+  if (!c.tree && !c.pageSize && !c.explicitPositions && c.mask.empty() &&
+      uniform(0, 7) == 0) {
+    c.packedKeys = true;
+    c.kGap = pick({0, 0, 1, 3});
+    c.hasKeyValid = false;
+    c.dynamicDims = 0;
+  } else if (!c.tree && !c.pageSize && uniform(0, 7) == 0) {
+    c.cacheMap = true;
+    c.hasKeyValid = false;
+    c.dynamicDims = 0;
+  }
   if (uniform(0, 29) == 0) {
     c.optionOverLimit = true;
     if (uniform(0, 1))
@@ -523,8 +591,8 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
                 L = c.dynamicDims & 2 ? -1 : c.L,
                 S = c.dynamicDims & 4 ? -1 : c.S;
   std::vector<int64_t> kvShape = {B, c.Hkv, S};
-  if (c.pageSize)
-    kvShape = {c.numPages, c.pageSize, c.Hkv};
+  if (c.pageSize || c.packedKeys || c.cacheMap) // static sizes
+    kvShape = cacheShape(c);
   auto withDim = [&](int64_t d) {
     std::vector<int64_t> shape = kvShape;
     shape.push_back(d);
@@ -570,6 +638,8 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
   for (int64_t n : c.qLens)
     starts.push_back(starts.back() + n);
   add("q_start", c.tree, starts, {c.B + 1}, "i32");
+  add("k_start", c.packedKeys, c.kStart, {c.B + 1}, "i32");
+  add("cache_batch_idx", c.cacheMap, c.cacheBatchIdx, {c.B}, "i32");
   add("q_offset", c.hasOffsets, c.qOffset, {c.B}, offsetType);
   add("k_offset", c.hasKOffset, c.kOffset, {c.B}, offsetType);
   add("q_pos", c.explicitPositions, c.qPos, {c.B, c.L}, "i64");
@@ -808,9 +878,7 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
       args.push_back(intArgs[nextInt++]);
       continue;
     }
-    std::vector<int64_t> kvShape = {c.B, c.Hkv, c.S};
-    if (c.pageSize)
-      kvShape = {c.numPages, c.pageSize, c.Hkv};
+    std::vector<int64_t> kvShape = cacheShape(c);
     // q, k, v (no v in the latent form), then the mask.
     const size_t tensors = c.latent ? 2 : 3;
     std::vector<int64_t> shape =
@@ -977,7 +1045,8 @@ int main(int argc, char **argv) {
   std::mt19937_64 rng(seed);
   struct {
     int64_t huge = 0, nearLimit = 0, dynamic = 0, overLimit = 0,
-            splitOrPaged = 0, trees = 0, fills = 0, fp8 = 0, latent = 0;
+            splitOrPaged = 0, trees = 0, fills = 0, fp8 = 0, latent = 0,
+            packedKeys = 0, cacheMap = 0;
   } drawn;
   auto start = std::chrono::steady_clock::now();
   int64_t done = 0;
@@ -997,6 +1066,8 @@ int main(int argc, char **argv) {
     drawn.fills += !c.fills.empty();
     drawn.fp8 += !c.kvDtype.empty();
     drawn.latent += c.latent;
+    drawn.packedKeys += c.packedKeys;
+    drawn.cacheMap += c.cacheMap;
     if (failure.empty())
       continue;
     llvm::outs() << "MISMATCH (iteration " << done << "): " << failure
@@ -1025,7 +1096,9 @@ int main(int argc, char **argv) {
                << " ragged batches of draft-token trees, " << drawn.fills
                << " with rows of one large value, " << drawn.fp8
                << " with an FP8 cache, " << drawn.latent
-               << " in the latent form\n";
+               << " in the latent form, " << drawn.packedKeys
+               << " with ragged keys (k_start), " << drawn.cacheMap
+               << " with a batch-to-cache map\n";
   if (target == Target::GpuEmu) {
     int64_t refused = 0;
     for (const auto &[message, n] : refusals)
