@@ -164,6 +164,24 @@ for variant in "${mla_variants[@]}"; do
       --scale 0.0721687836 --dtype bf16
   done
 done
+
+# Scores of 10^9 and more (test/GpuEmu/huge-scores.test on the device: the
+# softmax's exact form and its mul.rn offsets as ptxas compiled them): a
+# row of 5e8 over two tied key rows of 100 in different blocks, a row of
+# -5e10; eager rescaling; an FP8 cache under an f16-staged query.
+huge="--fill=0=320:64:5e8 --fill=0=384:64:-5e10 --fill=1=640:64:100 --fill=1=8320:64:100"
+huge_cases=(
+  "huge-scores|--L 128 --S 256 --D 64 --q-offset 128 --causal --lse|$huge"
+  "huge-scores-eager|--L 128 --S 256 --D 64 --q-offset 128 --causal --lse|$huge --lazy-rescale=false"
+  "huge-scores-fp8|--L 128 --S 256 --D 128 --q-offset 128 --causal --lse --kv-dtype f8E4M3FN --kv-scales head|--fill=0=640:128:7e9"
+)
+huge_variants=(bf16)
+[[ $cc == 9.0 ]] && huge_variants+=(bf16-sm90)
+for variant in "${huge_variants[@]}"; do
+  for entry in "${huge_cases[@]}"; do
+    start_case "$variant" "$entry" --dtype bf16
+  done
+done
 wait
 for r in "${results[@]}"; do
   if [[ -f $r ]]; then cat "$r"; else echo "${r##*/} FAIL (no result)"; fi

@@ -44,7 +44,6 @@
 #include "mlir/Rewrite/PatternApplicator.h"
 
 #include <cmath>
-#include <limits>
 
 namespace mlir {
 namespace kvattn {
