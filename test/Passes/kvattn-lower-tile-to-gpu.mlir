@@ -247,7 +247,7 @@
 // TC-NEXT:      %[[OLDOFF:.*]] = llvm.call_intrinsic "llvm.nvvm.mul.rn.f"(%[[OLD:.*]], %[[F]])
 // TC-NEXT:      %[[NEWOFF:.*]] = llvm.call_intrinsic "llvm.nvvm.mul.rn.f"(%[[NEW]], %[[F]])
 // TC:           %[[SIZE:.*]] = math.absf %[[NEWOFF]] : f32
-// TC-NEXT:      arith.cmpf oge, %[[SIZE]], %{{.*}} : f32
+// TC:           arith.cmpf oge, %[[SIZE]], %{{.*}} : f32
 // TC:           %[[EXACT:.*]] = llvm.call_intrinsic "llvm.nvvm.vote.any.sync"
 // TC-NEXT:      scf.if %[[EXACT]] {
 // TC:             llvm.call_intrinsic "llvm.nvvm.mul.rn.f"(%{{.*}}, %[[F]])

@@ -798,13 +798,14 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     // |offset| >= the limit, decided on the new maximum (lazy rescaling
     // keeps an old one only within 8 of it: 2^30 leaves the FMA form room
     // for that).
-    Value huge = arith::AndIOp::create(
-        e.b,
-        arith::CmpFOp::create(e.b, arith::CmpFPredicate::OGE,
-                              math::AbsFOp::create(e.b, newOffsets[k]),
-                              e.f32(kExactSoftmaxOffset)),
-        arith::XOrIOp::create(e.b, none,
-                              arith::ConstantIntOp::create(e.b, 1, 1)));
+    // (One op per statement: the IR's order must not depend on the host
+    // compiler's order of evaluating arguments.)
+    Value size = math::AbsFOp::create(e.b, newOffsets[k]);
+    Value atLimit = arith::CmpFOp::create(e.b, arith::CmpFPredicate::OGE, size,
+                                          e.f32(kExactSoftmaxOffset));
+    Value some = arith::XOrIOp::create(e.b, none,
+                                       arith::ConstantIntOp::create(e.b, 1, 1));
+    Value huge = arith::AndIOp::create(e.b, atLimit, some);
     anyHuge =
         anyHuge ? arith::OrIOp::create(e.b, anyHuge, huge).getResult() : huge;
   }
