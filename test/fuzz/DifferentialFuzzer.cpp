@@ -657,20 +657,25 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
   add("block_table", c.pageSize != 0, c.blockTable,
       {c.B, c.pageSize ? c.S / c.pageSize : 0}, "i32");
   // Sinks and ALiBi slopes: f32 [Hq], passed like the integer operands.
-  auto addFloats = [&](const char *name, const std::vector<double> &values) {
-    if (values.empty())
-      return;
-    std::string ty = tensorType({c.Hq}, "f32");
+  // f32 operands passed like the integer ones: sinks and ALiBi slopes
+  // [Hq], an FP8 cache's scales (typeShape: the IR's, dynamic dims -1; a
+  // token granularity over S = 0 holds no values).
+  auto addFloats = [&](const char *name, const std::vector<double> &values,
+                       const std::vector<int64_t> &shape,
+                       const std::vector<int64_t> &typeShape) {
+    std::string ty = tensorType(typeShape, "f32");
     sig += std::string(", %") + name + ": " + ty;
     groups += std::string(" ") + name + "(%" + name + " : " + ty + ")";
-    HostTensor t(ElementType::F32, {c.Hq});
+    HostTensor t(ElementType::F32, shape);
     for (size_t i = 0; i < values.size(); ++i)
       t.setDouble(i, values[i]);
     intArgs.push_back(std::move(t));
     intArgIndex.push_back(arg++);
   };
-  addFloats("sinks", c.sinks);
-  addFloats("alibi_slopes", c.alibi);
+  if (!c.sinks.empty()) // (empty: none)
+    addFloats("sinks", c.sinks, {c.Hq}, {c.Hq});
+  if (!c.alibi.empty())
+    addFloats("alibi_slopes", c.alibi, {c.Hq}, {c.Hq});
   add("tree_parents", c.tree, c.treeParents, {packedRows(c)}, "i32");
   if (!c.kvDtype.empty())
     for (auto [name, step] :
@@ -685,14 +690,7 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
         if (S < 0)
           typeShape[2] = -1;
       }
-      std::string ty = tensorType(typeShape, "f32");
-      sig += std::string(", %") + name + ": " + ty;
-      groups += std::string(" ") + name + "(%" + name + " : " + ty + ")";
-      HostTensor t(ElementType::F32, shape);
-      for (size_t i = 0; i < values.size(); ++i)
-        t.setDouble(i, values[i]);
-      intArgs.push_back(std::move(t));
-      intArgIndex.push_back(arg++);
+      addFloats(name, values, shape, typeShape);
     }
   std::string attrs;
   if (c.causal)

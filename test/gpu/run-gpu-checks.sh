@@ -156,14 +156,23 @@ mla_cases=(
   "mla-h128-p16|--B 2 --Hq 128 --L 1 --S 320 --page-size 16 --kv-len 300,33 --lse --poison nan"
   "mla-h128-fp8|--B 2 --Hq 128 --L 1 --S 512 --page-size 64 --kv-len 500,77 --kv-dtype f8E4M3FN --kv-scales token --lse --poison nan"
 )
-mla_variants=(bf16)
-[[ $cc == 9.0 ]] && mla_variants+=(bf16-sm90)
-for variant in "${mla_variants[@]}"; do
-  for entry in "${mla_cases[@]}"; do
-    start_case "$variant" "$entry" --latent --D 576 --Dv 512 \
-      --scale 0.0721687836 --dtype bf16
+# bf16, and on a compute capability 9.0 device the sm_90 (mma.sync) kernels
+# too: start_bf16_cases CASES-ARRAY-NAME CASE-FLAGS... starts every case of
+# the array in each.
+bf16_variants=(bf16)
+[[ $cc == 9.0 ]] && bf16_variants+=(bf16-sm90)
+start_bf16_cases() {
+  local -n entries=$1
+  shift
+  local variant entry
+  for variant in "${bf16_variants[@]}"; do
+    for entry in "${entries[@]}"; do
+      start_case "$variant" "$entry" "$@"
+    done
   done
-done
+}
+start_bf16_cases mla_cases --latent --D 576 --Dv 512 --scale 0.0721687836 \
+  --dtype bf16
 
 # Scores of 10^9 and more (test/GpuEmu/huge-scores.test on the device: the
 # softmax's exact form and its mul.rn offsets as ptxas compiled them): a
@@ -175,13 +184,7 @@ huge_cases=(
   "huge-scores-eager|--L 128 --S 256 --D 64 --q-offset 128 --causal --lse|$huge --lazy-rescale=false"
   "huge-scores-fp8|--L 128 --S 256 --D 128 --q-offset 128 --causal --lse --kv-dtype f8E4M3FN --kv-scales head|--fill=0=640:128:7e9"
 )
-huge_variants=(bf16)
-[[ $cc == 9.0 ]] && huge_variants+=(bf16-sm90)
-for variant in "${huge_variants[@]}"; do
-  for entry in "${huge_cases[@]}"; do
-    start_case "$variant" "$entry" --dtype bf16
-  done
-done
+start_bf16_cases huge_cases --dtype bf16
 wait
 for r in "${results[@]}"; do
   if [[ -f $r ]]; then cat "$r"; else echo "${r##*/} FAIL (no result)"; fi
