@@ -748,11 +748,26 @@ private:
       kHi = p.add(kLo, last);
     } else {
       qRef = p.loadIndex(buf.qPos, ValueRange{b, zero});
-      // (kv_len <= S, and S >= 1 whenever a program runs.)
-      Value first = p.loadIndex(buf.kPos, ValueRange{b, zero});
-      Value end = p.loadIndex(buf.kPos, ValueRange{b, last});
-      kLo = p.min(first, end);
-      kHi = p.max(first, end);
+      // Programs run whenever L >= 1, also over S = 0, where k_pos holds
+      // no entry to read: the keys' positions are read only when the batch
+      // has keys (kv_len >= 1, and kv_len <= S); without keys the
+      // reference weights no score, and is 0.
+      Type index = p.b.getIndexType();
+      auto ifKeys =
+          scf::IfOp::create(p.b, TypeRange{index, index}, p.lt(zero, kvLen),
+                            /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(p.b);
+        p.b.setInsertionPointToStart(ifKeys.thenBlock());
+        Value first = p.loadIndex(buf.kPos, ValueRange{b, zero});
+        Value end = p.loadIndex(buf.kPos, ValueRange{b, last});
+        scf::YieldOp::create(p.b,
+                             ValueRange{p.min(first, end), p.max(first, end)});
+        p.b.setInsertionPointToStart(ifKeys.elseBlock());
+        scf::YieldOp::create(p.b, ValueRange{qRef, qRef});
+      }
+      kLo = ifKeys.getResult(0);
+      kHi = ifKeys.getResult(1);
     }
     return p.max(p.max(p.sub(kLo, qRef), p.sub(qRef, kHi)), zero);
   }

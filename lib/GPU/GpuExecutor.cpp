@@ -2,6 +2,7 @@
 
 #include "kvattn/GPU/GpuExecutor.h"
 #include "kvattn/Evaluator/Evaluator.h"
+#include "kvattn/GPU/PlanCompile.h"
 #include "kvattn/Runtime/EmulatedGpu.h"
 #include "kvattn/Support/Decimal.h"
 
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 
 using namespace mlir;
 
@@ -252,6 +254,74 @@ Status GpuExecutor::create(const PtxOptions &options,
   return Status::ok();
 }
 
+Status GpuExecutor::runPlan(
+    ModuleOp module, const std::string &key, const rt::LaunchArgs &args,
+    const std::vector<HostTensor> &results,
+    const std::vector<std::string> &outputs,
+    const std::function<Status(size_t, rt::DevicePtr &)> &allocate) {
+  // (At least 1: a bound of 0 means unbounded, which planning refuses
+  // where a workspace depends on it.)
+  rt::Sizes bounds = args.sizes;
+  bounds.B = std::max<int64_t>(bounds.B + planSlack_, 1);
+  bounds.L = std::max<int64_t>(bounds.L + planSlack_, 1);
+  bounds.S = std::max<int64_t>(bounds.S + planSlack_, 1);
+  const std::string planKey = key + "\nbounds " + std::to_string(bounds.B) +
+                              " " + std::to_string(bounds.L) + " " +
+                              std::to_string(bounds.S);
+  auto found = plans_.find(planKey);
+  if (found == plans_.end()) {
+    std::unique_ptr<rt::Plan> plan;
+    KVATTN_RETURN_IF_ERROR(
+        planModule(*runtime_, module, options_, bounds, plan));
+    found = plans_.emplace(planKey, std::move(plan)).first;
+  }
+  rt::Plan &plan = *found->second;
+
+  std::map<std::string, rt::DevicePtr> buffers = args.buffers;
+  if (planMetadata_ == PlanMetadata::Device) {
+    // Each metadata parameter in a device buffer of the manifest's element
+    // type (i1: a byte; i32; i64).
+    std::map<std::string, std::string> typeOf;
+    for (const rt::KernelInfo &k : plan.manifest().kernels)
+      for (const rt::ParamInfo &p : k.params)
+        if (p.kind == "pointer")
+          typeOf.emplace(p.name, p.elementType);
+    for (const auto &[name, values] : args.metadata) {
+      const std::string &type = typeOf[name];
+      const size_t width = type == "i1" ? 1 : type == "i32" ? 4 : 8;
+      std::vector<uint8_t> bytes(values.size() * width);
+      for (size_t i = 0; i < values.size(); ++i) {
+        const int32_t narrow = static_cast<int32_t>(values[i]);
+        const uint8_t byte = static_cast<uint8_t>(values[i]);
+        std::memcpy(bytes.data() + i * width,
+                    width == 1   ? static_cast<const void *>(&byte)
+                    : width == 4 ? static_cast<const void *>(&narrow)
+                                 : static_cast<const void *>(&values[i]),
+                    width);
+      }
+      rt::DevicePtr ptr = 0;
+      KVATTN_RETURN_IF_ERROR(allocate(bytes.size(), ptr));
+      KVATTN_RETURN_IF_ERROR(
+          runtime_->copyToDevice(ptr, bytes.data(), bytes.size()));
+      buffers[name] = ptr;
+    }
+  }
+  for (int64_t run = 0; run < std::max<int64_t>(planRuns_, 1); ++run) {
+    for (size_t r = 0; r < results.size(); ++r)
+      KVATTN_RETURN_IF_ERROR(
+          runtime_->fill(buffers.at(outputs[r]), 0xff, results[r].byteSize()));
+    KVATTN_RETURN_IF_ERROR(
+        planMetadata_ == PlanMetadata::Device
+            ? plan.run(args.sizes, buffers)
+            : plan.runWithHostMetadata(args.sizes, buffers, args.metadata));
+  }
+  if (Status s = plan.status(); s.isError())
+    return Status::error("the plan's device validation recorded a "
+                         "violation: " +
+                         s.message());
+  return Status::ok();
+}
+
 Status GpuExecutor::run(Operation *op,
                         const std::vector<const HostTensor *> &operands,
                         std::vector<HostTensor> &results) {
@@ -276,20 +346,27 @@ Status GpuExecutor::run(Operation *op,
   llvm::raw_string_ostream os(key);
   module->print(os);
 
-  auto it = cache_.find(key);
-  if (it == cache_.end()) {
-    PtxModule ptx;
-    KVATTN_RETURN_IF_ERROR(compileToPtx(*module, options_, ptx));
-    Compiled compiled;
-    compiled.ptx = ptx.ptx;
-    // Through the JSON on purpose: the runtime launches from the manifest
-    // as an embedder would.
-    KVATTN_RETURN_IF_ERROR(rt::parseManifest(manifestToJson(ptx, "kvattn.ptx"),
-                                             compiled.manifest));
-    it = cache_.emplace(key, std::move(compiled)).first;
+  // Through a plan (attention and cascade ops): planned below, once the
+  // sizes are known.
+  const bool planned = planMetadata_ != PlanMetadata::None && !append;
+  const rt::Module *loaded = nullptr;
+  const rt::Manifest *manifest = nullptr;
+  if (!planned) {
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      PtxModule ptx;
+      KVATTN_RETURN_IF_ERROR(compileToPtx(*module, options_, ptx));
+      Compiled compiled;
+      compiled.ptx = ptx.ptx;
+      // Through the JSON on purpose: the runtime launches from the manifest
+      // as an embedder would.
+      KVATTN_RETURN_IF_ERROR(rt::parseManifest(
+          manifestToJson(ptx, "kvattn.ptx"), compiled.manifest));
+      it = cache_.emplace(key, std::move(compiled)).first;
+    }
+    KVATTN_RETURN_IF_ERROR(runtime_->loadModule(it->second.ptx, loaded));
+    manifest = &it->second.manifest;
   }
-  const rt::Module *loaded;
-  KVATTN_RETURN_IF_ERROR(runtime_->loadModule(it->second.ptx, loaded));
 
   // Buffers: outside beginFunction() every buffer is this call's and freed
   // at its end; inside, the function's (values_, owned_).
@@ -470,11 +547,14 @@ Status GpuExecutor::run(Operation *op,
       args.buffers[outputs[r]] = ptr;
     }
   }
+  if (planned && s.isOk())
+    s = runPlan(*module, key, args, results, outputs, allocate);
   // The kernels run in manifest order: the attention kernel, then (with
   // split-KV) the merge of its partial states, which live in f32 device
   // workspaces; or the one append kernel. Each kernel gets the buffers
   // and metadata it names.
-  for (const rt::KernelInfo &k : it->second.manifest.kernels) {
+  const std::vector<rt::KernelInfo> none;
+  for (const rt::KernelInfo &k : planned ? none : manifest->kernels) {
     if (s.isError())
       break;
     rt::LaunchArgs kernelArgs;

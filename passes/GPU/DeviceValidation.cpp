@@ -48,6 +48,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
 #include <limits>
@@ -1182,6 +1183,26 @@ void DeviceValidationPass::runOnOperation() {
     return it->second;
   };
 
+  // The metadata buffers that validation kernels launched earlier in each
+  // host function check. A kernel that reads only such buffers needs no
+  // validation kernel of its own: it runs after them and only while the
+  // status word is clear. A split-KV merge that reads ALiBi's positions
+  // (q_pos, k_pos, kv_len) is one: its checks would be its attention's,
+  // and with static sizes it has no S among its scalars to make them with.
+  llvm::DenseMap<Operation *, llvm::DenseSet<Value>> checkedOf;
+  auto metadataOf = [&](gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel) {
+    const bool append = getTileConfig(kernel).getKind() == KernelKind::append;
+    SmallVector<Value> buffers;
+    for (auto [p, v] :
+         llvm::zip(readParams(kernel), launch.getKernelOperands()))
+      if (p.kind == "pointer" && isValidated(p.name, append))
+        buffers.push_back(recordBuffer(v));
+    return buffers;
+  };
+  // Kernels given no validation kernel because their first launch's
+  // metadata was checked already; every other launch of them must be too.
+  llvm::DenseSet<Operation *> covered;
+
   // The status buffer of each host function (what the launches pass).
   llvm::DenseMap<Operation *, Value> statusOf;
   llvm::DenseMap<Operation *, unsigned> statusIndex;
@@ -1193,22 +1214,37 @@ void DeviceValidationPass::runOnOperation() {
       continue;
     std::vector<Param> before = readParams(kernel);
     std::optional<RecordWriter> writer = writerFor(launch, kernel);
+    Operation *func = launch->getParentOfType<FunctionOpInterface>();
+    llvm::DenseSet<Value> &checked = checkedOf[func];
+    const SmallVector<Value> metadata = metadataOf(launch, kernel);
+    const bool checkedBefore =
+        !writer && !metadata.empty() &&
+        llvm::all_of(metadata, [&](Value v) { return checked.contains(v); });
     if (!statusIndex.count(kernel)) {
       // The validation kernel reads the signature before the guard.
       std::string name = kernel.getName().str() + "_validate";
-      if (buildValidationKernel(gpuModule, kernel, ordinal, name,
-                                indexBitwidth == 32,
-                                writer ? writer->param : KernelParamAttr()))
+      if (checkedBefore)
+        covered.insert(kernel);
+      else if (buildValidationKernel(
+                   gpuModule, kernel, ordinal, name, indexBitwidth == 32,
+                   writer ? writer->param : KernelParamAttr()))
         ++ordinal;
       FailureOr<unsigned> at = guardKernel(kernel);
       if (failed(at))
         return signalPassFailure();
       statusIndex[kernel] = *at;
+    } else if (covered.contains(kernel) && !checkedBefore) {
+      launch.emitOpError()
+          << "kvattn-device-validation: kernel '" << kernel.getName()
+          << "' reads metadata that no earlier validation kernel of this "
+             "function checks, but was given no validation kernel (another "
+             "launch of it reads only checked metadata): compile the two "
+             "functions separately";
+      return signalPassFailure();
     }
 
     // The host side: one status buffer per function, the validation launch
     // before the kernel's, the status operand.
-    Operation *func = launch->getParentOfType<FunctionOpInterface>();
     if (!statusOf.count(func)) {
       ImplicitLocOpBuilder fb(launch.getLoc(), ctx);
       fb.setInsertionPointToStart(&func->getRegion(0).front());
@@ -1224,8 +1260,7 @@ void DeviceValidationPass::runOnOperation() {
       ImplicitLocOpBuilder hb(launch.getLoc(), launch);
       SmallVector<Value> vOperands;
       Value batch;
-      const bool append =
-          getTileConfig(kernel).getKind() == KernelKind::append;
+      const bool append = getTileConfig(kernel).getKind() == KernelKind::append;
       for (auto [p, v] : llvm::zip(before, operands)) {
         if (p.kind == "pointer" && isValidated(p.name, append))
           vOperands.push_back(
@@ -1250,6 +1285,7 @@ void DeviceValidationPass::runOnOperation() {
           gpu::KernelDim3{arith::ConstantIndexOp::create(hb, kThreads), one,
                           one},
           arith::ConstantIntOp::create(hb, hb.getI32Type(), 0), vOperands);
+      checked.insert(metadata.begin(), metadata.end());
     }
     operands.insert(operands.begin() + statusIndex[kernel], status);
     launch.getKernelOperandsMutable().assign(operands);

@@ -1,6 +1,7 @@
 // RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --enable-var-scope
 // RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --check-prefix=I64
 // RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation{index-bitwidth=32})' | FileCheck %s --enable-var-scope --check-prefixes=CHECK,I32
+// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=2},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --enable-var-scope --check-prefix=SPLIT
 
 // -kvattn-device-validation (docs/kernel-abi.md, "The status word"): the
 // host allocates one status word (i64[16]); a validation kernel, one block of
@@ -209,4 +210,30 @@ func.func @append_then_check(%q: tensor<2x2x1x16xf32>, %kn: tensor<2x2x1x16xf32>
       k_rope_pos(%r : tensor<2x32xi64>) causal rope = <rotary_dim = 16, theta = 10000.0>
       : tensor<2x2x1x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32> -> tensor<2x2x1x16xf32>
   return %o : tensor<2x2x1x16xf32>
+}
+
+// -----
+
+// Split two ways, ALiBi over explicit positions: the merge reads q_pos,
+// k_pos and kv_len too (each batch's ALiBi reference), all of which the
+// attention's validation kernel has checked by then; the merge gets no
+// validation kernel of its own, only the status guard. (Building one
+// crashed the compiler: with static sizes the merge has no S among its
+// scalars, which the k_pos checks need. Found by kvattn-fuzz-diff
+// --target=gpu-emu through plans.)
+// SPLIT-LABEL: func.func @alibi_merge
+// SPLIT: %[[STATUS:.*]] = memref.alloc() {kvattn.role = #kvattn.role<status>} : memref<16xi64>
+// SPLIT: gpu.launch_func @kvattn_kernels::@alibi_merge_kvattn_0_validate {{.*}}%[[STATUS]] : memref<16xi64>
+// SPLIT-NEXT: gpu.launch_func @kvattn_kernels::@alibi_merge_kvattn_0 {{.*}}%[[STATUS]] : memref<16xi64>
+// SPLIT-NOT: gpu.launch_func
+// SPLIT: gpu.launch_func @kvattn_kernels::@alibi_merge_kvattn_1 {{.*}}%[[STATUS]] : memref<16xi64>
+// SPLIT: gpu.module @kvattn_kernels
+// SPLIT: gpu.func @alibi_merge_kvattn_1(%{{.*}}: memref<1xi64>, %{{.*}}: memref<1xi64>, %{{.*}}: memref<1xi32>
+// SPLIT-SAME: name = "status"
+// SPLIT-NOT: @alibi_merge_kvattn_1_validate
+// SPLIT: gpu.func @alibi_merge_kvattn_0_validate
+// SPLIT-NOT: @alibi_merge_kvattn_1_validate
+func.func @alibi_merge(%q: tensor<1x2x2x16xf16>, %k: tensor<1x2x16x16xf16>, %v: tensor<1x2x16x16xf16>, %qp: tensor<1x2xi64>, %kp: tensor<1x16xi64>, %n: tensor<1xi32>, %slopes: tensor<2xf32>) -> tensor<1x2x2x16xf16> {
+  %o = kvattn.attention %q, %k, %v q_pos(%qp : tensor<1x2xi64>) k_pos(%kp : tensor<1x16xi64>) kv_len(%n : tensor<1xi32>) alibi_slopes(%slopes : tensor<2xf32>) causal : tensor<1x2x2x16xf16>, tensor<1x2x16x16xf16>, tensor<1x2x16x16xf16> -> tensor<1x2x2x16xf16>
+  return %o : tensor<1x2x2x16xf16>
 }

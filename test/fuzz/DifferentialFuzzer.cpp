@@ -19,7 +19,10 @@
 // compiles it with kvattn-to-cpu (or for the drawn chip) and compares the
 // results with the scalar reference (the tolerances of --check). On the
 // GPU a configuration the compiler refuses by name is counted, not failed
-// (the refusals are printed at the end). A mismatch is shrunk (smaller
+// (the refusals are printed at the end). One GPU case in three runs
+// through a plan (kvattn-run --plan: device validation, bounds above the
+// run's sizes, device or host metadata, outputs filled with NaN), the
+// path of serving engines. A mismatch is shrunk (smaller
 // sizes while it still fails) and printed as an attention_case.py command line,
 // the form of the regression tests in test/Numerics; with --save it is also
 // written to DIR.
@@ -62,6 +65,11 @@ static cl::opt<int64_t> iterations("iterations", cl::init(100));
 static cl::opt<double>
     seconds("seconds", cl::desc("Stop after this many seconds"), cl::init(0));
 static cl::opt<std::string> saveDir("save", cl::init(""));
+static cl::opt<bool> printCases(
+    "print-cases",
+    cl::desc("Print each case's flags to stderr before running it (the case "
+             "a crash stops on is the last printed)"),
+    cl::init(false));
 enum class Target { Cpu, GpuEmu };
 static cl::opt<Target> target(
     "target", cl::desc("the path compared with the reference"),
@@ -149,6 +157,14 @@ struct Config {
   /// does (kvattn-run --specialize-shapes=false: split-KV chosen at run
   /// time), instead of for the inputs' shapes.
   bool keepDynamicShapes = false;
+  /// Run through a plan (GpuExecutor::setThroughPlan: planModule and
+  /// rt::Plan, the path of serving engines, the C API's kvattn_plan_* and
+  /// kvattn.torch) instead of launching the kernels: None, with the
+  /// metadata in device buffers (validated on the device) or on the host;
+  /// the plan's bounds exceed the run's B, L and S by planSlack, and it
+  /// runs planRuns times (each into outputs filled with NaN).
+  enum class Plan { None, Device, Host } plan = Plan::None;
+  int64_t planSlack = 0, planRuns = 1;
 };
 
 int64_t packedRows(const Config &c) {
@@ -241,12 +257,15 @@ std::string asFlags(const Config &c) {
        << c.cacheRows;
   list("--q-offset", c.qOffset);
   list("--k-offset", c.kOffset);
-  list("--q-pos", c.qPos);
-  list("--k-pos", c.kPos);
+  // Explicit positions over L = 0 or S = 0: tensors of no elements,
+  // spelled --q-pos= (attention_case.py's empty list).
+  if (c.explicitPositions)
+    os << " --q-pos=" << join(c.qPos) << " --k-pos=" << join(c.kPos);
   if (c.nearLimit && !c.qOffset.empty())
     os << " --offset-type i64";
   list("--kv-len", c.kvLen);
-  list("--key-valid", c.keyValid);
+  if (c.hasKeyValid) // (S = 0: --key-valid=, no elements)
+    os << " --key-valid=" << join(c.keyValid);
   if (c.pageSize) {
     os << " --page-size " << c.pageSize << " --num-pages " << c.numPages;
     list("--block-table", c.blockTable);
@@ -299,6 +318,9 @@ std::string asFlags(const Config &c) {
       os << " --index-bitwidth=64";
     if (c.keepDynamicShapes)
       os << " --specialize-shapes=false";
+    if (c.plan != Config::Plan::None)
+      os << " --plan=" << (c.plan == Config::Plan::Device ? "device" : "host")
+         << " --plan-slack=" << c.planSlack << " --plan-runs=" << c.planRuns;
     os << "   (env KVATTN_EMU_SM=" << emuSm(c) << " KVATTN_EMU_SMS=" << c.sms
        << ")";
   } else {
@@ -309,8 +331,6 @@ std::string asFlags(const Config &c) {
     os << " --vectorize=" << (c.vectorize ? "true" : "false")
        << " --vector-width=" << c.vectorWidth << " --num-threads=" << c.threads;
   }
-  if (c.hasKeyValid && c.keyValid.empty())
-    os << "   (the failing IR had a key_valid of [B, 0])";
   if (c.dynamicDims)
     os << "   (the failing IR had dynamic" << (c.dynamicDims & 1 ? " B" : "")
        << (c.dynamicDims & 2 ? " L" : "") << (c.dynamicDims & 4 ? " S" : "")
@@ -548,6 +568,12 @@ Config draw(std::mt19937_64 &rng) {
     c.lazyRescale = uniform(0, 3) != 0;
     c.keepDynamicShapes = uniform(0, 2) == 0;
     c.optionOverLimit = false; // the CPU path's options
+    // One case in three through a plan.
+    if (uniform(0, 2) == 0) {
+      c.plan = uniform(0, 1) ? Config::Plan::Device : Config::Plan::Host;
+      c.planSlack = pick({0, 1, 3});
+      c.planRuns = uniform(0, 3) == 0 ? 2 : 1;
+    }
   }
   c.dataSeed = rng();
   drawOperands(c, rng);
@@ -805,15 +831,8 @@ std::string compareConditioned(const Config &c,
 mlir::kvattn::EmulatedGpu emulator;
 std::map<std::string, int64_t> refusals;
 
-/// Compiles and runs the config's function for its chip on the emulated
-/// GPU. A compiler refusal is counted in `refusals` and passes; a launch
-/// error, a memcheck or racecheck report or a mismatch fails.
-std::string runOnEmulatedGpu(mlir::func::FuncOp func, const Config &c,
-                             const std::vector<HostTensor> &args,
-                             const std::vector<HostTensor> &expected) {
-  // The device's capability and multiprocessors, read at each query.
-  ::setenv("KVATTN_EMU_SM", emuSm(c).c_str(), 1);
-  ::setenv("KVATTN_EMU_SMS", std::to_string(c.sms).c_str(), 1);
+/// The compile options of a config's GPU case.
+mlir::kvattn::PtxOptions gpuOptions(const Config &c) {
   mlir::kvattn::PtxOptions options;
   options.chip = c.chip;
   options.image = mlir::kvattn::DeviceImage::LlvmIR;
@@ -825,11 +844,30 @@ std::string runOnEmulatedGpu(mlir::func::FuncOp func, const Config &c,
   // refuses them at launch, by name).
   if (c.nearLimit)
     options.indexBitwidth = 64;
+  return options;
+}
+
+/// Compiles and runs the config's function for its chip on the emulated
+/// GPU (GpuExecutor, or through a plan). A compiler refusal is counted in
+/// `refusals` and passes; a launch error, a memcheck or racecheck report or
+/// a mismatch fails.
+std::string runOnEmulatedGpu(mlir::func::FuncOp func, const Config &c,
+                             const std::vector<HostTensor> &args,
+                             const std::vector<HostTensor> &expected) {
+  // The device's capability and multiprocessors, read at each query.
+  ::setenv("KVATTN_EMU_SM", emuSm(c).c_str(), 1);
+  ::setenv("KVATTN_EMU_SMS", std::to_string(c.sms).c_str(), 1);
+  const mlir::kvattn::PtxOptions options = gpuOptions(c);
   std::unique_ptr<mlir::kvattn::GpuExecutor> gpu;
   if (mlir::kvattn::Status s = mlir::kvattn::GpuExecutor::create(options, gpu);
       s.isError())
     return "the emulated GPU: " + s.message();
   gpu->setKeepDynamicShapes(c.keepDynamicShapes);
+  using PlanMetadata = mlir::kvattn::GpuExecutor::PlanMetadata;
+  gpu->setThroughPlan(c.plan == Config::Plan::Device ? PlanMetadata::Device
+                      : c.plan == Config::Plan::Host ? PlanMetadata::Host
+                                                     : PlanMetadata::None,
+                      c.planSlack, c.planRuns);
   mlir::kvattn::AttentionExecutor executor =
       [&](mlir::Operation *op, const std::vector<const HostTensor *> &in,
           std::vector<HostTensor> &out) { return gpu->run(op, in, out); };
@@ -1044,7 +1082,7 @@ int main(int argc, char **argv) {
   struct {
     int64_t huge = 0, nearLimit = 0, dynamic = 0, overLimit = 0,
             splitOrPaged = 0, trees = 0, fills = 0, fp8 = 0, latent = 0,
-            packedKeys = 0, cacheMap = 0;
+            packedKeys = 0, cacheMap = 0, plans = 0;
   } drawn;
   auto start = std::chrono::steady_clock::now();
   int64_t done = 0;
@@ -1054,6 +1092,8 @@ int main(int argc, char **argv) {
                 .count() > seconds)
       break;
     Config c = draw(rng);
+    if (printCases)
+      llvm::errs() << "case " << done << ": " << asFlags(c) << "\n";
     std::string failure = runCase(context, c);
     drawn.huge += c.magnitude >= 1e19;
     drawn.nearLimit += c.nearLimit;
@@ -1066,6 +1106,7 @@ int main(int argc, char **argv) {
     drawn.latent += c.latent;
     drawn.packedKeys += c.packedKeys;
     drawn.cacheMap += c.cacheMap;
+    drawn.plans += c.plan != Config::Plan::None;
     if (failure.empty())
       continue;
     llvm::outs() << "MISMATCH (iteration " << done << "): " << failure
@@ -1101,7 +1142,8 @@ int main(int argc, char **argv) {
     int64_t refused = 0;
     for (const auto &[message, n] : refusals)
       refused += n;
-    llvm::outs() << "  on the emulated GPU; " << refused
+    llvm::outs() << "  on the emulated GPU (" << drawn.plans
+                 << " through plans); " << refused
                  << " configurations refused by the compiler:\n";
     for (const auto &[message, n] : refusals)
       llvm::outs() << "    " << n << " x " << message << "\n";

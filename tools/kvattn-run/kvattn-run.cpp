@@ -125,6 +125,30 @@ cl::opt<bool> specializeShapes(
              "(default); false: once with its dynamic dimensions, as a "
              "serving engine does (split-KV then chosen at run time)"),
     cl::init(true), cl::cat(runCategory));
+enum class PlanFlag { None, Device, Host };
+cl::opt<PlanFlag> throughPlan(
+    "plan",
+    cl::desc("gpu targets: run each attention through a plan, as a serving "
+             "engine does (kvattn_plan_create: device validation, bounds the "
+             "run's sizes plus --plan-slack; outputs filled with NaN before "
+             "each run; the status word read after): its metadata in device "
+             "buffers (device) or on the host (host)"),
+    cl::values(clEnumValN(PlanFlag::None, "none", "no plan (default)"),
+               clEnumValN(PlanFlag::Device, "device",
+                          "metadata in device buffers (Plan::run)"),
+               clEnumValN(PlanFlag::Host, "host",
+                          "metadata on the host (Plan::runWithHostMetadata)")),
+    cl::init(PlanFlag::None), cl::cat(runCategory));
+cl::opt<int64_t> planSlack(
+    "plan-slack",
+    cl::desc("--plan: the plan's bounds exceed the run's B, L and S by this "
+             "much"),
+    cl::init(0), cl::cat(runCategory));
+cl::opt<int64_t>
+    planRuns("plan-runs",
+             cl::desc("--plan: runs of the plan per attention (the last "
+                      "one's results are read)"),
+             cl::init(1), cl::cat(runCategory));
 cl::opt<std::string>
     chip("chip",
          cl::desc("gpu targets: the device's chip or its architecture-"
@@ -529,6 +553,14 @@ static int runTool(int argc, char **argv) {
         s.isError())
       return fail(targetFlag + s.message());
     gpu->setKeepDynamicShapes(!specializeShapes);
+    if (planSlack < 0 || planRuns < 1)
+      return fail("--plan-slack must be at least 0 and --plan-runs at least "
+                  "1");
+    using PlanMetadata = ::mlir::kvattn::GpuExecutor::PlanMetadata;
+    gpu->setThroughPlan(throughPlan == PlanFlag::Device ? PlanMetadata::Device
+                        : throughPlan == PlanFlag::Host ? PlanMetadata::Host
+                                                        : PlanMetadata::None,
+                        planSlack, planRuns);
     if (emulated) {
       if (::mlir::kvattn::Status s = ::mlir::kvattn::EmulatedGpu::open(
               ::mlir::kvattn::emulatedDriverPath(), emu);

@@ -81,11 +81,12 @@ def write_npy(path, shape, elt, values):
 
 
 def int_list(text):
-    """Comma-separated integers, or @FILE holding them."""
+    """Comma-separated integers, or @FILE holding them; an empty value (as in
+    --k-pos=) is a tensor of no elements, e.g. k_pos [B, 0] with S = 0."""
     if text and text.startswith("@"):
         with open(text[1:]) as f:
             text = f.read().strip()
-    return [int(x) for x in text.split(",")] if text else None
+    return [int(x) for x in text.split(",")] if text else []
 
 
 def float_list(text):
