@@ -456,6 +456,9 @@ void drawOperands(Config &c, std::mt19937_64 &rng) {
   }
 }
 
+/// Cases drawn in MLA's decode shape (draw).
+int64_t mlaCases = 0;
+
 Config draw(std::mt19937_64 &rng) {
   auto uniform = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
@@ -574,6 +577,30 @@ Config draw(std::mt19937_64 &rng) {
       c.planSlack = pick({0, 1, 3});
       c.planRuns = uniform(0, 3) == 0 ? 2 : 1;
     }
+  }
+  // One case in twenty: DeepSeek MLA's decode (the latent kernels proper:
+  // D = 576 = 512 latent + 64 rotary, Dv = 512, one latent head under 16
+  // or 128 query heads, paged by 64 half the time); the latent cases above
+  // are small and take the generic kernels.
+  if (!c.tree && c.magnitude < 1e19 && uniform(0, 19) == 0) {
+    c.latent = true;
+    c.dtype = uniform(0, 3) ? "bf16" : "f16";
+    c.D = 576;
+    c.Dv = 512;
+    c.Hkv = 1;
+    c.Hq = pick({16, 16, 128});
+    c.L = pick({1, 1, 1, 2});
+    c.S = uniform(1, 300);
+    c.mask = "";
+    if (!c.packedKeys && !c.cacheMap)
+      c.pageSize = uniform(0, 1) ? 64 : 0;
+    c.hasKvLen = c.hasKvLen || c.pageSize;
+    // One sink and slope per query head.
+    if (!c.sinks.empty())
+      c.sinks.resize(c.Hq, c.sinks.front());
+    if (!c.alibi.empty())
+      c.alibi.resize(c.Hq, c.alibi.front());
+    ++mlaCases;
   }
   c.dataSeed = rng();
   drawOperands(c, rng);
@@ -1137,7 +1164,8 @@ int main(int argc, char **argv) {
                << " with an FP8 cache, " << drawn.latent
                << " in the latent form, " << drawn.packedKeys
                << " with ragged keys (k_start), " << drawn.cacheMap
-               << " with a batch-to-cache map\n";
+               << " with a batch-to-cache map, " << mlaCases
+               << " in MLA's decode shape (D 576, Dv 512, 16 or 128 heads)\n";
   if (target == Target::GpuEmu) {
     int64_t refused = 0;
     for (const auto &[message, n] : refusals)
