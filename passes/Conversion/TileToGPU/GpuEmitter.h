@@ -210,8 +210,11 @@ inline constexpr double kLazyRescaleLog2 = 8.0;
 /// The row offset |max * expScale| from which a warp takes the softmax's
 /// exact form for a block (round(s * f) - round(max * f), one more
 /// instruction per score) instead of the FMA form, whose rounding of the
-/// offset reaches 2^(ulp / 2) there: 2^30, an ulp of 64 below it.
-inline constexpr double kExactSoftmaxOffset = 1073741824.0;
+/// offset, up to half an ulp, is an exponent of the row's largest
+/// probability: 2^26, an ulp of 8 below it, so that probabilities stay
+/// below 2^4 (2^12 with lazy rescaling), finite in the f16 that P.V takes
+/// them in for an f16 query or an FP8 cache's f16 stage (65,504).
+inline constexpr double kExactSoftmaxOffset = 67108864.0;
 
 /// Loop vocabulary plus the thread mapping.
 struct GpuEmitter : Emitter {

@@ -771,7 +771,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   // f), and the same FFMA then runs with a multiplier of 1, giving
   // round(s * f) - round(max * f): 0 for the maximum, <= 0 for the others
   // (rounding is monotone). Below that offset |max * f - round(max * f)|
-  // <= 32 (docs/gpu-lowering.md, "Softmax in FMA form").
+  // <= 4: probabilities below 2^4 (2^12 with lazy rescaling), finite in
+  // f16 P (docs/gpu-lowering.md, "Softmax in FMA form").
   const bool roundedOffsets = e.t.expScale != 1.0;
   auto toOffset = [&](Value max) {
     return roundedOffsets ? e.mulRn(max, f) : max;
@@ -796,8 +797,8 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
     if (!roundedOffsets)
       continue;
     // |offset| >= the limit, decided on the new maximum (lazy rescaling
-    // keeps an old one only within 8 of it: 2^30 leaves the FMA form room
-    // for that).
+    // keeps an old one only within 8 of it: 2^26 leaves the FMA form room
+    // for that, even in f16).
     // (One op per statement: the IR's order must not depend on the host
     // compiler's order of evaluating arguments.)
     Value size = math::AbsFOp::create(e.b, newOffsets[k]);
