@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <functional>
+#include <set>
 
 using namespace mlir;
 
@@ -179,6 +181,80 @@ singleAppendModule(mlir::kvattn::AppendOp op,
   return module;
 }
 
+/// The sizes of a launch of `op` (kvattn.attention, kvattn.cascade or
+/// kvattn.append) on `operands`, whose roles are `roles`.
+rt::Sizes launchSizes(Operation *op, const std::vector<std::string> &roles,
+                      const std::vector<const HostTensor *> &operands) {
+  auto attention = dyn_cast<mlir::kvattn::AttentionOp>(op);
+  auto append = dyn_cast<mlir::kvattn::AppendOp>(op);
+  auto cascade = dyn_cast<mlir::kvattn::CascadeOp>(op);
+  rt::Sizes sizes;
+  auto shapeOf = [&](const char *role) -> const std::vector<int64_t> & {
+    size_t i = std::find(roles.begin(), roles.end(), role) - roles.begin();
+    return operands[i]->shape();
+  };
+  if (append) {
+    // update [B, H, L, D]; cache [B, H, C, D] or pages [num_pages,
+    // page_size, H, D] with table [B, max_pages]. No query heads: Hq = H.
+    const auto &u = shapeOf("update"), &c = shapeOf("cache");
+    if (append.isPaged()) {
+      int64_t maxPages = shapeOf("block_table")[1];
+      sizes = {u[0], u[1], u[1], u[2], maxPages * c[1]};
+      sizes.numPages = c[0];
+      sizes.pageSize = c[1];
+      sizes.maxPages = maxPages;
+    } else {
+      sizes = {u[0], u[1], u[1], u[2], c[2]};
+    }
+  } else if (cascade) {
+    // A ragged batch of B sequences (L: the packed rows T) over suffixes
+    // [B, Hkv, S, D] or pages [num_pages, page_size, Hkv, D] through the
+    // table [B, max_pages]; the prefix kernel's P keys, or its pool
+    // [prefix_num_pages, prefix_page_size, Hkv, D] through prefix_pages
+    // [prefix_max_pages] (P = prefix_max_pages * prefix_page_size).
+    const auto &q = shapeOf("query"), &k = shapeOf("key");
+    const int64_t batch = shapeOf("q_start")[0] - 1;
+    if (cascade.isPaged()) {
+      const int64_t maxPages = shapeOf("block_table")[1];
+      sizes = {batch, q[1], k[2], q[2], maxPages * k[1]};
+      sizes.numPages = k[0];
+      sizes.pageSize = k[1];
+      sizes.maxPages = maxPages;
+    } else {
+      sizes = {batch, q[1], k[1], q[2], k[2]};
+    }
+    const auto &pk = shapeOf("prefix_key");
+    if (cascade.isPrefixPaged()) {
+      sizes.prefixNumPages = pk[0];
+      sizes.prefixPageSize = pk[1];
+      sizes.prefixMaxPages = shapeOf("prefix_pages")[0];
+      sizes.P = sizes.prefixMaxPages * pk[1];
+    } else {
+      sizes.P = pk[2];
+    }
+  } else if (attention.isPaged()) {
+    // Pages [num_pages, page_size, Hkv, D], table [B, max_pages].
+    const auto &q = shapeOf("query"), &k = shapeOf("key");
+    int64_t maxPages = shapeOf("block_table")[1];
+    sizes = {q[0], q[1], k[2], q[2], maxPages * k[1]};
+    sizes.numPages = k[0];
+    sizes.pageSize = k[1];
+    sizes.maxPages = maxPages;
+  } else {
+    const auto &q = shapeOf("query"), &k = shapeOf("key");
+    sizes = {q[0], q[1], k[1], q[2], k[2]};
+  }
+  // A ragged batch: B is the sequence count (q_start has B + 1 entries), L
+  // the packed rows T.
+  if (attention && attention.isVarlen())
+    sizes.B = shapeOf("q_start")[0] - 1;
+  // A batch-to-cache map: K and V have C cache rows.
+  if (attention && attention.hasCacheBatchIdx())
+    sizes.cacheRows = shapeOf("key")[0];
+
+  return sizes;
+}
+
 /// Whether `value` is defined at the top level of its function (an argument
 /// or a result of an op in the function's body). Only those are kept on the
 /// device between ops: a value defined inside a loop (the scf.forall of a
@@ -254,39 +330,196 @@ Status GpuExecutor::create(const PtxOptions &options,
   return Status::ok();
 }
 
-Status GpuExecutor::runPlan(
-    ModuleOp module, const std::string &key, const rt::LaunchArgs &args,
-    const std::vector<HostTensor> &results,
-    const std::vector<std::string> &outputs,
-    const std::function<Status(size_t, rt::DevicePtr &)> &allocate) {
-  // (At least 1: a bound of 0 means unbounded, which planning refuses
-  // where a workspace depends on it.)
-  rt::Sizes bounds = args.sizes;
-  bounds.B = std::max<int64_t>(bounds.B + planSlack_, 1);
-  bounds.L = std::max<int64_t>(bounds.L + planSlack_, 1);
-  bounds.S = std::max<int64_t>(bounds.S + planSlack_, 1);
-  const std::string planKey = key + "\nbounds " + std::to_string(bounds.B) +
-                              " " + std::to_string(bounds.L) + " " +
-                              std::to_string(bounds.S);
-  auto found = plans_.find(planKey);
-  if (found == plans_.end()) {
-    std::unique_ptr<rt::Plan> plan;
-    KVATTN_RETURN_IF_ERROR(
-        planModule(*runtime_, module, options_, bounds, plan));
-    found = plans_.emplace(planKey, std::move(plan)).first;
+bool GpuExecutor::isPlannableFunction(func::FuncOp func) {
+  if (func.isExternal() || !func.getBody().hasOneBlock())
+    return false;
+  int attentions = 0;
+  for (Operation &op : func.getBody().front()) {
+    if (isa<mlir::kvattn::AttentionOp, mlir::kvattn::CascadeOp>(op))
+      ++attentions;
+    else if (!isa<mlir::kvattn::AppendOp, func::ReturnOp>(op))
+      return false;
   }
-  rt::Plan &plan = *found->second;
+  return attentions == 1;
+}
 
-  std::map<std::string, rt::DevicePtr> buffers = args.buffers;
-  if (planMetadata_ == PlanMetadata::Device) {
-    // Each metadata parameter in a device buffer of the manifest's element
-    // type (i1: a byte; i32; i64).
-    std::map<std::string, std::string> typeOf;
-    for (const rt::KernelInfo &k : plan.manifest().kernels)
-      for (const rt::ParamInfo &p : k.params)
-        if (p.kind == "pointer")
-          typeOf.emplace(p.name, p.elementType);
-    for (const auto &[name, values] : args.metadata) {
+Status GpuExecutor::runFunctionThroughPlan(func::FuncOp func,
+                                           const std::vector<HostTensor> &args,
+                                           std::vector<HostTensor> &results,
+                                           PlanMetadata form, int64_t slack,
+                                           int64_t runs) {
+  const std::string where = "planning @" + func.getSymName().str() + ": ";
+  if (!isPlannableFunction(func))
+    return Status::error(where + "a plan runs a function of kvattn.append "
+                                 "ops and one kvattn.attention or "
+                                 "kvattn.cascade, and nothing else");
+  if (args.size() != func.getNumArguments())
+    return Status::error(where + std::to_string(args.size()) +
+                         " arguments, the function takes " +
+                         std::to_string(func.getNumArguments()));
+  Operation *attentionOp = nullptr;
+  std::vector<mlir::kvattn::AppendOp> appends;
+  for (Operation &op : func.getBody().front()) {
+    if (auto append = dyn_cast<mlir::kvattn::AppendOp>(op))
+      appends.push_back(append);
+    else if (isa<mlir::kvattn::AttentionOp, mlir::kvattn::CascadeOp>(op))
+      attentionOp = &op;
+  }
+  auto attention = dyn_cast<mlir::kvattn::AttentionOp>(attentionOp);
+  auto cascade = dyn_cast<mlir::kvattn::CascadeOp>(attentionOp);
+
+  // The host tensor of a value: an argument's; an append's cache (result
+  // 0) or RoPE record (result 1) has the shape of the operand it writes.
+  std::function<const HostTensor *(Value)> tensorOf =
+      [&](Value v) -> const HostTensor * {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return &args[arg.getArgNumber()];
+    if (auto append = v.getDefiningOp<mlir::kvattn::AppendOp>())
+      return tensorOf(cast<OpResult>(v).getResultNumber() == 0
+                          ? append.getCache()
+                          : append->getOperand(
+                                append.getODSOperandIndexAndLength(4).first));
+    return nullptr;
+  };
+  auto operandsOf = [&](Operation *op) {
+    std::vector<const HostTensor *> operands;
+    for (Value v : op->getOperands())
+      operands.push_back(tensorOf(v));
+    return operands;
+  };
+  const std::vector<std::string> roles =
+      attention ? operandRoles(attention) : cascadeRoles(cascade);
+  const std::vector<const HostTensor *> operands = operandsOf(attentionOp);
+  const rt::Sizes sizes = launchSizes(attentionOp, roles, operands);
+  for (mlir::kvattn::AppendOp append : appends) {
+    const rt::Sizes own =
+        launchSizes(append, appendRoles(append), operandsOf(append));
+    if (own.B != sizes.B || own.L != sizes.L || own.Hkv != sizes.Hkv ||
+        own.S != sizes.S)
+      return Status::error(
+          where + "an append writes B = " + std::to_string(own.B) +
+          ", L = " + std::to_string(own.L) + " tokens of Hkv = " +
+          std::to_string(own.Hkv) + " heads into S = " + std::to_string(own.S) +
+          " slots, the attention reads B = " + std::to_string(sizes.B) +
+          ", L = " + std::to_string(sizes.L) + ", Hkv = " +
+          std::to_string(sizes.Hkv) + ", S = " + std::to_string(sizes.S) +
+          ": a plan runs with one set of sizes");
+  }
+
+  // The plan of a module holding a copy of the function.
+  OwningOpRef<ModuleOp> module = ModuleOp::create(func.getLoc());
+  {
+    OpBuilder b(func.getContext());
+    b.setInsertionPointToEnd(module->getBody());
+    cast<func::FuncOp>(b.clone(*func.getOperation())).setPublic();
+  }
+  rt::Sizes bounds = sizes;
+  bounds.B = std::max<int64_t>(bounds.B + slack, 1);
+  bounds.L = std::max<int64_t>(bounds.L + slack, 1);
+  bounds.S = std::max<int64_t>(bounds.S + slack, 1);
+  std::unique_ptr<rt::Plan> plan;
+  if (Status planned = planModule(*runtime_, *module, options_, bounds, plan);
+      planned.isError())
+    return Status::error(where + planned.message());
+
+  // Buffer names: the attention's operand roles; an append's roles as the
+  // C API renames them (planBufferNames, the n-th append kernel of the
+  // manifest for the n-th append). A value an append writes is bound to
+  // its cache's name wherever the attention reads it.
+  const std::vector<std::map<std::string, std::string>> renames =
+      planBufferNames(*module, plan->manifest());
+  std::vector<size_t> appendKernels;
+  for (size_t i = 0; i < plan->manifest().kernels.size(); ++i)
+    if (plan->manifest().kernels[i].kind == "append")
+      appendKernels.push_back(i);
+  std::map<unsigned, std::set<std::string>> argNames;
+  std::map<std::string, unsigned> argOf; // a buffer name's argument
+  auto bindArg = [&](Value v, const std::string &name) -> Status {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg)
+      return Status::error(where + "the plan's buffer '" + name +
+                           "' is not a function argument");
+    if (auto [it, fresh] = argOf.emplace(name, arg.getArgNumber());
+        !fresh && it->second != arg.getArgNumber())
+      return Status::error(where + "the plan's buffer '" + name +
+                           "' would be two arguments (" +
+                           std::to_string(it->second) + " and " +
+                           std::to_string(arg.getArgNumber()) + ")");
+    argNames[arg.getArgNumber()].insert(name);
+    return Status::ok();
+  };
+  std::map<const void *, std::string> writtenAs; // append result -> name
+  for (auto [n, append] : llvm::enumerate(appends)) {
+    const std::vector<std::string> appendNames = appendRoles(append);
+    const std::map<std::string, std::string> &rename =
+        n < appendKernels.size() ? renames[appendKernels[n]]
+                                 : std::map<std::string, std::string>();
+    for (auto [v, role] : llvm::zip(append->getOperands(), appendNames)) {
+      auto it = rename.find(role);
+      const std::string name = it == rename.end() ? role : it->second;
+      KVATTN_RETURN_IF_ERROR(bindArg(v, name));
+      if (role == "cache")
+        writtenAs[append->getResult(0).getAsOpaquePointer()] = name;
+      if (role == "k_rope_pos" && append->getNumResults() > 1)
+        writtenAs[append->getResult(1).getAsOpaquePointer()] = name;
+    }
+  }
+  for (auto [v, role] : llvm::zip(attentionOp->getOperands(), roles)) {
+    if (auto it = writtenAs.find(v.getAsOpaquePointer());
+        it != writtenAs.end()) {
+      if (it->second != role)
+        return Status::error(where + "the attention reads as '" + role +
+                             "' what an append writes as '" + it->second + "'");
+      continue;
+    }
+    KVATTN_RETURN_IF_ERROR(bindArg(v, role));
+  }
+
+  // Device buffers: one per tensor argument; metadata in device buffers of
+  // the manifest's element types (Device) or on the host.
+  std::map<std::string, std::string> typeOf;
+  for (const rt::KernelInfo &k : plan->manifest().kernels)
+    for (const rt::ParamInfo &p : k.params)
+      if (p.kind == "pointer")
+        typeOf.emplace(p.name, p.elementType);
+  std::vector<rt::DevicePtr> owned;
+  auto freeAll = [&] {
+    plan.reset();
+    for (rt::DevicePtr p : owned)
+      (void)runtime_->release(p);
+  };
+  auto allocate = [&](size_t bytes, rt::DevicePtr &ptr) -> Status {
+    KVATTN_RETURN_IF_ERROR(runtime_->allocate(bytes, ptr));
+    owned.push_back(ptr);
+    return Status::ok();
+  };
+  std::map<std::string, rt::DevicePtr> buffers;
+  std::map<std::string, std::vector<int64_t>> hostMetadata;
+  std::map<unsigned, rt::DevicePtr> argBuffer;
+  Status s = Status::ok();
+  for (const auto &[index, names] : argNames) {
+    const HostTensor &t = args[index];
+    for (const std::string &name : names) {
+      if (s.isError())
+        break;
+      if (!isMetadata(name) && name != "k_rope_pos") {
+        if (!argBuffer.count(index)) {
+          rt::DevicePtr ptr = 0;
+          s = allocate(t.byteSize(), ptr);
+          if (s.isOk())
+            s = runtime_->copyToDevice(ptr, t.data(), t.byteSize());
+          argBuffer[index] = ptr;
+        }
+        buffers[name] = argBuffer[index];
+        continue;
+      }
+      std::vector<int64_t> values(t.numElements());
+      for (int64_t i = 0; i < t.numElements(); ++i)
+        values[i] = t.getInt(i);
+      if (form == PlanMetadata::Host && name != "k_rope_pos") {
+        hostMetadata[name] = std::move(values);
+        continue;
+      }
       const std::string &type = typeOf[name];
       const size_t width = type == "i1" ? 1 : type == "i32" ? 4 : 8;
       std::vector<uint8_t> bytes(values.size() * width);
@@ -300,26 +533,73 @@ Status GpuExecutor::runPlan(
                     width);
       }
       rt::DevicePtr ptr = 0;
-      KVATTN_RETURN_IF_ERROR(allocate(bytes.size(), ptr));
-      KVATTN_RETURN_IF_ERROR(
-          runtime_->copyToDevice(ptr, bytes.data(), bytes.size()));
+      s = allocate(bytes.size(), ptr);
+      if (s.isOk())
+        s = runtime_->copyToDevice(ptr, bytes.data(), bytes.size());
       buffers[name] = ptr;
+      if (name == "k_rope_pos") // written in place by an append
+        argBuffer[index] = ptr;
     }
   }
-  for (int64_t run = 0; run < std::max<int64_t>(planRuns_, 1); ++run) {
-    for (size_t r = 0; r < results.size(); ++r)
-      KVATTN_RETURN_IF_ERROR(
-          runtime_->fill(buffers.at(outputs[r]), 0xff, results[r].byteSize()));
-    KVATTN_RETURN_IF_ERROR(
-        planMetadata_ == PlanMetadata::Device
-            ? plan.run(args.sizes, buffers)
-            : plan.runWithHostMetadata(args.sizes, buffers, args.metadata));
+  // The attention's results.
+  const auto &q = operands[0]->shape();
+  const int64_t dv = attention && attention.isLatent()
+                         ? attention.getValueHeadDim()
+                         : operands[2]->shape()[3];
+  std::vector<HostTensor> computed;
+  std::optional<ElementType> outType =
+      toElementType(getElementTypeOrSelf(attentionOp->getResult(0).getType()));
+  computed.emplace_back(*outType, std::vector<int64_t>{q[0], q[1], q[2], dv});
+  if (attentionOp->getNumResults() > 1)
+    computed.emplace_back(ElementType::F32,
+                          std::vector<int64_t>{q[0], q[1], q[2]});
+  const char *outputs[] = {"out", "lse"};
+  for (size_t r = 0; s.isOk() && r < computed.size(); ++r)
+    s = allocate(computed[r].byteSize(), buffers[outputs[r]]);
+
+  for (int64_t run = 0; s.isOk() && run < std::max<int64_t>(runs, 1); ++run) {
+    for (size_t r = 0; s.isOk() && r < computed.size(); ++r)
+      s = runtime_->fill(buffers[outputs[r]], 0xff, computed[r].byteSize());
+    if (s.isOk())
+      s = form == PlanMetadata::Device
+              ? plan->run(sizes, buffers)
+              : plan->runWithHostMetadata(sizes, buffers, hostMetadata);
+    if (s.isError())
+      s = Status::error("running the plan of @" + func.getSymName().str() +
+                        ": " + s.message());
   }
-  if (Status s = plan.status(); s.isError())
-    return Status::error("the plan's device validation recorded a "
-                         "violation: " +
-                         s.message());
-  return Status::ok();
+  if (s.isOk())
+    if (Status status = plan->status(); status.isError())
+      s = Status::error("the plan's device validation recorded a "
+                        "violation: " +
+                        status.message());
+  for (size_t r = 0; s.isOk() && r < computed.size(); ++r)
+    s = runtime_->copyToHost(computed[r].data(), buffers[outputs[r]],
+                             computed[r].byteSize());
+  // The function's results: the attention's, or a buffer an append wrote
+  // in place (its argument's), or an argument.
+  results.clear();
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  for (Value v : ret.getOperands()) {
+    if (s.isError())
+      break;
+    if (v.getDefiningOp() == attentionOp) {
+      results.push_back(computed[cast<OpResult>(v).getResultNumber()]);
+      continue;
+    }
+    const HostTensor *t = tensorOf(v);
+    results.emplace_back(t->elementType(), t->shape());
+    auto written = writtenAs.find(v.getAsOpaquePointer());
+    if (written == writtenAs.end()) {
+      results.back() = *t;
+      continue;
+    }
+    s = runtime_->copyToHost(results.back().data(),
+                             argBuffer[argOf[written->second]],
+                             results.back().byteSize());
+  }
+  freeAll();
+  return s;
 }
 
 Status GpuExecutor::run(Operation *op,
@@ -346,27 +626,20 @@ Status GpuExecutor::run(Operation *op,
   llvm::raw_string_ostream os(key);
   module->print(os);
 
-  // Through a plan (attention and cascade ops): planned below, once the
-  // sizes are known.
-  const bool planned = planMetadata_ != PlanMetadata::None && !append;
-  const rt::Module *loaded = nullptr;
-  const rt::Manifest *manifest = nullptr;
-  if (!planned) {
-    auto it = cache_.find(key);
-    if (it == cache_.end()) {
-      PtxModule ptx;
-      KVATTN_RETURN_IF_ERROR(compileToPtx(*module, options_, ptx));
-      Compiled compiled;
-      compiled.ptx = ptx.ptx;
-      // Through the JSON on purpose: the runtime launches from the manifest
-      // as an embedder would.
-      KVATTN_RETURN_IF_ERROR(rt::parseManifest(
-          manifestToJson(ptx, "kvattn.ptx"), compiled.manifest));
-      it = cache_.emplace(key, std::move(compiled)).first;
-    }
-    KVATTN_RETURN_IF_ERROR(runtime_->loadModule(it->second.ptx, loaded));
-    manifest = &it->second.manifest;
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    PtxModule ptx;
+    KVATTN_RETURN_IF_ERROR(compileToPtx(*module, options_, ptx));
+    Compiled compiled;
+    compiled.ptx = ptx.ptx;
+    // Through the JSON on purpose: the runtime launches from the manifest
+    // as an embedder would.
+    KVATTN_RETURN_IF_ERROR(rt::parseManifest(manifestToJson(ptx, "kvattn.ptx"),
+                                             compiled.manifest));
+    it = cache_.emplace(key, std::move(compiled)).first;
   }
+  const rt::Module *loaded;
+  KVATTN_RETURN_IF_ERROR(runtime_->loadModule(it->second.ptx, loaded));
 
   // Buffers: outside beginFunction() every buffer is this call's and freed
   // at its end; inside, the function's (values_, owned_).
@@ -406,68 +679,11 @@ Status GpuExecutor::run(Operation *op,
                                    : cascade ? cascadeRoles(cascade)
                                              : appendRoles(append);
   rt::LaunchArgs args;
+  args.sizes = launchSizes(op, roles, operands);
   auto shapeOf = [&](const char *role) -> const std::vector<int64_t> & {
     size_t i = std::find(roles.begin(), roles.end(), role) - roles.begin();
     return operands[i]->shape();
   };
-  if (append) {
-    // update [B, H, L, D]; cache [B, H, C, D] or pages [num_pages,
-    // page_size, H, D] with table [B, max_pages]. No query heads: Hq = H.
-    const auto &u = shapeOf("update"), &c = shapeOf("cache");
-    if (append.isPaged()) {
-      int64_t maxPages = shapeOf("block_table")[1];
-      args.sizes = {u[0], u[1], u[1], u[2], maxPages * c[1]};
-      args.sizes.numPages = c[0];
-      args.sizes.pageSize = c[1];
-      args.sizes.maxPages = maxPages;
-    } else {
-      args.sizes = {u[0], u[1], u[1], u[2], c[2]};
-    }
-  } else if (cascade) {
-    // A ragged batch of B sequences (L: the packed rows T) over suffixes
-    // [B, Hkv, S, D] or pages [num_pages, page_size, Hkv, D] through the
-    // table [B, max_pages]; the prefix kernel's P keys, or its pool
-    // [prefix_num_pages, prefix_page_size, Hkv, D] through prefix_pages
-    // [prefix_max_pages] (P = prefix_max_pages * prefix_page_size).
-    const auto &q = shapeOf("query"), &k = shapeOf("key");
-    const int64_t batch = shapeOf("q_start")[0] - 1;
-    if (cascade.isPaged()) {
-      const int64_t maxPages = shapeOf("block_table")[1];
-      args.sizes = {batch, q[1], k[2], q[2], maxPages * k[1]};
-      args.sizes.numPages = k[0];
-      args.sizes.pageSize = k[1];
-      args.sizes.maxPages = maxPages;
-    } else {
-      args.sizes = {batch, q[1], k[1], q[2], k[2]};
-    }
-    const auto &pk = shapeOf("prefix_key");
-    if (cascade.isPrefixPaged()) {
-      args.sizes.prefixNumPages = pk[0];
-      args.sizes.prefixPageSize = pk[1];
-      args.sizes.prefixMaxPages = shapeOf("prefix_pages")[0];
-      args.sizes.P = args.sizes.prefixMaxPages * pk[1];
-    } else {
-      args.sizes.P = pk[2];
-    }
-  } else if (attention.isPaged()) {
-    // Pages [num_pages, page_size, Hkv, D], table [B, max_pages].
-    const auto &q = shapeOf("query"), &k = shapeOf("key");
-    int64_t maxPages = shapeOf("block_table")[1];
-    args.sizes = {q[0], q[1], k[2], q[2], maxPages * k[1]};
-    args.sizes.numPages = k[0];
-    args.sizes.pageSize = k[1];
-    args.sizes.maxPages = maxPages;
-  } else {
-    const auto &q = shapeOf("query"), &k = shapeOf("key");
-    args.sizes = {q[0], q[1], k[1], q[2], k[2]};
-  }
-  // A ragged batch: B is the sequence count (q_start has B + 1 entries), L
-  // the packed rows T.
-  if (attention && attention.isVarlen())
-    args.sizes.B = shapeOf("q_start")[0] - 1;
-  // A batch-to-cache map: K and V have C cache rows.
-  if (attention && attention.hasCacheBatchIdx())
-    args.sizes.cacheRows = shapeOf("key")[0];
 
   Status s = Status::ok();
   for (size_t i = 0; s.isOk() && i < roles.size(); ++i) {
@@ -547,14 +763,11 @@ Status GpuExecutor::run(Operation *op,
       args.buffers[outputs[r]] = ptr;
     }
   }
-  if (planned && s.isOk())
-    s = runPlan(*module, key, args, results, outputs, allocate);
   // The kernels run in manifest order: the attention kernel, then (with
   // split-KV) the merge of its partial states, which live in f32 device
   // workspaces; or the one append kernel. Each kernel gets the buffers
   // and metadata it names.
-  const std::vector<rt::KernelInfo> none;
-  for (const rt::KernelInfo &k : planned ? none : manifest->kernels) {
+  for (const rt::KernelInfo &k : it->second.manifest.kernels) {
     if (s.isError())
       break;
     rt::LaunchArgs kernelArgs;

@@ -135,6 +135,11 @@ struct Config {
   /// The latent form (DeepSeek MLA): no value operand, V the first Dv
   /// columns of the key cache (value_dim = Dv <= D).
   bool latent = false;
+  /// A serving step (attention_case.py --append): each sequence's L new
+  /// tokens (k_new, v_new [B, Hkv, L, D]) are first written into the
+  /// cache at q_offset (kvattn.append), and the attention reads the
+  /// written caches, kv_len = q_offset + L; the caches are results too.
+  bool append = false;
   /// Ragged keys (k_start, FlashAttention's cu_seqlens_k): K and V one
   /// packed buffer [1, Hkv, N, D]; sequence b owns kLens[b] <= S rows
   /// after kGap unowned ones (and kGap at the end).
@@ -157,12 +162,13 @@ struct Config {
   /// does (kvattn-run --specialize-shapes=false: split-KV chosen at run
   /// time), instead of for the inputs' shapes.
   bool keepDynamicShapes = false;
-  /// Run through a plan (GpuExecutor::setThroughPlan: planModule and
-  /// rt::Plan, the path of serving engines, the C API's kvattn_plan_* and
-  /// kvattn.torch) instead of launching the kernels: None, with the
-  /// metadata in device buffers (validated on the device) or on the host;
-  /// the plan's bounds exceed the run's B, L and S by planSlack, and it
-  /// runs planRuns times (each into outputs filled with NaN).
+  /// Run the function through one plan (kvattn-run --plan,
+  /// GpuExecutor::runFunctionThroughPlan: planModule and rt::Plan, the
+  /// path of serving engines, the C API's kvattn_plan_* and kvattn.torch)
+  /// instead of launching each op's kernels: None, with the metadata in
+  /// device buffers (validated on the device) or on the host; the plan's
+  /// bounds exceed the run's B, L and S by planSlack, and it runs planRuns
+  /// times (each into outputs filled with NaN).
   enum class Plan { None, Device, Host } plan = Plan::None;
   int64_t planSlack = 0, planRuns = 1;
 };
@@ -295,6 +301,8 @@ std::string asFlags(const Config &c) {
     os << " --lse";
   if (c.latent)
     os << " --latent";
+  if (c.append)
+    os << " --append";
   if (!c.kvDtype.empty())
     os << " --kv-dtype " << c.kvDtype << " --kv-scales " << c.kvScales;
   if (c.chip.empty())
@@ -427,6 +435,15 @@ void drawOperands(Config &c, std::mt19937_64 &rng) {
   } else if (c.hasKvLen) {
     for (int64_t b = 0; b < c.B; ++b)
       c.kvLen.push_back(uniform(0, c.S));
+  }
+  if (c.append) {
+    // The new tokens fit the capacity: q_offset + L <= S (shrinking may
+    // have made S < L).
+    c.L = std::min(c.L, c.S);
+    for (int64_t b = 0; b < c.B; ++b) {
+      c.qOffset[b] = uniform(0, c.S - c.L);
+      c.kvLen[b] = c.qOffset[b] + c.L;
+    }
   }
   if (c.cacheMap) {
     c.cacheRows = c.B + uniform(0, 2);
@@ -578,6 +595,16 @@ Config draw(std::mt19937_64 &rng) {
       c.planRuns = uniform(0, 3) == 0 ? 2 : 1;
     }
   }
+  // One case in six (not with trees, ragged keys, cache maps, explicit
+  // positions or positions near 2^62): a serving step that appends its
+  // new tokens first.
+  if (!c.tree && !c.packedKeys && !c.cacheMap && !c.explicitPositions &&
+      !c.nearLimit && uniform(0, 5) == 0) {
+    c.append = true;
+    c.hasOffsets = c.hasKvLen = true;
+    c.hasKOffset = false;
+    c.dynamicDims = 0;
+  }
   // One case in twenty: DeepSeek MLA's decode (the latent kernels proper:
   // D = 576 = 512 latent + 64 rotary, Dv = 512, one latent head under 16
   // or 128 query heads, paged by 64 half the time); the latent cases above
@@ -662,6 +689,14 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
   std::string sig = "%q: " + q + ", %k: " + k + (c.latent ? "" : ", %v: " + v),
               groups;
   int arg = c.latent ? 2 : 3;
+  // A step's new tokens (the query's element type).
+  const std::string kNew = tensorType({B, c.Hkv, L, c.D}, c.dtype),
+                    vNew = tensorType({B, c.Hkv, L, c.Dv}, c.dtype);
+  if (c.append) {
+    sig += ", %k_new: " + kNew + (c.latent ? "" : ", %v_new: " + vNew);
+    arg += c.latent ? 1 : 2;
+  }
+  std::map<std::string, std::string> typeOf; // operand types by name
   auto add = [&](const char *name, bool present,
                  const std::vector<int64_t> &values, std::vector<int64_t> shape,
                  const char *elt) {
@@ -677,6 +712,7 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
     std::string ty = tensorType(typeShape, elt);
     sig += std::string(", %") + name + ": " + ty;
     groups += std::string(" ") + name + "(%" + name + " : " + ty + ")";
+    typeOf[name] = ty;
     HostTensor t(std::string(elt) == "i1"    ? ElementType::I1
                  : std::string(elt) == "i32" ? ElementType::I32
                                              : ElementType::I64,
@@ -719,6 +755,7 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
     std::string ty = tensorType(typeShape, "f32");
     sig += std::string(", %") + name + ": " + ty;
     groups += std::string(" ") + name + "(%" + name + " : " + ty + ")";
+    typeOf[name] = ty;
     HostTensor t(ElementType::F32, shape);
     for (size_t i = 0; i < values.size(); ++i)
       t.setDouble(i, values[i]);
@@ -758,12 +795,37 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
     attrs += " scale = " + std::to_string(c.scale);
   std::string results = out + (c.lse ? ", " + lse : "");
   std::string names = c.lse ? "%o, %l" : "%o";
+  // A step's writes (attention_case.py --append), then the attention over
+  // the written caches, which are results too.
+  std::string appends, returned = names, returnedTypes = results;
+  if (c.append)
+    for (auto [cache, update, scale] :
+         {std::tuple<std::string, std::string, std::string>{"k", "k_new",
+                                                            "k_scale"},
+          {"v", "v_new", "v_scale"}}) {
+      if (cache == "v" && c.latent)
+        continue;
+      const std::string &cacheType = cache == "k" ? k : v;
+      appends += "  %" + cache + "_w = kvattn.append %" + update + " into %" +
+                 cache + " at %q_offset";
+      if (c.pageSize)
+        appends += " block_table(%block_table : " + typeOf["block_table"] + ")";
+      if (!c.kvDtype.empty())
+        appends += " kv_scale(%" + scale + " : " + typeOf[scale] + ")";
+      appends += " : " + (cache == "k" ? kNew : vNew) + " into " + cacheType +
+                 ", " + typeOf["q_offset"] + "\n";
+      returned += ", %" + cache + "_w";
+      returnedTypes += ", " + cacheType;
+    }
+  const std::string key = c.append ? "%k_w" : "%k",
+                    value = c.append ? "%v_w" : "%v";
   const std::string operands =
-      c.latent ? "%q, %k value_dim = " + std::to_string(c.Dv) : "%q, %k, %v";
-  return "func.func @main(" + sig + ") -> (" + results + ") {\n  " + names +
-         " = kvattn.attention " + operands + groups + attrs + " : " + q + ", " +
-         k + (c.latent ? "" : ", " + v) + " -> " + results + "\n  return " +
-         names + " : " + results + "\n}\n";
+      c.latent ? "%q, " + key + " value_dim = " + std::to_string(c.Dv)
+               : "%q, " + key + ", " + value;
+  return "func.func @main(" + sig + ") -> (" + returnedTypes + ") {\n" +
+         appends + "  " + names + " = kvattn.attention " + operands + groups +
+         attrs + " : " + q + ", " + k + (c.latent ? "" : ", " + v) + " -> " +
+         results + "\n  return " + returned + " : " + returnedTypes + "\n}\n";
 }
 
 /// The results against the reference's, with --check's tolerances.
@@ -806,6 +868,14 @@ std::string compareConditioned(const Config &c,
     kMax = std::max(kMax, std::fabs(k.getDouble(i)));
   for (int64_t i = 0; i < v.numElements(); ++i)
     vMax = std::max(vMax, std::fabs(v.getDouble(i)));
+  if (c.append) { // the step's new tokens are keys and values too
+    const size_t caches = c.latent ? 2 : 3;
+    const HostTensor &kNew = args[caches], &vNew = args[c.latent ? 2 : 4];
+    for (int64_t i = 0; i < kNew.numElements(); ++i)
+      kMax = std::max(kMax, std::fabs(kNew.getDouble(i)));
+    for (int64_t i = 0; i < vNew.numElements(); ++i)
+      vMax = std::max(vMax, std::fabs(vNew.getDouble(i)));
+  }
   if (!c.kvDtype.empty()) { // dequantised with scales of at most 2
     kMax *= 2;
     vMax *= 2;
@@ -827,6 +897,12 @@ std::string compareConditioned(const Config &c,
              std::to_string(e.numElements());
     const mlir::kvattn::Tolerance base =
         mlir::kvattn::toleranceFor(e.elementType(), c.magnitude);
+    if (out >= (c.lse ? 2u : 1u)) { // a step's caches: no scores in them
+      if (!mlir::kvattn::compare(g, e, base).pass())
+        return "out" + std::to_string(out) + ": the cache after the step " +
+               "differs from the reference's";
+      continue;
+    }
     const int64_t width = out == 0 ? c.Dv : 1; // out, then lse
     for (int64_t i = 0; i < e.numElements(); ++i) {
       const double want = e.getDouble(i), have = g.getDouble(i);
@@ -890,18 +966,20 @@ std::string runOnEmulatedGpu(mlir::func::FuncOp func, const Config &c,
       s.isError())
     return "the emulated GPU: " + s.message();
   gpu->setKeepDynamicShapes(c.keepDynamicShapes);
-  using PlanMetadata = mlir::kvattn::GpuExecutor::PlanMetadata;
-  gpu->setThroughPlan(c.plan == Config::Plan::Device ? PlanMetadata::Device
-                      : c.plan == Config::Plan::Host ? PlanMetadata::Host
-                                                     : PlanMetadata::None,
-                      c.planSlack, c.planRuns);
   mlir::kvattn::AttentionExecutor executor =
       [&](mlir::Operation *op, const std::vector<const HostTensor *> &in,
           std::vector<HostTensor> &out) { return gpu->run(op, in, out); };
   std::vector<HostTensor> got;
   gpu->beginFunction();
+  using PlanMetadata = mlir::kvattn::GpuExecutor::PlanMetadata;
   mlir::kvattn::Status ran =
-      mlir::kvattn::evaluateFunction(func, args, got, executor);
+      c.plan == Config::Plan::None
+          ? mlir::kvattn::evaluateFunction(func, args, got, executor)
+          : gpu->runFunctionThroughPlan(func, args, got,
+                                        c.plan == Config::Plan::Device
+                                            ? PlanMetadata::Device
+                                            : PlanMetadata::Host,
+                                        c.planSlack, c.planRuns);
   mlir::kvattn::Status freed = gpu->endFunction();
   if (std::string reports = emulator.takeReports(); !reports.empty())
     return "the emulated GPU reported:\n" + reports;
@@ -909,8 +987,9 @@ std::string runOnEmulatedGpu(mlir::func::FuncOp func, const Config &c,
     const std::string &m = ran.message();
     // Faults fail launches with CUDA's error names; anything else is the
     // compiler or the launch's validation declining the configuration, by
-    // name.
-    if (m.find("CUDA_ERROR") != std::string::npos)
+    // name (through a plan: only planning, which compiles, may decline).
+    if (m.find("CUDA_ERROR") != std::string::npos ||
+        (c.plan != Config::Plan::None && m.rfind("planning @", 0) != 0))
       return "run failed: " + m;
     ++refusals[m.substr(0, m.find('\n'))];
     return "";
@@ -942,13 +1021,17 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
       continue;
     }
     std::vector<int64_t> kvShape = cacheShape(c);
-    // q, k, v (no v in the latent form), then the mask.
-    const size_t tensors = c.latent ? 2 : 3;
+    // q, k, v (no v in the latent form), a step's k_new and v_new, then
+    // the mask.
+    const size_t caches = c.latent ? 2 : 3;
+    const size_t tensors = caches + (c.append ? caches - 1 : 0);
     std::vector<int64_t> shape =
         i == 0 && c.tree ? std::vector<int64_t>{1, c.Hq, packedRows(c), c.D}
         : i == 0         ? std::vector<int64_t>{c.B, c.Hq, c.L, c.D}
         : i >= tensors   ? std::vector<int64_t>{c.B, 1, c.L, c.S}
-                         : kvShape;
+        : i >= caches
+            ? std::vector<int64_t>{c.B, c.Hkv, c.L, i == caches ? c.D : c.Dv}
+            : kvShape;
     if (i == 1 || (i == 2 && !c.latent))
       shape.push_back(i == 1 ? c.D : c.Dv);
     HostTensor t(*mlir::kvattn::toElementType(tensor.getElementType()), shape);
@@ -1109,7 +1192,7 @@ int main(int argc, char **argv) {
   struct {
     int64_t huge = 0, nearLimit = 0, dynamic = 0, overLimit = 0,
             splitOrPaged = 0, trees = 0, fills = 0, fp8 = 0, latent = 0,
-            packedKeys = 0, cacheMap = 0, plans = 0;
+            packedKeys = 0, cacheMap = 0, plans = 0, appends = 0;
   } drawn;
   auto start = std::chrono::steady_clock::now();
   int64_t done = 0;
@@ -1134,6 +1217,7 @@ int main(int argc, char **argv) {
     drawn.packedKeys += c.packedKeys;
     drawn.cacheMap += c.cacheMap;
     drawn.plans += c.plan != Config::Plan::None;
+    drawn.appends += c.append;
     if (failure.empty())
       continue;
     llvm::outs() << "MISMATCH (iteration " << done << "): " << failure
@@ -1164,7 +1248,8 @@ int main(int argc, char **argv) {
                << " with an FP8 cache, " << drawn.latent
                << " in the latent form, " << drawn.packedKeys
                << " with ragged keys (k_start), " << drawn.cacheMap
-               << " with a batch-to-cache map, " << mlaCases
+               << " with a batch-to-cache map, " << drawn.appends
+               << " serving steps appending their new tokens, " << mlaCases
                << " in MLA's decode shape (D 576, Dv 512, 16 or 128 heads)\n";
   if (target == Target::GpuEmu) {
     int64_t refused = 0;

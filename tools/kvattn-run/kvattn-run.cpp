@@ -128,7 +128,8 @@ cl::opt<bool> specializeShapes(
 enum class PlanFlag { None, Device, Host };
 cl::opt<PlanFlag> throughPlan(
     "plan",
-    cl::desc("gpu targets: run each attention through a plan, as a serving "
+    cl::desc("gpu targets: run the function (kvattn.append ops and one "
+             "attention: a serving step) through one plan, as a serving "
              "engine does (kvattn_plan_create: device validation, bounds the "
              "run's sizes plus --plan-slack; outputs filled with NaN before "
              "each run; the status word read after): its metadata in device "
@@ -146,8 +147,8 @@ cl::opt<int64_t> planSlack(
     cl::init(0), cl::cat(runCategory));
 cl::opt<int64_t>
     planRuns("plan-runs",
-             cl::desc("--plan: runs of the plan per attention (the last "
-                      "one's results are read)"),
+             cl::desc("--plan: runs of the plan (the last one's results "
+                      "are read)"),
              cl::init(1), cl::cat(runCategory));
 cl::opt<std::string>
     chip("chip",
@@ -556,11 +557,6 @@ static int runTool(int argc, char **argv) {
     if (planSlack < 0 || planRuns < 1)
       return fail("--plan-slack must be at least 0 and --plan-runs at least "
                   "1");
-    using PlanMetadata = ::mlir::kvattn::GpuExecutor::PlanMetadata;
-    gpu->setThroughPlan(throughPlan == PlanFlag::Device ? PlanMetadata::Device
-                        : throughPlan == PlanFlag::Host ? PlanMetadata::Host
-                                                        : PlanMetadata::None,
-                        planSlack, planRuns);
     if (emulated) {
       if (::mlir::kvattn::Status s = ::mlir::kvattn::EmulatedGpu::open(
               ::mlir::kvattn::emulatedDriverPath(), emu);
@@ -599,9 +595,25 @@ static int runTool(int argc, char **argv) {
         return fail("resolving kvattn.sdpa for the GPU failed");
     }
     auto gpuFunc = resolved->lookupSymbol<func::FuncOp>(func.getName());
+    // --plan: all of the function through one plan, as an engine plans
+    // its step.
+    if (throughPlan != PlanFlag::None &&
+        !::mlir::kvattn::GpuExecutor::isPlannableFunction(gpuFunc))
+      return fail("--plan runs a function whose body is kvattn.append ops and "
+                  "one kvattn.attention or kvattn.cascade (a serving step); "
+                  "@" +
+                  func.getName().str() + " has other ops");
+    using PlanMetadata = ::mlir::kvattn::GpuExecutor::PlanMetadata;
     gpu->beginFunction();
     ::mlir::kvattn::Status ran =
-        ::mlir::kvattn::evaluateFunction(gpuFunc, arguments, results, executor);
+        throughPlan != PlanFlag::None
+            ? gpu->runFunctionThroughPlan(gpuFunc, arguments, results,
+                                          throughPlan == PlanFlag::Device
+                                              ? PlanMetadata::Device
+                                              : PlanMetadata::Host,
+                                          planSlack, planRuns)
+            : ::mlir::kvattn::evaluateFunction(gpuFunc, arguments, results,
+                                               executor);
     ::mlir::kvattn::Status freed = gpu->endFunction();
     if (ran.isError())
       return fail(ran.message());

@@ -10,13 +10,11 @@
 #ifndef KVATTN_GPU_GPUEXECUTOR_H
 #define KVATTN_GPU_GPUEXECUTOR_H
 
-#include "kvattn/Runtime/Plan.h"
 #include "kvattn/Runtime/Runtime.h"
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Status.h"
 #include "kvattn/Target/Ptx.h"
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -24,6 +22,9 @@
 namespace mlir {
 class ModuleOp;
 class Operation;
+namespace func {
+class FuncOp;
+} // namespace func
 } // namespace mlir
 
 namespace mlir {
@@ -70,34 +71,33 @@ public:
   /// (docs/runtime.md, "Run-time split-KV").
   void setKeepDynamicShapes(bool keep) { keepDynamicShapes_ = keep; }
 
-  /// How run() launches a kvattn.attention or kvattn.cascade. None (the
-  /// default): its kernels through Runtime::launch, metadata checked on
-  /// the host. Device / Host: as a serving engine does, through a plan
-  /// (planModule: device validation; rt::Plan, its bounds the run's B, L
-  /// and S plus `slack`, at least 1; one plan per op and bounds, kept)
-  /// run `runs` times, each into outputs first filled with all-ones bytes
-  /// (NaN: a slot the kernels leave unwritten shows), with the metadata in
-  /// device buffers in the manifest's element types (Plan::run, validated
-  /// on the device) or on the host (Plan::runWithHostMetadata); then the
-  /// status word is read, and a recorded violation is run()'s error.
-  /// kvattn.append keeps the launch path.
-  enum class PlanMetadata { None, Device, Host };
-  void setThroughPlan(PlanMetadata metadata, int64_t slack = 0,
-                      int64_t runs = 1) {
-    planMetadata_ = metadata;
-    planSlack_ = slack;
-    planRuns_ = runs;
-  }
+  /// Runs all of `func` through one plan of its own module, as an engine
+  /// runs a serving step it planned (kvattn_plan_create over the step's
+  /// IR, compiled with its own types): the function's body must be
+  /// kvattn.append ops and one kvattn.attention or kvattn.cascade (a decode
+  /// or prefill step writing its new tokens, then attending), and their
+  /// return. The plan's bounds are the run's B, L and S plus `slack` (at
+  /// least 1); it runs `runs` times, each into outputs first filled with
+  /// all-ones bytes (NaN: a slot the kernels leave unwritten shows), with
+  /// the metadata in device buffers of the manifest's element types
+  /// (Device: Plan::run, validated on the device) or on the host (Host:
+  /// Plan::runWithHostMetadata); then the status word is read, and a
+  /// recorded violation is the error. Buffers are bound by name as the C
+  /// API binds them (planBufferNames: an append into the attention's key
+  /// writes `key` from `update_k`), the caches written in place. `results`
+  /// are the function's: an append's is its cache after the step. Every
+  /// append's sizes must be the attention's (a plan runs with one set of
+  /// sizes).
+  enum class PlanMetadata { Device, Host };
+  Status runFunctionThroughPlan(func::FuncOp func,
+                                const std::vector<HostTensor> &args,
+                                std::vector<HostTensor> &results,
+                                PlanMetadata metadata, int64_t slack = 0,
+                                int64_t runs = 1);
+  /// Whether runFunctionThroughPlan takes `func` (the body above).
+  static bool isPlannableFunction(func::FuncOp func);
 
 private:
-  /// setThroughPlan's run of an op whose buffers `args` holds: plans it (or
-  /// finds its plan), uploads the metadata (Device), runs, reads the
-  /// status word. `allocate` allocates a buffer freed with the op's.
-  Status
-  runPlan(ModuleOp module, const std::string &key, const rt::LaunchArgs &args,
-          const std::vector<HostTensor> &results,
-          const std::vector<std::string> &outputs,
-          const std::function<Status(size_t, rt::DevicePtr &)> &allocate);
   struct Compiled {
     std::string ptx;
     rt::Manifest manifest;
@@ -106,11 +106,6 @@ private:
   bool keepDynamicShapes_ = false;
   std::unique_ptr<rt::Runtime> runtime_;
   std::map<std::string, Compiled> cache_; // by the printed single-op module
-  PlanMetadata planMetadata_ = PlanMetadata::None;
-  int64_t planSlack_ = 0, planRuns_ = 1;
-  /// setThroughPlan's plans by the printed module and the bounds (after
-  /// runtime_: destroyed before it).
-  std::map<std::string, std::unique_ptr<rt::Plan>> plans_;
   /// beginFunction(): device buffers by SSA value (Value's opaque
   /// pointer), and every buffer allocated until endFunction().
   bool resident_ = false;

@@ -43,6 +43,13 @@ With --latent the case is the latent form (DeepSeek MLA): no V operand,
 --kv-dtype the latent cache is FP8 and k_scale alone dequantises it (K and
 the V inside it).
 
+With --append each sequence's L new tokens (arguments k_new and v_new
+[B, Hkv, L, D], from --seed like Q, K and V, after them) are first written
+into the cache at q_offset (kvattn.append: paged through the block table,
+quantised into an FP8 cache with its scales; one append in the latent
+form), and the attention reads the written caches; the results are out,
+[lse], then the caches after the step (a decode or chunked-prefill step).
+
 With --dynamic (e.g. B,L,S) those dimensions are dynamic (`?`) in the IR:
 every operand whose type has one is then passed to kvattn-run as a .npy
 file written here (Q, K, V from --seed, in [-1, 1), distinct), since
@@ -135,6 +142,9 @@ def main():
                    help="with --cache-batch-idx: K/V's dim 0 (default B)")
     p.add_argument("--D", type=int, default=16)
     p.add_argument("--Dv", type=int)
+    p.add_argument("--append", action="store_true",
+                   help="write the L new tokens (k_new, v_new) into the "
+                        "cache at q_offset first (kvattn.append)")
     p.add_argument("--latent", action="store_true",
                    help="the latent form: no V, value_dim = Dv (V is the "
                         "first Dv columns of K)")
@@ -291,6 +301,16 @@ def main():
     lse_t = tensor([qb, a.Hq, a.L], "f32", [qbn, None, "L"])
 
     args = [("q", q_t), ("k", k_t)] + ([] if a.latent else [("v", v_t)])
+    if a.append:
+        if (a.q_offset is None or varlen or packed_keys or dynamic
+                or a.cache_batch_idx is not None or a.const_positions):
+            sys.exit("attention_case.py: --append needs --q-offset (where "
+                     "each sequence's new tokens go) and takes no --q-lens, "
+                     "--k-lens, --cache-batch-idx, --dynamic or "
+                     "--const-positions")
+        args.append(("k_new", tensor([a.B, a.Hkv, a.L, a.D], t)))
+        if not a.latent:
+            args.append(("v_new", tensor([a.B, a.Hkv, a.L, dv], t)))
     if a.latent:
         if a.v_scale:
             sys.exit("attention_case.py: --latent takes no --v-scale (k_scale "
@@ -415,17 +435,41 @@ def main():
     results = [out_t] + ([lse_t] if a.lse else [])
     sig = ", ".join(f"%{n}: {ty}" for n, ty in args)
     res_names = "%out, %lse" if a.lse else "%out"
-    ir = [f"func.func @main({sig}) -> ({', '.join(results)}) {{"]
+    ret_names, ret_types = res_names, list(results)
+    key, value = "%k", "%v"
+    ir_appends = []
+    if a.append:
+        # The step's writes, then the attention over the written caches.
+        types = dict(args)
+        for cache, new, scale in (("k", "k_new", "k_scale"),
+                                  ("v", "v_new", "v_scale")):
+            if cache == "v" and a.latent:
+                continue
+            extra = ""
+            if a.page_size:
+                extra += (f" block_table(%block_table : "
+                          f"{types['block_table']})")
+            if a.kv_dtype:
+                extra += f" kv_scale(%{scale} : {types[scale]})"
+            ir_appends.append(
+                f"  %{cache}_w = kvattn.append %{new} into %{cache} at "
+                f"%q_offset{extra} : {types[new]} into {types[cache]}, "
+                f"{types['q_offset']}")
+            ret_names += f", %{cache}_w"
+            ret_types.append(types[cache])
+        key, value = "%k_w", "%v_w"
+    ir = [f"func.func @main({sig}) -> ({', '.join(ret_types)}) {{"]
     ir += consts
+    ir += ir_appends
     if a.latent:
-        ir.append(f"  {res_names} = kvattn.attention %q, %k "
+        ir.append(f"  {res_names} = kvattn.attention %q, {key} "
                   f"{' '.join(groups_pre + groups)} {' '.join(attrs)} : "
                   f"{q_t}, {k_t} -> {', '.join(results)}")
     else:
-        ir.append(f"  {res_names} = kvattn.attention %q, %k, %v "
+        ir.append(f"  {res_names} = kvattn.attention %q, {key}, {value} "
                   f"{' '.join(groups)} {' '.join(attrs)} : {q_t}, {k_t}, "
                   f"{v_t} -> {', '.join(results)}")
-    ir.append(f"  return {res_names} : {', '.join(results)}")
+    ir.append(f"  return {ret_names} : {', '.join(ret_types)}")
     ir.append("}")
     text = "\n".join(ir) + "\n"
     if a.print_ir or a.ir_only:
