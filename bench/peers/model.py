@@ -31,7 +31,10 @@ Device figures (per SM per cycle unless said):
   (cc 8.9).  GeForce AD102 (RTX 4090) accumulates FP32 at half that rate:
   the L40S is the sm_89 reference here.
 - All: 4 schedulers per SM, one warp instruction per cycle each; shared
-  memory 128 B/cycle (32 banks x 4 B); MUFU 16 results/cycle (CUDA C++
+  memory 128 B/cycle (32 banks x 4 B), which the operands a wgmma reads
+  from it take too (B, and A unless it is in registers; B once for the
+  warpgroup's four tensor cores): a wgmma takes the longer of its math and
+  those reads; MUFU 16 results/cycle (CUDA C++
   Programming Guide, arithmetic instruction throughput table, cc 8.0/9.0:
   exp2/rcp 16 per SM per cycle); 64 lanes/cycle for integer and FP32
   compare/min/max/logic (the same table).
@@ -87,7 +90,16 @@ def per_iter_demands(chip, counts, warps):
     c = CHIPS[chip]
     n = warps
     tensor = 0.0
-    if counts["hgmma"]:
+    if counts["hgmma"] and counts.get("wgmma_ops"):
+        # Each wgmma takes the longer of its math (FP8 at twice the BF16
+        # rate: the FLOPs are BF16 equivalents) and its operand reads from
+        # shared memory, which overlap it (an m64n32k16 with both operands
+        # there reads 192 B per cycle of math, above 128).
+        tensor = sum(
+            k * max(f / c["wgmma"], b / SMEM_BW)
+            for key, k in counts["wgmma_ops"].items()
+            for f, b in [map(int, key.split(":"))]) * n
+    elif counts["hgmma"]:
         # FP8 wgmma (QGMMA) runs at twice the BF16 rate.
         fp8 = counts.get("mma_flops_fp8", 0)
         tensor = (counts["mma_flops"] - fp8 / 2) * n / c["wgmma"]

@@ -280,6 +280,10 @@ def mean_counts(counts):
     for k, v in counts[0].items():
         if isinstance(v, (int, float)):
             out[k] = sum(c[k] for c in counts) / len(counts)
+        elif isinstance(v, dict):  # shapes, wgmma_ops: each entry's mean
+            keys = set().union(*(c[k] for c in counts))
+            out[k] = {s: sum(c[k].get(s, 0) for c in counts) / len(counts)
+                      for s in keys}
     return out
 
 
@@ -766,11 +770,13 @@ def analyse_sass_file(path):
         counts[name] = c
         per = c["mma_flops"] / M.UNIT_FLOPS
         print("function %s loop %s insts %d hmma %d hgmma %d ldsm %d lds %d "
-              "sts %d smem_bytes %d ldgsts %d tma %d bar %d named_bar %d "
+              "sts %d smem_bytes %d wgmma_smem_bytes %d ldgsts %d tma %d "
+              "bar %d named_bar %d "
               "mbar %d mufu %d ex2 %d ffma %d fmul %d fadd %d int %d move %d "
               "spill %d units %.2f" % (
                   name, c["loop"], c["insts"], c["hmma"], c["hgmma"],
                   c["ldsm"], c["lds"], c["sts"], c["smem_bytes"],
+                  c["wgmma_smem_bytes"],
                   c["ldgsts"], c["tma"], c["bar"], c["named_bar"], c["mbar"],
                   c["mufu"], c["ex2"], c["ffma"], c["fmul"], c["fadd"],
                   c["int"], c["move"], c["spill"], per))

@@ -175,6 +175,29 @@ def mma_flops(i):
     return 0
 
 
+def wgmma_smem_bytes(i):
+    """Shared-memory bytes one warp's share of a warpgroup MMA reads: the B
+    operand (always a descriptor) and the A operand when it is one too (SS;
+    RS takes A from registers), each once per warpgroup instruction (B is
+    broadcast to the four warps' tensor cores), a quarter per warp.  An
+    m64n32k16 SS wgmma reads 3 KB in the 16 cycles its 65,536 FLOP take at
+    4,096 FLOP/cycle: 192 B/cycle, above shared memory's 128."""
+    if i.base not in ("HGMMA", "QGMMA", "IGMMA"):
+        return 0
+    shape = next((re.match(r"(\d+)x(\d+)x(\d+)$", m) for m in i.mods
+                  if re.match(r"(\d+)x(\d+)x(\d+)$", m)), None)
+    if not shape:
+        return 0
+    mm, nn, kk = map(int, shape.groups())
+    # Operand element bytes: 1 for FP8 and integer MMAs, 4 for TF32, 2 for
+    # F16/BF16.
+    elt = 1 if i.base in ("QGMMA", "IGMMA") else (
+        4 if "TF32" in i.mods else 2)
+    operands = [a.strip() for a in i.args.split(",")]
+    a_smem = len(operands) > 1 and operands[1].startswith("gdesc")
+    return ((mm * kk * elt if a_smem else 0) + nn * kk * elt) // 4
+
+
 def access_bytes(i, default=4):
     for m in i.mods:
         if m in WIDTH:
@@ -186,11 +209,12 @@ def count(ins):
     """Counts of one warp executing the instructions once."""
     c = {k: 0 for k in (
         "insts", "hmma", "hgmma", "mma_flops", "mma_flops_fp8", "ldsm", "lds",
-        "sts", "smem_bytes", "ldgsts", "ldgsts_bytes", "tma", "ldg", "stg",
+        "sts", "smem_bytes", "wgmma_smem_bytes", "ldgsts", "ldgsts_bytes",
+        "tma", "ldg", "stg",
         "gmem_bytes", "bar", "named_bar", "mbar", "sync", "mufu", "ex2",
         "ffma", "fmul", "fadd", "fp_other", "cvt", "int", "move", "shfl",
         "spill", "spill_bytes", "control", "other")}
-    shapes = {}
+    shapes, wgmma_ops = {}, {}
     for i in ins:
         b = i.base
         c["insts"] += 1
@@ -201,6 +225,14 @@ def count(ins):
                 c["mma_flops_fp8"] += f
             key = "hgmma" if b != "HMMA" else "hmma"
             c[key] += 1
+            smem = wgmma_smem_bytes(i)
+            c["wgmma_smem_bytes"] += smem
+            if b != "HMMA":
+                # The model's per-instruction tensor time: the larger of its
+                # math (BF16-equivalent FLOPs: an FP8 one costs half) and
+                # its operand reads (model.per_iter_demands).
+                key = "%d:%d" % (f // 2 if b == "QGMMA" else f, smem)
+                wgmma_ops[key] = wgmma_ops.get(key, 0) + 1
             shape = next((m for m in i.mods if re.match(r"\d", m)), "?")
             shapes[b + "." + shape] = shapes.get(b + "." + shape, 0) + 1
         elif b == "LDSM":
@@ -261,6 +293,7 @@ def count(ins):
         else:
             c["other"] += 1
     c["shapes"] = shapes
+    c["wgmma_ops"] = wgmma_ops
     return c
 
 
@@ -447,9 +480,9 @@ def analyse(ins, which=None, expect=None):
             c = cc
             continue
         for k, v in cc.items():
-            if k == "shapes":
+            if isinstance(v, dict):  # shapes, wgmma_ops
                 for s, n in v.items():
-                    c["shapes"][s] = c["shapes"].get(s, 0) + n * trips
+                    c[k][s] = c[k].get(s, 0) + n * trips
             else:
                 c[k] += v * trips
     c["nested_trips"] = sum(t for _, t in parts[1:])
@@ -493,11 +526,14 @@ def main():
         return
     print("function %s" % name)
     print("loop %s" % c.pop("loop"))
-    shapes = c.pop("shapes")
+    shapes, wgmma_ops = c.pop("shapes"), c.pop("wgmma_ops")
     for k in sorted(c):
         print("%s %d" % (k, c[k]))
     for k in sorted(shapes):
         print("shape %s %d" % (k, shapes[k]))
+    # FLOPs (BF16 equivalents) and shared-memory operand bytes per warp.
+    for k in sorted(wgmma_ops):
+        print("wgmma_op %s %d" % (k, wgmma_ops[k]))
 
 
 if __name__ == "__main__":
