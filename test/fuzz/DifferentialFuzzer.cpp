@@ -1124,6 +1124,8 @@ Config shrink(mlir::MLIRContext &context, Config c, std::mt19937_64 &rng) {
         break;
       case 5:
         t.D = 8;
+        if (t.latent) // value_dim <= D
+          t.Dv = std::min(t.Dv, t.D);
         break;
       case 6:
         t.Dv = t.D;
