@@ -75,6 +75,28 @@ mlir::kvattn::createCascadeAttentions(OpBuilder &builder, CascadeOp op) {
   return {prefix, suffix};
 }
 
+SmallVector<Value> mlir::kvattn::emptyCascadeResults(OpBuilder &builder,
+                                                     CascadeOp op) {
+  auto outType = cast<RankedTensorType>(op.getOut().getType());
+  if (outType.getDimSize(2) != 0)
+    return {};
+  // out [1, Hq, 0, Dv] and lse [1, Hq, 0]: Hq from the query when dynamic.
+  Location loc = op.getLoc();
+  auto empty = [&](RankedTensorType type) -> Value {
+    SmallVector<OpFoldResult> sizes;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      sizes.push_back(
+          type.isDynamicDim(d)
+              ? tensor::getMixedSize(builder, loc, op.getQuery(), d)
+              : OpFoldResult(builder.getIndexAttr(type.getDimSize(d))));
+    return tensor::EmptyOp::create(builder, loc, sizes, type.getElementType());
+  };
+  SmallVector<Value> results = {empty(outType)};
+  if (Value lse = op.getLse())
+    results.push_back(empty(cast<RankedTensorType>(lse.getType())));
+  return results;
+}
+
 namespace {
 
 /// `v` [d0, ...] as [1, d0, ...] (one part of a merge), widened to f32.
@@ -102,6 +124,11 @@ struct ExpandCascadePattern : OpRewritePattern<CascadeOp> {
 
   LogicalResult matchAndRewrite(CascadeOp op,
                                 PatternRewriter &rewriter) const override {
+    if (SmallVector<Value> empty = emptyCascadeResults(rewriter, op);
+        !empty.empty()) {
+      rewriter.replaceOp(op, empty);
+      return success();
+    }
     Location loc = op.getLoc();
     auto outType = cast<RankedTensorType>(op.getOut().getType());
     auto lseType = RankedTensorType::get(outType.getShape().drop_back(),

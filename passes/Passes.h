@@ -71,6 +71,14 @@ class CascadeOp;
 std::pair<AttentionOp, AttentionOp> createCascadeAttentions(OpBuilder &builder,
                                                             CascadeOp op);
 
+/// The results of a kvattn.cascade without query rows (a static T of 0),
+/// created at `builder`'s insertion point: empty out (and lse) tensors,
+/// which -kvattn-expand-cascade replaces such a cascade with (there is
+/// nothing to compute, and the slices of its concatenated parts would
+/// start at row 0 of a zero-size dimension, which the slice verifiers
+/// refuse). Empty when T is not statically 0.
+SmallVector<Value> emptyCascadeResults(OpBuilder &builder, CascadeOp op);
+
 /// Patterns of -kvattn-lower-append.
 void populateLowerAppendPatterns(RewritePatternSet &patterns);
 

@@ -1231,12 +1231,19 @@ static LogicalResult tileCascade(RewriterBase &rewriter, CascadeOp op,
   CascadePart part;
   part.outParts = parts(shape, BufferRole::out_parts);
   part.lseParts = parts(shape.drop_back(), BufferRole::lse_parts);
-  auto [prefix, suffix] = createCascadeAttentions(b, op);
-  if (failed(AttentionTiler(rewriter, prefix, cfg, part).run()))
-    return failure();
-  part.index = 1;
-  if (failed(AttentionTiler(rewriter, suffix, cfg, part).run()))
-    return failure();
+  // The two attentions into the parts, unless there are no query rows (a
+  // static T of 0): their programs would have no instances, and the views
+  // of their parts would start at row 0 of a zero-size dimension, which
+  // the subview verifier refuses. The merge program (no instances either)
+  // stays: the launch of an empty grid.
+  if (outType.getDimSize(2) != 0) {
+    auto [prefix, suffix] = createCascadeAttentions(b, op);
+    if (failed(AttentionTiler(rewriter, prefix, cfg, part).run()))
+      return failure();
+    part.index = 1;
+    if (failed(AttentionTiler(rewriter, suffix, cfg, part).run()))
+      return failure();
+  }
 
   // The results and the merge program: one instance per (head, block of
   // 64 rows), B = 1.

@@ -557,13 +557,25 @@ Status GpuExecutor::runFunctionThroughPlan(func::FuncOp func,
   for (size_t r = 0; s.isOk() && r < computed.size(); ++r)
     s = allocate(computed[r].byteSize(), buffers[outputs[r]]);
 
+  // What the plan's kernels take (a cascade without query rows has only
+  // its merge kernel): the run refuses names it does not have.
+  const std::set<std::string> parameters(plan->parameters().begin(),
+                                         plan->parameters().end());
+  std::map<std::string, rt::DevicePtr> runBuffers;
+  for (const auto &[name, ptr] : buffers)
+    if (parameters.count(name))
+      runBuffers[name] = ptr;
+  std::map<std::string, std::vector<int64_t>> runMetadata;
+  for (const auto &[name, values] : hostMetadata)
+    if (parameters.count(name))
+      runMetadata[name] = values;
   for (int64_t run = 0; s.isOk() && run < std::max<int64_t>(runs, 1); ++run) {
     for (size_t r = 0; s.isOk() && r < computed.size(); ++r)
       s = runtime_->fill(buffers[outputs[r]], 0xff, computed[r].byteSize());
     if (s.isOk())
       s = form == PlanMetadata::Device
-              ? plan->run(sizes, buffers)
-              : plan->runWithHostMetadata(sizes, buffers, hostMetadata);
+              ? plan->run(sizes, runBuffers)
+              : plan->runWithHostMetadata(sizes, runBuffers, runMetadata);
     if (s.isError())
       s = Status::error("running the plan of @" + func.getSymName().str() +
                         ": " + s.message());

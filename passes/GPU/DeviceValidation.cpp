@@ -1085,7 +1085,19 @@ FailureOr<unsigned> guardKernel(gpu::GPUFuncOp kernel) {
   Block &entry = kernel.getBody().front();
   Value status = entry.getArgument(at);
   ImplicitLocOpBuilder b(kernel.getLoc(), ctx);
-  b.setInsertionPointToStart(&entry);
+  // The kernel's private arrays (static memref.alloca: accumulators,
+  // scores, row statistics) stay in the entry block, before the guard:
+  // LLVM promotes only entry-block allocas to registers. Inside the guard
+  // they stayed in local memory, and a wgmma's results were stored there
+  // before the wait that retires them (the emulator's racecheck).
+  SmallVector<Operation *> privateArrays;
+  for (Operation &op : entry.without_terminator())
+    if (auto alloca = dyn_cast<memref::AllocaOp>(op);
+        alloca && alloca->getNumOperands() == 0)
+      privateArrays.push_back(alloca);
+  for (Operation *alloca : privateArrays)
+    alloca->moveBefore(&entry, entry.begin());
+  b.setInsertionPoint(&entry, std::next(entry.begin(), privateArrays.size()));
   Value c0 = arith::ConstantIndexOp::create(b, 0);
   Value word = memref::LoadOp::create(b, status, ValueRange{c0});
   Value zero = arith::ConstantIntOp::create(b, b.getI64Type(), 0);

@@ -25,6 +25,15 @@
 // RUN: kvattn-run %s --entry=small --target=gpu-emu --check --input 5=0,2,3,7 --input 6=3,0,1 --input 7=9,1,6 | FileCheck %s
 // RUN: kvattn-run %s --entry=small_noncausal --target=cpu --check --input 5=0,2,3,7 --input 6=3,0,1 --input 7=9,1,6 | FileCheck %s
 //
+// No query rows (T = 0: every sequence idle), with and without a prefix:
+// empty results. Both lowerings failed to build (the views of the parts
+// started at row 0 of a zero-size dimension, which the slice verifiers
+// refuse); found by kvattn-fuzz-diff, which draws cascades since then.
+// RUN: %attention-case --dtype bf16 --Hq 2 --Hkv 1 --S 4 --D 8 --q-lens 0,0 --prefix 4 --q-offset 0,1 --kv-len 0,2 --causal --lse -- --target=cpu --check | FileCheck %s
+// RUN: %attention-case --dtype bf16 --Hq 2 --Hkv 1 --S 4 --D 8 --q-lens 0,0 --prefix 0 --q-offset 0,1 --kv-len 0,2 --lse -- --target=cpu --check | FileCheck %s
+// RUN: %attention-case --dtype bf16 --Hq 2 --Hkv 1 --S 4 --D 8 --q-lens 0,0 --prefix 4 --q-offset 0,1 --kv-len 0,2 --causal --lse -- --target=gpu-emu --check | FileCheck %s
+// RUN: %attention-case --dtype bf16 --Hq 2 --Hkv 1 --S 4 --D 8 --q-lens 0,0 --prefix 4 --q-offset 0,1 --kv-len 0,2 --causal --lse -- --target=gpu-emu --check --plan=device | FileCheck %s
+//
 // A negative q_offset would put a query inside the prefix: refused, by
 // name, by the reference and by the compiled paths' own checks.
 // RUN: not kvattn-run %s --entry=small --target=reference --input 5=0,2,3,7 --input 6=3,-1,1 --input 7=9,1,6 2>&1 | FileCheck %s --check-prefix=NEG

@@ -2,6 +2,8 @@
 // RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --check-prefix=I64
 // RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=1},kvattn-outline-tile-programs,kvattn-device-validation{index-bitwidth=32})' | FileCheck %s --enable-var-scope --check-prefixes=CHECK,I32
 // RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=2},kvattn-outline-tile-programs,kvattn-device-validation)' | FileCheck %s --enable-var-scope --check-prefix=SPLIT
+// As the GPU pipeline runs it, after the lowering of the tile programs:
+// RUN: kvattn-opt %s -split-input-file --pass-pipeline='builtin.module(kvattn-append-to-gpu,kvattn-tile{split-kv=1},kvattn-outline-tile-programs,gpu.module(kvattn-assign-tile-layouts,kvattn-lower-tile-to-gpu),kvattn-device-validation)' | FileCheck %s --check-prefix=LOWERED
 
 // -kvattn-device-validation (docs/kernel-abi.md, "The status word"): the
 // host allocates one status word (i64[16]); a validation kernel, one block of
@@ -12,6 +14,24 @@
 // 32-bit kernels 19, a position of 2^31 - 1 or more (the kernels form
 // position + 1 in i32).
 // CHECK-LABEL: func.func @decode
+// The kernel's private arrays (the lane's accumulator, scores, row
+// statistics: registers once LLVM promotes them, which it does only for
+// allocas of the entry block) stay before the guard; inside it they were
+// local memory (a 680-byte stack frame on the sm_90a hd128 prefill kernel
+// of a plan) and a wgmma's results were stored there before the wait that
+// retires them.
+// LOWERED-LABEL: gpu.func @decode_kvattn_0(
+// LOWERED-NEXT: memref.alloca() : memref<
+// LOWERED-NEXT: memref.alloca() : memref<
+// LOWERED-NEXT: memref.alloca() : memref<
+// LOWERED-NEXT: memref.alloca() : memref<
+// LOWERED-NEXT: arith.constant 0 : index
+// LOWERED-NEXT: memref.load %{{.*}}[%{{.*}}] : memref<16xi64>
+// LOWERED-NEXT: arith.constant 0 : i64
+// LOWERED-NEXT: arith.cmpi eq
+// LOWERED-NEXT: scf.if
+// LOWERED-NOT: memref.alloca()
+// LOWERED: gpu.return
 // CHECK: %[[STATUS:.*]] = memref.alloc() {kvattn.role = #kvattn.role<status>} : memref<16xi64>
 // (The printer names a constant after its value: %c2_11 is a 2.)
 // CHECK: gpu.launch_func @kvattn_kernels::@decode_kvattn_0_validate blocks in (%c2{{(_[0-9]+)?}}, %{{.*}}, %{{.*}}) threads in (%c128{{(_[0-9]+)?}}, %{{.*}}, %{{.*}}) {{.*}}args({{.*}}%[[STATUS]] : memref<16xi64>

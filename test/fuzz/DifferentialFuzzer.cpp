@@ -140,6 +140,11 @@ struct Config {
   /// cache at q_offset (kvattn.append), and the attention reads the
   /// written caches, kv_len = q_offset + L; the caches are results too.
   bool append = false;
+  /// Shared-prefix attention (kvattn.cascade, attention_case.py --prefix):
+  /// the ragged batch of `tree` without its parents, over a prefix of
+  /// `prefix` keys [1, Hkv, P, D] that every sequence sees first (args 1
+  /// and 2), then its own suffix [B, Hkv, S, D] (args 3 and 4); -1: none.
+  int64_t prefix = -1;
   /// Ragged keys (k_start, FlashAttention's cu_seqlens_k): K and V one
   /// packed buffer [1, Hkv, N, D]; sequence b owns kLens[b] <= S rows
   /// after kGap unowned ones (and kGap at the end).
@@ -196,6 +201,8 @@ std::vector<int64_t> cacheShape(const Config &c) {
 int64_t rowsOf(const Config &c, int arg) {
   if (arg == 0)
     return c.Hq * (c.tree ? packedRows(c) : c.B * c.L);
+  if (c.prefix >= 0) // a cascade's argument 1: the prefix keys
+    return c.Hkv * c.prefix;
   std::vector<int64_t> shape = cacheShape(c);
   return shape[0] * shape[1] * shape[2];
 }
@@ -247,7 +254,9 @@ std::string asFlags(const Config &c) {
   std::ostringstream os;
   os << "--dtype " << c.dtype << " --Hq " << c.Hq << " --Hkv " << c.Hkv
      << " --S " << c.S << " --D " << c.D << " --Dv " << c.Dv;
-  if (c.tree)
+  if (c.prefix >= 0)
+    os << " --q-lens " << join(c.qLens) << " --prefix " << c.prefix;
+  else if (c.tree)
     os << " --q-lens " << join(c.qLens) << " --tree-parents=" // (-1 first)
        << join(c.treeParents);
   else
@@ -559,6 +568,17 @@ Config draw(std::mt19937_64 &rng) {
     if (c.alibi.empty() && uniform(0, 4) == 0)
       c.alibi.assign(c.Hq, 0.25);
   }
+  // One ragged batch in three: shared-prefix attention instead of trees
+  // (kvattn.cascade: causal, softcap, scale and lse only).
+  if (c.tree && uniform(0, 2) == 0) {
+    c.prefix = pick({0, 1, 16, 64, 200});
+    c.window = 0;
+    c.sinks.clear();
+    c.alibi.clear();
+    c.hasKeyValid = c.hasKOffset = false;
+    c.kvDtype = "";
+    c.latent = false;
+  }
   // One case in eight each, where they apply: ragged keys (no pages,
   // trees, explicit positions, masks, key validity) and a batch-to-cache
   // map (no pages, trees, key validity); both with static sizes.
@@ -689,6 +709,14 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
   std::string sig = "%q: " + q + ", %k: " + k + (c.latent ? "" : ", %v: " + v),
               groups;
   int arg = c.latent ? 2 : 3;
+  // A cascade's prefix before the suffixes.
+  const std::string pk = tensorType({1, c.Hkv, c.prefix, c.D}, c.dtype),
+                    pv = tensorType({1, c.Hkv, c.prefix, c.Dv}, c.dtype);
+  if (c.prefix >= 0) {
+    sig = "%q: " + q + ", %pk: " + pk + ", %pv: " + pv + ", %k: " + k +
+          ", %v: " + v;
+    arg = 5;
+  }
   // A step's new tokens (the query's element type).
   const std::string kNew = tensorType({B, c.Hkv, L, c.D}, c.dtype),
                     vNew = tensorType({B, c.Hkv, L, c.Dv}, c.dtype);
@@ -766,7 +794,8 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
     addFloats("sinks", c.sinks, {c.Hq}, {c.Hq});
   if (!c.alibi.empty())
     addFloats("alibi_slopes", c.alibi, {c.Hq}, {c.Hq});
-  add("tree_parents", c.tree, c.treeParents, {packedRows(c)}, "i32");
+  add("tree_parents", c.tree && c.prefix < 0, c.treeParents, {packedRows(c)},
+      "i32");
   if (!c.kvDtype.empty())
     for (auto [name, step] :
          {std::pair<const char *, int>{"k_scale", 5}, {"v_scale", 3}}) {
@@ -819,6 +848,11 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
     }
   const std::string key = c.append ? "%k_w" : "%k",
                     value = c.append ? "%v_w" : "%v";
+  if (c.prefix >= 0)
+    return "func.func @main(" + sig + ") -> (" + results + ") {\n  " + names +
+           " = kvattn.cascade %q, %pk, %pv, %k, %v" + groups + attrs + " : " +
+           q + ", " + pk + ", " + pv + ", " + k + ", " + v + " -> " + results +
+           "\n  return " + names + " : " + results + "\n}\n";
   const std::string operands =
       c.latent ? "%q, " + key + " value_dim = " + std::to_string(c.Dv)
                : "%q, " + key + ", " + value;
@@ -868,6 +902,10 @@ std::string compareConditioned(const Config &c,
     kMax = std::max(kMax, std::fabs(k.getDouble(i)));
   for (int64_t i = 0; i < v.numElements(); ++i)
     vMax = std::max(vMax, std::fabs(v.getDouble(i)));
+  for (size_t a = 3; c.prefix >= 0 && a < 5; ++a) // a cascade's suffixes
+    for (int64_t i = 0; i < args[a].numElements(); ++i)
+      (a == 3 ? kMax : vMax) =
+          std::max(a == 3 ? kMax : vMax, std::fabs(args[a].getDouble(i)));
   if (c.append) { // the step's new tokens are keys and values too
     const size_t caches = c.latent ? 2 : 3;
     const HostTensor &kNew = args[caches], &vNew = args[c.latent ? 2 : 4];
@@ -1024,7 +1062,8 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
     // q, k, v (no v in the latent form), a step's k_new and v_new, then
     // the mask.
     const size_t caches = c.latent ? 2 : 3;
-    const size_t tensors = caches + (c.append ? caches - 1 : 0);
+    const size_t tensors =
+        c.prefix >= 0 ? 5 : caches + (c.append ? caches - 1 : 0);
     std::vector<int64_t> shape =
         i == 0 && c.tree ? std::vector<int64_t>{1, c.Hq, packedRows(c), c.D}
         : i == 0         ? std::vector<int64_t>{c.B, c.Hq, c.L, c.D}
@@ -1034,6 +1073,8 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
             : kvShape;
     if (i == 1 || (i == 2 && !c.latent))
       shape.push_back(i == 1 ? c.D : c.Dv);
+    if (c.prefix >= 0 && i >= 1 && i < 5) // a cascade's K/V: static types
+      shape.assign(tensor.getShape().begin(), tensor.getShape().end());
     HostTensor t(*mlir::kvattn::toElementType(tensor.getElementType()), shape);
     if (i < tensors) {
       for (int64_t n = 0; n < t.numElements(); ++n)
@@ -1114,6 +1155,8 @@ Config shrink(mlir::MLIRContext &context, Config c, std::mt19937_64 &rng) {
         break;
       case 2:
         t.S = c.S / 2;
+        if (c.prefix > 0)
+          t.prefix = c.prefix / 2;
         break;
       case 3:
         t.Hq = t.Hkv;
@@ -1139,6 +1182,7 @@ Config shrink(mlir::MLIRContext &context, Config c, std::mt19937_64 &rng) {
         break;
       case 9:
         t.tree = false;
+        t.prefix = -1;
         t.lse = false;
         t.window = 0;
         t.windowRight = -1;
@@ -1160,7 +1204,7 @@ Config shrink(mlir::MLIRContext &context, Config c, std::mt19937_64 &rng) {
                      t.mask != c.mask || t.lse != c.lse ||
                      t.window != c.window || t.windowRight != c.windowRight ||
                      t.sinks != c.sinks || t.alibi != c.alibi ||
-                     t.tree != c.tree;
+                     t.tree != c.tree || t.prefix != c.prefix;
       if (smaller && !runCase(context, t).empty()) {
         c = t;
         progress = true;
@@ -1194,7 +1238,7 @@ int main(int argc, char **argv) {
   struct {
     int64_t huge = 0, nearLimit = 0, dynamic = 0, overLimit = 0,
             splitOrPaged = 0, trees = 0, fills = 0, fp8 = 0, latent = 0,
-            packedKeys = 0, cacheMap = 0, plans = 0, appends = 0;
+            packedKeys = 0, cacheMap = 0, plans = 0, appends = 0, cascades = 0;
   } drawn;
   auto start = std::chrono::steady_clock::now();
   int64_t done = 0;
@@ -1212,7 +1256,7 @@ int main(int argc, char **argv) {
     drawn.dynamic += c.dynamicDims != 0;
     drawn.overLimit += c.optionOverLimit;
     drawn.splitOrPaged += c.splitKv > 1 || c.pageSize;
-    drawn.trees += c.tree;
+    drawn.trees += c.tree && c.prefix < 0;
     drawn.fills += !c.fills.empty();
     drawn.fp8 += !c.kvDtype.empty();
     drawn.latent += c.latent;
@@ -1220,6 +1264,7 @@ int main(int argc, char **argv) {
     drawn.cacheMap += c.cacheMap;
     drawn.plans += c.plan != Config::Plan::None;
     drawn.appends += c.append;
+    drawn.cascades += c.prefix >= 0;
     if (failure.empty())
       continue;
     llvm::outs() << "MISMATCH (iteration " << done << "): " << failure
@@ -1251,7 +1296,9 @@ int main(int argc, char **argv) {
                << " in the latent form, " << drawn.packedKeys
                << " with ragged keys (k_start), " << drawn.cacheMap
                << " with a batch-to-cache map, " << drawn.appends
-               << " serving steps appending their new tokens, " << mlaCases
+               << " serving steps appending their new tokens, "
+               << drawn.cascades << " with a shared prefix (kvattn.cascade), "
+               << mlaCases
                << " in MLA's decode shape (D 576, Dv 512, 16 or 128 heads)\n";
   if (target == Target::GpuEmu) {
     int64_t refused = 0;

@@ -681,29 +681,42 @@ void issueDeferredPV(GpuEmitter &e, const DeferredPV &pv) {
   storeAccumulator(e, acc);
 }
 
-/// Ties the accumulator registers to this point, after the wgmma.wait_group
-/// that retired their last wgmma (an empty asm that reads and rewrites them,
-/// as CUTLASS's warpgroup_fence_operand): LLVM cannot move a use of them
-/// above the wait.
-void fenceAccumulator(GpuEmitter &e) {
-  SmallVector<Value> acc = loadAccumulator(e);
-  std::string constraints;
-  for (size_t i = 0; i < acc.size(); ++i)
-    constraints += (i ? ",=f" : "=f");
-  for (size_t i = 0; i < acc.size(); ++i)
-    constraints += "," + std::to_string(i);
+/// Accumulator registers tied to this point, after the wgmma.wait_group
+/// that retired the wgmma writing them: empty asm statements that read and
+/// rewrite them (CUTLASS's warpgroup_fence_operand), so that LLVM moves no
+/// use of them above the wait (reading them there reads registers the
+/// wgmma still writes: the emulator's racecheck names it). 32 registers
+/// per statement.
+SmallVector<Value> fenceRegisters(GpuEmitter &e, ArrayRef<Value> values) {
+  constexpr size_t kPerAsm = 32;
   MLIRContext *ctx = e.b.getContext();
-  SmallVector<Type> fields(acc.size(), e.b.getF32Type());
-  auto asmOp = LLVM::InlineAsmOp::create(
-      e.b, LLVM::LLVMStructType::getLiteral(ctx, fields), acc, "", constraints,
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::tailcallkind::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT),
-      /*operand_attrs=*/ArrayAttr());
-  for (size_t i = 0; i < acc.size(); ++i)
-    acc[i] = LLVM::ExtractValueOp::create(
-        e.b, asmOp.getResult(0), ArrayRef<int64_t>{static_cast<int64_t>(i)});
-  storeAccumulator(e, acc);
+  SmallVector<Value> out;
+  for (size_t first = 0; first < values.size(); first += kPerAsm) {
+    ArrayRef<Value> chunk =
+        values.slice(first, std::min(kPerAsm, values.size() - first));
+    std::string constraints;
+    for (size_t i = 0; i < chunk.size(); ++i)
+      constraints += (i ? ",=f" : "=f");
+    for (size_t i = 0; i < chunk.size(); ++i)
+      constraints += "," + std::to_string(i);
+    SmallVector<Type> fields(chunk.size(), e.b.getF32Type());
+    auto asmOp = LLVM::InlineAsmOp::create(
+        e.b, LLVM::LLVMStructType::getLiteral(ctx, fields), chunk, "",
+        constraints,
+        /*has_side_effects=*/true, /*is_align_stack=*/false,
+        LLVM::tailcallkind::TailCallKind::None,
+        LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT),
+        /*operand_attrs=*/ArrayAttr());
+    for (size_t i = 0; i < chunk.size(); ++i)
+      out.push_back(LLVM::ExtractValueOp::create(
+          e.b, asmOp.getResult(0), ArrayRef<int64_t>{static_cast<int64_t>(i)}));
+  }
+  return out;
+}
+
+/// fenceRegisters over the lane's accumulator.
+void fenceAccumulator(GpuEmitter &e) {
+  storeAccumulator(e, fenceRegisters(e, loadAccumulator(e)));
 }
 
 } // namespace
@@ -735,6 +748,7 @@ void mlir::kvattn::emitFlushDeferredPV(GpuEmitter &e) {
         wgmmaFence(e);
         issueDeferredPV(e, pv);
         wgmmaCommitAndWait(e);
+        fenceAccumulator(e);
         emitTmaRelease(e, 1, e.load(e.t.pendingBlock, {e.idx(0)}));
       });
 }
@@ -835,6 +849,7 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   emitPingPongPass(e);
   // The Q.K^T's group (the older one when a P.V follows it).
   NVVM::WgmmaWaitGroupSyncOp::create(e.b, pending ? 1 : 0);
+  acc = fenceRegisters(e, acc);
   // The K stage may be refilled (the latent form's, whose V it is, after
   // P.V).
   if (e.t.tma && !e.t.latent)
@@ -964,6 +979,7 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
     acc = emitWgmma(e, elt, dv, acc, Value(), as[kk], descs[kk],
                     /*transB=*/true);
   wgmmaCommitAndWait(e);
+  acc = fenceRegisters(e, acc);
   // The V stage may be refilled (the latent form's: the K stage).
   if (e.t.tma)
     emitTmaRelease(e, e.t.latent ? 0 : 1, op.getStart());

@@ -50,6 +50,13 @@ quantised into an FP8 cache with its scales; one append in the latent
 form), and the attention reads the written caches; the results are out,
 [lse], then the caches after the step (a decode or chunked-prefill step).
 
+With --prefix P (and --q-lens) the case is shared-prefix attention
+(kvattn.cascade): arguments q, prefix_key and prefix_value [1, Hkv, P, D]
+(from --seed, arguments 1 and 2), then each sequence's suffix key and
+value [B, Hkv, S, D] (arguments 3 and 4), q_start, q_offset (counted from
+the end of the prefix) and kv_len; causal, softcap, scale and lse as for
+attention, nothing else.
+
 With --dynamic (e.g. B,L,S) those dimensions are dynamic (`?`) in the IR:
 every operand whose type has one is then passed to kvattn-run as a .npy
 file written here (Q, K, V from --seed, in [-1, 1), distinct), since
@@ -142,6 +149,9 @@ def main():
                    help="with --cache-batch-idx: K/V's dim 0 (default B)")
     p.add_argument("--D", type=int, default=16)
     p.add_argument("--Dv", type=int)
+    p.add_argument("--prefix", type=int,
+                   help="shared-prefix attention (kvattn.cascade) with a "
+                        "prefix of this many keys (needs --q-lens)")
     p.add_argument("--append", action="store_true",
                    help="write the L new tokens (k_new, v_new) into the "
                         "cache at q_offset first (kvattn.append)")
@@ -301,6 +311,26 @@ def main():
     lse_t = tensor([qb, a.Hq, a.L], "f32", [qbn, None, "L"])
 
     args = [("q", q_t), ("k", k_t)] + ([] if a.latent else [("v", v_t)])
+    if a.prefix is not None:
+        other = [name for name, given in (
+            ("--window", a.window), ("--window-right", a.window_right),
+            ("--sinks", a.sinks), ("--alibi", a.alibi),
+            ("--tree-parents", a.tree_parents), ("--key-valid", a.key_valid),
+            ("--k-offset", a.k_offset), ("--k-lens", a.k_lens),
+            ("--cache-batch-idx", a.cache_batch_idx),
+            ("--page-size", a.page_size), ("--kv-dtype", a.kv_dtype),
+            ("--latent", a.latent), ("--append", a.append),
+            ("--dynamic", a.dynamic), ("--poison", a.poison))
+            if given not in (None, False, "", [])]
+        if not varlen or a.prefix < 0 or a.q_offset is None or \
+                a.kv_len is None or other:
+            sys.exit("attention_case.py: --prefix needs --q-lens, --q-offset "
+                     "and --kv-len and takes none of " +
+                     (", ".join(other) or "the other operands"))
+        pk_t = tensor([1, a.Hkv, a.prefix, a.D], t)
+        pv_t = tensor([1, a.Hkv, a.prefix, dv], t)
+        args = [("q", q_t), ("pk", pk_t), ("pv", pv_t), ("k", k_t),
+                ("v", v_t)]
     if a.append:
         if (a.q_offset is None or varlen or packed_keys or dynamic
                 or a.cache_batch_idx is not None or a.const_positions):
@@ -461,7 +491,11 @@ def main():
     ir = [f"func.func @main({sig}) -> ({', '.join(ret_types)}) {{"]
     ir += consts
     ir += ir_appends
-    if a.latent:
+    if a.prefix is not None:
+        ir.append(f"  {res_names} = kvattn.cascade %q, %pk, %pv, %k, %v "
+                  f"{' '.join(groups)} {' '.join(attrs)} : {q_t}, {pk_t}, "
+                  f"{pv_t}, {k_t}, {v_t} -> {', '.join(results)}")
+    elif a.latent:
         ir.append(f"  {res_names} = kvattn.attention %q, {key} "
                   f"{' '.join(groups_pre + groups)} {' '.join(attrs)} : "
                   f"{q_t}, {k_t} -> {', '.join(results)}")
