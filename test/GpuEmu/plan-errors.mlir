@@ -17,6 +17,10 @@
 // RUN: not kvattn-run %s %{rope} --target=gpu-emu --plan=host 2>&1 | FileCheck %s --check-prefix=ROPE-HOST
 // ROPE-HOST: running the plan of @rope_step: plan run: 'k_rope_pos' (RoPE's record) is a device buffer while the metadata is on the host
 
+// --plan is for the GPU targets:
+// RUN: not kvattn-run %s --entry=two_tokens_one_row --target=cpu --plan=device 2>&1 | FileCheck %s --check-prefix=CPU
+// CPU: --plan, --plan-slack and --plan-runs run plans on a GPU: use them with --target=gpu or --target=gpu-emu
+
 // The same step launched op by op (no plan) runs:
 // RUN: kvattn-run %s --entry=two_tokens_one_row --target=gpu-emu --check --input 5=3 --input 6=5 | FileCheck %s --check-prefix=OK
 // OK: {{^PASS$}}

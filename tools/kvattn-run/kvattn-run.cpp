@@ -376,6 +376,11 @@ static int runTool(int argc, char **argv) {
                 "--target=cpu or --target=gpu-emu");
   if (emuFault.getNumOccurrences() && target != Target::GpuEmu)
     return fail("--emu-fault needs --target=gpu-emu");
+  if ((throughPlan != PlanFlag::None || planSlack.getNumOccurrences() ||
+       planRuns.getNumOccurrences()) &&
+      target != Target::Gpu && target != Target::GpuEmu)
+    return fail("--plan, --plan-slack and --plan-runs run plans on a GPU: use "
+                "them with --target=gpu or --target=gpu-emu");
   // Every numeric option in its range, by name (the C API's limits where
   // it has the same option: kvattn_compile_options).
   if (std::optional<std::string> bad = flags.outOfRange())
