@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstring>
 #include <functional>
 #include <set>
 
@@ -193,19 +192,22 @@ rt::Sizes launchSizes(Operation *op, const std::vector<std::string> &roles,
     size_t i = std::find(roles.begin(), roles.end(), role) - roles.begin();
     return operands[i]->shape();
   };
+  // A pool of pages [num_pages, page_size, ...] read through the table
+  // [B, max_pages]: S is the logical key count max_pages * page_size.
+  auto setPages = [&](const std::vector<int64_t> &pool) {
+    const int64_t maxPages = shapeOf("block_table")[1];
+    sizes.S = maxPages * pool[1];
+    sizes.numPages = pool[0];
+    sizes.pageSize = pool[1];
+    sizes.maxPages = maxPages;
+  };
   if (append) {
     // update [B, H, L, D]; cache [B, H, C, D] or pages [num_pages,
     // page_size, H, D] with table [B, max_pages]. No query heads: Hq = H.
     const auto &u = shapeOf("update"), &c = shapeOf("cache");
-    if (append.isPaged()) {
-      int64_t maxPages = shapeOf("block_table")[1];
-      sizes = {u[0], u[1], u[1], u[2], maxPages * c[1]};
-      sizes.numPages = c[0];
-      sizes.pageSize = c[1];
-      sizes.maxPages = maxPages;
-    } else {
-      sizes = {u[0], u[1], u[1], u[2], c[2]};
-    }
+    sizes = {u[0], u[1], u[1], u[2], c[2]};
+    if (append.isPaged())
+      setPages(c);
   } else if (cascade) {
     // A ragged batch of B sequences (L: the packed rows T) over suffixes
     // [B, Hkv, S, D] or pages [num_pages, page_size, Hkv, D] through the
@@ -214,14 +216,10 @@ rt::Sizes launchSizes(Operation *op, const std::vector<std::string> &roles,
     // [prefix_max_pages] (P = prefix_max_pages * prefix_page_size).
     const auto &q = shapeOf("query"), &k = shapeOf("key");
     const int64_t batch = shapeOf("q_start")[0] - 1;
+    sizes = {batch, q[1], k[1], q[2], k[2]};
     if (cascade.isPaged()) {
-      const int64_t maxPages = shapeOf("block_table")[1];
-      sizes = {batch, q[1], k[2], q[2], maxPages * k[1]};
-      sizes.numPages = k[0];
-      sizes.pageSize = k[1];
-      sizes.maxPages = maxPages;
-    } else {
-      sizes = {batch, q[1], k[1], q[2], k[2]};
+      sizes.Hkv = k[2];
+      setPages(k);
     }
     const auto &pk = shapeOf("prefix_key");
     if (cascade.isPrefixPaged()) {
@@ -235,11 +233,8 @@ rt::Sizes launchSizes(Operation *op, const std::vector<std::string> &roles,
   } else if (attention.isPaged()) {
     // Pages [num_pages, page_size, Hkv, D], table [B, max_pages].
     const auto &q = shapeOf("query"), &k = shapeOf("key");
-    int64_t maxPages = shapeOf("block_table")[1];
-    sizes = {q[0], q[1], k[2], q[2], maxPages * k[1]};
-    sizes.numPages = k[0];
-    sizes.pageSize = k[1];
-    sizes.maxPages = maxPages;
+    sizes = {q[0], q[1], k[2], q[2], 0};
+    setPages(k);
   } else {
     const auto &q = shapeOf("query"), &k = shapeOf("key");
     sizes = {q[0], q[1], k[1], q[2], k[2]};
@@ -493,6 +488,10 @@ Status GpuExecutor::runFunctionThroughPlan(func::FuncOp func,
     owned.push_back(ptr);
     return Status::ok();
   };
+  // What the plan's kernels take (a cascade without query rows has only
+  // its merge kernel): the run refuses names it does not have.
+  const std::set<std::string> parameters(plan->parameters().begin(),
+                                         plan->parameters().end());
   std::map<std::string, rt::DevicePtr> buffers;
   std::map<std::string, std::vector<int64_t>> hostMetadata;
   std::map<unsigned, rt::DevicePtr> argBuffer;
@@ -502,6 +501,8 @@ Status GpuExecutor::runFunctionThroughPlan(func::FuncOp func,
     for (const std::string &name : names) {
       if (s.isError())
         break;
+      if (!parameters.count(name))
+        continue;
       if (!isMetadata(name) && name != "k_rope_pos") {
         if (!argBuffer.count(index)) {
           rt::DevicePtr ptr = 0;
@@ -513,29 +514,24 @@ Status GpuExecutor::runFunctionThroughPlan(func::FuncOp func,
         buffers[name] = argBuffer[index];
         continue;
       }
-      std::vector<int64_t> values(t.numElements());
-      for (int64_t i = 0; i < t.numElements(); ++i)
-        values[i] = t.getInt(i);
       if (form == PlanMetadata::Host && name != "k_rope_pos") {
-        hostMetadata[name] = std::move(values);
+        std::vector<int64_t> &values = hostMetadata[name];
+        for (int64_t i = 0; i < t.numElements(); ++i)
+          values.push_back(t.getInt(i));
         continue;
       }
-      const std::string &type = typeOf[name];
-      const size_t width = type == "i1" ? 1 : type == "i32" ? 4 : 8;
-      std::vector<uint8_t> bytes(values.size() * width);
-      for (size_t i = 0; i < values.size(); ++i) {
-        const int32_t narrow = static_cast<int32_t>(values[i]);
-        const uint8_t byte = static_cast<uint8_t>(values[i]);
-        std::memcpy(bytes.data() + i * width,
-                    width == 1   ? static_cast<const void *>(&byte)
-                    : width == 4 ? static_cast<const void *>(&narrow)
-                                 : static_cast<const void *>(&values[i]),
-                    width);
+      // On the device as the host tensor holds it: the IR's element type,
+      // which is the kernel's (i1 as bytes, i32, i64).
+      if (typeOf[name] != elementTypeName(t.elementType())) {
+        s = Status::error(where + "the plan takes '" + name + "' as " +
+                          typeOf[name] + ", the argument is " +
+                          elementTypeName(t.elementType()));
+        break;
       }
       rt::DevicePtr ptr = 0;
-      s = allocate(bytes.size(), ptr);
+      s = allocate(t.byteSize(), ptr);
       if (s.isOk())
-        s = runtime_->copyToDevice(ptr, bytes.data(), bytes.size());
+        s = runtime_->copyToDevice(ptr, t.data(), t.byteSize());
       buffers[name] = ptr;
       if (name == "k_rope_pos") // written in place by an append
         argBuffer[index] = ptr;
@@ -557,25 +553,13 @@ Status GpuExecutor::runFunctionThroughPlan(func::FuncOp func,
   for (size_t r = 0; s.isOk() && r < computed.size(); ++r)
     s = allocate(computed[r].byteSize(), buffers[outputs[r]]);
 
-  // What the plan's kernels take (a cascade without query rows has only
-  // its merge kernel): the run refuses names it does not have.
-  const std::set<std::string> parameters(plan->parameters().begin(),
-                                         plan->parameters().end());
-  std::map<std::string, rt::DevicePtr> runBuffers;
-  for (const auto &[name, ptr] : buffers)
-    if (parameters.count(name))
-      runBuffers[name] = ptr;
-  std::map<std::string, std::vector<int64_t>> runMetadata;
-  for (const auto &[name, values] : hostMetadata)
-    if (parameters.count(name))
-      runMetadata[name] = values;
   for (int64_t run = 0; s.isOk() && run < std::max<int64_t>(runs, 1); ++run) {
     for (size_t r = 0; s.isOk() && r < computed.size(); ++r)
       s = runtime_->fill(buffers[outputs[r]], 0xff, computed[r].byteSize());
     if (s.isOk())
       s = form == PlanMetadata::Device
-              ? plan->run(sizes, runBuffers)
-              : plan->runWithHostMetadata(sizes, runBuffers, runMetadata);
+              ? plan->run(sizes, buffers)
+              : plan->runWithHostMetadata(sizes, buffers, hostMetadata);
     if (s.isError())
       s = Status::error("running the plan of @" + func.getSymName().str() +
                         ": " + s.message());
