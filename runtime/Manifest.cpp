@@ -121,7 +121,8 @@ Status tensorMaps(const JsonValue &pj, ParamInfo &p, const std::string &pw) {
 
 /// Each map's buffer is a pointer parameter of the kernel with the map's
 /// element type; its dims index that buffer's dimensions, each once; a
-/// static dimension is at least the box.
+/// static dimension is at least the box, or 0 (an empty tensor, from which
+/// nothing is loaded: its map is left zero, as at run time).
 Status checkTensorMaps(const KernelInfo &info, const std::string &where) {
   for (const ParamInfo &p : info.params)
     for (const TensorMapInfo &map : p.maps) {
@@ -152,7 +153,8 @@ Status checkTensorMaps(const KernelInfo &info, const std::string &where) {
         seen[d] = true;
         const std::string &dim = buffer->shape[d];
         if (!dim.empty() && std::isdigit(static_cast<unsigned char>(dim[0])) &&
-            dim.size() < 10 && uint64_t(std::stoll(dim)) < map.box[i])
+            dim.size() < 10 && std::stoll(dim) != 0 &&
+            uint64_t(std::stoll(dim)) < map.box[i])
           return Status::error("manifest: " + mw + " box[" + std::to_string(i) +
                                "] = " + std::to_string(map.box[i]) +
                                " is larger than the tensor: '" + map.buffer +

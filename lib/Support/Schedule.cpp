@@ -119,10 +119,9 @@ int64_t latentProgramSharedBytes(const Problem &p, int64_t bm, int64_t bn) {
   return 2 * (bm * p.headDim + bn * p.headDim) + scores;
 }
 
-int64_t latentWgmmaSharedBytes(const Problem &p, int64_t bm, int64_t bn,
-                               int64_t split) {
+int64_t latentWgmmaSharedBytes(const Problem &p, int64_t bm, int64_t bn) {
   auto align = [](int64_t v, int64_t a) { return (v + a - 1) / a * a; };
-  const int64_t exchange = align(align(split * bm * 4, 16) + bm * bn * 2, 1024);
+  const int64_t exchange = align(align(bm * 4, 16) + bm * bn * 2, 1024);
   const int64_t ringBarriers = 8 * 8;
   return align(2 * bm * p.headDim, 1024) + exchange +
          2 * align(2 * bn * p.headDim, 1024) + ringBarriers;
@@ -164,7 +163,7 @@ LatentBlocks latentBlocks(const Problem &p, int64_t rows,
     while (splitW > 1 && rowsW / 16 * splitW > 8 && dv / (splitW / 2) <= 256)
       splitW /= 2;
     if (splitW > 1 && rowsW % 64 == 0 && p.headDim % 64 == 0 &&
-        latentWgmmaSharedBytes(p, rowsW, 2 * bn, splitW) <=
+        latentWgmmaSharedBytes(p, rowsW, 2 * bn) <=
             kWgmmaSharedMemoryBytes)
       return {rowsW, 2 * bn, rowsW / 16 * splitW};
   }

@@ -374,7 +374,7 @@ TEST(Schedule, LatentBlocks) {
   // the ring's barriers = 230,464 bytes (the kernel's dynamic shared
   // memory, test/Target/ptxas-mla.test) within 227 KB. 16 heads (16 rows)
   // are padded to the same 64-row tile (FlashMLA's).
-  EXPECT_EQ(latentWgmmaSharedBytes(p, 64, 64, 2), 230464);
+  EXPECT_EQ(latentWgmmaSharedBytes(p, 64, 64), 230464);
   b = latentBlocks(p, 128, 228 * 1024, /*wgmma=*/true);
   EXPECT_EQ(b.bm, 64);
   EXPECT_EQ(b.bn, 64);
@@ -391,7 +391,7 @@ TEST(Schedule, LatentBlocks) {
   EXPECT_EQ(b.bm, 16);
   EXPECT_EQ(b.bn, 32);
   // 128-key blocks would not fit: 64 stay.
-  EXPECT_GT(latentWgmmaSharedBytes(p, 64, 128, 2), kWgmmaSharedMemoryBytes);
+  EXPECT_GT(latentWgmmaSharedBytes(p, 64, 128), kWgmmaSharedMemoryBytes);
   // An FP8 cache is staged in the query's type: a 16-bit query gives the
   // same 16-bit K stage and the same tiles; an f32 query none (no tensor
   // cores), nor an unknown one.

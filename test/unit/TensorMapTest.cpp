@@ -128,6 +128,10 @@ TEST(TensorMapTest, ManifestRefusesBadMapsByField) {
   EXPECT_TRUE(contains(e, "tensor map 'q' box[0] = 64 is larger than the "
                           "tensor: 'query' dimension 3 is 32"))
       << e;
+  // Except a static dimension of 0: an empty tensor, from which nothing is
+  // loaded (the runtime leaves its map zero), takes the kernel's box.
+  e = parseError(std::string(kQueryMap) + ", " + kOutMap, "0");
+  EXPECT_EQ(e, "");
   e = parseError(
       R"({"name": "q", "buffer": "query", "dims": [3, 1, 2, 0], "box": [32, 1, 300, 1], "swizzle": "none", "element_type": "f32", "oob_fill": "zero"})");
   EXPECT_TRUE(contains(e, "box[2] must be an integer in [1, 256]")) << e;

@@ -165,7 +165,7 @@ int64_t latentProgramSharedBytes(const Problem &problem, int64_t bm,
 /// 256 columns, hd 256's budget). {0, 0, 0} where this does not apply.
 ///
 /// With `wgmma` (sm_90a) a program of whole warpgroups whose value split
-/// exchanges row maxima and probabilities (SharedMemoryLayout's
+/// shares one warpgroup's row maxima and probabilities (SharedMemoryLayout's
 /// shareExchange) takes 64-key blocks where the TMA ring of two such K
 /// stages fits beside the query tile (latentWgmmaSharedBytes within
 /// kWgmmaSharedMemoryBytes): DeepSeek MLA's 128 heads, 64 rows of two
@@ -176,13 +176,12 @@ struct LatentBlocks {
 LatentBlocks latentBlocks(const Problem &problem, int64_t rows,
                           int64_t sharedMemoryPerSm, bool wgmma = false);
 
-/// The shared memory of a latent wgmma program of `bm` rows, `bn`-key
-/// blocks and a value split of `split` with its TMA ring: the query tile,
-/// the share exchange (the rows' maxima per slice and the bm x bn 16-bit
-/// probabilities, padded to 1024 bytes so that the stages after it keep the
+/// The shared memory of a latent wgmma program of `bm` rows and `bn`-key
+/// blocks with its TMA ring: the query tile, the share exchange (the rows'
+/// maxima and the bm x bn 16-bit probabilities the score warpgroup gives
+/// the others, padded to 1024 bytes so that the stages after it keep the
 /// 128-byte swizzle's alignment), two K stages and the ring's mbarriers.
-int64_t latentWgmmaSharedBytes(const Problem &problem, int64_t bm, int64_t bn,
-                               int64_t split);
+int64_t latentWgmmaSharedBytes(const Problem &problem, int64_t bm, int64_t bn);
 
 /// What the policy chose.
 struct Blocks {

@@ -81,13 +81,15 @@ struct Threads {
   /// wgmma: the warpgroup's row group (64 rows each), warp-uniform to
   /// ptxas (a shuffle from lane 0); valueSlice derives from it too.
   Value rowGroup;
-  /// A wgmma value split (SharedMemoryLayout::shareExchange): the lane's
-  /// score registers hold its warpgroup's share of the block's keys, block-n
-  /// / valueSplit from shareKeyBase() on; the warpgroups of a row group
-  /// exchange the rows' maxima through `shareMax` ([valueSplit, BM] f32,
-  /// by value slice; the row sums at the store) and the probabilities,
-  /// as P.V's A registers, through `shareProbs` (i32 words: one 16-byte
-  /// vector per thread and k16 step, [row group][slice][step][128 threads]).
+  /// A wgmma value split (SharedMemoryLayout::shareExchange): the row
+  /// group's first warpgroup (value slice 0, scoringWarpgroup()) computes
+  /// Q.K^T, the mask and the probabilities of all of a block's keys, in
+  /// m64nBNk16 steps that read the K stage once (FlashMLA's schedule); the
+  /// others only rescale their accumulator slices and compute their P.V.
+  /// It publishes the rows' maxima through `shareMax` ([BM] f32; the row
+  /// sums at the store) and the probabilities, as
+  /// P.V's A registers, through `shareProbs` (i32 words: one 16-byte vector
+  /// per thread and k16 step, [row group][step][128 threads]).
   bool scoreShares = false;
   Value shareMax, shareProbs;
   /// Whether tile.qk and the P.V product of tile.softmax_update run on
@@ -413,26 +415,24 @@ struct GpuEmitter : Emitter {
         });
   }
 
-  /// The keys of a block whose scores a lane keeps: its warpgroup's share
-  /// (bn / valueSplit) with Threads::scoreShares, else all `bn`.
-  int64_t scoreKeys(int64_t bn) const {
-    return t.scoreShares ? bn / t.valueSplit : bn;
-  }
-  /// The first key of the warpgroup's share (valueSlice x its keys; 0
-  /// without shares), a thread constant.
-  Value shareKeyBase(int64_t bn) {
+  /// Whether the lane's warpgroup computes its rows' scores (an i1 thread
+  /// constant): the row group's first with Threads::scoreShares, every
+  /// warpgroup otherwise.
+  Value scoringWarpgroup() {
     if (!t.scoreShares)
-      return idx(0);
-    return threadConstant(
-        "sharekeys:" + std::to_string(bn), [&](GpuEmitter &h) {
-          return h.mulIdx(h.t.valueSlice, bn / h.t.valueSplit);
-        });
+      return arith::ConstantIntOp::create(b, 1, 1);
+    return threadConstant("scoring", [](GpuEmitter &h) {
+      return arith::CmpIOp::create(h.b, arith::CmpIPredicate::eq,
+                                   h.t.valueSlice, h.idx(0))
+          .getResult();
+    });
   }
-  /// The key (block column) of the lane's score register (slice j,
-  /// element el) in a block of `bn` keys.
-  Value scoreKey(int64_t bn, int64_t j, int el) {
-    return t.scoreShares ? add(shareKeyBase(bn), accColumn(j, el))
-                         : accColumn(j, el);
+  /// `body` where the lane's warpgroup computes scores (Threads::
+  /// scoreShares: the score warpgroup; a warpgroup-uniform branch).
+  void whenScoring(function_ref<void()> body) {
+    if (!t.scoreShares)
+      return body();
+    when(scoringWarpgroup(), body);
   }
 
   /// Column `8j + 2q + el` of the lane's accumulator entries.
@@ -501,6 +501,21 @@ struct GpuEmitter : Emitter {
                 : addf(v, other);
     }
     return v;
+  }
+
+  /// cond ? thenValues() : elseValues(), each evaluated only on its side.
+  SmallVector<Value> ifElse(Value cond, TypeRange types,
+                            function_ref<SmallVector<Value>()> thenValues,
+                            function_ref<SmallVector<Value>()> elseValues) {
+    auto ifOp = scf::IfOp::create(b, types, cond, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(b, thenValues());
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, elseValues());
+    }
+    return SmallVector<Value>(ifOp.getResults());
   }
 
   /// cond ? thenValue() : elseValue, evaluating thenValue only if needed.

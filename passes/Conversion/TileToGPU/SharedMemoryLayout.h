@@ -64,10 +64,10 @@ struct SharedMemoryLayout {
   /// On wgmma the sharing warps are whole warpgroups (warpgroup g owns
   /// slice g % valueSplit of row group g / valueSplit).
   int64_t valueSplit = 1;
-  /// The warpgroups of a wgmma value split (each computes the scores of
-  /// its share of a block's keys) exchange, in place of the score tile,
-  /// their row maxima ([valueSplit, block-m] f32 at `exchangeOffset`; the
-  /// row sums at the store) and their probabilities rounded to the 16-bit
+  /// The score warpgroup of a wgmma value split (it computes all of a
+  /// block's scores) gives the other warpgroups of its row group, in place
+  /// of the score tile, the row maxima ([block-m] f32 at `exchangeOffset`;
+  /// the row sums at the store) and the probabilities rounded to the 16-bit
   /// operand type (block-m x block-n of them, as the A fragments of P.V, at
   /// `exchangeProbsOffset`): docs/gpu-lowering.md, "The latent form on
   /// wgmma".
@@ -76,12 +76,12 @@ struct SharedMemoryLayout {
 };
 
 /// The bytes of a share exchange (SharedMemoryLayout::shareExchange) for
-/// `bm` rows, `bn` keys and a value split of `split`: the maxima, 16-byte
-/// aligned, then the probabilities, padded to 1024 bytes (the K stage
-/// after it keeps the 128-byte swizzle's alignment;
-/// schedule::latentWgmmaSharedBytes counts the same).
-inline int64_t shareExchangeBytes(int64_t bm, int64_t bn, int64_t split) {
-  return ((split * bm * 4 + 15) / 16 * 16 + bm * bn * 2 + 1023) / 1024 * 1024;
+/// `bm` rows and `bn` keys: the maxima, 16-byte aligned, then the
+/// probabilities, padded to 1024 bytes (the K stage after it keeps the
+/// 128-byte swizzle's alignment; schedule::latentWgmmaSharedBytes counts
+/// the same).
+inline int64_t shareExchangeBytes(int64_t bm, int64_t bn) {
+  return ((bm * 4 + 15) / 16 * 16 + bm * bn * 2 + 1023) / 1024 * 1024;
 }
 
 /// Stages per ring of the TMA lowering and its mbarriers.
@@ -261,12 +261,9 @@ inline FailureOr<SharedMemoryLayout> computeSharedMemoryLayout(
     if (shareExchange && role == TileRole::scores) {
       // The share exchange replaces the [block-m, block-n] f32 score tile
       // (which gets no shared memory: the lowering erases it).
-      const int64_t split = valueSplitOf(getTileConfig(root), latent);
       layout.exchangeOffset = offset;
-      layout.exchangeProbsOffset =
-          offset + alignTo16(split * type.getDimSize(0) * 4);
-      offset +=
-          shareExchangeBytes(type.getDimSize(0), type.getDimSize(1), split);
+      layout.exchangeProbsOffset = offset + alignTo16(type.getDimSize(0) * 4);
+      offset += shareExchangeBytes(type.getDimSize(0), type.getDimSize(1));
       return;
     }
     layout.tiles.push_back(alloca);

@@ -521,14 +521,14 @@ void lowerQKScalar(GpuEmitter &e, TileQKOp op) {
 }
 
 /// tile.mask on the lane's score registers in the offset form, without
-/// key-validity flags, masks, ALiBi or trees, and GQA-packed only by a
-/// group g that divides the lane's row offsets: every rule is a compare of
+/// key-validity flags, masks, ALiBi or trees: every rule is a compare of
 /// the element's compile-time column with a value computed once per block,
 /// or once per row and block. Lane row k and element (j, el) are
 /// row0 + rowOffset(k) and col0 + columnOffset(j, el) (row0, col0 the
 /// lane's first; packed, tile row r is query row (q_start + r) / g), so
 /// with cc = columnOffset(j, el) and the row's distance
-/// d_k = qp(row0 + rowOffset(k)) - (k_base + col0) = d_0 + rowOffset(k) / g:
+/// d_k = qp(row0 + rowOffset(k)) - (k_base + col0) (d_0 + rowOffset(k) / g
+/// where g divides the row offset, else the row's own query position):
 ///   kp <= qp              <=>  cc < d_k + 1
 ///   kp - qp <= right      <=>  cc < d_k + right + 1
 ///   qp - kp < window      <=>  cc >= d_k - window + 1
@@ -543,7 +543,10 @@ void lowerQKScalar(GpuEmitter &e, TileQKOp op) {
 /// the mask (8-56 bytes of stack frame on sm_80 and sm_90). Without a
 /// window the causal bound stays a compare of its own beside the kv_len
 /// one (with their minimum ptxas put the sm_80 append's bound in local
-/// memory). The padding rows past `rows` are masked by the same rule
+/// memory). Per column instead, each of the lane's columns k_start +
+/// col0 + cc was hoisted out of the KV loop into a register of its own (16
+/// on the latent wgmma kernel's 64-key blocks, whose score warpgroup then
+/// spilled). The padding rows past `rows` are masked by the same rule
 /// (their scores are never stored), without a branch per row. No
 /// overflow: a lane whose row0 is a padding row has only padding rows,
 /// one whose k_base + col0 is past kv_len only rejected keys (cc is never
@@ -552,38 +555,41 @@ void lowerQKScalar(GpuEmitter &e, TileQKOp op) {
 /// [-2^30, 2^30] first, which for windows up to 2^29 and cc < block-n
 /// changes no result and keeps d_k - window + 1 and d_k + right + 1 in 32
 /// bits.
-static bool lowerMaskByDistance(GpuEmitter &e, TileMaskOp op, int64_t bn) {
+static bool masksByDistance(GpuEmitter &e, TileMaskOp op) {
   constexpr int64_t kLargestWindow = int64_t(1) << 29;
+  const int64_t window = op.getWindow().value_or(0);
+  const int64_t right = op.getWindowRight().value_or(-1);
+  return e.t.scores && op.getQBase() && op.getKBase() && !op.getKeyValid() &&
+         !op.getMask() && !op.getAlibiSlopes() && !op.getTreeParents() &&
+         window <= kLargestWindow && right <= kLargestWindow;
+}
+
+static void lowerMaskByDistance(GpuEmitter &e, TileMaskOp op, int64_t bn) {
   constexpr int64_t kClamp = int64_t(1) << 30;
   const int64_t window = op.getWindow().value_or(0);
   const int64_t right = op.getWindowRight().value_or(-1);
   const bool hasWindow = op.getWindow().has_value();
   const bool hasRight = op.getWindowRight().has_value();
-  if (!e.t.scores || e.t.scoreShares || e.t.wgmma || !op.getQBase() ||
-      !op.getKBase() || op.getKeyValid() || op.getMask() ||
-      op.getAlibiSlopes() || op.getTreeParents() || window > kLargestWindow ||
-      right > kLargestWindow)
-    return false;
   const FragmentLayout &l = e.t.layout;
   const int64_t g = op.getGroup().value_or(1);
-  for (int k = 0; k < l.rowsPerLane; ++k)
-    if (l.rowOffset(k) % g != 0)
-      return false;
   using P = arith::CmpIPredicate;
   Value col0 = e.mulIdx(e.t.quad, l.elementsPerRow);
-  Value row0 = e.ownedRow(0);
   // (Packed, q_base is the position of query row 0, as in
   // emitQueryPosition.)
-  Value qp0 = g == 1 ? e.add(op.getQBase(), row0)
-                     : e.add(op.getQBase(),
-                             e.divIdx(e.add(op.getQStart(), row0), e.idx(g)));
+  auto queryPosition = [&](Value row) {
+    return g == 1 ? e.add(op.getQBase(), row)
+                  : e.add(op.getQBase(),
+                          e.divIdx(e.add(op.getQStart(), row), e.idx(g)));
+  };
   Value kp0 = e.add(op.getKBase(), col0);
-  Value diff = e.sub(qp0, kp0);
+  Value diff = e.sub(queryPosition(e.ownedRow(0)), kp0);
   Value keys = arith::MinSIOp::create(e.b, e.sub(op.getKvLen(), op.getKStart()),
                                       op.getCols());
   Value left = e.sub(keys, col0);
   for (int k = 0; k < l.rowsPerLane; ++k) {
-    Value d = e.add(diff, e.idx(l.rowOffset(k) / g));
+    Value d = l.rowOffset(k) % g == 0
+                  ? e.add(diff, e.idx(l.rowOffset(k) / g))
+                  : e.sub(queryPosition(e.ownedRow(k)), kp0);
     if (hasWindow || hasRight)
       d = arith::MaxSIOp::create(
           e.b, arith::MinSIOp::create(e.b, d, e.idx(kClamp)), e.idx(-kClamp));
@@ -609,28 +615,30 @@ static bool lowerMaskByDistance(GpuEmitter &e, TileMaskOp op, int64_t bn) {
                      k, j, el);
       }
   }
-  return true;
 }
 
 void lowerMask(GpuEmitter &e, TileMaskOp op) {
   // Same ownership as tile.qk and tile.softmax_update: no barrier needed.
   int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
-  if (lowerMaskByDistance(e, op, bn))
+  if (masksByDistance(e, op)) {
+    // (Threads::scoreShares: the score warpgroup's registers.)
+    e.whenScoring([&] { lowerMaskByDistance(e, op, bn); });
     return;
+  }
   for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
     Value r = e.ownedRow(k);
     e.when(e.lt(r, op.getRows()), [&] {
       Value qp = emitQueryPosition(e, op, r);
       if (e.t.scores) {
         // The lane's score registers: every (slice, element), unrolled
-        // (with Threads::scoreShares its warpgroup's keys).
-        e.forAccColumns(e.scoreKeys(bn), [&](int64_t j, int el, Value c) {
-          if (e.t.scoreShares)
-            c = e.scoreKey(bn, j, el);
-          e.when(e.lt(c, op.getCols()), [&] {
-            e.storeScore(emitMaskedScore(e, op, r, qp, c, e.t.maskUnit,
-                                         e.loadScore(k, j, el)),
-                         k, j, el);
+        // (with Threads::scoreShares only the score warpgroup has them).
+        e.whenScoring([&] {
+          e.forAccColumns(bn, [&](int64_t j, int el, Value c) {
+            e.when(e.lt(c, op.getCols()), [&] {
+              e.storeScore(emitMaskedScore(e, op, r, qp, c, e.t.maskUnit,
+                                           e.loadScore(k, j, el)),
+                           k, j, el);
+            });
           });
         });
         return;
@@ -645,32 +653,26 @@ void lowerMask(GpuEmitter &e, TileMaskOp op) {
   }
 }
 
-/// Threads::scoreShares: `values[k]` (the lane's row k's statistic over
-/// its warpgroup's keys, the same in every lane of the quad) combined over
-/// the row's warpgroups, by maximum (`isMax`) or sum, in value-slice order
-/// (so every warpgroup gets the same bits). One barrier; the slots are
-/// rewritten only after the next exchange's barrier, which every reader
-/// reaches after reading them.
-SmallVector<Value, 4> exchangeShareStats(GpuEmitter &e, ArrayRef<Value> values,
-                                         bool isMax) {
+/// Threads::scoreShares: the lane's row statistics computed by the score
+/// warpgroup (`compute`: one per row of the lane, the same in every lane of
+/// the quad), published to the other warpgroups of its row group. One
+/// barrier; the slots are rewritten only after the next exchange's
+/// barrier, which every reader reaches after reading them.
+SmallVector<Value, 4>
+exchangeShareStats(GpuEmitter &e,
+                   function_ref<SmallVector<Value, 4>()> compute) {
   Value leader =
       arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.quad, e.idx(0));
-  for (auto [k, v] : llvm::enumerate(values)) {
-    Value r = e.ownedRow(static_cast<int>(k));
-    e.when(leader, [&] { e.store(v, e.t.shareMax, {e.t.valueSlice, r}); });
-  }
+  e.whenScoring([&] {
+    for (auto [k, v] : llvm::enumerate(compute())) {
+      Value r = e.ownedRow(static_cast<int>(k));
+      e.when(leader, [&] { e.store(v, e.t.shareMax, r); });
+    }
+  });
   e.barrier();
   SmallVector<Value, 4> out;
-  for (size_t k = 0; k < values.size(); ++k) {
-    Value r = e.ownedRow(static_cast<int>(k));
-    Value all = e.load(e.t.shareMax, {e.idx(0), r});
-    for (int64_t s = 1; s < e.t.valueSplit; ++s) {
-      Value v = e.load(e.t.shareMax, {e.idx(s), r});
-      all = isMax ? arith::MaximumFOp::create(e.b, all, v).getResult()
-                  : e.addf(all, v);
-    }
-    out.push_back(all);
-  }
+  for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
+    out.push_back(e.load(e.t.shareMax, e.ownedRow(k)));
   return out;
 }
 
@@ -726,12 +728,18 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
               e.store(p, scores, {r, at});
             });
           });
-        Value acc = init;
-        for (int64_t j = 0; j < e.scoreKeys(bn) / e.t.layout.sliceColumns; ++j)
-          for (int el = 0; el < e.t.layout.elementsPerRow; ++el)
-            acc = body(e.loadScore(k, j, el), acc,
-                       [&](Value p) { e.storeScore(p, k, j, el); });
-        return acc;
+        auto registers = [&] {
+          Value acc = init;
+          for (int64_t j = 0; j < bn / e.t.layout.sliceColumns; ++j)
+            for (int el = 0; el < e.t.layout.elementsPerRow; ++el)
+              acc = body(e.loadScore(k, j, el), acc,
+                         [&](Value p) { e.storeScore(p, k, j, el); });
+          return acc;
+        };
+        // Threads::scoreShares: the score warpgroup's; `init` elsewhere.
+        if (!e.t.scoreShares)
+          return registers();
+        return e.ifElse(e.scoringWarpgroup(), registers, init);
       };
   Value f = e.f32(e.t.expScale);
   // An FP8 V's scale per tensor or per KV head (the latent form's: K's) on
@@ -749,15 +757,18 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
                      }),
         /*isMax=*/true);
   };
-  // Score shares: the rows' maxima over the warpgroup's keys, then over
-  // the row group's (one exchange for all of the lane's rows); the
-  // warpgroups then compute the same maxima and rescale factors.
+  // Score shares: the score warpgroup's block maxima of the rows, given to
+  // the row group's other warpgroups (one exchange for all of the lane's
+  // rows); every warpgroup then computes the same new maxima, rescale
+  // factors and lazy-rescale decisions.
   SmallVector<Value, 4> shareMaxima;
-  if (e.t.scoreShares) {
-    for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
-      shareMaxima.push_back(laneMax(k, e.ownedRow(k)));
-    shareMaxima = exchangeShareStats(e, shareMaxima, /*isMax=*/true);
-  }
+  if (e.t.scoreShares)
+    shareMaxima = exchangeShareStats(e, [&] {
+      SmallVector<Value, 4> maxima;
+      for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
+        maxima.push_back(laneMax(k, e.ownedRow(k)));
+      return maxima;
+    });
   // Each row's offset is its maximum in exp2 units rounded once,
   // round(max * f) (mul.rn: never contracted into an FFMA), and the
   // rescale factor is taken between the offsets themselves,
@@ -1131,22 +1142,21 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
   emitPingPongEnd(e);
   // Tensor cores: each lane's sums are its own columns' (tile.softmax_update);
   // the row's is the quad's, combined here once (the whole warp is here).
-  // Score shares: each warpgroup summed its own keys' probabilities; the
-  // row's sum is theirs together.
+  // Score shares: the score warpgroup summed the probabilities; the row
+  // group's other warpgroups take its sums.
   if (e.t.rowStats) {
-    SmallVector<Value, 4> sums;
-    for (int k = 0; k < e.t.layout.rowsPerLane; ++k) {
-      Value sum = e.quadReduce(e.load(e.t.rowStats, {e.idx(1), e.idx(k)}),
-                               /*isMax=*/false);
-      if (e.t.scoreShares)
-        sums.push_back(sum);
-      else
-        e.store(sum, e.t.rowStats, {e.idx(1), e.idx(k)});
-    }
-    if (e.t.scoreShares)
-      for (auto [k, sum] :
-           llvm::enumerate(exchangeShareStats(e, sums, /*isMax=*/false)))
-        e.store(sum, e.t.rowStats, {e.idx(1), e.idx(k)});
+    auto quadSums = [&] {
+      SmallVector<Value, 4> sums;
+      for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
+        sums.push_back(
+            e.quadReduce(e.load(e.t.rowStats, {e.idx(1), e.idx(k)}),
+                         /*isMax=*/false));
+      return sums;
+    };
+    SmallVector<Value, 4> sums =
+        e.t.scoreShares ? exchangeShareStats(e, quadSums) : quadSums();
+    for (auto [k, sum] : llvm::enumerate(sums))
+      e.store(sum, e.t.rowStats, {e.idx(1), e.idx(k)});
   }
   Value out = op.getOut();
   Type outType = cast<MemRefType>(out.getType()).getElementType();
@@ -1854,27 +1864,26 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
           b, privateTileType(t.layout, scoreTile.getType().getDimSize(1),
                              b.getF32Type()));
   }
-  // A value split: the warps of a row group compute a share of the keys
-  // each. On mma.sync they exchange the scores through the shared score
-  // tile; then every lane holds all of its rows' scores in registers, as
-  // above. On wgmma each lane keeps its warpgroup's share
+  // A value split: on mma.sync the warps of a row group compute a share of
+  // the keys each and exchange the scores through the shared score tile;
+  // then every lane holds all of its rows' scores in registers, as above.
+  // On wgmma the row group's first warpgroup computes all of them
   // (Threads::scoreShares).
   const bool scoreShares = wgmma && valueSplit > 1;
   if (tensorCores && valueSplit > 1)
     t.scores = memref::AllocaOp::create(
-        b, privateTileType(t.layout, scoreShares ? bn / valueSplit : bn,
-                           b.getF32Type()));
+        b, privateTileType(t.layout, bn, b.getF32Type()));
   t.latent = layout->latent;
   t.latentValueCols = layout->latent ? layout->valueCols : 0;
   t.valueSplit = valueSplit;
   if (scoreShares) {
-    if (!layout->shareExchange || bn % (16 * valueSplit) != 0)
+    if (!layout->shareExchange || bn % 16 != 0)
       return kernel.emitOpError()
              << "kvattn-lower-tile-to-gpu: a wgmma value split exchanges "
                 "row maxima and probabilities in whole k16 steps (block-n = "
-             << bn << ", value split " << valueSplit << ")";
+             << bn << ")";
     t.scoreShares = true;
-    t.shareMax = view(layout->exchangeOffset, {valueSplit, bm}, b.getF32Type());
+    t.shareMax = view(layout->exchangeOffset, {bm}, b.getF32Type());
     t.shareProbs =
         view(layout->exchangeProbsOffset, {bm * bn / 2}, b.getI32Type());
   }

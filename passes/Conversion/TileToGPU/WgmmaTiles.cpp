@@ -753,6 +753,11 @@ void mlir::kvattn::emitFlushDeferredPV(GpuEmitter &e) {
       });
 }
 
+namespace {
+void emitScoresWithWgmma(GpuEmitter &e, TileQKOp op, Value kAddress,
+                         int64_t bn, int64_t bm, int64_t d);
+} // namespace
+
 void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
                                     TileSoftmaxOp prefetch) {
   // Intra-warpgroup overlap: the KV block peeled off the loop (its tile.qk
@@ -768,11 +773,9 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
         LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT),
         /*operand_attrs=*/ArrayAttr());
   }
-  // The staged type (an FP8 cache's K is converted to the query's).
-  Type elt = cast<MemRefType>(e.t.stage.getType()).getElementType();
   const int64_t bn = cast<MemRefType>(op.getScores().getType()).getDimSize(1);
-  Value q16 = op.getQTile(); // in the operand type (assign-tile-layouts)
-  auto qType = cast<MemRefType>(q16.getType());
+  // The query in the operand type (assign-tile-layouts).
+  auto qType = cast<MemRefType>(op.getQTile().getType());
   const int64_t bm = qType.getDimSize(0), d = qType.getDimSize(1);
   // The TMA ring: K of this block was issued one step ahead (or here), V
   // of this block is issued now (its stage is free once every warp has
@@ -806,16 +809,21 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
     kAddress = sharedAddress(e, e.t.stage);
   }
 
-  Value qAddress = sharedAddress(e, q16);
+  // Score shares (a value split): the row group's score warpgroup computes
+  // the block's scores alone (Threads::scoreShares); the others have none.
+  e.whenScoring([&] { emitScoresWithWgmma(e, op, kAddress, bn, bm, d); });
+}
+
+namespace {
+
+/// Q.K^T of tile.qk on wgmma, from the K stage at `kAddress`, into the
+/// lane's score registers (scaled, -inf past the block's keys).
+void emitScoresWithWgmma(GpuEmitter &e, TileQKOp op, Value kAddress,
+                         int64_t bn, int64_t bm, int64_t d) {
+  // The staged type (an FP8 cache's K is converted to the query's).
+  Type elt = cast<MemRefType>(e.t.stage.getType()).getElementType();
+  Value qAddress = sharedAddress(e, op.getQTile());
   Value groupRows = warpgroupRowBytes(e);
-  // Score shares (a value split): this warpgroup's keys, N = n rows of the
-  // stage from its share's first (whole k16 steps: canUseWgmma).
-  const int64_t n = e.scoreKeys(bn);
-  Value keyBytes;
-  if (e.t.scoreShares)
-    keyBytes = arith::IndexCastUIOp::create(
-        e.b, e.b.getI64Type(),
-        e.mulIdx(e.shareKeyBase(bn), wgmma::kPanelRowBytes));
   // (The descriptors before the fence, as for P.V.)
   SmallVector<wgmma::StepDescriptor> qSteps, kSteps;
   for (int64_t kk = 0; kk < d / 16; ++kk) {
@@ -823,7 +831,7 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
     kSteps.push_back(wgmma::kMajorStep(bn, 0, kk));
   }
   SmallVector<Value> descAs = stepDescriptors(e, qAddress, groupRows, qSteps);
-  SmallVector<Value> descBs = stepDescriptors(e, kAddress, keyBytes, kSteps);
+  SmallVector<Value> descBs = stepDescriptors(e, kAddress, Value(), kSteps);
   // Intra-warpgroup overlap: the previous block's P.V, deferred by its
   // softmax, is issued right after this Q.K^T and runs during this block's
   // mask and softmax (which waits for it before rescaling).
@@ -835,9 +843,9 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   if (e.t.overlapPV)
     emitPingPongWait(e);
   wgmmaFence(e);
-  SmallVector<Value> acc(n / 2, e.f32(0));
+  SmallVector<Value> acc(bn / 2, e.f32(0));
   for (int64_t kk = 0; kk < d / 16; ++kk)
-    acc = emitWgmma(e, elt, n, acc, descAs[kk], {}, descBs[kk],
+    acc = emitWgmma(e, elt, bn, acc, descAs[kk], {}, descBs[kk],
                     /*transB=*/false);
   NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
   if (pending) {
@@ -851,7 +859,9 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   NVVM::WgmmaWaitGroupSyncOp::create(e.b, pending ? 1 : 0);
   acc = fenceRegisters(e, acc);
   // The K stage may be refilled (the latent form's, whose V it is, after
-  // P.V).
+  // P.V; only the latent form shares its scores, so every warpgroup that
+  // holds the stage passes here).
+  assert(!e.t.scoreShares || e.t.latent);
   if (e.t.tma && !e.t.latent)
     emitTmaRelease(e, 0, op.getStart());
   const FragmentLayout &layout = e.t.layout;
@@ -861,25 +871,35 @@ void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
   // one per row of the lane).
   SmallVector<Value> dotFactors = e.dotFactors(foldedKvScale(
       e.b, e.b.getLoc(), op.getKey(), op.getKvScale(), op.getKvHead()));
-  for (int64_t i = 0; i < n / 2; ++i) {
+  for (int64_t i = 0; i < bn / 2; ++i) {
     FragmentLayout::WgmmaEntry entry = layout.registerOfWgmma(i);
     Value dot =
         dotFactors.empty() ? acc[i] : e.mulf(acc[i], dotFactors[entry.k]);
     Value s = e.t.rawScores ? dot : emitScaledScore(e, op, dot, kLog2E);
     e.storeScore(s, entry.k, entry.slice, entry.el);
   }
-  // -inf past the block's keys, only in a block shorter than block-n.
+  // -inf past the block's keys, only in a block shorter than block-n: the
+  // register's column 8j + el + 2q is inside while 8j + el < cols - 2q (a
+  // compare with an immediate; the lane's columns, each loop-invariant,
+  // would otherwise be hoisted out of the KV loop into registers of their
+  // own).
   e.when(e.lt(op.getCols(), e.idx(bn)), [&] {
-    for (int64_t j = 0; j < layout.slices(n); ++j)
+    Value left =
+        e.sub(op.getCols(), e.mulIdx(e.t.quad, layout.elementsPerRow));
+    for (int64_t j = 0; j < layout.slices(bn); ++j)
       for (int k = 0; k < layout.rowsPerLane; ++k)
         for (int el = 0; el < layout.elementsPerRow; ++el) {
-          Value inside = e.lt(e.scoreKey(bn, j, el), op.getCols());
+          Value inside =
+              e.cmpi(arith::CmpIPredicate::slt,
+                     e.idx(layout.columnOffset(j, el)), left);
           e.storeScore(arith::SelectOp::create(
                            e.b, inside, e.loadScore(k, j, el), e.negInf()),
                        k, j, el);
         }
   });
 }
+
+} // namespace
 
 void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
                                    ArrayRef<Value> alpha, Value vAddress) {
@@ -911,67 +931,75 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
   // Every A operand (P as 16-bit pairs) and B descriptor before the fence:
   // a register written between wgmma.fence and the wgmma that reads it
   // makes ptxas inject a warpgroup.arrive before that wgmma (C7519).
-  // The lane's own keys first: all of the block's, or its warpgroup's
-  // share (Threads::scoreShares), k16 steps from the share's first key.
-  const int64_t n = e.scoreKeys(bn), steps = n / 16;
-  SmallVector<SmallVector<Value, 4>> as;
-  SmallVector<wgmma::StepDescriptor> vSteps;
-  for (int64_t kk = 0; kk < steps; ++kk) {
-    SmallVector<Value, 4> a;
-    for (FragmentLayout::Entry entry : layout.aOperandEntries(kk))
-      a.push_back(packPair(e, elt, e.loadScore(entry.k, entry.slice, 0),
-                           e.loadScore(entry.k, entry.slice, 1)));
-    as.push_back(a);
-    vSteps.push_back(wgmma::mnMajorStep(bn, kk));
-  }
-  auto shareBytes = [&](Value firstKey) -> Value {
-    return arith::IndexCastUIOp::create(
-        e.b, e.b.getI64Type(), e.mulIdx(firstKey, wgmma::kPanelRowBytes));
+  const int64_t steps = bn / 16;
+  auto packProbabilities = [&] {
+    SmallVector<Value> words;
+    for (int64_t kk = 0; kk < steps; ++kk)
+      for (FragmentLayout::Entry entry : layout.aOperandEntries(kk))
+        words.push_back(packPair(e, elt, e.loadScore(entry.k, entry.slice, 0),
+                                 e.loadScore(entry.k, entry.slice, 1)));
+    return words;
   };
-  SmallVector<Value> descs;
+  SmallVector<Value> words;
   if (!e.t.scoreShares) {
-    descs = stepDescriptors(e, vAddress, Value(), vSteps);
+    words = packProbabilities();
   } else {
-    descs =
-        stepDescriptors(e, vAddress, shareBytes(e.shareKeyBase(bn)), vSteps);
-    // The other shares' probabilities: thread t of each warpgroup holds
-    // the A registers of the same rows over its keys, so every thread
-    // publishes its own (one 16-byte vector per k16 step) and reads
-    // thread t's of the others; their V rows are the shares' keys. The
-    // words are rewritten only after the next block's maxima exchange,
-    // which every reader reaches after this P.V.
-    auto words = VectorType::get({4}, e.b.getI32Type());
+    // Score shares: thread t of every warpgroup of the row group holds the
+    // A registers of the same rows, so the score warpgroup's thread t
+    // publishes its own (one 16-byte vector per k16 step) and thread t of
+    // the others reads them. The words are rewritten only after the next
+    // block's maxima barrier, which every reader reaches after this P.V.
+    auto vector4 = VectorType::get({4}, e.b.getI32Type());
     Value thread = e.threadConstant("sharethread", [](GpuEmitter &h) {
       return h.remIdx(h.t.tid, h.idx(128));
     });
-    auto slot = [&](Value slice, int64_t kk) {
-      Value share = e.add(e.mulIdx(e.t.rowGroup, e.t.valueSplit), slice);
-      Value step = e.add(e.mulIdx(share, steps), e.idx(kk));
+    auto slot = [&](int64_t kk) {
+      Value step = e.add(e.mulIdx(e.t.rowGroup, steps), e.idx(kk));
       return e.mulIdx(e.add(e.mulIdx(step, 128), thread), 4);
     };
-    for (int64_t kk = 0; kk < steps; ++kk)
-      vector::StoreOp::create(
-          e.b, vector::FromElementsOp::create(e.b, words, as[kk]),
-          e.t.shareProbs, ValueRange{slot(e.t.valueSlice, kk)},
-          /*nontemporal=*/false, llvm::Align(16));
+    SmallVector<Type> types(4 * steps, e.b.getI32Type());
+    Value scoring = e.scoringWarpgroup();
+    SmallVector<Value> own = e.ifElse(
+        scoring, types,
+        [&] {
+          SmallVector<Value> packed = packProbabilities();
+          for (int64_t kk = 0; kk < steps; ++kk)
+            vector::StoreOp::create(
+                e.b,
+                vector::FromElementsOp::create(
+                    e.b, vector4, ArrayRef(packed).slice(4 * kk, 4)),
+                e.t.shareProbs, ValueRange{slot(kk)},
+                /*nontemporal=*/false, llvm::Align(16));
+          return packed;
+        },
+        [&] {
+          return SmallVector<Value>(
+              types.size(), arith::ConstantIntOp::create(e.b, 0, 32));
+        });
     e.barrier();
-    for (int64_t other = 1; other < e.t.valueSplit; ++other) {
-      Value slice =
-          e.remIdx(e.add(e.t.valueSlice, e.idx(other)), e.idx(e.t.valueSplit));
-      for (int64_t kk = 0; kk < steps; ++kk) {
-        Value w = vector::LoadOp::create(
-            e.b, words, e.t.shareProbs, ValueRange{slot(slice, kk)},
-            /*nontemporal=*/false, llvm::Align(16));
-        SmallVector<Value, 4> a;
-        for (int64_t i = 0; i < 4; ++i)
-          a.push_back(vector::ExtractOp::create(e.b, w, ArrayRef<int64_t>{i}));
-        as.push_back(a);
-      }
-      llvm::append_range(
-          descs,
-          stepDescriptors(e, vAddress, shareBytes(e.mulIdx(slice, n)), vSteps));
-    }
+    words = e.ifElse(
+        scoring, types, [&] { return own; },
+        [&] {
+          SmallVector<Value> read;
+          for (int64_t kk = 0; kk < steps; ++kk) {
+            Value w = vector::LoadOp::create(e.b, vector4, e.t.shareProbs,
+                                             ValueRange{slot(kk)},
+                                             /*nontemporal=*/false,
+                                             llvm::Align(16));
+            for (int64_t i = 0; i < 4; ++i)
+              read.push_back(
+                  vector::ExtractOp::create(e.b, w, ArrayRef<int64_t>{i}));
+          }
+          return read;
+        });
   }
+  SmallVector<SmallVector<Value, 4>> as;
+  SmallVector<wgmma::StepDescriptor> vSteps;
+  for (int64_t kk = 0; kk < steps; ++kk) {
+    as.push_back(SmallVector<Value, 4>(ArrayRef(words).slice(4 * kk, 4)));
+    vSteps.push_back(wgmma::mnMajorStep(bn, kk));
+  }
+  SmallVector<Value> descs = stepDescriptors(e, vAddress, Value(), vSteps);
   // Ping-pong: this warpgroup's turn begins with its P.V.
   emitPingPongWait(e);
   wgmmaFence(e);
