@@ -272,21 +272,6 @@ def persistent_iterations(shape, block_m, block_n, ctas):
     return [-(-trips // parts)] * (parts * mblocks * shape.hkv)
 
 
-def mean_counts(counts):
-    """The per-warp counts of a kernel whose warpgroups run different loops
-    of equal tensor work: their mean (each is run by the same number of
-    warps)."""
-    out = dict(counts[0])
-    for k, v in counts[0].items():
-        if isinstance(v, (int, float)):
-            out[k] = sum(c[k] for c in counts) / len(counts)
-        elif isinstance(v, dict):  # shapes, wgmma_ops: each entry's mean
-            keys = set().union(*(c[k] for c in counts))
-            out[k] = {s: sum(c[k].get(s, 0) for c in counts) / len(counts)
-                      for s in keys}
-    return out
-
-
 # --- Kernels -----------------------------------------------------------------
 class Kernel:
     """One compiled kernel on one shape: its SASS counts and its tiling."""
@@ -562,7 +547,7 @@ def flashmla_kernel(cache, shape):
     ins, fn = load_sass(cache, cubin, fn)
     res = res_of(cache, cubin, fn)
     expect = bm * bn * shape.flops_per_key() // warps
-    counts = mean_counts([counts_of(ins, w, expect) for w in (0, 1)])
+    counts = S.mean_of([counts_of(ins, w, expect) for w in (0, 1)])
     sms = M.CHIPS["sm_90a"]["sms"]
     # Shared memory: Q and two 64-key latent blocks, 576 bf16 wide (one CTA
     # per SM whatever the exact figure).
@@ -610,7 +595,7 @@ def flashmla_fp8_kernel(cache, shape):
     # transposed V block (one CTA per SM whatever the exact figure).
     smem = (bm + 2 * bn) * shape.d + bn * shape.dv
     k = Kernel("flashmla", "sm_90a", "FlashMLA fp8 %dx%d 2wg" % (bm, bn),
-               [mean_counts(counts)], [None], bm, bn, warps, warps * 32,
+               [S.mean_of(counts)], [None], bm, bn, warps, warps * 32,
                res.get("REG", 0), smem, True, 1, res.get("STACK", 0),
                schedule=lambda s: persistent_iterations(s, bm, bn, sms))
     k.fixed_occ = 1
@@ -633,7 +618,7 @@ def flashinfer_mla_hopper_kernel(cache, shape):
     ins, fn = load_sass(cache, cubin)
     res = res_of(cache, cubin, fn)
     bm, bn, warps = meta["block_m"], meta["block_n"], meta["warps"]
-    counts = mean_counts([counts_of(ins, 1), counts_of(ins, 3)])
+    counts = S.mean_of([counts_of(ins, 1), counts_of(ins, 3)])
     expect = bm * bn * shape.flops_per_key() // warps
     if counts["mma_flops"] != expect:
         raise SystemExit("error: FlashInfer's Hopper MLA loops do %d tensor "

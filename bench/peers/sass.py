@@ -297,6 +297,107 @@ def count(ins):
     return c
 
 
+# --- Warpgroup roles -----------------------------------------------------------
+def writes_predicate(i, p):
+    """Whether `i` writes predicate register `p` (one of its destinations:
+    its leading operands; R2P writes them all)."""
+    if i.base in ("BRA", "JMP"):
+        return False
+    dests = [a.strip() for a in i.args.split(",")[:2]]
+    return p in dests or (i.base == "R2P" and "PR" in dests)
+
+
+def role_branches(body):
+    """The forward branches that divide a loop's warps into two roles, as
+    {address: whether the role that runs Q.K^T takes it}, or None: those on
+    the predicate of a branch skipping tensor instructions (HGMMA) where
+    that predicate is defined before the loop (kvattn's latent wgmma kernel:
+    the score warpgroup runs Q.K^T, the mask and the softmax; the other
+    skips them and takes the probabilities from shared memory). ptxas may
+    reuse the predicate register in the loop and keep the role's value in a
+    general register meanwhile (P2R R, PR, RZ, bit; later ISETP.NE P, R,
+    RZ): the value is followed through such copies, in address order.
+    `body` in address order."""
+    last = body[-1].addr
+    first = None
+    for k, i in enumerate(body):
+        t = i.target()
+        if i.base == "BRA" and i.pred and t is not None and \
+                i.addr < t <= last and any(
+                    j.base == "HGMMA" for j in body[k + 1:] if j.addr < t):
+            first = (k, i.pred.lstrip("@!"))
+            break
+    if first is None:
+        return None
+    k0, p0 = first
+    if any(writes_predicate(j, p0) for j in body[:k0]):
+        return None  # defined in the loop: not a role
+    # Where the role's value lives: predicates (True) or the general
+    # registers P2R copied it into (the register holds that bit only).
+    holds = {p0: True}
+    bit = {"P%d" % n: 1 << n for n in range(7)}
+    out = {}
+    for i in body:
+        if i.base == "BRA" and i.pred and i.pred.lstrip("@!") in holds \
+                and holds[i.pred.lstrip("@!")] is True:
+            t = i.target()
+            if t is not None and t > i.addr:
+                # The Q.K^T role is the one for which p0 was false (it does
+                # not take the branch that skips Q.K^T).
+                negated = i.pred.lstrip("@").startswith("!")
+                out[i.addr] = negated != body[k0].pred.lstrip(
+                    "@").startswith("!")
+            continue
+        args = [a.strip() for a in i.args.split(",")]
+        dests = args[:2]
+        if i.base == "P2R" and len(args) >= 4 and args[1] == "PR":
+            mask = int(args[3], 0) if re.match(r"^(0x[0-9a-f]+|\d+)$",
+                                               args[3]) else 0
+            held = [q for q, v in holds.items() if v is True]
+            holds.pop(args[0], None)
+            if len(held) == 1 and mask == bit.get(held[0]) and \
+                    args[2] == "RZ":
+                holds[args[0]] = "bits"
+            continue
+        if i.base == "ISETP" and i.mods[:2] in (["NE", "AND"],
+                                                ["NE", "U32"]) and \
+                len(args) >= 4 and holds.get(args[2]) == "bits" and \
+                args[3] == "RZ" and args[1] == "PT" and not i.pred:
+            holds[args[0]] = True
+            continue
+        for d in dests:
+            holds.pop(d.split(".")[0], None)
+        if i.base == "R2P":
+            for q in list(holds):
+                if q.startswith("P"):
+                    holds.pop(q)
+    return out
+
+
+def role_body(body, branches, scoring):
+    """What the warps of one role run of `body` (`scoring`: the role that
+    runs Q.K^T): a role branch (role_branches) they take skips its region."""
+    skip = set()
+    for k, i in enumerate(body):
+        if i.addr in branches and branches[i.addr] == scoring:
+            skip.update(j.addr for j in body[k + 1:] if j.addr < i.target())
+    return [i for i in body if i.addr not in skip]
+
+
+def mean_of(counts):
+    """The mean of per-warp counts (dictionaries entry by entry): the warps
+    of two roles, in equal numbers."""
+    out = dict(counts[0])
+    for k, v in counts[0].items():
+        if isinstance(v, (int, float)):
+            out[k] = sum(c[k] for c in counts) / len(counts)
+        elif isinstance(v, dict):
+            keys = set().union(*(c[k] for c in counts))
+            out[k] = {s: sum(c[k].get(s, 0) for c in counts) / len(counts)
+                      for s in keys}
+    return out
+
+
 def main_loop(ins, which=None, expect=None):
     """(first address, last address, [(instructions, trips)]) of the main
     KV loop: its own steady-state instructions once, and those of a nested
@@ -329,7 +430,7 @@ def main_loop(ins, which=None, expect=None):
     key = 0 if tensor else 1
     nested_of = {id(c): [o for o in tensor if o is not c and o[1] < c[1]]
                  for c in pool}
-    trips = {}
+    trips, roles = {}, {}
     if expect and tensor:
         valid = []
         for c in pool:
@@ -351,6 +452,17 @@ def main_loop(ins, which=None, expect=None):
             elif inner and own < expect and (expect - own) % nest == 0:
                 valid.append(c)
                 trips[id(c)] = [(o, (expect - own) // nest) for o in inner]
+            elif not inner:
+                # Two roles (role_branches): the tile's work is their mean.
+                c_ins = sorted(c[2], key=lambda i: i.addr)
+                p = role_branches(c_ins)
+                if p:
+                    mean = sum(sum(mma_flops(i) for i in role_body(
+                        c_ins, p, v)) for v in (False, True)) / 2
+                    if expect <= mean <= 1.1 * expect:
+                        valid.append(c)
+                        trips[id(c)] = []
+                        roles[id(c)] = p
         if not valid:
             raise SystemExit(
                 "sass.py: no loop does %d tensor FLOPs per warp per block "
@@ -377,7 +489,13 @@ def main_loop(ins, which=None, expect=None):
         nested_addrs.update(i.addr for i in o_ins)
         parts.append((steady_state(o_ins), t))
     own = [i for i in body_ins if i.addr not in nested_addrs]
-    parts.insert(0, (steady_state(own), 1))
+    role = roles.get(id(best))
+    if role is None:
+        firsts = [steady_state(own)]
+    else:
+        # Each role's own instructions, its role branches not optional.
+        firsts = [steady_state(role_body(own, role, v), keep=role)
+                  for v in (True, False)]
     # Loops nested in it without tensor work that move data (a copy loop
     # LLVM left rolled; not a spin wait on an mbarrier) count once per trip
     # of the main loop above; a counted loop (counted_trips) adds its other
@@ -398,8 +516,9 @@ def main_loop(ins, which=None, expect=None):
         elif t > 1:
             extra.append((steady_state(o_ins), t - 1))
     rolled_insts = len(set(i.addr for o in untripped for i in o[2]))
-    return (body_ins[0].addr, body_ins[-1].addr, parts, extra,
-            (len(untripped), rolled_insts))
+    return (body_ins[0].addr, body_ins[-1].addr,
+            [[(first, 1)] + parts for first in firsts], extra,
+            (len(untripped), rolled_insts), role)
 
 
 DATA_OPS = {"HMMA", "HGMMA", "LDGSTS", "LDG", "STG", "UTMALDG", "UBLKCP",
@@ -447,19 +566,21 @@ def counted_trips(body):
     return trips if 1 <= trips <= 4096 else None
 
 
-def steady_state(body):
+def steady_state(body, keep=()):
     """The loop body without its optional regions: a forward conditional
     branch that skips only instructions bringing no data and doing no tensor
     work (no HMMA/HGMMA, global loads or stores, cp.async, TMA, ldmatrix,
     mbarrier) jumps over masking or fix-up code that a full, unmasked KV
     block does not run (kvattn's causal mask of the shared score tile).
-    Regions with such instructions (the next block's prefetch) stay."""
+    Regions with such instructions (the next block's prefetch) stay, and
+    so do those of the branches at the addresses in `keep` (role_branches:
+    the work of one of the roles, not optional)."""
     addrs = [i.addr for i in body]
     skip = set()
     for k, i in enumerate(body):
         t = i.target()
         if i.base != "BRA" or i.pred is None or t is None or t <= i.addr \
-                or t > addrs[-1]:
+                or t > addrs[-1] or i.addr in keep:
             continue
         region = [j for j in body[k + 1:] if j.addr < t]
         if region and not any(j.base in DATA_OPS for j in region):
@@ -472,19 +593,26 @@ def analyse(ins, which=None, expect=None):
     ml = main_loop(ins, which, expect)
     if ml is None:
         return None
-    lo, hi, parts, extra, (rolled_loops, rolled_insts) = ml
-    c = None
-    for body, trips in parts + extra:
-        cc = count(body)
-        if c is None:
-            c = cc
-            continue
-        for k, v in cc.items():
-            if isinstance(v, dict):  # shapes, wgmma_ops
-                for s, n in v.items():
-                    c[k][s] = c[k].get(s, 0) + n * trips
-            else:
-                c[k] += v * trips
+    lo, hi, alternatives, extra, (rolled_loops, rolled_insts), role = ml
+    per_role = []
+    for parts in alternatives:
+        c = None
+        for body, trips in parts + extra:
+            cc = count(body)
+            if c is None:
+                c = cc
+                continue
+            for k, v in cc.items():
+                if isinstance(v, dict):  # shapes, wgmma_ops
+                    for s, n in v.items():
+                        c[k][s] = c[k].get(s, 0) + n * trips
+                else:
+                    c[k] += v * trips
+        per_role.append(c)
+    # Two roles: the mean of their warps (each role is half of them).
+    c = mean_of(per_role) if len(per_role) > 1 else per_role[0]
+    parts = alternatives[0]
+    c["roles"] = len(per_role)
     c["nested_trips"] = sum(t for _, t in parts[1:])
     c["rolled_trips"] = sum(t for _, t in extra)
     c["rolled_loops"], c["rolled_insts"] = rolled_loops, rolled_insts

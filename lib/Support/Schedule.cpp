@@ -163,8 +163,7 @@ LatentBlocks latentBlocks(const Problem &p, int64_t rows,
     while (splitW > 1 && rowsW / 16 * splitW > 8 && dv / (splitW / 2) <= 256)
       splitW /= 2;
     if (splitW > 1 && rowsW % 64 == 0 && p.headDim % 64 == 0 &&
-        latentWgmmaSharedBytes(p, rowsW, 2 * bn) <=
-            kWgmmaSharedMemoryBytes)
+        latentWgmmaSharedBytes(p, rowsW, 2 * bn) <= kWgmmaSharedMemoryBytes)
       return {rowsW, 2 * bn, rowsW / 16 * splitW};
   }
   return {bm, bn, bm / 16 * split};

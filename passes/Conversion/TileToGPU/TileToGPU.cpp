@@ -1148,9 +1148,8 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
     auto quadSums = [&] {
       SmallVector<Value, 4> sums;
       for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
-        sums.push_back(
-            e.quadReduce(e.load(e.t.rowStats, {e.idx(1), e.idx(k)}),
-                         /*isMax=*/false));
+        sums.push_back(e.quadReduce(e.load(e.t.rowStats, {e.idx(1), e.idx(k)}),
+                                    /*isMax=*/false));
       return sums;
     };
     SmallVector<Value, 4> sums =

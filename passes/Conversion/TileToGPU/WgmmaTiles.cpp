@@ -754,8 +754,8 @@ void mlir::kvattn::emitFlushDeferredPV(GpuEmitter &e) {
 }
 
 namespace {
-void emitScoresWithWgmma(GpuEmitter &e, TileQKOp op, Value kAddress,
-                         int64_t bn, int64_t bm, int64_t d);
+void emitScoresWithWgmma(GpuEmitter &e, TileQKOp op, Value kAddress, int64_t bn,
+                         int64_t bm, int64_t d);
 } // namespace
 
 void mlir::kvattn::lowerQKWithWgmma(GpuEmitter &e, TileQKOp op,
@@ -818,8 +818,8 @@ namespace {
 
 /// Q.K^T of tile.qk on wgmma, from the K stage at `kAddress`, into the
 /// lane's score registers (scaled, -inf past the block's keys).
-void emitScoresWithWgmma(GpuEmitter &e, TileQKOp op, Value kAddress,
-                         int64_t bn, int64_t bm, int64_t d) {
+void emitScoresWithWgmma(GpuEmitter &e, TileQKOp op, Value kAddress, int64_t bn,
+                         int64_t bm, int64_t d) {
   // The staged type (an FP8 cache's K is converted to the query's).
   Type elt = cast<MemRefType>(e.t.stage.getType()).getElementType();
   Value qAddress = sharedAddress(e, op.getQTile());
@@ -884,14 +884,12 @@ void emitScoresWithWgmma(GpuEmitter &e, TileQKOp op, Value kAddress,
   // would otherwise be hoisted out of the KV loop into registers of their
   // own).
   e.when(e.lt(op.getCols(), e.idx(bn)), [&] {
-    Value left =
-        e.sub(op.getCols(), e.mulIdx(e.t.quad, layout.elementsPerRow));
+    Value left = e.sub(op.getCols(), e.mulIdx(e.t.quad, layout.elementsPerRow));
     for (int64_t j = 0; j < layout.slices(bn); ++j)
       for (int k = 0; k < layout.rowsPerLane; ++k)
         for (int el = 0; el < layout.elementsPerRow; ++el) {
-          Value inside =
-              e.cmpi(arith::CmpIPredicate::slt,
-                     e.idx(layout.columnOffset(j, el)), left);
+          Value inside = e.cmpi(arith::CmpIPredicate::slt,
+                                e.idx(layout.columnOffset(j, el)), left);
           e.storeScore(arith::SelectOp::create(
                            e.b, inside, e.loadScore(k, j, el), e.negInf()),
                        k, j, el);
@@ -973,8 +971,10 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
           return packed;
         },
         [&] {
+          // (Never read: the other warpgroups take the exchange's words
+          // below. Poison, not zeros, which ptxas materialised per block.)
           return SmallVector<Value>(
-              types.size(), arith::ConstantIntOp::create(e.b, 0, 32));
+              types.size(), LLVM::PoisonOp::create(e.b, e.b.getI32Type()));
         });
     e.barrier();
     words = e.ifElse(
@@ -982,10 +982,9 @@ void mlir::kvattn::emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
         [&] {
           SmallVector<Value> read;
           for (int64_t kk = 0; kk < steps; ++kk) {
-            Value w = vector::LoadOp::create(e.b, vector4, e.t.shareProbs,
-                                             ValueRange{slot(kk)},
-                                             /*nontemporal=*/false,
-                                             llvm::Align(16));
+            Value w = vector::LoadOp::create(
+                e.b, vector4, e.t.shareProbs, ValueRange{slot(kk)},
+                /*nontemporal=*/false, llvm::Align(16));
             for (int64_t i = 0; i < 4; ++i)
               read.push_back(
                   vector::ExtractOp::create(e.b, w, ArrayRef<int64_t>{i}));
