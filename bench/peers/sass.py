@@ -655,13 +655,17 @@ def main():
     print("function %s" % name)
     print("loop %s" % c.pop("loop"))
     shapes, wgmma_ops = c.pop("shapes"), c.pop("wgmma_ops")
+    # (Two roles' means may be halves.)
+    def number(v):
+        return "%d" % v if v == int(v) else "%g" % v
+
     for k in sorted(c):
-        print("%s %d" % (k, c[k]))
+        print("%s %s" % (k, number(c[k])))
     for k in sorted(shapes):
-        print("shape %s %d" % (k, shapes[k]))
+        print("shape %s %s" % (k, number(shapes[k])))
     # FLOPs (BF16 equivalents) and shared-memory operand bytes per warp.
     for k in sorted(wgmma_ops):
-        print("wgmma_op %s %d" % (k, wgmma_ops[k]))
+        print("wgmma_op %s %s" % (k, number(wgmma_ops[k])))
 
 
 if __name__ == "__main__":
