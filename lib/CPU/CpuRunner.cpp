@@ -4,6 +4,7 @@
 #include "kvattn/Evaluator/Evaluator.h"
 #include "kvattn/IR/DiagnosticCollector.h"
 #include "kvattn/Passes/Passes.h"
+#include "kvattn/Support/HostLibcalls.h"
 #include "kvattn/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -253,6 +254,12 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
     symbols[interner("memrefCopy")] = {
         llvm::orc::ExecutorAddr::fromPtr(&kvattnMemrefCopy),
         llvm::JITSymbolFlags::Exported};
+    // bf16 rounding without AVX512-BF16 (and f16 without F16C) is a libcall
+    // the host's libgcc may not define (HostLibcalls.h).
+    for (const HostLibcall &call : hostFloat16Libcalls())
+      symbols[interner(call.name)] = {
+          llvm::orc::ExecutorAddr::fromPtr(call.address),
+          llvm::JITSymbolFlags::Exported};
     return symbols;
   });
   result->jitMs_ = msSince(start);

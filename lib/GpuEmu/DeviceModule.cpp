@@ -29,6 +29,7 @@
 
 #include "Internal.h"
 
+#include "kvattn/Support/HostLibcalls.h"
 #include "kvattn/Support/KernelMarkers.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -179,11 +180,6 @@ const HostSymbol kHostSymbols[] = {
      reinterpret_cast<void *>(&kvemu_e5m2x2_to_f16x2_rn)},
     {"kvemu_e5m2x2_to_f16x2_rn_relu",
      reinterpret_cast<void *>(&kvemu_e5m2x2_to_f16x2_rn_relu)},
-    // Libcalls of the host back end for f16/bf16 values it widens.
-    {"__truncsfbf2", reinterpret_cast<void *>(&kvemu_libcall_truncsfbf2)},
-    {"__truncsfhf2", reinterpret_cast<void *>(&kvemu_libcall_truncsfhf2)},
-    {"__extendhfsf2", reinterpret_cast<void *>(&kvemu_libcall_extendhfsf2)},
-    {"__extendbfsf2", reinterpret_cast<void *>(&kvemu_libcall_extendbfsf2)},
 };
 
 /// "f(fi)" for float(float, i32): the scalar signature of `type`, '?' for
@@ -1546,6 +1542,9 @@ Status loadDeviceModule(const std::string &image, const FaultInjection &fault,
         orc::ExecutorAddr::fromPtr(address), JITSymbolFlags::Exported};
   };
   for (const HostSymbol &s : kHostSymbols)
+    define(s.name, s.address);
+  // Libcalls of the host back end for f16/bf16 values it converts.
+  for (const HostLibcall &s : hostFloat16Libcalls())
     define(s.name, s.address);
   for (auto &[name, offset] : rewriter.sharedSymbols_)
     define(name, Arena::base() + offset);

@@ -288,10 +288,6 @@ uint32_t kvemu_e5m2x2_to_f16x2_rn_relu(uint16_t);
 /// prmt.b32 d, a, b, c (the default mode): byte i of d is byte c[4i+2:4i]
 /// of the pool {b, a}, or its sign replicated when c[4i+3] is set.
 uint32_t kvemu_prmt(uint32_t a, uint32_t b, uint32_t c);
-float kvemu_libcall_truncsfbf2(float);
-float kvemu_libcall_truncsfhf2(float);
-float kvemu_libcall_extendhfsf2(float);
-float kvemu_libcall_extendbfsf2(float);
 }
 
 #endif // KVATTN_LIB_GPUEMU_INTERNAL_H

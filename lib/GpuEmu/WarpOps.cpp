@@ -377,21 +377,4 @@ uint32_t kvemu_e5m2x2_to_f16x2_rn(uint16_t pair) {
 uint32_t kvemu_e5m2x2_to_f16x2_rn_relu(uint16_t pair) {
   return unpackFloat8(pair, Float8Format::E5M2, true);
 }
-
-// The libcalls the host back end emits where it keeps f16/bf16 values in
-// f32 registers (phis, selects): x86-64 passes and returns _Float16 and
-// __bf16 in the low 16 bits of an SSE register, which a float's bits travel
-// in unchanged.
-float kvemu_libcall_truncsfbf2(float x) {
-  return asFloat(uint32_t(floatToBf16(x)));
-}
-float kvemu_libcall_truncsfhf2(float x) {
-  return asFloat(uint32_t(floatToHalf(x)));
-}
-float kvemu_libcall_extendhfsf2(float packed) {
-  return halfToFloat(static_cast<uint16_t>(asBits(packed)));
-}
-float kvemu_libcall_extendbfsf2(float packed) {
-  return bf16ToFloat(static_cast<uint16_t>(asBits(packed)));
-}
 }

@@ -1,6 +1,7 @@
 //===- Float16Test.cpp - f16/bf16 conversions -----------------------------===//
 
 #include "kvattn/Support/Float16.h"
+#include "kvattn/Support/HostLibcalls.h"
 
 #include "gtest/gtest.h"
 
@@ -8,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <vector>
 
 using namespace mlir::kvattn;
 
@@ -86,4 +89,32 @@ TEST(Float16, SubnormalsIndependentOfRoundingMode) {
   }
   std::fesetround(saved);
   EXPECT_GT(checked, 200000);
+}
+
+// The libcalls the JITs define for host code (HostLibcalls.h): the 16-bit
+// value in the low bits of a float's register, rounded as above. A CPU
+// without AVX512-BF16 calls __truncsfbf2 for every bf16 the CPU target
+// writes (the JIT failed with "Symbols not found: [ __truncsfbf2 ]" before
+// it defined it).
+TEST(HostLibcalls, SixteenBitValuesInTheLowBits) {
+  auto low = [](float packed) {
+    uint32_t bits;
+    std::memcpy(&bits, &packed, sizeof(bits));
+    return bits;
+  };
+  using namespace host_libcalls;
+  EXPECT_EQ(low(truncsfbf2(1.0f + 3 * std::ldexp(1.0f, -8))), 0x3f82u);
+  EXPECT_EQ(low(truncsfbf2(-2.0f)), 0xc000u);
+  EXPECT_EQ(low(truncsfhf2(1.0f)), 0x3c00u);
+  EXPECT_TRUE(std::isnan(extendbfsf2(truncsfbf2(std::nanf("")))));
+  EXPECT_EQ(extendhfsf2(truncsfhf2(0.5f)), 0.5f);
+  EXPECT_EQ(extendbfsf2(truncsfbf2(3.0f)), 3.0f);
+  std::vector<std::string> names;
+  for (const HostLibcall &call : hostFloat16Libcalls()) {
+    names.push_back(call.name);
+    EXPECT_NE(call.address, nullptr);
+  }
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"__truncsfbf2", "__truncsfhf2",
+                                      "__extendhfsf2", "__extendbfsf2"}));
 }
