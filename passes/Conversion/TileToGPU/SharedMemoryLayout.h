@@ -450,20 +450,19 @@ inline bool canUseWgmma(const SharedMemoryLayout &layout, int64_t numWarps,
   };
   // The latent form (V = the K stage's first Dv columns): any D of whole
   // panels (Q.K^T chains D / 16 steps), each warpgroup's Dv / valueSplit
-  // columns one P.V's N, its share of the keys whole k16 steps of P.V (so
-  // also whole 8-row swizzle atoms of the stage: the descriptors' starts
-  // stay 1024-byte aligned), and whole warpgroups per share (numWarps = 4 x
-  // row groups x valueSplit).
+  // columns one P.V's N (the block's keys whole k16 steps of P.V, below),
+  // and whole warpgroups per value slice (numWarps = 4 x row groups x
+  // valueSplit).
   const int64_t split = std::max<int64_t>(layout.valueSplit, 1);
   const bool columns =
       layout.latent ? layout.keyCols % 64 == 0 && layout.keyCols > 0 &&
                           layout.valueCols % split == 0 &&
                           panelled(layout.valueCols / split) &&
-                          layout.stageRows % (16 * split) == 0 &&
                           numWarps % (4 * split) == 0 && layout.latentStage
                     : panelled(layout.keyCols) && panelled(layout.valueCols);
   // The scores in registers (the accumulator of Q.K^T is the A operand of
-  // P.V); a value split keeps its share there and exchanges the rest.
+  // P.V); with a value split the score warpgroup's, given to the others
+  // through the share exchange.
   const bool scores =
       split > 1 ? layout.shareExchange : keepScoresInRegisters(layout);
   if (!columns || !canUseTensorCores(layout) || layout.mmaTiles != 1 ||

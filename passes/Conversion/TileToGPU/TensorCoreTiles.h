@@ -106,17 +106,17 @@ void emitProxyFence(GpuEmitter &e);
 /// tile.qk on sm_90a: the K block staged as on mma.sync (cp.async, one
 /// step ahead), then D / 16 wgmma.mma_async m64n{BN}k16 SS per warpgroup
 /// (Q and K from shared memory), into the lane's score registers. With a
-/// value split (the latent form) each warpgroup of a row group computes
-/// and keeps its share of the keys (N = BN / valueSplit,
-/// Threads::scoreShares).
+/// value split (the latent form) only the score warpgroup of each row group
+/// computes them (Threads::scoreShares).
 void lowerQKWithWgmma(GpuEmitter &e, TileQKOp op, TileSoftmaxOp prefetch);
 
 /// The P.V update of tile.softmax_update on sm_90a: BN / 16
 /// wgmma.mma_async m64n{Dv}k16 RS (P from the lane's probability
 /// registers, V from the stage, or from the shared address `vAddress` (i64)
 /// when given: the TMA ring's stage) on the rescaled accumulator registers.
-/// With score shares the other warpgroups' probabilities come through the
-/// shared exchange, one barrier after this warpgroup published its own.
+/// With score shares the other warpgroups take the score warpgroup's
+/// probabilities through the shared exchange, one barrier after it
+/// published them.
 void emitPVWithWgmma(GpuEmitter &e, TileSoftmaxOp op, Value stage,
                      ArrayRef<Value> alpha, Value vAddress = Value());
 

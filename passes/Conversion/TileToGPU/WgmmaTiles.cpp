@@ -32,10 +32,10 @@
 //   fence.proxy.async after their copies land and before the barrier that
 //   publishes them, so that the async proxy (wgmma) sees them.
 // - the latent form (DeepSeek MLA: V = the K stage's first Dv columns):
-//   the warpgroups of a value split share their rows, each computes Q.K^T
-//   over its share of the block's keys and P.V over its Dv / valueSplit
-//   columns; the shares meet in the lanes' registers through two copies
-//   of the shared score tile. Its TMA ring holds K only and is released
+//   the warpgroups of a value split share their rows; the first computes
+//   Q.K^T over the block's keys and the softmax and publishes the rows'
+//   maxima and probabilities through shared memory, each computes P.V over
+//   its Dv / valueSplit columns. Its TMA ring holds K only and is released
 //   after P.V (docs/gpu-lowering.md, "The latent form on wgmma").
 //
 // wgmma.mma_async has no LLVM intrinsic: it is inline PTX of the form
