@@ -19,22 +19,14 @@
 #include "kvattn/Support/Float16.h"
 
 #include <array>
-#include <cstring>
 
 namespace mlir {
 namespace kvattn {
 namespace host_libcalls {
 
-inline float packedBits(uint16_t bits) {
-  uint32_t wide = bits;
-  float out;
-  std::memcpy(&out, &wide, sizeof(out));
-  return out;
-}
+inline float packedBits(uint16_t bits) { return detail::bitsToFloat(bits); }
 inline uint16_t lowBits(float packed) {
-  uint32_t wide;
-  std::memcpy(&wide, &packed, sizeof(wide));
-  return static_cast<uint16_t>(wide);
+  return static_cast<uint16_t>(detail::floatBits(packed));
 }
 
 inline float truncsfbf2(float x) { return packedBits(floatToBFloat16Bits(x)); }
