@@ -297,7 +297,7 @@ def count(ins):
     return c
 
 
-# --- Warpgroup roles -----------------------------------------------------------
+# --- Warpgroup roles ---------------------------------------------------------
 def writes_predicate(i, p):
     """Whether `i` writes predicate register `p` (one of its destinations:
     its leading operands; R2P writes them all)."""
