@@ -152,9 +152,12 @@ Status checkTensorMaps(const KernelInfo &info, const std::string &where) {
                    : " names a dimension of '" + map.buffer + "' twice"));
         seen[d] = true;
         const std::string &dim = buffer->shape[d];
-        if (!dim.empty() && std::isdigit(static_cast<unsigned char>(dim[0])) &&
-            dim.size() < 10 && std::stoll(dim) != 0 &&
-            uint64_t(std::stoll(dim)) < map.box[i])
+        const uint64_t size =
+            !dim.empty() && std::isdigit(static_cast<unsigned char>(dim[0])) &&
+                    dim.size() < 10
+                ? uint64_t(std::stoll(dim))
+                : 0;
+        if (size != 0 && size < map.box[i])
           return Status::error("manifest: " + mw + " box[" + std::to_string(i) +
                                "] = " + std::to_string(map.box[i]) +
                                " is larger than the tensor: '" + map.buffer +

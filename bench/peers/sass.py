@@ -307,17 +307,48 @@ def writes_predicate(i, p):
     return p in dests or (i.base == "R2P" and "PR" in dests)
 
 
-def role_branches(body):
+def predicate_test(i):
+    """(destination, (register, mask)) when `i` sets a predicate from a
+    general register alone: `LOP3.LUT P, RZ, R, imm, RZ, 0xc0, !PT`
+    (R & imm != 0) or `ISETP.NE(.U32).AND P, PT, R, RZ, PT` (R != 0, mask
+    None); else None."""
+    a = [x.strip() for x in i.args.split(",")]
+    if i.pred:
+        return None
+    if i.base == "LOP3" and len(a) == 7 and a[1] == "RZ" and a[3].startswith(
+            "0x") and a[4] == "RZ" and a[5] == "0xc0" and a[6] == "!PT":
+        return a[0], (a[2].split(".")[0], int(a[3], 16))
+    if i.base == "ISETP" and i.mods[:1] == ["NE"] and i.mods[-1] == "AND" \
+            and len(a) == 5 and a[1] == "PT" and a[3] == "RZ" and a[4] == "PT":
+        return a[0], (a[2].split(".")[0], None)
+    return None
+
+
+def writes_register(i, r):
+    """Whether `i` writes general register `r` (its first operand; a 64-bit
+    or wider destination writes the registers after it too, which this
+    does not see: used only for registers a role test reads)."""
+    return i.base not in ("BRA", "JMP", "STS", "STG", "ST", "STL", "RED",
+                          "ATOM", "ATOMS", "SYNCS", "BAR") and \
+        i.args.split(",")[0].strip().split(".")[0] == r
+
+
+def role_branches(body, before=()):
     """The forward branches that divide a loop's warps into two roles, as
-    {address: whether the role that runs Q.K^T takes it}, or None: those on
-    the predicate of a branch skipping tensor instructions (HGMMA) where
-    that predicate is defined before the loop (kvattn's latent wgmma kernel:
-    the score warpgroup runs Q.K^T, the mask and the softmax; the other
-    skips them and takes the probabilities from shared memory). ptxas may
-    reuse the predicate register in the loop and keep the role's value in a
-    general register meanwhile (P2R R, PR, RZ, bit; later ISETP.NE P, R,
-    RZ): the value is followed through such copies, in address order.
-    `body` in address order."""
+    {address: whether the role that runs Q.K^T takes it}, and the
+    instructions predicated by the same value, as {address: whether that
+    role skips it}; or None. The branches are those on
+    the value of the predicate of a branch skipping tensor instructions
+    (HGMMA), where that value is the same in every trip (kvattn's latent
+    wgmma kernel: the score warpgroup runs Q.K^T, the mask and the softmax;
+    the other skips them and takes the probabilities from shared memory).
+    The value is the predicate as the code before the loop (`before`, in
+    address order) left it, or a test of a general register the loop never
+    writes (the warpgroup's index: `LOP3.LUT P, RZ, R, 1, ...`), which ptxas
+    may repeat in the loop after reusing the predicate, or have made into
+    other predicates before it (all of them hold the role); it may also keep
+    it in a general register meanwhile (P2R R, PR, RZ, bit; later ISETP.NE
+    P, R, RZ). `body` in address order."""
     last = body[-1].addr
     first = None
     for k, i in enumerate(body):
@@ -330,26 +361,48 @@ def role_branches(body):
     if first is None:
         return None
     k0, p0 = first
-    if any(writes_predicate(j, p0) for j in body[:k0]):
-        return None  # defined in the loop: not a role
+    # The value's definition: the last write of p0 before the branch, in
+    # the loop or else before it.
+    inside = [j for j in body[:k0] if writes_predicate(j, p0)]
+    outside = [j for j in before if writes_predicate(j, p0)]
+    definition = inside[-1] if inside else (outside[-1] if outside else None)
+    test = predicate_test(definition) if definition is not None else None
+    signature = test[1] if test and test[0] == p0 else None
+    if signature and any(writes_register(j, signature[0]) for j in body):
+        signature = None  # the tested register changes: not a role
+    if inside and signature is None:
+        return None  # computed in the loop from what may change
     # Where the role's value lives: predicates (True) or the general
     # registers P2R copied it into (the register holds that bit only).
-    holds = {p0: True}
+    holds = {} if inside else {p0: True}
+    if signature:  # other predicates the code before the loop set alike
+        for n in range(7):
+            q = "P%d" % n
+            defs = [j for j in before if writes_predicate(j, q)]
+            test = predicate_test(defs[-1]) if defs else None
+            if test and test[0] == q and test[1] == signature:
+                holds[q] = True
     bit = {"P%d" % n: 1 << n for n in range(7)}
+    negated0 = body[k0].pred.lstrip("@").startswith("!")
     out = {}
     for i in body:
-        if i.base == "BRA" and i.pred and i.pred.lstrip("@!") in holds \
-                and holds[i.pred.lstrip("@!")] is True:
+        if i.pred and holds.get(i.pred.lstrip("@!")) is True:
+            # The Q.K^T role does not take the branch that skips Q.K^T: it
+            # takes one of the other polarity, and runs an instruction
+            # predicated so (if-converted code) only then.
+            negated = i.pred.lstrip("@").startswith("!")
             t = i.target()
-            if t is not None and t > i.addr:
-                # The Q.K^T role is the one for which p0 was false (it does
-                # not take the branch that skips Q.K^T).
-                negated = i.pred.lstrip("@").startswith("!")
-                out[i.addr] = negated != body[k0].pred.lstrip(
-                    "@").startswith("!")
-            continue
+            if i.base != "BRA":
+                out[i.addr] = negated == negated0
+            elif t is not None and t > i.addr:
+                out[i.addr] = negated != negated0
+            if i.base == "BRA":
+                continue
         args = [a.strip() for a in i.args.split(",")]
-        dests = args[:2]
+        test = predicate_test(i)
+        if test and signature and test[1] == signature:
+            holds[test[0]] = True
+            continue
         if i.base == "P2R" and len(args) >= 4 and args[1] == "PR":
             mask = int(args[3], 0) if re.match(r"^(0x[0-9a-f]+|\d+)$",
                                                args[3]) else 0
@@ -359,13 +412,10 @@ def role_branches(body):
                     args[2] == "RZ":
                 holds[args[0]] = "bits"
             continue
-        if i.base == "ISETP" and i.mods[:2] in (["NE", "AND"],
-                                                ["NE", "U32"]) and \
-                len(args) >= 4 and holds.get(args[2]) == "bits" and \
-                args[3] == "RZ" and args[1] == "PT" and not i.pred:
-            holds[args[0]] = True
+        if test and test[1][1] is None and holds.get(test[1][0]) == "bits":
+            holds[test[0]] = True
             continue
-        for d in dests:
+        for d in args[:2]:
             holds.pop(d.split(".")[0], None)
         if i.base == "R2P":
             for q in list(holds):
@@ -376,11 +426,16 @@ def role_branches(body):
 
 def role_body(body, branches, scoring):
     """What the warps of one role run of `body` (`scoring`: the role that
-    runs Q.K^T): a role branch (role_branches) they take skips its region."""
+    runs Q.K^T): a role branch (role_branches) they take skips its region,
+    a role-predicated instruction they skip is left out."""
     skip = set()
     for k, i in enumerate(body):
-        if i.addr in branches and branches[i.addr] == scoring:
+        if i.addr not in branches or branches[i.addr] != scoring:
+            continue
+        if i.base == "BRA":
             skip.update(j.addr for j in body[k + 1:] if j.addr < i.target())
+        else:
+            skip.add(i.addr)
     return [i for i in body if i.addr not in skip]
 
 
@@ -455,7 +510,8 @@ def main_loop(ins, which=None, expect=None):
             elif not inner:
                 # Two roles (role_branches): the tile's work is their mean.
                 c_ins = sorted(c[2], key=lambda i: i.addr)
-                p = role_branches(c_ins)
+                p = role_branches(c_ins, [i for i in ins
+                                          if i.addr < c_ins[0].addr])
                 if p:
                     mean = sum(sum(mma_flops(i) for i in role_body(
                         c_ins, p, v)) for v in (False, True)) / 2

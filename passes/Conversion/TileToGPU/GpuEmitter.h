@@ -520,16 +520,10 @@ struct GpuEmitter : Emitter {
 
   /// cond ? thenValue() : elseValue, evaluating thenValue only if needed.
   Value ifElse(Value cond, function_ref<Value()> thenValue, Value elseValue) {
-    auto ifOp = scf::IfOp::create(b, TypeRange{elseValue.getType()}, cond,
-                                  /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      scf::YieldOp::create(b, thenValue());
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      scf::YieldOp::create(b, elseValue);
-    }
-    return ifOp.getResult(0);
+    return ifElse(
+        cond, TypeRange{elseValue.getType()},
+        [&] { return SmallVector<Value>{thenValue()}; },
+        [&] { return SmallVector<Value>{elseValue}; })[0];
   }
 
   /// 2^x as one MUFU.EX2 (ex2.approx.ftz.f32: subnormal inputs and

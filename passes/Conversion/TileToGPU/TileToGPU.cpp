@@ -655,25 +655,43 @@ void lowerMask(GpuEmitter &e, TileMaskOp op) {
 
 /// Threads::scoreShares: the lane's row statistics computed by the score
 /// warpgroup (`compute`: one per row of the lane, the same in every lane of
-/// the quad), published to the other warpgroups of its row group. One
-/// barrier; the slots are rewritten only after the next exchange's
-/// barrier, which every reader reaches after reading them.
+/// the quad), published to the other warpgroups of its row group, which
+/// read them after one barrier (the score warpgroup keeps its own). The
+/// slots are rewritten only after the next exchange's barrier, which every
+/// reader reaches after reading them.
 SmallVector<Value, 4>
 exchangeShareStats(GpuEmitter &e,
                    function_ref<SmallVector<Value, 4>()> compute) {
   Value leader =
       arith::CmpIOp::create(e.b, arith::CmpIPredicate::eq, e.t.quad, e.idx(0));
-  e.whenScoring([&] {
-    for (auto [k, v] : llvm::enumerate(compute())) {
-      Value r = e.ownedRow(static_cast<int>(k));
-      e.when(leader, [&] { e.store(v, e.t.shareMax, r); });
-    }
-  });
+  const int rows = e.t.layout.rowsPerLane;
+  SmallVector<Type> types(rows, e.b.getF32Type());
+  Value scoring = e.scoringWarpgroup();
+  SmallVector<Value> own = e.ifElse(
+      scoring, types,
+      [&] {
+        SmallVector<Value> values(compute());
+        for (auto [k, v] : llvm::enumerate(values)) {
+          Value r = e.ownedRow(static_cast<int>(k));
+          e.when(leader, [&] { e.store(v, e.t.shareMax, r); });
+        }
+        return values;
+      },
+      [&] {
+        // (Never read: the others load the slots below.)
+        return SmallVector<Value>(
+            rows, LLVM::PoisonOp::create(e.b, e.b.getF32Type()));
+      });
   e.barrier();
-  SmallVector<Value, 4> out;
-  for (int k = 0; k < e.t.layout.rowsPerLane; ++k)
-    out.push_back(e.load(e.t.shareMax, e.ownedRow(k)));
-  return out;
+  SmallVector<Value> all = e.ifElse(
+      scoring, types, [&] { return own; },
+      [&] {
+        SmallVector<Value> read;
+        for (int k = 0; k < rows; ++k)
+          read.push_back(e.load(e.t.shareMax, e.ownedRow(k)));
+        return read;
+      });
+  return SmallVector<Value, 4>(all.begin(), all.end());
 }
 
 void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
