@@ -1148,5 +1148,44 @@ Status evaluateFunction(func::FuncOp func,
   return interpreter.run(func, arguments, results);
 }
 
+OperandMagnitudes operandMagnitudes(func::FuncOp func,
+                                    const std::vector<HostTensor> &arguments,
+                                    double magnitude) {
+  OperandMagnitudes m{magnitude, magnitude, magnitude};
+  // The function argument behind `v`, through the caches appends write.
+  auto argumentOf = [&](Value v) -> const HostTensor * {
+    while (auto append = v.getDefiningOp<AppendOp>())
+      v = append.getCache();
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg || arg.getOwner() != &func.front() ||
+        arg.getArgNumber() >= arguments.size())
+      return nullptr;
+    return &arguments[arg.getArgNumber()];
+  };
+  auto largest = [](const HostTensor &t) {
+    double x = 0;
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      if (double a = std::fabs(t.getDouble(i)); std::isfinite(a))
+        x = std::max(x, a);
+    return x;
+  };
+  // The largest dequantised |value| of an FP8 cache (0 otherwise).
+  auto dequantised = [&](Value cache, Value scale) {
+    const HostTensor *codes = argumentOf(cache);
+    const HostTensor *scales = scale ? argumentOf(scale) : nullptr;
+    if (!codes || !scales || !isFp8Type(codes->elementType()))
+      return 0.0;
+    return largest(*codes) * largest(*scales);
+  };
+  func.walk([&](AttentionOp op) {
+    m.key = std::max(m.key, dequantised(op.getKey(), op.getKScale()));
+    // (The latent form's V is columns of its K.)
+    m.value = std::max(m.value, op.getValue()
+                                    ? dequantised(op.getValue(), op.getVScale())
+                                    : dequantised(op.getKey(), op.getKScale()));
+  });
+  return m;
+}
+
 } // namespace kvattn
 } // namespace mlir

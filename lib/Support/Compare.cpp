@@ -10,14 +10,20 @@ namespace mlir {
 namespace kvattn {
 
 Tolerance toleranceFor(ElementType type, double magnitude) {
-  const double m = std::max(1.0, magnitude);
+  return toleranceFor(type, {magnitude, magnitude, magnitude});
+}
+
+Tolerance toleranceFor(ElementType type, const OperandMagnitudes &magnitudes) {
+  const double q = std::max(1.0, magnitudes.query);
+  const double k = std::max(1.0, magnitudes.key);
+  const double v = std::max(1.0, magnitudes.value);
   switch (type) {
   case ElementType::F32:
-    return {2e-5 * m * m * m, 2e-5};
+    return {2e-5 * q * k * v, 2e-5};
   case ElementType::F16:
-    return {2e-3 * m, 4e-3};
+    return {2e-3 * v, 4e-3};
   case ElementType::BF16:
-    return {1.6e-2 * m, 1.6e-2};
+    return {1.6e-2 * v, 1.6e-2};
   default:
     return {0, 0};
   }

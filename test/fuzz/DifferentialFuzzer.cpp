@@ -132,6 +132,12 @@ struct Config {
   /// per tensor, per KV head or per token ("tensor", "head", "token"),
   /// their values attention_case.py's (kvScaleValues).
   std::string kvDtype, kvScales = "tensor";
+  /// The FP8 cache's generated values lie in [-fp8Magnitude,
+  /// fp8Magnitude) before rounding to codes (0: magnitude's range), and
+  /// its scales are attention_case.py's times kvScaleFactor (a power of
+  /// two: exact): codes over the format's range under scales of about
+  /// amax / 448 (as engines calibrate them), or scales far above 1.
+  double fp8Magnitude = 0, kvScaleFactor = 1;
   /// The latent form (DeepSeek MLA): no value operand, V the first Dv
   /// columns of the key cache (value_dim = Dv <= D).
   bool latent = false;
@@ -220,8 +226,8 @@ std::vector<Config::Fill> fillsOf(const Config &c) {
 
 /// An FP8 cache's scale tensor: its shape for the granularity and
 /// attention_case.py's values, 0.25 + ((i * step + 1) % 8) * 0.25 (step 5
-/// for k_scale, 3 for v_scale): distinct, so that a path that ignored them
-/// or read the wrong one would answer differently.
+/// for k_scale, 3 for v_scale) times kvScaleFactor: distinct, so that a
+/// path that ignored them or read the wrong one would answer differently.
 std::pair<std::vector<int64_t>, std::vector<double>>
 kvScaleValues(const Config &c, int step) {
   std::vector<int64_t> shape = c.kvScales == "tensor" ? std::vector<int64_t>{1}
@@ -233,7 +239,8 @@ kvScaleValues(const Config &c, int step) {
     n *= d;
   std::vector<double> values;
   for (int64_t i = 0; i < n; ++i)
-    values.push_back(0.25 + double((i * step + 1) % 8) * 0.25);
+    values.push_back((0.25 + double((i * step + 1) % 8) * 0.25) *
+                     c.kvScaleFactor);
   return {shape, values};
 }
 
@@ -314,6 +321,8 @@ std::string asFlags(const Config &c) {
     os << " --append";
   if (!c.kvDtype.empty())
     os << " --kv-dtype " << c.kvDtype << " --kv-scales " << c.kvScales;
+  if (c.kvScaleFactor != 1)
+    os << " --kv-scale-factor " << c.kvScaleFactor;
   if (c.chip.empty())
     os << " -- --target=cpu";
   else
@@ -321,6 +330,8 @@ std::string asFlags(const Config &c) {
   os << " --check --seed " << c.dataSeed;
   if (c.magnitude != 1)
     os << " --magnitude " << c.magnitude;
+  if (c.fp8Magnitude)
+    os << " --fp8-magnitude " << c.fp8Magnitude;
   for (const Config::Fill &f : fillsOf(c))
     os << " --fill=" << f.arg << "=" << f.row * c.D << ":" << c.D << ":"
        << f.value;
@@ -551,6 +562,16 @@ Config draw(std::mt19937_64 &rng) {
     c.kvDtype = uniform(0, 1) ? "f8E4M3FN" : "f8E5M2";
     const char *granularity[] = {"tensor", "head", "token"};
     c.kvScales = granularity[uniform(0, 2)];
+    // One in three: codes over the format's range (e4m3 to 448, e5m2 to
+    // 57,344) under scales of 2^-9 / 2^-16 times [0.25, 2]; one in six:
+    // scales of 1,024 times those.
+    if (const int regime = uniform(0, 5); regime < 2) {
+      const bool e4m3 = c.kvDtype == "f8E4M3FN";
+      c.fp8Magnitude = e4m3 ? 448 : 57344;
+      c.kvScaleFactor = e4m3 ? 0x1p-9 : 0x1p-16;
+    } else if (regime == 2) {
+      c.kvScaleFactor = 1024;
+    }
   }
   c.nearLimit = uniform(0, 7) == 0;
   c.dynamicDims = uniform(0, 2) == 0 ? uniform(1, 7) : 0;
@@ -577,6 +598,8 @@ Config draw(std::mt19937_64 &rng) {
     c.alibi.clear();
     c.hasKeyValid = c.hasKOffset = false;
     c.kvDtype = "";
+    c.fp8Magnitude = 0;
+    c.kvScaleFactor = 1;
     c.latent = false;
   }
   // One case in eight each, where they apply: ragged keys (no pages,
@@ -862,16 +885,28 @@ std::string buildIR(const Config &c, std::vector<HostTensor> &intArgs,
          results + "\n  return " + returned + " : " + returnedTypes + "\n}\n";
 }
 
+/// Result `r`'s magnitudes (kvattn-run --check's): an lse (result 1 with
+/// lse) mixes no values, its values' factor stays the inputs' magnitude.
+mlir::kvattn::OperandMagnitudes
+resultMagnitudes(const Config &c, size_t r,
+                 mlir::kvattn::OperandMagnitudes magnitudes) {
+  if (c.lse && r == 1)
+    magnitudes.value = c.magnitude;
+  return magnitudes;
+}
+
 /// The results against the reference's, with --check's tolerances.
 std::string compareResults(const Config &c, const std::vector<HostTensor> &got,
-                           const std::vector<HostTensor> &expected) {
+                           const std::vector<HostTensor> &expected,
+                           const mlir::kvattn::OperandMagnitudes &magnitudes) {
   if (got.size() != expected.size())
     return std::to_string(got.size()) + " results, the reference has " +
            std::to_string(expected.size());
   for (size_t r = 0; r < expected.size(); ++r) {
     mlir::kvattn::Comparison cmp = mlir::kvattn::compare(
         got[r], expected[r],
-        mlir::kvattn::toleranceFor(expected[r].elementType(), c.magnitude));
+        mlir::kvattn::toleranceFor(expected[r].elementType(),
+                                   resultMagnitudes(c, r, magnitudes)));
     if (!cmp.pass())
       return "out" + std::to_string(r) + ": " + std::to_string(cmp.mismatches) +
              " mismatches, max_abs_err " + std::to_string(cmp.maxAbsErr);
@@ -888,20 +923,27 @@ std::string compareResults(const Config &c, const std::vector<HostTensor> &got,
 /// inside the values' range, a convex combination's bound. Rows without
 /// fills have delta_r of ordinary scores: the usual comparison. Non-finite
 /// expected values (empty rows' lse) must be matched exactly.
-std::string compareConditioned(const Config &c,
-                               const std::vector<HostTensor> &args,
-                               const std::vector<HostTensor> &got,
-                               const std::vector<HostTensor> &expected) {
+std::string
+compareConditioned(const Config &c, const std::vector<HostTensor> &args,
+                   const std::vector<HostTensor> &got,
+                   const std::vector<HostTensor> &expected,
+                   const mlir::kvattn::OperandMagnitudes &magnitudes) {
   if (got.size() != expected.size())
     return std::to_string(got.size()) + " results, the reference has " +
            std::to_string(expected.size());
   // (The latent form's V is columns of K: K's bound holds for it.)
   const HostTensor &q = args[0], &k = args[1], &v = args[c.latent ? 1 : 2];
+  // (An FP8 cache's codes count dequantised: operandMagnitudes.)
   double kMax = 0, vMax = 0;
-  for (int64_t i = 0; i < k.numElements(); ++i)
-    kMax = std::max(kMax, std::fabs(k.getDouble(i)));
-  for (int64_t i = 0; i < v.numElements(); ++i)
-    vMax = std::max(vMax, std::fabs(v.getDouble(i)));
+  if (!c.kvDtype.empty()) {
+    kMax = magnitudes.key;
+    vMax = magnitudes.value;
+  } else {
+    for (int64_t i = 0; i < k.numElements(); ++i)
+      kMax = std::max(kMax, std::fabs(k.getDouble(i)));
+    for (int64_t i = 0; i < v.numElements(); ++i)
+      vMax = std::max(vMax, std::fabs(v.getDouble(i)));
+  }
   for (size_t a = 3; c.prefix >= 0 && a < 5; ++a) // a cascade's suffixes
     for (int64_t i = 0; i < args[a].numElements(); ++i)
       (a == 3 ? kMax : vMax) =
@@ -913,10 +955,6 @@ std::string compareConditioned(const Config &c,
       kMax = std::max(kMax, std::fabs(kNew.getDouble(i)));
     for (int64_t i = 0; i < vNew.numElements(); ++i)
       vMax = std::max(vMax, std::fabs(vNew.getDouble(i)));
-  }
-  if (!c.kvDtype.empty()) { // dequantised with scales of at most 2
-    kMax *= 2;
-    vMax *= 2;
   }
   const double scale = c.scale ? c.scale : 1.0 / std::sqrt(double(c.D));
   const int64_t rows = q.numElements() / std::max<int64_t>(c.D, 1);
@@ -933,8 +971,8 @@ std::string compareConditioned(const Config &c,
       return "out" + std::to_string(out) + ": " +
              std::to_string(g.numElements()) + " elements, the reference has " +
              std::to_string(e.numElements());
-    const mlir::kvattn::Tolerance base =
-        mlir::kvattn::toleranceFor(e.elementType(), c.magnitude);
+    const mlir::kvattn::Tolerance base = mlir::kvattn::toleranceFor(
+        e.elementType(), resultMagnitudes(c, out, magnitudes));
     if (out >= (c.lse ? 2u : 1u)) { // a step's caches: no scores in them
       if (!mlir::kvattn::compare(g, e, base).pass())
         return "out" + std::to_string(out) + ": the cache after the step " +
@@ -992,9 +1030,11 @@ mlir::kvattn::PtxOptions gpuOptions(const Config &c) {
 /// GPU (GpuExecutor, or through a plan). A compiler refusal is counted in
 /// `refusals` and passes; a launch error, a memcheck or racecheck report or
 /// a mismatch fails.
-std::string runOnEmulatedGpu(mlir::func::FuncOp func, const Config &c,
-                             const std::vector<HostTensor> &args,
-                             const std::vector<HostTensor> &expected) {
+std::string
+runOnEmulatedGpu(mlir::func::FuncOp func, const Config &c,
+                 const std::vector<HostTensor> &args,
+                 const std::vector<HostTensor> &expected,
+                 const mlir::kvattn::OperandMagnitudes &magnitudes) {
   // The device's capability and multiprocessors, read at each query.
   ::setenv("KVATTN_EMU_SM", emuSm(c).c_str(), 1);
   ::setenv("KVATTN_EMU_SMS", std::to_string(c.sms).c_str(), 1);
@@ -1034,8 +1074,9 @@ std::string runOnEmulatedGpu(mlir::func::FuncOp func, const Config &c,
   }
   if (freed.isError())
     return "freeing failed: " + freed.message();
-  return c.fills.empty() ? compareResults(c, got, expected)
-                         : compareConditioned(c, args, got, expected);
+  return c.fills.empty()
+             ? compareResults(c, got, expected, magnitudes)
+             : compareConditioned(c, args, got, expected, magnitudes);
 }
 
 /// Runs one config; returns a non-empty failure description on mismatch.
@@ -1077,9 +1118,14 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
       shape.assign(tensor.getShape().begin(), tensor.getShape().end());
     HostTensor t(*mlir::kvattn::toElementType(tensor.getElementType()), shape);
     if (i < tensors) {
+      // (An FP8 cache's codes from fp8Magnitude's range: kvattn-run's
+      // --fp8-magnitude.)
+      const double m =
+          mlir::kvattn::isFp8Type(t.elementType()) && c.fp8Magnitude > 0
+              ? c.fp8Magnitude
+              : c.magnitude;
       for (int64_t n = 0; n < t.numElements(); ++n)
-        t.setDouble(n,
-                    mlir::kvattn::seededValue(c.dataSeed, i, n) * c.magnitude);
+        t.setDouble(n, mlir::kvattn::seededValue(c.dataSeed, i, n) * m);
       for (const Config::Fill &f : fillsOf(c))
         if (f.arg == static_cast<int>(i))
           for (int64_t d = 0; d < c.D; ++d)
@@ -1099,6 +1145,9 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
     args.push_back(std::move(t));
   }
 
+  // What the tolerances grow with (before compilation lowers the module).
+  const mlir::kvattn::OperandMagnitudes magnitudes =
+      mlir::kvattn::operandMagnitudes(func, args, c.magnitude);
   std::vector<HostTensor> expected, got;
   if (mlir::kvattn::Status s =
           mlir::kvattn::evaluateFunction(func, args, expected);
@@ -1111,7 +1160,7 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
     return "the reference rejected a valid case: " + s.message();
   }
   if (!c.chip.empty())
-    return runOnEmulatedGpu(func, c, args, expected);
+    return runOnEmulatedGpu(func, c, args, expected, magnitudes);
   mlir::kvattn::CpuCompileOptions options;
   options.blockM = c.blockM;
   options.blockN = c.blockN;
@@ -1135,8 +1184,9 @@ std::string runCase(mlir::MLIRContext &context, const Config &c) {
     return "compilation failed: " + compiled.message();
   if (mlir::kvattn::Status s = program->run(args, got); s.isError())
     return "run failed: " + s.message();
-  return c.fills.empty() ? compareResults(c, got, expected)
-                         : compareConditioned(c, args, got, expected);
+  return c.fills.empty()
+             ? compareResults(c, got, expected, magnitudes)
+             : compareConditioned(c, args, got, expected, magnitudes);
 }
 
 /// Greedy shrinking: smaller sizes and fewer features while it still fails.
@@ -1237,8 +1287,9 @@ int main(int argc, char **argv) {
   std::mt19937_64 rng(seed);
   struct {
     int64_t huge = 0, nearLimit = 0, dynamic = 0, overLimit = 0,
-            splitOrPaged = 0, trees = 0, fills = 0, fp8 = 0, latent = 0,
-            packedKeys = 0, cacheMap = 0, plans = 0, appends = 0, cascades = 0;
+            splitOrPaged = 0, trees = 0, fills = 0, fp8 = 0, fp8Codes = 0,
+            fp8LargeScales = 0, latent = 0, packedKeys = 0, cacheMap = 0,
+            plans = 0, appends = 0, cascades = 0;
   } drawn;
   auto start = std::chrono::steady_clock::now();
   int64_t done = 0;
@@ -1259,6 +1310,8 @@ int main(int argc, char **argv) {
     drawn.trees += c.tree && c.prefix < 0;
     drawn.fills += !c.fills.empty();
     drawn.fp8 += !c.kvDtype.empty();
+    drawn.fp8Codes += c.fp8Magnitude > 0;
+    drawn.fp8LargeScales += c.kvScaleFactor > 1;
     drawn.latent += c.latent;
     drawn.packedKeys += c.packedKeys;
     drawn.cacheMap += c.cacheMap;
@@ -1292,7 +1345,9 @@ int main(int argc, char **argv) {
                << drawn.splitOrPaged << " split-KV or paged, " << drawn.trees
                << " ragged batches of draft-token trees, " << drawn.fills
                << " with rows of one large value, " << drawn.fp8
-               << " with an FP8 cache, " << drawn.latent
+               << " with an FP8 cache (" << drawn.fp8Codes
+               << " with codes over the format, " << drawn.fp8LargeScales
+               << " with scales above 1,000), " << drawn.latent
                << " in the latent form, " << drawn.packedKeys
                << " with ragged keys (k_start), " << drawn.cacheMap
                << " with a batch-to-cache map, " << drawn.appends

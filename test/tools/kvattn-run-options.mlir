@@ -15,6 +15,7 @@
 // RUN: not kvattn-bench --split-kv=300 2>&1 | FileCheck %s --check-prefix=SPLITMAX
 // RUN: not kvattn-run %s --input 3=0 --input 4=5 --magnitude=nan 2>&1 | FileCheck %s --check-prefix=MAG
 // RUN: not kvattn-run %s --input 3=0 --input 4=5 --magnitude=0 2>&1 | FileCheck %s --check-prefix=MAG0
+// RUN: not kvattn-run %s --input 3=0 --input 4=5 --fp8-magnitude=-448 2>&1 | FileCheck %s --check-prefix=FP8MAG
 // (--vector-width and --num-threads: the library's limits, test/Numerics/cpu-vectorized.test.)
 // RUN: not kvattn-run %s --input 3=0 --input 4=5 --target=gpu-emu --emu-fault= 2>&1 | FileCheck %s --check-prefix=NOFAULT
 // In range, the same run computes.
@@ -30,6 +31,7 @@
 // SPLITMAX: kvattn-bench: error: --split-kv=300 is outside [0, 256]
 // MAG: kvattn-run: error: --magnitude=nan is not a positive finite number
 // MAG0: kvattn-run: error: --magnitude=0.000000 is not a positive finite number
+// FP8MAG: kvattn-run: error: --fp8-magnitude=-448.000000 is not a positive finite number (or 0: --magnitude)
 // NOFAULT: kvattn-run: error: --emu-fault='' names no fault (drop-barrier, wait-group, global-offset, drop-mbarrier-wait, drop-wgmma-wait, drop-fence-proxy or expect-tx, with an optional :N)
 // OK: PASS
 

@@ -17,6 +17,39 @@ HostTensor tensorOf(const std::vector<double> &values) {
   return t;
 }
 
+TEST(ToleranceTest, OneMagnitudeIsThreeEqualOperandMagnitudes) {
+  for (ElementType type :
+       {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+    for (double m : {0.5, 1.0, 4.0}) {
+      Tolerance one = toleranceFor(type, m);
+      Tolerance three = toleranceFor(type, OperandMagnitudes{m, m, m});
+      EXPECT_EQ(one.atol, three.atol);
+      EXPECT_EQ(one.rtol, three.rtol);
+    }
+  }
+  EXPECT_DOUBLE_EQ(toleranceFor(ElementType::F32, 4).atol, 2e-5 * 64);
+  EXPECT_DOUBLE_EQ(toleranceFor(ElementType::BF16, 4).atol, 1.6e-2 * 4);
+}
+
+TEST(ToleranceTest, ScaledValuesWidenTheAbsolutePart) {
+  // An FP8 cache read with v_scale 512: the outputs mix values 512 times
+  // the inputs', and their 16-bit rounding with them; f32's error is the
+  // scores' (query times keys) times the values.
+  const OperandMagnitudes scaled{1, 1, 512};
+  EXPECT_DOUBLE_EQ(toleranceFor(ElementType::BF16, scaled).atol, 1.6e-2 * 512);
+  EXPECT_DOUBLE_EQ(toleranceFor(ElementType::F16, scaled).atol, 2e-3 * 512);
+  EXPECT_DOUBLE_EQ(
+      toleranceFor(ElementType::F32, OperandMagnitudes{2, 3, 512}).atol,
+      2e-5 * 2 * 3 * 512);
+  // The relative part does not move; factors below 1 count as 1; the
+  // exact types stay exact.
+  EXPECT_EQ(toleranceFor(ElementType::BF16, scaled).rtol, 1.6e-2);
+  EXPECT_DOUBLE_EQ(
+      toleranceFor(ElementType::F32, OperandMagnitudes{0.5, 0.25, 0.1}).atol,
+      2e-5);
+  EXPECT_EQ(toleranceFor(ElementType::I32, scaled).atol, 0);
+}
+
 TEST(DriftTest, PercentilesAreNearestRankOfTheAbsoluteErrors) {
   // 100 elements with errors 0.01, 0.02, ..., 1.00 (in shuffled order):
   // p95 is the 95th smallest, p99 the 99th, mean 0.505.

@@ -96,6 +96,12 @@ cl::opt<double> magnitude(
     "magnitude",
     cl::desc("Scale of generated float inputs: values in [-M, M) (default 1)"),
     cl::init(1.0), cl::cat(runCategory));
+cl::opt<double> fp8Magnitude(
+    "fp8-magnitude",
+    cl::desc("Scale of generated FP8 inputs (an FP8 cache's codes): values "
+             "in [-C, C) rounded to the FP8 type, e.g. 448 for codes over "
+             "e4m3's range (default: --magnitude)"),
+    cl::init(0.0), cl::cat(runCategory));
 cl::opt<std::string> dumpDir("dump-outputs",
                              cl::desc("Write the results as DIR/outN.npy"),
                              cl::cat(runCategory));
@@ -197,9 +203,13 @@ int fail(const std::string &message) {
   return 1;
 }
 
-/// Distinct values in [-M, M) for argument `arg`, element `i`.
-double generated(uint64_t arg, int64_t i) {
-  return ::mlir::kvattn::seededValue(seed, arg, i) * magnitude;
+/// Distinct values in [-M, M) for argument `arg`, element `i` (M the
+/// --fp8-magnitude of an FP8 argument when given).
+double generated(uint64_t arg, int64_t i, ::mlir::kvattn::ElementType type) {
+  const double m = ::mlir::kvattn::isFp8Type(type) && fp8Magnitude > 0
+                       ? fp8Magnitude
+                       : magnitude;
+  return ::mlir::kvattn::seededValue(seed, arg, i) * m;
 }
 
 std::optional<unsigned> parseArgName(llvm::StringRef name) {
@@ -298,7 +308,7 @@ std::string typeString(Type type) {
         std::to_string(index) + "=FILE.npy or --input " +
         std::to_string(index) + "=v0,v1,...");
   for (int64_t i = 0; i < out.numElements(); ++i)
-    out.setDouble(i, generated(index, i));
+    out.setDouble(i, generated(index, i, *elt));
   return ::mlir::kvattn::Status::ok();
 }
 
@@ -388,6 +398,9 @@ static int runTool(int argc, char **argv) {
   if (!std::isfinite(magnitude) || magnitude <= 0)
     return fail("--magnitude=" + std::to_string(magnitude) +
                 " is not a positive finite number");
+  if (!std::isfinite(fp8Magnitude) || fp8Magnitude < 0)
+    return fail("--fp8-magnitude=" + std::to_string(fp8Magnitude) +
+                " is not a positive finite number (or 0: --magnitude)");
   // An empty --emu-fault= plants nothing: say so rather than run unfaulted
   // (the emulator refuses a fault with no kind, ":N").
   if (emuFault.getNumOccurrences() && emuFault.empty())
@@ -517,6 +530,18 @@ static int runTool(int argc, char **argv) {
     for (int64_t i = first; i < first + n; ++i)
       t.setDouble(i, v);
   }
+
+  // What the check's tolerances grow with: --magnitude, an FP8 cache's
+  // dequantised values where they are larger (a large v_scale).
+  const ::mlir::kvattn::OperandMagnitudes magnitudes =
+      ::mlir::kvattn::operandMagnitudes(func, arguments, magnitude);
+  // An lse mixes no values: the values' factor stays --magnitude's.
+  auto toleranceOf = [&](size_t r, ::mlir::kvattn::ElementType type) {
+    ::mlir::kvattn::OperandMagnitudes m = magnitudes;
+    if (resultNames[r] == "lse")
+      m.value = magnitude;
+    return ::mlir::kvattn::toleranceFor(type, m);
+  };
 
   // The reference's checks run first on every target: they validate the
   // run-time values (offsets, lengths, block tables, cache writes) with
@@ -688,8 +713,7 @@ static int runTool(int argc, char **argv) {
                   "': expected two result "
                   "numbers below " +
                   std::to_string(results.size()));
-    ::mlir::kvattn::Tolerance tol =
-        ::mlir::kvattn::toleranceFor(results[i].elementType(), magnitude);
+    ::mlir::kvattn::Tolerance tol = toleranceOf(i, results[i].elementType());
     ::mlir::kvattn::Comparison c =
         ::mlir::kvattn::compare(results[j], results[i], tol);
     llvm::outs() << "same out" << i << " out" << j
@@ -704,8 +728,7 @@ static int runTool(int argc, char **argv) {
     bool allPass = true;
     llvm::json::Array reportOutputs;
     for (size_t r = 0; r < results.size(); ++r) {
-      ::mlir::kvattn::Tolerance tol =
-          ::mlir::kvattn::toleranceFor(expected[r].elementType(), magnitude);
+      ::mlir::kvattn::Tolerance tol = toleranceOf(r, expected[r].elementType());
       ::mlir::kvattn::Comparison c =
           ::mlir::kvattn::compare(results[r], expected[r], tol);
       ::mlir::kvattn::Drift d =
@@ -768,6 +791,10 @@ static int runTool(int argc, char **argv) {
           {"entry", entryName},
           {"target", targetNames[static_cast<int>(target.getValue())]},
           {"magnitude", magnitude.getValue()},
+          {"operand_magnitudes",
+           llvm::json::Object{{"query", magnitudes.query},
+                              {"key", magnitudes.key},
+                              {"value", magnitudes.value}}},
           {"pass", allPass},
           {"outputs", std::move(reportOutputs)},
       };

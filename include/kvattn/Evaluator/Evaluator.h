@@ -11,6 +11,7 @@
 #ifndef KVATTN_EVALUATOR_EVALUATOR_H
 #define KVATTN_EVALUATOR_EVALUATOR_H
 
+#include "kvattn/Support/Compare.h"
 #include "kvattn/Support/HostTensor.h"
 #include "kvattn/Support/Status.h"
 
@@ -79,6 +80,17 @@ Status evaluateFunction(mlir::func::FuncOp func,
                         const std::vector<HostTensor> &arguments,
                         std::vector<HostTensor> &results,
                         const AttentionExecutor &executor);
+
+/// The operand magnitudes (Compare.h) that the tolerances of `func`'s
+/// results on `arguments` grow with, their floats generated in
+/// [-magnitude, magnitude) or given: `magnitude` for each operand, except
+/// that an FP8 cache's keys and values are counted dequantised (the
+/// largest finite |code| of the cache argument times its largest scale)
+/// where that is larger. A cache that a kvattn.append wrote is traced to
+/// the argument it updates (the appended tokens are generated values).
+OperandMagnitudes operandMagnitudes(mlir::func::FuncOp func,
+                                    const std::vector<HostTensor> &arguments,
+                                    double magnitude);
 
 } // namespace kvattn
 } // namespace mlir

@@ -38,6 +38,21 @@ struct Tolerance {
 /// twice that times m: f32's atol grows as m^3.
 Tolerance toleranceFor(ElementType type, double magnitude = 1);
 
+/// The magnitudes of an attention's operands that its results' rounding
+/// grows with: the query's and the keys' (the scores' error), the values'
+/// (the output is a weighted mean of them). Generated inputs in [-m, m)
+/// give {m, m, m}; an FP8 cache's keys and values are its codes times
+/// their scales, which can reach far past m (a `v_scale` of 3,000, or
+/// codes over e4m3's range with scales of amax / 448).
+struct OperandMagnitudes {
+  double query = 1, key = 1, value = 1;
+};
+
+/// As above for each operand's magnitude: f32's atol grows as
+/// query * key * value (the scores' error times the values), f16's and
+/// bf16's as value; each factor at least 1. {m, m, m} is the magnitude m.
+Tolerance toleranceFor(ElementType type, const OperandMagnitudes &magnitudes);
+
 struct Comparison {
   double maxAbsErr = 0;
   double maxRelErr = 0;

@@ -36,7 +36,7 @@ With --kv-dtype f8E4M3FN (or f8E5M2) K and V are an FP8 cache (kvattn-run
 quantises its generated values into codes) read with k_scale and v_scale of
 granularity --kv-scales: tensor ([1]), head ([Hkv]) or token (the cache's
 shape without D), generated distinct in [0.25, 2] (or given with --k-scale /
---v-scale as values).
+--v-scale as values), times --kv-scale-factor.
 
 With --latent the case is the latent form (DeepSeek MLA): no V operand,
 `value_dim = Dv` (--Dv, at most --D), V the first Dv columns of K; with
@@ -125,6 +125,10 @@ def main():
                    help="FP8: k_scale's values (default: generated)")
     p.add_argument("--v-scale", type=float_list,
                    help="FP8: v_scale's values (default: generated)")
+    p.add_argument("--kv-scale-factor", type=float, default=1.0,
+                   help="FP8: the generated scales times this (codes over "
+                        "the FP8 range with kvattn-run --fp8-magnitude and "
+                        "small scales, or scales far above 1)")
     p.add_argument("--B", type=int, default=1)
     p.add_argument("--Hq", type=int, default=1)
     p.add_argument("--Hkv", type=int, default=1)
@@ -445,8 +449,8 @@ def main():
         for name, given, step in scales:
             # Distinct scales in [0.25, 2]: a path that ignored them, or
             # read the wrong one, would answer differently.
-            values = given or [0.25 + ((i * step + 1) % 8) * 0.25
-                               for i in range(n)]
+            values = given or [(0.25 + ((i * step + 1) % 8) * 0.25)
+                               * a.kv_scale_factor for i in range(n)]
             operand(name, values, shape if len(values) == n
                     else [len(values)], "f32", [None] * len(shape))
 
