@@ -77,6 +77,40 @@ def test_fp8_cache_matches_float64(fmt, gran):
     assert (plain - want).abs().max() > 0.05
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("gran", ["tensor", "head", "token"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fp8_cache_with_calibrated_scales(fmt, gran, dtype):
+    """Caches quantised as engines quantise them: codes over the whole
+    format (e4m3 to 448, e5m2 to 57,344) under scales of about amax / the
+    format's largest value, so that the dequantised values are of order 1
+    while the codes are not (the kernels convert codes, then scale)."""
+    fmax = torch.finfo(fmt).max
+    g = torch.Generator().manual_seed(11)
+    B, Hq, Hkv, L, S, D = 2, 8, 2, 3, 40, 32
+    q = (torch.rand(B, Hq, L, D, generator=g) * 2 - 1).to(dtype)
+    shape = {"tensor": (1,), "head": (Hkv,), "token": (B, Hkv, S)}[gran]
+    caches, scales = [], []
+    for _ in range(2):
+        x = torch.rand(B, Hkv, S, D, generator=g) * 8 - 4
+        # amax 4 onto at most the format's largest code (from 4 / 2.75 of
+        # it: distinct scales).
+        scale = (torch.rand(shape, generator=g) * 1.75 + 1) * 4 / fmax
+        codes = (x / dequantize(torch.ones_like(x), scale, gran)).to(fmt)
+        caches.append(codes)
+        scales.append(scale)
+    (k, v), (ks, vs) = caches, scales
+    assert k.float().abs().max() > fmax / 8  # the codes span the format
+    kv = torch.tensor([S, S - 17])
+    qo = kv - L
+    out = kt.attention(q, k, v, q_offset=qo, kv_len=kv, k_scale=ks,
+                       v_scale=vs)
+    want = reference(q, dequantize(k, ks, gran), dequantize(v, vs, gran), qo,
+                     kv)
+    tol = 2e-5 if dtype == torch.float32 else 1.6e-2
+    assert (out.double() - want).abs().max() < tol * (1 + want.abs().max())
+
+
 def test_bf16_query_bshd_layout_and_out():
     """A bf16 query, the bshd layout (per-token scales [B, S, Hkv]) and
     attention_out."""
