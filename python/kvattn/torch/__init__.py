@@ -23,6 +23,7 @@ import torch
 
 from .. import capi
 from .._device import device_view, host_view
+from ._host import host_tensor, is_dense_host
 from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
 
 __all__ = ["attention", "append", "tree_attention", "cascade_attention",
@@ -382,7 +383,12 @@ def _cpu_program(ir):
 # --- the CPU kernels: kvattn_cpu_run on the tensors' own memory --------------
 
 def _host_tensor(what: str, t: torch.Tensor, keep: list):
-    """A kvattn_host_tensor over t's memory, read by DLPack (t dense)."""
+    """A kvattn_host_tensor over t's memory: a dense CPU tensor by its data
+    pointer (what the op's checks leave; a DLPack export per tensor cost
+    15 us of a call's ~370), anything else read by DLPack, whose errors
+    name what is wrong with it."""
+    if is_dense_host(t):
+        return host_tensor(t, keep), None
     fmt = _FP8.get(t.dtype)  # FP8: the codes, by their uint8 view
     view = host_view((t.view(torch.uint8) if fmt else t).detach())
     keep.append(view)
@@ -939,12 +945,11 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     key_rows, rows = _key_rows(k_start, cache_batch_idx, batch, query.device)
     k_start = rows if key_rows == "k_start" else None
     cache_batch_idx = rows if key_rows == "cache_batch_idx" else None
-    _check_attention(query, key, value, layout, key_rows)
+    dims = _check_attention(query, key, value, layout, key_rows)[1]
     window, window_right = _window_size(window, window_size, causal)
     window, softcap, scale = _check_options(
         causal, _window(window, window_right), softcap, scale)
     window = window[0] if isinstance(window, tuple) else window
-    dims = _check_attention(query, key, value, layout, key_rows)[1]
     _check_per_head("sinks", sinks, query, dims)
     _check_per_head("alibi_slopes", alibi_slopes, query, dims)
     theta = float(rotary_theta or 0.0)

@@ -42,14 +42,14 @@ import torch
 
 from .. import capi
 from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
+from ._host import DTYPE_NAMES
+from ._host import host_tensor as _host_tensor
 
 __all__ = ["Plan"]
 
 _FLOAT_NAMES = {torch.float32: "f32", torch.float16: "f16",
                 torch.bfloat16: "bf16"}
-_DTYPE_NAMES = {**_FLOAT_NAMES, torch.int32: "i32", torch.int64: "i64",
-                torch.bool: "i1", torch.float8_e4m3fn: "f8E4M3FN",
-                torch.float8_e5m2: "f8E5M2"}
+_DTYPE_NAMES = DTYPE_NAMES
 _FP8_NAMES = {torch.float8_e4m3fn: "f8E4M3FN", torch.float8_e5m2: "f8E5M2"}
 _KV_SCALES = ("tensor", "head", "token")
 
@@ -524,15 +524,6 @@ _LATENT_NONE = {
     "update_v": "update_k holds the new tokens' whole latent rows (their "
                 "first value_head_dim columns are their V)",
     "v_scale": "k_scale dequantises the latent cache, K and the V inside it"}
-
-
-def _host_tensor(t, keep):
-    """A kvattn_host_tensor over a dense CPU tensor's own memory."""
-    shape = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
-    keep.append(shape)
-    return capi.HostTensor(t.data_ptr() or None,
-                           capi.DTYPE_CODE[_DTYPE_NAMES[t.dtype]], t.dim(),
-                           shape)
 
 
 def _plan(plan_id):
