@@ -22,7 +22,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import torch
 
 from .. import capi
-from .._device import device_view, host_view
+from .._device import host_view
 from ._host import host_tensor, is_dense_host
 from ..capi import KVAttnError, KVAttnTypeError, KVAttnValueError
 
