@@ -612,23 +612,43 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
     ops.value = &tensor(op.getValue());
   }
   // An FP8 cache: the attention reads f32(code) * scale
-  // (kvattn/Reference/Fp8KvCache.h), whatever the layout.
+  // (kvattn/Reference/Fp8KvCache.h), whatever the layout. A check-only run
+  // (the compiled paths' validation, every call) reads the codes in place
+  // with their scales, unless key rows gather the cache (their scales would
+  // have to be gathered too); computing dequantises a copy.
   HostTensor dequantKey, dequantValue;
   if (op.getKScale() || op.getVScale()) {
     const int headDim = static_cast<int>(op.getKeyHeadDim());
-    if (Status s = reference::dequantizeKvCache(
-            *ops.key, headDim, "k_scale", tensor(op.getKScale()), dequantKey);
-        s.isError())
-      return fail(op, s.message());
     // The latent form's V is the key's first columns: k_scale's codes.
     const bool latent = op.getValueDim().has_value();
-    if (Status s = reference::dequantizeKvCache(
-            *ops.value, headDim, latent ? "k_scale" : "v_scale",
-            tensor(latent ? op.getKScale() : op.getVScale()), dequantValue);
-        s.isError())
-      return fail(op, s.message());
-    ops.key = &dequantKey;
-    ops.value = &dequantValue;
+    const HostTensor &keyScale = tensor(op.getKScale());
+    const HostTensor &valueScale =
+        tensor(latent ? op.getKScale() : op.getVScale());
+    const char *valueScaleName = latent ? "k_scale" : "v_scale";
+    if (compute == reference::Compute::ChecksOnly && !op.getKStart() &&
+        !op.getCacheBatchIdx()) {
+      reference::KvScaleGranularity g;
+      for (auto [cache, name, scale] :
+           {std::tuple{ops.key, "k_scale", &keyScale},
+            std::tuple{ops.value, valueScaleName, &valueScale}})
+        if (Status s =
+                reference::checkKvCacheScale(*cache, headDim, name, *scale, g);
+            s.isError())
+          return fail(op, s.message());
+      ops.keyScale = &keyScale;
+      ops.valueScale = &valueScale;
+    } else {
+      if (Status s = reference::dequantizeKvCache(*ops.key, headDim, "k_scale",
+                                                  keyScale, dequantKey);
+          s.isError())
+        return fail(op, s.message());
+      if (Status s = reference::dequantizeKvCache(
+              *ops.value, headDim, valueScaleName, valueScale, dequantValue);
+          s.isError())
+        return fail(op, s.message());
+      ops.key = &dequantKey;
+      ops.value = &dequantValue;
+    }
   }
   // Paged K/V: validate the block table and gather the logical caches; a
   // check-only run reads the pages in place (no O(cache) copy per call).

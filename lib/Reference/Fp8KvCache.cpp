@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 namespace mlir {
@@ -144,9 +145,9 @@ static Status checkRowScale(const char *scaleName, const HostTensor &scale,
   return Status::ok();
 }
 
-Status dequantizeKvCache(const HostTensor &cache, int headDim,
+Status checkKvCacheScale(const HostTensor &cache, int headDim,
                          const char *scaleName, const HostTensor &scale,
-                         HostTensor &values) {
+                         KvScaleGranularity &granularity) {
   const std::string n(scaleName);
   if (!isFp8Type(cache.elementType()))
     return Status::error(n +
@@ -154,15 +155,30 @@ Status dequantizeKvCache(const HostTensor &cache, int headDim,
                          "f8E5M2), not " +
                          elementTypeName(cache.elementType()));
   KVATTN_RETURN_IF_ERROR(checkCacheShape(cache.shape()));
+  if (headDim == 1)
+    return checkKvScale(scaleName, scale, cache.shape(), granularity);
+  return checkRowScale(scaleName, scale, cache.shape(), headDim, granularity);
+}
+
+Status dequantizeKvCache(const HostTensor &cache, int headDim,
+                         const char *scaleName, const HostTensor &scale,
+                         HostTensor &values) {
+  KvScaleGranularity g;
+  KVATTN_RETURN_IF_ERROR(
+      checkKvCacheScale(cache, headDim, scaleName, scale, g));
   const std::vector<int64_t> &shape = cache.shape();
   const int64_t hkv = shape[headDim], d = shape[3];
-  KvScaleGranularity g;
-  if (headDim == 1) {
-    KVATTN_RETURN_IF_ERROR(checkKvScale(scaleName, scale, shape, g));
-  } else {
-    KVATTN_RETURN_IF_ERROR(checkRowScale(scaleName, scale, shape, headDim, g));
-  }
   KVATTN_RETURN_IF_ERROR(HostTensor::make(ElementType::F32, shape, values));
+  // Each code's value once (this runs over the whole cache when the
+  // reference computes).
+  const Float8Format format = cache.elementType() == ElementType::F8E4M3FN
+                                  ? Float8Format::E4M3FN
+                                  : Float8Format::E5M2;
+  float decoded[256];
+  for (int c = 0; c < 256; ++c)
+    decoded[c] = float8ToFloat(static_cast<uint8_t>(c), format);
+  const uint8_t *codes = cache.data();
+  uint8_t *out = values.data();
   const int64_t nRows = shape[0] * shape[1] * shape[2];
   for (int64_t r = 0; r < nRows; ++r) {
     const int64_t head = headDim == 1 ? (r / shape[2]) % shape[1] : r % hkv;
@@ -172,8 +188,8 @@ Status dequantizeKvCache(const HostTensor &cache, int headDim,
                          ? static_cast<float>(scale.getDouble(head))
                          : static_cast<float>(scale.getDouble(r));
     for (int64_t x = 0; x < d; ++x) {
-      const float v = static_cast<float>(cache.getDouble(r * d + x));
-      values.setDouble(r * d + x, static_cast<double>(v * sc));
+      const float v = decoded[codes[r * d + x]] * sc;
+      std::memcpy(out + (r * d + x) * sizeof(float), &v, sizeof(float));
     }
   }
   return Status::ok();

@@ -9,6 +9,7 @@
 #include "kvattn/Reference/Reference.h"
 #include "kvattn/Support/BlockTable.h"
 #include "kvattn/Support/Float16.h"
+#include "kvattn/Support/Float8.h"
 #include "kvattn/Support/KeyRows.h"
 #include "kvattn/Support/Limits.h"
 #include "kvattn/Support/QueryStarts.h"
@@ -470,6 +471,50 @@ double finiteAbsMax(const HostTensor &t, int64_t first, int64_t n) {
   }
 }
 
+/// finiteAbsMax of elements [first, first + n) of a K or V cache, whole
+/// rows of D. An FP8 cache read in place (`scale` non-null:
+/// AttentionOperands::keyScale) counts what its dequantised copy would
+/// hold: each row's largest finite |code| times the row's scale (a
+/// product that is not finite is not counted, as the copy's would not be).
+/// `paged`: a pool [num_pages, page_size, Hkv, D], else [B, Hkv, S, D].
+double cacheAbsMax(const HostTensor &t, const HostTensor *scale, bool paged,
+                   int64_t first, int64_t n) {
+  if (!scale)
+    return finiteAbsMax(t, first, n);
+  const bool e4m3 = t.elementType() == ElementType::F8E4M3FN;
+  const Float8Format format = e4m3 ? Float8Format::E4M3FN : Float8Format::E5M2;
+  // Finite codes order as their bits without the sign: e4m3fn's 0x7f is
+  // NaN, e5m2's 0x7c is +Inf (NaN above it).
+  const int8_t inf = e4m3 ? 0x7f : 0x7c;
+  const uint8_t *codes = t.data();
+  auto largest = [&](int64_t from, int64_t count, float sc) -> double {
+    const auto bits = static_cast<uint8_t>(
+        finiteMagnitudeBitsMax<int8_t>(codes + from, count, inf));
+    const float v = float8ToFloat(bits, format) * sc;
+    if (std::isfinite(v))
+      return v;
+    double m = 0; // (a scale near FLT_MAX: the finite products only)
+    for (int64_t i = from; i < from + count; ++i) {
+      const float x = std::fabs(float8ToFloat(codes[i], format) * sc);
+      m = std::isfinite(x) ? std::max(m, static_cast<double>(x)) : m;
+    }
+    return m;
+  };
+  if (scale->numElements() == 1)
+    return largest(first, n, static_cast<float>(scale->getDouble(0)));
+  // Per KV head [Hkv] or per cache row (the shape without D).
+  const int64_t d = t.dim(3), hkv = t.dim(paged ? 2 : 1), s = t.dim(2);
+  double m = 0;
+  for (int64_t row = first / d; row < (first + n) / d; ++row) {
+    const int64_t at = scale->rank() != 1 ? row
+                       : paged            ? row % hkv
+                                          : (row / s) % hkv;
+    m = std::max(m,
+                 largest(row * d, d, static_cast<float>(scale->getDouble(at))));
+  }
+  return m;
+}
+
 /// The compiled kernels compute scores, their maxima and the weighted sum
 /// of values in f32. Refuses finite inputs for which that could overflow
 /// (docs/semantics.md, "Range"): the bound
@@ -482,7 +527,16 @@ Status checkF32Range(const HostTensor &q, const HostTensor &k,
                      const HostTensor &v, const HostTensor *mask,
                      const Dims &dims, const std::vector<int64_t> &kvLen,
                      const HostTensor *keyValid, double scale,
-                     const HostTensor *blockTable = nullptr) {
+                     const HostTensor *blockTable = nullptr,
+                     const HostTensor *kScale = nullptr,
+                     const HostTensor *vScale = nullptr) {
+  const bool paged = blockTable != nullptr;
+  auto keyMax = [&](int64_t first, int64_t n) {
+    return cacheAbsMax(k, kScale, paged, first, n);
+  };
+  auto valueMax = [&](int64_t first, int64_t n) {
+    return cacheAbsMax(v, vScale, paged, first, n);
+  };
   double qMax = finiteAbsMax(q, 0, q.numElements()), kMax = 0, vMax = 0,
          maskMax = 0;
   int64_t longest = 0;
@@ -497,20 +551,17 @@ Status checkF32Range(const HostTensor &q, const HostTensor &k,
         const int64_t n = std::min(pageSize, kvLen[b] - t);
         const int64_t first = page * pageSize * dims.hkv;
         if (!keyValid) {
-          kMax = std::max(
-              kMax, finiteAbsMax(k, first * dims.d, n * dims.hkv * dims.d));
-          vMax = std::max(
-              vMax, finiteAbsMax(v, first * dims.dv, n * dims.hkv * dims.dv));
+          kMax = std::max(kMax, keyMax(first * dims.d, n * dims.hkv * dims.d));
+          vMax =
+              std::max(vMax, valueMax(first * dims.dv, n * dims.hkv * dims.dv));
           continue;
         }
         for (int64_t r = 0; r < n; ++r) {
           if (keyValid->getInt(b * dims.s + t + r) == 0)
             continue;
           const int64_t row = first + r * dims.hkv;
-          kMax =
-              std::max(kMax, finiteAbsMax(k, row * dims.d, dims.hkv * dims.d));
-          vMax = std::max(vMax,
-                          finiteAbsMax(v, row * dims.dv, dims.hkv * dims.dv));
+          kMax = std::max(kMax, keyMax(row * dims.d, dims.hkv * dims.d));
+          vMax = std::max(vMax, valueMax(row * dims.dv, dims.hkv * dims.dv));
         }
       }
       continue;
@@ -519,18 +570,16 @@ Status checkF32Range(const HostTensor &q, const HostTensor &k,
       const int64_t first = (b * dims.hkv + h) * dims.s;
       if (!keyValid) {
         // Rows first .. first + kv_len - 1: one contiguous run.
-        kMax =
-            std::max(kMax, finiteAbsMax(k, first * dims.d, kvLen[b] * dims.d));
-        vMax = std::max(vMax,
-                        finiteAbsMax(v, first * dims.dv, kvLen[b] * dims.dv));
+        kMax = std::max(kMax, keyMax(first * dims.d, kvLen[b] * dims.d));
+        vMax = std::max(vMax, valueMax(first * dims.dv, kvLen[b] * dims.dv));
         continue;
       }
       for (int64_t j = 0; j < kvLen[b]; ++j) {
         if (keyValid->getInt(b * dims.s + j) == 0)
           continue;
         const int64_t row = first + j;
-        kMax = std::max(kMax, finiteAbsMax(k, row * dims.d, dims.d));
-        vMax = std::max(vMax, finiteAbsMax(v, row * dims.dv, dims.dv));
+        kMax = std::max(kMax, keyMax(row * dims.d, dims.d));
+        vMax = std::max(vMax, valueMax(row * dims.dv, dims.dv));
       }
     }
   }
@@ -703,6 +752,10 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
   const int64_t sequences =
       ops.qStart ? static_cast<int64_t>(qStart.size()) - 1 : -1;
   Dims dims;
+  if ((ops.keyScale || ops.valueScale) && compute != Compute::ChecksOnly)
+    return Status::error("k_scale / v_scale: the reference computes over "
+                         "the dequantised caches; dequantise them first "
+                         "(dequantizeKvCache)");
   if (ops.blockTable) {
     if (compute != Compute::ChecksOnly)
       return Status::error("block_table: the reference computes over the "
@@ -856,9 +909,9 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
 
   const double scale =
       attrs.scale.value_or(1.0 / std::sqrt(static_cast<double>(dims.d)));
-  KVATTN_RETURN_IF_ERROR(checkF32Range(*ops.query, *ops.key, *ops.value,
-                                       ops.mask, seq, kvLen, ops.keyValid,
-                                       scale, ops.blockTable));
+  KVATTN_RETURN_IF_ERROR(checkF32Range(
+      *ops.query, *ops.key, *ops.value, ops.mask, seq, kvLen, ops.keyValid,
+      scale, ops.blockTable, ops.keyScale, ops.valueScale));
 
   auto queryPos = [&](int64_t b, int64_t i) {
     if (ops.treeParents)

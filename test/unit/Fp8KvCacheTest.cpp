@@ -287,6 +287,52 @@ TEST(Fp8KvCache, DequantizesPagedCachesPerToken) {
             "k_scale must go with an FP8 cache (f8E4M3FN or f8E5M2), not f16");
 }
 
+TEST(Fp8KvCache, CheckingTheScalesInPlaceAsDequantizing) {
+  // checkKvCacheScale (the validation of a cache read in place) refuses
+  // what dequantizeKvCache refuses, with its messages, and accepts what it
+  // accepts; every code of both formats dequantises as float(code) * scale
+  // (NaN codes to NaN), e5m2's largest to 57,344 times the scale.
+  for (ElementType type : {ElementType::F8E4M3FN, ElementType::F8E5M2}) {
+    HostTensor cache(type, {1, 2, 128, 2}); // each code once per head
+    for (int64_t i = 0; i < cache.numElements(); ++i)
+      cache.data()[i] = static_cast<uint8_t>(i);
+    HostTensor scale(ElementType::F32, {2});
+    scale.setDouble(0, 0.5);
+    scale.setDouble(1, 3.0);
+    reference::KvScaleGranularity g;
+    ASSERT_TRUE(checkKvCacheScale(cache, 1, "k_scale", scale, g).isOk());
+    EXPECT_EQ(g, reference::KvScaleGranularity::PerKvHead);
+    HostTensor values;
+    ASSERT_TRUE(dequantizeKvCache(cache, 1, "k_scale", scale, values).isOk());
+    for (int64_t i = 0; i < cache.numElements(); ++i) {
+      const float code = static_cast<float>(cache.getDouble(i));
+      const float want = code * (i < 256 ? 0.5f : 3.0f); // head 0, 1
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan(values.getDouble(i))) << i;
+      else
+        EXPECT_EQ(values.getDouble(i), static_cast<double>(want)) << i;
+    }
+    HostTensor wrong(ElementType::F32, {3});
+    Status a = checkKvCacheScale(cache, 1, "k_scale", wrong, g);
+    Status b = dequantizeKvCache(cache, 1, "k_scale", wrong, values);
+    ASSERT_TRUE(a.isError());
+    EXPECT_EQ(a.message(), b.message());
+    scale.setDouble(1, 0.0);
+    a = checkKvCacheScale(cache, 1, "k_scale", scale, g);
+    b = dequantizeKvCache(cache, 1, "k_scale", scale, values);
+    ASSERT_TRUE(a.isError());
+    EXPECT_EQ(a.message(), b.message());
+  }
+  HostTensor bf16(ElementType::BF16, {1, 2, 4, 2}),
+      scale(ElementType::F32, {1});
+  scale.setDouble(0, 1.0);
+  reference::KvScaleGranularity g;
+  Status s = checkKvCacheScale(bf16, 1, "v_scale", scale, g);
+  ASSERT_TRUE(s.isError());
+  EXPECT_EQ(s.message(),
+            "v_scale must go with an FP8 cache (f8E4M3FN or f8E5M2), not bf16");
+}
+
 TEST(Fp8KvCache, AppendQuantizedWritesTheRowsCodes) {
   // reference::appendQuantized (kvattn.append ... kv_scale) agrees with
   // appendFp8 code by code for every granularity (plain cache), and the

@@ -73,6 +73,13 @@ Status dequantizeKvCache(const HostTensor &cache, int headDim,
                          const char *scaleName, const HostTensor &scale,
                          HostTensor &values);
 
+/// What dequantizeKvCache checks (the cache's type and layout, the scale's
+/// rules, its errors), without dequantising: for a caller that reads the
+/// codes in place with their scales.
+Status checkKvCacheScale(const HostTensor &cache, int headDim,
+                         const char *scaleName, const HostTensor &scale,
+                         KvScaleGranularity &granularity);
+
 /// kvattn.append into an FP8 cache: the L rows of `update` [B, Hkv, L, D]
 /// (f32, f16 or bf16) are quantised with the cache's scales (of rows
 /// pos[b] + t) and written at positions pos[b] .. pos[b] + L - 1; every

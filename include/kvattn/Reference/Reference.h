@@ -69,6 +69,15 @@ struct AttentionOperands {
   /// positive, `value` is null and V is the first latentValueDim columns of
   /// `key` (1 <= latentValueDim <= D); out is [B, Hq, L, latentValueDim].
   int64_t latentValueDim = 0;
+  /// FP8 caches read in place, for Compute::ChecksOnly (attention() refuses
+  /// them otherwise: dequantise first, dequantizeKvCache): key and value
+  /// hold the codes and these their f32 scales, checked by
+  /// checkKvCacheScale — per tensor ([1] or rank 0), per KV head ([Hkv]) or
+  /// per cache row (the cache's shape without D). The range check takes
+  /// each row's largest finite |code| times the row's scale: the largest
+  /// value of the dequantised cache, without making it.
+  const HostTensor *keyScale = nullptr;
+  const HostTensor *valueScale = nullptr;
 };
 
 /// The latent form's value: the first `valueDim` columns of every row of
