@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Reference/Reference.h"
+#include "kvattn/Reference/Fp8KvCache.h"
 #include "kvattn/Support/Random.h"
 
 #include "gtest/gtest.h"
@@ -895,6 +896,97 @@ TEST(Reference, PagedChecksReadThePagesInPlace) {
   ops.kvLen = nullptr;
   s = attention(ops, {}, r, Compute::ChecksOnly);
   EXPECT_EQ(s.message(), "block_table (paged K/V) needs kv_len");
+}
+
+// An FP8 cache's range check in place (codes and scales: the compiled
+// paths' per-call validation) decides as the check over its dequantised
+// copy, message for message: random codes of both formats (NaN and +Inf
+// codes included), scales per tensor, per KV head and per row spanning
+// 1e30..1e37 around the bound, plain and paged, with and without key
+// validity flags.
+TEST(Reference, Fp8RangeCheckInPlaceAsOverTheDequantisedCopy) {
+  std::mt19937_64 rng(29);
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const int64_t B = 2, Hkv = 2, S = 12, D = 8, pageSize = 4, pages = 7;
+  int decided[2] = {0, 0};
+  for (int trial = 0; trial < 240; ++trial) {
+    const ElementType type =
+        trial % 2 ? ElementType::F8E5M2 : ElementType::F8E4M3FN;
+    const bool paged = trial % 4 >= 2, valid = trial % 8 >= 4;
+    const int granularity = (trial / 8) % 3; // tensor, head, row
+    const std::vector<int64_t> shape =
+        paged ? std::vector<int64_t>{pages, pageSize, Hkv, D}
+              : std::vector<int64_t>{B, Hkv, S, D};
+    HostTensor k(type, shape), v(type, shape);
+    for (HostTensor *t : {&k, &v})
+      for (int64_t i = 0; i < t->numElements(); ++i)
+        t->data()[i] = static_cast<uint8_t>(uniform(0, 255));
+    const std::vector<int64_t> rows(shape.begin(), shape.begin() + 3);
+    const std::vector<int64_t> scaleShape =
+        granularity == 0   ? std::vector<int64_t>{1}
+        : granularity == 1 ? std::vector<int64_t>{Hkv}
+                           : rows;
+    HostTensor ks(ElementType::F32, scaleShape),
+        vs(ElementType::F32, scaleShape);
+    for (HostTensor *t : {&ks, &vs})
+      for (int64_t i = 0; i < t->numElements(); ++i)
+        t->setDouble(i, std::pow(10.0, 30 + 7 * uniform(0, 1000) / 1000.0));
+    HostTensor q = tensor(ElementType::F32, {B, 4, 1, D},
+                          std::vector<double>(B * 4 * D, 0.5));
+    HostTensor len = ints({B}, {S, uniform(1, S)});
+    HostTensor table = ints({B, 3}, {6, 2, 4, 0, 5, 1});
+    HostTensor keyValid(ElementType::I1, {B, S});
+    for (int64_t i = 0; i < keyValid.numElements(); ++i)
+      keyValid.setInt(i, uniform(0, 3) != 0);
+    const int headDim = paged ? 2 : 1;
+    KvScaleGranularity g;
+    ASSERT_TRUE(checkKvCacheScale(k, headDim, "k_scale", ks, g).isOk());
+    HostTensor kd, vd;
+    ASSERT_TRUE(dequantizeKvCache(k, headDim, "k_scale", ks, kd).isOk());
+    ASSERT_TRUE(dequantizeKvCache(v, headDim, "v_scale", vs, vd).isOk());
+    AttentionOperands inPlace;
+    inPlace.query = &q;
+    inPlace.key = &k;
+    inPlace.value = &v;
+    inPlace.keyScale = &ks;
+    inPlace.valueScale = &vs;
+    inPlace.kvLen = &len;
+    if (paged)
+      inPlace.blockTable = &table;
+    if (valid)
+      inPlace.keyValid = &keyValid;
+    AttentionOperands copy = inPlace;
+    copy.key = &kd;
+    copy.value = &vd;
+    copy.keyScale = copy.valueScale = nullptr;
+    AttentionResult r;
+    Status a = attention(inPlace, {}, r, Compute::ChecksOnly);
+    Status b = attention(copy, {}, r, Compute::ChecksOnly);
+    ASSERT_EQ(a.isOk(), b.isOk())
+        << "trial " << trial << ": " << a.message() << " / " << b.message();
+    EXPECT_EQ(a.message(), b.message()) << "trial " << trial;
+    ++decided[a.isOk()];
+  }
+  // Both outcomes occur (the scales straddle the bound).
+  EXPECT_GT(decided[0], 20);
+  EXPECT_GT(decided[1], 20);
+  // Computing takes the dequantised caches only.
+  HostTensor q =
+      tensor(ElementType::F32, {1, 1, 1, 8}, std::vector<double>(8, 1.0));
+  HostTensor k(ElementType::F8E4M3FN, {1, 1, 2, 8}),
+      scale(ElementType::F32, {1});
+  scale.setDouble(0, 1.0);
+  AttentionOperands ops;
+  ops.query = &q;
+  ops.key = &k;
+  ops.value = &k;
+  ops.keyScale = ops.valueScale = &scale;
+  AttentionResult r;
+  Status s = attention(ops, {}, r, Compute::Values);
+  EXPECT_NE(s.message().find("dequantise them first"), std::string::npos)
+      << s.message();
 }
 
 // The range check reads f32, f16 and bf16 by their bit patterns (the CPU
