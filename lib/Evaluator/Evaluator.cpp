@@ -599,11 +599,21 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   reference::AttentionOperands ops;
   ops.query = &tensor(op.getQuery());
   ops.key = &tensor(op.getKey());
+  // A check-only run (a compiled path's validation, every call) reads the
+  // caches in place — an FP8 cache's codes with their scales, the latent
+  // form's V as the key's first columns — unless key rows gather them
+  // (k_start, cache_batch_idx: the rows' scales would have to be gathered
+  // too); computing takes copies (dequantised, V's columns).
+  const bool inPlace = compute == reference::Compute::ChecksOnly &&
+                       !op.getKStart() && !op.getCacheBatchIdx();
   // The latent form (value_dim): V is the key's first value_dim columns,
   // taken here so that every layout below (pages, key rows) gathers it as
   // it gathers the key.
   HostTensor latentValue;
-  if (std::optional<int64_t> dv = op.getValueDim()) {
+  if (std::optional<int64_t> dv = op.getValueDim(); dv && inPlace) {
+    ops.value = nullptr;
+    ops.latentValueDim = *dv;
+  } else if (dv) {
     if (Status s = reference::latentValue(*ops.key, *dv, latentValue);
         s.isError())
       return fail(op, s.message());
@@ -612,10 +622,7 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
     ops.value = &tensor(op.getValue());
   }
   // An FP8 cache: the attention reads f32(code) * scale
-  // (kvattn/Reference/Fp8KvCache.h), whatever the layout. A check-only run
-  // (the compiled paths' validation, every call) reads the codes in place
-  // with their scales, unless key rows gather the cache (their scales would
-  // have to be gathered too); computing dequantises a copy.
+  // (kvattn/Reference/Fp8KvCache.h), whatever the layout.
   HostTensor dequantKey, dequantValue;
   if (op.getKScale() || op.getVScale()) {
     const int headDim = static_cast<int>(op.getKeyHeadDim());
@@ -625,16 +632,18 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
     const HostTensor &valueScale =
         tensor(latent ? op.getKScale() : op.getVScale());
     const char *valueScaleName = latent ? "k_scale" : "v_scale";
-    if (compute == reference::Compute::ChecksOnly && !op.getKStart() &&
-        !op.getCacheBatchIdx()) {
+    if (inPlace) {
+      // (The latent form's V, read in place, is the key's columns: its
+      // scale's check is the key's.)
       reference::KvScaleGranularity g;
       for (auto [cache, name, scale] :
            {std::tuple{ops.key, "k_scale", &keyScale},
             std::tuple{ops.value, valueScaleName, &valueScale}})
-        if (Status s =
-                reference::checkKvCacheScale(*cache, headDim, name, *scale, g);
-            s.isError())
-          return fail(op, s.message());
+        if (cache)
+          if (Status s = reference::checkKvCacheScale(*cache, headDim, name,
+                                                      *scale, g);
+              s.isError())
+            return fail(op, s.message());
       ops.keyScale = &keyScale;
       ops.valueScale = &valueScale;
     } else {

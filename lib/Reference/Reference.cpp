@@ -471,10 +471,10 @@ double finiteAbsMax(const HostTensor &t, int64_t first, int64_t n) {
   }
 }
 
-/// finiteAbsMax of elements [first, first + n) of a K or V cache, whole
-/// rows of D. An FP8 cache read in place (`scale` non-null:
-/// AttentionOperands::keyScale) counts what its dequantised copy would
-/// hold: each row's largest finite |code| times the row's scale (a
+/// finiteAbsMax of elements [first, first + n) of a K or V cache (rows of
+/// D, whole or their first columns). An FP8 cache read in place (`scale`
+/// non-null: AttentionOperands::keyScale) counts what its dequantised copy
+/// would hold: each row's largest finite |code| times the row's scale (a
 /// product that is not finite is not counted, as the copy's would not be).
 /// `paged`: a pool [num_pages, page_size, Hkv, D], else [B, Hkv, S, D].
 double cacheAbsMax(const HostTensor &t, const HostTensor *scale, bool paged,
@@ -502,15 +502,18 @@ double cacheAbsMax(const HostTensor &t, const HostTensor *scale, bool paged,
   };
   if (scale->numElements() == 1)
     return largest(first, n, static_cast<float>(scale->getDouble(0)));
-  // Per KV head [Hkv] or per cache row (the shape without D).
+  // Per KV head [Hkv] or per cache row (the shape without D); a range may
+  // hold part of a row (the latent form's V: a row's first columns).
   const int64_t d = t.dim(3), hkv = t.dim(paged ? 2 : 1), s = t.dim(2);
   double m = 0;
-  for (int64_t row = first / d; row < (first + n) / d; ++row) {
-    const int64_t at = scale->rank() != 1 ? row
-                       : paged            ? row % hkv
-                                          : (row / s) % hkv;
-    m = std::max(m,
-                 largest(row * d, d, static_cast<float>(scale->getDouble(at))));
+  for (int64_t at = first; at < first + n;) {
+    const int64_t row = at / d, end = std::min(first + n, (row + 1) * d);
+    const int64_t scaleAt = scale->rank() != 1 ? row
+                            : paged            ? row % hkv
+                                               : (row / s) % hkv;
+    m = std::max(m, largest(at, end - at,
+                            static_cast<float>(scale->getDouble(scaleAt))));
+    at = end;
   }
   return m;
 }
@@ -529,13 +532,22 @@ Status checkF32Range(const HostTensor &q, const HostTensor &k,
                      const HostTensor *keyValid, double scale,
                      const HostTensor *blockTable = nullptr,
                      const HostTensor *kScale = nullptr,
-                     const HostTensor *vScale = nullptr) {
+                     const HostTensor *vScale = nullptr,
+                     int64_t valueColumns = 0) {
   const bool paged = blockTable != nullptr;
   auto keyMax = [&](int64_t first, int64_t n) {
     return cacheAbsMax(k, kScale, paged, first, n);
   };
+  // Elements [first, first + n) of V [.., Dv]; with valueColumns, V is
+  // read in place as the first Dv columns of the key's rows of D.
   auto valueMax = [&](int64_t first, int64_t n) {
-    return cacheAbsMax(v, vScale, paged, first, n);
+    if (!valueColumns)
+      return cacheAbsMax(v, vScale, paged, first, n);
+    double m = 0;
+    for (int64_t row = first / dims.dv; row < (first + n) / dims.dv; ++row)
+      m = std::max(m,
+                   cacheAbsMax(v, vScale, paged, row * dims.d, valueColumns));
+    return m;
   };
   double qMax = finiteAbsMax(q, 0, q.numElements()), kMax = 0, vMax = 0,
          maskMax = 0;
@@ -694,7 +706,8 @@ Status rotate(const HostTensor &x, const Rope &rope,
   return Status::ok();
 }
 
-Status latentValue(const HostTensor &key, int64_t valueDim, HostTensor &value) {
+/// The latent form's rule: 1 <= value_dim <= D.
+static Status checkLatentValueDim(const HostTensor &key, int64_t valueDim) {
   if (key.rank() < 1)
     return Status::error("the latent form needs a key of rank >= 1");
   const int64_t d = key.dim(key.rank() - 1);
@@ -703,6 +716,12 @@ Status latentValue(const HostTensor &key, int64_t valueDim, HostTensor &value) {
                          " must be in [1, D = " + str(d) +
                          "]: the latent form's V is the first value_dim "
                          "columns of key");
+  return Status::ok();
+}
+
+Status latentValue(const HostTensor &key, int64_t valueDim, HostTensor &value) {
+  KVATTN_RETURN_IF_ERROR(checkLatentValueDim(key, valueDim));
+  const int64_t d = key.dim(key.rank() - 1);
   std::vector<int64_t> shape = key.shape();
   shape.back() = valueDim;
   KVATTN_RETURN_IF_ERROR(HostTensor::make(key.elementType(), shape, value));
@@ -724,6 +743,16 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
                            "value_dim columns of key), but a value is given");
     if (!ops.key)
       return Status::error("query, key and value are required");
+    if (compute == Compute::ChecksOnly) {
+      // Checks only (a compiled path's validation, every call): V is read
+      // as the key's first columns in place, not copied.
+      KVATTN_RETURN_IF_ERROR(checkLatentValueDim(*ops.key, ops.latentValueDim));
+      AttentionOperands plain = ops;
+      plain.value = ops.key;
+      plain.valueColumns = ops.latentValueDim;
+      plain.latentValueDim = 0;
+      return attention(plain, attrs, result, compute);
+    }
     HostTensor value;
     KVATTN_RETURN_IF_ERROR(latentValue(*ops.key, ops.latentValueDim, value));
     AttentionOperands plain = ops;
@@ -767,6 +796,12 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
   } else {
     KVATTN_RETURN_IF_ERROR(
         checkQKV(ops.query, ops.key, ops.value, dims, sequences));
+  }
+  if (ops.valueColumns != 0) {
+    if (compute != Compute::ChecksOnly || ops.value != ops.key)
+      return Status::error("valueColumns reads V as the key's first columns "
+                           "in a check-only run (the latent form)");
+    dims.dv = ops.valueColumns;
   }
   // The per-sequence sizes: B is the sequence count (the query's batch when
   // not packed).
@@ -911,7 +946,7 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
       attrs.scale.value_or(1.0 / std::sqrt(static_cast<double>(dims.d)));
   KVATTN_RETURN_IF_ERROR(checkF32Range(
       *ops.query, *ops.key, *ops.value, ops.mask, seq, kvLen, ops.keyValid,
-      scale, ops.blockTable, ops.keyScale, ops.valueScale));
+      scale, ops.blockTable, ops.keyScale, ops.valueScale, ops.valueColumns));
 
   auto queryPos = [&](int64_t b, int64_t i) {
     if (ops.treeParents)

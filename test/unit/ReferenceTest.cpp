@@ -903,7 +903,7 @@ TEST(Reference, PagedChecksReadThePagesInPlace) {
 // copy, message for message: random codes of both formats (NaN and +Inf
 // codes included), scales per tensor, per KV head and per row spanning
 // 1e30..1e37 around the bound, plain and paged, with and without key
-// validity flags.
+// validity flags, the latent form (V as K's first columns).
 TEST(Reference, Fp8RangeCheckInPlaceAsOverTheDequantisedCopy) {
   std::mt19937_64 rng(29);
   auto uniform = [&](int64_t lo, int64_t hi) {
@@ -916,6 +916,8 @@ TEST(Reference, Fp8RangeCheckInPlaceAsOverTheDequantisedCopy) {
         trial % 2 ? ElementType::F8E5M2 : ElementType::F8E4M3FN;
     const bool paged = trial % 4 >= 2, valid = trial % 8 >= 4;
     const int granularity = (trial / 8) % 3; // tensor, head, row
+    // The latent form: V is K's first 5 of 8 columns (k_scale's codes).
+    const bool latent = (trial / 24) % 2;
     const std::vector<int64_t> shape =
         paged ? std::vector<int64_t>{pages, pageSize, Hkv, D}
               : std::vector<int64_t>{B, Hkv, S, D};
@@ -951,7 +953,11 @@ TEST(Reference, Fp8RangeCheckInPlaceAsOverTheDequantisedCopy) {
     inPlace.key = &k;
     inPlace.value = &v;
     inPlace.keyScale = &ks;
-    inPlace.valueScale = &vs;
+    inPlace.valueScale = latent ? &ks : &vs;
+    if (latent) {
+      inPlace.value = nullptr;
+      inPlace.latentValueDim = 5;
+    }
     inPlace.kvLen = &len;
     if (paged)
       inPlace.blockTable = &table;
@@ -959,7 +965,7 @@ TEST(Reference, Fp8RangeCheckInPlaceAsOverTheDequantisedCopy) {
       inPlace.keyValid = &keyValid;
     AttentionOperands copy = inPlace;
     copy.key = &kd;
-    copy.value = &vd;
+    copy.value = latent ? nullptr : &vd;
     copy.keyScale = copy.valueScale = nullptr;
     AttentionResult r;
     Status a = attention(inPlace, {}, r, Compute::ChecksOnly);

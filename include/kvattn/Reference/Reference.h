@@ -78,6 +78,10 @@ struct AttentionOperands {
   /// value of the dequantised cache, without making it.
   const HostTensor *keyScale = nullptr;
   const HostTensor *valueScale = nullptr;
+  /// Compute::ChecksOnly of the latent form (attention() sets it; 0
+  /// otherwise): `value` is `key`, and V its first valueColumns columns,
+  /// read in place instead of copied (latentValue) on every call.
+  int64_t valueColumns = 0;
 };
 
 /// The latent form's value: the first `valueDim` columns of every row of
