@@ -535,12 +535,51 @@ Status checkF32Range(const HostTensor &q, const HostTensor &k,
                      const HostTensor *vScale = nullptr,
                      int64_t valueColumns = 0) {
   const bool paged = blockTable != nullptr;
+  double qMax = finiteAbsMax(q, 0, q.numElements()), kMax = 0, vMax = 0,
+         maskMax = 0;
+  if (mask && isFloatType(mask->elementType()))
+    maskMax = finiteAbsMax(*mask, 0, mask->numElements());
+  constexpr double kLog2E = 1.4426950408889634;
+  const double fltMax = std::numeric_limits<float>::max();
+  auto boundOfScores = [&](double keyMax) {
+    return std::max(1.0, std::fabs(scale)) * kLog2E *
+               static_cast<double>(dims.d) * qMax * keyMax +
+           kLog2E * maskMax;
+  };
+  int64_t longest = 0;
+  for (int64_t b = 0; b < dims.b; ++b)
+    longest = std::max(longest, kvLen[b]);
+  // Where the cache's type bounds its values so that the rule holds for any
+  // of them (f16's 65,504; an FP8 cache read in place: the format's
+  // largest code times the largest scale), the cache is not read: the
+  // decision is the same, and the maxima only name a refusal.
+  auto typeBound = [](const HostTensor &t, const HostTensor *scaleOf) {
+    if (t.elementType() == ElementType::F16)
+      return 65504.0;
+    if (scaleOf && isFp8Type(t.elementType())) {
+      double largest = 0;
+      for (int64_t i = 0; i < scaleOf->numElements(); ++i)
+        largest = std::max(largest, std::fabs(scaleOf->getDouble(i)));
+      // (Above the f32 products the check reads: 2^-20 of headroom.)
+      return static_cast<double>(
+                 float8Max(t.elementType() == ElementType::F8E4M3FN
+                               ? Float8Format::E4M3FN
+                               : Float8Format::E5M2)) *
+             largest * (1 + 0x1p-20);
+    }
+    return std::numeric_limits<double>::infinity();
+  };
+  const bool readKeys = !(boundOfScores(typeBound(k, kScale)) <= fltMax);
+  const bool readValues =
+      !(static_cast<double>(longest) * typeBound(v, vScale) <= fltMax);
   auto keyMax = [&](int64_t first, int64_t n) {
-    return cacheAbsMax(k, kScale, paged, first, n);
+    return readKeys ? cacheAbsMax(k, kScale, paged, first, n) : 0.0;
   };
   // Elements [first, first + n) of V [.., Dv]; with valueColumns, V is
   // read in place as the first Dv columns of the key's rows of D.
   auto valueMax = [&](int64_t first, int64_t n) {
+    if (!readValues)
+      return 0.0;
     if (!valueColumns)
       return cacheAbsMax(v, vScale, paged, first, n);
     double m = 0;
@@ -549,11 +588,7 @@ Status checkF32Range(const HostTensor &q, const HostTensor &k,
                    cacheAbsMax(v, vScale, paged, row * dims.d, valueColumns));
     return m;
   };
-  double qMax = finiteAbsMax(q, 0, q.numElements()), kMax = 0, vMax = 0,
-         maskMax = 0;
-  int64_t longest = 0;
-  for (int64_t b = 0; b < dims.b; ++b) {
-    longest = std::max(longest, kvLen[b]);
+  for (int64_t b = 0; b < dims.b && (readKeys || readValues); ++b) {
     if (blockTable) {
       // Pages [num_pages, page_size, Hkv, D]: the first n rows of a page
       // hold its n keys of every head, one contiguous run.
@@ -595,13 +630,7 @@ Status checkF32Range(const HostTensor &q, const HostTensor &k,
       }
     }
   }
-  if (mask && isFloatType(mask->elementType()))
-    maskMax = finiteAbsMax(*mask, 0, mask->numElements());
-  constexpr double kLog2E = 1.4426950408889634;
-  const double fltMax = std::numeric_limits<float>::max();
-  const double scoreBound = std::max(1.0, std::fabs(scale)) * kLog2E *
-                                static_cast<double>(dims.d) * qMax * kMax +
-                            kLog2E * maskMax;
+  const double scoreBound = boundOfScores(kMax);
   auto sci = [](double x) {
     char text[32];
     std::snprintf(text, sizeof(text), "%.3g", x);

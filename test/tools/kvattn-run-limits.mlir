@@ -10,6 +10,14 @@
 // RUN: not kvattn-run %s --entry=lengths --input 2=1e38 --input 3=4 --target=cpu 2>&1 | FileCheck %s --check-prefix=VALUES
 // Only keys below kv_len count: the same huge values past it are never read.
 // RUN: kvattn-run %s --entry=lengths --input 3=2 --fill 1=16:16:2e19 --fill 2=16:16:1e38 --target=cpu --check | FileCheck %s --check-prefix=EDGE
+// An f16 cache bounds its values (65,504): where the rule holds for any of
+// them the per-call validation does not read the cache; where it does not
+// (a scale of 1.5e33, 1.5e31), it reads it and decides as the reference:
+// RUN: not %attention-case --dtype f16 --B 1 --Hq 2 --L 2 --S 8 --D 8 --q-offset 6 --causal --scale 1.5e33 -- --target=reference --magnitude 1000 2>&1 | FileCheck %s --check-prefix=F16SCALE
+// RUN: not %attention-case --dtype f16 --B 1 --Hq 2 --L 2 --S 8 --D 8 --q-offset 6 --causal --scale 1.5e33 -- --target=cpu --magnitude 1000 2>&1 | FileCheck %s --check-prefix=F16SCALE
+// F16SCALE: scores may overflow f32: max|q| = 954, max|k| = 987, D = 8, scale = 1.5e+33 bound them by 1.63e+40 > 3.4e38
+// RUN: %attention-case --dtype f16 --B 1 --Hq 2 --L 2 --S 8 --D 8 --q-offset 6 --causal --scale 1.5e31 -- --target=cpu --magnitude 1000 | FileCheck %s --check-prefix=F16OK
+// F16OK: out0: 1x2x2x8xf16
 // 1e18 is within range: computed, and equal to the reference.
 // RUN: kvattn-run %s --entry=lengths --input 0=1e18 --input 1=1e18 --input 3=4 --target=cpu --check | FileCheck %s --check-prefix=EDGE
 
