@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvattn/Reference/Reference.h"
+#include "MagnitudeScan.h"
 #include "kvattn/Support/BlockTable.h"
 #include "kvattn/Support/Float16.h"
 #include "kvattn/Support/Float8.h"
@@ -422,25 +423,6 @@ Status readKvLen(const HostTensor &t, const Dims &dims,
   return Status::ok();
 }
 
-/// The largest bit pattern, sign cleared, of the n elements at p that is
-/// below `inf` (the format's +Inf pattern): the magnitudes of finite floats
-/// order as their bit patterns without the sign, so this is one integer
-/// maximum per element, which GCC vectorises with signed lanes and a plain
-/// pointer.
-template <typename Bits>
-Bits finiteMagnitudeBitsMax(const uint8_t *p, int64_t n, Bits inf) {
-  const Bits signMask = std::numeric_limits<Bits>::max();
-  Bits m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    Bits bits;
-    std::memcpy(&bits, p + i * sizeof(Bits), sizeof(Bits));
-    bits &= signMask;
-    Bits keep = bits < inf ? bits : 0;
-    m = m > keep ? m : keep;
-  }
-  return m;
-}
-
 /// The largest finite |x| over elements [first, first + n) of a float tensor
 /// (0 when there is none; this runs over the whole cache on every call of
 /// the CPU path).
@@ -448,16 +430,14 @@ double finiteAbsMax(const HostTensor &t, int64_t first, int64_t n) {
   const uint8_t *base = t.data();
   switch (t.elementType()) {
   case ElementType::F32: {
-    int32_t m =
-        finiteMagnitudeBitsMax<int32_t>(base + first * 4, n, 0x7f800000);
-    return detail::bitsToFloat(static_cast<uint32_t>(m));
+    return detail::bitsToFloat(
+        finiteMagnitudeBitsMax(base + first * 4, n, 4, 0x7f800000));
   }
   case ElementType::BF16:
   case ElementType::F16: {
     const bool bf16 = t.elementType() == ElementType::BF16;
-    int16_t m = finiteMagnitudeBitsMax<int16_t>(base + first * 2, n,
-                                                bf16 ? 0x7f80 : 0x7c00);
-    const auto u = static_cast<uint16_t>(m);
+    const auto u = static_cast<uint16_t>(
+        finiteMagnitudeBitsMax(base + first * 2, n, 2, bf16 ? 0x7f80 : 0x7c00));
     return bf16 ? bfloat16BitsToFloat(u) : halfBitsToFloat(u);
   }
   default: {
@@ -485,11 +465,11 @@ double cacheAbsMax(const HostTensor &t, const HostTensor *scale, bool paged,
   const Float8Format format = e4m3 ? Float8Format::E4M3FN : Float8Format::E5M2;
   // Finite codes order as their bits without the sign: e4m3fn's 0x7f is
   // NaN, e5m2's 0x7c is +Inf (NaN above it).
-  const int8_t inf = e4m3 ? 0x7f : 0x7c;
+  const uint32_t inf = e4m3 ? 0x7f : 0x7c;
   const uint8_t *codes = t.data();
   auto largest = [&](int64_t from, int64_t count, float sc) -> double {
     const auto bits = static_cast<uint8_t>(
-        finiteMagnitudeBitsMax<int8_t>(codes + from, count, inf));
+        finiteMagnitudeBitsMax(codes + from, count, 1, inf));
     const float v = float8ToFloat(bits, format) * sc;
     if (std::isfinite(v))
       return v;

@@ -10,6 +10,7 @@
 #include "kvattn/Reference/Reference.h"
 #include "kvattn/Reference/Fp8KvCache.h"
 #include "kvattn/Support/Random.h"
+#include "lib/Reference/MagnitudeScan.h"
 
 #include "gtest/gtest.h"
 
@@ -1153,4 +1154,72 @@ TEST(PagedKV, CascadeOverPagesEqualsTheContiguousCascade) {
   ASSERT_TRUE(status.isError());
   EXPECT_EQ(status.message(),
             "cascade: prefix_pages and prefix_len go together");
+}
+
+namespace {
+
+/// The definition: the largest bit pattern below `inf` of the elements,
+/// sign cleared, one at a time.
+uint32_t naiveBitsMax(const uint8_t *p, int64_t n, int width, uint32_t inf) {
+  const uint32_t signMask = width == 4   ? 0x7fffffffu
+                            : width == 2 ? 0x7fffu
+                                         : 0x7fu;
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, p + i * width, width);
+    bits &= signMask;
+    if (bits < inf)
+      m = std::max(m, bits);
+  }
+  return m;
+}
+
+} // namespace
+
+// The range check's scan (the host's AVX2 loop where it has one, 128
+// elements a step): every element counts wherever it falls — in a vector
+// lane, a step's fourth vector, the scalar tail — at any alignment, and
+// no NaN or infinity (either sign) does.
+TEST(MagnitudeScan, EveryLaneAndTheTailCountNonFiniteValuesDoNot) {
+  std::mt19937 rng(31);
+  struct Format {
+    int width;
+    uint32_t inf;
+  };
+  // f32, bf16, f16, e4m3fn (0x7f is its NaN), e5m2 (0x7c its +Inf).
+  for (Format f : {Format{4, 0x7f800000u}, Format{2, 0x7f80u},
+                   Format{2, 0x7c00u}, Format{1, 0x7fu}, Format{1, 0x7cu}}) {
+    const uint32_t signBit = 1u << (8 * f.width - 1);
+    for (int64_t n : {0, 1, 7, 31, 32, 127, 128, 129, 300, 1031}) {
+      for (int offset : {0, 1, 3}) {
+        std::vector<uint8_t> buffer(offset + n * f.width + 1);
+        uint8_t *p = buffer.data() + offset;
+        auto put = [&](int64_t i, uint32_t bits) {
+          std::memcpy(p + i * f.width, &bits, f.width);
+        };
+        // Small finite values of either sign, NaNs and infinities.
+        for (int64_t i = 0; i < n; ++i) {
+          uint32_t bits = rng() % (f.inf / 4);
+          if (rng() % 8 == 0)
+            bits = f.inf + rng() % (signBit - f.inf); // NaN or Inf
+          put(i, bits | (rng() % 2 ? signBit : 0));
+        }
+        ASSERT_EQ(finiteMagnitudeBitsMax(p, n, f.width, f.inf),
+                  naiveBitsMax(p, n, f.width, f.inf))
+            << "width " << f.width << ", n " << n << ", offset " << offset;
+        // The largest finite value, planted at each position in turn,
+        // negative at odd ones; a NaN is never taken for it.
+        const uint32_t largest = f.inf - 1;
+        for (int64_t i = 0; i < n; ++i) {
+          uint32_t saved = 0;
+          std::memcpy(&saved, p + i * f.width, f.width);
+          put(i, largest | (i % 2 ? signBit : 0));
+          ASSERT_EQ(finiteMagnitudeBitsMax(p, n, f.width, f.inf), largest)
+              << "width " << f.width << ", n " << n << ", at " << i;
+          put(i, saved);
+        }
+      }
+    }
+  }
 }

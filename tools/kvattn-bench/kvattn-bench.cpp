@@ -315,6 +315,21 @@ compileCpu(const std::string &ir, mlir::MLIRContext &context) {
 /// that both see the same machine load; the minimum of each, their ratio,
 /// and the largest difference of the two outputs (the same keys: 0 up to
 /// the summation order, which both programs share).
+/// With --checked: the arguments as the C API passes them, views of the
+/// caller's memory (a copy of a view shares it, a copy of an owning tensor
+/// copies it), so that a timed checked call times the checks, not copies.
+/// `owners` keeps the memory.
+void passAsViews(
+    std::vector<mlir::kvattn::HostTensor> &args,
+    std::vector<std::unique_ptr<mlir::kvattn::HostTensor>> &owners) {
+  for (mlir::kvattn::HostTensor &t : args) {
+    auto *owner = new mlir::kvattn::HostTensor(std::move(t));
+    (void)mlir::kvattn::HostTensor::view(owner->elementType(), owner->shape(),
+                                         owner->data(), t);
+    owners.emplace_back(owner);
+  }
+}
+
 int runPaged(mlir::kvattn::ElementType elt, mlir::MLIRContext &context,
              const std::vector<Shape> &shapes) {
   llvm::outs() << llvm::formatv("{0,-8} {1,3} {2,6} {3,6} {4,5} {5,4} {6,5} "
@@ -352,17 +367,9 @@ int runPaged(mlir::kvattn::ElementType elt, mlir::MLIRContext &context,
         args[3],
         kvLen,
         table};
-    if (checkedRuns) {
-      // As the C API passes them: views of the caller's memory (a copy of a
-      // view shares it), so that only the checks are timed.
+    if (checkedRuns)
       for (auto *list : {&args, &pagedArgs})
-        for (mlir::kvattn::HostTensor &t : *list) {
-          auto *owner = new mlir::kvattn::HostTensor(std::move(t));
-          (void)mlir::kvattn::HostTensor::view(
-              owner->elementType(), owner->shape(), owner->data(), t);
-          owners.emplace_back(owner);
-        }
-    }
+        passAsViews(*list, owners);
     std::vector<mlir::kvattn::HostTensor> contigOut, pagedOut;
     double contigMin = 1e300, pagedMin = 1e300;
     for (int r = 0; r <= repeats; ++r) {
@@ -469,6 +476,9 @@ int runMla(mlir::kvattn::ElementType elt, mlir::MLIRContext &context,
         std::vector<mlir::kvattn::HostTensor> args = {
             random(elt, {b, hq, 1, kD}, 1),
             random(elt, {b * maxPages, kPage, 1, kD}, 2), kvLen, table};
+        std::vector<std::unique_ptr<mlir::kvattn::HostTensor>> owners;
+        if (checkedRuns)
+          passAsViews(args, owners);
         std::vector<mlir::kvattn::HostTensor> results;
         std::vector<double> times;
         for (int r = 0; r <= repeats; ++r) {
@@ -635,13 +645,16 @@ int runCpu(mlir::kvattn::ElementType elt, mlir::MLIRContext &context) {
                                  : std::exp2(-8.0 * (h + 1) / s.hq));
       args.push_back(std::move(perHead));
     }
+    std::vector<std::unique_ptr<mlir::kvattn::HostTensor>> owners;
+    if (checkedRuns)
+      passAsViews(args, owners);
     std::vector<mlir::kvattn::HostTensor> results;
     std::vector<double> times;
     for (int r = 0; r <= repeats; ++r) {
       auto start = std::chrono::steady_clock::now();
       // The warm-up call checks the arguments; the timed calls run only the
-      // kernel.
-      if (mlir::kvattn::Status st = r == 0
+      // kernel, or with --checked the checked call.
+      if (mlir::kvattn::Status st = r == 0 || checkedRuns
                                         ? program->run(args, results)
                                         : program->runUnchecked(args, results);
           st.isError()) {
