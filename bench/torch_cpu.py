@@ -23,7 +23,10 @@ Prints two tables (docs/benchmarks.md, "kvattn.torch on the CPU"):
      shape of table 1), the part of it that is the run's host checks (what
      the device path pays per step in Python before kvattn_plan_run), and
      decode steps on the shapes of table 2 against the bare C API call and
-     SDPA with a lower-right bias over the same cache made contiguous.
+     SDPA with a lower-right bias over the same cache made contiguous;
+  4. the cache writes of a decode step: kt.append of one token against
+     torch writing the same rows (a slice copy_), and a paged plan step
+     with its appends against the step without them and SDPA.
 
 Wall-clock medians of --repeats calls after --warmup; both libraries use
 --threads threads (torch.set_num_threads; kvattn's OpenMP grid). These are
@@ -151,6 +154,8 @@ def main(argv=None):
     print()
     plan_tables(kt, torch, F, causal_lower_right, args.quick, warmup,
                 repeats)
+    print()
+    append_tables(kt, torch, F, args.quick, warmup, repeats)
 
 
 def bare_plan_call(plan, tensors):
@@ -246,6 +251,64 @@ def plan_tables(kt, torch, F, causal_lower_right, quick, warmup, repeats):
         print(f"   {L:>4} {P:>5} {op:12.3f} {capi_ms:10.3f} {sdpa:10.3f} "
               f"{sdpa / op:8.2f} {diff:11.2e}")
     plan.close()
+
+
+def append_tables(kt, torch, F, quick, warmup, repeats):
+    """Table 4: the cache writes of a decode step. kt.append of one token
+    against torch writing the same rows (a slice copy_), and a paged plan
+    step with its appends (append=True: K and V written, then attention)
+    against the same plan step without them and torch's SDPA over the
+    written caches."""
+    print("4. cache writes (f32, B = 1, one new token per step)")
+    hkv, hq, d = (2, 8, 64) if quick else (8, 32, 128)
+    sizes = [256, 1024] if quick else [4096, 16384]
+    print(f"   kt.append into [1, {hkv}, S, {d}] against "
+          "cache[:, :, p:p + 1].copy_(update):")
+    print(f"   {'S':>6} {'MB':>6} {'kt.append ms':>13} {'torch ms':>9} "
+          f"{'torch/op':>9}")
+    for S in sizes:
+        cache = torch.randn(1, hkv, S, d)
+        update = torch.randn(1, hkv, 1, d)
+        want = cache.clone()
+        want[:, :, S - 1:S] = update
+        op = median_ms(lambda: kt.append(cache, update, S - 1), warmup,
+                       repeats)
+        assert torch.equal(cache, want), "kt.append wrote other rows"
+        ref = median_ms(lambda: cache[:, :, S - 1:S].copy_(update), warmup,
+                        repeats)
+        print(f"   {S:>6} {cache.numel() * 4 / 1e6:6.1f} {op:13.3f} "
+              f"{ref:9.4f} {ref / op:9.3f}")
+    print(f"   paged plan steps (Hq/Hkv = {hq}/{hkv}, D = {d}, page 16): "
+          "with the appends, without, and SDPA over the written caches")
+    print(f"   {'P':>6} {'append ms':>10} {'plain ms':>9} {'SDPA ms':>8} "
+          f"{'plain/append':>13} {'SDPA/append':>12} {'max |diff|':>11}")
+    plain = kt.Plan(dtype=torch.float32, num_query_heads=hq,
+                    num_kv_heads=hkv, head_dim=d, page_size=16)
+    with_append = kt.Plan(dtype=torch.float32, num_query_heads=hq,
+                          num_kv_heads=hkv, head_dim=d, page_size=16,
+                          append=True)
+    for P in sizes:
+        t, k, v = paged_step(torch, hq, hkv, d, P, 1)
+        new_k, new_v = k[:, :, P:P + 1].clone(), v[:, :, P:P + 1].clone()
+        step = lambda: with_append.run(  # noqa: E731
+            t["query"], t["key"], t["value"], t["q_offset"], t["kv_len"],
+            block_table=t["block_table"], update_k=new_k, update_v=new_v,
+            out=t["out"])
+        bare = lambda: plain.run(  # noqa: E731
+            t["query"], t["key"], t["value"], t["q_offset"], t["kv_len"],
+            block_table=t["block_table"], out=t["out"])
+        append_ms = median_ms(step, warmup, repeats)
+        plain_ms = median_ms(bare, warmup, repeats)
+        sdpa = median_ms(lambda: F.scaled_dot_product_attention(
+            t["query"], k, v, enable_gqa=True), warmup, repeats)
+        step()
+        diff = (t["out"] - F.scaled_dot_product_attention(
+            t["query"], k, v, enable_gqa=True)).abs().max().item()
+        print(f"   {P:>6} {append_ms:10.3f} {plain_ms:9.3f} {sdpa:8.3f} "
+              f"{plain_ms / append_ms:13.2f} {sdpa / append_ms:12.2f} "
+              f"{diff:11.2e}")
+    plain.close()
+    with_append.close()
 
 
 if __name__ == "__main__":

@@ -33,6 +33,13 @@ struct CpuCompileOptions {
   /// Count loaded/masked/skipped KV blocks (see CpuProgram::stats).
   bool stats = false;
   bool fixUpperLeftAppends = false;
+  /// Each kvattn.append whose cache is an argument of the entry function
+  /// writes that argument in place (One-Shot Bufferize keeps it unless a
+  /// later read of the old cache needs a copy), and CpuProgram::run returns
+  /// a result that is an argument's memory as a view of it, not a copy: an
+  /// append step costs its update, not its cache. Off, the compiled code
+  /// never writes its arguments (it copies a cache before writing it).
+  bool inPlaceAppends = false;
   /// LLVM optimisation level of the JIT (0 to 3).
   unsigned optLevel = 3;
   /// The vectorised lowering (-kvattn-lower-tile-to-vectors); false: the

@@ -118,6 +118,14 @@ typedef struct {
    * Ignored by the CPU. */
   int32_t index_bitwidth;
   int32_t reserved3; /* zero */
+  /* CPU: in-place appends (default 0). 1: a kvattn.append whose cache is an
+   * argument of the entry function writes that argument's memory in place,
+   * and kvattn_cpu_run returns such a result as that memory (an output
+   * given at the same address is not copied onto itself): a decode step's
+   * append costs its new rows, not a copy of the cache. 0: kvattn_cpu_run
+   * never writes its inputs. Ignored by the GPU. */
+  int32_t in_place_appends;
+  int32_t reserved4; /* zero */
 } kvattn_compile_options;
 
 /* The defaults, with struct_size set. */
@@ -189,12 +197,15 @@ int kvattn_cpu_program_type(const kvattn_cpu_program *program, int is_result,
 /* Runs the function. `inputs` follow its arguments: each one's dtype must be
  * the argument's element type, its rank and static dims the argument's;
  * the run-time values (offsets, lengths, block tables) are validated as by
- * the scalar reference, with the same messages. The inputs are read in
- * place (not copied; not written): keep them unchanged until the call
- * returns. With num_outputs equal to
+ * the scalar reference, with the same messages, before anything is
+ * written. The inputs are read in place (not copied; not written, but for
+ * the caches of a program compiled with in_place_appends): keep them
+ * unchanged until the call returns. With num_outputs equal to
  * the number of results, each result is copied into outputs[i], whose dtype
- * and shape must be the result's; with num_outputs 0 the results stay in the
- * program, read with kvattn_cpu_program_result. */
+ * and shape must be the result's (an output at the address of the cache an
+ * in-place append wrote is that cache already); with num_outputs 0 the
+ * results stay in the program, read with kvattn_cpu_program_result (a
+ * cache an in-place append wrote: the caller's memory). */
 int kvattn_cpu_run(kvattn_cpu_program *program,
                    const kvattn_host_tensor *inputs, size_t num_inputs,
                    const kvattn_host_tensor *outputs, size_t num_outputs,

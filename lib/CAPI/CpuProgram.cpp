@@ -262,8 +262,10 @@ static Status cpuRun(kvattn_cpu_program &p, const kvattn_host_tensor *inputs,
                                            " of " + fn + ")",
                                        outputs[i], exact));
   }
+  // (A cache an in-place append wrote is already where the caller wants it
+  // when the output is that input.)
   for (size_t i = 0; i < numOutputs; ++i)
-    if (results[i].byteSize())
+    if (results[i].byteSize() && outputs[i].data != results[i].data())
       std::memcpy(outputs[i].data, results[i].data(), results[i].byteSize());
   p.last = std::move(results);
   return Status::ok();

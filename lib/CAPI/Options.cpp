@@ -60,6 +60,9 @@ Status capi::readOptions(const char *what, const kvattn_compile_options *given,
                          " must be 32 or 64");
   if (options.reserved3)
     return Status::error(prefix + "options.reserved3 must be 0");
+  KVATTN_RETURN_IF_ERROR(boolean("in_place_appends", options.in_place_appends));
+  if (options.reserved4)
+    return Status::error(prefix + "options.reserved4 must be 0");
   return Status::ok();
 }
 
@@ -96,6 +99,7 @@ CpuCompileOptions capi::toCpuOptions(const kvattn_compile_options &o) {
   options.threads = o.threads;
   options.optLevel = static_cast<unsigned>(o.opt_level);
   options.fixUpperLeftAppends = o.fix_upper_left_appends;
+  options.inPlaceAppends = o.in_place_appends;
   return options;
 }
 
@@ -125,6 +129,7 @@ void kvattn_compile_options_init(kvattn_compile_options *options) {
   options->device_validation = gpu.deviceValidation;
   options->fix_upper_left_appends = gpu.fixUpperLeftAppends;
   options->index_bitwidth = static_cast<int32_t>(gpu.indexBitwidth);
+  options->in_place_appends = cpu.inPlaceAppends;
 }
 
 } // extern "C"

@@ -1,6 +1,7 @@
 //===- CpuRunner.cpp - compile kvattn IR for the host and run it ----------===//
 
 #include "kvattn/CPU/CpuRunner.h"
+#include "kvattn/Dialect/KVAttnOps.h"
 #include "kvattn/Evaluator/Evaluator.h"
 #include "kvattn/IR/DiagnosticCollector.h"
 #include "kvattn/Passes/Passes.h"
@@ -201,9 +202,19 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
   }
   func->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
   // run() passes the callers' tensors in place: the compiled code must not
-  // write them (One-Shot Bufferize copies an argument before it writes).
+  // write them (One-Shot Bufferize copies an argument before it writes),
+  // except, with inPlaceAppends, the caches appends write.
+  llvm::SmallDenseSet<unsigned> appendedCaches;
+  if (options.inPlaceAppends)
+    func.walk([&](AppendOp append) {
+      if (auto arg = dyn_cast<BlockArgument>(append.getCache());
+          arg && arg.getOwner() == &func.getBody().front())
+        appendedCaches.insert(arg.getArgNumber());
+    });
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    func.setArgAttr(i, "bufferization.writable", BoolAttr::get(ctx, false));
+    func.setArgAttr(i, "bufferization.writable",
+                    BoolAttr::get(ctx, appendedCaches.contains(i)));
+  result->inPlaceAppends_ = options.inPlaceAppends;
 
   auto start = std::chrono::steady_clock::now();
   {
@@ -335,7 +346,6 @@ Status CpuProgram::runUnchecked(const std::vector<HostTensor> &arguments,
   int64_t *word = resultStorage.data();
   for (auto [type, rank] : resultTypes_) {
     std::vector<int64_t> shape(word + 3, word + 3 + rank);
-    HostTensor tensor(type, shape);
     const size_t width = elementTypeSize(type);
     auto *base = reinterpret_cast<const uint8_t *>(word[1]) + word[2] * width;
     const int64_t *strides = word + 3 + rank;
@@ -344,10 +354,17 @@ Status CpuProgram::runUnchecked(const std::vector<HostTensor> &arguments,
       rowMajor &= shape[d] == 1 || strides[d] == expected;
       expected *= shape[d];
     }
-    if (rowMajor) {
+    HostTensor tensor;
+    if (rowMajor && inPlaceAppends_ &&
+        inputs.count(static_cast<uintptr_t>(word[0]))) {
+      // A cache an append wrote in place: the caller's memory, as it is.
+      KVATTN_RETURN_IF_ERROR(HostTensor::view(type, shape, base, tensor));
+    } else if (rowMajor) {
+      tensor = HostTensor(type, shape);
       if (tensor.byteSize())
         std::memcpy(tensor.data(), base, tensor.byteSize());
     } else {
+      tensor = HostTensor(type, shape);
       std::vector<int64_t> index(rank, 0);
       for (int64_t n = 0; n < tensor.numElements(); ++n) {
         int64_t rest = n, offset = 0;

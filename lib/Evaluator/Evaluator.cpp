@@ -18,9 +18,11 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <memory>
 
 using namespace mlir;
 
@@ -51,11 +53,26 @@ std::optional<ElementType> toElementType(Type type) {
 
 namespace {
 
+/// A check-only run's kvattn.append (which writes nothing: its cache is
+/// the caller's memory on every compiled path's validation): the rows it
+/// would write, over the cache before it.
+struct PendingAppend {
+  reference::AppendedRows rows;
+  HostTensor pos;
+  bool paged = false;
+  HostTensor blockTable; ///< paged
+  bool skipPadding = false;
+};
+
 /// A value during evaluation: a tensor (scalars are rank-0 tensors) and,
 /// for the result of kvattn.append, the logical number of keys per batch.
 struct RtValue {
   HostTensor tensor;
   std::vector<int64_t> logicalLength; // empty: every slot is a key
+  /// Set: `tensor` is a view of the cache before this append, which
+  /// tensor() materialises for any reader but a check-only attention
+  /// (which reads the rows over the cache in place).
+  std::shared_ptr<const PendingAppend> pending;
 };
 
 /// "file:line:col" when the op has a file location, else the printed loc.
@@ -85,10 +102,33 @@ private:
                          op->getName().getStringRef().str() + "': " + message);
   }
 
+  /// The value as it is, a pending append not materialised.
   const RtValue &get(Value v) { return values.find(v)->second; }
-  const HostTensor &tensor(Value v) { return get(v).tensor; }
-  const HostTensor *optional(Value v) { return v ? &get(v).tensor : nullptr; }
-  int64_t scalar(Value v) { return get(v).tensor.getInt(0); }
+  /// The value's tensor, a pending append written into a copy first.
+  const HostTensor &tensor(Value v) {
+    RtValue &value = values.find(v)->second;
+    if (value.pending)
+      materialize(value);
+    return value.tensor;
+  }
+  const HostTensor *optional(Value v) { return v ? &tensor(v) : nullptr; }
+  int64_t scalar(Value v) { return tensor(v).getInt(0); }
+  void materialize(RtValue &value) {
+    const PendingAppend &p = *value.pending;
+    HostTensor written;
+    // The checks passed when the append was evaluated: these cannot fail
+    // (and if they did, no value could stand for the written cache).
+    Status s =
+        p.paged ? reference::appendPaged(value.tensor, p.rows.rows, p.pos,
+                                         p.blockTable, written, p.skipPadding)
+                : reference::append(value.tensor, p.rows.rows, p.pos, written);
+    if (s.isError())
+      llvm::report_fatal_error(
+          llvm::Twine("kvattn: a pending append failed its own checks: ") +
+          s.message());
+    value.tensor = std::move(written);
+    value.pending.reset();
+  }
   /// `type`'s shape with its dynamic sizes (in order) taken from `dynamic`.
   std::vector<int64_t> runTimeShape(ShapedType type, ValueRange dynamic) {
     std::vector<int64_t> shape;
@@ -183,8 +223,12 @@ Status Interpreter::run(func::FuncOp func,
   for (Operation &op : entry) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       results.clear();
+      // (A check-only run's results are not values: a cache an append
+      // writes stays the cache before it, not copied to be written.)
       for (Value v : ret.getOperands())
-        results.push_back(tensor(v));
+        results.push_back(compute == reference::Compute::ChecksOnly
+                              ? get(v).tensor
+                              : tensor(v));
       return Status::ok();
     }
     KVATTN_RETURN_IF_ERROR(eval(&op));
@@ -458,7 +502,8 @@ Status Interpreter::evalLinalg(linalg::LinalgOp op) {
   SmallVector<int64_t> ranges = shapesToLoops.compose(shapes);
   std::vector<HostTensor> outs;
   for (OpOperand &init : op.getDpsInitsMutable())
-    outs.push_back(tensor(init.get()));
+    // (An owned copy: an argument's memory is the caller's.)
+    outs.push_back(tensor(init.get()).ownedCopy());
 
   Block *body = op.getBlock();
   llvm::DenseMap<Value, Scalar> scalars;
@@ -598,14 +643,32 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
   }
   reference::AttentionOperands ops;
   ops.query = &tensor(op.getQuery());
-  ops.key = &tensor(op.getKey());
   // A check-only run (a compiled path's validation, every call) reads the
   // caches in place — an FP8 cache's codes with their scales, the latent
-  // form's V as the key's first columns — unless key rows gather them
-  // (k_start, cache_batch_idx: the rows' scales would have to be gathered
-  // too); computing takes copies (dequantised, V's columns).
+  // form's V as the key's first columns, the rows an append of the same
+  // call writes beside the cache — unless key rows gather them (k_start,
+  // cache_batch_idx: the rows' scales would have to be gathered too);
+  // computing takes copies (dequantised, V's columns, the written cache).
   const bool inPlace = compute == reference::Compute::ChecksOnly &&
                        !op.getKStart() && !op.getCacheBatchIdx();
+  // A cache in place, with the rows of a pending append over it.
+  auto cacheOf =
+      [&](Value v,
+          reference::AttentionOperands::Appended &rows) -> const HostTensor * {
+    // (Pages the append wrote through another table than the attention
+    // reads: the written copy.)
+    auto append = v.getDefiningOp<mlir::kvattn::AppendOp>();
+    if (!inPlace || (append && append.getBlockTable() != op.getBlockTable()))
+      return &tensor(v);
+    const RtValue &value = get(v);
+    if (const PendingAppend *p = value.pending.get()) {
+      // (An FP8 cache's rows dequantised, as attention reads them.)
+      rows.rows = p->rows.values.rank() ? &p->rows.values : &p->rows.rows;
+      rows.pos = &p->pos;
+    }
+    return &value.tensor;
+  };
+  ops.key = cacheOf(op.getKey(), ops.keyAppended);
   // The latent form (value_dim): V is the key's first value_dim columns,
   // taken here so that every layout below (pages, key rows) gathers it as
   // it gathers the key.
@@ -619,7 +682,7 @@ Status Interpreter::evalAttention(mlir::kvattn::AttentionOp op) {
       return fail(op, s.message());
     ops.value = &latentValue;
   } else {
-    ops.value = &tensor(op.getValue());
+    ops.value = cacheOf(op.getValue(), ops.valueAppended);
   }
   // An FP8 cache: the attention reads f32(code) * scale
   // (kvattn/Reference/Fp8KvCache.h), whatever the layout.
@@ -797,6 +860,31 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
     set(op.getResult(), std::move(results[0]), std::move(logical));
     return Status::ok();
   }
+  // A check-only run writes nothing (the cache is the caller's memory on a
+  // compiled path): the rows the append writes are kept beside the cache.
+  auto pending = std::make_shared<PendingAppend>();
+  reference::AppendedRows *checkOnly =
+      compute == reference::Compute::ChecksOnly ? &pending->rows : nullptr;
+  // The result: the written copy, or the cache with the pending rows.
+  auto setResult = [&](HostTensor written, std::vector<int64_t> logical) {
+    if (!checkOnly) {
+      set(op.getResult(), std::move(written), std::move(logical));
+      return Status::ok();
+    }
+    const HostTensor &cache = tensor(op.getCache());
+    HostTensor before;
+    KVATTN_RETURN_IF_ERROR(HostTensor::view(cache.elementType(), cache.shape(),
+                                            cache.data(), before));
+    pending->pos = pos;
+    if (Value table = op.getBlockTable()) {
+      pending->paged = true;
+      pending->blockTable = tensor(table);
+    }
+    pending->skipPadding = op.getSkipPadding();
+    set(op.getResult(), std::move(before), std::move(logical));
+    values.find(op.getResult())->second.pending = std::move(pending);
+    return Status::ok();
+  };
   if (Value scale = op.getKvScale()) {
     // An FP8 cache: the update (rotated first with rope) quantised with the
     // scales of the rows it is written to.
@@ -808,7 +896,8 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
     Status s = reference::appendQuantized(
         tensor(op.getCache()), update, pos, optional(op.getBlockTable()),
         tensor(scale), rope ? &*rope : nullptr, optional(op.getRopePos()),
-        result, op.getRopePos() ? &record : nullptr, op.getSkipPadding());
+        result, op.getRopePos() ? &record : nullptr, op.getSkipPadding(),
+        checkOnly);
     if (s.isError())
       return fail(op, s.message());
     if (Value recordValue = op.getRopePosResult())
@@ -817,8 +906,7 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
     if (!op.isPaged())
       for (int64_t b = 0; b < pos.numElements(); ++b)
         logical.push_back(pos.getInt(b) + update.dim(2));
-    set(op.getResult(), std::move(result), std::move(logical));
-    return Status::ok();
+    return setResult(std::move(result), std::move(logical));
   }
   if (Value table = op.getBlockTable()) {
     // Paged: the pages have no per-sequence length of their own (attention
@@ -840,13 +928,12 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
         return fail(op, s.message());
       written = &rotated;
     }
-    Status s =
-        reference::appendPaged(tensor(op.getCache()), *written, pos,
-                               tensor(table), result, op.getSkipPadding());
+    Status s = reference::appendPaged(tensor(op.getCache()), *written, pos,
+                                      tensor(table), result,
+                                      op.getSkipPadding(), checkOnly);
     if (s.isError())
       return fail(op, s.message());
-    set(op.getResult(), std::move(result));
-    return Status::ok();
+    return setResult(std::move(result), {});
   }
   if (mlir::kvattn::RopeAttr rope = op.getRopeAttr()) {
     HostTensor record;
@@ -854,20 +941,20 @@ Status Interpreter::evalAppend(mlir::kvattn::AppendOp op) {
         tensor(op.getCache()), update, pos,
         toReferenceRope(rope, optional(op.getRotaryCos()),
                         optional(op.getRotarySin())),
-        optional(op.getRopePos()), result, op.getRopePos() ? &record : nullptr);
+        optional(op.getRopePos()), result, op.getRopePos() ? &record : nullptr,
+        checkOnly);
     if (s.isError())
       return fail(op, s.message());
     if (Value recordValue = op.getRopePosResult())
       set(recordValue, std::move(record));
-  } else if (Status s =
-                 reference::append(tensor(op.getCache()), update, pos, result);
+  } else if (Status s = reference::append(tensor(op.getCache()), update, pos,
+                                          result, checkOnly);
              s.isError())
     return fail(op, s.message());
   std::vector<int64_t> logical;
   for (int64_t b = 0; b < pos.numElements(); ++b)
     logical.push_back(pos.getInt(b) + update.dim(2));
-  set(op.getResult(), std::move(result), std::move(logical));
-  return Status::ok();
+  return setResult(std::move(result), std::move(logical));
 }
 
 Status Interpreter::evalConstant(arith::ConstantOp op) {
@@ -973,7 +1060,9 @@ Status Interpreter::evalInsertSlice(tensor::InsertSliceOp op) {
   if (op.getSourceType().getRank() != op.getDestType().getRank())
     return fail(op, "rank-reducing insert_slice is not supported");
   const HostTensor &src = tensor(op.getSource());
-  HostTensor dst = tensor(op.getDest());
+  // An owned copy: a view (an argument of a compiled path's validation) is
+  // the caller's memory.
+  HostTensor dst = tensor(op.getDest()).ownedCopy();
   std::vector<int64_t> offsets = mixed(op.getMixedOffsets()),
                        sizes = mixed(op.getMixedSizes()),
                        strides = mixed(op.getMixedStrides());

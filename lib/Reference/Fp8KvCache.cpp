@@ -255,7 +255,8 @@ Status appendQuantized(const HostTensor &cache, const HostTensor &update,
                        const HostTensor &pos, const HostTensor *blockTable,
                        const HostTensor &scale, const Rope *rope,
                        const HostTensor *ropePos, HostTensor &result,
-                       HostTensor *ropePosResult, bool skipPadding) {
+                       HostTensor *ropePosResult, bool skipPadding,
+                       AppendedRows *checkOnly) {
   if (!isFp8Type(cache.elementType()))
     return Status::error(std::string("kv_scale quantises into an FP8 cache "
                                      "(f8E4M3FN or f8E5M2), not ") +
@@ -312,6 +313,10 @@ Status appendQuantized(const HostTensor &cache, const HostTensor &update,
   const int64_t b = update.dim(0), h = update.dim(1), l = update.dim(2),
                 d = update.dim(3);
   HostTensor codes(cache.elementType(), update.shape());
+  // A check-only run: the rows as attention will read them, too.
+  HostTensor dequantised;
+  if (checkOnly)
+    dequantised = HostTensor(ElementType::F32, update.shape());
   const int64_t numRows = shape[0] * shape[1] * shape[2];
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t hi = 0; hi < h; ++hi)
@@ -339,11 +344,17 @@ Status appendQuantized(const HostTensor &cache, const HostTensor &update,
         for (int64_t x = 0; x < d; ++x) {
           const float v = static_cast<float>(values->getDouble(at + x));
           codes.data()[at + x] = floatToFloat8(v / sc, format);
+          if (checkOnly)
+            dequantised.setDouble(
+                at + x, float8ToFloat(codes.data()[at + x], format) * sc);
         }
       }
+  if (checkOnly)
+    checkOnly->values = std::move(dequantised);
   if (paged)
-    return appendPaged(cache, codes, pos, *blockTable, result, skipPadding);
-  KVATTN_RETURN_IF_ERROR(append(cache, codes, pos, result));
+    return appendPaged(cache, codes, pos, *blockTable, result, skipPadding,
+                       checkOnly);
+  KVATTN_RETURN_IF_ERROR(append(cache, codes, pos, result, checkOnly));
   if (!ropePos || !ropePosResult)
     return Status::ok();
   // The RoPE record, as appendRotated writes it.

@@ -513,7 +513,9 @@ Status checkF32Range(const HostTensor &q, const HostTensor &k,
                      const HostTensor *blockTable = nullptr,
                      const HostTensor *kScale = nullptr,
                      const HostTensor *vScale = nullptr,
-                     int64_t valueColumns = 0) {
+                     int64_t valueColumns = 0,
+                     const AttentionOperands::Appended &keyAppended = {},
+                     const AttentionOperands::Appended &valueAppended = {}) {
   const bool paged = blockTable != nullptr;
   double qMax = finiteAbsMax(q, 0, q.numElements()), kMax = 0, vMax = 0,
          maskMax = 0;
@@ -568,46 +570,77 @@ Status checkF32Range(const HostTensor &q, const HostTensor &k,
                    cacheAbsMax(v, vScale, paged, row * dims.d, valueColumns));
     return m;
   };
-  for (int64_t b = 0; b < dims.b && (readKeys || readValues); ++b) {
-    if (blockTable) {
-      // Pages [num_pages, page_size, Hkv, D]: the first n rows of a page
-      // hold its n keys of every head, one contiguous run.
-      const int64_t pageSize = k.dim(1), maxPages = blockTable->dim(1);
-      for (int64_t t = 0; t < kvLen[b]; t += pageSize) {
-        const int64_t page = blockTable->getInt(b * maxPages + t / pageSize);
-        const int64_t n = std::min(pageSize, kvLen[b] - t);
-        const int64_t first = page * pageSize * dims.hkv;
-        if (!keyValid) {
-          kMax = std::max(kMax, keyMax(first * dims.d, n * dims.hkv * dims.d));
-          vMax =
-              std::max(vMax, valueMax(first * dims.dv, n * dims.hkv * dims.dv));
-          continue;
-        }
-        for (int64_t r = 0; r < n; ++r) {
-          if (keyValid->getInt(b * dims.s + t + r) == 0)
-            continue;
-          const int64_t row = first + r * dims.hkv;
-          kMax = std::max(kMax, keyMax(row * dims.d, dims.hkv * dims.d));
-          vMax = std::max(vMax, valueMax(row * dims.dv, dims.hkv * dims.dv));
-        }
+  // Logical rows [j0, j1) of batch b (every KV head) as the cache holds
+  // them before any append of this call.
+  const int64_t pageSize = paged ? k.dim(1) : 0,
+                maxPages = paged ? blockTable->dim(1) : 0;
+  auto cacheRows = [&](int64_t b, int64_t j0, int64_t j1, bool keys) {
+    double m = 0;
+    // `rows` rows of D (Dv) from row `first` of the cache.
+    auto run = [&](int64_t first, int64_t rows) {
+      m = std::max(m, keys ? keyMax(first * dims.d, rows * dims.d)
+                           : valueMax(first * dims.dv, rows * dims.dv));
+    };
+    if (paged) {
+      // Pages [num_pages, page_size, Hkv, D]: the rows of a page hold their
+      // keys of every head, one contiguous run.
+      for (int64_t j = j0; j < j1;) {
+        const int64_t at = j % pageSize, n = std::min(pageSize - at, j1 - j);
+        const int64_t page = blockTable->getInt(b * maxPages + j / pageSize);
+        run((page * pageSize + at) * dims.hkv, n * dims.hkv);
+        j += n;
       }
-      continue;
+    } else {
+      for (int64_t h = 0; h < dims.hkv && j0 < j1; ++h)
+        run((b * dims.hkv + h) * dims.s + j0, j1 - j0);
     }
+    return m;
+  };
+  // Rows [t0, t1) of batch b of an append's rows [B, Hkv, L, W] (their
+  // values: the cache's type or f32, no scale).
+  auto appendedRows = [&](const AttentionOperands::Appended &a, int64_t b,
+                          int64_t t0, int64_t t1, bool keys) {
+    const HostTensor &r = *a.rows;
+    const int64_t l = r.dim(2), w = r.dim(3);
+    double m = 0;
     for (int64_t h = 0; h < dims.hkv; ++h) {
-      const int64_t first = (b * dims.hkv + h) * dims.s;
-      if (!keyValid) {
-        // Rows first .. first + kv_len - 1: one contiguous run.
-        kMax = std::max(kMax, keyMax(first * dims.d, kvLen[b] * dims.d));
-        vMax = std::max(vMax, valueMax(first * dims.dv, kvLen[b] * dims.dv));
+      const int64_t first = ((b * dims.hkv + h) * l + t0) * w;
+      if (keys || !valueColumns) {
+        m = std::max(m, finiteAbsMax(r, first, (t1 - t0) * w));
         continue;
       }
-      for (int64_t j = 0; j < kvLen[b]; ++j) {
-        if (keyValid->getInt(b * dims.s + j) == 0)
-          continue;
-        const int64_t row = first + j;
-        kMax = std::max(kMax, keyMax(row * dims.d, dims.d));
-        vMax = std::max(vMax, valueMax(row * dims.dv, dims.dv));
-      }
+      for (int64_t t = 0; t < t1 - t0; ++t)
+        m = std::max(m, finiteAbsMax(r, first + t * w, valueColumns));
+    }
+    return m;
+  };
+  // Logical rows [j0, j1) of batch b as the attention reads them: the
+  // cache's, or an append's where it writes them.
+  auto rowsMax = [&](int64_t b, int64_t j0, int64_t j1, bool keys) {
+    if (!(keys ? readKeys : readValues))
+      return 0.0;
+    const AttentionOperands::Appended &a = keys ? keyAppended : valueAppended;
+    if (!a.rows)
+      return cacheRows(b, j0, j1, keys);
+    const int64_t p = a.pos->getInt(b), l = a.rows->dim(2);
+    double m = std::max(cacheRows(b, j0, std::min(j1, p), keys),
+                        cacheRows(b, std::max(j0, p + l), j1, keys));
+    const int64_t w0 = std::max(j0, p), w1 = std::min(j1, p + l);
+    if (w0 < w1)
+      m = std::max(m, appendedRows(a, b, w0 - p, w1 - p, keys));
+    return m;
+  };
+  for (int64_t b = 0; b < dims.b && (readKeys || readValues); ++b) {
+    if (!keyValid) {
+      kMax = std::max(kMax, rowsMax(b, 0, kvLen[b], true));
+      vMax = std::max(vMax, rowsMax(b, 0, kvLen[b], false));
+      continue;
+    }
+    for (int64_t j = 0; j < kvLen[b]; ++j) {
+      if (keyValid->getInt(b * dims.s + j) == 0)
+        continue;
+      kMax = std::max(kMax, rowsMax(b, j, j + 1, true));
+      vMax = std::max(vMax, rowsMax(b, j, j + 1, false));
     }
   }
   const double scoreBound = boundOfScores(kMax);
@@ -759,6 +792,7 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
       AttentionOperands plain = ops;
       plain.value = ops.key;
       plain.valueColumns = ops.latentValueDim;
+      plain.valueAppended = ops.keyAppended; // (V is the key's columns)
       plain.latentValueDim = 0;
       return attention(plain, attrs, result, compute);
     }
@@ -955,7 +989,8 @@ Status attention(const AttentionOperands &ops, const AttentionAttributes &attrs,
       attrs.scale.value_or(1.0 / std::sqrt(static_cast<double>(dims.d)));
   KVATTN_RETURN_IF_ERROR(checkF32Range(
       *ops.query, *ops.key, *ops.value, ops.mask, seq, kvLen, ops.keyValid,
-      scale, ops.blockTable, ops.keyScale, ops.valueScale, ops.valueColumns));
+      scale, ops.blockTable, ops.keyScale, ops.valueScale, ops.valueColumns,
+      ops.keyAppended, ops.valueAppended));
 
   auto queryPos = [&](int64_t b, int64_t i) {
     if (ops.treeParents)
@@ -1153,7 +1188,8 @@ static Status checkAppendUpdate(const HostTensor &update, const HostTensor &pos,
 }
 
 Status append(const HostTensor &cache, const HostTensor &update,
-              const HostTensor &pos, HostTensor &result) {
+              const HostTensor &pos, HostTensor &result,
+              AppendedRows *checkOnly) {
   KVATTN_RETURN_IF_ERROR(checkFloat("cache", cache));
   if (cache.rank() != 4)
     return Status::error("cache must have shape [B, H, C, D], got " +
@@ -1168,8 +1204,6 @@ Status append(const HostTensor &cache, const HostTensor &update,
   int64_t l = 0;
   KVATTN_RETURN_IF_ERROR(checkAppendUpdate(update, pos, b, h, d, l));
 
-  result = cache; // A copy: the op has value semantics.
-  const size_t eltSize = elementTypeSize(cache.elementType());
   for (int64_t bi = 0; bi < b; ++bi) {
     const int64_t p = pos.getInt(bi);
     if (p < 0 || p > c - l)
@@ -1177,6 +1211,17 @@ Status append(const HostTensor &cache, const HostTensor &update,
                            " writes rows [" + str(p) + ", " + str(p + l) +
                            ") outside the cache capacity C = " + str(c) +
                            " (batch " + str(bi) + ")");
+  }
+  if (checkOnly) {
+    checkOnly->rows = update;
+    return Status::ok();
+  }
+  // A copy that owns its memory: the op has value semantics, and the
+  // caller's cache (a view) is not this function's to write.
+  result = cache.ownedCopy();
+  const size_t eltSize = elementTypeSize(cache.elementType());
+  for (int64_t bi = 0; bi < b; ++bi) {
+    const int64_t p = pos.getInt(bi);
     for (int64_t hi = 0; hi < h; ++hi)
       for (int64_t t = 0; t < l; ++t)
         std::copy_n(update.data() + update.flatIndex({bi, hi, t, 0}) * eltSize,
@@ -1190,7 +1235,7 @@ Status append(const HostTensor &cache, const HostTensor &update,
 Status appendRotated(const HostTensor &cache, const HostTensor &update,
                      const HostTensor &pos, const Rope &rope,
                      const HostTensor *ropePos, HostTensor &result,
-                     HostTensor *ropePosResult) {
+                     HostTensor *ropePosResult, AppendedRows *checkOnly) {
   KVATTN_RETURN_IF_ERROR(checkFloat("cache", cache));
   if (cache.rank() != 4 || update.rank() != 4)
     return Status::error("cache and update must have rank 4, got " +
@@ -1201,19 +1246,14 @@ Status appendRotated(const HostTensor &cache, const HostTensor &update,
   KVATTN_RETURN_IF_ERROR(rotate(
       update, rope, [&](int64_t b, int64_t t) { return pos.getInt(b) + t; },
       cache.elementType(), rotated));
-  KVATTN_RETURN_IF_ERROR(append(cache, rotated, pos, result));
+  KVATTN_RETURN_IF_ERROR(append(cache, rotated, pos, result, checkOnly));
   if (!ropePos)
     return Status::ok();
   KVATTN_RETURN_IF_ERROR(checkInteger("rope_pos", *ropePos));
   KVATTN_RETURN_IF_ERROR(checkShape(
       "rope_pos", *ropePos, {{"B", cache.dim(0)}, {"C", cache.dim(2)}}));
-  *ropePosResult = *ropePos;
-  if (ropePos->isView()) {
-    // A copy that owns its memory (the op has value semantics).
-    HostTensor copy(ropePos->elementType(), ropePos->shape());
-    std::copy_n(ropePos->data(), ropePos->byteSize(), copy.data());
-    *ropePosResult = std::move(copy);
-  }
+  // A copy that owns its memory (the op has value semantics).
+  *ropePosResult = ropePos->ownedCopy();
   const int64_t c = cache.dim(2);
   for (int64_t b = 0; b < cache.dim(0); ++b)
     for (int64_t t = 0; t < update.dim(2); ++t)
@@ -1223,7 +1263,8 @@ Status appendRotated(const HostTensor &cache, const HostTensor &update,
 
 Status appendPaged(const HostTensor &pages, const HostTensor &update,
                    const HostTensor &pos, const HostTensor &blockTable,
-                   HostTensor &result, bool skipPadding) {
+                   HostTensor &result, bool skipPadding,
+                   AppendedRows *checkOnly) {
   KVATTN_RETURN_IF_ERROR(checkFloat("pages", pages));
   if (pages.rank() != 4)
     return Status::error(
@@ -1255,8 +1296,14 @@ Status appendPaged(const HostTensor &pages, const HostTensor &update,
       view,
       [&](int64_t bi) -> std::optional<int64_t> { return pos.getInt(bi); }, l,
       pageSize, skipPadding));
+  if (checkOnly) {
+    checkOnly->rows = update;
+    return Status::ok();
+  }
 
-  result = pages; // A copy: the op has value semantics.
+  // A copy that owns its memory (the op has value semantics; a view's
+  // memory is the caller's).
+  result = pages.ownedCopy();
   const size_t eltSize = elementTypeSize(pages.elementType());
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t t = 0; t < l; ++t) {

@@ -148,6 +148,16 @@ Status HostTensor::view(ElementType type, std::vector<int64_t> shape,
   return Status::ok();
 }
 
+HostTensor HostTensor::ownedCopy() const {
+  if (!isView())
+    return *this;
+  HostTensor copy;
+  copy.type_ = type_;
+  copy.shape_ = shape_;
+  copy.bytes_.assign(external_, external_ + externalSize_);
+  return copy;
+}
+
 int64_t HostTensor::numElements() const {
   int64_t n = 1;
   for (int64_t d : shape_)

@@ -113,7 +113,9 @@ class CompileOptions(ctypes.Structure):
                 ("fix_upper_left_appends", ctypes.c_int32),
                 ("reserved2", ctypes.c_int32),
                 ("index_bitwidth", ctypes.c_int32),
-                ("reserved3", ctypes.c_int32)]
+                ("reserved3", ctypes.c_int32),
+                ("in_place_appends", ctypes.c_int32),
+                ("reserved4", ctypes.c_int32)]
 
 
 # The options each target takes (keyword arguments of kvattn.compile), with
@@ -124,9 +126,10 @@ GPU_OPTIONS = ("chip", "block_m", "block_n", "num_warps", "num_stages",
                "fix_upper_left_appends", "index_bitwidth")
 CPU_OPTIONS = ("block_m", "block_n", "split_kv", "pack_gqa", "vectorize",
                "vector_width", "threads", "opt_level",
-               "fix_upper_left_appends")
+               "fix_upper_left_appends", "in_place_appends")
 _BOOL_OPTIONS = ("pack_gqa", "tensor_cores", "use_kernel_cache", "vectorize",
-                 "device_validation", "fix_upper_left_appends")
+                 "device_validation", "fix_upper_left_appends",
+                 "in_place_appends")
 
 
 class AttentionDesc(ctypes.Structure):

@@ -127,3 +127,106 @@ def test_bf16_host_data_is_uint16_bits():
                                rtol=2e-2)
     with pytest.raises(kvattn.KVAttnError, match="uint16 bit patterns"):
         prog.run(q, kb, vb, pos)
+
+
+# A decode step that writes K and V and attends over them (the serving
+# shape of the CPU path), returning the written caches too.
+STEP = """
+func.func @step(%q: tensor<2x4x1x16xf32>, %kc: tensor<2x2x9x16xf32>,
+                %vc: tensor<2x2x9x16xf32>, %kn: tensor<2x2x1x16xf32>,
+                %vn: tensor<2x2x1x16xf32>, %pos: tensor<2xi32>)
+    -> (tensor<2x4x1x16xf32>, tensor<2x2x9x16xf32>, tensor<2x2x9x16xf32>) {
+  %k = kvattn.append %kn into %kc at %pos
+      : tensor<2x2x1x16xf32> into tensor<2x2x9x16xf32>, tensor<2xi32>
+  %v = kvattn.append %vn into %vc at %pos
+      : tensor<2x2x1x16xf32> into tensor<2x2x9x16xf32>, tensor<2xi32>
+  %c1 = arith.constant dense<1> : tensor<2xi32>
+  %len = arith.addi %pos, %c1 : tensor<2xi32>
+  %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<2xi32>)
+      kv_len(%len : tensor<2xi32>) causal
+      : tensor<2x4x1x16xf32>, tensor<2x2x9x16xf32>,
+        tensor<2x2x9x16xf32> -> tensor<2x4x1x16xf32>
+  return %o, %k, %v
+      : tensor<2x4x1x16xf32>, tensor<2x2x9x16xf32>, tensor<2x2x9x16xf32>
+}
+"""
+
+
+def step_inputs():
+    return (distinct((2, 4, 1, 16), 1), distinct((2, 2, 9, 16), 2),
+            distinct((2, 2, 9, 16), 3, scale=4.0),
+            distinct((2, 2, 1, 16), 4), distinct((2, 2, 1, 16), 5))
+
+
+def written(cache, new, pos):
+    out = cache.copy()
+    for b, p in enumerate(pos):
+        out[b, :, p:p + new.shape[2]] = new[b]
+    return out
+
+
+def step_reference(q, kc, vc, kn, vn, pos):
+    k, v = written(kc, kn, pos), written(vc, vn, pos)
+    o = attention_reference(q, k, v, q_offset=pos, kv_len=pos + 1)
+    return o, k, v
+
+
+def test_a_run_never_writes_its_inputs():
+    # Session 30: the validation before every kvattn_cpu_run evaluated each
+    # kvattn.append on the caller's memory (a copy of a view shares it): the
+    # caches were written before the kernel ran, and a call refused at its
+    # second batch still wrote the first's rows.
+    prog = kvattn.compile(STEP, target="cpu", threads=1)
+    q, kc, vc, kn, vn = step_inputs()
+    before = [a.copy() for a in (q, kc, vc, kn, vn)]
+    pos = np.array([4, 8], np.int32)
+    o, k, v = prog.run(q, kc, vc, kn, vn, pos)
+    want = step_reference(q, kc, vc, kn, vn, pos)
+    np.testing.assert_allclose(o, want[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(k, want[1])
+    np.testing.assert_array_equal(v, want[2])
+    for a, b in zip((q, kc, vc, kn, vn), before):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"pos\[1\] = 9 writes rows \[9, 10\) outside "
+                             r"the cache capacity C = 9 \(batch 1\)"):
+        prog.run(q, kc, vc, kn, vn, np.array([4, 9], np.int32))
+    for a, b in zip((q, kc, vc, kn, vn), before):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_in_place_appends_write_the_callers_caches(threads):
+    # in_place_appends: the caches are written where they are (a decode
+    # step's write costs its rows, not a copy of the cache), and a refused
+    # call writes nothing.
+    prog = kvattn.compile(STEP, target="cpu", threads=threads,
+                          in_place_appends=True)
+    q, kc, vc, kn, vn = step_inputs()
+    pos = np.array([4, 8], np.int32)
+    want = step_reference(q, kc, vc, kn, vn, pos)
+    untouched = [a.copy() for a in (kc, vc)]
+    with pytest.raises(kvattn.KVAttnError, match=r"pos\[1\] = 9"):
+        prog.run(q, kc, vc, kn, vn, np.array([4, 9], np.int32))
+    for a, b in zip((kc, vc), untouched):
+        np.testing.assert_array_equal(a, b)
+    o, k, v = prog.run(q, kc, vc, kn, vn, pos)
+    np.testing.assert_allclose(o, want[0], rtol=1e-5, atol=1e-5)
+    # The caller's arrays hold the written caches, every other row kept.
+    np.testing.assert_array_equal(kc, want[1])
+    np.testing.assert_array_equal(vc, want[2])
+    np.testing.assert_array_equal(k, want[1])
+    np.testing.assert_array_equal(v, want[2])
+    # The next step reads what this one wrote.
+    kn2, vn2 = kn + 1, vn - 1
+    pos2 = pos - 1
+    o2, _, _ = prog.run(q, kc, vc, kn2, vn2, pos2)
+    want2 = step_reference(q, want[1], want[2], kn2, vn2, pos2)
+    np.testing.assert_allclose(o2, want2[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(kc, want2[1])
+
+
+def test_in_place_appends_is_a_bool_option():
+    with pytest.raises(kvattn.KVAttnError,
+                       match="option in_place_appends must be a bool"):
+        kvattn.compile(STEP, target="cpu", in_place_appends=2)

@@ -363,6 +363,18 @@ static int gpuOptions(void) {
       kvattn_compile(kGpuIR, &bad, KVATTN_IMAGE_PTX, &image, &manifest, &error),
       &error);
   bad = options;
+  bad.in_place_appends = 2;
+  refused(
+      "compile",
+      kvattn_compile(kGpuIR, &bad, KVATTN_IMAGE_PTX, &image, &manifest, &error),
+      &error);
+  bad = options;
+  bad.reserved4 = 1;
+  refused(
+      "compile",
+      kvattn_compile(kGpuIR, &bad, KVATTN_IMAGE_PTX, &image, &manifest, &error),
+      &error);
+  bad = options;
   bad.struct_size = 4;
   refused(
       "compile",

@@ -89,6 +89,9 @@ private:
   std::string entry_;
   std::vector<std::pair<ElementType, int64_t>> resultTypes_; // type, rank
   int64_t *statsGlobal_ = nullptr;
+  /// CpuCompileOptions::inPlaceAppends: a result in an argument's memory
+  /// is returned as a view of it.
+  bool inPlaceAppends_ = false;
   std::vector<CompilerDiagnostic> diagnostics_;
   double pipelineMs_ = 0, jitMs_ = 0;
 };

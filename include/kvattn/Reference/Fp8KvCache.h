@@ -91,6 +91,7 @@ Status appendFp8(Fp8Cache &cache, const HostTensor &update,
                  const HostTensor &scale);
 
 struct Rope;
+struct AppendedRows;
 
 /// kvattn.append into an FP8 cache held in a HostTensor (F8E4M3FN / F8E5M2
 /// codes): `cache` [B, H, C, D], or pages [num_pages, page_size, H, D] with
@@ -108,7 +109,8 @@ Status appendQuantized(const HostTensor &cache, const HostTensor &update,
                        const HostTensor &pos, const HostTensor *blockTable,
                        const HostTensor &scale, const Rope *rope,
                        const HostTensor *ropePos, HostTensor &result,
-                       HostTensor *ropePosResult, bool skipPadding = false);
+                       HostTensor *ropePosResult, bool skipPadding = false,
+                       AppendedRows *checkOnly = nullptr);
 
 } // namespace reference
 } // namespace kvattn

@@ -82,6 +82,30 @@ struct AttentionOperands {
   /// otherwise): `value` is `key`, and V its first valueColumns columns,
   /// read in place instead of copied (latentValue) on every call.
   int64_t valueColumns = 0;
+  /// Compute::ChecksOnly over caches a kvattn.append of the same call
+  /// writes (a check-only run writes nothing: the cache is the caller's
+  /// memory): `key` (`value`) is the cache before the append, and batch
+  /// b's logical rows [pos[b], pos[b] + L) read as rows [0, L) of
+  /// `appended` [B, Hkv, L, D] (Dv; the latent form: the key's, V its
+  /// first valueColumns columns) — the values the attention reads there:
+  /// the cache's type, or f32 (an FP8 cache's rows dequantised). Paged
+  /// caches: the logical rows through blockTable. See AppendedRows.
+  struct Appended {
+    const HostTensor *rows = nullptr;
+    const HostTensor *pos = nullptr; ///< [B] i32/i64
+  };
+  Appended keyAppended, valueAppended;
+};
+
+/// What a kvattn.append writes, for a check-only run, which does not write
+/// (append(), appendPaged(), appendRotated(), appendQuantized() fill it
+/// instead of their result when given one).
+struct AppendedRows {
+  /// [B, H, L, D]: the rows as the cache holds them (an FP8 cache: codes).
+  HostTensor rows;
+  /// An FP8 cache's rows dequantised with the scales of the rows they go
+  /// to (f32, as attention reads them); empty otherwise.
+  HostTensor values;
 };
 
 /// The latent form's value: the first `valueDim` columns of every row of
@@ -194,9 +218,13 @@ Status sdpa(const SdpaOperands &operands, const SdpaAttributes &attributes,
 /// Evaluates `kvattn.append`: a copy of `cache [B, H, C, D]` with the rows
 /// of `update [B, H, L, D]` written at `pos[b]`. Fails when a write would
 /// pass the capacity or a position is negative. `result` has the cache's
-/// element type.
+/// element type. With `checkOnly`, every check runs and the rows written
+/// go there instead (result untouched; no copy of the cache is made): what
+/// a compiled path's validation runs on the caller's memory. So for the
+/// other appends below.
 Status append(const HostTensor &cache, const HostTensor &update,
-              const HostTensor &pos, HostTensor &result);
+              const HostTensor &pos, HostTensor &result,
+              AppendedRows *checkOnly = nullptr);
 
 /// Evaluates `kvattn.append` with `rope`: the update rotated at positions
 /// pos[b] + t (f32, rounded to the cache's element type), then written as
@@ -205,7 +233,8 @@ Status append(const HostTensor &cache, const HostTensor &update,
 Status appendRotated(const HostTensor &cache, const HostTensor &update,
                      const HostTensor &pos, const Rope &rope,
                      const HostTensor *ropePos, HostTensor &result,
-                     HostTensor *ropePosResult);
+                     HostTensor *ropePosResult,
+                     AppendedRows *checkOnly = nullptr);
 
 /// Evaluates the paged `kvattn.append`: a copy of `pages [num_pages,
 /// page_size, H, D]` in which token `p = pos[b] + t` (t < L) of `update
@@ -220,7 +249,8 @@ Status appendRotated(const HostTensor &cache, const HostTensor &update,
 /// the table's `max_pages` slots (checkPagedWrite).
 Status appendPaged(const HostTensor &pages, const HostTensor &update,
                    const HostTensor &pos, const HostTensor &blockTable,
-                   HostTensor &result, bool skipPadding = false);
+                   HostTensor &result, bool skipPadding = false,
+                   AppendedRows *checkOnly = nullptr);
 
 /// Evaluates `kvattn.merge`: parts `outParts [N, B, Hq, L, Dv]` and
 /// `lseParts [N, B, Hq, L]` combined in index order into `out` and `lse`

@@ -61,6 +61,9 @@ public:
                      const uint8_t *data, HostTensor &result);
   /// Whether this tensor is a view of memory it does not own.
   bool isView() const { return external_ != nullptr; }
+  /// A copy that owns its memory, a view's too (a plain copy of a view
+  /// shares the caller's memory: writing it would write theirs).
+  HostTensor ownedCopy() const;
 
   ElementType elementType() const { return type_; }
   const std::vector<int64_t> &shape() const { return shape_; }

@@ -376,8 +376,11 @@ def _program(key, make):
 
 
 def _cpu_program(ir):
+    """The CPU program of `ir`; its appends write the caller's cache in
+    place (the ops pass the cache as input and output: a decode step's
+    write costs its rows, not a copy of the cache)."""
     import kvattn
-    return kvattn.CpuProgram(ir, threads=0)
+    return kvattn.CpuProgram(ir, threads=0, in_place_appends=True)
 
 
 # --- the CPU kernels: kvattn_cpu_run on the tensors' own memory --------------

@@ -209,7 +209,10 @@ class Plan:
                 raise KVAttnTypeError(
                     f"compile options ({', '.join(compile_options)}) are "
                     "for device plans")
-            self.program = kvattn.CpuProgram(self.ir, threads=0)
+            # The appends write the caches in place (they are the run's
+            # inputs and outputs).
+            self.program = kvattn.CpuProgram(self.ir, threads=0,
+                                             in_place_appends=True)
         else:
             for what in ("max_batch", "max_query_len"):
                 size = "B" if what == "max_batch" else "L"
