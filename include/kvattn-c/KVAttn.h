@@ -213,7 +213,9 @@ int kvattn_cpu_run(kvattn_cpu_program *program,
 
 /* Result `index` of the last successful kvattn_cpu_run: its type, shape
  * and data, owned by the program and valid until its next run or
- * destruction (result->data is const in spirit: do not write it). */
+ * destruction (result->data is const in spirit: do not write it); a cache
+ * an in-place append wrote (in_place_appends) is the caller's input memory
+ * itself. */
 int kvattn_cpu_program_result(const kvattn_cpu_program *program, size_t index,
                               kvattn_host_tensor *result, char **error);
 

@@ -251,6 +251,30 @@ static Status cpuRun(kvattn_cpu_program &p, const kvattn_host_tensor *inputs,
           });
       s.isError())
     return Status::error(prefix + s.message());
+  // An output that overlaps a cache an in-place append writes, other than
+  // that cache itself, could not receive the result (the copy would read
+  // what it writes): refused before anything runs.
+  for (size_t i = 0; i < numOutputs; ++i)
+    for (unsigned w : p.program->writtenArguments()) {
+      const kvattn_host_tensor &o = outputs[i];
+      std::optional<ElementType> type = toElementType(o.dtype);
+      if (w >= arguments.size() || !o.data || !type || (o.rank && !o.shape))
+        continue; // (a malformed output is refused after the run)
+      const std::vector<int64_t> shape(o.shape, o.shape + o.rank);
+      if (HostTensor::checkShape(*type, shape).isError())
+        continue;
+      size_t bytes = elementTypeSize(*type);
+      for (int64_t d : shape)
+        bytes *= static_cast<size_t>(d);
+      const auto *out = static_cast<const uint8_t *>(o.data);
+      const uint8_t *cache = arguments[w].data();
+      const size_t n = arguments[w].byteSize();
+      if (n && bytes && out != cache && out < cache + n && cache < out + bytes)
+        return Status::error(prefix + "output " + std::to_string(i) +
+                             " overlaps input " + std::to_string(w) +
+                             ", the cache an in-place append writes: pass "
+                             "that cache itself or a separate buffer");
+    }
   std::vector<HostTensor> results;
   KVATTN_RETURN_IF_ERROR(p.program->run(arguments, results));
   for (size_t i = 0; i < numOutputs; ++i) {

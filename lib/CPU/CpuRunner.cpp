@@ -215,6 +215,9 @@ Status CpuProgram::compile(ModuleOp module, const std::string &entry,
     func.setArgAttr(i, "bufferization.writable",
                     BoolAttr::get(ctx, appendedCaches.contains(i)));
   result->inPlaceAppends_ = options.inPlaceAppends;
+  result->writtenArguments_.assign(appendedCaches.begin(),
+                                   appendedCaches.end());
+  llvm::sort(result->writtenArguments_);
 
   auto start = std::chrono::steady_clock::now();
   {
@@ -293,6 +296,23 @@ Status CpuProgram::run(const std::vector<HostTensor> &arguments,
   // arguments: a shape other than the IR's is read out of bounds, a
   // negative position faults): types, then the run-time values.
   auto func = cast<ModuleOp>(source_).lookupSymbol<func::FuncOp>(entry_);
+  // A cache an in-place append writes is read and written while the other
+  // arguments are read: none may share its memory.
+  for (unsigned w : writtenArguments_) {
+    if (w >= arguments.size())
+      break;
+    const HostTensor &written = arguments[w];
+    const uint8_t *begin = written.data(), *end = begin + written.byteSize();
+    for (unsigned i = 0; i < arguments.size(); ++i) {
+      const uint8_t *b = arguments[i].data(), *e = b + arguments[i].byteSize();
+      if (i != w && b < end && begin < e)
+        return Status::error(
+            "argument " + std::to_string(i) + " of @" + entry_ +
+            " shares memory with argument " + std::to_string(w) +
+            ", the cache an in-place append writes (in_place_appends): "
+            "pass separate buffers");
+    }
+  }
   KVATTN_RETURN_IF_ERROR(validateFunction(func, arguments));
   return runUnchecked(arguments, results);
 }

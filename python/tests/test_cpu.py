@@ -230,3 +230,58 @@ def test_in_place_appends_is_a_bool_option():
     with pytest.raises(kvattn.KVAttnError,
                        match="option in_place_appends must be a bool"):
         kvattn.compile(STEP, target="cpu", in_place_appends=2)
+
+
+def _host(a):
+    from kvattn import capi
+    shape = (capi.ctypes.c_int64 * a.ndim)(*a.shape)
+    dtype = {np.float32: "f32", np.int32: "i32"}[a.dtype.type]
+    return capi.HostTensor(a.ctypes.data, capi.DTYPE_CODE[dtype], a.ndim,
+                           shape), shape
+
+
+def test_in_place_appends_refuse_shared_memory():
+    # A cache an in-place append writes is read and written while the other
+    # inputs are read: another input or an output sharing its memory (but
+    # for the output that is that cache) is refused by name, before anything
+    # is written.
+    from kvattn import capi
+    prog = kvattn.compile(STEP, target="cpu", threads=1,
+                          in_place_appends=True)
+    q, kc, vc, kn, vn = step_inputs()
+    pos = np.array([4, 8], np.int32)
+    before = kc.copy()
+    with pytest.raises(kvattn.KVAttnError,
+                       match=r"argument 2 of @step shares memory with "
+                             r"argument 1, the cache an in-place append "
+                             r"writes \(in_place_appends\): pass separate "
+                             r"buffers"):
+        prog.run(q, kc, kc, kn, vn, pos)
+    np.testing.assert_array_equal(kc, before)
+    # Through the C API with outputs: the caches themselves are fine, an
+    # output overlapping one is not.
+    o = np.empty((2, 4, 1, 16), np.float32)
+    keep = [_host(a) for a in (q, kc, vc, kn, vn, pos)]
+    inputs = (capi.HostTensor * 6)(*[t for t, _ in keep])
+    api, error = prog.api, capi.ctypes.c_void_p()
+
+    def run(outs):
+        held = [_host(a) for a in outs]
+        array = (capi.HostTensor * 3)(*[t for t, _ in held])
+        rc = api.lib.kvattn_cpu_run(prog.handle, inputs, 6, array, 3,
+                                    capi.ctypes.byref(error))
+        return api._take(error.value) if rc else None
+
+    vc_before = vc.copy()
+    assert run([o, kc, vc]) is None
+    want = step_reference(q, before, vc_before, kn, vn, pos)
+    np.testing.assert_array_equal(kc, want[1])
+    np.testing.assert_array_equal(vc, want[2])
+    np.testing.assert_allclose(o, want[0], rtol=1e-5, atol=1e-5)
+    # An output inside the key cache's memory (a view of 128 of its floats).
+    written = kc.copy()
+    inside = kc.reshape(-1)[16:16 + o.size].reshape(o.shape)
+    message = run([inside, kc, vc])
+    assert message is not None and ("output 0 overlaps input 1, the cache "
+                                    "an in-place append writes") in message
+    np.testing.assert_array_equal(kc, written)

@@ -78,6 +78,11 @@ public:
   /// Wall time of compile(): pipeline, and LLVM to machine code.
   double pipelineMs() const { return pipelineMs_; }
   double jitMs() const { return jitMs_; }
+  /// The arguments an in-place append writes (CpuCompileOptions::
+  /// inPlaceAppends; empty otherwise), in increasing order.
+  const std::vector<unsigned> &writtenArguments() const {
+    return writtenArguments_;
+  }
 
 private:
   CpuProgram() = default;
@@ -92,6 +97,9 @@ private:
   /// CpuCompileOptions::inPlaceAppends: a result in an argument's memory
   /// is returned as a view of it.
   bool inPlaceAppends_ = false;
+  /// With inPlaceAppends: the arguments the appends write (run() refuses
+  /// any other argument sharing their memory).
+  std::vector<unsigned> writtenArguments_;
   std::vector<CompilerDiagnostic> diagnostics_;
   double pipelineMs_ = 0, jitMs_ = 0;
 };
