@@ -122,8 +122,10 @@ typedef struct {
    * argument of the entry function writes that argument's memory in place,
    * and kvattn_cpu_run returns such a result as that memory (an output
    * given at the same address is not copied onto itself): a decode step's
-   * append costs its new rows, not a copy of the cache. 0: kvattn_cpu_run
-   * never writes its inputs. Ignored by the GPU. */
+   * append costs its new rows, not a copy of the cache. Another input
+   * sharing that cache's memory, or an output overlapping it other than the
+   * cache itself, is refused before anything runs. 0: kvattn_cpu_run never
+   * writes its inputs. Ignored by the GPU. */
   int32_t in_place_appends;
   int32_t reserved4; /* zero */
 } kvattn_compile_options;
