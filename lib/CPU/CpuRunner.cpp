@@ -305,7 +305,7 @@ Status CpuProgram::run(const std::vector<HostTensor> &arguments,
     const uint8_t *begin = written.data(), *end = begin + written.byteSize();
     for (unsigned i = 0; i < arguments.size(); ++i) {
       const uint8_t *b = arguments[i].data(), *e = b + arguments[i].byteSize();
-      if (i != w && b < end && begin < e)
+      if (i != w && b < e && begin < end && b < end && begin < e)
         return Status::error(
             "argument " + std::to_string(i) + " of @" + entry_ +
             " shares memory with argument " + std::to_string(w) +
