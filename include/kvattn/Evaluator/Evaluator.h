@@ -57,7 +57,10 @@ Status checkArguments(mlir::func::FuncOp func,
 
 /// Runs every check evaluateFunction runs (shapes, positions, lengths,
 /// block tables, cache writes, value ranges) without computing attention:
-/// kvattn.attention and kvattn.sdpa yield zeros. For callers that run the
+/// kvattn.attention and kvattn.sdpa yield zeros, and nothing is written (a
+/// kvattn.append's rows are kept beside its cache, which an attention's
+/// range check reads with them; `arguments` may be views of the caller's
+/// memory). For callers that run the
 /// function elsewhere and need its run-time values validated first, in
 /// time linear in the inputs.
 Status validateFunction(mlir::func::FuncOp func,

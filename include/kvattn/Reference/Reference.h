@@ -86,8 +86,8 @@ struct AttentionOperands {
   /// writes (a check-only run writes nothing: the cache is the caller's
   /// memory): `key` (`value`) is the cache before the append, and batch
   /// b's logical rows [pos[b], pos[b] + L) read as rows [0, L) of
-  /// `appended` [B, Hkv, L, D] (Dv; the latent form: the key's, V its
-  /// first valueColumns columns) — the values the attention reads there:
+  /// `rows` [B, Hkv, L, D] (Dv; the latent form: the key's, V its first
+  /// valueColumns columns) — the values the attention reads there:
   /// the cache's type, or f32 (an FP8 cache's rows dequantised). Paged
   /// caches: the logical rows through blockTable. See AppendedRows.
   struct Appended {
