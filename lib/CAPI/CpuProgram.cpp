@@ -260,16 +260,14 @@ static Status cpuRun(kvattn_cpu_program &p, const kvattn_host_tensor *inputs,
       std::optional<ElementType> type = toElementType(o.dtype);
       if (w >= arguments.size() || !o.data || !type || (o.rank && !o.shape))
         continue; // (a malformed output is refused after the run)
-      const std::vector<int64_t> shape(o.shape, o.shape + o.rank);
-      if (HostTensor::checkShape(*type, shape).isError())
+      HostTensor out;
+      if (HostTensor::view(*type,
+                           std::vector<int64_t>(o.shape, o.shape + o.rank),
+                           static_cast<const uint8_t *>(o.data), out)
+              .isError())
         continue;
-      size_t bytes = elementTypeSize(*type);
-      for (int64_t d : shape)
-        bytes *= static_cast<size_t>(d);
-      const auto *out = static_cast<const uint8_t *>(o.data);
-      const uint8_t *cache = arguments[w].data();
-      const size_t n = arguments[w].byteSize();
-      if (n && bytes && out != cache && out < cache + n && cache < out + bytes)
+      if (out.data() != arguments[w].data() &&
+          out.sharesMemoryWith(arguments[w]))
         return Status::error(prefix + "output " + std::to_string(i) +
                              " overlaps input " + std::to_string(w) +
                              ", the cache an in-place append writes: pass "

@@ -301,11 +301,8 @@ Status CpuProgram::run(const std::vector<HostTensor> &arguments,
   for (unsigned w : writtenArguments_) {
     if (w >= arguments.size())
       break;
-    const HostTensor &written = arguments[w];
-    const uint8_t *begin = written.data(), *end = begin + written.byteSize();
     for (unsigned i = 0; i < arguments.size(); ++i) {
-      const uint8_t *b = arguments[i].data(), *e = b + arguments[i].byteSize();
-      if (i != w && b < e && begin < end && b < end && begin < e)
+      if (i != w && arguments[i].sharesMemoryWith(arguments[w]))
         return Status::error(
             "argument " + std::to_string(i) + " of @" + entry_ +
             " shares memory with argument " + std::to_string(w) +

@@ -158,6 +158,14 @@ HostTensor HostTensor::ownedCopy() const {
   return copy;
 }
 
+bool HostTensor::sharesMemoryWith(const HostTensor &other) const {
+  const uint8_t *begin = data(), *end = begin + byteSize();
+  const uint8_t *otherBegin = other.data(),
+                *otherEnd = otherBegin + other.byteSize();
+  return begin < end && otherBegin < otherEnd && begin < otherEnd &&
+         otherBegin < end;
+}
+
 int64_t HostTensor::numElements() const {
   int64_t n = 1;
   for (int64_t d : shape_)

@@ -64,6 +64,8 @@ public:
   /// A copy that owns its memory, a view's too (a plain copy of a view
   /// shares the caller's memory: writing it would write theirs).
   HostTensor ownedCopy() const;
+  /// Whether the two tensors' bytes overlap (an empty tensor shares none).
+  bool sharesMemoryWith(const HostTensor &other) const;
 
   ElementType elementType() const { return type_; }
   const std::vector<int64_t> &shape() const { return shape_; }
