@@ -379,7 +379,7 @@ Status CpuProgram::runUnchecked(const std::vector<HostTensor> &arguments,
     } else if (rowMajor) {
       tensor = HostTensor(type, shape);
       if (tensor.byteSize())
-        std::memcpy(tensor.data(), base, tensor.byteSize());
+        std::memcpy(tensor.mutableData(), base, tensor.byteSize());
     } else {
       tensor = HostTensor(type, shape);
       std::vector<int64_t> index(rank, 0);
@@ -391,7 +391,7 @@ Status CpuProgram::runUnchecked(const std::vector<HostTensor> &arguments,
         }
         for (int64_t d = 0; d < rank; ++d)
           offset += index[d] * strides[d];
-        std::memcpy(tensor.data() + n * width, base + offset * width, width);
+        std::memcpy(tensor.mutableData() + n * width, base + offset * width, width);
       }
     }
     results.push_back(std::move(tensor));

@@ -364,7 +364,7 @@ Status Interpreter::eval(Operation *op) {
           shape.push_back(n);
         }
         HostTensor t(src.elementType(), shape);
-        std::copy_n(src.data(), src.byteSize(), t.data());
+        std::copy_n(src.data(), src.byteSize(), t.mutableData());
         set(o.getResult(), std::move(t));
         return Status::ok();
       })
@@ -374,7 +374,7 @@ Status Interpreter::eval(Operation *op) {
         HostTensor t(src.elementType(), shape);
         if (t.numElements() != src.numElements())
           return fail(o, "output shape does not match the source size");
-        std::copy_n(src.data(), src.byteSize(), t.data());
+        std::copy_n(src.data(), src.byteSize(), t.mutableData());
         set(o.getResult(), std::move(t));
         return Status::ok();
       })
@@ -1072,7 +1072,7 @@ Status Interpreter::evalInsertSlice(tensor::InsertSliceOp op) {
   forEachSliceElement(dst, offsets, sizes, strides,
                       [&](int64_t srcFlat, int64_t dstFlat) {
                         std::copy_n(src.data() + srcFlat * width, width,
-                                    dst.data() + dstFlat * width);
+                                    dst.mutableData() + dstFlat * width);
                       });
   set(op.getResult(), std::move(dst));
   return Status::ok();
@@ -1092,7 +1092,7 @@ Status Interpreter::evalExtractSlice(tensor::ExtractSliceOp op) {
   forEachSliceElement(src, offsets, sizes, strides,
                       [&](int64_t dstFlat, int64_t srcFlat) {
                         std::copy_n(src.data() + srcFlat * width, width,
-                                    dst.data() + dstFlat * width);
+                                    dst.mutableData() + dstFlat * width);
                       });
   set(op.getResult(), std::move(dst));
   return Status::ok();
@@ -1173,7 +1173,7 @@ Status Interpreter::evalForall(scf::ForallOp op) {
       forEachSliceElement(dst, offsets, sizes, strides,
                           [&](int64_t srcFlat, int64_t dstFlat) {
                             std::copy_n(src.data() + srcFlat * width, width,
-                                        dst.data() + dstFlat * width);
+                                        dst.mutableData() + dstFlat * width);
                           });
     }
     // The next point, innermost dimension fastest.
@@ -1206,7 +1206,7 @@ Status Interpreter::evalConcat(tensor::ConcatOp op) {
     forEachSliceElement(dst, offsets, src.shape(), strides,
                         [&](int64_t srcFlat, int64_t dstFlat) {
                           std::copy_n(src.data() + srcFlat * width, width,
-                                      dst.data() + dstFlat * width);
+                                      dst.mutableData() + dstFlat * width);
                         });
     offsets[dim] += src.dim(dim);
   }

@@ -570,7 +570,7 @@ Status GpuExecutor::runFunctionThroughPlan(func::FuncOp func,
                         "violation: " +
                         status.message());
   for (size_t r = 0; s.isOk() && r < computed.size(); ++r)
-    s = runtime_->copyToHost(computed[r].data(), buffers[outputs[r]],
+    s = runtime_->copyToHost(computed[r].mutableData(), buffers[outputs[r]],
                              computed[r].byteSize());
   // The function's results: the attention's, or a buffer an append wrote
   // in place (its argument's), or an argument.
@@ -590,7 +590,7 @@ Status GpuExecutor::runFunctionThroughPlan(func::FuncOp func,
       results.back() = *t;
       continue;
     }
-    s = runtime_->copyToHost(results.back().data(),
+    s = runtime_->copyToHost(results.back().mutableData(),
                              argBuffer[argOf[written->second]],
                              results.back().byteSize());
   }
@@ -812,7 +812,7 @@ Status GpuExecutor::run(Operation *op,
       if (s.isError())
         break;
     }
-    s = runtime_->copyToHost(results[r].data(), args.buffers[outputs[r]],
+    s = runtime_->copyToHost(results[r].mutableData(), args.buffers[outputs[r]],
                              results[r].byteSize());
   }
   if (!residentOp && !synchronized && s.isOk())

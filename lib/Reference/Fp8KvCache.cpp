@@ -178,7 +178,7 @@ Status dequantizeKvCache(const HostTensor &cache, int headDim,
   for (int c = 0; c < 256; ++c)
     decoded[c] = float8ToFloat(static_cast<uint8_t>(c), format);
   const uint8_t *codes = cache.data();
-  uint8_t *out = values.data();
+  uint8_t *out = values.mutableData();
   const int64_t nRows = shape[0] * shape[1] * shape[2];
   for (int64_t r = 0; r < nRows; ++r) {
     const int64_t head = headDim == 1 ? (r / shape[2]) % shape[1] : r % hkv;
@@ -343,7 +343,7 @@ Status appendQuantized(const HostTensor &cache, const HostTensor &update,
         const int64_t at = ((bi * h + hi) * l + t) * d;
         for (int64_t x = 0; x < d; ++x) {
           const float v = static_cast<float>(values->getDouble(at + x));
-          codes.data()[at + x] = floatToFloat8(v / sc, format);
+          codes.mutableData()[at + x] = floatToFloat8(v / sc, format);
           if (checkOnly)
             dequantised.setDouble(
                 at + x, float8ToFloat(codes.data()[at + x], format) * sc);
@@ -364,7 +364,7 @@ Status appendQuantized(const HostTensor &cache, const HostTensor &update,
                          ", C = " + str(shape[2]) + "], got " +
                          bracketed(ropePos->shape()));
   HostTensor record(ropePos->elementType(), ropePos->shape());
-  std::copy_n(ropePos->data(), ropePos->byteSize(), record.data());
+  std::copy_n(ropePos->data(), ropePos->byteSize(), record.mutableData());
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t t = 0; t < l; ++t)
       record.setInt(bi * shape[2] + pos.getInt(bi) + t, pos.getInt(bi) + t);

@@ -770,8 +770,8 @@ Status latentValue(const HostTensor &key, int64_t valueDim, HostTensor &value) {
   const size_t elt = elementTypeSize(key.elementType());
   const int64_t rows = d == 0 ? 0 : key.numElements() / d;
   for (int64_t r = 0; r < rows; ++r)
-    std::memcpy(value.data() + r * valueDim * elt, key.data() + r * d * elt,
-                valueDim * elt);
+    std::memcpy(value.mutableData() + r * valueDim * elt,
+                key.data() + r * d * elt, valueDim * elt);
   return Status::ok();
 }
 
@@ -1226,7 +1226,7 @@ Status append(const HostTensor &cache, const HostTensor &update,
       for (int64_t t = 0; t < l; ++t)
         std::copy_n(update.data() + update.flatIndex({bi, hi, t, 0}) * eltSize,
                     d * eltSize,
-                    result.data() +
+                    result.mutableData() +
                         result.flatIndex({bi, hi, p + t, 0}) * eltSize);
   }
   return Status::ok();
@@ -1314,7 +1314,7 @@ Status appendPaged(const HostTensor &pages, const HostTensor &update,
       for (int64_t hi = 0; hi < h; ++hi)
         std::copy_n(update.data() + update.flatIndex({bi, hi, t, 0}) * eltSize,
                     d * eltSize,
-                    result.data() +
+                    result.mutableData() +
                         result.flatIndex({page, p % pageSize, hi, 0}) *
                             eltSize);
     }
@@ -1379,7 +1379,7 @@ Status cascade(const CascadeOperands &ops, const AttentionAttributes &attrs,
       const size_t eltSize = elementTypeSize(full.elementType());
       for (int64_t g = 0; g < h; ++g)
         std::copy_n(full.data() + g * n * d * eltSize, p * d * eltSize,
-                    out.data() + g * p * d * eltSize);
+                    out.mutableData() + g * p * d * eltSize);
       return Status::ok();
     };
     KVATTN_RETURN_IF_ERROR(gather(*ops.prefixKey, prefixKey));
@@ -1580,7 +1580,7 @@ Status gatherPages(const HostTensor &pages, const HostTensor &blockTable,
         std::copy_n(pages.data() +
                         pages.flatIndex({page, t % pageSize, hi, 0}) * eltSize,
                     d * eltSize,
-                    logical.data() +
+                    logical.mutableData() +
                         logical.flatIndex({bi, hi, t, 0}) * eltSize);
     }
   }
@@ -1639,7 +1639,7 @@ Status gatherKeyRows(const HostTensor &cache, const KeyRowsOperands &ops,
         std::copy_n(
             cache.data() + cache.flatIndex({0, hi, ks.getInt(b), 0}) * eltSize,
             effective[b] * d * eltSize,
-            logical.data() + logical.flatIndex({b, hi, 0, 0}) * eltSize);
+            logical.mutableData() + logical.flatIndex({b, hi, 0, 0}) * eltSize);
     }
     return Status::ok();
   }
@@ -1656,10 +1656,10 @@ Status gatherKeyRows(const HostTensor &cache, const KeyRowsOperands &ops,
   KVATTN_RETURN_IF_ERROR(
       HostTensor::make(cache.elementType(), {batch, h, n, d}, logical));
   for (int64_t b = 0; b < batch; ++b)
-    std::copy_n(cache.data() +
-                    cache.flatIndex({idx.getInt(b), 0, 0, 0}) * eltSize,
-                h * n * d * eltSize,
-                logical.data() + logical.flatIndex({b, 0, 0, 0}) * eltSize);
+    std::copy_n(
+        cache.data() + cache.flatIndex({idx.getInt(b), 0, 0, 0}) * eltSize,
+        h * n * d * eltSize,
+        logical.mutableData() + logical.flatIndex({b, 0, 0, 0}) * eltSize);
   if (ops.kvLen)
     kvLen = *ops.kvLen;
   return Status::ok();

@@ -230,7 +230,7 @@ int64_t HostTensor::getInt(int64_t i) const {
 }
 
 void HostTensor::setDouble(int64_t i, double value) {
-  uint8_t *p = data() + i * elementTypeSize(type_);
+  uint8_t *p = mutableData() + i * elementTypeSize(type_);
   switch (type_) {
   case ElementType::F32:
     return store<float>(p, static_cast<float>(value));
@@ -261,7 +261,7 @@ void HostTensor::setDouble(int64_t i, double value) {
 }
 
 void HostTensor::setInt(int64_t i, int64_t value) {
-  uint8_t *p = data() + i * elementTypeSize(type_);
+  uint8_t *p = mutableData() + i * elementTypeSize(type_);
   switch (type_) {
   case ElementType::I1:
     *p = value != 0 ? 1 : 0;

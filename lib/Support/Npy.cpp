@@ -162,7 +162,7 @@ Status parseNpy(const std::string &bytes, HostTensor &result) {
                          tensor.shapeString() + ", found " +
                          std::to_string(bytes.size() - dataStart));
   if (tensor.byteSize()) // an empty tensor has no storage to copy into
-    std::memcpy(tensor.data(), bytes.data() + dataStart, tensor.byteSize());
+    std::memcpy(tensor.mutableData(), bytes.data() + dataStart, tensor.byteSize());
   if (entry->type == ElementType::I1) {
     for (size_t i = 0; i < tensor.byteSize(); ++i)
       if (tensor.data()[i] > 1)

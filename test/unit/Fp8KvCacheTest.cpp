@@ -295,7 +295,7 @@ TEST(Fp8KvCache, CheckingTheScalesInPlaceAsDequantizing) {
   for (ElementType type : {ElementType::F8E4M3FN, ElementType::F8E5M2}) {
     HostTensor cache(type, {1, 2, 128, 2}); // each code once per head
     for (int64_t i = 0; i < cache.numElements(); ++i)
-      cache.data()[i] = static_cast<uint8_t>(i);
+      cache.mutableData()[i] = static_cast<uint8_t>(i);
     HostTensor scale(ElementType::F32, {2});
     scale.setDouble(0, 0.5);
     scale.setDouble(1, 3.0);

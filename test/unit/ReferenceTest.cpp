@@ -925,7 +925,7 @@ TEST(Reference, Fp8RangeCheckInPlaceAsOverTheDequantisedCopy) {
     HostTensor k(type, shape), v(type, shape);
     for (HostTensor *t : {&k, &v})
       for (int64_t i = 0; i < t->numElements(); ++i)
-        t->data()[i] = static_cast<uint8_t>(uniform(0, 255));
+        t->mutableData()[i] = static_cast<uint8_t>(uniform(0, 255));
     const std::vector<int64_t> rows(shape.begin(), shape.begin() + 3);
     const std::vector<int64_t> scaleShape =
         granularity == 0   ? std::vector<int64_t>{1}
@@ -1040,6 +1040,44 @@ TEST(Reference, RangeCheckOverBitPatterns) {
   HostTensor none;
   Status s = HostTensor::view(ElementType::F32, {2}, nullptr, none);
   EXPECT_EQ(s.message(), "a view of a 2xf32 tensor over a null pointer");
+}
+
+// A view is read-only memory: writing a view (or a copy of one, which shares
+// its memory) through any of the writers gives the written tensor its own
+// bytes first; the memory it viewed, and the other copies, are unchanged.
+TEST(HostTensorView, WritesNeverReachTheViewedMemory) {
+  const std::vector<float> caller = {1, 2, 3, 4};
+  const auto *bytes = reinterpret_cast<const uint8_t *>(caller.data());
+  auto viewOf = [&] {
+    HostTensor v;
+    EXPECT_TRUE(HostTensor::view(ElementType::F32, {4}, bytes, v).isOk());
+    return v;
+  };
+  HostTensor a = viewOf();
+  HostTensor copy = a; // Shares the caller's memory.
+  EXPECT_EQ(copy.data(), bytes);
+  a.setDouble(1, 20);
+  EXPECT_FALSE(a.isView());
+  EXPECT_NE(a.data(), bytes);
+  EXPECT_EQ(a.getDouble(0), 1);
+  EXPECT_EQ(a.getDouble(1), 20);
+  EXPECT_EQ(copy.getDouble(1), 2);
+  EXPECT_TRUE(copy.isView());
+
+  HostTensor b = viewOf();
+  b.setInt(2, 30);
+  HostTensor c = viewOf();
+  c.mutableData()[12] = 0; // The low byte of 4.0f: still 4.
+  std::memset(c.mutableData(), 0, 4);
+  EXPECT_EQ(b.getDouble(2), 30);
+  EXPECT_EQ(c.getDouble(0), 0);
+  EXPECT_EQ(caller, (std::vector<float>{1, 2, 3, 4}));
+
+  // An empty view stays writable (nothing to write) and owns nothing.
+  HostTensor empty;
+  ASSERT_TRUE(HostTensor::view(ElementType::F32, {0}, bytes, empty).isOk());
+  (void)empty.mutableData();
+  EXPECT_EQ(empty.byteSize(), 0u);
 }
 
 // A paged cascade (prefix_pages + prefix_len, block_table) is the cascade

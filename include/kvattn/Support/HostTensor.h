@@ -55,14 +55,15 @@ public:
                      HostTensor &result);
   /// `result` = a tensor over `data` (row-major, the shape's size), after
   /// checkShape: no copy. The caller keeps that memory alive and unchanged
-  /// while the view (or a copy of it: copies share the memory) is used;
-  /// writing through a view writes the caller's memory.
+  /// while the view (or a copy of it: copies share the memory) is used.
+  /// A view is read-only memory: the first write to it (mutableData,
+  /// setDouble, setInt) gives the tensor its own copy first, so that no
+  /// write through a HostTensor reaches the caller's memory.
   static Status view(ElementType type, std::vector<int64_t> shape,
                      const uint8_t *data, HostTensor &result);
   /// Whether this tensor is a view of memory it does not own.
   bool isView() const { return external_ != nullptr; }
-  /// A copy that owns its memory, a view's too (a plain copy of a view
-  /// shares the caller's memory: writing it would write theirs).
+  /// A copy that owns its memory, a view's too.
   HostTensor ownedCopy() const;
   /// Whether the two tensors' bytes overlap (an empty tensor shares none).
   bool sharesMemoryWith(const HostTensor &other) const;
@@ -79,18 +80,24 @@ public:
   /// are read exactly; integer reads of floats truncate, which callers avoid.
   double getDouble(int64_t i) const;
   int64_t getInt(int64_t i) const;
-  /// Stores a value, rounding to nearest even for f16/bf16/f32.
+  /// Stores a value, rounding to nearest even for f16/bf16/f32 (a view
+  /// takes its own copy first: mutableData).
   void setDouble(int64_t i, double value);
   void setInt(int64_t i, int64_t value);
 
   /// Row-major flat index of a multi-index.
   int64_t flatIndex(const std::vector<int64_t> &index) const;
 
-  /// Raw storage (bf16/f16 as their 16-bit patterns, i1 as bytes).
-  uint8_t *data() {
-    return external_ ? const_cast<uint8_t *>(external_) : bytes_.data();
-  }
+  /// Raw storage (bf16/f16 as their 16-bit patterns, i1 as bytes), to read.
   const uint8_t *data() const { return external_ ? external_ : bytes_.data(); }
+  /// Raw storage to write: a view first becomes a tensor that owns a copy
+  /// of its bytes (copy-on-write), so the memory it viewed is never
+  /// written.
+  uint8_t *mutableData() {
+    if (external_)
+      *this = ownedCopy();
+    return bytes_.data();
+  }
   size_t byteSize() const { return external_ ? externalSize_ : bytes_.size(); }
 
   /// A copy with another element type, converting each element (rounding to
