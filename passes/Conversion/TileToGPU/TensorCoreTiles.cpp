@@ -374,74 +374,79 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
       inside = arith::AndIOp::create(
           e.b, inside,
           memref::LoadOp::create(e.b, keyValid, ValueRange{batch, row}));
-    Value v = e.ifElse(
-        inside,
-        [&] {
-          SmallVector<Value, 4> at;
-          if (blockTable) {
-            Value page = e.ifElse(
-                crossesPages,
-                [&] {
-                  return arith::IndexCastOp::create(
-                             e.b, e.b.getIndexType(),
-                             e.load(blockTable,
-                                    ValueRange{batch, e.divIdx(row, pageSize)}))
-                      .getResult();
-                },
-                blockPage);
-            at = {page, e.remIdx(row, pageSize), head, x};
-          } else {
-            at = e.kvIndices(source, blockTable, batch, head, row, x);
-          }
-          Value codes = alignedChunks
-                            ? vector::LoadOp::create(e.b, codesType, source, at,
-                                                     /*nontemporal=*/false,
-                                                     llvm::Align(kChunk))
-                                  .getResult()
-                            : vector::LoadOp::create(e.b, codesType, source, at)
-                                  .getResult();
-          Value rowScale = perRowScale
-                               ? loadKvScale(e.b, e.b.getLoc(), scale, head, at)
-                               : Value();
-          Value f;
-          if (e.t.hardwareFp8) {
-            // sm_89+: cvt.rn.f16x2.{e4m3x2,e5m2x2}, two codes a convert
-            // (exact: every FP8 value is an f16): an f16 stage of exact
-            // codes takes them as they are, the others through f32.
-            Value bytes = arith::BitcastOp::create(
-                e.b, VectorType::get({kChunk}, e.b.getI8Type()), codes);
-            SmallVector<Value> lanes;
-            for (int64_t p = 0; p < kChunk; p += 2) {
-              Value lo = vector::ExtractOp::create(e.b, bytes, p);
-              Value hi = vector::ExtractOp::create(e.b, bytes, p + 1);
-              Value pair = vector::FromElementsOp::create(
-                  e.b, VectorType::get({2}, e.b.getI8Type()),
-                  ValueRange{lo, hi});
-              Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
-                  e.b, VectorType::get({2}, e.b.getF16Type()), pair,
-                  /*relu=*/false, sourceType.getElementType());
-              for (int64_t i = 0; i < 2; ++i)
-                lanes.push_back(vector::ExtractOp::create(e.b, halves, i));
-            }
-            Value h = vector::FromElementsOp::create(
-                e.b, VectorType::get({kChunk}, e.b.getF16Type()), lanes);
-            if (!rowScale && elt.isF16())
-              return h;
-            f = arith::ExtFOp::create(e.b, f32Type, h);
-            if (rowScale)
-              f = arith::MulFOp::create(
-                  e.b, f, vector::BroadcastOp::create(e.b, f32Type, rowScale));
-          } else if (!rowScale && elt.isF16()) {
-            // sm_80/sm_86, an f16 stage of exact codes: decoded in f16.
-            return decodeFp8ToF16Packed(e.b, e.b.getLoc(), codes);
-          } else {
-            f = dequantizeFp8Packed(e.b, e.b.getLoc(), codes, rowScale);
-          }
-          return elt.isF32()
-                     ? f
-                     : arith::TruncFOp::create(e.b, stagedType, f).getResult();
-        },
-        e.zeroOf(stagedType));
+    // Every chunk is loaded, rows past `cols` from the block's first row
+    // (a row of the sequence: its page is the block's), and the codes of
+    // the rows that are not keys are selected to zeros (code 0 is +0) and
+    // their scale to 1 before the conversion: no branch around the load or
+    // the store, and whatever such a row holds (NaN codes, a scale of Inf)
+    // never reaches the stage.
+    Value v = [&]() -> Value {
+      SmallVector<Value, 4> at;
+      if (blockTable) {
+        Value page = e.ifElse(
+            crossesPages,
+            [&] {
+              return arith::IndexCastOp::create(
+                         e.b, e.b.getIndexType(),
+                         e.load(blockTable,
+                                ValueRange{batch, e.divIdx(row, pageSize)}))
+                  .getResult();
+            },
+            blockPage);
+        at = {page, e.remIdx(row, pageSize), head, x};
+      } else {
+        at = e.kvIndices(source, blockTable, batch, head, row, x);
+      }
+      Value codes =
+          alignedChunks
+              ? vector::LoadOp::create(e.b, codesType, source, at,
+                                       /*nontemporal=*/false,
+                                       llvm::Align(kChunk))
+                    .getResult()
+              : vector::LoadOp::create(e.b, codesType, source, at).getResult();
+      codes = arith::SelectOp::create(e.b, inside, codes, e.zeroOf(codesType));
+      Value rowScale;
+      if (perRowScale)
+        rowScale = arith::SelectOp::create(
+            e.b, inside, loadKvScale(e.b, e.b.getLoc(), scale, head, at),
+            e.f32(1));
+      Value f;
+      if (e.t.hardwareFp8) {
+        // sm_89+: cvt.rn.f16x2.{e4m3x2,e5m2x2}, two codes a convert
+        // (exact: every FP8 value is an f16): an f16 stage of exact
+        // codes takes them as they are, the others through f32.
+        Value bytes = arith::BitcastOp::create(
+            e.b, VectorType::get({kChunk}, e.b.getI8Type()), codes);
+        SmallVector<Value> lanes;
+        for (int64_t p = 0; p < kChunk; p += 2) {
+          Value lo = vector::ExtractOp::create(e.b, bytes, p);
+          Value hi = vector::ExtractOp::create(e.b, bytes, p + 1);
+          Value pair = vector::FromElementsOp::create(
+              e.b, VectorType::get({2}, e.b.getI8Type()), ValueRange{lo, hi});
+          Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
+              e.b, VectorType::get({2}, e.b.getF16Type()), pair,
+              /*relu=*/false, sourceType.getElementType());
+          for (int64_t i = 0; i < 2; ++i)
+            lanes.push_back(vector::ExtractOp::create(e.b, halves, i));
+        }
+        Value h = vector::FromElementsOp::create(
+            e.b, VectorType::get({kChunk}, e.b.getF16Type()), lanes);
+        if (!rowScale && elt.isF16())
+          return h;
+        f = arith::ExtFOp::create(e.b, f32Type, h);
+        if (rowScale)
+          f = arith::MulFOp::create(
+              e.b, f, vector::BroadcastOp::create(e.b, f32Type, rowScale));
+      } else if (!rowScale && elt.isF16()) {
+        // sm_80/sm_86, an f16 stage of exact codes: decoded in f16.
+        return decodeFp8ToF16Packed(e.b, e.b.getLoc(), codes);
+      } else {
+        f = dequantizeFp8Packed(e.b, e.b.getLoc(), codes, rowScale);
+      }
+      return elt.isF32()
+                 ? f
+                 : arith::TruncFOp::create(e.b, stagedType, f).getResult();
+    }();
     // 16 bytes at a multiple of 16: the stages' rows are whole chunks.
     if (dstView) {
       vector::StoreOp::create(e.b, v, dstView, ValueRange{dstOffset},
@@ -512,6 +517,8 @@ static void emitFp8Stage(GpuEmitter &e, Value source, Value blockTable,
         stageChunk(c, e.addOffset(x0, e.mulOffset(m, panel)), flat.view,
                    e.addOffset(rowPart, e.mulOffset(m, columnStep)));
       });
+      NVVM::SyncWarpOp::create(
+          e.b, arith::ConstantIntOp::create(e.b, e.b.getI32Type(), -1));
     });
     return;
   }
