@@ -36,6 +36,7 @@
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Dominance.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/Iterators.h"
@@ -695,7 +696,8 @@ exchangeShareStats(GpuEmitter &e,
 }
 
 void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
-                  TilePrefetchOp deferredPrefetch, bool pvPending) {
+                  TilePrefetchOp deferredPrefetch, bool pvPending,
+                  bool valueScaledAtStore) {
   Value scores = op.getScores(), acc = op.getAcc();
   int64_t bn = cast<MemRefType>(scores.getType()).getDimSize(1);
   int64_t dv = cast<MemRefType>(acc.getType()).getDimSize(1);
@@ -762,8 +764,9 @@ void lowerSoftmax(GpuEmitter &e, TileSoftmaxOp op, bool valuePrefetched,
   Value f = e.f32(e.t.expScale);
   // An FP8 V's scale per tensor or per KV head (the latent form's: K's) on
   // the probabilities P.V reads, not on the sum: the tensor-core stages hold
-  // the exact codes (foldedKvScale).
-  Value valueScale = e.t.tensorCores
+  // the exact codes (foldedKvScale). Where tile.store applies it to the
+  // rows' outputs instead (valueScalesAtStore), not here.
+  Value valueScale = e.t.tensorCores && !valueScaledAtStore
                          ? foldedKvScale(e.b, e.b.getLoc(), op.getValue(),
                                          op.getKvScale(), op.getKvHead())
                          : Value();
@@ -1073,7 +1076,7 @@ void storeRowLse(GpuEmitter &e, TileStoreOp op, int k, Value r,
 /// row group share its Q rows: each touches only its own columns, after a
 /// block barrier (the group's last Q.K^T).
 void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
-                         int64_t dv, Value base) {
+                         int64_t dv, Value base, Value valueScale) {
   Value out = op.getOut();
   Type outType = cast<MemRefType>(out.getType()).getElementType();
   auto pairType = VectorType::get({2}, outType);
@@ -1108,6 +1111,8 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
     if (op.getLse())
       e.when(e.lt(r, op.getRows()), [&] { storeRowLse(e, op, k, r, &n); });
     Value empty = n.noKey, inv = n.inv;
+    if (valueScale)
+      inv = e.mulf(inv, valueScale);
     for (int64_t j = 0; j < e.t.layout.slices(dv); ++j) {
       SmallVector<Value, 2> pair;
       for (int el = 0; el < e.t.layout.elementsPerRow; ++el) {
@@ -1151,7 +1156,9 @@ void storeRowsVectorized(GpuEmitter &e, TileStoreOp op, Value staging,
   });
 }
 
-void lowerStore(GpuEmitter &e, TileStoreOp op) {
+/// tile.store; `valueScale`, when given, multiplies every output (an FP8
+/// V's scale that the probabilities did not take: valueScalesAtStore).
+void lowerStore(GpuEmitter &e, TileStoreOp op, Value valueScale) {
   // Intra-warpgroup overlap: the last block's P.V.
   if (e.t.overlapPV)
     emitFlushDeferredPV(e);
@@ -1189,7 +1196,7 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
     Value staging = halfView(e, e.t.qTile, outType);
     if (fullDv <= cast<MemRefType>(staging.getType()).getDimSize(1)) {
       // (The lse too.)
-      storeRowsVectorized(e, op, staging, dv, base);
+      storeRowsVectorized(e, op, staging, dv, base, valueScale);
       return;
     }
   }
@@ -1205,6 +1212,8 @@ void lowerStore(GpuEmitter &e, TileStoreOp op) {
       RowNormalisation n =
           emitRowNormalisation(e, rowMax, sum, sink, e.t.lseUnit, shift);
       Value empty = n.noKey, inv = n.inv;
+      if (valueScale)
+        inv = e.mulf(inv, valueScale);
       auto normalised = [&](int64_t j, int el) {
         Value v = e.mulf(e.loadAcc(k, j, el), inv);
         v = arith::SelectOp::create(e.b, empty, e.f32(0), v);
@@ -1400,6 +1409,12 @@ public:
   /// Intra-warpgroup overlap: the tile.softmax_update ops that run while the
   /// previous block's P.V is in flight (their tile.qk issued it).
   llvm::SmallPtrSet<Operation *, 4> pvPending;
+  /// Tensor cores, an FP8 V with one scale per tensor or per KV head: the
+  /// tile.store that multiplies its rows by that scale (the scale memref and
+  /// KV head, both defined before it), and the tile.softmax_update ops that
+  /// then leave their probabilities unscaled (valueScalesAtStore).
+  llvm::DenseMap<Operation *, std::pair<Value, Value>> storeValueScale;
+  llvm::SmallPtrSet<Operation *, 4> valueScaledAtStore;
 
   /// The tile.softmax_update whose V block `qk` issues, recorded as issued;
   /// null where the schedule pairs none.
@@ -1414,6 +1429,42 @@ public:
   memref::AllocaOp accTile, scoreTile;
   SmallVector<memref::AllocaOp> statTiles;
 };
+
+/// The tensor-core stages hold an FP8 V's exact codes, and its scale, one
+/// per tensor or per KV head, is the same for every key: P.(s V) = s (P.V),
+/// so the rows' outputs are multiplied by it once, at tile.store, instead
+/// of every probability of every block (one FMUL per row, not one per
+/// score; the probabilities keep their f16 range). Recorded for the
+/// tile.store whose accumulator's every tile.softmax_update reads such a V
+/// with the same scale and KV head, both defined before the store (the
+/// store loads the scale); the others scale their probabilities.
+static void valueScalesAtStore(GpuTileLowering &state) {
+  DominanceInfo dominance(state.kernel);
+  for (Operation *op : state.tileOps) {
+    auto store = dyn_cast<TileStoreOp>(op);
+    if (!store)
+      continue;
+    SmallVector<TileSoftmaxOp> softmaxes;
+    for (Operation *user : store.getAcc().getUsers())
+      if (auto softmax = dyn_cast<TileSoftmaxOp>(user))
+        softmaxes.push_back(softmax);
+    if (softmaxes.empty())
+      continue;
+    Value scale = softmaxes.front().getKvScale();
+    Value kvHead = softmaxes.front().getKvHead();
+    bool uniform = llvm::all_of(softmaxes, [&](TileSoftmaxOp softmax) {
+      return isFp8(softmax.getValue().getType()) &&
+             isUniformKvScale(softmax.getKvScale()) &&
+             softmax.getKvScale() == scale && softmax.getKvHead() == kvHead;
+    });
+    if (!uniform || !dominance.properlyDominates(scale, store) ||
+        !dominance.properlyDominates(kvHead, store))
+      continue;
+    state.storeValueScale[store] = {scale, kvHead};
+    for (TileSoftmaxOp softmax : softmaxes)
+      state.valueScaledAtStore.insert(softmax);
+  }
+}
 
 void mlir::kvattn::GpuTileLoweringDeleter::operator()(
     GpuTileLowering *state) const {
@@ -2183,6 +2234,8 @@ FailureOr<GpuTileLoweringPtr> mlir::kvattn::prepareGpuTileLowering(
   for (Operation *op : tileOps)
     if (!isa<TilePrefetchOp>(op) || !pairs->deferred.count(op))
       state->tileOps.push_back(op);
+  if (tensorCores)
+    valueScalesAtStore(*state);
   if (t.producerWarps)
     specializeProducerWarps(*state, b);
   return FailureOr<GpuTileLoweringPtr>(std::move(state));
@@ -2292,7 +2345,8 @@ struct SoftmaxLowering : TileOpLowering<TileSoftmaxOp> {
              PatternRewriter &rewriter) const override {
     TilePrefetchOp deferred = state.deferredPrefetch.lookup(op);
     lowerSoftmax(e, op, state.valuePrefetched.contains(op), deferred,
-                 state.pvPending.contains(op));
+                 state.pvPending.contains(op),
+                 state.valueScaledAtStore.contains(op));
     if (deferred)
       rewriter.eraseOp(deferred);
   }
@@ -2301,7 +2355,12 @@ struct SoftmaxLowering : TileOpLowering<TileSoftmaxOp> {
 struct StoreLowering : TileOpLowering<TileStoreOp> {
   using TileOpLowering::TileOpLowering;
   void lower(GpuEmitter &e, TileStoreOp op, PatternRewriter &) const override {
-    lowerStore(e, op);
+    Value valueScale;
+    auto scaled = state.storeValueScale.find(op);
+    if (scaled != state.storeValueScale.end())
+      valueScale = loadKvScale(e.b, e.b.getLoc(), scaled->second.first,
+                               scaled->second.second, ValueRange{});
+    lowerStore(e, op, valueScale);
   }
 };
 
