@@ -130,9 +130,12 @@ Value packPair(GpuEmitter &e, Type elt, Value lo, Value hi) {
 /// d = A . B + d, wgmma.mma_async m64n{n}k16 with f32 accumulation: A from
 /// its descriptor `descA` (SS) or from the four b32 registers `aRegs` (RS),
 /// B from `descB` (MN-major when `transB`). Returns the n / 2 values of d.
+/// Without `accumulate` (scale-d = 0) d = A . B: `acc`'s values are not read
+/// (ptxas then sets no registers for them).
 SmallVector<Value> emitWgmma(GpuEmitter &e, Type elt, int64_t n,
                              ArrayRef<Value> acc, Value descA,
-                             ArrayRef<Value> aRegs, Value descB, bool transB) {
+                             ArrayRef<Value> aRegs, Value descB, bool transB,
+                             bool accumulate = true) {
   const int64_t outs = n / 2;
   assert(static_cast<int64_t>(acc.size()) == outs && "one value per d");
   const bool rs = !aRegs.empty();
@@ -167,7 +170,8 @@ SmallVector<Value> emitWgmma(GpuEmitter &e, Type elt, int64_t n,
   const std::string scaleD = ref(next++);
   constraints += ",n";
   operands.push_back(
-      arith::ConstantIntOp::create(e.b, e.b.getI32Type(), 1).getResult());
+      arith::ConstantIntOp::create(e.b, e.b.getI32Type(), accumulate ? 1 : 0)
+          .getResult());
   std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, " + scaleD +
                      ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
                      std::to_string(n) + "k16.f32." + type + "." + type + " {" +
@@ -843,10 +847,11 @@ void emitScoresWithWgmma(GpuEmitter &e, TileQKOp op, Value kAddress, int64_t bn,
   if (e.t.overlapPV)
     emitPingPongWait(e);
   wgmmaFence(e);
+  // The first step writes the scores (scale-d = 0): no zeroed registers.
   SmallVector<Value> acc(bn / 2, e.f32(0));
   for (int64_t kk = 0; kk < d / 16; ++kk)
     acc = emitWgmma(e, elt, bn, acc, descAs[kk], {}, descBs[kk],
-                    /*transB=*/false);
+                    /*transB=*/false, /*accumulate=*/kk > 0);
   NVVM::WgmmaGroupSyncAlignedOp::create(e.b);
   if (pending) {
     issueDeferredPV(e, pv);
