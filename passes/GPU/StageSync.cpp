@@ -27,6 +27,7 @@
 #include "passes/GPU/StageSync.h"
 
 #include "kvattn/Dialect/KVAttnOps.h"
+#include "passes/Conversion/Fp8.h"
 #include "passes/Conversion/TileToGPU/SharedMemoryLayout.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -97,6 +98,12 @@ class StageSyncAnalysis {
 public:
   StageSyncAnalysis(bool wgmma, bool keysAhead, bool latent)
       : wgmma(wgmma), keysAhead(keysAhead), latent(latent) {}
+
+  /// The stages whose "copies" are plain loads and stores (an FP8 cache's
+  /// conversion, emitFp8Stage): landed for this thread when issued, so no
+  /// copy group and no wait; the barrier publishes them, after a proxy fence
+  /// where wgmma reads them.
+  bool synchronous[2] = {false, false};
 
   /// The pairings: the tile.softmax_update ops whose V block their tile.qk
   /// issues, the tile.qk ops that issue one, the tile.prefetch ops a
@@ -209,8 +216,14 @@ private:
     }
   }
 
-  /// A copy group into stage `k`.
+  /// A copy group into stage `k` (a synchronous stage's writes: no group).
   void commit(StageKind k) {
+    if (synchronous[k]) {
+      StageState &s = state.stages[k];
+      s.inFlight = false;
+      s.published = false;
+      return;
+    }
     for (StageState &s : state.stages)
       if (s.inFlight)
         ++s.age;
@@ -248,6 +261,7 @@ private:
       need.barrier = true;
       barrier();
     } else if (!s.published) {
+      need.fence |= wgmma && synchronous[k];
       need.barrier = true;
       barrier();
     }
@@ -284,7 +298,11 @@ LogicalResult mlir::kvattn::placeStageSyncs(gpu::GPUFuncOp kernel) {
         id && isa<TilePrefetchOp>(op))
       keyPrefetch[*id] = op;
   });
+  kernel.walk([&](TileQKOp qk) {
+    analysis.synchronous[0] |= isFp8(qk.getKey().getType());
+  });
   kernel.walk([&](TileSoftmaxOp softmax) {
+    analysis.synchronous[1] |= isFp8(softmax.getValue().getType());
     if (std::optional<int64_t> id = getValuePrefetchId(softmax))
       if (Operation *qk = valueQK.lookup(*id)) {
         analysis.valueIssuers.insert(qk);

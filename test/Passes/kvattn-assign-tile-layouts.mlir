@@ -180,8 +180,10 @@ func.func @overlap(%q: tensor<1x4x256x128xbf16>, %k: tensor<1x2x1024x128xbf16>, 
 
 // An FP8 cache on sm_90a: converted into the 16-bit stages by plain loads
 // and stores (no TMA ring; pipeline_depth = 1: each tile.qk stages its K
-// block, and V as paired); wgmma reads the stages through the async proxy,
-// so each sync point fences this thread's copies before the barrier. With
+// block, and V as paired), landed for the thread that wrote them: no copy
+// group to wait for (no wait_copies); wgmma reads the stages through the
+// async proxy, so each sync point fences this thread's stores before the
+// barrier. With
 // per-tensor scales the stages hold the exact codes in f16, and the bf16
 // query's tile is retyped to f16 (tile.load_q converts it), on mma.sync
 // (its A operand) as on wgmma.
@@ -192,8 +194,8 @@ func.func @overlap(%q: tensor<1x4x256x128xbf16>, %k: tensor<1x2x1024x128xbf16>, 
 // WGMMA-SAME:    kvattn.gpu_schedule = #kvattn.gpu_schedule<mode = wgmma, pipeline_depth = 1, scores_in_registers = true, lazy_rescale = true>
 // WGMMA:         memref.alloca() {kvattn.shared_offset = 0 : i64, kvattn.tile_role = #kvattn.tile_role<query>} : memref<64x64xf16>
 // WGMMA:         kvattn.tile.load_q {{.*}} : memref<1x8x100x64xbf16>, memref<64x64xf16>
-// WGMMA:         kvattn.tile.qk {{.*}}{kvattn.stage_sync = #kvattn.stage_sync<wait_copies = 0, proxy_fence = true, barrier = true>, kvattn.value_prefetch = 0 : i64}
-// WGMMA:         kvattn.tile.softmax_update {{.*}}{kvattn.stage_sync = #kvattn.stage_sync<wait_copies = 0, proxy_fence = true, barrier = true>, kvattn.value_prefetch = 0 : i64}
+// WGMMA:         kvattn.tile.qk {{.*}}{kvattn.stage_sync = #kvattn.stage_sync<proxy_fence = true, barrier = true>, kvattn.value_prefetch = 0 : i64}
+// WGMMA:         kvattn.tile.softmax_update {{.*}}{kvattn.stage_sync = #kvattn.stage_sync<proxy_fence = true, barrier = true>, kvattn.value_prefetch = 0 : i64}
 func.func @fp8(%q: tensor<1x8x100x64xbf16>, %k: tensor<1x2x300x64xf8E4M3FN>, %v: tensor<1x2x300x64xf8E4M3FN>,
                %pos: tensor<1xi32>, %ks: tensor<1xf32>, %vs: tensor<1xf32>) -> tensor<1x8x100x64xbf16> {
   %o = kvattn.attention %q, %k, %v q_offset(%pos : tensor<1xi32>) k_scale(%ks : tensor<1xf32>) v_scale(%vs : tensor<1xf32>) causal

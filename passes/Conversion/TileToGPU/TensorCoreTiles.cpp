@@ -532,10 +532,10 @@ void mlir::kvattn::emitAsyncStage(GpuEmitter &e, Value source, Value blockTable,
                                   Value cols, Value stage, bool commit,
                                   Value keyValid, Value scale) {
   if (isFp8(source.getType())) {
+    // Plain loads and stores: landed for this thread when issued, no copy
+    // group (StageSync.cpp gives such stages no wait).
     emitFp8Stage(e, source, blockTable, batch, head, start, cols, stage,
                  keyValid, scale);
-    if (commit)
-      NVVM::CpAsyncCommitGroupOp::create(e.b);
     return;
   }
   auto stageType = cast<MemRefType>(stage.getType());
