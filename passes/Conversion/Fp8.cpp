@@ -46,62 +46,66 @@ Value mlir::kvattn::castKvToF32(OpBuilder &b, Location loc, Value value) {
     return value;
   if (!isFp8(elt))
     return arith::ExtFOp::create(b, loc, f32, value);
+  // Through f16, which holds every FP8 value: an e5m2 code is the upper
+  // byte of its f16; an e4m3 code's S.EEEE.MMM shifted to the f16's
+  // 0.EEEE.MMM (its value / 2^8, subnormals too: 0.MMM x 2^-6 / 2^8 is an
+  // f16 subnormal) and scaled by 2^8 in f32, exactly. One conversion
+  // (x86's vcvtph2ps, NVPTX's cvt.f32.f16) and a few integer operations a
+  // code, where the bit assembly in f32 took three times as many. NaN codes
+  // give the canonical NaN with the code's sign (0x7fc00000 | sign), as
+  // before; e5m2's infinities come through the f16.
   const bool e4m3 = isa<Float8E4M3FNType>(elt);
-  const int mantissa = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  Type i16 = like(type, b.getI16Type());
   Type i32 = like(type, b.getI32Type());
-  auto c = [&](int64_t v) { return i32Constant(b, loc, type, v); };
-  auto cf = [&](double v) -> Value {
-    auto attr = b.getF32FloatAttr(static_cast<float>(v));
+  auto c16 = [&](int64_t v) -> Value {
+    IntegerAttr attr = b.getI16IntegerAttr(static_cast<int16_t>(v));
     if (auto vt = dyn_cast<VectorType>(type)) {
-      auto t = VectorType::get(vt.getShape(), b.getF32Type());
+      auto t = VectorType::get(vt.getShape(), b.getI16Type());
       return arith::ConstantOp::create(b, loc, t,
                                        DenseElementsAttr::get(t, attr));
     }
     return arith::ConstantOp::create(b, loc, attr);
   };
+  auto c32 = [&](int64_t v) { return i32Constant(b, loc, type, v); };
   Value bits =
       arith::BitcastOp::create(b, loc, like(type, b.getI8Type()), value);
-  Value code = arith::ExtUIOp::create(b, loc, i32, bits);
+  Value code = arith::ExtUIOp::create(b, loc, i16, bits);
+  Value magnitude = arith::AndIOp::create(b, loc, code, c16(0x7f));
+  Value halfBits =
+      e4m3 ? arith::ShLIOp::create(b, loc, magnitude, c16(7)).getResult()
+           : arith::ShLIOp::create(b, loc, code, c16(8)).getResult();
+  Value half =
+      arith::BitcastOp::create(b, loc, like(type, b.getF16Type()), halfBits);
+  Value f = arith::ExtFOp::create(b, loc, f32, half);
   Value sign = arith::ShLIOp::create(
-      b, loc, arith::AndIOp::create(b, loc, code, c(0x80)), c(24));
-  Value magnitude = arith::AndIOp::create(b, loc, code, c(0x7f));
-  Value exponent = arith::ShRUIOp::create(b, loc, magnitude, c(mantissa));
-  Value fraction =
-      arith::AndIOp::create(b, loc, magnitude, c((1 << mantissa) - 1));
-  // Normal: the f32 with exponent e - bias and the fraction on top.
-  Value normal = arith::OrIOp::create(
       b, loc,
-      arith::ShLIOp::create(
-          b, loc, arith::AddIOp::create(b, loc, exponent, c(127 - bias)),
-          c(23)),
-      arith::ShLIOp::create(b, loc, fraction, c(23 - mantissa)));
-  // Subnormal: fraction * 2^(1 - bias - mantissa), exact in f32.
-  Value subnormal = arith::BitcastOp::create(
-      b, loc, i32,
-      arith::MulFOp::create(b, loc,
-                            arith::UIToFPOp::create(b, loc, f32, fraction),
-                            cf(std::ldexp(1.0, 1 - bias - mantissa))));
-  Value isSubnormal =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, exponent, c(0));
-  Value result =
-      arith::SelectOp::create(b, loc, isSubnormal, subnormal, normal);
+      arith::ExtUIOp::create(b, loc, i32,
+                             arith::AndIOp::create(b, loc, code, c16(0x80))),
+      c32(24));
+  Value isNan;
   if (e4m3) {
-    // S.1111.111 is NaN (no infinities).
-    Value isNan = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                        magnitude, c(0x7f));
-    result = arith::SelectOp::create(b, loc, isNan, c(0x7fc00000), result);
-  } else {
-    // S.11111.00 is infinity, S.11111.xx NaN.
-    Value special = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                          exponent, c(31));
-    Value isInf =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, fraction, c(0));
-    Value nonFinite =
-        arith::SelectOp::create(b, loc, isInf, c(0x7f800000), c(0x7fc00000));
-    result = arith::SelectOp::create(b, loc, special, nonFinite, result);
+    // The magnitude's f32, then the sign (S.1111.111 is NaN: no
+    // infinities).
+    TypedAttr twoTo8 = b.getF32FloatAttr(256.0f);
+    if (auto vt = dyn_cast<VectorType>(f32))
+      twoTo8 = DenseElementsAttr::get(vt, twoTo8);
+    f = arith::MulFOp::create(b, loc, f,
+                              arith::ConstantOp::create(b, loc, twoTo8));
+    isNan = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, magnitude,
+                                  c16(0x7f));
+    Value result = arith::BitcastOp::create(b, loc, i32, f);
+    result = arith::SelectOp::create(b, loc, isNan, c32(0x7fc00000), result);
+    return arith::BitcastOp::create(b, loc, f32,
+                                    arith::OrIOp::create(b, loc, result, sign));
   }
-  return arith::BitcastOp::create(b, loc, f32,
-                                  arith::OrIOp::create(b, loc, result, sign));
+  // e5m2: S.11111.xx with xx != 0 is NaN (the f16's payload is not kept).
+  isNan = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, magnitude,
+                                c16(0x7c));
+  Value result = arith::BitcastOp::create(b, loc, i32, f);
+  result = arith::SelectOp::create(
+      b, loc, isNan, arith::OrIOp::create(b, loc, c32(0x7fc00000), sign),
+      result);
+  return arith::BitcastOp::create(b, loc, f32, result);
 }
 
 namespace {

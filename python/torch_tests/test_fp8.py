@@ -235,3 +235,26 @@ def test_plan_with_append_quantises_the_new_tokens(fmt, gran):
         plan.run(q, k.float(), v, pos, kv_len, update_k=uk, update_v=uv,
                  k_scale=ks, v_scale=vs)
     plan.close()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_code_decodes_as_torch_decodes_it(fmt):
+    """All 256 codes of a format as one V row (one key: its probability is
+    exactly 1, so the output row is V's decoded row times v_scale = 1):
+    equal to torch's own decode, code by code — subnormals, the largest
+    codes, negative codes, e5m2's infinities; the NaN codes give NaN (the
+    accumulator's 0 + p * -0 is +0: zeros compare equal whatever their
+    sign). A decode that lost a subnormal, a sign or an exponent bias fails
+    it."""
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    v = codes.view(fmt).reshape(1, 1, 1, 256)
+    k = torch.zeros(1, 1, 1, 256).to(fmt)
+    q = torch.zeros(1, 1, 1, 256)
+    one = torch.ones(1)
+    out = kt.attention(q, k, v, q_offset=torch.tensor([0], dtype=torch.int32),
+                       causal=True, k_scale=one, v_scale=one)
+    expected = v.float()
+    nan = expected.isnan()
+    assert int(nan.sum()) == (2 if fmt == torch.float8_e4m3fn else 6)
+    assert torch.equal(out.isnan(), nan)
+    assert torch.equal(out[~nan], expected[~nan])
