@@ -502,8 +502,9 @@ Status Interpreter::evalLinalg(linalg::LinalgOp op) {
   SmallVector<int64_t> ranges = shapesToLoops.compose(shapes);
   std::vector<HostTensor> outs;
   for (OpOperand &init : op.getDpsInitsMutable())
-    // (An owned copy: an argument's memory is the caller's.)
-    outs.push_back(tensor(init.get()).ownedCopy());
+    // (A copy: writing it, a view of an argument's memory too, writes its
+    // own bytes: HostTensor::mutableData.)
+    outs.push_back(tensor(init.get()));
 
   Block *body = op.getBlock();
   llvm::DenseMap<Value, Scalar> scalars;
@@ -1060,9 +1061,9 @@ Status Interpreter::evalInsertSlice(tensor::InsertSliceOp op) {
   if (op.getSourceType().getRank() != op.getDestType().getRank())
     return fail(op, "rank-reducing insert_slice is not supported");
   const HostTensor &src = tensor(op.getSource());
-  // An owned copy: a view (an argument of a compiled path's validation) is
-  // the caller's memory.
-  HostTensor dst = tensor(op.getDest()).ownedCopy();
+  // A copy: writing it, a view of an argument's memory too (a compiled
+  // path's validation), writes its own bytes (HostTensor::mutableData).
+  HostTensor dst = tensor(op.getDest());
   std::vector<int64_t> offsets = mixed(op.getMixedOffsets()),
                        sizes = mixed(op.getMixedSizes()),
                        strides = mixed(op.getMixedStrides());

@@ -1216,9 +1216,9 @@ Status append(const HostTensor &cache, const HostTensor &update,
     checkOnly->rows = update;
     return Status::ok();
   }
-  // A copy that owns its memory: the op has value semantics, and the
-  // caller's cache (a view) is not this function's to write.
-  result = cache.ownedCopy();
+  // A copy (the op has value semantics): writing it, a view of the
+  // caller's cache too, writes its own bytes (HostTensor::mutableData).
+  result = cache;
   const size_t eltSize = elementTypeSize(cache.elementType());
   for (int64_t bi = 0; bi < b; ++bi) {
     const int64_t p = pos.getInt(bi);
@@ -1252,8 +1252,8 @@ Status appendRotated(const HostTensor &cache, const HostTensor &update,
   KVATTN_RETURN_IF_ERROR(checkInteger("rope_pos", *ropePos));
   KVATTN_RETURN_IF_ERROR(checkShape(
       "rope_pos", *ropePos, {{"B", cache.dim(0)}, {"C", cache.dim(2)}}));
-  // A copy that owns its memory (the op has value semantics).
-  *ropePosResult = ropePos->ownedCopy();
+  // A copy (the op has value semantics; HostTensor::mutableData).
+  *ropePosResult = *ropePos;
   const int64_t c = cache.dim(2);
   for (int64_t b = 0; b < cache.dim(0); ++b)
     for (int64_t t = 0; t < update.dim(2); ++t)
@@ -1301,9 +1301,9 @@ Status appendPaged(const HostTensor &pages, const HostTensor &update,
     return Status::ok();
   }
 
-  // A copy that owns its memory (the op has value semantics; a view's
-  // memory is the caller's).
-  result = pages.ownedCopy();
+  // A copy (the op has value semantics): writing it, a view of the
+  // caller's pages too, writes its own bytes (HostTensor::mutableData).
+  result = pages;
   const size_t eltSize = elementTypeSize(pages.elementType());
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t t = 0; t < l; ++t) {
